@@ -193,6 +193,16 @@ class UpdateResult:
 
 
 @attrs.frozen
+class SetAllocation:
+    """Set how many CPUs of each named node are allocated (the hook the job runner uses; tests use
+    it to put nodes in alloc/mix). The base state follows from it through the state machine."""
+
+    node_names: str
+    cpus_alloc: int
+    user: str = ""
+
+
+@attrs.frozen
 class GetConfig:
     pass
 
@@ -252,6 +262,7 @@ MESSAGE_TYPES: dict[str, type] = {
         Snapshot,
         UpdateNodes,
         UpdateResult,
+        SetAllocation,
         GetConfig,
         ConfigDump,
         Reconfigure,
