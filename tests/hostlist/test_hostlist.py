@@ -1,0 +1,155 @@
+"""Unit and property tests for conf.hostlist (Slurm hostlist expressions)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conf.hostlist import MAX_RANGE, HostlistError, expand, fold, sort_key
+
+
+@pytest.mark.parametrize(
+    ("expr", "names"),
+    [
+        ("alpha", ["alpha"]),
+        ("alpha,beta", ["alpha", "beta"]),
+        ("node[01-04,07]", ["node01", "node02", "node03", "node04", "node07"]),
+        ("lx[15,18,32-33]", ["lx15", "lx18", "lx32", "lx33"]),
+        ("n[8-10]", ["n8", "n9", "n10"]),  # no padding written in the low bound
+        ("n[08-10]", ["n08", "n09", "n10"]),
+        ("n[007]", ["n007"]),
+        ("n[1-2]-ib", ["n1-ib", "n2-ib"]),
+        ("[1-3]", ["1", "2", "3"]),
+        ("a,n[1-2],b", ["a", "n1", "n2", "b"]),  # commas inside brackets do not split
+        ("n[2,1-2],n1", ["n2", "n1", "n2", "n1"]),  # written order, duplicates kept
+        ("ALL", ["ALL"]),  # callers handle ALL
+    ],
+)
+def test_expand(expr: str, names: list[str]) -> None:
+    assert expand(expr) == names
+
+
+def test_expand_padding_by_low_bound_width() -> None:
+    assert expand("n[01-10]") == [f"n{i:02d}" for i in range(1, 11)]
+    assert expand("n[1-010]") == [f"n{i}" for i in range(1, 11)]
+
+
+def test_expand_several_groups_is_cartesian_product() -> None:
+    assert expand("rack[0-1]_blade[0-2]") == [
+        f"rack{r}_blade{b}" for r in range(2) for b in range(3)
+    ]
+    assert len(expand("rack[0-63]_blade[0-41]")) == 64 * 42
+
+
+def test_expand_biggest_range_allowed() -> None:
+    names = expand(f"n[1-{MAX_RANGE}]")
+    assert len(names) == MAX_RANGE and names[-1] == f"n{MAX_RANGE}"
+
+
+@pytest.mark.parametrize(
+    ("expr", "col", "words"),
+    [
+        ("n[3-1]", 2, "low bound above"),
+        ("n[1,5-2]", 4, "low bound above"),
+        ("n[-1]", 2, "negative"),
+        ("n[1--2]", 4, "negative"),
+        ("n[a-b]", 2, "not a number"),
+        ("n[1x]", 3, "not a number"),
+        ("n[1-2-3]", 5, "not a number"),
+        ("n[1-]", 3, "no high bound"),
+        ("n[1-2", 1, "never closed"),
+        ("a,n[1-2", 3, "never closed"),
+        ("n1-2]", 4, "without a matching"),
+        ("n[[1]]", 2, "inside"),
+        ("a,,b", 2, "empty host name"),
+        (",a", 0, "empty host name"),
+        ("a,", 2, "empty host name"),
+        ("", 0, "empty hostlist"),
+        ("n[]", 2, "empty number"),
+        ("n[1,,2]", 4, "empty number"),
+        ("n[0-65536]", 2, "65,536"),
+        ("ab,n[5,1-70000]", 7, "65,536"),
+        ("n 1", 1, "whitespace"),
+        ("a[0-65535]b[0-65535]", 0, "more than"),
+    ],
+)
+def test_expand_errors_name_the_column(expr: str, col: int, words: str) -> None:
+    with pytest.raises(HostlistError) as info:
+        expand(expr)
+    assert info.value.col == col
+    assert words in info.value.message
+    assert isinstance(info.value, ValueError)
+    assert expr in str(info.value) or not expr
+
+
+@pytest.mark.parametrize(
+    ("names", "folded"),
+    [
+        (["gpu01", "gpu02", "gpu03", "cpu1"], "cpu1,gpu[01-03]"),
+        (["n9", "n10", "n11"], "n[9-11]"),
+        (["n09", "n10", "n11"], "n[09-11]"),
+        (["n8", "n09", "n10"], "n[8,09-10]"),  # n[8-10] would expand to n9, not n09
+        (["n1", "n01", "n001"], "n[1,01,001]"),  # same value, different names
+        (["n3", "n1", "n2", "n1"], "n[1-3]"),  # sorted folding is a set
+        (["n1-ib", "n2-ib", "n3-ib"], "n[1-3]-ib"),
+        ([f"rack{r}_blade{b}" for r in range(2) for b in range(3)], "rack[0-1]_blade[0-2]"),
+        (["r0c0", "r0c1", "r1c0"], "r0c[0-1],r1c0"),
+        (["n10", "n9", "n100"], "n[9-10,100]"),
+        (["beta", "alpha"], "alpha,beta"),
+        (["n9", "n10"], "n9,n10"),  # n[9-10] would be longer: the plain list wins
+        ([], ""),
+    ],
+)
+def test_fold(names: list[str], folded: str) -> None:
+    assert fold(names) == folded
+    assert expand(folded) == sorted(set(names), key=sort_key) if names else folded == ""
+
+
+def test_fold_never_writes_a_range_expand_refuses() -> None:
+    names = [f"n{i:06d}" for i in range(1, 100_001)]
+    folded = fold(reversed(names))
+    assert folded == "n[000001-065536,065537-100000]"
+    assert expand(folded) == names
+
+
+def test_fold_unsorted_keeps_order_and_duplicates_like_scontrol() -> None:
+    assert fold(["tux2", "tux1", "tux2"], sort=False) == "tux[2,1-2]"
+    assert fold(["n1", "gpu1", "n2", "n3", "n4"], sort=False) == "n1,gpu1,n[2-4]"
+
+
+@pytest.mark.parametrize(("name", "col"), [("a[1", 1), ("a,b", 1), ("a b", 1), ("", 0)])
+def test_fold_rejects_names_it_cannot_write(name: str, col: int) -> None:
+    with pytest.raises(HostlistError) as info:
+        fold(["ok1", name])
+    assert info.value.col == col
+
+
+_piece = st.sampled_from(["n", "gpu", "rack", "_blade", "-ib", "a.b", "x"])
+_number = st.integers(0, 120).flatmap(
+    lambda v: st.sampled_from([str(v), str(v).zfill(2), str(v).zfill(3)])
+)
+_name = st.one_of(
+    st.sampled_from(["login", "alpha", "beta"]),
+    st.tuples(_piece, _number).map("".join),
+    st.tuples(_piece, _number, _piece).map("".join),
+    st.tuples(_piece, _number, _piece, _number).map("".join),
+    st.tuples(_number, _piece).map("".join),
+    _number,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_name, max_size=60))
+def test_fold_expands_back_to_the_sorted_names(names: list[str]) -> None:
+    folded = fold(names)
+    assert expand(folded) == sorted(set(names), key=sort_key) if names else folded == ""
+    assert len(folded) <= len(",".join(sorted(set(names))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_name, max_size=60))
+def test_unsorted_fold_expands_back_to_the_same_list(names: list[str]) -> None:
+    folded = fold(names, sort=False)
+    assert expand(folded) == names if names else folded == ""
+    assert len(folded) <= len(",".join(names))
