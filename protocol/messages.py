@@ -156,7 +156,7 @@ class Ack:
 
 
 # ---------------------------------------------------------------------------------------------
-# Admin commands (rinfo, rcontrol) <-> controller: one request, one reply, then the connection closes
+# Admin commands (rinfo, rcontrol) <-> controller: one request, one reply, then close
 
 
 @attrs.frozen

@@ -1,0 +1,81 @@
+"""The cluster key: a file of random bytes readable by its owner only; finding, loading, creating.
+
+Every program takes --key-file, then RANCH_KEY_FILE, then the config's AuthKeyFile.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+from collections.abc import Mapping
+
+DEFAULT_KEY_FILE = "/etc/ranch/ranch.key"
+KEY_ENV = "RANCH_KEY_FILE"
+KEY_BYTES = 32
+MIN_KEY_BYTES = 16
+
+
+class KeyFileError(Exception):
+    """The key file is missing, unsafe or unusable; the message says which and what to do."""
+
+
+def resolve_key_path(
+    cli_value: str | None,
+    config_value: str | None = None,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> str:
+    """--key-file beats RANCH_KEY_FILE beats AuthKeyFile beats the default path."""
+    environ = os.environ if env is None else env
+    for candidate in (cli_value, environ.get(KEY_ENV), config_value):
+        if candidate:
+            return os.path.expanduser(candidate)
+    return DEFAULT_KEY_FILE
+
+
+def load_key(path: str) -> bytes:
+    """The key bytes of `path`; refuses a file that group or others may read or write."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise KeyFileError(
+            f"key file {path} does not exist (rctld creates it at AuthKeyFile on first start; "
+            f"give nodes and commands the same file with --key-file or {KEY_ENV})"
+        ) from None
+    except OSError as exc:
+        raise KeyFileError(f"cannot open key file {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyFileError(f"key file {path} is not a regular file")
+        if st.st_mode & 0o077:
+            raise KeyFileError(
+                f"key file {path} is accessible by group or others "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}); run: chmod 600 {path}"
+            )
+        key = f.read()
+    if len(key) < MIN_KEY_BYTES:
+        raise KeyFileError(
+            f"key file {path} holds {len(key)} bytes; at least {MIN_KEY_BYTES} are needed"
+        )
+    return key
+
+
+def create_key(path: str) -> bytes:
+    """Write a new random key to `path` (mode 0600, parents created) atomically; never
+    overwrites an existing file (FileExistsError)."""
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, mode=0o700, exist_ok=True)
+    key = secrets.token_bytes(KEY_BYTES)
+    tmp = os.path.join(parent, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+            f.flush()
+            os.fsync(f.fileno())
+        os.link(tmp, path)  # unlike rename, fails instead of replacing a key someone else made
+    finally:
+        os.unlink(tmp)
+    return key

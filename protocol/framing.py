@@ -1,0 +1,205 @@
+"""Frames, sans-IO: length prefix, header, body, HMAC-SHA256; FrameDecoder turns bytes into Frames.
+
+Layout (big-endian): u32 length of the rest | u16 version | u8 type-name length | type name
+(ASCII) | u64 request id | f64 timestamp (wall clock) | 16-byte nonce | body | 32-byte MAC.
+The MAC covers everything after the length prefix.
+"""
+
+from __future__ import annotations
+
+import heapq
+import hmac
+import secrets
+import struct
+import time
+from collections.abc import Callable, Iterator
+from hashlib import sha256
+from typing import Any
+
+import attrs
+
+from protocol import codec
+from protocol.errors import ProtocolError
+from protocol.versions import CURRENT, SUPPORTED, message_known
+
+MAX_SIZE = 1 << 20  # default limit for the part after the length prefix
+MAC_SIZE = 32
+NONCE_SIZE = 16
+_PREFIX = struct.Struct(">I")
+_HEAD = struct.Struct(">HB")  # version, type-name length
+_TAIL = struct.Struct(f">Qd{NONCE_SIZE}s")  # request id, timestamp, nonce
+_MIN_FRAME = _HEAD.size + 1 + _TAIL.size + MAC_SIZE
+
+
+@attrs.frozen
+class Frame:
+    version: int
+    type: str
+    request_id: int
+    msg: Any
+    timestamp: float
+    nonce: bytes
+
+
+def encode_frame(
+    msg: Any,
+    key: bytes,
+    *,
+    request_id: int,
+    version: int = CURRENT,
+    now: float | None = None,
+) -> bytes:
+    """One signed frame carrying `msg`, written for a peer speaking `version`."""
+    type_name = type(msg).__name__
+    if not message_known(type_name, version):
+        raise ValueError(f"{type_name} cannot be sent in protocol version {version}")
+    name = type_name.encode("ascii")
+    timestamp = time.time() if now is None else now
+    signed = b"".join(
+        (
+            _HEAD.pack(version, len(name)),
+            name,
+            _TAIL.pack(request_id, timestamp, secrets.token_bytes(NONCE_SIZE)),
+            codec.encode(msg, version=version),
+        )
+    )
+    mac = hmac.new(key, signed, sha256).digest()
+    return _PREFIX.pack(len(signed) + MAC_SIZE) + signed + mac
+
+
+class ReplayGuard:
+    """Nonces seen within the acceptance window, with bounded memory.
+
+    A nonce is remembered until its frame's timestamp leaves the window (after which the stale
+    check refuses the frame anyway). Share one guard across all connections of a server, so a
+    frame captured on one connection cannot be replayed on another."""
+
+    def __init__(self, window: float = 10.0, max_entries: int = 200_000) -> None:
+        self.window = window
+        self.max_entries = max_entries
+        self._seen: set[bytes] = set()
+        self._expiry: list[tuple[float, bytes]] = []
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+    def check_and_add(self, nonce: bytes, timestamp: float, now: float) -> bool:
+        """True if the nonce is fresh (and remember it); False if it was seen before."""
+        while self._expiry and self._expiry[0][0] < now:
+            self._seen.discard(heapq.heappop(self._expiry)[1])
+        if nonce in self._seen:
+            return False
+        if len(self._seen) >= self.max_entries:
+            # Over the bound only under a flood; forgetting the soonest-to-expire nonce is the
+            # smallest hole we can open.
+            self._seen.discard(heapq.heappop(self._expiry)[1])
+        self._seen.add(nonce)
+        heapq.heappush(self._expiry, (max(timestamp, now) + self.window, nonce))
+        return True
+
+
+class FrameDecoder:
+    """Feed bytes in, take Frames out. Raises ProtocolError for each refused frame; after a
+    fatal one (too_large, a length too short to be a frame) the stream is out of sync and every
+    later call raises it again."""
+
+    def __init__(
+        self,
+        key: bytes,
+        *,
+        max_size: int = MAX_SIZE,
+        message_timeout: float = 10.0,
+        replay_guard: ReplayGuard | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.key = key
+        self.max_size = max_size
+        self.message_timeout = message_timeout
+        self.replay_guard = (
+            replay_guard if replay_guard is not None else ReplayGuard(window=message_timeout)
+        )
+        self.clock = clock
+        self._buf = bytearray()
+        self._broken: ProtocolError | None = None
+
+    def feed(self, data: bytes) -> None:
+        if self._broken is None:
+            self._buf += data
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def __iter__(self) -> Iterator[Frame]:
+        while (frame := self.next_frame()) is not None:
+            yield frame
+
+    def next_frame(self) -> Frame | None:
+        """The next complete frame, or None if more bytes are needed."""
+        if self._broken is not None:
+            raise self._broken
+        if len(self._buf) < _PREFIX.size:
+            return None
+        (length,) = _PREFIX.unpack_from(self._buf)
+        if length > self.max_size:
+            self._fail("too_large", f"frame of {length} bytes exceeds the limit of {self.max_size}")
+        if length < _MIN_FRAME:
+            self._fail("bad_request", f"frame of {length} bytes is shorter than any valid frame")
+        if len(self._buf) < _PREFIX.size + length:
+            return None
+        raw = bytes(self._buf[_PREFIX.size : _PREFIX.size + length])
+        del self._buf[: _PREFIX.size + length]
+        return self._parse(raw)
+
+    def _fail(self, code: str, message: str) -> None:
+        self._broken = ProtocolError(code, message, fatal=True)
+        self._buf.clear()
+        raise self._broken
+
+    def _parse(self, raw: bytes) -> Frame:
+        signed, mac = raw[:-MAC_SIZE], raw[-MAC_SIZE:]
+        if not hmac.compare_digest(hmac.new(self.key, signed, sha256).digest(), mac):
+            raise ProtocolError("bad_mac", "frame signature does not match the cluster key")
+        version, name_len = _HEAD.unpack_from(signed)
+        tail_at = _HEAD.size + name_len
+        if tail_at + _TAIL.size > len(signed):
+            raise ProtocolError("bad_request", "frame header is truncated", version=version)
+        try:
+            type_name = signed[_HEAD.size : tail_at].decode("ascii")
+        except UnicodeDecodeError:
+            type_name = repr(signed[_HEAD.size : tail_at])
+        request_id, timestamp, nonce = _TAIL.unpack_from(signed, tail_at)
+        body = signed[tail_at + _TAIL.size :]
+        ids = {"request_id": request_id, "version": version}
+        if version not in SUPPORTED:
+            raise ProtocolError(
+                "version",
+                f"protocol version {version} is not supported (this side speaks "
+                f"{', '.join(map(str, SUPPORTED))})",
+                request_id=request_id,
+                version=max(SUPPORTED),
+            )
+        now = self.clock()
+        skew = now - timestamp
+        if not abs(skew) <= self.message_timeout:  # also refuses a NaN timestamp
+            direction = "behind" if skew > 0 else "ahead of"
+            raise ProtocolError(
+                "stale",
+                f"frame timestamp is {abs(skew):.1f} s {direction} this host's clock "
+                f"(MessageTimeout is {self.message_timeout:g} s; check clock sync)",
+                **ids,
+            )
+        if not self.replay_guard.check_and_add(nonce, timestamp, now):
+            raise ProtocolError("replay", "frame nonce was already seen (replayed frame)", **ids)
+        if not message_known(type_name, version):
+            raise ProtocolError(
+                "unknown_type",
+                f"unknown message type {type_name!r} in protocol version {version}",
+                **ids,
+            )
+        try:
+            msg = codec.decode(type_name, body)
+        except ProtocolError as exc:
+            exc.request_id, exc.version = request_id, version
+            raise
+        return Frame(version, type_name, request_id, msg, timestamp, nonce)

@@ -1,0 +1,73 @@
+"""Protocol versions: what each one added, and how to write a body an older peer understands.
+
+Changes are additive only: a field added in version N has a default, so a body from an older
+peer decodes (cattrs fills the default), and a body for an older peer drops the newer fields.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+import attrs
+
+from protocol import messages as m
+
+CURRENT = 3
+SUPPORTED: tuple[int, ...] = (1, 2, 3)  # the current version and the two before it
+
+# version -> {class: names of the fields that version added}
+FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
+    2: {
+        m.GpuInfo: ("driver",),
+        m.Hardware: ("numa_nodes", "os", "arch", "hostname"),
+        m.HealthReport: ("warnings", "ran_at"),
+        m.Heartbeat: ("health",),
+    },
+    3: {
+        m.Register: ("config_hash", "health"),
+        m.RegisterReply: ("node_state",),
+        m.HeartbeatReply: ("config_hash",),
+    },
+}
+
+# Message types that did not exist in version 1, by the version that introduced them.
+MESSAGE_SINCE: dict[str, int] = {"SetAllocation": 3}
+
+
+def message_known(type_name: str, version: int) -> bool:
+    return type_name in m.MESSAGE_TYPES and MESSAGE_SINCE.get(type_name, 1) <= version
+
+
+def _fields_after(cls: type, version: int) -> set[str]:
+    return {
+        name
+        for added_in, table in FIELDS_ADDED.items()
+        if added_in > version
+        for name in table.get(cls, ())
+    }
+
+
+def downgrade(value: Any, cls: Any, version: int) -> Any:
+    """Drop from an unstructured body every field `version` does not know, recursively."""
+    if version >= CURRENT or value is None:
+        return value
+    origin = typing.get_origin(cls)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(cls) if a is not type(None)]
+        return downgrade(value, inner[0], version) if len(inner) == 1 else value
+    if origin is tuple:
+        args = typing.get_args(cls)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return [downgrade(v, args[0], version) for v in value]
+        return value
+    if isinstance(cls, type) and attrs.has(cls) and isinstance(value, dict):
+        attrs.resolve_types(cls)
+        drop = _fields_after(cls, version)
+        return {
+            f.name: downgrade(value[f.name], f.type, version)
+            for f in attrs.fields(cls)
+            if f.name in value and f.name not in drop
+        }
+    return value

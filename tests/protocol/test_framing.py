@@ -1,0 +1,159 @@
+"""Frames: round trip and each refusal (bad MAC, stale, replay, too large, type, version)."""
+
+from __future__ import annotations
+
+import hmac
+import os
+import struct
+from hashlib import sha256
+
+import pytest
+
+from protocol import messages as m
+from protocol.errors import ProtocolError
+from protocol.framing import FrameDecoder, ReplayGuard, encode_frame
+from protocol.versions import CURRENT
+
+KEY = b"k" * 32
+NOW = 1_700_000_000.0
+
+
+def decoder(**kw: object) -> FrameDecoder:
+    return FrameDecoder(KEY, clock=lambda: NOW, **kw)  # type: ignore[arg-type]
+
+
+def frame(msg: object = None, **kw: object) -> bytes:
+    kw.setdefault("request_id", 42)
+    kw.setdefault("now", NOW)
+    return encode_frame(msg if msg is not None else m.Ping(), KEY, **kw)  # type: ignore[arg-type]
+
+
+def refusal(data: bytes, dec: FrameDecoder | None = None) -> ProtocolError:
+    dec = dec or decoder()
+    dec.feed(data)
+    with pytest.raises(ProtocolError) as info:
+        list(dec)
+    return info.value
+
+
+def test_round_trip_byte_by_byte() -> None:
+    msg = m.UpdateNodes("gpu[01-02]", "DRAIN", "fan")
+    data = frame(msg, request_id=7) + frame(m.Ping(), request_id=8)
+    dec = decoder()
+    frames = []
+    for i in range(len(data)):
+        dec.feed(data[i : i + 1])
+        frames.extend(dec)
+    assert [(f.request_id, f.msg, f.version, f.type) for f in frames] == [
+        (7, msg, CURRENT, "UpdateNodes"),
+        (8, m.Ping(), CURRENT, "Ping"),
+    ]
+    assert dec.buffered == 0
+
+
+def test_bad_mac_and_stream_stays_usable() -> None:
+    dec = decoder()
+    wrong = encode_frame(m.Ping(), b"x" * 32, request_id=1, now=NOW)
+    assert refusal(wrong, dec).code == "bad_mac"
+    tampered = bytearray(frame())
+    tampered[12] ^= 1
+    assert refusal(bytes(tampered), dec).code == "bad_mac"
+    dec.feed(frame(request_id=5))
+    assert [f.request_id for f in dec] == [5]
+
+
+@pytest.mark.parametrize(("offset", "word"), [(-42.5, "behind"), (30.0, "ahead of")])
+def test_stale_names_the_skew(offset: float, word: str) -> None:
+    err = refusal(frame(now=NOW + offset, request_id=9), decoder(message_timeout=10))
+    assert err.code == "stale"
+    assert f"{abs(offset):.1f} s {word}" in err.message
+    assert err.request_id == 9  # the reply can still be matched to the request
+
+
+def test_within_timeout_accepted() -> None:
+    dec = decoder(message_timeout=10)
+    dec.feed(frame(now=NOW - 9.5))
+    assert len(list(dec)) == 1
+
+
+def test_replay_refused_even_on_another_connection() -> None:
+    guard = ReplayGuard(window=10)
+    data = frame()
+    first = decoder(replay_guard=guard)
+    first.feed(data)
+    assert len(list(first)) == 1
+    assert refusal(data, first).code == "replay"
+    assert refusal(data, decoder(replay_guard=guard)).code == "replay"
+
+
+def test_replay_guard_expires_and_stays_bounded() -> None:
+    guard = ReplayGuard(window=10, max_entries=100)
+    assert guard.check_and_add(b"a" * 16, NOW, NOW)
+    assert not guard.check_and_add(b"a" * 16, NOW, NOW + 5)
+    for i in range(1000):
+        guard.check_and_add(i.to_bytes(16, "big"), NOW + 20, NOW + 20)
+    assert len(guard) == 100  # old nonce expired, flood capped
+
+
+def test_too_large_refused_after_four_bytes() -> None:
+    dec = decoder()
+    dec.feed(struct.pack(">I", 2 << 30))  # claims 2 GiB; nothing else sent
+    with pytest.raises(ProtocolError) as info:
+        dec.next_frame()
+    assert info.value.code == "too_large" and info.value.fatal
+    dec.feed(b"\0" * 1000)  # the body is never buffered
+    assert dec.buffered == 0
+    with pytest.raises(ProtocolError):
+        dec.next_frame()
+
+
+def test_too_short_length_is_fatal() -> None:
+    err = refusal(struct.pack(">I", 3) + b"abc")
+    assert err.code == "bad_request" and err.fatal
+
+
+def raw_frame(type_name: str = "Ping", version: int = CURRENT, body: bytes = b"{}") -> bytes:
+    """A correctly signed frame with any header values and body."""
+    name = type_name.encode()
+    signed = (
+        struct.pack(">HB", version, len(name))
+        + name
+        + struct.pack(">Qd16s", 77, NOW, os.urandom(16))
+        + body
+    )
+    return struct.pack(">I", len(signed) + 32) + signed + hmac.new(KEY, signed, sha256).digest()
+
+
+def test_unknown_type() -> None:
+    err = refusal(raw_frame("LaunchMissiles"))
+    assert err.code == "unknown_type" and "LaunchMissiles" in err.message
+
+
+def test_message_newer_than_version() -> None:
+    with pytest.raises(ValueError, match="SetAllocation"):
+        frame(m.SetAllocation("n", 1), version=1)
+    err = refusal(raw_frame("SetAllocation", version=1, body=b'{"node_names":"n","cpus_alloc":1}'))
+    assert err.code == "unknown_type"
+
+
+def test_version_outside_supported() -> None:
+    err = refusal(raw_frame(version=9))
+    assert err.code == "version" and "version 9" in err.message and "1, 2, 3" in err.message
+
+
+def test_bad_body_keeps_request_id_and_stream() -> None:
+    dec = decoder()
+    err = refusal(raw_frame("Heartbeat", body=b'{"name": "n", "seq": "x"}'), dec)
+    assert (err.code, err.field, err.request_id, err.fatal) == ("bad_request", "seq", 77, False)
+    dec.feed(frame())
+    assert len(list(dec)) == 1
+
+
+def test_version_1_register_frame_decodes() -> None:
+    hw = m.Hardware(4, 1, 1, 4, 1, 8000, 1000, numa_nodes=2, os="Linux", hostname="old")
+    reg = m.Register("old01", hw, 1.6e9, "0.0.9", config_hash="abc")
+    dec = decoder()
+    dec.feed(frame(reg, version=1, request_id=3))
+    (got,) = list(dec)
+    assert got.version == 1 and got.request_id == 3
+    assert got.msg == m.Register("old01", m.Hardware(4, 1, 1, 4, 1, 8000, 1000), 1.6e9, "0.0.9")
