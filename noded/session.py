@@ -1,0 +1,451 @@
+"""NodeDaemon: the node's one persistent connection (register, heartbeat, config pushes), its
+health-check loop, reconnection with backoff, and the shutdown notice."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import psutil
+import trio
+
+from noded import cache
+from noded.gpus import GpuSource
+from noded.hardware import probe_hardware, probe_metrics
+from protocol.errors import ProtocolError
+from protocol.messages import (
+    Ack,
+    ConfigFile,
+    ConfigPush,
+    Error,
+    Hardware,
+    HealthReport,
+    Heartbeat,
+    HeartbeatReply,
+    NodeSettings,
+    Register,
+    RegisterReply,
+    ShutdownNotice,
+)
+from protocol.tcp import FramedStream, PeerClosed
+from protocol.versions import CURRENT
+
+log = logging.getLogger("rnoded")
+
+RNODED_VERSION = "0.1.0"
+DEFAULT_HEARTBEAT = 10.0
+DEFAULT_MESSAGE_TIMEOUT = 10.0
+SHUTDOWN_GRACE = 2.0  # how long SIGTERM waits for the controller's Ack
+
+HealthRunner = Callable[..., Awaitable[HealthReport]]
+# Anything that means "this connection is gone": reconnect.
+LOST = (PeerClosed, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError)
+
+
+class SessionLost(Exception):
+    """The current connection cannot go on; the reason is logged and the node reconnects."""
+
+
+@attrs.define
+class NodeOptions:
+    server: tuple[str, int]
+    name: str
+    key: bytes
+    spool_dir: str
+    protocol_version: int = CURRENT
+    connect_timeout: float = 5.0
+    shutdown_grace: float = SHUTDOWN_GRACE
+
+
+def backoff_delay(attempt: int, heartbeat_interval: float, rng: random.Random) -> float:
+    """Exponential with jitter, capped at two heartbeat intervals so that a node is back within
+    a few intervals of the controller's return."""
+    cap = 2.0 * heartbeat_interval
+    base = min(1.0, cap / 4.0)
+    return min(cap, base * 2.0 ** min(attempt, 30)) * rng.uniform(0.5, 1.0)
+
+
+def _default_runner() -> HealthRunner:
+    from healthcheck.runner import run_health_program
+
+    return run_health_program
+
+
+def _default_eligible(state: str, setting: tuple[str, ...]) -> bool:
+    from healthcheck.schedule import eligible
+
+    return eligible(state, setting)
+
+
+def _default_cycle_delay(name: str, interval: float) -> float:
+    from healthcheck.schedule import cycle_delay
+
+    return cycle_delay(name, interval)
+
+
+def _default_is_healthy(state: str) -> bool:
+    from healthcheck.schedule import is_healthy
+
+    return is_healthy(state)
+
+
+class NodeDaemon:
+    def __init__(
+        self,
+        opts: NodeOptions,
+        gpus: GpuSource,
+        *,
+        health_runner: HealthRunner | None = None,
+        eligible: Callable[[str, tuple[str, ...]], bool] = _default_eligible,
+        cycle_delay: Callable[[str, float], float] = _default_cycle_delay,
+        is_healthy: Callable[[str], bool] = _default_is_healthy,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.opts = opts
+        self.gpus = gpus
+        self._runner = health_runner
+        self._eligible = eligible
+        self._cycle_delay = cycle_delay
+        self._is_healthy = is_healthy
+        self._rng = rng or random.Random()
+        self.hardware: Hardware | None = None
+        self.boot_time = psutil.boot_time()
+        self.settings: NodeSettings | None = None
+        self.config_hash = ""
+        self.node_state = "UNKNOWN"
+        self.health: HealthReport | None = None  # the latest verdict
+        self.registrations = 0
+        self.seq = 0
+        self._unsent_health: HealthReport | None = None
+        self._health_ran = False
+        self._settings_event = trio.Event()
+        self._wake = trio.Event()
+        self._beat_requested = False
+        self._ids = itertools.count(1)
+        self._pending: dict[int, trio.MemorySendChannel[Any]] = {}
+        self._live: FramedStream | None = None  # a registered connection, for the goodbye
+
+    # --------------------------------------------------------------------------------- running
+
+    async def run(self) -> None:
+        """Run until cancelled; then tell the controller we are going (bounded wait)."""
+        cached = await trio.to_thread.run_sync(cache.load, self.opts.spool_dir)
+        if cached is not None:
+            log.info("using cached config %s from %s", cached.config_hash[:12], self.opts.spool_dir)
+            self.settings, self.config_hash = cached.settings, cached.config_hash
+        self.hardware = await trio.to_thread.run_sync(probe_hardware, self.gpus)
+        try:
+            async with trio.open_nursery() as nursery:
+                if self._program():
+                    await self._run_health()  # before registering: a sick node never shows idle
+                nursery.start_soon(self._health_loop)
+                await self._connection_loop()
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._goodbye()
+
+    def heartbeat_interval(self) -> float:
+        return self.settings.heartbeat_interval if self.settings else DEFAULT_HEARTBEAT
+
+    def message_timeout(self) -> float:
+        return self.settings.message_timeout if self.settings else DEFAULT_MESSAGE_TIMEOUT
+
+    async def _connection_loop(self) -> None:
+        host, port = self.opts.server
+        attempt = 0
+        while True:
+            try:
+                with trio.fail_after(self.opts.connect_timeout):
+                    stream = await trio.open_tcp_stream(host, port)
+            except (OSError, trio.TooSlowError) as exc:
+                log.warning("cannot connect to controller %s:%d: %s", host, port, exc or "timeout")
+            else:
+                registrations = self.registrations
+                fs = FramedStream(stream, self.opts.key, message_timeout=self.message_timeout())
+                reason = await self._session(fs)
+                self._live = None
+                with trio.move_on_after(1):
+                    await fs.aclose()
+                log.warning("connection to controller %s:%d ended: %s", host, port, reason)
+                if self.registrations > registrations:
+                    attempt = 0  # it worked until it broke: come back fast
+            delay = backoff_delay(attempt, self.heartbeat_interval(), self._rng)
+            attempt += 1
+            await trio.sleep(delay)
+
+    async def _session(self, fs: FramedStream) -> str:
+        """Serve one connection until it breaks; returns why it ended."""
+        reason = "closed"
+        async with trio.open_nursery() as nursery:
+
+            def lose(why: str) -> None:
+                nonlocal reason
+                reason = why
+                nursery.cancel_scope.cancel()
+
+            async def guarded(fn: Callable[[FramedStream], Awaitable[None]]) -> None:
+                try:
+                    await fn(fs)
+                except SessionLost as exc:
+                    lose(str(exc))
+                except ProtocolError as exc:
+                    lose(f"protocol error: {exc}")
+                except LOST as exc:
+                    lose(str(exc) or type(exc).__name__)
+
+            nursery.start_soon(guarded, self._reader)
+            nursery.start_soon(guarded, self._register_and_beat)
+        return reason
+
+    async def _reader(self, fs: FramedStream) -> None:
+        """The only receiver: pushes are handled here, replies go to their waiting request."""
+        while True:
+            try:
+                frame = await fs.receive()
+            except ProtocolError as exc:
+                if exc.fatal:
+                    raise
+                log.warning("refused a frame from the controller: %s", exc)
+                continue
+            if isinstance(frame.msg, ConfigPush):
+                await self._apply_config(
+                    frame.msg.settings, frame.msg.config_files, frame.msg.config_hash, "pushed"
+                )
+                await fs.send(Ack(), frame.request_id, frame.version)
+                continue
+            channel = self._pending.get(frame.request_id)
+            if channel is None:
+                log.debug("ignoring unexpected %s (request %d)", frame.type, frame.request_id)
+                continue
+            try:
+                channel.send_nowait(frame.msg)
+            except trio.WouldBlock:
+                log.debug("duplicate reply to request %d", frame.request_id)
+
+    async def _request(self, fs: FramedStream, msg: Any) -> Any:
+        request_id = next(self._ids)
+        send, receive = trio.open_memory_channel[Any](1)
+        self._pending[request_id] = send
+        timeout = self.message_timeout()
+        try:
+            with trio.move_on_after(timeout):
+                await fs.send(msg, request_id, self.opts.protocol_version)
+                return await receive.receive()
+            raise SessionLost(f"no reply to {type(msg).__name__} within {timeout:g} s")
+        finally:
+            del self._pending[request_id]
+
+    # ------------------------------------------------------------------- register and heartbeat
+
+    async def _register_and_beat(self, fs: FramedStream) -> None:
+        while True:
+            await self._register(fs)
+            self._live = fs
+            await self._heartbeat_loop(fs)  # returns when the controller forgot us
+            self._live = None
+
+    async def _register(self, fs: FramedStream) -> None:
+        assert self.hardware is not None
+        msg = Register(
+            name=self.opts.name,
+            hardware=self.hardware,
+            boot_time=self.boot_time,
+            rnoded_version=RNODED_VERSION,
+            config_hash=self.config_hash,
+            health=self.health,
+        )
+        reply = await self._request(fs, msg)
+        if isinstance(reply, Error):
+            raise SessionLost(f"registration answered with {reply.code}: {reply.message}")
+        if not isinstance(reply, RegisterReply):
+            raise SessionLost(f"registration answered with {type(reply).__name__}")
+        if not reply.accepted:
+            log.error("controller refused registration of %s: %s", self.opts.name, reply.reason)
+            raise SessionLost(f"registration refused: {reply.reason}")
+        if reply.settings is not None:
+            await self._apply_config(
+                reply.settings, reply.config_files, reply.config_hash, "served"
+            )
+        self.registrations += 1
+        self._set_node_state(reply.node_state or self.node_state)
+        log.info("registered %s with the controller (state %s)", self.opts.name, self.node_state)
+
+    async def _heartbeat_loop(self, fs: FramedStream) -> None:
+        while True:
+            self._beat_requested = False
+            metrics = await trio.to_thread.run_sync(probe_metrics, self.gpus)
+            self.seq += 1
+            report = self._unsent_health
+            beat = Heartbeat(self.opts.name, self.seq, metrics, (), report)
+            reply = await self._request(fs, beat)
+            if isinstance(reply, Error):
+                log.warning(
+                    "controller answered heartbeat with %s (%s); registering afresh",
+                    reply.code,
+                    reply.message,
+                )
+                return
+            if not isinstance(reply, HeartbeatReply):
+                log.warning("unexpected %s in reply to a heartbeat", type(reply).__name__)
+            else:
+                if self._unsent_health is report:
+                    self._unsent_health = None
+                self._set_node_state(reply.node_state)
+                if reply.config_hash and reply.config_hash != self.config_hash:
+                    log.info(
+                        "controller config %s differs from ours %s; expecting a push",
+                        reply.config_hash[:12],
+                        self.config_hash[:12],
+                    )
+            await self._wait_next_beat(trio.current_time())
+
+    async def _wait_next_beat(self, last: float) -> None:
+        """Until an interval after `last` (re-read when settings change) or a beat is requested."""
+        while not self._beat_requested:
+            wake = self._wake = trio.Event()
+            remaining = last + self.heartbeat_interval() - trio.current_time()
+            if remaining <= 0:
+                return
+            with trio.move_on_after(remaining):
+                await wake.wait()
+
+    def _request_beat(self) -> None:
+        self._beat_requested = True
+        self._wake.set()
+
+    def _set_node_state(self, state: str) -> None:
+        if state and state != self.node_state:
+            log.info("node state %s -> %s", self.node_state, state)
+            self.node_state = state
+
+    async def _apply_config(
+        self,
+        settings: NodeSettings,
+        files: tuple[ConfigFile, ...],
+        config_hash: str,
+        how: str,
+    ) -> None:
+        old = self.settings
+        self.settings, self.config_hash = settings, config_hash
+        try:
+            await trio.to_thread.run_sync(
+                cache.save, self.opts.spool_dir, cache.CachedConfig(settings, files, config_hash)
+            )
+        except OSError as exc:
+            log.error("cannot write config cache under %s: %s", self.opts.spool_dir, exc)
+        if old != settings:
+            log.info(
+                "applied %s config %s (heartbeat %gs, health check %s every %gs)",
+                how,
+                config_hash[:12],
+                settings.heartbeat_interval,
+                settings.health_check_program or "none",
+                settings.health_check_interval,
+            )
+        changed, self._settings_event = self._settings_event, trio.Event()
+        changed.set()
+        self._wake.set()
+
+    async def _goodbye(self) -> None:
+        fs = self._live
+        if fs is None:
+            return
+        self._live = None
+        request_id = next(self._ids)
+        with trio.move_on_after(self.opts.shutdown_grace) as scope:
+            try:
+                await fs.send(
+                    ShutdownNotice(self.opts.name), request_id, self.opts.protocol_version
+                )
+                while (await fs.receive()).request_id != request_id:
+                    pass
+                log.info("controller acknowledged the shutdown notice")
+            except (ProtocolError, *LOST) as exc:
+                log.warning("shutdown notice not acknowledged: %s", exc)
+        if scope.cancelled_caught:
+            log.warning("no Ack to the shutdown notice within %gs", self.opts.shutdown_grace)
+        with trio.move_on_after(0.5):
+            await fs.aclose()
+
+    # ---------------------------------------------------------------------------- health checks
+
+    def _program(self) -> str | None:
+        return self.settings.health_check_program if self.settings else None
+
+    async def _health_loop(self) -> None:
+        next_due: float | None = None
+        while True:
+            changed = self._settings_event
+            settings = self.settings
+            if settings is None or not settings.health_check_program:
+                await changed.wait()
+                continue
+            if not self._health_ran:
+                await self._run_health()
+                continue
+            states = settings.health_check_node_state
+            interval = settings.health_check_interval
+            if interval <= 0 or {"START_ONLY", "REBOOT_ONLY"} & {v.upper() for v in states}:
+                await changed.wait()
+                next_due = None
+                continue
+            now = trio.current_time()
+            if next_due is None:
+                if "CYCLE" in states:  # this node's own slot inside the interval
+                    offset = self._cycle_delay(self.opts.name, interval)
+                    next_due = now - now % interval + offset
+                    if next_due <= now:
+                        next_due += interval
+                else:
+                    next_due = now + interval
+            with trio.move_on_after(next_due - now):
+                await changed.wait()
+                next_due = None  # settings changed: recompute the schedule
+                continue
+            next_due += interval
+            try:
+                due = self._eligible(self.node_state, states)
+            except Exception:  # a broken schedule must not stop heartbeats
+                log.exception("cannot decide whether the health check is due; running it")
+                due = True
+            if due:
+                await self._run_health()
+
+    def _healthy_now(self) -> bool | None:
+        """The controller's view (down/drained/failed = no); before it spoke, our last verdict."""
+        if self.node_state != "UNKNOWN":
+            try:
+                return self._is_healthy(self.node_state)
+            except Exception:
+                log.exception("cannot judge node state %r", self.node_state)
+        return None if self.health is None else self.health.verdict == "ok"
+
+    async def _run_health(self) -> None:
+        settings = self.settings
+        if settings is None or not settings.health_check_program:
+            return
+        previous = self.health
+        try:
+            runner = self._runner or _default_runner()
+            report = await runner(
+                settings.health_check_program,
+                node_name=self.opts.name,
+                node_state=self.node_state,
+                is_healthy=self._healthy_now(),
+                timeout=settings.health_check_timeout,
+            )
+        except Exception:
+            log.exception("health check program %s could not be run", settings.health_check_program)
+            return
+        finally:
+            self._health_ran = True
+        self.health = report
+        self._unsent_health = report
+        if report.verdict != "ok":
+            log.warning("health check: %s %s", report.verdict, report.message)
+        if previous is None or previous.verdict != report.verdict:
+            self._request_beat()  # drains and recoveries should not wait a whole interval
