@@ -1,0 +1,210 @@
+"""The slurm.conf keys Ranch knows: canonical spelling, scope, whether Ranch acts on it, default.
+
+Keys that Slurm knows and Ranch does not act on are still accepted and kept (shown by the config
+dump); a key nobody knows gets a "did you mean" suggestion from `suggest`.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+import attrs
+
+GLOBAL = "global"
+NODE = "node"
+PARTITION = "partition"
+DOWNNODES = "downnodes"
+NODESET = "nodeset"
+
+
+@attrs.frozen(slots=True)
+class KeySpec:
+    """One key: `kind` is int, str, path, time, enum, list, hostlist, bool, gres or seconds."""
+
+    name: str
+    scope: str
+    acted: bool
+    kind: str = "str"
+    default: object = None
+    doc: str = ""
+
+
+def _acted(scope: str, rows: list[tuple[str, str, object, str]]) -> list[KeySpec]:
+    return [KeySpec(n, scope, True, k, d, doc) for n, k, d, doc in rows]
+
+
+def _ignored(scope: str, names: str) -> list[KeySpec]:
+    return [KeySpec(n, scope, False) for n in names.split()]
+
+
+_GLOBAL_ACTED = _acted(GLOBAL, [
+    ("ClusterName", "str", "cluster", "cluster name (lower-cased); `%c` in Include paths"),
+    ("SlurmctldHost", "str", None,
+     "controller host, `name` or `name(address)`; repeat for backups, first is primary"),
+    ("ControlMachine", "str", None, "old spelling of SlurmctldHost (primary)"),
+    ("ControlAddr", "str", None, "old: address of ControlMachine"),
+    ("BackupController", "str", None, "old: backup controller host"),
+    ("BackupAddr", "str", None, "old: address of BackupController"),
+    ("SlurmctldPort", "int", 6817, "controller TCP port"),
+    ("StateSaveLocation", "path", None, "directory where the controller saves state"),
+    ("SlurmdSpoolDir", "str", None, "node daemon spool/cache directory (on the node)"),
+    ("SlurmdTimeout", "seconds", 300,
+     "seconds without contact before a node is set DOWN (0 = never)"),
+    ("MessageTimeout", "seconds", 10, "round-trip timeout for one message"),
+    ("ReturnToService", "int", 0, "0, 1 or 2: when a DOWN node returns on registration"),
+    ("HealthCheckProgram", "path", None, "program each node runs as its health check"),
+    ("HealthCheckInterval", "seconds", 0, "seconds between health checks (0 = startup only)"),
+    ("HealthCheckTimeout", "seconds", 60, "seconds before a health check is killed"),
+    ("HealthCheckNodeState", "list", "ANY",
+     "node states eligible for periodic checks: ALLOC MIXED IDLE NONDRAINED_IDLE ANY CYCLE "
+     "START_ONLY REBOOT_ONLY"),
+    ("SuspendProgram", "path", None, "program called with a hostlist to power nodes down"),
+    ("ResumeProgram", "path", None, "program called with a hostlist to power nodes up"),
+    ("ResumeFailProgram", "path", None, "program called with nodes that failed to resume"),
+    ("SuspendTime", "seconds", None,
+     "idle seconds before a node is powered down; INFINITE/-1/NONE = power save off"),
+    ("SuspendTimeout", "seconds", 30, "seconds a power-down may take"),
+    ("ResumeTimeout", "seconds", 60, "seconds a power-up may take before the node is DOWN"),
+    ("SuspendRate", "int", 60, "nodes powered down per minute (0 = unlimited)"),
+    ("ResumeRate", "int", 300, "nodes powered up per minute (0 = unlimited)"),
+    ("SuspendExcNodes", "hostlist", None,
+     "nodes never powered down; `hostlist:N` keeps N of them up"),
+    ("SuspendExcParts", "list", None, "partitions whose nodes are never powered down"),
+    ("SuspendExcStates", "list", None, "node states that are never powered down"),
+    ("HeartbeatInterval", "seconds", 10, "Ranch: seconds between node heartbeats"),
+    ("AuthKeyFile", "path", None, "Ranch: file with the cluster's shared HMAC key"),
+    ("NodeApproval", "enum", "auto",
+     "Ranch: `auto` admits registering nodes, `manual` waits for `rcontrol approve`"),
+])
+
+_GLOBAL_IGNORED = _ignored(GLOBAL, """
+AccountingStorageBackupHost AccountingStorageEnforce AccountingStorageExternalHost
+AccountingStorageHost AccountingStorageLoc AccountingStorageParameters AccountingStoragePass
+AccountingStoragePort AccountingStorageTRES AccountingStorageType AccountingStorageUser
+AccountingStoreFlags AccountingStoreJobComment AcctGatherEnergyType AcctGatherFilesystemType
+AcctGatherInterconnectType AcctGatherNodeFreq AcctGatherProfileType AllowSpecResourcesUsage
+AuthAltParameters AuthAltTypes AuthInfo AuthType BatchStartTimeout BcastExclude BcastParameters
+BurstBufferType CacheGroups CertgenParameters CertgenType CertmgrParameters CertmgrType
+CheckpointType CryptoType CliFilterParameters CliFilterPlugins CommunicationParameters CompleteWait
+CoreSpecPlugin CpuFreqDef CpuFreqGovernors CredType DataParserParameters DebugFlags
+DefaultStorageHost DefaultStorageLoc DefaultStoragePass DefaultStoragePort DefaultStorageType
+DefaultStorageUser DefCpuPerGPU DefMemPerCPU DefMemPerGPU DefMemPerNode DependencyParameters
+DisableRootJobs EioTimeout EnforcePartLimits Epilog EpilogMsgTime EpilogSlurmctld EpilogTimeout
+ExtSensorsFreq ExtSensorsType FairShareDampeningFactor FastSchedule FederationParameters
+FirstJobId GetEnvTimeout GpuFreqDef GresTypes GroupUpdateForce GroupUpdateTime HashPlugin
+InactiveLimit InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams
+JobAcctGatherType JobCheckpointDir JobCompHost JobCompLoc JobCompParams JobCompPass JobCompPort
+JobCompType JobCompUser JobContainerType JobCredentialPrivateKey JobCredentialPublicCertificate
+JobDefaults JobFileAppend JobRequeue JobSubmitPlugins KeepAliveTime KillOnBadExit KillWait
+LaunchParameters LaunchType Licenses LogTimeFormat MailDomain MailProg MaxArraySize
+MaxBatchRequeue MaxDBDMsgs MaxJobCount MaxJobId MaxMemPerCPU MaxMemPerNode MaxNodeCount
+MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MinJobAge MpiDefault
+MpiParams NamespaceType NodeFeaturesPlugins OverTimeLimit PluginDir PlugStackConfig
+PowerParameters PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType
+PrEpParameters PrEpPlugins PriorityCalcPeriod PriorityDecayHalfLife PriorityFavorSmall
+PriorityFlags PriorityMaxAge PriorityParameters PrioritySiteFactorParameters
+PrioritySiteFactorPlugin PriorityType PriorityUsageResetPeriod PriorityWeightAge
+PriorityWeightAssoc PriorityWeightFairshare PriorityWeightJobSize PriorityWeightPartition
+PriorityWeightQOS PriorityWeightTRES PrivateData ProctrackType Prolog PrologEpilogTimeout
+PrologFlags PrologSlurmctld PrologTimeout PropagatePrioProcess PropagateResourceLimits
+PropagateResourceLimitsExcept RebootProgram ReconfigFlags RequeueExit RequeueExitHold
+ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerParameters SchedulerPort
+SchedulerRootFilter
+SchedulerTimeSlice SchedulerType ScronParameters SelectType SelectTypeParameters SlurmctldAddr
+SlurmctldDebug SlurmctldLogFile SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
+SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug SlurmdLogFile
+SlurmdParameters SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
+SlurmSchedLogLevel SlurmUser SrunEpilog SrunPortRange SrunProlog SwitchParameters SwitchType
+TaskEpilog TaskPlugin TaskPluginParam TaskProlog TCPTimeout TLSParameters TLSType TmpFS
+TopologyParam TopologyPlugin TrackWCKey TreeWidth UnkillableStepProgram UnkillableStepTimeout
+UsePAM VSizeFactor WaitTime X11Parameters
+""")
+
+_NODE_ACTED = _acted(NODE, [
+    ("NodeName", "hostlist", None, "node names (hostlist); DEFAULT sets defaults for later lines"),
+    ("NodeHostname", "hostlist", None, "host names, one per node (default: NodeName)"),
+    ("NodeAddr", "hostlist", None, "addresses, one per node (default: NodeHostname)"),
+    ("Port", "int", None, "node daemon port"),
+    ("CPUs", "int", None, "logical CPUs (default Boards*Sockets*CoresPerSocket*ThreadsPerCore)"),
+    ("Procs", "int", None, "old spelling of CPUs"),
+    ("Boards", "int", 1, "baseboards"),
+    ("Sockets", "int", 1, "sockets (per node)"),
+    ("SocketsPerBoard", "int", 1, "sockets per board"),
+    ("CoresPerSocket", "int", 1, "cores per socket"),
+    ("ThreadsPerCore", "int", 1, "hardware threads per core"),
+    ("RealMemory", "int", 1, "memory in MiB"),
+    ("TmpDisk", "int", 0, "temporary disk in MiB"),
+    ("Gres", "gres", None, "generic resources, `name[:type]:count`, comma list"),
+    ("Features", "list", None, "features, comma list"),
+    ("Feature", "list", None, "alias of Features"),
+    ("Weight", "int", 1, "scheduling weight (lower preferred)"),
+    ("State", "enum", "UNKNOWN", "CLOUD DOWN DRAIN FAIL FAILING FUTURE UNKNOWN"),
+    ("Reason", "str", None, "reason for a DOWN/DRAIN/FAIL State"),
+])
+
+_NODE_IGNORED = _ignored(NODE, """
+ActiveFeatures AvailableFeatures BcastAddr CoreSpecCount CpuBind CpuSpecList Extra MemSpecLimit
+Parameters ResumeTimeout RestrictedCoresPerGPU SuspendTime SuspendTimeout Topology TRESWeights
+""")
+
+_PARTITION_ACTED = _acted(PARTITION, [
+    ("PartitionName", "str", None, "partition name; DEFAULT sets defaults for later lines"),
+    ("Nodes", "hostlist", None, "member nodes: hostlists, NodeSet names, ALL, or empty"),
+    ("Default", "bool", False, "YES makes this the default partition"),
+    ("State", "enum", "UP", "UP DOWN DRAIN INACTIVE"),
+    ("MaxTime", "time", None, "longest job time limit (default UNLIMITED)"),
+    ("DefaultTime", "time", None, "job time limit when none is asked (default MaxTime)"),
+    ("Hidden", "bool", False, "YES hides the partition from rinfo unless -a"),
+])
+
+_PARTITION_IGNORED = _ignored(PARTITION, """
+AllocNodes AllowAccounts AllowGroups AllowQos Alternate CpuBind DefCpuPerGPU DefMemPerCPU
+DefMemPerGPU DefMemPerNode DenyAccounts DenyQos DisableRootJobs ExclusiveTopo ExclusiveUser
+GraceTime LLN MaxCPUsPerNode MaxCPUsPerSocket MaxMemPerCPU MaxMemPerNode MaxNodes MinNodes
+OverSubscribe OverTimeLimit PowerDownOnIdle PreemptMode Priority PriorityJobFactor PriorityTier
+QOS ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared SuspendTime SuspendTimeout
+TRESBillingWeights Topology
+""")
+
+_DOWNNODES = _acted(DOWNNODES, [
+    ("DownNodes", "hostlist", None, "nodes to mark at start"),
+    ("State", "enum", "DOWN", "DOWN DRAIN FAIL FAILING FUTURE UNKNOWN"),
+    ("Reason", "str", None, "reason shown for these nodes"),
+])
+
+_NODESET = _acted(NODESET, [
+    ("NodeSet", "str", None, "name usable in a partition's Nodes"),
+    ("Nodes", "hostlist", None, "member nodes"),
+    ("Feature", "str", None, "member nodes are those with this feature"),
+])
+
+# Line kinds Slurm knows whose lines Ranch keeps as ignored settings.
+IGNORED_LINE_KEYS = ("FrontendName", "FrontendAddr")
+
+ALL_SPECS: tuple[KeySpec, ...] = tuple(
+    _GLOBAL_ACTED + _GLOBAL_IGNORED + _NODE_ACTED + _NODE_IGNORED + _PARTITION_ACTED
+    + _PARTITION_IGNORED + _DOWNNODES + _NODESET
+)
+
+
+def _table(scope: str) -> dict[str, KeySpec]:
+    return {s.name.lower(): s for s in ALL_SPECS if s.scope == scope}
+
+
+GLOBAL_KEYS = _table(GLOBAL)
+NODE_KEYS = _table(NODE)
+PARTITION_KEYS = _table(PARTITION)
+DOWNNODES_KEYS = _table(DOWNNODES)
+NODESET_KEYS = _table(NODESET)
+for _k in IGNORED_LINE_KEYS:
+    GLOBAL_KEYS[_k.lower()] = KeySpec(_k, GLOBAL, False)
+
+_ALL_NAMES = sorted({s.name for s in ALL_SPECS})
+
+
+def suggest(key: str, table: dict[str, KeySpec] | None = None) -> str | None:
+    """The closest known canonical key to a misspelt one, or None."""
+    names = [s.name for s in table.values()] if table is not None else _ALL_NAMES
+    lowered = {n.lower(): n for n in names}
+    hits = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.75)
+    return lowered[hits[0]] if hits else None

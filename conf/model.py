@@ -1,0 +1,177 @@
+"""The validated, typed cluster model that the rest of Ranch reads (frozen attrs records)."""
+
+from __future__ import annotations
+
+import attrs
+
+from conf.errors import ConfDiagnostic
+
+
+@attrs.frozen(slots=True)
+class Gres:
+    """One generic resource of a node, e.g. `gpu:a100:4`."""
+
+    name: str
+    type: str | None
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.type}:{self.count}" if self.type else f"{self.name}:{self.count}"
+
+
+@attrs.frozen(slots=True)
+class NodeConfig:
+    """One node as configured; `options` keeps Slurm node keys Ranch does not act on."""
+
+    name: str
+    hostname: str
+    addr: str
+    port: int | None = None
+    cpus: int = 1
+    boards: int = 1
+    sockets: int = 1
+    cores_per_socket: int = 1
+    threads_per_core: int = 1
+    real_memory: int = 1
+    tmp_disk: int = 0
+    gres: tuple[Gres, ...] = ()
+    features: tuple[str, ...] = ()
+    weight: int = 1
+    state: str = "UNKNOWN"
+    reason: str | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def gpus(self) -> int:
+        return sum(g.count for g in self.gres if g.name == "gpu")
+
+    @property
+    def gres_str(self) -> str:
+        """Slurm's comma-joined Gres string, "" when none."""
+        return ",".join(str(g) for g in self.gres)
+
+
+@attrs.frozen(slots=True)
+class PartitionConfig:
+    """One partition; `nodes` are names in config order, `options` every other key as written."""
+
+    name: str
+    nodes: tuple[str, ...] = ()
+    default: bool = False
+    state: str = "UP"
+    max_time: int | None = None
+    default_time: int | None = None
+    hidden: bool = False
+    options: tuple[tuple[str, str], ...] = ()
+
+
+@attrs.frozen(slots=True)
+class ControllerHost:
+    name: str
+    addr: str
+
+
+@attrs.frozen(slots=True)
+class ControlSettings:
+    hosts: tuple[ControllerHost, ...] = ()
+    port: int = 6817
+    state_save_location: str | None = None
+    slurmd_spool_dir: str | None = None
+
+
+@attrs.frozen(slots=True)
+class Timeouts:
+    slurmd_timeout: int = 300
+    message_timeout: int = 10
+    heartbeat_interval: int = 10
+    return_to_service: int = 0
+
+
+@attrs.frozen(slots=True)
+class HealthSettings:
+    program: str | None = None
+    interval: int = 0
+    timeout: int = 60
+    node_state: tuple[str, ...] = ("ANY",)
+
+
+@attrs.frozen(slots=True)
+class ExcNodes:
+    """SuspendExcNodes entry: these nodes, of which `count` stay up (None = all of them)."""
+
+    nodes: tuple[str, ...]
+    count: int | None = None
+
+
+@attrs.frozen(slots=True)
+class PowerSettings:
+    suspend_program: str | None = None
+    resume_program: str | None = None
+    resume_fail_program: str | None = None
+    suspend_time: int | None = None
+    suspend_timeout: int = 30
+    resume_timeout: int = 60
+    suspend_rate: int = 60
+    resume_rate: int = 300
+    suspend_exc_nodes: tuple[ExcNodes, ...] = ()
+    suspend_exc_parts: tuple[str, ...] = ()
+    suspend_exc_states: tuple[str, ...] = ()
+
+
+@attrs.frozen(slots=True)
+class AuthSettings:
+    key_file: str | None = None
+    node_approval: str = "auto"
+
+
+@attrs.frozen(slots=True)
+class ClusterConfig:
+    """Everything read from cluster.conf and its includes, validated."""
+
+    path: str
+    config_hash: str
+    files: tuple[tuple[str, str], ...]
+    cluster_name: str = "cluster"
+    control: ControlSettings = ControlSettings()
+    timeouts: Timeouts = Timeouts()
+    health: HealthSettings = HealthSettings()
+    power: PowerSettings = PowerSettings()
+    auth: AuthSettings = AuthSettings()
+    nodes: tuple[NodeConfig, ...] = ()
+    partitions: tuple[PartitionConfig, ...] = ()
+    settings: tuple[tuple[str, str], ...] = ()
+    ignored: tuple[str, ...] = ()
+    warnings: tuple[ConfDiagnostic, ...] = ()
+    _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
+    _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
+
+    @_node_index.default
+    def _index_nodes(self) -> dict[str, NodeConfig]:
+        return {n.name: n for n in self.nodes}
+
+    @_part_index.default
+    def _index_partitions(self) -> dict[str, tuple[str, ...]]:
+        acc: dict[str, list[str]] = {}
+        for p in self.partitions:
+            for n in p.nodes:
+                acc.setdefault(n, []).append(p.name)
+        return {k: tuple(v) for k, v in acc.items()}
+
+    def node(self, name: str) -> NodeConfig | None:
+        return self._node_index.get(name)
+
+    def partitions_of(self, name: str) -> tuple[str, ...]:
+        return self._part_index.get(name, ())
+
+    def partition(self, name: str) -> PartitionConfig | None:
+        for p in self.partitions:
+            if p.name == name:
+                return p
+        return None
+
+    @property
+    def default_partition(self) -> PartitionConfig | None:
+        for p in self.partitions:
+            if p.default:
+                return p
+        return None

@@ -1,0 +1,60 @@
+"""Slurm time limits: parse the forms slurm.conf accepts, format them as sinfo's TIMELIMIT."""
+
+from __future__ import annotations
+
+import re
+
+_UNLIMITED = frozenset({"UNLIMITED", "INFINITE", "-1"})
+_DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")
+_CLOCK = re.compile(r"^(\d+)(?::(\d+))?(?::(\d+))?$")
+
+
+def parse_minutes(text: str) -> int | None:
+    """Minutes of a Slurm time string; None means UNLIMITED. Raises ValueError when malformed.
+
+    Forms: `M`, `M:S`, `H:M:S`, `D-H`, `D-H:M`, `D-H:M:S`, `UNLIMITED`/`INFINITE`/-1.
+    Seconds round up to the next minute, as Slurm does.
+    """
+    s = text.strip()
+    if s.upper() in _UNLIMITED:
+        return None
+    m = _DAYS.match(s)
+    if m:
+        d, h, mi, se = (int(g) if g is not None else 0 for g in m.groups())
+        _check_fields(text, mi, se)
+        secs = ((d * 24 + h) * 60 + mi) * 60 + se
+    else:
+        m = _CLOCK.match(s)
+        if not m:
+            raise ValueError(
+                f"invalid time {text!r}: expected minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, "
+                "D-HH:MM:SS or UNLIMITED"
+            )
+        a, b, c = m.groups()
+        if b is None:
+            return int(a)
+        if c is None:
+            mi, se = int(a), int(b)
+            _check_fields(text, 0, se)
+            secs = mi * 60 + se
+        else:
+            h, mi, se = int(a), int(b), int(c)
+            _check_fields(text, mi, se)
+            secs = (h * 60 + mi) * 60 + se
+    return (secs + 59) // 60
+
+
+def _check_fields(text: str, minutes: int, seconds: int) -> None:
+    if minutes > 59 or seconds > 59:
+        raise ValueError(f"invalid time {text!r}: minutes and seconds must be below 60")
+
+
+def format_limit(minutes: int | None) -> str:
+    """sinfo's TIMELIMIT: `infinite`, `HH:MM:SS`, or `D-HH:MM:SS` when a day or longer."""
+    if minutes is None:
+        return "infinite"
+    days, rem = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{mins:02d}:00"
+    return f"{hours:02d}:{mins:02d}:00"

@@ -1,0 +1,122 @@
+"""Typed values of cluster.conf keys: numbers, booleans, enumerations, lists, Gres.
+
+Each converter takes the text as written and returns the typed value or raises ValueError
+(`BadValue` when it can say where inside the value the problem is).
+"""
+
+from __future__ import annotations
+
+import re
+
+from conf.model import Gres
+from conf.timefmt import parse_minutes
+
+NODE_STATES = ("CLOUD", "DOWN", "DRAIN", "FAIL", "FAILING", "FUTURE", "UNKNOWN")
+DOWN_STATES = ("DOWN", "DRAIN", "FAIL", "FAILING", "FUTURE", "UNKNOWN")
+PARTITION_STATES = ("UP", "DOWN", "DRAIN", "INACTIVE")
+HEALTH_NODE_STATES = ("ALLOC", "MIXED", "IDLE", "NONDRAINED_IDLE", "ANY", "CYCLE", "START_ONLY",
+                      "REBOOT_ONLY")
+SUSPEND_EXC_STATES = ("CLOUD", "DOWN", "DRAIN", "DYNAMIC_FUTURE", "DYNAMIC_NORM", "FAIL",
+                      "INVALID_REG", "MAINTENANCE", "NOT_RESPONDING", "PLANNED", "RESERVED")
+
+_GRES_RE = re.compile(r"^([A-Za-z0-9_./-]+)((?::[^:,]+)*?)(?::(\d+)([KMGTP]?))?$", re.IGNORECASE)
+_SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+
+
+class BadValue(ValueError):
+    """A value error with an offset (0-based) inside the value where the problem is."""
+
+    def __init__(self, message: str, offset: int = 0) -> None:
+        super().__init__(message)
+        self.offset = offset
+
+
+def as_int(text: str, lo: int = 0, hi: int | None = None) -> int:
+    s = text.strip()
+    if not re.fullmatch(r"[+-]?\d+", s):
+        raise BadValue(f"{text!r} is not a whole number")
+    v = int(s)
+    if v < lo or (hi is not None and v > hi):
+        rng = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        raise BadValue(f"{v} is out of range ({rng})")
+    return v
+
+
+def as_bool(text: str) -> bool:
+    u = text.strip().upper()
+    if u in ("YES", "TRUE", "1", "Y"):
+        return True
+    if u in ("NO", "FALSE", "0", "N"):
+        return False
+    raise BadValue(f"{text!r} is not YES or NO")
+
+
+def as_enum(text: str, allowed: tuple[str, ...]) -> str:
+    u = text.strip().upper()
+    if u not in allowed:
+        raise BadValue(f"unknown value {text!r}; valid values: {' '.join(allowed)}")
+    return u
+
+
+def as_enum_list(text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    offset = 0
+    for part in text.split(","):
+        u = part.strip().upper()
+        if u and u not in allowed:
+            raise BadValue(f"unknown value {part!r}; valid values: {' '.join(allowed)}", offset)
+        if u:
+            out.append(u)
+        offset += len(part) + 1
+    return tuple(out)
+
+
+def as_time(text: str) -> int | None:
+    return parse_minutes(text)
+
+
+def as_list(text: str) -> tuple[str, ...]:
+    return tuple(p.strip() for p in text.split(",") if p.strip())
+
+
+def parse_gres(text: str) -> tuple[Gres, ...]:
+    """`name[:type][:no_consume]:count[KMGTP]`, comma separated; count defaults to 1."""
+    out: list[Gres] = []
+    offset = 0
+    for part in split_top(text):
+        item = part.strip()
+        if item and item.lower() != "(null)":
+            m = _GRES_RE.match(item)
+            if not m:
+                raise BadValue(f"bad Gres {item!r}: expected name[:type]:count", offset)
+            name, middle, count, suffix = m.groups()
+            types = [t for t in middle.split(":") if t and t.lower() != "no_consume"]
+            if len(types) > 1:
+                raise BadValue(f"bad Gres {item!r}: expected name[:type]:count", offset)
+            n = int(count) * _SUFFIX[suffix.upper()] if count is not None else 1
+            out.append(Gres(name, types[0] if types else None, n))
+        offset += len(part) + 1
+    return tuple(out)
+
+
+def split_top(text: str) -> list[str]:
+    """Split on commas that are outside brackets."""
+    parts: list[str] = []
+    depth, start = 0, 0
+    for i, c in enumerate(text):
+        if c == "[":
+            depth += 1
+        elif c == "]":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return parts
+
+
+def as_seconds_or_infinite(text: str) -> int | None:
+    u = text.strip().upper()
+    if u in ("INFINITE", "UNLIMITED", "NONE", "-1"):
+        return None
+    return as_int(text)

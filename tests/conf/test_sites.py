@@ -1,0 +1,107 @@
+"""Complete configs written in the style of real sites load cleanly, with the expected model."""
+
+from pathlib import Path
+
+from conf import load_config
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_site_a_university_hpc() -> None:
+    cfg = load_config(DATA / "site_a" / "slurm.conf", strict=True)
+    assert cfg.warnings == ()
+    assert cfg.cluster_name == "hopper"
+    assert [h.name for h in cfg.control.hosts] == ["hopper-mgmt1", "hopper-mgmt2"]
+    assert [f for f, _ in cfg.files] == ["slurm.conf", "nodes.conf", "partitions.conf"]
+    assert len(cfg.nodes) == 384 + 16 + 24 + 12 + 4
+    assert {p.name: len(p.nodes) for p in cfg.partitions} == {
+        "debug": 4, "standard": 384, "long": 85, "bigmem": 16, "gpu": 36, "scavenger": 440}
+    a01 = cfg.node("hpc-a01")
+    assert (a01.cpus, a01.sockets, a01.cores_per_socket, a01.threads_per_core, a01.gpus,
+            a01.tmp_disk) == (128, 2, 32, 2, 8, 400000)
+    assert cfg.node("hpc-c017").state == "DOWN"
+    assert cfg.node("hpc-c017").reason == "bad DIMM, ticket 4711"
+    assert cfg.node("hpc-g07").state == "DRAIN"
+    assert cfg.partitions_of("hpc-c350") == ("standard", "long", "scavenger")
+    assert cfg.default_partition.name == "standard"
+    gpu = cfg.partition("gpu")
+    assert dict(gpu.options)["TRESBillingWeights"] == "CPU=1.0,Mem=0.25G,GRES/gpu=16.0"
+    assert dict(gpu.options)["DefMemPerCPU"] == "3800"  # from PartitionName=DEFAULT
+    assert cfg.timeouts.return_to_service == 2
+    assert cfg.health.node_state == ("ANY", "CYCLE")
+    assert "SchedulerParameters" in cfg.ignored and "CryptoType" in cfg.ignored
+
+
+def test_site_b_gpu_cluster_with_percent_c_includes() -> None:
+    cfg = load_config(DATA / "site_b" / "slurm.conf", strict=True)
+    assert cfg.warnings == ()
+    assert cfg.cluster_name == "tensor"
+    assert [f for f, _ in cfg.files] == [
+        "slurm.conf", "tensor-nodes.conf", "tensor-partitions.conf"]
+    assert [(h.name, h.addr) for h in cfg.control.hosts] == [
+        ("tensor-head", "192.168.100.1"), ("tensor-head2", "192.168.100.2")]
+    assert len(cfg.nodes) == 4 * 32 + 96 + 2
+    dgx = cfg.node("dgx3-017")
+    assert (dgx.addr, dgx.cpus, dgx.gpus, dgx.gres_str) == ("10.3.0.17", 256, 8,
+                                                            "gpu:h100:8,mps:800")
+    prep = cfg.node("prep050")
+    assert (prep.cpus, prep.gres) == (96, ())
+    assert cfg.node("login2").state == "DRAIN"
+    maint = cfg.partition("maint")
+    assert (maint.state, maint.hidden, len(maint.nodes)) == ("INACTIVE", True, 226)
+    assert {p.name: (p.max_time, p.default_time) for p in cfg.partitions} == {
+        "h100": (4320, 240), "pod1": (20160, 240), "preempt": (4320, 240), "cpu": (None, 240),
+        "interactive": (480, 60), "maint": (4320, 240)}
+
+
+def test_site_c_cloud_burst_with_ranch_keys() -> None:
+    cfg = load_config(DATA / "site_c" / "cluster.conf", strict=True)
+    here = str(DATA / "site_c")
+    assert cfg.warnings == ()
+    assert (cfg.cluster_name, cfg.control.port) == ("stratus", 6820)
+    assert (cfg.auth.key_file, cfg.auth.node_approval) == (f"{here}/keys/cluster.key", "manual")
+    assert cfg.timeouts.heartbeat_interval == 15
+    assert cfg.power.resume_program == f"{here}/bin/resume.sh"
+    assert cfg.power.suspend_exc_nodes[0].count == 8
+    assert len(cfg.power.suspend_exc_nodes[0].nodes) == 64
+    assert len(cfg.nodes) == 128 + 1 + 4 * 64
+    assert sum(n.state == "CLOUD" for n in cfg.nodes) == 256
+    assert cfg.node("onprem001").port == 6818
+    assert cfg.node("onprem125").state == "FUTURE"
+    assert cfg.node("login01").features == ("login", "colour#1")
+    assert len(cfg.partition("burst").nodes) == 256
+    assert cfg.partition("gpu").nodes[0] == "onprem001"
+    assert cfg.partition("login").state == "DOWN"
+
+
+def test_example_config_loads() -> None:
+    root = Path(__file__).resolve().parents[2]
+    cfg = load_config(root / "examples" / "slurm-like.conf", strict=True)
+    assert cfg.warnings == ()
+    assert cfg.cluster_name == "ranch-demo"
+    assert [(h.name, h.addr) for h in cfg.control.hosts] == [("localhost", "127.0.0.1")]
+    gpu = cfg.partition("gpu")
+    assert (gpu.default, gpu.max_time, gpu.nodes) == (True, 1440, ("gpu01", "gpu02", "gpu03",
+                                                                    "gpu04"))
+    assert all(cfg.node(n).gpus == 4 and cfg.node(n).cpus == 2 for n in gpu.nodes)
+    assert all(n.real_memory <= 1024 and n.cpus <= 2 for n in cfg.nodes)
+    assert len(cfg.partition("cpu").nodes) == 8
+    assert [n.name for n in cfg.nodes if n.state == "CLOUD"] == [f"cloud0{i}" for i in range(1, 5)]
+    assert any(n.state == "FUTURE" for n in cfg.nodes)
+    assert (cfg.timeouts.slurmd_timeout, cfg.timeouts.heartbeat_interval,
+            cfg.timeouts.return_to_service) == (30, 5, 1)
+    assert cfg.health.program == str(root / "examples" / "healthcheck.sh")
+    assert cfg.health.interval == 30
+    assert cfg.power.suspend_program == str(root / "examples" / "suspend.sh")
+    assert (cfg.power.suspend_time, cfg.power.suspend_timeout, cfg.power.resume_timeout) == (
+        600, 30, 120)
+    assert cfg.power.suspend_exc_parts == ("gpu",)
+    assert "SelectType" in cfg.ignored and "ProctrackType" in cfg.ignored
+
+
+def test_config_reference_documents_every_acted_key() -> None:
+    from conf.keys import ALL_SPECS
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "config-reference.md").read_text()
+    missing = [s.name for s in ALL_SPECS if s.acted and f"`{s.name}`" not in doc]
+    assert missing == []
