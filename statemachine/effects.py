@@ -1,0 +1,62 @@
+"""Effects: plain data telling the I/O shell (ctld) what to do after a transition."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+from statemachine.model import Reason
+
+
+@attrs.frozen(slots=True)
+class KillJobs:
+    requeue: bool  # requeue batch jobs that allow it (Slurm's NODE_FAIL path)
+
+
+@attrs.frozen(slots=True)
+class RunSuspendProgram:
+    pass
+
+
+@attrs.frozen(slots=True)
+class RunResumeProgram:
+    pass
+
+
+@attrs.frozen(slots=True)
+class RunResumeFailProgram:
+    pass
+
+
+@attrs.frozen(slots=True)
+class ReasonRecorded:
+    reason: Reason
+
+
+@attrs.frozen(slots=True)
+class Membership:
+    # "up" (entered service), "down", "drain", "fail", "not_responding", "powered_down", "future"
+    kind: str
+
+
+@attrs.frozen(slots=True)
+class ScheduleTimeout:
+    kind: Literal["suspend", "resume"]
+
+
+@attrs.frozen(slots=True)
+class RequestRegistration:
+    """Ask the node to register again (its registration decides whether it comes back)."""
+
+
+Effect = (
+    KillJobs
+    | RunSuspendProgram
+    | RunResumeProgram
+    | RunResumeFailProgram
+    | ReasonRecorded
+    | Membership
+    | ScheduleTimeout
+    | RequestRegistration
+)

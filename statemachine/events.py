@@ -1,0 +1,190 @@
+"""Events fed to the state machine (frozen data), and the parse of an admin's State= word."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+
+# The canonical words of `rcontrol update State=...` (Slurm's scontrol), in Slurm's order.
+ADMIN_REQUESTS = (
+    "NORESP",
+    "DRAIN",
+    "FAIL",
+    "FUTURE",
+    "RESUME",
+    "POWER_DOWN",
+    "POWER_DOWN_ASAP",
+    "POWER_DOWN_FORCE",
+    "POWER_UP",
+    "UNDRAIN",
+    "DOWN",
+    "IDLE",
+)
+REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
+HEALTH_VERDICTS = ("ok", "drain", "fail")
+
+
+@attrs.frozen(slots=True)
+class Registered:
+    now: float
+    valid: bool = True
+    problem: str | None = None  # the mismatch, e.g. "Low RealMemory (reported:512 < ...)"
+    rebooted: bool = False  # boot time newer than the last response
+    cpus_total: int | None = None
+
+    @property
+    def kind(self) -> str:
+        return "register" if self.valid else "register invalid"
+
+
+@attrs.frozen(slots=True)
+class HeartbeatReceived:
+    kind: ClassVar[str] = "heartbeat"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class HeartbeatMissed:
+    kind: ClassVar[str] = "heartbeat missed"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class ResponseTimeout:
+    kind: ClassVar[str] = "response timeout"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class AllocationChanged:
+    kind: ClassVar[str] = "allocation"
+    now: float
+    cpus_alloc: int
+
+
+@attrs.frozen(slots=True)
+class AdminUpdate:
+    now: float
+    request: str = attrs.field(validator=attrs.validators.in_(ADMIN_REQUESTS))
+    reason: str | None = None
+    user: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "State=" + self.request
+
+
+@attrs.frozen(slots=True)
+class HealthResult:
+    now: float
+    verdict: str = attrs.field(validator=attrs.validators.in_(HEALTH_VERDICTS))
+    message: str = ""  # e.g. "HC: /scratch is full"
+
+    @property
+    def kind(self) -> str:
+        return "health " + self.verdict
+
+
+@attrs.frozen(slots=True)
+class SuspendStarted:
+    kind: ClassVar[str] = "suspend started"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class SuspendTimeout:
+    kind: ClassVar[str] = "suspend timeout"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class ResumeStarted:
+    kind: ClassVar[str] = "resume started"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class ResumeTimeout:
+    kind: ClassVar[str] = "resume timeout"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class ShutdownNotice:
+    kind: ClassVar[str] = "shutdown notice"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class ConfigReload:
+    kind: ClassVar[str] = "config reload"
+    now: float
+    cpus_total: int
+    config_state: str = "UNKNOWN"
+
+
+Event = (
+    Registered
+    | HeartbeatReceived
+    | HeartbeatMissed
+    | ResponseTimeout
+    | AllocationChanged
+    | AdminUpdate
+    | HealthResult
+    | SuspendStarted
+    | SuspendTimeout
+    | ResumeStarted
+    | ResumeTimeout
+    | ShutdownNotice
+    | ConfigReload
+)
+
+EVENT_KINDS: tuple[str, ...] = (
+    "register",
+    "register invalid",
+    "heartbeat",
+    "heartbeat missed",
+    "response timeout",
+    "allocation",
+    *("State=" + r for r in ADMIN_REQUESTS),
+    *("health " + v for v in HEALTH_VERDICTS),
+    "suspend started",
+    "suspend timeout",
+    "resume started",
+    "resume timeout",
+    "shutdown notice",
+    "config reload",
+)
+
+# Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).
+# Longer words first so "POWER_DOWN_A..." is never read as POWER_DOWN.
+_MIN_PREFIX = (
+    ("POWER_DOWN_ASAP", 12),
+    ("POWER_DOWN_FORCE", 12),
+    ("POWER_DOWN", 7),
+    ("POWER_UP", 7),
+    ("NORESP", 3),
+    ("DRAIN", 3),
+    ("FAIL", 3),
+    ("FUTURE", 3),
+    ("RESUME", 3),
+    ("UNDRAIN", 3),
+    ("DOWN", 3),
+    ("IDLE", 3),
+)
+
+VALID_STATES_MESSAGE = (
+    "Valid states are: NoResp DRAIN FAIL FUTURE RESUME POWER_DOWN POWER_DOWN_ASAP "
+    "POWER_DOWN_FORCE POWER_UP UNDRAIN DOWN IDLE"
+)
+
+
+def parse_admin_state(text: str) -> str:
+    """Resolve a State= value (case-insensitive, Slurm's prefix abbreviations) to its word."""
+    word = text.strip().upper()
+    if word:
+        for canonical, shortest in _MIN_PREFIX:
+            if len(word) >= shortest and canonical.startswith(word):
+                return canonical
+    raise ValueError(f"invalid node state {text!r}. {VALID_STATES_MESSAGE}")
