@@ -1,0 +1,93 @@
+"""Time rinfo and rcontrol against a real rctld holding 10,000 nodes (median of 5 subprocess runs,
+interpreter start included) and one `rcontrol update` of 1,000 nodes.
+
+Run: `python bench/cli_bench.py [--nodes 10000] [--runs 5]`. Prints the figures; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "cli"))
+
+from launcher import Controller  # noqa: E402
+
+from protocol.messages import GetSnapshot, SetAllocation, UpdateNodes  # noqa: E402
+
+CONF = """\
+ClusterName=bench
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={{port}}
+AuthKeyFile={{key}}
+NodeName=DEFAULT CPUs=64 RealMemory=256000 Sockets=2 CoresPerSocket=16 ThreadsPerCore=2
+NodeName=gpu[00001-{last:05d}] Gres=gpu:8 Features=h100,ib
+PartitionName=gpu Nodes=gpu[00001-{last:05d}] Default=YES MaxTime=1-00:00:00
+PartitionName=half Nodes=gpu[00001-{half:05d}] MaxTime=4:00:00
+"""
+
+COMMANDS = {
+    "rinfo": ["rinfo"],
+    "rinfo -N": ["rinfo", "-N"],
+    "rinfo --json": ["rinfo", "--json"],
+    "rinfo -R": ["rinfo", "-R"],
+    "rcontrol show node": ["rcontrol", "show", "node"],
+}
+
+
+def timed(ctl: Controller, argv: list[str], runs: int) -> tuple[float, int]:
+    times, size = [], 0
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        done = ctl.run(*argv)
+        times.append(time.perf_counter() - t0)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed: {done.stderr}")
+        size = len(done.stdout)
+    return statistics.median(times), size
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--nodes", type=int, default=10_000)
+    p.add_argument("--runs", type=int, default=5)
+    args = p.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = CONF.format(last=args.nodes, half=args.nodes // 2)
+        ctl = Controller(Path(tmp), conf)
+        try:
+            ctl.start(timeout=120)
+            # Vary states so that views have many groups: allocations and admin drains/downs.
+            ctl.ask(SetAllocation(node_names=f"gpu[00001-{args.nodes // 4:05d}]", cpus_alloc=64))
+            ctl.ask(SetAllocation(node_names=f"gpu[{args.nodes // 4 + 1:05d}-"
+                                  f"{args.nodes // 3:05d}]", cpus_alloc=7))
+            for i in range(1, args.nodes + 1, 97):
+                ctl.ask(UpdateNodes(node_names=f"gpu{i:05d}", state="DRAIN",
+                                    reason=f"bench reason {i % 5}", user="bench"))
+            snap = ctl.ask(GetSnapshot())
+            print(f"controller holds {len(snap.nodes)} nodes, {len(snap.partitions)} partitions")
+            for label, argv in COMMANDS.items():
+                median, size = timed(ctl, argv, args.runs)
+                print(f"{label:<22} median {median * 1000:7.1f} ms  ({size / 1024:.0f} KiB out)")
+            target = f"gpu[{args.nodes - 999:05d}-{args.nodes:05d}]"
+            for state, extra in (("DRAIN", ["Reason=bench drain"]), ("RESUME", [])):
+                t0 = time.perf_counter()
+                done = ctl.run("rcontrol", "update", f"NodeName={target}", f"State={state}", *extra)
+                took = time.perf_counter() - t0
+                status = "ok" if done.returncode == 0 else f"rc={done.returncode} {done.stderr}"
+                print(f"rcontrol update 1,000 nodes State={state:<7} {took * 1000:7.1f} ms  "
+                      f"{status}")
+        finally:
+            ctl.stop()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs")
+
+
+if __name__ == "__main__":
+    main()

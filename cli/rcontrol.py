@@ -1,0 +1,305 @@
+"""rcontrol: scontrol's show, update, reconfigure and ping against the Ranch controller."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from cli.controller import CliError, Target, ask, expect, find_target
+from cli.light_imports import expand, fold, statemachine_module
+from cli.rinfo import VERSION, UsageParser
+
+REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
+REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
+COMMANDS = ("show", "update", "reconfigure", "ping", "version")
+SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
+                 "hostlistsorted")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = UsageParser(
+        prog="rcontrol",
+        add_help=False,
+        description="Show and change the state of the cluster, like scontrol.",
+        epilog="commands: show node|partition [NAME] | show config | show hostnames EXPR | "
+        "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
+        "reconfigure | ping",
+    )
+    a = p.add_argument
+    a("--help", action="help", help="show this help and exit")
+    a("-a", "--all", action="store_true", help="show hidden partitions too")
+    a("-o", "--oneliner", action="store_true", help="one line per record")
+    a("--json", action="store_true", help="records as JSON")
+    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
+    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
+    a("-f", "--conf", metavar="PATH", help="read controller address and key from this config")
+    a("-V", "--version", action="version", version=f"rcontrol {VERSION}")
+    a("words", nargs=argparse.REMAINDER, metavar="COMMAND ...")
+    return p
+
+
+def _pick(word: str, choices: tuple[str, ...], what: str) -> str:
+    """scontrol's case-insensitive, unambiguous-prefix command words."""
+    w = word.lower()
+    if w in choices:
+        return w
+    hits = [c for c in choices if c.startswith(w)]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1 and all(h.startswith(hits[0]) for h in hits):
+        return hits[0]  # "node" for "no": node/nodes are one entity
+    raise CliError(f"invalid {what} {word!r}; valid: {', '.join(choices)}", code=2)
+
+
+class Session:
+    """One rcontrol invocation: finds the controller only when a command needs it."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self._target: Target | None = None
+
+    @property
+    def target(self) -> Target:
+        if self._target is None:
+            a = self.args
+            self._target = find_target(a.server, a.key_file, a.conf)
+        return self._target
+
+    def snapshot(self):
+        from protocol.messages import GetSnapshot, Snapshot
+
+        return expect(ask(self.target, GetSnapshot()), Snapshot)
+
+
+def show(s: Session, words: list[str]) -> int:
+    if not words:
+        raise CliError("show needs what to show: node, partition, config, hostnames, hostlist",
+                       code=2)
+    entity = _pick(words[0], SHOW_ENTITIES, "show entity")
+    rest = words[1:]
+    if entity in ("hostnames", "hostlist", "hostlistsorted"):
+        if len(rest) != 1:
+            raise CliError(f"show {entity} takes one host list expression", code=2)
+        try:
+            names = expand(rest[0])
+        except ValueError as exc:
+            raise CliError(f"{rest[0]}: {exc}", code=2) from None
+        if entity == "hostnames":
+            sys.stdout.write("".join(n + "\n" for n in names))
+        else:
+            sys.stdout.write(fold(names, sort=entity == "hostlistsorted") + "\n")
+        return 0
+    if entity == "config":
+        return show_config(s)
+    if len(rest) > 1:
+        raise CliError(f"show {entity} takes at most one name", code=2)
+    if entity.startswith("node"):
+        return show_nodes(s, rest[0] if rest else None)
+    return show_partitions(s, rest[0] if rest else None)
+
+
+def _json_doc(key: str, items: list, cluster: str) -> str:
+    import getpass
+
+    import orjson
+
+    doc = {
+        key: items,
+        "last_update": {"set": True, "infinite": False, "number": int(time.time())},
+        "meta": {
+            "plugin": {"type": "", "name": "", "data_parser": "ranch"},
+            "client": {"source": "", "user": getpass.getuser(), "group": ""},
+            "command": ["rcontrol", *sys.argv[1:]],
+            "slurm": {"release": VERSION, "cluster": cluster},
+        },
+        "errors": [],
+        "warnings": [],
+    }
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def show_nodes(s: Session, expr: str | None) -> int:
+    from cli import show_records
+
+    snap = s.snapshot()
+    nodes = list(snap.nodes)
+    if expr is not None and expr.upper() != "ALL":
+        try:
+            wanted = expand(expr)
+        except ValueError as exc:
+            raise CliError(f"{expr}: {exc}", code=2) from None
+        by_name = {n["name"]: n for n in nodes}
+        missing = [w for w in wanted if w not in by_name]
+        if missing:
+            raise CliError(f"Node {fold(missing, sort=False)} not found")
+        nodes = [by_name[w] for w in dict.fromkeys(wanted)]
+    if s.args.json:
+        docs = [show_records.node_json(n) for n in nodes]
+        sys.stdout.write(_json_doc("nodes", docs, snap.cluster_name))
+        return 0
+    records = [show_records.node_lines(n) for n in nodes]
+    sys.stdout.write(show_records.records_text(records, one_line=s.args.oneliner))
+    return 0
+
+
+def show_partitions(s: Session, name: str | None) -> int:
+    from cli import show_records
+
+    snap = s.snapshot()
+    parts = list(snap.partitions)
+    if name is not None:
+        parts = [p for p in parts if p["name"] == name]
+        if not parts:
+            raise CliError(f"Partition {name} not found")
+    elif not s.args.all:
+        parts = [p for p in parts if not p.get("hidden")]
+    by_name = {n["name"]: n for n in snap.nodes}
+    if s.args.json:
+        docs = [show_records.partition_json(p, by_name, fold, snap.cluster_name) for p in parts]
+        sys.stdout.write(_json_doc("partitions", docs, snap.cluster_name))
+        return 0
+    records = [show_records.partition_lines(p, by_name, fold) for p in parts]
+    sys.stdout.write(show_records.records_text(records, one_line=s.args.oneliner))
+    return 0
+
+
+def show_config(s: Session) -> int:
+    from protocol.messages import ConfigDump, GetConfig
+
+    dump = expect(ask(s.target, GetConfig()), ConfigDump)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    lines = [f"Configuration data as of {stamp}"]
+    lines += [f"{k:<23} = {v}" for k, v in dump.items]
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    return 0
+
+
+def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
+    """(node expression, canonical State= word or None, Reason or None) from Key=Value words."""
+    node_expr = state = reason = None
+    for word in words:
+        key, sep, value = word.partition("=")
+        k = key.lower()
+        if not sep:
+            raise CliError(f"update: expected Key=Value, got {word!r}", code=2)
+        if k in ("nodename", "nodes"):
+            node_expr = value
+        elif k == "state":
+            try:
+                state = statemachine_module("events").parse_admin_state(value)
+            except ValueError as exc:
+                raise CliError(str(exc)) from None
+        elif k == "reason":
+            reason = value
+        else:
+            raise CliError(
+                f"update: {key!r} is not supported (Ranch updates NodeName, State, Reason)",
+                code=2,
+            )
+    if not node_expr:
+        raise CliError("update: NodeName=HOSTLIST is required", code=2)
+    if state is None and reason is None:
+        raise CliError("update: nothing to change; give State= and/or Reason=", code=2)
+    if state in REASON_REQUIRED and not (reason or "").strip():
+        raise CliError(REASON_MISSING)
+    if node_expr.upper() != "ALL":
+        try:
+            expand(node_expr)
+        except ValueError as exc:
+            raise CliError(f"NodeName={node_expr}: {exc}", code=2) from None
+    return node_expr, state, reason
+
+
+def update(s: Session, words: list[str]) -> int:
+    import getpass
+
+    from protocol.messages import UpdateNodes, UpdateResult
+
+    node_expr, state, reason = parse_update(words)
+    msg = UpdateNodes(
+        node_names="ALL" if node_expr.upper() == "ALL" else node_expr,
+        state=state,
+        reason=reason,
+        user=getpass.getuser(),
+        uid=os.getuid(),
+    )
+    result = expect(ask(s.target, msg), UpdateResult)
+    for err in result.errors:
+        print(f"rcontrol: error: {err}", file=sys.stderr)
+    if not result.ok and not result.errors:
+        print("rcontrol: error: the controller refused the update", file=sys.stderr)
+    return 0 if result.ok else 1
+
+
+def reconfigure(s: Session) -> int:
+    import getpass
+
+    from protocol.messages import Reconfigure, ReconfigureResult
+
+    result = expect(ask(s.target, Reconfigure(user=getpass.getuser())), ReconfigureResult)
+    if result.ok:
+        return 0
+    print("rcontrol: error: reconfigure failed; the controller keeps its running config",
+          file=sys.stderr)
+    for err in result.errors:
+        print(err, file=sys.stderr)
+    return 1
+
+
+def ping(s: Session) -> int:
+    from protocol.messages import Pong
+
+    try:
+        expect(ask(s.target, _ping_msg(), timeout=5.0), Pong)
+    except CliError as exc:
+        print(f"Controller at {s.target.address} is DOWN")
+        print(f"rcontrol: error: {exc.message}", file=sys.stderr)
+        return 1
+    print(f"Controller at {s.target.address} is UP")
+    return 0
+
+
+def _ping_msg():
+    from protocol.messages import Ping
+
+    return Ping()
+
+
+def run(args: argparse.Namespace) -> int:
+    words = list(args.words)
+    if not words:
+        raise CliError("no command given; try: show, update, reconfigure, ping", code=2)
+    command = _pick(words[0], COMMANDS, "command")
+    s = Session(args)
+    if command == "show":
+        return show(s, words[1:])
+    if command == "update":
+        return update(s, words[1:])
+    if len(words) > 1:
+        raise CliError(f"{command} takes no arguments", code=2)
+    if command == "reconfigure":
+        return reconfigure(s)
+    if command == "version":
+        print(f"ranch {VERSION}")
+        return 0
+    return ping(s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args)
+    except CliError as exc:
+        print(f"rcontrol: error: {exc.message}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

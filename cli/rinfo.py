@@ -1,0 +1,208 @@
+"""rinfo: sinfo's views of nodes and partitions, asked from the controller in one request."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+
+from cli.controller import CliError, Target, ask, expect, find_target
+from cli.light_imports import expand, fold, statemachine_module
+
+VERSION = "0.1.0"
+
+
+class UsageParser(argparse.ArgumentParser):
+    """argparse whose errors are one stderr line and exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = UsageParser(prog="rinfo", add_help=False, description="View nodes and partitions.")
+    a = p.add_argument
+    a("--help", action="help", help="show this help and exit")
+    a("-a", "--all", action="store_true", help="show hidden partitions too")
+    a("-d", "--dead", action="store_true", help="only non-responding nodes")
+    a("-e", "--exact", action="store_true", help="group only nodes of identical configuration")
+    a("-F", "--future", action="store_true", help="show FUTURE nodes too")
+    a("-h", "--noheader", action="store_true", help="print no header line")
+    a("-i", "--iterate", type=_seconds, metavar="SECONDS", help="redraw every SECONDS")
+    a("-l", "--long", action="store_true", help="long format, with a timestamp line")
+    a("-n", "--nodes", metavar="HOSTLIST", help="only these nodes")
+    a("-N", "--Node", action="store_true", dest="node", help="one line per node")
+    a("-o", "--format", metavar="FORMAT", help="sinfo -o format, e.g. '%%P %%t %%N'")
+    a("-p", "--partition", metavar="PARTS", help="only these partitions (comma list)")
+    a("-r", "--responding", action="store_true", help="only responding nodes")
+    a("-R", "--list-reasons", action="store_true", dest="reasons", help="why nodes are unusable")
+    a("-s", "--summarize", action="store_true", help="one line per partition, NODES(A/I/O/T)")
+    a("-t", "--states", metavar="STATES", help="only nodes in these states (comma list)")
+    a("--json", action="store_true", help="sinfo --json's document")
+    a("--metrics", action="store_true", help="with -N: live CPU/memory/GPU/heartbeat columns")
+    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
+    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
+    a("-f", "--conf", metavar="PATH", help="read controller address and key from this config")
+    a("-V", "--version", action="version", version=f"rinfo {VERSION}")
+    return p
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("the interval must be above 0 seconds")
+    return value
+
+
+def state_matcher(text: str) -> Callable[[dict], bool]:
+    """-t STATES with the statemachine's rules (drain = drained + draining, `~` negates...)."""
+    names = statemachine_module("names")
+    try:
+        wanted = names.parse_filter(text)
+    except ValueError as exc:
+        raise CliError(f"-t {text}: {exc}", code=2) from None
+    cache: dict[tuple, bool] = {}
+
+    def match(node: dict) -> bool:
+        st = node["state"]
+        k = (st["base"], tuple(st["flags"]))
+        hit = cache.get(k)
+        if hit is None:
+            # -t looks at base and flags only; the reason is not needed to match
+            state = names.from_json({"base": st["base"], "flags": st["flags"]})
+            hit = cache[k] = bool(wanted.matches(state))
+        return hit
+
+    return match
+
+
+def selection(args: argparse.Namespace):
+    from cli.sinfo_view import Selection, down_drain_fail
+
+    match = state_matcher(args.states) if args.states else None
+    if match is None and args.reasons:
+        match = down_drain_fail
+    node_names = None
+    if args.nodes:
+        try:
+            node_names = frozenset(expand(args.nodes))
+        except ValueError as exc:
+            raise CliError(f"-n {args.nodes}: {exc}", code=2) from None
+    parts = tuple(p for p in (args.partition or "").split(",") if p)
+    return Selection(
+        partitions=parts,
+        state_match=match,
+        node_names=node_names,
+        responding=args.responding,
+        dead=args.dead,
+        future=args.future,
+        all_partitions=args.all,
+    )
+
+
+def table_lines(snapshot, args: argparse.Namespace) -> list[str]:
+    """The text view of `snapshot` for the options in `args`."""
+    from cli import sinfo_view as sv
+
+    metrics = args.metrics
+    fields = sv.FIELDS
+    text = sv.pick_format(
+        node=args.node or metrics,
+        long=args.long,
+        summary=args.summarize,
+        reasons=args.reasons,
+        fmt=args.format,
+    )
+    if metrics:
+        from cli.metrics_fields import ALL_FIELDS, METRIC_COLUMNS
+
+        fields = ALL_FIELDS
+    try:
+        fmt = sv.parse(text)
+    except ValueError as exc:
+        raise CliError(f"-o: {exc}", code=2) from None
+    if metrics:
+        fmt = sv.with_fields(fmt, METRIC_COLUMNS)
+    sel = selection(args)
+    parts, nodes = sv.select(snapshot.nodes, snapshot.partitions, sel)
+    groups = sv.build_groups(
+        nodes,
+        parts,
+        fmt,
+        node_mode=args.node or metrics,
+        exact=args.exact,
+        show_empty=not sel.filters_nodes,
+        fields=fields,
+    )
+    return sv.render(fmt, groups, fold, header=not args.noheader, fields=fields)
+
+
+def json_text(snapshot, args: argparse.Namespace, argv: list[str]) -> str:
+    import getpass
+
+    import orjson
+
+    from cli import sinfo_json
+    from cli.sinfo_view import select
+
+    parts, nodes = select(snapshot.nodes, snapshot.partitions, selection(args))
+    doc = sinfo_json.build(
+        nodes,
+        parts,
+        fold,
+        cluster=snapshot.cluster_name,
+        version=VERSION,
+        argv=["rinfo", *argv],
+        user=getpass.getuser(),
+    )
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
+
+
+def fetch(target: Target, metrics: bool):
+    from protocol.messages import GetSnapshot, Snapshot
+
+    return expect(ask(target, GetSnapshot(metrics=metrics)), Snapshot)
+
+
+def once(target: Target, args: argparse.Namespace, argv: list[str], stamp: bool) -> str:
+    snap = fetch(target, args.metrics)
+    if args.json:
+        return json_text(snap, args, argv) + "\n"
+    lines = table_lines(snap, args)
+    if stamp:
+        lines.insert(0, time.ctime())
+    return "".join(line + "\n" for line in lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    try:
+        target = find_target(args.server, args.key_file, args.conf)
+        if args.iterate is None:
+            sys.stdout.write(once(target, args, argv, stamp=args.long))
+            sys.stdout.flush()
+            return 0
+        try:
+            while True:
+                sys.stdout.write(once(target, args, argv, stamp=not args.json) + "\n")
+                sys.stdout.flush()
+                time.sleep(args.iterate)
+        except KeyboardInterrupt:
+            return 0
+    except CliError as exc:
+        print(f"rinfo: error: {exc.message}", file=sys.stderr)
+        return exc.code
+    except BrokenPipeError:
+        # The reader went away (rinfo | head): not our failure, and no traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
