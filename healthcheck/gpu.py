@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import attrs
@@ -98,7 +99,7 @@ def nvml_view(*, want_temperatures: bool, watch_xids: bool) -> GpuView:
         for index in range(count):
             try:
                 handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-                bus = normalize_bus_id(_text(pynvml.nvmlDeviceGetPciInfo(handle).busId))
+                bus = normalize_bus_id(nvml_text(pynvml.nvmlDeviceGetPciInfo(handle).busId))
             except pynvml.NVMLError as exc:
                 errors.append(f"NVML: gpu{index}: {exc}")
                 continue
@@ -114,7 +115,9 @@ def nvml_view(*, want_temperatures: bool, watch_xids: bool) -> GpuView:
             devices.append(GpuDevice(index, bus, temperature))
         supported, xids = (False, ())
         if watch_xids and handles:
-            supported, xids = _watch_xid_events(pynvml, handles)
+            supported, xids, wait_error = _watch_xid_events(pynvml, handles)
+            if wait_error:
+                errors.append(wait_error)
         return GpuView("nvml", tuple(devices), tuple(errors), xids, supported)
     finally:
         try:
@@ -123,15 +126,19 @@ def nvml_view(*, want_temperatures: bool, watch_xids: bool) -> GpuView:
             pass
 
 
-def _watch_xid_events(pynvml: Any, handles: list[Any]) -> tuple[bool, tuple[XidEvent, ...]]:
-    """Register for critical-XID events and wait briefly. NVML only reports XIDs raised while we
-    listen, so this catches what happens during the run; the kernel log covers the past."""
-    import time
-
+def _watch_xid_events(
+    pynvml: Any, handles: list[Any]
+) -> tuple[bool, tuple[XidEvent, ...], str]:
+    """Register for critical-XID events and wait briefly: (supported, events, error). NVML only
+    reports XIDs raised while we listen, so this catches what happens during the run; the kernel
+    log covers the past. The wait ends on NVMLError_Timeout; a driver without the wait call
+    means "unsupported" (kernel log only); any other failure of the wait is an NVML error."""
+    timeout_error = getattr(pynvml, "NVMLError_Timeout", None)
+    missing_error = getattr(pynvml, "NVMLError_FunctionNotFound", None)
     try:
         event_set = pynvml.nvmlEventSetCreate()
     except pynvml.NVMLError:
-        return False, ()
+        return False, (), ""
     registered = 0
     try:
         for handle in handles:
@@ -145,22 +152,26 @@ def _watch_xid_events(pynvml: Any, handles: list[Any]) -> tuple[bool, tuple[XidE
             except pynvml.NVMLError:
                 continue
         if not registered:
-            return False, ()
+            return False, (), ""
         events: list[XidEvent] = []
         deadline = time.monotonic() + NVML_EVENT_WAIT_MS / 1000
         while (left := deadline - time.monotonic()) > 0:
             try:
                 data = pynvml.nvmlEventSetWait_v2(event_set, max(1, int(left * 1000)))
-            except pynvml.NVMLError:
-                break  # timeout: nothing more happened
+            except pynvml.NVMLError as exc:
+                if timeout_error is not None and isinstance(exc, timeout_error):
+                    break  # nothing more happened
+                if missing_error is not None and isinstance(exc, missing_error):
+                    return False, tuple(events), ""
+                return True, tuple(events), f"NVML: waiting for XID events: {exc}"
             try:
-                bus = normalize_bus_id(_text(pynvml.nvmlDeviceGetPciInfo(data.device).busId))
+                bus = normalize_bus_id(nvml_text(pynvml.nvmlDeviceGetPciInfo(data.device).busId))
             except pynvml.NVMLError:
                 bus = "unknown"
             now = time.time()
             code = int(data.eventData)
             events.append(XidEvent(bus, code, "", now, f"nvml/{bus}/{code}/{now:.6f}"))
-        return True, tuple(events)
+        return True, tuple(events), ""
     finally:
         try:
             pynvml.nvmlEventSetFree(event_set)
@@ -188,5 +199,6 @@ def _int(value: object, field: str, path: str | None) -> int:
         raise ValueError(f"fake GPU faults file {path}: {field} must be an integer") from None
 
 
-def _text(value: bytes | str) -> str:
+def nvml_text(value: bytes | str) -> str:
+    """NVML strings are bytes in older pynvml releases and str in newer ones."""
     return value.decode() if isinstance(value, bytes) else value

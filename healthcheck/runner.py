@@ -3,6 +3,7 @@ hard timeout; turn its exit status into a HealthReport (0 ok, 2 fail, anything e
 
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import signal
@@ -15,6 +16,7 @@ import trio
 
 from protocol.messages import HealthReport
 
+log = logging.getLogger("rnoded.healthcheck")
 SAFE_PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 # Variables copied from rnoded's own environment, so fake-GPU demos and verdict files work.
 PASS_THROUGH = ("RANCH_FAKE_GPUS", "RANCH_FAKE_GPU_FAULTS", "RANCH_HC_VERDICT_FILE")
@@ -105,7 +107,8 @@ async def run_health_program(
     timeout: float,
     output_limit: int = 65536,
 ) -> HealthReport:
-    """Run the program once and return its verdict (see run_health_program_detailed)."""
+    """Run the program once, log its captured output, and return its verdict (see
+    run_health_program_detailed)."""
     run = await run_health_program_detailed(
         program,
         node_name=node_name,
@@ -113,6 +116,18 @@ async def run_health_program(
         is_healthy=is_healthy,
         timeout=timeout,
         output_limit=output_limit,
+    )
+    quiet = run.report.verdict == "ok" and not run.report.warnings
+    level = logging.DEBUG if quiet else logging.INFO
+    log.log(
+        level,
+        "health check %s: %s (exit %s, %.1f s)%s%s",
+        program,
+        run.report.verdict,
+        run.returncode,
+        run.duration,
+        " [output truncated]" if run.truncated else "",
+        "".join(f"\n  | {line}" for line in run.output.splitlines()),
     )
     return run.report
 
@@ -166,8 +181,8 @@ async def run_health_program_detailed(
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
+            _signal_group(proc.pid, signal.SIGKILL)  # the program's leftovers too, on any exit
             if proc.returncode is None:
-                _signal_group(proc.pid, signal.SIGKILL)
                 await proc.wait()
             if proc.stdout is not None:
                 await proc.stdout.aclose()

@@ -1,1 +1,1 @@
-"""noded."""
+"""noded: rnoded, the node daemon (hardware probe, controller session, config cache)."""

@@ -46,6 +46,8 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def _safe_name(name: str) -> str | None:
     """A served file name kept inside the cache dir (no absolute paths, no ..)."""
+    if "\0" in name:
+        return None
     parts = Path(name).parts
     if not parts or Path(name).is_absolute() or ".." in parts:
         return None

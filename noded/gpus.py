@@ -13,6 +13,9 @@ import os
 import random
 from typing import Protocol
 
+from healthcheck.gpu import FAKE_FAULTS_ENV as FAULTS_ENV
+from healthcheck.gpu import FAKE_GPUS_ENV as FAKE_ENV
+from healthcheck.gpu import nvml_text as _text
 from protocol.messages import GpuInfo, GpuMetrics
 
 log = logging.getLogger("rnoded.gpus")
@@ -21,8 +24,6 @@ FAKE_NAME = "NVIDIA H100 80GB HBM3"
 FAKE_MEMORY_MIB = 81559
 FAKE_DRIVER = "550.54.15"
 FAKE_IDLE_W, FAKE_MAX_W = 70.0, 700.0
-FAULTS_ENV = "RANCH_FAKE_GPU_FAULTS"
-FAKE_ENV = "RANCH_FAKE_GPUS"
 
 
 class GpuSource(Protocol):
@@ -159,10 +160,6 @@ class NvmlGpus:
         except self.nvml.NVMLError as exc:
             log.debug("NVML %s failed: %s", fn.__name__, exc)
             return None
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def open_gpus(node_name: str, fake_count: int | None) -> GpuSource:

@@ -40,6 +40,13 @@ RNODED_VERSION = "0.1.0"
 DEFAULT_HEARTBEAT = 10.0
 DEFAULT_MESSAGE_TIMEOUT = 10.0
 SHUTDOWN_GRACE = 2.0  # how long SIGTERM waits for the controller's Ack
+# Floors for figures the controller sends: a zero interval would spin heartbeats or reconnects.
+MIN_HEARTBEAT = 0.01
+MIN_MESSAGE_TIMEOUT = 0.1
+# A reply later than this many heartbeat intervals (or MessageTimeout, if sooner) means the
+# controller is gone even if TCP has not noticed (half-open connection): reconnect.
+REPLY_INTERVALS = 3.0
+MIN_REPLY_TIMEOUT = 1.0
 
 HealthRunner = Callable[..., Awaitable[HealthReport]]
 # Anything that means "this connection is gone": reconnect.
@@ -149,10 +156,17 @@ class NodeDaemon:
                 await self._goodbye()
 
     def heartbeat_interval(self) -> float:
-        return self.settings.heartbeat_interval if self.settings else DEFAULT_HEARTBEAT
+        value = self.settings.heartbeat_interval if self.settings else DEFAULT_HEARTBEAT
+        return max(MIN_HEARTBEAT, value)
 
     def message_timeout(self) -> float:
-        return self.settings.message_timeout if self.settings else DEFAULT_MESSAGE_TIMEOUT
+        value = self.settings.message_timeout if self.settings else DEFAULT_MESSAGE_TIMEOUT
+        return max(MIN_MESSAGE_TIMEOUT, value)
+
+    def reply_timeout(self) -> float:
+        """How long a request waits for its reply before the connection counts as dead."""
+        within_intervals = max(MIN_REPLY_TIMEOUT, REPLY_INTERVALS * self.heartbeat_interval())
+        return min(self.message_timeout(), within_intervals)
 
     async def _connection_loop(self) -> None:
         host, port = self.opts.server
@@ -196,6 +210,9 @@ class NodeDaemon:
                     lose(f"protocol error: {exc}")
                 except LOST as exc:
                     lose(str(exc) or type(exc).__name__)
+                except Exception as exc:  # whatever the controller sent, the node lives on
+                    log.exception("connection handler failed")
+                    lose(f"internal error: {exc!r}")
 
             nursery.start_soon(guarded, self._reader)
             nursery.start_soon(guarded, self._register_and_beat)
@@ -230,7 +247,7 @@ class NodeDaemon:
         request_id = next(self._ids)
         send, receive = trio.open_memory_channel[Any](1)
         self._pending[request_id] = send
-        timeout = self.message_timeout()
+        timeout = self.reply_timeout()
         try:
             with trio.move_on_after(timeout):
                 await fs.send(msg, request_id, self.opts.protocol_version)
@@ -277,7 +294,10 @@ class NodeDaemon:
     async def _heartbeat_loop(self, fs: FramedStream) -> None:
         while True:
             self._beat_requested = False
-            metrics = await trio.to_thread.run_sync(probe_metrics, self.gpus)
+            # Abandoned on cancel: a hung NVML call must not hold up SIGTERM.
+            metrics = await trio.to_thread.run_sync(
+                probe_metrics, self.gpus, abandon_on_cancel=True
+            )
             self.seq += 1
             report = self._unsent_health
             beat = Heartbeat(self.opts.name, self.seq, metrics, (), report)
@@ -335,7 +355,7 @@ class NodeDaemon:
             await trio.to_thread.run_sync(
                 cache.save, self.opts.spool_dir, cache.CachedConfig(settings, files, config_hash)
             )
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             log.error("cannot write config cache under %s: %s", self.opts.spool_dir, exc)
         if old != settings:
             log.info(

@@ -6,10 +6,13 @@ orjson was picked by bench/codec_bench.py: fastest round trip for both a heartbe
 
 from __future__ import annotations
 
+import math
+import typing
 from typing import Any
 
 import cattrs
 import orjson
+from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.preconf.orjson import make_converter
 
 from protocol.errors import ProtocolError
@@ -17,6 +20,76 @@ from protocol.messages import MESSAGE_TYPES
 from protocol.versions import CURRENT, downgrade
 
 converter = make_converter(forbid_extra_keys=False)  # newer peers may send fields we lack
+
+
+# cattrs coerces by default (bool("false") is True, str(None) is "None", int(1.9) is 1, a string
+# is a tuple of characters). A peer's wrong type must be refused, never silently reinterpreted.
+def _strict_str(value: Any, _: type) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _strict_bool(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
+def _strict_int(value: Any, _: type) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _strict_float(value: Any, _: type) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError("expected a finite number")
+    return float(value)
+
+
+def _strict_dict(value: Any, _: type) -> dict:
+    if not isinstance(value, dict):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _is_tuple(cls: Any) -> bool:
+    return typing.get_origin(cls) is tuple
+
+
+def _strict_tuple_factory(cls: Any) -> Any:
+    args = typing.get_args(cls)
+    if len(args) == 2 and args[1] is Ellipsis:
+        inner = homogenous_tuple_structure_factory(cls, converter)
+
+        def structure_homogenous(value: Any, cls: Any) -> tuple:
+            if not isinstance(value, list | tuple):
+                raise TypeError(f"expected a list, got {type(value).__name__}")
+            return inner(value, cls)
+
+        return structure_homogenous
+    hooks = [converter.get_structure_hook(arg) for arg in args]
+
+    def structure_fixed(value: Any, _: Any) -> tuple:
+        if not isinstance(value, list | tuple) or len(value) != len(hooks):
+            raise TypeError(f"expected a list of {len(hooks)} items")
+        return tuple(hook(item, arg) for hook, item, arg in zip(hooks, value, args, strict=True))
+
+    return structure_fixed
+
+
+for _cls, _hook in (
+    (str, _strict_str),
+    (bool, _strict_bool),
+    (int, _strict_int),
+    (float, _strict_float),
+    (dict, _strict_dict),
+):
+    converter.register_structure_hook(_cls, _hook)
+converter.register_structure_hook_factory(_is_tuple, _strict_tuple_factory)
 
 
 def encode(msg: Any, *, version: int = CURRENT) -> bytes:

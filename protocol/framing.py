@@ -72,30 +72,42 @@ class ReplayGuard:
 
     A nonce is remembered until its frame's timestamp leaves the window (after which the stale
     check refuses the frame anyway). Share one guard across all connections of a server, so a
-    frame captured on one connection cannot be replayed on another."""
+    frame captured on one connection cannot be replayed on another. Each decoder passes its own
+    MessageTimeout, so a guard made before a reconfigure that raised it still covers the window."""
 
     def __init__(self, window: float = 10.0, max_entries: int = 200_000) -> None:
         self.window = window
         self.max_entries = max_entries
-        self._seen: set[bytes] = set()
+        self._seen: dict[bytes, float] = {}  # nonce -> when it may be forgotten
         self._expiry: list[tuple[float, bytes]] = []
 
     def __len__(self) -> int:
         return len(self._seen)
 
-    def check_and_add(self, nonce: bytes, timestamp: float, now: float) -> bool:
-        """True if the nonce is fresh (and remember it); False if it was seen before."""
+    def check_and_add(
+        self, nonce: bytes, timestamp: float, now: float, window: float | None = None
+    ) -> bool:
+        """True if the nonce is fresh (and remember it); False if it was seen before.
+
+        The stale check accepts a frame while |now - timestamp| <= window, so the nonce is kept
+        until max(timestamp, now) + window, inclusive."""
         while self._expiry and self._expiry[0][0] < now:
-            self._seen.discard(heapq.heappop(self._expiry)[1])
+            self._forget_first()
         if nonce in self._seen:
             return False
-        if len(self._seen) >= self.max_entries:
+        while len(self._seen) >= self.max_entries and self._expiry:
             # Over the bound only under a flood; forgetting the soonest-to-expire nonce is the
             # smallest hole we can open.
-            self._seen.discard(heapq.heappop(self._expiry)[1])
-        self._seen.add(nonce)
-        heapq.heappush(self._expiry, (max(timestamp, now) + self.window, nonce))
+            self._forget_first()
+        keep_until = max(timestamp, now) + max(self.window, window or 0.0)
+        self._seen[nonce] = keep_until
+        heapq.heappush(self._expiry, (keep_until, nonce))
         return True
+
+    def _forget_first(self) -> None:
+        until, nonce = heapq.heappop(self._expiry)
+        if self._seen.get(nonce) == until:  # not re-added since with a later expiry
+            del self._seen[nonce]
 
 
 class FrameDecoder:
@@ -189,7 +201,7 @@ class FrameDecoder:
                 f"(MessageTimeout is {self.message_timeout:g} s; check clock sync)",
                 **ids,
             )
-        if not self.replay_guard.check_and_add(nonce, timestamp, now):
+        if not self.replay_guard.check_and_add(nonce, timestamp, now, self.message_timeout):
             raise ProtocolError("replay", "frame nonce was already seen (replayed frame)", **ids)
         if not message_known(type_name, version):
             raise ProtocolError(

@@ -17,10 +17,22 @@ class NVMLError(Exception):
     pass
 
 
+# pynvml's real classes (checked against nvidia-ml-py): NVMLError_<Name> subclasses of NVMLError.
+class NVMLError_Timeout(NVMLError):
+    pass
+
+
+class NVMLError_FunctionNotFound(NVMLError):
+    pass
+
+
 def fake_pynvml(*, buses: list[bytes], temps: list[int | None], xids: list[tuple[int, int]],
-                init_error: bool = False) -> types.ModuleType:
+                init_error: bool = False, wait_error: NVMLError | None = None
+                ) -> types.ModuleType:
     m = types.ModuleType("pynvml")
     m.NVMLError = NVMLError
+    m.NVMLError_Timeout = NVMLError_Timeout
+    m.NVMLError_FunctionNotFound = NVMLError_FunctionNotFound
     m.NVML_TEMPERATURE_GPU = 0
     m.nvmlEventTypeXidCriticalError = 8
     m.calls = []
@@ -38,7 +50,7 @@ def fake_pynvml(*, buses: list[bytes], temps: list[int | None], xids: list[tuple
 
     def wait(event_set: object, ms: int) -> object:
         if not pending:
-            raise NVMLError("Timeout")
+            raise wait_error or NVMLError_Timeout("Timeout")
         gpu, code = pending.pop(0)
         return types.SimpleNamespace(device=gpu, eventData=code)
 
@@ -94,3 +106,27 @@ def test_nvml_init_failure_drains(monkeypatch) -> None:
 def test_real_nvml_missing_drains() -> None:
     view = nvml_view(want_temperatures=False, watch_xids=False)
     assert not view.usable and view.errors[0].startswith("NVML: ")
+
+
+def test_fake_module_matches_real_pynvml_names() -> None:
+    pynvml = pytest.importorskip("pynvml")
+    fake = fake_pynvml(buses=[], temps=[], xids=[])
+    names = [n for n in vars(fake) if n.startswith(("nvml", "NVML"))]
+    assert [n for n in names if not hasattr(pynvml, n)] == []
+    assert issubclass(pynvml.NVMLError_Timeout, pynvml.NVMLError)
+    assert pynvml.nvmlEventTypeXidCriticalError == fake.nvmlEventTypeXidCriticalError
+
+
+def test_xid_wait_failure_drains_but_missing_call_falls_back(monkeypatch) -> None:
+    buses = [b"00000000:3B:00.0"]
+    lost = fake_pynvml(buses=buses, temps=[40], xids=[], wait_error=NVMLError("GPU is lost"))
+    monkeypatch.setitem(sys.modules, "pynvml", lost)
+    view = nvml_view(want_temperatures=False, watch_xids=True)
+    assert view.errors == ("NVML: waiting for XID events: GPU is lost",)
+    assert [f.severity for f in check_gpus(view, expected=1, max_temp=None)] == ["drain"]
+    old = fake_pynvml(buses=buses, temps=[40], xids=[(0, 79)],
+                      wait_error=NVMLError_FunctionNotFound("Function Not Found"))
+    monkeypatch.setitem(sys.modules, "pynvml", old)
+    view = nvml_view(want_temperatures=False, watch_xids=True)
+    assert view.errors == () and [x.code for x in view.xids] == [79]
+    assert not view.xid_events_supported  # so the kernel log is relied on

@@ -170,3 +170,15 @@ async def test_program_with_arguments(tmp_path: Path) -> None:
     prog = script(tmp_path, 'echo "got $1"\nexit 1\n')
     run_ = await run(f"{prog} --disk")
     assert run_.report.message == "HC: got --disk"
+
+
+async def test_output_is_logged(tmp_path: Path, caplog) -> None:
+    prog = script(tmp_path, 'echo "gpu3 missing"\necho "detail line" >&2\nexit 1\n')
+    with caplog.at_level("INFO", logger="rnoded.healthcheck"):
+        report = await run_health_program(
+            prog, node_name="n1", node_state="IDLE", is_healthy=True, timeout=20
+        )
+    assert report.message == "HC: gpu3 missing"
+    (record,) = [r for r in caplog.records if r.name == "rnoded.healthcheck"]
+    text = record.getMessage()
+    assert "drain" in text and "gpu3 missing" in text and "detail line" in text

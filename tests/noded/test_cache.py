@@ -31,3 +31,11 @@ def test_missing_or_corrupt(tmp_path: Path) -> None:
     (tmp_path / "conf-cache").mkdir()
     (tmp_path / "conf-cache" / "cache.json").write_text("{broken")
     assert cache.load(str(tmp_path)) is None
+
+
+def test_nul_or_empty_names_are_skipped_not_raised(tmp_path: Path) -> None:
+    files = (ConfigFile("a\0b.conf", "x"), ConfigFile("", "y"), ConfigFile("ok.conf", "z"))
+    stored = cache.CachedConfig(SETTINGS, files, "h2")
+    cache.save(str(tmp_path), stored)
+    assert cache.load(str(tmp_path)) == stored
+    assert [p.name for p in (tmp_path / "conf-cache" / "files").iterdir()] == ["ok.conf"]

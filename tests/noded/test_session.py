@@ -38,6 +38,7 @@ class FakeController:
         self.conns: list[FramedStream] = []
         self.refuse_registrations = 0
         self.forget_heartbeats = 0
+        self.silent_conn = 0  # this connection gets no more answers, yet stays open (half-open)
         self.port = 0
 
     async def start(self, nursery: trio.Nursery) -> None:
@@ -59,7 +60,7 @@ class FakeController:
             except (PeerClosed, ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             self.received.append((conn, frame.msg))
-            reply = self.answer(frame.msg)
+            reply = None if conn == self.silent_conn else self.answer(frame.msg)
             if reply is not None:
                 await fs.send(reply, frame.request_id, frame.version)
 
@@ -324,3 +325,72 @@ async def test_real_health_runner_reports_drain(nursery: trio.Nursery, tmp_path:
     await wait_for(lambda: any(hb.health for hb in ctl.of(m.Heartbeat)))
     (report,) = [hb.health for hb in ctl.of(m.Heartbeat) if hb.health]
     assert report.verdict == "drain" and "disk /scratch full" in report.message
+
+
+async def test_silent_controller_detected_within_a_few_intervals(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    # MessageTimeout is 60 s, heartbeats 0.05 s: a half-open connection must not keep the node
+    # waiting a minute for a reply that never comes.
+    ctl = FakeController(attrs.evolve(SETTINGS, message_timeout=60.0))
+    await ctl.start(nursery)
+    daemon = make_daemon(ctl.port, tmp_path)
+    nursery.start_soon(daemon.run)
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) >= 2)
+    ctl.silent_conn = 1
+    await wait_for(
+        lambda: any(conn == 2 and isinstance(msg, m.Heartbeat) for conn, msg in ctl.received)
+    )
+    assert daemon.reply_timeout() < 60.0
+
+
+async def test_hostile_config_push_does_not_kill_the_node(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    ctl = FakeController()
+    await ctl.start(nursery)
+    daemon = make_daemon(ctl.port, tmp_path)
+    nursery.start_soon(daemon.run)
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) >= 1)
+    bad = (m.ConfigFile("a\0b.conf", "x"), m.ConfigFile("", "y"))
+    await ctl.conns[-1].send(m.ConfigPush(SETTINGS, bad, "hash-bad"), 1000)
+    await wait_for(lambda: len(ctl.of(m.Ack)) == 1)
+    beats = len(ctl.of(m.Heartbeat))
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) > beats + 2)
+    assert daemon.config_hash == "hash-bad"
+
+
+def test_zero_intervals_from_the_controller_are_floored(tmp_path: Path) -> None:
+    daemon = make_daemon(1, tmp_path)
+    daemon.settings = attrs.evolve(SETTINGS, heartbeat_interval=0.0, message_timeout=-1.0)
+    assert daemon.heartbeat_interval() > 0 and daemon.message_timeout() > 0
+    assert backoff_delay(5, daemon.heartbeat_interval(), random.Random(0)) > 0
+    assert 0 < daemon.reply_timeout() <= daemon.message_timeout()
+
+
+async def test_rnoded_sigterm_exits_0_with_controller_unreachable(tmp_path: Path) -> None:
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o600)
+    with trio.socket.socket() as sock:  # a port nobody listens on
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        log_path = tmp_path / "rnoded.log"
+        argv = [
+            sys.executable, "-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name", "u1",
+            "--key-file", str(key_file), "--spool-dir", str(tmp_path / "spool"),
+            "--fake-gpus", "0",
+        ]
+        root = Path(__file__).resolve().parents[2]
+        with open(log_path, "wb") as log_file:
+            proc = await trio.lowlevel.open_process(argv, cwd=root, stderr=log_file)
+            try:
+                await wait_for(lambda: b"cannot connect" in log_path.read_bytes(), timeout=20)
+                proc.send_signal(signal.SIGTERM)
+                with trio.fail_after(10):  # an overall deadline, not a timing assertion
+                    await proc.wait()
+            finally:
+                if proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
+    assert proc.returncode == 0

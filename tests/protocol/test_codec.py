@@ -103,3 +103,59 @@ def test_version_1_register_body_decodes_with_defaults() -> None:
 def test_downgrade_current_is_identity() -> None:
     raw = codec.converter.unstructure(SAMPLES[0])
     assert downgrade(raw, m.Register, CURRENT) is raw
+
+
+_METRICS = b'{"cpu_pct": 1, "load_1m": 1, "memory_used_mib": 1, "memory_total_mib": 1}'
+_SETTINGS = (
+    b'{"cluster_name": "c", "heartbeat_interval": 1, "slurmd_timeout": 1, "message_timeout": 1,'
+    b' "health_check_program": null, "health_check_interval": 1, "health_check_timeout": 1,'
+)
+
+
+@pytest.mark.parametrize(
+    ("type_name", "body", "field"),
+    [
+        ("RegisterReply", b'{"accepted": "false"}', "accepted"),  # bool("false") is True
+        ("RegisterReply", b'{"accepted": 1}', "accepted"),
+        ("HeartbeatReply", b'{"node_state": null}', "node_state"),  # would become "None"
+        ("Heartbeat", b'{"name": {"a": 1}, "seq": 1, "metrics": ' + _METRICS + b"}", "name"),
+        ("Heartbeat", b'{"name": "n", "seq": "7", "metrics": ' + _METRICS + b"}", "seq"),
+        ("Heartbeat", b'{"name": "n", "seq": 1.9, "metrics": ' + _METRICS + b"}", "seq"),
+        ("Heartbeat", b'{"name": "n", "seq": true, "metrics": ' + _METRICS + b"}", "seq"),
+        ("Heartbeat", b'{"name": "n", "seq": 1, "job_ids": "12", "metrics": ' + _METRICS + b"}",
+         "job_ids"),
+        ("Heartbeat", b'{"name": "n", "seq": 1, "job_ids": {"1": 2}, "metrics": ' + _METRICS
+         + b"}", "job_ids"),
+        ("Heartbeat", b'{"name": "n", "seq": 1, "metrics": {"cpu_pct": "nan", "load_1m": 1, '
+         b'"memory_used_mib": 1, "memory_total_mib": 1}}', "metrics.cpu_pct"),
+        ("ConfigPush", b'{"settings": ' + _SETTINGS + b' "health_check_node_state": "IDLE"},'
+         b' "config_files": [], "config_hash": ""}', "settings.health_check_node_state"),
+        ("ConfigDump", b'{"path": "p", "config_hash": "h", "items": [["a"]]}', "items.0"),
+        ("ConfigDump", b'{"path": "p", "config_hash": "h", "items": [["a", "b", "c"]]}',
+         "items.0"),
+        ("Snapshot", b'{"cluster_name": "c", "generated_at": 1, "nodes": [[["a", 1]]], '
+         b'"partitions": []}', "nodes.0"),
+    ],
+)
+def test_wrong_types_refused_not_coerced(type_name: str, body: bytes, field: str) -> None:
+    with pytest.raises(ProtocolError) as info:
+        codec.decode(type_name, body)
+    assert info.value.code == "bad_request"
+    assert info.value.field == field
+
+
+def test_deep_nesting_and_huge_numbers_are_protocol_errors() -> None:
+    deep = b'{"cluster_name": "c", "generated_at": 1, "nodes": [' + b"[" * 5000 + b"]" * 5000
+    for type_name, body in (
+        ("Snapshot", deep + b'], "partitions": []}'),
+        ("Heartbeat", b'{"name": "n", "seq": 1e999, "metrics": ' + _METRICS + b"}"),
+        ("Heartbeat", b'{"name": "n", "seq": 99999999999999999999999, "metrics": ' + _METRICS
+         + b"}"),
+    ):
+        with pytest.raises(ProtocolError):
+            codec.decode(type_name, body)
+
+
+def test_ints_accepted_for_float_fields() -> None:
+    body = b'{"name": "n", "seq": 1, "metrics": ' + _METRICS + b"}"
+    assert codec.decode("Heartbeat", body).metrics.cpu_pct == 1.0

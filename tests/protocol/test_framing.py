@@ -8,6 +8,8 @@ import struct
 from hashlib import sha256
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from protocol import messages as m
 from protocol.errors import ProtocolError
@@ -157,3 +159,70 @@ def test_version_1_register_frame_decodes() -> None:
     (got,) = list(dec)
     assert got.version == 1 and got.request_id == 3
     assert got.msg == m.Register("old01", m.Hardware(4, 1, 1, 4, 1, 8000, 1000), 1.6e9, "0.0.9")
+
+
+def test_replay_guard_keeps_nonce_through_window_edge() -> None:
+    # Accepted while |now - ts| <= timeout: the nonce must still be known at exactly ts + timeout.
+    guard = ReplayGuard(window=10)
+    ts = NOW - 10.0  # the oldest timestamp the stale check accepts
+    assert guard.check_and_add(b"e" * 16, ts, NOW)
+    assert not guard.check_and_add(b"e" * 16, ts, NOW + 10.0)
+    ahead = NOW + 10.0  # a frame from a clock 10 s ahead, replayed just before it goes stale
+    assert guard.check_and_add(b"f" * 16, ahead, NOW)
+    assert not guard.check_and_add(b"f" * 16, ahead, ahead + 10.0)
+
+
+def test_shared_guard_covers_a_longer_message_timeout() -> None:
+    # rctld makes one guard at start; a reconfigure may raise MessageTimeout afterwards.
+    guard = ReplayGuard(window=10)
+    data = frame(now=NOW - 25.0)
+    dec = FrameDecoder(KEY, clock=lambda: NOW, message_timeout=30.0, replay_guard=guard)
+    dec.feed(data)
+    assert len(list(dec)) == 1
+    later = FrameDecoder(KEY, clock=lambda: NOW + 4.0, message_timeout=30.0, replay_guard=guard)
+    assert refusal(data, later).code == "replay"
+
+
+def test_replay_guard_bounded_under_re_adds() -> None:
+    guard = ReplayGuard(window=10, max_entries=10)
+    for round_ in range(50):
+        for i in range(20):
+            guard.check_and_add(i.to_bytes(16, "big"), NOW + round_, NOW + round_)
+    assert len(guard) <= 10 and len(guard._expiry) <= 10 + 20
+
+
+def _signed(payload: bytes) -> bytes:
+    mac = hmac.new(KEY, payload, sha256).digest()
+    return struct.pack(">I", len(payload) + len(mac)) + payload + mac
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    version=st.integers(0, 0xFFFF),
+    name=st.binary(max_size=40) | st.sampled_from([n.encode() for n in m.MESSAGE_TYPES]),
+    name_len_delta=st.integers(-3, 3),
+    request_id=st.integers(0, 2**64 - 1),
+    timestamp=st.floats(allow_nan=True, allow_infinity=True) | st.just(NOW),
+    body=st.binary(max_size=200) | st.sampled_from([b"{}", b'{"a": [1, {"b": null}]}', b"[]"]),
+)
+def test_signed_garbage_only_ever_raises_protocol_error(
+    version: int, name: bytes, name_len_delta: int, request_id: int, timestamp: float, body: bytes
+) -> None:
+    # A peer holding the key can still send anything: every flaw must be a ProtocolError.
+    name_len = max(0, min(255, len(name) + name_len_delta))
+    payload = (
+        struct.pack(">HB", version, name_len) + name
+        + struct.pack(">Qd16s", request_id, timestamp, os.urandom(16)) + body
+    )
+    dec = decoder()
+    dec.feed(_signed(payload))
+    try:
+        list(dec)
+    except ProtocolError:
+        pass
+
+
+def test_truncated_mac_is_refused_not_crashed() -> None:
+    data = frame(m.UpdateNodes("n[1-100]", "DRAIN", "x" * 100))
+    short = struct.pack(">I", len(data) - 4 - 20) + data[4:-20]
+    assert refusal(short).code == "bad_mac"
