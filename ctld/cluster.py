@@ -1,0 +1,780 @@
+"""The controller's core: every node's record, events fed to the state machine, deadlines, effects.
+
+No sockets here: the server hands decoded requests to these methods and sends back what they
+return, so tests drive the whole controller in-process under trio's MockClock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+import orjson
+import trio
+
+from conf import hostlist
+from conf.model import ClusterConfig, NodeConfig
+from ctld import configdump, logs
+from ctld.deadlines import Deadlines
+from ctld.node import (
+    EXPECT_BEAT,
+    EXPECT_TIMEOUT,
+    SILENT,
+    NodeRecord,
+    Pusher,
+    heartbeat_fields,
+    metrics_record,
+    snapshot_record,
+)
+from ctld.programs import run_program
+from ctld.validate import hardware_problem
+from protocol import messages as m
+from protocol.codec import converter
+from statemachine import (
+    Base,
+    Flag,
+    InvalidTransition,
+    NodeState,
+    Policy,
+    Reason,
+    ReasonSource,
+    apply,
+    effects,
+    events,
+    initial_state,
+    names,
+)
+
+VERSION = "0.1.0"
+REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
+NEEDS_REASON = frozenset({"DOWN", "DRAIN", "FAIL"})
+# Seconds a snapshot may lag heartbeat-only data (never a state change): the plain one (rinfo,
+# rcontrol show node: load and free memory, which Slurm refreshes only per ping) and the metrics
+# one (rinfo --metrics).
+SNAPSHOT_STALENESS = {False: 5.0, True: 1.0}
+POWER_SAVE_INTERVAL = 10.0
+# Flags under which a node is not expected to talk (Slurm does not ping these).
+UNTIMED_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
+                           Flag.INVALID_REG})
+NO_SUSPEND_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
+                              Flag.COMPLETING})
+PROGRAM_OF = {"suspend": "suspend_program", "resume": "resume_program",
+              "resume_fail": "resume_fail_program"}
+
+Spawn = Callable[..., None]
+
+
+def _cause(event: Any) -> str:
+    if isinstance(event, events.AdminUpdate):
+        return f"admin:{event.user or 'unknown'}"
+    return {
+        events.Registered: "registration",
+        events.HeartbeatReceived: "heartbeat",
+        events.HeartbeatMissed: "heartbeat_missed",
+        events.ResponseTimeout: "slurmd_timeout",
+        events.HealthResult: "healthcheck",
+        events.AllocationChanged: "allocation",
+        events.SuspendStarted: "power_save",
+        events.SuspendTimeout: "suspend_timeout",
+        events.ResumeStarted: "power_up",
+        events.ResumeTimeout: "resume_timeout",
+        events.ShutdownNotice: "shutdown_notice",
+        events.ConfigReload: "reconfigure",
+    }.get(type(event), type(event).__name__)
+
+
+def node_settings(cfg: ClusterConfig) -> m.NodeSettings:
+    t, h = cfg.timeouts, cfg.health
+    return m.NodeSettings(
+        cluster_name=cfg.cluster_name,
+        heartbeat_interval=float(t.heartbeat_interval),
+        slurmd_timeout=float(t.slurmd_timeout),
+        message_timeout=float(t.message_timeout),
+        health_check_program=h.program,
+        health_check_interval=float(h.interval),
+        health_check_timeout=float(h.timeout),
+        health_check_node_state=tuple(h.node_state),
+    )
+
+
+def config_files(cfg: ClusterConfig) -> tuple[m.ConfigFile, ...]:
+    return tuple(m.ConfigFile(name, text) for name, text in cfg.files)
+
+
+def _reason_from_json(d: dict[str, Any] | None) -> Reason | None:
+    if not d:
+        return None
+    src = d.get("source", "ADMIN")
+    source = ReasonSource[src] if src in ReasonSource.__members__ else ReasonSource(src)
+    return Reason(source=source, text=d.get("text", ""), time=float(d.get("time") or 0.0),
+                  user=d.get("user"))
+
+
+def state_from_json(name: str, cpus: int, d: dict[str, Any]) -> NodeState:
+    """A saved state back into a NodeState (tolerant of how statemachine spells enums)."""
+    base = d["base"]
+    flags = frozenset(
+        Flag[f] if f in Flag.__members__ else Flag(f) for f in d.get("flags", ())
+    )
+    return NodeState(
+        name=name,
+        base=Base[base] if base in Base.__members__ else Base(base),
+        flags=flags,
+        reason=_reason_from_json(d.get("reason")),
+        cpus_total=int(d.get("cpus_total", cpus)),
+        cpus_alloc=int(d.get("cpus_alloc", 0)),
+    )
+
+
+class Cluster:
+    """Every node of the running config and what happens to them."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        clock: Callable[[], float] = trio.current_time,
+        wall: Callable[[], float] = time.time,
+        spawn: Spawn | None = None,
+        on_dirty: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.clock = clock
+        self.wall = wall
+        self.spawn = spawn
+        self.on_dirty = on_dirty
+        self.deadlines = Deadlines()
+        self.nodes: dict[str, NodeRecord] = {}
+        self.gen = 0  # bumped by every change a snapshot shows
+        self.soft_gen = 0  # bumped by heartbeat-only data (metrics, load)
+        self.dirty = False  # state file out of date
+        self.started_at = wall()
+        self._snap: dict[bool, tuple[int, int, float, m.Snapshot]] = {}
+        self._snap_body: dict[bool, tuple[m.Snapshot, bytes]] = {}
+        self._power_batch: dict[str, list[str]] = {}
+        self._suspends: deque[float] = deque()  # trio times of recent suspends (SuspendRate)
+        self._config_files: tuple[m.ConfigFile, ...] = ()
+        self.config = config
+        self._use_config(config)
+        now = clock()
+        for ncfg in config.nodes:
+            self.nodes[ncfg.name] = self._new_node(ncfg, now)
+
+    # -- configuration ---------------------------------------------------------------------
+
+    def _use_config(self, config: ClusterConfig) -> None:
+        self.config = config
+        self.policy = Policy(return_to_service=config.timeouts.return_to_service)
+        self.settings = node_settings(config)
+        self._config_files = config_files(config)
+        self.config_dump = m.ConfigDump(
+            path=config.path, config_hash=config.config_hash, items=configdump.items(config)
+        )
+        self._partitions = tuple(
+            {"name": p.name, "nodes": list(p.nodes), "default": p.default, "state": p.state,
+             "max_time": p.max_time, "default_time": p.default_time, "hidden": p.hidden}
+            for p in config.partitions
+        )
+
+    def _new_node(self, ncfg: NodeConfig, now: float) -> NodeRecord:
+        reason = (
+            Reason(ReasonSource.CONFIG, ncfg.reason, self.wall(), None) if ncfg.reason else None
+        )
+        state = initial_state(ncfg.name, ncfg.cpus, ncfg.state, reason, now=self.wall())
+        node = NodeRecord(cfg=ncfg, partitions=self.config.partitions_of(ncfg.name), state=state)
+        node.set_state(state)
+        node.last_heard = now
+        node.idle_since = now
+        return node
+
+    # -- start and restore -----------------------------------------------------------------
+
+    def restore(self, doc: dict[str, Any]) -> None:
+        """Take back the saved state; log every node that is saved but gone, or new."""
+        saved = doc.get("nodes", {})
+        now = self.clock()
+        for name, entry in saved.items():
+            node = self.nodes.get(name)
+            if node is None:
+                logs.event("saved node is no longer in the config; dropped", logging.WARNING,
+                           node=name)
+                continue
+            try:
+                state = state_from_json(name, node.cfg.cpus, entry["state"])
+            except (KeyError, ValueError, TypeError) as exc:
+                logs.event("saved node state unreadable; starting it fresh", logging.WARNING,
+                           node=name, error=repr(exc))
+                continue
+            node.set_state(state)
+            hw = entry.get("hardware")
+            node.hardware = converter.structure(hw, m.Hardware) if hw else None
+            node.boot_time = entry.get("boot_time")
+            node.last_registration = entry.get("last_registration")
+            node.slurmd_start_time = entry.get("slurmd_start_time")
+            node.version = entry.get("version", "")
+            node.last_busy = entry.get("last_busy")
+            node.job_ids = tuple(entry.get("job_ids", ()))
+            node.last_heard = now
+        for name in self.nodes:
+            if name not in saved:
+                logs.event("node not in the saved state; starting it from the config",
+                           node=name)
+        logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
+        self._changed_all()
+
+    def start(self) -> None:
+        """Arm the failure-detection deadline of every node that is expected to talk.
+
+        A node that never registers after the controller starts goes the way of a silent node:
+        NO_RESPOND after two intervals, DOWN "Not responding" at SlurmdTimeout (as slurmctld
+        downs nodes that never answer its pings)."""
+        now = self.clock()
+        for node in self.nodes.values():
+            node.last_heard = now
+            node.hb_stage = EXPECT_TIMEOUT if Flag.NO_RESPOND in node.state.flags else EXPECT_BEAT
+            self._arm(node)
+
+    # -- state changes ---------------------------------------------------------------------
+
+    def _apply(self, node: NodeRecord, event: Any) -> tuple[bool, str | None]:
+        """Feed one event; (changed, error message if the state machine refused it)."""
+        old = node.state
+        try:
+            new, effs = apply(old, event, self.policy)
+        except InvalidTransition as exc:
+            return False, str(exc)
+        changed = new != old
+        if changed:
+            was_timed = self._timed(old)
+            node.set_state(new)
+            reason = new.reason.text if new.reason and new.reason != old.reason else None
+            logs.state_change(node.name, names.complete(old), node.complete, _cause(event), reason)
+            if new.cpus_alloc == 0 and old.cpus_alloc > 0:
+                node.idle_since = self.clock()
+                node.last_busy = self.wall()
+            if not was_timed and self._timed(new):
+                # Back under watch (RESUME of a dead node, end of power-up...): give it a fresh
+                # allowance, as slurmctld asks such a node to register.
+                node.last_heard = self.clock()
+                node.hb_stage = (
+                    EXPECT_TIMEOUT if Flag.NO_RESPOND in new.flags else EXPECT_BEAT
+                )
+            self._arm(node)
+            self._changed(node)
+        for eff in effs:
+            self._effect(node, eff)
+        return changed, None
+
+    def _effect(self, node: NodeRecord, eff: Any) -> None:
+        if isinstance(eff, effects.KillJobs):
+            if node.job_ids:
+                logs.event("kill jobs (no job runner yet: recorded only)", node=node.name,
+                           jobs=",".join(map(str, node.job_ids)), requeue=eff.requeue)
+        elif isinstance(eff, effects.RunSuspendProgram):
+            self._power_batch.setdefault("suspend", []).append(node.name)
+        elif isinstance(eff, effects.RunResumeProgram):
+            self._power_batch.setdefault("resume", []).append(node.name)
+        elif isinstance(eff, effects.RunResumeFailProgram):
+            self._power_batch.setdefault("resume_fail", []).append(node.name)
+        elif isinstance(eff, effects.ScheduleTimeout):
+            p = self.config.power
+            delay = p.suspend_timeout if eff.kind == "suspend" else p.resume_timeout
+            self.deadlines.schedule((node.name, eff.kind), self.clock() + delay)
+        elif isinstance(eff, effects.RequestRegistration):
+            # No "register again" message exists. A connected node that is up proves itself
+            # with its next heartbeat (which clears NO_RESPOND); a DOWN one that ReturnToService
+            # may bring back must register, so its connection is closed and rnoded reconnects
+            # and registers. An absent node is timed out as usual.
+            if node.state.base == Base.DOWN and node.conn is not None:
+                logs.event("asking node to register again (closing its connection)",
+                           node=node.name)
+                node.conn.close_soon()
+
+    def flush_programs(self) -> None:
+        """Start the power programs the last operation asked for, one run per kind (batched)."""
+        batch, self._power_batch = self._power_batch, {}
+        p = self.config.power
+        timeout = max(p.suspend_timeout, p.resume_timeout)
+        for kind, node_names in batch.items():
+            program = getattr(p, PROGRAM_OF[kind])
+            folded = hostlist.fold(node_names)
+            if not program:
+                logs.event("no program configured; nothing run", kind=kind, nodes=folded)
+                continue
+            if self.spawn is None:
+                logs.event("no runner; program not started", logging.WARNING, kind=kind,
+                           nodes=folded)
+                continue
+            self.spawn(
+                run_program, kind, program, folded, conf_path=self.config.path, timeout=timeout
+            )
+
+    def _changed(self, node: NodeRecord) -> None:
+        node.record = None
+        node.view = None
+        node.saved = None
+        self.gen += 1
+        if not self.dirty:
+            self.dirty = True
+            self.on_dirty()
+
+    def _changed_all(self) -> None:
+        for node in self.nodes.values():
+            node.record = None
+            node.view = None
+            node.saved = None
+        self.gen += 1
+        self.dirty = True
+        self.on_dirty()
+
+    # -- failure detection -----------------------------------------------------------------
+
+    @staticmethod
+    def _timed(state: NodeState) -> bool:
+        if state.base == Base.FUTURE or state.flags & UNTIMED_FLAGS:
+            return False
+        return not (state.base == Base.DOWN and Flag.NO_RESPOND in state.flags)
+
+    def _hb_due(self, node: NodeRecord) -> float | None:
+        if not self._timed(node.state):
+            return None
+        t = self.config.timeouts
+        if node.hb_stage == EXPECT_BEAT:
+            return node.last_heard + 2 * t.heartbeat_interval
+        if node.hb_stage == EXPECT_TIMEOUT and t.slurmd_timeout > 0:
+            return node.last_heard + max(t.slurmd_timeout, 2 * t.heartbeat_interval)
+        return None
+
+    def _arm(self, node: NodeRecord) -> None:
+        due = self._hb_due(node)
+        key = (node.name, "hb")
+        if due is None:
+            self.deadlines.cancel(key)
+        else:
+            self.deadlines.schedule(key, due)
+
+    def on_deadlines(self, keys: Iterable[Any]) -> None:
+        """The deadline task's callback: heartbeat stages and power timeouts whose time came."""
+        now, wall = self.clock(), self.wall()
+        for name, kind in keys:
+            node = self.nodes.get(name)
+            if node is None:
+                continue
+            if kind == "hb":
+                due = self._hb_due(node)
+                if due is None:
+                    continue
+                if due > now:  # heard from since this entry was made: sleep on
+                    self.deadlines.schedule((name, "hb"), due)
+                    continue
+                if node.hb_stage == EXPECT_BEAT:
+                    node.hb_stage = EXPECT_TIMEOUT
+                    self._apply(node, events.HeartbeatMissed(now=wall))
+                else:
+                    node.hb_stage = SILENT
+                    self._apply(node, events.ResponseTimeout(now=wall))
+                self._arm(node)
+            elif kind == "suspend" and Flag.POWERING_DOWN in node.state.flags:
+                self._apply(node, events.SuspendTimeout(now=wall))
+            elif kind == "resume" and Flag.POWERING_UP in node.state.flags:
+                self._apply(node, events.ResumeTimeout(now=wall))
+        self.flush_programs()
+
+    # -- node traffic ----------------------------------------------------------------------
+
+    def register(self, msg: m.Register, conn: Pusher | None = None) -> m.RegisterReply:
+        peer = conn.peer if conn else "-"
+        node = self.nodes.get(msg.name)
+        if node is None:
+            reason = (
+                f"node {msg.name} is not in the config ({self.config.path} names "
+                f"{len(self.nodes)} node(s); add a NodeName line for it and reconfigure)"
+            )
+            logs.event("registration rejected", logging.WARNING, node=msg.name, peer=peer,
+                       reason=reason)
+            return m.RegisterReply(accepted=False, reason=reason)
+        # TODO(NodeApproval=manual): hold unapproved nodes until `rcontrol approve`.
+        now, wall = self.clock(), self.wall()
+        problem = hardware_problem(node.cfg, msg.hardware)
+        rebooted = (
+            node.boot_time is not None
+            and node.last_registration is not None
+            and msg.boot_time > node.boot_time + 1.0  # boot times jitter by a fraction
+        )
+        node.hardware = msg.hardware
+        node.boot_time = msg.boot_time
+        node.last_registration = wall
+        node.slurmd_start_time = wall
+        node.version = msg.rnoded_version
+        node.seq = -1  # a restarted rnoded counts again from the start
+        node.last_heard = now
+        node.last_heartbeat = wall
+        node.hb_stage = EXPECT_BEAT
+        if node.conn is not None and node.conn is not conn:
+            node.conn.close_soon()  # the node reconnected; the old connection is dead
+        node.conn = conn
+        logs.event("node registered", node=msg.name, peer=peer, version=msg.rnoded_version,
+                   valid=problem is None, rebooted=rebooted)
+        if problem:
+            logs.event("registration invalid", logging.WARNING, node=msg.name, problem=problem)
+        self._apply(
+            node, events.Registered(now=wall, valid=problem is None, problem=problem,
+                                    rebooted=rebooted)
+        )
+        if msg.health is not None:
+            self._health(node, msg.health)
+        self._arm(node)
+        self._changed(node)
+        self.flush_programs()
+        return m.RegisterReply(
+            accepted=True,
+            settings=self.settings,
+            config_files=self._config_files,
+            config_hash=self.config.config_hash,
+            node_state=node.complete,
+        )
+
+    def heartbeat(self, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
+        """The hot path: O(1) per beat, no snapshot rebuild, no file write."""
+        node = self.nodes.get(msg.name)
+        if node is None or node.conn is not conn:
+            return m.Error(
+                code="unknown_node",
+                message=f"node {msg.name} has not registered on this connection; register first",
+                field="name",
+            )
+        if msg.seq <= node.seq:  # an old beat from a burst: says nothing new
+            return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash)
+        node.seq = msg.seq
+        node.last_heartbeat = self.wall()
+        node.metrics = msg.metrics
+        node.job_ids = msg.job_ids
+        node.view = None
+        self.soft_gen += 1
+        node.last_heard = self.clock()
+        if node.hb_stage != EXPECT_BEAT:
+            node.hb_stage = EXPECT_BEAT
+            self._arm(node)
+        elif (node.name, "hb") not in self.deadlines:
+            self._arm(node)
+        st = node.state
+        if Flag.NO_RESPOND in st.flags or st.base in (Base.DOWN, Base.UNKNOWN):
+            self._apply(node, events.HeartbeatReceived(now=node.last_heartbeat))
+        if msg.health is not None and msg.health != node.health:
+            self._health(node, msg.health)
+        if self._power_batch:
+            self.flush_programs()
+        return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash)
+
+    def _health(self, node: NodeRecord, report: m.HealthReport) -> None:
+        node.health = report
+        node.record = None
+        node.view = None
+        self.gen += 1
+        verdict = report.verdict if report.verdict in ("ok", "drain", "fail") else "drain"
+        message = f"HC: {report.message}" if report.message else "HC: health check failed"
+        _, err = self._apply(node, events.HealthResult(now=self.wall(), verdict=verdict,
+                                                       message=message))
+        if err:
+            logs.event("health result not applied", logging.DEBUG, node=node.name, error=err)
+
+    def shutdown_notice(self, msg: m.ShutdownNotice, conn: Pusher | None = None) -> Any:
+        node = self.nodes.get(msg.name)
+        if node is None or node.conn is not conn:
+            return m.Error(code="unknown_node",
+                           message=f"node {msg.name} has not registered on this connection")
+        logs.event("node shutting down", node=msg.name, reason=msg.reason)
+        self._apply(node, events.ShutdownNotice(now=self.wall()))
+        node.conn = None
+        self.flush_programs()
+        return m.Ack()
+
+    def disconnected(self, conn: Pusher) -> None:
+        for node in self.nodes.values():
+            if node.conn is conn:
+                node.conn = None
+
+    # -- admin requests --------------------------------------------------------------------
+
+    def _expand(self, expr: str) -> tuple[list[str], list[str]]:
+        """(names, errors) of a hostlist expression or ALL."""
+        expr = expr.strip()
+        if expr.upper() == "ALL":
+            return list(self.nodes), []
+        try:
+            wanted = hostlist.expand(expr)
+        except ValueError as exc:
+            return [], [f"bad hostlist {expr!r}: {exc}"]
+        unknown = [n for n in wanted if n not in self.nodes]
+        if unknown:
+            return [], [f"unknown node(s): {hostlist.fold(unknown)}"]
+        return wanted, []
+
+    def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult:
+        node_names, errors = self._expand(msg.node_names)
+        if errors:
+            return m.UpdateResult(ok=False, errors=tuple(errors))
+        reason = (msg.reason or "").strip() or None
+        if msg.state is None:
+            if reason is None:
+                return m.UpdateResult(ok=False, errors=("nothing to update: give State= or "
+                                                        "Reason=",))
+            return self._set_reasons(node_names, reason, msg.user)
+        try:
+            request = events.parse_admin_state(msg.state)
+        except ValueError as exc:
+            return m.UpdateResult(ok=False, errors=(str(exc),))
+        if request in NEEDS_REASON and reason is None:
+            return m.UpdateResult(ok=False, errors=(REASON_REQUIRED,))
+        wall = self.wall()
+        changed: list[str] = []
+        errs: list[str] = []
+        for name in node_names:
+            node = self.nodes[name]
+            ok, err = self._apply(
+                node, events.AdminUpdate(now=wall, request=request, reason=reason, user=msg.user)
+            )
+            if err:
+                errs.append(err)
+            elif ok:
+                changed.append(name)
+        self.flush_programs()
+        logs.event("update nodes", nodes=msg.node_names, state=request, user=msg.user or "-",
+                   changed=len(changed), refused=len(errs))
+        return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
+
+    def _set_reasons(self, node_names: list[str], text: str, user: str) -> m.UpdateResult:
+        reason = Reason(ReasonSource.ADMIN, text, self.wall(), user or None)
+        for name in node_names:
+            node = self.nodes[name]
+            node.set_state(attrs.evolve(node.state, reason=reason))
+            logs.state_change(name, node.complete, node.complete, f"admin:{user or 'unknown'}",
+                              text)
+            self._changed(node)
+        return m.UpdateResult(ok=True, changed=tuple(node_names))
+
+    def set_allocation(self, msg: m.SetAllocation) -> m.UpdateResult:
+        node_names, errors = self._expand(msg.node_names)
+        if errors:
+            return m.UpdateResult(ok=False, errors=tuple(errors))
+        if msg.cpus_alloc < 0:
+            return m.UpdateResult(ok=False, errors=("cpus_alloc must be 0 or more",))
+        wall = self.wall()
+        changed: list[str] = []
+        errs: list[str] = []
+        for name in node_names:
+            node = self.nodes[name]
+            cpus = min(msg.cpus_alloc, node.state.cpus_total)
+            ok, err = self._apply(node, events.AllocationChanged(now=wall, cpus_alloc=cpus))
+            if err:
+                errs.append(err)
+            elif ok:
+                changed.append(name)
+                if cpus > 0:
+                    node.last_busy = wall
+        self.flush_programs()
+        return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
+
+    def snapshot(self, metrics: bool = False) -> m.Snapshot:
+        """Cached per change generation: a state change shows at once; heartbeat-only figures
+        (load, free memory, metrics) may lag by SNAPSHOT_STALENESS."""
+        now = self.clock()
+        cached = self._snap.get(metrics)
+        if cached is not None:
+            gen, soft, built, snap = cached
+            if gen == self.gen and (
+                soft == self.soft_gen or now - built < SNAPSHOT_STALENESS[metrics]
+            ):
+                return snap
+        wall = self.wall()
+        records = []
+        for node in self.nodes.values():
+            rec = node.view
+            if rec is None:
+                if node.record is None:
+                    rec = node.record = snapshot_record(node)
+                else:  # only heartbeat figures changed: patch a copy of the cached record
+                    rec = {**node.record, **heartbeat_fields(node)}
+                node.view = rec
+            if metrics:
+                rec = {**rec, "metrics": metrics_record(node, wall)}
+            records.append(rec)
+        snap = m.Snapshot(
+            cluster_name=self.config.cluster_name,
+            generated_at=wall,
+            nodes=tuple(records),
+            partitions=self._partitions,
+        )
+        self._snap[metrics] = (self.gen, self.soft_gen, now, snap)
+        return snap
+
+    def snapshot_body(self, metrics: bool = False) -> bytes:
+        """The cached snapshot's encoded body (orjson of the same shape protocol.codec writes),
+        encoded once per snapshot rather than once per request."""
+        snap = self.snapshot(metrics)
+        cached = self._snap_body.get(metrics)
+        if cached is not None and cached[0] is snap:
+            return cached[1]
+        body = orjson.dumps({
+            "cluster_name": snap.cluster_name,
+            "generated_at": snap.generated_at,
+            "nodes": snap.nodes,
+            "partitions": snap.partitions,
+        })
+        self._snap_body[metrics] = (snap, body)
+        return body
+
+    def ping(self) -> m.Pong:
+        return m.Pong(cluster_name=self.config.cluster_name, version=VERSION,
+                      started_at=self.started_at)
+
+    # -- reconfigure -----------------------------------------------------------------------
+
+    def apply_config(self, new: ClusterConfig) -> m.ReconfigureResult:
+        """Switch to a validated new config: reload nodes, add/remove, push to connected nodes."""
+        old_nodes = self.nodes
+        now, wall = self.clock(), self.wall()
+        self._use_config(new)
+        nodes: dict[str, NodeRecord] = {}
+        for ncfg in new.nodes:
+            node = old_nodes.get(ncfg.name)
+            if node is None:
+                nodes[ncfg.name] = self._new_node(ncfg, now)
+                logs.event("node added by reconfigure", node=ncfg.name)
+                continue
+            old_cfg = node.cfg
+            node.cfg = ncfg
+            node.partitions = new.partitions_of(ncfg.name)
+            nodes[ncfg.name] = node
+            if old_cfg.cpus != ncfg.cpus or old_cfg.state != ncfg.state:
+                _, err = self._apply(node, events.ConfigReload(
+                    now=wall, cpus_total=ncfg.cpus, config_state=ncfg.state))
+                if err:
+                    logs.event("config change not applied to node", logging.WARNING,
+                               node=ncfg.name, error=err)
+        for name, node in old_nodes.items():
+            if name not in nodes:
+                logs.event("node removed by reconfigure", node=name)
+                if node.conn is not None:
+                    node.conn.close_soon()
+                self.deadlines.cancel((name, "hb"))
+        self.nodes = nodes
+        # New timeouts apply to every node at once: re-arm them all (once per reconfigure).
+        self.deadlines.clear()
+        for node in nodes.values():
+            self._arm(node)
+        self._changed_all()
+        push = m.ConfigPush(settings=self.settings, config_files=self._config_files,
+                            config_hash=new.config_hash)
+        pushed = sum(1 for node in nodes.values() if node.conn is not None and node.conn.push(push))
+        self.flush_programs()
+        logs.event("reconfigured", path=new.path, hash=new.config_hash[:12], nodes=len(nodes),
+                   pushed=pushed)
+        return m.ReconfigureResult(ok=True, config_hash=new.config_hash)
+
+    # -- power save ------------------------------------------------------------------------
+
+    def power_save_pass(self) -> list[str]:
+        """Suspend idle nodes past SuspendTime (and idle nodes with a pending POWER_DOWN), within
+        SuspendRate and the exclusions. Returns the names it started suspending."""
+        p = self.config.power
+        now, wall = self.clock(), self.wall()
+        auto = p.suspend_time is not None and bool(p.suspend_program)
+        while self._suspends and self._suspends[0] <= now - 60.0:
+            self._suspends.popleft()
+        budget = math.inf if p.suspend_rate <= 0 else p.suspend_rate - len(self._suspends)
+        excluded, groups = self._exclusions()
+        started: list[str] = []
+        for node in self.nodes.values():
+            if budget <= 0:
+                break
+            st = node.state
+            if st.base != Base.IDLE or st.cpus_alloc or node.job_ids or st.flags & NO_SUSPEND_FLAGS:
+                continue
+            pending = Flag.POWER_DOWN in st.flags
+            if not pending:
+                if not auto or now - node.idle_since < p.suspend_time:
+                    continue
+                if node.name in excluded or self._state_excluded(node, p.suspend_exc_states):
+                    continue
+                group = groups.get(node.name)
+                if group is not None:
+                    if group[0] <= 0:
+                        continue
+                    group[0] -= 1
+            changed, _ = self._apply(node, events.SuspendStarted(now=wall))
+            if changed:
+                started.append(node.name)
+                self._suspends.append(now)
+                budget -= 1
+        self.flush_programs()
+        return started
+
+    def _exclusions(self) -> tuple[set[str], dict[str, list[int]]]:
+        """Nodes never suspended, and counted groups: name -> [how many more may go down]."""
+        p = self.config.power
+        excluded: set[str] = set()
+        for part in p.suspend_exc_parts:
+            pc = self.config.partition(part)
+            if pc is not None:
+                excluded.update(pc.nodes)
+        groups: dict[str, list[int]] = {}
+        for exc in p.suspend_exc_nodes:
+            members = [n for n in exc.nodes if n in self.nodes]
+            if exc.count is None:
+                excluded.update(members)
+                continue
+            up = sum(
+                1 for n in members
+                if not self.nodes[n].state.flags & {Flag.POWERED_DOWN, Flag.POWERING_DOWN}
+            )
+            allowance = [up - exc.count]  # shared by the group's members
+            for n in members:
+                groups[n] = allowance
+        return excluded, groups
+
+    @staticmethod
+    def _state_excluded(node: NodeRecord, exc_states: tuple[str, ...]) -> bool:
+        st = node.state
+        for word in exc_states:
+            w = word.upper()
+            if w == "DOWN" and st.base == Base.DOWN:
+                return True
+            if w in ("NOT_RESPONDING", "NO_RESPOND") and Flag.NO_RESPOND in st.flags:
+                return True
+            if w == "CLOUD" and (node.cfg.state == "CLOUD" or Flag.CLOUD in st.flags):
+                return True
+            flag = Flag.__members__.get(w)
+            if flag is not None and flag in st.flags:
+                return True
+        return False
+
+    # -- state save ------------------------------------------------------------------------
+
+    def save_doc(self) -> dict[str, Any]:
+        """The state-file document; per-node entries are cached until the node changes."""
+        self.dirty = False
+        out: dict[str, Any] = {}
+        for name, node in self.nodes.items():
+            entry = node.saved
+            if entry is None:
+                st = node.state
+                state = names.to_json(st)
+                state["cpus_total"] = st.cpus_total
+                state["cpus_alloc"] = st.cpus_alloc
+                entry = node.saved = {
+                    "state": state,
+                    "hardware": converter.unstructure(node.hardware) if node.hardware else None,
+                    "boot_time": node.boot_time,
+                    "last_registration": node.last_registration,
+                    "slurmd_start_time": node.slurmd_start_time,
+                    "version": node.version,
+                    "last_busy": node.last_busy,
+                    "job_ids": list(node.job_ids),
+                }
+            out[name] = entry
+        return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out}

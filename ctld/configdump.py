@@ -1,0 +1,70 @@
+"""`rcontrol show config`: every setting as scontrol prints it (`Key = Value`, units, sorted)."""
+
+from __future__ import annotations
+
+from conf import hostlist
+from conf.model import ClusterConfig
+
+NULL = "(null)"
+
+
+def _sec(value: int) -> str:
+    return f"{value} sec"
+
+
+def _opt(value: str | None) -> str:
+    return value if value else NULL
+
+
+def effective(cfg: ClusterConfig) -> dict[str, str]:
+    """The settings Ranch acts on, with defaults filled in, formatted like scontrol's."""
+    c, t, h, p, a = cfg.control, cfg.timeouts, cfg.health, cfg.power, cfg.auth
+    exc_nodes = ",".join(
+        hostlist.fold(e.nodes) + (f":{e.count}" if e.count is not None else "")
+        for e in p.suspend_exc_nodes
+    )
+    out = {
+        "AuthKeyFile": _opt(a.key_file),
+        "ClusterName": cfg.cluster_name,
+        "HealthCheckInterval": _sec(h.interval),
+        "HealthCheckNodeState": ",".join(h.node_state),
+        "HealthCheckProgram": _opt(h.program),
+        "HealthCheckTimeout": _sec(h.timeout),
+        "HeartbeatInterval": _sec(t.heartbeat_interval),
+        "MessageTimeout": _sec(t.message_timeout),
+        "NodeApproval": a.node_approval,
+        "ResumeFailProgram": _opt(p.resume_fail_program),
+        "ResumeProgram": _opt(p.resume_program),
+        "ResumeRate": f"{p.resume_rate} nodes/min",
+        "ResumeTimeout": _sec(p.resume_timeout),
+        "ReturnToService": str(t.return_to_service),
+        "SlurmctldPort": str(c.port),
+        "SlurmdSpoolDir": _opt(c.slurmd_spool_dir),
+        "SlurmdTimeout": _sec(t.slurmd_timeout),
+        "StateSaveLocation": _opt(c.state_save_location),
+        "SuspendExcNodes": exc_nodes or NULL,
+        "SuspendExcParts": ",".join(p.suspend_exc_parts) or NULL,
+        "SuspendExcStates": ",".join(p.suspend_exc_states) or NULL,
+        "SuspendProgram": _opt(p.suspend_program),
+        "SuspendRate": f"{p.suspend_rate} nodes/min",
+        "SuspendTime": "NONE" if p.suspend_time is None else _sec(p.suspend_time),
+        "SuspendTimeout": _sec(p.suspend_timeout),
+    }
+    for i, host in enumerate(c.hosts):
+        out[f"SlurmctldHost[{i}]"] = (
+            f"{host.name}({host.addr})" if host.addr and host.addr != host.name else host.name
+        )
+    return out
+
+
+def items(cfg: ClusterConfig) -> tuple[tuple[str, str], ...]:
+    """Acted-on settings with their effective values, plus every other key as written; sorted
+    case-insensitively by key, as scontrol sorts its listing."""
+    out = effective(cfg)
+    known = {k.lower() for k in out}
+    known.update(("slurmctldhost", "controlmachine", "controladdr", "backupcontroller",
+                  "backupaddr"))
+    for key, value in cfg.settings:
+        if key.lower() not in known:
+            out[key] = str(value)
+    return tuple(sorted(out.items(), key=lambda kv: kv[0].lower()))

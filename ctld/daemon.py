@@ -1,0 +1,163 @@
+"""The running controller: one nursery holding the listener, deadline task, saver, power save and
+signal handler, so that SIGTERM cancels everything after a last state save."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from functools import partial
+from typing import Any
+
+import trio
+
+from conf import ConfigError, load_config
+from conf.model import ClusterConfig
+from ctld import logs, statefile
+from ctld.cluster import POWER_SAVE_INTERVAL, Cluster
+from ctld.server import Server
+from protocol import messages as m
+
+SAVE_INTERVAL = 0.5  # coalescing window of state saves: a SIGKILL loses at most this much
+
+
+def format_errors(exc: ConfigError) -> tuple[str, ...]:
+    return tuple(f"{d.path}:{d.line}:{d.col}: {d.message}" for d in exc.errors)
+
+
+class Daemon:
+    def __init__(
+        self,
+        config: ClusterConfig,
+        key: bytes,
+        *,
+        state_dir: str,
+        host: str,
+        port: int,
+        config_path: str | None = None,
+    ) -> None:
+        self.config_path = config_path or config.path
+        self.state_dir = state_dir
+        self.host = host
+        self.port = port
+        self._dirty = trio.Event()
+        self.cluster = Cluster(config, on_dirty=self._mark_dirty)
+        self.server = Server(self.cluster, key, reconfigure=self.reconfigure)
+        self._reconfig_lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self.listeners: list[Any] = []
+        self.save_in_thread = True  # tests under MockClock write inline, so time stays exact
+
+    def _mark_dirty(self) -> None:
+        self._dirty.set()
+
+    def restore(self) -> None:
+        try:
+            doc = statefile.load(self.state_dir)
+        except statefile.StateFileError as exc:
+            logs.event("saved state unusable; starting from the config", logging.ERROR,
+                       error=str(exc))
+            return
+        if doc is None:
+            logs.event("no saved state; starting from the config",
+                       path=statefile.state_path(self.state_dir))
+            return
+        self.cluster.restore(doc)
+
+    async def run(
+        self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        self.restore()
+        self.cluster.start()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                self.cluster.spawn = nursery.start_soon
+                self.listeners = await nursery.start(
+                    partial(trio.serve_tcp, self.server.handle, self.port, host=self.host)
+                )
+                addrs = ", ".join(_listener_addr(x) for x in self.listeners)
+                logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
+                           cluster=self.cluster.config.cluster_name)
+                nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
+                nursery.start_soon(self._saver)
+                nursery.start_soon(self._power_save)
+                if signals:
+                    nursery.start_soon(self.handle_signals)
+                task_status.started(self.listeners)
+        finally:
+            self.save_now()
+
+    def stop(self) -> None:
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+
+    async def handle_signals(self) -> None:
+        """SIGTERM/SIGINT: stop (the state is saved on the way out); SIGHUP: reconfigure."""
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+            async for sig in sigs:
+                if sig == signal.SIGHUP:
+                    logs.event("SIGHUP: reconfiguring")
+                    await self.reconfigure("SIGHUP")
+                else:
+                    logs.event("shutting down", signal=signal.Signals(sig).name)
+                    self.stop()
+                    return
+
+    def save_now(self) -> None:
+        """Write the state file synchronously (shutdown)."""
+        try:
+            statefile.save(self.state_dir, self.cluster.save_doc())
+            logs.event("state saved", path=statefile.state_path(self.state_dir))
+        except OSError as exc:
+            logs.event("state save failed", logging.ERROR, error=str(exc))
+
+    async def _saver(self) -> None:
+        while True:
+            await self._dirty.wait()
+            self._dirty = trio.Event()
+            doc = self.cluster.save_doc()  # built here; the entries are never mutated later
+            try:
+                if self.save_in_thread:
+                    await trio.to_thread.run_sync(statefile.save, self.state_dir, doc)
+                else:
+                    statefile.save(self.state_dir, doc)
+            except OSError as exc:
+                logs.event("state save failed", logging.ERROR, error=str(exc))
+                self.cluster.dirty = True
+                self._dirty.set()
+            await trio.sleep(SAVE_INTERVAL)
+
+    async def _power_save(self) -> None:
+        while True:
+            await trio.sleep(POWER_SAVE_INTERVAL)
+            self.cluster.power_save_pass()
+
+    async def reconfigure(self, who: str) -> m.ReconfigureResult:
+        async with self._reconfig_lock:
+            old = self.cluster.config
+            try:
+                new = await trio.to_thread.run_sync(load_config, self.config_path)
+            except ConfigError as exc:
+                errors = format_errors(exc)
+                for err in errors:
+                    logs.event("reconfigure refused; keeping the running config",
+                               logging.ERROR, by=who, error=err)
+                return m.ReconfigureResult(ok=False, errors=errors, config_hash=old.config_hash)
+            except OSError as exc:
+                err = f"{self.config_path}: {exc.strerror or exc}"
+                logs.event("reconfigure refused; keeping the running config", logging.ERROR,
+                           by=who, error=err)
+                return m.ReconfigureResult(ok=False, errors=(err,), config_hash=old.config_hash)
+            if (new.control.port, new.control.hosts) != (old.control.port, old.control.hosts):
+                logs.event("controller address changed in the config; takes effect at restart",
+                           logging.WARNING)
+            logs.event("reconfigure", by=who)
+            return self.cluster.apply_config(new)
+
+
+def _listener_addr(listener: Any) -> str:
+    try:
+        host, port = listener.socket.getsockname()[:2]
+        return f"{host}:{port}"
+    except (OSError, AttributeError):
+        return "?"

@@ -1,0 +1,141 @@
+"""`rctld`: the Ranch controller daemon (foreground, logs on stderr)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+DEFAULT_STATE_DIR = "./ranch-state"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rctld",
+        description="Ranch controller: serves the config to rnoded, tracks every node's state.",
+    )
+    p.add_argument("-f", "--file", required=True, metavar="FILE", help="cluster.conf to run")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="address to listen on (default: SlurmctldHost address, SlurmctldPort)")
+    p.add_argument("--state-dir", metavar="DIR",
+                   help="where state is saved (default: StateSaveLocation, else ./ranch-state)")
+    p.add_argument("--key-file", metavar="F",
+                   help="cluster key (default: RANCH_KEY_FILE, else AuthKeyFile); created if "
+                        "missing")
+    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    p.add_argument("--check", action="store_true", help="validate the config and exit")
+    p.add_argument("--strict", action="store_true", help="with --check: warnings are errors")
+    p.add_argument("--json", action="store_true", help="with --check: JSON diagnostics")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.check:
+        from ctld.check import run_check
+
+        return run_check(args.file, strict=args.strict, as_json=args.json)
+    if args.strict or args.json:
+        print("rctld: --strict and --json go with --check", file=sys.stderr)
+        return 2
+
+    import trio
+
+    from conf import ConfigError, load_config
+    from ctld import logs
+    from ctld.daemon import Daemon
+    from protocol.auth import KeyFileError, create_key, load_key, resolve_key_path
+    from protocol.client import parse_address
+
+    logs.setup(args.log_format, logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        config = load_config(args.file)
+    except ConfigError as exc:
+        for diag in exc.errors:
+            print(diag.format(), file=sys.stderr)
+        print(f"rctld: {args.file}: {len(exc.errors)} error(s); not starting", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"rctld: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    for warning in config.warnings:
+        logs.event("config warning", logging.WARNING, detail=warning.format().splitlines()[0])
+
+    key_path = resolve_key_path(args.key_file, config.auth.key_file)
+    try:
+        if not os.path.exists(key_path):
+            create_key(key_path)
+            logs.event("created cluster key; give nodes and commands this file", path=key_path)
+        key = load_key(key_path)
+    except KeyFileError as exc:
+        print(f"rctld: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"rctld: cannot create key file {key_path}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+
+    if args.listen:
+        try:
+            host, port = parse_address(args.listen, config.control.port)
+        except ValueError as exc:
+            print(f"rctld: --listen: {exc}", file=sys.stderr)
+            return 2
+    else:
+        hosts = config.control.hosts
+        host = (hosts[0].addr or hosts[0].name) if hosts else "0.0.0.0"
+        port = config.control.port
+
+    if args.state_dir:
+        state_dir, origin = args.state_dir, "--state-dir"
+    elif config.control.state_save_location:
+        state_dir, origin = config.control.state_save_location, "StateSaveLocation"
+    else:
+        state_dir, origin = DEFAULT_STATE_DIR, "default"
+    state_dir = os.path.abspath(state_dir)
+    try:
+        os.makedirs(state_dir, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        print(f"rctld: cannot create state dir {state_dir}: {exc.strerror}", file=sys.stderr)
+        return 1
+    logs.event("state directory", path=state_dir, source=origin)
+    logs.event("starting", config=config.path, hash=config.config_hash[:12], key=key_path)
+
+    daemons: list[Daemon] = []
+
+    async def amain() -> None:
+        daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
+                        config_path=args.file)
+        daemons.append(daemon)
+        await daemon.run(signals=True)
+
+    try:
+        trio.run(amain)
+    except (OSError, BaseExceptionGroup) as exc:
+        os_error = _find_os_error(exc)
+        if os_error is None:
+            raise
+        logs.event("cannot listen", logging.ERROR, addr=f"{host}:{port}",
+                   error=os_error.strerror or str(os_error))
+        return 1
+    except KeyboardInterrupt:  # Ctrl-C before the signal handler was installed
+        if daemons:
+            daemons[0].save_now()
+    logs.event("stopped")
+    return 0
+
+
+def _find_os_error(exc: BaseException) -> OSError | None:
+    if isinstance(exc, OSError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _find_os_error(inner)
+            if found is not None:
+                return found
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Registration checks, admin requests, snapshots, reconfigure and restore of the core."""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from conf import hostlist, parse_config_text
+from ctld.cluster import REASON_REQUIRED, SNAPSHOT_STALENESS, Cluster
+from protocol import messages as m
+from protocol.codec import decode, encode
+
+from .helpers import BASE_CONF, FakeConn, beat, make_config, register, state, wall
+
+
+async def test_unknown_node_is_refused_with_a_reason() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    reply, _ = register(cluster, "stranger")
+    assert not reply.accepted
+    assert reply.reason.startswith("node stranger is not in the config (")
+
+
+async def test_registration_reply_carries_config_and_state() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    reply, _ = register(cluster, "n1")
+    assert reply.accepted and reply.node_state == "IDLE"
+    assert reply.config_hash == cluster.config.config_hash
+    assert reply.settings.heartbeat_interval == 10 and reply.settings.slurmd_timeout == 60
+    assert [f.name for f in reply.config_files] == ["t.conf"]
+
+
+async def test_hardware_below_config_is_invalid() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    register(cluster, "n1", mem=900)
+    st = cluster.nodes["n1"].state
+    assert state(cluster, "n1") == "IDLE+DRAIN+INVALID_REG"
+    assert st.reason.text == "Low RealMemory (reported:900 < 100% of configured:1000)"
+    register(cluster, "n2", gpus=1)
+    assert cluster.nodes["n2"].state.reason.text == "Low GPU count (reported:1 < configured:2)"
+    register(cluster, "n3", cpus=2)
+    assert cluster.nodes["n3"].state.reason.text.startswith("Low CPUs")
+    register(cluster, "n4", tmp=1)
+    assert cluster.nodes["n4"].state.reason.text.startswith("Low TmpDisk")
+    # A later valid registration clears it.
+    register(cluster, "n1")
+    assert state(cluster, "n1") == "IDLE"
+
+
+async def test_update_nodes_rules() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    for n in ("n1", "n2", "n3", "n4"):
+        register(cluster, n)
+    before = {n: state(cluster, n) for n in cluster.nodes}
+    r = cluster.update_nodes(m.UpdateNodes("n[1-2],x[7-8]", "DRAIN", "fan", "alice"))
+    assert not r.ok and len(r.errors) == 1 and r.errors[0].startswith("unknown node(s): ")
+    assert hostlist.expand(r.errors[0].split(": ", 1)[1]) == ["x7", "x8"]
+    assert {n: state(cluster, n) for n in cluster.nodes} == before  # nothing changed
+    r = cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", None, "alice"))
+    assert r.errors == (REASON_REQUIRED,)
+    r = cluster.update_nodes(m.UpdateNodes("n1", "bogus", "x", "alice"))
+    assert not r.ok and "Valid states are" in r.errors[0]
+    r = cluster.update_nodes(m.UpdateNodes("n[1-2]", "dra", "bad fan", "alice"))
+    assert r.ok and r.changed == ("n1", "n2")
+    reason = cluster.nodes["n1"].state.reason
+    assert (reason.text, reason.user) == ("bad fan", "alice") and reason.time > 1.7e9
+    # UNDRAIN of a drained and an undrained node: one changes, the other's refusal is reported.
+    r = cluster.update_nodes(m.UpdateNodes("n[2-3]", "UNDRAIN", None, "bob"))
+    assert not r.ok and r.changed == ("n2",)
+    assert len(r.errors) == 1 and "n3" in r.errors[0]
+    assert state(cluster, "n2") == "IDLE" and state(cluster, "n3") == "IDLE"
+    r = cluster.update_nodes(m.UpdateNodes("ALL", "DOWN", "power work", "carol"))
+    assert r.ok and all(state(cluster, n).startswith("DOWN") for n in cluster.nodes)
+
+
+async def test_set_allocation_moves_base_state() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    register(cluster, "n1")
+    register(cluster, "n2")
+    assert cluster.set_allocation(m.SetAllocation("n1", 4)).ok
+    assert cluster.set_allocation(m.SetAllocation("n2", 1)).ok
+    assert (state(cluster, "n1"), state(cluster, "n2")) == ("ALLOCATED", "MIXED")
+    cluster.set_allocation(m.SetAllocation("n[1-2]", 0))
+    assert state(cluster, "n1") == "IDLE" and cluster.nodes["n1"].last_busy is not None
+
+
+async def test_snapshot_is_cached_per_generation(autojump_clock) -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    _, conn = register(cluster, "n1")
+    s1 = cluster.snapshot()
+    assert cluster.snapshot() is s1
+    rec = s1.nodes[0]
+    assert rec["name"] == "n1" and rec["compact"] == "idle" and rec["complete"] == "IDLE"
+    assert rec["partitions"] == ["main"] and rec["gres"] == "gpu:2" and rec["gres_used"] == "gpu:0"
+    assert rec["state"] == {"base": "IDLE", "flags": [], "reason": None}
+    # Heartbeat-only data may be a second stale; a state change never is.
+    beat(cluster, "n1", conn, 1)
+    assert cluster.snapshot() is s1
+    await trio.sleep(SNAPSHOT_STALENESS[False] + 0.1)
+    s2 = cluster.snapshot()
+    assert s2 is not s1 and s2.nodes[0]["cpu_load"] == 0.1
+    cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "x", "a"))
+    s3 = cluster.snapshot()
+    assert s3.nodes[0]["compact"] == "drain"
+    assert s3.nodes[0]["state"]["reason"]["user"] == "a"
+    sm = cluster.snapshot(metrics=True)
+    assert sm.nodes[0]["metrics"]["mem_total_mib"] == 1000
+    assert decode("Snapshot", encode(sm)) == sm
+
+
+async def test_restore_keeps_drains_and_reasons(autojump_clock) -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    register(cluster, "n1")
+    cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "alice"))
+    cluster.update_nodes(m.UpdateNodes("n2", "FAIL", "psu", "bob"))
+    doc = cluster.save_doc()
+    # The config lost n4 and gained n5.
+    text = BASE_CONF.format(rts=1, extra="").replace("n[1-4]", "n[1-3],n5")
+    again = Cluster(parse_config_text(text, path="/t.conf"), wall=wall)
+    again.restore(doc)
+    st = again.nodes["n1"].state
+    assert again.nodes["n1"].complete == "IDLE+DRAIN"
+    assert (st.reason.text, st.reason.user) == ("bad fan", "alice")
+    assert again.nodes["n2"].state.reason.text == "psu"
+    assert again.nodes["n1"].hardware.real_memory_mib == 1000
+    assert "n4" not in again.nodes and state(again, "n5") == "UNKNOWN"
+
+
+async def test_reconfigure_adds_removes_and_pushes(autojump_clock) -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    _, conn = register(cluster, "n1")
+    text = BASE_CONF.format(rts=1, extra="HealthCheckInterval=30").replace("n[1-4]", "n[1-2],n9")
+    new = parse_config_text(text, path="/t.conf")
+    result = cluster.apply_config(new)
+    assert result.ok and result.config_hash == new.config_hash
+    assert sorted(cluster.nodes) == ["n1", "n2", "n9"]
+    assert len(conn.pushed) == 1 and conn.pushed[0].settings.health_check_interval == 30
+    assert cluster.snapshot().nodes[-1]["name"] == "n9"
+    assert beat(cluster, "n1", conn, 1).config_hash == new.config_hash
+
+
+async def test_config_dump_units_and_order() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    items = dict(cluster.config_dump.items)
+    assert items["SlurmdTimeout"] == "60 sec" and items["HeartbeatInterval"] == "10 sec"
+    assert items["SuspendTime"] == "NONE" and items["ClusterName"] == "test"
+    keys = [k for k, _ in cluster.config_dump.items]
+    assert keys == sorted(keys, key=str.lower)
+
+
+async def test_update_of_1000_nodes_is_fast() -> None:
+    text = BASE_CONF.format(rts=1, extra="").replace("n[1-4]", "n[0001-1000]")
+    cluster = Cluster(parse_config_text(text, path="/t.conf"), wall=wall)
+    conns = [FakeConn() for _ in range(1000)]
+    for i, name in enumerate(cluster.nodes):
+        register(cluster, name, conns[i])
+    t0 = time.perf_counter()
+    r = cluster.update_nodes(m.UpdateNodes("n[0001-1000]", "DRAIN", "rack move", "alice"))
+    dt = time.perf_counter() - t0
+    assert r.ok and len(r.changed) == 1000
+    t0 = time.perf_counter()
+    snap = cluster.snapshot()
+    body = encode(snap)
+    dt_snap = time.perf_counter() - t0
+    print(f"update 1000 nodes: {dt * 1000:.1f} ms; snapshot+encode: {dt_snap * 1000:.1f} ms, "
+          f"{len(body)} bytes")
+    assert sorted(r.changed) == sorted(cluster.nodes)

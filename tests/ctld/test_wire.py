@@ -1,0 +1,32 @@
+"""Prebuilt snapshot frames decode with protocol.framing exactly like normally encoded ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctld.cluster import Cluster
+from ctld.wire import encode_body_frame
+from protocol.errors import ProtocolError
+from protocol.framing import FrameDecoder
+
+from .helpers import make_config, register, wall
+
+KEY = b"k" * 32
+
+
+async def test_prebuilt_snapshot_frame_decodes() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    register(cluster, "n1")
+    body = cluster.snapshot_body()
+    assert cluster.snapshot_body() is body  # encoded once per generation
+    for version in (1, 2, 3):
+        dec = FrameDecoder(KEY)
+        dec.feed(encode_body_frame("Snapshot", body, KEY, request_id=7, version=version))
+        frame = dec.next_frame()
+        assert (frame.type, frame.request_id, frame.version) == ("Snapshot", 7, version)
+        assert frame.msg == cluster.snapshot()
+    bad = FrameDecoder(b"x" * 32)
+    bad.feed(encode_body_frame("Snapshot", body, KEY, request_id=1, version=3))
+    with pytest.raises(ProtocolError) as info:
+        bad.next_frame()
+    assert info.value.code == "bad_mac"

@@ -1,0 +1,209 @@
+"""Real rctld and rnoded processes on 127.0.0.1 for integration tests (shared by every suite).
+
+    with Cluster(tmp_path, nodes=["n1", "n2"]) as c:
+        c.start()                      # rctld, then every node; waits until they are IDLE
+        c.wait_for(lambda: c.state("n1") == "IDLE", what="n1 idle")
+        c.request(m.UpdateNodes("n1", "DRAIN", "x", "alice"))
+
+Processes run as `python -m ctld.main` / `python -m noded.main` from the repo root (no install
+needed); logs go to files under the test's directory (`c.log("rctld")` to read one).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from protocol import messages as m
+from protocol.auth import create_key, load_key
+from protocol.client import ControllerUnreachable, request
+
+REPO = Path(__file__).resolve().parents[2]
+
+CONF = """\
+ClusterName=itest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={port}
+HeartbeatInterval=1
+SlurmdTimeout=3
+MessageTimeout=3
+ReturnToService={rts}
+{extra}
+NodeName={nodes} CPUs=1 RealMemory=64
+PartitionName=main Nodes={nodes} Default=YES
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
+             interval: float = 0.05) -> Any:
+    """Poll `pred` until it returns something truthy; AssertionError naming `what` at timeout."""
+    deadline = time.monotonic() + timeout
+    last_exc: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = pred()
+            if value:
+                return value
+        except (ControllerUnreachable, OSError, KeyError) as exc:
+            last_exc = exc
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
+                         + (f" (last error: {last_exc})" if last_exc else ""))
+
+
+class Cluster:
+    def __init__(
+        self,
+        workdir: Path,
+        nodes: Iterable[str] = ("n1", "n2", "n3"),
+        *,
+        rts: int = 1,
+        extra: str = "",
+        conf_text: str | None = None,
+    ) -> None:
+        self.dir = Path(workdir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.node_names = list(nodes)
+        self.port = free_port()
+        self.addr = ("127.0.0.1", self.port)
+        self.key_file = str(self.dir / "ranch.key")
+        self.state_dir = str(self.dir / "state")
+        self.conf_path = self.dir / "cluster.conf"
+        self.conf_path.write_text(conf_text or CONF.format(
+            port=self.port, rts=rts, extra=extra, nodes=",".join(self.node_names)))
+        create_key(self.key_file)
+        self.ctld: subprocess.Popen | None = None
+        self.nodes: dict[str, subprocess.Popen] = {}
+        self._key: bytes | None = None
+
+    # -- processes -------------------------------------------------------------------------
+
+    def _env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        env["RANCH_KEY_FILE"] = self.key_file
+        env.pop("RANCH_SERVER", None)
+        env.update(extra or {})
+        return env
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None):
+        with open(self.dir / f"{name}.log", "ab") as log:  # the child keeps its own copy
+            return subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self._env(env),
+                                    stdout=log, stderr=subprocess.STDOUT)
+
+    def start_ctld(self, *extra_args: str, wait: bool = True) -> subprocess.Popen:
+        self.ctld = self._spawn("rctld", [
+            "-m", "ctld.main", "-f", str(self.conf_path), "--listen", f"127.0.0.1:{self.port}",
+            "--state-dir", self.state_dir, "--key-file", self.key_file, *extra_args])
+        if wait:
+            wait_for(lambda: isinstance(self.request(m.Ping(), timeout=1), m.Pong),
+                     what="rctld to answer Ping")
+        return self.ctld
+
+    def start_node(self, name: str, *, env: dict[str, str] | None = None,
+                   fake_gpus: int = 0) -> subprocess.Popen:
+        argv = ["-m", "noded.main", "--server", f"127.0.0.1:{self.port}", "--name", name,
+                "--spool-dir", str(self.dir / "spool" / name)]
+        if fake_gpus:
+            argv += ["--fake-gpus", str(fake_gpus)]
+        self.nodes[name] = self._spawn(name, argv, env)
+        return self.nodes[name]
+
+    def start(self, timeout: float = 20.0) -> None:
+        """rctld, then every node; returns when all nodes show IDLE."""
+        self.start_ctld()
+        for name in self.node_names:
+            self.start_node(name)
+        self.wait_for(lambda: all(self.state(n) == "IDLE" for n in self.node_names),
+                      timeout, what="every node IDLE")
+
+    def kill_node(self, name: str) -> None:
+        proc = self.nodes.pop(name)
+        proc.kill()
+        proc.wait()
+
+    def stop_node(self, name: str, timeout: float = 5.0) -> int:
+        proc = self.nodes.pop(name)
+        proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout)
+
+    def kill_ctld(self) -> None:
+        assert self.ctld is not None
+        self.ctld.kill()
+        self.ctld.wait()
+        self.ctld = None
+
+    def stop_ctld(self, timeout: float = 5.0) -> int:
+        assert self.ctld is not None
+        self.ctld.send_signal(signal.SIGTERM)
+        rc = self.ctld.wait(timeout)
+        self.ctld = None
+        return rc
+
+    def stop(self) -> None:
+        """SIGTERM every child, wait, SIGKILL what is left; close the logs."""
+        procs = list(self.nodes.values()) + ([self.ctld] if self.ctld else [])
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        self.nodes.clear()
+        self.ctld = None
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def key(self) -> bytes:
+        if self._key is None:
+            self._key = load_key(self.key_file)
+        return self._key
+
+    def request(self, msg: Any, timeout: float = 5.0) -> Any:
+        return request(self.addr, self.key, msg, timeout=timeout)
+
+    def snapshot(self, metrics: bool = False) -> dict[str, dict]:
+        snap = self.request(m.GetSnapshot(metrics=metrics))
+        assert isinstance(snap, m.Snapshot), snap
+        return {rec["name"]: rec for rec in snap.nodes}
+
+    def state(self, name: str) -> str:
+        return self.snapshot()[name]["complete"]
+
+    def wait_for(self, pred: Callable[[], Any], timeout: float = 15.0,
+                 what: str = "condition") -> Any:
+        try:
+            return wait_for(pred, timeout, what)
+        except AssertionError as exc:
+            tail = self.log('rctld')[-3000:]
+            raise AssertionError(f"{exc}\n--- rctld log tail ---\n{tail}") from None
+
+    def log(self, name: str) -> str:
+        path = self.dir / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+LiveCluster = Cluster  # the name other suites may prefer beside ctld.cluster.Cluster
