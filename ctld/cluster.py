@@ -476,7 +476,9 @@ class Cluster:
         node.view = None
         self.gen += 1
         verdict = report.verdict if report.verdict in ("ok", "drain", "fail") else "drain"
-        message = f"HC: {report.message}" if report.message else "HC: health check failed"
+        # rnoded's runner already writes "HC: <line>"; prefix only what lacks it.
+        text = report.message.strip()
+        message = text if text.startswith("HC:") else f"HC: {text or 'health check failed'}"
         _, err = self._apply(node, events.HealthResult(now=self.wall(), verdict=verdict,
                                                        message=message))
         if err:

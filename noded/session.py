@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -422,7 +423,9 @@ class NodeDaemon:
                         next_due += interval
                 else:
                     next_due = now + interval
-            with trio.move_on_after(next_due - now):
+            elif next_due <= now:  # the last run overran its slot: skip the missed ones
+                next_due += math.ceil((now - next_due) / interval + 1e-9) * interval
+            with trio.move_on_at(next_due):
                 await changed.wait()
                 next_due = None  # settings changed: recompute the schedule
                 continue

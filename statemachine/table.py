@@ -462,13 +462,19 @@ def admin_power_up(s: NodeState, e: ev.AdminUpdate, p: Policy) -> tuple[NodeStat
 def _health_flag(s: NodeState, e: ev.HealthResult, flag: Flag) -> tuple[NodeState, Effects]:
     text = e.message.strip() or f"health check: {e.verdict}"
     r = s.reason
-    if r is None or r.source in (_CONTROLLER, ReasonSource.HEALTH_CHECK):
+    flags = s.flags | {flag}
+    if r is not None and r.source is ReasonSource.HEALTH_CHECK:
+        # The check owns the node: its latest verdict decides between DRAIN and FAIL, and a
+        # repeat of the same verdict keeps the time the node was first taken out.
+        flags = (s.flags - _OUT_OF_SERVICE) | {flag}
+        reason = r if r.text == text else Reason(ReasonSource.HEALTH_CHECK, text, e.now, None)
+    elif r is None or r.source is _CONTROLLER:
         reason = Reason(ReasonSource.HEALTH_CHECK, text, e.now, None)
     else:
         reason = r  # an admin's or config reason stays; only it can clear the node
-    if flag in s.flags and reason == r:
+    if flags == s.flags and reason == r:
         return s, ()
-    return _evolve(s, flags=s.flags | {flag}, reason=reason), ()
+    return _evolve(s, flags=flags, reason=reason), ()
 
 
 def health_drain(s: NodeState, e: ev.HealthResult, p: Policy) -> tuple[NodeState, Effects]:

@@ -264,6 +264,37 @@ async def test_runs_from_cache_with_controller_down(
     assert [round(t - start) for _, t in calls] == [0, 60, 120, 180]
 
 
+async def test_a_run_longer_than_the_interval_skips_missed_slots(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # A check that hangs until its timeout (longer than the interval) once killed rnoded.
+    settings = attrs.evolve(
+        SETTINGS, heartbeat_interval=10.0, health_check_program="/hc", health_check_interval=10.0
+    )
+    cache.save(str(tmp_path), cache.CachedConfig(settings, FILES, "cached"))
+    calls: list[tuple[str, float]] = []
+    plain = fake_runner(["ok"], calls)
+
+    async def slow(program: str, **kw: object) -> m.HealthReport:
+        report = await plain(program, **kw)
+        await trio.sleep(25.0)
+        return report
+
+    with trio.socket.socket() as sock:  # a port nobody listens on
+        await sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        daemon = make_daemon(port, tmp_path, health_runner=slow)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(daemon.run)
+            while len(calls) < 4:
+                await trio.sleep(0.01)
+            nursery.cancel_scope.cancel()
+    start = calls[0][1]
+    # The start-up run ends at 25, so the slots are 35, 45, 55, ...; a run from 35 to 60 missed
+    # 45 and 55, so the next one waits for 65 rather than starting at once.
+    assert [round(t - start) for _, t in calls] == [0, 35, 65, 95]
+
+
 def test_backoff_grows_and_caps_at_two_intervals() -> None:
     rng = random.Random(1)
     delays = [backoff_delay(a, 10.0, rng) for a in range(12)]

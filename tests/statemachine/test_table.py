@@ -383,6 +383,19 @@ def test_health_drain_and_fail_set_health_reason() -> None:
     assert names.compact(run(idle(), ev.HealthResult(2.0, "fail", "HC: gpu"))) == "fail"
 
 
+def test_health_verdict_switches_flag_and_a_repeat_keeps_the_reason_time() -> None:
+    drained = run(idle(), ev.HealthResult(2.0, "drain", "HC: disk full"))
+    assert apply(drained, ev.HealthResult(3.0, "drain", "HC: disk full"), P0) == (drained, ())
+    failed = run(drained, ev.HealthResult(4.0, "fail", "HC: gpu"))
+    assert names.complete(failed) == "IDLE+FAIL" and failed.reason.time == 4.0
+    back = run(failed, ev.HealthResult(5.0, "drain", "HC: disk full"))
+    assert names.complete(back) == "IDLE+DRAIN" and reason_of(back) == (HC, "HC: disk full")
+    # Under an admin's drain the check only adds its flag; the admin's reason stays.
+    admin_drain = run(idle(), admin("DRAIN", "bob's"))
+    both = run(admin_drain, ev.HealthResult(6.0, "fail", "HC: gpu"))
+    assert names.complete(both) == "IDLE+DRAIN+FAIL" and reason_of(both) == (ADM, "bob's")
+
+
 def test_health_ok_clears_only_health_reasons() -> None:
     hc = run(idle(), ev.HealthResult(2.0, "drain", "HC: disk full"))
     assert run(hc, ev.HealthResult(3.0, "ok")) == idle()
