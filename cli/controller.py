@@ -1,12 +1,13 @@
-"""Finding and asking the controller: address and key precedence, one request, one-line errors."""
+"""Finding and asking the controller: address and key precedence, one request, one-line errors.
+
+Requests go through protocol.client.request_raw: bodies are plain dicts, so a command imports
+neither attrs nor cattrs nor the message classes (they cost more than the whole render).
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
-
-import attrs
+from collections.abc import Iterable, Mapping
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6817
@@ -24,12 +25,28 @@ class CliError(Exception):
         self.code = code
 
 
-@attrs.frozen
 class Target:
-    host: str
-    port: int
-    key_path: str
-    origin: str  # where the address came from, for error messages
+    """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
+
+    __slots__ = ("host", "key_path", "origin", "port")
+
+    def __init__(self, host: str, port: int, key_path: str, origin: str) -> None:
+        self.host = host
+        self.port = port
+        self.key_path = key_path
+        self.origin = origin  # where the address came from, for error messages
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Target) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Target({self.host!r}, {self.port}, {self.key_path!r}, {self.origin!r})"
+
+    def _key(self) -> tuple[str, int, str, str]:
+        return (self.host, self.port, self.key_path, self.origin)
 
     @property
     def address(self) -> str:
@@ -75,14 +92,13 @@ def _parse_address(text: str, origin: str) -> tuple[str, int]:
         raise CliError(f"{origin}: {exc}", code=2) from None
 
 
-def _load_config(path: str) -> Any:
-    from cli.light_imports import conf_module
+def _load_config(path: str):  # -> conf.ClusterConfig
+    from conf.build import load_config
+    from conf.errors import ConfigError
 
-    build = conf_module("build")
-    errors = conf_module("errors")
     try:
-        return build.load_config(path)
-    except errors.ConfigError as exc:
+        return load_config(path)
+    except ConfigError as exc:
         first = exc.errors[0] if exc.errors else None
         where = f"{first.path}:{first.line}:{first.col}: {first.message}" if first else str(exc)
         raise CliError(f"cannot read config {path}: {where}") from None
@@ -90,12 +106,19 @@ def _load_config(path: str) -> Any:
         raise CliError(f"cannot read config {path}: {exc.strerror or exc}") from None
 
 
-def ask(target: Target, msg: Any, *, timeout: float = REQUEST_TIMEOUT) -> Any:
-    """Send one request and return the reply; any failure becomes a CliError (exit 1)."""
+def ask(
+    target: Target,
+    type_name: str,
+    body: dict | None = None,
+    *,
+    want: str,
+    timeout: float = REQUEST_TIMEOUT,
+) -> dict:
+    """Send one `type_name` request (body in the codec's shape) and return the body of the
+    `want` reply; any failure, an Error reply included, becomes a CliError (exit 1)."""
     from protocol.auth import KeyFileError, load_key
-    from protocol.client import ControllerUnreachable, request
-    from protocol.errors import ProtocolError
-    from protocol.messages import Error
+    from protocol.client import ControllerUnreachable, request_raw
+    from protocol.rawframe import FrameError
 
     try:
         key = load_key(target.key_path)
@@ -104,14 +127,44 @@ def ask(target: Target, msg: Any, *, timeout: float = REQUEST_TIMEOUT) -> Any:
         _check_reachable(target)
         raise CliError(str(exc)) from None
     try:
-        reply = request((target.host, target.port), key, msg, timeout=timeout)
+        got, reply = request_raw((target.host, target.port), key, type_name, body or {},
+                                 timeout=timeout)
     except ControllerUnreachable as exc:
         raise _unreachable(target, exc.reason) from None
-    except ProtocolError as exc:
+    except FrameError as exc:
         raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}") from None
-    if isinstance(reply, Error):
-        raise CliError(f"controller at {target.address} refused the request: {reply.message}")
+    if got == "Error":
+        message = reply.get("message") or reply.get("code") or "no reason given"
+        raise CliError(f"controller at {target.address} refused the request: {message}")
+    if got != want:
+        raise CliError(f"unexpected reply {got} from {target.address} (wanted {want})")
     return reply
+
+
+class Snapshot:
+    """A Snapshot reply's body: node and partition records as the dicts the controller sent."""
+
+    __slots__ = ("cluster_name", "generated_at", "nodes", "partitions")
+
+    def __init__(self, body: dict) -> None:
+        try:
+            self.cluster_name: str = body["cluster_name"]
+            self.generated_at: float = body.get("generated_at") or 0.0
+            self.nodes: list[dict] = body["nodes"]
+            self.partitions: list[dict] = body["partitions"]
+        except (KeyError, TypeError) as exc:
+            raise CliError(f"malformed Snapshot reply: missing {exc}") from None
+
+
+def fetch_snapshot(target: Target, fields: Iterable[str] = (), *, metrics: bool = False
+                   ) -> Snapshot:
+    """The controller's snapshot. `fields` names the node-record keys the caller reads (empty:
+    all); a controller that ignores the request sends every key, which readers must tolerate."""
+    body: dict = {"metrics": metrics}
+    wanted = sorted(set(fields))
+    if wanted:
+        body["fields"] = wanted
+    return Snapshot(ask(target, "GetSnapshot", body, want="Snapshot"))
 
 
 def _unreachable(target: Target, reason: str) -> CliError:
@@ -128,9 +181,3 @@ def _check_reachable(target: Target) -> None:
         socket.create_connection((target.host, target.port), timeout=2.0).close()
     except OSError as exc:
         raise _unreachable(target, exc.strerror or str(exc) or type(exc).__name__) from None
-
-
-def expect(reply: Any, cls: type) -> Any:
-    if not isinstance(reply, cls):
-        raise CliError(f"unexpected reply {type(reply).__name__} (wanted {cls.__name__})")
-    return reply

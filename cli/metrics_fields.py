@@ -71,14 +71,16 @@ def _health(g: Group, fold: Fold) -> str:
     return "; ".join(notes) or "ok"
 
 
+_METRICS = ("metrics",)  # present in records only with GetSnapshot(metrics=True)
+
 METRIC_FIELDS: dict[str, FieldDef] = {
-    "@cpu": FieldDef("CPU%", _cpu),
-    "@mem": FieldDef("MEM%", _mem),
-    "@gpu": FieldDef("GPU_UTIL", _gpu_util),
-    "@gpumem": FieldDef("GPU_MEM", _gpu_mem),
-    "@temp": FieldDef("MAX_TEMP", _temp),
-    "@age": FieldDef("HB_AGE", _age),
-    "@health": FieldDef("HEALTH", _health),
+    "@cpu": FieldDef("CPU%", _cpu, reads=_METRICS),
+    "@mem": FieldDef("MEM%", _mem, reads=_METRICS),
+    "@gpu": FieldDef("GPU_UTIL", _gpu_util, reads=_METRICS),
+    "@gpumem": FieldDef("GPU_MEM", _gpu_mem, reads=_METRICS),
+    "@temp": FieldDef("MAX_TEMP", _temp, reads=_METRICS),
+    "@age": FieldDef("HB_AGE", _age, reads=_METRICS),
+    "@health": FieldDef("HEALTH", _health, reads=("health",)),
 }
 
 ALL_FIELDS: dict[str, FieldDef] = {**FIELDS, **METRIC_FIELDS}

@@ -60,8 +60,9 @@ def is_future(node: dict) -> bool:
 
 def natural_key(name: str) -> tuple:
     """Sort key putting node2 before node10."""
-    parts = _DIGITS.split(name)
-    return tuple(int(p) if i % 2 else p for i, p in enumerate(parts))
+    parts: list = _DIGITS.split(name)
+    parts[1::2] = map(int, parts[1::2])
+    return tuple(parts)
 
 
 def reason_of(node: dict) -> dict | None:

@@ -7,9 +7,9 @@ import os
 import sys
 import time
 
-from cli.controller import CliError, Target, ask, expect, find_target
-from cli.light_imports import expand, fold, statemachine_module
-from cli.rinfo import VERSION, UsageParser
+from cli.controller import CliError, Snapshot, Target, ask, fetch_snapshot, find_target
+from cli.rinfo import VERSION, UsageParser, no_gc
+from conf.hostlist import expand, fold
 
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
@@ -67,10 +67,8 @@ class Session:
             self._target = find_target(a.server, a.key_file, a.conf)
         return self._target
 
-    def snapshot(self):
-        from protocol.messages import GetSnapshot, Snapshot
-
-        return expect(ask(self.target, GetSnapshot()), Snapshot)
+    def snapshot(self, fields: tuple[str, ...] = ()) -> Snapshot:
+        return fetch_snapshot(self.target, fields)
 
 
 def show(s: Session, words: list[str]) -> int:
@@ -123,7 +121,7 @@ def _json_doc(key: str, items: list, cluster: str) -> str:
 def show_nodes(s: Session, expr: str | None) -> int:
     from cli import show_records
 
-    snap = s.snapshot()
+    snap = s.snapshot(() if s.args.json else show_records.NODE_READS)
     nodes = list(snap.nodes)
     if expr is not None and expr.upper() != "ALL":
         try:
@@ -147,7 +145,7 @@ def show_nodes(s: Session, expr: str | None) -> int:
 def show_partitions(s: Session, name: str | None) -> int:
     from cli import show_records
 
-    snap = s.snapshot()
+    snap = s.snapshot(show_records.PARTITION_READS)
     parts = list(snap.partitions)
     if name is not None:
         parts = [p for p in parts if p["name"] == name]
@@ -166,14 +164,18 @@ def show_partitions(s: Session, name: str | None) -> int:
 
 
 def show_config(s: Session) -> int:
-    from protocol.messages import ConfigDump, GetConfig
-
-    dump = expect(ask(s.target, GetConfig()), ConfigDump)
+    dump = ask(s.target, "GetConfig", want="ConfigDump")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     lines = [f"Configuration data as of {stamp}"]
-    lines += [f"{k:<23} = {v}" for k, v in dump.items]
+    lines += [f"{k:<23} = {v}" for k, v in dump.get("items") or ()]
     sys.stdout.write("".join(line + "\n" for line in lines))
     return 0
+
+
+def parse_admin_state(text: str) -> str:
+    from statemachine.events import parse_admin_state as parse
+
+    return parse(text)
 
 
 def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
@@ -188,7 +190,7 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
             node_expr = value
         elif k == "state":
             try:
-                state = statemachine_module("events").parse_admin_state(value)
+                state = parse_admin_state(value)
             except ValueError as exc:
                 raise CliError(str(exc)) from None
         elif k == "reason":
@@ -215,56 +217,46 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
 def update(s: Session, words: list[str]) -> int:
     import getpass
 
-    from protocol.messages import UpdateNodes, UpdateResult
-
     node_expr, state, reason = parse_update(words)
-    msg = UpdateNodes(
-        node_names="ALL" if node_expr.upper() == "ALL" else node_expr,
-        state=state,
-        reason=reason,
-        user=getpass.getuser(),
-        uid=os.getuid(),
-    )
-    result = expect(ask(s.target, msg), UpdateResult)
-    for err in result.errors:
+    body = {
+        "node_names": "ALL" if node_expr.upper() == "ALL" else node_expr,
+        "state": state,
+        "reason": reason,
+        "user": getpass.getuser(),
+        "uid": os.getuid(),
+    }
+    result = ask(s.target, "UpdateNodes", body, want="UpdateResult")
+    errors = result.get("errors") or ()
+    for err in errors:
         print(f"rcontrol: error: {err}", file=sys.stderr)
-    if not result.ok and not result.errors:
+    ok = result.get("ok") is True
+    if not ok and not errors:
         print("rcontrol: error: the controller refused the update", file=sys.stderr)
-    return 0 if result.ok else 1
+    return 0 if ok else 1
 
 
 def reconfigure(s: Session) -> int:
     import getpass
 
-    from protocol.messages import Reconfigure, ReconfigureResult
-
-    result = expect(ask(s.target, Reconfigure(user=getpass.getuser())), ReconfigureResult)
-    if result.ok:
+    result = ask(s.target, "Reconfigure", {"user": getpass.getuser()}, want="ReconfigureResult")
+    if result.get("ok") is True:
         return 0
     print("rcontrol: error: reconfigure failed; the controller keeps its running config",
           file=sys.stderr)
-    for err in result.errors:
+    for err in result.get("errors") or ():
         print(err, file=sys.stderr)
     return 1
 
 
 def ping(s: Session) -> int:
-    from protocol.messages import Pong
-
     try:
-        expect(ask(s.target, _ping_msg(), timeout=5.0), Pong)
+        ask(s.target, "Ping", want="Pong", timeout=5.0)
     except CliError as exc:
         print(f"Controller at {s.target.address} is DOWN")
         print(f"rcontrol: error: {exc.message}", file=sys.stderr)
         return 1
     print(f"Controller at {s.target.address} is UP")
     return 0
-
-
-def _ping_msg():
-    from protocol.messages import Ping
-
-    return Ping()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -288,7 +280,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    with no_gc():
+        return _main(sys.argv[1:] if argv is None else argv)
+
+
+def _main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     try:
         return run(args)
     except CliError as exc:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
-from cli.controller import CliError, Target, ask, expect, find_target
-from cli.light_imports import expand, fold, statemachine_module
+from cli.controller import CliError, Snapshot, Target, fetch_snapshot, find_target
+from conf.hostlist import expand, fold
 
 VERSION = "0.1.0"
 
@@ -61,7 +63,8 @@ def _seconds(text: str) -> float:
 
 def state_matcher(text: str) -> Callable[[dict], bool]:
     """-t STATES with the statemachine's rules (drain = drained + draining, `~` negates...)."""
-    names = statemachine_module("names")
+    from statemachine import names
+
     try:
         wanted = names.parse_filter(text)
     except ValueError as exc:
@@ -105,36 +108,56 @@ def selection(args: argparse.Namespace):
     )
 
 
-def table_lines(snapshot, args: argparse.Namespace) -> list[str]:
-    """The text view of `snapshot` for the options in `args`."""
+def view_format(args: argparse.Namespace):
+    """(parsed format, field table) of the text view `args` ask for."""
     from cli import sinfo_view as sv
 
-    metrics = args.metrics
     fields = sv.FIELDS
     text = sv.pick_format(
-        node=args.node or metrics,
+        node=args.node or args.metrics,
         long=args.long,
         summary=args.summarize,
         reasons=args.reasons,
         fmt=args.format,
     )
-    if metrics:
-        from cli.metrics_fields import ALL_FIELDS, METRIC_COLUMNS
+    if args.metrics:
+        from cli.metrics_fields import ALL_FIELDS
 
         fields = ALL_FIELDS
     try:
-        fmt = sv.parse(text)
+        fmt = sv.parse(text, fields)
     except ValueError as exc:
         raise CliError(f"-o: {exc}", code=2) from None
-    if metrics:
+    if args.metrics:
+        from cli.metrics_fields import METRIC_COLUMNS
+
         fmt = sv.with_fields(fmt, METRIC_COLUMNS)
+    return fmt, fields
+
+
+def reads(args: argparse.Namespace) -> tuple[str, ...]:
+    """The node-record keys the view `args` asks for reads (GetSnapshot.fields)."""
+    if args.json:
+        from cli.sinfo_json import READS
+
+        return READS
+    from cli.sinfo_view import reads_of
+
+    return reads_of(*view_format(args))
+
+
+def table_lines(snapshot, args: argparse.Namespace) -> list[str]:
+    """The text view of `snapshot` for the options in `args`."""
+    from cli import sinfo_view as sv
+
+    fmt, fields = view_format(args)
     sel = selection(args)
     parts, nodes = sv.select(snapshot.nodes, snapshot.partitions, sel)
     groups = sv.build_groups(
         nodes,
         parts,
         fmt,
-        node_mode=args.node or metrics,
+        node_mode=args.node or args.metrics,
         exact=args.exact,
         show_empty=not sel.filters_nodes,
         fields=fields,
@@ -163,14 +186,8 @@ def json_text(snapshot, args: argparse.Namespace, argv: list[str]) -> str:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
 
 
-def fetch(target: Target, metrics: bool):
-    from protocol.messages import GetSnapshot, Snapshot
-
-    return expect(ask(target, GetSnapshot(metrics=metrics)), Snapshot)
-
-
 def once(target: Target, args: argparse.Namespace, argv: list[str], stamp: bool) -> str:
-    snap = fetch(target, args.metrics)
+    snap: Snapshot = fetch_snapshot(target, reads(args), metrics=args.metrics)
     if args.json:
         return json_text(snap, args, argv) + "\n"
     lines = table_lines(snap, args)
@@ -180,7 +197,24 @@ def once(target: Target, args: argparse.Namespace, argv: list[str], stamp: bool)
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    with no_gc():
+        return _main(sys.argv[1:] if argv is None else argv)
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """The cyclic GC off for one run: the snapshot's ~10^5 dicts and lists hold no cycles, and
+    collections triggered while rendering would rescan them all (about half the -N time)."""
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     try:
         target = find_target(args.server, args.key_file, args.conf)
@@ -192,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             while True:
                 sys.stdout.write(once(target, args, argv, stamp=not args.json) + "\n")
                 sys.stdout.flush()
+                gc.collect()  # with the GC off, collect between redraws
                 time.sleep(args.iterate)
         except KeyboardInterrupt:
             return 0

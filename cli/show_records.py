@@ -8,6 +8,14 @@ from cli import node_records as nr
 
 Fold = Callable[[list[str]], str]
 INDENT = "   "
+# Node-record keys each view reads (GetSnapshot.fields); `arch`/`os` print when a record has them.
+NODE_READS = (
+    "name", "arch", "os", "cores_per_socket", "cpus", "cpus_alloc", "cpu_load", "features",
+    "gres", "addr", "hostname", "version", "real_memory", "alloc_mem", "free_mem", "sockets",
+    "boards", "complete", "threads_per_core", "tmp_disk", "weight", "partitions", "boot_time",
+    "slurmd_start_time", "last_busy", "state", "health",
+)
+PARTITION_READS = ("name", "cpus", "real_memory")
 
 
 def _time(epoch: float | None) -> str:
@@ -77,9 +85,8 @@ def node_lines(n: dict) -> list[str]:
 
 
 def partition_lines(p: dict, nodes_by_name: dict[str, dict], fold: Fold) -> list[str]:
-    from cli.light_imports import conf_module
+    from conf.timefmt import format_limit
 
-    format_limit = conf_module("timefmt").format_limit
     members = [nodes_by_name[name] for name in p.get("nodes") or () if name in nodes_by_name]
     cpus = sum(n["cpus"] for n in members)
     mem = sum(n["real_memory"] for n in members)
@@ -108,13 +115,10 @@ def partition_lines(p: dict, nodes_by_name: dict[str, dict], fold: Fold) -> list
 def records_text(records: list[list[str]], *, one_line: bool) -> str:
     """Multi-line records separated by a blank line, or one line per record with -o."""
     if one_line:
-        return "".join(" ".join(lines) + "\n" for lines in records)
-    out = []
-    for lines in records:
-        out.append(lines[0] + "\n")
-        out.extend(f"{INDENT}{line}\n" for line in lines[1:])
-        out.append("\n")
-    return "".join(out)
+        return "".join([" ".join(lines) + "\n" for lines in records])
+    # One join per record: scontrol's layout is the lines joined by newline + indent.
+    sep = "\n" + INDENT
+    return "".join([sep.join(lines) + "\n\n" for lines in records])
 
 
 def node_json(n: dict) -> dict:

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
-import attrs
-
 from cli import node_records as nr
+from conf.timefmt import format_limit
 
 
 class Group:
@@ -22,13 +21,27 @@ class Group:
 Fold = Callable[[list[str]], str]
 
 
-@attrs.frozen
 class FieldDef:
-    header: str
-    render: Callable[[Group, Fold], str]
-    key: Callable[[dict], Hashable] | None = None  # groups on this value always
-    exact_key: Callable[[dict], Hashable] | None = None  # ... and with -e only
-    partition: bool = False  # the value is the partition's, so rows are per partition
+    """One field letter: header, how it prints a group, what groups by it, which record keys
+    it reads (sent as GetSnapshot.fields, so that the controller sends only those)."""
+
+    __slots__ = ("exact_key", "header", "key", "partition", "reads", "render")
+
+    def __init__(
+        self,
+        header: str,
+        render: Callable[[Group, Fold], str],
+        key: Callable[[dict], Hashable] | None = None,  # groups on this value always
+        exact_key: Callable[[dict], Hashable] | None = None,  # ... and with -e only
+        partition: bool = False,  # the value is the partition's, so rows are per partition
+        reads: tuple[str, ...] = (),  # node-record keys that render and the keys look at
+    ) -> None:
+        self.header = header
+        self.render = render
+        self.key = key
+        self.exact_key = exact_key
+        self.partition = partition
+        self.reads = reads
 
 
 def _first(g: Group) -> dict | None:
@@ -78,9 +91,7 @@ def _limit(attr: str, missing: str) -> Callable[[Group, Fold], str]:
         minutes = g.part.get(attr)
         if minutes is None and missing != "infinite":
             return missing
-        from cli.light_imports import conf_module
-
-        return conf_module("timefmt").format_limit(minutes)
+        return format_limit(minutes)
 
     return render
 
@@ -203,6 +214,15 @@ def _sct_key(n: dict) -> Hashable:
     return (n["sockets"], n["cores_per_socket"], n["threads_per_core"])
 
 
+_STATE = ("state",)  # base/flags for filters and sorting, the reason for %E %u %U %H
+_SCT = ("sockets", "cores_per_socket", "threads_per_core")
+
+
+def _min_plus_field(header: str, attr: str) -> FieldDef:
+    return FieldDef(header, _min_plus_of(lambda n: n[attr]), exact_key=lambda n: n[attr],
+                    reads=(attr,))
+
+
 FIELDS: dict[str, FieldDef] = {
     "P": FieldDef("PARTITION", _part_text, partition=True),
     "R": FieldDef("PARTITION", _part_name, partition=True),
@@ -215,46 +235,34 @@ FIELDS: dict[str, FieldDef] = {
     "g": FieldDef("GROUPS", _const_for_part("all"), partition=True),
     "i": FieldDef("RESERVATION", lambda g, fold: ""),
     "D": FieldDef("NODES", lambda g, fold: str(len(g.nodes))),
-    "t": FieldDef("STATE", _state("compact"), key=_state_key),
-    "T": FieldDef("STATE", _state("long"), key=_state_key),
-    "N": FieldDef("NODELIST", _fold_of("name")),
-    "n": FieldDef("HOSTNAMES", _fold_of("hostname")),
-    "o": FieldDef("NODE_ADDR", _fold_of("addr")),
-    "c": FieldDef("CPUS", _min_plus_of(lambda n: n["cpus"]), exact_key=lambda n: n["cpus"]),
-    "C": FieldDef("CPUS(A/I/O/T)", _aiot_cpus),
-    "F": FieldDef("NODES(A/I/O/T)", _aiot_nodes),
-    "m": FieldDef(
-        "MEMORY", _min_plus_of(lambda n: n["real_memory"]), exact_key=lambda n: n["real_memory"]
-    ),
-    "e": FieldDef("FREE_MEM", _free_mem, exact_key=lambda n: n.get("free_mem")),
-    "O": FieldDef("CPU_LOAD", _load, exact_key=lambda n: n.get("cpu_load")),
-    "d": FieldDef(
-        "TMP_DISK", _min_plus_of(lambda n: n["tmp_disk"]), exact_key=lambda n: n["tmp_disk"]
-    ),
-    "f": FieldDef("AVAIL_FEATURES", _per_node(nr.features_text), key=_features_key),
-    "b": FieldDef("ACTIVE_FEATURES", _per_node(nr.features_text), key=_features_key),
-    "G": FieldDef("GRES", _per_node(nr.gres_text), key=lambda n: n.get("gres")),
-    "w": FieldDef(
-        "WEIGHT", _min_plus_of(lambda n: n["weight"]), exact_key=lambda n: n["weight"]
-    ),
-    "z": FieldDef("S:C:T", _sct, exact_key=_sct_key),
-    "X": FieldDef(
-        "SOCKETS", _min_plus_of(lambda n: n["sockets"]), exact_key=lambda n: n["sockets"]
-    ),
-    "Y": FieldDef(
-        "CORES",
-        _min_plus_of(lambda n: n["cores_per_socket"]),
-        exact_key=lambda n: n["cores_per_socket"],
-    ),
-    "Z": FieldDef(
-        "THREADS",
-        _min_plus_of(lambda n: n["threads_per_core"]),
-        exact_key=lambda n: n["threads_per_core"],
-    ),
-    "E": FieldDef("REASON", _per_node(_reason_text), key=_reason_key),
-    "u": FieldDef("USER", _per_node(_reason_user), key=_reason_user_key),
-    "U": FieldDef("USER", _per_node(_reason_user_uid), key=_reason_user_key),
-    "H": FieldDef("TIMESTAMP", _per_node(_reason_time), key=_reason_time_key),
+    "t": FieldDef("STATE", _state("compact"), key=_state_key, reads=("compact", "complete")),
+    "T": FieldDef("STATE", _state("long"), key=_state_key,
+                  reads=("long", "compact", "complete")),
+    "N": FieldDef("NODELIST", _fold_of("name"), reads=("name",)),
+    "n": FieldDef("HOSTNAMES", _fold_of("hostname"), reads=("hostname",)),
+    "o": FieldDef("NODE_ADDR", _fold_of("addr"), reads=("addr",)),
+    "c": _min_plus_field("CPUS", "cpus"),
+    "C": FieldDef("CPUS(A/I/O/T)", _aiot_cpus, reads=("cpus", "cpus_alloc", *_STATE)),
+    "F": FieldDef("NODES(A/I/O/T)", _aiot_nodes, reads=_STATE),
+    "m": _min_plus_field("MEMORY", "real_memory"),
+    "e": FieldDef("FREE_MEM", _free_mem, exact_key=lambda n: n.get("free_mem"),
+                  reads=("free_mem",)),
+    "O": FieldDef("CPU_LOAD", _load, exact_key=lambda n: n.get("cpu_load"), reads=("cpu_load",)),
+    "d": _min_plus_field("TMP_DISK", "tmp_disk"),
+    "f": FieldDef("AVAIL_FEATURES", _per_node(nr.features_text), key=_features_key,
+                  reads=("features",)),
+    "b": FieldDef("ACTIVE_FEATURES", _per_node(nr.features_text), key=_features_key,
+                  reads=("features",)),
+    "G": FieldDef("GRES", _per_node(nr.gres_text), key=lambda n: n.get("gres"), reads=("gres",)),
+    "w": _min_plus_field("WEIGHT", "weight"),
+    "z": FieldDef("S:C:T", _sct, exact_key=_sct_key, reads=_SCT),
+    "X": _min_plus_field("SOCKETS", "sockets"),
+    "Y": _min_plus_field("CORES", "cores_per_socket"),
+    "Z": _min_plus_field("THREADS", "threads_per_core"),
+    "E": FieldDef("REASON", _per_node(_reason_text), key=_reason_key, reads=_STATE),
+    "u": FieldDef("USER", _per_node(_reason_user), key=_reason_user_key, reads=_STATE),
+    "U": FieldDef("USER", _per_node(_reason_user_uid), key=_reason_user_key, reads=_STATE),
+    "H": FieldDef("TIMESTAMP", _per_node(_reason_time), key=_reason_time_key, reads=_STATE),
     "v": FieldDef("VERSION", _per_node(lambda n: n.get("version") or "N/A"),
-                  key=lambda n: n.get("version")),
+                  key=lambda n: n.get("version"), reads=("version",)),
 }

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-import attrs
-
 _TOKEN = re.compile(r"%(%|(\.)?(#|\d+)?([A-Za-z]))")
 
 
@@ -13,24 +11,53 @@ class FormatError(ValueError):
     """A format string names an unknown field letter or is malformed."""
 
 
-@attrs.frozen
+# Plain classes rather than attrs: importing attrs costs a CLI run more than rendering does.
 class Field:
     """One `%` field: its letter, width (0 = as is, -1 = fit the widest value), justification."""
 
-    letter: str
-    width: int = 0
-    right: bool = False
-    suffix: str = ""  # literal text up to the next field
+    __slots__ = ("letter", "right", "suffix", "width")
+
+    def __init__(self, letter: str, width: int = 0, right: bool = False, suffix: str = "") -> None:
+        self.letter = letter
+        self.width = width
+        self.right = right
+        self.suffix = suffix  # literal text up to the next field
 
     @property
     def dynamic(self) -> bool:
         return self.width < 0
 
+    def _key(self) -> tuple:
+        return (self.letter, self.width, self.right, self.suffix)
 
-@attrs.frozen
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Field) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Field({self.letter!r}, {self.width}, {self.right}, {self.suffix!r})"
+
+
 class Format:
-    prefix: str
-    fields: tuple[Field, ...]
+    """A parsed format: literal text before the first field, then the fields."""
+
+    __slots__ = ("fields", "prefix")
+
+    def __init__(self, prefix: str, fields: tuple[Field, ...]) -> None:
+        self.prefix = prefix
+        self.fields = fields
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Format) and (self.prefix, self.fields) == (
+            other.prefix, other.fields)
+
+    def __hash__(self) -> int:
+        return hash((self.prefix, self.fields))
+
+    def __repr__(self) -> str:
+        return f"Format({self.prefix!r}, {self.fields!r})"
 
 
 def parse_format(text: str, known: frozenset[str] | set[str]) -> Format:
@@ -81,21 +108,12 @@ def render_table(
             widths.append(max(w, len(names[i])))
         else:
             widths.append(f.width)
-    plan = [(w, f.right, f.suffix) for w, f in zip(widths, fmt.fields, strict=True)]
-    out = []
-    if header:
-        out.append(_line(fmt.prefix, plan, names))
-    for r in rows:
-        out.append(_line(fmt.prefix, plan, r))
+    # One %-template per table: printf's "%-6.6s" pads and cuts in C, once per row.
+    specs = [fmt.prefix.replace("%", "%%")]
+    for w, f in zip(widths, fmt.fields, strict=True):
+        specs.append(f"%{'' if f.right else '-'}{w}.{w}s" if w else "%s")
+        specs.append(f.suffix.replace("%", "%%"))
+    template = "".join(specs)
+    out = [template % tuple(names)] if header else []
+    out += [template % tuple(r) for r in rows]
     return out
-
-
-def _line(prefix: str, plan: list[tuple[int, bool, str]], values: list[str]) -> str:
-    parts = [prefix]
-    for (w, right, suffix), v in zip(plan, values, strict=True):
-        if w:
-            v = v[:w]
-            v = v.rjust(w) if right else v.ljust(w)
-        parts.append(v)
-        parts.append(suffix)
-    return "".join(parts)

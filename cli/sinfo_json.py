@@ -7,6 +7,12 @@ from collections.abc import Callable
 from cli import node_records as nr
 
 Fold = Callable[[list[str]], str]
+# Node-record keys this document (and rinfo's node selection) reads: GetSnapshot.fields.
+READS = (
+    "name", "partitions", "state", "complete", "compact", "cpus", "cpus_alloc", "cpu_load",
+    "sockets", "cores_per_socket", "threads_per_core", "real_memory", "alloc_mem", "free_mem",
+    "tmp_disk", "weight", "features", "gres", "gres_used", "port", "hostname", "addr",
+)
 _PART_STATE = {"UP": "UP", "DOWN": "DOWN", "DRAIN": "DRAIN", "INACTIVE": "INACTIVE"}
 
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-import attrs
+from collections.abc import Callable, Hashable, Iterable
 
 from cli import node_records as nr
 from cli.sinfo_fields import FIELDS, FieldDef, Fold, Group
@@ -19,17 +17,29 @@ REASON_FORMAT = "%20E %9u %19H %N"
 REASON_LONG_FORMAT = "%20E %12U %19H %6t %N"
 
 
-@attrs.frozen
 class Selection:
     """Which nodes and partitions a view shows (rinfo's filter options)."""
 
-    partitions: tuple[str, ...] = ()  # -p; empty = every visible partition
-    state_match: Callable[[dict], bool] | None = None  # -t (or -R's default)
-    node_names: frozenset[str] | None = None  # -n
-    responding: bool = False  # -r
-    dead: bool = False  # -d
-    future: bool = False  # -F
-    all_partitions: bool = False  # -a
+    __slots__ = ("all_partitions", "dead", "future", "node_names", "partitions", "responding",
+                 "state_match")
+
+    def __init__(
+        self,
+        partitions: tuple[str, ...] = (),  # -p; empty = every visible partition
+        state_match: Callable[[dict], bool] | None = None,  # -t (or -R's default)
+        node_names: frozenset[str] | None = None,  # -n
+        responding: bool = False,  # -r
+        dead: bool = False,  # -d
+        future: bool = False,  # -F
+        all_partitions: bool = False,  # -a
+    ) -> None:
+        self.partitions = partitions
+        self.state_match = state_match
+        self.node_names = node_names
+        self.responding = responding
+        self.dead = dead
+        self.future = future
+        self.all_partitions = all_partitions
 
     @property
     def filters_nodes(self) -> bool:
@@ -109,57 +119,82 @@ def build_groups(
     # sinfo's default sort `#P,-t`: partitions in config order, states highest value first.
     sort_by_state = per_part and any(d.key is FIELDS["t"].key for d in defs)
 
-    buckets: list[tuple[dict | None, list[dict]]]
-    if per_part:
-        index = {p["name"]: i for i, p in enumerate(parts)}
-        lists: list[list[dict]] = [[] for _ in parts]
-        loose = []
-        for n in nodes:
-            in_parts = n["partitions"]
-            if not in_parts:
-                loose.append(n)
-                continue
-            for pn in in_parts:
-                i = index.get(pn)
-                if i is not None:
-                    lists[i].append(n)
-        buckets = list(zip(parts, lists, strict=True))
-        if loose:
-            buckets.append((None, loose))
-    else:
-        buckets = [(None, list(nodes))]
-
-    groups: list[Group] = []
     if node_mode:
-        order = {p["name"]: i for i, p in enumerate(parts)}
-        for part, members in buckets:
-            groups.extend(Group(part, [n]) for n in members)
-        groups.sort(
-            key=lambda g: (
-                nr.natural_key(g.nodes[0]["name"]),
-                -1 if g.part is None else order[g.part["name"]],
-            )
-        )
-        return groups
+        return _node_rows(nodes, parts, per_part)
 
-    for part, members in buckets:
-        if not members:
+    keyf = _combined(keyfuncs)
+    # Group each node once (its key computed once), into every shown partition it belongs to;
+    # a dict keeps first-seen order, which is the row order within a partition.
+    found: list[dict] = [{} for _ in parts] if per_part else [{}]
+    loose: dict = {}
+    index = {p["name"]: i for i, p in enumerate(parts)}
+    for n in nodes:
+        k = keyf(n)
+        if not per_part:
+            targets = found
+        elif not n["partitions"]:
+            targets = (loose,)
+        else:
+            targets = [found[i] for i in map(index.get, n["partitions"]) if i is not None]
+        for bucket in targets:
+            members = bucket.get(k)
+            if members is None:
+                bucket[k] = [n]
+            else:
+                members.append(n)
+
+    buckets: list[tuple[dict | None, dict]] = (
+        list(zip(parts, found, strict=True)) if per_part else [(None, found[0])]
+    )
+    if loose:
+        buckets.append((None, loose))
+    groups: list[Group] = []
+    for part, bucket in buckets:
+        if not bucket:
             if per_part and show_empty and part is not None and not part.get("nodes"):
                 groups.append(Group(part, []))
             continue
-        found: dict[tuple, Group] = {}
-        for n in members:
-            k = tuple(f(n) for f in keyfuncs)
-            g = found.get(k)
-            if g is None:
-                found[k] = Group(part, [n])
-            else:
-                g.nodes.append(n)
-        these = list(found.values())
+        these = [Group(part, members) for members in bucket.values()]
         if sort_by_state:
             these.sort(key=lambda g: -nr.state_value(g.nodes[0]))
         groups.extend(these)
     return groups
+
+
+def _combined(keyfuncs: list[Callable[[dict], Hashable]]) -> Callable[[dict], Hashable]:
+    if not keyfuncs:
+        return lambda n: None
+    if len(keyfuncs) == 1:
+        return keyfuncs[0]
+    return lambda n: tuple([f(n) for f in keyfuncs])
+
+
+def _node_rows(nodes: list[dict], parts: list[dict], per_part: bool) -> list[Group]:
+    """-N: a row per node (and per shown partition of it when the format prints partitions),
+    in natural name order, partitions in config order, partitionless rows first."""
+    groups: list[Group] = []
+    sort_keys: list[tuple] = []
+    natural = nr.natural_key
+    if per_part:
+        order = {p["name"]: i for i, p in enumerate(parts)}
+        for n in nodes:
+            key = natural(n["name"])
+            in_parts = n["partitions"]
+            if not in_parts:
+                groups.append(Group(None, [n]))
+                sort_keys.append((key, -1))
+                continue
+            for pn in in_parts:
+                i = order.get(pn)
+                if i is not None:
+                    groups.append(Group(parts[i], [n]))
+                    sort_keys.append((key, i))
+    else:
+        for n in nodes:
+            groups.append(Group(None, [n]))
+            sort_keys.append((natural(n["name"]), -1))
+    ranks = sorted(range(len(groups)), key=sort_keys.__getitem__)
+    return [groups[i] for i in ranks]
 
 
 def render(
@@ -178,8 +213,22 @@ def render(
 def with_fields(fmt: Format, extra: list[Field]) -> Format:
     """`fmt` with `extra` fields appended, a space apart."""
     last = fmt.fields[-1]
-    head = (*fmt.fields[:-1], attrs.evolve(last, suffix=last.suffix or " "))
-    return Format(fmt.prefix, (*head, *extra))
+    last = Field(last.letter, last.width, last.right, last.suffix or " ")
+    return Format(fmt.prefix, (*fmt.fields[:-1], last, *extra))
+
+
+# Keys every table view reads: name (sorting, -n), partitions (rows), state (FUTURE hiding,
+# -t/-r/-d/-R filters, the state sort).
+BASE_READS = ("name", "partitions", "state")
+
+
+def reads_of(fmt: Format, fields: dict[str, FieldDef] = FIELDS) -> tuple[str, ...]:
+    """The node-record keys a table view of `fmt` reads, for GetSnapshot.fields."""
+    return _unique((*BASE_READS, *(k for f in fmt.fields for k in fields[f.letter].reads)))
+
+
+def _unique(keys: Iterable[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(keys))
 
 
 def parse(text: str, fields: dict[str, FieldDef] = FIELDS) -> Format:

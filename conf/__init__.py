@@ -1,35 +1,42 @@
-"""conf: cluster.conf (Slurm's slurm.conf syntax) -> validated, typed ClusterConfig. Pure."""
+"""conf: cluster.conf (Slurm's slurm.conf syntax) -> validated, typed ClusterConfig. Pure.
 
-from conf.build import load_config, parse_config_text
-from conf.errors import ConfDiagnostic, ConfigError
-from conf.model import (
-    AuthSettings,
-    ClusterConfig,
-    ControllerHost,
-    ControlSettings,
-    ExcNodes,
-    Gres,
-    HealthSettings,
-    NodeConfig,
-    PartitionConfig,
-    PowerSettings,
-    Timeouts,
-)
+Names load on first use (module __getattr__), so that `import conf.hostlist` or `conf.timefmt`
+does not pay for the parser and lark.
+"""
 
-__all__ = [
-    "AuthSettings",
-    "ClusterConfig",
-    "ConfDiagnostic",
-    "ConfigError",
-    "ControlSettings",
-    "ControllerHost",
-    "ExcNodes",
-    "Gres",
-    "HealthSettings",
-    "NodeConfig",
-    "PartitionConfig",
-    "PowerSettings",
-    "Timeouts",
-    "load_config",
-    "parse_config_text",
-]
+from __future__ import annotations
+
+import importlib
+
+_WHERE = {
+    "load_config": "conf.build",
+    "parse_config_text": "conf.build",
+    "ConfDiagnostic": "conf.errors",
+    "ConfigError": "conf.errors",
+    "AuthSettings": "conf.model",
+    "ClusterConfig": "conf.model",
+    "ControllerHost": "conf.model",
+    "ControlSettings": "conf.model",
+    "ExcNodes": "conf.model",
+    "Gres": "conf.model",
+    "HealthSettings": "conf.model",
+    "NodeConfig": "conf.model",
+    "PartitionConfig": "conf.model",
+    "PowerSettings": "conf.model",
+    "Timeouts": "conf.model",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> object:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'conf' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

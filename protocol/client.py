@@ -1,17 +1,22 @@
-"""Blocking one-shot requests to the controller over a plain socket (for the CLI: no trio here)."""
+"""Blocking one-shot requests to the controller over a plain socket (for the CLI: no trio here).
+
+`request` sends and returns typed messages; `request_raw` sends and returns plain dicts and
+imports neither attrs nor cattrs (the CLI's path: it starts in a fraction of the time).
+"""
 
 from __future__ import annotations
 
-import secrets
+import os
 import socket
 import time
 from typing import Any
 
-from protocol.framing import FrameDecoder, encode_frame
-
 DEFAULT_PORT = 6817
 # Replies come from the controller we authenticate; a snapshot of a large cluster is several MiB.
 MAX_REPLY_SIZE = 256 << 20
+# The protocol version request_raw speaks: protocol.versions.CURRENT, written out so that the
+# raw path need not import the message classes (tests/cli/test_rawclient.py checks they agree).
+RAW_VERSION = 3
 
 
 class ControllerUnreachable(ConnectionError):
@@ -57,8 +62,10 @@ def request(
 
     Raises ControllerUnreachable when the controller cannot be reached or stays silent for
     `timeout` seconds, and ProtocolError when its reply fails authentication or decoding."""
+    from protocol.framing import FrameDecoder, encode_frame
+
     deadline = time.monotonic() + timeout
-    request_id = secrets.randbits(63) or 1
+    request_id = _new_request_id()
     try:
         sock = socket.create_connection(addr, timeout=timeout)
     except OSError as exc:
@@ -85,6 +92,109 @@ def request(
             if isinstance(exc, ControllerUnreachable):
                 raise
             raise ControllerUnreachable(addr, _reason(exc)) from None
+
+
+def request_raw(
+    addr: tuple[str, int],
+    key: bytes,
+    type_name: str,
+    body: dict[str, Any],
+    *,
+    timeout: float = 10.0,
+    max_reply_size: int = MAX_REPLY_SIZE,
+    version: int = RAW_VERSION,
+) -> tuple[str, dict[str, Any]]:
+    """Send a `type_name` message whose body is `body` (the codec's shape), return the reply's
+    (type name, body dict); an `Error` reply is returned, not raised.
+
+    The reply must carry a valid MAC and a timestamp within max(timeout, 10) s of this host's
+    clock. Raises ControllerUnreachable like `request`, and rawframe.FrameError when the reply
+    fails authentication or is not a JSON object."""
+    import json
+
+    from protocol.rawframe import PREFIX, FrameError, check_length, open_frame, pack_frame
+
+    deadline = time.monotonic() + timeout
+    request_id = _new_request_id()
+    frame = pack_frame(
+        type_name,
+        json.dumps(body, separators=(",", ":")).encode(),
+        key,
+        request_id=request_id,
+        version=version,
+    )
+    try:
+        sock = socket.create_connection(addr, timeout=timeout)
+    except OSError as exc:
+        raise ControllerUnreachable(addr, _reason(exc)) from None
+    with sock:
+        try:
+            sock.sendall(frame)
+            while True:
+                (length,) = PREFIX.unpack(_recv_exactly(sock, PREFIX.size, deadline, addr))
+                check_length(length, max_reply_size)
+                reply = open_frame(_recv_exactly(sock, length, deadline, addr), key)
+                if reply.request_id in (request_id, 0):
+                    break
+        except TimeoutError:
+            raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
+        except OSError as exc:
+            if isinstance(exc, ControllerUnreachable):
+                raise
+            raise ControllerUnreachable(addr, _reason(exc)) from None
+    skew = time.time() - reply.timestamp
+    window = max(timeout, 10.0)
+    if not abs(skew) <= window:
+        raise FrameError(
+            "stale",
+            f"reply timestamp is {abs(skew):.1f} s off this host's clock (allowed {window:g} s; "
+            "check clock sync)",
+        )
+    try:
+        doc = _loads(reply.body)
+    except ValueError as exc:  # both parsers' decode errors are ValueErrors
+        raise FrameError("bad_request", f"{reply.type} body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise FrameError("bad_request", f"{reply.type} body must be an object")
+    return reply.type, doc
+
+
+# Above this size orjson's faster parsing pays for its import (~10 ms, it pulls dataclasses and
+# inspect); below it the stdlib parser, already cheap to import, finishes first.
+ORJSON_ABOVE = 4 << 20
+
+
+def _loads(body: memoryview) -> Any:
+    if len(body) > ORJSON_ABOVE:
+        import orjson
+
+        return orjson.loads(body)
+    import json
+
+    return json.loads(bytes(body))
+
+
+def _recv_exactly(
+    sock: socket.socket, size: int, deadline: float, addr: tuple[str, int]
+) -> bytearray:
+    """`size` bytes read straight into one buffer (a snapshot is MiBs: no re-copying)."""
+    buf = bytearray(size)
+    view = memoryview(buf)
+    got = 0
+    while got < size:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        sock.settimeout(remaining)
+        n = sock.recv_into(view[got:])
+        if not n:
+            raise ControllerUnreachable(addr, "connection closed before a reply came")
+        got += n
+    return buf
+
+
+def _new_request_id() -> int:
+    return (int.from_bytes(os.urandom(8), "big") >> 1) or 1
 
 
 def _reason(exc: OSError) -> str:

@@ -8,27 +8,34 @@ The MAC covers everything after the length prefix.
 from __future__ import annotations
 
 import heapq
-import hmac
-import secrets
-import struct
 import time
 from collections.abc import Callable, Iterator
-from hashlib import sha256
 from typing import Any
 
 import attrs
 
 from protocol import codec
 from protocol.errors import ProtocolError
+from protocol.rawframe import (
+    HEAD,
+    MAC_SIZE,
+    MIN_FRAME,
+    NONCE_SIZE,
+    PREFIX,
+    TAIL,
+    FrameError,
+    check_length,
+    open_frame,
+    pack_frame,
+)
 from protocol.versions import CURRENT, SUPPORTED, message_known
 
 MAX_SIZE = 1 << 20  # default limit for the part after the length prefix
-MAC_SIZE = 32
-NONCE_SIZE = 16
-_PREFIX = struct.Struct(">I")
-_HEAD = struct.Struct(">HB")  # version, type-name length
-_TAIL = struct.Struct(f">Qd{NONCE_SIZE}s")  # request id, timestamp, nonce
-_MIN_FRAME = _HEAD.size + 1 + _TAIL.size + MAC_SIZE
+# The layout's pieces live in protocol.rawframe (attrs-free, shared with the CLI's fast path);
+# the old private names stay for code that packed headers itself.
+_PREFIX, _HEAD, _TAIL, _MIN_FRAME = PREFIX, HEAD, TAIL, MIN_FRAME
+__all__ = ["MAC_SIZE", "MAX_SIZE", "NONCE_SIZE", "Frame", "FrameDecoder", "ReplayGuard",
+           "encode_frame"]
 
 
 @attrs.frozen
@@ -53,18 +60,8 @@ def encode_frame(
     type_name = type(msg).__name__
     if not message_known(type_name, version):
         raise ValueError(f"{type_name} cannot be sent in protocol version {version}")
-    name = type_name.encode("ascii")
-    timestamp = time.time() if now is None else now
-    signed = b"".join(
-        (
-            _HEAD.pack(version, len(name)),
-            name,
-            _TAIL.pack(request_id, timestamp, secrets.token_bytes(NONCE_SIZE)),
-            codec.encode(msg, version=version),
-        )
-    )
-    mac = hmac.new(key, signed, sha256).digest()
-    return _PREFIX.pack(len(signed) + MAC_SIZE) + signed + mac
+    body = codec.encode(msg, version=version)
+    return pack_frame(type_name, body, key, request_id=request_id, version=version, now=now)
 
 
 class ReplayGuard:
@@ -153,10 +150,10 @@ class FrameDecoder:
         if len(self._buf) < _PREFIX.size:
             return None
         (length,) = _PREFIX.unpack_from(self._buf)
-        if length > self.max_size:
-            self._fail("too_large", f"frame of {length} bytes exceeds the limit of {self.max_size}")
-        if length < _MIN_FRAME:
-            self._fail("bad_request", f"frame of {length} bytes is shorter than any valid frame")
+        try:
+            check_length(length, self.max_size)
+        except FrameError as exc:
+            self._fail(exc.code, exc.message)
         if len(self._buf) < _PREFIX.size + length:
             return None
         raw = bytes(self._buf[_PREFIX.size : _PREFIX.size + length])
@@ -169,19 +166,13 @@ class FrameDecoder:
         raise self._broken
 
     def _parse(self, raw: bytes) -> Frame:
-        signed, mac = raw[:-MAC_SIZE], raw[-MAC_SIZE:]
-        if not hmac.compare_digest(hmac.new(self.key, signed, sha256).digest(), mac):
-            raise ProtocolError("bad_mac", "frame signature does not match the cluster key")
-        version, name_len = _HEAD.unpack_from(signed)
-        tail_at = _HEAD.size + name_len
-        if tail_at + _TAIL.size > len(signed):
-            raise ProtocolError("bad_request", "frame header is truncated", version=version)
         try:
-            type_name = signed[_HEAD.size : tail_at].decode("ascii")
-        except UnicodeDecodeError:
-            type_name = repr(signed[_HEAD.size : tail_at])
-        request_id, timestamp, nonce = _TAIL.unpack_from(signed, tail_at)
-        body = signed[tail_at + _TAIL.size :]
+            raw_frame = open_frame(raw, self.key)
+        except FrameError as exc:
+            raise ProtocolError(exc.code, exc.message, version=exc.version) from None
+        version, type_name = raw_frame.version, raw_frame.type
+        request_id, timestamp, nonce = raw_frame.request_id, raw_frame.timestamp, raw_frame.nonce
+        body = raw_frame.body
         ids = {"request_id": request_id, "version": version}
         if version not in SUPPORTED:
             raise ProtocolError(

@@ -161,9 +161,14 @@ class Ack:
 
 @attrs.frozen
 class GetSnapshot:
-    """Ask for every node and partition. The controller answers from a cached snapshot."""
+    """Ask for every node and partition. The controller answers from a cached snapshot.
+
+    `fields` names the node-record keys wanted (empty = all): each record then holds only those
+    of its keys, unknown names are skipped; partitions and the other Snapshot fields are whole.
+    A controller that ignores `fields` sends every key, and readers must accept that."""
 
     metrics: bool = False
+    fields: tuple[str, ...] = ()
 
 
 @attrs.frozen

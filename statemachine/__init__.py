@@ -1,34 +1,43 @@
-"""Ranch's node state machine: base state + flags, events, effects, one transition table."""
+"""Ranch's node state machine: base state + flags, events, effects, one transition table.
 
-from statemachine import effects, events, names
-from statemachine.errors import InvalidTransition
-from statemachine.model import (
-    Base,
-    Flag,
-    NodeState,
-    Reason,
-    ReasonSource,
-    derive_base,
-    initial_state,
-)
-from statemachine.policy import DEFAULT_POLICY, Policy
-from statemachine.table import TABLE, apply, classify
+Names load on first use (module __getattr__), so that `import statemachine.names` does not pay
+for the transition table.
+"""
 
-__all__ = [
-    "DEFAULT_POLICY",
-    "TABLE",
-    "Base",
-    "Flag",
-    "InvalidTransition",
-    "NodeState",
-    "Policy",
-    "Reason",
-    "ReasonSource",
-    "apply",
-    "classify",
-    "derive_base",
-    "effects",
-    "events",
-    "initial_state",
-    "names",
-]
+from __future__ import annotations
+
+import importlib
+
+_MODULES = ("effects", "events", "names")
+_WHERE = {
+    "InvalidTransition": "statemachine.errors",
+    "Base": "statemachine.model",
+    "Flag": "statemachine.model",
+    "NodeState": "statemachine.model",
+    "Reason": "statemachine.model",
+    "ReasonSource": "statemachine.model",
+    "derive_base": "statemachine.model",
+    "initial_state": "statemachine.model",
+    "DEFAULT_POLICY": "statemachine.policy",
+    "Policy": "statemachine.policy",
+    "TABLE": "statemachine.table",
+    "apply": "statemachine.table",
+    "classify": "statemachine.table",
+}
+
+__all__ = sorted((*_WHERE, *_MODULES))
+
+
+def __getattr__(name: str) -> object:
+    if name in _MODULES:
+        value = importlib.import_module(f"statemachine.{name}")
+    elif name in _WHERE:
+        value = getattr(importlib.import_module(_WHERE[name]), name)
+    else:
+        raise AttributeError(f"module 'statemachine' has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this hook
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE, *_MODULES})

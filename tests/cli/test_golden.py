@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from launcher import Controller
 
-from cli.light_imports import fold
+from conf.hostlist import fold
 from protocol.messages import SetAllocation, UpdateResult
 
 GOLDEN = Path(__file__).resolve().parent / "golden"

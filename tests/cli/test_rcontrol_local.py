@@ -9,8 +9,8 @@ from records import T0, mixed_cluster, node
 
 from cli import show_records
 from cli.controller import DEFAULT_PORT, CliError, find_target
-from cli.light_imports import fold
 from cli.rcontrol import REASON_MISSING, main, parse_update
+from conf.hostlist import fold
 
 
 def test_show_node_multiline_layout() -> None:

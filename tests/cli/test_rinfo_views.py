@@ -6,9 +6,9 @@ import pytest
 from records import T0, mixed_cluster, node, part, snapshot
 
 from cli.controller import CliError
-from cli.light_imports import fold
 from cli.rinfo import build_parser, table_lines
 from cli.sinfo_format import FormatError, parse_format
+from conf.hostlist import fold
 
 
 def F(*names: str) -> str:
