@@ -35,6 +35,7 @@ from ctld.programs import run_program
 from ctld.validate import hardware_problem
 from protocol import messages as m
 from protocol.codec import converter
+from protocol.versions import CURRENT as PROTOCOL_CURRENT
 from statemachine import (
     Base,
     Flag,
@@ -53,6 +54,8 @@ from statemachine import (
 VERSION = "0.1.0"
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 NEEDS_REASON = frozenset({"DOWN", "DRAIN", "FAIL"})
+# Encoded snapshot bodies kept, one per (metrics, field selection) that clients asked for.
+SNAPSHOT_BODY_CACHE = 16
 # Seconds a snapshot may lag heartbeat-only data (never a state change): the plain one (rinfo,
 # rcontrol show node: load and free memory, which Slurm refreshes only per ping) and the metrics
 # one (rinfo --metrics).
@@ -154,7 +157,7 @@ class Cluster:
         self.dirty = False  # state file out of date
         self.started_at = wall()
         self._snap: dict[bool, tuple[int, int, float, m.Snapshot]] = {}
-        self._snap_body: dict[bool, tuple[m.Snapshot, bytes]] = {}
+        self._snap_body: dict[tuple[bool, tuple[str, ...]], tuple[m.Snapshot, bytes]] = {}
         self._power_batch: dict[str, list[str]] = {}
         self._suspends: deque[float] = deque()  # trio times of recent suspends (SuspendRate)
         self._config_files: tuple[m.ConfigFile, ...] = ()
@@ -386,7 +389,10 @@ class Cluster:
 
     # -- node traffic ----------------------------------------------------------------------
 
-    def register(self, msg: m.Register, conn: Pusher | None = None) -> m.RegisterReply:
+    def register(
+        self, msg: m.Register, conn: Pusher | None = None, version: int = PROTOCOL_CURRENT
+    ) -> m.RegisterReply:
+        """`version`: the peer's protocol version (3 and later can check health first)."""
         peer = conn.peer if conn else "-"
         node = self.nodes.get(msg.name)
         if node is None:
@@ -398,6 +404,19 @@ class Cluster:
                        reason=reason)
             return m.RegisterReply(accepted=False, reason=reason)
         # TODO(NodeApproval=manual): hold unapproved nodes until `rcontrol approve`.
+        if msg.health is None and self.settings.health_check_program and version >= 3:
+            # Like configless slurmd: a node checks its health before it registers, so it is
+            # never offered as IDLE before its first verdict. Its state stays as it was.
+            logs.event("health check required before registration", node=msg.name, peer=peer)
+            return m.RegisterReply(
+                accepted=False,
+                health_check_first=True,
+                reason="health check required before registration",
+                settings=self.settings,
+                config_files=self._config_files,
+                config_hash=self.config.config_hash,
+                node_state=node.complete,
+            )
         now, wall = self.clock(), self.wall()
         problem = hardware_problem(node.cfg, msg.hardware)
         rebooted = (
@@ -614,20 +633,30 @@ class Cluster:
         self._snap[metrics] = (self.gen, self.soft_gen, now, snap)
         return snap
 
-    def snapshot_body(self, metrics: bool = False) -> bytes:
+    def snapshot_body(self, metrics: bool = False, fields: tuple[str, ...] = ()) -> bytes:
         """The cached snapshot's encoded body (orjson of the same shape protocol.codec writes),
-        encoded once per snapshot rather than once per request."""
+        encoded once per snapshot and field selection rather than once per request.
+
+        `fields` keeps only those keys of each node record (GetSnapshot.fields): rinfo's default
+        view needs a fifth of the full 5 MB at 10,000 nodes."""
         snap = self.snapshot(metrics)
-        cached = self._snap_body.get(metrics)
+        wanted = tuple(sorted(set(fields)))
+        cache_key = (metrics, wanted)
+        cached = self._snap_body.get(cache_key)
         if cached is not None and cached[0] is snap:
             return cached[1]
+        nodes = snap.nodes
+        if wanted:
+            nodes = [{k: rec[k] for k in wanted if k in rec} for rec in nodes]
         body = orjson.dumps({
             "cluster_name": snap.cluster_name,
             "generated_at": snap.generated_at,
-            "nodes": snap.nodes,
+            "nodes": nodes,
             "partitions": snap.partitions,
         })
-        self._snap_body[metrics] = (snap, body)
+        if len(self._snap_body) >= SNAPSHOT_BODY_CACHE and cache_key not in self._snap_body:
+            self._snap_body.clear()  # clients pick the field lists: keep the cache bounded
+        self._snap_body[cache_key] = (snap, body)
         return body
 
     def ping(self) -> m.Pong:

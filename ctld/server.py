@@ -189,12 +189,14 @@ class Server:
         if isinstance(msg, m.Heartbeat):
             return cluster.heartbeat(msg, conn)
         if isinstance(msg, m.Register):
-            reply = cluster.register(msg, conn)
+            reply = cluster.register(msg, conn, version=conn.version)
             if reply.accepted:
                 conn.node = msg.name
             return reply
         if isinstance(msg, m.GetSnapshot):
-            return Prebuilt("Snapshot", cluster.snapshot_body(metrics=msg.metrics))
+            return Prebuilt(
+                "Snapshot", cluster.snapshot_body(metrics=msg.metrics, fields=msg.fields)
+            )
         if isinstance(msg, m.UpdateNodes):
             return cluster.update_nodes(msg)
         if isinstance(msg, m.SetAllocation):
@@ -219,6 +221,8 @@ def _log_refusal(conn: Connection, request: str, reply: Any) -> None:
     elif isinstance(reply, m.UpdateResult | m.ReconfigureResult) and not reply.ok:
         errors = reply.errors
     elif isinstance(reply, m.RegisterReply) and not reply.accepted:
+        if reply.health_check_first:
+            return  # the normal first step of a node with a health check, not a refusal
         errors = (reply.reason,)
     else:
         return

@@ -267,6 +267,22 @@ class NodeDaemon:
             self._live = None
 
     async def _register(self, fs: FramedStream) -> None:
+        reply = await self._register_once(fs)
+        if not reply.accepted and reply.health_check_first and reply.settings is not None:
+            await self._health_check_first(reply)
+            reply = await self._register_once(fs)  # at once: the controller is waiting for it
+        if not reply.accepted:
+            log.error("controller refused registration of %s: %s", self.opts.name, reply.reason)
+            raise SessionLost(f"registration refused: {reply.reason}")
+        if reply.settings is not None:
+            await self._apply_config(
+                reply.settings, reply.config_files, reply.config_hash, "served"
+            )
+        self.registrations += 1
+        self._set_node_state(reply.node_state or self.node_state)
+        log.info("registered %s with the controller (state %s)", self.opts.name, self.node_state)
+
+    async def _register_once(self, fs: FramedStream) -> RegisterReply:
         assert self.hardware is not None
         msg = Register(
             name=self.opts.name,
@@ -281,16 +297,20 @@ class NodeDaemon:
             raise SessionLost(f"registration answered with {reply.code}: {reply.message}")
         if not isinstance(reply, RegisterReply):
             raise SessionLost(f"registration answered with {type(reply).__name__}")
-        if not reply.accepted:
-            log.error("controller refused registration of %s: %s", self.opts.name, reply.reason)
-            raise SessionLost(f"registration refused: {reply.reason}")
-        if reply.settings is not None:
-            await self._apply_config(
-                reply.settings, reply.config_files, reply.config_hash, "served"
-            )
-        self.registrations += 1
-        self._set_node_state(reply.node_state or self.node_state)
-        log.info("registered %s with the controller (state %s)", self.opts.name, self.node_state)
+        return reply
+
+    async def _health_check_first(self, reply: RegisterReply) -> None:
+        """A node without cached config learns its HealthCheckProgram here: cache the config,
+        run the check (the controller has not heard of us yet: UNKNOWN), then register."""
+        assert reply.settings is not None
+        log.info("controller asks for a health check before registration")
+        # The first run is ours, not the health loop's (which wakes on the new settings).
+        self._health_ran = True
+        await self._apply_config(reply.settings, reply.config_files, reply.config_hash, "served")
+        self._set_node_state("UNKNOWN")
+        await self._run_health()
+        if self.health is None:  # the runner itself failed; registering again would loop
+            raise SessionLost("health check required before registration could not be run")
 
     async def _heartbeat_loop(self, fs: FramedStream) -> None:
         while True:

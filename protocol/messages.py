@@ -118,6 +118,9 @@ class RegisterReply:
     config_files: tuple[ConfigFile, ...] = ()
     config_hash: str = ""
     node_state: str = ""  # Slurm's complete string, e.g. "IDLE+DRAIN"
+    # Not registered yet: cache these settings and files, run the health check, then register
+    # again with its report (Slurm's configless slurmd checks health before it registers).
+    health_check_first: bool = False
 
 
 @attrs.frozen

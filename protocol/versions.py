@@ -27,7 +27,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
     },
     3: {
         m.Register: ("config_hash", "health"),
-        m.RegisterReply: ("node_state",),
+        m.RegisterReply: ("node_state", "health_check_first"),
         m.HeartbeatReply: ("config_hash",),
     },
 }

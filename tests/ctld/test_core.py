@@ -108,6 +108,24 @@ async def test_snapshot_is_cached_per_generation(autojump_clock) -> None:
     assert decode("Snapshot", encode(sm)) == sm
 
 
+async def test_snapshot_body_keeps_only_the_fields_asked_for(autojump_clock) -> None:
+    import orjson
+
+    cluster = Cluster(make_config(), wall=wall)
+    register(cluster, "n1")
+    full = orjson.loads(cluster.snapshot_body())
+    assert "gres" in full["nodes"][0] and len(full["nodes"]) == 4
+    body = cluster.snapshot_body(fields=("name", "compact", "no_such_key"))
+    cut = orjson.loads(body)
+    assert cut["nodes"][0] == {"name": "n1", "compact": "idle"}
+    assert cut["partitions"] == full["partitions"] and cut["cluster_name"] == "test"
+    # Cached per selection (order-insensitive) until the next change.
+    assert cluster.snapshot_body(fields=("compact", "name", "no_such_key")) is body
+    cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "x", "a"))
+    assert orjson.loads(cluster.snapshot_body(fields=("compact",)))["nodes"][0] == {
+        "compact": "drain"}
+
+
 async def test_restore_keeps_drains_and_reasons(autojump_clock) -> None:
     cluster = Cluster(make_config(), wall=wall)
     register(cluster, "n1")

@@ -310,3 +310,24 @@ def test_fake_gpu_xid_fails_and_hot_gpu_only_warns(tmp_path: Path) -> None:
         # The fault cleared: the failed GPU node comes back by itself.
         (tmp_path / "g1.json").write_text("{}")
         c.wait_for(lambda: c.state("g1") == "IDLE", timeout=10, what="g1 back")
+
+
+def test_fresh_node_with_failing_check_is_never_idle(tmp_path: Path) -> None:
+    # No cached config: the node learns HealthCheckProgram from the controller, which asks it to
+    # run the check before it registers. The check takes a moment, so an IDLE window would show.
+    with Cluster(tmp_path / "c", ["n1"]) as c:
+        sick = "#!/bin/sh\nsleep 0.3\necho no fabric link\nexit 1\n"
+        program = _script(tmp_path / "sick.sh", sick)
+        _conf(c, program, interval=30)
+        c.start_ctld()
+        assert not (c.dir / "spool" / "n1").exists()
+        c.start_node("n1")
+        seen: list[str] = []
+
+        def drained() -> bool:
+            seen.append(c.state("n1"))
+            return "DRAIN" in seen[-1].split("+")
+
+        wait_for(drained, 20, what="the fresh n1 drained by its first health check")
+        assert not [s for s in seen if s.split("+")[0] == "IDLE" and "DRAIN" not in s], seen
+        assert seen[-1] == "IDLE+DRAIN" and _reason(c, "n1")["text"] == "HC: no fabric link"

@@ -39,6 +39,7 @@ class FakeController:
         self.refuse_registrations = 0
         self.forget_heartbeats = 0
         self.silent_conn = 0  # this connection gets no more answers, yet stays open (half-open)
+        self.health_first = False  # like rctld v3: a Register without health gets health_first
         self.port = 0
 
     async def start(self, nursery: trio.Nursery) -> None:
@@ -69,6 +70,11 @@ class FakeController:
             if self.refuse_registrations:
                 self.refuse_registrations -= 1
                 return m.RegisterReply(False, reason="node not in config")
+            if self.health_first and msg.health is None:
+                return m.RegisterReply(
+                    False, "health check required before registration", self.settings, FILES,
+                    self.config_hash, "UNKNOWN", health_check_first=True,
+                )
             return m.RegisterReply(True, "", self.settings, FILES, self.config_hash, "IDLE")
         if isinstance(msg, m.Heartbeat):
             if self.forget_heartbeats:
@@ -425,3 +431,30 @@ async def test_rnoded_sigterm_exits_0_with_controller_unreachable(tmp_path: Path
                     proc.kill()
                     await proc.wait()
     assert proc.returncode == 0
+
+
+async def test_health_check_first_runs_program_before_second_register(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    settings = attrs.evolve(SETTINGS, health_check_program="/hc", health_check_interval=0.0)
+    ctl = FakeController(settings)
+    ctl.health_first = True
+    await ctl.start(nursery)
+    runs: list[tuple[str, bool | None, float, int]] = []
+
+    async def runner(
+        program: str, *, node_name: str, node_state: str, is_healthy: bool | None, timeout: float
+    ) -> m.HealthReport:
+        runs.append((node_state, is_healthy, timeout, len(ctl.of(m.Register))))
+        return m.HealthReport("drain", "HC: disk full", ran_at=1.0)
+
+    daemon = make_daemon(ctl.port, tmp_path, health_runner=runner)  # empty spool: no cache
+    nursery.start_soon(daemon.run)
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) >= 1)
+    first, second = ctl.of(m.Register)
+    assert first.health is None
+    assert second.health == m.HealthReport("drain", "HC: disk full", ran_at=1.0)
+    # One run, between the two Registers, as a node the controller does not know yet.
+    assert runs == [("UNKNOWN", None, settings.health_check_timeout, 1)]
+    assert [c for c, msg in ctl.received if isinstance(msg, m.Register)] == [1, 1]  # no backoff
+    assert cache.load(str(tmp_path)) == cache.CachedConfig(settings, FILES, "hash-1")
