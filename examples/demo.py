@@ -87,18 +87,16 @@ class Demo:
                   "the gpu nodes to register")
 
     def show(self) -> None:
-        if (REPO / "cli" / "rinfo.py").exists():
-            print("$ rinfo", flush=True)
-            subprocess.run([sys.executable, "-m", "cli.rinfo"], cwd=REPO, env=self.env,
+        for args in ([], ["-R"]):
+            print("$ " + " ".join(["rinfo", *args]), flush=True)
+            subprocess.run([sys.executable, "-m", "cli.rinfo", *args], cwd=REPO, env=self.env,
                            check=False)
-            print("$ rinfo -R", flush=True)
-            subprocess.run([sys.executable, "-m", "cli.rinfo", "-R"], cwd=REPO, env=self.env,
-                           check=False)
-        else:
-            for name, state in self.states().items():
-                print(f"{name:12} {state}")
-        print(f"\nTry it yourself:\n  export RANCH_SERVER=127.0.0.1:{self.port} "
-              f"RANCH_KEY_FILE={self.key_file}\n  rinfo -N --metrics", flush=True)
+        bin_dir = Path(sys.executable).parent
+        print(f"\nTry it yourself (another shell, while this one runs):\n"
+              f"  export RANCH_SERVER=127.0.0.1:{self.port} RANCH_KEY_FILE={self.key_file}\n"
+              f"  {bin_dir}/rinfo -N --metrics\n"
+              f"  {bin_dir}/rcontrol update NodeName=gpu02 State=DRAIN Reason=\"bad fan\"\n"
+              f"  {bin_dir}/rinfo -R", flush=True)
 
     def stop(self) -> None:
         """Nodes first (each sends its shutdown notice), then the controller."""
