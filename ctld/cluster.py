@@ -177,6 +177,11 @@ class Cluster:
         self.config_dump = m.ConfigDump(
             path=config.path, config_hash=config.config_hash, items=configdump.items(config)
         )
+        if config.auth.node_approval == "manual":
+            # Approval commands do not exist yet; say so rather than let an admin believe
+            # strangers are held back (only names in the config can register at all).
+            logs.event("NodeApproval=manual is not implemented yet: nodes named in the config "
+                       "are accepted at registration", logging.WARNING)
         self._partitions = tuple(
             {"name": p.name, "nodes": list(p.nodes), "default": p.default, "state": p.state,
              "max_time": p.max_time, "default_time": p.default_time, "hidden": p.hidden}
@@ -403,7 +408,6 @@ class Cluster:
             logs.event("registration rejected", logging.WARNING, node=msg.name, peer=peer,
                        reason=reason)
             return m.RegisterReply(accepted=False, reason=reason)
-        # TODO(NodeApproval=manual): hold unapproved nodes until `rcontrol approve`.
         if msg.health is None and self.settings.health_check_program and version >= 3:
             # Like configless slurmd: a node checks its health before it registers, so it is
             # never offered as IDLE before its first verdict. Its state stays as it was.
