@@ -1,0 +1,150 @@
+"""Fleet simulator: N simulated nodes in one trio process, each a real protocol peer of rctld.
+
+    python bench/fleet.py --nodes 10000 --interval 10 --duration 60 --json out.json
+
+Without --server it starts rctld itself with a generated config of N nodes (sim00001...) and
+reads the key it creates. Figures are printed and, with --json, written as one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, for protocol/
+
+import trio
+from fleet_lib import limits, statesave
+from fleet_lib.config import Timing, config_text
+from fleet_lib.controller import Controller, free_port
+from fleet_lib.scenarios import SCENARIOS, Run, RunSpec
+from fleet_lib.simnode import Fleet
+
+from protocol import auth, client
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="fleet.py", description=__doc__.splitlines()[0])
+    p.add_argument("--nodes", type=int, required=True, help="simulated nodes")
+    p.add_argument("--interval", type=int, default=10, help="HeartbeatInterval, seconds")
+    p.add_argument("--duration", type=float, default=30.0, help="steady window, seconds")
+    p.add_argument("--churn", type=float, default=0.0, metavar="RATE",
+                   help="nodes leaving and rejoining per second (churn, all)")
+    p.add_argument("--kill", type=int, default=0, metavar="K",
+                   help="nodes that vanish at once (mass-failure, all)")
+    p.add_argument("--scenario", choices=SCENARIOS, default="steady")
+    p.add_argument("--slurmd-timeout", type=int, default=None,
+                   help="SlurmdTimeout of the generated config (default 3 x interval)")
+    p.add_argument("--admin-nodes", type=int, default=1000, help="nodes of the admin update")
+    p.add_argument("--server", metavar="HOST:PORT", help="use a running rctld (config from "
+                   "--write-config) instead of starting one")
+    p.add_argument("--key-file", help="key of --server (default RANCH_KEY_FILE)")
+    p.add_argument("--write-config", metavar="FILE", help="write the generated config and exit")
+    p.add_argument("--json", metavar="FILE", help="write the figures here")
+    p.add_argument("--workdir", help="keep the controller's config, state and log here")
+    p.add_argument("--profile-ctld", metavar="DIR",
+                   help="sample rctld with py-spy (if installed) in the storm, steady and admin "
+                   "phases; summaries in DIR/PHASE.txt")
+    p.add_argument("--seed", type=int, default=1)
+    args = p.parse_args(argv)
+    if args.nodes < 1 or args.interval < 1 or args.duration <= 0:
+        p.error("--nodes and --interval must be at least 1, --duration positive")
+    if args.scenario == "mass-failure" and args.kill <= 0:
+        args.kill = max(1, args.nodes // 100)
+    if args.scenario == "churn" and args.churn <= 0:
+        args.churn = max(1.0, args.nodes / args.interval / 100)
+    return args
+
+
+def budget(spec: RunSpec) -> float:
+    """An upper bound on the run's length: everything stops by itself."""
+    extra = 120.0 + spec.storm_timeout + spec.duration + 2 * spec.interval
+    if spec.scenario in ("all", "churn"):
+        extra += 60
+    if spec.scenario in ("all", "mass-failure"):
+        extra += spec.slurmd_timeout + 3 * spec.interval + 60
+    return extra
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    soft, hard = limits.raise_nofile()
+    nodes = args.nodes
+    cap = limits.max_nodes_for_fds(soft)
+    notes: list[str] = []
+    if nodes > cap:
+        notes.append(f"RLIMIT_NOFILE is {soft} (hard {hard}): the simulator and rctld need one "
+                     f"descriptor per node, so N is capped at {cap} (asked {args.nodes})")
+        print(f"fleet: {notes[-1]}", file=sys.stderr)
+        nodes = cap
+    slurmd_timeout = args.slurmd_timeout or max(3 * args.interval, 5)
+    timing = Timing(heartbeat_interval=args.interval, slurmd_timeout=slurmd_timeout)
+    if args.write_config:
+        Path(args.write_config).write_text(config_text(nodes, timing))
+        return 0
+    sources = limits.source_addresses(nodes)
+    spec = RunSpec(
+        nodes=nodes, interval=args.interval, duration=args.duration, scenario=args.scenario,
+        churn=args.churn, kill=args.kill, slurmd_timeout=slurmd_timeout,
+        admin_nodes=args.admin_nodes, storm_timeout=max(60.0, 30 + nodes / 200),
+        profile_dir=Path(args.profile_ctld) if args.profile_ctld else None,
+    )  # fmt: skip
+
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="fleet-"))
+    ctl = None
+    try:
+        if args.server:
+            ctl = Controller.external(client.parse_address(args.server),
+                                      auth.resolve_key_path(args.key_file))  # fmt: skip
+        else:
+            ctl = Controller.spawn(workdir, config_text(nodes, timing), port=free_port())
+        figures = trio.run(run, spec, ctl, sources, budget(spec))
+        if ctl.proc is not None:
+            t0 = time.monotonic()
+            figures["ctld_exit_status"] = ctl.stop()
+            figures["ctld_stop_s"] = round(time.monotonic() - t0, 3)
+            figures.update(statesave.measure(workdir / "fleet.conf", workdir / "state"))
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        if ctl is not None and ctl.proc is not None and ctl.alive():
+            ctl.stop()
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    figures.update(nodes_requested=args.nodes, nofile_limit=soft, source_addresses=len(sources))
+    if notes:
+        figures["notes"] = notes
+    print(format_figures(figures))
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
+async def run(spec: RunSpec, ctl: Controller, sources: list[str], limit: float) -> dict:
+    fleet = Fleet(ctl.addr, ctl.key, spec.nodes, spec.interval, sources=sources)
+    r = Run(spec, ctl, fleet)
+    with trio.move_on_after(limit) as scope:
+        return await r.main()
+    if scope.cancelled_caught:
+        r.fig["timed_out_after_s"] = limit
+    return r.fig
+
+
+def format_figures(fig: dict) -> str:
+    width = max(len(k) for k in fig)
+    lines = []
+    for k in sorted(fig):
+        v = fig[k]
+        if isinstance(v, float) and not math.isnan(v):
+            v = f"{v:,.3f}".rstrip("0").rstrip(".")
+        lines.append(f"{k:<{width}}  {v}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,2 @@
+"""Helpers of the fleet simulator (bench/fleet.py): config, controller process, simulated nodes,
+figures."""
