@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, for protocol/
 
 import trio
-from fleet_lib import limits, statesave
+from fleet_lib import limits, profile, statesave
 from fleet_lib.config import Timing, config_text
 from fleet_lib.controller import Controller, free_port
 from fleet_lib.scenarios import SCENARIOS, Run, RunSpec
@@ -48,8 +48,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", metavar="FILE", help="write the figures here")
     p.add_argument("--workdir", help="keep the controller's config, state and log here")
     p.add_argument("--profile-ctld", metavar="DIR",
-                   help="sample rctld with py-spy (if installed) in the storm, steady and admin "
-                   "phases; summaries in DIR/PHASE.txt")
+                   help="sample rctld with py-spy (if installed) in the storm, steady, admin "
+                   "and stop phases; summaries in DIR/PHASE.txt")
+    p.add_argument("--source-addresses", type=int, metavar="K",
+                   help="bind node sockets to K loopback addresses 127.0.1.x (default: one "
+                   "per 25,000 nodes, 127.0.0.1 below that)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if args.nodes < 1 or args.interval < 1 or args.duration <= 0:
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_config:
         Path(args.write_config).write_text(config_text(nodes, timing))
         return 0
-    sources = limits.source_addresses(nodes)
+    sources = limits.source_addresses(nodes, args.source_addresses)
     spec = RunSpec(
         nodes=nodes, interval=args.interval, duration=args.duration, scenario=args.scenario,
         churn=args.churn, kill=args.kill, slurmd_timeout=slurmd_timeout,
@@ -105,9 +108,14 @@ def main(argv: list[str] | None = None) -> int:
             ctl = Controller.spawn(workdir, config_text(nodes, timing), port=free_port())
         figures = trio.run(run, spec, ctl, sources, budget(spec))
         if ctl.proc is not None:
-            t0 = time.monotonic()
-            figures["ctld_exit_status"] = ctl.stop()
-            figures["ctld_stop_s"] = round(time.monotonic() - t0, 3)
+            stopping = ctl
+
+            def timed_stop() -> tuple[int | None, float]:
+                t0 = time.monotonic()
+                return stopping.stop(), time.monotonic() - t0
+
+            status, took = profile.sample_stop(ctl.pid, spec.profile_dir, timed_stop)
+            figures["ctld_exit_status"], figures["ctld_stop_s"] = status, round(took, 3)
             figures.update(statesave.measure(workdir / "fleet.conf", workdir / "state"))
     except KeyboardInterrupt:
         return 130

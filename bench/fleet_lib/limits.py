@@ -28,10 +28,12 @@ def max_nodes_for_fds(soft_limit: int) -> int:
     return max(0, soft_limit - FD_HEADROOM)
 
 
-def source_addresses(nodes: int) -> list[str]:
+def source_addresses(nodes: int, count: int | None = None) -> list[str]:
     """Loopback source addresses for `nodes` connections: 127.0.0.1 alone while the ports of
-    one address suffice, then 127.0.1.1, 127.0.1.2, ... (always inside 127.0.0.0/8)."""
-    count = max(1, -(-nodes // PORTS_PER_SOURCE))
+    one address suffice, then 127.0.1.1, 127.0.1.2, ... (always inside 127.0.0.0/8). `count`
+    forces how many (tests use it to exercise the multi-address path with a small fleet)."""
+    if count is None:
+        count = max(1, -(-nodes // PORTS_PER_SOURCE))
     if count == 1:
         return ["127.0.0.1"]
     if count > 250:

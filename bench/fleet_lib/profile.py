@@ -7,12 +7,15 @@ import shutil
 import signal
 import sys
 from collections import Counter
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 import trio
 
+T = TypeVar("T")
 IDLE_FRAMES = ("get_events", "_epoll_wait", "select", "poll ", "_work (")
 
 
@@ -65,3 +68,29 @@ def summarise(raw: Path, top: int = 30) -> str:
     lines += ["", "inclusive:"]
     lines += [f"{100 * n / max(total, 1):6.1f}%  {f}" for f, n in inclusive.most_common(top)]
     return "\n".join(lines) + "\n"
+
+
+def sample_stop(pid: int | None, out_dir: Path | None, stop: Callable[[], T]) -> T:
+    """Call `stop()` (which ends process `pid`) while py-spy samples it; DIR/stop.txt."""
+    tool = py_spy()
+    if pid is None or out_dir is None or tool is None:
+        return stop()
+    import subprocess
+    import time
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw = out_dir / "stop.raw"
+    spy = subprocess.Popen(
+        [tool, "record", "-p", str(pid), "-r", "200", "-f", "raw", "--nonblocking", "-o", str(raw)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    time.sleep(1.0)  # py-spy attaches
+    try:
+        return stop()
+    finally:
+        try:
+            spy.wait(timeout=30)  # it ends with its target and writes the file
+        except subprocess.TimeoutExpired:
+            spy.kill()
+        if raw.exists():
+            (out_dir / "stop.txt").write_text(summarise(raw))

@@ -332,6 +332,7 @@ class Run:
             self.fig["churn_rejoin_p50_ms"] = ms(percentile(fleet.rejoin_rtts, 50))
             self.fig["churn_rejoin_p99_ms"] = ms(percentile(fleet.rejoin_rtts, 99))
             self.fig["churn_rejoin_bad_state"] = len(fleet.rejoin_bad_state)
+        self.fig["source_addresses_used"] = sorted(fleet.sources_used)
         self.fig["disconnects"] = fleet.disconnects
         self.fig["reregistrations"] = fleet.reregistrations
         if fleet.register_errors:

@@ -79,6 +79,7 @@ class Fleet:
         self.refused: Counter[str] = Counter()
         self.register_errors: Counter[str] = Counter()
         self.reregistrations = 0  # after a lost connection, not churn
+        self.sources_used: set[str] = set()
         self.errors: Counter[str] = Counter()
         self.disconnects = 0
         self.connect_failures = 0
@@ -125,6 +126,7 @@ class Fleet:
         except BaseException:
             sock.close()
             raise
+        self.sources_used.add(sock.getsockname()[0])
         return trio.SocketStream(sock)
 
 

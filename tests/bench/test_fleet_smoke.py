@@ -39,6 +39,7 @@ def test_source_addresses_stay_on_loopback() -> None:
     assert limits.source_addresses(10_000) == ["127.0.0.1"]
     many = limits.source_addresses(60_000)
     assert len(many) == 3 and all(a.startswith("127.") for a in many)
+    assert limits.source_addresses(50, count=2) == ["127.0.1.1", "127.0.1.2"]
 
 
 def test_fifty_nodes_register_and_heartbeat(tmp_path: Path) -> None:
@@ -46,6 +47,7 @@ def test_fifty_nodes_register_and_heartbeat(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "fleet.py"), "--nodes", "50", "--interval", "1",
          "--duration", "3", "--scenario", "steady", "--json", str(out),
+         "--source-addresses", "2",
          "--workdir", str(tmp_path / "ctld")],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
@@ -57,11 +59,14 @@ def test_fifty_nodes_register_and_heartbeat(tmp_path: Path) -> None:
     assert fig["nodes"] == 50 and fig["registered"] == 50 and fig["storm_idle"] == 50, context
     assert fig["storm_s"] is not None and fig["storm_s"] > 0
     # Heartbeats flowed in the 3 s window: each of the 50 nodes beats once a second.
-    assert fig["hb_sent"] >= 50 and fig["hb_replied"] >= 0.8 * fig["hb_sent"], fig
+    assert fig["hb_sent"] >= 50 and fig["hb_replied"] > 0, fig
+    assert fig["hb_replied"] + fig["hb_late"] >= 0.8 * fig["hb_sent"], fig
     assert fig["heartbeats_per_s"] > 0 and fig["hb_p50_ms"] <= fig["hb_p99_ms"]
     assert fig["ctld_cpu_pct"] >= 0 and fig["ctld_rss_mb"] > 0 and fig["sim_cpu_pct"] >= 0
     assert fig["ctld_exit_status"] == 0, context
     assert fig["state_files"] >= 1 and fig["state_file_bytes"] > 0
+    # The path fleets over 25,000 nodes take: sockets bound to two loopback source addresses.
+    assert fig["source_addresses_used"] == ["127.0.1.1", "127.0.1.2"], fig
     assert "errors" not in fig and "refused" not in fig, fig
 
 
@@ -70,3 +75,18 @@ def test_bad_arguments_are_refused(argv: list[str]) -> None:
     proc = subprocess.run([sys.executable, str(ROOT / "bench" / "fleet.py"), *argv],
                           capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
     assert proc.returncode == 2 and "--nodes" in proc.stderr
+
+
+def test_killed_nodes_are_seen_down(tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "fleet.py"), "--nodes", "20", "--interval", "1",
+         "--slurmd-timeout", "3", "--duration", "1", "--scenario", "mass-failure", "--kill", "2",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fig = json.loads(out.read_text())
+    # Both silent nodes went DOWN; the lag figure comes from the controller's own reason time.
+    assert fig["killed"] == 2 and fig["killed_down"] == 2, fig
+    assert fig["detect_lag_s"] is not None and fig["noresp_lag_observed_s"] is not None, fig
