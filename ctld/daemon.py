@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -34,7 +35,10 @@ class Daemon:
         host: str,
         port: int,
         config_path: str | None = None,
+        on_ready: Callable[[], None] | None = None,
     ) -> None:
+        """`on_ready` runs once the saved state is restored, before the first connection."""
+        self.on_ready = on_ready
         self.config_path = config_path or config.path
         self.state_dir = state_dir
         self.host = host
@@ -68,10 +72,13 @@ class Daemon:
     ) -> None:
         self.restore()
         self.cluster.start()
+        if self.on_ready is not None:
+            self.on_ready()
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 self.cluster.spawn = nursery.start_soon
+                self.server.spawn = nursery.start_soon
                 self.listeners = await nursery.start(
                     partial(trio.serve_tcp, self.server.handle, self.port, host=self.host)
                 )
@@ -125,6 +132,7 @@ class Daemon:
                 logs.event("state save failed", logging.ERROR, error=str(exc))
                 self.cluster.dirty = True
                 self._dirty.set()
+            del doc  # entries of nodes changed since are not kept alive by an old document
             await trio.sleep(SAVE_INTERVAL)
 
     async def _power_save(self) -> None:

@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     import trio
 
     from conf import ConfigError, load_config
-    from ctld import logs
+    from ctld import gctune, logs
     from ctld.daemon import Daemon
     from protocol.auth import KeyFileError, create_key, load_key, resolve_key_path
     from protocol.client import parse_address
@@ -106,10 +106,11 @@ def main(argv: list[str] | None = None) -> int:
 
     async def amain() -> None:
         daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
-                        config_path=args.file)
+                        config_path=args.file, on_ready=gctune.freeze_startup_heap)
         daemons.append(daemon)
         await daemon.run(signals=True)
 
+    gctune.configure()
     try:
         trio.run(amain)
     except (OSError, BaseExceptionGroup) as exc:

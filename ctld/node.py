@@ -2,18 +2,59 @@
 
 from __future__ import annotations
 
+import math
+from array import array
 from typing import Any, Protocol
 
 import attrs
+import orjson
 
 from conf.model import NodeConfig
-from protocol.messages import Hardware, HealthReport, Metrics
+from protocol.messages import HealthReport, Metrics
 from statemachine import NodeState, names
 
 # Deadline stages of the heartbeat monitor (see Cluster._hb_due).
 EXPECT_BEAT = 0  # next: HeartbeatMissed after 2 x HeartbeatInterval of silence
 EXPECT_TIMEOUT = 1  # next: ResponseTimeout after SlurmdTimeout of silence
 SILENT = 2  # nothing more to do until the node is heard from
+
+
+# A node's last Metrics are kept as one array of doubles: about 0.5 KB for 8 GPUs instead of
+# 2 KB of attrs objects and floats, and nothing that the garbage collector must walk. Objects
+# replaced with every heartbeat were what filled its oldest generation (docs/benchmarks.md, hot
+# spots 1 and 3). Layout: the five scalars of Metrics, then six per GPU; NaN stands for None.
+_HEAD = 5  # cpu_pct, load_1m, memory_used_mib, memory_total_mib, max_temperature_c
+_PER_GPU = 6  # index, util_pct, memory_used_mib, memory_total_mib, temperature_c, power_w
+_NAN = math.nan
+
+
+def pack_metrics(mt: Metrics) -> array:
+    values = [mt.cpu_pct, mt.load_1m, mt.memory_used_mib, mt.memory_total_mib,
+              _NAN if mt.max_temperature_c is None else mt.max_temperature_c]
+    for g in mt.gpus:
+        values += (g.index, g.util_pct, g.memory_used_mib, g.memory_total_mib, g.temperature_c,
+                   g.power_w)
+    return array("d", values)
+
+
+def _opt(x: float) -> float | None:
+    return None if x != x else x  # NaN is the packed None
+
+
+def load_1m(packed: array) -> float:
+    return packed[1]
+
+
+def free_mem(packed: array) -> int:
+    return int(packed[3]) - int(packed[2])
+
+
+def unpack_gpus(packed: array) -> list[dict[str, Any]]:
+    return [
+        {"index": int(packed[i]), "util_pct": packed[i + 1], "mem_used_mib": int(packed[i + 2]),
+         "mem_total_mib": int(packed[i + 3]), "temp_c": packed[i + 4], "power_w": packed[i + 5]}
+        for i in range(_HEAD, len(packed), _PER_GPU)
+    ]
 
 
 class Pusher(Protocol):
@@ -32,7 +73,10 @@ class NodeRecord:
     partitions: tuple[str, ...]
     state: NodeState
     complete: str = ""  # names.complete(state), cached for the heartbeat reply
-    hardware: Hardware | None = None
+    # What the node reported at registration, as the JSON the state file holds: a kilobyte of
+    # bytes rather than the dozens of objects a decoded 8-GPU Hardware takes (hot spot 3 of
+    # docs/benchmarks.md). Nothing else reads it.
+    hardware_json: bytes | None = None
     boot_time: float | None = None
     last_registration: float | None = None  # wall clock
     slurmd_start_time: float | None = None
@@ -41,7 +85,7 @@ class NodeRecord:
     last_heartbeat: float | None = None  # wall clock
     hb_stage: int = EXPECT_BEAT
     seq: int = -1
-    metrics: Metrics | None = None
+    metrics: array | None = None  # the last heartbeat's Metrics, packed (see pack_metrics)
     job_ids: tuple[int, ...] = ()
     health: HealthReport | None = None
     last_busy: float | None = None  # wall clock
@@ -49,7 +93,7 @@ class NodeRecord:
     conn: Pusher | None = None
     record: dict[str, Any] | None = None  # cached snapshot record, None when state changed
     view: dict[str, Any] | None = None  # record + latest heartbeat figures, None when stale
-    saved: dict[str, Any] | None = None  # cached state-file entry, None when stale
+    saved: orjson.Fragment | None = None  # cached encoded state-file entry, None when stale
 
     @property
     def name(self) -> str:
@@ -85,14 +129,14 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "complete": node.complete,
         "cpus": cfg.cpus,
         "cpus_alloc": st.cpus_alloc,
-        "cpu_load": m.load_1m if m else None,
+        "cpu_load": load_1m(m) if m is not None else None,
         "boards": cfg.boards,
         "sockets": cfg.sockets,
         "cores_per_socket": cfg.cores_per_socket,
         "threads_per_core": cfg.threads_per_core,
         "real_memory": cfg.real_memory,
         "alloc_mem": 0,
-        "free_mem": (m.memory_total_mib - m.memory_used_mib) if m else None,
+        "free_mem": free_mem(m) if m is not None else None,
         "tmp_disk": cfg.tmp_disk,
         "gres": cfg.gres_str,
         "gres_used": gres_used(cfg),
@@ -116,8 +160,8 @@ def heartbeat_fields(node: NodeRecord) -> dict[str, Any]:
     """The part of a snapshot record that every heartbeat changes."""
     m = node.metrics
     return {
-        "cpu_load": m.load_1m if m else None,
-        "free_mem": (m.memory_total_mib - m.memory_used_mib) if m else None,
+        "cpu_load": load_1m(m) if m is not None else None,
+        "free_mem": free_mem(m) if m is not None else None,
         "last_heartbeat": node.last_heartbeat,
     }
 
@@ -127,15 +171,11 @@ def metrics_record(node: NodeRecord, wall_now: float) -> dict[str, Any] | None:
     if m is None:
         return None
     return {
-        "cpu_pct": m.cpu_pct,
-        "mem_used_mib": m.memory_used_mib,
-        "mem_total_mib": m.memory_total_mib,
-        "max_temp_c": m.max_temperature_c,
-        "gpus": [
-            {"index": g.index, "util_pct": g.util_pct, "mem_used_mib": g.memory_used_mib,
-             "mem_total_mib": g.memory_total_mib, "temp_c": g.temperature_c, "power_w": g.power_w}
-            for g in m.gpus
-        ],
+        "cpu_pct": m[0],
+        "mem_used_mib": int(m[2]),
+        "mem_total_mib": int(m[3]),
+        "max_temp_c": _opt(m[4]),
+        "gpus": unpack_gpus(m),
         "heartbeat_age_s": (
             round(max(0.0, wall_now - node.last_heartbeat), 1)
             if node.last_heartbeat is not None

@@ -1,8 +1,15 @@
 """rctld's TCP side: one task per connection, frames in, the core's replies and pushes out.
 
 A peer's faults stay on its own connection: a half-sent frame times out after MessageTimeout,
-pushes go through a bounded queue (a reader too slow to drain it is disconnected), and any frame
-that fails authentication or decoding is answered with an Error, logged and the connection closed.
+a send that does not finish within MessageTimeout (a reader that stopped reading) disconnects
+it, at most SEND_QUEUE pushes wait for one peer, and any frame that fails authentication or
+decoding is answered with an Error, logged and the connection closed.
+
+Replies are written by the reading task itself (ctld/fastio.py): a memory channel and a writer
+task per connection cost about a fifth of the controller's CPU per heartbeat and kilobytes per
+node (docs/benchmarks.md, hot spots 3 and 4). Pushes, which are rare, each get a short task in
+the daemon's nursery, so the core never waits on a socket; a send lock, made only when two
+writes meet, keeps frames whole.
 """
 
 from __future__ import annotations
@@ -16,68 +23,100 @@ import trio
 
 from ctld import logs
 from ctld.cluster import Cluster
+from ctld.fastio import StreamIO
 from ctld.wire import Prebuilt, encode_body_frame
+from protocol import codec
 from protocol import messages as m
 from protocol.errors import ProtocolError
 from protocol.framing import MAX_SIZE, FrameDecoder, ReplayGuard, encode_frame
 from protocol.versions import CURRENT
 
 RECEIVE_CHUNK = 1 << 16
-SEND_QUEUE = 64  # frames waiting for a slow reader before it is cut off
+SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
 FIRST_FRAME_TIMEOUT = 30.0  # a connection that never says anything is dropped
 ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
+REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
 
 Reconfigurer = Callable[[str], Awaitable[m.ReconfigureResult]]
 
 
 class Connection:
-    """One peer: a node daemon's long-lived session or a command's short one."""
+    """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
+    is one per node (docs/benchmarks.md, hot spot 3)."""
+
+    __slots__ = ("io", "node", "peer", "pending", "scope", "send_lock", "server", "stream",
+                 "version")
 
     def __init__(self, stream: trio.SocketStream, peer: str, server: Server) -> None:
         self.stream = stream
+        self.io = StreamIO(stream)
         self.peer = peer
         self.server = server
         self.version = CURRENT
         self.node: str | None = None  # set once it registered
-        self.send_chan, self.recv_chan = trio.open_memory_channel[tuple[Any, int, int]](
-            SEND_QUEUE
-        )
+        self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
         self.scope = trio.CancelScope()
+        self.pending = 0  # pushes not yet written
 
     # Pusher, for the core
     def push(self, msg: Any) -> bool:
-        try:
-            self.send_chan.send_nowait((msg, 0, self.version))
-            return True
-        except trio.WouldBlock:
+        spawn = self.server.spawn
+        if spawn is None or self.scope.cancel_called or self not in self.server.connections:
+            return False
+        if self.pending >= SEND_QUEUE:
             logs.event("send queue full; disconnecting slow peer", logging.WARNING,
                        peer=self.peer, node=self.node or "-")
             self.close_soon()
-        except (trio.ClosedResourceError, trio.BrokenResourceError):
-            pass
-        return False
+            return False
+        self.pending += 1
+        spawn(self._push, msg, self.version)
+        return True
 
     def close_soon(self) -> None:
         self.scope.cancel()
 
-    async def writer(self) -> None:
-        timeout = self.server.message_timeout
-        async for msg, request_id, version in self.recv_chan:
-            data = self.server.encode(msg, request_id, version)
-            with trio.move_on_after(max(timeout, 1.0)) as sc:
+    async def _push(self, msg: Any, version: int) -> None:
+        try:
+            await self.send(self.server.encode(msg, 0, version))
+        finally:
+            self.pending -= 1
+
+    async def send(self, data: bytes) -> bool:
+        """Write one frame; a peer that does not take it within MessageTimeout is cut off."""
+        lock = self.send_lock
+        try:
+            if lock is not None and lock.locked():
+                await lock.acquire()
+            else:
+                # Nothing else is writing: offer the frame to the kernel, which nearly always
+                # takes all of it (no await between the check and the acquire below).
+                sent = self.io.try_send(data)
+                if sent == len(data):
+                    return True
+                if lock is None:
+                    lock = self.send_lock = trio.StrictFIFOLock()
+                lock.acquire_nowait()
+                data = memoryview(data)[sent:]
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.close_soon()
+            return False
+        try:
+            with trio.move_on_after(max(self.server.message_timeout, 1.0)):
                 try:
-                    await self.stream.send_all(data)
+                    await self.io.send_all(data)
+                    return True
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     self.close_soon()
-                    return
-            if sc.cancelled_caught:
-                logs.event("peer too slow to read; disconnecting", logging.WARNING,
-                           peer=self.peer, node=self.node or "-")
-                self.close_soon()
-                return
+                    return False
+        finally:
+            lock.release()
+        logs.event("peer too slow to read; disconnecting", logging.WARNING,
+                   peer=self.peer, node=self.node or "-")
+        self.close_soon()
+        return False
 
-    async def reply(self, msg: Any, request_id: int, version: int) -> None:
-        await self.send_chan.send((msg, request_id, version))
+    async def reply(self, msg: Any, request_id: int, version: int) -> bool:
+        return await self.send(self.server.encode(msg, request_id, version))
 
 
 class Server:
@@ -95,6 +134,10 @@ class Server:
         self.reconfigure = reconfigure
         self.replay_guard = ReplayGuard(window=self.message_timeout)
         self.connections: set[Connection] = set()
+        self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
+        # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
+        # connection to hold it would cost every connection its memory.
+        self.spawn: Callable[..., Any] | None = None
 
     @property
     def message_timeout(self) -> float:
@@ -103,6 +146,15 @@ class Server:
     def encode(self, msg: Any, request_id: int, version: int) -> bytes:
         if isinstance(msg, Prebuilt):
             return encode_body_frame(msg.type_name, msg.body, self.key, request_id=request_id,
+                                     version=version)
+        if type(msg) is m.HeartbeatReply:  # the same few bodies, a thousand times a second
+            key = (version, msg.node_state, msg.config_hash)
+            body = self._reply_bodies.get(key)
+            if body is None:
+                if len(self._reply_bodies) >= REPLY_BODY_CACHE:
+                    self._reply_bodies.clear()
+                body = self._reply_bodies[key] = codec.encode(msg, version=version)
+            return encode_body_frame("HeartbeatReply", body, self.key, request_id=request_id,
                                      version=version)
         try:
             return encode_frame(msg, self.key, request_id=request_id, version=version)
@@ -117,12 +169,7 @@ class Server:
         self.connections.add(conn)
         try:
             with conn.scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(conn.writer)
-                    try:
-                        await self._read(conn)
-                    finally:
-                        conn.send_chan.close()  # the writer sends what is queued, then ends
+                await self._read(conn)
         except Exception as exc:  # never let one peer take the server down
             logs.event("connection failed", logging.ERROR, peer=peer, error=repr(exc))
         finally:
@@ -130,6 +177,7 @@ class Server:
             self.cluster.disconnected(conn)
             if conn.node:
                 logs.event("node disconnected", node=conn.node, peer=peer)
+            # A push still being written fails with ClosedResourceError and ends.
             await trio.aclose_forcefully(stream)
 
     async def _read(self, conn: Connection) -> None:
@@ -153,12 +201,16 @@ class Server:
                     limit, why = ADMIN_IDLE_TIMEOUT, "idle"
                 else:
                     limit, why = math.inf, ""
-                with trio.move_on_after(limit) as sc:
-                    try:
-                        data = await conn.stream.receive_some(RECEIVE_CHUNK)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
-                        return
-                if sc.cancelled_caught:
+                try:
+                    if limit == math.inf:  # a registered node: no cancel scope per receive
+                        data = await conn.io.receive_some(RECEIVE_CHUNK)
+                    else:
+                        data = None
+                        with trio.move_on_after(limit):
+                            data = await conn.io.receive_some(RECEIVE_CHUNK)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+                if data is None:
                     logs.event("connection timed out", logging.WARNING, peer=conn.peer,
                                node=conn.node or "-", why=why)
                     if decoder.buffered:
@@ -167,6 +219,7 @@ class Server:
                 if not data:
                     return
                 decoder.feed(data)
+                data = None  # a node waits seconds between beats: hold nothing of the last one
                 continue
             seen_frame = True
             conn.version = frame.version
@@ -179,6 +232,7 @@ class Server:
             if reply is not None:
                 await conn.reply(reply, frame.request_id, frame.version)
                 _log_refusal(conn, frame.type, reply)
+            frame = reply = None
 
     def _reject(self, conn: Connection, exc: ProtocolError) -> None:
         logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",

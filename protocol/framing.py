@@ -112,6 +112,8 @@ class FrameDecoder:
     fatal one (too_large, a length too short to be a frame) the stream is out of sync and every
     later call raises it again."""
 
+    __slots__ = ("_broken", "_buf", "clock", "key", "max_size", "message_timeout", "replay_guard")
+
     def __init__(
         self,
         key: bytes,

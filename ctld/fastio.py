@@ -1,0 +1,64 @@
+"""A node connection's reads and writes without trio's extra scheduler round trips.
+
+trio's SocketStream tries each recv before waiting, so a heartbeat (the next one is seconds
+away) costs a failed syscall and an exception, and it yields to the scheduler again after every
+send the kernel takes at once. At 10,000 nodes that was the largest share of rctld's CPU per
+heartbeat left after the message work itself (docs/benchmarks.md, hot spot 4). Here a receive
+waits for readability first, then reads; a send is first tried without waiting, and only what
+the kernel did not take goes through trio. The socket is read and written through its file
+descriptor (os.read/os.write, Unix only) because trio keeps the stdlib socket private.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import trio
+
+
+class StreamIO:
+    """The raw side of one stream. For a trio.SocketStream it uses the descriptor; any other
+    stream (the in-memory ones of tests) goes through the stream's own methods. The stream still
+    owns the socket and closes it."""
+
+    __slots__ = ("sock", "stream")
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.sock = stream.socket if isinstance(stream, trio.SocketStream) else None
+
+    def try_send(self, data: bytes) -> int:
+        """Write what the kernel takes now, without waiting: the number of bytes written."""
+        if self.sock is None:
+            return 0
+        fd = self.sock.fileno()
+        if fd < 0:
+            raise trio.ClosedResourceError("socket was closed")
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+
+    async def send_all(self, data: bytes | memoryview) -> None:
+        await self.stream.send_all(data)
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        """Like SocketStream.receive_some: b"" at end of stream, BrokenResourceError on a reset,
+        ClosedResourceError once the socket is closed."""
+        sock = self.sock
+        if sock is None:
+            return await self.stream.receive_some(max_bytes)
+        while True:
+            await trio.lowlevel.wait_readable(sock)
+            fd = sock.fileno()
+            if fd < 0:
+                raise trio.ClosedResourceError("socket was closed")
+            try:
+                return os.read(fd, max_bytes)
+            except BlockingIOError:  # woken without data (it happens): wait again
+                continue
+            except OSError as exc:
+                raise trio.BrokenResourceError(f"receive failed: {exc}") from exc
