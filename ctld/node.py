@@ -92,7 +92,7 @@ class NodeRecord:
     idle_since: float = 0.0  # trio clock, for SuspendTime
     conn: Pusher | None = None
     record: dict[str, Any] | None = None  # cached snapshot record, None when state changed
-    view: dict[str, Any] | None = None  # record + latest heartbeat figures, None when stale
+    view_fresh: bool = False  # record holds the latest heartbeat figures
     saved: orjson.Fragment | None = None  # cached encoded state-file entry, None when stale
 
     @property
@@ -103,7 +103,7 @@ class NodeRecord:
         self.state = state
         self.complete = names.complete(state)
         self.record = None
-        self.view = None
+        self.view_fresh = False
         self.saved = None
 
 

@@ -24,7 +24,7 @@ import trio
 from ctld import logs
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO
-from ctld.wire import Prebuilt, encode_body_frame
+from ctld.wire import Prebuilt, encode_body_frame, kept
 from protocol import codec
 from protocol import messages as m
 from protocol.errors import ProtocolError
@@ -153,7 +153,7 @@ class Server:
             if body is None:
                 if len(self._reply_bodies) >= REPLY_BODY_CACHE:
                     self._reply_bodies.clear()
-                body = self._reply_bodies[key] = codec.encode(msg, version=version)
+                body = self._reply_bodies[key] = kept(codec.encode(msg, version=version))
             return encode_body_frame("HeartbeatReply", body, self.key, request_id=request_id,
                                      version=version)
         try:
