@@ -159,9 +159,6 @@ class Cluster:
         self.on_dirty = on_dirty
         self.deadlines = Deadlines()
         self.nodes: dict[str, NodeRecord] = {}
-        # connection -> the node that registered on it, so that a closed connection costs a
-        # lookup rather than a scan of every node (which made a 10,000-node stop take 6 s)
-        self._conn_node: dict[Pusher, str] = {}
         self.gen = 0  # bumped by every change a snapshot shows
         self.soft_gen = 0  # bumped by heartbeat-only data (metrics, load)
         self.dirty = False  # state file out of date
@@ -450,12 +447,9 @@ class Cluster:
         if node.conn is not None and node.conn is not conn:
             node.conn.close_soon()  # the node reconnected; the old connection is dead
         if conn is not None:
-            before = self._conn_node.get(conn)
-            if before is not None and before != msg.name:  # one connection, a second name
-                old_node = self.nodes.get(before)
-                if old_node is not None and old_node.conn is conn:
-                    old_node.conn = None
-            self._conn_node[conn] = msg.name
+            if conn.node is not None and conn.node != msg.name:  # one connection, a second name
+                self.disconnected(conn)
+            conn.node = msg.name  # so that its close is a lookup, not a scan of every node
         node.conn = conn
         logs.event("node registered", node=msg.name, peer=peer, version=msg.rnoded_version,
                    valid=problem is None, rebooted=rebooted)
@@ -536,8 +530,7 @@ class Cluster:
         return m.Ack()
 
     def disconnected(self, conn: Pusher) -> None:
-        name = self._conn_node.pop(conn, None)
-        node = self.nodes.get(name) if name is not None else None
+        node = self.nodes.get(conn.node) if conn.node is not None else None
         if node is not None and node.conn is conn:  # not if the node has reconnected since
             node.conn = None
 

@@ -61,6 +61,7 @@ class Pusher(Protocol):
     """A node's live connection, as the core sees it."""
 
     peer: str
+    node: str | None  # the node that registered on it; set by Cluster.register
 
     def push(self, msg: Any) -> bool: ...
 

@@ -53,7 +53,7 @@ class Connection:
         self.peer = peer
         self.server = server
         self.version = CURRENT
-        self.node: str | None = None  # set once it registered
+        self.node: str | None = None  # set by the core once a node registered on it
         self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
         self.scope = trio.CancelScope()
         self.pending = 0  # pushes not yet written
@@ -243,10 +243,7 @@ class Server:
         if isinstance(msg, m.Heartbeat):
             return cluster.heartbeat(msg, conn)
         if isinstance(msg, m.Register):
-            reply = cluster.register(msg, conn, version=conn.version)
-            if reply.accepted:
-                conn.node = msg.name
-            return reply
+            return cluster.register(msg, conn, version=conn.version)
         if isinstance(msg, m.GetSnapshot):
             return Prebuilt(
                 "Snapshot", cluster.snapshot_body(metrics=msg.metrics, fields=msg.fields)

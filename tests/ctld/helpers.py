@@ -35,6 +35,7 @@ class FakeConn:
 
     def __init__(self, peer: str = "127.0.0.1:5000") -> None:
         self.peer = peer
+        self.node: str | None = None
         self.pushed: list[Any] = []
         self.closed = False
 
