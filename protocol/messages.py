@@ -96,6 +96,55 @@ class NodeSettings:
     health_check_node_state: tuple[str, ...]
 
 
+@attrs.frozen
+class JobSpec:
+    """What one node needs to run its part of a batch job (the batch script runs on the first
+    node of the allocation only; the others hold their resources, as sbatch's allocation does)."""
+
+    job_id: int
+    name: str  # -J; default the script's file name or "wrap"
+    user: str
+    uid: int
+    gid: int
+    script: str  # the batch script's text; --wrap "cmd" becomes "#!/bin/sh\ncmd\n"
+    workdir: str  # -D, default the submit directory
+    stdout: str  # path pattern, relative to workdir; %j %x %N %u %A %a %% expanded by the node
+    stderr: str = ""  # "" = into stdout
+    argv: tuple[str, ...] = ()  # the script's arguments
+    env: tuple[tuple[str, str], ...] = ()  # the submitter's environment (sbatch --export=ALL)
+    nodelist: str = ""  # the whole allocation, hostlist expression (SLURM_JOB_NODELIST)
+    num_nodes: int = 1
+    ntasks: int = 1
+    cpus_per_task: int = 1
+    cpus: int = 1  # CPUs of this node given to the job
+    mem_mib: int = 0  # memory on this node, MiB (0 = no limit asked)
+    gpus: tuple[int, ...] = ()  # GPU indices on this node (CUDA_VISIBLE_DEVICES)
+    time_limit: float | None = None  # seconds; None = unlimited
+    kill_wait: float = 30.0  # seconds between SIGTERM and SIGKILL (Slurm's KillWait)
+    restarts: int = 0  # SLURM_RESTART_COUNT; above 0 the output files are appended, not truncated
+    partition: str = ""
+    submit_host: str = ""
+    array_job_id: int = 0  # 0 = not part of an array
+    array_task_id: int | None = None
+
+
+@attrs.frozen
+class JobEnd:
+    """How a job's processes on one node ended (node -> controller)."""
+
+    job_id: int
+    # COMPLETED (exit 0) | FAILED (exit != 0, or killed by a signal nobody sent) | TIMEOUT |
+    # CANCELLED (a KillJob ended it) | OUT_OF_MEMORY | LAUNCH_FAILED (never started: bad uid,
+    # missing workdir, unwritable output...; `message` says why)
+    state: str
+    exit_code: int = 0
+    signal: int = 0  # the signal that ended the batch script, 0 if it exited
+    message: str = ""
+    started_at: float = 0.0  # wall clock
+    ended_at: float = 0.0
+    restarts: int = 0  # JobSpec.restarts of the run that ended (tells a stale run's report apart)
+
+
 # ---------------------------------------------------------------------------------------------
 # Node daemon <-> controller
 
@@ -108,6 +157,8 @@ class Register:
     rnoded_version: str
     config_hash: str = ""  # hash of the node's cached config, "" when it has none
     health: HealthReport | None = None  # the start-up health check's verdict
+    job_ids: tuple[int, ...] = ()  # jobs still running here (re-adopted after an rnoded restart)
+    jobs_ended: tuple[JobEnd, ...] = ()  # endings not yet acknowledged (see Heartbeat)
 
 
 @attrs.frozen
@@ -121,6 +172,7 @@ class RegisterReply:
     # Not registered yet: cache these settings and files, run the health check, then register
     # again with its report (Slurm's configless slurmd checks health before it registers).
     health_check_first: bool = False
+    kill_job_ids: tuple[int, ...] = ()  # as HeartbeatReply.kill_job_ids
 
 
 @attrs.frozen
@@ -128,14 +180,21 @@ class Heartbeat:
     name: str
     seq: int
     metrics: Metrics
-    job_ids: tuple[int, ...] = ()
+    job_ids: tuple[int, ...] = ()  # jobs whose processes run on this node now
     health: HealthReport | None = None  # present when a health check ran since the last beat
+    # Jobs that ended since the last acknowledged beat. The node repeats an ending in every beat
+    # (and in Register) until a HeartbeatReply/RegisterReply arrives for a message that held it:
+    # at-least-once, so the controller must treat a second report of one (job_id, run) as a no-op.
+    jobs_ended: tuple[JobEnd, ...] = ()
 
 
 @attrs.frozen
 class HeartbeatReply:
     node_state: str  # complete string, so the node can pick when to run its health check
     config_hash: str = ""  # a node whose cached hash differs should expect a ConfigPush
+    # Jobs the node reported running that the controller does not place there (requeued
+    # elsewhere, cancelled while the node was away): the node kills them, reporting no ending.
+    kill_job_ids: tuple[int, ...] = ()
 
 
 @attrs.frozen
@@ -145,6 +204,26 @@ class ConfigPush:
     settings: NodeSettings
     config_files: tuple[ConfigFile, ...]
     config_hash: str
+
+
+@attrs.frozen
+class LaunchJob:
+    """Controller -> node, unsolicited: start this job. The node answers Ack once the job's
+    processes run (or Error with code "launch_failed" and why; it also reports a JobEnd)."""
+
+    job: JobSpec
+
+
+@attrs.frozen
+class KillJob:
+    """Controller -> node, unsolicited; answered with Ack.
+
+    signal 0 ends the job: SIGTERM to its whole process group, SIGKILL after its kill_wait, and a
+    JobEnd (state CANCELLED) follows. Any other signal is only delivered (rcancel --signal)."""
+
+    job_id: int
+    signal: int = 0
+    reason: str = ""  # cancelled | requeued | node_down | stale: for the node's log
 
 
 @attrs.frozen
@@ -264,6 +343,8 @@ MESSAGE_TYPES: dict[str, type] = {
         Heartbeat,
         HeartbeatReply,
         ConfigPush,
+        LaunchJob,
+        KillJob,
         ShutdownNotice,
         Ack,
         GetSnapshot,

@@ -14,8 +14,9 @@ import attrs
 
 from protocol import messages as m
 
-CURRENT = 3
-SUPPORTED: tuple[int, ...] = (1, 2, 3)  # the current version and the two before it
+CURRENT = 4
+# The current version and the three before it, as Slurm 24.11+ accepts.
+SUPPORTED: tuple[int, ...] = (1, 2, 3, 4)
 
 # version -> {class: names of the fields that version added}
 FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
@@ -30,10 +31,16 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.RegisterReply: ("node_state", "health_check_first"),
         m.HeartbeatReply: ("config_hash",),
     },
+    4: {
+        m.Register: ("job_ids", "jobs_ended"),
+        m.RegisterReply: ("kill_job_ids",),
+        m.Heartbeat: ("jobs_ended",),
+        m.HeartbeatReply: ("kill_job_ids",),
+    },
 }
 
 # Message types that did not exist in version 1, by the version that introduced them.
-MESSAGE_SINCE: dict[str, int] = {"SetAllocation": 3}
+MESSAGE_SINCE: dict[str, int] = {"SetAllocation": 3, "LaunchJob": 4, "KillJob": 4}
 
 
 def message_known(type_name: str, version: int) -> bool:

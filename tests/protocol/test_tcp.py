@@ -10,6 +10,7 @@ from protocol import messages as m
 from protocol.errors import ProtocolError
 from protocol.framing import encode_frame
 from protocol.tcp import FramedStream, PeerClosed
+from protocol.versions import CURRENT
 
 KEY = b"t" * 32
 
@@ -21,7 +22,7 @@ async def test_send_receive_and_error_reply() -> None:
         nursery.start_soon(left.send, m.Ping(), 1)
         nursery.start_soon(left.send, m.GetConfig(), 2, 1)
         got = {(f.request_id, f.type, f.version) for f in [await right.receive() for _ in "ab"]}
-    assert got == {(1, "Ping", 3), (2, "GetConfig", 1)}
+    assert got == {(1, "Ping", CURRENT), (2, "GetConfig", 1)}
     # A frame with the wrong key: refused, answered with an Error matched to it, stream usable.
     await a.send_all(encode_frame(m.Ping(), b"x" * 32, request_id=5))
     with pytest.raises(ProtocolError) as info:
