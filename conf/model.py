@@ -125,6 +125,15 @@ class AuthSettings:
 
 
 @attrs.frozen(slots=True)
+class HttpSettings:
+    """rctld's HTTP server (Ranch keys): off unless `listen` is set."""
+
+    listen: str | None = None  # "HOST:PORT" as written
+    token_file: str | None = None
+    auth: str = "loopback"  # loopback | token | none: who may read without a token
+
+
+@attrs.frozen(slots=True)
 class ClusterConfig:
     """Everything read from cluster.conf and its includes, validated."""
 
@@ -137,6 +146,7 @@ class ClusterConfig:
     health: HealthSettings = HealthSettings()
     power: PowerSettings = PowerSettings()
     auth: AuthSettings = AuthSettings()
+    http: HttpSettings = HttpSettings()
     nodes: tuple[NodeConfig, ...] = ()
     partitions: tuple[PartitionConfig, ...] = ()
     settings: tuple[tuple[str, str], ...] = ()

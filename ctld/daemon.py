@@ -49,6 +49,7 @@ class Daemon:
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
+        self.http_urls: list[str] = []
         self.save_in_thread = True  # tests under MockClock write inline, so time stays exact
 
     def _mark_dirty(self) -> None:
@@ -88,11 +89,20 @@ class Daemon:
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
                 nursery.start_soon(self._saver)
                 nursery.start_soon(self._power_save)
+                if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
+                    await self._start_http(nursery)
                 if signals:
                     nursery.start_soon(self.handle_signals)
                 task_status.started(self.listeners)
         finally:
             self.save_now()
+
+    async def _start_http(self, nursery: trio.Nursery) -> None:
+        from ctld.web.server import serve_http
+
+        settings = self.cluster.config.http
+        self.http_urls = await nursery.start(serve_http, self.cluster, settings)
+        logs.event("HTTP listening", url=" ".join(self.http_urls), auth=settings.auth)
 
     def stop(self) -> None:
         if self._nursery is not None:
