@@ -21,10 +21,12 @@ from starlette.staticfiles import StaticFiles
 
 from conf import hostlist
 from ctld import logs
+from ctld.cluster import NEEDS_REASON, REASON_REQUIRED
 from ctld.web import grid, metrics
 from ctld.web.tokens import Tokens, bearer, is_loopback
 from protocol import messages as m
 from protocol.records import node_json, partition_json, show_doc, sinfo_doc
+from statemachine import events
 
 API_VERSION = "0.1.0"
 POLL_SECONDS = 3
@@ -38,11 +40,15 @@ class Json(Response):
         return content if isinstance(content, bytes) else orjson.dumps(content)
 
 
-def _error(status: int, message: str, field: str | None = None, **headers: str) -> Json:
+def _error(status: int, message: str, field: str | None = None,
+           headers: dict[str, str] | None = None) -> Json:
     err: dict[str, Any] = {"error": message}
     if field:
         err["field"] = field
-    return Json({"errors": [err]}, status_code=status, headers=headers or None)
+    return Json({"errors": [err]}, status_code=status, headers=headers)
+
+
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
 
 
 class Web:
@@ -66,7 +72,7 @@ class Web:
         token = bearer(request.headers.get("authorization"))
         if token is None:
             return None, _error(401, "this request needs `Authorization: Bearer TOKEN` "
-                                "(a token of HttpTokenFile)", WWW_Authenticate="Bearer")
+                                "(a token of HttpTokenFile)", headers=_CHALLENGE)
         problem = self.tokens.problem()
         if problem is not None:
             return None, _error(503, f"tokens cannot be checked: {problem}")
@@ -74,7 +80,7 @@ class Web:
         if name is None:
             logs.event("http token refused", logging.WARNING, peer=_peer(request),
                        path=request.url.path)
-            return None, _error(401, "unknown token", WWW_Authenticate="Bearer")
+            return None, _error(401, "unknown token", headers=_CHALLENGE)
         return name, None
 
     def _read_refusal(self, request: Request) -> Response | None:
@@ -190,6 +196,13 @@ class Web:
                           "state")
         if reason is not None and not isinstance(reason, str):
             return _error(400, "reason must be a string", "reason")
+        # Checked here too only to name the field; update_nodes decides the same way.
+        try:
+            request_word = events.parse_admin_state(state)
+        except ValueError as exc:
+            return _error(400, str(exc), "state")
+        if request_word in NEEDS_REASON and not (reason or "").strip():
+            return _error(400, REASON_REQUIRED, "reason")
         result = self.cluster.update_nodes(
             m.UpdateNodes(node_names=expr, state=state, reason=reason, user=user or ""))
         doc = {"changed": list(result.changed),
