@@ -7,7 +7,7 @@ import os
 import httpx
 import pytest
 
-from ctld.web.tokens import Tokens, TokenError, bearer, is_loopback, parse_tokens
+from ctld.web.tokens import TokenError, Tokens, bearer, is_loopback, parse_tokens
 from tests.web.http_cluster import TOKEN, http_cluster, start
 
 
