@@ -233,7 +233,6 @@ function openDialog(kind) {
   $("dlg-ok").textContent = kind === "DRAIN" ? "Drain" : "Resume";
   $("dlg-ok").className = "btn" + (kind === "DRAIN" ? " warn" : "");
   $("dlg-reason").value = "";
-  $("dlg-reason").required = kind === "DRAIN";
   $("dlg-token").value = token();
   $("dlg-error").hidden = true;
   $("dlg").showModal();
