@@ -161,8 +161,11 @@ class Web:
         etag = f'"{snap.generated_at!r}"'
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers={"ETag": etag})
-        body = self.feed.build(snap)
-        return Json(body, headers={"ETag": etag, "Cache-Control": "no-cache"})
+        headers = {"ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"
+            return Json(self.feed.gzipped(snap), headers=headers)
+        return Json(self.feed.build(snap), headers=headers)
 
     async def node_detail(self, request: Request) -> Response:
         if (refused := self._read_refusal(request)) is not None:

@@ -6,6 +6,7 @@ The page draws 10,000 nodes from this (about 40 bytes a node, before gzip) and a
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 import orjson
@@ -52,6 +53,15 @@ class Feed:
     def __init__(self) -> None:
         self._for: Any = None
         self._body = b""
+        self._gz: bytes | None = None
+
+    def gzipped(self, snap: Any) -> bytes:
+        """The feed gzip-compressed (a tenth of the bytes), also made once per snapshot."""
+        body = self.build(snap)
+        if self._gz is None:
+            c = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: gzip framing
+            self._gz = c.compress(body) + c.flush()
+        return self._gz
 
     def build(self, snap: Any) -> bytes:
         if snap is self._for:
@@ -91,5 +101,5 @@ class Feed:
             "nodes": {"name": names, "state": state, "reason": reason, "cpu": cpu, "mem": mem,
                       "gpu": gpu, "temp": temp, "age": age, "health": health, "cpus": cpus},
         }
-        self._for, self._body = snap, orjson.dumps(doc)
+        self._for, self._body, self._gz = snap, orjson.dumps(doc), None
         return self._body
