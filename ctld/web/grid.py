@@ -7,11 +7,14 @@ The page draws 10,000 nodes from this (about 40 bytes a node, before gzip) and a
 from __future__ import annotations
 
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
 
 from protocol.records import reason_user
+
+CHUNK = 1000  # nodes between two chances for heartbeats to run
 
 
 def _pct(used: float | None, total: float | None) -> int:
@@ -64,13 +67,21 @@ class Feed:
         return self._gz
 
     def build(self, snap: Any) -> bytes:
+        for _ in self.steps(snap):
+            pass
+        return self._body
+
+    def steps(self, snap: Any) -> Iterator[None]:
+        """Build the feed of `snap` (unless it is built), yielding every CHUNK nodes."""
         if snap is self._for:
-            return self._body
+            return
         states: dict[str, int] = {}
         notes: dict[str, int] = {"": 0}
         reasons: dict[tuple, int] = {}
         names, state, reason, cpu, mem, gpu, temp, age, health, cpus = ([] for _ in range(10))
-        for rec in snap.nodes:
+        for i, rec in enumerate(snap.nodes):
+            if i % CHUNK == CHUNK - 1:
+                yield
             names.append(rec["name"])
             state.append(states.setdefault(rec["long"], len(states)))
             r = rec["state"].get("reason")
@@ -102,4 +113,3 @@ class Feed:
                       "gpu": gpu, "temp": temp, "age": age, "health": health, "cpus": cpus},
         }
         self._for, self._body, self._gz = snap, orjson.dumps(doc), None
-        return self._body

@@ -304,5 +304,6 @@ class Exposition:
         out.append(_header(*_FREE_MEM))
         out.append("".join(free))
         for (name, help_text, _), lines in zip(_GPU_FAMILIES, gpu, strict=True):
+            yield
             out.append(_header(name, help_text))
             out.append("".join(lines))
