@@ -169,6 +169,9 @@ class Daemon:
             if (new.control.port, new.control.hosts) != (old.control.port, old.control.hosts):
                 logs.event("controller address changed in the config; takes effect at restart",
                            logging.WARNING)
+            if new.http != old.http:
+                logs.event("Http* keys changed in the config; take effect at restart",
+                           logging.WARNING)
             logs.event("reconfigure", by=who)
             return self.cluster.apply_config(new)
 

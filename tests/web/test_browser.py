@@ -58,3 +58,19 @@ def test_page_shows_the_grid_and_drains_a_node(tmp_path) -> None:
         listing = cli(c, "cli.rinfo", "-R", "-h", "-o", "%N|%E|%u")
         assert "n2|bad DIMM in slot 3|alice" in listing.splitlines()
         assert c.state("n2") == "IDLE+DRAIN"
+
+
+def test_page_asks_for_a_token_when_reads_need_one(tmp_path) -> None:
+    c: Cluster = http_cluster(tmp_path / "cluster", extra="HttpAuth=token")
+    with c:
+        start(c)
+        assert CHROMIUM is not None
+        with Browser(CHROMIUM) as b:
+            b.open(c.http + "/")  # type: ignore[attr-defined]
+            b.wait_js("!document.getElementById('notice').hidden &&"
+                      " document.querySelector('#notice input') !== null", what="token prompt")
+            assert b.js("document.querySelectorAll('#grid .c').length") == 0
+            b.js(f"""(() => {{ document.querySelector('#notice input').value = '{TOKEN}';
+                     document.querySelector('#notice button').click(); }})()""")
+            b.wait_js("document.querySelectorAll('#grid .c[data-state=idle]').length === 4",
+                      what="the grid once the token is given")

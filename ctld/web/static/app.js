@@ -40,8 +40,7 @@ async function poll() {
     const r = await fetch("/ui/grid.json", {headers: h, cache: "no-store"});
     if (r.status === 401 || r.status === 503) {
       const body = await r.json().catch(() => ({}));
-      showNotice("Reading needs a token here: " + ((body.errors || [{}])[0].error || r.status) +
-                 " — enter one in the Drain dialog, or ask for HttpAuth=loopback.");
+      askToken(((body.errors || [{}])[0].error) || "HTTP " + r.status);
       setLive(false, "needs a token");
     } else if (r.status === 304) {
       setLive(true);
@@ -64,6 +63,29 @@ function setLive(ok, why) {
   $("updated").textContent = ok && feed
     ? "live · " + new Date(feed.generated_at * 1000).toLocaleTimeString()
     : (why || "…");
+}
+
+// Reads need a token from this address (HttpAuth): ask for one in the notice bar.
+function askToken(why) {
+  const n = $("notice");
+  if (!n.hidden && n.querySelector("input")) return;
+  n.textContent = "";
+  const label = document.createElement("span");
+  label.textContent = "This controller wants a token to show its nodes (" + why + "). ";
+  const input = document.createElement("input");
+  input.type = "password";
+  input.placeholder = "token";
+  const go = document.createElement("button");
+  go.className = "btn";
+  go.textContent = "Use token";
+  go.onclick = () => {
+    sessionStorage.setItem("ranch-token", input.value.trim());
+    n.hidden = true;
+    etag = null;
+    poll();
+  };
+  n.append(label, input, " ", go);
+  n.hidden = false;
 }
 
 function showNotice(text) {
