@@ -40,7 +40,7 @@ async function poll() {
     const r = await fetch("/ui/grid.json", {headers: h, cache: "no-store"});
     if (r.status === 401 || r.status === 503) {
       const body = await r.json().catch(() => ({}));
-      askToken(((body.errors || [{}])[0].error) || "HTTP " + r.status);
+      askToken(r.status === 503 ? ((body.errors || [{}])[0].error || "") : "");
       setLive(false, "needs a token");
     } else if (r.status === 304) {
       setLive(true);
@@ -71,7 +71,8 @@ function askToken(why) {
   if (!n.hidden && n.querySelector("input")) return;
   n.textContent = "";
   const label = document.createElement("span");
-  label.textContent = "This controller wants a token to show its nodes (" + why + "). ";
+  label.textContent = why ? "Tokens cannot be checked: " + why
+                         : "This controller asks for a token before it shows its nodes.";
   const input = document.createElement("input");
   input.type = "password";
   input.placeholder = "token";
@@ -84,7 +85,7 @@ function askToken(why) {
     etag = null;
     poll();
   };
-  n.append(label, input, " ", go);
+  n.append(label, input, go);
   n.hidden = false;
 }
 
