@@ -108,12 +108,17 @@ class Browser:
 
     def wait_js(self, expression: str, timeout: float = 20.0, what: str = "") -> Any:
         deadline = time.monotonic() + timeout
+        error = ""
         while time.monotonic() < deadline:
-            value = self.js(expression)
+            try:  # the page may still be loading: its elements are not there yet
+                value = self.js(expression)
+            except CdpError as exc:
+                value, error = None, str(exc)
             if value:
                 return value
             time.sleep(0.1)
-        raise AssertionError(f"page never showed {what or expression}")
+        raise AssertionError(f"page never showed {what or expression}"
+                             + (f" (last error: {error})" if error else ""))
 
     def screenshot(self, path: str) -> None:
         data = self.page("Page.captureScreenshot", {"format": "png"})["data"]
