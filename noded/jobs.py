@@ -22,7 +22,6 @@ import trio
 
 from noded import jobstore
 from noded.jobenv import job_environment, output_paths
-from noded.jobshim import proc_start_ticks
 from protocol.messages import JobEnd, JobSpec
 
 log = logging.getLogger("rnoded.jobs")
@@ -51,8 +50,12 @@ class RunningJob:
 
 
 def _alive(pid: int, start: int) -> bool:
+    """Whether the process that had this pid and start time still runs (a zombie does not)."""
     try:
-        return proc_start_ticks(pid) == start
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2 :].split()
+        return fields[0] != b"Z" and int(fields[19]) == start
     except (OSError, ValueError, IndexError):
         return False
 
@@ -143,6 +146,7 @@ class JobRunner:
         self.ended: dict[tuple[int, int], tuple[JobEnd, Path]] = {}
         self._nursery: trio.Nursery | None = None
         self._launching: set[int] = set()
+        self.launch_timeout = LAUNCH_TIMEOUT
 
     # ------------------------------------------------------------------------ what beats carry
 
@@ -285,7 +289,7 @@ class JobRunner:
             log_file.close()
         assert proc.stdout is not None
         line = b""
-        with trio.move_on_after(LAUNCH_TIMEOUT):
+        with trio.move_on_after(self.launch_timeout):
             while not line.endswith(b"\n"):
                 chunk = await proc.stdout.receive_some(4096)
                 if not chunk:
