@@ -4,24 +4,44 @@ directory, so a job's result survives rnoded's death. Run as a file with `python
 Kept to the standard library and a handful of imports on purpose: its start-up time is part of
 every job's launch cost (bench/jobshim_bench.py measures it).
 
-argv[1] is the job directory holding launch.json (written by noded.jobs). Protocol with rnoded:
+argv[1] is the job directory holding launch.bin (a marshal'd dict written by noded.jobs: marshal,
+not json, because importing json costs more than the rest of the start-up). Protocol with rnoded:
 one line on stdout, "ok SCRIPT_PID" once the script has been exec'd or "fail MESSAGE"; pids.json
 (shim pid + start time + script pid) before that line; status.json when the script has ended.
 """
 
-import json
+import _signal as signal  # the C module: `signal` would import enum (~6 ms)
+import marshal
 import os
-import signal
 import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
 
 
+def _json(value: object) -> str:
+    """Enough JSON for our flat records (numbers, bools, strings) without importing json."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value)
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
 def write_json(path: str, data: dict) -> None:
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f)
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("{" + ", ".join(f"{_json(k)}: {_json(v)}" for k, v in data.items()) + "}")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)  # atomic: a reader sees the whole file or none
@@ -102,8 +122,8 @@ def child(spec: dict, err_w: int) -> None:
 
 def main() -> int:
     jobdir = sys.argv[1]
-    with open(os.path.join(jobdir, "launch.json")) as f:
-        spec = json.load(f)
+    with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
+        spec = marshal.load(f)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # rnoded's death must not take us along
     become_subreaper()

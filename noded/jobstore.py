@@ -1,13 +1,14 @@
 """The node's job records in its spool dir (SPOOL/jobs/JOBID.RESTARTS/): what rnoded needs to
 re-adopt a running job after its own restart, and endings kept until the controller has them.
 
-Files of one job directory: spec.json (the JobSpec), launch.json (for the shim), script,
+Files of one job directory: spec.json (the JobSpec), launch.bin (marshal, for the shim), script,
 pids.json and status.json (written by the shim), ending.json (why rnoded is killing it),
 end.json (the JobEnd, until acknowledged), shim.log. All blocking: call through a thread.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
 import shutil
 from pathlib import Path
@@ -68,7 +69,9 @@ def create(spool_dir: str, spec: JobSpec, launch: dict, owner: tuple[int, int] |
     os.chmod(script, 0o700)
     write_json(path / "spec.json", converter.unstructure(spec))
     launch = dict(launch, argv=[str(script), *spec.argv])
-    write_json(path / "launch.json", launch)
+    data = marshal.dumps(launch)
+    with open(path / "launch.bin", "wb") as f:
+        f.write(data)
     return path
 
 

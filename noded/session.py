@@ -273,9 +273,15 @@ class NodeDaemon:
             await self.jobs.launch(frame.msg.job)
         except LaunchError as exc:
             reply: Any = Error("launch_failed", str(exc), "job")
+        except Exception as exc:  # a bug in the runner must not take the node down
+            log.exception("launching job %d failed", frame.msg.job.job_id)
+            reply = Error("internal", f"launch of job {frame.msg.job.job_id}: {exc!r}", "job")
         else:
             reply = Ack()
-        await fs.send(reply, frame.request_id, frame.version)
+        try:
+            await fs.send(reply, frame.request_id, frame.version)
+        except (ProtocolError, *LOST) as exc:  # the job's state still reaches the next beats
+            log.warning("cannot answer LaunchJob %d: %s", frame.msg.job.job_id, exc)
 
     async def _jobs_acknowledged(self, ended: tuple[JobEnd, ...], kill: tuple[int, ...]) -> None:
         await self.jobs.acknowledge(ended)

@@ -65,6 +65,12 @@ def work(tmp_path: Path) -> Path:
     return d
 
 
+async def read_pid(path: Path) -> int:
+    """The pid a script writes with `echo $$ > FILE`, once the whole line is there."""
+    await wait_for(lambda: path.exists() and path.read_text().endswith("\n"))
+    return int(path.read_text())
+
+
 def gone(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
@@ -196,10 +202,8 @@ async def test_cancel_kills_the_whole_tree(runner: JobRunner, work: Path) -> Non
         "sleep 300 &\necho $! > child.pid\nwait\n"
     )
     await runner.launch(spec(work, script))
-    await wait_for(lambda: (work / "escaped.pid").exists() and (work / "child.pid").exists())
-    await wait_for(lambda: (work / "escaped.pid").read_text().strip() != "")
-    escaped = int((work / "escaped.pid").read_text())
-    child = int((work / "child.pid").read_text())
+    escaped = await read_pid(work / "escaped.pid")
+    child = await read_pid(work / "child.pid")
     assert os.getpgid(escaped) != os.getpgid(child)
     assert runner.job_ids() == (7,)
     assert await runner.kill(7, 0, "cancelled")
@@ -347,8 +351,7 @@ async def test_unacknowledged_ending_survives_restart(tmp_path: Path, work: Path
 
 async def test_kill_list_kills_without_an_ending(runner: JobRunner, work: Path) -> None:
     await runner.launch(spec(work, "echo $$ > pid\nsleep 300\n"))
-    await wait_for(lambda: (work / "pid").exists() and (work / "pid").read_text() != "")
-    pid = int((work / "pid").read_text())
+    pid = await read_pid(work / "pid")
     path = jobstore.job_dir(runner.spool_dir, spec(work, ""))
     await runner.kill_silently([7, 12345])
     await wait_for(lambda: runner.job_ids() == () and not path.exists())

@@ -6,6 +6,9 @@ from __future__ import annotations
 import functools
 import os
 import random
+import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -127,7 +130,7 @@ async def test_launch_end_reported_at_once_and_until_acked(
     assert await ctl.push(m.LaunchJob(job(tmp_path, 6, "exit 2\n"))) == m.Ack()
     await wait_for(lambda: any(e.job_id == 6 for e in ctl.ended()))
     assert [e.job_id for e in ctl.ended()] == [5, 6]
-    assert daemon.jobs.endings() == ()
+    await wait_for(lambda: daemon.jobs.endings() == ())  # the reply to that beat acknowledged it
 
 
 async def test_launch_failure_kill_and_kill_list(nursery: trio.Nursery, tmp_path: Path) -> None:
@@ -183,3 +186,52 @@ async def test_restarted_rnoded_registers_its_running_jobs(
 async def _run_in(scope: trio.CancelScope, daemon: NodeDaemon) -> None:
     with scope:
         await daemon.run()
+
+
+async def test_sigkilled_rnoded_loses_no_job(nursery: trio.Nursery, tmp_path: Path) -> None:
+    """A real rnoded process, SIGKILLed while its job runs: the job goes on, the next rnoded
+    reports it running, then reports its end."""
+    ctl = JobController()
+    await ctl.start(nursery)
+    key_file = tmp_path / "key"
+    key_file.write_bytes(KEY)
+    key_file.chmod(0o600)
+    argv = [
+        sys.executable,
+        "-m",
+        "noded.main",
+        "--server",
+        f"127.0.0.1:{ctl.port}",
+        "--name",
+        "n1",
+        "--key-file",
+        str(key_file),
+        "--spool-dir",
+        str(tmp_path / "spool"),
+        "--allow-root-jobs",
+    ]
+    root = Path(__file__).resolve().parents[2]
+
+    async def start_rnoded() -> trio.Process:
+        return await trio.lowlevel.open_process(argv, cwd=root, stderr=subprocess.DEVNULL)
+
+    first = await start_rnoded()
+    try:
+        await wait_for(lambda: len(ctl.of(m.Heartbeat)) == 1, 30)
+        script = "while [ ! -e go ]; do sleep 0.02; done\necho survived\n"
+        assert await ctl.push(m.LaunchJob(job(tmp_path, 9, script))) == m.Ack()
+    finally:
+        first.kill()
+        await first.wait()
+    assert first.returncode == -signal.SIGKILL
+    second = await start_rnoded()
+    try:
+        await wait_for(lambda: len(ctl.of(m.Register)) == 2, 30)
+        assert ctl.of(m.Register)[1].job_ids == (9,)
+        (tmp_path / "go").touch()
+        await wait_for(lambda: any(e.job_id == 9 for e in ctl.ended()))
+        assert [e.state for e in ctl.ended()] == ["COMPLETED"]
+        assert (tmp_path / "slurm-9.out").read_text() == "survived\n"
+    finally:
+        second.kill()
+        await second.wait()
