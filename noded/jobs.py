@@ -147,6 +147,7 @@ class JobRunner:
         self._nursery: trio.Nursery | None = None
         self._launching: set[int] = set()
         self.launch_timeout = LAUNCH_TIMEOUT
+        self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
 
     # ------------------------------------------------------------------------ what beats carry
 
@@ -237,6 +238,10 @@ class JobRunner:
             await self._launch(spec)
         finally:
             self._launching.discard(spec.job_id)
+            pending = self._kill_after_launch.pop(spec.job_id, None)
+        if pending is not None:
+            reason, state, silent = pending
+            await self.kill(spec.job_id, 0, reason, state=state, silent=silent)
 
     def _identity(self, spec: JobSpec) -> dict:
         if not self.as_root:
@@ -424,15 +429,25 @@ class JobRunner:
         deliver signum to its process group. False when no such job runs here."""
         job = self.running.get(job_id)
         if job is None:
+            if job_id in self._launching and not signum:
+                # Its shim is starting: the kill is applied the moment the script runs.
+                self._kill_after_launch[job_id] = (reason, state, silent)
+                return True
             return False
         if signum:
             log.info("job %d: delivering signal %d (%s)", job_id, signum, reason or "asked")
-            await trio.to_thread.run_sync(os.killpg, job.script_pid, signum)
+            try:
+                await trio.to_thread.run_sync(os.killpg, job.script_pid, signum)
+            except OSError as exc:  # the group just ended: its watcher reports the ending
+                log.info("job %d: signal %d not delivered: %s", job_id, signum, exc)
             return True
         job.silent = job.silent or silent
         first = not job.ending
         job.ending = job.ending or state
-        await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
+        try:
+            await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
+        except OSError as exc:  # the kill goes on; only an rnoded restart would forget why
+            log.error("cannot record why job %d is being killed: %s", job_id, exc)
         if first:
             log.info("job %d: ending it (%s)", job_id, reason or state)
             self._nursery_start(self._killer, job)

@@ -370,3 +370,12 @@ async def test_repeated_launch_is_idempotent(runner: JobRunner, work: Path) -> N
     (work / "go").touch()
     await ended(runner, 7)
     assert (work / "slurm-7.out").read_text() == "once\n"
+
+
+async def test_kill_while_launching_is_applied_once_it_runs(runner: JobRunner, work: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runner.launch, spec(work, "sleep 300\n"))
+        await wait_for(lambda: 7 in runner._launching, 5)
+        assert await runner.kill(7, 0, "cancelled")  # the shim has not answered yet
+    end = await ended(runner, 7)
+    assert end.state == "CANCELLED"
