@@ -442,15 +442,14 @@ class JobRunner:
                 log.info("job %d: signal %d not delivered: %s", job_id, signum, exc)
             return True
         job.silent = job.silent or silent
-        first = not job.ending
-        job.ending = job.ending or state
+        if not job.ending:
+            job.ending = state
+            log.info("job %d: ending it (%s)", job_id, reason or state)
+            self._nursery_start(self._killer, job)  # before any await: a cancel cannot skip it
         try:
             await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
         except OSError as exc:  # the kill goes on; only an rnoded restart would forget why
             log.error("cannot record why job %d is being killed: %s", job_id, exc)
-        if first:
-            log.info("job %d: ending it (%s)", job_id, reason or state)
-            self._nursery_start(self._killer, job)
         return True
 
     async def kill_silently(self, job_ids: Iterable[int]) -> None:

@@ -270,7 +270,10 @@ class NodeDaemon:
 
     async def _launch_job(self, fs: FramedStream, frame: Any) -> None:
         try:
-            await self.jobs.launch(frame.msg.job)
+            # Shielded: a connection lost mid-launch must not leave a started job untracked
+            # (the launch is bounded by the runner's launch timeout).
+            with trio.CancelScope(shield=True):
+                await self.jobs.launch(frame.msg.job)
         except LaunchError as exc:
             reply: Any = Error("launch_failed", str(exc), "job")
         except Exception as exc:  # a bug in the runner must not take the node down

@@ -379,3 +379,29 @@ async def test_kill_while_launching_is_applied_once_it_runs(runner: JobRunner, w
         assert await runner.kill(7, 0, "cancelled")  # the shim has not answered yet
     end = await ended(runner, 7)
     assert end.state == "CANCELLED"
+
+
+def test_ending_states_from_the_shim_status(tmp_path: Path) -> None:
+    """How a status file maps to a state; OUT_OF_MEMORY needs SIGKILL and a risen oom_kill
+    count (a real OOM kill needs a memory-limited cgroup this test machine may not have)."""
+    from noded.jobs import _ending_of
+
+    job = spec(tmp_path, "")
+
+    def state(status: dict | None, ending: str = "") -> tuple[str, int, int]:
+        path = tmp_path / "status.json"
+        path.unlink(missing_ok=True)
+        if status is not None:
+            jobstore.write_json(path, status)
+        end = _ending_of(job, tmp_path, ending, 1.0)
+        return end.state, end.exit_code, end.signal
+
+    kill9 = {"exit_code": 0, "signal": 9, "started_at": 1.0, "ended_at": 2.0}
+    assert state({**kill9, "oom": True}) == ("OUT_OF_MEMORY", 0, 9)
+    assert state({**kill9, "oom": False}) == ("FAILED", 0, 9)
+    assert state({**kill9, "signal": 15, "oom": True}) == ("FAILED", 0, 15)
+    assert state({**kill9, "oom": True}, "CANCELLED") == ("CANCELLED", 0, 9)
+    assert state({"exit_code": 0, "signal": 0}) == ("COMPLETED", 0, 0)
+    assert state({"launch_error": "setuid: nope"}) == ("LAUNCH_FAILED", 1, 0)
+    assert state(None) == ("FAILED", 0, 0)  # the supervisor itself was killed
+    assert state(None, "TIMEOUT") == ("TIMEOUT", 0, 0)
