@@ -20,7 +20,7 @@ import attrs
 import psutil
 import trio
 
-from noded import jobstore
+from noded import jobcgroup, jobstore
 from noded.jobenv import job_environment, output_paths
 from protocol.messages import JobEnd, JobSpec
 
@@ -108,7 +108,7 @@ def _ending_of(spec: JobSpec, path: Path, ending: str, started_at: float) -> Job
     code, sig = int(status.get("exit_code", 0)), int(status.get("signal", 0))
     if ending:
         state = ending
-    elif sig == signal.SIGKILL and status.get("oom"):
+    elif status.get("oom") and (status.get("oom_exact") or sig == signal.SIGKILL):
         state = "OUT_OF_MEMORY"
     else:
         state = "COMPLETED" if code == 0 and sig == 0 else "FAILED"
@@ -148,6 +148,7 @@ class JobRunner:
         self._launching: set[int] = set()
         self.launch_timeout = LAUNCH_TIMEOUT
         self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
+        self.memory_cgroups = True  # a job asking for memory gets its own limited cgroup
 
     # ------------------------------------------------------------------------ what beats carry
 
@@ -271,6 +272,11 @@ class JobRunner:
                 append=spec.restarts > 0,
             )
             owner = (spec.uid, spec.gid) if ident["drop"] else None
+            if self.as_root and spec.mem_mib > 0 and self.memory_cgroups:
+                name = f"{self.node}_{spec.job_id}.{spec.restarts}"
+                launch["cgroup"] = await trio.to_thread.run_sync(
+                    jobcgroup.create, name, spec.mem_mib
+                )
             path = await trio.to_thread.run_sync(
                 jobstore.create, self.spool_dir, spec, launch, owner
             )

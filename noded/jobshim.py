@@ -54,17 +54,23 @@ def proc_start_ticks(pid: int | str = "self") -> int:
     return int(data[data.rindex(b")") + 2 :].split()[19])
 
 
-def oom_kills() -> int | None:
-    """oom_kill count of our cgroup (v2), None where it cannot be read."""
+def oom_kills(cgroup: list | None = None) -> int | None:
+    """oom_kill count of the job's own cgroup ([path, version]) or else of ours; None where it
+    cannot be read."""
     try:
-        with open("/proc/self/cgroup") as f:
-            for line in f:
-                if line.startswith("0::"):
-                    path = "/sys/fs/cgroup" + line[3:].strip()
-                    break
-            else:
-                return None
-        with open(os.path.join(path, "memory.events")) as f:
+        if cgroup:
+            path, version = cgroup
+        else:
+            path, version = "", 2
+            with open("/proc/self/cgroup") as f:
+                for line in f:
+                    if line.startswith("0::"):
+                        path = "/sys/fs/cgroup" + line[3:].strip()
+                    elif ":memory:" in line:  # v1 wins: its file is the one that counts
+                        path, version = "/sys/fs/cgroup/memory" + line.split(":", 2)[2].strip(), 1
+                        break
+        name = "memory.events" if version == 2 else "memory.oom_control"
+        with open(os.path.join(path, name)) as f:
             for line in f:
                 key, _, value = line.partition(" ")
                 if key == "oom_kill":
@@ -89,6 +95,12 @@ def child(spec: dict, err_w: int) -> None:
     returns; a failure is written to err_w (close-on-exec, so silence means exec worked)."""
     step = "setsid"
     try:
+        if spec.get("cgroup"):
+            try:  # as root, before dropping privileges: the job's memory limit
+                with open(os.path.join(spec["cgroup"][0], "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                pass  # the limit is lost, not the job
         os.setsid()
         if spec["drop"]:
             step = "setgroups"
@@ -127,7 +139,8 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # rnoded's death must not take us along
     become_subreaper()
-    oom_before = oom_kills()
+    cgroup = spec.get("cgroup")
+    oom_before = 0 if cgroup else oom_kills()
     started = time.time()
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
@@ -142,6 +155,11 @@ def main() -> int:
     failure = b"".join(chunks).decode(errors="replace")
     if failure:
         os.waitpid(pid, 0)
+        if spec.get("cgroup"):
+            try:
+                os.rmdir(spec["cgroup"][0])
+            except OSError:
+                pass
         write_json(os.path.join(jobdir, "status.json"), {"launch_error": failure})
         sys.stdout.write(f"fail {failure}\n")
         sys.stdout.flush()
@@ -189,13 +207,19 @@ def main() -> int:
                 pass
         except ChildProcessError:
             break
-    oom_after = oom_kills()
+    oom_after = oom_kills(cgroup)
+    if cgroup:
+        try:
+            os.rmdir(cgroup[0])  # empty now: every process of the job has been reaped
+        except OSError:
+            pass
     result = {
         "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0,
         "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0,
         "started_at": started,
         "ended_at": ended,
         "oom": oom_before is not None and oom_after is not None and oom_after > oom_before,
+        "oom_exact": bool(cgroup),  # the job's own cgroup: any OOM kill in it was the job's
         "leftovers_killed": leftovers,
     }
     write_json(os.path.join(jobdir, "status.json"), result)

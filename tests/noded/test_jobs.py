@@ -401,7 +401,38 @@ def test_ending_states_from_the_shim_status(tmp_path: Path) -> None:
     assert state({**kill9, "oom": False}) == ("FAILED", 0, 9)
     assert state({**kill9, "signal": 15, "oom": True}) == ("FAILED", 0, 15)
     assert state({**kill9, "oom": True}, "CANCELLED") == ("CANCELLED", 0, 9)
+    exact = {"exit_code": 137, "signal": 0, "oom": True, "oom_exact": True}
+    assert state(exact) == ("OUT_OF_MEMORY", 137, 0)  # its own cgroup: sh reported the kill
     assert state({"exit_code": 0, "signal": 0}) == ("COMPLETED", 0, 0)
     assert state({"launch_error": "setuid: nope"}) == ("LAUNCH_FAILED", 1, 0)
     assert state(None) == ("FAILED", 0, 0)  # the supervisor itself was killed
     assert state(None, "TIMEOUT") == ("TIMEOUT", 0, 0)
+
+
+def _memory_cgroups_usable() -> bool:
+    from noded import jobcgroup
+
+    if not ROOT:
+        return False
+    try:
+        return jobcgroup._parent() is not None
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _memory_cgroups_usable(), reason="needs root and a writable cgroup fs")
+async def test_memory_limit_enforced_and_oom_reported(runner: JobRunner, work: Path) -> None:
+    import sys
+
+    from noded import jobcgroup
+
+    hog = f"{sys.executable} -c \"a = b'x' * (400 << 20); print('survived')\"\n"
+    await runner.launch(spec(work, hog, 1, mem_mib=48))
+    await runner.launch(spec(work, "echo small\n", 2, mem_mib=48))
+    end1, end2 = await ended(runner, 1, 30), await ended(runner, 2)
+    # sh saw its child die of SIGKILL (137); the job's own cgroup says the kernel did it
+    assert (end1.state, end1.exit_code) == ("OUT_OF_MEMORY", 128 + signal.SIGKILL)
+    assert "survived" not in (work / "slurm-1.out").read_text()
+    assert end2.state == "COMPLETED"
+    parent, _ = jobcgroup._parent()  # type: ignore[misc]
+    assert not list(parent.glob("n1_*"))  # each job's cgroup went with it
