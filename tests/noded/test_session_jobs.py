@@ -30,6 +30,7 @@ class JobController:
         self.received: list[object] = []
         self.replies: dict[int, object] = {}  # request id of a push -> the node's answer
         self.kill_next: tuple[int, ...] = ()  # put into the next HeartbeatReply
+        self.forget = 0  # answer this many beats that carry endings with unknown_node
         self.conn: FramedStream | None = None
         self.port = 0
         self._push_ids = iter(range(1000, 10**6))
@@ -57,6 +58,9 @@ class JobController:
             reply: object | None = None
             if isinstance(frame.msg, m.Register):
                 reply = m.RegisterReply(True, "", SETTINGS, (), "h", "IDLE")
+            elif isinstance(frame.msg, m.Heartbeat) and frame.msg.jobs_ended and self.forget:
+                self.forget -= 1  # as rctld after a restart that lost the node: re-register
+                reply = m.Error("unknown_node", "no node n1")
             elif isinstance(frame.msg, m.Heartbeat):
                 reply = m.HeartbeatReply("MIXED", "h", kill_job_ids=self.kill_next)
                 self.kill_next = ()
@@ -235,3 +239,23 @@ async def test_sigkilled_rnoded_loses_no_job(nursery: trio.Nursery, tmp_path: Pa
     finally:
         second.kill()
         await second.wait()
+
+
+async def test_unanswered_ending_repeats_in_register(nursery: trio.Nursery, tmp_path: Path) -> None:
+    ctl = JobController()
+    ctl.forget = 1
+    await ctl.start(nursery)
+    daemon = make_daemon(ctl.port, tmp_path / "spool")
+    nursery.start_soon(daemon.run)
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) == 1)
+    assert await ctl.push(m.LaunchJob(job(tmp_path, 4, "exit 1\n"))) == m.Ack()
+    await wait_for(lambda: len(ctl.of(m.Register)) == 2)
+    first, again = ctl.of(m.Register)
+    assert first.jobs_ended == ()
+    assert [(e.job_id, e.state, e.exit_code) for e in again.jobs_ended] == [(4, "FAILED", 1)]
+    assert len(ctl.ended()) == 1  # the beat that got the error
+    await wait_for(lambda: daemon.jobs.endings() == ())  # the accepted Register acknowledged it
+    beats = len(ctl.of(m.Heartbeat))
+    daemon._request_beat()
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) > beats)
+    assert len(ctl.ended()) == 1
