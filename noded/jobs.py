@@ -184,39 +184,45 @@ class JobRunner:
 
     async def _adopt(self) -> None:
         for path in await trio.to_thread.run_sync(jobstore.list_dirs, self.spool_dir):
-            end = await trio.to_thread.run_sync(jobstore.load_end, path)
-            if end is not None:
-                self.ended[(end.job_id, end.restarts)] = (end, path)
-                continue
-            spec = await trio.to_thread.run_sync(jobstore.load_spec, path)
-            if spec is None:
-                log.warning("dropping unreadable job record %s", path)
-                await trio.to_thread.run_sync(jobstore.remove, path)
-                continue
-            ending, silent = await trio.to_thread.run_sync(jobstore.load_ending, path)
-            pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
-            if pids is not None and _alive(int(pids["shim_pid"]), int(pids["shim_start"])):
-                job = RunningJob(
-                    spec,
-                    path,
-                    int(pids["shim_pid"]),
-                    int(pids["shim_start"]),
-                    int(pids["script_pid"]),
-                    float(pids.get("started_at", time.time())),
-                    ending=ending,
-                    silent=silent,
-                )
-                self.running[spec.job_id] = job
-                log.info("re-adopted job %d (shim pid %d)", spec.job_id, job.shim_pid)
-                self._watch(job)
-                if ending:
-                    self._nursery_start(self._killer, job)
-                continue
-            started = float(pids.get("started_at", 0.0)) if pids else 0.0
-            end = _ending_of(spec, path, ending, started)
-            if pids is None and end.state != "LAUNCH_FAILED":
-                end = attrs.evolve(end, state="FAILED", message="rnoded stopped while launching")
-            await self._record_end(spec, path, end, silent)
+            try:
+                await self._adopt_one(path)
+            except Exception:  # one broken record must not keep rnoded from starting
+                log.exception("cannot re-adopt the job recorded in %s; leaving it", path)
+
+    async def _adopt_one(self, path: Path) -> None:
+        end = await trio.to_thread.run_sync(jobstore.load_end, path)
+        if end is not None:
+            self.ended[(end.job_id, end.restarts)] = (end, path)
+            return
+        spec = await trio.to_thread.run_sync(jobstore.load_spec, path)
+        if spec is None:
+            log.warning("dropping unreadable job record %s", path)
+            await trio.to_thread.run_sync(jobstore.remove, path)
+            return
+        ending, silent = await trio.to_thread.run_sync(jobstore.load_ending, path)
+        pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+        if pids is not None and _alive(int(pids["shim_pid"]), int(pids["shim_start"])):
+            job = RunningJob(
+                spec,
+                path,
+                int(pids["shim_pid"]),
+                int(pids["shim_start"]),
+                int(pids["script_pid"]),
+                float(pids.get("started_at", time.time())),
+                ending=ending,
+                silent=silent,
+            )
+            self.running[spec.job_id] = job
+            log.info("re-adopted job %d (shim pid %d)", spec.job_id, job.shim_pid)
+            self._watch(job)
+            if ending:
+                self._nursery_start(self._killer, job)
+            return
+        started = float(pids.get("started_at", 0.0)) if pids else 0.0
+        end = await trio.to_thread.run_sync(_ending_of, spec, path, ending, started)
+        if pids is None and end.state != "LAUNCH_FAILED":
+            end = attrs.evolve(end, state="FAILED", message="rnoded stopped while launching")
+        await self._record_end(spec, path, end, silent)
 
     def _nursery_start(self, fn: Callable, *args: object) -> None:
         assert self._nursery is not None, "JobRunner.run is not running"

@@ -18,8 +18,10 @@ def _no_stray_jobs(tmp_path: Path) -> Iterator[None]:
     """A failed test must not leave its jobs waiting forever: kill every job it started."""
     yield
     for pids_file in tmp_path.rglob("jobs/*/pids.json"):
-        pids = jobstore.read_json(pids_file)
-        if not pids or not _alive(int(pids["shim_pid"]), int(pids["shim_start"])):
+        pids = jobstore.read_json(pids_file) or {}
+        if not {"shim_pid", "shim_start"} <= pids.keys():
+            continue
+        if not _alive(int(pids["shim_pid"]), int(pids["shim_start"])):
             continue
         try:
             shim = psutil.Process(int(pids["shim_pid"]))

@@ -436,3 +436,19 @@ async def test_memory_limit_enforced_and_oom_reported(runner: JobRunner, work: P
     assert end2.state == "COMPLETED"
     parent, _ = jobcgroup._parent()  # type: ignore[misc]
     assert not list(parent.glob("n1_*"))  # each job's cgroup went with it
+
+
+async def test_broken_records_do_not_stop_the_runner(tmp_path: Path, work: Path) -> None:
+    spool = tmp_path / "spool"
+    garbage = spool / "jobs" / "1.0"
+    garbage.mkdir(parents=True)
+    (garbage / "spec.json").write_text("{not json")
+    odd = jobstore.create(str(spool), spec(work, "true\n", 2), {}, None)
+    jobstore.write_json(odd / "pids.json", {"shim_pid": 1})  # no start time
+    runner = JobRunner(str(spool), "n1", allow_root_jobs=True)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runner.run)
+        assert not garbage.exists()  # unreadable: dropped
+        await runner.launch(spec(work, "true\n", 3))  # and the runner works
+        assert (await ended(runner, 3)).state == "COMPLETED"
+        nursery.cancel_scope.cancel()
