@@ -30,6 +30,7 @@ class JobController:
         self.received: list[object] = []
         self.replies: dict[int, object] = {}  # request id of a push -> the node's answer
         self.kill_next: tuple[int, ...] = ()  # put into the next HeartbeatReply
+        self.kill_on_register: tuple[int, ...] = ()
         self.forget = 0  # answer this many beats that carry endings with unknown_node
         self.conn: FramedStream | None = None
         self.port = 0
@@ -57,7 +58,9 @@ class JobController:
             self.received.append(frame.msg)
             reply: object | None = None
             if isinstance(frame.msg, m.Register):
-                reply = m.RegisterReply(True, "", SETTINGS, (), "h", "IDLE")
+                reply = m.RegisterReply(
+                    True, "", SETTINGS, (), "h", "IDLE", kill_job_ids=self.kill_on_register
+                )
             elif isinstance(frame.msg, m.Heartbeat) and frame.msg.jobs_ended and self.forget:
                 self.forget -= 1  # as rctld after a restart that lost the node: re-register
                 reply = m.Error("unknown_node", "no node n1")
@@ -259,3 +262,29 @@ async def test_unanswered_ending_repeats_in_register(nursery: trio.Nursery, tmp_
     daemon._request_beat()
     await wait_for(lambda: len(ctl.of(m.Heartbeat)) > beats)
     assert len(ctl.ended()) == 1
+
+
+async def test_register_reply_kills_a_stale_job(nursery: trio.Nursery, tmp_path: Path) -> None:
+    """rnoded comes back with a job the controller has requeued elsewhere: killed, no ending."""
+    ctl = JobController()
+    await ctl.start(nursery)
+    spool = tmp_path / "spool"
+    first = make_daemon(ctl.port, spool)
+    scope = trio.CancelScope()
+    nursery.start_soon(_run_in, scope, first)
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) == 1)
+    assert await ctl.push(m.LaunchJob(job(tmp_path, 8, "echo $$ > pid\nsleep 300\n"))) == m.Ack()
+    scope.cancel()
+    await wait_for(lambda: len(ctl.of(m.ShutdownNotice)) == 1)
+    ctl.kill_on_register = (8,)
+    second = make_daemon(ctl.port, spool)
+    nursery.start_soon(second.run)
+    await wait_for(lambda: len(ctl.of(m.Register)) == 2)
+    assert ctl.of(m.Register)[1].job_ids == (8,)
+    await wait_for(lambda: second.jobs.job_ids() == ())
+    pid = int((tmp_path / "pid").read_text())
+    await wait_for(lambda: not os.path.exists(f"/proc/{pid}"))
+    beats = len(ctl.of(m.Heartbeat))
+    second._request_beat()
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) > beats)
+    assert ctl.ended() == [] and second.jobs.endings() == ()
