@@ -50,7 +50,8 @@ class RunningJob:
 
 
 def _alive(pid: int, start: int) -> bool:
-    """Whether the process that had this pid and start time still runs (a zombie does not)."""
+    """Whether the process that had this pid and start time still runs (a zombie does not).
+    Called on the event loop: one procfs read, which never waits on a disk."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
