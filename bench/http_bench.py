@@ -186,6 +186,10 @@ def main() -> int:
         return expo.render(cluster.nodes)
 
     changed_ms, _ = _timed(state_change_scrape, args.repeat)
+    node = next(iter(cluster.nodes.values()))
+    cluster.update_nodes(m.UpdateNodes(node.cfg.name, "DRAIN" if "DRAIN" not in node.complete
+                                       else "RESUME", "bench", "bob"))
+    _, changed_slice = _scrape(cluster, expo)
     snap = cluster.snapshot(metrics=True)
     api_ms, _ = _timed(lambda: [node_json(n) for n in snap.nodes], args.repeat)
     feed = grid.Feed()
@@ -200,6 +204,7 @@ def main() -> int:
         "metrics_scrape_ms": round(scrape_ms, 1),
         "metrics_max_slice_ms": round(min(slices), 1),
         "metrics_after_state_change_ms": round(changed_ms, 1),
+        "metrics_max_slice_after_change_ms": round(changed_slice, 1),
         "api_nodes_json_ms": round(api_ms, 1),
         "page_feed_ms": round(feed_ms, 1),
         "page_feed_bytes": len(feed_body) if isinstance(feed_body, bytes) else 0,

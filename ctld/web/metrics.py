@@ -237,7 +237,9 @@ class Exposition:
                 live = {n.cfg.name for n in items}
                 for gone in [k for k in cache if k not in live]:
                     del cache[gone]
-            self._static = self._static_text(entries)
+            parts: list[str] = []
+            yield from self._static_text(entries, parts)
+            self._static = "".join(parts)
             self._static_key = (len(entries),)
             yield
         out.append(self._static)
@@ -251,8 +253,8 @@ class Exposition:
         return "".join(out)
 
     @staticmethod
-    def _static_text(entries: list[_NodeLines]) -> str:
-        parts: list[str] = []
+    def _static_text(entries: list[_NodeLines], parts: list[str]) -> Iterator[None]:
+        """What only state changes alter, into `parts`; yields between families."""
         slurm = dict.fromkeys(_SLURM_COUNTS, 0)
         exporter = dict.fromkeys(_EXPORTER_COUNTS, 0)
         cpus = {"alloc": 0, "idle": 0, "other": 0, "total": 0}
@@ -279,9 +281,9 @@ class Exposition:
             parts.append(_header(name, f"CPUs {key} over all nodes (prometheus-slurm-exporter)"))
             parts.append(f"{name} {value}\n")
         for i, (name, help_text, _) in enumerate(_NODE_FAMILIES):
+            yield
             parts.append(_header(name, help_text))
             parts.append("".join([e.lines[i] for e in entries]))
-        return "".join(parts)
 
     @staticmethod
     def _dynamic(items: list, entries: list[_NodeLines], out: list[str]) -> Iterator[None]:
