@@ -36,6 +36,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--fake-gpus", type=int, metavar="N", help="pretend to have N GPUs")
     p.add_argument("--spool-dir", help="config cache location (default: per node name)")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--dynamic", "-Z", action="store_true",
+                   help="join although the config does not name this node (needs MaxNodeCount)")
+    p.add_argument("--conf", metavar="KEYS", default="",
+                   help='with --dynamic: extra NodeName keys, e.g. "Features=a,b Gres=gpu:2"')
     p.add_argument(
         "-C",
         dest="print_hardware",
@@ -80,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.server:
         print("rnoded: --server HOST:PORT is required", file=sys.stderr)
         return 2
+    if args.conf and not args.dynamic:
+        print("rnoded: --conf applies only with --dynamic", file=sys.stderr)
+        return 2
     setup_logging(args.log_format)
     try:
         server = parse_address(args.server)
@@ -94,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         key=key,
         spool_dir=args.spool_dir or default_spool_dir(name),
         protocol_version=version,
+        dynamic=args.dynamic,
+        dynamic_conf=args.conf,
     )
     trio.run(serve, NodeDaemon(opts, gpus))
     return 0

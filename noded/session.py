@@ -67,6 +67,8 @@ class NodeOptions:
     protocol_version: int = CURRENT
     connect_timeout: float = 5.0
     shutdown_grace: float = SHUTDOWN_GRACE
+    dynamic: bool = False  # not in the config: join with the hardware (rnoded --dynamic)
+    dynamic_conf: str = ""  # extra NodeName keys of a dynamic node (--conf)
 
 
 def backoff_delay(attempt: int, heartbeat_interval: float, rng: random.Random) -> float:
@@ -291,6 +293,8 @@ class NodeDaemon:
             rnoded_version=RNODED_VERSION,
             config_hash=self.config_hash,
             health=self.health,
+            dynamic=self.opts.dynamic,
+            dynamic_conf=self.opts.dynamic_conf,
         )
         reply = await self._request(fs, msg)
         if isinstance(reply, Error):
