@@ -7,6 +7,8 @@ queue (ctld/eventlog.py), so a client that reads slowly, or not at all, delays n
 
 from __future__ import annotations
 
+import contextlib
+import socket
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -14,6 +16,8 @@ import trio
 from conf import hostlist
 from ctld import logs
 from protocol import messages as m
+
+SEND_BUFFER = 32 << 10  # bytes; the kernel doubles it
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
@@ -45,6 +49,10 @@ async def follow(server: Server, conn: Connection, msg: m.GetEvents, request_id:
         err = m.Error("bad_request", f"bad hostlist {msg.nodes!r}: {exc}", field="nodes")
         await conn.reply(err, request_id, version)
         return
+    sock = getattr(conn.stream, "socket", None)
+    if sock is not None:  # what the kernel holds for a slow follower is bounded too
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
     # Subscribe and read the backlog with no await between: nothing falls in the gap.
     follower = log.subscribe(nodes)
     first = m.Events(events=tuple(log.query(msg.since, nodes, msg.limit)))
