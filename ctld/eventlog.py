@@ -19,6 +19,7 @@ import orjson
 import trio
 
 from ctld import logs
+from statemachine import names
 
 FILE_NAME = "events.jsonl"
 FOLLOW_QUEUE = 1024  # events one follower may lag behind before it starts missing some
@@ -79,6 +80,7 @@ class EventLog:
         self.followers: set[Follower] = set()
         self.unsaved: list[dict[str, Any]] = []
         self.file_lines = 0  # lines in the file now (the flusher keeps count)
+        self.rewrite = False  # events were dropped unsaved: the file is to be rewritten
 
     def configure(self, max_events: int, max_age: float) -> None:
         self.max_events, self.max_age = max_events, max_age
@@ -94,9 +96,13 @@ class EventLog:
         rec.update((k, v) for k, v in fields.items() if v is not None)
         self.events.append(rec)
         self._trim(now)
-        self.unsaved.append(rec)
-        if len(self.unsaved) == 1:
+        unsaved = self.unsaved
+        unsaved.append(rec)
+        if len(unsaved) == 1:
             self.on_unsaved()
+        elif len(unsaved) > self.max_events:  # no flusher (or a failing disk): stay bounded
+            del unsaved[: len(unsaved) - self.max_events]
+            self.rewrite = True
         for follower in self.followers:
             follower.offer(rec)
         return rec
@@ -105,8 +111,6 @@ class EventLog:
         """The hook of Cluster._apply: one record per state change, with cause, reason, user.
         `reason` is the admin's text when the event carries one (a RESUME's Reason= is the
         undrain note), else the node's new reason when it changed."""
-        from statemachine import names
-
         reason = getattr(event, "reason", None)
         if reason is None and new.reason is not None and new.reason != old.reason:
             reason = new.reason.text
@@ -176,7 +180,8 @@ class EventLog:
     def take_unsaved(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
         """(events to append, or every kept event when the file is to be rewritten)."""
         batch, self.unsaved = self.unsaved, []
-        if self.file_lines + len(batch) > REWRITE_FACTOR * self.max_events:
+        if self.rewrite or self.file_lines + len(batch) > REWRITE_FACTOR * self.max_events:
+            self.rewrite = False
             return batch, list(self.events)
         return batch, None
 

@@ -177,7 +177,10 @@ def carry_dynamic(cluster: Cluster, old: dict[str, NodeRecord],
                   new: dict[str, NodeRecord]) -> None:
     """Reconfigure keeps dynamic nodes (a NodeName line for one takes it over)."""
     for name, node in old.items():
-        if name in new or node.dynamic_conf is None:
+        if node.dynamic_conf is None:
+            continue
+        if name in new:  # defined in the config now: an ordinary node from here on
+            node.dynamic_conf = None
             continue
         node.partitions = partitions_for(cluster, name)
         new[name] = node

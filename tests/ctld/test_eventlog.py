@@ -68,6 +68,15 @@ def test_file_is_appended_rewritten_within_bounds_and_survives_a_torn_line(tmp_p
     assert old.query() == []
 
 
+def test_unsaved_events_stay_bounded_without_a_flusher(tmp_path) -> None:
+    log = EventLog(max_events=4, wall=Wall())
+    for i in range(10):
+        log.add("state", "n1", i=i)
+    assert [e["i"] for e in log.unsaved] == [6, 7, 8, 9]
+    eventlog.flush(log, str(tmp_path))  # the file is rewritten from what is kept
+    assert (tmp_path / eventlog.FILE_NAME).read_bytes().count(b"\n") == 4 and not log.rewrite
+
+
 def test_follower_queue_is_bounded_and_counts_what_it_missed() -> None:
     log = EventLog(wall=Wall())
     slow = log.subscribe()

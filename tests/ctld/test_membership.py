@@ -202,9 +202,14 @@ async def test_reconfigure_keeps_dynamic_nodes(autojump_clock) -> None:
     cfg = parse(DYNAMIC)
     c = _cluster(cfg)
     assert _register(c, "dyn1", dynamic=True)[0].accepted
-    c.apply_config(parse(DYNAMIC.replace("Weight", "Weight") + "\n", "# reconfigured"))
-    assert "dyn1" in c.nodes
+    c.apply_config(parse(DYNAMIC, "# reconfigured"))
+    assert "dyn1" in c.nodes and c.nodes["dyn1"].dynamic_conf == ""
     assert "dyn1" in {p["name"]: p["nodes"] for p in c.snapshot().partitions}["main"]
+    # A NodeName line for it makes it an ordinary node (no longer deletable).
+    c.apply_config(parse(DYNAMIC.replace("NodeName=n[1-2]", "NodeName=n[1-2],dyn1")))
+    assert c.nodes["dyn1"].dynamic_conf is None
+    r = _act(c, "delete", "dyn1")
+    assert not r.ok and "NodeName line" in r.errors[0]
 
 
 @pytest.mark.parametrize("action", ["approve", "fly"])

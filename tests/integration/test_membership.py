@@ -63,6 +63,16 @@ def test_approval_flow_end_to_end(tmp_path) -> None:
         assert "Event=approved" in text and "State=IDLE+PENDING->IDLE" in text
         doc = json.loads(cli(c, "rcontrol", "events", "-n", "n1", "--json").stdout)
         assert any(e["kind"] == "approved" and e["user"] for e in doc["events"])
+        # Drain history: who drained and why, who resumed and the RESUME's note.
+        assert cli(c, "rcontrol", "update", "NodeName=n1", "State=DRAIN",
+                   "Reason=bad fan").returncode == 0
+        assert cli(c, "rcontrol", "update", "NodeName=n1", "State=RESUME",
+                   "Reason=fan replaced").returncode == 0
+        drains = cli(c, "rcontrol", "events", "--drains", "-n", "n1").stdout.splitlines()
+        assert drains[0].split()[0] == "NODELIST" and len(drains) == 2
+        assert "bad fan" in drains[1] and drains[1].endswith("fan replaced")
+        doc = json.loads(cli(c, "rcontrol", "events", "--drains", "--json").stdout)
+        assert doc["drains"][0]["note"] == "fan replaced"
 
 
 def test_rejection_sticks_across_controller_and_node_restarts(tmp_path) -> None:
