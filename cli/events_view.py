@@ -17,6 +17,7 @@ from cli.controller import CliError
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hour|d|day)s?$", re.IGNORECASE)
 _UNIT = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400,
          "day": 86400}
+FOLLOW_BACKLOG = 10  # events --follow prints before the new ones, unless --since/--limit
 _FORMS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%d", "%H:%M:%S", "%H:%M")
 
 
@@ -54,7 +55,8 @@ def events_parser() -> argparse.ArgumentParser:
                     description="The membership and state event log, oldest first.")
     a = p.add_argument
     a("--help", action="help", help="show this help and exit")
-    a("-f", "--follow", action="store_true", help="keep printing new events as they happen")
+    a("-f", "--follow", action="store_true",
+      help="print the last 10 events (or --since/--limit), then new ones as they happen")
     a("--since", metavar="TIME", help="events at or after TIME (e.g. 2h, 2026-01-31T08:00)")
     a("-n", "--nodes", metavar="HOSTLIST", default="", help="only these nodes")
     a("--limit", type=int, default=0, metavar="N", help="the newest N events only")
@@ -148,6 +150,8 @@ def events_command(target, words: list[str], json_out: bool) -> int:
         except ValueError as exc:
             raise CliError(f"-n {args.nodes}: {exc}", code=2) from None
     if args.follow:
+        if not args.since and args.limit <= 0:
+            body["limit"] = FOLLOW_BACKLOG  # like tail -f: the last few, then what comes
         if args.drains:
             raise CliError("--drains and --follow do not go together", code=2)
         return _follow(target, body, as_json)

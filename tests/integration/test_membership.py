@@ -54,6 +54,8 @@ def test_approval_flow_end_to_end(tmp_path) -> None:
         assert out.split() == ["n1", "pend"]
         shown = cli(c, "rcontrol", "show", "node", "n1").stdout
         assert "Approval=PENDING" in shown and "LastChange=20" in shown
+        doc = json.loads(cli(c, "rcontrol", "--json", "show", "node", "n1").stdout)
+        assert doc["nodes"][0]["approval"] == "PENDING" and doc["nodes"][0]["last_change"]
         r = cli(c, "rcontrol", "approve", "NodeName=n[1-2]")
         assert r.returncode == 0, r.stderr
         c.wait_for(lambda: c.state("n1") == "IDLE" and c.state("n2") == "IDLE",
@@ -170,7 +172,8 @@ def _stalled_follower(c: Cluster) -> socket.socket:
 
 
 def test_followers_see_events_and_a_stalled_one_delays_nothing(tmp_path) -> None:
-    extra = "NodeName=x[1-60] CPUs=1 RealMemory=64"  # never started: only their events matter
+    # x1..x60 never start: only their events matter; the log keeps 500 of the ~5,000 events.
+    extra = "EventLogMaxEvents=500\nNodeName=x[1-60] CPUs=1 RealMemory=64"
     with Cluster(tmp_path, ["n1", "n2"], extra=extra) as c:
         c.start()
         follower = subprocess.Popen(
@@ -215,6 +218,13 @@ def test_followers_see_events_and_a_stalled_one_delays_nothing(tmp_path) -> None
                     missed += frame.msg.missed
                     got += len(frame.msg.events)
             assert missed > 0 and got > 0
+            # The log stayed within its bounds, in memory and on disk.
+            kept = c.request(m.GetEvents())
+            assert isinstance(kept, m.Events) and len(kept.events) == 500
+            path = c.dir / "state" / "events.jsonl"
+            c.wait_for(lambda: path.exists() and path.read_bytes().count(b"\n") >= 500,
+                       what="events on disk")
+            assert path.read_bytes().count(b"\n") <= 1000
         finally:
             stalled.close()
             follower.kill()
