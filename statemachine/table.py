@@ -108,7 +108,7 @@ _HINTS = {
     UNKNOWN: "wait for rnoded on it to register",
     UP: "",
     PENDING: "approve it first (rcontrol approve NodeName=...)",
-    REJECTED: "it was rejected; `rcontrol approve` lets it in again",
+    REJECTED: "an admin may let it in again with `rcontrol approve`",
 }
 
 
