@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from cli import node_records as nr
-from conf.timefmt import format_limit
+from conf.timefmt import format_sinfo_limit
 
 
 class Group:
@@ -91,7 +91,7 @@ def _limit(attr: str, missing: str) -> Callable[[Group, Fold], str]:
         minutes = g.part.get(attr)
         if minutes is None and missing != "infinite":
             return missing
-        return format_limit(minutes)
+        return format_sinfo_limit(minutes)
 
     return render
 
