@@ -120,7 +120,8 @@ def build_groups(
     sort_by_state = per_part and any(d.key is FIELDS["t"].key for d in defs)
 
     if node_mode:
-        return _node_rows(nodes, parts, per_part)
+        # sinfo -N prints a row per node and partition even when no partition field is shown.
+        return _node_rows(nodes, parts)
 
     keyf = _combined(keyfuncs)
     # Group each node once (its key computed once), into every shown partition it belongs to;
@@ -169,30 +170,25 @@ def _combined(keyfuncs: list[Callable[[dict], Hashable]]) -> Callable[[dict], Ha
     return lambda n: tuple([f(n) for f in keyfuncs])
 
 
-def _node_rows(nodes: list[dict], parts: list[dict], per_part: bool) -> list[Group]:
-    """-N: a row per node (and per shown partition of it when the format prints partitions),
-    in natural name order, partitions in config order, partitionless rows first."""
+def _node_rows(nodes: list[dict], parts: list[dict]) -> list[Group]:
+    """-N: a row per node and shown partition of it (one row when it has none), in natural name
+    order, partitions in config order, partitionless rows first."""
     groups: list[Group] = []
     sort_keys: list[tuple] = []
     natural = nr.natural_key
-    if per_part:
-        order = {p["name"]: i for i, p in enumerate(parts)}
-        for n in nodes:
-            key = natural(n["name"])
-            in_parts = n["partitions"]
-            if not in_parts:
-                groups.append(Group(None, [n]))
-                sort_keys.append((key, -1))
-                continue
-            for pn in in_parts:
-                i = order.get(pn)
-                if i is not None:
-                    groups.append(Group(parts[i], [n]))
-                    sort_keys.append((key, i))
-    else:
-        for n in nodes:
+    order = {p["name"]: i for i, p in enumerate(parts)}
+    for n in nodes:
+        key = natural(n["name"])
+        in_parts = n["partitions"]
+        if not in_parts:
             groups.append(Group(None, [n]))
-            sort_keys.append((natural(n["name"]), -1))
+            sort_keys.append((key, -1))
+            continue
+        for pn in in_parts:
+            i = order.get(pn)
+            if i is not None:
+                groups.append(Group(parts[i], [n]))
+                sort_keys.append((key, i))
     ranks = sorted(range(len(groups)), key=sort_keys.__getitem__)
     return [groups[i] for i in ranks]
 

@@ -145,9 +145,11 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "weight": cfg.weight,
         "boot_time": node.boot_time,
         "slurmd_start_time": node.slurmd_start_time,
-        "last_busy": node.last_busy,
+        # Idle since it registered until a job ends on it (scontrol prints a time, not None).
+        "last_busy": node.last_busy if node.last_busy is not None else node.last_registration,
         "last_heartbeat": node.last_heartbeat,
         "version": node.version,
+        **platform_of(node.hardware_json),
         "health": (
             {"verdict": health.verdict, "message": health.message,
              "warnings": list(health.warnings)}
@@ -155,6 +157,14 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
             else None
         ),
     }
+
+
+def platform_of(hardware_json: bytes | None) -> dict[str, str]:
+    """`arch` and `os` the node reported at registration (scontrol's Arch= and OS=)."""
+    if hardware_json is None:
+        return {"arch": "", "os": ""}
+    hw = orjson.loads(hardware_json)
+    return {"arch": hw.get("arch") or "", "os": hw.get("os") or ""}
 
 
 def heartbeat_fields(node: NodeRecord) -> dict[str, Any]:
