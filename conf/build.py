@@ -31,7 +31,7 @@ from conf.model import (
     Timeouts,
 )
 from conf.parser import Include, Pair, parse_text
-from conf.refused import slurm_verdict
+from conf.refused import partition_key_verdict, slurm_verdict
 from conf.values import (
     DOWN_STATES,
     HEALTH_NODE_STATES,
@@ -509,6 +509,11 @@ class _Builder:
         head = pairs[0]
         vals, options = self.typed_pairs(src, pairs, keys.PARTITION_KEYS, _PART_CONVERT,
                                          " on a PartitionName line")
+        for name, _ in options:
+            said = partition_key_verdict(name)
+            if said is not None:
+                p = next(p for p in pairs if p.key.lower() == name.lower())
+                self.slurm_refuses(src, p.line, p.col, said)
         name = head.value.strip()
         if name.upper() == "DEFAULT":
             self.part_defaults.update(vals)

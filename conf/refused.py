@@ -36,6 +36,9 @@ _BAD_TASK_PARAMS = ("sched", "cpusets")
 
 NO_PARTITION = "No PartitionName information available!"
 
+# PartitionName keys newer than 22.05, which its parser stops at.
+_PARTITION_UNKNOWN_TO_22_05 = ("MaxCPUsPerSocket",)
+
 
 def _fast_schedule(value: str) -> tuple[str, bool] | None:
     v = value.strip()
@@ -70,3 +73,8 @@ def slurm_verdict(key: str, value: str) -> tuple[str, bool] | None:
         return _UNRECOGNIZED.format(key=key), True
     check = _BY_VALUE.get(key)
     return check(value) if check is not None else None
+
+
+def partition_key_verdict(key: str) -> str | None:
+    """What slurmctld 22.05 logs before refusing a PartitionName key, or None."""
+    return _UNRECOGNIZED.format(key=key) if key in _PARTITION_UNKNOWN_TO_22_05 else None

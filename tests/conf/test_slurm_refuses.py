@@ -83,3 +83,12 @@ def test_check_reports_each_refusal_with_file_and_line(
 def test_help_describes_strict_as_it_behaves() -> None:
     text = " ".join(build_parser().format_help().split())
     assert "unknown keys and settings that slurmctld 22.05 refuses at start are errors" in text
+
+
+def test_partition_key_newer_than_22_05() -> None:
+    text = "NodeName=n1\nPartitionName=p Nodes=n1 MaxCPUsPerSocket=2\n"
+    (w,) = parse_config_text(text).warnings
+    assert (w.line, w.col) == (2, 26)
+    assert w.message == ("slurmctld 22.05 refuses this: Parsing error at unrecognized key: "
+                         "MaxCPUsPerSocket")
+    assert one_error(text, strict=True).line == 2
