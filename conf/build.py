@@ -93,7 +93,8 @@ _NODE_CONVERT: dict[str, Callable[[str], Any]] = {
     "Gres": parse_gres,
     "Features": as_list,
     "Feature": as_list,
-    "State": lambda s: as_enum(s, NODE_STATES),
+    # slurmctld 22.05 also starts with State=IDLE (see node_line).
+    "State": lambda s: as_enum(s, (*NODE_STATES, "IDLE")),
     "Reason": str,
     "NodeHostname": str,
     "NodeAddr": str,
@@ -355,6 +356,12 @@ class _Builder:
         features = get("Features", ())
         weight = get("Weight", 1)
         state = get("State", "UNKNOWN")
+        if state == "IDLE":
+            _, p, s = merged["State"]
+            self.warn(s, p.vline, p.vcol, "State=IDLE: Ranch starts these nodes UNKNOWN; they "
+                      "become IDLE when they register (slurmctld shows IDLE+NOT_RESPONDING "
+                      "until then)")
+            state = "UNKNOWN"
         reason = get("Reason", None)
         real_memory = get("RealMemory", 1)
         tmp_disk = get("TmpDisk", 0)
@@ -374,9 +381,11 @@ class _Builder:
         got = self.expand_at(s, p)
         if got is None:
             return None
+        if len(got) == 1 and len(names) > 1:
+            return got * len(names)  # one host for them all, as slurmctld allows
         if len(got) != len(names):
             self.error(s, p.vline, p.vcol, f"{key} names {len(got)} host(s) but NodeName names "
-                       f"{len(names)}; the counts must match")
+                       f"{len(names)}; the counts must match (or give one for all)")
             return None
         return got
 
@@ -397,9 +406,11 @@ class _Builder:
             elif "SocketsPerBoard" in own and "Sockets" not in own:
                 sockets = None
             else:
+                # slurmctld logs this and goes on with SocketsPerBoard.
                 _, p, s = merged["SocketsPerBoard"]
-                self.error(s, p.line, p.col, "Sockets and SocketsPerBoard are mutually exclusive")
-                return None
+                self.warn(s, p.line, p.col, "Sockets and SocketsPerBoard are mutually exclusive; "
+                          "SocketsPerBoard used, as slurmctld does")
+                sockets = None
         cpus_val = merged.get("CPUs") or merged.get("Procs")
         cpus = None if cpus_val is None else cpus_val[0]
         if spb is not None:

@@ -117,8 +117,25 @@ def test_cpus_of_a_default_line_beats_procs() -> None:
 
 
 def test_sockets_and_sockets_per_board_on_one_line() -> None:
-    e = one_error("NodeName=x Sockets=2 SocketsPerBoard=2\n")
-    assert "mutually exclusive" in e.message
+    # slurmctld 22.05 logs that both are given and goes on with SocketsPerBoard.
+    cfg = parse_config_text("NodeName=x Sockets=2 SocketsPerBoard=3 CoresPerSocket=2\n")
+    assert (cfg.nodes[0].sockets, cfg.nodes[0].cpus) == (3, 6)
+    (w,) = cfg.warnings
+    assert "mutually exclusive" in w.message and "SocketsPerBoard used" in w.message
+
+
+def test_one_hostname_and_address_for_many_nodes() -> None:
+    # slurmctld 22.05 accepts one NodeHostname/NodeAddr for a whole NodeName line.
+    cfg = parse_config_text("NodeName=n[1-3] NodeHostname=a1 NodeAddr=10.0.0.9\n")
+    assert [(n.hostname, n.addr) for n in cfg.nodes] == [("a1", "10.0.0.9")] * 3
+
+
+def test_state_idle_starts_unknown_with_a_warning() -> None:
+    # slurmctld 22.05 starts with State=IDLE; Ranch's nodes start UNKNOWN until they register.
+    cfg = parse_config_text("NodeName=DEFAULT State=IDLE\nNodeName=x\n")
+    assert cfg.nodes[0].state == "UNKNOWN"
+    (w,) = cfg.warnings
+    assert (w.line, w.col) == (1, 24) and "State=IDLE" in w.message
 
 
 def test_line_value_wins_over_inherited_sockets_form() -> None:
@@ -132,7 +149,7 @@ def test_line_value_wins_over_inherited_sockets_form() -> None:
         ("NodeName=x CPUs=two", 17, "not a whole number"),
         ("NodeName=x RealMemory=-5", 23, "out of range"),
         ("NodeName=x Port=70000", 17, "out of range"),
-        ("NodeName=x State=IDLE", 18, "valid values: CLOUD DOWN DRAIN"),
+        ("NodeName=x State=ON", 18, "valid values: CLOUD DOWN DRAIN"),
         ("NodeName=x Gres=gpu:a:b:c", 17, "bad Gres"),
         ("NodeName=x Gres=gpu:2,:3", 23, "bad Gres"),
     ],
@@ -235,8 +252,8 @@ def test_alias_spellings_override_defaults() -> None:
 @pytest.mark.parametrize(
     "node_line",
     [
-        "NodeName=x[1-2] NodeAddr=a",  # count mismatch
-        "NodeName=x[1-2] Sockets=2 SocketsPerBoard=2",  # mutually exclusive keys
+        "NodeName=x[1-2] NodeAddr=a,b,c",  # count mismatch
+        "NodeName=x[1-2] NodeHostname=h[1-",  # bad hostlist in NodeHostname
     ],
 )
 def test_rejected_node_line_adds_no_follow_on_errors(node_line: str) -> None:
@@ -247,6 +264,6 @@ def test_rejected_node_line_adds_no_follow_on_errors(node_line: str) -> None:
 
 
 def test_undefined_node_still_errors_beside_a_rejected_line() -> None:
-    errs = errors_of("NodeName=x[1-2] NodeAddr=a\nPartitionName=p Nodes=x1,z9\n")
+    errs = errors_of("NodeName=x[1-2] NodeAddr=a,b,c\nPartitionName=p Nodes=x1,z9\n")
     assert [e.line for e in errs] == [1, 2]
     assert "z9 not defined" in errs[1].message and "x1" not in errs[1].message
