@@ -95,6 +95,9 @@ class NodeRecord:
     record: dict[str, Any] | None = None  # cached snapshot record, None when state changed
     view_fresh: bool = False  # record holds the latest heartbeat figures
     saved: orjson.Fragment | None = None  # cached encoded state-file entry, None when stale
+    # (hardware_json it was read from, {"arch", "os"}): parsed once per registration, not per
+    # record rebuild.
+    platform: tuple[bytes | None, dict[str, str]] | None = None
 
     @property
     def name(self) -> str:
@@ -149,7 +152,7 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "last_busy": node.last_busy if node.last_busy is not None else node.last_registration,
         "last_heartbeat": node.last_heartbeat,
         "version": node.version,
-        **platform_of(node.hardware_json),
+        **platform_of(node),
         "health": (
             {"verdict": health.verdict, "message": health.message,
              "warnings": list(health.warnings)}
@@ -159,12 +162,19 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
     }
 
 
-def platform_of(hardware_json: bytes | None) -> dict[str, str]:
+def platform_of(node: NodeRecord) -> dict[str, str]:
     """`arch` and `os` the node reported at registration (scontrol's Arch= and OS=)."""
-    if hardware_json is None:
-        return {"arch": "", "os": ""}
-    hw = orjson.loads(hardware_json)
-    return {"arch": hw.get("arch") or "", "os": hw.get("os") or ""}
+    hw_json = node.hardware_json
+    cached = node.platform
+    if cached is not None and cached[0] is hw_json:
+        return cached[1]
+    if hw_json is None:
+        got = {"arch": "", "os": ""}
+    else:
+        hw = orjson.loads(hw_json)
+        got = {"arch": hw.get("arch") or "", "os": hw.get("os") or ""}
+    node.platform = (hw_json, got)
+    return got
 
 
 def heartbeat_fields(node: NodeRecord) -> dict[str, Any]:
