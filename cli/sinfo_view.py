@@ -9,7 +9,8 @@ from cli.sinfo_fields import FIELDS, FieldDef, Fold, Group
 from cli.sinfo_format import Field, Format, parse_format, render_table
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
-LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %.11i %N"
+# sinfo 22.05's -l has no RESERVATION column (checked against real sinfo 22.05.8).
+LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
 SUMMARY_FORMAT = "%#P %.5a %.10l %.16F %N"
 NODE_FORMAT = "%#N %.6D %#P %6t"
 NODE_LONG_FORMAT = "%#N %.6D %#P %.11T %.4c %.8z %.6m %.8d %.6w %.8f %20E"

@@ -78,8 +78,8 @@ def test_long_view_has_timestamp_only_in_output(capsys) -> None:
     rows = view("-l")
     assert rows[0].split() == [
         "PARTITION", "AVAIL", "TIMELIMIT", "JOB_SIZE", "ROOT", "OVERSUBS", "GROUPS", "NODES",
-        "STATE", "RESERVATION", "NODELIST"
-    ]
+        "STATE", "NODELIST"
+    ]  # as sinfo 22.05 -l: no RESERVATION column
     assert rows[2].split() == [
         "debug*", "up", "1:00:00", "1-infinite", "no", "NO", "all", "1", "draining", "n06"
     ]
