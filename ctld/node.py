@@ -98,6 +98,10 @@ class NodeRecord:
     # (hardware_json it was read from, {"arch", "os"}): parsed once per registration, not per
     # record rebuild.
     platform: tuple[bytes | None, dict[str, str]] | None = None
+    # Membership (issue 13): the --conf text of a dynamic node (None: defined in the config),
+    # and the wall time of the node's last state change (the event log sets it).
+    dynamic_conf: str | None = None
+    last_change: float | None = None
 
     @property
     def name(self) -> str:
@@ -153,6 +157,8 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "last_heartbeat": node.last_heartbeat,
         "version": node.version,
         **platform_of(node),
+        "last_change": node.last_change,
+        "dynamic": node.dynamic_conf is not None,
         "health": (
             {"verdict": health.verdict, "message": health.message,
              "warnings": list(health.warnings)}

@@ -32,7 +32,7 @@ def test_show_node_multiline_layout() -> None:
         "   State=IDLE+DRAIN ThreadsPerCore=2 TmpDisk=1000 Weight=1 Owner=N/A MCS_label=N/A\n"
         "   Partitions=debug\n"
         "   BootTime=2026-09-21T13:13:20 SlurmdStartTime=2026-09-21T13:23:20\n"
-        "   LastBusyTime=2026-09-21T14:12:20\n"
+        "   LastBusyTime=2026-09-21T14:12:20 LastChange=None\n"
         "   CfgTRES=cpu=8,mem=16000M,billing=8,gres/gpu=4\n"
         "   AllocTRES=\n"
         "   CapWatts=n/a\n"
@@ -52,7 +52,7 @@ def test_show_node_one_line_and_never_seen_node() -> None:
     assert "CPULoad=N/A" in line and "FreeMem=N/A" in line
     assert "State=UNKNOWN+NO_RESPOND" in line
     assert "BootTime=None SlurmdStartTime=None" in line
-    assert "LastBusyTime=Unknown CfgTRES=" in line  # 22.05's word for a never-seen node
+    assert "LastBusyTime=Unknown LastChange=" in line  # 22.05 says Unknown for a never-seen node
     assert "Partitions=" not in line and "Reason=" not in line
 
 
