@@ -150,15 +150,15 @@ class Web:
     async def metrics(self, request: Request) -> Response:
         if (refused := self._read_refusal(request)) is not None:
             return refused
-        out: list[str] = []
+        out: list[bytes] = []
         async with self._metrics_lock:
             for _ in self.expo.steps(self.cluster.nodes, out):
                 await trio.sleep(0)  # let heartbeats in between chunks
 
         async def pieces() -> AsyncIterator[bytes]:
-            # Sent family by family: no 30 MB join, and heartbeats run between the pieces.
+            # Sent chunk by chunk: no 30 MB join, and heartbeats run between the pieces.
             for piece in out:
-                yield piece.encode()
+                yield piece
 
         return StreamingResponse(pieces(), media_type=metrics.CONTENT_TYPE)
 
