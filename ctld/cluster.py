@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -21,6 +21,7 @@ from conf import hostlist
 from conf.model import ClusterConfig, NodeConfig
 from ctld import configdump, logs
 from ctld.deadlines import Deadlines
+from ctld.jobs import Jobs
 from ctld.node import (
     EXPECT_BEAT,
     EXPECT_TIMEOUT,
@@ -173,6 +174,7 @@ class Cluster:
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
+        self.jobs = Jobs(self)  # batch jobs and the allocations they make (ctld/jobs.py)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -208,7 +210,7 @@ class Cluster:
 
     # -- start and restore -----------------------------------------------------------------
 
-    def restore(self, doc: dict[str, Any]) -> None:
+    def restore(self, doc: dict[str, Any], journal: Iterable[dict] = ()) -> None:
         """Take back the saved state; log every node that is saved but gone, or new."""
         saved = doc.get("nodes", {})
         now = self.clock()
@@ -239,6 +241,7 @@ class Cluster:
                 logs.event("node not in the saved state; starting it from the config",
                            node=name)
         logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
+        self.jobs.restore(doc.get("jobs"), journal)
         self._changed_all()
 
     def start(self) -> None:
@@ -286,9 +289,7 @@ class Cluster:
 
     def _effect(self, node: NodeRecord, eff: Any) -> None:
         if isinstance(eff, effects.KillJobs):
-            if node.job_ids:
-                logs.event("kill jobs (no job runner yet: recorded only)", node=node.name,
-                           jobs=",".join(map(str, node.job_ids)), requeue=eff.requeue)
+            self.jobs.node_lost(node, eff.requeue)
         elif isinstance(eff, effects.RunSuspendProgram):
             self._power_batch.setdefault("suspend", []).append(node.name)
         elif isinstance(eff, effects.RunResumeProgram):
@@ -310,7 +311,9 @@ class Cluster:
                 node.conn.close_soon()
 
     def flush_programs(self) -> None:
-        """Start the power programs the last operation asked for, one run per kind (batched)."""
+        """Start the power programs the last operation asked for, one run per kind (batched).
+        A scheduling pass that is due runs first: placing work may power nodes up."""
+        self.jobs.run()
         batch, self._power_batch = self._power_batch, {}
         p = self.config.power
         timeout = max(p.suspend_timeout, p.resume_timeout)
@@ -461,6 +464,7 @@ class Cluster:
         )
         if msg.health is not None:
             self._health(node, msg.health)
+        kill = self.jobs.registered(node, msg)
         self._arm(node)
         self._changed(node)
         self.flush_programs()
@@ -470,6 +474,7 @@ class Cluster:
             config_files=self._config_files,
             config_hash=self.config.config_hash,
             node_state=node.complete,
+            kill_job_ids=kill,
         )
 
     def heartbeat(self, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
@@ -500,9 +505,11 @@ class Cluster:
             self._apply(node, events.HeartbeatReceived(now=node.last_heartbeat))
         if msg.health is not None and msg.health != node.health:
             self._health(node, msg.health)
-        if self._power_batch:
+        kill = self.jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended else ()
+        if self._power_batch or self.jobs.kicked:
             self.flush_programs()
-        return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash)
+        return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash,
+                                kill_job_ids=kill)
 
     def _health(self, node: NodeRecord, report: m.HealthReport) -> None:
         node.health = report
@@ -533,6 +540,18 @@ class Cluster:
         node = self.nodes.get(conn.node) if conn.node is not None else None
         if node is not None and node.conn is conn:  # not if the node has reconnected since
             node.conn = None
+
+    # -- hooks for ctld/jobs.py -------------------------------------------------------------
+
+    def apply_event(self, node: NodeRecord, event: Any) -> tuple[bool, str | None]:
+        return self._apply(node, event)
+
+    def touch(self, node: NodeRecord) -> None:
+        """Something a snapshot shows changed without a state change (allocated memory...)."""
+        self._changed(node)
+
+    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
+        return self.jobs.jobs_holding(names)
 
     # -- admin requests --------------------------------------------------------------------
 
@@ -712,6 +731,7 @@ class Cluster:
                     node.conn.close_soon()
                 self.deadlines.cancel((name, "hb"))
         self.nodes = nodes
+        self.jobs.config_changed()
         # New timeouts apply to every node at once: re-arm them all (once per reconfigure).
         self.deadlines.clear()
         for node in nodes.values():
@@ -828,4 +848,5 @@ class Cluster:
                     "job_ids": list(node.job_ids),
                 })))
             out[name] = entry
-        return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out}
+        return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out,
+                "jobs": self.jobs.save_doc()}

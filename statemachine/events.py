@@ -124,6 +124,16 @@ class ConfigReload:
     config_state: str = "UNKNOWN"
 
 
+@attrs.frozen(slots=True)
+class Completing:
+    """A job's processes on the node are being killed (active) or are all gone (not active):
+    the COMPLETING flag (sinfo `comp`)."""
+
+    kind: ClassVar[str] = "completing"
+    now: float
+    active: bool
+
+
 Event = (
     Registered
     | HeartbeatReceived
@@ -138,6 +148,7 @@ Event = (
     | ResumeTimeout
     | ShutdownNotice
     | ConfigReload
+    | Completing
 )
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -155,6 +166,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "resume timeout",
     "shutdown notice",
     "config reload",
+    "completing",
 )
 
 # Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).

@@ -570,6 +570,15 @@ def config_reload(s: NodeState, e: ev.ConfigReload, p: Policy) -> tuple[NodeStat
     return NodeState(s.name, base, flags, s.reason, e.cpus_total, s.cpus_alloc), ()
 
 
+def set_completing(s: NodeState, e: ev.Completing, p: Policy) -> tuple[NodeState, Effects]:
+    """COMPLETING follows the job runner: set while a job's processes are being killed."""
+    has = Flag.COMPLETING in s.flags
+    if has == e.active:
+        return s, ()
+    flags = s.flags | {Flag.COMPLETING} if e.active else s.flags - {Flag.COMPLETING}
+    return _evolve(s, flags=flags), ()
+
+
 # --- THE TABLE -------------------------------------------------------------------------------
 
 ON = (UP, UNKNOWN, DOWN, INVALID)  # powered on, not in a power transition
@@ -646,6 +655,7 @@ ROWS: tuple[Row, ...] = (
     Row("config reload",    (*ON, *POWER),                      config_reload,      (SAME, FUTURE)),
     Row("config reload",    (FUTURE,),                          config_reload,
                                                         (SAME, UNKNOWN, DOWN, POWERED_DOWN)),
+    Row("completing",       (*ON, *POWER, FUTURE),              set_completing),
 )
 # fmt: on
 

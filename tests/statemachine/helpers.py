@@ -63,6 +63,7 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "resume timeout": ev.ResumeTimeout(now),
         "shutdown notice": ev.ShutdownNotice(now),
         "config reload": ev.ConfigReload(now, 8, "UNKNOWN"),
+        "completing": ev.Completing(now, True),
     }[kind]
 
 
