@@ -13,9 +13,10 @@ from conf.hostlist import expand, fold
 
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-COMMANDS = ("show", "update", "reconfigure", "ping", "version")
+COMMANDS = ("show", "update", "reconfigure", "ping", "version",
+            "requeue", "hold", "release")  # the last three: jobs (cli/show_jobs.py)
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
-                 "hostlistsorted")
+                 "hostlistsorted", "job", "jobs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show and change the state of the cluster, like scontrol.",
         epilog="commands: show node|partition [NAME] | show config | show hostnames EXPR | "
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
-        "reconfigure | ping",
+        "show job [ID] | requeue|hold|release JOBID... | reconfigure | ping",
     )
     a = p.add_argument
     a("--help", action="help", help="show this help and exit")
@@ -93,6 +94,11 @@ def show(s: Session, words: list[str]) -> int:
         return show_config(s)
     if len(rest) > 1:
         raise CliError(f"show {entity} takes at most one name", code=2)
+    if entity.startswith("job"):
+        from cli.show_jobs import show_jobs
+
+        return show_jobs(s.target, rest[0] if rest else None, one_line=s.args.oneliner,
+                         as_json=s.args.json, json_doc=_json_doc)
     if entity.startswith("node"):
         return show_nodes(s, rest[0] if rest else None)
     return show_partitions(s, rest[0] if rest else None)
@@ -269,6 +275,10 @@ def run(args: argparse.Namespace) -> int:
         return show(s, words[1:])
     if command == "update":
         return update(s, words[1:])
+    if command in ("requeue", "hold", "release"):
+        from cli.show_jobs import job_action
+
+        return job_action(s.target, command, words[1:])
     if len(words) > 1:
         raise CliError(f"{command} takes no arguments", code=2)
     if command == "reconfigure":

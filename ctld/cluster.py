@@ -91,6 +91,7 @@ def _cause(event: Any) -> str:
         events.ResumeTimeout: "resume_timeout",
         events.ShutdownNotice: "shutdown_notice",
         events.ConfigReload: "reconfigure",
+        events.Completing: "completing",
     }.get(type(event), type(event).__name__)
 
 

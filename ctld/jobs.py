@@ -304,7 +304,7 @@ class Jobs:
             if req.gpus:
                 what += f", {req.gpus} GPU(s)"
             return bad(f"{NOT_AVAILABLE}: the job needs {num_nodes} node(s) with {what} each; "
-                       f"partition {pc.name} has {len(fitting)}", "num_nodes")
+                       f"partition {pc.name} has {len(fitting)} such node(s)", "num_nodes")
         limit = req.time_limit
         if limit is None:
             limit = pc.default_time if pc.default_time is not None else pc.max_time

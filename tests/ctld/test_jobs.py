@@ -127,7 +127,7 @@ async def test_unsatisfiable_requests_are_refused_at_submit() -> None:
         r = cluster.jobs.submit(req)
         assert isinstance(r, m.Error) and r.field == fld, (fld, r)
     r = cluster.jobs.submit(job(num_nodes=5))
-    assert "needs 5 node(s)" in r.message and "partition main has 4" in r.message
+    assert "needs 5 node(s)" in r.message and "partition main has 4 such node(s)" in r.message
     r = cluster.jobs.submit(job(gpus=3))
     assert r.message.startswith("Requested node configuration is not available")
     assert cluster.jobs.jobs == {}
