@@ -147,7 +147,7 @@ def main() -> int:
     runs = [run_fleet(*row) for row in plan]
     jobs = run_jobs(500 if args.quick else 2000)
     verdicts = goals(runs) + [
-        {"goal": g["goal"], "verdict": "met" if g["ok"] else "NOT MET"}
+        {"goal": g["goal"], "verdict": "met" if g["ok"] else "missed"}
         for g in jobs.get("goals", ())
     ]
     print("\n" + table(runs))

@@ -203,11 +203,11 @@ def submission(args: argparse.Namespace, script: str, command: str, argv: list[s
 
 
 def _user() -> str:
-    import pwd
+    import getpass
 
     try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
+        return getpass.getuser()  # LOGNAME/USER first, then the password database
+    except (KeyError, OSError):
         return str(os.getuid())
 
 

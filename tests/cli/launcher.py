@@ -127,7 +127,8 @@ class Controller:
 
     def run(self, command: str, *argv: str) -> subprocess.CompletedProcess:
         """rinfo/rcontrol as a subprocess, as an admin would run it."""
-        module = {"rinfo": "cli.rinfo", "rcontrol": "cli.rcontrol"}[command]
+        module = {"rinfo": "cli.rinfo", "rcontrol": "cli.rcontrol", "rbatch": "cli.rbatch",
+                  "rqueue": "cli.rqueue", "rcancel": "cli.rcancel"}[command]
         return subprocess.run(
             [sys.executable, "-m", module, *argv],
             cwd=REPO,
