@@ -97,6 +97,21 @@ def gpu_count(text: str, opt: str) -> int:
     return 0
 
 
+def time_seconds(text: str) -> int:
+    """-t in seconds (already checked by parse_minutes): M, M:S, H:M:S, D-H[:M[:S]]."""
+    days, _, rest = text.strip().rpartition("-") if "-" in text else ("", "", text.strip())
+    parts = [int(x) for x in rest.split(":")]
+    if days:
+        parts += [0] * (3 - len(parts))
+        h, mi, se = parts
+        return ((int(days) * 24 + h) * 60 + mi) * 60 + se
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+
+
 def node_count(text: str) -> int:
     low = text.split("-", 1)[0].strip()
     if not low.isdigit() or int(low) < 1:
@@ -155,14 +170,15 @@ def submission(args: argparse.Namespace, script: str, command: str, argv: list[s
     from conf.timefmt import parse_minutes
 
     get = args.__dict__.get
-    limit = None
+    limit = seconds = None
     if get("time") is not None:
         try:
             limit = parse_minutes(args.time)
         except ValueError as exc:
             raise CliError(f"--time: {exc}", code=2) from None
-        if limit is None:
-            limit = None
+        seconds = time_seconds(args.time) if limit is not None else None
+        if not seconds:  # 0: no limit, as sbatch reads it
+            limit = seconds = None
     cwd = os.getcwd()
     workdir = os.path.abspath(os.path.join(cwd, get("chdir"))) if get("chdir") else cwd
     gpus = 0
@@ -190,6 +206,7 @@ def submission(args: argparse.Namespace, script: str, command: str, argv: list[s
         "nodelist": get("nodelist") or "",
         "exclude": get("exclude") or "",
         "time_limit": limit,
+        "time_limit_s": seconds,
         "requeue": True if get("requeue") is None else bool(args.requeue),
         "exclusive": bool(get("exclusive")),
         "array": get("array") or "",
@@ -199,6 +216,7 @@ def submission(args: argparse.Namespace, script: str, command: str, argv: list[s
     }
     if get("time") is None:
         del body["time_limit"]  # the partition's DefaultTime
+        del body["time_limit_s"]
     return body
 
 

@@ -251,6 +251,8 @@ class Jobs:
             return bad(f"mem_mib must be 0 or more, got {req.mem_mib}", "mem_mib")
         if req.gpus < 0:
             return bad(f"gpus must be 0 or more, got {req.gpus}", "gpus")
+        if req.time_limit_s is not None and req.time_limit_s <= 0:
+            return bad(f"time_limit_s must be above 0, got {req.time_limit_s}", "time_limit_s")
         if req.time_limit is not None and req.time_limit < 0:
             return bad(f"time_limit must be 0 or more minutes, got {req.time_limit}",
                        "time_limit")
@@ -400,6 +402,8 @@ class Jobs:
         req = job.req
         name = req.name or (os.path.basename(req.command) if req.command else "wrap")
         limit = None if job.time_limit is None else job.time_limit * 60.0
+        if req.time_limit_s is not None and req.time_limit is not None:
+            limit = req.time_limit_s
         for node in nodes:
             assert node is not None
             share = job.shares[node.name]

@@ -362,6 +362,8 @@ class SubmitJob:
     nodelist: str = ""  # -w, hostlist expression
     exclude: str = ""  # -x
     time_limit: int | None = None  # -t, minutes; None = the partition's DefaultTime
+    # -t to the second, when it had seconds: Ranch enforces them (Slurm rounds up to minutes)
+    time_limit_s: float | None = None
     requeue: bool = True
     exclusive: bool = False
     array: str = ""  # --array=1-N (also 1,3,5-7)
