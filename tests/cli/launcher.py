@@ -62,9 +62,9 @@ class Controller:
 
         self.wait_for(lambda: isinstance(self.ask(Ping(), quiet=True), Pong), timeout, "rctld up")
 
-    def start_node(self, name: str) -> None:
+    def start_node(self, name: str, *extra: str) -> None:
         self._spawn(name, ["noded.main", "--server", self.address, "--name", name,
-                           "--key-file", self.key_path])
+                           "--key-file", self.key_path, *extra])
 
     def kill(self, name: str) -> None:
         proc = self.procs.pop(name)
