@@ -75,6 +75,9 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("AuthKeyFile", "path", None, "Ranch: file with the cluster's shared HMAC key"),
     ("NodeApproval", "enum", "auto",
      "Ranch: `auto` admits registering nodes, `manual` waits for `rcontrol approve`"),
+    # issue 12: jobs
+    ("KillWait", "seconds", 30, "seconds between SIGTERM and SIGKILL when a job is ended"),
+    ("MinJobAge", "seconds", 300, "seconds a finished job stays listed by rqueue"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """
@@ -95,10 +98,10 @@ FirstJobId GetEnvTimeout GpuFreqDef GresTypes GroupUpdateForce GroupUpdateTime H
 InactiveLimit InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams
 JobAcctGatherType JobCheckpointDir JobCompHost JobCompLoc JobCompParams JobCompPass JobCompPort
 JobCompType JobCompUser JobContainerType JobCredentialPrivateKey JobCredentialPublicCertificate
-JobDefaults JobFileAppend JobRequeue JobSubmitPlugins KeepAliveTime KillOnBadExit KillWait
+JobDefaults JobFileAppend JobRequeue JobSubmitPlugins KeepAliveTime KillOnBadExit
 LaunchParameters LaunchType Licenses LogTimeFormat MailDomain MailProg MaxArraySize
 MaxBatchRequeue MaxDBDMsgs MaxJobCount MaxJobId MaxMemPerCPU MaxMemPerNode MaxNodeCount
-MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MinJobAge MpiDefault
+MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MpiDefault
 MpiParams NamespaceType NodeFeaturesPlugins OverTimeLimit PluginDir PlugStackConfig
 PowerParameters PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType
 PrEpParameters PrEpPlugins PriorityCalcPeriod PriorityDecayHalfLife PriorityFavorSmall
