@@ -29,15 +29,18 @@ SlurmdTimeout={timeout}
 MessageTimeout=3
 ReturnToService=1
 KillWait=1
-NodeName={nodes} CPUs={cpus} RealMemory=64
+NodeName={nodes} CPUs={cpus} RealMemory=64{gres}
 PartitionName=main Nodes={nodes} Default=YES
 """
 
 
-def jobs_cluster(tmp: Path, nodes: list[str], *, cpus: int = 1, timeout: int = 3) -> Cluster:
+def jobs_cluster(tmp: Path, nodes: list[str], *, cpus: int = 1, timeout: int = 3,
+                 gpus: int = 0) -> Cluster:
     port = free_port()
+    gres = f" Gres=gpu:{gpus}" if gpus else ""
     c = Cluster(tmp, nodes, conf_text=CONF.format(port=port, nodes=",".join(nodes), cpus=cpus,
-                                                  timeout=timeout))
+                                                  timeout=timeout, gres=gres))
+    c.fake_gpus = gpus  # type: ignore[attr-defined]
     c.port, c.addr = port, ("127.0.0.1", port)
     return c
 
@@ -47,6 +50,8 @@ def start_node(c: Cluster, name: str) -> subprocess.Popen:
             "--spool-dir", str(c.dir / "spool" / name)]
     if os.getuid() == 0:
         argv.append("--allow-root-jobs")  # the tests submit as the user running them
+    if getattr(c, "fake_gpus", 0):
+        argv += ["--fake-gpus", str(c.fake_gpus)]
     c.nodes[name] = c._spawn(name, argv)
     return c.nodes[name]
 
@@ -75,7 +80,7 @@ def submit(c: Cluster, *argv: str) -> int:
 
 def job(c: Cluster, job_id: int) -> dict:
     doc = json.loads(cli(c, "rqueue", "--json", "-j", str(job_id)).stdout)
-    [j] = doc["jobs"]
+    [j] = [j for j in doc["jobs"] if j["job_id"] == job_id]  # -j of an array: all its tasks
     return j
 
 
@@ -191,3 +196,36 @@ def test_rctld_sigkill_loses_nothing(tmp_path: Path) -> None:
         for j in running:
             assert (tmp_path / f"slurm-{j}.out").read_text() == "ok\n"
             assert job(c, j)["restart_cnt"] == 0  # kept, not rerun
+
+
+def test_gpus_arrays_and_signals(tmp_path: Path) -> None:
+    with jobs_cluster(tmp_path, ["n1"], cpus=2, gpus=2) as c:
+        start(c)
+        a = submit(c, "--gpus", "2", "--wrap", "echo $CUDA_VISIBLE_DEVICES; sleep 1")
+        c.wait_for(lambda: c.snapshot()["n1"]["gres_used"] == "gpu:2(IDX:0-1)",
+                   what="both GPUs in use")
+        b = submit(c, "--gres", "gpu:1", "--wrap", "echo $CUDA_VISIBLE_DEVICES")
+        assert job(c, b)["state_reason"] == "Resources"  # a CPU is free, no GPU is
+        assert compact(c, "n1") == "mix"
+        c.wait_for(lambda: all(job_state(c, j) == "COMPLETED" for j in (a, b)),
+                   what="GPU jobs done")
+        got = [(tmp_path / f"slurm-{j}.out").read_text().strip() for j in (a, b)]
+        assert got == ["0,1", "0"], got
+        arr = submit(c, "--array=1-3", "-o", "arr-%A_%a.out", "--wrap",
+                     "echo task $SLURM_ARRAY_TASK_ID of $SLURM_ARRAY_JOB_ID")
+        ids = [j["job_id"] for j in json.loads(cli(c, "rqueue", "--json", "-t", "all", "-j",
+                                                      str(arr)).stdout)["jobs"]]
+        assert sorted(ids) == [arr, arr + 1, arr + 2]
+        c.wait_for(lambda: all(job_state(c, j) == "COMPLETED" for j in ids), what="array")
+        for task in (1, 2, 3):
+            assert (tmp_path / f"arr-{arr}_{task}.out").read_text() == f"task {task} of {arr}\n"
+        script = tmp_path / "trap.sh"
+        script.write_text("#!/bin/sh\ntrap 'echo got USR1; exit 3' USR1\necho ready\n"
+                          "while true; do sleep 0.1; done\n")
+        t = submit(c, str(script))
+        out = tmp_path / f"slurm-{t}.out"
+        wait_for(lambda: out.exists() and "ready" in out.read_text(), what="trap ready")
+        cli(c, "rcancel", "--signal=USR1", str(t))
+        c.wait_for(lambda: job_state(c, t) == "FAILED", what="signalled job ends")
+        assert "got USR1" in out.read_text()
+        assert job(c, t)["exit_code"]["return_code"]["number"] == 3
