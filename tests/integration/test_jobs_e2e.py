@@ -152,6 +152,15 @@ def test_time_limit_and_cancel_kill_the_whole_tree(tmp_path: Path) -> None:
         c.wait_for(lambda: job_state(c, j) == "CANCELLED", what="CANCELLED")
         wait_for(lambda: not alive(child), what="the job's child killed")
         c.wait_for(lambda: all(compact(c, n) == "idle" for n in ("n1", "n2")), what="idle")
+        # a job that ignores SIGTERM: COMPLETING until SIGKILL comes, KillWait (1 s) later
+        s = submit(c, "-w", "n1", "--wrap", "trap '' TERM; echo up; sleep 30")
+        out = tmp_path / f"slurm-{s}.out"
+        wait_for(lambda: out.exists() and "up" in out.read_text(), what="job up")
+        cli(c, "rcancel", str(s))
+        assert job_state(c, s) == "COMPLETING"
+        assert "COMPLETING" in c.state("n1")
+        c.wait_for(lambda: job_state(c, s) == "CANCELLED", what="killed after KillWait")
+        assert c.state("n1") == "IDLE"
 
 
 def test_node_loss_requeues_elsewhere_and_the_returning_stale_copy_is_killed(
