@@ -13,7 +13,7 @@ import trio
 
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
-from ctld import logs, statefile
+from ctld import eventlog, logs, statefile
 from ctld.cluster import POWER_SAVE_INTERVAL, Cluster
 from ctld.jobjournal import Journal
 from ctld.jobs import job_json
@@ -47,6 +47,8 @@ class Daemon:
         self.port = port
         self._dirty = trio.Event()
         self.cluster = Cluster(config, on_dirty=self._mark_dirty)
+        self._events_unsaved = trio.Event()
+        self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job)
         self.journal = Journal(state_dir)
@@ -59,6 +61,7 @@ class Daemon:
         self._dirty.set()
 
     def restore(self) -> None:
+        self.cluster.eventlog.load(self.state_dir)
         journal = self.journal.read()
         try:
             doc = statefile.load(self.state_dir)
@@ -109,12 +112,17 @@ class Daemon:
                            cluster=self.cluster.config.cluster_name)
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
                 nursery.start_soon(self._saver)
+                nursery.start_soon(self._event_saver)
                 nursery.start_soon(self._power_save)
                 if signals:
                     nursery.start_soon(self.handle_signals)
                 task_status.started(self.listeners)
         finally:
             self.save_now()
+            try:
+                eventlog.flush(self.cluster.eventlog, self.state_dir)
+            except OSError as exc:
+                logs.event("event log save failed", logging.ERROR, error=str(exc))
 
     def stop(self) -> None:
         if self._nursery is not None:
@@ -157,6 +165,27 @@ class Daemon:
                 self.cluster.dirty = True
                 self._dirty.set()
             del doc  # entries of nodes changed since are not kept alive by an old document
+            await trio.sleep(SAVE_INTERVAL)
+
+    async def _event_saver(self) -> None:
+        """Appends new events to the state dir's event log, batched like state saves."""
+        log = self.cluster.eventlog
+        while True:
+            await self._events_unsaved.wait()
+            self._events_unsaved = trio.Event()
+            log.on_unsaved = self._events_unsaved.set
+            batch, everything = log.take_unsaved()
+            try:
+                if self.save_in_thread:
+                    n = await trio.to_thread.run_sync(eventlog.write, self.state_dir, batch,
+                                                      everything)
+                else:
+                    n = eventlog.write(self.state_dir, batch, everything)
+                log.file_lines = n if everything is not None else log.file_lines + n
+            except OSError as exc:
+                logs.event("event log save failed", logging.ERROR, error=str(exc))
+                log.unsaved[:0] = batch
+                self._events_unsaved.set()
             await trio.sleep(SAVE_INTERVAL)
 
     async def _power_save(self) -> None:

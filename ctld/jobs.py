@@ -272,14 +272,14 @@ class Jobs:
         if pc.state in ("DRAIN", "INACTIVE"):
             return bad(f"partition {pc.name} is {pc.state}: it accepts no new jobs",
                        "partition")
-        members = set(pc.nodes)
+        members = {n.name: n for n in self._members(pc)}
         try:
             req_nodes = tuple(hostlist.expand(req.nodelist)) if req.nodelist.strip() else ()
             exc_nodes = tuple(hostlist.expand(req.exclude)) if req.exclude.strip() else ()
         except ValueError as exc:
             return bad(f"bad hostlist: {exc}", "nodelist")
         for fld, names in (("nodelist", req_nodes), ("exclude", exc_nodes)):
-            unknown = [n for n in names if cfg.node(n) is None]
+            unknown = [n for n in names if n not in self.c.nodes]
             if unknown:
                 return bad(f"invalid node name specified: {hostlist.fold(unknown)}", fld)
         outside = [n for n in req_nodes if n not in members]
@@ -293,9 +293,9 @@ class Jobs:
         num_nodes = max(req.num_nodes, len(set(req_nodes)))
         cpus = cpus_per_node(req.ntasks, req.cpus_per_task, num_nodes)
         need = Need(num_nodes, cpus, req.mem_mib, req.gpus, req.exclusive)
-        pool = [cfg.node(n) for n in pc.nodes if n not in exc_nodes]
-        fitting = [n for n in pool if n is not None and capacity_fits(n, need)]
-        short = [n for n in req_nodes if not capacity_fits(cfg.node(n), need)]
+        fitting = [n for name, n in members.items()
+                   if name not in exc_nodes and capacity_fits(n.cfg, need)]
+        short = [n for n in req_nodes if not capacity_fits(members[n].cfg, need)]
         if short:
             return bad(f"{NOT_AVAILABLE}: node(s) {hostlist.fold(short)} have fewer than {cpus} "
                        f"CPUs, {req.mem_mib} MB or {req.gpus} GPU(s)", "nodelist")
@@ -362,7 +362,7 @@ class Jobs:
         nodes = self.c.nodes
         required = [nodes[n] for n in dict.fromkeys(job.req_nodes) if n in nodes]
         excluded = set(job.exc_nodes)
-        others = (nodes[n] for n in pc.nodes if n in nodes and n not in excluded)
+        others = (n for n in self._members(pc) if n.name not in excluded)
         shares, why = place(job.need, required, others, self.uses, self.index)
         if shares is None:
             if why == "ReqNodeNotAvail" and required:
@@ -386,6 +386,16 @@ class Jobs:
         self._touch(job)
         self._try_launch(job)
         return ""
+
+    def _members(self, pc: Any) -> list[NodeRecord]:
+        """The partition's nodes now, dynamic ones (issue 13) included."""
+        names: Iterable[str] = pc.nodes
+        for part in self.c._partitions:
+            if part["name"] == pc.name:
+                names = part["nodes"]
+                break
+        nodes = self.c.nodes
+        return [nodes[n] for n in names if n in nodes]
 
     def _ready(self, node: NodeRecord) -> bool:
         flags = node.state.flags

@@ -19,7 +19,7 @@ from statemachine import Base, Flag
 UP, BOOTING, OFF = 0, 1, 2
 # Flags that keep any new work off a node, whatever its power state.
 BLOCKING = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
-                      Flag.POWER_DRAIN, Flag.POWERING_DOWN})
+                      Flag.POWER_DRAIN, Flag.POWERING_DOWN, Flag.PENDING, Flag.REJECTED})
 UP_BASES = (Base.IDLE, Base.MIXED, Base.ALLOCATED)
 
 
@@ -63,9 +63,7 @@ def node_rank(node: Any) -> int | None:
         return BOOTING
     if Flag.POWERED_DOWN in flags:
         return OFF if st.base is Base.IDLE else None
-    if Flag.NO_RESPOND in flags:
-        return None
-    return UP
+    return UP if st.schedulable else None  # NO_RESPOND and the like
 
 
 def capacity_fits(cfg: Any, need: Need) -> bool:

@@ -32,7 +32,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.HeartbeatReply: ("config_hash",),
     },
     4: {
-        m.Register: ("job_ids", "jobs_ended"),
+        m.Register: ("job_ids", "jobs_ended", "dynamic", "dynamic_conf"),
         m.RegisterReply: ("kill_job_ids",),
         m.Heartbeat: ("jobs_ended",),
         m.HeartbeatReply: ("kill_job_ids",),
@@ -42,6 +42,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
 # Message types that did not exist in version 1, by the version that introduced them.
 MESSAGE_SINCE: dict[str, int] = {
     "SetAllocation": 3, "LaunchJob": 4, "KillJob": 4,
+    "NodeMembership": 4, "GetEvents": 4, "Events": 4,
     # issue 12: the job commands
     "SubmitJob": 4, "SubmitReply": 4, "GetJobs": 4, "JobList": 4, "CancelJobs": 4,
     "JobControl": 4, "JobResult": 4,

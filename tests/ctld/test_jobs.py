@@ -349,3 +349,17 @@ async def test_unknown_job_in_heartbeat_is_killed() -> None:
     j = cluster.jobs.submit(job()).job_id
     reply = Beats(cluster, conns)("n1", job_ids=(j, 77))
     assert reply.kill_job_ids == (77,)
+
+
+async def test_no_work_for_a_node_awaiting_approval() -> None:
+    from ctld import membership
+
+    cluster = Cluster(make_config(extra="NodeApproval=manual"), wall=wall)
+    membership.on_start(cluster, ())
+    up(cluster, "n1")
+    assert "PENDING" in state(cluster, "n1")
+    j = cluster.jobs.submit(job()).job_id
+    assert rec(cluster, j)["state"] == "PENDING"
+    r = membership.handle(cluster, m.NodeMembership("approve", "n1", None, "root"))
+    assert r.ok, r.errors
+    assert rec(cluster, j)["state"] == "RUNNING" and state(cluster, "n1") == "MIXED"
