@@ -81,8 +81,10 @@ class Demo:
         self.wait(lambda: isinstance(self.ask(m.Ping()), m.Pong), "rctld to start")
         print(f"demo: rctld listening on 127.0.0.1:{self.port}")
         for name in NODES:
+            root_jobs = ("--allow-root-jobs",) if os.getuid() == 0 else ()  # rbatch as root
             self.spawn(name, "-m", "noded.main", "--server", f"127.0.0.1:{self.port}",
-                       "--name", name, "--fake-gpus", "4", "--spool-dir", str(self.dir / name))
+                       "--name", name, "--fake-gpus", "4", "--spool-dir", str(self.dir / name),
+                       *root_jobs)
         self.wait(lambda: all(self.states().get(n, "").startswith("IDLE") for n in NODES),
                   "the gpu nodes to register")
 
@@ -96,7 +98,9 @@ class Demo:
               f"  export RANCH_SERVER=127.0.0.1:{self.port} RANCH_KEY_FILE={self.key_file}\n"
               f"  {bin_dir}/rinfo -N --metrics\n"
               f"  {bin_dir}/rcontrol update NodeName=gpu02 State=DRAIN Reason=\"bad fan\"\n"
-              f"  {bin_dir}/rinfo -R", flush=True)
+              f"  {bin_dir}/rinfo -R\n"
+              f"  {bin_dir}/rbatch -c 2 --gpus 1 --wrap 'echo $CUDA_VISIBLE_DEVICES; sleep 30'\n"
+              f"  {bin_dir}/rqueue ; {bin_dir}/rcontrol show job 1", flush=True)
 
     def stop(self) -> None:
         """Nodes first (each sends its shutdown notice), then the controller."""
