@@ -513,7 +513,9 @@ class Cluster:
             self._apply(node, events.HeartbeatReceived(now=node.last_heartbeat))
         if msg.health is not None and msg.health != node.health:
             self._health(node, msg.health)
-        kill = self.jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended else ()
+        jobs = self.jobs
+        kill = (jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended
+                or node.name in jobs.uses else ())
         if self._power_batch or self.jobs.kicked:
             self.flush_programs()
         return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash,

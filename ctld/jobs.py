@@ -132,6 +132,10 @@ class Jobs:
         self.index = {n.name: i for i, n in enumerate(cfg.nodes)}
         self.kill_wait = _setting(cfg, "KillWait", DEFAULT_KILL_WAIT)
         self.min_job_age = _setting(cfg, "MinJobAge", DEFAULT_MIN_JOB_AGE)
+        # A running job a node's heartbeats leave out for this long was lost there (its
+        # LaunchJob went astray, the node lost it without an ending...).
+        t = cfg.timeouts
+        self.missing_grace = 3.0 * t.heartbeat_interval + t.message_timeout
         self.kicked = True
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -514,13 +518,35 @@ class Jobs:
         return job is not None and job.state in (RUNNING, COMPLETING) and name in job.awaiting
 
     def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[int, ...]:
-        """Endings in a heartbeat, and the jobs it runs that are not its own any more."""
+        """Endings in a heartbeat, jobs it should run and does not (lost after a grace time),
+        and the jobs it runs that are not its own any more."""
         if msg.jobs_ended:
             self.ended(node, msg.jobs_ended)
+        name = node.name
+        use = self.uses.get(name)
+        if use is not None and use.jobs:
+            now = self.c.clock()
+            running = set(msg.job_ids)
+            for jid in sorted(use.jobs):
+                job = self.jobs.get(jid)
+                if (job is not None and name in job.awaiting and jid not in running
+                        and job.launched_at is not None
+                        and now - job.launched_at > self.missing_grace):
+                    self._gone_from(job, name)
         if not msg.job_ids:
             return ()
-        name = node.name
         return tuple(j for j in msg.job_ids if not self._expected(name, j))
+
+    def _gone_from(self, job: Job, name: str) -> None:
+        """The node does not run the job and reported no ending for it."""
+        logs.event("node lost a job", logging.WARNING, node=name, job=job.id)
+        job.awaiting.discard(name)
+        self._release(job, name)
+        if job.state == COMPLETING:
+            if not job.awaiting:
+                self._finish(job, job.outcome)
+        else:
+            self._lost(job, f"lost by node {name}")
 
     def registered(self, node: NodeRecord, msg: m.Register) -> tuple[int, ...]:
         """A (re)registration: endings, jobs the node lost, stale copies, launches that waited."""
@@ -535,14 +561,7 @@ class Jobs:
                 continue
             # The node does not run it and did not report its end: lost with the old rnoded
             # (or its LaunchJob went to a dead connection).
-            logs.event("node lost a job", logging.WARNING, node=name, job=jid)
-            job.awaiting.discard(name)
-            self._release(job, name)
-            if job.state == COMPLETING:
-                if not job.awaiting:
-                    self._finish(job, job.outcome)
-            else:
-                self._lost(job, "lost by node")
+            self._gone_from(job, name)
         for jid in sorted(use.jobs) if (use := self.uses.get(name)) else ():
             job = self.jobs.get(jid)
             if job is not None and job.state == CONFIGURING:
@@ -813,6 +832,8 @@ class Jobs:
 
     def _adopt(self, job: Job) -> None:
         self.jobs[job.id] = job
+        if job.state in (RUNNING, COMPLETING):
+            job.launched_at = self.c.clock()  # the missing-job grace counts from the restart
         self.next_id = max(self.next_id, job.id + 1)
         if job.state == PENDING:
             self._add_pending(job)

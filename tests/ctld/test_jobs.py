@@ -363,3 +363,21 @@ async def test_no_work_for_a_node_awaiting_approval() -> None:
     r = membership.handle(cluster, m.NodeMembership("approve", "n1", None, "root"))
     assert r.ok, r.errors
     assert rec(cluster, j)["state"] == "RUNNING" and state(cluster, "n1") == "MIXED"
+
+
+async def test_a_job_the_node_stops_listing_is_requeued_after_a_grace(autojump_clock) -> None:
+    cluster = Cluster(make_config(), wall=wall)  # HeartbeatInterval=10, MessageTimeout=10
+    conns = up(cluster, "n1", "n2")
+    beats = Beats(cluster, conns)
+    j = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+    assert rec(cluster, j)["nodes"] == "n1"
+    beats("n1")  # not listed yet: the launch may still be on its way
+    assert rec(cluster, j)["state"] == "RUNNING"
+    await trio.sleep(30)
+    beats("n1", job_ids=(j,))
+    await trio.sleep(30)
+    beats("n1")  # 60 s after the launch, past 3 x 10 + 10 s, and no ending
+    # requeued and started again (first fit: n1 once more), as its second run
+    assert rec(cluster, j)["state"] == "RUNNING" and rec(cluster, j)["restarts"] == 1
+    assert launches(conns["n1"])[-1].restarts == 1
+    assert state(cluster, "n1") == "ALLOCATED"
