@@ -40,6 +40,7 @@ TOP_PRIORITY = 4294901760  # Slurm's priority/basic: each later job one less
 DEFAULT_KILL_WAIT = 30.0
 DEFAULT_MIN_JOB_AGE = 300.0  # seconds a finished job stays listed (Slurm's MinJobAge)
 NOT_AVAILABLE = "Requested node configuration is not available"
+MAX_ARRAY = 10000  # tasks of one --array (Slurm's MaxArraySize default is 1001)
 
 
 @attrs.define(eq=False, slots=True)
@@ -94,9 +95,10 @@ def parse_array(text: str) -> list[int]:
         step = int(step_s) if step_s else 1
         if lo < 0 or hi < lo or step < 1:
             raise ValueError(f"bad range {part!r} in --array={text}")
-        out.extend(range(lo, hi + 1, step))
-    if len(out) > 10000:
-        raise ValueError(f"--array={text} makes {len(out)} jobs; at most 10000")
+        span = range(lo, hi + 1, step)
+        if len(out) + len(span) > MAX_ARRAY:  # counted before anything is built
+            raise ValueError(f"--array={text} makes more than {MAX_ARRAY} jobs")
+        out.extend(span)
     return sorted(set(out))
 
 
@@ -251,6 +253,9 @@ class Jobs:
                            ("cpus_per_task", req.cpus_per_task)):
             if value < 1:
                 return bad(f"{fld} must be 1 or more, got {value}", fld)
+        for fld, value in (("uid", req.uid), ("gid", req.gid)):
+            if value < 0:
+                return bad(f"{fld} must be 0 or more, got {value}", fld)
         if req.mem_mib < 0:
             return bad(f"mem_mib must be 0 or more, got {req.mem_mib}", "mem_mib")
         if req.gpus < 0:
@@ -626,6 +631,8 @@ class Jobs:
         return uid == 0 or user == "root" or uid == job.req.uid or (user and user == job.req.user)
 
     def cancel(self, msg: m.CancelJobs) -> m.JobResult:
+        if not 0 <= msg.signal <= 64:
+            return m.JobResult(ok=False, errors=(f"invalid signal {msg.signal}",))
         if msg.job_ids:
             jobs, errors = self._targets(msg.job_ids)
         elif msg.only_user:

@@ -381,3 +381,15 @@ async def test_a_job_the_node_stops_listing_is_requeued_after_a_grace(autojump_c
     assert rec(cluster, j)["state"] == "RUNNING" and rec(cluster, j)["restarts"] == 1
     assert launches(conns["n1"])[-1].restarts == 1
     assert state(cluster, "n1") == "ALLOCATED"
+
+
+async def test_bad_arrays_are_refused_without_building_them() -> None:
+    from ctld.jobs import parse_array
+
+    assert parse_array("1-9:4,2") == [1, 2, 5, 9]
+    assert parse_array("0-3%2") == [0, 1, 2, 3]
+    cluster = Cluster(make_config(), wall=wall)
+    for spec in ("1-99999999999", "5-1", "x", "1,,2"):
+        r = cluster.jobs.submit(job(array=spec))
+        assert isinstance(r, m.Error) and r.field == "array", (spec, r)
+    assert cluster.jobs.jobs == {}
