@@ -571,6 +571,7 @@ class Jobs:
             job = self.jobs.get(jid)
             if job is not None and job.state == CONFIGURING:
                 self._try_launch(job)
+        self._sync_node(name)  # an allocation its earlier state refused (UNKNOWN at restart)
         self.kicked = True
         return tuple(j for j in msg.job_ids if not self._expected(name, j))
 
