@@ -103,7 +103,7 @@ def test_rqueue_json(queue: Controller) -> None:
 
 
 def test_rinfo_shows_the_allocations(queue: Controller) -> None:
-    done = queue.run("rinfo", "-N", "-o", "%N %t %C")
+    done = queue.run("rinfo", "-N", "-p", "all", "-o", "%N %t %C")
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines()]
     assert rows[1:] == [["w1", "mix", "1/1/0/2"], ["w2", "alloc", "2/0/0/2"]], rows
