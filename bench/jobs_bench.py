@@ -26,9 +26,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root
 
+import attrs
 import psutil
 import trio
-from fleet_lib.config import Timing, config_text
+from fleet_lib.config import DEFAULT_SHAPE, FleetShape, Timing, config_text
 from fleet_lib.controller import Controller, free_port
 from fleet_lib.simnode import Fleet
 from fleet_lib.stats import percentile
@@ -88,13 +89,16 @@ def ms(x: float | None) -> float | None:
     return None if x is None else round(x * 1000, 2)
 
 
-async def run_one(nodes: int, jobs: int, submitters: int, workdir: Path) -> dict:
+async def run_one(nodes: int, jobs: int, submitters: int, workdir: Path,
+                  shape: FleetShape = DEFAULT_SHAPE) -> dict:
     timing = Timing(heartbeat_interval=10, slurmd_timeout=60)
-    ctl = Controller.spawn(workdir, config_text(nodes, timing), port=free_port())
-    fig: dict = {"nodes": nodes, "jobs": jobs, "submitters": submitters}
+    ctl = Controller.spawn(workdir, config_text(nodes, timing, shape), port=free_port())
+    fig: dict = {"nodes": nodes, "cpus_per_node": shape.cpus, "jobs": jobs,
+                 "submitters": submitters}
     try:
         proc = psutil.Process(ctl.pid)
-        fleet = Fleet(ctl.addr, ctl.key, nodes, timing.heartbeat_interval, sources=["127.0.0.1"])
+        fleet = Fleet(ctl.addr, ctl.key, nodes, timing.heartbeat_interval, sources=["127.0.0.1"],
+                      shape=shape)
         launched: dict[int, float] = {}
         fleet.on_launch = lambda job_id: launched.setdefault(job_id, time.perf_counter())
         async with trio.open_nursery() as nursery:
@@ -144,13 +148,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2000)
     p.add_argument("--nodes", default="6,100", help="fleet sizes, comma list")
     p.add_argument("--submitters", type=int, default=4, help="concurrent submit connections")
+    p.add_argument("--cpus", type=int, default=0, metavar="N",
+                   help="CPUs per simulated node (default the fleet's 64); few CPUs make the "
+                   "jobs queue, so that start times include waiting for a free CPU")
     p.add_argument("--json", metavar="FILE", help="write the figures here")
     args = p.parse_args(argv)
+    shape = DEFAULT_SHAPE
+    if args.cpus:
+        shape = attrs.evolve(DEFAULT_SHAPE, sockets=1, cores_per_socket=args.cpus,
+                             threads_per_core=1)
     results = []
     for n in (int(x) for x in args.nodes.split(",")):
         workdir = Path(tempfile.mkdtemp(prefix="jobs-bench-"))
         try:
-            fig = trio.run(run_one, n, args.jobs, args.submitters, workdir)
+            fig = trio.run(run_one, n, args.jobs, args.submitters, workdir, shape)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         results.append(fig)
