@@ -112,18 +112,10 @@ def _json_doc(key: str, items: list, cluster: str) -> str:
 
     import orjson
 
-    doc = {
-        key: items,
-        "last_update": {"set": True, "infinite": False, "number": int(time.time())},
-        "meta": {
-            "plugin": {"type": "", "name": "", "data_parser": "ranch"},
-            "client": {"source": "", "user": getpass.getuser(), "group": ""},
-            "command": ["rcontrol", *sys.argv[1:]],
-            "slurm": {"release": VERSION, "cluster": cluster},
-        },
-        "errors": [],
-        "warnings": [],
-    }
+    from protocol.records import show_doc
+
+    doc = show_doc(key, items, cluster, version=VERSION, user=getpass.getuser(),
+                   command=["rcontrol", *sys.argv[1:]])
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cli import node_records as nr
+from protocol.records import node_json, partition_json
 
 Fold = Callable[[list[str]], str]
 INDENT = "   "
@@ -146,61 +147,4 @@ def records_text(records: list[list[str]], *, one_line: bool) -> str:
     return "".join([sep.join(lines) + "\n\n" for lines in records])
 
 
-def node_json(n: dict) -> dict:
-    from cli.sinfo_json import number, state_array
-
-    reason = nr.reason_of(n) or {}
-    load = n.get("cpu_load")
-    return {
-        "name": n["name"],
-        "hostname": n.get("hostname") or "",
-        "address": n.get("addr") or "",
-        "port": n.get("port") or 0,
-        "architecture": n.get("arch") or "",
-        "operating_system": n.get("os") or "",
-        "state": state_array(n),
-        "partitions": list(n.get("partitions") or ()),
-        "cpus": n["cpus"],
-        "alloc_cpus": n["cpus_alloc"],
-        "alloc_idle_cpus": n["cpus"] - n["cpus_alloc"],
-        "effective_cpus": n["cpus"],
-        "cpu_load": 0 if load is None else round(load * 100),
-        "boards": n["boards"],
-        "sockets": n["sockets"],
-        "cores": n["cores_per_socket"],
-        "threads": n["threads_per_core"],
-        "real_memory": n["real_memory"],
-        "alloc_memory": n.get("alloc_mem") or 0,
-        "free_mem": number(n.get("free_mem")),
-        "tmp_disk": n["tmp_disk"],
-        "weight": n["weight"],
-        "features": list(n.get("features") or ()),
-        "active_features": list(n.get("features") or ()),
-        "gres": n.get("gres") or "",
-        "gres_used": n.get("gres_used") or "",
-        "version": n.get("version") or "",
-        "boot_time": number(_int_time(n.get("boot_time"))),
-        "slurmd_start_time": number(_int_time(n.get("slurmd_start_time"))),
-        "last_busy": number(_int_time(n.get("last_busy"))),
-        "reason": reason.get("text") or "",
-        "reason_changed_at": number(_int_time(reason.get("time"))),
-        "reason_set_by_user": nr.reason_user(reason) if reason else "",
-        "health": n.get("health"),
-        "last_change": number(_int_time(n.get("last_change"))),  # Ranch (issue 13)
-        "approval": next((w for w in ("PENDING", "REJECTED")
-                          if w in ((n.get("state") or {}).get("flags") or ())), "APPROVED"),
-        "dynamic": bool(n.get("dynamic")),
-    }
-
-
-def _int_time(epoch: float | None) -> int | None:
-    return int(epoch) if epoch else None
-
-
-def partition_json(p: dict, nodes_by_name: dict[str, dict], fold: Fold, cluster: str) -> dict:
-    from cli.sinfo_json import partition_doc
-
-    doc = partition_doc(p, fold, cluster)
-    members = [nodes_by_name[n] for n in p.get("nodes") or () if n in nodes_by_name]
-    doc["cpus"] = {"total": sum(n["cpus"] for n in members)}
-    return doc
+__all__ = ["node_json", "node_lines", "partition_json", "partition_lines", "records_text"]

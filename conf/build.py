@@ -25,6 +25,7 @@ from conf.model import (
     ControlSettings,
     ExcNodes,
     HealthSettings,
+    HttpSettings,
     MembershipSettings,
     NodeConfig,
     PartitionConfig,
@@ -36,6 +37,7 @@ from conf.refused import partition_key_verdict, slurm_verdict
 from conf.values import (
     DOWN_STATES,
     HEALTH_NODE_STATES,
+    HTTP_AUTH,
     NODE_STATES,
     PARTITION_STATES,
     SUSPEND_EXC_STATES,
@@ -45,6 +47,7 @@ from conf.values import (
     as_enum_list,
     as_int,
     as_list,
+    as_listen,
     as_seconds_or_infinite,
     as_time,
     parse_gres,
@@ -52,7 +55,7 @@ from conf.values import (
 )
 
 _RESOLVED_PATHS = ("HealthCheckProgram", "SuspendProgram", "ResumeProgram", "ResumeFailProgram",
-                   "AuthKeyFile", "StateSaveLocation")
+                   "AuthKeyFile", "StateSaveLocation", "HttpTokenFile")
 _MAX_HOSTS_SHOWN = 5
 _CTL_HOST_RE = re.compile(r"^([^()\s]+)(?:\(([^()\s]+)\))?$")
 
@@ -132,6 +135,8 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "SuspendExcParts": as_list,
     "SuspendExcStates": lambda s: as_enum_list(s, SUSPEND_EXC_STATES),
     "NodeApproval": lambda s: as_enum(s, ("AUTO", "MANUAL")).lower(),
+    "HttpListen": as_listen,
+    "HttpAuth": lambda s: as_enum(s, HTTP_AUTH).lower(),
     "MaxNodeCount": lambda s: as_int(s, 0),
     "EventLogMaxEvents": lambda s: as_int(s, 1),
     "EventLogMaxAge": lambda s: as_int(s, 1),
@@ -745,6 +750,8 @@ class _Builder:
             g("SuspendRate", 60), g("ResumeRate", 300), self.exc_nodes(), exc_parts,
             g("SuspendExcStates", ()))
         auth = AuthSettings(g("AuthKeyFile", None), g("NodeApproval", "auto"))
+        http = HttpSettings(g("HttpListen", None), g("HttpTokenFile", None),
+                            g("HttpAuth", "loopback"))
         membership = MembershipSettings(
             self.approval_auto(), g("MaxNodeCount", 0), g("EventLogMaxEvents", 10000),
             g("EventLogMaxAge", 30 * 86400))
@@ -760,7 +767,8 @@ class _Builder:
         return ClusterConfig(
             path=self.path, config_hash=digest.hexdigest(), files=tuple(self.files),
             cluster_name=g("ClusterName", "cluster") or "cluster", control=control,
-            timeouts=timeouts, health=health, power=power, auth=auth, nodes=tuple(self.nodes),
+            timeouts=timeouts, health=health, power=power, auth=auth, http=http,
+            nodes=tuple(self.nodes),
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership)
 
