@@ -340,7 +340,8 @@ class Jobs:
     def _pass(self) -> None:
         cfg = self.c.config
         blocked: set[str] = set()
-        for job in list(self.pending):
+        started = 0
+        for job in self.pending:
             if job.state != PENDING:
                 continue
             if blocked and blocked.issuperset(self.pending_parts):
@@ -360,12 +361,16 @@ class Jobs:
             else:
                 why = self._try_place(job, pc)
                 if not why:
+                    started += 1
                     continue
                 if why == "Resources" and not job.req_nodes:
                     blocked.add(job.partition)
             if job.reason != why:
                 job.reason = why
                 self._touch(job)
+        if started:  # one rebuild, not a list.remove per started job
+            self.pending = [j for j in self.pending if j.state == PENDING]
+            self.pending_parts = Counter(j.partition for j in self.pending)
 
     def _try_place(self, job: Job, pc: Any) -> str:
         nodes = self.c.nodes
@@ -379,8 +384,7 @@ class Jobs:
                 if down:
                     why = f"ReqNodeNotAvail, UnavailableNodes:{hostlist.fold(down)}"
             return why
-        self._drop_pending(job)
-        job.state = CONFIGURING
+        job.state = CONFIGURING  # _pass drops it from the pending list
         job.reason = "None"
         # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
         job.nodes = tuple(hostlist.expand(hostlist.fold(list(shares))))
