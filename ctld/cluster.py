@@ -10,7 +10,7 @@ import logging
 import math
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -22,6 +22,7 @@ from conf.model import ClusterConfig, NodeConfig
 from ctld import configdump, logs, membership
 from ctld.deadlines import Deadlines
 from ctld.eventlog import EventLog
+from ctld.jobs import Jobs
 from ctld.node import (
     EXPECT_BEAT,
     EXPECT_TIMEOUT,
@@ -92,6 +93,7 @@ def _cause(event: Any) -> str:
         events.ResumeTimeout: "resume_timeout",
         events.ShutdownNotice: "shutdown_notice",
         events.ConfigReload: "reconfigure",
+        events.Completing: "completing",
     }.get(type(event), type(event).__name__)
 
 
@@ -177,6 +179,7 @@ class Cluster:
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
+        self.jobs = Jobs(self)  # batch jobs and the allocations they make (ctld/jobs.py)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -210,7 +213,7 @@ class Cluster:
 
     # -- start and restore -----------------------------------------------------------------
 
-    def restore(self, doc: dict[str, Any]) -> None:
+    def restore(self, doc: dict[str, Any], journal: Iterable[dict] = ()) -> None:
         """Take back the saved state; log every node that is saved but gone, or new."""
         saved = doc.get("nodes", {})
         now = self.clock()
@@ -243,6 +246,7 @@ class Cluster:
                            node=name)
         self._restored = tuple(n for n in saved if n in self.nodes)
         logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
+        self.jobs.restore(doc.get("jobs"), journal)
         self._changed_all()
 
     def start(self) -> None:
@@ -271,6 +275,8 @@ class Cluster:
         if changed:
             was_timed = self._timed(old)
             node.set_state(new)
+            if new.schedulable and not old.schedulable:
+                self.jobs.kicked = True  # a node took up work: a scheduling pass is due
             reason = new.reason.text if new.reason and new.reason != old.reason else None
             logs.state_change(node.name, names.complete(old), node.complete, _cause(event), reason)
             self.eventlog.state_change(node, old, new, event, _cause(event))
@@ -292,9 +298,7 @@ class Cluster:
 
     def _effect(self, node: NodeRecord, eff: Any) -> None:
         if isinstance(eff, effects.KillJobs):
-            if node.job_ids:
-                logs.event("kill jobs (no job runner yet: recorded only)", node=node.name,
-                           jobs=",".join(map(str, node.job_ids)), requeue=eff.requeue)
+            self.jobs.node_lost(node, eff.requeue)
         elif isinstance(eff, effects.RunSuspendProgram):
             self._power_batch.setdefault("suspend", []).append(node.name)
         elif isinstance(eff, effects.RunResumeProgram):
@@ -320,7 +324,9 @@ class Cluster:
                 node.conn = None
 
     def flush_programs(self) -> None:
-        """Start the power programs the last operation asked for, one run per kind (batched)."""
+        """Start the power programs the last operation asked for, one run per kind (batched).
+        A scheduling pass that is due runs first: placing work may power nodes up."""
+        self.jobs.run()
         batch, self._power_batch = self._power_batch, {}
         p = self.config.power
         timeout = max(p.suspend_timeout, p.resume_timeout)
@@ -467,6 +473,7 @@ class Cluster:
         )
         if msg.health is not None:
             self._health(node, msg.health)
+        kill = self.jobs.registered(node, msg)
         self._arm(node)
         self._changed(node)
         self.flush_programs()
@@ -476,6 +483,7 @@ class Cluster:
             config_files=self._config_files,
             config_hash=self.config.config_hash,
             node_state=node.complete,
+            kill_job_ids=kill,
         )
 
     def heartbeat(self, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
@@ -506,9 +514,13 @@ class Cluster:
             self._apply(node, events.HeartbeatReceived(now=node.last_heartbeat))
         if msg.health is not None and msg.health != node.health:
             self._health(node, msg.health)
-        if self._power_batch:
+        jobs = self.jobs
+        kill = (jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended
+                or node.name in jobs.uses else ())
+        if self._power_batch or self.jobs.kicked:
             self.flush_programs()
-        return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash)
+        return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash,
+                                kill_job_ids=kill)
 
     def _health(self, node: NodeRecord, report: m.HealthReport) -> None:
         node.health = report
@@ -540,6 +552,18 @@ class Cluster:
         if node is not None and node.conn is conn:  # not if the node has reconnected since
             node.conn = None
             self.eventlog.add("left", node.name, peer=conn.peer)
+
+    # -- hooks for ctld/jobs.py -------------------------------------------------------------
+
+    def apply_event(self, node: NodeRecord, event: Any) -> tuple[bool, str | None]:
+        return self._apply(node, event)
+
+    def touch(self, node: NodeRecord) -> None:
+        """Something a snapshot shows changed without a state change (allocated memory...)."""
+        self._changed(node)
+
+    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
+        return self.jobs.jobs_holding(names)
 
     # -- admin requests --------------------------------------------------------------------
 
@@ -721,6 +745,7 @@ class Cluster:
                 self.deadlines.cancel((name, "hb"))
         self.nodes = nodes
         membership.hold_new(self, [n for n in nodes if n not in old_nodes])
+        self.jobs.config_changed()
         # New timeouts apply to every node at once: re-arm them all (once per reconfigure).
         self.deadlines.clear()
         for node in nodes.values():
@@ -839,4 +864,5 @@ class Cluster:
                     "last_change": node.last_change,
                 })))
             out[name] = entry
-        return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out}
+        return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out,
+                "jobs": self.jobs.save_doc()}

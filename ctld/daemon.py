@@ -15,6 +15,8 @@ from conf import ConfigError, load_config
 from conf.model import ClusterConfig
 from ctld import eventlog, logs, statefile
 from ctld.cluster import POWER_SAVE_INTERVAL, Cluster
+from ctld.jobjournal import Journal
+from ctld.jobs import job_json
 from ctld.server import Server
 from protocol import messages as m
 
@@ -47,7 +49,9 @@ class Daemon:
         self.cluster = Cluster(config, on_dirty=self._mark_dirty)
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
-        self.server = Server(self.cluster, key, reconfigure=self.reconfigure)
+        self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
+                             submit=self.submit_job)
+        self.journal = Journal(state_dir)
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
@@ -59,17 +63,35 @@ class Daemon:
 
     def restore(self) -> None:
         self.cluster.eventlog.load(self.state_dir)
+        journal = self.journal.read()
         try:
             doc = statefile.load(self.state_dir)
         except statefile.StateFileError as exc:
             logs.event("saved state unusable; starting from the config", logging.ERROR,
                        error=str(exc))
-            return
+            doc = None
         if doc is None:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
+            if journal:
+                self.cluster.jobs.restore(None, journal)
             return
-        self.cluster.restore(doc)
+        self.cluster.restore(doc, journal)
+
+    async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """Accept a job and put it on disk before the reply (an acknowledged job survives a
+        SIGKILL of rctld)."""
+        jobs = self.cluster.jobs
+        reply = jobs.submit(msg)
+        if isinstance(reply, m.SubmitReply):
+            records = [job_json(jobs.jobs[j]) for j in reply.job_ids if j in jobs.jobs]
+            try:
+                await self.journal.commit(records)
+            except OSError as exc:
+                logs.event("job journal write failed", logging.ERROR, error=str(exc))
+                return m.Error("internal", f"job {reply.job_id} could not be written to "
+                               f"{self.journal.path}: {exc.strerror or exc}")
+        return reply
 
     async def run(
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
@@ -137,6 +159,7 @@ class Daemon:
             logs.event("state save failed", logging.ERROR, error=str(exc))
 
     async def _saver(self) -> None:
+        self.journal.in_thread = self.save_in_thread
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
@@ -146,6 +169,7 @@ class Daemon:
                     await trio.to_thread.run_sync(statefile.save, self.state_dir, doc)
                 else:
                     statefile.save(self.state_dir, doc)
+                await self.journal.trim(doc["jobs"]["next_id"])
             except OSError as exc:
                 logs.event("state save failed", logging.ERROR, error=str(exc))
                 self.cluster.dirty = True
