@@ -96,6 +96,7 @@ _NODE_CONVERT: dict[str, Callable[[str], Any]] = {
     "Reason": str,
     "NodeHostname": str,
     "NodeAddr": str,
+    "SuspendTime": lambda s: _own_suspend_time(s),
 }
 
 # Old or alternative spellings that set the same node value.
@@ -108,7 +109,14 @@ _PART_CONVERT: dict[str, Callable[[str], Any]] = {
     "State": lambda s: as_enum(s, PARTITION_STATES),
     "MaxTime": as_time,
     "DefaultTime": as_time,
+    "SuspendTime": lambda s: _own_suspend_time(s),
 }
+
+
+def _own_suspend_time(text: str) -> int:
+    """A node's or partition's SuspendTime: seconds, or -1 for INFINITE (never suspended)."""
+    seconds = as_seconds_or_infinite(text)
+    return -1 if seconds is None else seconds
 
 _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "ClusterName": lambda s: s.strip().lower(),
@@ -345,10 +353,11 @@ class _Builder:
         tmp_disk = get("TmpDisk", 0)
         cpus, boards, sockets, cores, threads = hw
         opt_t = tuple(opts.items())
+        suspend_time = get("SuspendTime", None)
         make = NodeConfig
         self.nodes.extend(
             make(n, h, a, port, cpus, boards, sockets, cores, threads, real_memory, tmp_disk,
-                 gres, features, weight, state, reason, opt_t)
+                 gres, features, weight, state, reason, opt_t, suspend_time)
             for n, h, a in zip(names, hostnames, addrs, strict=True))
 
     def per_node(self, src: _Source, val: _Val | None, names: list[str],
@@ -520,7 +529,8 @@ class _Builder:
                        f"({max_time} min)")
             return None
         part = PartitionConfig(name, tuple(nodes), get("Default", False), get("State", "UP"),
-                               max_time, default_time, get("Hidden", False), tuple(opts.items()))
+                               max_time, default_time, get("Hidden", False), tuple(opts.items()),
+                               get("SuspendTime", None))
         return part, head, src
 
     def check_partitions(
