@@ -13,13 +13,26 @@ NODE_READS = (
     "name", "arch", "os", "cores_per_socket", "cpus", "cpus_alloc", "cpu_load", "features",
     "gres", "addr", "hostname", "version", "real_memory", "alloc_mem", "free_mem", "sockets",
     "boards", "complete", "threads_per_core", "tmp_disk", "weight", "partitions", "boot_time",
-    "slurmd_start_time", "last_busy", "state", "health",
+    "slurmd_start_time", "last_busy", "state", "health", "last_power_action",
 )
 PARTITION_READS = ("name", "cpus", "real_memory")
 
 
 def _time(epoch: float | None) -> str:
     return nr.iso_time(epoch, missing="None")
+
+
+def last_power_action(action: dict | None) -> str:
+    """`resume rc=0 at 2026-11-22T22:01:02`: the node's last power program and its outcome."""
+    if not action:
+        return "None"
+    word, when = action.get("action", "?"), _time(action.get("time"))
+    if action.get("waiting"):
+        return f"{word} waiting for ResumeRate since {when}"
+    if action.get("running"):
+        return f"{word} running since {when}"
+    text = f"{word} rc={action.get('rc')} at {when}"
+    return f"{text} ({action['error']})" if action.get("error") else text
 
 
 def _tres(cpus: int, mem: int, gres: str, nodes: int | None = None) -> str:
@@ -70,6 +83,8 @@ def node_lines(n: dict) -> list[str]:
         "AllocTRES=" + (f"cpu={n['cpus_alloc']}" if n["cpus_alloc"] else ""),
         "CurrentWatts=0 AveWatts=0",
     ]
+    if n.get("last_power_action"):  # only nodes power save has acted on
+        lines.append(f"LastPowerAction={last_power_action(n['last_power_action'])}")
     reason = nr.reason_of(n)
     if reason and reason.get("text"):
         lines.append(
@@ -161,6 +176,7 @@ def node_json(n: dict) -> dict:
         "reason_changed_at": number(_int_time(reason.get("time"))),
         "reason_set_by_user": nr.reason_user(reason) if reason else "",
         "health": n.get("health"),
+        "last_power_action": n.get("last_power_action"),
     }
 
 

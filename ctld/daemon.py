@@ -36,6 +36,7 @@ class Daemon:
         port: int,
         config_path: str | None = None,
         on_ready: Callable[[], None] | None = None,
+        key_file: str | None = None,
     ) -> None:
         """`on_ready` runs once the saved state is restored, before the first connection."""
         self.on_ready = on_ready
@@ -46,6 +47,10 @@ class Daemon:
         self._dirty = trio.Event()
         self.cluster = Cluster(config, on_dirty=self._mark_dirty)
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure)
+        # What power programs are told (resume file location; RANCH_SERVER/RANCH_KEY_FILE so an
+        # example ResumeProgram can start an rnoded that joins this controller).
+        self.cluster.power.state_dir = state_dir
+        self.cluster.power.key_file = key_file
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
@@ -83,6 +88,7 @@ class Daemon:
                     partial(trio.serve_tcp, self.server.handle, self.port, host=self.host)
                 )
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
+                self.cluster.power.server_addr = _listener_addr(self.listeners[0])
                 logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
                            cluster=self.cluster.config.cluster_name)
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
