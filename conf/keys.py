@@ -158,7 +158,7 @@ _PARTITION_ACTED = _acted(PARTITION, [
     ("DefaultTime", "time", None, "job time limit when none is asked (default MaxTime)"),
     ("Hidden", "bool", False, "YES hides the partition from rinfo unless -a"),
     ("SuspendTime", "seconds", None,
-     "idle seconds before its nodes power down (beats global; a node's own wins); INFINITE = never"),
+     "idle seconds before its nodes power down (beats global, a node's own wins); INFINITE never"),
 ])
 
 _PARTITION_IGNORED = _ignored(PARTITION, """

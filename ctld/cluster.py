@@ -61,6 +61,7 @@ SNAPSHOT_BODY_CACHE = 16
 # one (rinfo --metrics).
 SNAPSHOT_STALENESS = {False: 5.0, True: 1.0}
 POWER_SAVE_INTERVAL = 10.0
+POWER_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN})
 # Flags under which a node is not expected to talk (Slurm does not ping these).
 UNTIMED_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
                            Flag.INVALID_REG})
@@ -267,6 +268,8 @@ class Cluster:
             if new.cpus_alloc == 0 and old.cpus_alloc > 0:
                 node.idle_since = self.clock()
                 node.last_busy = self.wall()
+            if old.flags & POWER_FLAGS and not new.flags & POWER_FLAGS:
+                node.idle_since = self.clock()  # just powered up: SuspendTime counts anew
             if not was_timed and self._timed(new):
                 # Back under watch (RESUME of a dead node, end of power-up...): give it a fresh
                 # allowance, as slurmctld asks such a node to register.
