@@ -60,7 +60,6 @@ SNAPSHOT_BODY_CACHE = 16
 # rcontrol show node: load and free memory, which Slurm refreshes only per ping) and the metrics
 # one (rinfo --metrics).
 SNAPSHOT_STALENESS = {False: 5.0, True: 1.0}
-POWER_SAVE_INTERVAL = 10.0
 POWER_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN})
 # Flags under which a node is not expected to talk (Slurm does not ping these).
 UNTIMED_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,

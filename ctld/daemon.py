@@ -14,7 +14,7 @@ import trio
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
 from ctld import logs, statefile
-from ctld.cluster import POWER_SAVE_INTERVAL, Cluster
+from ctld.cluster import Cluster
 from ctld.server import Server
 from protocol import messages as m
 
@@ -94,6 +94,7 @@ class Daemon:
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
                 nursery.start_soon(self._saver)
                 nursery.start_soon(self._power_save)
+                nursery.start_soon(self.cluster.power.remove_stale_files)
                 if signals:
                     nursery.start_soon(self.handle_signals)
                 task_status.started(self.listeners)
@@ -143,7 +144,7 @@ class Daemon:
 
     async def _power_save(self) -> None:
         while True:
-            await trio.sleep(POWER_SAVE_INTERVAL)
+            await trio.sleep(self.cluster.power.interval())
             self.cluster.power_save_pass()
 
     async def reconfigure(self, who: str) -> m.ReconfigureResult:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
+import trio
 
 from conf import hostlist
 from ctld import logs
@@ -36,6 +37,8 @@ NOT_WARM_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_D
                             Flag.INVALID_REG, Flag.COMPLETING})
 # Keeps the pool from booting nodes that cannot serve anyway.
 NOT_BOOTABLE_FLAGS = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN})
+
+POWER_SAVE_INTERVAL = 10.0  # Slurm's default power_save_interval
 
 JobsOf = Callable[[list[str]], list[tuple[int, list[str]]]]
 
@@ -100,6 +103,37 @@ class PowerSave:
             budget.available(now)
             budget.rate = rate
             budget.tokens = min(budget.tokens, float(rate)) if rate > 0 else 0.0
+
+    def interval(self) -> float:
+        """Seconds between power-save passes: SlurmctldParameters=power_save_interval=N."""
+        for key, value in self.c.config.settings:
+            if key.lower() != "slurmctldparameters":
+                continue
+            for option in str(value).split(","):
+                name, _, number = option.partition("=")
+                if name.strip().lower() == "power_save_interval" and number.strip().isdigit():
+                    return float(max(1, int(number)))
+        return POWER_SAVE_INTERVAL
+
+    async def remove_stale_files(self) -> None:
+        """Resume files left by a controller killed while its program ran: that program may
+        still read its file, so they go once it would have been killed (the longer timeout)."""
+        if self.state_dir is None:
+            return
+        try:
+            stale = [os.path.join(self.state_dir, name) for name in os.listdir(self.state_dir)
+                     if name.startswith("resume-") and name.endswith(".json")]
+        except OSError:
+            return
+        if not stale:
+            return
+        p = self.c.config.power
+        await trio.sleep(max(p.suspend_timeout, p.resume_timeout))
+        for path in stale:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     # -- effects from the state machine -----------------------------------------------------
 
