@@ -375,9 +375,10 @@ class PowerSave:
         """Slurm's SLURM_RESUME_FILE document, plus the issue's `all_nodes` and per-job `nodes`."""
         resuming = set(node_names)
         jobs: list[dict[str, Any]] = []
-        if self.jobs_of is not None:
+        jobs_of = self.jobs_of or getattr(getattr(self.c, "jobs", None), "jobs_holding", None)
+        if jobs_of is not None:
             try:
-                holding = self.jobs_of(list(node_names))
+                holding = jobs_of(list(node_names))
             except Exception as exc:  # the jobs side must not stop a power-up
                 logs.event("jobs for the resume file unavailable", logging.ERROR,
                            error=repr(exc))

@@ -266,6 +266,23 @@ async def test_missing_program_is_logged_and_recorded(tmp_path) -> None:
     assert "cannot run" in cluster.nodes["n1"].power_action["error"]
 
 
+async def test_hung_program_is_killed_logged_and_blocks_nothing(tmp_path) -> None:
+    cfg = parse_config_text(CONF.format(extra="", nodes=NODES, part="").replace(
+        "SuspendTimeout=5", "SuspendTimeout=1").replace("ResumeTimeout=20", "ResumeTimeout=1"),
+        path="/t.conf")
+    cluster = Cluster(cfg, wall=wall)
+    prog = _script(tmp_path, "hang.sh", "echo hanging\nsleep 60\n")
+    served = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cluster.power.run_batch, "suspend", prog, "n1", ("n1",))
+        for _ in range(5):  # the controller keeps answering while the program hangs
+            served.append(cluster.ping())
+            await trio.sleep(0.1)
+    assert len(served) == 5
+    action = cluster.nodes["n1"].power_action
+    assert action["rc"] == -9 and action["error"] == "killed at timeout"
+
+
 async def test_programs_get_a_clean_signal_mask_and_no_inherited_descriptors(tmp_path) -> None:
     fd = os.open(os.devnull, os.O_RDONLY)
     os.set_inheritable(fd, True)

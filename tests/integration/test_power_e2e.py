@@ -76,6 +76,9 @@ def test_resume_registers_then_idle_suspends_through_the_example_scripts(tmp_pat
     try:
         snap = c.snapshot()
         assert {snap[n]["compact"] for n in ("c1", "c2")} == {"idle~"}  # CLOUD starts off
+        items = dict(c.request(m.GetConfig()).items)
+        assert items["ResumeRate"] == "300 nodes/min (budget 300 now)"
+        assert items["SuspendRate"] == "60 nodes/min (budget 60 now)"
         r = c.request(m.UpdateNodes("c[1-2]", "POWER_UP", None, "root"))
         assert r.ok, r.errors
         c.wait_for(lambda: all(c.state(n) == "IDLE+CLOUD" for n in ("c1", "c2")),
