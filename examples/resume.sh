@@ -5,7 +5,8 @@
 # It "powers on" a node by starting an rnoded for it on this machine, which joins the controller
 # that called it: rctld gives its programs RANCH_SERVER, RANCH_KEY_FILE and RANCH_STATE_DIR, and
 # SLURM_RESUME_FILE, the JSON of the nodes and the jobs waiting for them (removed when this
-# program ends: read it early). A real one would call a cloud API, IPMI or Redfish per node.
+# program ends: read it early). RNODED_ARGS adds rnoded options (a wrapper may set it). A real
+# one would call a cloud API, IPMI or Redfish per node.
 set -eu
 hosts="${1:?usage: $0 HOSTLIST}"
 # Expand the hostlist like 'scontrol show hostnames' (rcontrol does it locally).
@@ -31,7 +32,8 @@ for node in $names; do
         continue
     fi
     # Its own log and no descriptor of ours: this program's output pipe closes when it exits.
-    rnoded --server "$RANCH_SERVER" --name "$node" --spool-dir "$dir/$node" \
+    # shellcheck disable=SC2086 # RNODED_ARGS: extra options, e.g. "--fake-gpus 4"
+    rnoded --server "$RANCH_SERVER" --name "$node" --spool-dir "$dir/$node" ${RNODED_ARGS:-} \
         </dev/null >>"$dir/$node.log" 2>&1 &
     echo $! >"$pidfile"
     echo "resume: started rnoded for $node (pid $!)"
