@@ -17,6 +17,7 @@ import trio
 from noded import cache
 from noded.gpus import GpuSource
 from noded.hardware import probe_hardware, probe_metrics
+from noded.jobs import JobRunner, LaunchError
 from protocol.errors import ProtocolError
 from protocol.messages import (
     Ack,
@@ -27,6 +28,9 @@ from protocol.messages import (
     HealthReport,
     Heartbeat,
     HeartbeatReply,
+    JobEnd,
+    KillJob,
+    LaunchJob,
     NodeSettings,
     Register,
     RegisterReply,
@@ -67,6 +71,7 @@ class NodeOptions:
     protocol_version: int = CURRENT
     connect_timeout: float = 5.0
     shutdown_grace: float = SHUTDOWN_GRACE
+    allow_root_jobs: bool = False  # run jobs of uid 0 (rnoded --allow-root-jobs)
 
 
 def backoff_delay(attempt: int, heartbeat_interval: float, rng: random.Random) -> float:
@@ -136,6 +141,13 @@ class NodeDaemon:
         self._ids = itertools.count(1)
         self._pending: dict[int, trio.MemorySendChannel[Any]] = {}
         self._live: FramedStream | None = None  # a registered connection, for the goodbye
+        self._session_nursery: trio.Nursery | None = None
+        self.jobs = JobRunner(
+            opts.spool_dir,
+            opts.name,
+            allow_root_jobs=opts.allow_root_jobs,
+            on_change=self._request_beat,
+        )
 
     # --------------------------------------------------------------------------------- running
 
@@ -148,6 +160,7 @@ class NodeDaemon:
         self.hardware = await trio.to_thread.run_sync(probe_hardware, self.gpus)
         try:
             async with trio.open_nursery() as nursery:
+                await nursery.start(self.jobs.run)  # re-adopt jobs before registering
                 if self._program():
                     await self._run_health()  # before registering: a sick node never shows idle
                 nursery.start_soon(self._health_loop)
@@ -215,6 +228,7 @@ class NodeDaemon:
                     log.exception("connection handler failed")
                     lose(f"internal error: {exc!r}")
 
+            self._session_nursery = nursery
             nursery.start_soon(guarded, self._reader)
             nursery.start_soon(guarded, self._register_and_beat)
         return reason
@@ -235,6 +249,16 @@ class NodeDaemon:
                 )
                 await fs.send(Ack(), frame.request_id, frame.version)
                 continue
+            if isinstance(frame.msg, LaunchJob) and self._session_nursery is not None:
+                # Not inline: the reader must keep delivering replies while the job starts.
+                self._session_nursery.start_soon(self._launch_job, fs, frame)
+                continue
+            if isinstance(frame.msg, KillJob):
+                job = frame.msg
+                if not await self.jobs.kill(job.job_id, job.signal, job.reason):
+                    log.info("KillJob for job %d, which does not run here", job.job_id)
+                await fs.send(Ack(), frame.request_id, frame.version)
+                continue
             channel = self._pending.get(frame.request_id)
             if channel is None:
                 log.debug("ignoring unexpected %s (request %d)", frame.type, frame.request_id)
@@ -243,6 +267,28 @@ class NodeDaemon:
                 channel.send_nowait(frame.msg)
             except trio.WouldBlock:
                 log.debug("duplicate reply to request %d", frame.request_id)
+
+    async def _launch_job(self, fs: FramedStream, frame: Any) -> None:
+        try:
+            # Shielded: a connection lost mid-launch must not leave a started job untracked
+            # (the launch is bounded by the runner's launch timeout).
+            with trio.CancelScope(shield=True):
+                await self.jobs.launch(frame.msg.job)
+        except LaunchError as exc:
+            reply: Any = Error("launch_failed", str(exc), "job")
+        except Exception as exc:  # a bug in the runner must not take the node down
+            log.exception("launching job %d failed", frame.msg.job.job_id)
+            reply = Error("internal", f"launch of job {frame.msg.job.job_id}: {exc!r}", "job")
+        else:
+            reply = Ack()
+        try:
+            await fs.send(reply, frame.request_id, frame.version)
+        except (ProtocolError, *LOST) as exc:  # the job's state still reaches the next beats
+            log.warning("cannot answer LaunchJob %d: %s", frame.msg.job.job_id, exc)
+
+    async def _jobs_acknowledged(self, ended: tuple[JobEnd, ...], kill: tuple[int, ...]) -> None:
+        await self.jobs.acknowledge(ended)
+        await self.jobs.kill_silently(kill)
 
     async def _request(self, fs: FramedStream, msg: Any) -> Any:
         request_id = next(self._ids)
@@ -291,12 +337,16 @@ class NodeDaemon:
             rnoded_version=RNODED_VERSION,
             config_hash=self.config_hash,
             health=self.health,
+            job_ids=self.jobs.job_ids(),
+            jobs_ended=self.jobs.endings(),
         )
         reply = await self._request(fs, msg)
         if isinstance(reply, Error):
             raise SessionLost(f"registration answered with {reply.code}: {reply.message}")
         if not isinstance(reply, RegisterReply):
             raise SessionLost(f"registration answered with {type(reply).__name__}")
+        if reply.accepted:
+            await self._jobs_acknowledged(msg.jobs_ended, reply.kill_job_ids)
         return reply
 
     async def _health_check_first(self, reply: RegisterReply) -> None:
@@ -321,7 +371,8 @@ class NodeDaemon:
             )
             self.seq += 1
             report = self._unsent_health
-            beat = Heartbeat(self.opts.name, self.seq, metrics, (), report)
+            ended = self.jobs.endings()
+            beat = Heartbeat(self.opts.name, self.seq, metrics, self.jobs.job_ids(), report, ended)
             reply = await self._request(fs, beat)
             if isinstance(reply, Error):
                 log.warning(
@@ -335,6 +386,7 @@ class NodeDaemon:
             else:
                 if self._unsent_health is report:
                     self._unsent_health = None
+                await self._jobs_acknowledged(ended, reply.kill_job_ids)
                 self._set_node_state(reply.node_state)
                 if reply.config_hash and reply.config_hash != self.config_hash:
                     log.info(

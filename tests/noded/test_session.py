@@ -72,8 +72,13 @@ class FakeController:
                 return m.RegisterReply(False, reason="node not in config")
             if self.health_first and msg.health is None:
                 return m.RegisterReply(
-                    False, "health check required before registration", self.settings, FILES,
-                    self.config_hash, "UNKNOWN", health_check_first=True,
+                    False,
+                    "health check required before registration",
+                    self.settings,
+                    FILES,
+                    self.config_hash,
+                    "UNKNOWN",
+                    health_check_first=True,
                 )
             return m.RegisterReply(True, "", self.settings, FILES, self.config_hash, "IDLE")
         if isinstance(msg, m.Heartbeat):
@@ -414,9 +419,19 @@ async def test_rnoded_sigterm_exits_0_with_controller_unreachable(tmp_path: Path
         port = sock.getsockname()[1]
         log_path = tmp_path / "rnoded.log"
         argv = [
-            sys.executable, "-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name", "u1",
-            "--key-file", str(key_file), "--spool-dir", str(tmp_path / "spool"),
-            "--fake-gpus", "0",
+            sys.executable,
+            "-m",
+            "noded.main",
+            "--server",
+            f"127.0.0.1:{port}",
+            "--name",
+            "u1",
+            "--key-file",
+            str(key_file),
+            "--spool-dir",
+            str(tmp_path / "spool"),
+            "--fake-gpus",
+            "0",
         ]
         root = Path(__file__).resolve().parents[2]
         with open(log_path, "wb") as log_file:

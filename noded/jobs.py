@@ -1,0 +1,485 @@
+"""JobRunner: starts batch jobs under noded/jobshim.py, enforces time limits, kills process trees,
+keeps endings until the controller acknowledges them, and re-adopts jobs after an rnoded restart.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import pwd
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import NoReturn
+
+import attrs
+import psutil
+import trio
+
+from noded import jobcgroup, jobstore
+from noded.jobenv import job_environment, output_paths
+from protocol.messages import JobEnd, JobSpec
+
+log = logging.getLogger("rnoded.jobs")
+
+SHIM = str(Path(__file__).with_name("jobshim.py"))
+LAUNCH_TIMEOUT = 30.0  # the shim answers within milliseconds; this only bounds a wedged start
+POLL_INTERVAL = 0.5  # where pidfd_open is missing, how often an adopted shim is looked at
+
+
+class LaunchError(Exception):
+    """The job could not be started; the message says why, for the controller and the user."""
+
+
+@attrs.define(eq=False)
+class RunningJob:
+    spec: JobSpec
+    path: Path
+    shim_pid: int
+    shim_start: int
+    script_pid: int
+    started_at: float  # wall clock
+    proc: trio.Process | None = None  # our child; None when adopted after a restart
+    ending: str = ""  # CANCELLED | TIMEOUT once rnoded decided to end it
+    silent: bool = False  # killed on the controller's kill list: no ending reported
+    done: trio.Event = attrs.field(factory=trio.Event)
+
+
+def _alive(pid: int, start: int) -> bool:
+    """Whether the process that had this pid and start time still runs (a zombie does not).
+    Called on the event loop: one procfs read, which never waits on a disk."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        fields = data[data.rindex(b")") + 2 :].split()
+        return fields[0] != b"Z" and int(fields[19]) == start
+    except (OSError, ValueError, IndexError):
+        return False
+
+
+def _tree_signal(job: RunningJob, signum: int) -> int:
+    """Signal the script's process group and every descendant of the shim that left it (a
+    daemonised grandchild that called setsid); returns how many processes outside the group."""
+    outside = 0
+    try:
+        shim = psutil.Process(job.shim_pid)
+        kids = shim.children(recursive=True) if _alive(job.shim_pid, job.shim_start) else []
+    except psutil.Error:
+        kids = []
+    try:
+        os.killpg(job.script_pid, signum)
+    except OSError:
+        pass
+    for kid in kids:
+        try:
+            if os.getpgid(kid.pid) != job.script_pid:
+                kid.send_signal(signum)
+                outside += 1
+        except (OSError, psutil.Error):
+            pass
+    return outside
+
+
+def _ending_of(spec: JobSpec, path: Path, ending: str, started_at: float) -> JobEnd:
+    """The JobEnd of a finished run, from the shim's status file and rnoded's own reason."""
+    status = jobstore.read_json(path / "status.json")
+    now = time.time()
+    if status is None:
+        return JobEnd(
+            spec.job_id,
+            ending or "FAILED",
+            message="job supervisor ended without a status",
+            started_at=started_at,
+            ended_at=now,
+            restarts=spec.restarts,
+        )
+    if "launch_error" in status:
+        return JobEnd(
+            spec.job_id,
+            "LAUNCH_FAILED",
+            exit_code=1,
+            message=str(status["launch_error"]),
+            ended_at=now,
+            restarts=spec.restarts,
+        )
+    code, sig = int(status.get("exit_code", 0)), int(status.get("signal", 0))
+    if ending:
+        state = ending
+    elif status.get("oom") and (status.get("oom_exact") or sig == signal.SIGKILL):
+        state = "OUT_OF_MEMORY"
+    else:
+        state = "COMPLETED" if code == 0 and sig == 0 else "FAILED"
+    return JobEnd(
+        spec.job_id,
+        state,
+        exit_code=code,
+        signal=sig,
+        started_at=float(status.get("started_at", started_at)),
+        ended_at=float(status.get("ended_at", now)),
+        restarts=spec.restarts,
+    )
+
+
+class JobRunner:
+    """Owns the node's jobs. `run` (started in the daemon's nursery) re-adopts what the spool
+    dir records, then hosts one watcher task per job until cancelled; jobs outlive rnoded."""
+
+    def __init__(
+        self,
+        spool_dir: str,
+        node: str,
+        *,
+        allow_root_jobs: bool = False,
+        on_change: Callable[[], None] = lambda: None,
+        python: str = sys.executable,
+    ) -> None:
+        self.spool_dir = spool_dir
+        self.node = node
+        self.allow_root_jobs = allow_root_jobs
+        self.on_change = on_change
+        self.python = python
+        self.as_root = os.geteuid() == 0
+        self.running: dict[int, RunningJob] = {}
+        self.ended: dict[tuple[int, int], tuple[JobEnd, Path]] = {}
+        self._nursery: trio.Nursery | None = None
+        self._launching: set[int] = set()
+        self.launch_timeout = LAUNCH_TIMEOUT
+        self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
+        self.memory_cgroups = True  # a job asking for memory gets its own limited cgroup
+
+    # ------------------------------------------------------------------------ what beats carry
+
+    def job_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(self.running))
+
+    def endings(self) -> tuple[JobEnd, ...]:
+        return tuple(end for end, _ in self.ended.values())
+
+    async def acknowledge(self, endings: Iterable[JobEnd]) -> None:
+        """The controller has these endings: forget them and their records."""
+        done = []
+        for end in endings:
+            entry = self.ended.get((end.job_id, end.restarts))
+            if entry is not None and entry[0] == end:
+                del self.ended[(end.job_id, end.restarts)]
+                done.append(entry[1])
+        for path in done:
+            await trio.to_thread.run_sync(jobstore.remove, path)
+
+    # ---------------------------------------------------------------------------------- running
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        if not self.as_root:
+            log.info(
+                "rnoded is not root: jobs run as uid %d whatever user submitted them", os.getuid()
+            )
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await self._adopt()
+            task_status.started()
+            await trio.sleep_forever()
+
+    async def _adopt(self) -> None:
+        for path in await trio.to_thread.run_sync(jobstore.list_dirs, self.spool_dir):
+            try:
+                await self._adopt_one(path)
+            except Exception:  # one broken record must not keep rnoded from starting
+                log.exception("cannot re-adopt the job recorded in %s; leaving it", path)
+
+    async def _adopt_one(self, path: Path) -> None:
+        end = await trio.to_thread.run_sync(jobstore.load_end, path)
+        if end is not None:
+            self.ended[(end.job_id, end.restarts)] = (end, path)
+            return
+        spec = await trio.to_thread.run_sync(jobstore.load_spec, path)
+        if spec is None:
+            log.warning("dropping unreadable job record %s", path)
+            await trio.to_thread.run_sync(jobstore.remove, path)
+            return
+        ending, silent = await trio.to_thread.run_sync(jobstore.load_ending, path)
+        pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+        if pids is not None and _alive(int(pids["shim_pid"]), int(pids["shim_start"])):
+            job = RunningJob(
+                spec,
+                path,
+                int(pids["shim_pid"]),
+                int(pids["shim_start"]),
+                int(pids["script_pid"]),
+                float(pids.get("started_at", time.time())),
+                ending=ending,
+                silent=silent,
+            )
+            self.running[spec.job_id] = job
+            log.info("re-adopted job %d (shim pid %d)", spec.job_id, job.shim_pid)
+            self._watch(job)
+            if ending:
+                self._nursery_start(self._killer, job)
+            return
+        started = float(pids.get("started_at", 0.0)) if pids else 0.0
+        end = await trio.to_thread.run_sync(_ending_of, spec, path, ending, started)
+        if pids is None and end.state != "LAUNCH_FAILED":
+            end = attrs.evolve(end, state="FAILED", message="rnoded stopped while launching")
+        await self._record_end(spec, path, end, silent)
+
+    def _nursery_start(self, fn: Callable, *args: object) -> None:
+        assert self._nursery is not None, "JobRunner.run is not running"
+        self._nursery.start_soon(fn, *args)
+
+    # ---------------------------------------------------------------------------------- launch
+
+    async def launch(self, spec: JobSpec) -> None:
+        """Start the job; returns once its script runs. Raises LaunchError (after recording a
+        LAUNCH_FAILED ending) when it cannot."""
+        current = self.running.get(spec.job_id)
+        if current is not None and current.spec.restarts == spec.restarts:
+            return  # a repeated LaunchJob: it already runs
+        if (spec.job_id, spec.restarts) in self.ended or spec.job_id in self._launching:
+            return
+        if current is not None:
+            raise LaunchError(f"job {spec.job_id} already runs here (run {current.spec.restarts})")
+        self._launching.add(spec.job_id)
+        try:
+            await self._launch(spec)
+        finally:
+            self._launching.discard(spec.job_id)
+            pending = self._kill_after_launch.pop(spec.job_id, None)
+        if pending is not None:
+            reason, state, silent = pending
+            await self.kill(spec.job_id, 0, reason, state=state, silent=silent)
+
+    def _identity(self, spec: JobSpec) -> dict:
+        if not self.as_root:
+            return {"drop": False, "uid": os.getuid(), "gid": os.getgid(), "groups": []}
+        if spec.uid == 0 and not self.allow_root_jobs:
+            raise LaunchError("jobs of uid 0 (root) are refused (rnoded --allow-root-jobs)")
+        try:
+            pw = pwd.getpwuid(spec.uid)
+        except KeyError:
+            raise LaunchError(f"unknown uid {spec.uid} on node {self.node}") from None
+        groups = os.getgrouplist(pw.pw_name, spec.gid)
+        return {"drop": True, "uid": spec.uid, "gid": spec.gid, "groups": groups}
+
+    async def _launch(self, spec: JobSpec) -> None:
+        path = jobstore.job_dir(self.spool_dir, spec)
+        try:
+            ident = self._identity(spec)
+            if not os.path.isabs(spec.workdir):
+                raise LaunchError(f"workdir {spec.workdir!r} is not an absolute path")
+            stdout, stderr = output_paths(spec, self.node)
+            launch = dict(
+                ident,
+                env=job_environment(spec, self.node),
+                workdir=spec.workdir,
+                stdout=stdout,
+                stderr=stderr,
+                append=spec.restarts > 0,
+            )
+            owner = (spec.uid, spec.gid) if ident["drop"] else None
+            if self.as_root and spec.mem_mib > 0 and self.memory_cgroups:
+                name = f"{self.node}_{spec.job_id}.{spec.restarts}"
+                launch["cgroup"] = await trio.to_thread.run_sync(
+                    jobcgroup.create, name, spec.mem_mib
+                )
+            path = await trio.to_thread.run_sync(
+                jobstore.create, self.spool_dir, spec, launch, owner
+            )
+        except (LaunchError, OSError, ValueError) as exc:
+            message = str(exc) if isinstance(exc, LaunchError) else f"job record: {exc}"
+            await self._launch_failed(spec, path, message)
+        log_file = await trio.to_thread.run_sync(open, path / "shim.log", "wb")
+        try:
+            proc = await trio.lowlevel.open_process(
+                [self.python, "-S", "-E", SHIM, str(path)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                start_new_session=True,
+                env={"PATH": os.environ.get("PATH", os.defpath)},
+                cwd="/",
+            )
+        except OSError as exc:
+            await self._launch_failed(spec, path, f"cannot start the job supervisor: {exc}")
+        finally:
+            log_file.close()
+        assert proc.stdout is not None
+        line = b""
+        with trio.move_on_after(self.launch_timeout):
+            while not line.endswith(b"\n"):
+                chunk = await proc.stdout.receive_some(4096)
+                if not chunk:
+                    break
+                line += chunk
+        await proc.stdout.aclose()
+        word, _, rest = line.decode(errors="replace").strip().partition(" ")
+        if word != "ok":
+            if not word:
+                log_text = await trio.to_thread.run_sync((path / "shim.log").read_bytes)
+                rest = (
+                    "job supervisor failed: "
+                    + (log_text.decode(errors="replace").strip().splitlines() or ["no answer"])[-1]
+                )
+                with trio.move_on_after(1):
+                    proc.kill()
+            await proc.wait()
+            await self._launch_failed(spec, path, rest)
+        pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+        job = RunningJob(
+            spec,
+            path,
+            proc.pid,
+            int(pids["shim_start"]),
+            int(rest),
+            float(pids["started_at"]),
+            proc=proc,
+        )
+        self.running[spec.job_id] = job
+        log.info(
+            "job %d started: script pid %d as uid %d in %s",
+            spec.job_id,
+            job.script_pid,
+            ident["uid"],
+            spec.workdir,
+        )
+        self._watch(job)
+
+    async def _launch_failed(self, spec: JobSpec, path: Path, message: str) -> NoReturn:
+        log.warning("job %d launch failed: %s", spec.job_id, message)
+        end = JobEnd(
+            spec.job_id,
+            "LAUNCH_FAILED",
+            exit_code=1,
+            message=message,
+            ended_at=time.time(),
+            restarts=spec.restarts,
+        )
+        await self._record_end(spec, path, end, False)
+        raise LaunchError(message)
+
+    # --------------------------------------------------------------------------------- watching
+
+    def _watch(self, job: RunningJob) -> None:
+        self._nursery_start(self._watcher, job)
+
+    async def _watcher(self, job: RunningJob) -> None:
+        limit = job.spec.time_limit
+        if limit is None:
+            await self._wait_exit(job)
+        else:
+            # The deadline counts from the script's start, so a re-adopted job keeps its limit.
+            remaining = limit - (time.time() - job.started_at)
+            with trio.move_on_after(max(0.0, remaining)):
+                await self._wait_exit(job)
+            if not job.done.is_set():
+                log.info("job %d reached its time limit of %gs", job.spec.job_id, limit)
+                await self.kill(job.spec.job_id, 0, "time limit", state="TIMEOUT")
+                await self._wait_exit(job)
+        job.done.set()
+        if self.running.get(job.spec.job_id) is job:
+            del self.running[job.spec.job_id]
+        end = await trio.to_thread.run_sync(
+            _ending_of, job.spec, job.path, job.ending, job.started_at
+        )
+        await self._record_end(job.spec, job.path, end, job.silent)
+
+    async def _wait_exit(self, job: RunningJob) -> None:
+        if job.proc is not None:
+            await job.proc.wait()
+            return
+        try:
+            fd = os.pidfd_open(job.shim_pid)
+        except OSError as exc:
+            if exc.errno == errno.ESRCH:
+                return
+            while _alive(job.shim_pid, job.shim_start):  # no pidfd: look now and then
+                await trio.sleep(POLL_INTERVAL)
+            return
+        try:
+            if _alive(job.shim_pid, job.shim_start):  # the pid might be another process's now
+                await trio.lowlevel.wait_readable(fd)
+        finally:
+            os.close(fd)
+
+    async def _record_end(self, spec: JobSpec, path: Path, end: JobEnd, silent: bool) -> None:
+        if silent:
+            log.info(
+                "job %d ended (%s), not reported: the controller disowned it",
+                spec.job_id,
+                end.state,
+            )
+            await trio.to_thread.run_sync(jobstore.remove, path)
+            return
+        log.info(
+            "job %d ended: %s exit %d signal %d %s",
+            spec.job_id,
+            end.state,
+            end.exit_code,
+            end.signal,
+            end.message,
+        )
+        try:
+            await trio.to_thread.run_sync(jobstore.save_end, path, end)
+        except OSError as exc:  # still reported from memory; only a restart would lose it
+            log.error("cannot record the end of job %d: %s", spec.job_id, exc)
+        self.ended[(end.job_id, end.restarts)] = (end, path)
+        self.on_change()
+
+    # ---------------------------------------------------------------------------------- killing
+
+    async def kill(
+        self,
+        job_id: int,
+        signum: int = 0,
+        reason: str = "",
+        *,
+        state: str = "CANCELLED",
+        silent: bool = False,
+    ) -> bool:
+        """signum 0: end the job (SIGTERM to its tree, SIGKILL after kill_wait). Otherwise only
+        deliver signum to its process group. False when no such job runs here."""
+        job = self.running.get(job_id)
+        if job is None:
+            if job_id in self._launching and not signum:
+                # Its shim is starting: the kill is applied the moment the script runs.
+                self._kill_after_launch[job_id] = (reason, state, silent)
+                return True
+            return False
+        if signum:
+            log.info("job %d: delivering signal %d (%s)", job_id, signum, reason or "asked")
+            try:
+                await trio.to_thread.run_sync(os.killpg, job.script_pid, signum)
+            except OSError as exc:  # the group just ended: its watcher reports the ending
+                log.info("job %d: signal %d not delivered: %s", job_id, signum, exc)
+            return True
+        job.silent = job.silent or silent
+        if not job.ending:
+            job.ending = state
+            log.info("job %d: ending it (%s)", job_id, reason or state)
+            self._nursery_start(self._killer, job)  # before any await: a cancel cannot skip it
+        try:
+            await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
+        except OSError as exc:  # the kill goes on; only an rnoded restart would forget why
+            log.error("cannot record why job %d is being killed: %s", job_id, exc)
+        return True
+
+    async def kill_silently(self, job_ids: Iterable[int]) -> None:
+        """The controller's kill list: these runs are no longer ours; no ending is reported."""
+        for job_id in job_ids:
+            if await self.kill(job_id, 0, "stale", silent=True):
+                log.warning("job %d is not ours any more (controller's kill list)", job_id)
+
+    async def _killer(self, job: RunningJob) -> None:
+        outside = await trio.to_thread.run_sync(_tree_signal, job, signal.SIGTERM)
+        if outside:
+            log.info(
+                "job %d: %d processes outside its group signalled too", job.spec.job_id, outside
+            )
+        with trio.move_on_after(job.spec.kill_wait):
+            await job.done.wait()
+        while not job.done.is_set():  # KillWait is over: SIGKILL whatever still lives
+            await trio.to_thread.run_sync(_tree_signal, job, signal.SIGKILL)
+            with trio.move_on_after(1.0):
+                await job.done.wait()

@@ -1,0 +1,454 @@
+"""The node's job runner in-process, with real shims, real scripts and real files."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from noded import jobstore
+from noded.jobenv import expand_pattern
+from noded.jobs import JobRunner, LaunchError
+from protocol.messages import JobEnd, JobSpec
+
+ROOT = os.geteuid() == 0
+
+
+def spec(workdir: Path, script: str, job_id: int = 7, **kw: object) -> JobSpec:
+    """A job of the current user (root jobs are allowed in these runners)."""
+    fields: dict = dict(
+        job_id=job_id,
+        name="test",
+        user="alice",
+        uid=os.getuid(),
+        gid=os.getgid(),
+        script="#!/bin/sh\n" + script,
+        workdir=str(workdir),
+        stdout="slurm-%j.out",
+        kill_wait=2.0,
+    )
+    fields.update(kw)
+    return JobSpec(**fields)
+
+
+async def wait_for(cond: Callable[[], bool], timeout: float = 10.0) -> None:
+    with trio.fail_after(timeout):
+        while not cond():
+            await trio.sleep(0.01)
+
+
+async def ended(runner: JobRunner, job_id: int, timeout: float = 10.0) -> JobEnd:
+    await wait_for(lambda: any(e.job_id == job_id for e in runner.endings()), timeout)
+    return next(e for e in runner.endings() if e.job_id == job_id)
+
+
+@pytest.fixture
+async def runner(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[JobRunner]:
+    r = JobRunner(str(tmp_path / "spool"), "n1", allow_root_jobs=True)
+    await nursery.start(r.run)
+    yield r
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+async def read_pid(path: Path) -> int:
+    """The pid a script writes with `echo $$ > FILE`, once the whole line is there."""
+    await wait_for(lambda: path.exists() and path.read_text().endswith("\n"))
+    return int(path.read_text())
+
+
+def gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return data[data.rindex(b")") + 2 :].split()[0] == b"Z"
+    except OSError:
+        return True
+
+
+async def test_environment_and_output_patterns(runner: JobRunner, work: Path) -> None:
+    script = (
+        "env | grep -E '^(SLURM|RANCH|CUDA|GPU|MY)' | sort\n"
+        "echo oops >&2\n"
+        'echo "args=$*" "cwd=$(pwd)"\n'
+    )
+    job = spec(
+        work,
+        script,
+        42,
+        name="build",
+        nodelist="n[0-3]",
+        num_nodes=4,
+        ntasks=8,
+        cpus_per_task=2,
+        cpus=4,
+        gpus=(1, 3),
+        partition="debug",
+        submit_host="login1",
+        env=(("MY_VAR", "x y"), ("CUDA_VISIBLE_DEVICES", "0,1,2,3")),
+        argv=("a", "b c"),
+        stdout="out-%x-%j-%N-%u-%%.txt",
+        stderr="err-%5j.txt",
+        array_job_id=40,
+        array_task_id=2,
+        restarts=0,
+    )
+    runner.node = "n1"
+    await runner.launch(job)
+    end = await ended(runner, 42)
+    assert (end.state, end.exit_code, end.signal, end.restarts) == ("COMPLETED", 0, 0, 0)
+    assert end.ended_at >= end.started_at > 0
+    out = (work / "out-build-42-n1-alice-%.txt").read_text()
+    env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and " " not in line)
+    assert env["SLURM_JOB_ID"] == env["RANCH_JOB_ID"] == env["SLURM_JOBID"] == "42"
+    assert env["SLURM_JOB_NAME"] == "build"
+    assert env["SLURM_JOB_NODELIST"] == env["SLURM_NODELIST"] == "n[0-3]"
+    assert env["SLURM_JOB_NUM_NODES"] == env["SLURM_NNODES"] == "4"
+    assert env["SLURM_NTASKS"] == "8" and env["SLURM_CPUS_PER_TASK"] == "2"
+    assert env["SLURM_CPUS_ON_NODE"] == "4" and env["SLURM_NODEID"] == "1"
+    assert env["SLURMD_NODENAME"] == "n1" and env["SLURM_SUBMIT_DIR"] == str(work)
+    assert env["SLURM_SUBMIT_HOST"] == "login1" and env["SLURM_JOB_PARTITION"] == "debug"
+    assert env["SLURM_JOB_USER"] == "alice" and env["SLURM_JOB_UID"] == str(os.getuid())
+    assert env["SLURM_RESTART_COUNT"] == "0"
+    assert env["SLURM_ARRAY_JOB_ID"] == "40" and env["SLURM_ARRAY_TASK_ID"] == "2"
+    # the inherited CUDA_VISIBLE_DEVICES is replaced by the job's own GPUs
+    assert env["CUDA_VISIBLE_DEVICES"] == env["SLURM_JOB_GPUS"] == "1,3"
+    assert env["GPU_DEVICE_ORDINAL"] == "1,3"
+    assert "MY_VAR=x y" in out
+    assert f"args=a b c cwd={work}" in out
+    assert (work / "err-00042.txt").read_text() == "oops\n"
+
+
+def test_pattern_expansion() -> None:
+    job = spec(Path("/w"), "", 5, name="nm", user="bob")
+    assert expand_pattern("%j.%x.%N.%u.%A.%a.%%.%q", job, "c1") == "5.nm.c1.bob.5.4294967294.%.%q"
+    arr = attrs.evolve(job, array_job_id=3, array_task_id=9)
+    assert expand_pattern("%A_%a_%3a", arr, "c1") == "3_9_009"
+
+
+async def test_output_truncated_on_first_run_appended_on_restart(
+    runner: JobRunner, work: Path
+) -> None:
+    out = work / "slurm-7.out"
+    out.write_text("stale\n")
+    await runner.launch(spec(work, "echo run $SLURM_RESTART_COUNT\n"))
+    assert (await ended(runner, 7)).state == "COMPLETED"
+    assert out.read_text() == "run 0\n"  # a first run truncates
+    await runner.acknowledge(runner.endings())
+    await runner.launch(spec(work, "echo run $SLURM_RESTART_COUNT\n", restarts=1))
+    end = await ended(runner, 7)
+    assert end.restarts == 1
+    assert out.read_text() == "run 0\nrun 1\n"  # a requeued run appends
+
+
+async def test_exit_code_and_signal_reported(runner: JobRunner, work: Path) -> None:
+    await runner.launch(spec(work, "exit 3\n", 1))
+    await runner.launch(spec(work, "kill -USR1 $$\n", 2))
+    end1, end2 = await ended(runner, 1), await ended(runner, 2)
+    assert (end1.state, end1.exit_code, end1.signal) == ("FAILED", 3, 0)
+    assert (end2.state, end2.signal) == ("FAILED", signal.SIGUSR1)
+
+
+async def test_time_limit_sigterm_then_timeout(runner: JobRunner, work: Path) -> None:
+    script = "trap 'echo got TERM; exit 5' TERM\necho started\nsleep 30 &\nwait\n"
+    start = time.monotonic()
+    await runner.launch(spec(work, script, time_limit=0.5))
+    end = await ended(runner, 7)
+    assert end.state == "TIMEOUT" and end.exit_code == 5
+    assert 0.5 <= time.monotonic() - start < 5
+    assert (work / "slurm-7.out").read_text() == "started\ngot TERM\n"
+
+
+def test_time_limit_on_mock_clock(tmp_path: Path, work: Path) -> None:
+    # An hour's limit and a job that ignores SIGTERM: trio's clock jumps, SIGKILL follows.
+    clock = trio.testing.MockClock(autojump_threshold=0)
+    runner = JobRunner(str(tmp_path / "spool"), "n1", allow_root_jobs=True)
+    runner.launch_timeout = math.inf  # the shim's answer is real time, not the mock clock's
+
+    async def scenario() -> JobEnd:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(runner.run)
+            job = spec(work, "trap '' TERM\nsleep 60\n", time_limit=3600.0, kill_wait=30.0)
+            await runner.launch(job)
+            while not runner.endings():
+                await trio.sleep(0.05)
+            nursery.cancel_scope.cancel()
+        return runner.endings()[0]
+
+    start = time.monotonic()
+    end = trio.run(scenario, clock=clock)
+    assert end.state == "TIMEOUT" and end.signal == signal.SIGKILL
+    assert time.monotonic() - start < 10
+
+
+async def test_cancel_kills_the_whole_tree(runner: JobRunner, work: Path) -> None:
+    # The grandchild leaves the job's process group and session (setsid): still killed.
+    script = (
+        "setsid sh -c 'echo $$ > escaped.pid; exec sleep 300' &\n"
+        "sleep 300 &\necho $! > child.pid\nwait\n"
+    )
+    await runner.launch(spec(work, script))
+    escaped = await read_pid(work / "escaped.pid")
+    child = await read_pid(work / "child.pid")
+    assert os.getpgid(escaped) != os.getpgid(child)
+    assert runner.job_ids() == (7,)
+    assert await runner.kill(7, 0, "cancelled")
+    end = await ended(runner, 7)
+    assert end.state == "CANCELLED" and end.signal == signal.SIGTERM
+    assert runner.job_ids() == ()
+    await wait_for(lambda: gone(escaped) and gone(child))
+
+
+async def test_cancel_escalates_to_sigkill_after_kill_wait(runner: JobRunner, work: Path) -> None:
+    await runner.launch(spec(work, "trap '' TERM\necho ready\nsleep 300\n", kill_wait=0.3))
+    await wait_for(lambda: (work / "slurm-7.out").read_text() == "ready\n")
+    assert await runner.kill(7)
+    end = await ended(runner, 7)
+    assert (end.state, end.signal) == ("CANCELLED", signal.SIGKILL)
+
+
+async def test_signal_is_only_delivered(runner: JobRunner, work: Path) -> None:
+    script = "trap 'echo usr1; exit 0' USR1\necho ready\nsleep 300 &\nwait\n"
+    await runner.launch(spec(work, script))
+    await wait_for(lambda: (work / "slurm-7.out").read_text() == "ready\n")
+    assert await runner.kill(7, signal.SIGUSR1)
+    end = await ended(runner, 7)
+    assert end.state == "COMPLETED"  # a delivered signal is not a cancellation
+    assert (work / "slurm-7.out").read_text() == "ready\nusr1\n"
+    assert not await runner.kill(99)
+
+
+async def test_launch_failures(runner: JobRunner, work: Path) -> None:
+    cases = [
+        (spec(work / "missing", "true\n", 1), "chdir to workdir"),
+        (spec(work, "true\n", 2, stdout="no/such/dir/out"), "open output"),
+        (attrs.evolve(spec(work, "true\n", 3), workdir="relative"), "not an absolute path"),
+    ]
+    for job, words in cases:
+        with pytest.raises(LaunchError, match=words):
+            await runner.launch(job)
+        end = await ended(runner, job.job_id)
+        assert end.state == "LAUNCH_FAILED" and words in end.message
+    assert runner.job_ids() == ()
+
+
+@pytest.mark.skipif(not ROOT, reason="privilege checks apply when rnoded runs as root")
+async def test_root_refuses_uid_0_and_unknown_uids(nursery: trio.Nursery, tmp_path: Path) -> None:
+    r = JobRunner(str(tmp_path / "spool"), "n1")
+    await nursery.start(r.run)
+    with pytest.raises(LaunchError, match="uid 0"):
+        await r.launch(spec(tmp_path, "true\n", 1, uid=0, gid=0))
+    with pytest.raises(LaunchError, match="unknown uid 4000001"):
+        await r.launch(spec(tmp_path, "true\n", 2, uid=4000001, gid=4000001))
+    assert {e.state for e in r.endings()} == {"LAUNCH_FAILED"}
+
+
+@pytest.mark.skipif(not ROOT, reason="only root can run a job as another user")
+async def test_root_runs_job_as_its_user(nursery: trio.Nursery) -> None:
+    import pwd
+
+    nobody = pwd.getpwnam("nobody")
+    base = Path(tempfile.mkdtemp(prefix="ranch-jobs-"))
+    try:
+        os.chmod(base, 0o755)
+        work = base / "work"
+        work.mkdir(mode=0o777)
+        os.chmod(work, 0o777)
+        r = JobRunner(str(base / "spool"), "n1")
+        await nursery.start(r.run)
+        await r.launch(spec(work, "id -u; id -g\n", 1, uid=nobody.pw_uid, gid=nobody.pw_gid))
+        assert (await ended(r, 1)).state == "COMPLETED"
+        out = work / "slurm-1.out"
+        assert out.read_text().split() == [str(nobody.pw_uid), str(nobody.pw_gid)]
+        assert out.stat().st_uid == nobody.pw_uid  # opened as the job's user
+    finally:
+        jobstore.remove(base)
+
+
+async def test_readopted_after_rnoded_restart(tmp_path: Path, work: Path) -> None:
+    spool = str(tmp_path / "spool")
+    first = JobRunner(spool, "n1", allow_root_jobs=True)
+    running = spec(work, "while [ ! -e go ]; do sleep 0.05; done\necho done\n", 1)
+    finishes = spec(work, "while [ ! -e go2 ]; do sleep 0.05; done\nexit 4\n", 2)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        await first.launch(running)
+        await first.launch(finishes)
+        nursery.cancel_scope.cancel()  # rnoded dies; its jobs do not
+    # Job 2 ends while no rnoded watches it.
+    (work / "go2").touch()
+    path = jobstore.job_dir(spool, finishes)
+    await wait_for(lambda: (path / "status.json").exists())
+    await wait_for(lambda: gone(jobstore.read_json(path / "pids.json")["shim_pid"]))
+    second = JobRunner(spool, "n1", allow_root_jobs=True)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.run)
+        assert second.job_ids() == (1,)
+        assert [(e.job_id, e.state, e.exit_code) for e in second.endings()] == [(2, "FAILED", 4)]
+        (work / "go").touch()
+        end = await ended(second, 1)
+        assert end.state == "COMPLETED"
+        assert (work / "slurm-1.out").read_text() == "done\n"
+        nursery.cancel_scope.cancel()
+
+
+async def test_readopted_job_keeps_its_kill(tmp_path: Path, work: Path) -> None:
+    spool = str(tmp_path / "spool")
+    first = JobRunner(spool, "n1", allow_root_jobs=True)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        await first.launch(spec(work, "echo $$ > pid\nsleep 300\n", 1, time_limit=0.3))
+        await wait_for(lambda: (work / "pid").exists())
+        nursery.cancel_scope.cancel()
+    second = JobRunner(spool, "n1", allow_root_jobs=True)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.run)
+        end = await ended(second, 1)  # the limit counts from the script's start
+        assert end.state == "TIMEOUT"
+        nursery.cancel_scope.cancel()
+
+
+async def test_endings_repeat_until_acknowledged(runner: JobRunner, work: Path) -> None:
+    await runner.launch(spec(work, "true\n"))
+    end = await ended(runner, 7)
+    path = jobstore.job_dir(runner.spool_dir, spec(work, ""))
+    assert runner.endings() == (end,) and runner.endings() == (end,)
+    await runner.acknowledge([attrs.evolve(end, restarts=5)])  # not this run's report
+    assert runner.endings() == (end,)
+    assert (path / "end.json").exists()
+    await runner.acknowledge([end])
+    assert runner.endings() == () and not path.exists()
+
+
+async def test_unacknowledged_ending_survives_restart(tmp_path: Path, work: Path) -> None:
+    spool = str(tmp_path / "spool")
+    first = JobRunner(spool, "n1", allow_root_jobs=True)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(first.run)
+        await first.launch(spec(work, "true\n"))
+        end = await ended(first, 7)
+        nursery.cancel_scope.cancel()
+    second = JobRunner(spool, "n1", allow_root_jobs=True)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(second.run)
+        assert second.endings() == (end,)
+        nursery.cancel_scope.cancel()
+
+
+async def test_kill_list_kills_without_an_ending(runner: JobRunner, work: Path) -> None:
+    await runner.launch(spec(work, "echo $$ > pid\nsleep 300\n"))
+    pid = await read_pid(work / "pid")
+    path = jobstore.job_dir(runner.spool_dir, spec(work, ""))
+    await runner.kill_silently([7, 12345])
+    await wait_for(lambda: runner.job_ids() == () and not path.exists())
+    await wait_for(lambda: gone(pid))
+    await trio.sleep(0.1)
+    assert runner.endings() == ()
+
+
+async def test_repeated_launch_is_idempotent(runner: JobRunner, work: Path) -> None:
+    job = spec(work, "while [ ! -e go ]; do sleep 0.05; done\necho once\n")
+    await runner.launch(job)
+    await runner.launch(job)  # the controller retried: still one run
+    assert runner.job_ids() == (7,)
+    with pytest.raises(LaunchError, match="already runs"):
+        await runner.launch(attrs.evolve(job, restarts=1))
+    (work / "go").touch()
+    await ended(runner, 7)
+    assert (work / "slurm-7.out").read_text() == "once\n"
+
+
+async def test_kill_while_launching_is_applied_once_it_runs(runner: JobRunner, work: Path) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runner.launch, spec(work, "sleep 300\n"))
+        await wait_for(lambda: 7 in runner._launching, 5)
+        assert await runner.kill(7, 0, "cancelled")  # the shim has not answered yet
+    end = await ended(runner, 7)
+    assert end.state == "CANCELLED"
+
+
+def test_ending_states_from_the_shim_status(tmp_path: Path) -> None:
+    """How a status file maps to a state; OUT_OF_MEMORY needs SIGKILL and a risen oom_kill
+    count (a real OOM kill needs a memory-limited cgroup this test machine may not have)."""
+    from noded.jobs import _ending_of
+
+    job = spec(tmp_path, "")
+
+    def state(status: dict | None, ending: str = "") -> tuple[str, int, int]:
+        path = tmp_path / "status.json"
+        path.unlink(missing_ok=True)
+        if status is not None:
+            jobstore.write_json(path, status)
+        end = _ending_of(job, tmp_path, ending, 1.0)
+        return end.state, end.exit_code, end.signal
+
+    kill9 = {"exit_code": 0, "signal": 9, "started_at": 1.0, "ended_at": 2.0}
+    assert state({**kill9, "oom": True}) == ("OUT_OF_MEMORY", 0, 9)
+    assert state({**kill9, "oom": False}) == ("FAILED", 0, 9)
+    assert state({**kill9, "signal": 15, "oom": True}) == ("FAILED", 0, 15)
+    assert state({**kill9, "oom": True}, "CANCELLED") == ("CANCELLED", 0, 9)
+    exact = {"exit_code": 137, "signal": 0, "oom": True, "oom_exact": True}
+    assert state(exact) == ("OUT_OF_MEMORY", 137, 0)  # its own cgroup: sh reported the kill
+    assert state({"exit_code": 0, "signal": 0}) == ("COMPLETED", 0, 0)
+    assert state({"launch_error": "setuid: nope"}) == ("LAUNCH_FAILED", 1, 0)
+    assert state(None) == ("FAILED", 0, 0)  # the supervisor itself was killed
+    assert state(None, "TIMEOUT") == ("TIMEOUT", 0, 0)
+
+
+def _memory_cgroups_usable() -> bool:
+    from noded import jobcgroup
+
+    if not ROOT:
+        return False
+    try:
+        return jobcgroup._parent() is not None
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _memory_cgroups_usable(), reason="needs root and a writable cgroup fs")
+async def test_memory_limit_enforced_and_oom_reported(runner: JobRunner, work: Path) -> None:
+    import sys
+
+    from noded import jobcgroup
+
+    hog = f"{sys.executable} -c \"a = b'x' * (400 << 20); print('survived')\"\n"
+    await runner.launch(spec(work, hog, 1, mem_mib=48))
+    await runner.launch(spec(work, "echo small\n", 2, mem_mib=48))
+    end1, end2 = await ended(runner, 1, 30), await ended(runner, 2)
+    # sh saw its child die of SIGKILL (137); the job's own cgroup says the kernel did it
+    assert (end1.state, end1.exit_code) == ("OUT_OF_MEMORY", 128 + signal.SIGKILL)
+    assert "survived" not in (work / "slurm-1.out").read_text()
+    assert end2.state == "COMPLETED"
+    parent, _ = jobcgroup._parent()  # type: ignore[misc]
+    assert not list(parent.glob("n1_*"))  # each job's cgroup went with it
+
+
+async def test_broken_records_do_not_stop_the_runner(tmp_path: Path, work: Path) -> None:
+    spool = tmp_path / "spool"
+    garbage = spool / "jobs" / "1.0"
+    garbage.mkdir(parents=True)
+    (garbage / "spec.json").write_text("{not json")
+    odd = jobstore.create(str(spool), spec(work, "true\n", 2), {}, None)
+    jobstore.write_json(odd / "pids.json", {"shim_pid": 1})  # no start time
+    runner = JobRunner(str(spool), "n1", allow_root_jobs=True)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runner.run)
+        assert not garbage.exists()  # unreadable: dropped
+        await runner.launch(spec(work, "true\n", 3))  # and the runner works
+        assert (await ended(runner, 3)).state == "COMPLETED"
+        nursery.cancel_scope.cancel()
