@@ -53,6 +53,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--source-addresses", type=int, metavar="K",
                    help="bind node sockets to K loopback addresses 127.0.1.x (default: one "
                    "per 25,000 nodes, 127.0.0.1 below that)")
+    p.add_argument("--event-churn", type=float, default=0.0, metavar="RATE",
+                   help="admin DRAIN/UNDRAIN requests per second in the steady window (each on "
+                   "--event-churn-nodes nodes): traffic for the event log")
+    p.add_argument("--event-churn-nodes", type=int, default=50, metavar="K")
+    p.add_argument("--stalled-follower", action="store_true",
+                   help="hold an `rcontrol events --follow` connection that never reads during "
+                   "the steady window (its heartbeat p99 should not move)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if args.nodes < 1 or args.interval < 1 or args.duration <= 0:
@@ -96,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
         churn=args.churn, kill=args.kill, slurmd_timeout=slurmd_timeout,
         admin_nodes=args.admin_nodes, storm_timeout=max(60.0, 30 + nodes / 200),
         profile_dir=Path(args.profile_ctld) if args.profile_ctld else None,
+        event_churn=args.event_churn, event_churn_nodes=args.event_churn_nodes,
+        stalled_follower=args.stalled_follower,
     )  # fmt: skip
 
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="fleet-"))

@@ -13,7 +13,8 @@ from conf.hostlist import expand, fold
 
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-COMMANDS = ("show", "update", "reconfigure", "ping", "version")
+COMMANDS = ("show", "update", "reconfigure", "ping", "version",
+            "approve", "reject", "delete", "events")  # membership: cli/events_view.py
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
                  "hostlistsorted")
 
@@ -25,7 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show and change the state of the cluster, like scontrol.",
         epilog="commands: show node|partition [NAME] | show config | show hostnames EXPR | "
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
-        "reconfigure | ping",
+        "reconfigure | ping | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
+        "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json]",
     )
     a = p.add_argument
     a("--help", action="help", help="show this help and exit")
@@ -269,6 +271,12 @@ def run(args: argparse.Namespace) -> int:
         return show(s, words[1:])
     if command == "update":
         return update(s, words[1:])
+    if command in ("approve", "reject", "delete", "events"):
+        from cli import events_view
+
+        if command == "events":
+            return events_view.events_command(s.target, words[1:], s.args.json)
+        return events_view.membership_command(s.target, command, words[1:])
     if len(words) > 1:
         raise CliError(f"{command} takes no arguments", code=2)
     if command == "reconfigure":

@@ -13,7 +13,8 @@ NODE_READS = (
     "name", "arch", "os", "cores_per_socket", "cpus", "cpus_alloc", "cpu_load", "features",
     "gres", "addr", "hostname", "version", "real_memory", "alloc_mem", "free_mem", "sockets",
     "boards", "complete", "threads_per_core", "tmp_disk", "weight", "partitions", "boot_time",
-    "slurmd_start_time", "last_busy", "state", "health", "last_power_action",
+    "slurmd_start_time", "last_busy", "state", "health", "last_change",
+    "last_power_action",
 )
 PARTITION_READS = ("name", "cpus", "real_memory")
 
@@ -78,13 +79,18 @@ def node_lines(n: dict) -> list[str]:
         lines.append(f"Partitions={','.join(n['partitions'])}")
     lines += [
         f"BootTime={_time(n.get('boot_time'))} SlurmdStartTime={_time(n.get('slurmd_start_time'))}",
-        f"LastBusyTime={_time(n.get('last_busy'))} ResumeAfterTime=None",
+        f"LastBusyTime={_time(n.get('last_busy'))} ResumeAfterTime=None "
+        f"LastChange={_time(n.get('last_change'))}",
         f"CfgTRES={_tres(n['cpus'], n['real_memory'], n.get('gres') or '')}",
         "AllocTRES=" + (f"cpu={n['cpus_alloc']}" if n["cpus_alloc"] else ""),
         "CurrentWatts=0 AveWatts=0",
     ]
     if n.get("last_power_action"):  # only nodes power save has acted on
         lines.append(f"LastPowerAction={last_power_action(n['last_power_action'])}")
+    flags = (n.get("state") or {}).get("flags") or ()
+    for word in ("PENDING", "REJECTED"):  # membership (issue 13)
+        if word in flags:
+            lines.append(f"Approval={word}")
     reason = nr.reason_of(n)
     if reason and reason.get("text"):
         lines.append(
@@ -177,6 +183,10 @@ def node_json(n: dict) -> dict:
         "reason_set_by_user": nr.reason_user(reason) if reason else "",
         "health": n.get("health"),
         "last_power_action": n.get("last_power_action"),
+        "last_change": number(_int_time(n.get("last_change"))),  # Ranch (issue 13)
+        "approval": next((w for w in ("PENDING", "REJECTED")
+                          if w in ((n.get("state") or {}).get("flags") or ())), "APPROVED"),
+        "dynamic": bool(n.get("dynamic")),
     }
 
 

@@ -25,6 +25,7 @@ from conf.model import (
     ControlSettings,
     ExcNodes,
     HealthSettings,
+    MembershipSettings,
     NodeConfig,
     PartitionConfig,
     PowerSettings,
@@ -136,6 +137,9 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "SuspendExcParts": as_list,
     "SuspendExcStates": lambda s: as_enum_list(s, SUSPEND_EXC_STATES),
     "NodeApproval": lambda s: as_enum(s, ("AUTO", "MANUAL")).lower(),
+    "MaxNodeCount": lambda s: as_int(s, 0),
+    "EventLogMaxEvents": lambda s: as_int(s, 1),
+    "EventLogMaxAge": lambda s: as_int(s, 1),
 }
 
 # A value as written, where it was written, and its typed form.
@@ -161,6 +165,8 @@ class _Builder:
         self.part_defaults: dict[str, _Val] = {}
         self.node_default_options: dict[str, str] = {}
         self.part_default_options: dict[str, str] = {}
+        self.part_all = False  # the partition being built said Nodes=ALL
+        self.part_dynamic: list[str] = []  # ... and named these not-yet-defined nodes
 
     # -- diagnostics ------------------------------------------------------------------------
 
@@ -462,6 +468,7 @@ class _Builder:
         if not text.strip():
             return []
         if text.strip().upper() == "ALL":
+            self.part_all = True
             return [n.name for n in self.nodes]
         names: list[str] = []
         ok = True
@@ -470,6 +477,7 @@ class _Builder:
             item = part.strip()
             lead = len(part) - len(part.lstrip())
             if item.upper() == "ALL":
+                self.part_all = True
                 names.extend(n.name for n in self.nodes)
             elif item in nodesets:
                 names.extend(nodesets[item])
@@ -479,7 +487,11 @@ class _Builder:
                     ok = False
                 else:
                     missing = [n for n in got if n not in order]
-                    if missing:
+                    if missing and self.dynamic_allowed():
+                        # names kept for dynamic nodes (issue 13): not members until they join
+                        self.part_dynamic.extend(missing)
+                        got = [n for n in got if n in order]
+                    elif missing:
                         ok = False
                         self.error(src, p.vline, p.vcol + offset + lead,
                                    f"{p.key}: node(s) {_few(missing)} not defined by any "
@@ -510,6 +522,7 @@ class _Builder:
         merged = {**self.part_defaults, **vals}
         opts = {**self.part_default_options, **dict(options)}
         nodes: list[str] = []
+        self.part_all, self.part_dynamic = False, []
         if "Nodes" in merged:
             _, p, s = merged["Nodes"]
             got = self.resolve_nodes(s, p, order, nodesets)
@@ -530,7 +543,9 @@ class _Builder:
             return None
         part = PartitionConfig(name, tuple(nodes), get("Default", False), get("State", "UP"),
                                max_time, default_time, get("Hidden", False), tuple(opts.items()),
-                               get("SuspendTime", None))
+                               get("SuspendTime", None),
+                               all_nodes=self.part_all,
+                               dynamic_nodes=tuple(dict.fromkeys(self.part_dynamic)))
         return part, head, src
 
     def check_partitions(
@@ -663,6 +678,18 @@ class _Builder:
                       f"SuspendExcNodes names undefined node(s) {_few(missing)}")
         return tuple(out)
 
+    def dynamic_allowed(self) -> bool:
+        """MaxNodeCount set: partitions may name nodes that will join with `rnoded --dynamic`."""
+        got = self.globals.get("MaxNodeCount")
+        return got is not None and got[1].value.strip().isdigit() and int(got[1].value) > 0
+
+    def approval_auto(self) -> tuple[str, ...]:
+        got = self.globals.get("NodeApprovalAuto")
+        if got is None:
+            return ()
+        _, p, src = got
+        return tuple(self.expand_at(src, p, p.value.strip(), 0) or ())
+
     def settings_to_config(self, partitions: list[PartitionConfig]) -> ClusterConfig:
         g = self.typed_global
         control = ControlSettings(self.controller_hosts(), g("SlurmctldPort", 6817),
@@ -685,6 +712,9 @@ class _Builder:
             g("SuspendRate", 60), g("ResumeRate", 300), self.exc_nodes(), exc_parts,
             g("SuspendExcStates", ()))
         auth = AuthSettings(g("AuthKeyFile", None), g("NodeApproval", "auto"))
+        membership = MembershipSettings(
+            self.approval_auto(), g("MaxNodeCount", 0), g("EventLogMaxEvents", 10000),
+            g("EventLogMaxAge", 30 * 86400))
         settings: list[tuple[str, str]] = []
         for name, (_, p, _) in self.globals.items():
             if name in ("SlurmctldHost", "ControlMachine", "BackupController"):
@@ -699,7 +729,7 @@ class _Builder:
             cluster_name=g("ClusterName", "cluster") or "cluster", control=control,
             timeouts=timeouts, health=health, power=power, auth=auth, nodes=tuple(self.nodes),
             partitions=tuple(partitions), settings=tuple(settings),
-            ignored=tuple(self.ignored), warnings=tuple(self.warnings))
+            ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

@@ -75,6 +75,15 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("AuthKeyFile", "path", None, "Ranch: file with the cluster's shared HMAC key"),
     ("NodeApproval", "enum", "auto",
      "Ranch: `auto` admits registering nodes, `manual` waits for `rcontrol approve`"),
+    # membership (issue 13)
+    ("NodeApprovalAuto", "hostlist", None,
+     "Ranch: names admitted without `rcontrol approve` under NodeApproval=manual"),
+    ("MaxNodeCount", "int", 0,
+     "most nodes the cluster may hold; above the configured count, `rnoded --dynamic` nodes "
+     "may join (0 = dynamic nodes off)"),
+    ("EventLogMaxEvents", "int", 10000, "Ranch: events the membership/state event log keeps"),
+    ("EventLogMaxAge", "seconds", 2592000,
+     "Ranch: seconds an event is kept in the event log (default 30 days)"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """
@@ -97,7 +106,7 @@ JobAcctGatherType JobCheckpointDir JobCompHost JobCompLoc JobCompParams JobCompP
 JobCompType JobCompUser JobContainerType JobCredentialPrivateKey JobCredentialPublicCertificate
 JobDefaults JobFileAppend JobRequeue JobSubmitPlugins KeepAliveTime KillOnBadExit KillWait
 LaunchParameters LaunchType Licenses LogTimeFormat MailDomain MailProg MaxArraySize
-MaxBatchRequeue MaxDBDMsgs MaxJobCount MaxJobId MaxMemPerCPU MaxMemPerNode MaxNodeCount
+MaxBatchRequeue MaxDBDMsgs MaxJobCount MaxJobId MaxMemPerCPU MaxMemPerNode
 MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MinJobAge MpiDefault
 MpiParams NamespaceType NodeFeaturesPlugins OverTimeLimit PluginDir PlugStackConfig
 PowerParameters PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType

@@ -65,6 +65,10 @@ class PartitionConfig:
     hidden: bool = False
     options: tuple[tuple[str, str], ...] = ()
     suspend_time: int | None = None  # SuspendTime= on the line; None: unset, -1: INFINITE
+    # Dynamic nodes (issue 13): Nodes=ALL takes every node that registers with `--dynamic`;
+    # names in Nodes= that no NodeName line defines (allowed only with MaxNodeCount) wait for one.
+    all_nodes: bool = False
+    dynamic_nodes: tuple[str, ...] = ()
 
 
 @attrs.frozen(slots=True)
@@ -127,6 +131,16 @@ class AuthSettings:
 
 
 @attrs.frozen(slots=True)
+class MembershipSettings:
+    """Issue 13: who may join (NodeApprovalAuto, MaxNodeCount) and the event log's bounds."""
+
+    node_approval_auto: tuple[str, ...] = ()  # names admitted without `rcontrol approve`
+    max_node_count: int = 0  # 0: only nodes named in the config (no dynamic nodes)
+    event_log_max_events: int = 10000
+    event_log_max_age: int = 30 * 86400  # seconds
+
+
+@attrs.frozen(slots=True)
 class ClusterConfig:
     """Everything read from cluster.conf and its includes, validated."""
 
@@ -144,6 +158,7 @@ class ClusterConfig:
     settings: tuple[tuple[str, str], ...] = ()
     ignored: tuple[str, ...] = ()
     warnings: tuple[ConfDiagnostic, ...] = ()
+    membership: MembershipSettings = MembershipSettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

@@ -17,8 +17,9 @@ import trio
 
 from conf import hostlist
 from conf.model import ClusterConfig, NodeConfig
-from ctld import configdump, logs
+from ctld import configdump, logs, membership
 from ctld.deadlines import Deadlines
+from ctld.eventlog import EventLog
 from ctld.node import (
     EXPECT_BEAT,
     EXPECT_TIMEOUT,
@@ -69,8 +70,9 @@ Spawn = Callable[..., None]
 
 
 def _cause(event: Any) -> str:
-    if isinstance(event, events.AdminUpdate):
-        return f"admin:{event.user or 'unknown'}"
+    user = getattr(event, "user", None)
+    if user is not None:  # AdminUpdate and the membership events carry the admin's name
+        return f"admin:{user or 'unknown'}"
     return {
         events.Registered: "registration",
         events.HeartbeatReceived: "heartbeat",
@@ -161,6 +163,8 @@ class Cluster:
         self._snap_body: dict[tuple[bool, tuple[str, ...]], tuple[m.Snapshot, bytes]] = {}
         self._config_files: tuple[m.ConfigFile, ...] = ()
         self.config = config
+        self.eventlog = EventLog(wall=wall)  # membership and state changes (ctld/eventlog.py)
+        self._restored: tuple[str, ...] = ()  # nodes the saved state knew
         self._use_config(config)
         self.power = PowerSave(self)  # power save, rates and programs (ctld/powersave.py)
         now = clock()
@@ -177,11 +181,8 @@ class Cluster:
         self.config_dump = m.ConfigDump(
             path=config.path, config_hash=config.config_hash, items=configdump.items(config)
         )
-        if config.auth.node_approval == "manual":
-            # Approval commands do not exist yet; say so rather than let an admin believe
-            # strangers are held back (only names in the config can register at all).
-            logs.event("NodeApproval=manual is not implemented yet: nodes named in the config "
-                       "are accepted at registration", logging.WARNING)
+        self.eventlog.configure(config.membership.event_log_max_events,
+                                config.membership.event_log_max_age)
         self._partitions = tuple(
             {"name": p.name, "nodes": list(p.nodes), "default": p.default, "state": p.state,
              "max_time": p.max_time, "default_time": p.default_time, "hidden": p.hidden}
@@ -206,7 +207,7 @@ class Cluster:
         saved = doc.get("nodes", {})
         now = self.clock()
         for name, entry in saved.items():
-            node = self.nodes.get(name)
+            node = self.nodes.get(name) or membership.restore_dynamic(self, name, entry)
             if node is None:
                 logs.event("saved node is no longer in the config; dropped", logging.WARNING,
                            node=name)
@@ -228,11 +229,13 @@ class Cluster:
             node.job_ids = tuple(entry.get("job_ids", ()))
             node.power_started = entry.get("power_started")
             node.power_action = entry.get("power_action")
+            node.last_change = entry.get("last_change")
             node.last_heard = now
         for name in self.nodes:
             if name not in saved:
                 logs.event("node not in the saved state; starting it from the config",
                            node=name)
+        self._restored = tuple(n for n in saved if n in self.nodes)
         logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
         self._changed_all()
 
@@ -242,6 +245,7 @@ class Cluster:
         A node that never registers after the controller starts goes the way of a silent node:
         NO_RESPOND after two intervals, DOWN "Not responding" at SlurmdTimeout (as slurmctld
         downs nodes that never answer its pings)."""
+        membership.on_start(self, self._restored)
         now = self.clock()
         for node in self.nodes.values():
             node.last_heard = now
@@ -264,6 +268,7 @@ class Cluster:
             node.set_state(new)
             reason = new.reason.text if new.reason and new.reason != old.reason else None
             logs.state_change(node.name, names.complete(old), node.complete, _cause(event), reason)
+            self.eventlog.state_change(node, old, new, event, _cause(event))
             if new.cpus_alloc == 0 and old.cpus_alloc > 0:
                 node.idle_since = self.clock()
                 node.last_busy = self.wall()
@@ -304,6 +309,10 @@ class Cluster:
                 logs.event("asking node to register again (closing its connection)",
                            node=node.name)
                 node.conn.close_soon()
+        elif isinstance(eff, effects.Evict):  # rejected or deleted (ctld/membership.py)
+            if node.conn is not None:
+                node.conn.close_soon()
+                node.conn = None
 
     def flush_programs(self) -> None:
         """Start the power programs the last operation asked for, one run per kind (batched)."""
@@ -394,15 +403,10 @@ class Cluster:
     ) -> m.RegisterReply:
         """`version`: the peer's protocol version (3 and later can check health first)."""
         peer = conn.peer if conn else "-"
-        node = self.nodes.get(msg.name)
-        if node is None:
-            reason = (
-                f"node {msg.name} is not in the config ({self.config.path} names "
-                f"{len(self.nodes)} node(s); add a NodeName line for it and reconfigure)"
-            )
-            logs.event("registration rejected", logging.WARNING, node=msg.name, peer=peer,
-                       reason=reason)
-            return m.RegisterReply(accepted=False, reason=reason)
+        refused = membership.admit(self, msg, peer)  # unknown, dynamic or rejected nodes
+        if refused is not None:
+            return refused
+        node = self.nodes[msg.name]
         if msg.health is None and self.settings.health_check_program and version >= 3:
             # Like configless slurmd: a node checks its health before it registers, so it is
             # never offered as IDLE before its first verdict. Its state stays as it was.
@@ -441,6 +445,7 @@ class Cluster:
         node.conn = conn
         logs.event("node registered", node=msg.name, peer=peer, version=msg.rnoded_version,
                    valid=problem is None, rebooted=rebooted)
+        self.eventlog.add("registered", msg.name, peer=peer, problem=problem)
         if problem:
             logs.event("registration invalid", logging.WARNING, node=msg.name, problem=problem)
         self._apply(
@@ -521,6 +526,7 @@ class Cluster:
         node = self.nodes.get(conn.node) if conn.node is not None else None
         if node is not None and node.conn is conn:  # not if the node has reconnected since
             node.conn = None
+            self.eventlog.add("left", node.name, peer=conn.peer)
 
     # -- admin requests --------------------------------------------------------------------
 
@@ -693,6 +699,7 @@ class Cluster:
                 if err:
                     logs.event("config change not applied to node", logging.WARNING,
                                node=ncfg.name, error=err)
+        membership.carry_dynamic(self, old_nodes, nodes)
         for name, node in old_nodes.items():
             if name not in nodes:
                 logs.event("node removed by reconfigure", node=name)
@@ -700,6 +707,7 @@ class Cluster:
                     node.conn.close_soon()
                 self.deadlines.cancel((name, "hb"))
         self.nodes = nodes
+        membership.hold_new(self, [n for n in nodes if n not in old_nodes])
         # New timeouts apply to every node at once: re-arm them all (once per reconfigure).
         self.deadlines.clear()
         for node in nodes.values():
@@ -747,6 +755,8 @@ class Cluster:
                     "job_ids": list(node.job_ids),
                     "power_started": node.power_started,
                     "power_action": node.power_action,
+                    "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)
+                    "last_change": node.last_change,
                 })))
             out[name] = entry
         return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out}

@@ -13,7 +13,7 @@ import trio
 
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
-from ctld import logs, statefile
+from ctld import eventlog, logs, statefile
 from ctld.cluster import Cluster
 from ctld.server import Server
 from protocol import messages as m
@@ -46,6 +46,8 @@ class Daemon:
         self.port = port
         self._dirty = trio.Event()
         self.cluster = Cluster(config, on_dirty=self._mark_dirty)
+        self._events_unsaved = trio.Event()
+        self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure)
         # What power programs are told (resume file location; RANCH_SERVER/RANCH_KEY_FILE so an
         # example ResumeProgram can start an rnoded that joins this controller).
@@ -60,6 +62,7 @@ class Daemon:
         self._dirty.set()
 
     def restore(self) -> None:
+        self.cluster.eventlog.load(self.state_dir)
         try:
             doc = statefile.load(self.state_dir)
         except statefile.StateFileError as exc:
@@ -93,6 +96,7 @@ class Daemon:
                            cluster=self.cluster.config.cluster_name)
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
                 nursery.start_soon(self._saver)
+                nursery.start_soon(self._event_saver)
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(self.cluster.power.remove_stale_files)
                 if signals:
@@ -100,6 +104,10 @@ class Daemon:
                 task_status.started(self.listeners)
         finally:
             self.save_now()
+            try:
+                eventlog.flush(self.cluster.eventlog, self.state_dir)
+            except OSError as exc:
+                logs.event("event log save failed", logging.ERROR, error=str(exc))
 
     def stop(self) -> None:
         if self._nursery is not None:
@@ -140,6 +148,27 @@ class Daemon:
                 self.cluster.dirty = True
                 self._dirty.set()
             del doc  # entries of nodes changed since are not kept alive by an old document
+            await trio.sleep(SAVE_INTERVAL)
+
+    async def _event_saver(self) -> None:
+        """Appends new events to the state dir's event log, batched like state saves."""
+        log = self.cluster.eventlog
+        while True:
+            await self._events_unsaved.wait()
+            self._events_unsaved = trio.Event()
+            log.on_unsaved = self._events_unsaved.set
+            batch, everything = log.take_unsaved()
+            try:
+                if self.save_in_thread:
+                    n = await trio.to_thread.run_sync(eventlog.write, self.state_dir, batch,
+                                                      everything)
+                else:
+                    n = eventlog.write(self.state_dir, batch, everything)
+                log.file_lines = n if everything is not None else log.file_lines + n
+            except OSError as exc:
+                logs.event("event log save failed", logging.ERROR, error=str(exc))
+                log.unsaved[:0] = batch
+                self._events_unsaved.set()
             await trio.sleep(SAVE_INTERVAL)
 
     async def _power_save(self) -> None:

@@ -97,6 +97,10 @@ class NodeRecord:
     record: dict[str, Any] | None = None  # cached snapshot record, None when state changed
     view_fresh: bool = False  # record holds the latest heartbeat figures
     saved: orjson.Fragment | None = None  # cached encoded state-file entry, None when stale
+    # Membership (issue 13): the --conf text of a dynamic node (None: defined in the config),
+    # and the wall time of the node's last state change (the event log sets it).
+    dynamic_conf: str | None = None
+    last_change: float | None = None
 
     @property
     def name(self) -> str:
@@ -151,6 +155,8 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "last_heartbeat": node.last_heartbeat,
         "version": node.version,
         "last_power_action": node.power_action,
+        "last_change": node.last_change,
+        "dynamic": node.dynamic_conf is not None,
         "health": (
             {"verdict": health.verdict, "message": health.message,
              "warnings": list(health.warnings)}

@@ -34,9 +34,10 @@ NO_SUSPEND_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING
 # A node that counts toward a keep-warm pool (Slurm: "usable" = idle, not down, draining or off).
 NOT_WARM_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
                             Flag.POWER_DOWN, Flag.DRAIN, Flag.FAIL, Flag.NO_RESPOND,
-                            Flag.INVALID_REG, Flag.COMPLETING})
+                            Flag.INVALID_REG, Flag.COMPLETING, Flag.PENDING, Flag.REJECTED})
 # Keeps the pool from booting nodes that cannot serve anyway.
-NOT_BOOTABLE_FLAGS = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN})
+NOT_BOOTABLE_FLAGS = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
+                                Flag.PENDING, Flag.REJECTED})
 
 POWER_SAVE_INTERVAL = 10.0  # Slurm's default power_save_interval
 

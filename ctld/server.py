@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from ctld import logs
+from ctld import eventstream, logs, membership
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO
 from ctld.wire import Prebuilt, encode_body_frame, kept
@@ -223,6 +223,10 @@ class Server:
                 continue
             seen_frame = True
             conn.version = frame.version
+            if type(frame.msg) is m.GetEvents and frame.msg.follow:
+                # the one long-lived admin connection: it streams until the client goes
+                await eventstream.follow(self, conn, frame.msg, frame.request_id, frame.version)
+                return
             try:
                 reply = await self._dispatch(conn, frame.msg)
             except Exception as exc:
@@ -256,6 +260,10 @@ class Server:
             return cluster.shutdown_notice(msg, conn)
         if isinstance(msg, m.Ping):
             return cluster.ping()
+        if isinstance(msg, m.NodeMembership):
+            return membership.handle(cluster, msg)
+        if isinstance(msg, m.GetEvents):
+            return eventstream.backlog(cluster, msg)
         if isinstance(msg, m.GetConfig):
             return cluster.power.config_dump(cluster.config_dump)
         if isinstance(msg, m.Reconfigure):

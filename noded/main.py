@@ -41,6 +41,10 @@ def parser() -> argparse.ArgumentParser:
         help="run jobs submitted by uid 0 (refused by default when rnoded runs as root)",
     )
     p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--dynamic", "-Z", action="store_true",
+                   help="join although the config does not name this node (needs MaxNodeCount)")
+    p.add_argument("--conf", metavar="KEYS", default="",
+                   help='with --dynamic: extra NodeName keys, e.g. "Features=a,b Gres=gpu:2"')
     p.add_argument(
         "-C",
         dest="print_hardware",
@@ -85,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.server:
         print("rnoded: --server HOST:PORT is required", file=sys.stderr)
         return 2
+    if args.conf and not args.dynamic:
+        print("rnoded: --conf applies only with --dynamic", file=sys.stderr)
+        return 2
     setup_logging(args.log_format)
     try:
         server = parse_address(args.server)
@@ -100,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         spool_dir=args.spool_dir or default_spool_dir(name),
         protocol_version=version,
         allow_root_jobs=args.allow_root_jobs,
+        dynamic=args.dynamic,
+        dynamic_conf=args.conf,
     )
     trio.run(serve, NodeDaemon(opts, gpus))
     return 0

@@ -72,6 +72,8 @@ class NodeOptions:
     connect_timeout: float = 5.0
     shutdown_grace: float = SHUTDOWN_GRACE
     allow_root_jobs: bool = False  # run jobs of uid 0 (rnoded --allow-root-jobs)
+    dynamic: bool = False  # not in the config: join with the hardware (rnoded --dynamic)
+    dynamic_conf: str = ""  # extra NodeName keys of a dynamic node (--conf)
 
 
 def backoff_delay(attempt: int, heartbeat_interval: float, rng: random.Random) -> float:
@@ -339,6 +341,8 @@ class NodeDaemon:
             health=self.health,
             job_ids=self.jobs.job_ids(),
             jobs_ended=self.jobs.endings(),
+            dynamic=self.opts.dynamic,
+            dynamic_conf=self.opts.dynamic_conf,
         )
         reply = await self._request(fs, msg)
         if isinstance(reply, Error):

@@ -6,9 +6,11 @@ imports neither attrs nor cattrs (the CLI's path: it starts in a fraction of the
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import time
+from collections.abc import Iterator
 from typing import Any
 
 DEFAULT_PORT = 6817
@@ -185,7 +187,7 @@ def _recv_exactly(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        sock.settimeout(remaining)
+        sock.settimeout(None if remaining == math.inf else remaining)
         n = sock.recv_into(view[got:])
         if not n:
             raise ControllerUnreachable(addr, "connection closed before a reply came")
@@ -203,3 +205,59 @@ def _reason(exc: OSError) -> str:
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve host ({exc.strerror})"
     return exc.strerror or str(exc) or type(exc).__name__
+
+
+def stream_raw(
+    addr: tuple[str, int],
+    key: bytes,
+    type_name: str,
+    body: dict[str, Any],
+    *,
+    timeout: float = 10.0,
+    max_reply_size: int = MAX_REPLY_SIZE,
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Like request_raw, for a request answered by a stream of replies on one connection
+    (`rcontrol events --follow`): yields (type name, body) per reply frame until the controller
+    closes the connection. The first reply must come within `timeout`; later ones may take any
+    time, and their timestamps are not held to the clock window (a reply may wait in the
+    socket while the reader is slow; each one's MAC is still checked)."""
+    import json
+
+    from protocol.rawframe import PREFIX, FrameError, check_length, open_frame, pack_frame
+
+    request_id = _new_request_id()
+    frame = pack_frame(type_name, json.dumps(body, separators=(",", ":")).encode(), key,
+                       request_id=request_id, version=RAW_VERSION)
+    try:
+        sock = socket.create_connection(addr, timeout=timeout)
+    except OSError as exc:
+        raise ControllerUnreachable(addr, _reason(exc)) from None
+    deadline = time.monotonic() + timeout
+    with sock:
+        try:
+            sock.sendall(frame)
+            while True:
+                try:
+                    head = _recv_exactly(sock, PREFIX.size, deadline, addr)
+                except ControllerUnreachable:
+                    if deadline == math.inf:
+                        return  # the controller ended the stream
+                    raise
+                (length,) = PREFIX.unpack(head)
+                check_length(length, max_reply_size)
+                reply = open_frame(_recv_exactly(sock, length, deadline, addr), key)
+                if reply.request_id not in (request_id, 0):
+                    continue
+                try:
+                    doc = _loads(reply.body)
+                except ValueError as exc:
+                    raise FrameError("bad_request",
+                                     f"{reply.type} body is not valid JSON: {exc}") from None
+                deadline = math.inf  # the stream is open: wait for events as long as it takes
+                yield reply.type, doc if isinstance(doc, dict) else {}
+        except TimeoutError:
+            raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
+        except OSError as exc:
+            if isinstance(exc, ControllerUnreachable):
+                raise
+            raise ControllerUnreachable(addr, _reason(exc)) from None

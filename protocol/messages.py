@@ -159,6 +159,10 @@ class Register:
     health: HealthReport | None = None  # the start-up health check's verdict
     job_ids: tuple[int, ...] = ()  # jobs still running here (re-adopted after an rnoded restart)
     jobs_ended: tuple[JobEnd, ...] = ()  # endings not yet acknowledged (see Heartbeat)
+    # `rnoded --dynamic` (Slurm's slurmd -Z): a node not in the config asks to join with its
+    # hardware; `dynamic_conf` is extra NodeName keys ("Features=a,b Gres=gpu:2 Weight=5").
+    dynamic: bool = False
+    dynamic_conf: str = ""
 
 
 @attrs.frozen
@@ -290,6 +294,36 @@ class SetAllocation:
 
 
 @attrs.frozen
+class NodeMembership:
+    """`rcontrol approve|reject|delete NodeName=HOSTLIST [Reason=...]`; answered UpdateResult."""
+
+    action: str  # approve | reject | delete
+    node_names: str  # hostlist expression
+    reason: str | None = None
+    user: str = ""
+
+
+@attrs.frozen
+class GetEvents:
+    """`rcontrol events`: the event log, oldest first. With `follow` the reply is the first of
+    a stream of Events frames on this connection, one per batch of new events."""
+
+    since: float = 0.0  # wall clock; 0 = from the oldest kept
+    nodes: str = ""  # hostlist expression; "" = every node
+    limit: int = 0  # the newest `limit` events only (0 = all)
+    follow: bool = False
+
+
+@attrs.frozen
+class Events:
+    """Event records (docs/internals.md "Event records"); `missed`: events a follower that fell
+    behind did not get (its queue overflowed) since the last batch."""
+
+    events: tuple[dict, ...] = ()
+    missed: int = 0
+
+
+@attrs.frozen
 class GetConfig:
     pass
 
@@ -352,6 +386,9 @@ MESSAGE_TYPES: dict[str, type] = {
         UpdateNodes,
         UpdateResult,
         SetAllocation,
+        NodeMembership,
+        GetEvents,
+        Events,
         GetConfig,
         ConfigDump,
         Reconfigure,

@@ -32,7 +32,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.HeartbeatReply: ("config_hash",),
     },
     4: {
-        m.Register: ("job_ids", "jobs_ended"),
+        m.Register: ("job_ids", "jobs_ended", "dynamic", "dynamic_conf"),
         m.RegisterReply: ("kill_job_ids",),
         m.Heartbeat: ("jobs_ended",),
         m.HeartbeatReply: ("kill_job_ids",),
@@ -40,7 +40,8 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
 }
 
 # Message types that did not exist in version 1, by the version that introduced them.
-MESSAGE_SINCE: dict[str, int] = {"SetAllocation": 3, "LaunchJob": 4, "KillJob": 4}
+MESSAGE_SINCE: dict[str, int] = {"SetAllocation": 3, "LaunchJob": 4, "KillJob": 4,
+                                 "NodeMembership": 4, "GetEvents": 4, "Events": 4}
 
 
 def message_known(type_name: str, version: int) -> bool:

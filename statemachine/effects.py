@@ -50,6 +50,11 @@ class RequestRegistration:
     """Ask the node to register again (its registration decides whether it comes back)."""
 
 
+@attrs.frozen(slots=True)
+class Evict:
+    """Close the node's connection: it was rejected or deleted (its next registration decides)."""
+
+
 Effect = (
     KillJobs
     | RunSuspendProgram
@@ -59,4 +64,5 @@ Effect = (
     | Membership
     | ScheduleTimeout
     | RequestRegistration
+    | Evict
 )

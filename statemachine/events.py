@@ -124,6 +124,41 @@ class ConfigReload:
     config_state: str = "UNKNOWN"
 
 
+# --- membership (issue 13): admission of nodes under NodeApproval=manual, and removal ---------
+
+
+@attrs.frozen(slots=True)
+class AwaitApproval:
+    """A node new to the cluster, under NodeApproval=manual: it waits for an admin."""
+
+    kind: ClassVar[str] = "await approval"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class Approve:
+    kind: ClassVar[str] = "approve"
+    now: float
+    user: str = ""
+
+
+@attrs.frozen(slots=True)
+class Reject:
+    kind: ClassVar[str] = "reject"
+    now: float
+    reason: str | None = None
+    user: str = ""
+
+
+@attrs.frozen(slots=True)
+class Delete:
+    """`rcontrol delete`: the record of a dynamic node goes (refused while it runs jobs)."""
+
+    kind: ClassVar[str] = "delete"
+    now: float
+    user: str = ""
+
+
 Event = (
     Registered
     | HeartbeatReceived
@@ -138,6 +173,10 @@ Event = (
     | ResumeTimeout
     | ShutdownNotice
     | ConfigReload
+    | AwaitApproval
+    | Approve
+    | Reject
+    | Delete
 )
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -155,6 +194,10 @@ EVENT_KINDS: tuple[str, ...] = (
     "resume timeout",
     "shutdown notice",
     "config reload",
+    "await approval",
+    "approve",
+    "reject",
+    "delete",
 )
 
 # Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).

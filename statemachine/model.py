@@ -34,6 +34,9 @@ class Flag(enum.Enum):
     NO_RESPOND = "NOT_RESPONDING"
     POWERING_UP = "POWERING_UP"
     POWERING_DOWN = "POWERING_DOWN"
+    # Membership (issue 13), Ranch's own: waiting for `rcontrol approve`; refused by an admin.
+    PENDING = "PENDING"
+    REJECTED = "REJECTED"
 
     __hash__ = object.__hash__
 
@@ -76,6 +79,8 @@ UNSCHEDULABLE_FLAGS = frozenset(
         Flag.POWER_DOWN,
         Flag.POWER_DRAIN,
         Flag.INVALID_REG,
+        Flag.PENDING,
+        Flag.REJECTED,
     }
 )
 

@@ -42,6 +42,10 @@ def _words(state: NodeState) -> tuple[str, str, bool]:
     """(long, compact, only_star) in Slurm's decision order."""
     flags = state.flags
     completing = Flag.COMPLETING in flags
+    if Flag.REJECTED in flags:  # membership (issue 13) names the node before its base
+        return "REJECTED", "REJ", False
+    if Flag.PENDING in flags:
+        return "PENDING", "PEND", False
     if Flag.INVALID_REG in flags:
         return "INVAL", "INVAL", False
     if Flag.DRAIN in flags:
@@ -218,6 +222,8 @@ _WORDS: dict[str, Any] = {
     "comp": _has(Flag.COMPLETING),
     "completing": _has(Flag.COMPLETING),
     "inval": _has(Flag.INVALID_REG),
+    "pend": _has(Flag.PENDING),
+    "rej": _has(Flag.REJECTED),
     "no_respond": _has(Flag.NO_RESPOND),
     "noresp": _has(Flag.NO_RESPOND),
     "responding": lambda s: Flag.NO_RESPOND not in s.flags,

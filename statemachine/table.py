@@ -41,7 +41,10 @@ INVALID = "INVALID_REG"  # registered with less hardware than configured
 DOWN = "DOWN"  # base DOWN
 UNKNOWN = "UNKNOWN"  # base UNKNOWN: never registered
 UP = "UP"  # base IDLE / MIXED / ALLOCATED (maybe DRAIN, FAIL, NO_RESPOND, `!`)
-CLASSES = (UP, UNKNOWN, DOWN, INVALID, POWERED_DOWN, POWERING_UP, POWERING_DOWN, FUTURE)
+REJECTED = "REJECTED"  # refused by an admin: every registration is turned away (issue 13)
+PENDING = "PENDING"  # NodeApproval=manual: heartbeats taken, no work until approved
+CLASSES = (UP, UNKNOWN, DOWN, INVALID, POWERED_DOWN, POWERING_UP, POWERING_DOWN, FUTURE,
+           PENDING, REJECTED)
 SAME = "SAME"  # in a row's targets: the node stays in the class it was in
 
 _D, _F, _NR = Flag.DRAIN, Flag.FAIL, Flag.NO_RESPOND
@@ -49,6 +52,7 @@ _PU, _PD, _PWD = Flag.POWERING_UP, Flag.POWERING_DOWN, Flag.POWERED_DOWN
 _POWER_ANY = frozenset({_PU, _PD, _PWD})
 _OUT_OF_SERVICE = frozenset({_D, _F})
 _CONTROLLER = ReasonSource.CONTROLLER
+_ADMISSION = frozenset({Flag.PENDING, Flag.REJECTED})
 
 NOT_RESPONDING = "Not responding"
 SHUT_DOWN = "rnoded shut down"
@@ -59,9 +63,11 @@ NO_REASON = "You must specify a reason when DOWNING or DRAINING a node. Request 
 
 
 def classify(s: NodeState) -> str:
+    flags = s.flags
+    if flags and not flags.isdisjoint(_ADMISSION):
+        return REJECTED if Flag.REJECTED in flags else PENDING
     if s.base is Base.FUTURE:
         return FUTURE
-    flags = s.flags
     if flags:
         if _PD in flags:
             return POWERING_DOWN
@@ -87,6 +93,9 @@ _VERBS = {
     "allocation": "change the CPU allocation of",
     "suspend started": "start suspending",
     "resume started": "start resuming",
+    "approve": "approve",
+    "reject": "reject",
+    "delete": "delete",
 }
 
 _HINTS = {
@@ -98,6 +107,8 @@ _HINTS = {
     DOWN: "bring it back first (State=RESUME)",
     UNKNOWN: "wait for rnoded on it to register",
     UP: "",
+    PENDING: "approve it first (rcontrol approve NodeName=...)",
+    REJECTED: "an admin may let it in again with `rcontrol approve`",
 }
 
 
@@ -581,6 +592,66 @@ def config_reload(s: NodeState, e: ev.ConfigReload, p: Policy) -> tuple[NodeStat
     return NodeState(s.name, base, flags, s.reason, e.cpus_total, s.cpus_alloc), ()
 
 
+# Membership (issue 13): admission under NodeApproval=manual, rejection and deletion
+
+
+def await_approval(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    """A node new to the cluster waits for `rcontrol approve` (PENDING, shown `pend`)."""
+    return _evolve(s, flags=s.flags | {Flag.PENDING}), ()
+
+
+def heartbeat_pending(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    """A pending node's heartbeats are taken (its health is known); one that never registered
+    is asked to."""
+    new = _evolve(s, flags=s.flags - {_NR}) if _NR in s.flags else s
+    return new, ((fx.RequestRegistration(),) if s.base is Base.UNKNOWN else ())
+
+
+def approve_pending(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    """Approved: PENDING goes; the node is whatever its registration made it."""
+    return _evolve(s, flags=s.flags - {Flag.PENDING}), ()
+
+
+def approve_rejected(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    """A rejected node let in again: it starts afresh and must register."""
+    return NodeState(s.name, Base.UNKNOWN, s.flags & {Flag.CLOUD}, None, s.cpus_total, 0), ()
+
+
+def reject_node(s: NodeState, e: ev.Reject, p: Policy) -> tuple[NodeState, Effects]:
+    """Rejected (DOWN+REJECTED, the admin's reason): its connection is closed and every later
+    registration is refused until an admin approves it (or deletes a dynamic node)."""
+    if not (e.reason and e.reason.strip()):
+        raise refuse(s, e, "a reason is required to reject a node (Reason=...)", hint="")
+    if s.cpus_alloc:
+        raise refuse(s, e, f"it has {s.cpus_alloc} CPUs allocated", hint="")
+    reason = Reason(ReasonSource.ADMIN, e.reason.strip(), e.now, e.user or None)
+    flags = (s.flags & {Flag.CLOUD}) | {Flag.REJECTED}
+    return NodeState(s.name, Base.DOWN, flags, reason, s.cpus_total, 0), (fx.Evict(),)
+
+
+def reject_member(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    raise refuse(s, e, f"it is {describe(s)}, already a member",
+                 hint="only a node waiting for approval can be rejected; drain it, or delete "
+                      "a dynamic node")
+
+
+def refuse_rejected(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    """A rejected node's registration is refused, saying who rejected it and why."""
+    r = s.reason
+    why = "it was rejected by an admin"
+    if r is not None:
+        why = f"it was rejected by {r.user or 'an admin'}: {r.text}"
+    raise refuse(s, e, why)
+
+
+def delete_node(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    """The record goes (the I/O shell drops it); refused while work runs on it."""
+    if s.cpus_alloc:
+        raise refuse(s, e, f"it has {s.cpus_alloc} CPUs allocated",
+                     hint="let its jobs end (drain it) first")
+    return s, (fx.Evict(),)
+
+
 # --- THE TABLE -------------------------------------------------------------------------------
 
 ON = (UP, UNKNOWN, DOWN, INVALID)  # powered on, not in a power transition
@@ -657,6 +728,41 @@ ROWS: tuple[Row, ...] = (
     Row("config reload",    (*ON, *POWER),                      config_reload,      (SAME, FUTURE)),
     Row("config reload",    (FUTURE,),                          config_reload,
                                                         (SAME, UNKNOWN, DOWN, POWERED_DOWN)),
+    # --- membership (issue 13): NodeApproval, reject, delete -------------------------------
+    Row("await approval",   (UNKNOWN,),                         await_approval,     (PENDING,)),
+    Row("await approval",   (UP, DOWN, INVALID, *POWER, FUTURE, PENDING, REJECTED), ignore),
+    Row("register",         (PENDING,),                         register_valid),
+    Row("register invalid", (PENDING,),                         register_invalid),
+    Row("register",         (REJECTED,),                        refuse_rejected),
+    Row("register invalid", (REJECTED,),                        refuse_rejected),
+    Row("heartbeat",        (PENDING,),                         heartbeat_pending),
+    Row("heartbeat missed", (PENDING,),                         mark_not_responding),
+    Row("response timeout", (PENDING,),                         mark_not_responding),
+    Row("shutdown notice",  (PENDING,),                         mark_not_responding),
+    Row("allocation",       (PENDING, REJECTED),                release_only),
+    Row("health ok",        (PENDING,),                         health_ok),
+    Row("health drain",     (PENDING,),                         health_drain),
+    Row("health fail",      (PENDING,),                         health_fail),
+    Row("config reload",    (PENDING,),                         config_reload,      (SAME, FUTURE)),
+    Row("heartbeat",        (REJECTED,),                        ignore),
+    Row("heartbeat missed", (REJECTED,),                        ignore),
+    Row("response timeout", (REJECTED,),                        ignore),
+    Row("shutdown notice",  (REJECTED,),                        ignore),
+    Row("health ok",        (REJECTED,),                        ignore),
+    Row("health drain",     (REJECTED,),                        ignore),
+    Row("health fail",      (REJECTED,),                        ignore),
+    Row("config reload",    (REJECTED,),                        ignore),
+    Row("suspend started",  (PENDING, REJECTED),                ignore),
+    Row("suspend timeout",  (PENDING, REJECTED),                ignore),
+    Row("resume started",   (PENDING, REJECTED),                ignore),
+    Row("resume timeout",   (PENDING, REJECTED),                ignore),
+    Row("approve",          (PENDING,),                         approve_pending,
+                                                                (UP, UNKNOWN, DOWN, INVALID)),
+    Row("approve",          (REJECTED,),                        approve_rejected,   (UNKNOWN,)),
+    Row("approve",          (*ON, *POWER, FUTURE),              ignore),
+    Row("reject",           (PENDING, REJECTED),                reject_node,        (REJECTED,)),
+    Row("reject",           (*ON, *POWER, FUTURE),              reject_member),
+    Row("delete",           (*ON, *POWER, FUTURE, PENDING, REJECTED), delete_node),
 )
 # fmt: on
 
@@ -680,7 +786,8 @@ _HANDLERS: dict[tuple[str, str], Handler] = {k: r.handler for k, r in TABLE.item
 # --- apply -----------------------------------------------------------------------------------
 
 _NO_EFFECTS: Effects = ()
-_MEMBERSHIP_FLAGS = ((_D, "drain"), (_F, "fail"), (_NR, "not_responding"), (_PWD, "powered_down"))
+_MEMBERSHIP_FLAGS = ((_D, "drain"), (_F, "fail"), (_NR, "not_responding"), (_PWD, "powered_down"),
+                     (Flag.PENDING, "pending"), (Flag.REJECTED, "rejected"))
 
 
 def _derived_effects(old: NodeState, new: NodeState) -> Effects:

@@ -12,7 +12,7 @@ from pathlib import Path
 import attrs
 import trio
 
-from fleet_lib import observe, profile
+from fleet_lib import follower, observe, profile
 from fleet_lib.config import hostlist
 from fleet_lib.controller import REPO_ROOT, Controller
 from fleet_lib.simnode import Fleet
@@ -36,6 +36,11 @@ class RunSpec:
     cli_runs: int = 3
     storm_timeout: float = 120.0
     profile_dir: Path | None = None  # py-spy rctld during the storm, steady and admin phases
+    # Event log (issue 13): admin DRAIN/UNDRAIN requests per second during the steady window
+    # (each changes event_churn_nodes nodes), and a --follow client that never reads.
+    event_churn: float = 0.0
+    event_churn_nodes: int = 50
+    stalled_follower: bool = False
 
 
 def ms(value: float | None) -> float | None:
@@ -125,8 +130,33 @@ class Run:
         churn_scope = trio.CancelScope()
         if churn:
             nursery.start_soon(self._churn, churn_scope)
+        stalled = None
+        if spec.stalled_follower:
+            stalled = follower.open_stalled(self.addr, self.ctl.key)
+        events_scope = trio.CancelScope()
+        churned = [0]
+        if spec.event_churn > 0:
+            count = min(spec.event_churn_nodes, spec.nodes)
+            expr = hostlist(spec.nodes - count + 1, spec.nodes, spec.nodes)
+
+            async def churn_events() -> None:
+                with events_scope:
+                    await follower.event_churn(self.addr, self.ctl.key, expr, spec.event_churn,
+                                               churned)
+
+            nursery.start_soon(churn_events)
         await trio.sleep(spec.duration)
         churn_scope.cancel()
+        events_scope.cancel()
+        if spec.event_churn > 0:
+            self.fig["event_churn_requests"] = churned[0]
+            self.fig["event_churn_events_per_s"] = rounded(
+                churned[0] * min(spec.event_churn_nodes, spec.nodes) / spec.duration, 1)
+        if stalled is not None:
+            got, missed = await trio.to_thread.run_sync(follower.drain_stalled, stalled,
+                                                        self.ctl.key)
+            self.fig.update(stalled_follower=True, stalled_follower_got=got,
+                            stalled_follower_missed=missed)
         wall = time.perf_counter() - t0
         fleet.close_window()
         self.sampling_steady = False

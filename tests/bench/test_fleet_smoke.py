@@ -90,3 +90,20 @@ def test_killed_nodes_are_seen_down(tmp_path: Path) -> None:
     # Both silent nodes went DOWN; the lag figure comes from the controller's own reason time.
     assert fig["killed"] == 2 and fig["killed_down"] == 2, fig
     assert fig["detect_lag_s"] is not None and fig["noresp_lag_observed_s"] is not None, fig
+
+
+def test_stalled_follower_and_event_churn_figures(tmp_path: Path) -> None:
+    """Issue 13's scenario: admin state changes feed the event log while a --follow client
+    never reads; at the end it is read and was told it missed events."""
+    out = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "fleet.py"), "--nodes", "40", "--interval", "1",
+         "--duration", "3", "--event-churn", "20", "--event-churn-nodes", "40",
+         "--stalled-follower", "--json", str(out)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    fig = json.loads(out.read_text())
+    assert fig["stalled_follower"] is True and fig["event_churn_requests"] > 10, fig
+    assert fig["stalled_follower_missed"] > 0 and fig["stalled_follower_got"] > 0, fig
+    assert fig["false_down"] == 0 and fig["hb_replied"] > 0, fig

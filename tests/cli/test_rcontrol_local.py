@@ -31,7 +31,7 @@ def test_show_node_multiline_layout() -> None:
         "   State=IDLE+DRAIN ThreadsPerCore=2 TmpDisk=1000 Weight=1 Owner=N/A MCS_label=N/A\n"
         "   Partitions=debug\n"
         "   BootTime=2026-09-21T13:13:20 SlurmdStartTime=2026-09-21T13:23:20\n"
-        "   LastBusyTime=2026-09-21T14:12:20 ResumeAfterTime=None\n"
+        "   LastBusyTime=2026-09-21T14:12:20 ResumeAfterTime=None LastChange=None\n"
         "   CfgTRES=cpu=8,mem=16000M,billing=8,gres/gpu=4\n"
         "   AllocTRES=\n"
         "   CurrentWatts=0 AveWatts=0\n"

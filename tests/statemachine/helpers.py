@@ -42,6 +42,10 @@ def sample(cls: str, name: str = "n1") -> NodeState:
         return run(idle(name), ev.SuspendStarted(2.0))
     if cls == "FUTURE":
         return initial_state(name, 8, "FUTURE")
+    if cls == "PENDING":
+        return run(initial_state(name, 8), ev.AwaitApproval(0.5), ev.Registered(1.0))
+    if cls == "REJECTED":
+        return run(sample("PENDING", name), ev.Reject(2.0, "unknown machine", "alice"))
     raise AssertionError(cls)
 
 
@@ -63,6 +67,10 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "resume timeout": ev.ResumeTimeout(now),
         "shutdown notice": ev.ShutdownNotice(now),
         "config reload": ev.ConfigReload(now, 8, "UNKNOWN"),
+        "await approval": ev.AwaitApproval(now),
+        "approve": ev.Approve(now, "alice"),
+        "reject": ev.Reject(now, "not ours", "alice"),
+        "delete": ev.Delete(now, "alice"),
     }[kind]
 
 

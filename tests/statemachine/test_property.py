@@ -10,7 +10,7 @@ from statemachine import Base, Flag, InvalidTransition, Policy, apply, initial_s
 from statemachine import events as ev
 
 BLOCKING = {Flag.DRAIN, Flag.FAIL, Flag.NO_RESPOND, Flag.POWERED_DOWN, Flag.POWERING_UP,
-            Flag.POWERING_DOWN, Flag.INVALID_REG}
+            Flag.POWERING_DOWN, Flag.INVALID_REG, Flag.PENDING, Flag.REJECTED}
 
 _events = st.one_of(
     st.builds(ev.Registered, st.just(1.0), st.booleans(), st.sampled_from([None, "Low CPUs"]),
@@ -30,6 +30,11 @@ _events = st.one_of(
     st.builds(ev.ShutdownNotice, st.just(1.0)),
     st.builds(ev.ConfigReload, st.just(1.0), st.sampled_from([4, 8]),
               st.sampled_from(["UNKNOWN", "FUTURE", "CLOUD", "DOWN"])),
+    st.builds(ev.AwaitApproval, st.just(1.0)),
+    st.builds(ev.Approve, st.just(1.0), st.sampled_from(["", "bob"])),
+    st.builds(ev.Reject, st.just(1.0), st.sampled_from([None, "", "stranger"]),
+              st.sampled_from(["", "bob"])),
+    st.builds(ev.Delete, st.just(1.0), st.sampled_from(["", "bob"])),
 )
 
 
@@ -71,6 +76,20 @@ class NodeMachine(RuleBasedStateMachine):
         s = self.state
         if s.base is Base.DOWN or s.flags & {Flag.DRAIN, Flag.FAIL}:
             assert s.reason is not None and s.reason.text
+
+    @invariant()
+    def membership_holds(self) -> None:
+        """PENDING and REJECTED never run work; a rejected node is DOWN with the admin's reason
+        and is never also pending."""
+        s = self.state
+        if s.flags & {Flag.PENDING, Flag.REJECTED}:
+            assert not s.schedulable
+        if Flag.REJECTED in s.flags:
+            assert Flag.PENDING not in s.flags and s.base is Base.DOWN and s.cpus_alloc == 0
+            assert s.reason is not None and s.reason.text
+            assert names.compact(s).startswith("rej")
+        elif Flag.PENDING in s.flags:
+            assert s.cpus_alloc == 0 and names.compact(s).startswith("pend")
 
     @invariant()
     def every_state_has_names_and_json(self) -> None:
