@@ -26,6 +26,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/http_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

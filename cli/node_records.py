@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 import time
 
+from protocol.records import is_unusable, reason_of, reason_user, usage_class
+
 # Slurm's state word (reference §1): base enum in the low bits, flags above. Used to sort rows the
 # way sinfo's `-t` sort key does (numeric state value).
 _BASE_VALUE = {"UNKNOWN": 0, "DOWN": 1, "IDLE": 2, "ALLOCATED": 3, "MIXED": 5, "FUTURE": 6}
@@ -20,7 +22,6 @@ _FLAG_VALUE = {
     "INVALID_REG": 1 << 22,
     "POWER_DOWN": 1 << 23,
 }
-_UNUSABLE_BASES = frozenset({"DOWN", "UNKNOWN", "FUTURE"})
 _DIGITS = re.compile(r"(\d+)")
 
 
@@ -30,24 +31,6 @@ def state_value(node: dict) -> int:
     for f in st["flags"]:
         value |= _FLAG_VALUE.get(f, 0)
     return value
-
-
-def usage_class(node: dict) -> str:
-    """sinfo's A/I/O split: "A" allocated or mixed, "I" idle, "O" other (down, drained, failed)."""
-    st = node["state"]
-    base = st["base"]
-    if base in ("ALLOCATED", "MIXED"):
-        return "A"
-    flags = st["flags"]
-    if base in _UNUSABLE_BASES or "DRAIN" in flags or "FAIL" in flags:
-        return "O"
-    return "I" if base == "IDLE" else "O"
-
-
-def is_unusable(node: dict) -> bool:
-    st = node["state"]
-    flags = st["flags"]
-    return st["base"] in _UNUSABLE_BASES or "DRAIN" in flags or "FAIL" in flags
 
 
 def not_responding(node: dict) -> bool:
@@ -63,17 +46,6 @@ def natural_key(name: str) -> tuple:
     parts: list = _DIGITS.split(name)
     parts[1::2] = map(int, parts[1::2])
     return tuple(parts)
-
-
-def reason_of(node: dict) -> dict | None:
-    return node["state"].get("reason")
-
-
-def reason_user(reason: dict | None) -> str:
-    # Reasons the controller sets itself carry no user; Slurm shows its SlurmUser there (root).
-    if not reason:
-        return "Unknown"
-    return reason.get("user") or "root"
 
 
 def iso_time(epoch: float | None, missing: str = "Unknown") -> str:
@@ -97,3 +69,6 @@ def gres_text(node: dict) -> str:
 
 def features_text(node: dict) -> str:
     return ",".join(node.get("features") or ()) or "(null)"
+
+
+__all__ = ["is_unusable", "reason_of", "reason_user", "usage_class"]  # shared readings

@@ -105,18 +105,10 @@ def _json_doc(key: str, items: list, cluster: str) -> str:
 
     import orjson
 
-    doc = {
-        key: items,
-        "last_update": {"set": True, "infinite": False, "number": int(time.time())},
-        "meta": {
-            "plugin": {"type": "", "name": "", "data_parser": "ranch"},
-            "client": {"source": "", "user": getpass.getuser(), "group": ""},
-            "command": ["rcontrol", *sys.argv[1:]],
-            "slurm": {"release": VERSION, "cluster": cluster},
-        },
-        "errors": [],
-        "warnings": [],
-    }
+    from protocol.records import show_doc
+
+    doc = show_doc(key, items, cluster, version=VERSION, user=getpass.getuser(),
+                   command=["rcontrol", *sys.argv[1:]])
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 
@@ -229,6 +221,9 @@ def update(s: Session, words: list[str]) -> int:
     }
     result = ask(s.target, "UpdateNodes", body, want="UpdateResult")
     errors = result.get("errors") or ()
+    if any(err.startswith("unknown node") for err in errors):
+        # scontrol's line, which scripts match; the names follow on the next line.
+        print("slurm_update error: Invalid node name specified", file=sys.stderr)
     for err in errors:
         print(f"rcontrol: error: {err}", file=sys.stderr)
     ok = result.get("ok") is True
@@ -254,15 +249,26 @@ def ping(s: Session) -> int:
     try:
         ask(s.target, "Ping", want="Pong", timeout=5.0)
     except CliError as exc:
-        print(f"Controller at {s.target.address} is DOWN")
+        print(f"Slurmctld(primary) at {s.target.host} is DOWN")
         print(f"rcontrol: error: {exc.message}", file=sys.stderr)
         return 1
-    print(f"Controller at {s.target.address} is UP")
+    print(f"Slurmctld(primary) at {s.target.host} is UP")
     return 0
 
 
+# Options scontrol also takes after the command (`show node n1 -o`).
+_TRAILING_FLAGS = {"-o": "oneliner", "--oneliner": "oneliner", "-a": "all", "--all": "all",
+                   "--json": "json"}
+
+
 def run(args: argparse.Namespace) -> int:
-    words = list(args.words)
+    words = []
+    for word in args.words:
+        flag = _TRAILING_FLAGS.get(word)
+        if flag is None:
+            words.append(word)
+        else:
+            setattr(args, flag, True)
     if not words:
         raise CliError("no command given; try: show, update, reconfigure, ping", code=2)
     command = _pick(words[0], COMMANDS, "command")

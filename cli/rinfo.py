@@ -68,7 +68,7 @@ def state_matcher(text: str) -> Callable[[dict], bool]:
     try:
         wanted = names.parse_filter(text)
     except ValueError as exc:
-        raise CliError(f"-t {text}: {exc}", code=2) from None
+        raise CliError(f"-t {text}: {exc}", code=1) from None  # sinfo exits 1 here too
     cache: dict[tuple, bool] = {}
 
     def match(node: dict) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from cli import node_records as nr
+from protocol.records import node_json, partition_json
 
 Fold = Callable[[list[str]], str]
 INDENT = "   "
@@ -79,11 +80,15 @@ def node_lines(n: dict) -> list[str]:
         lines.append(f"Partitions={','.join(n['partitions'])}")
     lines += [
         f"BootTime={_time(n.get('boot_time'))} SlurmdStartTime={_time(n.get('slurmd_start_time'))}",
-        f"LastBusyTime={_time(n.get('last_busy'))} ResumeAfterTime=None "
+        # 22.05 prints Unknown for a node never busy nor registered (and no ResumeAfterTime);
+        # LastChange is Ranch's own (issue 13).
+        f"LastBusyTime={nr.iso_time(n.get('last_busy'), missing='Unknown')} "
         f"LastChange={_time(n.get('last_change'))}",
         f"CfgTRES={_tres(n['cpus'], n['real_memory'], n.get('gres') or '')}",
         "AllocTRES=" + (f"cpu={n['cpus_alloc']}" if n["cpus_alloc"] else ""),
+        "CapWatts=n/a",
         "CurrentWatts=0 AveWatts=0",
+        "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
     ]
     if n.get("last_power_action"):  # only nodes power save has acted on
         lines.append(f"LastPowerAction={last_power_action(n['last_power_action'])}")
@@ -106,6 +111,8 @@ def node_lines(n: dict) -> list[str]:
 
 
 def partition_lines(p: dict, nodes_by_name: dict[str, dict], fold: Fold) -> list[str]:
+    """One partition as scontrol 22.05 prints it, every key from the configured options."""
+    from cli.partition_options import PartOptions
     from conf.timefmt import format_limit
 
     members = [nodes_by_name[name] for name in p.get("nodes") or () if name in nodes_by_name]
@@ -113,24 +120,38 @@ def partition_lines(p: dict, nodes_by_name: dict[str, dict], fold: Fold) -> list
     mem = sum(n["real_memory"] for n in members)
     max_time = p.get("max_time")
     default_time = p.get("default_time")
+    o = PartOptions(p)
     yes_no = {True: "YES", False: "NO"}
-    return [
+    alternate = o.raw("Alternate")
+    lines = [
         f"PartitionName={p['name']}",
-        "AllowGroups=ALL AllowAccounts=ALL AllowQos=ALL",
-        f"AllocNodes=ALL Default={yes_no[bool(p.get('default'))]} QoS=N/A",
+        f"AllowGroups={o.text('AllowGroups', 'ALL')} {o.access('AllowAccounts', 'DenyAccounts')} "
+        f"{o.access('AllowQos', 'DenyQos')}",
+        f"AllocNodes={o.text('AllocNodes', 'ALL')}"
+        + (f" Alternate={alternate}" if alternate else "")
+        + f" Default={yes_no[bool(p.get('default'))]} QoS={o.text('QOS', 'N/A')}",
         f"DefaultTime={'NONE' if default_time is None else format_limit(default_time)} "
-        f"DisableRootJobs=NO ExclusiveUser=NO GraceTime=0 Hidden={yes_no[bool(p.get('hidden'))]}",
-        f"MaxNodes=UNLIMITED MaxTime={'UNLIMITED' if max_time is None else format_limit(max_time)}"
-        " MinNodes=0 LLN=NO MaxCPUsPerNode=UNLIMITED MaxCPUsPerSocket=UNLIMITED",
+        f"DisableRootJobs={o.yes_no('DisableRootJobs')} ExclusiveUser={o.yes_no('ExclusiveUser')} "
+        f"GraceTime={o.text('GraceTime', '0')} Hidden={yes_no[bool(p.get('hidden'))]}",
+        f"MaxNodes={o.number('MaxNodes', 'UNLIMITED')} "
+        f"MaxTime={'UNLIMITED' if max_time is None else format_limit(max_time)} "
+        f"MinNodes={o.text('MinNodes', '0')} LLN={o.yes_no('LLN')} "
+        f"MaxCPUsPerNode={o.number('MaxCPUsPerNode', 'UNLIMITED')}",
         f"Nodes={fold(list(p['nodes'])) if p.get('nodes') else '(null)'}",
-        "PriorityJobFactor=1 PriorityTier=1 RootOnly=NO ReqResv=NO OverSubscribe=NO",
-        "OverTimeLimit=NONE PreemptMode=OFF",
+        f"PriorityJobFactor={o.priority('PriorityJobFactor')} "
+        f"PriorityTier={o.priority('PriorityTier')} RootOnly={o.yes_no('RootOnly')} "
+        f"ReqResv={o.yes_no('ReqResv')} OverSubscribe={o.oversubscribe()}",
+        f"OverTimeLimit={o.over_time_limit()} PreemptMode={o.text('PreemptMode', 'OFF').upper()}",
         f"State={p.get('state', 'UP')} TotalCPUs={cpus} TotalNodes={len(p.get('nodes') or ())} "
-        "SelectTypeParameters=NONE",
-        "JobDefaults=(null)",
-        "DefMemPerNode=UNLIMITED MaxMemPerNode=UNLIMITED",
+        f"SelectTypeParameters={o.text('SelectTypeParameters', 'NONE')}",
+        f"JobDefaults={o.job_defaults()}",
+        f"{o.mem('DefMemPerCPU', 'DefMemPerNode')} {o.mem('MaxMemPerCPU', 'MaxMemPerNode')}",
         f"TRES={_tres(cpus, mem, '', nodes=len(p.get('nodes') or ()))}",
     ]
+    weights = o.raw("TRESBillingWeights")
+    if weights:
+        lines.append(f"TRESBillingWeights={weights}")
+    return lines
 
 
 def records_text(records: list[list[str]], *, one_line: bool) -> str:
@@ -142,62 +163,4 @@ def records_text(records: list[list[str]], *, one_line: bool) -> str:
     return "".join([sep.join(lines) + "\n\n" for lines in records])
 
 
-def node_json(n: dict) -> dict:
-    from cli.sinfo_json import number, state_array
-
-    reason = nr.reason_of(n) or {}
-    load = n.get("cpu_load")
-    return {
-        "name": n["name"],
-        "hostname": n.get("hostname") or "",
-        "address": n.get("addr") or "",
-        "port": n.get("port") or 0,
-        "architecture": n.get("arch") or "",
-        "operating_system": n.get("os") or "",
-        "state": state_array(n),
-        "partitions": list(n.get("partitions") or ()),
-        "cpus": n["cpus"],
-        "alloc_cpus": n["cpus_alloc"],
-        "alloc_idle_cpus": n["cpus"] - n["cpus_alloc"],
-        "effective_cpus": n["cpus"],
-        "cpu_load": 0 if load is None else round(load * 100),
-        "boards": n["boards"],
-        "sockets": n["sockets"],
-        "cores": n["cores_per_socket"],
-        "threads": n["threads_per_core"],
-        "real_memory": n["real_memory"],
-        "alloc_memory": n.get("alloc_mem") or 0,
-        "free_mem": number(n.get("free_mem")),
-        "tmp_disk": n["tmp_disk"],
-        "weight": n["weight"],
-        "features": list(n.get("features") or ()),
-        "active_features": list(n.get("features") or ()),
-        "gres": n.get("gres") or "",
-        "gres_used": n.get("gres_used") or "",
-        "version": n.get("version") or "",
-        "boot_time": number(_int_time(n.get("boot_time"))),
-        "slurmd_start_time": number(_int_time(n.get("slurmd_start_time"))),
-        "last_busy": number(_int_time(n.get("last_busy"))),
-        "reason": reason.get("text") or "",
-        "reason_changed_at": number(_int_time(reason.get("time"))),
-        "reason_set_by_user": nr.reason_user(reason) if reason else "",
-        "health": n.get("health"),
-        "last_power_action": n.get("last_power_action"),
-        "last_change": number(_int_time(n.get("last_change"))),  # Ranch (issue 13)
-        "approval": next((w for w in ("PENDING", "REJECTED")
-                          if w in ((n.get("state") or {}).get("flags") or ())), "APPROVED"),
-        "dynamic": bool(n.get("dynamic")),
-    }
-
-
-def _int_time(epoch: float | None) -> int | None:
-    return int(epoch) if epoch else None
-
-
-def partition_json(p: dict, nodes_by_name: dict[str, dict], fold: Fold, cluster: str) -> dict:
-    from cli.sinfo_json import partition_doc
-
-    doc = partition_doc(p, fold, cluster)
-    members = [nodes_by_name[n] for n in p.get("nodes") or () if n in nodes_by_name]
-    doc["cpus"] = {"total": sum(n["cpus"] for n in members)}
-    return doc
+__all__ = ["node_json", "node_lines", "partition_json", "partition_lines", "records_text"]

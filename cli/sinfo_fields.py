@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from cli import node_records as nr
-from conf.timefmt import format_limit
+from cli.partition_options import PartOptions
+from conf.timefmt import format_sinfo_limit
 
 
 class Group:
@@ -91,13 +92,14 @@ def _limit(attr: str, missing: str) -> Callable[[Group, Fold], str]:
         minutes = g.part.get(attr)
         if minutes is None and missing != "infinite":
             return missing
-        return format_limit(minutes)
+        return format_sinfo_limit(minutes)
 
     return render
 
 
-def _const_for_part(text: str) -> Callable[[Group, Fold], str]:
-    return lambda g, fold: "n/a" if g.part is None else text
+def _part_option(show: Callable[[PartOptions], str]) -> Callable[[Group, Fold], str]:
+    """A value from the partition's configured options (JOB_SIZE, ROOT, OVERSUBSCRIBE...)."""
+    return lambda g, fold: "n/a" if g.part is None else show(PartOptions(g.part))
 
 
 def _state(attr: str) -> Callable[[Group, Fold], str]:
@@ -229,10 +231,10 @@ FIELDS: dict[str, FieldDef] = {
     "a": FieldDef("AVAIL", _avail, partition=True),
     "l": FieldDef("TIMELIMIT", _limit("max_time", "infinite"), partition=True),
     "L": FieldDef("DEFAULTTIME", _limit("default_time", "n/a"), partition=True),
-    "s": FieldDef("JOB_SIZE", _const_for_part("1-infinite"), partition=True),
-    "r": FieldDef("ROOT", _const_for_part("no"), partition=True),
-    "h": FieldDef("OVERSUBSCRIBE", _const_for_part("NO"), partition=True),
-    "g": FieldDef("GROUPS", _const_for_part("all"), partition=True),
+    "s": FieldDef("JOB_SIZE", _part_option(PartOptions.job_size), partition=True),
+    "r": FieldDef("ROOT", _part_option(lambda o: o.yes_no("RootOnly").lower()), partition=True),
+    "h": FieldDef("OVERSUBSCRIBE", _part_option(PartOptions.oversubscribe), partition=True),
+    "g": FieldDef("GROUPS", _part_option(PartOptions.groups), partition=True),
     "i": FieldDef("RESERVATION", lambda g, fold: ""),
     "D": FieldDef("NODES", lambda g, fold: str(len(g.nodes))),
     "t": FieldDef("STATE", _state("compact"), key=_state_key, reads=("compact", "complete")),

@@ -9,7 +9,8 @@ from cli.sinfo_fields import FIELDS, FieldDef, Fold, Group
 from cli.sinfo_format import Field, Format, parse_format, render_table
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
-LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %.11i %N"
+# sinfo 22.05's -l has no RESERVATION column (checked against real sinfo 22.05.8).
+LONG_FORMAT = "%#P %.5a %.10l %.10s %.4r %.8h %.10g %.6D %.11T %N"
 SUMMARY_FORMAT = "%#P %.5a %.10l %.16F %N"
 NODE_FORMAT = "%#N %.6D %#P %6t"
 NODE_LONG_FORMAT = "%#N %.6D %#P %.11T %.4c %.8z %.6m %.8d %.6w %.8f %20E"
@@ -120,7 +121,8 @@ def build_groups(
     sort_by_state = per_part and any(d.key is FIELDS["t"].key for d in defs)
 
     if node_mode:
-        return _node_rows(nodes, parts, per_part)
+        # sinfo -N prints a row per node and partition even when no partition field is shown.
+        return _node_rows(nodes, parts)
 
     keyf = _combined(keyfuncs)
     # Group each node once (its key computed once), into every shown partition it belongs to;
@@ -169,30 +171,25 @@ def _combined(keyfuncs: list[Callable[[dict], Hashable]]) -> Callable[[dict], Ha
     return lambda n: tuple([f(n) for f in keyfuncs])
 
 
-def _node_rows(nodes: list[dict], parts: list[dict], per_part: bool) -> list[Group]:
-    """-N: a row per node (and per shown partition of it when the format prints partitions),
-    in natural name order, partitions in config order, partitionless rows first."""
+def _node_rows(nodes: list[dict], parts: list[dict]) -> list[Group]:
+    """-N: a row per node and shown partition of it (one row when it has none), in natural name
+    order, partitions in config order, partitionless rows first."""
     groups: list[Group] = []
     sort_keys: list[tuple] = []
     natural = nr.natural_key
-    if per_part:
-        order = {p["name"]: i for i, p in enumerate(parts)}
-        for n in nodes:
-            key = natural(n["name"])
-            in_parts = n["partitions"]
-            if not in_parts:
-                groups.append(Group(None, [n]))
-                sort_keys.append((key, -1))
-                continue
-            for pn in in_parts:
-                i = order.get(pn)
-                if i is not None:
-                    groups.append(Group(parts[i], [n]))
-                    sort_keys.append((key, i))
-    else:
-        for n in nodes:
+    order = {p["name"]: i for i, p in enumerate(parts)}
+    for n in nodes:
+        key = natural(n["name"])
+        in_parts = n["partitions"]
+        if not in_parts:
             groups.append(Group(None, [n]))
-            sort_keys.append((natural(n["name"]), -1))
+            sort_keys.append((key, -1))
+            continue
+        for pn in in_parts:
+            i = order.get(pn)
+            if i is not None:
+                groups.append(Group(parts[i], [n]))
+                sort_keys.append((key, i))
     ranks = sorted(range(len(groups)), key=sort_keys.__getitem__)
     return [groups[i] for i in ranks]
 

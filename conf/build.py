@@ -25,6 +25,7 @@ from conf.model import (
     ControlSettings,
     ExcNodes,
     HealthSettings,
+    HttpSettings,
     MembershipSettings,
     NodeConfig,
     PartitionConfig,
@@ -32,9 +33,11 @@ from conf.model import (
     Timeouts,
 )
 from conf.parser import Include, Pair, parse_text
+from conf.refused import partition_key_verdict, slurm_verdict
 from conf.values import (
     DOWN_STATES,
     HEALTH_NODE_STATES,
+    HTTP_AUTH,
     NODE_STATES,
     PARTITION_STATES,
     SUSPEND_EXC_STATES,
@@ -44,6 +47,7 @@ from conf.values import (
     as_enum_list,
     as_int,
     as_list,
+    as_listen,
     as_seconds_or_infinite,
     as_time,
     parse_gres,
@@ -51,7 +55,7 @@ from conf.values import (
 )
 
 _RESOLVED_PATHS = ("HealthCheckProgram", "SuspendProgram", "ResumeProgram", "ResumeFailProgram",
-                   "AuthKeyFile", "StateSaveLocation")
+                   "AuthKeyFile", "StateSaveLocation", "HttpTokenFile")
 _MAX_HOSTS_SHOWN = 5
 _CTL_HOST_RE = re.compile(r"^([^()\s]+)(?:\(([^()\s]+)\))?$")
 
@@ -93,15 +97,17 @@ _NODE_CONVERT: dict[str, Callable[[str], Any]] = {
     "Gres": parse_gres,
     "Features": as_list,
     "Feature": as_list,
-    "State": lambda s: as_enum(s, NODE_STATES),
+    # slurmctld 22.05 also starts with State=IDLE (see node_line).
+    "State": lambda s: as_enum(s, (*NODE_STATES, "IDLE")),
     "Reason": str,
     "NodeHostname": str,
     "NodeAddr": str,
     "SuspendTime": lambda s: _own_suspend_time(s),
 }
 
-# Old or alternative spellings that set the same node value.
-_NODE_ALIASES = {"Procs": "CPUs", "Feature": "Features"}
+# Old or alternative spellings that set the same node value. Procs is not one: Slurm reads
+# CPUs whenever it is given (on the line or its DEFAULT) and Procs only without it.
+_NODE_ALIASES = {"Feature": "Features"}
 
 _PART_CONVERT: dict[str, Callable[[str], Any]] = {
     "Nodes": str,
@@ -137,6 +143,8 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "SuspendExcParts": as_list,
     "SuspendExcStates": lambda s: as_enum_list(s, SUSPEND_EXC_STATES),
     "NodeApproval": lambda s: as_enum(s, ("AUTO", "MANUAL")).lower(),
+    "HttpListen": as_listen,
+    "HttpAuth": lambda s: as_enum(s, HTTP_AUTH).lower(),
     "MaxNodeCount": lambda s: as_int(s, 0),
     "EventLogMaxEvents": lambda s: as_int(s, 1),
     "EventLogMaxAge": lambda s: as_int(s, 1),
@@ -161,6 +169,9 @@ class _Builder:
         self.ignored: dict[str, None] = {}
         self.nodes: list[NodeConfig] = []
         self.node_where: dict[str, tuple[_Source, int]] = {}
+        # Names of node lines rejected for their own error: partitions naming them get no
+        # follow-on "not defined" error (the line's own error already says what is wrong).
+        self.rejected_nodes: set[str] = set()
         self.node_defaults: dict[str, _Val] = {}
         self.part_defaults: dict[str, _Val] = {}
         self.node_default_options: dict[str, str] = {}
@@ -176,6 +187,14 @@ class _Builder:
     def warn(self, src: _Source, line: int, col: int, msg: str) -> None:
         self.warnings.append(
             ConfDiagnostic(src.display, line, col, msg, src.line(line), "warning"))
+
+    def slurm_refuses(self, src: _Source, line: int, col: int, said: str) -> None:
+        """A setting slurmctld 22.05 will not start with: Ranch runs it, --strict refuses it."""
+        msg = f"slurmctld 22.05 refuses this: {said}"
+        if self.strict:
+            self.error(src, line, col, msg)
+        else:
+            self.warn(src, line, col, msg)
 
     def value_error(self, src: _Source, p: Pair, exc: ValueError) -> None:
         off = exc.offset if isinstance(exc, BadValue) else 0
@@ -337,11 +356,13 @@ class _Builder:
         hostnames = self.per_node(src, merged.get("NodeHostname"), names, "NodeHostname")
         addrs = self.per_node(src, merged.get("NodeAddr"), names, "NodeAddr")
         if hostnames is None or addrs is None:
+            self.rejected_nodes.update(names)
             return
         if "NodeAddr" not in merged:
             addrs = hostnames
         hw = self.hardware(src, head, merged, vals)
         if hw is None:
+            self.rejected_nodes.update(names)
             return
         self.check_duplicates(src, head, names)
 
@@ -354,6 +375,12 @@ class _Builder:
         features = get("Features", ())
         weight = get("Weight", 1)
         state = get("State", "UNKNOWN")
+        if state == "IDLE":
+            _, p, s = merged["State"]
+            self.warn(s, p.vline, p.vcol, "State=IDLE: Ranch starts these nodes UNKNOWN; they "
+                      "become IDLE when they register (slurmctld shows IDLE+NOT_RESPONDING "
+                      "until then)")
+            state = "UNKNOWN"
         reason = get("Reason", None)
         real_memory = get("RealMemory", 1)
         tmp_disk = get("TmpDisk", 0)
@@ -374,9 +401,11 @@ class _Builder:
         got = self.expand_at(s, p)
         if got is None:
             return None
+        if len(got) == 1 and len(names) > 1:
+            return got * len(names)  # one host for them all, as slurmctld allows
         if len(got) != len(names):
             self.error(s, p.vline, p.vcol, f"{key} names {len(got)} host(s) but NodeName names "
-                       f"{len(names)}; the counts must match")
+                       f"{len(names)}; the counts must match (or give one for all)")
             return None
         return got
 
@@ -397,10 +426,12 @@ class _Builder:
             elif "SocketsPerBoard" in own and "Sockets" not in own:
                 sockets = None
             else:
+                # slurmctld logs this and goes on with SocketsPerBoard.
                 _, p, s = merged["SocketsPerBoard"]
-                self.error(s, p.line, p.col, "Sockets and SocketsPerBoard are mutually exclusive")
-                return None
-        cpus_val = merged.get("CPUs")
+                self.warn(s, p.line, p.col, "Sockets and SocketsPerBoard are mutually exclusive; "
+                          "SocketsPerBoard used, as slurmctld does")
+                sockets = None
+        cpus_val = merged.get("CPUs") or merged.get("Procs")
         cpus = None if cpus_val is None else cpus_val[0]
         if spb is not None:
             sockets = boards * spb
@@ -410,13 +441,14 @@ class _Builder:
         product = sockets * cores * threads
         if cpus is None:
             return product, boards, sockets, cores, threads
-        if cpus not in (product, sockets * cores):
+        if cpus not in (product, sockets * cores, sockets):
+            # slurmctld logs this and runs with CPUs reset to the topology's product.
             _, p, s = cpus_val
-            self.error(s, p.vline, p.vcol,
-                       f"CPUs={cpus} does not match the topology: Sockets*CoresPerSocket*"
-                       f"ThreadsPerCore = {sockets}*{cores}*{threads} = {product} (Slurm accepts "
-                       f"CPUs equal to that or to Sockets*CoresPerSocket = {sockets * cores})")
-            return None
+            self.warn(s, p.vline, p.vcol,
+                      f"{p.key}={cpus} matches none of Sockets ({sockets}), Sockets*CoresPerSocket "
+                      f"({sockets * cores}) or Sockets*CoresPerSocket*ThreadsPerCore ({product}); "
+                      f"CPUs reset to {product}, as slurmctld does")
+            cpus = product
         return cpus, boards, sockets, cores, threads
 
     def check_duplicates(self, src: _Source, head: Pair, names: list[str]) -> None:
@@ -487,6 +519,9 @@ class _Builder:
                     ok = False
                 else:
                     missing = [n for n in got if n not in order]
+                    if missing and self.rejected_nodes:
+                        got = [n for n in got if n not in self.rejected_nodes]
+                        missing = [n for n in missing if n not in self.rejected_nodes]
                     if missing and self.dynamic_allowed():
                         # names kept for dynamic nodes (issue 13): not members until they join
                         self.part_dynamic.extend(missing)
@@ -511,6 +546,11 @@ class _Builder:
         head = pairs[0]
         vals, options = self.typed_pairs(src, pairs, keys.PARTITION_KEYS, _PART_CONVERT,
                                          " on a PartitionName line")
+        for name, _ in options:
+            said = partition_key_verdict(name)
+            if said is not None:
+                p = next(p for p in pairs if p.key.lower() == name.lower())
+                self.slurm_refuses(src, p.line, p.col, said)
         name = head.value.strip()
         if name.upper() == "DEFAULT":
             self.part_defaults.update(vals)
@@ -537,10 +577,11 @@ class _Builder:
         max_time = get("MaxTime", None)
         default_time = get("DefaultTime", None)
         if default_time is not None and max_time is not None and default_time > max_time:
-            _, p, s = merged["DefaultTime"]
-            self.error(s, p.vline, p.vcol, f"DefaultTime ({default_time} min) exceeds MaxTime "
-                       f"({max_time} min)")
-            return None
+            # slurmctld logs this and runs with DefaultTime cleared for this partition only.
+            self.warn(src, head.vline, head.vcol, f"partition {name} DefaultTime exceeds MaxTime "
+                      f"({default_time} > {max_time}); DefaultTime cleared (NONE), as slurmctld "
+                      "does")
+            default_time = None
         part = PartitionConfig(name, tuple(nodes), get("Default", False), get("State", "UP"),
                                max_time, default_time, get("Hidden", False), tuple(opts.items()),
                                get("SuspendTime", None),
@@ -603,6 +644,13 @@ class _Builder:
         if not spec.acted:
             self.ignored.setdefault(spec.name)
         self.globals[spec.name] = (spec, p, src)
+        verdict = slurm_verdict(spec.name, p.value)
+        if verdict is not None:
+            said, fatal = verdict
+            if fatal:
+                self.slurm_refuses(src, p.line, p.col, said)
+            else:
+                self.warn(src, p.line, p.col, f"slurmctld 22.05 logs: {said}")
 
     def typed_global(self, name: str, default: Any) -> Any:
         got = self.globals.get(name)
@@ -712,6 +760,8 @@ class _Builder:
             g("SuspendRate", 60), g("ResumeRate", 300), self.exc_nodes(), exc_parts,
             g("SuspendExcStates", ()))
         auth = AuthSettings(g("AuthKeyFile", None), g("NodeApproval", "auto"))
+        http = HttpSettings(g("HttpListen", None), g("HttpTokenFile", None),
+                            g("HttpAuth", "loopback"))
         membership = MembershipSettings(
             self.approval_auto(), g("MaxNodeCount", 0), g("EventLogMaxEvents", 10000),
             g("EventLogMaxAge", 30 * 86400))
@@ -727,7 +777,8 @@ class _Builder:
         return ClusterConfig(
             path=self.path, config_hash=digest.hexdigest(), files=tuple(self.files),
             cluster_name=g("ClusterName", "cluster") or "cluster", control=control,
-            timeouts=timeouts, health=health, power=power, auth=auth, nodes=tuple(self.nodes),
+            timeouts=timeouts, health=health, power=power, auth=auth, http=http,
+            nodes=tuple(self.nodes),
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership)
 

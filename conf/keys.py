@@ -75,6 +75,12 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("AuthKeyFile", "path", None, "Ranch: file with the cluster's shared HMAC key"),
     ("NodeApproval", "enum", "auto",
      "Ranch: `auto` admits registering nodes, `manual` waits for `rcontrol approve`"),
+    ("HttpListen", "str", None,
+     "Ranch: HOST:PORT where rctld serves its JSON API, /metrics and web page (unset = off)"),
+    ("HttpTokenFile", "path", None,
+     "Ranch: file of `name:token` lines (mode 0600) for HTTP bearer tokens"),
+    ("HttpAuth", "enum", "loopback",
+     "Ranch: who reads over HTTP without a token: `loopback`, `token` (nobody), `none` (all)"),
     # membership (issue 13)
     ("NodeApprovalAuto", "hostlist", None,
      "Ranch: names admitted without `rcontrol approve` under NodeApproval=manual"),

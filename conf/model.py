@@ -131,6 +131,15 @@ class AuthSettings:
 
 
 @attrs.frozen(slots=True)
+class HttpSettings:
+    """rctld's HTTP server (Ranch keys): off unless `listen` is set."""
+
+    listen: str | None = None  # "HOST:PORT" as written
+    token_file: str | None = None
+    auth: str = "loopback"  # loopback | token | none: who may read without a token
+
+
+@attrs.frozen(slots=True)
 class MembershipSettings:
     """Issue 13: who may join (NodeApprovalAuto, MaxNodeCount) and the event log's bounds."""
 
@@ -153,6 +162,7 @@ class ClusterConfig:
     health: HealthSettings = HealthSettings()
     power: PowerSettings = PowerSettings()
     auth: AuthSettings = AuthSettings()
+    http: HttpSettings = HttpSettings()
     nodes: tuple[NodeConfig, ...] = ()
     partitions: tuple[PartitionConfig, ...] = ()
     settings: tuple[tuple[str, str], ...] = ()

@@ -1,4 +1,4 @@
-"""Slurm time limits: parse the forms slurm.conf accepts, format them as sinfo's TIMELIMIT."""
+"""Slurm time limits: parse the forms slurm.conf accepts, format them as sinfo and scontrol do."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _check_fields(text: str, minutes: int, seconds: int) -> None:
 
 
 def format_limit(minutes: int | None) -> str:
-    """sinfo's TIMELIMIT: `infinite`, `HH:MM:SS`, or `D-HH:MM:SS` when a day or longer."""
+    """scontrol's MaxTime/DefaultTime: `infinite`, `HH:MM:SS`, or `D-HH:MM:SS` from a day on."""
     if minutes is None:
         return "infinite"
     days, rem = divmod(minutes, 24 * 60)
@@ -58,3 +58,17 @@ def format_limit(minutes: int | None) -> str:
     if days:
         return f"{days}-{hours:02d}:{mins:02d}:00"
     return f"{hours:02d}:{mins:02d}:00"
+
+
+def format_sinfo_limit(minutes: int | None) -> str:
+    """sinfo's TIMELIMIT/DEFAULTTIME: no leading zeros and no empty hours, so `5:00` (MM:SS),
+    `1:30:00` (H:MM:SS), `1-00:00:00` (D-HH:MM:SS) or `infinite` (what scripts parse)."""
+    if minutes is None:
+        return "infinite"
+    days, rem = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rem, 60)
+    if days:
+        return f"{days}-{hours:02d}:{mins:02d}:00"
+    if hours:
+        return f"{hours}:{mins:02d}:00"
+    return f"{mins}:00"

@@ -23,6 +23,19 @@ _GRES_RE = re.compile(r"^([A-Za-z0-9_./-]+)((?::[^:,]+)*?)(?::(\d+)([KMGTP]?))?$
 _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 
 
+HTTP_AUTH = ("LOOPBACK", "TOKEN", "NONE")
+
+
+def as_listen(text: str) -> str:
+    """HOST:PORT (host may be empty for every address, [v6] bracketed); returned as written."""
+    host, sep, port = text.strip().rpartition(":")
+    if not sep or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise BadValue(f"expected HOST:PORT with a port from 1 to 65535, got {text.strip()!r}")
+    if host.startswith("[") != host.endswith("]"):
+        raise BadValue(f"unbalanced brackets in host {host!r}")
+    return text.strip()
+
+
 class BadValue(ValueError):
     """A value error with an offset (0-based) inside the value where the problem is."""
 

@@ -7,6 +7,7 @@ import sys
 
 from conf import ConfigError, load_config
 from conf.dump import to_json_dict, to_toml
+from conf.refused import NO_PARTITION
 
 EXIT_OK = 0
 EXIT_CONFIG_ERROR = 2
@@ -22,6 +23,16 @@ def run_check(path: str, *, strict: bool = False, as_json: bool = False) -> int:
         n = len(exc.errors)
         print(f"{path}: {n} error{'s' if n != 1 else ''}, config not valid", file=sys.stderr)
         return EXIT_CONFIG_ERROR
+    if not cfg.partitions:
+        # Fragments load (tests, includes), but slurmctld will not start without a partition.
+        refusal = f"slurmctld 22.05 refuses this: {NO_PARTITION}"
+        if strict:
+            for diag in cfg.warnings:
+                print(diag.format(), file=sys.stderr)
+            print(f"{path}: {refusal}", file=sys.stderr)
+            print(f"{path}: 1 error, config not valid", file=sys.stderr)
+            return EXIT_CONFIG_ERROR
+        print(f"{path}: warning: {refusal}", file=sys.stderr)
     for diag in cfg.warnings:
         print(diag.format(), file=sys.stderr)
     if cfg.ignored:

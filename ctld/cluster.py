@@ -185,7 +185,8 @@ class Cluster:
                                 config.membership.event_log_max_age)
         self._partitions = tuple(
             {"name": p.name, "nodes": list(p.nodes), "default": p.default, "state": p.state,
-             "max_time": p.max_time, "default_time": p.default_time, "hidden": p.hidden}
+             "max_time": p.max_time, "default_time": p.default_time, "hidden": p.hidden,
+             "options": dict(p.options)}  # every other key as written, for rcontrol/rinfo -l
             for p in config.partitions
         )
 

@@ -56,6 +56,7 @@ class Daemon:
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
+        self.http_urls: list[str] = []
         self.save_in_thread = True  # tests under MockClock write inline, so time stays exact
 
     def _mark_dirty(self) -> None:
@@ -99,6 +100,8 @@ class Daemon:
                 nursery.start_soon(self._event_saver)
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(self.cluster.power.remove_stale_files)
+                if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
+                    await self._start_http(nursery)
                 if signals:
                     nursery.start_soon(self.handle_signals)
                 task_status.started(self.listeners)
@@ -108,6 +111,13 @@ class Daemon:
                 eventlog.flush(self.cluster.eventlog, self.state_dir)
             except OSError as exc:
                 logs.event("event log save failed", logging.ERROR, error=str(exc))
+
+    async def _start_http(self, nursery: trio.Nursery) -> None:
+        from ctld.web.server import serve_http
+
+        settings = self.cluster.config.http
+        self.http_urls = await nursery.start(serve_http, self.cluster, settings)
+        logs.event("HTTP listening", url=" ".join(self.http_urls), auth=settings.auth)
 
     def stop(self) -> None:
         if self._nursery is not None:
@@ -194,6 +204,9 @@ class Daemon:
                 return m.ReconfigureResult(ok=False, errors=(err,), config_hash=old.config_hash)
             if (new.control.port, new.control.hosts) != (old.control.port, old.control.hosts):
                 logs.event("controller address changed in the config; takes effect at restart",
+                           logging.WARNING)
+            if new.http != old.http:
+                logs.event("Http* keys changed in the config; take effect at restart",
                            logging.WARNING)
             logs.event("reconfigure", by=who)
             return self.cluster.apply_config(new)

@@ -26,7 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument("--check", action="store_true", help="validate the config and exit")
-    p.add_argument("--strict", action="store_true", help="with --check: warnings are errors")
+    p.add_argument("--strict", action="store_true",
+                   help="with --check: unknown keys and settings that slurmctld 22.05 refuses "
+                        "at start are errors, not warnings")
     p.add_argument("--json", action="store_true", help="with --check: JSON diagnostics")
     return p
 

@@ -97,6 +97,9 @@ class NodeRecord:
     record: dict[str, Any] | None = None  # cached snapshot record, None when state changed
     view_fresh: bool = False  # record holds the latest heartbeat figures
     saved: orjson.Fragment | None = None  # cached encoded state-file entry, None when stale
+    # (hardware_json it was read from, {"arch", "os"}): parsed once per registration, not per
+    # record rebuild.
+    platform: tuple[bytes | None, dict[str, str]] | None = None
     # Membership (issue 13): the --conf text of a dynamic node (None: defined in the config),
     # and the wall time of the node's last state change (the event log sets it).
     dynamic_conf: str | None = None
@@ -151,10 +154,12 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "weight": cfg.weight,
         "boot_time": node.boot_time,
         "slurmd_start_time": node.slurmd_start_time,
-        "last_busy": node.last_busy,
+        # Idle since it registered until a job ends on it (scontrol prints a time, not None).
+        "last_busy": node.last_busy if node.last_busy is not None else node.last_registration,
         "last_heartbeat": node.last_heartbeat,
         "version": node.version,
         "last_power_action": node.power_action,
+        **platform_of(node),
         "last_change": node.last_change,
         "dynamic": node.dynamic_conf is not None,
         "health": (
@@ -164,6 +169,21 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
             else None
         ),
     }
+
+
+def platform_of(node: NodeRecord) -> dict[str, str]:
+    """`arch` and `os` the node reported at registration (scontrol's Arch= and OS=)."""
+    hw_json = node.hardware_json
+    cached = node.platform
+    if cached is not None and cached[0] is hw_json:
+        return cached[1]
+    if hw_json is None:
+        got = {"arch": "", "os": ""}
+    else:
+        hw = orjson.loads(hw_json)
+        got = {"arch": hw.get("arch") or "", "os": hw.get("os") or ""}
+    node.platform = (hw_json, got)
+    return got
 
 
 def heartbeat_fields(node: NodeRecord) -> dict[str, Any]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
+import secrets
 import shutil
 import signal
 import socket
@@ -44,6 +46,22 @@ class Demo:
                         RANCH_SERVER=f"127.0.0.1:{self.port}",
                         PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
         self.env.pop("RANCH_CONF", None)
+        self.http_port = free_port()
+        self.token = secrets.token_urlsafe(24)
+
+    def write_config(self) -> Path:
+        """slurm-like.conf and its scripts copied here, HttpListen on a free port, and a token
+        file for the web page's drain/resume buttons."""
+        for script in CONF.parent.glob("*.sh"):
+            shutil.copy2(script, self.dir / script.name)
+        tokens = self.dir / "http-tokens"
+        tokens.write_text(f"demo:{self.token}\n")
+        tokens.chmod(0o600)
+        text = re.sub(r"(?m)^HttpListen=.*$", f"HttpListen=127.0.0.1:{self.http_port}",
+                      CONF.read_text())
+        conf = self.dir / "cluster.conf"
+        conf.write_text(text + f"HttpTokenFile={tokens}\n")
+        return conf
 
     def spawn(self, name: str, *argv: str) -> subprocess.Popen:
         with open(self.dir / f"{name}.log", "wb") as log:  # the child keeps its own copy
@@ -75,11 +93,13 @@ class Demo:
 
     def start(self) -> None:
         print(f"demo: working directory {self.dir}")
-        self.spawn("rctld", "-m", "ctld.main", "-f", str(CONF), "--listen",
+        self.spawn("rctld", "-m", "ctld.main", "-f", str(self.write_config()), "--listen",
                    f"127.0.0.1:{self.port}", "--state-dir", str(self.dir / "state"),
                    "--key-file", self.key_file)
         self.wait(lambda: isinstance(self.ask(m.Ping()), m.Pong), "rctld to start")
         print(f"demo: rctld listening on 127.0.0.1:{self.port}")
+        print(f"demo: web page http://127.0.0.1:{self.http_port}/  (drain/resume token: "
+              f"{self.token})")
         for name in NODES:
             self.spawn(name, "-m", "noded.main", "--server", f"127.0.0.1:{self.port}",
                        "--name", name, "--fake-gpus", "4", "--spool-dir", str(self.dir / name))
@@ -96,7 +116,13 @@ class Demo:
               f"  export RANCH_SERVER=127.0.0.1:{self.port} RANCH_KEY_FILE={self.key_file}\n"
               f"  {bin_dir}/rinfo -N --metrics\n"
               f"  {bin_dir}/rcontrol update NodeName=gpu02 State=DRAIN Reason=\"bad fan\"\n"
-              f"  {bin_dir}/rinfo -R", flush=True)
+              f"  {bin_dir}/rinfo -R\n"
+              f"  curl http://127.0.0.1:{self.http_port}/api/v1/nodes/gpu01\n"
+              f"  curl -s http://127.0.0.1:{self.http_port}/metrics | grep slurm_nodes_\n"
+              f"  curl -X POST -H 'Authorization: Bearer {self.token}' "
+              f"-d '{{\"state\": \"DRAIN\", \"reason\": \"bad fan\"}}' "
+              f"http://127.0.0.1:{self.http_port}/api/v1/nodes/gpu03/state\n"
+              f"  open http://127.0.0.1:{self.http_port}/ in a browser", flush=True)
 
     def stop(self) -> None:
         """Nodes first (each sends its shutdown notice), then the controller."""

@@ -37,29 +37,39 @@ def resolve_key_path(
 def load_key(path: str) -> bytes:
     """The key bytes of `path`; refuses a file that group or others may read or write."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        key = read_private(path, "key file")
     except FileNotFoundError:
         raise KeyFileError(
             f"key file {path} does not exist (rctld creates it at AuthKeyFile on first start; "
             f"give nodes and commands the same file with --key-file or {KEY_ENV})"
         ) from None
-    except OSError as exc:
-        raise KeyFileError(f"cannot open key file {path}: {exc.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise KeyFileError(f"key file {path} is not a regular file")
-        if st.st_mode & 0o077:
-            raise KeyFileError(
-                f"key file {path} is accessible by group or others "
-                f"(mode {stat.S_IMODE(st.st_mode):04o}); run: chmod 600 {path}"
-            )
-        key = f.read()
     if len(key) < MIN_KEY_BYTES:
         raise KeyFileError(
             f"key file {path} holds {len(key)} bytes; at least {MIN_KEY_BYTES} are needed"
         )
     return key
+
+
+def read_private(path: str, what: str) -> bytes:
+    """The bytes of a secret file (`what` names it in messages): a regular file that neither
+    group nor others may access, else KeyFileError saying the chmod to run.
+    FileNotFoundError passes through so callers can say how to create theirs."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise KeyFileError(f"cannot open {what} {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyFileError(f"{what} {path} is not a regular file")
+        if st.st_mode & 0o077:
+            raise KeyFileError(
+                f"{what} {path} is accessible by group or others "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}); run: chmod 600 {path}"
+            )
+        return f.read()
 
 
 def create_key(path: str) -> bytes:

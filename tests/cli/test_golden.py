@@ -33,7 +33,9 @@ NodeName=n[01-08] Features=cpu Weight=2
 NodeName=c01 State=CLOUD Weight=100
 NodeName=f01 State=FUTURE
 PartitionName=debug Nodes=n[01-06] Default=YES MaxTime=60
-PartitionName=big Nodes=n[05-08],c01,f01 MaxTime=2-00:00:00
+PartitionName=big Nodes=n[05-08],c01,f01 MaxTime=2-00:00:00 DefaultTime=30 AllowGroups=wheel \
+    AllowAccounts=physics,chem PriorityTier=5 PriorityJobFactor=3 LLN=YES OverSubscribe=FORCE:2 \
+    DefMemPerCPU=100 MaxMemPerCPU=200 ExclusiveUser=YES MinNodes=1 MaxNodes=4
 PartitionName=hide Nodes=n01 Hidden=YES
 """
 
@@ -50,12 +52,14 @@ PartitionName=all Nodes=w[1-4] Default=YES
 
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 _CTIME = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}$", re.M)
-_VOLATILE = re.compile(r"\b(CPULoad|FreeMem|Version)=\S+")
+_VOLATILE = re.compile(r"\b(CPULoad|FreeMem|Version|Arch)=\S+")
+_OS = re.compile(r"\bOS=.*?(?= RealMemory=|$)", re.M)  # the value has spaces ("Linux 6.1.0")
 
 
 def mask(text: str) -> str:
     text = _ISO.sub("<TIME>", text)
     text = _CTIME.sub("<NOW>", text)
+    text = _OS.sub("OS=<X>", text)
     return _VOLATILE.sub(lambda m: f"{m.group(1)}=<X>", text)
 
 
@@ -126,6 +130,8 @@ VIEWS = {
     "rinfo_e_o.txt": ["-e", "-o", "%P %.5a %l %D %t %T %c %C %F %m %G %E %u %w %z %f %N"],
     "rinfo_t_p.txt": ["-p", "big", "-t", "drain,down,idle~"],
     "rinfo_n_h.txt": ["-n", "n[01-04]", "-h"],
+    "rinfo_N_o.txt": ["-N", "-o", "%N %t"],  # a row per node and partition, as sinfo -N
+    "rinfo_o_limits.txt": ["-o", "%P %l %L %s %h %g"],
 }
 
 
@@ -164,6 +170,7 @@ def test_rinfo_metrics(golden_cluster: Controller) -> None:
         ("show_node_o.txt", ["-o", "show", "node", "n07,c01,f01"]),
         ("show_partition.txt", ["show", "partition"]),
         ("show_partition_big_o.txt", ["-o", "show", "partition", "big"]),
+        ("show_node_n07_o.txt", ["show", "node", "n07", "-o"]),  # -o after, as scontrol takes
     ],
 )
 def test_rcontrol_show(golden_cluster: Controller, name: str, argv: list[str]) -> None:
@@ -187,9 +194,14 @@ def test_rcontrol_show_json_and_config(golden_cluster: Controller) -> None:
     assert (done.returncode, done.stderr) == (1, "rcontrol: error: Node n99 not found\n")
 
 
+def test_rinfo_bad_state_exits_1_like_sinfo(golden_cluster: Controller) -> None:
+    done = golden_cluster.run("rinfo", "-t", "bogus")
+    assert done.returncode == 1 and "bogus" in done.stderr and done.stdout == ""
+
+
 def test_ping(golden_cluster: Controller) -> None:
     done = golden_cluster.run("rcontrol", "ping")
-    assert (done.returncode, done.stdout) == (0, f"Controller at {golden_cluster.address} is UP\n")
+    assert (done.returncode, done.stdout) == (0, "Slurmctld(primary) at 127.0.0.1 is UP\n")
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,8 +248,10 @@ def test_drain_resume_and_refusals(four: Controller) -> None:
         "Request denied\n"
     )
     done = four.run("rcontrol", "update", "NodeName=w[3-9]", "State=DRAIN", "Reason=x")
-    assert done.returncode == 1 and "w[5-9]" in done.stderr, done.stderr
-    assert len(done.stderr.splitlines()) == 1
+    # scontrol's line that scripts match, then the unknown names.
+    first, second = done.stderr.splitlines()
+    assert done.returncode == 1 and first == "slurm_update error: Invalid node name specified"
+    assert second.startswith("rcontrol: error: ") and "w[5-9]" in second, done.stderr
     after = four.nodes()
     assert {n: d["complete"] for n, d in after.items()} == {
         n: d["complete"] for n, d in before.items()

@@ -16,7 +16,7 @@ from conf.hostlist import fold
 def test_show_node_multiline_layout() -> None:
     n = node(
         "n05", "IDLE", ("DRAIN",), compact="drain", reason="bad fan", user="alice",
-        gres="gpu:4", features=["ib", "h100"], arch="x86_64",
+        gres="gpu:4", features=["ib", "h100"], arch="x86_64", os="Linux 6.1.0-18-amd64",
         health={"verdict": "ok", "message": "", "warnings": ["gpu1 at 88C"]},
     )
     text = show_records.records_text([show_records.node_lines(n)], one_line=False)
@@ -27,14 +27,17 @@ def test_show_node_multiline_layout() -> None:
         "   ActiveFeatures=ib,h100\n"
         "   Gres=gpu:4\n"
         "   NodeAddr=10.0.0.5 NodeHostName=n05 Version=0.1.0\n"
+        "   OS=Linux 6.1.0-18-amd64\n"
         "   RealMemory=16000 AllocMem=0 FreeMem=12000 Sockets=2 Boards=1\n"
         "   State=IDLE+DRAIN ThreadsPerCore=2 TmpDisk=1000 Weight=1 Owner=N/A MCS_label=N/A\n"
         "   Partitions=debug\n"
         "   BootTime=2026-09-21T13:13:20 SlurmdStartTime=2026-09-21T13:23:20\n"
-        "   LastBusyTime=2026-09-21T14:12:20 ResumeAfterTime=None LastChange=None\n"
+        "   LastBusyTime=2026-09-21T14:12:20 LastChange=None\n"
         "   CfgTRES=cpu=8,mem=16000M,billing=8,gres/gpu=4\n"
         "   AllocTRES=\n"
+        "   CapWatts=n/a\n"
         "   CurrentWatts=0 AveWatts=0\n"
+        "   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s\n"
         "   Reason=bad fan [alice@2026-09-21T14:13:20]\n"
         "   Health=WARNING: gpu1 at 88C\n"
         "\n"
@@ -49,6 +52,7 @@ def test_show_node_one_line_and_never_seen_node() -> None:
     assert "CPULoad=N/A" in line and "FreeMem=N/A" in line
     assert "State=UNKNOWN+NO_RESPOND" in line
     assert "BootTime=None SlurmdStartTime=None" in line
+    assert "LastBusyTime=Unknown LastChange=" in line  # 22.05 says Unknown for a never-seen node
     assert "Partitions=" not in line and "Reason=" not in line
 
 
@@ -137,7 +141,7 @@ def test_unreachable_names_address_and_fix(tmp_path, capsys) -> None:
     [line] = capsys.readouterr().err.splitlines()
     assert "127.0.0.1:1" in line and "--server" in line and "RANCH_SERVER" in line
     assert main(["--server", "127.0.0.1:1", "--key-file", str(key), "ping"]) == 1
-    assert capsys.readouterr().out == "Controller at 127.0.0.1:1 is DOWN\n"
+    assert capsys.readouterr().out == "Slurmctld(primary) at 127.0.0.1 is DOWN\n"
 
 
 def test_target_precedence(tmp_path) -> None:

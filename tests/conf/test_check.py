@@ -15,8 +15,12 @@ Cap = pytest.CaptureFixture[str]
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "slurm-like.conf"
 
 
-@pytest.mark.parametrize("conf", [EXAMPLE, DATA / "site_a" / "slurm.conf",
-                                  DATA / "site_b" / "slurm.conf", DATA / "site_c" / "cluster.conf"])
+SITES = [DATA / "site_a" / "slurm.conf", DATA / "site_b" / "slurm.conf",
+         DATA / "site_c" / "cluster.conf",
+         *(DATA / s / "slurm.conf" for s in ("site_d", "site_e", "site_f"))]
+
+
+@pytest.mark.parametrize("conf", [EXAMPLE, *SITES])
 def test_toml_output_parses_back_and_folds_nodes(conf: Path, capsys: Cap) -> None:
     assert run_check(str(conf)) == 0
     out = capsys.readouterr().out

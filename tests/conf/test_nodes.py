@@ -77,15 +77,65 @@ def test_cpu_topology(line: str, cpus: int, sockets: int, cores: int, threads: i
         cpus, sockets, cores, threads)
 
 
-def test_cpus_that_match_neither_product_is_an_error() -> None:
-    e = one_error("NodeName=x CPUs=12 Sockets=2 CoresPerSocket=4 ThreadsPerCore=2\n")
-    assert (e.line, e.col) == (1, 17)
-    assert "CPUs=12" in e.message and "2*4*2 = 16" in e.message
+def test_cpus_that_match_no_product_warn_and_reset() -> None:
+    # slurmctld 22.05: "NodeNames=x CPUs=12 match no Sockets, Sockets*CoresPerSocket or
+    # Sockets*CoresPerSocket*ThreadsPerCore. Resetting CPUs." and it runs with 16.
+    cfg = parse_config_text("NodeName=x CPUs=12 Sockets=2 CoresPerSocket=4 ThreadsPerCore=2\n")
+    assert cfg.nodes[0].cpus == 16
+    (w,) = cfg.warnings
+    assert (w.line, w.col, w.severity) == (1, 17, "warning")
+    assert "CPUs=12" in w.message and "reset to 16" in w.message
+
+
+def test_cpus_equal_to_sockets_is_accepted() -> None:
+    (n,) = parse_config_text("NodeName=x CPUs=2 Sockets=2 CoresPerSocket=2 "
+                             "ThreadsPerCore=2\n").nodes
+    assert n.cpus == 2
+
+
+@pytest.mark.parametrize(
+    ("line", "cpus"),
+    [
+        # Slurm reads CPUs wherever it is on the line, Procs only without it.
+        ("CPUs=80 Sockets=2 CoresPerSocket=20 ThreadsPerCore=2 Procs=40", 80),
+        ("Procs=40 CPUs=80 Sockets=2 CoresPerSocket=20 ThreadsPerCore=2", 80),
+        ("CPUs=2 CoresPerSocket=2 ThreadsPerCore=1 Procs=1", 2),
+        ("Procs=1 CPUs=2 CoresPerSocket=2 ThreadsPerCore=1", 2),
+        ("Procs=6", 6),
+    ],
+)
+def test_cpus_beats_procs_wherever_it_is(line: str, cpus: int) -> None:
+    cfg = parse_config_text(f"NodeName=x {line}\n")
+    assert cfg.nodes[0].cpus == cpus
+    assert cfg.warnings == ()
+
+
+def test_cpus_of_a_default_line_beats_procs() -> None:
+    # Checked against slurmctld 22.05: DEFAULT CPUs=8 then Procs=2 gives CPUTot=8.
+    cfg = parse_config_text("NodeName=DEFAULT CPUs=8\nNodeName=a Procs=2\n")
+    assert cfg.nodes[0].cpus == 8
 
 
 def test_sockets_and_sockets_per_board_on_one_line() -> None:
-    e = one_error("NodeName=x Sockets=2 SocketsPerBoard=2\n")
-    assert "mutually exclusive" in e.message
+    # slurmctld 22.05 logs that both are given and goes on with SocketsPerBoard.
+    cfg = parse_config_text("NodeName=x Sockets=2 SocketsPerBoard=3 CoresPerSocket=2\n")
+    assert (cfg.nodes[0].sockets, cfg.nodes[0].cpus) == (3, 6)
+    (w,) = cfg.warnings
+    assert "mutually exclusive" in w.message and "SocketsPerBoard used" in w.message
+
+
+def test_one_hostname_and_address_for_many_nodes() -> None:
+    # slurmctld 22.05 accepts one NodeHostname/NodeAddr for a whole NodeName line.
+    cfg = parse_config_text("NodeName=n[1-3] NodeHostname=a1 NodeAddr=10.0.0.9\n")
+    assert [(n.hostname, n.addr) for n in cfg.nodes] == [("a1", "10.0.0.9")] * 3
+
+
+def test_state_idle_starts_unknown_with_a_warning() -> None:
+    # slurmctld 22.05 starts with State=IDLE; Ranch's nodes start UNKNOWN until they register.
+    cfg = parse_config_text("NodeName=DEFAULT State=IDLE\nNodeName=x\n")
+    assert cfg.nodes[0].state == "UNKNOWN"
+    (w,) = cfg.warnings
+    assert (w.line, w.col) == (1, 24) and "State=IDLE" in w.message
 
 
 def test_line_value_wins_over_inherited_sockets_form() -> None:
@@ -99,7 +149,7 @@ def test_line_value_wins_over_inherited_sockets_form() -> None:
         ("NodeName=x CPUs=two", 17, "not a whole number"),
         ("NodeName=x RealMemory=-5", 23, "out of range"),
         ("NodeName=x Port=70000", 17, "out of range"),
-        ("NodeName=x State=IDLE", 18, "valid values: CLOUD DOWN DRAIN"),
+        ("NodeName=x State=ON", 18, "valid values: CLOUD DOWN DRAIN"),
         ("NodeName=x Gres=gpu:a:b:c", 17, "bad Gres"),
         ("NodeName=x Gres=gpu:2,:3", 23, "bad Gres"),
     ],
@@ -195,5 +245,25 @@ def test_hostlist_errors_in_nodename(value: str, col: int, needle: str) -> None:
 
 
 def test_alias_spellings_override_defaults() -> None:
-    cfg = parse_config_text("NodeName=DEFAULT Features=x CPUs=8\nNodeName=a Feature=y Procs=2\n")
+    cfg = parse_config_text("NodeName=DEFAULT Features=x Procs=8\nNodeName=a Feature=y Procs=2\n")
     assert (cfg.nodes[0].features, cfg.nodes[0].cpus) == (("y",), 2)
+
+
+@pytest.mark.parametrize(
+    "node_line",
+    [
+        "NodeName=x[1-2] NodeAddr=a,b,c",  # count mismatch
+        "NodeName=x[1-2] NodeHostname=h[1-",  # bad hostlist in NodeHostname
+    ],
+)
+def test_rejected_node_line_adds_no_follow_on_errors(node_line: str) -> None:
+    errs = errors_of(f"NodeName=y1\n{node_line}\nPartitionName=p Nodes=x[1-2],y1\n"
+                     "PartitionName=q Nodes=x1\n")
+    assert len(errs) == 1, [e.format() for e in errs]
+    assert errs[0].line == 2 and "not defined" not in errs[0].message
+
+
+def test_undefined_node_still_errors_beside_a_rejected_line() -> None:
+    errs = errors_of("NodeName=x[1-2] NodeAddr=a,b,c\nPartitionName=p Nodes=x1,z9\n")
+    assert [e.line for e in errs] == [1, 2]
+    assert "z9 not defined" in errs[1].message and "x1" not in errs[1].message

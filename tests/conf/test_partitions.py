@@ -87,8 +87,7 @@ def test_partition_bad_time() -> None:
 @pytest.mark.parametrize(
     ("line", "col", "needle"),
     [("PartitionName=p State=OPEN", 23, "UP DOWN DRAIN INACTIVE"),
-     ("PartitionName=p Default=maybe", 25, "not YES or NO"),
-     ("PartitionName=p MaxTime=10 DefaultTime=20", 40, "exceeds MaxTime")],
+     ("PartitionName=p Default=maybe", 25, "not YES or NO")],
 )
 def test_partition_bad_values(line: str, col: int, needle: str) -> None:
     e = one_error(NODES + line + "\n")
@@ -98,3 +97,25 @@ def test_partition_bad_values(line: str, col: int, needle: str) -> None:
 def test_duplicate_partition() -> None:
     e = one_error(NODES + "PartitionName=p\nPartitionName=p Nodes=ALL\n")
     assert (e.line, e.col) == (4, 15) and "already defined at <string>:3" in e.message
+
+
+def test_default_time_above_max_time_is_cleared_with_a_warning() -> None:
+    # slurmctld 22.05 logs "partition debug DefaultTime exceeds MaxTime (60 > 30)" and runs
+    # with DefaultTime NONE for that partition only; the others keep the DEFAULT line's value.
+    cfg = parse_config_text(
+        NODES + "PartitionName=DEFAULT MaxTime=2-00:00:00 DefaultTime=01:00:00\n"
+        "PartitionName=debug Nodes=c[1-2] MaxTime=30:00 Default=YES\n"
+        "PartitionName=batch Nodes=c[3-4]\n", path="site.conf")
+    debug, batch = cfg.partitions
+    assert (debug.max_time, debug.default_time) == (30, None)
+    assert (batch.max_time, batch.default_time) == (2880, 60)
+    (w,) = cfg.warnings
+    assert (w.path, w.line, w.severity) == ("site.conf", 4, "warning")
+    assert "partition debug DefaultTime exceeds MaxTime (60 > 30)" in w.message
+    assert w.format().startswith("site.conf:4:")
+
+
+def test_default_time_above_max_time_on_one_line() -> None:
+    cfg = parse_config_text(NODES + "PartitionName=p MaxTime=10 DefaultTime=20\n")
+    assert (cfg.partitions[0].max_time, cfg.partitions[0].default_time) == (10, None)
+    assert "(20 > 10)" in cfg.warnings[0].message

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import pytest
+
 from conf import load_config
 
 DATA = Path(__file__).parent / "data"
@@ -105,3 +107,68 @@ def test_config_reference_documents_every_acted_key() -> None:
     doc = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     missing = [s.name for s in ALL_SPECS if s.acted and f"`{s.name}`" not in doc]
     assert missing == []
+
+
+# Three more sites with lines slurmctld 22.05 starts with but only logs about. Each was run
+# through real slurmctld 22.05.8 (names resolved locally): it started, logged the lines the
+# warnings below mirror, and showed the CPUs and DefaultTime values asserted here.
+
+
+def _warned(cfg) -> list[tuple[str, int, str]]:
+    return [(w.path.split("/")[-1], w.line, w.message) for w in cfg.warnings]
+
+
+def test_site_d_upgraded_in_place_with_old_spellings() -> None:
+    cfg = load_config(DATA / "site_d" / "slurm.conf")
+    assert [h.name for h in cfg.control.hosts] == ["mesa-head"]
+    # CPUs wins over Procs wherever it stands on the line; Procs alone still counts.
+    assert {cfg.node(n).cpus for n in ("mesa001", "mesa032")} == {80}
+    assert (cfg.node("mesa-vm03").cpus, cfg.node("mesa-vm03").sockets) == (2, 1)
+    assert cfg.node("mesa-old2").cpus == 16
+    # The DEFAULT line's one-hour DefaultTime exceeds debug's and teach's MaxTime: cleared there.
+    times = {p.name: (p.max_time, p.default_time) for p in cfg.partitions}
+    assert times == {"debug": (30, None), "batch": (2880, 60), "teach": (45, None),
+                     "old": (None, 60)}
+    warned = _warned(cfg)
+    assert [(f, line) for f, line, _ in warned] == [
+        ("slurm.conf", 31), ("slurm.conf", 54), ("slurm.conf", 56)]
+    assert "Ignoring obsolete FastSchedule=1" in warned[0][2]
+    assert "partition debug DefaultTime exceeds MaxTime (60 > 30)" in warned[1][2]
+    assert "partition teach DefaultTime exceeds MaxTime (60 > 45)" in warned[2][2]
+    assert dict(cfg.partition("teach").options)["OverSubscribe"] == "FORCE:2"
+
+
+def test_site_e_gpu_cluster_with_cpu_counts_slurm_fixes() -> None:
+    cfg = load_config(DATA / "site_e" / "slurm.conf")
+    assert [f for f, _ in cfg.files] == ["slurm.conf", "nodes.conf", "partitions.conf"]
+    assert len(cfg.nodes) == 16 + 8 + 100 + 2
+    assert cfg.node("kgpu01").cpus == 64  # Sockets*CoresPerSocket: accepted as written
+    assert cfg.node("kgpu17").cpus == 128  # 96 matches nothing: reset, as slurmctld does
+    assert cfg.node("kburst042").cpus == 8  # CPUs of the DEFAULT line beats Procs=4
+    assert cfg.node("kburst042").state == "CLOUD" and cfg.node("kgpu20").gpus == 8
+    times = {p.name: (p.max_time, p.default_time) for p in cfg.partitions}
+    assert times == {"gpu": (4320, 240), "interactive": (120, None), "burst": (1440, None),
+                     "preempt": (4320, 240)}
+    warned = _warned(cfg)
+    assert [(f, line) for f, line, _ in warned] == [
+        ("nodes.conf", 6), ("partitions.conf", 5), ("partitions.conf", 6)]
+    assert "CPUs=96" in warned[0][2] and "reset to 128" in warned[0][2]
+    assert "(240 > 120)" in warned[1][2] and "(2880 > 1440)" in warned[2][2]
+    assert dict(cfg.partition("gpu").options)["DefMemPerCPU"] == "7500"
+
+
+def test_site_f_small_lab() -> None:
+    cfg = load_config(DATA / "site_f" / "slurm.conf")
+    assert cfg.node("ws05").cpus == 16 and cfg.node("ws14").cpus == 32
+    times = {p.name: (p.max_time, p.default_time) for p in cfg.partitions}
+    assert times == {"quick": (10, None), "long": (10080, 1440), "gpu": (2880, 5)}
+    assert _warned(cfg) == [("slurm.conf", 23, "partition quick DefaultTime exceeds MaxTime "
+                             "(1440 > 10); DefaultTime cleared (NONE), as slurmctld does")]
+    assert cfg.default_partition.name == "quick"
+
+
+@pytest.mark.parametrize("site", ["site_d", "site_e", "site_f"])
+def test_sites_slurm_starts_with_pass_strict_check(site: str) -> None:
+    # --strict refuses only what slurmctld refuses (and unknown keys): these all start.
+    cfg = load_config(DATA / site / "slurm.conf", strict=True)
+    assert cfg.partitions and all("refuses" not in w.message for w in cfg.warnings)

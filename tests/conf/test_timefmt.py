@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conf.timefmt import format_limit, parse_minutes
+from conf.timefmt import format_limit, format_sinfo_limit, parse_minutes
 
 
 @pytest.mark.parametrize(
@@ -49,3 +49,20 @@ def test_format_limit(minutes: int | None, text: str) -> None:
 @given(st.integers(min_value=0, max_value=400 * 1440))
 def test_format_then_parse_round_trips(minutes: int) -> None:
     assert parse_minutes(format_limit(minutes)) == minutes
+
+
+# What sinfo 22.05 prints for these MaxTime values (checked against real sinfo).
+@pytest.mark.parametrize(
+    ("minutes", "text"),
+    [(5, "5:00"), (30, "30:00"), (59, "59:00"), (60, "1:00:00"), (90, "1:30:00"),
+     (23 * 60 + 59, "23:59:00"), (1440, "1-00:00:00"), (2 * 1440, "2-00:00:00"),
+     (None, "infinite"), (0, "0:00"), (1441, "1-00:01:00")],
+)
+def test_format_sinfo_limit(minutes: int | None, text: str) -> None:
+    assert format_sinfo_limit(minutes) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=0, max_value=400 * 1440))
+def test_sinfo_format_then_parse_round_trips(minutes: int) -> None:
+    assert parse_minutes(format_sinfo_limit(minutes)) == minutes

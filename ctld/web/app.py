@@ -1,0 +1,267 @@
+"""The starlette application: JSON API, /metrics, the web page and its feed.
+
+Reads answer from the controller's cached snapshot (the records rinfo and rcontrol get, turned
+into documents by protocol.records, the code they use too); writes go through
+Cluster.update_nodes, the path of `rcontrol update`, with the token's name as the user.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import trio
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from conf import hostlist
+from ctld import logs
+from ctld.cluster import NEEDS_REASON, REASON_REQUIRED
+from ctld.web import grid, metrics
+from ctld.web.tokens import Tokens, bearer, is_loopback
+from protocol import messages as m
+from protocol.records import node_json, partition_json, show_doc, sinfo_doc
+from statemachine import events
+
+API_VERSION = "0.1.0"
+POLL_SECONDS = 3
+_WRITE_KEYS = ("state", "reason")
+
+
+class Json(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return content if isinstance(content, bytes) else orjson.dumps(content)
+
+
+def _error(status: int, message: str, field: str | None = None,
+           headers: dict[str, str] | None = None) -> Json:
+    err: dict[str, Any] = {"error": message}
+    if field:
+        err["field"] = field
+    return Json({"errors": [err]}, status_code=status, headers=headers)
+
+
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+class Web:
+    """The routes, bound to one running controller."""
+
+    def __init__(self, cluster: Any, settings: Any) -> None:
+        self.cluster = cluster
+        self.auth = settings.auth
+        self.tokens = Tokens(settings.token_file)
+        self.expo = metrics.Exposition()
+        self.feed = grid.Feed()
+        self._metrics_lock = trio.Lock()  # one scrape builds at a time; others wait for it
+        self._nodes_for: Any = None  # the snapshot _nodes_docs were made from
+        self._nodes_docs: list[dict] = []
+        env = Environment(loader=PackageLoader("ctld.web", "templates"),
+                          autoescape=select_autoescape())
+        self.page = env.get_template("index.html")
+
+    # -- auth ------------------------------------------------------------------------------
+
+    def _who(self, request: Request) -> tuple[str | None, Response | None]:
+        """(token name, None) for a valid bearer token, else (None, the refusal)."""
+        token = bearer(request.headers.get("authorization"))
+        if token is None:
+            return None, _error(401, "this request needs `Authorization: Bearer TOKEN` "
+                                "(a token of HttpTokenFile)", headers=_CHALLENGE)
+        problem = self.tokens.problem()
+        if problem is not None:
+            return None, _error(503, f"tokens cannot be checked: {problem}")
+        name = self.tokens.name_of(token)
+        if name is None:
+            logs.event("http token refused", logging.WARNING, peer=_peer(request),
+                       path=request.url.path)
+            return None, _error(401, "unknown token", headers=_CHALLENGE)
+        return name, None
+
+    def _read_refusal(self, request: Request) -> Response | None:
+        """None when the request may read (HttpAuth), else the refusal."""
+        if self.auth == "none":
+            return None
+        client = request.client.host if request.client else None
+        if self.auth == "loopback" and is_loopback(client):
+            return None
+        return self._who(request)[1]
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _meta_doc(self, key: str, items: list, request: Request) -> dict:
+        return show_doc(key, items, self.cluster.config.cluster_name, version=API_VERSION,
+                        user="", command=[request.method, request.url.path])
+
+    async def nodes(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        snap = self.cluster.snapshot()
+        if self._nodes_for is not snap:
+            docs = []
+            for i, rec in enumerate(snap.nodes):
+                docs.append(node_json(rec))
+                if i % grid.CHUNK == grid.CHUNK - 1:
+                    await trio.sleep(0)  # 10,000 records take ~0.15 s: let heartbeats in
+            self._nodes_docs, self._nodes_for = docs, snap
+        return Json(self._meta_doc("nodes", self._nodes_docs, request))
+
+    async def node(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        expr = request.path_params["name"]
+        try:
+            wanted = hostlist.expand(expr)
+        except ValueError as exc:
+            return _error(400, f"bad node name or hostlist {expr!r}: {exc}", "name")
+        by_name = {n["name"]: n for n in self.cluster.snapshot().nodes}
+        missing = [w for w in wanted if w not in by_name]
+        if missing:
+            return _error(404, f"Node {hostlist.fold(missing, sort=False)} not found", "name")
+        docs = [node_json(by_name[w]) for w in dict.fromkeys(wanted)]
+        return Json(self._meta_doc("nodes", docs, request))
+
+    async def partitions(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        snap = self.cluster.snapshot()
+        by_name = {n["name"]: n for n in snap.nodes}
+        docs = [partition_json(p, by_name, hostlist.fold, snap.cluster_name)
+                for p in snap.partitions]
+        return Json(self._meta_doc("partitions", docs, request))
+
+    async def sinfo(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        snap = self.cluster.snapshot()
+        doc = sinfo_doc(list(snap.nodes), list(snap.partitions), hostlist.fold,
+                        cluster=snap.cluster_name, version=API_VERSION,
+                        argv=[request.method, request.url.path], user="")
+        return Json(doc)
+
+    async def metrics(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        out: list[str] = []
+        async with self._metrics_lock:
+            for _ in self.expo.steps(self.cluster.nodes, out):
+                await trio.sleep(0)  # let heartbeats in between chunks
+
+        async def pieces() -> AsyncIterator[bytes]:
+            # Sent family by family: no 30 MB join, and heartbeats run between the pieces.
+            for piece in out:
+                yield piece.encode()
+
+        return StreamingResponse(pieces(), media_type=metrics.CONTENT_TYPE)
+
+    # -- the page --------------------------------------------------------------------------
+
+    async def index(self, request: Request) -> Response:
+        html = self.page.render(cluster=self.cluster.config.cluster_name,
+                                auth=self.auth, poll_seconds=POLL_SECONDS)
+        return HTMLResponse(html, headers={"Cache-Control": "no-cache"})
+
+    async def grid_feed(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        snap = self.cluster.snapshot(metrics=True)
+        etag = f'"{snap.generated_at!r}"'
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers={"ETag": etag})
+        for _ in self.feed.steps(snap):
+            await trio.sleep(0)
+        headers = {"ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"
+            return Json(self.feed.gzipped(snap), headers=headers)
+        return Json(self.feed.build(snap), headers=headers)
+
+    async def node_detail(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        name = request.path_params["name"]
+        for rec in self.cluster.snapshot(metrics=True).nodes:
+            if rec["name"] == name:
+                return Json({"node": node_json(rec), "metrics": rec.get("metrics"),
+                             "health_note": grid.health_note(rec)})
+        return _error(404, f"Node {name} not found", "name")
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def set_state(self, request: Request) -> Response:
+        user, refused = self._who(request)
+        if refused is not None:
+            return refused
+        expr = request.path_params["nodes"]
+        try:
+            body = orjson.loads(await request.body())
+        except orjson.JSONDecodeError as exc:
+            return _error(400, f"request body is not JSON: {exc}")
+        if not isinstance(body, dict):
+            return _error(400, 'request body must be a JSON object {"state": ..., "reason": ...}')
+        for key in body:
+            if key not in _WRITE_KEYS:
+                return _error(400, f"unknown field {key!r} (fields: state, reason)", key)
+        state, reason = body.get("state"), body.get("reason")
+        if not isinstance(state, str) or not state.strip():
+            return _error(400, "state is required: a node state such as DRAIN or RESUME",
+                          "state")
+        if reason is not None and not isinstance(reason, str):
+            return _error(400, "reason must be a string", "reason")
+        # Checked here too only to name the field; update_nodes decides the same way.
+        try:
+            request_word = events.parse_admin_state(state)
+        except ValueError as exc:
+            return _error(400, str(exc), "state")
+        if request_word in NEEDS_REASON and not (reason or "").strip():
+            return _error(400, REASON_REQUIRED, "reason")
+        result = self.cluster.update_nodes(
+            m.UpdateNodes(node_names=expr, state=state, reason=reason, user=user or ""))
+        doc = {"changed": list(result.changed),
+               "errors": [{"error": e} for e in result.errors], "user": user}
+        if result.ok:
+            return Json(doc)
+        logs.event("http update refused", logging.WARNING, peer=_peer(request), user=user,
+                   nodes=expr, error="; ".join(result.errors[:3]))
+        unknown = any(e.startswith("unknown node") for e in result.errors)
+        return Json(doc, status_code=404 if unknown and not result.changed else 400)
+
+    def routes(self) -> list:
+        import importlib.resources
+
+        static = importlib.resources.files("ctld.web") / "static"
+        return [
+            Route("/", self.index),
+            Route("/api/v1/nodes", self.nodes),
+            Route("/api/v1/nodes/{name}", self.node),
+            Route("/api/v1/nodes/{nodes}/state", self.set_state, methods=["POST"]),
+            Route("/api/v1/partitions", self.partitions),
+            Route("/api/v1/sinfo", self.sinfo),
+            Route("/metrics", self.metrics),
+            Route("/ui/grid.json", self.grid_feed),
+            Route("/ui/node/{name}", self.node_detail),
+            Mount("/static", StaticFiles(directory=str(static)), name="static"),
+        ]
+
+
+def _peer(request: Request) -> str:
+    c = request.client
+    return f"{c.host}:{c.port}" if c else "?"
+
+
+def build_app(cluster: Any, settings: Any) -> Starlette:
+    web = Web(cluster, settings)
+    app = Starlette(routes=web.routes())
+    app.state.web = web
+    return app
+
+
+
