@@ -18,6 +18,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 FLEET = HERE / "fleet.py"
+JOBS = HERE / "jobs_bench.py"
 
 # (nodes, interval, steady window, churn per s, killed nodes)
 FULL = ((1_000, 10, 30, 5.0, 10), (10_000, 10, 60, 10.0, 100), (50_000, 30, 90, 10.0, 100))
@@ -122,6 +123,21 @@ def goals(runs: list[dict]) -> list[dict]:
     return out
 
 
+def run_jobs(count: int) -> dict:
+    """bench/jobs_bench.py on 6 and 100 simulated nodes (issue 12's job throughput goals)."""
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        out = Path(tmp) / "jobs.json"
+        argv = [sys.executable, str(JOBS), "--jobs", str(count), "--json", str(out)]
+        print(f"\n== {' '.join(argv[1:])}", flush=True)
+        try:
+            subprocess.run(argv, timeout=RUN_LIMIT_S, check=False)
+        except subprocess.TimeoutExpired:
+            return {"error": "timeout"}
+        if not out.exists():
+            return {"error": "jobs_bench.py wrote no figures"}
+        return json.loads(out.read_text())
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small fleets, short windows")
@@ -129,7 +145,11 @@ def main() -> int:
     args = p.parse_args()
     plan = QUICK if args.quick else FULL
     runs = [run_fleet(*row) for row in plan]
-    verdicts = goals(runs)
+    jobs = run_jobs(500 if args.quick else 2000)
+    verdicts = goals(runs) + [
+        {"goal": g["goal"], "verdict": "met" if g["ok"] else "missed"}
+        for g in jobs.get("goals", ())
+    ]
     print("\n" + table(runs))
     for g in verdicts:
         print(f"  {g['verdict']:>12}  {g['goal']}")
@@ -143,7 +163,7 @@ def main() -> int:
             "platform": platform.platform(),
             "nofile_hard": resource.getrlimit(resource.RLIMIT_NOFILE)[1],
         },
-        "quick": args.quick, "runs": runs, "goals": verdicts,
+        "quick": args.quick, "runs": runs, "jobs": jobs.get("runs"), "goals": verdicts,
     }  # fmt: skip
     Path(args.out).write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
     print(f"\nwrote {args.out}")

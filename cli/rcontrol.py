@@ -14,9 +14,10 @@ from conf.hostlist import expand, fold
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 COMMANDS = ("show", "update", "reconfigure", "ping", "version",
-            "approve", "reject", "delete", "events")  # membership: cli/events_view.py
+            "approve", "reject", "delete", "events",  # membership: cli/events_view.py
+            "requeue", "hold", "release")  # jobs: cli/show_jobs.py
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
-                 "hostlistsorted")
+                 "hostlistsorted", "job", "jobs")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="commands: show node|partition [NAME] | show config | show hostnames EXPR | "
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
         "reconfigure | ping | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
-        "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json]",
+        "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
+        "show job [ID] | requeue|hold|release JOBID...",
     )
     a = p.add_argument
     a("--help", action="help", help="show this help and exit")
@@ -95,6 +97,11 @@ def show(s: Session, words: list[str]) -> int:
         return show_config(s)
     if len(rest) > 1:
         raise CliError(f"show {entity} takes at most one name", code=2)
+    if entity.startswith("job"):
+        from cli.show_jobs import show_jobs
+
+        return show_jobs(s.target, rest[0] if rest else None, one_line=s.args.oneliner,
+                         as_json=s.args.json, json_doc=_json_doc)
     if entity.startswith("node"):
         return show_nodes(s, rest[0] if rest else None)
     return show_partitions(s, rest[0] if rest else None)
@@ -283,6 +290,10 @@ def run(args: argparse.Namespace) -> int:
         if command == "events":
             return events_view.events_command(s.target, words[1:], s.args.json)
         return events_view.membership_command(s.target, command, words[1:])
+    if command in ("requeue", "hold", "release"):
+        from cli.show_jobs import job_action
+
+        return job_action(s.target, command, words[1:])
     if len(words) > 1:
         raise CliError(f"{command} takes no arguments", code=2)
     if command == "reconfigure":

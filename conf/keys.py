@@ -90,6 +90,9 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("EventLogMaxEvents", "int", 10000, "Ranch: events the membership/state event log keeps"),
     ("EventLogMaxAge", "seconds", 2592000,
      "Ranch: seconds an event is kept in the event log (default 30 days)"),
+    # issue 12: jobs
+    ("KillWait", "seconds", 30, "seconds between SIGTERM and SIGKILL when a job is ended"),
+    ("MinJobAge", "seconds", 300, "seconds a finished job stays listed by rqueue"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """
@@ -110,10 +113,10 @@ FirstJobId GetEnvTimeout GpuFreqDef GresTypes GroupUpdateForce GroupUpdateTime H
 InactiveLimit InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams
 JobAcctGatherType JobCheckpointDir JobCompHost JobCompLoc JobCompParams JobCompPass JobCompPort
 JobCompType JobCompUser JobContainerType JobCredentialPrivateKey JobCredentialPublicCertificate
-JobDefaults JobFileAppend JobRequeue JobSubmitPlugins KeepAliveTime KillOnBadExit KillWait
+JobDefaults JobFileAppend JobRequeue JobSubmitPlugins KeepAliveTime KillOnBadExit
 LaunchParameters LaunchType Licenses LogTimeFormat MailDomain MailProg MaxArraySize
 MaxBatchRequeue MaxDBDMsgs MaxJobCount MaxJobId MaxMemPerCPU MaxMemPerNode
-MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MinJobAge MpiDefault
+MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MpiDefault
 MpiParams NamespaceType NodeFeaturesPlugins OverTimeLimit PluginDir PlugStackConfig
 PowerParameters PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType
 PrEpParameters PrEpPlugins PriorityCalcPeriod PriorityDecayHalfLife PriorityFavorSmall

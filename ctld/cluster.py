@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -20,6 +20,7 @@ from conf.model import ClusterConfig, NodeConfig
 from ctld import configdump, logs, membership
 from ctld.deadlines import Deadlines
 from ctld.eventlog import EventLog
+from ctld.jobs import Jobs
 from ctld.node import (
     EXPECT_BEAT,
     EXPECT_TIMEOUT,
@@ -86,6 +87,7 @@ def _cause(event: Any) -> str:
         events.ResumeTimeout: "resume_timeout",
         events.ShutdownNotice: "shutdown_notice",
         events.ConfigReload: "reconfigure",
+        events.Completing: "completing",
     }.get(type(event), type(event).__name__)
 
 
@@ -170,6 +172,7 @@ class Cluster:
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
+        self.jobs = Jobs(self)  # batch jobs and the allocations they make (ctld/jobs.py)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -203,7 +206,7 @@ class Cluster:
 
     # -- start and restore -----------------------------------------------------------------
 
-    def restore(self, doc: dict[str, Any]) -> None:
+    def restore(self, doc: dict[str, Any], journal: Iterable[dict] = ()) -> None:
         """Take back the saved state; log every node that is saved but gone, or new."""
         saved = doc.get("nodes", {})
         now = self.clock()
@@ -238,6 +241,7 @@ class Cluster:
                            node=name)
         self._restored = tuple(n for n in saved if n in self.nodes)
         logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
+        self.jobs.restore(doc.get("jobs"), journal)
         self._changed_all()
 
     def start(self) -> None:
@@ -267,6 +271,8 @@ class Cluster:
         if changed:
             was_timed = self._timed(old)
             node.set_state(new)
+            if new.schedulable and not old.schedulable:
+                self.jobs.kicked = True  # a node took up work: a scheduling pass is due
             reason = new.reason.text if new.reason and new.reason != old.reason else None
             logs.state_change(node.name, names.complete(old), node.complete, _cause(event), reason)
             self.eventlog.state_change(node, old, new, event, _cause(event))
@@ -290,9 +296,7 @@ class Cluster:
 
     def _effect(self, node: NodeRecord, eff: Any) -> None:
         if isinstance(eff, effects.KillJobs):
-            if node.job_ids:
-                logs.event("kill jobs (no job runner yet: recorded only)", node=node.name,
-                           jobs=",".join(map(str, node.job_ids)), requeue=eff.requeue)
+            self.jobs.node_lost(node, eff.requeue)
         elif isinstance(eff, effects.RunSuspendProgram):
             self.power.queue("suspend", node)
         elif isinstance(eff, effects.RunResumeProgram):
@@ -316,13 +320,12 @@ class Cluster:
                 node.conn = None
 
     def flush_programs(self) -> None:
-        """Start the power programs the last operation asked for, one run per kind (batched)."""
+        """Start the power programs the last operation asked for, one run per kind (batched).
+        A scheduling pass that is due runs first: placing work may power nodes up."""
+        self.jobs.run()
         self.power.flush()
 
     # Public names for the modules beside this one (powersave, jobs).
-    def apply_event(self, node: NodeRecord, event: Any) -> tuple[bool, str | None]:
-        return self._apply(node, event)
-
     def mark_changed(self, node: NodeRecord) -> None:
         self._changed(node)
 
@@ -455,6 +458,7 @@ class Cluster:
         )
         if msg.health is not None:
             self._health(node, msg.health)
+        kill = self.jobs.registered(node, msg)
         self._arm(node)
         self._changed(node)
         self.flush_programs()
@@ -464,6 +468,7 @@ class Cluster:
             config_files=self._config_files,
             config_hash=self.config.config_hash,
             node_state=node.complete,
+            kill_job_ids=kill,
         )
 
     def heartbeat(self, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
@@ -494,9 +499,13 @@ class Cluster:
             self._apply(node, events.HeartbeatReceived(now=node.last_heartbeat))
         if msg.health is not None and msg.health != node.health:
             self._health(node, msg.health)
-        if self.power.pending:
+        jobs = self.jobs
+        kill = (jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended
+                or node.name in jobs.uses else ())
+        if self.power.pending or self.jobs.kicked:
             self.flush_programs()
-        return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash)
+        return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash,
+                                kill_job_ids=kill)
 
     def _health(self, node: NodeRecord, report: m.HealthReport) -> None:
         node.health = report
@@ -528,6 +537,18 @@ class Cluster:
         if node is not None and node.conn is conn:  # not if the node has reconnected since
             node.conn = None
             self.eventlog.add("left", node.name, peer=conn.peer)
+
+    # -- hooks for ctld/jobs.py -------------------------------------------------------------
+
+    def apply_event(self, node: NodeRecord, event: Any) -> tuple[bool, str | None]:
+        return self._apply(node, event)
+
+    def touch(self, node: NodeRecord) -> None:
+        """Something a snapshot shows changed without a state change (allocated memory...)."""
+        self._changed(node)
+
+    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
+        return self.jobs.jobs_holding(names)
 
     # -- admin requests --------------------------------------------------------------------
 
@@ -709,6 +730,7 @@ class Cluster:
                 self.deadlines.cancel((name, "hb"))
         self.nodes = nodes
         membership.hold_new(self, [n for n in nodes if n not in old_nodes])
+        self.jobs.config_changed()
         # New timeouts apply to every node at once: re-arm them all (once per reconfigure).
         self.deadlines.clear()
         for node in nodes.values():
@@ -760,4 +782,5 @@ class Cluster:
                     "last_change": node.last_change,
                 })))
             out[name] = entry
-        return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out}
+        return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out,
+                "jobs": self.jobs.save_doc()}

@@ -15,6 +15,8 @@ from conf import ConfigError, load_config
 from conf.model import ClusterConfig
 from ctld import eventlog, logs, statefile
 from ctld.cluster import Cluster
+from ctld.jobjournal import Journal
+from ctld.jobs import job_json
 from ctld.server import Server
 from protocol import messages as m
 
@@ -48,7 +50,9 @@ class Daemon:
         self.cluster = Cluster(config, on_dirty=self._mark_dirty)
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
-        self.server = Server(self.cluster, key, reconfigure=self.reconfigure)
+        self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
+                             submit=self.submit_job)
+        self.journal = Journal(state_dir)
         # What power programs are told (resume file location; RANCH_SERVER/RANCH_KEY_FILE so an
         # example ResumeProgram can start an rnoded that joins this controller).
         self.cluster.power.state_dir = state_dir
@@ -64,17 +68,35 @@ class Daemon:
 
     def restore(self) -> None:
         self.cluster.eventlog.load(self.state_dir)
+        journal = self.journal.read()
         try:
             doc = statefile.load(self.state_dir)
         except statefile.StateFileError as exc:
             logs.event("saved state unusable; starting from the config", logging.ERROR,
                        error=str(exc))
-            return
+            doc = None
         if doc is None:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
+            if journal:
+                self.cluster.jobs.restore(None, journal)
             return
-        self.cluster.restore(doc)
+        self.cluster.restore(doc, journal)
+
+    async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """Accept a job and put it on disk before the reply (an acknowledged job survives a
+        SIGKILL of rctld)."""
+        jobs = self.cluster.jobs
+        reply = jobs.submit(msg)
+        if isinstance(reply, m.SubmitReply):
+            records = [job_json(jobs.jobs[j]) for j in reply.job_ids if j in jobs.jobs]
+            try:
+                await self.journal.commit(records)
+            except OSError as exc:
+                logs.event("job journal write failed", logging.ERROR, error=str(exc))
+                return m.Error("internal", f"job {reply.job_id} could not be written to "
+                               f"{self.journal.path}: {exc.strerror or exc}")
+        return reply
 
     async def run(
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
@@ -144,6 +166,7 @@ class Daemon:
             logs.event("state save failed", logging.ERROR, error=str(exc))
 
     async def _saver(self) -> None:
+        self.journal.in_thread = self.save_in_thread
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
@@ -153,6 +176,7 @@ class Daemon:
                     await trio.to_thread.run_sync(statefile.save, self.state_dir, doc)
                 else:
                     statefile.save(self.state_dir, doc)
+                await self.journal.trim(doc["jobs"]["next_id"])
             except OSError as exc:
                 logs.event("state save failed", logging.ERROR, error=str(exc))
                 self.cluster.dirty = True

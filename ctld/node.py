@@ -104,6 +104,8 @@ class NodeRecord:
     # and the wall time of the node's last state change (the event log sets it).
     dynamic_conf: str | None = None
     last_change: float | None = None
+    alloc_mem: int = 0  # MiB allocated to jobs (ctld/jobs.py keeps it)
+    gpus_used: tuple[int, ...] = ()  # GPU indices allocated to jobs
 
     @property
     def name(self) -> str:
@@ -117,10 +119,29 @@ class NodeRecord:
         self.saved = None
 
 
-def gres_used(cfg: NodeConfig) -> str:
-    return ",".join(
-        f"{g.name}:{g.type}:0" if g.type else f"{g.name}:0" for g in cfg.gres
-    )
+def gres_used(cfg: NodeConfig, gpus: tuple[int, ...] = ()) -> str:
+    """sinfo's GresUsed: "gpu:0", or "gpu:2(IDX:0-1)" with the indices jobs hold."""
+    out = []
+    for g in cfg.gres:
+        name = f"{g.name}:{g.type}" if g.type else g.name
+        if g.name == "gpu" and gpus:
+            out.append(f"{name}:{len(gpus)}(IDX:{_ranges(gpus)})")
+        else:
+            out.append(f"{name}:0")
+    return ",".join(out)
+
+
+def _ranges(values: tuple[int, ...]) -> str:
+    parts: list[str] = []
+    start = prev = values[0]
+    for v in (*values[1:], None):
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ",".join(parts)
 
 
 def snapshot_record(node: NodeRecord) -> dict[str, Any]:
@@ -145,11 +166,11 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "cores_per_socket": cfg.cores_per_socket,
         "threads_per_core": cfg.threads_per_core,
         "real_memory": cfg.real_memory,
-        "alloc_mem": 0,
+        "alloc_mem": node.alloc_mem,
         "free_mem": free_mem(m) if m is not None else None,
         "tmp_disk": cfg.tmp_disk,
         "gres": cfg.gres_str,
-        "gres_used": gres_used(cfg),
+        "gres_used": gres_used(cfg, node.gpus_used),
         "features": list(cfg.features),
         "weight": cfg.weight,
         "boot_time": node.boot_time,

@@ -392,7 +392,7 @@ class PowerSave:
                     "nodes_resume": hostlist.fold([n for n in job_nodes if n in resuming]),
                     "nodes": alloc,
                     "features": "",
-                    "partition": self._partition_of(job_nodes),
+                    "partition": self._partition_of(job_id, job_nodes),
                     "reservation": "",
                     "exclusive": False,
                     "oversubscribe": "NO",
@@ -401,7 +401,11 @@ class PowerSave:
         folded = hostlist.fold(node_names)
         return {"all_nodes_resume": folded, "all_nodes": folded, "jobs": jobs}
 
-    def _partition_of(self, job_nodes: list[str]) -> str:
+    def _partition_of(self, job_id: int, job_nodes: list[str]) -> str:
+        """The job's partition when the jobs object knows it, else its first node's."""
+        job = getattr(getattr(self.c, "jobs", None), "jobs", {}).get(job_id)
+        if getattr(job, "partition", None):
+            return str(job.partition)
         node = self.c.nodes.get(job_nodes[0]) if job_nodes else None
         return node.partitions[0] if node is not None and node.partitions else ""
 

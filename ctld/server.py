@@ -38,6 +38,7 @@ ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
 REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
 
 Reconfigurer = Callable[[str], Awaitable[m.ReconfigureResult]]
+Submitter = Callable[[m.SubmitJob], Awaitable[Any]]
 
 
 class Connection:
@@ -127,8 +128,10 @@ class Server:
         *,
         reconfigure: Reconfigurer,
         max_size: int = MAX_SIZE,
+        submit: Submitter | None = None,
     ) -> None:
         self.cluster = cluster
+        self.submit = submit  # the daemon's: journals the job before the reply
         self.key = key
         self.max_size = max_size
         self.reconfigure = reconfigure
@@ -147,7 +150,8 @@ class Server:
         if isinstance(msg, Prebuilt):
             return encode_body_frame(msg.type_name, msg.body, self.key, request_id=request_id,
                                      version=version)
-        if type(msg) is m.HeartbeatReply:  # the same few bodies, a thousand times a second
+        # the same few bodies, a thousand times a second (a kill list makes one unique)
+        if type(msg) is m.HeartbeatReply and not msg.kill_job_ids:
             key = (version, msg.node_state, msg.config_hash)
             body = self._reply_bodies.get(key)
             if body is None:
@@ -270,6 +274,19 @@ class Server:
             return await self.reconfigure(msg.user or conn.peer)
         if isinstance(msg, m.Ack):
             return None  # a node acknowledging a push
+        if isinstance(msg, m.GetJobs):
+            return Prebuilt("JobList", cluster.jobs.list_body(msg.job_ids))
+        if isinstance(msg, m.SubmitJob):
+            return await self.submit(msg) if self.submit else cluster.jobs.submit(msg)
+        if isinstance(msg, m.CancelJobs):
+            return cluster.jobs.cancel(msg)
+        if isinstance(msg, m.JobControl):
+            return cluster.jobs.control(msg)
+        if isinstance(msg, m.Error) and conn.node is not None:
+            # a node refusing a push (LaunchJob: launch_failed; its JobEnd follows)
+            logs.event("node refused a push", logging.WARNING, node=conn.node, code=msg.code,
+                       error=msg.message)
+            return None
         return m.Error("bad_request", f"{type(msg).__name__} is not a request rctld serves")
 
 
@@ -277,7 +294,7 @@ def _log_refusal(conn: Connection, request: str, reply: Any) -> None:
     """Every refused request is logged with the peer that sent it."""
     if isinstance(reply, m.Error):
         errors: tuple[str, ...] = (f"{reply.code}: {reply.message}",)
-    elif isinstance(reply, m.UpdateResult | m.ReconfigureResult) and not reply.ok:
+    elif isinstance(reply, m.UpdateResult | m.ReconfigureResult | m.JobResult) and not reply.ok:
         errors = reply.errors
     elif isinstance(reply, m.RegisterReply) and not reply.accepted:
         if reply.health_check_first:

@@ -101,8 +101,10 @@ class Demo:
         print(f"demo: web page http://127.0.0.1:{self.http_port}/  (drain/resume token: "
               f"{self.token})")
         for name in NODES:
+            root_jobs = ("--allow-root-jobs",) if os.getuid() == 0 else ()  # rbatch as root
             self.spawn(name, "-m", "noded.main", "--server", f"127.0.0.1:{self.port}",
-                       "--name", name, "--fake-gpus", "4", "--spool-dir", str(self.dir / name))
+                       "--name", name, "--fake-gpus", "4", "--spool-dir", str(self.dir / name),
+                       *root_jobs)
         self.wait(lambda: all(self.states().get(n, "").startswith("IDLE") for n in NODES),
                   "the gpu nodes to register")
 
@@ -117,6 +119,8 @@ class Demo:
               f"  {bin_dir}/rinfo -N --metrics\n"
               f"  {bin_dir}/rcontrol update NodeName=gpu02 State=DRAIN Reason=\"bad fan\"\n"
               f"  {bin_dir}/rinfo -R\n"
+              f"  {bin_dir}/rbatch -c 2 --gpus 1 --wrap 'echo $CUDA_VISIBLE_DEVICES; sleep 30'\n"
+              f"  {bin_dir}/rqueue ; {bin_dir}/rcontrol show job 1\n"
               f"  curl http://127.0.0.1:{self.http_port}/api/v1/nodes/gpu01\n"
               f"  curl -s http://127.0.0.1:{self.http_port}/metrics | grep slurm_nodes_\n"
               f"  curl -X POST -H 'Authorization: Bearer {self.token}' "

@@ -369,6 +369,92 @@ class Error:
     field: str = ""
 
 
+# ---------------------------------------------------------------------------------------------
+# Job commands (rbatch, rqueue, rcancel, rcontrol show job|requeue|hold|release) <-> controller
+
+
+@attrs.frozen
+class SubmitJob:
+    """rbatch: one batch job (or an array of them). Sizes are per node as sbatch means them."""
+
+    script: str  # the batch script's text (--wrap "cmd" already turned into a script)
+    user: str
+    uid: int
+    gid: int
+    workdir: str  # -D, default the submit directory
+    name: str = ""  # -J; "" = the script's file name or "wrap"
+    argv: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    stdout: str = ""  # -o; "" = slurm-%j.out (slurm-%A_%a.out for arrays)
+    stderr: str = ""  # -e; "" = into stdout
+    num_nodes: int = 1  # -N
+    ntasks: int = 1  # -n
+    cpus_per_task: int = 1  # -c
+    mem_mib: int = 0  # --mem, per node; 0 = none asked
+    gpus: int = 0  # --gpus / --gres gpu:N, per node
+    partition: str = ""  # -p; "" = the default partition
+    nodelist: str = ""  # -w, hostlist expression
+    exclude: str = ""  # -x
+    time_limit: int | None = None  # -t, minutes; None = the partition's DefaultTime
+    # -t to the second, when it had seconds: Ranch enforces them (Slurm rounds up to minutes)
+    time_limit_s: float | None = None
+    requeue: bool = True
+    exclusive: bool = False
+    array: str = ""  # --array=1-N (also 1,3,5-7)
+    hold: bool = False  # -H
+    submit_host: str = ""
+    command: str = ""  # the script path as given ("" for --wrap), for show job
+
+
+@attrs.frozen
+class SubmitReply:
+    job_id: int  # the (array) job's id
+    job_ids: tuple[int, ...] = ()  # every job record made (one per array task)
+
+
+@attrs.frozen
+class GetJobs:
+    """Ask for job records (dicts; shape: docs/internals.md, "Job records"). Empty `job_ids`:
+    every job the controller still holds (finished ones for MinJobAge)."""
+
+    job_ids: tuple[int, ...] = ()
+
+
+@attrs.frozen
+class JobList:
+    generated_at: float
+    jobs: tuple[dict, ...]
+
+
+@attrs.frozen
+class CancelJobs:
+    """rcancel: end (signal 0) or signal jobs; `only_user` keeps the named user's jobs only
+    (rcancel -u). Empty job_ids with only_user: every job of that user."""
+
+    job_ids: tuple[int, ...] = ()
+    user: str = ""
+    uid: int = -1
+    signal: int = 0
+    only_user: str = ""
+
+
+@attrs.frozen
+class JobControl:
+    """rcontrol requeue|hold|release JOBID..."""
+
+    action: str  # requeue | hold | release
+    job_ids: tuple[int, ...]
+    user: str = ""
+    uid: int = -1
+
+
+@attrs.frozen
+class JobResult:
+    ok: bool
+    job_ids: tuple[int, ...] = ()  # the jobs acted on
+    errors: tuple[str, ...] = ()
+
+
 MESSAGE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -396,5 +482,12 @@ MESSAGE_TYPES: dict[str, type] = {
         Ping,
         Pong,
         Error,
+        SubmitJob,
+        SubmitReply,
+        GetJobs,
+        JobList,
+        CancelJobs,
+        JobControl,
+        JobResult,
     )
 }

@@ -40,8 +40,13 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
 }
 
 # Message types that did not exist in version 1, by the version that introduced them.
-MESSAGE_SINCE: dict[str, int] = {"SetAllocation": 3, "LaunchJob": 4, "KillJob": 4,
-                                 "NodeMembership": 4, "GetEvents": 4, "Events": 4}
+MESSAGE_SINCE: dict[str, int] = {
+    "SetAllocation": 3, "LaunchJob": 4, "KillJob": 4,
+    "NodeMembership": 4, "GetEvents": 4, "Events": 4,
+    # issue 12: the job commands
+    "SubmitJob": 4, "SubmitReply": 4, "GetJobs": 4, "JobList": 4, "CancelJobs": 4,
+    "JobControl": 4, "JobResult": 4,
+}
 
 
 def message_known(type_name: str, version: int) -> bool:

@@ -157,6 +157,14 @@ class Delete:
     kind: ClassVar[str] = "delete"
     now: float
     user: str = ""
+@attrs.frozen(slots=True)
+class Completing:
+    """A job's processes on the node are being killed (active) or are all gone (not active):
+    the COMPLETING flag (sinfo `comp`)."""
+
+    kind: ClassVar[str] = "completing"
+    now: float
+    active: bool
 
 
 Event = (
@@ -177,6 +185,7 @@ Event = (
     | Approve
     | Reject
     | Delete
+    | Completing
 )
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -198,6 +207,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "approve",
     "reject",
     "delete",
+    "completing",
 )
 
 # Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).

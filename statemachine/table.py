@@ -650,6 +650,13 @@ def delete_node(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effect
         raise refuse(s, e, f"it has {s.cpus_alloc} CPUs allocated",
                      hint="let its jobs end (drain it) first")
     return s, (fx.Evict(),)
+def set_completing(s: NodeState, e: ev.Completing, p: Policy) -> tuple[NodeState, Effects]:
+    """COMPLETING follows the job runner: set while a job's processes are being killed."""
+    has = Flag.COMPLETING in s.flags
+    if has == e.active:
+        return s, ()
+    flags = s.flags | {Flag.COMPLETING} if e.active else s.flags - {Flag.COMPLETING}
+    return _evolve(s, flags=flags), ()
 
 
 # --- THE TABLE -------------------------------------------------------------------------------
@@ -763,6 +770,7 @@ ROWS: tuple[Row, ...] = (
     Row("reject",           (PENDING, REJECTED),                reject_node,        (REJECTED,)),
     Row("reject",           (*ON, *POWER, FUTURE),              reject_member),
     Row("delete",           (*ON, *POWER, FUTURE, PENDING, REJECTED), delete_node),
+    Row("completing",       (*ON, *POWER, FUTURE, PENDING, REJECTED), set_completing),
 )
 # fmt: on
 

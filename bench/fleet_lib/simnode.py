@@ -90,6 +90,8 @@ class Fleet:
         self.hb_lost = 0  # replies never seen (pending list overflow, counted at window end)
         self.stale_replies = 0
         self.config_pushes = 0
+        self.launches = 0
+        self.on_launch = lambda job_id: None  # jobs_bench records the arrival time
         self.false_down: set[str] = set()
         self.rejoin_rtts: list[float] = []
         self.rejoin_bad_state: set[str] = set()
@@ -152,6 +154,10 @@ class SimNode:
         self._wake: trio.CancelScope | None = None
         self._ended: BaseException | None = None
         self.hardware = hardware(self.name, index, fleet.shape)
+        # Jobs are no-ops: each LaunchJob is answered with Ack and a COMPLETED ending that the
+        # next heartbeat (sent at once) carries until a reply acknowledges it.
+        self.ended: list[m.JobEnd] = []
+        self.ended_in: dict[int, int] = {}  # heartbeat request id -> endings it carried
 
     def _next_id(self) -> int:
         self.request_id += 1
@@ -317,7 +323,11 @@ class SimNode:
         if fleet.window > 0:
             fleet.hb_sent += 1
         self.last_beat_wall = time.time()
-        await fs.send(m.Heartbeat(name=self.name, seq=self.seq, metrics=metrics), rid)
+        ended = tuple(self.ended)
+        if ended:
+            self.ended_in[rid] = len(ended)
+        await fs.send(m.Heartbeat(name=self.name, seq=self.seq, metrics=metrics,
+                                  jobs_ended=ended), rid)
 
     async def _handle(self, fs: FramedStream, frame: Frame) -> None:
         fleet = self.fleet
@@ -330,11 +340,26 @@ class SimNode:
                 fleet.hb_replied += 1
                 fleet.hb_rtts.append(time.perf_counter() - sent[0])
             self.state = msg.node_state
+            acked = self.ended_in.pop(frame.request_id, 0)
+            if acked:
+                del self.ended[:acked]  # endings are appended: the first `acked` were carried
+                self.ended_in = {r: max(0, n - acked) for r, n in self.ended_in.items()}
             if bad_state(msg.node_state) and not self.killed and not self.churned:
                 fleet.false_down.add(self.name)
         elif isinstance(msg, m.ConfigPush):
             fleet.config_pushes += 1
             await fs.send(m.Ack(), frame.request_id)
+        elif isinstance(msg, m.LaunchJob):
+            fleet.launches += 1
+            spec = msg.job
+            fleet.on_launch(spec.job_id)
+            now = time.time()
+            self.ended.append(m.JobEnd(spec.job_id, "COMPLETED", started_at=now, ended_at=now,
+                                       restarts=spec.restarts))
+            await fs.send(m.Ack(), frame.request_id)
+            await self._send_heartbeat(fs)
+        elif isinstance(msg, m.KillJob):
+            await fs.send(m.Ack(), frame.request_id)  # nothing runs: nothing to kill
         elif isinstance(msg, m.Ack):
             pass  # the answer to a ShutdownNotice
         elif isinstance(msg, m.Error):

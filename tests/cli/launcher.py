@@ -62,9 +62,9 @@ class Controller:
 
         self.wait_for(lambda: isinstance(self.ask(Ping(), quiet=True), Pong), timeout, "rctld up")
 
-    def start_node(self, name: str) -> None:
+    def start_node(self, name: str, *extra: str) -> None:
         self._spawn(name, ["noded.main", "--server", self.address, "--name", name,
-                           "--key-file", self.key_path])
+                           "--key-file", self.key_path, *extra])
 
     def kill(self, name: str) -> None:
         proc = self.procs.pop(name)
@@ -127,7 +127,8 @@ class Controller:
 
     def run(self, command: str, *argv: str) -> subprocess.CompletedProcess:
         """rinfo/rcontrol as a subprocess, as an admin would run it."""
-        module = {"rinfo": "cli.rinfo", "rcontrol": "cli.rcontrol"}[command]
+        module = {"rinfo": "cli.rinfo", "rcontrol": "cli.rcontrol", "rbatch": "cli.rbatch",
+                  "rqueue": "cli.rqueue", "rcancel": "cli.rcancel"}[command]
         return subprocess.run(
             [sys.executable, "-m", module, *argv],
             cwd=REPO,

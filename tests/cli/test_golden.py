@@ -26,7 +26,7 @@ SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={port}
 AuthKeyFile={key}
 HeartbeatInterval=1
-SlurmdTimeout=3
+SlurmdTimeout=10
 ReturnToService=0
 NodeName=DEFAULT CPUs=2 RealMemory=64 TmpDisk=0
 NodeName=n[01-08] Features=cpu Weight=2

@@ -71,6 +71,7 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "approve": ev.Approve(now, "alice"),
         "reject": ev.Reject(now, "not ours", "alice"),
         "delete": ev.Delete(now, "alice"),
+        "completing": ev.Completing(now, True),
     }[kind]
 
 

@@ -1,0 +1,157 @@
+"""rqueue: squeue's view of the jobs rctld holds: columns, filters, -o formats and --json."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from cli.controller import CliError, find_target
+from cli.rinfo import VERSION, UsageParser, no_gc
+from conf.hostlist import expand
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = UsageParser(prog="rqueue", add_help=False, description="View the job queue.")
+    a = p.add_argument
+    a("--help", action="help", help="show this help and exit")
+    a("-h", "--noheader", action="store_true", help="print no header line")
+    a("-l", "--long", action="store_true", help="long format, with a timestamp line")
+    a("-u", "--user", metavar="USERS", help="only these users' jobs (comma list)")
+    a("--me", action="store_true", help="only my jobs")
+    a("-t", "--states", metavar="STATES", help="only these states (comma list, or all)")
+    a("-j", "--jobs", metavar="JOBIDS", help="only these jobs (comma list)")
+    a("-p", "--partition", metavar="PARTS", help="only these partitions (comma list)")
+    a("-w", "--nodelist", metavar="HOSTLIST", help="only jobs on these nodes")
+    a("-o", "--format", metavar="FORMAT", help="squeue -o format, e.g. '%%i %%t %%R'")
+    a("--json", action="store_true", help="squeue --json's document")
+    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
+    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
+    a("--conf", metavar="PATH", help="read controller address and key from this config")
+    a("-V", "--version", action="version", version=f"rqueue {VERSION}")
+    return p
+
+
+def _state_set(text: str) -> frozenset[str] | None:
+    """-t: compact or long names, case-insensitive; "all" = every state (None)."""
+    from cli.squeue_fields import COMPACT, LONG
+
+    wanted = set()
+    for word in text.split(","):
+        w = word.strip().upper()
+        if not w:
+            continue
+        if w == "ALL":
+            return None
+        if w in LONG:
+            wanted.add(LONG[w])
+        elif w in COMPACT:
+            wanted.add(w)
+        else:
+            raise CliError(f"-t {text}: invalid job state {word.strip()!r}; valid: "
+                           + ", ".join(sorted(COMPACT)) + " or ALL", code=2)
+    return frozenset(wanted)
+
+
+def select(args: argparse.Namespace, jobs: list[dict]) -> list[dict]:
+    from cli.job_requests import parse_job_ids
+    from cli.squeue_fields import ACTIVE
+
+    if args.states:
+        states = _state_set(args.states)
+    elif args.jobs:
+        states = None  # squeue -j shows the jobs whatever their state
+    else:
+        states = ACTIVE
+    out = jobs if states is None else [j for j in jobs if j["state"] in states]
+    if args.jobs:
+        ids = set(parse_job_ids([args.jobs], jobs))
+        out = [j for j in out if j["job_id"] in ids or j.get("array_job_id") in ids]
+    users = set()
+    if args.user:
+        users = {u.strip() for u in args.user.split(",") if u.strip()}
+    if args.me:
+        import getpass
+
+        users.add(getpass.getuser())
+    if users:
+        uids = {u for u in users if u.isdigit()}
+        out = [j for j in out if j.get("user") in users or str(j.get("uid")) in uids]
+    if args.partition:
+        parts = {p.strip() for p in args.partition.split(",") if p.strip()}
+        out = [j for j in out if j.get("partition") in parts]
+    if args.nodelist:
+        try:
+            wanted = set(expand(args.nodelist))
+        except ValueError as exc:
+            raise CliError(f"-w {args.nodelist}: {exc}", code=2) from None
+        out = [j for j in out if j.get("nodes") and wanted & set(expand(j["nodes"]))]
+    from cli.squeue_fields import STATE_ORDER
+
+    out.sort(key=lambda j: (j.get("partition", ""), STATE_ORDER.get(j["state"], 9),
+                            -int(j.get("priority") or 0), j["job_id"]))
+    return out
+
+
+def render(args: argparse.Namespace, jobs: list[dict], now: float) -> str:
+    from cli.sinfo_format import FormatError, parse_format, render_table
+    from cli.squeue_fields import DEFAULT_FORMAT, FIELDS, LONG_FORMAT
+
+    text = args.format or (LONG_FORMAT if args.long else DEFAULT_FORMAT)
+    try:
+        fmt = parse_format(text, frozenset(FIELDS))
+    except FormatError as exc:
+        raise CliError(f"-o: {exc}", code=2) from None
+    getters = [FIELDS[f.letter][1] for f in fmt.fields]
+    names = [FIELDS[f.letter][0] for f in fmt.fields]
+    rows = [[g(j, now) for g in getters] for j in jobs]
+    lines = render_table(fmt, names, rows, header=not args.noheader)
+    if args.long:
+        lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
+    return "".join(line.rstrip() + "\n" for line in lines)
+
+
+def run(argv: list[str]) -> int:
+    from cli.job_requests import fetch_jobs
+
+    args = build_parser().parse_args(argv)
+    if args.states:
+        _state_set(args.states)  # a usage error before any request
+    if args.format:
+        from cli.sinfo_format import FormatError, parse_format
+        from cli.squeue_fields import FIELDS
+
+        try:
+            parse_format(args.format, frozenset(FIELDS))
+        except FormatError as exc:
+            raise CliError(f"-o: {exc}", code=2) from None
+    target = find_target(args.server, args.key_file, args.conf)
+    generated, jobs = fetch_jobs(target)
+    now = generated or time.time()
+    shown = select(args, jobs)
+    if args.json:
+        from cli.squeue_json import document
+
+        sys.stdout.write(document(shown, now, ["rqueue", *argv]))
+    else:
+        sys.stdout.write(render(args, shown, now))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    with no_gc():
+        try:
+            return run(sys.argv[1:] if argv is None else argv)
+        except CliError as exc:
+            print(f"rqueue: error: {exc.message}", file=sys.stderr)
+            return exc.code
+        except KeyboardInterrupt:
+            return 130
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,154 @@
+"""`rcontrol show job [ID]` (scontrol's Key=Value layout, -o, --json) and
+`rcontrol requeue|hold|release ID...`."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from cli.controller import CliError, Target
+
+JOB_ACTIONS = ("requeue", "hold", "release")
+
+
+def _iso(epoch: float | None, missing: str = "Unknown") -> str:
+    if not epoch:
+        return missing
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+
+
+def _clock(seconds: float) -> str:
+    """scontrol's RunTime/TimeLimit: HH:MM:SS or D-HH:MM:SS."""
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    mins, secs = divmod(s, 60)
+    text = f"{hours:02d}:{mins:02d}:{secs:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def expand_path(pattern: str, j: dict) -> str:
+    """The output file as the node will name it (%j %x %u %A %a %N %%), under the workdir."""
+    if not pattern:
+        return ""
+    subs = {"j": str(j["job_id"]), "x": j.get("name", ""), "u": j.get("user", ""),
+            "A": str(j.get("array_job_id") or j["job_id"]),
+            "a": str(j.get("array_task_id") if j.get("array_task_id") is not None else 4294967294),
+            "N": j.get("batch_host") or "", "%": "%"}
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "%" and i + 1 < len(pattern) and pattern[i + 1] in subs:
+            out.append(subs[pattern[i + 1]])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    path = "".join(out)
+    return path if path.startswith("/") else os.path.join(j.get("workdir", ""), path)
+
+
+def job_lines(j: dict, now: float) -> list[str]:
+    from cli.squeue_fields import elapsed
+
+    first = f"JobId={j['job_id']}"
+    if j.get("array_job_id"):
+        first += f" ArrayJobId={j['array_job_id']} ArrayTaskId={j['array_task_id']}"
+    limit = j.get("time_limit")
+    mem = j.get("mem_per_node") or 0
+    cpus = j.get("cpus", 0)
+    nodes = j.get("nodes") or "(null)"
+    tres = f"cpu={cpus},mem={mem}M,node={j.get('node_count', 1)},billing={cpus}"
+    if j.get("gpus_per_node"):
+        tres += f",gres/gpu={j['gpus_per_node'] * j.get('node_count', 1)}"
+    stdout = expand_path(j.get("stdout", ""), j)
+    stderr = expand_path(j.get("stderr", ""), j) or stdout
+    lines = [
+        f"{first} JobName={j.get('name', '')}",
+        f"UserId={j.get('user', '')}({j.get('uid', '')}) GroupId={_group(j.get('gid'))}"
+        f"({j.get('gid', '')}) MCS_label=N/A",
+        f"Priority={j.get('priority', 0)} Nice=0 Account=(null) QOS=(null)",
+        f"JobState={j['state']} Reason={j.get('reason') or 'None'} Dependency=(null)",
+        f"Requeue={int(bool(j.get('requeue')))} Restarts={j.get('restarts', 0)} BatchFlag=1 "
+        f"Reboot=0 ExitCode={j.get('exit_code', 0)}:{j.get('signal', 0)}",
+        f"RunTime={_clock(elapsed(j, now))} "
+        f"TimeLimit={'UNLIMITED' if limit is None else _clock(limit * 60)} TimeMin=N/A",
+        f"SubmitTime={_iso(j.get('submit_time'))} EligibleTime={_iso(j.get('submit_time'))}",
+        f"StartTime={_iso(j.get('start_time'))} EndTime={_iso(j.get('end_time'))} "
+        "Deadline=N/A",
+        f"Partition={j.get('partition', '')} AllocNode:Sid={j.get('submit_host') or '?'}:0",
+        f"ReqNodeList={j.get('req_nodes') or '(null)'} "
+        f"ExcNodeList={j.get('exc_nodes') or '(null)'}",
+        f"NodeList={nodes if j['state'] != 'PENDING' else '(null)'}",
+        f"BatchHost={j.get('batch_host') or '(null)'}",
+        f"NumNodes={j.get('node_count', 1)} NumCPUs={cpus} NumTasks={j.get('ntasks', 1)} "
+        f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T=0:0:*:*",
+        f"TRES={tres}",
+        f"MinCPUsNode={j.get('cpus_per_task', 1)} MinMemoryNode={mem}M MinTmpDiskNode=0",
+        f"OverSubscribe={'NO' if j.get('exclusive') else 'OK'} Contiguous=0 "
+        "Licenses=(null) Network=(null)",
+        f"Command={j.get('command', '')}",
+        f"WorkDir={j.get('workdir', '')}",
+        f"StdErr={stderr}",
+        "StdIn=/dev/null",
+        f"StdOut={stdout}",
+    ]
+    if j.get("gpu_indices"):
+        lines.append("GresDetail=" + ",".join(
+            f"{n}:gpu:{len(v)}(IDX:{','.join(map(str, v))})"
+            for n, v in sorted(j["gpu_indices"].items())))
+    if j.get("message"):
+        lines.append(f"Comment={j['message']}")
+    return lines
+
+
+def _group(gid: int | None) -> str:
+    from cli.squeue_fields import _group as name
+
+    return name(gid)
+
+
+def show_jobs(target: Target, ident: str | None, *, one_line: bool, as_json: bool,
+              json_doc) -> int:
+    from cli.job_requests import fetch_jobs, parse_job_ids
+    from cli.show_records import records_text
+
+    now, jobs = fetch_jobs(target)
+    now = now or time.time()
+    if ident is not None:
+        ids = set(parse_job_ids([ident], jobs))
+        jobs = [j for j in jobs if j["job_id"] in ids or j.get("array_job_id") in ids]
+        if not jobs:
+            raise CliError(f"Invalid job id specified: {ident}")
+    jobs.sort(key=lambda j: j["job_id"])
+    if as_json:
+        from cli.squeue_json import job_doc
+
+        sys.stdout.write(json_doc("jobs", [job_doc(j) for j in jobs], ""))
+        return 0
+    if not jobs:
+        print("No jobs in the system")
+        return 0
+    sys.stdout.write(records_text([job_lines(j, now) for j in jobs], one_line=one_line))
+    return 0
+
+
+def job_action(target: Target, action: str, words: list[str]) -> int:
+    import getpass
+
+    from cli.job_requests import Refused, fetch_jobs, parse_job_ids, request
+
+    if not words:
+        raise CliError(f"{action} needs a job id", code=2)
+    jobs = fetch_jobs(target)[1] if any("_" in w for w in words) else None
+    ids = parse_job_ids(words, jobs)
+    body = {"action": action, "job_ids": list(ids), "user": getpass.getuser(),
+            "uid": os.getuid()}
+    try:
+        result = request(target, "JobControl", body, want="JobResult")
+    except Refused as exc:
+        raise CliError(exc.message) from None
+    for err in result.get("errors") or ():
+        print(f"rcontrol: error: {err}", file=sys.stderr)
+    return 0 if result.get("ok") is True else 1

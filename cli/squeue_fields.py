@@ -1,0 +1,150 @@
+"""squeue's `-o` letters over job records (docs/internals.md "Job records"), their headers, and
+the time and state forms squeue prints."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
+LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
+
+COMPACT = {
+    "PENDING": "PD", "RUNNING": "R", "CONFIGURING": "CF", "COMPLETING": "CG",
+    "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO", "NODE_FAIL": "NF",
+    "OUT_OF_MEMORY": "OOM", "SUSPENDED": "S", "PREEMPTED": "PR", "BOOT_FAIL": "BF",
+}
+LONG = {v: k for k, v in COMPACT.items()}
+# squeue sorts "P,t,-p": partition, then the base state's number (PENDING first), then priority
+STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "CONFIGURING": 1, "COMPLETING": 1, "SUSPENDED": 2,
+               "COMPLETED": 3, "CANCELLED": 4, "FAILED": 5, "TIMEOUT": 6, "NODE_FAIL": 7,
+               "OUT_OF_MEMORY": 11}
+ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"})
+
+
+def duration(seconds: float | None) -> str:
+    """squeue's TIME: M:SS, H:MM:SS, D-HH:MM:SS."""
+    if seconds is None:
+        return "INVALID"
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    mins, secs = divmod(s, 60)
+    if days:
+        return f"{days}-{hours:02d}:{mins:02d}:{secs:02d}"
+    if hours:
+        return f"{hours}:{mins:02d}:{secs:02d}"
+    return f"{mins}:{secs:02d}"
+
+
+def limit_text(minutes: int | None) -> str:
+    return "UNLIMITED" if minutes is None else duration(minutes * 60)
+
+
+def elapsed(job: dict, now: float) -> float:
+    start = job.get("start_time")
+    if not start or job["state"] == "PENDING":
+        return 0.0
+    end = job.get("end_time") if job["state"] not in ACTIVE else None
+    return (end or now) - start
+
+
+def job_id_text(job: dict) -> str:
+    if job.get("array_job_id"):
+        return f"{job['array_job_id']}_{job['array_task_id']}"
+    return str(job["job_id"])
+
+
+def reason_text(job: dict) -> str:
+    return job.get("reason") or "None"
+
+
+def nodelist_reason(job: dict) -> str:
+    if job["state"] == "PENDING":
+        return f"({reason_text(job)})"
+    return job.get("nodes") or ""
+
+
+def _iso(epoch: float | None) -> str:
+    if not epoch:
+        return "N/A"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+
+
+def _tres_per_node(job: dict) -> str:
+    g = job.get("gpus_per_node") or 0
+    return f"gres/gpu:{g}" if g else "N/A"
+
+
+def _mem(job: dict) -> str:
+    mib = job.get("mem_per_node") or 0
+    if not mib:
+        return "0"
+    return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
+
+
+def _time_left(job: dict, now: float) -> str:
+    limit = job.get("time_limit")
+    if limit is None:
+        return "UNLIMITED"
+    return duration(limit * 60 - elapsed(job, now))
+
+
+Getter = Callable[[dict, float], str]
+
+# letter -> (header, value)
+FIELDS: dict[str, tuple[str, Getter]] = {
+    "i": ("JOBID", lambda j, n: job_id_text(j)),
+    "A": ("JOBID", lambda j, n: str(j["job_id"])),
+    "F": ("ARRAY_JOB_ID", lambda j, n: str(j.get("array_job_id") or j["job_id"])),
+    "K": ("ARRAY_TASK_ID", lambda j, n: "N/A" if j.get("array_task_id") is None
+          else str(j["array_task_id"])),
+    "j": ("NAME", lambda j, n: j.get("name", "")),
+    "u": ("USER", lambda j, n: j.get("user", "")),
+    "U": ("UID", lambda j, n: str(j.get("uid", ""))),
+    "g": ("GROUP", lambda j, n: _group(j.get("gid"))),
+    "G": ("GID", lambda j, n: str(j.get("gid", ""))),
+    "P": ("PARTITION", lambda j, n: j.get("partition", "")),
+    "t": ("ST", lambda j, n: COMPACT.get(j["state"], j["state"])),
+    "T": ("STATE", lambda j, n: j["state"]),
+    "M": ("TIME", lambda j, n: duration(elapsed(j, n))),
+    "l": ("TIME_LIMIT", lambda j, n: limit_text(j.get("time_limit"))),
+    "L": ("TIME_LEFT", _time_left),
+    "D": ("NODES", lambda j, n: str(j.get("node_count", 0))),
+    "C": ("CPUS", lambda j, n: str(j.get("cpus", 0))),
+    "c": ("MIN_CPUS", lambda j, n: str(j.get("cpus_per_task", 1))),
+    "m": ("MIN_MEMORY", lambda j, n: _mem(j)),
+    "b": ("TRES_PER_NODE", lambda j, n: _tres_per_node(j)),
+    "N": ("NODELIST", lambda j, n: j.get("nodes") or ""),
+    "R": ("NODELIST(REASON)", lambda j, n: nodelist_reason(j)),
+    "r": ("REASON", lambda j, n: reason_text(j)),
+    "n": ("REQ_NODES", lambda j, n: j.get("req_nodes") or ""),
+    "x": ("EXC_NODES", lambda j, n: j.get("exc_nodes") or ""),
+    "B": ("EXEC_HOST", lambda j, n: j.get("batch_host") or "n/a"),
+    "V": ("SUBMIT_TIME", lambda j, n: _iso(j.get("submit_time"))),
+    "S": ("START_TIME", lambda j, n: _iso(j.get("start_time"))),
+    "e": ("END_TIME", lambda j, n: _iso(j.get("end_time"))),
+    "Q": ("PRIORITY", lambda j, n: str(j.get("priority", 0))),
+    "p": ("PRIORITY", lambda j, n: f"{(j.get('priority', 0) / 4294967295):.8f}"),
+    "Z": ("WORK_DIR", lambda j, n: j.get("workdir", "")),
+    "o": ("COMMAND", lambda j, n: j.get("command", "")),
+    "h": ("OVER_SUBSCRIBE", lambda j, n: "NO" if j.get("exclusive") else "OK"),
+    "y": ("NICE", lambda j, n: "0"),
+}
+
+_groups: dict[int, str] = {}
+
+
+def _group(gid: int | None) -> str:
+    if gid is None:
+        return ""
+    name = _groups.get(gid)
+    if name is None:
+        import grp
+
+        try:
+            name = grp.getgrgid(gid).gr_name
+        except KeyError:
+            name = str(gid)
+        _groups[gid] = name
+    return name

@@ -1,0 +1,146 @@
+"""Where a job may run: which nodes take new work, what is free on them, first fit by Weight.
+
+Pure functions over node records and their allocations; ctld/jobs.py owns the queue and acts on
+what these return.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from statemachine import Base, Flag
+
+# Node ranks for placement: Slurm fills powered-up nodes first, then booting ones, then powered-
+# down ones (which the allocation powers up), each group by Weight then config order.
+UP, BOOTING, OFF = 0, 1, 2
+# Flags that keep any new work off a node, whatever its power state.
+BLOCKING = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
+                      Flag.POWER_DRAIN, Flag.POWERING_DOWN, Flag.PENDING, Flag.REJECTED})
+UP_BASES = (Base.IDLE, Base.MIXED, Base.ALLOCATED)
+
+
+@attrs.frozen
+class Share:
+    """What one job holds on one node."""
+
+    cpus: int
+    mem: int
+    gpus: tuple[int, ...] = ()
+
+
+@attrs.define
+class NodeUse:
+    """Everything allocated on one node, summed over its jobs."""
+
+    cpus: int = 0
+    mem: int = 0
+    gpus: set[int] = attrs.Factory(set)
+    jobs: set[int] = attrs.Factory(set)
+
+
+@attrs.frozen
+class Need:
+    """A job's request per node, resolved against the config."""
+
+    nodes: int
+    cpus: int
+    mem: int
+    gpus: int
+    exclusive: bool = False
+
+
+def node_rank(node: Any) -> int | None:
+    """UP/BOOTING/OFF for a node that may take new work now, None for one that may not."""
+    st = node.state
+    flags = st.flags
+    if st.base not in UP_BASES or flags & BLOCKING:
+        return None
+    if Flag.POWERING_UP in flags:
+        return BOOTING
+    if Flag.POWERED_DOWN in flags:
+        return OFF if st.base is Base.IDLE else None
+    return UP if st.schedulable else None  # NO_RESPOND and the like
+
+
+def capacity_fits(cfg: Any, need: Need) -> bool:
+    """Could this node ever hold the job (an empty node of this configuration)?"""
+    return cfg.cpus >= need.cpus and cfg.real_memory >= need.mem and cfg.gpus >= need.gpus
+
+
+def share_on(cfg: Any, use: NodeUse | None, need: Need) -> Share | None:
+    """The share the job would get on this node now, or None if it does not fit."""
+    if need.exclusive:
+        if use is not None and use.jobs:
+            return None
+        if not capacity_fits(cfg, need):
+            return None
+        mem = need.mem or cfg.real_memory
+        return Share(cfg.cpus, mem, tuple(range(need.gpus)) if need.gpus else ())
+    used_cpus = use.cpus if use else 0
+    used_mem = use.mem if use else 0
+    if cfg.cpus - used_cpus < need.cpus or cfg.real_memory - used_mem < need.mem:
+        return None
+    gpus: tuple[int, ...] = ()
+    if need.gpus:
+        taken = use.gpus if use else set()
+        free = [i for i in range(cfg.gpus) if i not in taken]
+        if len(free) < need.gpus:
+            return None
+        gpus = tuple(free[: need.gpus])
+    return Share(need.cpus, need.mem, gpus)
+
+
+def order(nodes: Iterable[Any], index: dict[str, int]) -> list[tuple[Any, int]]:
+    """(node, rank) of the nodes that take work, in placement order."""
+    ranked = []
+    for node in nodes:
+        rank = node_rank(node)
+        if rank is not None:
+            ranked.append((rank, node.cfg.weight, index.get(node.name, 0), node))
+    ranked.sort(key=lambda t: t[:3])
+    return [(t[3], t[0]) for t in ranked]
+
+
+def place(
+    need: Need,
+    required: Sequence[Any],
+    others: Iterable[Any],
+    uses: dict[str, NodeUse],
+    index: dict[str, int],
+) -> tuple[dict[str, Share] | None, str]:
+    """First fit: every `required` node (-w) plus the first free ones of `others`.
+
+    Returns (shares by node name, "") or (None, pending reason)."""
+    shares: dict[str, Share] = {}
+    for node in required:
+        if node_rank(node) is None:
+            return None, "ReqNodeNotAvail"
+        share = share_on(node.cfg, uses.get(node.name), need)
+        if share is None:
+            return None, "Resources"
+        shares[node.name] = share
+    if len(shares) >= need.nodes:
+        return shares, ""
+    usable = 0
+    for node, _rank in order(others, index):
+        if node.name in shares:
+            continue
+        if capacity_fits(node.cfg, need):
+            usable += 1
+        share = share_on(node.cfg, uses.get(node.name), need)
+        if share is None:
+            continue
+        shares[node.name] = share
+        if len(shares) >= need.nodes:
+            return shares, ""
+    if usable + len(required) < need.nodes:
+        return None, "ReqNodeNotAvail"  # not enough nodes in service to ever hold it now
+    return None, "Resources"
+
+
+def cpus_per_node(ntasks: int, cpus_per_task: int, nodes: int) -> int:
+    return math.ceil(ntasks / max(nodes, 1)) * cpus_per_task

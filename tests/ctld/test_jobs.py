@@ -1,0 +1,395 @@
+"""Jobs in the controller core: placement, node states through events, endings, node loss,
+cancel/requeue/hold, power-up on demand, and the state file."""
+
+from __future__ import annotations
+
+import orjson
+import trio
+
+from conf import hostlist
+from ctld.cluster import Cluster
+from protocol import messages as m
+
+from .helpers import FakeConn, beat, make_config, register, state, wall
+
+SCRIPT = "#!/bin/sh\ntrue\n"
+
+
+def job(**kw) -> m.SubmitJob:
+    base = {"script": SCRIPT, "user": "alice", "uid": 1000, "gid": 1000, "workdir": "/home/a"}
+    base.update(kw)
+    return m.SubmitJob(**base)
+
+
+def up(cluster: Cluster, *names: str) -> dict[str, FakeConn]:
+    return {n: register(cluster, n)[1] for n in names}
+
+
+def launches(conn: FakeConn) -> list[m.JobSpec]:
+    return [p.job for p in conn.pushed if isinstance(p, m.LaunchJob)]
+
+
+def kills(conn: FakeConn) -> list[m.KillJob]:
+    return [p for p in conn.pushed if isinstance(p, m.KillJob)]
+
+
+def end(job_id: int, st: str = "COMPLETED", restarts: int = 0, code: int = 0) -> m.JobEnd:
+    return m.JobEnd(job_id, st, exit_code=code, restarts=restarts)
+
+
+def rec(cluster: Cluster, job_id: int) -> dict:
+    return cluster.jobs.record(cluster.jobs.jobs[job_id])
+
+
+class Beats:
+    """Heartbeats with increasing sequence numbers per node."""
+
+    def __init__(self, cluster: Cluster, conns: dict[str, FakeConn]) -> None:
+        self.cluster, self.conns, self.seq = cluster, conns, {n: 0 for n in conns}
+
+    def __call__(self, name: str, **kw) -> m.HeartbeatReply:
+        self.seq[name] += 1
+        return beat(self.cluster, name, self.conns[name], self.seq[name], **kw)
+
+
+async def test_jobs_fill_a_node_idle_mixed_allocated_and_back() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1", "n2")
+    ids = []
+    for _ in range(4):
+        r = cluster.jobs.submit(job(mem_mib=100, gpus=1 if not ids else 0))
+        assert isinstance(r, m.SubmitReply)
+        ids.append(r.job_id)
+    assert ids == [1, 2, 3, 4]
+    # first fit: all four on n1 (equal weights: config order), one CPU each
+    assert state(cluster, "n1") == "ALLOCATED" and state(cluster, "n2") == "IDLE"
+    spec = launches(conns["n1"])[0]
+    assert (spec.job_id, spec.cpus, spec.mem_mib, spec.gpus, spec.nodelist) == (1, 1, 100, (0,),
+                                                                                 "n1")
+    assert spec.stdout == "slurm-%j.out" and spec.workdir == "/home/a"
+    snap = {n["name"]: n for n in cluster.snapshot().nodes}
+    assert snap["n1"]["alloc_mem"] == 400 and snap["n1"]["gres_used"] == "gpu:1(IDX:0)"
+    assert snap["n1"]["cpus_alloc"] == 4
+    assert all(rec(cluster, j)["state"] == "RUNNING" for j in ids)
+    beats = Beats(cluster, conns)
+    beats("n1", job_ids=(1, 2, 3, 4))
+    beats("n1", job_ids=(2, 3, 4), jobs_ended=(end(1),))
+    assert state(cluster, "n1") == "MIXED"
+    assert rec(cluster, 1)["state"] == "COMPLETED"
+    beats("n1", job_ids=(2, 3, 4), jobs_ended=(end(1),))  # at-least-once: the repeat is a no-op
+    assert state(cluster, "n1") == "MIXED"
+    beats("n1", jobs_ended=(end(2), end(3, "FAILED", code=3), end(4)))
+    assert state(cluster, "n1") == "IDLE"
+    assert rec(cluster, 3)["state"] == "FAILED" and rec(cluster, 3)["exit_code"] == 3
+    snap = {n["name"]: n for n in cluster.snapshot().nodes}
+    assert snap["n1"]["alloc_mem"] == 0 and snap["n1"]["gres_used"] == "gpu:0"
+
+
+async def test_priority_order_and_pending_reasons() -> None:
+    cluster = Cluster(make_config(extra="PartitionName=short Nodes=n4 MaxTime=10 State=UP\n"
+                                  "PartitionName=off Nodes=n4 State=DOWN"), wall=wall)
+    up(cluster, "n1", "n2", "n3", "n4")
+    big = [cluster.jobs.submit(job(cpus_per_task=4)).job_id for _ in range(4)]
+    assert [rec(cluster, j)["nodes"] for j in big] == ["n1", "n2", "n3", "n4"]
+    waiting = cluster.jobs.submit(job(cpus_per_task=2)).job_id
+    behind = cluster.jobs.submit(job()).job_id
+    assert rec(cluster, waiting)["reason"] == "Resources"
+    assert rec(cluster, behind)["reason"] == "Priority"
+    assert rec(cluster, cluster.jobs.submit(job(partition="off")).job_id)["reason"] == \
+        "PartitionDown"
+    assert rec(cluster, cluster.jobs.submit(job(partition="short", time_limit=60)).job_id)[
+        "reason"] == "PartitionTimeLimit"
+
+
+async def test_resources_then_priority_then_start_in_submit_order() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    a = cluster.jobs.submit(job(cpus_per_task=4)).job_id  # fills n1 (n2-n4 never registered)
+    b = cluster.jobs.submit(job(cpus_per_task=3)).job_id
+    c = cluster.jobs.submit(job(cpus_per_task=1)).job_id
+    assert rec(cluster, a)["state"] == "RUNNING"
+    assert (rec(cluster, b)["reason"], rec(cluster, c)["reason"]) == ("Resources", "Priority")
+    Beats(cluster, conns)("n1", jobs_ended=(end(a),))
+    assert rec(cluster, b)["state"] == "RUNNING" and rec(cluster, c)["state"] == "RUNNING"
+    assert state(cluster, "n1") == "ALLOCATED"
+
+
+async def test_unsatisfiable_requests_are_refused_at_submit() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    cases = {
+        "num_nodes": job(cpus_per_task=5),
+        "partition": job(partition="nope"),
+        "nodelist": job(nodelist="x[1-2]"),
+        "gpus": job(gpus=-1),
+        "script": job(script="  "),
+    }
+    for fld, req in cases.items():
+        r = cluster.jobs.submit(req)
+        assert isinstance(r, m.Error) and r.field == fld, (fld, r)
+    r = cluster.jobs.submit(job(num_nodes=5))
+    assert "needs 5 node(s)" in r.message and "partition main has 4 such node(s)" in r.message
+    r = cluster.jobs.submit(job(gpus=3))
+    assert r.message.startswith("Requested node configuration is not available")
+    assert cluster.jobs.jobs == {}
+
+
+async def test_drain_lets_the_job_finish_then_drained() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    j = cluster.jobs.submit(job()).job_id
+    cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "maint", "root"))
+    assert cluster.snapshot().nodes[0]["compact"] == "drng"
+    assert kills(conns["n1"]) == []  # DRAIN never kills
+    k = cluster.jobs.submit(job()).job_id
+    assert rec(cluster, k)["state"] == "PENDING"
+    Beats(cluster, conns)("n1", jobs_ended=(end(j),))
+    assert cluster.snapshot().nodes[0]["compact"] == "drain"
+    assert rec(cluster, k)["state"] == "PENDING"
+    assert cluster.jobs.submit(job(nodelist="n1")).job_id
+    assert rec(cluster, k + 1)["reason"] == "ReqNodeNotAvail, UnavailableNodes:n1"
+
+
+async def test_node_down_requeues_and_the_returning_copy_is_killed(autojump_clock) -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    async with trio.open_nursery() as nursery:
+        cluster.start()
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        conns = up(cluster, "n1", "n2")
+        beats = Beats(cluster, conns)
+        j = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+        nf = cluster.jobs.submit(job(cpus_per_task=4, requeue=False)).job_id
+        assert rec(cluster, j)["nodes"] == "n1" and rec(cluster, nf)["nodes"] == "n2"
+        for _ in range(8):  # n2 keeps beating, n1 falls silent
+            await trio.sleep(10)
+            beats("n2", job_ids=(nf,))
+        assert state(cluster, "n1").startswith("DOWN")
+        # requeued (restart 1) and started on n2? n2 is full: pending; its --no-requeue
+        # neighbour kept running
+        assert rec(cluster, j)["state"] == "PENDING" and rec(cluster, j)["restarts"] == 1
+        beats("n2", jobs_ended=(end(nf),))
+        assert rec(cluster, j)["state"] == "RUNNING" and rec(cluster, j)["nodes"] == "n2"
+        assert launches(conns["n2"])[-1].restarts == 1
+        # n1 comes back still running the old copy: it is told to kill it
+        reply, conn1 = register(cluster, "n1")
+        assert reply.accepted and reply.kill_job_ids == ()
+        reply = cluster.register(m.Register("n1", reply and conn1 and _hw(), 1.0, "0.1.0",
+                                            job_ids=(j,)), conn1)
+        assert reply.kill_job_ids == (j,)
+        assert beat(cluster, "n1", conn1, 1, job_ids=(j,)).kill_job_ids == (j,)
+        # the stale run's ending (restarts 0) does not touch the new run
+        beat(cluster, "n1", conn1, 2, jobs_ended=(end(j, "CANCELLED", restarts=0),))
+        assert rec(cluster, j)["state"] == "RUNNING"
+        nursery.cancel_scope.cancel()
+
+
+def _hw() -> m.Hardware:
+    from .helpers import hardware
+
+    return hardware()
+
+
+async def test_node_down_without_requeue_is_node_fail() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1")
+    j = cluster.jobs.submit(job(requeue=False)).job_id
+    cluster.update_nodes(m.UpdateNodes("n1", "DOWN", "dead", "root"))
+    assert rec(cluster, j)["state"] == "NODE_FAIL"
+    assert state(cluster, "n1") == "DOWN"
+
+
+async def test_cancel_marks_completing_until_the_node_reports() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1", "n2")
+    j = cluster.jobs.submit(job(num_nodes=2)).job_id
+    p = cluster.jobs.submit(job(cpus_per_task=4, num_nodes=2)).job_id
+    assert rec(cluster, j)["nodes"] == "n1,n2" and rec(cluster, p)["state"] == "PENDING"
+    assert [s.nodelist for s in launches(conns["n2"])] == ["n1,n2"]
+    r = cluster.jobs.cancel(m.CancelJobs((j,), "bob", 1001))
+    assert not r.ok and "Access/permission denied" in r.errors[0]
+    r = cluster.jobs.cancel(m.CancelJobs((j,), "alice", 1000))
+    assert r.ok and r.job_ids == (j,)
+    assert rec(cluster, j)["state"] == "COMPLETING"
+    assert kills(conns["n1"])[0] == m.KillJob(j, 0, "cancelled")
+    assert state(cluster, "n1") == "MIXED+COMPLETING"
+    beats = Beats(cluster, conns)
+    beats("n1", jobs_ended=(end(j, "CANCELLED"),))
+    assert state(cluster, "n1") == "IDLE" and rec(cluster, j)["state"] == "COMPLETING"
+    beats("n2", jobs_ended=(end(j, "CANCELLED"),))
+    assert rec(cluster, j)["state"] == "CANCELLED"
+    assert rec(cluster, p)["state"] == "RUNNING"  # resources freed: the next one starts
+    r = cluster.jobs.cancel(m.CancelJobs((j, 99), "alice", 1000))
+    assert not r.ok and any("Invalid job id specified: 99" in e for e in r.errors)
+
+
+async def test_cancel_pending_and_by_user_and_signal() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    run = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+    pend = cluster.jobs.submit(job()).job_id
+    other = cluster.jobs.submit(job(user="bob", uid=1001)).job_id
+    r = cluster.jobs.cancel(m.CancelJobs((run,), "alice", 1000, signal=10))
+    assert r.ok and kills(conns["n1"]) == [m.KillJob(run, 10, "signal")]
+    assert rec(cluster, run)["state"] == "RUNNING"
+    r = cluster.jobs.cancel(m.CancelJobs((), "root", 0, only_user="alice"))
+    assert set(r.job_ids) == {run, pend}
+    assert rec(cluster, pend)["state"] == "CANCELLED"
+    assert rec(cluster, other)["state"] == "PENDING"
+
+
+async def test_requeue_hold_release() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    j = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+    h = cluster.jobs.submit(job(hold=True)).job_id
+    assert rec(cluster, h)["reason"] == "JobHeldUser"
+    r = cluster.jobs.control(m.JobControl("requeue", (j,), "alice", 1000))
+    assert r.ok and rec(cluster, j)["state"] == "COMPLETING"
+    Beats(cluster, conns)("n1", jobs_ended=(end(j, "CANCELLED"),))
+    # back in the queue as its second run, and started again at once (n1 is free)
+    assert rec(cluster, j)["restarts"] == 1 and rec(cluster, j)["state"] == "RUNNING"
+    assert launches(conns["n1"])[-1].restarts == 1
+    assert rec(cluster, h)["state"] == "PENDING"
+    r = cluster.jobs.control(m.JobControl("hold", (j,), "alice", 1000))
+    assert not r.ok and "no longer pending" in r.errors[0]
+    r = cluster.jobs.control(m.JobControl("release", (h,), "alice", 1000))
+    assert r.ok and rec(cluster, h)["reason"] == "Resources"
+
+
+async def test_job_on_powered_down_node_configures_until_it_registers(autojump_clock) -> None:
+    runs: list[tuple] = []
+
+    def spawn(fn, *args, **kw) -> None:
+        runs.append((args[0], ",".join(hostlist.expand(args[2]))))
+
+    extra = "SuspendProgram=/bin/true\nResumeProgram=/bin/true\nResumeTimeout=20\n"
+    cluster = Cluster(make_config(extra=extra), wall=wall, spawn=spawn)
+    async with trio.open_nursery() as nursery:
+        cluster.start()
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        up(cluster, "n1", "n2")
+        cluster.update_nodes(m.UpdateNodes("n[1-2]", "POWER_DOWN_FORCE", None, "root"))
+        await trio.sleep(31)
+        assert state(cluster, "n1") == "IDLE+POWERED_DOWN"
+        j = cluster.jobs.submit(job(num_nodes=2)).job_id
+        assert rec(cluster, j)["state"] == "CONFIGURING"
+        assert runs[-1] == ("resume", "n1,n2")
+        assert cluster.jobs_holding(["n2"]) == [(j, ["n1", "n2"])]
+        _, c1 = register(cluster, "n1")
+        assert rec(cluster, j)["state"] == "CONFIGURING"
+        _, c2 = register(cluster, "n2")
+        assert rec(cluster, j)["state"] == "RUNNING"
+        assert launches(c1)[0].job_id == j and launches(c2)[0].job_id == j
+        # a second job whose node never boots is requeued at ResumeTimeout
+        cluster.update_nodes(m.UpdateNodes("n3", "POWER_DOWN_FORCE", None, "root"))
+        await trio.sleep(31)
+        k = cluster.jobs.submit(job(nodelist="n3")).job_id
+        assert rec(cluster, k)["state"] == "CONFIGURING"
+        await trio.sleep(21)
+        assert rec(cluster, k)["state"] == "PENDING" and rec(cluster, k)["restarts"] == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_weight_orders_placement() -> None:
+    text = make_config().config_text if hasattr(make_config(), "config_text") else None
+    assert text is None
+    conf = """\
+ClusterName=test
+SlurmctldHost=ctl(127.0.0.1)
+NodeName=a1 CPUs=2 RealMemory=1000 Weight=10
+NodeName=a2 CPUs=2 RealMemory=1000 Weight=1
+PartitionName=main Nodes=a[1-2] Default=YES
+"""
+    cluster = Cluster(make_config(text=conf), wall=wall)
+    up_small(cluster, "a1", "a2")
+    assert rec(cluster, cluster.jobs.submit(job()).job_id)["nodes"] == "a2"
+
+
+def up_small(cluster: Cluster, *names: str) -> None:
+    for n in names:
+        register(cluster, n, cpus=2, gpus=0)
+
+
+async def test_array_and_state_file_round_trip() -> None:
+    cfg = make_config()
+    cluster = Cluster(cfg, wall=wall)
+    up(cluster, "n1")
+    r = cluster.jobs.submit(job(array="1-3", cpus_per_task=2))
+    assert r.job_ids == (1, 2, 3)
+    recs = [rec(cluster, j) for j in r.job_ids]
+    assert [(x["array_job_id"], x["array_task_id"]) for x in recs] == [(1, 1), (1, 2), (1, 3)]
+    assert [x["state"] for x in recs] == ["RUNNING", "RUNNING", "PENDING"]
+    assert cluster.jobs.jobs[1].stdout == "slurm-%A_%a.out"
+    doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+    again = Cluster(cfg, wall=wall)
+    again.restore(doc, journal=[{**orjson.loads(orjson.dumps(
+        __import__("ctld.jobs", fromlist=["job_json"]).job_json(cluster.jobs.jobs[3]))),
+        "id": 4}])
+    assert [again.jobs.jobs[j].state for j in (1, 2, 3, 4)] == [
+        "RUNNING", "RUNNING", "PENDING", "PENDING"]
+    assert again.nodes["n1"].state.cpus_alloc == 4 and again.nodes["n1"].alloc_mem == 0
+    assert again.jobs.next_id == 5
+    # the restored RUNNING jobs are the node's own when it comes back with them
+    reply, _ = register(again, "n1")
+    assert reply.kill_job_ids == ()
+    # ... and were lost when it comes back without them: requeued
+    assert again.jobs.jobs[1].state == "RUNNING" or again.jobs.jobs[1].restarts == 1
+
+
+async def test_cancel_whole_array_by_its_id() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    r = cluster.jobs.submit(job(array="0-2"))
+    res = cluster.jobs.cancel(m.CancelJobs((r.job_id,), "alice", 1000))
+    assert set(res.job_ids) == set(r.job_ids)
+    assert {rec(cluster, j)["state"] for j in r.job_ids} == {"CANCELLED"}
+
+
+async def test_unknown_job_in_heartbeat_is_killed() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    j = cluster.jobs.submit(job()).job_id
+    reply = Beats(cluster, conns)("n1", job_ids=(j, 77))
+    assert reply.kill_job_ids == (77,)
+
+
+async def test_no_work_for_a_node_awaiting_approval() -> None:
+    from ctld import membership
+
+    cluster = Cluster(make_config(extra="NodeApproval=manual"), wall=wall)
+    membership.on_start(cluster, ())
+    up(cluster, "n1")
+    assert "PENDING" in state(cluster, "n1")
+    j = cluster.jobs.submit(job()).job_id
+    assert rec(cluster, j)["state"] == "PENDING"
+    r = membership.handle(cluster, m.NodeMembership("approve", "n1", None, "root"))
+    assert r.ok, r.errors
+    assert rec(cluster, j)["state"] == "RUNNING" and state(cluster, "n1") == "MIXED"
+
+
+async def test_a_job_the_node_stops_listing_is_requeued_after_a_grace(autojump_clock) -> None:
+    cluster = Cluster(make_config(), wall=wall)  # HeartbeatInterval=10, MessageTimeout=10
+    conns = up(cluster, "n1", "n2")
+    beats = Beats(cluster, conns)
+    j = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+    assert rec(cluster, j)["nodes"] == "n1"
+    beats("n1")  # not listed yet: the launch may still be on its way
+    assert rec(cluster, j)["state"] == "RUNNING"
+    await trio.sleep(30)
+    beats("n1", job_ids=(j,))
+    await trio.sleep(30)
+    beats("n1")  # 60 s after the launch, past 3 x 10 + 10 s, and no ending
+    # requeued and started again (first fit: n1 once more), as its second run
+    assert rec(cluster, j)["state"] == "RUNNING" and rec(cluster, j)["restarts"] == 1
+    assert launches(conns["n1"])[-1].restarts == 1
+    assert state(cluster, "n1") == "ALLOCATED"
+
+
+async def test_bad_arrays_are_refused_without_building_them() -> None:
+    from ctld.jobs import parse_array
+
+    assert parse_array("1-9:4,2") == [1, 2, 5, 9]
+    assert parse_array("0-3%2") == [0, 1, 2, 3]
+    cluster = Cluster(make_config(), wall=wall)
+    for spec in ("1-99999999999", "5-1", "x", "1,,2"):
+        r = cluster.jobs.submit(job(array=spec))
+        assert isinstance(r, m.Error) and r.field == "array", (spec, r)
+    assert cluster.jobs.jobs == {}
