@@ -298,7 +298,7 @@ class Cluster:
 
     def _effect(self, node: NodeRecord, eff: Any) -> None:
         if isinstance(eff, effects.KillJobs):
-            self.jobs.node_lost(node, eff.requeue)
+            self.jobs.node_lost(node, eff.requeue, eff.wait)
         elif isinstance(eff, effects.RunSuspendProgram):
             self._power_batch.setdefault("suspend", []).append(node.name)
         elif isinstance(eff, effects.RunResumeProgram):

@@ -590,10 +590,13 @@ class Jobs:
             job.message = why
             self._finish(job, "NODE_FAIL")
 
-    def node_lost(self, node: NodeRecord, requeue: bool) -> None:
+    def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
         """effects.KillJobs of the state machine (DOWN, ResumeTimeout, POWER_DOWN_FORCE...)."""
         use = self.uses.get(node.name)
         if use is None:
+            return
+        if wait:
+            self._fail_jobs_on(node.name, use, requeue)
             return
         for jid in sorted(use.jobs):
             job = self.jobs.get(jid)
@@ -613,6 +616,18 @@ class Jobs:
                 self._kill(job, sorted(job.awaiting), 0, "node_down")
                 job.message = f"node {node.name} failed"
                 self._finish(job, "NODE_FAIL")
+        self.kicked = True
+
+    def _fail_jobs_on(self, name: str, use: NodeUse, requeue: bool) -> None:
+        """State=FAIL: the node is alive, so its jobs' processes are killed and awaited
+        (COMPLETING, the node `failg`) before each job is requeued (--requeue) or NODE_FAIL."""
+        for jid in sorted(use.jobs):
+            job = self.jobs.get(jid)
+            if job is None or job.state not in (CONFIGURING, RUNNING):
+                continue  # a COMPLETING job already ends its own way
+            job.message = f"node {name} failed"
+            self._end_with(job, REQUEUE if requeue and job.req.requeue else "NODE_FAIL",
+                           "node_fail")
         self.kicked = True
 
     # -- user requests ---------------------------------------------------------------------

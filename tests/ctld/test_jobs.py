@@ -9,6 +9,7 @@ import trio
 from conf import hostlist
 from ctld.cluster import Cluster
 from protocol import messages as m
+from statemachine import names
 
 from .helpers import FakeConn, beat, make_config, register, state, wall
 
@@ -393,3 +394,23 @@ async def test_bad_arrays_are_refused_without_building_them() -> None:
         r = cluster.jobs.submit(job(array=spec))
         assert isinstance(r, m.Error) and r.field == "array", (spec, r)
     assert cluster.jobs.jobs == {}
+
+
+async def test_state_fail_kills_then_requeues_failg_until_the_processes_are_gone() -> None:
+    """Issue 12: State=FAIL kills the node's jobs; each is requeued (or NODE_FAIL with
+    --no-requeue) once the node reports its processes gone; meanwhile the node is `failg`."""
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    keep = cluster.jobs.submit(job()).job_id
+    norq = cluster.jobs.submit(job(requeue=False)).job_id
+    assert rec(cluster, keep)["state"] == rec(cluster, norq)["state"] == "RUNNING"
+    r = cluster.update_nodes(m.UpdateNodes("n1", "FAIL", "bad dimm", "root"))
+    assert r.ok, r
+    assert {k.job_id for k in kills(conns["n1"])} == {keep, norq}
+    assert rec(cluster, keep)["state"] == "COMPLETING"
+    assert names.compact(cluster.nodes["n1"].state) == "failg"
+    Beats(cluster, conns)("n1", jobs_ended=(end(keep, "CANCELLED"), end(norq, "CANCELLED")))
+    assert names.compact(cluster.nodes["n1"].state) == "fail"
+    assert rec(cluster, keep)["state"] == "PENDING" and rec(cluster, keep)["restarts"] == 1
+    assert rec(cluster, norq)["state"] == "NODE_FAIL"
+    assert state(cluster, "n1") == "IDLE+FAIL"

@@ -238,3 +238,25 @@ def test_gpus_arrays_and_signals(tmp_path: Path) -> None:
         c.wait_for(lambda: job_state(c, t) == "FAILED", what="signalled job ends")
         assert "got USR1" in out.read_text()
         assert job(c, t)["exit_code"]["return_code"]["number"] == 3
+
+
+def test_state_fail_kills_the_tree_and_requeues_elsewhere(tmp_path: Path) -> None:
+    """Issue 12: rcontrol update State=FAIL kills the node's jobs (their whole process tree)
+    and requeues them; the node ends `fail`."""
+    with jobs_cluster(tmp_path, ["n1", "n2"]) as c:
+        start(c)
+        script = tmp_path / "fail.sh"
+        script.write_text('#!/bin/sh\nif [ "$SLURM_RESTART_COUNT" = 0 ]; then\n'
+                          '  sleep 120 &\n  echo $! > child.pid\n  wait\nfi\n'
+                          'echo "ran $SLURM_RESTART_COUNT on $SLURM_JOB_NODELIST"\n')
+        j = submit(c, str(script))
+        pid_file = tmp_path / "child.pid"
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="child pid")
+        child = int(pid_file.read_text())
+        assert job(c, j)["nodes"] == "n1"
+        cli(c, "rcontrol", "update", "NodeName=n1", "State=FAIL", "Reason=bad dimm")
+        wait_for(lambda: not alive(child), what="the job's child killed")
+        c.wait_for(lambda: job_state(c, j) == "COMPLETED", timeout=20, what="rerun on n2")
+        assert job(c, j)["nodes"] == "n2" and job(c, j)["restart_cnt"] == 1
+        assert (tmp_path / f"slurm-{j}.out").read_text() == "ran 1 on n2\n"
+        c.wait_for(lambda: compact(c, "n1") == "fail", what="n1 fail")
