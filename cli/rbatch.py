@@ -119,6 +119,18 @@ def node_count(text: str) -> int:
     return int(low)
 
 
+def node_max(text: str) -> int | None:
+    """The upper bound of `-N min-max` (None for a plain `-N N`: exactly N)."""
+    low, dash, high = text.partition("-")
+    if not dash:
+        return None
+    high = high.strip()
+    if not high.isdigit() or int(high) < node_count(low):
+        raise CliError(f"--nodes {text}: the maximum must be a number no smaller than the "
+                       "minimum", code=2)
+    return int(high)
+
+
 def directives(script: str) -> list[str]:
     """The option words of the #SBATCH/#RANCH lines before the first command."""
     words: list[str] = []
@@ -198,6 +210,7 @@ def submission(args: argparse.Namespace, script: str, command: str, argv: list[s
         "stdout": get("output") or "",
         "stderr": get("error") or "",
         "num_nodes": node_count(args.nodes) if get("nodes") else 1,
+        "max_nodes": node_max(args.nodes) if get("nodes") else 0,  # 0: as the tasks need
         "ntasks": get("ntasks") or 1,
         "cpus_per_task": get("cpus_per_task") or 1,
         "mem_mib": mem_mib(args.mem) if get("mem") else 0,

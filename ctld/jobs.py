@@ -19,7 +19,15 @@ import orjson
 
 from conf import hostlist
 from ctld import logs
-from ctld.scheduler import Need, NodeUse, Share, capacity_fits, cpus_per_node, place
+from ctld.scheduler import (
+    Need,
+    NodeUse,
+    Share,
+    capacity_fits,
+    cpus_per_node,
+    place,
+    task_capacity,
+)
 from ctld.wire import kept
 from protocol import messages as m
 from protocol.codec import converter
@@ -110,6 +118,29 @@ def _setting(cfg: Any, key: str, default: float) -> float:
             except (TypeError, ValueError):
                 return default
     return default
+
+
+def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str, Any],
+                 req_nodes: Sequence[str], exc_nodes: Sequence[str]) -> Need | str:
+    """-n without -N (or -N min-max): the tasks go over as many nodes as they need. Refused
+    (the message returned) only when no set of the partition's nodes could ever hold them."""
+    top = req.max_nodes or 0
+    if top and top < num_nodes:
+        return f"--nodes {num_nodes}-{top}: the maximum is below the minimum"
+    need = Need(num_nodes, req.cpus_per_task, req.mem_mib, req.gpus, req.exclusive,
+                spread=True, tasks=req.ntasks, cpus_per_task=req.cpus_per_task,
+                max_nodes=top)
+    held = [task_capacity(members[n].cfg, need) for n in dict.fromkeys(req_nodes)]
+    excluded = set(exc_nodes) | set(req_nodes)
+    rest = sorted((task_capacity(n.cfg, need) for name, n in members.items()
+                   if name not in excluded), reverse=True)
+    rest = [c for c in rest if c > 0]
+    best = held + rest[: max(0, top - len(held))] if top else held + rest
+    if len(best) >= num_nodes and sum(best) < req.ntasks:  # too few nodes: the caller says so
+        upto = f"{top} " if top else ""
+        return (f"{NOT_AVAILABLE}: {req.ntasks} task(s) of {req.cpus_per_task} CPU(s) each; "
+                f"{upto}node(s) of partition {part} hold {sum(best)} such task(s) at most")
+    return need
 
 
 class Jobs:
@@ -300,8 +331,15 @@ class Jobs:
             return bad(f"node(s) {hostlist.fold(sorted(both))} are both required (-w) and "
                        "excluded (-x)", "exclude")
         num_nodes = max(req.num_nodes, len(set(req_nodes)))
-        cpus = cpus_per_node(req.ntasks, req.cpus_per_task, num_nodes)
-        need = Need(num_nodes, cpus, req.mem_mib, req.gpus, req.exclusive)
+        if req.max_nodes is not None and req.max_nodes != num_nodes:
+            spread = _spread_need(req, pc.name, num_nodes, members, req_nodes, exc_nodes)
+            if isinstance(spread, str):
+                return bad(spread, "ntasks" if req.max_nodes == 0 else "max_nodes")
+            need = spread
+        else:
+            need = Need(num_nodes, cpus_per_node(req.ntasks, req.cpus_per_task, num_nodes),
+                        req.mem_mib, req.gpus, req.exclusive)
+        cpus = need.cpus
         fitting = [n for name, n in members.items()
                    if name not in exc_nodes and capacity_fits(n.cfg, need)]
         short = [n for n in req_nodes if not capacity_fits(members[n].cfg, need)]
@@ -772,7 +810,9 @@ class Jobs:
             "time_limit": job.time_limit,
             "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
             "node_count": len(job.nodes) or job.need.nodes,
-            "cpus": sum(s.cpus for s in job.shares.values()) or job.need.cpus * job.need.nodes,
+            "cpus": sum(s.cpus for s in job.shares.values()) or (
+                req.ntasks * req.cpus_per_task if job.need.spread
+                else job.need.cpus * job.need.nodes),
             "ntasks": req.ntasks,
             "cpus_per_task": req.cpus_per_task,
             "mem_per_node": req.mem_mib,

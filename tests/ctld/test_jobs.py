@@ -414,3 +414,52 @@ async def test_state_fail_kills_then_requeues_failg_until_the_processes_are_gone
     assert rec(cluster, keep)["state"] == "PENDING" and rec(cluster, keep)["restarts"] == 1
     assert rec(cluster, norq)["state"] == "NODE_FAIL"
     assert state(cluster, "n1") == "IDLE+FAIL"
+
+
+SPREAD_CONF = """\
+ClusterName=test
+SlurmctldHost=ctl(127.0.0.1)
+NodeName=b1 CPUs=2 RealMemory=1000 Weight=5
+NodeName=b2 CPUs=4 RealMemory=1000 Weight=1
+NodeName=b3 CPUs=2 RealMemory=1000 Weight=9
+PartitionName=main Nodes=b[1-3] Default=YES
+"""
+
+
+async def test_tasks_without_nodes_spread_over_nodes_by_weight() -> None:
+    """sbatch -n without -N: as many nodes as the tasks need, each node's own CPUs counted,
+    first fit by Weight; refused only when the whole partition could never hold them."""
+    cluster = Cluster(make_config(text=SPREAD_CONF), wall=wall)
+    conns = {n: register(cluster, n, cpus=c, gpus=0)[1]
+             for n, c in (("b1", 2), ("b2", 4), ("b3", 2))}
+    j = cluster.jobs.submit(job(ntasks=5, max_nodes=0)).job_id
+    r = rec(cluster, j)
+    assert r["state"] == "RUNNING" and r["nodes"] == "b1,b2" and r["node_count"] == 2
+    assert r["cpus"] == 5
+    assert {n: s.cpus for n, s in cluster.jobs.jobs[j].shares.items()} == {"b2": 4, "b1": 1}
+    [spec] = launches(conns["b2"])
+    assert spec.nodelist == "b1,b2" and spec.num_nodes == 2 and spec.ntasks == 5
+    # b1 has 1 CPU left, b3 2: three 1-CPU tasks take both; a fourth waits for Resources
+    k = cluster.jobs.submit(job(ntasks=3, max_nodes=0)).job_id
+    assert rec(cluster, k)["nodes"] == "b1,b3"
+    w = cluster.jobs.submit(job(ntasks=1, max_nodes=0)).job_id
+    assert rec(cluster, w)["reason"] == "Resources"
+    # -c 2: a task takes 2 CPUs; 8 CPUs hold 4 such tasks, 5 never fit
+    r2 = cluster.jobs.submit(job(ntasks=5, cpus_per_task=2, max_nodes=0))
+    assert isinstance(r2, m.Error) and r2.field == "ntasks"
+    assert "Requested node configuration is not available" in r2.message
+    assert r2.message.endswith("5 task(s) of 2 CPU(s) each; node(s) of partition main hold 4 "
+                               "such task(s) at most")
+    # -N 1-2: at most two nodes (4 + 2 CPUs), so 7 tasks are refused, 6 accepted
+    r3 = cluster.jobs.submit(job(ntasks=7, num_nodes=1, max_nodes=2))
+    assert isinstance(r3, m.Error) and r3.field == "max_nodes"
+    assert not isinstance(cluster.jobs.submit(job(ntasks=6, num_nodes=1, max_nodes=2)), m.Error)
+    # -N 2-3 with 2 tasks: one task on each of two nodes
+    cluster2 = Cluster(make_config(text=SPREAD_CONF), wall=wall)
+    for n, c in (("b1", 2), ("b2", 4), ("b3", 2)):
+        register(cluster2, n, cpus=c, gpus=0)
+    t = cluster2.jobs.submit(job(ntasks=2, num_nodes=2, max_nodes=3)).job_id
+    assert {n: s.cpus for n, s in cluster2.jobs.jobs[t].shares.items()} == {"b2": 1, "b1": 1}
+    # a spread job survives the state file
+    doc = orjson.loads(orjson.dumps(cluster.jobs.save_doc()))
+    assert any(d["need"]["spread"] and d["need"]["tasks"] == 5 for d in doc["jobs"])

@@ -260,3 +260,20 @@ def test_state_fail_kills_the_tree_and_requeues_elsewhere(tmp_path: Path) -> Non
         assert job(c, j)["nodes"] == "n2" and job(c, j)["restart_cnt"] == 1
         assert (tmp_path / f"slurm-{j}.out").read_text() == "ran 1 on n2\n"
         c.wait_for(lambda: compact(c, "n1") == "fail", what="n1 fail")
+
+
+def test_tasks_without_nodes_spread_over_several_nodes(tmp_path: Path) -> None:
+    """sbatch's -n without -N: three 1-CPU tasks on 1-CPU nodes take three nodes."""
+    with jobs_cluster(tmp_path, ["n1", "n2", "n3"]) as c:
+        start(c)
+        j = submit(c, "-n", "3", "--wrap",
+                   'echo "$SLURM_NNODES $SLURM_JOB_NODELIST $SLURM_NTASKS"; '
+                   'while [ ! -e go ]; do sleep 0.05; done')
+        c.wait_for(lambda: all(compact(c, n) == "alloc" for n in ("n1", "n2", "n3")),
+                   what="every node alloc")
+        assert job(c, j)["nodes"] == "n[1-3]" and job(c, j)["node_count"]["number"] == 3
+        (tmp_path / "go").touch()
+        c.wait_for(lambda: job_state(c, j) == "COMPLETED", what="COMPLETED")
+        assert (tmp_path / f"slurm-{j}.out").read_text() == "3 n[1-3] 3\n"
+        done = cli(c, "rbatch", "-n", "4", "--wrap", "true", check=False)
+        assert done.returncode == 1 and "hold 3 such task(s) at most" in done.stderr
