@@ -74,7 +74,8 @@ def job_lines(j: dict, now: float) -> list[str]:
         f"Reboot=0 ExitCode={j.get('exit_code', 0)}:{j.get('signal', 0)}",
         f"RunTime={_clock(elapsed(j, now))} "
         f"TimeLimit={'UNLIMITED' if limit is None else _clock(limit * 60)} TimeMin=N/A",
-        f"SubmitTime={_iso(j.get('submit_time'))} EligibleTime={_iso(j.get('submit_time'))}",
+        f"SubmitTime={_iso(j.get('submit_time'))} "
+        f"EligibleTime={_iso(j.get('eligible_time') or j.get('submit_time'))}",
         f"StartTime={_iso(j.get('start_time'))} EndTime={_iso(j.get('end_time'))} "
         "Deadline=N/A",
         f"Partition={j.get('partition', '')} AllocNode:Sid={j.get('submit_host') or '?'}:0",

@@ -392,6 +392,9 @@ class Cluster:
         """The deadline task's callback: heartbeat stages and power timeouts whose time came."""
         now, wall = self.clock(), self.wall()
         for name, kind in keys:
+            if kind == "begin":  # a pending job's BeginTime came (ctld/jobs.py BEGIN_KEY)
+                self.jobs.kicked = True
+                continue
             node = self.nodes.get(name)
             if node is None:
                 continue

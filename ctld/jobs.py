@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -49,6 +50,7 @@ DEFAULT_KILL_WAIT = 30.0
 DEFAULT_MIN_JOB_AGE = 300.0  # seconds a finished job stays listed (Slurm's MinJobAge)
 NOT_AVAILABLE = "Requested node configuration is not available"
 MAX_ARRAY = 10000  # tasks of one --array (Slurm's MaxArraySize default is 1001)
+BEGIN_KEY = ("", "begin")  # Cluster.deadlines key: a pending job's BeginTime has come
 
 
 @attrs.define(eq=False, slots=True)
@@ -296,6 +298,9 @@ class Jobs:
         if req.time_limit is not None and req.time_limit < 0:
             return bad(f"time_limit must be 0 or more minutes, got {req.time_limit}",
                        "time_limit")
+        if req.begin_time is not None and not 0 <= req.begin_time < 1e11:  # NaN fails too
+            return bad(f"begin_time must be seconds since the epoch, got {req.begin_time}",
+                       "begin_time")
         if not req.script.strip():
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):
@@ -379,14 +384,20 @@ class Jobs:
         cfg = self.c.config
         blocked: set[str] = set()
         started = 0
+        wall = self.c.wall()
+        wake = math.inf  # the earliest BeginTime still ahead
         for job in self.pending:
             if job.state != PENDING:
                 continue
             if blocked and blocked.issuperset(self.pending_parts):
                 break  # every partition waits on a job ahead: nothing below may start
             pc = cfg.partition(job.partition)
+            begin = job.req.begin_time
             if job.held:
                 why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif begin is not None and begin > wall:
+                why = "BeginTime"
+                wake = min(wake, begin)
             elif pc is None:
                 why = "PartitionDown"
             elif pc.state != "UP":
@@ -409,6 +420,11 @@ class Jobs:
         if started:  # one rebuild, not a list.remove per started job
             self.pending = [j for j in self.pending if j.state == PENDING]
             self.pending_parts = Counter(j.partition for j in self.pending)
+        if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
+            due = self.c.clock() + (wake - wall)
+            when = self.c.deadlines.when(BEGIN_KEY)
+            if when is None or due < when:
+                self.c.deadlines.schedule(BEGIN_KEY, due)
 
     def _try_place(self, job: Job, pc: Any) -> str:
         nodes = self.c.nodes
@@ -807,6 +823,7 @@ class Jobs:
             "submit_time": job.submit_time,
             "start_time": job.start_time,
             "end_time": job.end_time,
+            "eligible_time": max(job.submit_time, req.begin_time or 0.0),
             "time_limit": job.time_limit,
             "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
             "node_count": len(job.nodes) or job.need.nodes,

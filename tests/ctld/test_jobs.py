@@ -463,3 +463,50 @@ async def test_tasks_without_nodes_spread_over_nodes_by_weight() -> None:
     # a spread job survives the state file
     doc = orjson.loads(orjson.dumps(cluster.jobs.save_doc()))
     assert any(d["need"]["spread"] and d["need"]["tasks"] == 5 for d in doc["jobs"])
+
+
+async def test_begin_time_waits_for_its_hour_of_fake_time_and_survives_a_restart(
+        autojump_clock) -> None:
+    """--begin: PENDING (BeginTime) until then, woken by a deadline, not by other events;
+    a restarted controller (the state file) keeps waiting and wakes on time too."""
+    cfg = make_config()
+    cluster = Cluster(cfg, wall=wall)
+    async with trio.open_nursery() as nursery:
+        cluster.start()
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        conns = up(cluster, "n1")
+        beats = Beats(cluster, conns)
+        begin = wall() + 3600
+        j = cluster.jobs.submit(job(begin_time=begin)).job_id
+        later = cluster.jobs.submit(job(begin_time=begin + 3600)).job_id
+        now_job = cluster.jobs.submit(job()).job_id  # not held back by the waiting ones
+        assert rec(cluster, now_job)["state"] == "RUNNING"
+        assert rec(cluster, j)["reason"] == "BeginTime"
+        assert rec(cluster, j)["eligible_time"] == begin
+        while wall() < begin - 10:
+            await trio.sleep(10)
+            beats("n1", job_ids=(now_job,))
+        assert rec(cluster, j)["state"] == "PENDING" and rec(cluster, j)["reason"] == "BeginTime"
+        await trio.sleep(10.5)
+        beats("n1", job_ids=(now_job,))
+        assert rec(cluster, j)["state"] == "RUNNING"
+        assert rec(cluster, j)["start_time"] >= begin
+        assert rec(cluster, later)["reason"] == "BeginTime"
+        doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+        nursery.cancel_scope.cancel()
+    again = Cluster(cfg, wall=wall)
+    again.restore(doc, journal=[])
+    async with trio.open_nursery() as nursery:
+        again.start()
+        nursery.start_soon(again.deadlines.run, again.on_deadlines)
+        conns = up(again, "n1")
+        beats = Beats(again, conns)
+        assert rec(again, later)["reason"] == "BeginTime"
+        while wall() < begin + 3590:
+            await trio.sleep(10)
+            beats("n1", job_ids=(now_job, j))
+        assert rec(again, later)["state"] == "PENDING"
+        await trio.sleep(20)
+        beats("n1", job_ids=(now_job, j))
+        assert rec(again, later)["state"] == "RUNNING"
+        nursery.cancel_scope.cancel()

@@ -277,3 +277,23 @@ def test_tasks_without_nodes_spread_over_several_nodes(tmp_path: Path) -> None:
         assert (tmp_path / f"slurm-{j}.out").read_text() == "3 n[1-3] 3\n"
         done = cli(c, "rbatch", "-n", "4", "--wrap", "true", check=False)
         assert done.returncode == 1 and "hold 3 such task(s) at most" in done.stderr
+
+
+def test_begin_time_waits_survives_rctld_sigkill_then_runs(tmp_path: Path) -> None:
+    """rbatch --begin: PENDING (BeginTime) in rqueue and show job until then, kept across a
+    SIGKILL of rctld, started by the restarted controller when the time comes."""
+    with jobs_cluster(tmp_path, ["n1"], timeout=10) as c:
+        start(c)
+        j = submit(c, "--begin=now+6", "--wrap", "echo began")
+        out = cli(c, "rqueue", "-h", "-j", str(j), "-o", "%i %T %r").stdout.split()
+        assert out == [str(j), "PENDING", "BeginTime"], out
+        shown = cli(c, "rcontrol", "-o", "show", "job", str(j)).stdout
+        fields = dict(w.split("=", 1) for w in shown.split() if "=" in w)
+        assert fields["Reason"] == "BeginTime" and fields["EligibleTime"] > fields["SubmitTime"]
+        c.kill_ctld()
+        c.start_ctld()
+        assert job(c, j)["state_reason"] == "BeginTime"
+        c.wait_for(lambda: job_state(c, j) == "COMPLETED", timeout=20, what="began")
+        rec = job(c, j)
+        assert rec["start_time"]["number"] >= rec["eligible_time"]["number"]
+        assert (tmp_path / f"slurm-{j}.out").read_text() == "began\n"
