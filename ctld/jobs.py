@@ -748,9 +748,13 @@ class Jobs:
 
     def control(self, msg: m.JobControl) -> m.JobResult:
         action = msg.action.lower()
-        if action not in ("requeue", "hold", "release"):
+        if action not in ("requeue", "hold", "release", "begin"):
             return m.JobResult(ok=False, errors=(
-                f"unknown action {msg.action!r}; valid: requeue, hold, release",))
+                f"unknown action {msg.action!r}; valid: requeue, hold, release, begin",))
+        if action == "begin" and not (
+                msg.begin_time is not None and 0 <= msg.begin_time < 1e11):
+            return m.JobResult(ok=False, errors=(
+                f"begin needs begin_time in seconds since the epoch, got {msg.begin_time}",))
         jobs, errors = self._targets(msg.job_ids)
         done: list[int] = []
         for job in jobs:
@@ -763,6 +767,12 @@ class Jobs:
                     continue
                 job.held = "user" if msg.uid == job.req.uid else "admin"
                 job.reason = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif action == "begin":  # rcontrol update JobId=N StartTime=T
+                if job.state != PENDING:
+                    errors.append(f"job {job.id}: Job is no longer pending execution")
+                    continue
+                job.req = attrs.evolve(job.req, begin_time=msg.begin_time)
+                job.reason = "None"  # the next pass says BeginTime again if still ahead
             elif action == "release":
                 if not job.held:
                     errors.append(f"job {job.id}: Job is not held")

@@ -446,10 +446,11 @@ class CancelJobs:
 class JobControl:
     """rcontrol requeue|hold|release JOBID..."""
 
-    action: str  # requeue | hold | release
+    action: str  # requeue | hold | release | begin
     job_ids: tuple[int, ...]
     user: str = ""
     uid: int = -1
+    begin_time: float | None = None  # action "begin" (rcontrol update JobId=N StartTime=T)
 
 
 @attrs.frozen

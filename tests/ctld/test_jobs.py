@@ -510,3 +510,19 @@ async def test_begin_time_waits_for_its_hour_of_fake_time_and_survives_a_restart
         beats("n1", job_ids=(now_job, j))
         assert rec(again, later)["state"] == "RUNNING"
         nursery.cancel_scope.cancel()
+
+
+async def test_begin_time_moved_by_control_and_bad_values_refused() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1")
+    r = cluster.jobs.submit(job(begin_time=float("nan")))
+    assert isinstance(r, m.Error) and r.field == "begin_time"
+    j = cluster.jobs.submit(job(begin_time=wall() + 86400)).job_id
+    assert rec(cluster, j)["reason"] == "BeginTime"
+    bad = cluster.jobs.control(m.JobControl("begin", (j,), "alice", 1000))
+    assert not bad.ok and "begin_time" in bad.errors[0]
+    moved = cluster.jobs.control(m.JobControl("begin", (j,), "alice", 1000, begin_time=wall()))
+    assert moved.ok and rec(cluster, j)["state"] == "RUNNING"
+    again = cluster.jobs.control(m.JobControl("begin", (j,), "alice", 1000, begin_time=wall()))
+    assert not again.ok and "no longer pending" in again.errors[0]
+

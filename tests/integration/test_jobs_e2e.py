@@ -297,3 +297,12 @@ def test_begin_time_waits_survives_rctld_sigkill_then_runs(tmp_path: Path) -> No
         rec = job(c, j)
         assert rec["start_time"]["number"] >= rec["eligible_time"]["number"]
         assert (tmp_path / f"slurm-{j}.out").read_text() == "began\n"
+        # rcontrol update JobId=N StartTime=...: tomorrow's job moved to now
+        k = submit(c, "--begin=tomorrow", "--wrap", "echo moved")
+        assert job(c, k)["state_reason"] == "BeginTime"
+        done = cli(c, "rcontrol", "update", f"JobId={k}", "StartTime=noon+", check=False)
+        assert done.returncode == 2 and "StartTime=noon+" in done.stderr
+        cli(c, "rcontrol", "update", f"JobId={k}", "StartTime=now")
+        c.wait_for(lambda: job_state(c, k) == "COMPLETED", what="moved job ran")
+        done = cli(c, "rcontrol", "update", f"JobId={k}", "StartTime=now+60", check=False)
+        assert done.returncode == 1 and "no longer pending" in done.stderr
