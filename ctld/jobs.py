@@ -142,7 +142,12 @@ def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str,
         upto = f"{top} " if top else ""
         return (f"{NOT_AVAILABLE}: {req.ntasks} task(s) of {req.cpus_per_task} CPU(s) each; "
                 f"{upto}node(s) of partition {part} hold {sum(best)} such task(s) at most")
-    return need
+    # the fewest nodes that could hold the tasks (each node's CPUs counted): rqueue's NODES
+    held_tasks = fewest = 0
+    while fewest < len(best) and held_tasks < req.ntasks:
+        held_tasks += best[fewest]
+        fewest += 1
+    return attrs.evolve(need, nodes=max(num_nodes, fewest))
 
 
 class Jobs:

@@ -444,6 +444,9 @@ async def test_tasks_without_nodes_spread_over_nodes_by_weight() -> None:
     assert rec(cluster, k)["nodes"] == "b1,b3"
     w = cluster.jobs.submit(job(ntasks=1, max_nodes=0)).job_id
     assert rec(cluster, w)["reason"] == "Resources"
+    # pending, it counts the fewest nodes that could hold it: 7 tasks need 4 + 2 + 2 CPUs
+    big = cluster.jobs.submit(job(ntasks=7, max_nodes=0)).job_id
+    assert rec(cluster, big)["node_count"] == 3 and rec(cluster, big)["cpus"] == 7
     # -c 2: a task takes 2 CPUs; 8 CPUs hold 4 such tasks, 5 never fit
     r2 = cluster.jobs.submit(job(ntasks=5, cpus_per_task=2, max_nodes=0))
     assert isinstance(r2, m.Error) and r2.field == "ntasks"
