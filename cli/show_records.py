@@ -15,12 +15,26 @@ NODE_READS = (
     "gres", "addr", "hostname", "version", "real_memory", "alloc_mem", "free_mem", "sockets",
     "boards", "complete", "threads_per_core", "tmp_disk", "weight", "partitions", "boot_time",
     "slurmd_start_time", "last_busy", "state", "health", "last_change",
+    "last_power_action",
 )
 PARTITION_READS = ("name", "cpus", "real_memory")
 
 
 def _time(epoch: float | None) -> str:
     return nr.iso_time(epoch, missing="None")
+
+
+def last_power_action(action: dict | None) -> str:
+    """`resume rc=0 at 2026-11-22T22:01:02`: the node's last power program and its outcome."""
+    if not action:
+        return "None"
+    word, when = action.get("action", "?"), _time(action.get("time"))
+    if action.get("waiting"):
+        return f"{word} waiting for ResumeRate since {when}"
+    if action.get("running"):
+        return f"{word} running since {when}"
+    text = f"{word} rc={action.get('rc')} at {when}"
+    return f"{text} ({action['error']})" if action.get("error") else text
 
 
 def _tres(cpus: int, mem: int, gres: str, nodes: int | None = None) -> str:
@@ -76,6 +90,8 @@ def node_lines(n: dict) -> list[str]:
         "CurrentWatts=0 AveWatts=0",
         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
     ]
+    if n.get("last_power_action"):  # only nodes power save has acted on
+        lines.append(f"LastPowerAction={last_power_action(n['last_power_action'])}")
     flags = (n.get("state") or {}).get("flags") or ()
     for word in ("PENDING", "REJECTED"):  # membership (issue 13)
         if word in flags:

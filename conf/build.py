@@ -102,6 +102,7 @@ _NODE_CONVERT: dict[str, Callable[[str], Any]] = {
     "Reason": str,
     "NodeHostname": str,
     "NodeAddr": str,
+    "SuspendTime": lambda s: _own_suspend_time(s),
 }
 
 # Old or alternative spellings that set the same node value. Procs is not one: Slurm reads
@@ -115,7 +116,14 @@ _PART_CONVERT: dict[str, Callable[[str], Any]] = {
     "State": lambda s: as_enum(s, PARTITION_STATES),
     "MaxTime": as_time,
     "DefaultTime": as_time,
+    "SuspendTime": lambda s: _own_suspend_time(s),
 }
+
+
+def _own_suspend_time(text: str) -> int:
+    """A node's or partition's SuspendTime: seconds, or -1 for INFINITE (never suspended)."""
+    seconds = as_seconds_or_infinite(text)
+    return -1 if seconds is None else seconds
 
 _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "ClusterName": lambda s: s.strip().lower(),
@@ -378,10 +386,11 @@ class _Builder:
         tmp_disk = get("TmpDisk", 0)
         cpus, boards, sockets, cores, threads = hw
         opt_t = tuple(opts.items())
+        suspend_time = get("SuspendTime", None)
         make = NodeConfig
         self.nodes.extend(
             make(n, h, a, port, cpus, boards, sockets, cores, threads, real_memory, tmp_disk,
-                 gres, features, weight, state, reason, opt_t)
+                 gres, features, weight, state, reason, opt_t, suspend_time)
             for n, h, a in zip(names, hostnames, addrs, strict=True))
 
     def per_node(self, src: _Source, val: _Val | None, names: list[str],
@@ -575,6 +584,7 @@ class _Builder:
             default_time = None
         part = PartitionConfig(name, tuple(nodes), get("Default", False), get("State", "UP"),
                                max_time, default_time, get("Hidden", False), tuple(opts.items()),
+                               get("SuspendTime", None),
                                all_nodes=self.part_all,
                                dynamic_nodes=tuple(dict.fromkeys(self.part_dynamic)))
         return part, head, src

@@ -23,7 +23,7 @@ def _node_shape(n: NodeConfig) -> tuple:
     """Everything but the names: nodes with the same shape fold into one group."""
     return (n.hostname == n.name, n.addr == n.hostname, n.port, n.cpus, n.boards, n.sockets,
             n.cores_per_socket, n.threads_per_core, n.real_memory, n.tmp_disk, n.gres,
-            n.features, n.weight, n.state, n.reason, n.options)
+            n.features, n.weight, n.state, n.reason, n.options, n.suspend_time)
 
 
 def _node_group(members: list[NodeConfig]) -> dict[str, Any]:
@@ -38,7 +38,7 @@ def _node_group(members: list[NodeConfig]) -> dict[str, Any]:
                  threads_per_core=n.threads_per_core, real_memory=n.real_memory,
                  tmp_disk=n.tmp_disk, gres=_gres(n) or None, features=list(n.features),
                  weight=n.weight, state=n.state, reason=n.reason,
-                 options=dict(n.options) or None)
+                 suspend_time=_own_time(n.suspend_time), options=dict(n.options) or None)
     return _drop_none(group)
 
 
@@ -55,7 +55,13 @@ def _partition(p: PartitionConfig, *, folded: bool) -> dict[str, Any]:
             "default": p.default, "state": p.state,
             "max_time": "UNLIMITED" if p.max_time is None and folded else p.max_time,
             "default_time": p.default_time, "hidden": p.hidden,
+            **({} if p.suspend_time is None else {"suspend_time": _own_time(p.suspend_time)}),
             "options": dict(p.options)}
+
+
+def _own_time(value: int | None) -> int | str | None:
+    """A node's or partition's own SuspendTime as written back: -1 is INFINITE."""
+    return "INFINITE" if value == -1 else value
 
 
 def _header(cfg: ClusterConfig) -> dict[str, Any]:
@@ -118,7 +124,8 @@ def node_record(n: NodeConfig, partitions: tuple[str, ...] = ()) -> dict[str, An
             "cores_per_socket": n.cores_per_socket, "threads_per_core": n.threads_per_core,
             "real_memory": n.real_memory, "tmp_disk": n.tmp_disk, "gres": n.gres_str,
             "gpus": n.gpus, "features": list(n.features), "state": n.state, "reason": n.reason,
-            "weight": n.weight, "partitions": list(partitions), "options": dict(n.options)}
+            "weight": n.weight, "partitions": list(partitions), "options": dict(n.options),
+            "suspend_time": n.suspend_time}
 
 
 def to_json_dict(cfg: ClusterConfig) -> dict[str, Any]:

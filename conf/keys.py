@@ -158,11 +158,13 @@ _NODE_ACTED = _acted(NODE, [
     ("Weight", "int", 1, "scheduling weight (lower preferred)"),
     ("State", "enum", "UNKNOWN", "CLOUD DOWN DRAIN FAIL FAILING FUTURE UNKNOWN"),
     ("Reason", "str", None, "reason for a DOWN/DRAIN/FAIL State"),
+    ("SuspendTime", "seconds", None,
+     "this node's idle seconds before power down (beats partition and global); INFINITE = never"),
 ])
 
 _NODE_IGNORED = _ignored(NODE, """
 ActiveFeatures AvailableFeatures BcastAddr CoreSpecCount CpuBind CpuSpecList Extra MemSpecLimit
-Parameters ResumeTimeout RestrictedCoresPerGPU SuspendTime SuspendTimeout Topology TRESWeights
+Parameters ResumeTimeout RestrictedCoresPerGPU SuspendTimeout Topology TRESWeights
 """)
 
 _PARTITION_ACTED = _acted(PARTITION, [
@@ -173,6 +175,8 @@ _PARTITION_ACTED = _acted(PARTITION, [
     ("MaxTime", "time", None, "longest job time limit (default UNLIMITED)"),
     ("DefaultTime", "time", None, "job time limit when none is asked (default MaxTime)"),
     ("Hidden", "bool", False, "YES hides the partition from rinfo unless -a"),
+    ("SuspendTime", "seconds", None,
+     "idle seconds before its nodes power down (beats global, a node's own wins); INFINITE never"),
 ])
 
 _PARTITION_IGNORED = _ignored(PARTITION, """
@@ -180,7 +184,7 @@ AllocNodes AllowAccounts AllowGroups AllowQos Alternate CpuBind DefCpuPerGPU Def
 DefMemPerGPU DefMemPerNode DenyAccounts DenyQos DisableRootJobs ExclusiveTopo ExclusiveUser
 GraceTime LLN MaxCPUsPerNode MaxCPUsPerSocket MaxMemPerCPU MaxMemPerNode MaxNodes MinNodes
 OverSubscribe OverTimeLimit PowerDownOnIdle PreemptMode Priority PriorityJobFactor PriorityTier
-QOS ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared SuspendTime SuspendTimeout
+QOS ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared SuspendTimeout
 TRESBillingWeights Topology
 """)
 

@@ -40,6 +40,7 @@ class NodeConfig:
     state: str = "UNKNOWN"
     reason: str | None = None
     options: tuple[tuple[str, str], ...] = ()
+    suspend_time: int | None = None  # this node's own SuspendTime; None: unset, -1: INFINITE
 
     @property
     def gpus(self) -> int:
@@ -63,6 +64,7 @@ class PartitionConfig:
     default_time: int | None = None
     hidden: bool = False
     options: tuple[tuple[str, str], ...] = ()
+    suspend_time: int | None = None  # SuspendTime= on the line; None: unset, -1: INFINITE
     # Dynamic nodes (issue 13): Nodes=ALL takes every node that registers with `--dynamic`;
     # names in Nodes= that no NodeName line defines (allowed only with MaxNodeCount) wait for one.
     all_nodes: bool = False

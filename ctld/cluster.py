@@ -7,9 +7,7 @@ return, so tests drive the whole controller in-process under trio's MockClock.
 from __future__ import annotations
 
 import logging
-import math
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -34,7 +32,7 @@ from ctld.node import (
     pack_metrics,
     snapshot_record,
 )
-from ctld.programs import run_program
+from ctld.powersave import PowerSave
 from ctld.validate import hardware_problem
 from ctld.wire import kept
 from protocol import messages as m
@@ -64,14 +62,10 @@ SNAPSHOT_BODY_CACHE = 16
 # rcontrol show node: load and free memory, which Slurm refreshes only per ping) and the metrics
 # one (rinfo --metrics).
 SNAPSHOT_STALENESS = {False: 5.0, True: 1.0}
-POWER_SAVE_INTERVAL = 10.0
+POWER_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN})
 # Flags under which a node is not expected to talk (Slurm does not ping these).
 UNTIMED_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
                            Flag.INVALID_REG})
-NO_SUSPEND_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
-                              Flag.COMPLETING})
-PROGRAM_OF = {"suspend": "suspend_program", "resume": "resume_program",
-              "resume_fail": "resume_fail_program"}
 
 Spawn = Callable[..., None]
 
@@ -169,13 +163,12 @@ class Cluster:
         self.started_at = wall()
         self._snap: dict[bool, tuple[int, int, float, m.Snapshot]] = {}
         self._snap_body: dict[tuple[bool, tuple[str, ...]], tuple[m.Snapshot, bytes]] = {}
-        self._power_batch: dict[str, list[str]] = {}
-        self._suspends: deque[float] = deque()  # trio times of recent suspends (SuspendRate)
         self._config_files: tuple[m.ConfigFile, ...] = ()
         self.config = config
         self.eventlog = EventLog(wall=wall)  # membership and state changes (ctld/eventlog.py)
         self._restored: tuple[str, ...] = ()  # nodes the saved state knew
         self._use_config(config)
+        self.power = PowerSave(self)  # power save, rates and programs (ctld/powersave.py)
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
@@ -238,6 +231,8 @@ class Cluster:
             node.version = entry.get("version", "")
             node.last_busy = entry.get("last_busy")
             node.job_ids = tuple(entry.get("job_ids", ()))
+            node.power_started = entry.get("power_started")
+            node.power_action = entry.get("power_action")
             node.last_change = entry.get("last_change")
             node.last_heard = now
         for name in self.nodes:
@@ -261,6 +256,7 @@ class Cluster:
             node.last_heard = now
             node.hb_stage = EXPECT_TIMEOUT if Flag.NO_RESPOND in node.state.flags else EXPECT_BEAT
             self._arm(node)
+        self.power.rearm()  # nodes caught mid power-up/down by a restart
 
     # -- state changes ---------------------------------------------------------------------
 
@@ -283,6 +279,8 @@ class Cluster:
             if new.cpus_alloc == 0 and old.cpus_alloc > 0:
                 node.idle_since = self.clock()
                 node.last_busy = self.wall()
+            if old.flags & POWER_FLAGS and not new.flags & POWER_FLAGS:
+                node.idle_since = self.clock()  # just powered up: SuspendTime counts anew
             if not was_timed and self._timed(new):
                 # Back under watch (RESUME of a dead node, end of power-up...): give it a fresh
                 # allowance, as slurmctld asks such a node to register.
@@ -300,15 +298,13 @@ class Cluster:
         if isinstance(eff, effects.KillJobs):
             self.jobs.node_lost(node, eff.requeue, eff.wait)
         elif isinstance(eff, effects.RunSuspendProgram):
-            self._power_batch.setdefault("suspend", []).append(node.name)
+            self.power.queue("suspend", node)
         elif isinstance(eff, effects.RunResumeProgram):
-            self._power_batch.setdefault("resume", []).append(node.name)
+            self.power.queue_resume(node)
         elif isinstance(eff, effects.RunResumeFailProgram):
-            self._power_batch.setdefault("resume_fail", []).append(node.name)
+            self.power.queue("resume_fail", node)
         elif isinstance(eff, effects.ScheduleTimeout):
-            p = self.config.power
-            delay = p.suspend_timeout if eff.kind == "suspend" else p.resume_timeout
-            self.deadlines.schedule((node.name, eff.kind), self.clock() + delay)
+            self.power.schedule_timeout(node, eff.kind)
         elif isinstance(eff, effects.RequestRegistration):
             # No "register again" message exists. A connected node that is up proves itself
             # with its next heartbeat (which clears NO_RESPOND); a DOWN one that ReturnToService
@@ -327,22 +323,11 @@ class Cluster:
         """Start the power programs the last operation asked for, one run per kind (batched).
         A scheduling pass that is due runs first: placing work may power nodes up."""
         self.jobs.run()
-        batch, self._power_batch = self._power_batch, {}
-        p = self.config.power
-        timeout = max(p.suspend_timeout, p.resume_timeout)
-        for kind, node_names in batch.items():
-            program = getattr(p, PROGRAM_OF[kind])
-            folded = hostlist.fold(node_names)
-            if not program:
-                logs.event("no program configured; nothing run", kind=kind, nodes=folded)
-                continue
-            if self.spawn is None:
-                logs.event("no runner; program not started", logging.WARNING, kind=kind,
-                           nodes=folded)
-                continue
-            self.spawn(
-                run_program, kind, program, folded, conf_path=self.config.path, timeout=timeout
-            )
+        self.power.flush()
+
+    # Public names for the modules beside this one (powersave, jobs).
+    def mark_changed(self, node: NodeRecord) -> None:
+        self._changed(node)
 
     def _changed(self, node: NodeRecord) -> None:
         node.record = None
@@ -520,7 +505,7 @@ class Cluster:
         jobs = self.jobs
         kill = (jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended
                 or node.name in jobs.uses else ())
-        if self._power_batch or self.jobs.kicked:
+        if self.power.pending or self.jobs.kicked:
             self.flush_programs()
         return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash,
                                 kill_job_ids=kill)
@@ -753,6 +738,8 @@ class Cluster:
         self.deadlines.clear()
         for node in nodes.values():
             self._arm(node)
+        self.power.use_config()
+        self.power.rearm()
         self._changed_all()
         push = m.ConfigPush(settings=self.settings, config_files=self._config_files,
                             config_hash=new.config_hash)
@@ -765,79 +752,8 @@ class Cluster:
     # -- power save ------------------------------------------------------------------------
 
     def power_save_pass(self) -> list[str]:
-        """Suspend idle nodes past SuspendTime (and idle nodes with a pending POWER_DOWN), within
-        SuspendRate and the exclusions. Returns the names it started suspending."""
-        p = self.config.power
-        now, wall = self.clock(), self.wall()
-        auto = p.suspend_time is not None and bool(p.suspend_program)
-        while self._suspends and self._suspends[0] <= now - 60.0:
-            self._suspends.popleft()
-        budget = math.inf if p.suspend_rate <= 0 else p.suspend_rate - len(self._suspends)
-        excluded, groups = self._exclusions()
-        started: list[str] = []
-        for node in self.nodes.values():
-            if budget <= 0:
-                break
-            st = node.state
-            if st.base != Base.IDLE or st.cpus_alloc or node.job_ids or st.flags & NO_SUSPEND_FLAGS:
-                continue
-            pending = Flag.POWER_DOWN in st.flags
-            if not pending:
-                if not auto or now - node.idle_since < p.suspend_time:
-                    continue
-                if node.name in excluded or self._state_excluded(node, p.suspend_exc_states):
-                    continue
-                group = groups.get(node.name)
-                if group is not None:
-                    if group[0] <= 0:
-                        continue
-                    group[0] -= 1
-            changed, _ = self._apply(node, events.SuspendStarted(now=wall))
-            if changed:
-                started.append(node.name)
-                self._suspends.append(now)
-                budget -= 1
-        self.flush_programs()
-        return started
-
-    def _exclusions(self) -> tuple[set[str], dict[str, list[int]]]:
-        """Nodes never suspended, and counted groups: name -> [how many more may go down]."""
-        p = self.config.power
-        excluded: set[str] = set()
-        for part in p.suspend_exc_parts:
-            pc = self.config.partition(part)
-            if pc is not None:
-                excluded.update(pc.nodes)
-        groups: dict[str, list[int]] = {}
-        for exc in p.suspend_exc_nodes:
-            members = [n for n in exc.nodes if n in self.nodes]
-            if exc.count is None:
-                excluded.update(members)
-                continue
-            up = sum(
-                1 for n in members
-                if not self.nodes[n].state.flags & {Flag.POWERED_DOWN, Flag.POWERING_DOWN}
-            )
-            allowance = [up - exc.count]  # shared by the group's members
-            for n in members:
-                groups[n] = allowance
-        return excluded, groups
-
-    @staticmethod
-    def _state_excluded(node: NodeRecord, exc_states: tuple[str, ...]) -> bool:
-        st = node.state
-        for word in exc_states:
-            w = word.upper()
-            if w == "DOWN" and st.base == Base.DOWN:
-                return True
-            if w in ("NOT_RESPONDING", "NO_RESPOND") and Flag.NO_RESPOND in st.flags:
-                return True
-            if w == "CLOUD" and (node.cfg.state == "CLOUD" or Flag.CLOUD in st.flags):
-                return True
-            flag = Flag.__members__.get(w)
-            if flag is not None and flag in st.flags:
-                return True
-        return False
+        """See PowerSave.power_save_pass (ctld/powersave.py)."""
+        return self.power.power_save_pass()
 
     # -- state save ------------------------------------------------------------------------
 
@@ -863,6 +779,8 @@ class Cluster:
                     "version": node.version,
                     "last_busy": node.last_busy,
                     "job_ids": list(node.job_ids),
+                    "power_started": node.power_started,
+                    "power_action": node.power_action,
                     "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)
                     "last_change": node.last_change,
                 })))

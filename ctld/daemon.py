@@ -14,7 +14,7 @@ import trio
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
 from ctld import eventlog, logs, statefile
-from ctld.cluster import POWER_SAVE_INTERVAL, Cluster
+from ctld.cluster import Cluster
 from ctld.jobjournal import Journal
 from ctld.jobs import job_json
 from ctld.server import Server
@@ -38,6 +38,7 @@ class Daemon:
         port: int,
         config_path: str | None = None,
         on_ready: Callable[[], None] | None = None,
+        key_file: str | None = None,
     ) -> None:
         """`on_ready` runs once the saved state is restored, before the first connection."""
         self.on_ready = on_ready
@@ -52,6 +53,10 @@ class Daemon:
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job)
         self.journal = Journal(state_dir)
+        # What power programs are told (resume file location; RANCH_SERVER/RANCH_KEY_FILE so an
+        # example ResumeProgram can start an rnoded that joins this controller).
+        self.cluster.power.state_dir = state_dir
+        self.cluster.power.key_file = key_file
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
@@ -109,12 +114,14 @@ class Daemon:
                     partial(trio.serve_tcp, self.server.handle, self.port, host=self.host)
                 )
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
+                self.cluster.power.server_addr = _listener_addr(self.listeners[0])
                 logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
                            cluster=self.cluster.config.cluster_name)
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
                 nursery.start_soon(self._saver)
                 nursery.start_soon(self._event_saver)
                 nursery.start_soon(self._power_save)
+                nursery.start_soon(self.cluster.power.remove_stale_files)
                 if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
                     await self._start_http(nursery)
                 if signals:
@@ -200,7 +207,7 @@ class Daemon:
 
     async def _power_save(self) -> None:
         while True:
-            await trio.sleep(POWER_SAVE_INTERVAL)
+            await trio.sleep(self.cluster.power.interval())
             self.cluster.power_save_pass()
 
     async def reconfigure(self, who: str) -> m.ReconfigureResult:

@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
     async def amain() -> None:
         daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
-                        config_path=args.file, on_ready=gctune.freeze_startup_heap)
+                        config_path=args.file, on_ready=gctune.freeze_startup_heap,
+                        key_file=os.path.abspath(key_path))
         daemons.append(daemon)
         await daemon.run(signals=True)
 

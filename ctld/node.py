@@ -91,6 +91,8 @@ class NodeRecord:
     health: HealthReport | None = None
     last_busy: float | None = None  # wall clock
     idle_since: float = 0.0  # trio clock, for SuspendTime
+    power_started: float | None = None  # wall clock: current Suspend/ResumeProgram's start
+    power_action: dict[str, Any] | None = None  # last power program: action, rc, time, error
     conn: Pusher | None = None
     record: dict[str, Any] | None = None  # cached snapshot record, None when state changed
     view_fresh: bool = False  # record holds the latest heartbeat figures
@@ -177,6 +179,7 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "last_busy": node.last_busy if node.last_busy is not None else node.last_registration,
         "last_heartbeat": node.last_heartbeat,
         "version": node.version,
+        "last_power_action": node.power_action,
         **platform_of(node),
         "last_change": node.last_change,
         "dynamic": node.dynamic_conf is not None,

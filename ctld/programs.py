@@ -1,7 +1,10 @@
 """Run the power-save programs (Suspend/Resume/ResumeFailProgram) the way Slurm calls them.
 
 argv[1] is the hostlist of the nodes; the environment is built fresh (PATH, SLURM_CONF,
-RANCH_CONF); stdout and stderr are captured and logged line by line (Slurm's are lost, which is
+RANCH_CONF, and what the caller adds, e.g. SLURM_RESUME_FILE); the program starts with every
+signal unblocked and at its default disposition and with no descriptor of rctld's but its
+stdin (/dev/null) and the output pipe (Slurm's inherit blocked signals, so daemons they start
+ignore SIGTERM); stdout and stderr are captured and logged line by line (Slurm's are lost, which is
 its users' most common power-save complaint); the whole process group is killed at the timeout.
 """
 
@@ -25,7 +28,7 @@ MAX_OUTPUT = 64 * 1024  # bytes of output kept per run
 class ProgramResult:
     kind: str
     argv: tuple[str, ...]
-    returncode: int | None  # None: killed at the timeout, or could not start
+    returncode: int | None  # None: could not start; -9 when killed at the timeout
     output: str
     timed_out: bool = False
     error: str = ""
@@ -43,8 +46,23 @@ def program_env(conf_path: str) -> dict[str, str]:
     }
 
 
+def clean_signals() -> None:
+    """In the child, before exec: unblock every signal and undo inherited SIG_IGN (exec keeps
+    both; restore_signals only resets SIGPIPE and SIGXFSZ)."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):
+            pass
+
+
 async def run_program(
-    kind: str, program: str, hostlist: str, *, conf_path: str, timeout: float
+    kind: str, program: str, hostlist: str, *, conf_path: str, timeout: float,
+    env: dict[str, str] | None = None,
 ) -> ProgramResult:
     """Run `program hostlist`, log what happened, never raise for the program's faults."""
     argv = (program, hostlist)
@@ -55,8 +73,11 @@ async def run_program(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=program_env(conf_path),
+            env={**program_env(conf_path), **(env or {})},
             start_new_session=True,  # its own process group, so a timeout kills its children too
+            close_fds=True,
+            restore_signals=True,
+            preexec_fn=clean_signals,
         )
     except OSError as exc:
         result = ProgramResult(kind, argv, None, "", error=f"cannot run {program}: {exc}")
@@ -94,7 +115,7 @@ async def run_program(
         if proc.stdout is not None:
             await trio.aclose_forcefully(proc.stdout)
     output = b"".join(chunks).decode("utf-8", "replace")
-    result = ProgramResult(kind, argv, None if timed_out else proc.returncode, output, timed_out)
+    result = ProgramResult(kind, argv, proc.returncode, output, timed_out)
     _log_result(result, program, hostlist, timeout)
     return result
 
@@ -115,7 +136,7 @@ def _log_result(result: ProgramResult, program: str, hostlist: str, timeout: flo
     if result.timed_out:
         logs.event(
             "power program killed", logging.ERROR, kind=result.kind, program=program,
-            nodes=hostlist, error=f"timed out after {timeout:g} s",
+            nodes=hostlist, rc=result.returncode, error=f"timed out after {timeout:g} s",
         )
     else:
         logs.event(

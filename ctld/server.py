@@ -269,7 +269,7 @@ class Server:
         if isinstance(msg, m.GetEvents):
             return eventstream.backlog(cluster, msg)
         if isinstance(msg, m.GetConfig):
-            return cluster.config_dump
+            return cluster.power.config_dump(cluster.config_dump)
         if isinstance(msg, m.Reconfigure):
             return await self.reconfigure(msg.user or conn.peer)
         if isinstance(msg, m.Ack):

@@ -265,6 +265,7 @@ def node_json(n: dict) -> dict:
         "reason_changed_at": number(_int_time(reason.get("time"))),
         "reason_set_by_user": reason_user(reason) if reason else "",
         "health": n.get("health"),
+        "last_power_action": n.get("last_power_action"),  # Ranch (issue 14)
         "last_change": number(_int_time(n.get("last_change"))),  # Ranch (issue 13)
         "approval": next((w for w in ("PENDING", "REJECTED")
                           if w in ((n.get("state") or {}).get("flags") or ())), "APPROVED"),

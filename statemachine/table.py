@@ -190,7 +190,10 @@ def returns_to_service(s: NodeState, p: Policy, rebooted: bool = False) -> bool:
     if p.return_to_service == 1 and r is not None and r.source is _CONTROLLER:
         # 1: only a node that was DOWN for not responding (and did not reboot meanwhile);
         # Ranch adds its own "rnoded shut down", which the node announced itself.
-        return (r.text == NOT_RESPONDING and not rebooted) or r.text == SHUT_DOWN
+        # A node whose resume timed out and that boots late is the node we asked for (its
+        # reboot is expected), not a failure: Slurm leaves it `down~` until an admin acts.
+        return (r.text == NOT_RESPONDING and not rebooted) or r.text in (SHUT_DOWN,
+                                                                          RESUME_TIMEOUT)
     return False
 
 
@@ -222,7 +225,7 @@ def register_valid(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState
         flags -= {_D}
         reason = None
         judged = _evolve(s, reason=Reason(_CONTROLLER, NOT_RESPONDING, e.now, None))
-    expected_boot = _PU in s.flags or s.base is Base.UNKNOWN
+    expected_boot = _PU in s.flags or s.base is Base.UNKNOWN or _late_resume(s)
     effects: Effects = ()
     if s.base is Base.DOWN:
         if returns_to_service(judged, p, e.rebooted):
@@ -231,7 +234,8 @@ def register_valid(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState
         else:
             base = Base.DOWN
             reason = reason or s.reason
-            if e.rebooted and reason is not None and reason.source is _CONTROLLER:
+            if (e.rebooted and not expected_boot and reason is not None
+                    and reason.source is _CONTROLLER):
                 reason = _auto_reason(reason, REBOOTED, e.now)
     elif (
         e.rebooted
@@ -247,6 +251,13 @@ def register_valid(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState
         base = derive_base(s.cpus_alloc, total)
         reason = _keep_reason_for(base, flags, reason)
     return NodeState(s.name, base, flags, reason, total, s.cpus_alloc), effects
+
+
+def _late_resume(s: NodeState) -> bool:
+    """`down~` after ResumeTimeout: the boot we asked for may still arrive."""
+    r = s.reason
+    return (_PWD in s.flags and s.base is Base.DOWN and r is not None
+            and r.source is _CONTROLLER and r.text == RESUME_TIMEOUT)
 
 
 def register_invalid(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState, Effects]:

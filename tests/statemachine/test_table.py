@@ -468,11 +468,27 @@ def test_resume_started_then_timeout_marks_down_powered_down() -> None:
         apply(idle(), ev.ResumeStarted(2.0), P0)
 
 
-def test_late_boot_after_resume_timeout_is_unexpected_reboot_unless_rts2() -> None:
+def test_late_boot_after_resume_timeout_returns_as_return_to_service_allows() -> None:
+    """Issue 14: the node we asked to boot is not "unexpectedly rebooted" when it is late; it
+    comes back as ReturnToService allows instead of staying `down~`."""
     failed = run(sample("POWERING_UP"), ev.ResumeTimeout(3.0))
-    late = run(failed, ev.Registered(9.0, rebooted=True), policy=P1)
-    assert late.base is Base.DOWN and reason_of(late) == (CTL, "Node unexpectedly rebooted")
-    assert run(failed, ev.Registered(9.0, rebooted=True), policy=P2).base is Base.IDLE
+    assert names.compact(failed) == "down~"
+    for policy in (P1, P2):
+        late = run(failed, ev.Registered(9.0, rebooted=True), policy=policy)
+        assert late.base is Base.IDLE and late.reason is None, policy
+        assert names.compact(late) == "idle"
+    kept = run(failed, ev.Registered(9.0, rebooted=True), policy=P0)
+    assert kept.base is Base.DOWN and names.compact(kept) == "down"  # powered, admin decides
+    assert reason_of(kept) == (CTL, "ResumeTimeout reached")
+
+
+def test_registration_without_reboot_ends_powering_up() -> None:
+    """Slurm 22.05 keeps `#` until slurmd registers with -b; here any valid registration ends
+    the power-up, rebooted or not."""
+    booting = run(sample("POWERED_DOWN"), ev.ResumeStarted(2.0))
+    for policy in (P0, P1, P2):
+        up = run(booting, ev.Registered(3.0, rebooted=False), policy=policy)
+        assert names.compact(up) == "idle" and not up.flags & {Flag.POWERING_UP, Flag.NO_RESPOND}
 
 
 # --- shutdown and config ---------------------------------------------------------------------
