@@ -84,19 +84,19 @@ class Daemon:
         self.cluster.restore(doc, journal)
 
     async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
-        """Accept a job and put it on disk before the reply (an acknowledged job survives a
-        SIGKILL of rctld)."""
+        """Accept a job: checked and built, on disk, and only then queued and scheduled, so an
+        acknowledged job survives a SIGKILL of rctld and no job runs that the journal lacks."""
         jobs = self.cluster.jobs
-        reply = jobs.submit(msg)
-        if isinstance(reply, m.SubmitReply):
-            records = [job_json(jobs.jobs[j]) for j in reply.job_ids if j in jobs.jobs]
-            try:
-                await self.journal.commit(records)
-            except OSError as exc:
-                logs.event("job journal write failed", logging.ERROR, error=str(exc))
-                return m.Error("internal", f"job {reply.job_id} could not be written to "
-                               f"{self.journal.path}: {exc.strerror or exc}")
-        return reply
+        built = jobs.build(msg)
+        if isinstance(built, m.Error):
+            return built
+        try:
+            await self.journal.commit([job_json(j) for j in built])
+        except OSError as exc:  # the built jobs are dropped; their ids stay unused
+            logs.event("job journal write failed", logging.ERROR, error=str(exc))
+            return m.Error("internal", f"job {built[0].id} could not be written to "
+                           f"{self.journal.path}: {exc.strerror or exc}")
+        return jobs.accept(built)
 
     async def run(
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED

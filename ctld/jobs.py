@@ -248,38 +248,51 @@ class Jobs:
     # -- submission ------------------------------------------------------------------------
 
     def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """Check, build and queue at once (no journal: the daemon's submit_job journals between
+        `build` and `accept`)."""
+        built = self.build(req)
+        return built if isinstance(built, m.Error) else self.accept(built)
+
+    def build(self, req: m.SubmitJob) -> list[Job] | m.Error:
+        """Check a submission and build its jobs, their ids reserved, without queueing them:
+        nothing may start before the caller has them on disk (`accept` then queues them)."""
         checked = self._check(req)
         if isinstance(checked, m.Error):
             return checked
         part, need, req_nodes, exc_nodes, limit, tasks = checked
         wall, now = self.c.wall(), self.c.clock()
-        ids: list[int] = []
+        built: list[Job] = []
         first = self.next_id
         for task in tasks:
             jid = self.next_id
             self.next_id += 1
             stdout = req.stdout or ("slurm-%A_%a.out" if task is not None else "slurm-%j.out")
-            job = Job(
+            built.append(Job(
                 id=jid, req=req, partition=part, time_limit=limit,
                 priority=max(1, TOP_PRIORITY - jid), submit_time=wall, need=need,
                 req_nodes=req_nodes, exc_nodes=exc_nodes, stdout=stdout,
                 held="user" if req.hold else "",
                 array_job_id=first if task is not None else 0, array_task_id=task,
                 submitted_at=now,
-            )
+            ))
+        return built
+
+    def accept(self, built: Sequence[Job]) -> m.SubmitReply:
+        """Queue jobs from `build` (journalled by now) and run a scheduling pass."""
+        for job in built:
             if job.held:
                 job.reason = "JobHeldUser"
-            elif self.pending_parts.get(part):
+            elif self.pending_parts.get(job.partition):
                 job.reason = "Priority"
-            self.jobs[jid] = job
+            self.jobs[job.id] = job
             self._add_pending(job)
             self._touch(job)
-            ids.append(jid)
-        logs.event("job submitted", job=first, jobs=len(ids), user=req.user, partition=part,
-                   nodes=need.nodes, cpus=need.cpus)
+        first, req, need = built[0].id, built[0].req, built[0].need
+        logs.event("job submitted", job=first, jobs=len(built), user=req.user,
+                   partition=built[0].partition, nodes=need.nodes, cpus=need.cpus)
         self.kicked = True
         self.c.flush_programs()  # runs the scheduling pass, then any resume program it asked for
-        return m.SubmitReply(job_id=first, job_ids=tuple(ids))
+        return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built))
 
     def _check(self, req: m.SubmitJob) -> Any:
         cfg = self.c.config
