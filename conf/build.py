@@ -26,6 +26,7 @@ from conf.model import (
     ExcNodes,
     HealthSettings,
     HttpSettings,
+    JobSettings,
     MembershipSettings,
     NodeConfig,
     PartitionConfig,
@@ -148,6 +149,8 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "MaxNodeCount": lambda s: as_int(s, 0),
     "EventLogMaxEvents": lambda s: as_int(s, 1),
     "EventLogMaxAge": lambda s: as_int(s, 1),
+    "MaxJobCount": lambda s: as_int(s, 1),
+    "MaxArraySize": lambda s: as_int(s, 0, 4000001),
 }
 
 # A value as written, where it was written, and its typed form.
@@ -765,6 +768,7 @@ class _Builder:
         membership = MembershipSettings(
             self.approval_auto(), g("MaxNodeCount", 0), g("EventLogMaxEvents", 10000),
             g("EventLogMaxAge", 30 * 86400))
+        jobs = JobSettings(g("MaxJobCount", 10000), g("MaxArraySize", 1001))
         settings: list[tuple[str, str]] = []
         for name, (_, p, _) in self.globals.items():
             if name in ("SlurmctldHost", "ControlMachine", "BackupController"):
@@ -780,7 +784,8 @@ class _Builder:
             timeouts=timeouts, health=health, power=power, auth=auth, http=http,
             nodes=tuple(self.nodes),
             partitions=tuple(partitions), settings=tuple(settings),
-            ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership)
+            ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
+            jobs=jobs)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

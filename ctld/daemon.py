@@ -93,6 +93,7 @@ class Daemon:
         try:
             await self.journal.commit([job_json(j) for j in built])
         except OSError as exc:  # the built jobs are dropped; their ids stay unused
+            jobs.drop(built)
             logs.event("job journal write failed", logging.ERROR, error=str(exc))
             return m.Error("internal", f"job {built[0].id} could not be written to "
                            f"{self.journal.path}: {exc.strerror or exc}")

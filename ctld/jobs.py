@@ -49,7 +49,6 @@ TOP_PRIORITY = 4294901760  # Slurm's priority/basic: each later job one less
 DEFAULT_KILL_WAIT = 30.0
 DEFAULT_MIN_JOB_AGE = 300.0  # seconds a finished job stays listed (Slurm's MinJobAge)
 NOT_AVAILABLE = "Requested node configuration is not available"
-MAX_ARRAY = 10000  # tasks of one --array (Slurm's MaxArraySize default is 1001)
 BEGIN_KEY = ("", "begin")  # Cluster.deadlines key: a pending job's BeginTime has come
 
 
@@ -90,8 +89,9 @@ class Job:
         return self.nodes[0] if self.nodes else ""
 
 
-def parse_array(text: str) -> list[int]:
-    """sbatch --array: "1-8", "0,4,7-9", "1-9:2", with an ignored "%limit"."""
+def parse_array(text: str, max_size: int) -> list[int]:
+    """sbatch --array: "1-8", "0,4,7-9", "1-9:2", with an ignored "%limit"; every task id below
+    `max_size` (MaxArraySize), checked before anything is built."""
     spec = text.split("%", 1)[0].strip()
     out: list[int] = []
     for part in spec.split(","):
@@ -105,10 +105,10 @@ def parse_array(text: str) -> list[int]:
         step = int(step_s) if step_s else 1
         if lo < 0 or hi < lo or step < 1:
             raise ValueError(f"bad range {part!r} in --array={text}")
-        span = range(lo, hi + 1, step)
-        if len(out) + len(span) > MAX_ARRAY:  # counted before anything is built
-            raise ValueError(f"--array={text} makes more than {MAX_ARRAY} jobs")
-        out.extend(span)
+        if hi >= max_size:
+            raise ValueError(f"Invalid job array specification: --array={text}: task ids must "
+                             f"be below MaxArraySize={max_size}, got {hi}")
+        out.extend(range(lo, hi + 1, step))
     return sorted(set(out))
 
 
@@ -160,6 +160,7 @@ class Jobs:
         self.pending_parts: Counter[str] = Counter()
         self.uses: dict[str, NodeUse] = {}
         self.next_id = 1
+        self.building = 0  # jobs built and not yet accepted (their journal write under way)
         self.kicked = False  # a scheduling pass is due
         self.gen = 0  # bumped by every change a job listing shows
         self._list: tuple[int, bytes] | None = None
@@ -275,10 +276,16 @@ class Jobs:
                 array_job_id=first if task is not None else 0, array_task_id=task,
                 submitted_at=now,
             ))
+        self.building += len(built)
         return built
+
+    def drop(self, built: Sequence[Job]) -> None:
+        """Built jobs that will never be queued (their journal write failed)."""
+        self.building = max(0, self.building - len(built))
 
     def accept(self, built: Sequence[Job]) -> m.SubmitReply:
         """Queue jobs from `build` (journalled by now) and run a scheduling pass."""
+        self.building = max(0, self.building - len(built))
         for job in built:
             if job.held:
                 job.reason = "JobHeldUser"
@@ -383,10 +390,15 @@ class Jobs:
         tasks: list[int | None] = [None]
         if req.array:
             try:
-                tasks = list(parse_array(req.array))
+                tasks = list(parse_array(req.array, cfg.jobs.max_array_size))
             except ValueError as exc:
                 return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
                            "array")
+        held = len(self.jobs) + self.building
+        if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
+            return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
+                           f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
+                           f"{len(tasks)} more asked)")
         return pc.name, need, req_nodes, exc_nodes, limit, tasks
 
     # -- scheduling ------------------------------------------------------------------------
