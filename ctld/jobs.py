@@ -194,14 +194,11 @@ class Jobs:
         bisect.insort(self.pending, job, key=lambda j: (-j.priority, j.id))
         self.pending_parts[job.partition] += 1
 
-    def _drop_pending(self, job: Job) -> None:
-        try:
-            self.pending.remove(job)
-        except ValueError:
-            return
-        self.pending_parts[job.partition] -= 1
-        if self.pending_parts[job.partition] <= 0:
-            del self.pending_parts[job.partition]
+    def _rebuild_pending(self) -> None:
+        """Drop every job that left PENDING from the pending list at once (one pass, not a
+        list.remove per job: many jobs leave it in one scheduling pass or one rcancel -u)."""
+        self.pending = [j for j in self.pending if j.state == PENDING]
+        self.pending_parts = Counter(j.partition for j in self.pending)
 
     def _sync_node(self, name: str) -> None:
         """Feed the node's allocation and COMPLETING flag to the state machine as events."""
@@ -447,9 +444,8 @@ class Jobs:
             if job.reason != why:
                 job.reason = why
                 self._touch(job)
-        if started:  # one rebuild, not a list.remove per started job
-            self.pending = [j for j in self.pending if j.state == PENDING]
-            self.pending_parts = Counter(j.partition for j in self.pending)
+        if started:
+            self._rebuild_pending()
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
             due = self.c.clock() + (wake - wall)
             when = self.c.deadlines.when(BEGIN_KEY)
@@ -746,6 +742,7 @@ class Jobs:
         if msg.only_user:
             jobs = [j for j in jobs if j.req.user == msg.only_user]
         done: list[int] = []
+        left_pending = False
         for job in jobs:
             if not self._may(job, msg.user, msg.uid):
                 errors.append(f"Kill job error on job id {job.id}: Access/permission denied")
@@ -763,14 +760,16 @@ class Jobs:
                     errors.append(f"Signal job error on job id {job.id}: job is {job.state}")
                 continue
             if job.state == PENDING:
-                self._drop_pending(job)
-                self._finish(job, "CANCELLED")
+                self._finish(job, "CANCELLED")  # off the pending list after the loop
+                left_pending = True
             elif job.state == COMPLETING:
                 job.outcome = "CANCELLED"
                 self._touch(job)
             else:
                 self._end_with(job, "CANCELLED", "cancelled")
             done.append(job.id)
+        if left_pending:
+            self._rebuild_pending()
         logs.event("cancel", jobs=",".join(map(str, done)) or "-", user=msg.user or "-",
                    signal=msg.signal, refused=len(errors))
         self.c.flush_programs()

@@ -553,3 +553,15 @@ async def test_begin_time_moved_by_control_and_bad_values_refused() -> None:
     again = cluster.jobs.control(m.JobControl("begin", (j,), "alice", 1000, begin_time=wall()))
     assert not again.ok and "no longer pending" in again.errors[0]
 
+
+
+async def test_cancel_by_user_rebuilds_the_pending_list_once() -> None:
+    """rcancel -u: the user's pending jobs leave the queue in one rebuild; the others keep
+    their order and partition counts."""
+    cluster = Cluster(make_config(), wall=wall)  # no node up: everything pends
+    ids = [cluster.jobs.submit(job(user="bob" if i % 2 else "alice")).job_id for i in range(6)]
+    r = cluster.jobs.cancel(m.CancelJobs(only_user="alice", user="alice", uid=1000))
+    assert r.ok and r.job_ids == tuple(ids[0::2])
+    assert [j.id for j in cluster.jobs.pending] == ids[1::2]
+    assert dict(cluster.jobs.pending_parts) == {"main": 3}
+    assert {rec(cluster, i)["state"] for i in ids[0::2]} == {"CANCELLED"}
