@@ -659,16 +659,12 @@ class Jobs:
         self.kicked = True
         return tuple(j for j in msg.job_ids if not self._expected(name, j))
 
-    def _lost(self, job: Job, why: str) -> None:
-        """A job's node died under it: requeue (--requeue) or NODE_FAIL; its other nodes are
-        told to stop what they hold."""
+    def _lost(self, job: Job, why: str, requeue: bool = True) -> None:
+        """A job's node died under it: requeued if both `requeue` and the job allow it
+        (--requeue), else NODE_FAIL; every node it still holds is told to stop it."""
         self._kill(job, sorted(job.awaiting), 0, "node_down")
-        if job.req.requeue:
-            job.message = why
-            self._finish(job, REQUEUE)
-        else:
-            job.message = why
-            self._finish(job, "NODE_FAIL")
+        job.message = why
+        self._finish(job, REQUEUE if requeue and job.req.requeue else "NODE_FAIL")
 
     def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
         """effects.KillJobs of the state machine (DOWN, ResumeTimeout, POWER_DOWN_FORCE...)."""
@@ -682,20 +678,13 @@ class Jobs:
             job = self.jobs.get(jid)
             if job is None:
                 continue
-            if job.state == COMPLETING:
+            if job.state == COMPLETING:  # already ending: this node's part is gone
                 job.awaiting.discard(node.name)
                 self._release(job, node.name)
                 if not job.awaiting:
                     self._finish(job, job.outcome)
                 continue
-            self._kill(job, [node.name], 0, "node_down")
-            job.awaiting.discard(node.name)
-            if requeue:
-                self._lost(job, f"node {node.name} failed")
-            else:
-                self._kill(job, sorted(job.awaiting), 0, "node_down")
-                job.message = f"node {node.name} failed"
-                self._finish(job, "NODE_FAIL")
+            self._lost(job, f"node {node.name} failed", requeue)
         self.kicked = True
 
     def _fail_jobs_on(self, name: str, use: NodeUse, requeue: bool) -> None:
