@@ -717,7 +717,8 @@ class Jobs:
 
     @staticmethod
     def _may(job: Job, user: str, uid: int) -> bool:
-        return uid == 0 or user == "root" or uid == job.req.uid or (user and user == job.req.user)
+        """Root (uid 0; the name "root" proves nothing, the client picks it) or the job's own."""
+        return uid == 0 or uid == job.req.uid or bool(user and user == job.req.user)
 
     def cancel(self, msg: m.CancelJobs) -> m.JobResult:
         if not 0 <= msg.signal <= 64:

@@ -565,3 +565,15 @@ async def test_cancel_by_user_rebuilds_the_pending_list_once() -> None:
     assert [j.id for j in cluster.jobs.pending] == ids[1::2]
     assert dict(cluster.jobs.pending_parts) == {"main": 3}
     assert {rec(cluster, i)["state"] for i in ids[0::2]} == {"CANCELLED"}
+
+
+async def test_the_name_root_grants_nothing_uid_0_does() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    j = cluster.jobs.submit(job()).job_id  # alice's, pending (no node up)
+    r = cluster.jobs.cancel(m.CancelJobs(job_ids=(j,), user="root", uid=1001))
+    assert not r.ok and "Access/permission denied" in r.errors[0]
+    r = cluster.jobs.control(m.JobControl(job_ids=(j,), action="hold", user="root", uid=1001))
+    assert not r.ok and "Access/permission denied" in r.errors[0]
+    assert rec(cluster, j)["state"] == "PENDING" and not rec(cluster, j)["held"]
+    r = cluster.jobs.cancel(m.CancelJobs(job_ids=(j,), user="admin", uid=0))
+    assert r.ok and rec(cluster, j)["state"] == "CANCELLED"
