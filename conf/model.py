@@ -122,6 +122,7 @@ class PowerSettings:
     suspend_exc_nodes: tuple[ExcNodes, ...] = ()
     suspend_exc_parts: tuple[str, ...] = ()
     suspend_exc_states: tuple[str, ...] = ()
+    save_interval: int = 10  # SlurmctldParameters=power_save_interval: seconds between passes
 
 
 @attrs.frozen(slots=True)
@@ -153,6 +154,8 @@ class MembershipSettings:
 class JobSettings:
     """The controller's job limits and timings (issue 12 keys)."""
 
+    kill_wait: int = 30  # seconds between SIGTERM and SIGKILL
+    min_job_age: int = 300  # seconds a finished job stays listed
     max_job_count: int = 10000  # jobs held at once, finished ones until MinJobAge
     max_array_size: int = 1001  # array task ids must be below it; 0: no arrays
 

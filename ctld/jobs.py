@@ -46,8 +46,6 @@ END_STATES = {"COMPLETED": "COMPLETED", "FAILED": "FAILED", "TIMEOUT": "TIMEOUT"
               "CANCELLED": "CANCELLED", "OUT_OF_MEMORY": "OUT_OF_MEMORY",
               "LAUNCH_FAILED": "FAILED"}
 TOP_PRIORITY = 4294901760  # Slurm's priority/basic: each later job one less
-DEFAULT_KILL_WAIT = 30.0
-DEFAULT_MIN_JOB_AGE = 300.0  # seconds a finished job stays listed (Slurm's MinJobAge)
 NOT_AVAILABLE = "Requested node configuration is not available"
 BEGIN_KEY = ("", "begin")  # Cluster.deadlines key: a pending job's BeginTime has come
 
@@ -112,16 +110,6 @@ def parse_array(text: str, max_size: int) -> list[int]:
     return sorted(set(out))
 
 
-def _setting(cfg: Any, key: str, default: float) -> float:
-    for k, v in cfg.settings:
-        if k.lower() == key.lower():
-            try:
-                return float(v)
-            except (TypeError, ValueError):
-                return default
-    return default
-
-
 def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str, Any],
                  req_nodes: Sequence[str], exc_nodes: Sequence[str]) -> Need | str:
     """-n without -N (or -N min-max): the tasks go over as many nodes as they need. Refused
@@ -171,8 +159,8 @@ class Jobs:
     def config_changed(self) -> None:
         cfg = self.c.config
         self.index = {n.name: i for i, n in enumerate(cfg.nodes)}
-        self.kill_wait = _setting(cfg, "KillWait", DEFAULT_KILL_WAIT)
-        self.min_job_age = _setting(cfg, "MinJobAge", DEFAULT_MIN_JOB_AGE)
+        self.kill_wait = float(cfg.jobs.kill_wait)
+        self.min_job_age = float(cfg.jobs.min_job_age)
         # A running job a node's heartbeats leave out for this long was lost there (its
         # LaunchJob went astray, the node lost it without an ending...).
         t = cfg.timeouts

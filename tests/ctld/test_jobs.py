@@ -577,3 +577,12 @@ async def test_the_name_root_grants_nothing_uid_0_does() -> None:
     assert rec(cluster, j)["state"] == "PENDING" and not rec(cluster, j)["held"]
     r = cluster.jobs.cancel(m.CancelJobs(job_ids=(j,), user="admin", uid=0))
     assert r.ok and rec(cluster, j)["state"] == "CANCELLED"
+
+
+async def test_kill_wait_from_the_config_reaches_the_launch() -> None:
+    cluster = Cluster(make_config(extra="KillWait=7\nMinJobAge=0"), wall=wall)
+    conns = up(cluster, "n1")
+    j = cluster.jobs.submit(job()).job_id
+    [spec] = launches(conns["n1"])
+    assert spec.job_id == j and spec.kill_wait == 7.0
+    assert cluster.jobs.min_job_age == 0.0
