@@ -97,7 +97,15 @@ class Daemon:
             logs.event("job journal write failed", logging.ERROR, error=str(exc))
             return m.Error("internal", f"job {built[0].id} could not be written to "
                            f"{self.journal.path}: {exc.strerror or exc}")
-        return jobs.accept(built)
+        reply = jobs.accept(built)
+        # The jobs that started at once are journalled again, RUNNING (replay keeps the last
+        # line of a job), so that a SIGKILL before the next state save keeps them running.
+        started = [job_json(j) for j in built if j.state != "PENDING"]
+        try:
+            await self.journal.commit(started)
+        except OSError as exc:  # accepted and on disk as submitted: replay reruns them
+            logs.event("job journal write failed", logging.ERROR, error=str(exc))
+        return reply
 
     async def run(
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED

@@ -914,7 +914,7 @@ class Jobs:
                 logs.event("saved job unreadable; dropped", logging.WARNING, error=repr(exc))
                 continue
             self._adopt(job)
-        replayed = 0
+        latest: dict[int, Job] = {}  # a job's last line wins (submitted, then started)
         for entry in journal:
             try:
                 job = job_from_json(entry)
@@ -923,8 +923,10 @@ class Jobs:
                 continue
             if job.id in self.jobs or job.id < int(doc.get("next_id", 1)):
                 continue
+            latest[job.id] = job
+        for job in latest.values():
             self._adopt(job)
-            replayed += 1
+        replayed = len(latest)
         for name in list(self.c.nodes):
             self._sync_node(name)
         self.kicked = True

@@ -49,16 +49,13 @@ async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> No
     d2.restore()
     jobs = d2.cluster.jobs.jobs
     assert sorted(jobs) == [1, 2, 3, 4, 5]
-    # journalled before they were scheduled: the journal knows them as submitted (PENDING)
-    assert jobs[1].state == jobs[2].state == "PENDING"
-    # n1 comes back with job 1 still running: that copy started before the crash and no save
-    # holds it, so it is stale; job 1 runs again from its submission
-    conn = FakeConn()
-    reply = d2.cluster.register(m.Register("n1", hardware(), 1.0, "0.1.0", job_ids=(1,)), conn)
-    assert reply.accepted and reply.kill_job_ids == (1,)
-    d2.cluster.jobs.run()
     assert jobs[1].state == "RUNNING" and jobs[2].state == "PENDING"
-    assert [p.job.job_id for p in conn.pushed if isinstance(p, m.LaunchJob)] == [1]
+    # n1 comes back with job 1 still running (it was UNKNOWN until then: no state file yet)
+    reply = d2.cluster.register(m.Register("n1", hardware(), 1.0, "0.1.0", job_ids=(1,)),
+                                FakeConn())
+    assert reply.accepted and reply.kill_job_ids == ()
+    assert d2.cluster.nodes["n1"].state.cpus_alloc == 4  # job 1's allocation came back
+    assert jobs[1].state == "RUNNING" and jobs[1].restarts == 0
     assert d2.cluster.jobs.next_id == 6
     # a save holding them empties the journal; a third start reads them from the state file
     d2.save_now()
@@ -86,4 +83,5 @@ async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path)
     again = await d.submit_job(submit_msg())
     assert isinstance(again, m.SubmitReply) and again.job_id == 2
     assert d.cluster.jobs.jobs[2].state == "RUNNING"
-    assert [e["id"] for e in d.journal.read()] == [2]
+    # journalled as submitted before it was queued, then again once it started
+    assert [(e["id"], e["state"]) for e in d.journal.read()] == [(2, "PENDING"), (2, "RUNNING")]
