@@ -261,6 +261,15 @@ class Jobs:
                 array_job_id=first if task is not None else 0, array_task_id=task,
                 submitted_at=now,
             ))
+        # the reasons the journal keeps until a pass runs (at once, or after a restart)
+        if req.hold:
+            reason = "JobHeldUser"
+        elif req.begin_time is not None and req.begin_time > wall:
+            reason = "BeginTime"
+        else:
+            reason = "None"
+        for job in built:
+            job.reason = reason
         self.building += len(built)
         return built
 
@@ -272,9 +281,7 @@ class Jobs:
         """Queue jobs from `build` (journalled by now) and run a scheduling pass."""
         self.building = max(0, self.building - len(built))
         for job in built:
-            if job.held:
-                job.reason = "JobHeldUser"
-            elif self.pending_parts.get(job.partition):
+            if job.reason == "None" and self.pending_parts.get(job.partition):
                 job.reason = "Priority"
             self.jobs[job.id] = job
             self._add_pending(job)
