@@ -5,20 +5,13 @@ returning node still runs."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from .cluster import REPO, Cluster, free_port, wait_for
-
-# The node's job runner (noded/jobs.py) arrives with the node side of issue 12.
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("noded.jobs") is None,
-                                reason="rnoded has no job runner (noded/jobs.py) yet")
 
 CONF = """\
 ClusterName=jobs
