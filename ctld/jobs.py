@@ -110,6 +110,23 @@ def parse_array(text: str, max_size: int) -> list[int]:
     return sorted(set(out))
 
 
+def job_name(req: m.SubmitJob) -> str:
+    """-J, else the script's file name, else "wrap" (sbatch --wrap), as Slurm names jobs."""
+    return req.name or (os.path.basename(req.command) if req.command else "wrap")
+
+
+@attrs.frozen
+class Checked:
+    """A submission that passed _check, resolved against the config."""
+
+    partition: str
+    need: Need
+    req_nodes: tuple[str, ...]
+    exc_nodes: tuple[str, ...]
+    time_limit: int | None  # minutes; None = UNLIMITED
+    tasks: list[int | None]  # array task ids, or [None] for a plain job
+
+
 def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str, Any],
                  req_nodes: Sequence[str], exc_nodes: Sequence[str]) -> Need | str:
     """-n without -N (or -N min-max): the tasks go over as many nodes as they need. Refused
@@ -219,11 +236,8 @@ class Jobs:
     def _release(self, job: Job, name: str) -> None:
         share = job.shares.pop(name, None)
         use = self.uses.get(name)
-        if share is not None and use is not None and job.id in use.jobs:
-            use.jobs.discard(job.id)
-            use.cpus -= share.cpus
-            use.mem -= share.mem
-            use.gpus.difference_update(share.gpus)
+        if share is not None and use is not None:
+            use.remove(job.id, share)
         self._sync_node(name)
 
     def _release_all(self, job: Job) -> None:
@@ -245,18 +259,18 @@ class Jobs:
         checked = self._check(req)
         if isinstance(checked, m.Error):
             return checked
-        part, need, req_nodes, exc_nodes, limit, tasks = checked
         wall, now = self.c.wall(), self.c.clock()
         built: list[Job] = []
         first = self.next_id
-        for task in tasks:
+        need = checked.need
+        for task in checked.tasks:
             jid = self.next_id
             self.next_id += 1
             stdout = req.stdout or ("slurm-%A_%a.out" if task is not None else "slurm-%j.out")
             built.append(Job(
-                id=jid, req=req, partition=part, time_limit=limit,
+                id=jid, req=req, partition=checked.partition, time_limit=checked.time_limit,
                 priority=max(1, TOP_PRIORITY - jid), submit_time=wall, need=need,
-                req_nodes=req_nodes, exc_nodes=exc_nodes, stdout=stdout,
+                req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes, stdout=stdout,
                 held="user" if req.hold else "",
                 array_job_id=first if task is not None else 0, array_task_id=task,
                 submitted_at=now,
@@ -293,7 +307,7 @@ class Jobs:
         self.c.flush_programs()  # runs the scheduling pass, then any resume program it asked for
         return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built))
 
-    def _check(self, req: m.SubmitJob) -> Any:
+    def _check(self, req: m.SubmitJob) -> Checked | m.Error:
         cfg = self.c.config
 
         def bad(message: str, fld: str) -> m.Error:
@@ -391,7 +405,7 @@ class Jobs:
             return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
                            f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
                            f"{len(tasks)} more asked)")
-        return pc.name, need, req_nodes, exc_nodes, limit, tasks
+        return Checked(pc.name, need, req_nodes, exc_nodes, limit, tasks)
 
     # -- scheduling ------------------------------------------------------------------------
 
@@ -465,11 +479,7 @@ class Jobs:
         job.nodes = tuple(hostlist.expand(hostlist.fold(list(shares))))
         job.shares = dict(shares)
         for name, share in shares.items():
-            use = self.uses.setdefault(name, NodeUse())
-            use.cpus += share.cpus
-            use.mem += share.mem
-            use.gpus.update(share.gpus)
-            use.jobs.add(job.id)
+            self.uses.setdefault(name, NodeUse()).add(job.id, share)
             self._sync_node(name)
         self._touch(job)
         self._try_launch(job)
@@ -498,7 +508,7 @@ class Jobs:
         wall = self.c.wall()
         nodelist = hostlist.fold(list(job.nodes))
         req = job.req
-        name = req.name or (os.path.basename(req.command) if req.command else "wrap")
+        name = job_name(req)
         limit = None if job.time_limit is None else job.time_limit * 60.0
         if req.time_limit_s is not None and req.time_limit is not None:
             limit = req.time_limit_s
@@ -836,7 +846,7 @@ class Jobs:
             "job_id": job.id,
             "array_job_id": job.array_job_id,
             "array_task_id": job.array_task_id,
-            "name": req.name or (os.path.basename(req.command) if req.command else "wrap"),
+            "name": job_name(req),
             "user": req.user,
             "uid": req.uid,
             "gid": req.gid,
@@ -948,11 +958,7 @@ class Jobs:
         if job.state == PENDING:
             self._add_pending(job)
         for name, share in job.shares.items():
-            use = self.uses.setdefault(name, NodeUse())
-            use.cpus += share.cpus
-            use.mem += share.mem
-            use.gpus.update(share.gpus)
-            use.jobs.add(job.id)
+            self.uses.setdefault(name, NodeUse()).add(job.id, share)
 
 
 def job_json(job: Job) -> dict[str, Any]:
