@@ -17,6 +17,7 @@ from conf.model import NodeConfig
 from ctld import logs
 from ctld.node import NodeRecord
 from protocol import messages as m
+from protocol.codec import converter
 from statemachine import Flag, InvalidTransition, apply, events, initial_state
 
 if TYPE_CHECKING:
@@ -162,8 +163,6 @@ def restore_dynamic(cluster: Cluster, name: str, entry: dict[str, Any]) -> NodeR
     hw = entry.get("hardware")
     if conf is None or not hw:
         return None
-    from protocol.codec import converter
-
     try:
         ncfg = node_config(name, converter.structure(hw, m.Hardware), conf)
     except (ConfigError, ValueError, TypeError, KeyError) as exc:
