@@ -106,16 +106,19 @@ def _load_config(path: str):  # -> conf.ClusterConfig
         raise CliError(f"cannot read config {path}: {exc.strerror or exc}") from None
 
 
-def ask(
-    target: Target,
-    type_name: str,
-    body: dict | None = None,
-    *,
-    want: str,
-    timeout: float = REQUEST_TIMEOUT,
-) -> dict:
+class Refused(CliError):
+    """The controller answered with an Error: `message` as it wrote it, `field` the request
+    field it names (empty when none), so each command can say it its way."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def request(target: Target, type_name: str, body: dict | None = None, *, want: str,
+            timeout: float = REQUEST_TIMEOUT) -> dict:
     """Send one `type_name` request (body in the codec's shape) and return the body of the
-    `want` reply; any failure, an Error reply included, becomes a CliError (exit 1)."""
+    `want` reply: Refused for an Error reply, CliError for everything else that went wrong."""
     from protocol.auth import KeyFileError, load_key
     from protocol.client import ControllerUnreachable, request_raw
     from protocol.rawframe import FrameError
@@ -134,11 +137,27 @@ def ask(
     except FrameError as exc:
         raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}") from None
     if got == "Error":
-        message = reply.get("message") or reply.get("code") or "no reason given"
-        raise CliError(f"controller at {target.address} refused the request: {message}")
+        raise Refused(reply.get("message") or reply.get("code") or "no reason given",
+                      reply.get("field") or "")
     if got != want:
         raise CliError(f"unexpected reply {got} from {target.address} (wanted {want})")
     return reply
+
+
+def ask(
+    target: Target,
+    type_name: str,
+    body: dict | None = None,
+    *,
+    want: str,
+    timeout: float = REQUEST_TIMEOUT,
+) -> dict:
+    """`request`, with a refusal said as "controller at ADDR refused the request: ..."."""
+    try:
+        return request(target, type_name, body, want=want, timeout=timeout)
+    except Refused as exc:
+        raise CliError(f"controller at {target.address} refused the request: "
+                       f"{exc.message}") from None
 
 
 class Snapshot:
