@@ -7,7 +7,8 @@ neither attrs nor cattrs nor the message classes (they cost more than the whole 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6817
@@ -23,6 +24,21 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def run_main(prog: str, run: Callable[[list[str]], int], argv: list[str] | None) -> int:
+    """A command's main(): `run` on the arguments; a CliError is one stderr line and its exit
+    code, Ctrl-C exits 130, a reader that went away (`| head`) is not our failure."""
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except CliError as exc:
+        print(f"{prog}: error: {exc.message}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 class Target:

@@ -8,7 +8,7 @@ import os
 import signal as signals
 import sys
 
-from cli.controller import CliError, find_target
+from cli.controller import CliError, find_target, run_main
 from cli.rinfo import VERSION, UsageParser
 
 
@@ -74,13 +74,7 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except CliError as exc:
-        print(f"rcancel: error: {exc.message}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        return 130
+    return run_main("rcancel", run, argv)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,15 @@ import os
 import sys
 import time
 
-from cli.controller import CliError, Snapshot, Target, ask, fetch_snapshot, find_target
+from cli.controller import (
+    CliError,
+    Snapshot,
+    Target,
+    ask,
+    fetch_snapshot,
+    find_target,
+    run_main,
+)
 from cli.rinfo import VERSION, UsageParser, no_gc
 from conf.hostlist import expand, fold
 
@@ -306,21 +314,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     with no_gc():
-        return _main(sys.argv[1:] if argv is None else argv)
-
-
-def _main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except CliError as exc:
-        print(f"rcontrol: error: {exc.message}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return run_main("rcontrol", lambda words: run(build_parser().parse_args(words)), argv)
 
 
 if __name__ == "__main__":
