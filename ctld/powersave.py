@@ -9,7 +9,6 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -40,9 +39,6 @@ NOT_BOOTABLE_FLAGS = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.PO
                                 Flag.PENDING, Flag.REJECTED})
 
 POWER_SAVE_INTERVAL = 10.0  # Slurm's default power_save_interval
-
-JobsOf = Callable[[list[str]], list[tuple[int, list[str]]]]
-
 
 class RateBudget:
     """A token bucket of `rate` nodes a minute: refills continuously, banks at most one minute's
@@ -89,7 +85,6 @@ class PowerSave:
         self.state_dir: str | None = None
         self.server_addr: str | None = None
         self.key_file: str | None = None
-        self.jobs_of: JobsOf | None = None  # names -> [(job_id, all its nodes)]
         self._files = 0
 
     @property
@@ -376,38 +371,22 @@ class PowerSave:
         """Slurm's SLURM_RESUME_FILE document, plus the issue's `all_nodes` and per-job `nodes`."""
         resuming = set(node_names)
         jobs: list[dict[str, Any]] = []
-        jobs_of = self.jobs_of or getattr(getattr(self.c, "jobs", None), "jobs_holding", None)
-        if jobs_of is not None:
-            try:
-                holding = jobs_of(list(node_names))
-            except Exception as exc:  # the jobs side must not stop a power-up
-                logs.event("jobs for the resume file unavailable", logging.ERROR,
-                           error=repr(exc))
-                holding = []
-            for job_id, job_nodes in holding:
-                alloc = hostlist.fold(list(job_nodes))
-                jobs.append({
-                    "job_id": int(job_id),
-                    "nodes_alloc": alloc,
-                    "nodes_resume": hostlist.fold([n for n in job_nodes if n in resuming]),
-                    "nodes": alloc,
-                    "features": "",
-                    "partition": self._partition_of(job_id, job_nodes),
-                    "reservation": "",
-                    "exclusive": False,
-                    "oversubscribe": "NO",
-                    "extra": "",
-                })
+        for job_id, job_nodes in self.c.jobs.jobs_holding(list(node_names)):
+            alloc = hostlist.fold(list(job_nodes))
+            jobs.append({
+                "job_id": int(job_id),
+                "nodes_alloc": alloc,
+                "nodes_resume": hostlist.fold([n for n in job_nodes if n in resuming]),
+                "nodes": alloc,
+                "features": "",
+                "partition": self.c.jobs.jobs[job_id].partition,
+                "reservation": "",
+                "exclusive": False,
+                "oversubscribe": "NO",
+                "extra": "",
+            })
         folded = hostlist.fold(node_names)
         return {"all_nodes_resume": folded, "all_nodes": folded, "jobs": jobs}
-
-    def _partition_of(self, job_id: int, job_nodes: list[str]) -> str:
-        """The job's partition when the jobs object knows it, else its first node's."""
-        job = getattr(getattr(self.c, "jobs", None), "jobs", {}).get(job_id)
-        if getattr(job, "partition", None):
-            return str(job.partition)
-        node = self.c.nodes.get(job_nodes[0]) if job_nodes else None
-        return node.partitions[0] if node is not None and node.partitions else ""
 
     def write_resume_file(self, node_names: list[str]) -> str:
         """The JSON for SLURM_RESUME_FILE, mode 0600 in the state directory (a private temp
