@@ -117,19 +117,16 @@ class PowerSave:
         if self.state_dir is None:
             return
         try:
-            stale = [os.path.join(self.state_dir, name) for name in os.listdir(self.state_dir)
-                     if name.startswith("resume-") and name.endswith(".json")]
+            names = await trio.to_thread.run_sync(os.listdir, self.state_dir)
         except OSError:
             return
+        stale = [os.path.join(self.state_dir, name) for name in names
+                 if name.startswith("resume-") and name.endswith(".json")]
         if not stale:
             return
         p = self.c.config.power
         await trio.sleep(max(p.suspend_timeout, p.resume_timeout))
-        for path in stale:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        await trio.to_thread.run_sync(_remove, stale)
 
     # -- effects from the state machine -----------------------------------------------------
 
@@ -335,7 +332,9 @@ class PowerSave:
         path = None
         if kind == "resume":
             try:
-                path = self.write_resume_file(list(node_names))
+                data = orjson.dumps(self.resume_doc(list(node_names)),
+                                    option=orjson.OPT_INDENT_2)
+                path = await trio.to_thread.run_sync(self.write_resume_file, data)
                 env["SLURM_RESUME_FILE"] = path
             except OSError as exc:
                 logs.event("cannot write the resume file; ResumeProgram runs without it",
@@ -346,10 +345,8 @@ class PowerSave:
                                        env=env)
         finally:
             if path is not None:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+                with trio.CancelScope(shield=True):  # also when the controller is stopping
+                    await trio.to_thread.run_sync(_remove, [path])
         self.done(kind, node_names, result)
         return result
 
@@ -388,10 +385,9 @@ class PowerSave:
         folded = hostlist.fold(node_names)
         return {"all_nodes_resume": folded, "all_nodes": folded, "jobs": jobs}
 
-    def write_resume_file(self, node_names: list[str]) -> str:
-        """The JSON for SLURM_RESUME_FILE, mode 0600 in the state directory (a private temp
-        file without one); the caller removes it when the program has ended."""
-        data = orjson.dumps(self.resume_doc(node_names), option=orjson.OPT_INDENT_2)
+    def write_resume_file(self, data: bytes) -> str:
+        """In a worker thread: SLURM_RESUME_FILE's `data`, mode 0600 in the state directory (a
+        private temp file without one); the caller removes it when the program has ended."""
         if self.state_dir is None:
             fd, path = tempfile.mkstemp(prefix="resume-", suffix=".json")
         else:
@@ -411,6 +407,15 @@ class PowerSave:
                  "ResumeRate": self.resume_budget.describe(now)}
         items = tuple((k, shown.get(k, v)) for k, v in dump.items)
         return attrs.evolve(dump, items=items)
+
+
+def _remove(paths: list[str]) -> None:
+    """In a worker thread: unlink what is still there."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 def _warm(node: NodeRecord) -> bool:
