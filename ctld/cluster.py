@@ -230,7 +230,6 @@ class Cluster:
             node.slurmd_start_time = entry.get("slurmd_start_time")
             node.version = entry.get("version", "")
             node.last_busy = entry.get("last_busy")
-            node.job_ids = tuple(entry.get("job_ids", ()))
             node.power_started = entry.get("power_started")
             node.power_action = entry.get("power_action")
             node.last_change = entry.get("last_change")
@@ -485,7 +484,6 @@ class Cluster:
         node.seq = msg.seq
         node.last_heartbeat = self.wall()
         node.metrics = pack_metrics(msg.metrics)
-        node.job_ids = msg.job_ids
         node.view_fresh = False
         self.soft_gen += 1
         node.last_heard = self.clock()
@@ -775,7 +773,6 @@ class Cluster:
                     "slurmd_start_time": node.slurmd_start_time,
                     "version": node.version,
                     "last_busy": node.last_busy,
-                    "job_ids": list(node.job_ids),
                     "power_started": node.power_started,
                     "power_action": node.power_action,
                     "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)

@@ -228,8 +228,9 @@ def _delete(cluster: Cluster, node: NodeRecord, user: str) -> str | None:
     if node.dynamic_conf is None:
         return (f"cannot delete node {name}: it is defined in {cluster.config.path}; remove its "
                 "NodeName line and reconfigure")
-    if node.job_ids:
-        jobs = ",".join(map(str, node.job_ids))
+    use = cluster.jobs.uses.get(name)
+    if use is not None and use.jobs:
+        jobs = ",".join(map(str, sorted(use.jobs)))
         return f"cannot delete node {name}: it runs job(s) {jobs}; drain it and let them end"
     _, err = cluster._apply(node, events.Delete(now=cluster.wall(), user=user))
     if err:

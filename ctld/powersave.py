@@ -222,7 +222,8 @@ class PowerSave:
         budget = self.suspend_budget
         for node in c.nodes.values():
             st = node.state
-            if st.base != Base.IDLE or st.cpus_alloc or node.job_ids or st.flags & NO_SUSPEND_FLAGS:
+            if (st.base != Base.IDLE or st.cpus_alloc or _holds_jobs(c, node.name)
+                    or st.flags & NO_SUSPEND_FLAGS):
                 continue
             if Flag.POWER_DOWN not in st.flags:
                 limit = self.suspend_time_of(node) if auto else None
@@ -264,7 +265,7 @@ class PowerSave:
             if exc.count is None:
                 excluded.update(members)
                 continue
-            warm = sum(1 for n in members if _warm(c.nodes[n]))
+            warm = sum(1 for n in members if _warm(c, c.nodes[n]))
             allowance = [warm - exc.count]  # shared by the group's members
             for n in members:
                 groups[n] = allowance
@@ -277,7 +278,7 @@ class PowerSave:
             if exc.count is None:
                 continue
             members = [c.nodes[n] for n in exc.nodes if n in c.nodes]
-            have = sum(1 for n in members if _warm(n) or _booting_idle(n))
+            have = sum(1 for n in members if _warm(c, n) or _booting_idle(c, n))
             for node in members:
                 if have >= exc.count:
                     break
@@ -418,15 +419,21 @@ def _remove(paths: list[str]) -> None:
             pass
 
 
-def _warm(node: NodeRecord) -> bool:
+def _holds_jobs(c: Cluster, name: str) -> bool:
+    """Jobs are allocated on the node (the controller's own record, not a heartbeat's)."""
+    use = c.jobs.uses.get(name)
+    return bool(use and use.jobs)
+
+
+def _warm(c: Cluster, node: NodeRecord) -> bool:
     st = node.state
-    return (st.base == Base.IDLE and not st.cpus_alloc and not node.job_ids
+    return (st.base == Base.IDLE and not st.cpus_alloc and not _holds_jobs(c, node.name)
             and not st.flags & NOT_WARM_FLAGS)
 
 
-def _booting_idle(node: NodeRecord) -> bool:
+def _booting_idle(c: Cluster, node: NodeRecord) -> bool:
     st = node.state
-    return Flag.POWERING_UP in st.flags and not st.cpus_alloc and not node.job_ids
+    return Flag.POWERING_UP in st.flags and not st.cpus_alloc and not _holds_jobs(c, node.name)
 
 
 def state_excluded(node: NodeRecord, exc_states: tuple[str, ...]) -> bool:
