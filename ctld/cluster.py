@@ -288,7 +288,7 @@ class Cluster:
                     EXPECT_TIMEOUT if Flag.NO_RESPOND in new.flags else EXPECT_BEAT
                 )
             self._arm(node)
-            self._changed(node)
+            self.mark_changed(node)
         for eff in effs:
             self._effect(node, eff)
         return changed, None
@@ -324,11 +324,8 @@ class Cluster:
         self.jobs.run()
         self.power.flush()
 
-    # Public names for the modules beside this one (powersave, jobs).
     def mark_changed(self, node: NodeRecord) -> None:
-        self._changed(node)
-
-    def _changed(self, node: NodeRecord) -> None:
+        """Something a snapshot or the state file shows changed on `node`."""
         node.record = None
         node.view_fresh = False
         node.saved = None
@@ -459,7 +456,7 @@ class Cluster:
             self._health(node, msg.health)
         kill = self.jobs.registered(node, msg)
         self._arm(node)
-        self._changed(node)
+        self.mark_changed(node)
         self.flush_programs()
         return m.RegisterReply(
             accepted=True,
@@ -542,15 +539,23 @@ class Cluster:
         return self._apply(node, event)
 
     def touch(self, node: NodeRecord) -> None:
-        """Something a snapshot shows changed without a state change (allocated memory...)."""
-        self._changed(node)
+        """mark_changed under the name ctld/jobs.py calls."""
+        self.mark_changed(node)
+
+    def partition_nodes(self, name: str) -> list[str] | None:
+        """The live node list of partition `name` (membership adds and removes dynamic nodes
+        in it), or None when there is no such partition."""
+        for part in self._partitions:
+            if part["name"] == name:
+                return part["nodes"]
+        return None
 
     def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
         return self.jobs.jobs_holding(names)
 
     # -- admin requests --------------------------------------------------------------------
 
-    def _expand(self, expr: str) -> tuple[list[str], list[str]]:
+    def expand(self, expr: str) -> tuple[list[str], list[str]]:
         """(names, errors) of a hostlist expression or ALL."""
         expr = expr.strip()
         if expr.upper() == "ALL":
@@ -565,7 +570,7 @@ class Cluster:
         return wanted, []
 
     def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult:
-        node_names, errors = self._expand(msg.node_names)
+        node_names, errors = self.expand(msg.node_names)
         if errors:
             return m.UpdateResult(ok=False, errors=tuple(errors))
         reason = (msg.reason or "").strip() or None
@@ -604,11 +609,11 @@ class Cluster:
             node.set_state(attrs.evolve(node.state, reason=reason))
             logs.state_change(name, node.complete, node.complete, f"admin:{user or 'unknown'}",
                               text)
-            self._changed(node)
+            self.mark_changed(node)
         return m.UpdateResult(ok=True, changed=tuple(node_names))
 
     def set_allocation(self, msg: m.SetAllocation) -> m.UpdateResult:
-        node_names, errors = self._expand(msg.node_names)
+        node_names, errors = self.expand(msg.node_names)
         if errors:
             return m.UpdateResult(ok=False, errors=tuple(errors))
         if msg.cpus_alloc < 0:
