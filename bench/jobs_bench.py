@@ -41,8 +41,9 @@ SCRIPT = "#!/bin/sh\ntrue\n"
 
 
 def job(i: int) -> m.SubmitJob:
+    # max_nodes=0: what rbatch sends without -N (the tasks may spread over nodes)
     return m.SubmitJob(script=SCRIPT, user="bench", uid=1000, gid=1000, workdir="/tmp",
-                       name=f"b{i}", submit_host="bench")
+                       name=f"b{i}", submit_host="bench", max_nodes=0)
 
 
 async def connect(ctl: Controller) -> FramedStream:

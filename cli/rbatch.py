@@ -12,6 +12,7 @@ import re
 import shlex
 import socket
 import sys
+import time
 
 from cli.controller import CliError, find_target
 from cli.rinfo import VERSION, UsageParser
@@ -54,6 +55,8 @@ def build_parser(*, for_script: bool = False) -> argparse.ArgumentParser:
     a("--exclusive", action="store_true", default=d)
     a("-a", "--array", metavar="SPEC", default=d, help="job array, e.g. 1-10")
     a("-H", "--hold", action="store_true", default=d, help="submit held")
+    a("-b", "--begin", metavar="TIME", default=d,
+      help="eligible from TIME: now+60, now+1hour, 16:00, 2026-11-23T16:00:00, tomorrow")
     if not for_script:
         a("script", nargs="?", metavar="SCRIPT")
         a("args", nargs=argparse.REMAINDER, metavar="ARGS")
@@ -117,6 +120,27 @@ def node_count(text: str) -> int:
     if not low.isdigit() or int(low) < 1:
         raise CliError(f"--nodes {text}: expected a number of nodes such as 2 or 2-4", code=2)
     return int(low)
+
+
+def begin(text: str) -> float:
+    from cli.begin_time import BeginError, parse_begin
+
+    try:
+        return parse_begin(text, time.time())
+    except BeginError as exc:
+        raise CliError(str(exc), code=2) from None
+
+
+def node_max(text: str) -> int | None:
+    """The upper bound of `-N min-max` (None for a plain `-N N`: exactly N)."""
+    low, dash, high = text.partition("-")
+    if not dash:
+        return None
+    high = high.strip()
+    if not high.isdigit() or int(high) < node_count(low):
+        raise CliError(f"--nodes {text}: the maximum must be a number no smaller than the "
+                       "minimum", code=2)
+    return int(high)
 
 
 def directives(script: str) -> list[str]:
@@ -198,6 +222,8 @@ def submission(args: argparse.Namespace, script: str, command: str, argv: list[s
         "stdout": get("output") or "",
         "stderr": get("error") or "",
         "num_nodes": node_count(args.nodes) if get("nodes") else 1,
+        "max_nodes": node_max(args.nodes) if get("nodes") else 0,  # 0: as the tasks need
+        "begin_time": begin(args.begin) if get("begin") else None,
         "ntasks": get("ntasks") or 1,
         "cpus_per_task": get("cpus_per_task") or 1,
         "mem_mib": mem_mib(args.mem) if get("mem") else 0,

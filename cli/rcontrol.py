@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
         "reconfigure | ping | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
         "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
-        "show job [ID] | requeue|hold|release JOBID...",
+        "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME",
     )
     a = p.add_argument
     a("--help", action="help", help="show this help and exit")
@@ -220,6 +220,10 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
 def update(s: Session, words: list[str]) -> int:
     import getpass
 
+    if any(w.lower().startswith("jobid=") for w in words):  # a job's StartTime (show_jobs.py)
+        from cli.show_jobs import update_job
+
+        return update_job(s.target, words)
     node_expr, state, reason = parse_update(words)
     body = {
         "node_names": "ALL" if node_expr.upper() == "ALL" else node_expr,

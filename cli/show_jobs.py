@@ -74,7 +74,8 @@ def job_lines(j: dict, now: float) -> list[str]:
         f"Reboot=0 ExitCode={j.get('exit_code', 0)}:{j.get('signal', 0)}",
         f"RunTime={_clock(elapsed(j, now))} "
         f"TimeLimit={'UNLIMITED' if limit is None else _clock(limit * 60)} TimeMin=N/A",
-        f"SubmitTime={_iso(j.get('submit_time'))} EligibleTime={_iso(j.get('submit_time'))}",
+        f"SubmitTime={_iso(j.get('submit_time'))} "
+        f"EligibleTime={_iso(j.get('eligible_time') or j.get('submit_time'))}",
         f"StartTime={_iso(j.get('start_time'))} EndTime={_iso(j.get('end_time'))} "
         "Deadline=N/A",
         f"Partition={j.get('partition', '')} AllocNode:Sid={j.get('submit_host') or '?'}:0",
@@ -150,3 +151,42 @@ def job_action(target: Target, action: str, words: list[str]) -> int:
     for err in result.get("errors") or ():
         print(f"rcontrol: error: {err}", file=sys.stderr)
     return 0 if result.get("ok") is True else 1
+
+
+def update_job(target: Target, words: list[str]) -> int:
+    """`update JobId=ID[,ID...] StartTime=TIME`: a pending job's BeginTime (rbatch --begin)."""
+    import getpass
+    import time
+
+    from cli.begin_time import BeginError, parse_begin
+    from cli.controller import request
+    from cli.job_requests import fetch_jobs, parse_job_ids
+
+    ids: list[str] = []
+    begin = None
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep:
+            raise CliError(f"update: expected Key=Value, got {word!r}", code=2)
+        if key.lower() == "jobid":
+            ids += [w for w in value.split(",") if w]
+        elif key.lower() in ("starttime", "begintime"):
+            try:
+                begin = parse_begin(value, time.time())
+            except BeginError as exc:
+                raise CliError(str(exc).replace("--begin=", "StartTime="), code=2) from None
+        else:
+            raise CliError(f"update: {key!r} is not supported for jobs (Ranch updates "
+                           "JobId=... StartTime=...)", code=2)
+    if not ids:
+        raise CliError("update: JobId= names no job", code=2)
+    if begin is None:
+        raise CliError("update: nothing to change; give StartTime=", code=2)
+    jobs = fetch_jobs(target)[1] if any("_" in w for w in ids) else None
+    body = {"action": "begin", "job_ids": list(parse_job_ids(ids, jobs)),
+            "user": getpass.getuser(), "uid": os.getuid(), "begin_time": begin}
+    result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
+    for err in result.get("errors") or ():
+        print(f"rcontrol: error: {err}", file=sys.stderr)
+    return 0 if result.get("ok") is True else 1
+

@@ -295,7 +295,7 @@ class Cluster:
 
     def _effect(self, node: NodeRecord, eff: Any) -> None:
         if isinstance(eff, effects.KillJobs):
-            self.jobs.node_lost(node, eff.requeue)
+            self.jobs.node_lost(node, eff.requeue, eff.wait)
         elif isinstance(eff, effects.RunSuspendProgram):
             self.power.queue("suspend", node)
         elif isinstance(eff, effects.RunResumeProgram):
@@ -373,6 +373,9 @@ class Cluster:
         """The deadline task's callback: heartbeat stages and power timeouts whose time came."""
         now, wall = self.clock(), self.wall()
         for name, kind in keys:
+            if kind == "begin":  # a pending job's BeginTime came (ctld/jobs.py BEGIN_KEY)
+                self.jobs.kicked = True
+                continue
             node = self.nodes.get(name)
             if node is None:
                 continue

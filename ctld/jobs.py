@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import math
 import os
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -19,7 +20,15 @@ import orjson
 
 from conf import hostlist
 from ctld import logs
-from ctld.scheduler import Need, NodeUse, Share, capacity_fits, cpus_per_node, place
+from ctld.scheduler import (
+    Need,
+    NodeUse,
+    Share,
+    capacity_fits,
+    cpus_per_node,
+    place,
+    task_capacity,
+)
 from ctld.wire import kept
 from protocol import messages as m
 from protocol.codec import converter
@@ -41,6 +50,7 @@ DEFAULT_KILL_WAIT = 30.0
 DEFAULT_MIN_JOB_AGE = 300.0  # seconds a finished job stays listed (Slurm's MinJobAge)
 NOT_AVAILABLE = "Requested node configuration is not available"
 MAX_ARRAY = 10000  # tasks of one --array (Slurm's MaxArraySize default is 1001)
+BEGIN_KEY = ("", "begin")  # Cluster.deadlines key: a pending job's BeginTime has come
 
 
 @attrs.define(eq=False, slots=True)
@@ -110,6 +120,34 @@ def _setting(cfg: Any, key: str, default: float) -> float:
             except (TypeError, ValueError):
                 return default
     return default
+
+
+def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str, Any],
+                 req_nodes: Sequence[str], exc_nodes: Sequence[str]) -> Need | str:
+    """-n without -N (or -N min-max): the tasks go over as many nodes as they need. Refused
+    (the message returned) only when no set of the partition's nodes could ever hold them."""
+    top = req.max_nodes or 0
+    if top and top < num_nodes:
+        return f"--nodes {num_nodes}-{top}: the maximum is below the minimum"
+    need = Need(num_nodes, req.cpus_per_task, req.mem_mib, req.gpus, req.exclusive,
+                spread=True, tasks=req.ntasks, cpus_per_task=req.cpus_per_task,
+                max_nodes=top)
+    held = [task_capacity(members[n].cfg, need) for n in dict.fromkeys(req_nodes)]
+    excluded = set(exc_nodes) | set(req_nodes)
+    rest = sorted((task_capacity(n.cfg, need) for name, n in members.items()
+                   if name not in excluded), reverse=True)
+    rest = [c for c in rest if c > 0]
+    best = held + rest[: max(0, top - len(held))] if top else held + rest
+    if len(best) >= num_nodes and sum(best) < req.ntasks:  # too few nodes: the caller says so
+        upto = f"{top} " if top else ""
+        return (f"{NOT_AVAILABLE}: {req.ntasks} task(s) of {req.cpus_per_task} CPU(s) each; "
+                f"{upto}node(s) of partition {part} hold {sum(best)} such task(s) at most")
+    # the fewest nodes that could hold the tasks (each node's CPUs counted): rqueue's NODES
+    held_tasks = fewest = 0
+    while fewest < len(best) and held_tasks < req.ntasks:
+        held_tasks += best[fewest]
+        fewest += 1
+    return attrs.evolve(need, nodes=max(num_nodes, fewest))
 
 
 class Jobs:
@@ -265,6 +303,9 @@ class Jobs:
         if req.time_limit is not None and req.time_limit < 0:
             return bad(f"time_limit must be 0 or more minutes, got {req.time_limit}",
                        "time_limit")
+        if req.begin_time is not None and not 0 <= req.begin_time < 1e11:  # NaN fails too
+            return bad(f"begin_time must be seconds since the epoch, got {req.begin_time}",
+                       "begin_time")
         if not req.script.strip():
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):
@@ -300,8 +341,15 @@ class Jobs:
             return bad(f"node(s) {hostlist.fold(sorted(both))} are both required (-w) and "
                        "excluded (-x)", "exclude")
         num_nodes = max(req.num_nodes, len(set(req_nodes)))
-        cpus = cpus_per_node(req.ntasks, req.cpus_per_task, num_nodes)
-        need = Need(num_nodes, cpus, req.mem_mib, req.gpus, req.exclusive)
+        if req.max_nodes is not None and req.max_nodes != num_nodes:
+            spread = _spread_need(req, pc.name, num_nodes, members, req_nodes, exc_nodes)
+            if isinstance(spread, str):
+                return bad(spread, "ntasks" if req.max_nodes == 0 else "max_nodes")
+            need = spread
+        else:
+            need = Need(num_nodes, cpus_per_node(req.ntasks, req.cpus_per_task, num_nodes),
+                        req.mem_mib, req.gpus, req.exclusive)
+        cpus = need.cpus
         fitting = [n for name, n in members.items()
                    if name not in exc_nodes and capacity_fits(n.cfg, need)]
         short = [n for n in req_nodes if not capacity_fits(members[n].cfg, need)]
@@ -341,14 +389,20 @@ class Jobs:
         cfg = self.c.config
         blocked: set[str] = set()
         started = 0
+        wall = self.c.wall()
+        wake = math.inf  # the earliest BeginTime still ahead
         for job in self.pending:
             if job.state != PENDING:
                 continue
             if blocked and blocked.issuperset(self.pending_parts):
                 break  # every partition waits on a job ahead: nothing below may start
             pc = cfg.partition(job.partition)
+            begin = job.req.begin_time
             if job.held:
                 why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif begin is not None and begin > wall:
+                why = "BeginTime"
+                wake = min(wake, begin)
             elif pc is None:
                 why = "PartitionDown"
             elif pc.state != "UP":
@@ -371,6 +425,11 @@ class Jobs:
         if started:  # one rebuild, not a list.remove per started job
             self.pending = [j for j in self.pending if j.state == PENDING]
             self.pending_parts = Counter(j.partition for j in self.pending)
+        if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
+            due = self.c.clock() + (wake - wall)
+            when = self.c.deadlines.when(BEGIN_KEY)
+            if when is None or due < when:
+                self.c.deadlines.schedule(BEGIN_KEY, due)
 
     def _try_place(self, job: Job, pc: Any) -> str:
         nodes = self.c.nodes
@@ -590,10 +649,13 @@ class Jobs:
             job.message = why
             self._finish(job, "NODE_FAIL")
 
-    def node_lost(self, node: NodeRecord, requeue: bool) -> None:
+    def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
         """effects.KillJobs of the state machine (DOWN, ResumeTimeout, POWER_DOWN_FORCE...)."""
         use = self.uses.get(node.name)
         if use is None:
+            return
+        if wait:
+            self._fail_jobs_on(node.name, use, requeue)
             return
         for jid in sorted(use.jobs):
             job = self.jobs.get(jid)
@@ -613,6 +675,18 @@ class Jobs:
                 self._kill(job, sorted(job.awaiting), 0, "node_down")
                 job.message = f"node {node.name} failed"
                 self._finish(job, "NODE_FAIL")
+        self.kicked = True
+
+    def _fail_jobs_on(self, name: str, use: NodeUse, requeue: bool) -> None:
+        """State=FAIL: the node is alive, so its jobs' processes are killed and awaited
+        (COMPLETING, the node `failg`) before each job is requeued (--requeue) or NODE_FAIL."""
+        for jid in sorted(use.jobs):
+            job = self.jobs.get(jid)
+            if job is None or job.state not in (CONFIGURING, RUNNING):
+                continue  # a COMPLETING job already ends its own way
+            job.message = f"node {name} failed"
+            self._end_with(job, REQUEUE if requeue and job.req.requeue else "NODE_FAIL",
+                           "node_fail")
         self.kicked = True
 
     # -- user requests ---------------------------------------------------------------------
@@ -679,9 +753,13 @@ class Jobs:
 
     def control(self, msg: m.JobControl) -> m.JobResult:
         action = msg.action.lower()
-        if action not in ("requeue", "hold", "release"):
+        if action not in ("requeue", "hold", "release", "begin"):
             return m.JobResult(ok=False, errors=(
-                f"unknown action {msg.action!r}; valid: requeue, hold, release",))
+                f"unknown action {msg.action!r}; valid: requeue, hold, release, begin",))
+        if action == "begin" and not (
+                msg.begin_time is not None and 0 <= msg.begin_time < 1e11):
+            return m.JobResult(ok=False, errors=(
+                f"begin needs begin_time in seconds since the epoch, got {msg.begin_time}",))
         jobs, errors = self._targets(msg.job_ids)
         done: list[int] = []
         for job in jobs:
@@ -694,6 +772,12 @@ class Jobs:
                     continue
                 job.held = "user" if msg.uid == job.req.uid else "admin"
                 job.reason = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif action == "begin":  # rcontrol update JobId=N StartTime=T
+                if job.state != PENDING:
+                    errors.append(f"job {job.id}: Job is no longer pending execution")
+                    continue
+                job.req = attrs.evolve(job.req, begin_time=msg.begin_time)
+                job.reason = "None"  # the next pass says BeginTime again if still ahead
             elif action == "release":
                 if not job.held:
                     errors.append(f"job {job.id}: Job is not held")
@@ -754,10 +838,13 @@ class Jobs:
             "submit_time": job.submit_time,
             "start_time": job.start_time,
             "end_time": job.end_time,
+            "eligible_time": max(job.submit_time, req.begin_time or 0.0),
             "time_limit": job.time_limit,
             "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
             "node_count": len(job.nodes) or job.need.nodes,
-            "cpus": sum(s.cpus for s in job.shares.values()) or job.need.cpus * job.need.nodes,
+            "cpus": sum(s.cpus for s in job.shares.values()) or (
+                req.ntasks * req.cpus_per_task if job.need.spread
+                else job.need.cpus * job.need.nodes),
             "ntasks": req.ntasks,
             "cpus_per_task": req.cpus_per_task,
             "mem_per_node": req.mem_mib,

@@ -51,6 +51,12 @@ class Need:
     mem: int
     gpus: int
     exclusive: bool = False
+    # sbatch -n without -N (or -N min-max): the tasks spread over as many nodes as they need,
+    # each node taking what its free CPUs hold; `nodes` is then the minimum, `cpus` one task's.
+    spread: bool = False
+    tasks: int = 1
+    cpus_per_task: int = 1
+    max_nodes: int = 0  # 0: no upper bound
 
 
 def node_rank(node: Any) -> int | None:
@@ -115,6 +121,8 @@ def place(
     """First fit: every `required` node (-w) plus the first free ones of `others`.
 
     Returns (shares by node name, "") or (None, pending reason)."""
+    if need.spread:
+        return _place_spread(need, required, others, uses, index)
     shares: dict[str, Share] = {}
     for node in required:
         if node_rank(node) is None:
@@ -144,3 +152,60 @@ def place(
 
 def cpus_per_node(ntasks: int, cpus_per_task: int, nodes: int) -> int:
     return math.ceil(ntasks / max(nodes, 1)) * cpus_per_task
+
+
+def task_capacity(cfg: Any, need: Need) -> int:
+    """Tasks of a spread job an empty node of this configuration could ever hold."""
+    return cfg.cpus // need.cpus_per_task if capacity_fits(cfg, need) else 0
+
+
+def _place_spread(
+    need: Need,
+    required: Sequence[Any],
+    others: Iterable[Any],
+    uses: dict[str, NodeUse],
+    index: dict[str, int],
+) -> tuple[dict[str, Share] | None, str]:
+    """First fit for tasks over nodes: each node in placement order takes as many tasks as its
+    free CPUs hold (keeping one for each node still needed to reach the minimum)."""
+    shares: dict[str, Share] = {}
+    left = need.tasks
+
+    def take(node: Any) -> bool:
+        nonlocal left
+        use = uses.get(node.name)
+        one = share_on(node.cfg, use, need)  # one task, with the node's memory and GPUs
+        if one is None:
+            return False
+        if need.exclusive:
+            free = node.cfg.cpus // need.cpus_per_task
+        else:
+            free = (node.cfg.cpus - (use.cpus if use else 0)) // need.cpus_per_task
+        reserve = max(0, need.nodes - len(shares) - 1)
+        k = max(1, min(free, left - reserve))
+        cpus = one.cpus if need.exclusive else k * need.cpus_per_task
+        shares[node.name] = Share(cpus, one.mem, one.gpus)
+        left -= k
+        return True
+
+    for node in required:
+        if node_rank(node) is None:
+            return None, "ReqNodeNotAvail"
+        if not take(node):
+            return None, "Resources"
+    if left <= 0 and len(shares) >= need.nodes:
+        return shares, ""
+    usable = 0
+    for node, _rank in order(others, index):
+        if node.name in shares:
+            continue
+        if capacity_fits(node.cfg, need):
+            usable += 1
+        if need.max_nodes and len(shares) >= need.max_nodes:
+            continue  # at the maximum: only counting what could ever hold it
+        take(node)
+        if left <= 0 and len(shares) >= need.nodes:
+            return shares, ""
+    if usable + len(required) < need.nodes:
+        return None, "ReqNodeNotAvail"
+    return None, "Resources"

@@ -404,6 +404,10 @@ class SubmitJob:
     hold: bool = False  # -H
     submit_host: str = ""
     command: str = ""  # the script path as given ("" for --wrap), for show job
+    # -N's upper bound. None: exactly num_nodes; 0: as many as the tasks need (sbatch -n without
+    # -N spreads the tasks over nodes, num_nodes being the minimum); M: -N num_nodes-M.
+    max_nodes: int | None = None
+    begin_time: float | None = None  # --begin, wall-clock seconds: PENDING (BeginTime) until
 
 
 @attrs.frozen
@@ -442,10 +446,11 @@ class CancelJobs:
 class JobControl:
     """rcontrol requeue|hold|release JOBID..."""
 
-    action: str  # requeue | hold | release
+    action: str  # requeue | hold | release | begin
     job_ids: tuple[int, ...]
     user: str = ""
     uid: int = -1
+    begin_time: float | None = None  # action "begin" (rcontrol update JobId=N StartTime=T)
 
 
 @attrs.frozen

@@ -6,6 +6,7 @@ dicts, so the CLI and the controller import them without importing each other.
 
 from __future__ import annotations
 
+import signal as signals
 import time
 from collections.abc import Callable
 
@@ -290,6 +291,100 @@ def show_doc(key: str, items: list, cluster: str, *, version: str, user: str,
     return {
         key: items,
         "last_update": {"set": True, "infinite": False, "number": int(time.time())},
+        "meta": {
+            "plugin": {"type": "", "name": "", "data_parser": "ranch"},
+            "client": {"source": "", "user": user, "group": ""},
+            "command": command,
+            "slurm": {"release": version, "cluster": cluster},
+        },
+        "errors": [],
+        "warnings": [],
+    }
+
+
+# -- jobs (issue 12): rqueue --json, rcontrol show job --json and GET /api/v1/jobs ---------------
+
+# The state a job's exit status reads as in exit_code.status
+_EXIT_STATUS = {"COMPLETED": "SUCCESS", "FAILED": "ERROR", "CANCELLED": "SIGNALED",
+                "TIMEOUT": "SIGNALED", "OUT_OF_MEMORY": "ERROR", "NODE_FAIL": "ERROR"}
+
+
+def _job_time(epoch: float | None) -> dict:
+    return number(int(epoch) if epoch else 0)
+
+
+def _signal_name(num: int) -> str:
+    try:
+        return signals.Signals(num).name.removeprefix("SIG")
+    except ValueError:
+        return ""
+
+
+def job_json(j: dict) -> dict:
+    """One job record (ctld.jobs.Jobs.record) in the field names and number objects of Slurm's
+    data_parser, as squeue --json and scontrol show job --json print it."""
+    st = j["state"]
+    limit = j.get("time_limit")
+    sig = int(j.get("signal") or 0)
+    array = j.get("array_job_id") or 0
+    return {
+        "account": "",
+        "array_job_id": number(array),
+        "array_task_id": number(j.get("array_task_id")),
+        "batch_flag": True,
+        "batch_host": j.get("batch_host") or "",
+        "command": j.get("command", ""),
+        "cpus": number(j.get("cpus", 0)),
+        "cpus_per_task": number(j.get("cpus_per_task", 1)),
+        "current_working_directory": j.get("workdir", ""),
+        "eligible_time": _job_time(j.get("eligible_time") or j.get("submit_time")),
+        "end_time": _job_time(j.get("end_time")),
+        "excluded_nodes": j.get("exc_nodes") or "",
+        "exit_code": {
+            "status": [_EXIT_STATUS.get(st, "PENDING" if st == "PENDING" else "SUCCESS")],
+            "return_code": number(int(j.get("exit_code") or 0)),
+            "signal": {"id": number(sig if sig else None), "name": _signal_name(sig) if sig
+                       else ""},
+        },
+        "gres_detail": [
+            f"gpu:{len(v)}(IDX:{','.join(map(str, v))})"
+            for v in (j.get("gpu_indices") or {}).values()
+        ],
+        "group_id": j.get("gid", 0),
+        "job_id": j["job_id"],
+        "job_state": [st],
+        "memory_per_node": number(j.get("mem_per_node") or None),
+        "name": j.get("name", ""),
+        "node_count": number(j.get("node_count", 0)),
+        "nodes": j.get("nodes") or "",
+        "partition": j.get("partition", ""),
+        "priority": number(j.get("priority", 0)),
+        "required_nodes": j.get("req_nodes") or "",
+        "requeue": bool(j.get("requeue")),
+        "restart_cnt": j.get("restarts", 0),
+        "shared": "none" if j.get("exclusive") else "",
+        "standard_error": j.get("stderr") or j.get("stdout", ""),
+        "standard_input": "/dev/null",
+        "standard_output": j.get("stdout", ""),
+        "start_time": _job_time(j.get("start_time")),
+        "state_description": j.get("message", ""),
+        "state_reason": j.get("reason") or "None",
+        "submit_time": _job_time(j.get("submit_time")),
+        "tasks": number(j.get("ntasks", 1)),
+        "time_limit": number(limit, infinite=limit is None),
+        "tres_per_node": f"gres/gpu:{j['gpus_per_node']}" if j.get("gpus_per_node") else "",
+        "user_id": j.get("uid", 0),
+        "user_name": j.get("user", ""),
+    }
+
+
+def queue_doc(jobs: list[dict], now: float, *, version: str, user: str, command: list[str],
+              cluster: str = "") -> dict:
+    """squeue --json's document around job records (each turned by job_json)."""
+    return {
+        "jobs": [job_json(j) for j in jobs],
+        "last_backfill": number(None),
+        "last_update": number(int(now)),
         "meta": {
             "plugin": {"type": "", "name": "", "data_parser": "ranch"},
             "client": {"source": "", "user": user, "group": ""},

@@ -36,6 +36,8 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.RegisterReply: ("kill_job_ids",),
         m.Heartbeat: ("jobs_ended",),
         m.HeartbeatReply: ("kill_job_ids",),
+        m.SubmitJob: ("max_nodes", "begin_time"),  # issue 12: -n over nodes, --begin
+        m.JobControl: ("begin_time",),
     },
 }
 

@@ -12,6 +12,9 @@ from statemachine.model import Reason
 @attrs.frozen(slots=True)
 class KillJobs:
     requeue: bool  # requeue batch jobs that allow it (Slurm's NODE_FAIL path)
+    # The node is alive (State=FAIL): its processes are killed and awaited (COMPLETING, so the
+    # node shows `failg`) before the jobs move on; False: the node is gone, nothing to await.
+    wait: bool = False
 
 
 @attrs.frozen(slots=True)

@@ -376,8 +376,11 @@ def admin_drain(s: NodeState, e: ev.AdminUpdate, p: Policy) -> tuple[NodeState, 
 
 
 def admin_fail(s: NodeState, e: ev.AdminUpdate, p: Policy) -> tuple[NodeState, Effects]:
+    """FAIL: its jobs are killed and requeued (issue 12; Slurm lets them run): `failg` while
+    their processes are being killed, then `fail`. A health check's FAIL lets them run."""
     reason = _require_reason(s, e)
-    return _evolve(s, flags=s.flags | {_F}, reason=reason), ()
+    kill: Effects = (fx.KillJobs(requeue=True, wait=True),) if s.cpus_alloc > 0 else ()
+    return _evolve(s, flags=s.flags | {_F}, reason=reason), kill
 
 
 def admin_noresp(s: NodeState, e: ev.AdminUpdate, p: Policy) -> tuple[NodeState, Effects]:
@@ -504,6 +507,7 @@ def health_drain(s: NodeState, e: ev.HealthResult, p: Policy) -> tuple[NodeState
 
 
 def health_fail(s: NodeState, e: ev.HealthResult, p: Policy) -> tuple[NodeState, Effects]:
+    """Unlike State=FAIL, running jobs go on: a flaky check must not kill work."""
     return _health_flag(s, e, _F)
 
 

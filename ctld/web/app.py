@@ -23,10 +23,10 @@ from starlette.staticfiles import StaticFiles
 from conf import hostlist
 from ctld import logs
 from ctld.cluster import NEEDS_REASON, REASON_REQUIRED
-from ctld.web import grid, metrics
+from ctld.web import grid, jobstats, metrics
 from ctld.web.tokens import Tokens, bearer, is_loopback
 from protocol import messages as m
-from protocol.records import node_json, partition_json, show_doc, sinfo_doc
+from protocol.records import job_json, node_json, partition_json, queue_doc, show_doc, sinfo_doc
 from statemachine import events
 
 API_VERSION = "0.1.0"
@@ -64,6 +64,7 @@ class Web:
         self._metrics_lock = trio.Lock()  # one scrape builds at a time; others wait for it
         self._nodes_for: Any = None  # the snapshot _nodes_docs were made from
         self._nodes_docs: list[dict] = []
+        self._job_counts: tuple[int, dict[str, int]] = (-1, {})  # (Jobs.gen, jobstats.counts)
         env = Environment(loader=PackageLoader("ctld.web", "templates"),
                           autoescape=select_autoescape())
         self.page = env.get_template("index.html")
@@ -150,17 +151,61 @@ class Web:
     async def metrics(self, request: Request) -> Response:
         if (refused := self._read_refusal(request)) is not None:
             return refused
-        out: list[str] = []
+        out: list[bytes] = []
         async with self._metrics_lock:
             for _ in self.expo.steps(self.cluster.nodes, out):
                 await trio.sleep(0)  # let heartbeats in between chunks
 
+        out.append(jobstats.metrics_text(self._counts()).encode())
+
         async def pieces() -> AsyncIterator[bytes]:
-            # Sent family by family: no 30 MB join, and heartbeats run between the pieces.
+            # Sent chunk by chunk: no 30 MB join, and heartbeats run between the pieces.
             for piece in out:
-                yield piece.encode()
+                yield piece
 
         return StreamingResponse(pieces(), media_type=metrics.CONTENT_TYPE)
+
+    # -- jobs (issue 12): the records rqueue and rcontrol show job get, through the same
+    # builders (protocol.records.job_json / queue_doc).
+
+    def _job_records(self, ids: tuple[int, ...] = ()) -> tuple[float, list[dict]]:
+        body = orjson.loads(self.cluster.jobs.list_body(ids))  # the JobList body rqueue reads
+        return float(body.get("generated_at") or 0.0), body["jobs"]
+
+    def _counts(self) -> dict[str, int]:
+        gen = self.cluster.jobs.gen
+        if self._job_counts[0] != gen:
+            self._job_counts = (gen, jobstats.counts(self._job_records()[1]))
+        return self._job_counts[1]
+
+    async def jobs(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        now, records = self._job_records()
+        return Json(queue_doc(records, now, version=API_VERSION, user="",
+                              command=[request.method, request.url.path],
+                              cluster=self.cluster.config.cluster_name))
+
+    async def job(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        ident = request.path_params["job_id"]
+        base, sep, task = ident.partition("_")
+        if not base.isdigit() or (sep and not task.isdigit()):
+            return _error(400, f"Invalid job id specified: {ident} (a job id such as 12, or "
+                          "12_3 for a task of an array)", "job_id")
+        _, records = self._job_records((int(base),))
+        if sep:
+            records = [j for j in records if j.get("array_job_id") == int(base)
+                       and j.get("array_task_id") == int(task)]
+        if not records:
+            return _error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
+        return Json(self._meta_doc("jobs", [job_json(j) for j in records], request))
+
+    async def job_counts(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        return Json(self._counts(), headers={"Cache-Control": "no-cache"})
 
     # -- the page --------------------------------------------------------------------------
 
@@ -245,6 +290,9 @@ class Web:
             Route("/api/v1/nodes/{nodes}/state", self.set_state, methods=["POST"]),
             Route("/api/v1/partitions", self.partitions),
             Route("/api/v1/sinfo", self.sinfo),
+            Route("/api/v1/jobs", self.jobs),
+            Route("/api/v1/jobs/{job_id}", self.job),
+            Route("/ui/jobs.json", self.job_counts),
             Route("/metrics", self.metrics),
             Route("/ui/grid.json", self.grid_feed),
             Route("/ui/node/{name}", self.node_detail),

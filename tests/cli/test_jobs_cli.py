@@ -131,11 +131,16 @@ def test_refusals_are_clear_and_change_nothing(queue: Controller) -> None:
          "needs 1 node(s) with 3 CPU(s) each; partition all has 0 such node(s) (num_nodes)"),
         (["-p", "nope", "--wrap", "x"], "invalid partition specified: nope (partition)"),
         (["-w", "w9", "--wrap", "x"], "invalid node name specified: w9 (nodelist)"),
+        (["-n", "5", "--wrap", "x"], "Requested node configuration is not available: 5 "
+         "task(s) of 1 CPU(s) each; node(s) of partition all hold 4 such task(s) at most "
+         "(ntasks)"),
     ]
     for argv, message in cases:
         done = queue.run("rbatch", *argv)
         assert (done.returncode, done.stdout) == (1, "")
         assert done.stderr == f"rbatch: error: Batch job submission failed: {message}\n"
+    done = queue.run("rbatch", "-N", "3-2", "--wrap", "x")
+    assert done.returncode == 2 and "--nodes 3-2" in done.stderr
     done = queue.run("rbatch", "--mem", "lots", "--wrap", "x")
     assert done.returncode == 2 and "--mem lots" in done.stderr
     script = Path(queue.dir) / "not_a_script.txt"

@@ -9,6 +9,7 @@ import trio
 from conf import hostlist
 from ctld.cluster import Cluster
 from protocol import messages as m
+from statemachine import names
 
 from .helpers import FakeConn, beat, make_config, register, state, wall
 
@@ -393,3 +394,138 @@ async def test_bad_arrays_are_refused_without_building_them() -> None:
         r = cluster.jobs.submit(job(array=spec))
         assert isinstance(r, m.Error) and r.field == "array", (spec, r)
     assert cluster.jobs.jobs == {}
+
+
+async def test_state_fail_kills_then_requeues_failg_until_the_processes_are_gone() -> None:
+    """Issue 12: State=FAIL kills the node's jobs; each is requeued (or NODE_FAIL with
+    --no-requeue) once the node reports its processes gone; meanwhile the node is `failg`."""
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    keep = cluster.jobs.submit(job()).job_id
+    norq = cluster.jobs.submit(job(requeue=False)).job_id
+    assert rec(cluster, keep)["state"] == rec(cluster, norq)["state"] == "RUNNING"
+    r = cluster.update_nodes(m.UpdateNodes("n1", "FAIL", "bad dimm", "root"))
+    assert r.ok, r
+    assert {k.job_id for k in kills(conns["n1"])} == {keep, norq}
+    assert rec(cluster, keep)["state"] == "COMPLETING"
+    assert names.compact(cluster.nodes["n1"].state) == "failg"
+    Beats(cluster, conns)("n1", jobs_ended=(end(keep, "CANCELLED"), end(norq, "CANCELLED")))
+    assert names.compact(cluster.nodes["n1"].state) == "fail"
+    assert rec(cluster, keep)["state"] == "PENDING" and rec(cluster, keep)["restarts"] == 1
+    assert rec(cluster, norq)["state"] == "NODE_FAIL"
+    assert state(cluster, "n1") == "IDLE+FAIL"
+
+
+SPREAD_CONF = """\
+ClusterName=test
+SlurmctldHost=ctl(127.0.0.1)
+NodeName=b1 CPUs=2 RealMemory=1000 Weight=5
+NodeName=b2 CPUs=4 RealMemory=1000 Weight=1
+NodeName=b3 CPUs=2 RealMemory=1000 Weight=9
+PartitionName=main Nodes=b[1-3] Default=YES
+"""
+
+
+async def test_tasks_without_nodes_spread_over_nodes_by_weight() -> None:
+    """sbatch -n without -N: as many nodes as the tasks need, each node's own CPUs counted,
+    first fit by Weight; refused only when the whole partition could never hold them."""
+    cluster = Cluster(make_config(text=SPREAD_CONF), wall=wall)
+    conns = {n: register(cluster, n, cpus=c, gpus=0)[1]
+             for n, c in (("b1", 2), ("b2", 4), ("b3", 2))}
+    j = cluster.jobs.submit(job(ntasks=5, max_nodes=0)).job_id
+    r = rec(cluster, j)
+    assert r["state"] == "RUNNING" and r["nodes"] == "b1,b2" and r["node_count"] == 2
+    assert r["cpus"] == 5
+    assert {n: s.cpus for n, s in cluster.jobs.jobs[j].shares.items()} == {"b2": 4, "b1": 1}
+    [spec] = launches(conns["b2"])
+    assert spec.nodelist == "b1,b2" and spec.num_nodes == 2 and spec.ntasks == 5
+    # b1 has 1 CPU left, b3 2: three 1-CPU tasks take both; a fourth waits for Resources
+    k = cluster.jobs.submit(job(ntasks=3, max_nodes=0)).job_id
+    assert rec(cluster, k)["nodes"] == "b1,b3"
+    w = cluster.jobs.submit(job(ntasks=1, max_nodes=0)).job_id
+    assert rec(cluster, w)["reason"] == "Resources"
+    # pending, it counts the fewest nodes that could hold it: 7 tasks need 4 + 2 + 2 CPUs
+    big = cluster.jobs.submit(job(ntasks=7, max_nodes=0)).job_id
+    assert rec(cluster, big)["node_count"] == 3 and rec(cluster, big)["cpus"] == 7
+    # -c 2: a task takes 2 CPUs; 8 CPUs hold 4 such tasks, 5 never fit
+    r2 = cluster.jobs.submit(job(ntasks=5, cpus_per_task=2, max_nodes=0))
+    assert isinstance(r2, m.Error) and r2.field == "ntasks"
+    assert "Requested node configuration is not available" in r2.message
+    assert r2.message.endswith("5 task(s) of 2 CPU(s) each; node(s) of partition main hold 4 "
+                               "such task(s) at most")
+    # -N 1-2: at most two nodes (4 + 2 CPUs), so 7 tasks are refused, 6 accepted
+    r3 = cluster.jobs.submit(job(ntasks=7, num_nodes=1, max_nodes=2))
+    assert isinstance(r3, m.Error) and r3.field == "max_nodes"
+    assert not isinstance(cluster.jobs.submit(job(ntasks=6, num_nodes=1, max_nodes=2)), m.Error)
+    # -N 2-3 with 2 tasks: one task on each of two nodes
+    cluster2 = Cluster(make_config(text=SPREAD_CONF), wall=wall)
+    for n, c in (("b1", 2), ("b2", 4), ("b3", 2)):
+        register(cluster2, n, cpus=c, gpus=0)
+    t = cluster2.jobs.submit(job(ntasks=2, num_nodes=2, max_nodes=3)).job_id
+    assert {n: s.cpus for n, s in cluster2.jobs.jobs[t].shares.items()} == {"b2": 1, "b1": 1}
+    # a spread job survives the state file
+    doc = orjson.loads(orjson.dumps(cluster.jobs.save_doc()))
+    assert any(d["need"]["spread"] and d["need"]["tasks"] == 5 for d in doc["jobs"])
+
+
+async def test_begin_time_waits_for_its_hour_of_fake_time_and_survives_a_restart(
+        autojump_clock) -> None:
+    """--begin: PENDING (BeginTime) until then, woken by a deadline, not by other events;
+    a restarted controller (the state file) keeps waiting and wakes on time too."""
+    cfg = make_config()
+    cluster = Cluster(cfg, wall=wall)
+    async with trio.open_nursery() as nursery:
+        cluster.start()
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        conns = up(cluster, "n1")
+        beats = Beats(cluster, conns)
+        begin = wall() + 3600
+        j = cluster.jobs.submit(job(begin_time=begin)).job_id
+        later = cluster.jobs.submit(job(begin_time=begin + 3600)).job_id
+        now_job = cluster.jobs.submit(job()).job_id  # not held back by the waiting ones
+        assert rec(cluster, now_job)["state"] == "RUNNING"
+        assert rec(cluster, j)["reason"] == "BeginTime"
+        assert rec(cluster, j)["eligible_time"] == begin
+        while wall() < begin - 10:
+            await trio.sleep(10)
+            beats("n1", job_ids=(now_job,))
+        assert rec(cluster, j)["state"] == "PENDING" and rec(cluster, j)["reason"] == "BeginTime"
+        await trio.sleep(10.5)
+        beats("n1", job_ids=(now_job,))
+        assert rec(cluster, j)["state"] == "RUNNING"
+        assert rec(cluster, j)["start_time"] >= begin
+        assert rec(cluster, later)["reason"] == "BeginTime"
+        doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+        nursery.cancel_scope.cancel()
+    again = Cluster(cfg, wall=wall)
+    again.restore(doc, journal=[])
+    async with trio.open_nursery() as nursery:
+        again.start()
+        nursery.start_soon(again.deadlines.run, again.on_deadlines)
+        conns = up(again, "n1")
+        beats = Beats(again, conns)
+        assert rec(again, later)["reason"] == "BeginTime"
+        while wall() < begin + 3590:
+            await trio.sleep(10)
+            beats("n1", job_ids=(now_job, j))
+        assert rec(again, later)["state"] == "PENDING"
+        await trio.sleep(20)
+        beats("n1", job_ids=(now_job, j))
+        assert rec(again, later)["state"] == "RUNNING"
+        nursery.cancel_scope.cancel()
+
+
+async def test_begin_time_moved_by_control_and_bad_values_refused() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1")
+    r = cluster.jobs.submit(job(begin_time=float("nan")))
+    assert isinstance(r, m.Error) and r.field == "begin_time"
+    j = cluster.jobs.submit(job(begin_time=wall() + 86400)).job_id
+    assert rec(cluster, j)["reason"] == "BeginTime"
+    bad = cluster.jobs.control(m.JobControl("begin", (j,), "alice", 1000))
+    assert not bad.ok and "begin_time" in bad.errors[0]
+    moved = cluster.jobs.control(m.JobControl("begin", (j,), "alice", 1000, begin_time=wall()))
+    assert moved.ok and rec(cluster, j)["state"] == "RUNNING"
+    again = cluster.jobs.control(m.JobControl("begin", (j,), "alice", 1000, begin_time=wall()))
+    assert not again.ok and "no longer pending" in again.errors[0]
+

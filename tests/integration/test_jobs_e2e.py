@@ -238,3 +238,71 @@ def test_gpus_arrays_and_signals(tmp_path: Path) -> None:
         c.wait_for(lambda: job_state(c, t) == "FAILED", what="signalled job ends")
         assert "got USR1" in out.read_text()
         assert job(c, t)["exit_code"]["return_code"]["number"] == 3
+
+
+def test_state_fail_kills_the_tree_and_requeues_elsewhere(tmp_path: Path) -> None:
+    """Issue 12: rcontrol update State=FAIL kills the node's jobs (their whole process tree)
+    and requeues them; the node ends `fail`."""
+    with jobs_cluster(tmp_path, ["n1", "n2"]) as c:
+        start(c)
+        script = tmp_path / "fail.sh"
+        script.write_text('#!/bin/sh\nif [ "$SLURM_RESTART_COUNT" = 0 ]; then\n'
+                          '  sleep 120 &\n  echo $! > child.pid\n  wait\nfi\n'
+                          'echo "ran $SLURM_RESTART_COUNT on $SLURM_JOB_NODELIST"\n')
+        j = submit(c, str(script))
+        pid_file = tmp_path / "child.pid"
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="child pid")
+        child = int(pid_file.read_text())
+        assert job(c, j)["nodes"] == "n1"
+        cli(c, "rcontrol", "update", "NodeName=n1", "State=FAIL", "Reason=bad dimm")
+        wait_for(lambda: not alive(child), what="the job's child killed")
+        c.wait_for(lambda: job_state(c, j) == "COMPLETED", timeout=20, what="rerun on n2")
+        assert job(c, j)["nodes"] == "n2" and job(c, j)["restart_cnt"] == 1
+        assert (tmp_path / f"slurm-{j}.out").read_text() == "ran 1 on n2\n"
+        c.wait_for(lambda: compact(c, "n1") == "fail", what="n1 fail")
+
+
+def test_tasks_without_nodes_spread_over_several_nodes(tmp_path: Path) -> None:
+    """sbatch's -n without -N: three 1-CPU tasks on 1-CPU nodes take three nodes."""
+    with jobs_cluster(tmp_path, ["n1", "n2", "n3"]) as c:
+        start(c)
+        j = submit(c, "-n", "3", "--wrap",
+                   'echo "$SLURM_NNODES $SLURM_JOB_NODELIST $SLURM_NTASKS"; '
+                   'while [ ! -e go ]; do sleep 0.05; done')
+        c.wait_for(lambda: all(compact(c, n) == "alloc" for n in ("n1", "n2", "n3")),
+                   what="every node alloc")
+        assert job(c, j)["nodes"] == "n[1-3]" and job(c, j)["node_count"]["number"] == 3
+        (tmp_path / "go").touch()
+        c.wait_for(lambda: job_state(c, j) == "COMPLETED", what="COMPLETED")
+        assert (tmp_path / f"slurm-{j}.out").read_text() == "3 n[1-3] 3\n"
+        done = cli(c, "rbatch", "-n", "4", "--wrap", "true", check=False)
+        assert done.returncode == 1 and "hold 3 such task(s) at most" in done.stderr
+
+
+def test_begin_time_waits_survives_rctld_sigkill_then_runs(tmp_path: Path) -> None:
+    """rbatch --begin: PENDING (BeginTime) in rqueue and show job until then, kept across a
+    SIGKILL of rctld, started by the restarted controller when the time comes."""
+    with jobs_cluster(tmp_path, ["n1"], timeout=10) as c:
+        start(c)
+        j = submit(c, "--begin=now+6", "--wrap", "echo began")
+        out = cli(c, "rqueue", "-h", "-j", str(j), "-o", "%i %T %r").stdout.split()
+        assert out == [str(j), "PENDING", "BeginTime"], out
+        shown = cli(c, "rcontrol", "-o", "show", "job", str(j)).stdout
+        fields = dict(w.split("=", 1) for w in shown.split() if "=" in w)
+        assert fields["Reason"] == "BeginTime" and fields["EligibleTime"] > fields["SubmitTime"]
+        c.kill_ctld()
+        c.start_ctld()
+        assert job(c, j)["state_reason"] == "BeginTime"
+        c.wait_for(lambda: job_state(c, j) == "COMPLETED", timeout=20, what="began")
+        rec = job(c, j)
+        assert rec["start_time"]["number"] >= rec["eligible_time"]["number"]
+        assert (tmp_path / f"slurm-{j}.out").read_text() == "began\n"
+        # rcontrol update JobId=N StartTime=...: tomorrow's job moved to now
+        k = submit(c, "--begin=tomorrow", "--wrap", "echo moved")
+        assert job(c, k)["state_reason"] == "BeginTime"
+        done = cli(c, "rcontrol", "update", f"JobId={k}", "StartTime=noon+", check=False)
+        assert done.returncode == 2 and "StartTime=noon+" in done.stderr
+        cli(c, "rcontrol", "update", f"JobId={k}", "StartTime=now")
+        c.wait_for(lambda: job_state(c, k) == "COMPLETED", what="moved job ran")
+        done = cli(c, "rcontrol", "update", f"JobId={k}", "StartTime=now+60", check=False)
+        assert done.returncode == 1 and "no longer pending" in done.stderr

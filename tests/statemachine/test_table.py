@@ -283,6 +283,22 @@ def test_admin_fail_shows_fail_then_failing() -> None:
     assert names.compact(run(idle(), ev.AllocationChanged(1.0, 2), admin("FAIL"))) == "failg"
 
 
+def test_admin_fail_kills_and_requeues_but_health_fail_lets_jobs_run() -> None:
+    """Issue 12: State=FAIL kills the node's jobs (awaiting their processes: failg, then fail
+    once they are gone); a health check's FAIL verdict lets them run."""
+    busy = run(idle(), ev.AllocationChanged(1.0, 2))
+    failed, effects = apply(busy, admin("FAIL", "bad dimm"), P0)
+    assert fx.KillJobs(requeue=True, wait=True) in effects
+    killing = run(failed, ev.Completing(2.0, True))
+    assert names.compact(killing) == "failg"
+    gone = run(killing, ev.AllocationChanged(3.0, 0), ev.Completing(3.0, False))
+    assert names.compact(gone) == "fail" and reason_of(gone) == (ADM, "bad dimm")
+    assert not any(isinstance(e, fx.KillJobs) for e in apply(idle(), admin("FAIL"), P0)[1])
+    hc, effects = apply(busy, ev.HealthResult(2.0, "fail", "HC: gpu"), P0)
+    assert names.compact(hc) == "failg"
+    assert not any(isinstance(e, fx.KillJobs) for e in effects)
+
+
 def test_admin_noresp_sets_star_on_any_powered_class() -> None:
     assert names.compact(run(idle(), admin("NORESP", None))) == "idle*"
     with pytest.raises(InvalidTransition):

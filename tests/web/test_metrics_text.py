@@ -75,8 +75,8 @@ def test_state_changes_show_in_the_next_scrape_and_reasons_are_escaped() -> None
 
 def test_chunks_let_the_loop_run_between_them() -> None:
     cluster = _cluster()
-    out: list[str] = []
+    out: list[bytes] = []
     steps = sum(1 for _ in Exposition().steps(cluster.nodes, out))
-    assert steps >= 1 and "".join(out).startswith("# HELP slurm_nodes ")
+    assert steps >= 1 and b"".join(out).startswith(b"# HELP slurm_nodes ")
 
 

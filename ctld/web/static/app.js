@@ -52,10 +52,20 @@ async function poll() {
     } else {
       setLive(false, "HTTP " + r.status);
     }
+    if (r.ok || r.status === 304) await pollJobs();
   } catch (e) {
     setLive(false, "controller unreachable");
   }
   timer = setTimeout(poll, POLL_MS);
+}
+
+async function pollJobs() {
+  // Job counts for the header: a few bytes, asked for with every poll of the grid.
+  const r = await fetch("/ui/jobs.json", {headers: headers({}), cache: "no-store"});
+  if (!r.ok) return;
+  const c = await r.json();
+  $("jobs-running").textContent = (c.RUNNING || 0).toLocaleString();
+  $("jobs-pending").textContent = (c.PENDING || 0).toLocaleString();
 }
 
 function setLive(ok, why) {

@@ -1,0 +1,53 @@
+"""rbatch --begin: sbatch's time forms, read against a fixed "now" in UTC (conftest)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from cli.begin_time import BeginError, parse_begin
+
+NOW = dt.datetime(2026, 11, 22, 14, 30, 0, tzinfo=dt.UTC).timestamp()  # a Sunday, 14:30
+
+
+def at(*parts: int) -> float:
+    return dt.datetime(*parts, tzinfo=dt.UTC).timestamp()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("now", NOW),
+        ("now+60", NOW + 60),
+        ("now+1hour", NOW + 3600),
+        ("now+90minutes", NOW + 5400),
+        ("NOW+2days", NOW + 2 * 86400),
+        ("now+1week", NOW + 7 * 86400),
+        ("16:00", at(2026, 11, 22, 16, 0)),
+        ("14:00", at(2026, 11, 23, 14, 0)),  # passed today: tomorrow's
+        ("16:00:30", at(2026, 11, 22, 16, 0, 30)),
+        ("4:00pm", at(2026, 11, 22, 16, 0)),
+        ("2026-11-23T16:00:00", at(2026, 11, 23, 16, 0)),
+        ("2026-11-23T16:00", at(2026, 11, 23, 16, 0)),
+        ("2026-12-01", at(2026, 12, 1)),
+        ("12/24", at(2026, 12, 24)),
+        ("12/24/27-08:15", at(2027, 12, 24, 8, 15)),
+        ("122427", at(2027, 12, 24)),
+        ("today", at(2026, 11, 22)),
+        ("tomorrow", at(2026, 11, 23)),
+        ("midnight", at(2026, 11, 23)),
+        ("noon", at(2026, 11, 23, 12, 0)),
+        ("teatime", at(2026, 11, 22, 16, 0)),
+        ("fika", at(2026, 11, 22, 15, 0)),
+    ],
+)
+def test_begin_forms(text: str, expected: float) -> None:
+    assert parse_begin(text, NOW) == expected
+
+
+@pytest.mark.parametrize("text", ["later", "now+5fortnights", "25:00", "2026-13-01",
+                                  "13:00pm", ""])
+def test_bad_begin_names_the_option(text: str) -> None:
+    with pytest.raises(BeginError, match="--begin="):
+        parse_begin(text, NOW)
