@@ -231,7 +231,12 @@ def _script(tmp_path, name: str, body: str) -> str:
 async def test_resume_file_lives_while_the_program_runs_and_records_the_outcome(tmp_path) -> None:
     cluster, _ = make()
     cluster.power.state_dir = str(tmp_path)
-    cluster.power.jobs_of = lambda names: [(7, ["n1", "n2", "n3"])]
+    for n in ("n1", "n2", "n3"):
+        register(cluster, n)
+    reply = cluster.jobs.submit(m.SubmitJob(script="#!/bin/sh\ntrue\n", user="alice", uid=1000,
+                                            gid=1000, workdir="/home/a", num_nodes=3))
+    assert isinstance(reply, m.SubmitReply)
+    assert sorted(cluster.jobs.jobs[reply.job_id].nodes) == ["n1", "n2", "n3"]
     copy = tmp_path / "copy.json"
     prog = _script(tmp_path, "resume.sh",
                    f'stat -c %a "$SLURM_RESUME_FILE" > {tmp_path}/mode\n'
@@ -243,7 +248,7 @@ async def test_resume_file_lives_while_the_program_runs_and_records_the_outcome(
     assert doc["all_nodes_resume"] == two and doc["all_nodes"] == two
     job = doc["jobs"][0]
     assert (job["job_id"], job["nodes_alloc"], job["nodes_resume"], job["nodes"]) == (
-        7, three, two, three)
+        reply.job_id, three, two, three)
     assert job["partition"] == "main"
     assert (tmp_path / "mode").read_text().strip() == "600"
     used = (tmp_path / "path").read_text().strip()
