@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 PROGRAM_OF = {"suspend": "suspend_program", "resume": "resume_program",
               "resume_fail": "resume_fail_program"}
 ACTION_OF = {"suspend": "suspend", "resume": "resume", "resume_fail": "resume_fail"}
+SUSPENDABLE_BASES = (Base.IDLE, Base.DOWN)
 NO_SUSPEND_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
                               Flag.COMPLETING})
 # A node that counts toward a keep-warm pool (Slurm: "usable" = idle, not down, draining or off).
@@ -222,7 +223,9 @@ class PowerSave:
         budget = self.suspend_budget
         for node in c.nodes.values():
             st = node.state
-            if (st.base != Base.IDLE or st.cpus_alloc or _holds_jobs(c, node.name)
+            # Slurm powers down DOWN nodes too (a dead node costs power); SuspendExcStates=DOWN
+            # keeps them up for the admin.
+            if (st.base not in SUSPENDABLE_BASES or st.cpus_alloc or _holds_jobs(c, node.name)
                     or st.flags & NO_SUSPEND_FLAGS):
                 continue
             if Flag.POWER_DOWN not in st.flags:

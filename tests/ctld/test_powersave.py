@@ -138,6 +138,23 @@ async def test_partition_infinite_and_exclusions(autojump_clock) -> None:
     assert cluster3.power_save_pass() == []
 
 
+async def test_down_nodes_power_down_too_unless_down_is_an_excluded_state(autojump_clock) -> None:
+    for extra, expected in (("", ["n1", "n2"]), ("SuspendExcStates=DOWN\n", ["n1"])):
+        cluster, _ = make("SuspendTime=60\nSuspendRate=0\n" + extra)
+        for n in ("n1", "n2"):
+            register(cluster, n)
+        update(cluster, "n2", "DOWN", "dead PSU")
+        await trio.sleep(61)
+        assert cluster.power_save_pass() == expected
+        await trio.sleep(6)  # SuspendTimeout=5
+        cluster.on_deadlines([(n, "suspend") for n in expected])
+        if "n2" in expected:
+            assert state(cluster, "n2") == "DOWN+POWERED_DOWN"  # `down~`: the admin's reason stays
+            assert cluster.nodes["n2"].state.reason.text == "dead PSU"
+        else:
+            assert state(cluster, "n2") == "DOWN"
+
+
 async def test_keep_warm_pool_is_honoured_as_nodes_come_and_go(autojump_clock) -> None:
     cluster, runs = make("SuspendTime=60\nSuspendRate=0\nResumeRate=0\n"
                          "SuspendExcNodes=n[1-4]:2\n")
