@@ -7,7 +7,8 @@ neither attrs nor cattrs nor the message classes (they cost more than the whole 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+import sys
+from collections.abc import Callable, Iterable, Mapping
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6817
@@ -23,6 +24,21 @@ class CliError(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+def run_main(prog: str, run: Callable[[list[str]], int], argv: list[str] | None) -> int:
+    """A command's main(): `run` on the arguments; a CliError is one stderr line and its exit
+    code, Ctrl-C exits 130, a reader that went away (`| head`) is not our failure."""
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except CliError as exc:
+        print(f"{prog}: error: {exc.message}", file=sys.stderr)
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 class Target:
@@ -106,16 +122,19 @@ def _load_config(path: str):  # -> conf.ClusterConfig
         raise CliError(f"cannot read config {path}: {exc.strerror or exc}") from None
 
 
-def ask(
-    target: Target,
-    type_name: str,
-    body: dict | None = None,
-    *,
-    want: str,
-    timeout: float = REQUEST_TIMEOUT,
-) -> dict:
+class Refused(CliError):
+    """The controller answered with an Error: `message` as it wrote it, `field` the request
+    field it names (empty when none), so each command can say it its way."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def request(target: Target, type_name: str, body: dict | None = None, *, want: str,
+            timeout: float = REQUEST_TIMEOUT) -> dict:
     """Send one `type_name` request (body in the codec's shape) and return the body of the
-    `want` reply; any failure, an Error reply included, becomes a CliError (exit 1)."""
+    `want` reply: Refused for an Error reply, CliError for everything else that went wrong."""
     from protocol.auth import KeyFileError, load_key
     from protocol.client import ControllerUnreachable, request_raw
     from protocol.rawframe import FrameError
@@ -134,11 +153,27 @@ def ask(
     except FrameError as exc:
         raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}") from None
     if got == "Error":
-        message = reply.get("message") or reply.get("code") or "no reason given"
-        raise CliError(f"controller at {target.address} refused the request: {message}")
+        raise Refused(reply.get("message") or reply.get("code") or "no reason given",
+                      reply.get("field") or "")
     if got != want:
         raise CliError(f"unexpected reply {got} from {target.address} (wanted {want})")
     return reply
+
+
+def ask(
+    target: Target,
+    type_name: str,
+    body: dict | None = None,
+    *,
+    want: str,
+    timeout: float = REQUEST_TIMEOUT,
+) -> dict:
+    """`request`, with a refusal said as "controller at ADDR refused the request: ..."."""
+    try:
+        return request(target, type_name, body, want=want, timeout=timeout)
+    except Refused as exc:
+        raise CliError(f"controller at {target.address} refused the request: "
+                       f"{exc.message}") from None
 
 
 class Snapshot:

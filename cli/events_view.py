@@ -210,20 +210,12 @@ def _follow(target, body: dict, as_json: bool) -> int:
 
 def parse_membership(action: str, words: list[str]) -> tuple[str, str | None]:
     """(NodeName hostlist, Reason) of approve|reject|delete; reject needs a Reason."""
+    from cli.keyvalue import parse_key_values
     from conf.hostlist import expand
 
-    node_expr = reason = None
-    for word in words:
-        key, sep, value = word.partition("=")
-        k = key.lower()
-        if not sep:
-            raise CliError(f"{action}: expected Key=Value, got {word!r}", code=2)
-        if k in ("nodename", "nodes"):
-            node_expr = value
-        elif k == "reason":
-            reason = value
-        else:
-            raise CliError(f"{action}: {key!r} is not supported (NodeName, Reason)", code=2)
+    keys = {"nodename": "NodeName", "nodes": "NodeName", "reason": "Reason"}
+    given = parse_key_values(action, words, keys, "NodeName, Reason")
+    node_expr, reason = given.get("NodeName"), given.get("Reason")
     if not node_expr:
         raise CliError(f"{action}: NodeName=HOSTLIST is required", code=2)
     try:

@@ -282,13 +282,9 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except CliError as exc:
-        print(f"rbatch: error: {exc.message}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        return 130
+    from cli.controller import run_main
+
+    return run_main("rbatch", run, argv)
 
 
 if __name__ == "__main__":

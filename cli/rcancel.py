@@ -8,7 +8,7 @@ import os
 import signal as signals
 import sys
 
-from cli.controller import CliError, find_target
+from cli.controller import CliError, find_target, run_main
 from cli.rinfo import VERSION, UsageParser
 
 
@@ -46,7 +46,8 @@ def parse_signal(text: str) -> int:
 def run(argv: list[str]) -> int:
     import getpass
 
-    from cli.job_requests import Refused, fetch_jobs, parse_job_ids, request
+    from cli.controller import request
+    from cli.job_requests import fetch_jobs, parse_job_ids
 
     args = build_parser().parse_args(argv)
     if not args.job_ids and not args.user:
@@ -59,10 +60,7 @@ def run(argv: list[str]) -> int:
     ids = parse_job_ids(args.job_ids, jobs)
     body = {"job_ids": list(ids), "user": getpass.getuser(), "uid": os.getuid(),
             "signal": sig, "only_user": args.user or ""}
-    try:
-        result = request(target, "CancelJobs", body, want="JobResult")
-    except Refused as exc:
-        raise CliError(exc.message) from None
+    result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
     failed = False
     for err in result.get("errors") or ():
         if args.quiet and "already completing or completed" in err:
@@ -76,13 +74,7 @@ def run(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except CliError as exc:
-        print(f"rcancel: error: {exc.message}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        return 130
+    return run_main("rcancel", run, argv)
 
 
 if __name__ == "__main__":

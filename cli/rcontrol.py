@@ -7,7 +7,15 @@ import os
 import sys
 import time
 
-from cli.controller import CliError, Snapshot, Target, ask, fetch_snapshot, find_target
+from cli.controller import (
+    CliError,
+    Snapshot,
+    Target,
+    ask,
+    fetch_snapshot,
+    find_target,
+    run_main,
+)
 from cli.rinfo import VERSION, UsageParser, no_gc
 from conf.hostlist import expand, fold
 
@@ -179,28 +187,22 @@ def parse_admin_state(text: str) -> str:
     return parse(text)
 
 
+UPDATE_KEYS = {"nodename": "NodeName", "nodes": "NodeName", "state": "State", "reason": "Reason"}
+
+
 def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
     """(node expression, canonical State= word or None, Reason or None) from Key=Value words."""
-    node_expr = state = reason = None
-    for word in words:
-        key, sep, value = word.partition("=")
-        k = key.lower()
-        if not sep:
-            raise CliError(f"update: expected Key=Value, got {word!r}", code=2)
-        if k in ("nodename", "nodes"):
-            node_expr = value
-        elif k == "state":
-            try:
-                state = parse_admin_state(value)
-            except ValueError as exc:
-                raise CliError(str(exc)) from None
-        elif k == "reason":
-            reason = value
-        else:
-            raise CliError(
-                f"update: {key!r} is not supported (Ranch updates NodeName, State, Reason)",
-                code=2,
-            )
+    from cli.keyvalue import parse_key_values
+
+    given = parse_key_values("update", words, UPDATE_KEYS,
+                             "Ranch updates NodeName, State, Reason")
+    node_expr, reason = given.get("NodeName"), given.get("Reason")
+    state = None
+    if "State" in given:
+        try:
+            state = parse_admin_state(given["State"])
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     if not node_expr:
         raise CliError("update: NodeName=HOSTLIST is required", code=2)
     if state is None and reason is None:
@@ -310,21 +312,7 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     with no_gc():
-        return _main(sys.argv[1:] if argv is None else argv)
-
-
-def _main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        return run(args)
-    except CliError as exc:
-        print(f"rcontrol: error: {exc.message}", file=sys.stderr)
-        return exc.code
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        return run_main("rcontrol", lambda words: run(build_parser().parse_args(words)), argv)
 
 
 if __name__ == "__main__":

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
 
-from cli.controller import CliError, Snapshot, Target, fetch_snapshot, find_target
+from cli.controller import CliError, Snapshot, Target, fetch_snapshot, find_target, run_main
 from conf.hostlist import expand, fold
 
 VERSION = "0.1.0"
@@ -198,7 +197,7 @@ def once(target: Target, args: argparse.Namespace, argv: list[str], stamp: bool)
 
 def main(argv: list[str] | None = None) -> int:
     with no_gc():
-        return _main(sys.argv[1:] if argv is None else argv)
+        return run_main("rinfo", _main, argv)
 
 
 @contextlib.contextmanager
@@ -216,26 +215,18 @@ def no_gc() -> Iterator[None]:
 
 def _main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
+    target = find_target(args.server, args.key_file, args.conf)
+    if args.iterate is None:
+        sys.stdout.write(once(target, args, argv, stamp=args.long))
+        sys.stdout.flush()
+        return 0
     try:
-        target = find_target(args.server, args.key_file, args.conf)
-        if args.iterate is None:
-            sys.stdout.write(once(target, args, argv, stamp=args.long))
+        while True:
+            sys.stdout.write(once(target, args, argv, stamp=not args.json) + "\n")
             sys.stdout.flush()
-            return 0
-        try:
-            while True:
-                sys.stdout.write(once(target, args, argv, stamp=not args.json) + "\n")
-                sys.stdout.flush()
-                gc.collect()  # with the GC off, collect between redraws
-                time.sleep(args.iterate)
-        except KeyboardInterrupt:
-            return 0
-    except CliError as exc:
-        print(f"rinfo: error: {exc.message}", file=sys.stderr)
-        return exc.code
-    except BrokenPipeError:
-        # The reader went away (rinfo | head): not our failure, and no traceback.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            gc.collect()  # with the GC off, collect between redraws
+            time.sleep(args.iterate)
+    except KeyboardInterrupt:
         return 0
 
 

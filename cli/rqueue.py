@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
-from cli.controller import CliError, find_target
+from cli.controller import CliError, find_target, run_main
 from cli.rinfo import VERSION, UsageParser, no_gc
 from conf.hostlist import expand
 
@@ -141,16 +140,7 @@ def run(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     with no_gc():
-        try:
-            return run(sys.argv[1:] if argv is None else argv)
-        except CliError as exc:
-            print(f"rqueue: error: {exc.message}", file=sys.stderr)
-            return exc.code
-        except KeyboardInterrupt:
-            return 130
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
+        return run_main("rqueue", run, argv)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,8 @@ def show_jobs(target: Target, ident: str | None, *, one_line: bool, as_json: boo
 def job_action(target: Target, action: str, words: list[str]) -> int:
     import getpass
 
-    from cli.job_requests import Refused, fetch_jobs, parse_job_ids, request
+    from cli.controller import request
+    from cli.job_requests import fetch_jobs, parse_job_ids
 
     if not words:
         raise CliError(f"{action} needs a job id", code=2)
@@ -146,10 +147,7 @@ def job_action(target: Target, action: str, words: list[str]) -> int:
     ids = parse_job_ids(words, jobs)
     body = {"action": action, "job_ids": list(ids), "user": getpass.getuser(),
             "uid": os.getuid()}
-    try:
-        result = request(target, "JobControl", body, want="JobResult")
-    except Refused as exc:
-        raise CliError(exc.message) from None
+    result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
     for err in result.get("errors") or ():
         print(f"rcontrol: error: {err}", file=sys.stderr)
     return 0 if result.get("ok") is True else 1
@@ -161,7 +159,8 @@ def update_job(target: Target, words: list[str]) -> int:
     import time
 
     from cli.begin_time import BeginError, parse_begin
-    from cli.job_requests import Refused, fetch_jobs, parse_job_ids, request
+    from cli.controller import request
+    from cli.job_requests import fetch_jobs, parse_job_ids
 
     ids: list[str] = []
     begin = None
@@ -186,10 +185,7 @@ def update_job(target: Target, words: list[str]) -> int:
     jobs = fetch_jobs(target)[1] if any("_" in w for w in ids) else None
     body = {"action": "begin", "job_ids": list(parse_job_ids(ids, jobs)),
             "user": getpass.getuser(), "uid": os.getuid(), "begin_time": begin}
-    try:
-        result = request(target, "JobControl", body, want="JobResult")
-    except Refused as exc:
-        raise CliError(exc.message) from None
+    result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
     for err in result.get("errors") or ():
         print(f"rcontrol: error: {err}", file=sys.stderr)
     return 0 if result.get("ok") is True else 1

@@ -104,10 +104,10 @@ def parse_gres(text: str) -> tuple[Gres, ...]:
                 raise BadValue(f"bad Gres {item!r}: expected name[:type]:count", offset)
             name, middle, count, suffix = m.groups()
             types = [t for t in middle.split(":") if t and t.lower() != "no_consume"]
-            if len(types) > 1:
-                raise BadValue(f"bad Gres {item!r}: expected name[:type]:count", offset)
             n = int(count) * _SUFFIX[suffix.upper()] if count is not None else 1
-            out.append(Gres(name, types[0] if types else None, n))
+            # slurmctld 22.05 starts with `gpu:a:b:2` and reads it as gpu:a:2,gpu:b:2 (checked
+            # with `scontrol show node`): each type gets the count.
+            out.extend(Gres(name, t, n) for t in types or [None])
         offset += len(part) + 1
     return tuple(out)
 

@@ -230,7 +230,6 @@ class Cluster:
             node.slurmd_start_time = entry.get("slurmd_start_time")
             node.version = entry.get("version", "")
             node.last_busy = entry.get("last_busy")
-            node.job_ids = tuple(entry.get("job_ids", ()))
             node.power_started = entry.get("power_started")
             node.power_action = entry.get("power_action")
             node.last_change = entry.get("last_change")
@@ -289,7 +288,7 @@ class Cluster:
                     EXPECT_TIMEOUT if Flag.NO_RESPOND in new.flags else EXPECT_BEAT
                 )
             self._arm(node)
-            self._changed(node)
+            self.mark_changed(node)
         for eff in effs:
             self._effect(node, eff)
         return changed, None
@@ -325,11 +324,8 @@ class Cluster:
         self.jobs.run()
         self.power.flush()
 
-    # Public names for the modules beside this one (powersave, jobs).
     def mark_changed(self, node: NodeRecord) -> None:
-        self._changed(node)
-
-    def _changed(self, node: NodeRecord) -> None:
+        """Something a snapshot or the state file shows changed on `node`."""
         node.record = None
         node.view_fresh = False
         node.saved = None
@@ -463,7 +459,7 @@ class Cluster:
             self._health(node, msg.health)
         kill = self.jobs.registered(node, msg)
         self._arm(node)
-        self._changed(node)
+        self.mark_changed(node)
         self.flush_programs()
         return m.RegisterReply(
             accepted=True,
@@ -488,7 +484,6 @@ class Cluster:
         node.seq = msg.seq
         node.last_heartbeat = self.wall()
         node.metrics = pack_metrics(msg.metrics)
-        node.job_ids = msg.job_ids
         node.view_fresh = False
         self.soft_gen += 1
         node.last_heard = self.clock()
@@ -547,15 +542,23 @@ class Cluster:
         return self._apply(node, event)
 
     def touch(self, node: NodeRecord) -> None:
-        """Something a snapshot shows changed without a state change (allocated memory...)."""
-        self._changed(node)
+        """mark_changed under the name ctld/jobs.py calls."""
+        self.mark_changed(node)
+
+    def partition_nodes(self, name: str) -> list[str] | None:
+        """The live node list of partition `name` (membership adds and removes dynamic nodes
+        in it), or None when there is no such partition."""
+        for part in self._partitions:
+            if part["name"] == name:
+                return part["nodes"]
+        return None
 
     def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
         return self.jobs.jobs_holding(names)
 
     # -- admin requests --------------------------------------------------------------------
 
-    def _expand(self, expr: str) -> tuple[list[str], list[str]]:
+    def expand(self, expr: str) -> tuple[list[str], list[str]]:
         """(names, errors) of a hostlist expression or ALL."""
         expr = expr.strip()
         if expr.upper() == "ALL":
@@ -570,7 +573,7 @@ class Cluster:
         return wanted, []
 
     def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult:
-        node_names, errors = self._expand(msg.node_names)
+        node_names, errors = self.expand(msg.node_names)
         if errors:
             return m.UpdateResult(ok=False, errors=tuple(errors))
         reason = (msg.reason or "").strip() or None
@@ -609,11 +612,11 @@ class Cluster:
             node.set_state(attrs.evolve(node.state, reason=reason))
             logs.state_change(name, node.complete, node.complete, f"admin:{user or 'unknown'}",
                               text)
-            self._changed(node)
+            self.mark_changed(node)
         return m.UpdateResult(ok=True, changed=tuple(node_names))
 
     def set_allocation(self, msg: m.SetAllocation) -> m.UpdateResult:
-        node_names, errors = self._expand(msg.node_names)
+        node_names, errors = self.expand(msg.node_names)
         if errors:
             return m.UpdateResult(ok=False, errors=tuple(errors))
         if msg.cpus_alloc < 0:
@@ -778,7 +781,6 @@ class Cluster:
                     "slurmd_start_time": node.slurmd_start_time,
                     "version": node.version,
                     "last_busy": node.last_busy,
-                    "job_ids": list(node.job_ids),
                     "power_started": node.power_started,
                     "power_action": node.power_action,
                     "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)

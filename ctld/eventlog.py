@@ -26,6 +26,10 @@ FOLLOW_QUEUE = 1024  # events one follower may lag behind before it starts missi
 # The file is rewritten from memory once it holds this many times the kept events (so appends
 # stay appends, and the file never grows past twice its bound).
 REWRITE_FACTOR = 2
+# State changes every job start and end makes (IDLE/MIXED/ALLOCATED, COMPLETING): followers see
+# them, but they are neither kept nor saved, or job churn would evict the drain and membership
+# history the bounded log is for.
+FOLLOW_ONLY_CAUSES = frozenset({"allocation", "completing"})
 
 
 class Follower:
@@ -88,12 +92,17 @@ class EventLog:
 
     # -- the core's side ---------------------------------------------------------------------
 
-    def add(self, kind: str, node: str, **fields: Any) -> dict[str, Any]:
-        """Append one event; fields with None values are left out."""
+    def add(self, kind: str, node: str, *, keep: bool = True, **fields: Any) -> dict[str, Any]:
+        """Append one event (only offered to followers when not `keep`); fields with None
+        values are left out."""
         now = self.wall()
         self.seq += 1
         rec = {"seq": self.seq, "time": now, "kind": kind, "node": node}
         rec.update((k, v) for k, v in fields.items() if v is not None)
+        if not keep:
+            for follower in self.followers:
+                follower.offer(rec)
+            return rec
         self.events.append(rec)
         self._trim(now)
         unsaved = self.unsaved
@@ -108,14 +117,16 @@ class EventLog:
         return rec
 
     def state_change(self, node: Any, old: Any, new: Any, event: Any, cause: str) -> None:
-        """The hook of Cluster._apply: one record per state change, with cause, reason, user.
+        """The hook of Cluster._apply: one record per state change, with cause, reason, user
+        (job-driven ones go to followers only: FOLLOW_ONLY_CAUSES).
         `reason` is the admin's text when the event carries one (a RESUME's Reason= is the
         undrain note), else the node's new reason when it changed."""
         reason = getattr(event, "reason", None)
         if reason is None and new.reason is not None and new.reason != old.reason:
             reason = new.reason.text
-        rec = self.add("state", node.name, old=names.complete(old), new=node.complete,
-                       cause=cause, reason=reason, user=getattr(event, "user", None) or None)
+        rec = self.add("state", node.name, keep=cause not in FOLLOW_ONLY_CAUSES,
+                       old=names.complete(old), new=node.complete, cause=cause,
+                       reason=reason, user=getattr(event, "user", None) or None)
         node.last_change = rec["time"]
 
     def _trim(self, now: float) -> None:

@@ -18,6 +18,10 @@ from ctld import logs
 from protocol import messages as m
 
 SEND_BUFFER = 32 << 10  # bytes; the kernel doubles it
+MAX_FOLLOWERS = 32  # each holds a connection, a task and up to FOLLOW_QUEUE events
+# A follower whose client has not taken a frame for this long is ended (its queue has long been
+# full and dropping): it holds a connection for nothing.
+STALL_LIMIT = 300.0
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
@@ -49,6 +53,12 @@ async def follow(server: Server, conn: Connection, msg: m.GetEvents, request_id:
         err = m.Error("bad_request", f"bad hostlist {msg.nodes!r}: {exc}", field="nodes")
         await conn.reply(err, request_id, version)
         return
+    if len(log.followers) >= MAX_FOLLOWERS:
+        busy = m.Error("busy", f"{MAX_FOLLOWERS} event followers are connected already; "
+                       "try again later")
+        await conn.reply(busy, request_id, version)
+        logs.event("event follower refused: too many", peer=conn.peer)
+        return
     sock = getattr(conn.stream, "socket", None)
     if sock is not None:  # what the kernel holds for a slow follower is bounded too
         with contextlib.suppress(OSError):
@@ -57,17 +67,22 @@ async def follow(server: Server, conn: Connection, msg: m.GetEvents, request_id:
     follower = log.subscribe(nodes)
     first = m.Events(events=tuple(log.query(msg.since, nodes, msg.limit)))
     logs.event("event follower connected", peer=conn.peer)
+    why = "gone"
     try:
-        await conn.io.send_all(server.encode(first, request_id, version))
+        frame = server.encode(first, request_id, version)
         while True:
-            batch, missed = await follower.next_batch()
+            # A follower that reads slowly only holds up this task (its queue is bounded and
+            # what it misses is counted); one that takes nothing for STALL_LIMIT is ended.
+            with trio.move_on_after(STALL_LIMIT) as sending:
+                await conn.io.send_all(frame)
+            if sending.cancelled_caught:  # a half-sent frame: the connection is closed after
+                why = f"not reading for {STALL_LIMIT:g} s: ended"
+                break
+            batch, missed = await follower.next_batch()  # a quiet log may wait any time
             frame = server.encode(m.Events(events=tuple(batch), missed=missed), request_id,
                                   version)
-            # No timeout: a follower that stops reading only holds up this task; its queue
-            # is bounded and what it misses is counted.
-            await conn.io.send_all(frame)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     finally:
         log.unsubscribe(follower)
-        logs.event("event follower gone", peer=conn.peer)
+        logs.event(f"event follower {why}", peer=conn.peer)

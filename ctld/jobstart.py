@@ -99,11 +99,8 @@ class JobStarts:
 
     def _members(self, pc: Any) -> list[NodeRecord]:
         """The partition's nodes now, dynamic ones (issue 13) included."""
-        names: Iterable[str] = pc.nodes
-        for part in self.c._partitions:
-            if part["name"] == pc.name:
-                names = part["nodes"]
-                break
+        live = self.c.partition_nodes(pc.name)
+        names: Iterable[str] = pc.nodes if live is None else live
         nodes = self.c.nodes
         return [nodes[n] for n in names if n in nodes]
 

@@ -1,7 +1,7 @@
 """Who is a node of the cluster: NodeApproval (PENDING until approved), rejection, dynamic
 nodes (MaxNodeCount, `rnoded --dynamic`) and `rcontrol approve|reject|delete`.
 
-Every state change goes through the transition table (Cluster._apply); this module decides
+Every state change goes through the transition table (Cluster.apply_event); this module decides
 which event to feed, creates and drops the records of dynamic nodes, and logs membership events.
 """
 
@@ -17,7 +17,8 @@ from conf.model import NodeConfig
 from ctld import logs
 from ctld.node import NodeRecord
 from protocol import messages as m
-from statemachine import Flag, InvalidTransition, apply, events, initial_state
+from protocol.codec import converter
+from statemachine import Flag, events, initial_state
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
@@ -39,7 +40,7 @@ def hold_new(cluster: Cluster, node_names: Iterable[str]) -> None:
     for name in node_names:
         node = cluster.nodes.get(name)
         if node is not None and name not in auto and node.last_registration is None:
-            cluster._apply(node, events.AwaitApproval(now=wall))
+            cluster.apply_event(node, events.AwaitApproval(now=wall))
 
 
 def on_start(cluster: Cluster, restored: Iterable[str]) -> None:
@@ -57,10 +58,10 @@ def admit(cluster: Cluster, msg: m.Register, peer: str) -> m.RegisterReply | Non
             return None
         return _refuse(cluster, msg.name, peer, problem)
     if Flag.REJECTED in node.state.flags:
-        try:  # the table refuses a rejected node's registration; its message says why
-            apply(node.state, events.Registered(now=cluster.wall()), cluster.policy)
-        except InvalidTransition as exc:
-            return _refuse(cluster, msg.name, peer, str(exc))
+        # the table refuses a rejected node's registration (no change made); its message says why
+        _, err = cluster.apply_event(node, events.Registered(now=cluster.wall()))
+        if err is not None:
+            return _refuse(cluster, msg.name, peer, err)
     return None
 
 
@@ -140,7 +141,7 @@ def _add_record(cluster: Cluster, ncfg: NodeConfig, conf: str) -> NodeRecord:
     node.dynamic_conf = conf
     cluster.nodes[ncfg.name] = node
     _join_partitions(cluster, node)
-    cluster._changed(node)
+    cluster.mark_changed(node)
     return node
 
 
@@ -151,9 +152,10 @@ def partitions_for(cluster: Cluster, name: str) -> tuple[str, ...]:
 
 
 def _join_partitions(cluster: Cluster, node: NodeRecord) -> None:
-    for part in cluster._partitions:
-        if part["name"] in node.partitions and node.name not in part["nodes"]:
-            part["nodes"].append(node.name)
+    for pname in node.partitions:
+        members = cluster.partition_nodes(pname)
+        if members is not None and node.name not in members:
+            members.append(node.name)
 
 
 def restore_dynamic(cluster: Cluster, name: str, entry: dict[str, Any]) -> NodeRecord | None:
@@ -162,8 +164,6 @@ def restore_dynamic(cluster: Cluster, name: str, entry: dict[str, Any]) -> NodeR
     hw = entry.get("hardware")
     if conf is None or not hw:
         return None
-    from protocol.codec import converter
-
     try:
         ncfg = node_config(name, converter.structure(hw, m.Hardware), conf)
     except (ConfigError, ValueError, TypeError, KeyError) as exc:
@@ -195,7 +195,7 @@ def handle(cluster: Cluster, msg: m.NodeMembership) -> m.UpdateResult:
     if action not in ACTIONS:
         return m.UpdateResult(ok=False, errors=(
             f"action: {msg.action!r} is not one of {', '.join(ACTIONS)}",))
-    node_names, errors = cluster._expand(msg.node_names)
+    node_names, errors = cluster.expand(msg.node_names)
     if errors:
         return m.UpdateResult(ok=False, errors=tuple(errors))
     wall = cluster.wall()
@@ -210,7 +210,7 @@ def handle(cluster: Cluster, msg: m.NodeMembership) -> m.UpdateResult:
         else:
             event: Any = (events.Approve(now=wall, user=msg.user) if action == "approve"
                           else events.Reject(now=wall, reason=reason, user=msg.user))
-            ok, err = cluster._apply(node, event)
+            ok, err = cluster.apply_event(node, event)
             if ok:
                 cluster.eventlog.add("approved" if action == "approve" else "rejected", name,
                                      user=user, reason=reason)
@@ -229,19 +229,21 @@ def _delete(cluster: Cluster, node: NodeRecord, user: str) -> str | None:
     if node.dynamic_conf is None:
         return (f"cannot delete node {name}: it is defined in {cluster.config.path}; remove its "
                 "NodeName line and reconfigure")
-    if node.job_ids:
-        jobs = ",".join(map(str, node.job_ids))
+    use = cluster.jobs.uses.get(name)
+    if use is not None and use.jobs:
+        jobs = ",".join(map(str, sorted(use.jobs)))
         return f"cannot delete node {name}: it runs job(s) {jobs}; drain it and let them end"
-    _, err = cluster._apply(node, events.Delete(now=cluster.wall(), user=user))
+    _, err = cluster.apply_event(node, events.Delete(now=cluster.wall(), user=user))
     if err:
         return err
     del cluster.nodes[name]
     for kind in ("hb", "suspend", "resume"):
         cluster.deadlines.cancel((name, kind))
-    for part in cluster._partitions:
-        if name in part["nodes"]:
-            part["nodes"].remove(name)
-    cluster._changed(node)
+    for pname in node.partitions:
+        members = cluster.partition_nodes(pname)
+        if members is not None and name in members:
+            members.remove(name)
+    cluster.mark_changed(node)
     logs.event("dynamic node deleted", node=name, user=user or "-")
     cluster.eventlog.add("deleted", name, user=user or None)
     return None

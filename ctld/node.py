@@ -87,7 +87,6 @@ class NodeRecord:
     hb_stage: int = EXPECT_BEAT
     seq: int = -1
     metrics: array | None = None  # the last heartbeat's Metrics, packed (see pack_metrics)
-    job_ids: tuple[int, ...] = ()
     health: HealthReport | None = None
     last_busy: float | None = None  # wall clock
     idle_since: float = 0.0  # trio clock, for SuspendTime

@@ -9,7 +9,6 @@ import logging
 import math
 import os
 import tempfile
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
 PROGRAM_OF = {"suspend": "suspend_program", "resume": "resume_program",
               "resume_fail": "resume_fail_program"}
 ACTION_OF = {"suspend": "suspend", "resume": "resume", "resume_fail": "resume_fail"}
+SUSPENDABLE_BASES = (Base.IDLE, Base.DOWN)
 NO_SUSPEND_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
                               Flag.COMPLETING})
 # A node that counts toward a keep-warm pool (Slurm: "usable" = idle, not down, draining or off).
@@ -38,8 +38,6 @@ NOT_WARM_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_D
 # Keeps the pool from booting nodes that cannot serve anyway.
 NOT_BOOTABLE_FLAGS = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
                                 Flag.PENDING, Flag.REJECTED})
-
-JobsOf = Callable[[list[str]], list[tuple[int, list[str]]]]
 
 
 class RateBudget:
@@ -87,7 +85,6 @@ class PowerSave:
         self.state_dir: str | None = None
         self.server_addr: str | None = None
         self.key_file: str | None = None
-        self.jobs_of: JobsOf | None = None  # names -> [(job_id, all its nodes)]
         self._files = 0
 
     @property
@@ -113,19 +110,16 @@ class PowerSave:
         if self.state_dir is None:
             return
         try:
-            stale = [os.path.join(self.state_dir, name) for name in os.listdir(self.state_dir)
-                     if name.startswith("resume-") and name.endswith(".json")]
+            names = await trio.to_thread.run_sync(os.listdir, self.state_dir)
         except OSError:
             return
+        stale = [os.path.join(self.state_dir, name) for name in names
+                 if name.startswith("resume-") and name.endswith(".json")]
         if not stale:
             return
         p = self.c.config.power
         await trio.sleep(max(p.suspend_timeout, p.resume_timeout))
-        for path in stale:
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+        await trio.to_thread.run_sync(_remove, stale)
 
     # -- effects from the state machine -----------------------------------------------------
 
@@ -221,7 +215,10 @@ class PowerSave:
         budget = self.suspend_budget
         for node in c.nodes.values():
             st = node.state
-            if st.base != Base.IDLE or st.cpus_alloc or node.job_ids or st.flags & NO_SUSPEND_FLAGS:
+            # Slurm powers down DOWN nodes too (a dead node costs power); SuspendExcStates=DOWN
+            # keeps them up for the admin.
+            if (st.base not in SUSPENDABLE_BASES or st.cpus_alloc or _holds_jobs(c, node.name)
+                    or st.flags & NO_SUSPEND_FLAGS):
                 continue
             if Flag.POWER_DOWN not in st.flags:
                 limit = self.suspend_time_of(node) if auto else None
@@ -263,7 +260,7 @@ class PowerSave:
             if exc.count is None:
                 excluded.update(members)
                 continue
-            warm = sum(1 for n in members if _warm(c.nodes[n]))
+            warm = sum(1 for n in members if _warm(c, c.nodes[n]))
             allowance = [warm - exc.count]  # shared by the group's members
             for n in members:
                 groups[n] = allowance
@@ -276,7 +273,7 @@ class PowerSave:
             if exc.count is None:
                 continue
             members = [c.nodes[n] for n in exc.nodes if n in c.nodes]
-            have = sum(1 for n in members if _warm(n) or _booting_idle(n))
+            have = sum(1 for n in members if _warm(c, n) or _booting_idle(c, n))
             for node in members:
                 if have >= exc.count:
                     break
@@ -331,7 +328,9 @@ class PowerSave:
         path = None
         if kind == "resume":
             try:
-                path = self.write_resume_file(list(node_names))
+                data = orjson.dumps(self.resume_doc(list(node_names)),
+                                    option=orjson.OPT_INDENT_2)
+                path = await trio.to_thread.run_sync(self.write_resume_file, data)
                 env["SLURM_RESUME_FILE"] = path
             except OSError as exc:
                 logs.event("cannot write the resume file; ResumeProgram runs without it",
@@ -342,10 +341,8 @@ class PowerSave:
                                        env=env)
         finally:
             if path is not None:
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+                with trio.CancelScope(shield=True):  # also when the controller is stopping
+                    await trio.to_thread.run_sync(_remove, [path])
         self.done(kind, node_names, result)
         return result
 
@@ -367,43 +364,26 @@ class PowerSave:
         """Slurm's SLURM_RESUME_FILE document, plus the issue's `all_nodes` and per-job `nodes`."""
         resuming = set(node_names)
         jobs: list[dict[str, Any]] = []
-        jobs_of = self.jobs_of or getattr(getattr(self.c, "jobs", None), "jobs_holding", None)
-        if jobs_of is not None:
-            try:
-                holding = jobs_of(list(node_names))
-            except Exception as exc:  # the jobs side must not stop a power-up
-                logs.event("jobs for the resume file unavailable", logging.ERROR,
-                           error=repr(exc))
-                holding = []
-            for job_id, job_nodes in holding:
-                alloc = hostlist.fold(list(job_nodes))
-                jobs.append({
-                    "job_id": int(job_id),
-                    "nodes_alloc": alloc,
-                    "nodes_resume": hostlist.fold([n for n in job_nodes if n in resuming]),
-                    "nodes": alloc,
-                    "features": "",
-                    "partition": self._partition_of(job_id, job_nodes),
-                    "reservation": "",
-                    "exclusive": False,
-                    "oversubscribe": "NO",
-                    "extra": "",
-                })
+        for job_id, job_nodes in self.c.jobs.jobs_holding(list(node_names)):
+            alloc = hostlist.fold(list(job_nodes))
+            jobs.append({
+                "job_id": int(job_id),
+                "nodes_alloc": alloc,
+                "nodes_resume": hostlist.fold([n for n in job_nodes if n in resuming]),
+                "nodes": alloc,
+                "features": "",
+                "partition": self.c.jobs.jobs[job_id].partition,
+                "reservation": "",
+                "exclusive": False,
+                "oversubscribe": "NO",
+                "extra": "",
+            })
         folded = hostlist.fold(node_names)
         return {"all_nodes_resume": folded, "all_nodes": folded, "jobs": jobs}
 
-    def _partition_of(self, job_id: int, job_nodes: list[str]) -> str:
-        """The job's partition when the jobs object knows it, else its first node's."""
-        job = getattr(getattr(self.c, "jobs", None), "jobs", {}).get(job_id)
-        if getattr(job, "partition", None):
-            return str(job.partition)
-        node = self.c.nodes.get(job_nodes[0]) if job_nodes else None
-        return node.partitions[0] if node is not None and node.partitions else ""
-
-    def write_resume_file(self, node_names: list[str]) -> str:
-        """The JSON for SLURM_RESUME_FILE, mode 0600 in the state directory (a private temp
-        file without one); the caller removes it when the program has ended."""
-        data = orjson.dumps(self.resume_doc(node_names), option=orjson.OPT_INDENT_2)
+    def write_resume_file(self, data: bytes) -> str:
+        """In a worker thread: SLURM_RESUME_FILE's `data`, mode 0600 in the state directory (a
+        private temp file without one); the caller removes it when the program has ended."""
         if self.state_dir is None:
             fd, path = tempfile.mkstemp(prefix="resume-", suffix=".json")
         else:
@@ -425,15 +405,30 @@ class PowerSave:
         return attrs.evolve(dump, items=items)
 
 
-def _warm(node: NodeRecord) -> bool:
+def _remove(paths: list[str]) -> None:
+    """In a worker thread: unlink what is still there."""
+    for path in paths:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+def _holds_jobs(c: Cluster, name: str) -> bool:
+    """Jobs are allocated on the node (the controller's own record, not a heartbeat's)."""
+    use = c.jobs.uses.get(name)
+    return bool(use and use.jobs)
+
+
+def _warm(c: Cluster, node: NodeRecord) -> bool:
     st = node.state
-    return (st.base == Base.IDLE and not st.cpus_alloc and not node.job_ids
+    return (st.base == Base.IDLE and not st.cpus_alloc and not _holds_jobs(c, node.name)
             and not st.flags & NOT_WARM_FLAGS)
 
 
-def _booting_idle(node: NodeRecord) -> bool:
+def _booting_idle(c: Cluster, node: NodeRecord) -> bool:
     st = node.state
-    return Flag.POWERING_UP in st.flags and not st.cpus_alloc and not node.job_ids
+    return Flag.POWERING_UP in st.flags and not st.cpus_alloc and not _holds_jobs(c, node.name)
 
 
 def state_excluded(node: NodeRecord, exc_states: tuple[str, ...]) -> bool:

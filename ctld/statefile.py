@@ -19,16 +19,21 @@ def state_path(state_dir: str) -> str:
     return os.path.join(state_dir, STATE_FILE)
 
 
+def write_all_fsync(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd` (os.write may take less than asked), then fsync."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
 def write_atomic(path: str, data: bytes) -> None:
     """Replace `path` by `data` so that a crash leaves either the old or the new file, whole."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
+        write_all_fsync(fd, data)
     finally:
         os.close(fd)
     os.replace(tmp, path)

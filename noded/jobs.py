@@ -154,7 +154,8 @@ class JobRunner:
     # ------------------------------------------------------------------------ what beats carry
 
     def job_ids(self) -> tuple[int, ...]:
-        return tuple(sorted(self.running))
+        # a job still starting counts: the controller declares a job it is not told of lost
+        return tuple(sorted(self.running.keys() | self._launching))
 
     def endings(self) -> tuple[JobEnd, ...]:
         return tuple(end for end, _ in self.ended.values())

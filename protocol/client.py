@@ -112,26 +112,12 @@ def request_raw(
     The reply must carry a valid MAC and a timestamp within max(timeout, 10) s of this host's
     clock. Raises ControllerUnreachable like `request`, and rawframe.FrameError when the reply
     fails authentication or is not a JSON object."""
-    import json
-
-    from protocol.rawframe import PREFIX, FrameError, check_length, open_frame, pack_frame
+    from protocol.rawframe import PREFIX, FrameError, check_length, open_frame
 
     deadline = time.monotonic() + timeout
-    request_id = _new_request_id()
-    frame = pack_frame(
-        type_name,
-        json.dumps(body, separators=(",", ":")).encode(),
-        key,
-        request_id=request_id,
-        version=version,
-    )
-    try:
-        sock = socket.create_connection(addr, timeout=timeout)
-    except OSError as exc:
-        raise ControllerUnreachable(addr, _reason(exc)) from None
+    sock, request_id = _open_and_send(addr, key, type_name, body, timeout, version)
     with sock:
         try:
-            sock.sendall(frame)
             while True:
                 (length,) = PREFIX.unpack(_recv_exactly(sock, PREFIX.size, deadline, addr))
                 check_length(length, max_reply_size)
@@ -195,6 +181,37 @@ def _recv_exactly(
     return buf
 
 
+def _open_and_send(
+    addr: tuple[str, int],
+    key: bytes,
+    type_name: str,
+    body: dict[str, Any],
+    timeout: float,
+    version: int,
+) -> tuple[socket.socket, int]:
+    """Connect, authenticate and send one raw request; returns the socket and its request id."""
+    import json
+
+    from protocol.rawframe import pack_frame
+
+    request_id = _new_request_id()
+    frame = pack_frame(type_name, json.dumps(body, separators=(",", ":")).encode(), key,
+                       request_id=request_id, version=version)
+    try:
+        sock = socket.create_connection(addr, timeout=timeout)
+    except OSError as exc:
+        raise ControllerUnreachable(addr, _reason(exc)) from None
+    try:
+        sock.sendall(frame)
+    except TimeoutError:
+        sock.close()
+        raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
+    except OSError as exc:
+        sock.close()
+        raise ControllerUnreachable(addr, _reason(exc)) from None
+    return sock, request_id
+
+
 def _new_request_id() -> int:
     return (int.from_bytes(os.urandom(8), "big") >> 1) or 1
 
@@ -221,21 +238,12 @@ def stream_raw(
     closes the connection. The first reply must come within `timeout`; later ones may take any
     time, and their timestamps are not held to the clock window (a reply may wait in the
     socket while the reader is slow; each one's MAC is still checked)."""
-    import json
+    from protocol.rawframe import PREFIX, FrameError, check_length, open_frame
 
-    from protocol.rawframe import PREFIX, FrameError, check_length, open_frame, pack_frame
-
-    request_id = _new_request_id()
-    frame = pack_frame(type_name, json.dumps(body, separators=(",", ":")).encode(), key,
-                       request_id=request_id, version=RAW_VERSION)
-    try:
-        sock = socket.create_connection(addr, timeout=timeout)
-    except OSError as exc:
-        raise ControllerUnreachable(addr, _reason(exc)) from None
+    sock, request_id = _open_and_send(addr, key, type_name, body, timeout, RAW_VERSION)
     deadline = time.monotonic() + timeout
     with sock:
         try:
-            sock.sendall(frame)
             while True:
                 try:
                     head = _recv_exactly(sock, PREFIX.size, deadline, addr)

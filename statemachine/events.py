@@ -157,6 +157,8 @@ class Delete:
     kind: ClassVar[str] = "delete"
     now: float
     user: str = ""
+
+
 @attrs.frozen(slots=True)
 class Completing:
     """A job's processes on the node are being killed (active) or are all gone (not active):

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import math
 import os
+import time
+from collections.abc import Callable
 
 from protocol.auth import KeyFileError, read_private
 
@@ -38,12 +41,16 @@ def parse_tokens(text: str, path: str) -> dict[str, str]:
         tokens[token] = name
     return tokens
 
+RECHECK_EVERY = 1.0  # seconds between looks at the token file: a rotation shows within this
+
 
 class Tokens:
     """The token file, re-read when it changes (so tokens rotate without a restart)."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = path
+        self.clock = clock
+        self._checked = -math.inf  # when the file was last stat'ed
         self._stamp: tuple[int, int, int] | None = None
         self._tokens: dict[str, str] = {}
         self._error: str | None = None if path else "no HttpTokenFile is configured"
@@ -56,6 +63,10 @@ class Tokens:
     def _refresh(self) -> None:
         if self.path is None:
             return
+        now = self.clock()
+        if now - self._checked < RECHECK_EVERY:
+            return  # a stat per request would be blocking I/O on the loop under load
+        self._checked = now
         try:
             st = os.stat(self.path)
         except OSError as exc:

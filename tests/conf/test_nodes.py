@@ -150,7 +150,6 @@ def test_line_value_wins_over_inherited_sockets_form() -> None:
         ("NodeName=x RealMemory=-5", 23, "out of range"),
         ("NodeName=x Port=70000", 17, "out of range"),
         ("NodeName=x State=ON", 18, "valid values: CLOUD DOWN DRAIN"),
-        ("NodeName=x Gres=gpu:a:b:c", 17, "bad Gres"),
         ("NodeName=x Gres=gpu:2,:3", 23, "bad Gres"),
     ],
 )
@@ -158,6 +157,14 @@ def test_bad_values_point_at_the_value(line: str, col: int, needle: str) -> None
     e = one_error(line + "\n")
     assert (e.line, e.col) == (1, col)
     assert needle in e.message
+
+
+def test_gres_with_several_types_loads_as_slurmctld_reads_it() -> None:
+    # slurmctld 22.05 starts with these and shows Gres=gpu:a:2,gpu:b:2 / gpu:a:1,gpu:b:1,gpu:c:1
+    (n,) = parse_config_text("NodeName=x Gres=gpu:a:b:2\n").nodes
+    assert [(g.name, g.type, g.count) for g in n.gres] == [("gpu", "a", 2), ("gpu", "b", 2)]
+    (n,) = parse_config_text("NodeName=x Gres=gpu:a:b:c\n").nodes
+    assert [(g.type, g.count) for g in n.gres] == [("a", 1), ("b", 1), ("c", 1)]
 
 
 def test_node_on_two_lines() -> None:

@@ -187,3 +187,50 @@ async def test_a_push_reaches_a_reading_peer(autojump_clock) -> None:
         assert frame.msg == push and frame.request_id == 0
         assert conn.pending == 0
         await client.aclose()
+
+
+# -- event followers ------------------------------------------------------------------------
+
+
+async def test_followers_are_capped_and_a_stalled_one_is_ended(autojump_clock) -> None:
+    from ctld import eventstream
+
+    cluster = _cluster()
+    server = _server(cluster)
+
+    def follow() -> bytes:
+        return _frame(m.GetEvents(follow=True), 5, version=4)
+
+    clients = []
+    async with trio.open_nursery() as nursery:
+        for i in range(eventstream.MAX_FOLLOWERS):
+            # the first one's sends wait for it to read (it will stop reading)
+            pair = trio.testing.lockstep_stream_pair if i == 0 else trio.testing.memory_stream_pair
+            client, server_end = pair()
+            nursery.start_soon(server.handle, server_end)
+            nursery.start_soon(client.send_all, follow())
+            [first] = await _read_frames(client, 1)
+            assert isinstance(first.msg, m.Events)
+            clients.append(client)
+        assert len(cluster.eventlog.followers) == eventstream.MAX_FOLLOWERS
+        extra, server_end = trio.testing.memory_stream_pair()
+        nursery.start_soon(server.handle, server_end)
+        await extra.send_all(follow())
+        [refused] = await _read_frames(extra, 1)
+        assert isinstance(refused.msg, m.Error) and refused.msg.code == "busy"
+        await trio.sleep(3600)  # a quiet hour ends nobody
+        assert len(cluster.eventlog.followers) == eventstream.MAX_FOLLOWERS
+        for client in clients[1:]:
+            await client.aclose()
+        started = trio.current_time()
+        while cluster.eventlog.followers:  # events come; the first client reads nothing
+            cluster.eventlog.add("note", "n1", text="x" * 1000)
+            await trio.sleep(1)
+            if len(cluster.eventlog.followers) > 1:
+                assert trio.current_time() - started < 5  # the closed ones go at once
+        waited = trio.current_time() - started
+        assert eventstream.STALL_LIMIT <= waited <= eventstream.STALL_LIMIT + 2
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.connections == set()  # the stalled one's connection is closed too
+        await extra.aclose()
+        await clients[0].aclose()

@@ -131,3 +131,27 @@ async def test_daemon_persists_events_and_reads_them_back(autojump_clock, tmp_pa
 def test_follower_defaults() -> None:
     f = Follower()
     assert f.limit == eventlog.FOLLOW_QUEUE and f.nodes is None
+
+
+async def test_drain_history_survives_job_churn(tmp_path) -> None:
+    from statemachine import events
+
+    c = Cluster(make_config(), wall=wall)
+    for n in ("n1", "n2"):
+        register(c, n)
+    assert c.update_nodes(m.UpdateNodes("n2", "DRAIN", "bad dimm", "root")).ok
+    follower = c.eventlog.subscribe(["n1"])
+    node = c.nodes["n1"]
+    for i in range(20_000):  # every job start and end on n1: IDLE <-> MIXED
+        changed, err = c.apply_event(node, events.AllocationChanged(now=wall(),
+                                                                    cpus_alloc=(i + 1) % 2))
+        assert changed and err is None
+    drains = [e for e in c.eventlog.query(nodes=["n2"]) if e.get("cause") == "admin:root"]
+    assert drains and drains[-1]["reason"] == "bad dimm"
+    assert not any(e.get("cause") == "allocation" for e in c.eventlog.query())
+    eventlog.flush(c.eventlog, str(tmp_path))
+    saved = (tmp_path / eventlog.FILE_NAME).read_bytes()
+    assert b"bad dimm" in saved and b'"allocation"' not in saved
+    # a follower still sees them (the newest, as many as its queue holds)
+    assert len(follower.queue) == eventlog.FOLLOW_QUEUE and follower.missed > 0
+    assert follower.queue[-1]["cause"] == "allocation" and node.last_change is not None

@@ -7,6 +7,7 @@ import os
 
 import trio
 
+from ctld import statefile
 from ctld.daemon import Daemon
 from ctld.jobjournal import Journal
 from protocol import messages as m
@@ -85,3 +86,54 @@ async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path)
     assert d.cluster.jobs.jobs[2].state == "RUNNING"
     # journalled as submitted before it was queued, then again once it started
     assert [(e["id"], e["state"]) for e in d.journal.read()] == [(2, "PENDING"), (2, "RUNNING")]
+
+
+async def test_a_failed_write_refuses_every_waiter_whose_line_it_held(tmp_path,
+                                                                     monkeypatch) -> None:
+    j = Journal(str(tmp_path), in_thread=True)
+    await j.commit([{"id": 1}])
+    real = statefile.write_all_fsync
+    calls = 0
+
+    def write_failing_once(fd: int, data: bytes) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            real(fd, data[: len(data) // 2])  # torn: the file must not keep it
+            raise OSError(28, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(statefile, "write_all_fsync", write_failing_once)
+    outcome: dict[int, str] = {}
+
+    async def submit(i: int) -> None:
+        try:
+            await j.commit([{"id": i}])
+            outcome[i] = "ok"
+        except OSError:
+            outcome[i] = "refused"
+
+    async with trio.open_nursery() as nursery:
+        for i in range(2, 11):
+            nursery.start_soon(submit, i)
+    refused = {i for i, o in outcome.items() if o == "refused"}
+    on_disk = {e["id"] for e in j.read()}
+    assert refused == set(range(2, 11))  # one failed write held them all: all are told
+    # an acknowledged job is on disk; a refused one is not (and is not replayed later)
+    assert on_disk == {1}
+    await submit(11)
+    assert outcome[11] == "ok" and 11 in {e["id"] for e in j.read()}
+
+
+async def test_trim_keeps_only_jobs_newer_than_the_save(tmp_path) -> None:
+    j = Journal(str(tmp_path), in_thread=True)
+    next_id = 1
+    for _ in range(50):  # steady submissions: the journal never holds only saved jobs
+        await j.commit([{"id": next_id}, {"id": next_id + 1}])
+        next_id += 2
+        await j.trim(saved_next_id=next_id - 1)  # the save holds all but the last job
+        assert [e["id"] for e in j.read()] == [next_id - 1]
+    size = os.path.getsize(j.path)
+    assert size < 40  # one line, not 100
+    await j.trim(saved_next_id=next_id)
+    assert os.path.getsize(j.path) == 0

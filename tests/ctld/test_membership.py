@@ -160,10 +160,15 @@ async def test_dynamic_node_joins_runs_is_deleted_and_rejoins(autojump_clock) ->
     r = _act(c, "delete", "dyn1")
     assert not r.ok and "CPUs allocated" in r.errors[0]
     assert c.set_allocation(m.SetAllocation("dyn1", 0)).ok
-    beat(c, "dyn1", conn, 1, job_ids=(42,))
+    job = c.jobs.submit(m.SubmitJob(script="#!/bin/sh\ntrue\n", user="alice", uid=1000,
+                                    gid=1000, workdir="/home/a", nodelist="dyn1"))
+    assert isinstance(job, m.SubmitReply)
+    beat(c, "dyn1", conn, 1, job_ids=(job.job_id,))
     r = _act(c, "delete", "dyn1")
-    assert not r.ok and "runs job(s) 42" in r.errors[0]
-    beat(c, "dyn1", conn, 2, job_ids=())
+    assert not r.ok and f"runs job(s) {job.job_id};" in r.errors[0]
+    beat(c, "dyn1", conn, 2, job_ids=(),
+         jobs_ended=(m.JobEnd(job.job_id, "COMPLETED", exit_code=0),))
+    assert c.jobs.uses.get("dyn1") is None or not c.jobs.uses["dyn1"].jobs
     # Saved and restored with the state, like any node.
     c = _restart(c, cfg)
     assert c.nodes["dyn1"].cfg.features == ("fast", "ib")

@@ -138,6 +138,23 @@ async def test_partition_infinite_and_exclusions(autojump_clock) -> None:
     assert cluster3.power_save_pass() == []
 
 
+async def test_down_nodes_power_down_too_unless_down_is_an_excluded_state(autojump_clock) -> None:
+    for extra, expected in (("", ["n1", "n2"]), ("SuspendExcStates=DOWN\n", ["n1"])):
+        cluster, _ = make("SuspendTime=60\nSuspendRate=0\n" + extra)
+        for n in ("n1", "n2"):
+            register(cluster, n)
+        update(cluster, "n2", "DOWN", "dead PSU")
+        await trio.sleep(61)
+        assert cluster.power_save_pass() == expected
+        await trio.sleep(6)  # SuspendTimeout=5
+        cluster.on_deadlines([(n, "suspend") for n in expected])
+        if "n2" in expected:
+            assert state(cluster, "n2") == "DOWN+POWERED_DOWN"  # `down~`: the admin's reason stays
+            assert cluster.nodes["n2"].state.reason.text == "dead PSU"
+        else:
+            assert state(cluster, "n2") == "DOWN"
+
+
 async def test_keep_warm_pool_is_honoured_as_nodes_come_and_go(autojump_clock) -> None:
     cluster, runs = make("SuspendTime=60\nSuspendRate=0\nResumeRate=0\n"
                          "SuspendExcNodes=n[1-4]:2\n")
@@ -231,7 +248,12 @@ def _script(tmp_path, name: str, body: str) -> str:
 async def test_resume_file_lives_while_the_program_runs_and_records_the_outcome(tmp_path) -> None:
     cluster, _ = make()
     cluster.power.state_dir = str(tmp_path)
-    cluster.power.jobs_of = lambda names: [(7, ["n1", "n2", "n3"])]
+    for n in ("n1", "n2", "n3"):
+        register(cluster, n)
+    reply = cluster.jobs.submit(m.SubmitJob(script="#!/bin/sh\ntrue\n", user="alice", uid=1000,
+                                            gid=1000, workdir="/home/a", num_nodes=3))
+    assert isinstance(reply, m.SubmitReply)
+    assert sorted(cluster.jobs.jobs[reply.job_id].nodes) == ["n1", "n2", "n3"]
     copy = tmp_path / "copy.json"
     prog = _script(tmp_path, "resume.sh",
                    f'stat -c %a "$SLURM_RESUME_FILE" > {tmp_path}/mode\n'
@@ -243,7 +265,7 @@ async def test_resume_file_lives_while_the_program_runs_and_records_the_outcome(
     assert doc["all_nodes_resume"] == two and doc["all_nodes"] == two
     job = doc["jobs"][0]
     assert (job["job_id"], job["nodes_alloc"], job["nodes_resume"], job["nodes"]) == (
-        7, three, two, three)
+        reply.job_id, three, two, three)
     assert job["partition"] == "main"
     assert (tmp_path / "mode").read_text().strip() == "600"
     used = (tmp_path / "path").read_text().strip()

@@ -452,3 +452,16 @@ async def test_broken_records_do_not_stop_the_runner(tmp_path: Path, work: Path)
         await runner.launch(spec(work, "true\n", 3))  # and the runner works
         assert (await ended(runner, 3)).state == "COMPLETED"
         nursery.cancel_scope.cancel()
+
+
+async def test_a_starting_job_is_in_the_beat(nursery: trio.Nursery, runner: JobRunner,
+                                            work: Path) -> None:
+    # the controller declares a job lost when a beat leaves it out: a slow start must not
+    nursery.start_soon(runner.launch, spec(work, "sleep 300\n", 5))
+    await wait_for(lambda: 5 in runner._launching)
+    assert 5 not in runner.running and runner.job_ids() == (5,)
+    await wait_for(lambda: 5 in runner.running)
+    assert runner.job_ids() == (5,)
+    await runner.kill(5, 0, "test done")
+    await ended(runner, 5)
+    assert runner.job_ids() == ()
