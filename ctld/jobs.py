@@ -1,5 +1,6 @@
-"""Batch jobs in the controller: their records and lifecycle, the queue, what each node holds,
-and reconciliation with what nodes report (JobEnd, the job ids in heartbeats).
+"""Batch jobs in the controller, the core: the job table, the queue, what each node holds, job
+endings and save/restore. Submission, the scheduling pass, reconciliation with nodes, user
+commands and listings live in ctld/job{submit,start,reconcile,commands,listing}.py (mixins).
 
 Node state is never set here: allocations and the COMPLETING flag reach a node as statemachine
 events through the Cluster, whose table decides IDLE/MIXED/ALLOCATED and drng/drain.
