@@ -26,6 +26,7 @@ from conf.model import (
     ExcNodes,
     HealthSettings,
     HttpSettings,
+    JobSettings,
     MembershipSettings,
     NodeConfig,
     PartitionConfig,
@@ -148,6 +149,10 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "MaxNodeCount": lambda s: as_int(s, 0),
     "EventLogMaxEvents": lambda s: as_int(s, 1),
     "EventLogMaxAge": lambda s: as_int(s, 1),
+    "KillWait": lambda s: as_int(s, 0, 65533),
+    "MinJobAge": lambda s: as_int(s, 0),
+    "MaxJobCount": lambda s: as_int(s, 1),
+    "MaxArraySize": lambda s: as_int(s, 0, 4000001),
 }
 
 # A value as written, where it was written, and its typed form.
@@ -726,6 +731,24 @@ class _Builder:
                       f"SuspendExcNodes names undefined node(s) {_few(missing)}")
         return tuple(out)
 
+    def power_save_interval(self) -> int:
+        """SlurmctldParameters=...,power_save_interval=N,...: seconds between power-save
+        passes (at least 1; Slurm's default 10)."""
+        got = self.globals.get("SlurmctldParameters")
+        if got is None:
+            return 10
+        _, p, src = got
+        for option in p.value.split(","):
+            name, _, number = option.partition("=")
+            if name.strip().lower() != "power_save_interval":
+                continue
+            if not number.strip().isdigit():
+                self.warn(src, p.vline, p.vcol, f"SlurmctldParameters: power_save_interval="
+                          f"{number.strip()!r} is not a whole number of seconds; using 10")
+                return 10
+            return max(1, int(number))
+        return 10
+
     def dynamic_allowed(self) -> bool:
         """MaxNodeCount set: partitions may name nodes that will join with `rnoded --dynamic`."""
         got = self.globals.get("MaxNodeCount")
@@ -758,13 +781,15 @@ class _Builder:
             g("SuspendProgram", None), g("ResumeProgram", None), g("ResumeFailProgram", None),
             g("SuspendTime", None), g("SuspendTimeout", 30), g("ResumeTimeout", 60),
             g("SuspendRate", 60), g("ResumeRate", 300), self.exc_nodes(), exc_parts,
-            g("SuspendExcStates", ()))
+            g("SuspendExcStates", ()), self.power_save_interval())
         auth = AuthSettings(g("AuthKeyFile", None), g("NodeApproval", "auto"))
         http = HttpSettings(g("HttpListen", None), g("HttpTokenFile", None),
                             g("HttpAuth", "loopback"))
         membership = MembershipSettings(
             self.approval_auto(), g("MaxNodeCount", 0), g("EventLogMaxEvents", 10000),
             g("EventLogMaxAge", 30 * 86400))
+        jobs = JobSettings(g("KillWait", 30), g("MinJobAge", 300), g("MaxJobCount", 10000),
+                           g("MaxArraySize", 1001))
         settings: list[tuple[str, str]] = []
         for name, (_, p, _) in self.globals.items():
             if name in ("SlurmctldHost", "ControlMachine", "BackupController"):
@@ -780,7 +805,8 @@ class _Builder:
             timeouts=timeouts, health=health, power=power, auth=auth, http=http,
             nodes=tuple(self.nodes),
             partitions=tuple(partitions), settings=tuple(settings),
-            ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership)
+            ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
+            jobs=jobs)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

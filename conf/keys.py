@@ -93,6 +93,10 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     # issue 12: jobs
     ("KillWait", "seconds", 30, "seconds between SIGTERM and SIGKILL when a job is ended"),
     ("MinJobAge", "seconds", 300, "seconds a finished job stays listed by rqueue"),
+    ("MaxJobCount", "int", 10000,
+     "most jobs the controller holds (finished ones until MinJobAge); submissions beyond it "
+     "are refused"),
+    ("MaxArraySize", "int", 1001, "array task ids must be below this (0 = no job arrays)"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """
@@ -114,8 +118,8 @@ InactiveLimit InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams
 JobAcctGatherType JobCheckpointDir JobCompHost JobCompLoc JobCompParams JobCompPass JobCompPort
 JobCompType JobCompUser JobContainerType JobCredentialPrivateKey JobCredentialPublicCertificate
 JobDefaults JobFileAppend JobRequeue JobSubmitPlugins KeepAliveTime KillOnBadExit
-LaunchParameters LaunchType Licenses LogTimeFormat MailDomain MailProg MaxArraySize
-MaxBatchRequeue MaxDBDMsgs MaxJobCount MaxJobId MaxMemPerCPU MaxMemPerNode
+LaunchParameters LaunchType Licenses LogTimeFormat MailDomain MailProg
+MaxBatchRequeue MaxDBDMsgs MaxJobId MaxMemPerCPU MaxMemPerNode
 MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MpiDefault
 MpiParams NamespaceType NodeFeaturesPlugins OverTimeLimit PluginDir PlugStackConfig
 PowerParameters PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType

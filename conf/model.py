@@ -122,6 +122,7 @@ class PowerSettings:
     suspend_exc_nodes: tuple[ExcNodes, ...] = ()
     suspend_exc_parts: tuple[str, ...] = ()
     suspend_exc_states: tuple[str, ...] = ()
+    save_interval: int = 10  # SlurmctldParameters=power_save_interval: seconds between passes
 
 
 @attrs.frozen(slots=True)
@@ -150,6 +151,16 @@ class MembershipSettings:
 
 
 @attrs.frozen(slots=True)
+class JobSettings:
+    """The controller's job limits and timings (issue 12 keys)."""
+
+    kill_wait: int = 30  # seconds between SIGTERM and SIGKILL
+    min_job_age: int = 300  # seconds a finished job stays listed
+    max_job_count: int = 10000  # jobs held at once, finished ones until MinJobAge
+    max_array_size: int = 1001  # array task ids must be below it; 0: no arrays
+
+
+@attrs.frozen(slots=True)
 class ClusterConfig:
     """Everything read from cluster.conf and its includes, validated."""
 
@@ -169,6 +180,7 @@ class ClusterConfig:
     ignored: tuple[str, ...] = ()
     warnings: tuple[ConfDiagnostic, ...] = ()
     membership: MembershipSettings = MembershipSettings()
+    jobs: JobSettings = JobSettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

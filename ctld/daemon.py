@@ -84,18 +84,27 @@ class Daemon:
         self.cluster.restore(doc, journal)
 
     async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
-        """Accept a job and put it on disk before the reply (an acknowledged job survives a
-        SIGKILL of rctld)."""
+        """Accept a job: checked and built, on disk, and only then queued and scheduled, so an
+        acknowledged job survives a SIGKILL of rctld and no job runs that the journal lacks."""
         jobs = self.cluster.jobs
-        reply = jobs.submit(msg)
-        if isinstance(reply, m.SubmitReply):
-            records = [job_json(jobs.jobs[j]) for j in reply.job_ids if j in jobs.jobs]
-            try:
-                await self.journal.commit(records)
-            except OSError as exc:
-                logs.event("job journal write failed", logging.ERROR, error=str(exc))
-                return m.Error("internal", f"job {reply.job_id} could not be written to "
-                               f"{self.journal.path}: {exc.strerror or exc}")
+        built = jobs.build(msg)
+        if isinstance(built, m.Error):
+            return built
+        try:
+            await self.journal.commit([job_json(j) for j in built])
+        except OSError as exc:  # the built jobs are dropped; their ids stay unused
+            jobs.drop(built)
+            logs.event("job journal write failed", logging.ERROR, error=str(exc))
+            return m.Error("internal", f"job {built[0].id} could not be written to "
+                           f"{self.journal.path}: {exc.strerror or exc}")
+        reply = jobs.accept(built)
+        # The jobs that started at once are journalled again, RUNNING (replay keeps the last
+        # line of a job), so that a SIGKILL before the next state save keeps them running.
+        started = [job_json(j) for j in built if j.state != "PENDING"]
+        try:
+            await self.journal.commit(started)
+        except OSError as exc:  # accepted and on disk as submitted: replay reruns them
+            logs.event("job journal write failed", logging.ERROR, error=str(exc))
         return reply
 
     async def run(

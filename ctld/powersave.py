@@ -39,7 +39,6 @@ NOT_WARM_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_D
 NOT_BOOTABLE_FLAGS = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
                                 Flag.PENDING, Flag.REJECTED})
 
-POWER_SAVE_INTERVAL = 10.0  # Slurm's default power_save_interval
 
 class RateBudget:
     """A token bucket of `rate` nodes a minute: refills continuously, banks at most one minute's
@@ -103,14 +102,7 @@ class PowerSave:
 
     def interval(self) -> float:
         """Seconds between power-save passes: SlurmctldParameters=power_save_interval=N."""
-        for key, value in self.c.config.settings:
-            if key.lower() != "slurmctldparameters":
-                continue
-            for option in str(value).split(","):
-                name, _, number = option.partition("=")
-                if name.strip().lower() == "power_save_interval" and number.strip().isdigit():
-                    return float(max(1, int(number)))
-        return POWER_SAVE_INTERVAL
+        return float(self.c.config.power.save_interval)
 
     async def remove_stale_files(self) -> None:
         """Resume files left by a controller killed while its program ran: that program may

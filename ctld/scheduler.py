@@ -41,6 +41,21 @@ class NodeUse:
     gpus: set[int] = attrs.Factory(set)
     jobs: set[int] = attrs.Factory(set)
 
+    def add(self, job_id: int, share: Share) -> None:
+        self.cpus += share.cpus
+        self.mem += share.mem
+        self.gpus.update(share.gpus)
+        self.jobs.add(job_id)
+
+    def remove(self, job_id: int, share: Share) -> None:
+        """Give back what `job_id` held here (nothing if it holds nothing here)."""
+        if job_id not in self.jobs:
+            return
+        self.jobs.discard(job_id)
+        self.cpus -= share.cpus
+        self.mem -= share.mem
+        self.gpus.difference_update(share.gpus)
+
 
 @attrs.frozen
 class Need:

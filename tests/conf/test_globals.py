@@ -142,3 +142,25 @@ def test_unknown_key_warns_or_fails_under_strict() -> None:
 def test_bad_global_values(line: str, col: int, needle: str) -> None:
     e = one_error(line + "\n")
     assert (e.line, e.col) == (1, col) and needle in e.message, e.format()
+
+
+def test_job_settings_and_power_save_interval_are_typed() -> None:
+    """KillWait, MinJobAge, MaxJobCount, MaxArraySize and SlurmctldParameters'
+    power_save_interval reach ctld as typed fields, with Slurm's defaults."""
+    cfg = parse_config_text("")
+    j = cfg.jobs
+    assert (j.kill_wait, j.min_job_age, j.max_job_count, j.max_array_size) == (30, 300, 10000,
+                                                                               1001)
+    assert cfg.power.save_interval == 10
+    cfg = parse_config_text("KillWait=5\nMinJobAge=60\nMaxJobCount=50\nMaxArraySize=0\n"
+                            "SlurmctldParameters=enable_configless,power_save_interval=3\n")
+    j = cfg.jobs
+    assert (j.kill_wait, j.min_job_age, j.max_job_count, j.max_array_size) == (5, 60, 50, 0)
+    assert cfg.power.save_interval == 3
+    assert parse_config_text(
+        "SlurmctldParameters=power_save_interval=0\n").power.save_interval == 1
+    cfg = parse_config_text("SlurmctldParameters=power_save_interval=soon\n")
+    assert cfg.power.save_interval == 10
+    assert any("power_save_interval" in w.message for w in cfg.warnings)
+    assert "KillWait" in one_error("KillWait=-1\n").message
+    assert "MaxJobCount" in one_error("MaxJobCount=0\n").message

@@ -67,6 +67,27 @@ async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> No
     assert sorted(d3.cluster.jobs.jobs) == [1, 2, 3, 4, 5]
 
 
+async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path) -> None:
+    """The journal write comes before queueing: a job the journal could not hold is refused
+    and never launched, and its id is not handed out again."""
+    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
+    d.journal.in_thread = False
+    _, conn = register(d.cluster, "n1")
+    os.mkdir(d.journal.path)  # opening it for append now fails (EISDIR)
+    reply = await d.submit_job(submit_msg())
+    assert isinstance(reply, m.Error) and reply.code == "internal"
+    assert "could not be written" in reply.message and d.journal.path in reply.message
+    assert d.cluster.jobs.jobs == {} and d.cluster.jobs.pending == []
+    assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]
+    assert d.cluster.nodes["n1"].state.cpus_alloc == 0
+    os.rmdir(d.journal.path)
+    again = await d.submit_job(submit_msg())
+    assert isinstance(again, m.SubmitReply) and again.job_id == 2
+    assert d.cluster.jobs.jobs[2].state == "RUNNING"
+    # journalled as submitted before it was queued, then again once it started
+    assert [(e["id"], e["state"]) for e in d.journal.read()] == [(2, "PENDING"), (2, "RUNNING")]
+
+
 async def test_a_failed_write_refuses_every_waiter_whose_line_it_held(tmp_path,
                                                                      monkeypatch) -> None:
     j = Journal(str(tmp_path), in_thread=True)

@@ -387,13 +387,37 @@ async def test_a_job_the_node_stops_listing_is_requeued_after_a_grace(autojump_c
 async def test_bad_arrays_are_refused_without_building_them() -> None:
     from ctld.jobs import parse_array
 
-    assert parse_array("1-9:4,2") == [1, 2, 5, 9]
-    assert parse_array("0-3%2") == [0, 1, 2, 3]
+    assert parse_array("1-9:4,2", 1001) == [1, 2, 5, 9]
+    assert parse_array("0-3%2", 1001) == [0, 1, 2, 3]
     cluster = Cluster(make_config(), wall=wall)
-    for spec in ("1-99999999999", "5-1", "x", "1,,2"):
+    for spec in ("1-99999999999", "5-1", "x", "1,,2", "0-1001"):
         r = cluster.jobs.submit(job(array=spec))
         assert isinstance(r, m.Error) and r.field == "array", (spec, r)
     assert cluster.jobs.jobs == {}
+    r = cluster.jobs.submit(job(array="1000"))  # MaxArraySize=1001: ids up to 1000
+    assert isinstance(r, m.SubmitReply), r
+
+
+async def test_max_array_size_and_max_job_count_refuse_at_submit() -> None:
+    """Slurm's MaxArraySize (task ids below it) and MaxJobCount (jobs held, finished ones
+    too until MinJobAge) refuse a submission, with nothing built."""
+    cluster = Cluster(make_config(extra="MaxArraySize=8\nMaxJobCount=5"), wall=wall)
+    assert (cluster.config.jobs.max_array_size, cluster.config.jobs.max_job_count) == (8, 5)
+    r = cluster.jobs.submit(job(array="0-8"))
+    assert isinstance(r, m.Error) and r.field == "array"
+    assert "Invalid job array specification" in r.message and "MaxArraySize=8" in r.message
+    assert cluster.jobs.submit(job(array="4-7")).job_ids == (1, 2, 3, 4)
+    r = cluster.jobs.submit(job(array="0-1"))  # 4 held + 2 > 5
+    assert isinstance(r, m.Error) and "MaxJobCount=5 reached (4 jobs held, 2 more asked)" in \
+        r.message
+    assert sorted(cluster.jobs.jobs) == [1, 2, 3, 4] and cluster.jobs.next_id == 5
+    assert cluster.jobs.submit(job()).job_id == 5  # the fifth fits
+    cluster.jobs.cancel(m.CancelJobs(job_ids=(1,), user="alice", uid=1000))
+    r = cluster.jobs.submit(job())  # a finished job still counts until MinJobAge purges it
+    assert isinstance(r, m.Error) and "MaxJobCount" in r.message
+    no_arrays = Cluster(make_config(extra="MaxArraySize=0"), wall=wall)
+    r = no_arrays.jobs.submit(job(array="0"))
+    assert isinstance(r, m.Error) and r.field == "array"
 
 
 async def test_state_fail_kills_then_requeues_failg_until_the_processes_are_gone() -> None:
@@ -529,3 +553,36 @@ async def test_begin_time_moved_by_control_and_bad_values_refused() -> None:
     again = cluster.jobs.control(m.JobControl("begin", (j,), "alice", 1000, begin_time=wall()))
     assert not again.ok and "no longer pending" in again.errors[0]
 
+
+
+async def test_cancel_by_user_rebuilds_the_pending_list_once() -> None:
+    """rcancel -u: the user's pending jobs leave the queue in one rebuild; the others keep
+    their order and partition counts."""
+    cluster = Cluster(make_config(), wall=wall)  # no node up: everything pends
+    ids = [cluster.jobs.submit(job(user="bob" if i % 2 else "alice")).job_id for i in range(6)]
+    r = cluster.jobs.cancel(m.CancelJobs(only_user="alice", user="alice", uid=1000))
+    assert r.ok and r.job_ids == tuple(ids[0::2])
+    assert [j.id for j in cluster.jobs.pending] == ids[1::2]
+    assert dict(cluster.jobs.pending_parts) == {"main": 3}
+    assert {rec(cluster, i)["state"] for i in ids[0::2]} == {"CANCELLED"}
+
+
+async def test_the_name_root_grants_nothing_uid_0_does() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    j = cluster.jobs.submit(job()).job_id  # alice's, pending (no node up)
+    r = cluster.jobs.cancel(m.CancelJobs(job_ids=(j,), user="root", uid=1001))
+    assert not r.ok and "Access/permission denied" in r.errors[0]
+    r = cluster.jobs.control(m.JobControl(job_ids=(j,), action="hold", user="root", uid=1001))
+    assert not r.ok and "Access/permission denied" in r.errors[0]
+    assert rec(cluster, j)["state"] == "PENDING" and not rec(cluster, j)["held"]
+    r = cluster.jobs.cancel(m.CancelJobs(job_ids=(j,), user="admin", uid=0))
+    assert r.ok and rec(cluster, j)["state"] == "CANCELLED"
+
+
+async def test_kill_wait_from_the_config_reaches_the_launch() -> None:
+    cluster = Cluster(make_config(extra="KillWait=7\nMinJobAge=0"), wall=wall)
+    conns = up(cluster, "n1")
+    j = cluster.jobs.submit(job()).job_id
+    [spec] = launches(conns["n1"])
+    assert spec.job_id == j and spec.kill_wait == 7.0
+    assert cluster.jobs.min_job_age == 0.0

@@ -1,0 +1,92 @@
+"""What the controller shows of its jobs: the job record (rqueue, show job, HTTP), the cached
+JobList body, and the jobs holding given nodes (the resume file)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import orjson
+
+from conf import hostlist
+from ctld.jobrecord import ACTIVE, Job, job_name
+from ctld.wire import kept
+
+
+class JobListing:
+    """Mixed into ctld.jobs.Jobs."""
+
+    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
+        """(job id, every node of the job) for the active jobs holding any of `names` (the
+        resume program's SLURM_RESUME_FILE)."""
+        seen: dict[int, list[str]] = {}
+        for name in names:
+            use = self.uses.get(name)
+            for jid in sorted(use.jobs) if use else ():
+                job = self.jobs.get(jid)
+                if job is not None and job.state in ACTIVE and jid not in seen:
+                    seen[jid] = list(job.nodes)
+        return sorted(seen.items())
+
+    def record(self, job: Job) -> dict:
+        rec = job.record
+        if rec is not None:
+            return rec
+        req = job.req
+        rec = job.record = {
+            "job_id": job.id,
+            "array_job_id": job.array_job_id,
+            "array_task_id": job.array_task_id,
+            "name": job_name(req),
+            "user": req.user,
+            "uid": req.uid,
+            "gid": req.gid,
+            "partition": job.partition,
+            "state": job.state,
+            "reason": job.reason,
+            "priority": job.priority,
+            "submit_time": job.submit_time,
+            "start_time": job.start_time,
+            "end_time": job.end_time,
+            "eligible_time": max(job.submit_time, req.begin_time or 0.0),
+            "time_limit": job.time_limit,
+            "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
+            "node_count": len(job.nodes) or job.need.nodes,
+            "cpus": sum(s.cpus for s in job.shares.values()) or (
+                req.ntasks * req.cpus_per_task if job.need.spread
+                else job.need.cpus * job.need.nodes),
+            "ntasks": req.ntasks,
+            "cpus_per_task": req.cpus_per_task,
+            "mem_per_node": req.mem_mib,
+            "gpus_per_node": req.gpus,
+            "gpu_indices": {n: list(s.gpus) for n, s in job.shares.items() if s.gpus},
+            "req_nodes": hostlist.fold(list(job.req_nodes)) if job.req_nodes else "",
+            "exc_nodes": hostlist.fold(list(job.exc_nodes)) if job.exc_nodes else "",
+            "exclusive": req.exclusive,
+            "workdir": req.workdir,
+            "command": req.command or "(wrap)",
+            "stdout": job.stdout,
+            "stderr": req.stderr,
+            "requeue": req.requeue,
+            "restarts": job.restarts,
+            "exit_code": job.exit_code,
+            "signal": job.signal,
+            "held": job.held,
+            "batch_host": job.batch_host,
+            "submit_host": req.submit_host,
+            "message": job.message,
+        }
+        return rec
+
+    def list_body(self, ids: Sequence[int] = ()) -> bytes:
+        """The JobList body (orjson, the codec's shape); the full list is cached per change."""
+        if not ids and self._list is not None and self._list[0] == self.gen:
+            return self._list[1]
+        wanted = [self.jobs[j] for j in ids if j in self.jobs] if ids else self.jobs.values()
+        if ids:
+            extra = [j for j in self.jobs.values() if j.array_job_id in ids and j.id not in ids]
+            wanted = [*wanted, *extra]
+        body = kept(orjson.dumps({"generated_at": self.c.wall(),
+                                  "jobs": [self.record(j) for j in wanted]}))
+        if not ids:
+            self._list = (self.gen, body)
+        return body

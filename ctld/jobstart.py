@@ -1,0 +1,142 @@
+"""The scheduling pass: pending jobs in priority order placed on their partition's nodes, and
+launched (LaunchJob to every node) once those nodes are up."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from conf import hostlist
+from ctld import logs
+from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, RUNNING, Job, job_name
+from ctld.scheduler import NodeUse, place
+from protocol import messages as m
+from statemachine import Flag
+
+if TYPE_CHECKING:
+    from ctld.node import NodeRecord
+
+
+class JobStarts:
+    """Mixed into ctld.jobs.Jobs."""
+
+    def run(self) -> None:
+        """The scheduling pass, when something happened that may let a job start."""
+        if not self.kicked:
+            return
+        self.kicked = False
+        self._pass()
+
+    def _pass(self) -> None:
+        cfg = self.c.config
+        blocked: set[str] = set()
+        started = 0
+        wall = self.c.wall()
+        wake = math.inf  # the earliest BeginTime still ahead
+        for job in self.pending:
+            if job.state != PENDING:
+                continue
+            if blocked and blocked.issuperset(self.pending_parts):
+                break  # every partition waits on a job ahead: nothing below may start
+            pc = cfg.partition(job.partition)
+            begin = job.req.begin_time
+            if job.held:
+                why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif begin is not None and begin > wall:
+                why = "BeginTime"
+                wake = min(wake, begin)
+            elif pc is None:
+                why = "PartitionDown"
+            elif pc.state != "UP":
+                why = "PartitionDown"
+            elif job.time_limit is not None and pc.max_time is not None and (
+                    job.time_limit > pc.max_time):
+                why = "PartitionTimeLimit"
+            elif job.partition in blocked:
+                why = "Priority"
+            else:
+                why = self._try_place(job, pc)
+                if not why:
+                    started += 1
+                    continue
+                if why == "Resources" and not job.req_nodes:
+                    blocked.add(job.partition)
+            if job.reason != why:
+                job.reason = why
+                self._touch(job)
+        if started:
+            self._rebuild_pending()
+        if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
+            due = self.c.clock() + (wake - wall)
+            when = self.c.deadlines.when(BEGIN_KEY)
+            if when is None or due < when:
+                self.c.deadlines.schedule(BEGIN_KEY, due)
+
+    def _try_place(self, job: Job, pc: Any) -> str:
+        nodes = self.c.nodes
+        required = [nodes[n] for n in dict.fromkeys(job.req_nodes) if n in nodes]
+        excluded = set(job.exc_nodes)
+        others = (n for n in self._members(pc) if n.name not in excluded)
+        shares, why = place(job.need, required, others, self.uses, self.index)
+        if shares is None:
+            if why == "ReqNodeNotAvail" and required:
+                down = [n.name for n in required if n.state.flags or not n.state.schedulable]
+                if down:
+                    why = f"ReqNodeNotAvail, UnavailableNodes:{hostlist.fold(down)}"
+            return why
+        job.state = CONFIGURING  # _pass drops it from the pending list
+        job.reason = "None"
+        # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
+        job.nodes = tuple(hostlist.expand(hostlist.fold(list(shares))))
+        job.shares = dict(shares)
+        for name, share in shares.items():
+            self.uses.setdefault(name, NodeUse()).add(job.id, share)
+            self._sync_node(name)
+        self._touch(job)
+        self._try_launch(job)
+        return ""
+
+    def _members(self, pc: Any) -> list[NodeRecord]:
+        """The partition's nodes now, dynamic ones (issue 13) included."""
+        live = self.c.partition_nodes(pc.name)
+        names: Iterable[str] = pc.nodes if live is None else live
+        nodes = self.c.nodes
+        return [nodes[n] for n in names if n in nodes]
+
+    def _ready(self, node: NodeRecord) -> bool:
+        flags = node.state.flags
+        return node.conn is not None and not (
+            flags & {Flag.POWERING_UP, Flag.POWERED_DOWN, Flag.NO_RESPOND})
+
+    def _try_launch(self, job: Job) -> None:
+        """CONFIGURING -> RUNNING once every node of the job is up and connected."""
+        nodes = [self.c.nodes.get(n) for n in job.nodes]
+        if any(n is None or not self._ready(n) for n in nodes):
+            return
+        wall = self.c.wall()
+        nodelist = hostlist.fold(list(job.nodes))
+        req = job.req
+        name = job_name(req)
+        limit = None if job.time_limit is None else job.time_limit * 60.0
+        if req.time_limit_s is not None and req.time_limit is not None:
+            limit = req.time_limit_s
+        for node in nodes:
+            assert node is not None
+            share = job.shares[node.name]
+            spec = m.JobSpec(
+                job_id=job.id, name=name, user=req.user, uid=req.uid, gid=req.gid,
+                script=req.script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
+                argv=req.argv, env=req.env, nodelist=nodelist, num_nodes=len(job.nodes),
+                ntasks=req.ntasks, cpus_per_task=req.cpus_per_task, cpus=share.cpus,
+                mem_mib=share.mem, gpus=share.gpus, time_limit=limit, kill_wait=self.kill_wait,
+                restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
+                array_job_id=job.array_job_id, array_task_id=job.array_task_id,
+            )
+            node.conn.push(m.LaunchJob(spec))  # type: ignore[union-attr]
+        job.state = RUNNING
+        job.start_time = wall
+        job.launched_at = self.c.clock()
+        job.awaiting = set(job.nodes)
+        self._touch(job)
+        logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

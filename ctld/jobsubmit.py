@@ -1,0 +1,219 @@
+"""Job submission: the checks a SubmitJob must pass (partition, nodes, limits, MaxJobCount,
+MaxArraySize), building its jobs, and queueing them once journalled."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from conf import hostlist
+from ctld import logs
+from ctld.jobrecord import NOT_AVAILABLE, TOP_PRIORITY, Job, parse_array
+from ctld.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
+from protocol import messages as m
+
+
+@attrs.frozen
+class Checked:
+    """A submission that passed _check, resolved against the config."""
+
+    partition: str
+    need: Need
+    req_nodes: tuple[str, ...]
+    exc_nodes: tuple[str, ...]
+    time_limit: int | None  # minutes; None = UNLIMITED
+    tasks: list[int | None]  # array task ids, or [None] for a plain job
+
+
+def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str, Any],
+                 req_nodes: Sequence[str], exc_nodes: Sequence[str]) -> Need | str:
+    """-n without -N (or -N min-max): the tasks go over as many nodes as they need. Refused
+    (the message returned) only when no set of the partition's nodes could ever hold them."""
+    top = req.max_nodes or 0
+    if top and top < num_nodes:
+        return f"--nodes {num_nodes}-{top}: the maximum is below the minimum"
+    need = Need(num_nodes, req.cpus_per_task, req.mem_mib, req.gpus, req.exclusive,
+                spread=True, tasks=req.ntasks, cpus_per_task=req.cpus_per_task,
+                max_nodes=top)
+    held = [task_capacity(members[n].cfg, need) for n in dict.fromkeys(req_nodes)]
+    excluded = set(exc_nodes) | set(req_nodes)
+    rest = sorted((task_capacity(n.cfg, need) for name, n in members.items()
+                   if name not in excluded), reverse=True)
+    rest = [c for c in rest if c > 0]
+    best = held + rest[: max(0, top - len(held))] if top else held + rest
+    if len(best) >= num_nodes and sum(best) < req.ntasks:  # too few nodes: the caller says so
+        upto = f"{top} " if top else ""
+        return (f"{NOT_AVAILABLE}: {req.ntasks} task(s) of {req.cpus_per_task} CPU(s) each; "
+                f"{upto}node(s) of partition {part} hold {sum(best)} such task(s) at most")
+    # the fewest nodes that could hold the tasks (each node's CPUs counted): rqueue's NODES
+    held_tasks = fewest = 0
+    while fewest < len(best) and held_tasks < req.ntasks:
+        held_tasks += best[fewest]
+        fewest += 1
+    return attrs.evolve(need, nodes=max(num_nodes, fewest))
+
+
+class JobSubmission:
+    """Mixed into ctld.jobs.Jobs: submit = build (ids reserved) + accept."""
+
+    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """Check, build and queue at once (no journal: the daemon's submit_job journals between
+        `build` and `accept`)."""
+        built = self.build(req)
+        return built if isinstance(built, m.Error) else self.accept(built)
+
+    def build(self, req: m.SubmitJob) -> list[Job] | m.Error:
+        """Check a submission and build its jobs, their ids reserved, without queueing them:
+        nothing may start before the caller has them on disk (`accept` then queues them)."""
+        checked = self._check(req)
+        if isinstance(checked, m.Error):
+            return checked
+        wall, now = self.c.wall(), self.c.clock()
+        built: list[Job] = []
+        first = self.next_id
+        need = checked.need
+        for task in checked.tasks:
+            jid = self.next_id
+            self.next_id += 1
+            stdout = req.stdout or ("slurm-%A_%a.out" if task is not None else "slurm-%j.out")
+            built.append(Job(
+                id=jid, req=req, partition=checked.partition, time_limit=checked.time_limit,
+                priority=max(1, TOP_PRIORITY - jid), submit_time=wall, need=need,
+                req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes, stdout=stdout,
+                held="user" if req.hold else "",
+                array_job_id=first if task is not None else 0, array_task_id=task,
+                submitted_at=now,
+            ))
+        # the reasons the journal keeps until a pass runs (at once, or after a restart)
+        if req.hold:
+            reason = "JobHeldUser"
+        elif req.begin_time is not None and req.begin_time > wall:
+            reason = "BeginTime"
+        else:
+            reason = "None"
+        for job in built:
+            job.reason = reason
+        self.building += len(built)
+        return built
+
+    def drop(self, built: Sequence[Job]) -> None:
+        """Built jobs that will never be queued (their journal write failed)."""
+        self.building = max(0, self.building - len(built))
+
+    def accept(self, built: Sequence[Job]) -> m.SubmitReply:
+        """Queue jobs from `build` (journalled by now) and run a scheduling pass."""
+        self.building = max(0, self.building - len(built))
+        for job in built:
+            if job.reason == "None" and self.pending_parts.get(job.partition):
+                job.reason = "Priority"
+            self.jobs[job.id] = job
+            self._add_pending(job)
+            self._touch(job)
+        first, req, need = built[0].id, built[0].req, built[0].need
+        logs.event("job submitted", job=first, jobs=len(built), user=req.user,
+                   partition=built[0].partition, nodes=need.nodes, cpus=need.cpus)
+        self.kicked = True
+        self.c.flush_programs()  # runs the scheduling pass, then any resume program it asked for
+        return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built))
+
+    def _check(self, req: m.SubmitJob) -> Checked | m.Error:
+        cfg = self.c.config
+
+        def bad(message: str, fld: str) -> m.Error:
+            return m.Error("bad_request", message, field=fld)
+
+        for fld, value in (("num_nodes", req.num_nodes), ("ntasks", req.ntasks),
+                           ("cpus_per_task", req.cpus_per_task)):
+            if value < 1:
+                return bad(f"{fld} must be 1 or more, got {value}", fld)
+        for fld, value in (("uid", req.uid), ("gid", req.gid)):
+            if value < 0:
+                return bad(f"{fld} must be 0 or more, got {value}", fld)
+        if req.mem_mib < 0:
+            return bad(f"mem_mib must be 0 or more, got {req.mem_mib}", "mem_mib")
+        if req.gpus < 0:
+            return bad(f"gpus must be 0 or more, got {req.gpus}", "gpus")
+        if req.time_limit_s is not None and req.time_limit_s <= 0:
+            return bad(f"time_limit_s must be above 0, got {req.time_limit_s}", "time_limit_s")
+        if req.time_limit is not None and req.time_limit < 0:
+            return bad(f"time_limit must be 0 or more minutes, got {req.time_limit}",
+                       "time_limit")
+        if req.begin_time is not None and not 0 <= req.begin_time < 1e11:  # NaN fails too
+            return bad(f"begin_time must be seconds since the epoch, got {req.begin_time}",
+                       "begin_time")
+        if not req.script.strip():
+            return bad("the batch script is empty", "script")
+        if not req.workdir.startswith("/"):
+            return bad(f"workdir must be an absolute path, got {req.workdir!r}", "workdir")
+        if req.partition:
+            pc = cfg.partition(req.partition)
+            if pc is None:
+                return bad(f"invalid partition specified: {req.partition}", "partition")
+        else:
+            pc = cfg.default_partition
+            if pc is None:
+                return bad("no partition given (-p) and the config names no Default=YES "
+                           "partition", "partition")
+        if pc.state in ("DRAIN", "INACTIVE"):
+            return bad(f"partition {pc.name} is {pc.state}: it accepts no new jobs",
+                       "partition")
+        members = {n.name: n for n in self._members(pc)}
+        try:
+            req_nodes = tuple(hostlist.expand(req.nodelist)) if req.nodelist.strip() else ()
+            exc_nodes = tuple(hostlist.expand(req.exclude)) if req.exclude.strip() else ()
+        except ValueError as exc:
+            return bad(f"bad hostlist: {exc}", "nodelist")
+        for fld, names in (("nodelist", req_nodes), ("exclude", exc_nodes)):
+            unknown = [n for n in names if n not in self.c.nodes]
+            if unknown:
+                return bad(f"invalid node name specified: {hostlist.fold(unknown)}", fld)
+        outside = [n for n in req_nodes if n not in members]
+        if outside:
+            return bad(f"{NOT_AVAILABLE}: node(s) {hostlist.fold(outside)} are not in partition "
+                       f"{pc.name}", "nodelist")
+        both = set(req_nodes) & set(exc_nodes)
+        if both:
+            return bad(f"node(s) {hostlist.fold(sorted(both))} are both required (-w) and "
+                       "excluded (-x)", "exclude")
+        num_nodes = max(req.num_nodes, len(set(req_nodes)))
+        if req.max_nodes is not None and req.max_nodes != num_nodes:
+            spread = _spread_need(req, pc.name, num_nodes, members, req_nodes, exc_nodes)
+            if isinstance(spread, str):
+                return bad(spread, "ntasks" if req.max_nodes == 0 else "max_nodes")
+            need = spread
+        else:
+            need = Need(num_nodes, cpus_per_node(req.ntasks, req.cpus_per_task, num_nodes),
+                        req.mem_mib, req.gpus, req.exclusive)
+        cpus = need.cpus
+        fitting = [n for name, n in members.items()
+                   if name not in exc_nodes and capacity_fits(n.cfg, need)]
+        short = [n for n in req_nodes if not capacity_fits(members[n].cfg, need)]
+        if short:
+            return bad(f"{NOT_AVAILABLE}: node(s) {hostlist.fold(short)} have fewer than {cpus} "
+                       f"CPUs, {req.mem_mib} MB or {req.gpus} GPU(s)", "nodelist")
+        if len(fitting) < num_nodes:
+            what = f"{cpus} CPU(s)"
+            if req.mem_mib:
+                what += f", {req.mem_mib} MB of memory"
+            if req.gpus:
+                what += f", {req.gpus} GPU(s)"
+            return bad(f"{NOT_AVAILABLE}: the job needs {num_nodes} node(s) with {what} each; "
+                       f"partition {pc.name} has {len(fitting)} such node(s)", "num_nodes")
+        limit = req.time_limit
+        if limit is None:
+            limit = pc.default_time if pc.default_time is not None else pc.max_time
+        tasks: list[int | None] = [None]
+        if req.array:
+            try:
+                tasks = list(parse_array(req.array, cfg.jobs.max_array_size))
+            except ValueError as exc:
+                return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
+                           "array")
+        held = len(self.jobs) + self.building
+        if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
+            return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
+                           f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
+                           f"{len(tasks)} more asked)")
+        return Checked(pc.name, need, req_nodes, exc_nodes, limit, tasks)
