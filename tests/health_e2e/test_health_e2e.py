@@ -4,9 +4,7 @@ verdicts read back through the real `rinfo` and `rcontrol` commands."""
 from __future__ import annotations
 
 import json
-import os
 import stat
-import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
@@ -86,11 +84,7 @@ def _start(c: Cluster, envs: dict[str, dict[str, str]] | None = None,
 
 
 def _cli(c: Cluster, module: str, *args: str) -> str:
-    env = dict(os.environ)
-    env.update(RANCH_SERVER=f"127.0.0.1:{c.port}", RANCH_KEY_FILE=c.key_file,
-               PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=30)
+    proc = c.run_cli(module, *args)
     assert proc.returncode == 0, f"{module} {args}: rc {proc.returncode}\n{proc.stderr}"
     return proc.stdout
 

@@ -182,6 +182,14 @@ class Cluster:
             self._key = load_key(self.key_file)
         return self._key
 
+    def run_cli(self, module: str, *argv: str, timeout: float = 30.0
+                ) -> subprocess.CompletedProcess:
+        """Run a command (`cli.rinfo`, `cli.rbatch`, ...) against this cluster, as a user would:
+        the controller from RANCH_SERVER, the key from RANCH_KEY_FILE."""
+        env = self._env({"RANCH_SERVER": f"127.0.0.1:{self.port}"})
+        return subprocess.run([sys.executable, "-m", module, *argv], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=timeout)
+
     def request(self, msg: Any, timeout: float = 5.0) -> Any:
         return request(self.addr, self.key, msg, timeout=timeout)
 

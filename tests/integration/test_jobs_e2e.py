@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-from .cluster import REPO, Cluster, free_port, wait_for
+from .cluster import Cluster, free_port, wait_for
 
 CONF = """\
 ClusterName=jobs
@@ -59,9 +58,7 @@ def start(c: Cluster) -> None:
 
 
 def cli(c: Cluster, command: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"})
-    done = subprocess.run([sys.executable, "-m", f"cli.{command}", *argv], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=30)
+    done = c.run_cli(f"cli.{command}", *argv)
     if check:
         assert done.returncode == 0, f"{command} {argv}: {done.stderr}"
     return done

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
-from tests.integration.cluster import REPO, Cluster, free_port, wait_for
+from tests.integration.cluster import Cluster, free_port, wait_for
 
 TOKEN = "s3cret-token-of-alice-0123456789"
 OTHER_TOKEN = "another-token-for-bob-9876543210"
@@ -66,10 +64,6 @@ def _http_up(base: str) -> bool:
 
 
 def cli(c: Cluster, module: str, *args: str) -> str:
-    env = dict(os.environ)
-    env.update(RANCH_SERVER=f"127.0.0.1:{c.port}", RANCH_KEY_FILE=c.key_file,
-               PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=30)
+    proc = c.run_cli(module, *args)
     assert proc.returncode == 0, f"{module} {args}: rc {proc.returncode}\n{proc.stderr}"
     return proc.stdout

@@ -8,15 +8,13 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.cluster import REPO, Cluster, wait_for
+from tests.integration.cluster import Cluster, wait_for
 from tests.web.http_cluster import GPUS, TOKEN, _http_up, http_cluster
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("noded.jobs") is None,
@@ -46,9 +44,7 @@ def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def _cli(c: Cluster, command: str, *argv: str) -> str:
-    env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"})
-    done = subprocess.run([sys.executable, "-m", f"cli.{command}", *argv], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=30)
+    done = c.run_cli(f"cli.{command}", *argv)
     assert done.returncode == 0, f"{command} {argv}: {done.stderr}"
     return done.stdout
 
