@@ -372,9 +372,11 @@ class JobRunner:
         else:
             # The deadline counts from the script's start, so a re-adopted job keeps its limit.
             remaining = limit - (time.time() - job.started_at)
-            with trio.move_on_after(max(0.0, remaining)):
+            with trio.move_on_after(max(0.0, remaining)) as scope:
                 await self._wait_exit(job)
-            if not job.done.is_set():
+            # Only a deadline that fired ends the job TIMEOUT: the script may have exited on
+            # its own just before (job.done is set below, after this test, so it says nothing).
+            if scope.cancelled_caught:
                 log.info("job %d reached its time limit of %gs", job.spec.job_id, limit)
                 await self.kill(job.spec.job_id, 0, "time limit", state="TIMEOUT")
                 await self._wait_exit(job)
