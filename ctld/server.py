@@ -36,6 +36,8 @@ SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
 FIRST_FRAME_TIMEOUT = 30.0  # a connection that never says anything is dropped
 ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
 REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
+# Requests that change nothing: answered without waiting for the journal.
+READ_ONLY = (m.GetSnapshot, m.GetJobs, m.Ping, m.GetConfig, m.GetEvents, m.Ack)
 
 Reconfigurer = Callable[[str], Awaitable[m.ReconfigureResult]]
 Submitter = Callable[[m.SubmitJob], Awaitable[Any]]
@@ -132,6 +134,9 @@ class Server:
     ) -> None:
         self.cluster = cluster
         self.submit = submit  # the daemon's: journals the job before the reply
+        # The daemon's Daemon.durable: every change a reply confirms is on disk before it
+        # leaves. None (tests of the core alone): nothing is persisted.
+        self.sync: Callable[[], Awaitable[None]] | None = None
         self.key = key
         self.max_size = max_size
         self.reconfigure = reconfigure
@@ -233,6 +238,14 @@ class Server:
                 return
             try:
                 reply = await self._dispatch(conn, frame.msg)
+                if self.sync is not None and self._confirms(frame.msg):
+                    await self.sync()
+            except OSError as exc:  # the journal write failed: say so, never "done"
+                logs.event("change not saved; request answered with an error", logging.ERROR,
+                           request=type(frame.msg).__name__, error=str(exc))
+                reply = m.Error("internal", f"{type(frame.msg).__name__}: the change could not "
+                                f"be written to disk ({exc.strerror or exc}); it is in effect "
+                                "but a controller restart would lose it")
             except Exception as exc:
                 logging.getLogger(logs.LOGGER_NAME).exception(
                     "request failed: %s from %s", type(frame.msg).__name__, conn.peer)
@@ -241,6 +254,16 @@ class Server:
                 await conn.reply(reply, frame.request_id, frame.version)
                 _log_refusal(conn, frame.type, reply)
             frame = reply = None
+
+    def _confirms(self, msg: Any) -> bool:
+        """Whether the reply to `msg` may confirm a change (and so waits for the journal). A
+        heartbeat confirms only the endings it carries (the node forgets them on the reply)."""
+        if isinstance(msg, READ_ONLY):
+            return False
+        if type(msg) is m.Heartbeat:
+            c = self.cluster
+            return bool(msg.jobs_ended or c.unsynced_jobs or c.unsynced_nodes)
+        return True
 
     def _reject(self, conn: Connection, exc: ProtocolError) -> None:
         logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
@@ -272,6 +295,8 @@ class Server:
             return cluster.power.config_dump(cluster.config_dump)
         if isinstance(msg, m.Reconfigure):
             return await self.reconfigure(msg.user or conn.peer)
+        if isinstance(msg, m.JobStarted):
+            return cluster.job_started(msg, conn)
         if isinstance(msg, m.Ack):
             return None  # a node acknowledging a push
         if isinstance(msg, m.GetJobs):

@@ -14,9 +14,9 @@ import attrs
 
 from protocol import messages as m
 
-CURRENT = 4
+CURRENT = 5
 # The current version and the three before it, as Slurm 24.11+ accepts.
-SUPPORTED: tuple[int, ...] = (1, 2, 3, 4)
+SUPPORTED: tuple[int, ...] = (2, 3, 4, 5)
 
 # version -> {class: names of the fields that version added}
 FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
@@ -39,6 +39,13 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.SubmitJob: ("max_nodes", "begin_time"),  # issue 12: -n over nodes, --begin
         m.JobControl: ("begin_time",),
     },
+    5: {  # issue 24: every message about a job names its run
+        m.Register: ("runs",),
+        m.RegisterReply: ("kill_runs",),
+        m.Heartbeat: ("runs",),
+        m.HeartbeatReply: ("kill_runs",),
+        m.KillJob: ("restarts",),
+    },
 }
 
 # Message types that did not exist in version 1, by the version that introduced them.
@@ -48,6 +55,7 @@ MESSAGE_SINCE: dict[str, int] = {
     # issue 12: the job commands
     "SubmitJob": 4, "SubmitReply": 4, "GetJobs": 4, "JobList": 4, "CancelJobs": 4,
     "JobControl": 4, "JobResult": 4,
+    "JobStarted": 5,
 }
 
 

@@ -104,7 +104,7 @@ def test_older_protocol_node_registers(tmp_path) -> None:
     with Cluster(tmp_path, ["n1", "old1"]) as c:
         c.start_ctld()
         c.start_node("n1")
-        c.start_node("old1", env={"RANCH_PROTOCOL_VERSION": "1"})
+        c.start_node("old1", env={"RANCH_PROTOCOL_VERSION": "2"})
         c.wait_for(lambda: c.state("old1") == "IDLE" and c.state("n1") == "IDLE",
                    what="old-protocol node idle")
         first = c.snapshot()["old1"]["last_heartbeat"]

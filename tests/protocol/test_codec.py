@@ -28,6 +28,8 @@ SAMPLES = [
                           "slurm-%j.out", env=(("PATH", "/bin"),), nodelist="gpu[01-02]",
                           num_nodes=2, gpus=(0, 1), time_limit=3600.0, array_task_id=3)),
     m.KillJob(7, 0, "cancelled"),
+    m.KillJob(7, 0, "requeued", 2),
+    m.JobStarted(7, 2, 1.7e9),
     m.SubmitJob("#!/bin/sh\ntrue\n", "alice", 1000, 1000, "/home/alice", num_nodes=2,
                 gpus=1, env=(("PATH", "/bin"),), time_limit=30, array="1-4"),
     m.SubmitReply(5, (5, 6)),

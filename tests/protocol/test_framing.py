@@ -133,14 +133,15 @@ def test_unknown_type() -> None:
 
 def test_message_newer_than_version() -> None:
     with pytest.raises(ValueError, match="SetAllocation"):
-        frame(m.SetAllocation("n", 1), version=1)
-    err = refusal(raw_frame("SetAllocation", version=1, body=b'{"node_names":"n","cpus_alloc":1}'))
+        frame(m.SetAllocation("n", 1), version=2)
+    err = refusal(raw_frame("JobStarted", version=4,
+                            body=b'{"job_id":1,"restarts":0,"started_at":1.0}'))
     assert err.code == "unknown_type"
 
 
 def test_version_outside_supported() -> None:
     err = refusal(raw_frame(version=9))
-    assert err.code == "version" and "version 9" in err.message and "1, 2, 3" in err.message
+    assert err.code == "version" and "version 9" in err.message and "2, 3, 4, 5" in err.message
 
 
 def test_bad_body_keeps_request_id_and_stream() -> None:
@@ -151,14 +152,14 @@ def test_bad_body_keeps_request_id_and_stream() -> None:
     assert len(list(dec)) == 1
 
 
-def test_version_1_register_frame_decodes() -> None:
+def test_version_2_register_frame_decodes() -> None:
     hw = m.Hardware(4, 1, 1, 4, 1, 8000, 1000, numa_nodes=2, os="Linux", hostname="old")
     reg = m.Register("old01", hw, 1.6e9, "0.0.9", config_hash="abc")
     dec = decoder()
-    dec.feed(frame(reg, version=1, request_id=3))
+    dec.feed(frame(reg, version=2, request_id=3))
     (got,) = list(dec)
-    assert got.version == 1 and got.request_id == 3
-    assert got.msg == m.Register("old01", m.Hardware(4, 1, 1, 4, 1, 8000, 1000), 1.6e9, "0.0.9")
+    assert got.version == 2 and got.request_id == 3
+    assert got.msg == m.Register("old01", hw, 1.6e9, "0.0.9")  # config_hash came in 3
 
 
 def test_replay_guard_keeps_nonce_through_window_edge() -> None:
