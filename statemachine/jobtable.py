@@ -229,10 +229,12 @@ def _same_run(v: JobView, node: str, restarts: int) -> bool:
 # --- handlers --------------------------------------------------------------------------------
 
 def ignore(v: JobView, e: Event) -> tuple[JobView, Effects]:
+    """Nothing changes (a repeat, or news about a run that is not the current one)."""
     return v, ()
 
 
 def allocate(v: JobView, e: Allocate) -> tuple[JobView, Effects]:
+    """Placed: RUNNING and launched at once, or CONFIGURING while some of its nodes boot."""
     if v.held:
         raise refuse(v, e, f"job {v.id} is held")
     batch = e.nodes[0] if e.nodes else ""
@@ -245,10 +247,12 @@ def allocate(v: JobView, e: Allocate) -> tuple[JobView, Effects]:
 
 
 def launch(v: JobView, e: NodesReady) -> tuple[JobView, Effects]:
+    """Every node of a CONFIGURING job is up: launch the run."""
     return attrs.evolve(v, state=RUNNING, awaiting=frozenset(v.nodes)), (Launch(v.nodes),)
 
 
 def confirm_launch(v: JobView, e: LaunchConfirmed) -> tuple[JobView, Effects]:
+    """The batch host started the current run: its start time becomes the job's."""
     if not _same_run(v, e.node, e.restarts) or e.node != v.batch_host:
         return v, ()
     return v, (Started(e.started_at),)
@@ -273,6 +277,7 @@ def end_running(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
 
 
 def end_completing(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
+    """A node of a COMPLETING job is done; the last one gives the job its outcome."""
     if not _same_run(v, e.node, e.restarts):
         return v, ()
     left = v.awaiting - {e.node}
@@ -287,14 +292,17 @@ def end_completing(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
 
 
 def cancel_pending(v: JobView, e: Cancel) -> tuple[JobView, Effects]:
+    """Cancelled before it ran: CANCELLED at once (its nodes, if any, freed)."""
     return _end(v, JobState.CANCELLED)
 
 
 def cancel_active(v: JobView, e: Cancel) -> tuple[JobView, Effects]:
+    """Cancelled while running: its processes are killed and awaited (COMPLETING)."""
     return _stop(v, JobState.CANCELLED, "cancelled")
 
 
 def cancel_done(v: JobView, e: Cancel) -> tuple[JobView, Effects]:
+    """Refused: scancel's 'Job/step already completing or completed'."""
     raise refuse(v, e, f"Kill job error on job id {v.id}: Job/step already completing or "
                        "completed")
 
@@ -310,6 +318,7 @@ def lose_node(v: JobView, e: NodeLost) -> tuple[JobView, Effects]:
 
 
 def lose_node_completing(v: JobView, e: NodeLost) -> tuple[JobView, Effects]:
+    """A node of a COMPLETING job is gone: nothing more to await there."""
     if e.node not in v.awaiting:
         return v, ()
     left = v.awaiting - {e.node}
@@ -319,18 +328,22 @@ def lose_node_completing(v: JobView, e: NodeLost) -> tuple[JobView, Effects]:
 
 
 def fail_node_configuring(v: JobView, e: NodeFailing) -> tuple[JobView, Effects]:
+    """State=FAIL on a node a CONFIGURING job waits for: requeued or NODE_FAIL."""
     return _end(v, _lost_outcome(v, e.requeue), message=f"node {e.node} failed")
 
 
 def fail_node_running(v: JobView, e: NodeFailing) -> tuple[JobView, Effects]:
+    """State=FAIL: the job's processes are killed and awaited, then requeue or NODE_FAIL."""
     return _stop(v, _lost_outcome(v, e.requeue), "node_fail", message=f"node {e.node} failed")
 
 
 def requeue_pending(v: JobView, e: Requeue) -> tuple[JobView, Effects]:
+    """Refused: the job has not run yet."""
     raise refuse(v, e, f"job {v.id}: Job is pending execution")
 
 
 def requeue_active(v: JobView, e: Requeue) -> tuple[JobView, Effects]:
+    """Requeue (unless --no-requeue): stop this run, then PENDING for the next one."""
     if not v.requeue:
         raise refuse(v, e, f"job {v.id}: Requeue of this job is disabled (--no-requeue)")
     if v.state is CONFIGURING:
@@ -339,32 +352,39 @@ def requeue_active(v: JobView, e: Requeue) -> tuple[JobView, Effects]:
 
 
 def requeue_completing(v: JobView, e: Requeue) -> tuple[JobView, Effects]:
+    """Refused while its processes are still being cleaned up."""
     raise refuse(v, e, f"job {v.id}: Job is completing; requeue it once it has ended")
 
 
 def requeue_finished(v: JobView, e: Requeue) -> tuple[JobView, Effects]:
+    """A finished job back to PENDING for a new run (restarts + 1)."""
     return _end(attrs.evolve(v, nodes=()), REQUEUE, exit_code=0, signal=0, message="")
 
 
 def hold(v: JobView, e: Hold) -> tuple[JobView, Effects]:
+    """Held: it stays PENDING with JobHeldUser/JobHeldAdmin until released."""
     return attrs.evolve(v, held="admin" if e.admin else "user"), ()
 
 
 def not_pending(v: JobView, e: Event) -> tuple[JobView, Effects]:
+    """Refused: 'Job is no longer pending execution'."""
     raise refuse(v, e, f"job {v.id}: Job is no longer pending execution")
 
 
 def release(v: JobView, e: Release) -> tuple[JobView, Effects]:
+    """Released: it may be scheduled again."""
     if not v.held:
         raise refuse(v, e, f"job {v.id}: Job is not held")
     return attrs.evolve(v, held=""), ()
 
 
 def release_not_held(v: JobView, e: Release) -> tuple[JobView, Effects]:
+    """Refused: 'Job is not held'."""
     raise refuse(v, e, f"job {v.id}: Job is not held")
 
 
 def update_begin(v: JobView, e: UpdateBegin) -> tuple[JobView, Effects]:
+    """A pending job's BeginTime changed (the scheduler reads it)."""
     return v, ()
 
 
@@ -384,8 +404,9 @@ CLASSES = (_PD, _CF, _R, _CG, _DONE)
 # fmt: off
 JOB_ROWS: tuple[Row, ...] = (
     Row("allocate",         (_PD,),             allocate,              (_R, _CF)),
+    Row("allocate",         (_CF, _R, _CG, _DONE), not_pending),
     Row("nodes ready",      (_CF,),             launch,                (_R,)),
-    Row("nodes ready",      (_R, _CG),          ignore),
+    Row("nodes ready",      (_PD, _R, _CG, _DONE), ignore),
     Row("launch confirmed", (_R, _CG),          confirm_launch),
     Row("launch confirmed", (_PD, _CF, _DONE),  ignore),   # an old run's news: ctld kills it
     Row("end reported",     (_R,),              end_running,           (SAME, _CG, _DONE, _PD)),

@@ -39,6 +39,10 @@ def _letter(c, job_id: int) -> str:
     return out[0] if out else ""
 
 
+def _elapsed(c, job_id: int) -> str:
+    return cli(c, "rqueue", "-h", "-o", "%M", "-j", str(job_id)).stdout.strip()
+
+
 def _show(c, job_id: int) -> dict[str, str]:
     line = cli(c, "rcontrol", "show", "job", "-o", str(job_id)).stdout
     out = {}
@@ -97,9 +101,13 @@ def test_time_limit_ends_timeout_and_only_then(tmp_path: Path) -> None:
     a limit that ends first keeps its own ending."""
     with jobs_cluster(tmp_path, ["n1", "n2"], cpus=2) as c:
         start(c)
-        over = submit(c, "-t", "0:02", "--wrap", "sleep 60")
+        over = submit(c, "-t", "0:04", "--wrap", "sleep 60")
         quick = submit(c, "-t", "0:30", "--wrap", "exit 0")
         failing = submit(c, "-t", "0:30", "--wrap", "exit 4")
+        # rqueue's TIME advances while nothing else happens (no job changes meanwhile)
+        seen = {_elapsed(c, over)}
+        c.wait_for(lambda: seen.add(_elapsed(c, over)) or {"0:01", "0:02"} <= seen,
+                   timeout=10, what=f"TIME to count 0:01, 0:02 (saw {seen})")
         for j in (over, quick, failing):
             c.wait_for(lambda j=j: job(c, j)["job_state"][0] not in (
                 "PENDING", "RUNNING", "COMPLETING"), timeout=30, what=f"job {j} ended")
