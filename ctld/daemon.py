@@ -19,7 +19,10 @@ from ctld.server import Server
 from ctld.store import FileStore
 from protocol import messages as m
 
-SAVE_INTERVAL = 0.5  # coalescing window of state saves: a SIGKILL loses at most this much
+# Seconds between snapshots (the state file). A SIGKILL loses nothing in between: every change a
+# reply confirmed is in the journal; a snapshot only lets the journal's older segments go.
+SAVE_INTERVAL = 5.0
+EVENT_SAVE_INTERVAL = 0.5  # coalescing window of event log appends
 
 
 def format_errors(exc: ConfigError) -> tuple[str, ...]:
@@ -222,6 +225,7 @@ class Daemon:
     def _snapshot_doc(self) -> dict[str, Any]:
         doc = self.cluster.save_doc()
         doc["journal_seq"] = self.store.seq  # every record handed to the store so far
+        doc["journal_keep_from"] = self.store.rotate()  # later records go to a new segment
         return doc
 
     def save_now(self) -> None:
@@ -239,7 +243,7 @@ class Daemon:
             self._dirty = trio.Event()
             doc = self._snapshot_doc()  # built here; the entries are never mutated later
             try:
-                await self.store.snapshot(doc)
+                await self.store.snapshot(doc, doc["journal_keep_from"])
             except OSError as exc:
                 logs.event("state save failed", logging.ERROR, error=str(exc))
                 self.cluster.dirty = True
@@ -266,7 +270,7 @@ class Daemon:
                 logs.event("event log save failed", logging.ERROR, error=str(exc))
                 log.unsaved[:0] = batch
                 self._events_unsaved.set()
-            await trio.sleep(SAVE_INTERVAL)
+            await trio.sleep(EVENT_SAVE_INTERVAL)
 
     async def _power_save(self) -> None:
         while True:

@@ -50,6 +50,8 @@ class Job:
     submitted_at: float = 0.0  # trio clock
     saved: orjson.Fragment | None = None
     record: dict | None = None
+    # `req` encoded, with the request it encodes: it changes far less often than the job
+    req_saved: tuple[m.SubmitJob, orjson.Fragment] | None = None
 
     @property
     def batch_host(self) -> str:
@@ -84,10 +86,19 @@ def job_name(req: m.SubmitJob) -> str:
     return req.name or (os.path.basename(req.command) if req.command else "wrap")
 
 
+def req_fragment(job: Job) -> orjson.Fragment:
+    """The job's request as JSON, encoded once (and again only after `job.req` is replaced)."""
+    cached = job.req_saved
+    if cached is None or cached[0] is not job.req:
+        cached = job.req_saved = (job.req, orjson.Fragment(orjson.dumps(
+            converter.unstructure(job.req))))
+    return cached[1]
+
+
 def job_json(job: Job) -> dict[str, Any]:
     return {
         "id": job.id,
-        "req": converter.unstructure(job.req),
+        "req": req_fragment(job),
         "partition": job.partition,
         "time_limit": job.time_limit,
         "priority": job.priority,

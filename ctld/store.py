@@ -12,6 +12,10 @@ first line holds its request, later ones only what changes) or `node` + `entry` 
 as the state file holds it). A snapshot names the last `seq` it holds (`journal_seq`); at start
 the records after it are laid over it in order, so a record never rolls a newer snapshot back.
 Lines of the version-4 submission journal (a job's record, no `seq`) are read too.
+
+The journal is a series of segment files (journal.N.jsonl). A snapshot starts a new segment the
+moment it is built; once it is on disk the older segments are deleted whole, so trimming never
+reads or rewrites what was appended (nor holds up a commit while it does).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ import trio
 
 from ctld import logs, statefile
 
-JOURNAL_FILE = "job_journal.jsonl"
+LEGACY_JOURNAL = "job_journal.jsonl"  # version 4's submission journal, read at start
+SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
 
 
 class Store(Protocol):
@@ -49,7 +54,7 @@ class FileStore:
 
     def __init__(self, state_dir: str, *, in_thread: bool = True) -> None:
         self.state_dir = state_dir
-        self.path = os.path.join(state_dir, JOURNAL_FILE)
+        self.segment = 1 + max(self._segments(), default=0)  # appends go here
         self.in_thread = in_thread
         self.seq = 0  # the last sequence number handed out
         self._buf: list[bytes] = []
@@ -58,6 +63,27 @@ class FileStore:
         self._failed: list[tuple[int, int, OSError]] = []  # (after, upto] tickets not written
         self._lock = trio.Lock()
         self.writes = 0  # fsyncs done (for the benchmark)
+
+    @property
+    def path(self) -> str:
+        """The segment appends go to now."""
+        return self._segment_path(self.segment)
+
+    def _segment_path(self, n: int) -> str:
+        return os.path.join(self.state_dir, f"{SEGMENT_PREFIX}{n}{SEGMENT_SUFFIX}")
+
+    def _segments(self) -> list[int]:
+        try:
+            names = os.listdir(self.state_dir)
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            if name.startswith(SEGMENT_PREFIX) and name.endswith(SEGMENT_SUFFIX):
+                middle = name[len(SEGMENT_PREFIX):-len(SEGMENT_SUFFIX)]
+                if middle.isdigit():
+                    out.append(int(middle))
+        return sorted(out)
 
     # -- start -----------------------------------------------------------------------------
 
@@ -71,13 +97,21 @@ class FileStore:
 
     def read(self) -> list[dict[str, Any]]:
         """The journal's records, oldest first; a torn last line is skipped."""
+        out: list[dict[str, Any]] = []
+        paths = [os.path.join(self.state_dir, LEGACY_JOURNAL)]
+        paths += [self._segment_path(n) for n in self._segments()]
+        for path in paths:
+            out += self._read_file(path)
+        return out
+
+    def _read_file(self, path: str) -> list[dict[str, Any]]:
         try:
-            with open(self.path, "rb") as f:
+            with open(path, "rb") as f:
                 raw = f.read()
         except FileNotFoundError:
             return []
         except OSError as exc:
-            logs.event("journal unreadable", logging.ERROR, path=self.path,
+            logs.event("journal unreadable", logging.ERROR, path=path,
                        error=exc.strerror or str(exc))
             return []
         out = []
@@ -87,7 +121,7 @@ class FileStore:
             try:
                 entry = orjson.loads(line)
             except orjson.JSONDecodeError:
-                logs.event("torn journal line skipped", logging.WARNING, path=self.path)
+                logs.event("torn journal line skipped", logging.WARNING, path=path)
                 continue
             if isinstance(entry, dict):
                 out.append(entry)
@@ -129,7 +163,7 @@ class FileStore:
         batch, self._buf = b"".join(self._buf), []
         low, high = self._settled, self._appended
         try:
-            await self._run(self._write, batch)
+            await self._run(self._write, batch, self.path)
         except OSError as exc:
             # every waiter with a record in this batch is refused, not only the one that wrote
             self._failed.append((low, high, exc))
@@ -143,10 +177,10 @@ class FileStore:
             return await trio.to_thread.run_sync(fn, *args)
         return fn(*args)
 
-    def _write(self, data: bytes) -> None:
+    def _write(self, data: bytes, path: str) -> None:
         if not data:
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             size = os.fstat(fd).st_size
             try:
@@ -162,23 +196,30 @@ class FileStore:
 
     # -- snapshots -------------------------------------------------------------------------
 
-    async def snapshot(self, doc: dict[str, Any]) -> None:
-        """Write the snapshot `doc` (its journal_seq says what it holds), then drop the journal
-        records it holds. OSError when the snapshot could not be written."""
-        await self._run(statefile.save, self.state_dir, doc)
-        upto = int(doc.get("journal_seq", 0))
-        async with self._lock:
-            try:
-                await self._run(self._trim, upto)
-            except OSError as exc:
-                logs.event("journal not trimmed", logging.WARNING, error=str(exc))
+    def rotate(self) -> int:
+        """Start a new segment (when a snapshot is built: every record in the older segments
+        is in it); returns the first segment the snapshot does not hold."""
+        self.segment += 1
+        return self.segment
 
-    def _trim(self, upto: int) -> None:
-        """In the writing thread: keep only the records after `upto` (and none of the old
-        submission lines, which every snapshot since holds)."""
-        kept = [e for e in self.read() if int(e.get("seq", 0)) > upto]
-        if kept:
-            statefile.write_atomic(self.path, b"".join(orjson.dumps(e) + b"\n" for e in kept))
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                os.truncate(self.path, 0)
+    async def snapshot(self, doc: dict[str, Any], keep_from: int | None = None) -> None:
+        """Write the snapshot `doc` (its journal_seq says what it holds), then delete the
+        segments before `keep_from` (from `rotate`, called when `doc` was built). OSError when
+        the snapshot could not be written."""
+        if keep_from is None:
+            keep_from = self.rotate()
+        await self._run(statefile.save, self.state_dir, doc)
+        try:
+            await self._run(self._drop_before, keep_from)
+        except OSError as exc:
+            logs.event("journal not trimmed", logging.WARNING, error=str(exc))
+
+    def _drop_before(self, keep_from: int) -> None:
+        """Delete the segments a durable snapshot holds (replay skips their records anyway,
+        by seq, should a delete not reach the disk before a crash)."""
+        for n in self._segments():
+            if n < keep_from:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._segment_path(n))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.state_dir, LEGACY_JOURNAL))
