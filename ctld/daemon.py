@@ -115,26 +115,21 @@ class Daemon:
             await self.store.wait(self.store.last_ticket)
 
     async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
-        """Accept a job: checked and built, on disk, and only then queued and scheduled, so an
-        acknowledged job survives a SIGKILL of rctld and no job runs that the journal lacks."""
+        """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already
+        RUNNING: one write) before the reply. Its LaunchJob waits in the outbox for the same
+        write, so no job runs that the journal lacks; if the write fails, it is retracted."""
         jobs = self.cluster.jobs
         built = jobs.build(msg)
         if isinstance(built, m.Error):
             return built
+        reply = jobs.accept(built)
         try:
-            await self.store.commit([{"job": jobs.saved_entry(j)} for j in built])
-        except OSError as exc:  # the built jobs are dropped; their ids stay unused
-            jobs.drop(built)
+            await self.durable()
+        except OSError as exc:  # never acknowledged, never launched: as if never submitted
+            jobs.retract(built)
             logs.event("job journal write failed", logging.ERROR, error=str(exc))
             return m.Error("internal", f"job {built[0].id} could not be written to "
                            f"{self.store.path}: {exc.strerror or exc}")
-        reply = jobs.accept(built)
-        # Jobs that started at once are journalled again (RUNNING) before this reply and before
-        # their LaunchJob leaves (the outbox waits for the same write).
-        try:
-            await self.durable()
-        except OSError as exc:  # on disk as submitted: a restart runs them from there
-            logs.event("job journal write failed", logging.ERROR, error=str(exc))
         return reply
 
     async def flush_outbox(self) -> bool:

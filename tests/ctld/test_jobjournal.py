@@ -82,8 +82,8 @@ async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> No
 
 
 async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path) -> None:
-    """The journal write comes before queueing: a job the journal could not hold is refused
-    and never launched, and its id is not handed out again."""
+    """A job the journal could not hold is refused, retracted and never launched (its
+    LaunchJob waited for that write), and its id is not handed out again."""
     d = daemon(tmp_path)
     _, conn = register(d.cluster, "n1")
     await d.durable()
@@ -99,8 +99,8 @@ async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path)
     again = await d.submit_job(submit_msg())
     assert isinstance(again, m.SubmitReply) and again.job_id == 2
     assert d.cluster.jobs.jobs[2].state == "RUNNING"
-    # journalled as submitted before it was queued, then again once it started
-    assert job_states(d.store) == [(2, "PENDING"), (2, "RUNNING")]
+    # journalled once, as it stands at the reply (placed and RUNNING: one write)
+    assert job_states(d.store) == [(2, "RUNNING")]
     assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]  # not before the outbox
     assert await d.flush_outbox()
     assert [p.job.job_id for p in conn.pushed if isinstance(p, m.LaunchJob)] == [2]
