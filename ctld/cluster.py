@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import attrs
 import orjson
 import trio
 
@@ -52,10 +51,10 @@ from statemachine import (
     initial_state,
     names,
 )
+from statemachine.predicates import reason_required, takes_new_work
 
 VERSION = "0.1.0"
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-NEEDS_REASON = frozenset({"DOWN", "DRAIN", "FAIL"})
 # Encoded snapshot bodies kept, one per (metrics, field selection) that clients asked for.
 SNAPSHOT_BODY_CACHE = 16
 # Seconds a snapshot may lag heartbeat-only data (never a state change): the plain one (rinfo,
@@ -276,7 +275,7 @@ class Cluster:
         if changed:
             was_timed = self._timed(old)
             node.set_state(new)
-            if new.schedulable and not old.schedulable:
+            if takes_new_work(new) and not takes_new_work(old):
                 self.jobs.kicked = True  # a node took up work: a scheduling pass is due
             reason = new.reason.text if new.reason and new.reason != old.reason else None
             logs.state_change(node.name, names.complete(old), node.complete, _cause(event), reason)
@@ -611,7 +610,7 @@ class Cluster:
             request = events.parse_admin_state(msg.state)
         except ValueError as exc:
             return m.UpdateResult(ok=False, errors=(str(exc),))
-        if request in NEEDS_REASON and reason is None:
+        if reason_required(request) and reason is None:
             return m.UpdateResult(ok=False, errors=(REASON_REQUIRED,))
         wall = self.wall()
         changed: list[str] = []
@@ -631,14 +630,17 @@ class Cluster:
         return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
 
     def _set_reasons(self, node_names: list[str], text: str, user: str) -> m.UpdateResult:
-        reason = Reason(ReasonSource.ADMIN, text, self.wall(), user or None)
+        """Reason= without State=: a row of the node table like every other change."""
+        event = events.ReasonUpdate(now=self.wall(), reason=text, user=user)
+        changed: list[str] = []
+        errs: list[str] = []
         for name in node_names:
-            node = self.nodes[name]
-            node.set_state(attrs.evolve(node.state, reason=reason))
-            logs.state_change(name, node.complete, node.complete, f"admin:{user or 'unknown'}",
-                              text)
-            self.mark_changed(node)
-        return m.UpdateResult(ok=True, changed=tuple(node_names))
+            ok, err = self._apply(self.nodes[name], event)
+            if err:
+                errs.append(err)
+            elif ok:
+                changed.append(name)
+        return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
 
     def set_allocation(self, msg: m.SetAllocation) -> m.UpdateResult:
         node_names, errors = self.expand(msg.node_names)

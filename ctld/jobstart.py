@@ -14,6 +14,7 @@ from ctld.scheduler import NodeUse, place
 from protocol import messages as m
 from statemachine import Flag
 from statemachine import jobtable as jt
+from statemachine.predicates import takes_new_work
 
 if TYPE_CHECKING:
     from ctld.node import NodeRecord
@@ -84,7 +85,8 @@ class JobStarts:
         shares, why = place(job.need, required, others, self.uses, self.index)
         if shares is None:
             if why == "ReqNodeNotAvail" and required:
-                down = [n.name for n in required if n.state.flags or not n.state.schedulable]
+                down = [n.name for n in required
+                        if n.state.flags or not takes_new_work(n.state)]
                 if down:
                     why = f"ReqNodeNotAvail, UnavailableNodes:{hostlist.fold(down)}"
             return why
