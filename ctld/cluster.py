@@ -642,28 +642,6 @@ class Cluster:
                 changed.append(name)
         return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
 
-    def set_allocation(self, msg: m.SetAllocation) -> m.UpdateResult:
-        node_names, errors = self.expand(msg.node_names)
-        if errors:
-            return m.UpdateResult(ok=False, errors=tuple(errors))
-        if msg.cpus_alloc < 0:
-            return m.UpdateResult(ok=False, errors=("cpus_alloc must be 0 or more",))
-        wall = self.wall()
-        changed: list[str] = []
-        errs: list[str] = []
-        for name in node_names:
-            node = self.nodes[name]
-            cpus = min(msg.cpus_alloc, node.state.cpus_total)
-            ok, err = self._apply(node, events.AllocationChanged(now=wall, cpus_alloc=cpus))
-            if err:
-                errs.append(err)
-            elif ok:
-                changed.append(name)
-                if cpus > 0:
-                    node.last_busy = wall
-        self.flush_programs()
-        return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
-
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
         """Cached per change generation: a state change shows at once; heartbeat-only figures
         (load, free memory, metrics) may lag by SNAPSHOT_STALENESS."""

@@ -281,8 +281,6 @@ class Server:
             )
         if isinstance(msg, m.UpdateNodes):
             return cluster.update_nodes(msg)
-        if isinstance(msg, m.SetAllocation):
-            return cluster.set_allocation(msg)
         if isinstance(msg, m.ShutdownNotice):
             return cluster.shutdown_notice(msg, conn)
         if isinstance(msg, m.Ping):

@@ -302,16 +302,6 @@ class UpdateResult:
 
 
 @attrs.frozen
-class SetAllocation:
-    """Set how many CPUs of each named node are allocated (the hook the job runner uses; tests use
-    it to put nodes in alloc/mix). The base state follows from it through the state machine."""
-
-    node_names: str
-    cpus_alloc: int
-    user: str = ""
-
-
-@attrs.frozen
 class NodeMembership:
     """`rcontrol approve|reject|delete NodeName=HOSTLIST [Reason=...]`; answered UpdateResult."""
 
@@ -495,7 +485,6 @@ MESSAGE_TYPES: dict[str, type] = {
         Snapshot,
         UpdateNodes,
         UpdateResult,
-        SetAllocation,
         NodeMembership,
         GetEvents,
         Events,

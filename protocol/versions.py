@@ -49,8 +49,10 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
 }
 
 # Message types that did not exist in version 1, by the version that introduced them.
+# SetAllocation (versions 3 to 5) left the wire in issue 24: only jobs allocate a node's CPUs, and
+# a peer that still sends one is refused with unknown_type like any other unknown message.
 MESSAGE_SINCE: dict[str, int] = {
-    "SetAllocation": 3, "LaunchJob": 4, "KillJob": 4,
+    "LaunchJob": 4, "KillJob": 4,
     "NodeMembership": 4, "GetEvents": 4, "Events": 4,
     # issue 12: the job commands
     "SubmitJob": 4, "SubmitReply": 4, "GetJobs": 4, "JobList": 4, "CancelJobs": 4,

@@ -47,7 +47,6 @@ SAMPLES = [
     m.Snapshot("c", 1.7e9, ({"name": "gpu01", "state": {"flags": ["DRAIN"]}},), ({"name": "p"},)),
     m.UpdateNodes("gpu[01-04]", "DRAIN", "broken fan", "root", 0),
     m.UpdateResult(False, ("gpu01",), ("gpu05: unknown node",)),
-    m.SetAllocation("gpu01", 8, "root"),
     m.NodeMembership("reject", "gpu[01-02]", "not ours", "root"),
     m.GetEvents(since=1.5, nodes="gpu01", limit=10, follow=True),
     m.Events(({"seq": 1, "kind": "approved", "node": "gpu01"},), missed=3),

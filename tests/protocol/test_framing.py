@@ -132,11 +132,24 @@ def test_unknown_type() -> None:
 
 
 def test_message_newer_than_version() -> None:
-    with pytest.raises(ValueError, match="SetAllocation"):
-        frame(m.SetAllocation("n", 1), version=2)
+    with pytest.raises(ValueError, match="JobStarted"):
+        frame(m.JobStarted(1, 0, 1.0), version=4)
     err = refusal(raw_frame("JobStarted", version=4,
                             body=b'{"job_id":1,"restarts":0,"started_at":1.0}'))
     assert err.code == "unknown_type"
+
+
+def test_removed_set_allocation_is_refused_and_the_stream_goes_on() -> None:
+    # Versions 3 to 5 had SetAllocation; only jobs allocate now. An old peer's frame is an
+    # unknown type, refused with its request id, and the next frame on the stream decodes.
+    dec = decoder()
+    for version in (3, 4, CURRENT):
+        err = refusal(raw_frame("SetAllocation", version=version,
+                                body=b'{"node_names":"n1","cpus_alloc":4,"user":"root"}'), dec)
+        assert (err.code, err.request_id, err.fatal) == ("unknown_type", 77, False)
+        assert "SetAllocation" in err.message
+    dec.feed(frame())
+    assert [f.msg for f in dec] == [m.Ping()]
 
 
 def test_version_outside_supported() -> None:
