@@ -14,6 +14,7 @@ writes meet, keeps frames whole.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -21,9 +22,10 @@ from typing import Any
 
 import trio
 
-from ctld import eventstream, logs, membership
+from ctld import eventstream, logs
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO
+from ctld.routes import ROUTES
 from ctld.wire import Prebuilt, encode_body_frame, kept
 from protocol import codec
 from protocol import messages as m
@@ -36,8 +38,6 @@ SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
 FIRST_FRAME_TIMEOUT = 30.0  # a connection that never says anything is dropped
 ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
 REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
-# Requests that change nothing: answered without waiting for the journal.
-READ_ONLY = (m.GetSnapshot, m.GetJobs, m.Ping, m.GetConfig, m.GetEvents, m.Ack)
 
 Reconfigurer = Callable[[str], Awaitable[m.ReconfigureResult]]
 Submitter = Callable[[m.SubmitJob], Awaitable[Any]]
@@ -238,8 +238,6 @@ class Server:
                 return
             try:
                 reply = await self._dispatch(conn, frame.msg)
-                if self.sync is not None and self._confirms(frame.msg):
-                    await self.sync()
             except OSError as exc:  # the journal write failed: say so, never "done"
                 logs.event("change not saved; request answered with an error", logging.ERROR,
                            request=type(frame.msg).__name__, error=str(exc))
@@ -256,10 +254,8 @@ class Server:
             frame = reply = None
 
     def _confirms(self, msg: Any) -> bool:
-        """Whether the reply to `msg` may confirm a change (and so waits for the journal). A
-        heartbeat confirms only the endings it carries (the node forgets them on the reply)."""
-        if isinstance(msg, READ_ONLY):
-            return False
+        """Whether the reply to `msg` waits for the journal. A heartbeat confirms only the
+        endings it carries (the node forgets them on the reply) and what it changed."""
         if type(msg) is m.Heartbeat:
             c = self.cluster
             return bool(msg.jobs_ended or c.unsynced_jobs or c.unsynced_nodes)
@@ -270,47 +266,17 @@ class Server:
                    code=exc.code, error=exc.message)
 
     async def _dispatch(self, conn: Connection, msg: Any) -> Any:
-        cluster = self.cluster
-        if isinstance(msg, m.Heartbeat):
-            return cluster.heartbeat(msg, conn)
-        if isinstance(msg, m.Register):
-            return cluster.register(msg, conn, version=conn.version)
-        if isinstance(msg, m.GetSnapshot):
-            return Prebuilt(
-                "Snapshot", cluster.snapshot_body(metrics=msg.metrics, fields=msg.fields)
-            )
-        if isinstance(msg, m.UpdateNodes):
-            return cluster.update_nodes(msg)
-        if isinstance(msg, m.ShutdownNotice):
-            return cluster.shutdown_notice(msg, conn)
-        if isinstance(msg, m.Ping):
-            return cluster.ping()
-        if isinstance(msg, m.NodeMembership):
-            return membership.handle(cluster, msg)
-        if isinstance(msg, m.GetEvents):
-            return eventstream.backlog(cluster, msg)
-        if isinstance(msg, m.GetConfig):
-            return cluster.power.config_dump(cluster.config_dump)
-        if isinstance(msg, m.Reconfigure):
-            return await self.reconfigure(msg.user or conn.peer)
-        if isinstance(msg, m.JobStarted):
-            return cluster.job_started(msg, conn)
-        if isinstance(msg, m.Ack):
-            return None  # a node acknowledging a push
-        if isinstance(msg, m.GetJobs):
-            return Prebuilt("JobList", cluster.jobs.list_body(msg.job_ids))
-        if isinstance(msg, m.SubmitJob):
-            return await self.submit(msg) if self.submit else cluster.jobs.submit(msg)
-        if isinstance(msg, m.CancelJobs):
-            return cluster.jobs.cancel(msg)
-        if isinstance(msg, m.JobControl):
-            return cluster.jobs.control(msg)
-        if isinstance(msg, m.Error) and conn.node is not None:
-            # a node refusing a push (LaunchJob: launch_failed; its JobEnd follows)
-            logs.event("node refused a push", logging.WARNING, node=conn.node, code=msg.code,
-                       error=msg.message)
-            return None
-        return m.Error("bad_request", f"{type(msg).__name__} is not a request rctld serves")
+        """The request's route (ctld/routes.py) answers it; a reply that may confirm a change
+        leaves only once the change is on disk."""
+        route = ROUTES.get(type(msg))
+        if route is None:
+            return m.Error("bad_request", f"{type(msg).__name__} is not a request rctld serves")
+        reply = route.handler(self, conn, msg)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if route.changes and self.sync is not None and self._confirms(msg):
+            await self.sync()
+        return reply
 
 
 def _log_refusal(conn: Connection, request: str, reply: Any) -> None:
