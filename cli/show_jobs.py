@@ -90,7 +90,7 @@ def job_lines(j: dict, now: float) -> list[str]:
     limit = j.get("time_limit")
     mem = j.get("mem_per_node") or 0
     cpus = j.get("cpus", 0)
-    eligible = _iso(j.get("eligible_time") or j.get("submit_time"))
+    eligible = _iso(j.get("eligible_time") if "eligible_time" in j else j.get("submit_time"))
     stdout = expand_path(j.get("stdout", ""), j)
     stderr = expand_path(j.get("stderr", ""), j) or stdout
     command = j.get("command", "")

@@ -47,7 +47,9 @@ class JobListing:
             "submit_time": job.submit_time,
             "start_time": job.start_time,
             "end_time": job.end_time,
-            "eligible_time": max(job.submit_time, req.begin_time or 0.0),
+            # a job held until it ended was never eligible (Slurm: EligibleTime=Unknown)
+            "eligible_time": None if job.held and job.start_time == job.end_time else max(
+                job.submit_time, req.begin_time or 0.0),
             "time_limit": job.time_limit,
             "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
             "node_count": len(job.nodes) or job.need.nodes,

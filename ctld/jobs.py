@@ -37,7 +37,7 @@ from ctld.wire import kept
 from protocol import messages as m
 from statemachine import Flag, events
 from statemachine import jobtable as jt
-from statemachine.jobstates import FINAL
+from statemachine.jobstates import FINAL, end_reason
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
@@ -149,7 +149,8 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             for name in list(job.shares):
                 self._release(job, name)
             job.end_time = self.c.wall()
-            job.reason = "None"
+            job.reason = end_reason(state, job.exit_code, job.signal,
+                                    job.reason if old.state == PENDING else "")
             if job.start_time is None:
                 job.start_time = job.end_time
             self.kicked = True

@@ -146,6 +146,7 @@ class JobStarts:
                 mem_mib=share.mem, gpus=share.gpus, time_limit=limit, kill_wait=self.kill_wait,
                 restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
                 array_job_id=job.array_job_id, array_task_id=job.array_task_id,
+                cluster_name=self.c.config.cluster_name,
             )
             self.c.after_durable(node.conn.push, m.LaunchJob(spec))
         logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

@@ -76,6 +76,7 @@ def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
         "SLURM_SUBMIT_DIR": env.get("SLURM_SUBMIT_DIR") or spec.workdir,
         "SLURM_SUBMIT_HOST": spec.submit_host,
         "SLURM_JOB_PARTITION": spec.partition,
+        **({"SLURM_CLUSTER_NAME": spec.cluster_name} if spec.cluster_name else {}),
         "SLURM_JOB_USER": spec.user,
         "SLURM_JOB_UID": str(spec.uid),
         "SLURM_JOB_GID": str(spec.gid),

@@ -126,6 +126,7 @@ class JobSpec:
     submit_host: str = ""
     array_job_id: int = 0  # 0 = not part of an array
     array_task_id: int | None = None
+    cluster_name: str = ""  # SLURM_CLUSTER_NAME (version 5)
 
 
 @attrs.frozen

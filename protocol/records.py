@@ -337,7 +337,8 @@ def job_json(j: dict) -> dict:
         "cpus": number(j.get("cpus", 0)),
         "cpus_per_task": number(j.get("cpus_per_task", 1)),
         "current_working_directory": j.get("workdir", ""),
-        "eligible_time": _job_time(j.get("eligible_time") or j.get("submit_time")),
+        "eligible_time": _job_time(j.get("eligible_time") if "eligible_time" in j
+                                   else j.get("submit_time")),
         "end_time": _job_time(j.get("end_time")),
         "excluded_nodes": j.get("exc_nodes") or "",
         "exit_code": {

@@ -45,6 +45,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.Heartbeat: ("runs",),
         m.HeartbeatReply: ("kill_runs",),
         m.KillJob: ("restarts",),
+        m.JobSpec: ("cluster_name",),
     },
 }
 
