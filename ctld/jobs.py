@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ctld import logs
+from ctld import logs, mail
 from ctld.jobcommands import JobCommands
 from ctld.joblisting import JobListing
 from ctld.jobreconcile import JobReconciliation
@@ -139,6 +139,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         self._release_all(job)
         if state == REQUEUE:
             self._requeue(job)
+            mail.notify(self, job, "REQUEUE")
             return
         job.state = state
         job.outcome = ""
@@ -150,6 +151,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         self.kicked = True
         logs.event("job ended", job=job.id, state=state, exit_code=job.exit_code,
                    signal=job.signal)
+        mail.ended(self, job)
 
     def _requeue(self, job: Job) -> None:
         job.restarts += 1

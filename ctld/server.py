@@ -277,6 +277,10 @@ class Server:
         if isinstance(msg, m.GetJobs):
             return Prebuilt("JobList", cluster.jobs.list_body(msg.job_ids))
         if isinstance(msg, m.SubmitJob):
+            if msg.test_only:  # sbatch --test-only: nothing is made (ctld/willrun.py)
+                from ctld.willrun import will_run
+
+                return will_run(cluster.jobs, msg)
             return await self.submit(msg) if self.submit else cluster.jobs.submit(msg)
         if isinstance(msg, m.CancelJobs):
             return cluster.jobs.cancel(msg)
