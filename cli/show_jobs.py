@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
 from cli.controller import CliError, Target
 
 JOB_ACTIONS = ("requeue", "hold", "release")
+_PATTERN = re.compile(r"%(%|\d*)([aAjJnNstux]?)")
 
 
 def _iso(epoch: float | None, missing: str = "Unknown") -> str:
@@ -29,24 +31,41 @@ def _clock(seconds: float) -> str:
 
 
 def expand_path(pattern: str, j: dict) -> str:
-    """The output file as the node will name it (%j %x %u %A %a %N %%), under the workdir."""
+    """The file as the batch node will name it (rnoded's noded/jobenv.py rules: %j %J %A %a %x
+    %u %N %n %t %s %% and widths), under the workdir."""
     if not pattern:
         return ""
-    subs = {"j": str(j["job_id"]), "x": j.get("name", ""), "u": j.get("user", ""),
-            "A": str(j.get("array_job_id") or j["job_id"]),
-            "a": str(j.get("array_task_id") if j.get("array_task_id") is not None else 4294967294),
-            "N": j.get("batch_host") or "", "%": "%"}
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "%" and i + 1 < len(pattern) and pattern[i + 1] in subs:
-            out.append(subs[pattern[i + 1]])
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    path = "".join(out)
+    if "\\" in pattern:
+        path = re.sub(r"\\(.?)", r"\1", pattern, flags=re.DOTALL)
+    else:
+        task = j.get("array_task_id")
+        nums = {"j": str(j["job_id"]), "J": str(j["job_id"]),
+                "A": str(j.get("array_job_id") or j["job_id"]),
+                "a": str(task if task is not None else 4294967294), "n": "0", "t": "0"}
+        words = {"x": j.get("name", ""), "u": j.get("user", ""),
+                 "N": j.get("batch_host") or "", "s": "batch"}
+
+        def one(m: re.Match[str]) -> str:
+            width, letter = m.groups()
+            if width == "%":
+                return "%" + letter
+            if letter in words:
+                return words[letter]
+            if letter in nums:
+                return nums[letter].zfill(min(int(width), 10)) if width else nums[letter]
+            return m.group(0)
+
+        path = _PATTERN.sub(one, pattern)
     return path if path.startswith("/") else os.path.join(j.get("workdir", ""), path)
+
+
+def _mem_text(mib: int) -> str:
+    """scontrol's memory figures (convert_num_unit): 500M, 4G, 1.50G."""
+    if mib and mib % 1024 == 0:
+        return f"{mib // 1024}G" if mib % (1024 * 1024) else f"{mib // (1024 * 1024)}T"
+    if mib >= 1024:
+        return f"{mib / 1024:.2f}G"
+    return f"{mib}M"
 
 
 def job_lines(j: dict, now: float) -> list[str]:
@@ -64,12 +83,17 @@ def job_lines(j: dict, now: float) -> list[str]:
         tres += f",gres/gpu={j['gpus_per_node'] * j.get('node_count', 1)}"
     stdout = expand_path(j.get("stdout", ""), j)
     stderr = expand_path(j.get("stderr", ""), j) or stdout
+    prio = f"Priority={j.get('priority', 0)} Nice={j.get('nice') or 0} " \
+           f"Account={j.get('account') or '(null)'} QOS={j.get('qos') or '(null)'}"
+    if j.get("wckey"):
+        prio += f" WCKey={j['wckey']}"
     lines = [
         f"{first} JobName={j.get('name', '')}",
         f"UserId={j.get('user', '')}({j.get('uid', '')}) GroupId={_group(j.get('gid'))}"
         f"({j.get('gid', '')}) MCS_label=N/A",
-        f"Priority={j.get('priority', 0)} Nice=0 Account=(null) QOS=(null)",
-        f"JobState={j['state']} Reason={j.get('reason') or 'None'} Dependency=(null)",
+        prio,
+        f"JobState={j['state']} Reason={j.get('reason') or 'None'} "
+        f"Dependency={j.get('dependency') or '(null)'}",
         f"Requeue={int(bool(j.get('requeue')))} Restarts={j.get('restarts', 0)} BatchFlag=1 "
         f"Reboot=0 ExitCode={j.get('exit_code', 0)}:{j.get('signal', 0)}",
         f"RunTime={_clock(elapsed(j, now))} "
@@ -86,22 +110,47 @@ def job_lines(j: dict, now: float) -> list[str]:
         f"NumNodes={j.get('node_count', 1)} NumCPUs={cpus} NumTasks={j.get('ntasks', 1)} "
         f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T=0:0:*:*",
         f"TRES={tres}",
-        f"MinCPUsNode={j.get('cpus_per_task', 1)} MinMemoryNode={mem}M MinTmpDiskNode=0",
-        f"OverSubscribe={'NO' if j.get('exclusive') else 'OK'} Contiguous=0 "
-        "Licenses=(null) Network=(null)",
+    ]
+    if j.get("ntasks_per_node"):
+        lines.append(f"Socks/Node=* NtasksPerN:B:S:C={j['ntasks_per_node']}:0:*:* CoreSpec=*")
+    min_mem = (f"MinMemoryCPU={_mem_text(j['mem_per_cpu'])}" if j.get("mem_per_cpu")
+               else f"MinMemoryNode={_mem_text(mem) if mem else '0'}")
+    lines += [
+        f"MinCPUsNode={j.get('cpus_per_task', 1)} {min_mem} MinTmpDiskNode=0",
+        f"Features={j.get('features') or '(null)'} DelayBoot=00:00:00",
+        f"OverSubscribe={_oversubscribe(j)} Contiguous=0 Licenses=(null) Network=(null)",
         f"Command={j.get('command', '')}",
         f"WorkDir={j.get('workdir', '')}",
-        f"StdErr={stderr}",
-        "StdIn=/dev/null",
-        f"StdOut={stdout}",
     ]
+    if j.get("comment"):
+        lines.append(f"Comment={j['comment']} ")
+    if j.get("message"):
+        lines.append(f"SystemComment={j['message']} ")
+    stdin = expand_path(j["stdin"], j) if j.get("stdin") else "/dev/null"
+    lines += [f"StdErr={stderr}", f"StdIn={stdin}", f"StdOut={stdout}", "Power="]
+    if j.get("kill_on_invalid_dep") is not None:
+        lines.append(f"KillOInInvalidDependent={'Yes' if j['kill_on_invalid_dep'] else 'No'}")
+    if j.get("cpus_per_gpu"):
+        lines.append(f"CpusPerTres=gres:gpu:{j['cpus_per_gpu']}")
+    if j.get("mem_per_gpu"):
+        lines.append(f"MemPerTres=gres:gpu:{j['mem_per_gpu']}")
+    if j.get("gpus_per_node") and not j.get("gpus_per_task"):
+        lines.append(f"TresPerNode=gres:gpu:{j['gpus_per_node']}")
+    if j.get("gpus_per_task"):
+        lines.append(f"TresPerTask=gres:gpu:{j['gpus_per_task']}")
+    if j.get("mail_type"):
+        lines.append(f"MailUser={j.get('mail_user', '')} MailType={','.join(j['mail_type'])}")
     if j.get("gpu_indices"):
         lines.append("GresDetail=" + ",".join(
             f"{n}:gpu:{len(v)}(IDX:{','.join(map(str, v))})"
             for n, v in sorted(j["gpu_indices"].items())))
-    if j.get("message"):
-        lines.append(f"Comment={j['message']}")
     return lines
+
+
+def _oversubscribe(j: dict) -> str:
+    if j.get("oversubscribe"):
+        return j["oversubscribe"]
+    return "NO" if j.get("exclusive") else "OK"
 
 
 def _group(gid: int | None) -> str:
