@@ -70,7 +70,8 @@ def script_values(script: str) -> dict[str, object]:
 
 
 def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, dict, list[str], str, str]:
-    """(every option value, the command line's own, script args, script text, command path)."""
+    """(every option value, those given as words: the command line's and the script's, as
+    sbatch counts them; script args, script text, command path)."""
     try:
         cli, rest = so.parse(argv)
     except so.OptionError as exc:
@@ -90,8 +91,9 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, dict, list[s
         from_env = so.from_environment(environ)
     except so.OptionError as exc:
         raise _usage_error(exc) from None
-    values = {**script_values(script), **from_env, **cli}
-    return values, cli, script_args, script, command
+    in_script = script_values(script)
+    values = {**in_script, **from_env, **cli}
+    return values, {**in_script, **cli}, script_args, script, command
 
 
 def run(argv: list[str]) -> int:
@@ -99,10 +101,10 @@ def run(argv: list[str]) -> int:
     from cli.job_requests import Refused, request
 
     environ = dict(os.environ)
-    values, cli, script_args, script, command = gather(argv, environ)
-    sbatch_request.memory_choice(values, cli)
+    values, words, script_args, script, command = gather(argv, environ)
+    sbatch_request.memory_choice(values, words)
     body = sbatch_request.body(values, script, command, script_args, environ)
-    target = find_target(cli.get("server"), cli.get("key-file"), cli.get("conf"))
+    target = find_target(words.get("server"), words.get("key-file"), words.get("conf"))
     try:
         reply = request(target, "SubmitJob", body, want="SubmitReply")
     except Refused as exc:

@@ -208,11 +208,11 @@ def time_seconds(text: str) -> int:
     return (parts[0] * 60 + parts[1]) * 60 + parts[2]
 
 
-def memory_choice(values: dict[str, Any], command_line: Mapping[str, Any]) -> None:
-    """--mem, --mem-per-cpu and --mem-per-gpu exclude one another (sbatch's rule): two on
-    the command line are refused; one there clears the others (from the script or a
-    variable); two elsewhere are refused."""
-    given = [o for o in MEMORY_OPTIONS if o in command_line]
+def memory_choice(values: dict[str, Any], words: Mapping[str, Any]) -> None:
+    """--mem, --mem-per-cpu and --mem-per-gpu exclude one another (sbatch's rule): two given
+    as words (command line or #SBATCH lines) are refused; one such clears the others set by
+    variables; two variables are refused."""
+    given = [o for o in MEMORY_OPTIONS if o in words]
     if len(given) > 1:
         raise usage("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
     if given:

@@ -181,8 +181,12 @@ def test_memory_options_exclude_one_another(tmp_path, monkeypatch) -> None:
         request(["--mem=1G", "--mem-per-cpu=1G", "--wrap", "x"])
     script = tmp_path / "job.sh"
     script.write_text("#!/bin/sh\n#SBATCH --mem=4G\n")
-    b = request(["--mem-per-cpu=10", str(script)])  # the command line's one wins
-    assert (b["mem_mib"], b["mem_per_cpu"]) == (10, 10)
+    with pytest.raises(CliError, match="mutually exclusive"):  # script lines count as words
+        request(["--mem-per-cpu=10", str(script)])
+    b = request(["--mem-per-cpu=10", "--wrap", "x"], {"SBATCH_MEM_PER_NODE": "4G"})
+    assert (b["mem_mib"], b["mem_per_cpu"]) == (10, 10)  # the words win over a variable
+    with pytest.raises(CliError, match="mutually exclusive"):
+        request(["--wrap", "x"], {"SBATCH_MEM_PER_NODE": "4G", "SBATCH_MEM_PER_CPU": "1G"})
 
 
 def test_export_builds_the_job_environment_as_sbatch_does() -> None:
