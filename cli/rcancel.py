@@ -91,7 +91,10 @@ def filtered(args: argparse.Namespace, jobs: list[dict], ids: tuple[int, ...]) -
         if args.user and args.user not in (j.get("user"), str(j.get("uid"))):
             continue
         out.append(j["job_id"])
-    return out
+    # an array's own id names all its tasks (rctld cancels them together): send it alone
+    by_id = {j["job_id"]: j for j in jobs}
+    masters = {i for i in out if by_id[i].get("array_job_id") == i}
+    return [i for i in out if i in masters or by_id[i].get("array_job_id") not in masters]
 
 
 def parse_signal(text: str) -> int:
