@@ -323,7 +323,7 @@ def verdict(jobs: Any, job: Any, wall: float) -> Verdict | None:
         entry.verdict, states, wake = evaluate(entry.spec, entry.states, job, jobs.jobs, wall)
         if states != entry.states:
             entry.states = states
-            jobs._touch(job)  # Dependency= shows the element states
+            jobs._touch(job, durable=False)  # Dependency= shows the element states
         if entry.verdict == SATISFIED:
             return None
         if entry.verdict == PENDING:

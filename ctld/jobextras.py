@@ -140,8 +140,11 @@ def dependency_reason(jobs: Any, job: Any, wall: float) -> str:
     if verdict.cancel:
         logs.event("job cancelled: its dependency can never be satisfied", logging.INFO,
                    job=job.id)
-        jobs._finish(job, "CANCELLED")
+        from statemachine import jobtable
+
+        jobs._apply(job, jobtable.Cancel())
         job.reason = verdict.reason  # slurmctld keeps DependencyNeverSatisfied on it
+        jobs._touch(job)
         return CANCELLED
     if verdict.wake < float("inf"):
         from ctld.jobrecord import BEGIN_KEY

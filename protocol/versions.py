@@ -36,17 +36,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.RegisterReply: ("kill_job_ids",),
         m.Heartbeat: ("jobs_ended",),
         m.HeartbeatReply: ("kill_job_ids",),
-        # issue 12: -n over nodes, --begin; issue 22: the rest of sbatch's options. SubmitJob
-        # and JobSpec are new in v4 itself, so no older peer sends or reads them: these fields
-        # need no newer version (a v4 peer from before them ignores what it does not know).
-        m.SubmitJob: ("max_nodes", "begin_time", "ntasks_per_node", "gpus_per_task",
-                      "cpus_per_gpu", "mem_per_cpu", "mem_per_gpu", "account", "qos", "wckey",
-                      "comment", "constraint", "dependency", "kill_on_invalid_dep", "nice",
-                      "mail_type", "mail_user", "open_mode", "warn_signal", "warn_time",
-                      "warn_batch", "oversubscribe", "hint", "export", "get_user_env", "input",
-                      "test_only"),
-        m.SubmitReply: ("start_time", "nodes", "cpus", "partition"),
-        m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input"),
+        m.SubmitJob: ("max_nodes", "begin_time"),  # issue 12: -n over nodes, --begin
         m.JobControl: ("begin_time",),
     },
     5: {  # issue 24: every message about a job names its run
@@ -55,6 +45,14 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.Heartbeat: ("runs",),
         m.HeartbeatReply: ("kill_runs",),
         m.KillJob: ("restarts",),
+        # issue 22: the rest of sbatch's options (a v4 controller or node drops them)
+        m.SubmitJob: ("ntasks_per_node", "gpus_per_task", "cpus_per_gpu", "mem_per_cpu",
+                      "mem_per_gpu", "account", "qos", "wckey", "comment", "constraint",
+                      "dependency", "kill_on_invalid_dep", "nice", "mail_type", "mail_user",
+                      "open_mode", "warn_signal", "warn_time", "warn_batch", "oversubscribe",
+                      "hint", "export", "get_user_env", "input", "test_only"),
+        m.SubmitReply: ("start_time", "nodes", "cpus", "partition"),
+        m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input"),
     },
 }
 
