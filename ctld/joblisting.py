@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import orjson
 
 from conf import hostlist
+from ctld.jobextras import record_fields
 from ctld.jobrecord import ACTIVE, Job, job_name
 from ctld.wire import kept
 
@@ -77,6 +78,7 @@ class JobListing:
             "submit_host": req.submit_host,
             "message": job.message,
         }
+        rec.update(record_fields(self, job))  # sbatch's further options (issue 22)
         return rec
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ctld import logs
+from ctld import logs, mail
 from ctld.jobcommands import JobCommands
 from ctld.joblisting import JobListing
 from ctld.jobreconcile import JobReconciliation
@@ -142,9 +142,11 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             self._add_pending(job)
             self.kicked = True
             logs.event("job requeued", job=job.id, restarts=job.restarts)
+            mail.notify(self, job, "REQUEUE")  # --mail-type (ctld/mail.py)
         elif state == RUNNING and old.state != RUNNING:
             job.start_time = self.c.wall()  # until the node says when it started it
             job.launched_at = self.c.clock()
+            mail.notify(self, job, "BEGIN")
         elif state in FINAL:
             for name in list(job.shares):
                 self._release(job, name)
@@ -156,6 +158,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             self.kicked = True
             logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
                        signal=job.signal)
+            mail.ended(self, job)
         for name in set(old.nodes) | set(job.nodes):
             self._sync_node(name)  # COMPLETING comes and goes with the job's state
 

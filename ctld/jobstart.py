@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from conf import hostlist
-from ctld import logs
+from ctld import jobextras, logs
+from ctld.constraints import placeable
 from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_name
 from ctld.scheduler import NodeUse, place
 from protocol import messages as m
@@ -47,6 +48,10 @@ class JobStarts:
             begin = job.req.begin_time
             if job.held:
                 why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif why := jobextras.dependency_reason(self, job, wall):  # -d (issue 22)
+                if why == jobextras.CANCELLED:
+                    started += 1  # ended: off the pending list below
+                    continue
             elif begin is not None and begin > wall:
                 why = "BeginTime"
                 wake = min(wake, begin)
@@ -81,9 +86,13 @@ class JobStarts:
         nodes = self.c.nodes
         required = [nodes[n] for n in dict.fromkeys(job.req_nodes) if n in nodes]
         excluded = set(job.exc_nodes)
-        others = (n for n in self._members(pc) if n.name not in excluded)
+        ok = placeable(self, job)  # -C Features, --exclusive=user (ctld/constraints.py)
+        if not all(ok(n) for n in required):
+            return "Resources"
+        others = (n for n in self._members(pc) if n.name not in excluded and ok(n))
         shares, why = place(job.need, required, others, self.uses, self.index)
         if shares is None:
+            why = ok.explain(why)
             if why == "ReqNodeNotAvail" and required:
                 down = [n.name for n in required
                         if n.state.flags or not takes_new_work(n.state)]
@@ -147,6 +156,7 @@ class JobStarts:
                 restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
                 array_job_id=job.array_job_id, array_task_id=job.array_task_id,
                 cluster_name=self.c.config.cluster_name,
+                **jobextras.spec_fields(req),
             )
             self.c.after_durable(node.conn.push, m.LaunchJob(spec))
         logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

@@ -20,8 +20,8 @@ import attrs
 import psutil
 import trio
 
-from noded import jobcgroup, jobstore
-from noded.jobenv import job_environment, node_index, output_paths
+from noded import jobcgroup, jobsignal, jobstore
+from noded.jobenv import append_output, input_path, job_environment, node_index, output_paths
 from protocol.messages import JobEnd, JobSpec
 
 log = logging.getLogger("rnoded.jobs")
@@ -301,7 +301,8 @@ class JobRunner:
                 workdir=spec.workdir,
                 stdout=stdout,
                 stderr=stderr,
-                append=spec.restarts > 0,
+                append=append_output(spec),  # --open-mode, requeues (noded/jobenv.py)
+                stdin=input_path(spec, self.node),
             )
             owner = (spec.uid, spec.gid) if ident["drop"] else None
             if self.as_root and spec.mem_mib > 0 and self.memory_cgroups:
@@ -388,6 +389,8 @@ class JobRunner:
 
     def _watch(self, job: RunningJob) -> None:
         self._nursery_start(self._watcher, job)
+        if job.spec.warn_signal:  # sbatch --signal (noded/jobsignal.py)
+            self._nursery_start(jobsignal.warn_before_limit, job)
 
     async def _watcher(self, job: RunningJob) -> None:
         limit = job.spec.time_limit

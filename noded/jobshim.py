@@ -118,7 +118,8 @@ def child(spec: dict, err_w: int) -> None:
         if spec["stderr"] and spec["stderr"] != spec["stdout"]:
             step = f"open error output {spec['stderr']}"
             err = os.open(spec["stderr"], flags, 0o644)
-        null = os.open(os.devnull, os.O_RDONLY)
+        step = f"open input {spec.get('stdin') or os.devnull}"
+        null = os.open(spec.get("stdin") or os.devnull, os.O_RDONLY)  # -i, else /dev/null
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)

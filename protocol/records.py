@@ -328,19 +328,22 @@ def job_json(j: dict) -> dict:
     sig = int(j.get("signal") or 0)
     array = j.get("array_job_id") or 0
     return {
-        "account": "",
+        "account": j.get("account") or "",
         "array_job_id": number(array),
         "array_task_id": number(j.get("array_task_id")),
         "batch_flag": True,
         "batch_host": j.get("batch_host") or "",
         "command": j.get("command", ""),
+        "comment": j.get("comment") or "",
         "cpus": number(j.get("cpus", 0)),
         "cpus_per_task": number(j.get("cpus_per_task", 1)),
         "current_working_directory": j.get("workdir", ""),
+        "dependency": "" if j.get("dependency") in (None, "(null)") else j["dependency"],
         "eligible_time": _job_time(j.get("eligible_time") if "eligible_time" in j
                                    else j.get("submit_time")),
         "end_time": _job_time(j.get("end_time")),
         "excluded_nodes": j.get("exc_nodes") or "",
+        "features": j.get("features") or "",
         "exit_code": {
             "status": [_EXIT_STATUS.get(st, "PENDING" if st == "PENDING" else "SUCCESS")],
             "return_code": number(int(j.get("exit_code") or 0)),
@@ -354,12 +357,16 @@ def job_json(j: dict) -> dict:
         "group_id": j.get("gid", 0),
         "job_id": j["job_id"],
         "job_state": [st],
+        "mail_type": list(j.get("mail_type") or ()),
+        "mail_user": j.get("mail_user") or "",
         "memory_per_node": number(j.get("mem_per_node") or None),
         "name": j.get("name", ""),
+        "nice": j.get("nice") or 0,
         "node_count": number(j.get("node_count", 0)),
         "nodes": j.get("nodes") or "",
         "partition": j.get("partition", ""),
         "priority": number(j.get("priority", 0)),
+        "qos": j.get("qos") or "",
         "required_nodes": j.get("req_nodes") or "",
         "requeue": bool(j.get("requeue")),
         "restart_cnt": j.get("restarts", 0),
@@ -374,6 +381,7 @@ def job_json(j: dict) -> dict:
         "tasks": number(j.get("ntasks", 1)),
         "time_limit": number(limit, infinite=limit is None),
         "tres_per_node": f"gres/gpu:{j['gpus_per_node']}" if j.get("gpus_per_node") else "",
+        "wckey": j.get("wckey") or "",
         "user_id": j.get("uid", 0),
         "user_name": j.get("user", ""),
     }
