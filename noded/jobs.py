@@ -497,9 +497,11 @@ class JobRunner:
         if not job.ending:
             job.ending = state
             log.info("job %d: ending it (%s)", job_id, reason or state)
-            self._nursery_start(self._killer, job)  # before any await: a cancel cannot skip it
             if not job.silent and (state == "TIMEOUT" or reason == "cancelled"):
-                await trio.to_thread.run_sync(self._note_end, job, state == "TIMEOUT")
+                # one small append to a local file, before the first signal: the line comes
+                # before whatever the job prints as it dies, as slurmstepd's does
+                self._note_end(job, state == "TIMEOUT")
+            self._nursery_start(self._killer, job)  # before any await: a cancel cannot skip it
         try:
             await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
         except OSError as exc:  # the kill goes on; only an rnoded restart would forget why

@@ -23,7 +23,7 @@ TASK = JobSpec(job_id=45, name="t", user="ann", uid=1000, gid=1000, script="", w
     ("%5j|%3t|%12j", "n1", "00042|000|0000000042"),  # widths, at most 10
     ("%%j is %j, 100%%", "n1", "%j is 42, 100%"),
     ("%q %5q %", "n1", "%q %5q %"),  # unknown letters stay as written
-    ("lit\\%j\\\\x", "n1", "lit%j\\x"),  # a backslash: taken literally
+    ("lit\\%j\\\\x", "n1", "lit%jx"),  # a backslash: literal, every backslash dropped
 ])
 def test_batch_patterns(pattern: str, node: str, want: str) -> None:
     assert expand_pattern(pattern, JOB, node) == want
