@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import orjson
 
 from ctld import logs, mail
@@ -68,6 +69,8 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         self.uses: dict[str, NodeUse] = {}
         self.next_id = 1
         self.building = 0  # jobs built and not yet accepted (their journal write under way)
+        self.state_dir: str | None = None  # where ctld/jobbulk.py keeps scripts (the daemon's)
+        self.bulk_gone: list[int] = []  # purged jobs whose bulk files the next snapshot removes
         self.kicked = False  # a scheduling pass is due
         self.gen = 0  # bumped by every change a job listing shows
         self._list: tuple[int, bytes] | None = None
@@ -226,9 +229,28 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         old = [j.id for j in self.jobs.values()
                if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff]
         for jid in old:
-            del self.jobs[jid]
+            job = self.jobs.pop(jid)
+            if job.bulk_on_disk:
+                self.bulk_gone.append(jid)
         if old:
             self.gen += 1
+
+    def take_bulk(self) -> tuple[list[tuple[int, str, tuple]], list[int]]:
+        """(the bulk of every job not yet in its files, the jobs whose files may go): what the
+        next snapshot writes and removes (ctld/jobbulk.py)."""
+        new = [(j.id, j.req.script, j.req.env) for j in self.jobs.values() if not j.bulk_on_disk]
+        gone, self.bulk_gone = self.bulk_gone, []
+        return new, gone
+
+    def bulk_written(self, ids: Iterable[int]) -> None:
+        """Their script and environment are in their files now: out of memory and of the
+        records the next snapshot and the journal write."""
+        for jid in ids:
+            job = self.jobs.get(jid)
+            if job is not None and not job.bulk_on_disk:
+                job.req = attrs.evolve(job.req, script="", env=())
+                job.bulk_on_disk = True
+                self._touch(job, durable=False)
 
     def saved_entry(self, job: Job) -> orjson.Fragment:
         """The job's record as the state file and the journal hold it, encoded once a change."""
