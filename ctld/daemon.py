@@ -180,6 +180,7 @@ class Daemon:
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
                 nursery.start_soon(self._saver)
                 nursery.start_soon(self._outbox)
+                nursery.start_soon(self.store.committer)
                 nursery.start_soon(self._event_saver)
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(self.cluster.power.remove_stale_files)
@@ -253,8 +254,7 @@ class Daemon:
     def _write_bulk(self, bulk: list[tuple[int, str, tuple]], gone: list[int]) -> None:
         """In the snapshot's thread: the new jobs' script and environment files, before the
         snapshot lets go of the journal segment that holds them; purged jobs' files removed."""
-        for jid, script, env in bulk:
-            jobbulk.write(self.state_dir, jid, script, env)
+        jobbulk.write_many(self.state_dir, bulk)
         for jid in gone:
             jobbulk.remove(self.state_dir, jid)
 

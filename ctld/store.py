@@ -62,6 +62,10 @@ class FileStore:
         self._settled = 0  # tickets whose write has ended (on disk, or in a failed range)
         self._failed: list[tuple[int, int, OSError]] = []  # (after, upto] tickets not written
         self._lock = trio.Lock()
+        self._committing = False  # committer() runs: waiters hand their flush to it
+        self._wake = trio.Event()
+        self._flushed = trio.Event()
+        self.commit_in_thread = False  # journal writes on the loop (see committer)
         self.writes = 0  # fsyncs done (for the benchmark)
 
     @property
@@ -148,13 +152,40 @@ class FileStore:
     async def wait(self, ticket: int) -> None:
         if self._settled >= ticket and not self._failed:
             return
+        while self._settled < ticket and self._committing:
+            flushed = self._flushed
+            self._wake.set()
+            await flushed.wait()
         async with self._lock:
             if self._settled < ticket:
                 await self._flush()
-            # the write that took our records may have been another waiter's: its failure is ours
-            for low, high, exc in self._failed:
-                if low < ticket <= high:
-                    raise exc
+        # the write that took our records may have been another waiter's: its failure is ours
+        for low, high, exc in self._failed:
+            if low < ticket <= high:
+                raise exc
+
+    async def committer(self) -> None:
+        """Group commit (run in the daemon's nursery): each write takes every record appended
+        by the time it runs (the requests of a whole scheduling round share it). The write
+        is made on the event loop: a thread per write cost more CPU than the fsync itself
+        (docs/internals.md, issue 24 figures), and a disk that stalls is a controller stall,
+        which rctld's stall detection already answers."""
+        self._committing = True
+        try:
+            while True:
+                await self._wake.wait()  # by the time this runs, every waiter of the same
+                self._wake = trio.Event()  # scheduling round has appended its records
+                async with self._lock:
+                    if self._settled < self._appended:
+                        try:
+                            await self._flush()
+                        except OSError as exc:  # the waiters read it from self._failed
+                            logs.event("journal write failed", logging.ERROR, error=str(exc))
+                flushed, self._flushed = self._flushed, trio.Event()
+                flushed.set()
+        finally:
+            self._committing = False
+            self._flushed.set()
 
     async def commit(self, records: list[dict[str, Any]]) -> None:
         await self.wait(self.append(records))
@@ -163,7 +194,10 @@ class FileStore:
         batch, self._buf = b"".join(self._buf), []
         low, high = self._settled, self._appended
         try:
-            await self._run(self._write, batch, self.path)
+            if self.commit_in_thread:
+                await trio.to_thread.run_sync(self._write, batch, self.path)
+            else:
+                self._write(batch, self.path)
         except OSError as exc:
             # every waiter with a record in this batch is refused, not only the one that wrote
             self._failed.append((low, high, exc))
