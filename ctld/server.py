@@ -259,6 +259,11 @@ class Server:
         if type(msg) is m.Heartbeat:
             c = self.cluster
             return bool(msg.jobs_ended or c.unsynced_jobs or c.unsynced_nodes)
+        if type(msg) is m.Register:
+            # A registration confirms only the endings it carries; its state change is
+            # journalled with the next write (a registration storm does not wait on the disk:
+            # lost at a crash, the node registers again).
+            return bool(msg.jobs_ended or self.cluster.unsynced_jobs)
         return True
 
     def _reject(self, conn: Connection, exc: ProtocolError) -> None:
