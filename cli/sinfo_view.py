@@ -60,10 +60,12 @@ def pick_format(*, node: bool, long: bool, summary: bool, reasons: bool, fmt: st
 
 
 def down_drain_fail(node: dict) -> bool:
-    """-R's default filter: down, drained/draining and failed/failing nodes."""
+    """-R's default filter: down, drained/draining and failed/failing nodes, and nodes a guard
+    holds (the only others with a reason: "Not responding, held by DownGuard", a drain paused
+    by the DrainGuard)."""
     st = node["state"]
     flags = st["flags"]
-    return st["base"] == "DOWN" or "DRAIN" in flags or "FAIL" in flags
+    return st["base"] == "DOWN" or "DRAIN" in flags or "FAIL" in flags or bool(st.get("reason"))
 
 
 def select(nodes: list[dict] | tuple, parts: list[dict] | tuple, sel: Selection):

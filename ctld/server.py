@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from ctld import eventstream, logs, membership
+from ctld import eventstream, guards, logs, membership
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO
 from ctld.wire import Prebuilt, encode_body_frame, kept
@@ -187,7 +187,8 @@ class Server:
     async def _read(self, conn: Connection) -> None:
         mt = self.message_timeout
         decoder = FrameDecoder(self.key, max_size=self.max_size, message_timeout=mt,
-                               replay_guard=self.replay_guard)
+                               replay_guard=self.replay_guard,
+                               late_allowance=self.cluster.liveness.stalls.late_allowance)
         seen_frame = False
         while True:
             try:
@@ -264,6 +265,8 @@ class Server:
             return cluster.shutdown_notice(msg, conn)
         if isinstance(msg, m.Ping):
             return cluster.ping()
+        if isinstance(msg, m.GuardRequest):  # rcontrol show guards | confirm | reset
+            return guards.handle(cluster, msg)
         if isinstance(msg, m.NodeMembership):
             return membership.handle(cluster, msg)
         if isinstance(msg, m.GetEvents):

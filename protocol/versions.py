@@ -48,6 +48,8 @@ MESSAGE_SINCE: dict[str, int] = {
     # issue 12: the job commands
     "SubmitJob": 4, "SubmitReply": 4, "GetJobs": 4, "JobList": 4, "CancelJobs": 4,
     "JobControl": 4, "JobResult": 4,
+    # issue 18: the controller's guards
+    "GuardRequest": 4, "GuardStatus": 4,
 }
 
 
