@@ -65,6 +65,9 @@ class StallWatch:
         self.threshold = MIN_THRESHOLD
         self.message_timeout = 10.0
         self._tick_at: float | None = None  # trio time the next tick is due
+        # The first tick is armed before the daemon's loop serves anything (Cluster.start): how
+        # late it comes measures the start-up, not a stall.
+        self._starting = False
         self._offsets: tuple[float, float] | None = None  # (wall - mono, boot - mono)
         self._allowance = 0.0  # seconds frames may be late beyond MessageTimeout ...
         self._allowance_until = -math.inf  # ... until this trio time
@@ -83,6 +86,7 @@ class StallWatch:
     def arm(self) -> None:
         """(Re)start ticking: at controller start and after the deadlines were cleared."""
         self._tick_at = self.clock() + self.period
+        self._starting = True
         self.deadlines.schedule(TICK_KEY, self._tick_at)
         if self.check_clocks and self._offsets is None:
             self._offsets = self._sample()
@@ -101,7 +105,9 @@ class StallWatch:
         if late < 0:
             return 0.0
         stalled = 0.0
-        if late > self.threshold:
+        if self._starting:
+            self._starting = False
+        elif late > self.threshold:
             # The loop was away from before the tick was due (up to a period before) until now.
             stalled = late + self.period
             self._stalled(stalled, "event loop gap", now)
@@ -117,7 +123,7 @@ class StallWatch:
         frame, so the first frame read after a stall also notices it."""
         now = self.clock()
         tick_at = self._tick_at
-        if tick_at is not None and now - tick_at > self.threshold:
+        if tick_at is not None and now - tick_at > self.threshold and not self._starting:
             self.notice(now)
         return self._allowance if now < self._allowance_until else 0.0
 
