@@ -373,3 +373,26 @@ async def test_guard_status_and_metrics_text(autojump_clock) -> None:
     assert "ranch_controller_stalls_total 0" in text
     bad = guards.handle(cluster, m.GuardRequest("confirm", "everything"))
     assert not bad.ok and "not one of down, drain" in bad.errors[0]
+
+
+async def test_a_restart_counts_silence_from_the_start_and_is_recorded(autojump_clock) -> None:
+    first = guarded()
+    for n in ("n1", "n2", "n3", "n4"):
+        register(first, n)
+    import orjson
+
+    doc = orjson.loads(orjson.dumps(first.save_doc()))  # as the state file holds it
+    doc["saved_at"] = wall() - 500.0  # the controller was away for 500 s
+    again = guarded()
+    again.restore(doc)
+    async with trio.open_nursery() as nursery:
+        again.start()
+        nursery.start_soon(again.deadlines.run, again.on_deadlines)
+        [rec] = [e for e in again.eventlog.events if e["kind"] == "controller_restart"]
+        assert rec["seconds"] == 500.0
+        await trio.sleep(19)  # nothing heard since the start, but less than 2 intervals
+        assert all(state(again, n) == "IDLE" for n in ("n1", "n2", "n3", "n4"))
+        await trio.sleep(70)  # none of the four came back: a mass silence, held, not DOWN
+        assert sorted(again.liveness.guard.held) == ["n1", "n2", "n3", "n4"]
+        assert downs(again, ["n1", "n2", "n3", "n4"]) == []
+        nursery.cancel_scope.cancel()
