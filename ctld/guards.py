@@ -96,6 +96,10 @@ class DownGuard:
             # A node judged now went silent SlurmdTimeout ago; count the nodes whose silence
             # began within the window before that, or that were heard since.
             since = now - max(t.slurmd_timeout, 2 * t.heartbeat_interval) - window
+            # Silent: it missed a beat already, or is half an interval late for its next one
+            # (with short timeouts a node that stopped a moment after this one may not have
+            # missed a beat yet when this one's SlurmdTimeout comes).
+            late = now - 1.5 * t.heartbeat_interval
             in_service = silent = 0
             for n in self.c.nodes.values():
                 st = n.state
@@ -103,7 +107,7 @@ class DownGuard:
                         or not st.flags.isdisjoint(_NOT_IN_SERVICE)):
                     continue
                 in_service += 1
-                if n.hb_stage != EXPECT_BEAT:
+                if n.hb_stage != EXPECT_BEAT or n.last_heard < late:
                     silent += 1
             scan = self._scan = (now, in_service, silent)
         before = sum(1 for when, _ in downs if when < scan[0])  # not in the scan any more
