@@ -9,7 +9,8 @@ that the tree can be found even if this launcher is SIGKILLed.
 
 - The program ends: MODE `all` (health checks) kills whatever it left; MODE `detached` (power
   programs, whose ResumeProgram may legitimately start a daemon, as examples/resume.sh does)
-  kills only what still holds the run's output pipe and leaves fully detached daemons.
+  kills only what still holds the run's output pipe DETACH_GRACE after the end, and leaves
+  fully detached daemons.
 - SIGTERM (the caller's timeout or its own end), SIGINT, SIGHUP, or the caller's death
   (PR_SET_PDEATHSIG): the whole tree gets SIGTERM, then SIGKILL after GRACE seconds.
 
@@ -28,6 +29,7 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 EXEC_FAILED = "ranch-reaper: cannot run"
 CGROUP_ROOT = "/sys/fs/cgroup"
+DETACH_GRACE = 1.0  # seconds a child of a `detached` run may take to let go of its output
 _HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -255,15 +257,18 @@ class Run:
         """The program exited by itself: what it left ends too (MODE detached: unless it let go
         of the run's output, as a daemon does)."""
         if self.mode == "detached":
+            # A daemon being started may hold the output for a moment (a shell's `cmd >log &`
+            # forks before it redirects): what still holds it after DETACH_GRACE is the run's.
             pipe = _fd_target(1)
-            holding = [p for p in descendants(self.me) if pipe and _holds(p, pipe)]
-            for _ in range(1000):
+            give_up = time.monotonic() + DETACH_GRACE
+            while time.monotonic() < give_up + 1.0:  # bounded, even for the unkillable
+                holding = [p for p in descendants(self.me) if pipe and _holds(p, pipe)]
                 if not holding:
                     break
-                _signal_all(holding, signal.SIGKILL)
+                if time.monotonic() >= give_up:
+                    _signal_all(holding, signal.SIGKILL)
                 self.reap(block=False)
-                time.sleep(0.001)
-                holding = [p for p in descendants(self.me) if _holds(p, pipe)]
+                time.sleep(0.005)
             self.cgroup.keep(self.cgroup.pids())
             self.reap(block=False)
             self.cgroup.remove()
