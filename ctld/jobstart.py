@@ -3,16 +3,21 @@ launched (LaunchJob to every node) once those nodes are up."""
 
 from __future__ import annotations
 
+import logging
 import math
+import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from conf import hostlist
-from ctld import logs
-from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, RUNNING, Job, job_name
+from ctld import jobbulk, jobextras, logs
+from ctld.constraints import placeable
+from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_name
 from ctld.scheduler import NodeUse, place
 from protocol import messages as m
 from statemachine import Flag
+from statemachine import jobtable as jt
+from statemachine.predicates import takes_new_work
 
 if TYPE_CHECKING:
     from ctld.node import NodeRecord
@@ -30,6 +35,8 @@ class JobStarts:
 
     def _pass(self) -> None:
         cfg = self.c.config
+        if self.pending_stale:
+            self._rebuild_pending()
         blocked: set[str] = set()
         started = 0
         wall = self.c.wall()
@@ -43,6 +50,10 @@ class JobStarts:
             begin = job.req.begin_time
             if job.held:
                 why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif why := jobextras.dependency_reason(self, job, wall):  # -d (issue 22)
+                if why == jobextras.CANCELLED:
+                    started += 1  # ended: off the pending list below
+                    continue
             elif begin is not None and begin > wall:
                 why = "BeginTime"
                 wake = min(wake, begin)
@@ -64,7 +75,7 @@ class JobStarts:
                     blocked.add(job.partition)
             if job.reason != why:
                 job.reason = why
-                self._touch(job)
+                self._touch(job, durable=False)  # recomputed by every pass, after a restart too
         if started:
             self._rebuild_pending()
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
@@ -77,24 +88,33 @@ class JobStarts:
         nodes = self.c.nodes
         required = [nodes[n] for n in dict.fromkeys(job.req_nodes) if n in nodes]
         excluded = set(job.exc_nodes)
-        others = (n for n in self._members(pc) if n.name not in excluded)
+        ok = placeable(self, job)  # -C Features, --exclusive=user (ctld/constraints.py)
+        if not all(ok(n) for n in required):
+            return "Resources"
+        others = (n for n in self._members(pc) if n.name not in excluded and ok(n))
         shares, why = place(job.need, required, others, self.uses, self.index)
         if shares is None:
+            why = ok.explain(why)
             if why == "ReqNodeNotAvail" and required:
-                down = [n.name for n in required if n.state.flags or not n.state.schedulable]
+                down = [n.name for n in required
+                        if n.state.flags or not takes_new_work(n.state)]
                 if down:
                     why = f"ReqNodeNotAvail, UnavailableNodes:{hostlist.fold(down)}"
             return why
-        job.state = CONFIGURING  # _pass drops it from the pending list
-        job.reason = "None"
-        # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
-        job.nodes = tuple(hostlist.expand(hostlist.fold(list(shares))))
-        job.shares = dict(shares)
         for name, share in shares.items():
             self.uses.setdefault(name, NodeUse()).add(job.id, share)
+        job.shares = dict(shares)
+        job.reason = "None"
+        # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
+        order = tuple(hostlist.expand(hostlist.fold(list(shares))))
+        booting = not all(self._ready(nodes[n]) for n in order)
+        err = self._apply(job, jt.Allocate(order, booting=booting))  # _pass drops it from pending
+        if err:  # the table refused (held meanwhile): give the resources back
+            for name in list(shares):
+                self._release(job, name)
+            return "JobHeldUser"
+        for name in order:
             self._sync_node(name)
-        self._touch(job)
-        self._try_launch(job)
         return ""
 
     def _members(self, pc: Any) -> list[NodeRecord]:
@@ -111,32 +131,47 @@ class JobStarts:
 
     def _try_launch(self, job: Job) -> None:
         """CONFIGURING -> RUNNING once every node of the job is up and connected."""
-        nodes = [self.c.nodes.get(n) for n in job.nodes]
-        if any(n is None or not self._ready(n) for n in nodes):
-            return
-        wall = self.c.wall()
+        if job.state == CONFIGURING and all(
+                (n := self.c.nodes.get(name)) is not None and self._ready(n) for name in job.nodes):
+            self._apply(job, jt.NodesReady())
+
+    def _bulk(self, job: Job) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """The job's script and environment: in memory until a snapshot put them in their
+        files (one small read per launch then)."""
+        if not job.bulk_on_disk or self.state_dir is None:
+            return job.req.script, job.req.env
+        try:
+            return jobbulk.read(self.state_dir, job.id)
+        except (OSError, ValueError) as exc:
+            logs.event("job script unreadable", logging.ERROR, job=job.id, error=str(exc))
+            why = f"rctld: the batch script of job {job.id} cannot be read: {exc}"
+            return f"#!/bin/sh\necho {shlex.quote(why)} >&2\nexit 1\n", ()
+
+    def _launch(self, job: Job, names: tuple[str, ...]) -> None:
+        """The table's Launch effect: LaunchJob for the current run to each node, sent once the
+        run is on disk (a crash after it never forgets a launch the node acted on)."""
         nodelist = hostlist.fold(list(job.nodes))
         req = job.req
         name = job_name(req)
         limit = None if job.time_limit is None else job.time_limit * 60.0
         if req.time_limit_s is not None and req.time_limit is not None:
             limit = req.time_limit_s
-        for node in nodes:
-            assert node is not None
-            share = job.shares[node.name]
+        script, env = self._bulk(job)
+        for node_name in names:
+            node = self.c.nodes.get(node_name)
+            share = job.shares.get(node_name)
+            if node is None or node.conn is None or share is None:
+                continue  # the node's silence is seen as a lost job after the grace time
             spec = m.JobSpec(
                 job_id=job.id, name=name, user=req.user, uid=req.uid, gid=req.gid,
-                script=req.script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
-                argv=req.argv, env=req.env, nodelist=nodelist, num_nodes=len(job.nodes),
+                script=script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
+                argv=req.argv, env=env, nodelist=nodelist, num_nodes=len(job.nodes),
                 ntasks=req.ntasks, cpus_per_task=req.cpus_per_task, cpus=share.cpus,
                 mem_mib=share.mem, gpus=share.gpus, time_limit=limit, kill_wait=self.kill_wait,
                 restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
                 array_job_id=job.array_job_id, array_task_id=job.array_task_id,
+                cluster_name=self.c.config.cluster_name,
+                **jobextras.spec_fields(req),
             )
-            node.conn.push(m.LaunchJob(spec))  # type: ignore[union-attr]
-        job.state = RUNNING
-        job.start_time = wall
-        job.launched_at = self.c.clock()
-        job.awaiting = set(job.nodes)
-        self._touch(job)
+            self.c.after_durable(node.conn.push, m.LaunchJob(spec))
         logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

@@ -111,21 +111,26 @@ def child(spec: dict, err_w: int) -> None:
             os.setuid(spec["uid"])
         step = f"chdir to workdir {spec['workdir']}"
         os.chdir(spec["workdir"])
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if spec["append"] else os.O_TRUNC)
+        # Always O_APPEND (after truncating a first run): rnoded's own lines (slurmstepd's
+        # "CANCELLED AT") land after what the job wrote, never over it.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if spec["append"] else os.O_TRUNC)
         step = f"open output {spec['stdout']}"
         out = os.open(spec["stdout"], flags, 0o644)
         err = out
         if spec["stderr"] and spec["stderr"] != spec["stdout"]:
             step = f"open error output {spec['stderr']}"
             err = os.open(spec["stderr"], flags, 0o644)
-        null = os.open(os.devnull, os.O_RDONLY)
+        step = f"open input {spec.get('stdin') or os.devnull}"
+        null = os.open(spec.get("stdin") or os.devnull, os.O_RDONLY)  # -i, else /dev/null
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)
         for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         step = f"exec {spec['argv'][0]}"
-        os.execve(spec["argv"][0], spec["argv"], spec["env"])
+        env = spec["env"]
+        env["SLURM_TASK_PID"] = str(os.getpid())  # the script's own pid, as slurmstepd sets it
+        os.execve(spec["argv"][0], spec["argv"], env)
     except BaseException as exc:  # anything here is a launch failure
         text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         os.write(err_w, f"{step}: {text}".encode(errors="replace")[:4000])

@@ -126,6 +126,13 @@ class JobSpec:
     submit_host: str = ""
     array_job_id: int = 0  # 0 = not part of an array
     array_task_id: int | None = None
+    cluster_name: str = ""  # SLURM_CLUSTER_NAME (version 5)
+    # issue 22 (sbatch's options on the node)
+    open_mode: str = ""  # --open-mode: "append" | "truncate" | "" (truncate a first run)
+    warn_signal: int = 0  # --signal: this signal warn_time seconds before the time limit
+    warn_time: int = 0
+    warn_batch: bool = False  # --signal=B:...: the batch shell only, not what it started
+    input: str = ""  # -i: stdin file pattern, relative to workdir ("" = /dev/null)
 
 
 @attrs.frozen
@@ -163,6 +170,7 @@ class Register:
     # hardware; `dynamic_conf` is extra NodeName keys ("Features=a,b Gres=gpu:2 Weight=5").
     dynamic: bool = False
     dynamic_conf: str = ""
+    runs: tuple[tuple[int, int], ...] = ()  # (job id, restarts) of each job in job_ids
 
 
 @attrs.frozen
@@ -177,6 +185,7 @@ class RegisterReply:
     # again with its report (Slurm's configless slurmd checks health before it registers).
     health_check_first: bool = False
     kill_job_ids: tuple[int, ...] = ()  # as HeartbeatReply.kill_job_ids
+    kill_runs: tuple[tuple[int, int], ...] = ()  # as HeartbeatReply.kill_runs
 
 
 @attrs.frozen
@@ -190,6 +199,9 @@ class Heartbeat:
     # (and in Register) until a HeartbeatReply/RegisterReply arrives for a message that held it:
     # at-least-once, so the controller must treat a second report of one (job_id, run) as a no-op.
     jobs_ended: tuple[JobEnd, ...] = ()
+    # (job id, restarts) of each job in job_ids: which run of the job runs here, so that an
+    # older run is never taken for the current one (version 5)
+    runs: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen
@@ -199,6 +211,8 @@ class HeartbeatReply:
     # Jobs the node reported running that the controller does not place there (requeued
     # elsewhere, cancelled while the node was away): the node kills them, reporting no ending.
     kill_job_ids: tuple[int, ...] = ()
+    # Version 5: the runs to kill, (job id, restarts): a newer run of the same job is spared.
+    kill_runs: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen
@@ -228,6 +242,17 @@ class KillJob:
     job_id: int
     signal: int = 0
     reason: str = ""  # cancelled | requeued | node_down | stale: for the node's log
+    restarts: int = -1  # the run to act on (version 5); -1: whichever run is here
+
+
+@attrs.frozen
+class JobStarted:
+    """Node -> controller: its part of run `restarts` of the job runs since `started_at` (wall
+    clock): the launch is confirmed. Answered with Ack once the controller has it on disk."""
+
+    job_id: int
+    restarts: int
+    started_at: float
 
 
 @attrs.frozen
@@ -281,16 +306,6 @@ class UpdateResult:
     ok: bool
     changed: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class SetAllocation:
-    """Set how many CPUs of each named node are allocated (the hook the job runner uses; tests use
-    it to put nodes in alloc/mix). The base state follows from it through the state machine."""
-
-    node_names: str
-    cpus_alloc: int
-    user: str = ""
 
 
 @attrs.frozen
@@ -433,12 +448,45 @@ class SubmitJob:
     # -N spreads the tasks over nodes, num_nodes being the minimum); M: -N num_nodes-M.
     max_nodes: int | None = None
     begin_time: float | None = None  # --begin, wall-clock seconds: PENDING (BeginTime) until
+    # issue 22: the rest of sbatch's options. Resources (--ntasks-per-node, --gpus-per-task,
+    # --mem-per-cpu, ...) arrive already resolved into the fields above; these keep what the
+    # user asked for, for show job, the job's environment and the controller's checks.
+    ntasks_per_node: int = 0  # 0 = not asked
+    gpus_per_task: int = 0
+    cpus_per_gpu: int = 0
+    mem_per_cpu: int = 0  # MiB
+    mem_per_gpu: int = 0  # MiB
+    account: str = ""  # -A: kept and shown (Ranch has no accounting database)
+    qos: str = ""  # -q: kept and shown
+    wckey: str = ""
+    comment: str = ""
+    constraint: str = ""  # -C: node Features expression (& | and parentheses)
+    dependency: str = ""  # -d: after/afterany/afterok/afternotok/aftercorr/singleton
+    kill_on_invalid_dep: bool | None = None  # None: SchedulerParameters=kill_invalid_depend
+    nice: int = 0  # --nice: lowers the priority by this much (negative: root only)
+    mail_type: tuple[str, ...] = ()  # --mail-type words: BEGIN END FAIL REQUEUE ...
+    mail_user: str = ""  # "" = the submitting user
+    open_mode: str = ""  # --open-mode: append | truncate
+    warn_signal: int = 0  # --signal=[B:]SIG[@TIME]: signal number
+    warn_time: int = 0  # seconds before the time limit
+    warn_batch: bool = False  # B: the batch shell only
+    oversubscribe: str = ""  # --exclusive=user|mcs, -s: USER | MCS | YES ("" = as exclusive)
+    hint: str = ""  # --hint: kept and shown
+    export: str = ""  # --export as given (the env field is already filtered by it)
+    get_user_env: str = ""  # --get-user-env[=T[S|L]] as given: kept and shown
+    input: str = ""  # -i: stdin file pattern
+    test_only: bool = False  # --test-only: answer when it would start; submit nothing
 
 
 @attrs.frozen
 class SubmitReply:
     job_id: int  # the (array) job's id
     job_ids: tuple[int, ...] = ()  # every job record made (one per array task)
+    # --test-only (SubmitJob.test_only): when and where the job would start; nothing was made
+    start_time: float | None = None  # wall clock
+    nodes: str = ""  # hostlist
+    cpus: int = 0
+    partition: str = ""
 
 
 @attrs.frozen
@@ -495,13 +543,13 @@ MESSAGE_TYPES: dict[str, type] = {
         ConfigPush,
         LaunchJob,
         KillJob,
+        JobStarted,
         ShutdownNotice,
         Ack,
         GetSnapshot,
         Snapshot,
         UpdateNodes,
         UpdateResult,
-        SetAllocation,
         NodeMembership,
         GetEvents,
         Events,

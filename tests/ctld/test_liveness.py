@@ -10,6 +10,7 @@ import trio
 from ctld.cluster import Cluster
 from ctld.stalls import StallWatch
 from protocol import messages as m
+from statemachine import events
 
 from .helpers import beat, make_config, register, state, wall
 
@@ -57,6 +58,13 @@ async def start(cluster: Cluster, nursery: trio.Nursery, names: list[str]) -> Fl
     fleet = Fleet(cluster, names)
     nursery.start_soon(fleet.run)
     return fleet
+
+
+def allocate(cluster: Cluster, name: str, cpus: int) -> None:
+    """Work on the node, as a job would place it (the table's allocation event)."""
+    _, err = cluster.apply_event(cluster.nodes[name],
+                                 events.AllocationChanged(now=wall(), cpus_alloc=cpus))
+    assert err is None, err
 
 
 def downs(cluster: Cluster, among: list[str] | None = None) -> list[str]:
@@ -179,7 +187,7 @@ async def test_half_the_nodes_silent_at_once_are_held_not_downed(autojump_clock)
     names = [f"n{i}" for i in range(1, 7)]
     async with trio.open_nursery() as nursery:
         fleet = await start(cluster, nursery, names)
-        cluster.set_allocation(m.SetAllocation("n1", 4))
+        allocate(cluster, "n1", 4)
         await trio.sleep(15)
         fleet.silent |= {"n1", "n2", "n3"}
         await trio.sleep(70)
@@ -324,7 +332,7 @@ async def test_drain_guard_pauses_drains_past_its_share(autojump_clock) -> None:
     assert dg.tripped and sorted(dg.paused) == ["n3", "n4"]
     assert cluster.nodes["n3"].state.reason.text == "HC: bad rollout [drain paused by DrainGuard]"
     # A paused node is still schedulable (its reason stays when work lands on it).
-    cluster.set_allocation(m.SetAllocation("n3", 2))
+    allocate(cluster, "n3", 2)
     assert state(cluster, "n3") == "MIXED"
     assert cluster.nodes["n3"].state.reason is not None
     # Its next check passes: the paused reason goes by itself.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import tempfile
 import time
@@ -91,7 +92,7 @@ async def test_environment_and_output_patterns(runner: JobRunner, work: Path) ->
         script,
         42,
         name="build",
-        nodelist="n[0-3]",
+        nodelist="n[1-4]",
         num_nodes=4,
         ntasks=8,
         cpus_per_task=2,
@@ -112,18 +113,18 @@ async def test_environment_and_output_patterns(runner: JobRunner, work: Path) ->
     end = await ended(runner, 42)
     assert (end.state, end.exit_code, end.signal, end.restarts) == ("COMPLETED", 0, 0, 0)
     assert end.ended_at >= end.started_at > 0
-    out = (work / "out-build-42-n1-alice-%.txt").read_text()
+    out = (work / "out-build-42-n1-alice-%.txt").read_text()  # n1: the batch host
     env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and " " not in line)
     assert env["SLURM_JOB_ID"] == env["RANCH_JOB_ID"] == env["SLURM_JOBID"] == "42"
     assert env["SLURM_JOB_NAME"] == "build"
-    assert env["SLURM_JOB_NODELIST"] == env["SLURM_NODELIST"] == "n[0-3]"
+    assert env["SLURM_JOB_NODELIST"] == env["SLURM_NODELIST"] == "n[1-4]"
     assert env["SLURM_JOB_NUM_NODES"] == env["SLURM_NNODES"] == "4"
     assert env["SLURM_NTASKS"] == "8" and env["SLURM_CPUS_PER_TASK"] == "2"
-    assert env["SLURM_CPUS_ON_NODE"] == "4" and env["SLURM_NODEID"] == "1"
+    assert env["SLURM_CPUS_ON_NODE"] == "4" and env["SLURM_NODEID"] == "0"
     assert env["SLURMD_NODENAME"] == "n1" and env["SLURM_SUBMIT_DIR"] == str(work)
     assert env["SLURM_SUBMIT_HOST"] == "login1" and env["SLURM_JOB_PARTITION"] == "debug"
     assert env["SLURM_JOB_USER"] == "alice" and env["SLURM_JOB_UID"] == str(os.getuid())
-    assert env["SLURM_RESTART_COUNT"] == "0"
+    assert "SLURM_RESTART_COUNT" not in env  # Slurm sets it on a requeued run only
     assert env["SLURM_ARRAY_JOB_ID"] == "40" and env["SLURM_ARRAY_TASK_ID"] == "2"
     # the inherited CUDA_VISIBLE_DEVICES is replaced by the job's own GPUs
     assert env["CUDA_VISIBLE_DEVICES"] == env["SLURM_JOB_GPUS"] == "1,3"
@@ -131,6 +132,20 @@ async def test_environment_and_output_patterns(runner: JobRunner, work: Path) ->
     assert "MY_VAR=x y" in out
     assert f"args=a b c cwd={work}" in out
     assert (work / "err-00042.txt").read_text() == "oops\n"
+
+
+async def test_the_script_runs_on_the_batch_host_only(runner: JobRunner, work: Path) -> None:
+    """On the allocation's other nodes the job holds its resources with a placeholder: the
+    script never runs there (sbatch runs it once, on the first node)."""
+    job = spec(work, "echo ran on $SLURMD_NODENAME >> ran.txt\n", 43, nodelist="n[0-1]",
+               num_nodes=2)
+    await runner.launch(job)  # this runner is n1: not the batch host
+    assert runner.runs() == ((43, 0),)
+    assert await runner.kill(43, 0, "ended")
+    end = await ended(runner, 43)
+    assert end.state == "CANCELLED"
+    assert not (work / "ran.txt").exists()
+    assert not list(work.glob("slurm-43*"))  # nor an output file of its own
 
 
 def test_pattern_expansion() -> None:
@@ -145,11 +160,11 @@ async def test_output_truncated_on_first_run_appended_on_restart(
 ) -> None:
     out = work / "slurm-7.out"
     out.write_text("stale\n")
-    await runner.launch(spec(work, "echo run $SLURM_RESTART_COUNT\n"))
+    await runner.launch(spec(work, "echo run ${SLURM_RESTART_COUNT:-0}\n"))
     assert (await ended(runner, 7)).state == "COMPLETED"
     assert out.read_text() == "run 0\n"  # a first run truncates
     await runner.acknowledge(runner.endings())
-    await runner.launch(spec(work, "echo run $SLURM_RESTART_COUNT\n", restarts=1))
+    await runner.launch(spec(work, "echo run ${SLURM_RESTART_COUNT:-0}\n", restarts=1))
     end = await ended(runner, 7)
     assert end.restarts == 1
     assert out.read_text() == "run 0\nrun 1\n"  # a requeued run appends
@@ -170,7 +185,10 @@ async def test_time_limit_sigterm_then_timeout(runner: JobRunner, work: Path) ->
     end = await ended(runner, 7)
     assert end.state == "TIMEOUT" and end.exit_code == 5
     assert 0.5 <= time.monotonic() - start < 5
-    assert (work / "slurm-7.out").read_text() == "started\ngot TERM\n"
+    started, stepd, term = (work / "slurm-7.out").read_text().splitlines()
+    assert (started, term) == ("started", "got TERM")
+    assert re.fullmatch(r"slurmstepd-n1: error: \*\*\* JOB 7 ON n1 CANCELLED AT "
+                        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d DUE TO TIME LIMIT \*\*\*", stepd), stepd
 
 
 def test_time_limit_on_mock_clock(tmp_path: Path, work: Path) -> None:
@@ -365,11 +383,28 @@ async def test_repeated_launch_is_idempotent(runner: JobRunner, work: Path) -> N
     await runner.launch(job)
     await runner.launch(job)  # the controller retried: still one run
     assert runner.job_ids() == (7,)
-    with pytest.raises(LaunchError, match="already runs"):
-        await runner.launch(attrs.evolve(job, restarts=1))
     (work / "go").touch()
     await ended(runner, 7)
     assert (work / "slurm-7.out").read_text() == "once\n"
+
+
+async def test_a_newer_run_replaces_a_stale_one_and_never_the_reverse(runner: JobRunner,
+                                                                     work: Path) -> None:
+    """The controller requeued the job (run 1) while run 0 still runs here: run 0 is ended
+    without a report of its own and run 1 starts; a late LaunchJob of run 0 is refused."""
+    job = spec(work, "echo run $SLURM_RESTART_COUNT; sleep 300\n")
+    await runner.launch(job)
+    assert runner.runs() == ((7, 0),)
+    await runner.launch(attrs.evolve(job, restarts=1))
+    assert runner.runs() == ((7, 1),)
+    with pytest.raises(LaunchError, match="already runs"):
+        await runner.launch(job)
+    assert not await runner.kill(7, 0, "stale", run=0)  # a kill meant for run 0 spares run 1
+    assert runner.runs() == ((7, 1),)
+    await runner.kill(7, 0, "cancelled", run=1)
+    end = await ended(runner, 7)
+    assert (end.state, end.restarts) == ("CANCELLED", 1)
+    assert [e.restarts for e in runner.endings()] == [1]  # run 0 reported nothing
 
 
 async def test_kill_while_launching_is_applied_once_it_runs(runner: JobRunner, work: Path) -> None:

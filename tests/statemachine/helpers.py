@@ -75,6 +75,7 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "guard hold": ev.GuardHold(now),
         "drain paused": ev.DrainPaused(now, "drain", "HC: disk full"),
         "guard release": ev.GuardRelease(now, "alice"),
+        "reason": ev.ReasonUpdate(now, "new fan", "alice"),
     }[kind]
 
 
