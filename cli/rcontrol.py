@@ -23,9 +23,10 @@ REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 COMMANDS = ("show", "update", "reconfigure", "ping", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
-            "requeue", "hold", "release")  # jobs: cli/show_jobs.py
+            "requeue", "hold", "release",  # jobs: cli/show_jobs.py
+            "confirm", "reset")  # the controller's guards: cli/guards_view.py
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
-                 "hostlistsorted", "job", "jobs")
+                 "hostlistsorted", "job", "jobs", "guards")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,7 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
         "reconfigure | ping | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
         "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
-        "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME",
+        "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME | "
+        "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain]",
     )
     a = p.add_argument
     a("--help", action="help", help="show this help and exit")
@@ -103,6 +105,12 @@ def show(s: Session, words: list[str]) -> int:
         return 0
     if entity == "config":
         return show_config(s)
+    if entity == "guards":
+        from cli.guards_view import show_guards
+
+        if rest:
+            raise CliError("show guards takes no name", code=2)
+        return show_guards(s.target, one_line=s.args.oneliner, as_json=s.args.json)
     if len(rest) > 1:
         raise CliError(f"show {entity} takes at most one name", code=2)
     if entity.startswith("job"):
@@ -296,6 +304,12 @@ def run(args: argparse.Namespace) -> int:
         if command == "events":
             return events_view.events_command(s.target, words[1:], s.args.json)
         return events_view.membership_command(s.target, command, words[1:])
+    if command in ("confirm", "reset"):
+        from cli import guards_view
+
+        if command == "confirm":
+            return guards_view.confirm(s.target, words[1:])
+        return guards_view.reset(s.target, words[1:])
     if command in ("requeue", "hold", "release"):
         from cli.show_jobs import job_action
 

@@ -59,11 +59,20 @@ def pick_format(*, node: bool, long: bool, summary: bool, reasons: bool, fmt: st
     return LONG_FORMAT if long else DEFAULT_FORMAT
 
 
+# The reasons the controller's guards give nodes they keep in service (statemachine/table.py
+# HELD and PAUSED): -R lists those nodes too.
+GUARD_REASONS = ("Not responding, held by DownGuard", "[drain paused by DrainGuard]")
+
+
 def down_drain_fail(node: dict) -> bool:
-    """-R's default filter: down, drained/draining and failed/failing nodes."""
+    """-R's default filter: down, drained/draining and failed/failing nodes, and the nodes a
+    guard holds back (held instead of DOWN, a drain paused)."""
     st = node["state"]
     flags = st["flags"]
-    return st["base"] == "DOWN" or "DRAIN" in flags or "FAIL" in flags
+    if st["base"] == "DOWN" or "DRAIN" in flags or "FAIL" in flags:
+        return True
+    reason = st.get("reason")
+    return bool(reason) and str(reason.get("text", "")).endswith(GUARD_REASONS)
 
 
 def select(nodes: list[dict] | tuple, parts: list[dict] | tuple, sel: Selection):

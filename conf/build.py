@@ -24,6 +24,7 @@ from conf.model import (
     ControllerHost,
     ControlSettings,
     ExcNodes,
+    GuardSettings,
     HealthSettings,
     HttpSettings,
     JobSettings,
@@ -153,6 +154,12 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "MinJobAge": lambda s: as_int(s, 0),
     "MaxJobCount": lambda s: as_int(s, 1),
     "MaxArraySize": lambda s: as_int(s, 0, 4000001),
+    "DownGuardPercent": lambda s: as_int(s, 0, 100),
+    "DownGuardWindow": lambda s: as_int(s, 0, 65533),
+    "DownGuardMinNodes": lambda s: as_int(s, 2),
+    "DrainGuardPercent": lambda s: as_int(s, 0, 100),
+    "DrainGuardWindow": lambda s: as_int(s, 1),
+    "DrainGuardMinNodes": lambda s: as_int(s, 2),
 }
 
 # A value as written, where it was written, and its typed form.
@@ -790,6 +797,9 @@ class _Builder:
             g("EventLogMaxAge", 30 * 86400))
         jobs = JobSettings(g("KillWait", 30), g("MinJobAge", 300), g("MaxJobCount", 10000),
                            g("MaxArraySize", 1001))
+        guards = GuardSettings(g("DownGuardPercent", 50), g("DownGuardWindow", 0),
+                               g("DownGuardMinNodes", 4), g("DrainGuardPercent", 25),
+                               g("DrainGuardWindow", 600), g("DrainGuardMinNodes", 4))
         settings: list[tuple[str, str]] = []
         for name, (_, p, _) in self.globals.items():
             if name in ("SlurmctldHost", "ControlMachine", "BackupController"):
@@ -806,7 +816,7 @@ class _Builder:
             nodes=tuple(self.nodes),
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
-            jobs=jobs)
+            jobs=jobs, guards=guards)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

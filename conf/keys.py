@@ -97,6 +97,21 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
      "most jobs the controller holds (finished ones until MinJobAge); submissions beyond it "
      "are refused"),
     ("MaxArraySize", "int", 1001, "array task ids must be below this (0 = no job arrays)"),
+    # issue 18: the controller's guards against mass DOWN and mass health drains
+    ("DownGuardPercent", "int", 50,
+     "Ranch: when at least this % of the nodes in service go silent within DownGuardWindow, "
+     "they are held `*` instead of set DOWN, until an admin confirms (0 = off)"),
+    ("DownGuardWindow", "seconds", 0,
+     "Ranch: seconds within which the DownGuard counts silent nodes (0 = SlurmdTimeout)"),
+    ("DownGuardMinNodes", "int", 4,
+     "Ranch: the DownGuard acts only with at least this many nodes in service"),
+    ("DrainGuardPercent", "int", 25,
+     "Ranch: at most this % of the nodes may be drained by health checks within "
+     "DrainGuardWindow; further automatic drains pause until an admin resets (0 = off)"),
+    ("DrainGuardWindow", "seconds", 600,
+     "Ranch: seconds over which the DrainGuard counts health-check drains"),
+    ("DrainGuardMinNodes", "int", 4,
+     "Ranch: the DrainGuard acts only in a cluster of at least this many nodes"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """

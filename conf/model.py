@@ -161,6 +161,18 @@ class JobSettings:
 
 
 @attrs.frozen(slots=True)
+class GuardSettings:
+    """Issue 18: the breakers over the controller's mass decisions (DownGuard*, DrainGuard*)."""
+
+    down_percent: int = 50  # % of the nodes in service silent at once that trips it; 0: off
+    down_window: int = 0  # seconds; 0: SlurmdTimeout
+    down_min_nodes: int = 4
+    drain_percent: int = 25  # % of the nodes that health checks may drain per window; 0: off
+    drain_window: int = 600  # seconds
+    drain_min_nodes: int = 4
+
+
+@attrs.frozen(slots=True)
 class ClusterConfig:
     """Everything read from cluster.conf and its includes, validated."""
 
@@ -181,6 +193,7 @@ class ClusterConfig:
     warnings: tuple[ConfDiagnostic, ...] = ()
     membership: MembershipSettings = MembershipSettings()
     jobs: JobSettings = JobSettings()
+    guards: GuardSettings = GuardSettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

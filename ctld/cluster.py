@@ -19,11 +19,12 @@ from conf.model import ClusterConfig, NodeConfig
 from ctld import configdump, logs, membership
 from ctld.deadlines import Deadlines
 from ctld.eventlog import EventLog
+from ctld.guards import DrainGuard
 from ctld.jobs import Jobs
+from ctld.liveness import Liveness, timed
 from ctld.node import (
     EXPECT_BEAT,
     EXPECT_TIMEOUT,
-    SILENT,
     NodeRecord,
     Pusher,
     pack_metrics,
@@ -54,9 +55,6 @@ from statemachine.predicates import reason_required, takes_new_work
 VERSION = "0.1.0"
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 POWER_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN})
-# Flags under which a node is not expected to talk (Slurm does not ping these).
-UNTIMED_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
-                           Flag.INVALID_REG})
 
 Spawn = Callable[..., None]
 
@@ -79,6 +77,8 @@ def _cause(event: Any) -> str:
         events.ShutdownNotice: "shutdown_notice",
         events.ConfigReload: "reconfigure",
         events.Completing: "completing",
+        events.GuardHold: "down_guard",
+        events.DrainPaused: "drain_guard",
     }.get(type(event), type(event).__name__)
 
 
@@ -165,6 +165,8 @@ class Cluster:
         self._restored: tuple[str, ...] = ()  # nodes the saved state knew
         self._use_config(config)
         self.power = PowerSave(self)  # power save, rates and programs (ctld/powersave.py)
+        self.liveness = Liveness(self)  # failure detection, stalls, DownGuard (ctld/liveness.py)
+        self.drain_guard = DrainGuard(self)  # the breaker over health drains (ctld/guards.py)
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
@@ -235,22 +237,16 @@ class Cluster:
                 logs.event("node not in the saved state; starting it from the config",
                            node=name)
         self._restored = tuple(n for n in saved if n in self.nodes)
+        self.liveness.restored_at = doc.get("saved_at")
         logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
         self.jobs.restore(doc.get("jobs"))
         self._changed_all()
 
     def start(self) -> None:
-        """Arm the failure-detection deadline of every node that is expected to talk.
-
-        A node that never registers after the controller starts goes the way of a silent node:
-        NO_RESPOND after two intervals, DOWN "Not responding" at SlurmdTimeout (as slurmctld
-        downs nodes that never answer its pings)."""
+        """Arm the failure-detection deadline of every node that is expected to talk
+        (ctld/liveness.py) and the power timeouts of nodes caught mid power-up/down."""
         membership.on_start(self, self._restored)
-        now = self.clock()
-        for node in self.nodes.values():
-            node.last_heard = now
-            node.hb_stage = EXPECT_TIMEOUT if Flag.NO_RESPOND in node.state.flags else EXPECT_BEAT
-            self._arm(node)
+        self.liveness.start()
         self.power.rearm()  # nodes caught mid power-up/down by a restart
 
     # -- state changes ---------------------------------------------------------------------
@@ -348,36 +344,21 @@ class Cluster:
         self.dirty = True
         self.on_dirty()
 
-    # -- failure detection -----------------------------------------------------------------
+    # -- failure detection (ctld/liveness.py) ---------------------------------------------
 
-    @staticmethod
-    def _timed(state: NodeState) -> bool:
-        if state.base == Base.FUTURE or state.flags & UNTIMED_FLAGS:
-            return False
-        return not (state.base == Base.DOWN and Flag.NO_RESPOND in state.flags)
+    _timed = staticmethod(timed)
 
     def _hb_due(self, node: NodeRecord) -> float | None:
-        if not self._timed(node.state):
-            return None
-        t = self.config.timeouts
-        if node.hb_stage == EXPECT_BEAT:
-            return node.last_heard + 2 * t.heartbeat_interval
-        if node.hb_stage == EXPECT_TIMEOUT and t.slurmd_timeout > 0:
-            return node.last_heard + max(t.slurmd_timeout, 2 * t.heartbeat_interval)
-        return None
+        return self.liveness.due(node)
 
     def _arm(self, node: NodeRecord) -> None:
-        due = self._hb_due(node)
-        key = (node.name, "hb")
-        if due is None:
-            self.deadlines.cancel(key)
-        else:
-            self.deadlines.schedule(key, due)
+        self.liveness.arm(node)
 
     def on_deadlines(self, keys: Iterable[Any]) -> None:
-        """The deadline task's callback: heartbeat stages and power timeouts whose time came."""
+        """The deadline task's callback: heartbeat stages and power timeouts whose time came
+        (a stall of the controller's own is credited to every node first)."""
         now, wall = self.clock(), self.wall()
-        for name, kind in keys:
+        for name, kind in self.liveness.woke(keys, now):
             if kind == "begin":  # a pending job's BeginTime came (ctld/jobs.py BEGIN_KEY)
                 self.jobs.kicked = True
                 continue
@@ -385,19 +366,7 @@ class Cluster:
             if node is None:
                 continue
             if kind == "hb":
-                due = self._hb_due(node)
-                if due is None:
-                    continue
-                if due > now:  # heard from since this entry was made: sleep on
-                    self.deadlines.schedule((name, "hb"), due)
-                    continue
-                if node.hb_stage == EXPECT_BEAT:
-                    node.hb_stage = EXPECT_TIMEOUT
-                    self._apply(node, events.HeartbeatMissed(now=wall))
-                else:
-                    node.hb_stage = SILENT
-                    self._apply(node, events.ResponseTimeout(now=wall))
-                self._arm(node)
+                self.liveness.fired(node, now, wall)
             elif kind == "suspend" and Flag.POWERING_DOWN in node.state.flags:
                 self._apply(node, events.SuspendTimeout(now=wall))
             elif kind == "resume" and Flag.POWERING_UP in node.state.flags:
@@ -529,8 +498,7 @@ class Cluster:
         # rnoded's runner already writes "HC: <line>"; prefix only what lacks it.
         text = report.message.strip()
         message = text if text.startswith("HC:") else f"HC: {text or 'health check failed'}"
-        _, err = self._apply(node, events.HealthResult(now=self.wall(), verdict=verdict,
-                                                       message=message))
+        _, err = self.drain_guard.health(node, verdict, message)  # the DrainGuard may pause it
         if err:
             logs.event("health result not applied", logging.DEBUG, node=node.name, error=err)
 
@@ -684,8 +652,7 @@ class Cluster:
         self.jobs.config_changed()
         # New timeouts apply to every node at once: re-arm them all (once per reconfigure).
         self.deadlines.clear()
-        for node in nodes.values():
-            self._arm(node)
+        self.liveness.rearm_all()
         self.power.use_config()
         self.power.rearm()
         self._changed_all()

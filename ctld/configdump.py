@@ -53,6 +53,13 @@ def effective(cfg: ClusterConfig) -> dict[str, str]:
         "SuspendRate": f"{p.suspend_rate} nodes/min",
         "SuspendTime": "NONE" if p.suspend_time is None else _sec(p.suspend_time),
         "SuspendTimeout": _sec(p.suspend_timeout),
+        # issue 18: the guards (ctld/liveness.py, ctld/guards.py); 0 % = off
+        "DownGuardPercent": f"{cfg.guards.down_percent}%",
+        "DownGuardWindow": _sec(cfg.guards.down_window or t.slurmd_timeout),
+        "DownGuardMinNodes": str(cfg.guards.down_min_nodes),
+        "DrainGuardPercent": f"{cfg.guards.drain_percent}%",
+        "DrainGuardWindow": _sec(cfg.guards.drain_window),
+        "DrainGuardMinNodes": str(cfg.guards.drain_min_nodes),
     }
     for i, host in enumerate(c.hosts):
         out[f"SlurmctldHost[{i}]"] = (

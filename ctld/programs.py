@@ -5,7 +5,13 @@ RANCH_CONF, and what the caller adds, e.g. SLURM_RESUME_FILE); the program start
 signal unblocked and at its default disposition and with no descriptor of rctld's but its
 stdin (/dev/null) and the output pipe (Slurm's inherit blocked signals, so daemons they start
 ignore SIGTERM); stdout and stderr are captured and logged line by line (Slurm's are lost, which is
-its users' most common power-save complaint); the whole process group is killed at the timeout.
+its users' most common power-save complaint).
+
+Each runs under healthcheck/reaper.py in its `detached` mode: at the timeout (and when rctld
+stops waiting, e.g. at shutdown) the whole tree is killed, `setsid` children included; when the
+program exits by itself, what it left still holding the output pipe is killed, and a daemon it
+started fully detached (its own output, as examples/resume.sh starts rnoded) is left running,
+as Slurm leaves it.
 """
 
 from __future__ import annotations
@@ -20,8 +26,12 @@ import attrs
 import trio
 
 from ctld import logs
+from healthcheck import reaper
 
 MAX_OUTPUT = 64 * 1024  # bytes of output kept per run
+KILL_GRACE = 0.0  # at the timeout: SIGKILL at once, as before (the program's status is -9)
+LAUNCHER_SLACK = 2.0  # how long the launcher may take to take the tree down
+DRAIN_AFTER_EXIT = 1.0  # output still read after the program ended
 
 
 @attrs.frozen
@@ -69,12 +79,12 @@ async def run_program(
     logs.event("power program start", kind=kind, program=program, nodes=hostlist)
     try:
         proc = await trio.lowlevel.open_process(
-            list(argv),
+            reaper.launcher_argv("detached", KILL_GRACE, list(argv)),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             env={**program_env(conf_path), **(env or {})},
-            start_new_session=True,  # its own process group, so a timeout kills its children too
+            start_new_session=True,
             close_fds=True,
             restore_signals=True,
             preexec_fn=clean_signals,
@@ -90,13 +100,18 @@ async def run_program(
     kept = 0
     timed_out = False
 
+    reader_done = trio.Event()
+
     async def read_output() -> None:
         nonlocal kept
         assert proc.stdout is not None
-        while data := await proc.stdout.receive_some(65536):
-            if kept < MAX_OUTPUT:
-                chunks.append(data[: MAX_OUTPUT - kept])
-                kept += len(chunks[-1])
+        try:
+            while data := await proc.stdout.receive_some(65536):
+                if kept < MAX_OUTPUT:
+                    chunks.append(data[: MAX_OUTPUT - kept])
+                    kept += len(chunks[-1])
+        finally:
+            reader_done.set()
 
     try:
         async with trio.open_nursery() as nursery:
@@ -105,26 +120,43 @@ async def run_program(
                 await proc.wait()
             if scope.cancelled_caught:
                 timed_out = True
-                _kill_group(proc)
-                await proc.wait()
-                nursery.cancel_scope.cancel()  # a grandchild may hold the pipe open
-    except BaseException:
-        _kill_group(proc)
-        raise
+                await _stop(proc)
+            with trio.move_on_after(DRAIN_AFTER_EXIT):
+                await reader_done.wait()
+            nursery.cancel_scope.cancel()  # whatever still holds the pipe is not waited for
     finally:
-        if proc.stdout is not None:
-            await trio.aclose_forcefully(proc.stdout)
+        with trio.CancelScope(shield=True):
+            if proc.returncode is None:  # rctld stops waiting: the tree ends now
+                await _stop(proc)
+            if proc.stdout is not None:
+                await trio.aclose_forcefully(proc.stdout)
     output = b"".join(chunks).decode("utf-8", "replace")
+    if proc.returncode == 127 and output.startswith(reaper.EXEC_FAILED):
+        why = output[len(reaper.EXEC_FAILED):].strip()  # "PROGRAM: strerror"
+        result = ProgramResult(kind, argv, None, "", error=f"cannot run {why}")
+        logs.event("power program failed to start", logging.ERROR, kind=kind, program=program,
+                   nodes=hostlist, error=result.error)
+        return result
     result = ProgramResult(kind, argv, proc.returncode, output, timed_out)
     _log_result(result, program, hostlist, timeout)
     return result
 
 
-def _kill_group(proc: trio.Process) -> None:
+async def _stop(proc: trio.Process) -> None:
+    """SIGTERM the launcher, which kills the program's whole tree; should it not be done in
+    time, SIGKILL its group as a last resort."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
+        proc.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
         pass
+    with trio.move_on_after(KILL_GRACE + LAUNCHER_SLACK):
+        await proc.wait()
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        await proc.wait()
 
 
 def _log_result(result: ProgramResult, program: str, hostlist: str, timeout: float) -> None:

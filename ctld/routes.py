@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctld import eventstream, logs, membership
+from ctld import eventstream, guards, logs, membership
 from ctld.wire import Prebuilt
 from protocol import messages as m
 
@@ -95,6 +95,11 @@ def job_control(s: Server, conn: Connection, msg: m.JobControl) -> Any:
     return s.cluster.jobs.control(msg)
 
 
+def guard_request(s: Server, conn: Connection, msg: m.GuardRequest) -> Any:
+    """rcontrol show guards | confirm down|drain | reset guard (ctld/guards.py)."""
+    return guards.handle(s.cluster, msg)
+
+
 def node_error(s: Server, conn: Connection, msg: m.Error) -> Any:
     if conn.node is None:
         return m.Error("bad_request", "Error is not a request rctld serves")
@@ -123,5 +128,6 @@ ROUTES: dict[type, Route] = {
     m.SubmitJob:      Route(submit),
     m.CancelJobs:     Route(cancel),
     m.JobControl:     Route(job_control),
+    m.GuardRequest:   Route(guard_request),
 }
 # fmt: on

@@ -192,7 +192,8 @@ class Server:
     async def _read(self, conn: Connection) -> None:
         mt = self.message_timeout
         decoder = FrameDecoder(self.key, max_size=self.max_size, message_timeout=mt,
-                               replay_guard=self.replay_guard)
+                               replay_guard=self.replay_guard,
+                               late_allowance=self.cluster.liveness.stalls.late_allowance)
         seen_frame = False
         while True:
             try:

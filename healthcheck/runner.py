@@ -1,5 +1,6 @@
-"""Run a HealthCheckProgram under trio: clean environment, own process group, bounded output,
-hard timeout; turn its exit status into a HealthReport (0 ok, 2 fail, anything else drain)."""
+"""Run a HealthCheckProgram under trio: clean environment, bounded output, hard timeout, and
+nothing left behind (healthcheck/reaper.py); turn its exit status into a HealthReport (0 ok,
+2 fail, anything else drain)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from collections.abc import Mapping
 import attrs
 import trio
 
+from healthcheck import reaper
 from protocol.messages import HealthReport
 
 log = logging.getLogger("rnoded.healthcheck")
@@ -26,6 +28,7 @@ MAX_WARNINGS = 16
 EXIT_FAIL = 2
 READ_CHUNK = 16384
 DRAIN_AFTER_EXIT = 0.5  # how long to keep reading after the program exited
+LAUNCHER_SLACK = 2.0  # beyond the kill grace, how long the launcher may take to clean up
 
 
 @attrs.frozen
@@ -142,9 +145,10 @@ async def run_health_program_detailed(
     output_limit: int = 65536,
     kill_grace: float = 2.0,
 ) -> HealthRun:
-    """Run the program once. It gets its own session, so on timeout (or when our caller is
-    cancelled) SIGTERM then SIGKILL reach every process it started; whatever of its group is
-    still alive after it exits is killed too, so a check never leaves processes behind."""
+    """Run the program once under healthcheck/reaper.py: on timeout (or when our caller is
+    cancelled) SIGTERM then, after `kill_grace`, SIGKILL reach every process it started, and
+    whatever it left running when it exited is killed too, `setsid` children included, so a
+    check never leaves processes behind."""
     started = trio.current_time()
     try:
         argv = program_argv(program)
@@ -153,7 +157,7 @@ async def run_health_program_detailed(
     env = health_environment(node_name=node_name, node_state=node_state, is_healthy=is_healthy)
     try:
         proc = await trio.lowlevel.open_process(
-            argv,
+            reaper.launcher_argv("all", kill_grace, argv),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -162,7 +166,7 @@ async def run_health_program_detailed(
             close_fds=True,
         )
     except OSError as exc:
-        return _not_started(f"HC: cannot run {argv[0]}: {exc.strerror or exc}")
+        return _not_started(f"HC: cannot start the launcher: {exc.strerror or exc}")
 
     sink = _BoundedSink(output_limit)
     timed_out = False
@@ -174,19 +178,20 @@ async def run_health_program_detailed(
                 await proc.wait()
             if scope.cancelled_caught:
                 timed_out = True
-                await _stop_group(proc, kill_grace)
-            _signal_group(proc.pid, signal.SIGKILL)
+                await _stop(proc, kill_grace)
             with trio.move_on_after(DRAIN_AFTER_EXIT):
                 await reader_done.wait()
             nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            _signal_group(proc.pid, signal.SIGKILL)  # the program's leftovers too, on any exit
-            if proc.returncode is None:
-                await proc.wait()
+            if proc.returncode is None:  # our caller was cancelled: the tree ends with us
+                await _stop(proc, kill_grace)
             if proc.stdout is not None:
                 await proc.stdout.aclose()
 
+    if proc.returncode == 127 and sink.text().startswith(reaper.EXEC_FAILED):
+        why = sink.text()[len(reaper.EXEC_FAILED):].strip()  # "PROGRAM: strerror"
+        return _not_started(f"HC: cannot run {why}")
     output = sink.text()
     returncode = proc.returncode
     assert returncode is not None
@@ -240,12 +245,18 @@ async def _read_all(
         done.set()
 
 
-async def _stop_group(proc: trio.Process, grace: float) -> None:
-    _signal_group(proc.pid, signal.SIGTERM)
-    with trio.move_on_after(grace):
+async def _stop(proc: trio.Process, grace: float) -> None:
+    """SIGTERM the launcher, which stops the whole tree (SIGKILL after `grace`); should it not
+    be done in time, SIGKILL its group as a last resort."""
+    try:
+        proc.send_signal(signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    with trio.move_on_after(grace + LAUNCHER_SLACK):
         await proc.wait()
-    _signal_group(proc.pid, signal.SIGKILL)
-    await proc.wait()
+    if proc.returncode is None:
+        _signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:

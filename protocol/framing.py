@@ -112,7 +112,8 @@ class FrameDecoder:
     fatal one (too_large, a length too short to be a frame) the stream is out of sync and every
     later call raises it again."""
 
-    __slots__ = ("_broken", "_buf", "clock", "key", "max_size", "message_timeout", "replay_guard")
+    __slots__ = ("_broken", "_buf", "clock", "key", "late_allowance", "max_size",
+                 "message_timeout", "replay_guard")
 
     def __init__(
         self,
@@ -122,7 +123,10 @@ class FrameDecoder:
         message_timeout: float = 10.0,
         replay_guard: ReplayGuard | None = None,
         clock: Callable[[], float] = time.time,
+        late_allowance: Callable[[], float] | None = None,
     ) -> None:
+        """`late_allowance`: seconds a frame may be older than MessageTimeout right now (rctld:
+        the length of a stall of its own that just ended, ctld/stalls.py)."""
         self.key = key
         self.max_size = max_size
         self.message_timeout = message_timeout
@@ -130,6 +134,7 @@ class FrameDecoder:
             replay_guard if replay_guard is not None else ReplayGuard(window=message_timeout)
         )
         self.clock = clock
+        self.late_allowance = late_allowance
         self._buf = bytearray()
         self._broken: ProtocolError | None = None
 
@@ -185,8 +190,12 @@ class FrameDecoder:
                 version=max(SUPPORTED),
             )
         now = self.clock()
+        # Frames that waited in the socket while the receiver itself stalled are late through
+        # no fault of the sender. Replays stay refused: the guard's clock runs `late` behind
+        # too, so it forgets a nonce only once its frame is too old even with the allowance.
+        late = self.late_allowance() if self.late_allowance is not None else 0.0
         skew = now - timestamp
-        if not abs(skew) <= self.message_timeout:  # also refuses a NaN timestamp
+        if not -self.message_timeout <= skew <= self.message_timeout + late:  # NaN refused
             direction = "behind" if skew > 0 else "ahead of"
             raise ProtocolError(
                 "stale",
@@ -194,7 +203,8 @@ class FrameDecoder:
                 f"(MessageTimeout is {self.message_timeout:g} s; check clock sync)",
                 **ids,
             )
-        if not self.replay_guard.check_and_add(nonce, timestamp, now, self.message_timeout):
+        if not self.replay_guard.check_and_add(nonce, timestamp, now - late,
+                                               self.message_timeout):
             raise ProtocolError("replay", "frame nonce was already seen (replayed frame)", **ids)
         if not message_known(type_name, version):
             raise ProtocolError(

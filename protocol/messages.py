@@ -363,6 +363,31 @@ class ReconfigureResult:
 
 
 @attrs.frozen
+class GuardRequest:
+    """`rcontrol show guards` (action "show"), `rcontrol confirm down|drain [NodeName=...]`,
+    `rcontrol reset guard [down|drain]`: the controller's guards (issue 18). Answered
+    GuardStatus."""
+
+    action: str  # show | confirm | reset
+    guard: str = ""  # down | drain ("" with reset: both)
+    node_names: str = ""  # confirm only these (hostlist); "" = every held node
+    user: str = ""
+
+
+@attrs.frozen
+class GuardStatus:
+    """Each guard as a dict (guard, state, since, percent, window, min_nodes, detail, nodes,
+    count) and the controller's own stalls (stalls, stalled_seconds, last_stall_seconds,
+    last_stall_at, clock_jumps); `changed`: the nodes an action confirmed or released."""
+
+    ok: bool
+    guards: tuple[dict, ...] = ()
+    controller: dict = attrs.Factory(dict)
+    changed: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@attrs.frozen
 class Ping:
     pass
 
@@ -542,5 +567,7 @@ MESSAGE_TYPES: dict[str, type] = {
         CancelJobs,
         JobControl,
         JobResult,
+        GuardRequest,
+        GuardStatus,
     )
 }

@@ -67,6 +67,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "SubmitJob": 4, "SubmitReply": 4, "GetJobs": 4, "JobList": 4, "CancelJobs": 4,
     "JobControl": 4, "JobResult": 4,
     "JobStarted": 5,
+    # issue 18: the controller's guards
+    "GuardRequest": 5, "GuardStatus": 5,
 }
 
 

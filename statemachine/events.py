@@ -54,6 +54,7 @@ class HeartbeatMissed:
 class ResponseTimeout:
     kind: ClassVar[str] = "response timeout"
     now: float
+    user: str | None = None  # the admin who confirmed a timeout the DownGuard held
 
 
 @attrs.frozen(slots=True)
@@ -179,6 +180,42 @@ class Completing:
     active: bool
 
 
+# --- the controller's guards (issue 18): mass silence and mass health drains -----------------
+
+
+@attrs.frozen(slots=True)
+class GuardHold:
+    """SlurmdTimeout came while the DownGuard is tripped: too many nodes went silent at once to
+    blame them, so the node stays `*` (not DOWN, its jobs not requeued) until an admin decides
+    or it is heard from."""
+
+    kind: ClassVar[str] = "guard hold"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class DrainPaused:
+    """A health check's drain or fail verdict that the DrainGuard paused: it is recorded as the
+    node's reason, but the node stays in service."""
+
+    now: float
+    verdict: str = attrs.field(validator=attrs.validators.in_(("drain", "fail")))
+    message: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "drain paused"
+
+
+@attrs.frozen(slots=True)
+class GuardRelease:
+    """An admin reset a guard: the hold or paused-drain reason it set goes."""
+
+    kind: ClassVar[str] = "guard release"
+    now: float
+    user: str = ""
+
+
 Event = (
     Registered
     | HeartbeatReceived
@@ -198,6 +235,9 @@ Event = (
     | Reject
     | Delete
     | Completing
+    | GuardHold
+    | DrainPaused
+    | GuardRelease
 )
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -221,6 +261,9 @@ EVENT_KINDS: tuple[str, ...] = (
     "reject",
     "delete",
     "completing",
+    "guard hold",
+    "drain paused",
+    "guard release",
 )
 
 # Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).

@@ -59,7 +59,10 @@ NOT_RESPONDING = "Not responding"
 SHUT_DOWN = "rnoded shut down"
 RESUME_TIMEOUT = "ResumeTimeout reached"
 REBOOTED = "Node unexpectedly rebooted"
-_AUTO_TEXTS = (NOT_RESPONDING, SHUT_DOWN, RESUME_TIMEOUT, REBOOTED)
+# The guards (issue 18): a hold instead of DOWN, and a health drain that was not applied.
+HELD = "Not responding, held by DownGuard"
+PAUSED = "[drain paused by DrainGuard]"
+_AUTO_TEXTS = (NOT_RESPONDING, SHUT_DOWN, RESUME_TIMEOUT, REBOOTED, HELD)
 NO_REASON = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 
 
@@ -98,6 +101,8 @@ _VERBS = {
     "approve": "approve",
     "reject": "reject",
     "delete": "delete",
+    "guard hold": "hold",
+    "drain paused": "record a paused drain on",
 }
 
 _HINTS = {
@@ -200,8 +205,11 @@ def returns_to_service(s: NodeState, p: Policy, rebooted: bool = False) -> bool:
 
 
 def _keep_reason_for(base: Base, flags: frozenset[Flag], reason: Reason | None) -> Reason | None:
-    """A reason stays only while DRAIN, FAIL or DOWN needs it."""
+    """A reason stays only while DRAIN, FAIL or DOWN needs it, or while a guard holds the
+    node (its hold or paused drain must stay visible in rinfo -R)."""
     if base is Base.DOWN or not flags.isdisjoint(_OUT_OF_SERVICE):
+        return reason
+    if reason is not None and reason.text.endswith((HELD, PAUSED)):
         return reason
     return None
 
@@ -251,7 +259,7 @@ def register_valid(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState
         effects = _kill(s)
     else:
         base = derive_base(s.cpus_alloc, total)
-        reason = _keep_reason_for(base, flags, reason)
+        reason = _keep_reason_for(base, flags, _unhold(reason))
     return NodeState(s.name, base, flags, reason, total, s.cpus_alloc), effects
 
 
@@ -275,7 +283,16 @@ def heartbeat_up(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effec
     """The hot path: a heartbeat from a node in service changes nothing unless it was `*`."""
     if _NR not in s.flags:
         return s, ()
-    return _evolve(s, flags=s.flags - {_NR}), ()
+    return _evolve(s, flags=s.flags - {_NR}, reason=_unhold(s.reason)), ()
+
+
+def _unhold(reason: Reason | None) -> Reason | None:
+    """A node heard again drops the DownGuard's hold from its reason."""
+    if reason is None or not reason.text.endswith(HELD):
+        return reason
+    if reason.source is _CONTROLLER and reason.text == HELD:
+        return None
+    return _strip_auto(reason)
 
 
 def heartbeat_ask_registration(
@@ -300,8 +317,15 @@ def mark_not_responding(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState
 
 def node_down_not_responding(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
     """SlurmdTimeout: base DOWN (flags kept), reason "Not responding", requeue its jobs."""
-    reason = _auto_reason(s.reason, NOT_RESPONDING, e.now)
+    reason = _auto_reason(_unhold(s.reason), NOT_RESPONDING, e.now)
     return _evolve(s, base=Base.DOWN, flags=s.flags | {_NR}, reason=reason), _kill(s)
+
+
+def hold_not_responding(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    """SlurmdTimeout under a tripped DownGuard: `*` and the hold as reason, but not DOWN and no
+    requeue (too many nodes went silent at once for the silence to be theirs)."""
+    reason = _auto_reason(s.reason, HELD, e.now)
+    return _evolve(s, flags=s.flags | {_NR}, reason=reason), ()
 
 
 def node_shut_down(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
@@ -530,6 +554,37 @@ def health_ok(s: NodeState, e: ev.HealthResult, p: Policy) -> tuple[NodeState, E
         tail = r.text.rsplit(" : ", 1)[-1] if " : " in r.text else NOT_RESPONDING
         reason = Reason(_CONTROLLER, tail, e.now, None)
     return _evolve(s, flags=flags, reason=reason), ()
+
+
+def drain_paused(s: NodeState, e: ev.DrainPaused, p: Policy) -> tuple[NodeState, Effects]:
+    """A drain the DrainGuard paused: the verdict shows as the reason ("... [drain paused by
+    DrainGuard]"), no DRAIN or FAIL; an admin's or config reason is left alone."""
+    r = s.reason
+    if r is not None and r.source not in (_CONTROLLER, ReasonSource.HEALTH_CHECK):
+        return s, ()
+    if r is not None and r.source is ReasonSource.HEALTH_CHECK and not r.text.endswith(PAUSED):
+        return s, ()  # the check already took the node out; its verdict stands
+    text = f"{e.message.strip() or 'health check: ' + e.verdict} {PAUSED}"
+    if r is not None and r.text == text:
+        return s, ()
+    return _evolve(s, reason=Reason(ReasonSource.HEALTH_CHECK, text, e.now, None)), ()
+
+
+def release_guard(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
+    """A guard reset: its hold and its paused-drain reason go (the node stays `*` until heard
+    from; a paused check drains it at its next failing run)."""
+    r = s.reason
+    if r is None:
+        return s, ()
+    reason: Reason | None = _unhold(r)
+    if reason is not None and reason.source is ReasonSource.HEALTH_CHECK \
+            and reason.text.endswith(PAUSED):
+        reason = None
+    if reason is r:
+        return s, ()
+    if reason is None and s.base is Base.DOWN:
+        reason = r  # DOWN keeps a reason
+    return _evolve(s, reason=_keep_reason_for(s.base, s.flags, reason)), ()
 
 
 # Power saving (reference §6)
@@ -784,6 +839,12 @@ ROWS: tuple[Row, ...] = (
     Row("reject",           (*ON, *POWER, FUTURE),              reject_member),
     Row("delete",           (*ON, *POWER, FUTURE, PENDING, REJECTED), delete_node),
     Row("completing",       (*ON, *POWER, FUTURE, PENDING, REJECTED), set_completing),
+    # --- the controller's guards (issue 18) ----------------------------------------------
+    Row("guard hold",       (UP,),                              hold_not_responding),
+    Row("guard hold",       (UNKNOWN, DOWN, INVALID, *POWER, FUTURE, PENDING, REJECTED), ignore),
+    Row("drain paused",     (UP, UNKNOWN, DOWN, PENDING),       drain_paused),
+    Row("drain paused",     (INVALID, *POWER, REJECTED),        ignore),
+    Row("guard release",    (*ON, *POWER, FUTURE, PENDING, REJECTED), release_guard),
 )
 # fmt: on
 

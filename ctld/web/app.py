@@ -158,6 +158,9 @@ class Web:
                 await trio.sleep(0)  # let heartbeats in between chunks
 
         out.append(jobstats.metrics_text(self._counts()).encode())
+        live = self.cluster.liveness
+        out.append(metrics.guards_text((live.guard.status(), self.cluster.drain_guard.status()),
+                                       live.stalls.status()).encode())
 
         async def pieces() -> AsyncIterator[bytes]:
             # Sent chunk by chunk: no 30 MB join, and heartbeats run between the pieces.

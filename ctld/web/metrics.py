@@ -341,3 +341,32 @@ class Exposition:
             yield
             out.append(_header(name, help_text).encode())
             out.extend(lines)
+
+
+def guards_text(guards: Any, controller: dict[str, Any]) -> str:
+    """Ranch's guards (issue 18): whether each is tripped and how many nodes it holds back, and
+    the controller's own stalls (ctld/guards.py, ctld/stalls.py)."""
+    out = [_header("ranch_guard_tripped",
+                   "1 while a guard is tripped: DownGuard holds silent nodes NOT_RESPONDING "
+                   "instead of DOWN, DrainGuard pauses health-check drains")]
+    out += [f'ranch_guard_tripped{{guard="{g["guard"]}"}} {int(g["state"] == "TRIPPED")}\n'
+            for g in guards]
+    out.append(_header("ranch_guard_nodes",
+                       "Nodes a guard holds back (DownGuard: held, DrainGuard: drains paused)"))
+    out += [f'ranch_guard_nodes{{guard="{g["guard"]}"}} {g["count"]}\n' for g in guards]
+    counters = (
+        ("ranch_controller_stalls_total", "stalls",
+         "Stalls of the controller itself (event-loop gaps, host suspends) it did not judge "
+         "nodes on"),
+        ("ranch_controller_stall_seconds_total", "stalled_seconds",
+         "Seconds the controller itself was stalled"),
+        ("ranch_controller_clock_jumps_total", "clock_jumps",
+         "Steps of the controller's wall clock"),
+    )
+    for name, key, help_text in counters:
+        out.append(f"# HELP {name} {help_text}\n# TYPE {name} counter\n"
+                   f"{name} {controller.get(key, 0)}\n")
+    out.append(_header("ranch_controller_last_stall_seconds",
+                       "Length of the controller's last stall"))
+    out.append(f"ranch_controller_last_stall_seconds {controller.get('last_stall_seconds', 0)}\n")
+    return "".join(out)

@@ -256,6 +256,9 @@ def test_node_state_idle_skips_an_allocated_node(tmp_path: Path) -> None:
         job_id = out.stdout.split()[-1]
         c.wait_for(lambda: "node state IDLE -> ALLOCATED" in c.log("n1"),
                    what="n1 told it is ALLOCATED")
+        # A check that started while n1 was IDLE may still be running: let a cycle pass.
+        n2_runs = len(_runs(runs, "n2"))
+        c.wait_for(lambda: len(_runs(runs, "n2")) >= n2_runs + 2, what="a check cycle passes")
         runs_before = len(_runs(runs, "n1"))
         for n in ("n1", "n2"):
             (verdicts / n).write_text("drain bad DIMM\n")

@@ -72,6 +72,9 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "reject": ev.Reject(now, "not ours", "alice"),
         "delete": ev.Delete(now, "alice"),
         "completing": ev.Completing(now, True),
+        "guard hold": ev.GuardHold(now),
+        "drain paused": ev.DrainPaused(now, "drain", "HC: disk full"),
+        "guard release": ev.GuardRelease(now, "alice"),
         "reason": ev.ReasonUpdate(now, "new fan", "alice"),
     }[kind]
 

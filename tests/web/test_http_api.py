@@ -212,3 +212,15 @@ def test_page_feed_and_node_detail(c: Cluster) -> None:
     assert detail["node"]["name"] == "n1" and len(detail["metrics"]["gpus"]) == 2
     assert get(c, "/ui/node/nope").status_code == 404
     assert get(c, "/no/such/route").status_code == 404
+
+
+def test_metrics_show_the_guards_and_the_controllers_stalls(c: Cluster) -> None:
+    r = get(c, "/metrics")
+    fams = {f.name: f for f in text_string_to_metric_families(r.text)}
+    tripped = {s.labels["guard"]: s.value for s in fams["ranch_guard_tripped"].samples}
+    assert tripped == {"DownGuard": 0, "DrainGuard": 0}
+    held = {s.labels["guard"]: s.value for s in fams["ranch_guard_nodes"].samples}
+    assert held == {"DownGuard": 0, "DrainGuard": 0}
+    assert fams["ranch_controller_stalls"].type == "counter"  # ranch_controller_stalls_total
+    assert fams["ranch_controller_stall_seconds"].samples[0].value >= 0
+    assert fams["ranch_controller_last_stall_seconds"].type == "gauge"
