@@ -21,7 +21,7 @@ from typing import Any
 
 import trio
 
-from ctld import eventstream, logs, membership
+from ctld import configdump, eventstream, logs, membership
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO
 from ctld.wire import Prebuilt, encode_body_frame, kept
@@ -269,7 +269,10 @@ class Server:
         if isinstance(msg, m.GetEvents):
             return eventstream.backlog(cluster, msg)
         if isinstance(msg, m.GetConfig):
-            return cluster.power.config_dump(cluster.config_dump)
+            power = cluster.power  # the daemon told it the running address, key and state dir
+            return configdump.in_force(power.config_dump(cluster.config_dump),
+                                       server_addr=power.server_addr, key_file=power.key_file,
+                                       state_dir=power.state_dir)
         if isinstance(msg, m.Reconfigure):
             return await self.reconfigure(msg.user or conn.peer)
         if isinstance(msg, m.Ack):
