@@ -57,12 +57,26 @@ def run(argv: list[str]) -> int:
     jobs = None
     if any("_" in w for w in args.job_ids):
         _, jobs = fetch_jobs(target)
-    ids = parse_job_ids(args.job_ids, jobs)
-    body = {"job_ids": list(ids), "user": getpass.getuser(), "uid": os.getuid(),
-            "signal": sig, "only_user": args.user or ""}
-    result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
+    # Every id is tried, as scancel does: one that names no job (an array task here, a plain
+    # id in rctld's answer) gets its own error line, and the others are still cancelled.
+    ids: list[int] = []
+    errors: list[str] = []
+    for word in args.job_ids:
+        for part in word.split(","):
+            try:
+                ids += parse_job_ids([part], jobs)
+            except CliError as exc:
+                if exc.code != 1 or "_" not in part:
+                    raise
+                errors.append(str(exc))
+    if ids or not args.job_ids:
+        body = {"job_ids": ids, "user": getpass.getuser(), "uid": os.getuid(),
+                "signal": sig, "only_user": args.user or ""}
+        result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
+    else:
+        result = {}
     failed = False
-    for err in result.get("errors") or ():
+    for err in [*(result.get("errors") or ()), *errors]:
         if args.quiet and "already completing or completed" in err:
             continue
         failed = True
