@@ -35,7 +35,8 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def clean_env(**extra: str) -> dict[str, str]:
     """Our environment without anything that would point a command at another cluster."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RANCH_", "SLURM_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RANCH_", "SLURM_")) and k != "VIRTUAL_ENV"}
     env.setdefault("USER", psutil.Process().username())
     env.update(extra)
     return env
