@@ -4,12 +4,17 @@ env file says the cluster is up, and find every process it started, to prove non
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import pty
+import select
 import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import termios
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -33,6 +38,12 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
+def _own_terminal() -> None:
+    """In the child: a new session whose controlling terminal is the pty on stdin."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """Our environment without anything that would point a command at another cluster."""
     env = {k: v for k, v in os.environ.items()
@@ -44,19 +55,49 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 class RunningDemo:
     """The demo started in a session of its own, like a terminal's foreground job, with its
-    `demo-run` link in `where`."""
+    `demo-run` link in `where`. With `terminal=True` that session has a pseudo-terminal of its
+    own as controlling terminal, which `hang_up` closes as a terminal window closes."""
 
-    def __init__(self, where: Path, argv: list[str] | None = None) -> None:
+    def __init__(self, where: Path, argv: list[str] | None = None, *,
+                 terminal: bool = False) -> None:
         self.where = where
         self.link = where / "demo-run"
         self.out = where / "demo.out"
         argv = argv or [sys.executable, str(DEMO)]
-        with open(self.out, "wb") as out:
-            self.proc = subprocess.Popen(argv, cwd=where, env=clean_env(), stdout=out,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+        self.master: int | None = None
+        if terminal:
+            self.master, slave = pty.openpty()
+            self.proc = subprocess.Popen(argv, cwd=where, env=clean_env(), stdin=slave,
+                                         stdout=slave, stderr=slave, preexec_fn=_own_terminal)
+            os.close(slave)
+            self._copying = threading.Thread(target=self._copy_terminal, daemon=True)
+            self._copying.start()
+        else:
+            with open(self.out, "wb") as out:
+                self.proc = subprocess.Popen(argv, cwd=where, env=clean_env(), stdout=out,
+                                             stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, start_new_session=True)
         self.seen: dict[int, float] = {}  # pid -> create_time of everything it started
         self.env: dict[str, str] = {}
+
+    def _copy_terminal(self) -> None:
+        """What the demo writes to its terminal, into demo.out (a full pty would block it)."""
+        with open(self.out, "wb") as out:
+            while self.master is not None:
+                try:
+                    ready, _, _ = select.select([self.master], [], [], 0.1)
+                    if ready:
+                        out.write(os.read(self.master, 65536))
+                        out.flush()
+                except (OSError, ValueError, TypeError):  # EIO: no writer left; fd closed
+                    return
+
+    def hang_up(self) -> None:
+        """The terminal goes away: the kernel sends SIGHUP, and writes to it fail."""
+        master, self.master = self.master, None
+        self._copying.join(5)
+        assert master is not None
+        os.close(master)
 
     def output(self) -> str:
         return self.out.read_text(errors="replace")
@@ -123,6 +164,8 @@ class RunningDemo:
 
     def kill_all(self) -> None:
         """After a failed test: nothing of it may outlive the test."""
+        if self.master is not None:
+            self.hang_up()
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         for pid, started in self.seen.items():
