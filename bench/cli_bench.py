@@ -12,7 +12,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
+
+import trio
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -20,7 +23,10 @@ sys.path.insert(0, str(ROOT / "tests" / "cli"))
 
 from launcher import Controller  # noqa: E402
 
-from protocol.messages import GetSnapshot, SetAllocation, UpdateNodes  # noqa: E402
+from conf import hostlist, parse_config_text  # noqa: E402
+from ctld import statefile  # noqa: E402
+from ctld.cluster import Cluster  # noqa: E402
+from protocol import messages as m  # noqa: E402
 
 CONF = """\
 ClusterName=bench
@@ -40,6 +46,49 @@ COMMANDS = {
     "rinfo -R": ["rinfo", "-R"],
     "rcontrol show node": ["rcontrol", "show", "node"],
 }
+
+
+class SilentNode:
+    """A registered node's connection, in process: what the controller pushes is dropped."""
+
+    def __init__(self, name: str) -> None:
+        self.peer, self.node, self.closed = f"bench:{name}", name, False
+
+    def push(self, msg: object) -> bool:
+        return True
+
+    def close_soon(self) -> None:
+        self.closed = True
+
+
+def allocated_state(conf_path: Path, state_dir: Path, nodes: int) -> int:
+    """Write the state rctld restores: every node registered, and jobs that hold all 64 CPUs of
+    the first quarter (alloc) and 7 of the nodes up to a third (mix). An in-process controller
+    places them, so the allocations come from jobs as in a running cluster. Returns the jobs."""
+    hw = m.Hardware(cpus=64, boards=1, sockets=2, cores_per_socket=16, threads_per_core=2,
+                    real_memory_mib=256000, tmp_disk_mib=0,
+                    gpus=tuple(m.GpuInfo(i, "H100", f"GPU-{i}", f"0000:{i:02x}:00.0", 81559)
+                               for i in range(8)))
+    allocs = [(f"gpu{i:05d}", 64) for i in range(1, nodes // 4 + 1)]
+    allocs += [(f"gpu{i:05d}", 7) for i in range(nodes // 4 + 1, nodes // 3 + 1)]
+
+    async def build() -> int:
+        cluster = Cluster(parse_config_text(conf_path.read_text(), path=str(conf_path)))
+        for name in hostlist.expand(f"gpu[00001-{nodes:05d}]"):
+            reply = cluster.register(m.Register(name, hw, time.time() - 3600, "bench"),
+                                     SilentNode(name))
+            assert reply.accepted, reply.reason
+        for name, cpus in allocs:
+            r = cluster.jobs.submit(m.SubmitJob("#!/bin/sh\nsleep 1000\n", "bench", 1000, 1000,
+                                                "/tmp", nodelist=name, cpus_per_task=cpus))
+            assert isinstance(r, m.SubmitReply), r
+        running = sum(j.state.name == "RUNNING" for j in cluster.jobs.jobs.values())
+        assert running == len(allocs), f"{running} of {len(allocs)} jobs running"
+        state_dir.mkdir(exist_ok=True)
+        statefile.save(str(state_dir), cluster.save_doc())
+        return running
+
+    return trio.run(build)
 
 
 def timed(ctl: Controller, argv: list[str], runs: int) -> tuple[float, int]:
@@ -71,16 +120,18 @@ def main() -> None:
             ctl.env.pop("PYTHONDONTWRITEBYTECODE", None)
             ctl.env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         try:
+            # Vary states so that views have many groups: jobs' allocations (restored with the
+            # state, as after a controller restart) and admin drains.
+            jobs = allocated_state(ctl.conf_path, Path(tmp) / "state", args.nodes)
             ctl.start(timeout=120)
-            # Vary states so that views have many groups: allocations and admin drains/downs.
-            ctl.ask(SetAllocation(node_names=f"gpu[00001-{args.nodes // 4:05d}]", cpus_alloc=64))
-            ctl.ask(SetAllocation(node_names=f"gpu[{args.nodes // 4 + 1:05d}-"
-                                  f"{args.nodes // 3:05d}]", cpus_alloc=7))
             for i in range(1, args.nodes + 1, 97):
-                ctl.ask(UpdateNodes(node_names=f"gpu{i:05d}", state="DRAIN",
-                                    reason=f"bench reason {i % 5}", user="bench"))
-            snap = ctl.ask(GetSnapshot())
-            print(f"controller holds {len(snap.nodes)} nodes, {len(snap.partitions)} partitions")
+                ctl.ask(m.UpdateNodes(node_names=f"gpu{i:05d}", state="DRAIN",
+                                      reason=f"bench reason {i % 5}", user="bench"))
+            snap = ctl.ask(m.GetSnapshot())
+            states = Counter(n["compact"] for n in snap.nodes)
+            print(f"controller holds {len(snap.nodes)} nodes, {len(snap.partitions)} partitions, "
+                  f"{jobs} running jobs; nodes " + ", ".join(f"{n} {s}" for s, n in
+                                                             states.most_common()))
             for label, argv in COMMANDS.items():
                 timed(ctl, argv, 1)  # warm-up: bytecode cache, page cache
                 median, size = timed(ctl, argv, args.runs)

@@ -6,20 +6,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from statemachine import jobstates
+
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 
-COMPACT = {
-    "PENDING": "PD", "RUNNING": "R", "CONFIGURING": "CF", "COMPLETING": "CG",
-    "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO", "NODE_FAIL": "NF",
-    "OUT_OF_MEMORY": "OOM", "SUSPENDED": "S", "PREEMPTED": "PR", "BOOT_FAIL": "BF",
-}
-LONG = {v: k for k, v in COMPACT.items()}
-# squeue sorts "P,t,-p": partition, then the base state's number (PENDING first), then priority
-STATE_ORDER = {"PENDING": 0, "RUNNING": 1, "CONFIGURING": 1, "COMPLETING": 1, "SUSPENDED": 2,
-               "COMPLETED": 3, "CANCELLED": 4, "FAILED": 5, "TIMEOUT": 6, "NODE_FAIL": 7,
-               "OUT_OF_MEMORY": 11}
-ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"})
+# squeue's state codes and order, named once in statemachine/jobstates.py
+COMPACT, LONG, STATE_ORDER = jobstates.COMPACT, jobstates.LONG, jobstates.ORDER
+ACTIVE = jobstates.LISTED_ACTIVE
 
 
 def duration(seconds: float | None) -> str:

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-import attrs
 import orjson
 import trio
 
@@ -52,10 +51,10 @@ from statemachine import (
     initial_state,
     names,
 )
+from statemachine.predicates import reason_required, takes_new_work
 
 VERSION = "0.1.0"
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-NEEDS_REASON = frozenset({"DOWN", "DRAIN", "FAIL"})
 # Encoded snapshot bodies kept, one per (metrics, field selection) that clients asked for.
 SNAPSHOT_BODY_CACHE = 16
 # Seconds a snapshot may lag heartbeat-only data (never a state change): the plain one (rinfo,
@@ -160,6 +159,12 @@ class Cluster:
         self.gen = 0  # bumped by every change a snapshot shows
         self.soft_gen = 0  # bumped by heartbeat-only data (metrics, load)
         self.dirty = False  # state file out of date
+        # Changes a reply may confirm that are not in the journal yet (ctld/durable.py writes
+        # them, and holds the reply, and the pushes that follow from them, until they are).
+        self.unsynced_jobs: dict[int, Any] = {}
+        self.unsynced_nodes: dict[str, NodeRecord] = {}
+        self.outbox: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
+        self.on_outbox: Callable[[], None] | None = None  # None: no store, push at once
         self.started_at = wall()
         self._snap: dict[bool, tuple[int, int, float, m.Snapshot]] = {}
         self._snap_body: dict[tuple[bool, tuple[str, ...]], tuple[m.Snapshot, bytes]] = {}
@@ -206,7 +211,7 @@ class Cluster:
 
     # -- start and restore -----------------------------------------------------------------
 
-    def restore(self, doc: dict[str, Any], journal: Iterable[dict] = ()) -> None:
+    def restore(self, doc: dict[str, Any]) -> None:
         """Take back the saved state; log every node that is saved but gone, or new."""
         saved = doc.get("nodes", {})
         now = self.clock()
@@ -240,7 +245,7 @@ class Cluster:
                            node=name)
         self._restored = tuple(n for n in saved if n in self.nodes)
         logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
-        self.jobs.restore(doc.get("jobs"), journal)
+        self.jobs.restore(doc.get("jobs"))
         self._changed_all()
 
     def start(self) -> None:
@@ -270,7 +275,7 @@ class Cluster:
         if changed:
             was_timed = self._timed(old)
             node.set_state(new)
-            if new.schedulable and not old.schedulable:
+            if takes_new_work(new) and not takes_new_work(old):
                 self.jobs.kicked = True  # a node took up work: a scheduling pass is due
             reason = new.reason.text if new.reason and new.reason != old.reason else None
             logs.state_change(node.name, names.complete(old), node.complete, _cause(event), reason)
@@ -324,11 +329,20 @@ class Cluster:
         self.jobs.run()
         self.power.flush()
 
+    def after_durable(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run fn(*args) (a push to a node) once every change made so far is on disk."""
+        if self.on_outbox is None:
+            fn(*args)
+            return
+        self.outbox.append((fn, args))
+        self.on_outbox()
+
     def mark_changed(self, node: NodeRecord) -> None:
         """Something a snapshot or the state file shows changed on `node`."""
         node.record = None
         node.view_fresh = False
         node.saved = None
+        self.unsynced_nodes[node.name] = node
         self.gen += 1
         if not self.dirty:
             self.dirty = True
@@ -457,7 +471,7 @@ class Cluster:
         )
         if msg.health is not None:
             self._health(node, msg.health)
-        kill = self.jobs.registered(node, msg)
+        kill, kill_runs = self.jobs.registered(node, msg)
         self._arm(node)
         self.mark_changed(node)
         self.flush_programs()
@@ -468,6 +482,7 @@ class Cluster:
             config_hash=self.config.config_hash,
             node_state=node.complete,
             kill_job_ids=kill,
+            kill_runs=kill_runs,
         )
 
     def heartbeat(self, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
@@ -498,12 +513,21 @@ class Cluster:
         if msg.health is not None and msg.health != node.health:
             self._health(node, msg.health)
         jobs = self.jobs
-        kill = (jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended
-                or node.name in jobs.uses else ())
+        kill, kill_runs = (jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended
+                           or node.name in jobs.uses else ((), ()))
         if self.power.pending or self.jobs.kicked:
             self.flush_programs()
         return m.HeartbeatReply(node_state=node.complete, config_hash=self.config.config_hash,
-                                kill_job_ids=kill)
+                                kill_job_ids=kill, kill_runs=kill_runs)
+
+    def job_started(self, msg: m.JobStarted, conn: Pusher | None = None) -> Any:
+        node = self.nodes.get(conn.node) if conn is not None and conn.node else None
+        if node is None or node.conn is not conn:
+            return m.Error(code="unknown_node", message="JobStarted from a connection on which "
+                           "no node registered")
+        reply = self.jobs.started(node, msg)
+        self.flush_programs()
+        return reply
 
     def _health(self, node: NodeRecord, report: m.HealthReport) -> None:
         node.health = report
@@ -586,7 +610,7 @@ class Cluster:
             request = events.parse_admin_state(msg.state)
         except ValueError as exc:
             return m.UpdateResult(ok=False, errors=(str(exc),))
-        if request in NEEDS_REASON and reason is None:
+        if reason_required(request) and reason is None:
             return m.UpdateResult(ok=False, errors=(REASON_REQUIRED,))
         wall = self.wall()
         changed: list[str] = []
@@ -606,35 +630,16 @@ class Cluster:
         return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
 
     def _set_reasons(self, node_names: list[str], text: str, user: str) -> m.UpdateResult:
-        reason = Reason(ReasonSource.ADMIN, text, self.wall(), user or None)
-        for name in node_names:
-            node = self.nodes[name]
-            node.set_state(attrs.evolve(node.state, reason=reason))
-            logs.state_change(name, node.complete, node.complete, f"admin:{user or 'unknown'}",
-                              text)
-            self.mark_changed(node)
-        return m.UpdateResult(ok=True, changed=tuple(node_names))
-
-    def set_allocation(self, msg: m.SetAllocation) -> m.UpdateResult:
-        node_names, errors = self.expand(msg.node_names)
-        if errors:
-            return m.UpdateResult(ok=False, errors=tuple(errors))
-        if msg.cpus_alloc < 0:
-            return m.UpdateResult(ok=False, errors=("cpus_alloc must be 0 or more",))
-        wall = self.wall()
+        """Reason= without State=: a row of the node table like every other change."""
+        event = events.ReasonUpdate(now=self.wall(), reason=text, user=user)
         changed: list[str] = []
         errs: list[str] = []
         for name in node_names:
-            node = self.nodes[name]
-            cpus = min(msg.cpus_alloc, node.state.cpus_total)
-            ok, err = self._apply(node, events.AllocationChanged(now=wall, cpus_alloc=cpus))
+            ok, err = self._apply(self.nodes[name], event)
             if err:
                 errs.append(err)
             elif ok:
                 changed.append(name)
-                if cpus > 0:
-                    node.last_busy = wall
-        self.flush_programs()
         return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
@@ -760,32 +765,44 @@ class Cluster:
 
     # -- state save ------------------------------------------------------------------------
 
+    def node_entry(self, node: NodeRecord) -> orjson.Fragment:
+        """The node's state-file entry (also its journal record), encoded once per change."""
+        entry = node.saved
+        if entry is None:
+            st = node.state
+            state = names.to_json(st)
+            state["cpus_total"] = st.cpus_total
+            state["cpus_alloc"] = st.cpus_alloc
+            hw = node.hardware_json
+            entry = node.saved = orjson.Fragment(kept(orjson.dumps({
+                "state": state,
+                "hardware": orjson.Fragment(hw) if hw is not None else None,
+                "boot_time": node.boot_time,
+                "last_registration": node.last_registration,
+                "slurmd_start_time": node.slurmd_start_time,
+                "version": node.version,
+                "last_busy": node.last_busy,
+                "power_started": node.power_started,
+                "power_action": node.power_action,
+                "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)
+                "last_change": node.last_change,
+            })))
+        return entry
+
+    def take_unsynced(self) -> list[dict[str, Any]]:
+        """The journal records of every change not yet handed to the store."""
+        records: list[dict[str, Any]] = [
+            {"node": name, "entry": self.node_entry(node)}
+            for name, node in self.unsynced_nodes.items() if self.nodes.get(name) is node]
+        records += [{"job": self.jobs.saved_entry(job)} for job in self.unsynced_jobs.values()]
+        self.unsynced_nodes = {}
+        self.unsynced_jobs = {}
+        return records
+
     def save_doc(self) -> dict[str, Any]:
         """The state-file document, for orjson: each node's entry is encoded once, when the node
         changed, and kept as an orjson.Fragment (bytes, nothing for the collector to walk)."""
         self.dirty = False
-        out: dict[str, Any] = {}
-        for name, node in self.nodes.items():
-            entry = node.saved
-            if entry is None:
-                st = node.state
-                state = names.to_json(st)
-                state["cpus_total"] = st.cpus_total
-                state["cpus_alloc"] = st.cpus_alloc
-                hw = node.hardware_json
-                entry = node.saved = orjson.Fragment(kept(orjson.dumps({
-                    "state": state,
-                    "hardware": orjson.Fragment(hw) if hw is not None else None,
-                    "boot_time": node.boot_time,
-                    "last_registration": node.last_registration,
-                    "slurmd_start_time": node.slurmd_start_time,
-                    "version": node.version,
-                    "last_busy": node.last_busy,
-                    "power_started": node.power_started,
-                    "power_action": node.power_action,
-                    "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)
-                    "last_change": node.last_change,
-                })))
-            out[name] = entry
+        out = {name: self.node_entry(node) for name, node in self.nodes.items()}
         return {"saved_at": self.wall(), "config_hash": self.config.config_hash, "nodes": out,
                 "jobs": self.jobs.save_doc()}

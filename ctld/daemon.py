@@ -15,12 +15,14 @@ from conf import ConfigError, load_config
 from conf.model import ClusterConfig
 from ctld import eventlog, logs, statefile
 from ctld.cluster import Cluster
-from ctld.jobjournal import Journal
-from ctld.jobs import job_json
 from ctld.server import Server
+from ctld.store import FileStore
 from protocol import messages as m
 
-SAVE_INTERVAL = 0.5  # coalescing window of state saves: a SIGKILL loses at most this much
+# Seconds between snapshots (the state file). A SIGKILL loses nothing in between: every change a
+# reply confirmed is in the journal; a snapshot only lets the journal's older segments go.
+SAVE_INTERVAL = 5.0
+EVENT_SAVE_INTERVAL = 0.5  # coalescing window of event log appends
 
 
 def format_errors(exc: ConfigError) -> tuple[str, ...]:
@@ -52,7 +54,10 @@ class Daemon:
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job)
-        self.journal = Journal(state_dir)
+        self.store = FileStore(state_dir)
+        self.server.sync = self.durable
+        self._outbox_ready = trio.Event()
+        self.cluster.on_outbox = self._poke_outbox
         # What power programs are told (resume file location; RANCH_SERVER/RANCH_KEY_FILE so an
         # example ResumeProgram can start an rnoded that joins this controller).
         self.cluster.power.state_dir = state_dir
@@ -66,46 +71,91 @@ class Daemon:
     def _mark_dirty(self) -> None:
         self._dirty.set()
 
+    def _poke_outbox(self) -> None:
+        self._outbox_ready.set()
+
+    @property
+    def journal(self) -> FileStore:
+        """The store's journal side (the name the tests and benches know)."""
+        return self.store
+
     def restore(self) -> None:
         self.cluster.eventlog.load(self.state_dir)
-        journal = self.journal.read()
         try:
-            doc = statefile.load(self.state_dir)
+            doc, records = self.store.load()
         except statefile.StateFileError as exc:
             logs.event("saved state unusable; starting from the config", logging.ERROR,
                        error=str(exc))
-            doc = None
-        if doc is None:
+            doc, records = None, self.store.read()
+        if doc is None and not records:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
-            if journal:
-                self.cluster.jobs.restore(None, journal)
             return
-        self.cluster.restore(doc, journal)
+        doc = overlay(doc, records)
+        if doc.get("nodes"):
+            self.cluster.restore(doc)
+        else:
+            self.cluster.jobs.restore(doc.get("jobs"))
+
+    async def durable(self) -> None:
+        """Return once every change made so far is on disk (group commit: the changes of every
+        caller that arrives meanwhile share one write). OSError when they could not be written;
+        they stay queued for the next try."""
+        c = self.cluster
+        if c.unsynced_jobs or c.unsynced_nodes:
+            jobs, nodes = dict(c.unsynced_jobs), dict(c.unsynced_nodes)
+            ticket = self.store.append(c.take_unsynced())
+            try:
+                await self.store.wait(ticket)
+            except OSError:
+                c.unsynced_jobs = {**jobs, **c.unsynced_jobs}
+                c.unsynced_nodes = {**nodes, **c.unsynced_nodes}
+                raise
+        else:
+            await self.store.wait(self.store.last_ticket)
 
     async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
-        """Accept a job: checked and built, on disk, and only then queued and scheduled, so an
-        acknowledged job survives a SIGKILL of rctld and no job runs that the journal lacks."""
+        """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already
+        RUNNING: one write) before the reply. Its LaunchJob waits in the outbox for the same
+        write, so no job runs that the journal lacks; if the write fails, it is retracted."""
         jobs = self.cluster.jobs
         built = jobs.build(msg)
         if isinstance(built, m.Error):
             return built
+        reply = jobs.accept(built)
         try:
-            await self.journal.commit([job_json(j) for j in built])
-        except OSError as exc:  # the built jobs are dropped; their ids stay unused
-            jobs.drop(built)
+            await self.durable()
+        except OSError as exc:  # never acknowledged, never launched: as if never submitted
+            jobs.retract(built)
             logs.event("job journal write failed", logging.ERROR, error=str(exc))
             return m.Error("internal", f"job {built[0].id} could not be written to "
-                           f"{self.journal.path}: {exc.strerror or exc}")
-        reply = jobs.accept(built)
-        # The jobs that started at once are journalled again, RUNNING (replay keeps the last
-        # line of a job), so that a SIGKILL before the next state save keeps them running.
-        started = [job_json(j) for j in built if j.state != "PENDING"]
-        try:
-            await self.journal.commit(started)
-        except OSError as exc:  # accepted and on disk as submitted: replay reruns them
-            logs.event("job journal write failed", logging.ERROR, error=str(exc))
+                           f"{self.store.path}: {exc.strerror or exc}")
         return reply
+
+    async def flush_outbox(self) -> bool:
+        """Send the pushes queued so far, in order, once what led to them is on disk."""
+        c = self.cluster
+        batch, c.outbox = c.outbox, []
+        try:
+            await self.durable()
+        except OSError as exc:
+            logs.event("journal write failed; launches and kills wait", logging.ERROR,
+                       error=str(exc))
+            c.outbox[:0] = batch
+            return False
+        for fn, args in batch:
+            fn(*args)
+        return True
+
+    async def _outbox(self) -> None:
+        """Pushes that follow from changes (LaunchJob, KillJob) leave once those are on disk,
+        one batch after the other, so that a node gets them in the order they were made."""
+        while True:
+            await self._outbox_ready.wait()
+            self._outbox_ready = trio.Event()
+            if not await self.flush_outbox():
+                self._outbox_ready.set()
+                await trio.sleep(1.0)
 
     async def run(
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
@@ -128,6 +178,7 @@ class Daemon:
                            cluster=self.cluster.config.cluster_name)
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
                 nursery.start_soon(self._saver)
+                nursery.start_soon(self._outbox)
                 nursery.start_soon(self._event_saver)
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(self.cluster.power.remove_stale_files)
@@ -166,26 +217,28 @@ class Daemon:
                     self.stop()
                     return
 
+    def _snapshot_doc(self) -> dict[str, Any]:
+        doc = self.cluster.save_doc()
+        doc["journal_seq"] = self.store.seq  # every record handed to the store so far
+        doc["journal_keep_from"] = self.store.rotate()  # later records go to a new segment
+        return doc
+
     def save_now(self) -> None:
         """Write the state file synchronously (shutdown)."""
         try:
-            statefile.save(self.state_dir, self.cluster.save_doc())
+            statefile.save(self.state_dir, self._snapshot_doc())
             logs.event("state saved", path=statefile.state_path(self.state_dir))
         except OSError as exc:
             logs.event("state save failed", logging.ERROR, error=str(exc))
 
     async def _saver(self) -> None:
-        self.journal.in_thread = self.save_in_thread
+        self.store.in_thread = self.save_in_thread
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
-            doc = self.cluster.save_doc()  # built here; the entries are never mutated later
+            doc = self._snapshot_doc()  # built here; the entries are never mutated later
             try:
-                if self.save_in_thread:
-                    await trio.to_thread.run_sync(statefile.save, self.state_dir, doc)
-                else:
-                    statefile.save(self.state_dir, doc)
-                await self.journal.trim(doc["jobs"]["next_id"])
+                await self.store.snapshot(doc, doc["journal_keep_from"])
             except OSError as exc:
                 logs.event("state save failed", logging.ERROR, error=str(exc))
                 self.cluster.dirty = True
@@ -212,7 +265,7 @@ class Daemon:
                 logs.event("event log save failed", logging.ERROR, error=str(exc))
                 log.unsaved[:0] = batch
                 self._events_unsaved.set()
-            await trio.sleep(SAVE_INTERVAL)
+            await trio.sleep(EVENT_SAVE_INTERVAL)
 
     async def _power_save(self) -> None:
         while True:
@@ -251,3 +304,31 @@ def _listener_addr(listener: Any) -> str:
         return f"{host}:{port}"
     except (OSError, AttributeError):
         return "?"
+
+
+def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The snapshot with the journal's records laid over it, in order (a record replaces the
+    node's or job's entry). Lines of the version-4 submission journal (a bare job record) add
+    only jobs the snapshot never held."""
+    doc = dict(doc or {})
+    nodes = dict(doc.get("nodes") or {})
+    saved_jobs = doc.get("jobs") or {}
+    next_id = int(saved_jobs.get("next_id", 1))
+    jobs: dict[int, Any] = {int(j["id"]): j for j in saved_jobs.get("jobs", ())
+                            if isinstance(j, dict) and "id" in j}
+    for rec in records:
+        try:
+            if "node" in rec:
+                nodes[str(rec["node"])] = rec["entry"]
+            elif "job" in rec:
+                jobs[int(rec["job"]["id"])] = rec["job"]
+            elif "id" in rec and "seq" not in rec:  # version 4: a submission
+                jid = int(rec["id"])
+                if jid not in jobs and jid >= next_id:
+                    jobs[jid] = rec
+        except (KeyError, TypeError, ValueError) as exc:
+            logs.event("journal record unreadable; skipped", logging.WARNING, error=repr(exc))
+    top = max(jobs, default=0)
+    doc["nodes"] = nodes
+    doc["jobs"] = {"next_id": max(next_id, top + 1), "jobs": list(jobs.values())}
+    return doc

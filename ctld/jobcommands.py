@@ -8,8 +8,9 @@ from collections.abc import Sequence
 import attrs
 
 from ctld import logs
-from ctld.jobrecord import ACTIVE, COMPLETING, PENDING, REQUEUE, RUNNING, Job
+from ctld.jobrecord import ACTIVE, PENDING, RUNNING, Job
 from protocol import messages as m
+from statemachine import jobtable as jt
 
 
 class JobCommands:
@@ -46,7 +47,6 @@ class JobCommands:
         if msg.only_user:
             jobs = [j for j in jobs if j.req.user == msg.only_user]
         done: list[int] = []
-        left_pending = False
         for job in jobs:
             if not self._may(job, msg.user, msg.uid):
                 errors.append(f"Kill job error on job id {job.id}: Access/permission denied")
@@ -63,16 +63,13 @@ class JobCommands:
                 else:
                     errors.append(f"Signal job error on job id {job.id}: job is {job.state}")
                 continue
-            if job.state == PENDING:
-                self._finish(job, "CANCELLED")  # off the pending list after the loop
-                left_pending = True
-            elif job.state == COMPLETING:
-                job.outcome = "CANCELLED"
-                self._touch(job)
+            err = self._apply(job, jt.Cancel())
+            if err:
+                if msg.job_ids:  # rcancel -u passes over what is already ending
+                    errors.append(err)
             else:
-                self._end_with(job, "CANCELLED", "cancelled")
-            done.append(job.id)
-        if left_pending:
+                done.append(job.id)
+        if self.pending_stale:
             self._rebuild_pending()
         logs.event("cancel", jobs=",".join(map(str, done)) or "-", user=msg.user or "-",
                    signal=msg.signal, refused=len(errors))
@@ -95,38 +92,28 @@ class JobCommands:
                 errors.append(f"job {job.id}: Access/permission denied")
                 continue
             if action == "hold":
-                if job.state != PENDING:
-                    errors.append(f"job {job.id}: Job is no longer pending execution")
-                    continue
-                job.held = "user" if msg.uid == job.req.uid else "admin"
-                job.reason = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+                event: jt.Event = jt.Hold(admin=msg.uid != job.req.uid)
             elif action == "begin":  # rcontrol update JobId=N StartTime=T
-                if job.state != PENDING:
-                    errors.append(f"job {job.id}: Job is no longer pending execution")
-                    continue
-                job.req = attrs.evolve(job.req, begin_time=msg.begin_time)
-                job.reason = "None"  # the next pass says BeginTime again if still ahead
+                event = jt.UpdateBegin()
             elif action == "release":
-                if not job.held:
-                    errors.append(f"job {job.id}: Job is not held")
-                    continue
-                job.held = ""
-                job.reason = "None"
-            else:  # requeue
-                if job.state == PENDING:
-                    errors.append(f"job {job.id}: Job is pending execution")
-                    continue
-                if not job.req.requeue and job.state in ACTIVE:
-                    errors.append(f"job {job.id}: Requeue of this job is disabled "
-                                  "(--no-requeue)")
-                    continue
-                if job.state in ACTIVE:
-                    self._end_with(job, REQUEUE, "requeued")
-                else:
-                    self._requeue(job)
+                event = jt.Release()
+            else:
+                event = jt.Requeue()
+            err = self._apply(job, event)
+            if err:
+                errors.append(err)
+                continue
+            if action == "hold":
+                job.reason = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif action in ("begin", "release"):
+                if action == "begin":
+                    job.req = attrs.evolve(job.req, begin_time=msg.begin_time)
+                job.reason = "None"  # the next pass says BeginTime again if still ahead
             self._touch(job)
             self.kicked = True
             done.append(job.id)
+        if self.pending_stale:
+            self._rebuild_pending()
         logs.event("job control", action=action, jobs=",".join(map(str, done)) or "-",
                    user=msg.user or "-", refused=len(errors))
         self.c.flush_programs()

@@ -78,15 +78,16 @@ class JobListing:
         return rec
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes:
-        """The JobList body (orjson, the codec's shape); the full list is cached per change."""
-        if not ids and self._list is not None and self._list[0] == self.gen:
-            return self._list[1]
-        wanted = [self.jobs[j] for j in ids if j in self.jobs] if ids else self.jobs.values()
+        """The JobList body (orjson, the codec's shape). The records of the full list are
+        encoded once per change; "now" (generated_at, from which rqueue's TIME and show job's
+        RunTime count) is written fresh into every answer."""
         if ids:
+            wanted = [self.jobs[j] for j in ids if j in self.jobs]
             extra = [j for j in self.jobs.values() if j.array_job_id in ids and j.id not in ids]
-            wanted = [*wanted, *extra]
-        body = kept(orjson.dumps({"generated_at": self.c.wall(),
-                                  "jobs": [self.record(j) for j in wanted]}))
-        if not ids:
-            self._list = (self.gen, body)
-        return body
+            records = orjson.dumps([self.record(j) for j in [*wanted, *extra]])
+        elif self._list is not None and self._list[0] == self.gen:
+            records = self._list[1]
+        else:
+            records = kept(orjson.dumps([self.record(j) for j in self.jobs.values()]))
+            self._list = (self.gen, records)
+        return b'{"generated_at":%s,"jobs":%s}' % (orjson.dumps(self.c.wall()), records)

@@ -1,5 +1,10 @@
-"""Reconciling jobs with what nodes report: JobEnd endings, the job ids in heartbeats and
-registrations (lost jobs, stale copies), and the loss or failure of a node."""
+"""Reconciling jobs with what nodes report: JobEnd endings, launch confirmations, the runs in
+heartbeats and registrations (lost jobs, stale runs), and the loss or failure of a node.
+
+Every report names a run (job id, restarts); the job table ignores a report about another run
+than the current one, and a node that runs a run the controller does not place there is told to
+kill that run (and only that run: a newer run of the same job on the same node is spared).
+"""
 
 from __future__ import annotations
 
@@ -8,133 +13,125 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ctld import logs
-from ctld.jobrecord import COMPLETING, CONFIGURING, END_STATES, REQUEUE, RUNNING, Job
-from ctld.scheduler import NodeUse
+from ctld.jobrecord import ACTIVE, COMPLETING, RUNNING
 from protocol import messages as m
+from statemachine import jobtable as jt
 
 if TYPE_CHECKING:
     from ctld.node import NodeRecord
+
+Run = tuple[int, int]
+
+
+def reported_runs(job_ids: Sequence[int], runs: Sequence[Sequence[int]]) -> dict[int, int]:
+    """job id -> the run a node says it runs (-1: an older rnoded that names no run)."""
+    out = {int(j): -1 for j in job_ids}
+    for jid, restarts in runs:
+        out[int(jid)] = int(restarts)
+    return out
 
 
 class JobReconciliation:
     """Mixed into ctld.jobs.Jobs."""
 
     def ended(self, node: NodeRecord, ends: Sequence[m.JobEnd]) -> None:
-        """JobEnd reports (at least once each: a repeat is a no-op)."""
+        """JobEnd reports (at least once each: a repeat, or another run's, is a no-op)."""
         for end in ends:
             job = self.jobs.get(end.job_id)
-            if job is None or end.restarts != job.restarts or node.name not in job.awaiting:
+            if job is None:
                 continue
-            job.awaiting.discard(node.name)
-            outcome = END_STATES.get(end.state, "FAILED")
-            if job.state == RUNNING and (node.name == job.batch_host or outcome in (
-                    "FAILED", "OUT_OF_MEMORY")):
-                job.exit_code, job.signal = end.exit_code, end.signal
-                job.message = end.message
-                if end.state == "LAUNCH_FAILED":
-                    job.message = f"launch failed on {node.name}: {end.message}"
-                self._release(job, node.name)
-                self._end_with(job, outcome, "ended")
+            if end.restarts != job.restarts:
+                logs.event("ending of an older run recorded, not applied", job=job.id,
+                           node=node.name, run=end.restarts, current=job.restarts,
+                           state=end.state)
                 continue
-            self._release(job, node.name)
-            if job.state == COMPLETING and not job.awaiting:
-                self._finish(job, job.outcome or outcome)
-            else:
-                self._touch(job)
+            self._apply(job, jt.EndReported(node.name, end.restarts, end.state, end.exit_code,
+                                            end.signal, end.message))
 
-    def _expected(self, name: str, job_id: int) -> bool:
+    def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
+        """A node confirms it launched a run (its start time is the job's)."""
+        job = self.jobs.get(msg.job_id)
+        if job is not None:
+            self._apply(job, jt.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
+        return m.Ack()
+
+    def _current(self, name: str, job_id: int, run: int) -> bool:
+        """Whether the node should run this run of the job (-1: an older rnoded's any-run)."""
         job = self.jobs.get(job_id)
-        return job is not None and job.state in (RUNNING, COMPLETING) and name in job.awaiting
+        return (job is not None and job.state in (RUNNING, COMPLETING) and name in job.awaiting
+                and run in (-1, job.restarts))
 
-    def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[int, ...]:
-        """Endings in a heartbeat, jobs it should run and does not (lost after a grace time),
-        and the jobs it runs that are not its own any more."""
-        if msg.jobs_ended:
-            self.ended(node, msg.jobs_ended)
+    def _stale(self, name: str, runs: dict[int, int]) -> tuple[tuple[int, ...], tuple[Run, ...]]:
+        """(job ids, runs) the node runs that are not its own: it kills them silently."""
+        stale = [(j, r) for j, r in sorted(runs.items()) if not self._current(name, j, r)]
+        # an older rnoded kills by id alone: never name a job whose current run is also there
+        ids = tuple(j for j, r in stale if r == -1)
+        return ids, tuple((j, r) for j, r in stale if r != -1)
+
+    def _look_for_missing(self, node: NodeRecord, runs: dict[int, int],
+                          grace: bool) -> None:
+        """Jobs the node should run and does not report: lost there (after the launch grace
+        time in a heartbeat; at once in a registration, which lists everything it runs)."""
         name = node.name
         use = self.uses.get(name)
-        if use is not None and use.jobs:
-            now = self.c.clock()
-            running = set(msg.job_ids)
-            for jid in sorted(use.jobs):
-                job = self.jobs.get(jid)
-                if (job is not None and name in job.awaiting and jid not in running
-                        and job.launched_at is not None
-                        and now - job.launched_at > self.missing_grace):
-                    self._gone_from(job, name)
-        if not msg.job_ids:
-            return ()
-        return tuple(j for j in msg.job_ids if not self._expected(name, j))
-
-    def _gone_from(self, job: Job, name: str) -> None:
-        """The node does not run the job and reported no ending for it."""
-        logs.event("node lost a job", logging.WARNING, node=name, job=job.id)
-        job.awaiting.discard(name)
-        self._release(job, name)
-        if job.state == COMPLETING:
-            if not job.awaiting:
-                self._finish(job, job.outcome)
-        else:
-            self._lost(job, f"lost by node {name}")
-
-    def registered(self, node: NodeRecord, msg: m.Register) -> tuple[int, ...]:
-        """A (re)registration: endings, jobs the node lost, stale copies, launches that waited."""
-        name = node.name
-        if msg.jobs_ended:
-            self.ended(node, msg.jobs_ended)
-        running = set(msg.job_ids)
-        use = self.uses.get(name)
-        for jid in sorted(use.jobs) if use else ():
+        if use is None or not use.jobs:
+            return
+        now = self.c.clock()
+        for jid in sorted(use.jobs):
             job = self.jobs.get(jid)
-            if job is None or name not in job.awaiting or jid in running:
+            if job is None or name not in job.awaiting or job.state not in ACTIVE:
                 continue
-            # The node does not run it and did not report its end: lost with the old rnoded
-            # (or its LaunchJob went to a dead connection).
-            self._gone_from(job, name)
+            if runs.get(jid) in (-1, job.restarts):
+                continue
+            if grace and (job.launched_at is None or now - job.launched_at <= self.missing_grace):
+                continue
+            logs.event("node lost a job", logging.WARNING, node=name, job=job.id,
+                       run=job.restarts)
+            self._apply(job, jt.NodeLost(name, requeue=True, why=f"lost by node {name}"))
+
+    def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
+                                                                     tuple[Run, ...]]:
+        """Endings in a heartbeat, jobs it should run and does not (lost after a grace time),
+        and the runs it has that are not its own any more."""
+        if msg.jobs_ended:
+            self.ended(node, msg.jobs_ended)
+        runs = reported_runs(msg.job_ids, msg.runs)
+        self._look_for_missing(node, runs, grace=True)
+        if not runs:
+            return (), ()
+        return self._stale(node.name, runs)
+
+    def registered(self, node: NodeRecord, msg: m.Register) -> tuple[tuple[int, ...],
+                                                                     tuple[Run, ...]]:
+        """A (re)registration: endings, jobs the node lost, stale runs, launches that waited."""
+        name = node.name
+        if msg.jobs_ended:
+            self.ended(node, msg.jobs_ended)
+        runs = reported_runs(msg.job_ids, msg.runs)
+        # The node does not run it and did not report its end: lost with the old rnoded (or its
+        # LaunchJob went to a dead connection).
+        self._look_for_missing(node, runs, grace=False)
         for jid in sorted(use.jobs) if (use := self.uses.get(name)) else ():
             job = self.jobs.get(jid)
-            if job is not None and job.state == CONFIGURING:
+            if job is not None:
                 self._try_launch(job)
         self._sync_node(name)  # an allocation its earlier state refused (UNKNOWN at restart)
         self.kicked = True
-        return tuple(j for j in msg.job_ids if not self._expected(name, j))
-
-    def _lost(self, job: Job, why: str, requeue: bool = True) -> None:
-        """A job's node died under it: requeued if both `requeue` and the job allow it
-        (--requeue), else NODE_FAIL; every node it still holds is told to stop it."""
-        self._kill(job, sorted(job.awaiting), 0, "node_down")
-        job.message = why
-        self._finish(job, REQUEUE if requeue and job.req.requeue else "NODE_FAIL")
+        return self._stale(name, runs)
 
     def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
-        """effects.KillJobs of the state machine (DOWN, ResumeTimeout, POWER_DOWN_FORCE...)."""
+        """effects.KillJobs of the node table (DOWN, ResumeTimeout, POWER_DOWN_FORCE: the node
+        is gone; State=FAIL with `wait`: it is alive, its processes are killed and awaited)."""
         use = self.uses.get(node.name)
         if use is None:
-            return
-        if wait:
-            self._fail_jobs_on(node.name, use, requeue)
             return
         for jid in sorted(use.jobs):
             job = self.jobs.get(jid)
             if job is None:
                 continue
-            if job.state == COMPLETING:  # already ending: this node's part is gone
-                job.awaiting.discard(node.name)
-                self._release(job, node.name)
-                if not job.awaiting:
-                    self._finish(job, job.outcome)
-                continue
-            self._lost(job, f"node {node.name} failed", requeue)
-        self.kicked = True
-
-    def _fail_jobs_on(self, name: str, use: NodeUse, requeue: bool) -> None:
-        """State=FAIL: the node is alive, so its jobs' processes are killed and awaited
-        (COMPLETING, the node `failg`) before each job is requeued (--requeue) or NODE_FAIL."""
-        for jid in sorted(use.jobs):
-            job = self.jobs.get(jid)
-            if job is None or job.state not in (CONFIGURING, RUNNING):
-                continue  # a COMPLETING job already ends its own way
-            job.message = f"node {name} failed"
-            self._end_with(job, REQUEUE if requeue and job.req.requeue else "NODE_FAIL",
-                           "node_fail")
+            if wait:
+                self._apply(job, jt.NodeFailing(node.name, requeue=requeue))
+            else:
+                self._apply(job, jt.NodeLost(node.name, requeue=requeue,
+                                             why=f"node {node.name} failed"))
         self.kicked = True

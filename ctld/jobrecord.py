@@ -12,14 +12,8 @@ import orjson
 from ctld.scheduler import Need, Share
 from protocol import messages as m
 from protocol.codec import converter
+from statemachine.jobstates import ACTIVE, COMPLETING, CONFIGURING, PENDING, RUNNING, JobState
 
-PENDING, CONFIGURING, RUNNING, COMPLETING = "PENDING", "CONFIGURING", "RUNNING", "COMPLETING"
-ACTIVE = frozenset({CONFIGURING, RUNNING, COMPLETING})
-REQUEUE = "REQUEUE"  # a COMPLETING job's outcome: back to PENDING once its processes are gone
-# What a node's JobEnd.state makes of the job (LAUNCH_FAILED: the job could not start: FAILED).
-END_STATES = {"COMPLETED": "COMPLETED", "FAILED": "FAILED", "TIMEOUT": "TIMEOUT",
-              "CANCELLED": "CANCELLED", "OUT_OF_MEMORY": "OUT_OF_MEMORY",
-              "LAUNCH_FAILED": "FAILED"}
 TOP_PRIORITY = 4294901760  # Slurm's priority/basic: each later job one less
 NOT_AVAILABLE = "Requested node configuration is not available"
 BEGIN_KEY = ("", "begin")  # Cluster.deadlines key: a pending job's BeginTime has come
@@ -37,7 +31,7 @@ class Job:
     req_nodes: tuple[str, ...] = ()  # -w, expanded
     exc_nodes: tuple[str, ...] = ()  # -x, expanded
     stdout: str = ""
-    state: str = PENDING
+    state: JobState = PENDING  # assigned by ctld/jobs.py Jobs._apply alone (the job table's)
     reason: str = "None"
     held: str = ""  # "" | "user" | "admin"
     start_time: float | None = None
@@ -56,6 +50,8 @@ class Job:
     submitted_at: float = 0.0  # trio clock
     saved: orjson.Fragment | None = None
     record: dict | None = None
+    # `req` encoded, with the request it encodes: it changes far less often than the job
+    req_saved: tuple[m.SubmitJob, orjson.Fragment] | None = None
 
     @property
     def batch_host(self) -> str:
@@ -90,10 +86,19 @@ def job_name(req: m.SubmitJob) -> str:
     return req.name or (os.path.basename(req.command) if req.command else "wrap")
 
 
+def req_fragment(job: Job) -> orjson.Fragment:
+    """The job's request as JSON, encoded once (and again only after `job.req` is replaced)."""
+    cached = job.req_saved
+    if cached is None or cached[0] is not job.req:
+        cached = job.req_saved = (job.req, orjson.Fragment(orjson.dumps(
+            converter.unstructure(job.req))))
+    return cached[1]
+
+
 def job_json(job: Job) -> dict[str, Any]:
     return {
         "id": job.id,
-        "req": converter.unstructure(job.req),
+        "req": req_fragment(job),
         "partition": job.partition,
         "time_limit": job.time_limit,
         "priority": job.priority,
@@ -132,7 +137,7 @@ def job_from_json(d: dict[str, Any]) -> Job:
         req_nodes=tuple(d.get("req_nodes", ())),
         exc_nodes=tuple(d.get("exc_nodes", ())),
         stdout=d.get("stdout", "slurm-%j.out"),
-        state=d.get("state", PENDING),
+        state=JobState(d.get("state", PENDING)),
         reason=d.get("reason", "None"),
         held=d.get("held", ""),
         start_time=d.get("start_time"),
@@ -149,3 +154,5 @@ def job_from_json(d: dict[str, Any]) -> Job:
         array_job_id=int(d.get("array_job_id", 0)),
         array_task_id=d.get("array_task_id"),
     )
+__all__ = ["ACTIVE", "COMPLETING", "CONFIGURING", "PENDING", "RUNNING", "Job", "JobState",
+           "job_from_json", "job_json", "job_name", "parse_array"]

@@ -23,9 +23,7 @@ from ctld.jobreconcile import JobReconciliation
 from ctld.jobrecord import (
     ACTIVE,
     COMPLETING,
-    CONFIGURING,
     PENDING,
-    REQUEUE,
     RUNNING,
     Job,
     job_from_json,
@@ -38,6 +36,8 @@ from ctld.scheduler import NodeUse
 from ctld.wire import kept
 from protocol import messages as m
 from statemachine import Flag, events
+from statemachine import jobtable as jt
+from statemachine.jobstates import FINAL
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
@@ -45,16 +45,26 @@ if TYPE_CHECKING:
 __all__ = ["ACTIVE", "PENDING", "Job", "Jobs", "job_from_json", "job_json", "parse_array"]
 
 
+def view_of(job: Job) -> jt.JobView:
+    """What the job table reads of a job."""
+    return jt.JobView(
+        job.id, job.state, job.outcome, job.held, job.restarts, job.req.requeue, job.nodes,
+        frozenset(job.awaiting), job.exit_code, job.signal, job.message,
+        job.nodes[0] if job.nodes else "",
+    )
+
+
 class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing):
     """Every job the controller holds, and the node allocations they make. Here the core
-    (bookkeeping, endings, save/restore); submission, the scheduling pass, reconciliation,
-    user commands and listings come from the mixins."""
+    (the one place a job's state changes, bookkeeping, save/restore); submission, the scheduling
+    pass, reconciliation, user commands and listings come from the mixins."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # by (-priority, id)
         self.pending_parts: Counter[str] = Counter()
+        self.pending_stale = False  # a job left PENDING: rebuild the list before it is read
         self.uses: dict[str, NodeUse] = {}
         self.next_id = 1
         self.building = 0  # jobs built and not yet accepted (their journal write under way)
@@ -74,14 +84,79 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         self.missing_grace = 3.0 * t.heartbeat_interval + t.message_timeout
         self.kicked = True
 
-    def _touch(self, job: Job) -> None:
+    def _touch(self, job: Job, durable: bool = True) -> None:
+        """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
+        the journal before that reply leaves (a pending reason is recomputed, not kept)."""
         job.saved = None
         job.record = None
         self.gen += 1
         c = self.c
+        if durable:
+            c.unsynced_jobs[job.id] = job
         if not c.dirty:
             c.dirty = True
             c.on_dirty()
+
+    # -- the one place a job's state changes -------------------------------------------------
+
+    def _apply(self, job: Job, event: jt.Event) -> str | None:
+        """Feed one event to the job table and carry out its effects; the refusal's text (for
+        the user) when the table refuses it."""
+        old = view_of(job)
+        try:
+            new, effects = jt.apply_job(old, event)
+        except jt.JobRefused as exc:
+            return str(exc)
+        if new == old and not effects:
+            return None
+        job.state, job.outcome, job.held = new.state, new.outcome, new.held
+        job.restarts, job.nodes, job.awaiting = new.restarts, new.nodes, set(new.awaiting)
+        job.exit_code, job.signal, job.message = new.exit_code, new.signal, new.message
+        for eff in effects:
+            if isinstance(eff, jt.Free):
+                for name in eff.nodes:
+                    self._release(job, name)
+            elif isinstance(eff, jt.Kill):
+                self._kill(job, eff.nodes, 0, eff.why, run=old.restarts)
+            elif isinstance(eff, jt.Launch):
+                self._launch(job, eff.nodes)
+            elif isinstance(eff, jt.Started):
+                job.start_time = eff.at
+        if new.state != old.state or new.restarts != old.restarts:
+            self._entered(job, old)
+        self._touch(job)
+        return None
+
+    def _entered(self, job: Job, old: jt.JobView) -> None:
+        """Bookkeeping that follows from the state a job entered."""
+        state = job.state
+        if old.state == PENDING and state != PENDING:
+            self.pending_stale = True
+        if state == PENDING:  # requeued: a new run starts from scratch
+            for name in list(job.shares):
+                self._release(job, name)
+            job.shares = {}
+            job.reason = "None"
+            job.start_time = job.end_time = None
+            job.launched_at = None
+            self._add_pending(job)
+            self.kicked = True
+            logs.event("job requeued", job=job.id, restarts=job.restarts)
+        elif state == RUNNING and old.state != RUNNING:
+            job.start_time = self.c.wall()  # until the node says when it started it
+            job.launched_at = self.c.clock()
+        elif state in FINAL:
+            for name in list(job.shares):
+                self._release(job, name)
+            job.end_time = self.c.wall()
+            job.reason = "None"
+            if job.start_time is None:
+                job.start_time = job.end_time
+            self.kicked = True
+            logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
+                       signal=job.signal)
+        for name in set(old.nodes) | set(job.nodes):
+            self._sync_node(name)  # COMPLETING comes and goes with the job's state
 
     def _add_pending(self, job: Job) -> None:
         bisect.insort(self.pending, job, key=lambda j: (-j.priority, j.id))
@@ -92,6 +167,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         list.remove per job: many jobs leave it in one scheduling pass or one rcancel -u)."""
         self.pending = [j for j in self.pending if j.state == PENDING]
         self.pending_parts = Counter(j.partition for j in self.pending)
+        self.pending_stale = False
 
     def _sync_node(self, name: str) -> None:
         """Feed the node's allocation and COMPLETING flag to the state machine as events."""
@@ -128,62 +204,16 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             use.remove(job.id, share)
         self._sync_node(name)
 
-    def _release_all(self, job: Job) -> None:
-        job.awaiting.clear()  # first, so that no node keeps COMPLETING for this job
-        for name in list(job.shares):
-            self._release(job, name)
-
-    # -- endings ---------------------------------------------------------------------------
-
-    def _finish(self, job: Job, state: str) -> None:
-        self._release_all(job)
-        if state == REQUEUE:
-            self._requeue(job)
-            return
-        job.state = state
-        job.outcome = ""
-        job.end_time = self.c.wall()
-        job.reason = "None"
-        if job.start_time is None:
-            job.start_time = job.end_time
-        self._touch(job)
-        self.kicked = True
-        logs.event("job ended", job=job.id, state=state, exit_code=job.exit_code,
-                   signal=job.signal)
-
-    def _requeue(self, job: Job) -> None:
-        job.restarts += 1
-        job.state = PENDING
-        job.reason = "None"
-        job.nodes = ()
-        job.shares = {}
-        job.awaiting = set()
-        job.outcome = ""
-        job.start_time = job.end_time = None
-        job.launched_at = None
-        self._add_pending(job)
-        self._touch(job)
-        self.kicked = True
-        logs.event("job requeued", job=job.id, restarts=job.restarts)
-
-    def _kill(self, job: Job, names: Iterable[str], signal: int = 0, why: str = "") -> None:
+    def _kill(self, job: Job, names: Iterable[str], signal: int = 0, why: str = "",
+              run: int | None = None) -> None:
+        """KillJob for run `run` (default the current one) to each node, once what led to it is
+        on disk: a kill that went out before a crash must match the state read back after."""
+        msg = m.KillJob(job_id=job.id, signal=signal, reason=why,
+                        restarts=job.restarts if run is None else run)
         for name in names:
             node = self.c.nodes.get(name)
             if node is not None and node.conn is not None:
-                node.conn.push(m.KillJob(job_id=job.id, signal=signal, reason=why))
-
-    def _end_with(self, job: Job, outcome: str, why: str) -> None:
-        """Stop a job's processes everywhere; `outcome` once all of them are gone."""
-        if job.state == CONFIGURING or (job.state == RUNNING and not job.awaiting):
-            self._finish(job, outcome)
-            return
-        job.outcome = outcome
-        if job.state != COMPLETING:
-            job.state = COMPLETING
-            self._kill(job, sorted(job.awaiting), 0, why)
-        for name in job.awaiting:
-            self._sync_node(name)
-        self._touch(job)
+                self.c.after_durable(node.conn.push, msg)
 
     # -- state file ------------------------------------------------------------------------
 
@@ -196,16 +226,18 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         if old:
             self.gen += 1
 
+    def saved_entry(self, job: Job) -> orjson.Fragment:
+        """The job's record as the state file and the journal hold it, encoded once a change."""
+        if job.saved is None:
+            job.saved = orjson.Fragment(kept(orjson.dumps(job_json(job))))
+        return job.saved
+
     def save_doc(self) -> dict[str, Any]:
         self._purge()
-        out = []
-        for job in self.jobs.values():
-            if job.saved is None:
-                job.saved = orjson.Fragment(kept(orjson.dumps(job_json(job))))
-            out.append(job.saved)
-        return {"next_id": self.next_id, "jobs": out}
+        return {"next_id": self.next_id, "jobs": [self.saved_entry(j) for j in self.jobs.values()]}
 
-    def restore(self, doc: dict[str, Any] | None, journal: Iterable[dict] = ()) -> None:
+    def restore(self, doc: dict[str, Any] | None) -> None:
+        """Take back the saved jobs (the journal's records already laid over them)."""
         doc = doc or {}
         self.next_id = max(self.next_id, int(doc.get("next_id", 1)))
         for entry in doc.get("jobs", ()):
@@ -215,24 +247,10 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
                 logs.event("saved job unreadable; dropped", logging.WARNING, error=repr(exc))
                 continue
             self._adopt(job)
-        latest: dict[int, Job] = {}  # a job's last line wins (submitted, then started)
-        for entry in journal:
-            try:
-                job = job_from_json(entry)
-            except (KeyError, TypeError, ValueError) as exc:
-                logs.event("journalled job unreadable; dropped", logging.WARNING, error=repr(exc))
-                continue
-            if job.id in self.jobs or job.id < int(doc.get("next_id", 1)):
-                continue
-            latest[job.id] = job
-        for job in latest.values():
-            self._adopt(job)
-        replayed = len(latest)
         for name in list(self.c.nodes):
             self._sync_node(name)
         self.kicked = True
-        logs.event("jobs restored", jobs=len(self.jobs), from_journal=replayed,
-                   next_id=self.next_id)
+        logs.event("jobs restored", jobs=len(self.jobs), next_id=self.next_id)
 
     def _adopt(self, job: Job) -> None:
         self.jobs[job.id] = job

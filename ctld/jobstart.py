@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 
 from conf import hostlist
 from ctld import logs
-from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, RUNNING, Job, job_name
+from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_name
 from ctld.scheduler import NodeUse, place
 from protocol import messages as m
 from statemachine import Flag
+from statemachine import jobtable as jt
+from statemachine.predicates import takes_new_work
 
 if TYPE_CHECKING:
     from ctld.node import NodeRecord
@@ -30,6 +32,8 @@ class JobStarts:
 
     def _pass(self) -> None:
         cfg = self.c.config
+        if self.pending_stale:
+            self._rebuild_pending()
         blocked: set[str] = set()
         started = 0
         wall = self.c.wall()
@@ -64,7 +68,7 @@ class JobStarts:
                     blocked.add(job.partition)
             if job.reason != why:
                 job.reason = why
-                self._touch(job)
+                self._touch(job, durable=False)  # recomputed by every pass, after a restart too
         if started:
             self._rebuild_pending()
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
@@ -81,20 +85,25 @@ class JobStarts:
         shares, why = place(job.need, required, others, self.uses, self.index)
         if shares is None:
             if why == "ReqNodeNotAvail" and required:
-                down = [n.name for n in required if n.state.flags or not n.state.schedulable]
+                down = [n.name for n in required
+                        if n.state.flags or not takes_new_work(n.state)]
                 if down:
                     why = f"ReqNodeNotAvail, UnavailableNodes:{hostlist.fold(down)}"
             return why
-        job.state = CONFIGURING  # _pass drops it from the pending list
-        job.reason = "None"
-        # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
-        job.nodes = tuple(hostlist.expand(hostlist.fold(list(shares))))
-        job.shares = dict(shares)
         for name, share in shares.items():
             self.uses.setdefault(name, NodeUse()).add(job.id, share)
+        job.shares = dict(shares)
+        job.reason = "None"
+        # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
+        order = tuple(hostlist.expand(hostlist.fold(list(shares))))
+        booting = not all(self._ready(nodes[n]) for n in order)
+        err = self._apply(job, jt.Allocate(order, booting=booting))  # _pass drops it from pending
+        if err:  # the table refused (held meanwhile): give the resources back
+            for name in list(shares):
+                self._release(job, name)
+            return "JobHeldUser"
+        for name in order:
             self._sync_node(name)
-        self._touch(job)
-        self._try_launch(job)
         return ""
 
     def _members(self, pc: Any) -> list[NodeRecord]:
@@ -111,19 +120,24 @@ class JobStarts:
 
     def _try_launch(self, job: Job) -> None:
         """CONFIGURING -> RUNNING once every node of the job is up and connected."""
-        nodes = [self.c.nodes.get(n) for n in job.nodes]
-        if any(n is None or not self._ready(n) for n in nodes):
-            return
-        wall = self.c.wall()
+        if job.state == CONFIGURING and all(
+                (n := self.c.nodes.get(name)) is not None and self._ready(n) for name in job.nodes):
+            self._apply(job, jt.NodesReady())
+
+    def _launch(self, job: Job, names: tuple[str, ...]) -> None:
+        """The table's Launch effect: LaunchJob for the current run to each node, sent once the
+        run is on disk (a crash after it never forgets a launch the node acted on)."""
         nodelist = hostlist.fold(list(job.nodes))
         req = job.req
         name = job_name(req)
         limit = None if job.time_limit is None else job.time_limit * 60.0
         if req.time_limit_s is not None and req.time_limit is not None:
             limit = req.time_limit_s
-        for node in nodes:
-            assert node is not None
-            share = job.shares[node.name]
+        for node_name in names:
+            node = self.c.nodes.get(node_name)
+            share = job.shares.get(node_name)
+            if node is None or node.conn is None or share is None:
+                continue  # the node's silence is seen as a lost job after the grace time
             spec = m.JobSpec(
                 job_id=job.id, name=name, user=req.user, uid=req.uid, gid=req.gid,
                 script=req.script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
@@ -133,10 +147,5 @@ class JobStarts:
                 restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
                 array_job_id=job.array_job_id, array_task_id=job.array_task_id,
             )
-            node.conn.push(m.LaunchJob(spec))  # type: ignore[union-attr]
-        job.state = RUNNING
-        job.start_time = wall
-        job.launched_at = self.c.clock()
-        job.awaiting = set(job.nodes)
-        self._touch(job)
+            self.c.after_durable(node.conn.push, m.LaunchJob(spec))
         logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

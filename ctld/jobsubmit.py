@@ -98,12 +98,26 @@ class JobSubmission:
         self.building += len(built)
         return built
 
-    def drop(self, built: Sequence[Job]) -> None:
-        """Built jobs that will never be queued (their journal write failed)."""
-        self.building = max(0, self.building - len(built))
+    def retract(self, accepted: Sequence[Job]) -> None:
+        """Accepted jobs whose journal write failed: gone as if never submitted. Nothing of
+        them reached a node (their LaunchJob waited in the outbox for that write)."""
+        ids = {j.id for j in accepted}
+        for job in accepted:
+            for name in list(job.shares):
+                self._release(job, name)
+            self.jobs.pop(job.id, None)
+            self.c.unsynced_jobs.pop(job.id, None)
+        self.c.outbox = [(fn, args) for fn, args in self.c.outbox
+                         if not (args and isinstance(args[0], m.LaunchJob | m.KillJob)
+                                 and _job_id(args[0]) in ids)]
+        self.pending_stale = True
+        self._rebuild_pending()
+        self.gen += 1
+        logs.event("submission retracted: not written to disk", jobs=",".join(map(str, ids)))
 
     def accept(self, built: Sequence[Job]) -> m.SubmitReply:
-        """Queue jobs from `build` (journalled by now) and run a scheduling pass."""
+        """Queue jobs from `build` and run a scheduling pass. The caller journals them before
+        its reply, and retracts them if it cannot (their launches wait for that write)."""
         self.building = max(0, self.building - len(built))
         for job in built:
             if job.reason == "None" and self.pending_parts.get(job.partition):
@@ -237,3 +251,7 @@ class JobSubmission:
                            f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
                            f"{len(tasks)} more asked)")
         return Checked(pc.name, need, req_nodes, exc_nodes, limit, tasks)
+
+
+def _job_id(push: m.LaunchJob | m.KillJob) -> int:
+    return push.job.job_id if isinstance(push, m.LaunchJob) else push.job_id

@@ -21,6 +21,7 @@ from ctld.node import NodeRecord
 from ctld.programs import ProgramResult, run_program
 from protocol import messages as m
 from statemachine import Base, Flag, events
+from statemachine.predicates import counts_as_warm, may_be_suspended, may_boot_for_pool
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
@@ -28,16 +29,6 @@ if TYPE_CHECKING:
 PROGRAM_OF = {"suspend": "suspend_program", "resume": "resume_program",
               "resume_fail": "resume_fail_program"}
 ACTION_OF = {"suspend": "suspend", "resume": "resume", "resume_fail": "resume_fail"}
-SUSPENDABLE_BASES = (Base.IDLE, Base.DOWN)
-NO_SUSPEND_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
-                              Flag.COMPLETING})
-# A node that counts toward a keep-warm pool (Slurm: "usable" = idle, not down, draining or off).
-NOT_WARM_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
-                            Flag.POWER_DOWN, Flag.DRAIN, Flag.FAIL, Flag.NO_RESPOND,
-                            Flag.INVALID_REG, Flag.COMPLETING, Flag.PENDING, Flag.REJECTED})
-# Keeps the pool from booting nodes that cannot serve anyway.
-NOT_BOOTABLE_FLAGS = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
-                                Flag.PENDING, Flag.REJECTED})
 
 
 class RateBudget:
@@ -217,8 +208,7 @@ class PowerSave:
             st = node.state
             # Slurm powers down DOWN nodes too (a dead node costs power); SuspendExcStates=DOWN
             # keeps them up for the admin.
-            if (st.base not in SUSPENDABLE_BASES or st.cpus_alloc or _holds_jobs(c, node.name)
-                    or st.flags & NO_SUSPEND_FLAGS):
+            if not may_be_suspended(st) or _holds_jobs(c, node.name):
                 continue
             if Flag.POWER_DOWN not in st.flags:
                 limit = self.suspend_time_of(node) if auto else None
@@ -278,8 +268,7 @@ class PowerSave:
                 if have >= exc.count:
                     break
                 st = node.state
-                if (Flag.POWERED_DOWN in st.flags and st.base == Base.IDLE
-                        and not st.flags & NOT_BOOTABLE_FLAGS):
+                if may_boot_for_pool(st):
                     changed, _ = c.apply_event(node, events.ResumeStarted(now=wall))
                     if changed:
                         have += 1
@@ -422,8 +411,7 @@ def _holds_jobs(c: Cluster, name: str) -> bool:
 
 def _warm(c: Cluster, node: NodeRecord) -> bool:
     st = node.state
-    return (st.base == Base.IDLE and not st.cpus_alloc and not _holds_jobs(c, node.name)
-            and not st.flags & NOT_WARM_FLAGS)
+    return counts_as_warm(st) and not _holds_jobs(c, node.name)
 
 
 def _booting_idle(c: Cluster, node: NodeRecord) -> bool:

@@ -13,14 +13,11 @@ from typing import Any
 import attrs
 
 from statemachine import Base, Flag
+from statemachine.predicates import takes_new_work, takes_work_after_boot
 
 # Node ranks for placement: Slurm fills powered-up nodes first, then booting ones, then powered-
 # down ones (which the allocation powers up), each group by Weight then config order.
 UP, BOOTING, OFF = 0, 1, 2
-# Flags that keep any new work off a node, whatever its power state.
-BLOCKING = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
-                      Flag.POWER_DRAIN, Flag.POWERING_DOWN, Flag.PENDING, Flag.REJECTED})
-UP_BASES = (Base.IDLE, Base.MIXED, Base.ALLOCATED)
 
 
 @attrs.frozen
@@ -77,14 +74,13 @@ class Need:
 def node_rank(node: Any) -> int | None:
     """UP/BOOTING/OFF for a node that may take new work now, None for one that may not."""
     st = node.state
-    flags = st.flags
-    if st.base not in UP_BASES or flags & BLOCKING:
+    if not takes_work_after_boot(st):
         return None
-    if Flag.POWERING_UP in flags:
+    if Flag.POWERING_UP in st.flags:
         return BOOTING
-    if Flag.POWERED_DOWN in flags:
+    if Flag.POWERED_DOWN in st.flags:
         return OFF if st.base is Base.IDLE else None
-    return UP if st.schedulable else None  # NO_RESPOND and the like
+    return UP if takes_new_work(st) else None  # NO_RESPOND and the like
 
 
 def capacity_fits(cfg: Any, need: Need) -> bool:

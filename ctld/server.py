@@ -14,6 +14,7 @@ writes meet, keeps frames whole.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Awaitable, Callable
@@ -21,9 +22,10 @@ from typing import Any
 
 import trio
 
-from ctld import configdump, eventstream, logs, membership
+from ctld import eventstream, logs
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO
+from ctld.routes import ROUTES
 from ctld.wire import Prebuilt, encode_body_frame, kept
 from protocol import codec
 from protocol import messages as m
@@ -132,6 +134,9 @@ class Server:
     ) -> None:
         self.cluster = cluster
         self.submit = submit  # the daemon's: journals the job before the reply
+        # The daemon's Daemon.durable: every change a reply confirms is on disk before it
+        # leaves. None (tests of the core alone): nothing is persisted.
+        self.sync: Callable[[], Awaitable[None]] | None = None
         self.key = key
         self.max_size = max_size
         self.reconfigure = reconfigure
@@ -233,6 +238,12 @@ class Server:
                 return
             try:
                 reply = await self._dispatch(conn, frame.msg)
+            except OSError as exc:  # the journal write failed: say so, never "done"
+                logs.event("change not saved; request answered with an error", logging.ERROR,
+                           request=type(frame.msg).__name__, error=str(exc))
+                reply = m.Error("internal", f"{type(frame.msg).__name__}: the change could not "
+                                f"be written to disk ({exc.strerror or exc}); it is in effect "
+                                "but a controller restart would lose it")
             except Exception as exc:
                 logging.getLogger(logs.LOGGER_NAME).exception(
                     "request failed: %s from %s", type(frame.msg).__name__, conn.peer)
@@ -242,55 +253,30 @@ class Server:
                 _log_refusal(conn, frame.type, reply)
             frame = reply = None
 
+    def _confirms(self, msg: Any) -> bool:
+        """Whether the reply to `msg` waits for the journal. A heartbeat confirms only the
+        endings it carries (the node forgets them on the reply) and what it changed."""
+        if type(msg) is m.Heartbeat:
+            c = self.cluster
+            return bool(msg.jobs_ended or c.unsynced_jobs or c.unsynced_nodes)
+        return True
+
     def _reject(self, conn: Connection, exc: ProtocolError) -> None:
         logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
                    code=exc.code, error=exc.message)
 
     async def _dispatch(self, conn: Connection, msg: Any) -> Any:
-        cluster = self.cluster
-        if isinstance(msg, m.Heartbeat):
-            return cluster.heartbeat(msg, conn)
-        if isinstance(msg, m.Register):
-            return cluster.register(msg, conn, version=conn.version)
-        if isinstance(msg, m.GetSnapshot):
-            return Prebuilt(
-                "Snapshot", cluster.snapshot_body(metrics=msg.metrics, fields=msg.fields)
-            )
-        if isinstance(msg, m.UpdateNodes):
-            return cluster.update_nodes(msg)
-        if isinstance(msg, m.SetAllocation):
-            return cluster.set_allocation(msg)
-        if isinstance(msg, m.ShutdownNotice):
-            return cluster.shutdown_notice(msg, conn)
-        if isinstance(msg, m.Ping):
-            return cluster.ping()
-        if isinstance(msg, m.NodeMembership):
-            return membership.handle(cluster, msg)
-        if isinstance(msg, m.GetEvents):
-            return eventstream.backlog(cluster, msg)
-        if isinstance(msg, m.GetConfig):
-            power = cluster.power  # the daemon told it the running address, key and state dir
-            return configdump.in_force(power.config_dump(cluster.config_dump),
-                                       server_addr=power.server_addr, key_file=power.key_file,
-                                       state_dir=power.state_dir)
-        if isinstance(msg, m.Reconfigure):
-            return await self.reconfigure(msg.user or conn.peer)
-        if isinstance(msg, m.Ack):
-            return None  # a node acknowledging a push
-        if isinstance(msg, m.GetJobs):
-            return Prebuilt("JobList", cluster.jobs.list_body(msg.job_ids))
-        if isinstance(msg, m.SubmitJob):
-            return await self.submit(msg) if self.submit else cluster.jobs.submit(msg)
-        if isinstance(msg, m.CancelJobs):
-            return cluster.jobs.cancel(msg)
-        if isinstance(msg, m.JobControl):
-            return cluster.jobs.control(msg)
-        if isinstance(msg, m.Error) and conn.node is not None:
-            # a node refusing a push (LaunchJob: launch_failed; its JobEnd follows)
-            logs.event("node refused a push", logging.WARNING, node=conn.node, code=msg.code,
-                       error=msg.message)
-            return None
-        return m.Error("bad_request", f"{type(msg).__name__} is not a request rctld serves")
+        """The request's route (ctld/routes.py) answers it; a reply that may confirm a change
+        leaves only once the change is on disk."""
+        route = ROUTES.get(type(msg))
+        if route is None:
+            return m.Error("bad_request", f"{type(msg).__name__} is not a request rctld serves")
+        reply = route.handler(self, conn, msg)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if route.changes and self.sync is not None and self._confirms(msg):
+            await self.sync()
+        return reply
 
 
 def _log_refusal(conn: Connection, request: str, reply: Any) -> None:

@@ -146,7 +146,7 @@ class JobRunner:
         self.running: dict[int, RunningJob] = {}
         self.ended: dict[tuple[int, int], tuple[JobEnd, Path]] = {}
         self._nursery: trio.Nursery | None = None
-        self._launching: set[int] = set()
+        self._launching: dict[int, int] = {}  # job id -> the run being started
         self.launch_timeout = LAUNCH_TIMEOUT
         self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
         self.memory_cgroups = True  # a job asking for memory gets its own limited cgroup
@@ -155,7 +155,14 @@ class JobRunner:
 
     def job_ids(self) -> tuple[int, ...]:
         # a job still starting counts: the controller declares a job it is not told of lost
-        return tuple(sorted(self.running.keys() | self._launching))
+        return tuple(sorted(self.running.keys() | self._launching.keys()))
+
+    def runs(self) -> tuple[tuple[int, int], ...]:
+        """(job id, restarts) of every job in job_ids(): which run of each job is here."""
+        out = {jid: job.spec.restarts for jid, job in self.running.items()}
+        for jid, run in self._launching.items():
+            out.setdefault(jid, run)
+        return tuple(sorted(out.items()))
 
     def endings(self) -> tuple[JobEnd, ...]:
         return tuple(end for end, _ in self.ended.values())
@@ -240,13 +247,22 @@ class JobRunner:
             return  # a repeated LaunchJob: it already runs
         if (spec.job_id, spec.restarts) in self.ended or spec.job_id in self._launching:
             return
+        if current is not None and current.spec.restarts < spec.restarts:
+            # The controller moved on to a newer run: the old one is stale. End it (no ending
+            # is reported for it) and start the new one once it is gone.
+            log.warning("job %d: run %d replaces run %d still here; ending the old run",
+                        spec.job_id, spec.restarts, current.spec.restarts)
+            await self.kill(spec.job_id, 0, "stale", silent=True, run=current.spec.restarts)
+            with trio.move_on_after(current.spec.kill_wait + self.launch_timeout):
+                await current.done.wait()
+            current = self.running.get(spec.job_id)
         if current is not None:
             raise LaunchError(f"job {spec.job_id} already runs here (run {current.spec.restarts})")
-        self._launching.add(spec.job_id)
+        self._launching[spec.job_id] = spec.restarts
         try:
             await self._launch(spec)
         finally:
-            self._launching.discard(spec.job_id)
+            self._launching.pop(spec.job_id, None)
             pending = self._kill_after_launch.pop(spec.job_id, None)
         if pending is not None:
             reason, state, silent = pending
@@ -440,11 +456,20 @@ class JobRunner:
         *,
         state: str = "CANCELLED",
         silent: bool = False,
+        run: int = -1,
     ) -> bool:
         """signum 0: end the job (SIGTERM to its tree, SIGKILL after kill_wait). Otherwise only
-        deliver signum to its process group. False when no such job runs here."""
+        deliver signum to its process group. `run` >= 0 acts only on that run of the job (a
+        kill meant for an older run never touches a newer one). False when no such job runs
+        here."""
         job = self.running.get(job_id)
+        if job is not None and run >= 0 and job.spec.restarts != run:
+            log.info("job %d: kill for run %d ignored; run %d runs here", job_id, run,
+                     job.spec.restarts)
+            return False
         if job is None:
+            if run >= 0 and self._launching.get(job_id, run) != run:
+                return False
             if job_id in self._launching and not signum:
                 # Its shim is starting: the kill is applied the moment the script runs.
                 self._kill_after_launch[job_id] = (reason, state, silent)
@@ -468,11 +493,15 @@ class JobRunner:
             log.error("cannot record why job %d is being killed: %s", job_id, exc)
         return True
 
-    async def kill_silently(self, job_ids: Iterable[int]) -> None:
-        """The controller's kill list: these runs are no longer ours; no ending is reported."""
-        for job_id in job_ids:
-            if await self.kill(job_id, 0, "stale", silent=True):
-                log.warning("job %d is not ours any more (controller's kill list)", job_id)
+    async def kill_silently(self, job_ids: Iterable[int],
+                            runs: Iterable[tuple[int, int]] = ()) -> None:
+        """The controller's kill list: these runs are no longer ours; no ending is reported.
+        `job_ids` (an older controller) name whichever run is here; `runs` name one run."""
+        targets = [(j, -1) for j in job_ids] + [(int(j), int(r)) for j, r in runs]
+        for job_id, run in targets:
+            if await self.kill(job_id, 0, "stale", silent=True, run=run):
+                log.warning("job %d run %d is not ours any more (controller's kill list)",
+                            job_id, run)
 
     async def _killer(self, job: RunningJob) -> None:
         outside = await trio.to_thread.run_sync(_tree_signal, job, signal.SIGTERM)

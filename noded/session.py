@@ -29,6 +29,7 @@ from protocol.messages import (
     Heartbeat,
     HeartbeatReply,
     JobEnd,
+    JobStarted,
     KillJob,
     LaunchJob,
     NodeSettings,
@@ -257,7 +258,7 @@ class NodeDaemon:
                 continue
             if isinstance(frame.msg, KillJob):
                 job = frame.msg
-                if not await self.jobs.kill(job.job_id, job.signal, job.reason):
+                if not await self.jobs.kill(job.job_id, job.signal, job.reason, run=job.restarts):
                     log.info("KillJob for job %d, which does not run here", job.job_id)
                 await fs.send(Ack(), frame.request_id, frame.version)
                 continue
@@ -287,10 +288,23 @@ class NodeDaemon:
             await fs.send(reply, frame.request_id, frame.version)
         except (ProtocolError, *LOST) as exc:  # the job's state still reaches the next beats
             log.warning("cannot answer LaunchJob %d: %s", frame.msg.job.job_id, exc)
+            return
+        spec = frame.msg.job
+        running = self.jobs.running.get(spec.job_id)
+        if isinstance(reply, Ack) and running is not None and frame.version >= 5 \
+                and running.spec.restarts == spec.restarts:
+            # The launch is confirmed with its start time; if this is lost, the run in the
+            # next heartbeat confirms it (with the controller's own start time).
+            try:
+                await self._request(fs, JobStarted(spec.job_id, spec.restarts,
+                                                   running.started_at))
+            except (ProtocolError, SessionLost, *LOST) as exc:
+                log.warning("cannot confirm the launch of job %d: %s", spec.job_id, exc)
 
-    async def _jobs_acknowledged(self, ended: tuple[JobEnd, ...], kill: tuple[int, ...]) -> None:
+    async def _jobs_acknowledged(self, ended: tuple[JobEnd, ...], kill: tuple[int, ...],
+                                 kill_runs: tuple[tuple[int, int], ...] = ()) -> None:
         await self.jobs.acknowledge(ended)
-        await self.jobs.kill_silently(kill)
+        await self.jobs.kill_silently(kill, kill_runs)
 
     async def _request(self, fs: FramedStream, msg: Any) -> Any:
         request_id = next(self._ids)
@@ -340,6 +354,7 @@ class NodeDaemon:
             config_hash=self.config_hash,
             health=self.health,
             job_ids=self.jobs.job_ids(),
+            runs=self.jobs.runs(),
             jobs_ended=self.jobs.endings(),
             dynamic=self.opts.dynamic,
             dynamic_conf=self.opts.dynamic_conf,
@@ -350,7 +365,7 @@ class NodeDaemon:
         if not isinstance(reply, RegisterReply):
             raise SessionLost(f"registration answered with {type(reply).__name__}")
         if reply.accepted:
-            await self._jobs_acknowledged(msg.jobs_ended, reply.kill_job_ids)
+            await self._jobs_acknowledged(msg.jobs_ended, reply.kill_job_ids, reply.kill_runs)
         return reply
 
     async def _health_check_first(self, reply: RegisterReply) -> None:
@@ -376,7 +391,8 @@ class NodeDaemon:
             self.seq += 1
             report = self._unsent_health
             ended = self.jobs.endings()
-            beat = Heartbeat(self.opts.name, self.seq, metrics, self.jobs.job_ids(), report, ended)
+            beat = Heartbeat(self.opts.name, self.seq, metrics, self.jobs.job_ids(), report, ended,
+                             runs=self.jobs.runs())
             reply = await self._request(fs, beat)
             if isinstance(reply, Error):
                 log.warning(
@@ -390,7 +406,7 @@ class NodeDaemon:
             else:
                 if self._unsent_health is report:
                     self._unsent_health = None
-                await self._jobs_acknowledged(ended, reply.kill_job_ids)
+                await self._jobs_acknowledged(ended, reply.kill_job_ids, reply.kill_runs)
                 self._set_node_state(reply.node_state)
                 if reply.config_hash and reply.config_hash != self.config_hash:
                     log.info(

@@ -163,6 +163,7 @@ class Register:
     # hardware; `dynamic_conf` is extra NodeName keys ("Features=a,b Gres=gpu:2 Weight=5").
     dynamic: bool = False
     dynamic_conf: str = ""
+    runs: tuple[tuple[int, int], ...] = ()  # (job id, restarts) of each job in job_ids
 
 
 @attrs.frozen
@@ -177,6 +178,7 @@ class RegisterReply:
     # again with its report (Slurm's configless slurmd checks health before it registers).
     health_check_first: bool = False
     kill_job_ids: tuple[int, ...] = ()  # as HeartbeatReply.kill_job_ids
+    kill_runs: tuple[tuple[int, int], ...] = ()  # as HeartbeatReply.kill_runs
 
 
 @attrs.frozen
@@ -190,6 +192,9 @@ class Heartbeat:
     # (and in Register) until a HeartbeatReply/RegisterReply arrives for a message that held it:
     # at-least-once, so the controller must treat a second report of one (job_id, run) as a no-op.
     jobs_ended: tuple[JobEnd, ...] = ()
+    # (job id, restarts) of each job in job_ids: which run of the job runs here, so that an
+    # older run is never taken for the current one (version 5)
+    runs: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen
@@ -199,6 +204,8 @@ class HeartbeatReply:
     # Jobs the node reported running that the controller does not place there (requeued
     # elsewhere, cancelled while the node was away): the node kills them, reporting no ending.
     kill_job_ids: tuple[int, ...] = ()
+    # Version 5: the runs to kill, (job id, restarts): a newer run of the same job is spared.
+    kill_runs: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.frozen
@@ -228,6 +235,17 @@ class KillJob:
     job_id: int
     signal: int = 0
     reason: str = ""  # cancelled | requeued | node_down | stale: for the node's log
+    restarts: int = -1  # the run to act on (version 5); -1: whichever run is here
+
+
+@attrs.frozen
+class JobStarted:
+    """Node -> controller: its part of run `restarts` of the job runs since `started_at` (wall
+    clock): the launch is confirmed. Answered with Ack once the controller has it on disk."""
+
+    job_id: int
+    restarts: int
+    started_at: float
 
 
 @attrs.frozen
@@ -281,16 +299,6 @@ class UpdateResult:
     ok: bool
     changed: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class SetAllocation:
-    """Set how many CPUs of each named node are allocated (the hook the job runner uses; tests use
-    it to put nodes in alloc/mix). The base state follows from it through the state machine."""
-
-    node_names: str
-    cpus_alloc: int
-    user: str = ""
 
 
 @attrs.frozen
@@ -470,13 +478,13 @@ MESSAGE_TYPES: dict[str, type] = {
         ConfigPush,
         LaunchJob,
         KillJob,
+        JobStarted,
         ShutdownNotice,
         Ack,
         GetSnapshot,
         Snapshot,
         UpdateNodes,
         UpdateResult,
-        SetAllocation,
         NodeMembership,
         GetEvents,
         Events,

@@ -14,9 +14,9 @@ import attrs
 
 from protocol import messages as m
 
-CURRENT = 4
+CURRENT = 5
 # The current version and the three before it, as Slurm 24.11+ accepts.
-SUPPORTED: tuple[int, ...] = (1, 2, 3, 4)
+SUPPORTED: tuple[int, ...] = (2, 3, 4, 5)
 
 # version -> {class: names of the fields that version added}
 FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
@@ -39,15 +39,25 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.SubmitJob: ("max_nodes", "begin_time"),  # issue 12: -n over nodes, --begin
         m.JobControl: ("begin_time",),
     },
+    5: {  # issue 24: every message about a job names its run
+        m.Register: ("runs",),
+        m.RegisterReply: ("kill_runs",),
+        m.Heartbeat: ("runs",),
+        m.HeartbeatReply: ("kill_runs",),
+        m.KillJob: ("restarts",),
+    },
 }
 
 # Message types that did not exist in version 1, by the version that introduced them.
+# SetAllocation (versions 3 to 5) left the wire in issue 24: only jobs allocate a node's CPUs, and
+# a peer that still sends one is refused with unknown_type like any other unknown message.
 MESSAGE_SINCE: dict[str, int] = {
-    "SetAllocation": 3, "LaunchJob": 4, "KillJob": 4,
+    "LaunchJob": 4, "KillJob": 4,
     "NodeMembership": 4, "GetEvents": 4, "Events": 4,
     # issue 12: the job commands
     "SubmitJob": 4, "SubmitReply": 4, "GetJobs": 4, "JobList": 4, "CancelJobs": 4,
     "JobControl": 4, "JobResult": 4,
+    "JobStarted": 5,
 }
 
 

@@ -5,6 +5,7 @@ Usage: `python -m statemachine.diagram > docs/states.md`.
 
 from __future__ import annotations
 
+from statemachine import jobdiagram
 from statemachine.events import EVENT_KINDS
 from statemachine.table import CLASSES, ROWS, SAME, TABLE
 
@@ -80,7 +81,7 @@ has no entry for is refused with an error naming node, state and event.
 ## What each handler does
 
 {handler_notes()}
-"""
+{jobdiagram.render()}"""
 
 
 if __name__ == "__main__":

@@ -76,6 +76,16 @@ class AdminUpdate:
 
 
 @attrs.frozen(slots=True)
+class ReasonUpdate:
+    """rcontrol update NodeName=... Reason=... with no State=: the reason alone changes."""
+
+    now: float
+    reason: str
+    user: str = ""
+    kind: ClassVar[str] = "reason"
+
+
+@attrs.frozen(slots=True)
 class HealthResult:
     now: float
     verdict: str = attrs.field(validator=attrs.validators.in_(HEALTH_VERDICTS))
@@ -198,6 +208,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "response timeout",
     "allocation",
     *("State=" + r for r in ADMIN_REQUESTS),
+    "reason",
     *("health " + v for v in HEALTH_VERDICTS),
     "suspend started",
     "suspend timeout",

@@ -96,8 +96,10 @@ class NodeState:
 
     @property
     def schedulable(self) -> bool:
-        """True when the scheduler may place new work here (free CPUs aside)."""
-        return self.base in UP_BASES and self.flags.isdisjoint(UNSCHEDULABLE_FLAGS)
+        """statemachine.predicates.takes_new_work, as a property."""
+        from statemachine.predicates import takes_new_work
+
+        return takes_new_work(self)
 
 
 def derive_base(cpus_alloc: int, cpus_total: int) -> Base:

@@ -27,6 +27,7 @@ from statemachine.model import (
 )
 from statemachine.names import complete, describe
 from statemachine.policy import DEFAULT_POLICY, Policy
+from statemachine.predicates import takes_new_work, takes_work_after_boot
 
 Effects = tuple[fx.Effect, ...]
 Handler = Callable[[NodeState, ev.Event, Policy], tuple[NodeState, Effects]]
@@ -87,6 +88,7 @@ def classify(s: NodeState) -> str:
 # --- small helpers ---------------------------------------------------------------------------
 
 _VERBS = {
+    "reason": "set the reason of",
     "register": "accept a registration from",
     "register invalid": "accept a registration from",
     "heartbeat": "accept a heartbeat from",
@@ -319,7 +321,7 @@ def allocate(s: NodeState, e: ev.AllocationChanged, p: Policy) -> tuple[NodeStat
     _check_allocation(s, e)
     if e.cpus_alloc == s.cpus_alloc:
         return s, ()
-    if e.cpus_alloc > s.cpus_alloc and not s.schedulable and _PU not in s.flags:
+    if e.cpus_alloc > s.cpus_alloc and not takes_new_work(s) and _PU not in s.flags:
         raise refuse(s, e, f"it is {describe(s)} and takes no new work", hint="")
     if _PU in s.flags and e.cpus_alloc > s.cpus_alloc and not _may_take_boot_work(s):
         raise refuse(s, e, f"it is {describe(s)} and takes no new work", hint="")
@@ -328,11 +330,7 @@ def allocate(s: NodeState, e: ev.AllocationChanged, p: Policy) -> tuple[NodeStat
     return NodeState(s.name, base, s.flags, reason, s.cpus_total, e.cpus_alloc), ()
 
 
-def _may_take_boot_work(s: NodeState) -> bool:
-    """Powered-down or booting nodes take jobs (Slurm powers them up for the job) unless
-    something else keeps them out."""
-    blocked = {_D, _F, Flag.INVALID_REG, Flag.POWER_DOWN, Flag.POWER_DRAIN, _PD}
-    return s.base in UP_BASES and s.flags.isdisjoint(blocked)
+_may_take_boot_work = takes_work_after_boot  # statemachine/predicates.py
 
 
 def allocate_powered_down(
@@ -367,6 +365,16 @@ def release_only(s: NodeState, e: ev.AllocationChanged, p: Policy) -> tuple[Node
 def admin_down(s: NodeState, e: ev.AdminUpdate, p: Policy) -> tuple[NodeState, Effects]:
     reason = _require_reason(s, e)
     return _evolve(s, base=Base.DOWN, reason=reason), _kill(s)
+
+
+def admin_reason(s: NodeState, e: ev.ReasonUpdate, p: Policy) -> tuple[NodeState, Effects]:
+    """Reason= alone: replaces the reason of a node that keeps one (DOWN, drained, failed);
+    any other node has no reason to hold, so the request is refused."""
+    reason = Reason(ReasonSource.ADMIN, e.reason.strip(), e.now, e.user or None)
+    if _keep_reason_for(s.base, s.flags, reason) is None:
+        raise refuse(s, e, f"it is {complete(s)}, which keeps no reason",
+                     hint="give State=DRAIN (or DOWN, FAIL) with the Reason=")
+    return _evolve(s, reason=reason), ()
 
 
 def admin_drain(s: NodeState, e: ev.AdminUpdate, p: Policy) -> tuple[NodeState, Effects]:
@@ -701,6 +709,7 @@ ROWS: tuple[Row, ...] = (
     Row("allocation",       (UNKNOWN, DOWN, INVALID, POWERING_DOWN, FUTURE), release_only),
     Row("State=DOWN",       (*ON, *POWER, FUTURE),              admin_down,         (SAME, DOWN)),
     Row("State=DRAIN",      (*ON, *POWER),                      admin_drain),
+    Row("reason",           (*ON, *POWER, FUTURE, PENDING, REJECTED), admin_reason),
     Row("State=FAIL",       (*ON, *POWER),                      admin_fail),
     Row("State=NORESP",     (*ON, *POWER),                      admin_noresp),
     Row("State=RESUME",     (UP, UNKNOWN, DOWN, POWERED_DOWN, POWERING_UP, FUTURE),
@@ -820,7 +829,7 @@ def _derived_effects(old: NodeState, new: NodeState) -> Effects:
         for flag, kind in _MEMBERSHIP_FLAGS:
             if flag in added:
                 out.append(fx.Membership(kind))
-    if new.schedulable and not old.schedulable:
+    if takes_new_work(new) and not takes_new_work(old):
         out.append(fx.Membership("up"))
     return tuple(out)
 

@@ -22,12 +22,13 @@ from starlette.staticfiles import StaticFiles
 
 from conf import hostlist
 from ctld import logs
-from ctld.cluster import NEEDS_REASON, REASON_REQUIRED
+from ctld.cluster import REASON_REQUIRED
 from ctld.web import grid, jobstats, metrics
 from ctld.web.tokens import Tokens, bearer, is_loopback
 from protocol import messages as m
 from protocol.records import job_json, node_json, partition_json, queue_doc, show_doc, sinfo_doc
 from statemachine import events
+from statemachine.predicates import reason_required
 
 API_VERSION = "0.1.0"
 POLL_SECONDS = 3
@@ -266,7 +267,7 @@ class Web:
             request_word = events.parse_admin_state(state)
         except ValueError as exc:
             return _error(400, str(exc), "state")
-        if request_word in NEEDS_REASON and not (reason or "").strip():
+        if reason_required(request_word) and not (reason or "").strip():
             return _error(400, REASON_REQUIRED, "reason")
         result = self.cluster.update_nodes(
             m.UpdateNodes(node_names=expr, state=state, reason=reason, user=user or ""))

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from statemachine.jobstates import ACTIVE, FINAL
+
 MIB = 1024 * 1024
-_ACTIVE = frozenset({"CONFIGURING", "RUNNING", "COMPLETING"})
-_ENDED = frozenset({"COMPLETED", "CANCELLED", "FAILED", "TIMEOUT", "NODE_FAIL",
-                    "OUT_OF_MEMORY"})
+_ACTIVE, _ENDED = ACTIVE, FINAL  # named once, in statemachine/jobstates.py
 
 # Slurm's per-state job gauges: (metric suffix, help, Ranch job state or None = never here).
 _SLURM_STATES: tuple[tuple[str, str, str | None], ...] = (

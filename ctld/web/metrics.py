@@ -38,6 +38,7 @@ from typing import Any
 import orjson
 
 from statemachine import Base, Flag, names
+from statemachine.predicates import is_unusable
 
 CHUNK = 1000
 MIB = 1024 * 1024
@@ -156,8 +157,7 @@ class _NodeLines:
         n = f'{{node="{name}"}}'
         ns = f'{{node="{name}",status="{long_name}"}}'
         cpus, alloc = cfg.cpus, st.cpus_alloc
-        unusable = st.base in (Base.DOWN, Base.UNKNOWN, Base.FUTURE) or bool(
-            st.flags & {Flag.DRAIN, Flag.FAIL})
+        unusable = is_unusable(st)
         self.unusable, self.cpus, self.alloc_cpus = unusable, cpus, alloc
         free_cpus = cpus - alloc
         mem = cfg.real_memory

@@ -69,3 +69,8 @@ def beat(cluster: Cluster, name: str, conn: FakeConn, seq: int, **kw: Any) -> An
 
 def state(cluster: Cluster, name: str) -> str:
     return cluster.nodes[name].complete
+
+
+def job(**kw: Any) -> m.SubmitJob:
+    """A batch job as rbatch would submit it (alice's `true`); `kw` are its options."""
+    return m.SubmitJob("#!/bin/sh\ntrue\n", "alice", 1000, 1000, "/home/a", **kw)

@@ -12,7 +12,7 @@ from ctld.cluster import REASON_REQUIRED, SNAPSHOT_STALENESS, Cluster
 from protocol import messages as m
 from protocol.codec import decode, encode
 
-from .helpers import BASE_CONF, FakeConn, beat, make_config, register, state, wall
+from .helpers import BASE_CONF, FakeConn, beat, job, make_config, register, state, wall
 
 
 async def test_unknown_node_is_refused_with_a_reason() -> None:
@@ -74,15 +74,17 @@ async def test_update_nodes_rules() -> None:
     assert r.ok and all(state(cluster, n).startswith("DOWN") for n in cluster.nodes)
 
 
-async def test_set_allocation_moves_base_state() -> None:
+async def test_jobs_move_base_state() -> None:
     cluster = Cluster(make_config(), wall=wall)
-    register(cluster, "n1")
-    register(cluster, "n2")
-    assert cluster.set_allocation(m.SetAllocation("n1", 4)).ok
-    assert cluster.set_allocation(m.SetAllocation("n2", 1)).ok
+    _, c1 = register(cluster, "n1")
+    _, c2 = register(cluster, "n2")
+    whole = cluster.jobs.submit(job(nodelist="n1", cpus_per_task=4)).job_id
+    one = cluster.jobs.submit(job(nodelist="n2")).job_id
     assert (state(cluster, "n1"), state(cluster, "n2")) == ("ALLOCATED", "MIXED")
-    cluster.set_allocation(m.SetAllocation("n[1-2]", 0))
-    assert state(cluster, "n1") == "IDLE" and cluster.nodes["n1"].last_busy is not None
+    assert cluster.nodes["n1"].last_busy is not None
+    beat(cluster, "n1", c1, 1, jobs_ended=(m.JobEnd(whole, "COMPLETED"),))
+    beat(cluster, "n2", c2, 1, jobs_ended=(m.JobEnd(one, "COMPLETED"),))
+    assert (state(cluster, "n1"), state(cluster, "n2")) == ("IDLE", "IDLE")
 
 
 async def test_snapshot_is_cached_per_generation(autojump_clock) -> None:

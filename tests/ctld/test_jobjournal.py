@@ -1,5 +1,5 @@
-"""The submission journal: an acknowledged job is on disk before its reply, survives the loss of
-the controller before any state save, and the journal empties once a save holds it."""
+"""The store's journal: every change a reply confirms is on disk before the reply, survives the
+loss of the controller before any state save, and the journal empties once a save holds it."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import trio
 
 from ctld import statefile
 from ctld.daemon import Daemon
-from ctld.jobjournal import Journal
+from ctld.store import FileStore
 from protocol import messages as m
 
 from .helpers import FakeConn, hardware, make_config, register
@@ -20,25 +20,39 @@ def submit_msg(**kw) -> m.SubmitJob:
                        workdir="/home/alice", **kw)
 
 
+def daemon(tmp_path) -> Daemon:
+    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
+    d.store.in_thread = False
+    return d
+
+
+def job_states(store: FileStore) -> list[tuple[int, str]]:
+    return [(r["job"]["id"], r["job"]["state"]) for r in store.read() if "job" in r]
+
+
 async def test_group_commit_writes_each_batch_once(tmp_path) -> None:
-    j = Journal(str(tmp_path), in_thread=True)
+    j = FileStore(str(tmp_path), in_thread=True)
     async with trio.open_nursery() as nursery:
         for i in range(1, 21):
-            nursery.start_soon(j.commit, [{"id": i}])
-    assert sorted(e["id"] for e in j.read()) == list(range(1, 21))
-    assert 1 <= j.writes < 20  # submissions that met a write in progress shared the next one
+            nursery.start_soon(j.commit, [{"job": {"id": i}}])
+    assert sorted(e["job"]["id"] for e in j.read()) == list(range(1, 21))
+    assert 1 <= j.writes < 20  # commits that met a write in progress shared the next one
     with open(j.path, "ab") as f:
-        f.write(b'{"id": 21, "tor')  # a write cut short by a crash
-    assert sorted(e["id"] for e in j.read()) == list(range(1, 21))
-    await j.trim(saved_next_id=10)
-    assert os.path.getsize(j.path) > 0  # it holds newer jobs than the save
-    await j.trim(saved_next_id=22)
-    assert os.path.getsize(j.path) == 0
+        f.write(b'{"seq": 21, "tor')  # a write cut short by a crash
+    assert sorted(e["job"]["id"] for e in j.read()) == list(range(1, 21))
+    # a snapshot built now holds records 1-20; a record made while it is written is kept
+    doc = {"journal_seq": j.seq, "nodes": {}, "jobs": {}}
+    keep_from = j.rotate()
+    await j.commit([{"job": {"id": 21}}])
+    await j.snapshot(doc, keep_from)
+    assert [e["seq"] for e in j.read()] == [21]
+    doc = {"journal_seq": j.seq, "nodes": {}, "jobs": {}}
+    await j.snapshot(doc, j.rotate())
+    assert j.read() == []
 
 
 async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> None:
-    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
-    d.journal.in_thread = False
+    d = daemon(tmp_path)
     register(d.cluster, "n1")
     replies = [await d.submit_job(submit_msg(cpus_per_task=4)) for _ in range(2)]
     arr = await d.submit_job(submit_msg(array="1-3"))
@@ -46,52 +60,56 @@ async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> No
     bad = await d.submit_job(submit_msg(partition="nope"))
     assert isinstance(bad, m.Error)
     # no state save happened: a new controller finds every acknowledged job in the journal
-    d2 = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
+    d2 = daemon(tmp_path)
     d2.restore()
     jobs = d2.cluster.jobs.jobs
     assert sorted(jobs) == [1, 2, 3, 4, 5]
     assert jobs[1].state == "RUNNING" and jobs[2].state == "PENDING"
-    # n1 comes back with job 1 still running (it was UNKNOWN until then: no state file yet)
-    reply = d2.cluster.register(m.Register("n1", hardware(), 1.0, "0.1.0", job_ids=(1,)),
-                                FakeConn())
-    assert reply.accepted and reply.kill_job_ids == ()
+    # n1 comes back with job 1 still running
+    reply = d2.cluster.register(m.Register("n1", hardware(), 1.0, "0.1.0", job_ids=(1,),
+                                           runs=((1, 0),)), FakeConn())
+    assert reply.accepted and reply.kill_job_ids == () and reply.kill_runs == ()
     assert d2.cluster.nodes["n1"].state.cpus_alloc == 4  # job 1's allocation came back
     assert jobs[1].state == "RUNNING" and jobs[1].restarts == 0
     assert d2.cluster.jobs.next_id == 6
     # a save holding them empties the journal; a third start reads them from the state file
-    d2.save_now()
-    await d2.journal.trim(d2.cluster.jobs.next_id)
-    assert os.path.getsize(d2.journal.path) == 0
-    d3 = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
+    doc = d2._snapshot_doc()
+    await d2.store.snapshot(doc, doc["journal_keep_from"])
+    assert d2.store.read() == []
+    d3 = daemon(tmp_path)
     d3.restore()
     assert sorted(d3.cluster.jobs.jobs) == [1, 2, 3, 4, 5]
 
 
 async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path) -> None:
-    """The journal write comes before queueing: a job the journal could not hold is refused
-    and never launched, and its id is not handed out again."""
-    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
-    d.journal.in_thread = False
+    """A job the journal could not hold is refused, retracted and never launched (its
+    LaunchJob waited for that write), and its id is not handed out again."""
+    d = daemon(tmp_path)
     _, conn = register(d.cluster, "n1")
-    os.mkdir(d.journal.path)  # opening it for append now fails (EISDIR)
+    await d.durable()
+    os.remove(d.store.path)
+    os.mkdir(d.store.path)  # opening it for append now fails (EISDIR)
     reply = await d.submit_job(submit_msg())
     assert isinstance(reply, m.Error) and reply.code == "internal"
-    assert "could not be written" in reply.message and d.journal.path in reply.message
+    assert "could not be written" in reply.message and d.store.path in reply.message
     assert d.cluster.jobs.jobs == {} and d.cluster.jobs.pending == []
     assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]
     assert d.cluster.nodes["n1"].state.cpus_alloc == 0
-    os.rmdir(d.journal.path)
+    os.rmdir(d.store.path)
     again = await d.submit_job(submit_msg())
     assert isinstance(again, m.SubmitReply) and again.job_id == 2
     assert d.cluster.jobs.jobs[2].state == "RUNNING"
-    # journalled as submitted before it was queued, then again once it started
-    assert [(e["id"], e["state"]) for e in d.journal.read()] == [(2, "PENDING"), (2, "RUNNING")]
+    # journalled once, as it stands at the reply (placed and RUNNING: one write)
+    assert job_states(d.store) == [(2, "RUNNING")]
+    assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]  # not before the outbox
+    assert await d.flush_outbox()
+    assert [p.job.job_id for p in conn.pushed if isinstance(p, m.LaunchJob)] == [2]
 
 
 async def test_a_failed_write_refuses_every_waiter_whose_line_it_held(tmp_path,
                                                                      monkeypatch) -> None:
-    j = Journal(str(tmp_path), in_thread=True)
-    await j.commit([{"id": 1}])
+    j = FileStore(str(tmp_path), in_thread=True)
+    await j.commit([{"job": {"id": 1}}])
     real = statefile.write_all_fsync
     calls = 0
 
@@ -108,7 +126,7 @@ async def test_a_failed_write_refuses_every_waiter_whose_line_it_held(tmp_path,
 
     async def submit(i: int) -> None:
         try:
-            await j.commit([{"id": i}])
+            await j.commit([{"job": {"id": i}}])
             outcome[i] = "ok"
         except OSError:
             outcome[i] = "refused"
@@ -117,23 +135,50 @@ async def test_a_failed_write_refuses_every_waiter_whose_line_it_held(tmp_path,
         for i in range(2, 11):
             nursery.start_soon(submit, i)
     refused = {i for i, o in outcome.items() if o == "refused"}
-    on_disk = {e["id"] for e in j.read()}
+    on_disk = {e["job"]["id"] for e in j.read()}
     assert refused == set(range(2, 11))  # one failed write held them all: all are told
-    # an acknowledged job is on disk; a refused one is not (and is not replayed later)
+    # an acknowledged record is on disk; a refused one is not (and is not replayed later)
     assert on_disk == {1}
     await submit(11)
-    assert outcome[11] == "ok" and 11 in {e["id"] for e in j.read()}
+    assert outcome[11] == "ok" and 11 in {e["job"]["id"] for e in j.read()}
 
 
-async def test_trim_keeps_only_jobs_newer_than_the_save(tmp_path) -> None:
-    j = Journal(str(tmp_path), in_thread=True)
-    next_id = 1
-    for _ in range(50):  # steady submissions: the journal never holds only saved jobs
-        await j.commit([{"id": next_id}, {"id": next_id + 1}])
-        next_id += 2
-        await j.trim(saved_next_id=next_id - 1)  # the save holds all but the last job
-        assert [e["id"] for e in j.read()] == [next_id - 1]
-    size = os.path.getsize(j.path)
-    assert size < 40  # one line, not 100
-    await j.trim(saved_next_id=next_id)
-    assert os.path.getsize(j.path) == 0
+async def test_a_drain_is_on_disk_before_its_reply_and_a_full_disk_says_so(tmp_path) -> None:
+    """An admin change is journalled before rcontrol hears "done"; when it cannot be, the
+    command is told so (Server answers an Error), and a restart finds what was confirmed."""
+    d = daemon(tmp_path)
+    register(d.cluster, "n1")
+    register(d.cluster, "n2")
+    await d.durable()
+    r = d.cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "root"))
+    assert r.ok
+    await d.durable()  # what the server awaits before it sends r
+    d2 = daemon(tmp_path)
+    d2.restore()
+    assert d2.cluster.nodes["n1"].complete.startswith("IDLE+DRAIN")
+    assert d2.cluster.nodes["n1"].state.reason.text == "bad fan"
+    os.remove(d.store.path)
+    os.mkdir(d.store.path)  # the next append fails
+    d.cluster.update_nodes(m.UpdateNodes("n2", "DRAIN", "disk", "root"))
+    try:
+        await d.durable()
+        raise AssertionError("durable() must fail on a full disk")
+    except OSError:
+        pass
+    assert "n2" in d.cluster.unsynced_nodes  # kept for the next try
+
+
+async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
+    d = daemon(tmp_path)
+    register(d.cluster, "n1")
+    sub = await d.submit_job(submit_msg())
+    assert d.cluster.jobs.jobs[sub.job_id].state == "RUNNING"
+    doc = d._snapshot_doc()
+    await d.store.snapshot(doc, doc["journal_keep_from"])
+    # a journal line older than the snapshot (a delete that did not reach the disk) is not
+    # replayed over it
+    with open(d.store.path, "ab") as f:
+        f.write(b'{"seq": 1, "job": {"id": 1, "state": "PENDING"}}\n')
+    d2 = daemon(tmp_path)
+    d2.restore()
+    assert d2.cluster.jobs.jobs[1].state == "RUNNING"

@@ -8,6 +8,8 @@ import trio
 
 from conf import hostlist
 from ctld.cluster import Cluster
+from ctld.daemon import overlay
+from ctld.jobrecord import job_json
 from protocol import messages as m
 from statemachine import names
 
@@ -212,7 +214,7 @@ async def test_cancel_marks_completing_until_the_node_reports() -> None:
     r = cluster.jobs.cancel(m.CancelJobs((j,), "alice", 1000))
     assert r.ok and r.job_ids == (j,)
     assert rec(cluster, j)["state"] == "COMPLETING"
-    assert kills(conns["n1"])[0] == m.KillJob(j, 0, "cancelled")
+    assert kills(conns["n1"])[0] == m.KillJob(j, 0, "cancelled", 0)
     assert state(cluster, "n1") == "MIXED+COMPLETING"
     beats = Beats(cluster, conns)
     beats("n1", jobs_ended=(end(j, "CANCELLED"),))
@@ -231,7 +233,7 @@ async def test_cancel_pending_and_by_user_and_signal() -> None:
     pend = cluster.jobs.submit(job()).job_id
     other = cluster.jobs.submit(job(user="bob", uid=1001)).job_id
     r = cluster.jobs.cancel(m.CancelJobs((run,), "alice", 1000, signal=10))
-    assert r.ok and kills(conns["n1"]) == [m.KillJob(run, 10, "signal")]
+    assert r.ok and kills(conns["n1"]) == [m.KillJob(run, 10, "signal", 0)]
     assert rec(cluster, run)["state"] == "RUNNING"
     r = cluster.jobs.cancel(m.CancelJobs((), "root", 0, only_user="alice"))
     assert set(r.job_ids) == {run, pend}
@@ -324,9 +326,8 @@ async def test_array_and_state_file_round_trip() -> None:
     assert cluster.jobs.jobs[1].stdout == "slurm-%A_%a.out"
     doc = orjson.loads(orjson.dumps(cluster.save_doc()))
     again = Cluster(cfg, wall=wall)
-    again.restore(doc, journal=[{**orjson.loads(orjson.dumps(
-        __import__("ctld.jobs", fromlist=["job_json"]).job_json(cluster.jobs.jobs[3]))),
-        "id": 4}])
+    extra = {**orjson.loads(orjson.dumps(job_json(cluster.jobs.jobs[3]))), "id": 4}
+    again.restore(overlay(doc, [{"seq": 1, "job": extra}]))
     assert [again.jobs.jobs[j].state for j in (1, 2, 3, 4)] == [
         "RUNNING", "RUNNING", "PENDING", "PENDING"]
     assert again.nodes["n1"].state.cpus_alloc == 4 and again.nodes["n1"].alloc_mem == 0
@@ -524,7 +525,7 @@ async def test_begin_time_waits_for_its_hour_of_fake_time_and_survives_a_restart
         doc = orjson.loads(orjson.dumps(cluster.save_doc()))
         nursery.cancel_scope.cancel()
     again = Cluster(cfg, wall=wall)
-    again.restore(doc, journal=[])
+    again.restore(doc)
     async with trio.open_nursery() as nursery:
         again.start()
         nursery.start_soon(again.deadlines.run, again.on_deadlines)

@@ -17,7 +17,7 @@ from ctld.cluster import Cluster
 from ctld.programs import run_program
 from protocol import messages as m
 
-from .helpers import register, state, wall
+from .helpers import beat, job, register, state, wall
 
 CONF = """\
 ClusterName=test
@@ -161,8 +161,7 @@ async def test_keep_warm_pool_is_honoured_as_nodes_come_and_go(autojump_clock) -
     async with trio.open_nursery() as nursery:
         cluster.start()
         nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
-        for n in ("n1", "n2", "n3", "n4"):
-            register(cluster, n)
+        conns = {n: register(cluster, n)[1] for n in ("n1", "n2", "n3", "n4")}
         await trio.sleep(61)
         assert cluster.power_save_pass() == ["n1", "n2"]  # two stay warm
         await trio.sleep(6)
@@ -176,15 +175,16 @@ async def test_keep_warm_pool_is_honoured_as_nodes_come_and_go(autojump_clock) -
         assert runs[-1] == ("resume", "n1")  # a booting node counts: no second boot
         register(cluster, "n1")
         # A job takes a warm node: the next off one boots.
-        r = cluster.set_allocation(m.SetAllocation("n4", 4))
-        assert r.ok, r.errors
+        big = cluster.jobs.submit(job(nodelist="n4", cpus_per_task=4)).job_id
+        assert state(cluster, "n4") == "ALLOCATED"
         cluster.power_save_pass()
         assert runs[-1] == ("resume", "n2")
         register(cluster, "n2")
         await trio.sleep(61)  # n1 and n2 idle past SuspendTime, but they are the warm two
         assert cluster.power_save_pass() == []
         # The job ends: three warm, one may go.
-        cluster.set_allocation(m.SetAllocation("n4", 0))
+        beat(cluster, "n4", conns["n4"], 1, jobs_ended=(m.JobEnd(big, "COMPLETED"),))
+        assert state(cluster, "n4") == "IDLE"
         await trio.sleep(61)
         assert cluster.power_save_pass() == ["n1"]
         nursery.cancel_scope.cancel()

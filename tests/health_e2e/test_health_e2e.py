@@ -11,7 +11,6 @@ from pathlib import Path
 
 import psutil
 
-from protocol import messages as m
 from tests.integration.cluster import REPO, Cluster, wait_for
 
 EXAMPLE = REPO / "examples" / "healthcheck.sh"
@@ -69,7 +68,7 @@ def _start(c: Cluster, envs: dict[str, dict[str, str]] | None = None,
     (reached a state other than UNKNOWN/DOWN) or, for names in `ready`, shows IDLE."""
     c.start_ctld()
     for name in c.node_names:
-        c.start_node(name, env=(envs or {}).get(name))
+        c.start_node(name, env=(envs or {}).get(name), run_jobs=True)
     ready = set(ready)
 
     def up() -> bool:
@@ -252,8 +251,9 @@ def test_node_state_idle_skips_an_allocated_node(tmp_path: Path) -> None:
         wrapper = _script(tmp_path / "hc.sh", WRAPPER.format(runs=runs, example=EXAMPLE))
         _conf(c, wrapper, node_state="IDLE")
         _start(c, {"n1": env, "n2": env}, ready=["n1", "n2"])
-        r = c.request(m.SetAllocation("n1", 1, "test"))
-        assert getattr(r, "ok", True), r
+        out = c.run_cli("cli.rbatch", "-D", str(tmp_path), "-w", "n1", "--wrap", "sleep 300")
+        assert out.returncode == 0, out.stderr
+        job_id = out.stdout.split()[-1]
         c.wait_for(lambda: "node state IDLE -> ALLOCATED" in c.log("n1"),
                    what="n1 told it is ALLOCATED")
         runs_before = len(_runs(runs, "n1"))
@@ -266,7 +266,7 @@ def test_node_state_idle_skips_an_allocated_node(tmp_path: Path) -> None:
         assert _reason(c, "n1") is None
         assert len(_runs(runs, "n1")) == runs_before, _runs(runs, "n1")
         # Freed, it is checked again and drains.
-        c.request(m.SetAllocation("n1", 0, "test"))
+        assert c.run_cli("cli.rcancel", job_id).returncode == 0
         c.wait_for(lambda: c.state("n1") == "IDLE+DRAIN", timeout=8, what="freed n1 drained")
 
 

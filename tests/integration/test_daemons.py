@@ -10,6 +10,7 @@ import time
 from ctld import statefile
 from protocol import messages as m
 from protocol.framing import FrameDecoder, encode_frame
+from protocol.rawframe import pack_frame
 
 from .cluster import Cluster, wait_for
 
@@ -87,24 +88,31 @@ def test_hostile_frames_are_refused_while_nodes_keep_beating(tmp_path) -> None:
         assert isinstance(first[0], m.Pong)
         replayed = _exchange(c.addr, frame, key)
         assert [f.code for f in replayed] == ["replay"]
+        # SetAllocation left the wire (only jobs allocate): an old peer's is refused by name and
+        # allocates nothing.
+        old = pack_frame("SetAllocation", b'{"node_names":"n1","cpus_alloc":4}', key,
+                         request_id=6, version=4)
+        (refused,) = _exchange(c.addr, old, key)
+        assert (refused.code, "SetAllocation" in refused.message) == ("unknown_type", True)
         # Half a frame, then silence: cut off after MessageTimeout (3 s here).
         half = encode_frame(m.Ping(), key, request_id=5)[:12]
         t0 = time.monotonic()
         stalled = _exchange(c.addr, half, key, timeout=10)
         assert [f.code for f in stalled] == ["timeout"] and time.monotonic() - t0 < 8
         log = c.log("rctld")
-        for code in ("too_large", "bad_mac", "replay"):
+        for code in ("too_large", "bad_mac", "replay", "unknown_type"):
             assert f"code={code}" in log and "peer=127.0.0.1:" in log
         # Nobody else noticed.
         c.wait_for(lambda: c.snapshot()["n1"]["last_heartbeat"] > before, what="n1 heartbeats")
         assert c.state("n1") == "IDLE" and c.state("n2") == "IDLE"
+        assert c.snapshot()["n1"]["cpus_alloc"] == 0
 
 
 def test_older_protocol_node_registers(tmp_path) -> None:
     with Cluster(tmp_path, ["n1", "old1"]) as c:
         c.start_ctld()
         c.start_node("n1")
-        c.start_node("old1", env={"RANCH_PROTOCOL_VERSION": "1"})
+        c.start_node("old1", env={"RANCH_PROTOCOL_VERSION": "2"})
         c.wait_for(lambda: c.state("old1") == "IDLE" and c.state("n1") == "IDLE",
                    what="old-protocol node idle")
         first = c.snapshot()["old1"]["last_heartbeat"]

@@ -5,6 +5,7 @@ rejoin), and the event log with a reading and a stalled follower."""
 from __future__ import annotations
 
 import json
+import os
 import select
 import socket
 import subprocess
@@ -31,6 +32,8 @@ def start_dynamic(c: Cluster, name: str, conf: str = "") -> subprocess.Popen:
             "--spool-dir", str(c.dir / "spool" / name), "--dynamic"]
     if conf:
         argv += ["--conf", conf]
+    if os.getuid() == 0:
+        argv.append("--allow-root-jobs")  # the tests submit jobs as the user running them
     c.nodes[name] = c._spawn(name, argv)
     return c.nodes[name]
 
@@ -145,10 +148,13 @@ def test_dynamic_node_joins_runs_is_deleted_and_rejoins(tmp_path) -> None:
         assert rec["features"] == ["fast", "ib"] and rec["partitions"] == ["main", "fast"]
         assert "dyn1" in cli(c, "rinfo", "-p", "fast", "-h", "-o", "%N").stdout
         # It runs work; delete is refused meanwhile.
-        assert c.request(m.SetAllocation("dyn1", 1)).ok
+        out = cli(c, "rbatch", "-w", "dyn1", "-D", str(c.dir), "--wrap", "sleep 300").stdout
+        job_id = int(out.split()[-1])
+        c.wait_for(lambda: c.snapshot()["dyn1"]["cpus_alloc"] == 1, what="dyn1 runs the job")
         r = cli(c, "rcontrol", "delete", "NodeName=dyn1")
-        assert r.returncode == 1 and "allocated" in r.stderr
-        assert c.request(m.SetAllocation("dyn1", 0)).ok
+        assert r.returncode == 1 and f"runs job(s) {job_id}" in r.stderr, r.stderr
+        assert cli(c, "rcancel", str(job_id)).returncode == 0
+        c.wait_for(lambda: c.state("dyn1") == "IDLE", what="dyn1 idle after the cancel")
         # Saved with the state: a restarted controller knows it before it reconnects.
         c.stop_ctld()
         c.start_ctld()

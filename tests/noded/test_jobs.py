@@ -365,11 +365,28 @@ async def test_repeated_launch_is_idempotent(runner: JobRunner, work: Path) -> N
     await runner.launch(job)
     await runner.launch(job)  # the controller retried: still one run
     assert runner.job_ids() == (7,)
-    with pytest.raises(LaunchError, match="already runs"):
-        await runner.launch(attrs.evolve(job, restarts=1))
     (work / "go").touch()
     await ended(runner, 7)
     assert (work / "slurm-7.out").read_text() == "once\n"
+
+
+async def test_a_newer_run_replaces_a_stale_one_and_never_the_reverse(runner: JobRunner,
+                                                                     work: Path) -> None:
+    """The controller requeued the job (run 1) while run 0 still runs here: run 0 is ended
+    without a report of its own and run 1 starts; a late LaunchJob of run 0 is refused."""
+    job = spec(work, "echo run $SLURM_RESTART_COUNT; sleep 300\n")
+    await runner.launch(job)
+    assert runner.runs() == ((7, 0),)
+    await runner.launch(attrs.evolve(job, restarts=1))
+    assert runner.runs() == ((7, 1),)
+    with pytest.raises(LaunchError, match="already runs"):
+        await runner.launch(job)
+    assert not await runner.kill(7, 0, "stale", run=0)  # a kill meant for run 0 spares run 1
+    assert runner.runs() == ((7, 1),)
+    await runner.kill(7, 0, "cancelled", run=1)
+    end = await ended(runner, 7)
+    assert (end.state, end.restarts) == ("CANCELLED", 1)
+    assert [e.restarts for e in runner.endings()] == [1]  # run 0 reported nothing
 
 
 async def test_kill_while_launching_is_applied_once_it_runs(runner: JobRunner, work: Path) -> None:

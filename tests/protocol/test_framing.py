@@ -132,15 +132,29 @@ def test_unknown_type() -> None:
 
 
 def test_message_newer_than_version() -> None:
-    with pytest.raises(ValueError, match="SetAllocation"):
-        frame(m.SetAllocation("n", 1), version=1)
-    err = refusal(raw_frame("SetAllocation", version=1, body=b'{"node_names":"n","cpus_alloc":1}'))
+    with pytest.raises(ValueError, match="JobStarted"):
+        frame(m.JobStarted(1, 0, 1.0), version=4)
+    err = refusal(raw_frame("JobStarted", version=4,
+                            body=b'{"job_id":1,"restarts":0,"started_at":1.0}'))
     assert err.code == "unknown_type"
+
+
+def test_removed_set_allocation_is_refused_and_the_stream_goes_on() -> None:
+    # Versions 3 to 5 had SetAllocation; only jobs allocate now. An old peer's frame is an
+    # unknown type, refused with its request id, and the next frame on the stream decodes.
+    dec = decoder()
+    for version in (3, 4, CURRENT):
+        err = refusal(raw_frame("SetAllocation", version=version,
+                                body=b'{"node_names":"n1","cpus_alloc":4,"user":"root"}'), dec)
+        assert (err.code, err.request_id, err.fatal) == ("unknown_type", 77, False)
+        assert "SetAllocation" in err.message
+    dec.feed(frame())
+    assert [f.msg for f in dec] == [m.Ping()]
 
 
 def test_version_outside_supported() -> None:
     err = refusal(raw_frame(version=9))
-    assert err.code == "version" and "version 9" in err.message and "1, 2, 3" in err.message
+    assert err.code == "version" and "version 9" in err.message and "2, 3, 4, 5" in err.message
 
 
 def test_bad_body_keeps_request_id_and_stream() -> None:
@@ -151,14 +165,14 @@ def test_bad_body_keeps_request_id_and_stream() -> None:
     assert len(list(dec)) == 1
 
 
-def test_version_1_register_frame_decodes() -> None:
+def test_version_2_register_frame_decodes() -> None:
     hw = m.Hardware(4, 1, 1, 4, 1, 8000, 1000, numa_nodes=2, os="Linux", hostname="old")
     reg = m.Register("old01", hw, 1.6e9, "0.0.9", config_hash="abc")
     dec = decoder()
-    dec.feed(frame(reg, version=1, request_id=3))
+    dec.feed(frame(reg, version=2, request_id=3))
     (got,) = list(dec)
-    assert got.version == 1 and got.request_id == 3
-    assert got.msg == m.Register("old01", m.Hardware(4, 1, 1, 4, 1, 8000, 1000), 1.6e9, "0.0.9")
+    assert got.version == 2 and got.request_id == 3
+    assert got.msg == m.Register("old01", hw, 1.6e9, "0.0.9")  # config_hash came in 3
 
 
 def test_replay_guard_keeps_nonce_through_window_edge() -> None:

@@ -20,9 +20,9 @@ async def test_send_receive_and_error_reply() -> None:
     left, right = FramedStream(a, KEY), FramedStream(b, KEY)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(left.send, m.Ping(), 1)
-        nursery.start_soon(left.send, m.GetConfig(), 2, 1)
+        nursery.start_soon(left.send, m.GetConfig(), 2, 2)
         got = {(f.request_id, f.type, f.version) for f in [await right.receive() for _ in "ab"]}
-    assert got == {(1, "Ping", CURRENT), (2, "GetConfig", 1)}
+    assert got == {(1, "Ping", CURRENT), (2, "GetConfig", 2)}
     # A frame with the wrong key: refused, answered with an Error matched to it, stream usable.
     await a.send_all(encode_frame(m.Ping(), b"x" * 32, request_id=5))
     with pytest.raises(ProtocolError) as info:

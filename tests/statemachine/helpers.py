@@ -72,6 +72,7 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "reject": ev.Reject(now, "not ours", "alice"),
         "delete": ev.Delete(now, "alice"),
         "completing": ev.Completing(now, True),
+        "reason": ev.ReasonUpdate(now, "new fan", "alice"),
     }[kind]
 
 

@@ -526,3 +526,16 @@ def test_config_reload_cpus_future_and_cloud() -> None:
     assert apply(s, ev.ConfigReload(2.0, 8, "DRAIN"), P0) == (s, ())
     with pytest.raises(InvalidTransition):
         apply(s, ev.ConfigReload(2.0, 8, "BOGUS"), P0)
+
+
+def test_reason_alone_is_a_row_kept_only_where_a_reason_is() -> None:
+    """Reason= without State= goes through the table: it replaces a drained node's reason and
+    is refused on an IDLE node, which the table keeps without one."""
+    idle = initial_state("n1", 4, "UNKNOWN", None, now=1.0)
+    idle, _ = apply(idle, ev.Registered(2.0))
+    drained, _ = apply(idle, admin("DRAIN", "fan"))
+    new, effects = apply(drained, ev.ReasonUpdate(3.0, "fan replaced, burn-in", "bob"))
+    assert new.reason.text == "fan replaced, burn-in" and new.reason.user == "bob"
+    assert fx.ReasonRecorded(new.reason) in effects
+    with pytest.raises(InvalidTransition, match="keeps no reason"):
+        apply(idle, ev.ReasonUpdate(3.0, "just a note", "bob"))

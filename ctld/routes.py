@@ -1,0 +1,126 @@
+"""What rctld answers to each request, as one table: message type -> handler, and whether the
+reply may confirm a change (such a reply waits until the change is on disk; see Daemon.durable).
+
+A handler takes (server, connection, message) and returns the reply, an awaitable of it, or None
+for no reply. The server looks a message's type up here once; nothing else dispatches.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ctld import configdump, eventstream, logs, membership
+from ctld.wire import Prebuilt
+from protocol import messages as m
+
+if TYPE_CHECKING:
+    from ctld.server import Connection, Server
+
+
+@attrs.frozen
+class Route:
+    handler: Callable[[Server, Connection, Any], Any]
+    changes: bool = True  # its reply may confirm a change: it waits for the journal
+
+
+def heartbeat(s: Server, conn: Connection, msg: m.Heartbeat) -> Any:
+    return s.cluster.heartbeat(msg, conn)
+
+
+def register(s: Server, conn: Connection, msg: m.Register) -> Any:
+    return s.cluster.register(msg, conn, version=conn.version)
+
+
+def snapshot(s: Server, conn: Connection, msg: m.GetSnapshot) -> Any:
+    return Prebuilt("Snapshot", s.cluster.snapshot_body(metrics=msg.metrics, fields=msg.fields))
+
+
+def update_nodes(s: Server, conn: Connection, msg: m.UpdateNodes) -> Any:
+    return s.cluster.update_nodes(msg)
+
+
+def shutdown_notice(s: Server, conn: Connection, msg: m.ShutdownNotice) -> Any:
+    return s.cluster.shutdown_notice(msg, conn)
+
+
+def ping(s: Server, conn: Connection, msg: m.Ping) -> Any:
+    return s.cluster.ping()
+
+
+def node_membership(s: Server, conn: Connection, msg: m.NodeMembership) -> Any:
+    return membership.handle(s.cluster, msg)
+
+
+def events_backlog(s: Server, conn: Connection, msg: m.GetEvents) -> Any:
+    return eventstream.backlog(s.cluster, msg)
+
+
+def config(s: Server, conn: Connection, msg: m.GetConfig) -> Any:
+    power = s.cluster.power  # the daemon told it the running address, key and state dir
+    return configdump.in_force(power.config_dump(s.cluster.config_dump),
+                               server_addr=power.server_addr, key_file=power.key_file,
+                               state_dir=power.state_dir)
+
+
+def reconfigure(s: Server, conn: Connection, msg: m.Reconfigure) -> Any:
+    return s.reconfigure(msg.user or conn.peer)
+
+
+def job_started(s: Server, conn: Connection, msg: m.JobStarted) -> Any:
+    return s.cluster.job_started(msg, conn)
+
+
+def ack(s: Server, conn: Connection, msg: m.Ack) -> None:
+    return None  # a node acknowledging a push
+
+
+def jobs(s: Server, conn: Connection, msg: m.GetJobs) -> Any:
+    return Prebuilt("JobList", s.cluster.jobs.list_body(msg.job_ids))
+
+
+def submit(s: Server, conn: Connection, msg: m.SubmitJob) -> Any:
+    return s.submit(msg) if s.submit else s.cluster.jobs.submit(msg)
+
+
+def cancel(s: Server, conn: Connection, msg: m.CancelJobs) -> Any:
+    return s.cluster.jobs.cancel(msg)
+
+
+def job_control(s: Server, conn: Connection, msg: m.JobControl) -> Any:
+    return s.cluster.jobs.control(msg)
+
+
+def node_error(s: Server, conn: Connection, msg: m.Error) -> Any:
+    if conn.node is None:
+        return m.Error("bad_request", "Error is not a request rctld serves")
+    # a node refusing a push (LaunchJob: launch_failed; its JobEnd follows)
+    logs.event("node refused a push", logging.WARNING, node=conn.node, code=msg.code,
+               error=msg.message)
+    return None
+
+
+# fmt: off
+ROUTES: dict[type, Route] = {
+    m.Heartbeat:      Route(heartbeat),
+    m.Register:       Route(register),
+    m.ShutdownNotice: Route(shutdown_notice),
+    m.JobStarted:     Route(job_started),
+    m.Ack:            Route(ack, changes=False),
+    m.Error:          Route(node_error, changes=False),
+    m.GetSnapshot:    Route(snapshot, changes=False),
+    m.Ping:           Route(ping, changes=False),
+    m.GetConfig:      Route(config, changes=False),
+    m.GetEvents:      Route(events_backlog, changes=False),
+    m.GetJobs:        Route(jobs, changes=False),
+    m.UpdateNodes:    Route(update_nodes),
+    m.NodeMembership: Route(node_membership),
+    m.Reconfigure:    Route(reconfigure),
+    m.SubmitJob:      Route(submit),
+    m.CancelJobs:     Route(cancel),
+    m.JobControl:     Route(job_control),
+}
+# fmt: on

@@ -1,0 +1,225 @@
+"""The one store for everything rctld persists: a snapshot (the state file) and a journal of the
+records that changed since it. Whatever a reply confirms is in the journal before the reply
+leaves; a snapshot, written now and then, lets the journal be trimmed.
+
+Store is the interface; FileStore (files in StateSaveLocation) is the default. A replicated store
+(etcd behind a standby controller) is meant to sit behind the same four calls: `load` once at
+start, `append` + `wait` for each group of changes (group commit: records that arrive while a
+write is under way share the next write and its one fsync), `snapshot` now and then.
+
+Journal records are dicts with a sequence number `seq` and one of: `job` (a job's record; a job's
+first line holds its request, later ones only what changes) or `node` + `entry` (a node's entry
+as the state file holds it). A snapshot names the last `seq` it holds (`journal_seq`); at start
+the records after it are laid over it in order, so a record never rolls a newer snapshot back.
+Lines of the version-4 submission journal (a job's record, no `seq`) are read too.
+
+The journal is a series of segment files (journal.N.jsonl). A snapshot starts a new segment the
+moment it is built; once it is on disk the older segments are deleted whole, so trimming never
+reads or rewrites what was appended (nor holds up a commit while it does).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import orjson
+import trio
+
+from ctld import logs, statefile
+
+LEGACY_JOURNAL = "job_journal.jsonl"  # version 4's submission journal, read at start
+SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
+
+
+class Store(Protocol):
+    def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """(the snapshot or None, the journal records after it, oldest first)."""
+
+    def append(self, records: list[dict[str, Any]]) -> int:
+        """Queue records for the next write; returns the ticket `wait` takes."""
+
+    async def wait(self, ticket: int) -> None:
+        """Return once the records of `ticket` (and all before) are durable; OSError if not."""
+
+    async def snapshot(self, doc: dict[str, Any]) -> None:
+        """Write a snapshot (built by the caller after `last_seq` was read) and trim."""
+
+
+class FileStore:
+    """node_state.json (atomic replace) + job_journal.jsonl (append, fsync), in one directory."""
+
+    def __init__(self, state_dir: str, *, in_thread: bool = True) -> None:
+        self.state_dir = state_dir
+        self.segment = 1 + max(self._segments(), default=0)  # appends go here
+        self.in_thread = in_thread
+        self.seq = 0  # the last sequence number handed out
+        self._buf: list[bytes] = []
+        self._appended = 0  # tickets handed out
+        self._settled = 0  # tickets whose write has ended (on disk, or in a failed range)
+        self._failed: list[tuple[int, int, OSError]] = []  # (after, upto] tickets not written
+        self._lock = trio.Lock()
+        self.writes = 0  # fsyncs done (for the benchmark)
+
+    @property
+    def path(self) -> str:
+        """The segment appends go to now."""
+        return self._segment_path(self.segment)
+
+    def _segment_path(self, n: int) -> str:
+        return os.path.join(self.state_dir, f"{SEGMENT_PREFIX}{n}{SEGMENT_SUFFIX}")
+
+    def _segments(self) -> list[int]:
+        try:
+            names = os.listdir(self.state_dir)
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            if name.startswith(SEGMENT_PREFIX) and name.endswith(SEGMENT_SUFFIX):
+                middle = name[len(SEGMENT_PREFIX):-len(SEGMENT_SUFFIX)]
+                if middle.isdigit():
+                    out.append(int(middle))
+        return sorted(out)
+
+    # -- start -----------------------------------------------------------------------------
+
+    def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """Raises statefile.StateFileError for an unreadable snapshot (the caller decides)."""
+        lines = self.read()
+        doc = statefile.load(self.state_dir)
+        after = int(doc.get("journal_seq", 0)) if doc else 0
+        self.seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
+        return doc, [r for r in lines if "seq" not in r or int(r["seq"]) > after]
+
+    def read(self) -> list[dict[str, Any]]:
+        """The journal's records, oldest first; a torn last line is skipped."""
+        out: list[dict[str, Any]] = []
+        paths = [os.path.join(self.state_dir, LEGACY_JOURNAL)]
+        paths += [self._segment_path(n) for n in self._segments()]
+        for path in paths:
+            out += self._read_file(path)
+        return out
+
+    def _read_file(self, path: str) -> list[dict[str, Any]]:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            logs.event("journal unreadable", logging.ERROR, path=path,
+                       error=exc.strerror or str(exc))
+            return []
+        out = []
+        for line in raw.splitlines():
+            if not line.strip():
+                continue
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                logs.event("torn journal line skipped", logging.WARNING, path=path)
+                continue
+            if isinstance(entry, dict):
+                out.append(entry)
+        return out
+
+    # -- group commit ----------------------------------------------------------------------
+
+    @property
+    def last_ticket(self) -> int:
+        return self._appended
+
+    def settled(self, ticket: int) -> bool:
+        return self._settled >= ticket
+
+    def append(self, records: list[dict[str, Any]]) -> int:
+        lines = []
+        for rec in records:
+            self.seq += 1
+            lines.append(orjson.dumps({"seq": self.seq, **rec}) + b"\n")
+        self._buf.append(b"".join(lines))
+        self._appended += 1
+        return self._appended
+
+    async def wait(self, ticket: int) -> None:
+        if self._settled >= ticket and not self._failed:
+            return
+        async with self._lock:
+            if self._settled < ticket:
+                await self._flush()
+            # the write that took our records may have been another waiter's: its failure is ours
+            for low, high, exc in self._failed:
+                if low < ticket <= high:
+                    raise exc
+
+    async def commit(self, records: list[dict[str, Any]]) -> None:
+        await self.wait(self.append(records))
+
+    async def _flush(self) -> None:
+        batch, self._buf = b"".join(self._buf), []
+        low, high = self._settled, self._appended
+        try:
+            await self._run(self._write, batch, self.path)
+        except OSError as exc:
+            # every waiter with a record in this batch is refused, not only the one that wrote
+            self._failed.append((low, high, exc))
+            del self._failed[:-16]  # waiters of older batches have long been answered
+            raise
+        finally:
+            self._settled = high
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.in_thread:
+            return await trio.to_thread.run_sync(fn, *args)
+        return fn(*args)
+
+    def _write(self, data: bytes, path: str) -> None:
+        if not data:
+            return
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            size = os.fstat(fd).st_size
+            try:
+                statefile.write_all_fsync(fd, data)
+            except OSError:
+                # a half-written batch would replay changes whose replies said "failed"
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
+        finally:
+            os.close(fd)
+        self.writes += 1
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def rotate(self) -> int:
+        """Start a new segment (when a snapshot is built: every record in the older segments
+        is in it); returns the first segment the snapshot does not hold."""
+        self.segment += 1
+        return self.segment
+
+    async def snapshot(self, doc: dict[str, Any], keep_from: int | None = None) -> None:
+        """Write the snapshot `doc` (its journal_seq says what it holds), then delete the
+        segments before `keep_from` (from `rotate`, called when `doc` was built). OSError when
+        the snapshot could not be written."""
+        if keep_from is None:
+            keep_from = self.rotate()
+        await self._run(statefile.save, self.state_dir, doc)
+        try:
+            await self._run(self._drop_before, keep_from)
+        except OSError as exc:
+            logs.event("journal not trimmed", logging.WARNING, error=str(exc))
+
+    def _drop_before(self, keep_from: int) -> None:
+        """Delete the segments a durable snapshot holds (replay skips their records anyway,
+        by seq, should a delete not reach the disk before a crash)."""
+        for n in self._segments():
+            if n < keep_from:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(self._segment_path(n))
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(self.state_dir, LEGACY_JOURNAL))

@@ -1,0 +1,59 @@
+"""Render the job table (statemachine/jobtable.py) as Mermaid + Markdown for docs/states.md."""
+
+from __future__ import annotations
+
+from statemachine.jobtable import CLASSES, EVENT_KINDS, FINISHED, JOB_ROWS, JOB_TABLE, SAME
+
+
+def mermaid() -> str:
+    lines = ["stateDiagram-v2", "    [*] --> PENDING: submit"]
+    edges: dict[tuple[str, str], list[str]] = {}
+    for row in JOB_ROWS:
+        if row.handler.__name__ == "ignore":
+            continue
+        for cls in row.states:
+            for to in row.to:
+                dst = cls if to == SAME else to
+                if dst != cls and row.event not in edges.setdefault((cls, dst), []):
+                    edges[(cls, dst)].append(row.event)
+    for (src, dst), kinds in sorted(edges.items()):
+        lines.append(f"    {src} --> {dst}: {', '.join(kinds)}")
+    return "\n".join(lines)
+
+
+def markdown_table() -> str:
+    out = ["| event | " + " | ".join(CLASSES) + " |", "|---" * (len(CLASSES) + 1) + "|"]
+    for kind in EVENT_KINDS:
+        cells = []
+        for cls in CLASSES:
+            handler = JOB_TABLE.get((cls, kind))
+            cells.append("refused" if handler is None else f"`{handler.__name__}`")
+        out.append(f"| {kind} | " + " | ".join(cells) + " |")
+    return "\n".join(out)
+
+
+def handler_notes() -> str:
+    seen: dict[str, str] = {}
+    for row in JOB_ROWS:
+        seen.setdefault(row.handler.__name__, " ".join((row.handler.__doc__ or "").split()))
+    return "\n".join(f"- `{name}`: {doc}" if doc else f"- `{name}`"
+                     for name, doc in sorted(seen.items()))
+
+
+def render() -> str:
+    return f"""
+# Job states
+
+Generated from `statemachine/jobtable.py` (same command). {FINISHED} stands for every final
+state (COMPLETED, FAILED, CANCELLED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, ...). Every event about
+a job's processes names its run; a report about another run is ignored by the handlers (and
+the stale run is killed by ctld).
+
+```mermaid
+{mermaid()}
+```
+
+{markdown_table()}
+
+{handler_notes()}
+"""

@@ -1,0 +1,72 @@
+"""A batch job's states, named once: Slurm's names, squeue's compact codes and sort order.
+
+Small and import-free on purpose: rqueue, the web page and rnoded read these names without
+loading the job table (statemachine/jobtable.py), which decides every change between them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobState(StrEnum):
+    """Slurm 22.05's job states (slurm.h job_states and the flags squeue shows as states)."""
+
+    PENDING = "PENDING"
+    CONFIGURING = "CONFIGURING"  # allocated; its nodes are booting (powering up)
+    RUNNING = "RUNNING"
+    COMPLETING = "COMPLETING"  # ended; its processes are still being cleaned up somewhere
+    SUSPENDED = "SUSPENDED"
+    COMPLETED = "COMPLETED"  # the batch script exited 0
+    FAILED = "FAILED"  # it exited non-zero, was killed by a signal nobody sent, or never launched
+    CANCELLED = "CANCELLED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    BOOT_FAIL = "BOOT_FAIL"
+    PREEMPTED = "PREEMPTED"
+    DEADLINE = "DEADLINE"
+    REQUEUED = "REQUEUED"
+    REQUEUE_HOLD = "REQUEUE_HOLD"
+    SPECIAL_EXIT = "SPECIAL_EXIT"
+    STOPPED = "STOPPED"
+
+
+PENDING = JobState.PENDING
+CONFIGURING = JobState.CONFIGURING
+RUNNING = JobState.RUNNING
+COMPLETING = JobState.COMPLETING
+
+# States in which a job holds nodes (its processes run or are being cleaned up).
+ACTIVE = frozenset({CONFIGURING, RUNNING, COMPLETING})
+# States that end a job: it holds nothing and changes no more (except by requeue).
+FINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT,
+                   JobState.NODE_FAIL, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL,
+                   JobState.PREEMPTED, JobState.DEADLINE, JobState.SPECIAL_EXIT})
+# squeue and sacct list these for `-t active` style filters (squeue's default shows them).
+LISTED_ACTIVE = frozenset({PENDING, CONFIGURING, RUNNING, COMPLETING, JobState.SUSPENDED,
+                           JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.STOPPED})
+
+# squeue %t
+COMPACT: dict[str, str] = {
+    "PENDING": "PD", "CONFIGURING": "CF", "RUNNING": "R", "COMPLETING": "CG",
+    "SUSPENDED": "S", "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO",
+    "NODE_FAIL": "NF", "OUT_OF_MEMORY": "OOM", "BOOT_FAIL": "BF", "PREEMPTED": "PR",
+    "DEADLINE": "DL", "REQUEUED": "RQ", "REQUEUE_HOLD": "RH", "SPECIAL_EXIT": "SE",
+    "STOPPED": "ST",
+}
+LONG: dict[str, str] = {v: k for k, v in COMPACT.items()}
+# squeue sorts "P,t,-p": partition, then the base state's number in slurm.h (PENDING first)
+ORDER: dict[str, int] = {
+    "PENDING": 0, "RUNNING": 1, "CONFIGURING": 1, "COMPLETING": 1, "SUSPENDED": 2,
+    "COMPLETED": 3, "CANCELLED": 4, "FAILED": 5, "TIMEOUT": 6, "NODE_FAIL": 7, "PREEMPTED": 8,
+    "BOOT_FAIL": 9, "DEADLINE": 10, "OUT_OF_MEMORY": 11, "REQUEUED": 0, "REQUEUE_HOLD": 0,
+    "SPECIAL_EXIT": 0, "STOPPED": 1,
+}
+# How a node's JobEnd.state ends the job (LAUNCH_FAILED: it never started, which Slurm shows
+# as FAILED with the launch error in its reason).
+END_REPORTS: dict[str, JobState] = {
+    "COMPLETED": JobState.COMPLETED, "FAILED": JobState.FAILED, "TIMEOUT": JobState.TIMEOUT,
+    "CANCELLED": JobState.CANCELLED, "OUT_OF_MEMORY": JobState.OUT_OF_MEMORY,
+    "LAUNCH_FAILED": JobState.FAILED,
+}
