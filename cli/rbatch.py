@@ -186,11 +186,12 @@ def read_script(args: argparse.Namespace) -> tuple[str, str, list[str]]:
         raise CliError(NOT_A_SCRIPT)
     if "\0" in text:
         raise CliError("the batch script holds NUL bytes: is it a binary file?")
-    return text, os.path.abspath(path) if path else "", list(args.args or ())
+    return text, path, list(args.args or ())  # show job's Command: the path as given
 
 
 def submission(args: argparse.Namespace, script: str, command: str, argv: list[str]) -> dict:
     """The SubmitJob body (the codec's shape) for these options."""
+    from cli.sbatch_env import submit_env
     from conf.timefmt import parse_minutes
 
     get = args.__dict__.get
@@ -218,7 +219,7 @@ def submission(args: argparse.Namespace, script: str, command: str, argv: list[s
         "workdir": workdir,
         "name": get("job_name") or "",
         "argv": argv,
-        "env": sorted(os.environ.items()),
+        "env": submit_env(os.environ, get, cwd),  # cli/sbatch_env.py: what sbatch adds
         "stdout": get("output") or "",
         "stderr": get("error") or "",
         "num_nodes": node_count(args.nodes) if get("nodes") else 1,

@@ -29,28 +29,60 @@ def _clock(seconds: float) -> str:
 
 
 def expand_path(pattern: str, j: dict) -> str:
-    """The output file as the node will name it (%j %x %u %A %a %N %%), under the workdir."""
+    """The output file as scontrol prints it: only %A %a %j %u %x are filled in (the node fills
+    the rest, widths included, when it opens the file), under the workdir."""
     if not pattern:
         return ""
-    subs = {"j": str(j["job_id"]), "x": j.get("name", ""), "u": j.get("user", ""),
-            "A": str(j.get("array_job_id") or j["job_id"]),
-            "a": str(j.get("array_task_id") if j.get("array_task_id") is not None else 4294967294),
-            "N": j.get("batch_host") or "", "%": "%"}
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "%" and i + 1 < len(pattern) and pattern[i + 1] in subs:
-            out.append(subs[pattern[i + 1]])
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    path = "".join(out)
+    array = j.get("array_task_id") is not None
+    path = pattern.replace("%A", str(j.get("array_job_id") if array else j["job_id"]))
+    path = path.replace("%a", str(j["array_task_id"] if array else 4294967294))
+    path = path.replace("%j", str(j["job_id"])).replace("%u", j.get("user", ""))
+    path = path.replace("%x", j.get("name", ""))
     return path if path.startswith("/") else os.path.join(j.get("workdir", ""), path)
 
 
+def _mem_text(mib: int) -> str:
+    """Slurm's exact unit conversion of a MiB count: 0, 512M, 4G, 1536M."""
+    if not mib:
+        return "0"
+    for unit in ("M", "G", "T"):
+        if mib % 1024 or unit == "T":
+            return f"{mib}{unit}"
+        mib //= 1024
+    return f"{mib}T"
+
+
+def _tres(j: dict) -> str:
+    """TRES: what the job holds, in total; no mem= for a job that asked for none."""
+    cpus, nodes = j.get("cpus", 0), j.get("node_count", 1)
+    items = [f"cpu={cpus}"]
+    if j.get("mem_per_node"):
+        items.append(f"mem={_mem_text(j['mem_per_node'] * nodes)}")
+    items += [f"node={nodes}", f"billing={cpus}"]
+    if j.get("gpus_per_node"):
+        items.append(f"gres/gpu={j['gpus_per_node'] * nodes}")
+    return ",".join(items)
+
+
+def _node_list(j: dict) -> str:
+    """NodeList: (null) while pending, empty for a job that ended without ever getting nodes."""
+    if j.get("nodes"):
+        return j["nodes"]
+    return "(null)" if j["state"] == "PENDING" else ""
+
+
+def _end_time(j: dict) -> str:
+    """EndTime: when it ended, or when its time limit will end it (Unknown without one)."""
+    end = j.get("end_time")
+    if not end and j["state"] == "RUNNING" and j.get("start_time") and \
+            j.get("time_limit") is not None:
+        end = j["start_time"] + j["time_limit"] * 60
+    return _iso(end)
+
+
 def job_lines(j: dict, now: float) -> list[str]:
-    from cli.squeue_fields import elapsed
+    """One job as `scontrol show job` prints it (22.05's keys, in its order)."""
+    from cli.squeue_fields import elapsed, priority
 
     first = f"JobId={j['job_id']}"
     if j.get("array_job_id"):
@@ -58,49 +90,54 @@ def job_lines(j: dict, now: float) -> list[str]:
     limit = j.get("time_limit")
     mem = j.get("mem_per_node") or 0
     cpus = j.get("cpus", 0)
-    nodes = j.get("nodes") or "(null)"
-    tres = f"cpu={cpus},mem={mem}M,node={j.get('node_count', 1)},billing={cpus}"
-    if j.get("gpus_per_node"):
-        tres += f",gres/gpu={j['gpus_per_node'] * j.get('node_count', 1)}"
+    eligible = _iso(j.get("eligible_time") or j.get("submit_time"))
     stdout = expand_path(j.get("stdout", ""), j)
     stderr = expand_path(j.get("stderr", ""), j) or stdout
+    command = j.get("command", "")
     lines = [
         f"{first} JobName={j.get('name', '')}",
         f"UserId={j.get('user', '')}({j.get('uid', '')}) GroupId={_group(j.get('gid'))}"
         f"({j.get('gid', '')}) MCS_label=N/A",
-        f"Priority={j.get('priority', 0)} Nice=0 Account=(null) QOS=(null)",
+        f"Priority={priority(j)} Nice=0 Account=(null) QOS=(null)",
         f"JobState={j['state']} Reason={j.get('reason') or 'None'} Dependency=(null)",
         f"Requeue={int(bool(j.get('requeue')))} Restarts={j.get('restarts', 0)} BatchFlag=1 "
         f"Reboot=0 ExitCode={j.get('exit_code', 0)}:{j.get('signal', 0)}",
         f"RunTime={_clock(elapsed(j, now))} "
         f"TimeLimit={'UNLIMITED' if limit is None else _clock(limit * 60)} TimeMin=N/A",
-        f"SubmitTime={_iso(j.get('submit_time'))} "
-        f"EligibleTime={_iso(j.get('eligible_time') or j.get('submit_time'))}",
-        f"StartTime={_iso(j.get('start_time'))} EndTime={_iso(j.get('end_time'))} "
-        "Deadline=N/A",
+        f"SubmitTime={_iso(j.get('submit_time'))} EligibleTime={eligible}",
+        f"AccrueTime={eligible}",
+        f"StartTime={_iso(j.get('start_time'))} EndTime={_end_time(j)} Deadline=N/A",
+        "SuspendTime=None SecsPreSuspend=0 "
+        f"LastSchedEval={_iso(j.get('start_time') or j.get('submit_time'))} Scheduler=Main",
         f"Partition={j.get('partition', '')} AllocNode:Sid={j.get('submit_host') or '?'}:0",
         f"ReqNodeList={j.get('req_nodes') or '(null)'} "
         f"ExcNodeList={j.get('exc_nodes') or '(null)'}",
-        f"NodeList={nodes if j['state'] != 'PENDING' else '(null)'}",
-        f"BatchHost={j.get('batch_host') or '(null)'}",
+        f"NodeList={_node_list(j)}",
+    ]
+    if j.get("batch_host"):
+        lines.append(f"BatchHost={j['batch_host']}")
+    lines += [
         f"NumNodes={j.get('node_count', 1)} NumCPUs={cpus} NumTasks={j.get('ntasks', 1)} "
         f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T=0:0:*:*",
-        f"TRES={tres}",
-        f"MinCPUsNode={j.get('cpus_per_task', 1)} MinMemoryNode={mem}M MinTmpDiskNode=0",
+        f"TRES={_tres(j)}",
+        "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
+        f"MinCPUsNode={j.get('cpus_per_task', 1)} MinMemoryNode={_mem_text(mem)} "
+        "MinTmpDiskNode=0",
+        "Features=(null) DelayBoot=00:00:00",
         f"OverSubscribe={'NO' if j.get('exclusive') else 'OK'} Contiguous=0 "
         "Licenses=(null) Network=(null)",
-        f"Command={j.get('command', '')}",
+        # --wrap has no script path: Slurm prints its null
+        f"Command={command if command and command != '(wrap)' else '(null)'}",
         f"WorkDir={j.get('workdir', '')}",
-        f"StdErr={stderr}",
-        "StdIn=/dev/null",
-        f"StdOut={stdout}",
     ]
+    if j.get("message"):
+        lines.append(f"Comment={j['message']}")
+    lines += [f"StdErr={stderr}", "StdIn=/dev/null", f"StdOut={stdout}"]
     if j.get("gpu_indices"):
         lines.append("GresDetail=" + ",".join(
             f"{n}:gpu:{len(v)}(IDX:{','.join(map(str, v))})"
             for n, v in sorted(j["gpu_indices"].items())))
-    if j.get("message"):
-        lines.append(f"Comment={j['message']}")
+    lines.append("Power=")
     return lines
 
 

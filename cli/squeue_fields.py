@@ -59,6 +59,11 @@ def nodelist_reason(job: dict) -> str:
     return job.get("nodes") or ""
 
 
+def priority(job: dict) -> int:
+    """A held job's priority is 0, as Slurm holds jobs (by zeroing it)."""
+    return 0 if job.get("held") else int(job.get("priority") or 0)
+
+
 def _iso(epoch: float | None) -> str:
     if not epoch:
         return "N/A"
@@ -118,8 +123,8 @@ FIELDS: dict[str, tuple[str, Getter]] = {
     "V": ("SUBMIT_TIME", lambda j, n: _iso(j.get("submit_time"))),
     "S": ("START_TIME", lambda j, n: _iso(j.get("start_time"))),
     "e": ("END_TIME", lambda j, n: _iso(j.get("end_time"))),
-    "Q": ("PRIORITY", lambda j, n: str(j.get("priority", 0))),
-    "p": ("PRIORITY", lambda j, n: f"{(j.get('priority', 0) / 4294967295):.8f}"),
+    "Q": ("PRIORITY", lambda j, n: str(priority(j))),
+    "p": ("PRIORITY", lambda j, n: f"{(priority(j) / 4294967295):.8f}"),
     "Z": ("WORK_DIR", lambda j, n: j.get("workdir", "")),
     "o": ("COMMAND", lambda j, n: j.get("command", "")),
     "h": ("OVER_SUBSCRIBE", lambda j, n: "NO" if j.get("exclusive") else "OK"),

@@ -1,5 +1,7 @@
 """A batch job's environment (Slurm's SLURM_* names and Ranch's) and its output file names
-(sbatch's %j %x %N %u %A %a %% patterns)."""
+(sbatch's %j %J %x %N %n %t %s %u %A %a %% patterns).
+
+What Slurm 22.05 sets, and when, is checked against a real Slurm by tests/conformance/."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from protocol.messages import JobSpec
 
 # Slurm prints this for %a of a job that is not part of an array (NO_VAL - 1).
 NOT_AN_ARRAY_TASK = "4294967294"
-_PATTERN = re.compile(r"%(\d*)([jxNuAa%])")
+MAX_WIDTH = 10  # Slurm's widest zero padding (%12j pads to 10)
+_PATTERN = re.compile(r"%(\d*)([jJxNnstuAa%])")
 # Inherited values that would lie about this job's allocation: dropped before ours are set.
 _DROPPED = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_JOB_GPUS")
 
@@ -25,11 +28,41 @@ def node_index(spec: JobSpec, node: str) -> int:
     return names.index(node) if node in names else 0
 
 
+def _repeated(value: int, times: int) -> str:
+    """Slurm's compressed per-node list for equal counts: 2, 2(x3)."""
+    return str(value) if times == 1 else f"{value}(x{times})"
+
+
+def _per_node(spec: JobSpec, env: dict[str, str]) -> dict[str, str]:
+    """SLURM_JOB_CPUS_PER_NODE and SLURM_TASKS_PER_NODE. The spec carries this node's CPUs only,
+    so a job on several nodes gets them only where every node must hold the same share (its
+    CPUs, or its tasks, divide evenly); a value that might be wrong is left out."""
+    nodes, cpus, per_task = max(1, spec.num_nodes), spec.cpus, max(1, spec.cpus_per_task)
+    tasks_given = "SLURM_NTASKS" in env
+    out = {}
+    if nodes == 1 or cpus * nodes == spec.ntasks * per_task:
+        out["SLURM_JOB_CPUS_PER_NODE"] = _repeated(cpus, nodes)
+    if not tasks_given:  # as many tasks as the CPUs hold (Slurm's layout without -n)
+        if "SLURM_JOB_CPUS_PER_NODE" in out:
+            out["SLURM_TASKS_PER_NODE"] = _repeated(max(1, cpus // per_task), nodes)
+    elif spec.ntasks % nodes == 0:
+        out["SLURM_TASKS_PER_NODE"] = _repeated(spec.ntasks // nodes, nodes)
+    return out
+
+
 def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
     env = {k: v for k, v in spec.env if k not in _DROPPED and "=" not in k and "\0" not in k + v}
     job_id = str(spec.job_id)
     nodelist = spec.nodelist or node
+    # sbatch (and rbatch) export SLURM_NTASKS and SLURM_CPUS_PER_TASK only for -n and -c; more
+    # than one task or CPU a task can only have been asked for
+    if spec.ntasks != 1 or "SLURM_NTASKS" in env:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(spec.ntasks)
+    if spec.cpus_per_task != 1 or "SLURM_CPUS_PER_TASK" in env:
+        env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
     ours = {
+        "ENVIRONMENT": "BATCH",
+        "HOSTNAME": node,
         "SLURM_JOB_ID": job_id,
         "SLURM_JOBID": job_id,
         "RANCH_JOB_ID": job_id,
@@ -38,11 +71,9 @@ def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
         "SLURM_NODELIST": nodelist,
         "SLURM_JOB_NUM_NODES": str(spec.num_nodes),
         "SLURM_NNODES": str(spec.num_nodes),
-        "SLURM_NTASKS": str(spec.ntasks),
-        "SLURM_NPROCS": str(spec.ntasks),
-        "SLURM_CPUS_PER_TASK": str(spec.cpus_per_task),
         "SLURM_CPUS_ON_NODE": str(spec.cpus),
-        "SLURM_SUBMIT_DIR": spec.workdir,
+        # the directory sbatch ran in (rbatch exports it); -D changes only the work dir
+        "SLURM_SUBMIT_DIR": env.get("SLURM_SUBMIT_DIR") or spec.workdir,
         "SLURM_SUBMIT_HOST": spec.submit_host,
         "SLURM_JOB_PARTITION": spec.partition,
         "SLURM_JOB_USER": spec.user,
@@ -50,9 +81,20 @@ def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
         "SLURM_JOB_GID": str(spec.gid),
         "SLURM_NODEID": str(node_index(spec, node)),
         "SLURMD_NODENAME": node,
-        "SLURM_RESTART_COUNT": str(spec.restarts),
+        # the batch script is task 0 of the job's batch step
+        "SLURM_PROCID": "0",
+        "SLURM_LOCALID": "0",
+        "SLURM_GTIDS": "0",
+        "SLURM_TOPOLOGY_ADDR": node,  # no TopologyPlugin: the node alone
+        "SLURM_TOPOLOGY_ADDR_PATTERN": "node",
+        "SLURM_NODE_ALIASES": "(null)",
         "RANCH_RESTART_COUNT": str(spec.restarts),
     }
+    ours.update(_per_node(spec, env))
+    if spec.restarts:  # Slurm sets it only on a requeued run: scripts test it with -n
+        ours["SLURM_RESTART_COUNT"] = str(spec.restarts)
+    else:
+        env.pop("SLURM_RESTART_COUNT", None)  # an outer job's, inherited
     if spec.mem_mib:
         ours["SLURM_MEM_PER_NODE"] = str(spec.mem_mib)
     if spec.array_job_id:
@@ -68,19 +110,29 @@ def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
 
 
 def expand_pattern(pattern: str, spec: JobSpec, node: str) -> str:
-    """sbatch's filename pattern: %j %x %N %u %A %a %%, with an optional zero-pad width (%4j).
-    Other letters are kept as written."""
+    """sbatch's filename pattern for the batch script: %j %J (the job id: the batch step has no
+    step number), %x, %N, %n (node index), %t (task 0), %s ("batch"), %u, %A, %a, %%, with an
+    optional zero-pad width (%4j) for the numbers. Other letters are kept as written; a pattern
+    with a backslash in it is taken literally, less its backslashes, as Slurm does."""
+    if "\\" in pattern:
+        return pattern.replace("\\", "")
 
     def one(match: re.Match[str]) -> str:
         width, letter = match.groups()
         if letter == "%":
             return "%"
-        if letter == "j":
+        if letter in "jJ":
             value = str(spec.job_id)
         elif letter == "x":
             value = spec.name
         elif letter == "N":
             value = node
+        elif letter == "n":
+            value = str(node_index(spec, node))
+        elif letter == "t":
+            value = "0"
+        elif letter == "s":
+            return "batch"
         elif letter == "u":
             value = spec.user
         elif letter == "A":
@@ -89,7 +141,9 @@ def expand_pattern(pattern: str, spec: JobSpec, node: str) -> str:
             value = str(spec.array_task_id)
         else:
             value = NOT_AN_ARRAY_TASK
-        return value.zfill(int(width)) if width and letter in "jAa" else value
+        if width and letter in "jJnstAa":
+            return value.zfill(min(int(width), MAX_WIDTH))
+        return value
 
     return _PATTERN.sub(one, pattern)
 

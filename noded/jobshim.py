@@ -125,7 +125,9 @@ def child(spec: dict, err_w: int) -> None:
         for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
         step = f"exec {spec['argv'][0]}"
-        os.execve(spec["argv"][0], spec["argv"], spec["env"])
+        env = spec["env"]
+        env["SLURM_TASK_PID"] = str(os.getpid())  # the script's own pid, as slurmstepd sets it
+        os.execve(spec["argv"][0], spec["argv"], env)
     except BaseException as exc:  # anything here is a launch failure
         text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         os.write(err_w, f"{step}: {text}".encode(errors="replace")[:4000])

@@ -161,7 +161,7 @@ def test_node_loss_requeues_elsewhere_and_the_returning_stale_copy_is_killed(
         start(c)
         script = tmp_path / "job.sh"
         # the first run hangs and records its pid; the requeued run finishes at once
-        script.write_text('#!/bin/sh\nif [ "$SLURM_RESTART_COUNT" = 0 ]; then\n'
+        script.write_text('#!/bin/sh\nif [ -z "$SLURM_RESTART_COUNT" ]; then\n'
                           '  echo $$ > first.pid; sleep 120\nfi\n'
                           'echo "ran $SLURM_RESTART_COUNT on $SLURM_JOB_NODELIST"\n')
         j = submit(c, str(script))
@@ -238,7 +238,7 @@ def test_state_fail_kills_the_tree_and_requeues_elsewhere(tmp_path: Path) -> Non
     with jobs_cluster(tmp_path, ["n1", "n2"]) as c:
         start(c)
         script = tmp_path / "fail.sh"
-        script.write_text('#!/bin/sh\nif [ "$SLURM_RESTART_COUNT" = 0 ]; then\n'
+        script.write_text('#!/bin/sh\nif [ -z "$SLURM_RESTART_COUNT" ]; then\n'
                           '  sleep 120 &\n  echo $! > child.pid\n  wait\nfi\n'
                           'echo "ran $SLURM_RESTART_COUNT on $SLURM_JOB_NODELIST"\n')
         j = submit(c, str(script))

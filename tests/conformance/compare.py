@@ -1,0 +1,158 @@
+"""How two outcomes are put side by side: what is normalised away (ids, paths, times, which node
+a job landed on) and the table of known Ranch gaps the tests expect to fail (xfail, strict)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conf import hostlist
+from tests.conformance.runner import Outcome, normalise
+from tests.conformance.scenarios import ENVIRONMENT
+
+TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\b")
+ELAPSED = re.compile(r"^(\d+-)?\d\d:\d\d:\d\d$")
+ABSENT = "<absent>"
+# show job keys whose value names the job's files: the job id in them is normalised too
+PATH_KEYS = frozenset({"StdOut", "StdErr", "StdIn"})
+
+# Ranch gaps whose fix belongs to the job layer (ctld/job*.py, noded/jobs.py, the JobSpec
+# message): (scenario or "*", field) -> the finding. Each is an xfail(strict=True): the day the
+# job layer fixes it, the test passes, fails as XPASS, and the line here is deleted.
+_REASON = ("job layer: a job that ended keeps Reason=None; Slurm 22.05 sets {} (job_mgr.c "
+           "_job_complete)")
+_STEPD = ("job layer (noded/jobs.py): Slurm's slurmstepd writes `slurmstepd-NODE: error: *** JOB "
+          "N ON NODE CANCELLED AT TIME{} ***` into the job's stderr file; Ranch writes nothing")
+GAPS: dict[tuple[str, str], str] = {
+    **{(s, "Reason"): _REASON.format("Reason=NonZeroExitCode")
+       for s in ("exit 3", "exit 3 -t 1")},
+    **{(s, "Reason"): _REASON.format("Reason=JobLaunchFailure to a script killed by a signal")
+       for s in ("kill -9", "kill -9 -t 1", "kill -TERM", "kill -TERM -t 1")},
+    **{(s, "Reason"): _REASON.format("(keeps) Reason=JobHeldUser for a held job cancelled")
+       for s in ("cancel pending", "cancel pending -t 1")},
+    ("timeout -t 1", "Reason"): _REASON.format("Reason=TimeLimit"),
+    **{(s, "ExitCode"): "job layer: scancel of a running job gives ExitCode=0:15 in Slurm (the "
+       "SIGTERM that ended the script); rnoded reports signal 15 but the job keeps 0:0"
+       for s in ("cancel running", "cancel running -t 1")},
+    **{("cancel pending", k): f"job layer: a held job was never eligible: Slurm shows {k}=Unknown"
+       ", Ranch the submit time" for k in ("EligibleTime", "AccrueTime")},
+    ("cancel pending", "NumTasks"): "job layer: a job that never ran and had no -n shows "
+    "NumTasks=N/A in Slurm; Ranch's record cannot tell an -n 1 from no -n",
+    **{(s.name, "SLURM_CLUSTER_NAME"): "job layer: JobSpec carries no cluster name, so rnoded "
+       "cannot set SLURM_CLUSTER_NAME" for s in ENVIRONMENT},
+    **{(s, "files"): _STEPD.format("") for s in ("cancel running", "cancel running -t 1")},
+    ("timeout -t 1", "files"): _STEPD.format(" DUE TO TIME LIMIT"),
+    ("runs once -N 2", "files"): "job layer: the batch script of a multi-node job runs on every "
+    "node of the allocation (one copy each); Slurm runs it on the first node only",
+}
+
+
+def gap(scenario: str, field: str) -> str | None:
+    return GAPS.get((scenario, field)) or GAPS.get(("*", field))
+
+
+def param(scenario: str, field: str):
+    reason = gap(scenario, field)
+    marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+    return pytest.param(scenario, field, marks=marks, id=f"{scenario}|{field}")
+
+
+def _batch_host(o: Outcome) -> str:
+    host = o.fields.get("BatchHost", "")
+    return host if host and host != "(null)" else ""
+
+
+def _one_node(o: Outcome) -> str:
+    """The node of a job that ran on one node ("" otherwise)."""
+    return _batch_host(o) if o.fields.get("NumNodes") == "1" else ""
+
+
+def nodes_out(text: str, o: Outcome) -> str:
+    """The node a one-node job ran on as <node> (placement is each scheduler's own choice)."""
+    host = _one_node(o)
+    if not host:
+        return text
+    return re.sub(rf"(?<![A-Za-z0-9]){re.escape(host)}(?![A-Za-z0-9])", "<node>", text)
+
+
+def expanded(value: str) -> str:
+    """A hostlist as the names it stands for: Ranch folds two names as `c1,c2` where Slurm
+    writes `c[1-2]` (a deliberate difference, tests/conformance/README.md)."""
+    try:
+        return ",".join(hostlist.expand(value)) if value else value
+    except ValueError:
+        return value
+
+
+def record_value(o: Outcome, key: str, workdir: str) -> str:
+    """One `scontrol show job -o` value, comparable across the two systems."""
+    value = o.fields.get(key)
+    if value is None:
+        return ABSENT
+    value = value.replace(workdir, "<workdir>")
+    if key in PATH_KEYS:
+        value = normalise(value, o.job_id, Path(workdir))
+    if key == "RunTime" and ELAPSED.match(value):
+        return "<elapsed>"
+    if key == "Priority":  # the number is each scheduler's own; 0 means held in both
+        return value if value == "0" else "<positive>"
+    if key == "TRES":  # memory is consumable in Ranch only (README: deliberate)
+        value = ",".join(t for t in value.split(",") if not t.startswith("mem="))
+    if key in ("NodeList", "BatchHost"):
+        value = nodes_out(expanded(value), o)
+    return TIME.sub("<time>", value)
+
+
+def env_of(o: Outcome) -> dict[str, str]:
+    """The job's environment as `env -0` wrote it on the job's batch host."""
+    host = _batch_host(o)
+    text = next((t for n, t in o.files.items() if host and n.endswith(f"env-{host}")), "")
+    env = {}
+    for item in text.split("\0"):
+        name, sep, value = item.partition("=")
+        if sep and name:
+            env[name] = value
+    return env
+
+
+ENV_IDS = frozenset({"SLURM_JOB_ID", "SLURM_JOBID"})
+HOSTLISTS = frozenset({"SLURM_JOB_NODELIST", "SLURM_NODELIST"})
+
+
+def env_value(o: Outcome, name: str, workdir: str) -> str:
+    value = env_of(o).get(name)
+    if value is None:
+        return ABSENT
+    if name in ENV_IDS:
+        return normalise(value, o.job_id, Path(workdir))
+    if name == "SLURM_TASK_PID":
+        return "<pid>" if value.isdigit() else value
+    if name in HOSTLISTS:
+        value = expanded(value)
+    return nodes_out(value.replace(workdir, "<workdir>"), o)
+
+
+def files_of(o: Outcome, hostname: str = "") -> dict[str, str]:
+    """The job's files (names with <jobid>, texts with times as <time>); `hostname` (what
+    Slurm's %N writes) becomes the job's node, as Ranch writes it."""
+    out = {}
+    for name, text in o.files.items():
+        if hostname and _one_node(o):
+            name = name.replace(hostname, _one_node(o))
+        out[nodes_out(name, o)] = nodes_out(TIME.sub("<time>", normalise(
+            text, o.job_id, Path("/nonexistent"))), o)
+    return out
+
+
+def explain(slurm: Outcome, ranch: Outcome) -> str:
+    """Both outcomes' raw facts, for an assertion message."""
+    def one(o: Outcome) -> str:
+        f = o.fields
+        return (f"{o.system}: job {o.job_id} submit={o.submit!r} ended={o.ended} "
+                f"before={o.before!r} end={o.end_letter!r} JobState={f.get('JobState')} "
+                f"Reason={f.get('Reason')} ExitCode={f.get('ExitCode')} "
+                f"Restarts={f.get('Restarts')}")
+
+    return one(slurm) + "\n" + one(ranch)

@@ -1,0 +1,53 @@
+"""The conformance suite's one expensive fixture: a private real Slurm and a Ranch test cluster of
+the same shape, every scenario run on both at once, the results kept and both clusters gone
+before the first comparison runs.
+
+Skips (saying why) where Slurm 22.05 and munge are not installed or cannot start here; with
+RANCH_REQUIRE_SLURM=1 (set by .ci/run once it installed them) that is a failure instead.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+
+from tests.conformance.ranch_cluster import RanchCluster
+from tests.conformance.runner import Results, Runner
+from tests.conformance.scenarios import ALL
+from tests.conformance.shape import SHAPE
+from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_missing
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("RANCH_REQUIRE_SLURM") == "1":
+        pytest.fail(f"RANCH_REQUIRE_SLURM=1 but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def results() -> Results:
+    reason = slurm_missing()
+    if reason:
+        _unavailable(reason)
+    began = time.monotonic()
+    slurm = SlurmCluster(SHAPE)
+    try:
+        slurm.start()
+    except SlurmUnavailable as exc:
+        slurm.stop()
+        _unavailable(f"a private Slurm could not start: {exc}")
+    try:
+        with RanchCluster(SHAPE) as ranch:
+            runner = Runner([slurm, ranch], ALL)
+            outcomes = runner.run()
+            workdirs = {"slurm": str(slurm.workdir), "ranch": str(ranch.workdir)}
+            if not all(o.ended for d in outcomes.values() for o in d.values()):
+                runner.log.append("--- Slurm logs ---\n" + slurm.log_tail())
+                runner.log.append("--- Ranch logs ---\n" + ranch.log_tail())
+    finally:
+        slurm.stop()
+    return Results(outcomes["slurm"], outcomes["ranch"], workdirs, socket.gethostname(),
+                   tuple(runner.log), time.monotonic() - began)
