@@ -38,6 +38,14 @@ def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
 
 
+def cmdline(p: psutil.Process) -> list[str]:
+    """A process's command line; [] once it has gone (it may go between listing and reading)."""
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
 def _own_terminal() -> None:
     """In the child: a new session whose controlling terminal is the pty on stdin."""
     os.setsid()
@@ -152,7 +160,7 @@ class RunningDemo:
             with contextlib.suppress(psutil.Error):
                 p = psutil.Process(pid)
                 if p.create_time() == started and p.status() != psutil.STATUS_ZOMBIE:
-                    out.append(f"{pid} {' '.join(p.cmdline())}")
+                    out.append(f"{pid} {' '.join(cmdline(p))}")
         needles = (str(self.dir), *markers) if self.env else markers
         for p in psutil.process_iter(["cmdline"]):
             cmd = " ".join(p.info["cmdline"] or ())

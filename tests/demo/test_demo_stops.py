@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.demo.running import GONE_WITHIN, RunningDemo, wait_for
+from tests.demo.running import GONE_WITHIN, RunningDemo, cmdline, wait_for
 
 # How each way of stopping reaches the demo: Ctrl-C goes to the terminal's foreground process
 # group, `kill` to the process, and a terminal that closes sends SIGHUP and fails every write.
@@ -26,7 +26,7 @@ WAYS = {
 
 def _rctld(demo: RunningDemo) -> psutil.Process:
     return next(p for p in psutil.Process(demo.proc.pid).children()
-                if "ctld.main" in " ".join(p.cmdline()))
+                if "ctld.main" in " ".join(cmdline(p)))
 
 
 @pytest.mark.parametrize("way", list(WAYS))
@@ -39,7 +39,7 @@ def test_stopping_the_demo_leaves_nothing(tmp_path: Path, way: str) -> None:
                             "--wrap", f"sleep {marker}")
         assert done.stdout.startswith("Submitted batch job 1"), done.stdout
         job = wait_for(lambda: [p for p in demo.note_processes()
-                                if p.cmdline() == ["sleep", marker]], 60, "the job's sleep")
+                                if cmdline(p) == ["sleep", marker]], 60, "the job's sleep")
         # The job runs in a session of its own (noded/jobshim.py): no signal to the demo's
         # group or session reaches it.
         assert os.getsid(job[0].pid) not in (os.getsid(demo.proc.pid), demo.proc.pid)
