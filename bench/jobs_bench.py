@@ -11,6 +11,7 @@ sent at once. Figures per fleet size:
   start_p50/p99_ms    submit sent -> LaunchJob received by the node
   all_done_s          first submission -> every job's ending acknowledged by rctld
   ctld_cpu_s_per_1000 controller CPU seconds per 1,000 jobs (submit to completion)
+  heartbeat_p50/p99   heartbeat round trips meanwhile (endings in a beat wait for the journal)
   serial_rtt_p50_ms   rbatch-like: one connection per submission, one at a time (200 jobs)
 """
 
@@ -111,6 +112,7 @@ async def run_one(nodes: int, jobs: int, submitters: int, workdir: Path,
             rtts: list[float] = []
             errors: list[str] = []
             cpu0 = sum(proc.cpu_times()[:2])
+            fleet.open_window()  # heartbeat round trips while the jobs flow
             t0 = time.perf_counter()
             todo = list(range(jobs))
             async with trio.open_nursery() as subs:
@@ -123,6 +125,7 @@ async def run_one(nodes: int, jobs: int, submitters: int, workdir: Path,
                     await trio.sleep(0.005)
             t_done = time.perf_counter()
             cpu1 = sum(proc.cpu_times()[:2])
+            hb = list(fleet.hb_rtts)
             starts = [launched[j] - sent[j] for j in sent if j in launched]
             fig.update(
                 submitted=len(sent), launched=len(starts), errors=errors[:3],
@@ -134,6 +137,9 @@ async def run_one(nodes: int, jobs: int, submitters: int, workdir: Path,
                 start_max_ms=ms(max(starts) if starts else None),
                 all_done_s=round(t_done - t0, 3),
                 ctld_cpu_s_per_1000=round((cpu1 - cpu0) / max(len(sent), 1) * 1000, 3),
+                heartbeats=len(hb),
+                heartbeat_p50_ms=ms(percentile(hb, 50)),
+                heartbeat_p99_ms=ms(percentile(hb, 99)),
             )
             ser = await serial(ctl, 200)
             fig["serial_rtt_p50_ms"] = ms(percentile(ser, 50))

@@ -28,7 +28,11 @@ class CliError(Exception):
 
 def run_main(prog: str, run: Callable[[list[str]], int], argv: list[str] | None) -> int:
     """A command's main(): `run` on the arguments; a CliError is one stderr line and its exit
-    code, Ctrl-C exits 130, a reader that went away (`| head`) is not our failure."""
+    code, Ctrl-C exits 130, a reader that went away (`| head`) is not our failure. Under a
+    Slurm name (cli/slurm_names.py) messages start with that name."""
+    from cli.slurm_names import prog as speaking_as
+
+    prog = speaking_as(prog)
     try:
         return run(sys.argv[1:] if argv is None else argv)
     except CliError as exc:

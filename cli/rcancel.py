@@ -9,7 +9,8 @@ import signal as signals
 import sys
 
 from cli.controller import CliError, find_target, run_main
-from cli.rinfo import VERSION, UsageParser
+from cli.rinfo import UsageParser, version_text
+from cli.slurm_names import prog
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,15 +18,83 @@ def build_parser() -> argparse.ArgumentParser:
     a = p.add_argument
     a("--help", action="help", help="show this help and exit")
     a("-u", "--user", metavar="USER", help="only (or all) jobs of this user")
+    a("--me", action="store_true", help="only (or all) my jobs")
+    a("-n", "--name", "--jobname", metavar="NAME", help="only jobs of this name")
+    a("-t", "--state", metavar="STATE", help="only jobs in this state: PENDING, RUNNING")
+    a("-p", "--partition", metavar="PART", help="only jobs of this partition")
+    a("-w", "--nodelist", metavar="HOSTLIST", help="only jobs on these nodes")
+    a("-A", "--account", metavar="ACCOUNT", help="only jobs of this account")
+    a("-q", "--qos", metavar="QOS", help="only jobs of this QOS")
+    a("--wckey", metavar="KEY", help="only jobs of this wckey")
+    a("-R", "--reservation", metavar="NAME", help="only jobs of this reservation (none)")
     a("-s", "--signal", metavar="SIGNAL", help="send SIGNAL instead of ending the jobs")
-    a("-q", "--quiet", action="store_true", help="no error for jobs already finished")
+    a("-b", "--batch", action="store_true",
+      help="accepted; Ranch signals the job's process group, batch shell included")
+    a("-f", "--full", action="store_true", help="accepted (Ranch signals the whole job)")
+    a("-H", "--hurry", action="store_true", help=argparse.SUPPRESS)
+    a("-i", "--interactive", action="store_true", help=argparse.SUPPRESS)
+    a("-M", "--clusters", "--cluster", metavar="NAME", help=argparse.SUPPRESS)
+    a("--ctld", action="store_true", help=argparse.SUPPRESS)
+    a("--sibling", metavar="NAME", help=argparse.SUPPRESS)
+    a("-Q", "--quiet", action="store_true", help="no error for jobs already finished")
     a("-v", "--verbose", action="store_true", help="say what was cancelled")
     a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
     a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
     a("--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=f"rcancel {VERSION}")
+    a("-V", "--version", action="version", version=version_text("rcancel"))
     a("job_ids", nargs="*", metavar="JOBID")
     return p
+
+
+FILTERS = ("name", "state", "partition", "nodelist", "account", "qos", "wckey", "reservation")
+_STATES = {"PENDING": "PENDING", "PD": "PENDING", "RUNNING": "RUNNING", "R": "RUNNING",
+           "SUSPENDED": "SUSPENDED", "S": "SUSPENDED"}
+
+
+def _state(text: str) -> str:
+    state = _STATES.get(text.strip().upper())
+    if state is None:
+        raise CliError(f"Invalid job state specified: {text}. Valid job states are PENDING, "
+                       "RUNNING, and SUSPENDED", code=2)
+    return state
+
+
+def filtered(args: argparse.Namespace, jobs: list[dict], ids: tuple[int, ...]) -> list[int]:
+    """scancel's filters over the active jobs (and within the ids given, if any)."""
+    from conf.hostlist import expand
+
+    state = _state(args.state) if args.state else None
+    nodes = set(expand(args.nodelist)) if args.nodelist else set()
+    out = []
+    for j in jobs:
+        if j["state"] not in ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED"):
+            continue
+        if ids and j["job_id"] not in ids and j.get("array_job_id") not in ids:
+            continue
+        live = "RUNNING" if j["state"] == "CONFIGURING" else j["state"]
+        if state and live != state:
+            continue
+        if args.name and j.get("name") != args.name:
+            continue
+        if args.partition and j.get("partition") != args.partition:
+            continue
+        if args.account and (j.get("account") or "") != args.account.lower():
+            continue
+        if args.qos and (j.get("qos") or "") != args.qos:
+            continue
+        if args.wckey and (j.get("wckey") or "") != args.wckey.lstrip("*").lower():
+            continue
+        if args.reservation:
+            continue  # Ranch has no reservations: no job is in one
+        if nodes and not (j.get("nodes") and nodes & set(expand(j["nodes"]))):
+            continue
+        if args.user and args.user not in (j.get("user"), str(j.get("uid"))):
+            continue
+        out.append(j["job_id"])
+    # an array's own id names all its tasks (rctld cancels them together): send it alone
+    by_id = {j["job_id"]: j for j in jobs}
+    masters = {i for i in out if by_id[i].get("array_job_id") == i}
+    return [i for i in out if i in masters or by_id[i].get("array_job_id") not in masters]
 
 
 def parse_signal(text: str) -> int:
@@ -50,40 +119,62 @@ def run(argv: list[str]) -> int:
     from cli.job_requests import fetch_jobs, parse_job_ids
 
     args = build_parser().parse_args(argv)
-    if not args.job_ids and not args.user:
-        raise CliError("no job identification provided: give JOBID... or -u USER", code=2)
+    if args.me:
+        args.user = str(os.getuid())
+    filters = [f for f in FILTERS if getattr(args, f)]
+    if not args.job_ids and not args.user and not filters:
+        raise CliError("No job identification provided: give JOBID..., -u USER, --me or a "
+                       "filter such as --name", code=2)
+    if args.state:
+        _state(args.state)  # a usage error before any request
     sig = parse_signal(args.signal) if args.signal else 0
     target = find_target(args.server, args.key_file, args.conf)
     jobs = None
-    if any("_" in w for w in args.job_ids):
+    if filters or any("_" in w for w in args.job_ids):
         _, jobs = fetch_jobs(target)
     # Every id is tried, as scancel does: one that names no job (an array task here, a plain
     # id in rctld's answer) gets its own error line, and the others are still cancelled.
-    ids: list[int] = []
+    found: list[int] = []
     errors: list[str] = []
     for word in args.job_ids:
         for part in word.split(","):
             try:
-                ids += parse_job_ids([part], jobs)
+                found += parse_job_ids([part], jobs)
             except CliError as exc:
                 if exc.code != 1 or "_" not in part:
                     raise
                 errors.append(str(exc))
-    if ids or not args.job_ids:
-        body = {"job_ids": ids, "user": getpass.getuser(), "uid": os.getuid(),
-                "signal": sig, "only_user": args.user or ""}
-        result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
-    else:
-        result = {}
+    ids = tuple(found)
+    only_user = args.user or ""
+    if args.job_ids and not ids and errors:  # none of them names a job: nothing to ask
+        for err in errors:
+            print(f"{prog('rcancel')}: error: {err}", file=sys.stderr)
+        return 1
+    if filters:
+        assert jobs is not None
+        ids = tuple(filtered(args, jobs, ids))
+        only_user = ""
+        if not ids:
+            if args.verbose:
+                print(f"{prog('rcancel')}: no job matches", file=sys.stderr)
+            return 0
+    elif only_user and only_user.isdigit():  # --me, -u UID: the controller matches names
+        names = {j.get("user") for j in (jobs or fetch_jobs(target)[1])
+                 if str(j.get("uid")) == only_user}
+        only_user = names.pop() if len(names) == 1 else only_user
+    body = {"job_ids": list(ids), "user": getpass.getuser(), "uid": os.getuid(),
+            "signal": sig, "only_user": only_user}
+    result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
     failed = False
     for err in [*(result.get("errors") or ()), *errors]:
         if args.quiet and "already completing or completed" in err:
             continue
         failed = True
-        print(f"rcancel: error: {err}", file=sys.stderr)
+        print(f"{prog('rcancel')}: error: {err}", file=sys.stderr)
     if args.verbose:
         for jid in result.get("job_ids") or ():
-            print(f"rcancel: {'Signal' if sig else 'Terminating'} job {jid}", file=sys.stderr)
+            print(f"{prog('rcancel')}: {'Signal' if sig else 'Terminating'} job {jid}",
+                  file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -16,7 +16,7 @@ from cli.controller import (
     find_target,
     run_main,
 )
-from cli.rinfo import VERSION, UsageParser, no_gc
+from cli.rinfo import VERSION, UsageParser, no_gc, version_text
 from conf.hostlist import expand, fold
 
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
     a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
     a("-f", "--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=f"rcontrol {VERSION}")
+    a("-V", "--version", action="version", version=version_text("rcontrol"))
     a("words", nargs=argparse.REMAINDER, metavar="COMMAND ...")
     return p
 
@@ -305,7 +305,9 @@ def run(args: argparse.Namespace) -> int:
     if command == "reconfigure":
         return reconfigure(s)
     if command == "version":
-        print(f"ranch {VERSION}")
+        from cli.slurm_names import active
+
+        print(version_text("rcontrol") if active() else f"ranch {VERSION}")
         return 0
     return ping(s)
 

@@ -10,13 +10,23 @@ import time
 from collections.abc import Callable, Iterator
 
 from cli.controller import CliError, Snapshot, Target, fetch_snapshot, find_target, run_main
+from cli.slurm_names import RANCH_VERSION as VERSION
+from cli.slurm_names import version_text
 from conf.hostlist import expand, fold
 
-VERSION = "0.1.0"
+__all__ = ["VERSION", "UsageParser", "no_gc", "version_text"]  # the other commands take these
 
 
 class UsageParser(argparse.ArgumentParser):
-    """argparse whose errors are one stderr line and exit status 2."""
+    """argparse whose errors are one stderr line and exit status 2; under a Slurm name
+    (cli/slurm_names.py) it speaks as that name."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        from cli.slurm_names import prog
+
+        if "prog" in kwargs:
+            kwargs["prog"] = prog(kwargs["prog"])
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
@@ -46,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
     a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
     a("-f", "--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=f"rinfo {VERSION}")
+    a("-V", "--version", action="version", version=version_text("rinfo"))
     return p
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 from cli.controller import CliError, find_target, run_main
-from cli.rinfo import VERSION, UsageParser, no_gc
+from cli.rinfo import UsageParser, no_gc, version_text
 from conf.hostlist import expand
 
 
@@ -24,11 +25,23 @@ def build_parser() -> argparse.ArgumentParser:
     a("-p", "--partition", metavar="PARTS", help="only these partitions (comma list)")
     a("-w", "--nodelist", metavar="HOSTLIST", help="only jobs on these nodes")
     a("-o", "--format", metavar="FORMAT", help="squeue -o format, e.g. '%%i %%t %%R'")
+    a("-O", "--Format", metavar="FIELDS", help="squeue -O fields, e.g. jobid:10,name,state")
+    a("-n", "--name", metavar="NAMES", help="only jobs of these names (comma list)")
+    a("-A", "--account", metavar="ACCOUNTS", help="only jobs of these accounts")
+    a("-q", "--qos", metavar="QOS", help="only jobs of these QOS")
+    a("-r", "--array", action="store_true", help="one line per array task, pending ones too")
+    a("-s", "--steps", nargs="?", const="", metavar="STEPS",
+      help="job steps (Ranch has none: the header only)")
+    a("-a", "--all", action="store_true", help="every partition (Ranch hides none)")
+    a("-M", "--clusters", metavar="NAME", help="accepted; Ranch answers for its own cluster")
+    a("--local", action="store_true", help=argparse.SUPPRESS)
+    a("--federation", action="store_true", help=argparse.SUPPRESS)
+    a("-v", "--verbose", action="count", default=0, help=argparse.SUPPRESS)
     a("--json", action="store_true", help="squeue --json's document")
     a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
     a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
     a("--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=f"rqueue {VERSION}")
+    a("-V", "--version", action="version", version=version_text("rqueue"))
     return p
 
 
@@ -80,6 +93,13 @@ def select(args: argparse.Namespace, jobs: list[dict]) -> list[dict]:
     if args.partition:
         parts = {p.strip() for p in args.partition.split(",") if p.strip()}
         out = [j for j in out if j.get("partition") in parts]
+    for opt, key, lower in (("name", "name", False), ("account", "account", True),
+                            ("qos", "qos", False)):
+        wanted_words = getattr(args, opt)
+        if wanted_words:
+            words = {w.strip().lower() if lower else w.strip()
+                     for w in wanted_words.split(",") if w.strip()}
+            out = [j for j in out if (j.get(key) or "") in words]
     if args.nodelist:
         try:
             wanted = set(expand(args.nodelist))
@@ -93,17 +113,85 @@ def select(args: argparse.Namespace, jobs: list[dict]) -> list[dict]:
     return out
 
 
+def collapse(jobs: list[dict]) -> list[dict]:
+    """squeue without -r: an array's tasks still pending (with one reason) are one line,
+    `12_[2-5,7]`, as slurmctld holds them in one record until each starts."""
+    from conf.hostlist import fold
+
+    groups: dict[tuple, list[dict]] = {}
+    for j in jobs:
+        if j.get("array_job_id") and j["state"] == "PENDING":
+            groups.setdefault((j["array_job_id"], j.get("reason")), []).append(j)
+    if not any(len(g) > 1 for g in groups.values()):
+        return jobs
+    out: list[dict] = []
+    done: set[tuple] = set()
+    for j in jobs:
+        key = (j.get("array_job_id"), j.get("reason"))
+        group = groups.get(key) if j["state"] == "PENDING" else None
+        if not group or len(group) == 1:
+            out.append(j)
+            continue
+        if key in done:
+            continue
+        done.add(key)
+        tasks = sorted(g["array_task_id"] for g in group)
+        spec = fold([f"t{t}" for t in tasks])[1:]  # "t[1-3,5]" -> "[1-3,5]"
+        out.append({**group[0], "array_task_id": spec if spec.startswith("[") else tasks[0]})
+    return out
+
+
+def long_format(text: str):
+    """squeue -O: `name[:[.]size][suffix]` comma list (size 20 when not given)."""
+    from cli.sinfo_format import Field, Format
+    from cli.squeue_fields import FIELDS, LONG_FIELDS
+
+    fields, names, getters = [], [], []
+    for token in text.split(","):
+        token = token.strip()
+        if not token:
+            continue
+        name, colon, spec = token.partition(":")
+        right = spec.startswith(".")
+        digits = spec.lstrip(".")
+        size = "".join(ch for ch in digits if ch.isdigit())
+        if not digits.startswith(size):
+            size = ""
+        suffix = digits[len(size):]
+        entry = LONG_FIELDS.get(name.lower())
+        if entry is None:
+            raise CliError(f"-O: invalid job format specification: {name}", code=2)
+        header, getter = FIELDS[entry] if isinstance(entry, str) else entry
+        fields.append(Field(name.lower(), int(size) if size else 20 if not colon else 0,
+                            right, suffix))
+        names.append(header)
+        getters.append(getter)
+    if not fields:
+        raise CliError("-O: no field given", code=2)
+    return Format("", tuple(fields)), names, getters
+
+
 def render(args: argparse.Namespace, jobs: list[dict], now: float) -> str:
     from cli.sinfo_format import FormatError, parse_format, render_table
     from cli.squeue_fields import DEFAULT_FORMAT, FIELDS, LONG_FORMAT
 
-    text = args.format or (LONG_FORMAT if args.long else DEFAULT_FORMAT)
-    try:
-        fmt = parse_format(text, frozenset(FIELDS))
-    except FormatError as exc:
-        raise CliError(f"-o: {exc}", code=2) from None
-    getters = [FIELDS[f.letter][1] for f in fmt.fields]
-    names = [FIELDS[f.letter][0] for f in fmt.fields]
+    if args.steps is not None:
+        return "" if args.noheader else \
+            "         STEPID     NAME PARTITION     USER       TIME NODELIST\n"
+    long_text = args.Format or os.environ.get("SQUEUE_FORMAT2")
+    if long_text and not args.format:
+        fmt, names, getters = long_format(long_text)
+    else:
+        text = args.format or os.environ.get("SQUEUE_FORMAT") or (
+            LONG_FORMAT if args.long else DEFAULT_FORMAT)
+        try:
+            fmt = parse_format(text, frozenset(FIELDS))
+        except FormatError as exc:
+            raise CliError(f"-o: {exc}", code=2) from None
+        getters = [FIELDS[f.letter][1] for f in fmt.fields]
+        names = [FIELDS[f.letter][0] for f in fmt.fields]
+    if not args.array:
+        jobs = collapse(jobs)
     rows = [[g(j, now) for g in getters] for j in jobs]
     lines = render_table(fmt, names, rows, header=not args.noheader)
     if args.long:
@@ -117,6 +205,8 @@ def run(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.states:
         _state_set(args.states)  # a usage error before any request
+    if args.Format:
+        long_format(args.Format)  # a usage error before any request
     if args.format:
         from cli.sinfo_format import FormatError, parse_format
         from cli.squeue_fields import FIELDS

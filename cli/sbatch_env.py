@@ -1,26 +1,25 @@
-"""The environment rbatch submits with: the caller's, plus what sbatch 22.05 itself adds to it
-before sending it (src/sbatch/): the job inherits these, and the node sets SLURM_NTASKS and
-SLURM_CPUS_PER_TASK only for jobs whose submitter asked for tasks or CPUs a task."""
+"""What sbatch 22.05 itself adds to the job's environment before sending it (src/sbatch/),
+whatever --export keeps: the job inherits these, and the node sets SLURM_NTASKS and
+SLURM_CPUS_PER_TASK only for jobs whose submitter asked for tasks or CPUs a task (checked
+against a real Slurm by tests/conformance/)."""
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Mapping
+from typing import Any
 
 
-def submit_env(environ: Mapping[str, str], get: Callable[[str], object],
-               cwd: str) -> list[tuple[str, str]]:
-    """`get` reads rbatch's parsed options (None when not given)."""
-    env = dict(environ)
-    env["SLURM_SUBMIT_DIR"] = cwd  # where sbatch ran, whatever -D says
-    env["SLURM_SUBMIT_HOST"] = socket.gethostname()
+def added(v: dict[str, Any]) -> dict[str, str]:
+    """`v`: rbatch's option values by long name."""
+    env = {"SLURM_SUBMIT_DIR": os.getcwd(),  # where sbatch ran, whatever -D says
+           "SLURM_SUBMIT_HOST": socket.gethostname()}
     try:
         env["SLURM_PRIO_PROCESS"] = str(os.getpriority(os.PRIO_PROCESS, 0))
     except OSError:
         pass
-    if get("ntasks") is not None:
-        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(get("ntasks"))
-    if get("cpus_per_task") is not None:
-        env["SLURM_CPUS_PER_TASK"] = str(get("cpus_per_task"))
-    return sorted(env.items())
+    if v.get("ntasks") is not None:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(v["ntasks"])
+    if v.get("cpus-per-task") is not None:
+        env["SLURM_CPUS_PER_TASK"] = str(v["cpus-per-task"])
+    return env

@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 
 from cli.controller import CliError, Target
 
 JOB_ACTIONS = ("requeue", "hold", "release")
+_PATTERN = re.compile(r"%(%|\d*)([aAjJnNstux]?)")
 
 
 def _iso(epoch: float | None, missing: str = "Unknown") -> str:
@@ -90,16 +92,21 @@ def job_lines(j: dict, now: float) -> list[str]:
     limit = j.get("time_limit")
     mem = j.get("mem_per_node") or 0
     cpus = j.get("cpus", 0)
-    eligible = _iso(j.get("eligible_time") or j.get("submit_time"))
+    eligible = _iso(j.get("eligible_time") if "eligible_time" in j else j.get("submit_time"))
     stdout = expand_path(j.get("stdout", ""), j)
     stderr = expand_path(j.get("stderr", ""), j) or stdout
     command = j.get("command", "")
+    prio = f"Priority={priority(j)} Nice={j.get('nice') or 0} " \
+           f"Account={j.get('account') or '(null)'} QOS={j.get('qos') or '(null)'}"
+    if j.get("wckey"):
+        prio += f" WCKey={j['wckey']}"
     lines = [
         f"{first} JobName={j.get('name', '')}",
         f"UserId={j.get('user', '')}({j.get('uid', '')}) GroupId={_group(j.get('gid'))}"
         f"({j.get('gid', '')}) MCS_label=N/A",
-        f"Priority={priority(j)} Nice=0 Account=(null) QOS=(null)",
-        f"JobState={j['state']} Reason={j.get('reason') or 'None'} Dependency=(null)",
+        prio,
+        f"JobState={j['state']} Reason={j.get('reason') or 'None'} "
+        f"Dependency={j.get('dependency') or '(null)'}",
         f"Requeue={int(bool(j.get('requeue')))} Restarts={j.get('restarts', 0)} BatchFlag=1 "
         f"Reboot=0 ExitCode={j.get('exit_code', 0)}:{j.get('signal', 0)}",
         f"RunTime={_clock(elapsed(j, now))} "
@@ -120,25 +127,49 @@ def job_lines(j: dict, now: float) -> list[str]:
         f"NumNodes={j.get('node_count', 1)} NumCPUs={cpus} NumTasks={j.get('ntasks', 1)} "
         f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T=0:0:*:*",
         f"TRES={_tres(j)}",
-        "Socks/Node=* NtasksPerN:B:S:C=0:0:*:* CoreSpec=*",
-        f"MinCPUsNode={j.get('cpus_per_task', 1)} MinMemoryNode={_mem_text(mem)} "
-        "MinTmpDiskNode=0",
-        "Features=(null) DelayBoot=00:00:00",
-        f"OverSubscribe={'NO' if j.get('exclusive') else 'OK'} Contiguous=0 "
-        "Licenses=(null) Network=(null)",
+    ]
+    ntasks_per = j.get("ntasks_per_node") or 0
+    min_mem = (f"MinMemoryCPU={_mem_text(j['mem_per_cpu'])}" if j.get("mem_per_cpu")
+               else f"MinMemoryNode={_mem_text(mem)}")
+    lines += [
+        f"Socks/Node=* NtasksPerN:B:S:C={ntasks_per}:0:*:* CoreSpec=*",
+        f"MinCPUsNode={j.get('cpus_per_task', 1)} {min_mem} MinTmpDiskNode=0",
+        f"Features={j.get('features') or '(null)'} DelayBoot=00:00:00",
+        f"OverSubscribe={_oversubscribe(j)} Contiguous=0 Licenses=(null) Network=(null)",
         # --wrap has no script path: Slurm prints its null
         f"Command={command if command and command != '(wrap)' else '(null)'}",
         f"WorkDir={j.get('workdir', '')}",
     ]
+    if j.get("comment"):
+        lines.append(f"Comment={j['comment']} ")
     if j.get("message"):
-        lines.append(f"Comment={j['message']}")
-    lines += [f"StdErr={stderr}", "StdIn=/dev/null", f"StdOut={stdout}"]
+        lines.append(f"SystemComment={j['message']} ")
+    stdin = expand_path(j["stdin"], j) if j.get("stdin") else "/dev/null"
+    lines += [f"StdErr={stderr}", f"StdIn={stdin}", f"StdOut={stdout}"]
+    if j.get("kill_on_invalid_dep") is not None:
+        lines.append(f"KillOInInvalidDependent={'Yes' if j['kill_on_invalid_dep'] else 'No'}")
+    if j.get("cpus_per_gpu"):
+        lines.append(f"CpusPerTres=gres:gpu:{j['cpus_per_gpu']}")
+    if j.get("mem_per_gpu"):
+        lines.append(f"MemPerTres=gres:gpu:{j['mem_per_gpu']}")
+    if j.get("gpus_per_node") and not j.get("gpus_per_task"):
+        lines.append(f"TresPerNode=gres:gpu:{j['gpus_per_node']}")
+    if j.get("gpus_per_task"):
+        lines.append(f"TresPerTask=gres:gpu:{j['gpus_per_task']}")
+    if j.get("mail_type"):
+        lines.append(f"MailUser={j.get('mail_user', '')} MailType={','.join(j['mail_type'])}")
     if j.get("gpu_indices"):
         lines.append("GresDetail=" + ",".join(
             f"{n}:gpu:{len(v)}(IDX:{','.join(map(str, v))})"
             for n, v in sorted(j["gpu_indices"].items())))
     lines.append("Power=")
     return lines
+
+
+def _oversubscribe(j: dict) -> str:
+    if j.get("oversubscribe"):
+        return j["oversubscribe"]
+    return "NO" if j.get("exclusive") else "OK"
 
 
 def _group(gid: int | None) -> str:

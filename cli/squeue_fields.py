@@ -127,9 +127,59 @@ FIELDS: dict[str, tuple[str, Getter]] = {
     "p": ("PRIORITY", lambda j, n: f"{(priority(j) / 4294967295):.8f}"),
     "Z": ("WORK_DIR", lambda j, n: j.get("workdir", "")),
     "o": ("COMMAND", lambda j, n: j.get("command", "")),
-    "h": ("OVER_SUBSCRIBE", lambda j, n: "NO" if j.get("exclusive") else "OK"),
-    "y": ("NICE", lambda j, n: "0"),
+    "h": ("OVER_SUBSCRIBE", lambda j, n: j.get("oversubscribe")
+          or ("NO" if j.get("exclusive") else "OK")),
+    "y": ("NICE", lambda j, n: str(j.get("nice") or 0)),
+    "a": ("ACCOUNT", lambda j, n: j.get("account") or "(null)"),
+    "q": ("QOS", lambda j, n: j.get("qos") or "(null)"),
+    "k": ("COMMENT", lambda j, n: j.get("comment") or "(null)"),
+    "w": ("WCKEY", lambda j, n: j.get("wckey") or "(null)"),
+    "E": ("DEPENDENCY", lambda j, n: j.get("dependency") or "(null)"),
+    "f": ("FEATURES", lambda j, n: j.get("features") or "(null)"),
+    "v": ("RESERVATION", lambda j, n: "(null)"),
+    "O": ("CONTIGUOUS", lambda j, n: "0"),
+    "d": ("MIN_TMP_DISK", lambda j, n: "0"),
 }
+# squeue -O/--Format names (lower case) -> a letter above, or (header, value) of their own.
+LONG_FIELDS: dict[str, str | tuple[str, Getter]] = {
+    "account": "a", "jobid": "A", "batchhost": "B", "mincpus": "c", "numcpus": "C",
+    "mintmpdisk": "d", "numnodes": "D", "endtime": "e", "dependency": "E", "feature": "f",
+    "arrayjobid": "F", "groupname": "g", "groupid": "G", "oversubscribe": "h",
+    "jobarrayid": "i", "name": "j", "comment": "k", "arraytaskid": "K", "timelimit": "l",
+    "timeleft": "L", "minmemory": "m", "timeused": "M", "reqnodes": "n", "nodelist": "N",
+    "command": "o", "contiguous": "O", "priority": "p", "partition": "P", "qos": "q",
+    "prioritylong": "Q", "reason": "r", "reasonlist": "R", "starttime": "S",
+    "statecompact": "t", "state": "T", "userid": "U", "username": "u", "reservation": "v",
+    "submittime": "V", "wckey": "w", "nice": "y", "workdir": "Z", "excnodes": "x",
+    "tres-per-node": "b",
+    "numtasks": ("TASKS", lambda j, n: str(j.get("ntasks", 1))),
+    "cpuspertask": ("CPUS_PER_TASK", lambda j, n: str(j.get("cpus_per_task", 1))),
+    "cpus-per-task": ("CPUS_PER_TASK", lambda j, n: str(j.get("cpus_per_task", 1))),
+    "eligibletime": ("ELIGIBLE_TIME", lambda j, n: _iso(j.get("eligible_time"))),
+    "exit_code": ("EXIT_CODE", lambda j, n: f"{j.get('exit_code', 0)}:{j.get('signal', 0)}"),
+    "ntpernode": ("NTASKS_PER_NODE", lambda j, n: str(j.get("ntasks_per_node") or 0)),
+    "requeue": ("REQUEUE", lambda j, n: "1" if j.get("requeue") else "0"),
+    "restartcnt": ("RESTART_COUNT", lambda j, n: str(j.get("restarts", 0))),
+    "stdout": ("STDOUT", lambda j, n: _path(j, "stdout")),
+    "stderr": ("STDERR", lambda j, n: _path(j, "stderr") or _path(j, "stdout")),
+    "stdin": ("STDIN", lambda j, n: _path(j, "stdin") or "/dev/null"),
+    "batchflag": ("BATCH_FLAG", lambda j, n: "1"),
+    "cluster": ("CLUSTER", lambda j, n: j.get("cluster", "")),
+    "maxnodes": ("MAX_NODES", lambda j, n: str(j.get("node_count", 1))),
+    "pendingtime": ("PENDING_TIME", lambda j, n: _pending_time(j, n)),
+}
+
+
+def _pending_time(job: dict, now: float) -> str:
+    """Seconds from eligible to start (or to now, for a job still pending)."""
+    start = job.get("start_time") if job["state"] != "PENDING" else None
+    return str(max(0, int((start or now) - (job.get("eligible_time") or now))))
+
+
+def _path(job: dict, key: str) -> str:
+    from cli.show_jobs import expand_path
+
+    return expand_path(job.get(key) or "", job)
 
 _groups: dict[int, str] = {}
 

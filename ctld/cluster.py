@@ -26,12 +26,10 @@ from ctld.node import (
     SILENT,
     NodeRecord,
     Pusher,
-    heartbeat_fields,
-    metrics_record,
     pack_metrics,
-    snapshot_record,
 )
 from ctld.powersave import PowerSave
+from ctld.snapshot import Snapshots
 from ctld.validate import hardware_problem
 from ctld.wire import kept
 from protocol import messages as m
@@ -55,12 +53,6 @@ from statemachine.predicates import reason_required, takes_new_work
 
 VERSION = "0.1.0"
 REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-# Encoded snapshot bodies kept, one per (metrics, field selection) that clients asked for.
-SNAPSHOT_BODY_CACHE = 16
-# Seconds a snapshot may lag heartbeat-only data (never a state change): the plain one (rinfo,
-# rcontrol show node: load and free memory, which Slurm refreshes only per ping) and the metrics
-# one (rinfo --metrics).
-SNAPSHOT_STALENESS = {False: 5.0, True: 1.0}
 POWER_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN})
 # Flags under which a node is not expected to talk (Slurm does not ping these).
 UNTIMED_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
@@ -166,8 +158,7 @@ class Cluster:
         self.outbox: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.on_outbox: Callable[[], None] | None = None  # None: no store, push at once
         self.started_at = wall()
-        self._snap: dict[bool, tuple[int, int, float, m.Snapshot]] = {}
-        self._snap_body: dict[tuple[bool, tuple[str, ...]], tuple[m.Snapshot, bytes]] = {}
+        self.views = Snapshots(self)  # what rinfo and the web page read (ctld/snapshot.py)
         self._config_files: tuple[m.ConfigFile, ...] = ()
         self.config = config
         self.eventlog = EventLog(wall=wall)  # membership and state changes (ctld/eventlog.py)
@@ -569,6 +560,11 @@ class Cluster:
         """mark_changed under the name ctld/jobs.py calls."""
         self.mark_changed(node)
 
+    @property
+    def partition_records(self) -> tuple[dict, ...]:
+        """Every partition as rinfo and the web page show it (live node lists included)."""
+        return self._partitions
+
     def partition_nodes(self, name: str) -> list[str] | None:
         """The live node list of partition `name` (membership adds and removes dynamic nodes
         in it), or None when there is no such partition."""
@@ -643,66 +639,10 @@ class Cluster:
         return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
-        """Cached per change generation: a state change shows at once; heartbeat-only figures
-        (load, free memory, metrics) may lag by SNAPSHOT_STALENESS."""
-        now = self.clock()
-        cached = self._snap.get(metrics)
-        if cached is not None:
-            gen, soft, built, snap = cached
-            if gen == self.gen and (
-                soft == self.soft_gen or now - built < SNAPSHOT_STALENESS[metrics]
-            ):
-                return snap
-        wall = self.wall()
-        records = []
-        for node in self.nodes.values():
-            rec = node.record
-            if rec is None:
-                rec = node.record = snapshot_record(node)
-                node.view_fresh = True
-            elif not node.view_fresh:
-                # Only heartbeat figures changed: patch the cached record in place. A copy per
-                # node cost 2 KB each (20 MB at 10,000 nodes); the snapshot it also belongs to
-                # is the one being replaced, and its encoded body is already cached.
-                rec.update(heartbeat_fields(node))
-                node.view_fresh = True
-            if metrics:
-                rec = {**rec, "metrics": metrics_record(node, wall)}
-            records.append(rec)
-        snap = m.Snapshot(
-            cluster_name=self.config.cluster_name,
-            generated_at=wall,
-            nodes=tuple(records),
-            partitions=self._partitions,
-        )
-        self._snap[metrics] = (self.gen, self.soft_gen, now, snap)
-        return snap
+        return self.views.snapshot(metrics)
 
     def snapshot_body(self, metrics: bool = False, fields: tuple[str, ...] = ()) -> bytes:
-        """The cached snapshot's encoded body (orjson of the same shape protocol.codec writes),
-        encoded once per snapshot and field selection rather than once per request.
-
-        `fields` keeps only those keys of each node record (GetSnapshot.fields): rinfo's default
-        view needs a fifth of the full 5 MB at 10,000 nodes."""
-        snap = self.snapshot(metrics)
-        wanted = tuple(sorted(set(fields)))
-        cache_key = (metrics, wanted)
-        cached = self._snap_body.get(cache_key)
-        if cached is not None and cached[0] is snap:
-            return cached[1]
-        nodes = snap.nodes
-        if wanted:
-            nodes = [{k: rec[k] for k in wanted if k in rec} for rec in nodes]
-        body = kept(orjson.dumps({
-            "cluster_name": snap.cluster_name,
-            "generated_at": snap.generated_at,
-            "nodes": nodes,
-            "partitions": snap.partitions,
-        }))
-        if len(self._snap_body) >= SNAPSHOT_BODY_CACHE and cache_key not in self._snap_body:
-            self._snap_body.clear()  # clients pick the field lists: keep the cache bounded
-        self._snap_body[cache_key] = (snap, body)
-        return body
+        return self.views.body(metrics, fields)
 
     def ping(self) -> m.Pong:
         return m.Pong(cluster_name=self.config.cluster_name, version=VERSION,

@@ -13,7 +13,7 @@ import trio
 
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
-from ctld import eventlog, logs, statefile
+from ctld import eventlog, jobbulk, logs, statefile
 from ctld.cluster import Cluster
 from ctld.server import Server
 from ctld.store import FileStore
@@ -55,6 +55,7 @@ class Daemon:
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job)
         self.store = FileStore(state_dir)
+        self.cluster.jobs.state_dir = state_dir
         self.server.sync = self.durable
         self._outbox_ready = trio.Event()
         self.cluster.on_outbox = self._poke_outbox
@@ -237,14 +238,25 @@ class Daemon:
             await self._dirty.wait()
             self._dirty = trio.Event()
             doc = self._snapshot_doc()  # built here; the entries are never mutated later
+            bulk, gone = self.cluster.jobs.take_bulk()
             try:
-                await self.store.snapshot(doc, doc["journal_keep_from"])
+                await self.store.snapshot(doc, doc["journal_keep_from"],
+                                          partial(self._write_bulk, bulk, gone))
+                self.cluster.jobs.bulk_written(jid for jid, _, _ in bulk)
             except OSError as exc:
                 logs.event("state save failed", logging.ERROR, error=str(exc))
                 self.cluster.dirty = True
                 self._dirty.set()
             del doc  # entries of nodes changed since are not kept alive by an old document
             await trio.sleep(SAVE_INTERVAL)
+
+    def _write_bulk(self, bulk: list[tuple[int, str, tuple]], gone: list[int]) -> None:
+        """In the snapshot's thread: the new jobs' script and environment files, before the
+        snapshot lets go of the journal segment that holds them; purged jobs' files removed."""
+        for jid, script, env in bulk:
+            jobbulk.write(self.state_dir, jid, script, env)
+        for jid in gone:
+            jobbulk.remove(self.state_dir, jid)
 
     async def _event_saver(self) -> None:
         """Appends new events to the state dir's event log, batched like state saves."""

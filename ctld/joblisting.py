@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import orjson
 
 from conf import hostlist
+from ctld.jobextras import record_fields
 from ctld.jobrecord import ACTIVE, Job, job_name
 from ctld.wire import kept
 
@@ -47,7 +48,9 @@ class JobListing:
             "submit_time": job.submit_time,
             "start_time": job.start_time,
             "end_time": job.end_time,
-            "eligible_time": max(job.submit_time, req.begin_time or 0.0),
+            # a job held until it ended was never eligible (Slurm: EligibleTime=Unknown)
+            "eligible_time": None if job.held and job.start_time == job.end_time else max(
+                job.submit_time, req.begin_time or 0.0),
             "time_limit": job.time_limit,
             "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
             "node_count": len(job.nodes) or job.need.nodes,
@@ -75,6 +78,7 @@ class JobListing:
             "submit_host": req.submit_host,
             "message": job.message,
         }
+        rec.update(record_fields(self, job))  # sbatch's further options (issue 22)
         return rec
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes:

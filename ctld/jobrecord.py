@@ -50,6 +50,8 @@ class Job:
     submitted_at: float = 0.0  # trio clock
     saved: orjson.Fragment | None = None
     record: dict | None = None
+    # the script and environment are in ctld/jobbulk.py's files, not in `req` (nor memory)
+    bulk_on_disk: bool = False
     # `req` encoded, with the request it encodes: it changes far less often than the job
     req_saved: tuple[m.SubmitJob, orjson.Fragment] | None = None
 
@@ -122,6 +124,7 @@ def job_json(job: Job) -> dict[str, Any]:
         "message": job.message,
         "array_job_id": job.array_job_id,
         "array_task_id": job.array_task_id,
+        "bulk_on_disk": job.bulk_on_disk,
     }
 
 
@@ -153,6 +156,9 @@ def job_from_json(d: dict[str, Any]) -> Job:
         message=d.get("message", ""),
         array_job_id=int(d.get("array_job_id", 0)),
         array_task_id=d.get("array_task_id"),
+        bulk_on_disk=bool(d.get("bulk_on_disk", False)),
     )
+
+
 __all__ = ["ACTIVE", "COMPLETING", "CONFIGURING", "PENDING", "RUNNING", "Job", "JobState",
            "job_from_json", "job_json", "job_name", "parse_array"]

@@ -14,9 +14,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import orjson
 
-from ctld import logs
+from ctld import logs, mail
 from ctld.jobcommands import JobCommands
 from ctld.joblisting import JobListing
 from ctld.jobreconcile import JobReconciliation
@@ -37,7 +38,7 @@ from ctld.wire import kept
 from protocol import messages as m
 from statemachine import Flag, events
 from statemachine import jobtable as jt
-from statemachine.jobstates import FINAL
+from statemachine.jobstates import FINAL, end_reason
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
@@ -68,6 +69,8 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         self.uses: dict[str, NodeUse] = {}
         self.next_id = 1
         self.building = 0  # jobs built and not yet accepted (their journal write under way)
+        self.state_dir: str | None = None  # where ctld/jobbulk.py keeps scripts (the daemon's)
+        self.bulk_gone: list[int] = []  # purged jobs whose bulk files the next snapshot removes
         self.kicked = False  # a scheduling pass is due
         self.gen = 0  # bumped by every change a job listing shows
         self._list: tuple[int, bytes] | None = None
@@ -142,19 +145,23 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             self._add_pending(job)
             self.kicked = True
             logs.event("job requeued", job=job.id, restarts=job.restarts)
+            mail.notify(self, job, "REQUEUE")  # --mail-type (ctld/mail.py)
         elif state == RUNNING and old.state != RUNNING:
             job.start_time = self.c.wall()  # until the node says when it started it
             job.launched_at = self.c.clock()
+            mail.notify(self, job, "BEGIN")
         elif state in FINAL:
             for name in list(job.shares):
                 self._release(job, name)
             job.end_time = self.c.wall()
-            job.reason = "None"
+            job.reason = end_reason(state, job.exit_code, job.signal,
+                                    job.reason if old.state == PENDING else "")
             if job.start_time is None:
                 job.start_time = job.end_time
             self.kicked = True
             logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
                        signal=job.signal)
+            mail.ended(self, job)
         for name in set(old.nodes) | set(job.nodes):
             self._sync_node(name)  # COMPLETING comes and goes with the job's state
 
@@ -222,9 +229,28 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         old = [j.id for j in self.jobs.values()
                if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff]
         for jid in old:
-            del self.jobs[jid]
+            job = self.jobs.pop(jid)
+            if job.bulk_on_disk:
+                self.bulk_gone.append(jid)
         if old:
             self.gen += 1
+
+    def take_bulk(self) -> tuple[list[tuple[int, str, tuple]], list[int]]:
+        """(the bulk of every job not yet in its files, the jobs whose files may go): what the
+        next snapshot writes and removes (ctld/jobbulk.py)."""
+        new = [(j.id, j.req.script, j.req.env) for j in self.jobs.values() if not j.bulk_on_disk]
+        gone, self.bulk_gone = self.bulk_gone, []
+        return new, gone
+
+    def bulk_written(self, ids: Iterable[int]) -> None:
+        """Their script and environment are in their files now: out of memory and of the
+        records the next snapshot and the journal write."""
+        for jid in ids:
+            job = self.jobs.get(jid)
+            if job is not None and not job.bulk_on_disk:
+                job.req = attrs.evolve(job.req, script="", env=())
+                job.bulk_on_disk = True
+                self._touch(job, durable=False)
 
     def saved_entry(self, job: Job) -> orjson.Fragment:
         """The job's record as the state file and the journal hold it, encoded once a change."""

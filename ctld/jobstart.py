@@ -3,12 +3,15 @@ launched (LaunchJob to every node) once those nodes are up."""
 
 from __future__ import annotations
 
+import logging
 import math
+import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from conf import hostlist
-from ctld import logs
+from ctld import jobbulk, jobextras, logs
+from ctld.constraints import placeable
 from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_name
 from ctld.scheduler import NodeUse, place
 from protocol import messages as m
@@ -47,6 +50,10 @@ class JobStarts:
             begin = job.req.begin_time
             if job.held:
                 why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif why := jobextras.dependency_reason(self, job, wall):  # -d (issue 22)
+                if why == jobextras.CANCELLED:
+                    started += 1  # ended: off the pending list below
+                    continue
             elif begin is not None and begin > wall:
                 why = "BeginTime"
                 wake = min(wake, begin)
@@ -81,9 +88,13 @@ class JobStarts:
         nodes = self.c.nodes
         required = [nodes[n] for n in dict.fromkeys(job.req_nodes) if n in nodes]
         excluded = set(job.exc_nodes)
-        others = (n for n in self._members(pc) if n.name not in excluded)
+        ok = placeable(self, job)  # -C Features, --exclusive=user (ctld/constraints.py)
+        if not all(ok(n) for n in required):
+            return "Resources"
+        others = (n for n in self._members(pc) if n.name not in excluded and ok(n))
         shares, why = place(job.need, required, others, self.uses, self.index)
         if shares is None:
+            why = ok.explain(why)
             if why == "ReqNodeNotAvail" and required:
                 down = [n.name for n in required
                         if n.state.flags or not takes_new_work(n.state)]
@@ -124,6 +135,18 @@ class JobStarts:
                 (n := self.c.nodes.get(name)) is not None and self._ready(n) for name in job.nodes):
             self._apply(job, jt.NodesReady())
 
+    def _bulk(self, job: Job) -> tuple[str, tuple[tuple[str, str], ...]]:
+        """The job's script and environment: in memory until a snapshot put them in their
+        files (one small read per launch then)."""
+        if not job.bulk_on_disk or self.state_dir is None:
+            return job.req.script, job.req.env
+        try:
+            return jobbulk.read(self.state_dir, job.id)
+        except (OSError, ValueError) as exc:
+            logs.event("job script unreadable", logging.ERROR, job=job.id, error=str(exc))
+            why = f"rctld: the batch script of job {job.id} cannot be read: {exc}"
+            return f"#!/bin/sh\necho {shlex.quote(why)} >&2\nexit 1\n", ()
+
     def _launch(self, job: Job, names: tuple[str, ...]) -> None:
         """The table's Launch effect: LaunchJob for the current run to each node, sent once the
         run is on disk (a crash after it never forgets a launch the node acted on)."""
@@ -133,6 +156,7 @@ class JobStarts:
         limit = None if job.time_limit is None else job.time_limit * 60.0
         if req.time_limit_s is not None and req.time_limit is not None:
             limit = req.time_limit_s
+        script, env = self._bulk(job)
         for node_name in names:
             node = self.c.nodes.get(node_name)
             share = job.shares.get(node_name)
@@ -140,12 +164,14 @@ class JobStarts:
                 continue  # the node's silence is seen as a lost job after the grace time
             spec = m.JobSpec(
                 job_id=job.id, name=name, user=req.user, uid=req.uid, gid=req.gid,
-                script=req.script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
-                argv=req.argv, env=req.env, nodelist=nodelist, num_nodes=len(job.nodes),
+                script=script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
+                argv=req.argv, env=env, nodelist=nodelist, num_nodes=len(job.nodes),
                 ntasks=req.ntasks, cpus_per_task=req.cpus_per_task, cpus=share.cpus,
                 mem_mib=share.mem, gpus=share.gpus, time_limit=limit, kill_wait=self.kill_wait,
                 restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
                 array_job_id=job.array_job_id, array_task_id=job.array_task_id,
+                cluster_name=self.c.config.cluster_name,
+                **jobextras.spec_fields(req),
             )
             self.c.after_durable(node.conn.push, m.LaunchJob(spec))
         logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

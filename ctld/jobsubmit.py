@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 
 from conf import hostlist
-from ctld import logs
+from ctld import jobextras, logs
 from ctld.jobrecord import NOT_AVAILABLE, TOP_PRIORITY, Job, parse_array
 from ctld.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
 from protocol import messages as m
@@ -80,7 +80,7 @@ class JobSubmission:
             stdout = req.stdout or ("slurm-%A_%a.out" if task is not None else "slurm-%j.out")
             built.append(Job(
                 id=jid, req=req, partition=checked.partition, time_limit=checked.time_limit,
-                priority=max(1, TOP_PRIORITY - jid), submit_time=wall, need=need,
+                priority=jobextras.priority(TOP_PRIORITY - jid, req), submit_time=wall, need=need,
                 req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes, stdout=stdout,
                 held="user" if req.hold else "",
                 array_job_id=first if task is not None else 0, array_task_id=task,
@@ -174,6 +174,9 @@ class JobSubmission:
             return bad(f"partition {pc.name} is {pc.state}: it accepts no new jobs",
                        "partition")
         members = {n.name: n for n in self._members(pc)}
+        members, refused = jobextras.screen(self, req, members)  # -C, -d, --nice, ... (issue 22)
+        if refused is not None:
+            return refused
         try:
             req_nodes = tuple(hostlist.expand(req.nodelist)) if req.nodelist.strip() else ()
             exc_nodes = tuple(hostlist.expand(req.exclude)) if req.exclude.strip() else ()

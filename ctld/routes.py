@@ -83,6 +83,10 @@ def jobs(s: Server, conn: Connection, msg: m.GetJobs) -> Any:
 
 
 def submit(s: Server, conn: Connection, msg: m.SubmitJob) -> Any:
+    if msg.test_only:  # sbatch --test-only: nothing is made (ctld/willrun.py)
+        from ctld.willrun import will_run
+
+        return will_run(s.cluster.jobs, msg)
     return s.submit(msg) if s.submit else s.cluster.jobs.submit(msg)
 
 

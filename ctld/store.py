@@ -202,12 +202,16 @@ class FileStore:
         self.segment += 1
         return self.segment
 
-    async def snapshot(self, doc: dict[str, Any], keep_from: int | None = None) -> None:
+    async def snapshot(self, doc: dict[str, Any], keep_from: int | None = None,
+                       before: Callable[[], None] | None = None) -> None:
         """Write the snapshot `doc` (its journal_seq says what it holds), then delete the
-        segments before `keep_from` (from `rotate`, called when `doc` was built). OSError when
+        segments before `keep_from` (from `rotate`, called when `doc` was built). `before`
+        runs first, in the same thread (files the snapshot's records point to). OSError when
         the snapshot could not be written."""
         if keep_from is None:
             keep_from = self.rotate()
+        if before is not None:
+            await self._run(before)
         await self._run(statefile.save, self.state_dir, doc)
         try:
             await self._run(self._drop_before, keep_from)

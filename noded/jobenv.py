@@ -76,6 +76,7 @@ def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
         "SLURM_SUBMIT_DIR": env.get("SLURM_SUBMIT_DIR") or spec.workdir,
         "SLURM_SUBMIT_HOST": spec.submit_host,
         "SLURM_JOB_PARTITION": spec.partition,
+        **({"SLURM_CLUSTER_NAME": spec.cluster_name} if spec.cluster_name else {}),
         "SLURM_JOB_USER": spec.user,
         "SLURM_JOB_UID": str(spec.uid),
         "SLURM_JOB_GID": str(spec.gid),
@@ -104,9 +105,27 @@ def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
     if spec.gpus:
         ids = ",".join(str(i) for i in spec.gpus)
         ours.update(CUDA_VISIBLE_DEVICES=ids, SLURM_JOB_GPUS=ids, GPU_DEVICE_ORDINAL=ids)
+    # the batch script is task 0 of the batch step, as slurmstepd tells it
+    ours.update(SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_GTIDS="0", ENVIRONMENT="BATCH")
     env.update(ours)
+    if env.get("SLURM_GET_USER_ENV") == "1":
+        _login_basics(env, spec.uid)
     env.setdefault("PATH", os.defpath)
     return env
+
+
+def _login_basics(env: dict[str, str], uid: int) -> None:
+    """--get-user-env (and --export=NONE, which implies it): slurmd loads the user's login
+    environment; Ranch fills in what a login sets from the password database."""
+    import pwd
+
+    try:
+        pw = pwd.getpwuid(uid)
+    except KeyError:
+        return
+    for key, value in (("HOME", pw.pw_dir), ("USER", pw.pw_name), ("LOGNAME", pw.pw_name),
+                       ("SHELL", pw.pw_shell or "/bin/sh")):
+        env.setdefault(key, value)
 
 
 def expand_pattern(pattern: str, spec: JobSpec, node: str) -> str:
@@ -155,3 +174,18 @@ def output_paths(spec: JobSpec, node: str) -> tuple[str, str]:
     if spec.stderr:
         err = os.path.join(spec.workdir, expand_pattern(spec.stderr, spec, node))
     return out, err
+
+
+def input_path(spec: JobSpec, node: str) -> str:
+    """-i: the script's stdin, an absolute path ("" = /dev/null)."""
+    if not spec.input or spec.input == "none":
+        return ""
+    return os.path.join(spec.workdir, expand_pattern(spec.input, spec, node))
+
+
+def append_output(spec: JobSpec) -> bool:
+    """--open-mode=append, or a requeued run without --open-mode=truncate (a requeue keeps
+    the earlier runs' output; Slurm truncates unless JobFileAppend, Ranch chose to keep it)."""
+    if spec.open_mode == "append":
+        return True
+    return spec.open_mode != "truncate" and spec.restarts > 0

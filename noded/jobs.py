@@ -20,8 +20,8 @@ import attrs
 import psutil
 import trio
 
-from noded import jobcgroup, jobstore
-from noded.jobenv import job_environment, output_paths
+from noded import jobcgroup, jobsignal, jobstore
+from noded.jobenv import append_output, input_path, job_environment, node_index, output_paths
 from protocol.messages import JobEnd, JobSpec
 
 log = logging.getLogger("rnoded.jobs")
@@ -29,6 +29,8 @@ log = logging.getLogger("rnoded.jobs")
 SHIM = str(Path(__file__).with_name("jobshim.py"))
 LAUNCH_TIMEOUT = 30.0  # the shim answers within milliseconds; this only bounds a wedged start
 POLL_INTERVAL = 0.5  # where pidfd_open is missing, how often an adopted shim is looked at
+# What a multi-node job runs on its nodes other than the batch host: nothing but a wait.
+HOLDER = "#!/bin/sh\nwhile :; do sleep 3600; done\n"
 
 
 class LaunchError(Exception):
@@ -287,13 +289,20 @@ class JobRunner:
             if not os.path.isabs(spec.workdir):
                 raise LaunchError(f"workdir {spec.workdir!r} is not an absolute path")
             stdout, stderr = output_paths(spec, self.node)
+            if node_index(spec, self.node) != 0:
+                # Not the batch host: the script runs on the allocation's first node only, as
+                # sbatch runs it. This node holds the job's resources (and its cgroup) with a
+                # placeholder until the controller ends the job here.
+                spec = attrs.evolve(spec, script=HOLDER, argv=())
+                stdout = stderr = os.devnull
             launch = dict(
                 ident,
                 env=job_environment(spec, self.node),
                 workdir=spec.workdir,
                 stdout=stdout,
                 stderr=stderr,
-                append=spec.restarts > 0,
+                append=append_output(spec),  # --open-mode, requeues (noded/jobenv.py)
+                stdin=input_path(spec, self.node),
             )
             owner = (spec.uid, spec.gid) if ident["drop"] else None
             if self.as_root and spec.mem_mib > 0 and self.memory_cgroups:
@@ -380,6 +389,8 @@ class JobRunner:
 
     def _watch(self, job: RunningJob) -> None:
         self._nursery_start(self._watcher, job)
+        if job.spec.warn_signal:  # sbatch --signal (noded/jobsignal.py)
+            self._nursery_start(jobsignal.warn_before_limit, job)
 
     async def _watcher(self, job: RunningJob) -> None:
         limit = job.spec.time_limit
@@ -486,12 +497,37 @@ class JobRunner:
         if not job.ending:
             job.ending = state
             log.info("job %d: ending it (%s)", job_id, reason or state)
+            if not job.silent and (state == "TIMEOUT" or reason == "cancelled"):
+                # one small append to a local file, before the first signal: the line comes
+                # before whatever the job prints as it dies, as slurmstepd's does
+                self._note_end(job, state == "TIMEOUT")
             self._nursery_start(self._killer, job)  # before any await: a cancel cannot skip it
         try:
             await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
         except OSError as exc:  # the kill goes on; only an rnoded restart would forget why
             log.error("cannot record why job %d is being killed: %s", job_id, exc)
         return True
+
+    def _note_end(self, job: RunningJob, timeout: bool) -> None:
+        """The line slurmstepd writes into the job's error output when it cancels the job or
+        its time limit ends it (tools and users grep for it)."""
+        if node_index(job.spec, self.node) != 0:
+            return
+        stdout, stderr = output_paths(job.spec, self.node)
+        when = time.strftime("%Y-%m-%dT%H:%M:%S")
+        why = " DUE TO TIME LIMIT" if timeout else ""
+        line = (f"slurmstepd-{self.node}: error: *** JOB {job.spec.job_id} ON {self.node} "
+                f"CANCELLED AT {when}{why} ***\n")
+        try:  # only a file the job opened: never create one as rnoded's user
+            fd = os.open(stderr or stdout, os.O_WRONLY | os.O_APPEND)
+        except OSError:
+            return
+        try:
+            os.write(fd, line.encode())
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
 
     async def kill_silently(self, job_ids: Iterable[int],
                             runs: Iterable[tuple[int, int]] = ()) -> None:

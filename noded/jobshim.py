@@ -111,14 +111,17 @@ def child(spec: dict, err_w: int) -> None:
             os.setuid(spec["uid"])
         step = f"chdir to workdir {spec['workdir']}"
         os.chdir(spec["workdir"])
-        flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if spec["append"] else os.O_TRUNC)
+        # Always O_APPEND (after truncating a first run): rnoded's own lines (slurmstepd's
+        # "CANCELLED AT") land after what the job wrote, never over it.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if spec["append"] else os.O_TRUNC)
         step = f"open output {spec['stdout']}"
         out = os.open(spec["stdout"], flags, 0o644)
         err = out
         if spec["stderr"] and spec["stderr"] != spec["stdout"]:
             step = f"open error output {spec['stderr']}"
             err = os.open(spec["stderr"], flags, 0o644)
-        null = os.open(os.devnull, os.O_RDONLY)
+        step = f"open input {spec.get('stdin') or os.devnull}"
+        null = os.open(spec.get("stdin") or os.devnull, os.O_RDONLY)  # -i, else /dev/null
         os.dup2(null, 0)
         os.dup2(out, 1)
         os.dup2(err, 2)

@@ -126,6 +126,13 @@ class JobSpec:
     submit_host: str = ""
     array_job_id: int = 0  # 0 = not part of an array
     array_task_id: int | None = None
+    cluster_name: str = ""  # SLURM_CLUSTER_NAME (version 5)
+    # issue 22 (sbatch's options on the node)
+    open_mode: str = ""  # --open-mode: "append" | "truncate" | "" (truncate a first run)
+    warn_signal: int = 0  # --signal: this signal warn_time seconds before the time limit
+    warn_time: int = 0
+    warn_batch: bool = False  # --signal=B:...: the batch shell only, not what it started
+    input: str = ""  # -i: stdin file pattern, relative to workdir ("" = /dev/null)
 
 
 @attrs.frozen
@@ -416,12 +423,45 @@ class SubmitJob:
     # -N spreads the tasks over nodes, num_nodes being the minimum); M: -N num_nodes-M.
     max_nodes: int | None = None
     begin_time: float | None = None  # --begin, wall-clock seconds: PENDING (BeginTime) until
+    # issue 22: the rest of sbatch's options. Resources (--ntasks-per-node, --gpus-per-task,
+    # --mem-per-cpu, ...) arrive already resolved into the fields above; these keep what the
+    # user asked for, for show job, the job's environment and the controller's checks.
+    ntasks_per_node: int = 0  # 0 = not asked
+    gpus_per_task: int = 0
+    cpus_per_gpu: int = 0
+    mem_per_cpu: int = 0  # MiB
+    mem_per_gpu: int = 0  # MiB
+    account: str = ""  # -A: kept and shown (Ranch has no accounting database)
+    qos: str = ""  # -q: kept and shown
+    wckey: str = ""
+    comment: str = ""
+    constraint: str = ""  # -C: node Features expression (& | and parentheses)
+    dependency: str = ""  # -d: after/afterany/afterok/afternotok/aftercorr/singleton
+    kill_on_invalid_dep: bool | None = None  # None: SchedulerParameters=kill_invalid_depend
+    nice: int = 0  # --nice: lowers the priority by this much (negative: root only)
+    mail_type: tuple[str, ...] = ()  # --mail-type words: BEGIN END FAIL REQUEUE ...
+    mail_user: str = ""  # "" = the submitting user
+    open_mode: str = ""  # --open-mode: append | truncate
+    warn_signal: int = 0  # --signal=[B:]SIG[@TIME]: signal number
+    warn_time: int = 0  # seconds before the time limit
+    warn_batch: bool = False  # B: the batch shell only
+    oversubscribe: str = ""  # --exclusive=user|mcs, -s: USER | MCS | YES ("" = as exclusive)
+    hint: str = ""  # --hint: kept and shown
+    export: str = ""  # --export as given (the env field is already filtered by it)
+    get_user_env: str = ""  # --get-user-env[=T[S|L]] as given: kept and shown
+    input: str = ""  # -i: stdin file pattern
+    test_only: bool = False  # --test-only: answer when it would start; submit nothing
 
 
 @attrs.frozen
 class SubmitReply:
     job_id: int  # the (array) job's id
     job_ids: tuple[int, ...] = ()  # every job record made (one per array task)
+    # --test-only (SubmitJob.test_only): when and where the job would start; nothing was made
+    start_time: float | None = None  # wall clock
+    nodes: str = ""  # hostlist
+    cpus: int = 0
+    partition: str = ""
 
 
 @attrs.frozen

@@ -45,6 +45,15 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.Heartbeat: ("runs",),
         m.HeartbeatReply: ("kill_runs",),
         m.KillJob: ("restarts",),
+        # issue 22: the rest of sbatch's options (a v4 controller or node drops them)
+        m.SubmitJob: ("ntasks_per_node", "gpus_per_task", "cpus_per_gpu", "mem_per_cpu",
+                      "mem_per_gpu", "account", "qos", "wckey", "comment", "constraint",
+                      "dependency", "kill_on_invalid_dep", "nice", "mail_type", "mail_user",
+                      "open_mode", "warn_signal", "warn_time", "warn_batch", "oversubscribe",
+                      "hint", "export", "get_user_env", "input", "test_only"),
+        m.SubmitReply: ("start_time", "nodes", "cpus", "partition"),
+        m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input",
+                    "cluster_name"),
     },
 }
 

@@ -63,6 +63,24 @@ ORDER: dict[str, int] = {
     "BOOT_FAIL": 9, "DEADLINE": 10, "OUT_OF_MEMORY": 11, "REQUEUED": 0, "REQUEUE_HOLD": 0,
     "SPECIAL_EXIT": 0, "STOPPED": 1,
 }
+def end_reason(state: str, exit_code: int, signal: int, pending_reason: str) -> str:
+    """The Reason a job keeps once it ended, as slurmctld 22.05 sets it (job_mgr.c
+    _job_complete; checked against a real Slurm by tests/conformance/): a non-zero exit is
+    NonZeroExitCode, a script killed by a signal JobLaunchFailure, the time limit TimeLimit, a
+    job cancelled before it ran keeps the reason it waited for (JobHeldUser...)."""
+    if state == JobState.FAILED:
+        return "NonZeroExitCode" if exit_code else ("JobLaunchFailure" if signal else "None")
+    if state == JobState.TIMEOUT:
+        return "TimeLimit"
+    if state == JobState.NODE_FAIL:
+        return "NodeDown"
+    if state == JobState.OUT_OF_MEMORY:
+        return "OutOfMemory"
+    if state == JobState.CANCELLED and pending_reason:
+        return pending_reason
+    return "None"
+
+
 # How a node's JobEnd.state ends the job (LAUNCH_FAILED: it never started, which Slurm shows
 # as FAILED with the launch error in its reason).
 END_REPORTS: dict[str, JobState] = {

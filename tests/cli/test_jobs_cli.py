@@ -178,4 +178,4 @@ def test_script_directives_and_cancel(queue: Controller) -> None:
     assert done.stdout.split() == [str(job_id), "CANCELLED"]
     done = queue.run("rcancel", str(job_id))
     assert done.returncode == 1 and "already completing or completed" in done.stderr
-    assert queue.run("rcancel", "-q", str(job_id)).returncode == 0
+    assert queue.run("rcancel", "-Q", str(job_id)).returncode == 0

@@ -12,7 +12,7 @@ from ctld.daemon import Daemon
 from ctld.store import FileStore
 from protocol import messages as m
 
-from .helpers import FakeConn, hardware, make_config, register
+from .helpers import FakeConn, beat, hardware, make_config, register
 
 
 def submit_msg(**kw) -> m.SubmitJob:
@@ -182,3 +182,41 @@ async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
     d2 = daemon(tmp_path)
     d2.restore()
     assert d2.cluster.jobs.jobs[1].state == "RUNNING"
+
+
+async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_path) -> None:
+    """After the first snapshot a job's script and environment are in StateSaveLocation/jobs/
+    (written once), out of memory and of every later state file; its next launch reads them."""
+    from ctld import jobbulk
+
+    d = daemon(tmp_path)
+    _, conn = register(d.cluster, "n1")
+    big = "#!/bin/sh\n" + "# padding\n" * 5000 + "true\n"
+    sub = await d.submit_job(m.SubmitJob(script=big, user="alice", uid=1000, gid=1000,
+                                         workdir="/home/alice", env=(("SECRET", "x" * 100),)))
+    jobs = d.cluster.jobs
+    bulk, gone = jobs.take_bulk()
+    assert [jid for jid, _, _ in bulk] == [sub.job_id] and gone == []
+    doc = d._snapshot_doc()
+    await d.store.snapshot(doc, doc["journal_keep_from"],
+                           lambda: d._write_bulk(bulk, gone))
+    jobs.bulk_written([sub.job_id])
+    job = jobs.jobs[sub.job_id]
+    assert job.req.script == "" and job.req.env == () and job.bulk_on_disk
+    assert jobbulk.read(str(tmp_path), sub.job_id) == (big, (("SECRET", "x" * 100),))
+    doc = d._snapshot_doc()
+    await d.store.snapshot(doc, doc["journal_keep_from"])
+    assert b"padding" not in (tmp_path / "node_state.json").read_bytes()
+    # requeued: the new run's LaunchJob carries the script read back from its file
+    r = jobs.control(m.JobControl(job_ids=(sub.job_id,), action="requeue", user="root", uid=0))
+    assert r.ok, r.errors
+    end = m.JobEnd(sub.job_id, "CANCELLED", signal=15, restarts=0)
+    beat(d.cluster, "n1", conn, 99, jobs_ended=(end,))
+    await d.flush_outbox()
+    launches = [p.job for p in conn.pushed if isinstance(p, m.LaunchJob)]
+    assert [(s.restarts, s.script == big) for s in launches] == [(0, True), (1, True)]
+    # a restart reads the flag and the files, not a script in the state file
+    d2 = daemon(tmp_path)
+    d2.restore()
+    again = d2.cluster.jobs.jobs[sub.job_id]
+    assert again.bulk_on_disk and again.req.script == ""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import tempfile
 import time
@@ -91,7 +92,7 @@ async def test_environment_and_output_patterns(runner: JobRunner, work: Path) ->
         script,
         42,
         name="build",
-        nodelist="n[0-3]",
+        nodelist="n[1-4]",
         num_nodes=4,
         ntasks=8,
         cpus_per_task=2,
@@ -112,14 +113,14 @@ async def test_environment_and_output_patterns(runner: JobRunner, work: Path) ->
     end = await ended(runner, 42)
     assert (end.state, end.exit_code, end.signal, end.restarts) == ("COMPLETED", 0, 0, 0)
     assert end.ended_at >= end.started_at > 0
-    out = (work / "out-build-42-n1-alice-%.txt").read_text()
+    out = (work / "out-build-42-n1-alice-%.txt").read_text()  # n1: the batch host
     env = dict(line.split("=", 1) for line in out.splitlines() if "=" in line and " " not in line)
     assert env["SLURM_JOB_ID"] == env["RANCH_JOB_ID"] == env["SLURM_JOBID"] == "42"
     assert env["SLURM_JOB_NAME"] == "build"
-    assert env["SLURM_JOB_NODELIST"] == env["SLURM_NODELIST"] == "n[0-3]"
+    assert env["SLURM_JOB_NODELIST"] == env["SLURM_NODELIST"] == "n[1-4]"
     assert env["SLURM_JOB_NUM_NODES"] == env["SLURM_NNODES"] == "4"
     assert env["SLURM_NTASKS"] == "8" and env["SLURM_CPUS_PER_TASK"] == "2"
-    assert env["SLURM_CPUS_ON_NODE"] == "4" and env["SLURM_NODEID"] == "1"
+    assert env["SLURM_CPUS_ON_NODE"] == "4" and env["SLURM_NODEID"] == "0"
     assert env["SLURMD_NODENAME"] == "n1" and env["SLURM_SUBMIT_DIR"] == str(work)
     assert env["SLURM_SUBMIT_HOST"] == "login1" and env["SLURM_JOB_PARTITION"] == "debug"
     assert env["SLURM_JOB_USER"] == "alice" and env["SLURM_JOB_UID"] == str(os.getuid())
@@ -131,6 +132,20 @@ async def test_environment_and_output_patterns(runner: JobRunner, work: Path) ->
     assert "MY_VAR=x y" in out
     assert f"args=a b c cwd={work}" in out
     assert (work / "err-00042.txt").read_text() == "oops\n"
+
+
+async def test_the_script_runs_on_the_batch_host_only(runner: JobRunner, work: Path) -> None:
+    """On the allocation's other nodes the job holds its resources with a placeholder: the
+    script never runs there (sbatch runs it once, on the first node)."""
+    job = spec(work, "echo ran on $SLURMD_NODENAME >> ran.txt\n", 43, nodelist="n[0-1]",
+               num_nodes=2)
+    await runner.launch(job)  # this runner is n1: not the batch host
+    assert runner.runs() == ((43, 0),)
+    assert await runner.kill(43, 0, "ended")
+    end = await ended(runner, 43)
+    assert end.state == "CANCELLED"
+    assert not (work / "ran.txt").exists()
+    assert not list(work.glob("slurm-43*"))  # nor an output file of its own
 
 
 def test_pattern_expansion() -> None:
@@ -170,7 +185,10 @@ async def test_time_limit_sigterm_then_timeout(runner: JobRunner, work: Path) ->
     end = await ended(runner, 7)
     assert end.state == "TIMEOUT" and end.exit_code == 5
     assert 0.5 <= time.monotonic() - start < 5
-    assert (work / "slurm-7.out").read_text() == "started\ngot TERM\n"
+    started, stepd, term = (work / "slurm-7.out").read_text().splitlines()
+    assert (started, term) == ("started", "got TERM")
+    assert re.fullmatch(r"slurmstepd-n1: error: \*\*\* JOB 7 ON n1 CANCELLED AT "
+                        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d DUE TO TIME LIMIT \*\*\*", stepd), stepd
 
 
 def test_time_limit_on_mock_clock(tmp_path: Path, work: Path) -> None:

@@ -1,0 +1,396 @@
+"""sbatch's option values turned into a SubmitJob body: units, the per-task and per-GPU forms
+resolved into per-node figures, the job's environment, and sbatch's refusals worded as sbatch
+words them (the option named)."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal as signals
+import socket
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from cli import sbatch_env
+from cli.controller import CliError
+from cli.job_export import check as check_export
+from cli.job_export import exported
+
+_SIZE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
+_UNIT_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+MAIL_TYPES = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
+              "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
+_MAIL_ALL = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT")
+HINTS = ("compute_bound", "memory_bound", "multithread", "nomultithread")
+NICE_LIMIT = 2147483645  # sbatch: |nice| <= NICE_OFFSET - 3
+MEMORY_OPTIONS = ("mem", "mem-per-cpu", "mem-per-gpu")
+
+
+def usage(message: str) -> CliError:
+    return CliError(message, code=2)
+
+
+def size_mib(text: str, opt: str) -> int:
+    """A size with an optional K/M/G/T suffix (M is the default), in MiB, rounded up."""
+    m = _SIZE.match(text.strip())
+    if not m:
+        raise usage(f"--{opt} {text}: invalid size: expected a number with an optional K, M, G "
+                    "or T suffix, such as 500M or 4G")
+    mib = int(m.group(1)) * _UNIT_MIB[m.group(2).upper()]
+    return max(1, math.ceil(mib)) if int(m.group(1)) else 0
+
+
+def count(text: str, opt: str, *, low: int = 1) -> int:
+    t = text.strip()
+    if not t.lstrip("-").isdigit() or int(t) < low:
+        raise usage(f"--{opt}={text}: expected a number of {low} or more")
+    return int(t)
+
+
+def gpu_count(text: str, opt: str) -> int:
+    """--gpus* [type:]N, --gres gpu[:type]:N (a comma list: its gpu entry)."""
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if opt == "gres":
+            if parts[0] != "gpu":
+                continue
+            parts = parts[1:] or ["1"]
+        n = parts[-1]
+        if not n.isdigit():
+            raise usage(f"--{opt}={text}: expected a GPU count such as 2 or a100:2")
+        return int(n)
+    if opt == "gres":
+        raise usage(f"--gres={text}: Ranch knows only gpu gres")
+    return 0
+
+
+def parse_signal(text: str) -> tuple[int, int, bool]:
+    """--signal=[{R|B}:]SIG[@SECS] -> (signal number, seconds before the limit, batch only)."""
+    rest = text.strip()
+    batch = False
+    # exactly sbatch's reading (get_signal_opts): R, then B, then R, then an optional colon
+    if rest[:1] in ("R", "r"):
+        rest = rest[1:]
+    if rest[:1] in ("B", "b"):
+        batch, rest = True, rest[1:]
+    if rest[:1] in ("R", "r"):
+        rest = rest[1:]
+    if rest.startswith(":"):
+        rest = rest[1:]
+    name, at, secs = rest.partition("@")
+    num = signal_number(name)
+    if num is None:
+        raise usage(f"Invalid --signal specification {text!r}: unknown signal {name!r}")
+    if not at:
+        return num, 60, batch
+    if not secs.isdigit() or int(secs) > 0xFFFF:
+        raise usage(f"Invalid --signal specification {text!r}: expected @SECONDS (0-65535)")
+    return num, int(secs), batch
+
+
+def signal_number(name: str) -> int | None:
+    t = name.strip().upper()
+    if t.isdigit():
+        n = int(t)
+        return n if 0 < n < signals.NSIG else None
+    sig = getattr(signals, t if t.startswith("SIG") else "SIG" + t, None)
+    return int(sig) if isinstance(sig, signals.Signals) else None
+
+
+def mail_types(text: str) -> tuple[str, ...]:
+    """--mail-type words, as sbatch ORs them (ALL = BEGIN,END,FAIL,REQUEUE,INVALID_DEPEND,
+    STAGE_OUT; NONE clears)."""
+    out: list[str] = []
+    none = False
+    for word in text.split(","):
+        w = word.strip().upper()
+        if not w:
+            continue
+        if w == "NONE":
+            out, none = [], True
+            break
+        if w == "ALL":
+            out += _MAIL_ALL
+        elif w in MAIL_TYPES:
+            out.append(w)
+    if not out and not none:
+        raise usage(f"Invalid --mail-type specification {text!r}: expected "
+                    + ",".join(("NONE", "ALL", *MAIL_TYPES)))
+    return tuple(dict.fromkeys(out))
+
+
+def nice_value(value: object) -> int:
+    if value is None:
+        return 100
+    text = str(value).strip()
+    try:
+        n = int(text)
+    except ValueError:
+        raise usage(f"Invalid --nice value {text!r}: expected a number") from None
+    if abs(n) > NICE_LIMIT:
+        raise usage(f"Invalid --nice value, out of range (+/- {NICE_LIMIT})")
+    return n
+
+
+def exclusive(value: object) -> tuple[bool, str]:
+    """--exclusive[=user|mcs|oversubscribe] -> (whole nodes, OverSubscribe word)."""
+    if value is None or value is True or str(value).lower() == "exclusive":
+        return True, ""
+    word = str(value).lower()
+    if word == "user":
+        return False, "USER"
+    if word == "mcs":
+        return False, "MCS"
+    if word == "oversubscribe":
+        return False, "YES"
+    raise usage(f"Invalid --exclusive specification {value!r}: expected user, mcs or nothing")
+
+
+def open_mode(text: str) -> str:
+    t = text.strip()[:1].lower()
+    if t == "a":
+        return "append"
+    if t == "t":
+        return "truncate"
+    raise usage(f"Invalid --open-mode specification {text!r}: expected append or truncate")
+
+
+def kill_on_invalid(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("yes", "no"):
+        return t == "yes"
+    raise usage(f"Invalid --kill-on-invalid-dep specification {text!r}: expected yes or no")
+
+
+def hint(text: str) -> str:
+    words = [w.strip().lower() for w in text.split(",") if w.strip()]
+    bad = [w for w in words if w not in HINTS]
+    if bad or not words:
+        raise usage(f"Invalid --hint specification {text!r}: expected "
+                    + ", ".join(HINTS))
+    return ",".join(words)
+
+
+def get_user_env(value: object) -> str:
+    if value is None:
+        return "yes"
+    text = str(value).strip()
+    if not re.fullmatch(r"\d*[SsLl]?", text):
+        raise usage(f"Invalid --get-user-env specification {text!r}: expected SECONDS[S|L]")
+    return text or "yes"
+
+
+def node_range(text: str) -> tuple[int, int | None]:
+    """-N MIN[-MAX] -> (min, max or None for exactly MIN)."""
+    low, dash, high = text.partition("-")
+    if not low.strip().isdigit() or int(low) < 1:
+        raise usage(f"--nodes {text}: expected a number of nodes such as 2 or 2-4")
+    if not dash:
+        return int(low), None
+    if not high.strip().isdigit() or int(high) < int(low):
+        raise usage(f"--nodes {text}: the maximum must be a number no smaller than the minimum")
+    return int(low), int(high)
+
+
+def time_seconds(text: str) -> int:
+    """-t in seconds (already checked by parse_minutes): M, M:S, H:M:S, D-H[:M[:S]]."""
+    days, _, rest = text.strip().rpartition("-") if "-" in text else ("", "", text.strip())
+    parts = [int(x) for x in rest.split(":")]
+    if days:
+        parts += [0] * (3 - len(parts))
+        h, mi, se = parts
+        return ((int(days) * 24 + h) * 60 + mi) * 60 + se
+    if len(parts) == 1:
+        return parts[0] * 60
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]
+    return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+
+
+def memory_choice(values: dict[str, Any], words: Mapping[str, Any]) -> None:
+    """--mem, --mem-per-cpu and --mem-per-gpu exclude one another (sbatch's rule): two given
+    as words (command line or #SBATCH lines) are refused; one such clears the others set by
+    variables; two variables are refused."""
+    given = [o for o in MEMORY_OPTIONS if o in words]
+    if len(given) > 1:
+        raise usage("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+    if given:
+        for other in MEMORY_OPTIONS:
+            if other != given[0]:
+                values.pop(other, None)
+    elif sum(o in values for o in MEMORY_OPTIONS) > 1:
+        raise usage("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+
+
+def resources(v: dict[str, Any]) -> dict[str, Any]:
+    """Nodes, tasks, CPUs, memory and GPUs per node, with what was asked per task/CPU/GPU kept."""
+    out: dict[str, Any] = {}
+    k = count(v["ntasks-per-node"], "ntasks-per-node") if "ntasks-per-node" in v else 0
+    n_min, n_max = node_range(v["nodes"]) if "nodes" in v else (1, None)
+    ntasks = count(v["ntasks"], "ntasks") if "ntasks" in v else 0
+    cpt = count(v["cpus-per-task"], "cpus-per-task") if "cpus-per-task" in v else 0
+    # -n without -N spreads the tasks over nodes (max_nodes 0), as in issue 12
+    max_nodes: int | None = n_max if "nodes" in v else (0 if ntasks else None)
+    if k:
+        if not ntasks and (n_max is None or n_max == n_min):
+            ntasks = n_min * k  # sbatch: -N n --ntasks-per-node k means n*k tasks
+        elif ntasks and "nodes" not in v:
+            n_min, max_nodes = math.ceil(ntasks / k), None  # as many nodes as k per node needs
+    ntasks = ntasks or 1
+    gpn = 0
+    for opt in ("gpus-per-node", "gpus", "gres"):
+        if opt in v:
+            gpn = gpu_count(v[opt], opt)
+            break
+    gpt = gpu_count(v["gpus-per-task"], "gpus-per-task") if "gpus-per-task" in v else 0
+    tasks_per_node = k or math.ceil(ntasks / n_min)
+    if gpt:
+        gpn = gpt * tasks_per_node
+        max_nodes = None if max_nodes == 0 else max_nodes  # a fixed GPU count per node
+    cpg = count(v["cpus-per-gpu"], "cpus-per-gpu") if "cpus-per-gpu" in v else 0
+    if cpg and not cpt:
+        cpt = cpg * gpt if gpt else max(1, math.ceil(cpg * gpn / tasks_per_node))
+    cpt = cpt or 1
+    mem = 0
+    if "mem" in v:
+        mem = size_mib(v["mem"], "mem")
+    elif "mem-per-cpu" in v:
+        out["mem_per_cpu"] = size_mib(v["mem-per-cpu"], "mem-per-cpu")
+        mem = out["mem_per_cpu"] * tasks_per_node * cpt
+    elif "mem-per-gpu" in v:
+        out["mem_per_gpu"] = size_mib(v["mem-per-gpu"], "mem-per-gpu")
+        mem = out["mem_per_gpu"] * gpn
+    out.update(num_nodes=n_min, max_nodes=max_nodes, ntasks=ntasks, cpus_per_task=cpt,
+               mem_mib=mem, gpus=gpn, ntasks_per_node=k, gpus_per_task=gpt, cpus_per_gpu=cpg)
+    return out
+
+
+def slurm_env(v: dict[str, Any], res: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """(variables sbatch sets in its own environment before copying it, variables it adds to
+    the job's after --export's filter)."""
+    before: dict[str, str] = {}
+    if "open-mode" in v:
+        before["SLURM_OPEN_MODE"] = "a" if open_mode(v["open-mode"]) == "append" else "t"
+    if v.get("dependency"):
+        before["SLURM_JOB_DEPENDENCY"] = str(v["dependency"])
+    export = v.get("export")
+    if export is not None and str(export).upper() != "ALL":
+        before["SLURM_EXPORT_ENV"] = str(export)
+    after = sbatch_env.added(v)
+    if res.get("ntasks_per_node"):
+        after["SLURM_NTASKS_PER_NODE"] = str(res["ntasks_per_node"])
+    if res.get("cpus_per_gpu"):
+        after["SLURM_CPUS_PER_GPU"] = str(res["cpus_per_gpu"])
+    if "gpus-per-node" in v:
+        after["SLURM_GPUS_PER_NODE"] = str(v["gpus-per-node"])
+    if res.get("gpus_per_task"):
+        after["SLURM_GPUS_PER_TASK"] = str(v["gpus-per-task"])
+    if res.get("mem_per_gpu"):
+        after["SLURM_MEM_PER_GPU"] = str(res["mem_per_gpu"])
+    if res.get("mem_per_cpu"):
+        after["SLURM_MEM_PER_CPU"] = str(res["mem_per_cpu"])
+    if "get-user-env" in v or (export is not None and str(export).upper() != "ALL"):
+        after["SLURM_GET_USER_ENV"] = "1"  # sbatch: NONE and lists imply --get-user-env
+    return before, after
+
+
+def body(v: dict[str, Any], script: str, command: str, argv: list[str],
+         environ: Mapping[str, str]) -> dict[str, Any]:
+    """The SubmitJob body (the codec's shape) for option values `v` (long name -> value)."""
+    from conf.timefmt import parse_minutes
+
+    res = resources(v)
+    limit = seconds = None
+    if v.get("time") is not None:
+        try:
+            limit = parse_minutes(v["time"])
+        except ValueError as exc:
+            raise usage(f"--time: {exc}") from None
+        seconds = time_seconds(v["time"]) if limit is not None else None
+        if not seconds:  # 0: no limit, as sbatch reads it
+            limit = seconds = None
+    cwd = os.getcwd()
+    workdir = os.path.abspath(os.path.join(cwd, v["chdir"])) if v.get("chdir") else cwd
+    whole, oversub = exclusive(v["exclusive"]) if "exclusive" in v else (False, "")
+    if v.get("oversubscribe") and not oversub:
+        oversub = "YES"
+    export = v.get("export")
+    if export is not None and (why := check_export(str(export))):
+        raise usage(why)
+    before, after = slurm_env(v, res)
+    env = exported(None if export is None else str(export), {**environ, **before})
+    env.update(after)
+    out: dict[str, Any] = {
+        "script": script,
+        "user": _user(),
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+        "workdir": workdir,
+        "name": v.get("job-name") or "",
+        "argv": argv,
+        "env": sorted(env.items()),
+        "stdout": v.get("output") or "",
+        "stderr": v.get("error") or "",
+        "input": v.get("input") or "",
+        "begin_time": _begin(v["begin"]) if v.get("begin") else None,
+        "partition": v.get("partition") or "",
+        "nodelist": v.get("nodelist") or "",
+        "exclude": v.get("exclude") or "",
+        "time_limit": limit,
+        "time_limit_s": seconds,
+        "requeue": v.get("requeue", True) is not False,
+        "exclusive": whole,
+        "oversubscribe": oversub,
+        "array": v.get("array") or "",
+        "hold": bool(v.get("hold")),
+        "submit_host": socket.gethostname(),
+        "command": command,
+        "account": (v.get("account") or "").lower(),  # slurmctld lowercases both
+        "wckey": (v.get("wckey") or "").lower(),
+        "qos": v.get("qos") or "",
+        "comment": v.get("comment") or "",
+        "constraint": (v.get("constraint") or "").strip(),
+        "dependency": (v.get("dependency") or "").strip(),
+        "mail_user": v.get("mail-user") or "",
+        "export": "" if export is None else str(export),
+        "test_only": bool(v.get("test-only")),
+        **res,
+    }
+    if "kill-on-invalid-dep" in v:
+        out["kill_on_invalid_dep"] = kill_on_invalid(v["kill-on-invalid-dep"])
+    if "nice" in v:
+        out["nice"] = nice_value(v["nice"])
+    if v.get("mail-type"):
+        out["mail_type"] = list(mail_types(v["mail-type"]))
+    if "open-mode" in v:
+        out["open_mode"] = open_mode(v["open-mode"])
+    if "signal" in v:
+        out["warn_signal"], out["warn_time"], out["warn_batch"] = parse_signal(v["signal"])
+    if "hint" in v:
+        out["hint"] = hint(v["hint"])
+    if "get-user-env" in v:
+        out["get_user_env"] = get_user_env(v["get-user-env"])
+    if v.get("time") is None:
+        del out["time_limit"]  # the partition's DefaultTime
+        del out["time_limit_s"]
+    return out
+
+
+def _begin(text: str) -> float:
+    from cli.begin_time import BeginError, parse_begin
+
+    try:
+        return parse_begin(text, time.time())
+    except BeginError as exc:
+        raise usage(str(exc)) from None
+
+
+def _user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()  # LOGNAME/USER first, then the password database
+    except (KeyError, OSError):
+        return str(os.getuid())

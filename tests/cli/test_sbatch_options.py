@@ -1,0 +1,233 @@
+"""rbatch reads sbatch 22.05's options as sbatch does: getopt_long on the command line, the
+same words on `#SBATCH` lines, SBATCH_* input variables, sbatch's precedence between them,
+and what each value turns into in the request (per-node figures, the job's environment)."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from cli import sbatch_options as so
+from cli import sbatch_request as sr
+from cli.controller import CliError
+from cli.job_export import exported
+from cli.rbatch import gather
+
+SCRIPT = "#!/bin/sh\n#SBATCH -J fromscript\n#SBATCH --time=5 # a comment\n#SBATCH -p script\n" \
+         "\n# not an option line\necho hi\n#SBATCH -J ignored\n"
+
+
+def request(argv: list[str], env: dict[str, str] | None = None, tmp_path=None) -> dict:
+    """The SubmitJob body rbatch would send for this command line and environment."""
+    values, cli, args, script, command = gather(argv, dict(env or {}))
+    sr.memory_choice(values, cli)
+    return sr.body(values, script, command, args, dict(env or {}))
+
+
+# -- getopt_long, as sbatch reads its words ------------------------------------------------
+
+
+def test_optional_arguments_attach_only_with_equals() -> None:
+    values, rest = so.parse(["--exclusive", "job.sh", "--exclusive=user"])
+    assert values == {"exclusive": None} and rest == ["job.sh", "--exclusive=user"]
+    values, rest = so.parse(["--exclusive=user", "--nice", "--get-user-env=60L", "x"])
+    assert values == {"exclusive": "user", "nice": None, "get-user-env": "60L"}
+
+
+def test_unique_prefixes_short_clusters_and_the_first_word_ends_options() -> None:
+    values, rest = so.parse(["--ntasks-per-n=2", "-HN2", "-c", "3", "--sig", "B:USR2@30",
+                             "job.sh", "-N", "9"])
+    assert values == {"ntasks-per-node": "2", "hold": True, "nodes": "2", "cpus-per-task": "3",
+                      "signal": "B:USR2@30"}
+    assert rest == ["job.sh", "-N", "9"]  # the script's own arguments
+    assert so.parse(["--", "-x"])[1] == ["-x"]
+
+
+@pytest.mark.parametrize(("words", "message"), [
+    (["--frobnicate"], "unrecognized option '--frobnicate'"),
+    (["--n=3"], "option '--n' is ambiguous; possibilities:"),
+    (["--hold=yes"], "option '--hold' doesn't allow an argument"),
+    (["-N"], "option requires an argument -- 'N'"),
+    (["--partition"], "option '--partition' requires an argument"),
+    (["-Z"], "invalid option -- 'Z'"),
+])
+def test_getopt_refusals_name_the_option(words: list[str], message: str) -> None:
+    with pytest.raises(so.OptionError, match=message.replace("(", r"\(").replace("'", "'")):
+        so.parse(words)
+
+
+def test_every_sbatch_22_05_option_is_accepted() -> None:
+    # those Ranch has nothing to act on are read and set aside, never refused
+    words = ["--acctg-freq=task=30", "--bb=x", "--cluster-constraint=a", "-M", "c1",
+             "--container=/c", "--contiguous", "--core-spec=1", "--cores-per-socket=2",
+             "--cpu-freq=low", "--deadline=now+1hour", "--delay-boot=5", "-m", "block",
+             "--export-file=/dev/null", "-B", "1:2:1", "--gpu-bind=closest", "--gpu-freq=low",
+             "--gres-flags=enforce-binding", "--ignore-pbs", "-L", "lic:1", "--mcs-label=x",
+             "--mem-bind=local", "--mincpus=2", "--network=x", "-k", "--ntasks-per-core=1",
+             "--ntasks-per-gpu=1", "--ntasks-per-socket=1", "-O", "--power=level",
+             "--prefer=x", "--priority=5", "--profile=all", "--propagate", "--reboot",
+             "--reservation=r", "--sockets-per-node=1", "--spread-job", "--switches=1",
+             "--thread-spec=1", "--threads-per-core=1", "--time-min=5", "--tmp=10",
+             "--use-min-nodes", "-v", "--wait-all-nodes=1", "script.sh"]
+    values, rest = so.parse(words)
+    assert rest == ["script.sh"] and "reservation" in values
+
+
+# -- where options come from ---------------------------------------------------------------
+
+
+def test_command_line_beats_variables_beat_script_lines(tmp_path, monkeypatch) -> None:
+    script = tmp_path / "job.sh"
+    script.write_text(SCRIPT)
+    monkeypatch.chdir(tmp_path)
+    body = request([str(script)])
+    assert (body["name"], body["partition"], body["time_limit"]) == ("fromscript", "script", 5)
+    body = request([str(script)], {"SBATCH_PARTITION": "env", "SBATCH_JOB_NAME": "envname"})
+    assert (body["name"], body["partition"]) == ("envname", "env")
+    body = request(["-p", "cli", str(script)], {"SBATCH_PARTITION": "env"})
+    assert body["partition"] == "cli"
+
+
+def test_sbatch_flag_variables_follow_sbatchs_rule(monkeypatch, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    # empty, "yes" or a non-zero number sets a flag; anything else leaves it unset
+    for text, want in (("", False), ("yes", False), ("1", False), ("0", True), ("no", True)):
+        body = request(["--wrap", "x"], {"SBATCH_NO_REQUEUE": text})
+        assert body["requeue"] is want, text
+    body = request(["--wrap", "x"], {"SBATCH_EXCLUSIVE": "user", "SBATCH_WCKEY": "Proj",
+                                     "SBATCH_ACCOUNT": "Physics", "SBATCH_QOS": "high",
+                                     "SBATCH_SIGNAL": "B:USR1@30", "SLURM_HINT": "nomultithread",
+                                     "SBATCH_OPEN_MODE": "append", "SBATCH_TIMELIMIT": "1:00"})
+    assert body["oversubscribe"] == "USER" and body["exclusive"] is False
+    assert (body["wckey"], body["account"], body["qos"]) == ("proj", "physics", "high")
+    assert (body["warn_signal"], body["warn_time"], body["warn_batch"]) == (
+        signal.SIGUSR1, 30, True)
+    assert (body["hint"], body["open_mode"], body["time_limit_s"]) == (
+        "nomultithread", "append", 60)
+
+
+def test_script_lines_take_no_command_line_only_options(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --wrap=hostname\n")
+    with pytest.raises(CliError, match="--wrap is not allowed in a batch script"):
+        request([str(script)])
+    script.write_text("#!/bin/sh\n#SBATCH --bogus\n")
+    with pytest.raises(CliError, match=r"unrecognized option '--bogus' \(script line 2\)"):
+        request([str(script)])
+
+
+# -- what values mean ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "want"), [
+    ("USR2", (signal.SIGUSR2, 60, False)),
+    ("USR2@90", (signal.SIGUSR2, 90, False)),
+    ("B:USR2@30", (signal.SIGUSR2, 30, True)),
+    ("B:SIGUSR1", (signal.SIGUSR1, 60, True)),
+    ("R:10@5", (10, 5, False)),
+    ("RB:TERM@1", (signal.SIGTERM, 1, True)),
+    ("BR:TERM@1", (signal.SIGTERM, 1, True)),
+])
+def test_signal_specs(text: str, want: tuple) -> None:
+    assert sr.parse_signal(text) == want
+
+
+@pytest.mark.parametrize("text", ["USR9", "USR2@x", "USR2@70000", "B:"])
+def test_bad_signal_specs_are_refused(text: str) -> None:
+    with pytest.raises(CliError, match="Invalid --signal specification"):
+        sr.parse_signal(text)
+
+
+def test_mail_types_nice_exclusive_open_mode_and_kill_on_invalid() -> None:
+    assert sr.mail_types("begin,END") == ("BEGIN", "END")
+    assert "INVALID_DEPEND" in sr.mail_types("ALL") and sr.mail_types("NONE") == ()
+    with pytest.raises(CliError, match="Invalid --mail-type"):
+        sr.mail_types("SOMETIMES")
+    assert (sr.nice_value(None), sr.nice_value("5"), sr.nice_value("-3")) == (100, 5, -3)
+    with pytest.raises(CliError, match="out of range"):
+        sr.nice_value("9999999999")
+    assert sr.exclusive(None) == (True, "") and sr.exclusive("user") == (False, "USER")
+    assert sr.exclusive("mcs") == (False, "MCS")
+    with pytest.raises(CliError, match="Invalid --exclusive"):
+        sr.exclusive("everyone")
+    assert (sr.open_mode("a"), sr.open_mode("Truncate")) == ("append", "truncate")
+    assert (sr.kill_on_invalid("YES"), sr.kill_on_invalid("no")) == (True, False)
+    with pytest.raises(CliError):
+        sr.kill_on_invalid("maybe")
+
+
+def test_per_task_and_per_gpu_forms_become_per_node_figures(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    b = request(["-N", "2", "--ntasks-per-node=3", "-c", "2", "--mem-per-cpu=100M",
+                 "--wrap", "x"])
+    # sbatch: -N 2 --ntasks-per-node 3 is 6 tasks, 3 on each node; memory per CPU x CPUs
+    assert (b["num_nodes"], b["max_nodes"], b["ntasks"], b["cpus_per_task"]) == (2, None, 6, 2)
+    assert (b["mem_mib"], b["mem_per_cpu"], b["ntasks_per_node"]) == (600, 100, 3)
+    b = request(["-n", "4", "--ntasks-per-node=2", "--wrap", "x"])
+    assert (b["num_nodes"], b["max_nodes"], b["ntasks"]) == (2, None, 4)
+    b = request(["--gpus-per-task=1", "-n", "2", "--cpus-per-gpu=4", "--mem-per-gpu=1G",
+                 "--wrap", "x"])
+    assert (b["gpus"], b["cpus_per_task"], b["mem_mib"]) == (2, 4, 2048)
+    b = request(["--gpus-per-node=a100:2", "--cpus-per-gpu=3", "--wrap", "x"])
+    assert (b["gpus"], b["cpus_per_task"], b["cpus_per_gpu"]) == (2, 6, 3)
+
+
+def test_memory_options_exclude_one_another(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CliError, match="mutually exclusive"):
+        request(["--mem=1G", "--mem-per-cpu=1G", "--wrap", "x"])
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/sh\n#SBATCH --mem=4G\n")
+    with pytest.raises(CliError, match="mutually exclusive"):  # script lines count as words
+        request(["--mem-per-cpu=10", str(script)])
+    b = request(["--mem-per-cpu=10", "--wrap", "x"], {"SBATCH_MEM_PER_NODE": "4G"})
+    assert (b["mem_mib"], b["mem_per_cpu"]) == (10, 10)  # the words win over a variable
+    with pytest.raises(CliError, match="mutually exclusive"):
+        request(["--wrap", "x"], {"SBATCH_MEM_PER_NODE": "4G", "SBATCH_MEM_PER_CPU": "1G"})
+
+
+def test_export_builds_the_job_environment_as_sbatch_does() -> None:
+    env = {"HOME": "/h", "EDITOR": "vi", "SLURM_CONF": "/etc/s.conf", "SLURMX": "1"}
+    assert exported(None, env) == env and exported("all", env) == env
+    assert exported("NONE", env) == {"SLURM_CONF": "/etc/s.conf", "SLURMX": "1"}
+    got = exported("EDITOR,ARG1=test,MISSING", env)
+    assert got == {"EDITOR": "vi", "ARG1": "test", "SLURM_CONF": "/etc/s.conf"}
+    # tokens apply in order, a later one overwriting (src/common/env.c env_merge_filter)
+    assert exported("ALL,EDITOR=emacs", env)["EDITOR"] == "emacs"
+    assert exported("EDITOR=emacs,ALL", env)["EDITOR"] == "vi"
+    assert exported("'A=1,2',B", {"B": "b"}) == {"A": "1,2", "B": "b"}
+
+
+def test_export_and_options_set_slurm_variables_in_the_job(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    env = {"HOME": "/h", "EDITOR": "vi"}
+    b = request(["--export=NONE", "--open-mode=append", "-d", "afterok:3",
+                 "--ntasks-per-node=2", "--wrap", "x"], env)
+    got = dict(b["env"])
+    assert "HOME" not in got and "EDITOR" not in got
+    assert got["SLURM_EXPORT_ENV"] == "NONE" and got["SLURM_OPEN_MODE"] == "a"
+    assert got["SLURM_JOB_DEPENDENCY"] == "afterok:3" and got["SLURM_NTASKS_PER_NODE"] == "2"
+    assert got["SLURM_GET_USER_ENV"] == "1"  # NONE implies --get-user-env in sbatch 22.05
+    assert b["export"] == "NONE"
+    with pytest.raises(CliError, match="--export=NONE takes no variables"):
+        request(["--export=NONE,FOO", "--wrap", "x"], env)
+
+
+def test_options_with_nothing_to_act_on_are_kept(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    b = request(["-A", "Physics", "-q", "normal", "--wckey=W", "--comment", "a note",
+                 "--hint=compute_bound", "--get-user-env=10L", "--mail-type=END",
+                 "--mail-user=me@example.org", "--kill-on-invalid-dep=yes", "--nice=7",
+                 "-C", "intel&ib", "-d", "singleton", "--test-only", "-i", "in-%j",
+                 "--wrap", "x"])
+    assert (b["account"], b["qos"], b["wckey"], b["comment"]) == (
+        "physics", "normal", "w", "a note")
+    assert (b["hint"], b["get_user_env"], b["mail_type"], b["mail_user"]) == (
+        "compute_bound", "10L", ["END"], "me@example.org")
+    assert (b["kill_on_invalid_dep"], b["nice"], b["constraint"], b["dependency"]) == (
+        True, 7, "intel&ib", "singleton")
+    assert b["test_only"] is True and b["input"] == "in-%j"
+    assert b["workdir"] == os.getcwd()

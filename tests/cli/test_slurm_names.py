@@ -1,0 +1,95 @@
+"""Slurm's names, opt in: `ranch-slurm-shims DIR` writes sbatch, squeue, scancel, sinfo,
+scontrol, sacct and srun into DIR; run through them, Ranch's commands answer `--version` as
+tools parse it and speak with the Slurm name. Nothing outside DIR is touched."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli.slurm_names import COMMANDS
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def shims(directory: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cli.shims", str(directory), *extra], cwd=REPO,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=60)
+
+
+def call(directory: Path, *argv: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{directory}{os.pathsep}{os.environ.get('PATH', '')}",
+           "RANCH_SERVER": "127.0.0.1:1"}  # nothing listens: no command here needs rctld
+    return subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60,
+                          cwd="/")
+
+
+@pytest.fixture(scope="module")
+def bindir(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("shims") / "bin"
+    done = shims(directory)
+    assert done.returncode == 0, done.stderr
+    assert f"export PATH={directory}:$PATH" in done.stdout
+    return directory
+
+
+def test_every_name_is_written_and_executable(bindir: Path) -> None:
+    assert sorted(p.name for p in bindir.iterdir()) == sorted(COMMANDS)
+    assert all(os.access(bindir / name, os.X_OK) for name in COMMANDS)
+
+
+@pytest.mark.parametrize("argv", [["sbatch", "--version"], ["sbatch", "-V"], ["squeue", "-V"],
+                                  ["scancel", "--version"], ["sinfo", "-V"],
+                                  ["scontrol", "--version"], ["scontrol", "version"],
+                                  ["sacct", "-V"], ["srun", "--version"]])
+def test_version_is_what_tools_parse(bindir: Path, argv: list[str]) -> None:
+    done = call(bindir, *argv)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "slurm 22.05.8\n", "")
+
+
+def test_ranch_names_tell_a_person_both_versions() -> None:
+    done = subprocess.run([sys.executable, "-m", "cli.rqueue", "--version"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout == "rqueue 0.1.0 (Ranch; speaks as slurm 22.05.8)\n"
+
+
+def test_messages_speak_with_the_slurm_name(bindir: Path) -> None:
+    done = call(bindir, "sbatch", "--frobnicate")
+    assert done.returncode == 2
+    assert done.stderr.startswith("sbatch: error: unrecognized option '--frobnicate'")
+    done = call(bindir, "squeue", "--frobnicate")
+    assert done.returncode == 2 and done.stderr.startswith("squeue: error:")
+    done = call(bindir, "scancel")
+    assert done.stderr.startswith("scancel: error: No job identification provided")
+    done = call(bindir, "sbatch", "--help")
+    assert done.stdout.startswith("Usage: sbatch [OPTIONS...] executable [args...]")
+
+
+def test_commands_not_there_yet_say_so(bindir: Path) -> None:
+    racct = (REPO / "cli" / "racct.py").exists()
+    done = call(bindir, "sacct", "-j", "1")
+    if not racct:
+        assert done.returncode == 1
+        assert done.stderr.startswith("sacct: error: racct is not available yet")
+    done = call(bindir, "srun", "hostname")
+    if not (REPO / "cli" / "rrun.py").exists():
+        assert done.returncode == 1
+        assert done.stderr.startswith("srun: error: rrun is not available yet")
+
+
+def test_a_file_it_did_not_write_is_never_replaced(tmp_path: Path) -> None:
+    directory = tmp_path / "bin"
+    directory.mkdir()
+    (directory / "sbatch").write_text("#!/bin/sh\necho the real one\n")
+    done = shims(directory)
+    assert done.returncode != 0 and "not written by ranch-slurm-shims" in done.stderr
+    assert (directory / "sbatch").read_text() == "#!/bin/sh\necho the real one\n"
+    assert not (directory / "squeue").exists()
+    assert shims(directory, "--force").returncode == 0
+    assert shims(directory, "--remove").returncode == 0
+    assert list(directory.iterdir()) == []
