@@ -26,7 +26,7 @@ ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 
 
 def _submit_msg(workdir: Path, seconds: float) -> m.SubmitJob:
-    script = ("#!/bin/sh\necho $SLURM_JOB_ID $SLURM_RESTART_COUNT >> runs.log\n"
+    script = ("#!/bin/sh\necho $SLURM_JOB_ID ${SLURM_RESTART_COUNT:-0} >> runs.log\n"
               f"sleep {seconds}\n")
     return m.SubmitJob(script=script, user="crash", uid=os.getuid(), gid=os.getgid(),
                        workdir=str(workdir), env=(("PATH", os.environ.get("PATH", "")),),

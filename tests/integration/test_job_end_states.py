@@ -123,7 +123,7 @@ def test_node_lost_requeues_or_ends_node_fail(tmp_path: Path, requeue: bool) -> 
         start(c)
         flag = "--requeue" if requeue else "--no-requeue"
         j = submit(c, flag, "-w", "n2", "-t", LIMIT, "--wrap",
-                   "echo $$ > run.$SLURM_RESTART_COUNT; echo up $SLURM_RESTART_COUNT; sleep 60")
+                   "run=${SLURM_RESTART_COUNT:-0}; echo $$ > run.$run; echo up $run; sleep 60")
         wait_for(lambda: _up(c, j), what="job up on n2")
         proc = c.nodes["n2"]
         os.kill(proc.pid, signal.SIGKILL)  # the node daemon dies; n2 goes DOWN at SlurmdTimeout
