@@ -171,16 +171,20 @@ class RunningDemo:
         return sorted(set(out))
 
     def kill_all(self) -> None:
-        """After a failed test: nothing of it may outlive the test."""
+        """After a failed test: nothing of it may outlive the test. The demo is asked first
+        (SIGTERM: its own clean-up), then whatever is left of it is killed."""
         if self.master is not None:
             self.hang_up()
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(GONE_WITHIN)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        for pid, started in self.seen.items():
-            with contextlib.suppress(psutil.Error):
-                p = psutil.Process(pid)
-                if p.create_time() == started:
-                    p.kill()
+        for line in self.survivors():
+            with contextlib.suppress(psutil.Error, ValueError):
+                psutil.Process(int(line.split()[0])).kill()
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.proc.wait(10)
         if self.env:
