@@ -132,8 +132,24 @@ def run(argv: list[str]) -> int:
     jobs = None
     if filters or any("_" in w for w in args.job_ids):
         _, jobs = fetch_jobs(target)
-    ids = parse_job_ids(args.job_ids, jobs)
+    # Every id is tried, as scancel does: one that names no job (an array task here, a plain
+    # id in rctld's answer) gets its own error line, and the others are still cancelled.
+    found: list[int] = []
+    errors: list[str] = []
+    for word in args.job_ids:
+        for part in word.split(","):
+            try:
+                found += parse_job_ids([part], jobs)
+            except CliError as exc:
+                if exc.code != 1 or "_" not in part:
+                    raise
+                errors.append(str(exc))
+    ids = tuple(found)
     only_user = args.user or ""
+    if args.job_ids and not ids and errors:  # none of them names a job: nothing to ask
+        for err in errors:
+            print(f"{prog('rcancel')}: error: {err}", file=sys.stderr)
+        return 1
     if filters:
         assert jobs is not None
         ids = tuple(filtered(args, jobs, ids))
@@ -150,7 +166,7 @@ def run(argv: list[str]) -> int:
             "signal": sig, "only_user": only_user}
     result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
     failed = False
-    for err in result.get("errors") or ():
+    for err in [*(result.get("errors") or ()), *errors]:
         if args.quiet and "already completing or completed" in err:
             continue
         failed = True

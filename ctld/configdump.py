@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import attrs
+
 from conf import hostlist
 from conf.model import ClusterConfig
+from protocol import messages as m
 
 NULL = "(null)"
 
@@ -66,6 +69,28 @@ def effective(cfg: ClusterConfig) -> dict[str, str]:
             f"{host.name}({host.addr})" if host.addr and host.addr != host.name else host.name
         )
     return out
+
+
+def in_force(dump: m.ConfigDump, *, server_addr: str | None, key_file: str | None,
+             state_dir: str | None) -> m.ConfigDump:
+    """The listing with what the running rctld uses where its command line overrode the file
+    (--listen, --key-file, --state-dir): the address it listens on, the key file it read and
+    the state directory it writes, each as an absolute path."""
+    shown: dict[str, str] = {}
+    if server_addr and server_addr != "?":
+        host, _, port = server_addr.rpartition(":")
+        shown["SlurmctldPort"] = port
+        shown["SlurmctldAddr"] = host.strip("[]")
+    if key_file:
+        shown["AuthKeyFile"] = key_file
+    if state_dir:
+        shown["StateSaveLocation"] = state_dir
+    if not shown:
+        return dump
+    lower = {k.lower() for k in shown}
+    merged = {k: v for k, v in dump.items if k.lower() not in lower}
+    merged.update(shown)
+    return attrs.evolve(dump, items=tuple(sorted(merged.items(), key=lambda kv: kv[0].lower())))
 
 
 def items(cfg: ClusterConfig) -> tuple[tuple[str, str], ...]:

@@ -211,6 +211,26 @@ class JobSubmission:
             return bad(f"{NOT_AVAILABLE}: node(s) {hostlist.fold(short)} have fewer than {cpus} "
                        f"CPUs, {req.mem_mib} MB or {req.gpus} GPU(s)", "nodelist")
         if len(fitting) < num_nodes:
+            # Name the resource no node has enough of (the field to change), not num_nodes.
+            usable = [n.cfg for name, n in members.items() if name not in exc_nodes]
+            lacking: list[tuple[str, str]] = []
+            for fld, want, unit, most_unit, get in (
+                    ("cpus_per_task" if req.ntasks == 1 else "ntasks", cpus, "CPU(s)", "",
+                     lambda c: c.cpus),
+                    ("mem_mib", need.mem, "MB of memory", " MB", lambda c: c.real_memory),
+                    ("gpus", need.gpus, "GPU(s)", "", lambda c: c.gpus)):
+                count = sum(get(c) >= want for c in usable)
+                if len(usable) < num_nodes or count >= num_nodes:
+                    continue
+                most = max(map(get, usable))
+                why = (f"the job needs {want} {unit} per node; the nodes of partition "
+                       f"{pc.name} have {most}{most_unit} at most" if count == 0 else
+                       f"the job needs {want} {unit} on each of {num_nodes} nodes; "
+                       f"partition {pc.name} has {count} such node(s)")
+                lacking.append((fld, why))
+            if lacking:
+                return bad(f"{NOT_AVAILABLE}: " + "; ".join(why for _, why in lacking),
+                           lacking[0][0])
             what = f"{cpus} CPU(s)"
             if req.mem_mib:
                 what += f", {req.mem_mib} MB of memory"

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctld import eventstream, guards, logs, membership
+from ctld import configdump, eventstream, guards, logs, membership
 from ctld.wire import Prebuilt
 from protocol import messages as m
 
@@ -60,7 +60,10 @@ def events_backlog(s: Server, conn: Connection, msg: m.GetEvents) -> Any:
 
 
 def config(s: Server, conn: Connection, msg: m.GetConfig) -> Any:
-    return s.cluster.power.config_dump(s.cluster.config_dump)
+    power = s.cluster.power  # the daemon told it the running address, key and state dir
+    return configdump.in_force(power.config_dump(s.cluster.config_dump),
+                               server_addr=power.server_addr, key_file=power.key_file,
+                               state_dir=power.state_dir)
 
 
 def reconfigure(s: Server, conn: Connection, msg: m.Reconfigure) -> Any:

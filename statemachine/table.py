@@ -753,8 +753,10 @@ ROWS: tuple[Row, ...] = (
     Row("heartbeat",        (INVALID, POWERING_DOWN),           ignore),
     Row("heartbeat missed", ON,                                 mark_not_responding),
     Row("heartbeat missed", (*POWER, FUTURE),                   ignore),
-    Row("response timeout", (UP, UNKNOWN),                      node_down_not_responding, (DOWN,)),
-    Row("response timeout", (DOWN,),                            mark_not_responding),
+    Row("response timeout", (UP,),                              node_down_not_responding, (DOWN,)),
+    # Never registered: stays `unk*`, as in Slurm (ping_nodes downs only a node that answered
+    # once, last_response != 0), so rinfo and /metrics call it UNKNOWN, not DOWN.
+    Row("response timeout", (UNKNOWN, DOWN),                    mark_not_responding),
     Row("response timeout", (INVALID, *POWER, FUTURE),          ignore),
     Row("allocation",       (UP, POWERING_UP),                  allocate),
     Row("allocation",       (POWERED_DOWN,),                    allocate_powered_down,

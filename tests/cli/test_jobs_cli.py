@@ -127,7 +127,10 @@ def test_rcontrol_show_job(queue: Controller, name: str, argv: list[str]) -> Non
 def test_refusals_are_clear_and_change_nothing(queue: Controller) -> None:
     cases = [
         (["-c", "3", "--wrap", "x"], "Requested node configuration is not available: the job "
-         "needs 1 node(s) with 3 CPU(s) each; partition all has 0 such node(s) (num_nodes)"),
+         "needs 3 CPU(s) per node; the nodes of partition all have 2 at most (cpus_per_task)"),
+        (["--mem", "4G", "--wrap", "x"], "Requested node configuration is not available: the "
+         "job needs 4096 MB of memory per node; the nodes of partition all have 64 MB at most "
+         "(mem_mib)"),
         (["-p", "nope", "--wrap", "x"], "invalid partition specified: nope (partition)"),
         (["-w", "w9", "--wrap", "x"], "invalid node name specified: w9 (nodelist)"),
         (["-n", "5", "--wrap", "x"], "Requested node configuration is not available: 5 "

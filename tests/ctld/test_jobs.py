@@ -120,7 +120,9 @@ async def test_resources_then_priority_then_start_in_submit_order() -> None:
 async def test_unsatisfiable_requests_are_refused_at_submit() -> None:
     cluster = Cluster(make_config(), wall=wall)
     cases = {
-        "num_nodes": job(cpus_per_task=5),
+        "cpus_per_task": job(cpus_per_task=5),  # the limiting resource, not num_nodes
+        "mem_mib": job(mem_mib=1 << 20),
+        "num_nodes": job(num_nodes=5),
         "partition": job(partition="nope"),
         "nodelist": job(nodelist="x[1-2]"),
         "gpus": job(gpus=-1),

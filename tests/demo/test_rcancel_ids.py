@@ -1,0 +1,38 @@
+"""`rcancel 12 13_2` as in the README's tour: every id that names no job gets its own error line
+and the exit status is 1, as scancel does, while the ids that do name jobs are still cancelled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from protocol import messages as m
+from tests.integration.cluster import Cluster
+
+
+def _states(c: Cluster) -> dict[str, str]:
+    jobs = c.request(m.GetJobs()).jobs
+    return {(f"{j['array_job_id']}_{j['array_task_id']}" if j.get("array_job_id")
+             else str(j["job_id"])): j["state"] for j in jobs}
+
+
+def test_every_unknown_id_is_reported_and_the_rest_cancelled(tmp_path: Path) -> None:
+    with Cluster(tmp_path, nodes=["n1"]) as c:
+        c.start_ctld()  # no node: the jobs wait (and their BeginTime is an hour away anyway)
+        for argv in (["--wrap", "true"], ["-a", "1-2", "--wrap", "true"]):
+            done = c.run_cli("cli.rbatch", "-b", "now+3600", *argv)
+            assert done.returncode == 0, done.stderr
+        assert _states(c) == {"1": "PENDING", "2_1": "PENDING", "2_2": "PENDING"}
+
+        done = c.run_cli("cli.rcancel", "12", "13_2")
+        assert (done.returncode, done.stdout) == (1, "")
+        assert done.stderr.splitlines() == ["rcancel: error: Invalid job id specified: 12",
+                                            "rcancel: error: Invalid job id specified: 13_2"]
+
+        done = c.run_cli("cli.rcancel", "12", "1", "13_2,2_2")
+        assert done.returncode == 1
+        assert done.stderr.splitlines() == ["rcancel: error: Invalid job id specified: 12",
+                                            "rcancel: error: Invalid job id specified: 13_2"]
+        assert _states(c) == {"1": "CANCELLED", "2_1": "PENDING", "2_2": "CANCELLED"}
+
+        done = c.run_cli("cli.rcancel", "2_2x")  # not an id at all: refused before asking
+        assert done.returncode == 1 and "2_2x" in done.stderr
