@@ -51,7 +51,7 @@ class Daemon:
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
-                             submit=self.submit_job)
+                             submit=self.submit_job, state_dir=state_dir)
         self.journal = Journal(state_dir)
         # What power programs are told (resume file location; RANCH_SERVER/RANCH_KEY_FILE so an
         # example ResumeProgram can start an rnoded that joins this controller).

@@ -1,9 +1,19 @@
 """rctld's TCP side: one task per connection, frames in, the core's replies and pushes out.
 
-A peer's faults stay on its own connection: a half-sent frame times out after MessageTimeout,
-a send that does not finish within MessageTimeout (a reader that stopped reading) disconnects
-it, at most SEND_QUEUE pushes wait for one peer, and any frame that fails authentication or
-decoding is answered with an Error, logged and the connection closed.
+A peer's faults stay on its own connection: each frame must arrive whole within MessageTimeout
+of its first byte (a total deadline: bytes dribbled in do not extend it), a send that does not
+finish within MessageTimeout (a reader that stopped reading) disconnects it, at most SEND_QUEUE
+pushes wait for one peer, and any frame that fails authentication or decoding is answered with
+an Error, logged and the connection closed.
+
+Nothing unauthenticated costs more than a little (docs/limits.md): a connection that has not yet
+proven the key must deliver a whole frame within MessageTimeout of connecting, is read in
+UNPROVEN_CHUNK pieces, and may not send a frame over UNPROVEN_MAX bytes unless its header MAC
+(protocol version 5) checks out first; connections are capped in all, per source address and
+while unproven, below the descriptor limit (ctld/admission.py); a frame signed before this run
+started is refused, so a frame captured before a restart cannot be replayed (ctld/replaymark.py).
+An over-size frame is answered with an Error naming its size and the limit, and the rest of it
+is read and dropped until its deadline, so that the sender reads that Error rather than a reset.
 
 Replies are written by the reading task itself (ctld/fastio.py): a memory channel and a writer
 task per connection cost about a fifth of the controller's CPU per heartbeat and kilobytes per
@@ -22,18 +32,20 @@ from typing import Any
 import trio
 
 from ctld import eventstream, logs, membership
+from ctld.admission import Admission, Caps, caps_for, fd_limit, source_of
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO
+from ctld.replaymark import ReplayMark
 from ctld.wire import Prebuilt, encode_body_frame, kept
 from protocol import codec
 from protocol import messages as m
 from protocol.errors import ProtocolError
-from protocol.framing import MAX_SIZE, FrameDecoder, ReplayGuard, encode_frame
+from protocol.framing import MAX_SIZE, UNPROVEN_MAX, FrameDecoder, ReplayGuard, encode_frame
 from protocol.versions import CURRENT
 
 RECEIVE_CHUNK = 1 << 16
+UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
 SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
-FIRST_FRAME_TIMEOUT = 30.0  # a connection that never says anything is dropped
 ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
 REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
 
@@ -128,19 +140,37 @@ class Server:
         *,
         reconfigure: Reconfigurer,
         max_size: int = MAX_SIZE,
+        unproven_max: int = UNPROVEN_MAX,
         submit: Submitter | None = None,
+        state_dir: str | None = None,
+        caps: Caps | None = None,
     ) -> None:
         self.cluster = cluster
         self.submit = submit  # the daemon's: journals the job before the reply
         self.key = key
         self.max_size = max_size
+        self.unproven_max = unproven_max
         self.reconfigure = reconfigure
-        self.replay_guard = ReplayGuard(window=self.message_timeout)
+        # Frames signed before this run started are refused (state_dir keeps the mark that
+        # covers peers whose clocks run ahead; without one, the start alone is the bound).
+        self.replay_mark = ReplayMark(state_dir, self.message_timeout)
+        self.replay_guard = ReplayGuard(window=self.message_timeout,
+                                        not_before=self.replay_mark.floor)
+        self.admission = Admission(caps or caps_for(fd_limit()))
         self.connections: set[Connection] = set()
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
         # connection to hold it would cost every connection its memory.
         self.spawn: Callable[..., Any] | None = None
+        c = self.admission.caps
+        logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
+                   unproven=c.unproven, per_source=c.per_source, unproven_frame=unproven_max,
+                   frame=max_size)
+        if len(cluster.nodes) > c.connections - c.unproven:
+            logs.event("descriptor limit too low for the configured nodes; raise it "
+                       "(ulimit -n, or LimitNOFILE= in the systemd unit)", logging.WARNING,
+                       nodes=len(cluster.nodes), fd_limit=c.fd_limit,
+                       node_connections=c.connections - c.unproven)
 
     @property
     def message_timeout(self) -> float:
@@ -170,6 +200,9 @@ class Server:
     async def handle(self, stream: trio.SocketStream) -> None:
         peer = _peer(stream)
         conn = Connection(stream, peer, self)
+        if not self.admission.admit(conn, source_of(peer), peer):
+            await trio.aclose_forcefully(stream)  # over a cap: closed at once
+            return
         self.connections.add(conn)
         try:
             with conn.scope:
@@ -177,6 +210,7 @@ class Server:
         except Exception as exc:  # never let one peer take the server down
             logs.event("connection failed", logging.ERROR, peer=peer, error=repr(exc))
         finally:
+            self.admission.gone(conn)
             self.connections.discard(conn)
             self.cluster.disconnected(conn)
             if conn.node:
@@ -187,22 +221,32 @@ class Server:
     async def _read(self, conn: Connection) -> None:
         mt = self.message_timeout
         decoder = FrameDecoder(self.key, max_size=self.max_size, message_timeout=mt,
-                               replay_guard=self.replay_guard)
-        seen_frame = False
+                               replay_guard=self.replay_guard, unproven_max=self.unproven_max)
+        proven = False
+        # The deadline of the frame being read: MessageTimeout from its first byte (from the
+        # connect, for a peer that has not proven the key); bytes that trickle in never move it.
+        frame_deadline: float | None = trio.current_time() + mt
         while True:
             try:
                 frame = decoder.next_frame()
             except ProtocolError as exc:
-                self._reject(conn, exc)
+                self._reject(conn, exc, decoder.proven)
                 await conn.reply(exc.to_error(), exc.request_id, exc.version or CURRENT)
+                if exc.code == "too_large":
+                    await self._drain(conn, frame_deadline or trio.current_time() + mt)
                 return
+            if not proven and decoder.proven:
+                proven = True
+                self.admission.proven(conn)
             if frame is None:
-                if decoder.buffered:
-                    limit, why = mt, f"half-sent frame not completed within {mt:g} s"
-                elif not seen_frame:
-                    limit, why = FIRST_FRAME_TIMEOUT, "no request"
+                if decoder.buffered or not proven:
+                    if frame_deadline is None:
+                        frame_deadline = trio.current_time() + mt
+                    limit = frame_deadline
+                    why = (f"frame not completed within {mt:g} s of its first byte" if proven
+                           else f"no complete request within {mt:g} s of connecting")
                 elif conn.node is None:
-                    limit, why = ADMIN_IDLE_TIMEOUT, "idle"
+                    limit, why = trio.current_time() + ADMIN_IDLE_TIMEOUT, "idle"
                 else:
                     limit, why = math.inf, ""
                 try:
@@ -210,13 +254,18 @@ class Server:
                         data = await conn.io.receive_some(RECEIVE_CHUNK)
                     else:
                         data = None
-                        with trio.move_on_after(limit):
-                            data = await conn.io.receive_some(RECEIVE_CHUNK)
+                        with trio.move_on_at(limit):
+                            data = await conn.io.receive_some(
+                                RECEIVE_CHUNK if proven else UNPROVEN_CHUNK)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
                 if data is None:
-                    logs.event("connection timed out", logging.WARNING, peer=conn.peer,
-                               node=conn.node or "-", why=why)
+                    if proven:
+                        logs.event("connection timed out", logging.WARNING, peer=conn.peer,
+                                   node=conn.node or "-", why=why)
+                    else:  # anyone can cause these
+                        self.admission.log.event("timeout", "connection timed out",
+                                                 peer=conn.peer, why=why)
                     if decoder.buffered:
                         await conn.reply(m.Error("timeout", why), 0, conn.version)
                     return
@@ -225,8 +274,10 @@ class Server:
                 decoder.feed(data)
                 data = None  # a node waits seconds between beats: hold nothing of the last one
                 continue
-            seen_frame = True
+            frame_deadline = None
             conn.version = frame.version
+            if self.replay_mark.needs(frame.timestamp):  # before acting on it (replaymark.py)
+                await self.replay_mark.cover(frame.timestamp)
             if type(frame.msg) is m.GetEvents and frame.msg.follow:
                 # the one long-lived admin connection: it streams until the client goes
                 await eventstream.follow(self, conn, frame.msg, frame.request_id, frame.version)
@@ -242,9 +293,24 @@ class Server:
                 _log_refusal(conn, frame.type, reply)
             frame = reply = None
 
-    def _reject(self, conn: Connection, exc: ProtocolError) -> None:
-        logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
-                   code=exc.code, error=exc.message)
+    async def _drain(self, conn: Connection, deadline: float) -> None:
+        """Read and drop what the peer still sends, until it closes or the deadline: a socket
+        closed with unread input is reset, and the peer would see that instead of our Error."""
+        with trio.move_on_at(deadline):
+            while True:
+                try:
+                    if not await conn.io.receive_some(RECEIVE_CHUNK):
+                        return
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+
+    def _reject(self, conn: Connection, exc: ProtocolError, proven: bool) -> None:
+        if proven:
+            logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
+                       code=exc.code, error=exc.message)
+        else:  # anyone can send these: at most a line per kind every few seconds
+            self.admission.log.event(f"rejected:{exc.code}", "frame rejected", peer=conn.peer,
+                                     code=exc.code, error=exc.message)
 
     async def _dispatch(self, conn: Connection, msg: Any) -> Any:
         cluster = self.cluster
