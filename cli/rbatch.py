@@ -16,12 +16,14 @@ import time
 
 from cli.controller import CliError, find_target
 from cli.rinfo import VERSION, UsageParser
+from protocol.limits import MAX_FRAME_BYTES, MAX_SCRIPT_BYTES, MAX_TIME_LIMIT_MINUTES
 
 DIRECTIVES = ("#SBATCH", "#RANCH")
 NOT_A_SCRIPT = ("This does not look like a batch script. The first line must start with #! "
                 "followed by the path to an interpreter. For instance: #!/bin/sh")
 _SIZE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _UNIT_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+FRAME_HEADROOM = 4096  # the frame's header and the message's own keys, beside the body
 
 
 def build_parser(*, for_script: bool = False) -> argparse.ArgumentParser:
@@ -174,19 +176,46 @@ def read_script(args: argparse.Namespace) -> tuple[str, str, list[str]]:
         if sys.stdin.isatty():
             raise CliError("no script given: rbatch SCRIPT [ARGS] or rbatch --wrap CMD "
                            "(or the script on stdin)", code=2)
-        text, path = sys.stdin.read(), ""
+        data = sys.stdin.buffer.read(MAX_SCRIPT_BYTES + 1)
+        _check_script_size(len(data), 0)
+        text, path = data.decode("utf-8", "surrogateescape"), ""
     else:
         path = args.script
         try:
-            with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                text = f.read()
+            with open(path, "rb") as f:
+                data = f.read(MAX_SCRIPT_BYTES + 1)  # a huge file is refused, not read whole
+                size = os.fstat(f.fileno()).st_size
         except OSError as exc:
             raise CliError(f"unable to open file {path}: {exc.strerror or exc}") from None
+        _check_script_size(len(data), max(size, len(data)))
+        text = data.decode("utf-8", "surrogateescape")
     if not text.startswith("#!"):
         raise CliError(NOT_A_SCRIPT)
     if "\0" in text:
         raise CliError("the batch script holds NUL bytes: is it a binary file?")
     return text, os.path.abspath(path) if path else "", list(args.args or ())
+
+
+def _check_script_size(read: int, size: int) -> None:
+    """Refuse a script over Slurm's max_script_size before anything is sent (`read`: the bytes
+    read, at most one past the limit; `size`: the file's size when known, else 0)."""
+    if read > MAX_SCRIPT_BYTES:
+        what = f"{size:,} bytes" if size else f"more than {MAX_SCRIPT_BYTES:,} bytes"
+        raise CliError(f"Batch job submission failed: the batch script is {what}; the limit is "
+                       f"{MAX_SCRIPT_BYTES:,} (Slurm's max_script_size)")
+
+
+def _check_request_size(body: dict) -> None:
+    """Refuse a submission whose frame rctld would refuse (the environment counts too)."""
+    import json
+
+    size = len(json.dumps(body, separators=(",", ":")))
+    if size + FRAME_HEADROOM > MAX_FRAME_BYTES:
+        env = len(json.dumps(body.get("env", ())))
+        script = len(json.dumps(body.get("script", "")))
+        raise CliError(f"Batch job submission failed: the request is {size:,} bytes (script "
+                       f"{script:,}, environment {env:,}, JSON-escaped); the limit is "
+                       f"{MAX_FRAME_BYTES - FRAME_HEADROOM:,}")
 
 
 def submission(args: argparse.Namespace, script: str, command: str, argv: list[str]) -> dict:
@@ -200,6 +229,9 @@ def submission(args: argparse.Namespace, script: str, command: str, argv: list[s
             limit = parse_minutes(args.time)
         except ValueError as exc:
             raise CliError(f"--time: {exc}", code=2) from None
+        if limit is not None and limit > MAX_TIME_LIMIT_MINUTES:
+            raise CliError(f"--time {args.time}: {limit:,} minutes is above the largest time "
+                           f"limit, {MAX_TIME_LIMIT_MINUTES:,} minutes", code=2)
         seconds = time_seconds(args.time) if limit is not None else None
         if not seconds:  # 0: no limit, as sbatch reads it
             limit = seconds = None
@@ -270,6 +302,7 @@ def run(argv: list[str]) -> int:
         for key, value in vars(ns).items():
             args.__dict__.setdefault(key, value)  # the command line wins
     body = submission(args, script, command, script_args)
+    _check_request_size(body)
     target = find_target(args.server, args.key_file, args.conf)
     try:
         reply = request(target, "SubmitJob", body, want="SubmitReply")

@@ -7,10 +7,11 @@ The caps follow from the descriptor limit (RLIMIT_NOFILE, read at start; docs/li
   - unproven connections (no frame from them has passed its MAC yet): a quarter of those, at
     most UNPROVEN_CEILING, so nodes and admins always keep three quarters;
   - unproven connections from one source address: a quarter of the unproven ones.
-A connection over a cap is accepted and closed at once. When the unproven pool is full, the
-oldest unproven connection is dropped to make room if it has had EVICT_AFTER seconds to prove
-itself (a real peer needs milliseconds), else the newcomer is refused. Refusals are logged at
-most once per kind every LOG_INTERVAL seconds, with the count of those not logged.
+A connection over the cap in all or per source is accepted and closed at once. When the
+unproven pool is full, the oldest unproven connection is dropped to make room: it has had the
+longest to prove itself (a real peer needs milliseconds), so a flood of connections that never
+prove anything cannot keep a node or a command out. Refusals and drops are logged at most once
+per kind every LOG_INTERVAL seconds, with the count of those not logged.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from ctld import logs
 
 FD_RESERVE = 64
 UNPROVEN_CEILING = 1024
-EVICT_AFTER = 1.0
 LOG_INTERVAL = 10.0
 
 
@@ -123,9 +123,6 @@ class Admission:
         if len(self._unproven) >= caps.unproven:
             oldest, (old_source, since) = next(iter(self._unproven.items()))
             waited = self.clock() - since
-            if waited < EVICT_AFTER:
-                return self._refuse("unproven", peer, f"{len(self._unproven)} connections have "
-                                    f"not proven the key; the cap is {caps.unproven}")
             self._forget(oldest)
             oldest.close_soon()
             self.evicted += 1

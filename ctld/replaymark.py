@@ -4,8 +4,10 @@ The guard's nonces live in memory, so after a restart it refuses every frame sig
 new run started (`floor`). That covers a frame the last run accepted unless its peer's clock was
 ahead and the frame is dated after the restart; such frames are covered by a mark kept in the
 state directory: before rctld acts on a frame dated later than both its own clock and the mark,
-it writes a mark STEP seconds past that frame (so at most about one write a second, and only
-while some peer's clock runs ahead), and the next run starts its floor at that mark.
+it writes a mark STEP seconds past that frame (so at most a write every STEP seconds, and only
+while some peer's clock runs ahead), and the next run starts its floor at that mark. The price:
+after a restart, frames are refused until the mark passes, which is only longer than the
+restart itself when a peer's clock ran ahead by more than that (rctld logs it at start).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import trio
 from ctld import logs
 
 MARK_FILE = "replay_mark"
-STEP = 1.0
+STEP = 0.5
 
 
 class ReplayMark:
@@ -34,6 +36,10 @@ class ReplayMark:
         self.written = min(self._load(), now + window + STEP)
         self.floor = max(now, self.written)
         self._lock: trio.Lock | None = None
+        if self.floor > now:
+            logs.event("refusing frames signed before the replay mark: a peer's clock ran ahead "
+                       "of this host's before the restart", logging.WARNING,
+                       for_s=f"{self.floor - now:.1f}", path=self.path)
 
     def _load(self) -> float:
         if self.path is None:

@@ -23,6 +23,7 @@ import attrs
 
 from protocol import codec
 from protocol.errors import ProtocolError
+from protocol.limits import MAX_FRAME_BYTES
 from protocol.rawframe import (
     HEAD,
     HEAD_MAC_SINCE,
@@ -40,9 +41,8 @@ from protocol.rawframe import (
 )
 from protocol.versions import CURRENT, SUPPORTED, message_known
 
-# Default limit for the part after the length prefix: a batch script of MAX_SCRIPT_BYTES (4 MiB)
-# with its environment, JSON-escaped, fits.
-MAX_SIZE = 16 << 20
+# Default limit for the part after the length prefix (protocol/limits.py says why).
+MAX_SIZE = MAX_FRAME_BYTES
 # The largest frame read whole from a peer that has not yet proven the key (server side): a
 # node's Register from an older rnoded fits; a version-5 frame of any size is let through once
 # its header MAC checks out.
@@ -268,8 +268,9 @@ class FrameDecoder:
         if timestamp < guard.not_before:
             raise ProtocolError(
                 "stale",
-                f"frame was signed {guard.not_before - timestamp:.1f} s before this "
-                "controller started; a frame from before a restart is never accepted "
+                f"frame was signed {guard.not_before - timestamp:.1f} s before the earliest "
+                "time this controller accepts (its start, or later when a peer's clock ran "
+                "ahead before it restarted); a frame from before a restart is never accepted "
                 "(replayed, or held up in the network): send it again",
                 **ids,
             )

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 # Slurm's max_script_size default (SchedulerParameters): 4 MB.
 MAX_SCRIPT_BYTES = 4 << 20
+# One frame, after its length prefix, from a peer that proved the key (protocol.framing.MAX_SIZE):
+# a script of MAX_SCRIPT_BYTES with its environment, JSON-escaped, fits.
+MAX_FRAME_BYTES = 16 << 20
 # Slurm keeps a time limit in minutes in 32 bits; 0xffffffff is INFINITE and 0xfffffffe NO_VAL,
 # so the largest finite limit is 0xfffffffd minutes (about 8,171 years).
 MAX_TIME_LIMIT_MINUTES = 0xFFFFFFFD

@@ -22,6 +22,7 @@ MAC_SIZE = 32
 NONCE_SIZE = 16
 PREFIX = struct.Struct(">I")
 HEAD = struct.Struct(">HB")  # version, type-name length
+_VERSION = struct.Struct(">H")
 TAIL = struct.Struct(f">Qd{NONCE_SIZE}s")  # request id, timestamp, nonce
 MIN_FRAME = HEAD.size + 1 + TAIL.size + MAC_SIZE  # shortest part after the length prefix
 HEAD_MAC_SINCE = 5  # the first protocol version whose frames carry a header MAC
@@ -106,9 +107,9 @@ def check_length(length: int, max_size: int) -> None:
 
 def frame_version(buf: bytes | bytearray | memoryview) -> int | None:
     """The version of the frame that starts `buf` (length prefix included), None until known."""
-    if len(buf) < PREFIX.size + HEAD.size:
+    if len(buf) < PREFIX.size + _VERSION.size:
         return None
-    return HEAD.unpack_from(buf, PREFIX.size)[0]
+    return _VERSION.unpack_from(buf, PREFIX.size)[0]
 
 
 def open_head(buf: bytes | bytearray | memoryview, key: bytes) -> RawFrame | None:
@@ -126,12 +127,12 @@ def open_head(buf: bytes | bytearray | memoryview, key: bytes) -> RawFrame | Non
                          version=version)
     if len(buf) < mac_at + HEAD_MAC_SIZE:
         return None
-    view = memoryview(buf)
-    want = hmac.digest(key, HEAD_LABEL + bytes(view[:mac_at]), "sha256")
-    if not hmac.compare_digest(want, view[mac_at : mac_at + HEAD_MAC_SIZE]):
+    head = bytes(buf[: mac_at + HEAD_MAC_SIZE])  # a copy of at most MAX_HEAD bytes: no view
+    want = hmac.digest(key, HEAD_LABEL + head[:mac_at], "sha256")  # pins the caller's buffer
+    if not hmac.compare_digest(want, head[mac_at:]):
         raise FrameError("bad_mac", "frame header signature does not match the cluster key")
-    request_id, timestamp, nonce = TAIL.unpack_from(view, tail_at)
-    return RawFrame(version, _type_name(bytes(view[PREFIX.size + HEAD.size : tail_at])),
+    request_id, timestamp, nonce = TAIL.unpack_from(head, tail_at)
+    return RawFrame(version, _type_name(head[PREFIX.size + HEAD.size : tail_at]),
                     request_id, timestamp, nonce, b"")
 
 
