@@ -10,12 +10,16 @@ The caps follow from the descriptor limit (RLIMIT_NOFILE, read at start; docs/li
 A connection over the cap in all or per source is accepted and closed at once. When the
 unproven pool is full, the oldest unproven connection is dropped to make room: it has had the
 longest to prove itself (a real peer needs milliseconds), so a flood of connections that never
-prove anything cannot keep a node or a command out. Refusals and drops are logged at most once
+prove anything cannot keep a node or a command out. Among the oldest EVICT_SCAN, one with no
+request waiting unread in the kernel goes first: a real peer sends its whole first frame at
+once, so when rctld is short of CPU its request may be waiting there, while a slow peer's
+trickle has been read. Refusals and drops are logged at most once
 per kind every LOG_INTERVAL seconds, with the count of those not logged.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import resource
 from collections import Counter
@@ -30,6 +34,8 @@ from ctld import logs
 FD_RESERVE = 64
 UNPROVEN_CEILING = 1024
 LOG_INTERVAL = 10.0
+EVICT_SCAN = 16
+WAITING_REQUEST = 64  # unread bytes that may be a whole first frame (the shortest is ~70)
 
 
 @attrs.frozen
@@ -66,6 +72,10 @@ def raise_fd_limit() -> int:
 
 class Closable(Protocol):
     def close_soon(self) -> None: ...
+
+    def unread(self) -> int:
+        """Bytes the peer sent that are still waiting in the kernel."""
+        ...
 
 
 class QuietLog:
@@ -110,8 +120,9 @@ class Admission:
     def unproven(self) -> int:
         return len(self._unproven)
 
-    def admit(self, conn: Closable, source: str, peer: str) -> bool:
-        """Count `conn` in (True), or say why not and return False: the caller closes it."""
+    def refuses(self, source: str, peer: str) -> bool:
+        """Whether a new connection from `source` is over the cap in all or per source (the
+        caller closes it at once); the refusal is logged, quietly."""
         caps = self.caps
         if self.open >= caps.connections:
             return self._refuse("connections", peer, f"{self.open} connections open; the cap "
@@ -120,8 +131,14 @@ class Admission:
             return self._refuse("per_source", peer, f"{self._by_source[source]} connections "
                                 f"from {source} have not proven the key; the cap per source "
                                 f"is {caps.per_source}")
+        return False
+
+    def add(self, conn: Closable, source: str) -> None:
+        """Count `conn` in (after `refuses` said no), unproven; when the unproven pool is full,
+        its oldest connection is dropped to make room."""
+        caps = self.caps
         if len(self._unproven) >= caps.unproven:
-            oldest, (old_source, since) = next(iter(self._unproven.items()))
+            oldest, (old_source, since) = self._victim()
             waited = self.clock() - since
             self._forget(oldest)
             oldest.close_soon()
@@ -132,7 +149,15 @@ class Admission:
         self.open += 1
         self._unproven[conn] = (source, self.clock())
         self._by_source[source] += 1
-        return True
+
+    def _victim(self) -> tuple[Closable, tuple[str, float]]:
+        """The oldest unproven connection with no request waiting unread, among the oldest
+        EVICT_SCAN; the oldest of all when each of those has one."""
+        oldest = next(iter(self._unproven.items()))
+        for item in itertools.islice(self._unproven.items(), EVICT_SCAN):
+            if item[0].unread() < WAITING_REQUEST:
+                return item
+        return oldest
 
     def proven(self, conn: Closable) -> None:
         """`conn` showed it holds the key: it no longer counts against the unproven caps."""
@@ -153,7 +178,7 @@ class Admission:
     def _refuse(self, kind: str, peer: str, why: str) -> bool:
         self.refused += 1
         self.log.event(f"refused:{kind}", "connection refused", peer=peer, why=why)
-        return False
+        return True
 
 
 def source_of(peer: str) -> str:

@@ -120,7 +120,7 @@ class Daemon:
                 self.cluster.spawn = nursery.start_soon
                 self.server.spawn = nursery.start_soon
                 self.listeners = await nursery.start(
-                    partial(trio.serve_tcp, self.server.handle, self.port, host=self.host)
+                    partial(self.server.serve_tcp, self.port, host=self.host)
                 )
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
                 self.cluster.power.server_addr = _listener_addr(self.listeners[0])

@@ -11,7 +11,10 @@ descriptor (os.read/os.write, Unix only) because trio keeps the stdlib socket pr
 
 from __future__ import annotations
 
+import fcntl
 import os
+import sys
+import termios
 from typing import Any
 
 import trio
@@ -41,6 +44,16 @@ class StreamIO:
             return 0
         except OSError as exc:
             raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+
+    def unread(self) -> int:
+        """Bytes received by the kernel and not yet read (FIONREAD; 0 for other streams)."""
+        if self.sock is None:
+            return 0
+        try:
+            buf = fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, b"\0\0\0\0")
+        except (OSError, ValueError):
+            return 0
+        return int.from_bytes(buf, sys.byteorder, signed=True)
 
     async def send_all(self, data: bytes | memoryview) -> None:
         await self.stream.send_all(data)

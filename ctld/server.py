@@ -24,8 +24,11 @@ writes meet, keeps frames whole.
 
 from __future__ import annotations
 
+import errno
 import logging
 import math
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -43,6 +46,8 @@ from protocol.errors import ProtocolError
 from protocol.framing import MAX_SIZE, UNPROVEN_MAX, FrameDecoder, ReplayGuard, encode_frame
 from protocol.versions import CURRENT
 
+ACCEPT_BATCH = 256  # connections accepted per wake-up of a listener
+_ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 RECEIVE_CHUNK = 1 << 16
 UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
 SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
@@ -87,6 +92,10 @@ class Connection:
 
     def close_soon(self) -> None:
         self.scope.cancel()
+
+    def unread(self) -> int:
+        """Bytes waiting in the kernel for this connection (0 when unknown)."""
+        return self.io.unread()
 
     async def _push(self, msg: Any, version: int) -> None:
         try:
@@ -197,12 +206,66 @@ class Server:
                           f"than {version}")
             return encode_frame(err, self.key, request_id=request_id, version=version)
 
+    async def serve_tcp(
+        self, port: int, *, host: str | None = None,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Like trio.serve_tcp(self.handle, ...), but each wake-up of a listener accepts every
+        connection waiting (up to ACCEPT_BATCH), and one over a cap is closed before any trio
+        object is made for it: a flood of connections cannot fill the backlog in front of a
+        node or a command, nor cost more than an accept and a close each."""
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        try:
+            async with trio.open_nursery() as nursery:
+                for listener in listeners:
+                    nursery.start_soon(self._accept_loop, listener, nursery)
+                task_status.started(listeners)
+        finally:
+            for listener in listeners:
+                await trio.aclose_forcefully(listener)
+
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        # A second descriptor for the listening socket: the stdlib's accept, without a trip
+        # through the scheduler for each connection (trio's yields after every one).
+        sock = socket.socket(fileno=os.dup(listener.socket.fileno()))
+        sock.setblocking(False)
+        with sock:
+            while True:
+                await trio.lowlevel.wait_readable(sock)
+                for _ in range(ACCEPT_BATCH):
+                    try:
+                        raw, addr = sock.accept()
+                    except BlockingIOError:
+                        break
+                    except OSError as exc:
+                        if exc.errno in _ACCEPT_EXHAUSTED:  # out of descriptors or memory
+                            self.admission.log.event("accept", "accept failed; retrying in "
+                                                     "0.1 s", logging.ERROR, error=str(exc))
+                            await trio.sleep(0.1)
+                        break  # ECONNABORTED and the like: the peer already left
+                    peer = _addr_text(addr)
+                    if self.admission.refuses(source_of(peer), peer):
+                        raw.close()
+                        continue
+                    stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
+                    conn = Connection(stream, peer, self)
+                    self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
+                    nursery.start_soon(self._serve, conn)
+                await trio.lowlevel.checkpoint()
+
     async def handle(self, stream: trio.SocketStream) -> None:
+        """Serve one accepted stream (a connection from any listener, or a test's)."""
         peer = _peer(stream)
-        conn = Connection(stream, peer, self)
-        if not self.admission.admit(conn, source_of(peer), peer):
+        if self.admission.refuses(source_of(peer), peer):
             await trio.aclose_forcefully(stream)  # over a cap: closed at once
             return
+        conn = Connection(stream, peer, self)
+        self.admission.add(conn, source_of(peer))
+        await self._serve(conn)
+
+    async def _serve(self, conn: Connection) -> None:
+        """Read `conn` (counted in by admission.add) until it ends."""
+        peer, stream = conn.peer, conn.stream
         self.connections.add(conn)
         try:
             with conn.scope:
@@ -375,7 +438,13 @@ def _log_refusal(conn: Connection, request: str, reply: Any) -> None:
 
 def _peer(stream: trio.SocketStream) -> str:
     try:
-        addr = stream.socket.getpeername()
-        return f"{addr[0]}:{addr[1]}"
+        return _addr_text(stream.socket.getpeername())
     except (OSError, AttributeError, IndexError):
+        return "?"
+
+
+def _addr_text(addr: Any) -> str:
+    try:
+        return f"{addr[0]}:{addr[1]}"
+    except (TypeError, IndexError):
         return "?"
