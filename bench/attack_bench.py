@@ -1,21 +1,27 @@
 """Prints what slow and never-finishing connections cost rctld, and whether the cluster notices.
 
     .venv/bin/python bench/attack_bench.py [--slow 1500] [--slowloris 1000] [--duration 40]
-        [--sources 50] [--fd-limit 1024] [--json FILE]
+        [--sources 50] [--fd-limit 1024] [--fill BYTES] [--attacker-nice 10] [--root DIR]
+        [--json FILE]
 
 Starts a real rctld (descriptor limit lowered to --fd-limit in the child, soft and hard, as
-`prlimit --nofile=1024` would) and two real rnoded, then attacks it from this process over
+`prlimit --nofile=1024` would) and two real rnoded, then attacks it from a child process over
 loopback only (target 127.0.0.1; source addresses 127.0.1.1-127.0.1.K, so that per-source caps
 alone do not decide the outcome):
-  - slow: connect, send a length prefix announcing 1 MiB, then one byte every 5 s;
+  - slow: connect, send a length prefix announcing 1 MiB (and --fill bytes of that frame at
+    once), then one byte every 5 s;
   - slowloris: connect, say nothing for 5 s, then one byte every 5 s.
 Each attacker reconnects --reconnect-delay seconds after rctld drops it, for --duration seconds.
-Meanwhile `rinfo` runs once a second, two more rnoded join and one is restarted. Printed: rctld's
-RSS and descriptors before and at worst, how long attack connections lived (goal: none longer
-than MessageTimeout), rinfo latency and failures, registration times, and log lines written.
+The attacking process runs at niceness --attacker-nice: on one machine its CPU would otherwise
+come out of rctld's, which a real attacker's does not (0 measures that worst case too).
+Meanwhile `rinfo` runs once a second, a Ping probe every 0.25 s, two more rnoded join and one
+is killed and restarted. Printed: rctld's RSS, descriptors and CPU, its listener's accept queue,
+how long attack connections lived (goal: none longer than MessageTimeout), rinfo and Ping
+latency and failures, registration times (spawn to IDLE), and log lines written.
 Goals (issue 18): RSS growth < 50 MB, every slow connection gone within MessageTimeout, rinfo
 and registrations keep working. Every run is bounded: at most --slow + --slowloris sockets at
-once, and it stops after --duration plus a few seconds of set-up and tear-down.
+once, and it stops after --duration plus a few seconds of set-up and tear-down. --root DIR runs
+rctld, rnoded and rinfo from another checkout, for a before/after comparison.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -40,9 +47,9 @@ import trio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from protocol import messages as m  # noqa: E402
 from protocol.auth import load_key  # noqa: E402
-from protocol.client import ControllerUnreachable, request  # noqa: E402
+from protocol.client import ControllerUnreachable, request_raw  # noqa: E402
+from protocol.rawframe import FrameError  # noqa: E402
 
 TARGET = "127.0.0.1"
 DRIP = 5.0  # seconds between the attackers' bytes
@@ -77,7 +84,9 @@ class Run:
         self.conf = workdir / "cluster.conf"
         self.conf.write_text(CONF.format(port=self.port, mt=args.message_timeout))
         self.procs: dict[str, subprocess.Popen] = {}
-        self.env = dict(os.environ, PYTHONPATH=str(ROOT), RANCH_KEY_FILE=self.key_file,
+        # --root runs rctld, rnoded and rinfo from another checkout (a before/after comparison)
+        self.root = Path(args.root).resolve() if args.root else ROOT
+        self.env = dict(os.environ, PYTHONPATH=str(self.root), RANCH_KEY_FILE=self.key_file,
                         RANCH_SERVER=f"{TARGET}:{self.port}")
         self.key = b""
 
@@ -87,7 +96,8 @@ class Run:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, fd_limit))
 
         with open(self.dir / f"{name}.log", "ab") as log:
-            self.procs[name] = subprocess.Popen([sys.executable, *argv], cwd=ROOT, env=self.env,
+            self.procs[name] = subprocess.Popen([sys.executable, *argv], cwd=self.root,
+                                                env=self.env,
                                                 stdout=log, stderr=subprocess.STDOUT,
                                                 preexec_fn=lower)
 
@@ -99,7 +109,7 @@ class Run:
         while time.monotonic() < deadline:
             try:
                 self.key = load_key(self.key_file)
-                if isinstance(request(self.addr, self.key, m.Ping(), timeout=1), m.Pong):
+                if request_raw(self.addr, self.key, "Ping", {}, timeout=1, version=4)[0] == "Pong":
                     return psutil.Process(self.procs["rctld"].pid)
             except Exception:  # not up yet
                 pass
@@ -111,9 +121,8 @@ class Run:
                           "--spool-dir", str(self.dir / "spool" / name)])
 
     def states(self) -> dict[str, str]:
-        snap = request(self.addr, self.key, m.GetSnapshot(), timeout=5)
-        return {r["name"]: r["complete"] for r in snap.nodes} if isinstance(snap, m.Snapshot) \
-            else {}
+        got, snap = request_raw(self.addr, self.key, "GetSnapshot", {}, timeout=5, version=4)
+        return {r["name"]: r["complete"] for r in snap["nodes"]} if got == "Snapshot" else {}
 
     def stop(self) -> None:
         for p in self.procs.values():
@@ -165,18 +174,22 @@ class Attack:
     async def _behave(self, sock: trio.socket.SocketType, kind: str, until: float) -> None:
         """Drip bytes until rctld closes the connection (or the attack ends)."""
         if kind == "slow":
-            payload = iter((1 << 20).to_bytes(4, "big") + b"\x00\x05\x0aHeartbeat" + b"x" * 64)
-            first = bytes(next(payload) for _ in range(4))
+            # a 1 MiB frame of protocol 5 whose header no key signed; --fill sends that much of
+            # it at once before the trickle (0: the prefix alone)
+            frame = (1 << 20).to_bytes(4, "big") + b"\x00\x05\x09Heartbeat" + b"x" * (1 << 20)
+            first = frame[: 4 + self.args.fill]
+            payload = iter(frame[len(first):])
         else:
             payload = iter(b"\x00\x00\x00\x80\x00\x05" + b"y" * 64)
             first = b""
         next_send = trio.current_time() + (0 if first else DRIP)
         while True:
             if trio.current_time() >= next_send:
-                chunk = first or bytes([next(payload, 0)])
+                chunk = memoryview(first or bytes([next(payload, 0)]))
                 first = b""
                 try:
-                    await sock.send(chunk)
+                    while chunk:
+                        chunk = chunk[await sock.send(chunk):]
                 except OSError:
                     return
                 next_send = trio.current_time() + DRIP
@@ -231,7 +244,7 @@ async def sample(run: Run, proc: psutil.Process, out: dict, until: float) -> Non
         queue.append(accept_queue(run.port))
         t0 = time.perf_counter()
         r = await trio.run_process([sys.executable, "-m", "cli.rinfo", "-h", "-N", "-o", "%N %t"],
-                                   cwd=ROOT, env=run.env, capture_stdout=True,
+                                   cwd=run.root, env=run.env, capture_stdout=True,
                                    capture_stderr=True, check=False)
         took = time.perf_counter() - t0
         if r.returncode == 0:
@@ -257,12 +270,14 @@ async def probe(run: Run, out: dict, until: float) -> None:
     while trio.current_time() < until:
         t0 = time.perf_counter()
         try:
-            reply = await trio.to_thread.run_sync(request, run.addr, run.key, m.Ping())
-            if isinstance(reply, m.Pong):
+            # protocol version 4: the Ping an older rctld (--root) also answers
+            got, _ = await trio.to_thread.run_sync(
+                partial(request_raw, run.addr, run.key, "Ping", {}, version=4))
+            if got == "Pong":
                 rtts.append(time.perf_counter() - t0)
             else:
                 failures += 1
-        except (ControllerUnreachable, OSError):
+        except (ControllerUnreachable, OSError, FrameError):
             failures += 1
         await trio.sleep(0.25)
     out.update(ping_s=rtts, ping_failures=failures)
@@ -281,7 +296,7 @@ async def registrations(run: Run, out: dict, start_at: float) -> None:
     while pending and trio.current_time() - t0 < 30:
         try:
             states = await trio.to_thread.run_sync(run.states)
-        except (ControllerUnreachable, OSError):
+        except (ControllerUnreachable, OSError, FrameError):
             states = {}
         for name in list(pending):
             # n1 was IDLE before its restart; ReturnToService=2 keeps it so: wait for its new boot
@@ -314,7 +329,7 @@ async def main_async(run: Run, proc: psutil.Process, args: argparse.Namespace) -
         [sys.executable, __file__, "--attacker", str(stats), "--port", str(run.port),
          "--slow", str(args.slow), "--slowloris", str(args.slowloris),
          "--duration", str(args.duration), "--sources", str(args.sources),
-         "--reconnect-delay", str(args.reconnect_delay)],
+         "--reconnect-delay", str(args.reconnect_delay), "--fill", str(args.fill)],
         cwd=ROOT, preexec_fn=lambda: os.nice(args.attacker_nice))
     cpu0 = (sum(proc.cpu_times()[:2]), time.monotonic())
     async with trio.open_nursery() as nursery:
@@ -379,17 +394,22 @@ def main() -> None:
     p.add_argument("--fd-limit", type=int, default=1024, help="rctld's RLIMIT_NOFILE")
     p.add_argument("--message-timeout", type=int, default=10)
     p.add_argument("--reconnect-delay", type=float, default=1.0)
+    p.add_argument("--fill", type=int, default=0, metavar="BYTES",
+                   help="a slow connection sends this much of its 1 MiB frame at once")
     p.add_argument("--attacker-nice", type=int, default=10,
                    help="the attacking process's niceness (0: same priority as rctld)")
+    p.add_argument("--root", metavar="DIR",
+                   help="run rctld, rnoded and rinfo from this checkout (default: this one)")
     p.add_argument("--json", metavar="FILE")
     p.add_argument("--attacker", metavar="FILE", help=argparse.SUPPRESS)  # the child's mode
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = p.parse_args()
     if not (0 < args.duration <= 300 and 1 <= args.sources <= 250
-            and 0 <= args.slow + args.slowloris <= 5000 and args.reconnect_delay >= 0.1):
+            and 0 <= args.slow + args.slowloris <= 5000 and args.reconnect_delay >= 0.1
+            and 0 <= args.fill < 1 << 20):
         p.error("--duration 0-300, --sources 1-250, at most 5,000 attackers, "
-                "--reconnect-delay at least 0.1")
+                "--reconnect-delay at least 0.1, --fill below 1 MiB")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     need = args.slow + args.slowloris + 200
     if soft < need:
@@ -415,7 +435,8 @@ def main() -> None:
     finally:
         run.stop()
     fig.update(slow=args.slow, slowloris=args.slowloris, sources=args.sources,
-               fd_limit=args.fd_limit, duration_s=args.duration)
+               fd_limit=args.fd_limit, duration_s=args.duration, fill=args.fill,
+               root=str(run.root))
     width = max(map(len, fig))
     for k, v in fig.items():
         print(f"{k:<{width}}  {v}")
