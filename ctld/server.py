@@ -35,9 +35,9 @@ from typing import Any
 import trio
 
 from ctld import eventstream, logs, membership
-from ctld.admission import Admission, Caps, caps_for, fd_limit, source_of
+from ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ctld.cluster import Cluster
-from ctld.fastio import StreamIO
+from ctld.fastio import StreamIO, unread_bytes
 from ctld.replaymark import ReplayMark
 from ctld.wire import Prebuilt, encode_body_frame, kept
 from protocol import codec
@@ -47,6 +47,7 @@ from protocol.framing import MAX_SIZE, UNPROVEN_MAX, FrameDecoder, ReplayGuard, 
 from protocol.versions import CURRENT
 
 ACCEPT_BATCH = 256  # connections accepted per wake-up of a listener
+ROOM_POLL = 0.1  # how often a full unproven pool is looked at again for an idle member
 _ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 RECEIVE_CHUNK = 1 << 16
 UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
@@ -165,7 +166,7 @@ class Server:
         self.replay_mark = ReplayMark(state_dir, self.message_timeout)
         self.replay_guard = ReplayGuard(window=self.message_timeout,
                                         not_before=self.replay_mark.floor)
-        self.admission = Admission(caps or caps_for(fd_limit()))
+        self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
         self.connections: set[Connection] = set()
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
@@ -173,13 +174,12 @@ class Server:
         self.spawn: Callable[..., Any] | None = None
         c = self.admission.caps
         logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
-                   unproven=c.unproven, per_source=c.per_source, unproven_frame=unproven_max,
+                   unproven=self.admission.pool_cap(), unproven_frame=unproven_max,
                    frame=max_size)
-        if len(cluster.nodes) > c.connections - c.unproven:
+        if len(cluster.nodes) + 16 > c.connections:  # each node needs one, commands a few
             logs.event("descriptor limit too low for the configured nodes; raise it "
                        "(ulimit -n, or LimitNOFILE= in the systemd unit)", logging.WARNING,
-                       nodes=len(cluster.nodes), fd_limit=c.fd_limit,
-                       node_connections=c.connections - c.unproven)
+                       nodes=len(cluster.nodes), fd_limit=c.fd_limit, connections=c.connections)
 
     @property
     def message_timeout(self) -> float:
@@ -233,6 +233,11 @@ class Server:
             while True:
                 await trio.lowlevel.wait_readable(sock)
                 for _ in range(ACCEPT_BATCH):
+                    if not self.admission.has_room():
+                        # a pool full of peers whose requests wait to be read: let the rest
+                        # wait in the kernel's queue until one of them is through
+                        await self.admission.wait_room(ROOM_POLL)
+                        break
                     try:
                         raw, addr = sock.accept()
                     except BlockingIOError:
@@ -244,7 +249,8 @@ class Server:
                             await trio.sleep(0.1)
                         break  # ECONNABORTED and the like: the peer already left
                     peer = _addr_text(addr)
-                    if self.admission.refuses(source_of(peer), peer):
+                    ready = unread_bytes(raw.fileno()) >= READY
+                    if self.admission.refuses(source_of(peer), peer, ready):
                         raw.close()
                         continue
                     stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
@@ -256,10 +262,10 @@ class Server:
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted stream (a connection from any listener, or a test's)."""
         peer = _peer(stream)
-        if self.admission.refuses(source_of(peer), peer):
+        conn = Connection(stream, peer, self)
+        if self.admission.refuses(source_of(peer), peer, conn.unread() >= READY):
             await trio.aclose_forcefully(stream)  # over a cap: closed at once
             return
-        conn = Connection(stream, peer, self)
         self.admission.add(conn, source_of(peer))
         await self._serve(conn)
 

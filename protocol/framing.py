@@ -44,9 +44,10 @@ from protocol.versions import CURRENT, SUPPORTED, message_known
 # Default limit for the part after the length prefix (protocol/limits.py says why).
 MAX_SIZE = MAX_FRAME_BYTES
 # The largest frame read whole from a peer that has not yet proven the key (server side): a
-# node's Register from an older rnoded fits; a version-5 frame of any size is let through once
-# its header MAC checks out.
-UNPROVEN_MAX = 64 << 10
+# node's Register from an older rnoded (about 2 KiB) fits; a version-5 frame of any size is let
+# through once its header MAC checks out. It bounds what each unproven connection can make
+# rctld hold.
+UNPROVEN_MAX = 16 << 10
 # The layout's pieces live in protocol.rawframe (attrs-free, shared with the CLI's fast path);
 # the old private names stay for code that packed headers itself.
 _PREFIX, _HEAD, _TAIL, _MIN_FRAME = PREFIX, HEAD, TAIL, MIN_FRAME

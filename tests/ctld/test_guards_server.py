@@ -78,13 +78,13 @@ async def test_a_peer_that_never_proves_the_key_goes_after_message_timeout(autoj
 
 
 async def test_connections_over_a_cap_are_closed_at_once(mock_clock) -> None:
-    _, server = _server(Caps(fd_limit=100, connections=3, unproven=2, per_source=2))
+    _, server = _server(Caps(fd_limit=100, connections=3, unproven=2))
     pairs = [trio.testing.memory_stream_pair() for _ in range(4)]
     async with trio.open_nursery() as nursery:
         for _, server_end in pairs:  # one after the other (trio starts tasks in any order)
             nursery.start_soon(server.handle, server_end)
             await trio.testing.wait_all_tasks_blocked()
-        # in-memory peers all come from one "source": the third and fourth are over its cap
+        # the unproven pool (2) is full of fresh connections: the third and fourth are closed
         for client, _ in pairs[2:]:
             assert await client.receive_some(1) == b""
         assert server.admission.open == 2 and server.admission.refused == 2
