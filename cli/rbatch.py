@@ -15,12 +15,14 @@ import time
 from cli import sbatch_options as so
 from cli.controller import CliError, find_target
 from cli.slurm_names import prog, version_text
+from protocol.limits import MAX_FRAME_BYTES, MAX_SCRIPT_BYTES
 
 DIRECTIVES = ("#SBATCH", "#RANCH")
 NOT_A_SCRIPT = ("This does not look like a batch script. The first line must start with #! "
                 "followed by the path to an interpreter. For instance: #!/bin/sh")
 FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
                       "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
+FRAME_HEADROOM = 4096  # the frame's header and the message's own keys, beside the body
 
 
 def _usage_error(exc: so.OptionError) -> CliError:
@@ -39,18 +41,45 @@ def read_script(values: dict, rest: list[str]) -> tuple[str, str, list[str]]:
         if sys.stdin.isatty():
             raise CliError("no script given: rbatch SCRIPT [ARGS] or rbatch --wrap CMD "
                            "(or the script on stdin)", code=2)
-        text, path = sys.stdin.read(), ""
+        data = sys.stdin.buffer.read(MAX_SCRIPT_BYTES + 1)
+        _check_script_size(len(data), 0)
+        text, path = data.decode("utf-8", "surrogateescape"), ""
     else:
         try:
-            with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                text = f.read()
+            with open(path, "rb") as f:
+                data = f.read(MAX_SCRIPT_BYTES + 1)  # a huge file is refused, not read whole
+                size = os.fstat(f.fileno()).st_size
         except OSError as exc:
             raise CliError(f"unable to open file {path}: {exc.strerror or exc}") from None
+        _check_script_size(len(data), max(size, len(data)))
+        text = data.decode("utf-8", "surrogateescape")
     if not text.startswith("#!"):
         raise CliError(NOT_A_SCRIPT)
     if "\0" in text:
         raise CliError("the batch script holds NUL bytes: is it a binary file?")
     return text, path or "", list(rest[1:])  # show job's Command: the path as typed
+
+
+def _check_script_size(read: int, size: int) -> None:
+    """Refuse a script over Slurm's max_script_size before anything is sent (`read`: the bytes
+    read, at most one past the limit; `size`: the file's size when known, else 0)."""
+    if read > MAX_SCRIPT_BYTES:
+        what = f"{size:,} bytes" if size else f"more than {MAX_SCRIPT_BYTES:,} bytes"
+        raise CliError(f"Batch job submission failed: the batch script is {what}; the limit is "
+                       f"{MAX_SCRIPT_BYTES:,} (Slurm's max_script_size)")
+
+
+def _check_request_size(body: dict) -> None:
+    """Refuse a submission whose frame rctld would refuse (the environment counts too)."""
+    import json
+
+    size = len(json.dumps(body, separators=(",", ":")))
+    if size + FRAME_HEADROOM > MAX_FRAME_BYTES:
+        env = len(json.dumps(body.get("env", ())))
+        script = len(json.dumps(body.get("script", "")))
+        raise CliError(f"Batch job submission failed: the request is {size:,} bytes (script "
+                       f"{script:,}, environment {env:,}, JSON-escaped); the limit is "
+                       f"{MAX_FRAME_BYTES - FRAME_HEADROOM:,}")
 
 
 def script_values(script: str) -> dict[str, object]:
@@ -104,6 +133,7 @@ def run(argv: list[str]) -> int:
     values, words, script_args, script, command = gather(argv, environ)
     sbatch_request.memory_choice(values, words)
     body = sbatch_request.body(values, script, command, script_args, environ)
+    _check_request_size(body)
     target = find_target(words.get("server"), words.get("key-file"), words.get("conf"))
     try:
         reply = request(target, "SubmitJob", body, want="SubmitReply")

@@ -17,6 +17,7 @@ from cli import sbatch_env
 from cli.controller import CliError
 from cli.job_export import check as check_export
 from cli.job_export import exported
+from protocol.limits import MAX_TIME_LIMIT_MINUTES
 
 _SIZE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
 _UNIT_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
@@ -308,6 +309,9 @@ def body(v: dict[str, Any], script: str, command: str, argv: list[str],
             limit = parse_minutes(v["time"])
         except ValueError as exc:
             raise usage(f"--time: {exc}") from None
+        if limit is not None and limit > MAX_TIME_LIMIT_MINUTES:
+            raise usage(f"--time {v['time']}: {limit:,} minutes is above the largest time "
+                        f"limit, {MAX_TIME_LIMIT_MINUTES:,} minutes")
         seconds = time_seconds(v["time"]) if limit is not None else None
         if not seconds:  # 0: no limit, as sbatch reads it
             limit = seconds = None

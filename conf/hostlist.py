@@ -15,6 +15,13 @@ ranges, zero-padded to the width written in the low bound (`[01-10]` -> 01..10, 
 8,9,10); top-level commas separate terms. Expansion keeps written order and duplicates, as
 Slurm's hostlist does (`n[2,1-2]` -> n2,n1,n2). `ALL` is not special here.
 
+Bounds (refused with a HostlistError naming the limit, before any name is built, so that a
+hostile or mistyped expression costs a scan of its text and nothing more): one lo-hi range
+spans at most MAX_RANGE (65,536) hosts, as in Slurm; one expression names at most MAX_HOSTS
+(131,072) hosts in all (expanding that many takes about 40 ms); an expression with `[...]`
+in it is at most MAX_EXPR_CHARS (512 KiB) long, which bounds the check at about 0.3 s on a
+2-core machine (ordinary expressions take a few ms; a plain list of names is split at C speed).
+
 Folding with sort=True treats names as a set (duplicates dropped) and writes them in the order
 of `sort_key` (shape, then each number in turn); it folds the last number of each name, then
 merges neighbouring groups on earlier numbers (`rack[0-1]_blade[0-2]`). Names whose numbers
@@ -28,14 +35,21 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MAX_HOSTS", "MAX_RANGE", "HostlistError", "expand", "fold", "sort_key"]
+__all__ = ["MAX_EXPR_CHARS", "MAX_HOSTS", "MAX_RANGE", "HostlistError", "count", "expand",
+           "fold", "sort_key"]
 
 MAX_RANGE = 65_536  # hosts in one lo-hi range (Slurm's limit)
-MAX_HOSTS = 1 << 20  # hosts in one expansion: a typo like a[0-65535]b[0-65535] must not eat RAM
+# Hosts in one expansion: a typo like a[0-65535]b[0-65535] must neither eat RAM nor stall rctld
+# (1,048,576 names took it 2.7 s); twice a full range, more than any cluster Ranch runs.
+MAX_HOSTS = 2 * MAX_RANGE
+MAX_EXPR_CHARS = 512 << 10
+_SHOWN_CHARS = 60  # of a long expression, in error messages
 _MAX_DIGITS = 64  # keeps int() far from Python's digit limit; no hostname is that long
 
 _SPECIAL = re.compile(r"[\[\],\s]")
+_PLAIN = re.compile(r"[^\[\]\s,]+(?:,[^\[\]\s,]+)*")  # a comma list of plain names
 _ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")  # ASCII only: \d would take other scripts' digits
+_NUMBERS = re.compile(r"[0-9]{1,64}(?:,[0-9]{1,64})*")  # a group body without ranges
 _DIGITS = re.compile(r"([0-9]+)")
 _LAST_NUMBER = re.compile(r"(.*?)([0-9]+)([^0-9]*)")
 _FORBIDDEN = re.compile(r"[\[\],\s]")
@@ -47,7 +61,10 @@ class HostlistError(ValueError):
     """A bad hostlist expression (or a name fold cannot write); `col` is the 0-based offset."""
 
     def __init__(self, message: str, col: int, expr: str) -> None:
-        super().__init__(f"bad hostlist {expr!r} at offset {col}: {message}")
+        shown = repr(expr)
+        if len(expr) > _SHOWN_CHARS:  # a 1 MB expression must not make a 1 MB message
+            shown = f"{expr[:_SHOWN_CHARS]!r}... ({len(expr):,} characters)"
+        super().__init__(f"bad hostlist {shown} at offset {col}: {message}")
         self.message = message
         self.col = col
         self.expr = expr
@@ -59,16 +76,147 @@ class HostlistError(ValueError):
 
 def expand(expr: str) -> list[str]:
     """All host names of `expr`, in written order, duplicates kept."""
+    if expr.count(",") < MAX_HOSTS and _PLAIN.fullmatch(expr):  # names alone: no loop
+        return expr.split(",")
     out: list[str] = []
+    made: dict[str, list[str]] = {}  # group body -> its digit strings
+    for head, groups, _ in _terms(expr):
+        if not groups:
+            out.append(head)
+            continue
+        names = [head]
+        for body, tail in groups:
+            digits = made.get(body)
+            if digits is None:
+                digits = made[body] = _numbers(body)
+            names = [n + d + tail for n in names for d in digits]
+        out.extend(names)
+    return out
+
+
+def count(expr: str) -> int:
+    """How many names `expand(expr)` gives (the same errors), without building them."""
+    return sum(n for _, _, n in _terms(expr))
+
+
+# A term: text, then any number of `[...]` groups each followed by text; then a comma or the end.
+_TERM = re.compile(r"([^\[\],\s]*)((?:\[[^\[\]]*\][^\[\],\s]*)*)(,|\Z)")
+_GROUP = re.compile(r"\[([^\]]*)\]([^\[]*)")
+_RANGES = re.compile(r"[0-9]{1,64}(?:-[0-9]{1,64})?(?:,[0-9]{1,64}(?:-[0-9]{1,64})?)*")
+
+_Terms = list[tuple[str, list[tuple[str, str]], int]]  # text, [(body, text)], names
+
+
+def _terms(expr: str) -> _Terms:
+    """The terms of `expr` as (text, [(group body, text after it), ...], how many names), once
+    every bound holds (text length, names per range and in all): checked without building a
+    name, with C-speed regular expressions where the text allows. The careful parser below
+    (_split_terms...) runs only to say what is wrong and where."""
+    # Every comma adds at least one name (a product of counts is at least their sum less the
+    # groups, plus one), so this refuses the longest lists before any Python loop runs.
+    if expr.count(",") + 1 > MAX_HOSTS:
+        raise _too_many(0, expr)
+    if _PLAIN.fullmatch(expr):  # a list of names is split at C speed, however long
+        return [(name, [], 1) for name in expr.split(",")]
+    if len(expr) > MAX_EXPR_CHARS:
+        raise HostlistError(f"the expression is {len(expr):,} characters long; at most "
+                            f"{MAX_EXPR_CHARS:,} are allowed with '[...]' in it", 0, expr)
+    parts = _TERM.findall(expr)
+    if len(parts) > 1 and parts[-1] == ("", "", "") and not parts[-2][2]:
+        parts.pop()  # the empty match findall also reports at the end of the text
+    terms: _Terms = []
+    sizes: dict[str, int] = {}  # group body -> numbers in it (bodies repeat: n[1-4]-ib,m[1-4])
+    total = 0
+    pos = 0
+    last = len(parts) - 1
+    for i, (head, blob, sep) in enumerate(parts):
+        # findall skips what it cannot match: the pieces must tile the text, comma by comma
+        if (not head and not blob) or (sep == ",") != (i < last):
+            break
+        groups = _GROUP.findall(blob) if blob else []
+        n = 1
+        for body, _tail in groups:
+            size = sizes.get(body)
+            if size is None:
+                size = sizes[body] = _count_numbers(body)
+            if size < 0:
+                break
+            n *= size
+            if n > MAX_HOSTS:
+                break
+        else:
+            total += n
+            if total > MAX_HOSTS:
+                raise _too_many(pos, expr)
+            terms.append((head, groups, n))
+            pos += len(head) + len(blob) + len(sep)
+            continue
+        if n > MAX_HOSTS:
+            raise _too_many(pos, expr)
+        break
+    else:
+        if pos == len(expr):
+            return terms
+    _careful_check(expr)
+    raise AssertionError(f"hostlist {expr!r}: the two parsers disagree")  # pragma: no cover
+
+
+def _too_many(col: int, expr: str) -> HostlistError:
+    return HostlistError(f"expands to more than {MAX_HOSTS:,} hosts, the most one hostlist may "
+                         "name", col, expr)
+
+
+def _count_numbers(body: str) -> int:
+    """How many numbers a group body holds; -1 when it is not well formed (or a range in it is
+    reversed or too long), for the careful parser to say why."""
+    if _NUMBERS.fullmatch(body):
+        return body.count(",") + 1
+    if not _RANGES.fullmatch(body):
+        return -1
+    n = 0
+    for item in body.split(","):
+        lo, dash, hi = item.partition("-")
+        if not dash:
+            n += 1
+            continue
+        size = int(hi) - int(lo) + 1
+        if not 0 < size <= MAX_RANGE:
+            return -1
+        n += size
+    return n
+
+
+def _numbers(body: str) -> list[str]:
+    """The digit strings of a group body already counted by _count_numbers."""
+    if _NUMBERS.fullmatch(body):
+        return body.split(",")
+    out: list[str] = []
+    for item in body.split(","):
+        lo, dash, hi = item.partition("-")
+        if not dash:
+            out.append(item)
+        else:
+            # Slurm pads every number of a range to the width written in its low bound.
+            fmt = f"%0{len(lo)}d"
+            out.extend([fmt % i for i in range(int(lo), int(hi) + 1)])
+    return out
+
+
+def _careful_check(expr: str) -> None:
+    """Walk `expr` character by character and raise the HostlistError that says where it is
+    wrong (the fast parser found it is)."""
     for start, end, groups in _split_terms(expr):
         if start == end:
             what = "empty hostlist" if not expr else "empty host name (stray comma?)"
             raise HostlistError(what, start, expr)
-        names = _expand_term(expr, start, end, groups)
-        if len(out) + len(names) > MAX_HOSTS:
-            raise HostlistError(f"expands to more than {MAX_HOSTS:,} hosts", start, expr)
-        out.extend(names)
-    return out
+        for open_at, close_at in groups:
+            pos = open_at + 1
+            while True:
+                comma = expr.find(",", pos, close_at)
+                _parse_item(expr, pos, close_at if comma < 0 else comma)
+                if comma < 0:
+                    break
+                pos = comma + 1
 
 
 def _split_terms(expr: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
@@ -102,43 +250,8 @@ def _split_terms(expr: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
     return terms
 
 
-def _expand_term(expr: str, start: int, end: int, groups: list[tuple[int, int]]) -> list[str]:
-    if not groups:
-        return [expr[start:end]]
-    texts = [expr[start : groups[0][0]]]
-    choices = []
-    total = 1
-    for k, (open_at, close_at) in enumerate(groups):
-        nxt = groups[k + 1][0] if k + 1 < len(groups) else end
-        texts.append(expr[close_at + 1 : nxt])
-        choice = _expand_group(expr, open_at + 1, close_at)
-        total *= len(choice)
-        if total > MAX_HOSTS:
-            raise HostlistError(f"expands to more than {MAX_HOSTS:,} hosts", start, expr)
-        choices.append(choice)
-    if len(choices) == 1:
-        head, tail = texts
-        return [head + d + tail for d in choices[0]]
-    names = [texts[0]]
-    for choice, text in zip(choices, texts[1:], strict=True):
-        names = [n + d + text for n in names for d in choice]
-    return names
-
-
-def _expand_group(expr: str, start: int, end: int) -> list[str]:
-    """The numbers of one `[...]` body expr[start:end], as padded digit strings."""
-    out: list[str] = []
-    pos = start
-    while True:
-        comma = expr.find(",", pos, end)
-        stop = end if comma < 0 else comma
-        out.extend(_expand_item(expr, pos, stop))
-        if comma < 0:
-            return out
-        pos = comma + 1
-
-
-def _expand_item(expr: str, start: int, end: int) -> list[str]:
+def _parse_item(expr: str, start: int, end: int) -> tuple[int, int | None]:
+    """(low, high) of one number or lo-hi range, high None for a number; checked."""
     m = _ITEM.fullmatch(expr, start, end)
     if m is None:
         raise _item_error(expr, start, end)
@@ -147,7 +260,7 @@ def _expand_item(expr: str, start: int, end: int) -> list[str]:
         if text is not None and len(text) > _MAX_DIGITS:
             raise HostlistError(f"number longer than {_MAX_DIGITS} digits", at, expr)
     if hi_text is None:
-        return [lo_text]
+        return 0, None
     lo, hi = int(lo_text), int(hi_text)
     if lo > hi:
         raise HostlistError(
@@ -160,9 +273,7 @@ def _expand_item(expr: str, start: int, end: int) -> list[str]:
             start,
             expr,
         )
-    # Slurm pads every number of a range to the width written in its low bound.
-    fmt = f"%0{len(lo_text)}d"
-    return [fmt % i for i in range(lo, hi + 1)]
+    return lo, hi
 
 
 def _item_error(expr: str, start: int, end: int) -> HostlistError:

@@ -53,7 +53,7 @@ class Daemon:
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
-                             submit=self.submit_job)
+                             submit=self.submit_job, state_dir=state_dir)
         self.store = FileStore(state_dir)
         self.cluster.jobs.state_dir = state_dir
         self.server.sync = self.durable
@@ -171,7 +171,7 @@ class Daemon:
                 self.cluster.spawn = nursery.start_soon
                 self.server.spawn = nursery.start_soon
                 self.listeners = await nursery.start(
-                    partial(trio.serve_tcp, self.server.handle, self.port, host=self.host)
+                    partial(self.server.serve_tcp, self.port, host=self.host)
                 )
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
                 self.cluster.power.server_addr = _listener_addr(self.listeners[0])

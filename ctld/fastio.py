@@ -11,7 +11,10 @@ descriptor (os.read/os.write, Unix only) because trio keeps the stdlib socket pr
 
 from __future__ import annotations
 
+import fcntl
 import os
+import sys
+import termios
 from typing import Any
 
 import trio
@@ -42,6 +45,10 @@ class StreamIO:
         except OSError as exc:
             raise trio.BrokenResourceError(f"send failed: {exc}") from exc
 
+    def unread(self) -> int:
+        """Bytes received by the kernel and not yet read (0 for other streams)."""
+        return 0 if self.sock is None else unread_bytes(self.sock.fileno())
+
     async def send_all(self, data: bytes | memoryview) -> None:
         await self.stream.send_all(data)
 
@@ -62,3 +69,15 @@ class StreamIO:
                 continue
             except OSError as exc:
                 raise trio.BrokenResourceError(f"receive failed: {exc}") from exc
+
+
+def unread_bytes(fd: int) -> int:
+    """Bytes the kernel holds for socket `fd` that nobody has read yet (FIONREAD; 0 when the
+    descriptor is closed or the call fails)."""
+    if fd < 0:
+        return 0
+    try:
+        buf = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    except (OSError, ValueError):
+        return 0
+    return int.from_bytes(buf, sys.byteorder, signed=True)

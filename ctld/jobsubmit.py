@@ -13,6 +13,7 @@ from ctld import jobextras, logs
 from ctld.jobrecord import NOT_AVAILABLE, TOP_PRIORITY, Job, parse_array
 from ctld.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
 from protocol import messages as m
+from protocol.limits import MAX_SCRIPT_BYTES, MAX_TIME_LIMIT_MINUTES
 
 
 @attrs.frozen
@@ -157,6 +158,17 @@ class JobSubmission:
         if req.begin_time is not None and not 0 <= req.begin_time < 1e11:  # NaN fails too
             return bad(f"begin_time must be seconds since the epoch, got {req.begin_time}",
                        "begin_time")
+        # issue 18: bounds on what a submission may carry (protocol/limits.py, docs/limits.md)
+        if req.time_limit is not None and req.time_limit > MAX_TIME_LIMIT_MINUTES:
+            return bad(f"time_limit of {req.time_limit:,} minutes is above the largest time "
+                       f"limit, {MAX_TIME_LIMIT_MINUTES:,} minutes", "time_limit")
+        if req.time_limit_s is not None and not req.time_limit_s <= MAX_TIME_LIMIT_MINUTES * 60:
+            return bad(f"time_limit_s of {req.time_limit_s:g} seconds is above the largest time "
+                       f"limit, {MAX_TIME_LIMIT_MINUTES * 60:,} seconds", "time_limit_s")
+        script_bytes = len(req.script.encode("utf-8", "surrogatepass"))
+        if script_bytes > MAX_SCRIPT_BYTES:
+            return bad(f"the batch script is {script_bytes:,} bytes; the limit is "
+                       f"{MAX_SCRIPT_BYTES:,} (Slurm's max_script_size)", "script")
         if not req.script.strip():
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):

@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from conf import ConfigError, load_config
     from ctld import gctune, logs
+    from ctld.admission import raise_fd_limit
     from ctld.daemon import Daemon
     from protocol.auth import KeyFileError, create_key, load_key, resolve_key_path
     from protocol.client import parse_address
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         await daemon.run(signals=True)
 
     gctune.configure()
+    raise_fd_limit()  # as slurmctld does: the connection caps follow from it (ctld/admission.py)
     try:
         trio.run(amain)
     except (OSError, BaseExceptionGroup) as exc:

@@ -1,9 +1,19 @@
 """rctld's TCP side: one task per connection, frames in, the core's replies and pushes out.
 
-A peer's faults stay on its own connection: a half-sent frame times out after MessageTimeout,
-a send that does not finish within MessageTimeout (a reader that stopped reading) disconnects
-it, at most SEND_QUEUE pushes wait for one peer, and any frame that fails authentication or
-decoding is answered with an Error, logged and the connection closed.
+A peer's faults stay on its own connection: each frame must arrive whole within MessageTimeout
+of its first byte (a total deadline: bytes dribbled in do not extend it), a send that does not
+finish within MessageTimeout (a reader that stopped reading) disconnects it, at most SEND_QUEUE
+pushes wait for one peer, and any frame that fails authentication or decoding is answered with
+an Error, logged and the connection closed.
+
+Nothing unauthenticated costs more than a little (docs/limits.md): a connection that has not yet
+proven the key must deliver a whole frame within MessageTimeout of connecting, is read in
+UNPROVEN_CHUNK pieces, and may not send a frame over UNPROVEN_MAX bytes unless its header MAC
+(protocol version 5) checks out first; connections are capped in all, per source address and
+while unproven, below the descriptor limit (ctld/admission.py); a frame signed before this run
+started is refused, so a frame captured before a restart cannot be replayed (ctld/replaymark.py).
+An over-size frame is answered with an Error naming its size and the limit, and the rest of it
+is read and dropped until its deadline, so that the sender reads that Error rather than a reset.
 
 Replies are written by the reading task itself (ctld/fastio.py): a memory channel and a writer
 task per connection cost about a fifth of the controller's CPU per heartbeat and kilobytes per
@@ -14,28 +24,36 @@ writes meet, keeps frames whole.
 
 from __future__ import annotations
 
+import errno
 import inspect
 import logging
 import math
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
 from ctld import eventstream, logs
+from ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ctld.cluster import Cluster
-from ctld.fastio import StreamIO
+from ctld.fastio import StreamIO, unread_bytes
+from ctld.replaymark import ReplayMark
 from ctld.routes import ROUTES
 from ctld.wire import Prebuilt, encode_body_frame, kept
 from protocol import codec
 from protocol import messages as m
 from protocol.errors import ProtocolError
-from protocol.framing import MAX_SIZE, FrameDecoder, ReplayGuard, encode_frame
+from protocol.framing import MAX_SIZE, UNPROVEN_MAX, FrameDecoder, ReplayGuard, encode_frame
 from protocol.versions import CURRENT
 
+ACCEPT_BATCH = 256  # connections accepted per wake-up of a listener
+ROOM_POLL = 0.1  # how often a full unproven pool is looked at again for an idle member
+_ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 RECEIVE_CHUNK = 1 << 16
+UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
 SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
-FIRST_FRAME_TIMEOUT = 30.0  # a connection that never says anything is dropped
 ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
 REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
 
@@ -77,6 +95,10 @@ class Connection:
 
     def close_soon(self) -> None:
         self.scope.cancel()
+
+    def unread(self) -> int:
+        """Bytes waiting in the kernel for this connection (0 when unknown)."""
+        return self.io.unread()
 
     async def _push(self, msg: Any, version: int) -> None:
         try:
@@ -130,7 +152,10 @@ class Server:
         *,
         reconfigure: Reconfigurer,
         max_size: int = MAX_SIZE,
+        unproven_max: int = UNPROVEN_MAX,
         submit: Submitter | None = None,
+        state_dir: str | None = None,
+        caps: Caps | None = None,
     ) -> None:
         self.cluster = cluster
         self.submit = submit  # the daemon's: journals the job before the reply
@@ -139,13 +164,27 @@ class Server:
         self.sync: Callable[[], Awaitable[None]] | None = None
         self.key = key
         self.max_size = max_size
+        self.unproven_max = unproven_max
         self.reconfigure = reconfigure
-        self.replay_guard = ReplayGuard(window=self.message_timeout)
+        # Frames signed before this run started are refused (state_dir keeps the mark that
+        # covers peers whose clocks run ahead; without one, the start alone is the bound).
+        self.replay_mark = ReplayMark(state_dir, self.message_timeout)
+        self.replay_guard = ReplayGuard(window=self.message_timeout,
+                                        not_before=self.replay_mark.floor)
+        self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
         self.connections: set[Connection] = set()
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
         # connection to hold it would cost every connection its memory.
         self.spawn: Callable[..., Any] | None = None
+        c = self.admission.caps
+        logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
+                   unproven=self.admission.pool_cap(), unproven_frame=unproven_max,
+                   frame=max_size)
+        if len(cluster.nodes) + 16 > c.connections:  # each node needs one, commands a few
+            logs.event("descriptor limit too low for the configured nodes; raise it "
+                       "(ulimit -n, or LimitNOFILE= in the systemd unit)", logging.WARNING,
+                       nodes=len(cluster.nodes), fd_limit=c.fd_limit, connections=c.connections)
 
     @property
     def message_timeout(self) -> float:
@@ -172,9 +211,72 @@ class Server:
                           f"than {version}")
             return encode_frame(err, self.key, request_id=request_id, version=version)
 
+    async def serve_tcp(
+        self, port: int, *, host: str | None = None,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Like trio.serve_tcp(self.handle, ...), but each wake-up of a listener accepts every
+        connection waiting (up to ACCEPT_BATCH), and one over a cap is closed before any trio
+        object is made for it: a flood of connections cannot fill the backlog in front of a
+        node or a command, nor cost more than an accept and a close each."""
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        try:
+            async with trio.open_nursery() as nursery:
+                for listener in listeners:
+                    nursery.start_soon(self._accept_loop, listener, nursery)
+                task_status.started(listeners)
+        finally:
+            for listener in listeners:
+                await trio.aclose_forcefully(listener)
+
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        # A second descriptor for the listening socket: the stdlib's accept, without a trip
+        # through the scheduler for each connection (trio's yields after every one).
+        sock = socket.socket(fileno=os.dup(listener.socket.fileno()))
+        sock.setblocking(False)
+        with sock:
+            while True:
+                await trio.lowlevel.wait_readable(sock)
+                for _ in range(ACCEPT_BATCH):
+                    if not self.admission.has_room():
+                        # a pool full of peers whose requests wait to be read: let the rest
+                        # wait in the kernel's queue until one of them is through
+                        await self.admission.wait_room(ROOM_POLL)
+                        break
+                    try:
+                        raw, addr = sock.accept()
+                    except BlockingIOError:
+                        break
+                    except OSError as exc:
+                        if exc.errno in _ACCEPT_EXHAUSTED:  # out of descriptors or memory
+                            self.admission.log.event("accept", "accept failed; retrying in "
+                                                     "0.1 s", logging.ERROR, error=str(exc))
+                            await trio.sleep(0.1)
+                        break  # ECONNABORTED and the like: the peer already left
+                    peer = _addr_text(addr)
+                    ready = unread_bytes(raw.fileno()) >= READY
+                    if self.admission.refuses(source_of(peer), peer, ready):
+                        raw.close()
+                        continue
+                    stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
+                    conn = Connection(stream, peer, self)
+                    self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
+                    nursery.start_soon(self._serve, conn)
+                await trio.lowlevel.checkpoint()
+
     async def handle(self, stream: trio.SocketStream) -> None:
+        """Serve one accepted stream (a connection from any listener, or a test's)."""
         peer = _peer(stream)
         conn = Connection(stream, peer, self)
+        if self.admission.refuses(source_of(peer), peer, conn.unread() >= READY):
+            await trio.aclose_forcefully(stream)  # over a cap: closed at once
+            return
+        self.admission.add(conn, source_of(peer))
+        await self._serve(conn)
+
+    async def _serve(self, conn: Connection) -> None:
+        """Read `conn` (counted in by admission.add) until it ends."""
+        peer, stream = conn.peer, conn.stream
         self.connections.add(conn)
         try:
             with conn.scope:
@@ -182,6 +284,7 @@ class Server:
         except Exception as exc:  # never let one peer take the server down
             logs.event("connection failed", logging.ERROR, peer=peer, error=repr(exc))
         finally:
+            self.admission.gone(conn)
             self.connections.discard(conn)
             self.cluster.disconnected(conn)
             if conn.node:
@@ -192,23 +295,33 @@ class Server:
     async def _read(self, conn: Connection) -> None:
         mt = self.message_timeout
         decoder = FrameDecoder(self.key, max_size=self.max_size, message_timeout=mt,
-                               replay_guard=self.replay_guard,
+                               replay_guard=self.replay_guard, unproven_max=self.unproven_max,
                                late_allowance=self.cluster.liveness.stalls.late_allowance)
-        seen_frame = False
+        proven = False
+        # The deadline of the frame being read: MessageTimeout from its first byte (from the
+        # connect, for a peer that has not proven the key); bytes that trickle in never move it.
+        frame_deadline: float | None = trio.current_time() + mt
         while True:
             try:
                 frame = decoder.next_frame()
             except ProtocolError as exc:
-                self._reject(conn, exc)
+                self._reject(conn, exc, decoder.proven)
                 await conn.reply(exc.to_error(), exc.request_id, exc.version or CURRENT)
+                if exc.code == "too_large":
+                    await self._drain(conn, frame_deadline or trio.current_time() + mt)
                 return
+            if not proven and decoder.proven:
+                proven = True
+                self.admission.proven(conn)
             if frame is None:
-                if decoder.buffered:
-                    limit, why = mt, f"half-sent frame not completed within {mt:g} s"
-                elif not seen_frame:
-                    limit, why = FIRST_FRAME_TIMEOUT, "no request"
+                if decoder.buffered or not proven:
+                    if frame_deadline is None:
+                        frame_deadline = trio.current_time() + mt
+                    limit = frame_deadline
+                    why = (f"frame not completed within {mt:g} s of its first byte" if proven
+                           else f"no complete request within {mt:g} s of connecting")
                 elif conn.node is None:
-                    limit, why = ADMIN_IDLE_TIMEOUT, "idle"
+                    limit, why = trio.current_time() + ADMIN_IDLE_TIMEOUT, "idle"
                 else:
                     limit, why = math.inf, ""
                 try:
@@ -216,13 +329,18 @@ class Server:
                         data = await conn.io.receive_some(RECEIVE_CHUNK)
                     else:
                         data = None
-                        with trio.move_on_after(limit):
-                            data = await conn.io.receive_some(RECEIVE_CHUNK)
+                        with trio.move_on_at(limit):
+                            data = await conn.io.receive_some(
+                                RECEIVE_CHUNK if proven else UNPROVEN_CHUNK)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     return
                 if data is None:
-                    logs.event("connection timed out", logging.WARNING, peer=conn.peer,
-                               node=conn.node or "-", why=why)
+                    if proven:
+                        logs.event("connection timed out", logging.WARNING, peer=conn.peer,
+                                   node=conn.node or "-", why=why)
+                    else:  # anyone can cause these
+                        self.admission.log.event("timeout", "connection timed out",
+                                                 peer=conn.peer, why=why)
                     if decoder.buffered:
                         await conn.reply(m.Error("timeout", why), 0, conn.version)
                     return
@@ -231,8 +349,10 @@ class Server:
                 decoder.feed(data)
                 data = None  # a node waits seconds between beats: hold nothing of the last one
                 continue
-            seen_frame = True
+            frame_deadline = None
             conn.version = frame.version
+            if self.replay_mark.needs(frame.timestamp):  # before acting on it (replaymark.py)
+                await self.replay_mark.cover(frame.timestamp)
             if type(frame.msg) is m.GetEvents and frame.msg.follow:
                 # the one long-lived admin connection: it streams until the client goes
                 await eventstream.follow(self, conn, frame.msg, frame.request_id, frame.version)
@@ -267,9 +387,24 @@ class Server:
             return bool(msg.jobs_ended or self.cluster.unsynced_jobs)
         return True
 
-    def _reject(self, conn: Connection, exc: ProtocolError) -> None:
-        logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
-                   code=exc.code, error=exc.message)
+    async def _drain(self, conn: Connection, deadline: float) -> None:
+        """Read and drop what the peer still sends, until it closes or the deadline: a socket
+        closed with unread input is reset, and the peer would see that instead of our Error."""
+        with trio.move_on_at(deadline):
+            while True:
+                try:
+                    if not await conn.io.receive_some(RECEIVE_CHUNK):
+                        return
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+
+    def _reject(self, conn: Connection, exc: ProtocolError, proven: bool) -> None:
+        if proven:
+            logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
+                       code=exc.code, error=exc.message)
+        else:  # anyone can send these: at most a line per kind every few seconds
+            self.admission.log.event(f"rejected:{exc.code}", "frame rejected", peer=conn.peer,
+                                     code=exc.code, error=exc.message)
 
     async def _dispatch(self, conn: Connection, msg: Any) -> Any:
         """The request's route (ctld/routes.py) answers it; a reply that may confirm a change
@@ -304,7 +439,13 @@ def _log_refusal(conn: Connection, request: str, reply: Any) -> None:
 
 def _peer(stream: trio.SocketStream) -> str:
     try:
-        addr = stream.socket.getpeername()
-        return f"{addr[0]}:{addr[1]}"
+        return _addr_text(stream.socket.getpeername())
     except (OSError, AttributeError, IndexError):
+        return "?"
+
+
+def _addr_text(addr: Any) -> str:
+    try:
+        return f"{addr[0]}:{addr[1]}"
+    except (TypeError, IndexError):
         return "?"

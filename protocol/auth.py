@@ -14,6 +14,7 @@ DEFAULT_KEY_FILE = "/etc/ranch/ranch.key"
 KEY_ENV = "RANCH_KEY_FILE"
 KEY_BYTES = 32
 MIN_KEY_BYTES = 16
+MAX_SECRET_BYTES = 1 << 20  # a key or token file larger than this is not one
 
 
 class KeyFileError(Exception):
@@ -55,21 +56,32 @@ def read_private(path: str, what: str) -> bytes:
     group nor others may access, else KeyFileError saying the chmod to run.
     FileNotFoundError passes through so callers can say how to create theirs."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        # O_NONBLOCK: a FIFO put where the key should be must not hang the program
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         raise
     except OSError as exc:
         raise KeyFileError(f"cannot open {what} {path}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise KeyFileError(f"cannot read {what} {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise KeyFileError(f"{what} {path} is {kind}; give the path of the {what} itself")
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise KeyFileError(f"{what} {path} is not a regular file")
         if st.st_mode & 0o077:
             raise KeyFileError(
                 f"{what} {path} is accessible by group or others "
                 f"(mode {stat.S_IMODE(st.st_mode):04o}); run: chmod 600 {path}"
             )
-        return f.read()
+        data = f.read(MAX_SECRET_BYTES + 1)
+    if len(data) > MAX_SECRET_BYTES:
+        raise KeyFileError(f"{what} {path} is {st.st_size:,} bytes; a secret file holds at most "
+                           f"{MAX_SECRET_BYTES:,} (is it the right file?)")
+    return data
 
 
 def create_key(path: str) -> bytes:

@@ -74,8 +74,10 @@ def request(
         raise ControllerUnreachable(addr, _reason(exc)) from None
     decoder = FrameDecoder(key, max_size=max_reply_size, message_timeout=max(timeout, 10.0))
     with sock:
+        send_error = _send(sock, encode_frame(msg, key, request_id=request_id))
+        if isinstance(send_error, TimeoutError):
+            raise ControllerUnreachable(addr, f"no reply within {timeout:g} s")
         try:
-            sock.sendall(encode_frame(msg, key, request_id=request_id))
             while True:
                 for frame in decoder:
                     if frame.request_id in (request_id, 0):
@@ -89,11 +91,12 @@ def request(
                     raise ControllerUnreachable(addr, "connection closed before a reply came")
                 decoder.feed(data)
         except TimeoutError:
-            raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
+            raise ControllerUnreachable(addr, _reason(send_error) if send_error
+                                        else f"no reply within {timeout:g} s") from None
         except OSError as exc:
-            if isinstance(exc, ControllerUnreachable):
+            if isinstance(exc, ControllerUnreachable) and send_error is None:
                 raise
-            raise ControllerUnreachable(addr, _reason(exc)) from None
+            raise ControllerUnreachable(addr, _reason(send_error or exc)) from None
 
 
 def request_raw(
@@ -115,7 +118,7 @@ def request_raw(
     from protocol.rawframe import PREFIX, FrameError, check_length, open_frame
 
     deadline = time.monotonic() + timeout
-    sock, request_id = _open_and_send(addr, key, type_name, body, timeout, version)
+    sock, request_id, send_error = _open_and_send(addr, key, type_name, body, timeout, version)
     with sock:
         try:
             while True:
@@ -125,11 +128,12 @@ def request_raw(
                 if reply.request_id in (request_id, 0):
                     break
         except TimeoutError:
-            raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
+            raise ControllerUnreachable(addr, _reason(send_error) if send_error
+                                        else f"no reply within {timeout:g} s") from None
         except OSError as exc:
-            if isinstance(exc, ControllerUnreachable):
+            if isinstance(exc, ControllerUnreachable) and send_error is None:
                 raise
-            raise ControllerUnreachable(addr, _reason(exc)) from None
+            raise ControllerUnreachable(addr, _reason(send_error or exc)) from None
     skew = time.time() - reply.timestamp
     window = max(timeout, 10.0)
     if not abs(skew) <= window:
@@ -188,8 +192,9 @@ def _open_and_send(
     body: dict[str, Any],
     timeout: float,
     version: int,
-) -> tuple[socket.socket, int]:
-    """Connect, authenticate and send one raw request; returns the socket and its request id."""
+) -> tuple[socket.socket, int, OSError | None]:
+    """Connect, authenticate and send one raw request; returns the socket, its request id and
+    the error that cut the send short, if one did (see `_send`)."""
     import json
 
     from protocol.rawframe import pack_frame
@@ -201,15 +206,22 @@ def _open_and_send(
         sock = socket.create_connection(addr, timeout=timeout)
     except OSError as exc:
         raise ControllerUnreachable(addr, _reason(exc)) from None
-    try:
-        sock.sendall(frame)
-    except TimeoutError:
+    send_error = _send(sock, frame)
+    if isinstance(send_error, TimeoutError):
         sock.close()
         raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
+    return sock, request_id, send_error
+
+
+def _send(sock: socket.socket, frame: bytes) -> OSError | None:
+    """Send `frame`; a send cut short (the controller refused the frame and closed) is returned,
+    not raised: the controller's Error saying why may be waiting to be read, and it says more
+    than "connection reset"."""
+    try:
+        sock.sendall(frame)
     except OSError as exc:
-        sock.close()
-        raise ControllerUnreachable(addr, _reason(exc)) from None
-    return sock, request_id
+        return exc
+    return None
 
 
 def _new_request_id() -> int:
@@ -240,7 +252,11 @@ def stream_raw(
     socket while the reader is slow; each one's MAC is still checked)."""
     from protocol.rawframe import PREFIX, FrameError, check_length, open_frame
 
-    sock, request_id = _open_and_send(addr, key, type_name, body, timeout, RAW_VERSION)
+    sock, request_id, send_error = _open_and_send(addr, key, type_name, body, timeout,
+                                                  RAW_VERSION)
+    if send_error is not None:
+        sock.close()
+        raise ControllerUnreachable(addr, _reason(send_error))
     deadline = time.monotonic() + timeout
     with sock:
         try:

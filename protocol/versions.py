@@ -2,6 +2,11 @@
 
 Changes are additive only: a field added in version N has a default, so a body from an older
 peer decodes (cattrs fills the default), and a body for an older peer drops the newer fields.
+
+Version 5 changed the frame (its header carries a MAC of its own, protocol/rawframe.py, so that
+rctld can check a large frame's sender before reading its body) and added the fields below (run
+identity, sbatch's further options, the guards' messages).
+A frame is written in the version of the peer it goes to, so a version-4 peer never sees one.
 """
 
 from __future__ import annotations
@@ -15,8 +20,9 @@ import attrs
 from protocol import messages as m
 
 CURRENT = 5
-# The current version and the three before it, as Slurm 24.11+ accepts.
-SUPPORTED: tuple[int, ...] = (2, 3, 4, 5)
+# The current version and every one before it: keeping version 1 costs nothing (its frames
+# are held to the unproven size limit). Slurm 24.11+ accepts the current and the three before.
+SUPPORTED: tuple[int, ...] = (1, 2, 3, 4, 5)
 
 # version -> {class: names of the fields that version added}
 FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {

@@ -88,12 +88,13 @@ def test_raw_frames_are_typed_frames() -> None:
     [frame] = list(dec)
     assert (frame.type, frame.request_id) == ("GetSnapshot", 7)
     assert frame.msg == GetSnapshot(metrics=True, fields=("name",))
-    # and the typed encoder's frame differs from the raw one only in its nonce and MAC
+    # and the typed encoder's frame differs from the raw one only in its nonce and MACs
     typed = encode_frame(GetSnapshot(metrics=True, fields=("name",)), KEY, request_id=7,
                          now=1000.0)
     nonce_at = 4 + 3 + len("GetSnapshot") + 16
+    body_at = nonce_at + 16 + 32  # after the header MAC (protocol version 5 on)
     assert typed[:nonce_at] == raw[:nonce_at]
-    assert typed[nonce_at + 16 : -32] == raw[nonce_at + 16 : -32]
+    assert typed[body_at:-32] == raw[body_at:-32]
 
 
 class OneShotServer:

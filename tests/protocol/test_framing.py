@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from protocol import messages as m
 from protocol.errors import ProtocolError
 from protocol.framing import FrameDecoder, ReplayGuard, encode_frame
+from protocol.rawframe import pack_frame
 from protocol.versions import CURRENT
 
 KEY = b"k" * 32
@@ -116,14 +117,7 @@ def test_too_short_length_is_fatal() -> None:
 
 def raw_frame(type_name: str = "Ping", version: int = CURRENT, body: bytes = b"{}") -> bytes:
     """A correctly signed frame with any header values and body."""
-    name = type_name.encode()
-    signed = (
-        struct.pack(">HB", version, len(name))
-        + name
-        + struct.pack(">Qd16s", 77, NOW, os.urandom(16))
-        + body
-    )
-    return struct.pack(">I", len(signed) + 32) + signed + hmac.new(KEY, signed, sha256).digest()
+    return pack_frame(type_name, body, KEY, request_id=77, version=version, now=NOW)
 
 
 def test_unknown_type() -> None:
