@@ -499,6 +499,8 @@ class Cluster:
         # rnoded's runner already writes "HC: <line>"; prefix only what lacks it.
         text = report.message.strip()
         message = text if text.startswith("HC:") else f"HC: {text or 'health check failed'}"
+        if len(message) > MAX_REASON_CHARS:  # a node's word, kept as a reason everywhere
+            message = message[: MAX_REASON_CHARS - 1] + "…"
         _, err = self.drain_guard.health(node, verdict, message)  # the DrainGuard may pause it
         if err:
             logs.event("health result not applied", logging.DEBUG, node=node.name, error=err)

@@ -186,3 +186,16 @@ async def test_update_of_1000_nodes_is_fast() -> None:
     print(f"update 1000 nodes: {dt * 1000:.1f} ms; snapshot+encode: {dt_snap * 1000:.1f} ms, "
           f"{len(body)} bytes")
     assert sorted(r.changed) == sorted(cluster.nodes)
+
+
+async def test_a_health_checks_huge_message_is_kept_bounded() -> None:
+    """A node's health report becomes a drain reason shown everywhere (state, events,
+    /metrics labels): it is cut to the same 1,024 characters an admin's Reason= may have."""
+    from protocol.limits import MAX_REASON_CHARS
+
+    cluster = Cluster(make_config(), wall=lambda: 1.7e9)
+    _, conn = register(cluster, "n1")
+    report = m.HealthReport(verdict="drain", message="HC: " + "x" * (1 << 20))
+    beat(cluster, "n1", conn, 1, health=report)
+    reason = cluster.nodes["n1"].state.reason
+    assert reason is not None and len(reason.text) == MAX_REASON_CHARS
