@@ -210,7 +210,9 @@ def test_time_limit_on_mock_clock(tmp_path: Path, work: Path) -> None:
     start = time.monotonic()
     end = trio.run(scenario, clock=clock)
     assert end.state == "TIMEOUT" and end.signal == signal.SIGKILL
-    assert time.monotonic() - start < 10
+    # The hour's limit and the 30 s KillWait passed on trio's clock, not the wall's: the bound
+    # only has to be far below an hour (a loaded CI machine starts the shim slowly).
+    assert time.monotonic() - start < 600
 
 
 async def test_cancel_kills_the_whole_tree(runner: JobRunner, work: Path) -> None:
