@@ -34,16 +34,11 @@ def mermaid() -> str:
 
 
 def markdown_table() -> str:
-    head = "| event | " + " | ".join(CLASSES) + " |"
-    rule = "|---" * (len(CLASSES) + 1) + "|"
-    out = [head, rule]
-    for kind in EVENT_KINDS:
-        cells = []
-        for cls in CLASSES:
-            row = TABLE.get((cls, kind))
-            cells.append("refused" if row is None else f"`{row.handler.__name__}`")
-        out.append(f"| {kind} | " + " | ".join(cells) + " |")
-    return "\n".join(out)
+    def handler_of(cls: str, kind: str):
+        row = TABLE.get((cls, kind))
+        return None if row is None else row.handler
+
+    return jobdiagram.grid(EVENT_KINDS, CLASSES, handler_of)
 
 
 def handler_notes() -> str:

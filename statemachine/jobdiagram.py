@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
+
 from statemachine.jobtable import CLASSES, EVENT_KINDS, FINISHED, JOB_ROWS, JOB_TABLE, SAME
 
 
@@ -21,15 +23,22 @@ def mermaid() -> str:
     return "\n".join(lines)
 
 
-def markdown_table() -> str:
-    out = ["| event | " + " | ".join(CLASSES) + " |", "|---" * (len(CLASSES) + 1) + "|"]
-    for kind in EVENT_KINDS:
+def grid(kinds: Iterable[str], classes: Sequence[str],
+         handler_of: Callable[[str, str], Callable | None]) -> str:
+    """Every event in every state class, as a Markdown table of handler names (the node
+    table's diagram uses it too)."""
+    out = ["| event | " + " | ".join(classes) + " |", "|---" * (len(classes) + 1) + "|"]
+    for kind in kinds:
         cells = []
-        for cls in CLASSES:
-            handler = JOB_TABLE.get((cls, kind))
+        for cls in classes:
+            handler = handler_of(cls, kind)
             cells.append("refused" if handler is None else f"`{handler.__name__}`")
         out.append(f"| {kind} | " + " | ".join(cells) + " |")
     return "\n".join(out)
+
+
+def markdown_table() -> str:
+    return grid(EVENT_KINDS, CLASSES, lambda cls, kind: JOB_TABLE.get((cls, kind)))
 
 
 def handler_notes() -> str:
