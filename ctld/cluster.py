@@ -155,6 +155,9 @@ class Cluster:
         # Changes a reply may confirm that are not in the journal yet (ctld/durable.py writes
         # them, and holds the reply, and the pushes that follow from them, until they are).
         self.unsynced_jobs: dict[int, Any] = {}
+        # Bumped by every change the journal must hold (a request that left it as it was
+        # confirms nothing new: its reply need not wait for the disk).
+        self.node_changes = self.job_changes = 0
         self.unsynced_nodes: dict[str, NodeRecord] = {}
         self.outbox: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.on_outbox: Callable[[], None] | None = None  # None: no store, push at once
@@ -331,6 +334,7 @@ class Cluster:
         node.view_fresh = False
         node.saved = None
         self.unsynced_nodes[node.name] = node
+        self.node_changes += 1
         self.gen += 1
         if not self.dirty:
             self.dirty = True

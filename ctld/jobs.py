@@ -150,6 +150,7 @@ class Jobs:
         c = self.c
         if durable:
             c.unsynced_jobs[job.id] = job
+            c.job_changes += 1
         if not c.dirty:
             c.dirty = True
             c.on_dirty()
