@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import orjson
 
-from ctld import logs, mail
+from ctld import acct, logs, mail
 from ctld.jobcommands import JobCommands
 from ctld.joblisting import JobListing
 from ctld.jobreconcile import JobReconciliation
@@ -74,6 +74,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         self.kicked = False  # a scheduling pass is due
         self.gen = 0  # bumped by every change a job listing shows
         self._list: tuple[int, bytes] | None = None
+        self.history: Any = None  # the finished-job history (ctld/history.py), the daemon's
         self.config_changed()
 
     def config_changed(self) -> None:
@@ -162,6 +163,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
                        signal=job.signal)
             mail.ended(self, job)
+            acct.ended(self, job)  # racct's history: written before the job may be purged
         for name in set(old.nodes) | set(job.nodes):
             self._sync_node(name)  # COMPLETING comes and goes with the job's state
 
@@ -227,7 +229,8 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
     def _purge(self) -> None:
         cutoff = self.c.wall() - self.min_job_age
         old = [j.id for j in self.jobs.values()
-               if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff]
+               if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff
+               and not acct.held(self, j)]
         for jid in old:
             job = self.jobs.pop(jid)
             if job.bulk_on_disk:
@@ -275,6 +278,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             self._adopt(job)
         for name in list(self.c.nodes):
             self._sync_node(name)
+        acct.restored(self)
         self.kicked = True
         logs.event("jobs restored", jobs=len(self.jobs), next_id=self.next_id)
 
