@@ -167,9 +167,11 @@ class FileHistory:
             data = b"".join(orjson.dumps({k: v for k, v in r.items() if k != "_verify"}) + b"\n"
                             for r in recs)
             new = not os.path.exists(path)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             try:
                 size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    data = b"\n" + data  # after a torn line: ours must not join it
                 try:
                     view = memoryview(data)
                     while view:
