@@ -123,7 +123,18 @@ def req_mem(rec: dict) -> str:
 
 
 def exit_code(rec: dict) -> str:
+    """The job line's ExitCode. A job ended by scancel or its time limit shows `0:0` there, as
+    sacct shows it (checked against Slurm 22.05's completion record); the signal that ended
+    its script is on the `.batch` step's line."""
+    if rec["state"] in ("CANCELLED", "TIMEOUT"):
+        return f"{rec.get('exit_code') or 0}:0"
     return f"{rec.get('exit_code') or 0}:{rec.get('signal') or 0}"
+
+
+def step_exit_code(rec: dict) -> str:
+    if rec["state"] in ("CANCELLED", "TIMEOUT"):
+        return f"{rec.get('exit_code') or 0}:{rec.get('signal') or 15}"
+    return exit_code(rec)
 
 
 def job_id(rec: dict) -> str:
@@ -228,10 +239,7 @@ def step_value(field: str, rec: dict, now: float) -> str:
     if field == "State":
         return step_state(rec)
     if field == "ExitCode":
-        state = rec["state"]
-        if state in ("TIMEOUT", "CANCELLED") and not rec.get("signal"):
-            return "0:15"  # slurmstepd's SIGTERM ended the script
-        return exit_code(rec)
+        return step_exit_code(rec)
     if field in ("NodeList",):
         return rec.get("batch_host") or ""
     if field in ("NNodes", "AllocNodes"):

@@ -35,7 +35,8 @@ def job_doc(rec: dict, now: float, steps: bool) -> dict:
         "comment": {"job": rec.get("comment") or ""},
         "constraints": rec.get("features") or "",
         "derived_exit_code": _exit(rec.get("exit_code") or 0, 0),
-        "exit_code": _exit(rec.get("exit_code") or 0, rec.get("signal") or 0),
+        "exit_code": _exit(rec.get("exit_code") or 0, 0 if rec["state"] in (
+            "CANCELLED", "TIMEOUT") else rec.get("signal") or 0),  # as the table's job line
         "job_id": rec["job_id"],
         "name": rec.get("name") or "",
         "nodes": rec.get("nodes") or "None assigned",
