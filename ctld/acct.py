@@ -31,9 +31,11 @@ _KEEP = ("job_id", "array_job_id", "array_task_id", "name", "user", "uid", "gid"
          "gpus_per_node", "restarts", "workdir", "batch_host", "priority", "features")
 
 
-def record_of(jobs: Any, job: Job) -> dict[str, Any]:
-    """What racct shows of a job (and the history keeps of a finished run)."""
-    job.record = None  # the listing record may predate the change being recorded
+def record_of(jobs: Any, job: Job, fresh: bool = False) -> dict[str, Any]:
+    """What racct shows of a job (and the history keeps of a finished run). `fresh`: build
+    the listing record anew (it may predate the change being recorded)."""
+    if fresh:
+        job.record = None
     rec = jobs.record(job)
     out = {k: rec.get(k) for k in _KEEP}
     out["cluster"] = jobs.c.config.cluster_name
@@ -48,7 +50,15 @@ def ended(jobs: Any, job: Job) -> None:
     """The job entered a final state: its run goes to the history."""
     history = getattr(jobs, "history", None)
     if history is not None:
-        history.ended(lambda: record_of(jobs, job), run=(job.id, job.restarts))
+        restarts = job.restarts
+        first = record_of(jobs, job, fresh=True)
+
+        def build() -> dict[str, Any]:  # a detail set later in the same step is in it; a
+            if job.restarts == restarts and job.state in FINAL:  # run requeued since is not
+                return record_of(jobs, job, fresh=True)
+            return first
+
+        history.ended(build, run=(job.id, restarts))
         poke = getattr(history, "poke", None)
         if poke is not None:
             poke()
@@ -68,7 +78,7 @@ def restored(jobs: Any) -> None:
         return
     for job in jobs.jobs.values():
         if job.state in FINAL:
-            history.ended(record_of(jobs, job), verify=True)
+            history.ended(record_of(jobs, job, fresh=True), verify=True)
 
 
 # -- the writer ----------------------------------------------------------------------------
