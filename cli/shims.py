@@ -4,7 +4,7 @@ scontrol, sacct and srun into DIR, each running Ranch's command under that name
 opts in by putting DIR first on PATH, so a machine that has Slurm keeps its own commands
 everywhere else.
 
-A name whose Ranch command does not exist yet (sacct -> racct, srun -> rrun) still gets a
+A name whose Ranch command does not exist yet (srun -> rrun) still gets a
 shim: it says what is missing and exits 1 (tools such as submitit check that srun exists).
 """
 

@@ -27,8 +27,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 # What a missing command means, said in its Slurm name's voice.
 NOT_YET = {
-    "racct": "racct is not available yet: Ranch keeps no job accounting history (sacct) in "
-             "this version; rqueue -t all lists the jobs rctld still holds",
     "rrun": "rrun is not available yet: Ranch has no job steps (srun) in this version; run "
             "the program directly in the batch script",
 }

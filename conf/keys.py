@@ -97,6 +97,10 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
      "most jobs the controller holds (finished ones until MinJobAge); submissions beyond it "
      "are refused"),
     ("MaxArraySize", "int", 1001, "array task ids must be below this (0 = no job arrays)"),
+    # issue 22: the finished-job history racct reads (slurmdbd.conf's key and value forms)
+    ("PurgeJobAfter", "str", "12months",
+     "Ranch: finished jobs older than this leave the job history (racct): N months, Nhours, "
+     "Ndays, Nmonths; at least 1hour"),
     # issue 18: the controller's guards against mass DOWN and mass health drains
     ("DownGuardPercent", "int", 50,
      "Ranch: when at least this % of the nodes in service go silent within DownGuardWindow, "

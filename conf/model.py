@@ -158,6 +158,7 @@ class JobSettings:
     min_job_age: int = 300  # seconds a finished job stays listed
     max_job_count: int = 10000  # jobs held at once, finished ones until MinJobAge
     max_array_size: int = 1001  # array task ids must be below it; 0: no arrays
+    purge_job_after: int = 365 * 86400  # seconds a finished job stays in the history (racct)
 
 
 @attrs.frozen(slots=True)

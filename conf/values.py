@@ -128,6 +128,23 @@ def split_top(text: str) -> list[str]:
     return parts
 
 
+PURGE_UNITS = {"hour": 3600, "hours": 3600, "day": 86400, "days": 86400,
+               "month": 30 * 86400, "months": 30 * 86400}
+
+
+def as_purge_age(text: str) -> int:
+    """slurmdbd's PurgeJobAfter: `N` months, or `Nhours`, `Ndays`, `Nmonths` (a month is 30
+    days here); seconds, at least one hour."""
+    m = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
+    unit = m.group(2).lower() if m else ""
+    if m is None or (unit and unit not in PURGE_UNITS):
+        raise BadValue(f"{text!r} is not N, Nhours, Ndays or Nmonths")
+    n = int(m.group(1))
+    if n < 1:
+        raise BadValue(f"{text!r} is out of range (at least 1hour)")
+    return n * PURGE_UNITS[unit or "months"]
+
+
 def as_seconds_or_infinite(text: str) -> int | None:
     u = text.strip().upper()
     if u in ("INFINITE", "UNLIMITED", "NONE", "-1"):

@@ -4,6 +4,7 @@ signal handler, so that SIGTERM cancels everything after a last state save."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from collections.abc import Callable
 from functools import partial
@@ -13,8 +14,9 @@ import trio
 
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
-from ctld import eventlog, jobbulk, logs, statefile
+from ctld import acct, eventlog, jobbulk, logs, statefile
 from ctld.cluster import Cluster
+from ctld.history import DIR_NAME, FileHistory
 from ctld.server import Server
 from ctld.store import FileStore
 from protocol import messages as m
@@ -56,6 +58,7 @@ class Daemon:
                              submit=self.submit_job, state_dir=state_dir)
         self.store = FileStore(state_dir)
         self.cluster.jobs.state_dir = state_dir
+        self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
         self.server.sync = self.durable
         self._outbox_ready = trio.Event()
         self.cluster.on_outbox = self._poke_outbox
@@ -182,6 +185,8 @@ class Daemon:
                 nursery.start_soon(self._outbox)
                 nursery.start_soon(self.store.committer)
                 nursery.start_soon(self._event_saver)
+                nursery.start_soon(acct.keep_history, self.cluster.jobs, self.cluster.jobs.history,
+                                   self.save_in_thread)
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(self.cluster.power.remove_stale_files)
                 if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
@@ -190,6 +195,7 @@ class Daemon:
                     nursery.start_soon(self.handle_signals)
                 task_status.started(self.listeners)
         finally:
+            acct.flush_now(self.cluster.jobs.history)  # before the snapshot purges their jobs
             self.save_now()
             try:
                 eventlog.flush(self.cluster.eventlog, self.state_dir)

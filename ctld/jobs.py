@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import orjson
 
-from ctld import logs, mail
+from ctld import acct, logs, mail
 from ctld.jobcommands import JobCommands
 from ctld.joblisting import JobListing
 from ctld.jobreconcile import JobReconciliation, Run
@@ -44,6 +44,7 @@ from statemachine.model import Flag
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
+    from ctld.history import FileHistory
     from ctld.node import NodeRecord
 
 __all__ = ["ACTIVE", "PENDING", "Job", "Jobs", "job_from_json", "job_json", "parse_array"]
@@ -77,6 +78,7 @@ class Jobs:
         self.gen = 0  # bumped by every change a job listing shows
         self.index: dict[str, int] = {}
         self.kill_wait = self.min_job_age = self.missing_grace = 0.0
+        self.history: FileHistory | None = None  # finished jobs on disk (ctld/history.py)
         self.config_changed()
         self.submission = JobSubmission(self)
         self.starts = JobStarts(self)
@@ -217,6 +219,7 @@ class Jobs:
             logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
                        signal=job.signal)
             mail.ended(self, job)
+            acct.ended(self, job)  # racct's history: written before the job may be purged
         for name in set(old.nodes) | set(job.nodes):
             self.sync_node(name)  # COMPLETING comes and goes with the job's state
 
@@ -282,7 +285,8 @@ class Jobs:
     def purge(self) -> None:
         cutoff = self.c.wall() - self.min_job_age
         old = [j.id for j in self.jobs.values()
-               if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff]
+               if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff
+               and not acct.held(self, j)]
         for jid in old:
             job = self.jobs.pop(jid)
             if job.bulk_on_disk:
@@ -330,6 +334,7 @@ class Jobs:
             self.adopt(job)
         for name in list(self.c.nodes):
             self.sync_node(name)
+        acct.restored(self)
         self.kicked = True
         logs.event("jobs restored", jobs=len(self.jobs), next_id=self.next_id)
 

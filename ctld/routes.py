@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctld import configdump, eventstream, guards, logs, membership
+from ctld import acct, configdump, eventstream, guards, logs, membership
 from ctld.wire import Prebuilt
 from protocol import messages as m
 
@@ -82,6 +82,11 @@ def jobs(s: Server, conn: Connection, msg: m.GetJobs) -> Any:
     return Prebuilt("JobList", s.cluster.jobs.list_body(msg.job_ids))
 
 
+def acct_query(s: Server, conn: Connection, msg: m.GetAcct) -> Any:
+    """racct: the jobs held and the finished-job history (ctld/acct.py)."""
+    return acct.query(s.cluster.jobs, msg)
+
+
 def submit(s: Server, conn: Connection, msg: m.SubmitJob) -> Any:
     if msg.test_only:  # sbatch --test-only: nothing is made (ctld/willrun.py)
         from ctld.willrun import will_run
@@ -125,6 +130,7 @@ ROUTES: dict[type, Route] = {
     m.GetConfig:      Route(config, changes=False),
     m.GetEvents:      Route(events_backlog, changes=False),
     m.GetJobs:        Route(jobs, changes=False),
+    m.GetAcct:        Route(acct_query, changes=False),
     m.UpdateNodes:    Route(update_nodes),
     m.NodeMembership: Route(node_membership),
     m.Reconfigure:    Route(reconfigure),

@@ -533,6 +533,36 @@ class JobResult:
     errors: tuple[str, ...] = ()
 
 
+@attrs.frozen
+class GetAcct:
+    """racct (sacct): the jobs rctld holds and those of its finished-job history that match.
+    Empty filters match everything; a job matches `job_ids` by its id or its array's id, and
+    `tasks` by (array id, task id). `start`/`end` bound the window (wall clock; None: open),
+    read as sacct reads it: without `states` a job that was pending, running or ended within
+    it; with `states` a job in one of them during it. At most `limit` records come back (0:
+    the controller's bound, ctld/acct.py MAX_RECORDS); AcctList.left_out says how many more
+    matched."""
+
+    job_ids: tuple[int, ...] = ()
+    tasks: tuple[tuple[int, int], ...] = ()
+    uids: tuple[int, ...] = ()
+    users: tuple[str, ...] = ()
+    states: tuple[str, ...] = ()  # long names: COMPLETED, FAILED, ...
+    start: float | None = None
+    end: float | None = None
+    limit: int = 0
+
+
+@attrs.frozen
+class AcctList:
+    """GetAcct's answer: job records (dicts; shape: ctld/acct.py `record_of`), by job id."""
+
+    generated_at: float = 0.0
+    jobs: tuple[dict, ...] = ()
+    left_out: int = 0  # records that matched past the limit
+    history_error: str = ""  # the history could not be read: only rctld's own jobs are here
+
+
 MESSAGE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -569,5 +599,7 @@ MESSAGE_TYPES: dict[str, type] = {
         JobResult,
         GuardRequest,
         GuardStatus,
+        GetAcct,
+        AcctList,
     )
 }

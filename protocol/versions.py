@@ -75,6 +75,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "JobStarted": 5,
     # issue 18: the controller's guards
     "GuardRequest": 5, "GuardStatus": 5,
+    # issue 22: racct (a controller without them answers unknown_type, which racct words)
+    "GetAcct": 5, "AcctList": 5,
 }
 
 

@@ -15,7 +15,7 @@ from tests.conformance.shape import Shape
 from tests.integration.cluster import REPO, Cluster, free_port
 
 COMMANDS = {"sbatch": "cli.rbatch", "squeue": "cli.rqueue", "scontrol": "cli.rcontrol",
-            "scancel": "cli.rcancel", "sinfo": "cli.rinfo"}
+            "scancel": "cli.rcancel", "sinfo": "cli.rinfo", "sacct": "cli.racct"}
 
 RANCH_ONLY_CONF = """\
 SlurmctldHost=localhost(127.0.0.1)

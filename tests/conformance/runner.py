@@ -28,6 +28,8 @@ class Outcome:
     fields: dict[str, str] = attrs.Factory(dict)  # scontrol show job -o
     end_letter: str = ""  # squeue -t all's %t once ended
     files: dict[str, str] = attrs.Factory(dict)  # the job's files: normalised name -> text
+    acct: dict[str, str] = attrs.Factory(dict)  # sacct -c -P's fields of the job (ACCT_FIELDS)
+    acct_table: list[str] = attrs.Factory(list)  # sacct -c -o ACCT_TABLE's lines for the job
 
     @property
     def out(self) -> str:
@@ -183,6 +185,7 @@ class Runner:
             time.sleep(0.2)
 
     def _collect(self, system: Any) -> None:
+        self._collect_acct(system)
         shown = parse_show_job(system.run("scontrol", "show", "job", "-o").stdout)
         letters = {}
         for line in system.run("squeue", "-h", "-t", "all", "-o", "%i %t").stdout.splitlines():
@@ -199,4 +202,26 @@ class Runner:
                 o.files[normalise(name, o.job_id, system.workdir)] = path.read_text(
                     errors="replace")
 
+    def _collect_acct(self, system: Any) -> None:
+        """sacct --completion (Slurm's jobcomp/filetxt file; racct's history), read the way
+        submitit and people read it: -P with named fields, and the fixed-width table."""
+        ids = [str(o.job_id) for o in self.outcomes[system.name].values() if o.job_id]
+        if not ids:
+            return
+        base = ("sacct", "-c", "-a", "-X", "-j", ",".join(ids))
+        rows = system.run(*base, "-P", "-n", "-o", ",".join(ACCT_FIELDS)).stdout
+        table = system.run(*base, "-o", ACCT_TABLE).stdout.splitlines()
+        by_id: dict[str, dict[str, str]] = {}
+        for line in rows.splitlines():
+            values = line.split("|")
+            if len(values) == len(ACCT_FIELDS):
+                by_id[values[0]] = dict(zip(ACCT_FIELDS, values, strict=True))
+        for o in self.outcomes[system.name].values():
+            o.acct = by_id.get(str(o.job_id), {})
+            o.acct_table = table[:2] + [t for t in table[2:]
+                                        if t.split(" ", 1)[0] == str(o.job_id)]
 
+
+# What `sacct --completion` gives on Slurm without slurmdbd (tests/conformance/README.md)
+ACCT_FIELDS = ("JobID", "JobName", "State", "ExitCode", "NodeList", "Start", "End", "Elapsed")
+ACCT_TABLE = "JobID,JobName,State,ExitCode,Elapsed"

@@ -35,6 +35,8 @@ SAMPLES = [
     m.SubmitReply(5, (5, 6)),
     m.GetJobs((5,)),
     m.JobList(1.7e9, ({"job_id": 5, "state": "RUNNING"},)),
+    m.GetAcct((5,), ((7, 2),), (1000,), ("alice",), ("COMPLETED",), 1.7e9, None, 10),
+    m.AcctList(1.7e9, ({"job_id": 5, "state": "COMPLETED"},), 3, ""),
     m.CancelJobs((5,), "alice", 1000, 15),
     m.JobControl("hold", (5, 6), "alice", 1000),
     m.JobResult(False, (5,), ("job 6: Job is not held",)),
