@@ -112,6 +112,14 @@ def node_error(s: Server, conn: Connection, msg: m.Error) -> Any:
     return None
 
 
+def credential(s: Server, conn: Connection, msg: m.Credential) -> Any:
+    """A user's connection opens with one (ctld/userauth.py has already taken it in)."""
+    if conn.who is None:
+        return m.Error("bad_request", "a Credential must be the first frame of a connection "
+                       "and signed with the key it carries")
+    return None
+
+
 # fmt: off
 ROUTES: dict[type, Route] = {
     m.Heartbeat:      Route(heartbeat),
@@ -122,6 +130,7 @@ ROUTES: dict[type, Route] = {
     m.Error:          Route(node_error, changes=False),
     m.GetSnapshot:    Route(snapshot, changes=False),
     m.Ping:           Route(ping, changes=False),
+    m.Credential:     Route(credential, changes=False),
     m.GetConfig:      Route(config, changes=False),
     m.GetEvents:      Route(events_backlog, changes=False),
     m.GetJobs:        Route(jobs, changes=False),

@@ -35,7 +35,7 @@ from typing import Any
 
 import trio
 
-from ctld import eventstream, logs
+from ctld import eventstream, logs, permissions, userauth
 from ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO, unread_bytes
@@ -65,8 +65,8 @@ class Connection:
     """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
     is one per node (docs/benchmarks.md, hot spot 3)."""
 
-    __slots__ = ("io", "node", "peer", "pending", "scope", "send_lock", "server", "stream",
-                 "version")
+    __slots__ = ("io", "key", "node", "peer", "pending", "scope", "send_lock", "server",
+                 "stream", "version", "who")
 
     def __init__(self, stream: trio.SocketStream, peer: str, server: Server) -> None:
         self.stream = stream
@@ -78,6 +78,10 @@ class Connection:
         self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
         self.scope = trio.CancelScope()
         self.pending = 0  # pushes not yet written
+        # AuthType=auth/munge (ctld/userauth.py): the user munged vouched for and the session
+        # key of this connection; None for the cluster key's holder (daemons, root)
+        self.who: Any = None
+        self.key: bytes | None = None
 
     # Pusher, for the core
     def push(self, msg: Any) -> bool:
@@ -141,7 +145,7 @@ class Connection:
         return False
 
     async def reply(self, msg: Any, request_id: int, version: int) -> bool:
-        return await self.send(self.server.encode(msg, request_id, version))
+        return await self.send(self.server.encode(msg, request_id, version, self.key))
 
 
 class Server:
@@ -190,7 +194,10 @@ class Server:
     def message_timeout(self) -> float:
         return float(self.cluster.config.timeouts.message_timeout)
 
-    def encode(self, msg: Any, request_id: int, version: int) -> bytes:
+    def encode(self, msg: Any, request_id: int, version: int, key: bytes | None = None) -> bytes:
+        """`key`: a user's session key (ctld/userauth.py); the cluster key when None."""
+        if key is not None:
+            return _encode_with(msg, key, request_id, version)
         if isinstance(msg, Prebuilt):
             return encode_body_frame(msg.type_name, msg.body, self.key, request_id=request_id,
                                      version=version)
@@ -303,6 +310,9 @@ class Server:
         frame_deadline: float | None = trio.current_time() + mt
         while True:
             try:
+                if not proven and conn.who is None and (
+                        cred := userauth.offered(conn, decoder, self.unproven_max)):
+                    await userauth.accept(self, conn, decoder, cred)  # a user's connection
                 frame = decoder.next_frame()
             except ProtocolError as exc:
                 self._reject(conn, exc, decoder.proven)
@@ -412,12 +422,27 @@ class Server:
         route = ROUTES.get(type(msg))
         if route is None:
             return m.Error("bad_request", f"{type(msg).__name__} is not a request rctld serves")
+        msg, refused, after = permissions.gate(self, conn, msg)  # who may (ctld/permissions.py)
+        if refused is not None:
+            return refused
         reply = route.handler(self, conn, msg)
         if inspect.isawaitable(reply):
             reply = await reply
         if route.changes and self.sync is not None and self._confirms(msg):
             await self.sync()
-        return reply
+        return reply if after is None else after(reply)
+
+
+def _encode_with(msg: Any, key: bytes, request_id: int, version: int) -> bytes:
+    if isinstance(msg, Prebuilt):
+        return encode_body_frame(msg.type_name, msg.body, key, request_id=request_id,
+                                 version=version)
+    try:
+        return encode_frame(msg, key, request_id=request_id, version=version)
+    except ValueError:  # the message is newer than the peer's protocol
+        err = m.Error("version", f"{type(msg).__name__} needs a newer protocol version "
+                      f"than {version}")
+        return encode_frame(err, key, request_id=request_id, version=version)
 
 
 def _log_refusal(conn: Connection, request: str, reply: Any) -> None:

@@ -400,6 +400,15 @@ class Pong:
 
 
 @attrs.frozen
+class Credential:
+    """AuthType=auth/munge: the first frame of a command's connection. `cred` is a MUNGE
+    credential whose payload is the key that signs this frame and every later one on the
+    connection, both ways (protocol/userauth.py); rctld takes the user from it alone."""
+
+    cred: str
+
+
+@attrs.frozen
 class Error:
     """Any refusal: `code` is a stable word (bad_mac, stale, replay, unknown_type, too_large,
     bad_request, unknown_node, version, internal); `field` names the offending field if any."""
@@ -560,6 +569,7 @@ MESSAGE_TYPES: dict[str, type] = {
         Ping,
         Pong,
         Error,
+        Credential,
         SubmitJob,
         SubmitReply,
         GetJobs,

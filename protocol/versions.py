@@ -75,6 +75,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "JobStarted": 5,
     # issue 18: the controller's guards
     "GuardRequest": 5, "GuardStatus": 5,
+    # issue 19: a command's MUNGE credential (a controller without it refuses the frame)
+    "Credential": 5,
 }
 
 
