@@ -72,7 +72,6 @@ class NodeOptions:
     protocol_version: int = CURRENT
     connect_timeout: float = 5.0
     shutdown_grace: float = SHUTDOWN_GRACE
-    allow_root_jobs: bool = False  # run jobs of uid 0 (rnoded --allow-root-jobs)
     dynamic: bool = False  # not in the config: join with the hardware (rnoded --dynamic)
     dynamic_conf: str = ""  # extra NodeName keys of a dynamic node (--conf)
 
@@ -148,7 +147,6 @@ class NodeDaemon:
         self.jobs = JobRunner(
             opts.spool_dir,
             opts.name,
-            allow_root_jobs=opts.allow_root_jobs,
             on_change=self._request_beat,
         )
 
