@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctld import configdump, eventstream, guards, logs, membership
+from ctld import configdump, eventstream, guards, logs, membership, nodeident
 from ctld.wire import Prebuilt
 from protocol import messages as m
 
@@ -32,7 +32,10 @@ def heartbeat(s: Server, conn: Connection, msg: m.Heartbeat) -> Any:
 
 
 def register(s: Server, conn: Connection, msg: m.Register) -> Any:
-    return s.cluster.register(msg, conn, version=conn.version)
+    refused = nodeident.refusal(s, conn, msg)  # the node's own credential (ctld/nodeident.py)
+    if refused is not None:
+        return refused
+    return nodeident.issue(s, msg, s.cluster.register(msg, conn, version=conn.version))
 
 
 def snapshot(s: Server, conn: Connection, msg: m.GetSnapshot) -> Any:
@@ -52,7 +55,7 @@ def ping(s: Server, conn: Connection, msg: m.Ping) -> Any:
 
 
 def node_membership(s: Server, conn: Connection, msg: m.NodeMembership) -> Any:
-    return membership.handle(s.cluster, msg)
+    return nodeident.membership(s, msg, membership.handle)
 
 
 def events_backlog(s: Server, conn: Connection, msg: m.GetEvents) -> Any:

@@ -39,6 +39,7 @@ from ctld import eventstream, logs, permissions, userauth
 from ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO, unread_bytes
+from ctld.nodeident import NodeCredentials
 from ctld.replaymark import ReplayMark
 from ctld.routes import ROUTES
 from ctld.wire import Prebuilt, encode_body_frame, kept
@@ -173,6 +174,7 @@ class Server:
         # Frames signed before this run started are refused (state_dir keeps the mark that
         # covers peers whose clocks run ahead; without one, the start alone is the bound).
         self.replay_mark = ReplayMark(state_dir, self.message_timeout)
+        self.node_credentials = NodeCredentials(state_dir)  # each node's own (nodeident.py)
         self.replay_guard = ReplayGuard(window=self.message_timeout,
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))

@@ -14,7 +14,7 @@ import attrs
 import psutil
 import trio
 
-from noded import cache
+from noded import cache, identity
 from noded.gpus import GpuSource
 from noded.hardware import probe_hardware, probe_metrics
 from noded.jobs import JobRunner, LaunchError
@@ -356,6 +356,7 @@ class NodeDaemon:
             jobs_ended=self.jobs.endings(),
             dynamic=self.opts.dynamic,
             dynamic_conf=self.opts.dynamic_conf,
+            node_credential=await trio.to_thread.run_sync(identity.load, self.opts.spool_dir),
         )
         reply = await self._request(fs, msg)
         if isinstance(reply, Error):
@@ -363,8 +364,20 @@ class NodeDaemon:
         if not isinstance(reply, RegisterReply):
             raise SessionLost(f"registration answered with {type(reply).__name__}")
         if reply.accepted:
+            if reply.node_credential:
+                await self._keep_credential(reply.node_credential)
             await self._jobs_acknowledged(msg.jobs_ended, reply.kill_job_ids, reply.kill_runs)
         return reply
+
+    async def _keep_credential(self, credential: str) -> None:
+        try:
+            await trio.to_thread.run_sync(identity.save, self.opts.spool_dir, credential)
+        except OSError as exc:
+            log.error("cannot keep the node credential under %s: %s (the next registration "
+                      "will be refused until an admin runs rcontrol approve NodeName=%s)",
+                      self.opts.spool_dir, exc, self.opts.name)
+            return
+        log.info("node credential issued by the controller, kept in %s", self.opts.spool_dir)
 
     async def _health_check_first(self, reply: RegisterReply) -> None:
         """A node without cached config learns its HealthCheckProgram here: cache the config,

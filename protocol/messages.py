@@ -171,6 +171,9 @@ class Register:
     dynamic: bool = False
     dynamic_conf: str = ""
     runs: tuple[tuple[int, int], ...] = ()  # (job id, restarts) of each job in job_ids
+    # issue 19: the node credential rctld issued at its first admission (kept 0600 in its spool);
+    # "" = none yet; None = an rnoded that predates node credentials (it is issued none)
+    node_credential: str | None = None
 
 
 @attrs.frozen
@@ -186,6 +189,9 @@ class RegisterReply:
     health_check_first: bool = False
     kill_job_ids: tuple[int, ...] = ()  # as HeartbeatReply.kill_job_ids
     kill_runs: tuple[tuple[int, int], ...] = ()  # as HeartbeatReply.kill_runs
+    # issue 19: a node credential issued on this admission; the node keeps it and presents it
+    # in every later Register under its name
+    node_credential: str = ""
 
 
 @attrs.frozen
