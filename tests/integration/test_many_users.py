@@ -71,8 +71,8 @@ class Users:
                 f"{type_name!r}, json.loads(sys.argv[1]), munge={self.munged.socket!r})))")
         uid, gid = self.ids[who]
         done = subprocess.run([self.python, "-c", code, json.dumps(body)], cwd=REPO,
-                              env=self.user_env, capture_output=True, text=True, timeout=30, user=uid, group=gid,
-                              extra_groups=[])
+                              env=self.user_env, capture_output=True, text=True, timeout=30,
+                              user=uid, group=gid, extra_groups=[])
         assert done.returncode == 0, done.stderr
         kind, doc = json.loads(done.stdout)
         return kind, doc
@@ -145,8 +145,7 @@ def test_alice_submits_and_sees_her_job_bob_may_not_touch_it_root_may(users: Use
 
 
 def test_a_forged_uid_changes_nothing(users: Users) -> None:
-    c = users.c
-    alice_uid, alice_gid = users.ids["alice"]
+    alice_uid = users.ids["alice"][0]
     jid = _submitted(users.run("alice", "cli.rbatch", "--wrap", "sleep 300"))
     # bob writes alice's name and uid into his request: munged's word is taken, not his
     kind, doc = users.raw("bob", "CancelJobs", {"job_ids": [jid], "user": "alice",
