@@ -209,3 +209,40 @@ def root_jobs_disabled(config: ClusterConfig, options: tuple[tuple[str, str], ..
     if own is None:
         return config.access.disable_root_jobs
     return own.strip().upper() in ("YES", "TRUE", "1", "Y")
+
+
+# -- HTTP (ctld/web): a token names a user, who gets that user's rights ------------------------
+
+
+def identify_name(config: ClusterConfig, name: str) -> Identity:
+    """The user an HTTP token names (uid -1 when the name has no passwd entry: then only
+    AdminUsers or SlurmUser can make it an admin)."""
+    try:
+        pw = pwd.getpwnam(name)
+        uid, gid = pw.pw_uid, pw.pw_gid
+    except KeyError:
+        uid = gid = -1
+    return Identity(uid, gid, name, is_admin(config.access, uid, gid, name))
+
+
+def http_write_refusal(config: ClusterConfig, name: str, what: str) -> str | None:
+    who = identify_name(config, name)
+    if who.admin:
+        return None
+    return denied(what, f"it needs an admin ({ADMINS}); the token is {name}'s")
+
+
+def http_hidden(config: ClusterConfig, who: Identity | None, what: str) -> str | None:
+    """The refusal of a read of `what` ("nodes") that PrivateData hides from this reader (None:
+    no token), or None."""
+    if what not in config.access.private_data or (who is not None and who.admin):
+        return None
+    return denied("node information", f"PrivateData={what} shows it to admins ({ADMINS}) only")
+
+
+def visible_jobs(config: ClusterConfig, who: Identity | None, records: list[dict]) -> list[dict]:
+    """PrivateData=jobs: a reader who is not an admin sees their own jobs only (no token: none)."""
+    if "jobs" not in config.access.private_data or (who is not None and who.admin):
+        return records
+    uid = who.uid if who is not None else None
+    return [r for r in records if uid is not None and _owner(r) == uid]
