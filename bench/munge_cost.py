@@ -57,11 +57,34 @@ def per_request(addr: tuple[str, int], key: bytes, pid: int, n: int, sock: str |
             "ctld_cpu_us_per_request": round(cpu / n * 1e6, 1)}
 
 
+def per_command(c, conf: Path, n: int, munge_socket: str | None) -> float:
+    """Median wall seconds of a whole `rinfo` process (start-up, import, request, render)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RANCH_SERVER": f"127.0.0.1:{c.port}",
+           "RANCH_KEY_FILE": c.key_file}
+    if munge_socket is not None:
+        # as a user without the key: munge by fallback, no config to parse (its parse would
+        # cost more than munge does; `-f` users pay it either way)
+        env["RANCH_KEY_FILE"] = str(conf.parent / "no-such-key")
+        env["RANCH_MUNGE_SOCKET"] = munge_socket
+    walls = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "cli.rinfo"], env=env, cwd=REPO,
+                              capture_output=True)
+        walls.append(time.perf_counter() - t0)
+        assert done.returncode == 0, done.stderr
+    return statistics.median(walls)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--programs", type=int, default=50, help="calls through munge/unmunge")
     ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--commands", type=int, default=20, help="whole rinfo processes")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -88,6 +111,10 @@ def main() -> int:
                                                              args.requests, None)
                 results["request_munge"] = per_request(c.addr, b"", pid, args.requests,
                                                        md.socket)
+                results["rinfo_ms_cluster_key"] = round(
+                    per_command(c, c.conf_path, args.commands, None) * 1e3, 1)
+                results["rinfo_ms_munge"] = round(
+                    per_command(c, c.conf_path, args.commands, md.socket) * 1e3, 1)
     key, mu = results["request_cluster_key"], results["request_munge"]
     results["munge_extra_ctld_cpu_us"] = round(
         mu["ctld_cpu_us_per_request"] - key["ctld_cpu_us_per_request"], 1)
@@ -104,8 +131,10 @@ def main() -> int:
           f"{key['ctld_cpu_us_per_request']:.1f} us of rctld CPU")
     print(f"per request (Ping), munge:       {mu['wall_ms_median']:.3f} ms at the command, "
           f"{mu['ctld_cpu_us_per_request']:.1f} us of rctld CPU")
-    print(f"munge adds {results['munge_extra_wall_ms']:.3f} ms per command and "
+    print(f"munge adds {results['munge_extra_wall_ms']:.3f} ms per request and "
           f"{results['munge_extra_ctld_cpu_us']:.1f} us of controller CPU per request")
+    print(f"a whole rinfo process: {results['rinfo_ms_cluster_key']:.1f} ms with the cluster "
+          f"key, {results['rinfo_ms_munge']:.1f} ms with munge")
     return 0
 
 

@@ -9,11 +9,10 @@ libmunge.so.2 is missing, the `munge`/`unmunge` programs of the same package are
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
-import shutil
-import subprocess
-from typing import Any
+
+# ctypes.util, shutil and subprocess are imported where needed: a command pays for them only on
+# the rare paths (no soname, no libmunge), not at every start.
 
 DEFAULT_SOCKET = "/run/munge/munge.socket.2"
 SOCKET_ENV = "RANCH_MUNGE_SOCKET"
@@ -52,7 +51,7 @@ class Decoded:
         self.uid, self.gid, self.payload = uid, gid, payload
 
 
-def socket_path(configured: str | None = None, env: Any = None) -> str:
+def socket_path(configured: str | None = None, env: object = None) -> str:
     """AuthInfo's socket beats RANCH_MUNGE_SOCKET beats MUNGE's default."""
     environ = os.environ if env is None else env
     return configured or environ.get(SOCKET_ENV) or DEFAULT_SOCKET
@@ -68,18 +67,25 @@ def parse_auth_info(text: str | None) -> dict[str, str]:
     return out
 
 
-_lib: Any = None
-_libc: Any = None
+_lib: object = None
+_libc: object = None
 
 
-def _library() -> Any:
+def _library() -> object:
     """libmunge through ctypes, or None when it is not installed."""
     global _lib, _libc
     if _lib is None:
-        name = ctypes.util.find_library("munge") or "libmunge.so.2"
-        try:
-            lib = ctypes.CDLL(name)
+        try:  # the soname first: find_library runs ldconfig, which costs a command ~15 ms
+            lib = ctypes.CDLL("libmunge.so.2")
         except OSError:
+            from ctypes.util import find_library
+
+            name = find_library("munge")
+            try:
+                lib = ctypes.CDLL(name) if name else None
+            except OSError:
+                lib = None
+        if lib is None:
             _lib = False
             return None
         lib.munge_ctx_create.restype = ctypes.c_void_p
@@ -109,6 +115,8 @@ def available() -> str:
     """How credentials are made here: "libmunge", "programs", or "" (neither is installed)."""
     if _library() is not None:
         return "libmunge"
+    import shutil
+
     if shutil.which("munge") and shutil.which("unmunge"):
         return "programs"
     return ""
@@ -117,7 +125,7 @@ def available() -> str:
 class _Ctx:
     """A munge_ctx_t with the socket set; destroyed on exit."""
 
-    def __init__(self, lib: Any, socket: str | None) -> None:
+    def __init__(self, lib: object, socket: str | None) -> None:
         self.lib = lib
         self.ctx = lib.munge_ctx_create()
         if not self.ctx:
@@ -179,7 +187,9 @@ def decode(cred: str, *, socket: str | None = None, use: str = "") -> Decoded:
     return Decoded(uid.value, gid.value, payload)
 
 
-def _run(argv: list[str], data: bytes) -> subprocess.CompletedProcess:
+def _run(argv: list[str], data: bytes) -> object:
+    import subprocess
+
     try:
         return subprocess.run(argv, input=data, capture_output=True, timeout=10)
     except FileNotFoundError:
