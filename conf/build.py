@@ -821,6 +821,10 @@ class _Builder:
             g("AuthType", None) or "", self.auth_info(), g("SlurmUser", "root"),
             g("AdminUsers", ()), g("PrivateData", ()), g("DisableRootJobs", False))
         self.ignored.pop("DisableRootJobs", None)  # a partition's is acted on too
+        if access.disable_root_jobs:  # a partition without its own inherits it, as in Slurm
+            partitions = [p if any(k == "DisableRootJobs" for k, _ in p.options)
+                          else attrs.evolve(p, options=(*p.options, ("DisableRootJobs", "YES")))
+                          for p in partitions]
         settings: list[tuple[str, str]] = []
         for name, (_, p, _) in self.globals.items():
             if name in ("SlurmctldHost", "ControlMachine", "BackupController"):
