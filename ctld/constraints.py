@@ -10,9 +10,12 @@ same one) and counts (`a*2`) are refused with a message naming them: Ranch does 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from ctld.jobs import Jobs
 
 
 class ConstraintError(ValueError):
@@ -148,7 +151,7 @@ class NodeFilter:
     earlier in the same pass counts. `explain` turns place()'s ReqNodeNotAvail into Resources
     when nodes were only passed over because another user's jobs hold them."""
 
-    def __init__(self, jobs: Any, job: Any, uses: dict[str, Any] | None = None) -> None:
+    def __init__(self, jobs: Jobs, job: Any, uses: dict[str, Any] | None = None) -> None:
         self.jobs = jobs
         self.uses = jobs.uses if uses is None else uses  # --test-only: a simulated copy
         self.req = job.req
@@ -170,5 +173,5 @@ class NodeFilter:
         return "Resources" if self.busy and why.startswith("ReqNodeNotAvail") else why
 
 
-def placeable(jobs: Any, job: Any, uses: dict[str, Any] | None = None) -> NodeFilter:
+def placeable(jobs: Jobs, job: Any, uses: dict[str, Any] | None = None) -> NodeFilter:
     return NodeFilter(jobs, job, uses)

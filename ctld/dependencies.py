@@ -18,9 +18,12 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    from ctld.jobs import Jobs
 
 UNFULFILLED, FULFILLED, FAILED = "unfulfilled", "fulfilled", "failed"
 SATISFIED, PENDING, NEVER = "satisfied", "pending", "never"
@@ -271,7 +274,7 @@ class Entry:
 _books: weakref.WeakKeyDictionary[Any, dict[int, Entry]] = weakref.WeakKeyDictionary()
 
 
-def _book(jobs: Any) -> dict[int, Entry]:
+def _book(jobs: Jobs) -> dict[int, Entry]:
     book = _books.get(jobs)
     if book is None:
         book = _books[jobs] = {}
@@ -281,7 +284,7 @@ def _book(jobs: Any) -> dict[int, Entry]:
     return book
 
 
-def _entry(jobs: Any, job: Any) -> Entry | None:
+def _entry(jobs: Jobs, job: Any) -> Entry | None:
     text = job.req.dependency
     if not text:
         return None
@@ -310,7 +313,7 @@ class Verdict:
     newly_never: bool = False  # first time judged never satisfiable (INVALID_DEPEND mail)
 
 
-def verdict(jobs: Any, job: Any, wall: float) -> Verdict | None:
+def verdict(jobs: Jobs, job: Any, wall: float) -> Verdict | None:
     """None when the job may start as far as its dependencies go; else why it waits. Once
     satisfied a job's dependencies are done with (slurmctld clears the list)."""
     entry = _entry(jobs, job)
@@ -323,7 +326,7 @@ def verdict(jobs: Any, job: Any, wall: float) -> Verdict | None:
         entry.verdict, states, wake = evaluate(entry.spec, entry.states, job, jobs.jobs, wall)
         if states != entry.states:
             entry.states = states
-            jobs._touch(job, durable=False)  # Dependency= shows the element states
+            jobs.touch(job, durable=False)  # Dependency= shows the element states
         if entry.verdict == SATISFIED:
             return None
         if entry.verdict == PENDING:
@@ -334,7 +337,7 @@ def verdict(jobs: Any, job: Any, wall: float) -> Verdict | None:
     return Verdict("DependencyNeverSatisfied", cancel=kill, newly_never=before != NEVER)
 
 
-def shown(jobs: Any, job: Any) -> str:
+def shown(jobs: Jobs, job: Any) -> str:
     """What a job record shows as its dependency."""
     entry = _entry(jobs, job)
     if entry is None:

@@ -4,6 +4,7 @@ with who may act on which job."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 
@@ -12,21 +13,28 @@ from ctld.jobrecord import ACTIVE, PENDING, RUNNING, Job
 from protocol import messages as m
 from statemachine import jobtable as jt
 
+if TYPE_CHECKING:
+    from ctld.jobs import Jobs
+
 
 class JobCommands:
-    """Mixed into ctld.jobs.Jobs."""
+    """rcancel's and rcontrol's job commands on the job store."""
+
+    def __init__(self, store: Jobs) -> None:
+        self.store = store
+        self.c = store.c
 
     def _targets(self, ids: Sequence[int]) -> tuple[list[Job], list[str]]:
         jobs, errors = [], []
         for jid in ids:
-            job = self.jobs.get(jid)
+            job = self.store.jobs.get(jid)
             if job is None:
                 errors.append(f"Invalid job id specified: {jid}")
             else:
                 jobs.append(job)
                 # an array job's id names all its tasks, as in Slurm
                 if job.array_job_id == jid:
-                    jobs += [j for j in self.jobs.values()
+                    jobs += [j for j in self.store.jobs.values()
                              if j.array_job_id == jid and j.id != jid]
         return jobs, errors
 
@@ -41,7 +49,7 @@ class JobCommands:
         if msg.job_ids:
             jobs, errors = self._targets(msg.job_ids)
         elif msg.only_user:
-            jobs, errors = list(self.jobs.values()), []
+            jobs, errors = list(self.store.jobs.values()), []
         else:
             return m.JobResult(ok=False, errors=("no job id given",))
         if msg.only_user:
@@ -58,19 +66,19 @@ class JobCommands:
                 continue
             if msg.signal:
                 if job.state == RUNNING:
-                    self._kill(job, sorted(job.awaiting), msg.signal, "signal")
+                    self.store.kill(job, sorted(job.awaiting), msg.signal, "signal")
                     done.append(job.id)
                 else:
                     errors.append(f"Signal job error on job id {job.id}: job is {job.state}")
                 continue
-            err = self._apply(job, jt.Cancel())
+            err = self.store.apply(job, jt.Cancel())
             if err:
                 if msg.job_ids:  # rcancel -u passes over what is already ending
                     errors.append(err)
             else:
                 done.append(job.id)
-        if self.pending_stale:
-            self._rebuild_pending()
+        if self.store.pending_stale:
+            self.store.rebuild_pending()
         logs.event("cancel", jobs=",".join(map(str, done)) or "-", user=msg.user or "-",
                    signal=msg.signal, refused=len(errors))
         self.c.flush_programs()
@@ -99,7 +107,7 @@ class JobCommands:
                 event = jt.Release()
             else:
                 event = jt.Requeue()
-            err = self._apply(job, event)
+            err = self.store.apply(job, event)
             if err:
                 errors.append(err)
                 continue
@@ -109,11 +117,11 @@ class JobCommands:
                 if action == "begin":
                     job.req = attrs.evolve(job.req, begin_time=msg.begin_time)
                 job.reason = "None"  # the next pass says BeginTime again if still ahead
-            self._touch(job)
-            self.kicked = True
+            self.store.touch(job)
+            self.store.kicked = True
             done.append(job.id)
-        if self.pending_stale:
-            self._rebuild_pending()
+        if self.store.pending_stale:
+            self.store.rebuild_pending()
         logs.event("job control", action=action, jobs=",".join(map(str, done)) or "-",
                    user=msg.user or "-", refused=len(errors))
         self.c.flush_programs()

@@ -6,11 +6,14 @@ the JobSpec fields a node needs, and a pending job's dependency in the schedulin
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conf import hostlist
 from ctld import constraints, dependencies, logs, mail
 from protocol import messages as m
+
+if TYPE_CHECKING:
+    from ctld.jobs import Jobs
 
 NICE_LIMIT = 2147483645
 OPEN_MODES = ("", "append", "truncate")
@@ -21,7 +24,7 @@ MAIL_WORDS = frozenset({"BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "ST
 CANCELLED = "<cancelled>"  # dependency_reason: the job was cancelled (--kill-on-invalid-dep)
 
 
-def screen(jobs: Any, req: m.SubmitJob, members: dict[str, Any]
+def screen(jobs: Jobs, req: m.SubmitJob, members: dict[str, Any]
            ) -> tuple[dict[str, Any], m.Error | None]:
     """(the partition's nodes the job may use, or the refusal naming the field). Called by
     the submit checks once the partition's members are known."""
@@ -83,7 +86,7 @@ def spec_fields(req: m.SubmitJob) -> dict[str, Any]:
             "warn_time": req.warn_time, "warn_batch": req.warn_batch, "input": req.input}
 
 
-def record_fields(jobs: Any, job: Any) -> dict[str, Any]:
+def record_fields(jobs: Jobs, job: Any) -> dict[str, Any]:
     """What the job record (squeue, show job, HTTP) adds for these options."""
     req = job.req
     return {
@@ -124,7 +127,7 @@ def _signal_text(req: m.SubmitJob) -> str:
     return f"{'B:' if req.warn_batch else ''}{name}@{req.warn_time}"
 
 
-def dependency_reason(jobs: Any, job: Any, wall: float) -> str:
+def dependency_reason(jobs: Jobs, job: Any, wall: float) -> str:
     """The scheduling pass's question for a pending, unheld job: "" when its dependencies let
     it go, else its reason (Dependency, DependencyNeverSatisfied), or CANCELLED when
     --kill-on-invalid-dep ended it (the pass takes it off the pending list)."""
@@ -142,9 +145,9 @@ def dependency_reason(jobs: Any, job: Any, wall: float) -> str:
                    job=job.id)
         from statemachine import jobtable
 
-        jobs._apply(job, jobtable.Cancel())
+        jobs.apply(job, jobtable.Cancel())
         job.reason = verdict.reason  # slurmctld keeps DependencyNeverSatisfied on it
-        jobs._touch(job)
+        jobs.touch(job)
         return CANCELLED
     if verdict.wake < float("inf"):
         from ctld.jobrecord import BEGIN_KEY

@@ -4,6 +4,7 @@ JobList body, and the jobs holding given nodes (the resume file)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -12,23 +13,31 @@ from ctld.jobextras import record_fields
 from ctld.jobrecord import ACTIVE, Job, job_name
 from ctld.wire import kept
 
+if TYPE_CHECKING:
+    from ctld.jobs import Jobs
+
 
 class JobListing:
-    """Mixed into ctld.jobs.Jobs."""
+    """Views of the job store: records, the cached JobList body, jobs holding nodes."""
+
+    def __init__(self, store: Jobs) -> None:
+        self.store = store
+        self.c = store.c
+        self._list: tuple[int, bytes] | None = None  # (store generation, encoded records)
 
     def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
         """(job id, every node of the job) for the active jobs holding any of `names` (the
         resume program's SLURM_RESUME_FILE)."""
         seen: dict[int, list[str]] = {}
         for name in names:
-            use = self.uses.get(name)
+            use = self.store.uses.get(name)
             for jid in sorted(use.jobs) if use else ():
-                job = self.jobs.get(jid)
+                job = self.store.jobs.get(jid)
                 if job is not None and job.state in ACTIVE and jid not in seen:
                     seen[jid] = list(job.nodes)
         return sorted(seen.items())
 
-    def record(self, job: Job) -> dict:
+    def record(self, job: Job) -> dict[str, Any]:
         rec = job.record
         if rec is not None:
             return rec
@@ -78,7 +87,7 @@ class JobListing:
             "submit_host": req.submit_host,
             "message": job.message,
         }
-        rec.update(record_fields(self, job))  # sbatch's further options (issue 22)
+        rec.update(record_fields(self.store, job))  # sbatch's further options (issue 22)
         return rec
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes:
@@ -86,12 +95,13 @@ class JobListing:
         encoded once per change; "now" (generated_at, from which rqueue's TIME and show job's
         RunTime count) is written fresh into every answer."""
         if ids:
-            wanted = [self.jobs[j] for j in ids if j in self.jobs]
-            extra = [j for j in self.jobs.values() if j.array_job_id in ids and j.id not in ids]
+            table = self.store.jobs
+            wanted = [table[j] for j in ids if j in table]
+            extra = [j for j in table.values() if j.array_job_id in ids and j.id not in ids]
             records = orjson.dumps([self.record(j) for j in [*wanted, *extra]])
-        elif self._list is not None and self._list[0] == self.gen:
+        elif self._list is not None and self._list[0] == self.store.gen:
             records = self._list[1]
         else:
-            records = kept(orjson.dumps([self.record(j) for j in self.jobs.values()]))
-            self._list = (self.gen, records)
+            records = kept(orjson.dumps([self.record(j) for j in self.store.jobs.values()]))
+            self._list = (self.store.gen, records)
         return b'{"generated_at":%s,"jobs":%s}' % (orjson.dumps(self.c.wall()), records)

@@ -18,6 +18,8 @@ from protocol import messages as m
 from statemachine import jobtable as jt
 
 if TYPE_CHECKING:
+    from ctld.jobs import Jobs
+    from ctld.jobstart import JobStarts
     from ctld.node import NodeRecord
 
 Run = tuple[int, int]
@@ -32,12 +34,17 @@ def reported_runs(job_ids: Sequence[int], runs: Sequence[Sequence[int]]) -> dict
 
 
 class JobReconciliation:
-    """Mixed into ctld.jobs.Jobs."""
+    """What nodes report, laid against the job store."""
+
+    def __init__(self, store: Jobs, starts: JobStarts) -> None:
+        self.store = store
+        self.starts = starts
+        self.c = store.c
 
     def ended(self, node: NodeRecord, ends: Sequence[m.JobEnd]) -> None:
         """JobEnd reports (at least once each: a repeat, or another run's, is a no-op)."""
         for end in ends:
-            job = self.jobs.get(end.job_id)
+            job = self.store.jobs.get(end.job_id)
             if job is None:
                 continue
             if end.restarts != job.restarts:
@@ -45,19 +52,19 @@ class JobReconciliation:
                            node=node.name, run=end.restarts, current=job.restarts,
                            state=end.state)
                 continue
-            self._apply(job, jt.EndReported(node.name, end.restarts, end.state, end.exit_code,
+            self.store.apply(job, jt.EndReported(node.name, end.restarts, end.state, end.exit_code,
                                             end.signal, end.message))
 
     def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
         """A node confirms it launched a run (its start time is the job's)."""
-        job = self.jobs.get(msg.job_id)
+        job = self.store.jobs.get(msg.job_id)
         if job is not None:
-            self._apply(job, jt.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
+            self.store.apply(job, jt.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
         return m.Ack()
 
     def _current(self, name: str, job_id: int, run: int) -> bool:
         """Whether the node should run this run of the job (-1: an older rnoded's any-run)."""
-        job = self.jobs.get(job_id)
+        job = self.store.jobs.get(job_id)
         return (job is not None and job.state in (RUNNING, COMPLETING) and name in job.awaiting
                 and run in (-1, job.restarts))
 
@@ -73,21 +80,21 @@ class JobReconciliation:
         """Jobs the node should run and does not report: lost there (after the launch grace
         time in a heartbeat; at once in a registration, which lists everything it runs)."""
         name = node.name
-        use = self.uses.get(name)
+        use = self.store.uses.get(name)
         if use is None or not use.jobs:
             return
-        now = self.c.clock()
+        now, grace_s = self.c.clock(), self.store.missing_grace
         for jid in sorted(use.jobs):
-            job = self.jobs.get(jid)
+            job = self.store.jobs.get(jid)
             if job is None or name not in job.awaiting or job.state not in ACTIVE:
                 continue
             if runs.get(jid) in (-1, job.restarts):
                 continue
-            if grace and (job.launched_at is None or now - job.launched_at <= self.missing_grace):
+            if grace and (job.launched_at is None or now - job.launched_at <= grace_s):
                 continue
             logs.event("node lost a job", logging.WARNING, node=name, job=job.id,
                        run=job.restarts)
-            self._apply(job, jt.NodeLost(name, requeue=True, why=f"lost by node {name}"))
+            self.store.apply(job, jt.NodeLost(name, requeue=True, why=f"lost by node {name}"))
 
     def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
                                                                      tuple[Run, ...]]:
@@ -111,27 +118,27 @@ class JobReconciliation:
         # The node does not run it and did not report its end: lost with the old rnoded (or its
         # LaunchJob went to a dead connection).
         self._look_for_missing(node, runs, grace=False)
-        for jid in sorted(use.jobs) if (use := self.uses.get(name)) else ():
-            job = self.jobs.get(jid)
+        for jid in sorted(use.jobs) if (use := self.store.uses.get(name)) else ():
+            job = self.store.jobs.get(jid)
             if job is not None:
-                self._try_launch(job)
-        self._sync_node(name)  # an allocation its earlier state refused (UNKNOWN at restart)
-        self.kicked = True
+                self.starts.try_launch(job)
+        self.store.sync_node(name)  # an allocation its earlier state refused (UNKNOWN at restart)
+        self.store.kicked = True
         return self._stale(name, runs)
 
     def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
         """effects.KillJobs of the node table (DOWN, ResumeTimeout, POWER_DOWN_FORCE: the node
         is gone; State=FAIL with `wait`: it is alive, its processes are killed and awaited)."""
-        use = self.uses.get(node.name)
+        use = self.store.uses.get(node.name)
         if use is None:
             return
         for jid in sorted(use.jobs):
-            job = self.jobs.get(jid)
+            job = self.store.jobs.get(jid)
             if job is None:
                 continue
             if wait:
-                self._apply(job, jt.NodeFailing(node.name, requeue=requeue))
+                self.store.apply(job, jt.NodeFailing(node.name, requeue=requeue))
             else:
-                self._apply(job, jt.NodeLost(node.name, requeue=requeue,
+                self.store.apply(job, jt.NodeLost(node.name, requeue=requeue,
                                              why=f"node {node.name} failed"))
-        self.kicked = True
+        self.store.kicked = True

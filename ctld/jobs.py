@@ -1,6 +1,7 @@
-"""Batch jobs in the controller, the core: the job table, the queue, what each node holds, job
-endings and save/restore. Submission, the scheduling pass, reconciliation with nodes, user
-commands and listings live in ctld/job{submit,start,reconcile,commands,listing}.py (mixins).
+"""The controller's job store: every job, the queue, what each node holds, the one place a job's
+state changes, and save/restore. Submission, the scheduling pass, reconciliation with nodes, user
+commands and listings are components (ctld/job{submit,start,reconcile,commands,listing}.py) that
+each hold this store; nothing else keeps job state.
 
 Node state is never set here: allocations and the COMPLETING flag reach a node as statemachine
 events through the Cluster, whose table decides IDLE/MIXED/ALLOCATED and drng/drain.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import bisect
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -20,7 +21,7 @@ import orjson
 from ctld import logs, mail
 from ctld.jobcommands import JobCommands
 from ctld.joblisting import JobListing
-from ctld.jobreconcile import JobReconciliation
+from ctld.jobreconcile import JobReconciliation, Run
 from ctld.jobrecord import (
     ACTIVE,
     COMPLETING,
@@ -36,12 +37,14 @@ from ctld.jobsubmit import JobSubmission
 from ctld.scheduler import NodeUse
 from ctld.wire import kept
 from protocol import messages as m
-from statemachine import Flag, events
+from statemachine import events
 from statemachine import jobtable as jt
 from statemachine.jobstates import FINAL, end_reason
+from statemachine.model import Flag
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
+    from ctld.node import NodeRecord
 
 __all__ = ["ACTIVE", "PENDING", "Job", "Jobs", "job_from_json", "job_json", "parse_array"]
 
@@ -55,10 +58,9 @@ def view_of(job: Job) -> jt.JobView:
     )
 
 
-class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing):
-    """Every job the controller holds, and the node allocations they make. Here the core
-    (the one place a job's state changes, bookkeeping, save/restore); submission, the scheduling
-    pass, reconciliation, user commands and listings come from the mixins."""
+class Jobs:
+    """Every job the controller holds, and the node allocations they make: the store its
+    components share (declared here, and only here) and the entry points ctld calls."""
 
     def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
@@ -73,8 +75,60 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         self.bulk_gone: list[int] = []  # purged jobs whose bulk files the next snapshot removes
         self.kicked = False  # a scheduling pass is due
         self.gen = 0  # bumped by every change a job listing shows
-        self._list: tuple[int, bytes] | None = None
+        self.index: dict[str, int] = {}
+        self.kill_wait = self.min_job_age = self.missing_grace = 0.0
         self.config_changed()
+        self.submission = JobSubmission(self)
+        self.starts = JobStarts(self)
+        self.reconciliation = JobReconciliation(self, self.starts)
+        self.commands = JobCommands(self)
+        self.listing = JobListing(self)
+
+    # -- entry points (what the cluster, the routes and the daemon call) ---------------------
+
+    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
+        return self.submission.submit(req)
+
+    def build(self, req: m.SubmitJob) -> list[Job] | m.Error:
+        return self.submission.build(req)
+
+    def accept(self, built: Sequence[Job]) -> m.SubmitReply:
+        return self.submission.accept(built)
+
+    def retract(self, accepted: Sequence[Job]) -> None:
+        self.submission.retract(accepted)
+
+    def run(self) -> None:
+        self.starts.run()
+
+    def cancel(self, msg: m.CancelJobs) -> m.JobResult:
+        return self.commands.cancel(msg)
+
+    def control(self, msg: m.JobControl) -> m.JobResult:
+        return self.commands.control(msg)
+
+    def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
+                                                                     tuple[Run, ...]]:
+        return self.reconciliation.heartbeat(node, msg)
+
+    def registered(self, node: NodeRecord, msg: m.Register) -> tuple[tuple[int, ...],
+                                                                     tuple[Run, ...]]:
+        return self.reconciliation.registered(node, msg)
+
+    def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
+        return self.reconciliation.started(node, msg)
+
+    def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
+        self.reconciliation.node_lost(node, requeue, wait)
+
+    def record(self, job: Job) -> dict[str, Any]:
+        return self.listing.record(job)
+
+    def list_body(self, ids: Sequence[int] = ()) -> bytes:
+        return self.listing.list_body(ids)
+
+    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
+        return self.listing.jobs_holding(names)
 
     def config_changed(self) -> None:
         cfg = self.c.config
@@ -87,7 +141,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         self.missing_grace = 3.0 * t.heartbeat_interval + t.message_timeout
         self.kicked = True
 
-    def _touch(self, job: Job, durable: bool = True) -> None:
+    def touch(self, job: Job, durable: bool = True) -> None:
         """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
         the journal before that reply leaves (a pending reason is recomputed, not kept)."""
         job.saved = None
@@ -96,13 +150,14 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         c = self.c
         if durable:
             c.unsynced_jobs[job.id] = job
+            c.job_changes += 1
         if not c.dirty:
             c.dirty = True
             c.on_dirty()
 
     # -- the one place a job's state changes -------------------------------------------------
 
-    def _apply(self, job: Job, event: jt.Event) -> str | None:
+    def apply(self, job: Job, event: jt.Event) -> str | None:
         """Feed one event to the job table and carry out its effects; the refusal's text (for
         the user) when the table refuses it."""
         old = view_of(job)
@@ -118,16 +173,16 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         for eff in effects:
             if isinstance(eff, jt.Free):
                 for name in eff.nodes:
-                    self._release(job, name)
+                    self.release(job, name)
             elif isinstance(eff, jt.Kill):
-                self._kill(job, eff.nodes, 0, eff.why, run=old.restarts)
+                self.kill(job, eff.nodes, 0, eff.why, run=old.restarts)
             elif isinstance(eff, jt.Launch):
-                self._launch(job, eff.nodes)
+                self.starts.launch(job, eff.nodes)
             elif isinstance(eff, jt.Started):
                 job.start_time = eff.at
         if new.state != old.state or new.restarts != old.restarts:
             self._entered(job, old)
-        self._touch(job)
+        self.touch(job)
         return None
 
     def _entered(self, job: Job, old: jt.JobView) -> None:
@@ -137,12 +192,12 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             self.pending_stale = True
         if state == PENDING:  # requeued: a new run starts from scratch
             for name in list(job.shares):
-                self._release(job, name)
+                self.release(job, name)
             job.shares = {}
             job.reason = "None"
             job.start_time = job.end_time = None
             job.launched_at = None
-            self._add_pending(job)
+            self.add_pending(job)
             self.kicked = True
             logs.event("job requeued", job=job.id, restarts=job.restarts)
             mail.notify(self, job, "REQUEUE")  # --mail-type (ctld/mail.py)
@@ -152,7 +207,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             mail.notify(self, job, "BEGIN")
         elif state in FINAL:
             for name in list(job.shares):
-                self._release(job, name)
+                self.release(job, name)
             job.end_time = self.c.wall()
             job.reason = end_reason(state, job.exit_code, job.signal,
                                     job.reason if old.state == PENDING else "")
@@ -163,20 +218,20 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
                        signal=job.signal)
             mail.ended(self, job)
         for name in set(old.nodes) | set(job.nodes):
-            self._sync_node(name)  # COMPLETING comes and goes with the job's state
+            self.sync_node(name)  # COMPLETING comes and goes with the job's state
 
-    def _add_pending(self, job: Job) -> None:
+    def add_pending(self, job: Job) -> None:
         bisect.insort(self.pending, job, key=lambda j: (-j.priority, j.id))
         self.pending_parts[job.partition] += 1
 
-    def _rebuild_pending(self) -> None:
+    def rebuild_pending(self) -> None:
         """Drop every job that left PENDING from the pending list at once (one pass, not a
         list.remove per job: many jobs leave it in one scheduling pass or one rcancel -u)."""
         self.pending = [j for j in self.pending if j.state == PENDING]
         self.pending_parts = Counter(j.partition for j in self.pending)
         self.pending_stale = False
 
-    def _sync_node(self, name: str) -> None:
+    def sync_node(self, name: str) -> None:
         """Feed the node's allocation and COMPLETING flag to the state machine as events."""
         node = self.c.nodes.get(name)
         if node is None:
@@ -204,14 +259,14 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         if not use.jobs:
             self.uses.pop(name, None)
 
-    def _release(self, job: Job, name: str) -> None:
+    def release(self, job: Job, name: str) -> None:
         share = job.shares.pop(name, None)
         use = self.uses.get(name)
         if share is not None and use is not None:
             use.remove(job.id, share)
-        self._sync_node(name)
+        self.sync_node(name)
 
-    def _kill(self, job: Job, names: Iterable[str], signal: int = 0, why: str = "",
+    def kill(self, job: Job, names: Iterable[str], signal: int = 0, why: str = "",
               run: int | None = None) -> None:
         """KillJob for run `run` (default the current one) to each node, once what led to it is
         on disk: a kill that went out before a crash must match the state read back after."""
@@ -224,7 +279,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
 
     # -- state file ------------------------------------------------------------------------
 
-    def _purge(self) -> None:
+    def purge(self) -> None:
         cutoff = self.c.wall() - self.min_job_age
         old = [j.id for j in self.jobs.values()
                if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff]
@@ -250,7 +305,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             if job is not None and not job.bulk_on_disk:
                 job.req = attrs.evolve(job.req, script="", env=())
                 job.bulk_on_disk = True
-                self._touch(job, durable=False)
+                self.touch(job, durable=False)
 
     def saved_entry(self, job: Job) -> orjson.Fragment:
         """The job's record as the state file and the journal hold it, encoded once a change."""
@@ -259,7 +314,7 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
         return job.saved
 
     def save_doc(self) -> dict[str, Any]:
-        self._purge()
+        self.purge()
         return {"next_id": self.next_id, "jobs": [self.saved_entry(j) for j in self.jobs.values()]}
 
     def restore(self, doc: dict[str, Any] | None) -> None:
@@ -272,18 +327,18 @@ class Jobs(JobSubmission, JobStarts, JobReconciliation, JobCommands, JobListing)
             except (KeyError, TypeError, ValueError) as exc:
                 logs.event("saved job unreadable; dropped", logging.WARNING, error=repr(exc))
                 continue
-            self._adopt(job)
+            self.adopt(job)
         for name in list(self.c.nodes):
-            self._sync_node(name)
+            self.sync_node(name)
         self.kicked = True
         logs.event("jobs restored", jobs=len(self.jobs), next_id=self.next_id)
 
-    def _adopt(self, job: Job) -> None:
+    def adopt(self, job: Job) -> None:
         self.jobs[job.id] = job
         if job.state in (RUNNING, COMPLETING):
             job.launched_at = self.c.clock()  # the missing-job grace counts from the restart
         self.next_id = max(self.next_id, job.id + 1)
         if job.state == PENDING:
-            self._add_pending(job)
+            self.add_pending(job)
         for name, share in job.shares.items():
             self.uses.setdefault(name, NodeUse()).add(job.id, share)

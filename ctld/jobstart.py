@@ -15,42 +15,47 @@ from ctld.constraints import placeable
 from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_name
 from ctld.scheduler import NodeUse, place
 from protocol import messages as m
-from statemachine import Flag
 from statemachine import jobtable as jt
+from statemachine.model import Flag
 from statemachine.predicates import takes_new_work
 
 if TYPE_CHECKING:
+    from ctld.jobs import Jobs
     from ctld.node import NodeRecord
 
 
 class JobStarts:
-    """Mixed into ctld.jobs.Jobs."""
+    """The scheduling pass over the job store, and launches."""
+
+    def __init__(self, store: Jobs) -> None:
+        self.store = store
+        self.c = store.c
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
-        if not self.kicked:
+        if not self.store.kicked:
             return
-        self.kicked = False
+        self.store.kicked = False
         self._pass()
 
     def _pass(self) -> None:
         cfg = self.c.config
-        if self.pending_stale:
-            self._rebuild_pending()
+        if self.store.pending_stale:
+            self.store.rebuild_pending()
         blocked: set[str] = set()
         started = 0
         wall = self.c.wall()
         wake = math.inf  # the earliest BeginTime still ahead
-        for job in self.pending:
+        for job in self.store.pending:
             if job.state != PENDING:
                 continue
-            if blocked and blocked.issuperset(self.pending_parts):
+            if blocked and blocked.issuperset(self.store.pending_parts):
                 break  # every partition waits on a job ahead: nothing below may start
             pc = cfg.partition(job.partition)
             begin = job.req.begin_time
             if job.held:
                 why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
-            elif why := jobextras.dependency_reason(self, job, wall):  # -d (issue 22)
+            elif why := jobextras.dependency_reason(self.store, job, wall):  # -d (issue 22)
                 if why == jobextras.CANCELLED:
                     started += 1  # ended: off the pending list below
                     continue
@@ -75,9 +80,9 @@ class JobStarts:
                     blocked.add(job.partition)
             if job.reason != why:
                 job.reason = why
-                self._touch(job, durable=False)  # recomputed by every pass, after a restart too
+                self.store.touch(job, durable=False)  # recomputed by every pass, after restarts
         if started:
-            self._rebuild_pending()
+            self.store.rebuild_pending()
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
             due = self.c.clock() + (wake - wall)
             when = self.c.deadlines.when(BEGIN_KEY)
@@ -88,11 +93,11 @@ class JobStarts:
         nodes = self.c.nodes
         required = [nodes[n] for n in dict.fromkeys(job.req_nodes) if n in nodes]
         excluded = set(job.exc_nodes)
-        ok = placeable(self, job)  # -C Features, --exclusive=user (ctld/constraints.py)
+        ok = placeable(self.store, job)  # -C Features, --exclusive=user (ctld/constraints.py)
         if not all(ok(n) for n in required):
             return "Resources"
-        others = (n for n in self._members(pc) if n.name not in excluded and ok(n))
-        shares, why = place(job.need, required, others, self.uses, self.index)
+        others = (n for n in self.members(pc) if n.name not in excluded and ok(n))
+        shares, why = place(job.need, required, others, self.store.uses, self.store.index)
         if shares is None:
             why = ok.explain(why)
             if why == "ReqNodeNotAvail" and required:
@@ -102,52 +107,52 @@ class JobStarts:
                     why = f"ReqNodeNotAvail, UnavailableNodes:{hostlist.fold(down)}"
             return why
         for name, share in shares.items():
-            self.uses.setdefault(name, NodeUse()).add(job.id, share)
+            self.store.uses.setdefault(name, NodeUse()).add(job.id, share)
         job.shares = dict(shares)
         job.reason = "None"
         # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
         order = tuple(hostlist.expand(hostlist.fold(list(shares))))
-        booting = not all(self._ready(nodes[n]) for n in order)
-        err = self._apply(job, jt.Allocate(order, booting=booting))  # _pass drops it from pending
+        booting = not all(self.ready(nodes[n]) for n in order)
+        err = self.store.apply(job, jt.Allocate(order, booting=booting))  # off pending in _pass
         if err:  # the table refused (held meanwhile): give the resources back
             for name in list(shares):
-                self._release(job, name)
+                self.store.release(job, name)
             return "JobHeldUser"
         for name in order:
-            self._sync_node(name)
+            self.store.sync_node(name)
         return ""
 
-    def _members(self, pc: Any) -> list[NodeRecord]:
+    def members(self, pc: Any) -> list[NodeRecord]:
         """The partition's nodes now, dynamic ones (issue 13) included."""
         live = self.c.partition_nodes(pc.name)
         names: Iterable[str] = pc.nodes if live is None else live
         nodes = self.c.nodes
         return [nodes[n] for n in names if n in nodes]
 
-    def _ready(self, node: NodeRecord) -> bool:
+    def ready(self, node: NodeRecord) -> bool:
         flags = node.state.flags
         return node.conn is not None and not (
             flags & {Flag.POWERING_UP, Flag.POWERED_DOWN, Flag.NO_RESPOND})
 
-    def _try_launch(self, job: Job) -> None:
+    def try_launch(self, job: Job) -> None:
         """CONFIGURING -> RUNNING once every node of the job is up and connected."""
         if job.state == CONFIGURING and all(
-                (n := self.c.nodes.get(name)) is not None and self._ready(n) for name in job.nodes):
-            self._apply(job, jt.NodesReady())
+                (n := self.c.nodes.get(name)) is not None and self.ready(n) for name in job.nodes):
+            self.store.apply(job, jt.NodesReady())
 
     def _bulk(self, job: Job) -> tuple[str, tuple[tuple[str, str], ...]]:
         """The job's script and environment: in memory until a snapshot put them in their
         files (one small read per launch then)."""
-        if not job.bulk_on_disk or self.state_dir is None:
+        if not job.bulk_on_disk or self.store.state_dir is None:
             return job.req.script, job.req.env
         try:
-            return jobbulk.read(self.state_dir, job.id)
+            return jobbulk.read(self.store.state_dir, job.id)
         except (OSError, ValueError) as exc:
             logs.event("job script unreadable", logging.ERROR, job=job.id, error=str(exc))
             why = f"rctld: the batch script of job {job.id} cannot be read: {exc}"
             return f"#!/bin/sh\necho {shlex.quote(why)} >&2\nexit 1\n", ()
 
-    def _launch(self, job: Job, names: tuple[str, ...]) -> None:
+    def launch(self, job: Job, names: tuple[str, ...]) -> None:
         """The table's Launch effect: LaunchJob for the current run to each node, sent once the
         run is on disk (a crash after it never forgets a launch the node acted on)."""
         nodelist = hostlist.fold(list(job.nodes))
@@ -167,7 +172,8 @@ class JobStarts:
                 script=script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
                 argv=req.argv, env=env, nodelist=nodelist, num_nodes=len(job.nodes),
                 ntasks=req.ntasks, cpus_per_task=req.cpus_per_task, cpus=share.cpus,
-                mem_mib=share.mem, gpus=share.gpus, time_limit=limit, kill_wait=self.kill_wait,
+                mem_mib=share.mem, gpus=share.gpus, time_limit=limit,
+                kill_wait=self.store.kill_wait,
                 restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
                 array_job_id=job.array_job_id, array_task_id=job.array_task_id,
                 cluster_name=self.c.config.cluster_name,

@@ -4,7 +4,7 @@ MaxArraySize), building its jobs, and queueing them once journalled."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -14,6 +14,9 @@ from ctld.jobrecord import NOT_AVAILABLE, TOP_PRIORITY, Job, parse_array
 from ctld.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
 from protocol import messages as m
 from protocol.limits import MAX_SCRIPT_BYTES, MAX_TIME_LIMIT_MINUTES
+
+if TYPE_CHECKING:
+    from ctld.jobs import Jobs
 
 
 @attrs.frozen
@@ -57,7 +60,11 @@ def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str,
 
 
 class JobSubmission:
-    """Mixed into ctld.jobs.Jobs: submit = build (ids reserved) + accept."""
+    """Submissions into the job store: submit = build (ids reserved) + accept."""
+
+    def __init__(self, store: Jobs) -> None:
+        self.store = store
+        self.c = store.c
 
     def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
         """Check, build and queue at once (no journal: the daemon's submit_job journals between
@@ -68,16 +75,16 @@ class JobSubmission:
     def build(self, req: m.SubmitJob) -> list[Job] | m.Error:
         """Check a submission and build its jobs, their ids reserved, without queueing them:
         nothing may start before the caller has them on disk (`accept` then queues them)."""
-        checked = self._check(req)
+        checked = self.check(req)
         if isinstance(checked, m.Error):
             return checked
         wall, now = self.c.wall(), self.c.clock()
         built: list[Job] = []
-        first = self.next_id
+        first = self.store.next_id
         need = checked.need
         for task in checked.tasks:
-            jid = self.next_id
-            self.next_id += 1
+            jid = self.store.next_id
+            self.store.next_id += 1
             stdout = req.stdout or ("slurm-%A_%a.out" if task is not None else "slurm-%j.out")
             built.append(Job(
                 id=jid, req=req, partition=checked.partition, time_limit=checked.time_limit,
@@ -96,7 +103,7 @@ class JobSubmission:
             reason = "None"
         for job in built:
             job.reason = reason
-        self.building += len(built)
+        self.store.building += len(built)
         return built
 
     def retract(self, accepted: Sequence[Job]) -> None:
@@ -105,35 +112,35 @@ class JobSubmission:
         ids = {j.id for j in accepted}
         for job in accepted:
             for name in list(job.shares):
-                self._release(job, name)
-            self.jobs.pop(job.id, None)
+                self.store.release(job, name)
+            self.store.jobs.pop(job.id, None)
             self.c.unsynced_jobs.pop(job.id, None)
         self.c.outbox = [(fn, args) for fn, args in self.c.outbox
                          if not (args and isinstance(args[0], m.LaunchJob | m.KillJob)
                                  and _job_id(args[0]) in ids)]
-        self.pending_stale = True
-        self._rebuild_pending()
-        self.gen += 1
+        self.store.pending_stale = True
+        self.store.rebuild_pending()
+        self.store.gen += 1
         logs.event("submission retracted: not written to disk", jobs=",".join(map(str, ids)))
 
     def accept(self, built: Sequence[Job]) -> m.SubmitReply:
         """Queue jobs from `build` and run a scheduling pass. The caller journals them before
         its reply, and retracts them if it cannot (their launches wait for that write)."""
-        self.building = max(0, self.building - len(built))
+        self.store.building = max(0, self.store.building - len(built))
         for job in built:
-            if job.reason == "None" and self.pending_parts.get(job.partition):
+            if job.reason == "None" and self.store.pending_parts.get(job.partition):
                 job.reason = "Priority"
-            self.jobs[job.id] = job
-            self._add_pending(job)
-            self._touch(job)
+            self.store.jobs[job.id] = job
+            self.store.add_pending(job)
+            self.store.touch(job)
         first, req, need = built[0].id, built[0].req, built[0].need
         logs.event("job submitted", job=first, jobs=len(built), user=req.user,
                    partition=built[0].partition, nodes=need.nodes, cpus=need.cpus)
-        self.kicked = True
+        self.store.kicked = True
         self.c.flush_programs()  # runs the scheduling pass, then any resume program it asked for
         return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built))
 
-    def _check(self, req: m.SubmitJob) -> Checked | m.Error:
+    def check(self, req: m.SubmitJob) -> Checked | m.Error:
         cfg = self.c.config
 
         def bad(message: str, fld: str) -> m.Error:
@@ -185,8 +192,8 @@ class JobSubmission:
         if pc.state in ("DRAIN", "INACTIVE"):
             return bad(f"partition {pc.name} is {pc.state}: it accepts no new jobs",
                        "partition")
-        members = {n.name: n for n in self._members(pc)}
-        members, refused = jobextras.screen(self, req, members)  # -C, -d, --nice, ... (issue 22)
+        members = {n.name: n for n in self.store.starts.members(pc)}
+        members, refused = jobextras.screen(self.store, req, members)  # -C, -d, --nice...
         if refused is not None:
             return refused
         try:
@@ -260,7 +267,7 @@ class JobSubmission:
             except ValueError as exc:
                 return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
                            "array")
-        held = len(self.jobs) + self.building
+        held = len(self.store.jobs) + self.store.building
         if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
             return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
                            f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "

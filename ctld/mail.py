@@ -15,11 +15,14 @@ import logging
 import os
 import subprocess
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ctld import logs
+
+if TYPE_CHECKING:
+    from ctld.jobs import Jobs
 
 DEFAULT_PROG = "/usr/bin/mail"
 TIMEOUT = 120.0  # seconds a MailProg run may take before it is killed
@@ -129,7 +132,7 @@ def recipient(req: Any, settings: Mapping[str, str]) -> str:
     return user
 
 
-def ended(jobs: Any, job: Any) -> None:
+def ended(jobs: Jobs, job: Any) -> None:
     """A job reached its final state: END, FAIL and TIME_LIMIT mails, as slurmctld's
     job_completion_logger sends them (an array: one summary once its last task ended)."""
     types = job.req.mail_type
@@ -153,7 +156,7 @@ def ended(jobs: Any, job: Any) -> None:
         _send(jobs, job, "TIME_LIMIT")
 
 
-def notify(jobs: Any, job: Any, event: str) -> None:
+def notify(jobs: Jobs, job: Any, event: str) -> None:
     """BEGIN (the job started), REQUEUE, INVALID_DEPEND: mail if the job asked for it."""
     types = job.req.mail_type
     if event not in types:
@@ -165,7 +168,7 @@ def notify(jobs: Any, job: Any, event: str) -> None:
     _send(jobs, job, event)
 
 
-def _send(jobs: Any, job: Any, event: str, summary: list[Any] | None = None) -> None:
+def _send(jobs: Jobs, job: Any, event: str, summary: list[Any] | None = None) -> None:
     c = jobs.c
     settings = dict(c.config.settings)
     subject, extra = message(event, job, summary=summary)

@@ -11,7 +11,8 @@ import orjson
 
 from conf.model import NodeConfig
 from protocol.messages import HealthReport, Metrics
-from statemachine import NodeState, names
+from statemachine import names
+from statemachine.model import NodeState
 
 # Deadline stages of the heartbeat monitor (see Cluster._hb_due).
 EXPECT_BEAT = 0  # next: HeartbeatMissed after 2 x HeartbeatInterval of silence

@@ -140,7 +140,9 @@ ROUTES: dict[type, Route] = {
     m.UpdateNodes:    Route(update_nodes),
     m.NodeMembership: Route(node_membership),
     m.Reconfigure:    Route(reconfigure),
-    m.SubmitJob:      Route(submit),
+    # the daemon's submit_job journals the jobs itself before it answers (and retracts
+    # them if it cannot): a second wait would only add the next write of others' changes
+    m.SubmitJob:      Route(submit, changes=False),
     m.CancelJobs:     Route(cancel),
     m.JobControl:     Route(job_control),
     m.GuardRequest:   Route(guard_request),

@@ -33,6 +33,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import attrs
 import trio
 
 from ctld import eventstream, logs, permissions, userauth
@@ -307,6 +308,10 @@ class Server:
                                replay_guard=self.replay_guard, unproven_max=self.unproven_max,
                                late_allowance=self.cluster.liveness.stalls.late_allowance)
         proven = False
+        # Replies held until what they confirm is on disk: every frame already received is
+        # handled first, then one journal write covers them all and they leave in order (a
+        # node that sends several beats at once waits for one write, not one write each).
+        held: list[Held] = []
         # The deadline of the frame being read: MessageTimeout from its first byte (from the
         # connect, for a peer that has not proven the key); bytes that trickle in never move it.
         frame_deadline: float | None = trio.current_time() + mt
@@ -317,6 +322,7 @@ class Server:
                     await userauth.accept(self, conn, decoder, cred)  # a user's connection
                 frame = decoder.next_frame()
             except ProtocolError as exc:
+                await self._send_held(conn, held)
                 self._reject(conn, exc, decoder.proven)
                 await conn.reply(exc.to_error(), exc.request_id, exc.version or CURRENT)
                 if exc.code == "too_large":
@@ -326,6 +332,9 @@ class Server:
                 proven = True
                 self.admission.proven(conn)
             if frame is None:
+                if held:
+                    await self._send_held(conn, held)
+                    continue  # time has passed: look at the deadlines afresh
                 if decoder.buffered or not proven:
                     if frame_deadline is None:
                         frame_deadline = trio.current_time() + mt
@@ -367,36 +376,50 @@ class Server:
                 await self.replay_mark.cover(frame.timestamp)
             if type(frame.msg) is m.GetEvents and frame.msg.follow:
                 # the one long-lived admin connection: it streams until the client goes
+                await self._send_held(conn, held)
                 await eventstream.follow(self, conn, frame.msg, frame.request_id, frame.version)
                 return
+            confirms = False
             try:
-                reply = await self._dispatch(conn, frame.msg)
+                reply, confirms = await self._dispatch(conn, frame.msg)
             except OSError as exc:  # the journal write failed: say so, never "done"
-                logs.event("change not saved; request answered with an error", logging.ERROR,
-                           request=type(frame.msg).__name__, error=str(exc))
-                reply = m.Error("internal", f"{type(frame.msg).__name__}: the change could not "
-                                f"be written to disk ({exc.strerror or exc}); it is in effect "
-                                "but a controller restart would lose it")
+                reply = _not_saved(type(frame.msg).__name__, exc)
             except Exception as exc:
                 logging.getLogger(logs.LOGGER_NAME).exception(
                     "request failed: %s from %s", type(frame.msg).__name__, conn.peer)
                 reply = m.Error("internal", f"{type(frame.msg).__name__} failed: {exc!r}")
             if reply is not None:
-                await conn.reply(reply, frame.request_id, frame.version)
-                _log_refusal(conn, frame.type, reply)
+                held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
             frame = reply = None
 
-    def _confirms(self, msg: Any) -> bool:
+    async def _send_held(self, conn: Connection, held: list[Held]) -> None:
+        """The held replies, in order, once every change they confirm is on disk (one write
+        for all of them); those that confirm a change are errors if that write failed."""
+        if not held:
+            return
+        batch = held[:]
+        held.clear()
+        if self.sync is not None and any(h.confirms for h in batch):
+            try:
+                await self.sync()
+            except OSError as exc:
+                batch = [attrs.evolve(h, reply=_not_saved(h.request, exc)) if h.confirms else h
+                         for h in batch]
+        for h in batch:
+            if h.reply is not None:
+                await conn.reply(h.reply, h.request_id, h.version)
+                _log_refusal(conn, h.request, h.reply)
+
+    def _confirms(self, msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
         """Whether the reply to `msg` waits for the journal. A heartbeat confirms only the
         endings it carries (the node forgets them on the reply) and what it changed."""
         if type(msg) is m.Heartbeat:
-            c = self.cluster
-            return bool(msg.jobs_ended or c.unsynced_jobs or c.unsynced_nodes)
+            return bool(msg.jobs_ended or nodes_changed or jobs_changed)
         if type(msg) is m.Register:
-            # A registration confirms only the endings it carries; its state change is
-            # journalled with the next write (a registration storm does not wait on the disk:
-            # lost at a crash, the node registers again).
-            return bool(msg.jobs_ended or self.cluster.unsynced_jobs)
+            # A registration confirms only the endings it carries and the jobs it moved; its
+            # own state change is journalled with the next write (a registration storm does
+            # not wait on the disk: lost at a crash, the node registers again).
+            return bool(msg.jobs_ended or jobs_changed)
         return True
 
     async def _drain(self, conn: Connection, deadline: float) -> None:
@@ -418,21 +441,43 @@ class Server:
             self.admission.log.event(f"rejected:{exc.code}", "frame rejected", peer=conn.peer,
                                      code=exc.code, error=exc.message)
 
-    async def _dispatch(self, conn: Connection, msg: Any) -> Any:
-        """The request's route (ctld/routes.py) answers it; a reply that may confirm a change
-        leaves only once the change is on disk."""
+    async def _dispatch(self, conn: Connection, msg: Any) -> tuple[Any, bool]:
+        """(the reply of the request's route (ctld/routes.py), whether it confirms a change:
+        then it may leave only once the change is on disk)."""
         route = ROUTES.get(type(msg))
         if route is None:
-            return m.Error("bad_request", f"{type(msg).__name__} is not a request rctld serves")
+            return m.Error("bad_request",
+                           f"{type(msg).__name__} is not a request rctld serves"), False
         msg, refused, after = permissions.gate(self, conn, msg)  # who may (ctld/permissions.py)
         if refused is not None:
-            return refused
+            return refused, False
+        c = self.cluster
+        nodes_before, jobs_before = c.node_changes, c.job_changes
         reply = route.handler(self, conn, msg)
         if inspect.isawaitable(reply):
             reply = await reply
-        if route.changes and self.sync is not None and self._confirms(msg):
-            await self.sync()
-        return reply if after is None else after(reply)
+        confirms = route.changes and self._confirms(
+            msg, c.node_changes != nodes_before, c.job_changes != jobs_before)
+        return (reply if after is None else after(reply)), confirms
+
+
+@attrs.frozen
+class Held:
+    """A reply held back until the journal holds what it confirms."""
+
+    reply: Any
+    request_id: int
+    version: int
+    request: str  # the request's type name (logs)
+    confirms: bool
+
+
+def _not_saved(request: str, exc: OSError) -> m.Error:
+    logs.event("change not saved; request answered with an error", logging.ERROR,
+               request=request, error=str(exc))
+    return m.Error("internal", f"{request}: the change could not be written to disk "
+                   f"({exc.strerror or exc}); it is in effect but a controller restart "
+                   "would lose it")
 
 
 def _encode_with(msg: Any, key: bytes, request_id: int, version: int) -> bytes:

@@ -7,12 +7,15 @@ will-run does not weigh them either."""
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
 
 from conf import hostlist
 from ctld.constraints import placeable
 from ctld.scheduler import NodeUse, place
 from protocol import messages as m
+
+if TYPE_CHECKING:
+    from ctld.jobs import Jobs
 
 YEAR = 365 * 86400.0
 
@@ -21,10 +24,10 @@ def _copy(uses: dict[str, NodeUse]) -> dict[str, NodeUse]:
     return {n: NodeUse(u.cpus, u.mem, set(u.gpus), set(u.jobs)) for n, u in uses.items()}
 
 
-def will_run(jobs: Any, req: m.SubmitJob) -> m.SubmitReply | m.Error:
+def will_run(jobs: Jobs, req: m.SubmitJob) -> m.SubmitReply | m.Error:
     from ctld.jobrecord import ACTIVE, Job
 
-    checked = jobs._check(req)
+    checked = jobs.submission.check(req)
     if isinstance(checked, m.Error):
         return checked
     pc = jobs.c.config.partition(checked.partition)
@@ -39,7 +42,7 @@ def will_run(jobs: Any, req: m.SubmitJob) -> m.SubmitReply | m.Error:
     def attempt(uses: dict[str, NodeUse]) -> tuple[dict | None, str]:
         if any(not ok(n) for n in required):
             return None, "Resources"
-        others = [n for n in jobs._members(pc) if n.name not in excluded and ok(n)]
+        others = [n for n in jobs.starts.members(pc) if n.name not in excluded and ok(n)]
         shares, why = place(checked.need, required, others, uses, jobs.index)
         return shares, ok.explain(why)
 

@@ -258,6 +258,9 @@ def confirm_launch(v: JobView, e: LaunchConfirmed) -> tuple[JobView, Effects]:
     return v, (Started(e.started_at),)
 
 
+SIG_OOM_SHOWN = 125  # Slurm's SIG_OOM (253) with the signalled bit (128) taken off
+
+
 def end_running(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
     """A node ended its part. The batch host's end (or any node's failure) ends the job; the
     other nodes are then stopped and awaited (COMPLETING)."""
@@ -271,7 +274,11 @@ def end_running(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
     message = e.message
     if e.state == "LAUNCH_FAILED":
         message = f"launch failed on {e.node}: {e.message}"
-    v2 = attrs.evolve(v, awaiting=left, exit_code=e.exit_code, signal=e.signal, message=message)
+    code, sig = e.exit_code, e.signal
+    if outcome == JobState.OUT_OF_MEMORY:
+        # Slurm reports an OOM kill as its dummy signal SIG_OOM (253): ExitCode 0:125
+        code, sig = 0, SIG_OOM_SHOWN
+    v2 = attrs.evolve(v, awaiting=left, exit_code=code, signal=sig, message=message)
     new, effects = _stop(v2, outcome, "ended")
     return new, freed + effects
 

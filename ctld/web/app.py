@@ -22,7 +22,7 @@ from starlette.staticfiles import StaticFiles
 
 from conf import hostlist
 from ctld import logs, permissions
-from ctld.cluster import REASON_REQUIRED
+from ctld.nodeupdates import REASON_REQUIRED
 from ctld.web import grid, jobstats, metrics
 from ctld.web.tokens import Tokens, bearer, is_loopback
 from protocol import messages as m

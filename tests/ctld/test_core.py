@@ -8,7 +8,8 @@ import orjson
 import trio
 
 from conf import hostlist, parse_config_text
-from ctld.cluster import REASON_REQUIRED, Cluster
+from ctld.cluster import Cluster
+from ctld.nodeupdates import REASON_REQUIRED
 from ctld.snapshot import SNAPSHOT_STALENESS
 from protocol import messages as m
 from protocol.codec import decode, encode

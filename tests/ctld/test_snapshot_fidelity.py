@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 
 from conf import parse_config_text
-from ctld.cluster import hardware_json
 from ctld.node import NodeRecord, snapshot_record
+from ctld.savedstate import hardware_json
 from protocol import messages as m
 from statemachine import initial_state
 

@@ -158,3 +158,33 @@ def _alive(pid: int) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _memory_cgroup_writable() -> bool:
+    from noded import jobcgroup
+
+    if os.geteuid() != 0:
+        return False
+    made = jobcgroup.create("ranch-probe", 64)
+    if made is None:
+        return False
+    jobcgroup.remove(made[0])
+    return True
+
+
+@pytest.mark.parametrize("limit", ["", LIMIT], ids=["no-limit", "limit"])
+def test_out_of_memory_where_a_cgroup_is_writable(tmp_path: Path, limit: str) -> None:
+    """A job over its --mem is killed by its cgroup's OOM killer and ends OUT_OF_MEMORY, as
+    Slurm 22.05's task/cgroup ends it (JobState, ExitCode 0:125, Reason, squeue's OOM)."""
+    if not _memory_cgroup_writable():
+        pytest.skip("needs root and a writable memory cgroup (v1 or v2) for the job's limit")
+    with jobs_cluster(tmp_path, ["n1"], cpus=2) as c:
+        start(c)
+        opts = ["-t", limit] if limit else []
+        j = submit(c, *opts, "--mem", "40M", "--wrap",
+                   "python3 -c 'b = bytearray(400 * 2**20); print(len(b))'")
+        c.wait_for(lambda: job(c, j)["job_state"][0] not in (
+            "PENDING", "RUNNING", "CONFIGURING", "COMPLETING"), timeout=30, what="job ended")
+        shown = _show(c, j)
+        assert (shown["JobState"], shown["Reason"], shown["ExitCode"], _letter(c, j)) == (
+            "OUT_OF_MEMORY", "OutOfMemory", "0:125", "OOM")
