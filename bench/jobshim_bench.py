@@ -62,7 +62,7 @@ def shim_start(flags: list[str], runs: int, base: Path) -> list[float]:
 
 async def runner_launch(runs: int, base: Path) -> list[float]:
     base.mkdir(parents=True)
-    runner = JobRunner(str(base / "spool"), "b1", allow_root_jobs=True)
+    runner = JobRunner(str(base / "spool"), "b1")
     times = []
     async with trio.open_nursery() as nursery:
         await nursery.start(runner.run)

@@ -48,13 +48,17 @@ def run_main(prog: str, run: Callable[[list[str]], int], argv: list[str] | None)
 class Target:
     """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
 
-    __slots__ = ("host", "key_path", "origin", "port")
+    __slots__ = ("host", "key_path", "munge", "origin", "port")
 
-    def __init__(self, host: str, port: int, key_path: str, origin: str) -> None:
+    def __init__(self, host: str, port: int, key_path: str, origin: str,
+                 munge: str | None = None) -> None:
         self.host = host
         self.port = port
         self.key_path = key_path
         self.origin = origin  # where the address came from, for error messages
+        # AuthType=auth/munge in the config: munged's socket ("" = MUNGE's default); None: the
+        # cluster key, or munge when the key cannot be read (cli/credential.py)
+        self.munge = munge
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Target) and self._key() == other._key()
@@ -86,7 +90,7 @@ def find_target(
     conf_path = conf_path or env.get(CONF_ENV) or None
     server_text, origin = (server, "--server") if server else (env.get(SERVER_ENV), SERVER_ENV)
     cfg = None
-    if conf_path and (not server_text or not (key_file or env.get("RANCH_KEY_FILE"))):
+    if conf_path:  # its AuthType decides how to sign, whatever else is given
         cfg = _load_config(conf_path)
     if server_text:
         host, port = _parse_address(server_text, origin)
@@ -100,7 +104,10 @@ def find_target(
     from protocol.auth import resolve_key_path
 
     key_path = resolve_key_path(key_file, cfg.auth.key_file if cfg else None, env=env)
-    return Target(host, port, key_path, origin)
+    munge = None
+    if cfg is not None and cfg.access.auth_type == "auth/munge":
+        munge = cfg.access.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
+    return Target(host, port, key_path, origin, munge)
 
 
 def _parse_address(text: str, origin: str) -> tuple[str, int]:
@@ -139,23 +146,25 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
             timeout: float = REQUEST_TIMEOUT) -> dict:
     """Send one `type_name` request (body in the codec's shape) and return the body of the
     `want` reply: Refused for an Error reply, CliError for everything else that went wrong."""
-    from protocol.auth import KeyFileError, load_key
+    from cli.credential import munge_error, munge_errors, signer
     from protocol.client import ControllerUnreachable, request_raw
     from protocol.rawframe import FrameError
 
     try:
-        key = load_key(target.key_path)
-    except KeyFileError as exc:
+        key, munge = signer(target)
+    except CliError:
         # Without a controller the key is moot: say what is more fundamentally wrong.
         _check_reachable(target)
-        raise CliError(str(exc)) from None
+        raise
     try:
         got, reply = request_raw((target.host, target.port), key, type_name, body or {},
-                                 timeout=timeout)
+                                 timeout=timeout, munge=munge)
     except ControllerUnreachable as exc:
         raise _unreachable(target, exc.reason) from None
     except FrameError as exc:
         raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}") from None
+    except munge_errors(munge) as exc:
+        raise munge_error(exc) from None
     if got == "Error":
         raise Refused(reply.get("message") or reply.get("code") or "no reason given",
                       reply.get("field") or "")

@@ -176,16 +176,14 @@ def events_command(target, words: list[str], json_out: bool) -> int:
 def _follow(target, body: dict, as_json: bool) -> int:
     import orjson
 
-    from protocol.auth import KeyFileError, load_key
+    from cli.credential import munge_error, munge_errors, signer
     from protocol.client import ControllerUnreachable, stream_raw
     from protocol.rawframe import FrameError
 
+    key, munge = signer(target)
     try:
-        key = load_key(target.key_path)
-    except KeyFileError as exc:
-        raise CliError(str(exc)) from None
-    try:
-        for kind, doc in stream_raw((target.host, target.port), key, "GetEvents", body):
+        for kind, doc in stream_raw((target.host, target.port), key, "GetEvents", body,
+                                    munge=munge):
             if kind == "Error":
                 raise CliError(f"controller at {target.address} refused the request: "
                                f"{doc.get('message') or doc.get('code')}")
@@ -205,6 +203,8 @@ def _follow(target, body: dict, as_json: bool) -> int:
         raise CliError(f"controller at {target.address}: {exc.reason}") from None
     except FrameError as exc:
         raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}") from None
+    except munge_errors(munge) as exc:
+        raise munge_error(exc) from None
     raise CliError(f"controller at {target.address} closed the event stream")
 
 

@@ -19,6 +19,7 @@ from conf import keys
 from conf.errors import ConfDiagnostic, ConfigError
 from conf.hostlist import HostlistError, expand
 from conf.model import (
+    AccessSettings,
     AuthSettings,
     ClusterConfig,
     ControllerHost,
@@ -162,7 +163,17 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "DrainGuardPercent": lambda s: as_int(s, 0, 100),
     "DrainGuardWindow": lambda s: as_int(s, 1),
     "DrainGuardMinNodes": lambda s: as_int(s, 2),
+    "AuthType": lambda s: as_enum(s, AUTH_TYPES).lower(),
+    "AdminUsers": as_list,
+    "PrivateData": lambda s: tuple(w.lower() for w in as_enum_list(s, PRIVATE_DATA)),
+    "DisableRootJobs": as_bool,
+    "SlurmUser": lambda s: s.strip() or "root",
 }
+# AuthType values Ranch acts on (unset: the cluster key alone)
+AUTH_TYPES = ("AUTH/MUNGE",)
+# slurm.conf's PrivateData words; Ranch hides jobs, nodes and usage (and events with nodes)
+PRIVATE_DATA = ("ACCOUNTS", "CLOUD", "EVENTS", "JOBS", "NODES", "PARTITIONS", "RESERVATIONS",
+                "USAGE", "USERS")
 
 # A value as written, where it was written, and its typed form.
 _Val = tuple[Any, Pair, _Source]
@@ -560,7 +571,13 @@ class _Builder:
         head = pairs[0]
         vals, options = self.typed_pairs(src, pairs, keys.PARTITION_KEYS, _PART_CONVERT,
                                          " on a PartitionName line")
-        for name, _ in options:
+        for name, value in options:
+            if name == "DisableRootJobs":  # kept as written (show partition), checked here
+                try:
+                    as_bool(value)
+                except ValueError as exc:
+                    p = next(p for p in pairs if p.key.lower() == name.lower())
+                    self.value_error(src, p, exc)
             said = partition_key_verdict(name)
             if said is not None:
                 p = next(p for p in pairs if p.key.lower() == name.lower())
@@ -802,6 +819,14 @@ class _Builder:
         guards = GuardSettings(g("DownGuardPercent", 50), g("DownGuardWindow", 0),
                                g("DownGuardMinNodes", 4), g("DrainGuardPercent", 25),
                                g("DrainGuardWindow", 600), g("DrainGuardMinNodes", 4))
+        access = AccessSettings(
+            g("AuthType", None) or "", self.auth_info(), g("SlurmUser", "root"),
+            g("AdminUsers", ()), g("PrivateData", ()), g("DisableRootJobs", False))
+        self.ignored.pop("DisableRootJobs", None)  # a partition's is acted on too
+        if access.disable_root_jobs:  # a partition without its own inherits it, as in Slurm
+            partitions = [p if any(k == "DisableRootJobs" for k, _ in p.options)
+                          else attrs.evolve(p, options=(*p.options, ("DisableRootJobs", "YES")))
+                          for p in partitions]
         settings: list[tuple[str, str]] = []
         for name, (_, p, _) in self.globals.items():
             if name in ("SlurmctldHost", "ControlMachine", "BackupController"):
@@ -818,7 +843,22 @@ class _Builder:
             nodes=tuple(self.nodes),
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
-            jobs=jobs, guards=guards)
+            jobs=jobs, guards=guards, access=access)
+
+    def auth_info(self) -> tuple[tuple[str, str], ...]:
+        """AuthInfo=socket=PATH,ttl=N: its options (a relative socket path is the config's)."""
+        got = self.globals.get("AuthInfo")
+        if got is None:
+            return ()
+        out = []
+        for part in got[1].value.split(","):
+            key, _, value = part.strip().partition("=")
+            key, value = key.strip().lower(), value.strip()
+            if key == "socket" and value and not os.path.isabs(value):
+                value = os.path.normpath(os.path.join(self.base_dir, value))
+            if key:
+                out.append((key, value))
+        return tuple(out)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

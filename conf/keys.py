@@ -73,6 +73,19 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("SuspendExcStates", "list", None, "node states that are never powered down"),
     ("HeartbeatInterval", "seconds", 10, "Ranch: seconds between node heartbeats"),
     ("AuthKeyFile", "path", None, "Ranch: file with the cluster's shared HMAC key"),
+    # issue 19: many users
+    ("AuthType", "enum", None,
+     "auth/munge: commands prove their user with the local munged (unset: the cluster key "
+     "alone, a single-user setup)"),
+    ("AuthInfo", "str", None, "options of AuthType, e.g. socket=/run/munge/munge.socket.2"),
+    ("SlurmUser", "str", "root", "the controller's user: has admin rights like root"),
+    ("AdminUsers", "list", None,
+     "Ranch: users (or %group) with admin rights: nodes, reconfigure, anybody's jobs (Slurm "
+     "keeps AdminLevel in slurmdbd, which Ranch has not)"),
+    ("PrivateData", "list", None,
+     "what only admins see of others: jobs, nodes, usage (also accounts cloud events "
+     "partitions reservations users, kept)"),
+    ("DisableRootJobs", "bool", False, "YES: root may not submit jobs (a partition's own wins)"),
     ("NodeApproval", "enum", "auto",
      "Ranch: `auto` admits registering nodes, `manual` waits for `rcontrol approve`"),
     ("HttpListen", "str", None,
@@ -124,13 +137,13 @@ AccountingStorageHost AccountingStorageLoc AccountingStorageParameters Accountin
 AccountingStoragePort AccountingStorageTRES AccountingStorageType AccountingStorageUser
 AccountingStoreFlags AccountingStoreJobComment AcctGatherEnergyType AcctGatherFilesystemType
 AcctGatherInterconnectType AcctGatherNodeFreq AcctGatherProfileType AllowSpecResourcesUsage
-AuthAltParameters AuthAltTypes AuthInfo AuthType BatchStartTimeout BcastExclude BcastParameters
+AuthAltParameters AuthAltTypes BatchStartTimeout BcastExclude BcastParameters
 BurstBufferType CacheGroups CertgenParameters CertgenType CertmgrParameters CertmgrType
 CheckpointType CryptoType CliFilterParameters CliFilterPlugins CommunicationParameters CompleteWait
 CoreSpecPlugin CpuFreqDef CpuFreqGovernors CredType DataParserParameters DebugFlags
 DefaultStorageHost DefaultStorageLoc DefaultStoragePass DefaultStoragePort DefaultStorageType
 DefaultStorageUser DefCpuPerGPU DefMemPerCPU DefMemPerGPU DefMemPerNode DependencyParameters
-DisableRootJobs EioTimeout EnforcePartLimits Epilog EpilogMsgTime EpilogSlurmctld EpilogTimeout
+EioTimeout EnforcePartLimits Epilog EpilogMsgTime EpilogSlurmctld EpilogTimeout
 ExtSensorsFreq ExtSensorsType FairShareDampeningFactor FastSchedule FederationParameters
 FirstJobId GetEnvTimeout GpuFreqDef GresTypes GroupUpdateForce GroupUpdateTime HashPlugin
 InactiveLimit InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams
@@ -146,7 +159,7 @@ PrEpParameters PrEpPlugins PriorityCalcPeriod PriorityDecayHalfLife PriorityFavo
 PriorityFlags PriorityMaxAge PriorityParameters PrioritySiteFactorParameters
 PrioritySiteFactorPlugin PriorityType PriorityUsageResetPeriod PriorityWeightAge
 PriorityWeightAssoc PriorityWeightFairshare PriorityWeightJobSize PriorityWeightPartition
-PriorityWeightQOS PriorityWeightTRES PrivateData ProctrackType Prolog PrologEpilogTimeout
+PriorityWeightQOS PriorityWeightTRES ProctrackType Prolog PrologEpilogTimeout
 PrologFlags PrologSlurmctld PrologTimeout PropagatePrioProcess PropagateResourceLimits
 PropagateResourceLimitsExcept RebootProgram ReconfigFlags RequeueExit RequeueExitHold
 ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerParameters SchedulerPort
@@ -155,7 +168,7 @@ SchedulerTimeSlice SchedulerType ScronParameters SelectType SelectTypeParameters
 SlurmctldDebug SlurmctldLogFile SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
 SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug SlurmdLogFile
 SlurmdParameters SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
-SlurmSchedLogLevel SlurmUser SrunEpilog SrunPortRange SrunProlog SwitchParameters SwitchType
+SlurmSchedLogLevel SrunEpilog SrunPortRange SrunProlog SwitchParameters SwitchType
 TaskEpilog TaskPlugin TaskPluginParam TaskProlog TCPTimeout TLSParameters TLSType TmpFS
 TopologyParam TopologyPlugin TrackWCKey TreeWidth UnkillableStepProgram UnkillableStepTimeout
 UsePAM VSizeFactor WaitTime X11Parameters
@@ -200,11 +213,12 @@ _PARTITION_ACTED = _acted(PARTITION, [
     ("Hidden", "bool", False, "YES hides the partition from rinfo unless -a"),
     ("SuspendTime", "seconds", None,
      "idle seconds before its nodes power down (beats global, a node's own wins); INFINITE never"),
+    ("DisableRootJobs", "bool", None, "YES: root may not submit jobs here (default: global)"),
 ])
 
 _PARTITION_IGNORED = _ignored(PARTITION, """
 AllocNodes AllowAccounts AllowGroups AllowQos Alternate CpuBind DefCpuPerGPU DefMemPerCPU
-DefMemPerGPU DefMemPerNode DenyAccounts DenyQos DisableRootJobs ExclusiveTopo ExclusiveUser
+DefMemPerGPU DefMemPerNode DenyAccounts DenyQos ExclusiveTopo ExclusiveUser
 GraceTime LLN MaxCPUsPerNode MaxCPUsPerSocket MaxMemPerCPU MaxMemPerNode MaxNodes MinNodes
 OverSubscribe OverTimeLimit PowerDownOnIdle PreemptMode Priority PriorityJobFactor PriorityTier
 QOS ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared SuspendTimeout

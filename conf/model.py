@@ -132,6 +132,22 @@ class AuthSettings:
 
 
 @attrs.frozen(slots=True)
+class AccessSettings:
+    """Issue 19: how users prove who they are, who is an admin, what others may not see."""
+
+    auth_type: str = ""  # "" (the cluster key alone) | "auth/munge"
+    auth_info: tuple[tuple[str, str], ...] = ()  # AuthInfo's `key=value` options, keys lower
+    slurm_user: str = "root"
+    admin_users: tuple[str, ...] = ()  # names, or %group
+    private_data: tuple[str, ...] = ()  # lower-case words: jobs, nodes, usage, ...
+    disable_root_jobs: bool = False  # the global default; a partition's own wins
+
+    @property
+    def munge_socket(self) -> str | None:
+        return dict(self.auth_info).get("socket") or None
+
+
+@attrs.frozen(slots=True)
 class HttpSettings:
     """rctld's HTTP server (Ranch keys): off unless `listen` is set."""
 
@@ -195,6 +211,7 @@ class ClusterConfig:
     membership: MembershipSettings = MembershipSettings()
     jobs: JobSettings = JobSettings()
     guards: GuardSettings = GuardSettings()
+    access: AccessSettings = AccessSettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

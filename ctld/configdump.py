@@ -19,6 +19,17 @@ def _opt(value: str | None) -> str:
     return value if value else NULL
 
 
+def _user(name: str) -> str:
+    """scontrol's `name(uid)`."""
+    import pwd
+
+    try:
+        pw = pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
+    except (KeyError, OverflowError):
+        return name
+    return f"{pw.pw_name}({pw.pw_uid})"
+
+
 def effective(cfg: ClusterConfig) -> dict[str, str]:
     """The settings Ranch acts on, with defaults filled in, formatted like scontrol's."""
     c, t, h, p, a = cfg.control, cfg.timeouts, cfg.health, cfg.power, cfg.auth
@@ -64,6 +75,14 @@ def effective(cfg: ClusterConfig) -> dict[str, str]:
         "DrainGuardWindow": _sec(cfg.guards.drain_window),
         "DrainGuardMinNodes": str(cfg.guards.drain_min_nodes),
     }
+    # issue 19 (ctld/permissions.py): as scontrol prints them
+    acc = cfg.access
+    out["AuthType"] = acc.auth_type or NULL  # unset: the cluster key alone
+    out["AuthInfo"] = ",".join(f"{k}={v}" if v else k for k, v in acc.auth_info) or NULL
+    out["SlurmUser"] = _user(acc.slurm_user)
+    out["AdminUsers"] = ",".join(acc.admin_users) or NULL
+    out["PrivateData"] = ",".join(acc.private_data) or "none"
+    out["DisableRootJobs"] = "YES" if acc.disable_root_jobs else "NO"
     for i, host in enumerate(c.hosts):
         out[f"SlurmctldHost[{i}]"] = (
             f"{host.name}({host.addr})" if host.addr and host.addr != host.name else host.name

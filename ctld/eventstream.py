@@ -46,6 +46,12 @@ def backlog(cluster: Cluster, msg: m.GetEvents) -> Any:
 
 async def follow(server: Server, conn: Connection, msg: m.GetEvents, request_id: int,
                  version: int) -> None:
+    from ctld.permissions import gate
+
+    _, refused, _ = gate(server, conn, msg)  # PrivateData=nodes|events (ctld/permissions.py)
+    if refused is not None:
+        await conn.reply(refused, request_id, version)
+        return
     log = server.cluster.eventlog
     try:
         nodes = _nodes(msg)
@@ -69,7 +75,7 @@ async def follow(server: Server, conn: Connection, msg: m.GetEvents, request_id:
     logs.event("event follower connected", peer=conn.peer)
     why = "gone"
     try:
-        frame = server.encode(first, request_id, version)
+        frame = server.encode(first, request_id, version, conn.key)
         while True:
             # A follower that reads slowly only holds up this task (its queue is bounded and
             # what it misses is counted); one that takes nothing for STALL_LIMIT is ended.
@@ -80,7 +86,7 @@ async def follow(server: Server, conn: Connection, msg: m.GetEvents, request_id:
                 break
             batch, missed = await follower.next_batch()  # a quiet log may wait any time
             frame = server.encode(m.Events(events=tuple(batch), missed=missed), request_id,
-                                  version)
+                                  version, conn.key)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass
     finally:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctld import acct, configdump, eventstream, guards, logs, membership
+from ctld import acct, configdump, eventstream, guards, logs, membership, nodeident
 from ctld.wire import Prebuilt
 from protocol import messages as m
 
@@ -32,7 +32,10 @@ def heartbeat(s: Server, conn: Connection, msg: m.Heartbeat) -> Any:
 
 
 def register(s: Server, conn: Connection, msg: m.Register) -> Any:
-    return s.cluster.register(msg, conn, version=conn.version)
+    refused = nodeident.refusal(s, conn, msg)  # the node's own credential (ctld/nodeident.py)
+    if refused is not None:
+        return refused
+    return nodeident.issue(s, msg, s.cluster.register(msg, conn, version=conn.version))
 
 
 def snapshot(s: Server, conn: Connection, msg: m.GetSnapshot) -> Any:
@@ -52,7 +55,7 @@ def ping(s: Server, conn: Connection, msg: m.Ping) -> Any:
 
 
 def node_membership(s: Server, conn: Connection, msg: m.NodeMembership) -> Any:
-    return membership.handle(s.cluster, msg)
+    return nodeident.membership(s, msg, membership.handle)
 
 
 def events_backlog(s: Server, conn: Connection, msg: m.GetEvents) -> Any:
@@ -117,6 +120,14 @@ def node_error(s: Server, conn: Connection, msg: m.Error) -> Any:
     return None
 
 
+def credential(s: Server, conn: Connection, msg: m.Credential) -> Any:
+    """A user's connection opens with one (ctld/userauth.py has already taken it in)."""
+    if conn.who is None:
+        return m.Error("bad_request", "a Credential must be the first frame of a connection "
+                       "and signed with the key it carries")
+    return None
+
+
 # fmt: off
 ROUTES: dict[type, Route] = {
     m.Heartbeat:      Route(heartbeat),
@@ -127,6 +138,7 @@ ROUTES: dict[type, Route] = {
     m.Error:          Route(node_error, changes=False),
     m.GetSnapshot:    Route(snapshot, changes=False),
     m.Ping:           Route(ping, changes=False),
+    m.Credential:     Route(credential, changes=False),
     m.GetConfig:      Route(config, changes=False),
     m.GetEvents:      Route(events_backlog, changes=False),
     m.GetJobs:        Route(jobs, changes=False),

@@ -36,10 +36,11 @@ from typing import Any
 import attrs
 import trio
 
-from ctld import eventstream, logs
+from ctld import eventstream, logs, permissions, userauth
 from ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO, unread_bytes
+from ctld.nodeident import NodeCredentials
 from ctld.replaymark import ReplayMark
 from ctld.routes import ROUTES
 from ctld.wire import Prebuilt, encode_body_frame, kept
@@ -66,8 +67,8 @@ class Connection:
     """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
     is one per node (docs/benchmarks.md, hot spot 3)."""
 
-    __slots__ = ("io", "node", "peer", "pending", "scope", "send_lock", "server", "stream",
-                 "version")
+    __slots__ = ("io", "key", "node", "peer", "pending", "scope", "send_lock", "server",
+                 "stream", "version", "who")
 
     def __init__(self, stream: trio.SocketStream, peer: str, server: Server) -> None:
         self.stream = stream
@@ -79,6 +80,10 @@ class Connection:
         self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
         self.scope = trio.CancelScope()
         self.pending = 0  # pushes not yet written
+        # AuthType=auth/munge (ctld/userauth.py): the user munged vouched for and the session
+        # key of this connection; None for the cluster key's holder (daemons, root)
+        self.who: Any = None
+        self.key: bytes | None = None
 
     # Pusher, for the core
     def push(self, msg: Any) -> bool:
@@ -142,7 +147,7 @@ class Connection:
         return False
 
     async def reply(self, msg: Any, request_id: int, version: int) -> bool:
-        return await self.send(self.server.encode(msg, request_id, version))
+        return await self.send(self.server.encode(msg, request_id, version, self.key))
 
 
 class Server:
@@ -170,6 +175,7 @@ class Server:
         # Frames signed before this run started are refused (state_dir keeps the mark that
         # covers peers whose clocks run ahead; without one, the start alone is the bound).
         self.replay_mark = ReplayMark(state_dir, self.message_timeout)
+        self.node_credentials = NodeCredentials(state_dir)  # each node's own (nodeident.py)
         self.replay_guard = ReplayGuard(window=self.message_timeout,
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
@@ -191,7 +197,10 @@ class Server:
     def message_timeout(self) -> float:
         return float(self.cluster.config.timeouts.message_timeout)
 
-    def encode(self, msg: Any, request_id: int, version: int) -> bytes:
+    def encode(self, msg: Any, request_id: int, version: int, key: bytes | None = None) -> bytes:
+        """`key`: a user's session key (ctld/userauth.py); the cluster key when None."""
+        if key is not None:
+            return _encode_with(msg, key, request_id, version)
         if isinstance(msg, Prebuilt):
             return encode_body_frame(msg.type_name, msg.body, self.key, request_id=request_id,
                                      version=version)
@@ -308,6 +317,9 @@ class Server:
         frame_deadline: float | None = trio.current_time() + mt
         while True:
             try:
+                if not proven and conn.who is None and (
+                        cred := userauth.offered(conn, decoder, self.unproven_max)):
+                    await userauth.accept(self, conn, decoder, cred)  # a user's connection
                 frame = decoder.next_frame()
             except ProtocolError as exc:
                 await self._send_held(conn, held)
@@ -436,6 +448,9 @@ class Server:
         if route is None:
             return m.Error("bad_request",
                            f"{type(msg).__name__} is not a request rctld serves"), False
+        msg, refused, after = permissions.gate(self, conn, msg)  # who may (ctld/permissions.py)
+        if refused is not None:
+            return refused, False
         c = self.cluster
         nodes_before, jobs_before = c.node_changes, c.job_changes
         reply = route.handler(self, conn, msg)
@@ -443,7 +458,7 @@ class Server:
             reply = await reply
         confirms = route.changes and self._confirms(
             msg, c.node_changes != nodes_before, c.job_changes != jobs_before)
-        return reply, confirms
+        return (reply if after is None else after(reply)), confirms
 
 
 @attrs.frozen
@@ -463,6 +478,18 @@ def _not_saved(request: str, exc: OSError) -> m.Error:
     return m.Error("internal", f"{request}: the change could not be written to disk "
                    f"({exc.strerror or exc}); it is in effect but a controller restart "
                    "would lose it")
+
+
+def _encode_with(msg: Any, key: bytes, request_id: int, version: int) -> bytes:
+    if isinstance(msg, Prebuilt):
+        return encode_body_frame(msg.type_name, msg.body, key, request_id=request_id,
+                                 version=version)
+    try:
+        return encode_frame(msg, key, request_id=request_id, version=version)
+    except ValueError:  # the message is newer than the peer's protocol
+        err = m.Error("version", f"{type(msg).__name__} needs a newer protocol version "
+                      f"than {version}")
+        return encode_frame(err, key, request_id=request_id, version=version)
 
 
 def _log_refusal(conn: Connection, request: str, reply: Any) -> None:

@@ -183,12 +183,11 @@ class Demo:
                    "--key-file", self.key_file)
         self.wait(lambda: isinstance(self.ask(m.Ping()), m.Pong), "rctld to start")
         say(f"demo: rctld listening on 127.0.0.1:{self.port}")
-        root_jobs = ("--allow-root-jobs",) if os.getuid() == 0 else ()  # rbatch as root
         for name, gpus in self.nodes:
             fake = ("--fake-gpus", str(gpus)) if gpus else ()
             self.spawn(name, "-m", "noded.main", "--server", f"127.0.0.1:{self.port}",
                        "--name", name, "--spool-dir", str(self.dir / "spool" / name),
-                       *fake, *root_jobs)
+                       *fake)
         names = [n for n, _ in self.nodes]
         self.wait(lambda: all(self.states().get(n, "").startswith("IDLE") for n in names),
                   f"{len(names)} nodes to register")

@@ -135,13 +135,11 @@ class JobRunner:
         spool_dir: str,
         node: str,
         *,
-        allow_root_jobs: bool = False,
         on_change: Callable[[], None] = lambda: None,
         python: str = sys.executable,
     ) -> None:
         self.spool_dir = spool_dir
         self.node = node
-        self.allow_root_jobs = allow_root_jobs
         self.on_change = on_change
         self.python = python
         self.as_root = os.geteuid() == 0
@@ -273,8 +271,8 @@ class JobRunner:
     def _identity(self, spec: JobSpec) -> dict:
         if not self.as_root:
             return {"drop": False, "uid": os.getuid(), "gid": os.getgid(), "groups": []}
-        if spec.uid == 0 and not self.allow_root_jobs:
-            raise LaunchError("jobs of uid 0 (root) are refused (rnoded --allow-root-jobs)")
+        # root's jobs: the controller decided (DisableRootJobs, ctld/permissions.py), and only
+        # a cluster-key holder or a MUNGE-proven root can submit one
         try:
             pw = pwd.getpwuid(spec.uid)
         except KeyError:

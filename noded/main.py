@@ -35,11 +35,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--key-file", help="cluster key file (default: $RANCH_KEY_FILE)")
     p.add_argument("--fake-gpus", type=int, metavar="N", help="pretend to have N GPUs")
     p.add_argument("--spool-dir", help="config cache location (default: per node name)")
-    p.add_argument(
-        "--allow-root-jobs",
-        action="store_true",
-        help="run jobs submitted by uid 0 (refused by default when rnoded runs as root)",
-    )
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--dynamic", "-Z", action="store_true",
                    help="join although the config does not name this node (needs MaxNodeCount)")
@@ -106,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
         key=key,
         spool_dir=args.spool_dir or default_spool_dir(name),
         protocol_version=version,
-        allow_root_jobs=args.allow_root_jobs,
         dynamic=args.dynamic,
         dynamic_conf=args.conf,
     )

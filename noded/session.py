@@ -14,7 +14,7 @@ import attrs
 import psutil
 import trio
 
-from noded import cache
+from noded import cache, identity
 from noded.gpus import GpuSource
 from noded.hardware import probe_hardware, probe_metrics
 from noded.jobs import JobRunner, LaunchError
@@ -72,7 +72,6 @@ class NodeOptions:
     protocol_version: int = CURRENT
     connect_timeout: float = 5.0
     shutdown_grace: float = SHUTDOWN_GRACE
-    allow_root_jobs: bool = False  # run jobs of uid 0 (rnoded --allow-root-jobs)
     dynamic: bool = False  # not in the config: join with the hardware (rnoded --dynamic)
     dynamic_conf: str = ""  # extra NodeName keys of a dynamic node (--conf)
 
@@ -148,7 +147,6 @@ class NodeDaemon:
         self.jobs = JobRunner(
             opts.spool_dir,
             opts.name,
-            allow_root_jobs=opts.allow_root_jobs,
             on_change=self._request_beat,
         )
 
@@ -358,6 +356,7 @@ class NodeDaemon:
             jobs_ended=self.jobs.endings(),
             dynamic=self.opts.dynamic,
             dynamic_conf=self.opts.dynamic_conf,
+            node_credential=await trio.to_thread.run_sync(identity.load, self.opts.spool_dir),
         )
         reply = await self._request(fs, msg)
         if isinstance(reply, Error):
@@ -365,8 +364,20 @@ class NodeDaemon:
         if not isinstance(reply, RegisterReply):
             raise SessionLost(f"registration answered with {type(reply).__name__}")
         if reply.accepted:
+            if reply.node_credential:
+                await self._keep_credential(reply.node_credential)
             await self._jobs_acknowledged(msg.jobs_ended, reply.kill_job_ids, reply.kill_runs)
         return reply
+
+    async def _keep_credential(self, credential: str) -> None:
+        try:
+            await trio.to_thread.run_sync(identity.save, self.opts.spool_dir, credential)
+        except OSError as exc:
+            log.error("cannot keep the node credential under %s: %s (the next registration "
+                      "will be refused until an admin runs rcontrol approve NodeName=%s)",
+                      self.opts.spool_dir, exc, self.opts.name)
+            return
+        log.info("node credential issued by the controller, kept in %s", self.opts.spool_dir)
 
     async def _health_check_first(self, reply: RegisterReply) -> None:
         """A node without cached config learns its HealthCheckProgram here: cache the config,

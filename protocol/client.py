@@ -59,8 +59,11 @@ def request(
     *,
     timeout: float = 10.0,
     max_reply_size: int = MAX_REPLY_SIZE,
+    munge: str | None = None,
 ) -> Any:
     """Send `msg`, return the reply message (an `Error` reply is returned, not raised).
+    `munge`: prove the caller's user with a MUNGE credential from munged at this socket ("" =
+    MUNGE's default; `key` is then unused), as commands do under AuthType=auth/munge.
 
     Raises ControllerUnreachable when the controller cannot be reached or stays silent for
     `timeout` seconds, and ProtocolError when its reply fails authentication or decoding."""
@@ -68,13 +71,18 @@ def request(
 
     deadline = time.monotonic() + timeout
     request_id = _new_request_id()
+    pre = b""
+    if munge is not None:
+        from protocol.userauth import preamble
+
+        key, pre = preamble(munge or None, request_id=request_id, version=RAW_VERSION)
     try:
         sock = socket.create_connection(addr, timeout=timeout)
     except OSError as exc:
         raise ControllerUnreachable(addr, _reason(exc)) from None
     decoder = FrameDecoder(key, max_size=max_reply_size, message_timeout=max(timeout, 10.0))
     with sock:
-        send_error = _send(sock, encode_frame(msg, key, request_id=request_id))
+        send_error = _send(sock, pre + encode_frame(msg, key, request_id=request_id))
         if isinstance(send_error, TimeoutError):
             raise ControllerUnreachable(addr, f"no reply within {timeout:g} s")
         try:
@@ -108,23 +116,25 @@ def request_raw(
     timeout: float = 10.0,
     max_reply_size: int = MAX_REPLY_SIZE,
     version: int = RAW_VERSION,
+    munge: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """Send a `type_name` message whose body is `body` (the codec's shape), return the reply's
     (type name, body dict); an `Error` reply is returned, not raised.
 
     The reply must carry a valid MAC and a timestamp within max(timeout, 10) s of this host's
-    clock. Raises ControllerUnreachable like `request`, and rawframe.FrameError when the reply
-    fails authentication or is not a JSON object."""
-    from protocol.rawframe import PREFIX, FrameError, check_length, open_frame
+    clock. `munge` as for `request`. Raises ControllerUnreachable like `request`, and
+    rawframe.FrameError when the reply fails authentication or is not a JSON object."""
+    from protocol.rawframe import PREFIX, FrameError, check_length
 
     deadline = time.monotonic() + timeout
-    sock, request_id, send_error = _open_and_send(addr, key, type_name, body, timeout, version)
+    sock, request_id, send_error, key = _open_and_send(addr, key, type_name, body, timeout,
+                                                       version, munge)
     with sock:
         try:
             while True:
                 (length,) = PREFIX.unpack(_recv_exactly(sock, PREFIX.size, deadline, addr))
                 check_length(length, max_reply_size)
-                reply = open_frame(_recv_exactly(sock, length, deadline, addr), key)
+                reply = _open_reply(_recv_exactly(sock, length, deadline, addr), key, munge)
                 if reply.request_id in (request_id, 0):
                     break
         except TimeoutError:
@@ -166,6 +176,30 @@ def _loads(body: memoryview) -> Any:
     return json.loads(bytes(body))
 
 
+def _open_reply(raw: bytearray, key: bytes, munge: str | None) -> Any:
+    """open_frame, but under munge a refusal of the credential itself (signed with the
+    well-known UNVERIFIED_KEY: rctld could not learn the session key) is read and marked."""
+    from protocol.rawframe import FrameError, open_frame
+
+    try:
+        return open_frame(raw, key)
+    except FrameError as exc:
+        if munge is None or exc.code != "bad_mac":
+            raise
+        from protocol.userauth import UNVERIFIED_KEY
+
+        try:
+            reply = open_frame(raw, UNVERIFIED_KEY)
+        except FrameError:
+            raise exc from None
+        if reply.type != "Error":
+            raise exc from None
+        doc = _loads(reply.body)
+        raise FrameError(str(doc.get("code") or "auth"),
+                         f"{doc.get('message')} (an unauthenticated reply: the controller could "
+                         "not read our credential)") from None
+
+
 def _recv_exactly(
     sock: socket.socket, size: int, deadline: float, addr: tuple[str, int]
 ) -> bytearray:
@@ -192,16 +226,23 @@ def _open_and_send(
     body: dict[str, Any],
     timeout: float,
     version: int,
-) -> tuple[socket.socket, int, OSError | None]:
-    """Connect, authenticate and send one raw request; returns the socket, its request id and
-    the error that cut the send short, if one did (see `_send`)."""
+    munge: str | None = None,
+) -> tuple[socket.socket, int, OSError | None, bytes]:
+    """Connect, authenticate and send one raw request; returns the socket, its request id, the
+    error that cut the send short, if one did (see `_send`), and the key replies are signed
+    with (the session key under munge)."""
     import json
 
     from protocol.rawframe import pack_frame
 
     request_id = _new_request_id()
-    frame = pack_frame(type_name, json.dumps(body, separators=(",", ":")).encode(), key,
-                       request_id=request_id, version=version)
+    pre = b""
+    if munge is not None:
+        from protocol.userauth import preamble
+
+        key, pre = preamble(munge or None, request_id=request_id, version=version)
+    frame = pre + pack_frame(type_name, json.dumps(body, separators=(",", ":")).encode(), key,
+                             request_id=request_id, version=version)
     try:
         sock = socket.create_connection(addr, timeout=timeout)
     except OSError as exc:
@@ -210,7 +251,7 @@ def _open_and_send(
     if isinstance(send_error, TimeoutError):
         sock.close()
         raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
-    return sock, request_id, send_error
+    return sock, request_id, send_error, key
 
 
 def _send(sock: socket.socket, frame: bytes) -> OSError | None:
@@ -244,16 +285,17 @@ def stream_raw(
     *,
     timeout: float = 10.0,
     max_reply_size: int = MAX_REPLY_SIZE,
+    munge: str | None = None,
 ) -> Iterator[tuple[str, dict[str, Any]]]:
     """Like request_raw, for a request answered by a stream of replies on one connection
     (`rcontrol events --follow`): yields (type name, body) per reply frame until the controller
     closes the connection. The first reply must come within `timeout`; later ones may take any
     time, and their timestamps are not held to the clock window (a reply may wait in the
     socket while the reader is slow; each one's MAC is still checked)."""
-    from protocol.rawframe import PREFIX, FrameError, check_length, open_frame
+    from protocol.rawframe import PREFIX, FrameError, check_length
 
-    sock, request_id, send_error = _open_and_send(addr, key, type_name, body, timeout,
-                                                  RAW_VERSION)
+    sock, request_id, send_error, key = _open_and_send(addr, key, type_name, body, timeout,
+                                                       RAW_VERSION, munge)
     if send_error is not None:
         sock.close()
         raise ControllerUnreachable(addr, _reason(send_error))
@@ -269,7 +311,7 @@ def stream_raw(
                     raise
                 (length,) = PREFIX.unpack(head)
                 check_length(length, max_reply_size)
-                reply = open_frame(_recv_exactly(sock, length, deadline, addr), key)
+                reply = _open_reply(_recv_exactly(sock, length, deadline, addr), key, munge)
                 if reply.request_id not in (request_id, 0):
                     continue
                 try:

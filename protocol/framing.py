@@ -181,6 +181,11 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buf)
 
+    def pending(self) -> bytearray:
+        """The bytes not yet taken as frames (for a peek at the next frame's header; the
+        caller must not change them)."""
+        return self._buf
+
     def __iter__(self) -> Iterator[Frame]:
         while (frame := self.next_frame()) is not None:
             yield frame

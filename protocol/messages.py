@@ -171,6 +171,9 @@ class Register:
     dynamic: bool = False
     dynamic_conf: str = ""
     runs: tuple[tuple[int, int], ...] = ()  # (job id, restarts) of each job in job_ids
+    # issue 19: the node credential rctld issued at its first admission (kept 0600 in its spool);
+    # "" = none yet; None = an rnoded that predates node credentials (it is issued none)
+    node_credential: str | None = None
 
 
 @attrs.frozen
@@ -186,6 +189,9 @@ class RegisterReply:
     health_check_first: bool = False
     kill_job_ids: tuple[int, ...] = ()  # as HeartbeatReply.kill_job_ids
     kill_runs: tuple[tuple[int, int], ...] = ()  # as HeartbeatReply.kill_runs
+    # issue 19: a node credential issued on this admission; the node keeps it and presents it
+    # in every later Register under its name
+    node_credential: str = ""
 
 
 @attrs.frozen
@@ -400,6 +406,15 @@ class Pong:
 
 
 @attrs.frozen
+class Credential:
+    """AuthType=auth/munge: the first frame of a command's connection. `cred` is a MUNGE
+    credential whose payload is the key that signs this frame and every later one on the
+    connection, both ways (protocol/userauth.py); rctld takes the user from it alone."""
+
+    cred: str
+
+
+@attrs.frozen
 class Error:
     """Any refusal: `code` is a stable word (bad_mac, stale, replay, unknown_type, too_large,
     bad_request, unknown_node, version, internal); `field` names the offending field if any."""
@@ -590,6 +605,7 @@ MESSAGE_TYPES: dict[str, type] = {
         Ping,
         Pong,
         Error,
+        Credential,
         SubmitJob,
         SubmitReply,
         GetJobs,

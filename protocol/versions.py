@@ -77,6 +77,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "GuardRequest": 5, "GuardStatus": 5,
     # issue 22: racct (a controller without them answers unknown_type, which racct words)
     "GetAcct": 5, "AcctList": 5,
+    # issue 19: a command's MUNGE credential (a controller without it refuses the frame)
+    "Credential": 5,
 }
 
 

@@ -21,7 +21,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from conf import hostlist
-from ctld import logs
+from ctld import logs, permissions
 from ctld.nodeupdates import REASON_REQUIRED
 from ctld.web import grid, jobstats, metrics
 from ctld.web.tokens import Tokens, bearer, is_loopback
@@ -88,14 +88,29 @@ class Web:
             return None, _error(401, "unknown token", headers=_CHALLENGE)
         return name, None
 
-    def _read_refusal(self, request: Request) -> Response | None:
-        """None when the request may read (HttpAuth), else the refusal."""
+    def _read_refusal(self, request: Request, hides: str = "") -> Response | None:
+        """None when the request may read (HttpAuth), else the refusal; `hides`: what
+        PrivateData may hide from this reader ("nodes")."""
+        refused = self._anyone_refusal(request)
+        if refused is not None or not hides:
+            return refused
+        why = permissions.http_hidden(self.cluster.config, self._reader(request), hides)
+        return None if why is None else _error(403, why)
+
+    def _anyone_refusal(self, request: Request) -> Response | None:
         if self.auth == "none":
             return None
         client = request.client.host if request.client else None
         if self.auth == "loopback" and is_loopback(client):
             return None
         return self._who(request)[1]
+
+    def _reader(self, request: Request) -> permissions.Identity | None:
+        """The user a valid token names (that user's rights), None for a reader without one."""
+        if bearer(request.headers.get("authorization")) is None:
+            return None
+        name, _ = self._who(request)
+        return None if name is None else permissions.identify_name(self.cluster.config, name)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -104,7 +119,7 @@ class Web:
                         user="", command=[request.method, request.url.path])
 
     async def nodes(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
             return refused
         snap = self.cluster.snapshot()
         if self._nodes_for is not snap:
@@ -117,7 +132,7 @@ class Web:
         return Json(self._meta_doc("nodes", self._nodes_docs, request))
 
     async def node(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
             return refused
         expr = request.path_params["name"]
         try:
@@ -141,7 +156,7 @@ class Web:
         return Json(self._meta_doc("partitions", docs, request))
 
     async def sinfo(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
             return refused
         snap = self.cluster.snapshot()
         doc = sinfo_doc(list(snap.nodes), list(snap.partitions), hostlist.fold,
@@ -150,7 +165,7 @@ class Web:
         return Json(doc)
 
     async def metrics(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
             return refused
         out: list[bytes] = []
         async with self._metrics_lock:
@@ -186,6 +201,7 @@ class Web:
         if (refused := self._read_refusal(request)) is not None:
             return refused
         now, records = self._job_records()
+        records = permissions.visible_jobs(self.cluster.config, self._reader(request), records)
         return Json(queue_doc(records, now, version=API_VERSION, user="",
                               command=[request.method, request.url.path],
                               cluster=self.cluster.config.cluster_name))
@@ -202,6 +218,7 @@ class Web:
         if sep:
             records = [j for j in records if j.get("array_job_id") == int(base)
                        and j.get("array_task_id") == int(task)]
+        records = permissions.visible_jobs(self.cluster.config, self._reader(request), records)
         if not records:
             return _error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
         return Json(self._meta_doc("jobs", [job_json(j) for j in records], request))
@@ -219,7 +236,7 @@ class Web:
         return HTMLResponse(html, headers={"Cache-Control": "no-cache"})
 
     async def grid_feed(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
             return refused
         snap = self.cluster.snapshot(metrics=True)
         etag = f'"{snap.generated_at!r}"'
@@ -234,7 +251,7 @@ class Web:
         return Json(self.feed.build(snap), headers=headers)
 
     async def node_detail(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
             return refused
         name = request.path_params["name"]
         for rec in self.cluster.snapshot(metrics=True).nodes:
@@ -250,6 +267,12 @@ class Web:
         if refused is not None:
             return refused
         expr = request.path_params["nodes"]
+        why = permissions.http_write_refusal(self.cluster.config, user or "",
+                                             f"update NodeName={expr}")
+        if why is not None:  # a token gets its user's rights (ctld/permissions.py)
+            logs.event("http update refused", logging.WARNING, peer=_peer(request), user=user,
+                       nodes=expr, error=why)
+            return _error(403, why)
         try:
             body = orjson.loads(await request.body())
         except orjson.JSONDecodeError as exc:

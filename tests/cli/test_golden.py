@@ -97,10 +97,8 @@ def golden_cluster(tmp_path_factory):
     try:
         ctl.start()
         started = True
-        # rnoded as root runs root's jobs only when told to
-        extra = ("--allow-root-jobs",) if os.getuid() == 0 else ()
         for i in range(1, 9):
-            ctl.start_node(f"n{i:02d}", *extra)
+            ctl.start_node(f"n{i:02d}")
         ctl.wait_states({f"n{i:02d}": "idle" for i in range(1, 9)}, timeout=60)
         # Jobs make n02 alloc and n03, n05 mix, as users' work would.
         for node, cpus in (("n02", 2), ("n03", 1), ("n05", 1)):

@@ -4,7 +4,6 @@ outputs (times masked) and the errors users see."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -45,10 +44,8 @@ def queue(tmp_path_factory):
     try:
         ctl.start()
         started = True
-        # rnoded as root runs root's jobs only when told to
-        extra = ("--allow-root-jobs",) if os.getuid() == 0 else ()
         for n in ("w1", "w2"):
-            ctl.start_node(n, *extra)
+            ctl.start_node(n)
         ctl.wait_states({"w1": "idle", "w2": "idle"}, timeout=60)
         submits = [
             ["--wrap", "sleep 300"],  # 1: w1 (mix)

@@ -46,8 +46,6 @@ class RanchCluster:
         for name in self.shape.nodes:
             argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
                     "--spool-dir", str(c.dir / "spool" / name)]
-            if os.geteuid() == 0:
-                argv.append("--allow-root-jobs")  # the jobs run as whoever runs the tests
             c.nodes[name] = c._spawn(name, argv)
         c.wait_for(self.nodes_idle, timeout, what="every rnoded IDLE")
 

@@ -48,8 +48,6 @@ def c(tmp_path_factory):
         for name in cluster.node_names:
             argv = ["-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name", name,
                     "--spool-dir", str(work / "spool" / name)]
-            if os.getuid() == 0:
-                argv.append("--allow-root-jobs")  # the tests submit as the user running them
             cluster.nodes[name] = cluster._spawn(name, argv)
         cluster.wait_for(lambda: all(cluster.state(n) == "IDLE" for n in ("n1", "n2")), 30,
                          what="nodes IDLE")

@@ -42,8 +42,6 @@ def jobs_cluster(tmp: Path, nodes: list[str], *, cpus: int = 1, timeout: int = 1
 def start_node(c: Cluster, name: str) -> subprocess.Popen:
     argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
             "--spool-dir", str(c.dir / "spool" / name)]
-    if os.getuid() == 0:
-        argv.append("--allow-root-jobs")  # the tests submit as the user running them
     if getattr(c, "fake_gpus", 0):
         argv += ["--fake-gpus", str(c.fake_gpus)]
     c.nodes[name] = c._spawn(name, argv)

@@ -49,8 +49,6 @@ def start(c: Cluster, env: dict[str, str] | None = None) -> None:
     for name in c.node_names:
         argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
                 "--spool-dir", str(c.dir / "spool" / name)]
-        if os.getuid() == 0:
-            argv.append("--allow-root-jobs")  # the tests submit as the user running them
         c.nodes[name] = c._spawn(name, argv, env)
     c.wait_for(lambda: all(c.state(n) == "IDLE" for n in c.node_names), 30, what="nodes IDLE")
 

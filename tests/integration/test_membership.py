@@ -5,7 +5,6 @@ rejoin), and the event log with a reading and a stalled follower."""
 from __future__ import annotations
 
 import json
-import os
 import select
 import socket
 import subprocess
@@ -32,8 +31,6 @@ def start_dynamic(c: Cluster, name: str, conf: str = "") -> subprocess.Popen:
             "--spool-dir", str(c.dir / "spool" / name), "--dynamic"]
     if conf:
         argv += ["--conf", conf]
-    if os.getuid() == 0:
-        argv.append("--allow-root-jobs")  # the tests submit jobs as the user running them
     c.nodes[name] = c._spawn(name, argv)
     return c.nodes[name]
 

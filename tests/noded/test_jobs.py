@@ -54,7 +54,7 @@ async def ended(runner: JobRunner, job_id: int, timeout: float = 10.0) -> JobEnd
 
 @pytest.fixture
 async def runner(nursery: trio.Nursery, tmp_path: Path) -> AsyncIterator[JobRunner]:
-    r = JobRunner(str(tmp_path / "spool"), "n1", allow_root_jobs=True)
+    r = JobRunner(str(tmp_path / "spool"), "n1")
     await nursery.start(r.run)
     yield r
 
@@ -194,7 +194,7 @@ async def test_time_limit_sigterm_then_timeout(runner: JobRunner, work: Path) ->
 def test_time_limit_on_mock_clock(tmp_path: Path, work: Path) -> None:
     # An hour's limit and a job that ignores SIGTERM: trio's clock jumps, SIGKILL follows.
     clock = trio.testing.MockClock(autojump_threshold=0)
-    runner = JobRunner(str(tmp_path / "spool"), "n1", allow_root_jobs=True)
+    runner = JobRunner(str(tmp_path / "spool"), "n1")
     runner.launch_timeout = math.inf  # the shim's answer is real time, not the mock clock's
 
     async def scenario() -> JobEnd:
@@ -267,11 +267,10 @@ async def test_launch_failures(runner: JobRunner, work: Path) -> None:
 
 
 @pytest.mark.skipif(not ROOT, reason="privilege checks apply when rnoded runs as root")
-async def test_root_refuses_uid_0_and_unknown_uids(nursery: trio.Nursery, tmp_path: Path) -> None:
+async def test_root_refuses_unknown_uids(nursery: trio.Nursery, tmp_path: Path) -> None:
+    # root's jobs are the controller's call (DisableRootJobs at submission), not rnoded's
     r = JobRunner(str(tmp_path / "spool"), "n1")
     await nursery.start(r.run)
-    with pytest.raises(LaunchError, match="uid 0"):
-        await r.launch(spec(tmp_path, "true\n", 1, uid=0, gid=0))
     with pytest.raises(LaunchError, match="unknown uid 4000001"):
         await r.launch(spec(tmp_path, "true\n", 2, uid=4000001, gid=4000001))
     assert {e.state for e in r.endings()} == {"LAUNCH_FAILED"}
@@ -301,7 +300,7 @@ async def test_root_runs_job_as_its_user(nursery: trio.Nursery) -> None:
 
 async def test_readopted_after_rnoded_restart(tmp_path: Path, work: Path) -> None:
     spool = str(tmp_path / "spool")
-    first = JobRunner(spool, "n1", allow_root_jobs=True)
+    first = JobRunner(spool, "n1")
     running = spec(work, "while [ ! -e go ]; do sleep 0.05; done\necho done\n", 1)
     finishes = spec(work, "while [ ! -e go2 ]; do sleep 0.05; done\nexit 4\n", 2)
     async with trio.open_nursery() as nursery:
@@ -314,7 +313,7 @@ async def test_readopted_after_rnoded_restart(tmp_path: Path, work: Path) -> Non
     path = jobstore.job_dir(spool, finishes)
     await wait_for(lambda: (path / "status.json").exists())
     await wait_for(lambda: gone(jobstore.read_json(path / "pids.json")["shim_pid"]))
-    second = JobRunner(spool, "n1", allow_root_jobs=True)
+    second = JobRunner(spool, "n1")
     async with trio.open_nursery() as nursery:
         await nursery.start(second.run)
         assert second.job_ids() == (1,)
@@ -328,13 +327,13 @@ async def test_readopted_after_rnoded_restart(tmp_path: Path, work: Path) -> Non
 
 async def test_readopted_job_keeps_its_kill(tmp_path: Path, work: Path) -> None:
     spool = str(tmp_path / "spool")
-    first = JobRunner(spool, "n1", allow_root_jobs=True)
+    first = JobRunner(spool, "n1")
     async with trio.open_nursery() as nursery:
         await nursery.start(first.run)
         await first.launch(spec(work, "echo $$ > pid\nsleep 300\n", 1, time_limit=0.3))
         await wait_for(lambda: (work / "pid").exists())
         nursery.cancel_scope.cancel()
-    second = JobRunner(spool, "n1", allow_root_jobs=True)
+    second = JobRunner(spool, "n1")
     async with trio.open_nursery() as nursery:
         await nursery.start(second.run)
         end = await ended(second, 1)  # the limit counts from the script's start
@@ -356,13 +355,13 @@ async def test_endings_repeat_until_acknowledged(runner: JobRunner, work: Path) 
 
 async def test_unacknowledged_ending_survives_restart(tmp_path: Path, work: Path) -> None:
     spool = str(tmp_path / "spool")
-    first = JobRunner(spool, "n1", allow_root_jobs=True)
+    first = JobRunner(spool, "n1")
     async with trio.open_nursery() as nursery:
         await nursery.start(first.run)
         await first.launch(spec(work, "true\n"))
         end = await ended(first, 7)
         nursery.cancel_scope.cancel()
-    second = JobRunner(spool, "n1", allow_root_jobs=True)
+    second = JobRunner(spool, "n1")
     async with trio.open_nursery() as nursery:
         await nursery.start(second.run)
         assert second.endings() == (end,)
@@ -482,7 +481,7 @@ async def test_broken_records_do_not_stop_the_runner(tmp_path: Path, work: Path)
     (garbage / "spec.json").write_text("{not json")
     odd = jobstore.create(str(spool), spec(work, "true\n", 2), {}, None)
     jobstore.write_json(odd / "pids.json", {"shim_pid": 1})  # no start time
-    runner = JobRunner(str(spool), "n1", allow_root_jobs=True)
+    runner = JobRunner(str(spool), "n1")
     async with trio.open_nursery() as nursery:
         await nursery.start(runner.run)
         assert not garbage.exists()  # unreadable: dropped

@@ -95,7 +95,6 @@ def make_daemon(port: int, spool: Path) -> NodeDaemon:
         name="n1",
         key=KEY,
         spool_dir=str(spool),
-        allow_root_jobs=True,
     )
     return NodeDaemon(opts, FakeGpus(0, "n1", seed=1), rng=random.Random(0))
 
@@ -215,7 +214,6 @@ async def test_sigkilled_rnoded_loses_no_job(nursery: trio.Nursery, tmp_path: Pa
         str(key_file),
         "--spool-dir",
         str(tmp_path / "spool"),
-        "--allow-root-jobs",
     ]
     root = Path(__file__).resolve().parents[2]
 

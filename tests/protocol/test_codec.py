@@ -59,6 +59,7 @@ SAMPLES = [
     m.Ping(),
     m.Pong("c", "0.1.0", 1.7e9),
     m.Error("bad_request", "nope", "seq"),
+    m.Credential("MUNGE:AwQFAAA=:abc="),
     m.GuardRequest("confirm", "down", "gpu[01-02]", "root"),
     m.GuardStatus(True, ({"guard": "DownGuard", "state": "TRIPPED"},), {"stalls": 1},
                   ("gpu01",), ()),

@@ -11,6 +11,7 @@ from tests.integration.cluster import Cluster, free_port, wait_for
 
 TOKEN = "s3cret-token-of-alice-0123456789"
 OTHER_TOKEN = "another-token-for-bob-9876543210"
+USER_TOKEN = "a-token-for-carol-who-is-no-admin"  # not in AdminUsers
 
 CONF = """\
 ClusterName=web
@@ -22,6 +23,7 @@ MessageTimeout=3
 ReturnToService=1
 HttpListen=127.0.0.1:{http_port}
 HttpTokenFile=tokens
+AdminUsers=alice,bob
 {extra}
 NodeName=n[1-3] CPUs=1 RealMemory=64 Gres=gpu:2
 NodeName=n4 CPUs=1 RealMemory=64
@@ -35,7 +37,8 @@ def http_cluster(workdir: Path, *, extra: str = "", token_mode: int = 0o600) -> 
     port, http_port = free_port(), free_port()
     workdir.mkdir(parents=True, exist_ok=True)
     tokens = workdir / "tokens"
-    tokens.write_text(f"# name:token\nalice:{TOKEN}\nbob:{OTHER_TOKEN}\n")
+    tokens.write_text(f"# name:token\nalice:{TOKEN}\nbob:{OTHER_TOKEN}\n"
+                      f"carol:{USER_TOKEN}\n")
     os.chmod(tokens, token_mode)
     c = Cluster(workdir, nodes=["n1", "n2", "n3", "n4"],
                 conf_text=CONF.format(port=port, http_port=http_port, extra=extra))

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from collections.abc import Iterator
 
 import httpx
@@ -31,8 +30,6 @@ def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         for name in cluster.node_names:
             argv = ["-m", "noded.main", "--server", f"127.0.0.1:{cluster.port}", "--name", name,
                     "--spool-dir", str(cluster.dir / "spool" / name)]
-            if os.getuid() == 0:
-                argv.append("--allow-root-jobs")  # the test submits as the user running it
             if GPUS.get(name):
                 argv += ["--fake-gpus", str(GPUS[name])]
             cluster.nodes[name] = cluster._spawn(name, argv)
