@@ -120,6 +120,7 @@ class Cluster:
         # Bumped by every change the journal must hold (a request that left it as it was
         # confirms nothing new: its reply need not wait for the disk).
         self.node_changes = self.job_changes = 0
+        self.members_gen = 0  # bumped when a partition's node list may have changed
         self.unsynced_nodes: dict[str, NodeRecord] = {}
         self.outbox: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
         self.on_outbox: Callable[[], None] | None = None  # None: no store, push at once
@@ -142,6 +143,7 @@ class Cluster:
 
     def _use_config(self, config: ClusterConfig) -> None:
         self.config = config
+        self.members_gen += 1
         self.policy = Policy(return_to_service=config.timeouts.return_to_service)
         self.settings = node_settings(config)
         self.node_files = config_files(config)

@@ -30,6 +30,7 @@ class JobStarts:
     def __init__(self, store: Jobs) -> None:
         self.store = store
         self.c = store.c
+        self._members: dict[str, tuple[tuple[int, int], list[NodeRecord]]] = {}
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
@@ -97,7 +98,7 @@ class JobStarts:
         if not all(ok(n) for n in required):
             return "Resources"
         others = (n for n in self.members(pc) if n.name not in excluded and ok(n))
-        shares, why = place(job.need, required, others, self.store.uses, self.store.index)
+        shares, why = place(job.need, required, others, self.store.uses)
         if shares is None:
             why = ok.explain(why)
             if why == "ReqNodeNotAvail" and required:
@@ -123,11 +124,22 @@ class JobStarts:
         return ""
 
     def members(self, pc: Any) -> list[NodeRecord]:
-        """The partition's nodes now, dynamic ones (issue 13) included."""
-        live = self.c.partition_nodes(pc.name)
+        """The partition's nodes now, dynamic ones (issue 13) included, in placement order (by
+        Weight, then config order). Kept until the config or a partition's membership changes:
+        building and sorting it for each job cost O(nodes) a submission. Callers only read it."""
+        c = self.c
+        token = (c.members_gen, id(c.nodes))
+        hit = self._members.get(pc.name)
+        if hit is not None and hit[0] == token:
+            return hit[1]
+        live = c.partition_nodes(pc.name)
         names: Iterable[str] = pc.nodes if live is None else live
-        nodes = self.c.nodes
-        return [nodes[n] for n in names if n in nodes]
+        nodes = c.nodes
+        index = self.store.index
+        out = sorted((nodes[n] for n in dict.fromkeys(names) if n in nodes),
+                     key=lambda n: (n.cfg.weight, index.get(n.name, len(index))))
+        self._members[pc.name] = (token, out)
+        return out
 
     def ready(self, node: NodeRecord) -> bool:
         flags = node.state.flags

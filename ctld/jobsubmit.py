@@ -65,6 +65,18 @@ class JobSubmission:
     def __init__(self, store: Jobs) -> None:
         self.store = store
         self.c = store.c
+        self._maps: dict[str, tuple[list[Any], dict[str, Any]]] = {}
+        self._fits: dict[tuple[Any, ...], tuple[dict[str, Any], Need | m.Error]] = {}
+
+    def member_map(self, pc: Any) -> dict[str, Any]:
+        """The partition's nodes by name, kept while its members stay (callers only read it)."""
+        nodes = self.store.starts.members(pc)
+        hit = self._maps.get(pc.name)
+        if hit is not None and hit[0] is nodes:
+            return hit[1]
+        by_name = {n.name: n for n in nodes}
+        self._maps[pc.name] = (nodes, by_name)
+        return by_name
 
     def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
         """Check, build and queue at once (no journal: the daemon's submit_job journals between
@@ -192,7 +204,7 @@ class JobSubmission:
         if pc.state in ("DRAIN", "INACTIVE"):
             return bad(f"partition {pc.name} is {pc.state}: it accepts no new jobs",
                        "partition")
-        members = {n.name: n for n in self.store.starts.members(pc)}
+        members = self.member_map(pc)
         members, refused = jobextras.screen(self.store, req, members)  # -C, -d, --nice...
         if refused is not None:
             return refused
@@ -213,6 +225,49 @@ class JobSubmission:
         if both:
             return bad(f"node(s) {hostlist.fold(sorted(both))} are both required (-w) and "
                        "excluded (-x)", "exclude")
+        need_or_error = self.fit(req, pc, members, req_nodes, exc_nodes)
+        if isinstance(need_or_error, m.Error):
+            return need_or_error
+        need = need_or_error
+        limit = req.time_limit
+        if limit is None:
+            limit = pc.default_time if pc.default_time is not None else pc.max_time
+        tasks: list[int | None] = [None]
+        if req.array:
+            try:
+                tasks = list(parse_array(req.array, cfg.jobs.max_array_size))
+            except ValueError as exc:
+                return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
+                           "array")
+        held = len(self.store.jobs) + self.store.building
+        if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
+            return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
+                           f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
+                           f"{len(tasks)} more asked)")
+        return Checked(pc.name, need, req_nodes, exc_nodes, limit, tasks)
+
+    def fit(self, req: m.SubmitJob, pc: Any, members: dict[str, Any],
+            req_nodes: tuple[str, ...], exc_nodes: tuple[str, ...]) -> Need | m.Error:
+        """What the job needs per node, or the refusal when no set of the partition's nodes
+        could ever hold it. It reads only the nodes' configured sizes, so it is kept for the
+        same request shape while the partition's members stay (a submission cost O(nodes)
+        here: 20 ms a job at 10,000 nodes)."""
+        key = (pc.name, req.num_nodes, req.max_nodes, req.ntasks, req.cpus_per_task,
+               req.mem_mib, req.gpus, req.exclusive, req_nodes, exc_nodes)
+        hit = self._fits.get(key)
+        if hit is not None and hit[0] is members:
+            return hit[1]
+        got = self._fit(req, pc, members, req_nodes, exc_nodes)
+        if len(self._fits) >= 512:
+            self._fits.clear()
+        self._fits[key] = (members, got)
+        return got
+
+    def _fit(self, req: m.SubmitJob, pc: Any, members: dict[str, Any],
+             req_nodes: tuple[str, ...], exc_nodes: tuple[str, ...]) -> Need | m.Error:
+        def bad(message: str, fld: str) -> m.Error:
+            return m.Error("bad_request", message, field=fld)
+
         num_nodes = max(req.num_nodes, len(set(req_nodes)))
         if req.max_nodes is not None and req.max_nodes != num_nodes:
             spread = _spread_need(req, pc.name, num_nodes, members, req_nodes, exc_nodes)
@@ -257,22 +312,7 @@ class JobSubmission:
                 what += f", {req.gpus} GPU(s)"
             return bad(f"{NOT_AVAILABLE}: the job needs {num_nodes} node(s) with {what} each; "
                        f"partition {pc.name} has {len(fitting)} such node(s)", "num_nodes")
-        limit = req.time_limit
-        if limit is None:
-            limit = pc.default_time if pc.default_time is not None else pc.max_time
-        tasks: list[int | None] = [None]
-        if req.array:
-            try:
-                tasks = list(parse_array(req.array, cfg.jobs.max_array_size))
-            except ValueError as exc:
-                return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
-                           "array")
-        held = len(self.store.jobs) + self.store.building
-        if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
-            return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
-                           f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
-                           f"{len(tasks)} more asked)")
-        return Checked(pc.name, need, req_nodes, exc_nodes, limit, tasks)
+        return need
 
 
 def _job_id(push: m.LaunchJob | m.KillJob) -> int:

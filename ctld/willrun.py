@@ -43,7 +43,7 @@ def will_run(jobs: Jobs, req: m.SubmitJob) -> m.SubmitReply | m.Error:
         if any(not ok(n) for n in required):
             return None, "Resources"
         others = [n for n in jobs.starts.members(pc) if n.name not in excluded and ok(n)]
-        shares, why = place(checked.need, required, others, uses, jobs.index)
+        shares, why = place(checked.need, required, others, uses)
         return shares, ok.explain(why)
 
     uses = _copy(jobs.uses)

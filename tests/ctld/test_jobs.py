@@ -589,3 +589,30 @@ async def test_kill_wait_from_the_config_reaches_the_launch() -> None:
     [spec] = launches(conns["n1"])
     assert spec.job_id == j and spec.kill_wait == 7.0
     assert cluster.jobs.min_job_age == 0.0
+
+
+WEIGHTED = """ClusterName=w
+SlurmdTimeout=30
+NodeName=w1 CPUs=4 RealMemory=1000 Weight={w1}
+NodeName=w2 CPUs=4 RealMemory=1000 Weight={w2}
+{more}
+PartitionName=main Nodes=ALL Default=YES State=UP
+"""
+
+
+async def test_placement_order_and_submit_checks_follow_a_reconfigure() -> None:
+    """What the scheduler keeps between submissions (each partition's nodes in Weight order,
+    the submit checks of a request shape) is thrown away when the config changes: a lighter
+    node is used first at once, and a job no node could hold before is taken once one can."""
+    cluster = Cluster(make_config(text=WEIGHTED.format(w1=1, w2=5, more="")), wall=wall)
+    up(cluster, "w1", "w2")
+    first = cluster.jobs.submit(job(cpus_per_task=1))
+    assert rec(cluster, first.job_id)["nodes"] == "w1"  # the lighter node
+    big = cluster.jobs.submit(job(cpus_per_task=8))
+    assert isinstance(big, m.Error) and big.field == "cpus_per_task"
+    cluster.apply_config(make_config(text=WEIGHTED.format(
+        w1=9, w2=5, more="NodeName=w3 CPUs=8 RealMemory=1000 Weight=9")))
+    second = cluster.jobs.submit(job(cpus_per_task=1))
+    assert rec(cluster, second.job_id)["nodes"] == "w2"  # w2 is now the lighter one
+    again = cluster.jobs.submit(job(cpus_per_task=8))
+    assert isinstance(again, m.SubmitReply)  # w3 could hold it (it waits for w3 to register)

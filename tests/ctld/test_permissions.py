@@ -159,8 +159,6 @@ async def test_a_credential_is_refused_where_munge_is_not_configured_or_not_runn
 async def test_private_data_jobs_limits_racct_to_a_users_own_jobs() -> None:
     """sacct through slurmdbd shows a user only their own jobs under PrivateData=jobs (or
     =usage), whatever -u or -a asks; an admin's query is as asked."""
-    from ctld import acct
-
     for private in ("PrivateData=jobs", "PrivateData=usage", ""):
         s = _server(private)
         jobs = s.cluster.jobs
@@ -168,13 +166,18 @@ async def test_private_data_jobs_limits_racct_to_a_users_own_jobs() -> None:
             sub = m.SubmitJob("#!/bin/sh\ntrue\n", who.name, who.uid, who.gid, "/tmp", hold=True)
             assert isinstance(jobs.submit(sub), m.SubmitReply)
 
-        async def seen(who: Identity, q: m.GetAcct) -> list[int]:
-            msg, refused, _ = gate(s, _Conn(who), q)
-            assert refused is None
-            body = orjson.loads((await acct.query(jobs, msg)).body)
-            return sorted(r["uid"] for r in body["jobs"])
-
         everyone = m.GetAcct(uids=(1001, 1002))  # racct -a -u alice,bob
-        assert await seen(OPERATOR, everyone) == [1001, 1002]
-        assert await seen(BOB, everyone) == ([1002] if private else [1001, 1002])
-        assert await seen(BOB, m.GetAcct(uids=(1001,))) == ([1002] if private else [1001])
+        assert await _acct_uids(s, OPERATOR, everyone) == [1001, 1002]
+        assert await _acct_uids(s, BOB, everyone) == ([1002] if private else [1001, 1002])
+        assert await _acct_uids(s, BOB, m.GetAcct(uids=(1001,))) == (
+            [1002] if private else [1001])
+
+
+async def _acct_uids(s: Server, who: Identity, q: m.GetAcct) -> list[int]:
+    """The owners of the jobs racct's query `q` from `who` gets back."""
+    from ctld import acct
+
+    msg, refused, _ = gate(s, _Conn(who), q)
+    assert refused is None
+    body = orjson.loads((await acct.query(s.cluster.jobs, msg)).body)
+    return sorted(r["uid"] for r in body["jobs"])
