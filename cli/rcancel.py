@@ -9,8 +9,9 @@ import signal as signals
 import sys
 
 from cli.controller import CliError, find_target, run_main
-from cli.rinfo import UsageParser, version_text
+from cli.rinfo import version_text
 from cli.slurm_names import prog
+from cli.usage_parser import UsageParser
 
 
 def build_parser() -> argparse.ArgumentParser:

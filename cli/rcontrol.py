@@ -16,7 +16,8 @@ from cli.controller import (
     find_target,
     run_main,
 )
-from cli.rinfo import VERSION, UsageParser, no_gc, version_text
+from cli.rinfo import VERSION, no_gc, version_text
+from cli.usage_parser import UsageParser
 from conf.hostlist import expand, fold
 
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
