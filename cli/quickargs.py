@@ -54,9 +54,15 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
     """The namespace argparse would give for `argv`, or Declined when it is not sure to."""
     by_name: dict[str, tuple[str, str, dict]] = {}
     values: dict[str, object] = {}
+    words: list[str] | None = None  # the one positional's list, if the table has one
+    rest = ""  # its nargs: "*" (one run of words) or "..." (argparse.REMAINDER: all that follows)
     for names, kwargs in table:
-        if not all(n.startswith("-") for n in names):
-            raise Declined  # positional arguments: argparse's interleaving rules
+        if not names[0].startswith("-"):
+            rest = kwargs.get("nargs", "")
+            if words is not None or rest not in ("*", "...") or "default" in kwargs:
+                raise Declined  # other positionals: argparse's matching rules
+            words = values[kwargs.get("dest", names[0])] = []
+            continue
         action = kwargs.get("action", "store")
         dest = _dest(names, kwargs)
         if action not in ("help", "version"):
@@ -66,7 +72,7 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
             action = "argparse"  # help, version, nargs='?': argparse's to handle
         for n in names:
             by_name[n] = (action, dest, kwargs)
-    i = 0
+    i = run_end = 0
     while i < len(argv):
         word = argv[i]
         i += 1
@@ -101,8 +107,14 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
                     values[dest] = _typed(kwargs, attached)
                     break
                 _flag(action, dest, values)
+        elif words is None or word == "-" or (words and run_end != i - 1):
+            raise Declined  # no positional taken, '-', or a second run of words
+        elif rest == "...":
+            words += argv[i - 1:]
+            break
         else:
-            raise Declined  # a positional word (or '-')
+            words.append(word)
+            run_end = i
     return SimpleNamespace(**values)
 
 
