@@ -392,9 +392,14 @@ def _begin(text: str) -> float:
 
 
 def _user() -> str:
-    import getpass
+    """getpass.getuser()'s answer (LOGNAME, USER, LNAME, USERNAME, then the password database)
+    without importing getpass, which brings termios and contextlib to every rbatch."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if user := os.environ.get(name):
+            return user
+    import pwd
 
     try:
-        return getpass.getuser()  # LOGNAME/USER first, then the password database
+        return pwd.getpwuid(os.getuid()).pw_name
     except (KeyError, OSError):
         return str(os.getuid())
