@@ -3,6 +3,11 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The packages whose bytecode the commands load. These machines set PYTHONDONTWRITEBYTECODE=1, so
+# with the editable install nothing would ever write it and every command would compile the
+# modules it imports on every call (rbatch: ~15 ms of CPU); compileall only rewrites what changed.
+PKGS := conf statemachine protocol healthcheck ctld noded cli
+COMPILE := $(BIN)/python -m compileall -q -j 0 $(PKGS)
 
 .PHONY: demo test lint bench clean
 
@@ -15,6 +20,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	touch $(STAMP)
 
 test: $(STAMP)
+	$(COMPILE)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
@@ -22,11 +28,14 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 
 demo: $(STAMP)
+	$(COMPILE)
 	$(BIN)/python examples/demo.py
 
 bench: $(STAMP)
+	$(COMPILE)
 	$(BIN)/python bench/run_all.py
 	$(BIN)/python bench/http_bench.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+	find $(PKGS) -name __pycache__ -prune -exec rm -rf {} +

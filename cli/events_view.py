@@ -49,7 +49,7 @@ def parse_since(text: str, now: float | None = None) -> float:
 
 
 def events_parser() -> argparse.ArgumentParser:
-    from cli.rinfo import UsageParser
+    from cli.usage_parser import UsageParser
 
     p = UsageParser(prog="rcontrol events", add_help=False,
                     description="The membership and state event log, oldest first.")

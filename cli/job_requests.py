@@ -8,9 +8,14 @@ from cli.controller import CliError, Refused, Target, request
 __all__ = ["Refused", "fetch_jobs", "parse_job_ids", "request"]  # rbatch takes these from here
 
 
-def fetch_jobs(target: Target, ids: tuple[int, ...] = ()) -> tuple[float, list[dict]]:
-    """(generated_at, job records) from the controller."""
-    body = request(target, "GetJobs", {"job_ids": list(ids)}, want="JobList", timeout=30.0)
+def fetch_jobs(target: Target, ids: tuple[int, ...] = (), fields: tuple[str, ...] = ()
+               ) -> tuple[float, list[dict]]:
+    """(generated_at, job records) from the controller; `fields`: the record keys the caller
+    reads (empty: all; a controller may send more)."""
+    ask: dict = {"job_ids": list(ids)}
+    if fields:
+        ask["fields"] = sorted(fields)
+    body = request(target, "GetJobs", ask, want="JobList", timeout=30.0)
     try:
         return float(body.get("generated_at") or 0.0), list(body["jobs"])
     except (KeyError, TypeError) as exc:

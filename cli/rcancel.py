@@ -3,47 +3,51 @@
 
 from __future__ import annotations
 
-import argparse
 import os
-import signal as signals
 import sys
+from types import SimpleNamespace as Namespace
 
+from cli import quickargs
 from cli.controller import CliError, find_target, run_main
-from cli.rinfo import UsageParser, version_text
+from cli.quickargs import SUPPRESS, Table
+from cli.rinfo import version_text
 from cli.slurm_names import prog
 
+OPTIONS: Table = (
+    (("--help",), {"action": "help", "help": "show this help and exit"}),
+    (("-u", "--user"), {"metavar": "USER", "help": "only (or all) jobs of this user"}),
+    (("--me",), {"action": "store_true", "help": "only (or all) my jobs"}),
+    (("-n", "--name", "--jobname"), {"metavar": "NAME", "help": "only jobs of this name"}),
+    (("-t", "--state"), {"metavar": "STATE", "help": "only jobs in this state: PENDING, RUNNING"}),
+    (("-p", "--partition"), {"metavar": "PART", "help": "only jobs of this partition"}),
+    (("-w", "--nodelist"), {"metavar": "HOSTLIST", "help": "only jobs on these nodes"}),
+    (("-A", "--account"), {"metavar": "ACCOUNT", "help": "only jobs of this account"}),
+    (("-q", "--qos"), {"metavar": "QOS", "help": "only jobs of this QOS"}),
+    (("--wckey",), {"metavar": "KEY", "help": "only jobs of this wckey"}),
+    (("-R", "--reservation"), {"metavar": "NAME", "help": "only jobs of this reservation (none)"}),
+    (("-s", "--signal"), {"metavar": "SIGNAL", "help": "send SIGNAL instead of ending the jobs"}),
+    (("-b", "--batch"), {"action": "store_true",
+                        "help": "accepted; Ranch signals the job's process group, batch shell "
+                                "included"}),
+    (("-f", "--full"), {"action": "store_true", "help": "accepted (Ranch signals the whole job)"}),
+    (("-H", "--hurry"), {"action": "store_true", "help": SUPPRESS}),
+    (("-i", "--interactive"), {"action": "store_true", "help": SUPPRESS}),
+    (("-M", "--clusters", "--cluster"), {"metavar": "NAME", "help": SUPPRESS}),
+    (("--ctld",), {"action": "store_true", "help": SUPPRESS}),
+    (("--sibling",), {"metavar": "NAME", "help": SUPPRESS}),
+    (("-Q", "--quiet"), {"action": "store_true", "help": "no error for jobs already finished"}),
+    (("-v", "--verbose"), {"action": "store_true", "help": "say what was cancelled"}),
+    (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
+    (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
+    (("--conf",), {"metavar": "PATH", "help": "read controller address and key from this config"}),
+    (("-V", "--version"), {"action": "version", "version": lambda: version_text("rcancel")}),
+    (("job_ids",), {"nargs": "*", "metavar": "JOBID"}),
+)
 
-def build_parser() -> argparse.ArgumentParser:
-    p = UsageParser(prog="rcancel", add_help=False, description="Cancel or signal jobs.")
-    a = p.add_argument
-    a("--help", action="help", help="show this help and exit")
-    a("-u", "--user", metavar="USER", help="only (or all) jobs of this user")
-    a("--me", action="store_true", help="only (or all) my jobs")
-    a("-n", "--name", "--jobname", metavar="NAME", help="only jobs of this name")
-    a("-t", "--state", metavar="STATE", help="only jobs in this state: PENDING, RUNNING")
-    a("-p", "--partition", metavar="PART", help="only jobs of this partition")
-    a("-w", "--nodelist", metavar="HOSTLIST", help="only jobs on these nodes")
-    a("-A", "--account", metavar="ACCOUNT", help="only jobs of this account")
-    a("-q", "--qos", metavar="QOS", help="only jobs of this QOS")
-    a("--wckey", metavar="KEY", help="only jobs of this wckey")
-    a("-R", "--reservation", metavar="NAME", help="only jobs of this reservation (none)")
-    a("-s", "--signal", metavar="SIGNAL", help="send SIGNAL instead of ending the jobs")
-    a("-b", "--batch", action="store_true",
-      help="accepted; Ranch signals the job's process group, batch shell included")
-    a("-f", "--full", action="store_true", help="accepted (Ranch signals the whole job)")
-    a("-H", "--hurry", action="store_true", help=argparse.SUPPRESS)
-    a("-i", "--interactive", action="store_true", help=argparse.SUPPRESS)
-    a("-M", "--clusters", "--cluster", metavar="NAME", help=argparse.SUPPRESS)
-    a("--ctld", action="store_true", help=argparse.SUPPRESS)
-    a("--sibling", metavar="NAME", help=argparse.SUPPRESS)
-    a("-Q", "--quiet", action="store_true", help="no error for jobs already finished")
-    a("-v", "--verbose", action="store_true", help="say what was cancelled")
-    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
-    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
-    a("--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=version_text("rcancel"))
-    a("job_ids", nargs="*", metavar="JOBID")
-    return p
+
+def build_parser():  # -> argparse.ArgumentParser
+    return quickargs.build(OPTIONS, prog="rcancel", add_help=False,
+                           description="Cancel or signal jobs.")
 
 
 FILTERS = ("name", "state", "partition", "nodelist", "account", "qos", "wckey", "reservation")
@@ -59,7 +63,7 @@ def _state(text: str) -> str:
     return state
 
 
-def filtered(args: argparse.Namespace, jobs: list[dict], ids: tuple[int, ...]) -> list[int]:
+def filtered(args: Namespace, jobs: list[dict], ids: tuple[int, ...]) -> list[int]:
     """scancel's filters over the active jobs (and within the ids given, if any)."""
     from conf.hostlist import expand
 
@@ -99,6 +103,8 @@ def filtered(args: argparse.Namespace, jobs: list[dict], ids: tuple[int, ...]) -
 
 def parse_signal(text: str) -> int:
     """A signal by number or name, with or without SIG (scancel --signal)."""
+    import signal as signals  # only for --signal: its enum costs every rcancel's start otherwise
+
     t = text.strip().upper()
     if t.isdigit():
         num = int(t)
@@ -118,7 +124,7 @@ def run(argv: list[str]) -> int:
     from cli.controller import request
     from cli.job_requests import fetch_jobs, parse_job_ids
 
-    args = build_parser().parse_args(argv)
+    args = quickargs.parse(OPTIONS, argv, build_parser)
     if args.me:
         args.user = str(os.getuid())
     filters = [f for f in FILTERS if getattr(args, f)]

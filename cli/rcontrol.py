@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
+from types import SimpleNamespace as Namespace
 
+from cli import quickargs
 from cli.controller import (
     CliError,
     Snapshot,
@@ -16,7 +17,8 @@ from cli.controller import (
     find_target,
     run_main,
 )
-from cli.rinfo import VERSION, UsageParser, no_gc, version_text
+from cli.quickargs import Table
+from cli.rinfo import VERSION, no_gc, version_text
 from conf.hostlist import expand, fold
 
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
@@ -29,8 +31,23 @@ SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostname
                  "hostlistsorted", "job", "jobs", "guards")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = UsageParser(
+OPTIONS: Table = (
+    (("--help",), {"action": "help", "help": "show this help and exit"}),
+    (("-a", "--all"), {"action": "store_true", "help": "show hidden partitions too"}),
+    (("-o", "--oneliner"), {"action": "store_true", "help": "one line per record"}),
+    (("--json",), {"action": "store_true", "help": "records as JSON"}),
+    (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
+    (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
+    (("-f", "--conf"), {"metavar": "PATH",
+                       "help": "read controller address and key from this config"}),
+    (("-V", "--version"), {"action": "version", "version": lambda: version_text("rcontrol")}),
+    (("words",), {"nargs": "...", "metavar": "COMMAND ..."}),
+)
+
+
+def build_parser():  # -> argparse.ArgumentParser
+    return quickargs.build(
+        OPTIONS,
         prog="rcontrol",
         add_help=False,
         description="Show and change the state of the cluster, like scontrol.",
@@ -41,17 +58,6 @@ def build_parser() -> argparse.ArgumentParser:
         "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME | "
         "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain]",
     )
-    a = p.add_argument
-    a("--help", action="help", help="show this help and exit")
-    a("-a", "--all", action="store_true", help="show hidden partitions too")
-    a("-o", "--oneliner", action="store_true", help="one line per record")
-    a("--json", action="store_true", help="records as JSON")
-    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
-    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
-    a("-f", "--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=version_text("rcontrol"))
-    a("words", nargs=argparse.REMAINDER, metavar="COMMAND ...")
-    return p
 
 
 def _pick(word: str, choices: tuple[str, ...], what: str) -> str:
@@ -70,7 +76,7 @@ def _pick(word: str, choices: tuple[str, ...], what: str) -> str:
 class Session:
     """One rcontrol invocation: finds the controller only when a command needs it."""
 
-    def __init__(self, args: argparse.Namespace) -> None:
+    def __init__(self, args: Namespace) -> None:
         self.args = args
         self._target: Target | None = None
 
@@ -282,7 +288,7 @@ _TRAILING_FLAGS = {"-o": "oneliner", "--oneliner": "oneliner", "-a": "all", "--a
                    "--json": "json"}
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: Namespace) -> int:
     words = []
     for word in args.words:
         flag = _TRAILING_FLAGS.get(word)
@@ -328,7 +334,11 @@ def run(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     with no_gc():
-        return run_main("rcontrol", lambda words: run(build_parser().parse_args(words)), argv)
+        return run_main("rcontrol", lambda words: run(parse_args(words)), argv)
+
+
+def parse_args(argv: list[str]) -> Namespace:
+    return quickargs.parse(OPTIONS, argv, build_parser)
 
 
 if __name__ == "__main__":

@@ -2,72 +2,75 @@
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 import gc
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from types import SimpleNamespace as Namespace
 
+from cli import quickargs
 from cli.controller import CliError, Snapshot, Target, fetch_snapshot, find_target, run_main
+from cli.quickargs import Table
 from cli.slurm_names import RANCH_VERSION as VERSION
 from cli.slurm_names import version_text
 from conf.hostlist import expand, fold
 
-__all__ = ["VERSION", "UsageParser", "no_gc", "version_text"]  # the other commands take these
-
-
-class UsageParser(argparse.ArgumentParser):
-    """argparse whose errors are one stderr line and exit status 2; under a Slurm name
-    (cli/slurm_names.py) it speaks as that name."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        from cli.slurm_names import prog
-
-        if "prog" in kwargs:
-            kwargs["prog"] = prog(kwargs["prog"])
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str):  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = UsageParser(prog="rinfo", add_help=False, description="View nodes and partitions.")
-    a = p.add_argument
-    a("--help", action="help", help="show this help and exit")
-    a("-a", "--all", action="store_true", help="show hidden partitions too")
-    a("-d", "--dead", action="store_true", help="only non-responding nodes")
-    a("-e", "--exact", action="store_true", help="group only nodes of identical configuration")
-    a("-F", "--future", action="store_true", help="show FUTURE nodes too")
-    a("-h", "--noheader", action="store_true", help="print no header line")
-    a("-i", "--iterate", type=_seconds, metavar="SECONDS", help="redraw every SECONDS")
-    a("-l", "--long", action="store_true", help="long format, with a timestamp line")
-    a("-n", "--nodes", metavar="HOSTLIST", help="only these nodes")
-    a("-N", "--Node", action="store_true", dest="node", help="one line per node")
-    a("-o", "--format", metavar="FORMAT", help="sinfo -o format, e.g. '%%P %%t %%N'")
-    a("-p", "--partition", metavar="PARTS", help="only these partitions (comma list)")
-    a("-r", "--responding", action="store_true", help="only responding nodes")
-    a("-R", "--list-reasons", action="store_true", dest="reasons", help="why nodes are unusable")
-    a("-s", "--summarize", action="store_true", help="one line per partition, NODES(A/I/O/T)")
-    a("-t", "--states", metavar="STATES", help="only nodes in these states (comma list)")
-    a("--json", action="store_true", help="sinfo --json's document")
-    a("--metrics", action="store_true", help="with -N: live CPU/memory/GPU/heartbeat columns")
-    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
-    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
-    a("-f", "--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=version_text("rinfo"))
-    return p
-
+__all__ = ["VERSION", "no_gc", "version_text"]  # the other commands take these
 
 def _seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("the interval must be above 0 seconds")
+        value = None
+    if value is None or not value > 0:
+        import argparse
+
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds" if value is None
+            else "the interval must be above 0 seconds")
     return value
+
+
+OPTIONS: Table = (
+    (("--help",), {"action": "help", "help": "show this help and exit"}),
+    (("-a", "--all"), {"action": "store_true", "help": "show hidden partitions too"}),
+    (("-d", "--dead"), {"action": "store_true", "help": "only non-responding nodes"}),
+    (("-e", "--exact"), {"action": "store_true",
+                         "help": "group only nodes of identical configuration"}),
+    (("-F", "--future"), {"action": "store_true", "help": "show FUTURE nodes too"}),
+    (("-h", "--noheader"), {"action": "store_true", "help": "print no header line"}),
+    (("-i", "--iterate"), {"type": _seconds, "metavar": "SECONDS",
+                           "help": "redraw every SECONDS"}),
+    (("-l", "--long"), {"action": "store_true", "help": "long format, with a timestamp line"}),
+    (("-n", "--nodes"), {"metavar": "HOSTLIST", "help": "only these nodes"}),
+    (("-N", "--Node"), {"action": "store_true", "dest": "node", "help": "one line per node"}),
+    (("-o", "--format"), {"metavar": "FORMAT", "help": "sinfo -o format, e.g. '%%P %%t %%N'"}),
+    (("-p", "--partition"), {"metavar": "PARTS", "help": "only these partitions (comma list)"}),
+    (("-r", "--responding"), {"action": "store_true", "help": "only responding nodes"}),
+    (("-R", "--list-reasons"), {"action": "store_true", "dest": "reasons",
+                                "help": "why nodes are unusable"}),
+    (("-s", "--summarize"), {"action": "store_true",
+                             "help": "one line per partition, NODES(A/I/O/T)"}),
+    (("-t", "--states"), {"metavar": "STATES",
+                          "help": "only nodes in these states (comma list)"}),
+    (("--json",), {"action": "store_true", "help": "sinfo --json's document"}),
+    (("--metrics",), {"action": "store_true",
+                      "help": "with -N: live CPU/memory/GPU/heartbeat columns"}),
+    (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
+    (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
+    (("-f", "--conf"), {"metavar": "PATH",
+                        "help": "read controller address and key from this config"}),
+    (("-V", "--version"), {"action": "version", "version": lambda: version_text("rinfo")}),
+)
+
+
+def build_parser():  # -> argparse.ArgumentParser
+    return quickargs.build(OPTIONS, prog="rinfo", add_help=False,
+                           description="View nodes and partitions.")
+
+
+def parse_args(argv: list[str]) -> Namespace:
+    return quickargs.parse(OPTIONS, argv, build_parser)
 
 
 def state_matcher(text: str) -> Callable[[dict], bool]:
@@ -93,7 +96,7 @@ def state_matcher(text: str) -> Callable[[dict], bool]:
     return match
 
 
-def selection(args: argparse.Namespace):
+def selection(args: Namespace):
     from cli.sinfo_view import Selection, down_drain_fail
 
     match = state_matcher(args.states) if args.states else None
@@ -117,7 +120,7 @@ def selection(args: argparse.Namespace):
     )
 
 
-def view_format(args: argparse.Namespace):
+def view_format(args: Namespace):
     """(parsed format, field table) of the text view `args` ask for."""
     from cli import sinfo_view as sv
 
@@ -144,7 +147,7 @@ def view_format(args: argparse.Namespace):
     return fmt, fields
 
 
-def reads(args: argparse.Namespace) -> tuple[str, ...]:
+def reads(args: Namespace) -> tuple[str, ...]:
     """The node-record keys the view `args` asks for reads (GetSnapshot.fields)."""
     if args.json:
         from cli.sinfo_json import READS
@@ -155,7 +158,7 @@ def reads(args: argparse.Namespace) -> tuple[str, ...]:
     return reads_of(*view_format(args))
 
 
-def table_lines(snapshot, args: argparse.Namespace) -> list[str]:
+def table_lines(snapshot, args: Namespace) -> list[str]:
     """The text view of `snapshot` for the options in `args`."""
     from cli import sinfo_view as sv
 
@@ -174,7 +177,7 @@ def table_lines(snapshot, args: argparse.Namespace) -> list[str]:
     return sv.render(fmt, groups, fold, header=not args.noheader, fields=fields)
 
 
-def json_text(snapshot, args: argparse.Namespace, argv: list[str]) -> str:
+def json_text(snapshot, args: Namespace, argv: list[str]) -> str:
     import getpass
 
     import orjson
@@ -195,7 +198,7 @@ def json_text(snapshot, args: argparse.Namespace, argv: list[str]) -> str:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode()
 
 
-def once(target: Target, args: argparse.Namespace, argv: list[str], stamp: bool) -> str:
+def once(target: Target, args: Namespace, argv: list[str], stamp: bool) -> str:
     snap: Snapshot = fetch_snapshot(target, reads(args), metrics=args.metrics)
     if args.json:
         return json_text(snap, args, argv) + "\n"
@@ -210,21 +213,22 @@ def main(argv: list[str] | None = None) -> int:
         return run_main("rinfo", _main, argv)
 
 
-@contextlib.contextmanager
-def no_gc() -> Iterator[None]:
+class no_gc:  # lower case: used as `with no_gc():`, as the function it replaced was
     """The cyclic GC off for one run: the snapshot's ~10^5 dicts and lists hold no cycles, and
-    collections triggered while rendering would rescan them all (about half the -N time)."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
+    collections triggered while rendering would rescan them all (about half the -N time).
+    A class, not contextlib.contextmanager: contextlib costs every command's start."""
+
+    def __enter__(self) -> None:
+        self.was_on = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.was_on:
             gc.enable()
 
 
 def _main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     target = find_target(args.server, args.key_file, args.conf)
     if args.iterate is None:
         sys.stdout.write(once(target, args, argv, stamp=args.long))

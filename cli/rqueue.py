@@ -2,47 +2,54 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
+from types import SimpleNamespace as Namespace
 
+from cli import quickargs
 from cli.controller import CliError, find_target, run_main
-from cli.rinfo import UsageParser, no_gc, version_text
+from cli.quickargs import SUPPRESS, Table
+from cli.rinfo import no_gc, version_text
 from conf.hostlist import expand
 
+OPTIONS: Table = (
+    (("--help",), {"action": "help", "help": "show this help and exit"}),
+    (("-h", "--noheader"), {"action": "store_true", "help": "print no header line"}),
+    (("-l", "--long"), {"action": "store_true", "help": "long format, with a timestamp line"}),
+    (("-u", "--user"), {"metavar": "USERS", "help": "only these users' jobs (comma list)"}),
+    (("--me",), {"action": "store_true", "help": "only my jobs"}),
+    (("-t", "--states"), {"metavar": "STATES", "help": "only these states (comma list, or all)"}),
+    (("-j", "--jobs"), {"metavar": "JOBIDS", "help": "only these jobs (comma list)"}),
+    (("-p", "--partition"), {"metavar": "PARTS", "help": "only these partitions (comma list)"}),
+    (("-w", "--nodelist"), {"metavar": "HOSTLIST", "help": "only jobs on these nodes"}),
+    (("-o", "--format"), {"metavar": "FORMAT", "help": "squeue -o format, e.g. '%%i %%t %%R'"}),
+    (("-O", "--Format"), {"metavar": "FIELDS",
+                          "help": "squeue -O fields, e.g. jobid:10,name,state"}),
+    (("-n", "--name"), {"metavar": "NAMES", "help": "only jobs of these names (comma list)"}),
+    (("-A", "--account"), {"metavar": "ACCOUNTS", "help": "only jobs of these accounts"}),
+    (("-q", "--qos"), {"metavar": "QOS", "help": "only jobs of these QOS"}),
+    (("-r", "--array"), {"action": "store_true",
+                         "help": "one line per array task, pending ones too"}),
+    (("-s", "--steps"), {"nargs": "?", "const": "", "metavar": "STEPS",
+                         "help": "job steps (Ranch has none: the header only)"}),
+    (("-a", "--all"), {"action": "store_true", "help": "every partition (Ranch hides none)"}),
+    (("-M", "--clusters"), {"metavar": "NAME",
+                            "help": "accepted; Ranch answers for its own cluster"}),
+    (("--local",), {"action": "store_true", "help": SUPPRESS}),
+    (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
+    (("--json",), {"action": "store_true", "help": "squeue --json's document"}),
+    (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
+    (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
+    (("--conf",), {"metavar": "PATH", "help": "read controller address and key from this config"}),
+    (("-V", "--version"), {"action": "version", "version": lambda: version_text("rqueue")}),
+)
 
-def build_parser() -> argparse.ArgumentParser:
-    p = UsageParser(prog="rqueue", add_help=False, description="View the job queue.")
-    a = p.add_argument
-    a("--help", action="help", help="show this help and exit")
-    a("-h", "--noheader", action="store_true", help="print no header line")
-    a("-l", "--long", action="store_true", help="long format, with a timestamp line")
-    a("-u", "--user", metavar="USERS", help="only these users' jobs (comma list)")
-    a("--me", action="store_true", help="only my jobs")
-    a("-t", "--states", metavar="STATES", help="only these states (comma list, or all)")
-    a("-j", "--jobs", metavar="JOBIDS", help="only these jobs (comma list)")
-    a("-p", "--partition", metavar="PARTS", help="only these partitions (comma list)")
-    a("-w", "--nodelist", metavar="HOSTLIST", help="only jobs on these nodes")
-    a("-o", "--format", metavar="FORMAT", help="squeue -o format, e.g. '%%i %%t %%R'")
-    a("-O", "--Format", metavar="FIELDS", help="squeue -O fields, e.g. jobid:10,name,state")
-    a("-n", "--name", metavar="NAMES", help="only jobs of these names (comma list)")
-    a("-A", "--account", metavar="ACCOUNTS", help="only jobs of these accounts")
-    a("-q", "--qos", metavar="QOS", help="only jobs of these QOS")
-    a("-r", "--array", action="store_true", help="one line per array task, pending ones too")
-    a("-s", "--steps", nargs="?", const="", metavar="STEPS",
-      help="job steps (Ranch has none: the header only)")
-    a("-a", "--all", action="store_true", help="every partition (Ranch hides none)")
-    a("-M", "--clusters", metavar="NAME", help="accepted; Ranch answers for its own cluster")
-    a("--local", action="store_true", help=argparse.SUPPRESS)
-    a("--federation", action="store_true", help=argparse.SUPPRESS)
-    a("-v", "--verbose", action="count", default=0, help=argparse.SUPPRESS)
-    a("--json", action="store_true", help="squeue --json's document")
-    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
-    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
-    a("--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=version_text("rqueue"))
-    return p
+
+def build_parser():  # -> argparse.ArgumentParser
+    return quickargs.build(OPTIONS, prog="rqueue", add_help=False,
+                           description="View the job queue.")
 
 
 def _state_set(text: str) -> frozenset[str] | None:
@@ -66,7 +73,7 @@ def _state_set(text: str) -> frozenset[str] | None:
     return frozenset(wanted)
 
 
-def select(args: argparse.Namespace, jobs: list[dict]) -> list[dict]:
+def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     from cli.job_requests import parse_job_ids
     from cli.squeue_fields import ACTIVE
 
@@ -171,7 +178,7 @@ def long_format(text: str):
     return Format("", tuple(fields)), names, getters
 
 
-def render(args: argparse.Namespace, jobs: list[dict], now: float) -> str:
+def render(args: Namespace, jobs: list[dict], now: float) -> str:
     from cli.sinfo_format import FormatError, parse_format, render_table
     from cli.squeue_fields import DEFAULT_FORMAT, FIELDS, LONG_FORMAT
 
@@ -199,10 +206,25 @@ def render(args: argparse.Namespace, jobs: list[dict], now: float) -> str:
     return "".join(line.rstrip() + "\n" for line in lines)
 
 
+# The record keys the default and -l views, the filters, the sort and the array lines read: all
+# rqueue asks for then (a record has ~70 keys; with 5,000 jobs the rest was most of the time).
+READS = ("account", "array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count",
+         "nodes", "partition", "priority", "qos", "reason", "start_time", "state", "time_limit",
+         "uid", "user")
+
+
+def reads(args: Namespace) -> tuple[str, ...]:
+    """GetJobs.fields for `args`: READS for the default and -l views, else every key."""
+    if args.json or args.format or args.Format or args.steps is not None or any(
+            os.environ.get(v) for v in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2")):
+        return ()
+    return READS
+
+
 def run(argv: list[str]) -> int:
     from cli.job_requests import fetch_jobs
 
-    args = build_parser().parse_args(argv)
+    args = quickargs.parse(OPTIONS, argv, build_parser)
     if args.states:
         _state_set(args.states)  # a usage error before any request
     if args.Format:
@@ -216,7 +238,7 @@ def run(argv: list[str]) -> int:
         except FormatError as exc:
             raise CliError(f"-o: {exc}", code=2) from None
     target = find_target(args.server, args.key_file, args.conf)
-    generated, jobs = fetch_jobs(target)
+    generated, jobs = fetch_jobs(target, fields=reads(args))
     now = generated or time.time()
     shown = select(args, jobs)
     if args.json:

@@ -6,14 +6,12 @@ against a real Slurm by tests/conformance/)."""
 from __future__ import annotations
 
 import os
-import socket
-from typing import Any
 
 
-def added(v: dict[str, Any]) -> dict[str, str]:
+def added(v: dict[str, object]) -> dict[str, str]:
     """`v`: rbatch's option values by long name."""
     env = {"SLURM_SUBMIT_DIR": os.getcwd(),  # where sbatch ran, whatever -D says
-           "SLURM_SUBMIT_HOST": socket.gethostname()}
+           "SLURM_SUBMIT_HOST": os.uname().nodename}
     try:
         env["SLURM_PRIO_PROCESS"] = str(os.getpriority(os.PRIO_PROCESS, 0))
     except OSError:

@@ -7,11 +7,8 @@ from __future__ import annotations
 import math
 import os
 import re
-import signal as signals
-import socket
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from cli import sbatch_env
 from cli.controller import CliError
@@ -92,6 +89,8 @@ def parse_signal(text: str) -> tuple[int, int, bool]:
 
 
 def signal_number(name: str) -> int | None:
+    import signal as signals  # only for --signal: its enum costs every rbatch's start otherwise
+
     t = name.strip().upper()
     if t.isdigit():
         n = int(t)
@@ -210,7 +209,7 @@ def time_seconds(text: str) -> int:
     return (parts[0] * 60 + parts[1]) * 60 + parts[2]
 
 
-def memory_choice(values: dict[str, Any], words: Mapping[str, Any]) -> None:
+def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> None:
     """--mem, --mem-per-cpu and --mem-per-gpu exclude one another (sbatch's rule): two given
     as words (command line or #SBATCH lines) are refused; one such clears the others set by
     variables; two variables are refused."""
@@ -225,9 +224,9 @@ def memory_choice(values: dict[str, Any], words: Mapping[str, Any]) -> None:
         raise usage("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
 
 
-def resources(v: dict[str, Any]) -> dict[str, Any]:
+def resources(v: dict[str, object]) -> dict[str, object]:
     """Nodes, tasks, CPUs, memory and GPUs per node, with what was asked per task/CPU/GPU kept."""
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     k = count(v["ntasks-per-node"], "ntasks-per-node") if "ntasks-per-node" in v else 0
     n_min, n_max = node_range(v["nodes"]) if "nodes" in v else (1, None)
     ntasks = count(v["ntasks"], "ntasks") if "ntasks" in v else 0
@@ -268,7 +267,8 @@ def resources(v: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def slurm_env(v: dict[str, Any], res: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+def slurm_env(v: dict[str, object], res: dict[str, object]
+              ) -> tuple[dict[str, str], dict[str, str]]:
     """(variables sbatch sets in its own environment before copying it, variables it adds to
     the job's after --export's filter)."""
     before: dict[str, str] = {}
@@ -297,8 +297,8 @@ def slurm_env(v: dict[str, Any], res: dict[str, Any]) -> tuple[dict[str, str], d
     return before, after
 
 
-def body(v: dict[str, Any], script: str, command: str, argv: list[str],
-         environ: Mapping[str, str]) -> dict[str, Any]:
+def body(v: dict[str, object], script: str, command: str, argv: list[str],
+         environ: Mapping[str, str]) -> dict[str, object]:
     """The SubmitJob body (the codec's shape) for option values `v` (long name -> value)."""
     from conf.timefmt import parse_minutes
 
@@ -326,7 +326,7 @@ def body(v: dict[str, Any], script: str, command: str, argv: list[str],
     before, after = slurm_env(v, res)
     env = exported(None if export is None else str(export), {**environ, **before})
     env.update(after)
-    out: dict[str, Any] = {
+    out: dict[str, object] = {
         "script": script,
         "user": _user(),
         "uid": os.getuid(),
@@ -349,7 +349,7 @@ def body(v: dict[str, Any], script: str, command: str, argv: list[str],
         "oversubscribe": oversub,
         "array": v.get("array") or "",
         "hold": bool(v.get("hold")),
-        "submit_host": socket.gethostname(),
+        "submit_host": os.uname().nodename,
         "command": command,
         "account": (v.get("account") or "").lower(),  # slurmctld lowercases both
         "wckey": (v.get("wckey") or "").lower(),
@@ -392,9 +392,14 @@ def _begin(text: str) -> float:
 
 
 def _user() -> str:
-    import getpass
+    """getpass.getuser()'s answer (LOGNAME, USER, LNAME, USERNAME, then the password database)
+    without importing getpass, which brings termios and contextlib to every rbatch."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if user := os.environ.get(name):
+            return user
+    import pwd
 
     try:
-        return getpass.getuser()  # LOGNAME/USER first, then the password database
+        return pwd.getpwuid(os.getuid()).pw_name
     except (KeyError, OSError):
         return str(os.getuid())

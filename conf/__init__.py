@@ -6,7 +6,7 @@ does not pay for the parser and lark.
 
 from __future__ import annotations
 
-import importlib
+import sys
 
 _WHERE = {
     "load_config": "conf.build",
@@ -33,10 +33,16 @@ def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'conf' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_module(module), name)
     globals()[name] = value  # later lookups skip this hook
     return value
 
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_WHERE})
+
+
+def _module(name: str):  # -> ModuleType
+    """importlib.import_module without importing importlib (a command's start pays for it)."""
+    __import__(name)
+    return sys.modules[name]

@@ -47,12 +47,13 @@ class JobStarts:
         started = 0
         wall = self.c.wall()
         wake = math.inf  # the earliest BeginTime still ahead
+        parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
         for job in self.store.pending:
             if job.state != PENDING:
                 continue
             if blocked and blocked.issuperset(self.store.pending_parts):
                 break  # every partition waits on a job ahead: nothing below may start
-            pc = cfg.partition(job.partition)
+            pc = parts.get(job.partition)
             begin = job.req.begin_time
             if job.held:
                 why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"

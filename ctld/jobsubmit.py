@@ -148,7 +148,9 @@ class JobSubmission:
         first, req, need = built[0].id, built[0].req, built[0].need
         logs.event("job submitted", job=first, jobs=len(built), user=req.user,
                    partition=built[0].partition, nodes=need.nodes, cpus=need.cpus)
-        self.store.kicked = True
+        # A held job can start nothing, nor change another's reason: no pass for it (a pass
+        # reads every pending job, so a queue of held jobs made each submission O(queue)).
+        self.store.kicked = self.store.kicked or not all(job.held for job in built)
         self.c.flush_programs()  # runs the scheduling pass, then any resume program it asked for
         return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built))
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ctld import acct, configdump, eventstream, guards, logs, membership, nodeident
+from ctld import acct, configdump, eventstream, guards, jobfields, logs, membership, nodeident
 from ctld.wire import Prebuilt
 from protocol import messages as m
 
@@ -82,6 +82,8 @@ def ack(s: Server, conn: Connection, msg: m.Ack) -> None:
 
 
 def jobs(s: Server, conn: Connection, msg: m.GetJobs) -> Any:
+    if msg.fields and not msg.job_ids:  # rqueue's view: only the keys it reads (issue 23)
+        return Prebuilt("JobList", jobfields.list_body(s.cluster.jobs, msg.fields))
     return Prebuilt("JobList", s.cluster.jobs.list_body(msg.job_ids))
 
 

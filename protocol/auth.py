@@ -6,7 +6,6 @@ Every program takes --key-file, then RANCH_KEY_FILE, then the config's AuthKeyFi
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 from collections.abc import Mapping
 
@@ -87,6 +86,8 @@ def read_private(path: str, what: str) -> bytes:
 def create_key(path: str) -> bytes:
     """Write a new random key to `path` (mode 0600, parents created) atomically; never
     overwrites an existing file (FileExistsError)."""
+    import secrets  # here: random and base64 would cost every command's start
+
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, mode=0o700, exist_ok=True)
     key = secrets.token_bytes(KEY_BYTES)

@@ -6,12 +6,11 @@ imports neither attrs nor cattrs (the CLI's path: it starts in a fraction of the
 
 from __future__ import annotations
 
+import _socket
 import math
 import os
-import socket
 import time
 from collections.abc import Iterator
-from typing import Any
 
 DEFAULT_PORT = 6817
 # Replies come from the controller we authenticate; a snapshot of a large cluster is several MiB.
@@ -55,12 +54,12 @@ def parse_address(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int
 def request(
     addr: tuple[str, int],
     key: bytes,
-    msg: Any,
+    msg: object,
     *,
     timeout: float = 10.0,
     max_reply_size: int = MAX_REPLY_SIZE,
     munge: str | None = None,
-) -> Any:
+) -> object:
     """Send `msg`, return the reply message (an `Error` reply is returned, not raised).
     `munge`: prove the caller's user with a MUNGE credential from munged at this socket ("" =
     MUNGE's default; `key` is then unused), as commands do under AuthType=auth/munge.
@@ -77,7 +76,7 @@ def request(
 
         key, pre = preamble(munge or None, request_id=request_id, version=RAW_VERSION)
     try:
-        sock = socket.create_connection(addr, timeout=timeout)
+        sock = _connect(addr, timeout)
     except OSError as exc:
         raise ControllerUnreachable(addr, _reason(exc)) from None
     decoder = FrameDecoder(key, max_size=max_reply_size, message_timeout=max(timeout, 10.0))
@@ -111,13 +110,13 @@ def request_raw(
     addr: tuple[str, int],
     key: bytes,
     type_name: str,
-    body: dict[str, Any],
+    body: dict[str, object],
     *,
     timeout: float = 10.0,
     max_reply_size: int = MAX_REPLY_SIZE,
     version: int = RAW_VERSION,
     munge: str | None = None,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, object]]:
     """Send a `type_name` message whose body is `body` (the codec's shape), return the reply's
     (type name, body dict); an `Error` reply is returned, not raised.
 
@@ -166,7 +165,7 @@ def request_raw(
 ORJSON_ABOVE = 4 << 20
 
 
-def _loads(body: memoryview) -> Any:
+def _loads(body: memoryview) -> object:
     if len(body) > ORJSON_ABOVE:
         import orjson
 
@@ -176,7 +175,7 @@ def _loads(body: memoryview) -> Any:
     return json.loads(bytes(body))
 
 
-def _open_reply(raw: bytearray, key: bytes, munge: str | None) -> Any:
+def _open_reply(raw: bytearray, key: bytes, munge: str | None) -> object:
     """open_frame, but under munge a refusal of the credential itself (signed with the
     well-known UNVERIFIED_KEY: rctld could not learn the session key) is read and marked."""
     from protocol.rawframe import FrameError, open_frame
@@ -201,7 +200,7 @@ def _open_reply(raw: bytearray, key: bytes, munge: str | None) -> Any:
 
 
 def _recv_exactly(
-    sock: socket.socket, size: int, deadline: float, addr: tuple[str, int]
+    sock: _Socket, size: int, deadline: float, addr: tuple[str, int]
 ) -> bytearray:
     """`size` bytes read straight into one buffer (a snapshot is MiBs: no re-copying)."""
     buf = bytearray(size)
@@ -223,11 +222,11 @@ def _open_and_send(
     addr: tuple[str, int],
     key: bytes,
     type_name: str,
-    body: dict[str, Any],
+    body: dict[str, object],
     timeout: float,
     version: int,
     munge: str | None = None,
-) -> tuple[socket.socket, int, OSError | None, bytes]:
+) -> tuple[_Socket, int, OSError | None, bytes]:
     """Connect, authenticate and send one raw request; returns the socket, its request id, the
     error that cut the send short, if one did (see `_send`), and the key replies are signed
     with (the session key under munge)."""
@@ -244,7 +243,7 @@ def _open_and_send(
     frame = pre + pack_frame(type_name, json.dumps(body, separators=(",", ":")).encode(), key,
                              request_id=request_id, version=version)
     try:
-        sock = socket.create_connection(addr, timeout=timeout)
+        sock = _connect(addr, timeout)
     except OSError as exc:
         raise ControllerUnreachable(addr, _reason(exc)) from None
     send_error = _send(sock, frame)
@@ -254,7 +253,39 @@ def _open_and_send(
     return sock, request_id, send_error, key
 
 
-def _send(sock: socket.socket, frame: bytes) -> OSError | None:
+class _Socket(_socket.socket):
+    """A connected TCP socket from the C module: socket.py's enum conversions and selectors
+    cost a command's start more than its whole request. Closed on leaving a `with`."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> _Socket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _connect(addr: tuple[str, int], timeout: float) -> _Socket:
+    """A connection to `addr`, each address of the host tried in turn (socket.create_connection's
+    way). An ASCII host goes to getaddrinfo as bytes: given a str, it would import the idna
+    codec (and stringprep) first."""
+    host, port = addr
+    error: OSError | None = None
+    for family, kind, proto, _, sockaddr in _socket.getaddrinfo(
+            host.encode() if host.isascii() else host, port, 0, _socket.SOCK_STREAM):
+        sock = _Socket(family, kind, proto)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+            return sock
+        except OSError as exc:
+            error = exc
+            sock.close()
+    raise error or OSError(f"no address found for {host}")
+
+
+def _send(sock: _Socket, frame: bytes) -> OSError | None:
     """Send `frame`; a send cut short (the controller refused the frame and closed) is returned,
     not raised: the controller's Error saying why may be waiting to be read, and it says more
     than "connection reset"."""
@@ -272,7 +303,7 @@ def _new_request_id() -> int:
 def _reason(exc: OSError) -> str:
     if isinstance(exc, TimeoutError):
         return "connection timed out"
-    if isinstance(exc, socket.gaierror):
+    if isinstance(exc, _socket.gaierror):
         return f"cannot resolve host ({exc.strerror})"
     return exc.strerror or str(exc) or type(exc).__name__
 
@@ -281,12 +312,12 @@ def stream_raw(
     addr: tuple[str, int],
     key: bytes,
     type_name: str,
-    body: dict[str, Any],
+    body: dict[str, object],
     *,
     timeout: float = 10.0,
     max_reply_size: int = MAX_REPLY_SIZE,
     munge: str | None = None,
-) -> Iterator[tuple[str, dict[str, Any]]]:
+) -> Iterator[tuple[str, dict[str, object]]]:
     """Like request_raw, for a request answered by a stream of replies on one connection
     (`rcontrol events --follow`): yields (type name, body) per reply frame until the controller
     closes the connection. The first reply must come within `timeout`; later ones may take any

@@ -92,6 +92,29 @@ for _cls, _hook in (
 converter.register_structure_hook_factory(_is_tuple, _strict_tuple_factory)
 
 
+def _strict_pairs(value: Any, cls: Any) -> tuple[tuple[str, str], ...]:
+    """A list of [name, value] string pairs (a job's environment, dozens of them in every
+    submission) checked and built in one loop: the generic hooks cost 2 µs a pair. A list
+    that is not one goes through them after all, for their error naming the item."""
+    if isinstance(value, list | tuple):
+        out = []
+        for item in value:
+            if not isinstance(item, list | tuple) or len(item) != 2:
+                break
+            name, text = item
+            if not isinstance(name, str) or not isinstance(text, str):
+                break
+            out.append((name, text))
+        else:
+            return tuple(out)
+    return _generic_pairs(value, cls)
+
+
+_PAIRS = tuple[tuple[str, str], ...]
+_generic_pairs = _strict_tuple_factory(_PAIRS)
+converter.register_structure_hook_func(lambda cls: cls == _PAIRS, _strict_pairs)
+
+
 def encode(msg: Any, *, version: int = CURRENT) -> bytes:
     """Body bytes of `msg`, without the fields `version` does not know."""
     body = converter.unstructure(msg)

@@ -507,9 +507,13 @@ class SubmitReply:
 @attrs.frozen
 class GetJobs:
     """Ask for job records (dicts; shape: docs/internals.md, "Job records"). Empty `job_ids`:
-    every job the controller still holds (finished ones for MinJobAge)."""
+    every job the controller still holds (finished ones for MinJobAge). `fields` names the
+    record keys wanted (empty = all): with no `job_ids`, each record then holds only those of
+    its keys. A controller may send more keys than asked (an older one sends them all), and
+    readers must accept that."""
 
     job_ids: tuple[int, ...] = ()
+    fields: tuple[str, ...] = ()
 
 
 @attrs.frozen

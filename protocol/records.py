@@ -6,7 +6,6 @@ dicts, so the CLI and the controller import them without importing each other.
 
 from __future__ import annotations
 
-import signal as signals
 import time
 from collections.abc import Callable
 
@@ -314,6 +313,8 @@ def _job_time(epoch: float | None) -> dict:
 
 
 def _signal_name(num: int) -> str:
+    import signal as signals  # here: its enum costs a command's start more than the rest
+
     try:
         return signals.Signals(num).name.removeprefix("SIG")
     except ValueError:

@@ -58,6 +58,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
                       "open_mode", "warn_signal", "warn_time", "warn_batch", "oversubscribe",
                       "hint", "export", "get_user_env", "input", "test_only"),
         m.SubmitReply: ("start_time", "nodes", "cpus", "partition"),
+        m.GetJobs: ("fields",),  # issue 23: rqueue asks for the keys it shows
         m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input",
                     "cluster_name"),
     },

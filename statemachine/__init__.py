@@ -6,7 +6,7 @@ for the transition table.
 
 from __future__ import annotations
 
-import importlib
+import sys
 
 _MODULES = ("effects", "events", "names")
 _WHERE = {
@@ -30,9 +30,9 @@ __all__ = sorted((*_WHERE, *_MODULES))
 
 def __getattr__(name: str) -> object:
     if name in _MODULES:
-        value = importlib.import_module(f"statemachine.{name}")
+        value = _module(f"statemachine.{name}")
     elif name in _WHERE:
-        value = getattr(importlib.import_module(_WHERE[name]), name)
+        value = getattr(_module(_WHERE[name]), name)
     else:
         raise AttributeError(f"module 'statemachine' has no attribute {name!r}")
     globals()[name] = value  # later lookups skip this hook
@@ -41,3 +41,9 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_WHERE, *_MODULES})
+
+
+def _module(name: str):  # -> ModuleType
+    """importlib.import_module without importing importlib (a command's start pays for it)."""
+    __import__(name)
+    return sys.modules[name]
