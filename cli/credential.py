@@ -7,7 +7,6 @@ config says AuthType=auth/munge) a MUNGE credential from the local munged, as Sl
 
 from __future__ import annotations
 
-import errno
 import os
 
 from cli.controller import CliError
@@ -33,8 +32,10 @@ def _munge_fallback(key_path: str) -> str | None:
     try:
         os.stat(key_path)
         readable = os.access(key_path, os.R_OK)
-    except OSError as exc:
-        readable = exc.errno not in (errno.ENOENT, errno.EACCES)
+    except (FileNotFoundError, PermissionError):
+        readable = False
+    except OSError:
+        readable = True
     if readable:
         return None  # the key is there and ours, but unusable: its own error says why
     from protocol import munge

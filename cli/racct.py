@@ -9,7 +9,8 @@ import sys
 import time
 
 from cli.controller import CliError, find_target, run_main
-from cli.rinfo import UsageParser, no_gc, version_text
+from cli.rinfo import no_gc, version_text
+from cli.usage_parser import UsageParser
 
 FINAL = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
          "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT")
