@@ -532,6 +532,7 @@ class CancelJobs:
     uid: int = -1
     signal: int = 0
     only_user: str = ""
+    steps: tuple[tuple[int, int], ...] = ()  # rcancel N.S: (job id, step id) of steps to end
 
 
 @attrs.frozen
@@ -582,6 +583,10 @@ class AcctList:
     history_error: str = ""  # the history could not be read: only rctld's own jobs are here
 
 
+# issue 20: job steps' messages live in their own module; they are messages like these
+from protocol.stepmessages import *  # noqa: E402, F403
+from protocol.stepmessages import STEP_MESSAGES  # noqa: E402
+
 MESSAGE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -621,5 +626,6 @@ MESSAGE_TYPES: dict[str, type] = {
         GuardStatus,
         GetAcct,
         AcctList,
+        *STEP_MESSAGES,
     )
 }

@@ -59,6 +59,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
                       "hint", "export", "get_user_env", "input", "test_only"),
         m.SubmitReply: ("start_time", "nodes", "cpus", "partition"),
         m.GetJobs: ("fields",),  # issue 23: rqueue asks for the keys it shows
+        m.CancelJobs: ("steps",),  # issue 20: rcancel N.S
         m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input",
                     "cluster_name"),
     },
@@ -80,6 +81,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "GetAcct": 5, "AcctList": 5,
     # issue 19: a command's MUNGE credential (a controller without it refuses the frame)
     "Credential": 5,
+    # issue 20: job steps (rrun)
+    **{cls.__name__: 5 for cls in m.STEP_MESSAGES},
 }
 
 
