@@ -26,10 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "srun": ("rrun", "cli.rrun"),
 }
 # What a missing command means, said in its Slurm name's voice.
-NOT_YET = {
-    "rrun": "rrun is not available yet: Ranch has no job steps (srun) in this version; run "
-            "the program directly in the batch script",
-}
+NOT_YET: dict[str, str] = {}
 
 _active: str | None = None  # the Slurm name this process runs under, if any
 

@@ -43,9 +43,26 @@ class JobCommands:
         """Root (uid 0; the name "root" proves nothing, the client picks it) or the job's own."""
         return uid == 0 or uid == job.req.uid or bool(user and user == job.req.user)
 
+    def _cancel_steps(self, msg: m.CancelJobs) -> m.JobResult:
+        """rcancel N.S: end (or signal) steps; the job's owner or an admin (ctld/steps.py)."""
+        errors, done = [], []
+        for jid, sid in msg.steps:
+            job = self.store.jobs.get(jid)
+            if job is None:
+                errors.append(f"Kill job error on job id {jid}.{sid}: Invalid job id specified")
+            elif not self._may(job, msg.user, msg.uid):
+                errors.append(f"Kill job error on job id {jid}.{sid}: Access/permission denied")
+            elif (err := self.store.steps.cancel(job, sid, msg.signal)) is not None:
+                errors.append(err)
+            else:
+                done.append(jid)
+        return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
+
     def cancel(self, msg: m.CancelJobs) -> m.JobResult:
         if not 0 <= msg.signal <= 64:
             return m.JobResult(ok=False, errors=(f"invalid signal {msg.signal}",))
+        if msg.steps:
+            return self._cancel_steps(msg)
         if msg.job_ids:
             jobs, errors = self._targets(msg.job_ids)
         elif msg.only_user:

@@ -11,6 +11,7 @@ import orjson
 from conf import hostlist
 from ctld.jobextras import record_fields
 from ctld.jobrecord import ACTIVE, Job, job_name
+from ctld.steps import step_record
 from ctld.wire import kept
 
 if TYPE_CHECKING:
@@ -88,6 +89,8 @@ class JobListing:
             "message": job.message,
         }
         rec.update(record_fields(self.store, job))  # sbatch's further options (issue 22)
+        if job.steps:  # rrun's steps (ctld/steps.py)
+            rec["steps"] = [step_record(s) for s in job.steps]
         return rec
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes:

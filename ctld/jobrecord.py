@@ -10,6 +10,7 @@ import attrs
 import orjson
 
 from ctld.scheduler import Need, Share
+from ctld.steps import Step, step_from_json, step_json
 from ctld.wire import kept
 from protocol import messages as m
 from protocol.codec import converter
@@ -55,6 +56,8 @@ class Job:
     bulk_on_disk: bool = False
     # `req` encoded, with the request it encodes: it changes far less often than the job
     req_saved: tuple[m.SubmitJob, orjson.Fragment] | None = None
+    steps: list[Step] = attrs.Factory(list)  # the current run's steps (rrun), in id order
+    next_step: int = 0
 
     @property
     def batch_host(self) -> str:
@@ -127,6 +130,8 @@ def job_json(job: Job) -> dict[str, Any]:
         "array_job_id": job.array_job_id,
         "array_task_id": job.array_task_id,
         "bulk_on_disk": job.bulk_on_disk,
+        **({"steps": [step_json(s) for s in job.steps], "next_step": job.next_step}
+           if job.steps or job.next_step else {}),
     }
 
 
@@ -159,6 +164,8 @@ def job_from_json(d: dict[str, Any]) -> Job:
         array_job_id=int(d.get("array_job_id", 0)),
         array_task_id=d.get("array_task_id"),
         bulk_on_disk=bool(d.get("bulk_on_disk", False)),
+        steps=[step_from_json(s) for s in d.get("steps", ())],
+        next_step=int(d.get("next_step", 0)),
     )
 
 

@@ -35,6 +35,7 @@ from ctld.jobrecord import (
 from ctld.jobstart import JobStarts
 from ctld.jobsubmit import JobSubmission
 from ctld.scheduler import NodeUse
+from ctld.steps import JobSteps
 from ctld.wire import kept
 from protocol import messages as m
 from statemachine import events
@@ -85,6 +86,7 @@ class Jobs:
         self.reconciliation = JobReconciliation(self, self.starts)
         self.commands = JobCommands(self)
         self.listing = JobListing(self)
+        self.steps = JobSteps(self)  # rrun's steps inside running jobs (ctld/steps.py)
 
     # -- entry points (what the cluster, the routes and the daemon call) ---------------------
 
@@ -199,6 +201,7 @@ class Jobs:
             job.reason = "None"
             job.start_time = job.end_time = None
             job.launched_at = None
+            self.steps.requeued(job)
             self.add_pending(job)
             self.kicked = True
             logs.event("job requeued", job=job.id, restarts=job.restarts)
@@ -216,6 +219,7 @@ class Jobs:
             if job.start_time is None:
                 job.start_time = job.end_time
             self.kicked = True
+            self.steps.job_ended(job)  # its steps end with it, before the history has it
             logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
                        signal=job.signal)
             mail.ended(self, job)

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 DENIED = "Access/permission denied"
 ADMINS = "root, SlurmUser or AdminUsers"
 # Requests only node daemons send (they hold the cluster key); a user may not pose as a node.
-DAEMON_ONLY = (m.Heartbeat, m.Register, m.ShutdownNotice, m.JobStarted, m.Ack, m.Error)
+DAEMON_ONLY = (m.Heartbeat, m.Register, m.ShutdownNotice, m.JobStarted, m.Ack, m.Error,
+               m.StepEnd)
 
 
 @attrs.frozen

@@ -108,6 +108,15 @@ def job_control(s: Server, conn: Connection, msg: m.JobControl) -> Any:
     return s.cluster.jobs.control(msg)
 
 
+def step_request(s: Server, conn: Connection, msg: m.StepRequest) -> Any:
+    """rrun: a step inside a running job (ctld/steps.py); the caller's own identity decides."""
+    return s.cluster.jobs.steps.request(msg, conn.who)
+
+
+def step_end(s: Server, conn: Connection, msg: m.StepEnd) -> Any:
+    return s.cluster.jobs.steps.node_ended(conn.node, msg)
+
+
 def guard_request(s: Server, conn: Connection, msg: m.GuardRequest) -> Any:
     """rcontrol show guards | confirm down|drain | reset guard (ctld/guards.py)."""
     return guards.handle(s.cluster, msg)
@@ -154,5 +163,7 @@ ROUTES: dict[type, Route] = {
     m.CancelJobs:     Route(cancel),
     m.JobControl:     Route(job_control),
     m.GuardRequest:   Route(guard_request),
+    m.StepRequest:    Route(step_request),
+    m.StepEnd:        Route(step_end),
 }
 # fmt: on

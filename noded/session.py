@@ -18,6 +18,7 @@ from noded import cache, identity
 from noded.gpus import GpuSource
 from noded.hardware import probe_hardware, probe_metrics
 from noded.jobs import JobRunner, LaunchError
+from noded.steps import StepRunner
 from protocol.errors import ProtocolError
 from protocol.messages import (
     Ack,
@@ -31,11 +32,14 @@ from protocol.messages import (
     JobEnd,
     JobStarted,
     KillJob,
+    KillStep,
     LaunchJob,
+    LaunchStep,
     NodeSettings,
     Register,
     RegisterReply,
     ShutdownNotice,
+    StepEnd,
 )
 from protocol.tcp import FramedStream, PeerClosed
 from protocol.versions import CURRENT
@@ -149,6 +153,8 @@ class NodeDaemon:
             opts.name,
             on_change=self._request_beat,
         )
+        self.steps = StepRunner(self.jobs, opts.name, self._report_step)  # rrun's tasks
+        self._daemon_nursery: trio.Nursery | None = None  # steps outlive a connection
 
     # --------------------------------------------------------------------------------- running
 
@@ -161,6 +167,7 @@ class NodeDaemon:
         self.hardware = await trio.to_thread.run_sync(probe_hardware, self.gpus)
         try:
             async with trio.open_nursery() as nursery:
+                self._daemon_nursery = nursery
                 await nursery.start(self.jobs.run)  # re-adopt jobs before registering
                 if self._program():
                     await self._run_health()  # before registering: a sick node never shows idle
@@ -254,8 +261,12 @@ class NodeDaemon:
                 # Not inline: the reader must keep delivering replies while the job starts.
                 self._session_nursery.start_soon(self._launch_job, fs, frame)
                 continue
+            if isinstance(frame.msg, LaunchStep | KillStep) and self._daemon_nursery:
+                self._session_nursery.start_soon(self._step_push, fs, frame)
+                continue
             if isinstance(frame.msg, KillJob):
                 job = frame.msg
+                await self.steps.job_killed(job.job_id, job.signal)
                 if not await self.jobs.kill(job.job_id, job.signal, job.reason, run=job.restarts):
                     log.info("KillJob for job %d, which does not run here", job.job_id)
                 await fs.send(Ack(), frame.request_id, frame.version)
@@ -298,6 +309,35 @@ class NodeDaemon:
                                                    running.started_at))
             except (ProtocolError, SessionLost, *LOST) as exc:
                 log.warning("cannot confirm the launch of job %d: %s", spec.job_id, exc)
+
+    async def _step_push(self, fs: FramedStream, frame: Any) -> None:
+        """LaunchStep (Ack once the tasks run) or KillStep (Ack at once), noded/steps.py."""
+        msg = frame.msg
+        reply: Any = Ack()
+        if isinstance(msg, KillStep):
+            assert self._daemon_nursery is not None
+            self._daemon_nursery.start_soon(self.steps.kill, msg.job_id, msg.step_id,
+                                            msg.signal)
+        else:
+            try:
+                assert self._daemon_nursery is not None
+                await self.steps.launch(msg.step, self._daemon_nursery)
+            except LaunchError as exc:
+                reply = Error("launch_failed", str(exc), "step")
+        try:
+            await fs.send(reply, frame.request_id, frame.version)
+        except (ProtocolError, *LOST) as exc:
+            log.warning("cannot answer %s: %s", type(msg).__name__, exc)
+
+    async def _report_step(self, end: StepEnd) -> None:
+        """A step's end here, to the controller; raises until it is acknowledged."""
+        fs = self._live
+        if fs is None:
+            raise SessionLost("not connected")
+        reply = await self._request(fs, end)
+        if isinstance(reply, Error):
+            log.warning("controller refused StepEnd %d.%d: %s", end.job_id, end.step_id,
+                        reply.message)
 
     async def _jobs_acknowledged(self, ended: tuple[JobEnd, ...], kill: tuple[int, ...],
                                  kill_runs: tuple[tuple[int, int], ...] = ()) -> None:

@@ -70,18 +70,6 @@ def test_messages_speak_with_the_slurm_name(bindir: Path) -> None:
     assert done.stdout.startswith("Usage: sbatch [OPTIONS...] executable [args...]")
 
 
-def test_commands_not_there_yet_say_so(bindir: Path) -> None:
-    racct = (REPO / "cli" / "racct.py").exists()
-    done = call(bindir, "sacct", "-j", "1")
-    if not racct:
-        assert done.returncode == 1
-        assert done.stderr.startswith("sacct: error: racct is not available yet")
-    done = call(bindir, "srun", "hostname")
-    if not (REPO / "cli" / "rrun.py").exists():
-        assert done.returncode == 1
-        assert done.stderr.startswith("srun: error: rrun is not available yet")
-
-
 def test_a_file_it_did_not_write_is_never_replaced(tmp_path: Path) -> None:
     directory = tmp_path / "bin"
     directory.mkdir()

@@ -1,0 +1,217 @@
+"""rrun (srun): run a command's tasks across a job's nodes, as a job step; outside a job, in an
+allocation made for it (cli/allocation.py).
+
+Inside an allocation (SLURM_JOB_ID, or --jobid) rrun asks rctld for a step, listens for the step's
+nodes, and prints what their tasks write (cli/step_io.py); sizes it is not given come from the
+allocation's SLURM_* variables, as srun takes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+import time
+
+from cli.controller import CliError, Refused, find_target, request, run_main
+from cli.rinfo import version_text
+from cli.slurm_names import prog
+from cli.usage_parser import UsageParser
+
+RETRY_CODES = ("Requested nodes are busy", "Job is pending execution")
+BIND_WORDS = ("none", "no", "quiet", "verbose", "cores", "threads", "sockets", "ldoms", "rank",
+              "map_cpu", "mask_cpu", "map_ldom", "mask_ldom", "boards")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = UsageParser(prog="rrun", add_help=False,
+                    description="Run a parallel job step: one command, many tasks.")
+    a = p.add_argument
+    a("--help", "-h", action="help", help="show this help and exit")
+    a("-n", "--ntasks", type=int, default=0, metavar="N", help="number of tasks")
+    a("-N", "--nodes", default="", metavar="N[-M]", help="number of nodes")
+    a("--ntasks-per-node", type=int, default=0, metavar="N", help="tasks on each node")
+    a("-c", "--cpus-per-task", type=int, default=0, metavar="N", help="CPUs of each task")
+    a("--gpus-per-task", type=int, default=0, metavar="N", help="GPUs of each task")
+    a("--gpus-per-node", type=int, default=0, metavar="N", help="GPUs on each node")
+    a("-G", "--gpus", type=int, default=0, metavar="N", help="GPUs of the step (outside a job)")
+    a("-w", "--nodelist", default="", metavar="HOSTLIST", help="run on these nodes")
+    a("-x", "--exclude", default="", metavar="HOSTLIST", help="not on these nodes (new jobs)")
+    a("-l", "--label", action="store_true", help="prefix each line with its task number")
+    a("-u", "--unbuffered", action="store_true", help="print output as it comes, not by line")
+    a("-o", "--output", default="", metavar="PATTERN", help="tasks' stdout to files (%%t %%j ...)")
+    a("-e", "--error", default="", metavar="PATTERN", help="tasks' stderr to files")
+    a("-i", "--input", default="", metavar="MODE",
+      help="stdin: all (default), none, a task id, or a file pattern")
+    a("-K", "--kill-on-bad-exit", nargs="?", const=1, type=int, default=0, metavar="0|1",
+      help="end the step when a task exits non-zero")
+    a("--cpu-bind", default="", metavar="TYPE", help="accepted: none (Ranch binds nothing)")
+    a("--exclusive", action="store_true", help="CPUs no other step uses (the default)")
+    a("--overlap", action="store_true", help="share CPUs with the job's other steps")
+    a("-J", "--job-name", default="", metavar="NAME", help="the step's (and new job's) name")
+    a("--jobid", type=int, default=0, metavar="JOBID", help="run in this job's allocation")
+    a("-p", "--partition", default="", metavar="PART", help="partition (new jobs)")
+    a("-t", "--time", default="", metavar="TIME", help="time limit (new jobs)")
+    a("--mem", default="", metavar="SIZE", help="memory per node (new jobs)")
+    a("-D", "--chdir", default="", metavar="DIR", help="the tasks' working directory")
+    a("--mpi", default="", metavar="TYPE", help="accepted: none (Ranch starts no MPI wiring)")
+    a("--export", default="", metavar="VARS", help="ALL (default), NONE, or NAME[=VALUE],...")
+    a("-v", "--verbose", action="count", default=0, help="say more")
+    a("-Q", "--quiet", action="store_true", help="say less")
+    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
+    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
+    a("--conf", metavar="PATH", help="read controller address and key from this config")
+    a("-V", "--version", action="version", version=version_text("rrun"))
+    a("command", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]")
+    return p
+
+
+def _int_env(env: dict[str, str], *names: str) -> int:
+    for name in names:
+        text = env.get(name, "")
+        head = text.split("(", 1)[0].split(",", 1)[0]
+        if head.isdigit():
+            return int(head)
+    return 0
+
+
+def _nodes(text: str) -> int:
+    low = text.split("-", 1)[0]
+    if text and not low.isdigit():
+        raise CliError(f"invalid node count specification: -N {text}", code=2)
+    return int(low) if low else 0
+
+
+def sizes(args: argparse.Namespace, env: dict[str, str]) -> dict[str, int]:
+    """The step's sizes as srun resolves them: its options, else the allocation's variables."""
+    nodes = _nodes(args.nodes)
+    ntasks = args.ntasks
+    if not ntasks and not args.ntasks_per_node:
+        ntasks = _int_env(env, "SLURM_NTASKS", "SLURM_NPROCS")
+    if not nodes and not ntasks and not args.nodelist:
+        nodes = _int_env(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
+    if ntasks and nodes and ntasks < nodes:
+        print(f"{prog('rrun')}: warning: can't run {ntasks} processes on {nodes} nodes, "
+              f"setting nnodes to {ntasks}", file=sys.stderr)
+        nodes = ntasks
+    cpt = args.cpus_per_task or _int_env(env, "SLURM_CPUS_PER_TASK")
+    return {"ntasks": ntasks, "nodes": nodes, "ntasks_per_node": args.ntasks_per_node,
+            "cpus_per_task": cpt, "gpus_per_task": args.gpus_per_task,
+            "gpus_per_node": args.gpus_per_node}
+
+
+def step_env(args: argparse.Namespace, env: dict[str, str]) -> list[list[str]]:
+    """--export: what of rrun's environment the tasks get."""
+    how = args.export or "ALL"
+    words = [w for w in how.split(",") if w]
+    if words and words[0].upper() == "NONE":
+        out = {k: v for k, v in env.items() if k.startswith("SLURM_")}
+        words = words[1:]
+    elif words and words[0].upper() == "ALL":
+        out = dict(env)
+        words = words[1:]
+    else:
+        out = dict(env)
+    for word in words:
+        name, eq, value = word.partition("=")
+        if eq:
+            out[name] = value
+        elif name in env:
+            out[name] = env[name]
+    return [[k, v] for k, v in out.items()]
+
+
+def _io_host(target) -> str:
+    """The address of this host that the controller's side of the network reaches."""
+    with socket.socket(socket.AF_INET6 if ":" in target.host else socket.AF_INET,
+                       socket.SOCK_DGRAM) as s:
+        try:
+            s.connect((target.host, target.port))
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
+def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str]) -> int:
+    """One step in job `job_id`: ask for it, run its I/O, return srun's exit code."""
+    from cli import step_io
+
+    host = _io_host(target)
+    listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host
+                                    else socket.AF_INET, backlog=128)
+    with listener:
+        body = {
+            "job_id": job_id, "argv": list(args.command),
+            "cwd": os.path.abspath(args.chdir or os.getcwd()),
+            "io_host": host, "io_port": listener.getsockname()[1],
+            "env": step_env(args, env), "name": args.job_name,
+            "nodelist": args.nodelist, "overlap": bool(args.overlap),
+            "exclusive": bool(args.exclusive),
+            "stdout": args.output, "stderr": args.error,
+            "input": args.input if args.input else "all", "unbuffered": bool(args.unbuffered),
+            **sizes(args, env),
+        }
+        granted = _ask_for_step(target, body, job_id, quiet=args.quiet)
+        if args.verbose:
+            print(f"{prog('rrun')}: Step created for StepId={job_id}.{granted['step_id']}",
+                  file=sys.stderr)
+        return step_io.run(listener, granted, args)
+
+
+def _ask_for_step(target, body: dict, job_id: int, *, quiet: bool) -> dict:
+    """StepRequest, retried while the job's CPUs are busy or it has not started (srun waits)."""
+    said = False
+    delay = 0.1
+    while True:
+        try:
+            return request(target, "StepRequest", body, want="StepGranted")
+        except Refused as exc:
+            reason = next((r for r in RETRY_CODES if r in exc.message), None)
+            if reason is None:
+                raise CliError(exc.message) from None
+            if not said and not quiet:
+                print(f"{prog('rrun')}: Job {job_id} step creation temporarily disabled, "
+                      f"retrying ({reason})", file=sys.stderr)
+                said = True
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if not args.command:
+        raise CliError("No command given to execute.", code=2)
+    if args.overlap and args.exclusive:
+        raise CliError("--exclusive and --overlap are mutually exclusive", code=2)
+    bind = args.cpu_bind.split(",")[0].split(":")[0].lower()
+    if bind and bind not in BIND_WORDS:
+        raise CliError(f"invalid --cpu-bind argument: {args.cpu_bind}", code=2)
+    if args.mpi and args.mpi.lower() not in ("none", "list", "pmi2", "pmix"):
+        raise CliError(f"MPI plugin {args.mpi} is not available here: Ranch starts tasks "
+                       "without MPI wiring (--mpi=none)", code=2)
+    for name in ("ntasks", "ntasks_per_node", "cpus_per_task", "gpus_per_task",
+                 "gpus_per_node"):
+        if getattr(args, name) < 0:
+            raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more", code=2)
+
+
+def run(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    _check(args)
+    target = find_target(args.server, args.key_file, args.conf)
+    env = dict(os.environ)
+    job_id = args.jobid or _int_env(env, "SLURM_JOB_ID", "SLURM_JOBID")
+    if job_id:
+        return run_step(target, args, job_id, env)
+    from cli.allocation import run_allocated  # outside a job: allocate, run, release
+
+    return run_allocated(target, args, lambda jid, alloc_env: run_step(
+        target, args, jid, {**env, **alloc_env}))
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main("rrun", run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,395 @@
+"""Job steps on a node (rrun's tasks): start them inside their job, stream their output straight to
+rrun over a connection signed with the step's key, and report how they ended to rctld.
+
+A step's tasks are rnoded's children (not the batch shim's): they end when rrun goes away (its
+I/O connection closes), when rctld or rrun asks (KillStep, StepSignal), and when their job ends
+here. Their part's end goes to rctld as a StepEnd, resent until acknowledged while the job runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import signal
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import attrs
+import trio
+
+from noded.jobs import JobRunner, LaunchError
+from protocol.errors import ProtocolError
+from protocol.messages import (
+    StepEnd,
+    StepHello,
+    StepSignal,
+    StepSpec,
+    TaskExit,
+    TaskInput,
+    TaskOutput,
+)
+from protocol.tcp import FramedStream, PeerClosed
+
+log = logging.getLogger("rnoded.steps")
+
+CONNECT_TIMEOUT = 10.0  # reaching rrun's listener
+CHUNK = 1 << 16  # one TaskOutput frame at most
+# Names rrun's environment may carry from the batch script that would lie about this step.
+_DROPPED = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_TASK_PID")
+_PATTERN = re.compile(r"%(\d*)([jJsStnNuxA%])")
+LOST = (trio.BrokenResourceError, trio.ClosedResourceError, PeerClosed, OSError)
+
+
+@attrs.define(eq=False)
+class RunningStep:
+    spec: StepSpec
+    procs: dict[int, trio.Process] = attrs.Factory(dict)
+    exits: dict[int, tuple[int, int]] = attrs.Factory(dict)  # task -> (exit code, signal)
+    fs: FramedStream | None = None
+    ending: str = ""  # CANCELLED once it was asked to end
+    started_at: float = 0.0
+    done: trio.Event = attrs.Factory(trio.Event)
+    stdin: dict[int, trio.abc.SendStream] = attrs.Factory(dict)
+    pumps: dict[int, int] = attrs.Factory(dict)  # task -> its output pipes still open
+    drained: dict[int, trio.Event] = attrs.Factory(dict)  # task -> its pipes reached EOF
+
+
+def expand(pattern: str, spec: StepSpec, node: str, task: int) -> str:
+    """srun's -o/-e/-i patterns: %j %J %s %t %n %N %u %x %%."""
+    values = {"j": str(spec.job_id), "J": f"{spec.job_id}.{spec.step_id}", "A": str(spec.job_id),
+              "s": str(spec.step_id), "S": str(spec.step_id), "t": str(task),
+              "n": str(spec.node_index), "N": node, "u": spec.user, "x": spec.name}
+
+    def one(m: re.Match[str]) -> str:
+        width, key = m.group(1), m.group(2)
+        if key == "%":
+            return "%"
+        value = values[key]
+        return value.zfill(min(int(width), 10)) if width and value.isdigit() else value
+
+    return os.path.join(spec.cwd, _PATTERN.sub(one, pattern))
+
+
+def task_environment(spec: StepSpec, node: str, local: int, task: int, cpus_on_node: int
+                     ) -> dict[str, str]:
+    """What srun gives each task: rrun's environment, then the step's SLURM_* variables."""
+    env = {k: v for k, v in spec.env if k not in _DROPPED and "=" not in k and "\0" not in k + v}
+    step = str(spec.step_id)
+    nodes = str(len(spec.tasks_per_node and _expand_counts(spec.tasks_per_node)) or 1)
+    env.update({
+        "SLURM_JOB_ID": str(spec.job_id), "SLURM_JOBID": str(spec.job_id),
+        "SLURM_STEP_ID": step, "SLURM_STEPID": step,
+        "SLURM_STEP_NODELIST": spec.nodelist, "SLURM_NODELIST": spec.nodelist,
+        "SLURM_STEP_NUM_NODES": nodes, "SLURM_NNODES": nodes,
+        "SLURM_STEP_NUM_TASKS": str(spec.ntasks), "SLURM_NTASKS": str(spec.ntasks),
+        "SLURM_NPROCS": str(spec.ntasks),
+        "SLURM_STEP_TASKS_PER_NODE": spec.tasks_per_node,
+        "SLURM_TASKS_PER_NODE": spec.tasks_per_node,
+        "SLURM_PROCID": str(task), "SLURM_LOCALID": str(local),
+        "SLURM_NODEID": str(spec.node_index),
+        "SLURM_GTIDS": ",".join(str(t) for t in spec.tasks),
+        "SLURMD_NODENAME": node, "SLURM_TOPOLOGY_ADDR": node,
+        "SLURM_CPUS_ON_NODE": str(cpus_on_node),
+        "SLURM_DISTRIBUTION": "block",
+        "SLURM_LAUNCH_NODE_IPADDR": spec.io_host,
+        "SLURM_SRUN_COMM_HOST": spec.io_host, "SLURM_SRUN_COMM_PORT": str(spec.io_port),
+    })
+    if spec.job_nodelist:
+        env["SLURM_JOB_NODELIST"] = spec.job_nodelist
+    if spec.cpus_per_task > 1:
+        env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
+    if spec.gpus:
+        gpus = spec.gpus[local] if local < len(spec.gpus) else ()
+        env["CUDA_VISIBLE_DEVICES"] = env["GPU_DEVICE_ORDINAL"] = ",".join(map(str, gpus))
+    return env
+
+
+def _expand_counts(text: str) -> list[int]:
+    """"2(x3),1" -> [2, 2, 2, 1]."""
+    out: list[int] = []
+    for part in text.split(","):
+        count, _, times = part.partition("(x")
+        out += [int(count)] * (int(times.rstrip(")")) if times else 1)
+    return out
+
+
+class StepRunner:
+    """The steps running on this node. `report` sends a StepEnd to rctld and returns once it was
+    acknowledged (it raises when it could not be sent)."""
+
+    def __init__(self, jobs: JobRunner, node: str,
+                 report: Callable[[StepEnd], Awaitable[Any]]) -> None:
+        self.jobs = jobs
+        self.node = node
+        self.report = report
+        self.steps: dict[tuple[int, int], RunningStep] = {}
+        self.kill_wait = 30.0
+
+    async def launch(self, spec: StepSpec, nursery: trio.Nursery) -> None:
+        """Start the step's tasks here; returns once they run. LaunchError says why not."""
+        key = (spec.job_id, spec.step_id)
+        if key in self.steps:
+            return  # a repeated LaunchStep
+        job = self.jobs.running.get(spec.job_id)
+        if job is None or job.spec.restarts != spec.restarts:
+            raise LaunchError(f"job {spec.job_id} does not run on node {self.node}")
+        self.kill_wait = job.spec.kill_wait
+        step = RunningStep(spec, started_at=time.time())
+        self.steps[key] = step
+        try:
+            with trio.fail_after(CONNECT_TIMEOUT):
+                stream = await trio.open_tcp_stream(spec.io_host, spec.io_port)
+            step.fs = FramedStream(stream, bytes.fromhex(spec.key))
+            await step.fs.send(StepHello(spec.job_id, spec.step_id, self.node, spec.tasks), 0)
+        except (OSError, trio.TooSlowError, ValueError, *LOST) as exc:
+            self.steps.pop(key, None)
+            why = f"cannot reach rrun at {spec.io_host}:{spec.io_port}: {exc or 'timeout'}"
+            nursery.start_soon(self._send_end, StepEnd(
+                spec.job_id, spec.step_id, "FAILED", 1, restarts=spec.restarts,
+                started_at=step.started_at, ended_at=time.time(), message=why))
+            raise LaunchError(why) from None
+        nursery.start_soon(self._run, step, job)
+
+    async def _run(self, step: RunningStep, job: Any) -> None:
+        spec = step.spec
+        try:
+            async with trio.open_nursery() as tasks:
+                for local, task in enumerate(spec.tasks):
+                    await self._start_task(step, local, task, job, tasks)
+                tasks.start_soon(self._from_rrun, step, tasks.cancel_scope)
+                tasks.start_soon(self._job_watch, step, job)
+                async with trio.open_nursery() as w:
+                    for task, proc in step.procs.items():
+                        w.start_soon(self._wait_task, step, task, proc)
+                tasks.cancel_scope.cancel()  # every task ended: stop reading rrun
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._finish(step)
+
+    async def _start_task(self, step: RunningStep, local: int, task: int, job: Any,
+                          nursery: trio.Nursery) -> None:
+        spec = step.spec
+        env = task_environment(spec, self.node, local, task, job.spec.cpus)
+        stdin: Any = subprocess.DEVNULL
+        to_rrun = {1: not spec.stdout, 2: not spec.stderr and not spec.stdout}
+        outputs: dict[int, Any] = {1: subprocess.PIPE, 2: subprocess.PIPE}
+        files = []
+        try:
+            if spec.stdout:
+                files.append(_open_out(expand(spec.stdout, spec, self.node, task)))
+                outputs[1] = files[-1]
+                outputs[2] = files[-1]
+            if spec.stderr:
+                files.append(_open_out(expand(spec.stderr, spec, self.node, task)))
+                outputs[2] = files[-1]
+            elif not spec.stdout:
+                outputs[2] = subprocess.PIPE
+            wants_input = spec.input in ("", "all") or spec.input == str(task)
+            if spec.input not in ("", "all", "none") and not spec.input.isdigit():
+                files.append(open(expand(spec.input, spec, self.node, task), "rb"))
+                stdin = files[-1]
+            elif wants_input:
+                stdin = subprocess.PIPE
+            kwargs: dict[str, Any] = {}
+            if self.jobs.as_root:
+                ident = self.jobs._identity(spec)  # the same rule as the batch script's
+                kwargs = {"user": ident["uid"], "group": ident["gid"],
+                          "extra_groups": ident["groups"]}
+            proc = await trio.lowlevel.open_process(
+                list(spec.argv), stdin=stdin, stdout=outputs[1], stderr=outputs[2], env=env,
+                cwd=spec.cwd, start_new_session=True, **kwargs)
+        except (OSError, LaunchError) as exc:
+            for f in files:
+                f.close()
+            await self._say(step, TaskOutput(task, 2, _exec_error(spec, exc)))
+            step.exits[task] = (2, 0)
+            await self._say(step, TaskExit(task, 2, 0))
+            return
+        for f in files:
+            f.close()
+        step.procs[task] = proc
+        if proc.stdin is not None:
+            step.stdin[task] = proc.stdin
+        step.drained[task] = trio.Event()
+        pipes = [(fd, s) for fd, s in ((1, proc.stdout), (2, proc.stderr)) if s is not None]
+        step.pumps[task] = len(pipes)
+        if not pipes:
+            step.drained[task].set()
+        for fd, stream in pipes:
+            nursery.start_soon(self._pump, step, task, fd, stream, to_rrun[fd])
+
+    async def _pump(self, step: RunningStep, task: int, fd: int, stream: Any,
+                    forward: bool) -> None:
+        try:
+            while True:
+                try:
+                    data = await stream.receive_some(CHUNK)
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    return
+                if not data:
+                    return
+                if forward:
+                    await self._say(step, TaskOutput(task, fd, data.decode("latin-1")))
+        finally:
+            step.pumps[task] -= 1
+            if step.pumps[task] <= 0:
+                step.drained[task].set()
+
+    async def _wait_task(self, step: RunningStep, task: int, proc: trio.Process) -> None:
+        code = await proc.wait()
+        result = (code, 0) if code >= 0 else (0, -code)
+        # its last output comes before its exit (a child it left behind that still holds the
+        # pipes does not keep the exit waiting long)
+        with trio.move_on_after(2.0):
+            await step.drained[task].wait()
+        step.exits[task] = result
+        await self._say(step, TaskExit(task, *result))
+
+    async def _from_rrun(self, step: RunningStep, scope: trio.CancelScope) -> None:
+        """rrun's frames: stdin and signals. Its connection closing ends the step here."""
+        fs = step.fs
+        assert fs is not None
+        while True:
+            try:
+                frame = await fs.receive()
+            except ProtocolError as exc:
+                if exc.fatal:
+                    break
+                continue
+            except LOST:
+                break
+            msg = frame.msg
+            if isinstance(msg, StepSignal):
+                await self.signal(step, msg.signal)
+            elif isinstance(msg, TaskInput):
+                await self._feed(step, msg)
+        if step.procs and len(step.exits) < len(step.spec.tasks):
+            log.info("step %d.%d: rrun went away; ending its tasks", step.spec.job_id,
+                     step.spec.step_id)
+            step.fs = None
+            await self.signal(step, 0)
+
+    async def _feed(self, step: RunningStep, msg: TaskInput) -> None:
+        for task, pipe in list(step.stdin.items()):
+            try:
+                if msg.data:
+                    await pipe.send_all(msg.data.encode("latin-1"))
+                if msg.eof:
+                    await pipe.aclose()
+                    del step.stdin[task]
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                step.stdin.pop(task, None)
+
+    async def _job_watch(self, step: RunningStep, job: Any) -> None:
+        await job.done.wait()
+        if len(step.exits) < len(step.spec.tasks):
+            await self.signal(step, signal.SIGKILL, ending="CANCELLED")
+
+    async def signal(self, step: RunningStep, signum: int, ending: str = "") -> None:
+        """Deliver `signum` to each task's process group; 0 ends them (TERM, KILL later)."""
+        if signum == 0:
+            step.ending = step.ending or "CANCELLED"
+            self._signal_all(step, signal.SIGCONT)
+            self._signal_all(step, signal.SIGTERM)
+            await self._escalate(step)
+            return
+        if ending:
+            step.ending = step.ending or ending
+        self._signal_all(step, signum)
+
+    async def _escalate(self, step: RunningStep) -> None:
+        with trio.move_on_after(self.kill_wait):
+            while len(step.exits) < len(step.procs):
+                await trio.sleep(0.05)
+            return
+        self._signal_all(step, signal.SIGKILL)
+
+    @staticmethod
+    def _signal_all(step: RunningStep, signum: int) -> None:
+        for task, proc in step.procs.items():
+            if task in step.exits:
+                continue
+            try:
+                os.killpg(proc.pid, signum)
+            except OSError:
+                pass
+
+    async def kill(self, job_id: int, step_id: int, signum: int) -> bool:
+        step = self.steps.get((job_id, step_id))
+        if step is None:
+            return False
+        await self.signal(step, signum)
+        return True
+
+    async def job_killed(self, job_id: int, signum: int) -> None:
+        """rcancel of the whole job (or -s SIG): every step of it here gets the same."""
+        for (jid, _), step in list(self.steps.items()):
+            if jid == job_id:
+                if signum == 0:
+                    step.ending = step.ending or "CANCELLED"
+                    self._signal_all(step, signal.SIGTERM)
+                else:
+                    self._signal_all(step, signum)
+
+    async def _say(self, step: RunningStep, msg: Any) -> None:
+        fs = step.fs
+        if fs is None:
+            return
+        try:
+            await fs.send(msg, 0)
+        except LOST:
+            step.fs = None  # rrun is gone: _from_rrun ends the tasks
+
+    async def _finish(self, step: RunningStep) -> None:
+        spec = step.spec
+        self.steps.pop((spec.job_id, spec.step_id), None)
+        if step.fs is not None:
+            with trio.move_on_after(2):
+                await step.fs.aclose()
+        codes = [c for c, _ in step.exits.values()]
+        signals = [s for _, s in step.exits.values() if s]
+        if step.ending:
+            state = step.ending
+        elif any(codes) or signals:
+            state = "FAILED"
+        else:
+            state = "COMPLETED"
+        end = StepEnd(spec.job_id, spec.step_id, state, max(codes, default=0),
+                      signals[0] if signals else 0, spec.restarts, step.started_at, time.time())
+        await self._send_end(end)
+
+    async def _send_end(self, end: StepEnd) -> None:
+        """To rctld, until it acknowledges or the job is gone from here (then rctld ends the
+        step with the job)."""
+        delay = 0.2
+        while True:
+            try:
+                await self.report(end)
+                return
+            except Exception as exc:  # the session is down or reconnecting: try again
+                log.info("step %d.%d: StepEnd not sent yet: %s", end.job_id, end.step_id, exc)
+            job = self.jobs.running.get(end.job_id)
+            if job is None or job.spec.restarts != end.restarts:
+                return
+            await trio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+
+def _open_out(path: str) -> Any:
+    # tasks of several nodes may share one file: append, as each writes its own lines
+    return open(path, "ab")
+
+
+def _exec_error(spec: StepSpec, exc: BaseException) -> str:
+    """What slurmstepd says when a task's program cannot be started."""
+    cmd = spec.argv[0] if spec.argv else ""
+    if isinstance(exc, FileNotFoundError):
+        why = "No such file or directory"
+    elif isinstance(exc, PermissionError):
+        why = "Permission denied"
+    else:
+        why = str(exc)
+    return f"slurmstepd: error: execve(): {cmd}: {why}\n"
