@@ -262,8 +262,9 @@ class StepRunner:
             except LOST:
                 break
             msg = frame.msg
-            if isinstance(msg, StepSignal):
-                await self.signal(step, msg.signal)
+            if isinstance(msg, StepSignal):  # rrun's SIGKILL ends the step (Ctrl-C twice)
+                await self.signal(step, msg.signal,
+                                  ending="CANCELLED" if msg.signal == signal.SIGKILL else "")
             elif isinstance(msg, TaskInput):
                 await self._feed(step, msg)
         if step.procs and len(step.exits) < len(step.spec.tasks):
