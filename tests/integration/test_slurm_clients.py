@@ -1,6 +1,6 @@
 """Real Slurm clients, unchanged, against a real test cluster through Slurm's names
-(`ranch-slurm-shims`): submitit (its defaults, but slurm_use_srun=False: Ranch has no job steps
-yet) and dask-jobqueue's SLURMCluster (its defaults). Each runs in its own process with the
+(`ranch-slurm-shims`): submitit (its defaults: its script runs the work with srun, as a step) and
+dask-jobqueue's SLURMCluster (its defaults). Each runs in its own process with the
 shims first on PATH, as a user's would."""
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from protocol import messages as m
 
 from .cluster import REPO, Cluster, free_port
 
@@ -37,7 +39,7 @@ def add(a, b):
 
 executor = submitit.AutoExecutor(folder=sys.argv[1])
 assert executor.cluster == "slurm", executor.cluster  # found sbatch and srun on PATH
-executor.update_parameters(slurm_use_srun=False, timeout_min=5)
+executor.update_parameters(timeout_min=5)  # slurm_use_srun stays True, its default
 job = executor.submit(add, 2, 3)
 result = job.result()
 # the result file can come before the job's end; ask sacct again (job.get_info forces the
@@ -116,12 +118,16 @@ def test_submitit_gets_its_result(slurm, submitit_run) -> None:
     for line in ("#SBATCH --open-mode=append", "#SBATCH --signal=USR2@90",
                  "#SBATCH --wckey=submitit"):
         assert line in script  # what Ranch refused before issue 22
+    assert "srun --unbuffered --output" in script  # issue 20: the work is a step
     job_id = submitit_run["job_id"]
     assert Path(submitit_run["stdout"]).name == f"{job_id}_0_log.out"
     assert Path(submitit_run["stdout"]).exists() and Path(submitit_run["stderr"]).exists()
     done = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.stdout == "COMPLETED\n"
+    cluster = slurm[0]
+    [rec] = cluster.request(m.GetJobs((int(job_id),))).jobs
+    assert [(s["id"], s["state"], s["ntasks"]) for s in rec["steps"]] == [(0, "COMPLETED", 1)]
 
 
 def test_submitit_reads_the_state_from_sacct(submitit_run) -> None:
