@@ -199,3 +199,22 @@ def test_a_step_outlives_an_rctld_sigkill_and_ends_once(c: Cluster) -> None:
     c.start_ctld()
     assert [(s["id"], s["state"]) for s in steps(c, jid)] == [(0, "COMPLETED")]
     assert os.path.exists(gate)
+
+
+def test_gpus_per_task_gives_each_task_its_own_gpu(tmp_path: Path) -> None:
+    c = jobs_cluster(tmp_path, ["g1"], cpus=2, gpus=2)  # fake GPUs: no hardware here
+    try:
+        start(c)
+        out = c.dir / "out.txt"
+        jid = submit(c, "-N1", "-n2", "--gpus=2", "-o", str(out), "--wrap",
+                     f"echo job $CUDA_VISIBLE_DEVICES; {RRUN} -n2 --gpus-per-task=1 --label "
+                     "sh -c 'echo $CUDA_VISIBLE_DEVICES'; "
+                     f"{RRUN} -n1 --gpus-per-task=3 true; echo rc=$?")
+        c.wait_for(lambda: job_state(c, jid) == "COMPLETED", 60, what="job COMPLETED")
+        lines = out.read_text().splitlines()
+        assert lines[0] == "job 0,1"
+        assert sorted(lines[1:3]) == ["0: 0", "1: 1"], lines
+        assert any("Invalid generic resource (gres) specification" in x for x in lines), lines
+        assert lines[-1] == "rc=1"
+    finally:
+        c.stop()
