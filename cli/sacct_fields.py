@@ -261,9 +261,9 @@ def value(field: str, rec: dict, now: float) -> str:
 
 def has_batch_step(rec: dict) -> bool:
     """A job whose script started has a `.batch` step (a pending or never-started one has
-    none)."""
+    none, nor has an allocation: ralloc's job, batch_flag 0)."""
     return rec["state"] != "PENDING" and bool(rec.get("batch_host")) and bool(
-        rec.get("start_time"))
+        rec.get("start_time")) and rec.get("batch_flag", 1) != 0
 
 
 def rows(records: list[dict], fields: list[tuple[str, int]], now: float, steps: bool

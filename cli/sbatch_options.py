@@ -189,12 +189,22 @@ BY_LONG: dict[str, Opt] = {o.long: o for o in (*_TABLE, *RANCH_OPTS)}
 BY_SHORT: dict[str, Opt] = {o.short: o for o in _TABLE if o.short}
 
 
-def _lookup_long(name: str, where: str) -> Opt:
+class Options:
+    """Another command's option table on this reader (ralloc: salloc's options, most of them
+    sbatch's): by long name and by short letter."""
+
+    def __init__(self, table: Iterable[Opt]) -> None:
+        self.table = tuple(table)
+        self.by_long = {o.long: o for o in self.table}
+        self.by_short = {o.short: o for o in self.table if o.short}
+
+
+def _lookup_long(name: str, where: str, by_long: dict[str, Opt] = BY_LONG) -> Opt:
     """getopt_long: an exact name, else the one option this is a unique prefix of."""
-    opt = BY_LONG.get(name)
+    opt = by_long.get(name)
     if opt is not None:
         return opt
-    hits = [o for long, o in BY_LONG.items() if long.startswith(name)]
+    hits = [o for long, o in by_long.items() if long.startswith(name)]
     if len(hits) == 1:
         return hits[0]
     if not hits:
@@ -214,13 +224,16 @@ def _store(values: dict[str, object], opt: Opt, value: object) -> None:
     values[opt.long] = value
 
 
-def parse(words: Iterable[str], *, where: str = "", positional: bool = True
-          ) -> tuple[dict[str, object], list[str]]:
+def parse(words: Iterable[str], *, where: str = "", positional: bool = True,
+          options: Options | None = None) -> tuple[dict[str, object], list[str]]:
     """Options as getopt_long reads them: ({long name: value}, the words after them).
 
     A value is the argument text, True for a flag, or None for an optional argument not given.
     The first word that is not an option ends them (the script and its arguments); with
-    `positional=False` (a script line) such a word is an error. `where` goes into messages."""
+    `positional=False` (a script line) such a word is an error. `where` goes into messages.
+    `options`: another command's table (default: sbatch's)."""
+    by_long = options.by_long if options is not None else BY_LONG
+    by_short = options.by_short if options is not None else BY_SHORT
     words = list(words)
     values: dict[str, object] = {}
     i = 0
@@ -235,7 +248,7 @@ def parse(words: Iterable[str], *, where: str = "", positional: bool = True
         i += 1
         if word.startswith("--"):
             name, eq, text = word[2:].partition("=")
-            opt = _lookup_long(name, where)
+            opt = _lookup_long(name, where, by_long)
             if opt.arg == NO:
                 if eq:
                     raise OptionError(f"option '--{opt.long}' doesn't allow an argument{where}")
@@ -253,7 +266,7 @@ def parse(words: Iterable[str], *, where: str = "", positional: bool = True
         j = 1  # a cluster of short options: -Hv, -N2, -N 2
         while j < len(word):
             letter = word[j]
-            opt = BY_SHORT.get(letter)
+            opt = by_short.get(letter)
             if opt is None:
                 raise OptionError(f"invalid option -- '{letter}'{where}")
             rest = word[j + 1:]
@@ -285,15 +298,18 @@ def _env_flag(text: str) -> bool:
         return False
 
 
-def from_environment(env: Mapping[str, str]) -> dict[str, object]:
+def from_environment(env: Mapping[str, str], variables: Iterable[tuple[str, str]] = ENV_VARS,
+                     options: Options | None = None) -> dict[str, object]:
     """The options sbatch takes from its SBATCH_* input variables (later ones in the table win,
-    as sbatch processes them in order)."""
+    as sbatch processes them in order); `variables` and `options`: another command's (salloc's
+    SALLOC_* variables and table)."""
+    by_long = options.by_long if options is not None else BY_LONG
     values: dict[str, object] = {}
-    for var, long in ENV_VARS:
+    for var, long in variables:
         text = env.get(var)
         if text is None:
             continue
-        opt = BY_LONG[long]
+        opt = by_long[long]
         if opt.arg == NO:
             if _env_flag(text):
                 _store(values, opt, True)
@@ -328,11 +344,14 @@ def directive_words(script: str, tags: tuple[str, ...]) -> list[tuple[int, list[
     return out
 
 
-def help_text(prog: str) -> str:
-    lines = [f"Usage: {prog} [OPTIONS...] executable [args...]", "",
-             "Options Ranch acts on (every other sbatch 22.05 option is accepted and set aside;",
-             "options also come from #SBATCH lines and SBATCH_* variables):"]
-    for o in (*_TABLE, *RANCH_OPTS):
+def help_text(prog: str, options: Options | None = None, head: Iterable[str] = ()) -> str:
+    """The help of the options Ranch acts on; `options` and `head` (its first lines): another
+    command's (ralloc's)."""
+    lines = list(head) or [
+        f"Usage: {prog} [OPTIONS...] executable [args...]", "",
+        "Options Ranch acts on (every other sbatch 22.05 option is accepted and set aside;",
+        "options also come from #SBATCH lines and SBATCH_* variables):"]
+    for o in (options.table if options is not None else (*_TABLE, *RANCH_OPTS)):
         if not o.help:
             continue
         short = f"-{o.short}, " if o.short else "    "

@@ -1,5 +1,5 @@
 """`ranch-slurm-shims DIR`: write small wrapper scripts named sbatch, squeue, scancel, sinfo,
-scontrol, sacct and srun into DIR, each running Ranch's command under that name
+scontrol, sacct, srun and salloc into DIR, each running Ranch's command under that name
 (cli/slurm_names.py). Nothing is installed under those names otherwise: a user (or a test)
 opts in by putting DIR first on PATH, so a machine that has Slurm keeps its own commands
 everywhere else.
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="ranch-slurm-shims",
         description="Write wrapper scripts named after Slurm's commands (sbatch, squeue, "
-        "scancel, sinfo, scontrol, sacct, srun) that run Ranch's. Put DIR first on PATH to "
-        "use them: export PATH=DIR:$PATH")
+        "scancel, sinfo, scontrol, sacct, srun, salloc) that run Ranch's. Put DIR first on "
+        "PATH to use them: export PATH=DIR:$PATH")
     p.add_argument("directory", metavar="DIR")
     p.add_argument("--force", action="store_true",
                    help="replace files in DIR that ranch-slurm-shims did not write")

@@ -107,7 +107,8 @@ def job_lines(j: dict, now: float) -> list[str]:
         prio,
         f"JobState={j['state']} Reason={j.get('reason') or 'None'} "
         f"Dependency={j.get('dependency') or '(null)'}",
-        f"Requeue={int(bool(j.get('requeue')))} Restarts={j.get('restarts', 0)} BatchFlag=1 "
+        f"Requeue={int(bool(j.get('requeue')))} Restarts={j.get('restarts', 0)} "
+        f"BatchFlag={j.get('batch_flag', 1)} "
         f"Reboot=0 ExitCode={j.get('exit_code', 0)}:{j.get('signal', 0)}",
         f"RunTime={_clock(elapsed(j, now))} "
         f"TimeLimit={'UNLIMITED' if limit is None else _clock(limit * 60)} TimeMin=N/A",
@@ -145,7 +146,8 @@ def job_lines(j: dict, now: float) -> list[str]:
     if j.get("message"):
         lines.append(f"SystemComment={j['message']} ")
     stdin = expand_path(j["stdin"], j) if j.get("stdin") else "/dev/null"
-    lines += [f"StdErr={stderr}", f"StdIn={stdin}", f"StdOut={stdout}"]
+    if j.get("batch_flag", 1):  # an allocation (ralloc) has no output files: Slurm omits them
+        lines += [f"StdErr={stderr}", f"StdIn={stdin}", f"StdOut={stdout}"]
     if j.get("kill_on_invalid_dep") is not None:
         lines.append(f"KillOInInvalidDependent={'Yes' if j['kill_on_invalid_dep'] else 'No'}")
     if j.get("cpus_per_gpu"):

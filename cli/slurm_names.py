@@ -1,6 +1,6 @@
-"""Ranch's commands under Slurm's names (sbatch, squeue, scancel, sinfo, scontrol, sacct, srun),
-for tools that call those names: `python -m cli.slurm_names sbatch ARGS...` runs rbatch as
-sbatch. The wrapper scripts that do this are written by `ranch-slurm-shims DIR` (cli/shims.py),
+"""Ranch's commands under Slurm's names (sbatch, squeue, scancel, sinfo, scontrol, sacct, srun,
+salloc), for tools that call those names: `python -m cli.slurm_names sbatch ARGS...` runs rbatch
+as sbatch. The wrapper scripts that do this are written by `ranch-slurm-shims DIR` (cli/shims.py),
 so the names are taken over only where a user puts DIR first on PATH.
 
 Under a Slurm name, `--version`/`-V` prints `slurm 22.05.8` (what tools parse) and messages
@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "scontrol": ("rcontrol", "cli.rcontrol"),
     "sacct": ("racct", "cli.racct"),
     "srun": ("rrun", "cli.rrun"),
+    "salloc": ("ralloc", "cli.ralloc"),
 }
 # What a missing command means, said in its Slurm name's voice.
 NOT_YET: dict[str, str] = {}

@@ -31,7 +31,8 @@ _KEEP = ("job_id", "array_job_id", "array_task_id", "name", "user", "uid", "gid"
          "account", "qos", "wckey", "comment", "state", "reason", "exit_code", "signal",
          "submit_time", "eligible_time", "start_time", "end_time", "time_limit", "nodes",
          "node_count", "cpus", "ntasks", "cpus_per_task", "mem_per_node", "mem_per_cpu",
-         "gpus_per_node", "restarts", "workdir", "batch_host", "priority", "features")
+         "gpus_per_node", "restarts", "workdir", "batch_host", "priority", "features",
+         "batch_flag")
 
 
 def record_of(jobs: Jobs, job: Job, fresh: bool = False) -> dict[str, Any]:

@@ -103,9 +103,14 @@ class JobCommands:
 
     def control(self, msg: m.JobControl) -> m.JobResult:
         action = msg.action.lower()
-        if action not in ("requeue", "hold", "release", "begin"):
+        if action not in ("requeue", "hold", "release", "begin", "complete"):
             return m.JobResult(ok=False, errors=(
-                f"unknown action {msg.action!r}; valid: requeue, hold, release, begin",))
+                f"unknown action {msg.action!r}; valid: requeue, hold, release, begin, "
+                "complete",))
+        if action == "complete" and not (0 <= msg.exit_code <= 255 and 0 <= msg.signal <= 64):
+            return m.JobResult(ok=False, errors=(
+                f"complete needs exit_code 0-255 and signal 0-64, got {msg.exit_code} and "
+                f"{msg.signal}",))
         if action == "begin" and not (
                 msg.begin_time is not None and 0 <= msg.begin_time < 1e11):
             return m.JobResult(ok=False, errors=(
@@ -116,8 +121,19 @@ class JobCommands:
             if not self._may(job, msg.user, msg.uid):
                 errors.append(f"job {job.id}: Access/permission denied")
                 continue
+            if action in ("complete", "requeue") and (
+                    (action == "complete") != job.req.allocation):
+                # Slurm: an allocation is released by its owner, a batch job never is; only
+                # batch jobs are requeued (ESLURM_BATCH_ONLY)
+                errors.append(f"job {job.id}: " + (
+                    "Only batch jobs are accepted or processed" if action == "requeue" else
+                    "a batch job ends with its script; only an allocation (ralloc, rrun) is "
+                    "released by its owner"))
+                continue
             if action == "hold":
                 event: jt.Event = jt.Hold(admin=msg.uid != job.req.uid)
+            elif action == "complete":  # ralloc/rrun: the command that held it ended
+                event = jt.Complete(msg.exit_code, msg.signal)
             elif action == "begin":  # rcontrol update JobId=N StartTime=T
                 event = jt.UpdateBegin()
             elif action == "release":

@@ -87,6 +87,10 @@ class JobListing:
             "batch_host": job.batch_host,
             "submit_host": req.submit_host,
             "message": job.message,
+            # issue 20: Slurm's BatchFlag (0: an allocation, ralloc/rrun), and each node's
+            # CPUs in node order (SLURM_JOB_CPUS_PER_NODE of the allocation's environment)
+            "batch_flag": 0 if req.allocation else 1,
+            "node_cpus": [job.shares[n].cpus for n in job.nodes if n in job.shares],
         }
         rec.update(record_fields(self.store, job))  # sbatch's further options (issue 22)
         if job.steps:  # rrun's steps (ctld/steps.py)

@@ -53,8 +53,9 @@ __all__ = ["ACTIVE", "PENDING", "Job", "Jobs", "job_from_json", "job_json", "par
 
 def view_of(job: Job) -> jt.JobView:
     """What the job table reads of a job."""
-    return jt.JobView(
-        job.id, job.state, job.outcome, job.held, job.restarts, job.req.requeue, job.nodes,
+    return jt.JobView(  # an allocation is never requeued: Slurm requeues batch jobs only
+        job.id, job.state, job.outcome, job.held, job.restarts,
+        job.req.requeue and not job.req.allocation, job.nodes,
         frozenset(job.awaiting), job.exit_code, job.signal, job.message,
         job.nodes[0] if job.nodes else "",
     )

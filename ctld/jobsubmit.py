@@ -190,7 +190,12 @@ class JobSubmission:
         if script_bytes > MAX_SCRIPT_BYTES:
             return bad(f"the batch script is {script_bytes:,} bytes; the limit is "
                        f"{MAX_SCRIPT_BYTES:,} (Slurm's max_script_size)", "script")
-        if not req.script.strip():
+        if req.allocation:  # ralloc / rrun outside a job: nothing runs but its steps
+            if req.script:
+                return bad("an allocation (ralloc, rrun) has no batch script", "script")
+            if req.array:
+                return bad("an allocation (ralloc, rrun) cannot be a job array", "array")
+        elif not req.script.strip():
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):
             return bad(f"workdir must be an absolute path, got {req.workdir!r}", "workdir")

@@ -29,7 +29,8 @@ log = logging.getLogger("rnoded.jobs")
 SHIM = str(Path(__file__).with_name("jobshim.py"))
 LAUNCH_TIMEOUT = 30.0  # the shim answers within milliseconds; this only bounds a wedged start
 POLL_INTERVAL = 0.5  # where pidfd_open is missing, how often an adopted shim is looked at
-# What a multi-node job runs on its nodes other than the batch host: nothing but a wait.
+# What a multi-node job runs on its nodes other than the batch host, and an allocation (ralloc,
+# rrun outside a job: a job without a script) on every node: nothing but a wait.
 HOLDER = "#!/bin/sh\nwhile :; do sleep 3600; done\n"
 
 
@@ -287,10 +288,11 @@ class JobRunner:
             if not os.path.isabs(spec.workdir):
                 raise LaunchError(f"workdir {spec.workdir!r} is not an absolute path")
             stdout, stderr = output_paths(spec, self.node)
-            if node_index(spec, self.node) != 0:
+            if node_index(spec, self.node) != 0 or not spec.script:
                 # Not the batch host: the script runs on the allocation's first node only, as
                 # sbatch runs it. This node holds the job's resources (and its cgroup) with a
-                # placeholder until the controller ends the job here.
+                # placeholder until the controller ends the job here. An allocation has no
+                # script at all: every node of it holds.
                 spec = attrs.evolve(spec, script=HOLDER, argv=())
                 stdout = stderr = os.devnull
             launch = dict(
@@ -411,6 +413,10 @@ class JobRunner:
         end = await trio.to_thread.run_sync(
             _ending_of, job.spec, job.path, job.ending, job.started_at
         )
+        if job.spec.script == HOLDER and job.ending and end.state != "LAUNCH_FAILED":
+            # the placeholder's SIGTERM is nobody's exit status: a cancelled or timed-out
+            # allocation ends 0:0, as Slurm's (it has no batch step to take the 0:15)
+            end = attrs.evolve(end, exit_code=0, signal=0)
         await self._record_end(job.spec, job.path, end, job.silent)
 
     async def _wait_exit(self, job: RunningJob) -> None:
@@ -509,8 +515,8 @@ class JobRunner:
     def _note_end(self, job: RunningJob, timeout: bool) -> None:
         """The line slurmstepd writes into the job's error output when it cancels the job or
         its time limit ends it (tools and users grep for it)."""
-        if node_index(job.spec, self.node) != 0:
-            return
+        if node_index(job.spec, self.node) != 0 or job.spec.script == HOLDER:
+            return  # no batch script here, so no output file of its own
         stdout, stderr = output_paths(job.spec, self.node)
         when = time.strftime("%Y-%m-%dT%H:%M:%S")
         why = " DUE TO TIME LIMIT" if timeout else ""

@@ -491,6 +491,10 @@ class SubmitJob:
     get_user_env: str = ""  # --get-user-env[=T[S|L]] as given: kept and shown
     input: str = ""  # -i: stdin file pattern
     test_only: bool = False  # --test-only: answer when it would start; submit nothing
+    # issue 20: an allocation (ralloc/salloc, rrun outside a job): no batch script (`script`
+    # is ""), nothing runs but what its owner starts as steps; its owner ends it with
+    # JobControl(action="complete")
+    allocation: bool = False
 
 
 @attrs.frozen
@@ -537,13 +541,16 @@ class CancelJobs:
 
 @attrs.frozen
 class JobControl:
-    """rcontrol requeue|hold|release JOBID..."""
+    """rcontrol requeue|hold|release JOBID...; "complete": an allocation's owner releases it
+    (Slurm's slurm_complete_job) with how its command ended."""
 
-    action: str  # requeue | hold | release | begin
+    action: str  # requeue | hold | release | begin | complete
     job_ids: tuple[int, ...]
     user: str = ""
     uid: int = -1
     begin_time: float | None = None  # action "begin" (rcontrol update JobId=N StartTime=T)
+    exit_code: int = 0  # action "complete": the command's exit code (non-zero: FAILED N:0)
+    signal: int = 0  # action "complete": the signal that killed the command (FAILED 0:SIG)
 
 
 @attrs.frozen

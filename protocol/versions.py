@@ -56,10 +56,12 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
                       "mem_per_gpu", "account", "qos", "wckey", "comment", "constraint",
                       "dependency", "kill_on_invalid_dep", "nice", "mail_type", "mail_user",
                       "open_mode", "warn_signal", "warn_time", "warn_batch", "oversubscribe",
-                      "hint", "export", "get_user_env", "input", "test_only"),
+                      "hint", "export", "get_user_env", "input", "test_only",
+                      "allocation"),  # issue 20: ralloc, rrun outside a job
         m.SubmitReply: ("start_time", "nodes", "cpus", "partition"),
         m.GetJobs: ("fields",),  # issue 23: rqueue asks for the keys it shows
         m.CancelJobs: ("steps",),  # issue 20: rcancel N.S
+        m.JobControl: ("exit_code", "signal"),  # issue 20: an allocation's release
         m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input",
                     "cluster_name"),
     },

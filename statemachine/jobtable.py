@@ -148,10 +148,20 @@ class UpdateBegin:
     kind = "update begin"
 
 
+@attrs.frozen(slots=True)
+class Complete:
+    """An allocation's owner releases it (ralloc's command ended): how that command ended."""
+
+    exit_code: int = 0
+    signal: int = 0
+    kind = "complete"
+
+
 Event = (Allocate | NodesReady | LaunchConfirmed | EndReported | Cancel | NodeLost | NodeFailing
-         | Requeue | Hold | Release | UpdateBegin)
+         | Requeue | Hold | Release | UpdateBegin | Complete)
 EVENT_KINDS = tuple(c.kind for c in (Allocate, NodesReady, LaunchConfirmed, EndReported, Cancel,
-                                     NodeLost, NodeFailing, Requeue, Hold, Release, UpdateBegin))
+                                     NodeLost, NodeFailing, Requeue, Hold, Release, UpdateBegin,
+                                     Complete))
 
 
 # --- effects: what ctld does after a transition ----------------------------------------------
@@ -289,7 +299,8 @@ def end_completing(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
         return v, ()
     left = v.awaiting - {e.node}
     changes: dict[str, object] = {"awaiting": left}
-    if e.node == v.batch_host and v.exit_code == 0 and v.signal == 0:
+    if (e.node == v.batch_host and v.exit_code == 0 and v.signal == 0
+            and v.outcome != JobState.COMPLETED):  # a released allocation keeps its 0:0
         changes.update(exit_code=e.exit_code, signal=e.signal)  # cancelled: 0:15, as Slurm
     v2 = attrs.evolve(v, **changes)
     if left:
@@ -395,6 +406,28 @@ def update_begin(v: JobView, e: UpdateBegin) -> tuple[JobView, Effects]:
     return v, ()
 
 
+def complete_running(v: JobView, e: Complete) -> tuple[JobView, Effects]:
+    """Released by its owner: COMPLETED (0:0), or FAILED with the command's exit code (N:0) or
+    the signal that killed it (0:SIG), as slurmctld's job_complete; its nodes are stopped and
+    awaited (COMPLETING)."""
+    failed = e.exit_code != 0 or e.signal != 0
+    return _stop(v, JobState.FAILED if failed else JobState.COMPLETED, "released",
+                 exit_code=e.exit_code, signal=0 if e.exit_code else e.signal, message="")
+
+
+def complete_pending(v: JobView, e: Complete) -> tuple[JobView, Effects]:
+    """Released before it was granted (salloc's Ctrl-C while waiting): CANCELLED, as Slurm."""
+    return _end(v, JobState.CANCELLED)
+
+
+def complete_done(v: JobView, e: Complete) -> tuple[JobView, Effects]:
+    """Refused: Slurm's ESLURM_ALREADY_DONE (a COMPLETING job's release is a repeat: nothing
+    changes, as slurmctld answers it)."""
+    if v.state is COMPLETING:
+        return v, ()
+    raise refuse(v, e, f"job {v.id}: Job/step already completing or completed")
+
+
 # --- THE TABLE -------------------------------------------------------------------------------
 
 @attrs.frozen
@@ -438,6 +471,9 @@ JOB_ROWS: tuple[Row, ...] = (
     Row("release",          (_CF, _R, _CG, _DONE), release_not_held),
     Row("update begin",     (_PD,),             update_begin),
     Row("update begin",     (_CF, _R, _CG, _DONE), not_pending),
+    Row("complete",         (_PD, _CF),         complete_pending,      (_DONE,)),
+    Row("complete",         (_R,),              complete_running,      (_CG, _DONE)),
+    Row("complete",         (_CG, _DONE),       complete_done),
 )
 # fmt: on
 

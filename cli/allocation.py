@@ -1,0 +1,351 @@
+"""Allocations (issue 20): what ralloc (salloc) and rrun outside a job (`srun -N2 hostname`)
+share: submit a job without a batch script, say on stderr what salloc/srun 22.05 say while it
+waits, hand its SLURM_* environment to what runs inside it, and release it (Slurm's
+slurm_complete_job) with how that ended.
+
+    rc = run_allocated(target, opts, run_step)   # run_step(job_id, env) -> exit status
+
+The controller offers no push to a waiting command (Slurm's slurmctld connects back to
+salloc/srun): the waiting side polls GetJobs for its one job, from 50 ms up to 1 s apart.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from cli.controller import CliError, Refused, Target, request
+
+# The signals that end a wait for resources (salloc's sig_array): the job is withdrawn.
+WAIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGTERM,
+                signal.SIGUSR1, signal.SIGUSR2)
+FIRST_PAUSE, MAX_PAUSE = 0.05, 1.0  # seconds between looks at a waiting job
+ALREADY_DONE = "already completing or completed"  # ESLURM_ALREADY_DONE's words
+# rrun's option attributes (argparse names) -> sbatch's option names (cli/sbatch_options.py)
+OPTS = (("nodes", "nodes"), ("ntasks", "ntasks"), ("ntasks_per_node", "ntasks-per-node"),
+        ("cpus_per_task", "cpus-per-task"), ("gpus_per_task", "gpus-per-task"),
+        ("gpus_per_node", "gpus-per-node"), ("gpus", "gpus"), ("nodelist", "nodelist"),
+        ("exclude", "exclude"), ("partition", "partition"), ("time", "time"),
+        ("job_name", "job-name"), ("mem", "mem"), ("mem_per_cpu", "mem-per-cpu"),
+        ("constraint", "constraint"), ("account", "account"), ("qos", "qos"),
+        ("chdir", "chdir"), ("exclusive", "exclusive"))
+
+
+class Signalled(BaseException):
+    """A signal ended the wait (a BaseException: no `except Exception` may swallow it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def values_of(opts: Any) -> dict[str, object]:
+    """sbatch's option values (long name -> text or True) from an argparse-like namespace;
+    None, False, 0 and "" are "not given"."""
+    values: dict[str, object] = {}
+    for attr, long in OPTS:
+        value = getattr(opts, attr, None)
+        if value is None or value is False or value == "" or value == 0:
+            continue
+        values[long] = True if value is True else str(value)
+    if values.get("exclusive") is True:
+        values["exclusive"] = None  # sbatch_request.exclusive: the bare flag
+    return values
+
+
+def submit_body(values: dict[str, object], *, name: str, command: str = "",
+                environ: Mapping[str, str] | None = None) -> dict[str, object]:
+    """The SubmitJob body of an allocation: sbatch's reading of the resource options, no script
+    and no environment (nothing runs in the job but the steps its owner starts)."""
+    from cli import sbatch_request
+
+    environ = os.environ if environ is None else environ
+    sbatch_request.memory_choice(values, values)
+    body = sbatch_request.body(values, "", command, [], environ)
+    body.update(allocation=True, env=[], name=values.get("job-name") or name)
+    return body
+
+
+def compressed(counts: Iterable[int]) -> str:
+    """Slurm's per-node list: runs of one value as V(xN): [2, 2, 1] -> "2(x2),1"."""
+    out: list[str] = []
+    last, times = None, 0
+    for value in [*counts, None]:
+        if value == last:
+            times += 1
+            continue
+        if last is not None:
+            out.append(str(last) if times == 1 else f"{last}(x{times})")
+        last, times = value, 1
+    return ",".join(out)
+
+
+def tasks_per_node(cpus: list[int], cpus_per_task: int, ntasks: int) -> list[int]:
+    """Slurm's block layout (slurm_step_layout.c, _task_layout_block without pack_nodes): a
+    round over the nodes while they have CPUs for another task, then over all of them."""
+    room = [max(0, c // max(1, cpus_per_task)) for c in cpus]
+    tasks = [0] * len(cpus)
+    placed, j, over = 0, 0, False
+    while placed < ntasks and cpus:
+        spare = False
+        for i in range(len(cpus)):
+            if placed >= ntasks:
+                break
+            if j < room[i] or over:
+                tasks[i] += 1
+                placed += 1
+                spare = spare or j + 1 < room[i]
+        if not spare:
+            over = True
+        j += 1
+    return tasks
+
+
+def environment(record: dict, values: dict[str, object], cluster: str, submit_dir: str
+                ) -> dict[str, str]:
+    """The variables salloc 22.05 sets for what runs in the allocation (env_array_for_job and
+    salloc.c; checked against a real salloc by tests/conformance/test_alloc.py)."""
+    job_id = str(record["job_id"])
+    nodes = record.get("nodes") or ""
+    count = int(record.get("node_count") or 1)
+    cpus = [int(c) for c in record.get("node_cpus") or ()] or [
+        max(1, int(record.get("cpus") or 1) // count)] * count
+    cpt = int(record.get("cpus_per_task") or 1)
+    asked = values.get("ntasks") is not None or values.get("ntasks-per-node") is not None
+    ntasks = int(record.get("ntasks") or 1) if asked else sum(c // cpt for c in cpus)
+    env = {
+        "SLURM_SUBMIT_DIR": submit_dir,
+        "SLURM_SUBMIT_HOST": os.uname().nodename,
+        "SLURM_JOB_ID": job_id,
+        "SLURM_JOB_NAME": record.get("name") or "",
+        "SLURM_JOB_NUM_NODES": str(count),
+        "SLURM_JOB_NODELIST": nodes,
+        "SLURM_NODE_ALIASES": "(null)",
+        "SLURM_JOB_PARTITION": record.get("partition") or "",
+        "SLURM_JOB_CPUS_PER_NODE": compressed(cpus),
+        "SLURM_JOBID": job_id,
+        "SLURM_NNODES": str(count),
+        "SLURM_NODELIST": nodes,
+        "SLURM_TASKS_PER_NODE": compressed(tasks_per_node(cpus, cpt, ntasks)),
+        "RANCH_JOB_ID": job_id,
+    }
+    if values.get("mem") is not None and record.get("mem_per_node"):
+        env["SLURM_MEM_PER_NODE"] = str(record["mem_per_node"])
+    elif record.get("mem_per_cpu"):
+        env["SLURM_MEM_PER_CPU"] = str(record["mem_per_cpu"])
+    for key, name in (("account", "SLURM_JOB_ACCOUNT"), ("qos", "SLURM_JOB_QOS")):
+        if record.get(key):
+            env[name] = str(record[key])
+    if values.get("ntasks-per-node") is not None:
+        env["SLURM_NTASKS_PER_NODE"] = str(values["ntasks-per-node"])
+    if values.get("cpus-per-task") is not None:
+        env["SLURM_CPUS_PER_TASK"] = str(cpt)
+    if asked:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(ntasks)
+    if cluster:
+        env["SLURM_CLUSTER_NAME"] = cluster
+    return env
+
+
+class Allocation:
+    """One allocation job, from its submission to its release, speaking as `prog` (salloc's
+    words when `salloc`, else srun's)."""
+
+    def __init__(self, target: Target, prog: str, *, salloc: bool, quiet: bool = False) -> None:
+        self.target = target
+        self.prog = prog
+        self.salloc = salloc
+        self.quiet = quiet
+        self.job_id = 0
+        self.record: dict = {}
+        self.released = False
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(f"{self.prog}: {text}", file=sys.stderr, flush=True)
+
+    def error(self, text: str) -> None:
+        print(f"{self.prog}: error: {text}", file=sys.stderr, flush=True)
+
+    # -- submission and the wait ---------------------------------------------------------------
+
+    def submit(self, body: dict) -> int:
+        """Submit, with the waiting signals held off until the job id is known (a Ctrl-C during
+        the request then withdraws the job it made)."""
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, WAIT_SIGNALS)
+        try:
+            try:
+                reply = request(self.target, "SubmitJob", body, want="SubmitReply")
+            except Refused as exc:
+                where = f" ({exc.field})" if exc.field else ""
+                raise CliError(f"Job submit/allocate failed: {exc.message}{where}") from None
+            self.job_id = int(reply["job_id"])
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held signal arrives here
+        return self.job_id
+
+    def fetch(self) -> dict:
+        """The job's record now (a job the controller no longer holds reads as ended)."""
+        from cli.job_requests import fetch_jobs
+
+        _, jobs = fetch_jobs(self.target, (self.job_id,))
+        for rec in jobs:
+            if rec.get("job_id") == self.job_id:
+                self.record = rec
+                return rec
+        self.record = {"job_id": self.job_id, "state": "COMPLETED"}
+        return self.record
+
+    def wait(self, immediate: float | None = None,
+             clock: Callable[[], float] = time.monotonic) -> dict:
+        """Until the job runs, saying what salloc/srun say; its record. CliError when it ended
+        first or (`immediate`) was not granted within that many seconds."""
+        start = clock()
+        pause, queued, configuring = FIRST_PAUSE, False, False
+        while True:
+            rec = self.fetch()
+            state = rec.get("state")
+            if state == "PENDING":
+                if immediate is not None and clock() - start >= immediate:
+                    self.cancel()
+                    raise CliError("Unable to allocate resources: Requested nodes are busy")
+                if not queued:
+                    queued = True
+                    if self.salloc:
+                        self.say(f"Pending job allocation {self.job_id}")
+                    self.say(f"job {self.job_id} queued and waiting for resources")
+            elif state in ("CONFIGURING", "RUNNING"):
+                if queued:
+                    queued = False
+                    self.say(f"job {self.job_id} has been allocated resources")
+                if self.salloc and not (queued or configuring):
+                    self.say(f"Granted job allocation {self.job_id}")
+                if state == "RUNNING":
+                    if configuring:
+                        self.say(f"Nodes {rec.get('nodes')} are ready for job")
+                    return rec
+                if not configuring:
+                    configuring = True
+                    self.say("Waiting for resource configuration")
+            else:
+                self.released = True
+                raise CliError(f"Job allocation {self.job_id} has been revoked")
+            time.sleep(pause)
+            pause = min(pause * 1.5, MAX_PAUSE)
+
+    def cluster_name(self) -> str:
+        try:
+            return str(request(self.target, "Ping", {}, want="Pong").get("cluster_name") or "")
+        except CliError:
+            return ""
+
+    # -- the end --------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Withdraw the job (Slurm's slurm_complete_job(NO_VAL)): CANCELLED."""
+        if not self.job_id or self.released:
+            return
+        self.released = True
+        try:
+            request(self.target, "CancelJobs", {"job_ids": [self.job_id], **_who()},
+                    want="JobResult")
+        except CliError as exc:
+            self.error(f"Unable to clean up job allocation {self.job_id}: {exc.message}")
+
+    def release(self, exit_code: int = 0, signum: int = 0) -> None:
+        """The command ended: COMPLETED, or FAILED with its exit code or signal. A job that
+        already ended (cancelled, out of time) is left as it is, as salloc leaves it."""
+        if not self.job_id or self.released:
+            return
+        self.released = True
+        body = {"action": "complete", "job_ids": [self.job_id], **_who(),
+                "exit_code": exit_code if 0 <= exit_code <= 255 else 1, "signal": signum}
+        try:
+            reply = request(self.target, "JobControl", body, want="JobResult")
+        except CliError as exc:
+            self.error(f"Unable to clean up job allocation {self.job_id}: {exc.message}")
+            return
+        errors = [e for e in reply.get("errors") or () if ALREADY_DONE not in e]
+        if errors:
+            self.error(f"Unable to clean up job allocation {self.job_id}: {errors[0]}")
+
+
+def _who() -> dict[str, object]:
+    """Who asks (as rcancel says it; under MUNGE rctld takes the credential's user instead)."""
+    from cli.sbatch_request import _user
+
+    return {"user": _user(), "uid": os.getuid()}
+
+
+class _WaitSignals:
+    """While waiting for resources: the signals salloc and srun take as "give up" raise
+    Signalled (the caller withdraws the job); the caller's handlers come back afterwards."""
+
+    def __init__(self, signals: Iterable[int] = WAIT_SIGNALS) -> None:
+        self.signals = tuple(signals)
+        self.saved: dict[int, Any] = {}
+
+    def _raise(self, signum: int, frame: object) -> None:
+        raise Signalled(signum)
+
+    def __enter__(self) -> _WaitSignals:
+        for sig in self.signals:
+            self.saved[sig] = signal.signal(sig, self._raise)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self.saved.items():
+            signal.signal(sig, old)
+
+
+def allocate(alloc: Allocation, body: dict, *, immediate: float | None = None) -> dict:
+    """Submit and wait until the job runs; a signal meanwhile withdraws it (salloc: "Job
+    aborted due to signal", exit 1; srun: "Job allocation N has been revoked")."""
+    with _WaitSignals():
+        try:
+            alloc.submit(body)
+            return alloc.wait(immediate)
+        except (Signalled, KeyboardInterrupt):
+            alloc.cancel()
+            if alloc.job_id:
+                alloc.say(f"Job allocation {alloc.job_id} has been revoked" +
+                          ("." if alloc.salloc else ""))
+            if alloc.salloc:
+                alloc.say("Job aborted due to signal")
+            else:
+                alloc.say(f"Force Terminated JobId={alloc.job_id}")
+            raise SystemExit(1) from None
+
+
+def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, str]], int],
+                  *, environ: Mapping[str, str] | None = None) -> int:
+    """rrun outside an allocation (srun -N2 hostname): allocate from rrun's options, call
+    `run_step(job_id, env)` once the job runs (env: the allocation's SLURM_* variables, as
+    salloc sets them), release the job with run_step's status, and return it. The status is
+    an exit code, or -SIG for a signal (as subprocess reports one: returned as 128+SIG). Any
+    exception out of run_step (KeyboardInterrupt included) withdraws the job (CANCELLED)
+    before it propagates. While run_step runs, signals are its own: SIGTERM's default action
+    would end the process before the release, so run_step should catch it (trio:
+    open_signal_receiver) and return; a job left so ends at its time limit."""
+    from cli.slurm_names import prog
+
+    argv = list(getattr(opts, "argv", None) or ())
+    values = values_of(opts)
+    alloc = Allocation(target, prog("rrun"), salloc=False, quiet=bool(getattr(opts, "quiet", 0)))
+    body = submit_body(values, name=os.path.basename(argv[0]) if argv else "rrun",
+                       command=argv[0] if argv else "", environ=environ)
+    submit_dir = os.getcwd()
+    record = allocate(alloc, body)
+    try:
+        env = environment(record, values, alloc.cluster_name(), submit_dir)
+        rc = run_step(alloc.job_id, env)
+    except BaseException:
+        alloc.cancel()
+        raise
+    code, signum = (0, -rc) if rc < 0 else (rc, 0)
+    alloc.release(code, signum)
+    return 128 + signum if signum else code

@@ -1,0 +1,128 @@
+"""Allocations in the controller core (issue 20: ralloc, rrun outside a job): a job without a
+script that holds every node until its owner releases it, ending as slurmctld ends an salloc
+job (COMPLETED 0:0, FAILED N:0 or 0:SIG), and what it refuses."""
+
+from __future__ import annotations
+
+import orjson
+
+from ctld.cluster import Cluster
+from ctld.daemon import overlay
+from protocol import messages as m
+
+from .helpers import make_config, wall
+from .test_jobs import Beats, end, job, kills, launches, rec, up
+
+
+def alloc(**kw) -> m.SubmitJob:
+    return job(script="", allocation=True, name="interactive", **kw)
+
+
+def complete(cluster: Cluster, job_id: int, code: int = 0, sig: int = 0, *, user: str = "alice",
+             uid: int = 1000) -> m.JobResult:
+    return cluster.jobs.control(m.JobControl("complete", (job_id,), user, uid, exit_code=code,
+                                             signal=sig))
+
+
+async def test_an_allocation_holds_every_node_and_ends_with_its_commands_exit_code() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1", "n2")
+    j = cluster.jobs.submit(alloc(num_nodes=2, ntasks=3)).job_id
+    r = rec(cluster, j)
+    assert (r["state"], r["nodes"], r["batch_flag"], r["node_cpus"]) == (
+        "RUNNING", "n1,n2", 0, [2, 2])
+    # no script reaches any node: each holds the allocation's resources, nothing more
+    specs = [launches(conns[n])[0] for n in ("n1", "n2")]
+    assert [(s.job_id, s.script, s.nodelist) for s in specs] == [(j, "", "n1,n2")] * 2
+    # someone else may not release it; its owner may
+    assert "Access/permission denied" in complete(cluster, j, 3, user="bob", uid=1001).errors[0]
+    assert rec(cluster, j)["state"] == "RUNNING"
+    assert complete(cluster, j, 3).ok
+    assert rec(cluster, j)["state"] == "COMPLETING"
+    assert [k.reason for n in ("n1", "n2") for k in kills(conns[n])] == ["released"] * 2
+    beats = Beats(cluster, conns)
+    beats("n1", jobs_ended=(end(j, "CANCELLED"),))
+    beats("n2", jobs_ended=(end(j, "CANCELLED"),))
+    r = rec(cluster, j)
+    assert (r["state"], r["exit_code"], r["signal"], r["reason"]) == (
+        "FAILED", 3, 0, "NonZeroExitCode")
+    assert cluster.nodes["n1"].state.cpus_alloc == 0
+    # a second release of an ended job is Slurm's ESLURM_ALREADY_DONE
+    again = complete(cluster, j, 0)
+    assert not again.ok and "already completing or completed" in again.errors[0]
+
+
+async def test_a_released_allocation_is_completed_0_0_whatever_its_placeholder_reports() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    j = cluster.jobs.submit(alloc()).job_id
+    assert complete(cluster, j, 0, uid=0, user="root").ok  # root (an admin) may release it
+    assert complete(cluster, j, 5).ok  # a repeat while it completes changes nothing
+    # an rnoded from before issue 20 reports its killed placeholder as 0:15
+    Beats(cluster, conns)("n1", jobs_ended=(m.JobEnd(j, "CANCELLED", signal=15),))
+    r = rec(cluster, j)
+    assert (r["state"], r["exit_code"], r["signal"], r["reason"]) == ("COMPLETED", 0, 0, "None")
+
+
+async def test_a_command_killed_by_a_signal_fails_the_allocation_0_sig() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    j = cluster.jobs.submit(alloc()).job_id
+    assert complete(cluster, j, 0, 9).ok
+    Beats(cluster, conns)("n1", jobs_ended=(end(j, "CANCELLED"),))
+    r = rec(cluster, j)
+    assert (r["state"], r["exit_code"], r["signal"], r["reason"]) == (
+        "FAILED", 0, 9, "JobLaunchFailure")
+
+
+async def test_released_while_pending_is_cancelled_and_keeps_its_reason() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1")
+    busy = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+    j = cluster.jobs.submit(alloc()).job_id
+    assert rec(cluster, j)["reason"] == "Resources"
+    assert complete(cluster, j, 0).ok
+    r = rec(cluster, j)
+    assert (r["state"], r["reason"], r["exit_code"]) == ("CANCELLED", "Resources", 0)
+    assert rec(cluster, busy)["state"] == "RUNNING"
+
+
+async def test_what_an_allocation_refuses_and_what_is_refused_it() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1", "n2")
+    bad = cluster.jobs.submit(job(allocation=True))
+    assert isinstance(bad, m.Error) and bad.field == "script"
+    bad = cluster.jobs.submit(alloc(array="1-2"))
+    assert isinstance(bad, m.Error) and bad.field == "array"
+    bad = cluster.jobs.submit(job(script=""))  # a batch job still needs its script
+    assert isinstance(bad, m.Error) and "empty" in bad.message
+    batch = cluster.jobs.submit(job()).job_id
+    r = complete(cluster, batch, 0)
+    assert not r.ok and "only an allocation" in r.errors[0]
+    assert rec(cluster, batch)["state"] == "RUNNING"
+    a = cluster.jobs.submit(alloc()).job_id
+    r = cluster.jobs.control(m.JobControl("requeue", (a,), "alice", 1000))
+    assert not r.ok and "Only batch jobs are accepted or processed" in r.errors[0]
+    r = cluster.jobs.control(m.JobControl("complete", (a,), "alice", 1000, exit_code=256))
+    assert not r.ok and "exit_code 0-255" in r.errors[0]
+
+
+async def test_a_lost_node_ends_an_allocation_node_fail_it_is_never_requeued() -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1")
+    j = cluster.jobs.submit(alloc()).job_id  # requeue=True, as Slurm shows salloc's jobs
+    cluster.update_nodes(m.UpdateNodes("n1", "DOWN", "dead", "root"))
+    r = rec(cluster, j)
+    assert (r["state"], r["restarts"], r["requeue"]) == ("NODE_FAIL", 0, True)
+
+
+async def test_an_allocation_is_still_one_after_a_restart() -> None:
+    cfg = make_config()
+    cluster = Cluster(cfg, wall=wall)
+    up(cluster, "n1")
+    j = cluster.jobs.submit(alloc()).job_id
+    doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+    again = Cluster(cfg, wall=wall)
+    again.restore(overlay(doc, []))
+    assert rec(again, j)["batch_flag"] == 0
+    assert complete(again, j, 4).ok and rec(again, j)["state"] == "COMPLETING"
