@@ -218,3 +218,16 @@ def test_gpus_per_task_gives_each_task_its_own_gpu(tmp_path: Path) -> None:
         assert lines[-1] == "rc=1"
     finally:
         c.stop()
+
+
+def test_rrun_outside_a_job_allocates_runs_and_releases(c: Cluster) -> None:
+    env = {k: v for k, v in c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"}).items()
+           if not k.startswith("SLURM_")}
+    done = subprocess.run([sys.executable, "-m", "cli.rrun", "-N2", "--label", "sh", "-c",
+                           "echo $SLURMD_NODENAME; exit $SLURM_PROCID"], cwd=c.dir, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert sorted(done.stdout.splitlines()) == ["0: n1", "1: n2"]
+    [rec] = c.request(m.GetJobs()).jobs  # the allocation made for it, released with its code
+    assert (rec["state"], rec["exit_code"]) == ("FAILED", 1)
+    assert [(s["id"], s["state"], s["exit_code"]) for s in rec["steps"]] == [(0, "FAILED", 1)]
