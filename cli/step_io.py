@@ -22,8 +22,9 @@ from protocol.messages import StepHello, StepSignal, TaskExit, TaskInput, TaskOu
 from protocol.tcp import FramedStream, PeerClosed
 
 HELLO_TIMEOUT = 60.0  # every node of the step connects within this (it launches in milliseconds)
-FORWARDED = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
-             signal.SIGCONT, signal.SIGALRM)
+FORWARDED = (signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGALRM)
+# srun 22.05 does not pass these on: they end the step (SIGKILL to its tasks), exit 137
+ENDING = (signal.SIGTERM, signal.SIGHUP)
 LOST = (PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
@@ -158,7 +159,7 @@ class StepIO:
                          f"{msg.exit_code}")
             if (msg.exit_code or msg.signal) and self.args.kill_on_bad_exit and not self.killed:
                 self.say(f"Terminating StepId={self.name}")
-                self.kill_soon(signal.SIGKILL)
+                self.kill_soon(signal.SIGTERM)  # srun -K: SIGTERM to the rest
             if len(self.exits) == self.ntasks:
                 self.finished.set()
 
@@ -188,8 +189,11 @@ class StepIO:
 
     async def signals(self) -> None:
         last_int = -10.0
-        with trio.open_signal_receiver(signal.SIGINT, *FORWARDED) as received:
+        with trio.open_signal_receiver(signal.SIGINT, *FORWARDED, *ENDING) as received:
             async for signum in received:
+                if signum in ENDING:
+                    self.kill_soon(signal.SIGKILL)
+                    continue
                 if signum != signal.SIGINT:
                     self.kill_soon(signum)
                     continue

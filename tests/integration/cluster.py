@@ -169,6 +169,28 @@ class Cluster:
                 p.wait()
         self.nodes.clear()
         self.ctld = None
+        self._reap_jobs()
+
+    def _reap_jobs(self) -> None:
+        """Jobs outlive rnoded by design (a restarted rnoded re-adopts them): once the test is
+        over, end every process still running from this cluster's spool (a job's supervisor and
+        its script's process group: a multi-node job's holder loops until killed)."""
+        mark = str(self.dir)
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read().decode(errors="replace")
+                pid = int(entry)
+                if mark not in cmdline:
+                    continue
+                group = os.getpgid(pid)
+                if group != os.getpgrp():  # never the test run's own group
+                    os.killpg(group, signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
+            except (OSError, ValueError):
+                continue
 
     def __enter__(self) -> Cluster:
         return self

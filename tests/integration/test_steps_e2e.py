@@ -231,3 +231,14 @@ def test_rrun_outside_a_job_allocates_runs_and_releases(c: Cluster) -> None:
     [rec] = c.request(m.GetJobs()).jobs  # the allocation made for it, released with its code
     assert (rec["state"], rec["exit_code"]) == ("FAILED", 1)
     assert [(s["id"], s["state"], s["exit_code"]) for s in rec["steps"]] == [(0, "FAILED", 1)]
+
+
+def test_sigterm_to_rrun_ends_the_step_as_it_ends_sruns(c: Cluster) -> None:
+    jid = holding_job(c)
+    p = rrun(c, "--jobid", str(jid), "-N2", "--overlap", "sh", "-c",
+             "trap '' TERM; " + TASK)  # the tasks ignore SIGTERM: srun does not pass it on
+    pids = pids_started(c, 2)
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=30)
+    assert p.returncode == 128 + signal.SIGKILL
+    wait_for(lambda: not any(alive(pid) for pid in pids), 15, what="every task gone")
