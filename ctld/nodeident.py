@@ -49,6 +49,10 @@ class NodeCredentials:
     def __init__(self, state_dir: str | None) -> None:
         self.path = os.path.join(state_dir, FILE) if state_dir else None
         self.hashes: dict[str, str] = {}
+        # Issued, and the node has not shown yet that it kept it (no heartbeat after the
+        # RegisterReply that carried it): an rnoded killed in between comes back without one,
+        # and may, while its name has no live connection (a new one is issued then).
+        self.unconfirmed: set[str] = set()
         self._gen = 0  # changes made
         self._saved = 0  # changes on disk
         self._lock: trio.Lock | None = None
@@ -62,6 +66,7 @@ class NodeCredentials:
                 doc = orjson.loads(f.read())
             nodes = doc["nodes"]
             self.hashes = {str(k): str(v["sha256"]) for k, v in nodes.items()}
+            self.unconfirmed = {str(k) for k, v in nodes.items() if v.get("confirmed") is False}
         except FileNotFoundError:
             return
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -81,10 +86,19 @@ class NodeCredentials:
     def issue(self, name: str) -> str:
         credential = secrets.token_urlsafe(CRED_BYTES)
         self.hashes[name] = _digest(credential)
+        self.unconfirmed.add(name)
         self._gen += 1
         return credential
 
+    def confirm(self, name: str) -> None:
+        """The node spoke again on the connection that received its credential: it keeps it
+        (rnoded saves it before its first heartbeat). Written with the next change."""
+        if name in self.unconfirmed:
+            self.unconfirmed.discard(name)
+            self._gen += 1
+
     def forget(self, name: str) -> bool:
+        self.unconfirmed.discard(name)
         if self.hashes.pop(name, None) is None:
             return False
         self._gen += 1
@@ -102,7 +116,9 @@ class NodeCredentials:
             if self._saved >= target:
                 return
             gen = self._gen
-            doc = {"version": 1, "nodes": {k: {"sha256": v} for k, v in self.hashes.items()}}
+            doc = {"version": 1, "nodes": {
+                k: {"sha256": v, **({"confirmed": False} if k in self.unconfirmed else {})}
+                for k, v in self.hashes.items()}}
             await trio.to_thread.run_sync(_write, self.path, orjson.dumps(doc))
             self._saved = gen
 
@@ -135,6 +151,8 @@ def refusal(server: Server, conn: Connection, msg: m.Register) -> m.RegisterRepl
         return None
     live = server.cluster.nodes.get(msg.name)
     live_conn = live.conn if live is not None else None
+    if live_conn is None and msg.name in server.node_credentials.unconfirmed:
+        return None  # it died before it could keep its credential: issue() gives a new one
     said = "another node credential" if msg.node_credential else "no node credential"
     reason = (f"node {msg.name} registered with {said}, but {msg.name} was issued one "
               f"{'and is connected now' if live_conn is not None else 'before'}; if this "
@@ -151,6 +169,10 @@ def issue(server: Server, msg: m.Register, reply: Any) -> Any:
     """The reply, with a new credential when this is the node's first accepted registration
     (an awaitable then: the reply leaves once the credential's hash is on disk)."""
     book = server.node_credentials
+    if type(reply) is m.RegisterReply and reply.accepted and msg.node_credential and \
+            book.matches(msg.name, msg.node_credential):
+        book.confirm(msg.name)  # it came back with it: it keeps it
+        return reply
     if (type(reply) is not m.RegisterReply or not reply.accepted or msg.node_credential is None
             or book.matches(msg.name, msg.node_credential)):
         return reply

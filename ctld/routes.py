@@ -28,6 +28,8 @@ class Route:
 
 
 def heartbeat(s: Server, conn: Connection, msg: m.Heartbeat) -> Any:
+    if conn.node is not None:
+        s.node_credentials.confirm(conn.node)  # it has kept its credential (nodeident.py)
     return s.cluster.heartbeat(msg, conn)
 
 
