@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from cli.controller import CliError, Refused, Target, request
+from conf.hostlist import compress_counts
 
 # The signals that end a wait for resources (salloc's sig_array): the job is withdrawn.
 WAIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGTERM,
@@ -70,20 +71,6 @@ def submit_body(values: dict[str, object], *, name: str, command: str = "",
     return body
 
 
-def compressed(counts: Iterable[int]) -> str:
-    """Slurm's per-node list: runs of one value as V(xN): [2, 2, 1] -> "2(x2),1"."""
-    out: list[str] = []
-    last, times = None, 0
-    for value in [*counts, None]:
-        if value == last:
-            times += 1
-            continue
-        if last is not None:
-            out.append(str(last) if times == 1 else f"{last}(x{times})")
-        last, times = value, 1
-    return ",".join(out)
-
-
 def tasks_per_node(cpus: list[int], cpus_per_task: int, ntasks: int) -> list[int]:
     """Slurm's block layout (slurm_step_layout.c, _task_layout_block without pack_nodes): a
     round over the nodes while they have CPUs for another task, then over all of them."""
@@ -126,11 +113,11 @@ def environment(record: dict, values: dict[str, object], cluster: str, submit_di
         "SLURM_JOB_NODELIST": nodes,
         "SLURM_NODE_ALIASES": "(null)",
         "SLURM_JOB_PARTITION": record.get("partition") or "",
-        "SLURM_JOB_CPUS_PER_NODE": compressed(cpus),
+        "SLURM_JOB_CPUS_PER_NODE": compress_counts(cpus),
         "SLURM_JOBID": job_id,
         "SLURM_NNODES": str(count),
         "SLURM_NODELIST": nodes,
-        "SLURM_TASKS_PER_NODE": compressed(tasks_per_node(cpus, cpt, ntasks)),
+        "SLURM_TASKS_PER_NODE": compress_counts(tasks_per_node(cpus, cpt, ntasks)),
         "RANCH_JOB_ID": job_id,
     }
     if values.get("mem") is not None and record.get("mem_per_node"):

@@ -127,14 +127,8 @@ class StepIO:
             self.conns[node] = fs
             if len(self.conns) == len(self.nodes):
                 self.all_connected.set()
-            while True:
-                try:
-                    frame = await fs.receive()
-                except ProtocolError as exc:
-                    if exc.fatal:
-                        break
-                    continue
-                self.take(node, frame.msg)
+            async for msg in fs.messages():
+                self.take(node, msg)
         except LOST:
             pass
         except ProtocolError:

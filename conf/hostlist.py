@@ -35,7 +35,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["MAX_EXPR_CHARS", "MAX_HOSTS", "MAX_RANGE", "HostlistError", "count", "expand",
+__all__ = ["MAX_EXPR_CHARS", "MAX_HOSTS", "MAX_RANGE", "HostlistError", "compress_counts",
+           "count", "expand",
            "fold", "sort_key"]
 
 MAX_RANGE = 65_536  # hosts in one lo-hi range (Slurm's limit)
@@ -508,4 +509,19 @@ def _fold_in_order(names: list[str]) -> str:
             key, run = (prefix, suffix), []
         run.append((int(d), d))
     flush()
+    return ",".join(out)
+
+
+def compress_counts(counts: Iterable[int]) -> str:
+    """Slurm's per-node count lists (SLURM_TASKS_PER_NODE, SLURM_JOB_CPUS_PER_NODE): runs of one
+    value as V(xN): [2, 2, 1] -> "2(x2),1"."""
+    out: list[str] = []
+    last, times = None, 0
+    for value in [*counts, None]:
+        if value == last:
+            times += 1
+            continue
+        if last is not None:
+            out.append(str(last) if times == 1 else f"{last}(x{times})")
+        last, times = value, 1
     return ",".join(out)

@@ -61,8 +61,13 @@ class JobCommands:
     def cancel(self, msg: m.CancelJobs) -> m.JobResult:
         if not 0 <= msg.signal <= 64:
             return m.JobResult(ok=False, errors=(f"invalid signal {msg.signal}",))
-        if msg.steps:
-            return self._cancel_steps(msg)
+        if msg.steps:  # rcancel N.S (with whole jobs, if any, after them)
+            stepped = self._cancel_steps(msg)
+            if not (msg.job_ids or msg.only_user):
+                return stepped
+            rest = self.cancel(attrs.evolve(msg, steps=()))
+            return m.JobResult(ok=stepped.ok and rest.ok, job_ids=stepped.job_ids + rest.job_ids,
+                               errors=stepped.errors + rest.errors)
         if msg.job_ids:
             jobs, errors = self._targets(msg.job_ids)
         elif msg.only_user:

@@ -9,7 +9,6 @@ carries its steps), and so is its end before the node's Ack.
 
 from __future__ import annotations
 
-import logging
 import secrets
 from typing import TYPE_CHECKING, Any
 
@@ -83,20 +82,6 @@ def step_record(s: Step) -> dict[str, Any]:
             "signal": s.signal, "nodes": hostlist.fold(list(s.nodes)),
             "num_nodes": len(s.nodes), "ntasks": s.ntasks, "cpus": sum(s.cpus),
             "start_time": s.start_time, "end_time": s.end_time, "uid": s.uid, "user": s.user}
-
-
-def tasks_per_node(counts: list[int]) -> str:
-    """SLURM_STEP_TASKS_PER_NODE: "2(x3),1" (Slurm's compressed form)."""
-    out: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j + 1 < len(counts) and counts[j + 1] == counts[i]:
-            j += 1
-        times = j - i + 1
-        out.append(str(counts[i]) if times == 1 else f"{counts[i]}(x{times})")
-        i = j + 1
-    return ",".join(out)
 
 
 class StepError(Exception):
@@ -212,7 +197,7 @@ class JobSteps:
 
     def _launch(self, job: Job, step: Step, msg: m.StepRequest, key: str) -> None:
         """LaunchStep to each node of the step, once the step is on disk."""
-        per_node = tasks_per_node([len(t) for t in step.tasks])
+        per_node = hostlist.compress_counts(len(t) for t in step.tasks)
         nodelist = hostlist.fold(list(step.nodes))
         for index, (name, tasks) in enumerate(zip(step.nodes, step.tasks, strict=True)):
             node = self.c.nodes.get(name)
@@ -316,7 +301,3 @@ class JobSteps:
             if step.id == step_id:
                 return step
         return None
-
-
-def log_refusal(msg: m.StepRequest, reply: m.Error) -> None:
-    logs.event("step refused", logging.INFO, job=msg.job_id, error=reply.message)

@@ -30,7 +30,7 @@ def node_index(spec: JobSpec, node: str) -> int:
 
 def _repeated(value: int, times: int) -> str:
     """Slurm's compressed per-node list for equal counts: 2, 2(x3)."""
-    return str(value) if times == 1 else f"{value}(x{times})"
+    return hostlist.compress_counts([value] * times)
 
 
 def _per_node(spec: JobSpec, env: dict[str, str]) -> dict[str, str]:

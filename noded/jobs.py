@@ -22,7 +22,7 @@ import trio
 
 from noded import jobcgroup, jobsignal, jobstore
 from noded.jobenv import append_output, input_path, job_environment, node_index, output_paths
-from protocol.messages import JobEnd, JobSpec
+from protocol.messages import JobEnd, JobSpec, StepSpec
 
 log = logging.getLogger("rnoded.jobs")
 
@@ -269,7 +269,7 @@ class JobRunner:
             reason, state, silent = pending
             await self.kill(spec.job_id, 0, reason, state=state, silent=silent)
 
-    def _identity(self, spec: JobSpec) -> dict:
+    def identity(self, spec: JobSpec | StepSpec) -> dict:
         if not self.as_root:
             return {"drop": False, "uid": os.getuid(), "gid": os.getgid(), "groups": []}
         # root's jobs: the controller decided (DisableRootJobs, ctld/permissions.py), and only
@@ -284,7 +284,7 @@ class JobRunner:
     async def _launch(self, spec: JobSpec) -> None:
         path = jobstore.job_dir(self.spool_dir, spec)
         try:
-            ident = self._identity(spec)
+            ident = self.identity(spec)
             if not os.path.isabs(spec.workdir):
                 raise LaunchError(f"workdir {spec.workdir!r} is not an absolute path")
             stdout, stderr = output_paths(spec, self.node)

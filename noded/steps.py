@@ -20,8 +20,8 @@ from typing import Any
 import attrs
 import trio
 
+from conf import hostlist
 from noded.jobs import JobRunner, LaunchError
-from protocol.errors import ProtocolError
 from protocol.messages import (
     StepEnd,
     StepHello,
@@ -78,7 +78,7 @@ def task_environment(spec: StepSpec, node: str, local: int, task: int, cpus_on_n
     """What srun gives each task: rrun's environment, then the step's SLURM_* variables."""
     env = {k: v for k, v in spec.env if k not in _DROPPED and "=" not in k and "\0" not in k + v}
     step = str(spec.step_id)
-    nodes = str(len(spec.tasks_per_node and _expand_counts(spec.tasks_per_node)) or 1)
+    nodes = str(len(hostlist.expand(spec.nodelist)) if spec.nodelist else 1)
     env.update({
         "SLURM_JOB_ID": str(spec.job_id), "SLURM_JOBID": str(spec.job_id),
         "SLURM_STEP_ID": step, "SLURM_STEPID": step,
@@ -105,15 +105,6 @@ def task_environment(spec: StepSpec, node: str, local: int, task: int, cpus_on_n
         gpus = spec.gpus[local] if local < len(spec.gpus) else ()
         env["CUDA_VISIBLE_DEVICES"] = env["GPU_DEVICE_ORDINAL"] = ",".join(map(str, gpus))
     return env
-
-
-def _expand_counts(text: str) -> list[int]:
-    """"2(x3),1" -> [2, 2, 2, 1]."""
-    out: list[int] = []
-    for part in text.split(","):
-        count, _, times = part.partition("(x")
-        out += [int(count)] * (int(times.rstrip(")")) if times else 1)
-    return out
 
 
 class StepRunner:
@@ -195,7 +186,7 @@ class StepRunner:
                 stdin = subprocess.PIPE
             kwargs: dict[str, Any] = {}
             if self.jobs.as_root:
-                ident = self.jobs._identity(spec)  # the same rule as the batch script's
+                ident = self.jobs.identity(spec)  # the same rule as the batch script's
                 kwargs = {"user": ident["uid"], "group": ident["gid"],
                           "extra_groups": ident["groups"]}
             proc = await trio.lowlevel.open_process(
@@ -246,22 +237,15 @@ class StepRunner:
         with trio.move_on_after(2.0):
             await step.drained[task].wait()
         step.exits[task] = result
+        if len(step.exits) >= len(step.spec.tasks):
+            step.done.set()
         await self._say(step, TaskExit(task, *result))
 
     async def _from_rrun(self, step: RunningStep, scope: trio.CancelScope) -> None:
         """rrun's frames: stdin and signals. Its connection closing ends the step here."""
         fs = step.fs
         assert fs is not None
-        while True:
-            try:
-                frame = await fs.receive()
-            except ProtocolError as exc:
-                if exc.fatal:
-                    break
-                continue
-            except LOST:
-                break
-            msg = frame.msg
+        async for msg in fs.messages():
             if isinstance(msg, StepSignal):  # rrun's SIGKILL ends the step (Ctrl-C twice)
                 await self.signal(step, msg.signal,
                                   ending="CANCELLED" if msg.signal == signal.SIGKILL else "")
@@ -303,8 +287,7 @@ class StepRunner:
 
     async def _escalate(self, step: RunningStep) -> None:
         with trio.move_on_after(self.kill_wait):
-            while len(step.exits) < len(step.procs):
-                await trio.sleep(0.05)
+            await step.done.wait()
             return
         self._signal_all(step, signal.SIGKILL)
 

@@ -8,7 +8,7 @@ so one stalled or hostile peer never holds up another.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import trio
@@ -73,6 +73,20 @@ class FramedStream:
                 partial = self.decoder.buffered
                 raise PeerClosed(f"peer closed the connection{' mid-frame' if partial else ''}")
             self.decoder.feed(data)
+
+    async def messages(self) -> AsyncIterator[Any]:
+        """Each message the peer sends, until it closes the connection or breaks the stream
+        (a refused frame that leaves it in sync is skipped)."""
+        while True:
+            try:
+                frame = await self.receive()
+            except ProtocolError as exc:
+                if exc.fatal:
+                    return
+                continue
+            except (PeerClosed, OSError):
+                return
+            yield frame.msg
 
     async def aclose(self) -> None:
         await self.stream.aclose()
