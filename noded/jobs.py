@@ -148,6 +148,7 @@ class JobRunner:
         self.ended: dict[tuple[int, int], tuple[JobEnd, Path]] = {}
         self._nursery: trio.Nursery | None = None
         self._launching: dict[int, int] = {}  # job id -> the run being started
+        self._announced: dict[int, int] = {}  # job id -> the run whose LaunchJob just arrived
         self.launch_timeout = LAUNCH_TIMEOUT
         self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
         self.memory_cgroups = True  # a job asking for memory gets its own limited cgroup
@@ -240,13 +241,25 @@ class JobRunner:
 
     # ---------------------------------------------------------------------------------- launch
 
+    def announce(self, spec: JobSpec) -> None:
+        """A LaunchJob arrived; its launch task has not run yet. The session's reader calls this
+        at once, so that a KillJob read right behind it is kept for the launch (applied the
+        moment the script runs) instead of answered "not here" and lost: the job would then run
+        on, and the node stay COMPLETING, for ever."""
+        if spec.job_id not in self.running and spec.job_id not in self._launching:
+            self._announced[spec.job_id] = spec.restarts
+
     async def launch(self, spec: JobSpec) -> None:
         """Start the job; returns once its script runs. Raises LaunchError (after recording a
         LAUNCH_FAILED ending) when it cannot."""
+        if self._announced.get(spec.job_id) == spec.restarts:
+            del self._announced[spec.job_id]
         current = self.running.get(spec.job_id)
         if current is not None and current.spec.restarts == spec.restarts:
             return  # a repeated LaunchJob: it already runs
         if (spec.job_id, spec.restarts) in self.ended or spec.job_id in self._launching:
+            if spec.job_id not in self._launching:  # ended: a kill kept for it has no target
+                self._kill_after_launch.pop(spec.job_id, None)
             return
         if current is not None and current.spec.restarts < spec.restarts:
             # The controller moved on to a newer run: the old one is stale. End it (no ending
@@ -483,9 +496,10 @@ class JobRunner:
                      job.spec.restarts)
             return False
         if job is None:
-            if run >= 0 and self._launching.get(job_id, run) != run:
+            starting = self._launching.get(job_id, self._announced.get(job_id))
+            if starting is None or (run >= 0 and starting != run):
                 return False
-            if job_id in self._launching and not signum:
+            if not signum:
                 # Its shim is starting: the kill is applied the moment the script runs.
                 self._kill_after_launch[job_id] = (reason, state, silent)
                 return True

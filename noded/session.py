@@ -259,6 +259,7 @@ class NodeDaemon:
                 continue
             if isinstance(frame.msg, LaunchJob) and self._session_nursery is not None:
                 # Not inline: the reader must keep delivering replies while the job starts.
+                self.jobs.announce(frame.msg.job)
                 self._session_nursery.start_soon(self._launch_job, fs, frame)
                 continue
             if isinstance(frame.msg, LaunchStep | KillStep) and self._daemon_nursery:

@@ -417,6 +417,34 @@ async def test_kill_while_launching_is_applied_once_it_runs(runner: JobRunner, w
     assert end.state == "CANCELLED"
 
 
+async def test_kill_read_right_behind_its_launch_is_kept(runner: JobRunner, work: Path) -> None:
+    # The session reads LaunchJob, then KillJob, before the launch task has run (an allocation
+    # released the moment it was granted): the kill must wait for the launch, not be lost.
+    s = spec(work, "sleep 300\n", restarts=2)
+    runner.announce(s)
+    assert not await runner.kill(7, 0, "cancelled", run=1)  # another run's kill: not this one
+    assert await runner.kill(7, 0, "cancelled", run=2)
+    await runner.launch(s)
+    end = await ended(runner, 7)
+    assert (end.state, end.restarts) == ("CANCELLED", 2)
+
+
+async def test_a_kill_kept_for_an_ended_run_spares_the_next_launch(runner: JobRunner,
+                                                                 work: Path) -> None:
+    first = spec(work, "exit 0\n")
+    await runner.launch(first)
+    await ended(runner, 7)
+    runner.announce(first)  # a repeated LaunchJob of the run that ended, with a kill behind it
+    assert await runner.kill(7, 0, "cancelled", run=0)
+    await runner.launch(first)  # a no-op: that run ended here
+    await runner.acknowledge(runner.endings())
+    await runner.launch(spec(work, "sleep 300\n", restarts=1))
+    # a kept kill is applied before launch() returns: the requeued run must not be ending
+    assert not runner.running[7].ending
+    await runner.kill(7, 0, "cancelled")
+    await ended(runner, 7)
+
+
 def test_ending_states_from_the_shim_status(tmp_path: Path) -> None:
     """How a status file maps to a state; OUT_OF_MEMORY needs SIGKILL and a risen oom_kill
     count (a real OOM kill needs a memory-limited cgroup this test machine may not have)."""
