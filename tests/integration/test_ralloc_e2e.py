@@ -6,6 +6,7 @@ signal to ralloc), --no-shell, and cli.allocation.run_allocated with a step of i
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import sys
@@ -44,6 +45,17 @@ def spawn(c: Cluster, name: str, *argv: str, module: str = "cli.ralloc") -> subp
     with open(c.dir / f"{name}.err", "wb") as err:
         return subprocess.Popen([sys.executable, "-m", module, *argv], cwd=c.dir, env=env,
                                 stdout=subprocess.PIPE, stderr=err, text=True)
+
+
+def first_line(p: subprocess.Popen, timeout: float = 30.0) -> str:
+    """The command's first line of output; a failure, not a hang, when none comes."""
+    assert p.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(p.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            p.kill()
+            raise AssertionError(f"no output from {p.args} in {timeout:g} s")
+    return p.stdout.readline()
 
 
 def err(c: Cluster, name: str) -> list[str]:
@@ -111,7 +123,7 @@ def test_ctrl_c_while_waiting_withdraws_the_job(c: Cluster) -> None:
     holder = spawn(c, "holder", "-N2", "sh", "-c",
                    f"echo started; while [ ! -e {stop} ]; do sleep 0.1; done")
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "started\n"
+        assert first_line(holder) == "started\n"
         waiting = spawn(c, "waiting", "-N1", "true")
         c.wait_for(lambda: len(err(c, "waiting")) >= 2, 20, what="ralloc to wait")
         n = job_id_in(err(c, "waiting"))
@@ -133,7 +145,7 @@ def test_a_revoked_allocation_leaves_its_command_running_as_salloc_does(c: Clust
     stop = c.dir / "stop-revoked"
     p = spawn(c, "revoked", "-N1", "sh", "-c",
               f"echo started; while [ ! -e {stop} ]; do sleep 0.1; done; echo after")
-    assert p.stdout is not None and p.stdout.readline() == "started\n"
+    assert first_line(p) == "started\n"
     n = job_id_in(err(c, "revoked"))
     cli(c, "rcancel", str(n))
     c.wait_for(lambda: len(err(c, "revoked")) == 2, 20, what="ralloc to see the revocation")
@@ -148,7 +160,7 @@ def test_a_revoked_allocation_leaves_its_command_running_as_salloc_does(c: Clust
 
 def test_kill_command_signals_the_command_when_the_allocation_is_revoked(c: Cluster) -> None:
     p = spawn(c, "killed", "-K", "sh", "-c", "echo started; exec sleep 60")
-    assert p.stdout is not None and p.stdout.readline() == "started\n"
+    assert first_line(p) == "started\n"
     n = job_id_in(err(c, "killed"))
     began = time.monotonic()
     cli(c, "rcancel", str(n))
@@ -171,7 +183,7 @@ def test_the_time_limit_revokes_the_allocation(c: Cluster) -> None:
 def test_sigterm_to_ralloc_ends_the_allocation_and_waits_for_the_command(c: Cluster) -> None:
     stop = c.dir / "stop-term"
     p = spawn(c, "term", "sh", "-c", f"echo started; while [ ! -e {stop} ]; do sleep 0.1; done")
-    assert p.stdout is not None and p.stdout.readline() == "started\n"
+    assert first_line(p) == "started\n"
     n = job_id_in(err(c, "term"))
     p.send_signal(signal.SIGTERM)
     ended(c, n, "CANCELLED")
