@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from protocol import messages as m
+
 from .cluster import Cluster
 from .test_jobs_e2e import cli, job_state, jobs_cluster, start, submit
 from .test_racct_e2e import acct_cluster, held, history_lines
@@ -78,6 +80,9 @@ def test_running_steps_in_rqueue_show_step_and_rcancel(c: Cluster) -> None:
         assert nojob.returncode == 1
         assert "Kill job error on job step id 99999.0: Invalid job id specified" in nojob.stderr
 
+        # somebody else's step: scancel's words (exit 218 through rcancel, step_error_code)
+        theirs = c.request(m.CancelJobs(steps=((jid, 0),), user="bob", uid=1001))
+        assert theirs.errors == (f"Kill job error on job step id {jid}: Invalid user id",)
         ok = run(c, "rcancel", "-v", f"{jid}.1")
         assert (ok.returncode, ok.stderr) == (0, f"rcancel: Terminating step {jid}.1\n")
         procs[1].communicate(timeout=30)
