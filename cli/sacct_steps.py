@@ -1,11 +1,12 @@
 """sacct's step lines for rrun's steps (`12.0`, `12.1` ... under the job and its `12.batch`),
 and `-j 12.1` / `12.batch`, which select step lines alone.
 
-The conformance suite's Slurm has no slurmdbd, so these lines follow sacct 22.05's documented
-layout (sacct(1): a step's own JobName, State, ExitCode `code:signal`, Elapsed, Start, End,
-NodeList, NNodes, NTasks and AllocCPUS; the job's Account and Cluster; no Partition, User or
-Timelimit) rather than a measured one. The job history keeps at most ctld/acct.py's STEPS_KEPT
-steps of a job; a record that left some out says how many (`steps_left_out`).
+As sacct 22.05 over slurmdbd prints them (tests/conformance/test_step_acct.py compares them
+with a private slurmdbd's): a step's own JobName, State, ExitCode `code:signal`, Start, End,
+Elapsed, NodeList, NNodes, NTasks and AllocCPUS; the job's Account and Cluster; Partition, User,
+Timelimit and DerivedExitCode empty; the job line's DerivedExitCode is its steps' highest. The
+job history keeps at most ctld/acct.py's STEPS_KEPT steps of a job; a record that left some out
+says how many (`steps_left_out`).
 """
 
 from __future__ import annotations

@@ -5,10 +5,8 @@ a step of an ended job), over one scenario run on both: a 2-node batch job whose
 `srun -n1` in the background, then a 2-node `srun` beside it.
 
 Ranch's commands run through ranch-slurm-shims (cli/shims.py) under Slurm's names, so the job's
-`srun` is rrun and the error lines begin `scancel:`. sacct's step lines are not compared here:
-this Slurm has no slurmdbd (accounting_storage/none; `sacct -c` reads the completion file,
-which has no steps), so racct's step lines follow sacct(1)'s documented layout and are tested
-against Ranch alone (tests/integration/test_step_listings_e2e.py).
+`srun` is rrun and the error lines begin `scancel:`. sacct's step lines need slurmdbd:
+test_step_acct.py compares them over a private one.
 """
 
 from __future__ import annotations
