@@ -1,7 +1,7 @@
 """Job steps as users see them, Slurm 22.05 beside Ranch: `squeue -s` (default, -o, -O, a step
 list, -u), `scontrol show step` (keys in order, -o, an unknown step) and `scancel N.S` (its
 words and exit codes: a running job's unknown step, a malformed id, -v, a step already ended,
-a step of an ended job), over one scenario run on both: a 2-node batch job whose script starts
+a step of a held job, a step of an ended job), over one scenario run on both: a 2-node batch job whose script starts
 `srun -n1` in the background, then a 2-node `srun` beside it.
 
 Ranch's commands run through ranch-slurm-shims (cli/shims.py) under Slurm's names, so the job's
@@ -54,7 +54,7 @@ def _both_running(sides: dict[str, Side], jobs: dict[str, int]) -> bool:
                for n, s in sides.items())
 
 
-def scenario(side: Side, jid: int) -> dict[str, tuple[int, str, str]]:
+def scenario(side: Side, jid: int, held: int) -> dict[str, tuple[int, str, str]]:
     """Every command compared, with (exit code, stdout, stderr)."""
     out: dict[str, tuple[int, str, str]] = {}
 
@@ -76,6 +76,7 @@ def scenario(side: Side, jid: int) -> dict[str, tuple[int, str, str]]:
     note("scancel N.7", "scancel", f"{jid}.7")
     note("scancel N.x", "scancel", f"{jid}.x")
     note("scancel -v N.1", "scancel", "-v", f"{jid}.1")
+    note("scancel N.0 of a pending job", "scancel", f"{held}.0")
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and f"{jid}.1 " in side.run(
             "squeue", "-s", "-h", "-o", "%i ").stdout:
@@ -102,8 +103,10 @@ def outcomes(tmp_path_factory) -> dict[str, dict[str, tuple[int, str, str]]]:
     try:
         with RanchCluster(SHAPE) as ranch:
             sides = {"slurm": Side(slurm, None), "ranch": Side(ranch, shims)}
-            jobs = {}
+            jobs, held = {}, {}
             for name, side in sides.items():
+                done = side.run("sbatch", "-H", "-o", "/dev/null", "--wrap", "true")
+                held[name] = int(done.stdout.split()[-1])
                 (side.dir / "job.sh").write_text(SCRIPT)
                 done = side.run("sbatch", "-N2", "--ntasks-per-node=2", "-J", "stepjob", "-o",
                                 "out.txt", "job.sh")
@@ -115,7 +118,7 @@ def outcomes(tmp_path_factory) -> dict[str, dict[str, tuple[int, str, str]]]:
             assert _both_running(sides, jobs), {
                 n: (s.run("squeue", "-s").stdout, (s.dir / "out.txt").read_text()
                     if (s.dir / "out.txt").exists() else "") for n, s in sides.items()}
-            return {n: {**scenario(s, jobs[n]), "_jid": (jobs[n], "", "")}
+            return {n: {**scenario(s, jobs[n], held[n]), "_jid": (jobs[n], "", "")}
                     for n, s in sides.items()}
     finally:
         slurm.stop()
@@ -143,7 +146,8 @@ def _ends(line: str) -> list[int]:
 
 @pytest.mark.parametrize("key", ["squeue -s -o", "squeue -s N.1", "squeue -s -u nobody",
                                  "scontrol show step N.7", "scancel N.7", "scancel N.x",
-                                 "scancel -v N.1", "squeue -s after",
+                                 "scancel -v N.1", "scancel N.0 of a pending job",
+                                 "squeue -s after",
                                  "scontrol show step N.1 after", "scancel N.1 again",
                                  "scancel N.0 of an ended job"])
 def test_same_output_and_exit_code(outcomes, key: str) -> None:
