@@ -1,8 +1,9 @@
 """Job steps as users see them, Slurm 22.05 beside Ranch: `squeue -s` (default, -o, -O, a step
 list, -u), `scontrol show step` (keys in order, -o, an unknown step) and `scancel N.S` (its
 words and exit codes: a running job's unknown step, a malformed id, -v, a step already ended,
-a step of a held job, a step of an ended job), over one scenario run on both: a 2-node batch job whose script starts
-`srun -n1` in the background, then a 2-node `srun` beside it.
+a step of a held job, two steps at once, a step of an ended job), over one scenario run on
+both: a 2-node batch job whose script starts `srun -n1` in the background, then a 2-node `srun`
+beside it.
 
 Ranch's commands run through ranch-slurm-shims (cli/shims.py) under Slurm's names, so the job's
 `srun` is rrun and the error lines begin `scancel:`. sacct's step lines need slurmdbd:
@@ -84,10 +85,11 @@ def scenario(side: Side, jid: int, held: int) -> dict[str, tuple[int, str, str]]
     note("squeue -s after", "squeue", "-s", "-h", "-j", str(jid), "-o", "%i %j")
     note("scontrol show step N.1 after", "scontrol", "show", "step", f"{jid}.1")
     note("scancel N.1 again", "scancel", f"{jid}.1")
+    note("scancel N.0 N.9", "scancel", f"{jid}.0", f"{jid}.9")  # the script ends with N.0
     side.run("scancel", str(jid))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and side.run("squeue", "-h", "-j", str(jid), "-o",
-                                                   "%t").stdout.strip() not in ("CA", ""):
+                                                   "%t").stdout.strip() in ("R", "CG"):
         time.sleep(0.2)
     note("scancel N.0 of an ended job", "scancel", f"{jid}.0")
     return out
@@ -149,6 +151,7 @@ def _ends(line: str) -> list[int]:
                                  "scancel -v N.1", "scancel N.0 of a pending job",
                                  "squeue -s after",
                                  "scontrol show step N.1 after", "scancel N.1 again",
+                                 "scancel N.0 N.9",
                                  "scancel N.0 of an ended job"])
 def test_same_output_and_exit_code(outcomes, key: str) -> None:
     slurm, ranch = pair(outcomes, key)
