@@ -68,8 +68,10 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
         if action not in ("help", "version"):
             default = kwargs.get("default", False if action == "store_true" else None)
             values.setdefault(dest, default)
-        if action not in _QUICK_ACTIONS or "nargs" in kwargs:
-            action = "argparse"  # help, version, nargs='?': argparse's to handle
+        if action == "store" and kwargs.get("nargs") == "?":
+            action = "optional"  # its value if one follows (`rqueue -s 12.0`), else const
+        elif action not in _QUICK_ACTIONS or "nargs" in kwargs:
+            action = "argparse"  # help, version, other nargs: argparse's to handle
         for n in names:
             by_name[n] = (action, dest, kwargs)
     i = run_end = 0
@@ -79,7 +81,9 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
         if word.startswith("--"):
             name, eq, attached = word.partition("=")
             action, dest, kwargs = by_name.get(name) or ("argparse", "", {})
-            if action == "store":
+            if action == "optional" and not eq:
+                i = _optional(kwargs, dest, values, argv, i)
+            elif action in ("store", "optional"):
                 if not eq:
                     if i >= len(argv) or argv[i].startswith("-"):
                         raise Declined
@@ -95,7 +99,10 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
             while j < len(word):
                 action, dest, kwargs = by_name.get("-" + word[j]) or ("argparse", "", {})
                 j += 1
-                if action == "store":
+                if action == "optional" and j == len(word):
+                    i = _optional(kwargs, dest, values, argv, i)
+                    break
+                if action in ("store", "optional"):
                     attached = word[j:]
                     if not attached:
                         if i >= len(argv) or argv[i].startswith("-"):
@@ -116,6 +123,15 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
             words.append(word)
             run_end = i
     return SimpleNamespace(**values)
+
+
+def _optional(kwargs: dict, dest: str, values: dict, argv: list[str], i: int) -> int:
+    """nargs='?' with nothing attached: the next word unless it is an option, else const."""
+    if i < len(argv) and not argv[i].startswith("-"):
+        values[dest] = _typed(kwargs, argv[i])
+        return i + 1
+    values[dest] = kwargs.get("const")
+    return i
 
 
 def _flag(action: str, dest: str, values: dict) -> None:

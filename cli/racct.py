@@ -40,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("-p", "--parsable", action="store_true", help="fields split by |, with a trailing |")
     a("-P", "--parsable2", action="store_true", help="fields split by |, no trailing |")
     a("--delimiter", default="|", metavar="CHARS", help="the -p/-P separator (default |)")
-    a("-X", "--allocations", action="store_true", help="job lines only, no .batch steps")
+    a("-X", "--allocations", action="store_true", help="job lines only, no step lines")
     a("-n", "--noheader", action="store_true", help="no header lines")
     a("-b", "--brief", action="store_true", help="JobID, State, ExitCode")
     a("-l", "--long", action="store_true", help="sacct's long field list")
@@ -267,6 +267,13 @@ def run(argv: list[str]) -> int:
     parse_job_words(args.jobs)
     generated, records, left_out = fetch(args, now)
     records = narrow(args, records)
+    if not args.allocations:
+        from cli.sacct_steps import selected
+
+        for jid, only in selected(args.jobs).items():  # -j 12.1: the step's line alone
+            for rec in records:
+                if rec["job_id"] == jid:
+                    rec["_only_steps"] = only
     if args.json:
         from cli.sacct_json import document
 

@@ -142,8 +142,11 @@ def run(argv: list[str]) -> int:
     # id in rctld's answer) gets its own error line, and the others are still cancelled.
     found: list[int] = []
     errors: list[str] = []
+    steps = split_steps(args.job_ids)  # scancel 12.1: those words name steps, not jobs
     for word in args.job_ids:
         for part in word.split(","):
+            if "." in part:
+                continue
             try:
                 found += parse_job_ids([part], jobs)
             except CliError as exc:
@@ -152,7 +155,7 @@ def run(argv: list[str]) -> int:
                 errors.append(str(exc))
     ids = tuple(found)
     only_user = args.user or ""
-    if args.job_ids and not ids and errors:  # none of them names a job: nothing to ask
+    if args.job_ids and not ids and not steps and errors:  # none names a job: nothing to ask
         for err in errors:
             print(f"{prog('rcancel')}: error: {err}", file=sys.stderr)
         return 1
@@ -160,7 +163,7 @@ def run(argv: list[str]) -> int:
         assert jobs is not None
         ids = tuple(filtered(args, jobs, ids))
         only_user = ""
-        if not ids:
+        if not ids and not steps:
             if args.verbose:
                 print(f"{prog('rcancel')}: no job matches", file=sys.stderr)
             return 0
@@ -169,19 +172,49 @@ def run(argv: list[str]) -> int:
                  if str(j.get("uid")) == only_user}
         only_user = names.pop() if len(names) == 1 else only_user
     body = {"job_ids": list(ids), "user": getpass.getuser(), "uid": os.getuid(),
-            "signal": sig, "only_user": only_user}
+            "signal": sig, "only_user": only_user, "steps": [list(s) for s in steps]}
+    if args.verbose:
+        for jid, sid in steps:
+            print(f"{prog('rcancel')}: {'Signal' if sig else 'Terminating'} step {jid}.{sid}",
+                  file=sys.stderr)
     result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
-    failed = False
+    failed = 0
     for err in [*(result.get("errors") or ()), *errors]:
         if args.quiet and "already completing or completed" in err:
             continue
-        failed = True
+        failed = step_error_code(err)
         print(f"{prog('rcancel')}: error: {err}", file=sys.stderr)
     if args.verbose:
-        for jid in result.get("job_ids") or ():
+        step_jobs = {jid for jid, _ in steps} - set(ids)  # their lines were printed above
+        for jid in [j for j in result.get("job_ids") or () if j not in step_jobs]:
             print(f"{prog('rcancel')}: {'Signal' if sig else 'Terminating'} job {jid}",
                   file=sys.stderr)
-    return 1 if failed else 0
+    return failed
+
+
+def split_steps(words: list[str]) -> list[tuple[int, int]]:
+    """The `12.1` words (scancel N.S): (job id, step id) each; a malformed one is scancel's
+    `Invalid job id 12.x` (a batch or extern step cannot be cancelled by its name either)."""
+    out = []
+    for word in words:
+        for part in word.split(","):
+            part = part.strip()
+            if "." not in part:
+                continue
+            head, _, step = part.partition(".")
+            if not (head.isdigit() and step.isdigit()):
+                raise CliError(f"Invalid job id {part}", code=1)
+            out.append((int(head), int(step)))
+    return out
+
+
+def step_error_code(err: str) -> int:
+    """scancel's exit code for an error line (measured on Slurm 22.05): a running job's step
+    that is not there, or somebody else's, exits with slurmctld's error number modulo 256
+    (ESLURM_INVALID_JOB_ID 2017: 225; ESLURM_USER_ID_MISSING 2010: 218); everything else 1."""
+    if err.startswith("Kill job error on job step id ") and "." not in err.split(":", 1)[0]:
+        return 218 if err.endswith("Invalid user id") else 225
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:

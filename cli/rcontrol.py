@@ -28,7 +28,7 @@ COMMANDS = ("show", "update", "reconfigure", "ping", "version",
             "requeue", "hold", "release",  # jobs: cli/show_jobs.py
             "confirm", "reset")  # the controller's guards: cli/guards_view.py
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
-                 "hostlistsorted", "job", "jobs", "guards")
+                 "hostlistsorted", "job", "jobs", "guards", "step", "steps")
 
 
 OPTIONS: Table = (
@@ -124,6 +124,11 @@ def show(s: Session, words: list[str]) -> int:
 
         return show_jobs(s.target, rest[0] if rest else None, one_line=s.args.oneliner,
                          as_json=s.args.json, json_doc=_json_doc)
+    if entity.startswith("step"):
+        from cli.step_view import show_steps
+
+        return show_steps(s.target, rest[0] if rest else None, one_line=s.args.oneliner,
+                          as_json=s.args.json, json_doc=_json_doc)
     if entity.startswith("node"):
         return show_nodes(s, rest[0] if rest else None)
     return show_partitions(s, rest[0] if rest else None)

@@ -32,7 +32,7 @@ OPTIONS: Table = (
     (("-r", "--array"), {"action": "store_true",
                          "help": "one line per array task, pending ones too"}),
     (("-s", "--steps"), {"nargs": "?", "const": "", "metavar": "STEPS",
-                         "help": "job steps (Ranch has none: the header only)"}),
+                         "help": "job steps (rrun's and each batch job's): all, or 12.0,12.1"}),
     (("-a", "--all"), {"action": "store_true", "help": "every partition (Ranch hides none)"}),
     (("-M", "--clusters"), {"metavar": "NAME",
                             "help": "accepted; Ranch answers for its own cluster"}),
@@ -182,9 +182,18 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
     from cli.sinfo_format import FormatError, parse_format, render_table
     from cli.squeue_fields import DEFAULT_FORMAT, FIELDS, LONG_FORMAT
 
-    if args.steps is not None:
-        return "" if args.noheader else \
-            "         STEPID     NAME PARTITION     USER       TIME NODELIST\n"
+    if args.steps is not None:  # squeue -s (cli/step_view.py)
+        from cli.slurm_names import prog
+        from cli.step_view import all_steps, queue_text, wanted_steps
+
+        steps, only = all_steps(jobs), wanted_steps(args.steps)
+        if only is not None:
+            steps = [s for s in steps if s["id"].isdigit() and (s["job_id"], int(s["id"])) in only]
+        text = queue_text(steps, now, fmt_text=args.format or os.environ.get("SQUEUE_FORMAT"),
+                          long_text=args.Format or os.environ.get("SQUEUE_FORMAT2"),
+                          header=not args.noheader, prog=prog("rqueue"))
+        stamp = time.strftime("%a %b %d %H:%M:%S %Y\n", time.localtime(now))
+        return stamp + text if args.long else text
     long_text = args.Format or os.environ.get("SQUEUE_FORMAT2")
     if long_text and not args.format:
         fmt, names, getters = long_format(long_text)
@@ -227,9 +236,9 @@ def run(argv: list[str]) -> int:
     args = quickargs.parse(OPTIONS, argv, build_parser)
     if args.states:
         _state_set(args.states)  # a usage error before any request
-    if args.Format:
+    if args.Format and args.steps is None:
         long_format(args.Format)  # a usage error before any request
-    if args.format:
+    if args.format and args.steps is None:
         from cli.sinfo_format import FormatError, parse_format
         from cli.squeue_fields import FIELDS
 
@@ -240,6 +249,8 @@ def run(argv: list[str]) -> int:
     target = find_target(args.server, args.key_file, args.conf)
     generated, jobs = fetch_jobs(target, fields=reads(args))
     now = generated or time.time()
+    if args.steps is not None:
+        args.states = None  # squeue -s lists the running jobs' steps whatever -t says
     shown = select(args, jobs)
     if args.json:
         from cli.squeue_json import document

@@ -162,6 +162,14 @@ def _group(rec: dict) -> str:
         return "" if gid is None else str(gid)
 
 
+def _derived(rec: dict) -> str:
+    if rec.get("steps"):  # the highest exit code of its steps (rrun's)
+        from cli.sacct_steps import derived_exit_code
+
+        return derived_exit_code(rec)
+    return exit_code(rec) if rec.get("exit_code") else "0:0"
+
+
 Getter = Callable[[dict, float], str]
 
 # The job line's values.
@@ -172,7 +180,7 @@ JOB: dict[str, Getter] = {
     "Cluster": lambda r, n: r.get("cluster") or "",
     "Comment": lambda r, n: r.get("comment") or "",
     "Constraints": lambda r, n: r.get("features") or "",
-    "DerivedExitCode": lambda r, n: exit_code(r) if r.get("exit_code") else "0:0",
+    "DerivedExitCode": lambda r, n: _derived(r),
     "Elapsed": lambda r, n: hms(elapsed(r, n)),
     "ElapsedRaw": lambda r, n: str(int(elapsed(r, n))),
     "Eligible": lambda r, n: stamp(r.get("eligible_time")),
@@ -270,9 +278,16 @@ def rows(records: list[dict], fields: list[tuple[str, int]], now: float, steps: 
          ) -> list[list[str]]:
     out = []
     for rec in records:
-        out.append([value(f, rec, now) for f, _ in fields])
-        if steps and has_batch_step(rec):
+        only = rec.get("_only_steps")  # -j 12.1: that step's line alone (cli/sacct_steps.py)
+        if only is None or not steps:
+            out.append([value(f, rec, now) for f, _ in fields])
+        if steps and has_batch_step(rec) and (only is None or "batch" in only):
             out.append([step_value(f, rec, now) for f, _ in fields])
+        if steps and rec.get("steps"):
+            from cli.sacct_steps import step_value as value_of
+
+            out += [[value_of(f, rec, s, now) for f, _ in fields] for s in rec["steps"]
+                    if only is None or str(s["id"]) in only]
     return out
 
 

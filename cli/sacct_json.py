@@ -62,7 +62,8 @@ def job_doc(rec: dict, now: float, steps: bool) -> dict:
         "working_directory": rec.get("workdir") or "",
         "steps": [],
     }
-    if steps and has_batch_step(rec):
+    only = rec.get("_only_steps")  # -j 12.1 (cli/sacct_steps.py)
+    if steps and has_batch_step(rec) and (only is None or "batch" in only):
         state = step_state(rec)
         sig = rec.get("signal") or (15 if rec["state"] in ("TIMEOUT", "CANCELLED") else 0)
         doc["steps"].append({
@@ -75,6 +76,11 @@ def job_doc(rec: dict, now: float, steps: bool) -> dict:
                      "end": int(rec.get("end_time") or 0)},
             "statistics": {"max_rss": number(rec.get("max_rss"))},
         })
+    if steps and rec.get("steps"):
+        from cli.sacct_steps import step_doc
+
+        doc["steps"] += [step_doc(rec, s, now) for s in rec["steps"]
+                         if only is None or str(s["id"]) in only]
     return doc
 
 

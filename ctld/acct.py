@@ -33,6 +33,9 @@ _KEEP = ("job_id", "array_job_id", "array_task_id", "name", "user", "uid", "gid"
          "node_count", "cpus", "ntasks", "cpus_per_task", "mem_per_node", "mem_per_cpu",
          "gpus_per_node", "restarts", "workdir", "batch_host", "priority", "features",
          "batch_flag")
+# The steps (rrun) a history record keeps: a job may run MaxStepCount (40,000) steps, ~9 MB in
+# one line; the first and the last STEPS_KEPT/2 are kept, and how many were left out.
+STEPS_KEPT = 1000
 
 
 def record_of(jobs: Jobs, job: Job, fresh: bool = False) -> dict[str, Any]:
@@ -44,6 +47,12 @@ def record_of(jobs: Jobs, job: Job, fresh: bool = False) -> dict[str, Any]:
     out = {k: rec.get(k) for k in _KEEP}
     out["cluster"] = jobs.c.config.cluster_name
     out["max_rss"] = None  # rnoded does not measure it (yet): sacct's blank
+    steps = rec.get("steps")
+    if steps:
+        half = STEPS_KEPT // 2
+        out["steps"] = steps if len(steps) <= STEPS_KEPT else [*steps[:half], *steps[-half:]]
+        if len(steps) > STEPS_KEPT:
+            out["steps_left_out"] = len(steps) - STEPS_KEPT
     return out
 
 

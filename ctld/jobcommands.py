@@ -10,6 +10,7 @@ import attrs
 
 from ctld import logs
 from ctld.jobrecord import ACTIVE, PENDING, RUNNING, Job
+from ctld.steps import NO_JOB, NOT_YOURS
 from protocol import messages as m
 from statemachine import jobtable as jt
 
@@ -48,10 +49,12 @@ class JobCommands:
         errors, done = [], []
         for jid, sid in msg.steps:
             job = self.store.jobs.get(jid)
-            if job is None:
-                errors.append(f"Kill job error on job id {jid}.{sid}: Invalid job id specified")
+            if job is not None and job.state == PENDING:
+                continue  # scancel N.S of a pending job: nothing to end, and no error
+            if job is None or job.state not in ACTIVE:
+                errors.append(NO_JOB.format(job=jid, step=sid))
             elif not self._may(job, msg.user, msg.uid):
-                errors.append(f"Kill job error on job id {jid}.{sid}: Access/permission denied")
+                errors.append(NOT_YOURS.format(job=jid))
             elif (err := self.store.steps.cancel(job, sid, msg.signal)) is not None:
                 errors.append(err)
             else:

@@ -31,6 +31,12 @@ BUSY = "Requested nodes are busy"  # srun retries: "Job N step creation temporar
 NOT_RUNNING = "Job is pending execution"  # wait: sbatch's job not started yet (srun retries)
 ENDED = "Job/step already completing or completed"
 DENIED = "Access/permission denied"
+# scancel N.S's words, measured on Slurm 22.05: a running job without that step (slurmctld
+# forgets a step once it ended), and a step of somebody else's job; both name the job alone
+NO_STEP = "Kill job error on job step id {job}: Invalid job id specified"
+NOT_YOURS = "Kill job error on job step id {job}: Invalid user id"
+# ... and a job that is not running (ended, or unknown): the whole step id
+NO_JOB = "Kill job error on job step id {job}.{step}: Invalid job id specified"
 MAX_STEPS = 40000  # Slurm's MaxStepCount default: a runaway loop of srun stops here
 
 
@@ -52,6 +58,7 @@ class Step:
     exit_code: int = 0
     signal: int = 0
     end_time: float | None = None
+    host: str = ""  # where rrun runs (its I/O address): scontrol's SrunHost
 
     @property
     def ntasks(self) -> int:
@@ -64,7 +71,8 @@ def step_json(s: Step) -> dict[str, Any]:
             "tasks": [list(t) for t in s.tasks], "cpus": list(s.cpus),
             "exclusive": s.exclusive, "start_time": s.start_time, "restarts": s.restarts,
             "state": s.state, "awaiting": sorted(s.awaiting), "outcome": s.outcome,
-            "exit_code": s.exit_code, "signal": s.signal, "end_time": s.end_time}
+            "exit_code": s.exit_code, "signal": s.signal, "end_time": s.end_time,
+            "host": s.host}
 
 
 def step_from_json(d: dict[str, Any]) -> Step:
@@ -73,7 +81,8 @@ def step_from_json(d: dict[str, Any]) -> Step:
                 tuple(int(c) for c in d["cpus"]), bool(d.get("exclusive", True)),
                 float(d["start_time"]), int(d.get("restarts", 0)), str(d["state"]),
                 set(d.get("awaiting", ())), str(d.get("outcome", "")),
-                int(d.get("exit_code", 0)), int(d.get("signal", 0)), d.get("end_time"))
+                int(d.get("exit_code", 0)), int(d.get("signal", 0)), d.get("end_time"),
+                str(d.get("host", "")))
 
 
 def step_record(s: Step) -> dict[str, Any]:
@@ -81,7 +90,8 @@ def step_record(s: Step) -> dict[str, Any]:
     return {"id": s.id, "name": s.name, "state": s.state, "exit_code": s.exit_code,
             "signal": s.signal, "nodes": hostlist.fold(list(s.nodes)),
             "num_nodes": len(s.nodes), "ntasks": s.ntasks, "cpus": sum(s.cpus),
-            "start_time": s.start_time, "end_time": s.end_time, "uid": s.uid, "user": s.user}
+            "start_time": s.start_time, "end_time": s.end_time, "uid": s.uid, "user": s.user,
+            "host": s.host}
 
 
 class StepError(Exception):
@@ -183,7 +193,7 @@ class JobSteps:
         name = msg.name or (msg.argv[0].rsplit("/", 1)[-1] if msg.argv else "step")
         return Step(job.next_step, name, job.req.user, job.req.uid, tuple(chosen),
                     tuple(tasks), tuple(c * cpt for c in counts), exclusive, self.c.wall(),
-                    job.restarts, awaiting=set(chosen))
+                    job.restarts, awaiting=set(chosen), host=msg.io_host)
 
     @staticmethod
     def _free_cpus(job: Job) -> dict[str, int]:
@@ -242,11 +252,9 @@ class JobSteps:
     def cancel(self, job: Job, step_id: int, signal: int) -> str | None:
         """rcancel N.S: the refusal's text, or None. A signal other than 0 is only delivered."""
         step = self._step(job, step_id)
-        if step is None:
-            return f"Kill job error on job id {job.id}.{step_id}: Invalid job id specified"
+        if step is None or step.state != st.RUNNING:  # an ended step is gone for scancel
+            return NO_STEP.format(job=job.id)
         if signal:
-            if step.state != st.RUNNING:
-                return f"Kill job error on job id {job.id}.{step_id}: {ENDED}"
             self._kill(job, step, tuple(sorted(step.awaiting)), signal)
             return None
         return self._apply(job, step, st.Cancel())

@@ -15,7 +15,7 @@ WORDS = ["-N", "-l", "-Nl", "-h", "-o", "-o%P %t", "-o=%P", "--format", "--forma
          "--form", "-t", "idle", "-i", "2", "-i0", "-i=3", "--iterate=x", "-s", "-v", "-vv",
          "--json", "--json=1", "--server", "127.0.0.1:1", "-u", "alice", "--", "-", "",
          "-x", "--nope", "a=b", "12", "13_2", "show", "node", "-Q", "-Ni5", "-Rs", "-p",
-         "main,gpu", "-5", "--me", "-r", "--long"]
+         "main,gpu", "-5", "--me", "-r", "--long", "12.0", "--steps", "--steps=3.1", "-s1.0"]
 
 
 def argparse_answer(build, argv: list[str]) -> dict | None:

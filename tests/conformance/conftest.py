@@ -27,21 +27,27 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def results() -> Results:
+def start_slurm() -> SlurmCluster:
+    """A started private Slurm of SHAPE, or the suite's skip (or failure) saying why not."""
     reason = slurm_missing()
     if reason:
         _unavailable(reason)
-    began = time.monotonic()
     for attempt in range(3):  # a free port picked for it may be taken before it binds it
         slurm = SlurmCluster(SHAPE)
         try:
             slurm.start()
-            break
+            return slurm
         except SlurmUnavailable as exc:
             slurm.stop()
             if attempt == 2 or "Address already in use" not in str(exc):
                 _unavailable(f"a private Slurm could not start: {exc}")
+    raise AssertionError("unreachable")
+
+
+@pytest.fixture(scope="session")
+def results() -> Results:
+    began = time.monotonic()
+    slurm = start_slurm()
     try:
         with RanchCluster(SHAPE) as ranch:
             runner = Runner([slurm, ranch], ALL)

@@ -94,8 +94,9 @@ def slurm_missing() -> str | None:
 class SlurmCluster:
     name = "slurm"
 
-    def __init__(self, shape: Shape) -> None:
+    def __init__(self, shape: Shape, accounting: bool = False) -> None:
         self.shape = shape
+        self.accounting = accounting  # a private MariaDB + slurmdbd (tests/conformance/slurmdbd.py)
         self.dir = Path(tempfile.mkdtemp(prefix="ranch-conformance-slurm-"))
         # munged refuses a socket in a directory others cannot search
         self.dir.chmod(0o755)
@@ -122,9 +123,16 @@ class SlurmCluster:
             f.write(os.urandom(1024))
         (self.dir / "plugstack.conf").write_text("")  # not /etc/slurm's
         ports = {n: free_port() for n in self.shape.nodes}
+        text = SLURM_ONLY_CONF
+        if self.accounting:
+            from tests.conformance.slurmdbd import Accounting, slurm_conf_lines
+
+            dbd = Accounting(self, free_port(), free_port())
+            text = text.replace("AccountingStorageType=accounting_storage/none\n",
+                                slurm_conf_lines(dbd.dbd_port, self.munge_socket))
         self.conf.write_text(
-            SLURM_ONLY_CONF.format(ctld_port=free_port(), munge_socket=self.munge_socket,
-                                   cred_expire=CRED_EXPIRE, dir=self.dir)
+            text.format(ctld_port=free_port(), munge_socket=self.munge_socket,
+                        cred_expire=CRED_EXPIRE, dir=self.dir)
             + self.shape.global_conf()
             + self.shape.nodes_conf({n: f"NodeHostname=localhost NodeAddr=127.0.0.1 "
                                         f"Port={p}" for n, p in ports.items()}))
@@ -133,6 +141,8 @@ class SlurmCluster:
                                f"--key-file={key}", f"--pid-file={self.dir}/run/munged.pid",
                                f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"])
         self._wait(lambda: self.munge_socket.exists(), 10, "munged's socket")
+        if self.accounting:
+            dbd.start(timeout)
         self._spawn("slurmctld", [_find("slurmctld"), "-D", "-f", str(self.conf)])
         self._wait(lambda: self.run("scontrol", "ping").returncode == 0, timeout,
                    "slurmctld to answer scontrol ping")
@@ -183,7 +193,8 @@ class SlurmCluster:
                     time.sleep(0.2)
         except (OSError, subprocess.SubprocessError):
             pass
-        for name in [n for n in self.procs if n.startswith("slurmd")] + ["slurmctld", "munged"]:
+        for name in [n for n in self.procs if n.startswith("slurmd-")] + [
+                "slurmctld", "slurmdbd", "mariadbd", "munged"]:
             proc = self.procs.pop(name, None)
             if proc is None:
                 continue

@@ -163,8 +163,8 @@ def test_cancelling_one_step_leaves_the_other(c: Cluster) -> None:
     states = {s["id"]: s["state"] for s in steps(c, jid)}
     assert states == {0: "CANCELLED", 1: "RUNNING"}
     again = c.request(m.CancelJobs(steps=((jid, 0),), user="root", uid=0))
-    assert again.errors == (f"Kill job error on job id {jid}.0: Job/step already completing "
-                            "or completed",)
+    # slurmctld forgets an ended step: scancel's words for a step it does not have (22.05)
+    assert again.errors == (f"Kill job error on job step id {jid}: Invalid job id specified",)
     second.kill()
 
 
