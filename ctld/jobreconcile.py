@@ -40,6 +40,8 @@ class JobReconciliation:
         self.store = store
         self.starts = starts
         self.c = store.c
+        # node -> {job id: when its beats were first seen still running the ended run}
+        self._still_running: dict[str, dict[int, float]] = {}
 
     def ended(self, node: NodeRecord, ends: Sequence[m.JobEnd]) -> None:
         """JobEnd reports (at least once each: a repeat, or another run's, is a no-op)."""
@@ -104,9 +106,33 @@ class JobReconciliation:
             self.ended(node, msg.jobs_ended)
         runs = reported_runs(msg.job_ids, msg.runs)
         self._look_for_missing(node, runs, grace=True)
+        if runs or node.name in self._still_running:
+            self._kill_again(node.name, runs)
         if not runs:
             return (), ()
         return self._stale(node.name, runs)
+
+    def _kill_again(self, name: str, runs: dict[int, int]) -> None:
+        """A node that still runs a COMPLETING job's run a grace time after the kill gets the
+        KillJob again (slurmctld re-sends TERMINATE_JOB likewise): one lost on its way, or
+        missed by the node, must not hold the job and the node COMPLETING for ever."""
+        now, grace_s = self.c.clock(), self.store.missing_grace
+        seen, still = self._still_running.get(name, {}), {}
+        for jid, run in runs.items():
+            job = self.store.jobs.get(jid)
+            if job is None or job.state != COMPLETING or name not in job.awaiting \
+                    or run not in (-1, job.restarts):
+                continue
+            since = still[jid] = seen.get(jid, now)
+            if now - since > grace_s:
+                logs.event("node still runs an ended job: KillJob again", logging.WARNING,
+                           node=name, job=jid, run=job.restarts)
+                self.store.kill(job, (name,), 0, "completing")
+                still[jid] = now
+        if still:
+            self._still_running[name] = still
+        else:
+            self._still_running.pop(name, None)
 
     def registered(self, node: NodeRecord, msg: m.Register) -> tuple[tuple[int, ...],
                                                                      tuple[Run, ...]]:

@@ -369,6 +369,27 @@ async def test_no_work_for_a_node_awaiting_approval() -> None:
     assert rec(cluster, j)["state"] == "RUNNING" and state(cluster, "n1") == "MIXED"
 
 
+async def test_a_node_still_running_a_completing_job_is_told_again(autojump_clock) -> None:
+    cluster = Cluster(make_config(), wall=wall)  # grace: 3 x HeartbeatInterval + MessageTimeout
+    conns = up(cluster, "n1")
+    beats = Beats(cluster, conns)
+    j = cluster.jobs.submit(job()).job_id
+    assert cluster.jobs.cancel(m.CancelJobs((j,), "alice", 1000)).ok
+    assert kills(conns["n1"]) == [m.KillJob(j, 0, "cancelled", 0)]  # and the node missed it
+    beats("n1", job_ids=(j,), runs=((j, 0),))
+    await trio.sleep(30)
+    beats("n1", job_ids=(j,), runs=((j, 0),))
+    assert len(kills(conns["n1"])) == 1  # inside the grace: the node may still be killing it
+    await trio.sleep(15)
+    beats("n1", job_ids=(j,), runs=((j, 0),))
+    assert kills(conns["n1"])[1:] == [m.KillJob(j, 0, "completing", 0)]
+    beats("n1", jobs_ended=(end(j, "CANCELLED"),))
+    assert rec(cluster, j)["state"] == "CANCELLED" and state(cluster, "n1") == "IDLE"
+    await trio.sleep(60)
+    beats("n1")
+    assert len(kills(conns["n1"])) == 2 and not cluster.jobs.reconciliation._still_running
+
+
 async def test_a_job_the_node_stops_listing_is_requeued_after_a_grace(autojump_clock) -> None:
     cluster = Cluster(make_config(), wall=wall)  # HeartbeatInterval=10, MessageTimeout=10
     conns = up(cluster, "n1", "n2")
