@@ -103,6 +103,10 @@ class StepIO:
         self.all_connected = trio.Event()
         self.finished = trio.Event()
         self.killed = False
+        self.aborted = False  # rrun itself ended the step (SIGTERM/SIGHUP, Ctrl-C twice)
+        self.terminating = False  # -K sent its SIGTERM
+        self.kill_wait = int(granted.get("kill_wait", 30))
+        self.unsaid: dict[str, list[int]] = {}  # node -> its ended tasks not reported yet
         self.prog = prog("rrun")
 
     def say(self, text: str) -> None:
@@ -146,16 +150,38 @@ class StepIO:
         elif isinstance(msg, TaskExit) and self.node_of.get(msg.task) == node:
             self.out.flush_task(msg.task)
             self.exits[msg.task] = (msg.exit_code, msg.signal)
-            if msg.signal:
-                self.say(f"error: {node}: task {msg.task}: {_signal_text(msg.signal)}")
-            elif msg.exit_code:
-                self.say(f"error: {node}: task {msg.task}: Exited with exit code "
-                         f"{msg.exit_code}")
-            if (msg.exit_code or msg.signal) and self.args.kill_on_bad_exit and not self.killed:
-                self.say(f"Terminating StepId={self.name}")
-                self.kill_soon(signal.SIGTERM)  # srun -K: SIGTERM to the rest
+            # srun reports a node's tasks that end together on one line ("tasks 0-1"): a
+            # node's exits are said once all its tasks ended, or a moment after the first
+            waiting = self.unsaid.setdefault(node, [])
+            waiting.append(msg.task)
+            if all(t in self.exits for t in self.tasks_of[node]):
+                self.report(node)
+            elif len(waiting) == 1:
+                self.nursery.start_soon(self.report_soon, node)
             if len(self.exits) == self.ntasks:
                 self.finished.set()
+
+    async def report_soon(self, node: str) -> None:
+        await trio.sleep(0.1)
+        self.report(node)
+
+    def report(self, node: str) -> None:
+        tasks = self.unsaid.pop(node, [])
+        groups: dict[tuple[int, int], list[int]] = {}
+        for t in tasks:
+            groups.setdefault(self.exits[t], []).append(t)
+        bad = False
+        for (code, sig), ids in groups.items():
+            if not code and not sig:
+                continue
+            bad = True
+            what = _signal_text(sig) if sig else f"Exited with exit code {code}"
+            word = "task" if len(ids) == 1 else "tasks"
+            self.say(f"error: {node}: {word} {ranges(ids)}: {what}")
+        if bad and self.args.kill_on_bad_exit and not self.killed and not self.terminating:
+            self.terminating = True
+            self.say(f"launch/slurm: _step_signal: Terminating StepId={self.name}")
+            self.kill_soon(signal.SIGTERM)  # srun -K: SIGTERM to the rest
 
     def node_closed(self, node: str) -> None:
         missing = [t for t in self.tasks_of[node] if t not in self.exits]
@@ -186,6 +212,11 @@ class StepIO:
         with trio.open_signal_receiver(signal.SIGINT, *FORWARDED, *ENDING) as received:
             async for signum in received:
                 if signum in ENDING:
+                    if not self.aborted:
+                        self.aborted = True
+                        self.say("forcing job termination")
+                        self.say(f"Job step aborted: Waiting up to {self.kill_wait + 2} seconds "
+                                 "for job step to finish.")
                     self.kill_soon(signal.SIGKILL)
                     continue
                 if signum != signal.SIGINT:
@@ -193,6 +224,7 @@ class StepIO:
                     continue
                 now = trio.current_time()
                 if now - last_int <= 1.0 or self.killed:
+                    self.aborted = True
                     self.say("forcing job termination")
                     self.kill_soon(signal.SIGKILL)
                     continue
@@ -242,7 +274,11 @@ class StepIO:
                     self.finished.set()
                 self.kill_soon(signal.SIGKILL)
             await self.finished.wait()
+            for node in list(self.unsaid):
+                self.report(node)
             nursery.cancel_scope.cancel()
+        if not self.aborted and any(sig for _, sig in self.exits.values()):
+            self.say(f"Force Terminated StepId={self.name}")
         return self.exit_code()
 
     def exit_code(self) -> int:
