@@ -92,7 +92,10 @@ def _nodes(text: str) -> int:
 def sizes(args: argparse.Namespace, env: dict[str, str]) -> dict[str, int]:
     """The step's sizes as srun resolves them: its options, else the allocation's variables
     (SLURM_NTASKS as -n, SLURM_NNODES as -N), with srun's warnings where they disagree."""
-    nodes = _nodes(args.nodes) or _int_env(env, "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+    allocated = _int_env(env, "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+    nodes = _nodes(args.nodes) or allocated
+    if allocated and nodes > allocated:
+        raise CliError(f"Only allocated {allocated} nodes asked for {nodes}")
     ntasks = args.ntasks or _int_env(env, "SLURM_NTASKS", "SLURM_NPROCS")
     per_node = args.ntasks_per_node
     if per_node and ntasks and nodes and per_node * nodes != ntasks:

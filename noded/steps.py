@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import shutil
 import signal
 import subprocess
 import time
@@ -21,8 +19,15 @@ from typing import Any
 import attrs
 import trio
 
-from conf import hostlist
 from noded.jobs import JobRunner, LaunchError
+from noded.taskenv import (
+    cancelled_line,
+    exec_error,
+    expand,
+    open_out,
+    task_argv,
+    task_environment,
+)
 from protocol.messages import (
     StepEnd,
     StepHello,
@@ -38,9 +43,6 @@ log = logging.getLogger("rnoded.steps")
 
 CONNECT_TIMEOUT = 10.0  # reaching rrun's listener
 CHUNK = 1 << 16  # one TaskOutput frame at most
-# Names rrun's environment may carry from the batch script that would lie about this step.
-_DROPPED = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_TASK_PID")  # set anew
-_PATTERN = re.compile(r"%(\d*)([jJsStnNuxA%])")
 LOST = (trio.BrokenResourceError, trio.ClosedResourceError, PeerClosed, OSError)
 
 
@@ -57,59 +59,6 @@ class RunningStep:
     pumps: dict[int, int] = attrs.Factory(dict)  # task -> its output pipes still open
     drained: dict[int, trio.Event] = attrs.Factory(dict)  # task -> its pipes reached EOF
 
-
-def expand(pattern: str, spec: StepSpec, node: str, task: int, job_name: str = "") -> str:
-    """srun's -o/-e/-i patterns: %j %J %s %t %n %N %u %x (the job's name) %%."""
-    values = {"j": str(spec.job_id), "J": f"{spec.job_id}.{spec.step_id}", "A": str(spec.job_id),
-              "s": str(spec.step_id), "S": str(spec.step_id), "t": str(task),
-              "n": str(spec.node_index), "N": node, "u": spec.user,
-              "x": job_name or spec.name}
-
-    def one(m: re.Match[str]) -> str:
-        width, key = m.group(1), m.group(2)
-        if key == "%":
-            return "%"
-        value = values[key]
-        return value.zfill(min(int(width), 10)) if width and value.isdigit() else value
-
-    return os.path.join(spec.cwd, _PATTERN.sub(one, pattern))
-
-
-def task_environment(spec: StepSpec, node: str, local: int, task: int, cpus_on_node: int
-                     ) -> dict[str, str]:
-    """What srun gives each task: rrun's environment, then the step's SLURM_* variables."""
-    env = {k: v for k, v in spec.env if k not in _DROPPED and "=" not in k and "\0" not in k + v}
-    step = str(spec.step_id)
-    nodes = str(len(hostlist.expand(spec.nodelist)) if spec.nodelist else 1)
-    env.update({
-        "SLURM_JOB_ID": str(spec.job_id), "SLURM_JOBID": str(spec.job_id),
-        "SLURM_STEP_ID": step, "SLURM_STEPID": step,
-        # SLURM_NODELIST stays the job's (srun 22.05 leaves it), SLURM_NNODES is the step's
-        "SLURM_STEP_NODELIST": spec.nodelist,
-        "SLURM_NODELIST": spec.job_nodelist or spec.nodelist,
-        "SLURM_STEP_NUM_NODES": nodes, "SLURM_NNODES": nodes,
-        "SLURM_STEP_NUM_TASKS": str(spec.ntasks), "SLURM_NTASKS": str(spec.ntasks),
-        "SLURM_NPROCS": str(spec.ntasks),
-        "SLURM_STEP_TASKS_PER_NODE": spec.tasks_per_node,
-        "SLURM_TASKS_PER_NODE": spec.tasks_per_node,
-        "SLURM_PROCID": str(task), "SLURM_LOCALID": str(local),
-        "SLURM_NODEID": str(spec.node_index),
-        "SLURM_GTIDS": ",".join(str(t) for t in spec.tasks),
-        "SLURMD_NODENAME": node, "SLURM_TOPOLOGY_ADDR": node,
-        "SLURM_CPUS_ON_NODE": str(cpus_on_node),
-        "SLURM_LAUNCH_NODE_IPADDR": spec.io_host,
-        "SLURM_SRUN_COMM_HOST": spec.io_host, "SLURM_SRUN_COMM_PORT": str(spec.io_port),
-        "SLURM_STEP_LAUNCHER_PORT": str(spec.io_port),
-    })
-    env.setdefault("SLURM_DISTRIBUTION", "block")  # rrun sets srun's choice
-    if spec.job_nodelist:
-        env["SLURM_JOB_NODELIST"] = spec.job_nodelist
-    if spec.cpus_per_task > 1:
-        env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
-    if spec.gpus:
-        gpus = spec.gpus[local] if local < len(spec.gpus) else ()
-        env["CUDA_VISIBLE_DEVICES"] = env["GPU_DEVICE_ORDINAL"] = ",".join(map(str, gpus))
-    return env
 
 
 class StepRunner:
@@ -175,11 +124,11 @@ class StepRunner:
         files = []
         try:
             if spec.stdout:
-                files.append(_open_out(expand(spec.stdout, spec, self.node, task, job.spec.name)))
+                files.append(open_out(expand(spec.stdout, spec, self.node, task, job.spec.name)))
                 outputs[1] = files[-1]
                 outputs[2] = files[-1]
             if spec.stderr:
-                files.append(_open_out(expand(spec.stderr, spec, self.node, task, job.spec.name)))
+                files.append(open_out(expand(spec.stderr, spec, self.node, task, job.spec.name)))
                 outputs[2] = files[-1]
             elif not spec.stdout:
                 outputs[2] = subprocess.PIPE
@@ -195,12 +144,12 @@ class StepRunner:
                 kwargs = {"user": ident["uid"], "group": ident["gid"],
                           "extra_groups": ident["groups"]}
             proc = await trio.lowlevel.open_process(
-                _with_pid(spec, env), stdin=stdin, stdout=outputs[1], stderr=outputs[2], env=env,
+                task_argv(spec, env), stdin=stdin, stdout=outputs[1], stderr=outputs[2], env=env,
                 cwd=spec.cwd, start_new_session=True, **kwargs)
         except (OSError, LaunchError) as exc:
             for f in files:
                 f.close()
-            await self._say(step, TaskOutput(task, 2, _exec_error(spec, exc, self.node)))
+            await self._say(step, TaskOutput(task, 2, exec_error(spec, exc, self.node)))
             step.exits[task] = (2, 0)
             await self._say(step, TaskExit(task, 2, 0))
             return
@@ -253,7 +202,7 @@ class StepRunner:
         async for msg in fs.messages():
             if isinstance(msg, StepSignal):  # rrun's SIGKILL ends the step (Ctrl-C twice)
                 if msg.signal == signal.SIGKILL and step.spec.tasks and not step.ending:
-                    await self._say(step, TaskOutput(step.spec.tasks[0], 2, _cancelled(
+                    await self._say(step, TaskOutput(step.spec.tasks[0], 2, cancelled_line(
                         step.spec, self.node)))
                 await self.signal(step, msg.signal,
                                   ending="CANCELLED" if msg.signal == signal.SIGKILL else "")
@@ -370,50 +319,3 @@ class StepRunner:
             delay = min(delay * 2, 5.0)
 
 
-# SLURM_TASK_PID is the task's own pid, known only once it was forked: a shell sets it and
-# execs the program in its place (same pid, same process group)
-_PID_SHIM = 'SLURM_TASK_PID=$$; export SLURM_TASK_PID; exec "$0" "$@"'
-
-
-def _with_pid(spec: StepSpec, env: dict[str, str]) -> list[str]:
-    """The task's argv behind the pid shim; the program is looked up first (as execvp would,
-    on the task's PATH), so that one that is missing fails with execve's own words."""
-    argv = list(spec.argv)
-    if not argv:
-        raise FileNotFoundError(2, "No such file or directory")
-    prog = argv[0]
-    if "/" in prog:
-        path = prog if os.path.isabs(prog) else os.path.join(spec.cwd, prog)
-        if not os.path.exists(path):
-            raise FileNotFoundError(2, "No such file or directory", prog)
-        if os.path.isdir(path) or not os.access(path, os.X_OK):
-            raise PermissionError(13, "Permission denied", prog)
-    else:
-        path = shutil.which(prog, path=env.get("PATH", os.defpath))
-        if path is None:
-            raise FileNotFoundError(2, "No such file or directory", prog)
-    return ["/bin/sh", "-c", _PID_SHIM, path, *argv[1:]]
-
-
-def _cancelled(spec: StepSpec, node: str) -> str:
-    """slurmstepd's line when srun aborts the step (SIGTERM, Ctrl-C twice)."""
-    when = time.strftime("%Y-%m-%dT%H:%M:%S")
-    return (f"slurmstepd-{node}: error: *** STEP {spec.job_id}.{spec.step_id} ON {node} "
-            f"CANCELLED AT {when} ***\n")
-
-
-def _open_out(path: str) -> Any:
-    # tasks of several nodes may share one file: append, as each writes its own lines
-    return open(path, "ab")
-
-
-def _exec_error(spec: StepSpec, exc: BaseException, node: str) -> str:
-    """What slurmstepd says when a task's program cannot be started."""
-    cmd = spec.argv[0] if spec.argv else ""
-    if isinstance(exc, FileNotFoundError):
-        why = "No such file or directory"
-    elif isinstance(exc, PermissionError):
-        why = "Permission denied"
-    else:
-        why = str(exc)
-    return f"slurmstepd-{node}: error: execve(): {cmd}: {why}\n"

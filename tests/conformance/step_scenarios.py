@@ -19,11 +19,12 @@ class Case:
     srun: str  # srun's options, as shell words
     command: str = ""  # the tasks' command, as shell words ("" for env cases)
     env: bool = False  # each task writes its environment to NAME.env.$SLURM_PROCID
+    stdin: str = ""  # shell before the call, piping into srun's stdin
 
     @property
     def line(self) -> str:
         command = self.command or f"sh -c 'env -0 > {self.name}.env.t$SLURM_PROCID'"
-        return f"r {self.name} srun {self.srun} {command}".replace("  ", " ")
+        return f"{self.stdin} r {self.name} srun {self.srun} {command}".replace("  ", " ").strip()
 
 
 @attrs.frozen
@@ -122,6 +123,8 @@ JOBS: list[StepJob] = [
         Case("lay_N2_tpn1", "-l -N2 -n2 --ntasks-per-node=1", NODE),
         Case("lay_n4_tpn2", "-l -n4 --ntasks-per-node=2", NODE),
         Case("lay_w_c2", "-l -w c2 -n2", NODE),
+        Case("lay_N3", "-N3", "true"),  # more nodes than the job has
+        Case("lay_w_c3", "-w c3", "true"),  # a node the job does not have
     )),
     StepJob("steps io", ("-N", "2", "-n", "4", "-J", "stepio"), (
         Case("io_label", "-l -n3", OUT_ERR),
@@ -131,6 +134,17 @@ JOBS: list[StepJob] = [
              OUT_ERR),
         # (not all_%j: srun 22.05 takes an -o beginning with "all" for -o all, to srun)
         Case("io_one_file", "-n3 -o 'one_%j.txt'", OUT_ERR),
+        Case("io_unbuffered", "-n1 -u", "sh -c 'printf a; sleep 0.2; printf \"b\\n\"'"),
+        Case("io_label_unbuffered", "-n2 -l -u", "sh -c 'printf \"x$SLURM_PROCID\\n\"'"),
+        # srun's stdin goes to every task by default; -i none: to none; -i 1: to task 1
+        Case("io_stdin", "-n2 -l", "cat", stdin="echo in |"),
+        Case("io_stdin_none", "-n2 -l -i none", "cat", stdin="echo in |"),
+        Case("io_stdin_task", "-n2 -l -i 1", "cat", stdin="echo in |"),
+        # --export=NONE: no PATH, so a command named without a path is not found
+        Case("io_export_none", "-n2 --export=NONE", "sh -c 'echo ${SLURM_JOB_ID:+jobid}'"),
+        Case("io_export_none_path", "-n2 --export=NONE",
+             "/bin/sh -c 'echo ${HOME:-nohome} ${SLURM_JOB_ID:+jobid}'"),
+        Case("io_chdir", "-n2 -D /tmp", "pwd"),
         Case("ids", "-n1", NAMES),
         Case("ids_named", "-n1 -J named", NAMES),
     )),
