@@ -2,7 +2,8 @@
 tasks' output and exits (frames signed with the step's key); rrun prints them (labelled, by
 line), feeds its stdin to the tasks, forwards signals, and works out srun's exit code.
 
-Ctrl-C as srun: one prints the tasks' status; two within a second end the step (SIGKILL).
+Ctrl-C as srun 22.05: one prints the tasks' status; two within a second send the tasks SIGINT
+(exit 130 where it ends them); a third ends the step (SIGKILL).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from protocol.messages import StepHello, StepSignal, TaskExit, TaskInput, TaskOu
 from protocol.tcp import FramedStream, PeerClosed
 
 HELLO_TIMEOUT = 60.0  # every node of the step connects within this (it launches in milliseconds)
-FORWARDED = (signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGALRM)
+FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGALRM)
 # srun 22.05 does not pass these on: they end the step (SIGKILL to its tasks), exit 137
-ENDING = (signal.SIGTERM, signal.SIGHUP)
+ENDING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 LOST = (PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
@@ -105,6 +106,7 @@ class StepIO:
         self.killed = False
         self.aborted = False  # rrun itself ended the step (SIGTERM/SIGHUP, Ctrl-C twice)
         self.terminating = False  # -K sent its SIGTERM
+        self.interrupted = False  # Ctrl-C twice: the tasks were sent SIGINT
         self.kill_wait = int(granted.get("kill_wait", 30))
         self.unsaid: dict[str, list[int]] = {}  # node -> its ended tasks not reported yet
         self.prog = prog("rrun")
@@ -212,21 +214,22 @@ class StepIO:
         with trio.open_signal_receiver(signal.SIGINT, *FORWARDED, *ENDING) as received:
             async for signum in received:
                 if signum in ENDING:
-                    if not self.aborted:
-                        self.aborted = True
-                        self.say("forcing job termination")
-                        self.say(f"Job step aborted: Waiting up to {self.kill_wait + 2} seconds "
-                                 "for job step to finish.")
-                    self.kill_soon(signal.SIGKILL)
+                    if signum == signal.SIGQUIT:
+                        self.say("Quit")
+                    self.abort(waiting=True)
                     continue
                 if signum != signal.SIGINT:
                     self.kill_soon(signum)
                     continue
                 now = trio.current_time()
-                if now - last_int <= 1.0 or self.killed:
-                    self.aborted = True
-                    self.say("forcing job termination")
-                    self.kill_soon(signal.SIGKILL)
+                if self.interrupted and (now - last_int <= 1.0 or self.killed):
+                    self.abort(waiting=False)
+                    continue
+                if now - last_int <= 1.0:
+                    self.interrupted = True
+                    last_int = now
+                    self.say(f"sending Ctrl-C to StepId={self.name}")
+                    self.kill_soon(signal.SIGINT)
                     continue
                 last_int = now
                 self.say("interrupt (one more within 1 sec to abort)")
@@ -236,6 +239,16 @@ class StepIO:
                     self.say(f"StepId={self.name} tasks {ranges(running)}: running")
                 if done:
                     self.say(f"StepId={self.name} tasks {ranges(done)}: exited")
+
+    def abort(self, *, waiting: bool) -> None:
+        """End the step: SIGKILL to every task (srun's SIGTERM/SIGHUP/SIGQUIT, Ctrl-C thrice)."""
+        if not self.aborted:
+            self.aborted = True
+            self.say("forcing job termination")
+            if waiting:
+                self.say(f"Job step aborted: Waiting up to {self.kill_wait + 2} seconds for "
+                         "job step to finish.")
+        self.kill_soon(signal.SIGKILL)
 
     async def stdin(self) -> None:
         """rrun's stdin to the tasks that read it (-i all or a task id), then end of file."""
@@ -277,7 +290,9 @@ class StepIO:
             for node in list(self.unsaid):
                 self.report(node)
             nursery.cancel_scope.cancel()
-        if not self.aborted and any(sig for _, sig in self.exits.values()):
+        if self.interrupted and not self.aborted:
+            self.say("forcing job termination")  # srun says it once the Ctrl-C'd step ended
+        elif not self.aborted and any(sig for _, sig in self.exits.values()):
             self.say(f"Force Terminated StepId={self.name}")
         return self.exit_code()
 

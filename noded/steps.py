@@ -200,12 +200,14 @@ class StepRunner:
         fs = step.fs
         assert fs is not None
         async for msg in fs.messages():
-            if isinstance(msg, StepSignal):  # rrun's SIGKILL ends the step (Ctrl-C twice)
+            if isinstance(msg, StepSignal):
+                # rrun's SIGKILL (srun's SIGTERM, Ctrl-C thrice) and SIGINT (Ctrl-C twice; a
+                # single one is never sent) cancel the step
                 if msg.signal == signal.SIGKILL and step.spec.tasks and not step.ending:
                     await self._say(step, TaskOutput(step.spec.tasks[0], 2, cancelled_line(
                         step.spec, self.node)))
-                await self.signal(step, msg.signal,
-                                  ending="CANCELLED" if msg.signal == signal.SIGKILL else "")
+                ends = msg.signal in (signal.SIGKILL, signal.SIGINT)
+                await self.signal(step, msg.signal, ending="CANCELLED" if ends else "")
             elif isinstance(msg, TaskInput):
                 await self._feed(step, msg)
         if step.procs and len(step.exits) < len(step.spec.tasks):

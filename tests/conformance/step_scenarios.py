@@ -89,12 +89,23 @@ SCENES = {
     "wide": (["-n1"], "-N2 -n2"),
 }
 
-# srun's own signals: SIGTERM/SIGHUP end the step (not passed on), USR1 is passed on
+# srun's own signals: SIGTERM/SIGHUP/SIGQUIT end the step (not passed on), USR1 is passed on
 SIGNAL = ("srun -n2 sh -c 'trap \"echo got {sig}; exit 7\" {sig}; echo ready; "
           "sleep 30 & wait' > sig{sig}.out 2> sig{sig}.err & p=$!\n"
           "i=0; while [ $i -lt 100 ] && [ \"$(grep -c ready sig{sig}.out)\" != 2 ]; do "
           "sleep 0.1; i=$((i+1)); done\n"
           "kill -{sig} $p; wait $p; echo $? > sig{sig}.rc\n")
+
+# Ctrl-C: once (srun reports, the tasks go on and end by themselves), twice (SIGINT to them)
+CTRL_C = ("srun -n2 sh -c 'echo ready; " + WAIT.format(n=50, cond="[ ! -e int1.go ]")
+          + "' > int1.out 2> int1.err & p=$!\n"
+          + WAIT.format(n=100, cond='[ "$(grep -c ready int1.out)" != 2 ]') + "\n"
+          "kill -INT $p\n" + WAIT.format(n=50, cond="! grep -q running int1.err") + "\n"
+          "touch int1.go; wait $p; echo $? > int1.rc\n"
+          "srun -n2 sh -c 'echo ready; exec sleep 30' > int2.out 2> int2.err & p=$!\n"
+          + WAIT.format(n=100, cond='[ "$(grep -c ready int2.out)" != 2 ]') + "\n"
+          "kill -INT $p\n" + WAIT.format(n=50, cond="! grep -q running int2.err") + "\n"
+          "kill -INT $p; wait $p; echo $? > int2.rc\n")
 
 JOBS: list[StepJob] = [
     StepJob("steps env", ("-N", "2", "-n", "4", "-J", "stepenv"), (
@@ -161,7 +172,7 @@ JOBS: list[StepJob] = [
     )),
     StepJob("steps concurrency", ("-N", "2", "-n", "4"), extra="".join(
         _scene(name, first, last) for name, (first, last) in SCENES.items())
-        + "".join(SIGNAL.format(sig=s) for s in ("TERM", "HUP", "USR1"))),
+        + "".join(SIGNAL.format(sig=s) for s in ("TERM", "HUP", "QUIT", "USR1")) + CTRL_C),
 ]
 
 CASES: dict[str, tuple[StepJob, Case]] = {c.name: (j, c) for j in JOBS for c in j.cases}
@@ -169,7 +180,8 @@ ENV_CASES = [c.name for j in JOBS for c in j.cases if c.env]
 OUTPUT_CASES = [c.name for j in JOBS for c in j.cases]
 # the scenes' steps and srun's signals: (file prefix, job)
 SCENE_FILES = [f"{n}{x}" for n, (first, _) in SCENES.items()
-               for x in [*"ab"[:len(first)], "c"]] + [f"sig{s}" for s in ("TERM", "HUP", "USR1")]
+               for x in [*"ab"[:len(first)], "c"]] + [
+                  f"sig{s}" for s in ("TERM", "HUP", "QUIT", "USR1")] + ["int1", "int2"]
 SCENE_JOB = next(j for j in JOBS if j.extra)
 SCENARIOS = [j.scenario for j in JOBS]
 assert len(CASES) == sum(len(j.cases) for j in JOBS), "case names must be unique"

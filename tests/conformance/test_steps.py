@@ -89,7 +89,12 @@ def _lines(o: Outcome, name: str, results: Results) -> list[str] | str:
         if case.startswith("lay_") and len(set(re.findall(r"c\d+", text))) == 1:
             # a one-node step: for the same reason, on whichever node slurmctld freed first
             lines = [re.sub(r"c\d+", "<node>", line) for line in lines]
-    if case in ("sigTERM", "sigHUP"):
+    if case == "int2":
+        # after its Ctrl-C srun either hears the tasks end (their "Interrupt" lines) or gives up
+        # waiting ("Job step aborted: ..."): seen both ways on Slurm; the rest is compared
+        lines = [line for line in lines if "Job step aborted" not in line
+                 and not line.endswith(": Interrupt")]
+    if case in ("sigTERM", "sigHUP", "sigQUIT", "int2"):
         return sorted({KINDS.sub(lambda m: re.sub(r"\d+", "<n>", m.group(0)), line)
                        for line in lines})
     return sorted(lines)
