@@ -27,6 +27,7 @@ from noded.taskenv import (
     open_out,
     task_argv,
     task_environment,
+    truncate_shared,
 )
 from protocol.messages import (
     StepEnd,
@@ -58,6 +59,7 @@ class RunningStep:
     stdin: dict[int, trio.abc.SendStream] = attrs.Factory(dict)
     pumps: dict[int, int] = attrs.Factory(dict)  # task -> its output pipes still open
     drained: dict[int, trio.Event] = attrs.Factory(dict)  # task -> its pipes reached EOF
+    opened: set[str] = attrs.Factory(set)  # -o/-e files this step opened here
 
 
 
@@ -84,6 +86,7 @@ class StepRunner:
         self.kill_wait = job.spec.kill_wait
         step = RunningStep(spec, started_at=time.time())
         self.steps[key] = step
+        truncate_shared(spec, self.node, job.spec.name, step.opened)
         try:
             with trio.fail_after(CONNECT_TIMEOUT):
                 stream = await trio.open_tcp_stream(spec.io_host, spec.io_port)
@@ -124,11 +127,13 @@ class StepRunner:
         files = []
         try:
             if spec.stdout:
-                files.append(open_out(expand(spec.stdout, spec, self.node, task, job.spec.name)))
+                files.append(open_out(expand(spec.stdout, spec, self.node, task, job.spec.name),
+                                      spec.stdout, step.opened))
                 outputs[1] = files[-1]
                 outputs[2] = files[-1]
             if spec.stderr:
-                files.append(open_out(expand(spec.stderr, spec, self.node, task, job.spec.name)))
+                files.append(open_out(expand(spec.stderr, spec, self.node, task, job.spec.name),
+                                      spec.stderr, step.opened))
                 outputs[2] = files[-1]
             elif not spec.stdout:
                 outputs[2] = subprocess.PIPE

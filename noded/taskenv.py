@@ -104,9 +104,35 @@ def cancelled_line(spec: StepSpec, node: str) -> str:
             f"CANCELLED AT {when} ***\n")
 
 
-def open_out(path: str) -> Any:
-    # tasks of several nodes may share one file: append, as each writes its own lines
+_PER_NODE = re.compile(r"%\d*[tnN]")  # a name no other node's task writes
+
+
+def open_out(path: str, pattern: str, opened: set[str]) -> Any:
+    """A task's -o/-e file, truncated as srun's are the first time this step opens it here
+    (a name every node shares: see truncate_shared), then opened to append, so that the tasks
+    sharing it each add their own lines."""
+    if path not in opened:
+        opened.add(path)
+        if _PER_NODE.search(pattern):
+            open(path, "wb").close()
     return open(path, "ab")
+
+
+def truncate_shared(spec: StepSpec, node: str, job_name: str, opened: set[str]) -> None:
+    """The step's first node truncates the -o/-e files every node's tasks share, before it
+    even reaches rrun (its tasks and the others' start after that, by a connection and a fork
+    at least)."""
+    if spec.node_index != 0:
+        return
+    for pattern in (spec.stdout, spec.stderr):
+        if pattern and not _PER_NODE.search(pattern):
+            path = expand(pattern, spec, node, 0, job_name)
+            if path not in opened:
+                opened.add(path)
+                try:
+                    open(path, "wb").close()
+                except OSError:
+                    pass  # the task's own open says why
 
 
 def exec_error(spec: StepSpec, exc: BaseException, node: str) -> str:

@@ -19,12 +19,12 @@ class Case:
     srun: str  # srun's options, as shell words
     command: str = ""  # the tasks' command, as shell words ("" for env cases)
     env: bool = False  # each task writes its environment to NAME.env.$SLURM_PROCID
-    stdin: str = ""  # shell before the call, piping into srun's stdin
+    before: str = ""  # shell before the call (a pipe into srun's stdin, files it finds)
 
     @property
     def line(self) -> str:
         command = self.command or f"sh -c 'env -0 > {self.name}.env.t$SLURM_PROCID'"
-        return f"{self.stdin} r {self.name} srun {self.srun} {command}".replace("  ", " ").strip()
+        return f"{self.before} r {self.name} srun {self.srun} {command}".replace("  ", " ").strip()
 
 
 @attrs.frozen
@@ -145,12 +145,17 @@ JOBS: list[StepJob] = [
              OUT_ERR),
         # (not all_%j: srun 22.05 takes an -o beginning with "all" for -o all, to srun)
         Case("io_one_file", "-n3 -o 'one_%j.txt'", OUT_ERR),
+        # -o files that exist already are truncated (each task's, each node's)
+        Case("io_truncate_task", "-n2 -o 'trunc_t%t.txt'", "sh -c 'echo new $SLURM_PROCID'",
+             before="echo old > trunc_t0.txt; echo old > trunc_t1.txt;"),
+        Case("io_truncate_node", "-n4 -o 'trunc_n%n.txt'", "sh -c 'echo new $SLURM_PROCID'",
+             before="echo old > trunc_n0.txt; echo old > trunc_n1.txt;"),
         Case("io_unbuffered", "-n1 -u", "sh -c 'printf a; sleep 0.2; printf \"b\\n\"'"),
         Case("io_label_unbuffered", "-n2 -l -u", "sh -c 'printf \"x$SLURM_PROCID\\n\"'"),
         # srun's stdin goes to every task by default; -i none: to none; -i 1: to task 1
-        Case("io_stdin", "-n2 -l", "cat", stdin="echo in |"),
-        Case("io_stdin_none", "-n2 -l -i none", "cat", stdin="echo in |"),
-        Case("io_stdin_task", "-n2 -l -i 1", "cat", stdin="echo in |"),
+        Case("io_stdin", "-n2 -l", "cat", before="echo in |"),
+        Case("io_stdin_none", "-n2 -l -i none", "cat", before="echo in |"),
+        Case("io_stdin_task", "-n2 -l -i 1", "cat", before="echo in |"),
         # --export=NONE: no PATH, so a command named without a path is not found
         Case("io_export_none", "-n2 --export=NONE", "sh -c 'echo ${SLURM_JOB_ID:+jobid}'"),
         Case("io_export_none_path", "-n2 --export=NONE",

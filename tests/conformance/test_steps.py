@@ -128,7 +128,7 @@ def _named_files(o: Outcome, results: Results) -> dict[str, list[str]]:
     """The files -o/-e patterns made (what the case list does not name itself)."""
     out = {}
     for name in o.files:
-        if name.startswith(("o_", "e_", "one_")):
+        if name.startswith(("o_", "e_", "one_", "trunc_")):
             # %N: Slurm writes its slurmd host's name (README: deliberate), Ranch the node's
             key = re.sub(rf"N({re.escape(results.hostname)}|c\d+)", "N<node>", ids(name, o.job_id))
             out[key] = _lines(o, name, results)
