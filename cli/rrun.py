@@ -106,7 +106,9 @@ def sizes(args: argparse.Namespace, env: dict[str, str]) -> dict[str, int]:
     if ntasks and nodes and ntasks < nodes:
         print(f"{prog('rrun')}: Warning: can't run {ntasks} processes on {nodes} nodes, "
               f"setting nnodes to {ntasks}", file=sys.stderr)
-    cpt = args.cpus_per_task or _int_env(env, "SLURM_CPUS_PER_TASK")
+    # srun 22.05 does not take the job's SLURM_CPUS_PER_TASK as its -c (measured: a -c 2 job's
+    # srun -n4 runs four tasks on its four CPUs); SRUN_CPUS_PER_TASK is its variable for -c
+    cpt = args.cpus_per_task or _int_env(env, "SRUN_CPUS_PER_TASK")
     return {"ntasks": ntasks, "nodes": nodes, "ntasks_per_node": per_node,
             "cpus_per_task": cpt, "gpus_per_task": args.gpus_per_task,
             "gpus_per_node": args.gpus_per_node}

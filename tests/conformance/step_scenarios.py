@@ -121,6 +121,11 @@ JOBS: list[StepJob] = [
         # a CPU a node: three tasks do not fit (srun: More processors requested than permitted)
         Case("refused_n3", "-n3", "true"),
     )),
+    # the job's -c: does srun 22.05 take SLURM_CPUS_PER_TASK as its own -c?
+    StepJob("steps env -c", ("-N", "2", "-n", "2", "-c", "2", "-J", "stepenv3"), (
+        _env("env_job_c2", ""),
+        Case("lay_job_c2_n4", "-l -n4", NODE),
+    )),
     StepJob("steps layout", ("-N", "2", "-n", "4"), (
         Case("lay_n3", "-l -n3", NODE),
         Case("lay_N2", "-l -N2", NODE),
@@ -170,8 +175,10 @@ JOBS: list[StepJob] = [
         Case("exit_some", "-n4", "sh -c 'exit $((SLURM_PROCID % 2 * 5))'"),
         Case("kill9", "-n1", "sh -c 'kill -9 $$'"),
         Case("killTERM", "-n2", "sh -c 'kill -TERM $$'"),
-        Case("K", "-n2 -K",
-             "sh -c 'if [ $SLURM_PROCID = 0 ]; then exit 4; fi; exec sleep 20'"),
+        # task 0 fails once task 1 runs (else srun may end before task 1 even started)
+        Case("K", "-n2 -K", "sh -c 'if [ $SLURM_PROCID = 0 ]; then "
+             + WAIT.format(n=100, cond="[ ! -e K.ready ]") + "; exit 4; fi; "
+             "touch K.ready; exec sleep 20'"),
         Case("nonexistent", "-n1", "/nonexistent/cmd"),
         Case("not_on_path", "-n1", "no-such-command-here"),
     )),
