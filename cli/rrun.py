@@ -97,8 +97,10 @@ def sizes(args: argparse.Namespace, env: dict[str, str]) -> dict[str, int]:
     if allocated and nodes > allocated:
         raise CliError(f"Only allocated {allocated} nodes asked for {nodes}")
     ntasks = args.ntasks or _int_env(env, "SLURM_NTASKS", "SLURM_NPROCS")
-    per_node = args.ntasks_per_node
-    if per_node and ntasks and nodes and per_node * nodes != ntasks:
+    per_node = args.ntasks_per_node or _int_env(env, "SLURM_NTASKS_PER_NODE")
+    # a per-node count that disagrees with the job's task count is dropped, with srun's
+    # warning; beside an -n of its own it stays a most-per-node (srun says nothing then)
+    if per_node and not args.ntasks and ntasks and nodes and per_node * nodes != ntasks:
         print(f"{prog('rrun')}: Warning: can't honor --ntasks-per-node set to {per_node} "
               f"which doesn't match the requested tasks {ntasks} with the number of requested "
               f"nodes {nodes}. Ignoring --ntasks-per-node.", file=sys.stderr)

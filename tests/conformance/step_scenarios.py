@@ -126,6 +126,12 @@ JOBS: list[StepJob] = [
         _env("env_job_c2", ""),
         Case("lay_job_c2_n4", "-l -n4", NODE),
     )),
+    # the job's --ntasks-per-node (SLURM_NTASKS_PER_NODE in the script)
+    StepJob("steps env tpn", ("-N", "2", "--ntasks-per-node=2", "-J", "stepenv4"), (
+        _env("env_job_tpn2", ""),
+        Case("lay_job_tpn2_n2", "-l -n2", NODE),
+        Case("lay_job_tpn2_N1", "-l -N1", NODE),
+    )),
     StepJob("steps layout", ("-N", "2", "-n", "4"), (
         Case("lay_n3", "-l -n3", NODE),
         Case("lay_N2", "-l -N2", NODE),
