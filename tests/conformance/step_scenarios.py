@@ -162,6 +162,9 @@ JOBS: list[StepJob] = [
         Case("io_truncate_node", "-n4 -o 'trunc_n%n.txt'", "sh -c 'echo new $SLURM_PROCID'",
              before="echo old > trunc_n0.txt; echo old > trunc_n1.txt;"),
         Case("io_unbuffered", "-n1 -u", "sh -c 'printf a; sleep 0.2; printf \"b\\n\"'"),
+        # a last line without its newline
+        Case("io_partial", "-n2", "printf x"),
+        Case("io_partial_label", "-n2 -l", "sh -c 'printf \"a\\nb\"'"),
         Case("io_label_unbuffered", "-n2 -l -u", "sh -c 'printf \"x$SLURM_PROCID\\n\"'"),
         # srun's stdin goes to every task by default; -i none: to none; -i 1: to task 1
         Case("io_stdin", "-n2 -l", "cat", before="echo in |"),

@@ -191,4 +191,4 @@ def test_steps_wall_time(step_results: Results) -> None:
     """Both systems ran every step scenario, within the time the suite allows itself."""
     assert all(o.ended for d in (step_results.slurm, step_results.ranch) for o in d.values()), \
         "\n".join(step_results.log)
-    assert step_results.seconds < 90, f"took {step_results.seconds:.0f} s"
+    assert step_results.seconds < 120, f"took {step_results.seconds:.0f} s"
