@@ -104,7 +104,7 @@ class StepIO:
         self.all_connected = trio.Event()
         self.finished = trio.Event()
         self.killed = False
-        self.aborted = False  # rrun itself ended the step (SIGTERM/SIGHUP, Ctrl-C twice)
+        self.aborted = False  # rrun itself ended the step (SIGTERM/HUP/QUIT, Ctrl-C thrice)
         self.terminating = False  # -K sent its SIGTERM
         self.interrupted = False  # Ctrl-C twice: the tasks were sent SIGINT
         self.kill_wait = int(granted.get("kill_wait", 30))

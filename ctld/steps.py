@@ -155,7 +155,7 @@ class JobSteps:
         counts = [ntasks // want + (1 if i < ntasks % want else 0) for i in range(want)]
         if msg.ntasks_per_node and any(c > msg.ntasks_per_node for c in counts):
             raise StepError(NOT_AVAILABLE)
-        chosen = self._place(job, msg, nodes, want, free, counts[0] * cpt)
+        chosen = self._place(msg, nodes, want, free, counts[0] * cpt)
         for name, count in zip(chosen, counts, strict=True):
             share = job.shares.get(name)
             if share is None or count * cpt > share.cpus:
@@ -180,8 +180,8 @@ class JobSteps:
                     job.restarts, awaiting=set(chosen))
 
     @staticmethod
-    def _place(job: Job, msg: m.StepRequest, nodes: list[str], want: int,
-               free: dict[str, int], need: int) -> list[str]:
+    def _place(msg: m.StepRequest, nodes: list[str], want: int, free: dict[str, int],
+               need: int) -> list[str]:
         """The step's nodes, in the allocation's order: those -w names, then (as slurmctld
         picks them) the ones with the most CPUs that other steps leave free."""
         asked: list[str] = []
