@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import socket
 import sys
 import time
@@ -44,10 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     a("-e", "--error", default="", metavar="PATTERN", help="tasks' stderr to files")
     a("-i", "--input", default="", metavar="MODE",
       help="stdin: all (default), none, a task id, or a file pattern")
-    a("-K", "--kill-on-bad-exit", nargs="?", const=1, type=int, default=0, metavar="0|1",
-      help="end the step when a task exits non-zero")
+    # srun's -K takes its optional value only attached (-K0, --kill-on-bad-exit=1): run()
+    # turns those forms into --kill-on-bad-exit-value, so `-K sh` leaves sh to the command
+    a("-K", "--kill-on-bad-exit", action="store_const", const=1, default=0,
+      help="end the step when a task exits non-zero (-K0: do not)")
+    a("--kill-on-bad-exit-value", dest="kill_on_bad_exit", type=int, help=argparse.SUPPRESS)
     a("--cpu-bind", default="", metavar="TYPE", help="accepted: none (Ranch binds nothing)")
-    a("--exclusive", action="store_true", help="CPUs no other step uses (the default)")
+    a("--exclusive", action="store_true", help="CPUs no other step uses (implies --exact)")
+    a("--exact", action="store_true", help="hold only the CPUs asked for (implied by -c); "
+      "without it a step holds every free CPU of the job on its nodes")
     a("--overlap", action="store_true", help="share CPUs with the job's other steps")
     a("-J", "--job-name", default="", metavar="NAME", help="the step's (and new job's) name")
     a("--jobid", type=int, default=0, metavar="JOBID", help="run in this job's allocation")
@@ -84,25 +90,36 @@ def _nodes(text: str) -> int:
 
 
 def sizes(args: argparse.Namespace, env: dict[str, str]) -> dict[str, int]:
-    """The step's sizes as srun resolves them: its options, else the allocation's variables."""
-    nodes = _nodes(args.nodes)
-    ntasks = args.ntasks
-    if not ntasks and not args.ntasks_per_node:
-        ntasks = _int_env(env, "SLURM_NTASKS", "SLURM_NPROCS")
-    if not nodes and not ntasks and not args.nodelist:
-        nodes = _int_env(env, "SLURM_JOB_NUM_NODES", "SLURM_NNODES")
+    """The step's sizes as srun resolves them: its options, else the allocation's variables
+    (SLURM_NTASKS as -n, SLURM_NNODES as -N), with srun's warnings where they disagree."""
+    allocated = _int_env(env, "SLURM_NNODES", "SLURM_JOB_NUM_NODES")
+    nodes = _nodes(args.nodes) or allocated
+    if allocated and nodes > allocated:
+        raise CliError(f"Only allocated {allocated} nodes asked for {nodes}")
+    ntasks = args.ntasks or _int_env(env, "SLURM_NTASKS", "SLURM_NPROCS")
+    per_node = args.ntasks_per_node or _int_env(env, "SLURM_NTASKS_PER_NODE")
+    # a per-node count that disagrees with the job's task count is dropped, with srun's
+    # warning; beside an -n of its own it stays a most-per-node (srun says nothing then)
+    if per_node and not args.ntasks and ntasks and nodes and per_node * nodes != ntasks:
+        print(f"{prog('rrun')}: Warning: can't honor --ntasks-per-node set to {per_node} "
+              f"which doesn't match the requested tasks {ntasks} with the number of requested "
+              f"nodes {nodes}. Ignoring --ntasks-per-node.", file=sys.stderr)
+        per_node = 0
     if ntasks and nodes and ntasks < nodes:
-        print(f"{prog('rrun')}: warning: can't run {ntasks} processes on {nodes} nodes, "
+        print(f"{prog('rrun')}: Warning: can't run {ntasks} processes on {nodes} nodes, "
               f"setting nnodes to {ntasks}", file=sys.stderr)
-        nodes = ntasks
-    cpt = args.cpus_per_task or _int_env(env, "SLURM_CPUS_PER_TASK")
-    return {"ntasks": ntasks, "nodes": nodes, "ntasks_per_node": args.ntasks_per_node,
+    # srun 22.05 does not take the job's SLURM_CPUS_PER_TASK as its -c (measured: a -c 2 job's
+    # srun -n4 runs four tasks on its four CPUs); SRUN_CPUS_PER_TASK is its variable for -c
+    cpt = args.cpus_per_task or _int_env(env, "SRUN_CPUS_PER_TASK")
+    return {"ntasks": ntasks, "nodes": nodes, "ntasks_per_node": per_node,
             "cpus_per_task": cpt, "gpus_per_task": args.gpus_per_task,
             "gpus_per_node": args.gpus_per_node}
 
 
-def step_env(args: argparse.Namespace, env: dict[str, str]) -> list[list[str]]:
-    """--export: what of rrun's environment the tasks get."""
+def step_env(args: argparse.Namespace, env: dict[str, str],
+             size: dict[str, int] | None = None) -> list[list[str]]:
+    """--export: what of rrun's environment the tasks get, with the names srun itself sets
+    before it launches (its distribution, -l, --ntasks-per-node, umask)."""
     how = args.export or "ALL"
     words = [w for w in how.split(",") if w]
     if words and words[0].upper() == "NONE":
@@ -119,7 +136,29 @@ def step_env(args: argparse.Namespace, env: dict[str, str]) -> list[list[str]]:
             out[name] = value
         elif name in env:
             out[name] = env[name]
+    if size is not None:
+        out.update(srun_names(args, env, size))
     return [[k, v] for k, v in out.items()]
+
+
+def srun_names(args: argparse.Namespace, env: dict[str, str], size: dict[str, int]
+               ) -> dict[str, str]:
+    ntasks, nodes = size["ntasks"], size["nodes"]
+    # srun 22.05: cyclic when the tasks do not outnumber the nodes, else block
+    cyclic = not ntasks or (nodes and ntasks <= nodes)
+    out = {"SLURM_DISTRIBUTION": "cyclic" if cyclic else "block"}
+    if args.label:
+        out["SLURM_LABELIO"] = "1"
+    if args.job_name:
+        out["SLURM_JOB_NAME"] = args.job_name
+    if size["ntasks_per_node"]:
+        out["SLURM_NTASKS_PER_NODE"] = str(size["ntasks_per_node"])
+    mask = os.umask(0)
+    os.umask(mask)
+    out["SLURM_UMASK"] = f"{mask:04o}"
+    if "SLURM_JOB_CPUS_PER_NODE" in env:
+        out["SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0"] = env["SLURM_JOB_CPUS_PER_NODE"]
+    return out
 
 
 def _io_host(target) -> str:
@@ -140,20 +179,22 @@ def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str])
     host = _io_host(target)
     listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host
                                     else socket.AF_INET, backlog=128)
+    size = sizes(args, env)
     with listener:
         body = {
             "job_id": job_id, "argv": list(args.command),
             "cwd": os.path.abspath(args.chdir or os.getcwd()),
             "io_host": host, "io_port": listener.getsockname()[1],
-            "env": step_env(args, env), "name": args.job_name,
+            "env": step_env(args, env, size), "name": args.job_name,
             "nodelist": args.nodelist, "overlap": bool(args.overlap),
             "exclusive": bool(args.exclusive),
+            "exact": bool(args.exact or args.exclusive or args.cpus_per_task),
             "stdout": args.output, "stderr": args.error,
             "input": args.input if args.input else "all", "unbuffered": bool(args.unbuffered),
-            **sizes(args, env),
+            **size,
         }
         granted = _ask_for_step(target, body, job_id, quiet=args.quiet)
-        if args.verbose:
+        if args.verbose and not granted.get("waited"):
             print(f"{prog('rrun')}: Step created for StepId={job_id}.{granted['step_id']}",
                   file=sys.stderr)
         return step_io.run(listener, granted, args)
@@ -165,7 +206,11 @@ def _ask_for_step(target, body: dict, job_id: int, *, quiet: bool) -> dict:
     delay = 0.1
     while True:
         try:
-            return request(target, "StepRequest", body, want="StepGranted")
+            granted = request(target, "StepRequest", body, want="StepGranted")
+            if said:
+                print(f"{prog('rrun')}: Step created for job {job_id}", file=sys.stderr)
+                granted = {**granted, "waited": True}
+            return granted
         except Refused as exc:
             reason = next((r for r in RETRY_CODES if r in exc.message), None)
             if reason is None:
@@ -195,8 +240,30 @@ def _check(args: argparse.Namespace) -> None:
             raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more", code=2)
 
 
+def _attached_k(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+    """-K0 / -K1 / --kill-on-bad-exit=N among rrun's own options (not the command's) as
+    --kill-on-bad-exit-value=N."""
+    takes = {s for a in parser._actions for s in a.option_strings if a.nargs != 0}
+    out, i = [], 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--" or not word.startswith("-") or word == "-":
+            break
+        m = re.fullmatch(r"-K(\d+)|--kill-on-bad-exit=(\d+)", word)
+        if m:
+            out.append(f"--kill-on-bad-exit-value={m.group(1) or m.group(2)}")
+        else:
+            out.append(word)
+            if word in takes and i + 1 < len(argv):
+                i += 1
+                out.append(argv[i])
+        i += 1
+    return out + argv[i:]
+
+
 def run(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(_attached_k(list(argv), parser))
     _check(args)
     target = find_target(args.server, args.key_file, args.conf)
     env = dict(os.environ)

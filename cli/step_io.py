@@ -2,7 +2,8 @@
 tasks' output and exits (frames signed with the step's key); rrun prints them (labelled, by
 line), feeds its stdin to the tasks, forwards signals, and works out srun's exit code.
 
-Ctrl-C as srun: one prints the tasks' status; two within a second end the step (SIGKILL).
+Ctrl-C as srun 22.05: one prints the tasks' status; two within a second send the tasks SIGINT
+(exit 130 where it ends them); a third ends the step (SIGKILL).
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from protocol.messages import StepHello, StepSignal, TaskExit, TaskInput, TaskOu
 from protocol.tcp import FramedStream, PeerClosed
 
 HELLO_TIMEOUT = 60.0  # every node of the step connects within this (it launches in milliseconds)
-FORWARDED = (signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGALRM)
+FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGALRM)
 # srun 22.05 does not pass these on: they end the step (SIGKILL to its tasks), exit 137
-ENDING = (signal.SIGTERM, signal.SIGHUP)
+ENDING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 LOST = (PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
@@ -103,6 +104,11 @@ class StepIO:
         self.all_connected = trio.Event()
         self.finished = trio.Event()
         self.killed = False
+        self.aborted = False  # rrun itself ended the step (SIGTERM/HUP/QUIT, Ctrl-C thrice)
+        self.terminating = False  # -K sent its SIGTERM
+        self.interrupted = False  # Ctrl-C twice: the tasks were sent SIGINT
+        self.kill_wait = int(granted.get("kill_wait", 30))
+        self.unsaid: dict[str, list[int]] = {}  # node -> its ended tasks not reported yet
         self.prog = prog("rrun")
 
     def say(self, text: str) -> None:
@@ -146,16 +152,38 @@ class StepIO:
         elif isinstance(msg, TaskExit) and self.node_of.get(msg.task) == node:
             self.out.flush_task(msg.task)
             self.exits[msg.task] = (msg.exit_code, msg.signal)
-            if msg.signal:
-                self.say(f"error: {node}: task {msg.task}: {_signal_text(msg.signal)}")
-            elif msg.exit_code:
-                self.say(f"error: {node}: task {msg.task}: Exited with exit code "
-                         f"{msg.exit_code}")
-            if (msg.exit_code or msg.signal) and self.args.kill_on_bad_exit and not self.killed:
-                self.say(f"Terminating StepId={self.name}")
-                self.kill_soon(signal.SIGTERM)  # srun -K: SIGTERM to the rest
+            # srun reports a node's tasks that end together on one line ("tasks 0-1"): a
+            # node's exits are said once all its tasks ended, or a moment after the first
+            waiting = self.unsaid.setdefault(node, [])
+            waiting.append(msg.task)
+            if all(t in self.exits for t in self.tasks_of[node]):
+                self.report(node)
+            elif len(waiting) == 1:
+                self.nursery.start_soon(self.report_soon, node)
             if len(self.exits) == self.ntasks:
                 self.finished.set()
+
+    async def report_soon(self, node: str) -> None:
+        await trio.sleep(0.1)
+        self.report(node)
+
+    def report(self, node: str) -> None:
+        tasks = self.unsaid.pop(node, [])
+        groups: dict[tuple[int, int], list[int]] = {}
+        for t in tasks:
+            groups.setdefault(self.exits[t], []).append(t)
+        bad = False
+        for (code, sig), ids in groups.items():
+            if not code and not sig:
+                continue
+            bad = True
+            what = _signal_text(sig) if sig else f"Exited with exit code {code}"
+            word = "task" if len(ids) == 1 else "tasks"
+            self.say(f"error: {node}: {word} {ranges(ids)}: {what}")
+        if bad and self.args.kill_on_bad_exit and not self.killed and not self.terminating:
+            self.terminating = True
+            self.say(f"launch/slurm: _step_signal: Terminating StepId={self.name}")
+            self.kill_soon(signal.SIGTERM)  # srun -K: SIGTERM to the rest
 
     def node_closed(self, node: str) -> None:
         missing = [t for t in self.tasks_of[node] if t not in self.exits]
@@ -186,15 +214,22 @@ class StepIO:
         with trio.open_signal_receiver(signal.SIGINT, *FORWARDED, *ENDING) as received:
             async for signum in received:
                 if signum in ENDING:
-                    self.kill_soon(signal.SIGKILL)
+                    if signum == signal.SIGQUIT:
+                        self.say("Quit")
+                    self.abort(waiting=True)
                     continue
                 if signum != signal.SIGINT:
                     self.kill_soon(signum)
                     continue
                 now = trio.current_time()
-                if now - last_int <= 1.0 or self.killed:
-                    self.say("forcing job termination")
-                    self.kill_soon(signal.SIGKILL)
+                if self.interrupted and (now - last_int <= 1.0 or self.killed):
+                    self.abort(waiting=False)
+                    continue
+                if now - last_int <= 1.0:
+                    self.interrupted = True
+                    last_int = now
+                    self.say(f"sending Ctrl-C to StepId={self.name}")
+                    self.kill_soon(signal.SIGINT)
                     continue
                 last_int = now
                 self.say("interrupt (one more within 1 sec to abort)")
@@ -204,6 +239,16 @@ class StepIO:
                     self.say(f"StepId={self.name} tasks {ranges(running)}: running")
                 if done:
                     self.say(f"StepId={self.name} tasks {ranges(done)}: exited")
+
+    def abort(self, *, waiting: bool) -> None:
+        """End the step: SIGKILL to every task (srun's SIGTERM/SIGHUP/SIGQUIT, Ctrl-C thrice)."""
+        if not self.aborted:
+            self.aborted = True
+            self.say("forcing job termination")
+            if waiting:
+                self.say(f"Job step aborted: Waiting up to {self.kill_wait + 2} seconds for "
+                         "job step to finish.")
+        self.kill_soon(signal.SIGKILL)
 
     async def stdin(self) -> None:
         """rrun's stdin to the tasks that read it (-i all or a task id), then end of file."""
@@ -242,7 +287,13 @@ class StepIO:
                     self.finished.set()
                 self.kill_soon(signal.SIGKILL)
             await self.finished.wait()
+            for node in list(self.unsaid):
+                self.report(node)
             nursery.cancel_scope.cancel()
+        if self.interrupted and not self.aborted:
+            self.say("forcing job termination")  # srun says it once the Ctrl-C'd step ended
+        elif not self.aborted and any(sig for _, sig in self.exits.values()):
+            self.say(f"Force Terminated StepId={self.name}")
         return self.exit_code()
 
     def exit_code(self) -> int:

@@ -129,7 +129,7 @@ class JobSteps:
         logs.event("step started", job=job.id, step=step.id, nodes=len(step.nodes),
                    tasks=step.ntasks)
         return m.StepGranted(job.id, step.id, hostlist.fold(list(step.nodes)), step.nodes,
-                             step.tasks, key)
+                             step.tasks, key, int(self.store.kill_wait))
 
     @staticmethod
     def _may(job: Job, who: Any) -> None:
@@ -147,15 +147,11 @@ class JobSteps:
         ntasks, want = max(0, msg.ntasks), max(0, msg.nodes)
         cpt = max(1, msg.cpus_per_task)
         nodes = list(job.nodes)
-        if msg.nodelist:
+        if msg.nodelist and not want:
             try:
-                asked = hostlist.expand(msg.nodelist)
+                want = len(set(hostlist.expand(msg.nodelist)))
             except ValueError as exc:
                 raise StepError(f"-w {msg.nodelist}: {exc}") from None
-            if not set(asked) <= set(nodes):
-                raise StepError(NOT_AVAILABLE)
-            nodes = [n for n in nodes if n in set(asked)]  # the allocation's order
-            want = want or len(nodes)
         if not want:
             want = min(len(nodes), ntasks) if ntasks else len(nodes)
         if msg.ntasks_per_node and not ntasks:
@@ -166,15 +162,10 @@ class JobSteps:
         if ntasks < want:
             want = ntasks  # srun: "can't run N processes on M nodes, setting nnodes to N"
         free = self._free_cpus(job)
-        chosen = nodes[:want]
-        if not msg.nodelist:  # prefer nodes whose CPUs other steps leave free
-            chosen = sorted(nodes, key=lambda n: (free.get(n, 0) < cpt, nodes.index(n)))[:want]
-            chosen.sort(key=nodes.index)
-        elif want < len(nodes):
-            raise StepError(NOT_AVAILABLE)  # -w names more nodes than -N
         counts = [ntasks // want + (1 if i < ntasks % want else 0) for i in range(want)]
         if msg.ntasks_per_node and any(c > msg.ntasks_per_node for c in counts):
             raise StepError(NOT_AVAILABLE)
+        chosen = self._place(msg, nodes, want, free, counts[0] * cpt)
         for name, count in zip(chosen, counts, strict=True):
             share = job.shares.get(name)
             if share is None or count * cpt > share.cpus:
@@ -183,17 +174,38 @@ class JobSteps:
             if count * max(0, msg.gpus_per_task) > gpus or max(0, msg.gpus_per_node) > gpus:
                 raise StepError("Invalid generic resource (gres) specification")
         exclusive = not msg.overlap
-        if exclusive and any(free.get(n, 0) < c * cpt for n, c in zip(chosen, counts,
-                                                                       strict=True)):
-            raise StepError(BUSY, "step_busy")
+        held = []
+        for name, count in zip(chosen, counts, strict=True):
+            if exclusive and free.get(name, 0) < count * cpt:
+                raise StepError(BUSY, "step_busy")
+            # without --exact a step holds every CPU of the job there that is free (srun 22.05)
+            held.append(count * cpt if msg.exact or not exclusive else free.get(name, 0))
         tasks, first = [], 0
         for count in counts:
             tasks.append(tuple(range(first, first + count)))
             first += count
         name = msg.name or (msg.argv[0].rsplit("/", 1)[-1] if msg.argv else "step")
         return Step(job.next_step, name, job.req.user, job.req.uid, tuple(chosen),
-                    tuple(tasks), tuple(c * cpt for c in counts), exclusive, self.c.wall(),
+                    tuple(tasks), tuple(held), exclusive, self.c.wall(),
                     job.restarts, awaiting=set(chosen), host=msg.io_host)
+
+    @staticmethod
+    def _place(msg: m.StepRequest, nodes: list[str], want: int, free: dict[str, int],
+               need: int) -> list[str]:
+        """The step's nodes, in the allocation's order: those -w names, then (as slurmctld
+        picks them) the ones with the most CPUs that other steps leave free."""
+        asked: list[str] = []
+        if msg.nodelist:
+            try:
+                asked = hostlist.expand(msg.nodelist)
+            except ValueError as exc:
+                raise StepError(f"-w {msg.nodelist}: {exc}") from None
+            if not set(asked) <= set(nodes) or len(set(asked)) > want:
+                raise StepError(NOT_AVAILABLE)
+        rest = sorted((n for n in nodes if n not in asked),
+                      key=lambda n: (free.get(n, 0) < need, -free.get(n, 0), nodes.index(n)))
+        chosen = [n for n in nodes if n in set(asked)] + rest[:want - len(set(asked))]
+        return sorted(chosen, key=nodes.index)
 
     @staticmethod
     def _free_cpus(job: Job) -> dict[str, int]:

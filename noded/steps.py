@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import signal
 import subprocess
 import time
@@ -20,8 +19,16 @@ from typing import Any
 import attrs
 import trio
 
-from conf import hostlist
 from noded.jobs import JobRunner, LaunchError
+from noded.taskenv import (
+    cancelled_line,
+    exec_error,
+    expand,
+    open_out,
+    task_argv,
+    task_environment,
+    truncate_shared,
+)
 from protocol.messages import (
     StepEnd,
     StepHello,
@@ -37,9 +44,6 @@ log = logging.getLogger("rnoded.steps")
 
 CONNECT_TIMEOUT = 10.0  # reaching rrun's listener
 CHUNK = 1 << 16  # one TaskOutput frame at most
-# Names rrun's environment may carry from the batch script that would lie about this step.
-_DROPPED = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_TASK_PID")
-_PATTERN = re.compile(r"%(\d*)([jJsStnNuxA%])")
 LOST = (trio.BrokenResourceError, trio.ClosedResourceError, PeerClosed, OSError)
 
 
@@ -55,56 +59,8 @@ class RunningStep:
     stdin: dict[int, trio.abc.SendStream] = attrs.Factory(dict)
     pumps: dict[int, int] = attrs.Factory(dict)  # task -> its output pipes still open
     drained: dict[int, trio.Event] = attrs.Factory(dict)  # task -> its pipes reached EOF
+    opened: set[str] = attrs.Factory(set)  # -o/-e files this step opened here
 
-
-def expand(pattern: str, spec: StepSpec, node: str, task: int) -> str:
-    """srun's -o/-e/-i patterns: %j %J %s %t %n %N %u %x %%."""
-    values = {"j": str(spec.job_id), "J": f"{spec.job_id}.{spec.step_id}", "A": str(spec.job_id),
-              "s": str(spec.step_id), "S": str(spec.step_id), "t": str(task),
-              "n": str(spec.node_index), "N": node, "u": spec.user, "x": spec.name}
-
-    def one(m: re.Match[str]) -> str:
-        width, key = m.group(1), m.group(2)
-        if key == "%":
-            return "%"
-        value = values[key]
-        return value.zfill(min(int(width), 10)) if width and value.isdigit() else value
-
-    return os.path.join(spec.cwd, _PATTERN.sub(one, pattern))
-
-
-def task_environment(spec: StepSpec, node: str, local: int, task: int, cpus_on_node: int
-                     ) -> dict[str, str]:
-    """What srun gives each task: rrun's environment, then the step's SLURM_* variables."""
-    env = {k: v for k, v in spec.env if k not in _DROPPED and "=" not in k and "\0" not in k + v}
-    step = str(spec.step_id)
-    nodes = str(len(hostlist.expand(spec.nodelist)) if spec.nodelist else 1)
-    env.update({
-        "SLURM_JOB_ID": str(spec.job_id), "SLURM_JOBID": str(spec.job_id),
-        "SLURM_STEP_ID": step, "SLURM_STEPID": step,
-        "SLURM_STEP_NODELIST": spec.nodelist, "SLURM_NODELIST": spec.nodelist,
-        "SLURM_STEP_NUM_NODES": nodes, "SLURM_NNODES": nodes,
-        "SLURM_STEP_NUM_TASKS": str(spec.ntasks), "SLURM_NTASKS": str(spec.ntasks),
-        "SLURM_NPROCS": str(spec.ntasks),
-        "SLURM_STEP_TASKS_PER_NODE": spec.tasks_per_node,
-        "SLURM_TASKS_PER_NODE": spec.tasks_per_node,
-        "SLURM_PROCID": str(task), "SLURM_LOCALID": str(local),
-        "SLURM_NODEID": str(spec.node_index),
-        "SLURM_GTIDS": ",".join(str(t) for t in spec.tasks),
-        "SLURMD_NODENAME": node, "SLURM_TOPOLOGY_ADDR": node,
-        "SLURM_CPUS_ON_NODE": str(cpus_on_node),
-        "SLURM_DISTRIBUTION": "block",
-        "SLURM_LAUNCH_NODE_IPADDR": spec.io_host,
-        "SLURM_SRUN_COMM_HOST": spec.io_host, "SLURM_SRUN_COMM_PORT": str(spec.io_port),
-    })
-    if spec.job_nodelist:
-        env["SLURM_JOB_NODELIST"] = spec.job_nodelist
-    if spec.cpus_per_task > 1:
-        env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
-    if spec.gpus:
-        gpus = spec.gpus[local] if local < len(spec.gpus) else ()
-        env["CUDA_VISIBLE_DEVICES"] = env["GPU_DEVICE_ORDINAL"] = ",".join(map(str, gpus))
-    return env
 
 
 class StepRunner:
@@ -130,6 +86,7 @@ class StepRunner:
         self.kill_wait = job.spec.kill_wait
         step = RunningStep(spec, started_at=time.time())
         self.steps[key] = step
+        truncate_shared(spec, self.node, job.spec.name, step.opened)
         try:
             with trio.fail_after(CONNECT_TIMEOUT):
                 stream = await trio.open_tcp_stream(spec.io_host, spec.io_port)
@@ -170,17 +127,19 @@ class StepRunner:
         files = []
         try:
             if spec.stdout:
-                files.append(_open_out(expand(spec.stdout, spec, self.node, task)))
+                files.append(open_out(expand(spec.stdout, spec, self.node, task, job.spec.name),
+                                      spec.stdout, step.opened))
                 outputs[1] = files[-1]
                 outputs[2] = files[-1]
             if spec.stderr:
-                files.append(_open_out(expand(spec.stderr, spec, self.node, task)))
+                files.append(open_out(expand(spec.stderr, spec, self.node, task, job.spec.name),
+                                      spec.stderr, step.opened))
                 outputs[2] = files[-1]
             elif not spec.stdout:
                 outputs[2] = subprocess.PIPE
             wants_input = spec.input in ("", "all") or spec.input == str(task)
             if spec.input not in ("", "all", "none") and not spec.input.isdigit():
-                files.append(open(expand(spec.input, spec, self.node, task), "rb"))
+                files.append(open(expand(spec.input, spec, self.node, task, job.spec.name), "rb"))
                 stdin = files[-1]
             elif wants_input:
                 stdin = subprocess.PIPE
@@ -190,12 +149,12 @@ class StepRunner:
                 kwargs = {"user": ident["uid"], "group": ident["gid"],
                           "extra_groups": ident["groups"]}
             proc = await trio.lowlevel.open_process(
-                list(spec.argv), stdin=stdin, stdout=outputs[1], stderr=outputs[2], env=env,
+                task_argv(spec, env), stdin=stdin, stdout=outputs[1], stderr=outputs[2], env=env,
                 cwd=spec.cwd, start_new_session=True, **kwargs)
         except (OSError, LaunchError) as exc:
             for f in files:
                 f.close()
-            await self._say(step, TaskOutput(task, 2, _exec_error(spec, exc)))
+            await self._say(step, TaskOutput(task, 2, exec_error(spec, exc, self.node)))
             step.exits[task] = (2, 0)
             await self._say(step, TaskExit(task, 2, 0))
             return
@@ -246,9 +205,14 @@ class StepRunner:
         fs = step.fs
         assert fs is not None
         async for msg in fs.messages():
-            if isinstance(msg, StepSignal):  # rrun's SIGKILL ends the step (Ctrl-C twice)
-                await self.signal(step, msg.signal,
-                                  ending="CANCELLED" if msg.signal == signal.SIGKILL else "")
+            if isinstance(msg, StepSignal):
+                # rrun's SIGKILL (srun's SIGTERM, Ctrl-C thrice) and SIGINT (Ctrl-C twice; a
+                # single one is never sent) cancel the step
+                if msg.signal == signal.SIGKILL and step.spec.tasks and not step.ending:
+                    await self._say(step, TaskOutput(step.spec.tasks[0], 2, cancelled_line(
+                        step.spec, self.node)))
+                ends = msg.signal in (signal.SIGKILL, signal.SIGINT)
+                await self.signal(step, msg.signal, ending="CANCELLED" if ends else "")
             elif isinstance(msg, TaskInput):
                 await self._feed(step, msg)
         if step.procs and len(step.exits) < len(step.spec.tasks):
@@ -362,18 +326,3 @@ class StepRunner:
             delay = min(delay * 2, 5.0)
 
 
-def _open_out(path: str) -> Any:
-    # tasks of several nodes may share one file: append, as each writes its own lines
-    return open(path, "ab")
-
-
-def _exec_error(spec: StepSpec, exc: BaseException) -> str:
-    """What slurmstepd says when a task's program cannot be started."""
-    cmd = spec.argv[0] if spec.argv else ""
-    if isinstance(exc, FileNotFoundError):
-        why = "No such file or directory"
-    elif isinstance(exc, PermissionError):
-        why = "Permission denied"
-    else:
-        why = str(exc)
-    return f"slurmstepd: error: execve(): {cmd}: {why}\n"

@@ -44,6 +44,9 @@ class StepRequest:
     stderr: str = ""  # -e pattern ("" = with stdout)
     input: str = ""  # -i: "" / "all" (rrun's stdin to every task) | "none" | task id | file
     unbuffered: bool = False  # -u: output leaves a task's node as it is read
+    # --exact (or --exclusive, or -c given): the step holds the CPUs its tasks ask for;
+    # without it, as srun 22.05's, every CPU of the job on its nodes that no other step holds
+    exact: bool = False
 
 
 @attrs.frozen
@@ -56,6 +59,7 @@ class StepGranted:
     nodes: tuple[str, ...]  # the same nodes, in task order
     tasks: tuple[tuple[int, ...], ...]  # the task ids of each node, in `nodes` order
     key: str  # hex: signs every frame between the step's nodes and rrun
+    kill_wait: int = 30  # KillWait: what srun's "Job step aborted: Waiting up to N+2 s" says
 
 
 # ---------------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from tests.conformance.runner import Results, Runner
 from tests.conformance.scenarios import ALL
 from tests.conformance.shape import SHAPE
 from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_missing
+from tests.conformance.step_scenarios import SCENARIOS as STEP_SCENARIOS
 
 
 def _unavailable(reason: str) -> None:
@@ -44,13 +45,13 @@ def start_slurm() -> SlurmCluster:
     raise AssertionError("unreachable")
 
 
-@pytest.fixture(scope="session")
-def results() -> Results:
+def _run_both(scenarios, raw_names: bool = False) -> Results:
+    """Every scenario on a fresh private Slurm and a fresh Ranch of SHAPE, at once."""
     began = time.monotonic()
     slurm = start_slurm()
     try:
         with RanchCluster(SHAPE) as ranch:
-            runner = Runner([slurm, ranch], ALL)
+            runner = Runner([slurm, ranch], scenarios, raw_names=raw_names)
             outcomes = runner.run()
             workdirs = {"slurm": str(slurm.workdir), "ranch": str(ranch.workdir)}
             if not all(o.ended for d in outcomes.values() for o in d.values()):
@@ -60,3 +61,15 @@ def results() -> Results:
         slurm.stop()
     return Results(outcomes["slurm"], outcomes["ranch"], workdirs, socket.gethostname(),
                    tuple(runner.log), time.monotonic() - began)
+
+
+@pytest.fixture(scope="session")
+def results() -> Results:
+    return _run_both(ALL)
+
+
+@pytest.fixture(scope="session")
+def step_results() -> Results:
+    """The job steps' scenarios (step_scenarios.py): srun's and rrun's, on their own clusters
+    so that no other scenario's job holds CPUs the steps' layouts count on."""
+    return _run_both(STEP_SCENARIOS, raw_names=True)

@@ -11,6 +11,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cli import shims
 from tests.conformance.shape import Shape
 from tests.integration.cluster import REPO, Cluster, free_port
 
@@ -39,6 +40,9 @@ class RanchCluster:
         self.cluster = Cluster(self.dir / "cluster", shape.nodes, conf_text=(
             RANCH_ONLY_CONF.format(port=port) + shape.global_conf() + shape.nodes_conf()))
         self.cluster.port, self.cluster.addr = port, ("127.0.0.1", port)
+        # `srun` in a job's script runs rrun: the shims a user would put first on PATH
+        self.bin = self.dir / "bin"
+        shims.write(self.bin, python=sys.executable)
 
     def start(self, timeout: float = 30.0) -> None:
         c = self.cluster
@@ -78,6 +82,7 @@ class RanchCluster:
                if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "RANCH_SERVER"))}
         env["PYTHONPATH"] = str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")
         env["RANCH_SERVER"] = f"127.0.0.1:{self.cluster.port}"
+        env["PATH"] = f"{self.bin}{os.pathsep}{env.get('PATH', '')}"
         return env
 
     def argv(self, command: str, *args: str) -> list[str]:

@@ -82,8 +82,9 @@ class Results:
 
 class Runner:
     def __init__(self, systems: list[Any], scenarios: list[Scenario],
-                 timeout: float = 150.0) -> None:
+                 timeout: float = 150.0, raw_names: bool = False) -> None:
         self.systems = systems
+        self.raw_names = raw_names  # keep file names as they are (the job id not replaced)
         self.scenarios = scenarios
         self.timeout = timeout
         self.outcomes: dict[str, dict[str, Outcome]] = {
@@ -199,7 +200,9 @@ class Runner:
             top = system.workdir / o.scenario.slug
             for path in sorted(p for p in top.rglob("*") if p.is_file()):
                 name = str(path.relative_to(top))
-                o.files[normalise(name, o.job_id, system.workdir)] = path.read_text(
+                if not self.raw_names:
+                    name = normalise(name, o.job_id, system.workdir)
+                o.files[name] = path.read_text(
                     errors="replace")
 
     def _collect_acct(self, system: Any) -> None:
