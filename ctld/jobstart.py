@@ -175,6 +175,8 @@ class JobStarts:
         if req.time_limit_s is not None and req.time_limit is not None:
             limit = req.time_limit_s
         script, env = self._bulk(job)
+        per_node = tuple(job.shares[n].cpus if n in job.shares else 0
+                         for n in hostlist.expand(nodelist))
         for node_name in names:
             node = self.c.nodes.get(node_name)
             share = job.shares.get(node_name)
@@ -189,7 +191,7 @@ class JobStarts:
                 kill_wait=self.store.kill_wait,
                 restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
                 array_job_id=job.array_job_id, array_task_id=job.array_task_id,
-                cluster_name=self.c.config.cluster_name,
+                cluster_name=self.c.config.cluster_name, cpus_per_node=per_node,
                 **jobextras.spec_fields(req),
             )
             self.c.after_durable(node.conn.push, m.LaunchJob(spec))

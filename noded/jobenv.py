@@ -28,25 +28,27 @@ def node_index(spec: JobSpec, node: str) -> int:
     return names.index(node) if node in names else 0
 
 
-def _repeated(value: int, times: int) -> str:
-    """Slurm's compressed per-node list for equal counts: 2, 2(x3)."""
-    return hostlist.compress_counts([value] * times)
-
-
 def _per_node(spec: JobSpec, env: dict[str, str]) -> dict[str, str]:
-    """SLURM_JOB_CPUS_PER_NODE and SLURM_TASKS_PER_NODE. The spec carries this node's CPUs only,
-    so a job on several nodes gets them only where every node must hold the same share (its
-    CPUs, or its tasks, divide evenly); a value that might be wrong is left out."""
+    """SLURM_JOB_CPUS_PER_NODE and SLURM_TASKS_PER_NODE. A current rctld sends every node's
+    CPUs; an older one this node's only, so a job on several nodes then gets them only where
+    every node must hold the same share (its CPUs, or its tasks, divide evenly); a value that
+    might be wrong is left out."""
     nodes, cpus, per_task = max(1, spec.num_nodes), spec.cpus, max(1, spec.cpus_per_task)
     tasks_given = "SLURM_NTASKS" in env
+    per_node: tuple[int, ...] = ()
+    if len(spec.cpus_per_node) == nodes:
+        per_node = spec.cpus_per_node
+    elif nodes == 1 or cpus * nodes == spec.ntasks * per_task:
+        per_node = (cpus,) * nodes
     out = {}
-    if nodes == 1 or cpus * nodes == spec.ntasks * per_task:
-        out["SLURM_JOB_CPUS_PER_NODE"] = _repeated(cpus, nodes)
+    if per_node:
+        out["SLURM_JOB_CPUS_PER_NODE"] = hostlist.compress_counts(per_node)
     if not tasks_given:  # as many tasks as the CPUs hold (Slurm's layout without -n)
-        if "SLURM_JOB_CPUS_PER_NODE" in out:
-            out["SLURM_TASKS_PER_NODE"] = _repeated(max(1, cpus // per_task), nodes)
+        if per_node:
+            out["SLURM_TASKS_PER_NODE"] = hostlist.compress_counts(
+                max(1, c // per_task) for c in per_node)
     elif spec.ntasks % nodes == 0:
-        out["SLURM_TASKS_PER_NODE"] = _repeated(spec.ntasks // nodes, nodes)
+        out["SLURM_TASKS_PER_NODE"] = hostlist.compress_counts([spec.ntasks // nodes] * nodes)
     return out
 
 

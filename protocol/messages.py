@@ -133,6 +133,9 @@ class JobSpec:
     warn_time: int = 0
     warn_batch: bool = False  # --signal=B:...: the batch shell only, not what it started
     input: str = ""  # -i: stdin file pattern, relative to workdir ("" = /dev/null)
+    # the CPUs of every node of the allocation, in nodelist order (SLURM_JOB_CPUS_PER_NODE);
+    # empty from an older rctld: the node then knows its own share only
+    cpus_per_node: tuple[int, ...] = ()
 
 
 @attrs.frozen

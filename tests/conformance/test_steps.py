@@ -34,12 +34,7 @@ NUMBERS = {"SLURM_TASK_PID": "<pid>", "SLURM_SRUN_COMM_PORT": "<port>",
 
 # Ranch's gaps in its steps: (case or "*", what) -> the finding. Each is an xfail(strict=True);
 # the day it is fixed the test passes, fails as XPASS, and its line here goes.
-GAPS: dict[tuple[str, str], str] = {
-    ("env_default", "SLURM_JOB_CPUS_PER_NODE"): "job layer: the batch script of a job without "
-    "-n lacks SLURM_JOB_CPUS_PER_NODE (Slurm: 1(x2)); rrun passes on what the script has",
-    ("env_default", "SLURM_JOB_CPUS_PER_NODE_PACK_GROUP_0"): "job layer: srun copies it from "
-    "SLURM_JOB_CPUS_PER_NODE, which the batch script of a job without -n lacks",
-}
+GAPS: dict[tuple[str, str], str] = {}
 
 
 def _param(case: str, what: str):
