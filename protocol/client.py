@@ -10,7 +10,10 @@ import _socket
 import math
 import os
 import time
-from collections.abc import Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 DEFAULT_PORT = 6817
 # Replies come from the controller we authenticate; a snapshot of a large cluster is several MiB.
@@ -161,7 +164,7 @@ def request_raw(
 
 
 # Above this size orjson's faster parsing pays for its import (~10 ms, it pulls dataclasses and
-# inspect); below it the stdlib parser, already cheap to import, finishes first.
+# inspect); below it json's own C scanner (protocol.cjson: no re, no enum) finishes first.
 ORJSON_ABOVE = 4 << 20
 
 
@@ -170,9 +173,9 @@ def _loads(body: memoryview) -> object:
         import orjson
 
         return orjson.loads(body)
-    import json
+    from protocol.cjson import loads
 
-    return json.loads(bytes(body))
+    return loads(body)
 
 
 def _open_reply(raw: bytearray, key: bytes, munge: str | None) -> object:
@@ -230,8 +233,7 @@ def _open_and_send(
     """Connect, authenticate and send one raw request; returns the socket, its request id, the
     error that cut the send short, if one did (see `_send`), and the key replies are signed
     with (the session key under munge)."""
-    import json
-
+    from protocol.cjson import dumps
     from protocol.rawframe import pack_frame
 
     request_id = _new_request_id()
@@ -240,7 +242,7 @@ def _open_and_send(
         from protocol.userauth import preamble
 
         key, pre = preamble(munge or None, request_id=request_id, version=version)
-    frame = pre + pack_frame(type_name, json.dumps(body, separators=(",", ":")).encode(), key,
+    frame = pre + pack_frame(type_name, dumps(body).encode(), key,
                              request_id=request_id, version=version)
     try:
         sock = _connect(addr, timeout)
