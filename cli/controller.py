@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable, Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6817

@@ -119,9 +119,8 @@ def parse_signal(text: str) -> int:
 
 
 def run(argv: list[str]) -> int:
-    import getpass
-
     from cli.controller import request
+    from cli.credential import user_name
     from cli.job_requests import fetch_jobs, parse_job_ids
 
     args = quickargs.parse(OPTIONS, argv, build_parser)
@@ -168,7 +167,7 @@ def run(argv: list[str]) -> int:
         names = {j.get("user") for j in (jobs or fetch_jobs(target)[1])
                  if str(j.get("uid")) == only_user}
         only_user = names.pop() if len(names) == 1 else only_user
-    body = {"job_ids": list(ids), "user": getpass.getuser(), "uid": os.getuid(),
+    body = {"job_ids": list(ids), "user": user_name(), "uid": os.getuid(),
             "signal": sig, "only_user": only_user}
     result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
     failed = False

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import sys
 import time
-from collections.abc import Callable
 from types import SimpleNamespace as Namespace
 
 from cli import quickargs
@@ -14,6 +13,10 @@ from cli.quickargs import Table
 from cli.slurm_names import RANCH_VERSION as VERSION
 from cli.slurm_names import version_text
 from conf.hostlist import expand, fold
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["VERSION", "no_gc", "version_text"]  # the other commands take these
 

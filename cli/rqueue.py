@@ -91,9 +91,9 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     if args.user:
         users = {u.strip() for u in args.user.split(",") if u.strip()}
     if args.me:
-        import getpass
+        from cli.credential import user_name
 
-        users.add(getpass.getuser())
+        users.add(user_name())
     if users:
         uids = {u for u in users if u.isdigit()}
         out = [j for j in out if j.get("user") in users or str(j.get("uid")) in uids]

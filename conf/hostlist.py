@@ -32,8 +32,9 @@ With sort=False it keeps order and duplicates and only joins neighbours, like
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 __all__ = ["MAX_EXPR_CHARS", "MAX_HOSTS", "MAX_RANGE", "HostlistError", "compress_counts",
            "count", "expand",
@@ -46,16 +47,47 @@ MAX_HOSTS = 2 * MAX_RANGE
 MAX_EXPR_CHARS = 512 << 10
 _SHOWN_CHARS = 60  # of a long expression, in error messages
 _MAX_DIGITS = 64  # keeps int() far from Python's digit limit; no hostname is that long
-
-_SPECIAL = re.compile(r"[\[\],\s]")
-_PLAIN = re.compile(r"[^\[\]\s,]+(?:,[^\[\]\s,]+)*")  # a comma list of plain names
-_ITEM = re.compile(r"([0-9]+)(?:-([0-9]+))?")  # ASCII only: \d would take other scripts' digits
-_NUMBERS = re.compile(r"[0-9]{1,64}(?:,[0-9]{1,64})*")  # a group body without ranges
-_DIGITS = re.compile(r"([0-9]+)")
-_LAST_NUMBER = re.compile(r"(.*?)([0-9]+)([^0-9]*)")
-_FORBIDDEN = re.compile(r"[\[\],\s]")
 _DIGIT_CHARS = "0123456789"
-_PADDED = re.compile(r",0[0-9]")  # in ",".join(numbers): a number written with leading zeros
+
+_SOURCES = {
+    "SPECIAL": r"[\[\],\s]",
+    "ITEM": r"([0-9]+)(?:-([0-9]+))?",  # ASCII only: \d would take other scripts' digits
+    "NUMBERS": r"[0-9]{1,64}(?:,[0-9]{1,64})*",  # a group body without ranges
+    "DIGITS": r"([0-9]+)",
+    "PADDED": r",0[0-9]",  # in ",".join(numbers): a number written with leading zeros
+    # A term: text, then any number of `[...]` groups each followed by text; then a comma or
+    # the end.
+    "TERM": r"([^\[\],\s]*)((?:\[[^\[\]]*\][^\[\],\s]*)*)(,|\Z)",
+    "GROUP": r"\[([^\]]*)\]([^\[]*)",
+    "RANGES": r"[0-9]{1,64}(?:-[0-9]{1,64})?(?:,[0-9]{1,64}(?:-[0-9]{1,64})?)*",
+}
+
+
+class _Patterns:
+    """The regular expressions, each compiled on first use: a command that folds or names
+    plain hosts (`rinfo`, `rcontrol show node n1`) never imports re, which costs it 6 ms."""
+
+    def __getattr__(self, name: str):  # -> re.Pattern
+        import re
+
+        pattern = re.compile(_SOURCES[name])
+        setattr(self, name, pattern)  # later lookups find the attribute, not this method
+        return pattern
+
+
+_rx = _Patterns()
+
+
+def _no_special(text: str) -> bool:
+    """`text` holds no `[`, `]`, `,` or whitespace (str.split's, which is re's), at C speed."""
+    return "[" not in text and "]" not in text and "," not in text and (
+        not text or text.split() == [text])
+
+
+def _plain_list(expr: str) -> bool:
+    """`expr` is a comma list of names without brackets or whitespace (nothing to expand)."""
+    return (bool(expr) and "[" not in expr and "]" not in expr and ",," not in expr
+            and expr[0] != "," and expr[-1] != "," and expr.split() == [expr])
 
 
 class HostlistError(ValueError):
@@ -77,7 +109,7 @@ class HostlistError(ValueError):
 
 def expand(expr: str) -> list[str]:
     """All host names of `expr`, in written order, duplicates kept."""
-    if expr.count(",") < MAX_HOSTS and _PLAIN.fullmatch(expr):  # names alone: no loop
+    if expr.count(",") < MAX_HOSTS and _plain_list(expr):  # names alone: no loop
         return expr.split(",")
     out: list[str] = []
     made: dict[str, list[str]] = {}  # group body -> its digit strings
@@ -100,11 +132,6 @@ def count(expr: str) -> int:
     return sum(n for _, _, n in _terms(expr))
 
 
-# A term: text, then any number of `[...]` groups each followed by text; then a comma or the end.
-_TERM = re.compile(r"([^\[\],\s]*)((?:\[[^\[\]]*\][^\[\],\s]*)*)(,|\Z)")
-_GROUP = re.compile(r"\[([^\]]*)\]([^\[]*)")
-_RANGES = re.compile(r"[0-9]{1,64}(?:-[0-9]{1,64})?(?:,[0-9]{1,64}(?:-[0-9]{1,64})?)*")
-
 _Terms = list[tuple[str, list[tuple[str, str]], int]]  # text, [(body, text)], names
 
 
@@ -117,12 +144,12 @@ def _terms(expr: str) -> _Terms:
     # groups, plus one), so this refuses the longest lists before any Python loop runs.
     if expr.count(",") + 1 > MAX_HOSTS:
         raise _too_many(0, expr)
-    if _PLAIN.fullmatch(expr):  # a list of names is split at C speed, however long
+    if _plain_list(expr):  # a list of names is split at C speed, however long
         return [(name, [], 1) for name in expr.split(",")]
     if len(expr) > MAX_EXPR_CHARS:
         raise HostlistError(f"the expression is {len(expr):,} characters long; at most "
                             f"{MAX_EXPR_CHARS:,} are allowed with '[...]' in it", 0, expr)
-    parts = _TERM.findall(expr)
+    parts = _rx.TERM.findall(expr)
     if len(parts) > 1 and parts[-1] == ("", "", "") and not parts[-2][2]:
         parts.pop()  # the empty match findall also reports at the end of the text
     terms: _Terms = []
@@ -134,7 +161,7 @@ def _terms(expr: str) -> _Terms:
         # findall skips what it cannot match: the pieces must tile the text, comma by comma
         if (not head and not blob) or (sep == ",") != (i < last):
             break
-        groups = _GROUP.findall(blob) if blob else []
+        groups = _rx.GROUP.findall(blob) if blob else []
         n = 1
         for body, _tail in groups:
             size = sizes.get(body)
@@ -170,9 +197,9 @@ def _too_many(col: int, expr: str) -> HostlistError:
 def _count_numbers(body: str) -> int:
     """How many numbers a group body holds; -1 when it is not well formed (or a range in it is
     reversed or too long), for the careful parser to say why."""
-    if _NUMBERS.fullmatch(body):
+    if _rx.NUMBERS.fullmatch(body):
         return body.count(",") + 1
-    if not _RANGES.fullmatch(body):
+    if not _rx.RANGES.fullmatch(body):
         return -1
     n = 0
     for item in body.split(","):
@@ -189,7 +216,7 @@ def _count_numbers(body: str) -> int:
 
 def _numbers(body: str) -> list[str]:
     """The digit strings of a group body already counted by _count_numbers."""
-    if _NUMBERS.fullmatch(body):
+    if _rx.NUMBERS.fullmatch(body):
         return body.split(",")
     out: list[str] = []
     for item in body.split(","):
@@ -226,7 +253,7 @@ def _split_terms(expr: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
     groups: list[tuple[int, int]] = []
     start = 0
     open_at = -1
-    for m in _SPECIAL.finditer(expr):
+    for m in _rx.SPECIAL.finditer(expr):
         i = m.start()
         c = expr[i]
         if c == "[":
@@ -253,7 +280,7 @@ def _split_terms(expr: str) -> list[tuple[int, int, list[tuple[int, int]]]]:
 
 def _parse_item(expr: str, start: int, end: int) -> tuple[int, int | None]:
     """(low, high) of one number or lo-hi range, high None for a number; checked."""
-    m = _ITEM.fullmatch(expr, start, end)
+    m = _rx.ITEM.fullmatch(expr, start, end)
     if m is None:
         raise _item_error(expr, start, end)
     lo_text, hi_text = m.group(1), m.group(2)
@@ -301,7 +328,7 @@ def _item_error(expr: str, start: int, end: int) -> HostlistError:
 
 def sort_key(name: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
     """The order `fold(..., sort=True)` writes names in: text pieces, then (value, width)s."""
-    parts = _DIGITS.split(name)
+    parts = _rx.DIGITS.split(name)
     return tuple(parts[0::2]), tuple((int(d), len(d)) for d in parts[1::2])
 
 
@@ -316,13 +343,13 @@ def fold(names: Iterable[str], sort: bool = True) -> str:
 
 def _check_names(names: list[str]) -> None:
     joined = "\0".join(names)
-    if "" in names or _FORBIDDEN.search(joined) or "\0" in joined.replace("\0", "", len(names) - 1):
+    if "" in names or not _no_special(joined) or "\0" in joined.replace("\0", "", len(names) - 1):
         for name in names:
             if not isinstance(name, str):
                 raise TypeError(f"host names must be str, not {type(name).__name__}")
             if not name:
                 raise HostlistError("empty host name", 0, name)
-            m = _FORBIDDEN.search(name)
+            m = _rx.SPECIAL.search(name)
             if m or "\0" in name:
                 at = m.start() if m else name.index("\0")
                 raise HostlistError(f"{name[at]!r} cannot be part of a host name", at, name)
@@ -333,8 +360,14 @@ _Groups = dict[tuple[str, str], list[str]]
 
 
 def _split_last_number(name: str) -> tuple[str, str, str] | None:
-    m = _LAST_NUMBER.fullmatch(name)
-    return (m.group(1), m.group(2), m.group(3)) if m else None
+    """(text before, digits, text after) of the last number in `name`; None without one."""
+    end = len(name)
+    while end and name[end - 1] not in _DIGIT_CHARS:
+        end -= 1
+    if not end:
+        return None
+    start = len(name[:end].rstrip(_DIGIT_CHARS))
+    return name[:start], name[start:end], name[end:]
 
 
 def _fold_sorted(names: set[str]) -> str:
@@ -368,7 +401,8 @@ def _fold_sorted(names: set[str]) -> str:
     for name in plain:
         entries.append((((name,), ()), [], [name]))
     for (prefix, suffix), ds in groups.items():
-        parts = _DIGITS.split(prefix)
+        # an earlier number (rack1-n[1-4]) is rare: most names never need re
+        parts = _rx.DIGITS.split(prefix) if any(d in prefix for d in digits) else [prefix]
         texts = [*parts[0::2], suffix]
         nums = [(int(d), d) for d in parts[1::2]]
         last = _write_sorted_numbers(ds)
@@ -405,7 +439,7 @@ def _write_sorted_numbers(ds: list[str]) -> str:
     width = len(ds[0])
     if min(map(len, ds)) == width == max(map(len, ds)):
         values = sorted(map(int, ds))
-    elif _PADDED.search("," + ",".join(ds)) is None:
+    elif _rx.PADDED.search("," + ",".join(ds)) is None:
         width = 0  # every number written without padding
         values = sorted(map(int, ds))
     else:
