@@ -11,8 +11,11 @@ argparse's own. Importing argparse and building its parser cost more than the re
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import sys
 
+# types.SimpleNamespace, the class of sys.implementation: importing types costs a command more
+# than reading its options does.
+SimpleNamespace = type(sys.implementation)
 SUPPRESS = "==SUPPRESS=="  # argparse.SUPPRESS, without the import
 # An option table: (option strings, add_argument keyword arguments), in add_argument order.
 Table = tuple[tuple[tuple[str, ...], dict], ...]

@@ -8,8 +8,8 @@ import os
 import sys
 import time
 
-from cli.controller import CliError, find_target, run_main
-from cli.rinfo import no_gc, version_text
+from cli.controller import CliError, find_target, no_gc, run_main
+from cli.slurm_names import version_text
 from cli.usage_parser import UsageParser
 
 FINAL = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",

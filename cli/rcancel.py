@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import sys
-from types import SimpleNamespace as Namespace
 
 from cli import quickargs
 from cli.controller import CliError, find_target, run_main
 from cli.quickargs import SUPPRESS, Table
-from cli.rinfo import version_text
-from cli.slurm_names import prog
+from cli.slurm_names import prog, version_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import SimpleNamespace as Namespace
 
 OPTIONS: Table = (
     (("--help",), {"action": "help", "help": "show this help and exit"}),
@@ -43,7 +45,6 @@ OPTIONS: Table = (
     (("-V", "--version"), {"action": "version", "version": lambda: version_text("rcancel")}),
     (("job_ids",), {"nargs": "*", "metavar": "JOBID"}),
 )
-
 
 def build_parser():  # -> argparse.ArgumentParser
     return quickargs.build(OPTIONS, prog="rcancel", add_help=False,

@@ -4,7 +4,6 @@ words them (the option named)."""
 
 from __future__ import annotations
 
-import math
 import os
 import time
 
@@ -19,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-_UNIT_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+_UNIT_KIB = {"K": 1, "": 1024, "M": 1024, "G": 1024 ** 2, "T": 1024 ** 3}
 MAIL_TYPES = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
               "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
 _MAIL_ALL = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT")
@@ -45,8 +44,13 @@ def size_mib(text: str, opt: str) -> int:
     if not digits.isdecimal():
         raise usage(f"--{opt} {text}: invalid size: expected a number with an optional K, M, G "
                     "or T suffix, such as 500M or 4G")
-    mib = int(digits) * _UNIT_MIB[unit]
-    return max(1, math.ceil(mib)) if int(digits) else 0
+    kib = int(digits) * _UNIT_KIB[unit]
+    return max(1, _ceil_div(kib, 1024)) if kib else 0
+
+
+def _ceil_div(a: int, b: int) -> int:
+    """math.ceil(a / b) in integers (exact, and no math module to load)."""
+    return -(-a // b)
 
 
 def count(text: str, opt: str, *, low: int = 1) -> int:
@@ -248,7 +252,7 @@ def resources(v: dict[str, object]) -> dict[str, object]:
         if not ntasks and (n_max is None or n_max == n_min):
             ntasks = n_min * k  # sbatch: -N n --ntasks-per-node k means n*k tasks
         elif ntasks and "nodes" not in v:
-            n_min, max_nodes = math.ceil(ntasks / k), None  # as many nodes as k per node needs
+            n_min, max_nodes = _ceil_div(ntasks, k), None  # as many nodes as k per node needs
     ntasks = ntasks or 1
     gpn = 0
     for opt in ("gpus-per-node", "gpus", "gres"):
@@ -256,13 +260,13 @@ def resources(v: dict[str, object]) -> dict[str, object]:
             gpn = gpu_count(v[opt], opt)
             break
     gpt = gpu_count(v["gpus-per-task"], "gpus-per-task") if "gpus-per-task" in v else 0
-    tasks_per_node = k or math.ceil(ntasks / n_min)
+    tasks_per_node = k or _ceil_div(ntasks, n_min)
     if gpt:
         gpn = gpt * tasks_per_node
         max_nodes = None if max_nodes == 0 else max_nodes  # a fixed GPU count per node
     cpg = count(v["cpus-per-gpu"], "cpus-per-gpu") if "cpus-per-gpu" in v else 0
     if cpg and not cpt:
-        cpt = cpg * gpt if gpt else max(1, math.ceil(cpg * gpn / tasks_per_node))
+        cpt = cpg * gpt if gpt else max(1, _ceil_div(cpg * gpn, tasks_per_node))
     cpt = cpt or 1
     mem = 0
     if "mem" in v:
