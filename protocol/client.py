@@ -7,7 +7,6 @@ imports neither attrs nor cattrs (the CLI's path: it starts in a fraction of the
 from __future__ import annotations
 
 import _socket
-import math
 import os
 import time
 
@@ -21,6 +20,7 @@ MAX_REPLY_SIZE = 256 << 20
 # The protocol version request_raw speaks: protocol.versions.CURRENT, written out so that the
 # raw path need not import the message classes (tests/cli/test_rawclient.py checks they agree).
 RAW_VERSION = 5
+_FOREVER = float("inf")  # math.inf, without loading the math module for it
 
 
 class ControllerUnreachable(ConnectionError):
@@ -213,7 +213,7 @@ def _recv_exactly(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        sock.settimeout(None if remaining == math.inf else remaining)
+        sock.settimeout(None if remaining == _FOREVER else remaining)
         n = sock.recv_into(view[got:])
         if not n:
             raise ControllerUnreachable(addr, "connection closed before a reply came")
@@ -339,7 +339,7 @@ def stream_raw(
                 try:
                     head = _recv_exactly(sock, PREFIX.size, deadline, addr)
                 except ControllerUnreachable:
-                    if deadline == math.inf:
+                    if deadline == _FOREVER:
                         return  # the controller ended the stream
                     raise
                 (length,) = PREFIX.unpack(head)
@@ -352,7 +352,7 @@ def stream_raw(
                 except ValueError as exc:
                     raise FrameError("bad_request",
                                      f"{reply.type} body is not valid JSON: {exc}") from None
-                deadline = math.inf  # the stream is open: wait for events as long as it takes
+                deadline = _FOREVER  # the stream is open: wait for events as long as it takes
                 yield reply.type, doc if isinstance(doc, dict) else {}
         except TimeoutError:
             raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
