@@ -168,7 +168,7 @@ def test_plain_checks_agree_with_the_regular_expressions(text: str) -> None:
     special = re.compile(r"[\[\],\s]")
     plain = re.compile(r"[^\[\]\s,]+(?:,[^\[\]\s,]+)*")
     assert hostlist._no_special(text) is (special.search(text) is None)
-    assert hostlist._plain_list(text) is (plain.fullmatch(text) is not None)
+    assert hostlist.plain_list(text) is (plain.fullmatch(text) is not None)
 
 
 def test_plain_names_fold_and_expand_without_re() -> None:
