@@ -50,3 +50,16 @@ print(small.hex(), big.hex(), mac.digest({key!r}, b"abc").hex())
                                               (b"x" * 32, b"x" * 31 + b"y", False)])
 def test_compare_digest(a: bytes, b: bytes, same: bool) -> None:
     assert mac.compare_digest(a, b) is same
+
+
+def test_whoever_frames_typed_messages_signs_with_openssl() -> None:
+    """The daemons (and rrun) import protocol.framing: every MAC they make is OpenSSL's."""
+    code = f"""
+import sys
+sys.path.insert(0, {REPO!r})
+from protocol import mac
+assert mac._openssl is None
+import protocol.framing
+assert mac._openssl is not None
+"""
+    subprocess.run([sys.executable, "-c", code], check=True)
