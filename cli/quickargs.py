@@ -19,7 +19,7 @@ SimpleNamespace = type(sys.implementation)
 SUPPRESS = "==SUPPRESS=="  # argparse.SUPPRESS, without the import
 # An option table: (option strings, add_argument keyword arguments), in add_argument order.
 Table = tuple[tuple[tuple[str, ...], dict], ...]
-_QUICK_ACTIONS = frozenset({"store", "store_true", "count"})
+_QUICK_ACTIONS = frozenset({"store", "store_true", "count", "append"})
 
 
 class Declined(Exception):
@@ -70,6 +70,8 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
         dest = _dest(names, kwargs)
         if action not in ("help", "version"):
             default = kwargs.get("default", False if action == "store_true" else None)
+            if action == "append":  # argparse appends to a copy of the default
+                default = None if default is None else list(default)
             values.setdefault(dest, default)
         if action not in _QUICK_ACTIONS or "nargs" in kwargs:
             action = "argparse"  # help, version, nargs='?': argparse's to handle
@@ -82,13 +84,13 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
         if word.startswith("--"):
             name, eq, attached = word.partition("=")
             action, dest, kwargs = by_name.get(name) or ("argparse", "", {})
-            if action == "store":
+            if action in ("store", "append"):
                 if not eq:
                     if i >= len(argv) or argv[i].startswith("-"):
                         raise Declined
                     attached = argv[i]
                     i += 1
-                values[dest] = _typed(kwargs, attached)
+                _store(action, dest, values, _typed(kwargs, attached))
             elif eq:
                 raise Declined  # a flag given a value: argparse's error
             else:
@@ -98,7 +100,7 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
             while j < len(word):
                 action, dest, kwargs = by_name.get("-" + word[j]) or ("argparse", "", {})
                 j += 1
-                if action == "store":
+                if action in ("store", "append"):
                     attached = word[j:]
                     if not attached:
                         if i >= len(argv) or argv[i].startswith("-"):
@@ -107,7 +109,7 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
                         i += 1
                     elif "=" in attached:
                         raise Declined  # `-o=FMT` and `-oa=b`: argparse splits at '='
-                    values[dest] = _typed(kwargs, attached)
+                    _store(action, dest, values, _typed(kwargs, attached))
                     break
                 _flag(action, dest, values)
         elif words is None or word == "-" or (words and run_end != i - 1):
@@ -119,6 +121,13 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
             words.append(word)
             run_end = i
     return SimpleNamespace(**values)
+
+
+def _store(action: str, dest: str, values: dict, value: object) -> None:
+    if action == "append":
+        values[dest] = [*(values[dest] or ()), value]
+    else:
+        values[dest] = value
 
 
 def _flag(action: str, dest: str, values: dict) -> None:

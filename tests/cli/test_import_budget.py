@@ -27,7 +27,7 @@ PartitionName=main Nodes=n[1-3] Default=YES
 # What each command prints when it works.
 SAYS = {"rinfo": "PARTITION", "rinfo -N -l": "NODELIST", "rqueue": "JOBID",
         "rbatch --wrap true": "Submitted batch job", "rcancel": "", "rcontrol show node":
-        "NodeName=n1"}
+        "NodeName=n1", "racct -P -o JobID,State -j 1": "JobID|State"}
 
 
 def imported(argv: list[str], env: dict) -> tuple[subprocess.CompletedProcess, set[str]]:
