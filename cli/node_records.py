@@ -44,8 +44,10 @@ def is_future(node: dict) -> bool:
 def natural_key(name: str) -> tuple:
     """Sort key putting node2 before node10 (re.split(r"(\\d+)")'s pieces, numbers as ints)."""
     head = name.rstrip(_ASCII_DIGITS)
-    if head.isascii() and not any(d in head for d in _ASCII_DIGITS):
-        # text then at most one number (gpu0012, login): most names, and no `import re`
+    # letters alone (C speed), or ASCII without a digit: text then at most one number
+    if head.isalpha() or not head or (
+            head.isascii() and not any(d in head for d in _ASCII_DIGITS)):
+        # (gpu0012, login, n-ib3): most names, and no `import re`
         return (head, int(name[len(head):]), "") if len(head) < len(name) else (head,)
     global _digit_runs
     if _digit_runs is None:
