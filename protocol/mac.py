@@ -29,24 +29,29 @@ OPENSSL_FROM = 512 << 10
 _BLOCK = 64  # SHA-256's block size
 _IPAD = bytes(x ^ 0x36 for x in range(256))
 _OPAD = bytes(x ^ 0x5C for x in range(256))
-_openssl = None  # hmac.new once loaded
+_openssl = None  # (hmac.digest, hmac.new) once loaded
+_JOIN_BELOW = 4096  # parts shorter than this are joined for OpenSSL's one-shot HMAC
 
 
 def use_openssl() -> None:
     """Compute every later MAC with OpenSSL (faster per message: for long-running processes)."""
     global _openssl
     if _openssl is None:
-        from hmac import new
+        from hmac import digest, new
 
-        _openssl = new
+        _openssl = (digest, new)
 
 
 def digest(key: bytes, *parts: bytes | bytearray | memoryview) -> bytes:
     """HMAC-SHA256 of the concatenated `parts` under `key`."""
-    if _openssl is None and (_builtin is None or sum(map(len, parts)) > OPENSSL_FROM):
+    size = sum(map(len, parts)) if len(parts) > 1 else len(parts[0])
+    if _openssl is None and (_builtin is None or size > OPENSSL_FROM):
         use_openssl()
     if _openssl is not None:
-        mac = _openssl(key, parts[0], "sha256")
+        one_shot, new = _openssl
+        if len(parts) == 1 or size < _JOIN_BELOW:
+            return one_shot(key, parts[0] if len(parts) == 1 else b"".join(parts), "sha256")
+        mac = new(key, parts[0], "sha256")
         for part in parts[1:]:
             mac.update(part)
         return mac.digest()
