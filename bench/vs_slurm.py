@@ -3,11 +3,17 @@
     python bench/vs_slurm.py                  # 2 rounds: Slurm, Ranch, Slurm, Ranch
     python bench/vs_slurm.py --quick          # one small round (a minute or two)
     python bench/vs_slurm.py --ranch before=/tmp/ranch-old --ranch after=.   # two Ranch trees
+    python bench/vs_slurm.py --no-slurm --cold-only --install /tmp/ranch-venv  # start-up alone
 
 Slurm runs from the conformance suite's fixture (tests/conformance/slurm_cluster.py: a private
 munged, slurmctld and slurmd per node on loopback; root and Slurm 22.05 needed, else Ranch runs
 alone and the reason is printed). Ranch runs rctld and one rnoded per node from each tree given,
-and its commands as installed beside this Python (.venv/bin/rbatch...), importing that tree.
+and its commands as installed beside this Python (.venv/bin/rbatch...), importing that tree;
+with `--install DIR`, as a user installs them instead: a new venv in DIR and a regular (not
+editable) `pip install` of the tree into it (one tree only), the commands and the floor (`python
+-c pass`) from that venv. The cold-start figures (each command's wall and CPU time, and their
+ratio to `python -c pass` of the same environment) are medians of runs interleaved command by
+command; `--cold-only` stops there.
 Both get the same cluster: 6 nodes of 2 CPUs (tests/conformance/shape.py). Every figure is the
 median over the rounds, with the 1-minute load average when it was taken. Prints; asserts
 nothing; not part of `make test`.
@@ -37,7 +43,8 @@ from tests.integration.cluster import free_port  # noqa: E402
 
 SHAPE = Shape(cluster="bench", nodes=tuple(f"c{i}" for i in range(1, 7)),
               cpus=min(2, usable_cpus()))
-RANCH_NAMES = {"sbatch": "rbatch", "squeue": "rqueue", "sinfo": "rinfo", "scancel": "rcancel"}
+RANCH_NAMES = {"sbatch": "rbatch", "squeue": "rqueue", "sinfo": "rinfo", "scancel": "rcancel",
+               "scontrol": "rcontrol"}
 RANCH_CONF = """\
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={port}
@@ -108,13 +115,14 @@ class RanchSide:
     """rctld and an rnoded per node, run from `tree`; the commands installed beside this Python
     import that tree (PYTHONPATH comes before the editable install's path entry)."""
 
-    def __init__(self, label: str, tree: Path, workdir: Path) -> None:
+    def __init__(self, label: str, tree: Path, workdir: Path, venv: Path | None = None) -> None:
         self.label = label
         self.tree = tree.resolve()
         self.workdir = workdir
         self.dir = Path(tempfile.mkdtemp(prefix=f"ranch-vs-slurm-{label}-"))
         self.procs: dict[str, subprocess.Popen] = {}
-        self.bin = Path(sys.executable).parent
+        self.venv = venv  # commands pip-installed there, importing their own copy
+        self.bin = venv / "bin" if venv else Path(sys.executable).parent
 
     def start(self, timeout: float = 60.0) -> None:
         from protocol.auth import create_key
@@ -126,16 +134,16 @@ class RanchSide:
         conf.write_text(RANCH_CONF.format(port=port) + SHAPE.global_conf() + SHAPE.nodes_conf())
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_", "RANCH_"))}
-        env.update(PYTHONPATH=str(self.tree), RANCH_SERVER=f"127.0.0.1:{port}",
-                   RANCH_KEY_FILE=str(key))
+        env.update(RANCH_SERVER=f"127.0.0.1:{port}", RANCH_KEY_FILE=str(key))
+        if self.venv is None:
+            env["PYTHONPATH"] = str(self.tree)
         self.env = env
+        self.daemon_env = {**env, "PYTHONPATH": str(self.tree)}
         self._spawn("rctld", ["-m", "ctld.main", "-f", str(conf), "--state-dir",
                               str(self.dir / "state")])
         for node in SHAPE.nodes:
             argv = ["-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name", node,
                     "--spool-dir", str(self.dir / "spool" / node)]
-            if os.geteuid() == 0:
-                argv.append("--allow-root-jobs")
             self._spawn(node, argv)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -150,7 +158,7 @@ class RanchSide:
     def _spawn(self, name: str, argv: list[str]) -> None:
         with open(self.dir / f"{name}.log", "ab") as log:
             self.procs[name] = subprocess.Popen([sys.executable, *argv], cwd=self.tree,
-                                                env=self.env, stdout=log,
+                                                env=self.daemon_env, stdout=log,
                                                 stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
@@ -177,7 +185,7 @@ class RanchSide:
         return [sys.executable, "-m", f"cli.{name}", *args]
 
     def python_floor(self) -> list[str] | None:
-        return [sys.executable, "-c", "pass"]
+        return [str(self.bin / "python") if self.venv else sys.executable, "-c", "pass"]
 
 
 # -- the work --------------------------------------------------------------------------------
@@ -260,6 +268,34 @@ def makespan(side, jobs: int, out: Path) -> float:
     return time.perf_counter() - t0
 
 
+def cold_start(side, args, put) -> None:
+    """Each everyday command once against an empty queue, `args.cold_runs` times, interleaved
+    with `python -c pass` (Ranch) so that load changes touch all alike: median wall and CPU
+    (user + system of the child), and each one's ratio to the floor."""
+    commands = {"sinfo/rinfo": side.argv("sinfo"), "squeue/rqueue": side.argv("squeue"),
+                "sbatch/rbatch --hold": side.argv("sbatch", *SUBMIT),
+                "scontrol/rcontrol show node": side.argv("scontrol", "show", "node")}
+    floor = side.python_floor()
+    if floor:
+        commands = {"python -c pass": floor, **commands}
+    got: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
+    for _ in range(args.cold_runs):
+        for name, argv in commands.items():
+            got[name].append(timed(argv, side.env, side.workdir))
+    for name, runs in got.items():
+        if any(rc for *_, rc in runs):
+            raise RuntimeError(f"{side.label}: {name} failed")
+        wall = statistics.median(w for w, _, _ in runs)
+        cpu = statistics.median(c for _, c, _ in runs)
+        put(f"{name}, ms", wall)
+        put(f"{name} CPU, ms", cpu)
+        if floor and name != "python -c pass":
+            put(f"{name} / python -c pass", wall / statistics.median(
+                w for w, _, _ in got["python -c pass"]))
+            put(f"{name} / python -c pass, CPU", cpu / statistics.median(
+                c for _, c, _ in got["python -c pass"]))
+
+
 def one_round(side, args, scratch: Path) -> dict[str, tuple[float, float]]:
     """Every figure of one system: name -> (value, load average when taken)."""
     fig: dict[str, tuple[float, float]] = {}
@@ -269,12 +305,9 @@ def one_round(side, args, scratch: Path) -> dict[str, tuple[float, float]]:
         print(f"  {side.label:>10} {name:<44} {value:10.2f}   (load {fig[name][1]:.2f})",
               flush=True)
 
-    floor = side.python_floor()
-    if floor:
-        put("python -c pass, ms", median_run(side, floor, args.cold_runs)[0])
-    put("sinfo/rinfo, ms", median_run(side, side.argv("sinfo"), args.cold_runs)[0])
-    put("squeue/rqueue (empty queue), ms", median_run(side, side.argv("squeue"),
-                                                      args.cold_runs)[0])
+    cold_start(side, args, put)
+    if args.cold_only:
+        return fig
     pid = side.ctld_pid
     rss0 = proc_rss_mb(pid)
     cpu0 = proc_cpu(pid)
@@ -340,6 +373,24 @@ def table(results: dict[str, list[dict]], labels: list[str]) -> str:
     return "\n".join(lines)
 
 
+def install(venv: Path, trees: list[tuple[str, Path]]) -> Path:
+    """A new venv at `venv` with the (one) Ranch tree pip-installed as a user installs it."""
+    if len(trees) != 1:
+        raise SystemExit("--install takes one Ranch tree")
+    if venv.exists():
+        raise SystemExit(f"--install {venv}: exists; give a new directory")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    build = Path(tempfile.mkdtemp(prefix="ranch-build-"))
+    try:  # from a copy: pip's in-tree build/ must not land in the tree
+        shutil.copytree(trees[0][1], build / "src", ignore=shutil.ignore_patterns(
+            ".venv", "build", "__pycache__", "*.egg-info", ".git"))
+        subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(build / "src")],
+                       check=True)
+    finally:
+        shutil.rmtree(build, ignore_errors=True)
+    return venv
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=2)
@@ -355,6 +406,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE",
                    help="a Ranch source tree to run (repeatable; default ranch=this tree)")
     p.add_argument("--json", metavar="FILE", help="write every figure here too")
+    p.add_argument("--install", metavar="DIR", type=Path,
+                   help="pip-install the Ranch tree (regular, not editable) into a new venv "
+                   "DIR and run its commands")
+    p.add_argument("--cold-only", action="store_true",
+                   help="only the cold-start figures (commands against an empty queue)")
     args = p.parse_args(argv)
     if args.quick:
         args.rounds, args.queue, args.submits, args.single_submits = 1, 400, 80, 20
@@ -364,12 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     labels = ([] if args.no_slurm else ["slurm"]) + [lb for lb, _ in trees]
     print(f"{len(SHAPE.nodes)} nodes of {SHAPE.cpus} CPUs; {os.cpu_count()} CPUs here; "
           f"rounds {args.rounds}; order {', '.join(labels)}", flush=True)
+    venv = install(args.install, trees) if args.install else None
     results: dict[str, list[dict]] = {}
     for rnd in range(args.rounds):
         for lb in labels:
             scratch = Path(tempfile.mkdtemp(prefix=f"vs-slurm-{lb}-"))
             side = SlurmSide(scratch) if lb == "slurm" else RanchSide(
-                lb, dict(trees)[lb], scratch)
+                lb, dict(trees)[lb], scratch, venv)
             print(f"round {rnd + 1}: {lb}", flush=True)
             try:
                 side.start()

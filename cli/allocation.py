@@ -263,9 +263,9 @@ class Allocation:
 
 def _who() -> dict[str, object]:
     """Who asks (as rcancel says it; under MUNGE rctld takes the credential's user instead)."""
-    from cli.sbatch_request import _user
+    from cli.credential import user_name
 
-    return {"user": _user(), "uid": os.getuid()}
+    return {"user": user_name(), "uid": os.getuid()}
 
 
 class _WaitSignals:

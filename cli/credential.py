@@ -57,3 +57,17 @@ def munge_errors(munge: str | None) -> tuple[type[Exception], ...]:
 
 def munge_error(exc: Exception) -> CliError:
     return CliError(f"cannot get a MUNGE credential (AuthType=auth/munge): {exc}")
+
+
+def user_name() -> str:
+    """getpass.getuser()'s answer (LOGNAME, USER, LNAME, USERNAME, then the password database)
+    without importing getpass, which brings termios and contextlib to every command."""
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        if user := os.environ.get(name):
+            return user
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except (KeyError, OSError):
+        return str(os.getuid())

@@ -8,7 +8,10 @@ them loads everything at that point), then every SLURM_* variable of the caller 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 
 def quote_tokens(text: str, sep: str = ",") -> list[str]:

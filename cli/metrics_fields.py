@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from cli.sinfo_fields import FIELDS, FieldDef, Fold, Group
+from cli.sinfo_fields import FIELDS, FieldDef, Group
 from cli.sinfo_format import Field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from cli.sinfo_fields import Fold
 
 MISSING = "-"
 

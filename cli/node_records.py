@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 
 from protocol.records import is_unusable, reason_of, reason_user, usage_class
@@ -22,7 +21,8 @@ _FLAG_VALUE = {
     "INVALID_REG": 1 << 22,
     "POWER_DOWN": 1 << 23,
 }
-_DIGITS = re.compile(r"(\d+)")
+_ASCII_DIGITS = "0123456789"
+_digit_runs = None  # re.compile(r"(\d+)").split, for names with a number before the last
 
 
 def state_value(node: dict) -> int:
@@ -42,8 +42,19 @@ def is_future(node: dict) -> bool:
 
 
 def natural_key(name: str) -> tuple:
-    """Sort key putting node2 before node10."""
-    parts: list = _DIGITS.split(name)
+    """Sort key putting node2 before node10 (re.split(r"(\\d+)")'s pieces, numbers as ints)."""
+    head = name.rstrip(_ASCII_DIGITS)
+    # letters alone (C speed), or ASCII without a digit: text then at most one number
+    if head.isalpha() or not head or (
+            head.isascii() and not any(d in head for d in _ASCII_DIGITS)):
+        # (gpu0012, login, n-ib3): most names, and no `import re`
+        return (head, int(name[len(head):]), "") if len(head) < len(name) else (head,)
+    global _digit_runs
+    if _digit_runs is None:
+        import re
+
+        _digit_runs = re.compile(r"(\d+)").split
+    parts: list = _digit_runs(name)
     parts[1::2] = map(int, parts[1::2])
     return tuple(parts)
 

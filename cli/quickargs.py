@@ -11,12 +11,15 @@ argparse's own. Importing argparse and building its parser cost more than the re
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import sys
 
+# types.SimpleNamespace, the class of sys.implementation: importing types costs a command more
+# than reading its options does.
+SimpleNamespace = type(sys.implementation)
 SUPPRESS = "==SUPPRESS=="  # argparse.SUPPRESS, without the import
 # An option table: (option strings, add_argument keyword arguments), in add_argument order.
 Table = tuple[tuple[tuple[str, ...], dict], ...]
-_QUICK_ACTIONS = frozenset({"store", "store_true", "count"})
+_QUICK_ACTIONS = frozenset({"store", "store_true", "count", "append"})
 
 
 class Declined(Exception):
@@ -67,6 +70,8 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
         dest = _dest(names, kwargs)
         if action not in ("help", "version"):
             default = kwargs.get("default", False if action == "store_true" else None)
+            if action == "append":  # argparse appends to a copy of the default
+                default = None if default is None else list(default)
             values.setdefault(dest, default)
         if action == "store" and kwargs.get("nargs") == "?":
             action = "optional"  # its value if one follows (`rqueue -s 12.0`), else const
@@ -83,13 +88,13 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
             action, dest, kwargs = by_name.get(name) or ("argparse", "", {})
             if action == "optional" and not eq:
                 i = _optional(kwargs, dest, values, argv, i)
-            elif action in ("store", "optional"):
+            elif action in ("store", "optional", "append"):
                 if not eq:
                     if i >= len(argv) or argv[i].startswith("-"):
                         raise Declined
                     attached = argv[i]
                     i += 1
-                values[dest] = _typed(kwargs, attached)
+                _store(action, dest, values, _typed(kwargs, attached))
             elif eq:
                 raise Declined  # a flag given a value: argparse's error
             else:
@@ -102,7 +107,7 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
                 if action == "optional" and j == len(word):
                     i = _optional(kwargs, dest, values, argv, i)
                     break
-                if action in ("store", "optional"):
+                if action in ("store", "optional", "append"):
                     attached = word[j:]
                     if not attached:
                         if i >= len(argv) or argv[i].startswith("-"):
@@ -111,7 +116,7 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
                         i += 1
                     elif "=" in attached:
                         raise Declined  # `-o=FMT` and `-oa=b`: argparse splits at '='
-                    values[dest] = _typed(kwargs, attached)
+                    _store(action, dest, values, _typed(kwargs, attached))
                     break
                 _flag(action, dest, values)
         elif words is None or word == "-" or (words and run_end != i - 1):
@@ -132,6 +137,13 @@ def _optional(kwargs: dict, dest: str, values: dict, argv: list[str], i: int) ->
         return i + 1
     values[dest] = kwargs.get("const")
     return i
+
+
+def _store(action: str, dest: str, values: dict, value: object) -> None:
+    if action == "append":
+        values[dest] = [*(values[dest] or ()), value]
+    else:
+        values[dest] = value
 
 
 def _flag(action: str, dest: str, values: dict) -> None:

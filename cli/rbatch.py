@@ -71,12 +71,12 @@ def _check_script_size(read: int, size: int) -> None:
 
 def _check_request_size(body: dict) -> None:
     """Refuse a submission whose frame rctld would refuse (the environment counts too)."""
-    import json
+    from protocol.cjson import dumps
 
-    size = len(json.dumps(body, separators=(",", ":")))
+    size = len(dumps(body))
     if size + FRAME_HEADROOM > MAX_FRAME_BYTES:
-        env = len(json.dumps(body.get("env", ())))
-        script = len(json.dumps(body.get("script", "")))
+        env = len(dumps(body.get("env", ())))
+        script = len(dumps(body.get("script", "")))
         raise CliError(f"Batch job submission failed: the request is {size:,} bytes (script "
                        f"{script:,}, environment {env:,}, JSON-escaped); the limit is "
                        f"{MAX_FRAME_BYTES - FRAME_HEADROOM:,}")

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import os
 import sys
-from types import SimpleNamespace as Namespace
 
 from cli import quickargs
 from cli.controller import CliError, find_target, run_main
 from cli.quickargs import SUPPRESS, Table
-from cli.rinfo import version_text
-from cli.slurm_names import prog
+from cli.slurm_names import prog, version_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import SimpleNamespace as Namespace
 
 OPTIONS: Table = (
     (("--help",), {"action": "help", "help": "show this help and exit"}),
@@ -43,7 +45,6 @@ OPTIONS: Table = (
     (("-V", "--version"), {"action": "version", "version": lambda: version_text("rcancel")}),
     (("job_ids",), {"nargs": "*", "metavar": "JOBID"}),
 )
-
 
 def build_parser():  # -> argparse.ArgumentParser
     return quickargs.build(OPTIONS, prog="rcancel", add_help=False,
@@ -119,9 +120,8 @@ def parse_signal(text: str) -> int:
 
 
 def run(argv: list[str]) -> int:
-    import getpass
-
     from cli.controller import request
+    from cli.credential import user_name
     from cli.job_requests import fetch_jobs, parse_job_ids
 
     args = quickargs.parse(OPTIONS, argv, build_parser)
@@ -171,7 +171,7 @@ def run(argv: list[str]) -> int:
         names = {j.get("user") for j in (jobs or fetch_jobs(target)[1])
                  if str(j.get("uid")) == only_user}
         only_user = names.pop() if len(names) == 1 else only_user
-    body = {"job_ids": list(ids), "user": getpass.getuser(), "uid": os.getuid(),
+    body = {"job_ids": list(ids), "user": user_name(), "uid": os.getuid(),
             "signal": sig, "only_user": only_user, "steps": [list(s) for s in steps]}
     if args.verbose:
         for jid, sid in steps:

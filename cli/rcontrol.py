@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from types import SimpleNamespace as Namespace
 
 from cli import quickargs
 from cli.controller import (
@@ -15,11 +14,17 @@ from cli.controller import (
     ask,
     fetch_snapshot,
     find_target,
+    no_gc,
     run_main,
 )
 from cli.quickargs import Table
-from cli.rinfo import VERSION, no_gc, version_text
+from cli.slurm_names import RANCH_VERSION as VERSION
+from cli.slurm_names import version_text
 from conf.hostlist import expand, fold
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import SimpleNamespace as Namespace
 
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
@@ -43,7 +48,6 @@ OPTIONS: Table = (
     (("-V", "--version"), {"action": "version", "version": lambda: version_text("rcontrol")}),
     (("words",), {"nargs": "...", "metavar": "COMMAND ..."}),
 )
-
 
 def build_parser():  # -> argparse.ArgumentParser
     return quickargs.build(

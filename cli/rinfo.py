@@ -5,15 +5,26 @@ from __future__ import annotations
 import gc
 import sys
 import time
-from collections.abc import Callable
-from types import SimpleNamespace as Namespace
 
 from cli import quickargs
-from cli.controller import CliError, Snapshot, Target, fetch_snapshot, find_target, run_main
+from cli.controller import (
+    CliError,
+    Snapshot,
+    Target,
+    fetch_snapshot,
+    find_target,
+    no_gc,
+    run_main,
+)
 from cli.quickargs import Table
 from cli.slurm_names import RANCH_VERSION as VERSION
 from cli.slurm_names import version_text
 from conf.hostlist import expand, fold
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import SimpleNamespace as Namespace
 
 __all__ = ["VERSION", "no_gc", "version_text"]  # the other commands take these
 
@@ -211,20 +222,6 @@ def once(target: Target, args: Namespace, argv: list[str], stamp: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     with no_gc():
         return run_main("rinfo", _main, argv)
-
-
-class no_gc:  # lower case: used as `with no_gc():`, as the function it replaced was
-    """The cyclic GC off for one run: the snapshot's ~10^5 dicts and lists hold no cycles, and
-    collections triggered while rendering would rescan them all (about half the -N time).
-    A class, not contextlib.contextmanager: contextlib costs every command's start."""
-
-    def __enter__(self) -> None:
-        self.was_on = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.was_on:
-            gc.enable()
 
 
 def _main(argv: list[str]) -> int:

@@ -5,13 +5,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from types import SimpleNamespace as Namespace
 
 from cli import quickargs
-from cli.controller import CliError, find_target, run_main
+from cli.controller import CliError, find_target, no_gc, run_main
 from cli.quickargs import SUPPRESS, Table
-from cli.rinfo import no_gc, version_text
-from conf.hostlist import expand
+from cli.slurm_names import version_text
 
 OPTIONS: Table = (
     (("--help",), {"action": "help", "help": "show this help and exit"}),
@@ -45,6 +43,10 @@ OPTIONS: Table = (
     (("--conf",), {"metavar": "PATH", "help": "read controller address and key from this config"}),
     (("-V", "--version"), {"action": "version", "version": lambda: version_text("rqueue")}),
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import SimpleNamespace as Namespace
 
 
 def build_parser():  # -> argparse.ArgumentParser
@@ -91,9 +93,9 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     if args.user:
         users = {u.strip() for u in args.user.split(",") if u.strip()}
     if args.me:
-        import getpass
+        from cli.credential import user_name
 
-        users.add(getpass.getuser())
+        users.add(user_name())
     if users:
         uids = {u for u in users if u.isdigit()}
         out = [j for j in out if j.get("user") in users or str(j.get("uid")) in uids]
@@ -108,6 +110,8 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
                      for w in wanted_words.split(",") if w.strip()}
             out = [j for j in out if (j.get(key) or "") in words]
     if args.nodelist:
+        from conf.hostlist import expand
+
         try:
             wanted = set(expand(args.nodelist))
         except ValueError as exc:
@@ -123,14 +127,14 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
 def collapse(jobs: list[dict]) -> list[dict]:
     """squeue without -r: an array's tasks still pending (with one reason) are one line,
     `12_[2-5,7]`, as slurmctld holds them in one record until each starts."""
-    from conf.hostlist import fold
-
     groups: dict[tuple, list[dict]] = {}
     for j in jobs:
         if j.get("array_job_id") and j["state"] == "PENDING":
             groups.setdefault((j["array_job_id"], j.get("reason")), []).append(j)
     if not any(len(g) > 1 for g in groups.values()):
         return jobs
+    from conf.hostlist import fold
+
     out: list[dict] = []
     done: set[tuple] = set()
     for j in jobs:

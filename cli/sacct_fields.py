@@ -5,7 +5,12 @@ table, `-p`/`-P` and `%N`-width forms."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Getter = Callable[[dict, float], str]
 
 # Every field sacct 22.05 knows, with its width (negative: left-justified), read off sacct
 # itself (`sacct -e`, and each field's header line). Ranch fills the ones it has a value for;
@@ -169,8 +174,6 @@ def _derived(rec: dict) -> str:
         return derived_exit_code(rec)
     return exit_code(rec) if rec.get("exit_code") else "0:0"
 
-
-Getter = Callable[[dict, float], str]
 
 # The job line's values.
 JOB: dict[str, Getter] = {

@@ -10,15 +10,28 @@ shows, the rest are read and set aside (docs: README "sbatch's options").
 
 from __future__ import annotations
 
-from collections import namedtuple
-from collections.abc import Iterable, Mapping
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 NO, REQUIRED, OPTIONAL = 0, 1, 2
 
 
-# (long name, short letter, NO/REQUIRED/OPTIONAL, metavar, help); collections' namedtuple, not
-# typing's: importing typing costs rbatch a tenth of its start.
-Opt = namedtuple("Opt", "long short arg metavar help", defaults=("", ""))
+class Opt:
+    """One option: long name, short letter, NO/REQUIRED/OPTIONAL, metavar, help. A plain class:
+    importing collections for a namedtuple (or typing) costs rbatch a tenth of its start."""
+
+    __slots__ = ("arg", "help", "long", "metavar", "short")
+
+    def __init__(self, long: str, short: str, arg: int, metavar: str = "", help: str = "") -> None:
+        self.long = long
+        self.short = short
+        self.arg = arg
+        self.metavar = metavar
+        self.help = help
+
+    def __repr__(self) -> str:
+        return f"Opt({self.long!r}, {self.short!r}, {self.arg}, {self.metavar!r}, {self.help!r})"
 
 
 class OptionError(ValueError):
@@ -323,8 +336,6 @@ def from_environment(env: Mapping[str, str], variables: Iterable[tuple[str, str]
 def directive_words(script: str, tags: tuple[str, ...]) -> list[tuple[int, list[str]]]:
     """(line number, words) of the option lines (`#SBATCH ...`) before the first command; the
     text after ` #` on such a line is a comment, as sbatch reads it."""
-    import shlex
-
     out: list[tuple[int, list[str]]] = []
     for n, line in enumerate(script.splitlines()):
         s = line.strip()
@@ -337,6 +348,8 @@ def directive_words(script: str, tags: tuple[str, ...]) -> list[tuple[int, list[
         for tag in tags:
             if s.startswith(tag) and s[len(tag):len(tag) + 1] in (" ", "\t"):
                 text = s[len(tag):].split(" #", 1)[0]
+                import shlex  # here: it imports re, 6 ms that a script without options spares
+
                 try:
                     out.append((n + 1, shlex.split(text)))
                 except ValueError as exc:

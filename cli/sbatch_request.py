@@ -4,20 +4,21 @@ words them (the option named)."""
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import time
-from collections.abc import Mapping
 
 from cli import sbatch_env
 from cli.controller import CliError
+from cli.credential import user_name
 from cli.job_export import check as check_export
 from cli.job_export import exported
 from protocol.limits import MAX_TIME_LIMIT_MINUTES
 
-_SIZE = re.compile(r"^(\d+)([KMGT]?)B?$", re.IGNORECASE)
-_UNIT_MIB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+_UNIT_KIB = {"K": 1, "": 1024, "M": 1024, "G": 1024 ** 2, "T": 1024 ** 3}
 MAIL_TYPES = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
               "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
 _MAIL_ALL = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT")
@@ -32,12 +33,24 @@ def usage(message: str) -> CliError:
 
 def size_mib(text: str, opt: str) -> int:
     """A size with an optional K/M/G/T suffix (M is the default), in MiB, rounded up."""
-    m = _SIZE.match(text.strip())
-    if not m:
+    digits = text.strip()  # NUMBER[K|M|G|T][B], any case; by hand: re costs rbatch 6 ms
+    if digits[-1:] in ("B", "b"):
+        digits = digits[:-1]
+    unit = digits[-1:].upper()
+    if unit in ("K", "M", "G", "T"):
+        digits = digits[:-1]
+    else:
+        unit = ""
+    if not digits.isdecimal():
         raise usage(f"--{opt} {text}: invalid size: expected a number with an optional K, M, G "
                     "or T suffix, such as 500M or 4G")
-    mib = int(m.group(1)) * _UNIT_MIB[m.group(2).upper()]
-    return max(1, math.ceil(mib)) if int(m.group(1)) else 0
+    kib = int(digits) * _UNIT_KIB[unit]
+    return max(1, _ceil_div(kib, 1024)) if kib else 0
+
+
+def _ceil_div(a: int, b: int) -> int:
+    """math.ceil(a / b) in integers (exact, and no math module to load)."""
+    return -(-a // b)
 
 
 def count(text: str, opt: str, *, low: int = 1) -> int:
@@ -176,6 +189,8 @@ def hint(text: str) -> str:
 def get_user_env(value: object) -> str:
     if value is None:
         return "yes"
+    import re
+
     text = str(value).strip()
     if not re.fullmatch(r"\d*[SsLl]?", text):
         raise usage(f"Invalid --get-user-env specification {text!r}: expected SECONDS[S|L]")
@@ -237,7 +252,7 @@ def resources(v: dict[str, object]) -> dict[str, object]:
         if not ntasks and (n_max is None or n_max == n_min):
             ntasks = n_min * k  # sbatch: -N n --ntasks-per-node k means n*k tasks
         elif ntasks and "nodes" not in v:
-            n_min, max_nodes = math.ceil(ntasks / k), None  # as many nodes as k per node needs
+            n_min, max_nodes = _ceil_div(ntasks, k), None  # as many nodes as k per node needs
     ntasks = ntasks or 1
     gpn = 0
     for opt in ("gpus-per-node", "gpus", "gres"):
@@ -245,13 +260,13 @@ def resources(v: dict[str, object]) -> dict[str, object]:
             gpn = gpu_count(v[opt], opt)
             break
     gpt = gpu_count(v["gpus-per-task"], "gpus-per-task") if "gpus-per-task" in v else 0
-    tasks_per_node = k or math.ceil(ntasks / n_min)
+    tasks_per_node = k or _ceil_div(ntasks, n_min)
     if gpt:
         gpn = gpt * tasks_per_node
         max_nodes = None if max_nodes == 0 else max_nodes  # a fixed GPU count per node
     cpg = count(v["cpus-per-gpu"], "cpus-per-gpu") if "cpus-per-gpu" in v else 0
     if cpg and not cpt:
-        cpt = cpg * gpt if gpt else max(1, math.ceil(cpg * gpn / tasks_per_node))
+        cpt = cpg * gpt if gpt else max(1, _ceil_div(cpg * gpn, tasks_per_node))
     cpt = cpt or 1
     mem = 0
     if "mem" in v:
@@ -328,7 +343,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
     env.update(after)
     out: dict[str, object] = {
         "script": script,
-        "user": _user(),
+        "user": user_name(),
         "uid": os.getuid(),
         "gid": os.getgid(),
         "workdir": workdir,
@@ -389,17 +404,3 @@ def _begin(text: str) -> float:
         return parse_begin(text, time.time())
     except BeginError as exc:
         raise usage(str(exc)) from None
-
-
-def _user() -> str:
-    """getpass.getuser()'s answer (LOGNAME, USER, LNAME, USERNAME, then the password database)
-    without importing getpass, which brings termios and contextlib to every rbatch."""
-    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
-        if user := os.environ.get(name):
-            return user
-    import pwd
-
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except (KeyError, OSError):
-        return str(os.getuid())

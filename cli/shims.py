@@ -24,7 +24,8 @@ TEMPLATE = """#!/bin/sh
 {mark}: Slurm's `{name}` runs Ranch's {ranch}.
 # Remove this file (or take {dir} off PATH) to give the name back.
 exec {python} -I -c 'import sys; sys.path.insert(0, sys.argv.pop(1)); \\
-from cli.slurm_names import main; sys.exit(main())' {root} {name} "$@"
+from cli.controller import exit_now; from cli.slurm_names import main; exit_now(main())' \\
+  {root} {name} "$@"
 """
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from cli import node_records as nr
 from protocol.records import node_json, partition_json
 
-Fold = Callable[[list[str]], str]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Fold = Callable[[list[str]], str]
+
 INDENT = "   "
 # Node-record keys each view reads (GetSnapshot.fields); `arch`/`os` print when a record has them.
 NODE_READS = (

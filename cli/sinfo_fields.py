@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
-
 from cli import node_records as nr
 from cli.partition_options import PartOptions
 from conf.timefmt import format_sinfo_limit
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable
+
+    Fold = Callable[[list[str]], str]
 
 
 class Group:
@@ -17,9 +21,6 @@ class Group:
     def __init__(self, part: dict | None, nodes: list[dict]) -> None:
         self.part = part
         self.nodes = nodes
-
-
-Fold = Callable[[list[str]], str]
 
 
 class FieldDef:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
-
 from cli import node_records as nr
-from cli.sinfo_fields import FIELDS, FieldDef, Fold, Group
+from cli.sinfo_fields import FIELDS, FieldDef, Group
 from cli.sinfo_format import Field, Format, parse_format, render_table
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Iterable
+
+    from cli.sinfo_fields import Fold
 
 DEFAULT_FORMAT = "%#P %.5a %.10l %.6D %.6t %N"
 # sinfo 22.05's -l has no RESERVATION column (checked against real sinfo 22.05.8).

@@ -4,16 +4,21 @@ the time and state forms squeue prints."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from statemachine import jobstates
+from statemachine import jobcodes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Getter = Callable[[dict, float], str]
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
 
-# squeue's state codes and order, named once in statemachine/jobstates.py
-COMPACT, LONG, STATE_ORDER = jobstates.COMPACT, jobstates.LONG, jobstates.ORDER
-ACTIVE = jobstates.LISTED_ACTIVE
+# squeue's state codes and order, named once in statemachine/jobcodes.py
+COMPACT, LONG, STATE_ORDER = jobcodes.COMPACT, jobcodes.LONG, jobcodes.ORDER
+ACTIVE = jobcodes.LISTED_ACTIVE
 
 
 def duration(seconds: float | None) -> str:
@@ -88,8 +93,6 @@ def _time_left(job: dict, now: float) -> str:
         return "UNLIMITED"
     return duration(limit * 60 - elapsed(job, now))
 
-
-Getter = Callable[[dict, float], str]
 
 # letter -> (header, value)
 FIELDS: dict[str, tuple[str, Getter]] = {

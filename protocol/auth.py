@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 DEFAULT_KEY_FILE = "/etc/ranch/ranch.key"
 KEY_ENV = "RANCH_KEY_FILE"

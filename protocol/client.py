@@ -7,10 +7,12 @@ imports neither attrs nor cattrs (the CLI's path: it starts in a fraction of the
 from __future__ import annotations
 
 import _socket
-import math
 import os
 import time
-from collections.abc import Iterator
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 DEFAULT_PORT = 6817
 # Replies come from the controller we authenticate; a snapshot of a large cluster is several MiB.
@@ -18,6 +20,7 @@ MAX_REPLY_SIZE = 256 << 20
 # The protocol version request_raw speaks: protocol.versions.CURRENT, written out so that the
 # raw path need not import the message classes (tests/cli/test_rawclient.py checks they agree).
 RAW_VERSION = 5
+_FOREVER = float("inf")  # math.inf, without loading the math module for it
 
 
 class ControllerUnreachable(ConnectionError):
@@ -161,7 +164,7 @@ def request_raw(
 
 
 # Above this size orjson's faster parsing pays for its import (~10 ms, it pulls dataclasses and
-# inspect); below it the stdlib parser, already cheap to import, finishes first.
+# inspect); below it json's own C scanner (protocol.cjson: no re, no enum) finishes first.
 ORJSON_ABOVE = 4 << 20
 
 
@@ -170,9 +173,9 @@ def _loads(body: memoryview) -> object:
         import orjson
 
         return orjson.loads(body)
-    import json
+    from protocol.cjson import loads
 
-    return json.loads(bytes(body))
+    return loads(body)
 
 
 def _open_reply(raw: bytearray, key: bytes, munge: str | None) -> object:
@@ -210,7 +213,7 @@ def _recv_exactly(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError
-        sock.settimeout(None if remaining == math.inf else remaining)
+        sock.settimeout(None if remaining == _FOREVER else remaining)
         n = sock.recv_into(view[got:])
         if not n:
             raise ControllerUnreachable(addr, "connection closed before a reply came")
@@ -230,8 +233,7 @@ def _open_and_send(
     """Connect, authenticate and send one raw request; returns the socket, its request id, the
     error that cut the send short, if one did (see `_send`), and the key replies are signed
     with (the session key under munge)."""
-    import json
-
+    from protocol.cjson import dumps
     from protocol.rawframe import pack_frame
 
     request_id = _new_request_id()
@@ -240,7 +242,7 @@ def _open_and_send(
         from protocol.userauth import preamble
 
         key, pre = preamble(munge or None, request_id=request_id, version=version)
-    frame = pre + pack_frame(type_name, json.dumps(body, separators=(",", ":")).encode(), key,
+    frame = pre + pack_frame(type_name, dumps(body).encode(), key,
                              request_id=request_id, version=version)
     try:
         sock = _connect(addr, timeout)
@@ -337,7 +339,7 @@ def stream_raw(
                 try:
                     head = _recv_exactly(sock, PREFIX.size, deadline, addr)
                 except ControllerUnreachable:
-                    if deadline == math.inf:
+                    if deadline == _FOREVER:
                         return  # the controller ended the stream
                     raise
                 (length,) = PREFIX.unpack(head)
@@ -350,7 +352,7 @@ def stream_raw(
                 except ValueError as exc:
                     raise FrameError("bad_request",
                                      f"{reply.type} body is not valid JSON: {exc}") from None
-                deadline = math.inf  # the stream is open: wait for events as long as it takes
+                deadline = _FOREVER  # the stream is open: wait for events as long as it takes
                 yield reply.type, doc if isinstance(doc, dict) else {}
         except TimeoutError:
             raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None

@@ -24,6 +24,7 @@ import attrs
 from protocol import codec
 from protocol.errors import ProtocolError
 from protocol.limits import MAX_FRAME_BYTES
+from protocol.mac import use_openssl
 from protocol.rawframe import (
     HEAD,
     HEAD_MAC_SINCE,
@@ -40,6 +41,10 @@ from protocol.rawframe import (
     pack_frame,
 )
 from protocol.versions import CURRENT, SUPPORTED, message_known
+
+# Whoever frames typed messages (the daemons, rrun) lives long enough for OpenSSL's faster HMAC
+# to repay its loading; only the one-shot commands sign with the built-in hash.
+use_openssl()
 
 # Default limit for the part after the length prefix (protocol/limits.py says why).
 MAX_SIZE = MAX_FRAME_BYTES

@@ -12,18 +12,18 @@ that it starts fast.
 
 from __future__ import annotations
 
-import hmac
 import os
-import struct
 import time
-from hashlib import sha256
+from struct import Struct
+
+from protocol.mac import compare_digest, digest
 
 MAC_SIZE = 32
 NONCE_SIZE = 16
-PREFIX = struct.Struct(">I")
-HEAD = struct.Struct(">HB")  # version, type-name length
-_VERSION = struct.Struct(">H")
-TAIL = struct.Struct(f">Qd{NONCE_SIZE}s")  # request id, timestamp, nonce
+PREFIX = Struct(">I")
+HEAD = Struct(">HB")  # version, type-name length
+_VERSION = Struct(">H")
+TAIL = Struct(f">Qd{NONCE_SIZE}s")  # request id, timestamp, nonce
 MIN_FRAME = HEAD.size + 1 + TAIL.size + MAC_SIZE  # shortest part after the length prefix
 HEAD_MAC_SINCE = 5  # the first protocol version whose frames carry a header MAC
 HEAD_MAC_SIZE = 32
@@ -87,12 +87,10 @@ def pack_frame(
     )
     if version >= HEAD_MAC_SINCE:
         prefix = PREFIX.pack(len(head) + HEAD_MAC_SIZE + len(body) + MAC_SIZE)
-        head += hmac.digest(key, HEAD_LABEL + prefix + head, "sha256")
+        head += digest(key, HEAD_LABEL, prefix, head)
     else:
         prefix = PREFIX.pack(len(head) + len(body) + MAC_SIZE)
-    mac = hmac.new(key, head, sha256)
-    mac.update(body)
-    return b"".join((prefix, head, body, mac.digest()))
+    return b"".join((prefix, head, body, digest(key, head, body)))
 
 
 def check_length(length: int, max_size: int) -> None:
@@ -128,8 +126,8 @@ def open_head(buf: bytes | bytearray | memoryview, key: bytes) -> RawFrame | Non
     if len(buf) < mac_at + HEAD_MAC_SIZE:
         return None
     head = bytes(buf[: mac_at + HEAD_MAC_SIZE])  # a copy of at most MAX_HEAD bytes: no view
-    want = hmac.digest(key, HEAD_LABEL + head[:mac_at], "sha256")  # pins the caller's buffer
-    if not hmac.compare_digest(want, head[mac_at:]):
+    want = digest(key, HEAD_LABEL, head[:mac_at])
+    if not compare_digest(want, head[mac_at:]):
         raise FrameError("bad_mac", "frame header signature does not match the cluster key")
     request_id, timestamp, nonce = TAIL.unpack_from(head, tail_at)
     return RawFrame(version, _type_name(head[PREFIX.size + HEAD.size : tail_at]),
@@ -142,7 +140,7 @@ def open_frame(raw: bytes | bytearray | memoryview, key: bytes) -> RawFrame:
     Version, freshness, replay and type checks are the caller's: they depend on its policy."""
     view = memoryview(raw)
     signed, mac = view[:-MAC_SIZE], view[-MAC_SIZE:]
-    if not hmac.compare_digest(hmac.digest(key, signed, "sha256"), mac):
+    if not compare_digest(digest(key, signed), mac):
         raise FrameError("bad_mac", "frame signature does not match the cluster key")
     version, name_len = HEAD.unpack_from(signed)
     tail_at = HEAD.size + name_len

@@ -7,9 +7,13 @@ dicts, so the CLI and the controller import them without importing each other.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-Fold = Callable[[list[str]], str]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Fold = Callable[[list[str]], str]
+
 _PART_STATE = {"UP": "UP", "DOWN": "DOWN", "DRAIN": "DRAIN", "INACTIVE": "INACTIVE"}
 _UNUSABLE_BASES = frozenset({"DOWN", "UNKNOWN", "FUTURE"})
 

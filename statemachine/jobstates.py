@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from statemachine.jobcodes import COMPACT, LISTED_ACTIVE, LONG, ORDER
+
+__all__ = ["ACTIVE", "COMPACT", "COMPLETING", "CONFIGURING", "END_REPORTS", "FINAL",
+           "LISTED_ACTIVE", "LONG", "ORDER", "PENDING", "RUNNING", "JobState", "end_reason"]
+
 
 class JobState(StrEnum):
     """Slurm 22.05's job states (slurm.h job_states and the flags squeue shows as states)."""
@@ -43,26 +48,6 @@ ACTIVE = frozenset({CONFIGURING, RUNNING, COMPLETING})
 FINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT,
                    JobState.NODE_FAIL, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL,
                    JobState.PREEMPTED, JobState.DEADLINE, JobState.SPECIAL_EXIT})
-# squeue and sacct list these for `-t active` style filters (squeue's default shows them).
-LISTED_ACTIVE = frozenset({PENDING, CONFIGURING, RUNNING, COMPLETING, JobState.SUSPENDED,
-                           JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.STOPPED})
-
-# squeue %t
-COMPACT: dict[str, str] = {
-    "PENDING": "PD", "CONFIGURING": "CF", "RUNNING": "R", "COMPLETING": "CG",
-    "SUSPENDED": "S", "COMPLETED": "CD", "FAILED": "F", "CANCELLED": "CA", "TIMEOUT": "TO",
-    "NODE_FAIL": "NF", "OUT_OF_MEMORY": "OOM", "BOOT_FAIL": "BF", "PREEMPTED": "PR",
-    "DEADLINE": "DL", "REQUEUED": "RQ", "REQUEUE_HOLD": "RH", "SPECIAL_EXIT": "SE",
-    "STOPPED": "ST",
-}
-LONG: dict[str, str] = {v: k for k, v in COMPACT.items()}
-# squeue sorts "P,t,-p": partition, then the base state's number in slurm.h (PENDING first)
-ORDER: dict[str, int] = {
-    "PENDING": 0, "RUNNING": 1, "CONFIGURING": 1, "COMPLETING": 1, "SUSPENDED": 2,
-    "COMPLETED": 3, "CANCELLED": 4, "FAILED": 5, "TIMEOUT": 6, "NODE_FAIL": 7, "PREEMPTED": 8,
-    "BOOT_FAIL": 9, "DEADLINE": 10, "OUT_OF_MEMORY": 11, "REQUEUED": 0, "REQUEUE_HOLD": 0,
-    "SPECIAL_EXIT": 0, "STOPPED": 1,
-}
 def end_reason(state: str, exit_code: int, signal: int, pending_reason: str) -> str:
     """The Reason a job keeps once it ended, as slurmctld 22.05 sets it (job_mgr.c
     _job_complete; checked against a real Slurm by tests/conformance/): a non-zero exit is

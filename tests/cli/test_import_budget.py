@@ -1,7 +1,9 @@
-"""Each command's import set stays within tests/cli/import_budget.json, against a real rctld.
+"""Each command, started by its launcher (bin/), stays within its import budget
+(tests/cli/import_budget.json) against a real rctld, and prints all it says.
 
 A command's start is Python's own plus what it imports (bytecode loads and module bodies run):
-the budget keeps an added import on the hot path from going unnoticed."""
+the budget keeps an added import on the hot path from going unnoticed. The launchers end with
+os._exit (cli.controller.exit_now), so the test also checks that nothing written is lost."""
 
 from __future__ import annotations
 
@@ -22,30 +24,20 @@ AuthKeyFile={key}
 NodeName=n[1-3] CPUs=2 RealMemory=100
 PartitionName=main Nodes=n[1-3] Default=YES
 """
-MODULES = {"rinfo": "cli.rinfo", "rqueue": "cli.rqueue", "rbatch": "cli.rbatch",
-           "rcancel": "cli.rcancel", "rcontrol": "cli.rcontrol"}
-# The console-script wrapper's own imports come first, as in an installed command; then the
-# command runs in this process and the modules it added are printed on stdout's last line.
-PROBE = """\
-import re, sys
-before = set(sys.modules)
-sys.argv = {argv!r}
-from {module} import main
-try:
-    code = main()
-except SystemExit as exc:
-    code = exc.code
-sys.stdout.flush()
-print("\\n" + repr((code, sorted(set(sys.modules) - before))))
-"""
+# What each command prints when it works.
+SAYS = {"rinfo": "PARTITION", "rinfo -N -l": "NODELIST", "rqueue": "JOBID",
+        "rbatch --wrap true": "Submitted batch job", "rcancel": "", "rcontrol show node":
+        "NodeName=n1", "racct -P -o JobID,State -j 1": "JobID|State", "rqueue -s": "STEPID",
+        "rcontrol show step": "No job steps in the system"}
 
 
-def loaded(ctl: Controller, argv: list[str]) -> tuple[int, list[str]]:
-    code = PROBE.format(argv=argv, module=MODULES[argv[0]])
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=ctl.env,
+def imported(argv: list[str], env: dict) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """The finished process and the modules it imported (python -X importtime's list)."""
+    out = subprocess.run([sys.executable, "-X", "importtime", *argv], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return eval(out.stdout.splitlines()[-1])
+    names = {line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines()
+             if line.startswith("import time:") and "|" in line}
+    return out, names - {"imported package"}
 
 
 @pytest.fixture(scope="module")
@@ -56,24 +48,41 @@ def ctl(tmp_path_factory: pytest.TempPathFactory):
     c.stop()
 
 
+@pytest.fixture(scope="module")
+def python_itself(ctl: Controller) -> set[str]:
+    return imported(["-c", "pass"], ctl.env)[1]
+
+
 @pytest.mark.parametrize("line", sorted(BUDGET["budget"]))
-def test_command_stays_within_its_import_budget(ctl: Controller, line: str) -> None:
+def test_command_stays_within_its_import_budget(ctl: Controller, python_itself: set[str],
+                                                line: str) -> None:
     argv = line.split()
     if argv[0] == "rcancel":
         argv.append(str(_a_job(ctl)))
-    code, modules = loaded(ctl, argv)
-    assert code == 0, f"{line} failed"
-    banned = sorted(set(modules) & set(BUDGET["never"]))
+    done, modules = imported([str(REPO / "bin" / argv[0]), *argv[1:]], ctl.env)
+    assert done.returncode == 0, f"{line} failed: {done.stderr[-2000:]}"
+    assert SAYS[line] in done.stdout, done.stdout
+    added = sorted(modules - python_itself)
+    banned = sorted(set(added) & set(BUDGET["never"]))
     assert not banned, f"{line} imports {banned}: keep them off the hot path"
     budget = BUDGET["budget"][line]
-    assert len(modules) <= budget, (
-        f"{line} loads {len(modules)} modules, over its budget of {budget} "
-        f"(tests/cli/import_budget.json): {modules}")
+    assert len(added) <= budget, (
+        f"{line} loads {len(added)} modules, over its budget of {budget} "
+        f"(tests/cli/import_budget.json): {added}")
+
+
+def test_nothing_printed_is_lost_at_exit(ctl: Controller) -> None:
+    """exit_now skips the interpreter's teardown: a long output must still arrive whole."""
+    done = subprocess.run([sys.executable, str(REPO / "bin" / "rcontrol"), "show", "node"],
+                          cwd=REPO, env=ctl.env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [line.split()[0] for line in done.stdout.splitlines()
+            if line.startswith("NodeName=")] == ["NodeName=n1", "NodeName=n2", "NodeName=n3"]
 
 
 def _a_job(ctl: Controller) -> int:
     """A pending job for rcancel to cancel (no node runs it: none registered)."""
-    code, _ = loaded(ctl, ["rbatch", "--hold", "--wrap", "true"])
-    assert code == 0
-    jobs = ctl.ask(__import__("protocol.messages", fromlist=["GetJobs"]).GetJobs()).jobs
-    return max(j["job_id"] for j in jobs if j["state"] == "PENDING")
+    done = subprocess.run([sys.executable, str(REPO / "bin" / "rbatch"), "--hold", "--parsable",
+                           "--wrap", "true"], cwd=REPO, env=ctl.env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    return int(done.stdout)

@@ -8,14 +8,16 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli import quickargs, rcancel, rcontrol, rinfo, rqueue
+from cli import quickargs, racct, rcancel, rcontrol, rinfo, rqueue
 
-COMMANDS = [(m.OPTIONS, m.build_parser) for m in (rinfo, rqueue, rcancel, rcontrol)]
+COMMANDS = [(m.OPTIONS, m.build_parser) for m in (rinfo, rqueue, rcancel, rcontrol, racct)]
 WORDS = ["-N", "-l", "-Nl", "-h", "-o", "-o%P %t", "-o=%P", "--format", "--format=%i %T",
          "--form", "-t", "idle", "-i", "2", "-i0", "-i=3", "--iterate=x", "-s", "-v", "-vv",
          "--json", "--json=1", "--server", "127.0.0.1:1", "-u", "alice", "--", "-", "",
          "-x", "--nope", "a=b", "12", "13_2", "show", "node", "-Q", "-Ni5", "-Rs", "-p",
-         "main,gpu", "-5", "--me", "-r", "--long", "12.0", "--steps", "--steps=3.1", "-s1.0"]
+         "main,gpu", "-5", "--me", "-r", "--long", "12.0", "--steps", "--steps=3.1", "-s1.0",
+         "-j", "12,13", "-j12", "--jobs=14", "-P", "-o", "JobID,State", "-oJobID",
+         "--format=State", "-X", "--uid", "-S", "now", "-n"]
 
 
 def argparse_answer(build, argv: list[str]) -> dict | None:
@@ -47,3 +49,6 @@ def test_everyday_lines_are_read_without_argparse() -> None:
         vars(quickargs.quick(rcancel.OPTIONS, argv))
     for argv in (["show", "node", "n1", "-o"], ["-o", "show", "job"], ["ping"]):
         vars(quickargs.quick(rcontrol.OPTIONS, argv))
+    # what submitit asks sacct for
+    for argv in (["-o", "JobID,State,NodeList", "--parsable2", "-j", "12,13_1"], ["-j", "1"]):
+        vars(quickargs.quick(racct.OPTIONS, argv))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from records import T0, mixed_cluster, node, part, snapshot
 
 from cli.controller import CliError
@@ -236,3 +238,14 @@ def test_reason_time_missing_is_unknown() -> None:
         "gone                 alice     Unknown             n01"
     ]
     assert T0  # the records module's fixed time is what the other tests print
+
+
+@given(st.text(alphabet=st.sampled_from("ab-01\u0663\u00e9"), max_size=10))
+def test_natural_key_is_the_regular_expressions(name: str) -> None:
+    import re
+
+    from cli.node_records import natural_key
+
+    parts: list = re.split(r"(\d+)", name)
+    parts[1::2] = map(int, parts[1::2])
+    assert natural_key(name) == tuple(parts)

@@ -153,3 +153,46 @@ def test_unsorted_fold_expands_back_to_the_same_list(names: list[str]) -> None:
     folded = fold(names, sort=False)
     assert expand(folded) == names if names else folded == ""
     assert len(folded) <= len(",".join(names))
+
+
+# The checks that spare commands `import re` say what the regular expressions said.
+_TEXT = st.text(alphabet=st.sampled_from("ab01[],- \t\u00a0\u2003\n\x00"), max_size=12)
+
+
+@given(_TEXT)
+def test_plain_checks_agree_with_the_regular_expressions(text: str) -> None:
+    import re
+
+    from conf import hostlist
+
+    special = re.compile(r"[\[\],\s]")
+    plain = re.compile(r"[^\[\]\s,]+(?:,[^\[\]\s,]+)*")
+    assert hostlist._no_special(text) is (special.search(text) is None)
+    assert hostlist.plain_list(text) is (plain.fullmatch(text) is not None)
+
+
+def test_plain_names_fold_and_expand_without_re() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = """
+import sys
+from conf.hostlist import expand, fold
+assert fold(["n3", "n1", "n2", "gpu01", "login"]) == "gpu01,login,n[1-3]"
+assert expand("n1,n2,gpu01") == ["n1", "n2", "gpu01"]
+print("re" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2], check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+@given(_TEXT)
+def test_last_number_split_agrees_with_the_regular_expression(text: str) -> None:
+    import re
+
+    from conf import hostlist
+
+    m = re.fullmatch(r"(.*?)([0-9]+)([^0-9]*)", text, re.DOTALL)
+    assert hostlist._split_last_number(text) == (m.groups() if m else None)

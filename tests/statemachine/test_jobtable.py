@@ -28,7 +28,10 @@ def test_every_state_answers_every_event() -> None:
 
 
 def test_every_state_has_a_squeue_code() -> None:
-    assert set(COMPACT) == {s.value for s in JobState}
+    from statemachine.jobcodes import LISTED_ACTIVE, ORDER
+
+    assert set(COMPACT) == set(ORDER) == {s.value for s in JobState}
+    assert LISTED_ACTIVE <= set(COMPACT)
 
 
 def test_allocate_launches_or_waits_for_booting_nodes() -> None:
