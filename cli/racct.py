@@ -279,7 +279,7 @@ def run(argv: list[str]) -> int:
     parse_job_words(args.jobs)
     generated, records, left_out = fetch(args, now)
     records = narrow(args, records)
-    if not args.allocations:
+    if not args.allocations and any("." in w for w in args.jobs):
         from cli.sacct_steps import selected
 
         for jid, only in selected(args.jobs).items():  # -j 12.1: the step's line alone

@@ -9,7 +9,6 @@ an invalid `-o` letter or `-O` name is an error line on stderr, the rest still p
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 
@@ -117,7 +116,20 @@ NAMES = {
     "cluster": ("CLUSTER", lambda s, n: s["cluster"]),
     "network": ("NETWORK", lambda s, n: "(null)"),
 }
-_TOKEN = re.compile(r"%(\.?\d*)(.?)")
+
+
+def _tokens(text: str):  # -> Iterator[tuple[int, int, str, str]]
+    """(start, end, spec, letter) of each `%[.][digits]X` as squeue -s reads -o (letter "" at
+    the end of the text). By hand, not with re: see sinfo_format._tokens."""
+    i = text.find("%")
+    while i >= 0:
+        j = i + 1 + (text[i + 1 : i + 2] == ".")
+        while j < len(text) and text[j].isdecimal():
+            j += 1
+        letter = text[j : j + 1].replace("\n", "")
+        end = j + len(letter)
+        yield i, end, text[i + 1 : j], letter
+        i = text.find("%", end)
 
 
 def _bad(spec: str, warn: list[str]) -> None:
@@ -129,18 +141,17 @@ def short_format(text: str, warn: list[str]):
     from cli.sinfo_format import Format, parse_format
 
     kept, valid, pos = [], False, 0
-    for m in _TOKEN.finditer(text):
-        kept.append(text[pos:m.start()])
-        pos = m.end()
-        letter = m.group(2)
+    for start, end, spec, letter in _tokens(text):
+        kept.append(text[pos:start])
+        pos = end
         if letter in LETTERS:
-            kept.append(m.group(0))
+            kept.append(text[start:end])
             valid = True
-        elif letter in ("%", "") and not m.group(1):
+        elif letter in ("%", "") and not spec:
             kept.append("%%")
         else:
             _bad(letter, warn)
-            kept.append("%" + m.group(0))
+            kept.append("%" + text[start:end])
     kept.append(text[pos:])
     text = "".join(kept)
     if not valid:  # literal text alone: printed as it is on every line

@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cli import rcancel, sacct_fields, step_view
 from cli.controller import CliError
@@ -137,3 +139,15 @@ def test_rcancel_step_words_and_exit_codes() -> None:
     assert rcancel.step_error_code(
         "Kill job error on job step id 12.1: Invalid job id specified") == 1
     assert rcancel.step_error_code("Kill job error on job id 12: Invalid job id specified") == 1
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="%.0123456789ijNALMPSuUx \n-", max_size=20))
+def test_step_format_tokens_read_as_the_regular_expression_did(text: str) -> None:
+    import re
+
+    from cli.step_view import _tokens
+
+    expected = [(m.start(), m.end(), m.group(1), m.group(2))
+                for m in re.finditer(r"%(\.?\d*)(.?)", text)]
+    assert list(_tokens(text)) == expected
