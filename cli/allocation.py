@@ -68,6 +68,9 @@ def submit_body(values: dict[str, object], *, name: str, command: str = "",
     sbatch_request.memory_choice(values, values)
     body = sbatch_request.body(values, "", command, [], environ)
     body.update(allocation=True, env=[], name=values.get("job-name") or name)
+    if "ntasks" not in values and "ntasks-per-node" not in values:
+        # salloc/srun without -n ask for a task a node (scontrol: NumTasks=2 for -N2)
+        body["ntasks"] = max(int(body.get("ntasks") or 1), int(body.get("num_nodes") or 1))
     return body
 
 
@@ -193,14 +196,20 @@ class Allocation:
         first or (`immediate`) was not granted within that many seconds."""
         start = clock()
         pause, queued, configuring = FIRST_PAUSE, False, False
+        # salloc 22.05 (measured): -I / -I1 is refused at once, unqueued ("Requested nodes are
+        # busy"); -I2 and up queue and give up when that time is over ("Connection timed out")
+        at_once = immediate is not None and immediate <= 1
         while True:
             rec = self.fetch()
             state = rec.get("state")
             if state == "PENDING":
                 if immediate is not None and clock() - start >= immediate:
                     self.cancel()
-                    raise CliError("Unable to allocate resources: Requested nodes are busy")
-                if not queued:
+                    self.error("Unable to allocate resources: " + (
+                        "Requested nodes are busy" if at_once else "Connection timed out"))
+                    self.say(f"Job allocation {self.job_id} has been revoked.")
+                    raise SystemExit(1)
+                if not queued and not at_once:
                     queued = True
                     if self.salloc:
                         self.say(f"Pending job allocation {self.job_id}")
@@ -229,6 +238,25 @@ class Allocation:
             return str(request(self.target, "Ping", {}, want="Pong").get("cluster_name") or "")
         except CliError:
             return ""
+
+    def step_signal(self, signum: int, patience: float = 2.0) -> int:
+        """`signum` when the job's last step ended by that signal (its tasks were killed), else
+        0. srun ends its job with the status its tasks ended with, so Slurm shows a step
+        killed by SIGKILL as ExitCode 0:9 where srun exits 137; a task's own `exit 137` stays
+        137:0. The step's end reaches the controller from its nodes, so it may lag rrun's."""
+        deadline = time.monotonic() + patience
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                steps = self.fetch().get("steps") or ()
+            except CliError:
+                return 0
+            step = steps[-1] if steps else {}
+            ended = step and step.get("state") not in ("RUNNING", "PENDING", "COMPLETING")
+            if ended or time.monotonic() >= deadline:
+                return signum if step.get("signal") == signum else 0
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.25)
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -320,7 +348,8 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
     open_signal_receiver) and return; a job left so ends at its time limit."""
     from cli.slurm_names import prog
 
-    argv = list(getattr(opts, "argv", None) or ())
+    # the job is named for the command (srun -N2 hostname: JobName=hostname, Command=hostname)
+    argv = list(getattr(opts, "command", None) or getattr(opts, "argv", None) or ())
     values = values_of(opts)
     alloc = Allocation(target, prog("rrun"), salloc=False, quiet=bool(getattr(opts, "quiet", 0)))
     body = submit_body(values, name=os.path.basename(argv[0]) if argv else "rrun",
@@ -334,5 +363,8 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
         alloc.cancel()
         raise
     code, signum = (0, -rc) if rc < 0 else (rc, 0)
+    if code > 128:  # srun's 128+SIG: a task killed by SIG, or one that exited so?
+        signum = alloc.step_signal(code - 128)
+        code = 0 if signum else code
     alloc.release(code, signum)
     return 128 + signum if signum else code

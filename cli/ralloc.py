@@ -150,7 +150,9 @@ def run(argv: list[str]) -> int:
     target = find_target(values.get("server"), values.get("key-file"), values.get("conf"))
     alloc = allocation.Allocation(target, prog("ralloc"), salloc=True,
                                   quiet=bool(values.get("quiet")))
-    body = allocation.submit_body(values, name="interactive", environ=environ)
+    # salloc names its job for what it runs: "no-shell" when nothing
+    body = allocation.submit_body(values, name="no-shell" if values.get("no-shell")
+                                  else "interactive", environ=environ)
     submit_dir = os.getcwd()
     record = allocation.allocate(alloc, body, immediate=immediate)
     if values.get("no-shell"):
