@@ -178,6 +178,10 @@ def _watch(alloc: Allocation, child: subprocess.Popen, watch: _Watch, kill: int
 
 
 def _look(alloc: Allocation, child: subprocess.Popen, kill: int) -> None:
+    """Say the command is alive (rctld's InactiveLimit); read the job only when it ended, or
+    when the controller did not answer that (away, or too old to know the word)."""
+    if alloc.alive():
+        return
     try:
         state = alloc.fetch().get("state")
     except CliError:

@@ -25,6 +25,9 @@ from conf.hostlist import compress_counts
 WAIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGTERM,
                 signal.SIGUSR1, signal.SIGUSR2)
 FIRST_PAUSE, MAX_PAUSE = 0.05, 1.0  # seconds between looks at a waiting job
+# seconds between "alive" words while the command runs: rctld ends an allocation whose command
+# is silent for InactiveLimit seconds (ctld/inactive.py), as slurmctld ends salloc's
+ALIVE_INTERVAL = 1.0
 ALREADY_DONE = "already completing or completed"  # ESLURM_ALREADY_DONE's words
 # rrun's option attributes (argparse names) -> sbatch's option names (cli/sbatch_options.py)
 OPTS = (("nodes", "nodes"), ("ntasks", "ntasks"), ("ntasks_per_node", "ntasks-per-node"),
@@ -239,6 +242,19 @@ class Allocation:
         except CliError:
             return ""
 
+    def alive(self) -> bool | None:
+        """Tell rctld the command still runs (InactiveLimit). True: the allocation still runs;
+        False: it ended; None: no answer (the controller is away, or too old to know)."""
+        body = {"action": "alive", "job_ids": [self.job_id], **_who()}
+        try:
+            reply = request(self.target, "JobControl", body, want="JobResult")
+        except CliError:
+            return None
+        if reply.get("ok"):
+            return True
+        errors = reply.get("errors") or ()
+        return False if any(ALREADY_DONE in e for e in errors) else None
+
     def step_signal(self, signum: int, patience: float = 2.0) -> int:
         """`signum` when the job's last step ended by that signal (its tasks were killed), else
         0. srun ends its job with the status its tasks ended with, so Slurm shows a step
@@ -356,15 +372,44 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
                        command=argv[0] if argv else "", environ=environ)
     submit_dir = os.getcwd()
     record = allocate(alloc, body)
+    keepalive = Keepalive(alloc)
     try:
         env = environment(record, values, alloc.cluster_name(), submit_dir)
+        keepalive.start()
         rc = run_step(alloc.job_id, env)
     except BaseException:
         alloc.cancel()
         raise
+    finally:
+        keepalive.stop()
     code, signum = (0, -rc) if rc < 0 else (rc, 0)
     if code > 128:  # srun's 128+SIG: a task killed by SIG, or one that exited so?
         signum = alloc.step_signal(code - 128)
         code = 0 if signum else code
     alloc.release(code, signum)
     return 128 + signum if signum else code
+
+
+class Keepalive:
+    """rrun's "alive" words while its step runs. The step's I/O runs in trio.run, which this
+    module does not own (cli/step_io.py), so a thread says them: one blocking request a
+    second, nothing shared with the step but the job id."""
+
+    def __init__(self, alloc: Allocation, every: float = ALIVE_INTERVAL) -> None:
+        import threading
+
+        self.alloc = alloc
+        self.every = every
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="keepalive", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(self.every):
+            if self.alloc.alive() is False:
+                return  # ended: nothing left to keep
+
+    def stop(self) -> None:
+        self.done.set()

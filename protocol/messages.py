@@ -542,9 +542,10 @@ class CancelJobs:
 @attrs.frozen
 class JobControl:
     """rcontrol requeue|hold|release JOBID...; "complete": an allocation's owner releases it
-    (Slurm's slurm_complete_job) with how its command ended."""
+    (Slurm's slurm_complete_job) with how its command ended; "alive": its command still runs
+    (InactiveLimit, ctld/inactive.py)."""
 
-    action: str  # requeue | hold | release | begin | complete
+    action: str  # requeue | hold | release | begin | complete | alive
     job_ids: tuple[int, ...]
     user: str = ""
     uid: int = -1

@@ -70,8 +70,8 @@ def end_reason(state: str, exit_code: int, signal: int, pending_reason: str) -> 
     job cancelled before it ran keeps the reason it waited for (JobHeldUser...)."""
     if state == JobState.FAILED:
         return "NonZeroExitCode" if exit_code else ("JobLaunchFailure" if signal else "None")
-    if state == JobState.TIMEOUT:
-        return "TimeLimit"
+    if state == JobState.TIMEOUT:  # an allocation's silent command: InactiveLimit (Inactive)
+        return "InactiveLimit" if pending_reason == "InactiveLimit" else "TimeLimit"
     if state == JobState.NODE_FAIL:
         return "NodeDown"
     if state == JobState.OUT_OF_MEMORY:

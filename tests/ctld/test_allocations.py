@@ -5,6 +5,7 @@ job (COMPLETED 0:0, FAILED N:0 or 0:SIG), and what it refuses."""
 from __future__ import annotations
 
 import orjson
+import trio
 
 from ctld.cluster import Cluster
 from ctld.daemon import overlay
@@ -126,3 +127,47 @@ async def test_an_allocation_is_still_one_after_a_restart() -> None:
     again.restore(overlay(doc, []))
     assert rec(again, j)["batch_flag"] == 0
     assert complete(again, j, 4).ok and rec(again, j)["state"] == "COMPLETING"
+
+
+def alive(cluster: Cluster, job_id: int, *, user: str = "alice", uid: int = 1000
+          ) -> m.JobResult:
+    return cluster.jobs.control(m.JobControl("alive", (job_id,), user, uid))
+
+
+async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autojump_clock
+                                                                          ) -> None:
+    """InactiveLimit=60: "alive" words keep an allocation past it; once they stop it ends
+    TIMEOUT, Reason InactiveLimit, 0:0 (as slurmctld's inactivity limit ends salloc's), within
+    the limit of the last word; a batch job and a pending allocation are not concerned."""
+    cluster = Cluster(make_config(extra="InactiveLimit=60"), wall=wall)
+    async with trio.open_nursery() as nursery:
+        cluster.start()
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        conns = up(cluster, "n1", "n2")
+        beats = Beats(cluster, conns)
+        j = cluster.jobs.submit(alloc()).job_id
+        batch = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+        assert (rec(cluster, j)["nodes"], rec(cluster, batch)["nodes"]) == ("n1", "n2")
+        assert "Access/permission denied" in alive(cluster, j, user="bob", uid=1001).errors[0]
+        for _ in range(6):  # 150 s of words 25 s apart, and of heartbeats
+            await trio.sleep(25)
+            assert alive(cluster, j).ok
+            beats("n1", job_ids=(j,))
+            beats("n2", job_ids=(batch,))
+        assert rec(cluster, j)["state"] == "RUNNING"
+        await trio.sleep(59)  # silent, not yet for 60 s
+        beats("n1", job_ids=(j,))
+        beats("n2", job_ids=(batch,))
+        assert rec(cluster, j)["state"] == "RUNNING"
+        await trio.sleep(2)
+        assert rec(cluster, j)["state"] == "COMPLETING"
+        assert [k.reason for k in kills(conns["n1"])] == ["inactive"]
+        beats("n1", jobs_ended=(end(j, "CANCELLED"),))
+        r = rec(cluster, j)
+        assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
+            "TIMEOUT", "InactiveLimit", 0, 0)
+        r = rec(cluster, batch)  # never said a word, never needed to
+        assert (r["state"], r["restarts"]) == ("RUNNING", 0)
+        again = alive(cluster, j)
+        assert not again.ok and "already completing or completed" in again.errors[0]
+        nursery.cancel_scope.cancel()
