@@ -9,6 +9,7 @@ lines in the same order, and what each left: exit codes, stdout, stderr lines, t
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -24,7 +25,11 @@ ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "
 # One command line each; the order matters: no-shell's allocation holds every node while the
 # -I and waiting scenarios run, and is cancelled to let the waiting ones start.
 SCENARIOS = ("salloc env", "salloc exit 3", "srun hostname", "srun kill -9", "srun exit 137",
-             "revoked", "no-shell", "-I", "-I2", "salloc waits", "srun waits")
+             "revoked", "no-shell", "-I", "-I2", "salloc waits", "srun waits", "salloc killed",
+             "srun killed")
+# slurmctld looks at InactiveLimit every 30 s (PERIODIC_TIMEOUT) counted from its start: a
+# killed salloc's job ends at the first look past the limit, a minute or so at most
+KILLED_WAIT = 100.0
 
 
 @attrs.define
@@ -72,6 +77,12 @@ class Side:
     def newest(self) -> int:
         return max(self.jobs(), default=0)
 
+    def started_since(self, before: int) -> bool:
+        """The newest job is newer than `before` and runs."""
+        jobs = self.jobs()
+        new = max(jobs, default=0)
+        return new > before and jobs[new] == "RUNNING"
+
     def until(self, pred: Any, what: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while not pred():
@@ -79,7 +90,7 @@ class Side:
                 raise AssertionError(f"{self.name}: timed out waiting for {what}")
             time.sleep(0.05)
 
-    def ended(self, run: Run) -> Run:
+    def ended(self, run: Run, timeout: float = 30) -> Run:
         """The job's fields once it ended (a released allocation completes on its nodes)."""
         fields: dict[str, str] = {}
 
@@ -89,7 +100,7 @@ class Side:
             fields = parse_show_job(text).get(run.job_id, {})
             return fields.get("JobState") in ENDED
 
-        self.until(look, f"job {run.job_id} to end")
+        self.until(look, f"job {run.job_id} to end", timeout)
         run.fields = fields
         return run
 
@@ -142,6 +153,41 @@ class Side:
             run.job_id = job
             self.runs[scenario] = self.ended(run)
         self.ended(holder)
+        self._killed()
+
+    def _killed(self) -> None:
+        """salloc and srun SIGKILLed while their command runs: the allocation outlives them
+        until InactiveLimit (or not at all)."""
+        procs: dict[str, subprocess.Popen] = {}
+        try:
+            for scenario in ("salloc killed", "srun killed"):
+                before = self.newest()
+                procs[scenario] = subprocess.Popen(
+                    [scenario.split()[0], "-N1", "sleep", "300"], cwd=self.workdir,
+                    env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    stdin=subprocess.DEVNULL, start_new_session=True)
+                self.until(lambda b=before: self.started_since(b), f"{scenario}'s job running")
+                self.runs[scenario] = Run(job_id=self.newest())
+            for scenario, proc in procs.items():
+                proc.kill()
+                self.runs[scenario].rc = proc.wait(10)
+            for scenario in procs:
+                self.ended(self.runs[scenario], KILLED_WAIT)
+        finally:
+            for proc in procs.values():
+                end_session(proc.pid)
+
+
+def end_session(sid: int) -> None:
+    """SIGKILL every process of session `sid` (what a killed salloc left running here)."""
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                session = int(f.read().rsplit(")", 1)[1].split()[3])
+            if session == sid:
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue
 
 
 def slurm_side(slurm: Any) -> Side:
