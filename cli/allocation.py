@@ -370,23 +370,25 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
     alloc = Allocation(target, prog("rrun"), salloc=False, quiet=bool(getattr(opts, "quiet", 0)))
     body = submit_body(values, name=os.path.basename(argv[0]) if argv else "rrun",
                        command=argv[0] if argv else "", environ=environ)
+    body["for_step"] = True
     submit_dir = os.getcwd()
     record = allocate(alloc, body)
-    keepalive = Keepalive(alloc)
+    keepalive = Keepalive(alloc)  # until the release: rctld waits for it while rrun speaks
     try:
         env = environment(record, values, alloc.cluster_name(), submit_dir)
         keepalive.start()
-        rc = run_step(alloc.job_id, env)
-    except BaseException:
-        alloc.cancel()
-        raise
+        try:
+            rc = run_step(alloc.job_id, env)
+        except BaseException:
+            alloc.cancel()
+            raise
+        code, signum = (0, -rc) if rc < 0 else (rc, 0)
+        if code > 128:  # srun's 128+SIG: a task killed by SIG, or one that exited so?
+            signum = alloc.step_signal(code - 128)
+            code = 0 if signum else code
+        alloc.release(code, signum)
     finally:
         keepalive.stop()
-    code, signum = (0, -rc) if rc < 0 else (rc, 0)
-    if code > 128:  # srun's 128+SIG: a task killed by SIG, or one that exited so?
-        signum = alloc.step_signal(code - 128)
-        code = 0 if signum else code
-    alloc.release(code, signum)
     return 128 + signum if signum else code
 
 
@@ -407,9 +409,9 @@ class Keepalive:
         self.thread.start()
 
     def _run(self) -> None:
-        while not self.done.wait(self.every):
-            if self.alloc.alive() is False:
-                return  # ended: nothing left to keep
+        while self.alloc.alive() is not False:  # the first at once: rctld waits for it
+            if self.done.wait(self.every):
+                return
 
     def stop(self) -> None:
         self.done.set()

@@ -495,6 +495,10 @@ class SubmitJob:
     # is ""), nothing runs but what its owner starts as steps; its owner ends it with
     # JobControl(action="complete")
     allocation: bool = False
+    # rrun outside a job: the allocation is its one step's. Once that step ended, an rrun that
+    # does not release the allocation within seconds is gone (SIGKILL): rctld cancels it, as
+    # slurmctld cancels a killed srun's job (ctld/inactive.py)
+    for_step: bool = False
 
 
 @attrs.frozen

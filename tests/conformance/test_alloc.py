@@ -43,10 +43,6 @@ GAPS: dict[tuple[str, str], str] = {
                                                 "no-shell", "-I", "srun hostname",
                                                 "srun kill -9", "srun exit 137",
                                                 "salloc killed", "srun killed")},
-    **{("srun killed", k): "slurmctld cancels the job of a SIGKILLed srun at once (CANCELLED, "
-       "0:0, InactiveLimit or not); Ranch ends rrun's step then (CANCELLED) but keeps the "
-       "allocation made for it until InactiveLimit (TIMEOUT, InactiveLimit)"
-       for k in ("JobState", "Reason")},
 }
 SALLOC = ("salloc env", "salloc exit 3", "revoked", "no-shell", "-I", "-I2", "salloc waits")
 SRUN = ("srun hostname", "srun kill -9", "srun exit 137")

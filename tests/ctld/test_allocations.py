@@ -171,3 +171,37 @@ async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autoj
         again = alive(cluster, j)
         assert not again.ok and "already completing or completed" in again.errors[0]
         nursery.cancel_scope.cancel()
+
+
+async def test_rrun_s_own_allocation_is_cancelled_once_rrun_is_silent(autojump_clock) -> None:
+    """SubmitJob.for_step (rrun outside a job): with no step running, an allocation whose rrun
+    has not spoken for ORPHAN_GRACE seconds is CANCELLED (a killed srun's job is, at once),
+    InactiveLimit or not; ralloc's allocation is not concerned."""
+    from ctld.inactive import ORPHAN_GRACE
+
+    cluster = Cluster(make_config(), wall=wall)
+    async with trio.open_nursery() as nursery:
+        cluster.start()
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        conns = up(cluster, "n1", "n2")
+        beats = Beats(cluster, conns)
+        spoken = cluster.jobs.submit(alloc(for_step=True)).job_id
+        silent = cluster.jobs.submit(alloc(for_step=True, cpus_per_task=4)).job_id
+        ralloc = cluster.jobs.submit(alloc(cpus_per_task=4)).job_id
+        assert [rec(cluster, j)["nodes"] for j in (spoken, silent, ralloc)] == ["n1", "n2", ""]
+        for _ in range(3):
+            assert alive(cluster, spoken).ok
+            await trio.sleep(ORPHAN_GRACE - 1)
+            beats("n1", job_ids=(spoken,))
+        assert rec(cluster, spoken)["state"] == "RUNNING"
+        assert rec(cluster, silent)["state"] == "COMPLETING"
+        assert [k.reason for k in kills(conns["n2"])] == ["cancelled"]
+        beats("n2", jobs_ended=(end(silent, "CANCELLED"),))
+        r = rec(cluster, silent)
+        assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == ("CANCELLED", "None", 0, 0)
+        assert rec(cluster, ralloc)["nodes"] == "n2"  # ralloc's, on the freed node, stays
+        await trio.sleep(3 * ORPHAN_GRACE)
+        beats("n2", job_ids=(ralloc,))
+        assert rec(cluster, ralloc)["state"] == "RUNNING"
+        assert rec(cluster, spoken)["state"] == "COMPLETING"  # then silent in its turn
+        nursery.cancel_scope.cancel()

@@ -1,7 +1,8 @@
-"""InactiveLimit with a real rctld and rnoded: an allocation whose ralloc (salloc) or rrun
-(srun outside a job) was SIGKILLed ends TIMEOUT, Reason InactiveLimit, ExitCode 0:0 (as
-slurmctld 22.05 ends salloc's, measured: tests/conformance/README.md), while one whose command
-runs longer than the limit under a live ralloc/rrun is kept by their "alive" words."""
+"""InactiveLimit with a real rctld and rnoded: an allocation whose ralloc (salloc) was SIGKILLed
+ends TIMEOUT, Reason InactiveLimit, ExitCode 0:0, and one whose rrun (srun outside a job) was
+ends CANCELLED with its step, as slurmctld 22.05 ends them (tests/conformance/test_alloc.py);
+one whose command runs longer than the limit under a live ralloc/rrun is kept by their
+"alive" words."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 from .cluster import Cluster, free_port
 from .test_jobs_e2e import CONF, cli, start
 
-LIMIT = 2  # seconds: InactiveLimit
+LIMIT = 8  # seconds: InactiveLimit (above ctld/inactive.py ORPHAN_GRACE)
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +45,13 @@ def show(c: Cluster, job_id: int) -> dict[str, str]:
     return dict(w.split("=", 1) for w in line.split() if "=" in w)
 
 
-def running_job(c: Cluster) -> int:
-    """The one running job's id, once there is one."""
+def running_job(c: Cluster, known: set[int]) -> int:
+    """The id of the running job not in `known`, once there is one."""
     found: list[int] = []
 
     def look() -> bool:
-        found[:] = [int(w) for w in cli(c, "rqueue", "-h", "-t", "R", "-o", "%i").stdout.split()]
+        running = cli(c, "rqueue", "-h", "-t", "R", "-o", "%i").stdout.split()
+        found[:] = [int(w) for w in running if int(w) not in known]
         return len(found) == 1
 
     c.wait_for(look, 20, what="the allocation running")
@@ -78,29 +80,42 @@ def kill_group(p: subprocess.Popen) -> None:
     p.wait(10)
 
 
-@pytest.mark.parametrize("module", ["cli.ralloc", "cli.rrun"])
-def test_a_killed_command_s_allocation_ends_at_the_inactive_limit(c: Cluster,
-                                                                   module: str) -> None:
-    p = spawn(c, module, "-N1", "sleep", "300")
+def test_a_killed_command_s_allocation_ends(c: Cluster) -> None:
+    """ralloc's at the InactiveLimit (TIMEOUT); rrun's at once, with its step (CANCELLED), as
+    slurmctld cancels a killed srun's job."""
+    procs = {}
     try:
-        job = running_job(c)
-        p.send_signal(signal.SIGKILL)  # ralloc/rrun alone: its sleep goes on without it
-        p.wait(10)
-        rec = ended(c, job, LIMIT + 15)
+        jobs = {}
+        for module in ("cli.ralloc", "cli.rrun"):
+            before = set(jobs.values())
+            procs[module] = spawn(c, module, "-N1", "sleep", "300")
+            jobs[module] = running_job(c, before)
+        for p in procs.values():
+            p.send_signal(signal.SIGKILL)  # ralloc/rrun alone: ralloc's sleep goes on here
+            p.wait(10)
+        rrun = ended(c, jobs["cli.rrun"], LIMIT - 1)
+        ralloc = ended(c, jobs["cli.ralloc"], LIMIT + 15)
     finally:
-        kill_group(p)
-    assert (rec["JobState"], rec["Reason"], rec["ExitCode"]) == ("TIMEOUT", "InactiveLimit",
-                                                                 "0:0")
+        for p in procs.values():
+            kill_group(p)
+    assert (ralloc["JobState"], ralloc["Reason"], ralloc["ExitCode"]) == (
+        "TIMEOUT", "InactiveLimit", "0:0")
+    assert (rrun["JobState"], rrun["Reason"], rrun["ExitCode"]) == ("CANCELLED", "None", "0:0")
 
 
-@pytest.mark.parametrize("module", ["cli.ralloc", "cli.rrun"])
-def test_a_live_command_keeps_its_allocation_past_the_limit(c: Cluster, module: str) -> None:
-    p = spawn(c, module, "-N1", "sleep", str(LIMIT + 3))
+def test_a_live_command_keeps_its_allocation_past_the_limit(c: Cluster) -> None:
+    """ralloc's and rrun's "alive" words keep their allocations while their commands run."""
+    procs, jobs = {}, {}
     try:
-        job = running_job(c)
-        _, err = p.communicate(timeout=60)
-        rec = ended(c, job, 20)
+        for module in ("cli.ralloc", "cli.rrun"):
+            procs[module] = spawn(c, module, "-N1", "sleep", str(LIMIT + 3))
+            jobs[module] = running_job(c, set(jobs.values()))
+        for module, p in procs.items():
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == 0, f"{module}: {err}"
+            rec = ended(c, jobs[module], 20)
+            assert (rec["JobState"], rec["Reason"], rec["ExitCode"]) == (
+                "COMPLETED", "None", "0:0"), module
     finally:
-        kill_group(p)
-    assert p.returncode == 0, err
-    assert (rec["JobState"], rec["Reason"], rec["ExitCode"]) == ("COMPLETED", "None", "0:0")
+        for p in procs.values():
+            kill_group(p)
