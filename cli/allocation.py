@@ -370,7 +370,7 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
     alloc = Allocation(target, prog("rrun"), salloc=False, quiet=bool(getattr(opts, "quiet", 0)))
     body = submit_body(values, name=os.path.basename(argv[0]) if argv else "rrun",
                        command=argv[0] if argv else "", environ=environ)
-    body["for_step"] = True
+    body["held_by"] = "rrun"
     submit_dir = os.getcwd()
     record = allocate(alloc, body)
     keepalive = Keepalive(alloc)  # until the release: rctld waits for it while rrun speaks

@@ -150,9 +150,11 @@ def run(argv: list[str]) -> int:
     target = find_target(values.get("server"), values.get("key-file"), values.get("conf"))
     alloc = allocation.Allocation(target, prog("ralloc"), salloc=True,
                                   quiet=bool(values.get("quiet")))
-    # salloc names its job for what it runs: "no-shell" when nothing
+    # salloc names its job for what it runs: "no-shell" when nothing; then nobody holds it and
+    # InactiveLimit does not apply (measured on slurmctld 22.05)
     body = allocation.submit_body(values, name="no-shell" if values.get("no-shell")
                                   else "interactive", environ=environ)
+    body["held_by"] = "" if values.get("no-shell") else "ralloc"
     submit_dir = os.getcwd()
     record = allocation.allocate(alloc, body, immediate=immediate)
     if values.get("no-shell"):

@@ -1,7 +1,8 @@
 """Allocations whose command is gone: InactiveLimit ends one whose ralloc (salloc) has not said
 it is alive for that many seconds (TIMEOUT, Reason InactiveLimit, as slurmctld's inactivity
 limit ends a silent salloc's), and rrun's own allocation (rrun outside a job) is cancelled once
-rrun is silent with no step running, as slurmctld cancels a killed srun's job at once.
+rrun is silent with no step running, as slurmctld cancels a killed srun's job at once. An
+allocation nobody holds (salloc --no-shell: SubmitJob.held_by "") is not watched, as in Slurm.
 
 The commands say so themselves (JobControl "alive", every second while their command runs):
 the controller never connects back to them. Their last word is soft state: after a restart
@@ -41,14 +42,16 @@ class InactiveWatch:
         return float(self.c.config.jobs.inactive_limit)
 
     def watched(self, job: Job) -> bool:
-        return job.req.allocation and job.state in (RUNNING, CONFIGURING)
+        """A running allocation whose holder speaks (not --no-shell's)."""
+        return job.req.allocation and bool(job.req.held_by) and job.state in (RUNNING,
+                                                                               CONFIGURING)
 
     def started(self, job: Job) -> None:
         """The allocation runs (or rctld restarted): its command has a full limit to speak."""
         if not self.watched(job):
             return
         self._heard(job)
-        if job.req.for_step:
+        if job.req.held_by == "rrun":
             self._orphan_look(job.id, self.c.clock() + ORPHAN_GRACE)
 
     def alive(self, job: Job) -> None:
@@ -89,7 +92,7 @@ class InactiveWatch:
     def step_ended(self, job: Job) -> None:
         """A step of `job` ended: rrun's own allocation is released by rrun right after, or
         rrun is gone (its SIGKILL ended the step: rnoded lost its I/O)."""
-        if job.req.for_step and self.watched(job):
+        if job.req.held_by == "rrun" and self.watched(job):
             self._orphan_look(job.id, self.c.clock() + ORPHAN_GRACE)
 
     def orphaned(self, job_id: int) -> None:

@@ -195,6 +195,11 @@ class JobSubmission:
                 return bad("an allocation (ralloc, rrun) has no batch script", "script")
             if req.array:
                 return bad("an allocation (ralloc, rrun) cannot be a job array", "array")
+            if req.held_by not in ("", "ralloc", "rrun"):
+                return bad(f"held_by must be ralloc, rrun or empty, got {req.held_by!r}",
+                           "held_by")
+        elif req.held_by:
+            return bad("held_by is for allocations (ralloc, rrun) only", "held_by")
         elif not req.script.strip():
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):

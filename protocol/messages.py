@@ -495,10 +495,11 @@ class SubmitJob:
     # is ""), nothing runs but what its owner starts as steps; its owner ends it with
     # JobControl(action="complete")
     allocation: bool = False
-    # rrun outside a job: the allocation is its one step's. Once that step ended, an rrun that
-    # does not release the allocation within seconds is gone (SIGKILL): rctld cancels it, as
-    # slurmctld cancels a killed srun's job (ctld/inactive.py)
-    for_step: bool = False
+    # an allocation's holder, which says "alive" while its command runs (ctld/inactive.py):
+    # "ralloc" (InactiveLimit applies) or "rrun" (its allocation is its one step's: cancelled
+    # once rrun is silent with no step running, as slurmctld cancels a killed srun's job);
+    # "" (salloc --no-shell, or a client from before): nobody, as slurmctld exempts --no-shell
+    held_by: str = ""
 
 
 @attrs.frozen

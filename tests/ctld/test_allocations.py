@@ -138,43 +138,47 @@ async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autoj
                                                                           ) -> None:
     """InactiveLimit=60: "alive" words keep an allocation past it; once they stop it ends
     TIMEOUT, Reason InactiveLimit, 0:0 (as slurmctld's inactivity limit ends salloc's), within
-    the limit of the last word; a batch job and a pending allocation are not concerned."""
+    the limit of the last word; a batch job and --no-shell's allocation (held by nobody) are
+    not concerned."""
     cluster = Cluster(make_config(extra="InactiveLimit=60"), wall=wall)
     async with trio.open_nursery() as nursery:
         cluster.start()
         nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
         conns = up(cluster, "n1", "n2")
         beats = Beats(cluster, conns)
-        j = cluster.jobs.submit(alloc()).job_id
+        j = cluster.jobs.submit(alloc(held_by="ralloc")).job_id
         batch = cluster.jobs.submit(job(cpus_per_task=4)).job_id
-        assert (rec(cluster, j)["nodes"], rec(cluster, batch)["nodes"]) == ("n1", "n2")
+        no_shell = cluster.jobs.submit(alloc()).job_id  # held_by "": --no-shell's
+        assert [rec(cluster, x)["nodes"] for x in (j, batch, no_shell)] == ["n1", "n2", "n1"]
         assert "Access/permission denied" in alive(cluster, j, user="bob", uid=1001).errors[0]
         for _ in range(6):  # 150 s of words 25 s apart, and of heartbeats
             await trio.sleep(25)
             assert alive(cluster, j).ok
-            beats("n1", job_ids=(j,))
+            beats("n1", job_ids=(j, no_shell))
             beats("n2", job_ids=(batch,))
         assert rec(cluster, j)["state"] == "RUNNING"
         await trio.sleep(59)  # silent, not yet for 60 s
-        beats("n1", job_ids=(j,))
+        beats("n1", job_ids=(j, no_shell))
         beats("n2", job_ids=(batch,))
         assert rec(cluster, j)["state"] == "RUNNING"
         await trio.sleep(2)
         assert rec(cluster, j)["state"] == "COMPLETING"
         assert [k.reason for k in kills(conns["n1"])] == ["inactive"]
-        beats("n1", jobs_ended=(end(j, "CANCELLED"),))
+        beats("n1", job_ids=(no_shell,), jobs_ended=(end(j, "CANCELLED"),))
         r = rec(cluster, j)
         assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
             "TIMEOUT", "InactiveLimit", 0, 0)
-        r = rec(cluster, batch)  # never said a word, never needed to
-        assert (r["state"], r["restarts"]) == ("RUNNING", 0)
+        for never_spoke in (batch, no_shell):
+            r = rec(cluster, never_spoke)
+            assert (r["state"], r["restarts"]) == ("RUNNING", 0)
+        assert not alive(cluster, no_shell).ok  # nobody holds it: nobody may keep it
         again = alive(cluster, j)
         assert not again.ok and "already completing or completed" in again.errors[0]
         nursery.cancel_scope.cancel()
 
 
 async def test_rrun_s_own_allocation_is_cancelled_once_rrun_is_silent(autojump_clock) -> None:
-    """SubmitJob.for_step (rrun outside a job): with no step running, an allocation whose rrun
+    """SubmitJob.held_by "rrun" (rrun outside a job): with no step running, an allocation whose rrun
     has not spoken for ORPHAN_GRACE seconds is CANCELLED (a killed srun's job is, at once),
     InactiveLimit or not; ralloc's allocation is not concerned."""
     from ctld.inactive import ORPHAN_GRACE
@@ -185,9 +189,9 @@ async def test_rrun_s_own_allocation_is_cancelled_once_rrun_is_silent(autojump_c
         nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
         conns = up(cluster, "n1", "n2")
         beats = Beats(cluster, conns)
-        spoken = cluster.jobs.submit(alloc(for_step=True)).job_id
-        silent = cluster.jobs.submit(alloc(for_step=True, cpus_per_task=4)).job_id
-        ralloc = cluster.jobs.submit(alloc(cpus_per_task=4)).job_id
+        spoken = cluster.jobs.submit(alloc(held_by="rrun")).job_id
+        silent = cluster.jobs.submit(alloc(held_by="rrun", cpus_per_task=4)).job_id
+        ralloc = cluster.jobs.submit(alloc(cpus_per_task=4, held_by="ralloc")).job_id
         assert [rec(cluster, j)["nodes"] for j in (spoken, silent, ralloc)] == ["n1", "n2", ""]
         for _ in range(3):
             assert alive(cluster, spoken).ok
@@ -197,10 +201,11 @@ async def test_rrun_s_own_allocation_is_cancelled_once_rrun_is_silent(autojump_c
         assert rec(cluster, silent)["state"] == "COMPLETING"
         assert [k.reason for k in kills(conns["n2"])] == ["cancelled"]
         beats("n2", jobs_ended=(end(silent, "CANCELLED"),))
+        assert alive(cluster, ralloc).ok
         r = rec(cluster, silent)
         assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == ("CANCELLED", "None", 0, 0)
         assert rec(cluster, ralloc)["nodes"] == "n2"  # ralloc's, on the freed node, stays
-        await trio.sleep(3 * ORPHAN_GRACE)
+        await trio.sleep(3 * ORPHAN_GRACE)  # ralloc silent too: no InactiveLimit here
         beats("n2", job_ids=(ralloc,))
         assert rec(cluster, ralloc)["state"] == "RUNNING"
         assert rec(cluster, spoken)["state"] == "COMPLETING"  # then silent in its turn

@@ -23,7 +23,7 @@ LIMIT = 8  # seconds: InactiveLimit (above ctld/inactive.py ORPHAN_GRACE)
 @pytest.fixture(scope="module")
 def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     port = free_port()
-    conf = CONF.format(port=port, nodes="n1,n2", cpus=1, timeout=10, gres="")
+    conf = CONF.format(port=port, nodes="n1,n2", cpus=2, timeout=10, gres="")
     cluster = Cluster(tmp_path_factory.mktemp("inactive"), ["n1", "n2"],
                       conf_text=conf + f"InactiveLimit={LIMIT}\n")
     cluster.port, cluster.addr = port, ("127.0.0.1", port)
@@ -82,10 +82,12 @@ def kill_group(p: subprocess.Popen) -> None:
 
 def test_a_killed_command_s_allocation_ends(c: Cluster) -> None:
     """ralloc's at the InactiveLimit (TIMEOUT); rrun's at once, with its step (CANCELLED), as
-    slurmctld cancels a killed srun's job."""
+    slurmctld cancels a killed srun's job; --no-shell's, held by nobody, stays."""
     procs = {}
     try:
-        jobs = {}
+        done = c.run_cli("cli.ralloc", "--no-shell", "-N1")
+        assert done.returncode == 0, done.stderr
+        jobs = {"--no-shell": running_job(c, set())}
         for module in ("cli.ralloc", "cli.rrun"):
             before = set(jobs.values())
             procs[module] = spawn(c, module, "-N1", "sleep", "300")
@@ -95,12 +97,15 @@ def test_a_killed_command_s_allocation_ends(c: Cluster) -> None:
             p.wait(10)
         rrun = ended(c, jobs["cli.rrun"], LIMIT - 1)
         ralloc = ended(c, jobs["cli.ralloc"], LIMIT + 15)
+        no_shell = show(c, jobs["--no-shell"])["JobState"]  # older than the limit, and silent
+        cli(c, "rcancel", str(jobs["--no-shell"]))
     finally:
         for p in procs.values():
             kill_group(p)
     assert (ralloc["JobState"], ralloc["Reason"], ralloc["ExitCode"]) == (
         "TIMEOUT", "InactiveLimit", "0:0")
     assert (rrun["JobState"], rrun["Reason"], rrun["ExitCode"]) == ("CANCELLED", "None", "0:0")
+    assert no_shell == "RUNNING"
 
 
 def test_a_live_command_keeps_its_allocation_past_the_limit(c: Cluster) -> None:
