@@ -97,6 +97,9 @@ async def test_what_an_allocation_refuses_and_what_is_refused_it() -> None:
     assert isinstance(bad, m.Error) and bad.field == "array"
     bad = cluster.jobs.submit(job(script=""))  # a batch job still needs its script
     assert isinstance(bad, m.Error) and "empty" in bad.message
+    for wrong in (alloc(held_by="salloc"), job(held_by="ralloc")):
+        bad = cluster.jobs.submit(wrong)
+        assert isinstance(bad, m.Error) and bad.field == "held_by", bad
     batch = cluster.jobs.submit(job()).job_id
     r = complete(cluster, batch, 0)
     assert not r.ok and "only an allocation" in r.errors[0]
