@@ -205,13 +205,17 @@ class Allocation:
         while True:
             rec = self.fetch()
             state = rec.get("state")
-            if state == "PENDING":
-                if immediate is not None and clock() - start >= immediate:
+            refused = at_once and state == "FAILED" and rec.get("reason") == "BadConstraints"
+            if refused or (state == "PENDING" and immediate is not None
+                           and clock() - start >= immediate):
+                if not refused:  # rctld gives -I its answer; an older one does not: withdraw
                     self.cancel()
-                    self.error("Unable to allocate resources: " + (
-                        "Requested nodes are busy" if at_once else "Connection timed out"))
-                    self.say(f"Job allocation {self.job_id} has been revoked.")
-                    raise SystemExit(1)
+                self.released = True
+                self.error("Unable to allocate resources: " + (
+                    "Requested nodes are busy" if at_once else "Connection timed out"))
+                self.say(f"Job allocation {self.job_id} has been revoked.")
+                raise SystemExit(1)
+            if state == "PENDING":
                 if not queued and not at_once:
                     queued = True
                     if self.salloc:

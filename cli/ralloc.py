@@ -155,6 +155,8 @@ def run(argv: list[str]) -> int:
     body = allocation.submit_body(values, name="no-shell" if values.get("no-shell")
                                   else "interactive", environ=environ)
     body["held_by"] = "" if values.get("no-shell") else "ralloc"
+    if immediate is not None and immediate <= 1:  # -I, -I1: the scheduler's first pass decides
+        body["immediate"] = True
     submit_dir = os.getcwd()
     record = allocation.allocate(alloc, body, immediate=immediate)
     if values.get("no-shell"):

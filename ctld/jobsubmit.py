@@ -198,8 +198,9 @@ class JobSubmission:
             if req.held_by not in ("", "ralloc", "rrun"):
                 return bad(f"held_by must be ralloc, rrun or empty, got {req.held_by!r}",
                            "held_by")
-        elif req.held_by:
-            return bad("held_by is for allocations (ralloc, rrun) only", "held_by")
+        elif req.held_by or req.immediate:
+            field = "held_by" if req.held_by else "immediate"
+            return bad(f"{field} is for allocations (ralloc, rrun) only", field)
         elif not req.script.strip():
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):

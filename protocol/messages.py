@@ -500,6 +500,9 @@ class SubmitJob:
     # once rrun is silent with no step running, as slurmctld cancels a killed srun's job);
     # "" (salloc --no-shell, or a client from before): nobody, as slurmctld exempts --no-shell
     held_by: str = ""
+    # salloc -I (--immediate, or -I1): an allocation that cannot start in the scheduling pass
+    # after its submission ends FAILED at once (BadConstraints, 0:1), as slurmctld refuses one
+    immediate: bool = False
 
 
 @attrs.frozen

@@ -165,11 +165,18 @@ class Inactive:
     kind = "inactive"
 
 
+@attrs.frozen(slots=True)
+class NotNow:
+    """An --immediate allocation did not start in the scheduling pass after its submission."""
+
+    kind = "not now"
+
+
 Event = (Allocate | NodesReady | LaunchConfirmed | EndReported | Cancel | NodeLost | NodeFailing
-         | Requeue | Hold | Release | UpdateBegin | Complete | Inactive)
+         | Requeue | Hold | Release | UpdateBegin | Complete | Inactive | NotNow)
 EVENT_KINDS = tuple(c.kind for c in (Allocate, NodesReady, LaunchConfirmed, EndReported, Cancel,
                                      NodeLost, NodeFailing, Requeue, Hold, Release, UpdateBegin,
-                                     Complete, Inactive))
+                                     Complete, Inactive, NotNow))
 
 
 # --- effects: what ctld does after a transition ----------------------------------------------
@@ -442,6 +449,12 @@ def inactive(v: JobView, e: Inactive) -> tuple[JobView, Effects]:
     return _stop(v, JobState.TIMEOUT, "inactive", exit_code=0, signal=0, message="")
 
 
+def not_now(v: JobView, e: NotNow) -> tuple[JobView, Effects]:
+    """salloc -I refused: FAILED at once with ExitCode 0:1, as slurmctld's job_allocate ends an
+    immediate job it cannot start (ctld sets Reason BadConstraints)."""
+    return _end(v, JobState.FAILED, exit_code=0, signal=1, message="")
+
+
 # --- THE TABLE -------------------------------------------------------------------------------
 
 @attrs.frozen
@@ -490,6 +503,8 @@ JOB_ROWS: tuple[Row, ...] = (
     Row("complete",         (_CG, _DONE),       complete_done),
     Row("inactive",         (_CF, _R),          inactive,              (_CG, _DONE)),
     Row("inactive",         (_PD, _CG, _DONE),  ignore),   # pending: not yet; ended: too late
+    Row("not now",          (_PD,),             not_now,               (_DONE,)),
+    Row("not now",          (_CF, _R, _CG, _DONE), ignore),  # it started after all
 )
 # fmt: on
 

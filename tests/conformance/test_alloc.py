@@ -28,11 +28,6 @@ KEYS = ("JobName", "JobState", "Reason", "ExitCode", "BatchFlag", "NodeList", "N
         "NumCPUs", "NumTasks", "Command", "AccrueTime")
 # (scenario, field) -> why Ranch differs: an xfail(strict=True) each, gone when fixed
 GAPS: dict[tuple[str, str], str] = {
-    ("-I", "JobState"): "salloc -I/-I1 is refused by slurmctld itself (the job ends FAILED, "
-    "BadConstraints, 0:1); ralloc waits a second and withdraws the job (CANCELLED, Resources, "
-    "0:0): SubmitJob has no 'immediate' for the scheduler to refuse",
-    ("-I", "Reason"): "see -I JobState",
-    ("-I", "ExitCode"): "see -I JobState",
     **{(s, "NumTasks"): "job layer: a job that never ran and had no -n shows NumTasks=N/A in "
        "Slurm; Ranch's record cannot tell an -n 1 from no -n" for s in ("-I", "-I2")},
     ("no-shell", "NumCPUs"): "job layer: an --exclusive job counts every CPU of its nodes in "

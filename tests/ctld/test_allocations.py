@@ -213,3 +213,22 @@ async def test_rrun_s_own_allocation_is_cancelled_once_rrun_is_silent(autojump_c
         assert rec(cluster, ralloc)["state"] == "RUNNING"
         assert rec(cluster, spoken)["state"] == "COMPLETING"  # then silent in its turn
         nursery.cancel_scope.cancel()
+
+
+async def test_an_immediate_allocation_that_cannot_start_at_once_fails() -> None:
+    """salloc -I: the scheduling pass after the submission starts it, or it ends FAILED,
+    BadConstraints, 0:1 (slurmctld's words for it); never queued."""
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1")
+    now = cluster.jobs.submit(alloc(immediate=True, cpus_per_task=3)).job_id
+    cluster.jobs.run()
+    assert rec(cluster, now)["state"] == "RUNNING"
+    busy = cluster.jobs.submit(alloc(immediate=True, cpus_per_task=2)).job_id
+    queued = cluster.jobs.submit(alloc(cpus_per_task=2)).job_id
+    cluster.jobs.run()
+    r = rec(cluster, busy)
+    assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
+        "FAILED", "BadConstraints", 0, 1)
+    assert rec(cluster, queued)["state"] == "PENDING"
+    bad = cluster.jobs.submit(job(immediate=True))  # salloc's alone
+    assert isinstance(bad, m.Error) and bad.field == "immediate", bad
