@@ -116,6 +116,7 @@ def run_command(alloc: Allocation, argv: list[str], env: dict[str, str], cwd: st
                 return 1
             if tty:
                 _give_terminal(child.pid)
+            alloc.alive()  # at once: rctld fails an allocation its holder never claims
             returncode = _watch(alloc, child, watch, kill)
             if tty:
                 _give_terminal(os.getpgrp())

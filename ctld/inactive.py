@@ -1,7 +1,7 @@
-"""Allocations whose command is gone: InactiveLimit ends one whose ralloc (salloc) has not said
-it is alive for that many seconds (TIMEOUT, Reason InactiveLimit, as slurmctld's inactivity
-limit ends a silent salloc's), and rrun's own allocation (rrun outside a job) is cancelled once
-rrun is silent with no step running, as slurmctld cancels a killed srun's job at once. An
+"""Allocations whose command is gone, ended as slurmctld 22.05 ends them (measured): one whose
+ralloc/rrun never spoke after it started (killed while the job pended) FAILED 1:0; one whose
+ralloc has not said it is alive for InactiveLimit seconds TIMEOUT, Reason InactiveLimit; rrun's
+own allocation (rrun outside a job) CANCELLED once rrun is silent with no step running. An
 allocation nobody holds (salloc --no-shell: SubmitJob.held_by "") is not watched, as in Slurm.
 
 The commands say so themselves (JobControl "alive", every second while their command runs):
@@ -25,8 +25,9 @@ if TYPE_CHECKING:
 KIND = "inactive"  # Cluster.deadlines key (job id, KIND): InactiveLimit's look
 ORPHAN = "orphan"  # Cluster.deadlines key (job id, ORPHAN): is rrun still there?
 REASON = "InactiveLimit"
-# seconds of silence after which rrun, with no step running, is taken to be gone: it speaks
-# every second from the moment it sees its job run until it has released it
+# seconds a holder has to speak once its job runs, and of silence after which rrun, with no
+# step running, is taken to be gone: they speak as soon as they see the job run, then every
+# second until they have released it
 ORPHAN_GRACE = 5.0
 
 
@@ -46,13 +47,16 @@ class InactiveWatch:
         return job.req.allocation and bool(job.req.held_by) and job.state in (RUNNING,
                                                                                CONFIGURING)
 
-    def started(self, job: Job) -> None:
-        """The allocation runs (or rctld restarted): its command has a full limit to speak."""
+    def started(self, job: Job, *, restart: bool = False) -> None:
+        """The allocation runs: its holder has ORPHAN_GRACE seconds to say it is there (it
+        speaks once it sees the job run), InactiveLimit from now. After an rctld restart the
+        words before it are lost: the holder is taken to have just spoken."""
         if not self.watched(job):
             return
         self._heard(job)
-        if job.req.held_by == "rrun":
-            self._orphan_look(job.id, self.c.clock() + ORPHAN_GRACE)
+        if restart:
+            self.spoke[job.id] = self.c.clock()
+        self._orphan_look(job.id, self.c.clock() + ORPHAN_GRACE)
 
     def alive(self, job: Job) -> None:
         """JobControl "alive": the job's command still runs."""
@@ -96,16 +100,23 @@ class InactiveWatch:
             self._orphan_look(job.id, self.c.clock() + ORPHAN_GRACE)
 
     def orphaned(self, job_id: int) -> None:
-        """Is rrun still there? Cancel its allocation when it has no step running and rrun has
-        been silent for ORPHAN_GRACE seconds."""
+        """Is the holder there? One that never spoke since the job started was gone before
+        (killed while its job pended): the job ends FAILED 1:0, as slurmctld ends one whose
+        salloc/srun it cannot tell of its start ("Communication connection failure"). rrun's
+        allocation is then cancelled when it has no step running and rrun has been silent for
+        ORPHAN_GRACE seconds; ralloc's is InactiveLimit's."""
         job = self.store.jobs.get(job_id)
         if job is None or not self.watched(job):
             return
-        if any(s.state == st.RUNNING for s in job.steps):
-            return  # the step's end looks again
         now = self.c.clock()
         last = self.spoke.get(job_id)
-        if last is not None and last > now - ORPHAN_GRACE:
+        if last is None:
+            if self.store.apply(job, jt.Complete(exit_code=1)) is None:
+                logs.event("allocation unclaimed", job=job.id, holder=job.req.held_by)
+            return
+        if job.req.held_by != "rrun" or any(s.state == st.RUNNING for s in job.steps):
+            return  # ralloc: InactiveLimit's; rrun's step: its end looks again
+        if last > now - ORPHAN_GRACE:
             self._orphan_look(job_id, last + ORPHAN_GRACE)
             return
         if self.store.apply(job, jt.Cancel()) is None:

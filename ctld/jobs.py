@@ -150,7 +150,7 @@ class Jobs:
         if hasattr(self, "inactive"):  # InactiveLimit may have come or changed: a full limit
             for job in self.jobs.values():
                 if job.req.allocation:
-                    self.inactive.started(job)
+                    self.inactive.started(job, restart=True)
 
     def touch(self, job: Job, durable: bool = True) -> None:
         """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
@@ -355,7 +355,7 @@ class Jobs:
         self.jobs[job.id] = job
         if job.state in (RUNNING, COMPLETING):
             job.launched_at = self.c.clock()  # the missing-job grace counts from the restart
-            self.inactive.started(job)  # a full limit from the restart
+            self.inactive.started(job, restart=True)  # a full limit from the restart
         self.next_id = max(self.next_id, job.id + 1)
         if job.state == PENDING:
             self.add_pending(job)

@@ -25,10 +25,11 @@ ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "
 # One command line each; the order matters: no-shell's allocation holds every node while the
 # -I and waiting scenarios run, and is cancelled to let the waiting ones start.
 SCENARIOS = ("salloc env", "salloc exit 3", "srun hostname", "srun kill -9", "srun exit 137",
-             "revoked", "no-shell", "-I", "-I2", "salloc waits", "srun waits", "salloc killed",
-             "srun killed")
+             "revoked", "no-shell", "-I", "-I2", "salloc killed pending", "srun killed pending",
+             "salloc waits", "srun waits", "salloc killed", "srun killed")
 # slurmctld looks at InactiveLimit every 30 s (PERIODIC_TIMEOUT) counted from its start: a
-# killed salloc's job ends at the first look past the limit, a minute or so at most
+# killed salloc's job ends at the first look past the limit, a minute or so at most; one killed
+# while its job pended is failed once slurmctld cannot tell it of the start (MessageTimeout)
 KILLED_WAIT = 100.0
 
 
@@ -52,6 +53,7 @@ class Side:
         self.env = env
         self.workdir = workdir
         self.runs: dict[str, Run] = {}
+        self.seen: list[int] = []  # the jobs pending_job found
         self.error: BaseException | None = None
 
     def sh(self, line: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -140,20 +142,51 @@ class Side:
         self.runs["no-shell"] = holder
         self.command("-I", "salloc -I -N1 true")
         self.command("-I2", "salloc -I2 -N1 true")
-        before = self.newest()
-        procs = {"salloc waits": self.spawn("salloc -N1 sh -c 'echo inner'", "salloc-waits")}
-        self.until(lambda: self.newest() > before, "salloc's job")
-        procs["srun waits"] = self.spawn("srun -N1 hostname", "srun-waits")
-        self.until(lambda: list(self.jobs("PD").values()) == ["PENDING"] * 2,
-                   "two jobs pending")
-        waiting = sorted(self.jobs("PD"))
-        self.sh(f"scancel {holder.job_id}")
-        for (scenario, proc), job in zip(procs.items(), waiting, strict=True):
-            run = self.done(proc, scenario.replace(" ", "-"))
-            run.job_id = job
-            self.runs[scenario] = self.ended(run)
-        self.ended(holder)
+        gone: list[subprocess.Popen] = []  # killed while their jobs pend
+        try:
+            for scenario in ("salloc killed pending", "srun killed pending"):
+                gone.append(self.popen_killable([scenario.split()[0], "-N1", "sleep", "300"]))
+                self.runs[scenario] = Run(job_id=self.pending_job(scenario))
+            for proc in gone:
+                proc.kill()
+                proc.wait(10)
+            procs, waiting = {}, []
+            for scenario, line in (("salloc waits", "salloc -N1 sh -c 'echo inner'"),
+                                   ("srun waits", "srun -N1 hostname")):
+                procs[scenario] = self.spawn(line, scenario.replace(" ", "-"))
+                waiting.append(self.pending_job(scenario))
+            self.sh(f"scancel {holder.job_id}")
+            for (scenario, proc), job in zip(procs.items(), waiting, strict=True):
+                run = self.done(proc, scenario.replace(" ", "-"))
+                run.job_id = job
+                self.runs[scenario] = self.ended(run)
+            self.ended(holder)
+            for scenario in ("salloc killed pending", "srun killed pending"):
+                self.ended(self.runs[scenario], KILLED_WAIT)
+        finally:
+            for proc in gone:
+                end_session(proc.pid)
         self._killed()
+
+    def popen_killable(self, argv: list[str]) -> subprocess.Popen:
+        """salloc/srun itself (no shell between: it is what gets SIGKILL), in a session of its
+        own (end_session ends what it leaves)."""
+        return subprocess.Popen(argv, cwd=self.workdir, env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+
+    def pending_job(self, what: str) -> int:
+        """The id of the job just submitted, once it pends."""
+        found: list[int] = []
+
+        def look() -> bool:
+            found[:] = [j for j in self.jobs("PD") if j not in self.seen]
+            return len(found) == 1
+
+        self.until(look, f"{what}'s job pending")
+        self.seen.append(found[0])
+        return found[0]
+
 
     def _killed(self) -> None:
         """salloc and srun SIGKILLed while their command runs: the allocation outlives them
@@ -162,10 +195,7 @@ class Side:
         try:
             for scenario in ("salloc killed", "srun killed"):
                 before = self.newest()
-                procs[scenario] = subprocess.Popen(
-                    [scenario.split()[0], "-N1", "sleep", "300"], cwd=self.workdir,
-                    env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                    stdin=subprocess.DEVNULL, start_new_session=True)
+                procs[scenario] = self.popen_killable([scenario.split()[0], "-N1", "sleep", "300"])
                 self.until(lambda b=before: self.started_since(b), f"{scenario}'s job running")
                 self.runs[scenario] = Run(job_id=self.newest())
             for scenario, proc in procs.items():

@@ -41,7 +41,8 @@ GAPS: dict[tuple[str, str], str] = {
 }
 SALLOC = ("salloc env", "salloc exit 3", "revoked", "no-shell", "-I", "-I2", "salloc waits")
 SRUN = ("srun hostname", "srun kill -9", "srun exit 137")
-ENDED = (*SALLOC, *SRUN, "srun waits", "salloc killed", "srun killed")
+KILLED = ("salloc killed pending", "srun killed pending", "salloc killed", "srun killed")
+ENDED = (*SALLOC, *SRUN, "srun waits", *KILLED)
 
 
 def _unavailable(reason: str) -> None:
@@ -53,7 +54,7 @@ def _unavailable(reason: str) -> None:
 @pytest.fixture(scope="module")
 def runs() -> Iterator[dict[str, dict[str, Run]]]:
     """Both clusters, every scenario, both gone before the first comparison (30-60 s: Slurm
-    ends a killed salloc's job at its first InactiveLimit look, every 30 s)."""
+    ends a killed salloc's job at its first InactiveLimit look, every 30 s from its start)."""
     reason = slurm_missing()
     if reason:
         _unavailable(reason)

@@ -150,6 +150,7 @@ async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autoj
         conns = up(cluster, "n1", "n2")
         beats = Beats(cluster, conns)
         j = cluster.jobs.submit(alloc(held_by="ralloc")).job_id
+        assert alive(cluster, j).ok  # as ralloc does once it sees the job run
         batch = cluster.jobs.submit(job(cpus_per_task=4)).job_id
         no_shell = cluster.jobs.submit(alloc()).job_id  # held_by "": --no-shell's
         assert [rec(cluster, x)["nodes"] for x in (j, batch, no_shell)] == ["n1", "n2", "n1"]
@@ -180,10 +181,12 @@ async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autoj
         nursery.cancel_scope.cancel()
 
 
-async def test_rrun_s_own_allocation_is_cancelled_once_rrun_is_silent(autojump_clock) -> None:
-    """SubmitJob.held_by "rrun" (rrun outside a job): with no step running, an allocation whose rrun
-    has not spoken for ORPHAN_GRACE seconds is CANCELLED (a killed srun's job is, at once),
-    InactiveLimit or not; ralloc's allocation is not concerned."""
+async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(autojump_clock
+                                                                           ) -> None:
+    """SubmitJob.held_by, without InactiveLimit: a holder that does not speak within
+    ORPHAN_GRACE of its job's start was gone before (killed while it pended): FAILED 1:0, as
+    slurmctld ends one it cannot tell of the start; rrun's allocation with no step running is
+    CANCELLED once rrun is silent that long (a killed srun's job is); a silent ralloc's stays."""
     from ctld.inactive import ORPHAN_GRACE
 
     cluster = Cluster(make_config(), wall=wall)
@@ -192,26 +195,30 @@ async def test_rrun_s_own_allocation_is_cancelled_once_rrun_is_silent(autojump_c
         nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
         conns = up(cluster, "n1", "n2")
         beats = Beats(cluster, conns)
-        spoken = cluster.jobs.submit(alloc(held_by="rrun")).job_id
-        silent = cluster.jobs.submit(alloc(held_by="rrun", cpus_per_task=4)).job_id
-        ralloc = cluster.jobs.submit(alloc(cpus_per_task=4, held_by="ralloc")).job_id
-        assert [rec(cluster, j)["nodes"] for j in (spoken, silent, ralloc)] == ["n1", "n2", ""]
-        for _ in range(3):
-            assert alive(cluster, spoken).ok
-            await trio.sleep(ORPHAN_GRACE - 1)
-            beats("n1", job_ids=(spoken,))
-        assert rec(cluster, spoken)["state"] == "RUNNING"
-        assert rec(cluster, silent)["state"] == "COMPLETING"
-        assert [k.reason for k in kills(conns["n2"])] == ["cancelled"]
-        beats("n2", jobs_ended=(end(silent, "CANCELLED"),))
+        rrun = cluster.jobs.submit(alloc(held_by="rrun")).job_id
+        ralloc = cluster.jobs.submit(alloc(held_by="ralloc")).job_id
+        gone = cluster.jobs.submit(alloc(held_by="ralloc", cpus_per_task=4)).job_id
+        assert [rec(cluster, j)["nodes"] for j in (rrun, ralloc, gone)] == ["n1", "n1", "n2"]
         assert alive(cluster, ralloc).ok
-        r = rec(cluster, silent)
-        assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == ("CANCELLED", "None", 0, 0)
-        assert rec(cluster, ralloc)["nodes"] == "n2"  # ralloc's, on the freed node, stays
-        await trio.sleep(3 * ORPHAN_GRACE)  # ralloc silent too: no InactiveLimit here
-        beats("n2", job_ids=(ralloc,))
-        assert rec(cluster, ralloc)["state"] == "RUNNING"
-        assert rec(cluster, spoken)["state"] == "COMPLETING"  # then silent in its turn
+        for _ in range(3):
+            assert alive(cluster, rrun).ok
+            await trio.sleep(ORPHAN_GRACE - 1)
+            beats("n1", job_ids=(rrun, ralloc))
+        assert [k.reason for k in kills(conns["n2"])] == ["released"]
+        beats("n2", jobs_ended=(end(gone, "CANCELLED"),))
+        r = rec(cluster, gone)
+        assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
+            "FAILED", "NonZeroExitCode", 1, 0)
+        assert rec(cluster, rrun)["state"] == "RUNNING"
+        await trio.sleep(ORPHAN_GRACE + 1)  # rrun silent now
+        assert [k.reason for k in kills(conns["n1"])] == ["cancelled"]
+        beats("n1", job_ids=(ralloc,), jobs_ended=(end(rrun, "CANCELLED"),))
+        r = rec(cluster, rrun)
+        assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
+            "CANCELLED", "None", 0, 0)
+        await trio.sleep(3 * ORPHAN_GRACE)
+        beats("n1", job_ids=(ralloc,))
+        assert rec(cluster, ralloc)["state"] == "RUNNING"  # spoke once; InactiveLimit=0
         nursery.cancel_scope.cancel()
 
 
