@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 KIND = "inactive"  # Cluster.deadlines key (job id, KIND): InactiveLimit's look
 ORPHAN = "orphan"  # Cluster.deadlines key (job id, ORPHAN): is rrun still there?
 REASON = "InactiveLimit"
-# seconds a holder has to speak once its job runs, and of silence after which rrun, with no
-# step running, is taken to be gone: they speak as soon as they see the job run, then every
-# second until they have released it
+# seconds (at least; MessageTimeout when longer) a holder has to speak once its job runs, and
+# of silence after which rrun, with no step running, is taken to be gone: they speak as soon
+# as they see the job run, then every second until they have released it
 ORPHAN_GRACE = 5.0
 
 
@@ -42,13 +42,19 @@ class InactiveWatch:
     def limit(self) -> float:
         return float(self.c.config.jobs.inactive_limit)
 
+    @property
+    def grace(self) -> float:
+        """ORPHAN_GRACE, or MessageTimeout when longer (slurmctld gives up on telling salloc
+        of its start after about that long)."""
+        return max(ORPHAN_GRACE, float(self.c.config.timeouts.message_timeout))
+
     def watched(self, job: Job) -> bool:
         """A running allocation whose holder speaks (not --no-shell's)."""
         return job.req.allocation and bool(job.req.held_by) and job.state in (RUNNING,
                                                                                CONFIGURING)
 
     def started(self, job: Job, *, restart: bool = False) -> None:
-        """The allocation runs: its holder has ORPHAN_GRACE seconds to say it is there (it
+        """The allocation runs: its holder has `grace` seconds to say it is there (it
         speaks once it sees the job run), InactiveLimit from now. After an rctld restart the
         words before it are lost: the holder is taken to have just spoken."""
         if not self.watched(job):
@@ -56,7 +62,7 @@ class InactiveWatch:
         self._heard(job)
         if restart:
             self.spoke[job.id] = self.c.clock()
-        self._orphan_look(job.id, self.c.clock() + ORPHAN_GRACE)
+        self._orphan_look(job.id, self.c.clock() + self.grace)
 
     def alive(self, job: Job) -> None:
         """JobControl "alive": the job's command still runs."""
@@ -97,14 +103,14 @@ class InactiveWatch:
         """A step of `job` ended: rrun's own allocation is released by rrun right after, or
         rrun is gone (its SIGKILL ended the step: rnoded lost its I/O)."""
         if job.req.held_by == "rrun" and self.watched(job):
-            self._orphan_look(job.id, self.c.clock() + ORPHAN_GRACE)
+            self._orphan_look(job.id, self.c.clock() + self.grace)
 
     def orphaned(self, job_id: int) -> None:
         """Is the holder there? One that never spoke since the job started was gone before
         (killed while its job pended): the job ends FAILED 1:0, as slurmctld ends one whose
         salloc/srun it cannot tell of its start ("Communication connection failure"). rrun's
         allocation is then cancelled when it has no step running and rrun has been silent for
-        ORPHAN_GRACE seconds; ralloc's is InactiveLimit's."""
+        `grace` seconds; ralloc's is InactiveLimit's."""
         job = self.store.jobs.get(job_id)
         if job is None or not self.watched(job):
             return
@@ -116,8 +122,8 @@ class InactiveWatch:
             return
         if job.req.held_by != "rrun" or any(s.state == st.RUNNING for s in job.steps):
             return  # ralloc: InactiveLimit's; rrun's step: its end looks again
-        if last > now - ORPHAN_GRACE:
-            self._orphan_look(job_id, last + ORPHAN_GRACE)
+        if last > now - self.grace:
+            self._orphan_look(job_id, last + self.grace)
             return
         if self.store.apply(job, jt.Cancel()) is None:
             logs.event("allocation orphaned", job=job.id)

@@ -183,13 +183,14 @@ async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autoj
 
 async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(autojump_clock
                                                                            ) -> None:
-    """SubmitJob.held_by, without InactiveLimit: a holder that does not speak within
-    ORPHAN_GRACE of its job's start was gone before (killed while it pended): FAILED 1:0, as
-    slurmctld ends one it cannot tell of the start; rrun's allocation with no step running is
-    CANCELLED once rrun is silent that long (a killed srun's job is); a silent ralloc's stays."""
-    from ctld.inactive import ORPHAN_GRACE
-
+    """SubmitJob.held_by, without InactiveLimit: a holder that does not speak within the
+    grace (MessageTimeout, 5 s at least) of its job's start was gone before (killed while it
+    pended): FAILED 1:0, as slurmctld ends one it cannot tell of the start; rrun's allocation
+    with no step running is CANCELLED once rrun is silent that long (a killed srun's job is);
+    a silent ralloc's stays."""
     cluster = Cluster(make_config(), wall=wall)
+    grace = cluster.jobs.inactive.grace
+    assert grace == 10  # MessageTimeout=10 (the default), over ORPHAN_GRACE
     async with trio.open_nursery() as nursery:
         cluster.start()
         nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
@@ -202,7 +203,7 @@ async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(auto
         assert alive(cluster, ralloc).ok
         for _ in range(3):
             assert alive(cluster, rrun).ok
-            await trio.sleep(ORPHAN_GRACE - 1)
+            await trio.sleep(grace - 1)
             beats("n1", job_ids=(rrun, ralloc))
         assert [k.reason for k in kills(conns["n2"])] == ["released"]
         beats("n2", jobs_ended=(end(gone, "CANCELLED"),))
@@ -210,13 +211,13 @@ async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(auto
         assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
             "FAILED", "NonZeroExitCode", 1, 0)
         assert rec(cluster, rrun)["state"] == "RUNNING"
-        await trio.sleep(ORPHAN_GRACE + 1)  # rrun silent now
+        await trio.sleep(grace + 1)  # rrun silent now
         assert [k.reason for k in kills(conns["n1"])] == ["cancelled"]
         beats("n1", job_ids=(ralloc,), jobs_ended=(end(rrun, "CANCELLED"),))
         r = rec(cluster, rrun)
         assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
             "CANCELLED", "None", 0, 0)
-        await trio.sleep(3 * ORPHAN_GRACE)
+        await trio.sleep(3 * grace)
         beats("n1", job_ids=(ralloc,))
         assert rec(cluster, ralloc)["state"] == "RUNNING"  # spoke once; InactiveLimit=0
         nursery.cancel_scope.cancel()

@@ -17,7 +17,7 @@ import pytest
 from .cluster import Cluster, free_port
 from .test_jobs_e2e import CONF, cli, start
 
-LIMIT = 8  # seconds: InactiveLimit (above ctld/inactive.py ORPHAN_GRACE)
+LIMIT = 8  # seconds: InactiveLimit (above the orphan grace: MessageTimeout=3, so 5 s)
 
 
 @pytest.fixture(scope="module")
