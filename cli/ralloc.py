@@ -161,8 +161,9 @@ def run(argv: list[str]) -> int:
     record = allocation.allocate(alloc, body, immediate=immediate)
     if values.get("no-shell"):
         return 0  # the allocation stays until its time limit or rcancel, as salloc's does
-    env = {**environ, **allocation.environment(record, values, alloc.cluster_name(),
-                                               submit_dir)}
+    from cli.alloc_env import environment
+
+    env = {**environ, **environment(record, values, alloc.cluster_name(), submit_dir)}
     from cli.alloc_command import run_command
 
     return run_command(alloc, command or [login_shell()], env, str(body["workdir"]), kill)
