@@ -116,6 +116,7 @@ def run_command(alloc: Allocation, argv: list[str], env: dict[str, str], cwd: st
                 return 1
             if tty:
                 _give_terminal(child.pid)
+            alloc.alive()  # at once: rctld fails an allocation its holder never claims
             returncode = _watch(alloc, child, watch, kill)
             if tty:
                 _give_terminal(os.getpgrp())
@@ -178,6 +179,10 @@ def _watch(alloc: Allocation, child: subprocess.Popen, watch: _Watch, kill: int
 
 
 def _look(alloc: Allocation, child: subprocess.Popen, kill: int) -> None:
+    """Say the command is alive (rctld's InactiveLimit); read the job only when it ended, or
+    when the controller did not answer that (away, or too old to know the word)."""
+    if alloc.alive():
+        return
     try:
         state = alloc.fetch().get("state")
     except CliError:

@@ -18,13 +18,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from cli.alloc_env import environment
 from cli.controller import CliError, Refused, Target, request
-from conf.hostlist import compress_counts
 
 # The signals that end a wait for resources (salloc's sig_array): the job is withdrawn.
 WAIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGTERM,
                 signal.SIGUSR1, signal.SIGUSR2)
 FIRST_PAUSE, MAX_PAUSE = 0.05, 1.0  # seconds between looks at a waiting job
+# seconds between "alive" words while the command runs: rctld ends an allocation whose command
+# is silent for InactiveLimit seconds (ctld/inactive.py), as slurmctld ends salloc's
+ALIVE_INTERVAL = 1.0
 ALREADY_DONE = "already completing or completed"  # ESLURM_ALREADY_DONE's words
 # rrun's option attributes (argparse names) -> sbatch's option names (cli/sbatch_options.py)
 OPTS = (("nodes", "nodes"), ("ntasks", "ntasks"), ("ntasks_per_node", "ntasks-per-node"),
@@ -68,74 +71,10 @@ def submit_body(values: dict[str, object], *, name: str, command: str = "",
     sbatch_request.memory_choice(values, values)
     body = sbatch_request.body(values, "", command, [], environ)
     body.update(allocation=True, env=[], name=values.get("job-name") or name)
+    if "ntasks" not in values and "ntasks-per-node" not in values:
+        # salloc/srun without -n ask for a task a node (scontrol: NumTasks=2 for -N2)
+        body["ntasks"] = max(int(body.get("ntasks") or 1), int(body.get("num_nodes") or 1))
     return body
-
-
-def tasks_per_node(cpus: list[int], cpus_per_task: int, ntasks: int) -> list[int]:
-    """Slurm's block layout (slurm_step_layout.c, _task_layout_block without pack_nodes): a
-    round over the nodes while they have CPUs for another task, then over all of them."""
-    room = [max(0, c // max(1, cpus_per_task)) for c in cpus]
-    tasks = [0] * len(cpus)
-    placed, j, over = 0, 0, False
-    while placed < ntasks and cpus:
-        spare = False
-        for i in range(len(cpus)):
-            if placed >= ntasks:
-                break
-            if j < room[i] or over:
-                tasks[i] += 1
-                placed += 1
-                spare = spare or j + 1 < room[i]
-        if not spare:
-            over = True
-        j += 1
-    return tasks
-
-
-def environment(record: dict, values: dict[str, object], cluster: str, submit_dir: str
-                ) -> dict[str, str]:
-    """The variables salloc 22.05 sets for what runs in the allocation (env_array_for_job and
-    salloc.c; checked against a real salloc by tests/conformance/test_alloc.py)."""
-    job_id = str(record["job_id"])
-    nodes = record.get("nodes") or ""
-    count = int(record.get("node_count") or 1)
-    cpus = [int(c) for c in record.get("node_cpus") or ()] or [
-        max(1, int(record.get("cpus") or 1) // count)] * count
-    cpt = int(record.get("cpus_per_task") or 1)
-    asked = values.get("ntasks") is not None or values.get("ntasks-per-node") is not None
-    ntasks = int(record.get("ntasks") or 1) if asked else sum(c // cpt for c in cpus)
-    env = {
-        "SLURM_SUBMIT_DIR": submit_dir,
-        "SLURM_SUBMIT_HOST": os.uname().nodename,
-        "SLURM_JOB_ID": job_id,
-        "SLURM_JOB_NAME": record.get("name") or "",
-        "SLURM_JOB_NUM_NODES": str(count),
-        "SLURM_JOB_NODELIST": nodes,
-        "SLURM_NODE_ALIASES": "(null)",
-        "SLURM_JOB_PARTITION": record.get("partition") or "",
-        "SLURM_JOB_CPUS_PER_NODE": compress_counts(cpus),
-        "SLURM_JOBID": job_id,
-        "SLURM_NNODES": str(count),
-        "SLURM_NODELIST": nodes,
-        "SLURM_TASKS_PER_NODE": compress_counts(tasks_per_node(cpus, cpt, ntasks)),
-        "RANCH_JOB_ID": job_id,
-    }
-    if values.get("mem") is not None and record.get("mem_per_node"):
-        env["SLURM_MEM_PER_NODE"] = str(record["mem_per_node"])
-    elif record.get("mem_per_cpu"):
-        env["SLURM_MEM_PER_CPU"] = str(record["mem_per_cpu"])
-    for key, name in (("account", "SLURM_JOB_ACCOUNT"), ("qos", "SLURM_JOB_QOS")):
-        if record.get(key):
-            env[name] = str(record[key])
-    if values.get("ntasks-per-node") is not None:
-        env["SLURM_NTASKS_PER_NODE"] = str(values["ntasks-per-node"])
-    if values.get("cpus-per-task") is not None:
-        env["SLURM_CPUS_PER_TASK"] = str(cpt)
-    if asked:
-        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(ntasks)
-    if cluster:
-        env["SLURM_CLUSTER_NAME"] = cluster
-    return env
 
 
 class Allocation:
@@ -193,14 +132,24 @@ class Allocation:
         first or (`immediate`) was not granted within that many seconds."""
         start = clock()
         pause, queued, configuring = FIRST_PAUSE, False, False
+        # salloc 22.05 (measured): -I / -I1 is refused at once, unqueued ("Requested nodes are
+        # busy"); -I2 and up queue and give up when that time is over ("Connection timed out")
+        at_once = immediate is not None and immediate <= 1
         while True:
             rec = self.fetch()
             state = rec.get("state")
-            if state == "PENDING":
-                if immediate is not None and clock() - start >= immediate:
+            refused = at_once and state == "FAILED" and rec.get("reason") == "BadConstraints"
+            if refused or (state == "PENDING" and immediate is not None
+                           and clock() - start >= immediate):
+                if not refused:  # rctld gives -I its answer; an older one does not: withdraw
                     self.cancel()
-                    raise CliError("Unable to allocate resources: Requested nodes are busy")
-                if not queued:
+                self.released = True
+                self.error("Unable to allocate resources: " + (
+                    "Requested nodes are busy" if at_once else "Connection timed out"))
+                self.say(f"Job allocation {self.job_id} has been revoked.")
+                raise SystemExit(1)
+            if state == "PENDING":
+                if not queued and not at_once:
                     queued = True
                     if self.salloc:
                         self.say(f"Pending job allocation {self.job_id}")
@@ -229,6 +178,38 @@ class Allocation:
             return str(request(self.target, "Ping", {}, want="Pong").get("cluster_name") or "")
         except CliError:
             return ""
+
+    def alive(self) -> bool | None:
+        """Tell rctld the command still runs (InactiveLimit). True: the allocation still runs;
+        False: it ended; None: no answer (the controller is away, or too old to know)."""
+        body = {"action": "alive", "job_ids": [self.job_id], **_who()}
+        try:
+            reply = request(self.target, "JobControl", body, want="JobResult")
+        except CliError:
+            return None
+        if reply.get("ok"):
+            return True
+        errors = reply.get("errors") or ()
+        return False if any(ALREADY_DONE in e for e in errors) else None
+
+    def step_signal(self, signum: int, patience: float = 2.0) -> int:
+        """`signum` when the job's last step ended by that signal (its tasks were killed), else
+        0. srun ends its job with the status its tasks ended with, so Slurm shows a step
+        killed by SIGKILL as ExitCode 0:9 where srun exits 137; a task's own `exit 137` stays
+        137:0. The step's end reaches the controller from its nodes, so it may lag rrun's."""
+        deadline = time.monotonic() + patience
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                steps = self.fetch().get("steps") or ()
+            except CliError:
+                return 0
+            step = steps[-1] if steps else {}
+            ended = step and step.get("state") not in ("RUNNING", "PENDING", "COMPLETING")
+            if ended or time.monotonic() >= deadline:
+                return signum if step.get("signal") == signum else 0
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.25)
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -320,19 +301,54 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
     open_signal_receiver) and return; a job left so ends at its time limit."""
     from cli.slurm_names import prog
 
-    argv = list(getattr(opts, "argv", None) or ())
+    # the job is named for the command (srun -N2 hostname: JobName=hostname, Command=hostname)
+    argv = list(getattr(opts, "command", None) or getattr(opts, "argv", None) or ())
     values = values_of(opts)
     alloc = Allocation(target, prog("rrun"), salloc=False, quiet=bool(getattr(opts, "quiet", 0)))
     body = submit_body(values, name=os.path.basename(argv[0]) if argv else "rrun",
                        command=argv[0] if argv else "", environ=environ)
+    body["held_by"] = "rrun"
     submit_dir = os.getcwd()
     record = allocate(alloc, body)
+    keepalive = Keepalive(alloc)  # until the release: rctld waits for it while rrun speaks
     try:
         env = environment(record, values, alloc.cluster_name(), submit_dir)
-        rc = run_step(alloc.job_id, env)
-    except BaseException:
-        alloc.cancel()
-        raise
-    code, signum = (0, -rc) if rc < 0 else (rc, 0)
-    alloc.release(code, signum)
+        keepalive.start()
+        try:
+            rc = run_step(alloc.job_id, env)
+        except BaseException:
+            alloc.cancel()
+            raise
+        code, signum = (0, -rc) if rc < 0 else (rc, 0)
+        if code > 128:  # srun's 128+SIG: a task killed by SIG, or one that exited so?
+            signum = alloc.step_signal(code - 128)
+            code = 0 if signum else code
+        alloc.release(code, signum)
+    finally:
+        keepalive.stop()
     return 128 + signum if signum else code
+
+
+class Keepalive:
+    """rrun's "alive" words while its step runs. The step's I/O runs in trio.run, which this
+    module does not own (cli/step_io.py), so a thread says them: one blocking request a
+    second, nothing shared with the step but the job id."""
+
+    def __init__(self, alloc: Allocation, every: float = ALIVE_INTERVAL) -> None:
+        import threading
+
+        self.alloc = alloc
+        self.every = every
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="keepalive", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def _run(self) -> None:
+        while self.alloc.alive() is not False:  # the first at once: rctld waits for it
+            if self.done.wait(self.every):
+                return
+
+    def stop(self) -> None:
+        self.done.set()

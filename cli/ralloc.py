@@ -150,13 +150,20 @@ def run(argv: list[str]) -> int:
     target = find_target(values.get("server"), values.get("key-file"), values.get("conf"))
     alloc = allocation.Allocation(target, prog("ralloc"), salloc=True,
                                   quiet=bool(values.get("quiet")))
-    body = allocation.submit_body(values, name="interactive", environ=environ)
+    # salloc names its job for what it runs: "no-shell" when nothing; then nobody holds it and
+    # InactiveLimit does not apply (measured on slurmctld 22.05)
+    body = allocation.submit_body(values, name="no-shell" if values.get("no-shell")
+                                  else "interactive", environ=environ)
+    body["held_by"] = "" if values.get("no-shell") else "ralloc"
+    if immediate is not None and immediate <= 1:  # -I, -I1: the scheduler's first pass decides
+        body["immediate"] = True
     submit_dir = os.getcwd()
     record = allocation.allocate(alloc, body, immediate=immediate)
     if values.get("no-shell"):
         return 0  # the allocation stays until its time limit or rcancel, as salloc's does
-    env = {**environ, **allocation.environment(record, values, alloc.cluster_name(),
-                                               submit_dir)}
+    from cli.alloc_env import environment
+
+    env = {**environ, **environment(record, values, alloc.cluster_name(), submit_dir)}
     from cli.alloc_command import run_command
 
     return run_command(alloc, command or [login_shell()], env, str(body["workdir"]), kill)

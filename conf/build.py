@@ -153,6 +153,7 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "EventLogMaxEvents": lambda s: as_int(s, 1),
     "EventLogMaxAge": lambda s: as_int(s, 1),
     "KillWait": lambda s: as_int(s, 0, 65533),
+    "InactiveLimit": lambda s: as_int(s, 0, 65533),
     "MinJobAge": lambda s: as_int(s, 0),
     "PurgeJobAfter": as_purge_age,
     "MaxJobCount": lambda s: as_int(s, 1),
@@ -815,7 +816,8 @@ class _Builder:
             self.approval_auto(), g("MaxNodeCount", 0), g("EventLogMaxEvents", 10000),
             g("EventLogMaxAge", 30 * 86400))
         jobs = JobSettings(g("KillWait", 30), g("MinJobAge", 300), g("MaxJobCount", 10000),
-                           g("MaxArraySize", 1001), g("PurgeJobAfter", 365 * 86400))
+                           g("MaxArraySize", 1001), g("PurgeJobAfter", 365 * 86400),
+                           g("InactiveLimit", 0))
         guards = GuardSettings(g("DownGuardPercent", 50), g("DownGuardWindow", 0),
                                g("DownGuardMinNodes", 4), g("DrainGuardPercent", 25),
                                g("DrainGuardWindow", 600), g("DrainGuardMinNodes", 4))

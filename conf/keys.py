@@ -106,6 +106,10 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     # issue 12: jobs
     ("KillWait", "seconds", 30, "seconds between SIGTERM and SIGKILL when a job is ended"),
     ("MinJobAge", "seconds", 300, "seconds a finished job stays listed by rqueue"),
+    ("InactiveLimit", "seconds", 0,
+     "seconds an allocation (ralloc, rrun outside a job) lives once its command stopped "
+     "saying it is alive, then it ends TIMEOUT, Reason InactiveLimit (0 = until its time "
+     "limit)"),
     ("MaxJobCount", "int", 10000,
      "most jobs the controller holds (finished ones until MinJobAge); submissions beyond it "
      "are refused"),
@@ -146,7 +150,7 @@ DefaultStorageUser DefCpuPerGPU DefMemPerCPU DefMemPerGPU DefMemPerNode Dependen
 EioTimeout EnforcePartLimits Epilog EpilogMsgTime EpilogSlurmctld EpilogTimeout
 ExtSensorsFreq ExtSensorsType FairShareDampeningFactor FastSchedule FederationParameters
 FirstJobId GetEnvTimeout GpuFreqDef GresTypes GroupUpdateForce GroupUpdateTime HashPlugin
-InactiveLimit InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams
+InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams
 JobAcctGatherType JobCheckpointDir JobCompHost JobCompLoc JobCompParams JobCompPass JobCompPort
 JobCompType JobCompUser JobContainerType JobCredentialPrivateKey JobCredentialPublicCertificate
 JobDefaults JobFileAppend JobRequeue JobSubmitPlugins KeepAliveTime KillOnBadExit

@@ -297,6 +297,12 @@ class Cluster:
             if kind == "begin":  # a pending job's BeginTime came (ctld/jobs.py BEGIN_KEY)
                 self.jobs.kicked = True
                 continue
+            if kind == "inactive":  # an allocation's command went silent (ctld/inactive.py)
+                self.jobs.inactive.fired(name)
+                continue
+            if kind == "orphan":  # rrun's step ended and rrun did not release its allocation
+                self.jobs.inactive.orphaned(name)
+                continue
             node = self.nodes.get(name)
             if node is None:
                 continue

@@ -109,12 +109,29 @@ class JobCommands:
         self.c.flush_programs()
         return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
 
+    def alive(self, msg: m.JobControl) -> m.JobResult:
+        """ralloc/rrun: the command holding these allocations still runs (ctld/inactive.py).
+        Nothing durable changes, nothing is logged: it comes every second from each one."""
+        jobs, errors = self._targets(msg.job_ids)
+        done = []
+        for job in jobs:
+            if not self._may(job, msg.user, msg.uid):
+                errors.append(f"job {job.id}: Access/permission denied")
+            elif not self.store.inactive.watched(job):
+                errors.append(f"job {job.id}: Job/step already completing or completed")
+            else:
+                self.store.inactive.alive(job)
+                done.append(job.id)
+        return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
+
     def control(self, msg: m.JobControl) -> m.JobResult:
         action = msg.action.lower()
+        if action == "alive":
+            return self.alive(msg)
         if action not in ("requeue", "hold", "release", "begin", "complete"):
             return m.JobResult(ok=False, errors=(
                 f"unknown action {msg.action!r}; valid: requeue, hold, release, begin, "
-                "complete",))
+                "complete, alive",))
         if action == "complete" and not (0 <= msg.exit_code <= 255 and 0 <= msg.signal <= 64):
             return m.JobResult(ok=False, errors=(
                 f"complete needs exit_code 0-255 and signal 0-64, got {msg.exit_code} and "

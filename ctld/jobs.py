@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import orjson
 
-from ctld import acct, logs, mail
+from ctld import acct, inactive, logs, mail
+from ctld.inactive import InactiveWatch
 from ctld.jobcommands import JobCommands
 from ctld.joblisting import JobListing
 from ctld.jobreconcile import JobReconciliation, Run
@@ -88,6 +89,7 @@ class Jobs:
         self.commands = JobCommands(self)
         self.listing = JobListing(self)
         self.steps = JobSteps(self)  # rrun's steps inside running jobs (ctld/steps.py)
+        self.inactive = InactiveWatch(self)  # allocations whose command went silent
 
     # -- entry points (what the cluster, the routes and the daemon call) ---------------------
 
@@ -145,6 +147,10 @@ class Jobs:
         t = cfg.timeouts
         self.missing_grace = 3.0 * t.heartbeat_interval + t.message_timeout
         self.kicked = True
+        if hasattr(self, "inactive"):  # InactiveLimit may have come or changed: a full limit
+            for job in self.jobs.values():
+                if job.req.allocation:
+                    self.inactive.started(job, restart=True)
 
     def touch(self, job: Job, durable: bool = True) -> None:
         """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
@@ -211,12 +217,14 @@ class Jobs:
             job.start_time = self.c.wall()  # until the node says when it started it
             job.launched_at = self.c.clock()
             mail.notify(self, job, "BEGIN")
+            self.inactive.started(job)  # an allocation's command has its limit to speak
         elif state in FINAL:
             for name in list(job.shares):
                 self.release(job, name)
             job.end_time = self.c.wall()
-            job.reason = end_reason(state, job.exit_code, job.signal,
-                                    job.reason if old.state == PENDING else "")
+            kept = old.state == PENDING or job.reason == inactive.REASON
+            job.reason = end_reason(state, job.exit_code, job.signal, job.reason if kept else "")
+            self.inactive.forget(job)
             if job.start_time is None:
                 job.start_time = job.end_time
             self.kicked = True
@@ -347,6 +355,7 @@ class Jobs:
         self.jobs[job.id] = job
         if job.state in (RUNNING, COMPLETING):
             job.launched_at = self.c.clock()  # the missing-job grace counts from the restart
+            self.inactive.started(job, restart=True)  # a full limit from the restart
         self.next_id = max(self.next_id, job.id + 1)
         if job.state == PENDING:
             self.add_pending(job)

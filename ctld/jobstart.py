@@ -83,7 +83,12 @@ class JobStarts:
             if job.reason != why:
                 job.reason = why
                 self.store.touch(job, durable=False)  # recomputed by every pass, after restarts
-        if started:
+        # salloc -I: an immediate allocation this pass could not start is refused (FAILED)
+        refused = [j for j in self.store.pending if j.state == PENDING and j.req.immediate]
+        for job in refused:
+            job.reason = "BadConstraints"  # what slurmctld's job_allocate leaves on it
+            self.store.apply(job, jt.NotNow())
+        if started or refused:
             self.store.rebuild_pending()
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
             due = self.c.clock() + (wake - wall)

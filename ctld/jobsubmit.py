@@ -195,6 +195,12 @@ class JobSubmission:
                 return bad("an allocation (ralloc, rrun) has no batch script", "script")
             if req.array:
                 return bad("an allocation (ralloc, rrun) cannot be a job array", "array")
+            if req.held_by not in ("", "ralloc", "rrun"):
+                return bad(f"held_by must be ralloc, rrun or empty, got {req.held_by!r}",
+                           "held_by")
+        elif req.held_by or req.immediate:
+            field = "held_by" if req.held_by else "immediate"
+            return bad(f"{field} is for allocations (ralloc, rrun) only", field)
         elif not req.script.strip():
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):

@@ -303,6 +303,7 @@ class JobSteps:
             step.end_time = self.c.wall()
             logs.event("step ended", job=job.id, step=step.id, state=step.state,
                        exit_code=step.exit_code, signal=step.signal)
+            self.store.inactive.step_ended(job)  # rrun's own allocation: is rrun still there?
         self.store.touch(job)
         return None
 

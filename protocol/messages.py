@@ -498,6 +498,14 @@ class SubmitJob:
     # is ""), nothing runs but what its owner starts as steps; its owner ends it with
     # JobControl(action="complete")
     allocation: bool = False
+    # an allocation's holder, which says "alive" while its command runs (ctld/inactive.py):
+    # "ralloc" (InactiveLimit applies) or "rrun" (its allocation is its one step's: cancelled
+    # once rrun is silent with no step running, as slurmctld cancels a killed srun's job);
+    # "" (salloc --no-shell, or a client from before): nobody, as slurmctld exempts --no-shell
+    held_by: str = ""
+    # salloc -I (--immediate, or -I1): an allocation that cannot start in the scheduling pass
+    # after its submission ends FAILED at once (BadConstraints, 0:1), as slurmctld refuses one
+    immediate: bool = False
 
 
 @attrs.frozen
@@ -545,9 +553,10 @@ class CancelJobs:
 @attrs.frozen
 class JobControl:
     """rcontrol requeue|hold|release JOBID...; "complete": an allocation's owner releases it
-    (Slurm's slurm_complete_job) with how its command ended."""
+    (Slurm's slurm_complete_job) with how its command ended; "alive": its command still runs
+    (InactiveLimit, ctld/inactive.py)."""
 
-    action: str  # requeue | hold | release | begin | complete
+    action: str  # requeue | hold | release | begin | complete | alive
     job_ids: tuple[int, ...]
     user: str = ""
     uid: int = -1

@@ -57,7 +57,8 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
                       "dependency", "kill_on_invalid_dep", "nice", "mail_type", "mail_user",
                       "open_mode", "warn_signal", "warn_time", "warn_batch", "oversubscribe",
                       "hint", "export", "get_user_env", "input", "test_only",
-                      "allocation"),  # issue 20: ralloc, rrun outside a job
+                      "allocation",  # issue 20: ralloc, rrun outside a job
+                      "held_by", "immediate"),  # its holder (InactiveLimit), salloc -I
         m.SubmitReply: ("start_time", "nodes", "cpus", "partition"),
         m.GetJobs: ("fields",),  # issue 23: rqueue asks for the keys it shows
         m.CancelJobs: ("steps",),  # issue 20: rcancel N.S

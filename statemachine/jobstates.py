@@ -54,9 +54,11 @@ def end_reason(state: str, exit_code: int, signal: int, pending_reason: str) -> 
     NonZeroExitCode, a script killed by a signal JobLaunchFailure, the time limit TimeLimit, a
     job cancelled before it ran keeps the reason it waited for (JobHeldUser...)."""
     if state == JobState.FAILED:
+        if pending_reason == "BadConstraints":  # salloc -I refused before it ran (NotNow)
+            return pending_reason
         return "NonZeroExitCode" if exit_code else ("JobLaunchFailure" if signal else "None")
-    if state == JobState.TIMEOUT:
-        return "TimeLimit"
+    if state == JobState.TIMEOUT:  # an allocation's silent command: InactiveLimit (Inactive)
+        return "InactiveLimit" if pending_reason == "InactiveLimit" else "TimeLimit"
     if state == JobState.NODE_FAIL:
         return "NodeDown"
     if state == JobState.OUT_OF_MEMORY:

@@ -157,11 +157,26 @@ class Complete:
     kind = "complete"
 
 
+@attrs.frozen(slots=True)
+class Inactive:
+    """An allocation's command (ralloc, rrun outside a job) has not said it is alive for
+    InactiveLimit seconds: slurmctld's inactivity limit ends it."""
+
+    kind = "inactive"
+
+
+@attrs.frozen(slots=True)
+class NotNow:
+    """An --immediate allocation did not start in the scheduling pass after its submission."""
+
+    kind = "not now"
+
+
 Event = (Allocate | NodesReady | LaunchConfirmed | EndReported | Cancel | NodeLost | NodeFailing
-         | Requeue | Hold | Release | UpdateBegin | Complete)
+         | Requeue | Hold | Release | UpdateBegin | Complete | Inactive | NotNow)
 EVENT_KINDS = tuple(c.kind for c in (Allocate, NodesReady, LaunchConfirmed, EndReported, Cancel,
                                      NodeLost, NodeFailing, Requeue, Hold, Release, UpdateBegin,
-                                     Complete))
+                                     Complete, Inactive, NotNow))
 
 
 # --- effects: what ctld does after a transition ----------------------------------------------
@@ -428,6 +443,18 @@ def complete_done(v: JobView, e: Complete) -> tuple[JobView, Effects]:
     raise refuse(v, e, f"job {v.id}: Job/step already completing or completed")
 
 
+def inactive(v: JobView, e: Inactive) -> tuple[JobView, Effects]:
+    """Its command went silent: TIMEOUT (0:0, as slurmctld's job_time_limit ends it), its
+    nodes stopped and awaited (COMPLETING)."""
+    return _stop(v, JobState.TIMEOUT, "inactive", exit_code=0, signal=0, message="")
+
+
+def not_now(v: JobView, e: NotNow) -> tuple[JobView, Effects]:
+    """salloc -I refused: FAILED at once with ExitCode 0:1, as slurmctld's job_allocate ends an
+    immediate job it cannot start (ctld sets Reason BadConstraints)."""
+    return _end(v, JobState.FAILED, exit_code=0, signal=1, message="")
+
+
 # --- THE TABLE -------------------------------------------------------------------------------
 
 @attrs.frozen
@@ -474,6 +501,10 @@ JOB_ROWS: tuple[Row, ...] = (
     Row("complete",         (_PD, _CF),         complete_pending,      (_DONE,)),
     Row("complete",         (_R,),              complete_running,      (_CG, _DONE)),
     Row("complete",         (_CG, _DONE),       complete_done),
+    Row("inactive",         (_CF, _R),          inactive,              (_CG, _DONE)),
+    Row("inactive",         (_PD, _CG, _DONE),  ignore),   # pending: not yet; ended: too late
+    Row("not now",          (_PD,),             not_now,               (_DONE,)),
+    Row("not now",          (_CF, _R, _CG, _DONE), ignore),  # it started after all
 )
 # fmt: on
 

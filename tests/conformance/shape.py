@@ -25,12 +25,14 @@ class Shape:
     memory_mib: int = attrs.field(factory=_memory_mib)
     kill_wait: int = 2  # seconds between SIGTERM and SIGKILL
     min_job_age: int = 3600  # finished jobs stay listed for the whole session
+    inactive_limit: int = 0  # seconds an allocation outlives its silent salloc (0: no limit)
 
     def global_conf(self) -> str:
         """The slurm.conf settings both systems read, word for word."""
         return (f"ClusterName={self.cluster}\n"
                 f"KillWait={self.kill_wait}\n"
                 f"MinJobAge={self.min_job_age}\n"
+                f"InactiveLimit={self.inactive_limit}\n"
                 "OverTimeLimit=0\n")
 
     def nodes_conf(self, extra: dict[str, str] | None = None) -> str:

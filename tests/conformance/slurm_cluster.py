@@ -57,7 +57,6 @@ SchedulerType=sched/builtin
 SchedulerParameters=sched_interval=1
 MessageTimeout=5
 ReturnToService=2
-InactiveLimit=0
 SlurmctldDebug=info
 SlurmdDebug=info
 """

@@ -5,6 +5,7 @@ job (COMPLETED 0:0, FAILED N:0 or 0:SIG), and what it refuses."""
 from __future__ import annotations
 
 import orjson
+import trio
 
 from ctld.cluster import Cluster
 from ctld.daemon import overlay
@@ -96,6 +97,9 @@ async def test_what_an_allocation_refuses_and_what_is_refused_it() -> None:
     assert isinstance(bad, m.Error) and bad.field == "array"
     bad = cluster.jobs.submit(job(script=""))  # a batch job still needs its script
     assert isinstance(bad, m.Error) and "empty" in bad.message
+    for wrong in (alloc(held_by="salloc"), job(held_by="ralloc")):
+        bad = cluster.jobs.submit(wrong)
+        assert isinstance(bad, m.Error) and bad.field == "held_by", bad
     batch = cluster.jobs.submit(job()).job_id
     r = complete(cluster, batch, 0)
     assert not r.ok and "only an allocation" in r.errors[0]
@@ -126,3 +130,113 @@ async def test_an_allocation_is_still_one_after_a_restart() -> None:
     again.restore(overlay(doc, []))
     assert rec(again, j)["batch_flag"] == 0
     assert complete(again, j, 4).ok and rec(again, j)["state"] == "COMPLETING"
+
+
+def alive(cluster: Cluster, job_id: int, *, user: str = "alice", uid: int = 1000
+          ) -> m.JobResult:
+    return cluster.jobs.control(m.JobControl("alive", (job_id,), user, uid))
+
+
+async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autojump_clock
+                                                                          ) -> None:
+    """InactiveLimit=60: "alive" words keep an allocation past it; once they stop it ends
+    TIMEOUT, Reason InactiveLimit, 0:0 (as slurmctld's inactivity limit ends salloc's), within
+    the limit of the last word; a batch job and --no-shell's allocation (held by nobody) are
+    not concerned."""
+    cluster = Cluster(make_config(extra="InactiveLimit=60"), wall=wall)
+    async with trio.open_nursery() as nursery:
+        cluster.start()
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        conns = up(cluster, "n1", "n2")
+        beats = Beats(cluster, conns)
+        j = cluster.jobs.submit(alloc(held_by="ralloc")).job_id
+        assert alive(cluster, j).ok  # as ralloc does once it sees the job run
+        batch = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+        no_shell = cluster.jobs.submit(alloc()).job_id  # held_by "": --no-shell's
+        assert [rec(cluster, x)["nodes"] for x in (j, batch, no_shell)] == ["n1", "n2", "n1"]
+        assert "Access/permission denied" in alive(cluster, j, user="bob", uid=1001).errors[0]
+        for _ in range(6):  # 150 s of words 25 s apart, and of heartbeats
+            await trio.sleep(25)
+            assert alive(cluster, j).ok
+            beats("n1", job_ids=(j, no_shell))
+            beats("n2", job_ids=(batch,))
+        assert rec(cluster, j)["state"] == "RUNNING"
+        await trio.sleep(59)  # silent, not yet for 60 s
+        beats("n1", job_ids=(j, no_shell))
+        beats("n2", job_ids=(batch,))
+        assert rec(cluster, j)["state"] == "RUNNING"
+        await trio.sleep(2)
+        assert rec(cluster, j)["state"] == "COMPLETING"
+        assert [k.reason for k in kills(conns["n1"])] == ["inactive"]
+        beats("n1", job_ids=(no_shell,), jobs_ended=(end(j, "CANCELLED"),))
+        r = rec(cluster, j)
+        assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
+            "TIMEOUT", "InactiveLimit", 0, 0)
+        for never_spoke in (batch, no_shell):
+            r = rec(cluster, never_spoke)
+            assert (r["state"], r["restarts"]) == ("RUNNING", 0)
+        assert not alive(cluster, no_shell).ok  # nobody holds it: nobody may keep it
+        again = alive(cluster, j)
+        assert not again.ok and "already completing or completed" in again.errors[0]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(autojump_clock
+                                                                           ) -> None:
+    """SubmitJob.held_by, without InactiveLimit: a holder that does not speak within the
+    grace (MessageTimeout, 5 s at least) of its job's start was gone before (killed while it
+    pended): FAILED 1:0, as slurmctld ends one it cannot tell of the start; rrun's allocation
+    with no step running is CANCELLED once rrun is silent that long (a killed srun's job is);
+    a silent ralloc's stays."""
+    cluster = Cluster(make_config(), wall=wall)
+    grace = cluster.jobs.inactive.grace
+    assert grace == 10  # MessageTimeout=10 (the default), over ORPHAN_GRACE
+    async with trio.open_nursery() as nursery:
+        cluster.start()
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        conns = up(cluster, "n1", "n2")
+        beats = Beats(cluster, conns)
+        rrun = cluster.jobs.submit(alloc(held_by="rrun")).job_id
+        ralloc = cluster.jobs.submit(alloc(held_by="ralloc")).job_id
+        gone = cluster.jobs.submit(alloc(held_by="ralloc", cpus_per_task=4)).job_id
+        assert [rec(cluster, j)["nodes"] for j in (rrun, ralloc, gone)] == ["n1", "n1", "n2"]
+        assert alive(cluster, ralloc).ok
+        for _ in range(3):
+            assert alive(cluster, rrun).ok
+            await trio.sleep(grace - 1)
+            beats("n1", job_ids=(rrun, ralloc))
+        assert [k.reason for k in kills(conns["n2"])] == ["released"]
+        beats("n2", jobs_ended=(end(gone, "CANCELLED"),))
+        r = rec(cluster, gone)
+        assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
+            "FAILED", "NonZeroExitCode", 1, 0)
+        assert rec(cluster, rrun)["state"] == "RUNNING"
+        await trio.sleep(grace + 1)  # rrun silent now
+        assert [k.reason for k in kills(conns["n1"])] == ["cancelled"]
+        beats("n1", job_ids=(ralloc,), jobs_ended=(end(rrun, "CANCELLED"),))
+        r = rec(cluster, rrun)
+        assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
+            "CANCELLED", "None", 0, 0)
+        await trio.sleep(3 * grace)
+        beats("n1", job_ids=(ralloc,))
+        assert rec(cluster, ralloc)["state"] == "RUNNING"  # spoke once; InactiveLimit=0
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_immediate_allocation_that_cannot_start_at_once_fails() -> None:
+    """salloc -I: the scheduling pass after the submission starts it, or it ends FAILED,
+    BadConstraints, 0:1 (slurmctld's words for it); never queued."""
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1")
+    now = cluster.jobs.submit(alloc(immediate=True, cpus_per_task=3)).job_id
+    cluster.jobs.run()
+    assert rec(cluster, now)["state"] == "RUNNING"
+    busy = cluster.jobs.submit(alloc(immediate=True, cpus_per_task=2)).job_id
+    queued = cluster.jobs.submit(alloc(cpus_per_task=2)).job_id
+    cluster.jobs.run()
+    r = rec(cluster, busy)
+    assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
+        "FAILED", "BadConstraints", 0, 1)
+    assert rec(cluster, queued)["state"] == "PENDING"
+    bad = cluster.jobs.submit(job(immediate=True))  # salloc's alone
+    assert isinstance(bad, m.Error) and bad.field == "immediate", bad

@@ -229,8 +229,8 @@ def test_rrun_outside_a_job_allocates_runs_and_releases(c: Cluster) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr
     assert sorted(done.stdout.splitlines()) == ["0: n1", "1: n2"]
-    # the allocation made for it, released with its code (COMPLETING while its nodes clean up)
-    c.wait_for(lambda: c.request(m.GetJobs()).jobs[0]["state"] != "COMPLETING", 15,
+    # the allocation made for it, released with its code (COMPLETING until its node reports)
+    c.wait_for(lambda: c.request(m.GetJobs()).jobs[0]["state"] != "COMPLETING", 20,
                what="the allocation ended")
     [rec] = c.request(m.GetJobs()).jobs
     assert (rec["state"], rec["exit_code"]) == ("FAILED", 1)
