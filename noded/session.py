@@ -17,7 +17,8 @@ import trio
 from noded import cache, identity
 from noded.gpus import GpuSource
 from noded.hardware import probe_hardware, probe_metrics
-from noded.jobs import JobRunner, LaunchError
+from noded.joblaunch import LaunchError
+from noded.jobs import JobRunner
 from noded.steps import StepRunner
 from protocol.errors import ProtocolError
 from protocol.messages import (
