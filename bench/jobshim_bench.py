@@ -19,7 +19,8 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from noded.jobs import SHIM, JobRunner
+from noded.joblaunch import SHIM
+from noded.jobs import JobRunner
 from protocol.messages import JobSpec
 
 

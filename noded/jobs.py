@@ -1,15 +1,10 @@
-"""JobRunner: starts batch jobs under noded/jobshim.py, enforces time limits, kills process trees,
-keeps endings until the controller acknowledges them, and re-adopts jobs after an rnoded restart.
-"""
+"""JobRunner: the node's jobs: launch, watching, kills, endings until acknowledged, adoption."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import pwd
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -17,114 +12,14 @@ from pathlib import Path
 from typing import NoReturn
 
 import attrs
-import psutil
 import trio
 
-from noded import jobcgroup, jobsignal, jobstore
-from noded.jobenv import append_output, input_path, job_environment, node_index, output_paths
+from noded import jobsignal, jobstore
+from noded.joblaunch import LAUNCH_TIMEOUT, LaunchError, LaunchFailed, identity, start_job
+from noded.runningjob import HOLDER, RunningJob, alive, ending_of, note_end, tree_signal, wait_exit
 from protocol.messages import JobEnd, JobSpec, StepSpec
 
 log = logging.getLogger("rnoded.jobs")
-
-SHIM = str(Path(__file__).with_name("jobshim.py"))
-LAUNCH_TIMEOUT = 30.0  # the shim answers within milliseconds; this only bounds a wedged start
-POLL_INTERVAL = 0.5  # where pidfd_open is missing, how often an adopted shim is looked at
-# What a multi-node job runs on its nodes other than the batch host, and an allocation (ralloc,
-# rrun outside a job: a job without a script) on every node: nothing but a wait.
-HOLDER = "#!/bin/sh\nwhile :; do sleep 3600; done\n"
-
-
-class LaunchError(Exception):
-    """The job could not be started; the message says why, for the controller and the user."""
-
-
-@attrs.define(eq=False)
-class RunningJob:
-    spec: JobSpec
-    path: Path
-    shim_pid: int
-    shim_start: int
-    script_pid: int
-    started_at: float  # wall clock
-    proc: trio.Process | None = None  # our child; None when adopted after a restart
-    ending: str = ""  # CANCELLED | TIMEOUT once rnoded decided to end it
-    silent: bool = False  # killed on the controller's kill list: no ending reported
-    done: trio.Event = attrs.field(factory=trio.Event)
-
-
-def _alive(pid: int, start: int) -> bool:
-    """Whether the process that had this pid and start time still runs (a zombie does not).
-    Called on the event loop: one procfs read, which never waits on a disk."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        fields = data[data.rindex(b")") + 2 :].split()
-        return fields[0] != b"Z" and int(fields[19]) == start
-    except (OSError, ValueError, IndexError):
-        return False
-
-
-def _tree_signal(job: RunningJob, signum: int) -> int:
-    """Signal the script's process group and every descendant of the shim that left it (a
-    daemonised grandchild that called setsid); returns how many processes outside the group."""
-    outside = 0
-    try:
-        shim = psutil.Process(job.shim_pid)
-        kids = shim.children(recursive=True) if _alive(job.shim_pid, job.shim_start) else []
-    except psutil.Error:
-        kids = []
-    try:
-        os.killpg(job.script_pid, signum)
-    except OSError:
-        pass
-    for kid in kids:
-        try:
-            if os.getpgid(kid.pid) != job.script_pid:
-                kid.send_signal(signum)
-                outside += 1
-        except (OSError, psutil.Error):
-            pass
-    return outside
-
-
-def _ending_of(spec: JobSpec, path: Path, ending: str, started_at: float) -> JobEnd:
-    """The JobEnd of a finished run, from the shim's status file and rnoded's own reason."""
-    status = jobstore.read_json(path / "status.json")
-    now = time.time()
-    if status is None:
-        return JobEnd(
-            spec.job_id,
-            ending or "FAILED",
-            message="job supervisor ended without a status",
-            started_at=started_at,
-            ended_at=now,
-            restarts=spec.restarts,
-        )
-    if "launch_error" in status:
-        return JobEnd(
-            spec.job_id,
-            "LAUNCH_FAILED",
-            exit_code=1,
-            message=str(status["launch_error"]),
-            ended_at=now,
-            restarts=spec.restarts,
-        )
-    code, sig = int(status.get("exit_code", 0)), int(status.get("signal", 0))
-    if ending:
-        state = ending
-    elif status.get("oom") and (status.get("oom_exact") or sig == signal.SIGKILL):
-        state = "OUT_OF_MEMORY"
-    else:
-        state = "COMPLETED" if code == 0 and sig == 0 else "FAILED"
-    return JobEnd(
-        spec.job_id,
-        state,
-        exit_code=code,
-        signal=sig,
-        started_at=float(status.get("started_at", started_at)),
-        ended_at=float(status.get("ended_at", now)),
-        restarts=spec.restarts,
-    )
 
 
 class JobRunner:
@@ -212,7 +107,7 @@ class JobRunner:
             return
         ending, silent = await trio.to_thread.run_sync(jobstore.load_ending, path)
         pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
-        if pids is not None and _alive(int(pids["shim_pid"]), int(pids["shim_start"])):
+        if pids is not None and alive(int(pids["shim_pid"]), int(pids["shim_start"])):
             job = RunningJob(
                 spec,
                 path,
@@ -230,7 +125,7 @@ class JobRunner:
                 self._nursery_start(self._killer, job)
             return
         started = float(pids.get("started_at", 0.0)) if pids else 0.0
-        end = await trio.to_thread.run_sync(_ending_of, spec, path, ending, started)
+        end = await trio.to_thread.run_sync(ending_of, spec, path, ending, started)
         if pids is None and end.state != "LAUNCH_FAILED":
             end = attrs.evolve(end, state="FAILED", message="rnoded stopped while launching")
         await self._record_end(spec, path, end, silent)
@@ -283,106 +178,22 @@ class JobRunner:
             await self.kill(spec.job_id, 0, reason, state=state, silent=silent)
 
     def identity(self, spec: JobSpec | StepSpec) -> dict:
-        if not self.as_root:
-            return {"drop": False, "uid": os.getuid(), "gid": os.getgid(), "groups": []}
-        # root's jobs: the controller decided (DisableRootJobs, ctld/permissions.py), and only
-        # a cluster-key holder or a MUNGE-proven root can submit one
-        try:
-            pw = pwd.getpwuid(spec.uid)
-        except KeyError:
-            raise LaunchError(f"unknown uid {spec.uid} on node {self.node}") from None
-        groups = os.getgrouplist(pw.pw_name, spec.gid)
-        return {"drop": True, "uid": spec.uid, "gid": spec.gid, "groups": groups}
+        return identity(spec, self.node, self.as_root)
 
     async def _launch(self, spec: JobSpec) -> None:
-        path = jobstore.job_dir(self.spool_dir, spec)
         try:
-            ident = self.identity(spec)
-            if not os.path.isabs(spec.workdir):
-                raise LaunchError(f"workdir {spec.workdir!r} is not an absolute path")
-            stdout, stderr = output_paths(spec, self.node)
-            if node_index(spec, self.node) != 0 or not spec.script:
-                # Not the batch host: the script runs on the allocation's first node only, as
-                # sbatch runs it. This node holds the job's resources (and its cgroup) with a
-                # placeholder until the controller ends the job here. An allocation has no
-                # script at all: every node of it holds.
-                spec = attrs.evolve(spec, script=HOLDER, argv=())
-                stdout = stderr = os.devnull
-            launch = dict(
-                ident,
-                env=job_environment(spec, self.node),
-                workdir=spec.workdir,
-                stdout=stdout,
-                stderr=stderr,
-                append=append_output(spec),  # --open-mode, requeues (noded/jobenv.py)
-                stdin=input_path(spec, self.node),
+            job = await start_job(
+                spec,
+                spool_dir=self.spool_dir,
+                node=self.node,
+                python=self.python,
+                as_root=self.as_root,
+                memory_cgroups=self.memory_cgroups,
+                timeout=self.launch_timeout,
             )
-            owner = (spec.uid, spec.gid) if ident["drop"] else None
-            if self.as_root and spec.mem_mib > 0 and self.memory_cgroups:
-                name = f"{self.node}_{spec.job_id}.{spec.restarts}"
-                launch["cgroup"] = await trio.to_thread.run_sync(
-                    jobcgroup.create, name, spec.mem_mib
-                )
-            path = await trio.to_thread.run_sync(
-                jobstore.create, self.spool_dir, spec, launch, owner
-            )
-        except (LaunchError, OSError, ValueError) as exc:
-            message = str(exc) if isinstance(exc, LaunchError) else f"job record: {exc}"
-            await self._launch_failed(spec, path, message)
-        log_file = await trio.to_thread.run_sync(open, path / "shim.log", "wb")
-        try:
-            proc = await trio.lowlevel.open_process(
-                [self.python, "-S", "-E", SHIM, str(path)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                start_new_session=True,
-                env={"PATH": os.environ.get("PATH", os.defpath)},
-                cwd="/",
-            )
-        except OSError as exc:
-            await self._launch_failed(spec, path, f"cannot start the job supervisor: {exc}")
-        finally:
-            log_file.close()
-        assert proc.stdout is not None
-        line = b""
-        with trio.move_on_after(self.launch_timeout):
-            while not line.endswith(b"\n"):
-                chunk = await proc.stdout.receive_some(4096)
-                if not chunk:
-                    break
-                line += chunk
-        await proc.stdout.aclose()
-        word, _, rest = line.decode(errors="replace").strip().partition(" ")
-        if word != "ok":
-            if not word:
-                log_text = await trio.to_thread.run_sync((path / "shim.log").read_bytes)
-                rest = (
-                    "job supervisor failed: "
-                    + (log_text.decode(errors="replace").strip().splitlines() or ["no answer"])[-1]
-                )
-                with trio.move_on_after(1):
-                    proc.kill()
-            await proc.wait()
-            await self._launch_failed(spec, path, rest)
-        pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
-        job = RunningJob(
-            spec,
-            path,
-            proc.pid,
-            int(pids["shim_start"]),
-            int(rest),
-            float(pids["started_at"]),
-            proc=proc,
-        )
+        except LaunchFailed as exc:
+            await self._launch_failed(spec, exc.path, exc.message)
         self.running[spec.job_id] = job
-        log.info(
-            "job %d started: script pid %d as uid %d in %s",
-            spec.job_id,
-            job.script_pid,
-            ident["uid"],
-            spec.workdir,
-        )
         self._watch(job)
 
     async def _launch_failed(self, spec: JobSpec, path: Path, message: str) -> NoReturn:
@@ -408,47 +219,29 @@ class JobRunner:
     async def _watcher(self, job: RunningJob) -> None:
         limit = job.spec.time_limit
         if limit is None:
-            await self._wait_exit(job)
+            await wait_exit(job)
         else:
             # The deadline counts from the script's start, so a re-adopted job keeps its limit.
             remaining = limit - (time.time() - job.started_at)
             with trio.move_on_after(max(0.0, remaining)) as scope:
-                await self._wait_exit(job)
+                await wait_exit(job)
             # Only a deadline that fired ends the job TIMEOUT: the script may have exited on
             # its own just before (job.done is set below, after this test, so it says nothing).
             if scope.cancelled_caught:
                 log.info("job %d reached its time limit of %gs", job.spec.job_id, limit)
                 await self.kill(job.spec.job_id, 0, "time limit", state="TIMEOUT")
-                await self._wait_exit(job)
+                await wait_exit(job)
         job.done.set()
         if self.running.get(job.spec.job_id) is job:
             del self.running[job.spec.job_id]
         end = await trio.to_thread.run_sync(
-            _ending_of, job.spec, job.path, job.ending, job.started_at
+            ending_of, job.spec, job.path, job.ending, job.started_at
         )
         if job.spec.script == HOLDER and job.ending and end.state != "LAUNCH_FAILED":
             # the placeholder's SIGTERM is nobody's exit status: a cancelled or timed-out
             # allocation ends 0:0, as Slurm's (it has no batch step to take the 0:15)
             end = attrs.evolve(end, exit_code=0, signal=0)
         await self._record_end(job.spec, job.path, end, job.silent)
-
-    async def _wait_exit(self, job: RunningJob) -> None:
-        if job.proc is not None:
-            await job.proc.wait()
-            return
-        try:
-            fd = os.pidfd_open(job.shim_pid)
-        except OSError as exc:
-            if exc.errno == errno.ESRCH:
-                return
-            while _alive(job.shim_pid, job.shim_start):  # no pidfd: look now and then
-                await trio.sleep(POLL_INTERVAL)
-            return
-        try:
-            if _alive(job.shim_pid, job.shim_start):  # the pid might be another process's now
-                await trio.lowlevel.wait_readable(fd)
-        finally:
-            os.close(fd)
 
     async def _record_end(self, spec: JobSpec, path: Path, end: JobEnd, silent: bool) -> None:
         if silent:
@@ -518,34 +311,13 @@ class JobRunner:
             if not job.silent and (state == "TIMEOUT" or reason == "cancelled"):
                 # one small append to a local file, before the first signal: the line comes
                 # before whatever the job prints as it dies, as slurmstepd's does
-                self._note_end(job, state == "TIMEOUT")
+                note_end(job, self.node, state == "TIMEOUT")
             self._nursery_start(self._killer, job)  # before any await: a cancel cannot skip it
         try:
             await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
         except OSError as exc:  # the kill goes on; only an rnoded restart would forget why
             log.error("cannot record why job %d is being killed: %s", job_id, exc)
         return True
-
-    def _note_end(self, job: RunningJob, timeout: bool) -> None:
-        """The line slurmstepd writes into the job's error output when it cancels the job or
-        its time limit ends it (tools and users grep for it)."""
-        if node_index(job.spec, self.node) != 0 or job.spec.script == HOLDER:
-            return  # no batch script here, so no output file of its own
-        stdout, stderr = output_paths(job.spec, self.node)
-        when = time.strftime("%Y-%m-%dT%H:%M:%S")
-        why = " DUE TO TIME LIMIT" if timeout else ""
-        line = (f"slurmstepd-{self.node}: error: *** JOB {job.spec.job_id} ON {self.node} "
-                f"CANCELLED AT {when}{why} ***\n")
-        try:  # only a file the job opened: never create one as rnoded's user
-            fd = os.open(stderr or stdout, os.O_WRONLY | os.O_APPEND)
-        except OSError:
-            return
-        try:
-            os.write(fd, line.encode())
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
 
     async def kill_silently(self, job_ids: Iterable[int],
                             runs: Iterable[tuple[int, int]] = ()) -> None:
@@ -558,7 +330,7 @@ class JobRunner:
                             job_id, run)
 
     async def _killer(self, job: RunningJob) -> None:
-        outside = await trio.to_thread.run_sync(_tree_signal, job, signal.SIGTERM)
+        outside = await trio.to_thread.run_sync(tree_signal, job, signal.SIGTERM)
         if outside:
             log.info(
                 "job %d: %d processes outside its group signalled too", job.spec.job_id, outside
@@ -566,6 +338,6 @@ class JobRunner:
         with trio.move_on_after(job.spec.kill_wait):
             await job.done.wait()
         while not job.done.is_set():  # KillWait is over: SIGKILL whatever still lives
-            await trio.to_thread.run_sync(_tree_signal, job, signal.SIGKILL)
+            await trio.to_thread.run_sync(tree_signal, job, signal.SIGKILL)
             with trio.move_on_after(1.0):
                 await job.done.wait()

@@ -4,10 +4,11 @@ directory, so a job's result survives rnoded's death. Run as a file with `python
 Kept to the standard library and a handful of imports on purpose: its start-up time is part of
 every job's launch cost (bench/jobshim_bench.py measures it).
 
-argv[1] is the job directory holding launch.bin (a marshal'd dict written by noded.jobs: marshal,
-not json, because importing json costs more than the rest of the start-up). Protocol with rnoded:
-one line on stdout, "ok SCRIPT_PID" once the script has been exec'd or "fail MESSAGE"; pids.json
-(shim pid + start time + script pid) before that line; status.json when the script has ended.
+argv[1] is the job directory holding launch.bin (a marshal'd dict written by noded.joblaunch:
+marshal, not json, because importing json costs more than the rest of the start-up). Protocol
+with rnoded: one line on stdout, "ok SCRIPT_PID" once the script has been exec'd or "fail
+MESSAGE"; pids.json (shim pid + start time + script pid) before that line; status.json when the
+script has ended.
 """
 
 import _signal as signal  # the C module: `signal` would import enum (~6 ms)

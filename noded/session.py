@@ -1,11 +1,9 @@
-"""NodeDaemon: the node's one persistent connection (register, heartbeat, config pushes), its
-health-check loop, reconnection with backoff, and the shutdown notice."""
+"""NodeDaemon: rnoded's connection to rctld: register, heartbeats, config, reconnects, goodbye."""
 
 from __future__ import annotations
 
-import itertools
+import functools
 import logging
-import math
 import random
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -17,31 +15,32 @@ import trio
 from noded import cache, identity
 from noded.gpus import GpuSource
 from noded.hardware import probe_hardware, probe_metrics
-from noded.jobs import JobRunner, LaunchError
+from noded.healthloop import (
+    HealthCheck,
+    HealthRunner,
+    default_cycle_delay,
+    default_eligible,
+    default_is_healthy,
+)
+from noded.jobs import JobRunner
+from noded.link import LOST, Requests, SessionLost, goodbye
+from noded.pushes import Pushes
 from noded.steps import StepRunner
 from protocol.errors import ProtocolError
 from protocol.messages import (
-    Ack,
     ConfigFile,
-    ConfigPush,
     Error,
     Hardware,
-    HealthReport,
     Heartbeat,
     HeartbeatReply,
     JobEnd,
-    JobStarted,
-    KillJob,
-    KillStep,
-    LaunchJob,
-    LaunchStep,
     NodeSettings,
     Register,
     RegisterReply,
     ShutdownNotice,
     StepEnd,
 )
-from protocol.tcp import FramedStream, PeerClosed
+from protocol.tcp import FramedStream
 from protocol.versions import CURRENT
 
 log = logging.getLogger("rnoded")
@@ -57,14 +56,6 @@ MIN_MESSAGE_TIMEOUT = 0.1
 # controller is gone even if TCP has not noticed (half-open connection): reconnect.
 REPLY_INTERVALS = 3.0
 MIN_REPLY_TIMEOUT = 1.0
-
-HealthRunner = Callable[..., Awaitable[HealthReport]]
-# Anything that means "this connection is gone": reconnect.
-LOST = (PeerClosed, OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError)
-
-
-class SessionLost(Exception):
-    """The current connection cannot go on; the reason is logged and the node reconnects."""
 
 
 @attrs.define
@@ -88,73 +79,55 @@ def backoff_delay(attempt: int, heartbeat_interval: float, rng: random.Random) -
     return min(cap, base * 2.0 ** min(attempt, 30)) * rng.uniform(0.5, 1.0)
 
 
-def _default_runner() -> HealthRunner:
-    from healthcheck.runner import run_health_program
-
-    return run_health_program
-
-
-def _default_eligible(state: str, setting: tuple[str, ...]) -> bool:
-    from healthcheck.schedule import eligible
-
-    return eligible(state, setting)
-
-
-def _default_cycle_delay(name: str, interval: float) -> float:
-    from healthcheck.schedule import cycle_delay
-
-    return cycle_delay(name, interval)
-
-
-def _default_is_healthy(state: str) -> bool:
-    from healthcheck.schedule import is_healthy
-
-    return is_healthy(state)
-
-
 class NodeDaemon:
+    """rnoded: the node's connection to rctld (register, heartbeats, config, goodbye) and the
+    components it drives: jobs, steps, pushes, the health check."""
+
     def __init__(
         self,
         opts: NodeOptions,
         gpus: GpuSource,
         *,
         health_runner: HealthRunner | None = None,
-        eligible: Callable[[str, tuple[str, ...]], bool] = _default_eligible,
-        cycle_delay: Callable[[str, float], float] = _default_cycle_delay,
-        is_healthy: Callable[[str], bool] = _default_is_healthy,
+        eligible: Callable[[str, tuple[str, ...]], bool] = default_eligible,
+        cycle_delay: Callable[[str, float], float] = default_cycle_delay,
+        is_healthy: Callable[[str], bool] = default_is_healthy,
         rng: random.Random | None = None,
     ) -> None:
         self.opts = opts
         self.gpus = gpus
-        self._runner = health_runner
-        self._eligible = eligible
-        self._cycle_delay = cycle_delay
-        self._is_healthy = is_healthy
         self._rng = rng or random.Random()
         self.hardware: Hardware | None = None
         self.boot_time = psutil.boot_time()
         self.settings: NodeSettings | None = None
         self.config_hash = ""
         self.node_state = "UNKNOWN"
-        self.health: HealthReport | None = None  # the latest verdict
         self.registrations = 0
         self.seq = 0
-        self._unsent_health: HealthReport | None = None
-        self._health_ran = False
-        self._settings_event = trio.Event()
         self._wake = trio.Event()
         self._beat_requested = False
-        self._ids = itertools.count(1)
-        self._pending: dict[int, trio.MemorySendChannel[Any]] = {}
+        self.requests = Requests()
         self._live: FramedStream | None = None  # a registered connection, for the goodbye
-        self._session_nursery: trio.Nursery | None = None
-        self.jobs = JobRunner(
-            opts.spool_dir,
-            opts.name,
-            on_change=self._request_beat,
-        )
+        self.jobs = JobRunner(opts.spool_dir, opts.name, on_change=self._request_beat)
         self.steps = StepRunner(self.jobs, opts.name, self._report_step)  # rrun's tasks
         self._daemon_nursery: trio.Nursery | None = None  # steps outlive a connection
+        self.pushes = Pushes(
+            self.jobs,
+            self.steps,
+            apply_config=self._apply_config,
+            request=self._request,
+            deliver=self.requests.deliver,
+        )
+        self.healthcheck = HealthCheck(
+            opts.name,
+            settings=lambda: self.settings,
+            node_state=lambda: self.node_state,
+            on_verdict=self._request_beat,
+            runner=health_runner,
+            eligible=eligible,
+            cycle_delay=cycle_delay,
+            is_healthy=is_healthy,
+        )
 
     # --------------------------------------------------------------------------------- running
 
@@ -169,9 +142,9 @@ class NodeDaemon:
             async with trio.open_nursery() as nursery:
                 self._daemon_nursery = nursery
                 await nursery.start(self.jobs.run)  # re-adopt jobs before registering
-                if self._program():
-                    await self._run_health()  # before registering: a sick node never shows idle
-                nursery.start_soon(self._health_loop)
+                if self.healthcheck.program():
+                    await self.healthcheck.run()  # before registering: a sick node never shows idle
+                nursery.start_soon(self.healthcheck.loop)
                 await self._connection_loop()
         finally:
             with trio.CancelScope(shield=True):
@@ -236,99 +209,11 @@ class NodeDaemon:
                     log.exception("connection handler failed")
                     lose(f"internal error: {exc!r}")
 
-            self._session_nursery = nursery
-            nursery.start_soon(guarded, self._reader)
+            reader = functools.partial(self.pushes.read, session=nursery,
+                                       daemon=self._daemon_nursery)
+            nursery.start_soon(guarded, reader)
             nursery.start_soon(guarded, self._register_and_beat)
         return reason
-
-    async def _reader(self, fs: FramedStream) -> None:
-        """The only receiver: pushes are handled here, replies go to their waiting request."""
-        while True:
-            try:
-                frame = await fs.receive()
-            except ProtocolError as exc:
-                if exc.fatal:
-                    raise
-                log.warning("refused a frame from the controller: %s", exc)
-                continue
-            if isinstance(frame.msg, ConfigPush):
-                await self._apply_config(
-                    frame.msg.settings, frame.msg.config_files, frame.msg.config_hash, "pushed"
-                )
-                await fs.send(Ack(), frame.request_id, frame.version)
-                continue
-            if isinstance(frame.msg, LaunchJob) and self._session_nursery is not None:
-                # Not inline: the reader must keep delivering replies while the job starts.
-                self.jobs.announce(frame.msg.job)
-                self._session_nursery.start_soon(self._launch_job, fs, frame)
-                continue
-            if isinstance(frame.msg, LaunchStep | KillStep) and self._daemon_nursery:
-                self._session_nursery.start_soon(self._step_push, fs, frame)
-                continue
-            if isinstance(frame.msg, KillJob):
-                job = frame.msg
-                await self.steps.job_killed(job.job_id, job.signal)
-                if not await self.jobs.kill(job.job_id, job.signal, job.reason, run=job.restarts):
-                    log.info("KillJob for job %d, which does not run here", job.job_id)
-                await fs.send(Ack(), frame.request_id, frame.version)
-                continue
-            channel = self._pending.get(frame.request_id)
-            if channel is None:
-                log.debug("ignoring unexpected %s (request %d)", frame.type, frame.request_id)
-                continue
-            try:
-                channel.send_nowait(frame.msg)
-            except trio.WouldBlock:
-                log.debug("duplicate reply to request %d", frame.request_id)
-
-    async def _launch_job(self, fs: FramedStream, frame: Any) -> None:
-        try:
-            # Shielded: a connection lost mid-launch must not leave a started job untracked
-            # (the launch is bounded by the runner's launch timeout).
-            with trio.CancelScope(shield=True):
-                await self.jobs.launch(frame.msg.job)
-        except LaunchError as exc:
-            reply: Any = Error("launch_failed", str(exc), "job")
-        except Exception as exc:  # a bug in the runner must not take the node down
-            log.exception("launching job %d failed", frame.msg.job.job_id)
-            reply = Error("internal", f"launch of job {frame.msg.job.job_id}: {exc!r}", "job")
-        else:
-            reply = Ack()
-        try:
-            await fs.send(reply, frame.request_id, frame.version)
-        except (ProtocolError, *LOST) as exc:  # the job's state still reaches the next beats
-            log.warning("cannot answer LaunchJob %d: %s", frame.msg.job.job_id, exc)
-            return
-        spec = frame.msg.job
-        running = self.jobs.running.get(spec.job_id)
-        if isinstance(reply, Ack) and running is not None and frame.version >= 5 \
-                and running.spec.restarts == spec.restarts:
-            # The launch is confirmed with its start time; if this is lost, the run in the
-            # next heartbeat confirms it (with the controller's own start time).
-            try:
-                await self._request(fs, JobStarted(spec.job_id, spec.restarts,
-                                                   running.started_at))
-            except (ProtocolError, SessionLost, *LOST) as exc:
-                log.warning("cannot confirm the launch of job %d: %s", spec.job_id, exc)
-
-    async def _step_push(self, fs: FramedStream, frame: Any) -> None:
-        """LaunchStep (Ack once the tasks run) or KillStep (Ack at once), noded/steps.py."""
-        msg = frame.msg
-        reply: Any = Ack()
-        if isinstance(msg, KillStep):
-            assert self._daemon_nursery is not None
-            self._daemon_nursery.start_soon(self.steps.kill, msg.job_id, msg.step_id,
-                                            msg.signal)
-        else:
-            try:
-                assert self._daemon_nursery is not None
-                await self.steps.launch(msg.step, self._daemon_nursery)
-            except LaunchError as exc:
-                reply = Error("launch_failed", str(exc), "step")
-        try:
-            await fs.send(reply, frame.request_id, frame.version)
-        except (ProtocolError, *LOST) as exc:
-            log.warning("cannot answer %s: %s", type(msg).__name__, exc)
 
     async def _report_step(self, end: StepEnd) -> None:
         """A step's end here, to the controller; raises until it is acknowledged."""
@@ -346,17 +231,9 @@ class NodeDaemon:
         await self.jobs.kill_silently(kill, kill_runs)
 
     async def _request(self, fs: FramedStream, msg: Any) -> Any:
-        request_id = next(self._ids)
-        send, receive = trio.open_memory_channel[Any](1)
-        self._pending[request_id] = send
-        timeout = self.reply_timeout()
-        try:
-            with trio.move_on_after(timeout):
-                await fs.send(msg, request_id, self.opts.protocol_version)
-                return await receive.receive()
-            raise SessionLost(f"no reply to {type(msg).__name__} within {timeout:g} s")
-        finally:
-            del self._pending[request_id]
+        return await self.requests.request(
+            fs, msg, self.opts.protocol_version, self.reply_timeout()
+        )
 
     # ------------------------------------------------------------------- register and heartbeat
 
@@ -391,7 +268,7 @@ class NodeDaemon:
             boot_time=self.boot_time,
             rnoded_version=RNODED_VERSION,
             config_hash=self.config_hash,
-            health=self.health,
+            health=self.healthcheck.health,
             job_ids=self.jobs.job_ids(),
             runs=self.jobs.runs(),
             jobs_ended=self.jobs.endings(),
@@ -426,11 +303,11 @@ class NodeDaemon:
         assert reply.settings is not None
         log.info("controller asks for a health check before registration")
         # The first run is ours, not the health loop's (which wakes on the new settings).
-        self._health_ran = True
+        self.healthcheck.ran = True
         await self._apply_config(reply.settings, reply.config_files, reply.config_hash, "served")
         self._set_node_state("UNKNOWN")
-        await self._run_health()
-        if self.health is None:  # the runner itself failed; registering again would loop
+        await self.healthcheck.run()
+        if self.healthcheck.health is None:  # the runner failed; registering again would loop
             raise SessionLost("health check required before registration could not be run")
 
     async def _heartbeat_loop(self, fs: FramedStream) -> None:
@@ -441,7 +318,7 @@ class NodeDaemon:
                 probe_metrics, self.gpus, abandon_on_cancel=True
             )
             self.seq += 1
-            report = self._unsent_health
+            report = self.healthcheck.unsent
             ended = self.jobs.endings()
             beat = Heartbeat(self.opts.name, self.seq, metrics, self.jobs.job_ids(), report, ended,
                              runs=self.jobs.runs())
@@ -456,8 +333,8 @@ class NodeDaemon:
             if not isinstance(reply, HeartbeatReply):
                 log.warning("unexpected %s in reply to a heartbeat", type(reply).__name__)
             else:
-                if self._unsent_health is report:
-                    self._unsent_health = None
+                if self.healthcheck.unsent is report:
+                    self.healthcheck.unsent = None
                 await self._jobs_acknowledged(ended, reply.kill_job_ids, reply.kill_runs)
                 self._set_node_state(reply.node_state)
                 if reply.config_hash and reply.config_hash != self.config_hash:
@@ -511,8 +388,7 @@ class NodeDaemon:
                 settings.health_check_program or "none",
                 settings.health_check_interval,
             )
-        changed, self._settings_event = self._settings_event, trio.Event()
-        changed.set()
+        self.healthcheck.settings_changed()
         self._wake.set()
 
     async def _goodbye(self) -> None:
@@ -520,99 +396,5 @@ class NodeDaemon:
         if fs is None:
             return
         self._live = None
-        request_id = next(self._ids)
-        with trio.move_on_after(self.opts.shutdown_grace) as scope:
-            try:
-                await fs.send(
-                    ShutdownNotice(self.opts.name), request_id, self.opts.protocol_version
-                )
-                while (await fs.receive()).request_id != request_id:
-                    pass
-                log.info("controller acknowledged the shutdown notice")
-            except (ProtocolError, *LOST) as exc:
-                log.warning("shutdown notice not acknowledged: %s", exc)
-        if scope.cancelled_caught:
-            log.warning("no Ack to the shutdown notice within %gs", self.opts.shutdown_grace)
-        with trio.move_on_after(0.5):
-            await fs.aclose()
-
-    # ---------------------------------------------------------------------------- health checks
-
-    def _program(self) -> str | None:
-        return self.settings.health_check_program if self.settings else None
-
-    async def _health_loop(self) -> None:
-        next_due: float | None = None
-        while True:
-            changed = self._settings_event
-            settings = self.settings
-            if settings is None or not settings.health_check_program:
-                await changed.wait()
-                continue
-            if not self._health_ran:
-                await self._run_health()
-                continue
-            states = settings.health_check_node_state
-            interval = settings.health_check_interval
-            if interval <= 0 or {"START_ONLY", "REBOOT_ONLY"} & {v.upper() for v in states}:
-                await changed.wait()
-                next_due = None
-                continue
-            now = trio.current_time()
-            if next_due is None:
-                if "CYCLE" in states:  # this node's own slot inside the interval
-                    offset = self._cycle_delay(self.opts.name, interval)
-                    next_due = now - now % interval + offset
-                    if next_due <= now:
-                        next_due += interval
-                else:
-                    next_due = now + interval
-            elif next_due <= now:  # the last run overran its slot: skip the missed ones
-                next_due += math.ceil((now - next_due) / interval + 1e-9) * interval
-            with trio.move_on_at(next_due):
-                await changed.wait()
-                next_due = None  # settings changed: recompute the schedule
-                continue
-            next_due += interval
-            try:
-                due = self._eligible(self.node_state, states)
-            except Exception:  # a broken schedule must not stop heartbeats
-                log.exception("cannot decide whether the health check is due; running it")
-                due = True
-            if due:
-                await self._run_health()
-
-    def _healthy_now(self) -> bool | None:
-        """The controller's view (down/drained/failed = no); before it spoke, our last verdict."""
-        if self.node_state != "UNKNOWN":
-            try:
-                return self._is_healthy(self.node_state)
-            except Exception:
-                log.exception("cannot judge node state %r", self.node_state)
-        return None if self.health is None else self.health.verdict == "ok"
-
-    async def _run_health(self) -> None:
-        settings = self.settings
-        if settings is None or not settings.health_check_program:
-            return
-        previous = self.health
-        try:
-            runner = self._runner or _default_runner()
-            report = await runner(
-                settings.health_check_program,
-                node_name=self.opts.name,
-                node_state=self.node_state,
-                is_healthy=self._healthy_now(),
-                timeout=settings.health_check_timeout,
-            )
-        except Exception:
-            log.exception("health check program %s could not be run", settings.health_check_program)
-            return
-        finally:
-            self._health_ran = True
-        self.health = report
-        self._unsent_health = report
-        if report.verdict != "ok":
-            log.warning("health check: %s %s", report.verdict, report.message)
-        if previous is None or previous.verdict != report.verdict:
-            self._request_beat()  # drains and recoveries should not wait a whole interval
+        await goodbye(fs, ShutdownNotice(self.opts.name), self.requests.next_id(),
+                      self.opts.protocol_version, self.opts.shutdown_grace)

@@ -19,7 +19,8 @@ from typing import Any
 import attrs
 import trio
 
-from noded.jobs import JobRunner, LaunchError
+from noded.joblaunch import LaunchError
+from noded.jobs import JobRunner
 from noded.taskenv import (
     cancelled_line,
     exec_error,

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from noded import jobstore
-from noded.jobs import _alive
+from noded.runningjob import alive
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +21,7 @@ def _no_stray_jobs(tmp_path: Path) -> Iterator[None]:
         pids = jobstore.read_json(pids_file) or {}
         if not {"shim_pid", "shim_start"} <= pids.keys():
             continue
-        if not _alive(int(pids["shim_pid"]), int(pids["shim_start"])):
+        if not alive(int(pids["shim_pid"]), int(pids["shim_start"])):
             continue
         try:
             shim = psutil.Process(int(pids["shim_pid"]))

@@ -18,7 +18,8 @@ import trio.testing
 
 from noded import jobstore
 from noded.jobenv import expand_pattern
-from noded.jobs import JobRunner, LaunchError
+from noded.joblaunch import LaunchError
+from noded.jobs import JobRunner
 from protocol.messages import JobEnd, JobSpec
 
 ROOT = os.geteuid() == 0
@@ -448,7 +449,7 @@ async def test_a_kill_kept_for_an_ended_run_spares_the_next_launch(runner: JobRu
 def test_ending_states_from_the_shim_status(tmp_path: Path) -> None:
     """How a status file maps to a state; OUT_OF_MEMORY needs SIGKILL and a risen oom_kill
     count (a real OOM kill needs a memory-limited cgroup this test machine may not have)."""
-    from noded.jobs import _ending_of
+    from noded.runningjob import ending_of
 
     job = spec(tmp_path, "")
 
@@ -457,7 +458,7 @@ def test_ending_states_from_the_shim_status(tmp_path: Path) -> None:
         path.unlink(missing_ok=True)
         if status is not None:
             jobstore.write_json(path, status)
-        end = _ending_of(job, tmp_path, ending, 1.0)
+        end = ending_of(job, tmp_path, ending, 1.0)
         return end.state, end.exit_code, end.signal
 
     kill9 = {"exit_code": 0, "signal": 9, "started_at": 1.0, "ended_at": 2.0}
