@@ -159,6 +159,8 @@ class JobStarts:
         if not job.bulk_on_disk or self.store.state_dir is None:
             return job.req.script, job.req.env
         try:
+            if job.bulk_at is not None:
+                return jobbulk.read_packed(self.store.state_dir, job.id, job.bulk_at)
             return jobbulk.read(self.store.state_dir, job.id)
         except (OSError, ValueError) as exc:
             logs.event("job script unreadable", logging.ERROR, job=job.id, error=str(exc))
