@@ -14,7 +14,7 @@ import trio
 
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
-from ctld import acct, eventlog, jobbulk, logs, statefile
+from ctld import acct, eventlog, gctune, jobbulk, logs, statefile
 from ctld.cluster import Cluster
 from ctld.history import DIR_NAME, FileHistory
 from ctld.server import Server
@@ -250,6 +250,7 @@ class Daemon:
             await self._dirty.wait()
             self._dirty = trio.Event()
             await self.save_snapshot()
+            gctune.release_free_memory()
             await trio.sleep(SAVE_INTERVAL)
 
     async def save_snapshot(self) -> bool:

@@ -44,12 +44,12 @@ def packs(state_dir: str) -> list[int]:
                   if name.startswith(PACK_PREFIX) and name[len(PACK_PREFIX):].isdigit())
 
 
-def write_pack(state_dir: str, pack: int, items: list[tuple[int, str, tuple]]
+def write_pack(state_dir: str, pack: int, items: list[tuple[int, str, tuple | bytes]]
                ) -> list[tuple[int, int, int]]:
     """Blocking (the snapshot's thread): one file holding each item's (job id, script,
-    environment), fsync'd with its directory; (job id, offset, length) of each entry. An entry
-    is a JSON line [id, environment, script bytes] followed by the script's bytes as they came
-    (a script need not be UTF-8)."""
+    environment or that already as JSON), fsync'd with its directory; (job id, offset, length)
+    of each entry. An entry is a JSON line [id, environment, script bytes] followed by the
+    script's bytes as they came (a script need not be UTF-8)."""
     if not items:
         return []
     chunks: list[bytes] = []
@@ -57,7 +57,8 @@ def write_pack(state_dir: str, pack: int, items: list[tuple[int, str, tuple]]
     at = 0
     for job_id, script, env in items:
         raw = script.encode("utf-8", "surrogateescape")
-        entry = orjson.dumps([job_id, env, len(raw)]) + b"\n" + raw
+        env_json = env if isinstance(env, bytes) else orjson.dumps(env)
+        entry = b"[%d,%s,%d]\n%s" % (job_id, env_json, len(raw), raw)
         chunks.append(entry)
         placed.append((job_id, at, len(entry)))
         at += len(entry)

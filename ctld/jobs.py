@@ -13,7 +13,6 @@ import bisect
 import logging
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from sys import intern
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -315,7 +314,8 @@ class Jobs:
     def take_bulk(self) -> tuple[list[tuple[int, str, tuple]], tuple[list[int], list[int]]]:
         """(the bulk of every job not yet on disk, (the purged jobs whose directories may go,
         the packs that may go)): what the next snapshot writes and removes (ctld/jobbulk.py)."""
-        new = [(j.id, j.req.script, j.req.env) for j in self.jobs.values() if not j.bulk_on_disk]
+        new = [(j.id, j.req.script, j.req.env if j.env_json is None else j.env_json)
+               for j in self.jobs.values() if not j.bulk_on_disk]
         gone = (self.bulk_gone, self.packs_gone)
         self.bulk_gone, self.packs_gone = [], []
         return new, gone
@@ -323,14 +323,14 @@ class Jobs:
     def bulk_written(self, pack: int, placed: Iterable[tuple[int, int, int]]) -> None:
         """Their script and environment are in `pack` now, each (job id, offset, length): out
         of memory and of the records the next snapshot and the journal write."""
+        lean: dict[int, m.SubmitJob] = {}  # one request less its bulk for an array's tasks
         for jid, offset, length in placed:
             job = self.jobs.get(jid)
             if job is not None and not job.bulk_on_disk:
-                req = job.req  # its strings shared by every job that names the same ones
-                job.req = attrs.evolve(req, script="", env=(), user=intern(req.user),
-                                       workdir=intern(req.workdir), stdout=intern(req.stdout),
-                                       submit_host=intern(req.submit_host),
-                                       partition=intern(req.partition))
+                req = job.req
+                job.req = lean.get(id(req)) or lean.setdefault(
+                    id(req), attrs.evolve(req, script="", env=()))
+                job.env_json = None
                 job.bulk_on_disk = True
                 job.bulk_at = (pack, offset, length)
                 self.packs[pack] += 1
@@ -341,9 +341,12 @@ class Jobs:
 
     def saved_entry(self, job: Job) -> orjson.Fragment:
         """The job's record as the state file and the journal hold it, encoded once a change."""
-        if job.saved is None:
-            job.saved = orjson.Fragment(kept(orjson.dumps(job_json(job))))
-        return job.saved
+        if job.saved is not None:
+            return job.saved
+        saved = orjson.Fragment(kept(orjson.dumps(job_json(job))))
+        if job.env_json is None:  # one holding the environment is not kept: it is written
+            job.saved = saved  # once or twice before the job's pack replaces it
+        return saved
 
     def save_doc(self) -> dict[str, Any]:
         self.purge()
