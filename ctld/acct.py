@@ -36,10 +36,8 @@ _KEEP = ("job_id", "array_job_id", "array_task_id", "name", "user", "uid", "gid"
 
 
 def record_of(jobs: Jobs, job: Job, fresh: bool = False) -> dict[str, Any]:
-    """What racct shows of a job (and the history keeps of a finished run). `fresh`: build
-    the listing record anew (it may predate the change being recorded)."""
-    if fresh:
-        job.record = None
+    """What racct shows of a job (and the history keeps of a finished run). `fresh`: kept for
+    callers (the listing record is built anew every time now)."""
     rec = jobs.record(job)
     out = {k: rec.get(k) for k in _KEEP}
     out["cluster"] = jobs.c.config.cluster_name

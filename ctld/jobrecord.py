@@ -52,7 +52,7 @@ class Job:
     launched_at: float | None = None  # trio clock, for the submit->start figures
     submitted_at: float = 0.0  # trio clock
     saved: orjson.Fragment | None = None  # job_json encoded, until the job next changes
-    record: dict | None = None
+    listed: tuple[tuple[str, ...], bytes] | None = None  # (keys, that cut of its record)
     # the script and environment are in ctld/jobbulk.py's files, not in `req` (nor memory):
     # at `bulk_at` (pack, offset, length), or in the job's own directory when that is None
     bulk_on_disk: bool = False
