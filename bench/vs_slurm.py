@@ -132,11 +132,9 @@ class RanchSide:
         self._spawn("rctld", ["-m", "ctld.main", "-f", str(conf), "--state-dir",
                               str(self.dir / "state")])
         for node in SHAPE.nodes:
-            argv = ["-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name", node,
-                    "--spool-dir", str(self.dir / "spool" / node)]
-            if os.geteuid() == 0:
-                argv.append("--allow-root-jobs")
-            self._spawn(node, argv)
+            # rnoded runs root's jobs too (DisableRootJobs refuses them at submission)
+            self._spawn(node, ["-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name",
+                               node, "--spool-dir", str(self.dir / "spool" / node)])
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             out = subprocess.run(self.argv("sinfo", "-h", "-N", "-o", "%N %t"), env=env,
