@@ -6,9 +6,10 @@ listing's CPU, measured in-process on a real Daemon with its state directory on 
 Held jobs go through Daemon.submit_job as the server hands them over (decoded from the wire
 form, each with an environment of --env-vars variables), journalled and fsync'd. Printed:
 tracemalloc's bytes per job while the jobs wait for a snapshot, after two snapshots (bulk
-packed, records settled), and after rqueue's cut listing; the CPU (user + system, this
-process) per 1,000 submissions with their snapshots and pack writes; the cut listing's CPU
-when every job's cut must be built and when one job changed. Prints; asserts nothing.
+packed, records settled), after rqueue's cut listing and after the full list; the CPU (user +
+system, this process) per 1,000 submissions with their snapshots and pack writes; the cut
+listing's and the full list's CPU when every job's record must be built and when one job
+changed. Prints; asserts nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +69,13 @@ async def run(n: int, env_vars: int) -> None:
         t2 = time.process_time()
         print(f"rqueue's cut listing: every job {1e3 * (t1 - t0):.1f} ms, "
               f"after one changed {1e3 * (t2 - t1):.1f} ms")
+        jobs.list_body()
+        t3 = time.process_time()
+        jobs.touch(next(iter(jobs.jobs.values())))
+        jobs.list_body()
+        t4 = time.process_time()
+        print(f"the full list (show job, --json, HTTP): every job {1e3 * (t3 - t2):.1f} ms, "
+              f"after one changed {1e3 * (t4 - t3):.1f} ms")
     with tempfile.TemporaryDirectory(prefix="job-cost-") as state:
         d = Daemon(make_config(), b"k" * 32, state_dir=state, host="127.0.0.1", port=0)
         d.store.in_thread = False
@@ -83,6 +91,8 @@ async def run(n: int, env_vars: int) -> None:
         print(f"heap per job, bulk packed: {heap(base, n):,.0f} B")
         jobfields.list_body(jobs, READS)
         print(f"heap per job, after rqueue's listing: {heap(base, n):,.0f} B")
+        jobs.list_body()
+        print(f"heap per job, after the full list too: {heap(base, n):,.0f} B")
         tracemalloc.stop()
 
 

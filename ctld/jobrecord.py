@@ -53,6 +53,7 @@ class Job:
     submitted_at: float = 0.0  # trio clock
     saved: orjson.Fragment | None = None  # job_json encoded, until the job next changes
     listed: tuple[tuple[str, ...], bytes] | None = None  # (keys, that cut of its record)
+    shown: bytes | None = None  # its whole listing record, encoded
     # the script and environment are in ctld/jobbulk.py's files, not in `req` (nor memory):
     # at `bulk_at` (pack, offset, length), or in the job's own directory when that is None
     bulk_on_disk: bool = False

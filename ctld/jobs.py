@@ -154,7 +154,7 @@ class Jobs:
         """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
         the journal before that reply leaves (a pending reason is recomputed, not kept)."""
         job.saved = None
-        job.listed = None
+        job.listed = job.shown = None
         self.gen += 1
         c = self.c
         if durable:
