@@ -34,7 +34,7 @@ from protocol.codec import converter
 from tests.ctld.helpers import make_config
 
 READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count", "nodes",
-         "partition", "priority", "reason", "start_time", "state", "user")
+         "partition", "priority", "reason", "start_time", "state", "uid", "user")
 
 
 def heap(since: tracemalloc.Snapshot, jobs: int) -> float:

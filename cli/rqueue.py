@@ -212,9 +212,10 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
 
 # The record keys the default view, the sort and the array lines read, and those that -l and
 # the filters add: all rqueue asks for then (a record has ~70 keys; with 5,000 jobs decoding
-# the rest was most of the time, and each key asked for and not read costs ~0.5 ms).
+# the rest was most of the time, and each key asked for and not read costs ~0.5 ms). "uid":
+# rctld's PrivateData=jobs tells a record's owner by it (ctld/permissions.py).
 READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count", "nodes",
-         "partition", "priority", "reason", "start_time", "state", "user")
+         "partition", "priority", "reason", "start_time", "state", "uid", "user")
 
 
 def reads(args: Namespace) -> tuple[str, ...]:
@@ -222,8 +223,8 @@ def reads(args: Namespace) -> tuple[str, ...]:
     if args.json or args.format or args.Format or args.steps is not None or any(
             os.environ.get(v) for v in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2")):
         return ()
-    extra = [key for key, wanted in (("time_limit", args.long), ("uid", args.user or args.me),
-                                     ("account", args.account), ("qos", args.qos)) if wanted]
+    extra = [key for key, wanted in (("time_limit", args.long), ("account", args.account),
+                                     ("qos", args.qos)) if wanted]
     return READS + tuple(extra)
 
 

@@ -1,5 +1,5 @@
 """The job list cut to the record keys a command reads (GetJobs.fields): rqueue's default view
-reads 13 of a record's ~70 keys, and encoding, sending and decoding the rest was most of its
+reads 14 of a record's ~70 keys, and encoding, sending and decoding the rest was most of its
 time with thousands of jobs queued."""
 
 from __future__ import annotations
