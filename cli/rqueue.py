@@ -184,7 +184,7 @@ def long_format(text: str):
 
 def render(args: Namespace, jobs: list[dict], now: float) -> str:
     from cli.sinfo_format import FormatError, parse_format, render_table
-    from cli.squeue_fields import DEFAULT_FORMAT, FIELDS, LONG_FORMAT
+    from cli.squeue_fields import COLUMNS, DEFAULT_FORMAT, FIELDS, LONG_FORMAT
 
     if args.steps is not None:  # squeue -s (cli/step_view.py)
         from cli.slurm_names import prog
@@ -199,8 +199,10 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
         stamp = time.strftime("%a %b %d %H:%M:%S %Y\n", time.localtime(now))
         return stamp + text if args.long else text
     long_text = args.Format or os.environ.get("SQUEUE_FORMAT2")
+    fast = COLUMNS
     if long_text and not args.format:
         fmt, names, getters = long_format(long_text)
+        fast = {}  # -O names, not letters
     else:
         text = args.format or os.environ.get("SQUEUE_FORMAT") or (
             LONG_FORMAT if args.long else DEFAULT_FORMAT)
@@ -212,26 +214,31 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
         names = [FIELDS[f.letter][0] for f in fmt.fields]
     if not args.array:
         jobs = collapse(jobs)
-    rows = [[g(j, now) for g in getters] for j in jobs]
+    columns = [fast[f.letter](jobs, now) if f.letter in fast else [g(j, now) for j in jobs]
+               for f, g in zip(fmt.fields, getters, strict=True)]
+    rows = list(zip(*columns, strict=True))
     lines = render_table(fmt, names, rows, header=not args.noheader)
     if args.long:
         lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
     return "".join(line.rstrip() + "\n" for line in lines)
 
 
-# The record keys the default and -l views, the filters, the sort and the array lines read: all
-# rqueue asks for then (a record has ~70 keys; with 5,000 jobs the rest was most of the time).
-READS = ("account", "array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count",
-         "nodes", "partition", "priority", "qos", "reason", "start_time", "state", "time_limit",
-         "uid", "user")
+# The record keys the default view, the sort and the array lines read, and those that -l and
+# the filters add: all rqueue asks for then (a record has ~70 keys; with 5,000 jobs decoding
+# the rest was most of the time, and each key asked for and not read costs ~0.5 ms). "uid":
+# rctld's PrivateData=jobs tells a record's owner by it (ctld/permissions.py).
+READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count", "nodes",
+         "partition", "priority", "reason", "start_time", "state", "uid", "user")
 
 
 def reads(args: Namespace) -> tuple[str, ...]:
-    """GetJobs.fields for `args`: READS for the default and -l views, else every key."""
+    """GetJobs.fields for `args`: READS and what -l and the filters read, else every key."""
     if args.json or args.format or args.Format or args.steps is not None or any(
             os.environ.get(v) for v in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2")):
         return ()
-    return READS
+    extra = [key for key, wanted in (("time_limit", args.long), ("account", args.account),
+                                     ("qos", args.qos)) if wanted]
+    return READS + tuple(extra)
 
 
 def run(argv: list[str]) -> int:

@@ -39,10 +39,8 @@ STEPS_KEPT = 1000
 
 
 def record_of(jobs: Jobs, job: Job, fresh: bool = False) -> dict[str, Any]:
-    """What racct shows of a job (and the history keeps of a finished run). `fresh`: build
-    the listing record anew (it may predate the change being recorded)."""
-    if fresh:
-        job.record = None
+    """What racct shows of a job (and the history keeps of a finished run). `fresh`: kept for
+    callers (the listing record is built anew every time now)."""
     rec = jobs.record(job)
     out = {k: rec.get(k) for k in _KEEP}
     out["cluster"] = jobs.c.config.cluster_name

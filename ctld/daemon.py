@@ -14,7 +14,7 @@ import trio
 
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
-from ctld import acct, eventlog, jobbulk, logs, statefile
+from ctld import acct, eventlog, gctune, jobbulk, logs, statefile
 from ctld.cluster import Cluster
 from ctld.history import DIR_NAME, FileHistory
 from ctld.server import Server
@@ -57,6 +57,7 @@ class Daemon:
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job, state_dir=state_dir)
         self.store = FileStore(state_dir)
+        self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
         self.cluster.jobs.state_dir = state_dir
         self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
         self.server.sync = self.durable
@@ -91,15 +92,18 @@ class Daemon:
             logs.event("saved state unusable; starting from the config", logging.ERROR,
                        error=str(exc))
             doc, records = None, self.store.read()
+        jobs = self.cluster.jobs
         if doc is None and not records:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
-            return
-        doc = overlay(doc, records)
-        if doc.get("nodes"):
-            self.cluster.restore(doc)
         else:
-            self.cluster.jobs.restore(doc.get("jobs"))
+            doc = overlay(doc, records)
+            if doc.get("nodes"):
+                self.cluster.restore(doc)
+            else:
+                jobs.restore(doc.get("jobs"))
+        # packs no saved job points into (a snapshot that failed after writing one)
+        jobs.packs_gone += [n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs]
 
     async def durable(self) -> None:
         """Return once every change made so far is on disk (group commit: the changes of every
@@ -197,6 +201,7 @@ class Daemon:
         finally:
             acct.flush_now(self.cluster.jobs.history)  # before the snapshot purges their jobs
             self.save_now()
+            self.store.close()
             try:
                 eventlog.flush(self.cluster.eventlog, self.state_dir)
             except OSError as exc:
@@ -244,25 +249,49 @@ class Daemon:
         while True:
             await self._dirty.wait()
             self._dirty = trio.Event()
-            doc = self._snapshot_doc()  # built here; the entries are never mutated later
-            bulk, gone = self.cluster.jobs.take_bulk()
-            try:
-                await self.store.snapshot(doc, doc["journal_keep_from"],
-                                          partial(self._write_bulk, bulk, gone))
-                self.cluster.jobs.bulk_written(jid for jid, _, _ in bulk)
-            except OSError as exc:
-                logs.event("state save failed", logging.ERROR, error=str(exc))
-                self.cluster.dirty = True
-                self._dirty.set()
-            del doc  # entries of nodes changed since are not kept alive by an old document
+            await self.save_snapshot()
+            gctune.release_free_memory()
             await trio.sleep(SAVE_INTERVAL)
 
-    def _write_bulk(self, bulk: list[tuple[int, str, tuple]], gone: list[int]) -> None:
-        """In the snapshot's thread: the new jobs' script and environment files, before the
-        snapshot lets go of the journal segment that holds them; purged jobs' files removed."""
-        jobbulk.write_many(self.state_dir, bulk)
-        for jid in gone:
+    async def save_snapshot(self) -> bool:
+        """One snapshot: the new jobs' bulk packed, the state file, the journal trimmed, the
+        files of purged jobs removed. False (logged, retried by the saver) if it failed."""
+        doc = self._snapshot_doc()  # built here; the entries are never mutated later
+        jobs = self.cluster.jobs
+        bulk, gone = jobs.take_bulk()
+        pack, placed = self.next_pack, []
+        if bulk:
+            self.next_pack += 1
+        try:
+            await self.store.snapshot(doc, doc["journal_keep_from"],
+                                      partial(self._write_bulk, pack, bulk, placed),
+                                      partial(self._remove_bulk, gone))
+        except OSError as exc:
+            logs.event("state save failed", logging.ERROR, error=str(exc))
+            if placed:  # no saved record points into it: the next snapshot writes anew
+                jobs.packs_gone.append(pack)
+            jobs.bulk_gone += gone[0]
+            jobs.packs_gone += gone[1]
+            self.cluster.dirty = True
+            self._dirty.set()
+            return False
+        if placed:
+            jobs.bulk_written(pack, placed)
+        return True
+
+    def _write_bulk(self, pack: int, bulk: list[tuple[int, str, tuple]],
+                    placed: list[tuple[int, int, int]]) -> None:
+        """In the snapshot's thread: the new jobs' scripts and environments in one pack, before
+        the snapshot lets go of the journal segment that holds them."""
+        placed += jobbulk.write_pack(self.state_dir, pack, bulk)
+
+    def _remove_bulk(self, gone: tuple[list[int], list[int]]) -> None:
+        """In the snapshot's thread, once the snapshot without them is on disk: the files of
+        purged jobs (a crash before it must find the files its saved records point to)."""
+        for jid in gone[0]:
             jobbulk.remove(self.state_dir, jid)
+        for pack in gone[1]:
+            jobbulk.remove_pack(self.state_dir, pack)
 
     async def _event_saver(self) -> None:
         """Appends new events to the state dir's event log, batched like state saves."""

@@ -1,74 +1,111 @@
-"""A job's bulk, its script and environment, in files of its own under the state directory
-(StateSaveLocation/jobs/hash.N/job.ID/, as slurmctld keeps script and environment): written
+"""A job's bulk, its script and environment, on disk under StateSaveLocation/jobs/: written
 once, read when the job launches, never held in memory nor rewritten by a state save.
 
+Each snapshot packs the bulk of every job new since the last one into one file, jobs/bulk.N,
+and each job keeps where its entry is (`Job.bulk_at`); the file goes once every job in it is
+purged. slurmctld's layout, a directory and two files per job (hash.N/job.ID/{script,
+environment}), cost this machine's ext4 0.8 ms of kernel CPU per job, more than the rest of a
+submission (docs/benchmarks.md, issue 23); a pack costs one create and one fsync per snapshot.
+Jobs saved by earlier versions keep their hash.N/job.ID directories, read and removed as before.
+
 A submission's journal record holds the bulk until then; before a snapshot lets that record's
-segment go, the snapshot writes (and fsyncs) the bulk files of every job new since the last one.
+segment go, the snapshot writes (and fsyncs) the pack.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import shutil
 
 import orjson
 
+from ctld import statefile
 
-def job_dir(state_dir: str, job_id: int) -> str:
-    return os.path.join(state_dir, "jobs", f"hash.{job_id % 10}", f"job.{job_id}")
-
-
-def write_many(state_dir: str, items: list[tuple[int, str, tuple[tuple[str, str], ...]]]) -> None:
-    """Blocking (the snapshot's thread): each job's script and environment, then one sync of
-    the file system for them all. An fsync per file made the journal's own fsyncs wait behind
-    thousands of them (a job's end took 250 ms to acknowledge under load)."""
-    if not items:
-        return
-    for job_id, script, env in items:
-        path = job_dir(state_dir, job_id)
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        _write(os.path.join(path, "script"), script.encode("utf-8", "surrogateescape"))
-        _write(os.path.join(path, "environment"), orjson.dumps(env))
-    sync_filesystem(state_dir)
+PACK_PREFIX = "bulk."
+Bulk = tuple[str, tuple[tuple[str, str], ...]]  # (script, environment)
 
 
-def _write(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def jobs_dir(state_dir: str) -> str:
+    return os.path.join(state_dir, "jobs")
+
+
+def pack_path(state_dir: str, pack: int) -> str:
+    return os.path.join(jobs_dir(state_dir), f"{PACK_PREFIX}{pack}")
+
+
+def packs(state_dir: str) -> list[int]:
+    """The numbers of the pack files there, in order."""
     try:
-        view = memoryview(data)
+        names = os.listdir(jobs_dir(state_dir))
+    except OSError:
+        return []
+    return sorted(int(name[len(PACK_PREFIX):]) for name in names
+                  if name.startswith(PACK_PREFIX) and name[len(PACK_PREFIX):].isdigit())
+
+
+def write_pack(state_dir: str, pack: int, items: list[tuple[int, str, tuple | bytes]]
+               ) -> list[tuple[int, int, int]]:
+    """Blocking (the snapshot's thread): one file holding each item's (job id, script,
+    environment or that already as JSON), fsync'd with its directory; (job id, offset, length)
+    of each entry. An entry is a JSON line [id, environment, script bytes] followed by the
+    script's bytes as they came (a script need not be UTF-8)."""
+    if not items:
+        return []
+    chunks: list[bytes] = []
+    placed: list[tuple[int, int, int]] = []
+    at = 0
+    for job_id, script, env in items:
+        raw = script.encode("utf-8", "surrogateescape")
+        env_json = env if isinstance(env, bytes) else orjson.dumps(env)
+        entry = b"[%d,%s,%d]\n%s" % (job_id, env_json, len(raw), raw)
+        chunks.append(entry)
+        placed.append((job_id, at, len(entry)))
+        at += len(entry)
+    directory = jobs_dir(state_dir)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd = os.open(pack_path(state_dir, pack), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(b"".join(chunks))
         while view:
             view = view[os.write(fd, view):]
+        os.fsync(fd)
     finally:
         os.close(fd)
+    statefile.fsync_dir(directory)  # the new file's name is durable too
+    return placed
 
 
-def sync_filesystem(path: str) -> None:
-    """syncfs(2) on the file system holding `path` (every file written there so far reaches
-    the disk), or sync(2) where libc has no syncfs."""
-    fd = os.open(path, os.O_RDONLY)
+def read_packed(state_dir: str, job_id: int, where: tuple[int, int, int]) -> Bulk:
+    """A job's script and environment from its pack entry; OSError/ValueError if unreadable."""
+    pack, offset, length = where
+    fd = os.open(pack_path(state_dir, pack), os.O_RDONLY)
     try:
-        libc = _libc()
-        if libc is None or libc.syncfs(fd) != 0:
-            os.sync()
+        data = os.pread(fd, length, offset)
     finally:
         os.close(fd)
+    head, _, raw = data.partition(b"\n")
+    got_id, env, size = orjson.loads(head)
+    if got_id != job_id or len(raw) != size:
+        raise ValueError(f"entry at {offset} of {pack_path(state_dir, pack)} is not job {job_id}")
+    return raw.decode("utf-8", "surrogateescape"), tuple((str(k), str(v)) for k, v in env)
 
 
-@functools.cache
-def _libc():
-    try:
-        import ctypes
-        import ctypes.util
-
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-    except (OSError, AttributeError):
-        return None
+def remove_pack(state_dir: str, pack: int) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(pack_path(state_dir, pack))
 
 
-def read(state_dir: str, job_id: int) -> tuple[str, tuple[tuple[str, str], ...]]:
-    """The job's script and environment; OSError/ValueError if they are gone or unreadable."""
+# -- the per-job directories of earlier versions --------------------------------------------
+
+
+def job_dir(state_dir: str, job_id: int) -> str:
+    return os.path.join(jobs_dir(state_dir), f"hash.{job_id % 10}", f"job.{job_id}")
+
+
+def read(state_dir: str, job_id: int) -> Bulk:
+    """The job's script and environment from its own directory; OSError/ValueError if they
+    are gone or unreadable."""
     path = job_dir(state_dir, job_id)
     with open(os.path.join(path, "script"), "rb") as f:
         script = f.read().decode("utf-8", "surrogateescape")

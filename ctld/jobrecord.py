@@ -11,7 +11,6 @@ import orjson
 
 from ctld.scheduler import Need, Share
 from ctld.steps import Step, step_from_json, step_json
-from ctld.wire import kept
 from protocol import messages as m
 from protocol.codec import converter
 from statemachine.jobstates import ACTIVE, COMPLETING, CONFIGURING, PENDING, RUNNING, JobState
@@ -40,7 +39,9 @@ class Job:
     end_time: float | None = None
     nodes: tuple[str, ...] = ()
     shares: dict[str, Share] = attrs.Factory(dict)
-    awaiting: set[str] = attrs.Factory(set)  # nodes whose JobEnd of this run is still due
+    # nodes whose JobEnd of this run is still due (replaced, never changed in place: the empty
+    # one is shared by every job not ending)
+    awaiting: frozenset[str] = frozenset()
     outcome: str = ""  # the state a COMPLETING job takes when `awaiting` empties
     restarts: int = 0
     exit_code: int = 0
@@ -50,12 +51,16 @@ class Job:
     array_task_id: int | None = None
     launched_at: float | None = None  # trio clock, for the submit->start figures
     submitted_at: float = 0.0  # trio clock
-    saved: orjson.Fragment | None = None
-    record: dict | None = None
-    # the script and environment are in ctld/jobbulk.py's files, not in `req` (nor memory)
+    saved: orjson.Fragment | None = None  # job_json encoded, until the job next changes
+    listed: tuple[tuple[str, ...], bytes] | None = None  # (keys, that cut of its record)
+    shown: bytes | None = None  # its whole listing record, encoded
+    # the script and environment are in ctld/jobbulk.py's files, not in `req` (nor memory):
+    # at `bulk_at` (pack, offset, length), or in the job's own directory when that is None
     bulk_on_disk: bool = False
-    # `req` encoded, with the request it encodes: it changes far less often than the job
-    req_saved: tuple[m.SubmitJob, orjson.Fragment] | None = None
+    bulk_at: tuple[int, int, int] | None = None
+    # until then the environment, encoded (`req` holds none: 1 KB of bytes rather than 7 KB of
+    # tuples and strings for every job a burst of submissions leaves waiting for a snapshot)
+    env_json: bytes | None = None
     steps: list[Step] = attrs.Factory(list)  # the current run's steps (rrun), in id order
     next_step: int = 0
 
@@ -92,47 +97,60 @@ def job_name(req: m.SubmitJob) -> str:
     return req.name or (os.path.basename(req.command) if req.command else "wrap")
 
 
-def req_fragment(job: Job) -> orjson.Fragment:
-    """The job's request as JSON, encoded once (and again only after `job.req` is replaced)."""
-    cached = job.req_saved
-    if cached is None or cached[0] is not job.req:
-        # kept(): orjson's spare capacity was 16 KB a queued job, most of its memory
-        cached = job.req_saved = (job.req, orjson.Fragment(kept(orjson.dumps(
-            converter.unstructure(job.req)))))
-    return cached[1]
+# (field, default) of a request: the saved form holds only what differs from the default
+REQ_DEFAULTS = tuple((f.name, f.default) for f in attrs.fields(m.SubmitJob))
+NEED_DEFAULTS = tuple((f.name, f.default) for f in attrs.fields(Need))
+# the job record's keys left out when they hold these (job_from_json's defaults)
+JOB_DEFAULTS = (("req_nodes", ()), ("exc_nodes", ()), ("held", ""), ("start_time", None),
+                ("end_time", None), ("nodes", ()), ("outcome", ""), ("restarts", 0),
+                ("exit_code", 0), ("signal", 0), ("message", ""), ("array_job_id", 0),
+                ("array_task_id", None), ("bulk_on_disk", False), ("bulk_at", None))
+
+
+def _differing(obj: Any, defaults: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return {name: value for name, default in defaults
+            if (value := getattr(obj, name)) != default}
+
+
+def req_json(req: m.SubmitJob) -> dict[str, Any]:
+    """The request as the codec writes it, less the fields that hold their default (a queued
+    job's saved record was 1.4 KB, mostly defaults, kept in memory twice; docs/benchmarks.md,
+    issue 23). The fields are all JSON values as they are (str, numbers, tuples)."""
+    return _differing(req, REQ_DEFAULTS)
 
 
 def job_json(job: Job) -> dict[str, Any]:
-    return {
+    req = req_json(job.req)
+    if job.env_json is not None:
+        req["env"] = orjson.Fragment(job.env_json)
+    out = {
         "id": job.id,
-        "req": req_fragment(job),
+        "req": req,
         "partition": job.partition,
         "time_limit": job.time_limit,
         "priority": job.priority,
         "submit_time": job.submit_time,
-        "need": attrs.asdict(job.need),
-        "req_nodes": list(job.req_nodes),
-        "exc_nodes": list(job.exc_nodes),
+        "need": _differing(job.need, NEED_DEFAULTS),
         "stdout": job.stdout,
         "state": job.state,
         "reason": job.reason,
-        "held": job.held,
-        "start_time": job.start_time,
-        "end_time": job.end_time,
-        "nodes": list(job.nodes),
-        "shares": {n: [s.cpus, s.mem, list(s.gpus)] for n, s in job.shares.items()},
-        "awaiting": sorted(job.awaiting),
-        "outcome": job.outcome,
-        "restarts": job.restarts,
-        "exit_code": job.exit_code,
-        "signal": job.signal,
-        "message": job.message,
-        "array_job_id": job.array_job_id,
-        "array_task_id": job.array_task_id,
-        "bulk_on_disk": job.bulk_on_disk,
-        **({"steps": [step_json(s) for s in job.steps], "next_step": job.next_step}
-           if job.steps or job.next_step else {}),
+        **_differing(job, JOB_DEFAULTS),
     }
+    if job.shares:
+        out["shares"] = {n: [s.cpus, s.mem, list(s.gpus)] for n, s in job.shares.items()}
+    if job.awaiting:
+        out["awaiting"] = sorted(job.awaiting)
+    if job.steps or job.next_step:
+        out["steps"] = [step_json(s) for s in job.steps]
+        out["next_step"] = job.next_step
+    return out
+
+
+def job_env(job: Job) -> tuple[tuple[str, str], ...]:
+    """The environment of a job whose bulk is not on disk yet."""
+    if job.env_json is None:
+        return job.req.env
+    return tuple((str(k), str(v)) for k, v in orjson.loads(job.env_json))
 
 
 def job_from_json(d: dict[str, Any]) -> Job:
@@ -155,7 +173,7 @@ def job_from_json(d: dict[str, Any]) -> Job:
         nodes=tuple(d.get("nodes", ())),
         shares={n: Share(int(v[0]), int(v[1]), tuple(v[2])) for n, v in
                 d.get("shares", {}).items()},
-        awaiting=set(d.get("awaiting", ())),
+        awaiting=frozenset(d.get("awaiting", ())),
         outcome=d.get("outcome", ""),
         restarts=int(d.get("restarts", 0)),
         exit_code=int(d.get("exit_code", 0)),
@@ -164,6 +182,7 @@ def job_from_json(d: dict[str, Any]) -> Job:
         array_job_id=int(d.get("array_job_id", 0)),
         array_task_id=d.get("array_task_id"),
         bulk_on_disk=bool(d.get("bulk_on_disk", False)),
+        bulk_at=tuple(map(int, d["bulk_at"])) if d.get("bulk_at") else None,  # type: ignore
         steps=[step_from_json(s) for s in d.get("steps", ())],
         next_step=int(d.get("next_step", 0)),
     )

@@ -76,7 +76,11 @@ class Jobs:
         self.next_id = 1
         self.building = 0  # jobs built and not yet accepted (their journal write under way)
         self.state_dir: str | None = None  # where ctld/jobbulk.py keeps scripts (the daemon's)
-        self.bulk_gone: list[int] = []  # purged jobs whose bulk files the next snapshot removes
+        # what the next snapshot removes of ctld/jobbulk.py's files: the directories of purged
+        # jobs (earlier versions' layout), and packs no live job is in
+        self.bulk_gone: list[int] = []
+        self.packs: Counter[int] = Counter()  # pack -> jobs held whose bulk is in it
+        self.packs_gone: list[int] = []
         self.kicked = False  # a scheduling pass is due
         self.gen = 0  # bumped by every change a job listing shows
         self.index: dict[str, int] = {}
@@ -156,7 +160,7 @@ class Jobs:
         """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
         the journal before that reply leaves (a pending reason is recomputed, not kept)."""
         job.saved = None
-        job.record = None
+        job.listed = job.shown = None
         self.gen += 1
         c = self.c
         if durable:
@@ -179,7 +183,7 @@ class Jobs:
         if new == old and not effects:
             return None
         job.state, job.outcome, job.held = new.state, new.outcome, new.held
-        job.restarts, job.nodes, job.awaiting = new.restarts, new.nodes, set(new.awaiting)
+        job.restarts, job.nodes, job.awaiting = new.restarts, new.nodes, new.awaiting
         job.exit_code, job.signal, job.message = new.exit_code, new.signal, new.message
         for eff in effects:
             if isinstance(eff, jt.Free):
@@ -302,33 +306,55 @@ class Jobs:
                and not acct.held(self, j)]
         for jid in old:
             job = self.jobs.pop(jid)
-            if job.bulk_on_disk:
+            if job.bulk_at is not None:
+                self._unpack(job.bulk_at[0])
+            elif job.bulk_on_disk:
                 self.bulk_gone.append(jid)
         if old:
             self.gen += 1
 
-    def take_bulk(self) -> tuple[list[tuple[int, str, tuple]], list[int]]:
-        """(the bulk of every job not yet in its files, the jobs whose files may go): what the
-        next snapshot writes and removes (ctld/jobbulk.py)."""
-        new = [(j.id, j.req.script, j.req.env) for j in self.jobs.values() if not j.bulk_on_disk]
-        gone, self.bulk_gone = self.bulk_gone, []
+    def _unpack(self, pack: int) -> None:
+        self.packs[pack] -= 1
+        if self.packs[pack] <= 0:
+            del self.packs[pack]
+            self.packs_gone.append(pack)
+
+    def take_bulk(self) -> tuple[list[tuple[int, str, tuple]], tuple[list[int], list[int]]]:
+        """(the bulk of every job not yet on disk, (the purged jobs whose directories may go,
+        the packs that may go)): what the next snapshot writes and removes (ctld/jobbulk.py)."""
+        new = [(j.id, j.req.script, j.req.env if j.env_json is None else j.env_json)
+               for j in self.jobs.values() if not j.bulk_on_disk]
+        gone = (self.bulk_gone, self.packs_gone)
+        self.bulk_gone, self.packs_gone = [], []
         return new, gone
 
-    def bulk_written(self, ids: Iterable[int]) -> None:
-        """Their script and environment are in their files now: out of memory and of the
-        records the next snapshot and the journal write."""
-        for jid in ids:
+    def bulk_written(self, pack: int, placed: Iterable[tuple[int, int, int]]) -> None:
+        """Their script and environment are in `pack` now, each (job id, offset, length): out
+        of memory and of the records the next snapshot and the journal write."""
+        lean: dict[int, m.SubmitJob] = {}  # one request less its bulk for an array's tasks
+        for jid, offset, length in placed:
             job = self.jobs.get(jid)
             if job is not None and not job.bulk_on_disk:
-                job.req = attrs.evolve(job.req, script="", env=())
+                req = job.req
+                job.req = lean.get(id(req)) or lean.setdefault(
+                    id(req), attrs.evolve(req, script="", env=()))
+                job.env_json = None
                 job.bulk_on_disk = True
+                job.bulk_at = (pack, offset, length)
+                self.packs[pack] += 1
                 self.touch(job, durable=False)
+        if not self.packs.get(pack):  # every job in it is gone already (retracted)
+            self.packs.pop(pack, None)
+            self.packs_gone.append(pack)
 
     def saved_entry(self, job: Job) -> orjson.Fragment:
         """The job's record as the state file and the journal hold it, encoded once a change."""
-        if job.saved is None:
-            job.saved = orjson.Fragment(kept(orjson.dumps(job_json(job))))
-        return job.saved
+        if job.saved is not None:
+            return job.saved
+        saved = orjson.Fragment(kept(orjson.dumps(job_json(job))))
+        if job.env_json is None:  # one holding the environment is not kept: it is written
+            job.saved = saved  # once or twice before the job's pack replaces it
+        return saved
 
     def save_doc(self) -> dict[str, Any]:
         self.purge()
@@ -353,6 +379,8 @@ class Jobs:
 
     def adopt(self, job: Job) -> None:
         self.jobs[job.id] = job
+        if job.bulk_at is not None:
+            self.packs[job.bulk_at[0]] += 1
         if job.state in (RUNNING, COMPLETING):
             job.launched_at = self.c.clock()  # the missing-job grace counts from the restart
             self.inactive.started(job, restart=True)  # a full limit from the restart

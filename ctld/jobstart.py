@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from conf import hostlist
 from ctld import jobbulk, jobextras, logs
 from ctld.constraints import placeable
-from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_name
+from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_env, job_name
 from ctld.scheduler import NodeUse, place
 from protocol import messages as m
 from statemachine import jobtable as jt
@@ -162,8 +162,10 @@ class JobStarts:
         """The job's script and environment: in memory until a snapshot put them in their
         files (one small read per launch then)."""
         if not job.bulk_on_disk or self.store.state_dir is None:
-            return job.req.script, job.req.env
+            return job.req.script, job_env(job)
         try:
+            if job.bulk_at is not None:
+                return jobbulk.read_packed(self.store.state_dir, job.id, job.bulk_at)
             return jobbulk.read(self.store.state_dir, job.id)
         except (OSError, ValueError) as exc:
             logs.event("job script unreadable", logging.ERROR, job=job.id, error=str(exc))

@@ -4,14 +4,17 @@ MaxArraySize), building its jobs, and queueing them once journalled."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from sys import intern
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import orjson
 
 from conf import hostlist
 from ctld import jobextras, logs
 from ctld.jobrecord import NOT_AVAILABLE, TOP_PRIORITY, Job, parse_array
 from ctld.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
+from ctld.wire import kept
 from protocol import messages as m
 from protocol.limits import MAX_SCRIPT_BYTES, MAX_TIME_LIMIT_MINUTES
 
@@ -92,6 +95,10 @@ class JobSubmission:
             return checked
         wall, now = self.c.wall(), self.c.clock()
         built: list[Job] = []
+        env_json = kept(orjson.dumps(req.env)) if req.env else None
+        req = attrs.evolve(req, env=(), user=intern(req.user), workdir=intern(req.workdir),
+                           stdout=intern(req.stdout), submit_host=intern(req.submit_host),
+                           partition=intern(req.partition))  # shared by the jobs naming them
         first = self.store.next_id
         need = checked.need
         for task in checked.tasks:
@@ -104,7 +111,7 @@ class JobSubmission:
                 req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes, stdout=stdout,
                 held="user" if req.hold else "",
                 array_job_id=first if task is not None else 0, array_task_id=task,
-                submitted_at=now,
+                submitted_at=now, env_json=env_json,
             ))
         # the reasons the journal keeps until a pass runs (at once, or after a restart)
         if req.hold:

@@ -37,9 +37,14 @@ def write_atomic(path: str, data: bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+    fsync_dir(directory)  # make the rename itself durable
+
+
+def fsync_dir(directory: str) -> None:
+    """Make the names in `directory` (a file created or renamed there) durable."""
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
-        os.fsync(dir_fd)  # make the rename itself durable
+        os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 

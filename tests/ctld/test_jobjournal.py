@@ -195,17 +195,13 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
     sub = await d.submit_job(m.SubmitJob(script=big, user="alice", uid=1000, gid=1000,
                                          workdir="/home/alice", env=(("SECRET", "x" * 100),)))
     jobs = d.cluster.jobs
-    bulk, gone = jobs.take_bulk()
-    assert [jid for jid, _, _ in bulk] == [sub.job_id] and gone == []
-    doc = d._snapshot_doc()
-    await d.store.snapshot(doc, doc["journal_keep_from"],
-                           lambda: d._write_bulk(bulk, gone))
-    jobs.bulk_written([sub.job_id])
+    assert await d.save_snapshot()
     job = jobs.jobs[sub.job_id]
     assert job.req.script == "" and job.req.env == () and job.bulk_on_disk
-    assert jobbulk.read(str(tmp_path), sub.job_id) == (big, (("SECRET", "x" * 100),))
-    doc = d._snapshot_doc()
-    await d.store.snapshot(doc, doc["journal_keep_from"])
+    assert job.bulk_at is not None and job.bulk_at[0] in jobbulk.packs(str(tmp_path))
+    assert jobbulk.read_packed(str(tmp_path), sub.job_id, job.bulk_at) == (
+        big, (("SECRET", "x" * 100),))
+    assert await d.save_snapshot()
     assert b"padding" not in (tmp_path / "node_state.json").read_bytes()
     # requeued: the new run's LaunchJob carries the script read back from its file
     r = jobs.control(m.JobControl(job_ids=(sub.job_id,), action="requeue", user="root", uid=0))
@@ -220,3 +216,67 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
     d2.restore()
     again = d2.cluster.jobs.jobs[sub.job_id]
     assert again.bulk_on_disk and again.req.script == ""
+
+
+async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_still_read(
+        tmp_path) -> None:
+    """A snapshot packs the bulk of every new job into one file (ctld/jobbulk.py); the file
+    is removed once its last job is purged, after a snapshot without them is on disk. A script
+    that is not UTF-8 comes back byte for byte; a job saved in an earlier version's own
+    directory is still launched from it; a pack no saved job points into goes at restart."""
+    from ctld import acct, jobbulk
+
+    d = daemon(tmp_path)
+    jobs = d.cluster.jobs
+    ids = [(await d.submit_job(submit_msg(hold=True, env=(("N", str(i)),)))).job_id
+           for i in range(3)]
+    assert await d.save_snapshot()
+    (pack,) = jobbulk.packs(str(tmp_path))
+    assert {jobs.jobs[j].bulk_at[0] for j in ids} == {pack}
+    for i, jid in enumerate(ids):
+        got = jobbulk.read_packed(str(tmp_path), jid, jobs.jobs[jid].bulk_at)
+        assert got == ("#!/bin/sh\ntrue\n", (("N", str(i)),))
+    odd = b"#!/bin/sh\necho \xff\xfe\n".decode("utf-8", "surrogateescape")
+    (where,) = jobbulk.write_pack(str(tmp_path), 50, [(5, odd, ())])
+    assert jobbulk.read_packed(str(tmp_path), 5, (50, *where[1:])) == (odd, ())
+    jobbulk.remove_pack(str(tmp_path), 50)
+    with_bulk = jobs.jobs[ids[0]]
+    with_bulk.bulk_at = (pack, with_bulk.bulk_at[1] + 1, with_bulk.bulk_at[2])
+    try:
+        jobbulk.read_packed(str(tmp_path), ids[0], with_bulk.bulk_at)
+        raise AssertionError("a misplaced entry was read")
+    except ValueError:
+        pass
+    jobs.min_job_age = 0.0
+    r = jobs.cancel(m.CancelJobs(job_ids=tuple(ids[:2]), user="alice", uid=1000))
+    assert r.ok, r.errors
+    acct.flush_now(jobs.history)
+    assert await d.save_snapshot()
+    assert ids[0] not in jobs.jobs and jobbulk.packs(str(tmp_path)) == [pack]
+    # a job of an earlier version: its bulk in jobs/hash.N/job.ID/
+    legacy = jobs.jobs[ids[2]]
+    path = jobbulk.job_dir(str(tmp_path), legacy.id)
+    os.makedirs(path)
+    with open(os.path.join(path, "script"), "w") as f:
+        f.write("#!/bin/sh\necho legacy\n")
+    with open(os.path.join(path, "environment"), "w") as f:
+        f.write('[["L","1"]]')
+    legacy.bulk_at = None
+    jobs.packs.clear()
+    jobs.packs_gone.append(pack)
+    jobs.touch(legacy)
+    assert await d.save_snapshot()
+    assert jobbulk.packs(str(tmp_path)) == []
+    assert d.cluster.jobs.starts._bulk(legacy) == ("#!/bin/sh\necho legacy\n", (("L", "1"),))
+    r = jobs.cancel(m.CancelJobs(job_ids=(legacy.id,), user="alice", uid=1000))
+    assert r.ok, r.errors
+    acct.flush_now(jobs.history)
+    assert await d.save_snapshot()
+    assert not os.path.exists(path)
+    # a pack no saved record points into (written by a snapshot whose state save failed)
+    jobbulk.write_pack(str(tmp_path), 7, [(99, "#!/bin/sh\n", ())])
+    d2 = daemon(tmp_path)
+    d2.restore()
+    assert d2.next_pack == 8
+    assert await d2.save_snapshot()
+    assert jobbulk.packs(str(tmp_path)) == []
