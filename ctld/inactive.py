@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctld import logs
-from statemachine import jobtable as jt
+from statemachine import jobevents as je
 from statemachine import steptable as st
 from statemachine.jobstates import CONFIGURING, RUNNING
 
@@ -96,7 +96,7 @@ class InactiveWatch:
             self.c.deadlines.schedule((job_id, KIND), due)
             return
         job.reason = REASON  # kept through COMPLETING into the end (jobstates.end_reason)
-        if self.store.apply(job, jt.Inactive()) is None:
+        if self.store.apply(job, je.Inactive()) is None:
             logs.event("allocation inactive", job=job.id, limit=int(self.limit))
 
     def step_ended(self, job: Job) -> None:
@@ -117,7 +117,7 @@ class InactiveWatch:
         now = self.c.clock()
         last = self.spoke.get(job_id)
         if last is None:
-            if self.store.apply(job, jt.Complete(exit_code=1)) is None:
+            if self.store.apply(job, je.Complete(exit_code=1)) is None:
                 logs.event("allocation unclaimed", job=job.id, holder=job.req.held_by)
             return
         if job.req.held_by != "rrun" or any(s.state == st.RUNNING for s in job.steps):
@@ -125,7 +125,7 @@ class InactiveWatch:
         if last > now - self.grace:
             self._orphan_look(job_id, last + self.grace)
             return
-        if self.store.apply(job, jt.Cancel()) is None:
+        if self.store.apply(job, je.Cancel()) is None:
             logs.event("allocation orphaned", job=job.id)
 
     def forget(self, job: Job) -> None:

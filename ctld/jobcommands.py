@@ -12,7 +12,7 @@ from ctld import logs
 from ctld.jobrecord import ACTIVE, PENDING, RUNNING, Job
 from ctld.steps import NO_JOB, NOT_YOURS
 from protocol import messages as m
-from statemachine import jobtable as jt
+from statemachine import jobevents as je
 
 if TYPE_CHECKING:
     from ctld.jobs import Jobs
@@ -96,7 +96,7 @@ class JobCommands:
                 else:
                     errors.append(f"Signal job error on job id {job.id}: job is {job.state}")
                 continue
-            err = self.store.apply(job, jt.Cancel())
+            err = self.store.apply(job, je.Cancel())
             if err:
                 if msg.job_ids:  # rcancel -u passes over what is already ending
                     errors.append(err)
@@ -156,15 +156,15 @@ class JobCommands:
                     "released by its owner"))
                 continue
             if action == "hold":
-                event: jt.Event = jt.Hold(admin=msg.uid != job.req.uid)
+                event: je.Event = je.Hold(admin=msg.uid != job.req.uid)
             elif action == "complete":  # ralloc/rrun: the command that held it ended
-                event = jt.Complete(msg.exit_code, msg.signal)
+                event = je.Complete(msg.exit_code, msg.signal)
             elif action == "begin":  # rcontrol update JobId=N StartTime=T
-                event = jt.UpdateBegin()
+                event = je.UpdateBegin()
             elif action == "release":
-                event = jt.Release()
+                event = je.Release()
             else:
-                event = jt.Requeue()
+                event = je.Requeue()
             err = self.store.apply(job, event)
             if err:
                 errors.append(err)

@@ -143,9 +143,9 @@ def dependency_reason(jobs: Jobs, job: Any, wall: float) -> str:
     if verdict.cancel:
         logs.event("job cancelled: its dependency can never be satisfied", logging.INFO,
                    job=job.id)
-        from statemachine import jobtable
+        from statemachine import jobevents
 
-        jobs.apply(job, jobtable.Cancel())
+        jobs.apply(job, jobevents.Cancel())
         job.reason = verdict.reason  # slurmctld keeps DependencyNeverSatisfied on it
         jobs.touch(job)
         return CANCELLED

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ctld import logs
 from ctld.jobrecord import ACTIVE, COMPLETING, RUNNING
 from protocol import messages as m
-from statemachine import jobtable as jt
+from statemachine import jobevents as je
 
 if TYPE_CHECKING:
     from ctld.jobs import Jobs
@@ -54,14 +54,14 @@ class JobReconciliation:
                            node=node.name, run=end.restarts, current=job.restarts,
                            state=end.state)
                 continue
-            self.store.apply(job, jt.EndReported(node.name, end.restarts, end.state, end.exit_code,
+            self.store.apply(job, je.EndReported(node.name, end.restarts, end.state, end.exit_code,
                                             end.signal, end.message))
 
     def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
         """A node confirms it launched a run (its start time is the job's)."""
         job = self.store.jobs.get(msg.job_id)
         if job is not None:
-            self.store.apply(job, jt.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
+            self.store.apply(job, je.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
         return m.Ack()
 
     def _current(self, name: str, job_id: int, run: int) -> bool:
@@ -96,7 +96,7 @@ class JobReconciliation:
                 continue
             logs.event("node lost a job", logging.WARNING, node=name, job=job.id,
                        run=job.restarts)
-            self.store.apply(job, jt.NodeLost(name, requeue=True, why=f"lost by node {name}"))
+            self.store.apply(job, je.NodeLost(name, requeue=True, why=f"lost by node {name}"))
 
     def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
                                                                      tuple[Run, ...]]:
@@ -163,8 +163,8 @@ class JobReconciliation:
             if job is None:
                 continue
             if wait:
-                self.store.apply(job, jt.NodeFailing(node.name, requeue=requeue))
+                self.store.apply(job, je.NodeFailing(node.name, requeue=requeue))
             else:
-                self.store.apply(job, jt.NodeLost(node.name, requeue=requeue,
+                self.store.apply(job, je.NodeLost(node.name, requeue=requeue,
                                              why=f"node {node.name} failed"))
         self.store.kicked = True

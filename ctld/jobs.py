@@ -40,6 +40,7 @@ from ctld.steps import JobSteps
 from ctld.wire import kept
 from protocol import messages as m
 from statemachine import events
+from statemachine import jobevents as je
 from statemachine import jobtable as jt
 from statemachine.jobstates import FINAL, end_reason
 from statemachine.model import Flag
@@ -52,9 +53,9 @@ if TYPE_CHECKING:
 __all__ = ["ACTIVE", "PENDING", "Job", "Jobs", "job_from_json", "job_json", "parse_array"]
 
 
-def view_of(job: Job) -> jt.JobView:
+def view_of(job: Job) -> je.JobView:
     """What the job table reads of a job."""
-    return jt.JobView(  # an allocation is never requeued: Slurm requeues batch jobs only
+    return je.JobView(  # an allocation is never requeued: Slurm requeues batch jobs only
         job.id, job.state, job.outcome, job.held, job.restarts,
         job.req.requeue and not job.req.allocation, job.nodes,
         frozenset(job.awaiting), job.exit_code, job.signal, job.message,
@@ -172,13 +173,13 @@ class Jobs:
 
     # -- the one place a job's state changes -------------------------------------------------
 
-    def apply(self, job: Job, event: jt.Event) -> str | None:
+    def apply(self, job: Job, event: je.Event) -> str | None:
         """Feed one event to the job table and carry out its effects; the refusal's text (for
         the user) when the table refuses it."""
         old = view_of(job)
         try:
             new, effects = jt.apply_job(old, event)
-        except jt.JobRefused as exc:
+        except je.JobRefused as exc:
             return str(exc)
         if new == old and not effects:
             return None
@@ -186,21 +187,21 @@ class Jobs:
         job.restarts, job.nodes, job.awaiting = new.restarts, new.nodes, new.awaiting
         job.exit_code, job.signal, job.message = new.exit_code, new.signal, new.message
         for eff in effects:
-            if isinstance(eff, jt.Free):
+            if isinstance(eff, je.Free):
                 for name in eff.nodes:
                     self.release(job, name)
-            elif isinstance(eff, jt.Kill):
+            elif isinstance(eff, je.Kill):
                 self.kill(job, eff.nodes, 0, eff.why, run=old.restarts)
-            elif isinstance(eff, jt.Launch):
+            elif isinstance(eff, je.Launch):
                 self.starts.launch(job, eff.nodes)
-            elif isinstance(eff, jt.Started):
+            elif isinstance(eff, je.Started):
                 job.start_time = eff.at
         if new.state != old.state or new.restarts != old.restarts:
             self._entered(job, old)
         self.touch(job)
         return None
 
-    def _entered(self, job: Job, old: jt.JobView) -> None:
+    def _entered(self, job: Job, old: je.JobView) -> None:
         """Bookkeeping that follows from the state a job entered."""
         state = job.state
         if old.state == PENDING and state != PENDING:

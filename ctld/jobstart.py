@@ -15,7 +15,7 @@ from ctld.constraints import placeable
 from ctld.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_env, job_name
 from ctld.scheduler import NodeUse, place
 from protocol import messages as m
-from statemachine import jobtable as jt
+from statemachine import jobevents as je
 from statemachine.model import Flag
 from statemachine.predicates import takes_new_work
 
@@ -87,7 +87,7 @@ class JobStarts:
         refused = [j for j in self.store.pending if j.state == PENDING and j.req.immediate]
         for job in refused:
             job.reason = "BadConstraints"  # what slurmctld's job_allocate leaves on it
-            self.store.apply(job, jt.NotNow())
+            self.store.apply(job, je.NotNow())
         if started or refused:
             self.store.rebuild_pending()
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
@@ -120,7 +120,7 @@ class JobStarts:
         # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
         order = tuple(hostlist.expand(hostlist.fold(list(shares))))
         booting = not all(self.ready(nodes[n]) for n in order)
-        err = self.store.apply(job, jt.Allocate(order, booting=booting))  # off pending in _pass
+        err = self.store.apply(job, je.Allocate(order, booting=booting))  # off pending in _pass
         if err:  # the table refused (held meanwhile): give the resources back
             for name in list(shares):
                 self.store.release(job, name)
@@ -156,7 +156,7 @@ class JobStarts:
         """CONFIGURING -> RUNNING once every node of the job is up and connected."""
         if job.state == CONFIGURING and all(
                 (n := self.c.nodes.get(name)) is not None and self.ready(n) for name in job.nodes):
-            self.store.apply(job, jt.NodesReady())
+            self.store.apply(job, je.NodesReady())
 
     def _bulk(self, job: Job) -> tuple[str, tuple[tuple[str, str], ...]]:
         """The job's script and environment: in memory until a snapshot put them in their

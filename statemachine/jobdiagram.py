@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 
-from statemachine.jobtable import CLASSES, EVENT_KINDS, FINISHED, JOB_ROWS, JOB_TABLE, SAME
+from statemachine.jobevents import EVENT_KINDS
+from statemachine.jobtable import CLASSES, FINISHED, JOB_ROWS, JOB_TABLE, SAME
 
 
 def mermaid() -> str:
