@@ -57,7 +57,7 @@ def values_of(opts: Any) -> dict[str, object]:
             continue
         values[long] = True if value is True else str(value)
     if values.get("exclusive") is True:
-        values["exclusive"] = None  # sbatch_request.exclusive: the bare flag
+        values["exclusive"] = None  # sbatch_values.exclusive: the bare flag
     return values
 
 

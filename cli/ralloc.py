@@ -116,7 +116,7 @@ def seconds(value: object, opt: str, default: int) -> int:
 
 def kill_signal(value: object) -> int:
     """-K[SIGNAL]: SIGTERM when no signal is named (salloc's arg_set_kill_command)."""
-    from cli.sbatch_request import signal_number
+    from cli.sbatch_values import signal_number
 
     if value is None or value is True:
         import signal

@@ -3,7 +3,8 @@
 Options come from the command line, from SBATCH_* input variables and from `#SBATCH` /
 `#RANCH` lines at the top of the script (read until the first line that is not a comment): the
 command line wins over the variables, which win over the script, as with sbatch. The option
-table and its reader are cli/sbatch_options.py; what the values mean, cli/sbatch_request.py.
+table and its reader are cli/sbatch_options.py; what the values mean, cli/sbatch_request.py
+(the less common ones, cli/sbatch_values.py).
 """
 
 from __future__ import annotations

@@ -19,12 +19,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 _UNIT_KIB = {"K": 1, "": 1024, "M": 1024, "G": 1024 ** 2, "T": 1024 ** 3}
-MAIL_TYPES = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
-              "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
-_MAIL_ALL = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT")
-HINTS = ("compute_bound", "memory_bound", "multithread", "nomultithread")
-NICE_LIMIT = 2147483645  # sbatch: |nice| <= NICE_OFFSET - 3
 MEMORY_OPTIONS = ("mem", "mem-per-cpu", "mem-per-gpu")
+# the options whose SubmitJob fields cli/sbatch_values.fields fills (loaded only for them)
+VALUE_OPTIONS = ("kill-on-invalid-dep", "nice", "mail-type", "open-mode", "signal", "hint",
+                 "get-user-env")
 
 
 def usage(message: str) -> CliError:
@@ -75,126 +73,6 @@ def gpu_count(text: str, opt: str) -> int:
     if opt == "gres":
         raise usage(f"--gres={text}: Ranch knows only gpu gres")
     return 0
-
-
-def parse_signal(text: str) -> tuple[int, int, bool]:
-    """--signal=[{R|B}:]SIG[@SECS] -> (signal number, seconds before the limit, batch only)."""
-    rest = text.strip()
-    batch = False
-    # exactly sbatch's reading (get_signal_opts): R, then B, then R, then an optional colon
-    if rest[:1] in ("R", "r"):
-        rest = rest[1:]
-    if rest[:1] in ("B", "b"):
-        batch, rest = True, rest[1:]
-    if rest[:1] in ("R", "r"):
-        rest = rest[1:]
-    if rest.startswith(":"):
-        rest = rest[1:]
-    name, at, secs = rest.partition("@")
-    num = signal_number(name)
-    if num is None:
-        raise usage(f"Invalid --signal specification {text!r}: unknown signal {name!r}")
-    if not at:
-        return num, 60, batch
-    if not secs.isdigit() or int(secs) > 0xFFFF:
-        raise usage(f"Invalid --signal specification {text!r}: expected @SECONDS (0-65535)")
-    return num, int(secs), batch
-
-
-def signal_number(name: str) -> int | None:
-    import signal as signals  # only for --signal: its enum costs every rbatch's start otherwise
-
-    t = name.strip().upper()
-    if t.isdigit():
-        n = int(t)
-        return n if 0 < n < signals.NSIG else None
-    sig = getattr(signals, t if t.startswith("SIG") else "SIG" + t, None)
-    return int(sig) if isinstance(sig, signals.Signals) else None
-
-
-def mail_types(text: str) -> tuple[str, ...]:
-    """--mail-type words, as sbatch ORs them (ALL = BEGIN,END,FAIL,REQUEUE,INVALID_DEPEND,
-    STAGE_OUT; NONE clears)."""
-    out: list[str] = []
-    none = False
-    for word in text.split(","):
-        w = word.strip().upper()
-        if not w:
-            continue
-        if w == "NONE":
-            out, none = [], True
-            break
-        if w == "ALL":
-            out += _MAIL_ALL
-        elif w in MAIL_TYPES:
-            out.append(w)
-    if not out and not none:
-        raise usage(f"Invalid --mail-type specification {text!r}: expected "
-                    + ",".join(("NONE", "ALL", *MAIL_TYPES)))
-    return tuple(dict.fromkeys(out))
-
-
-def nice_value(value: object) -> int:
-    if value is None:
-        return 100
-    text = str(value).strip()
-    try:
-        n = int(text)
-    except ValueError:
-        raise usage(f"Invalid --nice value {text!r}: expected a number") from None
-    if abs(n) > NICE_LIMIT:
-        raise usage(f"Invalid --nice value, out of range (+/- {NICE_LIMIT})")
-    return n
-
-
-def exclusive(value: object) -> tuple[bool, str]:
-    """--exclusive[=user|mcs|oversubscribe] -> (whole nodes, OverSubscribe word)."""
-    if value is None or value is True or str(value).lower() == "exclusive":
-        return True, ""
-    word = str(value).lower()
-    if word == "user":
-        return False, "USER"
-    if word == "mcs":
-        return False, "MCS"
-    if word == "oversubscribe":
-        return False, "YES"
-    raise usage(f"Invalid --exclusive specification {value!r}: expected user, mcs or nothing")
-
-
-def open_mode(text: str) -> str:
-    t = text.strip()[:1].lower()
-    if t == "a":
-        return "append"
-    if t == "t":
-        return "truncate"
-    raise usage(f"Invalid --open-mode specification {text!r}: expected append or truncate")
-
-
-def kill_on_invalid(text: str) -> bool:
-    t = text.strip().lower()
-    if t in ("yes", "no"):
-        return t == "yes"
-    raise usage(f"Invalid --kill-on-invalid-dep specification {text!r}: expected yes or no")
-
-
-def hint(text: str) -> str:
-    words = [w.strip().lower() for w in text.split(",") if w.strip()]
-    bad = [w for w in words if w not in HINTS]
-    if bad or not words:
-        raise usage(f"Invalid --hint specification {text!r}: expected "
-                    + ", ".join(HINTS))
-    return ",".join(words)
-
-
-def get_user_env(value: object) -> str:
-    if value is None:
-        return "yes"
-    import re
-
-    text = str(value).strip()
-    if not re.fullmatch(r"\d*[SsLl]?", text):
-        raise usage(f"Invalid --get-user-env specification {text!r}: expected SECONDS[S|L]")
-    return text or "yes"
 
 
 def node_range(text: str) -> tuple[int, int | None]:
@@ -288,6 +166,8 @@ def slurm_env(v: dict[str, object], res: dict[str, object]
     the job's after --export's filter)."""
     before: dict[str, str] = {}
     if "open-mode" in v:
+        from cli.sbatch_values import open_mode
+
         before["SLURM_OPEN_MODE"] = "a" if open_mode(v["open-mode"]) == "append" else "t"
     if v.get("dependency"):
         before["SLURM_JOB_DEPENDENCY"] = str(v["dependency"])
@@ -332,7 +212,11 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
             limit = seconds = None
     cwd = os.getcwd()
     workdir = os.path.abspath(os.path.join(cwd, v["chdir"])) if v.get("chdir") else cwd
-    whole, oversub = exclusive(v["exclusive"]) if "exclusive" in v else (False, "")
+    whole, oversub = False, ""
+    if "exclusive" in v:
+        from cli.sbatch_values import exclusive
+
+        whole, oversub = exclusive(v["exclusive"])
     if v.get("oversubscribe") and not oversub:
         oversub = "YES"
     export = v.get("export")
@@ -377,20 +261,10 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "test_only": bool(v.get("test-only")),
         **res,
     }
-    if "kill-on-invalid-dep" in v:
-        out["kill_on_invalid_dep"] = kill_on_invalid(v["kill-on-invalid-dep"])
-    if "nice" in v:
-        out["nice"] = nice_value(v["nice"])
-    if v.get("mail-type"):
-        out["mail_type"] = list(mail_types(v["mail-type"]))
-    if "open-mode" in v:
-        out["open_mode"] = open_mode(v["open-mode"])
-    if "signal" in v:
-        out["warn_signal"], out["warn_time"], out["warn_batch"] = parse_signal(v["signal"])
-    if "hint" in v:
-        out["hint"] = hint(v["hint"])
-    if "get-user-env" in v:
-        out["get_user_env"] = get_user_env(v["get-user-env"])
+    if any(o in v for o in VALUE_OPTIONS):
+        from cli import sbatch_values  # off the everyday path: rbatch's import budget
+
+        out.update(sbatch_values.fields(v))
     if v.get("time") is None:
         del out["time_limit"]  # the partition's DefaultTime
         del out["time_limit_s"]

@@ -1,8 +1,4 @@
-"""The job table's named handlers: what each row of JOB_ROWS (statemachine/jobtable.py) does.
-
-A handler takes the job's JobView and the event and returns the new view and the effects; it
-never does I/O. A report about another run than the current one is ignored.
-"""
+"""The job table's named handlers: what each row of JOB_ROWS does to a job's view (no I/O)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import pytest
 
 from cli import sbatch_options as so
 from cli import sbatch_request as sr
+from cli import sbatch_values as sv
 from cli.controller import CliError
 from cli.job_export import exported
 from cli.rbatch import gather
@@ -132,31 +133,31 @@ def test_script_lines_take_no_command_line_only_options(tmp_path, monkeypatch) -
     ("BR:TERM@1", (signal.SIGTERM, 1, True)),
 ])
 def test_signal_specs(text: str, want: tuple) -> None:
-    assert sr.parse_signal(text) == want
+    assert sv.parse_signal(text) == want
 
 
 @pytest.mark.parametrize("text", ["USR9", "USR2@x", "USR2@70000", "B:"])
 def test_bad_signal_specs_are_refused(text: str) -> None:
     with pytest.raises(CliError, match="Invalid --signal specification"):
-        sr.parse_signal(text)
+        sv.parse_signal(text)
 
 
 def test_mail_types_nice_exclusive_open_mode_and_kill_on_invalid() -> None:
-    assert sr.mail_types("begin,END") == ("BEGIN", "END")
-    assert "INVALID_DEPEND" in sr.mail_types("ALL") and sr.mail_types("NONE") == ()
+    assert sv.mail_types("begin,END") == ("BEGIN", "END")
+    assert "INVALID_DEPEND" in sv.mail_types("ALL") and sv.mail_types("NONE") == ()
     with pytest.raises(CliError, match="Invalid --mail-type"):
-        sr.mail_types("SOMETIMES")
-    assert (sr.nice_value(None), sr.nice_value("5"), sr.nice_value("-3")) == (100, 5, -3)
+        sv.mail_types("SOMETIMES")
+    assert (sv.nice_value(None), sv.nice_value("5"), sv.nice_value("-3")) == (100, 5, -3)
     with pytest.raises(CliError, match="out of range"):
-        sr.nice_value("9999999999")
-    assert sr.exclusive(None) == (True, "") and sr.exclusive("user") == (False, "USER")
-    assert sr.exclusive("mcs") == (False, "MCS")
+        sv.nice_value("9999999999")
+    assert sv.exclusive(None) == (True, "") and sv.exclusive("user") == (False, "USER")
+    assert sv.exclusive("mcs") == (False, "MCS")
     with pytest.raises(CliError, match="Invalid --exclusive"):
-        sr.exclusive("everyone")
-    assert (sr.open_mode("a"), sr.open_mode("Truncate")) == ("append", "truncate")
-    assert (sr.kill_on_invalid("YES"), sr.kill_on_invalid("no")) == (True, False)
+        sv.exclusive("everyone")
+    assert (sv.open_mode("a"), sv.open_mode("Truncate")) == ("append", "truncate")
+    assert (sv.kill_on_invalid("YES"), sv.kill_on_invalid("no")) == (True, False)
     with pytest.raises(CliError):
-        sr.kill_on_invalid("maybe")
+        sv.kill_on_invalid("maybe")
 
 
 def test_per_task_and_per_gpu_forms_become_per_node_figures(tmp_path, monkeypatch) -> None:
