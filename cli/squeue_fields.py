@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     Getter = Callable[[dict, float], str]
+    Column = Callable[[list[dict], float], list[str]]
 
 DEFAULT_FORMAT = "%.18i %.9P %.8j %.8u %.2t %.10M %.6D %R"
 LONG_FORMAT = "%.18i %.9P %.8j %.8u %.8T %.10M %.9l %.6D %R"
@@ -153,7 +154,6 @@ def _time_column(jobs: list[dict], now: float) -> list[str]:
 # The default and -l views' letters as whole columns, each one comprehension over the jobs:
 # the same values as FIELDS gives cell by cell, without a call or two per cell (with 5,000
 # jobs queued those calls were half of rqueue's own time; tests/cli/test_rqueue_columns.py).
-Column = Callable[[list[dict], float], list[str]]
 COLUMNS: dict[str, Column] = {
     "i": lambda jobs, n: [f"{j['array_job_id']}_{j['array_task_id']}" if j.get("array_job_id")
                           else str(j["job_id"]) for j in jobs],
