@@ -73,7 +73,8 @@ class Connection:
     def __init__(self, stream: trio.SocketStream, peer: str, server: Server,
                  ready: bool = False) -> None:
         self.stream = stream
-        self.ready = ready  # bytes were waiting when it was accepted: read them without a wait
+        # bytes (or the end of stream) are likely waiting: the next read tries before it waits
+        self.ready = ready
         self.io = StreamIO(stream)
         self.peer = peer
         self.server = server
@@ -342,6 +343,9 @@ class Server:
             if frame is None:
                 if held:
                     await self._send_held(conn, held)
+                    # a command that half-closed after its request (protocol/client.py) has
+                    # its end of stream waiting: read it at once rather than wait for it
+                    conn.ready = conn.node is None
                     continue  # time has passed: look at the deadlines afresh
                 if decoder.buffered or not proven:
                     if frame_deadline is None:
