@@ -16,9 +16,15 @@ log = logging.getLogger(LOGGER_NAME)
 class TextFormatter(logging.Formatter):
     """`2026-11-21T08:00:00Z INFO message key=value ...`"""
 
+    _second = -1
+    _stamp = ""
+
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        line = f"{stamp}Z {record.levelname} {record.getMessage()}"
+        second = int(record.created)
+        if second != self._second:  # a burst of lines shares one formatted second
+            self._second = second
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        line = f"{self._stamp}Z {record.levelname} {record.getMessage()}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
@@ -43,6 +49,10 @@ class JsonFormatter(logging.Formatter):
 
 def setup(fmt: str = "text", level: int = logging.INFO) -> None:
     """Send rctld's log to stderr in the chosen format (text | json)."""
+    # Neither format shows the caller, thread or process: logging would otherwise walk the
+    # stack and look them up for every line (a line per submission; docs/benchmarks.md).
+    logging._srcfile = None  # the documented switch (logging HOWTO, "Optimization")
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     log.handlers[:] = [handler]

@@ -67,11 +67,14 @@ class Connection:
     """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
     is one per node (docs/benchmarks.md, hot spot 3)."""
 
-    __slots__ = ("io", "key", "node", "peer", "pending", "scope", "send_lock", "server",
-                 "stream", "version", "who")
+    __slots__ = ("io", "key", "node", "peer", "pending", "ready", "scope", "send_lock",
+                 "server", "stream", "version", "who")
 
-    def __init__(self, stream: trio.SocketStream, peer: str, server: Server) -> None:
+    def __init__(self, stream: trio.SocketStream, peer: str, server: Server,
+                 ready: bool = False) -> None:
         self.stream = stream
+        # bytes (or the end of stream) are likely waiting: the next read tries before it waits
+        self.ready = ready
         self.io = StreamIO(stream)
         self.peer = peer
         self.server = server
@@ -269,7 +272,7 @@ class Server:
                         raw.close()
                         continue
                     stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
-                    conn = Connection(stream, peer, self)
+                    conn = Connection(stream, peer, self, ready)
                     self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
                     nursery.start_soon(self._serve, conn)
                 await trio.lowlevel.checkpoint()
@@ -278,7 +281,8 @@ class Server:
         """Serve one accepted stream (a connection from any listener, or a test's)."""
         peer = _peer(stream)
         conn = Connection(stream, peer, self)
-        if self.admission.refuses(source_of(peer), peer, conn.unread() >= READY):
+        conn.ready = conn.unread() >= READY
+        if self.admission.refuses(source_of(peer), peer, conn.ready):
             await trio.aclose_forcefully(stream)  # over a cap: closed at once
             return
         self.admission.add(conn, source_of(peer))
@@ -300,7 +304,12 @@ class Server:
             if conn.node:
                 logs.event("node disconnected", node=conn.node, peer=peer)
             # A push still being written fails with ClosedResourceError and ends.
-            await trio.aclose_forcefully(stream)
+            if isinstance(stream, trio.SocketStream):
+                # what aclose_forcefully does in the end, without its cancelled scope and
+                # checkpoint: this task ends here (a command's connection, hundreds a second)
+                stream.socket.close()
+            else:
+                await trio.aclose_forcefully(stream)
 
     async def _read(self, conn: Connection) -> None:
         mt = self.message_timeout
@@ -334,6 +343,9 @@ class Server:
             if frame is None:
                 if held:
                     await self._send_held(conn, held)
+                    # a command that half-closed after its request (protocol/client.py) has
+                    # its end of stream waiting: read it at once rather than wait for it
+                    conn.ready = conn.node is None
                     continue  # time has passed: look at the deadlines afresh
                 if decoder.buffered or not proven:
                     if frame_deadline is None:
@@ -346,6 +358,15 @@ class Server:
                 else:
                     limit, why = math.inf, ""
                 try:
+                    if conn.ready:  # the first frame is in the kernel already (accept loop)
+                        conn.ready = False
+                        data = conn.io.read_now(RECEIVE_CHUNK if proven else UNPROVEN_CHUNK)
+                        if data is not None:
+                            if not data:
+                                return
+                            decoder.feed(data)
+                            data = None
+                            continue
                     if limit == math.inf:  # a registered node: no cancel scope per receive
                         data = await conn.io.receive_some(RECEIVE_CHUNK)
                     else:

@@ -85,6 +85,8 @@ def request(
     decoder = FrameDecoder(key, max_size=max_reply_size, message_timeout=max(timeout, 10.0))
     with sock:
         send_error = _send(sock, pre + encode_frame(msg, key, request_id=request_id))
+        if send_error is None:
+            _done_sending(sock)
         if isinstance(send_error, TimeoutError):
             raise ControllerUnreachable(addr, f"no reply within {timeout:g} s")
         try:
@@ -131,6 +133,8 @@ def request_raw(
     deadline = time.monotonic() + timeout
     sock, request_id, send_error, key = _open_and_send(addr, key, type_name, body, timeout,
                                                        version, munge)
+    if send_error is None:
+        _done_sending(sock)
     with sock:
         try:
             while True:
@@ -296,6 +300,16 @@ def _send(sock: _Socket, frame: bytes) -> OSError | None:
     except OSError as exc:
         return exc
     return None
+
+
+def _done_sending(sock: _Socket) -> None:
+    """Half-close after the one request: rctld then finds the end of stream waiting once it has
+    replied and closes at once, instead of waiting for it (issue 23: a scheduler pass and an
+    epoll registration per command). Not for a stream of replies (stream_raw)."""
+    try:
+        sock.shutdown(_socket.SHUT_WR)
+    except OSError:
+        pass  # the reply (or the reason there is none) is read all the same
 
 
 def _new_request_id() -> int:

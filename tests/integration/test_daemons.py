@@ -153,3 +153,26 @@ def test_reconfigure_with_broken_config_keeps_the_old(tmp_path) -> None:
         assert r.ok, r.errors
         assert dict(c.request(m.GetConfig()).items)["SlurmdTimeout"] == "4 sec"
         assert "n2" in c.snapshot()
+
+
+def test_a_command_that_half_closes_is_answered_then_closed(tmp_path) -> None:
+    # protocol/client.py shuts its sending side after its one request: rctld must still
+    # answer (the submission on disk first) and then close its side, not wait for a timeout.
+    with Cluster(tmp_path, ["n1"]) as c:
+        c.start_ctld()
+        job = m.SubmitJob(script="#!/bin/sh\ntrue\n", user="root", uid=0, gid=0,
+                          workdir=str(tmp_path), hold=True)
+        with socket.create_connection(c.addr, timeout=5) as s:
+            s.sendall(encode_frame(job, c.key, request_id=7))
+            s.shutdown(socket.SHUT_WR)
+            dec, frames, data = FrameDecoder(c.key), [], b"-"
+            while data:
+                data = s.recv(65536)  # until rctld closes: b"" (a timeout would raise)
+                dec.feed(data)
+                frames += list(dec)
+        assert [(f.request_id, type(f.msg)) for f in frames] == [(7, m.SubmitReply)]
+        jid = frames[0].msg.job_id
+        c.kill_ctld()  # SIGKILL: the reply promised the job is on disk
+        c.start_ctld()
+        jobs = c.request(m.GetJobs(job_ids=(jid,))).jobs
+        assert [(j["job_id"], j["state"]) for j in jobs] == [(jid, "PENDING")]
