@@ -113,7 +113,7 @@ def job_lines(j: dict, now: float) -> list[str]:
         f"RunTime={_clock(elapsed(j, now))} "
         f"TimeLimit={'UNLIMITED' if limit is None else _clock(limit * 60)} TimeMin=N/A",
         f"SubmitTime={_iso(j.get('submit_time'))} EligibleTime={eligible}",
-        f"AccrueTime={eligible}",
+        f"AccrueTime={_iso(j['accrue_time']) if 'accrue_time' in j else eligible}",
         f"StartTime={_iso(j.get('start_time'))} EndTime={_end_time(j)} Deadline=N/A",
         "SuspendTime=None SecsPreSuspend=0 "
         f"LastSchedEval={_iso(j.get('start_time') or j.get('submit_time'))} Scheduler=Main",

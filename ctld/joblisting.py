@@ -42,6 +42,9 @@ class JobListing:
         job (8 MB with 5,000 queued) once anything listed them; the record is kept encoded
         instead (`encoded`), and what rqueue reads of it (ctld/jobfields.py)."""
         req = job.req
+        # a job held until it ended was never eligible (Slurm: EligibleTime=Unknown)
+        eligible = None if job.held and job.start_time == job.end_time else max(
+            job.submit_time, req.begin_time or 0.0)
         rec = {
             "job_id": job.id,
             "array_job_id": job.array_job_id,
@@ -57,9 +60,8 @@ class JobListing:
             "submit_time": job.submit_time,
             "start_time": job.start_time,
             "end_time": job.end_time,
-            # a job held until it ended was never eligible (Slurm: EligibleTime=Unknown)
-            "eligible_time": None if job.held and job.start_time == job.end_time else max(
-                job.submit_time, req.begin_time or 0.0),
+            "eligible_time": eligible,
+            "accrue_time": eligible if job.accrued else None,
             "time_limit": job.time_limit,
             "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
             "node_count": len(job.nodes) or job.need.nodes,

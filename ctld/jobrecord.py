@@ -63,6 +63,9 @@ class Job:
     env_json: bytes | None = None
     steps: list[Step] = attrs.Factory(list)  # the current run's steps (rrun), in id order
     next_step: int = 0
+    # it waited in the queue, accruing age; an allocation the submission's own scheduling pass
+    # started (or failed: salloc -I) never did, as slurmctld's (scontrol: AccrueTime=Unknown)
+    accrued: bool = True
 
     @property
     def batch_host(self) -> str:
@@ -104,7 +107,8 @@ NEED_DEFAULTS = tuple((f.name, f.default) for f in attrs.fields(Need))
 JOB_DEFAULTS = (("req_nodes", ()), ("exc_nodes", ()), ("held", ""), ("start_time", None),
                 ("end_time", None), ("nodes", ()), ("outcome", ""), ("restarts", 0),
                 ("exit_code", 0), ("signal", 0), ("message", ""), ("array_job_id", 0),
-                ("array_task_id", None), ("bulk_on_disk", False), ("bulk_at", None))
+                ("array_task_id", None), ("bulk_on_disk", False), ("bulk_at", None),
+                ("accrued", True))
 
 
 def _differing(obj: Any, defaults: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
@@ -185,6 +189,7 @@ def job_from_json(d: dict[str, Any]) -> Job:
         bulk_at=tuple(map(int, d["bulk_at"])) if d.get("bulk_at") else None,  # type: ignore
         steps=[step_from_json(s) for s in d.get("steps", ())],
         next_step=int(d.get("next_step", 0)),
+        accrued=bool(d.get("accrued", True)),
     )
 
 

@@ -12,7 +12,7 @@ import orjson
 
 from conf import hostlist
 from ctld import jobextras, logs
-from ctld.jobrecord import NOT_AVAILABLE, TOP_PRIORITY, Job, parse_array
+from ctld.jobrecord import NOT_AVAILABLE, PENDING, TOP_PRIORITY, Job, parse_array
 from ctld.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
 from ctld.wire import kept
 from protocol import messages as m
@@ -159,6 +159,10 @@ class JobSubmission:
         # reads every pending job, so a queue of held jobs made each submission O(queue)).
         self.store.kicked = self.store.kicked or not all(job.held for job in built)
         self.c.flush_programs()  # runs the scheduling pass, then any resume program it asked for
+        for job in built:
+            if req.allocation and job.state != PENDING:  # placed (or failed) at once
+                job.accrued = False
+                self.store.touch(job)
         return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built))
 
     def check(self, req: m.SubmitJob) -> Checked | m.Error:

@@ -32,12 +32,6 @@ GAPS: dict[tuple[str, str], str] = {
        "Slurm; Ranch's record cannot tell an -n 1 from no -n" for s in ("-I", "-I2")},
     ("no-shell", "NumCPUs"): "job layer: an --exclusive job counts every CPU of its nodes in "
     "Slurm (NumCPUs=4 on 2x2); Ranch counts what it asked for (2)",
-    **{(s, "AccrueTime"): "job layer: slurmctld tries an allocation at once when it is "
-       "submitted, and one that starts then never accrues (AccrueTime=Unknown); Ranch's "
-       "record says its submit time" for s in ("salloc env", "salloc exit 3", "revoked",
-                                                "no-shell", "-I", "srun hostname",
-                                                "srun kill -9", "srun exit 137",
-                                                "salloc killed", "srun killed")},
 }
 SALLOC = ("salloc env", "salloc exit 3", "revoked", "no-shell", "-I", "-I2", "salloc waits")
 SRUN = ("srun hostname", "srun kill -9", "srun exit 137")

@@ -240,3 +240,26 @@ async def test_an_immediate_allocation_that_cannot_start_at_once_fails() -> None
     assert rec(cluster, queued)["state"] == "PENDING"
     bad = cluster.jobs.submit(job(immediate=True))  # salloc's alone
     assert isinstance(bad, m.Error) and bad.field == "immediate", bad
+
+
+async def test_an_allocation_started_by_its_own_submission_never_accrued() -> None:
+    """scontrol's AccrueTime: Unknown for an salloc/srun allocation the submission's own pass
+    placed (slurmctld tries those at once; tests/conformance/test_alloc.py compares it), the
+    submit time for one that waited and for a batch job; kept across a restart."""
+    cfg = make_config()
+    cluster = Cluster(cfg, wall=wall)
+    up(cluster, "n1", "n2", "n3", "n4")
+    at_once = cluster.jobs.submit(alloc(num_nodes=4, cpus_per_task=4)).job_id  # every CPU
+    waits = cluster.jobs.submit(alloc(num_nodes=1)).job_id
+    batch = cluster.jobs.submit(job()).job_id
+    assert rec(cluster, at_once)["state"] == "RUNNING"
+    assert rec(cluster, at_once)["accrue_time"] is None
+    for j in (waits, batch):
+        assert rec(cluster, j)["state"] == "PENDING"
+        assert rec(cluster, j)["accrue_time"] == rec(cluster, j)["submit_time"]
+    complete(cluster, at_once)
+    doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+    again = Cluster(cfg, wall=wall)
+    again.restore(overlay(doc, []))
+    assert rec(again, at_once)["accrue_time"] is None
+    assert rec(again, waits)["accrue_time"] == rec(again, waits)["submit_time"]
