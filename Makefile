@@ -22,6 +22,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 test: $(STAMP)
 	$(COMPILE)
 	$(BIN)/ruff check .
+	$(BIN)/mypy conf statemachine protocol
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

@@ -171,10 +171,10 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "SlurmUser": lambda s: s.strip() or "root",
 }
 # AuthType values Ranch acts on (unset: the cluster key alone)
-AUTH_TYPES = ("AUTH/MUNGE",)
+AUTH_TYPES: tuple[str, ...] = ("AUTH/MUNGE",)
 # slurm.conf's PrivateData words; Ranch hides jobs, nodes and usage (and events with nodes)
-PRIVATE_DATA = ("ACCOUNTS", "CLOUD", "EVENTS", "JOBS", "NODES", "PARTITIONS", "RESERVATIONS",
-                "USAGE", "USERS")
+PRIVATE_DATA: tuple[str, ...] = ("ACCOUNTS", "CLOUD", "EVENTS", "JOBS", "NODES", "PARTITIONS",
+                                 "RESERVATIONS", "USAGE", "USERS")
 
 # A value as written, where it was written, and its typed form.
 _Val = tuple[Any, Pair, _Source]
@@ -305,9 +305,9 @@ class _Builder:
                     self.global_pair(src, p)
         order = {n.name: i for i, n in enumerate(self.nodes)}
         nodesets = self.nodesets(nodeset_lines)
-        partitions = [p for p in (self.partition_line(s, ps, order, nodesets)
-                                  for s, ps in part_lines) if p is not None]
-        partitions = self.check_partitions(partitions)
+        defined = [p for p in (self.partition_line(s, ps, order, nodesets)
+                               for s, ps in part_lines) if p is not None]
+        partitions = self.check_partitions(defined)
         for src, pairs in down_lines:
             self.down_line(src, pairs, order)
         cfg = self.settings_to_config(partitions)
@@ -469,6 +469,7 @@ class _Builder:
             return product, boards, sockets, cores, threads
         if cpus not in (product, sockets * cores, sockets):
             # slurmctld logs this and runs with CPUs reset to the topology's product.
+            assert cpus_val is not None  # cpus came from it
             _, p, s = cpus_val
             self.warn(s, p.vline, p.vcol,
                       f"{p.key}={cpus} matches none of Sockets ({sockets}), Sockets*CoresPerSocket "

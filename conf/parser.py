@@ -7,7 +7,7 @@ so that every syntax error of the file is reported, not only the first.
 from __future__ import annotations
 
 import pathlib
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import lark
 
@@ -55,25 +55,31 @@ def _unescape(text: str) -> str:
     return "".join(out)
 
 
+def _at(tok: lark.Token) -> tuple[int, int]:
+    """A token's line and column: the lexer sets both on every token it makes."""
+    assert tok.line is not None and tok.column is not None
+    return tok.line, tok.column
+
+
 class _ToLines(lark.Transformer):
     """Builds Pair/Include tuples directly during the LALR parse (no tree)."""
 
     def pair(self, children: list[lark.Token]) -> Pair:
         key, op, val = children
+        (kl, kc), (vl, vc) = _at(key), _at(val)
         if val.type == "QUOTED":
-            return Pair(str(key), str(op), val[1:-1], key.line, key.column, val.line,
-                        val.column + 1, True)
-        return Pair(str(key), str(op), _unescape(str(val)), key.line, key.column, val.line,
-                    val.column, False)
+            return Pair(str(key), str(op), val[1:-1], kl, kc, vl, vc + 1, True)
+        return Pair(str(key), str(op), _unescape(str(val)), kl, kc, vl, vc, False)
 
     def line(self, children: list[Pair]) -> list[Pair]:
         return children
 
     def include(self, children: list[lark.Token]) -> Include:
         tok = children[1]
+        line, column = _at(tok)
         if tok.type == "QUOTED":
-            return Include(tok[1:-1], tok.line, tok.column + 1)
-        return Include(_unescape(str(tok)), tok.line, tok.column)
+            return Include(tok[1:-1], line, column + 1)
+        return Include(_unescape(str(tok)), line, column)
 
     def start(self, children: list) -> list:
         return children
@@ -130,14 +136,14 @@ def parse_text(text: str) -> tuple[list[list[Pair] | Include], list[SyntaxProble
     if not text.endswith("\n"):
         text += "\n"
     try:
-        return _PARSER.parse(text), []
+        return cast(list[list[Pair] | Include], _PARSER.parse(text)), []
     except lark.exceptions.UnexpectedInput:
         pass
     lines: list[list[Pair] | Include] = []
     problems: list[SyntaxProblem] = []
     for first, chunk in _logical_lines(text.rstrip("\n")):
         try:
-            got = _PARSER.parse(chunk + "\n")
+            got = cast(list[list[Pair] | Include], _PARSER.parse(chunk + "\n"))
         except lark.exceptions.UnexpectedInput as exc:
             problems.append(SyntaxProblem(first + exc.line - 1, exc.column, _message(exc)))
             continue

@@ -7,6 +7,8 @@ tests/protocol/test_cjson.py holds them to that; an interpreter without _json us
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = ["dumps", "loads"]
 
 _WHITESPACE = " \t\n\r"
@@ -32,8 +34,9 @@ try:
     from _json import make_encoder as _make_encoder
     from _json import make_scanner as _make_scanner
 
-    _encode = _make_encoder(None, _refuse, _quote, None, ":", ",", False, False, True)
-    _scan = _make_scanner(_Context)
+    # The C types' stubs name json's own classes; any object with these attributes serves.
+    _encode: Any = _make_encoder(None, _refuse, _quote, None, ":", ",", False, False, True)
+    _scan: Any = _make_scanner(_Context)  # type: ignore[arg-type]
 except (ImportError, TypeError):  # pragma: no cover - no C accelerator (or another signature)
     _encode = _scan = None
 

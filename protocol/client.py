@@ -13,6 +13,9 @@ import time
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
+    from typing import Any
+
+    from protocol.rawframe import RawFrame
 
 DEFAULT_PORT = 6817
 # Replies come from the controller we authenticate; a snapshot of a large cluster is several MiB.
@@ -172,7 +175,7 @@ def request_raw(
 ORJSON_ABOVE = 4 << 20
 
 
-def _loads(body: memoryview) -> object:
+def _loads(body: bytes | memoryview) -> Any:
     if len(body) > ORJSON_ABOVE:
         import orjson
 
@@ -182,7 +185,7 @@ def _loads(body: memoryview) -> object:
     return loads(body)
 
 
-def _open_reply(raw: bytearray, key: bytes, munge: str | None) -> object:
+def _open_reply(raw: bytearray, key: bytes, munge: str | None) -> RawFrame:
     """open_frame, but under munge a refusal of the credential itself (signed with the
     well-known UNVERIFIED_KEY: rctld could not learn the session key) is read and marked."""
     from protocol.rawframe import FrameError, open_frame

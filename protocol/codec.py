@@ -123,7 +123,7 @@ def encode(msg: Any, *, version: int = CURRENT) -> bytes:
     return orjson.dumps(body)
 
 
-def decode(type_name: str, body: bytes) -> Any:
+def decode(type_name: str, body: bytes | memoryview) -> Any:
     """The message of type `type_name` from body bytes; raises ProtocolError on any flaw."""
     cls = MESSAGE_TYPES.get(type_name)
     if cls is None:

@@ -178,7 +178,7 @@ class FrameDecoder:
         self._buf = bytearray()
         self._broken: ProtocolError | None = None
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray) -> None:
         if self._broken is None:
             self._buf += data
 
@@ -260,7 +260,7 @@ class FrameDecoder:
     ) -> None:
         """Version, clock window, the guard's start bound and the nonce (added when
         `remember`): ProtocolError for the first that fails."""
-        ids = {"request_id": request_id, "version": version}
+        ids: dict[str, Any] = {"request_id": request_id, "version": version}
         if version not in SUPPORTED:
             raise ProtocolError(
                 "version",
@@ -309,7 +309,7 @@ class FrameDecoder:
         request_id, timestamp, nonce = raw_frame.request_id, raw_frame.timestamp, raw_frame.nonce
         body = raw_frame.body
         self._check_fresh(version, request_id, timestamp, nonce, remember=True)
-        ids = {"request_id": request_id, "version": version}
+        ids: dict[str, Any] = {"request_id": request_id, "version": version}
         if not message_known(type_name, version):
             raise ProtocolError(
                 "unknown_type",

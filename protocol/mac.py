@@ -10,16 +10,16 @@ load. tests/protocol/test_mac.py checks both against hmac.digest.
 from __future__ import annotations
 
 try:
-    from _sha256 import sha256 as _builtin  # CPython 3.11
+    from _sha256 import sha256 as _builtin  # type: ignore[import-not-found]  # CPython 3.11
 except ImportError:  # pragma: no cover - 3.12 renamed it; other interpreters may lack both
     try:
-        from _sha2 import sha256 as _builtin
+        from _sha2 import sha256 as _builtin  # type: ignore[import-not-found]
     except ImportError:
         _builtin = None
 try:
     from _operator import _compare_digest as compare_digest  # what hmac.compare_digest is
 except ImportError:  # pragma: no cover
-    from hmac import compare_digest
+    from hmac import compare_digest  # type: ignore[no-redef]
 
 __all__ = ["compare_digest", "digest", "use_openssl"]
 

@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subprocess import CompletedProcess
 
 # ctypes.util, shutil and subprocess are imported where needed: a command pays for them only on
 # the rare paths (no soname, no libmunge), not at every start.
@@ -51,7 +56,7 @@ class Decoded:
         self.uid, self.gid, self.payload = uid, gid, payload
 
 
-def socket_path(configured: str | None = None, env: object = None) -> str:
+def socket_path(configured: str | None = None, env: Mapping[str, str] | None = None) -> str:
     """AuthInfo's socket beats RANCH_MUNGE_SOCKET beats MUNGE's default."""
     environ = os.environ if env is None else env
     return configured or environ.get(SOCKET_ENV) or DEFAULT_SOCKET
@@ -67,11 +72,12 @@ def parse_auth_info(text: str | None) -> dict[str, str]:
     return out
 
 
-_lib: object = None
-_libc: object = None
+# None: not looked for yet; False: looked for, not installed.
+_lib: ctypes.CDLL | bool | None = None
+_libc: ctypes.CDLL | None = None
 
 
-def _library() -> object:
+def _library() -> ctypes.CDLL | None:
     """libmunge through ctypes, or None when it is not installed."""
     global _lib, _libc
     if _lib is None:
@@ -82,9 +88,13 @@ def _library() -> object:
 
             name = find_library("munge")
             try:
-                lib = ctypes.CDLL(name) if name else None
+                found = ctypes.CDLL(name) if name else None
             except OSError:
-                lib = None
+                found = None
+            if found is None:
+                _lib = False
+                return None
+            lib = found
         if lib is None:
             _lib = False
             return None
@@ -108,7 +118,7 @@ def _library() -> object:
         _libc = ctypes.CDLL(None)
         _libc.free.argtypes = [ctypes.c_void_p]
         _lib = lib
-    return _lib or None
+    return _lib if isinstance(_lib, ctypes.CDLL) else None
 
 
 def available() -> str:
@@ -125,7 +135,7 @@ def available() -> str:
 class _Ctx:
     """A munge_ctx_t with the socket set; destroyed on exit."""
 
-    def __init__(self, lib: object, socket: str | None) -> None:
+    def __init__(self, lib: ctypes.CDLL, socket: str | None) -> None:
         self.lib = lib
         self.ctx = lib.munge_ctx_create()
         if not self.ctx:
@@ -158,9 +168,9 @@ def encode(payload: bytes = b"", *, socket: str | None = None, use: str = "") ->
         try:
             if err:
                 c._raise(err, f"munge_encode via {socket or DEFAULT_SOCKET}")
-            return ctypes.string_at(out.value).decode("ascii")
+            return ctypes.string_at(out.value or 0).decode("ascii")
         finally:
-            if out.value:
+            if out.value and _libc is not None:
                 _libc.free(out.value)
 
 
@@ -182,12 +192,12 @@ def decode(cred: str, *, socket: str | None = None, use: str = "") -> Decoded:
                 c._raise(err, "munge credential refused")
             payload = ctypes.string_at(buf.value, length.value) if buf.value else b""
         finally:
-            if buf.value:
+            if buf.value and _libc is not None:
                 _libc.free(buf.value)
     return Decoded(uid.value, gid.value, payload)
 
 
-def _run(argv: list[str], data: bytes) -> object:
+def _run(argv: list[str], data: bytes) -> CompletedProcess[bytes]:
     import subprocess
 
     try:

@@ -206,7 +206,7 @@ def sinfo_doc(
                 bucket[k] = [n]
             else:
                 found.append(n)
-    entries = []
+    entries: list[dict] = []
     for part, bucket in zip(parts, buckets, strict=True):
         doc = partition_doc(part, fold, cluster)  # once per partition: it folds every member
         entries.extend(_entry(part, m, doc) for m in bucket.values())

@@ -223,6 +223,7 @@ Event = (
     | ResponseTimeout
     | AllocationChanged
     | AdminUpdate
+    | ReasonUpdate
     | HealthResult
     | SuspendStarted
     | SuspendTimeout

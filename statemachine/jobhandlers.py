@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from statemachine.jobevents import (
@@ -33,7 +35,7 @@ from statemachine.jobstates import COMPLETING, CONFIGURING, END_REPORTS, PENDING
 
 # --- helpers ---------------------------------------------------------------------------------
 
-def _end(v: JobView, outcome: str, **changes: object) -> tuple[JobView, Effects]:
+def _end(v: JobView, outcome: str, **changes: Any) -> tuple[JobView, Effects]:
     """Every node is done with the run: the job takes `outcome` (or is requeued)."""
     freed: Effects = (Free(v.nodes),) if v.nodes else ()
     if outcome == REQUEUE:
@@ -43,7 +45,7 @@ def _end(v: JobView, outcome: str, **changes: object) -> tuple[JobView, Effects]
                         **changes), freed
 
 
-def _stop(v: JobView, outcome: str, why: str, **changes: object) -> tuple[JobView, Effects]:
+def _stop(v: JobView, outcome: str, why: str, **changes: Any) -> tuple[JobView, Effects]:
     """End the run everywhere it still runs: COMPLETING until those nodes report, or at once."""
     if not v.awaiting:
         return _end(v, outcome, **changes)
@@ -121,7 +123,7 @@ def end_completing(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
     if not _same_run(v, e.node, e.restarts):
         return v, ()
     left = v.awaiting - {e.node}
-    changes: dict[str, object] = {"awaiting": left}
+    changes: dict[str, Any] = {"awaiting": left}
     if (e.node == v.batch_host and v.exit_code == 0 and v.signal == 0
             and v.outcome != JobState.COMPLETED):  # a released allocation keeps its 0:0
         changes.update(exit_code=e.exit_code, signal=e.signal)  # cancelled: 0:15, as Slurm

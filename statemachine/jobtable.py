@@ -13,6 +13,7 @@ run is never taken for the current one (the handlers ignore it; ctld kills the s
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -50,7 +51,8 @@ from statemachine.jobstates import COMPLETING, CONFIGURING, FINAL, PENDING, RUNN
 
 FINISHED = "FINISHED"  # the table's class for every FINAL state
 SAME = "SAME"
-Handler = Callable[[JobView, Event], tuple[JobView, Effects]]
+# Each handler takes its row's event class (see statemachine/table.py for why Any).
+Handler = Callable[[JobView, Any], tuple[JobView, Effects]]
 
 
 def job_class(v: JobView) -> str:

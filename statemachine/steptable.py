@@ -8,6 +8,7 @@ Handlers return the new StepView and the effects ctld carries out; they never do
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
@@ -126,7 +127,8 @@ def refuse_ended(v: StepView, e: Event) -> tuple[StepView, Effects]:
                       "completed")
 
 
-Handler = Callable[[StepView, Event], tuple[StepView, Effects]]
+# Each handler takes its row's event kind (see statemachine/table.py for why Any).
+Handler = Callable[[StepView, Any], tuple[StepView, Effects]]
 
 # fmt: off
 # (event kind, the state class it applies in) -> handler. "ended": any FINAL state.
