@@ -146,4 +146,4 @@ STEP_ROWS: dict[tuple[str, str], Handler] = {
 def apply(v: StepView, e: Event) -> tuple[StepView, Effects]:
     """The step after event `e`, and what ctld must do; raises StepRefused where the table says."""
     handler = STEP_ROWS[(e.kind, "ended" if v.state in FINAL else RUNNING)]
-    return handler(v, e)  # type: ignore[arg-type]
+    return handler(v, e)
