@@ -86,7 +86,7 @@ JOB_ROWS: tuple[Row, ...] = (
     Row("cancel",           (_PD, _CF),         cancel_pending,        (_DONE,)),
     Row("cancel",           (_R,),              cancel_active,         (_CG, _DONE)),
     Row("cancel",           (_CG, _DONE),       cancel_done),
-    Row("node lost",        (_CF, _R),          lose_node,             (_PD, _DONE)),
+    Row("node lost",        (_CF, _R),          lose_node,             (SAME, _PD, _DONE)),
     Row("node lost",        (_CG,),             lose_node_completing,  (SAME, _PD, _DONE)),
     Row("node lost",        (_PD, _DONE),       ignore),
     Row("node failing",     (_CF,),             fail_node_configuring, (_PD, _DONE)),
