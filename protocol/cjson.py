@@ -7,7 +7,9 @@ tests/protocol/test_cjson.py holds them to that; an interpreter without _json us
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing stays off a command's start
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["dumps", "loads"]
 

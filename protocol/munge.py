@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False  # typing and collections stay off a command's start
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from subprocess import CompletedProcess
 
 # ctypes.util, shutil and subprocess are imported where needed: a command pays for them only on
