@@ -16,8 +16,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import SimpleNamespace as Namespace
 
-FINAL = ("BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL",
-         "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT")
 # sacct -s: its short and long state names
 STATE_WORDS = {
     "BF": "BOOT_FAIL", "CA": "CANCELLED", "CD": "COMPLETED", "CF": "CONFIGURING",

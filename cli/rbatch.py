@@ -21,8 +21,6 @@ from protocol.limits import MAX_FRAME_BYTES, MAX_SCRIPT_BYTES
 DIRECTIVES = ("#SBATCH", "#RANCH")
 NOT_A_SCRIPT = ("This does not look like a batch script. The first line must start with #! "
                 "followed by the path to an interpreter. For instance: #!/bin/sh")
-FINISHED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL",
-                      "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
 FRAME_HEADROOM = 4096  # the frame's header and the message's own keys, beside the body
 
 
@@ -160,6 +158,7 @@ def run(argv: list[str]) -> int:
 def wait_for(target, job_id: int) -> int:
     """sbatch --wait: poll until every job of the submission ended; the highest exit code."""
     from cli.job_requests import fetch_jobs
+    from statemachine.finalstates import FINAL_STATES
 
     pause = 0.5
     while True:
@@ -171,7 +170,7 @@ def wait_for(target, job_id: int) -> int:
             print(f"{prog('rbatch')}: error: Job {job_id} no longer found and exit code not "
                   "found", file=sys.stderr)
             return 0
-        if all(j["state"] in FINISHED for j in mine):
+        if all(j["state"] in FINAL_STATES for j in mine):
             return max((j.get("exit_code") or 0) if not j.get("signal") else 1 for j in mine)
 
 

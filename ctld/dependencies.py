@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from statemachine.jobstates import FINAL
+
 if TYPE_CHECKING:
     from ctld.jobs import Jobs
 
 UNFULFILLED, FULFILLED, FAILED = "unfulfilled", "fulfilled", "failed"
 SATISFIED, PENDING, NEVER = "satisfied", "pending", "never"
 KINDS = ("afternotok", "aftercorr", "afterany", "afterok", "afterburstbuffer", "after")
-FINAL = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
-                   "PREEMPTED", "BOOT_FAIL", "DEADLINE"})
 RUNNING_LIKE = frozenset({"RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED"})
 PROBLEM = "Job dependency problem"
 

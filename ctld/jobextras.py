@@ -32,8 +32,6 @@ def screen(jobs: Jobs, req: m.SubmitJob, members: dict[str, Any]
     def bad(message: str, fld: str) -> tuple[dict[str, Any], m.Error]:
         return members, m.Error("bad_request", message, field=fld)
 
-    if req.nice < 0 and req.uid != 0:
-        return bad("Invalid --nice value: only root may give a negative nice", "nice")
     if abs(req.nice) > NICE_LIMIT:
         return bad(f"Invalid --nice value, out of range (+/- {NICE_LIMIT})", "nice")
     if req.open_mode not in OPEN_MODES:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ctld import logs
+from statemachine.jobstates import FINAL
 
 if TYPE_CHECKING:
     from ctld.jobs import Jobs
@@ -30,7 +31,6 @@ _TITLE = {"BEGIN": "Began", "END": "Ended", "FAIL": "Failed", "REQUEUE": "Requeu
           "INVALID_DEPEND": "Invalid dependency", "TIME_LIMIT": "Reached time limit"}
 FAIL_STATES = frozenset({"FAILED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL",
                          "DEADLINE"})
-FINAL = frozenset({"COMPLETED", "CANCELLED"}) | FAIL_STATES
 
 
 def clock_text(seconds: float) -> str:

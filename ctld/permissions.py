@@ -118,7 +118,7 @@ def gate(server: Server, conn: Connection, msg: Any) -> tuple[Any, Any, After | 
                                                       "cluster key, send it"), None
     if kind is m.SubmitJob:
         msg = attrs.evolve(msg, user=who.name, uid=who.uid, gid=who.gid)
-        return msg, root_job_refusal(config, msg), None
+        return msg, root_job_refusal(config, msg) or nice_refusal(who, msg), None
     if kind in (m.CancelJobs, m.JobControl):
         # uid 0 is how a job command says "with admin rights" (ctld/jobcommands.py, _may); the
         # name is the caller's own, for the log.
@@ -185,6 +185,15 @@ def _owner(record: dict) -> int | None:
     if uid is None and isinstance(record.get("req"), dict):
         uid = record["req"].get("uid")
     return uid if isinstance(uid, int) else None
+
+
+def nice_refusal(who: Identity, msg: m.SubmitJob) -> m.Error | None:
+    """A negative nice raises a job above others': an administrator's right (root, SlurmUser or
+    AdminUsers, as slurmctld's operator check), decided here with every other right."""
+    if msg.nice >= 0 or who.admin:
+        return None
+    return m.Error("bad_request", "Invalid --nice value: only an administrator (root, SlurmUser "
+                   "or AdminUsers) may give a negative nice", field="nice")
 
 
 # -- DisableRootJobs ---------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from statemachine.finalstates import FINAL_STATES
 from statemachine.jobcodes import COMPACT, LISTED_ACTIVE, LONG, ORDER
 
 __all__ = ["ACTIVE", "COMPACT", "COMPLETING", "CONFIGURING", "END_REPORTS", "FINAL",
@@ -45,9 +46,7 @@ COMPLETING = JobState.COMPLETING
 # States in which a job holds nodes (its processes run or are being cleaned up).
 ACTIVE = frozenset({CONFIGURING, RUNNING, COMPLETING})
 # States that end a job: it holds nothing and changes no more (except by requeue).
-FINAL = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.TIMEOUT,
-                   JobState.NODE_FAIL, JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL,
-                   JobState.PREEMPTED, JobState.DEADLINE, JobState.SPECIAL_EXIT})
+FINAL = frozenset(JobState(name) for name in FINAL_STATES)
 def end_reason(state: str, exit_code: int, signal: int, pending_reason: str) -> str:
     """The Reason a job keeps once it ended, as slurmctld 22.05 sets it (job_mgr.c
     _job_complete; checked against a real Slurm by tests/conformance/): a non-zero exit is
