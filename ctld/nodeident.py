@@ -136,7 +136,7 @@ def read(path: str) -> dict[str, Any] | None:
         for v in doc["nodes"].values():
             str(v["sha256"])
     except orjson.JSONDecodeError as exc:
-        raise DamagedState(path, exc.pos, "not valid JSON") from None
+        raise DamagedState(path, exc.pos, f"not valid JSON ({exc.msg})") from None
     except (KeyError, TypeError, AttributeError):
         raise DamagedState(path, 0, 'not a credentials file ({"nodes": {NAME: {"sha256": ...}}})'
                            ) from None

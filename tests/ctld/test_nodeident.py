@@ -147,7 +147,7 @@ async def test_unreadable_credentials_file_stops_the_controller(tmp_path: Path) 
     try:
         _server(tmp_path)
     except DamagedState as exc:
-        assert "node_credentials.json at byte 1: not valid JSON" in str(exc)
+        assert "node_credentials.json at byte 1: not valid JSON (" in str(exc)
         assert "--ignore-damaged-state" in str(exc) and "\n" not in str(exc)
     else:
         raise AssertionError("a corrupt credentials file must not be taken as empty")
