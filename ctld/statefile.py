@@ -78,6 +78,8 @@ def load(state_dir: str) -> dict[str, Any] | None:
     except orjson.JSONDecodeError as exc:
         raise StateFileError(path, exc.pos, f"not valid JSON ({exc.msg})") from None
     fmt = doc.get("format") if isinstance(doc, dict) else None
+    if fmt == FORMAT_VERSION and not sealed:
+        raise StateFileError(path, 0, f"format {fmt} without its checksum")
     if fmt not in ((FORMAT_VERSION,) if sealed else (1,)):
         raise StateFileError(path, 0, f"format {fmt!r}, expected {FORMAT_VERSION} (or 1, "
                              "unsealed, from an earlier release)")
