@@ -1,14 +1,12 @@
-"""Checksums on what rctld writes to StateSaveLocation, and the refusal of a damaged file.
+"""Checksums on what rctld writes to StateSaveLocation, and the refusal of a damaged file."""
 
-zlib.crc32 (stdlib, C speed: a 5 MB snapshot costs about 1 ms) rather than a cryptographic hash:
-it guards against disks and crashes (torn writes, a cut or zeroed file, flipped bytes: a random
-change escapes it with odds of 1 in 2**32, any burst up to 32 bits always caught), not against
-someone who may write the state directory, who could rewrite the checksum just as well.
-
-A sealed JSON document stays one JSON object: `{"crc":"1a2b3c4d",` followed by the rest of the
-document as orjson wrote it; the checksum covers that rest. Older files (no `crc` key) are read
-as they decode: damage inside them is found only when it breaks their JSON (docs/limits.md).
-"""
+# zlib.crc32 rather than a cryptographic hash: stdlib, C speed (sealing a 5 MB snapshot costs
+# about 6 ms with its copy, a 600-byte journal record 1 us), and it guards against what happens to
+# state files (torn writes, a cut or zeroed file, flipped bytes: a random change escapes it with
+# odds of 1 in 2**32, a burst up to 32 bits never), not against someone who may write the
+# directory, who could rewrite any checksum as well. A sealed JSON document stays one JSON
+# object: '{"crc":"1a2b3c4d",' then the rest as orjson wrote it, which the checksum covers.
+# Older files (no "crc") are read as they decode (docs/limits.md says what that misses).
 
 from __future__ import annotations
 

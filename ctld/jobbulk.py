@@ -136,7 +136,11 @@ def read(state_dir: str, job_id: int) -> Bulk:
     with open(os.path.join(path, "script"), "rb") as f:
         script = f.read().decode("utf-8", "surrogateescape")
     with open(os.path.join(path, "environment"), "rb") as f:
-        env = tuple((str(k), str(v)) for k, v in orjson.loads(f.read()))
+        raw = f.read()
+    try:
+        env = tuple((str(k), str(v)) for k, v in orjson.loads(raw))
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        raise ValueError(f"{path}/environment is garbled") from None
     return script, env
 
 

@@ -1,6 +1,7 @@
-"""Reading one journal segment strictly: every record checks out, or the segment is refused at
-the byte offset of the first one that does not; only a torn last record of the newest segment
-(a crash in the middle of an append: no newline after it) is dropped."""
+"""One journal segment, read strictly: every record checks out, or it is refused at its offset."""
+
+# Only a torn last record (no newline after it: a crash in the middle of an append, never
+# acknowledged) is dropped, and only in the newest segment or one the last release wrote.
 
 from __future__ import annotations
 

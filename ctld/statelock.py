@@ -1,6 +1,7 @@
-"""One controller per state directory: an exclusive flock on StateSaveLocation/rctld.lock, which
-names its holder (host, pid). The kernel drops the lock with the holder's last descriptor, so a
-lock left by a dead process never blocks (no pid guessing, no stale-lock cleanup)."""
+"""One controller per state directory: an exclusive flock on StateSaveLocation/rctld.lock."""
+
+# The file names its holder (host, pid). The kernel drops the lock with the holder's last
+# descriptor, so a lock left by a dead process never blocks (no pid guessing, no cleanup).
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""How much of a request body rctld reads: an ASGI wrapper that refuses, before any route or
-token is looked at, a body announced over MAX_BODY (413, nothing read), and a counted read
-for the routes that take a body once the caller is authenticated (a chunked body has no
-announced length: reading stops at the cap). The largest body any route takes is a node update
-({"state": ..., "reason": ...}); MAX_BODY leaves it a hundredfold."""
+"""How much of a request body rctld reads, before authentication and after."""
+
+# An ASGI wrapper refuses, before any route or token is looked at, a body announced over MAX_BODY
+# (413, nothing read); routes that take a body read it counted once the caller is authenticated
+# (a chunked body announces no length: reading stops at the cap). The largest body a route takes
+# is a node update ({"state": ..., "reason": ...}); MAX_BODY leaves it a hundredfold.
 
 from __future__ import annotations
 

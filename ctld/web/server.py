@@ -1,8 +1,9 @@
-"""Runs the HTTP app with hypercorn's trio connection handler as one task of rctld's nursery,
-behind rctld's own accept loop: hypercorn's serve() takes every connection the kernel hands it,
-so HTTP clients could spend the descriptors the journal needs (issue 30). Here at most
-`http_cap` connections are open at once (a quarter of the descriptor reserve, ctld/admission.py);
-one over it is closed at once, and idle ones go after hypercorn's keep-alive timeout."""
+"""Runs the HTTP app as one task of rctld's nursery, with a cap on open connections."""
+
+# rctld's own accept loop sits in front of hypercorn's connection handler: hypercorn's serve()
+# takes every connection the kernel hands it, so HTTP clients could spend the descriptors the
+# journal needs (issue 30). At most `http_cap` are open at once (a quarter of the descriptor
+# reserve, ctld/admission.py); one over it is closed at once, idle ones go after the keep-alive.
 
 from __future__ import annotations
 
