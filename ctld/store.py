@@ -42,7 +42,9 @@ SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
 
 class Store(Protocol):
     def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        """(the snapshot or None, the journal records after it, oldest first)."""
+        """(the snapshot or None, the journal records after it, oldest first). Damaged state
+        raises integrity.DamagedState (rctld prints it as its one line and stops); it is never
+        taken as empty. The snapshot's jobs.next_id is never below an id already given out."""
 
     def append(self, records: list[dict[str, Any]]) -> int:
         """Queue records for the next write; returns the ticket `wait` takes."""
