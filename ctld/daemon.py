@@ -14,9 +14,10 @@ import trio
 
 from conf import ConfigError, load_config
 from conf.model import ClusterConfig
-from ctld import acct, eventlog, gctune, jobbulk, logs, statefile
+from ctld import acct, eventlog, gctune, integrity, jobbulk, logs, nodeident, statefile
 from ctld.cluster import Cluster
 from ctld.history import DIR_NAME, FileHistory
+from ctld.integrity import DamagedState
 from ctld.server import Server
 from ctld.store import FileStore
 from protocol import messages as m
@@ -43,8 +44,10 @@ class Daemon:
         config_path: str | None = None,
         on_ready: Callable[[], None] | None = None,
         key_file: str | None = None,
+        ignore_damaged: bool = False,
     ) -> None:
-        """`on_ready` runs once the saved state is restored, before the first connection."""
+        """`on_ready` runs once the saved state is restored, before the first connection.
+        `ignore_damaged` (rctld -i): damaged state files are moved aside, not refused."""
         self.on_ready = on_ready
         self.config_path = config_path or config.path
         self.state_dir = state_dir
@@ -54,9 +57,11 @@ class Daemon:
         self.cluster = Cluster(config, on_dirty=self._mark_dirty)
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
+        if ignore_damaged:  # before Server reads it: a damaged file goes aside
+            _credentials_aside(state_dir)
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job, state_dir=state_dir)
-        self.store = FileStore(state_dir)
+        self.store = FileStore(state_dir, ignore_damaged=ignore_damaged)
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
         self.cluster.jobs.state_dir = state_dir
         self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
@@ -85,13 +90,10 @@ class Daemon:
         return self.store
 
     def restore(self) -> None:
+        """Take back the saved state; integrity.DamagedState (never a silent reset) when a
+        file is damaged and rctld was not started with -i."""
         self.cluster.eventlog.load(self.state_dir)
-        try:
-            doc, records = self.store.load()
-        except statefile.StateFileError as exc:
-            logs.event("saved state unusable; starting from the config", logging.ERROR,
-                       error=str(exc))
-            doc, records = None, self.store.read()
+        doc, records = self.store.load()
         jobs = self.cluster.jobs
         if doc is None and not records:
             logs.event("no saved state; starting from the config",
@@ -104,6 +106,8 @@ class Daemon:
                 jobs.restore(doc.get("jobs"))
         # packs no saved job points into (a snapshot that failed after writing one)
         jobs.packs_gone += [n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs]
+        if self.store.moved_aside:  # what was taken from them now lives in no journal
+            self.save_now()
 
     async def durable(self) -> None:
         """Return once every change made so far is on disk (group commit: the changes of every
@@ -351,6 +355,15 @@ def _listener_addr(listener: Any) -> str:
         return f"{host}:{port}"
     except (OSError, AttributeError):
         return "?"
+
+
+def _credentials_aside(state_dir: str) -> None:
+    try:
+        nodeident.read(os.path.join(state_dir, nodeident.FILE))
+    except DamagedState as exc:
+        aside = integrity.move_aside(exc.path)
+        logs.event("damaged node credentials moved aside (-i); every node gets a new one",
+                   logging.ERROR, path=exc.path, error=exc.what, moved_to=aside)
 
 
 def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:

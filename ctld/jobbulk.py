@@ -8,6 +8,10 @@ environment}), cost this machine's ext4 0.8 ms of kernel CPU per job, more than 
 submission (docs/benchmarks.md, issue 23); a pack costs one create and one fsync per snapshot.
 Jobs saved by earlier versions keep their hash.N/job.ID directories, read and removed as before.
 
+Each entry is sealed: 8 hex digits of the zlib.crc32 of the rest of it (ctld/integrity.py says
+why crc32); entries of earlier releases (no checksum, they begin with "[") are read as they decode.
+A damaged entry is refused in words (ValueError): its one job fails, nothing else is touched.
+
 A submission's journal record holds the bulk until then; before a snapshot lets that record's
 segment go, the snapshot writes (and fsyncs) the pack.
 """
@@ -17,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import zlib
 
 import orjson
 
@@ -58,7 +63,8 @@ def write_pack(state_dir: str, pack: int, items: list[tuple[int, str, tuple | by
     for job_id, script, env in items:
         raw = script.encode("utf-8", "surrogateescape")
         env_json = env if isinstance(env, bytes) else orjson.dumps(env)
-        entry = b"[%d,%s,%d]\n%s" % (job_id, env_json, len(raw), raw)
+        body = b"[%d,%s,%d]\n%s" % (job_id, env_json, len(raw), raw)
+        entry = b"%08x%s" % (zlib.crc32(body), body)
         chunks.append(entry)
         placed.append((job_id, at, len(entry)))
         at += len(entry)
@@ -77,18 +83,38 @@ def write_pack(state_dir: str, pack: int, items: list[tuple[int, str, tuple | by
 
 
 def read_packed(state_dir: str, job_id: int, where: tuple[int, int, int]) -> Bulk:
-    """A job's script and environment from its pack entry; OSError/ValueError if unreadable."""
+    """A job's script and environment from its pack entry; OSError/ValueError (naming the
+    file and offset) if unreadable or damaged."""
     pack, offset, length = where
-    fd = os.open(pack_path(state_dir, pack), os.O_RDONLY)
+    path = pack_path(state_dir, pack)
+    fd = os.open(path, os.O_RDONLY)
     try:
         data = os.pread(fd, length, offset)
     finally:
         os.close(fd)
+
+    def damaged(what: str) -> ValueError:
+        return ValueError(f"{path} at byte {offset}: the entry of job {job_id} {what}")
+
+    if len(data) != length:
+        raise damaged(f"is cut ({len(data)} of {length} bytes)")
+    if not data.startswith(b"["):  # sealed: crc32 of the rest first
+        try:
+            want = int(data[:8], 16)
+        except ValueError:
+            raise damaged("has a garbled checksum") from None
+        data = data[8:]
+        if zlib.crc32(data) != want:
+            raise damaged("fails its checksum")
     head, _, raw = data.partition(b"\n")
-    got_id, env, size = orjson.loads(head)
+    try:
+        got_id, env, size = orjson.loads(head)
+        env_pairs = tuple((str(k), str(v)) for k, v in env)
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        raise damaged("is garbled") from None
     if got_id != job_id or len(raw) != size:
-        raise ValueError(f"entry at {offset} of {pack_path(state_dir, pack)} is not job {job_id}")
-    return raw.decode("utf-8", "surrogateescape"), tuple((str(k), str(v)) for k, v in env)
+        raise damaged(f"holds job {got_id!r} ({len(raw)} of {size!r} bytes)")
+    return raw.decode("utf-8", "surrogateescape"), env_pairs
 
 
 def remove_pack(state_dir: str, pack: int) -> None:
@@ -110,7 +136,11 @@ def read(state_dir: str, job_id: int) -> Bulk:
     with open(os.path.join(path, "script"), "rb") as f:
         script = f.read().decode("utf-8", "surrogateescape")
     with open(os.path.join(path, "environment"), "rb") as f:
-        env = tuple((str(k), str(v)) for k, v in orjson.loads(f.read()))
+        raw = f.read()
+    try:
+        env = tuple((str(k), str(v)) for k, v in orjson.loads(raw))
+    except (orjson.JSONDecodeError, TypeError, ValueError):
+        raise ValueError(f"{path}/environment is garbled") from None
     return script, env
 
 

@@ -6,7 +6,9 @@ import argparse
 import logging
 import os
 import sys
+from typing import TypeVar
 
+E = TypeVar("E", bound=BaseException)
 DEFAULT_STATE_DIR = "./ranch-state"
 
 
@@ -23,6 +25,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key-file", metavar="F",
                    help="cluster key (default: RANCH_KEY_FILE, else AuthKeyFile); created if "
                         "missing")
+    p.add_argument("-i", "--ignore-damaged-state", action="store_true",
+                   help="start even if saved state is damaged: each damaged file is moved "
+                        "aside (FILE.damaged-TIME, never deleted), what checks out in it is "
+                        "kept, job ids resume past every id seen (as slurmctld -i)")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument("--check", action="store_true", help="validate the config and exit")
@@ -102,6 +108,17 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"rctld: cannot create state dir {state_dir}: {exc.strerror}", file=sys.stderr)
         return 1
+    from ctld.statelock import StateDirBusy, acquire
+
+    try:
+        acquire(state_dir)  # held until this process ends (ctld/statelock.py)
+    except StateDirBusy as exc:
+        print(f"rctld: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"rctld: cannot lock state dir {state_dir}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     logs.event("state directory", path=state_dir, source=origin)
     logs.event("starting", config=config.path, hash=config.config_hash[:12], key=key_path)
 
@@ -110,15 +127,25 @@ def main(argv: list[str] | None = None) -> int:
     async def amain() -> None:
         daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
                         config_path=args.file, on_ready=gctune.freeze_startup_heap,
-                        key_file=os.path.abspath(key_path))
+                        key_file=os.path.abspath(key_path),
+                        ignore_damaged=args.ignore_damaged_state)
         daemons.append(daemon)
         await daemon.run(signals=True)
 
     gctune.configure()
     raise_fd_limit()  # as slurmctld does: the connection caps follow from it (ctld/admission.py)
+    from ctld.integrity import DamagedState
+
     try:
         trio.run(amain)
+    except DamagedState as exc:  # nothing was written: the files are as they were found
+        print(f"rctld: {exc}", file=sys.stderr)
+        return 1
     except (OSError, BaseExceptionGroup) as exc:
+        damaged = _find(exc, DamagedState)
+        if damaged is not None:
+            print(f"rctld: {damaged}", file=sys.stderr)
+            return 1
         os_error = _find_os_error(exc)
         if os_error is None:
             raise
@@ -133,11 +160,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _find_os_error(exc: BaseException) -> OSError | None:
-    if isinstance(exc, OSError):
+    return _find(exc, OSError)
+
+
+def _find(exc: BaseException, kind: type[E]) -> E | None:
+    if isinstance(exc, kind):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:
-            found = _find_os_error(inner)
+            found = _find(inner, kind)
             if found is not None:
                 return found
     return None

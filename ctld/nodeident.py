@@ -28,7 +28,8 @@ import attrs
 import orjson
 import trio
 
-from ctld import logs
+from ctld import integrity, logs
+from ctld.integrity import DamagedState
 from protocol import messages as m
 
 if TYPE_CHECKING:
@@ -61,19 +62,12 @@ class NodeCredentials:
 
     def _load(self) -> None:
         assert self.path is not None
-        try:
-            with open(self.path, "rb") as f:
-                doc = orjson.loads(f.read())
-            nodes = doc["nodes"]
-            self.hashes = {str(k): str(v["sha256"]) for k, v in nodes.items()}
-            self.unconfirmed = {str(k) for k, v in nodes.items() if v.get("confirmed") is False}
-        except FileNotFoundError:
+        doc = read(self.path)
+        if doc is None:
             return
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            # Unreadable: starting without it would let anyone take a node's name. Refuse to
-            # guess; the admin sees why (the file can be removed to start afresh).
-            raise RuntimeError(f"cannot read node credentials {self.path}: {exc}; fix or "
-                               "remove it (every node is then issued a new credential)") from None
+        self.hashes = {str(k): str(v["sha256"]) for k, v in doc["nodes"].items()}
+        self.unconfirmed = {str(k) for k, v in doc["nodes"].items()
+                            if v.get("confirmed") is False}
         logs.event("node credentials restored", path=self.path, nodes=len(self.hashes))
 
     def matches(self, name: str, credential: str | None) -> bool | None:
@@ -119,8 +113,34 @@ class NodeCredentials:
             doc = {"version": 1, "nodes": {
                 k: {"sha256": v, **({"confirmed": False} if k in self.unconfirmed else {})}
                 for k, v in self.hashes.items()}}
-            await trio.to_thread.run_sync(_write, self.path, orjson.dumps(doc))
+            await trio.to_thread.run_sync(_write, self.path, integrity.seal(orjson.dumps(doc)))
             self._saved = gen
+
+
+def read(path: str) -> dict[str, Any] | None:
+    """The credentials file's document (None: there is none). Unreadable or damaged, it is
+    refused (DamagedState): starting without it would let anyone take a node's name, so rctld
+    stops and says why (-i moves the file aside: every node is then issued a new credential)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise DamagedState(path, 0, f"cannot be read ({exc.strerror or exc})") from None
+    _sealed, problem = integrity.check(raw)
+    if problem is not None:
+        raise DamagedState(path, 0, problem)
+    try:
+        doc = orjson.loads(raw)
+        for v in doc["nodes"].values():
+            str(v["sha256"])
+    except orjson.JSONDecodeError as exc:
+        raise DamagedState(path, exc.pos, f"not valid JSON ({exc.msg})") from None
+    except (KeyError, TypeError, AttributeError):
+        raise DamagedState(path, 0, 'not a credentials file ({"nodes": {NAME: {"sha256": ...}}})'
+                           ) from None
+    return doc
 
 
 def _write(path: str, data: bytes) -> None:

@@ -1,4 +1,6 @@
-"""The controller's saved state: one JSON file, written crash-safe (temp, fsync, rename)."""
+"""The controller's saved state: one checksummed JSON file, written crash-safe (temp, fsync,
+rename), and beside it the next job id, kept with a checksum of its own so that ids never go back
+even when the state file and the journal are gone."""
 
 from __future__ import annotations
 
@@ -7,12 +9,17 @@ from typing import Any
 
 import orjson
 
+from ctld import integrity
+from ctld.integrity import DamagedState
+
 STATE_FILE = "node_state.json"
-FORMAT_VERSION = 1
+NEXT_ID_FILE = "job_id_next"
+FORMAT_VERSION = 2  # 2: sealed with a checksum (ctld/integrity.py); 1, without, is still read
 
 
-class StateFileError(Exception):
-    """The saved state could not be read; the message names the file and the problem."""
+class StateFileError(DamagedState):
+    """The saved state could not be read; the message names the file, the offset and the
+    problem."""
 
 
 def state_path(state_dir: str) -> str:
@@ -50,27 +57,67 @@ def fsync_dir(directory: str) -> None:
 
 
 def save(state_dir: str, doc: dict[str, Any]) -> None:
-    body = {"format": FORMAT_VERSION, **doc}
-    write_atomic(state_path(state_dir), orjson.dumps(body))
+    jobs = doc.get("jobs")
+    if isinstance(jobs, dict) and isinstance(jobs.get("next_id"), int):
+        save_next_id(state_dir, jobs["next_id"])
+    body = orjson.dumps({"format": FORMAT_VERSION, **doc})
+    write_atomic(state_path(state_dir), integrity.seal(body))
 
 
 def load(state_dir: str) -> dict[str, Any] | None:
-    """The saved document, or None when there is none yet."""
+    """The saved document, or None when there is none yet; StateFileError if it is damaged."""
     path = state_path(state_dir)
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
+    raw = _read(path)
+    if raw is None:
         return None
-    except OSError as exc:
-        raise StateFileError(f"cannot read state file {path}: {exc.strerror}") from None
+    sealed, problem = integrity.check(raw)
+    if problem is not None:
+        raise StateFileError(path, 0, problem)
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise StateFileError(f"state file {path} is not valid JSON: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT_VERSION:
-        raise StateFileError(
-            f"state file {path} has format {doc.get('format') if isinstance(doc, dict) else '?'}"
-            f", expected {FORMAT_VERSION}"
-        )
+        raise StateFileError(path, exc.pos, f"not valid JSON ({exc.msg})") from None
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if fmt == FORMAT_VERSION and not sealed:
+        raise StateFileError(path, 0, f"format {fmt} without its checksum")
+    if fmt not in ((FORMAT_VERSION,) if sealed else (1,)):
+        raise StateFileError(path, 0, f"format {fmt!r}, expected {FORMAT_VERSION} (or 1, "
+                             "unsealed, from an earlier release)")
+    doc.pop("crc", None)
     return doc
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise StateFileError(path, 0, f"cannot be read ({exc.strerror or exc})") from None
+
+
+def next_id_path(state_dir: str) -> str:
+    return os.path.join(state_dir, NEXT_ID_FILE)
+
+
+def save_next_id(state_dir: str, next_id: int) -> None:
+    write_atomic(next_id_path(state_dir), integrity.seal(orjson.dumps({"next_id": next_id})))
+
+
+def load_next_id(state_dir: str) -> int:
+    """The job id floor kept beside the state file (1 when there is none); StateFileError if
+    damaged."""
+    path = next_id_path(state_dir)
+    raw = _read(path)
+    if raw is None:
+        return 1
+    sealed, problem = integrity.check(raw)
+    if not sealed:
+        problem = problem or "no checksum"
+    if problem is not None:
+        raise StateFileError(path, 0, problem)
+    try:
+        return int(orjson.loads(raw)["next_id"])
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        raise StateFileError(path, 0, "not a next-id file") from None

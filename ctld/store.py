@@ -13,6 +13,12 @@ as the state file holds it). A snapshot names the last `seq` it holds (`journal_
 the records after it are laid over it in order, so a record never rolls a newer snapshot back.
 Lines of the version-4 submission journal (a job's record, no `seq`) are read too.
 
+Every journal record and snapshot carries a checksum (ctld/integrity.py); a damaged one stops
+rctld at start with one line naming the file and offset (ctld/journalfile.py), unless it is the
+torn last record of the newest segment (a crash mid-append, never acknowledged), which is cut
+off. `rctld -i` moves damaged files aside instead. Records of earlier releases (no checksum)
+are taken as they decode.
+
 The journal is a series of segment files (journal.N.jsonl). A snapshot starts a new segment the
 moment it is built; once it is on disk the older segments are deleted whole, so trimming never
 reads or rewrites what was appended (nor holds up a commit while it does).
@@ -26,10 +32,9 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import orjson
 import trio
 
-from ctld import logs, statefile
+from ctld import integrity, journalfile, logs, statefile
 
 LEGACY_JOURNAL = "job_journal.jsonl"  # version 4's submission journal, read at start
 SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
@@ -37,7 +42,9 @@ SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
 
 class Store(Protocol):
     def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        """(the snapshot or None, the journal records after it, oldest first)."""
+        """(the snapshot or None, the journal records after it, oldest first). Damaged state
+        raises integrity.DamagedState (rctld prints it as its one line and stops); it is never
+        taken as empty. The snapshot's jobs.next_id is never below an id already given out."""
 
     def append(self, records: list[dict[str, Any]]) -> int:
         """Queue records for the next write; returns the ticket `wait` takes."""
@@ -52,8 +59,11 @@ class Store(Protocol):
 class FileStore:
     """node_state.json (atomic replace) + job_journal.jsonl (append, fsync), in one directory."""
 
-    def __init__(self, state_dir: str, *, in_thread: bool = True) -> None:
+    def __init__(self, state_dir: str, *, in_thread: bool = True,
+                 ignore_damaged: bool = False) -> None:
         self.state_dir = state_dir
+        self.ignore_damaged = ignore_damaged  # rctld -i: damaged files are moved aside
+        self.moved_aside: list[str] = []  # where they went (load)
         self.segment = 1 + max(self._segments(), default=0)  # appends go here
         self.in_thread = in_thread
         self.seq = 0  # the last sequence number handed out
@@ -94,43 +104,69 @@ class FileStore:
     # -- start -----------------------------------------------------------------------------
 
     def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-        """Raises statefile.StateFileError for an unreadable snapshot (the caller decides)."""
+        """Raises integrity.DamagedState (one line: file, offset, what to do) for any damaged
+        file, unless started to ignore damaged state (-i): then each is moved aside, what
+        checks out in it is taken, and job ids resume past the highest one seen anywhere."""
+        doc = self._attempt(lambda: statefile.load(self.state_dir))
         lines = self.read()
-        doc = statefile.load(self.state_dir)
+        floor = self._attempt(lambda: statefile.load_next_id(self.state_dir)) or 1
+        if self.moved_aside:
+            floor = max(floor, self._highest_id_seen() + 1 + integrity.MARGIN)
+            logs.event("damaged state ignored (-i); job ids resume past every id seen",
+                       logging.WARNING, next_id=floor, moved=" ".join(self.moved_aside))
+        if floor > 1:
+            doc = doc if doc is not None else {}
+            jobs = doc.setdefault("jobs", {})
+            jobs["next_id"] = max(int(jobs.get("next_id", 1)), floor)
         after = int(doc.get("journal_seq", 0)) if doc else 0
         self.seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
         return doc, [r for r in lines if "seq" not in r or int(r["seq"]) > after]
 
+    def _attempt(self, fn: Callable[[], Any]) -> Any:
+        """fn(); a damaged file is refused, or with -i moved aside (None is returned then)."""
+        try:
+            return fn()
+        except integrity.DamagedState as exc:
+            if not self.ignore_damaged:
+                raise
+            self._set_aside(exc)
+            return None
+
+    def _set_aside(self, exc: integrity.DamagedState) -> str:
+        aside = integrity.move_aside(exc.path)
+        statefile.fsync_dir(os.path.dirname(exc.path))
+        self.moved_aside.append(aside)
+        logs.event("damaged state file moved aside (-i)", logging.ERROR, path=exc.path,
+                   offset=exc.offset, error=exc.what, moved_to=aside)
+        return aside
+
+    def _highest_id_seen(self) -> int:
+        """Every job id written in the state directory, damaged files included."""
+        top = 0
+        for root, _dirs, files in os.walk(self.state_dir):
+            for name in files:
+                with contextlib.suppress(OSError), open(os.path.join(root, name), "rb") as f:
+                    top = max(top, integrity.highest_id(f.read()))
+        return top
+
     def read(self) -> list[dict[str, Any]]:
-        """The journal's records, oldest first; a torn last line is skipped."""
+        """The journal's records, oldest first (journalfile.read: strict; only a torn last
+        record of the newest segment is dropped)."""
         out: list[dict[str, Any]] = []
         paths = [os.path.join(self.state_dir, LEGACY_JOURNAL)]
         paths += [self._segment_path(n) for n in self._segments()]
-        for path in paths:
-            out += self._read_file(path)
-        return out
-
-    def _read_file(self, path: str) -> list[dict[str, Any]]:
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            logs.event("journal unreadable", logging.ERROR, path=path,
-                       error=exc.strerror or str(exc))
-            return []
-        out = []
-        for line in raw.splitlines():
-            if not line.strip():
-                continue
+        paths = [p for p in paths if os.path.exists(p)]
+        for i, path in enumerate(paths):
             try:
-                entry = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                logs.event("torn journal line skipped", logging.WARNING, path=path)
-                continue
-            if isinstance(entry, dict):
-                out.append(entry)
+                out += journalfile.read(path, newest=i == len(paths) - 1)[0]
+            except integrity.DamagedState as exc:
+                if not self.ignore_damaged:
+                    raise
+                aside = self._set_aside(exc)
+                records, skipped = journalfile.read(aside, newest=False, salvage=True)
+                logs.event("records taken from a damaged journal segment", logging.WARNING,
+                           path=aside, records=len(records), bad=skipped)
+                out += records
         return out
 
     # -- group commit ----------------------------------------------------------------------
@@ -146,7 +182,7 @@ class FileStore:
         lines = []
         for rec in records:
             self.seq += 1
-            lines.append(orjson.dumps({"seq": self.seq, **rec}) + b"\n")
+            lines.append(journalfile.encode({"seq": self.seq, **rec}))
         self._buf.append(b"".join(lines))
         self._appended += 1
         return self._appended

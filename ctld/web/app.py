@@ -24,6 +24,7 @@ from conf import hostlist
 from ctld import logs, permissions
 from ctld.nodeupdates import REASON_REQUIRED
 from ctld.web import grid, jobstats, metrics
+from ctld.web.limits import BodyTooLarge, read_body
 from ctld.web.tokens import Tokens, bearer, is_loopback
 from protocol import messages as m
 from protocol.records import job_json, node_json, partition_json, queue_doc, show_doc, sinfo_doc
@@ -274,7 +275,9 @@ class Web:
                        nodes=expr, error=why)
             return _error(403, why)
         try:
-            body = orjson.loads(await request.body())
+            body = orjson.loads(await read_body(request))
+        except BodyTooLarge as exc:
+            return _error(413, str(exc), headers={"connection": "close"})
         except orjson.JSONDecodeError as exc:
             return _error(400, f"request body is not JSON: {exc}")
         if not isinstance(body, dict):

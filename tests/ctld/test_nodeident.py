@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from ctld.cluster import Cluster
+from ctld.integrity import DamagedState
 from ctld.server import Server
 from protocol import messages as m
 from protocol.framing import FrameDecoder, encode_frame
@@ -145,8 +146,9 @@ async def test_unreadable_credentials_file_stops_the_controller(tmp_path: Path) 
     (tmp_path / "node_credentials.json").write_text("{not json")
     try:
         _server(tmp_path)
-    except RuntimeError as exc:
-        assert "node_credentials.json" in str(exc) and "remove it" in str(exc)
+    except DamagedState as exc:
+        assert "node_credentials.json at byte 1: not valid JSON (" in str(exc)
+        assert "--ignore-damaged-state" in str(exc) and "\n" not in str(exc)
     else:
         raise AssertionError("a corrupt credentials file must not be taken as empty")
 
