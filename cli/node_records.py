@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 from protocol.records import is_unusable, reason_of, reason_user, usage_class
 
 # Slurm's state word (reference §1): base enum in the low bits, flags above. Used to sort rows the
@@ -61,9 +59,9 @@ def natural_key(name: str) -> tuple:
 
 def iso_time(epoch: float | None, missing: str = "Unknown") -> str:
     """Slurm's timestamp form YYYY-MM-DDTHH:MM:SS in local time."""
-    if not epoch:
-        return missing
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+    from conf.timefmt import slurm_timestamp  # only when a time is shown
+
+    return slurm_timestamp(epoch or 0, missing)
 
 
 def min_plus(values: list[int]) -> str:

@@ -143,7 +143,9 @@ def run(argv: list[str]) -> int:
         raise CliError(f"Batch job submission failed: {exc.message}{where}") from None
     job_id = reply.get("job_id")
     if body["test_only"]:
-        when = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(reply.get("start_time") or 0))
+        from conf.timefmt import slurm_timestamp
+
+        when = slurm_timestamp(reply.get("start_time") or 0)
         print(f"{prog('rbatch')}: Job {job_id} to start at {when} using {reply.get('cpus')} "
               f"processors on nodes {reply.get('nodes')} in partition {reply.get('partition')}",
               file=sys.stderr)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from cli import quickargs
 from cli.controller import (
@@ -197,7 +196,9 @@ def show_partitions(s: Session, name: str | None) -> int:
 
 def show_config(s: Session) -> int:
     dump = ask(s.target, "GetConfig", want="ConfigDump")
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+    from conf.timefmt import slurm_timestamp
+
+    stamp = slurm_timestamp()
     lines = [f"Configuration data as of {stamp}"]
     lines += [f"{k:<23} = {v}" for k, v in dump.get("items") or ()]
     sys.stdout.write("".join(line + "\n" for line in lines))

@@ -4,8 +4,6 @@ table, `-p`/`-P` and `%N`-width forms."""
 
 from __future__ import annotations
 
-import time
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -92,7 +90,9 @@ def parse_format(text: str) -> list[tuple[str, int]]:
 
 
 def stamp(epoch: float | None) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch)) if epoch else "Unknown"
+    from conf.timefmt import slurm_timestamp  # only when a time is shown
+
+    return slurm_timestamp(epoch or 0)
 
 
 def hms(seconds: float | None) -> str:

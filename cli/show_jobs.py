@@ -15,9 +15,9 @@ _PATTERN = re.compile(r"%(%|\d*)([aAjJnNstux]?)")
 
 
 def _iso(epoch: float | None, missing: str = "Unknown") -> str:
-    if not epoch:
-        return missing
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+    from conf.timefmt import slurm_timestamp  # only when a time is shown
+
+    return slurm_timestamp(epoch or 0, missing)
 
 
 def _clock(seconds: float) -> str:

@@ -3,8 +3,6 @@ the time and state forms squeue prints."""
 
 from __future__ import annotations
 
-import time
-
 from statemachine import jobcodes
 
 TYPE_CHECKING = False
@@ -71,9 +69,9 @@ def priority(job: dict) -> int:
 
 
 def _iso(epoch: float | None) -> str:
-    if not epoch:
-        return "N/A"
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+    from conf.timefmt import slurm_timestamp  # only when a time is shown
+
+    return slurm_timestamp(epoch or 0, "N/A")
 
 
 def _tres_per_node(job: dict) -> str:

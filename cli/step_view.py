@@ -10,16 +10,15 @@ an invalid `-o` letter or `-O` name is an error line on stderr, the rest still p
 from __future__ import annotations
 
 import sys
-import time
 
 BATCH = 0xFFFFFFFB  # Slurm's id of the batch step: it sorts after every numbered step
 DEFAULT_FORMAT = "%.15i %.8j %.9P %.8u %.9M %N"
 
 
 def _iso(epoch: float | None) -> str:
-    if not epoch:
-        return "Unknown"
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))
+    from conf.timefmt import slurm_timestamp  # only when a time is shown
+
+    return slurm_timestamp(epoch or 0)
 
 
 def _job_id(j: dict) -> str:

@@ -73,3 +73,15 @@ def format_sinfo_limit(minutes: int | None) -> str:
     if hours:
         return f"{hours}:{mins:02d}:00"
     return f"{mins}:00"
+
+
+def slurm_timestamp(epoch: float | None = None, missing: str = "Unknown") -> str:
+    """Slurm's timestamp, YYYY-MM-DDTHH:MM:SS in local time (now when `epoch` is None; `missing`
+    for 0, as Slurm prints an unset time). The one home of this form for commands and daemons."""
+    import time
+
+    if epoch is None:
+        return time.strftime("%Y-%m-%dT%H:%M:%S")
+    if not epoch:
+        return missing
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(epoch))

@@ -12,6 +12,7 @@ import attrs
 import psutil
 import trio
 
+from conf.timefmt import slurm_timestamp
 from noded import jobstore
 from noded.jobenv import node_index, output_paths
 from protocol.messages import JobEnd, JobSpec
@@ -97,7 +98,7 @@ def note_end(job: RunningJob, node: str, timeout: bool) -> None:
     if node_index(job.spec, node) != 0 or job.spec.script == HOLDER:
         return  # no batch script here, so no output file of its own
     stdout, stderr = output_paths(job.spec, node)
-    when = time.strftime("%Y-%m-%dT%H:%M:%S")
+    when = slurm_timestamp()
     why = " DUE TO TIME LIMIT" if timeout else ""
     line = (f"slurmstepd-{node}: error: *** JOB {job.spec.job_id} ON {node} "
             f"CANCELLED AT {when}{why} ***\n")

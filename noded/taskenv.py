@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from typing import Any
 
 from conf import hostlist
+from conf.timefmt import slurm_timestamp
 from protocol.messages import StepSpec
 
 # Names rrun's environment may carry from the batch script that would lie about this step.
@@ -99,7 +99,7 @@ def task_argv(spec: StepSpec, env: dict[str, str]) -> list[str]:
 
 def cancelled_line(spec: StepSpec, node: str) -> str:
     """slurmstepd's line when srun aborts the step (SIGTERM, Ctrl-C twice)."""
-    when = time.strftime("%Y-%m-%dT%H:%M:%S")
+    when = slurm_timestamp()
     return (f"slurmstepd-{node}: error: *** STEP {spec.job_id}.{spec.step_id} ON {node} "
             f"CANCELLED AT {when} ***\n")
 
