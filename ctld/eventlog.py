@@ -7,7 +7,6 @@ flusher task and each follower drains its own bounded queue from its own connect
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import time
@@ -19,6 +18,7 @@ import orjson
 import trio
 
 from ctld import logs
+from protocol import durable
 from statemachine import names
 
 FILE_NAME = "events.jsonl"
@@ -205,18 +205,7 @@ def write(state_dir: str, batch: list[dict[str, Any]], everything: list[dict[str
     path = os.path.join(state_dir, FILE_NAME)
     os.makedirs(state_dir, exist_ok=True)
     if everything is not None:
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(b"".join(orjson.dumps(r) + b"\n" for r in everything))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        with contextlib.suppress(OSError):  # the rename is durable once the directory is
-            fd = os.open(state_dir, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        durable.write_atomic(path, b"".join(orjson.dumps(r) + b"\n" for r in everything))
         return len(everything)
     with open(path, "ab") as f:
         f.write(b"".join(orjson.dumps(r) + b"\n" for r in batch))

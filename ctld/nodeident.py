@@ -30,6 +30,7 @@ import trio
 
 from ctld import integrity, logs
 from ctld.integrity import DamagedState
+from protocol import durable
 from protocol import messages as m
 
 if TYPE_CHECKING:
@@ -144,20 +145,8 @@ def read(path: str) -> dict[str, Any] | None:
 
 
 def _write(path: str, data: bytes) -> None:
-    parent = os.path.dirname(path)
-    os.makedirs(parent, mode=0o700, exist_ok=True)
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    dfd = os.open(parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    durable.write_atomic(path, data)
 
 
 # -- the Register route -------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from collections.abc import Callable
 import trio
 
 from ctld import logs
+from protocol import durable
 
 MARK_FILE = "replay_mark"
 STEP = 0.5
@@ -80,11 +81,4 @@ class ReplayMark:
 
     def _write(self, mark: float) -> None:
         assert self.path is not None
-        tmp = f"{self.path}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, f"{mark:.6f}\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
+        durable.write_atomic(self.path, f"{mark:.6f}\n".encode())

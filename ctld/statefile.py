@@ -12,6 +12,9 @@ import orjson
 from ctld import integrity
 from ctld.integrity import DamagedState
 
+# The durable-write rule lives in protocol/durable.py; the store's modules reach it through here.
+from protocol.durable import fsync_dir, write_all_fsync, write_atomic  # noqa: F401
+
 STATE_FILE = "node_state.json"
 NEXT_ID_FILE = "job_id_next"
 FORMAT_VERSION = 2  # 2: sealed with a checksum (ctld/integrity.py); 1, without, is still read
@@ -26,34 +29,6 @@ def state_path(state_dir: str) -> str:
     return os.path.join(state_dir, STATE_FILE)
 
 
-def write_all_fsync(fd: int, data: bytes) -> None:
-    """Write every byte of `data` to `fd` (os.write may take less than asked), then fsync."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-    os.fsync(fd)
-
-
-def write_atomic(path: str, data: bytes) -> None:
-    """Replace `path` by `data` so that a crash leaves either the old or the new file, whole."""
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = f"{path}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        write_all_fsync(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(directory)  # make the rename itself durable
-
-
-def fsync_dir(directory: str) -> None:
-    """Make the names in `directory` (a file created or renamed there) durable."""
-    dir_fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def save(state_dir: str, doc: dict[str, Any]) -> None:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
-import secrets
 from pathlib import Path
 
 import attrs
 import orjson
 
+from protocol import durable
 from protocol.codec import converter
 from protocol.messages import ConfigFile, NodeSettings
 
@@ -31,17 +31,7 @@ class CachedConfig:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    durable.write_atomic(path, data)
 
 
 def _safe_name(name: str) -> str | None:

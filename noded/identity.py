@@ -5,8 +5,9 @@ an admin: `rcontrol approve NodeName=...`)."""
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
+
+from protocol import durable
 
 CRED_FILE = "node.credential"
 MAX_CHARS = 1024
@@ -35,20 +36,4 @@ def save(spool_dir: str, credential: str) -> None:
     """Write it atomically, 0600, durably (lost, the node is refused until an admin lets it in)."""
     root = Path(spool_dir)
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
-    path = root / CRED_FILE
-    tmp = root / f".{CRED_FILE}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(credential + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        dfd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    durable.write_atomic(root / CRED_FILE, (credential + "\n").encode("ascii"))

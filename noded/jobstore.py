@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from protocol import durable
 from protocol.codec import converter
 from protocol.messages import JobEnd, JobSpec
 
@@ -32,12 +33,7 @@ def job_dir(spool_dir: str, spec: JobSpec) -> Path:
 
 
 def write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(orjson.dumps(data))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    durable.write_atomic(path, orjson.dumps(data))
 
 
 def read_json(path: Path) -> Any | None:

@@ -91,17 +91,11 @@ def create_key(path: str) -> bytes:
     overwrites an existing file (FileExistsError)."""
     import secrets  # here: random and base64 would cost every command's start
 
+    from protocol import durable
+
     parent = os.path.dirname(os.path.abspath(path))
     os.makedirs(parent, mode=0o700, exist_ok=True)
     key = secrets.token_bytes(KEY_BYTES)
-    tmp = os.path.join(parent, f".{os.path.basename(path)}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(key)
-            f.flush()
-            os.fsync(f.fileno())
-        os.link(tmp, path)  # unlike rename, fails instead of replacing a key someone else made
-    finally:
-        os.unlink(tmp)
+    # replace=False: fails instead of replacing a key someone else made meanwhile
+    durable.write_atomic(path, key, replace=False)
     return key

@@ -65,7 +65,7 @@ def test_write_atomic_replaces_whole_file(tmp_path) -> None:
     statefile.save(str(tmp_path), {"nodes": {"a": 1}})
     statefile.save(str(tmp_path), {"nodes": {"b": 2}})
     assert statefile.load(str(tmp_path))["nodes"] == {"b": 2}
-    assert not (tmp_path / (statefile.STATE_FILE + ".tmp")).exists()
+    assert not list(tmp_path.glob("*.tmp")), "a temporary file was left behind"
     (tmp_path / statefile.STATE_FILE).write_text("{broken")
     with pytest.raises(statefile.StateFileError, match=statefile.STATE_FILE):
         statefile.load(str(tmp_path))

@@ -1,0 +1,53 @@
+"""Durable files: the one home of the rule that the controller's state, rnoded's spool and the
+cluster key all follow: write a temporary file, fsync it, rename it over the name, fsync the
+directory, so that a crash leaves the old file or the new one, whole, and never a mix."""
+
+from __future__ import annotations
+
+import os
+
+
+def write_all_fsync(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd` (os.write may take less than asked), then fsync."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.fsync(fd)
+
+
+def fsync_dir(directory: str | os.PathLike[str]) -> None:
+    """Make the names in `directory` (a file created or renamed there) durable."""
+    dir_fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600,
+                 replace: bool = True) -> None:
+    """Put `data` at `path` whole and durably. `replace=False` creates the file only where
+    none is (FileExistsError otherwise): a link, unlike a rename, never replaces what another
+    process made meanwhile. The temporary name is unique, so two writers never share one."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}."
+                                  f"{os.urandom(4).hex()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        try:
+            write_all_fsync(fd, data)
+        finally:
+            os.close(fd)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+            os.unlink(tmp)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    fsync_dir(directory)
