@@ -25,8 +25,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import SimpleNamespace as Namespace
 
-REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
-REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 COMMANDS = ("show", "update", "reconfigure", "ping", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
             "requeue", "hold", "release",  # jobs: cli/show_jobs.py
@@ -231,8 +229,10 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
         raise CliError("update: NodeName=HOSTLIST is required", code=2)
     if state is None and reason is None:
         raise CliError("update: nothing to change; give State= and/or Reason=", code=2)
+    from statemachine.events import REASON_REQUIRED, REASON_REQUIRED_MESSAGE
+
     if state in REASON_REQUIRED and not (reason or "").strip():
-        raise CliError(REASON_MISSING)
+        raise CliError(REASON_REQUIRED_MESSAGE)
     if node_expr.upper() != "ALL":
         try:
             expand(node_expr)

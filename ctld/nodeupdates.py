@@ -10,12 +10,12 @@ from ctld import logs
 from protocol import messages as m
 from protocol.limits import MAX_REASON_CHARS, too_long
 from statemachine import events
+from statemachine.events import REASON_REQUIRED_MESSAGE
 from statemachine.predicates import reason_required
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
 
-REASON_REQUIRED = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
 
 
 def expand(c: Cluster, expr: str) -> tuple[list[str], list[str]]:
@@ -51,7 +51,7 @@ def update_nodes(c: Cluster, msg: m.UpdateNodes) -> m.UpdateResult:
     except ValueError as exc:
         return m.UpdateResult(ok=False, errors=(str(exc),))
     if reason_required(request) and reason is None:
-        return m.UpdateResult(ok=False, errors=(REASON_REQUIRED,))
+        return m.UpdateResult(ok=False, errors=(REASON_REQUIRED_MESSAGE,))
     wall = c.wall()
     changed: list[str] = []
     errs: list[str] = []

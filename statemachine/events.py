@@ -21,7 +21,11 @@ ADMIN_REQUESTS = (
     "DOWN",
     "IDLE",
 )
+# Admin requests that Slurm refuses without a Reason=, and scontrol's words when it does: the
+# one declaration the command, the controller's routes, its HTTP API and the table read.
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
+REASON_REQUIRED_MESSAGE = ("You must specify a reason when DOWNING or DRAINING a node. "
+                           "Request denied")
 HEALTH_VERDICTS = ("ok", "drain", "fail")
 
 

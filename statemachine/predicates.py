@@ -4,6 +4,7 @@ keep-warm pool) and what an admin request needs. Written once here; the schedule
 
 from __future__ import annotations
 
+from statemachine.events import REASON_REQUIRED
 from statemachine.model import UNSCHEDULABLE_FLAGS, UP_BASES, Base, Flag, NodeState
 
 # Flags that keep any new work off a node, whatever its power state.
@@ -17,8 +18,6 @@ _NOT_WARM = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
                        Flag.INVALID_REG, Flag.COMPLETING, Flag.PENDING, Flag.REJECTED})
 _NOT_BOOTABLE = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
                            Flag.PENDING, Flag.REJECTED})
-# Admin requests that Slurm refuses without a Reason=.
-REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 
 
 def takes_new_work(s: NodeState) -> bool:

@@ -22,13 +22,13 @@ from starlette.staticfiles import StaticFiles
 
 from conf import hostlist
 from ctld import logs, permissions
-from ctld.nodeupdates import REASON_REQUIRED
 from ctld.web import grid, jobstats, metrics
 from ctld.web.limits import BodyTooLarge, read_body
 from ctld.web.tokens import Tokens, bearer, is_loopback
 from protocol import messages as m
 from protocol.records import job_json, node_json, partition_json, queue_doc, show_doc, sinfo_doc
 from statemachine import events
+from statemachine.events import REASON_REQUIRED_MESSAGE
 from statemachine.predicates import reason_required
 
 API_VERSION = "0.1.0"
@@ -297,7 +297,7 @@ class Web:
         except ValueError as exc:
             return _error(400, str(exc), "state")
         if reason_required(request_word) and not (reason or "").strip():
-            return _error(400, REASON_REQUIRED, "reason")
+            return _error(400, REASON_REQUIRED_MESSAGE, "reason")
         result = self.cluster.update_nodes(
             m.UpdateNodes(node_names=expr, state=state, reason=reason, user=user or ""))
         doc = {"changed": list(result.changed),

@@ -9,8 +9,9 @@ from records import T0, mixed_cluster, node
 
 from cli import show_records
 from cli.controller import DEFAULT_PORT, CliError, find_target
-from cli.rcontrol import REASON_MISSING, main, parse_update
+from cli.rcontrol import main, parse_update
 from conf.hostlist import fold
+from statemachine.events import REASON_REQUIRED_MESSAGE as REASON_MISSING
 
 
 def test_show_node_multiline_layout() -> None:

@@ -9,10 +9,10 @@ import trio
 
 from conf import hostlist, parse_config_text
 from ctld.cluster import Cluster
-from ctld.nodeupdates import REASON_REQUIRED
 from ctld.snapshot import SNAPSHOT_STALENESS
 from protocol import messages as m
 from protocol.codec import decode, encode
+from statemachine.events import REASON_REQUIRED_MESSAGE as REASON_REQUIRED
 
 from .helpers import BASE_CONF, FakeConn, beat, job, make_config, register, state, wall
 
