@@ -27,36 +27,31 @@ from __future__ import annotations
 import errno
 import inspect
 import logging
-import math
 import os
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import attrs
 import trio
 
-from ctld import eventstream, logs, permissions, userauth
+from ctld import logs, permissions
 from ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ctld.cluster import Cluster
 from ctld.fastio import StreamIO, unread_bytes
 from ctld.nodeident import NodeCredentials
+from ctld.reading import FrameReader
 from ctld.replaymark import ReplayMark
 from ctld.routes import ROUTES
 from ctld.wire import Prebuilt, encode_body_frame, kept
 from protocol import codec
 from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.framing import MAX_SIZE, UNPROVEN_MAX, FrameDecoder, ReplayGuard, encode_frame
+from protocol.framing import MAX_SIZE, UNPROVEN_MAX, ReplayGuard, encode_frame
 from protocol.versions import CURRENT
 
 ACCEPT_BATCH = 256  # connections accepted per wake-up of a listener
 ROOM_POLL = 0.1  # how often a full unproven pool is looked at again for an idle member
 _ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
-RECEIVE_CHUNK = 1 << 16
-UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
 SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
-ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
 REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
 
 Reconfigurer = Callable[[str], Awaitable[m.ReconfigureResult]]
@@ -294,7 +289,7 @@ class Server:
         self.connections.add(conn)
         try:
             with conn.scope:
-                await self._read(conn)
+                await FrameReader(self, conn).run()  # ctld/reading.py
         except Exception as exc:  # never let one peer take the server down
             logs.event("connection failed", logging.ERROR, peer=peer, error=repr(exc))
         finally:
@@ -311,126 +306,6 @@ class Server:
             else:
                 await trio.aclose_forcefully(stream)
 
-    async def _read(self, conn: Connection) -> None:
-        mt = self.message_timeout
-        decoder = FrameDecoder(self.key, max_size=self.max_size, message_timeout=mt,
-                               replay_guard=self.replay_guard, unproven_max=self.unproven_max,
-                               late_allowance=self.cluster.liveness.stalls.late_allowance)
-        proven = False
-        # Replies held until what they confirm is on disk: every frame already received is
-        # handled first, then one journal write covers them all and they leave in order (a
-        # node that sends several beats at once waits for one write, not one write each).
-        held: list[Held] = []
-        # The deadline of the frame being read: MessageTimeout from its first byte (from the
-        # connect, for a peer that has not proven the key); bytes that trickle in never move it.
-        frame_deadline: float | None = trio.current_time() + mt
-        while True:
-            try:
-                if not proven and conn.who is None and (
-                        cred := userauth.offered(conn, decoder, self.unproven_max)):
-                    await userauth.accept(self, conn, decoder, cred)  # a user's connection
-                frame = decoder.next_frame()
-            except ProtocolError as exc:
-                await self._send_held(conn, held)
-                self._reject(conn, exc, decoder.proven)
-                await conn.reply(exc.to_error(), exc.request_id, exc.version or CURRENT)
-                if exc.code == "too_large":
-                    await self._drain(conn, frame_deadline or trio.current_time() + mt)
-                return
-            if not proven and decoder.proven:
-                proven = True
-                self.admission.proven(conn)
-            if frame is None:
-                if held:
-                    await self._send_held(conn, held)
-                    # a command that half-closed after its request (protocol/client.py) has
-                    # its end of stream waiting: read it at once rather than wait for it
-                    conn.ready = conn.node is None
-                    continue  # time has passed: look at the deadlines afresh
-                if decoder.buffered or not proven:
-                    if frame_deadline is None:
-                        frame_deadline = trio.current_time() + mt
-                    limit = frame_deadline
-                    why = (f"frame not completed within {mt:g} s of its first byte" if proven
-                           else f"no complete request within {mt:g} s of connecting")
-                elif conn.node is None:
-                    limit, why = trio.current_time() + ADMIN_IDLE_TIMEOUT, "idle"
-                else:
-                    limit, why = math.inf, ""
-                try:
-                    if conn.ready:  # the first frame is in the kernel already (accept loop)
-                        conn.ready = False
-                        data = conn.io.read_now(RECEIVE_CHUNK if proven else UNPROVEN_CHUNK)
-                        if data is not None:
-                            if not data:
-                                return
-                            decoder.feed(data)
-                            data = None
-                            continue
-                    if limit == math.inf:  # a registered node: no cancel scope per receive
-                        data = await conn.io.receive_some(RECEIVE_CHUNK)
-                    else:
-                        data = None
-                        with trio.move_on_at(limit):
-                            data = await conn.io.receive_some(
-                                RECEIVE_CHUNK if proven else UNPROVEN_CHUNK)
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-                if data is None:
-                    if proven:
-                        logs.event("connection timed out", logging.WARNING, peer=conn.peer,
-                                   node=conn.node or "-", why=why)
-                    else:  # anyone can cause these
-                        self.admission.log.event("timeout", "connection timed out",
-                                                 peer=conn.peer, why=why)
-                    if decoder.buffered:
-                        await conn.reply(m.Error("timeout", why), 0, conn.version)
-                    return
-                if not data:
-                    return
-                decoder.feed(data)
-                data = None  # a node waits seconds between beats: hold nothing of the last one
-                continue
-            frame_deadline = None
-            conn.version = frame.version
-            if self.replay_mark.needs(frame.timestamp):  # before acting on it (replaymark.py)
-                await self.replay_mark.cover(frame.timestamp)
-            if type(frame.msg) is m.GetEvents and frame.msg.follow:
-                # the one long-lived admin connection: it streams until the client goes
-                await self._send_held(conn, held)
-                await eventstream.follow(self, conn, frame.msg, frame.request_id, frame.version)
-                return
-            confirms = False
-            try:
-                reply, confirms = await self._dispatch(conn, frame.msg)
-            except OSError as exc:  # the journal write failed: say so, never "done"
-                reply = _not_saved(type(frame.msg).__name__, exc)
-            except Exception as exc:
-                logging.getLogger(logs.LOGGER_NAME).exception(
-                    "request failed: %s from %s", type(frame.msg).__name__, conn.peer)
-                reply = m.Error("internal", f"{type(frame.msg).__name__} failed: {exc!r}")
-            if reply is not None:
-                held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
-            frame = reply = None
-
-    async def _send_held(self, conn: Connection, held: list[Held]) -> None:
-        """The held replies, in order, once every change they confirm is on disk (one write
-        for all of them); those that confirm a change are errors if that write failed."""
-        if not held:
-            return
-        batch = held[:]
-        held.clear()
-        if self.sync is not None and any(h.confirms for h in batch):
-            try:
-                await self.sync()
-            except OSError as exc:
-                batch = [attrs.evolve(h, reply=_not_saved(h.request, exc)) if h.confirms else h
-                         for h in batch]
-        for h in batch:
-            if h.reply is not None:
-                await conn.reply(h.reply, h.request_id, h.version)
-                _log_refusal(conn, h.request, h.reply)
-
     def _confirms(self, msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
         """Whether the reply to `msg` waits for the journal. A heartbeat confirms only the
         endings it carries (the node forgets them on the reply) and what it changed."""
@@ -443,26 +318,7 @@ class Server:
             return bool(msg.jobs_ended or jobs_changed)
         return True
 
-    async def _drain(self, conn: Connection, deadline: float) -> None:
-        """Read and drop what the peer still sends, until it closes or the deadline: a socket
-        closed with unread input is reset, and the peer would see that instead of our Error."""
-        with trio.move_on_at(deadline):
-            while True:
-                try:
-                    if not await conn.io.receive_some(RECEIVE_CHUNK):
-                        return
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-
-    def _reject(self, conn: Connection, exc: ProtocolError, proven: bool) -> None:
-        if proven:
-            logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
-                       code=exc.code, error=exc.message)
-        else:  # anyone can send these: at most a line per kind every few seconds
-            self.admission.log.event(f"rejected:{exc.code}", "frame rejected", peer=conn.peer,
-                                     code=exc.code, error=exc.message)
-
-    async def _dispatch(self, conn: Connection, msg: Any) -> tuple[Any, bool]:
+    async def dispatch(self, conn: Connection, msg: Any) -> tuple[Any, bool]:
         """(the reply of the request's route (ctld/routes.py), whether it confirms a change:
         then it may leave only once the change is on disk)."""
         route = ROUTES.get(type(msg))
@@ -482,25 +338,6 @@ class Server:
         return (reply if after is None else after(reply)), confirms
 
 
-@attrs.frozen
-class Held:
-    """A reply held back until the journal holds what it confirms."""
-
-    reply: Any
-    request_id: int
-    version: int
-    request: str  # the request's type name (logs)
-    confirms: bool
-
-
-def _not_saved(request: str, exc: OSError) -> m.Error:
-    logs.event("change not saved; request answered with an error", logging.ERROR,
-               request=request, error=str(exc))
-    return m.Error("internal", f"{request}: the change could not be written to disk "
-                   f"({exc.strerror or exc}); it is in effect but a controller restart "
-                   "would lose it")
-
-
 def _encode_with(msg: Any, key: bytes, request_id: int, version: int) -> bytes:
     if isinstance(msg, Prebuilt):
         return encode_body_frame(msg.type_name, msg.body, key, request_id=request_id,
@@ -511,23 +348,6 @@ def _encode_with(msg: Any, key: bytes, request_id: int, version: int) -> bytes:
         err = m.Error("version", f"{type(msg).__name__} needs a newer protocol version "
                       f"than {version}")
         return encode_frame(err, key, request_id=request_id, version=version)
-
-
-def _log_refusal(conn: Connection, request: str, reply: Any) -> None:
-    """Every refused request is logged with the peer that sent it."""
-    if isinstance(reply, m.Error):
-        errors: tuple[str, ...] = (f"{reply.code}: {reply.message}",)
-    elif isinstance(reply, m.UpdateResult | m.ReconfigureResult | m.JobResult) and not reply.ok:
-        errors = reply.errors
-    elif isinstance(reply, m.RegisterReply) and not reply.accepted:
-        if reply.health_check_first:
-            return  # the normal first step of a node with a health check, not a refusal
-        errors = (reply.reason,)
-    else:
-        return
-    shown = "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
-    logs.event("request refused", logging.WARNING, request=request, peer=conn.peer,
-               node=conn.node or "-", error=shown)
 
 
 def _peer(stream: trio.SocketStream) -> str:
