@@ -86,10 +86,11 @@ def exit_now(code: int | None) -> None:
 class Target:
     """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
 
-    __slots__ = ("host", "key_path", "munge", "origin", "port", "standby")
+    __slots__ = ("host", "key_path", "munge", "origin", "port", "srun_ports", "standby")
 
     def __init__(self, host: str, port: int, key_path: str, origin: str,
-                 munge: str | None = None, standby: tuple[tuple[str, int], ...] = ()) -> None:
+                 munge: str | None = None, standby: tuple[tuple[str, int], ...] = (),
+                 srun_ports: tuple[int, int] | None = None) -> None:
         self.host = host
         self.port = port
         self.key_path = key_path
@@ -100,6 +101,7 @@ class Target:
         # the config's further SlurmctldHost entries, (host, port) in its order: the
         # controllers to try when the first does not answer as the primary
         self.standby = standby
+        self.srun_ports = srun_ports  # the config's SrunPortRange, for rrun's listener
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Target) and self._key() == other._key()
@@ -155,7 +157,8 @@ def find_target(
     munge = None
     if cfg is not None and cfg.auth_type == "auth/munge":
         munge = cfg.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
-    return Target(host, port, key_path, origin, munge, standby)
+    return Target(host, port, key_path, origin, munge, standby,
+                  cfg.srun_ports if cfg is not None else None)
 
 
 def _parse_address(text: str, origin: str) -> tuple[str, int]:

@@ -1,13 +1,12 @@
-"""What a command needs from cluster.conf (controllers, port, auth), read without lark or attrs.
+"""What a command needs from cluster.conf (controllers, port, auth, SrunPortRange), read cheaply."""
 
-Our own reader, not conf.build: a command on a login host pays for every module it imports,
-and lark plus attrs cost ~7x Python's own start. It scans the same syntax as conf/grammar.lark
-(a character scanner: `re` is off the commands' path too), follows Include as conf.build does,
-and reads only SlurmctldHost (or ControlMachine/BackupController), SlurmctldPort, AuthKeyFile,
-AuthType and AuthInfo. What it cannot read it refuses with file:line; the rest of the file
-(nodes, partitions) is conf.build's to check. tests/conf/test_client_conf.py holds both
-readers to the same answers on generated files.
-"""
+# Our own reader, not conf.build: a command on a login host pays for every module it imports,
+# and lark plus attrs cost ~7x Python's own start. It scans the same syntax as conf/grammar.lark
+# (a character scanner: `re` is off the commands' path too), follows Include as conf.build does,
+# and reads only SlurmctldHost (or ControlMachine/BackupController), SlurmctldPort, AuthKeyFile,
+# AuthType, AuthInfo and SrunPortRange. What it cannot read it refuses with file:line; the rest
+# of the file (nodes, partitions) is conf.build's to check. tests/conf/test_client_conf.py holds
+# both readers to the same answers on generated files.
 
 from __future__ import annotations
 
@@ -31,18 +30,35 @@ class ClientConfError(Exception):
 
 
 class ClientConf:
-    """The controllers in the order to try them, their port, and how a command signs."""
+    """The controllers in the order to try them, their port, how a command signs, and the
+    ports rrun may listen on for its tasks."""
 
-    __slots__ = ("auth_type", "hosts", "key_file", "munge_socket", "path", "port")
+    __slots__ = ("auth_type", "hosts", "key_file", "munge_socket", "path", "port",
+                 "srun_ports")
 
     def __init__(self, path: str, hosts: tuple[tuple[str, str], ...], port: int,
-                 key_file: str | None, auth_type: str, munge_socket: str | None) -> None:
+                 key_file: str | None, auth_type: str, munge_socket: str | None,
+                 srun_ports: tuple[int, int] | None = None) -> None:
         self.path = path
         self.hosts = hosts  # (name, address): SlurmctldHost=NAME(ADDRESS), in file order
         self.port = port
         self.key_file = key_file  # AuthKeyFile, absolute (relative to the main file's folder)
         self.auth_type = auth_type  # "" or "auth/munge"
         self.munge_socket = munge_socket  # AuthInfo=socket=PATH, absolute
+        self.srun_ports = srun_ports  # SrunPortRange=LO-HI; None: any port the kernel gives
+
+
+def port_range(text: str) -> tuple[int, int]:
+    """SrunPortRange's LO-HI (both 1..65535, LO <= HI); ValueError saying what is wrong.
+    conf.build uses it too, so both readers take the same values."""
+    lo, sep, hi = text.strip().partition("-")
+    lo, hi = lo.strip(), hi.strip()
+    if not (sep and lo.isdigit() and hi.isdigit() and lo.isascii() and hi.isascii()):
+        raise ValueError(f"expected LOW-HIGH port numbers, got {text.strip()!r}")
+    low, high = int(lo), int(hi)
+    if not (1 <= low <= high <= 65535):
+        raise ValueError(f"{low}-{high}: expected 1 <= LOW <= HIGH <= 65535")
+    return low, high
 
 
 def read(path: str) -> ClientConf:
@@ -122,6 +138,13 @@ class _Reader:
         if got is not None:
             p, where = got
             port = _whole(p.value.split("-", 1)[0], p, where, "SlurmctldPort", 1, 65535)
+        srun_ports = None
+        got = self.settings.get("srunportrange")
+        if got is not None:
+            try:
+                srun_ports = port_range(got[0].value)
+            except ValueError as exc:
+                raise ClientConfError(got[1], got[0].line, f"SrunPortRange: {exc}") from None
         auth_type = ""
         got = self.settings.get("authtype")
         if got is not None:
@@ -134,8 +157,8 @@ class _Reader:
         got = self.settings.get("authkeyfile")
         if got is not None:
             key_file = self._path(got[0].value.strip()) or None
-        return ClientConf(path, hosts, port, key_file, auth_type,
-                          self.munge_socket())
+        return ClientConf(path, hosts, port, key_file, auth_type, self.munge_socket(),
+                          srun_ports)
 
     def controllers(self) -> tuple[tuple[str, str], ...]:
         new_style = [(p, w) for p, w in self.hosts if p.key.lower() == "slurmctldhost"]

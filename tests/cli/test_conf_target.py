@@ -50,3 +50,29 @@ def test_a_broken_config_is_one_line_naming_file_and_line(tmp_path: Path) -> Non
         find_target(None, None, str(tmp_path / "missing.conf"), {})
     assert err.value.message == (f"cannot read config {tmp_path}/missing.conf: No such file or "
                                  "directory")
+
+
+def test_rrun_listens_within_srun_port_range(tmp_path: Path) -> None:
+    """SrunPortRange is what a site's firewall opens on submit hosts: rrun's listener for its
+    tasks' I/O takes a port inside it, or says the range is full."""
+    import socket
+
+    from cli.rrun import listen_for_tasks
+
+    path = tmp_path / "cluster.conf"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        low = probe.getsockname()[1]
+    path.write_text(f"SlurmctldHost=ctl\nSrunPortRange={low}-{low + 1}\n")
+    ports = find_target(None, None, str(path), {}).srun_ports
+    assert ports == (low, low + 1)
+    held = []
+    try:
+        for _ in range(2):
+            held.append(listen_for_tasks("127.0.0.1", ports))
+        assert sorted(s.getsockname()[1] for s in held) == [low, low + 1]
+        with pytest.raises(CliError, match=f"no free port in SrunPortRange={low}-{low + 1}"):
+            listen_for_tasks("127.0.0.1", ports)
+    finally:
+        for s in held:
+            s.close()

@@ -1,11 +1,11 @@
 """conf.client (the commands' reader) and conf.build (the full parser) agree on generated files.
 
 Both read the same files on disk, Includes and all: the controllers in order, the port, the key
-file, AuthType and MUNGE's socket when the file is good; the same file:line for the first error
-when it is not. The generator writes what an admin may: any key case, blanks and tabs around
-`=`, quoted and escaped values, backslash continuations, comments, CRLF, Include chains (with
-cycles and missing files), node lines carrying keys that only count on global lines, and now
-and then a broken line.
+file, AuthType, MUNGE's socket and SrunPortRange when the file is good; the same file:line for
+the first error when it is not. The generator writes what an admin may: any key case, blanks
+and tabs around `=`, quoted and escaped values, backslash continuations, comments, CRLF,
+Include chains (with cycles and missing files), node lines carrying keys that only count on
+global lines, and now and then a broken line.
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ _setting = st.one_of(
     st.tuples(st.just("AuthType"), st.sampled_from(["auth/munge", "AUTH/MUNGE", "auth/none"])),
     st.tuples(st.just("AuthInfo"), _auth_info),
     st.tuples(st.just("ClusterName"), _word),
+    st.tuples(st.just("SrunPortRange"), st.sampled_from(
+        ["60001-63000", " 5000 - 5010 ", "7000-7000", "63000-60001", "x-1", "70000", "0-5"])),
     st.tuples(st.sampled_from(["SlurmdTimeout", "MessageTimeout"]), st.just("30")),
     st.tuples(st.just("Frobnicate"), _word),  # unknown: a warning, nothing else
 )
@@ -123,7 +125,8 @@ def full(path: Path) -> tuple:
         first = exc.errors[0]
         return ("error", f"{first.path}:{first.line}" if first.line else first.path)
     return (tuple((h.name, h.addr) for h in cfg.control.hosts), cfg.control.port,
-            cfg.auth.key_file, cfg.access.auth_type, cfg.access.munge_socket)
+            cfg.auth.key_file, cfg.access.auth_type, cfg.access.munge_socket,
+            cfg.control.srun_port_range)
 
 
 def quick(path: Path) -> tuple:
@@ -131,7 +134,7 @@ def quick(path: Path) -> tuple:
         got = read(str(path))
     except ClientConfError as exc:
         return ("error", exc.where)
-    return got.hosts, got.port, got.key_file, got.auth_type, got.munge_socket
+    return got.hosts, got.port, got.key_file, got.auth_type, got.munge_socket, got.srun_ports
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
