@@ -192,9 +192,18 @@ def export_tree(dest: Path, commit: str | None = None) -> Path:
 
 
 def start_wheel_build(tree: Path, out: Path) -> subprocess.Popen:
-    """`pip wheel --no-deps` of `tree` into `out`, in the background (two builds overlap)."""
+    """`pip wheel --no-deps` of `tree` into `out`, in the background (two builds overlap).
+    With the setuptools pyproject.toml asks for already here (ranch[test] brings it), without
+    build isolation: pip's fresh build environment is most of a build's time."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        isolate = int(version("setuptools").split(".")[0]) < 77
+    except PackageNotFoundError:
+        isolate = True
     out.mkdir(parents=True, exist_ok=True)
     return subprocess.Popen([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                             *([] if isolate else ["--no-build-isolation"]),
                              "--wheel-dir", str(out), str(tree)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
@@ -207,18 +216,25 @@ def finish_wheel_build(build: subprocess.Popen, out: Path) -> Path:
     return wheels[0]
 
 
-def install(wheel: Path, venv: Path) -> Path:
-    """A new venv with `wheel` installed, its dependencies taken from the one running the
-    tests (a .pth naming that site-packages: no download, and none of its .pth files, so not
-    the editable install of this tree, are read)."""
+def install(*pairs: tuple[Path, Path]) -> list[Path]:
+    """For each (wheel, venv): a new venv with the wheel installed (the pips run side by side),
+    its dependencies taken from the environment running the tests (a .pth naming that
+    site-packages: nothing downloaded, and none of its .pth files, so not the editable install
+    of this tree, are read)."""
     import trio
 
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = next((venv / "lib").glob("python3*/site-packages"))
-    (site / "zz-ranch-test-deps.pth").write_text(f"{Path(trio.__file__).parents[1]}\n")
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
-                           "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        raise AssertionError(f"installing {wheel.name} failed:\n{done.stdout}{done.stderr}")
-    return venv
+    deps = Path(trio.__file__).parents[1]
+    running = []
+    for wheel, venv in pairs:
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        site = next((venv / "lib").glob("python3*/site-packages"))
+        (site / "zz-ranch-test-deps.pth").write_text(f"{deps}\n")
+        running.append(subprocess.Popen(
+            [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+             "--quiet", "--no-deps", "--no-index", str(wheel)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    for (wheel, _), proc in zip(pairs, running, strict=True):
+        output = proc.communicate(timeout=600)[0].decode(errors="replace")
+        if proc.returncode != 0:
+            raise AssertionError(f"installing {wheel.name} failed:\n{output[-3000:]}")
+    return [venv for _, venv in pairs]

@@ -80,7 +80,8 @@ def venvs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     wheels = {label: finish_wheel_build(*b) for label, b in builds.items()}
     assert wheels["old"].name.startswith(f"ranch-{version}-")
     assert wheels["new"].name.startswith(f"ranch-{current()}-")
-    return install(wheels["old"], base / "venv-old"), install(wheels["new"], base / "venv-new")
+    old, new = install((wheels["old"], base / "venv-old"), (wheels["new"], base / "venv-new"))
+    return old, new
 
 
 @pytest.fixture
