@@ -137,7 +137,7 @@ def quick(path: Path) -> tuple:
     return got.hosts, got.port, got.key_file, got.auth_type, got.munge_socket, got.srun_ports
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_tree(), st.booleans(), st.booleans(), st.booleans())
 def test_both_readers_agree(tree: list[list[str]], crlf: bool, final_newline: bool,
                             relative: bool) -> None:
