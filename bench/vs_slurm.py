@@ -48,6 +48,7 @@ RANCH_NAMES = {"sbatch": "rbatch", "squeue": "rqueue", "sinfo": "rinfo", "scance
 RANCH_CONF = """\
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={port}
+AuthKeyFile={key}
 HeartbeatInterval=1
 SlurmdTimeout=30
 MessageTimeout=5
@@ -131,13 +132,18 @@ class RanchSide:
         key = self.dir / "ranch.key"
         create_key(str(key))
         conf = self.dir / "cluster.conf"
-        conf.write_text(RANCH_CONF.format(port=port) + SHAPE.global_conf() + SHAPE.nodes_conf())
+        conf.write_text(RANCH_CONF.format(port=port, key=key) + SHAPE.global_conf()
+                        + SHAPE.nodes_conf())
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_", "RANCH_"))}
         env.update(RANCH_SERVER=f"127.0.0.1:{port}", RANCH_KEY_FILE=str(key))
         if self.venv is None:
             env["PYTHONPATH"] = str(self.tree)
         self.env = env
+        # a login host's way: no address in the environment, the config file names it
+        self.conf_env = {k: v for k, v in env.items()
+                         if k not in ("RANCH_SERVER", "RANCH_KEY_FILE")}
+        self.conf_env["RANCH_CONF"] = str(conf)
         self.daemon_env = {**env, "PYTHONPATH": str(self.tree)}
         self._spawn("rctld", ["-m", "ctld.main", "-f", str(conf), "--state-dir",
                               str(self.dir / "state")])
@@ -271,17 +277,26 @@ def makespan(side, jobs: int, out: Path) -> float:
 def cold_start(side, args, put) -> None:
     """Each everyday command once against an empty queue, `args.cold_runs` times, interleaved
     with `python -c pass` (Ranch) so that load changes touch all alike: median wall and CPU
-    (user + system of the child), and each one's ratio to the floor."""
+    (user + system of the child), and each one's ratio to the floor. Ranch's commands run twice
+    over: finding the controller from the environment (RANCH_SERVER) and, marked "[conf]", from
+    the config file (RANCH_CONF), the way a login host does."""
     commands = {"sinfo/rinfo": side.argv("sinfo"), "squeue/rqueue": side.argv("squeue"),
                 "sbatch/rbatch --hold": side.argv("sbatch", *SUBMIT),
                 "scontrol/rcontrol show node": side.argv("scontrol", "show", "node")}
+    envs = dict.fromkeys(commands, side.env)
+    conf_env = getattr(side, "conf_env", None)
+    if conf_env is not None:
+        for name, argv in list(commands.items()):
+            commands[f"{name} [conf]"] = argv
+            envs[f"{name} [conf]"] = conf_env
     floor = side.python_floor()
     if floor:
         commands = {"python -c pass": floor, **commands}
+        envs["python -c pass"] = side.env
     got: dict[str, list[tuple[float, float, int]]] = {name: [] for name in commands}
     for _ in range(args.cold_runs):
         for name, argv in commands.items():
-            got[name].append(timed(argv, side.env, side.workdir))
+            got[name].append(timed(argv, envs[name], side.workdir))
     for name, runs in got.items():
         if any(rc for *_, rc in runs):
             raise RuntimeError(f"{side.label}: {name} failed")

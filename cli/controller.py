@@ -18,6 +18,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 6817
 SERVER_ENV = "RANCH_SERVER"
 CONF_ENV = "RANCH_CONF"
+# the file a site installs; here, not in conf.client, so the RANCH_SERVER path imports no conf
+INSTALLED_CONF = "/etc/ranch/cluster.conf"
 REQUEST_TIMEOUT = 10.0
 
 
@@ -84,10 +86,11 @@ def exit_now(code: int | None) -> None:
 class Target:
     """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
 
-    __slots__ = ("host", "key_path", "munge", "origin", "port")
+    __slots__ = ("host", "key_path", "munge", "origin", "port", "srun_ports", "standby")
 
     def __init__(self, host: str, port: int, key_path: str, origin: str,
-                 munge: str | None = None) -> None:
+                 munge: str | None = None, standby: tuple[tuple[str, int], ...] = (),
+                 srun_ports: tuple[int, int] | None = None) -> None:
         self.host = host
         self.port = port
         self.key_path = key_path
@@ -95,6 +98,10 @@ class Target:
         # AuthType=auth/munge in the config: munged's socket ("" = MUNGE's default); None: the
         # cluster key, or munge when the key cannot be read (cli/credential.py)
         self.munge = munge
+        # the config's further SlurmctldHost entries, (host, port) in its order: the
+        # controllers to try when the first does not answer as the primary
+        self.standby = standby
+        self.srun_ports = srun_ports  # the config's SrunPortRange, for rrun's listener
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Target) and self._key() == other._key()
@@ -120,30 +127,38 @@ def find_target(
     conf_path: str | None,
     env: Mapping[str, str] | None = None,
 ) -> Target:
-    """--server > RANCH_SERVER > SlurmctldHost/Port of -f/RANCH_CONF > 127.0.0.1:6817; the key
-    from --key-file > RANCH_KEY_FILE > AuthKeyFile > protocol.auth's default path."""
+    """--server > RANCH_SERVER > SlurmctldHost/Port of the config > 127.0.0.1:6817; the key
+    from --key-file > RANCH_KEY_FILE > AuthKeyFile > protocol.auth's default path. The config
+    is -f/--conf, else RANCH_CONF, else /etc/ranch/cluster.conf when there is one. SLURM_CONF is
+    not read: where Slurm runs beside Ranch it names slurmctld's file, whose controller does
+    not speak Ranch; a site that shares one file says RANCH_CONF=$SLURM_CONF."""
     env = os.environ if env is None else env
     conf_path = conf_path or env.get(CONF_ENV) or None
+    if conf_path is None and os.path.exists(INSTALLED_CONF):
+        conf_path = INSTALLED_CONF
     server_text, origin = (server, "--server") if server else (env.get(SERVER_ENV), SERVER_ENV)
     cfg = None
     if conf_path:  # its AuthType decides how to sign, whatever else is given
         cfg = _load_config(conf_path)
+    standby: tuple[tuple[str, int], ...] = ()
     if server_text:
         host, port = _parse_address(server_text, origin)
-    elif cfg is not None and cfg.control.hosts:
-        first = cfg.control.hosts[0]
-        host, port, origin = first.addr or first.name, cfg.control.port, f"config {conf_path}"
+    elif cfg is not None and cfg.hosts:
+        (host, *others), port = [addr for _, addr in cfg.hosts], cfg.port
+        origin = f"config {conf_path}"
+        standby = tuple((other, port) for other in others)
     elif cfg is not None:
-        host, port, origin = DEFAULT_HOST, cfg.control.port, f"config {conf_path}"
+        host, port, origin = DEFAULT_HOST, cfg.port, f"config {conf_path}"
     else:
         host, port, origin = DEFAULT_HOST, DEFAULT_PORT, "the default"
     from protocol.auth import resolve_key_path
 
-    key_path = resolve_key_path(key_file, cfg.auth.key_file if cfg else None, env=env)
+    key_path = resolve_key_path(key_file, cfg.key_file if cfg else None, env=env)
     munge = None
-    if cfg is not None and cfg.access.auth_type == "auth/munge":
-        munge = cfg.access.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
-    return Target(host, port, key_path, origin, munge)
+    if cfg is not None and cfg.auth_type == "auth/munge":
+        munge = cfg.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
+    return Target(host, port, key_path, origin, munge, standby,
+                  cfg.srun_ports if cfg is not None else None)
 
 
 def _parse_address(text: str, origin: str) -> tuple[str, int]:
@@ -155,18 +170,15 @@ def _parse_address(text: str, origin: str) -> tuple[str, int]:
         raise CliError(f"{origin}: {exc}", code=2) from None
 
 
-def _load_config(path: str):  # -> conf.ClusterConfig
-    from conf.build import load_config
-    from conf.errors import ConfigError
+def _load_config(path: str):  # -> conf.client.ClientConf
+    """The config's controllers and auth settings, by conf.client: the full parser (lark,
+    attrs) would cost a command seven times Python's own start."""
+    from conf.client import ClientConfError, read
 
     try:
-        return load_config(path)
-    except ConfigError as exc:
-        first = exc.errors[0] if exc.errors else None
-        where = f"{first.path}:{first.line}:{first.col}: {first.message}" if first else str(exc)
-        raise CliError(f"cannot read config {path}: {where}") from None
-    except OSError as exc:
-        raise CliError(f"cannot read config {path}: {exc.strerror or exc}") from None
+        return read(path)
+    except ClientConfError as exc:
+        raise CliError(f"cannot read config {exc.where}: {exc.message}") from None
 
 
 class Refused(CliError):

@@ -9,6 +9,7 @@ allocation's SLURM_* variables, as srun takes them.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import re
 import socket
@@ -172,13 +173,32 @@ def _io_host(target) -> str:
             return "127.0.0.1"
 
 
+def listen_for_tasks(host: str, ports: tuple[int, int] | None) -> socket.socket:
+    """The listener the step's nodes connect to: on a port of SrunPortRange when the config
+    gives one (a site's firewall opens that range on submit hosts, as for srun), else on any
+    port the kernel gives (its ip_local_port_range)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    if ports is None:
+        return socket.create_server((host, 0), family=family, backlog=128)
+    low, high = ports
+    count = high - low + 1
+    first = os.getpid() % count  # concurrent rruns start apart instead of all at LOW
+    for i in range(count):
+        port = low + (first + i) % count
+        try:
+            return socket.create_server((host, port), family=family, backlog=128)
+        except OSError as exc:
+            if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    raise CliError(f"no free port in SrunPortRange={low}-{high} on {host} for the tasks' I/O")
+
+
 def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str]) -> int:
     """One step in job `job_id`: ask for it, run its I/O, return srun's exit code."""
     from cli import step_io
 
     host = _io_host(target)
-    listener = socket.create_server((host, 0), family=socket.AF_INET6 if ":" in host
-                                    else socket.AF_INET, backlog=128)
+    listener = listen_for_tasks(host, target.srun_ports)
     size = sizes(args, env)
     with listener:
         body = {

@@ -5,7 +5,7 @@ sbatch reads its options with getopt_long, not argparse: an optional argument on
 with `=` (`--exclusive job.sh` is a flag and a script, never `--exclusive=job.sh`), long names
 may be shortened to any unique prefix, and the first word that is not an option is the script.
 Every option sbatch 22.05 takes is accepted; `ACTED` names those Ranch acts on or keeps and
-shows, the rest are read and set aside (docs: README "sbatch's options").
+shows, the rest are read and set aside (docs/slurm-compat.md, "sbatch's options").
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ so the names are taken over only where a user puts DIR first on PATH.
 
 Under a Slurm name, `--version`/`-V` prints `slurm 22.05.8` (what tools parse) and messages
 start with that name; under Ranch's own names the version line is for people:
-`rbatch 0.1.0 (Ranch; speaks as slurm 22.05.8)`.
+`rbatch 0.2.0 (Ranch; speaks as slurm 22.05.8)`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-RANCH_VERSION = "0.1.0"
+RANCH_VERSION = "0.2.0"
 SLURM_VERSION = "22.05.8"
 # Slurm's name -> (Ranch's command, its module)
 COMMANDS: dict[str, tuple[str, str]] = {

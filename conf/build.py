@@ -51,6 +51,7 @@ from conf.values import (
     as_int,
     as_list,
     as_listen,
+    as_port_range,
     as_purge_age,
     as_seconds_or_infinite,
     as_time,
@@ -132,6 +133,7 @@ def _own_suspend_time(text: str) -> int:
 _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "ClusterName": lambda s: s.strip().lower(),
     "SlurmctldPort": lambda s: as_int(s.split("-", 1)[0], 1, 65535),
+    "SrunPortRange": as_port_range,
     "SlurmdTimeout": lambda s: as_int(s, 0, 65533),
     "MessageTimeout": lambda s: as_int(s, 1),
     "ReturnToService": lambda s: as_int(s, 0, 2),
@@ -792,7 +794,8 @@ class _Builder:
     def settings_to_config(self, partitions: list[PartitionConfig]) -> ClusterConfig:
         g = self.typed_global
         control = ControlSettings(self.controller_hosts(), g("SlurmctldPort", 6817),
-                                  g("StateSaveLocation", None), g("SlurmdSpoolDir", None))
+                                  g("StateSaveLocation", None), g("SlurmdSpoolDir", None),
+                                  g("SrunPortRange", None))
         timeouts = Timeouts(g("SlurmdTimeout", 300), g("MessageTimeout", 10),
                             g("HeartbeatInterval", 10), g("ReturnToService", 0))
         health = HealthSettings(g("HealthCheckProgram", None), g("HealthCheckInterval", 0),

@@ -46,6 +46,8 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("BackupController", "str", None, "old: backup controller host"),
     ("BackupAddr", "str", None, "old: address of BackupController"),
     ("SlurmctldPort", "int", 6817, "controller TCP port"),
+    ("SrunPortRange", "str", None,
+     "LOW-HIGH: the ports rrun listens on for its tasks' I/O (open them on submit hosts)"),
     ("StateSaveLocation", "path", None, "directory where the controller saves state"),
     ("SlurmdSpoolDir", "str", None, "node daemon spool/cache directory (on the node)"),
     ("SlurmdTimeout", "seconds", 300,
@@ -172,7 +174,7 @@ SchedulerTimeSlice SchedulerType ScronParameters SelectType SelectTypeParameters
 SlurmctldDebug SlurmctldLogFile SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
 SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug SlurmdLogFile
 SlurmdParameters SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
-SlurmSchedLogLevel SrunEpilog SrunPortRange SrunProlog SwitchParameters SwitchType
+SlurmSchedLogLevel SrunEpilog SrunProlog SwitchParameters SwitchType
 TaskEpilog TaskPlugin TaskPluginParam TaskProlog TCPTimeout TLSParameters TLSType TmpFS
 TopologyParam TopologyPlugin TrackWCKey TreeWidth UnkillableStepProgram UnkillableStepTimeout
 UsePAM VSizeFactor WaitTime X11Parameters

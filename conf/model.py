@@ -83,6 +83,8 @@ class ControlSettings:
     port: int = 6817
     state_save_location: str | None = None
     slurmd_spool_dir: str | None = None
+    # SrunPortRange: the ports rrun listens on for its tasks' I/O (None: any the kernel gives)
+    srun_port_range: tuple[int, int] | None = None
 
 
 @attrs.frozen(slots=True)

@@ -36,6 +36,15 @@ def as_listen(text: str) -> str:
     return text.strip()
 
 
+def as_port_range(text: str) -> tuple[int, int]:
+    from conf.client import port_range
+
+    try:
+        return port_range(text)
+    except ValueError as exc:
+        raise BadValue(str(exc)) from None
+
+
 class BadValue(ValueError):
     """A value error with an offset (0-based) inside the value where the problem is."""
 

@@ -46,7 +46,7 @@ from statemachine import (
 )
 from statemachine.predicates import takes_new_work
 
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 POWER_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN})
 
 Spawn = Callable[..., None]

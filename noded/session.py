@@ -45,7 +45,7 @@ from protocol.versions import CURRENT
 
 log = logging.getLogger("rnoded")
 
-RNODED_VERSION = "0.1.0"
+RNODED_VERSION = "0.2.0"
 DEFAULT_HEARTBEAT = 10.0
 DEFAULT_MESSAGE_TIMEOUT = 10.0
 SHUTDOWN_GRACE = 2.0  # how long SIGTERM waits for the controller's Ack

@@ -1,4 +1,4 @@
-"""README.md's tour, run as written: `make demo` in one terminal, then every line of the second
+"""docs/tour.md, run as written: `make demo` in one terminal, then every line of the second
 terminal's block in one bash, in order, each of which must succeed."""
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ import pytest
 
 from tests.demo.running import GONE_WITHIN, REPO, RunningDemo, clean_env
 
-README = REPO / "README.md"
+TOUR = REPO / "docs" / "tour.md"
 
 
 def tour_blocks() -> list[list[str]]:
-    """The ```sh blocks of the README's "A tour" section, as lists of lines."""
-    text = README.read_text()
-    section = text[text.index("## A tour"):]
-    section = section[:section.index("\n## ", 1)]
+    """The ```sh blocks of docs/tour.md, as lists of lines."""
+    section = TOUR.read_text()
     return [block.strip().splitlines() for block in re.findall(r"```sh\n(.*?)```", section,
                                                                re.DOTALL)]
 

@@ -1,0 +1,32 @@
+"""Every program says the version pyproject.toml gives, and RELEASES names the earlier ones."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from releases import REPO, as_tuple, commit_present, current, recorded
+
+from cli.slurm_names import RANCH_VERSION
+from ctld.cluster import VERSION as RCTLD_VERSION
+from noded.session import RNODED_VERSION
+
+
+def test_the_programs_carry_the_package_version() -> None:
+    assert RCTLD_VERSION == RNODED_VERSION == RANCH_VERSION == current()
+
+
+def test_releases_are_older_and_newest_first() -> None:
+    versions = [as_tuple(v) for v, _ in recorded()]
+    assert versions, "RELEASES names no earlier release"
+    assert versions == sorted(versions, reverse=True)
+    assert versions[0] < as_tuple(current())
+
+
+@pytest.mark.parametrize(("version", "commit"), recorded())
+def test_each_release_commit_carries_its_version(version: str, commit: str) -> None:
+    if not commit_present(commit):
+        pytest.skip(f"release {version} ({commit}) is not in this clone (shallow?)")
+    text = subprocess.run(["git", "show", f"{commit}:pyproject.toml"], cwd=REPO, check=True,
+                          capture_output=True, text=True).stdout
+    assert f'\nversion = "{version}"\n' in text
