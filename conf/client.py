@@ -214,7 +214,7 @@ def _host(p: _Pair, where: str) -> tuple[str, str]:
     return name, addr or name
 
 
-def _scan(text: str, display: str) -> list:
+def _scan(text: str, display: str) -> list[list[_Pair] | tuple[str, int]]:
     """The lines of `text` as conf/grammar.lark reads them: a list of _Pair per Key=Value line,
     (path, line) per Include line; the first syntax error raised as ClientConfError."""
     if not text.endswith("\n"):
