@@ -52,17 +52,30 @@ def test_a_broken_config_is_one_line_naming_file_and_line(tmp_path: Path) -> Non
                                  "directory")
 
 
+def _two_free_ports() -> int:
+    """A port whose next one is free too (other tests and daemons take ports meanwhile)."""
+    import socket
+
+    for _ in range(50):
+        with socket.socket() as a, socket.socket() as b:
+            a.bind(("127.0.0.1", 0))
+            low = a.getsockname()[1]
+            try:
+                b.bind(("127.0.0.1", low + 1))
+            except OSError:
+                continue
+            return low
+    raise AssertionError("no two consecutive free ports on 127.0.0.1")
+
+
 def test_rrun_listens_within_srun_port_range(tmp_path: Path) -> None:
     """SrunPortRange is what a site's firewall opens on submit hosts: rrun's listener for its
     tasks' I/O takes a port inside it, or says the range is full."""
-    import socket
 
     from cli.rrun import listen_for_tasks
 
     path = tmp_path / "cluster.conf"
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        low = probe.getsockname()[1]
+    low = _two_free_ports()
     path.write_text(f"SlurmctldHost=ctl\nSrunPortRange={low}-{low + 1}\n")
     ports = find_target(None, None, str(path), {}).srun_ports
     assert ports == (low, low + 1)
