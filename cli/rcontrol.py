@@ -272,6 +272,8 @@ def reconfigure(s: Session) -> int:
     import getpass
 
     result = ask(s.target, "Reconfigure", {"user": getpass.getuser()}, want="ReconfigureResult")
+    for warning in result.get("warnings") or ():  # the new config's, as rctld logged them
+        print(f"rcontrol: warning: {warning}", file=sys.stderr)
     if result.get("ok") is True:
         return 0
     print("rcontrol: error: reconfigure failed; the controller keeps its running config",

@@ -47,6 +47,10 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("BackupAddr", "str", None, "old: address of BackupController"),
     ("SlurmctldPort", "int", 6817, "controller TCP port"),
     ("StateSaveLocation", "path", None, "directory where the controller saves state"),
+    ("SlurmctldLogFile", "path", None,
+     "rctld's log file (unset: stderr, the journal under systemd); reopened on SIGUSR2/SIGHUP"),
+    ("SlurmdLogFile", "path", None,
+     "rnoded's log file on each node (unset: stderr); reopened on SIGUSR2/SIGHUP"),
     ("SlurmdSpoolDir", "str", None, "node daemon spool/cache directory (on the node)"),
     ("SlurmdTimeout", "seconds", 300,
      "seconds without contact before a node is set DOWN (0 = never)"),
@@ -169,8 +173,8 @@ PropagateResourceLimitsExcept RebootProgram ReconfigFlags RequeueExit RequeueExi
 ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerParameters SchedulerPort
 SchedulerRootFilter
 SchedulerTimeSlice SchedulerType ScronParameters SelectType SelectTypeParameters SlurmctldAddr
-SlurmctldDebug SlurmctldLogFile SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
-SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug SlurmdLogFile
+SlurmctldDebug SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
+SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug
 SlurmdParameters SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
 SlurmSchedLogLevel SrunEpilog SrunPortRange SrunProlog SwitchParameters SwitchType
 TaskEpilog TaskPlugin TaskPluginParam TaskProlog TCPTimeout TLSParameters TLSType TmpFS

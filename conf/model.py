@@ -83,6 +83,8 @@ class ControlSettings:
     port: int = 6817
     state_save_location: str | None = None
     slurmd_spool_dir: str | None = None
+    log_file: str | None = None  # SlurmctldLogFile
+    slurmd_log_file: str | None = None  # SlurmdLogFile, served to the nodes
 
 
 @attrs.frozen(slots=True)

@@ -86,6 +86,7 @@ def node_settings(cfg: ClusterConfig) -> m.NodeSettings:
         health_check_interval=float(h.interval),
         health_check_timeout=float(h.timeout),
         health_check_node_state=tuple(h.node_state),
+        log_file=cfg.control.slurmd_log_file,
     )
 
 

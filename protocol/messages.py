@@ -94,6 +94,7 @@ class NodeSettings:
     health_check_interval: float
     health_check_timeout: float
     health_check_node_state: tuple[str, ...]
+    log_file: str | None = None  # SlurmdLogFile (version 6)
 
 
 @attrs.frozen
@@ -266,8 +267,12 @@ class JobStarted:
 
 @attrs.frozen
 class ShutdownNotice:
+    """A node leaving (rnoded's SIGUSR1, docs/daemons.md): DOWN, its jobs requeued. Before
+    version 6 rnoded sent one on every stop; a notice without `leaving` is a daemon stopping."""
+
     name: str
     reason: str = "rnoded shut down"
+    leaving: bool = False  # version 6
 
 
 @attrs.frozen
@@ -369,6 +374,7 @@ class ReconfigureResult:
     ok: bool
     errors: tuple[str, ...] = ()  # each "PATH:LINE:COL: message"
     config_hash: str = ""
+    warnings: tuple[str, ...] = ()  # version 6: the new config's warnings, as rctld logs them
 
 
 @attrs.frozen
