@@ -142,6 +142,12 @@ class Cluster:
         proc.send_signal(signal.SIGTERM)
         return proc.wait(timeout)
 
+    def leave_node(self, name: str, timeout: float = 5.0) -> int:
+        """rnoded's SIGUSR1: the node leaves (DOWN, its jobs requeued), then rnoded stops."""
+        proc = self.nodes.pop(name)
+        proc.send_signal(signal.SIGUSR1)
+        return proc.wait(timeout)
+
     def kill_ctld(self) -> None:
         assert self.ctld is not None
         self.ctld.kill()

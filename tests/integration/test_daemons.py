@@ -27,10 +27,19 @@ def test_register_fail_and_return_to_service(tmp_path) -> None:
         assert c.state("n1") == "IDLE" and c.state("n2") == "IDLE"
         c.start_node("n3")  # ReturnToService=1: back on a valid registration
         c.wait_for(lambda: c.state("n3") == "IDLE", what="n3 back in service")
-        # A clean stop is a shutdown notice, not a failure.
+        # A stopped daemon (SIGTERM: a restart) is not a node going away: n2 stays in service
+        # and is back on its next registration.
         assert c.stop_node("n2") == 0
+        assert not c.state("n2").startswith("DOWN")
+        c.start_node("n2")
+        c.wait_for(lambda: c.log("n2").count("registered n2 with the controller") == 2,
+                   what="n2 registered again")
+        assert c.state("n2") == "IDLE"
+        # A node that leaves says so (SIGUSR1): DOWN at once, a reason naming it.
+        assert c.leave_node("n2") == 0
         c.wait_for(lambda: c.snapshot()["n2"]["state"]["reason"]["text"] == "rnoded shut down",
-                   what="n2 shut down")
+                   what="n2 left")
+        assert c.state("n2").startswith("DOWN")
 
 
 def test_drains_survive_a_controller_sigkill(tmp_path) -> None:
