@@ -114,13 +114,15 @@ class Cluster:
         return self.ctld
 
     def start_node(self, name: str, *, env: dict[str, str] | None = None,
-                   fake_gpus: int = 0, run_jobs: bool = False) -> subprocess.Popen:
+                   fake_gpus: int = 0, run_jobs: bool = False,
+                   args: Iterable[str] = ()) -> subprocess.Popen:
         """`run_jobs`: kept for callers; rnoded runs every user's jobs, root's included unless
         DisableRootJobs refuses them at submission."""
         argv = ["-m", "noded.main", "--server", f"127.0.0.1:{self.port}", "--name", name,
                 "--spool-dir", str(self.dir / "spool" / name)]
         if fake_gpus:
             argv += ["--fake-gpus", str(fake_gpus)]
+        argv += args
         self.nodes[name] = self._spawn(name, argv, env)
         return self.nodes[name]
 
