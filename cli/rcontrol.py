@@ -31,13 +31,14 @@ REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Req
 COMMANDS = ("show", "update", "reconfigure", "ping", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
             "requeue", "hold", "release",  # jobs: cli/show_jobs.py
-            "confirm", "reset")  # the controller's guards: cli/guards_view.py
+            "confirm", "reset",  # the controller's guards: cli/guards_view.py
+            "help")  # scontrol's too: the same text as -h
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
                  "hostlistsorted", "job", "jobs", "guards", "step", "steps")
 
 
 OPTIONS: Table = (
-    (("--help",), {"action": "help", "help": "show this help and exit"}),
+    (("-h", "--help"), {"action": "help", "help": "show this help and exit (or: rcontrol help)"}),
     (("-a", "--all"), {"action": "store_true", "help": "show hidden partitions too"}),
     (("-o", "--oneliner"), {"action": "store_true", "help": "one line per record"}),
     (("--json",), {"action": "store_true", "help": "records as JSON"}),
@@ -310,6 +311,9 @@ def run(args: Namespace) -> int:
     if not words:
         raise CliError("no command given; try: show, update, reconfigure, ping", code=2)
     command = _pick(words[0], COMMANDS, "command")
+    if command == "help":
+        build_parser().print_help()
+        return 0
     s = Session(args)
     if command == "show":
         return show(s, words[1:])

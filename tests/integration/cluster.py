@@ -104,10 +104,11 @@ class Cluster:
             return subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self._env(env),
                                     stdout=log, stderr=subprocess.STDOUT)
 
-    def start_ctld(self, *extra_args: str, wait: bool = True) -> subprocess.Popen:
+    def start_ctld(self, *extra_args: str, wait: bool = True,
+                   env: dict[str, str] | None = None) -> subprocess.Popen:
         self.ctld = self._spawn("rctld", [
             "-m", "ctld.main", "-f", str(self.conf_path), "--listen", f"127.0.0.1:{self.port}",
-            "--state-dir", self.state_dir, "--key-file", self.key_file, *extra_args])
+            "--state-dir", self.state_dir, "--key-file", self.key_file, *extra_args], env)
         if wait:
             wait_for(lambda: isinstance(self.request(m.Ping(), timeout=1), m.Pong),
                      what="rctld to answer Ping")
