@@ -154,6 +154,9 @@ class JobEnd:
     started_at: float = 0.0  # wall clock
     ended_at: float = 0.0
     restarts: int = 0  # JobSpec.restarts of the run that ended (tells a stale run's report apart)
+    # LAUNCH_FAILED for a fault of the node's (its spool, its job supervisor), not of the job's:
+    # the controller drains the node, as slurmctld does (version 6)
+    node_fault: bool = False
 
 
 # ---------------------------------------------------------------------------------------------

@@ -71,6 +71,12 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input",
                     "cluster_name"),
     },
+    6: {  # issue 31
+        m.ShutdownNotice: ("leaving",),  # a daemon stopping is not its node leaving
+        m.NodeSettings: ("log_file",),  # SlurmdLogFile
+        m.ReconfigureResult: ("warnings",),  # rcontrol reconfigure shows them
+        m.JobEnd: ("node_fault",),  # a launch failure of the node's drains it
+    },
 }
 
 # Message types that did not exist in version 1, by the version that introduced them.
