@@ -37,6 +37,12 @@ class CannotListen(Exception):
         self.what, self.addr, self.error = what, addr, error
 
 
+def _first_leaf(exc: BaseException) -> Any:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
+
+
 def format_errors(exc: ConfigError) -> tuple[str, ...]:
     return tuple(f"{d.path}:{d.line}:{d.col}: {d.message}" for d in exc.errors)
 
@@ -235,8 +241,8 @@ class Daemon:
         settings = self.cluster.config.http
         try:
             self.http_urls = await nursery.start(serve_http, self.cluster, settings)
-        except OSError as exc:
-            raise CannotListen("HTTP", settings.listen or "", exc) from exc
+        except* OSError as group:  # hypercorn's nurseries wrap it
+            raise CannotListen("HTTP", settings.listen or "", _first_leaf(group)) from None
         logs.event("HTTP listening", url=" ".join(self.http_urls), auth=settings.auth)
 
     def stop(self) -> None:

@@ -185,3 +185,17 @@ def test_a_command_that_half_closes_is_answered_then_closed(tmp_path) -> None:
         c.start_ctld()
         jobs = c.request(m.GetJobs(job_ids=(jid,))).jobs
         assert [(j["job_id"], j["state"]) for j in jobs] == [(jid, "PENDING")]
+
+
+def test_a_busy_port_is_named(tmp_path) -> None:
+    """rctld names the address it could not listen on: the HTTP one, when only that is busy."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        http = f"127.0.0.1:{busy.getsockname()[1]}"
+        with Cluster(tmp_path, ["n1"], extra=f"HttpListen={http}") as c:
+            proc = c.start_ctld(wait=False)
+            assert proc.wait(30) == 1
+            line = [x for x in c.log("rctld").splitlines() if "cannot listen" in x][-1]
+            assert f"on=HTTP addr={http}" in line, line
+            assert f":{c.port}" not in line
