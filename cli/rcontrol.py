@@ -200,7 +200,12 @@ def show_config(s: Session) -> int:
     dump = ask(s.target, "GetConfig", want="ConfigDump")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
     lines = [f"Configuration data as of {stamp}"]
-    lines += [f"{k:<23} = {v}" for k, v in dump.get("items") or ()]
+    ignored = set(dump.get("ignored") or ())  # never shown as if in force
+    items = dump.get("items") or ()
+    lines += [f"{k:<23} = {v}" for k, v in items if k not in ignored]
+    if ignored:
+        lines += ["", "Kept as written, not acted on by Ranch:"]
+        lines += [f"{k:<23} = {v}" for k, v in items if k in ignored]
     sys.stdout.write("".join(line + "\n" for line in lines))
     return 0
 

@@ -148,9 +148,9 @@ class Cluster:
         self.policy = Policy(return_to_service=config.timeouts.return_to_service)
         self.settings = node_settings(config)
         self.node_files = config_files(config)
-        self.config_dump = m.ConfigDump(
-            path=config.path, config_hash=config.config_hash, items=configdump.items(config)
-        )
+        listed = configdump.items(config)
+        self.config_dump = m.ConfigDump(path=config.path, config_hash=config.config_hash,
+                                        items=listed, ignored=configdump.ignored(config, listed))
         self.eventlog.configure(config.membership.event_log_max_events,
                                 config.membership.event_log_max_age)
         self._partitions = tuple(

@@ -116,6 +116,12 @@ def in_force(dump: m.ConfigDump, *, server_addr: str | None, key_file: str | Non
     return attrs.evolve(dump, items=tuple(sorted(merged.items(), key=lambda kv: kv[0].lower())))
 
 
+def ignored(cfg: ClusterConfig, listed: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The keys of the listing that Ranch keeps as written but does not act on."""
+    kept = set(cfg.ignored)
+    return tuple(k for k, _ in listed if k in kept)
+
+
 def items(cfg: ClusterConfig) -> tuple[tuple[str, str], ...]:
     """Acted-on settings with their effective values, plus every other key as written; sorted
     case-insensitively by key, as scontrol sorts its listing."""

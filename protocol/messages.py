@@ -365,6 +365,7 @@ class ConfigDump:
     path: str
     config_hash: str
     items: tuple[tuple[str, str], ...]  # ("SlurmdTimeout", "300 sec"), in Slurm's show-config order
+    ignored: tuple[str, ...] = ()  # version 6: keys of `items` kept as written, not acted on
 
 
 @attrs.frozen

@@ -76,6 +76,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.NodeSettings: ("log_file",),  # SlurmdLogFile
         m.ReconfigureResult: ("warnings",),  # rcontrol reconfigure shows them
         m.JobEnd: ("node_fault",),  # a launch failure of the node's drains it
+        m.ConfigDump: ("ignored",),  # rcontrol show config sets them apart
     },
 }
 

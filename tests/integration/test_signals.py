@@ -68,7 +68,10 @@ def test_rctld_signals(tmp_path) -> None:
             assert rec["complete"].startswith("IDLE+DRAIN"), rec["complete"]
             assert rec["state"]["reason"]["text"] == "sig-test"
         show = c.run_cli("cli.rcontrol", "show", "config")
-        assert f"SlurmctldLogFile        = {log}" in show.stdout, show.stdout
+        in_force, _, kept = show.stdout.partition("\nKept as written, not acted on by Ranch:\n")
+        assert f"SlurmctldLogFile        = {log}" in in_force, show.stdout
+        # a key Ranch keeps but does not act on is never listed as if in force
+        assert "SchedulerTimeSlice      = 30" in kept and "SchedulerTimeSlice" not in in_force
 
 
 def test_rnoded_signals(tmp_path) -> None:
