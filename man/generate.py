@@ -46,7 +46,8 @@ FILES = {
     ],
     "rnoded": [
         ("/var/spool/ranch/NODENAME", "Spool as root: config cache, node credential, jobs."),
-        ("SlurmdLogFile", "The log file the controller serves, unless --log-file is given."),
+        ("SlurmdLogFile", "The log file the controller serves (%n: the node's name, %h: the "
+                          "host's), unless --log-file is given."),
     ],
 }
 

@@ -126,20 +126,23 @@ def main(argv: list[str] | None = None) -> int:
         dynamic=args.dynamic,
         dynamic_conf=args.conf,
     )
-    logs = DaemonLog(sink, fixed=args.log_file is not None)
+    logs = DaemonLog(sink, name, fixed=args.log_file is not None)
     trio.run(serve, NodeDaemon(opts, gpus, on_settings=logs.settings), logs, Notifier())
     return 0
 
 
 class DaemonLog:
-    """rnoded's log file: --log-file, else the SlurmdLogFile its controller serves."""
+    """rnoded's log file: --log-file, else the SlurmdLogFile its controller serves (`%n` the
+    node's name, `%h` the host's, as slurmd expands them)."""
 
-    def __init__(self, sink: LogSink, *, fixed: bool) -> None:
-        self.sink, self.fixed = sink, fixed
+    def __init__(self, sink: LogSink, node: str, *, fixed: bool) -> None:
+        self.sink, self.node, self.fixed = sink, node, fixed
 
     def settings(self, settings: NodeSettings) -> None:
-        want = settings.log_file
-        if self.fixed or not want or os.path.abspath(want) == self.sink.path:
+        if self.fixed or not settings.log_file:
+            return
+        want = settings.log_file.replace("%n", self.node).replace("%h", short_hostname())
+        if os.path.abspath(want) == self.sink.path:
             return
         log.info("logging to %s (SlurmdLogFile)", want)
         try:

@@ -134,3 +134,20 @@ def test_rnoded_restart_under_a_running_job(tmp_path) -> None:
         assert job(c, j)["restart_cnt"] == 0
         assert (tmp_path / f"slurm-{j}.out").read_text() == "ran\n"
         assert "new=DOWN" not in c.log("rctld") and c.state("n1") == "IDLE"
+
+
+def test_rnoded_logs_to_the_served_slurmd_log_file(tmp_path) -> None:
+    """SlurmdLogFile reaches the node with its config (%n: the node's name); SIGUSR2 reopens."""
+    logs = tmp_path / "nodelogs"
+    logs.mkdir()
+    with Cluster(tmp_path, ["n1"], extra=f"SlurmdLogFile={logs}/%n.log") as c:
+        c.start()
+        log = logs / "n1.log"
+        c.wait_for(lambda: log.exists() and "registered n1" in log.read_text(),
+                   what="rnoded writing to its SlurmdLogFile")
+        assert f"logging to {log} (SlurmdLogFile)" in c.log("n1")  # said where it was
+        _rotate(str(log))
+        os.kill(c.nodes["n1"].pid, signal.SIGUSR2)
+        c.wait_for(lambda: log.exists() and "reopened" in log.read_text(), what="reopened")
+        show = c.run_cli("cli.rcontrol", "show", "config").stdout
+        assert f"SlurmdLogFile           = {logs}/%n.log" in show
