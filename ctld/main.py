@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print(version_text())
         return 0
+    chosen = ("" if args.file else f"the config ${CONF_ENV} names" if os.environ.get(CONF_ENV)
+              else f"the default config; -f FILE or ${CONF_ENV} names another")
     args.file = args.file or default_conf()
     if args.check:
         from ctld.check import run_check
@@ -83,6 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         for diag in exc.errors:
             print(diag.format(), file=sys.stderr)
         print(f"rctld: {args.file}: {len(exc.errors)} error(s); not starting", file=sys.stderr)
+        if chosen:
+            print(f"rctld: no -f given: {args.file} is {chosen}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"rctld: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
