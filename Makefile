@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PKGS := conf statemachine protocol healthcheck ctld noded cli
 COMPILE := $(BIN)/python -m compileall -q -j 0 $(PKGS)
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean man
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: $(STAMP)
 demo: $(STAMP)
 	$(COMPILE)
 	$(BIN)/python examples/demo.py
+
+# The man pages, from the programs' own option tables (commit them: they install with the package).
+man: $(STAMP)
+	$(BIN)/python man/generate.py
 
 bench: $(STAMP)
 	$(COMPILE)

@@ -28,13 +28,14 @@ if TYPE_CHECKING:
 COMMANDS = ("show", "update", "reconfigure", "ping", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
             "requeue", "hold", "release",  # jobs: cli/show_jobs.py
-            "confirm", "reset")  # the controller's guards: cli/guards_view.py
+            "confirm", "reset",  # the controller's guards: cli/guards_view.py
+            "help")  # scontrol's too: the same text as -h
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
                  "hostlistsorted", "job", "jobs", "guards", "step", "steps")
 
 
 OPTIONS: Table = (
-    (("--help",), {"action": "help", "help": "show this help and exit"}),
+    (("-h", "--help"), {"action": "help", "help": "show this help and exit (or: rcontrol help)"}),
     (("-a", "--all"), {"action": "store_true", "help": "show hidden partitions too"}),
     (("-o", "--oneliner"), {"action": "store_true", "help": "one line per record"}),
     (("--json",), {"action": "store_true", "help": "records as JSON"}),
@@ -198,7 +199,12 @@ def show_config(s: Session) -> int:
 
     stamp = slurm_timestamp()
     lines = [f"Configuration data as of {stamp}"]
-    lines += [f"{k:<23} = {v}" for k, v in dump.get("items") or ()]
+    ignored = set(dump.get("ignored") or ())  # never shown as if in force
+    items = dump.get("items") or ()
+    lines += [f"{k:<23} = {v}" for k, v in items if k not in ignored]
+    if ignored:
+        lines += ["", "Kept as written, not acted on by Ranch:"]
+        lines += [f"{k:<23} = {v}" for k, v in items if k in ignored]
     sys.stdout.write("".join(line + "\n" for line in lines))
     return 0
 
@@ -273,6 +279,8 @@ def reconfigure(s: Session) -> int:
     import getpass
 
     result = ask(s.target, "Reconfigure", {"user": getpass.getuser()}, want="ReconfigureResult")
+    for warning in result.get("warnings") or ():  # the new config's, as rctld logged them
+        print(f"rcontrol: warning: {warning}", file=sys.stderr)
     if result.get("ok") is True:
         return 0
     print("rcontrol: error: reconfigure failed; the controller keeps its running config",
@@ -309,6 +317,9 @@ def run(args: Namespace) -> int:
     if not words:
         raise CliError("no command given; try: show, update, reconfigure, ping", code=2)
     command = _pick(words[0], COMMANDS, "command")
+    if command == "help":
+        build_parser().print_help()
+        return 0
     s = Session(args)
     if command == "show":
         return show(s, words[1:])

@@ -89,17 +89,30 @@ def _which_else(name: str, directory: Path) -> str | None:
     return shutil.which(name, path=os.pathsep.join(parts))
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ranch-slurm-shims",
         description="Write wrapper scripts named after Slurm's commands (sbatch, squeue, "
         "scancel, sinfo, scontrol, sacct, srun, salloc) that run Ranch's. Put DIR first on "
         "PATH to use them: export PATH=DIR:$PATH")
-    p.add_argument("directory", metavar="DIR")
+    p.add_argument("directory", metavar="DIR", nargs="?")
+    p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     p.add_argument("--force", action="store_true",
                    help="replace files in DIR that ranch-slurm-shims did not write")
     p.add_argument("--remove", action="store_true", help="remove the shims from DIR")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
+    if args.version:
+        from protocol.release import version_text
+
+        print(version_text())
+        return 0
+    if args.directory is None:
+        p.error("the following arguments are required: DIR")
     directory = Path(args.directory).expanduser().absolute()
     if args.remove:
         for path in remove(directory):

@@ -5,7 +5,7 @@ so the names are taken over only where a user puts DIR first on PATH.
 
 Under a Slurm name, `--version`/`-V` prints `slurm 22.05.8` (what tools parse) and messages
 start with that name; under Ranch's own names the version line is for people:
-`rbatch 0.2.0 (Ranch; speaks as slurm 22.05.8)`.
+`ranch 0.2.0 (rbatch; speaks as slurm 22.05.8)`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,9 @@ def prog(ranch_name: str) -> str:
 def version_text(ranch_name: str) -> str:
     if _active is not None:
         return f"slurm {SLURM_VERSION}"
-    return f"{ranch_name} {RANCH_VERSION} (Ranch; speaks as slurm {SLURM_VERSION})"
+    from protocol.release import version_text as release  # asked for: metadata's cost is fine
+
+    return f"{release()} ({ranch_name}; speaks as slurm {SLURM_VERSION})"
 
 
 def module_path(module: str) -> str:

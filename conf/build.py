@@ -795,7 +795,8 @@ class _Builder:
         g = self.typed_global
         control = ControlSettings(self.controller_hosts(), g("SlurmctldPort", 6817),
                                   g("StateSaveLocation", None), g("SlurmdSpoolDir", None),
-                                  g("SrunPortRange", None))
+                                  g("SrunPortRange", None), g("SlurmctldLogFile", None),
+                                  g("SlurmdLogFile", None))
         timeouts = Timeouts(g("SlurmdTimeout", 300), g("MessageTimeout", 10),
                             g("HeartbeatInterval", 10), g("ReturnToService", 0))
         health = HealthSettings(g("HealthCheckProgram", None), g("HealthCheckInterval", 0),

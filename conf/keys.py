@@ -49,6 +49,10 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("SrunPortRange", "str", None,
      "LOW-HIGH: the ports rrun listens on for its tasks' I/O (open them on submit hosts)"),
     ("StateSaveLocation", "path", None, "directory where the controller saves state"),
+    ("SlurmctldLogFile", "path", None,
+     "rctld's log file (unset: stderr, the journal under systemd); reopened on SIGUSR2/SIGHUP"),
+    ("SlurmdLogFile", "path", None,
+     "rnoded's log file on each node (unset: stderr); reopened on SIGUSR2/SIGHUP"),
     ("SlurmdSpoolDir", "str", None, "node daemon spool/cache directory (on the node)"),
     ("SlurmdTimeout", "seconds", 300,
      "seconds without contact before a node is set DOWN (0 = never)"),
@@ -171,8 +175,8 @@ PropagateResourceLimitsExcept RebootProgram ReconfigFlags RequeueExit RequeueExi
 ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerParameters SchedulerPort
 SchedulerRootFilter
 SchedulerTimeSlice SchedulerType ScronParameters SelectType SelectTypeParameters SlurmctldAddr
-SlurmctldDebug SlurmctldLogFile SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
-SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug SlurmdLogFile
+SlurmctldDebug SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
+SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug
 SlurmdParameters SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
 SlurmSchedLogLevel SrunEpilog SrunProlog SwitchParameters SwitchType
 TaskEpilog TaskPlugin TaskPluginParam TaskProlog TCPTimeout TLSParameters TLSType TmpFS

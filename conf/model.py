@@ -85,6 +85,8 @@ class ControlSettings:
     slurmd_spool_dir: str | None = None
     # SrunPortRange: the ports rrun listens on for its tasks' I/O (None: any the kernel gives)
     srun_port_range: tuple[int, int] | None = None
+    log_file: str | None = None  # SlurmctldLogFile
+    slurmd_log_file: str | None = None  # SlurmdLogFile, served to the nodes
 
 
 @attrs.frozen(slots=True)

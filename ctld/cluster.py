@@ -86,6 +86,7 @@ def node_settings(cfg: ClusterConfig) -> m.NodeSettings:
         health_check_interval=float(h.interval),
         health_check_timeout=float(h.timeout),
         health_check_node_state=tuple(h.node_state),
+        log_file=cfg.control.slurmd_log_file,
     )
 
 
@@ -147,9 +148,9 @@ class Cluster:
         self.policy = Policy(return_to_service=config.timeouts.return_to_service)
         self.settings = node_settings(config)
         self.node_files = config_files(config)
-        self.config_dump = m.ConfigDump(
-            path=config.path, config_hash=config.config_hash, items=configdump.items(config)
-        )
+        listed = configdump.items(config)
+        self.config_dump = m.ConfigDump(path=config.path, config_hash=config.config_hash,
+                                        items=listed, ignored=configdump.ignored(config, listed))
         self.eventlog.configure(config.membership.event_log_max_events,
                                 config.membership.event_log_max_age)
         self._partitions = tuple(

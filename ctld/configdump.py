@@ -58,6 +58,8 @@ def effective(cfg: ClusterConfig) -> dict[str, str]:
         "ReturnToService": str(t.return_to_service),
         "SlurmctldPort": str(c.port),
         "SlurmdSpoolDir": _opt(c.slurmd_spool_dir),
+        "SlurmctldLogFile": _opt(c.log_file),
+        "SlurmdLogFile": _opt(c.slurmd_log_file),
         "SlurmdTimeout": _sec(t.slurmd_timeout),
         "StateSaveLocation": _opt(c.state_save_location),
         "SuspendExcNodes": exc_nodes or NULL,
@@ -91,7 +93,7 @@ def effective(cfg: ClusterConfig) -> dict[str, str]:
 
 
 def in_force(dump: m.ConfigDump, *, server_addr: str | None, key_file: str | None,
-             state_dir: str | None) -> m.ConfigDump:
+             state_dir: str | None, log_file: str | None = None) -> m.ConfigDump:
     """The listing with what the running rctld uses where its command line overrode the file
     (--listen, --key-file, --state-dir): the address it listens on, the key file it read and
     the state directory it writes, each as an absolute path."""
@@ -104,12 +106,20 @@ def in_force(dump: m.ConfigDump, *, server_addr: str | None, key_file: str | Non
         shown["AuthKeyFile"] = key_file
     if state_dir:
         shown["StateSaveLocation"] = state_dir
+    if log_file is not None:  # "" when --log-file - sent the log to stderr
+        shown["SlurmctldLogFile"] = log_file or NULL
     if not shown:
         return dump
     lower = {k.lower() for k in shown}
     merged = {k: v for k, v in dump.items if k.lower() not in lower}
     merged.update(shown)
     return attrs.evolve(dump, items=tuple(sorted(merged.items(), key=lambda kv: kv[0].lower())))
+
+
+def ignored(cfg: ClusterConfig, listed: tuple[tuple[str, str], ...]) -> tuple[str, ...]:
+    """The keys of the listing that Ranch keeps as written but does not act on."""
+    kept = set(cfg.ignored)
+    return tuple(k for k, _ in listed if k in kept)
 
 
 def items(cfg: ClusterConfig) -> tuple[tuple[str, str], ...]:

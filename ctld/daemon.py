@@ -1,5 +1,4 @@
-"""The running controller: one nursery holding the listener, deadline task, saver, power save and
-signal handler, so that SIGTERM cancels everything after a last state save."""
+"""The running controller: one nursery of its loops; SIGTERM cancels it after a last state save."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import attrs
 import trio
 
 from conf import ConfigError, load_config
@@ -21,11 +21,27 @@ from ctld.integrity import DamagedState
 from ctld.server import Server
 from ctld.store import FileStore
 from protocol import messages as m
+from protocol.logformat import LogSink
+from protocol.sdnotify import Notifier
 
 # Seconds between snapshots (the state file). A SIGKILL loses nothing in between: every change a
 # reply confirmed is in the journal; a snapshot only lets the journal's older segments go.
 SAVE_INTERVAL = 5.0
 EVENT_SAVE_INTERVAL = 0.5  # coalescing window of event log appends
+
+
+class CannotListen(Exception):
+    """An address rctld could not listen on (RPC or HTTP): rctld does not start."""
+
+    def __init__(self, what: str, addr: str, error: OSError) -> None:
+        super().__init__(f"{what} {addr}: {error.strerror or error}")
+        self.what, self.addr, self.error = what, addr, error
+
+
+def _first_leaf(exc: BaseException) -> Any:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    return exc
 
 
 def format_errors(exc: ConfigError) -> tuple[str, ...]:
@@ -45,10 +61,15 @@ class Daemon:
         on_ready: Callable[[], None] | None = None,
         key_file: str | None = None,
         ignore_damaged: bool = False,
+        log_sink: LogSink | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
-        """`on_ready` runs once the saved state is restored, before the first connection.
-        `ignore_damaged` (rctld -i): damaged state files are moved aside, not refused."""
+        """`on_ready` runs once the saved state is restored, before the first connection;
+        `ignore_damaged` (rctld -i): damaged state files are moved aside, not refused;
+        `log_sink` is reopened on SIGUSR2 and SIGHUP; `notifier` tells systemd how it goes."""
         self.on_ready = on_ready
+        self.log_sink = log_sink
+        self.notifier = notifier or Notifier("")
         self.config_path = config_path or config.path
         self.state_dir = state_dir
         self.host = host
@@ -72,6 +93,8 @@ class Daemon:
         # example ResumeProgram can start an rnoded that joins this controller).
         self.cluster.power.state_dir = state_dir
         self.cluster.power.key_file = key_file
+        if log_sink is not None:  # rcontrol show config: the log file in force
+            self.cluster.power.log_file = log_sink.path or ""
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
@@ -181,9 +204,12 @@ class Daemon:
                 self._nursery = nursery
                 self.cluster.spawn = nursery.start_soon
                 self.server.spawn = nursery.start_soon
-                self.listeners = await nursery.start(
-                    partial(self.server.serve_tcp, self.port, host=self.host)
-                )
+                try:
+                    self.listeners = await nursery.start(
+                        partial(self.server.serve_tcp, self.port, host=self.host)
+                    )
+                except OSError as exc:
+                    raise CannotListen("RPC", f"{self.host}:{self.port}", exc) from exc
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
                 self.cluster.power.server_addr = _listener_addr(self.listeners[0])
                 logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
@@ -201,8 +227,10 @@ class Daemon:
                     await self._start_http(nursery)
                 if signals:
                     nursery.start_soon(self.handle_signals)
+                self.notifier.ready(f"listening on {addrs}")
                 task_status.started(self.listeners)
         finally:
+            self.notifier.stopping()
             acct.flush_now(self.cluster.jobs.history)  # before the snapshot purges their jobs
             self.save_now()
             self.store.close()
@@ -215,7 +243,10 @@ class Daemon:
         from ctld.web.server import serve_http
 
         settings = self.cluster.config.http
-        self.http_urls = await nursery.start(serve_http, self.cluster, settings)
+        try:
+            self.http_urls = await nursery.start(serve_http, self.cluster, settings)
+        except* OSError as group:  # hypercorn's nurseries wrap it
+            raise CannotListen("HTTP", settings.listen or "", _first_leaf(group)) from None
         logs.event("HTTP listening", url=" ".join(self.http_urls), auth=settings.auth)
 
     def stop(self) -> None:
@@ -223,16 +254,40 @@ class Daemon:
             self._nursery.cancel_scope.cancel()
 
     async def handle_signals(self) -> None:
-        """SIGTERM/SIGINT: stop (the state is saved on the way out); SIGHUP: reconfigure."""
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+        """As slurmctld: SIGTERM/SIGINT stop (the state is saved on the way out); SIGHUP
+        reconfigures and reopens the log file; SIGUSR2 reopens it (logrotate); SIGUSR1 and
+        SIGPIPE are logged and ignored. None ends rctld without a line in its log."""
+        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2, signal.SIGUSR1,
+                   signal.SIGPIPE)
+        with trio.open_signal_receiver(*handled) as sigs:
             async for sig in sigs:
+                name = signal.Signals(sig).name
                 if sig == signal.SIGHUP:
-                    logs.event("SIGHUP: reconfiguring")
+                    logs.event("SIGHUP: reconfiguring, reopening the log")
+                    self.notifier.reloading()
+                    self.reopen_log(name)
                     await self.reconfigure("SIGHUP")
-                else:
-                    logs.event("shutting down", signal=signal.Signals(sig).name)
+                    self.notifier.ready("reconfigured")
+                elif sig == signal.SIGUSR2:
+                    self.reopen_log(name)
+                elif sig in (signal.SIGTERM, signal.SIGINT):
+                    logs.event("shutting down", signal=name)
                     self.stop()
                     return
+                else:
+                    logs.event("signal ignored", logging.WARNING, signal=name)
+
+    def reopen_log(self, why: str) -> None:
+        if self.log_sink is None or self.log_sink.path is None:
+            logs.event("log on stderr; nothing to reopen", signal=why)
+            return
+        try:
+            self.log_sink.reopen()
+        except OSError as exc:
+            logs.event("cannot reopen the log file; writing to the old one", logging.ERROR,
+                       path=self.log_sink.path, error=exc.strerror or str(exc))
+            return
+        logs.event("log file reopened", path=self.log_sink.path, signal=why)
 
     def _snapshot_doc(self) -> dict[str, Any]:
         doc = self.cluster.save_doc()
@@ -339,14 +394,19 @@ class Daemon:
                 logs.event("reconfigure refused; keeping the running config", logging.ERROR,
                            by=who, error=err)
                 return m.ReconfigureResult(ok=False, errors=(err,), config_hash=old.config_hash)
+            warnings = [w.format().splitlines()[0] for w in new.warnings]
             if (new.control.port, new.control.hosts) != (old.control.port, old.control.hosts):
-                logs.event("controller address changed in the config; takes effect at restart",
-                           logging.WARNING)
+                warnings.append("controller address changed in the config; takes effect at "
+                                "restart")
             if new.http != old.http:
-                logs.event("Http* keys changed in the config; take effect at restart",
-                           logging.WARNING)
+                warnings.append("Http* keys changed in the config; take effect at restart")
+            if new.control.log_file != old.control.log_file:
+                warnings.append("SlurmctldLogFile changed in the config; takes effect at restart")
+            for warning in warnings:
+                logs.event("reconfigure warning", logging.WARNING, detail=warning)
             logs.event("reconfigure", by=who)
-            return self.cluster.apply_config(new)
+            result = self.cluster.apply_config(new)
+            return attrs.evolve(result, warnings=tuple(warnings))
 
 
 def _listener_addr(listener: Any) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ctld import logs
 from ctld.jobrecord import ACTIVE, COMPLETING, RUNNING
 from protocol import messages as m
+from statemachine import events
 from statemachine import jobevents as je
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from ctld.node import NodeRecord
 
 Run = tuple[int, int]
+LAUNCH_FAILURE = "batch job complete failure"  # slurmctld's drain reason, word for word
 
 
 def reported_runs(job_ids: Sequence[int], runs: Sequence[Sequence[int]]) -> dict[int, int]:
@@ -56,6 +58,20 @@ class JobReconciliation:
                 continue
             self.store.apply(job, je.EndReported(node.name, end.restarts, end.state, end.exit_code,
                                             end.signal, end.message))
+            if end.state == "LAUNCH_FAILED" and end.node_fault:
+                self._drain_for_launch(node, job.id, end.message)
+
+    def _drain_for_launch(self, node: NodeRecord, job_id: int, why: str) -> None:
+        """As slurmctld drains a node whose slurmd could not launch a batch job (as SlurmUser,
+        reason "batch job complete failure"), so that the node takes no next job to fail."""
+        logs.event("node cannot launch jobs; draining it", logging.WARNING, node=node.name,
+                   job=job_id, error=why)
+        request = events.AdminUpdate(now=self.c.wall(), request="DRAIN", reason=LAUNCH_FAILURE,
+                                     user=self.c.config.access.slurm_user)
+        _, err = self.c.apply_event(node, request)
+        if err:
+            logs.event("launch-failure drain not applied", logging.WARNING, node=node.name,
+                       error=err)
 
     def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
         """A node confirms it launched a run (its start time is the job's)."""

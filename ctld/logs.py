@@ -1,63 +1,27 @@
-"""rctld logging: text or JSON lines on stderr; one line per node state change and per rejection."""
+"""rctld logging (protocol/logformat.py): one line per node state change and per rejection."""
 
 from __future__ import annotations
 
 import logging
-import sys
-import time
 from typing import Any
 
-import orjson
+from protocol import logformat
+from protocol.logformat import LogSink
 
 LOGGER_NAME = "rctld"
 log = logging.getLogger(LOGGER_NAME)
 
 
-class TextFormatter(logging.Formatter):
-    """`2026-11-21T08:00:00Z INFO message key=value ...`"""
-
-    _second = -1
-    _stamp = ""
-
-    def format(self, record: logging.LogRecord) -> str:
-        second = int(record.created)
-        if second != self._second:  # a burst of lines shares one formatted second
-            self._second = second
-            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
-        line = f"{self._stamp}Z {record.levelname} {record.getMessage()}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
-
-
-class JsonFormatter(logging.Formatter):
-    """One JSON object per line: ts, level, msg, plus the record's structured `fields`."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        obj: dict[str, Any] = {
-            "ts": round(record.created, 3),
-            "level": record.levelname,
-            "msg": record.getMessage(),
-        }
-        fields = getattr(record, "fields", None)
-        if fields:
-            obj.update(fields)
-        if record.exc_info:
-            obj["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(obj, default=str).decode()
-
-
-def setup(fmt: str = "text", level: int = logging.INFO) -> None:
-    """Send rctld's log to stderr in the chosen format (text | json)."""
+def setup(fmt: str = "text", level: int = logging.INFO, path: str | None = None) -> LogSink:
+    """Send rctld's log to `path` (None: stderr) in the chosen format (text | json); the sink
+    it returns reopens the file (SIGUSR2, SIGHUP). Raises OSError if the file cannot be opened."""
     # Neither format shows the caller, thread or process: logging would otherwise walk the
     # stack and look them up for every line (a line per submission; docs/benchmarks.md).
     logging._srcfile = None  # the documented switch (logging HOWTO, "Optimization")
     logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
-    log.handlers[:] = [handler]
-    log.setLevel(level)
+    sink = logformat.setup(log, fmt, level, path)
     log.propagate = False
+    return sink
 
 
 def event(msg: str, level: int = logging.INFO, **fields: Any) -> None:

@@ -1,4 +1,4 @@
-"""`rctld`: the Ranch controller daemon (foreground, logs on stderr)."""
+"""`rctld`: the Ranch controller daemon (foreground; logs on stderr or in its log file)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,15 @@ import sys
 from typing import TypeVar
 
 E = TypeVar("E", bound=BaseException)
-DEFAULT_STATE_DIR = "./ranch-state"
+# As slurmctld reads /etc/slurm/slurm.conf (SLURM_CONF overrides): never relative to the cwd,
+# which is / under systemd.
+DEFAULT_CONF = "/etc/ranch/cluster.conf"
+CONF_ENV = "RANCH_CONF"
+DEFAULT_STATE_DIR = "/var/lib/ranch"
+
+
+def default_conf() -> str:
+    return os.environ.get(CONF_ENV) or DEFAULT_CONF
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,11 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rctld",
         description="Ranch controller: serves the config to rnoded, tracks every node's state.",
     )
-    p.add_argument("-f", "--file", required=True, metavar="FILE", help="cluster.conf to run")
+    p.add_argument("-f", "--file", metavar="FILE",
+                   help=f"cluster.conf to run (default: ${CONF_ENV}, else {DEFAULT_CONF})")
     p.add_argument("--listen", metavar="HOST:PORT",
                    help="address to listen on (default: SlurmctldHost address, SlurmctldPort)")
     p.add_argument("--state-dir", metavar="DIR",
-                   help="where state is saved (default: StateSaveLocation, else ./ranch-state)")
+                   help=f"where state is saved (default: StateSaveLocation, else "
+                        f"{DEFAULT_STATE_DIR})")
     p.add_argument("--key-file", metavar="F",
                    help="cluster key (default: RANCH_KEY_FILE, else AuthKeyFile); created if "
                         "missing")
@@ -29,7 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="start even if saved state is damaged: each damaged file is moved "
                         "aside (FILE.damaged-TIME, never deleted), what checks out in it is "
                         "kept, job ids resume past every id seen (as slurmctld -i)")
-    p.add_argument("--log-format", choices=("text", "json"), default="text")
+    p.add_argument("--log-format", choices=("text", "json"), default="text",
+                   help="log lines as text (UTC time, level, message) or one JSON object each")
+    p.add_argument("--log-file", metavar="FILE",
+                   help="append the log to FILE, reopened on SIGUSR2 and SIGHUP (default: "
+                        "SlurmctldLogFile, else stderr; - for stderr)")
+    p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument("--check", action="store_true", help="validate the config and exit")
     p.add_argument("--strict", action="store_true",
@@ -41,6 +56,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.version:
+        from protocol.release import version_text
+
+        print(version_text())
+        return 0
+    chosen = ("" if args.file else f"the config ${CONF_ENV} names" if os.environ.get(CONF_ENV)
+              else f"the default config; -f FILE or ${CONF_ENV} names another")
+    args.file = args.file or default_conf()
     if args.check:
         from ctld.check import run_check
 
@@ -54,20 +77,30 @@ def main(argv: list[str] | None = None) -> int:
     from conf import ConfigError, load_config
     from ctld import gctune, logs
     from ctld.admission import raise_fd_limit
-    from ctld.daemon import Daemon
+    from ctld.daemon import CannotListen, Daemon
     from protocol.auth import KeyFileError, create_key, load_key, resolve_key_path
     from protocol.client import parse_address
+    from protocol.sdnotify import Notifier
 
-    logs.setup(args.log_format, logging.DEBUG if args.verbose else logging.INFO)
+    level = logging.DEBUG if args.verbose else logging.INFO
+    logs.setup(args.log_format, level)  # stderr until the config names the log file
     try:
         config = load_config(args.file)
     except ConfigError as exc:
         for diag in exc.errors:
             print(diag.format(), file=sys.stderr)
         print(f"rctld: {args.file}: {len(exc.errors)} error(s); not starting", file=sys.stderr)
+        if chosen:
+            print(f"rctld: no -f given: {args.file} is {chosen}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"rctld: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    log_file = args.log_file if args.log_file is not None else config.control.log_file
+    try:
+        sink = logs.setup(args.log_format, level, None if log_file in (None, "-") else log_file)
+    except OSError as exc:
+        print(f"rctld: cannot open log file {log_file}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     for warning in config.warnings:
         logs.event("config warning", logging.WARNING, detail=warning.format().splitlines()[0])
@@ -127,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     async def amain() -> None:
         daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
                         config_path=args.file, on_ready=gctune.freeze_startup_heap,
-                        key_file=os.path.abspath(key_path),
-                        ignore_damaged=args.ignore_damaged_state)
+                        key_file=os.path.abspath(key_path), log_sink=sink,
+                        notifier=Notifier(), ignore_damaged=args.ignore_damaged_state)
         daemons.append(daemon)
         await daemon.run(signals=True)
 
@@ -141,26 +174,22 @@ def main(argv: list[str] | None = None) -> int:
     except DamagedState as exc:  # nothing was written: the files are as they were found
         print(f"rctld: {exc}", file=sys.stderr)
         return 1
-    except (OSError, BaseExceptionGroup) as exc:
+    except (CannotListen, BaseExceptionGroup) as exc:
         damaged = _find(exc, DamagedState)
         if damaged is not None:
             print(f"rctld: {damaged}", file=sys.stderr)
             return 1
-        os_error = _find_os_error(exc)
-        if os_error is None:
+        refused = _find(exc, CannotListen)
+        if refused is None:
             raise
-        logs.event("cannot listen", logging.ERROR, addr=f"{host}:{port}",
-                   error=os_error.strerror or str(os_error))
+        logs.event("cannot listen", logging.ERROR, on=refused.what, addr=refused.addr,
+                   error=refused.error.strerror or str(refused.error))
         return 1
     except KeyboardInterrupt:  # Ctrl-C before the signal handler was installed
         if daemons:
             daemons[0].save_now()
     logs.event("stopped")
     return 0
-
-
-def _find_os_error(exc: BaseException) -> OSError | None:
-    return _find(exc, OSError)
 
 
 def _find(exc: BaseException, kind: type[E]) -> E | None:

@@ -153,9 +153,15 @@ def shutdown_notice(c: Cluster, msg: m.ShutdownNotice, conn: Pusher | None = Non
     if node is None or node.conn is not conn:
         return m.Error(code="unknown_node",
                        message=f"node {msg.name} has not registered on this connection")
-    logs.event("node shutting down", node=msg.name, reason=msg.reason)
-    c.apply_event(node, events.ShutdownNotice(now=c.wall()))
     node.conn = None
+    if not msg.leaving:
+        # An older rnoded's SIGTERM (a restart, an upgrade): the daemon stops, not the node; its
+        # jobs run on and the node counts as not responding only if it stays away too long.
+        logs.event("rnoded stopping; node stays in service", node=msg.name)
+        c.eventlog.add("left", node.name, peer=conn.peer if conn is not None else None)
+        return m.Ack()
+    logs.event("node leaving", node=msg.name, reason=msg.reason)
+    c.apply_event(node, events.ShutdownNotice(now=c.wall()))
     c.flush_programs()
     return m.Ack()
 

@@ -76,6 +76,7 @@ class PowerSave:
         self.state_dir: str | None = None
         self.server_addr: str | None = None
         self.key_file: str | None = None
+        self.log_file: str | None = None  # shown by rcontrol show config ("" = stderr)
         self._files = 0
 
     @property

@@ -68,7 +68,7 @@ def config(s: Server, conn: Connection, msg: m.GetConfig) -> Any:
     power = s.cluster.power  # the daemon told it the running address, key and state dir
     return configdump.in_force(power.config_dump(s.cluster.config_dump),
                                server_addr=power.server_addr, key_file=power.key_file,
-                               state_dir=power.state_dir)
+                               state_dir=power.state_dir, log_file=power.log_file)
 
 
 def reconfigure(s: Server, conn: Connection, msg: m.Reconfigure) -> Any:

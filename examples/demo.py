@@ -47,6 +47,7 @@ from protocol.auth import KeyFileError, load_key  # noqa: E402
 from protocol.client import ControllerUnreachable, request  # noqa: E402
 
 CONF = REPO / "examples" / "slurm-like.conf"
+DEMO_ADMIN = "AdminUsers=demo"  # the web token's name: its drains and resumes are an admin's
 LINK = "demo-run"  # in the directory the demo runs from (the checkout for `make demo`)
 PR_SET_CHILD_SUBREAPER = 36
 NOT_STARTED = ("CLOUD", "FUTURE")  # config states of nodes nobody runs until asked
@@ -131,7 +132,8 @@ class Demo:
 
     def write_config(self) -> Path:
         """slurm-like.conf and its scripts copied here, HttpListen on a free port, and a token
-        file for the web page's drain/resume buttons."""
+        file for the web page's drain/resume buttons: the token is named after an admin
+        (AdminUsers=demo), as a write through HTTP needs one (ctld/permissions.py)."""
         for script in CONF.parent.glob("*.sh"):
             shutil.copy2(script, self.dir / script.name)
         tokens = self.dir / "http-tokens"
@@ -140,12 +142,12 @@ class Demo:
         text = re.sub(r"(?m)^HttpListen=.*$", f"HttpListen=127.0.0.1:{self.http_port}",
                       CONF.read_text())
         conf = self.dir / "cluster.conf"
-        conf.write_text(text + f"HttpTokenFile={tokens}\n")
+        conf.write_text(text + f"HttpTokenFile={tokens}\n{DEMO_ADMIN}\n")
         return conf
 
     def spawn(self, name: str, *argv: str) -> subprocess.Popen:
         """A daemon in its own session: Ctrl-C reaches only the demo, which stops them in
-        order (nodes first, so each says goodbye to the controller)."""
+        order (nodes first, then the controller, which saves its state)."""
         with open(self.dir / f"{name}.log", "wb") as log:  # the child keeps its own copy
             proc = subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self.env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -64,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read XID lines from this file instead of kmsg/journal/kern.log")
     p.add_argument("--fake-gpus", type=int, metavar="N",
                    help=f"pretend N GPUs exist, no NVML (also ${FAKE_GPUS_ENV})")
+    p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     return p
 
 
@@ -124,6 +125,11 @@ def report(findings: list[Finding], out: TextIO) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        if args.version:
+            from protocol.release import version_text
+
+            print(version_text())
+            return EXIT_OK
         findings = run_checks(args, os.environ)
     except (UsageError, ValueError) as exc:
         print(f"ranch-healthcheck: {exc}", file=sys.stdout)

@@ -30,10 +30,11 @@ class LaunchFailed(Exception):
     """start_job could not start the job; the runner records its LAUNCH_FAILED ending in `path`
     (the job's directory, which may not exist) and raises LaunchError(message)."""
 
-    def __init__(self, path: Path, message: str) -> None:
+    def __init__(self, path: Path, message: str, *, node_fault: bool = False) -> None:
         super().__init__(message)
         self.path = path
         self.message = message
+        self.node_fault = node_fault  # the node's spool or supervisor, not the job's request
 
 
 def identity(spec: JobSpec | StepSpec, node: str, as_root: bool) -> dict:
@@ -91,7 +92,7 @@ async def start_job(
         path = await trio.to_thread.run_sync(jobstore.create, spool_dir, spec, launch, owner)
     except (LaunchError, OSError, ValueError) as exc:
         message = str(exc) if isinstance(exc, LaunchError) else f"job record: {exc}"
-        raise LaunchFailed(path, message) from exc
+        raise LaunchFailed(path, message, node_fault=isinstance(exc, OSError)) from exc
     log_file = await trio.to_thread.run_sync(open, path / "shim.log", "wb")
     try:
         proc = await trio.lowlevel.open_process(
@@ -104,7 +105,8 @@ async def start_job(
             cwd="/",
         )
     except OSError as exc:
-        raise LaunchFailed(path, f"cannot start the job supervisor: {exc}") from exc
+        raise LaunchFailed(path, f"cannot start the job supervisor: {exc}",
+                           node_fault=True) from exc
     finally:
         log_file.close()
     assert proc.stdout is not None
@@ -118,6 +120,8 @@ async def start_job(
     await proc.stdout.aclose()
     word, _, rest = line.decode(errors="replace").strip().partition(" ")
     if word != "ok":
+        # The supervisor's own word ("failed: no such workdir") is about the job; its silence
+        # is about the node.
         if not word:
             log_text = await trio.to_thread.run_sync((path / "shim.log").read_bytes)
             rest = (
@@ -127,7 +131,7 @@ async def start_job(
             with trio.move_on_after(1):
                 proc.kill()
         await proc.wait()
-        raise LaunchFailed(path, rest)
+        raise LaunchFailed(path, rest, node_fault=not word)
     pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
     job = RunningJob(
         spec,

@@ -192,11 +192,12 @@ class JobRunner:
                 timeout=self.launch_timeout,
             )
         except LaunchFailed as exc:
-            await self._launch_failed(spec, exc.path, exc.message)
+            await self._launch_failed(spec, exc.path, exc.message, exc.node_fault)
         self.running[spec.job_id] = job
         self._watch(job)
 
-    async def _launch_failed(self, spec: JobSpec, path: Path, message: str) -> NoReturn:
+    async def _launch_failed(self, spec: JobSpec, path: Path, message: str,
+                             node_fault: bool = False) -> NoReturn:
         log.warning("job %d launch failed: %s", spec.job_id, message)
         end = JobEnd(
             spec.job_id,
@@ -205,6 +206,7 @@ class JobRunner:
             message=message,
             ended_at=time.time(),
             restarts=spec.restarts,
+            node_fault=node_fault,
         )
         await self._record_end(spec, path, end, False)
         raise LaunchError(message)

@@ -1,4 +1,4 @@
-"""NodeDaemon: rnoded's connection to rctld: register, heartbeats, config, reconnects, goodbye."""
+"""NodeDaemon: rnoded's connection to rctld: register, heartbeats, config, reconnects, leaving."""
 
 from __future__ import annotations
 
@@ -93,6 +93,7 @@ class NodeDaemon:
         cycle_delay: Callable[[str, float], float] = default_cycle_delay,
         is_healthy: Callable[[str], bool] = default_is_healthy,
         rng: random.Random | None = None,
+        on_settings: Callable[[NodeSettings], None] | None = None,
     ) -> None:
         self.opts = opts
         self.gpus = gpus
@@ -108,6 +109,9 @@ class NodeDaemon:
         self._beat_requested = False
         self.requests = Requests()
         self._live: FramedStream | None = None  # a registered connection, for the goodbye
+        self._leaving: str | None = None  # why the node goes away (leave), said as it stops
+        self._refetch = False  # register afresh on the live connection (SIGHUP)
+        self.on_settings = on_settings  # told each config's settings (SlurmdLogFile)
         self.jobs = JobRunner(opts.spool_dir, opts.name, on_change=self._request_beat)
         self.steps = StepRunner(self.jobs, opts.name, self._report_step)  # rrun's tasks
         self._daemon_nursery: trio.Nursery | None = None  # steps outlive a connection
@@ -131,8 +135,19 @@ class NodeDaemon:
 
     # --------------------------------------------------------------------------------- running
 
+    def leave(self, reason: str) -> None:
+        """The node goes away: once cancelled, say so (the controller DOWNs it and requeues its
+        jobs). A daemon cancelled without it only stops: the node and its jobs stay."""
+        self._leaving = reason
+
+    def refetch(self) -> None:
+        """Register again on the live connection, which serves the controller's config afresh
+        (SIGHUP, as slurmd's reconfigure); without one, the next connection does it anyway."""
+        self._refetch = True
+        self._wake.set()
+
     async def run(self) -> None:
-        """Run until cancelled; then tell the controller we are going (bounded wait)."""
+        """Run until cancelled; then close the connection, saying the node leaves if it does."""
         cached = await trio.to_thread.run_sync(cache.load, self.opts.spool_dir)
         if cached is not None:
             log.info("using cached config %s from %s", cached.config_hash[:12], self.opts.spool_dir)
@@ -148,7 +163,12 @@ class NodeDaemon:
                 await self._connection_loop()
         finally:
             with trio.CancelScope(shield=True):
-                await self._goodbye()
+                if self._leaving is not None:
+                    await self._goodbye(self._leaving)
+                elif self._live is not None:  # as slurmd: a stopping daemon says nothing
+                    fs, self._live = self._live, None
+                    with trio.move_on_after(0.5):
+                        await fs.aclose()
 
     def heartbeat_interval(self) -> float:
         value = self.settings.heartbeat_interval if self.settings else DEFAULT_HEARTBEAT
@@ -312,6 +332,10 @@ class NodeDaemon:
 
     async def _heartbeat_loop(self, fs: FramedStream) -> None:
         while True:
+            if self._refetch:
+                self._refetch = False
+                log.info("registering afresh to fetch the controller's config")
+                return
             self._beat_requested = False
             # Abandoned on cancel: a hung NVML call must not hold up SIGTERM.
             metrics = await trio.to_thread.run_sync(
@@ -347,7 +371,7 @@ class NodeDaemon:
 
     async def _wait_next_beat(self, last: float) -> None:
         """Until an interval after `last` (re-read when settings change) or a beat is requested."""
-        while not self._beat_requested:
+        while not (self._beat_requested or self._refetch):
             wake = self._wake = trio.Event()
             remaining = last + self.heartbeat_interval() - trio.current_time()
             if remaining <= 0:
@@ -389,12 +413,17 @@ class NodeDaemon:
                 settings.health_check_interval,
             )
         self.healthcheck.settings_changed()
+        if self.on_settings is not None:
+            self.on_settings(settings)
         self._wake.set()
 
-    async def _goodbye(self) -> None:
+    async def _goodbye(self, reason: str) -> None:
         fs = self._live
         if fs is None:
+            log.warning("not connected: the controller was not told that %s leaves",
+                        self.opts.name)
             return
         self._live = None
-        await goodbye(fs, ShutdownNotice(self.opts.name), self.requests.next_id(),
-                      self.opts.protocol_version, self.opts.shutdown_grace)
+        await goodbye(fs, ShutdownNotice(self.opts.name, reason, leaving=True),
+                      self.requests.next_id(), self.opts.protocol_version,
+                      self.opts.shutdown_grace)

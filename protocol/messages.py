@@ -94,6 +94,7 @@ class NodeSettings:
     health_check_interval: float
     health_check_timeout: float
     health_check_node_state: tuple[str, ...]
+    log_file: str | None = None  # SlurmdLogFile (version 6)
 
 
 @attrs.frozen
@@ -153,6 +154,9 @@ class JobEnd:
     started_at: float = 0.0  # wall clock
     ended_at: float = 0.0
     restarts: int = 0  # JobSpec.restarts of the run that ended (tells a stale run's report apart)
+    # LAUNCH_FAILED for a fault of the node's (its spool, its job supervisor), not of the job's:
+    # the controller drains the node, as slurmctld does (version 6)
+    node_fault: bool = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -266,8 +270,12 @@ class JobStarted:
 
 @attrs.frozen
 class ShutdownNotice:
+    """A node leaving (rnoded's SIGUSR1, docs/daemons.md): DOWN, its jobs requeued. Before
+    version 6 rnoded sent one on every stop; a notice without `leaving` is a daemon stopping."""
+
     name: str
     reason: str = "rnoded shut down"
+    leaving: bool = False  # version 6
 
 
 @attrs.frozen
@@ -357,6 +365,7 @@ class ConfigDump:
     path: str
     config_hash: str
     items: tuple[tuple[str, str], ...]  # ("SlurmdTimeout", "300 sec"), in Slurm's show-config order
+    ignored: tuple[str, ...] = ()  # version 6: keys of `items` kept as written, not acted on
 
 
 @attrs.frozen
@@ -369,6 +378,7 @@ class ReconfigureResult:
     ok: bool
     errors: tuple[str, ...] = ()  # each "PATH:LINE:COL: message"
     config_hash: str = ""
+    warnings: tuple[str, ...] = ()  # version 6: the new config's warnings, as rctld logs them
 
 
 @attrs.frozen

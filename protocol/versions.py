@@ -7,6 +7,11 @@ Version 5 changed the frame (its header carries a MAC of its own, protocol/rawfr
 rctld can check a large frame's sender before reading its body) and added the fields below (run
 identity, sbatch's further options, the guards' messages).
 A frame is written in the version of the peer it goes to, so a version-4 peer never sees one.
+
+Version 6 (issue 31): rnoded no longer sends a ShutdownNotice when its daemon stops (SIGTERM:
+the node and its jobs stay); it sends one with `leaving` only when the node goes away (SIGUSR1).
+rctld takes an older peer's notice (no `leaving`) as its daemon stopping, so upgrading a node
+under a running job neither DOWNs the node nor requeues the job.
 """
 
 from __future__ import annotations
@@ -19,10 +24,10 @@ import attrs
 
 from protocol import messages as m
 
-CURRENT = 5
+CURRENT = 6
 # The current version and every one before it: keeping version 1 costs nothing (its frames
 # are held to the unproven size limit). Slurm 24.11+ accepts the current and the three before.
-SUPPORTED: tuple[int, ...] = (1, 2, 3, 4, 5)
+SUPPORTED: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 
 # version -> {class: names of the fields that version added}
 FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
@@ -65,6 +70,13 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.JobControl: ("exit_code", "signal"),  # issue 20: an allocation's release
         m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input",
                     "cluster_name"),
+    },
+    6: {  # issue 31
+        m.ShutdownNotice: ("leaving",),  # a daemon stopping is not its node leaving
+        m.NodeSettings: ("log_file",),  # SlurmdLogFile
+        m.ReconfigureResult: ("warnings",),  # rcontrol reconfigure shows them
+        m.JobEnd: ("node_fault",),  # a launch failure of the node's drains it
+        m.ConfigDump: ("ignored",),  # rcontrol show config sets them apart
     },
 }
 

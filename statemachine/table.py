@@ -333,7 +333,8 @@ def hold_not_responding(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState
 
 
 def node_shut_down(s: NodeState, e: ev.Event, p: Policy) -> tuple[NodeState, Effects]:
-    """rnoded announced it is stopping: DOWN now, reason "rnoded shut down", requeue its jobs."""
+    """rnoded announced its node leaves (SIGUSR1): DOWN now, reason "rnoded shut down", requeue its
+    jobs. A daemon only stopping (SIGTERM) announces nothing."""
     reason = _auto_reason(s.reason, SHUT_DOWN, e.now)
     return _evolve(s, base=Base.DOWN, flags=s.flags | {_NR}, reason=reason), _kill(s)
 

@@ -299,7 +299,7 @@ class SimNode:
             self._wake = None
             if self.leaving is not None:
                 if self.leaving == "graceful":
-                    await fs.send(m.ShutdownNotice(name=self.name), self._next_id())
+                    await fs.send(m.ShutdownNotice(name=self.name, leaving=True), self._next_id())
                 self.pending.clear()  # left on purpose: its unanswered beats are not "lost"
                 return
             if self.killed:

@@ -55,7 +55,7 @@ def test_version_is_what_tools_parse(bindir: Path, argv: list[str]) -> None:
 def test_ranch_names_tell_a_person_both_versions() -> None:
     done = subprocess.run([sys.executable, "-m", "cli.rqueue", "--version"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
-    assert done.stdout == "rqueue 0.2.0 (Ranch; speaks as slurm 22.05.8)\n"
+    assert done.stdout == "ranch 0.2.0 (rqueue; speaks as slurm 22.05.8)\n"
 
 
 def test_messages_speak_with_the_slurm_name(bindir: Path) -> None:

@@ -129,14 +129,28 @@ async def test_reboot_is_noticed(autojump_clock) -> None:
     assert cluster.nodes["n1"].state.reason.text == "Node unexpectedly rebooted"
 
 
-async def test_shutdown_notice_marks_down(autojump_clock) -> None:
+async def test_leaving_notice_marks_down(autojump_clock) -> None:
     from protocol import messages as m
 
     cluster = Cluster(make_config(rts=1), wall=wall)
     _, conn = register(cluster, "n1")
-    assert isinstance(cluster.shutdown_notice(m.ShutdownNotice("n1"), conn), m.Ack)
+    notice = m.ShutdownNotice("n1", "retired", leaving=True)
+    assert isinstance(cluster.shutdown_notice(notice, conn), m.Ack)
     assert state(cluster, "n1").startswith("DOWN")
     assert cluster.nodes["n1"].state.reason.text == "rnoded shut down"
+    register(cluster, "n1")
+    assert state(cluster, "n1") == "IDLE"
+
+
+async def test_older_rnoded_stop_notice_keeps_the_node(autojump_clock) -> None:
+    """A version-5 rnoded says ShutdownNotice on every SIGTERM: a restart, not a node leaving."""
+    from protocol import messages as m
+
+    cluster = Cluster(make_config(rts=0), wall=wall)
+    _, conn = register(cluster, "n1")
+    assert isinstance(cluster.shutdown_notice(m.ShutdownNotice("n1"), conn), m.Ack)
+    assert state(cluster, "n1") == "IDLE"
+    assert cluster.nodes["n1"].conn is None
     register(cluster, "n1")
     assert state(cluster, "n1") == "IDLE"
 

@@ -193,7 +193,7 @@ def test_verdict_file_drains_recovers_keeps_admin_drain_and_fails(tmp_path: Path
 
         # A restarted rnoded (config cached) checks itself before it registers: a sick node
         # never shows IDLE, and that first run knows no controller state yet.
-        assert c.stop_node("n2") == 0
+        assert c.leave_node("n2") == 0
         c.wait_for(lambda: c.snapshot()["n2"]["state"]["base"] == "DOWN", what="n2 down")
         (verdicts / "n2").write_text("drain no fabric link\n")
         before = len(_runs(runs, "n2"))

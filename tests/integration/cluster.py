@@ -104,23 +104,26 @@ class Cluster:
             return subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self._env(env),
                                     stdout=log, stderr=subprocess.STDOUT)
 
-    def start_ctld(self, *extra_args: str, wait: bool = True) -> subprocess.Popen:
+    def start_ctld(self, *extra_args: str, wait: bool = True,
+                   env: dict[str, str] | None = None) -> subprocess.Popen:
         self.ctld = self._spawn("rctld", [
             "-m", "ctld.main", "-f", str(self.conf_path), "--listen", f"127.0.0.1:{self.port}",
-            "--state-dir", self.state_dir, "--key-file", self.key_file, *extra_args])
+            "--state-dir", self.state_dir, "--key-file", self.key_file, *extra_args], env)
         if wait:
             wait_for(lambda: isinstance(self.request(m.Ping(), timeout=1), m.Pong),
                      what="rctld to answer Ping")
         return self.ctld
 
     def start_node(self, name: str, *, env: dict[str, str] | None = None,
-                   fake_gpus: int = 0, run_jobs: bool = False) -> subprocess.Popen:
+                   fake_gpus: int = 0, run_jobs: bool = False,
+                   args: Iterable[str] = ()) -> subprocess.Popen:
         """`run_jobs`: kept for callers; rnoded runs every user's jobs, root's included unless
         DisableRootJobs refuses them at submission."""
         argv = ["-m", "noded.main", "--server", f"127.0.0.1:{self.port}", "--name", name,
                 "--spool-dir", str(self.dir / "spool" / name)]
         if fake_gpus:
             argv += ["--fake-gpus", str(fake_gpus)]
+        argv += args
         self.nodes[name] = self._spawn(name, argv, env)
         return self.nodes[name]
 
@@ -140,6 +143,12 @@ class Cluster:
     def stop_node(self, name: str, timeout: float = 5.0) -> int:
         proc = self.nodes.pop(name)
         proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout)
+
+    def leave_node(self, name: str, timeout: float = 5.0) -> int:
+        """rnoded's SIGUSR1: the node leaves (DOWN, its jobs requeued), then rnoded stops."""
+        proc = self.nodes.pop(name)
+        proc.send_signal(signal.SIGUSR1)
         return proc.wait(timeout)
 
     def kill_ctld(self) -> None:

@@ -27,10 +27,19 @@ def test_register_fail_and_return_to_service(tmp_path) -> None:
         assert c.state("n1") == "IDLE" and c.state("n2") == "IDLE"
         c.start_node("n3")  # ReturnToService=1: back on a valid registration
         c.wait_for(lambda: c.state("n3") == "IDLE", what="n3 back in service")
-        # A clean stop is a shutdown notice, not a failure.
+        # A stopped daemon (SIGTERM: a restart) is not a node going away: n2 stays in service
+        # and is back on its next registration.
         assert c.stop_node("n2") == 0
+        assert not c.state("n2").startswith("DOWN")
+        c.start_node("n2")
+        c.wait_for(lambda: c.log("n2").count("registered n2 with the controller") == 2,
+                   what="n2 registered again")
+        assert c.state("n2") == "IDLE"
+        # A node that leaves says so (SIGUSR1): DOWN at once, a reason naming it.
+        assert c.leave_node("n2") == 0
         c.wait_for(lambda: c.snapshot()["n2"]["state"]["reason"]["text"] == "rnoded shut down",
-                   what="n2 shut down")
+                   what="n2 left")
+        assert c.state("n2").startswith("DOWN")
 
 
 def test_drains_survive_a_controller_sigkill(tmp_path) -> None:
@@ -176,3 +185,17 @@ def test_a_command_that_half_closes_is_answered_then_closed(tmp_path) -> None:
         c.start_ctld()
         jobs = c.request(m.GetJobs(job_ids=(jid,))).jobs
         assert [(j["job_id"], j["state"]) for j in jobs] == [(jid, "PENDING")]
+
+
+def test_a_busy_port_is_named(tmp_path) -> None:
+    """rctld names the address it could not listen on: the HTTP one, when only that is busy."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        http = f"127.0.0.1:{busy.getsockname()[1]}"
+        with Cluster(tmp_path, ["n1"], extra=f"HttpListen={http}") as c:
+            proc = c.start_ctld(wait=False)
+            assert proc.wait(30) == 1
+            line = [x for x in c.log("rctld").splitlines() if "cannot listen" in x][-1]
+            assert f"on=HTTP addr={http}" in line, line
+            assert f":{c.port}" not in line

@@ -238,7 +238,7 @@ def test_help_version_and_a_bad_option() -> None:
     assert out.returncode == 0 and out.stdout.startswith("Usage: ralloc [OPTIONS...] [command")
     assert "--kill-command" in out.stdout and "--wrap" not in out.stdout
     out = subprocess.run([*run, "-V"], capture_output=True, text=True, env=env, cwd=REPO)
-    assert out.stdout.startswith("ralloc 0.2.0 (Ranch; speaks as slurm 22.05.8)")
+    assert out.stdout.startswith("ranch 0.2.0 (ralloc; speaks as slurm 22.05.8)")
     out = subprocess.run([*run, "--wrap", "true"], capture_output=True, text=True, env=env,
                          cwd=REPO)
     assert out.returncode == 2 and "unrecognized option '--wrap'" in out.stderr

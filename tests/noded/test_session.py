@@ -36,6 +36,7 @@ class FakeController:
         self.config_hash = "hash-1"
         self.received: list[tuple[int, object]] = []
         self.conns: list[FramedStream] = []
+        self.closed = 0  # connections the daemon closed (read to their end)
         self.refuse_registrations = 0
         self.forget_heartbeats = 0
         self.silent_conn = 0  # this connection gets no more answers, yet stays open (half-open)
@@ -59,6 +60,7 @@ class FakeController:
             try:
                 frame = await fs.receive()
             except (PeerClosed, ProtocolError, trio.BrokenResourceError, trio.ClosedResourceError):
+                self.closed += 1
                 return
             self.received.append((conn, frame.msg))
             reply = None if conn == self.silent_conn else self.answer(frame.msg)
@@ -195,7 +197,8 @@ async def test_refused_then_forgotten_registers_afresh(
     assert daemon.registrations == 2
 
 
-async def test_shutdown_notice_on_cancel(nursery: trio.Nursery, tmp_path: Path) -> None:
+async def test_cancel_is_a_quiet_stop(nursery: trio.Nursery, tmp_path: Path) -> None:
+    """A stopping daemon (SIGTERM) says nothing, as slurmd: the node and its jobs stay."""
     ctl = FakeController()
     await ctl.start(nursery)
     daemon = make_daemon(ctl.port, tmp_path)
@@ -204,8 +207,22 @@ async def test_shutdown_notice_on_cancel(nursery: trio.Nursery, tmp_path: Path) 
             inner.start_soon(daemon.run)
             await wait_for(lambda: len(ctl.of(m.Heartbeat)) >= 1)
             inner.cancel_scope.cancel()
+    await wait_for(lambda: ctl.closed == 1)  # everything rnoded sent has been read
+    assert ctl.of(m.ShutdownNotice) == []
+
+
+async def test_leave_says_the_node_leaves(nursery: trio.Nursery, tmp_path: Path) -> None:
+    ctl = FakeController()
+    await ctl.start(nursery)
+    daemon = make_daemon(ctl.port, tmp_path)
+    with trio.move_on_after(5):
+        async with trio.open_nursery() as inner:
+            inner.start_soon(daemon.run)
+            await wait_for(lambda: len(ctl.of(m.Heartbeat)) >= 1)
+            daemon.leave("retired")
+            inner.cancel_scope.cancel()
     await wait_for(lambda: len(ctl.of(m.ShutdownNotice)) == 1)
-    assert ctl.of(m.ShutdownNotice)[0] == m.ShutdownNotice("n1", "rnoded shut down")
+    assert ctl.of(m.ShutdownNotice)[0] == m.ShutdownNotice("n1", "retired", leaving=True)
 
 
 async def test_health_verdict_change_sends_beat_at_once(
@@ -319,8 +336,13 @@ def autojump_clock() -> trio.testing.MockClock:
     return trio.testing.MockClock(autojump_threshold=0)
 
 
-async def test_rnoded_process_sigterm_sends_notice_and_exits_0(
-    nursery: trio.Nursery, tmp_path: Path
+@pytest.mark.parametrize(
+    ("sig", "notices"),
+    [(signal.SIGTERM, []),  # a restart: the daemon stops, the node stays
+     (signal.SIGUSR1, [m.ShutdownNotice("p1", "rnoded SIGUSR1: node leaving", leaving=True)])],
+)
+async def test_rnoded_process_stops_on_signal_and_exits_0(
+    nursery: trio.Nursery, tmp_path: Path, sig: signal.Signals, notices: list
 ) -> None:
     ctl = FakeController()
     await ctl.start(nursery)
@@ -350,9 +372,10 @@ async def test_rnoded_process_sigterm_sends_notice_and_exits_0(
             )
         )
         await wait_for(lambda: len(ctl.of(m.Heartbeat)) >= 2, timeout=20)
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
     assert proc.returncode == 0
-    assert ctl.of(m.ShutdownNotice) == [m.ShutdownNotice("p1")]
+    await wait_for(lambda: ctl.closed == 1)
+    assert ctl.of(m.ShutdownNotice) == notices
 
 
 async def test_real_health_runner_reports_drain(nursery: trio.Nursery, tmp_path: Path) -> None:

@@ -25,6 +25,10 @@ def test_page_shows_the_grid_and_drains_a_node(tmp_path) -> None:
         assert CHROMIUM is not None
         with Browser(CHROMIUM) as b:
             b.open(c.http + "/")  # type: ignore[attr-defined]
+            # The page's CSP (ctld/web/app.py) must not block anything the page itself does.
+            b.js("window.cspViolations = []; document.addEventListener("
+                 "'securitypolicyviolation', e => window.cspViolations.push("
+                 "e.violatedDirective + ' ' + e.blockedURI))")
             names = b.wait_js(
                 "(() => { const cs = [...document.querySelectorAll('#grid .c')];"
                 " return cs.length === 4 && cs.every(x => x.dataset.state === 'idle')"
@@ -39,6 +43,10 @@ def test_page_shows_the_grid_and_drains_a_node(tmp_path) -> None:
             # Select n2, open the Drain dialog, give a reason and the token, submit.
             b.js("document.querySelector('#grid .c[data-name=n2]').click()")
             assert b.js("document.getElementById('p-name').textContent") == "n2"
+            b.wait_js("document.querySelectorAll('#p-facts .bar i').length > 0",
+                      what="the panel's bars")
+            assert b.js("[...document.querySelectorAll('#p-facts .bar i')]"
+                        ".every(i => i.style.width.endsWith('%'))")
             b.js("document.getElementById('b-drain').click()")
             assert b.js("document.getElementById('dlg').open") is True
             b.js("document.getElementById('dlg-ok').click()")  # no reason yet: refused
@@ -52,6 +60,7 @@ def test_page_shows_the_grid_and_drains_a_node(tmp_path) -> None:
             b.wait_js("document.getElementById('p-reason').textContent"
                       ".startsWith('bad DIMM in slot 3')", what="the reason in the panel")
             assert "alice" in b.js("document.getElementById('p-reason').textContent")
+            assert b.js("window.cspViolations") == []
             if os.environ.get("RANCH_SCREENSHOTS"):
                 b.screenshot(os.path.join(os.environ["RANCH_SCREENSHOTS"], "page.png"))
 

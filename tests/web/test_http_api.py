@@ -46,6 +46,17 @@ def stable(doc):
     return doc
 
 
+def test_page_forbids_framing_and_foreign_code(c: Cluster) -> None:
+    """The page has drain buttons: no other site may frame it, and it runs only its own code
+    (tests/web/test_browser.py checks that the page still works under this policy)."""
+    headers = get(c, "/").headers
+    assert headers["X-Frame-Options"] == "DENY"
+    csp = headers["Content-Security-Policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
+    assert "unsafe-inline" not in csp
+    assert headers["X-Content-Type-Options"] == "nosniff"
+
+
 def test_nodes_and_partitions_are_the_records_rcontrol_prints(c: Cluster) -> None:
     api = get(c, "/api/v1/nodes")
     assert api.status_code == 200

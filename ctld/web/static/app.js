@@ -215,7 +215,12 @@ function applyFilters() {
 
 function pctBar(v, unit) {
   if (v < 0) return "<span class='muted'>no data</span>";
-  return `${v}${unit}<div class="bar"><i style="width:${Math.min(100, v)}%"></i></div>`;
+  // the width is set through the CSSOM (sizeBars): the page's CSP allows no inline style
+  return `${v}${unit}<div class="bar"><i data-pct="${Math.min(100, v)}"></i></div>`;
+}
+
+function sizeBars(root) {
+  for (const bar of root.querySelectorAll("i[data-pct]")) bar.style.width = bar.dataset.pct + "%";
 }
 
 function showPanel(i, fetchDetail = true) {
@@ -238,6 +243,7 @@ function showPanel(i, fetchDetail = true) {
     `<dt>Hottest</dt><dd>${temp}</dd>` +
     `<dt>Heartbeat</dt><dd>${age}</dd>` +
     `<dt>Partitions</dt><dd id="p-parts"></dd>`;
+  sizeBars($("p-facts"));
   $("p-parts").textContent = feed.partitions.filter((p) => p.members.includes(i))
     .map((p) => p.name).join(", ") || "—";
   const r = nodes.reason[i], box = $("p-reason");
