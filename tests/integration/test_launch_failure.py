@@ -17,6 +17,8 @@ def test_launch_failure_drains_the_node(tmp_path: Path) -> None:
         start(c)
         jobs_dir = tmp_path / "spool" / "n1" / "jobs"
         shutil.rmtree(jobs_dir, ignore_errors=True)
+        # n1 registered; it may not have written its spool yet (a loaded machine)
+        jobs_dir.parent.mkdir(parents=True, exist_ok=True)
         jobs_dir.write_text("not a directory\n")  # the node's spool is broken, even for root
         first = submit(c, "-w", "n1", "--wrap", "echo one")
         c.wait_for(lambda: job_state(c, first) == "FAILED", what="first job FAILED")
