@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-import cli.controller
+from cli import controller
 from cli.controller import CliError, find_target
 
 SITE = ("ClusterName=site\nSlurmctldHost=ctl1(10.202.0.2)\nSlurmctldHost=ctl2(10.202.0.3)\n"
@@ -26,7 +26,7 @@ def test_every_controller_in_order(tmp_path: Path) -> None:
 def test_the_installed_file_when_nothing_names_one(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     installed = tmp_path / "etc" / "ranch" / "cluster.conf"
-    monkeypatch.setattr(cli.controller, "INSTALLED_CONF", str(installed))
+    monkeypatch.setattr(controller, "INSTALLED_CONF", str(installed))
     assert find_target(None, None, None, {}).origin == "the default"  # none installed
     installed.parent.mkdir(parents=True)
     installed.write_text(SITE)

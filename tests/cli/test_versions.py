@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = ["ctld.main", "noded.main", "healthcheck", "cli.shims", "cli.rinfo", "cli.rcontrol",
-           "cli.rqueue", "cli.rbatch", "cli.rcancel", "cli.racct", "cli.rrun", "cli.ralloc"]
+MODULES = ["ctld.main", "noded.main", "healthcheck", "cli.shims", "cli.rinfo",
+           "cli.rcontrol", "cli.rqueue", "cli.rbatch", "cli.rcancel", "cli.racct",
+           "cli.rrun", "cli.ralloc"]
 
 
 def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -1,4 +1,5 @@
-"""conf.client (the commands' reader) and conf.build (the full parser) agree on generated files.
+"""conf.client (the commands' reader) and conf.build (the full parser) agree on generated
+files.
 
 Both read the same files on disk, Includes and all: the controllers in order, the port, the key
 file, AuthType, MUNGE's socket and SrunPortRange when the file is good; the same file:line for

@@ -1,4 +1,5 @@
-"""protocol.durable: the one durable-write rule (whole file or the old one; nothing left over)."""
+"""protocol.durable: the one durable-write rule (the whole new file or the old one, nothing
+left over)."""
 
 from __future__ import annotations
 
