@@ -172,8 +172,10 @@ def _io_host(target) -> str:
             return "127.0.0.1"
 
 
-def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str]) -> int:
-    """One step in job `job_id`: ask for it, run its I/O, return srun's exit code."""
+def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str], *,
+             own: bool = False) -> int:
+    """One step in job `job_id`: ask for it, run its I/O, return srun's exit code. `own`: the
+    job is rrun's own allocation, whose holder says it is alive while the step runs."""
     from cli import step_io
 
     host = _io_host(target)
@@ -193,11 +195,17 @@ def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str])
             "input": args.input if args.input else "all", "unbuffered": bool(args.unbuffered),
             **size,
         }
+        alive = None
+        if own:
+            from cli.alive import Alive
+
+            alive = Alive(target, job_id)
+            alive.first()
         granted = _ask_for_step(target, body, job_id, quiet=args.quiet)
         if args.verbose and not granted.get("waited"):
             print(f"{prog('rrun')}: Step created for StepId={job_id}.{granted['step_id']}",
                   file=sys.stderr)
-        return step_io.run(listener, granted, args)
+        return step_io.run(listener, granted, args, alive=alive)
 
 
 def _ask_for_step(target, body: dict, job_id: int, *, quiet: bool) -> dict:
@@ -273,7 +281,7 @@ def run(argv: list[str]) -> int:
     from cli.allocation import run_allocated  # outside a job: allocate, run, release
 
     return run_allocated(target, args, lambda jid, alloc_env: run_step(
-        target, args, jid, {**env, **alloc_env}))
+        target, args, jid, {**env, **alloc_env}, own=True))
 
 
 def main(argv: list[str] | None = None) -> int:
