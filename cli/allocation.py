@@ -11,15 +11,18 @@ salloc/srun): the waiting side polls GetJobs for its one job, from 50 ms up to 1
 
 from __future__ import annotations
 
+import _signal as signal  # signal's own module imports enum (and more): a tenth of the start
 import os
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from cli.alloc_env import environment
 from cli.controller import CliError, Refused, Target, request
+
+TYPE_CHECKING = False  # typing stays off ralloc's start
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Any
 
 # The signals that end a wait for resources (salloc's sig_array): the job is withdrawn.
 WAIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGTERM,
