@@ -13,6 +13,7 @@ in the codec's shape (protocol/stepmessages.py), so rnoded sees what it always s
 from __future__ import annotations
 
 import _signal
+import _socket
 import os
 import select
 import sys
@@ -24,7 +25,6 @@ from cli.step_frames import FrameReader, Nonces, StepFrameError, pack
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
-    import socket
     from collections.abc import Callable
     from typing import Any
 
@@ -104,7 +104,7 @@ class Conn:
 
     __slots__ = ("fd", "node", "opened_at", "outbox", "reader", "sock")
 
-    def __init__(self, sock: socket.socket, key: bytes, opened_at: float,
+    def __init__(self, sock: _socket.socket, key: bytes, opened_at: float,
                  seen: Nonces) -> None:
         self.sock = sock
         self.fd = sock.fileno()
@@ -289,14 +289,15 @@ class StepIO:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def accept(self, listener: socket.socket) -> None:
+    def accept(self, listener: _socket.socket) -> None:
         while True:
             try:
-                sock, _ = listener.accept()
+                fd, _ = listener._accept()  # a _socket.socket (cli/rrun.py): no accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
                 return  # out of descriptors, a connection reset before it was taken
+            sock = _socket.socket(fileno=fd)
             sock.setblocking(False)
             conn = Conn(sock, self.key, self.clock(), self.seen)
             self.socks[conn.fd] = conn
@@ -345,7 +346,7 @@ class StepIO:
             self.gone.add(conn.node)
             self.node_closed(conn.node)
 
-    def run(self, listener: socket.socket) -> int:
+    def run(self, listener: _socket.socket) -> int:
         listener.setblocking(False)
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_r, False)
@@ -372,7 +373,7 @@ class StepIO:
             self.say(f"Force Terminated StepId={self.name}")
         return self.exit_code()
 
-    def loop(self, listener: socket.socket, wake_r: int) -> None:
+    def loop(self, listener: _socket.socket, wake_r: int) -> None:
         start = self.clock()
         hello_by = start + HELLO_TIMEOUT
         alive_at = start + (self.alive.every if self.alive is not None else 0.0)  # after first()
@@ -479,6 +480,6 @@ def _signal_text(signum: int) -> str:
         return f"Signal {signum}"
 
 
-def run(listener: socket.socket, granted: dict, args: argparse.Namespace, *,
+def run(listener: _socket.socket, granted: dict, args: argparse.Namespace, *,
         alive: Any = None) -> int:
     return StepIO(granted, args, alive=alive).run(listener)

@@ -28,7 +28,8 @@ PartitionName=main Nodes=n[1-3] Default=YES
 SAYS = {"rinfo": "PARTITION", "rinfo -N -l": "NODELIST", "rqueue": "JOBID",
         "rbatch --wrap true": "Submitted batch job", "rcancel": "", "rcontrol show node":
         "NodeName=n1", "racct -P -o JobID,State -j 1": "JobID|State", "rqueue -s": "STEPID",
-        "rcontrol show step": "No job steps in the system"}
+        "rcontrol show step": "No job steps in the system", "ralloc -N1 echo ok": "ok",
+        "rrun -N1 echo ok": "ok"}
 
 
 def imported(argv: list[str], env: dict) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -59,6 +60,10 @@ def test_command_stays_within_its_import_budget(ctl: Controller, python_itself: 
     argv = line.split()
     if argv[0] == "rcancel":
         argv.append(str(_a_job(ctl)))
+    if argv[0] in ("ralloc", "rrun"):  # they need a node: a real rnoded
+        held = _an_allocation(ctl)
+        if argv[0] == "rrun":  # a step in that allocation, as `srun` inside salloc
+            argv[1:1] = ["--jobid", str(held)]
     done, modules = imported([str(REPO / "bin" / argv[0]), *argv[1:]], ctl.env)
     assert done.returncode == 0, f"{line} failed: {done.stderr[-2000:]}"
     assert SAYS[line] in done.stdout, done.stdout
@@ -78,6 +83,17 @@ def test_nothing_printed_is_lost_at_exit(ctl: Controller) -> None:
     assert done.returncode == 0, done.stderr
     assert [line.split()[0] for line in done.stdout.splitlines()
             if line.startswith("NodeName=")] == ["NodeName=n1", "NodeName=n2", "NodeName=n3"]
+
+
+def _an_allocation(ctl: Controller) -> int:
+    """An allocation of n1 (started here, on first need) held open for rrun's steps."""
+    if "n1" not in ctl.procs:
+        ctl.start_node("n1")
+        ctl.wait_states({"n1": "idle"})
+    done = subprocess.run([sys.executable, str(REPO / "bin" / "ralloc"), "--no-shell", "-N1"],
+                          cwd=REPO, env=ctl.env, capture_output=True, text=True, timeout=60,
+                          check=True)
+    return int(done.stderr.split()[-1])
 
 
 def _a_job(ctl: Controller) -> int:
