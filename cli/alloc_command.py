@@ -164,23 +164,32 @@ def _start(argv: list[str], env: dict[str, str], cwd: str, tty: bool) -> Any:
     if cwd != here:
         os.chdir(cwd)  # posix_spawn has no chdir of its own before Python 3.13
     try:
-        error: OSError | None = None
-        paths = [argv[0]] if "/" in argv[0] else [
-            os.path.join(d, argv[0])  # os.get_exec_path's answer, without its warnings import
-            for d in env.get("PATH", os.defpath).split(os.pathsep)]
-        for path in paths:
-            try:
-                return Child(os.posix_spawn(
-                    path, argv, env, file_actions=close, setpgroup=0,
-                    setsigdef=(*JOB_CONTROL, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE)))
-            except (FileNotFoundError, NotADirectoryError) as exc:
-                error = error or exc
-            except OSError as exc:  # execvpe reports a found file it could not run
-                error = exc if isinstance(error, FileNotFoundError | None) else error
-        raise error or FileNotFoundError(2, os.strerror(2))
+        return Child(os.posix_spawn(
+            _find(argv[0], env), argv, env, file_actions=close, setpgroup=0,
+            setsigdef=(*JOB_CONTROL, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE)))
     finally:
         if cwd != here:
             os.chdir(here)
+
+
+def _find(name: str, env: dict[str, str]) -> str:
+    """The file execvpe would run for `name`, looked up on the command's PATH before the
+    spawn: a spawn per PATH entry tried (as execvpe tries them) costs a process each. The
+    first executable file; else the first that exists (its spawn says why it cannot run);
+    else FileNotFoundError."""
+    if "/" in name:
+        return name
+    found = ""
+    # os.get_exec_path's answer, without its warnings import
+    for d in env.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(d or ".", name)
+        if os.path.isfile(path):
+            if os.access(path, os.X_OK):
+                return path
+            found = found or path
+    if found:
+        return found
+    raise FileNotFoundError(2, os.strerror(2), name)
 
 
 def _inherited_fds() -> list[int]:
