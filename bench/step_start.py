@@ -13,6 +13,7 @@ with one rnoded per node, its commands started by their launchers (bin/rrun, bin
 regular install's path). Rounds are interleaved (each round runs both systems in turn, `each`
 calls of each command per system, their median kept), so both see the same machine load;
 ratios (Ranch / Slurm) are per round, then their median. CPU is getrusage of the children.
+"floor" is `python -c pass` in the same rounds: Python's own start, under either command.
 --before TREE adds a third side: the commands of another checkout (say the commit before a
 change, `git worktree add` or `git archive | tar -x`; bytecode compiled) against the same
 cluster, so before and after come from one run.
@@ -126,6 +127,10 @@ def main() -> int:
                     alloc = median_of([side.alloc() for _ in range(opts.each)])
                     row[side.name] = {"step wall": step[0], "step cpu": step[1],
                                       "alloc until run": alloc[0], "alloc cpu": alloc[1]}
+                # Python's own start, the floor under both commands (same figure both ways)
+                floor = median_of([sides[-1].run([py, "-c", "pass"])[2:] for _ in range(opts.each)])
+                row["floor"] = {"step wall": floor[0], "step cpu": floor[1],
+                                "alloc until run": floor[0], "alloc cpu": floor[1]}
                 rows.append(row)
     finally:
         if slurm is not None:
