@@ -50,20 +50,36 @@ def ctl(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
+def ctl_with_node(tmp_path_factory: pytest.TempPathFactory):
+    """For ralloc and rrun: a controller of their own with a real rnoded (on the shared one,
+    a node would run the jobs the other commands expect pending)."""
+    c = Controller(tmp_path_factory.mktemp("budget-node"), CONF)
+    c.start()
+    try:
+        c.start_node("n1")
+        c.wait_states({"n1": "idle"})
+        yield c
+    finally:
+        _end_jobs(c)  # a job's processes outlive rnoded: none may be left running
+        c.stop()
+
+
+@pytest.fixture(scope="module")
 def python_itself(ctl: Controller) -> set[str]:
     return imported(["-c", "pass"], ctl.env)[1]
 
 
 @pytest.mark.parametrize("line", sorted(BUDGET["budget"]))
 def test_command_stays_within_its_import_budget(ctl: Controller, python_itself: set[str],
-                                                line: str) -> None:
+                                                line: str, request: pytest.FixtureRequest
+                                                ) -> None:
     argv = line.split()
     if argv[0] == "rcancel":
         argv.append(str(_a_job(ctl)))
     if argv[0] in ("ralloc", "rrun"):  # they need a node: a real rnoded
-        held = _an_allocation(ctl)
-        if argv[0] == "rrun":  # a step in that allocation, as `srun` inside salloc
-            argv[1:1] = ["--jobid", str(held)]
+        ctl = request.getfixturevalue("ctl_with_node")
+        if argv[0] == "rrun":  # a step in an allocation, as `srun` inside salloc
+            argv[1:1] = ["--jobid", str(_an_allocation(ctl))]
     done, modules = imported([str(REPO / "bin" / argv[0]), *argv[1:]], ctl.env)
     assert done.returncode == 0, f"{line} failed: {done.stderr[-2000:]}"
     assert SAYS[line] in done.stdout, done.stdout
@@ -86,14 +102,23 @@ def test_nothing_printed_is_lost_at_exit(ctl: Controller) -> None:
 
 
 def _an_allocation(ctl: Controller) -> int:
-    """An allocation of n1 (started here, on first need) held open for rrun's steps."""
-    if "n1" not in ctl.procs:
-        ctl.start_node("n1")
-        ctl.wait_states({"n1": "idle"})
+    """An allocation of n1, held open (ralloc --no-shell) for rrun's steps."""
     done = subprocess.run([sys.executable, str(REPO / "bin" / "ralloc"), "--no-shell", "-N1"],
                           cwd=REPO, env=ctl.env, capture_output=True, text=True, timeout=60,
                           check=True)
     return int(done.stderr.split()[-1])
+
+
+def _end_jobs(ctl: Controller) -> None:
+    """Cancel every job and wait until none runs on n1 any more."""
+    from protocol.messages import GetJobs
+
+    ids = [j["job_id"] for j in ctl.ask(GetJobs()).jobs]
+    if ids:
+        subprocess.run([sys.executable, str(REPO / "bin" / "rcancel"), *map(str, ids)],
+                       cwd=REPO, env=ctl.env, capture_output=True, timeout=60)
+    ctl.wait_for(lambda: all(j["state"] not in ("RUNNING", "COMPLETING", "CONFIGURING")
+                             for j in ctl.ask(GetJobs()).jobs), 60, "every job ended")
 
 
 def _a_job(ctl: Controller) -> int:
