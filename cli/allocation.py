@@ -11,23 +11,23 @@ salloc/srun): the waiting side polls GetJobs for its one job, from 50 ms up to 1
 
 from __future__ import annotations
 
+import _signal as signal  # signal's own module imports enum (and more): a tenth of the start
 import os
-import signal
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
 
 from cli.alloc_env import environment
 from cli.controller import CliError, Refused, Target, request
+
+TYPE_CHECKING = False  # typing stays off ralloc's start
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Mapping
+    from typing import Any
 
 # The signals that end a wait for resources (salloc's sig_array): the job is withdrawn.
 WAIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGTERM,
                 signal.SIGUSR1, signal.SIGUSR2)
 FIRST_PAUSE, MAX_PAUSE = 0.05, 1.0  # seconds between looks at a waiting job
-# seconds between "alive" words while the command runs: rctld ends an allocation whose command
-# is silent for InactiveLimit seconds (ctld/inactive.py), as slurmctld ends salloc's
-ALIVE_INTERVAL = 1.0
 ALREADY_DONE = "already completing or completed"  # ESLURM_ALREADY_DONE's words
 # rrun's option attributes (argparse names) -> sbatch's option names (cli/sbatch_options.py)
 OPTS = (("nodes", "nodes"), ("ntasks", "ntasks"), ("ntasks_per_node", "ntasks-per-node"),
@@ -297,8 +297,9 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
     an exit code, or -SIG for a signal (as subprocess reports one: returned as 128+SIG). Any
     exception out of run_step (KeyboardInterrupt included) withdraws the job (CANCELLED)
     before it propagates. While run_step runs, signals are its own: SIGTERM's default action
-    would end the process before the release, so run_step should catch it (trio:
-    open_signal_receiver) and return; a job left so ends at its time limit."""
+    would end the process before the release, so run_step should catch it and return; a job
+    left so ends at its time limit. run_step says the allocation's holder is alive while it
+    runs (rctld's InactiveLimit): rrun's step I/O does, from its loop (cli/alive.py)."""
     from cli.slurm_names import prog
 
     # the job is named for the command (srun -N2 hostname: JobName=hostname, Command=hostname)
@@ -310,45 +311,15 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
     body["held_by"] = "rrun"
     submit_dir = os.getcwd()
     record = allocate(alloc, body)
-    keepalive = Keepalive(alloc)  # until the release: rctld waits for it while rrun speaks
+    env = environment(record, values, alloc.cluster_name(), submit_dir)
     try:
-        env = environment(record, values, alloc.cluster_name(), submit_dir)
-        keepalive.start()
-        try:
-            rc = run_step(alloc.job_id, env)
-        except BaseException:
-            alloc.cancel()
-            raise
-        code, signum = (0, -rc) if rc < 0 else (rc, 0)
-        if code > 128:  # srun's 128+SIG: a task killed by SIG, or one that exited so?
-            signum = alloc.step_signal(code - 128)
-            code = 0 if signum else code
-        alloc.release(code, signum)
-    finally:
-        keepalive.stop()
+        rc = run_step(alloc.job_id, env)
+    except BaseException:
+        alloc.cancel()
+        raise
+    code, signum = (0, -rc) if rc < 0 else (rc, 0)
+    if code > 128:  # srun's 128+SIG: a task killed by SIG, or one that exited so?
+        signum = alloc.step_signal(code - 128)
+        code = 0 if signum else code
+    alloc.release(code, signum)
     return 128 + signum if signum else code
-
-
-class Keepalive:
-    """rrun's "alive" words while its step runs. The step's I/O runs in trio.run, which this
-    module does not own (cli/step_io.py), so a thread says them: one blocking request a
-    second, nothing shared with the step but the job id."""
-
-    def __init__(self, alloc: Allocation, every: float = ALIVE_INTERVAL) -> None:
-        import threading
-
-        self.alloc = alloc
-        self.every = every
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="keepalive", daemon=True)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def _run(self) -> None:
-        while self.alloc.alive() is not False:  # the first at once: rctld waits for it
-            if self.done.wait(self.every):
-                return
-
-    def stop(self) -> None:
-        self.done.set()

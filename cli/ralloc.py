@@ -140,6 +140,29 @@ def login_shell() -> str:
     return shell or os.environ.get("SHELL") or "/bin/sh"
 
 
+def _ask_cluster_name(target):  # -> protocol.client.RawCall | None
+    """The controller's Ping, sent now and read once the allocation runs: one round trip
+    fewer before the command starts (SLURM_CLUSTER_NAME needs its answer)."""
+    from cli.credential import signer
+    from protocol.client import RawCall
+
+    try:
+        key, munge = signer(target)
+        return RawCall((target.host, target.port), key, "Ping", {}, munge=munge)
+    except Exception:  # unreachable, no key, munged away: asked again the ordinary way
+        return None
+
+
+def _cluster_name(ping) -> str:  # ping: protocol.client.RawCall
+    try:
+        kind, reply = ping.reply()
+    except Exception:  # as Allocation.cluster_name: no name is no error
+        return ""
+    finally:
+        ping.close()
+    return str(reply.get("cluster_name") or "") if kind == "Pong" else ""
+
+
 def run(argv: list[str]) -> int:
     from cli import allocation
 
@@ -158,12 +181,14 @@ def run(argv: list[str]) -> int:
     if immediate is not None and immediate <= 1:  # -I, -I1: the scheduler's first pass decides
         body["immediate"] = True
     submit_dir = os.getcwd()
+    ping = None if values.get("no-shell") else _ask_cluster_name(target)
     record = allocation.allocate(alloc, body, immediate=immediate)
     if values.get("no-shell"):
         return 0  # the allocation stays until its time limit or rcancel, as salloc's does
     from cli.alloc_env import environment
 
-    env = {**environ, **environment(record, values, alloc.cluster_name(), submit_dir)}
+    cluster = _cluster_name(ping) if ping is not None else alloc.cluster_name()
+    env = {**environ, **environment(record, values, cluster, submit_dir)}
     from cli.alloc_command import run_command
 
     return run_command(alloc, command or [login_shell()], env, str(body["workdir"]), kill)

@@ -8,70 +8,91 @@ allocation's SLURM_* variables, as srun takes them.
 
 from __future__ import annotations
 
-import argparse
-import errno
+import _socket
 import os
-import re
-import socket
 import sys
 import time
 
+from cli import quickargs
 from cli.controller import CliError, Refused, find_target, request, run_main
-from cli.rinfo import version_text
-from cli.slurm_names import prog
-from cli.usage_parser import UsageParser
+from cli.quickargs import SUPPRESS, Table
+from cli.slurm_names import prog, version_text
+
+TYPE_CHECKING = False  # typing and argparse stay off rrun's start
+if TYPE_CHECKING:
+    import argparse
 
 RETRY_CODES = ("Requested nodes are busy", "Job is pending execution")
 BIND_WORDS = ("none", "no", "quiet", "verbose", "cores", "threads", "sockets", "ldoms", "rank",
               "map_cpu", "mask_cpu", "map_ldom", "mask_ldom", "boards")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = UsageParser(prog="rrun", add_help=False,
-                    description="Run a parallel job step: one command, many tasks.")
-    a = p.add_argument
-    a("--help", "-h", action="help", help="show this help and exit")
-    a("-n", "--ntasks", type=int, default=0, metavar="N", help="number of tasks")
-    a("-N", "--nodes", default="", metavar="N[-M]", help="number of nodes")
-    a("--ntasks-per-node", type=int, default=0, metavar="N", help="tasks on each node")
-    a("-c", "--cpus-per-task", type=int, default=0, metavar="N", help="CPUs of each task")
-    a("--gpus-per-task", type=int, default=0, metavar="N", help="GPUs of each task")
-    a("--gpus-per-node", type=int, default=0, metavar="N", help="GPUs on each node")
-    a("-G", "--gpus", type=int, default=0, metavar="N", help="GPUs of the step (outside a job)")
-    a("-w", "--nodelist", default="", metavar="HOSTLIST", help="run on these nodes")
-    a("-x", "--exclude", default="", metavar="HOSTLIST", help="not on these nodes (new jobs)")
-    a("-l", "--label", action="store_true", help="prefix each line with its task number")
-    a("-u", "--unbuffered", action="store_true", help="print output as it comes, not by line")
-    a("-o", "--output", default="", metavar="PATTERN", help="tasks' stdout to files (%%t %%j ...)")
-    a("-e", "--error", default="", metavar="PATTERN", help="tasks' stderr to files")
-    a("-i", "--input", default="", metavar="MODE",
-      help="stdin: all (default), none, a task id, or a file pattern")
+OPTIONS: Table = (
+    (("--help", "-h"), {"action": "help", "help": "show this help and exit"}),
+    (("-n", "--ntasks"), {"type": int, "default": 0, "metavar": "N", "help": "number of tasks"}),
+    (("-N", "--nodes"), {"default": "", "metavar": "N[-M]", "help": "number of nodes"}),
+    (("--ntasks-per-node",), {"type": int, "default": 0, "metavar": "N",
+                              "help": "tasks on each node"}),
+    (("-c", "--cpus-per-task"), {"type": int, "default": 0, "metavar": "N",
+                                 "help": "CPUs of each task"}),
+    (("--gpus-per-task",), {"type": int, "default": 0, "metavar": "N",
+                            "help": "GPUs of each task"}),
+    (("--gpus-per-node",), {"type": int, "default": 0, "metavar": "N",
+                            "help": "GPUs on each node"}),
+    (("-G", "--gpus"), {"type": int, "default": 0, "metavar": "N",
+                        "help": "GPUs of the step (outside a job)"}),
+    (("-w", "--nodelist"), {"default": "", "metavar": "HOSTLIST", "help": "run on these nodes"}),
+    (("-x", "--exclude"), {"default": "", "metavar": "HOSTLIST",
+                           "help": "not on these nodes (new jobs)"}),
+    (("-l", "--label"), {"action": "store_true",
+                         "help": "prefix each line with its task number"}),
+    (("-u", "--unbuffered"), {"action": "store_true",
+                              "help": "print output as it comes, not by line"}),
+    (("-o", "--output"), {"default": "", "metavar": "PATTERN",
+                          "help": "tasks' stdout to files (%%t %%j ...)"}),
+    (("-e", "--error"), {"default": "", "metavar": "PATTERN", "help": "tasks' stderr to files"}),
+    (("-i", "--input"), {"default": "", "metavar": "MODE",
+                         "help": "stdin: all (default), none, a task id, or a file pattern"}),
     # srun's -K takes its optional value only attached (-K0, --kill-on-bad-exit=1): run()
     # turns those forms into --kill-on-bad-exit-value, so `-K sh` leaves sh to the command
-    a("-K", "--kill-on-bad-exit", action="store_const", const=1, default=0,
-      help="end the step when a task exits non-zero (-K0: do not)")
-    a("--kill-on-bad-exit-value", dest="kill_on_bad_exit", type=int, help=argparse.SUPPRESS)
-    a("--cpu-bind", default="", metavar="TYPE", help="accepted: none (Ranch binds nothing)")
-    a("--exclusive", action="store_true", help="CPUs no other step uses (implies --exact)")
-    a("--exact", action="store_true", help="hold only the CPUs asked for (implied by -c); "
-      "without it a step holds every free CPU of the job on its nodes")
-    a("--overlap", action="store_true", help="share CPUs with the job's other steps")
-    a("-J", "--job-name", default="", metavar="NAME", help="the step's (and new job's) name")
-    a("--jobid", type=int, default=0, metavar="JOBID", help="run in this job's allocation")
-    a("-p", "--partition", default="", metavar="PART", help="partition (new jobs)")
-    a("-t", "--time", default="", metavar="TIME", help="time limit (new jobs)")
-    a("--mem", default="", metavar="SIZE", help="memory per node (new jobs)")
-    a("-D", "--chdir", default="", metavar="DIR", help="the tasks' working directory")
-    a("--mpi", default="", metavar="TYPE", help="accepted: none (Ranch starts no MPI wiring)")
-    a("--export", default="", metavar="VARS", help="ALL (default), NONE, or NAME[=VALUE],...")
-    a("-v", "--verbose", action="count", default=0, help="say more")
-    a("-Q", "--quiet", action="store_true", help="say less")
-    a("--server", metavar="HOST:PORT", help="controller address (or RANCH_SERVER)")
-    a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
-    a("--conf", metavar="PATH", help="read controller address and key from this config")
-    a("-V", "--version", action="version", version=version_text("rrun"))
-    a("command", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]")
-    return p
+    (("-K", "--kill-on-bad-exit"), {"action": "store_const", "const": 1, "default": 0,
+                                    "help": "end the step when a task exits non-zero "
+                                            "(-K0: do not)"}),
+    (("--kill-on-bad-exit-value",), {"dest": "kill_on_bad_exit", "type": int,
+                                     "help": SUPPRESS}),
+    (("--cpu-bind",), {"default": "", "metavar": "TYPE",
+                       "help": "accepted: none (Ranch binds nothing)"}),
+    (("--exclusive",), {"action": "store_true",
+                        "help": "CPUs no other step uses (implies --exact)"}),
+    (("--exact",), {"action": "store_true", "help": "hold only the CPUs asked for (implied by "
+                    "-c); without it a step holds every free CPU of the job on its nodes"}),
+    (("--overlap",), {"action": "store_true", "help": "share CPUs with the job's other steps"}),
+    (("-J", "--job-name"), {"default": "", "metavar": "NAME",
+                            "help": "the step's (and new job's) name"}),
+    (("--jobid",), {"type": int, "default": 0, "metavar": "JOBID",
+                    "help": "run in this job's allocation"}),
+    (("-p", "--partition"), {"default": "", "metavar": "PART", "help": "partition (new jobs)"}),
+    (("-t", "--time"), {"default": "", "metavar": "TIME", "help": "time limit (new jobs)"}),
+    (("--mem",), {"default": "", "metavar": "SIZE", "help": "memory per node (new jobs)"}),
+    (("-D", "--chdir"), {"default": "", "metavar": "DIR",
+                         "help": "the tasks' working directory"}),
+    (("--mpi",), {"default": "", "metavar": "TYPE",
+                  "help": "accepted: none (Ranch starts no MPI wiring)"}),
+    (("--export",), {"default": "", "metavar": "VARS",
+                     "help": "ALL (default), NONE, or NAME[=VALUE],..."}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": "say more"}),
+    (("-Q", "--quiet"), {"action": "store_true", "help": "say less"}),
+    (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
+    (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
+    (("--conf",), {"metavar": "PATH", "help": "read controller address and key from this config"}),
+    (("-V", "--version"), {"action": "version", "version": lambda: version_text("rrun")}),
+    (("command",), {"nargs": "...", "metavar": "COMMAND [ARGS...]"}),  # argparse.REMAINDER
+)
+
+
+def build_parser():  # -> argparse.ArgumentParser
+    return quickargs.build(OPTIONS, prog="rrun", add_help=False,
+                           description="Run a parallel job step: one command, many tasks.")
 
 
 def _int_env(env: dict[str, str], *names: str) -> int:
@@ -164,43 +185,63 @@ def srun_names(args: argparse.Namespace, env: dict[str, str], size: dict[str, in
 
 def _io_host(target) -> str:
     """The address of this host that the controller's side of the network reaches."""
-    with socket.socket(socket.AF_INET6 if ":" in target.host else socket.AF_INET,
-                       socket.SOCK_DGRAM) as s:
-        try:
-            s.connect((target.host, target.port))
-            return s.getsockname()[0]
-        except OSError:
-            return "127.0.0.1"
+    s = _socket.socket(_socket.AF_INET6 if ":" in target.host else _socket.AF_INET,
+                       _socket.SOCK_DGRAM)
+    try:
+        s.connect((target.host, target.port))
+        return s.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+    finally:
+        s.close()
 
 
-def listen_for_tasks(host: str, ports: tuple[int, int] | None) -> socket.socket:
+def listen_for_tasks(host: str, ports: tuple[int, int] | None) -> _socket.socket:
     """The listener the step's nodes connect to: on a port of SrunPortRange when the config
     gives one (a site's firewall opens that range on submit hosts, as for srun), else on any
     port the kernel gives (its ip_local_port_range)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
     if ports is None:
-        return socket.create_server((host, 0), family=family, backlog=128)
+        return _listener(host, 0)
     low, high = ports
     count = high - low + 1
     first = os.getpid() % count  # concurrent rruns start apart instead of all at LOW
     for i in range(count):
         port = low + (first + i) % count
         try:
-            return socket.create_server((host, port), family=family, backlog=128)
+            return _listener(host, port)
         except OSError as exc:
+            import errno
+
             if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
                 raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
     raise CliError(f"no free port in SrunPortRange={low}-{high} on {host} for the tasks' I/O")
 
 
-def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str]) -> int:
-    """One step in job `job_id`: ask for it, run its I/O, return srun's exit code."""
+def _listener(host: str, port: int) -> _socket.socket:
+    """socket.create_server((host, port), backlog=128), from the C module: socket.py's enums
+    and selectors cost rrun's start more than its whole step request."""
+    sock = _socket.socket(_socket.AF_INET6 if ":" in host else _socket.AF_INET,
+                          _socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str], *,
+             own: bool = False) -> int:
+    """One step in job `job_id`: ask for it, run its I/O, return srun's exit code. `own`: the
+    job is rrun's own allocation, whose holder says it is alive while the step runs."""
     from cli import step_io
 
     host = _io_host(target)
     listener = listen_for_tasks(host, target.srun_ports)
     size = sizes(args, env)
-    with listener:
+    try:
         body = {
             "job_id": job_id, "argv": list(args.command),
             "cwd": os.path.abspath(args.chdir or os.getcwd()),
@@ -213,11 +254,19 @@ def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str])
             "input": args.input if args.input else "all", "unbuffered": bool(args.unbuffered),
             **size,
         }
+        alive = None
+        if own:
+            from cli.alive import Alive
+
+            alive = Alive(target, job_id)
+            alive.first()
         granted = _ask_for_step(target, body, job_id, quiet=args.quiet)
         if args.verbose and not granted.get("waited"):
             print(f"{prog('rrun')}: Step created for StepId={job_id}.{granted['step_id']}",
                   file=sys.stderr)
-        return step_io.run(listener, granted, args)
+        return step_io.run(listener, granted, args, alive=alive)
+    finally:
+        listener.close()
 
 
 def _ask_for_step(target, body: dict, job_id: int, *, quiet: bool) -> dict:
@@ -260,18 +309,19 @@ def _check(args: argparse.Namespace) -> None:
             raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more", code=2)
 
 
-def _attached_k(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
+def _attached_k(argv: list[str]) -> list[str]:
     """-K0 / -K1 / --kill-on-bad-exit=N among rrun's own options (not the command's) as
     --kill-on-bad-exit-value=N."""
-    takes = {s for a in parser._actions for s in a.option_strings if a.nargs != 0}
+    takes = {n for names, kw in OPTIONS if names[0].startswith("-")
+             and kw.get("action", "store") == "store" for n in names}
     out, i = [], 0
     while i < len(argv):
         word = argv[i]
         if word == "--" or not word.startswith("-") or word == "-":
             break
-        m = re.fullmatch(r"-K(\d+)|--kill-on-bad-exit=(\d+)", word)
-        if m:
-            out.append(f"--kill-on-bad-exit-value={m.group(1) or m.group(2)}")
+        value = _k_value(word)
+        if value is not None:
+            out.append(f"--kill-on-bad-exit-value={value}")
         else:
             out.append(word)
             if word in takes and i + 1 < len(argv):
@@ -281,9 +331,16 @@ def _attached_k(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
     return out + argv[i:]
 
 
+def _k_value(word: str) -> str | None:
+    """N of -KN or --kill-on-bad-exit=N (digits only), else None."""
+    for head in ("-K", "--kill-on-bad-exit="):
+        if word.startswith(head) and word[len(head):].isdigit() and word[len(head):].isascii():
+            return word[len(head):]
+    return None
+
+
 def run(argv: list[str]) -> int:
-    parser = build_parser()
-    args = parser.parse_args(_attached_k(list(argv), parser))
+    args = quickargs.parse(OPTIONS, _attached_k(list(argv)), build_parser)
     _check(args)
     target = find_target(args.server, args.key_file, args.conf)
     env = dict(os.environ)
@@ -293,7 +350,7 @@ def run(argv: list[str]) -> int:
     from cli.allocation import run_allocated  # outside a job: allocate, run, release
 
     return run_allocated(target, args, lambda jid, alloc_env: run_step(
-        target, args, jid, {**env, **alloc_env}))
+        target, args, jid, {**env, **alloc_env}, own=True))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,90 +4,69 @@ line), feeds its stdin to the tasks, forwards signals, and works out srun's exit
 
 Ctrl-C as srun 22.05: one prints the tasks' status; two within a second send the tasks SIGINT
 (exit 130 where it ends them); a third ends the step (SIGKILL).
+
+One poll loop over plain sockets, not trio: importing trio alone cost rrun about 200 ms of CPU
+(issue 35), several times srun's whole run. The frames are protocol.rawframe's with JSON bodies
+in the codec's shape (protocol/stepmessages.py), so rnoded sees what it always saw.
 """
 
 from __future__ import annotations
 
-import argparse
+import _signal
+import _socket
 import os
-import signal
-import socket
+import select
 import sys
-from typing import Any
-
-import trio
+import time
 
 from cli.slurm_names import prog
-from protocol.errors import ProtocolError
-from protocol.messages import StepHello, StepSignal, TaskExit, TaskInput, TaskOutput
-from protocol.tcp import FramedStream, PeerClosed
+from cli.step_frames import FrameReader, Nonces, StepFrameError, pack
+from cli.step_output import Output, ranges
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable
+    from typing import Any
 
 HELLO_TIMEOUT = 60.0  # every node of the step connects within this (it launches in milliseconds)
-FORWARDED = (signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT, signal.SIGALRM)
+SIGINT, SIGKILL, SIGTERM = _signal.SIGINT, _signal.SIGKILL, _signal.SIGTERM
+FORWARDED = (_signal.SIGUSR1, _signal.SIGUSR2, _signal.SIGCONT, _signal.SIGALRM)
 # srun 22.05 does not pass these on: they end the step (SIGKILL to its tasks), exit 137
-ENDING = (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
-LOST = (PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+ENDING = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT)
+REPORT_DELAY = 0.1  # a node's tasks that end within this of its first are said on one line
+STDIN_CHUNK = 1 << 16
+# Stop reading rrun's stdin while a node has this much of it unsent (a slow reader there).
+STDIN_BACKLOG = 1 << 20
+READ_CHUNK = 1 << 16
+POLLIN, POLLOUT = select.POLLIN, select.POLLOUT
+POLLGONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
 
-def ranges(ids: list[int]) -> str:
-    """0-2,5: how srun names a group of tasks."""
-    ids = sorted(ids)
-    out, i = [], 0
-    while i < len(ids):
-        j = i
-        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
-            j += 1
-        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
-        i = j + 1
-    return ",".join(out)
+class Conn:
+    """One node's I/O connection: bytes in (framed), frames out (buffered until it takes them)."""
 
+    __slots__ = ("fd", "node", "opened_at", "outbox", "reader", "sock")
 
-class Output:
-    """Task output to rrun's stdout/stderr: by whole lines (with --label, "N: " first) unless
-    --unbuffered without a label."""
-
-    def __init__(self, ntasks: int, label: bool, unbuffered: bool) -> None:
-        self.width = len(str(max(0, ntasks - 1)))
-        self.label = label
-        self.by_line = label or not unbuffered
-        self.partial: dict[tuple[int, int], bytes] = {}
-        self.files = {1: sys.stdout.buffer, 2: sys.stderr.buffer}
-
-    def write(self, task: int, fd: int, data: bytes) -> None:
-        out = self.files.get(fd, self.files[2])
-        if not self.by_line:
-            out.write(data)
-            out.flush()
-            return
-        data = self.partial.pop((task, fd), b"") + data
-        head, sep, rest = data.rpartition(b"\n")
-        if rest:
-            self.partial[(task, fd)] = rest
-        if sep:
-            self._lines(out, task, head + sep)
-            out.flush()
-
-    def flush_task(self, task: int) -> None:
-        for fd in (1, 2):
-            rest = self.partial.pop((task, fd), b"")
-            if rest:
-                out = self.files[fd]
-                self._lines(out, task, rest)
-                out.flush()
-
-    def _lines(self, out: Any, task: int, data: bytes) -> None:
-        if not self.label:
-            out.write(data)
-            return
-        prefix = f"{task:>{self.width}}: ".encode()
-        lines = data.split(b"\n")
-        if lines[-1] == b"":
-            lines.pop()
-        out.write(b"".join(prefix + line + b"\n" for line in lines))
+    def __init__(self, sock: _socket.socket, key: bytes, opened_at: float,
+                 seen: Nonces) -> None:
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.node: str | None = None  # known once its StepHello checked out
+        self.opened_at = opened_at
+        self.reader = FrameReader(key, seen)
+        self.outbox = bytearray()
 
 
 class StepIO:
-    def __init__(self, granted: dict, args: argparse.Namespace) -> None:
+    """The step's I/O, run by `run()` in one poll loop: the nodes' connections, rrun's stdin,
+    the signals rrun gets (through a wakeup pipe) and timers. `alive`, when given (rrun in an
+    allocation of its own), says the allocation's holder still runs, once a second
+    (cli/alive.py), from the same loop (its first word was said before the step was asked
+    for)."""
+
+    def __init__(self, granted: dict, args: argparse.Namespace, *, alive: Any = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.job_id = granted["job_id"]
         self.step_id = granted["step_id"]
         self.name = f"{self.job_id}.{self.step_id}"
@@ -97,77 +76,73 @@ class StepIO:
         self.node_of = {t: n for n, ts in self.tasks_of.items() for t in ts}
         self.ntasks = len(self.node_of)
         self.args = args
+        self.alive = alive
+        self.clock = clock
         self.out = Output(self.ntasks, args.label, args.unbuffered)
-        self.conns: dict[str, FramedStream] = {}
+        self.conns: dict[str, Conn] = {}  # node -> its connection, once it said hello
+        self.socks: dict[int, Conn] = {}  # fd -> every open connection
+        self.seen = Nonces()  # of the frames taken on every connection (replay guard)
         self.exits: dict[int, tuple[int, int]] = {}
         self.gone: set[str] = set()  # nodes whose connection closed
-        self.all_connected = trio.Event()
-        self.finished = trio.Event()
+        self.all_connected = False
+        self.finished = False
         self.killed = False
         self.aborted = False  # rrun itself ended the step (SIGTERM/HUP/QUIT, Ctrl-C thrice)
         self.terminating = False  # -K sent its SIGTERM
         self.interrupted = False  # Ctrl-C twice: the tasks were sent SIGINT
+        self.last_int = -10.0
         self.kill_wait = int(granted.get("kill_wait", 30))
         self.unsaid: dict[str, list[int]] = {}  # node -> its ended tasks not reported yet
+        self.report_at: dict[str, float] = {}  # node -> when its unsaid exits are said anyway
+        mode = args.input or "all"
+        self.stdin_open = mode != "none" and (mode == "all" or mode.isdigit())
         self.prog = prog("rrun")
 
     def say(self, text: str) -> None:
         print(f"{self.prog}: {text}", file=sys.stderr, flush=True)
 
-    # -- the nodes' connections ------------------------------------------------------------------
+    # -- what the nodes send ---------------------------------------------------------------------
 
-    async def serve(self, stream: trio.SocketStream) -> None:
-        fs = FramedStream(stream, self.key)
-        node = None
-        try:
-            with trio.move_on_after(HELLO_TIMEOUT) as scope:
-                frame = await fs.receive()
-            if scope.cancelled_caught:
-                return
-            hello = frame.msg
-            if not isinstance(hello, StepHello) or (hello.job_id, hello.step_id) != (
-                    self.job_id, self.step_id) or hello.node not in self.tasks_of \
-                    or hello.node in self.conns:
-                return
-            node = hello.node
-            self.conns[node] = fs
-            if len(self.conns) == len(self.nodes):
-                self.all_connected.set()
-            async for msg in fs.messages():
-                self.take(node, msg)
-        except LOST:
-            pass
-        except ProtocolError:
-            pass  # not signed with the step's key: not one of our nodes
-        finally:
-            if node is not None:
-                self.gone.add(node)
-                self.node_closed(node)
-            with trio.move_on_after(1):
-                await fs.aclose()
+    def hello(self, conn: Conn, kind: str, body: dict) -> bool:
+        """A connection's first frame: True when it is one of the step's nodes, not yet seen."""
+        node = body.get("node")
+        if kind != "StepHello" or (body.get("job_id"), body.get("step_id")) != (
+                self.job_id, self.step_id) or not isinstance(node, str) \
+                or node not in self.tasks_of or node in self.conns:
+            return False
+        conn.node = node
+        self.conns[node] = conn
+        if len(self.conns) == len(self.nodes):
+            self.all_connected = True
+        return True
 
-    def take(self, node: str, msg: Any) -> None:
-        if isinstance(msg, TaskOutput) and self.node_of.get(msg.task) == node:
-            self.out.write(msg.task, msg.fd, msg.data.encode("latin-1"))
-        elif isinstance(msg, TaskExit) and self.node_of.get(msg.task) == node:
-            self.out.flush_task(msg.task)
-            self.exits[msg.task] = (msg.exit_code, msg.signal)
+    def take(self, node: str, kind: str, body: dict) -> None:
+        task = body.get("task")
+        if type(task) is not int or self.node_of.get(task) != node:
+            return
+        if kind == "TaskOutput":
+            fd, data = body.get("fd"), body.get("data")
+            if type(fd) is int and isinstance(data, str):
+                self.out.write(task, fd, data.encode("latin-1", "replace"))
+        elif kind == "TaskExit":
+            code, sig = body.get("exit_code", 0), body.get("signal", 0)
+            if type(code) is not int or type(sig) is not int:
+                return
+            self.out.flush_task(task)
+            self.exits[task] = (code, sig)
             # srun reports a node's tasks that end together on one line ("tasks 0-1"): a
             # node's exits are said once all its tasks ended, or a moment after the first
             waiting = self.unsaid.setdefault(node, [])
-            waiting.append(msg.task)
+            waiting.append(task)
             if all(t in self.exits for t in self.tasks_of[node]):
                 self.report(node)
             elif len(waiting) == 1:
-                self.nursery.start_soon(self.report_soon, node)
+                self.report_at[node] = self.clock() + REPORT_DELAY
             if len(self.exits) == self.ntasks:
-                self.finished.set()
-
-    async def report_soon(self, node: str) -> None:
-        await trio.sleep(0.1)
-        self.report(node)
+                self.finished = True
 
     def report(self, node: str) -> None:
+        self.report_at.pop(node, None)
         tasks = self.unsaid.pop(node, [])
         groups: dict[tuple[int, int], list[int]] = {}
         for t in tasks:
@@ -183,7 +158,7 @@ class StepIO:
         if bad and self.args.kill_on_bad_exit and not self.killed and not self.terminating:
             self.terminating = True
             self.say(f"launch/slurm: _step_signal: Terminating StepId={self.name}")
-            self.kill_soon(signal.SIGTERM)  # srun -K: SIGTERM to the rest
+            self.send_signal(SIGTERM)  # srun -K: SIGTERM to the rest
 
     def node_closed(self, node: str) -> None:
         missing = [t for t in self.tasks_of[node] if t not in self.exits]
@@ -193,52 +168,47 @@ class StepIO:
             for t in missing:
                 self.exits[t] = (1, 0)
         if len(self.gone) == len(self.nodes) or len(self.exits) == self.ntasks:
-            self.finished.set()
+            self.finished = True
 
     # -- what rrun sends ---------------------------------------------------------------------
 
-    def kill_soon(self, signum: int) -> None:
-        if signum == signal.SIGKILL:
+    def send_signal(self, signum: int) -> None:
+        if signum == SIGKILL:
             self.killed = True
-        self.nursery.start_soon(self.send_all, StepSignal(signum))
+        self.send_all("StepSignal", {"signal": signum})
 
-    async def send_all(self, msg: Any) -> None:
-        for fs in list(self.conns.values()):
-            try:
-                await fs.send(msg, 0)
-            except LOST:
-                pass
+    def send_all(self, kind: str, body: dict) -> None:
+        for conn in self.conns.values():
+            if conn.fd in self.socks:
+                conn.outbox += pack(kind, body, self.key)
 
-    async def signals(self) -> None:
-        last_int = -10.0
-        with trio.open_signal_receiver(signal.SIGINT, *FORWARDED, *ENDING) as received:
-            async for signum in received:
-                if signum in ENDING:
-                    if signum == signal.SIGQUIT:
-                        self.say("Quit")
-                    self.abort(waiting=True)
-                    continue
-                if signum != signal.SIGINT:
-                    self.kill_soon(signum)
-                    continue
-                now = trio.current_time()
-                if self.interrupted and (now - last_int <= 1.0 or self.killed):
-                    self.abort(waiting=False)
-                    continue
-                if now - last_int <= 1.0:
-                    self.interrupted = True
-                    last_int = now
-                    self.say(f"sending Ctrl-C to StepId={self.name}")
-                    self.kill_soon(signal.SIGINT)
-                    continue
-                last_int = now
-                self.say("interrupt (one more within 1 sec to abort)")
-                running = [t for t in self.node_of if t not in self.exits]
-                done = [t for t in self.node_of if t in self.exits]
-                if running:
-                    self.say(f"StepId={self.name} tasks {ranges(running)}: running")
-                if done:
-                    self.say(f"StepId={self.name} tasks {ranges(done)}: exited")
+    def on_signal(self, signum: int) -> None:
+        if signum in ENDING:
+            if signum == _signal.SIGQUIT:
+                self.say("Quit")
+            self.abort(waiting=True)
+            return
+        if signum != SIGINT:
+            self.send_signal(signum)
+            return
+        now = self.clock()
+        if self.interrupted and (now - self.last_int <= 1.0 or self.killed):
+            self.abort(waiting=False)
+            return
+        if now - self.last_int <= 1.0:
+            self.interrupted = True
+            self.last_int = now
+            self.say(f"sending Ctrl-C to StepId={self.name}")
+            self.send_signal(SIGINT)
+            return
+        self.last_int = now
+        self.say("interrupt (one more within 1 sec to abort)")
+        running = [t for t in self.node_of if t not in self.exits]
+        done = [t for t in self.node_of if t in self.exits]
+        if running:
+            self.say(f"StepId={self.name} tasks {ranges(running)}: running")
+        if done:
+            self.say(f"StepId={self.name} tasks {ranges(done)}: exited")
 
     def abort(self, *, waiting: bool) -> None:
         """End the step: SIGKILL to every task (srun's SIGTERM/SIGHUP/SIGQUIT, Ctrl-C thrice)."""
@@ -248,53 +218,185 @@ class StepIO:
             if waiting:
                 self.say(f"Job step aborted: Waiting up to {self.kill_wait + 2} seconds for "
                          "job step to finish.")
-        self.kill_soon(signal.SIGKILL)
+        self.send_signal(SIGKILL)
 
-    async def stdin(self) -> None:
-        """rrun's stdin to the tasks that read it (-i all or a task id), then end of file."""
-        mode = self.args.input or "all"
-        if mode == "none" or not (mode == "all" or mode.isdigit()):
-            return
-        await self.all_connected.wait()
+    def read_stdin(self) -> None:
+        """A piece of rrun's stdin to the tasks that read it (-i all or a task id); at its end,
+        end of file."""
+        try:
+            data = os.read(0, STDIN_CHUNK)
+        except OSError:
+            data = b""
+        self.send_all("TaskInput", {"data": data.decode("latin-1"), "eof": not data})
+        if not data:
+            self.stdin_open = False
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def accept(self, listener: _socket.socket) -> None:
         while True:
             try:
-                data = await trio.to_thread.run_sync(os.read, 0, 1 << 16,
-                                                     abandon_on_cancel=True)
-            except OSError:
-                data = b""
-            await self.send_all(TaskInput(data.decode("latin-1"), eof=not data))
-            if not data:
+                fd, _ = listener._accept()  # a _socket.socket (cli/rrun.py): no accept()
+            except (BlockingIOError, InterruptedError):
                 return
+            except OSError:
+                return  # out of descriptors, a connection reset before it was taken
+            sock = _socket.socket(fileno=fd)
+            sock.setblocking(False)
+            conn = Conn(sock, self.key, self.clock(), self.seen)
+            self.socks[conn.fd] = conn
 
-    async def main(self, listener: socket.socket) -> int:
-        sock = trio.socket.from_stdlib_socket(listener)
-        async with trio.open_nursery() as nursery:
-            self.nursery = nursery
-            nursery.start_soon(trio.serve_listeners, self.serve,
-                               [trio.SocketListener(sock)])
-            nursery.start_soon(self.signals)
-            nursery.start_soon(self.stdin)
-            with trio.move_on_after(HELLO_TIMEOUT) as scope:
-                await self.all_connected.wait()
-            if scope.cancelled_caught:
-                late = [n for n in self.nodes if n not in self.conns]
-                self.say(f"error: nodes {','.join(late)} did not start their tasks of "
-                         f"StepId={self.name} within {HELLO_TIMEOUT:g} s")
-                for n in late:
-                    for t in self.tasks_of[n]:
-                        self.exits.setdefault(t, (1, 0))
-                if len(self.exits) == self.ntasks:
-                    self.finished.set()
-                self.kill_soon(signal.SIGKILL)
-            await self.finished.wait()
-            for node in list(self.unsaid):
-                self.report(node)
-            nursery.cancel_scope.cancel()
+    def receive(self, conn: Conn) -> None:
+        try:
+            data = conn.sock.recv(READ_CHUNK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.close(conn)
+            return
+        conn.reader.feed(data)
+        while conn.fd in self.socks:
+            try:
+                got = conn.reader.next_frame()
+            except StepFrameError as exc:
+                if exc.fatal or conn.node is None:
+                    self.close(conn)  # out of sync, or not one of our nodes
+                continue  # a refused frame that leaves the stream in sync is skipped
+            if got is None:
+                return
+            if conn.node is None:
+                if not self.hello(conn, *got):
+                    self.close(conn)
+            else:
+                self.take(conn.node, *got)
+
+    def flush(self, conn: Conn) -> None:
+        try:
+            sent = conn.sock.send(conn.outbox)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            conn.outbox.clear()  # the node went away: what it would have got is moot
+            return
+        del conn.outbox[:sent]
+
+    def close(self, conn: Conn) -> None:
+        if self.socks.pop(conn.fd, None) is None:
+            return
+        conn.sock.close()
+        if conn.node is not None:
+            self.gone.add(conn.node)
+            self.node_closed(conn.node)
+
+    def run(self, listener: _socket.socket) -> int:
+        listener.setblocking(False)
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_r, False)
+        os.set_blocking(wake_w, False)
+        saved = {sig: _signal.signal(sig, _ignore) for sig in (SIGINT, *FORWARDED, *ENDING)}
+        old_wakeup = _signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        try:
+            self.loop(listener, wake_r)
+        finally:
+            _signal.set_wakeup_fd(old_wakeup)
+            for sig, old in saved.items():
+                _signal.signal(sig, old)
+            os.close(wake_r)
+            os.close(wake_w)
+            for conn in list(self.socks.values()):
+                self.flush(conn)  # a last signal or eof, where the node still takes it
+                conn.sock.close()
+            self.socks.clear()
+            if self.alive is not None:
+                self.alive.close()
         if self.interrupted and not self.aborted:
             self.say("forcing job termination")  # srun says it once the Ctrl-C'd step ended
         elif not self.aborted and any(sig for _, sig in self.exits.values()):
             self.say(f"Force Terminated StepId={self.name}")
         return self.exit_code()
+
+    def loop(self, listener: _socket.socket, wake_r: int) -> None:
+        start = self.clock()
+        hello_by = start + HELLO_TIMEOUT
+        alive_at = start + (self.alive.every if self.alive is not None else 0.0)  # after first()
+        lfd = listener.fileno()
+        while not self.finished:
+            now = self.clock()
+            if self.alive is not None and now >= alive_at:
+                self.alive.send()
+                alive_at = now + self.alive.every
+            for node, at in list(self.report_at.items()):
+                if now >= at:
+                    self.report(node)
+            if not self.all_connected and now >= hello_by:
+                hello_by = float("inf")
+                self.late()
+                continue
+            for conn in list(self.socks.values()):
+                if conn.node is None and now - conn.opened_at >= HELLO_TIMEOUT:
+                    self.close(conn)  # connected, never said hello
+            # what to wait for, and until when
+            wanted: dict[int, Any] = {lfd: None, wake_r: None}
+            poller = select.poll()
+            poller.register(lfd, POLLIN)
+            poller.register(wake_r, POLLIN)
+            for fd, conn in self.socks.items():
+                poller.register(fd, POLLIN | (POLLOUT if conn.outbox else 0))
+                wanted[fd] = conn
+            backlog = max((len(c.outbox) for c in self.socks.values()), default=0)
+            if self.stdin_open and self.all_connected and backlog < STDIN_BACKLOG:
+                poller.register(0, POLLIN)
+                wanted[0] = "stdin"
+            alive_fd = self.alive.fileno() if self.alive is not None else -1
+            if alive_fd >= 0:
+                poller.register(alive_fd, POLLIN)
+                wanted[alive_fd] = "alive"
+            deadlines = [*self.report_at.values(),
+                         *(c.opened_at + HELLO_TIMEOUT for c in self.socks.values()
+                           if c.node is None)]
+            if not self.all_connected:
+                deadlines.append(hello_by)
+            if self.alive is not None:
+                deadlines.append(alive_at)
+            wait = max(0.0, min(deadlines) - now) if deadlines else None
+            try:
+                events = poller.poll(None if wait is None else wait * 1000 + 1)
+            except InterruptedError:
+                events = []
+            for fd, ev in events:
+                if fd == wake_r:
+                    for signum in _drain(wake_r):
+                        self.on_signal(signum)
+                elif fd == lfd:
+                    self.accept(listener)
+                elif wanted.get(fd) == "stdin":
+                    self.read_stdin()
+                elif wanted.get(fd) == "alive":
+                    self.alive.receive()
+                else:
+                    conn = self.socks.get(fd)
+                    if conn is None:
+                        continue
+                    if ev & POLLOUT:
+                        self.flush(conn)
+                    if ev & (POLLIN | POLLGONE):
+                        self.receive(conn)
+        for node in list(self.unsaid):
+            self.report(node)
+
+    def late(self) -> None:
+        """Not every node connected within HELLO_TIMEOUT: their tasks count as failed."""
+        late = [n for n in self.nodes if n not in self.conns]
+        self.say(f"error: nodes {','.join(late)} did not start their tasks of "
+                 f"StepId={self.name} within {HELLO_TIMEOUT:g} s")
+        for n in late:
+            for t in self.tasks_of[n]:
+                self.exits.setdefault(t, (1, 0))
+        if len(self.exits) == self.ntasks:
+            self.finished = True
+        self.send_signal(SIGKILL)
 
     def exit_code(self) -> int:
         """srun's: the highest task exit code, or 128 + the highest signal that killed one."""
@@ -304,12 +406,24 @@ class StepIO:
         return worst
 
 
+def _ignore(signum: int, frame: object) -> None:
+    """The handler while the loop runs: the wakeup pipe tells the loop which signal came."""
+
+
+def _drain(fd: int) -> bytes:
+    try:
+        return os.read(fd, 512)
+    except (BlockingIOError, InterruptedError):
+        return b""
+
+
 def _signal_text(signum: int) -> str:
     try:
-        return signal.strsignal(signum) or f"Signal {signum}"
+        return _signal.strsignal(signum) or f"Signal {signum}"
     except ValueError:
         return f"Signal {signum}"
 
 
-def run(listener: socket.socket, granted: dict, args: argparse.Namespace) -> int:
-    return trio.run(StepIO(granted, args).main, listener)
+def run(listener: _socket.socket, granted: dict, args: argparse.Namespace, *,
+        alive: Any = None) -> int:
+    return StepIO(granted, args, alive=alive).run(listener)

@@ -20,6 +20,7 @@ from noded.runningjob import HOLDER, RunningJob, alive, ending_of, note_end, tre
 from protocol.messages import JobEnd, JobSpec, StepSpec
 
 log = logging.getLogger("rnoded.jobs")
+STARTING_POLL = 0.005  # seconds between looks at a job being started, for a step waiting on it
 
 
 class JobRunner:
@@ -176,6 +177,21 @@ class JobRunner:
         if pending is not None:
             reason, state, silent = pending
             await self.kill(spec.job_id, 0, reason, state=state, silent=silent)
+
+    async def wait_started(self, job_id: int, run: int) -> RunningJob | None:
+        """The job's run `run` once it runs here: at once when it does; when its LaunchJob
+        came and its launch is under way, once that ends (within the launch timeout); None
+        when it neither runs nor is starting. A step launched right after its job (a fast
+        rrun in a fresh allocation) waits so, as slurmd holds a step until its job started."""
+        deadline = trio.current_time() + self.launch_timeout
+        while True:
+            job = self.running.get(job_id)
+            if job is not None and job.spec.restarts == run:
+                return job
+            starting = self._launching.get(job_id, self._announced.get(job_id))
+            if starting != run or trio.current_time() >= deadline:
+                return job
+            await trio.sleep(STARTING_POLL)
 
     def identity(self, spec: JobSpec | StepSpec) -> dict:
         return identity(spec, self.node, self.as_root)

@@ -81,7 +81,7 @@ class StepRunner:
         key = (spec.job_id, spec.step_id)
         if key in self.steps:
             return  # a repeated LaunchStep
-        job = self.jobs.running.get(spec.job_id)
+        job = await self.jobs.wait_started(spec.job_id, spec.restarts)
         if job is None or job.spec.restarts != spec.restarts:
             raise LaunchError(f"job {spec.job_id} does not run on node {self.node}")
         self.kill_wait = job.spec.kill_wait

@@ -131,28 +131,74 @@ def request_raw(
     The reply must carry a valid MAC and a timestamp within max(timeout, 10) s of this host's
     clock. `munge` as for `request`. Raises ControllerUnreachable like `request`, and
     rawframe.FrameError when the reply fails authentication or is not a JSON object."""
-    from protocol.rawframe import PREFIX, FrameError, check_length
-
     deadline = time.monotonic() + timeout
     sock, request_id, send_error, key = _open_and_send(addr, key, type_name, body, timeout,
                                                        version, munge)
     if send_error is None:
         _done_sending(sock)
     with sock:
-        try:
-            while True:
-                (length,) = PREFIX.unpack(_recv_exactly(sock, PREFIX.size, deadline, addr))
-                check_length(length, max_reply_size)
-                reply = _open_reply(_recv_exactly(sock, length, deadline, addr), key, munge)
-                if reply.request_id in (request_id, 0):
-                    break
-        except TimeoutError:
-            raise ControllerUnreachable(addr, _reason(send_error) if send_error
-                                        else f"no reply within {timeout:g} s") from None
-        except OSError as exc:
-            if isinstance(exc, ControllerUnreachable) and send_error is None:
-                raise
-            raise ControllerUnreachable(addr, _reason(send_error or exc)) from None
+        return _read_reply(sock, addr, request_id, key, munge, deadline=deadline,
+                           timeout=timeout, max_reply_size=max_reply_size,
+                           send_error=send_error)
+
+
+class RawCall:
+    """request_raw in two halves, for a caller with a poll loop of its own (rrun's step I/O
+    says "alive" from it): `RawCall(...)` connects and sends; once `fileno()` is readable,
+    `reply()` reads the answer. Close it when done (or when no answer came in time)."""
+
+    def __init__(self, addr: tuple[str, int], key: bytes, type_name: str,
+                 body: dict[str, object], *, timeout: float = 10.0,
+                 munge: str | None = None) -> None:
+        self.addr = addr
+        self.timeout = timeout
+        self.munge = munge
+        self.sock, self.request_id, self.send_error, self.key = _open_and_send(
+            addr, key, type_name, body, timeout, RAW_VERSION, munge)
+        if self.send_error is None:
+            _done_sending(self.sock)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def reply(self) -> tuple[str, dict[str, object]]:
+        """The reply (request_raw's answer and errors), read within `timeout` from now."""
+        return _read_reply(self.sock, self.addr, self.request_id, self.key, self.munge,
+                           deadline=time.monotonic() + self.timeout, timeout=self.timeout,
+                           max_reply_size=MAX_REPLY_SIZE, send_error=self.send_error)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _read_reply(
+    sock: _Socket,
+    addr: tuple[str, int],
+    request_id: int,
+    key: bytes,
+    munge: str | None,
+    *,
+    deadline: float,
+    timeout: float,
+    max_reply_size: int,
+    send_error: OSError | None,
+) -> tuple[str, dict[str, object]]:
+    from protocol.rawframe import PREFIX, FrameError, check_length
+
+    try:
+        while True:
+            (length,) = PREFIX.unpack(_recv_exactly(sock, PREFIX.size, deadline, addr))
+            check_length(length, max_reply_size)
+            reply = _open_reply(_recv_exactly(sock, length, deadline, addr), key, munge)
+            if reply.request_id in (request_id, 0):
+                break
+    except TimeoutError:
+        raise ControllerUnreachable(addr, _reason(send_error) if send_error
+                                    else f"no reply within {timeout:g} s") from None
+    except OSError as exc:
+        if isinstance(exc, ControllerUnreachable) and send_error is None:
+            raise
+        raise ControllerUnreachable(addr, _reason(send_error or exc)) from None
     skew = time.time() - reply.timestamp
     window = max(timeout, 10.0)
     if not abs(skew) <= window:

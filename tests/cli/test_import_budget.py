@@ -30,7 +30,8 @@ PartitionName=main Nodes=n[1-3] Default=YES
 SAYS = {"rinfo": "PARTITION", "rinfo -N -l": "NODELIST", "rqueue": "JOBID",
         "rbatch --wrap true": "Submitted batch job", "rcancel": "", "rcontrol show node":
         "NodeName=n1", "racct -P -o JobID,State -j 1": "JobID|State", "rqueue -s": "STEPID",
-        "rcontrol show step": "No job steps in the system"}
+        "rcontrol show step": "No job steps in the system", "ralloc -N1 echo ok": "ok",
+        "rrun -N1 echo ok": "ok"}
 
 
 def imported(argv: list[str], env: dict) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -51,6 +52,21 @@ def ctl(tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
+def ctl_with_node(tmp_path_factory: pytest.TempPathFactory):
+    """For ralloc and rrun: a controller of their own with a real rnoded (on the shared one,
+    a node would run the jobs the other commands expect pending)."""
+    c = Controller(tmp_path_factory.mktemp("budget-node"), CONF)
+    c.start()
+    try:
+        c.start_node("n1")
+        c.wait_states({"n1": "idle"})
+        yield c
+    finally:
+        _end_jobs(c)  # a job's processes outlive rnoded: none may be left running
+        c.stop()
+
+
+@pytest.fixture(scope="module")
 def python_itself(ctl: Controller) -> set[str]:
     return imported(["-c", "pass"], ctl.env)[1]
 
@@ -67,10 +83,15 @@ def found_by(ctl: Controller, how: str) -> dict:
 @pytest.mark.parametrize("how", ["env", "conf"])
 @pytest.mark.parametrize("line", sorted(BUDGET["budget"]))
 def test_command_stays_within_its_import_budget(ctl: Controller, python_itself: set[str],
-                                                line: str, how: str) -> None:
+                                                line: str, how: str,
+                                                request: pytest.FixtureRequest) -> None:
     argv = line.split()
     if argv[0] == "rcancel":
         argv.append(str(_a_job(ctl)))
+    if argv[0] in ("ralloc", "rrun"):  # they need a node: a real rnoded
+        ctl = request.getfixturevalue("ctl_with_node")
+        if argv[0] == "rrun":  # a step in an allocation, as `srun` inside salloc
+            argv[1:1] = ["--jobid", str(_an_allocation(ctl))]
     env = found_by(ctl, how)
     done, modules = imported([str(REPO / "bin" / argv[0]), *argv[1:]], env)
     assert done.returncode == 0, f"{line} failed: {done.stderr[-2000:]}"
@@ -91,6 +112,26 @@ def test_nothing_printed_is_lost_at_exit(ctl: Controller) -> None:
     assert done.returncode == 0, done.stderr
     assert [line.split()[0] for line in done.stdout.splitlines()
             if line.startswith("NodeName=")] == ["NodeName=n1", "NodeName=n2", "NodeName=n3"]
+
+
+def _an_allocation(ctl: Controller) -> int:
+    """An allocation of n1, held open (ralloc --no-shell) for rrun's steps."""
+    done = subprocess.run([sys.executable, str(REPO / "bin" / "ralloc"), "--no-shell", "-N1"],
+                          cwd=REPO, env=ctl.env, capture_output=True, text=True, timeout=60,
+                          check=True)
+    return int(done.stderr.split()[-1])
+
+
+def _end_jobs(ctl: Controller) -> None:
+    """Cancel every job and wait until none runs on n1 any more."""
+    from protocol.messages import GetJobs
+
+    ids = [j["job_id"] for j in ctl.ask(GetJobs()).jobs]
+    if ids:
+        subprocess.run([sys.executable, str(REPO / "bin" / "rcancel"), *map(str, ids)],
+                       cwd=REPO, env=ctl.env, capture_output=True, timeout=60)
+    ctl.wait_for(lambda: all(j["state"] not in ("RUNNING", "COMPLETING", "CONFIGURING")
+                             for j in ctl.ask(GetJobs()).jobs), 60, "every job ended")
 
 
 def _a_job(ctl: Controller) -> int:

@@ -121,6 +121,19 @@ def test_stderr_lines(runs: dict, scenario: str) -> None:
     assert lines(ranch, wd["ranch"]) == lines(slurm, wd["slurm"])
 
 
+@pytest.mark.parametrize("scenario", ["salloc env", "salloc exit 3"])
+def test_a_released_allocation_says_nothing_after_relinquishing(runs: dict,
+                                                                scenario: str) -> None:
+    """On a normal exit salloc's last line is "Relinquishing job allocation N": the "has been
+    revoked." it prints after that in some runs (the race `lines` drops from both sides) is not
+    the rule, and ralloc never says it. Ranch's lines as printed, against Slurm's without it."""
+    slurm, ranch = pair(runs, scenario)
+    wd = runs["workdirs"]
+    printed = [normalise(line, ranch.job_id, wd["ranch"]) for line in ranch.err]
+    assert printed == lines(slurm, wd["slurm"])
+    assert printed[-1] == "salloc: Relinquishing job allocation <jobid>"
+
+
 @pytest.mark.parametrize("scenario", ["salloc exit 3", "srun hostname", "revoked",
                                       "salloc waits", "srun waits"])
 def test_stdout(runs: dict, scenario: str) -> None:

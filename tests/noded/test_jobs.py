@@ -530,3 +530,28 @@ async def test_a_starting_job_is_in_the_beat(nursery: trio.Nursery, runner: JobR
     await runner.kill(5, 0, "test done")
     await ended(runner, 5)
     assert runner.job_ids() == ()
+
+
+async def test_a_step_waits_for_its_job_still_starting_here(runner: JobRunner, work: Path,
+                                                            nursery: trio.Nursery) -> None:
+    """wait_started (a LaunchStep right behind its job's LaunchJob): the job once it runs;
+    at once None for a job neither running nor announced, and at once what runs when another
+    run of it is asked for (the step runner refuses that)."""
+    assert await runner.wait_started(8, 0) is None
+    job = spec(work, "sleep 30", job_id=8)
+    runner.announce(job)  # the session's reader does this as the LaunchJob arrives
+    waiting: list = []
+
+    async def step() -> None:
+        waiting.append(await runner.wait_started(8, 0))
+
+    nursery.start_soon(step)
+    await trio.sleep(0.05)
+    assert waiting == []  # the launch has not begun: the step waits
+    await runner.launch(job)
+    await wait_for(lambda: bool(waiting))
+    assert waiting[0] is runner.running[8]
+    with trio.fail_after(1):
+        assert await runner.wait_started(8, 1) is runner.running[8]  # not run 1: not waited for
+    await runner.kill(8, 0, "test")
+    await ended(runner, 8)
