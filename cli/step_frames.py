@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 from protocol.cjson import dumps, loads
+from protocol.client import RAW_VERSION
 from protocol.limits import MAX_FRAME_BYTES
 from protocol.mac import use_openssl
 from protocol.rawframe import PREFIX, FrameError, check_length, open_frame, pack_frame
@@ -16,7 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 # The step messages came with protocol version 5 (protocol/versions.py MESSAGE_SINCE): a frame
-# of an older version cannot carry one, and a newer one is not ours to read.
+# of an older version cannot carry one. rrun writes version 5, which every rnoded since reads, and
+# reads up to the newest version this release speaks (RAW_VERSION: newer ones only add fields).
 STEP_VERSION = 5
 MESSAGE_TIMEOUT = 10.0  # a frame's timestamp within this of our clock (FramedStream's default)
 # The built-in SHA-256 (protocol/mac.py) saves OpenSSL's loading on a short step; past this
@@ -84,7 +86,7 @@ class FrameReader:
             frame = open_frame(raw, self.key)
         except FrameError as exc:
             raise StepFrameError(exc.message) from None
-        if frame.version != STEP_VERSION:
+        if not STEP_VERSION <= frame.version <= RAW_VERSION:
             raise StepFrameError(f"protocol version {frame.version} is not supported here")
         self._check_fresh(frame.timestamp, frame.nonce)
         if frame.type not in INCOMING:
