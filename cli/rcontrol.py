@@ -74,7 +74,7 @@ def _pick(word: str, choices: tuple[str, ...], what: str) -> str:
         return hits[0]
     if len(hits) > 1 and all(h.startswith(hits[0]) for h in hits):
         return hits[0]  # "node" for "no": node/nodes are one entity
-    raise CliError(f"invalid {what} {word!r}; valid: {', '.join(choices)}", code=2)
+    raise CliError(f"invalid {what} {word!r}; valid: {', '.join(choices)}")
 
 
 class Session:
@@ -97,17 +97,16 @@ class Session:
 
 def show(s: Session, words: list[str]) -> int:
     if not words:
-        raise CliError("show needs what to show: node, partition, config, hostnames, hostlist",
-                       code=2)
+        raise CliError("show needs what to show: node, partition, config, hostnames, hostlist")
     entity = _pick(words[0], SHOW_ENTITIES, "show entity")
     rest = words[1:]
     if entity in ("hostnames", "hostlist", "hostlistsorted"):
         if len(rest) != 1:
-            raise CliError(f"show {entity} takes one host list expression", code=2)
+            raise CliError(f"show {entity} takes one host list expression")
         try:
             names = expand(rest[0])
         except ValueError as exc:
-            raise CliError(f"{rest[0]}: {exc}", code=2) from None
+            raise CliError(f"{rest[0]}: {exc}") from None
         if entity == "hostnames":
             sys.stdout.write("".join(n + "\n" for n in names))
         else:
@@ -119,10 +118,10 @@ def show(s: Session, words: list[str]) -> int:
         from cli.guards_view import show_guards
 
         if rest:
-            raise CliError("show guards takes no name", code=2)
+            raise CliError("show guards takes no name")
         return show_guards(s.target, one_line=s.args.oneliner, as_json=s.args.json)
     if len(rest) > 1:
-        raise CliError(f"show {entity} takes at most one name", code=2)
+        raise CliError(f"show {entity} takes at most one name")
     if entity.startswith("job"):
         from cli.show_jobs import show_jobs
 
@@ -159,7 +158,7 @@ def show_nodes(s: Session, expr: str | None) -> int:
         try:
             wanted = expand(expr)
         except ValueError as exc:
-            raise CliError(f"{expr}: {exc}", code=2) from None
+            raise CliError(f"{expr}: {exc}") from None
         by_name = {n["name"]: n for n in nodes}
         missing = [w for w in wanted if w not in by_name]
         if missing:
@@ -227,16 +226,16 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
         except ValueError as exc:
             raise CliError(str(exc)) from None
     if not node_expr:
-        raise CliError("update: NodeName=HOSTLIST is required", code=2)
+        raise CliError("update: NodeName=HOSTLIST is required")
     if state is None and reason is None:
-        raise CliError("update: nothing to change; give State= and/or Reason=", code=2)
+        raise CliError("update: nothing to change; give State= and/or Reason=")
     if state in REASON_REQUIRED and not (reason or "").strip():
         raise CliError(REASON_MISSING)
     if node_expr.upper() != "ALL":
         try:
             expand(node_expr)
         except ValueError as exc:
-            raise CliError(f"NodeName={node_expr}: {exc}", code=2) from None
+            raise CliError(f"NodeName={node_expr}: {exc}") from None
     return node_expr, state, reason
 
 
@@ -306,7 +305,7 @@ def run(args: Namespace) -> int:
         else:
             setattr(args, flag, True)
     if not words:
-        raise CliError("no command given; try: show, update, reconfigure, ping", code=2)
+        raise CliError("no command given; try: show, update, reconfigure, ping")
     command = _pick(words[0], COMMANDS, "command")
     s = Session(args)
     if command == "show":
@@ -330,7 +329,7 @@ def run(args: Namespace) -> int:
 
         return job_action(s.target, command, words[1:])
     if len(words) > 1:
-        raise CliError(f"{command} takes no arguments", code=2)
+        raise CliError(f"{command} takes no arguments")
     if command == "reconfigure":
         return reconfigure(s)
     if command == "version":

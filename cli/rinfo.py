@@ -118,7 +118,7 @@ def selection(args: Namespace):
         try:
             node_names = frozenset(expand(args.nodes))
         except ValueError as exc:
-            raise CliError(f"-n {args.nodes}: {exc}", code=2) from None
+            raise CliError(f"-n {args.nodes}: {exc}") from None
     parts = tuple(p for p in (args.partition or "").split(",") if p)
     return Selection(
         partitions=parts,
@@ -150,7 +150,7 @@ def view_format(args: Namespace):
     try:
         fmt = sv.parse(text, fields)
     except ValueError as exc:
-        raise CliError(f"-o: {exc}", code=2) from None
+        raise CliError(f"-o: {exc}") from None
     if args.metrics:
         from cli.metrics_fields import METRIC_COLUMNS
 

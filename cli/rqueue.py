@@ -71,7 +71,7 @@ def _state_set(text: str) -> frozenset[str] | None:
             wanted.add(w)
         else:
             raise CliError(f"-t {text}: invalid job state {word.strip()!r}; valid: "
-                           + ", ".join(sorted(COMPACT)) + " or ALL", code=2)
+                           + ", ".join(sorted(COMPACT)) + " or ALL")
     return frozenset(wanted)
 
 
@@ -115,7 +115,7 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
         try:
             wanted = set(expand(args.nodelist))
         except ValueError as exc:
-            raise CliError(f"-w {args.nodelist}: {exc}", code=2) from None
+            raise CliError(f"-w {args.nodelist}: {exc}") from None
         out = [j for j in out if j.get("nodes") and wanted & set(expand(j["nodes"]))]
     from cli.squeue_fields import STATE_ORDER
 
@@ -171,14 +171,14 @@ def long_format(text: str):
         suffix = digits[len(size):]
         entry = LONG_FIELDS.get(name.lower())
         if entry is None:
-            raise CliError(f"-O: invalid job format specification: {name}", code=2)
+            raise CliError(f"-O: invalid job format specification: {name}")
         header, getter = FIELDS[entry] if isinstance(entry, str) else entry
         fields.append(Field(name.lower(), int(size) if size else 20 if not colon else 0,
                             right, suffix))
         names.append(header)
         getters.append(getter)
     if not fields:
-        raise CliError("-O: no field given", code=2)
+        raise CliError("-O: no field given")
     return Format("", tuple(fields)), names, getters
 
 
@@ -209,7 +209,7 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
         try:
             fmt = parse_format(text, frozenset(FIELDS))
         except FormatError as exc:
-            raise CliError(f"-o: {exc}", code=2) from None
+            raise CliError(f"-o: {exc}") from None
         getters = [FIELDS[f.letter][1] for f in fmt.fields]
         names = [FIELDS[f.letter][0] for f in fmt.fields]
     if not args.array:
@@ -256,7 +256,7 @@ def run(argv: list[str]) -> int:
         try:
             parse_format(args.format, frozenset(FIELDS))
         except FormatError as exc:
-            raise CliError(f"-o: {exc}", code=2) from None
+            raise CliError(f"-o: {exc}") from None
     target = find_target(args.server, args.key_file, args.conf)
     generated, jobs = fetch_jobs(target, fields=reads(args))
     now = generated or time.time()

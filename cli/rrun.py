@@ -15,7 +15,7 @@ import socket
 import sys
 import time
 
-from cli.controller import CliError, Refused, find_target, request, run_main
+from cli.controller import LAUNCHER_USAGE, CliError, Refused, find_target, request, run_main
 from cli.rinfo import version_text
 from cli.slurm_names import prog
 from cli.usage_parser import UsageParser
@@ -85,7 +85,7 @@ def _int_env(env: dict[str, str], *names: str) -> int:
 def _nodes(text: str) -> int:
     low = text.split("-", 1)[0]
     if text and not low.isdigit():
-        raise CliError(f"invalid node count specification: -N {text}", code=2)
+        raise CliError(f"invalid node count specification: -N {text}", code=LAUNCHER_USAGE)
     return int(low) if low else 0
 
 
@@ -225,19 +225,19 @@ def _ask_for_step(target, body: dict, job_id: int, *, quiet: bool) -> dict:
 
 def _check(args: argparse.Namespace) -> None:
     if not args.command:
-        raise CliError("No command given to execute.", code=2)
+        raise CliError("No command given to execute.")
     if args.overlap and args.exclusive:
-        raise CliError("--exclusive and --overlap are mutually exclusive", code=2)
+        raise CliError("--exclusive and --overlap are mutually exclusive", code=LAUNCHER_USAGE)
     bind = args.cpu_bind.split(",")[0].split(":")[0].lower()
     if bind and bind not in BIND_WORDS:
-        raise CliError(f"invalid --cpu-bind argument: {args.cpu_bind}", code=2)
+        raise CliError(f"invalid --cpu-bind argument: {args.cpu_bind}", code=LAUNCHER_USAGE)
     if args.mpi and args.mpi.lower() not in ("none", "list", "pmi2", "pmix"):
         raise CliError(f"MPI plugin {args.mpi} is not available here: Ranch starts tasks "
-                       "without MPI wiring (--mpi=none)", code=2)
+                       "without MPI wiring (--mpi=none)")
     for name in ("ntasks", "ntasks_per_node", "cpus_per_task", "gpus_per_task",
                  "gpus_per_node"):
         if getattr(args, name) < 0:
-            raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more", code=2)
+            raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more", code=LAUNCHER_USAGE)
 
 
 def _attached_k(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
