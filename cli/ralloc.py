@@ -102,7 +102,9 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, list[str]]:
     if cli.get("version"):
         print(version_text("ralloc"))
         raise SystemExit(0)
-    return {**from_env, **cli}, rest
+    values = {**from_env, **cli}
+    so.check_ints(values)  # parse_int's refusals (exit 1), before anything is asked
+    return values, rest
 
 
 def seconds(value: object, opt: str, default: int) -> int:

@@ -132,6 +132,7 @@ def run(argv: list[str]) -> int:
 
     environ = dict(os.environ)
     values, words, script_args, script, command = gather(argv, environ)
+    so.check_ints(values)  # parse_int's refusals come first, as sbatch reads its options
     sbatch_request.memory_choice(values, words)
     body = sbatch_request.body(values, script, command, script_args, environ)
     _check_request_size(body)

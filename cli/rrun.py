@@ -21,8 +21,47 @@ from cli.slurm_names import prog
 from cli.usage_parser import UsageParser
 
 RETRY_CODES = ("Requested nodes are busy", "Job is pending execution")
-BIND_WORDS = ("none", "no", "quiet", "verbose", "cores", "threads", "sockets", "ldoms", "rank",
-              "map_cpu", "mask_cpu", "map_ldom", "mask_ldom", "boards")
+# srun's --cpu-bind words (src/common/slurm_resource_info.c slurm_verify_cpu_bind), any case
+BIND_WORDS = frozenset({"q", "quiet", "v", "verbose", "one_thread", "no", "none", "rank",
+                        "rank_ldom", "socket", "sockets", "core", "cores", "thread", "threads",
+                        "ldom", "ldoms", "help"})
+BIND_LISTS = ("map_cpu", "mapcpu", "mask_cpu", "maskcpu", "map_ldom", "mapldom", "mask_ldom",
+              "maskldom")
+
+
+def _is_value(text: str) -> bool:
+    """slurm_resource_info.c _isvalue: a list item after a comma (a number, or hex digits up
+    to the next comma), not the next bind word."""
+    if text[:1].isdigit():
+        return True
+    i = 0
+    while i < len(text) and text[i] in "0123456789abcdefABCDEF":
+        i += 1
+    return i == len(text) or text[i] == ","
+
+
+def bind_problem(text: str) -> str | None:
+    """srun's complaint about a --cpu-bind value, or None: every comma-separated word is
+    checked (a comma before a list item belongs to the map/mask list)."""
+    tokens, current = [], ""
+    for i, ch in enumerate(text):
+        if ch == "," and not _is_value(text[i + 1 :]):
+            tokens.append(current)
+            current = ""
+        else:
+            current += ch
+    tokens.append(current)
+    for tok in tokens:
+        low = tok.lower()
+        if low in BIND_WORDS:
+            continue
+        head = next((w for w in BIND_LISTS if low.startswith(w)), None)
+        if head is None:
+            return f'unrecognized --cpu-bind argument "{tok}"'
+        parts = tok.replace("=", ":").split(":")
+        if len(parts) < 2 or not parts[1]:
+            return f'missing list for "--cpu-bind={head}:<list>"'
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("-K", "--kill-on-bad-exit", action="store_const", const=1, default=0,
       help="end the step when a task exits non-zero (-K0: do not)")
     a("--kill-on-bad-exit-value", dest="kill_on_bad_exit", type=int, help=argparse.SUPPRESS)
-    a("--cpu-bind", default="", metavar="TYPE", help="accepted: none (Ranch binds nothing)")
+    a("--cpu-bind", default=None, metavar="TYPE", help="accepted: none (Ranch binds nothing)")
     a("--exclusive", action="store_true", help="CPUs no other step uses (implies --exact)")
     a("--exact", action="store_true", help="hold only the CPUs asked for (implied by -c); "
       "without it a step holds every free CPU of the job on its nodes")
@@ -69,6 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--key-file", metavar="PATH", help="cluster key (or RANCH_KEY_FILE)")
     a("--conf", metavar="PATH", help="read controller address and key from this config")
     a("-V", "--version", action="version", version=version_text("rrun"))
+    from cli import srun_options
+
+    srun_options.add_to(p)  # the rest of srun's options: read and set aside
     a("command", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]")
     return p
 
@@ -228,16 +270,18 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError("No command given to execute.")
     if args.overlap and args.exclusive:
         raise CliError("--exclusive and --overlap are mutually exclusive", code=LAUNCHER_USAGE)
-    bind = args.cpu_bind.split(",")[0].split(":")[0].lower()
-    if bind and bind not in BIND_WORDS:
-        raise CliError(f"invalid --cpu-bind argument: {args.cpu_bind}", code=LAUNCHER_USAGE)
+    problem = bind_problem(args.cpu_bind) if args.cpu_bind is not None else None
+    if problem:  # srun's fatal(): exit 1
+        print(f"{prog('rrun')}: error: {problem}", file=sys.stderr)
+        raise CliError("Failed to parse --cpu-bind= values.")
     if args.mpi and args.mpi.lower() not in ("none", "list", "pmi2", "pmix"):
         raise CliError(f"MPI plugin {args.mpi} is not available here: Ranch starts tasks "
                        "without MPI wiring (--mpi=none)")
     for name in ("ntasks", "ntasks_per_node", "cpus_per_task", "gpus_per_task",
                  "gpus_per_node"):
         if getattr(args, name) < 0:
-            raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more", code=LAUNCHER_USAGE)
+            raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more",
+                           code=LAUNCHER_USAGE)
 
 
 def _attached_k(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -262,8 +306,17 @@ def _attached_k(argv: list[str], parser: argparse.ArgumentParser) -> list[str]:
 
 
 def run(argv: list[str]) -> int:
+    from cli.srun_options import attach_optional, option_words
+
+    given = option_words(list(argv))
+    if given:
+        from cli.sbatch_options import check_int
+
+        for name, value in given:
+            check_int(name, value)  # parse_int's refusals (exit 1) before argparse's own
     parser = build_parser()
-    args = parser.parse_args(_attached_k(list(argv), parser))
+    takes = {s for a in parser._actions for s in a.option_strings if a.nargs != 0}
+    args = parser.parse_args(_attached_k(attach_optional(list(argv), takes), parser))
     _check(args)
     target = find_target(args.server, args.key_file, args.conf)
     env = dict(os.environ)

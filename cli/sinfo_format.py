@@ -117,6 +117,52 @@ def parse_format(text: str, known: frozenset[str] | set[str]) -> Format:
     return Format(prefix, tuple(fields))
 
 
+def parse_sinfo_format(text: str, known: frozenset[str] | set[str]
+                       ) -> tuple[Format, list[str]]:
+    """`text` read as sinfo 22.05 reads it (src/sinfo/opts.c _parse_format): the text before
+    the first `%` is the prefix, then each run between two `%`s is `[.][WIDTH]X` and its
+    suffix. A letter sinfo does not know is no error: that run (`%` included) is printed as it
+    is, and a warning names the letter; so is a `%-6a` (sinfo has no `-` flag). Returns the
+    format and those warnings. Ranch's `%#X` (fit the widest value) is kept."""
+    prefix, sep, rest = text.partition("%")
+    fields: list[Field] = []
+    warnings: list[str] = []
+    literal: list[str] = []  # text since the last field: invalid runs and suffixes
+    for token in rest.split("%") if sep else ():
+        if not token:
+            continue  # strtok skips empty runs: `%%` prints nothing
+        i = 0
+        right = token.startswith(".")
+        i += right
+        size = ""
+        if token[i : i + 1] == "#":
+            size, i = "#", i + 1
+        else:
+            while i < len(token) and token[i].isdecimal():
+                size += token[i]
+                i += 1
+        letter = token[i : i + 1]
+        if letter not in known or not letter:
+            warnings.append(f"Invalid node format specification: {letter}")
+            if fields:
+                literal.append("%" + token)
+            else:
+                prefix += "%" + token
+            continue
+        if fields:
+            last = fields[-1]
+            fields[-1] = Field(last.letter, last.width, last.right, last.suffix + "".join(literal))
+        elif literal:
+            prefix += "".join(literal)
+        literal = []
+        width = -1 if size == "#" else int(size) if size else 0
+        fields.append(Field(letter, width, right, token[i + 1 :]))
+    if fields and literal:
+        last = fields[-1]
+        fields[-1] = Field(last.letter, last.width, last.right, last.suffix + "".join(literal))
+    return Format(prefix, tuple(fields)), warnings
+
+
 def render_table(
     fmt: Format, names: list[str], rows: list[list[str]], *, header: bool = True
 ) -> list[str]:

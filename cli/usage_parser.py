@@ -7,9 +7,9 @@ import argparse
 
 
 class UsageParser(argparse.ArgumentParser):
-    """argparse whose errors are one stderr line and exit status 1 (255 for sbatch, srun and salloc), as
-    Slurm's commands' usage errors (tools branch on it; argparse's own is 2); under a Slurm name
-    (cli/slurm_names.py) it speaks as that name."""
+    """argparse whose errors are one stderr line and exit status 1 (255 for sbatch, srun and
+    salloc), as Slurm's commands' usage errors (tools branch on it; argparse's own is 2); under a
+    Slurm name (cli/slurm_names.py) it speaks as that name."""
 
     def __init__(self, *args, **kwargs) -> None:
         from cli.slurm_names import prog
