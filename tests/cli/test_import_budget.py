@@ -28,7 +28,7 @@ PartitionName=main Nodes=n[1-3] Default=YES
 SAYS = {"rinfo": "PARTITION", "rinfo -N -l": "NODELIST", "rqueue": "JOBID",
         "rbatch --wrap true": "Submitted batch job", "rcancel": "", "rcontrol show node":
         "NodeName=n1", "racct -P -o JobID,State -j 1": "JobID|State", "rqueue -s": "STEPID",
-        "rcontrol show step": "No job steps in the system"}
+        "rcontrol show step": "No job steps in the system", "rshare": "RawShares"}
 
 
 def imported(argv: list[str], env: dict) -> tuple[subprocess.CompletedProcess, set[str]]:
