@@ -9,7 +9,7 @@ import time
 from cli import quickargs
 from cli.controller import CliError, find_target, no_gc, run_main
 from cli.quickargs import SUPPRESS, Table
-from cli.slurm_names import version_text
+from cli.slurm_names import prog, version_text
 
 OPTIONS: Table = (
     (("--help",), {"action": "help", "help": "show this help and exit"}),
@@ -183,11 +183,10 @@ def long_format(text: str):
 
 
 def render(args: Namespace, jobs: list[dict], now: float) -> str:
-    from cli.sinfo_format import FormatError, parse_format, render_table
+    from cli.sinfo_format import parse_sinfo_format, render_table
     from cli.squeue_fields import COLUMNS, DEFAULT_FORMAT, FIELDS, LONG_FORMAT
 
     if args.steps is not None:  # squeue -s (cli/step_view.py)
-        from cli.slurm_names import prog
         from cli.step_view import all_steps, queue_text, wanted_steps
 
         steps, only = all_steps(jobs), wanted_steps(args.steps)
@@ -206,10 +205,7 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
     else:
         text = args.format or os.environ.get("SQUEUE_FORMAT") or (
             LONG_FORMAT if args.long else DEFAULT_FORMAT)
-        try:
-            fmt = parse_format(text, frozenset(FIELDS))
-        except FormatError as exc:
-            raise CliError(f"-o: {exc}") from None
+        fmt, _ = parse_sinfo_format(text, frozenset(FIELDS), "job")  # run() said its warnings
         getters = [FIELDS[f.letter][1] for f in fmt.fields]
         names = [FIELDS[f.letter][0] for f in fmt.fields]
     if not args.array:
@@ -250,13 +246,12 @@ def run(argv: list[str]) -> int:
     if args.Format and args.steps is None:
         long_format(args.Format)  # a usage error before any request
     if args.format and args.steps is None:
-        from cli.sinfo_format import FormatError, parse_format
+        # squeue 22.05: a letter it does not know is printed as written, with a warning
+        from cli.sinfo_format import parse_sinfo_format
         from cli.squeue_fields import FIELDS
 
-        try:
-            parse_format(args.format, frozenset(FIELDS))
-        except FormatError as exc:
-            raise CliError(f"-o: {exc}") from None
+        for line in parse_sinfo_format(args.format, frozenset(FIELDS), "job")[1]:
+            print(f"{prog('rqueue')}: error: {line}", file=sys.stderr)
     target = find_target(args.server, args.key_file, args.conf)
     generated, jobs = fetch_jobs(target, fields=reads(args))
     now = generated or time.time()

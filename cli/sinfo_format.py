@@ -117,13 +117,14 @@ def parse_format(text: str, known: frozenset[str] | set[str]) -> Format:
     return Format(prefix, tuple(fields))
 
 
-def parse_sinfo_format(text: str, known: frozenset[str] | set[str]
+def parse_sinfo_format(text: str, known: frozenset[str] | set[str], what: str = "node"
                        ) -> tuple[Format, list[str]]:
     """`text` read as sinfo 22.05 reads it (src/sinfo/opts.c _parse_format): the text before
     the first `%` is the prefix, then each run between two `%`s is `[.][WIDTH]X` and its
     suffix. A letter sinfo does not know is no error: that run (`%` included) is printed as it
     is, and a warning names the letter; so is a `%-6a` (sinfo has no `-` flag). Returns the
-    format and those warnings. Ranch's `%#X` (fit the widest value) is kept."""
+    format and those warnings. Ranch's `%#X` (fit the widest value) is kept. squeue reads its
+    `-o` the same way (src/squeue/opts.c), `what` = "job"."""
     prefix, sep, rest = text.partition("%")
     fields: list[Field] = []
     warnings: list[str] = []
@@ -143,7 +144,7 @@ def parse_sinfo_format(text: str, known: frozenset[str] | set[str]
                 i += 1
         letter = token[i : i + 1]
         if letter not in known or not letter:
-            warnings.append(f"Invalid node format specification: {letter}")
+            warnings.append(f"Invalid {what} format specification: {letter}")
             if fields:
                 literal.append("%" + token)
             else:
