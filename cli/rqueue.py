@@ -212,11 +212,12 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
         jobs = collapse(jobs)
     columns = [fast[f.letter](jobs, now) if f.letter in fast else [g(j, now) for j in jobs]
                for f, g in zip(fmt.fields, getters, strict=True)]
-    rows = list(zip(*columns, strict=True))
+    # a format of no known field still prints its text once a job (squeue does)
+    rows = list(zip(*columns, strict=True)) if columns else [()] * len(jobs)
     lines = render_table(fmt, names, rows, header=not args.noheader)
     if args.long:
         lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
-    return "".join(line.rstrip() + "\n" for line in lines)
+    return "".join(line + "\n" for line in lines)  # padding kept, as squeue prints it
 
 
 # The record keys the default view, the sort and the array lines read, and those that -l and
