@@ -52,10 +52,12 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def count(text: str, opt: str, *, low: int = 1) -> int:
-    t = text.strip()
-    if not t.lstrip("-").isdigit() or int(t) < low:
+    from cli.sbatch_options import strtol_whole
+
+    n = strtol_whole(text)  # as parse_int reads it: " 2" and "+2" are 2
+    if n is None or n < low:
         raise usage(f"--{opt}={text}: expected a number of {low} or more")
-    return int(t)
+    return n
 
 
 def gpu_count(text: str, opt: str) -> int:
