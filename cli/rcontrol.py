@@ -17,7 +17,7 @@ from cli.controller import (
     no_gc,
     run_main,
 )
-from cli.quickargs import Table
+from cli.quickargs import SUPPRESS, Table
 from cli.slurm_names import RANCH_VERSION as VERSION
 from cli.slurm_names import version_text
 from conf.hostlist import expand, fold
@@ -41,6 +41,15 @@ OPTIONS: Table = (
     (("-a", "--all"), {"action": "store_true", "help": "show hidden partitions too"}),
     (("-o", "--oneliner"), {"action": "store_true", "help": "one line per record"}),
     (("--json",), {"action": "store_true", "help": "records as JSON"}),
+    # scontrol's switches that change nothing here: one cluster, no federation, every record
+    # shown with what Ranch keeps of it
+    (("-d", "--details"), {"action": "store_true", "help": SUPPRESS}),
+    (("--local",), {"action": "store_true", "help": SUPPRESS}),
+    (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--sibling",), {"action": "store_true", "help": SUPPRESS}),
+    (("--hide",), {"action": "store_true", "help": SUPPRESS}),
+    (("-Q", "--quiet"), {"action": "store_true", "help": SUPPRESS}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
     (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
     (("-f", "--conf"), {"metavar": "PATH",

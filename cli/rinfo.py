@@ -16,7 +16,7 @@ from cli.controller import (
     no_gc,
     run_main,
 )
-from cli.quickargs import Table
+from cli.quickargs import SUPPRESS, Table
 from cli.slurm_names import RANCH_VERSION as VERSION
 from cli.slurm_names import version_text
 from conf.hostlist import expand, fold
@@ -65,6 +65,12 @@ OPTIONS: Table = (
     (("-t", "--states"), {"metavar": "STATES",
                           "help": "only nodes in these states (comma list)"}),
     (("--json",), {"action": "store_true", "help": "sinfo --json's document"}),
+    # federation and display switches that change nothing on one cluster (sinfo takes them)
+    (("--local",), {"action": "store_true", "help": SUPPRESS}),
+    (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--hide",), {"action": "store_true", "help": SUPPRESS}),
+    (("--noconvert",), {"action": "store_true", "help": SUPPRESS}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--metrics",), {"action": "store_true",
                       "help": "with -N: live CPU/memory/GPU/heartbeat columns"}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),

@@ -34,8 +34,12 @@ OPTIONS: Table = (
     (("-a", "--all"), {"action": "store_true", "help": "every partition (Ranch hides none)"}),
     (("-M", "--clusters"), {"metavar": "NAME",
                             "help": "accepted; Ranch answers for its own cluster"}),
+    # federation and display switches that change nothing on one cluster (squeue takes them)
     (("--local",), {"action": "store_true", "help": SUPPRESS}),
     (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--sibling",), {"action": "store_true", "help": SUPPRESS}),
+    (("--hide",), {"action": "store_true", "help": SUPPRESS}),
+    (("--noconvert",), {"action": "store_true", "help": SUPPRESS}),
     (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--json",), {"action": "store_true", "help": "squeue --json's document"}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),

@@ -265,6 +265,36 @@ def _ask_for_step(target, body: dict, job_id: int, *, quiet: bool) -> dict:
             delay = min(delay * 2, 2.0)
 
 
+def _check_values(args: argparse.Namespace) -> None:
+    """The values srun's own parser (slurm_opt.c, sbatch's) refuses before it asks for
+    anything, refused the same way here: rrun reads those with rbatch's readers."""
+    from cli import sbatch_values as sv
+    from cli.begin_time import BeginError, parse_begin
+    from cli.sbatch_request import size_mib
+    from conf.timefmt import parse_minutes
+
+    for name, value in (("time", args.time), ("time-min", args.aside_time_min)):
+        if value:
+            try:
+                parse_minutes(value)
+            except ValueError:
+                raise CliError(f"Invalid --{name} specification", code=LAUNCHER_USAGE) from None
+    for name, value in (("mem", args.mem), ("mem-per-cpu", args.aside_mem_per_cpu)):
+        if value is not None and value != "":
+            size_mib(value, name)
+    readers = (("mail_type", sv.mail_types), ("open_mode", sv.open_mode), ("hint", sv.hint),
+               ("signal", sv.parse_signal))
+    for name, read in readers:
+        value = getattr(args, "aside_" + name, None)
+        if value is not None:
+            read(value)
+    if args.aside_begin is not None:
+        try:
+            parse_begin(args.aside_begin, time.time())
+        except BeginError as exc:
+            raise CliError(str(exc), code=LAUNCHER_USAGE) from None
+
+
 def _check(args: argparse.Namespace) -> None:
     if not args.command:
         raise CliError("No command given to execute.")
@@ -317,6 +347,7 @@ def run(argv: list[str]) -> int:
     parser = build_parser()
     takes = {s for a in parser._actions for s in a.option_strings if a.nargs != 0}
     args = parser.parse_args(_attached_k(attach_optional(list(argv), takes), parser))
+    _check_values(args)
     _check(args)
     target = find_target(args.server, args.key_file, args.conf)
     env = dict(os.environ)

@@ -138,9 +138,10 @@ def kill_on_invalid(text: str) -> bool:
 def hint(text: str) -> str:
     words = [w.strip().lower() for w in text.split(",") if w.strip()]
     bad = [w for w in words if w not in HINTS]
-    if bad or not words:
-        raise usage(f"Invalid --hint specification {text!r}: expected "
-                    + ", ".join(HINTS))
+    if bad or not words:  # slurm_opt.c: exit 1, not the usage error's 255
+        from cli.controller import CliError
+
+        raise CliError(f"Invalid --hint specification {text!r}: expected " + ", ".join(HINTS))
     return ",".join(words)
 
 
