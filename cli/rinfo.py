@@ -18,7 +18,7 @@ from cli.controller import (
 )
 from cli.quickargs import SUPPRESS, Table
 from cli.slurm_names import RANCH_VERSION as VERSION
-from cli.slurm_names import version_text
+from cli.slurm_names import prog, version_text
 from conf.hostlist import expand, fold
 
 TYPE_CHECKING = False
@@ -56,6 +56,8 @@ OPTIONS: Table = (
     (("-n", "--nodes"), {"metavar": "HOSTLIST", "help": "only these nodes"}),
     (("-N", "--Node"), {"action": "store_true", "dest": "node", "help": "one line per node"}),
     (("-o", "--format"), {"metavar": "FORMAT", "help": "sinfo -o format, e.g. '%%P %%t %%N'"}),
+    (("-O", "--Format"), {"metavar": "FIELDS",
+                          "help": "sinfo -O fields, e.g. partition,nodes:5,statelong"}),
     (("-p", "--partition"), {"metavar": "PARTS", "help": "only these partitions (comma list)"}),
     (("-r", "--responding"), {"action": "store_true", "help": "only responding nodes"}),
     (("-R", "--list-reasons"), {"action": "store_true", "dest": "reasons",
@@ -154,7 +156,14 @@ def view_format(args: Namespace):
 
         fields = ALL_FIELDS
     try:
-        fmt = sv.parse(text, fields)
+        if args.Format and not args.format and not args.metrics:
+            from cli.sinfo_format import parse_long_format
+
+            fmt, warnings = parse_long_format(args.Format, frozenset(fields))
+            for line in warnings:
+                print(f"{prog('rinfo')}: error: {line}", file=sys.stderr)
+        else:
+            fmt = sv.parse(text, fields)
     except ValueError as exc:
         raise CliError(f"-o: {exc}") from None
     if args.metrics:

@@ -164,6 +164,41 @@ def parse_sinfo_format(text: str, known: frozenset[str] | set[str], what: str = 
     return Format(prefix, tuple(fields)), warnings
 
 
+# sinfo -O's names (src/sinfo/opts.c _parse_long_format) of the fields Ranch has, as -o letters
+LONG_NAMES = {
+    "available": "a", "cpus": "c", "cpusload": "O", "freemem": "e", "cpusstate": "C",
+    "cores": "Y", "defaulttime": "L", "disk": "d", "features": "f", "features_act": "b",
+    "groups": "g", "gres": "G", "memory": "m", "nodes": "D", "nodeaddr": "o", "nodeaiot": "F",
+    "nodehost": "n", "nodelist": "N", "partition": "P", "partitionname": "R",
+    "prioritytier": "p", "reason": "E", "root": "r", "oversubscribe": "h", "share": "h",
+    "size": "s", "statecompact": "t", "statelong": "T", "sockets": "X", "socketcorethread": "z",
+    "time": "l", "timestamp": "H", "threads": "Z", "user": "u", "userlong": "U",
+    "version": "v", "weight": "w",
+}
+
+
+def parse_long_format(text: str, known: frozenset[str] | set[str]) -> tuple[Format, list[str]]:
+    """sinfo -O: comma-separated names (any case), each `name[:[.]WIDTH[suffix]]`, 20 wide and
+    left-justified by default, no space between fields. A name Ranch has no field for is
+    dropped with sinfo's warning (it says "job" format: its words)."""
+    fields: list[Field] = []
+    warnings: list[str] = []
+    for token in (t for t in text.split(",") if t):
+        name, colon, spec = token.partition(":")
+        right = spec.startswith(".")
+        spec = spec[right:]
+        digits = ""
+        while spec[len(digits):len(digits) + 1].isdecimal():
+            digits += spec[len(digits)]
+        width = int(digits) if digits else (0 if colon else 20)
+        letter = LONG_NAMES.get(name.lower())
+        if letter is None or letter not in known:
+            warnings.append(f"Invalid job format specification: {name}")
+            continue
+        fields.append(Field(letter, width, right, spec[len(digits):] if colon else ""))
+    return Format("", tuple(fields)), warnings
+
+
 def render_table(
     fmt: Format, names: list[str], rows: list[list[str]], *, header: bool = True
 ) -> list[str]:

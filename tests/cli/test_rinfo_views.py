@@ -254,3 +254,14 @@ def test_natural_key_is_the_regular_expressions(name: str) -> None:
     parts: list = re.split(r"(\d+)", name)
     parts[1::2] = map(int, parts[1::2])
     assert natural_key(name) == tuple(parts)
+
+
+def test_long_format_names_widths_and_unknown_names(capsys) -> None:
+    # sinfo -O: 20 wide and left-justified by default, `:[.]N[suffix]`, no space between
+    # fields; a name it cannot show is dropped with sinfo's warning (measured on 22.05)
+    rows = view("-O", "Partition,Available,NodeList:10,CPUs:.5,StateCompact", "-n", "n04")
+    assert rows == ["PARTITION           AVAIL               NODELIST   CPUSSTATE               ",
+                    "debug*              up                  n04           8mix                 "]
+    assert view("-O", "partition:5|x,bogus", "-n", "n04") == ["PARTI|x", "debug|x"]
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "Invalid job format specification: bogus")
