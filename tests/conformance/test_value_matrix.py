@@ -51,6 +51,7 @@ def _covers(entry: Listed, d: Disagreement) -> bool:
     return (re.fullmatch(entry.command, d.case.command) is not None
             and re.fullmatch(entry.option, d.case.option) is not None
             and re.fullmatch(entry.what, d.what) is not None
+            and re.fullmatch(entry.form, d.case.form) is not None
             and re.fullmatch(entry.slurm, d.slurm, re.S) is not None
             and re.fullmatch(entry.ranch, d.ranch, re.S) is not None)
 

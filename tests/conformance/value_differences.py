@@ -19,6 +19,7 @@ class Listed:
     slurm: str = ".*"  # Slurm's side of the disagreement (its class and first error line)
     ranch: str = ".*"
     gap: bool = False  # True: a finding not fixed yet (the test reports these apart)
+    form: str = ".*"  # the case's form as written (`--Format=AllocMem`)
 
 
 LAUNCHERS = "sbatch|srun|salloc"
@@ -103,6 +104,14 @@ LISTED: tuple[Listed, ...] = (
     Listed("sinfo", "nodes|states|t|n|partition|p", "class",
            "rinfo refuses a hostlist it cannot expand or a state word it does not know "
            "(exit 1, naming it); sinfo takes them and matches nothing."),
+    Listed("sinfo", "Format", "output",
+           "Not in rinfo yet: sinfo -O fields Ranch keeps nothing for (AllocMem, AllocNodes, "
+           "Cluster, Comment, Extra, GresUsed, MaxCPUsPerNode, NodeAI, Port, PreemptMode, "
+           "PriorityJobFactor, StateComplete, All); rinfo drops them with sinfo's warning, and "
+           "an empty -O list is its default view.",
+           form=r".*[= O](All|AllocMem|AllocNodes|Cluster|Comment|Extra|GresUsed|"
+                r"MaxCPUsPerNode|NodeAI|Port|PreemptMode|PriorityJobFactor|StateComplete)"
+                r"(:7)?|--Format=|--Fo=|-O ?", gap=True),
     Listed("sinfo", "format|Format", "output",
            "Each system's own values for the same column: FREE_MEM and CPU_LOAD are measured, "
            "%n/%o are the node's host name and address (one host here for Slurm's slurmds, "
