@@ -77,6 +77,11 @@ LISTED: tuple[Listed, ...] = (
            "job that asks for more CPUs than the partition has, and refuses others only when "
            "it tries to schedule them.",
            slurm="accepted.*", ranch="refused-controller.*"),
+    Listed("sbatch", "time", "class",
+           "A negative day count: time_str2secs reads `-5` as minus five days and sbatch "
+           "submits it; slurmctld keeps the negative limit as an unsigned number "
+           "(TimeLimit=2982611-04:17:00). Ranch refuses a negative time.",
+           slurm="accepted.*", form=r".*-5"),
     Listed(LAUNCHERS, ".*", "class|exit",
            "Found by the matrix and not fixed yet: a value form Ranch's own reading of an "
            "option it acts on takes or refuses otherwise than Slurm 22.05 (see the case's "
