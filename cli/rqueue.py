@@ -156,8 +156,10 @@ def collapse(jobs: list[dict]) -> list[dict]:
     return out
 
 
-def long_format(text: str):
-    """squeue -O: `name[:[.]size][suffix]` comma list (size 20 when not given)."""
+def long_format(text: str, warn: bool = False):
+    """squeue -O: `name[:[.]size][suffix]` comma list (size 20 when not given). A name Ranch
+    has no field for is dropped, with squeue's warning when `warn` (squeue 22.05 says it and
+    goes on)."""
     from cli.sinfo_format import Field, Format
     from cli.squeue_fields import FIELDS, LONG_FIELDS
 
@@ -175,14 +177,17 @@ def long_format(text: str):
         suffix = digits[len(size):]
         entry = LONG_FIELDS.get(name.lower())
         if entry is None:
-            raise CliError(f"-O: invalid job format specification: {name}")
+            if warn:
+                from cli.slurm_names import prog
+
+                print(f"{prog('rqueue')}: error: Invalid job format specification: {name}",
+                      file=sys.stderr)
+            continue
         header, getter = FIELDS[entry] if isinstance(entry, str) else entry
         fields.append(Field(name.lower(), int(size) if size else 20 if not colon else 0,
                             right, suffix))
         names.append(header)
         getters.append(getter)
-    if not fields:
-        raise CliError("-O: no field given")
     return Format("", tuple(fields)), names, getters
 
 
@@ -249,7 +254,7 @@ def run(argv: list[str]) -> int:
     if args.states:
         _state_set(args.states)  # a usage error before any request
     if args.Format and args.steps is None:
-        long_format(args.Format)  # a usage error before any request
+        long_format(args.Format, warn=True)  # its warnings before any request
     if args.format and args.steps is None:
         # squeue 22.05: a letter it does not know is printed as written, with a warning
         from cli.sinfo_format import parse_sinfo_format
