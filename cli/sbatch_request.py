@@ -96,6 +96,12 @@ def time_seconds(text: str) -> int:
     return parse_seconds(text) or 0
 
 
+def _none_is_null(name: object) -> str:
+    """-o/-e `none` (any case) is /dev/null, as sbatch writes it (measured: StdOut=/dev/null)."""
+    text = str(name or "")
+    return "/dev/null" if text.lower() == "none" else text
+
+
 def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> None:
     """--mem, --mem-per-cpu and --mem-per-gpu exclude one another (sbatch's rule): two given
     as words (command line or #SBATCH lines) are refused; one such clears the others set by
@@ -230,8 +236,8 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "name": v.get("job-name") or "",
         "argv": argv,
         "env": sorted(env.items()),
-        "stdout": v.get("output") or "",
-        "stderr": v.get("error") or "",
+        "stdout": _none_is_null(v.get("output")),
+        "stderr": _none_is_null(v.get("error")),
         "input": v.get("input") or "",
         "begin_time": _begin(v["begin"]) if v.get("begin") else None,
         "partition": v.get("partition") or "",

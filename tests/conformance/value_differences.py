@@ -90,9 +90,11 @@ LISTED: tuple[Listed, ...] = (
            gap=True),
     Listed("sbatch", ".*", r"field .*",
            "Found by the matrix and not fixed yet: `scontrol show job` of an option Ranch acts "
-           "on differs (this Slurm counts memory in TRES though CR_CPU does not consume it; "
-           "hostlists written c1,c2 where Slurm writes c[1-2]; --chdir= and empty --output= "
-           "paths; NumTasks of -w c1,c2).",
+           "on differs: NumNodes as min-max (`-N 1` is 1-1, `-N 1-3` stays 1-3), NumTasks "
+           "of `-N 2`/`-w c1,c2` (Slurm: a task a node), empty values (`--job-name=`, "
+           "`--output=`, `--chdir=`, `--nodelist=`, `--account=`, `--nice=`) that Slurm keeps "
+           "empty and Ranch takes as not given, MinCPUsNode of --ntasks-per-node. (TRES is "
+           "compared without mem= and hostlists expanded: README's deliberate differences.)",
            gap=True),
     # -- listing commands -------------------------------------------------------------------
     Listed("squeue|sinfo|scancel|scontrol|sacct|sshare", "clusters|cluster|M|cl.*", "class",
