@@ -51,6 +51,11 @@ for _ in range(300):
 # a map over an array (sbatch --array; each task's srun writes log_%A_%a/%A_%a_%t files)
 tasks = executor.map_array(add, [1, 2, 3], [10, 20, 30])
 mapped = [t.result() for t in tasks]
+for _ in range(300):  # as above: the results can come before the tasks' ends
+    if all(t.get_info().get("State") not in ("RUNNING", "COMPLETING", "PENDING", None)
+           for t in tasks):
+        break
+    time.sleep(0.1)
 print(json.dumps({"job_id": job.job_id, "result": result, "state": job.state,
                   "stdout": str(job.paths.stdout), "stderr": str(job.paths.stderr),
                   "script": job.paths.submission_file.read_text(),
