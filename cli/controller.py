@@ -23,8 +23,16 @@ INSTALLED_CONF = "/etc/ranch/cluster.conf"
 REQUEST_TIMEOUT = 10.0
 
 
+# sbatch, srun and salloc exit 255 (their exit(-1)) when they refuse their command line: an
+# unknown option, a missing argument, a value their parser refuses (measured on Slurm 22.05;
+# tests/conformance/test_value_matrix.py). Every other command exits 1 for those.
+LAUNCHER_USAGE = 255
+LAUNCHERS = frozenset({"sbatch", "srun", "salloc", "rbatch", "rrun", "ralloc"})
+
+
 class CliError(Exception):
-    """A failure to report on stderr as one line; `code` is the exit status (1 failure, 2 usage)."""
+    """A failure to report on stderr as one line; `code` is the exit status: 1 for a failure
+    and for a usage error alike, as Slurm's commands."""
 
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
@@ -167,7 +175,7 @@ def _parse_address(text: str, origin: str) -> tuple[str, int]:
     try:
         return parse_address(text, DEFAULT_PORT)
     except ValueError as exc:
-        raise CliError(f"{origin}: {exc}", code=2) from None
+        raise CliError(f"{origin}: {exc}") from None
 
 
 def _load_config(path: str):  # -> conf.client.ClientConf

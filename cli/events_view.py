@@ -45,7 +45,7 @@ def parse_since(text: str, now: float | None = None) -> float:
                                        parsed.tm_hour, parsed.tm_min, parsed.tm_sec, 0, 0, -1))
         return time.mktime(parsed)
     raise CliError(f"--since {text!r}: expected YYYY-MM-DD[THH:MM[:SS]], HH:MM[:SS], epoch "
-                   "seconds or an age such as 30min, 2h, 1day", code=2)
+                   "seconds or an age such as 30min, 2h, 1day")
 
 
 def events_parser() -> argparse.ArgumentParser:
@@ -148,12 +148,12 @@ def events_command(target, words: list[str], json_out: bool) -> int:
         try:
             expand(args.nodes)
         except ValueError as exc:
-            raise CliError(f"-n {args.nodes}: {exc}", code=2) from None
+            raise CliError(f"-n {args.nodes}: {exc}") from None
     if args.follow:
         if not args.since and args.limit <= 0:
             body["limit"] = FOLLOW_BACKLOG  # like tail -f: the last few, then what comes
         if args.drains:
-            raise CliError("--drains and --follow do not go together", code=2)
+            raise CliError("--drains and --follow do not go together")
         return _follow(target, body, as_json)
     reply = ask(target, "GetEvents", body, want="Events")
     events = reply.get("events") or []
@@ -217,13 +217,13 @@ def parse_membership(action: str, words: list[str]) -> tuple[str, str | None]:
     given = parse_key_values(action, words, keys, "NodeName, Reason")
     node_expr, reason = given.get("NodeName"), given.get("Reason")
     if not node_expr:
-        raise CliError(f"{action}: NodeName=HOSTLIST is required", code=2)
+        raise CliError(f"{action}: NodeName=HOSTLIST is required")
     try:
         expand(node_expr)
     except ValueError as exc:
-        raise CliError(f"NodeName={node_expr}: {exc}", code=2) from None
+        raise CliError(f"NodeName={node_expr}: {exc}") from None
     if action == "reject" and not (reason or "").strip():
-        raise CliError('reject: Reason="..." is required (the node is told why)', code=2)
+        raise CliError('reject: Reason="..." is required (the node is told why)')
     return node_expr, reason
 
 

@@ -64,8 +64,7 @@ def _guard_word(command: str, word: str) -> str:
     hits = [g for g in GUARD_WORDS if g.startswith(w)] if w else []
     if len(hits) != 1:
         raise CliError(f"{command}: {word!r} names no guard; valid: down (the DownGuard, over "
-                       "DOWN for silence), drain (the DrainGuard, over health-check drains)",
-                       code=2)
+                       "DOWN for silence), drain (the DrainGuard, over health-check drains)")
     return hits[0]
 
 
@@ -76,7 +75,7 @@ def confirm(target: Target, words: list[str]) -> int:
 
     if not words:
         raise CliError("confirm: say what to confirm: down (nodes the DownGuard holds) or "
-                       "drain (drains the DrainGuard paused) [NodeName=HOSTLIST]", code=2)
+                       "drain (drains the DrainGuard paused) [NodeName=HOSTLIST]")
     guard = _guard_word("confirm", words[0])
     given = parse_key_values("confirm", words[1:], {"nodename": "NodeName", "nodes": "NodeName"},
                              "NodeName")
@@ -85,7 +84,7 @@ def confirm(target: Target, words: list[str]) -> int:
         try:
             expand(nodes)
         except ValueError as exc:
-            raise CliError(f"NodeName={nodes}: {exc}", code=2) from None
+            raise CliError(f"NodeName={nodes}: {exc}") from None
     body = {"action": "confirm", "guard": guard,
             "node_names": "" if nodes.upper() == "ALL" else nodes, "user": getpass.getuser()}
     return _report(ask(target, "GuardRequest", body, want="GuardStatus"), guard, "confirmed")
@@ -94,9 +93,9 @@ def confirm(target: Target, words: list[str]) -> int:
 def reset(target: Target, words: list[str]) -> int:
     """`reset guard [down|drain]`: close the guard(s); both when none is named."""
     if not words or words[0].lower() not in ("guard", "guards"):
-        raise CliError("reset: expected `reset guard [down|drain]`", code=2)
+        raise CliError("reset: expected `reset guard [down|drain]`")
     if len(words) > 2:
-        raise CliError("reset guard takes at most one guard: down or drain", code=2)
+        raise CliError("reset guard takes at most one guard: down or drain")
     guard = _guard_word("reset guard", words[1]) if len(words) == 2 else ""
     body = {"action": "reset", "guard": guard, "user": getpass.getuser()}
     return _report(ask(target, "GuardRequest", body, want="GuardStatus"), guard or "all",

@@ -16,9 +16,9 @@ def parse_key_values(command: str, words: list[str], keys: Mapping[str, str],
     for word in words:
         key, sep, value = word.partition("=")
         if not sep:
-            raise CliError(f"{command}: expected Key=Value, got {word!r}", code=2)
+            raise CliError(f"{command}: expected Key=Value, got {word!r}")
         canonical = keys.get(key.lower())
         if canonical is None:
-            raise CliError(f"{command}: {key!r} is not supported ({supported})", code=2)
+            raise CliError(f"{command}: {key!r} is not supported ({supported})")
         out[canonical] = value
     return out

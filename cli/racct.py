@@ -122,7 +122,10 @@ def parse_time(text: str, now: float, option: str) -> float:
     if (clock := re.fullmatch(_CLOCK, word)) is not None or word in ("midnight", "noon"):
         from cli.begin_time import _clock
 
-        at = _clock(*clock.groups()) if clock else dt.time(12 if word == "noon" else 0)
+        try:  # 25:00: out of range, refused as sacct does (it crashed racct)
+            at = _clock(*clock.groups()) if clock else dt.time(12 if word == "noon" else 0)
+        except (ValueError, BeginError):
+            raise CliError(f"Invalid time specification (pos=0): {text}") from None
         return dt.datetime.combine(dt.date.fromtimestamp(now), at).timestamp()
     try:
         return parse_begin(word, now)

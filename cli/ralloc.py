@@ -16,7 +16,7 @@ import os
 import sys
 
 from cli import sbatch_options as so
-from cli.controller import CliError, find_target
+from cli.controller import LAUNCHER_USAGE, CliError, find_target
 from cli.slurm_names import prog, version_text
 
 # sbatch's options that salloc 22.05 does not take
@@ -67,7 +67,7 @@ COMMAND_LINE_ONLY = frozenset({"help", "usage", "version", "server", "key-file",
 
 
 def _usage_error(exc: so.OptionError) -> CliError:
-    return CliError(f"{exc} (see {prog('ralloc')} --help)", code=2)
+    return CliError(f"{exc} (see {prog('ralloc')} --help)", code=LAUNCHER_USAGE)
 
 
 def help_text(name: str) -> str:
@@ -102,7 +102,9 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, list[str]]:
     if cli.get("version"):
         print(version_text("ralloc"))
         raise SystemExit(0)
-    return {**from_env, **cli}, rest
+    values = {**from_env, **cli}
+    so.check_ints(values)  # parse_int's refusals (exit 1), before anything is asked
+    return values, rest
 
 
 def seconds(value: object, opt: str, default: int) -> int:
@@ -110,7 +112,8 @@ def seconds(value: object, opt: str, default: int) -> int:
         return default
     text = str(value).strip()
     if not text.isdigit():
-        raise CliError(f"--{opt}={value}: expected a number of seconds", code=2)
+        raise CliError(f"--{opt}={value}: expected a number of seconds",
+                       code=LAUNCHER_USAGE)
     return int(text)
 
 
@@ -124,7 +127,8 @@ def kill_signal(value: object) -> int:
         return int(signal.SIGTERM)
     num = signal_number(str(value))
     if num is None:
-        raise CliError(f"Invalid --kill-command specification {value!r}", code=2)
+        raise CliError(f"Invalid --kill-command specification {value!r}",
+                       code=LAUNCHER_USAGE)
     return num
 
 

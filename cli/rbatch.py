@@ -14,7 +14,7 @@ import sys
 import time
 
 from cli import sbatch_options as so
-from cli.controller import CliError, find_target
+from cli.controller import LAUNCHER_USAGE, CliError, find_target
 from cli.slurm_names import prog, version_text
 from protocol.limits import MAX_FRAME_BYTES, MAX_SCRIPT_BYTES
 
@@ -25,7 +25,7 @@ FRAME_HEADROOM = 4096  # the frame's header and the message's own keys, beside t
 
 
 def _usage_error(exc: so.OptionError) -> CliError:
-    return CliError(f"{exc} (see {prog('rbatch')} --help)", code=2)
+    return CliError(f"{exc} (see {prog('rbatch')} --help)", code=LAUNCHER_USAGE)
 
 
 def read_script(values: dict, rest: list[str]) -> tuple[str, str, list[str]]:
@@ -33,13 +33,13 @@ def read_script(values: dict, rest: list[str]) -> tuple[str, str, list[str]]:
     wrap = values.get("wrap")
     if wrap is not None:
         if rest:
-            raise CliError("give either --wrap or a script, not both", code=2)
+            raise CliError("give either --wrap or a script, not both")
         return f"#!/bin/sh\n# rbatch --wrap\n{wrap}\n", "", []
     path = rest[0] if rest else None
     if path is None or path == "-":
         if sys.stdin.isatty():
             raise CliError("no script given: rbatch SCRIPT [ARGS] or rbatch --wrap CMD "
-                           "(or the script on stdin)", code=2)
+                           "(or the script on stdin)")
         data = sys.stdin.buffer.read(MAX_SCRIPT_BYTES + 1)
         _check_script_size(len(data), 0)
         text, path = data.decode("utf-8", "surrogateescape"), ""
@@ -130,6 +130,7 @@ def run(argv: list[str]) -> int:
 
     environ = dict(os.environ)
     values, words, script_args, script, command = gather(argv, environ)
+    so.check_ints(values)  # parse_int's refusals come first, as sbatch reads its options
     sbatch_request.memory_choice(values, words)
     body = sbatch_request.body(values, script, command, script_args, environ)
     _check_request_size(body)

@@ -60,16 +60,19 @@ def _state(text: str) -> str:
     state = _STATES.get(text.strip().upper())
     if state is None:
         raise CliError(f"Invalid job state specified: {text}. Valid job states are PENDING, "
-                       "RUNNING, and SUSPENDED", code=2)
+                       "RUNNING, and SUSPENDED")
     return state
 
 
 def filtered(args: Namespace, jobs: list[dict], ids: tuple[int, ...]) -> list[int]:
     """scancel's filters over the active jobs (and within the ids given, if any)."""
-    from conf.hostlist import expand
+    from conf.hostlist import HostlistError, expand
 
     state = _state(args.state) if args.state else None
-    nodes = set(expand(args.nodelist)) if args.nodelist else set()
+    try:
+        nodes = set(expand(args.nodelist)) if args.nodelist else set()
+    except HostlistError:  # scancel takes it as given: it names no node, so no job
+        nodes = {args.nodelist}
     out = []
     for j in jobs:
         if j["state"] not in ("PENDING", "RUNNING", "CONFIGURING", "SUSPENDED"):
@@ -116,10 +119,19 @@ def parse_signal(text: str) -> int:
         sig = getattr(signals, name, None)
         if isinstance(sig, signals.Signals):
             return int(sig)
-    raise CliError(f"--signal {text}: unknown signal", code=2)
+    raise CliError(f"--signal {text}: unknown signal")
+
+
+def _kill_error(word: str, why: str) -> str:
+    return f"Kill job error on job id {word}: {why}"
 
 
 def run(argv: list[str]) -> int:
+    """scancel's two ways (src/scancel/scancel.c): with job ids only (no filter, no --signal,
+    no -b, -i, -u), each id is sent as given, and one that names no job or a job that already
+    ended is no error (said with -v only; exit 0). Otherwise the ids are first checked against
+    the active jobs: one that names none is `Kill job error on job id N: Invalid job id
+    specified` (not said with -Q) and exit 1, and the filters choose among the rest."""
     from cli.controller import request
     from cli.credential import user_name
     from cli.job_requests import fetch_jobs, parse_job_ids
@@ -129,44 +141,63 @@ def run(argv: list[str]) -> int:
         args.user = str(os.getuid())
     filters = [f for f in FILTERS if getattr(args, f)]
     if not args.job_ids and not args.user and not filters:
-        raise CliError("No job identification provided: give JOBID..., -u USER, --me or a "
-                       "filter such as --name", code=2)
+        raise CliError("No job identification provided")
     if args.state:
         _state(args.state)  # a usage error before any request
     sig = parse_signal(args.signal) if args.signal else 0
+    plain = not (filters or sig or args.batch or args.interactive or args.user)
     target = find_target(args.server, args.key_file, args.conf)
+    me = prog("rcancel")
     jobs = None
-    if filters or any("_" in w for w in args.job_ids):
+    if not plain or any("_" in w for w in args.job_ids):
         _, jobs = fetch_jobs(target)
-    # Every id is tried, as scancel does: one that names no job (an array task here, a plain
-    # id in rctld's answer) gets its own error line, and the others are still cancelled.
     found: list[int] = []
-    errors: list[str] = []
+    missing: list[str] = []  # words that name no (active) job
     steps = split_steps(args.job_ids)  # scancel 12.1: those words name steps, not jobs
     for word in args.job_ids:
         for part in word.split(","):
-            if "." in part:
+            part = part.strip()
+            if "." in part or not part:
                 continue
             try:
-                found += parse_job_ids([part], jobs)
+                hits = parse_job_ids([part], jobs)
             except CliError as exc:
-                if exc.code != 1 or "_" not in part:
-                    raise
-                errors.append(str(exc))
+                if "_" not in part or not part.partition("_")[0].isdigit():
+                    raise CliError(f"Invalid job id {part}") from exc
+                missing.append(part)
+                continue
+            if not plain:
+                active = {j["job_id"] for j in jobs or () if j["state"] in ACTIVE}
+                active |= {j.get("array_job_id") for j in jobs or ()
+                           if j["state"] in ACTIVE and j.get("array_job_id")}
+                if not set(hits) & active:
+                    missing.append(part)
+                    continue
+            found += hits
     ids = tuple(found)
+    failed = 0
+    if not plain:
+        for part in missing:
+            failed = 1
+            if not args.quiet:
+                print(f"{me}: error: {_kill_error(part, 'Invalid job id specified')}",
+                      file=sys.stderr)
+    elif args.verbose:
+        for part in missing:
+            print(f"{me}: {'Signal' if sig else 'Terminating'} job {part}", file=sys.stderr)
+            print(f"{me}: error: {_kill_error(part, 'Invalid job id specified')}",
+                  file=sys.stderr)
     only_user = args.user or ""
-    if args.job_ids and not ids and not steps and errors:  # none names a job: nothing to ask
-        for err in errors:
-            print(f"{prog('rcancel')}: error: {err}", file=sys.stderr)
-        return 1
+    if args.job_ids and not ids and not steps:  # none names a job: nothing to ask
+        return failed
     if filters:
         assert jobs is not None
         ids = tuple(filtered(args, jobs, ids))
         only_user = ""
         if not ids and not steps:
             if args.verbose:
-                print(f"{prog('rcancel')}: no job matches", file=sys.stderr)
-            return 0
+                print(f"{me}: no job matches", file=sys.stderr)
+            return failed
     elif only_user and only_user.isdigit():  # --me, -u UID: the controller matches names
         names = {j.get("user") for j in (jobs or fetch_jobs(target)[1])
                  if str(j.get("uid")) == only_user}
@@ -175,21 +206,43 @@ def run(argv: list[str]) -> int:
             "signal": sig, "only_user": only_user, "steps": [list(s) for s in steps]}
     if args.verbose:
         for jid, sid in steps:
-            print(f"{prog('rcancel')}: {'Signal' if sig else 'Terminating'} step {jid}.{sid}",
+            print(f"{me}: {'Signal' if sig else 'Terminating'} step {jid}.{sid}",
                   file=sys.stderr)
     result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
-    failed = 0
-    for err in [*(result.get("errors") or ()), *errors]:
-        if args.quiet and "already completing or completed" in err:
-            continue
-        failed = step_error_code(err)
-        print(f"{prog('rcancel')}: error: {err}", file=sys.stderr)
     if args.verbose:
         step_jobs = {jid for jid, _ in steps} - set(ids)  # their lines were printed above
         for jid in [j for j in result.get("job_ids") or () if j not in step_jobs]:
-            print(f"{prog('rcancel')}: {'Signal' if sig else 'Terminating'} job {jid}",
-                  file=sys.stderr)
+            print(f"{me}: {'Signal' if sig else 'Terminating'} job {jid}", file=sys.stderr)
+    for err in result.get("errors") or ():
+        gone = _gone(err)
+        if gone is not None:  # a job that ended (or never was) since it was named
+            if plain:
+                if args.verbose:
+                    print(f"{me}: {'Signal' if sig else 'Terminating'} job {gone[0]}",
+                          file=sys.stderr)
+                    print(f"{me}: error: {_kill_error(*gone)}", file=sys.stderr)
+                continue
+            failed = 1
+            if not args.quiet:
+                print(f"{me}: error: {_kill_error(*gone)}", file=sys.stderr)
+            continue
+        failed = step_error_code(err)
+        print(f"{me}: error: {err}", file=sys.stderr)
     return failed
+
+
+ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "SUSPENDED", "REQUEUED",
+                    "RESIZING"})
+
+
+def _gone(err: str) -> tuple[str, str] | None:
+    """(job id, Slurm's reason) when rctld's error says a job ended or never was."""
+    if err.startswith("Invalid job id specified: "):
+        return err.rsplit(" ", 1)[1], "Invalid job id specified"
+    if err.endswith("already completing or completed"):
+        head = err.split(":", 1)[0]
+        return head.rsplit(" ", 1)[1], "Job/step already completing or completed"
+    return None
 
 
 def split_steps(words: list[str]) -> list[tuple[int, int]]:

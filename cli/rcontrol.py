@@ -16,7 +16,7 @@ from cli.controller import (
     no_gc,
     run_main,
 )
-from cli.quickargs import Table
+from cli.quickargs import SUPPRESS, Table
 from cli.slurm_names import RANCH_VERSION as VERSION
 from cli.slurm_names import version_text
 from conf.hostlist import expand, fold
@@ -39,6 +39,15 @@ OPTIONS: Table = (
     (("-a", "--all"), {"action": "store_true", "help": "show hidden partitions too"}),
     (("-o", "--oneliner"), {"action": "store_true", "help": "one line per record"}),
     (("--json",), {"action": "store_true", "help": "records as JSON"}),
+    # scontrol's switches that change nothing here: one cluster, no federation, every record
+    # shown with what Ranch keeps of it
+    (("-d", "--details"), {"action": "store_true", "help": SUPPRESS}),
+    (("--local",), {"action": "store_true", "help": SUPPRESS}),
+    (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--sibling",), {"action": "store_true", "help": SUPPRESS}),
+    (("--hide",), {"action": "store_true", "help": SUPPRESS}),
+    (("-Q", "--quiet"), {"action": "store_true", "help": SUPPRESS}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
     (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
     (("-f", "--conf"), {"metavar": "PATH",
@@ -72,7 +81,7 @@ def _pick(word: str, choices: tuple[str, ...], what: str) -> str:
         return hits[0]
     if len(hits) > 1 and all(h.startswith(hits[0]) for h in hits):
         return hits[0]  # "node" for "no": node/nodes are one entity
-    raise CliError(f"invalid {what} {word!r}; valid: {', '.join(choices)}", code=2)
+    raise CliError(f"invalid {what} {word!r}; valid: {', '.join(choices)}")
 
 
 class Session:
@@ -95,17 +104,16 @@ class Session:
 
 def show(s: Session, words: list[str]) -> int:
     if not words:
-        raise CliError("show needs what to show: node, partition, config, hostnames, hostlist",
-                       code=2)
+        raise CliError("show needs what to show: node, partition, config, hostnames, hostlist")
     entity = _pick(words[0], SHOW_ENTITIES, "show entity")
     rest = words[1:]
     if entity in ("hostnames", "hostlist", "hostlistsorted"):
         if len(rest) != 1:
-            raise CliError(f"show {entity} takes one host list expression", code=2)
+            raise CliError(f"show {entity} takes one host list expression")
         try:
             names = expand(rest[0])
         except ValueError as exc:
-            raise CliError(f"{rest[0]}: {exc}", code=2) from None
+            raise CliError(f"{rest[0]}: {exc}") from None
         if entity == "hostnames":
             sys.stdout.write("".join(n + "\n" for n in names))
         else:
@@ -117,10 +125,10 @@ def show(s: Session, words: list[str]) -> int:
         from cli.guards_view import show_guards
 
         if rest:
-            raise CliError("show guards takes no name", code=2)
+            raise CliError("show guards takes no name")
         return show_guards(s.target, one_line=s.args.oneliner, as_json=s.args.json)
     if len(rest) > 1:
-        raise CliError(f"show {entity} takes at most one name", code=2)
+        raise CliError(f"show {entity} takes at most one name")
     if entity.startswith("job"):
         from cli.show_jobs import show_jobs
 
@@ -157,7 +165,7 @@ def show_nodes(s: Session, expr: str | None) -> int:
         try:
             wanted = expand(expr)
         except ValueError as exc:
-            raise CliError(f"{expr}: {exc}", code=2) from None
+            raise CliError(f"{expr}: {exc}") from None
         by_name = {n["name"]: n for n in nodes}
         missing = [w for w in wanted if w not in by_name]
         if missing:
@@ -232,9 +240,9 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
         except ValueError as exc:
             raise CliError(str(exc)) from None
     if not node_expr:
-        raise CliError("update: NodeName=HOSTLIST is required", code=2)
+        raise CliError("update: NodeName=HOSTLIST is required")
     if state is None and reason is None:
-        raise CliError("update: nothing to change; give State= and/or Reason=", code=2)
+        raise CliError("update: nothing to change; give State= and/or Reason=")
     from statemachine.events import REASON_REQUIRED, REASON_REQUIRED_MESSAGE
 
     if state in REASON_REQUIRED and not (reason or "").strip():
@@ -243,7 +251,7 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
         try:
             expand(node_expr)
         except ValueError as exc:
-            raise CliError(f"NodeName={node_expr}: {exc}", code=2) from None
+            raise CliError(f"NodeName={node_expr}: {exc}") from None
     return node_expr, state, reason
 
 
@@ -315,7 +323,7 @@ def run(args: Namespace) -> int:
         else:
             setattr(args, flag, True)
     if not words:
-        raise CliError("no command given; try: show, update, reconfigure, ping", code=2)
+        raise CliError("no command given; try: show, update, reconfigure, ping")
     command = _pick(words[0], COMMANDS, "command")
     if command == "help":
         build_parser().print_help()
@@ -342,7 +350,7 @@ def run(args: Namespace) -> int:
 
         return job_action(s.target, command, words[1:])
     if len(words) > 1:
-        raise CliError(f"{command} takes no arguments", code=2)
+        raise CliError(f"{command} takes no arguments")
     if command == "reconfigure":
         return reconfigure(s)
     if command == "version":

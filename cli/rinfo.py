@@ -16,9 +16,9 @@ from cli.controller import (
     no_gc,
     run_main,
 )
-from cli.quickargs import Table
+from cli.quickargs import SUPPRESS, Table
 from cli.slurm_names import RANCH_VERSION as VERSION
-from cli.slurm_names import version_text
+from cli.slurm_names import prog, version_text
 from conf.hostlist import expand, fold
 
 TYPE_CHECKING = False
@@ -56,6 +56,8 @@ OPTIONS: Table = (
     (("-n", "--nodes"), {"metavar": "HOSTLIST", "help": "only these nodes"}),
     (("-N", "--Node"), {"action": "store_true", "dest": "node", "help": "one line per node"}),
     (("-o", "--format"), {"metavar": "FORMAT", "help": "sinfo -o format, e.g. '%%P %%t %%N'"}),
+    (("-O", "--Format"), {"metavar": "FIELDS",
+                          "help": "sinfo -O fields, e.g. partition,nodes:5,statelong"}),
     (("-p", "--partition"), {"metavar": "PARTS", "help": "only these partitions (comma list)"}),
     (("-r", "--responding"), {"action": "store_true", "help": "only responding nodes"}),
     (("-R", "--list-reasons"), {"action": "store_true", "dest": "reasons",
@@ -65,6 +67,12 @@ OPTIONS: Table = (
     (("-t", "--states"), {"metavar": "STATES",
                           "help": "only nodes in these states (comma list)"}),
     (("--json",), {"action": "store_true", "help": "sinfo --json's document"}),
+    # federation and display switches that change nothing on one cluster (sinfo takes them)
+    (("--local",), {"action": "store_true", "help": SUPPRESS}),
+    (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--hide",), {"action": "store_true", "help": SUPPRESS}),
+    (("--noconvert",), {"action": "store_true", "help": SUPPRESS}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--metrics",), {"action": "store_true",
                       "help": "with -N: live CPU/memory/GPU/heartbeat columns"}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
@@ -118,7 +126,7 @@ def selection(args: Namespace):
         try:
             node_names = frozenset(expand(args.nodes))
         except ValueError as exc:
-            raise CliError(f"-n {args.nodes}: {exc}", code=2) from None
+            raise CliError(f"-n {args.nodes}: {exc}") from None
     parts = tuple(p for p in (args.partition or "").split(",") if p)
     return Selection(
         partitions=parts,
@@ -148,9 +156,16 @@ def view_format(args: Namespace):
 
         fields = ALL_FIELDS
     try:
-        fmt = sv.parse(text, fields)
+        if args.Format and not args.format and not args.metrics:
+            from cli.sinfo_format import parse_long_format
+
+            fmt, warnings = parse_long_format(args.Format, frozenset(fields))
+            for line in warnings:
+                print(f"{prog('rinfo')}: error: {line}", file=sys.stderr)
+        else:
+            fmt = sv.parse(text, fields)
     except ValueError as exc:
-        raise CliError(f"-o: {exc}", code=2) from None
+        raise CliError(f"-o: {exc}") from None
     if args.metrics:
         from cli.metrics_fields import METRIC_COLUMNS
 

@@ -9,7 +9,7 @@ import time
 from cli import quickargs
 from cli.controller import CliError, find_target, no_gc, run_main
 from cli.quickargs import SUPPRESS, Table
-from cli.slurm_names import version_text
+from cli.slurm_names import prog, version_text
 
 OPTIONS: Table = (
     (("--help",), {"action": "help", "help": "show this help and exit"}),
@@ -34,8 +34,12 @@ OPTIONS: Table = (
     (("-a", "--all"), {"action": "store_true", "help": "every partition (Ranch hides none)"}),
     (("-M", "--clusters"), {"metavar": "NAME",
                             "help": "accepted; Ranch answers for its own cluster"}),
+    # federation and display switches that change nothing on one cluster (squeue takes them)
     (("--local",), {"action": "store_true", "help": SUPPRESS}),
     (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--sibling",), {"action": "store_true", "help": SUPPRESS}),
+    (("--hide",), {"action": "store_true", "help": SUPPRESS}),
+    (("--noconvert",), {"action": "store_true", "help": SUPPRESS}),
     (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--json",), {"action": "store_true", "help": "squeue --json's document"}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
@@ -71,7 +75,7 @@ def _state_set(text: str) -> frozenset[str] | None:
             wanted.add(w)
         else:
             raise CliError(f"-t {text}: invalid job state {word.strip()!r}; valid: "
-                           + ", ".join(sorted(COMPACT)) + " or ALL", code=2)
+                           + ", ".join(sorted(COMPACT)) + " or ALL")
     return frozenset(wanted)
 
 
@@ -115,7 +119,7 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
         try:
             wanted = set(expand(args.nodelist))
         except ValueError as exc:
-            raise CliError(f"-w {args.nodelist}: {exc}", code=2) from None
+            raise CliError(f"-w {args.nodelist}: {exc}") from None
         out = [j for j in out if j.get("nodes") and wanted & set(expand(j["nodes"]))]
     from cli.squeue_fields import STATE_ORDER
 
@@ -152,8 +156,10 @@ def collapse(jobs: list[dict]) -> list[dict]:
     return out
 
 
-def long_format(text: str):
-    """squeue -O: `name[:[.]size][suffix]` comma list (size 20 when not given)."""
+def long_format(text: str, warn: bool = False):
+    """squeue -O: `name[:[.]size][suffix]` comma list (size 20 when not given). A name Ranch
+    has no field for is dropped, with squeue's warning when `warn` (squeue 22.05 says it and
+    goes on)."""
     from cli.sinfo_format import Field, Format
     from cli.squeue_fields import FIELDS, LONG_FIELDS
 
@@ -171,23 +177,25 @@ def long_format(text: str):
         suffix = digits[len(size):]
         entry = LONG_FIELDS.get(name.lower())
         if entry is None:
-            raise CliError(f"-O: invalid job format specification: {name}", code=2)
+            if warn:
+                from cli.slurm_names import prog
+
+                print(f"{prog('rqueue')}: error: Invalid job format specification: {name}",
+                      file=sys.stderr)
+            continue
         header, getter = FIELDS[entry] if isinstance(entry, str) else entry
         fields.append(Field(name.lower(), int(size) if size else 20 if not colon else 0,
                             right, suffix))
         names.append(header)
         getters.append(getter)
-    if not fields:
-        raise CliError("-O: no field given", code=2)
     return Format("", tuple(fields)), names, getters
 
 
 def render(args: Namespace, jobs: list[dict], now: float) -> str:
-    from cli.sinfo_format import FormatError, parse_format, render_table
+    from cli.sinfo_format import parse_sinfo_format, render_table
     from cli.squeue_fields import COLUMNS, DEFAULT_FORMAT, FIELDS, LONG_FORMAT
 
     if args.steps is not None:  # squeue -s (cli/step_view.py)
-        from cli.slurm_names import prog
         from cli.step_view import all_steps, queue_text, wanted_steps
 
         steps, only = all_steps(jobs), wanted_steps(args.steps)
@@ -206,21 +214,19 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
     else:
         text = args.format or os.environ.get("SQUEUE_FORMAT") or (
             LONG_FORMAT if args.long else DEFAULT_FORMAT)
-        try:
-            fmt = parse_format(text, frozenset(FIELDS))
-        except FormatError as exc:
-            raise CliError(f"-o: {exc}", code=2) from None
+        fmt, _ = parse_sinfo_format(text, frozenset(FIELDS), "job")  # run() said its warnings
         getters = [FIELDS[f.letter][1] for f in fmt.fields]
         names = [FIELDS[f.letter][0] for f in fmt.fields]
     if not args.array:
         jobs = collapse(jobs)
     columns = [fast[f.letter](jobs, now) if f.letter in fast else [g(j, now) for j in jobs]
                for f, g in zip(fmt.fields, getters, strict=True)]
-    rows = list(zip(*columns, strict=True))
+    # a format of no known field still prints its text once a job (squeue does)
+    rows = list(zip(*columns, strict=True)) if columns else [()] * len(jobs)
     lines = render_table(fmt, names, rows, header=not args.noheader)
     if args.long:
         lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
-    return "".join(line.rstrip() + "\n" for line in lines)
+    return "".join(line + "\n" for line in lines)  # padding kept, as squeue prints it
 
 
 # The record keys the default view, the sort and the array lines read, and those that -l and
@@ -248,15 +254,14 @@ def run(argv: list[str]) -> int:
     if args.states:
         _state_set(args.states)  # a usage error before any request
     if args.Format and args.steps is None:
-        long_format(args.Format)  # a usage error before any request
+        long_format(args.Format, warn=True)  # its warnings before any request
     if args.format and args.steps is None:
-        from cli.sinfo_format import FormatError, parse_format
+        # squeue 22.05: a letter it does not know is printed as written, with a warning
+        from cli.sinfo_format import parse_sinfo_format
         from cli.squeue_fields import FIELDS
 
-        try:
-            parse_format(args.format, frozenset(FIELDS))
-        except FormatError as exc:
-            raise CliError(f"-o: {exc}", code=2) from None
+        for line in parse_sinfo_format(args.format, frozenset(FIELDS), "job")[1]:
+            print(f"{prog('rqueue')}: error: {line}", file=sys.stderr)
     target = find_target(args.server, args.key_file, args.conf)
     generated, jobs = fetch_jobs(target, fields=reads(args))
     now = generated or time.time()

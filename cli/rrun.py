@@ -14,7 +14,14 @@ import sys
 import time
 
 from cli import quickargs
-from cli.controller import CliError, Refused, find_target, request, run_main
+from cli.controller import (
+    LAUNCHER_USAGE,
+    CliError,
+    Refused,
+    find_target,
+    request,
+    run_main,
+)
 from cli.quickargs import SUPPRESS, Table
 from cli.slurm_names import prog, version_text
 
@@ -23,8 +30,47 @@ if TYPE_CHECKING:
     import argparse
 
 RETRY_CODES = ("Requested nodes are busy", "Job is pending execution")
-BIND_WORDS = ("none", "no", "quiet", "verbose", "cores", "threads", "sockets", "ldoms", "rank",
-              "map_cpu", "mask_cpu", "map_ldom", "mask_ldom", "boards")
+# srun's --cpu-bind words (src/common/slurm_resource_info.c slurm_verify_cpu_bind), any case
+BIND_WORDS = frozenset({"q", "quiet", "v", "verbose", "one_thread", "no", "none", "rank",
+                        "rank_ldom", "socket", "sockets", "core", "cores", "thread", "threads",
+                        "ldom", "ldoms", "help"})
+BIND_LISTS = ("map_cpu", "mapcpu", "mask_cpu", "maskcpu", "map_ldom", "mapldom", "mask_ldom",
+              "maskldom")
+
+
+def _is_value(text: str) -> bool:
+    """slurm_resource_info.c _isvalue: a list item after a comma (a number, or hex digits up
+    to the next comma), not the next bind word."""
+    if text[:1].isdigit():
+        return True
+    i = 0
+    while i < len(text) and text[i] in "0123456789abcdefABCDEF":
+        i += 1
+    return i == len(text) or text[i] == ","
+
+
+def bind_problem(text: str) -> str | None:
+    """srun's complaint about a --cpu-bind value, or None: every comma-separated word is
+    checked (a comma before a list item belongs to the map/mask list)."""
+    tokens, current = [], ""
+    for i, ch in enumerate(text):
+        if ch == "," and not _is_value(text[i + 1 :]):
+            tokens.append(current)
+            current = ""
+        else:
+            current += ch
+    tokens.append(current)
+    for tok in tokens:
+        low = tok.lower()
+        if low in BIND_WORDS:
+            continue
+        head = next((w for w in BIND_LISTS if low.startswith(w)), None)
+        if head is None:
+            return f'unrecognized --cpu-bind argument "{tok}"'
+        parts = tok.replace("=", ":").split(":")
+        if len(parts) < 2 or not parts[1]:
+            return f'missing list for "--cpu-bind={head}:<list>"'
+    return None
 
 
 OPTIONS: Table = (
@@ -60,7 +106,7 @@ OPTIONS: Table = (
                                             "(-K0: do not)"}),
     (("--kill-on-bad-exit-value",), {"dest": "kill_on_bad_exit", "type": int,
                                      "help": SUPPRESS}),
-    (("--cpu-bind",), {"default": "", "metavar": "TYPE",
+    (("--cpu-bind",), {"default": None, "metavar": "TYPE",
                        "help": "accepted: none (Ranch binds nothing)"}),
     (("--exclusive",), {"action": "store_true",
                         "help": "CPUs no other step uses (implies --exact)"}),
@@ -91,8 +137,12 @@ OPTIONS: Table = (
 
 
 def build_parser():  # -> argparse.ArgumentParser
-    return quickargs.build(OPTIONS, prog="rrun", add_help=False,
-                           description="Run a parallel job step: one command, many tasks.")
+    from cli import srun_options
+
+    p = quickargs.build(OPTIONS, prog="rrun", add_help=False,
+                        description="Run a parallel job step: one command, many tasks.")
+    srun_options.add_to(p)  # the rest of srun's options: read and set aside
+    return p
 
 
 def _int_env(env: dict[str, str], *names: str) -> int:
@@ -107,7 +157,7 @@ def _int_env(env: dict[str, str], *names: str) -> int:
 def _nodes(text: str) -> int:
     low = text.split("-", 1)[0]
     if text and not low.isdigit():
-        raise CliError(f"invalid node count specification: -N {text}", code=2)
+        raise CliError(f"invalid node count specification: -N {text}", code=LAUNCHER_USAGE)
     return int(low) if low else 0
 
 
@@ -292,28 +342,89 @@ def _ask_for_step(target, body: dict, job_id: int, *, quiet: bool) -> dict:
             delay = min(delay * 2, 2.0)
 
 
+def _check_values(args: argparse.Namespace) -> None:
+    """The values srun's own parser (slurm_opt.c, sbatch's) refuses before it asks for
+    anything, refused the same way here: rrun reads those with rbatch's readers."""
+    # The readers load only for a value given: a step's everyday start pays for none of them.
+    # The aside_* values exist only where argparse read the command line (srun_options).
+    for name, value in (("time", args.time), ("time-min", getattr(args, "aside_time_min", None))):
+        if value:
+            from conf.timefmt import parse_minutes
+
+            try:
+                parse_minutes(value)
+            except ValueError:
+                raise CliError(f"Invalid --{name} specification", code=LAUNCHER_USAGE) from None
+    for name, value in (("mem", args.mem),
+                        ("mem-per-cpu", getattr(args, "aside_mem_per_cpu", None))):
+        if value is not None and value != "":
+            from cli.sbatch_request import size_mib
+
+            size_mib(value, name)
+    for name in ("mail_type", "open_mode", "hint", "signal"):
+        value = getattr(args, "aside_" + name, None)
+        if value is not None:
+            from cli import sbatch_values as sv
+
+            read = {"mail_type": sv.mail_types, "open_mode": sv.open_mode, "hint": sv.hint,
+                    "signal": sv.parse_signal}[name]
+            read(value)
+    begin = getattr(args, "aside_begin", None)
+    if begin is not None:
+        from cli.begin_time import BeginError, parse_begin
+
+        try:
+            parse_begin(begin, time.time())
+        except BeginError as exc:
+            raise CliError(str(exc), code=LAUNCHER_USAGE) from None
+
+
 def _check(args: argparse.Namespace) -> None:
     if not args.command:
-        raise CliError("No command given to execute.", code=2)
+        raise CliError("No command given to execute.")
     if args.overlap and args.exclusive:
-        raise CliError("--exclusive and --overlap are mutually exclusive", code=2)
-    bind = args.cpu_bind.split(",")[0].split(":")[0].lower()
-    if bind and bind not in BIND_WORDS:
-        raise CliError(f"invalid --cpu-bind argument: {args.cpu_bind}", code=2)
+        raise CliError("--exclusive and --overlap are mutually exclusive", code=LAUNCHER_USAGE)
+    problem = bind_problem(args.cpu_bind) if args.cpu_bind is not None else None
+    if problem:  # srun's fatal(): exit 1
+        print(f"{prog('rrun')}: error: {problem}", file=sys.stderr)
+        raise CliError("Failed to parse --cpu-bind= values.")
     if args.mpi and args.mpi.lower() not in ("none", "list", "pmi2", "pmix"):
         raise CliError(f"MPI plugin {args.mpi} is not available here: Ranch starts tasks "
-                       "without MPI wiring (--mpi=none)", code=2)
+                       "without MPI wiring (--mpi=none)")
     for name in ("ntasks", "ntasks_per_node", "cpus_per_task", "gpus_per_task",
                  "gpus_per_node"):
         if getattr(args, name) < 0:
-            raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more", code=2)
+            raise CliError(f"invalid --{name.replace('_', '-')}: must be 0 or more",
+                           code=LAUNCHER_USAGE)
 
 
-def _attached_k(argv: list[str]) -> list[str]:
+def _parse(argv: list[str]):  # -> argparse.Namespace
+    """rrun's options: the everyday forms by the quick reader (cli/quickargs.py), the rest (srun's
+    options Ranch sets aside, integers to check as Slurm does, --help) by argparse."""
+    try:
+        return quickargs.quick(OPTIONS, _attached_k(argv))
+    except quickargs.Declined:
+        pass
+    from cli.srun_options import attach_optional, option_words
+
+    given = option_words(argv)
+    if given:
+        from cli.sbatch_options import check_int
+
+        for name, value in given:
+            check_int(name, value)  # parse_int's refusals (exit 1) before argparse's own
+    parser = build_parser()
+    takes = {s for a in parser._actions for s in a.option_strings if a.nargs != 0}
+    return parser.parse_args(_attached_k(attach_optional(argv, takes), takes))
+
+
+def _attached_k(argv: list[str], takes: set[str] | None = None) -> list[str]:
     """-K0 / -K1 / --kill-on-bad-exit=N among rrun's own options (not the command's) as
-    --kill-on-bad-exit-value=N."""
-    takes = {n for names, kw in OPTIONS if names[0].startswith("-")
-             and kw.get("action", "store") == "store" for n in names}
+    --kill-on-bad-exit-value=N. `takes`: the options that take a value (rrun's own table's by
+    default)."""
+    if takes is None:
+        takes = {n for names, kw in OPTIONS if names[0].startswith("-")
+                 and kw.get("action", "store") == "store" for n in names}
     out, i = [], 0
     while i < len(argv):
         word = argv[i]
@@ -340,7 +451,8 @@ def _k_value(word: str) -> str | None:
 
 
 def run(argv: list[str]) -> int:
-    args = quickargs.parse(OPTIONS, _attached_k(list(argv)), build_parser)
+    args = _parse(list(argv))
+    _check_values(args)
     _check(args)
     target = find_target(args.server, args.key_file, args.conf)
     env = dict(os.environ)

@@ -383,3 +383,56 @@ def usage_text(prog: str) -> str:
             f"       [-t time] [-J jobname] [-o out] [-e err] [-d dependency] [-C list]\n"
             f"       [--export=names] [--signal=[B:]num[@time]] [--wrap=cmd]\n"
             f"       executable [args...]\n")
+
+
+# -- parse_int: the options Slurm 22.05 reads as whole numbers ----------------------------------
+# (src/common/proc_args.c parse_int, called from src/common/slurm_opt.c): strtol in base 10, the
+# whole word, never negative, and above zero where the option asks for a count. A refused word is
+# `Invalid numeric value "X" for --name.` and exit 1 (parse_int exits itself), whatever the
+# option means to Ranch. Shared by rbatch, ralloc and rrun.
+
+# long name -> (the name parse_int says, positive)
+INT_OPTIONS: dict[str, tuple[str, bool]] = {
+    "core-spec": ("--core-spec", False), "cores-per-socket": ("--cores-per-socket", True),
+    "cpus-per-gpu": ("--cpus-per-gpu", True), "cpus-per-task": ("--cpus-per-task", True),
+    "immediate": ("immediate", False), "jobid": ("--jobid", True),
+    "threads": ("--threads", True), "mincpus": ("--mincpus", True),
+    "msg-timeout": ("--msg-timeout", True), "ntasks": ("--ntasks", True),
+    "ntasks-per-core": ("--ntasks-per-core", True), "ntasks-per-node": ("--ntasks-per-node", True),
+    "ntasks-per-socket": ("--ntasks-per-socket", True),
+    "ntasks-per-gpu": ("--ntasks-per-gpu", True), "relative": ("--relative", False),
+    "sockets-per-node": ("--sockets-per-node", True), "thread-spec": ("--thread-spec", True),
+    "threads-per-core": ("--threads-per-core", True),
+    "wait-all-nodes": ("--wait-all-nodes", False),
+}
+_SPACE = " \t\n\v\f\r"
+
+
+def strtol_whole(text: str) -> int | None:
+    """strtol(text, &end, 10) when `end` reaches the end of the word, else None (C's rules:
+    leading white space, one sign, then digits; nothing after)."""
+    s = text.lstrip(_SPACE)
+    body = s[1:] if s[:1] in "+-" else s
+    if not body:
+        return 0 if not text else None  # "" : strtol reads nothing and stops at the end
+    if not body.isascii() or not body.isdigit():
+        return None
+    return int(s)
+
+
+def check_int(name: str, value: object) -> None:
+    """Refuse `value` of option `name` as parse_int does (names it does not read pass)."""
+    spec = INT_OPTIONS.get(name)
+    if spec is None or not isinstance(value, str):
+        return
+    said, positive = spec
+    n = strtol_whole(value)
+    if n is None or n < 0 or (positive and n <= 0):
+        from cli.controller import CliError
+
+        raise CliError(f'Invalid numeric value "{value}" for {said}.')
+
+
+def check_ints(values: dict) -> None:
+    for name, value in values.items():
+        check_int(name, value)

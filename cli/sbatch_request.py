@@ -8,7 +8,7 @@ import os
 import time
 
 from cli import sbatch_env
-from cli.controller import CliError
+from cli.controller import LAUNCHER_USAGE, CliError
 from cli.credential import user_name
 from cli.job_export import check as check_export
 from cli.job_export import exported
@@ -26,7 +26,7 @@ VALUE_OPTIONS = ("kill-on-invalid-dep", "nice", "mail-type", "open-mode", "signa
 
 
 def usage(message: str) -> CliError:
-    return CliError(message, code=2)
+    return CliError(message, code=LAUNCHER_USAGE)
 
 
 def size_mib(text: str, opt: str) -> int:
@@ -52,10 +52,12 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def count(text: str, opt: str, *, low: int = 1) -> int:
-    t = text.strip()
-    if not t.lstrip("-").isdigit() or int(t) < low:
+    from cli.sbatch_options import strtol_whole
+
+    n = strtol_whole(text)  # as parse_int reads it: " 2" and "+2" are 2
+    if n is None or n < low:
         raise usage(f"--{opt}={text}: expected a number of {low} or more")
-    return int(t)
+    return n
 
 
 def gpu_count(text: str, opt: str) -> int:
@@ -88,18 +90,16 @@ def node_range(text: str) -> tuple[int, int | None]:
 
 
 def time_seconds(text: str) -> int:
-    """-t in seconds (already checked by parse_minutes): M, M:S, H:M:S, D-H[:M[:S]]."""
-    days, _, rest = text.strip().rpartition("-") if "-" in text else ("", "", text.strip())
-    parts = [int(x) for x in rest.split(":")]
-    if days:
-        parts += [0] * (3 - len(parts))
-        h, mi, se = parts
-        return ((int(days) * 24 + h) * 60 + mi) * 60 + se
-    if len(parts) == 1:
-        return parts[0] * 60
-    if len(parts) == 2:
-        return parts[0] * 60 + parts[1]
-    return (parts[0] * 60 + parts[1]) * 60 + parts[2]
+    """-t in seconds (already checked by parse_minutes), read as Slurm's time_str2secs."""
+    from conf.timefmt import parse_seconds
+
+    return parse_seconds(text) or 0
+
+
+def _none_is_null(name: object) -> str:
+    """-o/-e `none` (any case) is /dev/null, as sbatch writes it (measured: StdOut=/dev/null)."""
+    text = str(name or "")
+    return "/dev/null" if text.lower() == "none" else text
 
 
 def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> None:
@@ -204,6 +204,8 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
             limit = parse_minutes(v["time"])
         except ValueError as exc:
             raise usage(f"--time: {exc}") from None
+        if limit is not None and limit < 0:
+            raise usage(f"--time: invalid time {v['time']!r}: a negative time")
         if limit is not None and limit > MAX_TIME_LIMIT_MINUTES:
             raise usage(f"--time {v['time']}: {limit:,} minutes is above the largest time "
                         f"limit, {MAX_TIME_LIMIT_MINUTES:,} minutes")
@@ -234,8 +236,8 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "name": v.get("job-name") or "",
         "argv": argv,
         "env": sorted(env.items()),
-        "stdout": v.get("output") or "",
-        "stderr": v.get("error") or "",
+        "stdout": _none_is_null(v.get("output")),
+        "stderr": _none_is_null(v.get("error")),
         "input": v.get("input") or "",
         "begin_time": _begin(v["begin"]) if v.get("begin") else None,
         "partition": v.get("partition") or "",

@@ -18,7 +18,7 @@ def fields(v: dict[str, object]) -> dict[str, object]:
         out["kill_on_invalid_dep"] = kill_on_invalid(v["kill-on-invalid-dep"])
     if "nice" in v:
         out["nice"] = nice_value(v["nice"])
-    if v.get("mail-type"):
+    if "mail-type" in v:  # an empty one is sbatch's "Invalid --mail-type specification"
         out["mail_type"] = list(mail_types(v["mail-type"]))
     if "open-mode" in v:
         out["open_mode"] = open_mode(v["open-mode"])
@@ -91,11 +91,15 @@ def mail_types(text: str) -> tuple[str, ...]:
 def nice_value(value: object) -> int:
     if value is None:
         return 100
-    text = str(value).strip()
-    try:
-        n = int(text)
-    except ValueError:
-        raise usage(f"Invalid --nice value {text!r}: expected a number") from None
+    # sbatch reads it with strtoll and no end check: the leading number, else 0 ("1k" is 1)
+    text = str(value).lstrip(" \t\n\v\f\r")
+    sign = text[:1] if text[:1] in "+-" else ""
+    digits = ""
+    for ch in text[len(sign):]:
+        if not ("0" <= ch <= "9"):
+            break
+        digits += ch
+    n = int(sign + digits) if digits else 0
     if abs(n) > NICE_LIMIT:
         raise usage(f"Invalid --nice value, out of range (+/- {NICE_LIMIT})")
     return n
@@ -103,7 +107,7 @@ def nice_value(value: object) -> int:
 
 def exclusive(value: object) -> tuple[bool, str]:
     """--exclusive[=user|mcs|oversubscribe] -> (whole nodes, OverSubscribe word)."""
-    if value is None or value is True or str(value).lower() == "exclusive":
+    if value is None or value is True or str(value).lower() in ("exclusive", ""):
         return True, ""
     word = str(value).lower()
     if word == "user":
@@ -134,9 +138,10 @@ def kill_on_invalid(text: str) -> bool:
 def hint(text: str) -> str:
     words = [w.strip().lower() for w in text.split(",") if w.strip()]
     bad = [w for w in words if w not in HINTS]
-    if bad or not words:
-        raise usage(f"Invalid --hint specification {text!r}: expected "
-                    + ", ".join(HINTS))
+    if bad or not words:  # slurm_opt.c: exit 1, not the usage error's 255
+        from cli.controller import CliError
+
+        raise CliError(f"Invalid --hint specification {text!r}: expected " + ", ".join(HINTS))
     return ",".join(words)
 
 

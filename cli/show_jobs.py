@@ -212,7 +212,7 @@ def job_action(target: Target, action: str, words: list[str]) -> int:
     from cli.job_requests import fetch_jobs, parse_job_ids
 
     if not words:
-        raise CliError(f"{action} needs a job id", code=2)
+        raise CliError(f"{action} needs a job id")
     jobs = fetch_jobs(target)[1] if any("_" in w for w in words) else None
     ids = parse_job_ids(words, jobs)
     body = {"action": action, "job_ids": list(ids), "user": getpass.getuser(),
@@ -237,21 +237,21 @@ def update_job(target: Target, words: list[str]) -> int:
     for word in words:
         key, sep, value = word.partition("=")
         if not sep:
-            raise CliError(f"update: expected Key=Value, got {word!r}", code=2)
+            raise CliError(f"update: expected Key=Value, got {word!r}")
         if key.lower() == "jobid":
             ids += [w for w in value.split(",") if w]
         elif key.lower() in ("starttime", "begintime"):
             try:
                 begin = parse_begin(value, time.time())
             except BeginError as exc:
-                raise CliError(str(exc).replace("--begin=", "StartTime="), code=2) from None
+                raise CliError(str(exc).replace("--begin=", "StartTime=")) from None
         else:
             raise CliError(f"update: {key!r} is not supported for jobs (Ranch updates "
-                           "JobId=... StartTime=...)", code=2)
+                           "JobId=... StartTime=...)")
     if not ids:
-        raise CliError("update: JobId= names no job", code=2)
+        raise CliError("update: JobId= names no job")
     if begin is None:
-        raise CliError("update: nothing to change; give StartTime=", code=2)
+        raise CliError("update: nothing to change; give StartTime=")
     jobs = fetch_jobs(target)[1] if any("_" in w for w in ids) else None
     body = {"action": "begin", "job_ids": list(parse_job_ids(ids, jobs)),
             "user": getpass.getuser(), "uid": os.getuid(), "begin_time": begin}

@@ -233,6 +233,8 @@ FIELDS: dict[str, FieldDef] = {
     "l": FieldDef("TIMELIMIT", _limit("max_time", "infinite"), partition=True),
     "L": FieldDef("DEFAULTTIME", _limit("default_time", "n/a"), partition=True),
     "s": FieldDef("JOB_SIZE", _part_option(PartOptions.job_size), partition=True),
+    "p": FieldDef("PRIO_TIER", _part_option(lambda o: o.priority("PriorityTier")),
+                  partition=True),
     "r": FieldDef("ROOT", _part_option(lambda o: o.yes_no("RootOnly").lower()), partition=True),
     "h": FieldDef("OVERSUBSCRIBE", _part_option(PartOptions.oversubscribe), partition=True),
     "g": FieldDef("GROUPS", _part_option(PartOptions.groups), partition=True),

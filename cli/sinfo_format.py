@@ -117,6 +117,88 @@ def parse_format(text: str, known: frozenset[str] | set[str]) -> Format:
     return Format(prefix, tuple(fields))
 
 
+def parse_sinfo_format(text: str, known: frozenset[str] | set[str], what: str = "node"
+                       ) -> tuple[Format, list[str]]:
+    """`text` read as sinfo 22.05 reads it (src/sinfo/opts.c _parse_format): the text before
+    the first `%` is the prefix, then each run between two `%`s is `[.][WIDTH]X` and its
+    suffix. A letter sinfo does not know is no error: that run (`%` included) is printed as it
+    is, and a warning names the letter; so is a `%-6a` (sinfo has no `-` flag). Returns the
+    format and those warnings. Ranch's `%#X` (fit the widest value) is kept. squeue reads its
+    `-o` the same way (src/squeue/opts.c), `what` = "job"."""
+    prefix, sep, rest = text.partition("%")
+    fields: list[Field] = []
+    warnings: list[str] = []
+    literal: list[str] = []  # text since the last field: invalid runs and suffixes
+    for token in rest.split("%") if sep else ():
+        if not token:
+            continue  # strtok skips empty runs: `%%` prints nothing
+        i = 0
+        right = token.startswith(".")
+        i += right
+        size = ""
+        if token[i : i + 1] == "#":
+            size, i = "#", i + 1
+        else:
+            while i < len(token) and token[i].isdecimal():
+                size += token[i]
+                i += 1
+        letter = token[i : i + 1]
+        if letter not in known or not letter:
+            warnings.append(f"Invalid {what} format specification: {letter}")
+            if fields:
+                literal.append("%" + token)
+            else:
+                prefix += "%" + token
+            continue
+        if fields:
+            last = fields[-1]
+            fields[-1] = Field(last.letter, last.width, last.right, last.suffix + "".join(literal))
+        elif literal:
+            prefix += "".join(literal)
+        literal = []
+        width = -1 if size == "#" else int(size) if size else 0
+        fields.append(Field(letter, width, right, token[i + 1 :]))
+    if fields and literal:
+        last = fields[-1]
+        fields[-1] = Field(last.letter, last.width, last.right, last.suffix + "".join(literal))
+    return Format(prefix, tuple(fields)), warnings
+
+
+# sinfo -O's names (src/sinfo/opts.c _parse_long_format) of the fields Ranch has, as -o letters
+LONG_NAMES = {
+    "available": "a", "cpus": "c", "cpusload": "O", "freemem": "e", "cpusstate": "C",
+    "cores": "Y", "defaulttime": "L", "disk": "d", "features": "f", "features_act": "b",
+    "groups": "g", "gres": "G", "memory": "m", "nodes": "D", "nodeaddr": "o", "nodeaiot": "F",
+    "nodehost": "n", "nodelist": "N", "partition": "P", "partitionname": "R",
+    "prioritytier": "p", "reason": "E", "root": "r", "oversubscribe": "h", "share": "h",
+    "size": "s", "statecompact": "t", "statelong": "T", "sockets": "X", "socketcorethread": "z",
+    "time": "l", "timestamp": "H", "threads": "Z", "user": "u", "userlong": "U",
+    "version": "v", "weight": "w",
+}
+
+
+def parse_long_format(text: str, known: frozenset[str] | set[str]) -> tuple[Format, list[str]]:
+    """sinfo -O: comma-separated names (any case), each `name[:[.]WIDTH[suffix]]`, 20 wide and
+    left-justified by default, no space between fields. A name Ranch has no field for is
+    dropped with sinfo's warning (it says "job" format: its words)."""
+    fields: list[Field] = []
+    warnings: list[str] = []
+    for token in (t for t in text.split(",") if t):
+        name, colon, spec = token.partition(":")
+        right = spec.startswith(".")
+        spec = spec[right:]
+        digits = ""
+        while spec[len(digits):len(digits) + 1].isdecimal():
+            digits += spec[len(digits)]
+        width = int(digits) if digits else (0 if colon else 20)
+        letter = LONG_NAMES.get(name.lower())
+        if letter is None or letter not in known:
+            warnings.append(f"Invalid job format specification: {name}")
+            continue
+        fields.append(Field(letter, width, right, spec[len(digits):] if colon else ""))
+    return Format("", tuple(fields)), warnings
+
+
 def render_table(
     fmt: Format, names: list[str], rows: list[list[str]], *, header: bool = True
 ) -> list[str]:

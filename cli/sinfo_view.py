@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cli import node_records as nr
 from cli.sinfo_fields import FIELDS, FieldDef, Group
-from cli.sinfo_format import Field, Format, parse_format, render_table
+from cli.sinfo_format import Field, Format, render_table
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -242,4 +242,13 @@ def _unique(keys: Iterable[str]) -> tuple[str, ...]:
 
 
 def parse(text: str, fields: dict[str, FieldDef] = FIELDS) -> Format:
-    return parse_format(text, frozenset(fields))
+    """`text` as sinfo reads it; its warnings (letters it does not know) go to stderr, and
+    those runs are printed as written, as sinfo does."""
+    import sys
+
+    from cli.sinfo_format import parse_sinfo_format
+
+    fmt, warnings = parse_sinfo_format(text, frozenset(fields))
+    for line in warnings:
+        print(line, file=sys.stderr)
+    return fmt

@@ -1,7 +1,8 @@
 """Ranch's commands under Slurm's names (sbatch, squeue, scancel, sinfo, scontrol, sacct, srun,
-salloc), for tools that call those names: `python -m cli.slurm_names sbatch ARGS...` runs rbatch
-as sbatch. The wrapper scripts that do this are written by `ranch-slurm-shims DIR` (cli/shims.py),
-so the names are taken over only where a user puts DIR first on PATH.
+salloc, sshare, sacctmgr), for tools that call those names: `python -m cli.slurm_names sbatch
+ARGS...` runs rbatch as sbatch. The wrapper scripts that do this are written by
+`ranch-slurm-shims DIR` (cli/shims.py), so the names are taken over only where a user puts DIR
+first on PATH.
 
 Under a Slurm name, `--version`/`-V` prints `slurm 22.05.8` (what tools parse) and messages
 start with that name; under Ranch's own names the version line is for people:
@@ -25,6 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sacct": ("racct", "cli.racct"),
     "srun": ("rrun", "cli.rrun"),
     "salloc": ("ralloc", "cli.ralloc"),
+    "sshare": ("rshare", "cli.rshare"),
+    "sacctmgr": ("racctmgr", "cli.racctmgr"),
 }
 # What a missing command means, said in its Slurm name's voice.
 NOT_YET: dict[str, str] = {}

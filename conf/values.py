@@ -94,7 +94,10 @@ def as_enum_list(text: str, allowed: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def as_time(text: str) -> int | None:
-    return parse_minutes(text)
+    minutes = parse_minutes(text.strip())
+    if minutes is not None and minutes < 0:  # `-5`: a day count Slurm reads as negative
+        raise ValueError(f"invalid time {text!r}: a negative time")
+    return minutes
 
 
 def as_list(text: str) -> tuple[str, ...]:

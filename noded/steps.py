@@ -22,6 +22,7 @@ import trio
 from noded.joblaunch import LaunchError
 from noded.jobs import JobRunner
 from noded.taskenv import (
+    OpenError,
     cancelled_line,
     exec_error,
     expand,
@@ -87,7 +88,8 @@ class StepRunner:
         self.kill_wait = job.spec.kill_wait
         step = RunningStep(spec, started_at=time.time())
         self.steps[key] = step
-        truncate_shared(spec, self.node, job.spec.name, step.opened)
+        truncate_shared(spec, self.node, job.spec.name, step.opened, job.spec.array_job_id,
+                        job.spec.array_task_id)
         try:
             with trio.fail_after(CONNECT_TIMEOUT):
                 stream = await trio.open_tcp_stream(spec.io_host, spec.io_port)
@@ -126,21 +128,33 @@ class StepRunner:
         to_rrun = {1: not spec.stdout, 2: not spec.stderr and not spec.stdout}
         outputs: dict[int, Any] = {1: subprocess.PIPE, 2: subprocess.PIPE}
         files = []
+        js = job.spec
+
+        def path(pattern: str) -> str:  # %A %a: the array's, when the job is an array task
+            return expand(pattern, spec, self.node, task, js.name, js.array_job_id,
+                          js.array_task_id)
+
+        def opened(which: str, name: str, how) -> Any:
+            try:
+                return how(name)
+            except OSError as exc:
+                raise OpenError(which, name, exc) from None
+
         try:
             if spec.stdout:
-                files.append(open_out(expand(spec.stdout, spec, self.node, task, job.spec.name),
-                                      spec.stdout, step.opened))
+                files.append(opened("stdout", path(spec.stdout),
+                                    lambda p: open_out(p, spec.stdout, step.opened)))
                 outputs[1] = files[-1]
                 outputs[2] = files[-1]
             if spec.stderr:
-                files.append(open_out(expand(spec.stderr, spec, self.node, task, job.spec.name),
-                                      spec.stderr, step.opened))
+                files.append(opened("stderr", path(spec.stderr),
+                                    lambda p: open_out(p, spec.stderr, step.opened)))
                 outputs[2] = files[-1]
             elif not spec.stdout:
                 outputs[2] = subprocess.PIPE
             wants_input = spec.input in ("", "all") or spec.input == str(task)
             if spec.input not in ("", "all", "none") and not spec.input.isdigit():
-                files.append(open(expand(spec.input, spec, self.node, task, job.spec.name), "rb"))
+                files.append(opened("stdin", path(spec.input), lambda p: open(p, "rb")))
                 stdin = files[-1]
             elif wants_input:
                 stdin = subprocess.PIPE
@@ -156,8 +170,9 @@ class StepRunner:
             for f in files:
                 f.close()
             await self._say(step, TaskOutput(task, 2, exec_error(spec, exc, self.node)))
-            step.exits[task] = (2, 0)
-            await self._say(step, TaskExit(task, 2, 0))
+            code = 1 if isinstance(exc, OpenError) else 2  # slurmstepd: exit 1, execve: 2
+            step.exits[task] = (code, 0)
+            await self._say(step, TaskExit(task, code, 0))
             return
         for f in files:
             f.close()

@@ -14,12 +14,17 @@ from protocol.messages import StepSpec
 
 # Names rrun's environment may carry from the batch script that would lie about this step.
 _DROPPED = ("CUDA_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "SLURM_TASK_PID")  # set anew
-_PATTERN = re.compile(r"%(\d*)([jJsStnNuxA%])")
+_PATTERN = re.compile(r"%(\d*)([jJsStnNuxAa%])")
+NOT_AN_ARRAY_TASK = "4294967294"  # %a outside an array (slurmstepd prints NO_VAL)
 
 
-def expand(pattern: str, spec: StepSpec, node: str, task: int, job_name: str = "") -> str:
-    """srun's -o/-e/-i patterns: %j %J %s %t %n %N %u %x (the job's name) %%."""
-    values = {"j": str(spec.job_id), "J": f"{spec.job_id}.{spec.step_id}", "A": str(spec.job_id),
+def expand(pattern: str, spec: StepSpec, node: str, task: int, job_name: str = "",
+           array_job_id: int = 0, array_task_id: int | None = None) -> str:
+    """srun's -o/-e/-i patterns: %j %J %s %t %n %N %u %x (the job's name) %%, and in an
+    array task %A (the array's master job id) and %a (the task's index)."""
+    values = {"j": str(spec.job_id), "J": f"{spec.job_id}.{spec.step_id}",
+              "A": str(array_job_id or spec.job_id),
+              "a": NOT_AN_ARRAY_TASK if array_task_id is None else str(array_task_id),
               "s": str(spec.step_id), "S": str(spec.step_id), "t": str(task),
               "n": str(spec.node_index), "N": node, "u": spec.user,
               "x": job_name or spec.name}
@@ -118,7 +123,8 @@ def open_out(path: str, pattern: str, opened: set[str]) -> Any:
     return open(path, "ab")
 
 
-def truncate_shared(spec: StepSpec, node: str, job_name: str, opened: set[str]) -> None:
+def truncate_shared(spec: StepSpec, node: str, job_name: str, opened: set[str],
+                    array_job_id: int = 0, array_task_id: int | None = None) -> None:
     """The step's first node truncates the -o/-e files every node's tasks share, before it
     even reaches rrun (its tasks and the others' start after that, by a connection and a fork
     at least)."""
@@ -126,7 +132,7 @@ def truncate_shared(spec: StepSpec, node: str, job_name: str, opened: set[str]) 
         return
     for pattern in (spec.stdout, spec.stderr):
         if pattern and not _PER_NODE.search(pattern):
-            path = expand(pattern, spec, node, 0, job_name)
+            path = expand(pattern, spec, node, 0, job_name, array_job_id, array_task_id)
             if path not in opened:
                 opened.add(path)
                 try:
@@ -135,9 +141,20 @@ def truncate_shared(spec: StepSpec, node: str, job_name: str, opened: set[str]) 
                     pass  # the task's own open says why
 
 
+class OpenError(OSError):
+    """A task's -o/-e/-i file that could not be opened (slurmstepd: `Could not open stdout
+    file PATH: why`, the task exits 1 and its program never starts)."""
+
+    def __init__(self, which: str, path: str, exc: OSError) -> None:
+        super().__init__(exc.errno, exc.strerror)
+        self.line = f"Could not open {which} file {path}: {exc.strerror or exc}"
+
+
 def exec_error(spec: StepSpec, exc: BaseException, node: str) -> str:
     """What slurmstepd says when a task's program cannot be started."""
     cmd = spec.argv[0] if spec.argv else ""
+    if isinstance(exc, OpenError):
+        return f"slurmstepd-{node}: error: {exc.line}\n"
     if isinstance(exc, FileNotFoundError):
         why = "No such file or directory"
     elif isinstance(exc, PermissionError):

@@ -31,7 +31,7 @@ SAYS = {"rinfo": "PARTITION", "rinfo -N -l": "NODELIST", "rqueue": "JOBID",
         "rbatch --wrap true": "Submitted batch job", "rcancel": "", "rcontrol show node":
         "NodeName=n1", "racct -P -o JobID,State -j 1": "JobID|State", "rqueue -s": "STEPID",
         "rcontrol show step": "No job steps in the system", "ralloc -N1 echo ok": "ok",
-        "rrun -N1 echo ok": "ok"}
+        "rrun -N1 echo ok": "ok", "rshare": "RawShares"}
 
 
 def imported(argv: list[str], env: dict) -> tuple[subprocess.CompletedProcess, set[str]]:

@@ -113,7 +113,7 @@ def test_reason_required(state: str) -> None:
 def test_update_usage_errors(words) -> None:
     with pytest.raises(CliError) as err:
         parse_update(words)
-    assert err.value.code == 2
+    assert err.value.code == 1
 
 
 def test_local_hostlist_commands(capsys) -> None:
@@ -125,11 +125,11 @@ def test_local_hostlist_commands(capsys) -> None:
     assert capsys.readouterr().out == fold(["tux1", "tux2", "tux3"]) + "\n"
 
 
-def test_usage_errors_exit_2(capsys) -> None:
-    assert main([]) == 2
-    assert main(["frobnicate"]) == 2
-    assert main(["show"]) == 2
-    assert main(["show", "hostnames", "n[1-"]) == 2
+def test_usage_errors_exit_1_as_scontrol(capsys) -> None:
+    assert main([]) == 1
+    assert main(["frobnicate"]) == 1
+    assert main(["show"]) == 1
+    assert main(["show", "hostnames", "n[1-"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 4 and all(line.startswith("rcontrol: error: ") for line in err)
 
@@ -162,6 +162,6 @@ def test_target_precedence(tmp_path) -> None:
     assert (t.host, t.port) == ("127.0.0.1", 6817) and t.origin == "the default"
     with pytest.raises(CliError) as err:
         find_target("h:notaport", None, None, {})
-    assert err.value.code == 2
+    assert err.value.code == 1
     with pytest.raises(CliError, match="cannot read config"):
         find_target(None, None, str(tmp_path / "missing.conf"), {})

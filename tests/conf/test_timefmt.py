@@ -24,13 +24,22 @@ from conf.timefmt import format_limit, format_sinfo_limit, parse_minutes
         ("UNLIMITED", None),
         ("infinite", None),
         ("-1", None),
+        # Slurm's carries (time_str2secs has no upper bound on any field)
+        ("0:600", 10),
+        ("1:75:00", 135),
+        ("0:90", 2),
+        ("10:60", 11),
+        ("1-", 1440),
+        ("1-75", 1440 + 75 * 60),
+        ("-5", -7199),  # sscanf reads the day as -5; C's division truncates toward zero
     ],
 )
 def test_parse_minutes_forms(text: str, minutes: int | None) -> None:
     assert parse_minutes(text) == minutes
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1:2:3:4", "1-", "-5", "10:60", "1-2:3:4:5", "1.5"])
+@pytest.mark.parametrize("text", ["", "abc", "1:2:3:4", "1-2:3:4:5", "1.5", "1:", "::1", "1-2-3",
+                                  "1-:5", " 5", "+5", "5m"])
 def test_parse_minutes_rejects(text: str) -> None:
     with pytest.raises(ValueError, match="invalid time"):
         parse_minutes(text)

@@ -254,7 +254,9 @@ def test_squeue_and_scancel_filters(c: Cluster) -> None:
     ids = run(c, "rqueue", "-h", "--name=alpha", "-o", "%i").stdout.split()
     assert sorted(map(int, ids)) == alphas
     header = run(c, "rqueue", "--name=beta", "-O", "jobid:8,name:7,state").stdout
-    assert header.splitlines() == ["JOBID   NAME   STATE", f"{beta:<8}beta   PENDING"]
+    # squeue keeps each field's padding, the last one's too (20 wide by default)
+    assert header.splitlines() == [f"JOBID   NAME   {'STATE':<20}",
+                                   f"{beta:<8}beta   {'PENDING':<20}"]
     assert run(c, "rqueue", "-h", "-n", "gamma", "-o", "%i").stdout == f"{arr}_[1-3]\n"
     assert run(c, "rqueue", "-h", "-r", "-n", "gamma", "-o", "%i").stdout.split() == [
         f"{arr}_1", f"{arr}_2", f"{arr}_3"]

@@ -274,7 +274,7 @@ def test_absurd_input_is_refused_naming_the_field_and_the_limit(tmp_path: Path) 
         assert r.returncode == 1
         assert "batch script is 10,485,771 bytes; the limit is 4,194,304" in r.stderr
         r = c.run_cli("cli.rbatch", "-t", "99999999999", "--wrap", "true")
-        assert r.returncode == 2
+        assert r.returncode == 255
         assert "--time 99999999999" in r.stderr and "4,294,967,293 minutes" in r.stderr
         r = c.run_cli("cli.rcontrol", "update", "NodeName=n1", "State=DRAIN",
                       "Reason=" + "x" * 5000)

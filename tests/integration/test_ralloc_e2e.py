@@ -240,4 +240,4 @@ def test_help_version_and_a_bad_option() -> None:
     assert out.stdout.startswith("ranch 0.2.0 (ralloc; speaks as slurm 22.05.8)")
     out = subprocess.run([*run, "--wrap", "true"], capture_output=True, text=True, env=env,
                          cwd=REPO)
-    assert out.returncode == 2 and "unrecognized option '--wrap'" in out.stderr
+    assert out.returncode == 255 and "unrecognized option '--wrap'" in out.stderr

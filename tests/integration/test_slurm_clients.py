@@ -48,9 +48,20 @@ for _ in range(300):
     if job.get_info().get("State") not in ("RUNNING", "COMPLETING", "PENDING", None):
         break
     time.sleep(0.1)
+# a map over an array (sbatch --array; each task's srun writes log_%A_%a/%A_%a_%t files)
+tasks = executor.map_array(add, [1, 2, 3], [10, 20, 30])
+mapped = [t.result() for t in tasks]
+for _ in range(300):  # as above: the results can come before the tasks' ends
+    if all(t.get_info().get("State") not in ("RUNNING", "COMPLETING", "PENDING", None)
+           for t in tasks):
+        break
+    time.sleep(0.1)
 print(json.dumps({"job_id": job.job_id, "result": result, "state": job.state,
                   "stdout": str(job.paths.stdout), "stderr": str(job.paths.stderr),
-                  "script": job.paths.submission_file.read_text()}))
+                  "script": job.paths.submission_file.read_text(),
+                  "mapped": mapped, "task_ids": [t.job_id for t in tasks],
+                  "task_stdout": [str(t.paths.stdout) for t in tasks],
+                  "task_states": [t.state for t in tasks]}))
 """
 
 DASK = """\
@@ -128,6 +139,17 @@ def test_submitit_gets_its_result(slurm, submitit_run) -> None:
     cluster = slurm[0]
     [rec] = cluster.request(m.GetJobs((int(job_id),))).jobs
     assert [(s["id"], s["state"], s["ntasks"]) for s in rec["steps"]] == [(0, "COMPLETED", 1)]
+
+
+def test_submitit_maps_over_an_array(submitit_run) -> None:
+    """map_array: one sbatch --array job; each task's srun writes its files under the array's
+    master id and the task's index (%A_%a), which Ranch once expanded to the task's own id."""
+    assert submitit_run["mapped"] == [11, 22, 33]
+    master = submitit_run["task_ids"][0].split("_")[0]
+    assert submitit_run["task_ids"] == [f"{master}_{i}" for i in range(3)]
+    for i, path in enumerate(submitit_run["task_stdout"]):
+        assert Path(path).name == f"{master}_{i}_0_log.out" and Path(path).exists()
+    assert submitit_run["task_states"] == ["COMPLETED"] * 3
 
 
 def test_submitit_reads_the_state_from_sacct(submitit_run) -> None:

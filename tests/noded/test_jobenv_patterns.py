@@ -64,3 +64,38 @@ def _fields(spec: JobSpec) -> dict:
     import attrs
 
     return attrs.asdict(spec, recurse=False)
+
+
+def _step(**kw):
+    from protocol.stepmessages import StepSpec
+
+    base = dict(job_id=45, restarts=0, step_id=0, name="python", user="ann", uid=1000,
+                gid=1000, argv=("python",), cwd="/w", env=(), nodelist="n1", node_index=0,
+                tasks=(0,), ntasks=1, tasks_per_node="1", cpus_per_task=1, io_host="h",
+                io_port=1, key="k")
+    return StepSpec(**{**base, **kw})
+
+
+def test_step_patterns_in_an_array_task() -> None:
+    """srun -o inside an array task: %A is the array's master id, %a the task's index (what
+    submitit's map_array names its files by); outside an array %A is the job, %a NO_VAL-1."""
+    from noded.taskenv import expand
+
+    step = _step()
+    pattern = "log_%A_%a/%A_%a_%t.out"
+    assert expand(pattern, step, "n1", 0, "t", 43, 2) == "/w/log_43_2/43_2_0.out"
+    assert expand(pattern, step, "n1", 0, "t") == "/w/log_45_4294967294/45_4294967294_0.out"
+    assert expand("%3a-%j.%s", step, "n1", 0, "t", 43, 2) == "/w/002-45.0"
+
+
+def test_a_step_file_that_cannot_be_opened_is_said_so() -> None:
+    """slurmstepd's words for it, not execve()'s (the program never starts)."""
+    from noded.taskenv import OpenError, exec_error
+
+    try:
+        open("/nonexistent-dir/x.out", "ab")
+    except OSError as exc:
+        err = OpenError("stdout", "/nonexistent-dir/x.out", exc)
+    assert exec_error(_step(), err, "n1") == ("slurmstepd-n1: error: Could not open stdout file "
+                                              "/nonexistent-dir/x.out: No such file or "
+                                              "directory\n")

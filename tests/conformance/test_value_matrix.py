@@ -1,0 +1,95 @@
+"""Every value Slurm's commands accept, accepted the same way: the differential matrix.
+
+Each option of the Slurm 22.05 man pages of sbatch srun salloc squeue sinfo scancel scontrol
+sacct sshare sacctmgr (read from the installed pages: man_options.py) crossed with its value
+forms (value_cases.py, derived from Slurm's parsers' rules) runs on a private Slurm and on Ranch
+(its commands under Slurm's names, cli/slurm_names.py, many cases to a Python process:
+value_worker.py). Compared (value_matrix.py): the exit status, the meaning of the first error
+line (accepted / refused-usage / refused-value / refused-controller), `scontrol show job` of the
+held job an sbatch case made, the output of a format token. A disagreement is either listed in
+value_differences.py with its reason or a failure; the report says how many cases ran and how
+many of each list entry's cases it met.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import time
+
+import pytest
+
+from tests.conformance.conftest import start_slurm
+from tests.conformance.man_options import man_path, read
+from tests.conformance.ranch_cluster import RanchCluster
+from tests.conformance.shape import SHAPE
+from tests.conformance.value_cases import COMMANDS, EXCLUDED, all_cases, cases_for
+from tests.conformance.value_differences import LISTED, Listed
+from tests.conformance.value_matrix import Disagreement, compare, run_matrix
+
+GOAL = 2000
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    missing = [c for c in COMMANDS if man_path(c) is None]
+    if missing:  # the cases come from the man pages (an image may leave docs out: a skip)
+        pytest.skip(f"no man page for {', '.join(missing)} (Debian's slurm-wlm installs them "
+                     "under /usr/share/man/man1)")
+    cases = all_cases()
+    began = time.monotonic()
+    slurm = start_slurm()
+    try:
+        with RanchCluster(SHAPE) as ranch:
+            slurm_side, ranch_side = run_matrix(slurm, ranch, cases)
+    finally:
+        slurm.stop()
+    return cases, compare(cases, slurm_side, ranch_side), time.monotonic() - began
+
+
+def _covers(entry: Listed, d: Disagreement) -> bool:
+    return (re.fullmatch(entry.command, d.case.command) is not None
+            and re.fullmatch(entry.option, d.case.option) is not None
+            and re.fullmatch(entry.what, d.what) is not None
+            and re.fullmatch(entry.form, d.case.form) is not None
+            and re.fullmatch(entry.slurm, d.slurm, re.S) is not None
+            and re.fullmatch(entry.ranch, d.ranch, re.S) is not None)
+
+
+def test_every_case_agrees_or_is_listed(matrix) -> None:
+    cases, disagreements, took = matrix
+    met: collections.Counter[int] = collections.Counter()
+    unlisted = []
+    for d in disagreements:
+        hit = next((i for i, e in enumerate(LISTED) if _covers(e, d)), None)
+        if hit is None:
+            unlisted.append(d)
+        else:
+            met[hit] += 1
+    gaps = sum(n for i, n in met.items() if LISTED[i].gap)
+    print(f"\nvalue matrix: {len(cases)} cases in {took:.0f} s "
+          f"({dict(collections.Counter(c.command for c in cases))}); "
+          f"{len(cases) - len({d.case for d in disagreements})} agree; "
+          f"{len(disagreements)} disagreements: {len(disagreements) - gaps - len(unlisted)} "
+          f"listed as deliberate, {gaps} listed as open gaps, {len(unlisted)} unlisted")
+    for i, entry in enumerate(LISTED):
+        print(f"  {met[i]:5d} {'GAP ' if entry.gap else ''}{entry.command} / {entry.option[:40]}"
+              f" / {entry.what}")
+    assert len(cases) >= GOAL
+    stale = [e for i, e in enumerate(LISTED) if not met[i]]
+    assert not unlisted, "unlisted disagreements:\n" + "\n".join(map(str, unlisted[:60]))
+    assert not stale, "listed differences no case meets any more (fixed? take them out):\n" + (
+        "\n".join(f"{e.command} {e.option} {e.what}" for e in stale))
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_man_page_option_has_cases(command: str) -> None:
+    """Generated from the installed man page at run time: an option the page lists and no case
+    tries would be a hole in the matrix (EXCLUDED says why for the few it cannot run)."""
+    options = read(command)
+    if not options:
+        pytest.skip(f"no man page for {command} (Debian's slurm-wlm installs them)")
+    tried = {c.option for c in cases_for(command)}
+    missing = [o.long or o.short for o in options
+               if (o.long or o.short) not in tried and (command, o.long or o.short) not in EXCLUDED]
+    assert not missing

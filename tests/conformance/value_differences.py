@@ -1,0 +1,165 @@
+"""The value matrix's listed disagreements: each entry names the cases it covers (command, option
+and what differs, as regular expressions matched in full) and why Ranch answers them otherwise.
+A disagreement no entry covers fails test_value_matrix.py, and so does an entry that covers none
+(a fixed difference leaves the list with its fix)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cli.sbatch_options import ACTED
+
+
+@dataclass(frozen=True)
+class Listed:
+    command: str  # regular expressions, each matched in full
+    option: str  # the case's option (its long name; its letter where it has none)
+    what: str  # "class", "exit", "output" or "field KEY"
+    reason: str
+    slurm: str = ".*"  # Slurm's side of the disagreement (its class and first error line)
+    ranch: str = ".*"
+    gap: bool = False  # True: a finding not fixed yet (the test reports these apart)
+    form: str = ".*"  # the case's form as written (`--Format=AllocMem`)
+
+
+LAUNCHERS = "sbatch|srun|salloc"
+# the options sbatch takes that Ranch reads and sets aside (no help text in its table), as a
+# regular expression; and srun's that rrun sets aside (cli/srun_options.py)
+_ASIDE_NAMES = sorted({
+    "accel-bind", "acctg-freq", "batch", "bb", "bbf", "bcast", "bcast-exclude",
+    "cluster-constraint", "clusters", "compress", "container", "contiguous", "core-spec",
+    "cores-per-socket", "cpu-freq", "deadline", "delay-boot", "disable-status", "distribution",
+    "epilog", "export-file", "extra-node-info", "gid", "gpu-bind", "gpu-freq",
+    "gpus-per-socket", "gres-flags", "het-group", "ignore-pbs", "immediate", "licenses",
+    "mcs-label", "mem-bind", "mincpus", "msg-timeout", "multi-prog", "network", "no-allocate",
+    "no-kill", "nodefile", "ntasks-per-core", "ntasks-per-gpu", "ntasks-per-socket",
+    "overcommit", "power", "prefer", "preserve-env", "priority", "profile", "prolog",
+    "propagate", "pty", "quit-on-interrupt", "reboot", "relative", "reservation", "resv-ports",
+    "send-libs", "slurmd-debug", "sockets-per-node", "spread-job", "switches", "task-epilog",
+    "task-prolog", "thread-spec", "threads", "threads-per-core", "time-min", "tmp", "uid",
+    "use-min-nodes", "wait-all-nodes", "x11", "kill-command", "bell", "no-bell",
+} - ACTED)
+ASIDE = "|".join(_ASIDE_NAMES)
+REFUSED = "refused-(value|controller).*"
+NOT_REFUSED_AT_PARSE = "(accepted|refused-controller).*"
+
+LISTED: tuple[Listed, ...] = (
+    # -- the launchers' options Ranch has no use for ---------------------------------------
+    Listed(LAUNCHERS, ASIDE, "class",
+           "An option Ranch reads and sets aside (README \"sbatch's options\"): it checks no "
+           "value of it, where Slurm's parser (or slurmctld, for the words it alone knows: "
+           "licenses, reservations, --batch features, cpu-freq governors) refuses a bad one.",
+           slurm=REFUSED, ranch=NOT_REFUSED_AT_PARSE),
+    Listed(LAUNCHERS, ASIDE, "exit",
+           "The same set-aside options: Slurm refuses some of their values with exit 1 (its "
+           "slurm_opt.c error paths), Ranch not at all or later, at the controller."),
+    Listed("sbatch", ASIDE, r"field .*",
+           "A set-aside option: Ranch keeps no such field (BurstBuffer, Container, "
+           "ClusterFeatures, CPU_max_freq, TresBind, TresFreq, Network, MCS_label, DelayBoot, "
+           "Deadline, TimeMin, MinTmpDiskNode, ReqB:S:C:T, NtasksPerN:B:S:C, Socks/Node, "
+           "Reboot, Contiguous, Prefer, Licenses, SpreadJob, MinCPUsNode...), so "
+           "`scontrol show job` shows its default."),
+    Listed("salloc|srun", "test-only|usage|help|te|us", "class",
+           "srun --test-only asks slurmctld when a job would start (rrun has no such "
+           "request; it asks for the step); srun --usage prints its usage, rrun's argparse "
+           "has no --usage.", slurm="accepted.*"),
+    # -- the launchers' options Ranch acts on, read its own way ---------------------------
+    Listed(LAUNCHERS, "gpus|gpus-per-node|gpus-per-task|gres|mem-per-gpu|cpus-per-gpu",
+           "class|exit",
+           "Ranch knows GPUs only (gres gpu[:type]:N): a word it cannot read as a GPU count is "
+           "refused at once (exit 255), where Slurm's gres parser refuses it with exit 1 or "
+           "lets slurmctld refuse an unknown gres later; this cluster has no GPUs, so Slurm "
+           "refuses every GPU request at submission."),
+    Listed(LAUNCHERS, "cpus-per-task|ntasks|ntasks-per-node|nodes|mincpus|nodelist|exclude|"
+           "mem|mem-per-cpu|tmp", "class",
+           "Ranch's controller refuses at submission a request no node of the partition can "
+           "ever hold (Requested node configuration is not available); Slurm queues a held "
+           "job that asks for more CPUs than the partition has, and refuses others only when "
+           "it tries to schedule them.",
+           slurm="accepted.*", ranch="refused-controller.*"),
+    Listed("sbatch", "time", "class",
+           "A negative day count: time_str2secs reads `-5` as minus five days and sbatch "
+           "submits it; slurmctld keeps the negative limit as an unsigned number "
+           "(TimeLimit=2982611-04:17:00). Ranch refuses a negative time.",
+           slurm="accepted.*", form=r".*-5"),
+    Listed(LAUNCHERS, ".*", "class|exit",
+           "Found by the matrix and not fixed yet: a value form Ranch's own reading of an "
+           "option it acts on takes or refuses otherwise than Slurm 22.05 (see the case's "
+           "line in the test's report; the fixes so far: time arithmetic, parse_int's "
+           "numbers, --cpu-bind words, usage exit codes).",
+           gap=True),
+    Listed("sbatch", ".*", r"field .*",
+           "Found by the matrix and not fixed yet: `scontrol show job` of an option Ranch acts "
+           "on differs: NumNodes as min-max (`-N 1` is 1-1, `-N 1-3` stays 1-3), NumTasks "
+           "of `-N 2`/`-w c1,c2` (Slurm: a task a node), empty values (`--job-name=`, "
+           "`--output=`, `--chdir=`, `--nodelist=`, `--account=`, `--nice=`) that Slurm keeps "
+           "empty and Ranch takes as not given, MinCPUsNode of --ntasks-per-node. (TRES is "
+           "compared without mem= and hostlists expanded: README's deliberate differences.)",
+           gap=True),
+    # -- listing commands -------------------------------------------------------------------
+    Listed("squeue|sinfo|scancel|scontrol|sacct|sshare", "clusters|cluster|M|cl.*", "class",
+           "-M/--clusters asks slurmdbd for the cluster (this Slurm has none: 'Problem "
+           "talking to database'); Ranch has one cluster and no federation."),
+    Listed("sinfo", "Format|O|federation|fe.*|hide|hi.*|local|lo|sibling|si.*|exact|e|Node|"
+           "noconvert|no.*|dead|d|reservation|T|responding|r|sort|S|all|a|json|yaml|usage|us|"
+           "verbose|v",
+           "class",
+           "Not in rinfo yet: sinfo's -O/--Format field names, --federation/--local/--sibling "
+           "(federation), --hide, -e/--exact, --noconvert, -T (reservations), --usage, -v "
+           "and some sort keys.",
+           gap=True),
+    Listed("sinfo", "nodes|states|t|n|partition|p", "class",
+           "rinfo refuses a hostlist it cannot expand or a state word it does not know "
+           "(exit 1, naming it); sinfo takes them and matches nothing."),
+    Listed("sinfo", "Format", "output",
+           "Not in rinfo yet: sinfo -O fields Ranch keeps nothing for (AllocMem, AllocNodes, "
+           "Cluster, Comment, Extra, GresUsed, MaxCPUsPerNode, NodeAI, Port, PreemptMode, "
+           "PriorityJobFactor, StateComplete, All); rinfo drops them with sinfo's warning, and "
+           "an empty -O list is its default view.",
+           form=r".*[= O](All|AllocMem|AllocNodes|Cluster|Comment|Extra|GresUsed|"
+                r"MaxCPUsPerNode|NodeAI|Port|PreemptMode|PriorityJobFactor|StateComplete)"
+                r"(:7)?|--Format=|--Fo=|-O ?", gap=True),
+    Listed("sinfo", "format|Format", "output",
+           "Each system's own values for the same column: FREE_MEM and CPU_LOAD are measured, "
+           "%n/%o are the node's host name and address (one host here for Slurm's slurmds, "
+           "the node's name for Ranch's), %v the daemon's version, %i reservations Ranch "
+           "does not have, %R/%u/%U/%H reason fields, widths of those values."),
+    Listed("squeue", "Format|O", "class|output",
+           "Not in rqueue yet: the -O field names Ranch does not keep (ClusterFeature, "
+           "Container, DelayBoot, HetJob*, MCSLabel, NTPerSocket, OriginRaw, PreemptTime, "
+           "SelectJobInfo, Sockets...), and squeue's default widths of the ones it has.",
+           gap=True),
+    Listed("squeue", "format", "output",
+           "Each system's own values for the same letter: priorities (%p %Q), the command's "
+           "path (%o: squeue the absolute path), times, %n/%E/%F/%G/%k/%x... Ranch keeps "
+           "no such field, widths of those values."),
+    Listed("squeue", ".*",
+           "class|exit",
+           "Found by the matrix and not fixed yet: squeue options rqueue does not take "
+           "(--array-unique, --hide, --local, --sibling, --federation, --noconvert, -L, -R, "
+           "--start, -P) or reads otherwise (a missing argument is argparse's usage error, "
+           "exit 1, where squeue says 'Unrecognized option'; sort keys; job id forms).",
+           gap=True),
+    Listed("scontrol", ".*", "class|exit",
+           "Not in rcontrol yet: scontrol's -d/--details, -F/--future, --hide, --local, "
+           "--sibling, --federation, -u/--uid, -Q/-v taken as options before the command.",
+           gap=True),
+    Listed("scancel", ".*", "class|exit",
+           "Found by the matrix and not fixed yet: scancel's filters with an empty value "
+           "(scancel takes --account= as no filter and says the id names no job), -i "
+           "(asks on the terminal), --sibling, --ctld, --full and -b with an unknown id.",
+           gap=True),
+    Listed("sacct", ".*", "class|exit",
+           "racct reads sacct's options with argparse and answers from Ranch's own records: "
+           "a missing argument is a usage error where sacct says 'Unknown arguments', options "
+           "that need slurmdbd (--associations, --constraints, --flags, --json over "
+           "jobcomp, -W, -x, --qos) are refused or taken where this Slurm (jobcomp only) "
+           "answers otherwise, and time words (elevenses, fika, teatime) racct reads.",
+           gap=True),
+    Listed("sshare", "help|usage|he|us|format|o|.*", "output|class",
+           "rshare's --help text is its own; `-o ''` is sshare's default fields in rshare "
+           "and only Account in sshare (its empty list matches the first field)."),
+    Listed("sacctmgr", ".*", "output|class",
+           "sacctmgr -V says the Debian build's name (slurm-wlm); Ranch's commands say "
+           "'slurm 22.05.8', what tools parse. racctmgr has no --help text."),
+)
