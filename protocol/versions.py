@@ -7,6 +7,11 @@ Version 5 changed the frame (its header carries a MAC of its own, protocol/rawfr
 rctld can check a large frame's sender before reading its body) and added the fields below (run
 identity, sbatch's further options, the guards' messages).
 A frame is written in the version of the peer it goes to, so a version-4 peer never sees one.
+
+Within version 5, without a new field (issue 30): Register/Heartbeat `runs` list every run the
+node holds until its ending is recorded (announced, starting, running, ending), and may name one
+job twice (an old run ending while a newer one starts). A controller that kept one run per job
+id keeps the last of the sorted pairs, the newer run: the one it asked for.
 """
 
 from __future__ import annotations

@@ -530,3 +530,41 @@ async def test_a_starting_job_is_in_the_beat(nursery: trio.Nursery, runner: JobR
     await runner.kill(5, 0, "test done")
     await ended(runner, 5)
     assert runner.job_ids() == ()
+
+
+async def test_a_run_is_reported_until_its_ending_is_recorded(runner: JobRunner,
+                                                              work: Path) -> None:
+    """D3: at every scheduling point from launch to acknowledgement a beat would find the run
+    in runs() or its ending in endings(), never in neither (the controller requeued such a run)."""
+    gaps: list[str] = []
+    done = trio.Event()
+
+    async def watch(runs: set[tuple[int, int]]) -> None:
+        while not done.is_set():
+            held = set(runner.runs())
+            ends = {(e.job_id, e.restarts) for e in runner.endings()}
+            gaps.extend(f"{r} neither held nor ended" for r in runs - held - ends)
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as n:
+        runner.announce(spec(work, "exit 0\n", 1))
+        n.start_soon(watch, {(1, 0)})
+        await runner.launch(spec(work, "exit 0\n", 1))
+        await ended(runner, 1)
+        done.set()
+    assert gaps == []
+    # an old run ending while the newer one starts: both are named, the new one throughout
+    old = tmp = work / "old.pid"
+    await runner.launch(spec(work, f"trap 'sleep 0.3; exit 0' TERM; echo $$ > {tmp}; "
+                                   "while :; do sleep 0.05; done\n", 2))
+    await read_pid(old)
+    done = trio.Event()
+    async with trio.open_nursery() as n:
+        runner.announce(spec(work, "sleep 0.2\n", 2, restarts=1))
+        n.start_soon(watch, {(2, 1)})
+        await wait_for(lambda: (2, 0) in runner.runs() and (2, 1) in runner.runs())
+        await runner.launch(spec(work, "sleep 0.2\n", 2, restarts=1))
+        await ended(runner, 2)
+        done.set()
+    assert gaps == []
+    assert [(e.job_id, e.restarts) for e in runner.endings()] == [(1, 0), (2, 1)]
