@@ -68,6 +68,7 @@ class JobReconciliation:
     def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
         """A node confirms it launched a run (its start time is the job's)."""
         job = self.store.jobs.get(msg.job_id)
+        self.starts.heard(node.name, ((msg.job_id, msg.restarts),))
         if job is not None:
             self.store.apply(job, je.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
         return m.Ack()
@@ -99,16 +100,28 @@ class JobReconciliation:
         use = self.store.uses.get(name)
         seen = self._missing.pop(name, {})
         if use is None or not use.jobs:
+            if not beat:
+                self.starts.forget_unheard(name, ())
             return
         now, grace_s = self.c.clock(), self.store.missing_grace
         interval = self.c.config.timeouts.heartbeat_interval
         missing: dict[Run, float] = {}
+        current: list[Run] = []
         for jid in sorted(use.jobs):
             job = self.store.jobs.get(jid)
             if job is None or name not in job.awaiting or job.state not in ACTIVE:
                 continue
             run = (jid, job.restarts)
+            current.append(run)
             if holds(runs, jid, job.restarts) or run in ended:
+                continue
+            if not beat and self.starts.never_delivered(name, job):
+                # never reached the node: the same run again, not a requeue (a requeue here
+                # burnt a restart per try while the node refused our frames, and the job
+                # never ran)
+                logs.event("launch never reached the node: sent again", logging.WARNING,
+                           node=name, job=job.id, run=job.restarts)
+                self.starts.launch(job, (name,))
                 continue
             if beat:
                 since = missing[run] = seen.get(run, now)
@@ -121,6 +134,8 @@ class JobReconciliation:
             self.store.apply(job, je.NodeLost(name, requeue=True, why=f"lost by node {name}"))
         if missing:
             self._missing[name] = missing
+        if not beat:
+            self.starts.forget_unheard(name, current)
 
     def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
                                                                      tuple[Run, ...]]:
@@ -130,6 +145,7 @@ class JobReconciliation:
             self.ended(node, msg.jobs_ended)
         runs = reported_runs(msg.job_ids, msg.runs)
         ended = {(e.job_id, e.restarts) for e in msg.jobs_ended}
+        self.starts.heard(node.name, runs | ended)
         self._look_for_missing(node, runs, ended, beat=True)
         if runs or node.name in self._still_running:
             self._kill_again(node.name, runs)
@@ -167,6 +183,7 @@ class JobReconciliation:
             self.ended(node, msg.jobs_ended)
         runs = reported_runs(msg.job_ids, msg.runs)
         ended = {(e.job_id, e.restarts) for e in msg.jobs_ended}
+        self.starts.heard(name, runs | ended)
         # The node does not hold it and did not report its end: lost with the old rnoded (or
         # its LaunchJob went to a dead connection).
         self._look_for_missing(node, runs, ended, beat=False)
