@@ -114,6 +114,10 @@ class JobRunner:
             return
         ending, silent = await trio.to_thread.run_sync(jobstore.load_ending, path)
         pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+        if pids is None:
+            pids = await self._pids_of_interrupted_launch(spec, path)
+            if pids is False:
+                return
         if pids is not None and alive(int(pids["shim_pid"]), int(pids["shim_start"])):
             job = RunningJob(
                 spec,
@@ -136,6 +140,27 @@ class JobRunner:
         if pids is None and end.state != "LAUNCH_FAILED":
             end = attrs.evolve(end, state="FAILED", message="rnoded stopped while launching")
         await self._record_end(spec, path, end, silent)
+
+    async def _pids_of_interrupted_launch(self, spec: JobSpec, path: Path) -> dict | bool | None:
+        """A record without pids.json: the previous rnoded stopped while launching it. False
+        when its script never started (the claim was still free; now it never will): the
+        record goes, the run is not reported, and the controller sends it again or requeues
+        it, never taking a run that did not happen for a FAILED one. Otherwise the shim has it:
+        its pids once it writes them (None if it does not within the launch timeout)."""
+        if await trio.to_thread.run_sync(jobstore.claim, path):
+            log.warning("job %d run %d: rnoded stopped before its script started; "
+                        "the run is given back", spec.job_id, spec.restarts)
+            await trio.to_thread.run_sync(jobstore.remove, path)
+            return False
+        with trio.move_on_after(self.launch_timeout):
+            while True:
+                pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+                status = await trio.to_thread.run_sync(jobstore.read_json,
+                                                       path / "status.json")
+                if pids is not None or status is not None:
+                    return pids
+                await trio.sleep(0.05)
+        return None
 
     def _nursery_start(self, fn: Callable, *args: object) -> None:
         assert self._nursery is not None, "JobRunner.run is not running"
