@@ -115,7 +115,7 @@ class JobReconciliation:
             current.append(run)
             if holds(runs, jid, job.restarts) or run in ended:
                 continue
-            if not beat and self.starts.never_delivered(name, job):
+            if not beat and job.state == RUNNING and self.starts.never_delivered(name, job):
                 # never reached the node: the same run again, not a requeue (a requeue here
                 # burnt a restart per try while the node refused our frames, and the job
                 # never ran)
