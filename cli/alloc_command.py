@@ -127,7 +127,7 @@ def run_command(alloc: Allocation, argv: list[str], env: dict[str, str], cwd: st
     rc, code, sig = _exit_status(returncode)
     if not alloc.released:
         _relinquish(alloc, code, sig)
-    return rc
+    return alloc.exit_status(rc)
 
 
 class Child:

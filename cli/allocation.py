@@ -29,6 +29,10 @@ WAIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, si
                 signal.SIGUSR1, signal.SIGUSR2)
 FIRST_PAUSE, MAX_PAUSE = 0.05, 1.0  # seconds between looks at a waiting job
 ALREADY_DONE = "already completing or completed"  # ESLURM_ALREADY_DONE's words
+# seconds a release (or a withdrawal) is retried while the controller cannot be reached: an
+# rctld restart takes a few; after that the command says it could not, exits 1, and rctld ends
+# the allocation itself once its holder has been silent long enough (ctld/inactive.py)
+RELEASE_PATIENCE = 60.0
 # rrun's option attributes (argparse names) -> sbatch's option names (cli/sbatch_options.py)
 OPTS = (("nodes", "nodes"), ("ntasks", "ntasks"), ("ntasks_per_node", "ntasks-per-node"),
         ("cpus_per_task", "cpus-per-task"), ("gpus_per_task", "gpus-per-task"),
@@ -89,6 +93,8 @@ class Allocation:
         self.job_id = 0
         self.record: dict = {}
         self.released = False
+        self.unreleased = False  # the release never reached the controller: exit non-zero
+        self.patience = RELEASE_PATIENCE
 
     def say(self, text: str) -> None:
         if not self.quiet:
@@ -218,11 +224,7 @@ class Allocation:
         if not self.job_id or self.released:
             return
         self.released = True
-        try:
-            request(self.target, "CancelJobs", {"job_ids": [self.job_id], **_who()},
-                    want="JobResult")
-        except CliError as exc:
-            self.error(f"Unable to clean up job allocation {self.job_id}: {exc.message}")
+        self._settle("CancelJobs", {"job_ids": [self.job_id], **_who()})
 
     def release(self, exit_code: int = 0, signum: int = 0) -> None:
         """The command ended: COMPLETED, or FAILED with its exit code or signal. A job that
@@ -230,16 +232,39 @@ class Allocation:
         if not self.job_id or self.released:
             return
         self.released = True
-        body = {"action": "complete", "job_ids": [self.job_id], **_who(),
-                "exit_code": exit_code if 0 <= exit_code <= 255 else 1, "signal": signum}
-        try:
-            reply = request(self.target, "JobControl", body, want="JobResult")
-        except CliError as exc:
-            self.error(f"Unable to clean up job allocation {self.job_id}: {exc.message}")
+        self._settle("JobControl", {"action": "complete", "job_ids": [self.job_id], **_who(),
+                                    "exit_code": exit_code if 0 <= exit_code <= 255 else 1,
+                                    "signal": signum})
+
+    def _settle(self, type_name: str, body: dict) -> None:
+        """Send the release until the controller answers it (a repeat after a lost reply
+        finds the job already ended: done), for up to `patience` seconds while it cannot be
+        reached; otherwise say so and mark the command's exit non-zero."""
+        deadline, pause = time.monotonic() + self.patience, FIRST_PAUSE * 4
+        while True:
+            try:
+                reply = request(self.target, type_name, body, want="JobResult")
+                break
+            except Refused as exc:
+                why = exc.message
+            except CliError as exc:
+                if time.monotonic() + pause < deadline:
+                    time.sleep(pause)
+                    pause = min(pause * 2, MAX_PAUSE * 2)
+                    continue
+                why = f"{exc.message} (tried for {self.patience:g} s)"
+            self.unreleased = True
+            self.error(f"Unable to clean up job allocation {self.job_id}: {why}")
             return
         errors = [e for e in reply.get("errors") or () if ALREADY_DONE not in e]
         if errors:
+            self.unreleased = True
             self.error(f"Unable to clean up job allocation {self.job_id}: {errors[0]}")
+
+    def exit_status(self, rc: int) -> int:
+        """The command's exit status: `rc`, or 1 when its allocation could not be released
+        (the controller then ends it CANCELLED or TIMEOUT, never COMPLETED)."""
+        return 1 if self.unreleased and rc == 0 else rc
 
 
 def _who() -> dict[str, object]:
@@ -322,4 +347,4 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
         signum = alloc.step_signal(code - 128)
         code = 0 if signum else code
     alloc.release(code, signum)
-    return 128 + signum if signum else code
+    return alloc.exit_status(128 + signum if signum else code)

@@ -4,6 +4,10 @@ ralloc has not said it is alive for InactiveLimit seconds TIMEOUT, Reason Inacti
 own allocation (rrun outside a job) CANCELLED once rrun is silent with no step running. An
 allocation nobody holds (salloc --no-shell: SubmitJob.held_by "") is not watched, as in Slurm.
 
+Unlike slurmctld, an allocation is watched even with InactiveLimit=0 (issue 30): its holder's
+silence for HOLDER_GONE seconds then ends it the same way, so that a ralloc that died, or whose
+release never got through, cannot hold its CPUs for ever.
+
 The commands say so themselves (JobControl "alive", every second while their command runs):
 the controller never connects back to them. Their last word is soft state: after a restart
 every running allocation starts afresh.
@@ -29,6 +33,9 @@ REASON = "InactiveLimit"
 # of silence after which rrun, with no step running, is taken to be gone: they speak as soon
 # as they see the job run, then every second until they have released it
 ORPHAN_GRACE = 5.0
+# InactiveLimit's stand-in when it is 0 (unset): two minutes without a word from a holder that
+# speaks every second (and is taken to have just spoken after an rctld restart) means it is gone
+HOLDER_GONE = 120.0
 
 
 class InactiveWatch:
@@ -40,7 +47,8 @@ class InactiveWatch:
 
     @property
     def limit(self) -> float:
-        return float(self.c.config.jobs.inactive_limit)
+        """InactiveLimit, or HOLDER_GONE where it is unset."""
+        return float(self.c.config.jobs.inactive_limit) or HOLDER_GONE
 
     @property
     def grace(self) -> float:

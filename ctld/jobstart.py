@@ -31,6 +31,10 @@ class JobStarts:
         self.store = store
         self.c = store.c
         self._members: dict[str, tuple[tuple[int, int], list[NodeRecord]]] = {}
+        # node -> runs this rctld launched there that the node has not yet named (in a beat, a
+        # registration, a JobStarted): soft state, empty after a restart (then no run is taken
+        # for never delivered, and a missing one is requeued as before)
+        self._unheard: dict[str, set[tuple[int, int]]] = {}
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
@@ -172,6 +176,31 @@ class JobStarts:
             why = f"rctld: the batch script of job {job.id} cannot be read: {exc}"
             return f"#!/bin/sh\necho {shlex.quote(why)} >&2\nexit 1\n", ()
 
+    def heard(self, name: str, runs: Iterable[tuple[int, int]]) -> None:
+        """The node named these runs: it has them (or had them and reported their end)."""
+        unheard = self._unheard.get(name)
+        if unheard:
+            runs = set(runs)
+            any_run = {jid for jid, run in runs if run == -1}  # an older rnoded's job ids
+            unheard.difference_update({r for r in unheard if r in runs or r[0] in any_run})
+            if not unheard:
+                del self._unheard[name]
+
+    def never_delivered(self, name: str, job: Job) -> bool:
+        """Whether the node has never named the job's current run since this rctld launched
+        it there: a node whose registration lists neither it nor its ending never had it (its
+        LaunchJob went to a dead connection, or the node refused the frame: a controller clock
+        stepped forward, issue 30), so the same run can be sent again without a requeue."""
+        return (job.id, job.restarts) in self._unheard.get(name, ())
+
+    def forget_unheard(self, name: str, keep: Iterable[tuple[int, int]]) -> None:
+        """Drop the node's entries for runs that are no longer current there."""
+        unheard = self._unheard.get(name)
+        if unheard:
+            unheard.intersection_update(keep)
+            if not unheard:
+                del self._unheard[name]
+
     def launch(self, job: Job, names: tuple[str, ...]) -> None:
         """The table's Launch effect: LaunchJob for the current run to each node, sent once the
         run is on disk (a crash after it never forgets a launch the node acted on)."""
@@ -185,6 +214,7 @@ class JobStarts:
         per_node = tuple(job.shares[n].cpus if n in job.shares else 0
                          for n in hostlist.expand(nodelist))
         for node_name in names:
+            self._unheard.setdefault(node_name, set()).add((job.id, job.restarts))
             node = self.c.nodes.get(node_name)
             share = job.shares.get(node_name)
             if node is None or node.conn is None or share is None:

@@ -45,6 +45,9 @@ class JobRunner:
         self._nursery: trio.Nursery | None = None
         self._launching: dict[int, int] = {}  # job id -> the run being started
         self._announced: dict[int, int] = {}  # job id -> the run whose LaunchJob just arrived
+        # runs whose processes are gone and whose ending is being recorded: still reported as
+        # here, so that no beat lists such a run neither running nor ended
+        self._finishing: set[tuple[int, int]] = set()
         self.launch_timeout = LAUNCH_TIMEOUT
         self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
         self.memory_cgroups = True  # a job asking for memory gets its own limited cgroup
@@ -52,15 +55,19 @@ class JobRunner:
     # ------------------------------------------------------------------------ what beats carry
 
     def job_ids(self) -> tuple[int, ...]:
-        # a job still starting counts: the controller declares a job it is not told of lost
-        return tuple(sorted(self.running.keys() | self._launching.keys()))
+        return tuple(sorted({jid for jid, _ in self.runs()}))
 
     def runs(self) -> tuple[tuple[int, int], ...]:
-        """(job id, restarts) of every job in job_ids(): which run of each job is here."""
-        out = {jid: job.spec.restarts for jid, job in self.running.items()}
-        for jid, run in self._launching.items():
-            out.setdefault(jid, run)
-        return tuple(sorted(out.items()))
+        """(job id, restarts) of every run this node holds and has not yet recorded the end of:
+        announced, starting, running or ending. The controller takes a current run missing here
+        (and from endings()) for lost, so each run stays in this list until its ending is in
+        self.ended, with no checkpoint between; a job may be here with two runs (an old one
+        ending while the controller's newer one starts)."""
+        out = {(jid, job.spec.restarts) for jid, job in self.running.items()}
+        out.update(self._launching.items())
+        out.update(self._announced.items())
+        out.update(self._finishing)
+        return tuple(sorted(out))
 
     def endings(self) -> tuple[JobEnd, ...]:
         return tuple(end for end, _ in self.ended.values())
@@ -108,6 +115,10 @@ class JobRunner:
             return
         ending, silent = await trio.to_thread.run_sync(jobstore.load_ending, path)
         pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+        if pids is None:
+            pids = await self._pids_of_interrupted_launch(spec, path)
+            if pids is False:
+                return
         if pids is not None and alive(int(pids["shim_pid"]), int(pids["shim_start"])):
             job = RunningJob(
                 spec,
@@ -131,6 +142,27 @@ class JobRunner:
             end = attrs.evolve(end, state="FAILED", message="rnoded stopped while launching")
         await self._record_end(spec, path, end, silent)
 
+    async def _pids_of_interrupted_launch(self, spec: JobSpec, path: Path) -> dict | bool | None:
+        """A record without pids.json: the previous rnoded stopped while launching it. False
+        when its script never started (the claim was still free; now it never will): the
+        record goes, the run is not reported, and the controller sends it again or requeues
+        it, never taking a run that did not happen for a FAILED one. Otherwise the shim has it:
+        its pids once it writes them (None if it does not within the launch timeout)."""
+        if await trio.to_thread.run_sync(jobstore.claim, path):
+            log.warning("job %d run %d: rnoded stopped before its script started; "
+                        "the run is given back", spec.job_id, spec.restarts)
+            await trio.to_thread.run_sync(jobstore.remove, path)
+            return False
+        with trio.move_on_after(self.launch_timeout):
+            while True:
+                pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+                status = await trio.to_thread.run_sync(jobstore.read_json,
+                                                       path / "status.json")
+                if pids is not None or status is not None:
+                    return pids
+                await trio.sleep(0.05)
+        return None
+
     def _nursery_start(self, fn: Callable, *args: object) -> None:
         assert self._nursery is not None, "JobRunner.run is not running"
         self._nursery.start_soon(fn, *args)
@@ -142,8 +174,10 @@ class JobRunner:
         at once, so that a KillJob read right behind it is kept for the launch (applied the
         moment the script runs) instead of answered "not here" and lost: the job would then run
         on, and the node stay COMPLETING, for ever."""
-        if spec.job_id not in self.running and spec.job_id not in self._launching:
-            self._announced[spec.job_id] = spec.restarts
+        current = self.running.get(spec.job_id)
+        if (current is None or current.spec.restarts != spec.restarts) \
+                and spec.job_id not in self._launching:
+            self._announced[spec.job_id] = spec.restarts  # also reported: runs()
 
     async def launch(self, spec: JobSpec) -> None:
         """Start the job; returns once its script runs. Raises LaunchError (after recording a
@@ -153,23 +187,27 @@ class JobRunner:
         current = self.running.get(spec.job_id)
         if current is not None and current.spec.restarts == spec.restarts:
             return  # a repeated LaunchJob: it already runs
-        if (spec.job_id, spec.restarts) in self.ended or spec.job_id in self._launching:
+        run = (spec.job_id, spec.restarts)
+        if run in self.ended or run in self._finishing or spec.job_id in self._launching:
             if spec.job_id not in self._launching:  # ended: a kill kept for it has no target
                 self._kill_after_launch.pop(spec.job_id, None)
             return
-        if current is not None and current.spec.restarts < spec.restarts:
-            # The controller moved on to a newer run: the old one is stale. End it (no ending
-            # is reported for it) and start the new one once it is gone.
-            log.warning("job %d: run %d replaces run %d still here; ending the old run",
-                        spec.job_id, spec.restarts, current.spec.restarts)
-            await self.kill(spec.job_id, 0, "stale", silent=True, run=current.spec.restarts)
-            with trio.move_on_after(current.spec.kill_wait + self.launch_timeout):
-                await current.done.wait()
-            current = self.running.get(spec.job_id)
-        if current is not None:
+        if current is not None and current.spec.restarts > spec.restarts:
             raise LaunchError(f"job {spec.job_id} already runs here (run {current.spec.restarts})")
+        # From here the new run is reported as starting (runs()), the old one's wait included.
         self._launching[spec.job_id] = spec.restarts
         try:
+            if current is not None:
+                # The controller moved on to a newer run: the old one is stale. End it (no
+                # ending is reported for it) and start the new one once it is gone.
+                log.warning("job %d: run %d replaces run %d still here; ending the old run",
+                            spec.job_id, spec.restarts, current.spec.restarts)
+                await self.kill(spec.job_id, 0, "stale", silent=True, run=current.spec.restarts)
+                with trio.move_on_after(current.spec.kill_wait + self.launch_timeout):
+                    await current.done.wait()
+                if self.running.get(spec.job_id) is current:
+                    raise LaunchError(f"job {spec.job_id}: its run {current.spec.restarts} "
+                                      "here would not end")
             await self._launch(spec)
         finally:
             self._launching.pop(spec.job_id, None)
@@ -249,17 +287,24 @@ class JobRunner:
                 log.info("job %d reached its time limit of %gs", job.spec.job_id, limit)
                 await self.kill(job.spec.job_id, 0, "time limit", state="TIMEOUT")
                 await wait_exit(job)
+        run = (job.spec.job_id, job.spec.restarts)
+        # Reported as finishing from here until its ending is in self.ended (D3: a beat sent
+        # between the two thread hops below listed the run nowhere, and it was run again).
+        self._finishing.add(run)
         job.done.set()
         if self.running.get(job.spec.job_id) is job:
             del self.running[job.spec.job_id]
-        end = await trio.to_thread.run_sync(
-            ending_of, job.spec, job.path, job.ending, job.started_at
-        )
-        if job.spec.script == HOLDER and job.ending and end.state != "LAUNCH_FAILED":
-            # the placeholder's SIGTERM is nobody's exit status: a cancelled or timed-out
-            # allocation ends 0:0, as Slurm's (it has no batch step to take the 0:15)
-            end = attrs.evolve(end, exit_code=0, signal=0)
-        await self._record_end(job.spec, job.path, end, job.silent)
+        try:
+            end = await trio.to_thread.run_sync(
+                ending_of, job.spec, job.path, job.ending, job.started_at
+            )
+            if job.spec.script == HOLDER and job.ending and end.state != "LAUNCH_FAILED":
+                # the placeholder's SIGTERM is nobody's exit status: a cancelled or timed-out
+                # allocation ends 0:0, as Slurm's (it has no batch step to take the 0:15)
+                end = attrs.evolve(end, exit_code=0, signal=0)
+            await self._record_end(job.spec, job.path, end, job.silent)
+        finally:
+            self._finishing.discard(run)
 
     async def _record_end(self, spec: JobSpec, path: Path, end: JobEnd, silent: bool) -> None:
         if silent:

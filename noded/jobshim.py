@@ -18,6 +18,7 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+CLAIM = "claim"  # noded/jobstore.py's CLAIM: whoever creates it first decides the run's start
 
 
 def _json(value: object) -> str:
@@ -138,6 +139,23 @@ def child(spec: dict, err_w: int) -> None:
     os._exit(127)
 
 
+def claim(jobdir: str) -> bool:
+    """Take the run's claim file (O_EXCL) before starting the script: a restarted rnoded that
+    finds a record without pids.json takes it first when the script never started, and the
+    run is then given back instead of being reported FAILED (or run behind its back)."""
+    try:
+        os.close(os.open(os.path.join(jobdir, CLAIM), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                         0o600))
+    except FileExistsError:
+        try:
+            sys.stdout.write("fail the run was given up before it started\n")
+            sys.stdout.flush()
+        except OSError:
+            pass
+        return False
+    return True
+
+
 def main() -> int:
     jobdir = sys.argv[1]
     with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
@@ -148,6 +166,8 @@ def main() -> int:
     cgroup = spec.get("cgroup")
     oom_before = 0 if cgroup else oom_kills()
     started = time.time()
+    if not claim(jobdir):
+        return 0  # a restarted rnoded gave this run up before it started: never run it
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:

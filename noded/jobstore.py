@@ -2,8 +2,9 @@
 re-adopt a running job after its own restart, and endings kept until the controller has them.
 
 Files of one job directory: spec.json (the JobSpec), launch.bin (marshal, for the shim), script,
-pids.json and status.json (written by the shim), ending.json (why rnoded is killing it),
-end.json (the JobEnd, until acknowledged), shim.log. All blocking: call through a thread.
+pids.json and status.json (written by the shim), claim (taken by the shim before it starts the
+script, or by a restarted rnoded to stop a start it gave up), ending.json (why rnoded is killing
+it), end.json (the JobEnd, until acknowledged), shim.log. All blocking: call through a thread.
 """
 
 from __future__ import annotations
@@ -94,6 +95,19 @@ def load_end(path: Path) -> JobEnd | None:
         return converter.structure(data, JobEnd)
     except Exception:
         return None
+
+
+CLAIM = "claim"  # noded/jobshim.py's CLAIM
+
+
+def claim(path: Path) -> bool:
+    """Take the run's claim file before its shim does (O_EXCL): True when the shim had not
+    taken it, so its script never started and never will (the shim then refuses to)."""
+    try:
+        os.close(os.open(path / CLAIM, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        return False
+    return True
 
 
 def save_ending(path: Path, state: str, silent: bool) -> None:

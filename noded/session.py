@@ -424,6 +424,18 @@ class NodeDaemon:
                         self.opts.name)
             return
         self._live = None
+        held = self.jobs.runs()
+        if held or self.jobs.endings():
+            # The notice makes the node DOWN and requeues its jobs, but they run on without
+            # rnoded (and endings wait on disk): a requeue would run them twice (issue 30). Only
+            # close; the controller takes the node as not responding, as a stopped slurmd's,
+            # until this rnoded's successor registers them. Drain a node before it leaves.
+            log.warning("%s does not leave: %d jobs running and %d endings to report (drain "
+                        "it first); closing without a notice", self.opts.name, len(held),
+                        len(self.jobs.endings()))
+            with trio.move_on_after(0.5):
+                await fs.aclose()
+            return
         await goodbye(fs, ShutdownNotice(self.opts.name, reason, leaving=True),
                       self.requests.next_id(), self.opts.protocol_version,
                       self.opts.shutdown_grace)

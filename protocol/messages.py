@@ -212,8 +212,8 @@ class Heartbeat:
     # (and in Register) until a HeartbeatReply/RegisterReply arrives for a message that held it:
     # at-least-once, so the controller must treat a second report of one (job_id, run) as a no-op.
     jobs_ended: tuple[JobEnd, ...] = ()
-    # (job id, restarts) of each job in job_ids: which run of the job runs here, so that an
-    # older run is never taken for the current one (version 5)
+    # (job id, restarts) of each run the node holds until its ending is recorded (a job may
+    # appear with two runs): an older run is never taken for the current one (version 5)
     runs: tuple[tuple[int, int], ...] = ()
 
 

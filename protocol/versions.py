@@ -8,6 +8,11 @@ rctld can check a large frame's sender before reading its body) and added the fi
 identity, sbatch's further options, the guards' messages).
 A frame is written in the version of the peer it goes to, so a version-4 peer never sees one.
 
+Within version 5, without a new field (issue 30): Register/Heartbeat `runs` list every run the
+node holds until its ending is recorded (announced, starting, running, ending), and may name one
+job twice (an old run ending while a newer one starts). A controller that kept one run per job
+id keeps the last of the sorted pairs, the newer run: the one it asked for.
+
 Version 6 (issue 31): rnoded no longer sends a ShutdownNotice when its daemon stops (SIGTERM:
 the node and its jobs stay); it sends one with `leaving` only when the node goes away (SIGUSR1).
 rctld takes an older peer's notice (no `leaving`) as its daemon stopping, so upgrading a node

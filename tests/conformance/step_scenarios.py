@@ -89,11 +89,16 @@ SCENES = {
     "wide": (["-n1"], "-N2 -n2"),
 }
 
-# srun's own signals: SIGTERM/SIGHUP/SIGQUIT end the step (not passed on), USR1 is passed on
+# srun's own signals: SIGTERM/SIGHUP/SIGQUIT end the step (not passed on), USR1 is passed on.
+# The signal goes to srun only once both sides are ready for it: each task's trap is set (its
+# ready file) and srun runs the step (the tasks' "ready" lines came through it). The wait is
+# bounded only far beyond any load (60 s): a signal sent early, under a loaded machine's 10 s
+# bound, reached Slurm's srun before its step and the tasks slept on (`ready ready`, rc 0).
 SIGNAL = ("srun -n2 sh -c 'trap \"echo got {sig}; exit 7\" {sig}; echo ready; "
-          "sleep 30 & wait' > sig{sig}.out 2> sig{sig}.err & p=$!\n"
-          "i=0; while [ $i -lt 100 ] && [ \"$(grep -c ready sig{sig}.out)\" != 2 ]; do "
-          "sleep 0.1; i=$((i+1)); done\n"
+          ": > sig{sig}.ready$SLURM_PROCID; sleep 30 & wait' > sig{sig}.out 2> sig{sig}.err "
+          "& p=$!\n"
+          + WAIT.format(n=600, cond="{{ [ ! -e sig{sig}.ready0 ] || [ ! -e sig{sig}.ready1 ] || "
+                                   "[ \"$(grep -c ready sig{sig}.out)\" != 2 ]; }}") + "\n"
           "kill -{sig} $p; wait $p; echo $? > sig{sig}.rc\n")
 
 # Ctrl-C: once (srun reports, the tasks go on and end by themselves), twice (SIGINT to them)

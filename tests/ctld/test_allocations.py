@@ -9,6 +9,7 @@ import trio
 
 from ctld.cluster import Cluster
 from ctld.daemon import overlay
+from ctld.inactive import HOLDER_GONE
 from protocol import messages as m
 
 from .helpers import make_config, wall
@@ -187,7 +188,7 @@ async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(auto
     grace (MessageTimeout, 5 s at least) of its job's start was gone before (killed while it
     pended): FAILED 1:0, as slurmctld ends one it cannot tell of the start; rrun's allocation
     with no step running is CANCELLED once rrun is silent that long (a killed srun's job is);
-    a silent ralloc's stays."""
+    a silent ralloc's stays until HOLDER_GONE (InactiveLimit's stand-in) is over."""
     cluster = Cluster(make_config(), wall=wall)
     grace = cluster.jobs.inactive.grace
     assert grace == 10  # MessageTimeout=10 (the default), over ORPHAN_GRACE
@@ -196,6 +197,7 @@ async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(auto
         nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
         conns = up(cluster, "n1", "n2")
         beats = Beats(cluster, conns)
+        start = trio.current_time()
         rrun = cluster.jobs.submit(alloc(held_by="rrun")).job_id
         ralloc = cluster.jobs.submit(alloc(held_by="ralloc")).job_id
         gone = cluster.jobs.submit(alloc(held_by="ralloc", cpus_per_task=4)).job_id
@@ -220,6 +222,15 @@ async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(auto
         await trio.sleep(3 * grace)
         beats("n1", job_ids=(ralloc,))
         assert rec(cluster, ralloc)["state"] == "RUNNING"  # spoke once; InactiveLimit=0
+        # ...but not for ever: silent for HOLDER_GONE (InactiveLimit's stand-in), it ends
+        await trio.sleep(start + HOLDER_GONE - 1 - trio.current_time())  # its word: at start
+        assert rec(cluster, ralloc)["state"] == "RUNNING"
+        await trio.sleep(2)
+        assert rec(cluster, ralloc)["state"] == "COMPLETING"
+        assert [k.reason for k in kills(conns["n1"])][-1] == "inactive"
+        beats("n1", jobs_ended=(end(ralloc, "CANCELLED"),))
+        r = rec(cluster, ralloc)
+        assert (r["state"], r["reason"], r["exit_code"]) == ("TIMEOUT", "InactiveLimit", 0)
         nursery.cancel_scope.cancel()
 
 

@@ -402,6 +402,13 @@ async def test_a_job_the_node_stops_listing_is_requeued_after_a_grace(autojump_c
     beats("n1", job_ids=(j,))
     await trio.sleep(30)
     beats("n1")  # 60 s after the launch, past 3 x 10 + 10 s, and no ending
+    # one beat's silence is no proof (an older rnoded leaves an ending run out for a moment)
+    assert rec(cluster, j)["state"] == "RUNNING" and rec(cluster, j)["restarts"] == 0
+    await trio.sleep(5)
+    beats("n1")  # within one heartbeat interval of the first silence: still no proof
+    assert rec(cluster, j)["restarts"] == 0
+    await trio.sleep(6)
+    beats("n1")  # silent across more than a heartbeat interval
     # requeued and started again (first fit: n1 once more), as its second run
     assert rec(cluster, j)["state"] == "RUNNING" and rec(cluster, j)["restarts"] == 1
     assert launches(conns["n1"])[-1].restarts == 1
@@ -637,3 +644,21 @@ async def test_placement_order_and_submit_checks_follow_a_reconfigure() -> None:
     assert rec(cluster, second.job_id)["nodes"] == "w2"  # w2 is now the lighter one
     again = cluster.jobs.submit(job(cpus_per_task=8))
     assert isinstance(again, m.SubmitReply)  # w3 could hold it (it waits for w3 to register)
+
+
+async def test_a_launch_the_node_never_had_is_sent_again_one_it_named_is_requeued() -> None:
+    """A registration lists every run the node holds. One that leaves out a run this rctld
+    launched there and never heard of (its LaunchJob went to a connection the node dropped, or
+    refused) gets the same run again, no requeue; once the node named the run, leaving it out
+    means it was lost there: requeued."""
+    cluster = Cluster(make_config(), wall=wall)
+    conns = up(cluster, "n1")
+    j = cluster.jobs.submit(job(cpus_per_task=4)).job_id
+    assert [(s.job_id, s.restarts) for s in launches(conns["n1"])] == [(j, 0)]
+    _, again = register(cluster, "n1")  # a new connection; the node never had the run
+    assert [(s.job_id, s.restarts) for s in launches(again)] == [(j, 0)]
+    assert rec(cluster, j)["restarts"] == 0 and rec(cluster, j)["state"] == "RUNNING"
+    beat(cluster, "n1", again, 1, job_ids=(j,), runs=((j, 0),))  # now it has it
+    _, third = register(cluster, "n1")  # ...and comes back without it: lost there
+    assert rec(cluster, j)["restarts"] == 1
+    assert [(s.job_id, s.restarts) for s in launches(third)] == [(j, 1)]

@@ -555,3 +555,75 @@ async def test_a_step_waits_for_its_job_still_starting_here(runner: JobRunner, w
         assert await runner.wait_started(8, 1) is runner.running[8]  # not run 1: not waited for
     await runner.kill(8, 0, "test")
     await ended(runner, 8)
+
+
+async def test_a_run_is_reported_until_its_ending_is_recorded(runner: JobRunner,
+                                                              work: Path) -> None:
+    """D3: at every scheduling point from launch to acknowledgement a beat would find the run
+    in runs() or its ending in endings(), never in neither (the controller requeued such a run)."""
+    gaps: list[str] = []
+    done = trio.Event()
+
+    async def watch(runs: set[tuple[int, int]]) -> None:
+        while not done.is_set():
+            held = set(runner.runs())
+            ends = {(e.job_id, e.restarts) for e in runner.endings()}
+            gaps.extend(f"{r} neither held nor ended" for r in runs - held - ends)
+            await trio.lowlevel.checkpoint()
+
+    async with trio.open_nursery() as n:
+        runner.announce(spec(work, "exit 0\n", 1))
+        n.start_soon(watch, {(1, 0)})
+        await runner.launch(spec(work, "exit 0\n", 1))
+        await ended(runner, 1)
+        done.set()
+    assert gaps == []
+    # an old run ending while the newer one starts: both are named, the new one throughout
+    old = tmp = work / "old.pid"
+    await runner.launch(spec(work, f"trap 'sleep 0.3; exit 0' TERM; echo $$ > {tmp}; "
+                                   "while :; do sleep 0.05; done\n", 2))
+    await read_pid(old)
+    done = trio.Event()
+    async with trio.open_nursery() as n:
+        runner.announce(spec(work, "sleep 0.2\n", 2, restarts=1))
+        n.start_soon(watch, {(2, 1)})
+        await wait_for(lambda: (2, 0) in runner.runs() and (2, 1) in runner.runs())
+        await runner.launch(spec(work, "sleep 0.2\n", 2, restarts=1))
+        await ended(runner, 2)
+        done.set()
+    assert gaps == []
+    assert [(e.job_id, e.restarts) for e in runner.endings()] == [(1, 0), (2, 1)]
+
+
+async def test_a_launch_cut_before_its_script_started_is_given_back(
+        nursery: trio.Nursery, tmp_path: Path, work: Path) -> None:
+    """rnoded died after writing a run's record, before its shim started the script: the next
+    rnoded takes the run's claim, drops the record and reports nothing (the controller sends the
+    run again), rather than a FAILED run that never ran; a shim that starts late refuses it."""
+    import subprocess
+    import sys
+
+    from noded.jobenv import append_output, input_path, job_environment, output_paths
+    from noded.joblaunch import SHIM, identity
+
+    spool = str(tmp_path / "spool")
+    s = spec(work, f"touch {work}/ran\n", 5)
+    stdout, stderr = output_paths(s, "n1")
+    launch = dict(identity(s, "n1", ROOT), env=job_environment(s, "n1"), workdir=s.workdir,
+                  stdout=stdout, stderr=stderr, append=append_output(s),
+                  stdin=input_path(s, "n1"))
+    path = jobstore.create(spool, s, launch, None)  # ...and rnoded was SIGKILLed here
+    runner = JobRunner(spool, "n1")
+    await nursery.start(runner.run)
+    assert (runner.runs(), runner.endings(), path.exists()) == ((), (), False)
+    # the shim had been spawned and starts only now, after the new rnoded gave the run up
+    path = jobstore.create(spool, s, launch, None)
+    assert jobstore.claim(path)
+    shim = await trio.run_process([sys.executable, "-S", "-E", SHIM, str(path)],
+                                  capture_stdout=True, stdin=subprocess.DEVNULL)
+    assert shim.stdout.startswith(b"fail the run was given up")
+    await trio.sleep(0.2)
+    assert not (work / "ran").exists()
+    # the shim's own claim comes first in an ordinary launch: the script runs
+    await runner.launch(s)
+    assert (await ended(runner, 5)).state == "COMPLETED" and (work / "ran").exists()

@@ -174,13 +174,15 @@ async def test_restarted_rnoded_registers_its_running_jobs(
     await ctl.start(nursery)
     spool = tmp_path / "spool"
     first = make_daemon(ctl.port, spool)
-    scope = trio.CancelScope()
-    nursery.start_soon(_run_in, scope, first)
+    scope, stopped = trio.CancelScope(), trio.Event()
+    nursery.start_soon(_run_in, scope, first, stopped)
     await wait_for(lambda: len(ctl.of(m.Heartbeat)) == 1)
     script = "while [ ! -e go ]; do sleep 0.02; done\n"
     assert await ctl.push(m.LaunchJob(job(tmp_path, 8, script))) == m.Ack()
-    scope.cancel()  # rnoded stops (no notice: SIGTERM); its job runs on
-    await wait_for(lambda: scope.cancelled_caught)
+    scope.cancel()  # rnoded stops; its job runs on
+    await stopped.wait()
+    # no shutdown notice: it would have the node DOWN and its running job requeued (issue 30)
+    assert ctl.of(m.ShutdownNotice) == []
     second = make_daemon(ctl.port, spool)
     nursery.start_soon(second.run)
     await wait_for(lambda: len(ctl.of(m.Register)) == 2)
@@ -189,9 +191,12 @@ async def test_restarted_rnoded_registers_its_running_jobs(
     await wait_for(lambda: any(e.job_id == 8 for e in ctl.ended()))
 
 
-async def _run_in(scope: trio.CancelScope, daemon: NodeDaemon) -> None:
+async def _run_in(scope: trio.CancelScope, daemon: NodeDaemon,
+                  done: trio.Event | None = None) -> None:
     with scope:
         await daemon.run()
+    if done is not None:
+        done.set()
 
 
 async def test_sigkilled_rnoded_loses_no_job(nursery: trio.Nursery, tmp_path: Path) -> None:
@@ -268,12 +273,12 @@ async def test_register_reply_kills_a_stale_job(nursery: trio.Nursery, tmp_path:
     await ctl.start(nursery)
     spool = tmp_path / "spool"
     first = make_daemon(ctl.port, spool)
-    scope = trio.CancelScope()
-    nursery.start_soon(_run_in, scope, first)
+    scope, stopped = trio.CancelScope(), trio.Event()
+    nursery.start_soon(_run_in, scope, first, stopped)
     await wait_for(lambda: len(ctl.of(m.Heartbeat)) == 1)
     assert await ctl.push(m.LaunchJob(job(tmp_path, 8, "echo $$ > pid\nsleep 300\n"))) == m.Ack()
     scope.cancel()
-    await wait_for(lambda: scope.cancelled_caught)
+    await stopped.wait()
     ctl.kill_on_register = (8,)
     second = make_daemon(ctl.port, spool)
     nursery.start_soon(second.run)
