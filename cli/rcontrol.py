@@ -31,7 +31,8 @@ REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Req
 COMMANDS = ("show", "update", "reconfigure", "ping", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
             "requeue", "hold", "release",  # jobs: cli/show_jobs.py
-            "confirm", "reset")  # the controller's guards: cli/guards_view.py
+            "confirm", "reset",  # the controller's guards: cli/guards_view.py
+            "reboot", "reboot_nodes", "cancel_reboot")  # cli/reboot_command.py
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
                  "hostlistsorted", "job", "jobs", "guards", "step", "steps")
 
@@ -60,7 +61,9 @@ def build_parser():  # -> argparse.ArgumentParser
         "reconfigure | ping | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
         "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
         "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME | "
-        "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain]",
+        "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain] | "
+        "reboot [ASAP] [nextstate=RESUME|DOWN] [reason=TEXT] HOSTLIST|ALL | "
+        "cancel_reboot HOSTLIST",
     )
 
 
@@ -325,6 +328,12 @@ def run(args: Namespace) -> int:
         if command == "confirm":
             return guards_view.confirm(s.target, words[1:])
         return guards_view.reset(s.target, words[1:])
+    if command in ("reboot", "reboot_nodes", "cancel_reboot"):
+        from cli import reboot_command
+
+        if command == "cancel_reboot":
+            return reboot_command.cancel_reboot(s.target, words[1:])
+        return reboot_command.reboot(s.target, words[1:])
     if command in ("requeue", "hold", "release"):
         from cli.show_jobs import job_action
 

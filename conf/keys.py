@@ -72,6 +72,15 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("SuspendExcParts", "list", None, "partitions whose nodes are never powered down"),
     ("SuspendExcStates", "list", None, "node states that are never powered down"),
     ("HeartbeatInterval", "seconds", 10, "Ranch: seconds between node heartbeats"),
+    # issue 33: reboots through the controller (`rcontrol reboot`)
+    ("RebootProgram", "path", None,
+     "program rnoded runs to reboot its node once `rcontrol reboot` found it idle"),
+    ("SlurmdParameters", "str", None,
+     "node daemon options; Ranch acts on shutdown_on_reboot (rnoded stops once RebootProgram "
+     "returned)"),
+    ("RebootUnhealthyMax", "int", 2,
+     "Ranch: reboots in a row after which a node still failing its health check on the new "
+     "boot is set FAIL for a human (0 = never)"),
     ("AuthKeyFile", "path", None, "Ranch: file with the cluster's shared HMAC key"),
     # issue 19: many users
     ("AuthType", "enum", None,
@@ -165,13 +174,13 @@ PrioritySiteFactorPlugin PriorityType PriorityUsageResetPeriod PriorityWeightAge
 PriorityWeightAssoc PriorityWeightFairshare PriorityWeightJobSize PriorityWeightPartition
 PriorityWeightQOS PriorityWeightTRES ProctrackType Prolog PrologEpilogTimeout
 PrologFlags PrologSlurmctld PrologTimeout PropagatePrioProcess PropagateResourceLimits
-PropagateResourceLimitsExcept RebootProgram ReconfigFlags RequeueExit RequeueExitHold
+PropagateResourceLimitsExcept ReconfigFlags RequeueExit RequeueExitHold
 ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerParameters SchedulerPort
 SchedulerRootFilter
 SchedulerTimeSlice SchedulerType ScronParameters SelectType SelectTypeParameters SlurmctldAddr
 SlurmctldDebug SlurmctldLogFile SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
 SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug SlurmdLogFile
-SlurmdParameters SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
+SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
 SlurmSchedLogLevel SrunEpilog SrunPortRange SrunProlog SwitchParameters SwitchType
 TaskEpilog TaskPlugin TaskPluginParam TaskProlog TCPTimeout TLSParameters TLSType TmpFS
 TopologyParam TopologyPlugin TrackWCKey TreeWidth UnkillableStepProgram UnkillableStepTimeout

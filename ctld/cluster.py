@@ -28,6 +28,7 @@ from ctld.node import (
     Pusher,
 )
 from ctld.powersave import PowerSave
+from ctld.reboots import Reboots
 from ctld.snapshot import Snapshots
 from protocol import messages as m
 from protocol.versions import CURRENT as PROTOCOL_CURRENT
@@ -72,6 +73,8 @@ def _cause(event: Any) -> str:
         events.Completing: "completing",
         events.GuardHold: "down_guard",
         events.DrainPaused: "drain_guard",
+        events.RebootIssued: "reboot",
+        events.RebootTimeout: "resume_timeout",
     }.get(type(event), type(event).__name__)
 
 
@@ -86,6 +89,8 @@ def node_settings(cfg: ClusterConfig) -> m.NodeSettings:
         health_check_interval=float(h.interval),
         health_check_timeout=float(h.timeout),
         health_check_node_state=tuple(h.node_state),
+        reboot_program=cfg.reboot.program,
+        shutdown_on_reboot=cfg.reboot.shutdown_on_reboot,
     )
 
 
@@ -134,6 +139,7 @@ class Cluster:
         self.power = PowerSave(self)  # power save, rates and programs (ctld/powersave.py)
         self.liveness = Liveness(self)  # failure detection, stalls, DownGuard (ctld/liveness.py)
         self.drain_guard = DrainGuard(self)  # the breaker over health drains (ctld/guards.py)
+        self.reboots = Reboots(self)  # rcontrol reboot, RebootProgram, its timeout
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
@@ -182,6 +188,7 @@ class Cluster:
         membership.on_start(self, self.restored_names)
         self.liveness.start()
         self.power.rearm()  # nodes caught mid power-up/down by a restart
+        self.reboots.rearm()  # nodes caught waiting for their new boot
 
     # -- state changes ---------------------------------------------------------------------
 
@@ -217,6 +224,8 @@ class Cluster:
             self.mark_changed(node)
         for eff in effs:
             self._effect(node, eff)
+        if changed and Flag.REBOOT_REQUESTED in node.state.flags:
+            self.reboots.after_change(node)  # idle now: its reboot is issued
         return changed, None
 
     def _effect(self, node: NodeRecord, eff: Any) -> None:
@@ -229,7 +238,12 @@ class Cluster:
         elif isinstance(eff, effects.RunResumeFailProgram):
             self.power.queue("resume_fail", node)
         elif isinstance(eff, effects.ScheduleTimeout):
-            self.power.schedule_timeout(node, eff.kind)
+            if eff.kind == "reboot":
+                self.reboots.schedule_timeout(node)
+            else:
+                self.power.schedule_timeout(node, eff.kind)
+        elif isinstance(eff, effects.RunRebootProgram):
+            self.reboots.run_program(node)
         elif isinstance(eff, effects.RequestRegistration):
             # No "register again" message exists. A connected node that is up proves itself
             # with its next heartbeat (which clears NO_RESPOND); a DOWN one that ReturnToService
@@ -312,6 +326,8 @@ class Cluster:
                 self._apply(node, events.SuspendTimeout(now=wall))
             elif kind == "resume" and Flag.POWERING_UP in node.state.flags:
                 self._apply(node, events.ResumeTimeout(now=wall))
+            elif kind == "reboot":
+                self.reboots.fired(node)
         self.flush_programs()
 
     # -- node traffic (ctld/nodetraffic.py) ------------------------------------------------
@@ -365,6 +381,9 @@ class Cluster:
 
     def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult:
         return nodeupdates.update_nodes(self, msg)
+
+    def reboot_nodes(self, msg: m.RebootNodes) -> m.UpdateResult:
+        return self.reboots.request(msg)
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
         return self.views.snapshot(metrics)

@@ -95,7 +95,7 @@ def node_entry(node: NodeRecord) -> orjson.Fragment:
     entry = node.saved
     if entry is None:
         st = node.state
-        state = names.to_json(st)
+        state = names.to_json(st, hidden=True)
         state["cpus_total"] = st.cpus_total
         state["cpus_alloc"] = st.cpus_alloc
         hw = node.hardware_json

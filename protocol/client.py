@@ -19,7 +19,7 @@ DEFAULT_PORT = 6817
 MAX_REPLY_SIZE = 256 << 20
 # The protocol version request_raw speaks: protocol.versions.CURRENT, written out so that the
 # raw path need not import the message classes (tests/cli/test_rawclient.py checks they agree).
-RAW_VERSION = 5
+RAW_VERSION = 6
 _FOREVER = float("inf")  # math.inf, without loading the math module for it
 
 

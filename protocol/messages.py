@@ -94,6 +94,10 @@ class NodeSettings:
     health_check_interval: float
     health_check_timeout: float
     health_check_node_state: tuple[str, ...]
+    # issue 33 (version 6): what rnoded runs when the controller reboots it, and whether it
+    # stops once that returned (SlurmdParameters=shutdown_on_reboot)
+    reboot_program: str | None = None
+    shutdown_on_reboot: bool = False
 
 
 @attrs.frozen
@@ -311,6 +315,25 @@ class UpdateNodes:
 
 
 @attrs.frozen
+class RebootNodes:
+    """`rcontrol reboot [ASAP] [nextstate=RESUME|DOWN] [reason=...] NODES|ALL`; answered
+    UpdateResult (issue 33). Cancelling is UpdateNodes State=CANCEL_REBOOT, as in Slurm."""
+
+    node_names: str  # hostlist expression or ALL
+    asap: bool = False
+    next_state: str | None = None  # RESUME | DOWN
+    reason: str | None = None
+    user: str = ""
+
+
+@attrs.frozen
+class RebootNode:
+    """Pushed to rnoded: run RebootProgram now (the node is idle; its reboot was issued)."""
+
+    reason: str = ""
+
+
+@attrs.frozen
 class UpdateResult:
     ok: bool
     changed: tuple[str, ...] = ()
@@ -451,6 +474,8 @@ MESSAGE_TYPES: dict[str, type] = {
         Snapshot,
         UpdateNodes,
         UpdateResult,
+        RebootNodes,
+        RebootNode,
         NodeMembership,
         GetEvents,
         Events,

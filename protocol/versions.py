@@ -19,10 +19,10 @@ import attrs
 
 from protocol import messages as m
 
-CURRENT = 5
+CURRENT = 6
 # The current version and every one before it: keeping version 1 costs nothing (its frames
 # are held to the unproven size limit). Slurm 24.11+ accepts the current and the three before.
-SUPPORTED: tuple[int, ...] = (1, 2, 3, 4, 5)
+SUPPORTED: tuple[int, ...] = (1, 2, 3, 4, 5, 6)
 
 # version -> {class: names of the fields that version added}
 FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
@@ -66,6 +66,9 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input",
                     "cluster_name"),
     },
+    6: {  # issue 33: reboots (a v5 rnoded is never sent RebootNode; its reboot times out)
+        m.NodeSettings: ("reboot_program", "shutdown_on_reboot"),
+    },
 }
 
 # Message types that did not exist in version 1, by the version that introduced them.
@@ -86,6 +89,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "Credential": 5,
     # issue 20: job steps (rrun)
     **{cls.__name__: 5 for cls in m.STEP_MESSAGES},
+    # issue 33: rcontrol reboot, and the controller's word to rnoded
+    "RebootNodes": 6, "RebootNode": 6,
 }
 
 

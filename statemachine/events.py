@@ -20,6 +20,7 @@ ADMIN_REQUESTS = (
     "UNDRAIN",
     "DOWN",
     "IDLE",
+    "CANCEL_REBOOT",
 )
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 HEALTH_VERDICTS = ("ok", "drain", "fail")
@@ -216,6 +217,41 @@ class GuardRelease:
     user: str = ""
 
 
+# --- reboots (issue 33): `rcontrol reboot`, its issue once the node is idle, its end -----------
+
+NEXT_STATES = ("RESUME", "DOWN")
+
+
+@attrs.frozen(slots=True)
+class RebootRequest:
+    """`rcontrol reboot [ASAP] [nextstate=RESUME|DOWN] [reason=...]`: `@` until the node is
+    idle; ASAP drains it first so that no new job lands."""
+
+    kind: ClassVar[str] = "reboot"
+    now: float
+    asap: bool = False
+    next_state: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.in_(NEXT_STATES)))
+    reason: str | None = None
+    user: str = ""
+
+
+@attrs.frozen(slots=True)
+class RebootIssued:
+    """The node is idle: RebootProgram is sent to it and the new boot awaited (`^`)."""
+
+    kind: ClassVar[str] = "reboot issued"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class RebootTimeout:
+    """ResumeTimeout passed since the reboot was issued and the node did not come back."""
+
+    kind: ClassVar[str] = "reboot timeout"
+    now: float
+
+
 Event = (
     Registered
     | HeartbeatReceived
@@ -238,6 +274,9 @@ Event = (
     | GuardHold
     | DrainPaused
     | GuardRelease
+    | RebootRequest
+    | RebootIssued
+    | RebootTimeout
 )
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -264,6 +303,9 @@ EVENT_KINDS: tuple[str, ...] = (
     "guard hold",
     "drain paused",
     "guard release",
+    "reboot",
+    "reboot issued",
+    "reboot timeout",
 )
 
 # Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).
@@ -281,6 +323,7 @@ _MIN_PREFIX = (
     ("UNDRAIN", 3),
     ("DOWN", 3),
     ("IDLE", 3),
+    ("CANCEL_REBOOT", 6),
 )
 
 VALID_STATES_MESSAGE = (

@@ -61,6 +61,8 @@ SAMPLES = [
     m.GetSnapshot(metrics=True),
     m.Snapshot("c", 1.7e9, ({"name": "gpu01", "state": {"flags": ["DRAIN"]}},), ({"name": "p"},)),
     m.UpdateNodes("gpu[01-04]", "DRAIN", "broken fan", "root", 0),
+    m.RebootNodes("gpu[01-64]", asap=True, next_state="RESUME", reason="new driver", user="root"),
+    m.RebootNode(reason="new driver : reboot issued"),
     m.UpdateResult(False, ("gpu01",), ("gpu05: unknown node",)),
     m.NodeMembership("reject", "gpu[01-02]", "not ours", "root"),
     m.GetEvents(since=1.5, nodes="gpu01", limit=10, follow=True),
