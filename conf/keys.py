@@ -134,14 +134,16 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("DownGuardWindow", "seconds", 0,
      "Ranch: seconds within which the DownGuard counts silent nodes (0 = SlurmdTimeout)"),
     ("DownGuardMinNodes", "int", 4,
-     "Ranch: the DownGuard acts only with at least this many nodes in service"),
+     "Ranch: the DownGuard acts only with at least this many nodes in service (FUTURE, "
+     "never-registered and powered-down nodes are not)"),
     ("DrainGuardPercent", "int", 25,
-     "Ranch: at most this % of the nodes may be drained by health checks within "
+     "Ranch: at most this % of the nodes in service may be drained by health checks within "
      "DrainGuardWindow; further automatic drains pause until an admin resets (0 = off)"),
     ("DrainGuardWindow", "seconds", 600,
      "Ranch: seconds over which the DrainGuard counts health-check drains"),
     ("DrainGuardMinNodes", "int", 4,
-     "Ranch: the DrainGuard acts only in a cluster of at least this many nodes"),
+     "Ranch: the DrainGuard acts only with at least this many nodes in service (FUTURE, "
+     "never-registered and powered-down nodes are not)"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """
