@@ -29,6 +29,8 @@ from ctld.node import (
 )
 from ctld.powersave import PowerSave
 from ctld.reboots import Reboots
+from ctld.reservations import DEADLINE as RESV_DEADLINE
+from ctld.reservations import Reservations
 from ctld.snapshot import Snapshots
 from protocol import messages as m
 from protocol.versions import CURRENT as PROTOCOL_CURRENT
@@ -144,6 +146,7 @@ class Cluster:
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
         self.jobs = Jobs(self)  # batch jobs and the allocations they make (ctld/jobs.py)
+        self.reservations = Reservations(self)  # maintenance windows (ctld/reservations.py)
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -189,6 +192,7 @@ class Cluster:
         self.liveness.start()
         self.power.rearm()  # nodes caught mid power-up/down by a restart
         self.reboots.rearm()  # nodes caught waiting for their new boot
+        self.reservations.refresh()  # windows that opened or closed while it was away
 
     # -- state changes ---------------------------------------------------------------------
 
@@ -308,6 +312,9 @@ class Cluster:
         (a stall of the controller's own is credited to every node first)."""
         now, wall = self.clock(), self.wall()
         for name, kind in self.liveness.woke(keys, now):
+            if (name, kind) == RESV_DEADLINE:  # a reservation's window opens or closes
+                self.reservations.refresh()
+                continue
             if kind == "begin":  # a pending job's BeginTime came (ctld/jobs.py BEGIN_KEY)
                 self.jobs.kicked = True
                 continue
@@ -384,6 +391,32 @@ class Cluster:
 
     def reboot_nodes(self, msg: m.RebootNodes) -> m.UpdateResult:
         return self.reboots.request(msg)
+
+    def reservation(self, msg: m.ReservationRequest) -> m.ReservationReply:
+        reply = self.reservations.handle(msg)
+        self.flush_programs()
+        return reply
+
+    def reservations_changed(self) -> None:
+        """A reservation changed: the journal must hold it before the reply."""
+        self.node_changes += 1
+        self.gen += 1
+        if not self.dirty:
+            self.dirty = True
+            self.on_dirty()
+
+    def jobs_running_until(self) -> dict[str, float]:
+        """Node -> when the last job on it may run until (its start + time limit; inf with no
+        limit), for a reservation that must not cut a job short."""
+        out: dict[str, float] = {}
+        for job in self.jobs.jobs.values():
+            if job.start_time is None or not job.nodes or job.state not in (
+                    "RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING"):
+                continue
+            end = float("inf") if job.time_limit is None else job.start_time + job.time_limit * 60
+            for n in job.nodes:
+                out[n] = max(out.get(n, float("-inf")), end)
+        return out
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
         return self.views.snapshot(metrics)

@@ -144,6 +144,11 @@ def gate(server: Server, conn: Connection, msg: Any) -> tuple[Any, Any, After | 
         return msg, None, None
     if kind is m.GuardRequest and msg.action.lower() == "show":
         return msg, None, None
+    if kind is m.ReservationRequest:
+        if msg.action.lower() != "show" and not who.admin:
+            return msg, _refuse(conn, who, f"{msg.action} reservation",
+                                f"it needs an admin ({ADMINS}); you are {who}"), None
+        return attrs.evolve(msg, user=who.name), None, None
     if kind in (m.UpdateNodes, m.NodeMembership, m.Reconfigure, m.GuardRequest, m.RebootNodes):
         if not who.admin:
             return msg, _refuse(conn, who, _what(msg), f"it needs an admin ({ADMINS}); you "

@@ -87,6 +87,7 @@ def restore(c: Cluster, doc: dict[str, Any]) -> None:
     c.liveness.restored_at = doc.get("saved_at")
     logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
     c.jobs.restore(doc.get("jobs"))
+    c.reservations.restore(doc.get("reservations"))
     c.changed_all()
 
 
@@ -121,6 +122,7 @@ def take_unsynced(c: Cluster) -> list[dict[str, Any]]:
         {"node": name, "entry": node_entry(node)}
         for name, node in c.unsynced_nodes.items() if c.nodes.get(name) is node]
     records += [{"job": c.jobs.saved_entry(job)} for job in c.unsynced_jobs.values()]
+    records += c.reservations.take_unsynced()
     c.unsynced_nodes = {}
     c.unsynced_jobs = {}
     return records
@@ -132,4 +134,4 @@ def save_doc(c: Cluster) -> dict[str, Any]:
     c.dirty = False
     out = {name: node_entry(node) for name, node in c.nodes.items()}
     return {"saved_at": c.wall(), "config_hash": c.config.config_hash, "nodes": out,
-            "jobs": c.jobs.save_doc()}
+            "jobs": c.jobs.save_doc(), "reservations": c.reservations.save_doc()}

@@ -334,6 +334,34 @@ class RebootNode:
 
 
 @attrs.frozen
+class ReservationRequest:
+    """`rcontrol create|update|delete|show reservation` (issue 33); answered ReservationReply.
+    Times are epoch seconds (the command parses Slurm's forms); None leaves a field as it was."""
+
+    action: str  # create | update | delete | show
+    name: str = ""
+    start: float | None = None
+    end: float | None = None
+    duration: int | None = None  # minutes; -1: UNLIMITED
+    nodes: str | None = None  # hostlist or ALL
+    node_count: int | None = None
+    flags: tuple[str, ...] | None = None  # MAINT IGNORE_JOBS OVERLAP FLEX
+    users: tuple[str, ...] | None = None
+    user: str = ""
+
+
+@attrs.frozen
+class ReservationReply:
+    """Reservations as dicts: name, start_time, end_time, duration, nodes, node_count, flags,
+    users, state (ACTIVE/INACTIVE), created_by."""
+
+    ok: bool
+    name: str = ""
+    errors: tuple[str, ...] = ()
+    reservations: tuple[dict, ...] = ()
+
+
+@attrs.frozen
 class UpdateResult:
     ok: bool
     changed: tuple[str, ...] = ()
@@ -476,6 +504,8 @@ MESSAGE_TYPES: dict[str, type] = {
         UpdateResult,
         RebootNodes,
         RebootNode,
+        ReservationRequest,
+        ReservationReply,
         NodeMembership,
         GetEvents,
         Events,

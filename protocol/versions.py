@@ -90,7 +90,7 @@ MESSAGE_SINCE: dict[str, int] = {
     # issue 20: job steps (rrun)
     **{cls.__name__: 5 for cls in m.STEP_MESSAGES},
     # issue 33: rcontrol reboot, and the controller's word to rnoded
-    "RebootNodes": 6, "RebootNode": 6,
+    "RebootNodes": 6, "RebootNode": 6, "ReservationRequest": 6, "ReservationReply": 6,
 }
 
 

@@ -252,6 +252,20 @@ class RebootTimeout:
     now: float
 
 
+# --- reservations (issue 33): a node enters or leaves a reservation's window ----------------
+
+
+@attrs.frozen(slots=True)
+class ReservationChanged:
+    """The node's reservations now: in one (RESERVED), in a maintenance one (MAINT), or none."""
+
+    kind: ClassVar[str] = "reservation"
+    now: float
+    reserved: bool = False
+    maint: bool = False
+    name: str = ""  # the reservation that started or ended, for the event log
+
+
 Event = (
     Registered
     | HeartbeatReceived
@@ -277,6 +291,7 @@ Event = (
     | RebootRequest
     | RebootIssued
     | RebootTimeout
+    | ReservationChanged
 )
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -306,6 +321,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "reboot",
     "reboot issued",
     "reboot timeout",
+    "reservation",
 )
 
 # Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).

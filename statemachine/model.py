@@ -28,11 +28,13 @@ class Flag(enum.Enum):
     DRAIN = "DRAIN"
     INVALID_REG = "INVALID_REG"
     FAIL = "FAIL"
+    MAINT = "MAINTENANCE"  # in a maintenance reservation now (`maint`, `$`; issue 33)
     POWER_DOWN = "POWER_DOWN"  # pending power down (`!`)
     POWER_DRAIN = "POWER_DRAIN"  # the DRAIN was set by POWER_DOWN_ASAP and ends with the suspend
     POWERED_DOWN = "POWERED_DOWN"
     REBOOT_REQUESTED = "REBOOT_REQUESTED"  # `rcontrol reboot`: reboot once idle (`@`)
     REBOOT_ISSUED = "REBOOT_ISSUED"  # RebootProgram sent, waiting for the new boot (`^`)
+    RESERVED = "RESERVED"  # in a reservation now (`resv` when idle; issue 33)
     NO_RESPOND = "NOT_RESPONDING"
     POWERING_UP = "POWERING_UP"
     POWERING_DOWN = "POWERING_DOWN"

@@ -18,10 +18,12 @@ from statemachine.model import (
 
 _BUSY = frozenset({Base.ALLOCATED, Base.MIXED})
 _REBOOTS = frozenset({Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED})
+_BUSY_OR_DOWN = _BUSY | {Base.DOWN}
+_D = Flag.DRAIN
 
-# One suffix at most; the first flag present wins (reference §1: $ ^ @ # % ~ ! *; Ranch has
-# no MAINT flag, so the list starts at `^`).
+# One suffix at most; the first flag present wins (reference §1: $ ^ @ # % ~ ! *).
 _SUFFIXES: tuple[tuple[Flag, str], ...] = (
+    (Flag.MAINT, "$"),
     (Flag.REBOOT_ISSUED, "^"),
     (Flag.REBOOT_REQUESTED, "@"),
     (Flag.POWERING_UP, "#"),
@@ -52,6 +54,8 @@ def _words(state: NodeState) -> tuple[str, str, bool]:
         return "PENDING", "PEND", False
     if Flag.INVALID_REG in flags:
         return "INVAL", "INVAL", False
+    if Flag.MAINT in flags and _D not in flags and state.base not in _BUSY_OR_DOWN:
+        return "MAINT", "MAINT", False
     if not flags.isdisjoint(_REBOOTS) and state.base not in _BUSY:
         return "REBOOT", "BOOT", False  # Slurm names the reboot before a drain
     if Flag.DRAIN in flags:
@@ -66,6 +70,8 @@ def _words(state: NodeState) -> tuple[str, str, bool]:
         return "ALLOCATED+", "ALLOC+", False
     if state.base is Base.IDLE and completing:
         return "COMPLETING", "COMP", False
+    if state.base is Base.IDLE and Flag.RESERVED in flags:
+        return "RESERVED", "RESV", False
     long_name, compact_name = _BASE_NAMES[state.base]
     return long_name, compact_name, False
 
@@ -79,6 +85,11 @@ def suffix(state: NodeState) -> str:
     )
     if only_star:
         return "*" if Flag.NO_RESPOND in flags else ""
+    if Flag.MAINT in flags:  # MAINT (or MAINT*) as its own word, else the word + `$`
+        if _D not in flags and state.base not in _BUSY_OR_DOWN and \
+                Flag.INVALID_REG not in flags:
+            return "*" if Flag.NO_RESPOND in flags else ""
+        return "$"
     if not flags.isdisjoint(_REBOOTS) and state.base not in _BUSY and \
             Flag.INVALID_REG not in flags:  # REBOOT^, REBOOT*, or REBOOT alone (never `@`)
         return "^" if Flag.REBOOT_ISSUED in flags else "*" if Flag.NO_RESPOND in flags else ""
@@ -240,6 +251,8 @@ _WORDS: dict[str, Any] = {
     "noresp": _has(Flag.NO_RESPOND),
     "responding": lambda s: Flag.NO_RESPOND not in s.flags,
     "boot": lambda s: not s.flags.isdisjoint({Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED}),
+    "maint": _has(Flag.MAINT),
+    "resv": _has(Flag.RESERVED),
     "reboot": lambda s: not s.flags.isdisjoint({Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED}),
 } | {f.value.lower(): _has(f) for f in SHOWN_ORDER} | {f.name.lower(): _has(f) for f in SHOWN_ORDER}
 

@@ -752,6 +752,17 @@ def set_completing(s: NodeState, e: ev.Completing, p: Policy) -> tuple[NodeState
     return _evolve(s, flags=flags), ()
 
 
+def reservation(s: NodeState, e: ev.ReservationChanged, p: Policy) -> tuple[NodeState, Effects]:
+    """RESERVED and MAINT follow the reservations whose window holds the node now; nothing
+    else changes (the scheduler keeps jobs out of the windows)."""
+    flags = s.flags - {Flag.RESERVED, Flag.MAINT}
+    if e.reserved or e.maint:
+        flags |= {Flag.RESERVED}
+    if e.maint:
+        flags |= {Flag.MAINT}
+    return (s, ()) if flags == s.flags else (_evolve(s, flags=flags), ())
+
+
 # --- THE TABLE -------------------------------------------------------------------------------
 
 ON = (UP, UNKNOWN, DOWN, INVALID)  # powered on, not in a power transition
@@ -914,6 +925,8 @@ ROWS: tuple[Row, ...] = (
     Row("guard hold",       (REBOOTING,),                       ignore),
     Row("drain paused",     (REBOOTING,),                       ignore),
     Row("guard release",    (REBOOTING,),                       release_guard),
+    # --- reservations (issue 33): MAINT and RESERVED follow the windows --------------------
+    Row("reservation",      (*ON, *POWER, FUTURE, PENDING, REJECTED, REBOOTING), reservation),
 )
 # fmt: on
 
@@ -977,3 +990,4 @@ def apply(
 
 
 keep_reason_for = _keep_reason_for  # for statemachine/reboots.py
+

@@ -81,6 +81,7 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "reboot": ev.RebootRequest(now, asap=True, next_state="RESUME", user="alice"),
         "reboot issued": ev.RebootIssued(now),
         "reboot timeout": ev.RebootTimeout(now),
+        "reservation": ev.ReservationChanged(now, maint=True, name="maint1"),
     }[kind]
 
 
