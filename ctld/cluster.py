@@ -153,7 +153,9 @@ class Cluster:
     def _use_config(self, config: ClusterConfig) -> None:
         self.config = config
         self.members_gen += 1
-        self.policy = Policy(return_to_service=config.timeouts.return_to_service)
+        self.policy = Policy(return_to_service=config.timeouts.return_to_service,
+                             health_gate=bool(config.health.program),
+                             unhealthy_max=config.reboot.unhealthy_max)
         self.settings = node_settings(config)
         self.node_files = config_files(config)
         self.config_dump = m.ConfigDump(

@@ -106,6 +106,7 @@ class NodeRecord:
     last_change: float | None = None
     alloc_mem: int = 0  # MiB allocated to jobs (ctld/jobs.py keeps it)
     gpus_used: tuple[int, ...] = ()  # GPU indices allocated to jobs
+    unhealthy_boots: int = 0  # boots in a row whose health check failed (issue 33)
 
     @property
     def name(self) -> str:

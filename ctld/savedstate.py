@@ -78,6 +78,7 @@ def restore(c: Cluster, doc: dict[str, Any]) -> None:
         node.power_started = entry.get("power_started")
         node.power_action = entry.get("power_action")
         node.last_change = entry.get("last_change")
+        node.unhealthy_boots = int(entry.get("unhealthy_boots") or 0)
         node.last_heard = now
     for name in c.nodes:
         if name not in saved:
@@ -112,6 +113,7 @@ def node_entry(node: NodeRecord) -> orjson.Fragment:
             "power_action": node.power_action,
             "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)
             "last_change": node.last_change,
+            "unhealthy_boots": node.unhealthy_boots,
         })))
     return entry
 

@@ -266,6 +266,18 @@ class ReservationChanged:
     name: str = ""  # the reservation that started or ended, for the event log
 
 
+@attrs.frozen(slots=True)
+class BootCheck:
+    """The health check's verdict on a node's new boot (it is held out until this comes);
+    `count`: boots in a row that ended unhealthy, this one included (0 when it passed)."""
+
+    now: float
+    verdict: str = attrs.field(validator=attrs.validators.in_(HEALTH_VERDICTS))
+    message: str = ""
+    count: int = 0
+    kind: ClassVar[str] = "boot check"
+
+
 Event = (
     Registered
     | HeartbeatReceived
@@ -292,6 +304,7 @@ Event = (
     | RebootIssued
     | RebootTimeout
     | ReservationChanged
+    | BootCheck
 )
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -322,6 +335,7 @@ EVENT_KINDS: tuple[str, ...] = (
     "reboot issued",
     "reboot timeout",
     "reservation",
+    "boot check",
 )
 
 # Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).

@@ -46,13 +46,16 @@ class Flag(enum.Enum):
     NEXT_RESUME = "NEXT_RESUME"
     NEXT_DOWN = "NEXT_DOWN"
     REBOOT_DRAIN = "REBOOT_DRAIN"
+    # Back from a reboot (or a power-save resume) and held out until the health check on the
+    # new boot passes (HealthCheckProgram set; issue 33's reboot until healthy).
+    BOOT_CHECK = "BOOT_CHECK"
 
     __hash__ = object.__hash__
 
 
 # Flags that are bookkeeping, not state: left out of every name, listing and filter.
-HIDDEN_FLAGS = frozenset({Flag.NEXT_RESUME, Flag.NEXT_DOWN, Flag.REBOOT_DRAIN})
-REBOOT_PLAN = HIDDEN_FLAGS
+REBOOT_PLAN = frozenset({Flag.NEXT_RESUME, Flag.NEXT_DOWN, Flag.REBOOT_DRAIN})
+HIDDEN_FLAGS = REBOOT_PLAN | {Flag.BOOT_CHECK}
 
 # Slurm's order in the "+"-joined complete string (mostly alphabetical, NOT_RESPONDING and
 # POWERING_* last); the enum above is declared in that order.

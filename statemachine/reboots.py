@@ -24,6 +24,7 @@ ISSUED = "reboot issued"
 COMPLETE = "reboot complete"
 TIMED_OUT = "reboot timed out"
 IN_PROGRESS = "a reboot is already in progress -- unable to cancel"
+WAIT_CHECK = "new boot, waiting for its health check"  # Ranch's: the gate of issue 33
 
 _REQ, _ISS = Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED
 _REBOOT_ALL = REBOOT_PLAN | {_REQ, _ISS}
@@ -123,8 +124,48 @@ def returned(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState, Effe
         return NodeState(s.name, Base.DOWN, flags, reboot_reason(s.reason, COMPLETE, e.now),
                          total, s.cpus_alloc), ()
     base = derive_base(s.cpus_alloc, total)
-    return NodeState(s.name, base, flags, keep_reason_for(base, flags, s.reason), total,
-                     s.cpus_alloc), ()
+    new = NodeState(s.name, base, flags, keep_reason_for(base, flags, s.reason), total,
+                    s.cpus_alloc)
+    return (hold_for_check(new, e.now) if p.health_gate else new), ()
+
+
+def hold_for_check(s: NodeState, now: float) -> NodeState:
+    """A node on a new boot is held out (drained, unless it was already) until the health
+    check on that boot passed: BOOT_CHECK, reason "new boot, waiting for its health check"."""
+    flags = s.flags | {Flag.BOOT_CHECK}
+    reason = s.reason
+    if _D not in flags and Flag.FAIL not in flags:
+        flags |= {_D, Flag.REBOOT_DRAIN}
+        reason = Reason(ReasonSource.CONTROLLER, WAIT_CHECK, now, None)
+    return _node(s, s.base, flags, reason)
+
+
+def boot_check(s: NodeState, e: ev.BootCheck, p: Policy) -> tuple[NodeState, Effects]:
+    """The check's verdict on the new boot. Passed: the hold goes and the node is in service
+    (unless an admin's drain stays). Failed: drained with the check's words and the count of
+    boots in a row that ended unhealthy; at RebootUnhealthyMax of them FAIL, for a human."""
+    if Flag.BOOT_CHECK not in s.flags:
+        return s, ()
+    flags = s.flags - {Flag.BOOT_CHECK}
+    held = Flag.REBOOT_DRAIN in s.flags
+    if e.verdict == "ok":
+        from statemachine.table import keep_reason_for
+
+        if not held:
+            return _node(s, s.base, flags, s.reason), ()
+        flags -= {_D, Flag.REBOOT_DRAIN}
+        return _node(s, s.base, flags, keep_reason_for(s.base, flags, None)), ()
+    if not held:  # drained by an admin meanwhile: the admin's reason stays
+        return _node(s, s.base, flags, s.reason), ()
+    flags -= {Flag.REBOOT_DRAIN}
+    words = e.message.strip() or f"health check: {e.verdict}"
+    top = p.unhealthy_max
+    if top and e.count >= top:
+        flags = (flags - {_D}) | {Flag.FAIL}
+        text = f"{words} (unhealthy after {e.count} reboots in a row)"
+        return _node(s, s.base, flags, Reason(ReasonSource.ADMIN, text, e.now, None)), ()
+    text = f"{words} (unhealthy after reboot {e.count}" + (f" of {top})" if top else ")")
+    return _node(s, s.base, flags, Reason(ReasonSource.HEALTH_CHECK, text, e.now, None)), ()
 
 
 def returned_invalid(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState, Effects]:

@@ -268,7 +268,10 @@ def register_valid(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState
     else:
         base = derive_base(s.cpus_alloc, total)
         reason = _keep_reason_for(base, flags, _unhold(reason))
-    return NodeState(s.name, base, flags, reason, total, s.cpus_alloc), effects
+    new = NodeState(s.name, base, flags, reason, total, s.cpus_alloc)
+    if p.health_gate and _PU in s.flags and base in UP_BASES:
+        new = reboots.hold_for_check(new, e.now)  # a power-save resume: the same gate
+    return new, effects
 
 
 def _late_resume(s: NodeState) -> bool:
@@ -927,6 +930,9 @@ ROWS: tuple[Row, ...] = (
     Row("guard release",    (REBOOTING,),                       release_guard),
     # --- reservations (issue 33): MAINT and RESERVED follow the windows --------------------
     Row("reservation",      (*ON, *POWER, FUTURE, PENDING, REJECTED, REBOOTING), reservation),
+    Row("boot check",       (UP,),                              reboots.boot_check),
+    Row("boot check",       (UNKNOWN, DOWN, INVALID, *POWER, FUTURE, PENDING, REJECTED,
+                             REBOOTING),                        ignore),
 )
 # fmt: on
 

@@ -11,7 +11,7 @@ from protocol import messages as m
 from statemachine import events
 from statemachine.model import Flag
 
-from .helpers import make_config, register, state, wall
+from .helpers import FakeConn, hardware, make_config, register, state, wall
 
 REBOOT = """\
 RebootProgram=/sbin/reboot
@@ -149,3 +149,58 @@ async def test_cancel_reboot_and_its_refusals(autojump_clock) -> None:
     bad = reboot(c, "n9")
     assert not bad.ok and bad.errors[0].startswith("unknown node")
     assert not reboot(c, "n1", next_state="IDLE").ok
+
+
+# --- reboot until healthy (issue 33, beyond Slurm) -----------------------------------------
+
+GATED = REBOOT + "HealthCheckProgram=/bin/true\nHealthCheckInterval=60\nRebootUnhealthyMax=2\n"
+
+
+def boot(c: Cluster, name: str, conn, at: float, verdict: str, message: str = "") -> None:
+    """rnoded back on a new boot, its health check run first (as it does when one is set)."""
+    report = m.HealthReport(verdict=verdict, message=message, ran_at=at)
+    c.register(m.Register(name, hardware(), at, "0.1.0", health=report), conn)
+
+
+async def test_a_reboot_ends_in_service_only_once_the_check_on_the_new_boot_passed(
+        autojump_clock) -> None:
+    c = Cluster(make_config(extra=GATED), wall=wall)
+    conn = FakeConn()
+    boot(c, "n1", conn, 100.0, "ok")
+    assert state(c, "n1") == "IDLE"
+    assert reboot(c, "n1", asap=True, reason="new driver").ok
+    assert state(c, "n1") == "DOWN+DRAIN+REBOOT_ISSUED"
+    # back, but the check failed: held drained with its words and the count
+    boot(c, "n1", conn, 200.0, "drain", "HC: nvidia-smi failed")
+    assert state(c, "n1") == "IDLE+DRAIN"
+    assert reason(c, "n1") == "HC: nvidia-smi failed (unhealthy after reboot 1 of 2)"
+    assert c.nodes["n1"].unhealthy_boots == 1
+    # a second reboot that ends unhealthy: FAIL, for a human (a later passing check leaves it)
+    assert reboot(c, "n1", asap=True).ok
+    boot(c, "n1", conn, 300.0, "fail", "HC: nvidia-smi failed")
+    assert state(c, "n1") == "IDLE+FAIL"
+    assert reason(c, "n1") == "HC: nvidia-smi failed (unhealthy after 2 reboots in a row)"
+    c.apply_event(c.nodes["n1"], events.HealthResult(now=wall(), verdict="ok"))
+    assert state(c, "n1") == "IDLE+FAIL"
+    # the admin resumes it; the next reboot's boot passes its check: in service, count reset
+    assert c.update_nodes(m.UpdateNodes("n1", state="RESUME", user="alice")).ok
+    assert reboot(c, "n1", next_state="RESUME").ok
+    boot(c, "n1", conn, 400.0, "ok")
+    assert state(c, "n1") == "IDLE" and reason(c, "n1") is None
+    assert c.nodes["n1"].unhealthy_boots == 0
+
+
+async def test_power_save_resumes_pass_the_same_gate(autojump_clock) -> None:
+    power = ("SuspendProgram=/bin/true\nResumeProgram=/bin/true\nSuspendTime=60\n")
+    spawned: list = []
+    c = Cluster(make_config(extra=GATED + power), wall=wall,
+                spawn=lambda *a, **kw: spawned.append(a))
+    conn = FakeConn()
+    boot(c, "n2", conn, 100.0, "ok")
+    c.apply_event(c.nodes["n2"], events.SuspendStarted(now=wall()))
+    c.apply_event(c.nodes["n2"], events.SuspendTimeout(now=wall()))
+    c.apply_event(c.nodes["n2"], events.ResumeStarted(now=wall()))
+    assert state(c, "n2") == "IDLE+NOT_RESPONDING+POWERING_UP"
+    boot(c, "n2", conn, 200.0, "drain", "HC: disk gone")
+    assert state(c, "n2") == "IDLE+DRAIN"
+    assert reason(c, "n2") == "HC: disk gone (unhealthy after reboot 1 of 2)"

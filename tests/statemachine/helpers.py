@@ -82,6 +82,7 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "reboot issued": ev.RebootIssued(now),
         "reboot timeout": ev.RebootTimeout(now),
         "reservation": ev.ReservationChanged(now, maint=True, name="maint1"),
+        "boot check": ev.BootCheck(now, "drain", "HC: gpu gone", count=1),
     }[kind]
 
 
