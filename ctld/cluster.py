@@ -77,6 +77,8 @@ def _cause(event: Any) -> str:
         events.DrainPaused: "drain_guard",
         events.RebootIssued: "reboot",
         events.RebootTimeout: "resume_timeout",
+        events.ReservationChanged: "reservation",
+        events.BootCheck: "healthcheck",
     }.get(type(event), type(event).__name__)
 
 

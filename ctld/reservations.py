@@ -74,6 +74,8 @@ class Reservations:
         self.counter = 0  # names reservations as Slurm does: USER_N
         self.unsynced: dict[str, dict[str, Any] | None] = {}  # name -> record, None: deleted
         self.gen = 0  # bumped by every change (the scheduler's cache key)
+        # blocked()'s answers for one scheduling pass: (gen, now) -> {limit: nodes}
+        self._memo: tuple[tuple[int, float], dict[float | None, frozenset[str]]] = ((-1, 0), {})
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -155,7 +157,7 @@ class Reservations:
             names = list(old.nodes)
         else:
             return m.ReservationReply(ok=False, errors=("Nodes= or NodeCnt= must be given",))
-        busy = self._busy(names, start, end, flags, msg.name)
+        busy = self._busy(names, start, end, flags, msg.name, self._jobs_end(flags))
         if busy:
             return m.ReservationReply(ok=False, errors=(BUSY, f"busy: {hostlist.fold(busy)}"))
         if create:
@@ -176,14 +178,16 @@ class Reservations:
         return [r for r in self.items.values()
                 if r.name != name and r.start < end and r.end > start]
 
+    def _jobs_end(self, flags: tuple[str, ...]) -> dict[str, float]:
+        return {} if "IGNORE_JOBS" in flags else self.c.jobs_running_until()
+
     def _busy(self, names: list[str], start: float, end: float, flags: tuple[str, ...],
-              name: str) -> list[str]:
+              name: str, jobs_end: dict[str, float]) -> list[str]:
         """Nodes the window cannot have: in an overlapping reservation (unless either has
         OVERLAP), or running a job that would still run at its start (unless IGNORE_JOBS)."""
         out: list[str] = []
         others = self._others(name, start, end) if "OVERLAP" not in flags else []
         taken = {n for r in others if "OVERLAP" not in r.flags for n in r.nodes}
-        jobs_end = {} if "IGNORE_JOBS" in flags else self.c.jobs_running_until()
         for n in names:
             if n in taken or jobs_end.get(n, -math.inf) > start:
                 out.append(n)
@@ -193,8 +197,10 @@ class Reservations:
               name: str) -> list[str] | None:
         if count < 1:
             return None
-        free = [n for n in self.c.nodes if not self._busy([n], start, end, flags, name)
-                and self.c.nodes[n].state.base.value != "FUTURE"]
+        busy = set(self._busy(list(self.c.nodes), start, end, flags, name,
+                              self._jobs_end(flags)))
+        free = [n for n in self.c.nodes
+                if n not in busy and self.c.nodes[n].state.base.value != "FUTURE"]
         return free[:count] if len(free) >= count else None
 
     # -- the windows -----------------------------------------------------------------------------
@@ -212,9 +218,16 @@ class Reservations:
         """Nodes a job of this time limit (None: none) may not start on now."""
         if not self.items:
             return frozenset()
-        end = math.inf if limit_s is None else now + limit_s
-        return frozenset(n for r in self.items.values() if r.start < end and r.end > now
-                         for n in r.nodes)
+        key, memo = self._memo
+        if key != (self.gen, now):
+            memo = {}
+            self._memo = ((self.gen, now), memo)
+        got = memo.get(limit_s)
+        if got is None:
+            end = math.inf if limit_s is None else now + limit_s
+            got = memo[limit_s] = frozenset(n for r in self.items.values()
+                                            if r.start < end and r.end > now for n in r.nodes)
+        return got
 
     def refresh(self) -> None:
         """Every node's RESERVED/MAINT as the windows open now; the next start or end armed;
