@@ -63,7 +63,10 @@ def _report(result: dict, slurm_line: str) -> int:
 def reboot(target: Target, words: list[str]) -> int:
     body = parse_reboot(words)
     result = ask(target, "RebootNodes", body, want="UpdateResult")
-    return _report(result, "scontrol_reboot_nodes error")
+    rc = _report(result, "scontrol_reboot_nodes error")
+    if "RebootProgram isn't defined" in (result.get("errors") or ()):
+        print("scontrol_reboot_nodes error: Unspecified error", file=sys.stderr)  # scontrol's
+    return rc
 
 
 def cancel_reboot(target: Target, words: list[str]) -> int:

@@ -12,7 +12,7 @@ import orjson
 from conf.model import NodeConfig
 from protocol.messages import HealthReport, Metrics
 from statemachine import names
-from statemachine.model import NodeState
+from statemachine.model import Flag, NodeState
 
 # Deadline stages of the heartbeat monitor (see Cluster._hb_due).
 EXPECT_BEAT = 0  # next: HeartbeatMissed after 2 x HeartbeatInterval of silence
@@ -145,6 +145,14 @@ def _ranges(values: tuple[int, ...]) -> str:
     return ",".join(parts)
 
 
+def next_state(st: NodeState) -> str | None:
+    """What a node with a pending or issued reboot becomes once back (scontrol's NextState)."""
+    f = st.flags
+    if Flag.REBOOT_REQUESTED not in f and Flag.REBOOT_ISSUED not in f:
+        return None
+    return "RESUME" if Flag.NEXT_RESUME in f else "DOWN" if Flag.NEXT_DOWN in f else None
+
+
 def snapshot_record(node: NodeRecord) -> dict[str, Any]:
     """The node's record of a Snapshot (docs/internals.md "Snapshot records"), without metrics."""
     cfg, st, m = node.cfg, node.state, node.metrics
@@ -183,6 +191,7 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "last_power_action": node.power_action,
         **platform_of(node),
         "last_change": node.last_change,
+        "next_state": next_state(st),
         "dynamic": node.dynamic_conf is not None,
         "health": (
             {"verdict": health.verdict, "message": health.message,

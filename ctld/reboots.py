@@ -30,6 +30,8 @@ class Reboots:
     def request(self, msg: m.RebootNodes) -> m.UpdateResult:
         """`rcontrol reboot`: every named node gets the request (a node rebooting already, or
         powered down, is skipped as in Slurm); an idle one is issued at once."""
+        if not self.c.config.reboot.program:  # scontrol refuses it so, before asking
+            return m.UpdateResult(ok=False, errors=("RebootProgram isn't defined",))
         if msg.reason and len(msg.reason) > MAX_REASON_CHARS:
             return m.UpdateResult(ok=False, errors=(
                 too_long("Reason", len(msg.reason), MAX_REASON_CHARS, "characters"),))

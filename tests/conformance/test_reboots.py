@@ -36,10 +36,12 @@ def node_words(cluster, node: str) -> tuple[str, str, str, str]:
 
 
 def show_reason(cluster, node: str) -> str:
-    """scontrol's Reason= without its [user@time] tail ("-" when there is none)."""
+    """scontrol's NextState= ("-" when none) and Reason= without its [user@time] tail ("-"
+    when there is none)."""
     show = cluster.run("scontrol", "show", "node", node, "-o").stdout
     got = re.search(r"\bReason=(.*?)(?: \[[^\]]*\])?(?: \w+=|$)", show)
-    return got.group(1).strip() if got else "-"
+    nxt = re.search(r"\bNextState=(\S+)", show)
+    return f"{nxt.group(1) if nxt else '-'} {got.group(1).strip() if got else '-'}"
 
 
 def script(cluster, lab: RebootLab) -> list[tuple[str, object]]:

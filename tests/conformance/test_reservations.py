@@ -60,6 +60,9 @@ def script(cluster, start: str) -> list[tuple[str, object]]:
     seen.append(("c2 in maint", (words, re.search(r"\bState=(\S+)", show).group(1))))
     code, out, err = run("sinfo", "-T", "-h")
     seen.append(("sinfo -T active", (code, _STAMP.sub("T", out), err)))
+    r = cluster.run("scontrol", "reboot", "c1")  # neither has a RebootProgram here
+    seen.append(("reboot without RebootProgram", (r.returncode, [
+        e.split("error: ")[-1] for e in r.stderr.strip().splitlines()])))
     seen.append(("refusals", [run("scontrol", "create", "reservation", "StartTime=now",
                                   "Nodes=c2", "Flags=maint", "Users=root")[0],
                               run("scontrol", "create", "reservation", "StartTime=now",

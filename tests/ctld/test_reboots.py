@@ -204,3 +204,11 @@ async def test_power_save_resumes_pass_the_same_gate(autojump_clock) -> None:
     boot(c, "n2", conn, 200.0, "drain", "HC: disk gone")
     assert state(c, "n2") == "IDLE+DRAIN"
     assert reason(c, "n2") == "HC: disk gone (unhealthy after reboot 1 of 2)"
+
+
+async def test_no_reboot_without_a_reboot_program(autojump_clock) -> None:
+    c = Cluster(make_config(), wall=wall)
+    register(c, "n1", boot=100.0)
+    got = reboot(c, "n1")
+    assert not got.ok and got.errors == ("RebootProgram isn't defined",)
+    assert state(c, "n1") == "IDLE"
