@@ -16,6 +16,7 @@ from conf import hostlist
 from ctld import logs, nodeupdates
 from protocol import messages as m
 from statemachine import events
+from statemachine.model import Base, Flag
 
 if TYPE_CHECKING:
     from ctld.cluster import Cluster
@@ -200,7 +201,7 @@ class Reservations:
         busy = set(self._busy(list(self.c.nodes), start, end, flags, name,
                               self._jobs_end(flags)))
         free = [n for n in self.c.nodes
-                if n not in busy and self.c.nodes[n].state.base.value != "FUTURE"]
+                if n not in busy and self.c.nodes[n].state.base is not Base.FUTURE]
         return free[:count] if len(free) >= count else None
 
     # -- the windows -----------------------------------------------------------------------------
@@ -247,8 +248,6 @@ class Reservations:
                 for n in r.nodes:
                     had = want.get(n, (False, False))
                     want[n] = (True, had[1] or maint)
-        from statemachine.model import Flag
-
         for node in self.c.nodes.values():
             flags = node.state.flags
             have = (Flag.RESERVED in flags, Flag.MAINT in flags)
