@@ -80,7 +80,8 @@ def event_line(e: dict) -> str:
     parts = [f"Time={_time(e.get('time'))}", f"Node={e.get('node')}", f"Event={e.get('kind')}"]
     if e.get("kind") == "state":
         parts.append(f"State={e.get('old')}->{e.get('new')}")
-    for key, label in (("cause", "Cause"), ("user", "User"), ("reason", "Reason"),
+    for key, label in (("name", "Reservation"), ("action", "Action"), ("cause", "Cause"),
+                       ("user", "User"), ("reason", "Reason"),
                        ("peer", "Peer"), ("problem", "Problem"), ("conf", "Conf")):
         if e.get(key) not in (None, ""):
             parts.append(f"{label}={_quote(str(e[key]))}")

@@ -29,9 +29,12 @@ COMMANDS = ("show", "update", "reconfigure", "ping", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
             "requeue", "hold", "release",  # jobs: cli/show_jobs.py
             "confirm", "reset",  # the controller's guards: cli/guards_view.py
-            "help")  # scontrol's too: the same text as -h
+            "help",  # scontrol's too: the same text as -h
+            "reboot", "reboot_nodes", "cancel_reboot",  # cli/reboot_command.py
+            "create")  # create reservation: cli/reservation_command.py
 SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
-                 "hostlistsorted", "job", "jobs", "guards", "step", "steps")
+                 "hostlistsorted", "job", "jobs", "guards", "step", "steps", "reservation",
+                 "reservations")
 
 
 OPTIONS: Table = (
@@ -67,7 +70,10 @@ def build_parser():  # -> argparse.ArgumentParser
         "reconfigure | ping | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
         "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
         "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME | "
-        "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain]",
+        "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain] | "
+        "reboot [ASAP] [nextstate=RESUME|DOWN] [reason=TEXT] HOSTLIST|ALL | "
+        "cancel_reboot HOSTLIST | create reservation K=V... | update ReservationName=X K=V... "
+        "| delete ReservationName=X | show reservation [NAME]",
     )
 
 
@@ -121,6 +127,13 @@ def show(s: Session, words: list[str]) -> int:
         return 0
     if entity == "config":
         return show_config(s)
+    if entity.startswith("reservation"):
+        from cli import reservation_command
+
+        if len(rest) > 1:
+            raise CliError("show reservation takes at most one name", code=2)
+        return reservation_command.show(s.target, rest[0] if rest else None,
+                                        s.args.oneliner, s.args.json, _json_doc)
     if entity == "guards":
         from cli.guards_view import show_guards
 
@@ -331,6 +344,12 @@ def run(args: Namespace) -> int:
     s = Session(args)
     if command == "show":
         return show(s, words[1:])
+    if command in ("create", "update", "delete") and _is_reservation(words[1:]):
+        from cli import reservation_command
+
+        return reservation_command.command(s.target, command, words[1:])
+    if command == "create":
+        raise CliError("create takes `reservation K=V...`", code=2)
     if command == "update":
         return update(s, words[1:])
     if command in ("approve", "reject", "delete", "events"):
@@ -345,6 +364,12 @@ def run(args: Namespace) -> int:
         if command == "confirm":
             return guards_view.confirm(s.target, words[1:])
         return guards_view.reset(s.target, words[1:])
+    if command in ("reboot", "reboot_nodes", "cancel_reboot"):
+        from cli import reboot_command
+
+        if command == "cancel_reboot":
+            return reboot_command.cancel_reboot(s.target, words[1:])
+        return reboot_command.reboot(s.target, words[1:])
     if command in ("requeue", "hold", "release"):
         from cli.show_jobs import job_action
 
@@ -359,6 +384,11 @@ def run(args: Namespace) -> int:
         print(version_text("rcontrol") if active() else f"ranch {VERSION}")
         return 0
     return ping(s)
+
+
+def _is_reservation(words: list[str]) -> bool:
+    return bool(words) and words[0].lower().partition("=")[0] in ("reservation",
+                                                                 "reservationname")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,6 +64,8 @@ OPTIONS: Table = (
                                 "help": "why nodes are unusable"}),
     (("-s", "--summarize"), {"action": "store_true",
                              "help": "one line per partition, NODES(A/I/O/T)"}),
+    (("-T", "--reservation"), {"action": "store_true",
+                               "help": "only the reservations (name, state, window, nodes)"}),
     (("-t", "--states"), {"metavar": "STATES",
                           "help": "only nodes in these states (comma list)"}),
     (("--json",), {"action": "store_true", "help": "sinfo --json's document"}),
@@ -225,6 +227,16 @@ def json_text(snapshot, args: Namespace, argv: list[str]) -> str:
 
 
 def once(target: Target, args: Namespace, argv: list[str], stamp: bool) -> str:
+    if args.reservation:
+        from cli import reservation_command
+
+        if args.json:
+            import orjson
+
+            items = reservation_command.fetch(target)
+            return orjson.dumps({"reservations": items}, option=orjson.OPT_INDENT_2).decode() \
+                + "\n"
+        return reservation_command.sinfo_t(target, args.noheader)
     snap: Snapshot = fetch_snapshot(target, reads(args), metrics=args.metrics)
     if args.json:
         return json_text(snap, args, argv) + "\n"

@@ -18,7 +18,7 @@ NODE_READS = (
     "gres", "addr", "hostname", "version", "real_memory", "alloc_mem", "free_mem", "sockets",
     "boards", "complete", "threads_per_core", "tmp_disk", "weight", "partitions", "boot_time",
     "slurmd_start_time", "last_busy", "state", "health", "last_change",
-    "last_power_action",
+    "last_power_action", "next_state",
 )
 PARTITION_READS = ("name", "cpus", "real_memory")
 
@@ -79,6 +79,8 @@ def node_lines(n: dict) -> list[str]:
         f"State={n['complete']} ThreadsPerCore={n['threads_per_core']} TmpDisk={n['tmp_disk']} "
         f"Weight={n['weight']} Owner=N/A MCS_label=N/A",
     ]
+    if n.get("next_state"):  # a pending or issued reboot's nextstate (issue 33)
+        lines.append(f"NextState={n['next_state']}")
     if n.get("partitions"):
         lines.append(f"Partitions={','.join(n['partitions'])}")
     lines += [

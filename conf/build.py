@@ -33,6 +33,7 @@ from conf.model import (
     NodeConfig,
     PartitionConfig,
     PowerSettings,
+    RebootSettings,
     Timeouts,
 )
 from conf.parser import Include, Pair, parse_text
@@ -60,6 +61,7 @@ from conf.values import (
 )
 
 _RESOLVED_PATHS = ("HealthCheckProgram", "SuspendProgram", "ResumeProgram", "ResumeFailProgram",
+                   "RebootProgram",
                    "AuthKeyFile", "StateSaveLocation", "HttpTokenFile")
 _MAX_HOSTS_SHOWN = 5
 _CTL_HOST_RE = re.compile(r"^([^()\s]+)(?:\(([^()\s]+)\))?$")
@@ -144,6 +146,7 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "SuspendTime": as_seconds_or_infinite,
     "SuspendTimeout": lambda s: as_int(s, 1, 65533),
     "ResumeTimeout": lambda s: as_int(s, 1, 65533),
+    "RebootUnhealthyMax": lambda s: as_int(s, 0, 1000),
     "SuspendRate": lambda s: as_int(s, 0),
     "ResumeRate": lambda s: as_int(s, 0),
     "SuspendExcParts": as_list,
@@ -826,6 +829,9 @@ class _Builder:
         guards = GuardSettings(g("DownGuardPercent", 50), g("DownGuardWindow", 0),
                                g("DownGuardMinNodes", 4), g("DrainGuardPercent", 25),
                                g("DrainGuardWindow", 600), g("DrainGuardMinNodes", 4))
+        slurmd_params = {w.strip().lower() for w in (g("SlurmdParameters", None) or "").split(",")}
+        reboot = RebootSettings(g("RebootProgram", None), "shutdown_on_reboot" in slurmd_params,
+                                g("RebootUnhealthyMax", 2))
         access = AccessSettings(
             g("AuthType", None) or "", self.auth_info(), g("SlurmUser", "root"),
             g("AdminUsers", ()), g("PrivateData", ()), g("DisableRootJobs", False))
@@ -850,7 +856,7 @@ class _Builder:
             nodes=tuple(self.nodes),
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
-            jobs=jobs, guards=guards, access=access)
+            jobs=jobs, guards=guards, access=access, reboot=reboot)
 
     def auth_info(self) -> tuple[tuple[str, str], ...]:
         """AuthInfo=socket=PATH,ttl=N: its options (a relative socket path is the config's)."""

@@ -78,6 +78,15 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("SuspendExcParts", "list", None, "partitions whose nodes are never powered down"),
     ("SuspendExcStates", "list", None, "node states that are never powered down"),
     ("HeartbeatInterval", "seconds", 10, "Ranch: seconds between node heartbeats"),
+    # issue 33: reboots through the controller (`rcontrol reboot`)
+    ("RebootProgram", "path", None,
+     "program rnoded runs to reboot its node once `rcontrol reboot` found it idle"),
+    ("SlurmdParameters", "str", None,
+     "node daemon options; Ranch acts on shutdown_on_reboot (rnoded stops once RebootProgram "
+     "returned)"),
+    ("RebootUnhealthyMax", "int", 2,
+     "Ranch: reboots in a row after which a node still failing its health check on the new "
+     "boot is set FAIL for a human (0 = never)"),
     ("AuthKeyFile", "path", None, "Ranch: file with the cluster's shared HMAC key"),
     # issue 19: many users
     ("AuthType", "enum", None,
@@ -131,14 +140,16 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("DownGuardWindow", "seconds", 0,
      "Ranch: seconds within which the DownGuard counts silent nodes (0 = SlurmdTimeout)"),
     ("DownGuardMinNodes", "int", 4,
-     "Ranch: the DownGuard acts only with at least this many nodes in service"),
+     "Ranch: the DownGuard acts only with at least this many nodes in service (FUTURE, "
+     "never-registered and powered-down nodes are not)"),
     ("DrainGuardPercent", "int", 25,
-     "Ranch: at most this % of the nodes may be drained by health checks within "
+     "Ranch: at most this % of the nodes in service may be drained by health checks within "
      "DrainGuardWindow; further automatic drains pause until an admin resets (0 = off)"),
     ("DrainGuardWindow", "seconds", 600,
      "Ranch: seconds over which the DrainGuard counts health-check drains"),
     ("DrainGuardMinNodes", "int", 4,
-     "Ranch: the DrainGuard acts only in a cluster of at least this many nodes"),
+     "Ranch: the DrainGuard acts only with at least this many nodes in service (FUTURE, "
+     "never-registered and powered-down nodes are not)"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """
@@ -171,13 +182,13 @@ PrioritySiteFactorPlugin PriorityType PriorityUsageResetPeriod PriorityWeightAge
 PriorityWeightAssoc PriorityWeightFairshare PriorityWeightJobSize PriorityWeightPartition
 PriorityWeightQOS PriorityWeightTRES ProctrackType Prolog PrologEpilogTimeout
 PrologFlags PrologSlurmctld PrologTimeout PropagatePrioProcess PropagateResourceLimits
-PropagateResourceLimitsExcept RebootProgram ReconfigFlags RequeueExit RequeueExitHold
+PropagateResourceLimitsExcept ReconfigFlags RequeueExit RequeueExitHold
 ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerParameters SchedulerPort
 SchedulerRootFilter
 SchedulerTimeSlice SchedulerType ScronParameters SelectType SelectTypeParameters SlurmctldAddr
 SlurmctldDebug SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
 SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug
-SlurmdParameters SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
+SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile
 SlurmSchedLogLevel SrunEpilog SrunProlog SwitchParameters SwitchType
 TaskEpilog TaskPlugin TaskPluginParam TaskProlog TCPTimeout TLSParameters TLSType TmpFS
 TopologyParam TopologyPlugin TrackWCKey TreeWidth UnkillableStepProgram UnkillableStepTimeout

@@ -130,6 +130,15 @@ class PowerSettings:
 
 
 @attrs.frozen(slots=True)
+class RebootSettings:
+    """Issue 33: RebootProgram, SlurmdParameters=shutdown_on_reboot, RebootUnhealthyMax."""
+
+    program: str | None = None
+    shutdown_on_reboot: bool = False
+    unhealthy_max: int = 2
+
+
+@attrs.frozen(slots=True)
 class AuthSettings:
     key_file: str | None = None
     node_approval: str = "auto"
@@ -217,6 +226,7 @@ class ClusterConfig:
     jobs: JobSettings = JobSettings()
     guards: GuardSettings = GuardSettings()
     access: AccessSettings = AccessSettings()
+    reboot: RebootSettings = RebootSettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

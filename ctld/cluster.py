@@ -28,6 +28,9 @@ from ctld.node import (
     Pusher,
 )
 from ctld.powersave import PowerSave
+from ctld.reboots import Reboots
+from ctld.reservations import DEADLINE as RESV_DEADLINE
+from ctld.reservations import Reservations
 from ctld.snapshot import Snapshots
 from protocol import messages as m
 from protocol.versions import CURRENT as PROTOCOL_CURRENT
@@ -72,6 +75,10 @@ def _cause(event: Any) -> str:
         events.Completing: "completing",
         events.GuardHold: "down_guard",
         events.DrainPaused: "drain_guard",
+        events.RebootIssued: "reboot",
+        events.RebootTimeout: "resume_timeout",
+        events.ReservationChanged: "reservation",
+        events.BootCheck: "healthcheck",
     }.get(type(event), type(event).__name__)
 
 
@@ -87,6 +94,8 @@ def node_settings(cfg: ClusterConfig) -> m.NodeSettings:
         health_check_timeout=float(h.timeout),
         health_check_node_state=tuple(h.node_state),
         log_file=cfg.control.slurmd_log_file,
+        reboot_program=cfg.reboot.program,
+        shutdown_on_reboot=cfg.reboot.shutdown_on_reboot,
     )
 
 
@@ -135,17 +144,21 @@ class Cluster:
         self.power = PowerSave(self)  # power save, rates and programs (ctld/powersave.py)
         self.liveness = Liveness(self)  # failure detection, stalls, DownGuard (ctld/liveness.py)
         self.drain_guard = DrainGuard(self)  # the breaker over health drains (ctld/guards.py)
+        self.reboots = Reboots(self)  # rcontrol reboot, RebootProgram, its timeout
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
         self.jobs = Jobs(self)  # batch jobs and the allocations they make (ctld/jobs.py)
+        self.reservations = Reservations(self)  # maintenance windows (ctld/reservations.py)
 
     # -- configuration ---------------------------------------------------------------------
 
     def _use_config(self, config: ClusterConfig) -> None:
         self.config = config
         self.members_gen += 1
-        self.policy = Policy(return_to_service=config.timeouts.return_to_service)
+        self.policy = Policy(return_to_service=config.timeouts.return_to_service,
+                             health_gate=bool(config.health.program),
+                             unhealthy_max=config.reboot.unhealthy_max)
         self.settings = node_settings(config)
         self.node_files = config_files(config)
         listed = configdump.items(config)
@@ -183,6 +196,8 @@ class Cluster:
         membership.on_start(self, self.restored_names)
         self.liveness.start()
         self.power.rearm()  # nodes caught mid power-up/down by a restart
+        self.reboots.rearm()  # nodes caught waiting for their new boot
+        self.reservations.refresh()  # windows that opened or closed while it was away
 
     # -- state changes ---------------------------------------------------------------------
 
@@ -218,6 +233,8 @@ class Cluster:
             self.mark_changed(node)
         for eff in effs:
             self._effect(node, eff)
+        if changed and Flag.REBOOT_REQUESTED in node.state.flags:
+            self.reboots.after_change(node)  # idle now: its reboot is issued
         return changed, None
 
     def _effect(self, node: NodeRecord, eff: Any) -> None:
@@ -230,7 +247,12 @@ class Cluster:
         elif isinstance(eff, effects.RunResumeFailProgram):
             self.power.queue("resume_fail", node)
         elif isinstance(eff, effects.ScheduleTimeout):
-            self.power.schedule_timeout(node, eff.kind)
+            if eff.kind == "reboot":
+                self.reboots.schedule_timeout(node)
+            else:
+                self.power.schedule_timeout(node, eff.kind)
+        elif isinstance(eff, effects.RunRebootProgram):
+            self.reboots.run_program(node)
         elif isinstance(eff, effects.RequestRegistration):
             # No "register again" message exists. A connected node that is up proves itself
             # with its next heartbeat (which clears NO_RESPOND); a DOWN one that ReturnToService
@@ -295,6 +317,9 @@ class Cluster:
         (a stall of the controller's own is credited to every node first)."""
         now, wall = self.clock(), self.wall()
         for name, kind in self.liveness.woke(keys, now):
+            if (name, kind) == RESV_DEADLINE:  # a reservation's window opens or closes
+                self.reservations.refresh()
+                continue
             if kind == "begin":  # a pending job's BeginTime came (ctld/jobs.py BEGIN_KEY)
                 self.jobs.kicked = True
                 continue
@@ -313,6 +338,8 @@ class Cluster:
                 self._apply(node, events.SuspendTimeout(now=wall))
             elif kind == "resume" and Flag.POWERING_UP in node.state.flags:
                 self._apply(node, events.ResumeTimeout(now=wall))
+            elif kind == "reboot":
+                self.reboots.fired(node)
         self.flush_programs()
 
     # -- node traffic (ctld/nodetraffic.py) ------------------------------------------------
@@ -366,6 +393,35 @@ class Cluster:
 
     def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult:
         return nodeupdates.update_nodes(self, msg)
+
+    def reboot_nodes(self, msg: m.RebootNodes) -> m.UpdateResult:
+        return self.reboots.request(msg)
+
+    def reservation(self, msg: m.ReservationRequest) -> m.ReservationReply:
+        reply = self.reservations.handle(msg)
+        self.flush_programs()
+        return reply
+
+    def reservations_changed(self) -> None:
+        """A reservation changed: the journal must hold it before the reply."""
+        self.node_changes += 1
+        self.gen += 1
+        if not self.dirty:
+            self.dirty = True
+            self.on_dirty()
+
+    def jobs_running_until(self) -> dict[str, float]:
+        """Node -> when the last job on it may run until (its start + time limit; inf with no
+        limit), for a reservation that must not cut a job short."""
+        out: dict[str, float] = {}
+        for job in self.jobs.jobs.values():
+            if job.start_time is None or not job.nodes or job.state not in (
+                    "RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING"):
+                continue
+            end = float("inf") if job.time_limit is None else job.start_time + job.time_limit * 60
+            for n in job.nodes:
+                out[n] = max(out.get(n, float("-inf")), end)
+        return out
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
         return self.views.snapshot(metrics)

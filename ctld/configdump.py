@@ -55,6 +55,8 @@ def effective(cfg: ClusterConfig) -> dict[str, str]:
         "ResumeProgram": _opt(p.resume_program),
         "ResumeRate": f"{p.resume_rate} nodes/min",
         "ResumeTimeout": _sec(p.resume_timeout),
+        "RebootProgram": _opt(cfg.reboot.program),
+        "RebootUnhealthyMax": str(cfg.reboot.unhealthy_max),
         "ReturnToService": str(t.return_to_service),
         "SlurmctldPort": str(c.port),
         "SlurmdSpoolDir": _opt(c.slurmd_spool_dir),

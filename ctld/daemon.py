@@ -127,6 +127,7 @@ class Daemon:
                 self.cluster.restore(doc)
             else:
                 jobs.restore(doc.get("jobs"))
+                self.cluster.reservations.restore(doc.get("reservations"))
         # packs no saved job points into (a snapshot that failed after writing one)
         jobs.packs_gone += [n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs]
         if self.store.moved_aside:  # what was taken from them now lives in no journal
@@ -137,14 +138,16 @@ class Daemon:
         caller that arrives meanwhile share one write). OSError when they could not be written;
         they stay queued for the next try."""
         c = self.cluster
-        if c.unsynced_jobs or c.unsynced_nodes:
+        if c.unsynced_jobs or c.unsynced_nodes or c.reservations.unsynced:
             jobs, nodes = dict(c.unsynced_jobs), dict(c.unsynced_nodes)
+            resv = dict(c.reservations.unsynced)
             ticket = self.store.append(c.take_unsynced())
             try:
                 await self.store.wait(ticket)
             except OSError:
                 c.unsynced_jobs = {**jobs, **c.unsynced_jobs}
                 c.unsynced_nodes = {**nodes, **c.unsynced_nodes}
+                c.reservations.unsynced = {**resv, **c.reservations.unsynced}
                 raise
         else:
             await self.store.wait(self.store.last_ticket)
@@ -433,6 +436,8 @@ def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[s
     doc = dict(doc or {})
     nodes = dict(doc.get("nodes") or {})
     saved_jobs = doc.get("jobs") or {}
+    resv = {str(r.get("name")): r for r in (doc.get("reservations") or {}).get("items", ())
+            if isinstance(r, dict)}
     next_id = int(saved_jobs.get("next_id", 1))
     jobs: dict[int, Any] = {int(j["id"]): j for j in saved_jobs.get("jobs", ())
                             if isinstance(j, dict) and "id" in j}
@@ -440,6 +445,11 @@ def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[s
         try:
             if "node" in rec:
                 nodes[str(rec["node"])] = rec["entry"]
+            elif "resv" in rec:  # a reservation's record; None: it was deleted
+                if rec["entry"] is None:
+                    resv.pop(str(rec["resv"]), None)
+                else:
+                    resv[str(rec["resv"])] = rec["entry"]
             elif "job" in rec:
                 jobs[int(rec["job"]["id"])] = rec["job"]
             elif "id" in rec and "seq" not in rec:  # version 4: a submission
@@ -451,4 +461,10 @@ def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[s
     top = max(jobs, default=0)
     doc["nodes"] = nodes
     doc["jobs"] = {"next_id": max(next_id, top + 1), "jobs": list(jobs.values())}
+    counter = int((doc.get("reservations") or {}).get("counter", 0))
+    for name in resv:  # a created one the snapshot lacks: its USER_N suffix counts
+        tail = name.rsplit("_", 1)[-1]
+        if tail.isdigit():
+            counter = max(counter, int(tail))
+    doc["reservations"] = {"counter": counter, "items": list(resv.values())}
     return doc

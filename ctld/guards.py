@@ -11,11 +11,13 @@ again; `rcontrol confirm down [NodeName=...]` sets held nodes DOWN as the timeou
 requeued); `rcontrol reset guard down` re-arms it and gives held nodes one more SlurmdTimeout.
 
 DrainGuard (NVIDIA NVSentinel's circuit breaker): health checks may drain at most
-DrainGuardPercent % of the nodes within DrainGuardWindow. The drain that would go beyond trips
-it, and from then on every new health-check drain or fail is paused: the verdict shows as the
-node's reason with "[drain paused by DrainGuard]", the node stays in service. It stays tripped
-until an admin acts: `rcontrol confirm drain [NodeName=...]` applies paused drains,
-`rcontrol reset guard drain` closes it (paused nodes are judged again at their next check).
+DrainGuardPercent % of the nodes in service within DrainGuardWindow (only with
+DrainGuardMinNodes or more in service: FUTURE, never-registered and powered-down nodes are not).
+The drain that would go beyond trips it, and from then on every new health-check drain or fail
+is paused: the verdict shows as the node's reason with "[drain paused by DrainGuard]", the node
+stays in service. It stays tripped until an admin acts: `rcontrol confirm drain [NodeName=...]`
+applies paused drains, `rcontrol reset guard drain` closes it (paused nodes are judged again at
+their next check).
 
 Every trip, clear, confirm and reset is logged, put in the event log and shown by /metrics.
 """
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 SCAN_REUSE = 1.0  # seconds a count of the nodes in service serves further timeouts
 _OUT = frozenset({Flag.DRAIN, Flag.FAIL})
 _NOT_IN_SERVICE = frozenset({Flag.PENDING, Flag.REJECTED, Flag.POWERED_DOWN, Flag.POWERING_UP,
-                             Flag.POWERING_DOWN, Flag.INVALID_REG})
+                             Flag.POWERING_DOWN, Flag.INVALID_REG, Flag.REBOOT_ISSUED})
 GUARDS = ("down", "drain")
 
 
@@ -217,6 +219,7 @@ class DrainGuard:
         self.detail = ""
         self.paused: dict[str, tuple[str, str, float]] = {}  # node -> (verdict, message, wall)
         self._drains: deque[tuple[float, str]] = deque()  # health drains applied (trio time)
+        self._scan: tuple[float, int] | None = None  # (trio time, nodes in service)
 
     @property
     def tripped(self) -> bool:
@@ -240,7 +243,7 @@ class DrainGuard:
         drains = self._drains
         while drains and drains[0][0] < now - g.drain_window:
             drains.popleft()
-        total = len(c.nodes)
+        total = self._in_service(now)
         allowed = max(1, g.drain_percent * total // 100)
         if not self.tripped and total >= g.drain_min_nodes and len(drains) + 1 > allowed:
             self._trip(len(drains), total)
@@ -255,12 +258,30 @@ class DrainGuard:
                                                                message=message))
         if changed and not node.state.flags.isdisjoint(_OUT):
             drains.append((now, node.name))
+            self._scan = None
         return changed, err
+
+    def _in_service(self, now: float) -> int:
+        """The guard's base: nodes in service (up, registered, powered on, admitted), with those
+        the checks drained within the window; FUTURE, never-registered, powered-down, DOWN and
+        otherwise drained nodes are not (issue 33: 2 failing checks of 3 nodes in service, next
+        to 3 FUTURE nodes, must both drain). One pass, reused for SCAN_REUSE seconds."""
+        scan = self._scan
+        if scan is None or now - scan[0] >= SCAN_REUSE:
+            drained = {name for _, name in self._drains}
+            count = 0
+            for n in self.c.nodes.values():
+                st = n.state
+                if st.base in UP_BASES and st.flags.isdisjoint(_NOT_IN_SERVICE) and (
+                        st.flags.isdisjoint(_OUT) or n.name in drained):
+                    count += 1
+            scan = self._scan = (now, count)
+        return scan[1]
 
     def _trip(self, drained: int, total: int) -> None:
         g = self.c.config.guards
         self.tripped_at = self.c.wall()
-        self.detail = (f"health checks drained {drained} of {total} nodes within "
+        self.detail = (f"health checks drained {drained} of {total} nodes in service within "
                        f"{g.drain_window} s (limit {g.drain_percent}%)")
         logs.event("DrainGuard tripped: further health-check drains are paused until an admin "
                    "acts; `rcontrol confirm drain` applies them, `rcontrol reset guard drain` "

@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ctld.node import NodeRecord
 
 
+RESERVED = "ReqNodeNotAvail, May be reserved for other job"  # slurmctld's words
+
+
 class JobStarts:
     """The scheduling pass over the job store, and launches."""
 
@@ -107,10 +110,19 @@ class JobStarts:
         ok = placeable(self.store, job)  # -C Features, --exclusive=user (ctld/constraints.py)
         if not all(ok(n) for n in required):
             return "Resources"
-        others = (n for n in self.members(pc) if n.name not in excluded and ok(n))
+        # Reservations (issue 33): no node whose window the job's time limit would cross
+        limit = None if job.time_limit is None else job.time_limit * 60.0
+        held = self.c.reservations.blocked(limit, self.c.wall())
+        if held and any(n.name in held for n in required):
+            return RESERVED
+        others = (n for n in self.members(pc) if n.name not in excluded and ok(n)
+                  and n.name not in held)
         shares, why = place(job.need, required, others, self.store.uses)
         if shares is None:
             why = ok.explain(why)
+            if held and why in ("Resources", "ReqNodeNotAvail") and any(
+                    n.name in held for n in self.members(pc)):
+                return RESERVED
             if why == "ReqNodeNotAvail" and required:
                 down = [n.name for n in required
                         if n.state.flags or not takes_new_work(n.state)]

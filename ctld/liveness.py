@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 HELD = 3  # hb stage: the DownGuard holds the node; nothing more until it is heard from
 # Flags under which a node is not expected to talk (Slurm does not ping these).
 UNTIMED_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
-                           Flag.INVALID_REG})
+                           Flag.INVALID_REG, Flag.REBOOT_ISSUED})
 POWER_KEYS = ("suspend", "resume")
 
 

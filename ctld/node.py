@@ -12,7 +12,7 @@ import orjson
 from conf.model import NodeConfig
 from protocol.messages import HealthReport, Metrics
 from statemachine import names
-from statemachine.model import NodeState
+from statemachine.model import Flag, NodeState
 
 # Deadline stages of the heartbeat monitor (see Cluster._hb_due).
 EXPECT_BEAT = 0  # next: HeartbeatMissed after 2 x HeartbeatInterval of silence
@@ -106,6 +106,7 @@ class NodeRecord:
     last_change: float | None = None
     alloc_mem: int = 0  # MiB allocated to jobs (ctld/jobs.py keeps it)
     gpus_used: tuple[int, ...] = ()  # GPU indices allocated to jobs
+    unhealthy_boots: int = 0  # boots in a row whose health check failed (issue 33)
 
     @property
     def name(self) -> str:
@@ -142,6 +143,14 @@ def _ranges(values: tuple[int, ...]) -> str:
         if v is not None:
             start = prev = v
     return ",".join(parts)
+
+
+def next_state(st: NodeState) -> str | None:
+    """What a node with a pending or issued reboot becomes once back (scontrol's NextState)."""
+    f = st.flags
+    if Flag.REBOOT_REQUESTED not in f and Flag.REBOOT_ISSUED not in f:
+        return None
+    return "RESUME" if Flag.NEXT_RESUME in f else "DOWN" if Flag.NEXT_DOWN in f else None
 
 
 def snapshot_record(node: NodeRecord) -> dict[str, Any]:
@@ -182,6 +191,7 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "last_power_action": node.power_action,
         **platform_of(node),
         "last_change": node.last_change,
+        "next_state": next_state(st),
         "dynamic": node.dynamic_conf is not None,
         "health": (
             {"verdict": health.verdict, "message": health.message,

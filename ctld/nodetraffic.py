@@ -144,6 +144,14 @@ def health(c: Cluster, node: NodeRecord, report: m.HealthReport) -> None:
     message = text if text.startswith("HC:") else f"HC: {text or 'health check failed'}"
     if len(message) > MAX_REASON_CHARS:  # a node's word, kept as a reason everywhere
         message = message[: MAX_REASON_CHARS - 1] + "…"
+    if Flag.BOOT_CHECK in node.state.flags:
+        # The verdict on a new boot (issue 33): the node was held for it. Not the DrainGuard's
+        # to pause: the node is out of service already.
+        node.unhealthy_boots = 0 if verdict == "ok" else node.unhealthy_boots + 1
+        c.apply_event(node, events.BootCheck(now=c.wall(), verdict=verdict, message=message,
+                                             count=node.unhealthy_boots))
+        c.mark_changed(node)
+        return
     _, err = c.drain_guard.health(node, verdict, message)  # the DrainGuard may pause it
     if err:
         logs.event("health result not applied", logging.DEBUG, node=node.name, error=err)

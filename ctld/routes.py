@@ -48,6 +48,14 @@ def update_nodes(s: Server, conn: Connection, msg: m.UpdateNodes) -> Any:
     return s.cluster.update_nodes(msg)
 
 
+def reboot_nodes(s: Server, conn: Connection, msg: m.RebootNodes) -> Any:
+    return s.cluster.reboot_nodes(msg)
+
+
+def reservation(s: Server, conn: Connection, msg: m.ReservationRequest) -> Any:
+    return s.cluster.reservation(msg)
+
+
 def shutdown_notice(s: Server, conn: Connection, msg: m.ShutdownNotice) -> Any:
     return s.cluster.shutdown_notice(msg, conn)
 
@@ -157,6 +165,8 @@ ROUTES: dict[type, Route] = {
     m.GetJobs:        Route(jobs, changes=False),
     m.GetAcct:        Route(acct_query, changes=False),
     m.UpdateNodes:    Route(update_nodes),
+    m.RebootNodes:    Route(reboot_nodes),
+    m.ReservationRequest: Route(reservation),
     m.NodeMembership: Route(node_membership),
     m.Reconfigure:    Route(reconfigure),
     # the daemon's submit_job journals the jobs itself before it answers (and retracts

@@ -78,6 +78,7 @@ def restore(c: Cluster, doc: dict[str, Any]) -> None:
         node.power_started = entry.get("power_started")
         node.power_action = entry.get("power_action")
         node.last_change = entry.get("last_change")
+        node.unhealthy_boots = int(entry.get("unhealthy_boots") or 0)
         node.last_heard = now
     for name in c.nodes:
         if name not in saved:
@@ -87,6 +88,7 @@ def restore(c: Cluster, doc: dict[str, Any]) -> None:
     c.liveness.restored_at = doc.get("saved_at")
     logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
     c.jobs.restore(doc.get("jobs"))
+    c.reservations.restore(doc.get("reservations"))
     c.changed_all()
 
 
@@ -95,7 +97,7 @@ def node_entry(node: NodeRecord) -> orjson.Fragment:
     entry = node.saved
     if entry is None:
         st = node.state
-        state = names.to_json(st)
+        state = names.to_json(st, hidden=True)
         state["cpus_total"] = st.cpus_total
         state["cpus_alloc"] = st.cpus_alloc
         hw = node.hardware_json
@@ -111,6 +113,7 @@ def node_entry(node: NodeRecord) -> orjson.Fragment:
             "power_action": node.power_action,
             "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)
             "last_change": node.last_change,
+            "unhealthy_boots": node.unhealthy_boots,
         })))
     return entry
 
@@ -121,6 +124,7 @@ def take_unsynced(c: Cluster) -> list[dict[str, Any]]:
         {"node": name, "entry": node_entry(node)}
         for name, node in c.unsynced_nodes.items() if c.nodes.get(name) is node]
     records += [{"job": c.jobs.saved_entry(job)} for job in c.unsynced_jobs.values()]
+    records += c.reservations.take_unsynced()
     c.unsynced_nodes = {}
     c.unsynced_jobs = {}
     return records
@@ -132,4 +136,4 @@ def save_doc(c: Cluster) -> dict[str, Any]:
     c.dirty = False
     out = {name: node_entry(node) for name, node in c.nodes.items()}
     return {"saved_at": c.wall(), "config_hash": c.config.config_hash, "nodes": out,
-            "jobs": c.jobs.save_doc()}
+            "jobs": c.jobs.save_doc(), "reservations": c.reservations.save_doc()}

@@ -7,11 +7,12 @@ Store is the interface; FileStore (files in StateSaveLocation) is the default. A
 start, `append` + `wait` for each group of changes (group commit: records that arrive while a
 write is under way share the next write and its one fsync), `snapshot` now and then.
 
-Journal records are dicts with a sequence number `seq` and one of: `job` (a job's record; a job's
-first line holds its request, later ones only what changes) or `node` + `entry` (a node's entry
-as the state file holds it). A snapshot names the last `seq` it holds (`journal_seq`); at start
-the records after it are laid over it in order, so a record never rolls a newer snapshot back.
-Lines of the version-4 submission journal (a job's record, no `seq`) are read too.
+Journal records are dicts with a sequence number `seq` and one of: `job` (a job's record; a
+job's first line holds its request, later ones only what changes), `node` + `entry` (a node's
+entry as the state file holds it) or `resv` + `entry` (a reservation's record; null: deleted). A
+snapshot names the last `seq` it holds (`journal_seq`); at start the records after it are laid
+over it in order, so a record never rolls a newer snapshot back. Lines of the version-4
+submission journal (a job's record, no `seq`) are read too.
 
 Every journal record and snapshot carries a checksum (ctld/integrity.py); a damaged one stops
 rctld at start with one line naming the file and offset (ctld/journalfile.py), unless it is the

@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -48,6 +49,9 @@ def parser() -> argparse.ArgumentParser:
                    help="join although the config does not name this node (needs MaxNodeCount)")
     p.add_argument("--conf", metavar="KEYS", default="",
                    help='with --dynamic: extra NodeName keys, e.g. "Features=a,b Gres=gpu:2"')
+    p.add_argument("-b", dest="boot_now", action="store_true",
+                   help="report this daemon's start as the node's boot time, as if the node had "
+                        "just rebooted (testing, like slurmd -b)")
     p.add_argument(
         "-C",
         dest="print_hardware",
@@ -125,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         protocol_version=version,
         dynamic=args.dynamic,
         dynamic_conf=args.conf,
+        boot_time=time.time() if args.boot_now else None,
     )
     logs = DaemonLog(sink, name, fixed=args.log_file is not None)
     trio.run(serve, NodeDaemon(opts, gpus, on_settings=logs.settings), logs, Notifier())

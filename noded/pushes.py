@@ -24,6 +24,7 @@ from protocol.messages import (
     LaunchJob,
     LaunchStep,
     NodeSettings,
+    RebootNode,
 )
 from protocol.tcp import FramedStream
 
@@ -44,12 +45,14 @@ class Pushes:
         apply_config: ApplyConfig,
         request: Callable[[FramedStream, Any], Awaitable[Any]],
         deliver: Callable[[Any], None],
+        reboot: Callable[[str], Awaitable[None]] | None = None,
     ) -> None:
         self.jobs = jobs
         self.steps = steps
         self._apply_config = apply_config
         self._request = request
         self._deliver = deliver
+        self._reboot = reboot
 
     async def read(
         self, fs: FramedStream, *, session: trio.Nursery, daemon: trio.Nursery | None
@@ -78,6 +81,12 @@ class Pushes:
                 continue
             if isinstance(frame.msg, LaunchStep | KillStep) and daemon:
                 session.start_soon(self._step_push, fs, frame, daemon)
+                continue
+            if isinstance(frame.msg, RebootNode):
+                # In the daemon's nursery: a connection that ends must not stop the reboot.
+                if self._reboot is not None:
+                    (daemon or session).start_soon(self._reboot, frame.msg.reason)
+                await fs.send(Ack(), frame.request_id, frame.version)
                 continue
             if isinstance(frame.msg, KillJob):
                 job = frame.msg

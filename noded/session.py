@@ -25,6 +25,7 @@ from noded.healthloop import (
 from noded.jobs import JobRunner
 from noded.link import LOST, Requests, SessionLost, goodbye
 from noded.pushes import Pushes
+from noded.reboot import run_reboot_program
 from noded.steps import StepRunner
 from protocol.errors import ProtocolError
 from protocol.messages import (
@@ -69,6 +70,7 @@ class NodeOptions:
     shutdown_grace: float = SHUTDOWN_GRACE
     dynamic: bool = False  # not in the config: join with the hardware (rnoded --dynamic)
     dynamic_conf: str = ""  # extra NodeName keys of a dynamic node (--conf)
+    boot_time: float | None = None  # -b: this daemon's start, as if the node just booted
 
 
 def backoff_delay(attempt: int, heartbeat_interval: float, rng: random.Random) -> float:
@@ -99,7 +101,7 @@ class NodeDaemon:
         self.gpus = gpus
         self._rng = rng or random.Random()
         self.hardware: Hardware | None = None
-        self.boot_time = psutil.boot_time()
+        self.boot_time = opts.boot_time if opts.boot_time is not None else psutil.boot_time()
         self.settings: NodeSettings | None = None
         self.config_hash = ""
         self.node_state = "UNKNOWN"
@@ -121,6 +123,7 @@ class NodeDaemon:
             apply_config=self._apply_config,
             request=self._request,
             deliver=self.requests.deliver,
+            reboot=self._reboot,
         )
         self.healthcheck = HealthCheck(
             opts.name,
@@ -416,6 +419,9 @@ class NodeDaemon:
         if self.on_settings is not None:
             self.on_settings(settings)
         self._wake.set()
+
+    async def _reboot(self, reason: str) -> None:
+        await run_reboot_program(self.opts.name, self.settings, reason)
 
     async def _goodbye(self, reason: str) -> None:
         fs = self._live

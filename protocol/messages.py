@@ -95,6 +95,10 @@ class NodeSettings:
     health_check_timeout: float
     health_check_node_state: tuple[str, ...]
     log_file: str | None = None  # SlurmdLogFile (version 6)
+    # issue 33 (version 6): what rnoded runs when the controller reboots it, and whether it
+    # stops once that returned (SlurmdParameters=shutdown_on_reboot)
+    reboot_program: str | None = None
+    shutdown_on_reboot: bool = False
 
 
 @attrs.frozen
@@ -319,6 +323,53 @@ class UpdateNodes:
 
 
 @attrs.frozen
+class RebootNodes:
+    """`rcontrol reboot [ASAP] [nextstate=RESUME|DOWN] [reason=...] NODES|ALL`; answered
+    UpdateResult (issue 33). Cancelling is UpdateNodes State=CANCEL_REBOOT, as in Slurm."""
+
+    node_names: str  # hostlist expression or ALL
+    asap: bool = False
+    next_state: str | None = None  # RESUME | DOWN
+    reason: str | None = None
+    user: str = ""
+
+
+@attrs.frozen
+class RebootNode:
+    """Pushed to rnoded: run RebootProgram now (the node is idle; its reboot was issued)."""
+
+    reason: str = ""
+
+
+@attrs.frozen
+class ReservationRequest:
+    """`rcontrol create|update|delete|show reservation` (issue 33); answered ReservationReply.
+    Times are epoch seconds (the command parses Slurm's forms); None leaves a field as it was."""
+
+    action: str  # create | update | delete | show
+    name: str = ""
+    start: float | None = None
+    end: float | None = None
+    duration: int | None = None  # minutes; -1: UNLIMITED
+    nodes: str | None = None  # hostlist or ALL
+    node_count: int | None = None
+    flags: tuple[str, ...] | None = None  # MAINT IGNORE_JOBS OVERLAP FLEX
+    users: tuple[str, ...] | None = None
+    user: str = ""
+
+
+@attrs.frozen
+class ReservationReply:
+    """Reservations as dicts: name, start_time, end_time, duration, nodes, node_count, flags,
+    users, state (ACTIVE/INACTIVE), created_by."""
+
+    ok: bool
+    name: str = ""
+    errors: tuple[str, ...] = ()
+    reservations: tuple[dict, ...] = ()
+
+
+@attrs.frozen
 class UpdateResult:
     ok: bool
     changed: tuple[str, ...] = ()
@@ -461,6 +512,10 @@ MESSAGE_TYPES: dict[str, type] = {
         Snapshot,
         UpdateNodes,
         UpdateResult,
+        RebootNodes,
+        RebootNode,
+        ReservationRequest,
+        ReservationReply,
         NodeMembership,
         GetEvents,
         Events,

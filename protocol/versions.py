@@ -76,9 +76,10 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.JobSpec: ("open_mode", "warn_signal", "warn_time", "warn_batch", "input",
                     "cluster_name"),
     },
-    6: {  # issue 31
+    6: {  # issue 31 (daemons) and issue 33 (reboots: a v5 rnoded is never sent RebootNode; its
+        # reboot times out)
         m.ShutdownNotice: ("leaving",),  # a daemon stopping is not its node leaving
-        m.NodeSettings: ("log_file",),  # SlurmdLogFile
+        m.NodeSettings: ("log_file", "reboot_program", "shutdown_on_reboot"),  # SlurmdLogFile
         m.ReconfigureResult: ("warnings",),  # rcontrol reconfigure shows them
         m.JobEnd: ("node_fault",),  # a launch failure of the node's drains it
         m.ConfigDump: ("ignored",),  # rcontrol show config sets them apart
@@ -103,6 +104,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "Credential": 5,
     # issue 20: job steps (rrun)
     **{cls.__name__: 5 for cls in m.STEP_MESSAGES},
+    # issue 33: rcontrol reboot, and the controller's word to rnoded
+    "RebootNodes": 6, "RebootNode": 6, "ReservationRequest": 6, "ReservationReply": 6,
 }
 
 

@@ -33,6 +33,11 @@ class RunResumeFailProgram:
 
 
 @attrs.frozen(slots=True)
+class RunRebootProgram:
+    """Tell the node's rnoded to run RebootProgram (it is idle; the reboot was issued)."""
+
+
+@attrs.frozen(slots=True)
 class ReasonRecorded:
     reason: Reason
 
@@ -45,7 +50,7 @@ class Membership:
 
 @attrs.frozen(slots=True)
 class ScheduleTimeout:
-    kind: Literal["suspend", "resume"]
+    kind: Literal["suspend", "resume", "reboot"]
 
 
 @attrs.frozen(slots=True)
@@ -63,6 +68,7 @@ Effect = (
     | RunSuspendProgram
     | RunResumeProgram
     | RunResumeFailProgram
+    | RunRebootProgram
     | ReasonRecorded
     | Membership
     | ScheduleTimeout

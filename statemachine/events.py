@@ -20,6 +20,7 @@ ADMIN_REQUESTS = (
     "UNDRAIN",
     "DOWN",
     "IDLE",
+    "CANCEL_REBOOT",
 )
 # Admin requests that Slurm refuses without a Reason=, and scontrol's words when it does: the
 # one declaration the command, the controller's routes, its HTTP API and the table read.
@@ -220,6 +221,67 @@ class GuardRelease:
     user: str = ""
 
 
+# --- reboots (issue 33): `rcontrol reboot`, its issue once the node is idle, its end -----------
+
+NEXT_STATES = ("RESUME", "DOWN")
+
+
+@attrs.frozen(slots=True)
+class RebootRequest:
+    """`rcontrol reboot [ASAP] [nextstate=RESUME|DOWN] [reason=...]`: `@` until the node is
+    idle; ASAP drains it first so that no new job lands."""
+
+    kind: ClassVar[str] = "reboot"
+    now: float
+    asap: bool = False
+    next_state: str | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.in_(NEXT_STATES)))
+    reason: str | None = None
+    user: str = ""
+
+
+@attrs.frozen(slots=True)
+class RebootIssued:
+    """The node is idle: RebootProgram is sent to it and the new boot awaited (`^`)."""
+
+    kind: ClassVar[str] = "reboot issued"
+    now: float
+
+
+@attrs.frozen(slots=True)
+class RebootTimeout:
+    """ResumeTimeout passed since the reboot was issued and the node did not come back."""
+
+    kind: ClassVar[str] = "reboot timeout"
+    now: float
+
+
+# --- reservations (issue 33): a node enters or leaves a reservation's window ----------------
+
+
+@attrs.frozen(slots=True)
+class ReservationChanged:
+    """The node's reservations now: in one (RESERVED), in a maintenance one (MAINT), or none."""
+
+    kind: ClassVar[str] = "reservation"
+    now: float
+    reserved: bool = False
+    maint: bool = False
+    name: str = ""  # the reservation that started or ended, for the event log
+
+
+@attrs.frozen(slots=True)
+class BootCheck:
+    """The health check's verdict on a node's new boot (it is held out until this comes);
+    `count`: boots in a row that ended unhealthy, this one included (0 when it passed)."""
+
+    now: float
+    verdict: str = attrs.field(validator=attrs.validators.in_(HEALTH_VERDICTS))
+    message: str = ""
+    count: int = 0
+    kind: ClassVar[str] = "boot check"
+
+
 Event = (
     Registered
     | HeartbeatReceived
@@ -243,6 +305,11 @@ Event = (
     | GuardHold
     | DrainPaused
     | GuardRelease
+    | RebootRequest
+    | RebootIssued
+    | RebootTimeout
+    | ReservationChanged
+    | BootCheck
 )
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -269,6 +336,11 @@ EVENT_KINDS: tuple[str, ...] = (
     "guard hold",
     "drain paused",
     "guard release",
+    "reboot",
+    "reboot issued",
+    "reboot timeout",
+    "reservation",
+    "boot check",
 )
 
 # Shortest accepted abbreviation per word (Slurm: 3, POWER_DOWN/POWER_UP 7, *_ASAP/*_FORCE 12).
@@ -286,6 +358,7 @@ _MIN_PREFIX = (
     ("UNDRAIN", 3),
     ("DOWN", 3),
     ("IDLE", 3),
+    ("CANCEL_REBOOT", 6),
 )
 
 VALID_STATES_MESSAGE = (

@@ -28,22 +28,39 @@ class Flag(enum.Enum):
     DRAIN = "DRAIN"
     INVALID_REG = "INVALID_REG"
     FAIL = "FAIL"
+    MAINT = "MAINTENANCE"  # in a maintenance reservation now (`maint`, `$`; issue 33)
     POWER_DOWN = "POWER_DOWN"  # pending power down (`!`)
     POWER_DRAIN = "POWER_DRAIN"  # the DRAIN was set by POWER_DOWN_ASAP and ends with the suspend
     POWERED_DOWN = "POWERED_DOWN"
+    REBOOT_REQUESTED = "REBOOT_REQUESTED"  # `rcontrol reboot`: reboot once idle (`@`)
+    REBOOT_ISSUED = "REBOOT_ISSUED"  # RebootProgram sent, waiting for the new boot (`^`)
+    RESERVED = "RESERVED"  # in a reservation now (`resv` when idle; issue 33)
     NO_RESPOND = "NOT_RESPONDING"
     POWERING_UP = "POWERING_UP"
     POWERING_DOWN = "POWERING_DOWN"
     # Membership (issue 13), Ranch's own: waiting for `rcontrol approve`; refused by an admin.
     PENDING = "PENDING"
     REJECTED = "REJECTED"
+    # A reboot's plan (Slurm keeps it as the node's next_state): what the node becomes once it
+    # is back, and whether the ASAP drain is the reboot's own. Saved with the state, never shown.
+    NEXT_RESUME = "NEXT_RESUME"
+    NEXT_DOWN = "NEXT_DOWN"
+    REBOOT_DRAIN = "REBOOT_DRAIN"
+    # Back from a reboot (or a power-save resume) and held out until the health check on the
+    # new boot passes (HealthCheckProgram set; issue 33's reboot until healthy).
+    BOOT_CHECK = "BOOT_CHECK"
 
     __hash__ = object.__hash__
 
 
+# Flags that are bookkeeping, not state: left out of every name, listing and filter.
+REBOOT_PLAN = frozenset({Flag.NEXT_RESUME, Flag.NEXT_DOWN, Flag.REBOOT_DRAIN})
+HIDDEN_FLAGS = REBOOT_PLAN | {Flag.BOOT_CHECK}
+
 # Slurm's order in the "+"-joined complete string (mostly alphabetical, NOT_RESPONDING and
 # POWERING_* last); the enum above is declared in that order.
 FLAG_ORDER: tuple[Flag, ...] = tuple(Flag)
+SHOWN_ORDER: tuple[Flag, ...] = tuple(f for f in Flag if f not in HIDDEN_FLAGS)
 
 
 class ReasonSource(enum.Enum):

@@ -8,6 +8,7 @@ import attrs
 
 from statemachine.model import (
     FLAG_ORDER,
+    SHOWN_ORDER,
     Base,
     Flag,
     NodeState,
@@ -16,10 +17,15 @@ from statemachine.model import (
 )
 
 _BUSY = frozenset({Base.ALLOCATED, Base.MIXED})
+_REBOOTS = frozenset({Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED})
+_BUSY_OR_DOWN = _BUSY | {Base.DOWN}
+_D = Flag.DRAIN
 
-# One suffix at most; the first flag present wins (reference §1: $ ^ @ # % ~ ! *; Ranch has
-# no MAINT or REBOOT flags yet, so the list starts at `#`).
+# One suffix at most; the first flag present wins (reference §1: $ ^ @ # % ~ ! *).
 _SUFFIXES: tuple[tuple[Flag, str], ...] = (
+    (Flag.MAINT, "$"),
+    (Flag.REBOOT_ISSUED, "^"),
+    (Flag.REBOOT_REQUESTED, "@"),
     (Flag.POWERING_UP, "#"),
     (Flag.POWERING_DOWN, "%"),
     (Flag.POWERED_DOWN, "~"),
@@ -48,6 +54,10 @@ def _words(state: NodeState) -> tuple[str, str, bool]:
         return "PENDING", "PEND", False
     if Flag.INVALID_REG in flags:
         return "INVAL", "INVAL", False
+    if Flag.MAINT in flags and _D not in flags and state.base not in _BUSY_OR_DOWN:
+        return "MAINT", "MAINT", False
+    if not flags.isdisjoint(_REBOOTS) and state.base not in _BUSY:
+        return "REBOOT", "BOOT", False  # Slurm names the reboot before a drain
     if Flag.DRAIN in flags:
         if completing or state.base in _BUSY:
             return "DRAINING", "DRNG", False
@@ -60,6 +70,8 @@ def _words(state: NodeState) -> tuple[str, str, bool]:
         return "ALLOCATED+", "ALLOC+", False
     if state.base is Base.IDLE and completing:
         return "COMPLETING", "COMP", False
+    if state.base is Base.IDLE and Flag.RESERVED in flags:
+        return "RESERVED", "RESV", False
     long_name, compact_name = _BASE_NAMES[state.base]
     return long_name, compact_name, False
 
@@ -73,6 +85,14 @@ def suffix(state: NodeState) -> str:
     )
     if only_star:
         return "*" if Flag.NO_RESPOND in flags else ""
+    if Flag.MAINT in flags:  # MAINT (or MAINT*) as its own word, else the word + `$`
+        if _D not in flags and state.base not in _BUSY_OR_DOWN and \
+                Flag.INVALID_REG not in flags:
+            return "*" if Flag.NO_RESPOND in flags else ""
+        return "$"
+    if not flags.isdisjoint(_REBOOTS) and state.base not in _BUSY and \
+            Flag.INVALID_REG not in flags:  # REBOOT^, REBOOT*, or REBOOT alone (never `@`)
+        return "^" if Flag.REBOOT_ISSUED in flags else "*" if Flag.NO_RESPOND in flags else ""
     for flag, mark in _SUFFIXES:
         if flag in flags:
             return mark
@@ -89,8 +109,9 @@ def long(state: NodeState) -> str:
     return (_words(state)[0] + suffix(state)).lower()
 
 
-def sorted_flags(flags: frozenset[Flag]) -> list[Flag]:
-    return [f for f in FLAG_ORDER if f in flags]
+def sorted_flags(flags: frozenset[Flag], hidden: bool = False) -> list[Flag]:
+    """In Slurm's order; `hidden` keeps the bookkeeping flags (a reboot's plan) for state save."""
+    return [f for f in (FLAG_ORDER if hidden else SHOWN_ORDER) if f in flags]
 
 
 def complete(state: NodeState) -> str:
@@ -139,12 +160,13 @@ def reason_from_json(d: dict[str, Any] | None) -> Reason | None:
     return Reason(source, str(d.get("text", "")), float(d.get("time") or 0.0), d.get("user"))
 
 
-def to_json(state: NodeState, *, full: bool = False) -> dict[str, Any]:
+def to_json(state: NodeState, *, full: bool = False, hidden: bool = False) -> dict[str, Any]:
     """{"base": "IDLE", "flags": ["DRAIN"], "reason": {...} | None}; flags use the Flag names
-    in Slurm's order. full=True adds name, cpus_total and cpus_alloc (for state save)."""
+    in Slurm's order. full=True adds name, cpus_total and cpus_alloc (for state save); full or
+    hidden keeps the bookkeeping flags (a reboot's plan)."""
     d: dict[str, Any] = {
         "base": state.base.value,
-        "flags": [f.name for f in sorted_flags(state.flags)],
+        "flags": [f.name for f in sorted_flags(state.flags, hidden or full)],
         "reason": reason_to_json(state.reason),
     }
     if full:
@@ -179,7 +201,8 @@ def from_json(
 
 # --- rinfo -t filters ----------------------------------------------------------------------
 
-_SUFFIX_FLAG = {"#": Flag.POWERING_UP, "%": Flag.POWERING_DOWN, "~": Flag.POWERED_DOWN,
+_SUFFIX_FLAG = {"^": Flag.REBOOT_ISSUED, "@": Flag.REBOOT_REQUESTED,
+                "#": Flag.POWERING_UP, "%": Flag.POWERING_DOWN, "~": Flag.POWERED_DOWN,
                 "!": Flag.POWER_DOWN, "*": Flag.NO_RESPOND}
 
 
@@ -227,7 +250,11 @@ _WORDS: dict[str, Any] = {
     "no_respond": _has(Flag.NO_RESPOND),
     "noresp": _has(Flag.NO_RESPOND),
     "responding": lambda s: Flag.NO_RESPOND not in s.flags,
-} | {f.value.lower(): _has(f) for f in Flag} | {f.name.lower(): _has(f) for f in Flag}
+    "boot": lambda s: not s.flags.isdisjoint({Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED}),
+    "maint": _has(Flag.MAINT),
+    "resv": _has(Flag.RESERVED),
+    "reboot": lambda s: not s.flags.isdisjoint({Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED}),
+} | {f.value.lower(): _has(f) for f in SHOWN_ORDER} | {f.name.lower(): _has(f) for f in SHOWN_ORDER}
 
 
 @attrs.frozen

@@ -10,6 +10,11 @@ class Policy:
     # 0: a DOWN node stays DOWN until an admin acts; 1: it returns on a valid registration if
     # it was DOWN only for "Not responding" (or "rnoded shut down"); 2: any DOWN node returns.
     return_to_service: int = attrs.field(default=0, validator=attrs.validators.in_((0, 1, 2)))
+    # A HealthCheckProgram is set: a node back from a reboot or a power-save resume returns to
+    # service only once its check on the new boot passed (issue 33).
+    health_gate: bool = False
+    # RebootUnhealthyMax: boots in a row that end unhealthy before the node is FAIL (0: never).
+    unhealthy_max: int = 2
 
     @classmethod
     def from_timeouts(cls, timeouts: object) -> Policy:

@@ -11,7 +11,7 @@ from statemachine.model import UNSCHEDULABLE_FLAGS, UP_BASES, Base, Flag, NodeSt
 NO_NEW_WORK = frozenset({Flag.DRAIN, Flag.FAIL, Flag.INVALID_REG, Flag.POWER_DOWN,
                          Flag.POWER_DRAIN, Flag.POWERING_DOWN, Flag.PENDING, Flag.REJECTED})
 _NO_SUSPEND = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
-                         Flag.COMPLETING})
+                         Flag.COMPLETING, Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED})
 # Slurm's "usable" node for a keep-warm pool: idle, not down, draining or off.
 _NOT_WARM = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN,
                        Flag.POWER_DOWN, Flag.DRAIN, Flag.FAIL, Flag.NO_RESPOND,

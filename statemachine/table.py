@@ -14,6 +14,7 @@ import attrs
 
 from statemachine import effects as fx
 from statemachine import events as ev
+from statemachine import reboots
 from statemachine.errors import InvalidTransition
 from statemachine.model import (
     CONFIG_STATES,
@@ -48,8 +49,9 @@ UNKNOWN = "UNKNOWN"  # base UNKNOWN: never registered
 UP = "UP"  # base IDLE / MIXED / ALLOCATED (maybe DRAIN, FAIL, NO_RESPOND, `!`)
 REJECTED = "REJECTED"  # refused by an admin: every registration is turned away (issue 13)
 PENDING = "PENDING"  # NodeApproval=manual: heartbeats taken, no work until approved
+REBOOTING = "REBOOTING"  # REBOOT_ISSUED (`^`, base DOWN): waiting for the new boot (issue 33)
 CLASSES = (UP, UNKNOWN, DOWN, INVALID, POWERED_DOWN, POWERING_UP, POWERING_DOWN, FUTURE,
-           PENDING, REJECTED)
+           PENDING, REJECTED, REBOOTING)
 SAME = "SAME"  # in a row's targets: the node stays in the class it was in
 
 _D, _F, _NR = Flag.DRAIN, Flag.FAIL, Flag.NO_RESPOND
@@ -58,6 +60,7 @@ _POWER_ANY = frozenset({_PU, _PD, _PWD})
 _OUT_OF_SERVICE = frozenset({_D, _F})
 _CONTROLLER = ReasonSource.CONTROLLER
 _ADMISSION = frozenset({Flag.PENDING, Flag.REJECTED})
+_KEEPS_REASON = _OUT_OF_SERVICE | {Flag.REBOOT_REQUESTED, Flag.REBOOT_ISSUED}
 
 NOT_RESPONDING = "Not responding"
 SHUT_DOWN = "rnoded shut down"
@@ -77,6 +80,8 @@ def classify(s: NodeState) -> str:
     if s.base is Base.FUTURE:
         return FUTURE
     if flags:
+        if Flag.REBOOT_ISSUED in flags:
+            return REBOOTING
         if _PD in flags:
             return POWERING_DOWN
         if _PU in flags:
@@ -107,6 +112,8 @@ _VERBS = {
     "delete": "delete",
     "guard hold": "hold",
     "drain paused": "record a paused drain on",
+    "reboot": "reboot",
+    "State=CANCEL_REBOOT": "cancel the reboot of",
 }
 
 _HINTS = {
@@ -120,6 +127,7 @@ _HINTS = {
     UP: "",
     PENDING: "approve it first (rcontrol approve NodeName=...)",
     REJECTED: "an admin may let it in again with `rcontrol approve`",
+    REBOOTING: "wait for it to come back from its reboot (or for ResumeTimeout)",
 }
 
 
@@ -209,9 +217,9 @@ def returns_to_service(s: NodeState, p: Policy, rebooted: bool = False) -> bool:
 
 
 def _keep_reason_for(base: Base, flags: frozenset[Flag], reason: Reason | None) -> Reason | None:
-    """A reason stays only while DRAIN, FAIL or DOWN needs it, or while a guard holds the
-    node (its hold or paused drain must stay visible in rinfo -R)."""
-    if base is Base.DOWN or not flags.isdisjoint(_OUT_OF_SERVICE):
+    """A reason stays only while DRAIN, FAIL, DOWN or a pending reboot needs it, or while a
+    guard holds the node (its hold or paused drain must stay visible in rinfo -R)."""
+    if base is Base.DOWN or not flags.isdisjoint(_KEEPS_REASON):
         return reason
     if reason is not None and reason.text.endswith((HELD, PAUSED)):
         return reason
@@ -264,7 +272,10 @@ def register_valid(s: NodeState, e: ev.Registered, p: Policy) -> tuple[NodeState
     else:
         base = derive_base(s.cpus_alloc, total)
         reason = _keep_reason_for(base, flags, _unhold(reason))
-    return NodeState(s.name, base, flags, reason, total, s.cpus_alloc), effects
+    new = NodeState(s.name, base, flags, reason, total, s.cpus_alloc)
+    if p.health_gate and _PU in s.flags and base in UP_BASES:
+        new = reboots.hold_for_check(new, e.now)  # a power-save resume: the same gate
+    return new, effects
 
 
 def _late_resume(s: NodeState) -> bool:
@@ -394,6 +405,24 @@ def release_only(s: NodeState, e: ev.AllocationChanged, p: Policy) -> tuple[Node
 def admin_down(s: NodeState, e: ev.AdminUpdate, p: Policy) -> tuple[NodeState, Effects]:
     reason = _require_reason(s, e)
     return _evolve(s, base=Base.DOWN, reason=reason), _kill(s)
+
+
+def admin_down_rebooting(s: NodeState, e: ev.AdminUpdate, p: Policy) -> tuple[NodeState, Effects]:
+    """DOWN ends a reboot in progress (Slurm clears it)."""
+    _require_reason(s, e)
+    return admin_down(reboots.clear(s), e, p)
+
+
+def admin_resume_rebooting(
+    s: NodeState, e: ev.AdminUpdate, p: Policy
+) -> tuple[NodeState, Effects]:
+    """RESUME ends a reboot, pending or in progress (Slurm clears REBOOT with DRAIN/FAIL)."""
+    cleared = reboots.clear(s)
+    if cleared is not s and cleared.base is not Base.DOWN and cleared.flags.isdisjoint(
+            _OUT_OF_SERVICE):
+        return _evolve(cleared, reason=_keep_reason_for(cleared.base, cleared.flags,
+                                                        cleared.reason)), ()
+    return admin_resume(cleared, e, p)
 
 
 def admin_reason(s: NodeState, e: ev.ReasonUpdate, p: Policy) -> tuple[NodeState, Effects]:
@@ -731,6 +760,17 @@ def set_completing(s: NodeState, e: ev.Completing, p: Policy) -> tuple[NodeState
     return _evolve(s, flags=flags), ()
 
 
+def reservation(s: NodeState, e: ev.ReservationChanged, p: Policy) -> tuple[NodeState, Effects]:
+    """RESERVED and MAINT follow the reservations whose window holds the node now; nothing
+    else changes (the scheduler keeps jobs out of the windows)."""
+    flags = s.flags - {Flag.RESERVED, Flag.MAINT}
+    if e.reserved or e.maint:
+        flags |= {Flag.RESERVED}
+    if e.maint:
+        flags |= {Flag.MAINT}
+    return (s, ()) if flags == s.flags else (_evolve(s, flags=flags), ())
+
+
 # --- THE TABLE -------------------------------------------------------------------------------
 
 ON = (UP, UNKNOWN, DOWN, INVALID)  # powered on, not in a power transition
@@ -773,7 +813,7 @@ ROWS: tuple[Row, ...] = (
     Row("State=FAIL",       (*ON, *POWER),                      admin_fail),
     Row("State=NORESP",     (*ON, *POWER),                      admin_noresp),
     Row("State=RESUME",     (UP, UNKNOWN, DOWN, POWERED_DOWN, POWERING_UP, FUTURE),
-                                                                admin_resume,       (SAME, UP)),
+                                                                admin_resume_rebooting, (SAME, UP)),
     Row("State=RESUME",     (POWERING_DOWN,),                   admin_resume,     (POWERED_DOWN,)),
     Row("State=UNDRAIN",    (UP, UNKNOWN, DOWN, *POWER),        admin_undrain),
     Row("State=IDLE",       (UP, DOWN, POWERED_DOWN),           admin_idle,         (SAME, UP)),
@@ -852,6 +892,52 @@ ROWS: tuple[Row, ...] = (
     Row("drain paused",     (UP, UNKNOWN, DOWN, PENDING),       drain_paused),
     Row("drain paused",     (INVALID, *POWER, REJECTED),        ignore),
     Row("guard release",    (*ON, *POWER, FUTURE, PENDING, REJECTED), release_guard),
+    # --- reboots (issue 33): rcontrol reboot / cancel_reboot; REBOOTING is `^` -------------
+    Row("reboot",           ON,                                 reboots.request),
+    Row("reboot",           (*POWER, FUTURE, PENDING, REJECTED, REBOOTING), ignore),
+    Row("State=CANCEL_REBOOT", (*ON, REBOOTING),                reboots.cancel),
+    Row("reboot issued",    (UP, DOWN),                         reboots.issue,
+                                                                (SAME, REBOOTING)),
+    Row("reboot issued",    (UNKNOWN, INVALID, *POWER, FUTURE, PENDING, REJECTED, REBOOTING),
+                                                                ignore),
+    Row("reboot timeout",   (REBOOTING,),                       reboots.timed_out,  (DOWN,)),
+    Row("reboot timeout",   (*ON, *POWER, FUTURE, PENDING, REJECTED), ignore),
+    Row("register",         (REBOOTING,),                       reboots.returned,
+                                                                (SAME, UP, DOWN)),
+    Row("register invalid", (REBOOTING,),                       reboots.returned_invalid,
+                                                                (INVALID,)),
+    Row("heartbeat",        (REBOOTING,),                       ignore),
+    Row("heartbeat missed", (REBOOTING,),                       ignore),
+    Row("response timeout", (REBOOTING,),                       ignore),
+    Row("shutdown notice",  (REBOOTING,),                       ignore),
+    Row("allocation",       (REBOOTING,),                       release_only),
+    Row("State=DOWN",       (REBOOTING,),                       admin_down_rebooting, (DOWN,)),
+    Row("State=DRAIN",      (REBOOTING,),                       admin_drain),
+    Row("State=FAIL",       (REBOOTING,),                       admin_fail),
+    Row("reason",           (REBOOTING,),                       admin_reason),
+    Row("State=RESUME",     (REBOOTING,),                       admin_resume_rebooting, (UP,)),
+    Row("State=UNDRAIN",    (REBOOTING,),                       admin_undrain),
+    Row("health ok",        (REBOOTING,),                       ignore),
+    Row("health drain",     (REBOOTING,),                       ignore),
+    Row("health fail",      (REBOOTING,),                       ignore),
+    Row("suspend started",  (REBOOTING,),                       ignore),
+    Row("suspend timeout",  (REBOOTING,),                       ignore),
+    Row("resume started",   (REBOOTING,),                       ignore),
+    Row("resume timeout",   (REBOOTING,),                       ignore),
+    Row("config reload",    (REBOOTING,),                       config_reload,      (SAME, FUTURE)),
+    Row("await approval",   (REBOOTING,),                       ignore),
+    Row("approve",          (REBOOTING,),                       ignore),
+    Row("reject",           (REBOOTING,),                       reject_member),
+    Row("delete",           (REBOOTING,),                       delete_node),
+    Row("completing",       (REBOOTING,),                       set_completing),
+    Row("guard hold",       (REBOOTING,),                       ignore),
+    Row("drain paused",     (REBOOTING,),                       ignore),
+    Row("guard release",    (REBOOTING,),                       release_guard),
+    # --- reservations (issue 33): MAINT and RESERVED follow the windows --------------------
+    Row("reservation",      (*ON, *POWER, FUTURE, PENDING, REJECTED, REBOOTING), reservation),
+    Row("boot check",       (UP,),                              reboots.boot_check),
+    Row("boot check",       (UNKNOWN, DOWN, INVALID, *POWER, FUTURE, PENDING, REJECTED,
+                             REBOOTING),                        ignore),
 )
 # fmt: on
 
@@ -912,3 +998,7 @@ def apply(
         return state, effects
     derived = _derived_effects(state, new)
     return new, (effects + derived if derived else effects)
+
+
+keep_reason_for = _keep_reason_for  # for statemachine/reboots.py
+

@@ -187,6 +187,8 @@ class Web:
         live = self.cluster.liveness
         out.append(metrics.guards_text((live.guard.status(), self.cluster.drain_guard.status()),
                                        live.stalls.status()).encode())
+        out.append(metrics.reservations_text(self.cluster.reservations.handle(
+            m.ReservationRequest(action="show")).reservations).encode())
 
         async def pieces() -> AsyncIterator[bytes]:
             # Sent chunk by chunk: no 30 MB join, and heartbeats run between the pieces.
@@ -233,6 +235,14 @@ class Web:
         if not records:
             return _error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
         return Json(self._meta_doc("jobs", [job_json(j) for j in records], request))
+
+    async def reservations(self, request: Request) -> Response:
+        """The reservations (issue 33), as `rcontrol show reservation --json` lists them."""
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        reply = self.cluster.reservations.handle(m.ReservationRequest(action="show"))
+        return Json(self._meta_doc("reservations", list(reply.reservations), request),
+                    headers={"Cache-Control": "no-cache"})
 
     async def job_counts(self, request: Request) -> Response:
         if (refused := self._read_refusal(request)) is not None:
@@ -332,6 +342,7 @@ class Web:
             Route("/api/v1/sinfo", self.sinfo),
             Route("/api/v1/jobs", self.jobs),
             Route("/api/v1/jobs/{job_id}", self.job),
+            Route("/api/v1/reservations", self.reservations),
             Route("/ui/jobs.json", self.job_counts),
             Route("/metrics", self.metrics),
             Route("/ui/grid.json", self.grid_feed),

@@ -123,7 +123,9 @@ def _slurm_counts(state: Any) -> list[str]:
     for flag, key in ((Flag.FAIL, "fail"), (Flag.NO_RESPOND, "noresp"),
                       (Flag.COMPLETING, "completing"), (Flag.CLOUD, "cloud"),
                       (Flag.INVALID_REG, "invalid_reg"), (Flag.POWER_DOWN, "power_down"),
-                      (Flag.POWERED_DOWN, "powered_down"), (Flag.POWERING_UP, "powering_up")):
+                      (Flag.POWERED_DOWN, "powered_down"), (Flag.POWERING_UP, "powering_up"),
+                      (Flag.MAINT, "maint"), (Flag.RESERVED, "resv"),
+                      (Flag.REBOOT_REQUESTED, "reboot_req"), (Flag.REBOOT_ISSUED, "reboot_issued")):
         if flag in flags:
             out.append(key)
     return out
@@ -341,6 +343,31 @@ class Exposition:
             yield
             out.append(_header(name, help_text).encode())
             out.extend(lines)
+
+
+def reservations_text(items: Any) -> str:
+    """Reservations (issue 33): how many are open and waiting, and each one's window and size."""
+    out = [_header("ranch_reservations", "Reservations by state: ACTIVE (window open) or "
+                                         "INACTIVE (ahead)")]
+    active = sum(1 for r in items if r["state"] == "ACTIVE")
+    out.append(f'ranch_reservations{{state="ACTIVE"}} {active}\n')
+    out.append(f'ranch_reservations{{state="INACTIVE"}} {len(items) - active}\n')
+    out.append(_header("ranch_reservation_nodes", "Nodes a reservation holds"))
+    for r in items:
+        labels = (f'reservation="{escape(r["name"])}",state="{r["state"]}",'
+                  f'flags="{escape(",".join(r["flags"]))}"')
+        out.append(f"ranch_reservation_nodes{{{labels}}} {r['node_count']}\n")
+    out.append(_header("ranch_reservation_start_seconds", "Start of a reservation's window "
+                                                         "(epoch seconds)"))
+    for r in items:
+        out.append(f'ranch_reservation_start_seconds{{reservation="{escape(r["name"])}"}} '
+                   f'{r["start_time"]:.0f}\n')
+    out.append(_header("ranch_reservation_end_seconds", "End of a reservation's window "
+                                                       "(epoch seconds)"))
+    for r in items:
+        out.append(f'ranch_reservation_end_seconds{{reservation="{escape(r["name"])}"}} '
+                   f'{r["end_time"]:.0f}\n')
+    return "".join(out)
 
 
 def guards_text(guards: Any, controller: dict[str, Any]) -> str:

@@ -31,14 +31,18 @@ ReturnToService=1
 class RanchCluster:
     name = "ranch"
 
-    def __init__(self, shape: Shape) -> None:
+    def __init__(self, shape: Shape, extra_conf: str = "", node_args: tuple[str, ...] = (),
+                 node_env: dict[str, dict[str, str]] | None = None) -> None:
         self.shape = shape
+        self.node_args = node_args  # rnoded's options of one test's own (-b)
+        self.node_env = node_env or {}
         self.dir = Path(tempfile.mkdtemp(prefix="ranch-conformance-ranch-"))
         self.workdir = self.dir / "work"
         self.workdir.mkdir()
         port = free_port()
         self.cluster = Cluster(self.dir / "cluster", shape.nodes, conf_text=(
-            RANCH_ONLY_CONF.format(port=port) + shape.global_conf() + shape.nodes_conf()))
+            RANCH_ONLY_CONF.format(port=port) + extra_conf + shape.global_conf()
+            + shape.nodes_conf()))
         self.cluster.port, self.cluster.addr = port, ("127.0.0.1", port)
         # `srun` in a job's script runs rrun: the shims a user would put first on PATH
         self.bin = self.dir / "bin"
@@ -48,10 +52,14 @@ class RanchCluster:
         c = self.cluster
         c.start_ctld()
         for name in self.shape.nodes:
-            argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
-                    "--spool-dir", str(c.dir / "spool" / name)]
-            c.nodes[name] = c._spawn(name, argv)
+            self.start_node(name)
         c.wait_for(self.nodes_idle, timeout, what="every rnoded IDLE")
+
+    def start_node(self, name: str) -> None:
+        c = self.cluster
+        argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+                "--spool-dir", str(c.dir / "spool" / name), *self.node_args]
+        c.nodes[name] = c._spawn(name, argv, self.node_env.get(name))
 
     def stop(self) -> None:
         self.cluster.stop()

@@ -93,9 +93,15 @@ def slurm_missing() -> str | None:
 class SlurmCluster:
     name = "slurm"
 
-    def __init__(self, shape: Shape, accounting: bool = False) -> None:
+    def __init__(self, shape: Shape, accounting: bool = False, extra_conf: str = "",
+                 slurmd_args: tuple[str, ...] = (),
+                 node_env: dict[str, dict[str, str]] | None = None) -> None:
         self.shape = shape
         self.accounting = accounting  # a private MariaDB + slurmdbd (tests/conformance/slurmdbd.py)
+        # slurm.conf lines of one test's own, slurmd's options (-b) and each slurmd's environment
+        self.extra_conf = extra_conf
+        self.slurmd_args = slurmd_args
+        self.node_env = node_env or {}
         self.dir = Path(tempfile.mkdtemp(prefix="ranch-conformance-slurm-"))
         # munged refuses a socket in a directory others cannot search
         self.dir.chmod(0o755)
@@ -132,6 +138,7 @@ class SlurmCluster:
         self.conf.write_text(
             text.format(ctld_port=free_port(), munge_socket=self.munge_socket,
                         cred_expire=CRED_EXPIRE, dir=self.dir)
+            + self.extra_conf
             + self.shape.global_conf()
             + self.shape.nodes_conf({n: f"NodeHostname=localhost NodeAddr=127.0.0.1 "
                                         f"Port={p}" for n, p in ports.items()}))
@@ -146,12 +153,17 @@ class SlurmCluster:
         self._wait(lambda: self.run("scontrol", "ping").returncode == 0, timeout,
                    "slurmctld to answer scontrol ping")
         for node in self.shape.nodes:
-            self._spawn(f"slurmd-{node}", [_find("slurmd"), "-D", "-f", str(self.conf), "-N", node])
+            self.start_slurmd(node)
         self._wait(self.nodes_idle, timeout, "every slurmd to register IDLE")
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
+    def start_slurmd(self, node: str) -> None:
+        self._spawn(f"slurmd-{node}", [_find("slurmd"), "-D", *self.slurmd_args, "-f",
+                                        str(self.conf), "-N", node], self.node_env.get(node))
+
+    def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
         with open(self.dir / "log" / f"{name}.stderr", "ab") as log:
-            self.procs[name] = subprocess.Popen(argv, env=self.env(), stdout=log,
+            self.procs[name] = subprocess.Popen(argv, env=self.env() | (extra_env or {}),
+                                                stdout=log,
                                                 stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL)
 

@@ -363,12 +363,39 @@ async def test_drain_guard_leaves_repeats_and_small_clusters_alone(autojump_cloc
     assert all(state(cluster, n) == "IDLE+DRAIN" for n in conns)
     assert not cluster.drain_guard.tripped
     cluster = guarded("DrainGuardPercent=1")  # 1 drain allowed (at least one always is)
-    conns = {n: register(cluster, n)[1] for n in ("n1", "n2")}
+    conns = {n: register(cluster, n)[1] for n in ("n1", "n2", "n3", "n4")}  # 4 in service
     health(cluster, "n1", conns["n1"], 1, "drain", "HC: x")
     health(cluster, "n1", conns["n1"], 2, "fail", "HC: worse")  # the same node: no new drain
     assert state(cluster, "n1") == "IDLE+FAIL" and not cluster.drain_guard.tripped
     health(cluster, "n2", conns["n2"], 3, "drain", "HC: x")
     assert cluster.drain_guard.tripped and state(cluster, "n2") == "IDLE"
+
+
+async def test_drain_guard_counts_only_the_nodes_in_service(autojump_clock) -> None:
+    """Issue 33: n[1-3] in service and f[1-3] FUTURE; two of three failing checks both drain
+    (DrainGuardMinNodes=4 keeps the guard out of a cluster of three). Never-registered and
+    powered-down nodes are not in the base either."""
+    for others in ("NodeName=f[1-3] CPUs=4 RealMemory=1000 State=FUTURE",
+                   "NodeName=f[1-2] CPUs=4 RealMemory=1000\n"  # never registered
+                   "NodeName=f3 CPUs=4 RealMemory=1000 State=CLOUD"):  # powered down
+        text = GUARDED.format(extra="").replace(
+            "NodeName=n[1-6] CPUs=4 RealMemory=1000 TmpDisk=100 Gres=gpu:2",
+            "NodeName=n[1-3] CPUs=4 RealMemory=1000 TmpDisk=100 Gres=gpu:2\n" + others
+        ).replace("Nodes=n[1-6]", "Nodes=n[1-3],f[1-3]")
+        cluster = Cluster(make_config(text=text), wall=wall)
+        conns = {n: register(cluster, n)[1] for n in ("n1", "n2", "n3")}
+        health(cluster, "n1", conns["n1"], 1, "drain", "HC: bad rollout")
+        health(cluster, "n2", conns["n2"], 2, "fail", "HC: gpu gone")
+        assert [state(cluster, n) for n in ("n1", "n2", "n3")] == [
+            "IDLE+DRAIN", "IDLE+FAIL", "IDLE"], others
+        assert not cluster.drain_guard.tripped and not cluster.drain_guard.paused
+    # From four nodes in service it acts (25 %: one drain per window, the second is paused).
+    cluster = guarded()
+    conns = {n: register(cluster, n)[1] for n in ("n1", "n2", "n3", "n4")}
+    health(cluster, "n1", conns["n1"], 1, "drain", "HC: x")
+    health(cluster, "n2", conns["n2"], 2, "drain", "HC: x")
+    assert state(cluster, "n2") == "IDLE" and cluster.drain_guard.tripped
+    assert "of 4 nodes in service" in cluster.drain_guard.detail
 
 
 async def test_guard_status_and_metrics_text(autojump_clock) -> None:

@@ -46,6 +46,8 @@ def sample(cls: str, name: str = "n1") -> NodeState:
         return run(initial_state(name, 8), ev.AwaitApproval(0.5), ev.Registered(1.0))
     if cls == "REJECTED":
         return run(sample("PENDING", name), ev.Reject(2.0, "unknown machine", "alice"))
+    if cls == "REBOOTING":
+        return run(idle(name), ev.RebootRequest(2.0, user="alice"), ev.RebootIssued(3.0))
     raise AssertionError(cls)
 
 
@@ -76,6 +78,11 @@ def sample_event(kind: str, now: float = 10.0) -> ev.Event:
         "drain paused": ev.DrainPaused(now, "drain", "HC: disk full"),
         "guard release": ev.GuardRelease(now, "alice"),
         "reason": ev.ReasonUpdate(now, "new fan", "alice"),
+        "reboot": ev.RebootRequest(now, asap=True, next_state="RESUME", user="alice"),
+        "reboot issued": ev.RebootIssued(now),
+        "reboot timeout": ev.RebootTimeout(now),
+        "reservation": ev.ReservationChanged(now, maint=True, name="maint1"),
+        "boot check": ev.BootCheck(now, "drain", "HC: gpu gone", count=1),
     }[kind]
 
 

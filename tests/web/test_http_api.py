@@ -235,3 +235,32 @@ def test_metrics_show_the_guards_and_the_controllers_stalls(c: Cluster) -> None:
     assert fams["ranch_controller_stalls"].type == "counter"  # ranch_controller_stalls_total
     assert fams["ranch_controller_stall_seconds"].samples[0].value >= 0
     assert fams["ranch_controller_last_stall_seconds"].type == "gauge"
+
+
+def test_reservations_in_the_api_metrics_rcontrol_and_rinfo(c: Cluster) -> None:
+    """Issue 33: one maintenance window ahead, seen by every reader, then deleted."""
+    out = cli(c, "cli.rcontrol", "create", "reservation", "ReservationName=fw",
+              "StartTime=now+3600", "Duration=30", "Nodes=n4", "Flags=maint,ignore_jobs",
+              "Users=root")
+    assert out.strip() == "Reservation created: fw"
+    try:
+        api = get(c, "/api/v1/reservations").json()["reservations"]
+        shown = json.loads(cli(c, "cli.rcontrol", "--json", "show", "reservation"))
+        assert api == shown["reservations"]
+        assert [(r["name"], r["state"], r["nodes"], r["flags"], r["duration"]) for r in api] == [
+            ("fw", "INACTIVE", "n4", ["MAINT", "IGNORE_JOBS", "SPEC_NODES"], 1800.0)]
+        fams = {f.name: f for f in text_string_to_metric_families(get(c, "/metrics").text)}
+        by_state = {s.labels["state"]: s.value for s in fams["ranch_reservations"].samples}
+        assert by_state == {"ACTIVE": 0, "INACTIVE": 1}
+        nodes = fams["ranch_reservation_nodes"].samples
+        assert [(s.labels["reservation"], s.value) for s in nodes] == [("fw", 1)]
+        lines = cli(c, "cli.rinfo", "-T").splitlines()
+        assert lines[0].split() == ["RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION",
+                                    "NODELIST"]
+        assert lines[1].split()[:2] == ["fw", "INACTIVE"] and lines[1].split()[-2:] == [
+            "00:30:00", "n4"]
+        assert "ReservationName=fw " in cli(c, "cli.rcontrol", "show", "reservation", "fw")
+    finally:
+        cli(c, "cli.rcontrol", "delete", "ReservationName=fw")
+    assert get(c, "/api/v1/reservations").json()["reservations"] == []
+    assert cli(c, "cli.rinfo", "-T").strip() == "No reservations in the system"

@@ -52,11 +52,32 @@ async function poll() {
     } else {
       setLive(false, "HTTP " + r.status);
     }
-    if (r.ok || r.status === 304) await pollJobs();
+    if (r.ok || r.status === 304) { await pollJobs(); await pollReservations(); }
   } catch (e) {
     setLive(false, "controller unreachable");
   }
   timer = setTimeout(poll, POLL_MS);
+}
+
+async function pollReservations() {
+  // Maintenance windows (issue 33): shown only while there is one.
+  const r = await fetch("/api/v1/reservations", {headers: headers({}), cache: "no-store"});
+  if (!r.ok) return;
+  const items = (await r.json()).reservations || [];
+  const body = $("resv-rows");
+  body.textContent = "";
+  for (const x of items) {
+    const tr = document.createElement("tr");
+    const when = (t) => new Date(t * 1000).toLocaleString();
+    for (const v of [x.name, x.state, when(x.start_time), when(x.end_time), x.nodes,
+                     (x.flags || []).join(",")]) {
+      const td = document.createElement("td");
+      td.textContent = v;
+      tr.appendChild(td);
+    }
+    body.appendChild(tr);
+  }
+  $("resv").hidden = items.length === 0;
 }
 
 async function pollJobs() {
