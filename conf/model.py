@@ -83,6 +83,10 @@ class ControlSettings:
     port: int = 6817
     state_save_location: str | None = None
     slurmd_spool_dir: str | None = None
+    state_store: str = "file"  # file | etcd (issue 32)
+    etcd_endpoints: tuple[str, ...] = ()  # "host:port" each
+    etcd_prefix: str = ""  # "" until built: /ranch/<cluster name>
+    etcd_lease_ttl: int = 5
 
 
 @attrs.frozen(slots=True)

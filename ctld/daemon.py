@@ -18,7 +18,7 @@ from ctld import acct, eventlog, gctune, jobbulk, logs, statefile
 from ctld.cluster import Cluster
 from ctld.history import DIR_NAME, FileHistory
 from ctld.server import Server
-from ctld.store import FileStore
+from ctld.store import FileStore, Store
 from protocol import messages as m
 
 # Seconds between snapshots (the state file). A SIGKILL loses nothing in between: every change a
@@ -43,8 +43,11 @@ class Daemon:
         config_path: str | None = None,
         on_ready: Callable[[], None] | None = None,
         key_file: str | None = None,
+        store: Store | None = None,
     ) -> None:
-        """`on_ready` runs once the saved state is restored, before the first connection."""
+        """`on_ready` runs once the saved state is restored, before the first connection.
+        `store`: where the state lives (default: a FileStore in `state_dir`; the etcd store of
+        a controller pair, ctld/ha.py, already read)."""
         self.on_ready = on_ready
         self.config_path = config_path or config.path
         self.state_dir = state_dir
@@ -56,7 +59,8 @@ class Daemon:
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job, state_dir=state_dir)
-        self.store = FileStore(state_dir)
+        self.local_store = store is None  # the state is in state_dir (saved there at exit)
+        self.store: Any = FileStore(state_dir) if store is None else store
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
         self.cluster.jobs.state_dir = state_dir
         self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
@@ -80,7 +84,7 @@ class Daemon:
         self._outbox_ready.set()
 
     @property
-    def journal(self) -> FileStore:
+    def journal(self) -> Any:
         """The store's journal side (the name the tests and benches know)."""
         return self.store
 
@@ -237,7 +241,11 @@ class Daemon:
         return doc
 
     def save_now(self) -> None:
-        """Write the state file synchronously (shutdown)."""
+        """Write the state file synchronously (shutdown). Not for a replicated store: its
+        journal already holds everything, and a controller that lost the seat may write no
+        more."""
+        if not self.local_store:
+            return
         try:
             statefile.save(self.state_dir, self._snapshot_doc())
             logs.event("state saved", path=statefile.state_path(self.state_dir))
