@@ -84,12 +84,16 @@ def exit_now(code: int | None) -> None:
 class Target:
     """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
 
-    __slots__ = ("host", "key_path", "munge", "origin", "port")
+    __slots__ = ("controllers", "host", "key_path", "munge", "origin", "port")
 
     def __init__(self, host: str, port: int, key_path: str, origin: str,
-                 munge: str | None = None) -> None:
+                 munge: str | None = None,
+                 controllers: tuple[tuple[str, str, int], ...] = ()) -> None:
         self.host = host
         self.port = port
+        # every controller to try, in order, as (name, host, port): SlurmctldHost's entries or
+        # --server's list (issue 32); host/port above is the one that answered last
+        self.controllers = controllers or ((host, host, port),)
         self.key_path = key_path
         self.origin = origin  # where the address came from, for error messages
         # AuthType=auth/munge in the config: munged's socket ("" = MUNGE's default); None: the
@@ -128,11 +132,17 @@ def find_target(
     cfg = None
     if conf_path:  # its AuthType decides how to sign, whatever else is given
         cfg = _load_config(conf_path)
+    controllers: tuple[tuple[str, str, int], ...] = ()
     if server_text:
-        host, port = _parse_address(server_text, origin)
+        listed = [_parse_address(x, origin) for x in server_text.split(",") if x.strip()]
+        if not listed:
+            raise CliError(f"{origin}: no address given", code=2)
+        controllers = tuple((h, h, p) for h, p in listed)
+        host, port = listed[0]
     elif cfg is not None and cfg.control.hosts:
-        first = cfg.control.hosts[0]
-        host, port, origin = first.addr or first.name, cfg.control.port, f"config {conf_path}"
+        controllers = tuple((h.name, h.addr or h.name, cfg.control.port)
+                            for h in cfg.control.hosts)
+        host, port, origin = controllers[0][1], cfg.control.port, f"config {conf_path}"
     elif cfg is not None:
         host, port, origin = DEFAULT_HOST, cfg.control.port, f"config {conf_path}"
     else:
@@ -143,7 +153,7 @@ def find_target(
     munge = None
     if cfg is not None and cfg.access.auth_type == "auth/munge":
         munge = cfg.access.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
-    return Target(host, port, key_path, origin, munge)
+    return Target(host, port, key_path, origin, munge, controllers)
 
 
 def _parse_address(text: str, origin: str) -> tuple[str, int]:
@@ -192,15 +202,28 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
         # Without a controller the key is moot: say what is more fundamentally wrong.
         _check_reachable(target)
         raise
-    try:
-        got, reply = request_raw((target.host, target.port), key, type_name, body or {},
-                                 timeout=timeout, munge=munge)
-    except ControllerUnreachable as exc:
-        raise _unreachable(target, exc.reason) from None
-    except FrameError as exc:
-        raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}") from None
-    except munge_errors(munge) as exc:
-        raise munge_error(exc) from None
+    # as Slurm's commands: each SlurmctldHost in order; one that is down or answers that it
+    # is a standby sends us on to the next at once (issue 32)
+    tried = [(target.host, target.port)]
+    tried += [(h, p) for _, h, p in target.controllers if (h, p) != tried[0]]
+    for i, (host, port) in enumerate(tried):
+        last = i == len(tried) - 1
+        target.host, target.port = host, port
+        try:
+            got, reply = request_raw((host, port), key, type_name, body or {},
+                                     timeout=timeout, munge=munge)
+        except ControllerUnreachable as exc:
+            if last:
+                raise _unreachable(target, exc.reason) from None
+            continue
+        except FrameError as exc:
+            raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}"
+                           ) from None
+        except munge_errors(munge) as exc:
+            raise munge_error(exc) from None
+        if got == "Error" and reply.get("code") == "standby" and not last:
+            continue
+        break
     if got == "Error":
         raise Refused(reply.get("message") or reply.get("code") or "no reason given",
                       reply.get("field") or "")

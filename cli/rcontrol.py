@@ -282,14 +282,25 @@ def reconfigure(s: Session) -> int:
 
 
 def ping(s: Session) -> int:
-    try:
-        ask(s.target, "Ping", want="Pong", timeout=5.0)
-    except CliError as exc:
-        print(f"Slurmctld(primary) at {s.target.host} is DOWN")
-        print(f"rcontrol: error: {exc.message}", file=sys.stderr)
-        return 1
-    print(f"Slurmctld(primary) at {s.target.host} is UP")
-    return 0
+    """Each controller as scontrol ping shows it: primary, then backup (backup1, backup2, ...
+    when there are more than two), UP or DOWN. A standby answers a ping too: UP."""
+    from cli.controller import Target
+
+    controllers = s.target.controllers
+    up = 0
+    for i, (name, host, port) in enumerate(controllers):
+        mode = "primary" if i == 0 else "backup" if len(controllers) == 2 else f"backup{i}"
+        one = Target(host, port, s.target.key_path, s.target.origin, s.target.munge)
+        try:
+            ask(one, "Ping", want="Pong", timeout=5.0)
+        except CliError as exc:
+            print(f"Slurmctld({mode}) at {name} is DOWN")
+            if len(controllers) == 1:
+                print(f"rcontrol: error: {exc.message}", file=sys.stderr)
+            continue
+        up += 1
+        print(f"Slurmctld({mode}) at {name} is UP")
+    return 0 if up else 1
 
 
 # Options scontrol also takes after the command (`show node n1 -o`).

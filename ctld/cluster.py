@@ -176,11 +176,12 @@ class Cluster:
         """Take back the saved state (ctld/savedstate.py)."""
         savedstate.restore(self, doc)
 
-    def start(self) -> None:
+    def start(self, grace: float = 0.0) -> None:
         """Arm the failure-detection deadline of every node that is expected to talk
-        (ctld/liveness.py) and the power timeouts of nodes caught mid power-up/down."""
+        (ctld/liveness.py) and the power timeouts of nodes caught mid power-up/down. `grace`:
+        seconds before any node's silence starts to count (a takeover, ctld/ha.py)."""
         membership.on_start(self, self.restored_names)
-        self.liveness.start()
+        self.liveness.start(grace)
         self.power.rearm()  # nodes caught mid power-up/down by a restart
 
     # -- state changes ---------------------------------------------------------------------

@@ -44,10 +44,13 @@ class Daemon:
         on_ready: Callable[[], None] | None = None,
         key_file: str | None = None,
         store: Store | None = None,
+        grace: float = 0.0,
     ) -> None:
         """`on_ready` runs once the saved state is restored, before the first connection.
         `store`: where the state lives (default: a FileStore in `state_dir`; the etcd store of
-        a controller pair, ctld/ha.py, already read)."""
+        a controller pair, ctld/ha.py, already read). `grace`: seconds before a node's silence
+        counts, from the start (a takeover: the nodes are still finding this controller)."""
+        self.grace = grace
         self.on_ready = on_ready
         self.config_path = config_path or config.path
         self.state_dir = state_dir
@@ -57,10 +60,11 @@ class Daemon:
         self.cluster = Cluster(config, on_dirty=self._mark_dirty)
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
-        self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
-                             submit=self.submit_job, state_dir=state_dir)
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
         self.store: Any = FileStore(state_dir) if store is None else store
+        self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
+                             submit=self.submit_job, state_dir=state_dir,
+                             mirror=None if self.local_store else self.store.put_file)
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
         self.cluster.jobs.state_dir = state_dir
         self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
@@ -173,7 +177,7 @@ class Daemon:
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
     ) -> None:
         self.restore()
-        self.cluster.start()
+        self.cluster.start(self.grace)
         if self.on_ready is not None:
             self.on_ready()
         try:

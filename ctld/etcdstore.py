@@ -6,6 +6,7 @@ Keys under the prefix P (values are the bytes FileStore would write):
   P/j/SEQ/NNNN       parts of a batch over CHUNK bytes, written before P/j/SEQ (which ends it)
   P/s/GEN/NNNN       a snapshot's parts;  P/snap: {"gen", "parts", "journal_seq"} (the current)
   P/b/PACK/NNNN      a job pack's parts (ctld/jobbulk.py);  P/bh/PACK: {"parts", "size"}
+  P/f/NAME           a small file of StateSaveLocation kept whole (node_credentials.json)
 etcd refuses a request over ~1.5 MiB, so anything larger goes in parts of CHUNK bytes, each
 its own transaction; the key that names them is written last, so a half-written thing is never
 read (load skips parts without their head; the next trim deletes them).
@@ -53,6 +54,14 @@ class Fenced(EtcdError):
 def _read(path: str) -> bytes:
     with open(path, "rb") as f:
         return f.read()
+
+
+def _write_file(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def _seq_key(n: int) -> str:
@@ -156,6 +165,9 @@ class EtcdStore:
         self.seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
         self._loaded = (doc, [r for r in lines if int(r.get("seq", 0)) > after])
         await self._fetch_packs()
+        for key, value, _ in await self.client.range(f"{p}/f/", prefix_end(f"{p}/f/")):
+            name = os.path.basename(key.decode())
+            await self._run(_write_file, os.path.join(self.state_dir, name), value)
         logs.event("state read from etcd", prefix=p, snapshot_gen=self._gen,
                    journal=len(self._loaded[1]), packs=len(self._packs))
 
@@ -168,14 +180,15 @@ class EtcdStore:
         for key, _, _ in heads:
             pack = int(key.decode().rsplit("/", 1)[1])
             data = await self._get_parts(f"{p}/b/{_seq_key(pack)}")
-            path = jobbulk.pack_path(self.state_dir, pack)
-            with open(path + ".tmp", "wb") as f:
-                f.write(data)
-            os.replace(path + ".tmp", path)
+            await self._run(_write_file, jobbulk.pack_path(self.state_dir, pack), data)
             self._packs.add(pack)
         for pack in jobbulk.packs(self.state_dir):  # another reign's, never copied: not ours
             if pack not in self._packs:
                 jobbulk.remove_pack(self.state_dir, pack)
+
+    async def put_file(self, name: str, data: bytes) -> None:
+        """A small state file (under CHUNK), fenced like every write."""
+        await self._txn([put(f"{self.prefix}/f/{name}", data)])
 
     def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         return self._loaded

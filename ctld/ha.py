@@ -19,11 +19,14 @@ from ctld.etcdstore import EtcdStore
 
 RESIGN_TIMEOUT = 2.0
 TAKEOVER_HOLD_OFF = 3.0  # seconds a controller that handed over stays out of the campaign
+# A new leader judges no node's silence for this many lease TTLs: the nodes are still finding
+# it (they try each SlurmctldHost, then back off a few seconds), and the takeover is not theirs.
+GRACE_TTLS = 3
 
 
 class Controller:
     """One controller of a pair: its election, and the daemon it runs while it leads.
-    `make_daemon(store)` builds the Daemon (ctld/main.py, the composition root)."""
+    `make_daemon(store, grace)` builds the Daemon (ctld/main.py, the composition root)."""
 
     def __init__(self, config: ClusterConfig, key: bytes, *, name: str, host: str, port: int,
                  state_dir: str, make_daemon: Callable[[EtcdStore], Any],
@@ -85,7 +88,7 @@ class Controller:
             await e.resign(hold_off=TAKEOVER_HOLD_OFF)
             return
         self.reigns += 1
-        self.daemon = daemon = self.make_daemon(store)
+        self.daemon = daemon = self.make_daemon(store, GRACE_TTLS * e.ttl)
         logs.event("serving as the controller", epoch=e.epoch, name=e.name)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(e.keep)

@@ -120,10 +120,10 @@ def main(argv: list[str] | None = None) -> int:
 
     daemons: list[Daemon] = []
 
-    def make_daemon(store: object = None) -> Daemon:
+    def make_daemon(store: object = None, grace: float = 0.0) -> Daemon:
         daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
                         config_path=args.file, on_ready=gctune.freeze_startup_heap,
-                        key_file=os.path.abspath(key_path), store=store)
+                        key_file=os.path.abspath(key_path), store=store, grace=grace)
         daemons[:] = [daemon]
         return daemon
 

@@ -165,6 +165,7 @@ class Server:
         submit: Submitter | None = None,
         state_dir: str | None = None,
         caps: Caps | None = None,
+        mirror: Callable[[str, bytes], Awaitable[None]] | None = None,
     ) -> None:
         self.cluster = cluster
         self.submit = submit  # the daemon's: journals the job before the reply
@@ -178,7 +179,8 @@ class Server:
         # Frames signed before this run started are refused (state_dir keeps the mark that
         # covers peers whose clocks run ahead; without one, the start alone is the bound).
         self.replay_mark = ReplayMark(state_dir, self.message_timeout)
-        self.node_credentials = NodeCredentials(state_dir)  # each node's own (nodeident.py)
+        # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
+        self.node_credentials = NodeCredentials(state_dir, mirror=mirror)
         self.replay_guard = ReplayGuard(window=self.message_timeout,
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))

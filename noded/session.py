@@ -60,7 +60,7 @@ MIN_REPLY_TIMEOUT = 1.0
 
 @attrs.define
 class NodeOptions:
-    server: tuple[str, int]
+    server: tuple[str, int]  # the first controller to try
     name: str
     key: bytes
     spool_dir: str
@@ -69,6 +69,9 @@ class NodeOptions:
     shutdown_grace: float = SHUTDOWN_GRACE
     dynamic: bool = False  # not in the config: join with the hardware (rnoded --dynamic)
     dynamic_conf: str = ""  # extra NodeName keys of a dynamic node (--conf)
+    # every controller, in the order to try them (--server h1:6817,h2:6817; issue 32); empty:
+    # `server` alone
+    servers: tuple[tuple[str, int], ...] = ()
 
 
 def backoff_delay(attempt: int, heartbeat_interval: float, rng: random.Random) -> float:
@@ -164,9 +167,15 @@ class NodeDaemon:
         return min(self.message_timeout(), within_intervals)
 
     async def _connection_loop(self) -> None:
-        host, port = self.opts.server
+        """Connect to the controllers in turn, as slurmd tries each SlurmctldHost: one that is
+        down, or answers that it stands by, sends us on to the next at once; the backoff comes
+        only once every one has been tried."""
+        servers = self.opts.servers or (self.opts.server,)
+        at = 0
         attempt = 0
         while True:
+            host, port = servers[at % len(servers)]
+            at += 1
             try:
                 with trio.fail_after(self.opts.connect_timeout):
                     stream = await trio.open_tcp_stream(host, port)
@@ -182,7 +191,14 @@ class NodeDaemon:
                 log.warning("connection to controller %s:%d ended: %s", host, port, reason)
                 if self.registrations > registrations:
                     attempt = 0  # it worked until it broke: come back fast
-            delay = backoff_delay(attempt, self.heartbeat_interval(), self._rng)
+                    at -= 1  # and to the same controller first
+                    if len(servers) > 1:
+                        continue  # a controller that served and went: its standby may be up
+            if at % len(servers):
+                continue  # the next controller, at once
+            # with a standby, the seat changes hands within seconds: keep looking that often
+            delay = backoff_delay(min(attempt, 2) if len(servers) > 1 else attempt,
+                                  self.heartbeat_interval(), self._rng)
             attempt += 1
             await trio.sleep(delay)
 

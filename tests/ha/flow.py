@@ -1,0 +1,76 @@
+"""A steady flow of work against a controller pair, as users and admins make it: submissions,
+cancels, drains and resumes, through the commands' own code (cli/), which finds the controller
+from RANCH_CONF. Every acknowledged operation is a JSON line in OUT (flushed at once), so the
+test can hold the surviving controller to each one. Runs until the file STOP exists; while
+STOP.pause exists it pauses (and says so once, op "paused"), so a check reads a still picture.
+
+    python tests/ha/flow.py OUT STOP RUNS_FILE
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import time
+
+import orjson
+
+
+def call(main, argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            rc = main(argv)
+        except SystemExit as exc:
+            rc = int(exc.code or 0)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def main() -> int:
+    from cli import rbatch, rcancel, rcontrol
+
+    out_path, stop, runs = sys.argv[1:4]
+    script = f"echo $SLURM_JOB_ID >> {runs}; sleep 1"
+    n = 0
+    drained = False
+    with open(out_path, "ab", buffering=0) as out:
+        def note(**rec: object) -> None:
+            out.write(orjson.dumps({"t": time.time(), **rec}) + b"\n")
+
+        while not os.path.exists(stop):
+            if os.path.exists(stop + ".pause"):
+                note(op="paused", n=n)
+                while os.path.exists(stop + ".pause") and not os.path.exists(stop):
+                    time.sleep(0.05)
+                continue
+            n += 1
+            rc, text, err = call(rbatch.main, ["-J", f"f{n}", "-o", "/dev/null", "--wrap",
+                                               script])
+            if rc == 0 and text.startswith("Submitted batch job "):
+                job = int(text.split()[-1])
+                note(op="submit", job=job)
+                if n % 4 == 0:  # every fourth is cancelled at once (still pending, or running)
+                    rc, _, err = call(rcancel.main, [str(job)])
+                    if rc == 0:
+                        note(op="cancel", job=job)
+                    else:
+                        note(op="cancel-failed", job=job, error=err.strip())
+            else:
+                note(op="submit-failed", error=err.strip())
+            if n % 5 == 0:
+                state = "RESUME" if drained else "DRAIN"
+                rc, _, err = call(rcontrol.main, ["update", "NodeName=n2", f"State={state}",
+                                                  "Reason=flow"])
+                if rc == 0:
+                    drained = not drained
+                    note(op="node", node="n2", state=state)
+                else:
+                    note(op="node-failed", error=err.strip())
+            time.sleep(0.1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
