@@ -104,11 +104,15 @@ class Cluster:
         wall: Callable[[], float] = time.time,
         spawn: Spawn | None = None,
         on_dirty: Callable[[], None] = lambda: None,
+        epoch: int = 0,
     ) -> None:
         self.clock = clock
         self.wall = wall
         self.spawn = spawn
         self.on_dirty = on_dirty
+        # the seat this controller holds (a controller pair, ctld/ha.py; 0: none): on every
+        # order to a node, which refuses orders of an older one
+        self.epoch = epoch
         self.deadlines = Deadlines()
         self.nodes: dict[str, NodeRecord] = {}
         self.gen = 0  # bumped by every change a snapshot shows

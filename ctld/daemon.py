@@ -57,7 +57,8 @@ class Daemon:
         self.host = host
         self.port = port
         self._dirty = trio.Event()
-        self.cluster = Cluster(config, on_dirty=self._mark_dirty)
+        self.cluster = Cluster(config, on_dirty=self._mark_dirty,
+                               epoch=getattr(store, "epoch", 0))
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         self.local_store = store is None  # the state is in state_dir (saved there at exit)

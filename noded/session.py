@@ -297,6 +297,9 @@ class NodeDaemon:
             raise SessionLost(f"registration answered with {reply.code}: {reply.message}")
         if not isinstance(reply, RegisterReply):
             raise SessionLost(f"registration answered with {type(reply).__name__}")
+        if reply.accepted and self.pushes.stale(reply.epoch):  # a deposed controller
+            raise SessionLost(f"controller's epoch {reply.epoch} is older than "
+                              f"{self.pushes.epoch}: not the controller")
         if reply.accepted:
             if reply.node_credential:
                 await self._keep_credential(reply.node_credential)

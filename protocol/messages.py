@@ -195,6 +195,7 @@ class RegisterReply:
     # issue 19: a node credential issued on this admission; the node keeps it and presents it
     # in every later Register under its name
     node_credential: str = ""
+    epoch: int = 0  # the controller's seat (issue 32): older orders are refused from now on
 
 
 @attrs.frozen
@@ -239,6 +240,7 @@ class LaunchJob:
     processes run (or Error with code "launch_failed" and why; it also reports a JobEnd)."""
 
     job: JobSpec
+    epoch: int = 0  # the sending controller's seat (issue 32); 0: a controller without one
 
 
 @attrs.frozen
@@ -252,6 +254,7 @@ class KillJob:
     signal: int = 0
     reason: str = ""  # cancelled | requeued | node_down | stale: for the node's log
     restarts: int = -1  # the run to act on (version 5); -1: whichever run is here
+    epoch: int = 0  # as LaunchJob.epoch
 
 
 @attrs.frozen
