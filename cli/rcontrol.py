@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 REASON_REQUIRED = frozenset({"DOWN", "DRAIN", "FAIL"})
 REASON_MISSING = "You must specify a reason when DOWNING or DRAINING a node. Request denied"
-COMMANDS = ("show", "update", "reconfigure", "ping", "version",
+COMMANDS = ("show", "update", "reconfigure", "ping", "takeover", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
             "requeue", "hold", "release",  # jobs: cli/show_jobs.py
             "confirm", "reset")  # the controller's guards: cli/guards_view.py
@@ -57,7 +57,7 @@ def build_parser():  # -> argparse.ArgumentParser
         description="Show and change the state of the cluster, like scontrol.",
         epilog="commands: show node|partition [NAME] | show config | show hostnames EXPR | "
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
-        "reconfigure | ping | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
+        "reconfigure | ping | takeover | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
         "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
         "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME | "
         "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain]",
@@ -281,6 +281,15 @@ def reconfigure(s: Session) -> int:
     return 1
 
 
+def takeover(s: Session) -> int:
+    """scontrol takeover: the controller that serves hands over to a standby (silent, as
+    scontrol is, when done)."""
+    import getpass
+
+    ask(s.target, "Takeover", {"user": getpass.getuser()}, want="Ack")
+    return 0
+
+
 def ping(s: Session) -> int:
     """Each controller as scontrol ping shows it: primary, then backup (backup1, backup2, ...
     when there are more than two), UP or DOWN. A standby answers a ping too: UP."""
@@ -344,6 +353,8 @@ def run(args: Namespace) -> int:
         raise CliError(f"{command} takes no arguments", code=2)
     if command == "reconfigure":
         return reconfigure(s)
+    if command == "takeover":
+        return takeover(s)
     if command == "version":
         from cli.slurm_names import active
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -45,12 +45,14 @@ class Daemon:
         key_file: str | None = None,
         store: Store | None = None,
         grace: float = 0.0,
+        handover: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """`on_ready` runs once the saved state is restored, before the first connection.
         `store`: where the state lives (default: a FileStore in `state_dir`; the etcd store of
         a controller pair, ctld/ha.py, already read). `grace`: seconds before a node's silence
         counts, from the start (a takeover: the nodes are still finding this controller)."""
         self.grace = grace
+        self.handover = handover  # rcontrol takeover: give the seat up (ctld/ha.py)
         self.on_ready = on_ready
         self.config_path = config_path or config.path
         self.state_dir = state_dir
@@ -65,7 +67,8 @@ class Daemon:
         self.store: Any = FileStore(state_dir) if store is None else store
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job, state_dir=state_dir,
-                             mirror=None if self.local_store else self.store.put_file)
+                             mirror=None if self.local_store else self.store.put_file,
+                             takeover=None if handover is None else self.takeover)
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
         self.cluster.jobs.state_dir = state_dir
         self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
@@ -130,6 +133,18 @@ class Daemon:
                 raise
         else:
             await self.store.wait(self.store.last_ticket)
+
+    def takeover(self, who: str) -> m.Ack:
+        """rcontrol takeover: answered first, then the seat is given up (a standby wins it)."""
+        logs.event("takeover requested; handing the seat over", by=who)
+        assert self._nursery is not None and self.handover is not None
+        self._nursery.start_soon(self._hand_over)
+        return m.Ack()
+
+    async def _hand_over(self) -> None:
+        await trio.sleep(0.2)  # the Ack leaves first
+        assert self.handover is not None
+        await self.handover()
 
     async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
         """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already

@@ -151,9 +151,10 @@ class Election:
         self.hold_off_until = trio.current_time() + hold_off
         lease, self.lease = self.lease, 0
         if lease:
-            try:
-                await self.client.revoke(lease)
-            except EtcdError as exc:
+            try:  # shielded: the caller's own scope is usually what this stop cancels
+                with trio.CancelScope(shield=True), trio.fail_after(2 * self.client.timeout):
+                    await self.client.revoke(lease)
+            except (EtcdError, trio.TooSlowError) as exc:
                 logs.event("lease not revoked; the seat frees when it lapses", logging.WARNING,
                            error=str(exc))
 

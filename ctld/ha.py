@@ -26,7 +26,7 @@ GRACE_TTLS = 3
 
 class Controller:
     """One controller of a pair: its election, and the daemon it runs while it leads.
-    `make_daemon(store, grace)` builds the Daemon (ctld/main.py, the composition root)."""
+    `make_daemon(store, grace, handover)` builds the Daemon (ctld/main.py, the composition root)."""
 
     def __init__(self, config: ClusterConfig, key: bytes, *, name: str, host: str, port: int,
                  state_dir: str, make_daemon: Callable[[EtcdStore], Any],
@@ -88,7 +88,7 @@ class Controller:
             await e.resign(hold_off=TAKEOVER_HOLD_OFF)
             return
         self.reigns += 1
-        self.daemon = daemon = self.make_daemon(store, GRACE_TTLS * e.ttl)
+        self.daemon = daemon = self.make_daemon(store, GRACE_TTLS * e.ttl, self.takeover)
         logs.event("serving as the controller", epoch=e.epoch, name=e.name)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(e.keep)

@@ -120,10 +120,12 @@ def main(argv: list[str] | None = None) -> int:
 
     daemons: list[Daemon] = []
 
-    def make_daemon(store: object = None, grace: float = 0.0) -> Daemon:
+    def make_daemon(store: object = None, grace: float = 0.0, handover: object = None
+                    ) -> Daemon:
         daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
                         config_path=args.file, on_ready=gctune.freeze_startup_heap,
-                        key_file=os.path.abspath(key_path), store=store, grace=grace)
+                        key_file=os.path.abspath(key_path), store=store, grace=grace,
+                        handover=handover)
         daemons[:] = [daemon]
         return daemon
 

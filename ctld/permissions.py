@@ -144,7 +144,7 @@ def gate(server: Server, conn: Connection, msg: Any) -> tuple[Any, Any, After | 
         return msg, None, None
     if kind is m.GuardRequest and msg.action.lower() == "show":
         return msg, None, None
-    if kind in (m.UpdateNodes, m.NodeMembership, m.Reconfigure, m.GuardRequest):
+    if kind in (m.UpdateNodes, m.NodeMembership, m.Reconfigure, m.GuardRequest, m.Takeover):
         if not who.admin:
             return msg, _refuse(conn, who, _what(msg), f"it needs an admin ({ADMINS}); you "
                                                        f"are {who}"), None
@@ -161,6 +161,8 @@ def _what(msg: Any) -> str:
         return f"{msg.action} NodeName={msg.node_names}"
     if type(msg) is m.Reconfigure:
         return "reconfigure"
+    if type(msg) is m.Takeover:
+        return "takeover"
     return f"{msg.action} guard{' ' + msg.guard if msg.guard else ''}"
 
 

@@ -437,6 +437,15 @@ from protocol.jobmessages import JOB_MESSAGES  # noqa: E402
 from protocol.stepmessages import *  # noqa: E402, F403
 from protocol.stepmessages import STEP_MESSAGES  # noqa: E402
 
+
+@attrs.frozen
+class Takeover:
+    """rcontrol takeover (issue 32): the controller that holds the seat gives it up to a
+    standby (answered with Ack first). Admins only; `user` as in Reconfigure."""
+
+    user: str = ""
+
+
 MESSAGE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -461,6 +470,7 @@ MESSAGE_TYPES: dict[str, type] = {
         ConfigDump,
         Reconfigure,
         ReconfigureResult,
+        Takeover,
         Ping,
         Pong,
         Error,

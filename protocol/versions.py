@@ -87,6 +87,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "GetAcct": 5, "AcctList": 5,
     # issue 19: a command's MUNGE credential (a controller without it refuses the frame)
     "Credential": 5,
+    # issue 32: rcontrol takeover (a controller without it answers unknown_type)
+    "Takeover": 5,
     # issue 20: job steps (rrun)
     **{cls.__name__: 5 for cls in m.STEP_MESSAGES},
 }

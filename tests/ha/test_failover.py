@@ -241,3 +241,19 @@ def test_etcd_member_stopped(pair: Pair) -> None:
     assert ping.returncode == 0
     assert ping.stdout.splitlines() == ["Slurmctld(primary) at c1 is UP",
                                         "Slurmctld(backup) at c2 is UP"], ping.stdout
+
+
+def test_takeover_on_purpose(pair: Pair) -> None:
+    """rcontrol takeover, as for maintenance of the active host: the seat moves at once (the
+    lease is revoked, no TTL to wait), with nothing lost; the old leader stands by."""
+    old = pair.leader()
+    other = "c2" if old == "c1" else "c1"
+    reigns = pair.reigns(other)
+    t0 = time.time()
+    done = pair.cli("rcontrol", "takeover")
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    wait(lambda: pair.reigns(other) > reigns, 15, f"{other} to take the seat")
+    took = pair.check(t0)
+    assert took <= 5.0, f"a takeover on purpose took {took:.1f} s"
+    assert pair.leader() == other
+    assert "takeover requested" in pair.lab.log(old)
