@@ -19,6 +19,9 @@ DEFAULT_PORT = 6817
 SERVER_ENV = "RANCH_SERVER"
 CONF_ENV = "RANCH_CONF"
 REQUEST_TIMEOUT = 10.0
+# With another controller to try next, one that does not take the connection within this long
+# (its host is down or cut off) is passed over: a standby is a connect away
+CONNECT_TIMEOUT = 2.0
 
 
 class CliError(Exception):
@@ -211,7 +214,8 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
         target.host, target.port = host, port
         try:
             got, reply = request_raw((host, port), key, type_name, body or {},
-                                     timeout=timeout, munge=munge)
+                                     timeout=timeout, munge=munge,
+                                     connect_timeout=None if last else CONNECT_TIMEOUT)
         except ControllerUnreachable as exc:
             if last:
                 raise _unreachable(target, exc.reason) from None

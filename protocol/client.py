@@ -121,18 +121,21 @@ def request_raw(
     max_reply_size: int = MAX_REPLY_SIZE,
     version: int = RAW_VERSION,
     munge: str | None = None,
+    connect_timeout: float | None = None,
 ) -> tuple[str, dict[str, object]]:
     """Send a `type_name` message whose body is `body` (the codec's shape), return the reply's
     (type name, body dict); an `Error` reply is returned, not raised.
 
     The reply must carry a valid MAC and a timestamp within max(timeout, 10) s of this host's
-    clock. `munge` as for `request`. Raises ControllerUnreachable like `request`, and
-    rawframe.FrameError when the reply fails authentication or is not a JSON object."""
+    clock. `munge` as for `request`. `connect_timeout`: how long the connection may take
+    (default `timeout`; shorter where another controller can be tried next). Raises
+    ControllerUnreachable like `request`, and rawframe.FrameError when the reply fails
+    authentication or is not a JSON object."""
     from protocol.rawframe import PREFIX, FrameError, check_length
 
     deadline = time.monotonic() + timeout
     sock, request_id, send_error, key = _open_and_send(addr, key, type_name, body, timeout,
-                                                       version, munge)
+                                                       version, munge, connect_timeout)
     if send_error is None:
         _done_sending(sock)
     with sock:
@@ -233,6 +236,7 @@ def _open_and_send(
     timeout: float,
     version: int,
     munge: str | None = None,
+    connect_timeout: float | None = None,
 ) -> tuple[_Socket, int, OSError | None, bytes]:
     """Connect, authenticate and send one raw request; returns the socket, its request id, the
     error that cut the send short, if one did (see `_send`), and the key replies are signed
@@ -249,7 +253,9 @@ def _open_and_send(
     frame = pre + pack_frame(type_name, dumps(body).encode(), key,
                              request_id=request_id, version=version)
     try:
-        sock = _connect(addr, timeout)
+        sock = _connect(addr, connect_timeout or timeout)
+        if connect_timeout:
+            sock.settimeout(timeout)
     except OSError as exc:
         raise ControllerUnreachable(addr, _reason(exc)) from None
     send_error = _send(sock, frame)

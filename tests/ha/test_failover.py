@@ -8,177 +8,28 @@ config's SlurmctldHost list, or --server h1,h2)."""
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 
-from tests.ha.lab import ETCD_HOSTS, Lab, ip_of, missing, python
+from tests.ha.lab import Lab, ip_of, missing, python
+from tests.ha.pair import PORT, TAKEOVER_LIMIT, Pair, start, start_flow, stop_flow, wait
 
 pytestmark = pytest.mark.skipif(bool(missing()), reason=missing() or "lab available")
-
-PORT = 6817
-CONF = """\
-ClusterName=rha
-SlurmctldHost=c1({c1})
-SlurmctldHost=c2({c2})
-SlurmctldPort={port}
-StateStore=etcd
-EtcdEndpoints={endpoints}
-AuthKeyFile={key}
-HeartbeatInterval=1
-MessageTimeout=3
-NodeName=n1 NodeAddr={n1} CPUs=1 RealMemory=64
-NodeName=n2 NodeAddr={n2} CPUs=1 RealMemory=64
-PartitionName=main Nodes=n1,n2 Default=YES
-"""
-TAKEOVER_LIMIT = 10.0  # the issue's goal with the default 5 s lease
-
-
-def wait(pred, timeout: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-
-
-class Pair:
-    """The lab with the cluster on it, and the checks every scenario makes."""
-
-    def __init__(self, lab: Lab) -> None:
-        self.lab = lab
-        d = lab.dir
-        self.conf = d / "cluster.conf"
-        self.key = d / "ranch.key"
-        self.conf.write_text(CONF.format(c1=ip_of("c1"), c2=ip_of("c2"), port=PORT,
-                                         endpoints=lab.endpoints(), key=self.key,
-                                         n1=ip_of("n1"), n2=ip_of("n2")))
-        from protocol.auth import create_key
-
-        create_key(str(self.key))
-        self.env = {"RANCH_CONF": str(self.conf), "RANCH_KEY_FILE": str(self.key)}
-        self.acks = d / "acks.jsonl"
-        self.stop_flag = d / "stop"
-        self.runs = d / "runs"
-
-    def start_ctld(self, host: str) -> None:
-        self.lab.spawn(host, host, [python(), "-m", "ctld.main", "-f", str(self.conf),
-                                    "--name", host, "--state-dir", str(self.lab.dir / host),
-                                    "--key-file", str(self.key)])
-
-    def start_node(self, host: str) -> None:
-        servers = f"{ip_of('c1')}:{PORT},{ip_of('c2')}:{PORT}"
-        self.lab.spawn(host, host, [python(), "-m", "noded.main", "--server", servers,
-                                    "--name", host, "--key-file", str(self.key),
-                                    "--spool-dir", str(self.lab.dir / "spool" / host)])
-
-    def cli(self, command: str, *argv: str, timeout: float = 40.0):
-        return self.lab.run("cl", [python(), "-m", f"cli.{command}", *argv], env=self.env,
-                            timeout=timeout)
-
-    def leader(self) -> str:
-        """The controller whose log says it serves (and has not lost the seat since)."""
-        for host in ("c1", "c2"):
-            log = self.lab.log(host)
-            log = log[log.rfind("state store store=etcd"):]  # its latest start (a killed
-            # run never wrote that it lost the seat)
-            won = log.rfind("serving as the controller")
-            if won >= 0 and log.rfind("acting no more") < won and host in self.lab.procs:
-                return host
-        return ""
-
-    def reigns(self, host: str) -> int:
-        return self.lab.log(host).count("serving as the controller")
-
-    def nodes(self) -> dict[str, str]:
-        done = self.cli("rinfo", "-N", "-h", "-o", "%N %t", timeout=20)
-        if done.returncode != 0:
-            return {}
-        return dict(line.split() for line in done.stdout.splitlines() if line.strip())
-
-    def jobs(self) -> dict[int, str]:
-        done = self.cli("rqueue", "--json", "-t", "all")
-        assert done.returncode == 0, done.stderr
-        return {int(j["job_id"]): j["job_state"][0] if isinstance(j["job_state"], list)
-                else j["job_state"] for j in json.loads(done.stdout)["jobs"]}
-
-    def acked(self) -> list[dict]:
-        return [orjson.loads(x) for x in self.acks.read_bytes().splitlines() if x.strip()]
-
-    def first_submit_after(self, t: float) -> float:
-        later = [r["t"] for r in self.acked() if r["op"] == "submit" and r["t"] > t]
-        return min(later) if later else 0.0
-
-    def check(self, since: float) -> float:
-        """The invariants, once the flow has gone on after a takeover; the takeover's time."""
-        took = wait(lambda: self.first_submit_after(since), 60, "a submission accepted after "
-                    "the fault")
-        pause = Path(str(self.stop_flag) + ".pause")
-        paused = sum(r["op"] == "paused" for r in self.acked())
-        pause.touch()
-        try:
-            wait(lambda: sum(r["op"] == "paused" for r in self.acked()) > paused, 60,
-                 "the flow to pause")
-            self._check_still()
-        finally:
-            pause.unlink()
-        return took - since
-
-    def _check_still(self) -> None:
-        records = self.acked()
-        jobs = self.jobs()
-        submitted = [r["job"] for r in records if r["op"] == "submit"]
-        assert len(submitted) == len(set(submitted)), "a job id was acknowledged twice"
-        lost = [j for j in submitted if j not in jobs]
-        assert not lost, f"acknowledged submissions lost: {lost}"
-        cancelled = [r["job"] for r in records if r["op"] == "cancel"]
-        wrong = {j: jobs[j] for j in cancelled if jobs.get(j) != "CANCELLED"}
-        assert not wrong, f"acknowledged cancels not kept: {wrong}"
-        ran = [int(x) for x in self.runs.read_text().split()] if self.runs.exists() else []
-        twice = sorted({j for j in ran if ran.count(j) > 1})
-        assert not twice, f"jobs that ran twice: {twice}"
-        # every node back with the new leader by itself, none DOWN; drains as acknowledged
-        state = wait(lambda: (n := self.nodes()) and all("*" not in s for s in n.values())
-                     and len(n) == 2 and n, 40, "both nodes responding to the new leader")
-        assert not any(s.startswith("down") for s in state.values()), state
-        drains = [r["state"] for r in records if r["op"] == "node"]
-        if drains:
-            wants_drain = drains[-1] == "DRAIN"
-            assert state["n2"].startswith("dr") == wants_drain, (drains[-1], state)
-
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     lab = Lab(Path(tmp_path_factory.mktemp("ha")))
     try:
         lab.up()
-        for h in ETCD_HOSTS:
-            lab.start_etcd(h)
-        wait(lab.etcd_healthy, 60, "etcd healthy", interval=0.5)
-        p = Pair(lab)
-        p.start_ctld("c1")
-        wait(lambda: p.leader() == "c1", 60, "c1 to take the seat")
-        p.start_ctld("c2")
-        wait(lambda: "standing by" in lab.log("c2"), 60, "c2 to stand by")
-        for n in ("n1", "n2"):
-            p.start_node(n)
-        wait(lambda: (s := p.nodes()) and len(s) == 2 and all(v == "idle" for v in s.values()),
-             60, "both nodes idle")
-        lab.spawn("flow", "cl", [python(), "tests/ha/flow.py", str(p.acks), str(p.stop_flag),
-                                 str(p.runs)], env=p.env)
-        wait(lambda: p.acks.exists() and sum(r["op"] == "submit" for r in p.acked()) >= 5,
-             60, "the flow to run")
+        p = start(lab)
+        start_flow(p)
         yield p
     finally:
-        if "flow" in lab.procs:
-            (lab.dir / "stop").touch()
-            lab.kill("flow", sig=15)
+        if "p" in locals():
+            stop_flow(p)
         lab.stop()
 
 
