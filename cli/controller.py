@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,6 +23,7 @@ REQUEST_TIMEOUT = 10.0
 # With another controller to try next, one that does not take the connection within this long
 # (its host is down or cut off) is passed over: a standby is a connect away
 CONNECT_TIMEOUT = 2.0
+RETRY_PAUSE = 0.2  # between two passes over the controllers while none serves
 
 
 class CliError(Exception):
@@ -206,28 +208,40 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
         _check_reachable(target)
         raise
     # as Slurm's commands: each SlurmctldHost in order; one that is down or answers that it
-    # is a standby sends us on to the next at once (issue 32)
-    tried = [(target.host, target.port)]
-    tried += [(h, p) for _, h, p in target.controllers if (h, p) != tried[0]]
-    for i, (host, port) in enumerate(tried):
-        last = i == len(tried) - 1
-        target.host, target.port = host, port
-        try:
-            got, reply = request_raw((host, port), key, type_name, body or {},
-                                     timeout=timeout, munge=munge,
-                                     connect_timeout=None if last else CONNECT_TIMEOUT)
-        except ControllerUnreachable as exc:
-            if last:
-                raise _unreachable(target, exc.reason) from None
-            continue
-        except FrameError as exc:
-            raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}"
-                           ) from None
-        except munge_errors(munge) as exc:
-            raise munge_error(exc) from None
-        if got == "Error" and reply.get("code") == "standby" and not last:
-            continue
-        break
+    # stands by sends us on to the next at once, and while the seat changes hands (a few
+    # seconds) the list is gone through again until `timeout` (issue 32). A request that may
+    # have reached a controller is never sent to another.
+    order = [(target.host, target.port)]
+    order += [(h, p) for _, h, p in target.controllers if (h, p) not in order]
+    deadline = time.monotonic() + timeout
+    got, reply = "", {}
+    while not got:
+        for i, (host, port) in enumerate(order):
+            alone = len(order) == 1
+            left = deadline - time.monotonic()
+            target.host, target.port = host, port
+            try:
+                got, reply = request_raw(
+                    (host, port), key, type_name, body or {}, timeout=max(left, 0.5) if not
+                    alone else timeout, munge=munge,
+                    connect_timeout=None if alone else max(0.2, min(CONNECT_TIMEOUT, left)))
+            except ControllerUnreachable as exc:
+                if alone or exc.sent or (i == len(order) - 1
+                                         and time.monotonic() + RETRY_PAUSE >= deadline):
+                    raise _unreachable(target, exc.reason) from None
+                continue
+            except FrameError as exc:
+                raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}"
+                               ) from None
+            except munge_errors(munge) as exc:
+                raise munge_error(exc) from None
+            if got == "Error" and reply.get("code") == "standby" and not alone:
+                if time.monotonic() + RETRY_PAUSE < deadline:
+                    got = ""
+                    continue
+            break
+        if not got:
+            time.sleep(RETRY_PAUSE)
     if got == "Error":
         raise Refused(reply.get("message") or reply.get("code") or "no reason given",
                       reply.get("field") or "")

@@ -26,10 +26,13 @@ _FOREVER = float("inf")  # math.inf, without loading the math module for it
 class ControllerUnreachable(ConnectionError):
     """The controller could not be reached or did not answer in time."""
 
-    def __init__(self, addr: tuple[str, int], reason: str) -> None:
+    def __init__(self, addr: tuple[str, int], reason: str, sent: bool = True) -> None:
         super().__init__(f"cannot reach controller at {addr[0]}:{addr[1]}: {reason}")
         self.addr = addr
         self.reason = reason
+        # False: the request never left (no connection), so asking another controller cannot
+        # make it happen twice
+        self.sent = sent
 
 
 def parse_address(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
@@ -257,7 +260,7 @@ def _open_and_send(
         if connect_timeout:
             sock.settimeout(timeout)
     except OSError as exc:
-        raise ControllerUnreachable(addr, _reason(exc)) from None
+        raise ControllerUnreachable(addr, _reason(exc), sent=False) from None
     send_error = _send(sock, frame)
     if isinstance(send_error, TimeoutError):
         sock.close()
