@@ -1,7 +1,7 @@
 """A controller pair on etcd, measured on the namespace lab (tests/ha/lab.py; needs root, ip and
 etcd-server): takeover time, and what etcd costs a submission against the file store.
 
-    nice python bench/ha_bench.py [--trials 10] [--jobs 300] [--submitters 4]
+    nice python bench/ha_bench.py [--part cost|takeover] [--trials 10] [--jobs 400]
 
 1. The same cluster (three etcd members, c1, two nodes) with StateStore=file, then =etcd:
    `--submitters` client processes make `--jobs` held submissions in all through rbatch's own
@@ -155,7 +155,9 @@ def takeovers(base: Path, trials: int) -> tuple[list[tuple[str, float]], int]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--jobs", type=int, default=300)
+    ap.add_argument("--part", choices=("cost", "takeover", "all"), default="all",
+                    help="cost: file store against etcd; takeover: the fault trials")
+    ap.add_argument("--jobs", type=int, default=400)
     ap.add_argument("--submitters", type=int, default=4)
     args = ap.parse_args()
     why = missing()
@@ -164,12 +166,23 @@ def main() -> int:
         return 2
     base = Path(tempfile.mkdtemp(prefix="rha-bench-"))
     print(f"work dir {base}")
+    if args.part in ("cost", "all"):
+        cost(base, args)
+    if args.part in ("takeover", "all"):
+        takeover_figures(base, args)
+    return 0
+
+
+def cost(base: Path, args: argparse.Namespace) -> None:
     res = {s: store_run(base, s, args) for s in ("file", "etcd")}
     for s, r in res.items():
         print(f"{s:5s}: {r['submitted']:.0f} held submissions, {r['per_s']:.0f}/s, rctld CPU "
               f"{r['cpu_ms']:.2f} ms each; submit -> running p50 {r['lat_p50_ms']:.0f} ms, "
               f"max {r['lat_max_ms']:.0f} ms")
     print(f"etcd/file CPU per submission: {res['etcd']['cpu_ms'] / res['file']['cpu_ms']:.2f}x")
+
+
+def takeover_figures(base: Path, args: argparse.Namespace) -> None:
     times, failures = takeovers(base, args.trials)
     for how in ("kill", "cut"):
         got = sorted(t for h, t in times if h == how and t == t)
@@ -180,7 +193,6 @@ def main() -> int:
     if every:
         print(f"takeover, all: n={len(every)} p50 {statistics.median(every):.2f} s, max "
               f"{max(every):.2f} s; trials failing a check (lost/twice/DOWN): {failures}")
-    return 0
 
 
 if __name__ == "__main__":
