@@ -134,7 +134,7 @@ def takeovers(base: Path, trials: int) -> tuple[list[tuple[str, float]], int]:
     try:
         lab.up()
         p = start(lab)
-        start_flow(p)
+        start_flow(p, flows=2)
         for i in range(trials):
             how = "kill" if i % 2 == 0 else "cut"
             try:

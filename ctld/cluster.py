@@ -86,6 +86,8 @@ def node_settings(cfg: ClusterConfig) -> m.NodeSettings:
         health_check_interval=float(h.interval),
         health_check_timeout=float(h.timeout),
         health_check_node_state=tuple(h.node_state),
+        controllers=tuple(f"{x.addr or x.name}:{cfg.control.port}" for x in cfg.control.hosts)
+        if len(cfg.control.hosts) > 1 else (),
     )
 
 

@@ -26,6 +26,7 @@ from noded.jobs import JobRunner
 from noded.link import LOST, Requests, SessionLost, goodbye
 from noded.pushes import Pushes
 from noded.steps import StepRunner
+from protocol.client import parse_address
 from protocol.errors import ProtocolError
 from protocol.messages import (
     ConfigFile,
@@ -170,10 +171,10 @@ class NodeDaemon:
         """Connect to the controllers in turn, as slurmd tries each SlurmctldHost: one that is
         down, or answers that it stands by, sends us on to the next at once; the backoff comes
         only once every one has been tried."""
-        servers = self.opts.servers or (self.opts.server,)
         at = 0
         attempt = 0
         while True:
+            servers = self._servers()
             host, port = servers[at % len(servers)]
             at += 1
             try:
@@ -201,6 +202,17 @@ class NodeDaemon:
                                   self.heartbeat_interval(), self._rng)
             attempt += 1
             await trio.sleep(delay)
+
+    def _servers(self) -> tuple[tuple[str, int], ...]:
+        """The controllers to try, in order: those the served config lists (a pair), else
+        --server's."""
+        learned = self.settings.controllers if self.settings is not None else ()
+        if len(learned) > 1:
+            try:
+                return tuple(parse_address(x) for x in learned)
+            except ValueError as exc:
+                log.warning("served controller list unusable (%s); keeping --server", exc)
+        return self.opts.servers or (self.opts.server,)
 
     async def _session(self, fs: FramedStream) -> str:
         """Serve one connection until it breaks; returns why it ended."""

@@ -94,6 +94,9 @@ class NodeSettings:
     health_check_interval: float
     health_check_timeout: float
     health_check_node_state: tuple[str, ...]
+    # a controller pair's SlurmctldHost entries as HOST:PORT, in order (issue 32): the node
+    # tries them in turn; empty with one controller (the node keeps its --server)
+    controllers: tuple[str, ...] = ()
 
 
 @attrs.frozen

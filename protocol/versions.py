@@ -51,6 +51,7 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         # ignores the field (extra keys are tolerated), a version-4 one never sees it
         m.RegisterReply: ("kill_runs", "epoch"),
         m.LaunchJob: ("epoch",),
+        m.NodeSettings: ("controllers",),
         m.Heartbeat: ("runs",),
         m.HeartbeatReply: ("kill_runs",),
         m.KillJob: ("restarts", "epoch"),

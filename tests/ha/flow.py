@@ -4,7 +4,7 @@ from RANCH_CONF. Every acknowledged operation is a JSON line in OUT (flushed at 
 test can hold the surviving controller to each one. Runs until the file STOP exists; while
 STOP.pause exists it pauses (and says so once, op "paused"), so a check reads a still picture.
 
-    python tests/ha/flow.py OUT STOP RUNS_FILE
+    python tests/ha/flow.py OUT STOP RUNS_FILE [drain|nodrain]
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ def main() -> int:
     from cli import rbatch, rcancel, rcontrol
 
     out_path, stop, runs = sys.argv[1:4]
+    drains = sys.argv[4:5] != ["nodrain"]
     script = f"echo $SLURM_JOB_ID >> {runs}; sleep 1"
     n = 0
     drained = False
@@ -59,7 +60,7 @@ def main() -> int:
                         note(op="cancel-failed", job=job, error=err.strip())
             else:
                 note(op="submit-failed", error=err.strip())
-            if n % 5 == 0:
+            if drains and n % 5 == 0:
                 state = "RESUME" if drained else "DRAIN"
                 rc, _, err = call(rcontrol.main, ["update", "NodeName=n2", f"State={state}",
                                                   "Reason=flow"])

@@ -54,7 +54,7 @@ class Pair:
 
         create_key(str(self.key))
         self.env = {"RANCH_CONF": str(self.conf), "RANCH_KEY_FILE": str(self.key)}
-        self.acks = d / "acks.jsonl"
+        self.acks = [d / "acks.0.jsonl"]  # one file per flow (start_flow)
         self.stop_flag = d / "stop"
         self.runs = d / "runs"
 
@@ -64,7 +64,9 @@ class Pair:
                                     "--key-file", str(self.key)])
 
     def start_node(self, host: str) -> None:
-        servers = f"{ip_of('c1')}:{PORT},{ip_of('c2')}:{PORT}"
+        """n1 is given both controllers; n2 only the first: it learns the pair from the config
+        it is served (NodeSettings.controllers)."""
+        servers = f"{ip_of('c1')}:{PORT}" + (f",{ip_of('c2')}:{PORT}" if host == "n1" else "")
         self.lab.spawn(host, host, [python(), "-m", "noded.main", "--server", servers,
                                     "--name", host, "--key-file", str(self.key),
                                     "--spool-dir", str(self.lab.dir / "spool" / host)])
@@ -99,8 +101,16 @@ class Pair:
         return {int(j["job_id"]): j["job_state"][0] if isinstance(j["job_state"], list)
                 else j["job_state"] for j in json.loads(done.stdout)["jobs"]}
 
-    def acked(self) -> list[dict]:
-        return [orjson.loads(x) for x in self.acks.read_bytes().splitlines() if x.strip()]
+    def acked(self, path: Path | None = None) -> list[dict]:
+        """Every flow's acknowledged operations by time (or one flow's: `path`)."""
+        out = []
+        for f in [path] if path else self.acks:
+            if f.exists():
+                out += [orjson.loads(x) for x in f.read_bytes().splitlines() if x.strip()]
+        return sorted(out, key=lambda r: r["t"])
+
+    def paused(self) -> list[int]:
+        return [sum(r["op"] == "paused" for r in self.acked(f)) for f in self.acks]
 
     def first_submit_after(self, t: float) -> float:
         later = [r["t"] for r in self.acked() if r["op"] == "submit" and r["t"] > t]
@@ -111,10 +121,10 @@ class Pair:
         took = wait(lambda: self.first_submit_after(since), 60, "a submission accepted after "
                     "the fault")
         pause = Path(str(self.stop_flag) + ".pause")
-        paused = sum(r["op"] == "paused" for r in self.acked())
+        paused = self.paused()
         pause.touch()
         try:
-            wait(lambda: sum(r["op"] == "paused" for r in self.acked()) > paused, 60,
+            wait(lambda: all(a > b for a, b in zip(self.paused(), paused, strict=True)), 60,
                  "the flow to pause")
             self._check_still()
         finally:
@@ -163,14 +173,18 @@ def start(lab: Lab, store: str = "etcd") -> Pair:
     return p
 
 
-def start_flow(p: Pair) -> None:
-    p.lab.spawn("flow", "cl", [python(), "tests/ha/flow.py", str(p.acks), str(p.stop_flag),
-                               str(p.runs)], env=p.env)
-    wait(lambda: p.acks.exists() and sum(r["op"] == "submit" for r in p.acked()) >= 5,
-         60, "the flow to run")
+def start_flow(p: Pair, flows: int = 1) -> None:
+    """`flows` submitters side by side (only the first drains and resumes n2): a takeover is
+    seen by the first that is not caught in a request to the old leader."""
+    p.acks = [p.lab.dir / f"acks.{i}.jsonl" for i in range(flows)]
+    for i, acks in enumerate(p.acks):
+        p.lab.spawn(f"flow{i}", "cl", [python(), "tests/ha/flow.py", str(acks),
+                                       str(p.stop_flag), str(p.runs),
+                                       "drain" if i == 0 else "nodrain"], env=p.env)
+    wait(lambda: sum(r["op"] == "submit" for r in p.acked()) >= 5, 60, "the flow to run")
 
 
 def stop_flow(p: Pair) -> None:
-    if "flow" in p.lab.procs:
-        p.stop_flag.touch()
-        p.lab.kill("flow", sig=15)
+    p.stop_flag.touch()
+    for name in [n for n in p.lab.procs if n.startswith("flow")]:
+        p.lab.kill(name, sig=15)
