@@ -134,7 +134,7 @@ def takeovers(base: Path, trials: int) -> tuple[list[tuple[str, float]], int]:
     try:
         lab.up()
         p = start(lab)
-        start_flow(p, flows=2)
+        start_flow(p, probe=True)
         for i in range(trials):
             how = "kill" if i % 2 == 0 else "cut"
             try:

@@ -4,7 +4,11 @@ from RANCH_CONF. Every acknowledged operation is a JSON line in OUT (flushed at 
 test can hold the surviving controller to each one. Runs until the file STOP exists; while
 STOP.pause exists it pauses (and says so once, op "paused"), so a check reads a still picture.
 
-    python tests/ha/flow.py OUT STOP RUNS_FILE [drain|nodrain]
+    python tests/ha/flow.py OUT STOP RUNS_FILE [drain|nodrain|probe]
+
+`probe` submits a held job every PROBE seconds, each from a thread of its own, so that one
+caught in a request to a controller that vanished does not hold up the next (bench/ha_bench.py:
+the first one started after a fault and accepted tells when the new controller served).
 """
 
 from __future__ import annotations
@@ -28,10 +32,59 @@ def call(main, argv: list[str]) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
+PROBE = 0.25
+
+
+def probe(out_path: str, stop: str) -> int:
+    import threading
+
+    from cli import rbatch, sbatch_request
+    from cli.controller import find_target
+    from cli.job_requests import request
+
+    environ = dict(os.environ)
+    values, _words, script_args, script, command = rbatch.gather(
+        ["--hold", "-o", "/dev/null", "--wrap", "true"], environ)
+    body = sbatch_request.body(values, script, command, script_args, environ)
+    lock = threading.Lock()
+    with open(out_path, "ab", buffering=0) as out:
+        def note(**rec: object) -> None:
+            with lock:
+                out.write(orjson.dumps({"t": time.time(), **rec}) + b"\n")
+
+        def one() -> None:
+            start = time.time()
+            try:
+                reply = request(find_target(None, None, None), "SubmitJob", body,
+                                want="SubmitReply")
+            except Exception as exc:  # recorded, as the flow records a failed command
+                note(op="submit-failed", start=start, error=str(exc))
+                return
+            note(op="submit", job=int(reply["job_id"]), start=start)
+
+        threads: list[threading.Thread] = []
+        while not os.path.exists(stop):
+            if os.path.exists(stop + ".pause"):
+                for t in threads:
+                    t.join()
+                threads = []
+                note(op="paused")
+                while os.path.exists(stop + ".pause") and not os.path.exists(stop):
+                    time.sleep(0.05)
+                continue
+            thread = threading.Thread(target=one, daemon=True)
+            thread.start()
+            threads = [t for t in threads if t.is_alive()] + [thread]
+            time.sleep(PROBE)
+    return 0
+
+
 def main() -> int:
     from cli import rbatch, rcancel, rcontrol
 
     out_path, stop, runs = sys.argv[1:4]
+    if sys.argv[4:5] == ["probe"]:
+        return probe(out_path, stop)
     drains = sys.argv[4:5] != ["nodrain"]
     script = f"echo $SLURM_JOB_ID >> {runs}; sleep 1"
     n = 0
@@ -47,11 +100,12 @@ def main() -> int:
                     time.sleep(0.05)
                 continue
             n += 1
+            start = time.time()
             rc, text, err = call(rbatch.main, ["-J", f"f{n}", "-o", "/dev/null", "--wrap",
                                                script])
             if rc == 0 and text.startswith("Submitted batch job "):
                 job = int(text.split()[-1])
-                note(op="submit", job=job)
+                note(op="submit", job=job, start=start)
                 if n % 4 == 0:  # every fourth is cancelled at once (still pending, or running)
                     rc, _, err = call(rcancel.main, [str(job)])
                     if rc == 0:

@@ -113,7 +113,9 @@ class Pair:
         return [sum(r["op"] == "paused" for r in self.acked(f)) for f in self.acks]
 
     def first_submit_after(self, t: float) -> float:
-        later = [r["t"] for r in self.acked() if r["op"] == "submit" and r["t"] > t]
+        """When the first submission whose request started after `t` was accepted (one in
+        flight at `t` may have been the old controller's, or caught until its timeout)."""
+        later = [r["t"] for r in self.acked() if r["op"] == "submit" and r.get("start", r["t"]) > t]
         return min(later) if later else 0.0
 
     def check(self, since: float) -> float:
@@ -173,14 +175,14 @@ def start(lab: Lab, store: str = "etcd") -> Pair:
     return p
 
 
-def start_flow(p: Pair, flows: int = 1) -> None:
-    """`flows` submitters side by side (only the first drains and resumes n2): a takeover is
-    seen by the first that is not caught in a request to the old leader."""
-    p.acks = [p.lab.dir / f"acks.{i}.jsonl" for i in range(flows)]
+def start_flow(p: Pair, probe: bool = False) -> None:
+    """The flow of work; with `probe`, also a held submission started every 0.25 s (its own
+    thread each), which tells when the new controller served to within that."""
+    p.acks = [p.lab.dir / "acks.flow.jsonl"] + ([p.lab.dir / "acks.probe.jsonl"] if probe else [])
     for i, acks in enumerate(p.acks):
         p.lab.spawn(f"flow{i}", "cl", [python(), "tests/ha/flow.py", str(acks),
                                        str(p.stop_flag), str(p.runs),
-                                       "drain" if i == 0 else "nodrain"], env=p.env)
+                                       "drain" if i == 0 else "probe"], env=p.env)
     wait(lambda: sum(r["op"] == "submit" for r in p.acked()) >= 5, 60, "the flow to run")
 
 
