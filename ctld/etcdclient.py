@@ -91,6 +91,11 @@ class EtcdClient:
                         self._drop()
                         self._at = (self._at + 1) % len(self.endpoints)
                         continue
+                    except BaseException:
+                        # cancelled from outside mid-request: its reply would be read as the
+                        # next request's, so the connection goes with it
+                        self._drop()
+                        raise
                 if scope.cancelled_caught:
                     last = f"{host}: no answer within {timeout or self.timeout:g} s"
                     self._drop()
