@@ -82,7 +82,7 @@ class Controller:
                           on_fenced=e.fenced, alive=e.alive)
         try:
             await store.fetch()
-        except (EtcdError, ValueError) as exc:
+        except (EtcdError, ValueError, KeyError, TypeError) as exc:  # unreadable: refused
             logs.event("state not read from etcd; giving the seat up", logging.ERROR,
                        error=str(exc))
             await e.resign(hold_off=TAKEOVER_HOLD_OFF)

@@ -118,11 +118,13 @@ def main() -> int:
                 state = "RESUME" if drained else "DRAIN"
                 rc, _, err = call(rcontrol.main, ["update", "NodeName=n2", f"State={state}",
                                                   "Reason=flow"])
+                # flipped either way: a command that failed after it was sent may have been
+                # done (its reply lost with the controller), and one refused as needless was
+                drained = not drained
                 if rc == 0:
-                    drained = not drained
                     note(op="node", node="n2", state=state)
                 else:
-                    note(op="node-failed", error=err.strip())
+                    note(op="node-failed", state=state, error=err.strip())
             time.sleep(0.1)
     return 0
 
