@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,6 +22,10 @@ CONF_ENV = "RANCH_CONF"
 # the file a site installs; here, not in conf.client, so the RANCH_SERVER path imports no conf
 INSTALLED_CONF = "/etc/ranch/cluster.conf"
 REQUEST_TIMEOUT = 10.0
+# With another controller to try next, one that does not take the connection within this long
+# (its host is down or cut off) is passed over: a standby is a connect away
+CONNECT_TIMEOUT = 2.0
+RETRY_PAUSE = 0.2  # between two passes over the controllers while none serves
 
 
 # sbatch, srun and salloc exit 255 (their exit(-1)) when they refuse their command line: an
@@ -94,21 +99,22 @@ def exit_now(code: int | None) -> None:
 class Target:
     """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
 
-    __slots__ = ("host", "key_path", "munge", "origin", "port", "srun_ports", "standby")
+    __slots__ = ("controllers", "host", "key_path", "munge", "origin", "port", "srun_ports")
 
     def __init__(self, host: str, port: int, key_path: str, origin: str,
-                 munge: str | None = None, standby: tuple[tuple[str, int], ...] = (),
+                 munge: str | None = None,
+                 controllers: tuple[tuple[str, str, int], ...] = (),
                  srun_ports: tuple[int, int] | None = None) -> None:
         self.host = host
         self.port = port
+        # every controller to try, in order, as (name, host, port): SlurmctldHost's entries or
+        # --server's list (issue 32); host/port above is the one that answered last
+        self.controllers = controllers or ((host, host, port),)
         self.key_path = key_path
         self.origin = origin  # where the address came from, for error messages
         # AuthType=auth/munge in the config: munged's socket ("" = MUNGE's default); None: the
         # cluster key, or munge when the key cannot be read (cli/credential.py)
         self.munge = munge
-        # the config's further SlurmctldHost entries, (host, port) in its order: the
-        # controllers to try when the first does not answer as the primary
-        self.standby = standby
         self.srun_ports = srun_ports  # the config's SrunPortRange, for rrun's listener
 
     def __eq__(self, other: object) -> bool:
@@ -148,13 +154,18 @@ def find_target(
     cfg = None
     if conf_path:  # its AuthType decides how to sign, whatever else is given
         cfg = _load_config(conf_path)
-    standby: tuple[tuple[str, int], ...] = ()
+    controllers: tuple[tuple[str, str, int], ...] = ()
     if server_text:
-        host, port = _parse_address(server_text, origin)
+        listed = [_parse_address(x, origin) for x in server_text.split(",") if x.strip()]
+        if not listed:
+            raise CliError(f"{origin}: no address given")
+        controllers = tuple((h, h, p) for h, p in listed)
+        host, port = listed[0]
     elif cfg is not None and cfg.hosts:
-        (host, *others), port = [addr for _, addr in cfg.hosts], cfg.port
-        origin = f"config {conf_path}"
-        standby = tuple((other, port) for other in others)
+        # SlurmctldHost's entries in order, (name, address, port): the first that answers as
+        # the controller serves (issue 32)
+        controllers = tuple((name, addr, cfg.port) for name, addr in cfg.hosts)
+        host, port, origin = controllers[0][1], cfg.port, f"config {conf_path}"
     elif cfg is not None:
         host, port, origin = DEFAULT_HOST, cfg.port, f"config {conf_path}"
     else:
@@ -165,7 +176,7 @@ def find_target(
     munge = None
     if cfg is not None and cfg.auth_type == "auth/munge":
         munge = cfg.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
-    return Target(host, port, key_path, origin, munge, standby,
+    return Target(host, port, key_path, origin, munge, controllers,
                   cfg.srun_ports if cfg is not None else None)
 
 
@@ -212,15 +223,41 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
         # Without a controller the key is moot: say what is more fundamentally wrong.
         _check_reachable(target)
         raise
-    try:
-        got, reply = request_raw((target.host, target.port), key, type_name, body or {},
-                                 timeout=timeout, munge=munge)
-    except ControllerUnreachable as exc:
-        raise _unreachable(target, exc.reason) from None
-    except FrameError as exc:
-        raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}") from None
-    except munge_errors(munge) as exc:
-        raise munge_error(exc) from None
+    # as Slurm's commands: each SlurmctldHost in order; one that is down or answers that it
+    # stands by sends us on to the next at once, and while the seat changes hands (a few
+    # seconds) the list is gone through again until `timeout` (issue 32). A request that may
+    # have reached a controller is never sent to another.
+    order = [(target.host, target.port)]
+    order += [(h, p) for _, h, p in target.controllers if (h, p) not in order]
+    deadline = time.monotonic() + timeout
+    got, reply = "", {}
+    while not got:
+        for i, (host, port) in enumerate(order):
+            alone = len(order) == 1
+            left = deadline - time.monotonic()
+            target.host, target.port = host, port
+            try:
+                got, reply = request_raw(
+                    (host, port), key, type_name, body or {}, timeout=max(left, 0.5) if not
+                    alone else timeout, munge=munge,
+                    connect_timeout=None if alone else max(0.2, min(CONNECT_TIMEOUT, left)))
+            except ControllerUnreachable as exc:
+                if alone or exc.sent or (i == len(order) - 1
+                                         and time.monotonic() + RETRY_PAUSE >= deadline):
+                    raise _unreachable(target, exc.reason) from None
+                continue
+            except FrameError as exc:
+                raise CliError(f"controller at {target.address}: {exc.code}: {exc.message}"
+                               ) from None
+            except munge_errors(munge) as exc:
+                raise munge_error(exc) from None
+            if got == "Error" and reply.get("code") == "standby" and not alone:
+                if time.monotonic() + RETRY_PAUSE < deadline:
+                    got = ""
+                    continue
+            break
+        if not got:
+            time.sleep(RETRY_PAUSE)
     if got == "Error":
         raise Refused(reply.get("message") or reply.get("code") or "no reason given",
                       reply.get("field") or "")

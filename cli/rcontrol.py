@@ -25,7 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import SimpleNamespace as Namespace
 
-COMMANDS = ("show", "update", "reconfigure", "ping", "version",
+COMMANDS = ("show", "update", "reconfigure", "ping", "takeover", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
             "requeue", "hold", "release",  # jobs: cli/show_jobs.py
             "confirm", "reset",  # the controller's guards: cli/guards_view.py
@@ -67,7 +67,7 @@ def build_parser():  # -> argparse.ArgumentParser
         description="Show and change the state of the cluster, like scontrol.",
         epilog="commands: show node|partition [NAME] | show config | show hostnames EXPR | "
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
-        "reconfigure | ping | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
+        "reconfigure | ping | takeover | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
         "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
         "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME | "
         "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain] | "
@@ -311,15 +311,35 @@ def reconfigure(s: Session) -> int:
     return 1
 
 
-def ping(s: Session) -> int:
-    try:
-        ask(s.target, "Ping", want="Pong", timeout=5.0)
-    except CliError as exc:
-        print(f"Slurmctld(primary) at {s.target.host} is DOWN")
-        print(f"rcontrol: error: {exc.message}", file=sys.stderr)
-        return 1
-    print(f"Slurmctld(primary) at {s.target.host} is UP")
+def takeover(s: Session) -> int:
+    """scontrol takeover: the controller that serves hands over to a standby (silent, as
+    scontrol is, when done)."""
+    import getpass
+
+    ask(s.target, "Takeover", {"user": getpass.getuser()}, want="Ack")
     return 0
+
+
+def ping(s: Session) -> int:
+    """Each controller as scontrol ping shows it: primary, then backup (backup1, backup2, ...
+    when there are more than two), UP or DOWN. A standby answers a ping too: UP."""
+    from cli.controller import Target
+
+    controllers = s.target.controllers
+    up = 0
+    for i, (name, host, port) in enumerate(controllers):
+        mode = "primary" if i == 0 else "backup" if len(controllers) == 2 else f"backup{i}"
+        one = Target(host, port, s.target.key_path, s.target.origin, s.target.munge)
+        try:
+            ask(one, "Ping", want="Pong", timeout=5.0)
+        except CliError as exc:
+            print(f"Slurmctld({mode}) at {name} is DOWN")
+            if len(controllers) == 1:
+                print(f"rcontrol: error: {exc.message}", file=sys.stderr)
+            continue
+        up += 1
+        print(f"Slurmctld({mode}) at {name} is UP")
+    return 0 if up else 1
 
 
 # Options scontrol also takes after the command (`show node n1 -o`).
@@ -378,6 +398,8 @@ def run(args: Namespace) -> int:
         raise CliError(f"{command} takes no arguments")
     if command == "reconfigure":
         return reconfigure(s)
+    if command == "takeover":
+        return takeover(s)
     if command == "version":
         from cli.slurm_names import active
 

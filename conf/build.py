@@ -47,8 +47,10 @@ from conf.values import (
     SUSPEND_EXC_STATES,
     BadValue,
     as_bool,
+    as_endpoints,
     as_enum,
     as_enum_list,
+    as_etcd_prefix,
     as_int,
     as_list,
     as_listen,
@@ -153,6 +155,10 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "SuspendExcStates": lambda s: as_enum_list(s, SUSPEND_EXC_STATES),
     "NodeApproval": lambda s: as_enum(s, ("AUTO", "MANUAL")).lower(),
     "HttpListen": as_listen,
+    "StateStore": lambda s: as_enum(s, ("FILE", "ETCD")).lower(),
+    "EtcdEndpoints": as_endpoints,
+    "EtcdPrefix": as_etcd_prefix,
+    "EtcdLeaseTTL": lambda s: as_int(s, 2, 3600),
     "HttpAuth": lambda s: as_enum(s, HTTP_AUTH).lower(),
     "MaxNodeCount": lambda s: as_int(s, 0),
     "EventLogMaxEvents": lambda s: as_int(s, 1),
@@ -787,6 +793,17 @@ class _Builder:
         got = self.globals.get("MaxNodeCount")
         return got is not None and got[1].value.strip().isdigit() and int(got[1].value) > 0
 
+    def state_store(self) -> tuple[str, tuple[str, ...], str, int]:
+        """StateStore, EtcdEndpoints, EtcdPrefix, EtcdLeaseTTL (issue 32): etcd needs endpoints."""
+        g = self.typed_global
+        store = g("StateStore", "file")
+        endpoints = g("EtcdEndpoints", None) or ()
+        prefix = g("EtcdPrefix", None) or f"/ranch/{g('ClusterName', 'cluster') or 'cluster'}"
+        if store == "etcd" and not endpoints:
+            _, p, src = self.globals["StateStore"]
+            self.error(src, p.vline, p.vcol, "StateStore=etcd needs EtcdEndpoints=HOST:PORT,...")
+        return store, tuple(endpoints), prefix.rstrip("/"), g("EtcdLeaseTTL", 5)
+
     def approval_auto(self) -> tuple[str, ...]:
         got = self.globals.get("NodeApprovalAuto")
         if got is None:
@@ -799,7 +816,7 @@ class _Builder:
         control = ControlSettings(self.controller_hosts(), g("SlurmctldPort", 6817),
                                   g("StateSaveLocation", None), g("SlurmdSpoolDir", None),
                                   g("SrunPortRange", None), g("SlurmctldLogFile", None),
-                                  g("SlurmdLogFile", None))
+                                  g("SlurmdLogFile", None), *self.state_store())
         timeouts = Timeouts(g("SlurmdTimeout", 300), g("MessageTimeout", 10),
                             g("HeartbeatInterval", 10), g("ReturnToService", 0))
         health = HealthSettings(g("HealthCheckProgram", None), g("HealthCheckInterval", 0),

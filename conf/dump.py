@@ -74,7 +74,11 @@ def _header(cfg: ClusterConfig) -> dict[str, Any]:
         "control": {"hosts": [{"name": x.name, "addr": x.addr} for x in c.hosts],
                     "port": c.port, "state_save_location": c.state_save_location,
                     "slurmd_spool_dir": c.slurmd_spool_dir, "log_file": c.log_file,
-                    "slurmd_log_file": c.slurmd_log_file},
+                    "slurmd_log_file": c.slurmd_log_file,
+                    # issue 32: shown only for a controller pair (the file store is the default)
+                    **({"state_store": c.state_store, "etcd_endpoints": list(c.etcd_endpoints),
+                        "etcd_prefix": c.etcd_prefix, "etcd_lease_ttl": c.etcd_lease_ttl}
+                       if c.state_store == "etcd" else {})},
         "timeouts": {"slurmd_timeout": t.slurmd_timeout, "message_timeout": t.message_timeout,
                      "heartbeat_interval": t.heartbeat_interval,
                      "return_to_service": t.return_to_service},

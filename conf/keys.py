@@ -53,6 +53,15 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
      "rctld's log file (unset: stderr, the journal under systemd); reopened on SIGUSR2/SIGHUP"),
     ("SlurmdLogFile", "path", None,
      "rnoded's log file on each node (unset: stderr); reopened on SIGUSR2/SIGHUP"),
+    # issue 32: a controller pair on etcd
+    ("StateStore", "enum", "file",
+     "Ranch: where the controller's state lives: `file` (StateSaveLocation, one controller) or "
+     "`etcd` (EtcdEndpoints; every SlurmctldHost campaigns, the winner serves)"),
+    ("EtcdEndpoints", "list", None,
+     "Ranch: etcd members as HOST:PORT, comma list (required with StateStore=etcd)"),
+    ("EtcdPrefix", "str", None, "Ranch: key prefix in etcd (default /ranch/ClusterName)"),
+    ("EtcdLeaseTTL", "seconds", 5,
+     "Ranch: seconds of the controller's lease; a standby takes over within about this"),
     ("SlurmdSpoolDir", "str", None, "node daemon spool/cache directory (on the node)"),
     ("SlurmdTimeout", "seconds", 300,
      "seconds without contact before a node is set DOWN (0 = never)"),

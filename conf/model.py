@@ -87,6 +87,10 @@ class ControlSettings:
     srun_port_range: tuple[int, int] | None = None
     log_file: str | None = None  # SlurmctldLogFile
     slurmd_log_file: str | None = None  # SlurmdLogFile, served to the nodes
+    state_store: str = "file"  # file | etcd (issue 32)
+    etcd_endpoints: tuple[str, ...] = ()  # "host:port" each
+    etcd_prefix: str = ""  # "" until built: /ranch/<cluster name>
+    etcd_lease_ttl: int = 5
 
 
 @attrs.frozen(slots=True)

@@ -45,6 +45,28 @@ def as_port_range(text: str) -> tuple[int, int]:
         raise BadValue(str(exc)) from None
 
 
+def as_endpoints(text: str) -> tuple[str, ...]:
+    """EtcdEndpoints: HOST:PORT, comma list (an http:// in front is allowed and dropped)."""
+    out, at = [], 0
+    for part in text.split(","):
+        item = part.strip()
+        bare = item.removeprefix("http://")
+        host, sep, port = bare.rpartition(":")
+        if not item or not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise BadValue(f"expected HOST:PORT with a port from 1 to 65535, got {item!r}",
+                           at + len(part) - len(part.lstrip()))
+        out.append(bare)
+        at += len(part) + 1
+    return tuple(out)
+
+
+def as_etcd_prefix(text: str) -> str:
+    s = text.strip()
+    if not s.startswith("/") or len(s) < 2 or any(c.isspace() for c in s):
+        raise BadValue(f"expected a key prefix starting with '/' and no spaces, got {s!r}")
+    return s
+
+
 class BadValue(ValueError):
     """A value error with an offset (0-based) inside the value where the problem is."""
 

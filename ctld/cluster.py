@@ -96,6 +96,8 @@ def node_settings(cfg: ClusterConfig) -> m.NodeSettings:
         log_file=cfg.control.slurmd_log_file,
         reboot_program=cfg.reboot.program,
         shutdown_on_reboot=cfg.reboot.shutdown_on_reboot,
+        controllers=tuple(f"{x.addr or x.name}:{cfg.control.port}" for x in cfg.control.hosts)
+        if len(cfg.control.hosts) > 1 else (),
     )
 
 
@@ -114,11 +116,15 @@ class Cluster:
         wall: Callable[[], float] = time.time,
         spawn: Spawn | None = None,
         on_dirty: Callable[[], None] = lambda: None,
+        epoch: int = 0,
     ) -> None:
         self.clock = clock
         self.wall = wall
         self.spawn = spawn
         self.on_dirty = on_dirty
+        # the seat this controller holds (a controller pair, ctld/ha.py; 0: none): on every
+        # order to a node, which refuses orders of an older one
+        self.epoch = epoch
         self.deadlines = Deadlines()
         self.nodes: dict[str, NodeRecord] = {}
         self.gen = 0  # bumped by every change a snapshot shows
@@ -190,11 +196,12 @@ class Cluster:
         """Take back the saved state (ctld/savedstate.py)."""
         savedstate.restore(self, doc)
 
-    def start(self) -> None:
+    def start(self, grace: float = 0.0) -> None:
         """Arm the failure-detection deadline of every node that is expected to talk
-        (ctld/liveness.py) and the power timeouts of nodes caught mid power-up/down."""
+        (ctld/liveness.py) and the power timeouts of nodes caught mid power-up/down. `grace`:
+        seconds before any node's silence starts to count (a takeover, ctld/ha.py)."""
         membership.on_start(self, self.restored_names)
-        self.liveness.start()
+        self.liveness.start(grace)
         self.power.rearm()  # nodes caught mid power-up/down by a restart
         self.reboots.rearm()  # nodes caught waiting for their new boot
         self.reservations.refresh()  # windows that opened or closed while it was away

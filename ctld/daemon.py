@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -19,7 +19,7 @@ from ctld.cluster import Cluster
 from ctld.history import DIR_NAME, FileHistory
 from ctld.integrity import DamagedState
 from ctld.server import Server
-from ctld.store import FileStore
+from ctld.store import FileStore, Store
 from protocol import messages as m
 from protocol.logformat import LogSink
 from protocol.sdnotify import Notifier
@@ -63,10 +63,18 @@ class Daemon:
         ignore_damaged: bool = False,
         log_sink: LogSink | None = None,
         notifier: Notifier | None = None,
+        store: Store | None = None,
+        grace: float = 0.0,
+        handover: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         """`on_ready` runs once the saved state is restored, before the first connection;
         `ignore_damaged` (rctld -i): damaged state files are moved aside, not refused;
-        `log_sink` is reopened on SIGUSR2 and SIGHUP; `notifier` tells systemd how it goes."""
+        `log_sink` is reopened on SIGUSR2 and SIGHUP; `notifier` tells systemd how it goes.
+        `store`: where the state lives (default: a FileStore in `state_dir`; the etcd store of
+        a controller pair, ctld/ha.py, already read). `grace`: seconds before a node's silence
+        counts, from the start (a takeover: the nodes are still finding this controller)."""
+        self.grace = grace
+        self.handover = handover  # rcontrol takeover: give the seat up (ctld/ha.py)
         self.on_ready = on_ready
         self.log_sink = log_sink
         self.notifier = notifier or Notifier("")
@@ -75,14 +83,19 @@ class Daemon:
         self.host = host
         self.port = port
         self._dirty = trio.Event()
-        self.cluster = Cluster(config, on_dirty=self._mark_dirty)
+        self.cluster = Cluster(config, on_dirty=self._mark_dirty,
+                               epoch=getattr(store, "epoch", 0))
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
             _credentials_aside(state_dir)
+        self.local_store = store is None  # the state is in state_dir (saved there at exit)
+        self.store: Any = (FileStore(state_dir, ignore_damaged=ignore_damaged) if store is None
+                           else store)
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
-                             submit=self.submit_job, state_dir=state_dir)
-        self.store = FileStore(state_dir, ignore_damaged=ignore_damaged)
+                             submit=self.submit_job, state_dir=state_dir,
+                             mirror=None if self.local_store else self.store.put_file,
+                             takeover=None if handover is None else self.takeover)
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
         self.cluster.jobs.state_dir = state_dir
         self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
@@ -108,7 +121,7 @@ class Daemon:
         self._outbox_ready.set()
 
     @property
-    def journal(self) -> FileStore:
+    def journal(self) -> Any:
         """The store's journal side (the name the tests and benches know)."""
         return self.store
 
@@ -151,6 +164,18 @@ class Daemon:
                 raise
         else:
             await self.store.wait(self.store.last_ticket)
+
+    def takeover(self, who: str) -> m.Ack:
+        """rcontrol takeover: answered first, then the seat is given up (a standby wins it)."""
+        logs.event("takeover requested; handing the seat over", by=who)
+        assert self._nursery is not None and self.handover is not None
+        self._nursery.start_soon(self._hand_over)
+        return m.Ack()
+
+    async def _hand_over(self) -> None:
+        await trio.sleep(0.2)  # the Ack leaves first
+        assert self.handover is not None
+        await self.handover()
 
     async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
         """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already
@@ -199,7 +224,7 @@ class Daemon:
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
     ) -> None:
         self.restore()
-        self.cluster.start()
+        self.cluster.start(self.grace)
         if self.on_ready is not None:
             self.on_ready()
         try:
@@ -299,7 +324,11 @@ class Daemon:
         return doc
 
     def save_now(self) -> None:
-        """Write the state file synchronously (shutdown)."""
+        """Write the state file synchronously (shutdown). Not for a replicated store: its
+        journal already holds everything, and a controller that lost the seat may write no
+        more."""
+        if not self.local_store:
+            return
         try:
             statefile.save(self.state_dir, self._snapshot_doc())
             logs.event("state saved", path=statefile.state_path(self.state_dir))

@@ -292,7 +292,7 @@ class Jobs:
         """KillJob for run `run` (default the current one) to each node, once what led to it is
         on disk: a kill that went out before a crash must match the state read back after."""
         msg = m.KillJob(job_id=job.id, signal=signal, reason=why,
-                        restarts=job.restarts if run is None else run)
+                        restarts=job.restarts if run is None else run, epoch=self.c.epoch)
         for name in names:
             node = self.c.nodes.get(name)
             if node is not None and node.conn is not None:

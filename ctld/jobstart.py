@@ -243,5 +243,5 @@ class JobStarts:
                 cluster_name=self.c.config.cluster_name, cpus_per_node=per_node,
                 **jobextras.spec_fields(req),
             )
-            self.c.after_durable(node.conn.push, m.LaunchJob(spec))
+            self.c.after_durable(node.conn.push, m.LaunchJob(spec, epoch=self.c.epoch))
         logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

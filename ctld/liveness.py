@@ -88,23 +88,26 @@ class Liveness:
         else:
             self.c.deadlines.schedule(key, due)
 
-    def start(self) -> None:
+    def start(self, grace: float = 0.0) -> None:
         """Arm every node that is expected to talk, and the stall watch.
 
         A node that never registers after the controller starts goes the way of a silent node:
         NO_RESPOND after two intervals, DOWN "Not responding" at SlurmdTimeout (as slurmctld
         downs nodes that never answer its pings). After a restart every node's silence counts
-        from now: the controller's downtime is not theirs."""
+        from now: the controller's downtime is not theirs. After a takeover (`grace` > 0)
+        from `grace` seconds on: the nodes are still finding the new controller (Nomad resets
+        every node's heartbeat timer after a leader change for the same reason)."""
         now = self.c.clock()
         for node in self.c.nodes.values():
-            node.last_heard = now
+            node.last_heard = now + grace
             node.hb_stage = EXPECT_TIMEOUT if Flag.NO_RESPOND in node.state.flags else EXPECT_BEAT
             self.arm(node)
         self.stalls.arm()
         if self.restored_at:
             down = max(0.0, self.c.wall() - self.restored_at)
             logs.event("controller restarted; every node's silence counts from now",
-                       down_seconds=round(down, 1), nodes=len(self.c.nodes))
+                       down_seconds=round(down, 1), nodes=len(self.c.nodes),
+                       grace=round(grace, 1))
             self.c.eventlog.add("controller_restart", "-", seconds=round(down, 1))
 
     def rearm_all(self) -> None:

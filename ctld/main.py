@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--log-file", metavar="FILE",
                    help="append the log to FILE, reopened on SIGUSR2 and SIGHUP (default: "
                         "SlurmctldLogFile, else stderr; - for stderr)")
+    p.add_argument("--name", metavar="NAME",
+                   help="with StateStore=etcd: which SlurmctldHost this controller is (default: "
+                        "the entry whose address is --listen's host, else this host's name)")
     p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     p.add_argument("--check", action="store_true", help="validate the config and exit")
@@ -128,6 +131,16 @@ def main(argv: list[str] | None = None) -> int:
         hosts = config.control.hosts
         host = (hosts[0].addr or hosts[0].name) if hosts else "0.0.0.0"
         port = config.control.port
+    etcd = config.control.state_store == "etcd"
+    name = ""
+    if etcd:
+        found = _which_controller(config, args.name, host if args.listen else None)
+        if isinstance(found, str):
+            print(f"rctld: {found}", file=sys.stderr)
+            return 2
+        name = found.name
+        if not args.listen:
+            host = found.addr or found.name
 
     if args.state_dir:
         state_dir, origin = args.state_dir, "--state-dir"
@@ -157,13 +170,29 @@ def main(argv: list[str] | None = None) -> int:
 
     daemons: list[Daemon] = []
 
-    async def amain() -> None:
+    def make_daemon(store: object = None, grace: float = 0.0, handover: object = None
+                    ) -> Daemon:
         daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
                         config_path=args.file, on_ready=gctune.freeze_startup_heap,
                         key_file=os.path.abspath(key_path), log_sink=sink,
-                        notifier=Notifier(), ignore_damaged=args.ignore_damaged_state)
-        daemons.append(daemon)
-        await daemon.run(signals=True)
+                        notifier=Notifier(), ignore_damaged=args.ignore_damaged_state,
+                        store=store, grace=grace, handover=handover)
+        daemons[:] = [daemon]
+        return daemon
+
+    async def amain() -> None:
+        if etcd:  # a controller pair (issue 32): campaign, serve while holding the seat
+            from ctld.cluster import VERSION
+            from ctld.ha import Controller
+
+            logs.event("state store", store="etcd", name=name,
+                       endpoints=",".join(config.control.etcd_endpoints),
+                       prefix=config.control.etcd_prefix)
+            await Controller(config, key, name=name, host=host, port=port,
+                             state_dir=state_dir, make_daemon=make_daemon,
+                             version=VERSION).run(signals=True)
+            return
+        await make_daemon().run(signals=True)
 
     gctune.configure()
     raise_fd_limit()  # as slurmctld does: the connection caps follow from it (ctld/admission.py)
@@ -190,6 +219,31 @@ def main(argv: list[str] | None = None) -> int:
             daemons[0].save_now()
     logs.event("stopped")
     return 0
+
+
+def _which_controller(config, name: str | None, listen_host: str | None):  # type: ignore[no-untyped-def]
+    """The SlurmctldHost entry this rctld is, or a message saying why none fits."""
+    import socket
+
+    hosts = config.control.hosts
+    if not hosts:
+        return "StateStore=etcd needs SlurmctldHost lines (one per controller)"
+    names = ", ".join(h.name for h in hosts)
+    if name:
+        for h in hosts:
+            if h.name == name:
+                return h
+        return f"--name {name}: not a SlurmctldHost of {config.path} ({names})"
+    if listen_host:
+        for h in hosts:
+            if listen_host in (h.addr, h.name):
+                return h
+    me = socket.gethostname()
+    for h in hosts:
+        if h.name in (me, me.split(".")[0]):
+            return h
+    return (f"this host ({me}) is none of the SlurmctldHost entries ({names}); "
+            "say which with --name")
 
 
 def _find(exc: BaseException, kind: type[E]) -> E | None:

@@ -21,7 +21,7 @@ import hmac
 import logging
 import os
 import secrets
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -48,8 +48,12 @@ def _digest(credential: str) -> str:
 class NodeCredentials:
     """The SHA-256 of each node's credential, kept in the state dir (None: in memory only)."""
 
-    def __init__(self, state_dir: str | None) -> None:
+    def __init__(self, state_dir: str | None,
+                 mirror: Callable[[str, bytes], Awaitable[None]] | None = None) -> None:
         self.path = os.path.join(state_dir, FILE) if state_dir else None
+        # a controller pair (ctld/etcdstore.py): the file is copied into etcd before a reply
+        # that carries a new credential leaves, and back from it when a controller takes over
+        self.mirror = mirror
         self.hashes: dict[str, str] = {}
         # Issued, and the node has not shown yet that it kept it (no heartbeat after the
         # RegisterReply that carried it): an rnoded killed in between comes back without one,
@@ -114,7 +118,10 @@ class NodeCredentials:
             doc = {"version": 1, "nodes": {
                 k: {"sha256": v, **({"confirmed": False} if k in self.unconfirmed else {})}
                 for k, v in self.hashes.items()}}
-            await trio.to_thread.run_sync(_write, self.path, integrity.seal(orjson.dumps(doc)))
+            data = integrity.seal(orjson.dumps(doc))
+            await trio.to_thread.run_sync(_write, self.path, data)
+            if self.mirror is not None:
+                await self.mirror(FILE, data)
             self._saved = gen
 
 

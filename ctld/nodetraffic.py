@@ -87,6 +87,7 @@ def register(c: Cluster, msg: m.Register, conn: Pusher | None = None,
         node_state=node.complete,
         kill_job_ids=kill,
         kill_runs=kill_runs,
+        epoch=c.epoch,
     )
 
 def heartbeat(c: Cluster, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:

@@ -149,7 +149,8 @@ def gate(server: Server, conn: Connection, msg: Any) -> tuple[Any, Any, After | 
             return msg, _refuse(conn, who, f"{msg.action} reservation",
                                 f"it needs an admin ({ADMINS}); you are {who}"), None
         return attrs.evolve(msg, user=who.name), None, None
-    if kind in (m.UpdateNodes, m.NodeMembership, m.Reconfigure, m.GuardRequest, m.RebootNodes):
+    if kind in (m.UpdateNodes, m.NodeMembership, m.Reconfigure, m.GuardRequest, m.RebootNodes,
+                m.Takeover):
         if not who.admin:
             return msg, _refuse(conn, who, _what(msg), f"it needs an admin ({ADMINS}); you "
                                                        f"are {who}"), None
@@ -168,6 +169,8 @@ def _what(msg: Any) -> str:
         return "reconfigure"
     if type(msg) is m.RebootNodes:
         return f"reboot {msg.node_names}"
+    if type(msg) is m.Takeover:
+        return "takeover"
     return f"{msg.action} guard{' ' + msg.guard if msg.guard else ''}"
 
 

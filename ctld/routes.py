@@ -83,6 +83,10 @@ def reconfigure(s: Server, conn: Connection, msg: m.Reconfigure) -> Any:
     return s.reconfigure(msg.user or conn.peer)
 
 
+def takeover(s: Server, conn: Connection, msg: m.Takeover) -> Any:
+    return s.takeover(msg.user or conn.peer)
+
+
 def job_started(s: Server, conn: Connection, msg: m.JobStarted) -> Any:
     return s.cluster.job_started(msg, conn)
 
@@ -169,6 +173,7 @@ ROUTES: dict[type, Route] = {
     m.ReservationRequest: Route(reservation),
     m.NodeMembership: Route(node_membership),
     m.Reconfigure:    Route(reconfigure),
+    m.Takeover:       Route(takeover, changes=False),
     # the daemon's submit_job journals the jobs itself before it answers (and retracts
     # them if it cannot): a second wait would only add the next write of others' changes
     m.SubmitJob:      Route(submit, changes=False),

@@ -160,6 +160,8 @@ class Server:
         submit: Submitter | None = None,
         state_dir: str | None = None,
         caps: Caps | None = None,
+        mirror: Callable[[str, bytes], Awaitable[None]] | None = None,
+        takeover: Callable[[str], Any] | None = None,
     ) -> None:
         self.cluster = cluster
         self.submit = submit  # the daemon's: journals the job before the reply
@@ -170,10 +172,12 @@ class Server:
         self.max_size = max_size
         self.unproven_max = unproven_max
         self.reconfigure = reconfigure
+        self.takeover = takeover or _no_standby  # rcontrol takeover (ctld/ha.py)
         # Frames signed before this run started are refused (state_dir keeps the mark that
         # covers peers whose clocks run ahead; without one, the start alone is the bound).
         self.replay_mark = ReplayMark(state_dir, self.message_timeout)
-        self.node_credentials = NodeCredentials(state_dir)  # each node's own (nodeident.py)
+        # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
+        self.node_credentials = NodeCredentials(state_dir, mirror=mirror)
         self.replay_guard = ReplayGuard(window=self.message_timeout,
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
@@ -362,3 +366,8 @@ def _addr_text(addr: Any) -> str:
         return f"{addr[0]}:{addr[1]}"
     except (TypeError, IndexError):
         return "?"
+
+
+def _no_standby(who: str) -> m.Error:
+    return m.Error("not_supported", "this controller has no standby to hand over to "
+                   "(StateStore=file); a controller pair runs on etcd (docs/ha.md)")

@@ -34,7 +34,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rnoded", description="Ranch node daemon: joins the controller at --server."
     )
-    p.add_argument("--server", metavar="HOST:PORT", help="controller address (port 6817)")
+    p.add_argument("--server", metavar="HOST:PORT",
+                   help="controller address (port 6817); several, comma-separated, are tried "
+                        "in order (a controller pair)")
     p.add_argument("--name", help="node name (default: short hostname)")
     p.add_argument("--key-file", help="cluster key file (default: $RANCH_KEY_FILE)")
     p.add_argument("--fake-gpus", type=int, metavar="N", help="pretend to have N GPUs")
@@ -112,7 +114,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     try:
-        server = parse_address(args.server)
+        servers = tuple(parse_address(x) for x in args.server.split(",") if x.strip())
+        if not servers:
+            raise ValueError("--server: no address given")
+        server = servers[0]
         key = load_key(resolve_key_path(args.key_file))
         version = protocol_version()
     except (ValueError, KeyFileError) as exc:
@@ -123,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     spool_dir = os.path.abspath(args.spool_dir or default_spool_dir(name))
     opts = NodeOptions(
         server=server,
+        servers=servers,
         name=name,
         key=key,
         spool_dir=spool_dir,

@@ -53,6 +53,19 @@ class Pushes:
         self._request = request
         self._deliver = deliver
         self._reboot = reboot
+        # the newest controller seat seen (issue 32): orders of an older one are refused, so
+        # a deposed controller that still reaches this node can start or end nothing here
+        self.epoch = 0
+
+    def saw_epoch(self, epoch: int) -> None:
+        self.epoch = max(self.epoch, epoch)
+
+    def stale(self, epoch: int) -> bool:
+        """An order from an older seat than one already seen (0: a controller without one)."""
+        if epoch and epoch < self.epoch:
+            return True
+        self.saw_epoch(epoch)
+        return False
 
     async def read(
         self, fs: FramedStream, *, session: trio.Nursery, daemon: trio.Nursery | None
@@ -73,6 +86,13 @@ class Pushes:
                     frame.msg.settings, frame.msg.config_files, frame.msg.config_hash, "pushed"
                 )
                 await fs.send(Ack(), frame.request_id, frame.version)
+                continue
+            if isinstance(frame.msg, LaunchJob | KillJob) and self.stale(frame.msg.epoch):
+                log.warning("refused %s from a deposed controller (epoch %d, current %d)",
+                            type(frame.msg).__name__, frame.msg.epoch, self.epoch)
+                await fs.send(Error("stale_epoch", f"epoch {frame.msg.epoch} is older than "
+                                    f"{self.epoch}: not the controller", "epoch"),
+                              frame.request_id, frame.version)
                 continue
             if isinstance(frame.msg, LaunchJob):
                 # Not inline: the reader must keep delivering replies while the job starts.

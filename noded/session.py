@@ -27,6 +27,7 @@ from noded.link import LOST, Requests, SessionLost, goodbye
 from noded.pushes import Pushes
 from noded.reboot import run_reboot_program
 from noded.steps import StepRunner
+from protocol.client import parse_address
 from protocol.errors import ProtocolError
 from protocol.messages import (
     ConfigFile,
@@ -61,7 +62,7 @@ MIN_REPLY_TIMEOUT = 1.0
 
 @attrs.define
 class NodeOptions:
-    server: tuple[str, int]
+    server: tuple[str, int]  # the first controller to try
     name: str
     key: bytes
     spool_dir: str
@@ -71,6 +72,9 @@ class NodeOptions:
     dynamic: bool = False  # not in the config: join with the hardware (rnoded --dynamic)
     dynamic_conf: str = ""  # extra NodeName keys of a dynamic node (--conf)
     boot_time: float | None = None  # -b: this daemon's start, as if the node just booted
+    # every controller, in the order to try them (--server h1:6817,h2:6817; issue 32); empty:
+    # `server` alone
+    servers: tuple[tuple[str, int], ...] = ()
 
 
 def backoff_delay(attempt: int, heartbeat_interval: float, rng: random.Random) -> float:
@@ -187,9 +191,15 @@ class NodeDaemon:
         return min(self.message_timeout(), within_intervals)
 
     async def _connection_loop(self) -> None:
-        host, port = self.opts.server
+        """Connect to the controllers in turn, as slurmd tries each SlurmctldHost: one that is
+        down, or answers that it stands by, sends us on to the next at once; the backoff comes
+        only once every one has been tried."""
+        at = 0
         attempt = 0
         while True:
+            servers = self._servers()
+            host, port = servers[at % len(servers)]
+            at += 1
             try:
                 with trio.fail_after(self.opts.connect_timeout):
                     stream = await trio.open_tcp_stream(host, port)
@@ -205,9 +215,27 @@ class NodeDaemon:
                 log.warning("connection to controller %s:%d ended: %s", host, port, reason)
                 if self.registrations > registrations:
                     attempt = 0  # it worked until it broke: come back fast
-            delay = backoff_delay(attempt, self.heartbeat_interval(), self._rng)
+                    at -= 1  # and to the same controller first
+                    if len(servers) > 1:
+                        continue  # a controller that served and went: its standby may be up
+            if at % len(servers):
+                continue  # the next controller, at once
+            # with a standby, the seat changes hands within seconds: keep looking that often
+            delay = backoff_delay(min(attempt, 2) if len(servers) > 1 else attempt,
+                                  self.heartbeat_interval(), self._rng)
             attempt += 1
             await trio.sleep(delay)
+
+    def _servers(self) -> tuple[tuple[str, int], ...]:
+        """The controllers to try, in order: those the served config lists (a pair), else
+        --server's."""
+        learned = self.settings.controllers if self.settings is not None else ()
+        if len(learned) > 1:
+            try:
+                return tuple(parse_address(x) for x in learned)
+            except ValueError as exc:
+                log.warning("served controller list unusable (%s); keeping --server", exc)
+        return self.opts.servers or (self.opts.server,)
 
     async def _session(self, fs: FramedStream) -> str:
         """Serve one connection until it breaks; returns why it ended."""
@@ -304,6 +332,9 @@ class NodeDaemon:
             raise SessionLost(f"registration answered with {reply.code}: {reply.message}")
         if not isinstance(reply, RegisterReply):
             raise SessionLost(f"registration answered with {type(reply).__name__}")
+        if reply.accepted and self.pushes.stale(reply.epoch):  # a deposed controller
+            raise SessionLost(f"controller's epoch {reply.epoch} is older than "
+                              f"{self.pushes.epoch}: not the controller")
         if reply.accepted:
             if reply.node_credential:
                 await self._keep_credential(reply.node_credential)

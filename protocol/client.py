@@ -29,10 +29,13 @@ _FOREVER = float("inf")  # math.inf, without loading the math module for it
 class ControllerUnreachable(ConnectionError):
     """The controller could not be reached or did not answer in time."""
 
-    def __init__(self, addr: tuple[str, int], reason: str) -> None:
+    def __init__(self, addr: tuple[str, int], reason: str, sent: bool = True) -> None:
         super().__init__(f"cannot reach controller at {addr[0]}:{addr[1]}: {reason}")
         self.addr = addr
         self.reason = reason
+        # False: the request never left (no connection), so asking another controller cannot
+        # make it happen twice
+        self.sent = sent
 
 
 def parse_address(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int]:
@@ -124,16 +127,19 @@ def request_raw(
     max_reply_size: int = MAX_REPLY_SIZE,
     version: int = RAW_VERSION,
     munge: str | None = None,
+    connect_timeout: float | None = None,
 ) -> tuple[str, dict[str, object]]:
     """Send a `type_name` message whose body is `body` (the codec's shape), return the reply's
     (type name, body dict); an `Error` reply is returned, not raised.
 
     The reply must carry a valid MAC and a timestamp within max(timeout, 10) s of this host's
-    clock. `munge` as for `request`. Raises ControllerUnreachable like `request`, and
-    rawframe.FrameError when the reply fails authentication or is not a JSON object."""
+    clock. `munge` as for `request`. `connect_timeout`: how long the connection may take
+    (default `timeout`; shorter where another controller can be tried next). Raises
+    ControllerUnreachable like `request`, and rawframe.FrameError when the reply fails
+    authentication or is not a JSON object."""
     deadline = time.monotonic() + timeout
     sock, request_id, send_error, key = _open_and_send(addr, key, type_name, body, timeout,
-                                                       version, munge)
+                                                       version, munge, connect_timeout)
     if send_error is None:
         _done_sending(sock)
     with sock:
@@ -282,6 +288,7 @@ def _open_and_send(
     timeout: float,
     version: int,
     munge: str | None = None,
+    connect_timeout: float | None = None,
 ) -> tuple[_Socket, int, OSError | None, bytes]:
     """Connect, authenticate and send one raw request; returns the socket, its request id, the
     error that cut the send short, if one did (see `_send`), and the key replies are signed
@@ -298,9 +305,11 @@ def _open_and_send(
     frame = pre + pack_frame(type_name, dumps(body).encode(), key,
                              request_id=request_id, version=version)
     try:
-        sock = _connect(addr, timeout)
+        sock = _connect(addr, connect_timeout or timeout)
+        if connect_timeout:
+            sock.settimeout(timeout)
     except OSError as exc:
-        raise ControllerUnreachable(addr, _reason(exc)) from None
+        raise ControllerUnreachable(addr, _reason(exc), sent=False) from None
     send_error = _send(sock, frame)
     if isinstance(send_error, TimeoutError):
         sock.close()

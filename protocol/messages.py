@@ -99,6 +99,9 @@ class NodeSettings:
     # stops once that returned (SlurmdParameters=shutdown_on_reboot)
     reboot_program: str | None = None
     shutdown_on_reboot: bool = False
+    # a controller pair's SlurmctldHost entries as HOST:PORT, in order (issue 32): the node
+    # tries them in turn; empty with one controller (the node keeps its --server)
+    controllers: tuple[str, ...] = ()
 
 
 @attrs.frozen
@@ -203,6 +206,7 @@ class RegisterReply:
     # issue 19: a node credential issued on this admission; the node keeps it and presents it
     # in every later Register under its name
     node_credential: str = ""
+    epoch: int = 0  # the controller's seat (issue 32): older orders are refused from now on
 
 
 @attrs.frozen
@@ -247,6 +251,7 @@ class LaunchJob:
     processes run (or Error with code "launch_failed" and why; it also reports a JobEnd)."""
 
     job: JobSpec
+    epoch: int = 0  # the sending controller's seat (issue 32); 0: a controller without one
 
 
 @attrs.frozen
@@ -260,6 +265,7 @@ class KillJob:
     signal: int = 0
     reason: str = ""  # cancelled | requeued | node_down | stale: for the node's log
     restarts: int = -1  # the run to act on (version 5); -1: whichever run is here
+    epoch: int = 0  # as LaunchJob.epoch
 
 
 @attrs.frozen
@@ -495,6 +501,15 @@ from protocol.jobmessages import JOB_MESSAGES  # noqa: E402
 from protocol.stepmessages import *  # noqa: E402, F403
 from protocol.stepmessages import STEP_MESSAGES  # noqa: E402
 
+
+@attrs.frozen
+class Takeover:
+    """rcontrol takeover (issue 32): the controller that holds the seat gives it up to a
+    standby (answered with Ack first). Admins only; `user` as in Reconfigure."""
+
+    user: str = ""
+
+
 MESSAGE_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
@@ -523,6 +538,7 @@ MESSAGE_TYPES: dict[str, type] = {
         ConfigDump,
         Reconfigure,
         ReconfigureResult,
+        Takeover,
         Ping,
         Pong,
         Error,

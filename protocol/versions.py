@@ -57,10 +57,14 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
     },
     5: {  # issue 24: every message about a job names its run
         m.Register: ("runs",),
-        m.RegisterReply: ("kill_runs",),
+        # issue 32: the controller's epoch on its orders; a version-5 node from before it
+        # ignores the field (extra keys are tolerated), a version-4 one never sees it
+        m.RegisterReply: ("kill_runs", "epoch"),
+        m.LaunchJob: ("epoch",),
+        m.NodeSettings: ("controllers",),
         m.Heartbeat: ("runs",),
         m.HeartbeatReply: ("kill_runs",),
-        m.KillJob: ("restarts",),
+        m.KillJob: ("restarts", "epoch"),
         # issue 22: the rest of sbatch's options (a v4 controller or node drops them)
         m.SubmitJob: ("ntasks_per_node", "gpus_per_task", "cpus_per_gpu", "mem_per_cpu",
                       "mem_per_gpu", "account", "qos", "wckey", "comment", "constraint",
@@ -102,6 +106,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "GetAcct": 5, "AcctList": 5,
     # issue 19: a command's MUNGE credential (a controller without it refuses the frame)
     "Credential": 5,
+    # issue 32: rcontrol takeover (a controller without it answers unknown_type)
+    "Takeover": 5,
     # issue 20: job steps (rrun)
     **{cls.__name__: 5 for cls in m.STEP_MESSAGES},
     # issue 33: rcontrol reboot, and the controller's word to rnoded

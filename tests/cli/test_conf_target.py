@@ -1,5 +1,6 @@
 """Commands find the controller from the installed config: RANCH_CONF, else
-/etc/ranch/cluster.conf, with every SlurmctldHost kept in order for a standby to be tried."""
+/etc/ranch/cluster.conf, with every SlurmctldHost kept in order (the controllers a command
+tries)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ def test_every_controller_in_order(tmp_path: Path) -> None:
     path = tmp_path / "cluster.conf"
     path.write_text(SITE)
     t = find_target(None, None, None, {"RANCH_CONF": str(path)})
-    assert (t.host, t.port, t.standby) == ("10.202.0.2", 6900, (("10.202.0.3", 6900),))
+    assert (t.host, t.port) == ("10.202.0.2", 6900)
+    assert t.controllers == (("ctl1", "10.202.0.2", 6900), ("ctl2", "10.202.0.3", 6900))
     assert t.key_path == str(tmp_path / "ranch.key")
     assert t.origin == f"config {path}"
 

@@ -73,6 +73,7 @@ SAMPLES = [
     m.GetConfig(),
     m.ConfigDump("/etc/cluster.conf", "abc", (("SlurmdTimeout", "300 sec"),)),
     m.Reconfigure("root"),
+    m.Takeover("root"),
     m.ReconfigureResult(False, ("a.conf:1:1: bad",), ""),
     m.Ping(),
     m.Pong("c", "0.1.0", 1.7e9),

@@ -1,0 +1,207 @@
+"""The etcd store and the election against one real etcd member on loopback: what is written
+comes back, megabyte records go in parts, a snapshot trims the journal, and a controller that
+lost the seat can write nothing (etcd refuses it, and the store says so)."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import time
+
+import orjson
+import pytest
+import trio
+
+from conf import ConfigError, parse_config_text
+from ctld.election import Election
+from ctld.etcdclient import EtcdClient, EtcdUnavailable
+from ctld.etcdstore import CHUNK, EtcdStore, Fenced
+
+pytestmark = pytest.mark.skipif(shutil.which("etcd") is None,
+                                reason="needs etcd (apt-get install etcd-server)")
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def etcd(tmp_path_factory):
+    d = tmp_path_factory.mktemp("etcd")
+    client, peer = _port(), _port()
+    with open(d / "etcd.log", "wb") as log:
+        proc = subprocess.Popen([
+            "etcd", "--name", "t", "--data-dir", str(d / "data"),
+            "--listen-client-urls", f"http://127.0.0.1:{client}",
+            "--advertise-client-urls", f"http://127.0.0.1:{client}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"t=http://127.0.0.1:{peer}", "--pre-vote=true",
+            "--logger", "zap", "--log-level", "error"], stdout=log, stderr=subprocess.STDOUT)
+    endpoint = f"127.0.0.1:{client}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                trio.run(EtcdClient([endpoint]).range, "/x")
+                break
+            except (OSError, EtcdUnavailable):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        yield endpoint
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+_n = 0
+
+
+def prefix() -> str:
+    global _n
+    _n += 1
+    return f"/t{_n}-{time.monotonic_ns()}"
+
+
+async def seat(endpoint: str, p: str, name: str = "a", ttl: int = 5) -> Election:
+    e = Election(EtcdClient([endpoint]), p, name, ttl)
+    await e.campaign()
+    return e
+
+
+def store(endpoint: str, e: Election, state_dir) -> EtcdStore:
+    return EtcdStore(EtcdClient([endpoint]), e.prefix, e.key, e.epoch, str(state_dir),
+                     on_fenced=e.fenced, alive=e.alive)
+
+
+async def test_written_records_come_back_in_order_with_megabytes_in_parts(etcd, tmp_path
+                                                                          ) -> None:
+    p = prefix()
+    e = await seat(etcd, p)
+    s = store(etcd, e, tmp_path / "a")
+    (tmp_path / "a").mkdir()
+    big = "x" * (3 * CHUNK + 123)  # a 3 MB script: over etcd's 1.5 MiB request limit
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(s.committer)
+        await s.commit([{"job": {"id": 1, "script": big}}])
+        # three callers at once share one transaction (group commit)
+        writes = s.writes
+        async with trio.open_nursery() as inner:
+            for i in (2, 3, 4):
+                inner.start_soon(s.commit, [{"job": {"id": i}}])
+        assert s.writes - writes == 1
+        nursery.cancel_scope.cancel()
+    again = store(etcd, e, tmp_path / "b")
+    (tmp_path / "b").mkdir()
+    await again.fetch()
+    doc, records = again.load()
+    assert doc is None
+    assert sorted(r["job"]["id"] for r in records) == [1, 2, 3, 4]
+    assert [r["seq"] for r in records] == [1, 2, 3, 4]
+    assert records[0]["job"]["script"] == big
+    assert again.seq == 4
+
+
+async def test_a_snapshot_trims_what_it_holds_and_keeps_what_came_after(etcd, tmp_path) -> None:
+    p = prefix()
+    e = await seat(etcd, p)
+    s = store(etcd, e, tmp_path)
+    await s.commit([{"job": {"id": 1}}, {"job": {"id": 2}}])
+    doc = {"jobs": {"next_id": 3, "jobs": [{"id": 1}, {"id": 2}]}, "journal_seq": s.seq,
+           "pad": "y" * (CHUNK + 5)}  # a snapshot over one request goes in parts too
+    s.rotate()
+    await s.commit([{"job": {"id": 3}}])
+    await s.snapshot(doc)
+    kvs = await s.client.range(f"{p}/j/", f"{p}/j0".encode())
+    assert len(kvs) == 1  # only the batch after the snapshot
+    again = store(etcd, e, tmp_path)
+    await again.fetch()
+    got, records = again.load()
+    assert got == doc
+    assert [r["job"]["id"] for r in records] == [3]
+
+
+async def test_a_deposed_leader_can_write_nothing(etcd, tmp_path) -> None:
+    p = prefix()
+    old = await seat(etcd, p, "a")
+    s = store(etcd, old, tmp_path)
+    await s.commit([{"job": {"id": 1}}])
+    await old.resign()  # its lease goes: the seat is free
+    new = await seat(etcd, p, "b")
+    assert new.epoch > old.epoch
+    fenced = []
+    s.on_fenced = lambda: fenced.append(True)
+    with pytest.raises(Fenced):
+        await s.commit([{"job": {"id": 2}}])
+    assert fenced
+    with pytest.raises(Fenced):
+        await s.put_file("node_credentials.json", b"{}")
+    fresh = store(etcd, new, tmp_path)
+    await fresh.fetch()
+    assert [r["job"]["id"] for r in fresh.load()[1]] == [1]
+
+
+async def test_a_standby_waits_and_wins_when_the_seat_frees(etcd) -> None:
+    p = prefix()
+    a = await seat(etcd, p, "a")
+    b = Election(EtcdClient([etcd]), p, "b", 5)
+    won = []
+
+    async def campaign() -> None:
+        won.append(await b.campaign())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(campaign)
+        await trio.sleep(1.0)
+        assert not won and b.leader == "a"  # it stands by, and knows who leads
+        await a.resign()
+        with trio.fail_after(5):
+            while not won:
+                await trio.sleep(0.05)
+    assert won[0] > a.epoch and b.leader == "b"
+    kvs = await b.client.range(b.key)
+    assert orjson.loads(kvs[0][1])["name"] == "b"
+
+
+async def test_a_leader_that_cannot_renew_stops_before_its_lease_can_lapse(etcd) -> None:
+    p = prefix()
+    e = await seat(etcd, p, "a", ttl=2)
+    e.client.endpoints = ["127.0.0.1:1"]  # etcd out of reach from here on
+    e.client._drop()
+    start = trio.current_time()
+    with trio.fail_after(5):
+        await e.keep()
+    assert e.lost.is_set()
+    assert trio.current_time() - start < 2  # before the TTL: the seat was never held twice
+
+
+BASE = "ClusterName=c\nSlurmctldHost=a\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n"
+
+
+def test_the_store_is_chosen_in_the_config() -> None:
+    cfg = parse_config_text(BASE)
+    assert cfg.control.state_store == "file"  # one host: nothing changes
+    cfg = parse_config_text(BASE + "StateStore=etcd\nEtcdEndpoints=h1:2379,h2:2379\n")
+    c = cfg.control
+    assert (c.state_store, c.etcd_endpoints, c.etcd_prefix, c.etcd_lease_ttl) == (
+        "etcd", ("h1:2379", "h2:2379"), "/ranch/c", 5)
+
+
+@pytest.mark.parametrize(("lines", "where", "needle"), [
+    ("StateStore=etcd\n", ":5:12:", "StateStore=etcd needs EtcdEndpoints"),
+    ("StateStore=etcd\nEtcdEndpoints=h1\n", ":6:15:", "EtcdEndpoints: expected HOST:PORT"),
+    ("StateStore=etcd\nEtcdEndpoints=h:1,h2\n", ":6:19:", "got 'h2'"),
+    ("StateStore=raft\n", ":5:12:", "StateStore"),
+    ("StateStore=etcd\nEtcdEndpoints=h:1\nEtcdLeaseTTL=1\n", ":7:", "EtcdLeaseTTL"),
+    ("StateStore=etcd\nEtcdEndpoints=h:1\nEtcdPrefix=ranch\n", ":7:12:", "EtcdPrefix"),
+])
+def test_bad_store_settings_are_errors_naming_the_line(lines: str, where: str, needle: str
+                                                       ) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config_text(BASE + lines)
+    text = "\n".join(d.format() for d in info.value.errors)
+    assert needle in text and f"<string>{where}" in text, text
