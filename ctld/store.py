@@ -42,6 +42,10 @@ SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
 
 
 class Store(Protocol):
+    # damaged files `load` moved aside (rctld -i); the daemon writes a fresh snapshot at once
+    # when there are any, so what was taken from them lives in no journal
+    moved_aside: list[str]
+
     def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """(the snapshot or None, the journal records after it, oldest first). Damaged state
         raises integrity.DamagedState (rctld prints it as its one line and stops); it is never
