@@ -162,7 +162,11 @@ def run(argv: list[str]) -> int:
             try:
                 hits = parse_job_ids([part], jobs)
             except CliError as exc:
-                if "_" not in part or not part.partition("_")[0].isdigit():
+                job, _, task = part.partition("_")
+                # an array task that names none is passed over; a malformed one (2_2x) is
+                # refused before anything is asked, as scancel's own parser does
+                if not (job.isdigit() and (task.isdigit() or task == "*"
+                                           or (task.startswith("[") and task.endswith("]")))):
                     raise CliError(f"Invalid job id {part}") from exc
                 missing.append(part)
                 continue

@@ -1,5 +1,6 @@
-"""`rcancel 12 13_2` as in the README's tour: every id that names no job gets its own error line
-and the exit status is 1, as scancel does, while the ids that do name jobs are still cancelled."""
+"""`rcancel 12 13_2` as in the tour (docs/tour.md): as scancel 22.05 does, an id that names no job
+is passed over in silence with exit 0 (with -v it is said, still 0; the value matrix of
+tests/conformance compares this with Slurm), while the ids that do name jobs are cancelled."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def _states(c: Cluster) -> dict[str, str]:
              else str(j["job_id"])): j["state"] for j in jobs}
 
 
-def test_every_unknown_id_is_reported_and_the_rest_cancelled(tmp_path: Path) -> None:
+def test_unknown_ids_are_passed_over_and_the_rest_cancelled(tmp_path: Path) -> None:
     with Cluster(tmp_path, nodes=["n1"]) as c:
         c.start_ctld()  # no node: the jobs wait (and their BeginTime is an hour away anyway)
         for argv in (["--wrap", "true"], ["-a", "1-2", "--wrap", "true"]):
@@ -24,14 +25,16 @@ def test_every_unknown_id_is_reported_and_the_rest_cancelled(tmp_path: Path) -> 
         assert _states(c) == {"1": "PENDING", "2_1": "PENDING", "2_2": "PENDING"}
 
         done = c.run_cli("cli.rcancel", "12", "13_2")
-        assert (done.returncode, done.stdout) == (1, "")
-        assert done.stderr.splitlines() == ["rcancel: error: Invalid job id specified: 12",
-                                            "rcancel: error: Invalid job id specified: 13_2"]
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+        done = c.run_cli("cli.rcancel", "-v", "12", "13_2")
+        assert done.returncode == 0
+        said = done.stderr.splitlines()
+        assert any("12" in line and "Invalid job id" in line for line in said), said
+        assert any("13_2" in line and "Invalid job id" in line for line in said), said
 
         done = c.run_cli("cli.rcancel", "12", "1", "13_2,2_2")
-        assert done.returncode == 1
-        assert done.stderr.splitlines() == ["rcancel: error: Invalid job id specified: 12",
-                                            "rcancel: error: Invalid job id specified: 13_2"]
+        assert (done.returncode, done.stderr) == (0, "")
         assert _states(c) == {"1": "CANCELLED", "2_1": "PENDING", "2_2": "CANCELLED"}
 
         done = c.run_cli("cli.rcancel", "2_2x")  # not an id at all: refused before asking

@@ -34,7 +34,8 @@ PartitionName=main Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
 
 @pytest.fixture
 def lab_cluster(tmp_path: Path):
-    lab = RebootLab(tmp_path / "lab", NODES, delay=0.5)
+    # over a second: rctld takes a boot time as new only past its 1 s jitter allowance
+    lab = RebootLab(tmp_path / "lab", NODES, delay=1.5)
     verdicts = tmp_path / "verdicts"
     verdicts.mkdir()
     c = Cluster(tmp_path / "c", NODES, conf_text="")
