@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The packages whose bytecode the commands load. These machines set PYTHONDONTWRITEBYTECODE=1, so
 # with the editable install nothing would ever write it and every command would compile the
 # modules it imports on every call (rbatch: ~15 ms of CPU); compileall only rewrites what changed.
-PKGS := conf statemachine protocol healthcheck ctld noded cli
+PKGS := ranch
 COMPILE := $(BIN)/python -m compileall -q -j 0 $(PKGS)
 
 .PHONY: demo test lint bench clean man
@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 test: $(STAMP)
 	$(COMPILE)
 	$(BIN)/ruff check .
-	$(BIN)/mypy conf statemachine protocol
+	$(BIN)/mypy ranch/conf ranch/statemachine ranch/protocol
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

@@ -28,8 +28,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ctld.history import FileHistory  # noqa: E402
-from protocol import messages as m  # noqa: E402
+from ranch.ctld.history import FileHistory  # noqa: E402
+from ranch.protocol import messages as m  # noqa: E402
 from tests.integration.cluster import Cluster, free_port  # noqa: E402
 
 CONF = """\
@@ -105,14 +105,16 @@ def ranch(n: int, runs: int, work: Path) -> None:
         env = {**os.environ, "RANCH_SERVER": f"127.0.0.1:{port}", "RANCH_KEY_FILE": c.key_file,
                "PYTHONPATH": str(REPO)}
         py = [sys.executable, "-m"]
-        report(f"rqueue -t all ({n} jobs held)", timed([*py, "cli.rqueue", "-t", "all"], env, runs))
+        report(f"rqueue -t all ({n} jobs held)",
+               timed([*py, "ranch.cli.rqueue", "-t", "all"], env, runs))
         report(f"racct -a -X -S midnight ({n} held + {n} history)",
-               timed([*py, "cli.racct", "-a", "-X", "-S", "midnight"], env, runs))
+               timed([*py, "ranch.cli.racct", "-a", "-X", "-S", "midnight"], env, runs))
         report("racct -a -P -o JobID,State,NodeList -S midnight",
-               timed([*py, "cli.racct", "-a", "-P", "-o", "JobID,State,NodeList", "-S",
+               timed([*py, "ranch.cli.racct", "-a", "-P", "-o", "JobID,State,NodeList", "-S",
                       "midnight"], env, runs))
         report("racct -a -o JobID,State,NodeList -P -j 100017 (history)",
-               timed([*py, "cli.racct", "-a", "-P", "-o", "JobID,State,NodeList", "-j", "100017"],
+               timed([*py, "ranch.cli.racct", "-a", "-P", "-o", "JobID,State,NodeList",
+                      "-j", "100017"],
                      env, runs))
 
 

@@ -50,9 +50,9 @@ import trio
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from protocol.auth import load_key  # noqa: E402
-from protocol.client import ControllerUnreachable, request_raw  # noqa: E402
-from protocol.rawframe import FrameError  # noqa: E402
+from ranch.protocol.auth import load_key  # noqa: E402
+from ranch.protocol.client import ControllerUnreachable, request_raw  # noqa: E402
+from ranch.protocol.rawframe import FrameError  # noqa: E402
 
 TARGET = "127.0.0.1"
 DRIP = 5.0  # seconds between the attackers' bytes
@@ -105,7 +105,7 @@ class Run:
                                                 preexec_fn=lower)
 
     def start_ctld(self) -> psutil.Process:
-        self.spawn("rctld", ["-m", "ctld.main", "-f", str(self.conf), "--listen",
+        self.spawn("rctld", ["-m", "ranch.ctld.main", "-f", str(self.conf), "--listen",
                              f"{TARGET}:{self.port}", "--state-dir", str(self.dir / "state"),
                              "--key-file", self.key_file], fd_limit=self.args.fd_limit)
         deadline = time.monotonic() + 30
@@ -120,7 +120,8 @@ class Run:
         raise SystemExit("rctld did not start; see " + str(self.dir / "rctld.log"))
 
     def start_node(self, name: str) -> None:
-        self.spawn(name, ["-m", "noded.main", "--server", f"{TARGET}:{self.port}", "--name", name,
+        self.spawn(name, ["-m", "ranch.noded.main", "--server", f"{TARGET}:{self.port}",
+                          "--name", name,
                           "--spool-dir", str(self.dir / "spool" / name)])
 
     def states(self) -> dict[str, str]:
@@ -298,7 +299,8 @@ async def sample(run: Run, proc: psutil.Process, out: dict, until: float) -> Non
         fds.append(proc.num_fds())
         queue.append(accept_queue(run.port))
         t0 = time.perf_counter()
-        r = await trio.run_process([sys.executable, "-m", "cli.rinfo", "-h", "-N", "-o", "%N %t"],
+        r = await trio.run_process([sys.executable, "-m", "ranch.cli.rinfo", "-h", "-N", "-o",
+                                    "%N %t"],
                                    cwd=run.root, env=run.env, capture_stdout=True,
                                    capture_stderr=True, check=False)
         took = time.perf_counter() - t0

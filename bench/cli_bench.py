@@ -23,10 +23,11 @@ sys.path.insert(0, str(ROOT / "tests" / "cli"))
 
 from launcher import Controller  # noqa: E402
 
-from conf import hostlist, parse_config_text  # noqa: E402
-from ctld import statefile  # noqa: E402
-from ctld.cluster import Cluster  # noqa: E402
-from protocol import messages as m  # noqa: E402
+from ranch.conf import hostlist  # noqa: E402
+from ranch.conf.build import parse_config_text  # noqa: E402
+from ranch.ctld import statefile  # noqa: E402
+from ranch.ctld.cluster import Cluster  # noqa: E402
+from ranch.protocol import messages as m  # noqa: E402
 
 CONF = """\
 ClusterName=bench

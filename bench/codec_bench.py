@@ -16,7 +16,7 @@ from cattrs.preconf.orjson import make_converter as make_orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from protocol.messages import GpuMetrics, HealthReport, Heartbeat, Metrics, Snapshot
+from ranch.protocol.messages import GpuMetrics, HealthReport, Heartbeat, Metrics, Snapshot
 
 
 def heartbeat() -> Heartbeat:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conf import parse_config_text
-from conf.hostlist import fold
+from ranch.conf.build import parse_config_text
+from ranch.conf.hostlist import fold
 
 HEADER = "ClusterName=bench\nSlurmctldHost=ctl(10.0.0.1)\nNodeName=DEFAULT CPUs=64 " \
     "RealMemory=256000 Sockets=2 CoresPerSocket=16 ThreadsPerCore=2\n"
@@ -61,7 +61,8 @@ def main() -> None:
          best_of(lambda: parse_config_text(ranged))),
         ("parse+validate 5,000 single-node NodeName lines", 1.0,
          best_of(lambda: parse_config_text(single))),
-        ("fold 100,000 shuffled names (conf.hostlist.fold)", 0.1, best_of(lambda: fold(names))),
+        ("fold 100,000 shuffled names (ranch.conf.hostlist.fold)", 0.1,
+         best_of(lambda: fold(names))),
     ]
     for label, goal, secs in rows:
         mark = "ok" if secs < goal else "SLOW"

@@ -25,7 +25,7 @@ from fleet_lib.controller import Controller, free_port
 from fleet_lib.scenarios import SCENARIOS, Run, RunSpec
 from fleet_lib.simnode import Fleet
 
-from protocol import auth, client
+from ranch.protocol import auth, client
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

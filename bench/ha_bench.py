@@ -34,7 +34,7 @@ from tests.ha.pair import Pair, start, start_flow, stop_flow, wait  # noqa: E402
 
 SUBMITTER = """
 import contextlib, io, sys, time
-from cli import rbatch
+from ranch.cli import rbatch
 n, out = int(sys.argv[1]), sys.argv[2]
 t0 = time.time()
 ok = 0
@@ -46,7 +46,7 @@ open(out, "w").write(f"{ok} {time.time() - t0}")
 """
 LATENCY = """
 import contextlib, io, os, sys, time
-from cli import rbatch
+from ranch.cli import rbatch
 d, n = sys.argv[1], int(sys.argv[2])
 out = []
 for i in range(n):

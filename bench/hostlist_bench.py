@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from conf import hostlist
+from ranch.conf import hostlist
 
 N = 100_000
 # Slurm (and we) refuse one range of more than 65,536 hosts, so 100,000 names take two ranges.

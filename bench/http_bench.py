@@ -4,7 +4,7 @@ one web-page feed, measured in-process on a Cluster of N registered nodes with l
     python bench/http_bench.py [--nodes 10000] [--gpus 8] [--repeat 5] [--json]
 
 Goal (issue 15): a scrape at 10,000 nodes costs < 50 ms of controller time. "Controller time" is
-the CPU the event loop spends on it; the scrape is built in chunks (ctld.web.metrics.CHUNK
+the CPU the event loop spends on it; the scrape is built in chunks (ranch.ctld.web.metrics.CHUNK
 nodes), and the longest chunk is what a heartbeat may wait behind, printed as `max slice`.
 prometheus-client's registry (a custom collector of GaugeMetricFamily objects, the library's
 documented way for exporters) is measured on the same data for comparison.
@@ -22,11 +22,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conf import parse_config_text
-from ctld.cluster import Cluster
-from ctld.web import grid, metrics
-from protocol import messages as m
-from protocol.records import node_json
+from ranch.conf.build import parse_config_text
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.web import grid, metrics
+from ranch.protocol import messages as m
+from ranch.protocol.records import node_json
 
 GOAL_MS = 50.0
 
@@ -79,7 +79,7 @@ def _client_text(cluster: Cluster) -> str:
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import GaugeMetricFamily
 
-    from statemachine import names
+    from ranch.statemachine import names
 
     class Collector:
         def collect(self):  # prometheus-client calls it per scrape

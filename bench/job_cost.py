@@ -27,10 +27,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import orjson
 import trio
 
-from ctld import jobfields
-from ctld.daemon import Daemon
-from protocol import messages as m
-from protocol.codec import converter
+from ranch.ctld import jobfields
+from ranch.ctld.daemon import Daemon
+from ranch.protocol import messages as m
+from ranch.protocol.codec import converter
 from tests.ctld.helpers import make_config
 
 READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count", "nodes",

@@ -35,8 +35,8 @@ from fleet_lib.controller import Controller, free_port
 from fleet_lib.simnode import Fleet
 from fleet_lib.stats import percentile
 
-from protocol import messages as m
-from protocol.tcp import FramedStream
+from ranch.protocol import messages as m
+from ranch.protocol.tcp import FramedStream
 
 SCRIPT = "#!/bin/sh\ntrue\n"
 

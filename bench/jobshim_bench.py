@@ -19,9 +19,9 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from noded.joblaunch import SHIM
-from noded.jobs import JobRunner
-from protocol.messages import JobSpec
+from ranch.noded.joblaunch import SHIM
+from ranch.noded.jobs import JobRunner
+from ranch.protocol.messages import JobSpec
 
 
 def pct(values: list[float], q: float) -> float:

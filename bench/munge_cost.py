@@ -23,8 +23,8 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 
-from protocol import munge  # noqa: E402
-from protocol.client import request_raw  # noqa: E402
+from ranch.protocol import munge  # noqa: E402
+from ranch.protocol.client import request_raw  # noqa: E402
 
 
 def per_call(socket: str, calls: int, use: str) -> dict:
@@ -72,7 +72,7 @@ def per_command(c, conf: Path, n: int, munge_socket: str | None) -> float:
     walls = []
     for _ in range(n):
         t0 = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "cli.rinfo"], env=env, cwd=REPO,
+        done = subprocess.run([sys.executable, "-m", "ranch.cli.rinfo"], env=env, cwd=REPO,
                               capture_output=True)
         walls.append(time.perf_counter() - t0)
         assert done.returncode == 0, done.stderr

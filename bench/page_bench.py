@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from http_bench import build_cluster
 
-from conf.model import HttpSettings
-from ctld.web.server import serve_http
+from ranch.conf.model import HttpSettings
+from ranch.ctld.web.server import serve_http
 from tests.integration.cluster import free_port
 from tests.web.cdp import Browser, find_chromium
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from conf import parse_config_text
-from ctld.cluster import Cluster
-from protocol import messages as m
+from ranch.conf.build import parse_config_text
+from ranch.ctld.cluster import Cluster
+from ranch.protocol import messages as m
 
 CONF = """\
 ClusterName=bench

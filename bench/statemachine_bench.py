@@ -1,4 +1,4 @@
-"""Events applied per second by statemachine.apply on one core (goal: > 200,000/s)."""
+"""Events applied per second by ranch.statemachine.apply on one core (goal: > 200,000/s)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from statemachine import Policy, apply, initial_state
-from statemachine import events as ev
+from ranch.statemachine import events as ev
+from ranch.statemachine.model import initial_state
+from ranch.statemachine.policy import Policy
+from ranch.statemachine.table import apply
 
 NODES = 50_000
 

@@ -75,13 +75,13 @@ def main() -> int:
     env = c._env({"RANCH_SERVER": f"127.0.0.1:{port}"})
     with c:
         c.start()
-        done = subprocess.run([sys.executable, "-m", "cli.rbatch", "-N4", "-n8", "-o",
+        done = subprocess.run([sys.executable, "-m", "ranch.cli.rbatch", "-N4", "-n8", "-o",
                                "/dev/null", "-D", str(work), "--wrap", "sleep 3600"],
                               cwd=REPO, env=env, capture_output=True, text=True, check=True)
         jid = done.stdout.split()[-1]
         c.wait_for(lambda: all(c.state(n) in ("MIXED", "ALLOCATED") for n in c.node_names),
                    30, what="job running")
-        rrun = [sys.executable, "-m", "cli.rrun", "--jobid", jid]
+        rrun = [sys.executable, "-m", "ranch.cli.rrun", "--jobid", jid]
 
         # -- stream
         writer = WRITER.format(rate=opts.rate, seconds=opts.seconds)
@@ -119,7 +119,8 @@ def main() -> int:
             py = []
             for _ in range(min(20, opts.runs)):
                 t0 = time.perf_counter()
-                subprocess.run([sys.executable, "-c", "import trio, cli.controller"], check=True)
+                subprocess.run([sys.executable, "-c", "import trio, ranch.cli.controller"],
+                               check=True)
                 py.append((time.perf_counter() - t0) * 1000)
             print(f"start rrun {' '.join(shape)} true: p50 {statistics.median(walls):.0f} ms, "
                   f"p99 {pct(walls, 0.99):.0f} ms over {opts.runs} runs (of which Python + "

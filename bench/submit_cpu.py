@@ -33,11 +33,11 @@ from tests.integration.cluster import free_port  # noqa: E402
 # rctld under cProfile, its clock the process's CPU time; the stats are written when it exits
 CPROFILED = """
 import cProfile, runpy, sys, time
-out, sys.argv = sys.argv[1], ["ctld.main", *sys.argv[2:]]
+out, sys.argv = sys.argv[1], ["ranch.ctld.main", *sys.argv[2:]]
 prof = cProfile.Profile(timer=time.process_time)
 prof.enable()
 try:
-    runpy.run_module("ctld.main", run_name="__main__", alter_sys=True)
+    runpy.run_module("ranch.ctld.main", run_name="__main__", alter_sys=True)
 except SystemExit:
     pass
 finally:
@@ -56,7 +56,7 @@ def proc_times(pid: int) -> tuple[float, float]:
 
 def one(label: str, tree: Path, args: argparse.Namespace, spy: str | None) -> tuple[float, float]:
     """(user, system) ms of rctld per submission."""
-    from protocol.auth import create_key
+    from ranch.protocol.auth import create_key
 
     work = Path(tempfile.mkdtemp(prefix=f"submit-cpu-{label}-"))
     port = free_port()
@@ -69,7 +69,8 @@ def one(label: str, tree: Path, args: argparse.Namespace, spy: str | None) -> tu
                PYTHONPATH=str(tree.resolve()))
     bindir = Path(sys.executable).parent
     with open(work / "rctld.log", "ab") as log:
-        main = ["-c", CPROFILED, args.cprofile] if args.cprofile and spy else ["-m", "ctld.main"]
+        main = (["-c", CPROFILED, args.cprofile] if args.cprofile and spy
+                else ["-m", "ranch.ctld.main"])
         ctld = subprocess.Popen([sys.executable, *main, "-f", str(conf),
                                  "--state-dir", str(work / "state")], cwd=tree, env=env,
                                 stdout=log, stderr=subprocess.STDOUT)

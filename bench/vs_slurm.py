@@ -126,7 +126,7 @@ class RanchSide:
         self.bin = venv / "bin" if venv else Path(sys.executable).parent
 
     def start(self, timeout: float = 60.0) -> None:
-        from protocol.auth import create_key
+        from ranch.protocol.auth import create_key
 
         port = free_port()
         key = self.dir / "ranch.key"
@@ -145,10 +145,10 @@ class RanchSide:
                          if k not in ("RANCH_SERVER", "RANCH_KEY_FILE")}
         self.conf_env["RANCH_CONF"] = str(conf)
         self.daemon_env = {**env, "PYTHONPATH": str(self.tree)}
-        self._spawn("rctld", ["-m", "ctld.main", "-f", str(conf), "--state-dir",
+        self._spawn("rctld", ["-m", "ranch.ctld.main", "-f", str(conf), "--state-dir",
                               str(self.dir / "state")])
         for node in SHAPE.nodes:
-            argv = ["-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name", node,
+            argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{port}", "--name", node,
                     "--spool-dir", str(self.dir / "spool" / node)]
             self._spawn(node, argv)
         deadline = time.monotonic() + timeout
@@ -188,7 +188,7 @@ class RanchSide:
         script = self.bin / name
         if script.exists():
             return [str(script), *args]
-        return [sys.executable, "-m", f"cli.{name}", *args]
+        return [sys.executable, "-m", f"ranch.cli.{name}", *args]
 
     def python_floor(self) -> list[str] | None:
         return [str(self.bin / "python") if self.venv else sys.executable, "-c", "pass"]

@@ -41,10 +41,10 @@ import psutil
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from conf import load_config  # noqa: E402
-from protocol import messages as m  # noqa: E402
-from protocol.auth import KeyFileError, load_key  # noqa: E402
-from protocol.client import ControllerUnreachable, request  # noqa: E402
+from ranch.conf.build import load_config  # noqa: E402
+from ranch.protocol import messages as m  # noqa: E402
+from ranch.protocol.auth import KeyFileError, load_key  # noqa: E402
+from ranch.protocol.client import ControllerUnreachable, request  # noqa: E402
 
 CONF = REPO / "examples" / "slurm-like.conf"
 DEMO_ADMIN = "AdminUsers=demo"  # the web token's name: its drains and resumes are an admin's
@@ -180,14 +180,14 @@ class Demo:
         say(f"demo: working directory {self.dir}")
         (self.dir / "demo.pid").write_text(f"{os.getpid()}\n")
         self.make_link()
-        self.spawn("rctld", "-m", "ctld.main", "-f", str(self.write_config()), "--listen",
+        self.spawn("rctld", "-m", "ranch.ctld.main", "-f", str(self.write_config()), "--listen",
                    f"127.0.0.1:{self.port}", "--state-dir", str(self.dir / "state"),
                    "--key-file", self.key_file)
         self.wait(lambda: isinstance(self.ask(m.Ping()), m.Pong), "rctld to start")
         say(f"demo: rctld listening on 127.0.0.1:{self.port}")
         for name, gpus in self.nodes:
             fake = ("--fake-gpus", str(gpus)) if gpus else ()
-            self.spawn(name, "-m", "noded.main", "--server", f"127.0.0.1:{self.port}",
+            self.spawn(name, "-m", "ranch.noded.main", "--server", f"127.0.0.1:{self.port}",
                        "--name", name, "--spool-dir", str(self.dir / "spool" / name),
                        *fake)
         names = [n for n, _ in self.nodes]
@@ -218,7 +218,7 @@ class Demo:
     def show(self) -> None:
         for args in ([], ["-R"]):
             say("$ " + " ".join(["rinfo", *args]))
-            subprocess.run([sys.executable, "-m", "cli.rinfo", *args], cwd=REPO, env=self.env,
+            subprocess.run([sys.executable, "-m", "ranch.cli.rinfo", *args], cwd=REPO, env=self.env,
                            check=False)
         env_file = self.link / "env" if self.link else self.dir / "env"
         here = Path.cwd()

@@ -79,7 +79,7 @@ def _getopt(module: str, attr: str | None) -> Callable[[], tuple[str, list[Entry
     """rbatch and ralloc: sbatch's getopt table (cli/sbatch_options.py), the options they act
     on (the others are accepted and set aside, as their --help says)."""
     def read() -> tuple[str, list[Entry]]:
-        so = importlib.import_module("cli.sbatch_options")
+        so = importlib.import_module("ranch.cli.sbatch_options")
         table = (getattr(importlib.import_module(module), attr).table if attr
                  else (*so._TABLE, *so.RANCH_OPTS))
         entries = []
@@ -98,22 +98,22 @@ def _getopt(module: str, attr: str | None) -> Callable[[], tuple[str, list[Entry
 
 # name, section, summary, how its options are read
 PROGRAMS: list[tuple[str, int, str, Callable[[], tuple[str, list[Entry]]]]] = [
-    ("rctld", 8, "the Ranch controller daemon", _argparse("ctld.main:build_parser")),
-    ("rnoded", 8, "the Ranch node daemon", _argparse("noded.main:parser")),
+    ("rctld", 8, "the Ranch controller daemon", _argparse("ranch.ctld.main:build_parser")),
+    ("rnoded", 8, "the Ranch node daemon", _argparse("ranch.noded.main:parser")),
     ("ranch-healthcheck", 8, "a ready HealthCheckProgram for Ranch and Slurm nodes",
-     _argparse("healthcheck.__main__:build_parser")),
-    ("rinfo", 1, "view nodes and partitions (sinfo)", _argparse("cli.rinfo:build_parser")),
+     _argparse("ranch.healthcheck.__main__:build_parser")),
+    ("rinfo", 1, "view nodes and partitions (sinfo)", _argparse("ranch.cli.rinfo:build_parser")),
     ("rcontrol", 1, "show and change the cluster (scontrol)",
-     _argparse("cli.rcontrol:build_parser")),
-    ("rqueue", 1, "view the job queue (squeue)", _argparse("cli.rqueue:build_parser")),
-    ("rcancel", 1, "cancel or signal jobs (scancel)", _argparse("cli.rcancel:build_parser")),
-    ("racct", 1, "job accounting (sacct)", _argparse("cli.racct:build_parser")),
-    ("rrun", 1, "run a job step (srun)", _argparse("cli.rrun:build_parser")),
-    ("rbatch", 1, "submit a batch job (sbatch)", _getopt("cli.sbatch_options", None)),
+     _argparse("ranch.cli.rcontrol:build_parser")),
+    ("rqueue", 1, "view the job queue (squeue)", _argparse("ranch.cli.rqueue:build_parser")),
+    ("rcancel", 1, "cancel or signal jobs (scancel)", _argparse("ranch.cli.rcancel:build_parser")),
+    ("racct", 1, "job accounting (sacct)", _argparse("ranch.cli.racct:build_parser")),
+    ("rrun", 1, "run a job step (srun)", _argparse("ranch.cli.rrun:build_parser")),
+    ("rbatch", 1, "submit a batch job (sbatch)", _getopt("ranch.cli.sbatch_options", None)),
     ("ralloc", 1, "get an allocation and run a command in it (salloc)",
-     _getopt("cli.ralloc", "OPTIONS")),
+     _getopt("ranch.cli.ralloc", "OPTIONS")),
     ("ranch-slurm-shims", 1, "run Ranch's commands under Slurm's names",
-     _argparse("cli.shims:build_parser")),
+     _argparse("ranch.cli.shims:build_parser")),
 ]
 
 
@@ -133,7 +133,7 @@ def _section(title: str, rows: list[tuple[str, str]]) -> Iterator[str]:
 
 def page(name: str) -> tuple[int, str]:
     """(section, troff text) of program `name`."""
-    from protocol.release import version_text
+    from ranch.protocol.release import version_text
 
     by_name = {p[0]: p for p in PROGRAMS}
     prog, section, summary, read = by_name[name]

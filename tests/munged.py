@@ -134,7 +134,8 @@ def user_python(uid: int, gid: int) -> tuple[str, dict[str, str]]:
             continue
         tried.append(py)
         try:
-            done = subprocess.run([py, "-c", "import orjson, protocol.client, cli.rbatch"],
+            done = subprocess.run([py, "-c",
+                                   "import orjson, ranch.protocol.client, ranch.cli.rbatch"],
                                   env=env, cwd="/", user=uid, group=gid, extra_groups=[],
                                   capture_output=True, timeout=30)
         except OSError:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import attrs
 
-from protocol.messages import GpuInfo, Hardware
+from ranch.protocol.messages import GpuInfo, Hardware
 
 NAME_PREFIX = "sim"
 PARTITION = "sim"

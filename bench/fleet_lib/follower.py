@@ -9,9 +9,9 @@ import time
 
 import trio
 
-from protocol import client
-from protocol.framing import FrameDecoder, encode_frame
-from protocol.messages import Events, GetEvents, UpdateNodes
+from ranch.protocol import client
+from ranch.protocol.framing import FrameDecoder, encode_frame
+from ranch.protocol.messages import Events, GetEvents, UpdateNodes
 
 
 def open_stalled(addr: tuple[str, int], key: bytes) -> socket.socket:

@@ -5,7 +5,7 @@ docs/benchmarks.md:
         [FLEET_GC_THRESHOLD=50000,20,100] .venv/bin/python bench/fleet.py --nodes 10000 ...
 
 It writes per-generation counts, total and longest pause to FLEET_GC_OUT every 5 s (the
-benchmark may SIGKILL a controller that does not stop), then runs `ctld.main` unchanged."""
+benchmark may SIGKILL a controller that does not stop), then runs `ranch.ctld.main` unchanged."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def main() -> None:
     threading.Thread(target=_writer, daemon=True).start()
     sys.argv = ["rctld", *sys.argv[1:]]
     try:
-        runpy.run_module("ctld.main", run_name="__main__")
+        runpy.run_module("ranch.ctld.main", run_name="__main__")
     finally:
         _write()
 

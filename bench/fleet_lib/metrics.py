@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from fleet_lib.config import FleetShape
-from protocol.messages import GpuMetrics, Metrics
+from ranch.protocol.messages import GpuMetrics, Metrics
 
 POOL_SIZE = 64
 
@@ -54,7 +54,7 @@ def cache_unstructured(pool: tuple[Metrics, ...]) -> None:
     """Make the codec's converter (in this process only) reuse the unstructured form of each
     pooled Metrics: the body bytes are the same, the per-heartbeat cattrs walk over 8 GPUs is
     gone. Must run before the first Heartbeat is encoded (cattrs compiles hooks lazily)."""
-    from protocol.codec import converter
+    from ranch.protocol.codec import converter
 
     default = converter.get_unstructure_hook(Metrics)
     cached = {id(mt): default(mt) for mt in pool}

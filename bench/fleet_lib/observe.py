@@ -1,4 +1,4 @@
-"""What the controller says: snapshots through protocol.client (in a thread, so the nodes keep
+"""What the controller says: snapshots through ranch.protocol.client (in a thread, so the nodes keep
 beating), node-state predicates, and CLI commands timed as subprocesses."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterable
 
 import trio
 
-from protocol import client
-from protocol.messages import Error, GetSnapshot, Snapshot
+from ranch.protocol import client
+from ranch.protocol.messages import Error, GetSnapshot, Snapshot
 
 SNAPSHOT_TIMEOUT = 60.0
 

@@ -17,8 +17,8 @@ from fleet_lib.config import hostlist
 from fleet_lib.controller import REPO_ROOT, Controller
 from fleet_lib.simnode import Fleet
 from fleet_lib.stats import CpuWindow, peak_rss_mb, percentile, rounded, rss_mb
-from protocol import client
-from protocol.messages import UpdateNodes, UpdateResult
+from ranch.protocol import client
+from ranch.protocol.messages import UpdateNodes, UpdateResult
 
 SCENARIOS = ("steady", "storm", "mass-failure", "churn", "admin-update", "cli", "all")
 
@@ -182,9 +182,9 @@ class Run:
         runs = self.spec.cli_runs
         # RANCH_SERVER and RANCH_KEY_FILE (in env) tell the commands where and how to ask.
         for key, argv in (
-            ("rinfo", [py, "-m", "cli.rinfo"]),
-            ("rinfo_N", [py, "-m", "cli.rinfo", "-N"]),
-            ("rcontrol_show_node", [py, "-m", "cli.rcontrol", "show", "node"]),
+            ("rinfo", [py, "-m", "ranch.cli.rinfo"]),
+            ("rinfo_N", [py, "-m", "ranch.cli.rinfo", "-N"]),
+            ("rcontrol_show_node", [py, "-m", "ranch.cli.rcontrol", "show", "node"]),
         ):
             res = await observe.time_command(argv, env, runs)
             if res["ok"]:

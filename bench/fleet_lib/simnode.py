@@ -16,10 +16,10 @@ import trio
 
 from fleet_lib.config import DEFAULT_SHAPE, FleetShape, hardware, node_name
 from fleet_lib.metrics import cache_unstructured, metrics_pool
-from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.framing import Frame, ReplayGuard
-from protocol.tcp import FramedStream, PeerClosed
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.framing import Frame, ReplayGuard
+from ranch.protocol.tcp import FramedStream, PeerClosed
 
 BAD_STATE_WORDS = ("NOT_RESPONDING", "NO_RESPOND", "DOWN")
 MAX_PENDING = 64  # heartbeats awaiting a reply per node before the oldest counts as lost

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from fleet_lib import limits  # noqa: E402
 from fleet_lib.config import Timing, config_text, hardware, hostlist, node_name  # noqa: E402
 
-from conf import parse_config_text  # noqa: E402
+from ranch.conf.build import parse_config_text  # noqa: E402
 
 REQUIRED = ("nodes", "interval_s", "heartbeats_per_s", "ctld_cpu_pct", "ctld_rss_mb",
             "hb_p50_ms", "hb_p99_ms", "storm_s", "detect_lag_s", "rinfo_s", "false_down")

@@ -25,7 +25,7 @@ class Controller:
     """rctld started from `conf_text` (with {port} and {key} filled in) in `workdir`."""
 
     def __init__(self, workdir: Path, conf_text: str) -> None:
-        from protocol.auth import create_key
+        from ranch.protocol.auth import create_key
 
         self.dir = workdir
         self.port = free_port()
@@ -56,14 +56,14 @@ class Controller:
     def start(self, timeout: float = 30.0) -> None:
         self._spawn(
             "rctld",
-            ["ctld.main", "-f", str(self.conf_path), "--state-dir", str(self.dir / "state")],
+            ["ranch.ctld.main", "-f", str(self.conf_path), "--state-dir", str(self.dir / "state")],
         )
-        from protocol.messages import Ping, Pong
+        from ranch.protocol.messages import Ping, Pong
 
         self.wait_for(lambda: isinstance(self.ask(Ping(), quiet=True), Pong), timeout, "rctld up")
 
     def start_node(self, name: str, *extra: str) -> None:
-        self._spawn(name, ["noded.main", "--server", self.address, "--name", name,
+        self._spawn(name, ["ranch.noded.main", "--server", self.address, "--name", name,
                            "--key-file", self.key_path, *extra])
 
     def kill(self, name: str) -> None:
@@ -86,7 +86,7 @@ class Controller:
         return (self.dir / f"{name}.log").read_text(errors="replace")
 
     def ask(self, msg: Any, *, quiet: bool = False) -> Any:
-        from protocol.client import ControllerUnreachable, request
+        from ranch.protocol.client import ControllerUnreachable, request
 
         try:
             return request(("127.0.0.1", self.port), self.key, msg, timeout=5.0)
@@ -96,7 +96,7 @@ class Controller:
             raise
 
     def nodes(self) -> dict[str, dict]:
-        from protocol.messages import GetSnapshot
+        from ranch.protocol.messages import GetSnapshot
 
         snap = self.ask(GetSnapshot())
         return {n["name"]: n for n in snap.nodes}
@@ -127,8 +127,9 @@ class Controller:
 
     def run(self, command: str, *argv: str) -> subprocess.CompletedProcess:
         """rinfo/rcontrol as a subprocess, as an admin would run it."""
-        module = {"rinfo": "cli.rinfo", "rcontrol": "cli.rcontrol", "rbatch": "cli.rbatch",
-                  "rqueue": "cli.rqueue", "rcancel": "cli.rcancel"}[command]
+        module = {"rinfo": "ranch.cli.rinfo", "rcontrol": "ranch.cli.rcontrol",
+                  "rbatch": "ranch.cli.rbatch",
+                  "rqueue": "ranch.cli.rqueue", "rcancel": "ranch.cli.rcancel"}[command]
         return subprocess.run(
             [sys.executable, "-m", module, *argv],
             cwd=REPO,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.alloc_command import Child, _start
+from ranch.cli.alloc_command import Child, _start
 
 PROBE = """\
 import os, signal, sys

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from cli.begin_time import BeginError, parse_begin
+from ranch.cli.begin_time import BeginError, parse_begin
 
 NOW = dt.datetime(2026, 11, 22, 14, 30, 0, tzinfo=dt.UTC).timestamp()  # a Sunday, 14:30
 

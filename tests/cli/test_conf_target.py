@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cli import controller
-from cli.controller import CliError, find_target
+from ranch.cli import controller
+from ranch.cli.controller import CliError, find_target
 
 SITE = ("ClusterName=site\nSlurmctldHost=ctl1(10.202.0.2)\nSlurmctldHost=ctl2(10.202.0.3)\n"
         "SlurmctldPort=6900\nAuthKeyFile=ranch.key\nNodeName=n[1-2] CPUs=1\n")
@@ -74,7 +74,7 @@ def test_rrun_listens_within_srun_port_range(tmp_path: Path) -> None:
     """SrunPortRange is what a site's firewall opens on submit hosts: rrun's listener for its
     tasks' I/O takes a port inside it, or says the range is full."""
 
-    from cli.rrun import listen_for_tasks
+    from ranch.cli.rrun import listen_for_tasks
 
     path = tmp_path / "cluster.conf"
     low = _two_free_ports()

@@ -7,8 +7,14 @@ import time
 
 import pytest
 
-from cli.controller import CliError
-from cli.events_view import drain_history, drains_text, event_line, parse_membership, parse_since
+from ranch.cli.controller import CliError
+from ranch.cli.events_view import (
+    drain_history,
+    drains_text,
+    event_line,
+    parse_membership,
+    parse_since,
+)
 
 NOW = 1_800_000_000.0
 

@@ -1,4 +1,4 @@
-"""The CLI's fast path: raw frames agree with protocol.framing, and every view asks the
+"""The CLI's fast path: raw frames agree with ranch.protocol.framing, and every view asks the
 controller (GetSnapshot.fields) for every node-record key it reads."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import threading
 import pytest
 from records import mixed_cluster, snapshot
 
-from cli import show_records
-from cli.rinfo import build_parser, json_text, reads, table_lines
-from conf.hostlist import fold
-from protocol import client, codec, versions
-from protocol.framing import FrameDecoder, encode_frame
-from protocol.messages import GetSnapshot, Snapshot
-from protocol.rawframe import FrameError, pack_frame
+from ranch.cli import show_records
+from ranch.cli.rinfo import build_parser, json_text, reads, table_lines
+from ranch.conf.hostlist import fold
+from ranch.protocol import client, codec, versions
+from ranch.protocol.framing import FrameDecoder, encode_frame
+from ranch.protocol.messages import GetSnapshot, Snapshot
+from ranch.protocol.rawframe import FrameError, pack_frame
 
 KEY = b"k" * 32
 
@@ -155,9 +155,11 @@ def test_request_raw_reads_a_large_body_with_orjson(monkeypatch: pytest.MonkeyPa
 def test_cli_imports_no_attrs_cattrs_or_messages() -> None:
     import subprocess
 
-    code = ("import sys, cli.rinfo, cli.rcontrol, cli.controller, cli.sinfo_view, "
-            "cli.show_records, protocol.client, protocol.rawframe, protocol.auth; "
-            "print(sorted(m for m in ('attr', 'cattrs', 'protocol.messages', 'lark', 'trio') "
+    code = ("import sys, ranch.cli.rinfo, ranch.cli.rcontrol, ranch.cli.controller, "
+            "ranch.cli.sinfo_view, "
+            "ranch.cli.show_records, ranch.protocol.client, ranch.protocol.rawframe, "
+            "ranch.protocol.auth; "
+            "print(sorted(m for m in ('attr', 'cattrs', 'ranch.protocol.messages', 'lark', 'trio') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from launcher import Controller
 
-from conf.hostlist import fold
+from ranch.conf.hostlist import fold
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 ADMIN = "goldenadmin"  # getpass.getuser() reads LOGNAME first: a fixed name for the goldens
@@ -82,7 +82,8 @@ def check_golden(name: str, text: str) -> None:
 
 def _require_daemons() -> None:
     root = Path(__file__).resolve().parents[2]
-    if not (root / "ctld" / "main.py").exists() or not (root / "noded" / "main.py").exists():
+    if (not (root / "ranch" / "ctld" / "main.py").exists()
+            or not (root / "ranch" / "noded" / "main.py").exists()):
         pytest.skip("rctld/rnoded not available")
 
 

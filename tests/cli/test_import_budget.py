@@ -5,7 +5,7 @@ a login host does.
 
 A command's start is Python's own plus what it imports (bytecode loads and module bodies run):
 the budget keeps an added import on the hot path from going unnoticed. The launchers end with
-os._exit (cli.controller.exit_now), so the test also checks that nothing written is lost."""
+os._exit (ranch.cli.controller.exit_now), so the test also checks that nothing written is lost."""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def _an_allocation(ctl: Controller) -> int:
 
 def _end_jobs(ctl: Controller) -> None:
     """Cancel every job and wait until none runs on n1 any more."""
-    from protocol.messages import GetJobs
+    from ranch.protocol.messages import GetJobs
 
     ids = [j["job_id"] for j in ctl.ask(GetJobs()).jobs]
     if ids:

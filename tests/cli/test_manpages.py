@@ -22,17 +22,17 @@ NAMES = [name for name, *_ in generate.PROGRAMS]
 
 def _options(name: str) -> list[str]:
     """Every option string of `name`, read from the program's own definitions."""
-    from cli import ralloc, sbatch_options
+    from ranch.cli import ralloc, sbatch_options
 
     if name == "rbatch":
         table = [*sbatch_options._TABLE, *sbatch_options.RANCH_OPTS]
     elif name == "ralloc":
         table = list(ralloc.OPTIONS.table)
     else:
-        target = {"rctld": "ctld.main:build_parser", "rnoded": "noded.main:parser",
-                  "ranch-healthcheck": "healthcheck.__main__:build_parser",
-                  "ranch-slurm-shims": "cli.shims:build_parser"}.get(name,
-                                                                      f"cli.{name}:build_parser")
+        target = {"rctld": "ranch.ctld.main:build_parser", "rnoded": "ranch.noded.main:parser",
+                  "ranch-healthcheck": "ranch.healthcheck.__main__:build_parser",
+                  "ranch-slurm-shims": "ranch.cli.shims:build_parser"}.get(name,
+                                                                      f"ranch.cli.{name}:build_parser")
         module, _, attr = target.partition(":")
         parser = getattr(importlib.import_module(module), attr)()
         return [s for a in parser._actions if a.help != argparse.SUPPRESS

@@ -8,7 +8,7 @@ import io
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli import quickargs, racct, rcancel, rcontrol, rinfo, rqueue
+from ranch.cli import quickargs, racct, rcancel, rcontrol, rinfo, rqueue
 
 COMMANDS = [(m.OPTIONS, m.build_parser) for m in (rinfo, rqueue, rcancel, rcontrol, racct)]
 WORDS = ["-N", "-l", "-Nl", "-h", "-o", "-o%P %t", "-o=%P", "--format", "--format=%i %T",

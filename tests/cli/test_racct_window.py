@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 CODE = """
 import datetime as dt, sys, time
 from types import SimpleNamespace
-from cli.racct import window
+from ranch.cli.racct import window
 args = SimpleNamespace(starttime=None, endtime=None, jobs=[], state=None)
 for hour in range(0, 24 * 400, 7):
     now = 1_700_000_000 + hour * 3600.0

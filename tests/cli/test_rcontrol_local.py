@@ -7,11 +7,11 @@ import json
 import pytest
 from records import T0, mixed_cluster, node
 
-from cli import show_records
-from cli.controller import DEFAULT_PORT, CliError, find_target
-from cli.rcontrol import main, parse_update
-from conf.hostlist import fold
-from statemachine.events import REASON_REQUIRED_MESSAGE as REASON_MISSING
+from ranch.cli import show_records
+from ranch.cli.controller import DEFAULT_PORT, CliError, find_target
+from ranch.cli.rcontrol import main, parse_update
+from ranch.conf.hostlist import fold
+from ranch.statemachine.events import REASON_REQUIRED_MESSAGE as REASON_MISSING
 
 
 def test_show_node_multiline_layout() -> None:

@@ -6,7 +6,7 @@ import json
 
 from records import mixed_cluster
 
-from cli.rinfo import build_parser, json_text
+from ranch.cli.rinfo import build_parser, json_text
 
 
 def doc(*argv: str) -> dict:

@@ -7,14 +7,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from records import T0, mixed_cluster, node, part, snapshot
 
-from cli.controller import CliError
-from cli.rinfo import build_parser, table_lines
-from cli.sinfo_format import FormatError, parse_format
-from conf.hostlist import fold
+from ranch.cli.controller import CliError
+from ranch.cli.rinfo import build_parser, table_lines
+from ranch.cli.sinfo_format import FormatError, parse_format
+from ranch.conf.hostlist import fold
 
 
 def F(*names: str) -> str:
-    """NODELIST of `names`: folding is conf.hostlist's (tested there); grouping is ours."""
+    """NODELIST of `names`: folding is ranch.conf.hostlist's (tested there); grouping is ours."""
     return fold(list(names))
 
 
@@ -249,7 +249,7 @@ def test_reason_time_missing_is_unknown() -> None:
 def test_natural_key_is_the_regular_expressions(name: str) -> None:
     import re
 
-    from cli.node_records import natural_key
+    from ranch.cli.node_records import natural_key
 
     parts: list = re.split(r"(\d+)", name)
     parts[1::2] = map(int, parts[1::2])

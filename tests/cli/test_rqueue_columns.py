@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from cli.squeue_fields import COLUMNS, FIELDS
+from ranch.cli.squeue_fields import COLUMNS, FIELDS
 
 NOW = 1_800_000_000.0
 RECORDS = [

@@ -11,8 +11,8 @@ import pytest
 from launcher import REPO, Controller
 from test_fast_path import Strict
 
-from cli import rqueue
-from protocol import messages as m
+from ranch.cli import rqueue
+from ranch.protocol import messages as m
 
 CONF = """\
 ClusterName=reads
@@ -34,7 +34,7 @@ def full(tmp_path_factory: pytest.TempPathFactory):
     try:
         for argv in (["-J", "train", "-A", "acct"], ["-a", "1-4"], ["-p", "other", "-t", "5"],
                      ["-b", "now+3600"]):
-            subprocess.run([sys.executable, "-m", "cli.rbatch", "--hold", *argv, "--wrap",
+            subprocess.run([sys.executable, "-m", "ranch.cli.rbatch", "--hold", *argv, "--wrap",
                             "true"], cwd=REPO, env=ctl.env, check=True, capture_output=True)
         whole = ctl.ask(m.GetJobs()).jobs
         cut = ctl.ask(m.GetJobs(fields=rqueue.READS)).jobs

@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def call(name: str, *args: str) -> subprocess.CompletedProcess:
-    code = "import sys; from cli.slurm_names import main; sys.exit(main())"
+    code = "import sys; from ranch.cli.slurm_names import main; sys.exit(main())"
     return subprocess.run([sys.executable, "-c", code, name, *args], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
 

@@ -9,12 +9,12 @@ import signal
 
 import pytest
 
-from cli import sbatch_options as so
-from cli import sbatch_request as sr
-from cli import sbatch_values as sv
-from cli.controller import CliError
-from cli.job_export import exported
-from cli.rbatch import gather
+from ranch.cli import sbatch_options as so
+from ranch.cli import sbatch_request as sr
+from ranch.cli import sbatch_values as sv
+from ranch.cli.controller import CliError
+from ranch.cli.job_export import exported
+from ranch.cli.rbatch import gather
 
 SCRIPT = "#!/bin/sh\n#SBATCH -J fromscript\n#SBATCH --time=5 # a comment\n#SBATCH -p script\n" \
          "\n# not an option line\necho hi\n#SBATCH -J ignored\n"

@@ -1,4 +1,4 @@
-"""cli.sinfo_format reads `-o` strings as the regular expression it replaced did (sinfo's and
+"""ranch.cli.sinfo_format reads `-o` strings as the regular expression it replaced did (sinfo's and
 squeue's `%[.][#|WIDTH]X` fields), without importing re."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cli.sinfo_format import FormatError, parse_format
+from ranch.cli.sinfo_format import FormatError, parse_format
 
 _TOKEN = re.compile(r"%(%|(\.)?(#|\d+)?([A-Za-z]))")
 KNOWN = frozenset("PaNtTl")

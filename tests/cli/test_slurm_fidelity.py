@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from records import node, part, snapshot
 
-from cli import show_records
-from cli.rinfo import build_parser, table_lines
-from conf.hostlist import fold
+from ranch.cli import show_records
+from ranch.cli.rinfo import build_parser, table_lines
+from ranch.conf.hostlist import fold
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 

@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from cli.slurm_names import COMMANDS
+from ranch.cli.slurm_names import COMMANDS
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def shims(directory: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "cli.shims", str(directory), *extra], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "ranch.cli.shims", str(directory), *extra],
+                          cwd=REPO,
                           env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
                           text=True, timeout=60)
 
@@ -53,7 +54,7 @@ def test_version_is_what_tools_parse(bindir: Path, argv: list[str]) -> None:
 
 
 def test_ranch_names_tell_a_person_both_versions() -> None:
-    done = subprocess.run([sys.executable, "-m", "cli.rqueue", "--version"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "ranch.cli.rqueue", "--version"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert done.stdout == "ranch 0.2.0 (rqueue; speaks as slurm 22.05.8)\n"
 

@@ -1,5 +1,6 @@
 """rrun's step frames (cli/step_frames.py) against the typed frames rnoded speaks
-(protocol.framing with protocol.messages): each side reads what the other writes, and rrun
+(ranch.protocol.framing with ranch.protocol.messages): each side reads what the other writes, and
+rrun
 refuses what FrameDecoder refuses (forged, stale, replayed, out-of-sync, wrong version)."""
 
 from __future__ import annotations
@@ -8,11 +9,11 @@ import time
 
 import pytest
 
-from cli.step_frames import STEP_VERSION, FrameReader, Nonces, StepFrameError, pack
-from protocol import messages as m
-from protocol.framing import FrameDecoder, encode_frame
-from protocol.rawframe import pack_frame
-from protocol.versions import SUPPORTED
+from ranch.cli.step_frames import STEP_VERSION, FrameReader, Nonces, StepFrameError, pack
+from ranch.protocol import messages as m
+from ranch.protocol.framing import FrameDecoder, encode_frame
+from ranch.protocol.rawframe import pack_frame
+from ranch.protocol.versions import SUPPORTED
 
 KEY = bytes(range(32))
 

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cli import rcancel, sacct_fields, step_view
-from cli.controller import CliError
-from cli.show_records import records_text
+from ranch.cli import rcancel, sacct_fields, step_view
+from ranch.cli.controller import CliError
+from ranch.cli.show_records import records_text
 
 START = 1795663423.0  # 2026-11-26T03:23:43 UTC
 
@@ -146,7 +146,7 @@ def test_rcancel_step_words_and_exit_codes() -> None:
 def test_step_format_tokens_read_as_the_regular_expression_did(text: str) -> None:
     import re
 
-    from cli.step_view import _tokens
+    from ranch.cli.step_view import _tokens
 
     expected = [(m.start(), m.end(), m.group(1), m.group(2))
                 for m in re.finditer(r"%(\.?\d*)(.?)", text)]

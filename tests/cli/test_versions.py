@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = ["ctld.main", "noded.main", "healthcheck", "cli.shims", "cli.rinfo",
-           "cli.rcontrol", "cli.rqueue", "cli.rbatch", "cli.rcancel", "cli.racct",
-           "cli.rrun", "cli.ralloc"]
+MODULES = ["ranch.ctld.main", "ranch.noded.main", "ranch.healthcheck", "ranch.cli.shims",
+           "ranch.cli.rinfo", "ranch.cli.rcontrol", "ranch.cli.rqueue", "ranch.cli.rbatch",
+           "ranch.cli.rcancel", "ranch.cli.racct", "ranch.cli.rrun", "ranch.cli.ralloc"]
 
 
 def run(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -30,7 +30,7 @@ def test_version(module: str) -> None:
 
 
 def test_rcontrol_help_both_ways() -> None:
-    by_flag, by_word = run("cli.rcontrol", "-h"), run("cli.rcontrol", "help")
+    by_flag, by_word = run("ranch.cli.rcontrol", "-h"), run("ranch.cli.rcontrol", "help")
     assert by_flag.returncode == by_word.returncode == 0
     assert by_flag.stdout == by_word.stdout and by_flag.stdout.startswith("usage: rcontrol")
 
@@ -39,7 +39,7 @@ def test_rctld_reads_ranch_conf(tmp_path: Path) -> None:
     conf = tmp_path / "cluster.conf"
     conf.write_text("ClusterName=c\nSlurmctldHost=h\nNodeName=n1 CPUs=1\n"
                     "PartitionName=p Nodes=n1 Default=YES\n")
-    assert run("ctld.main", "--check", env={"RANCH_CONF": str(conf)}).returncode == 0
-    done = run("ctld.main", env={"RANCH_CONF": str(tmp_path / "none.conf")})
+    assert run("ranch.ctld.main", "--check", env={"RANCH_CONF": str(conf)}).returncode == 0
+    done = run("ranch.ctld.main", env={"RANCH_CONF": str(tmp_path / "none.conf")})
     assert done.returncode == 1
     assert f"{tmp_path / 'none.conf'} is the config $RANCH_CONF names" in done.stderr

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conf import ConfDiagnostic, ConfigError, parse_config_text
+from ranch.conf.build import parse_config_text
+from ranch.conf.errors import ConfDiagnostic, ConfigError
 
 
 def errors_of(text: str, **kw: object) -> tuple[ConfDiagnostic, ...]:

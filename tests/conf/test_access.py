@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conf import ConfigError, parse_config_text
+from ranch.conf.build import parse_config_text
+from ranch.conf.errors import ConfigError
 
 BASE = "NodeName=n1\nPartitionName=a Nodes=n1 Default=YES\n"
 

@@ -1,4 +1,4 @@
-"""`rctld --check` (ctld.check.run_check): TOML that parses back, --json shape, exit codes."""
+"""`rctld --check` (ranch.ctld.check.run_check): TOML that parses back, --json shape, exit codes."""
 
 import json
 import tomllib
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conf import load_config
-from conf.hostlist import expand
-from ctld.check import run_check
+from ranch.conf.build import load_config
+from ranch.conf.hostlist import expand
+from ranch.ctld.check import run_check
 
 DATA = Path(__file__).parent / "data"
 Cap = pytest.CaptureFixture[str]

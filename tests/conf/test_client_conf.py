@@ -1,5 +1,5 @@
-"""conf.client (the commands' reader) and conf.build (the full parser) agree on generated
-files.
+"""ranch.conf.client (the commands' reader) and ranch.conf.build (the full parser) agree on
+generated files.
 
 Both read the same files on disk, Includes and all: the controllers in order, the port, the key
 file, AuthType, MUNGE's socket and SrunPortRange when the file is good; the same file:line for
@@ -21,8 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conf import ConfigError, load_config
-from conf.client import ClientConfError, read
+from ranch.conf.build import load_config
+from ranch.conf.client import ClientConfError, read
+from ranch.conf.errors import ConfigError
 
 _word = st.text("abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8)
 _host = st.one_of(_word, st.builds(lambda a, b: f"{a}({b})", _word, _word),
@@ -191,7 +192,7 @@ def test_refusals_name_file_and_line(tmp_path: Path) -> None:
 def test_reading_imports_neither_lark_nor_attrs(tmp_path: Path) -> None:
     main = tmp_path / "cluster.conf"
     main.write_text("SlurmctldHost=a(127.0.0.1)\nNodeName=n1 CPUs=1\n")
-    code = (f"import sys; from conf.client import read; read({str(main)!r}); "
+    code = (f"import sys; from ranch.conf.client import read; read({str(main)!r}); "
             "print(sorted(m for m in ('lark', 'attr', 're', 'cattrs') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, cwd=Path(__file__).resolve().parents[2])

@@ -1,6 +1,6 @@
 """How errors read: PATH:LINE:COL: message, the source line, a caret under the spot."""
 
-from conf import ConfDiagnostic, ConfigError
+from ranch.conf.errors import ConfDiagnostic, ConfigError
 
 from .helpers import errors_of
 

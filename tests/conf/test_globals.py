@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from conf import ControllerHost, ExcNodes, parse_config_text
+from ranch.conf.build import parse_config_text
+from ranch.conf.model import ControllerHost, ExcNodes
 
 from .helpers import one_error
 
@@ -91,7 +92,7 @@ def test_relative_program_paths_resolve_against_config_dir(tmp_path: Path) -> No
     conf.parent.mkdir()
     conf.write_text("HealthCheckProgram=hc.sh\nSuspendProgram=bin/suspend\nResumeProgram=/abs/r\n"
                     "ResumeFailProgram=../fail.sh\nAuthKeyFile=key\nStateSaveLocation=state\n")
-    from conf import load_config
+    from ranch.conf.build import load_config
 
     cfg = load_config(conf)
     d = str(tmp_path / "etc")

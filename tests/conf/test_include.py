@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from conf import ConfigError, load_config
+from ranch.conf.build import load_config
+from ranch.conf.errors import ConfigError
 
 
 def write(p: Path, text: str) -> Path:

@@ -2,7 +2,8 @@
 
 import pytest
 
-from conf import Gres, NodeConfig, parse_config_text
+from ranch.conf.build import parse_config_text
+from ranch.conf.model import Gres, NodeConfig
 
 from .helpers import errors_of, one_error
 

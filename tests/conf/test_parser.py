@@ -1,6 +1,6 @@
 """The grammar: pairs, quoting, comments, escapes, continuation, Include syntax, syntax errors."""
 
-from conf.parser import Include, parse_text
+from ranch.conf.parser import Include, parse_text
 
 
 def pairs_of(text: str) -> list[list[tuple[str, str]]]:

@@ -2,7 +2,8 @@
 
 import pytest
 
-from conf import PartitionConfig, parse_config_text
+from ranch.conf.build import parse_config_text
+from ranch.conf.model import PartitionConfig
 
 from .helpers import one_error
 

@@ -5,9 +5,9 @@ import tomllib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conf import parse_config_text
-from conf.dump import to_toml
-from conf.hostlist import expand
+from ranch.conf.build import parse_config_text
+from ranch.conf.dump import to_toml
+from ranch.conf.hostlist import expand
 
 _word = st.text("abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=6)
 _group = st.tuples(

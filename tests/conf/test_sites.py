@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from conf import load_config
+from ranch.conf.build import load_config
 
 DATA = Path(__file__).parent / "data"
 
@@ -102,7 +102,7 @@ def test_example_config_loads() -> None:
 
 
 def test_config_reference_documents_every_acted_key() -> None:
-    from conf.keys import ALL_SPECS
+    from ranch.conf.keys import ALL_SPECS
 
     root = Path(__file__).resolve().parents[2]
     # README's reference, or the page of docs/ that covers the key (docs/daemons.md: the logs)

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from conf import parse_config_text
-from ctld.check import run_check
-from ctld.main import build_parser
+from ranch.conf.build import parse_config_text
+from ranch.ctld.check import run_check
+from ranch.ctld.main import build_parser
 
 from .helpers import one_error
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conf.timefmt import format_limit, format_sinfo_limit, parse_minutes
+from ranch.conf.timefmt import format_limit, format_sinfo_limit, parse_minutes
 
 
 @pytest.mark.parametrize(

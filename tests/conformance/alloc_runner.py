@@ -18,7 +18,7 @@ from typing import Any
 
 import attrs
 
-from cli import shims
+from ranch.cli import shims
 from tests.conformance.runner import parse_show_job
 
 ENDED = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conf import hostlist
+from ranch.conf import hostlist
 from tests.conformance.runner import Outcome, normalise
 
 TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\b")

@@ -11,12 +11,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cli import shims
+from ranch.cli import shims
 from tests.conformance.shape import Shape
 from tests.integration.cluster import REPO, Cluster, free_port
 
-COMMANDS = {"sbatch": "cli.rbatch", "squeue": "cli.rqueue", "scontrol": "cli.rcontrol",
-            "scancel": "cli.rcancel", "sinfo": "cli.rinfo", "sacct": "cli.racct"}
+COMMANDS = {"sbatch": "ranch.cli.rbatch", "squeue": "ranch.cli.rqueue",
+            "scontrol": "ranch.cli.rcontrol",
+            "scancel": "ranch.cli.rcancel", "sinfo": "ranch.cli.rinfo", "sacct": "ranch.cli.racct"}
 
 RANCH_ONLY_CONF = """\
 SlurmctldHost=localhost(127.0.0.1)
@@ -57,7 +58,7 @@ class RanchCluster:
 
     def start_node(self, name: str) -> None:
         c = self.cluster
-        argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+        argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
                 "--spool-dir", str(c.dir / "spool" / name), *self.node_args]
         c.nodes[name] = c._spawn(name, argv, self.node_env.get(name))
 
@@ -107,7 +108,7 @@ class RanchCluster:
     def states(self) -> dict[int, tuple[str, str]]:
         """Every job's (state, reason), straight from rctld: the cheap poll between the
         commands whose output is compared."""
-        from protocol import messages as m
+        from ranch.protocol import messages as m
 
         reply = self.cluster.request(m.GetJobs(), timeout=10)
         return {j["job_id"]: (j["state"], j.get("reason") or "None") for j in reply.jobs}

@@ -42,7 +42,7 @@ QUERIES = {
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> dict[str, dict[str, tuple[int, str, str]]]:
-    from cli.shims import write
+    from ranch.cli.shims import write
 
     reason = slurm_missing() or accounting_missing()
     if reason:

@@ -97,7 +97,7 @@ def scenario(side: Side, jid: int, held: int) -> dict[str, tuple[int, str, str]]
 
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory) -> dict[str, dict[str, tuple[int, str, str]]]:
-    from cli.shims import write
+    from ranch.cli.shims import write
 
     shims = tmp_path_factory.mktemp("shims")
     write(shims)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cli.sbatch_options import ACTED
+from ranch.cli.sbatch_options import ACTED
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,7 @@ def canonical(key: str, value: str) -> str:
     if key == "TRES":
         return re.sub(r"mem=[^,]*,?", "", value)
     if key in ("ReqNodeList", "ExcNodeList", "NodeList") and value not in ("", "(null)"):
-        from conf.hostlist import HostlistError, expand
+        from ranch.conf.hostlist import HostlistError, expand
 
         try:
             return ",".join(expand(value))

@@ -17,7 +17,7 @@ import sys
 
 
 def run_one(argv: list[str]) -> tuple[int, str, str]:
-    from cli import slurm_names
+    from ranch.cli import slurm_names
 
     out, err = io.StringIO(), io.StringIO()
     slurm_names.activate(None)  # type: ignore[arg-type]

@@ -6,9 +6,9 @@ from typing import Any
 
 import trio
 
-from conf import parse_config_text
-from ctld.cluster import Cluster
-from protocol import messages as m
+from ranch.conf.build import parse_config_text
+from ranch.ctld.cluster import Cluster
+from ranch.protocol import messages as m
 
 BASE_CONF = """\
 ClusterName=test

@@ -7,10 +7,10 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ctld.cluster import Cluster
-from ctld.daemon import overlay
-from ctld.inactive import HOLDER_GONE
-from protocol import messages as m
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.daemon import overlay
+from ranch.ctld.inactive import HOLDER_GONE
+from ranch.protocol import messages as m
 
 from .helpers import make_config, wall
 from .test_jobs import Beats, end, job, kills, launches, rec, up

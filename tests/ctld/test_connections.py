@@ -7,11 +7,11 @@ import orjson
 import trio
 import trio.testing
 
-from ctld.cluster import Cluster
-from ctld.server import SEND_QUEUE, Server
-from protocol import messages as m
-from protocol.framing import FrameDecoder, encode_frame
-from protocol.rawframe import PREFIX, open_frame
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.server import SEND_QUEUE, Server
+from ranch.protocol import messages as m
+from ranch.protocol.framing import FrameDecoder, encode_frame
+from ranch.protocol.rawframe import PREFIX, open_frame
 from tests.ctld.helpers import FakeConn, hardware, make_config, register, wall
 
 KEY = b"k" * 32
@@ -193,7 +193,7 @@ async def test_a_push_reaches_a_reading_peer(autojump_clock) -> None:
 
 
 async def test_followers_are_capped_and_a_stalled_one_is_ended(autojump_clock) -> None:
-    from ctld import eventstream
+    from ranch.ctld import eventstream
 
     cluster = _cluster()
     server = _server(cluster)

@@ -7,12 +7,13 @@ import time
 import orjson
 import trio
 
-from conf import hostlist, parse_config_text
-from ctld.cluster import Cluster
-from ctld.snapshot import SNAPSHOT_STALENESS
-from protocol import messages as m
-from protocol.codec import decode, encode
-from statemachine.events import REASON_REQUIRED_MESSAGE as REASON_REQUIRED
+from ranch.conf import hostlist
+from ranch.conf.build import parse_config_text
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.snapshot import SNAPSHOT_STALENESS
+from ranch.protocol import messages as m
+from ranch.protocol.codec import decode, encode
+from ranch.statemachine.events import REASON_REQUIRED_MESSAGE as REASON_REQUIRED
 
 from .helpers import BASE_CONF, FakeConn, beat, job, make_config, register, state, wall
 
@@ -192,7 +193,7 @@ async def test_update_of_1000_nodes_is_fast() -> None:
 async def test_a_health_checks_huge_message_is_kept_bounded() -> None:
     """A node's health report becomes a drain reason shown everywhere (state, events,
     /metrics labels): it is cut to the same 1,024 characters an admin's Reason= may have."""
-    from protocol.limits import MAX_REASON_CHARS
+    from ranch.protocol.limits import MAX_REASON_CHARS
 
     cluster = Cluster(make_config(), wall=lambda: 1.7e9)
     _, conn = register(cluster, "n1")

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ctld import constraints, dependencies
-from ctld.dependencies import FAILED, FULFILLED, NEVER, PENDING, SATISFIED, UNFULFILLED
-from protocol import messages as m
+from ranch.ctld import constraints, dependencies
+from ranch.ctld.dependencies import FAILED, FULFILLED, NEVER, PENDING, SATISFIED, UNFULFILLED
+from ranch.protocol import messages as m
 
 
 @dataclass

@@ -7,11 +7,11 @@ import os
 
 import trio
 
-from ctld import eventlog
-from ctld.cluster import Cluster
-from ctld.daemon import Daemon
-from ctld.eventlog import EventLog, Follower
-from protocol import messages as m
+from ranch.ctld import eventlog
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.daemon import Daemon
+from ranch.ctld.eventlog import EventLog, Follower
+from ranch.protocol import messages as m
 
 from .helpers import make_config, register, wall
 
@@ -134,7 +134,7 @@ def test_follower_defaults() -> None:
 
 
 async def test_drain_history_survives_job_churn(tmp_path) -> None:
-    from statemachine import events
+    from ranch.statemachine import events
 
     c = Cluster(make_config(), wall=wall)
     for n in ("n1", "n2"):

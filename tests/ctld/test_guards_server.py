@@ -7,11 +7,11 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from ctld.admission import Caps
-from ctld.cluster import Cluster
-from ctld.server import Server
-from protocol import messages as m
-from protocol.framing import FrameDecoder, encode_frame
+from ranch.ctld.admission import Caps
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.server import Server
+from ranch.protocol import messages as m
+from ranch.protocol.framing import FrameDecoder, encode_frame
 from tests.ctld.helpers import make_config, wall
 
 KEY = b"k" * 32

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from ctld.cluster import Cluster
-from protocol import messages as m
-from protocol.codec import encode
+from ranch.ctld.cluster import Cluster
+from ranch.protocol import messages as m
+from ranch.protocol.codec import encode
 
 from .helpers import FakeConn, hardware, make_config, state, wall
 

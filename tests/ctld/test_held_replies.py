@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import trio
 
-from ctld.daemon import Daemon
-from protocol import messages as m
-from protocol.framing import encode_frame
-from protocol.tcp import FramedStream
+from ranch.ctld.daemon import Daemon
+from ranch.protocol import messages as m
+from ranch.protocol.framing import encode_frame
+from ranch.protocol.tcp import FramedStream
 
 from .helpers import hardware, job, make_config
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import trio
 
-from ctld.cluster import Cluster
-from ctld.stalls import StallWatch
-from protocol import messages as m
-from statemachine import events
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.stalls import StallWatch
+from ranch.protocol import messages as m
+from ranch.statemachine import events
 
 from .helpers import beat, make_config, register, state, wall
 
@@ -147,7 +147,7 @@ async def test_power_timeouts_are_put_off_by_a_stall(autojump_clock, tmp_path) -
 
 def test_wall_clock_steps_and_host_suspends_are_told_apart() -> None:
     t = {"wall": 1000.0, "mono": 50.0, "boot": 60.0, "trio": 0.0}
-    from ctld.deadlines import Deadlines
+    from ranch.ctld.deadlines import Deadlines
 
     seen: list[tuple[float, str]] = []
     watch = StallWatch(Deadlines(), clock=lambda: t["trio"],
@@ -207,7 +207,7 @@ async def test_half_the_nodes_silent_at_once_are_held_not_downed(autojump_clock)
 
 
 async def test_admin_confirms_held_nodes_down(autojump_clock) -> None:
-    from ctld import guards
+    from ranch.ctld import guards
 
     cluster = guarded()
     names = [f"n{i}" for i in range(1, 5)]
@@ -253,7 +253,7 @@ async def test_the_guard_clears_itself_when_held_nodes_come_back(autojump_clock)
 
 
 async def test_reset_gives_held_nodes_one_more_timeout(autojump_clock) -> None:
-    from ctld import guards
+    from ranch.ctld import guards
 
     cluster = guarded("DownGuardPercent=60")
     names = [f"n{i}" for i in range(1, 6)]
@@ -322,7 +322,7 @@ def health(cluster: Cluster, name: str, conn, seq: int, verdict: str, message: s
 
 
 async def test_drain_guard_pauses_drains_past_its_share(autojump_clock) -> None:
-    from ctld import guards
+    from ranch.ctld import guards
 
     cluster = guarded("DrainGuardPercent=34")  # 34 % of 6 nodes: 2 drains per window
     names = [f"n{i}" for i in range(1, 7)]
@@ -399,8 +399,8 @@ async def test_drain_guard_counts_only_the_nodes_in_service(autojump_clock) -> N
 
 
 async def test_guard_status_and_metrics_text(autojump_clock) -> None:
-    from ctld import guards
-    from ctld.web.metrics import guards_text
+    from ranch.ctld import guards
+    from ranch.ctld.web.metrics import guards_text
 
     cluster = guarded()
     reply = guards.handle(cluster, m.GuardRequest("show"))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from ctld.cluster import Cluster
-from protocol import messages as m
+from ranch.ctld.cluster import Cluster
+from ranch.protocol import messages as m
 
 from .helpers import FakeConn, beat, hardware, job, make_config, state, wall
 
@@ -39,7 +39,7 @@ def _register(c: Cluster, name: str, *, dynamic: bool = False, conf: str = "",
 
 
 def _act(c: Cluster, action: str, nodes: str, reason: str | None = None) -> m.UpdateResult:
-    from ctld import membership
+    from ranch.ctld import membership
 
     return membership.handle(c, m.NodeMembership(action, nodes, reason, "alice"))
 
@@ -137,7 +137,7 @@ async def test_unknown_node_without_dynamic_is_refused_with_a_hint(autojump_cloc
 
 
 def parse(text: str, extra: str = ""):
-    from conf import parse_config_text
+    from ranch.conf.build import parse_config_text
 
     return parse_config_text(text.format(extra=extra), path="/d.conf")
 

@@ -3,8 +3,8 @@ permission gate with the other rights; before, the job checks refused an AdminUs
 
 from __future__ import annotations
 
-from ctld.permissions import Identity, nice_refusal
-from protocol import messages as m
+from ranch.ctld.permissions import Identity, nice_refusal
+from ranch.protocol import messages as m
 
 
 def _job(nice: int) -> m.SubmitJob:

@@ -11,11 +11,11 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from ctld.cluster import Cluster
-from ctld.integrity import DamagedState
-from ctld.server import Server
-from protocol import messages as m
-from protocol.framing import FrameDecoder, encode_frame
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.integrity import DamagedState
+from ranch.ctld.server import Server
+from ranch.protocol import messages as m
+from ranch.protocol.framing import FrameDecoder, encode_frame
 from tests.ctld.helpers import hardware, make_config, wall
 
 KEY = b"k" * 32

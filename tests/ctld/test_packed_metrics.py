@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conf import parse_config_text
-from ctld.node import NodeRecord, heartbeat_fields, metrics_record, pack_metrics
-from protocol import messages as m
-from statemachine import initial_state
+from ranch.conf.build import parse_config_text
+from ranch.ctld.node import NodeRecord, heartbeat_fields, metrics_record, pack_metrics
+from ranch.protocol import messages as m
+from ranch.statemachine.model import initial_state
 
 CONF = "NodeName=n1 CPUs=4 RealMemory=1000\nPartitionName=p Nodes=n1\n"
 

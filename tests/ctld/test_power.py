@@ -7,10 +7,10 @@ import stat
 
 import trio
 
-from conf import hostlist
-from ctld.cluster import Cluster
-from ctld.programs import run_program
-from protocol import messages as m
+from ranch.conf import hostlist
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.programs import run_program
+from ranch.protocol import messages as m
 
 from .helpers import make_config, register, state, wall
 
@@ -99,7 +99,7 @@ async def test_exclusions(autojump_clock) -> None:
 
 async def test_cloud_nodes_start_powered_down() -> None:
     text = make_config().files[0][1] + "NodeName=c1 CPUs=4 State=CLOUD\n"
-    from conf import parse_config_text
+    from ranch.conf.build import parse_config_text
 
     cluster = Cluster(parse_config_text(text, path="/t.conf"), wall=wall)
     assert cluster.snapshot().nodes[-1]["compact"] == "idle~"

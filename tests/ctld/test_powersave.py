@@ -11,11 +11,12 @@ import stat
 import orjson
 import trio
 
-from cli.show_records import last_power_action, node_lines
-from conf import hostlist, parse_config_text
-from ctld.cluster import Cluster
-from ctld.programs import run_program
-from protocol import messages as m
+from ranch.cli.show_records import last_power_action, node_lines
+from ranch.conf import hostlist
+from ranch.conf.build import parse_config_text
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.programs import run_program
+from ranch.protocol import messages as m
 
 from .helpers import beat, job, register, state, wall
 

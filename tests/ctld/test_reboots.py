@@ -6,10 +6,10 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ctld.cluster import Cluster
-from protocol import messages as m
-from statemachine import events
-from statemachine.model import Flag
+from ranch.ctld.cluster import Cluster
+from ranch.protocol import messages as m
+from ranch.statemachine import events
+from ranch.statemachine.model import Flag
 
 from .helpers import FakeConn, hardware, make_config, register, state, wall
 

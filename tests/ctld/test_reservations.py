@@ -7,9 +7,9 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ctld.cluster import Cluster
-from ctld.daemon import overlay
-from protocol import messages as m
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.daemon import overlay
+from ranch.protocol import messages as m
 
 from .helpers import make_config, register, state, wall
 from .test_jobs import job, rec

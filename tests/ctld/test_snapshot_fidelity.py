@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import orjson
 
-from conf import parse_config_text
-from ctld.node import NodeRecord, snapshot_record
-from ctld.savedstate import hardware_json
-from protocol import messages as m
-from statemachine import initial_state
+from ranch.conf.build import parse_config_text
+from ranch.ctld.node import NodeRecord, snapshot_record
+from ranch.ctld.savedstate import hardware_json
+from ranch.protocol import messages as m
+from ranch.statemachine.model import initial_state
 
 CONF = ("NodeName=n1 CPUs=4 RealMemory=1000\n"
         "PartitionName=p Nodes=n1 AllowGroups=wheel OverSubscribe=FORCE:2\n")
@@ -47,7 +47,7 @@ def test_last_busy_is_the_registration_until_a_job_ends() -> None:
 
 
 def test_partition_records_carry_their_options() -> None:
-    from ctld.cluster import Cluster
+    from ranch.ctld.cluster import Cluster
 
     cluster = Cluster(parse_config_text(CONF, path="/t.conf"), clock=lambda: 0.0,
                       wall=lambda: 1.7e9)

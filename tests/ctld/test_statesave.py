@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import trio
 
-from ctld import daemon as daemon_mod
-from ctld import statefile
-from ctld.daemon import Daemon
-from protocol import messages as m
+from ranch.ctld import daemon as daemon_mod
+from ranch.ctld import statefile
+from ranch.ctld.daemon import Daemon
+from ranch.protocol import messages as m
 
 from .helpers import beat, make_config, register
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from ctld import integrity, journalfile, statefile
-from ctld.integrity import DamagedState
-from ctld.store import FileStore
+from ranch.ctld import integrity, journalfile, statefile
+from ranch.ctld.integrity import DamagedState
+from ranch.ctld.store import FileStore
 
 
 def _records(ids) -> bytes:

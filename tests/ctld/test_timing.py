@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from ctld.cluster import Cluster
+from ranch.ctld.cluster import Cluster
 
 from .helpers import beat, make_config, register, state, wall
 
@@ -102,7 +102,7 @@ async def test_never_registered_nodes_stay_unknown_not_responding(autojump_clock
     [(0, "DOWN", "DOWN"), (1, "IDLE", "DOWN"), (2, "IDLE", "IDLE")],
 )
 async def test_return_to_service(autojump_clock, rts, after_timeout, after_admin_down) -> None:
-    from protocol import messages as m
+    from ranch.protocol import messages as m
 
     cluster = Cluster(make_config(rts=rts), wall=wall)
     async with trio.open_nursery() as nursery:
@@ -130,7 +130,7 @@ async def test_reboot_is_noticed(autojump_clock) -> None:
 
 
 async def test_leaving_notice_marks_down(autojump_clock) -> None:
-    from protocol import messages as m
+    from ranch.protocol import messages as m
 
     cluster = Cluster(make_config(rts=1), wall=wall)
     _, conn = register(cluster, "n1")
@@ -144,7 +144,7 @@ async def test_leaving_notice_marks_down(autojump_clock) -> None:
 
 async def test_older_rnoded_stop_notice_keeps_the_node(autojump_clock) -> None:
     """A version-5 rnoded says ShutdownNotice on every SIGTERM: a restart, not a node leaving."""
-    from protocol import messages as m
+    from ranch.protocol import messages as m
 
     cluster = Cluster(make_config(rts=0), wall=wall)
     _, conn = register(cluster, "n1")

@@ -1,13 +1,14 @@
-"""Prebuilt snapshot frames decode with protocol.framing exactly like normally encoded ones."""
+"""Prebuilt snapshot frames decode with ranch.protocol.framing exactly like normally encoded
+ones."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctld.cluster import Cluster
-from ctld.wire import encode_body_frame
-from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.wire import encode_body_frame
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.framing import FrameDecoder
 
 from .helpers import make_config, register, wall
 

@@ -26,7 +26,7 @@ WAYS = {
 
 def _rctld(demo: RunningDemo) -> psutil.Process:
     return next(p for p in psutil.Process(demo.proc.pid).children()
-                if "ctld.main" in " ".join(cmdline(p)))
+                if "ranch.ctld.main" in " ".join(cmdline(p)))
 
 
 @pytest.mark.parametrize("way", list(WAYS))
@@ -35,7 +35,7 @@ def test_stopping_the_demo_leaves_nothing(tmp_path: Path, way: str) -> None:
     try:
         demo.wait_up()
         marker = f"{600 + secrets.randbelow(10**6)}.25"  # this job's sleep, and no other's
-        done = demo.command("cli.rbatch", "-D", str(demo.dir), "-t", "30:00",
+        done = demo.command("ranch.cli.rbatch", "-D", str(demo.dir), "-t", "30:00",
                             "--wrap", f"sleep {marker}")
         assert done.stdout.startswith("Submitted batch job 1"), done.stdout
         job = wait_for(lambda: [p for p in demo.note_processes()

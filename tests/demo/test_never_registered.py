@@ -29,7 +29,7 @@ def test_never_registered_node_is_unknown_in_rinfo_and_metrics(tmp_path: Path) -
         c.wait_for(lambda: c.state("n3") == "DOWN+NOT_RESPONDING", 60, what="n3 down*")
         assert c.state("n4") == "UNKNOWN+NOT_RESPONDING"
 
-        listing = cli(c, "cli.rinfo", "-N", "-h", "-p", "main", "-o", "%N %t %T")
+        listing = cli(c, "ranch.cli.rinfo", "-N", "-h", "-p", "main", "-o", "%N %t %T")
         assert listing.splitlines() == ["n1 idle idle", "n2 idle idle", "n3 down* down*",
                                         "n4 unk* unknown*"], listing
 

@@ -7,9 +7,9 @@ import subprocess
 import pytest
 from releases import REPO, as_tuple, commit_present, current, recorded
 
-from cli.slurm_names import RANCH_VERSION
-from ctld.cluster import VERSION as RCTLD_VERSION
-from noded.session import RNODED_VERSION
+from ranch.cli.slurm_names import RANCH_VERSION
+from ranch.ctld.cluster import VERSION as RCTLD_VERSION
+from ranch.noded.session import RNODED_VERSION
 
 
 def test_the_programs_carry_the_package_version() -> None:

@@ -217,7 +217,7 @@ def test_install_upgrade_restart_under_running_jobs(venvs: tuple[Path, Path], la
     t0 = time.monotonic()
     c = Cluster(lab, old, new)
     for venv in (old, new):
-        where = lab["login"].run(venv, "python", "-c", "import ctld; print(ctld.__file__)")
+        where = lab["login"].run(venv, "python", "-c", "import ctld; print(ranch.ctld.__file__)")
         assert where.stdout.startswith(str(venv)), f"not the installed wheel: {where.stdout}"
 
     # 1. The previous release, installed as the guide says: config everywhere, rctld (which

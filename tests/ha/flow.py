@@ -38,9 +38,9 @@ PROBE = 0.25
 def probe(out_path: str, stop: str) -> int:
     import threading
 
-    from cli import rbatch, sbatch_request
-    from cli.controller import find_target
-    from cli.job_requests import request
+    from ranch.cli import rbatch, sbatch_request
+    from ranch.cli.controller import find_target
+    from ranch.cli.job_requests import request
 
     environ = dict(os.environ)
     values, _words, script_args, script, command = rbatch.gather(
@@ -80,7 +80,7 @@ def probe(out_path: str, stop: str) -> int:
 
 
 def main() -> int:
-    from cli import rbatch, rcancel, rcontrol
+    from ranch.cli import rbatch, rcancel, rcontrol
 
     out_path, stop, runs = sys.argv[1:4]
     if sys.argv[4:5] == ["probe"]:

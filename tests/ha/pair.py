@@ -50,7 +50,7 @@ class Pair:
         self.conf.write_text(CONF.format(c1=ip_of("c1"), c2=ip_of("c2"), port=PORT, store=store,
                                          endpoints=lab.endpoints(), key=self.key,
                                          n1=ip_of("n1"), n2=ip_of("n2")))
-        from protocol.auth import create_key
+        from ranch.protocol.auth import create_key
 
         create_key(str(self.key))
         self.env = {"RANCH_CONF": str(self.conf), "RANCH_KEY_FILE": str(self.key)}
@@ -59,7 +59,7 @@ class Pair:
         self.runs = d / "runs"
 
     def start_ctld(self, host: str) -> None:
-        self.lab.spawn(host, host, [python(), "-m", "ctld.main", "-f", str(self.conf),
+        self.lab.spawn(host, host, [python(), "-m", "ranch.ctld.main", "-f", str(self.conf),
                                     "--name", host, "--state-dir", str(self.lab.dir / host),
                                     "--key-file", str(self.key)])
 
@@ -67,12 +67,12 @@ class Pair:
         """n1 is given both controllers; n2 only the first: it learns the pair from the config
         it is served (NodeSettings.controllers)."""
         servers = f"{ip_of('c1')}:{PORT}" + (f",{ip_of('c2')}:{PORT}" if host == "n1" else "")
-        self.lab.spawn(host, host, [python(), "-m", "noded.main", "--server", servers,
+        self.lab.spawn(host, host, [python(), "-m", "ranch.noded.main", "--server", servers,
                                     "--name", host, "--key-file", str(self.key),
                                     "--spool-dir", str(self.lab.dir / "spool" / host)])
 
     def cli(self, command: str, *argv: str, timeout: float = 40.0):
-        return self.lab.run("cl", [python(), "-m", f"cli.{command}", *argv], env=self.env,
+        return self.lab.run("cl", [python(), "-m", f"ranch.cli.{command}", *argv], env=self.env,
                             timeout=timeout)
 
     def leader(self) -> str:

@@ -13,10 +13,11 @@ import orjson
 import pytest
 import trio
 
-from conf import ConfigError, parse_config_text
-from ctld.election import Election
-from ctld.etcdclient import EtcdClient, EtcdUnavailable
-from ctld.etcdstore import CHUNK, EtcdStore, Fenced
+from ranch.conf.build import parse_config_text
+from ranch.conf.errors import ConfigError
+from ranch.ctld.election import Election
+from ranch.ctld.etcdclient import EtcdClient, EtcdUnavailable
+from ranch.ctld.etcdstore import CHUNK, EtcdStore, Fenced
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None,
                                 reason="needs etcd (apt-get install etcd-server)")

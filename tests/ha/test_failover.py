@@ -70,7 +70,8 @@ def test_leader_cut_off_and_healed(pair: Pair) -> None:
     wait(lambda: pair.lab.log(old).count("standing by") >= 2, 60, f"{old} back as standby")
     assert pair.leader() == other
     # once healed, the deposed controller refuses work and names the leader
-    done = pair.lab.run("cl", [python(), "-m", "cli.rbatch", "--server", f"{ip_of(old)}:{PORT}",
+    done = pair.lab.run("cl", [python(), "-m", "ranch.cli.rbatch",
+                               "--server", f"{ip_of(old)}:{PORT}",
                                "--wrap", "true"], env=pair.env)
     assert done.returncode != 0 and re.search(r"not the controller; the controller is c\d",
                                               done.stderr), done.stderr

@@ -89,11 +89,11 @@ def _cli(c: Cluster, module: str, *args: str) -> str:
 
 
 def rinfo(c: Cluster, *args: str) -> str:
-    return _cli(c, "cli.rinfo", *args)
+    return _cli(c, "ranch.cli.rinfo", *args)
 
 
 def rcontrol(c: Cluster, *args: str) -> str:
-    return _cli(c, "cli.rcontrol", *args)
+    return _cli(c, "ranch.cli.rcontrol", *args)
 
 
 def _reason(c: Cluster, name: str) -> dict | None:
@@ -251,7 +251,7 @@ def test_node_state_idle_skips_an_allocated_node(tmp_path: Path) -> None:
         wrapper = _script(tmp_path / "hc.sh", WRAPPER.format(runs=runs, example=EXAMPLE))
         _conf(c, wrapper, node_state="IDLE")
         _start(c, {"n1": env, "n2": env}, ready=["n1", "n2"])
-        out = c.run_cli("cli.rbatch", "-D", str(tmp_path), "-w", "n1", "--wrap", "sleep 300")
+        out = c.run_cli("ranch.cli.rbatch", "-D", str(tmp_path), "-w", "n1", "--wrap", "sleep 300")
         assert out.returncode == 0, out.stderr
         job_id = out.stdout.split()[-1]
         c.wait_for(lambda: "node state IDLE -> ALLOCATED" in c.log("n1"),
@@ -269,7 +269,7 @@ def test_node_state_idle_skips_an_allocated_node(tmp_path: Path) -> None:
         assert _reason(c, "n1") is None
         assert len(_runs(runs, "n1")) == runs_before, _runs(runs, "n1")
         # Freed, it is checked again and drains.
-        assert c.run_cli("cli.rcancel", job_id).returncode == 0
+        assert c.run_cli("ranch.cli.rcancel", job_id).returncode == 0
         c.wait_for(lambda: c.state("n1") == "IDLE+DRAIN", timeout=8, what="freed n1 drained")
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.__main__ import main
-from healthcheck.kernlog import read_kmsg
-from healthcheck.xid import XID_TABLE
+from ranch.healthcheck.__main__ import main
+from ranch.healthcheck.kernlog import read_kmsg
+from ranch.healthcheck.xid import XID_TABLE
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -170,7 +170,7 @@ def test_kmsg_read_does_not_block() -> None:
 def run_module(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO), **env}
     return subprocess.run(
-        [sys.executable, "-m", "healthcheck", *argv],
+        [sys.executable, "-m", "ranch.healthcheck", *argv],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=60, check=False,
     )
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.runner import run_health_program
+from ranch.healthcheck.runner import run_health_program
 
 SCRIPT = Path(__file__).resolve().parents[2] / "examples" / "healthcheck.sh"
 

@@ -9,8 +9,8 @@ import types
 
 import pytest
 
-from healthcheck.checks import check_gpus
-from healthcheck.gpu import nvml_view
+from ranch.healthcheck.checks import check_gpus
+from ranch.healthcheck.gpu import nvml_view
 
 
 class NVMLError(Exception):

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import trio
 
-from ctld.programs import run_program
-from healthcheck.runner import run_health_program_detailed
+from ranch.ctld.programs import run_program
+from ranch.healthcheck.runner import run_health_program_detailed
 
 RUNS = 24
 

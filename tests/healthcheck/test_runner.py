@@ -8,7 +8,7 @@ from pathlib import Path
 
 import trio
 
-from healthcheck.runner import run_health_program, run_health_program_detailed
+from ranch.healthcheck.runner import run_health_program, run_health_program_detailed
 
 
 def script(tmp_path: Path, body: str, name: str = "hc.sh") -> str:

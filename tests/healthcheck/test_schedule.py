@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from healthcheck.schedule import (
+from ranch.healthcheck.schedule import (
     cycle_delay,
     eligible,
     is_healthy,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from healthcheck.kernlog import KernelLog, read_kernel_log, read_kmsg, recent_xids
-from healthcheck.xid import FATAL_XIDS, XID_TABLE, normalize_bus_id, parse_xid_line
+from ranch.healthcheck.kernlog import KernelLog, read_kernel_log, read_kmsg, recent_xids
+from ranch.healthcheck.xid import FATAL_XIDS, XID_TABLE, normalize_bus_id, parse_xid_line
 
 BOOT = 1_700_000_000.0
 NOW = 1_700_050_000.0

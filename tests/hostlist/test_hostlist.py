@@ -1,4 +1,4 @@
-"""Unit and property tests for conf.hostlist (Slurm hostlist expressions)."""
+"""Unit and property tests for ranch.conf.hostlist (Slurm hostlist expressions)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conf.hostlist import MAX_RANGE, HostlistError, expand, fold, sort_key
+from ranch.conf.hostlist import MAX_RANGE, HostlistError, expand, fold, sort_key
 
 
 @pytest.mark.parametrize(
@@ -163,7 +163,7 @@ _TEXT = st.text(alphabet=st.sampled_from("ab01[],- \t\u00a0\u2003\n\x00"), max_s
 def test_plain_checks_agree_with_the_regular_expressions(text: str) -> None:
     import re
 
-    from conf import hostlist
+    from ranch.conf import hostlist
 
     special = re.compile(r"[\[\],\s]")
     plain = re.compile(r"[^\[\]\s,]+(?:,[^\[\]\s,]+)*")
@@ -178,7 +178,7 @@ def test_plain_names_fold_and_expand_without_re() -> None:
 
     code = """
 import sys
-from conf.hostlist import expand, fold
+from ranch.conf.hostlist import expand, fold
 assert fold(["n3", "n1", "n2", "gpu01", "login"]) == "gpu01,login,n[1-3]"
 assert expand("n1,n2,gpu01") == ["n1", "n2", "gpu01"]
 print("re" in sys.modules)
@@ -192,7 +192,7 @@ print("re" in sys.modules)
 def test_last_number_split_agrees_with_the_regular_expression(text: str) -> None:
     import re
 
-    from conf import hostlist
+    from ranch.conf import hostlist
 
     m = re.fullmatch(r"(.*?)([0-9]+)([^0-9]*)", text, re.DOTALL)
     assert hostlist._split_last_number(text) == (m.groups() if m else None)

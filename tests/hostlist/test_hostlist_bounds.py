@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conf.hostlist import MAX_EXPR_CHARS, MAX_HOSTS, HostlistError, count, expand
+from ranch.conf.hostlist import MAX_EXPR_CHARS, MAX_HOSTS, HostlistError, count, expand
 
 
 @pytest.mark.parametrize(

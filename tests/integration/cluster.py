@@ -5,7 +5,8 @@
         c.wait_for(lambda: c.state("n1") == "IDLE", what="n1 idle")
         c.request(m.UpdateNodes("n1", "DRAIN", "x", "alice"))
 
-Processes run as `python -m ctld.main` / `python -m noded.main` from the repo root (no install
+Processes run as `python -m ranch.ctld.main` / `python -m ranch.noded.main` from the repo root
+(no install
 needed); logs go to files under the test's directory (`c.log("rctld")` to read one).
 """
 
@@ -21,9 +22,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from protocol import messages as m
-from protocol.auth import create_key, load_key
-from protocol.client import ControllerUnreachable, request
+from ranch.protocol import messages as m
+from ranch.protocol.auth import create_key, load_key
+from ranch.protocol.client import ControllerUnreachable, request
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -107,7 +108,8 @@ class Cluster:
     def start_ctld(self, *extra_args: str, wait: bool = True,
                    env: dict[str, str] | None = None) -> subprocess.Popen:
         self.ctld = self._spawn("rctld", [
-            "-m", "ctld.main", "-f", str(self.conf_path), "--listen", f"127.0.0.1:{self.port}",
+            "-m", "ranch.ctld.main", "-f", str(self.conf_path),
+            "--listen", f"127.0.0.1:{self.port}",
             "--state-dir", self.state_dir, "--key-file", self.key_file, *extra_args], env)
         if wait:
             wait_for(lambda: isinstance(self.request(m.Ping(), timeout=1), m.Pong),
@@ -119,7 +121,7 @@ class Cluster:
                    args: Iterable[str] = ()) -> subprocess.Popen:
         """`run_jobs`: kept for callers; rnoded runs every user's jobs, root's included unless
         DisableRootJobs refuses them at submission."""
-        argv = ["-m", "noded.main", "--server", f"127.0.0.1:{self.port}", "--name", name,
+        argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{self.port}", "--name", name,
                 "--spool-dir", str(self.dir / "spool" / name)]
         if fake_gpus:
             argv += ["--fake-gpus", str(fake_gpus)]
@@ -217,7 +219,8 @@ class Cluster:
 
     def run_cli(self, module: str, *argv: str, timeout: float = 30.0
                 ) -> subprocess.CompletedProcess:
-        """Run a command (`cli.rinfo`, `cli.rbatch`, ...) against this cluster, as a user would:
+        """Run a command (`ranch.cli.rinfo`, `ranch.cli.rbatch`, ...) against this cluster, as a
+        user would:
         the controller from RANCH_SERVER, the key from RANCH_KEY_FILE."""
         env = self._env({"RANCH_SERVER": f"127.0.0.1:{self.port}"})
         return subprocess.run([sys.executable, "-m", module, *argv], cwd=REPO, env=env,

@@ -15,9 +15,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from protocol import messages as m
-from protocol.client import ControllerUnreachable
-from protocol.errors import ProtocolError
+from ranch.protocol import messages as m
+from ranch.protocol.client import ControllerUnreachable
+from ranch.protocol.errors import ProtocolError
 
 from .test_jobs_e2e import jobs_cluster, start
 

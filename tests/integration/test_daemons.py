@@ -7,10 +7,10 @@ import socket
 import struct
 import time
 
-from ctld import statefile
-from protocol import messages as m
-from protocol.framing import FrameDecoder, encode_frame
-from protocol.rawframe import pack_frame
+from ranch.ctld import statefile
+from ranch.protocol import messages as m
+from ranch.protocol.framing import FrameDecoder, encode_frame
+from ranch.protocol.rawframe import pack_frame
 
 from .cluster import Cluster
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ctld.integrity import DamagedState
-from protocol import messages as m
+from ranch.ctld.integrity import DamagedState
+from ranch.protocol import messages as m
 
 from .cluster import REPO, Cluster, wait_for
 
@@ -67,7 +67,7 @@ def _copy(saved: Cluster, tmp_path: Path) -> Path:
 
 
 def _argv(saved: Cluster, state: Path, port: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "ctld.main", "-f", str(saved.conf_path), "--listen",
+    return [sys.executable, "-m", "ranch.ctld.main", "-f", str(saved.conf_path), "--listen",
             f"127.0.0.1:{port}", "--state-dir", str(state), "--key-file", saved.key_file, *extra]
 
 
@@ -165,7 +165,7 @@ def test_a_torn_last_record_is_dropped_and_nothing_acknowledged_is_lost(saved, t
 
 
 def _listed_ids(c: Cluster) -> set[int]:
-    done = c.run_cli("cli.rqueue", "--json")
+    done = c.run_cli("ranch.cli.rqueue", "--json")
     assert done.returncode == 0, done.stderr
     return {j["job_id"] for j in orjson.loads(done.stdout)["jobs"]}
 
@@ -260,7 +260,7 @@ def test_a_garbled_pack_fails_its_one_job_and_the_node_still_registers(saved, tm
 
 
 def _ended(c: Cluster) -> dict[int, str] | None:
-    done = c.run_cli("cli.rqueue", "--json", "-t", "all")
+    done = c.run_cli("ranch.cli.rqueue", "--json", "-t", "all")
     jobs = {j["job_id"]: j["job_state"][0] for j in orjson.loads(done.stdout)["jobs"]}
     wanted = {j: jobs.get(j) for j in range(1, ACKED + 1)}
     return wanted if all(s in ("COMPLETED", "FAILED") for s in wanted.values()) else None
@@ -271,7 +271,7 @@ def test_a_second_rctld_on_the_same_state_directory_refuses_to_start(tmp_path) -
     c.start_ctld()
     first = c.ctld
     try:
-        argv = [sys.executable, "-m", "ctld.main", "-f", str(c.conf_path), "--listen",
+        argv = [sys.executable, "-m", "ranch.ctld.main", "-f", str(c.conf_path), "--listen",
                 f"127.0.0.1:{c.port}", "--state-dir", c.state_dir,
                 "--key-file", c.key_file]
         done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,

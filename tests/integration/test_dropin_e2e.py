@@ -46,7 +46,7 @@ def c(tmp_path_factory):
     with cluster:
         cluster.start_ctld()
         for name in cluster.node_names:
-            argv = ["-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name", name,
+            argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{port}", "--name", name,
                     "--spool-dir", str(work / "spool" / name)]
             cluster.nodes[name] = cluster._spawn(name, argv)
         cluster.wait_for(lambda: all(cluster.state(n) == "IDLE" for n in ("n1", "n2")), 30,
@@ -59,7 +59,7 @@ def run(c: Cluster, module: str, *argv: str, env: dict[str, str] | None = None,
     """A command as a user runs it, from the cluster's directory (the jobs' workdir)."""
     full = {**os.environ, "PYTHONPATH": str(REPO), "RANCH_KEY_FILE": c.key_file,
             "RANCH_SERVER": f"127.0.0.1:{c.port}", **(env or {})}
-    done = subprocess.run([sys.executable, "-m", f"cli.{module}", *argv], cwd=c.dir, env=full,
+    done = subprocess.run([sys.executable, "-m", f"ranch.cli.{module}", *argv], cwd=c.dir, env=full,
                           capture_output=True, text=True, timeout=60)
     if check:
         assert done.returncode == 0, f"{module} {argv}: {done.stderr}"

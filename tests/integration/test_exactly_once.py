@@ -13,9 +13,9 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from protocol import messages as m
-from protocol.client import ControllerUnreachable
-from protocol.errors import ProtocolError
+from ranch.protocol import messages as m
+from ranch.protocol.client import ControllerUnreachable
+from ranch.protocol.errors import ProtocolError
 
 from .cluster import Cluster, free_port
 

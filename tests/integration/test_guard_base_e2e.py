@@ -37,7 +37,7 @@ PartitionName=main Nodes=n[1-3],f[1-3] Default=YES State=UP
         c.wait_for(lambda: (c.state("n1"), c.state("n2")) == ("IDLE+DRAIN", "IDLE+FAIL"), 30,
                    what="n1 and n2 out of service")
         assert c.state("n3") == "IDLE"
-        shown = c.run_cli("cli.rcontrol", "show", "guards", "-o")
+        shown = c.run_cli("ranch.cli.rcontrol", "show", "guards", "-o")
         assert shown.returncode == 0, shown.stderr
         drain = next(line for line in shown.stdout.splitlines() if "DrainGuard" in line)
         assert "State=ARMED" in drain, drain

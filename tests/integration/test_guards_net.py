@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psutil
 
-from protocol import messages as m
-from protocol.client import request, request_raw
-from protocol.framing import FrameDecoder, encode_frame
-from protocol.rawframe import HEAD, PREFIX, TAIL, pack_frame
+from ranch.protocol import messages as m
+from ranch.protocol.client import request, request_raw
+from ranch.protocol.framing import FrameDecoder, encode_frame
+from ranch.protocol.rawframe import HEAD, PREFIX, TAIL, pack_frame
 
 from .cluster import REPO, Cluster, wait_for
 
@@ -199,7 +199,7 @@ def test_per_source_cap_refuses_the_excess_while_a_node_registers(tmp_path: Path
         # Nodes and commands from elsewhere still get in (each takes an idle one's place).
         c.start_node("n1")
         c.wait_for(lambda: c.state("n1") == "IDLE", what="n1 registered")
-        r = c.run_cli("cli.rinfo", "-h", "-o", "%n %t")
+        r = c.run_cli("ranch.cli.rinfo", "-h", "-o", "%n %t")
         assert r.returncode == 0 and "n1 idle" in r.stdout, r.stderr
         for s in socks:
             s.close()
@@ -208,7 +208,7 @@ def test_per_source_cap_refuses_the_excess_while_a_node_registers(tmp_path: Path
         assert isinstance(c.request(m.Ping()), m.Pong)  # (the first flood's ends are read)
         flood = [_connect(c, f"127.0.1.{i % 4 + 1}") for i in range(191)]  # n1 holds the 192nd
         assert _closed_within(flood, 0.3) == []
-        r = c.run_cli("cli.rinfo", "-h", "-o", "%n %t")
+        r = c.run_cli("ranch.cli.rinfo", "-h", "-o", "%n %t")
         assert r.returncode == 0 and "n1 idle" in r.stdout, r.stderr
         assert len(_closed_within(flood, 0.3)) == 1  # the oldest made room
         c.start_node("n2")  # and a node registers
@@ -270,13 +270,13 @@ def test_absurd_input_is_refused_naming_the_field_and_the_limit(tmp_path: Path) 
         c.start()
         script = tmp_path / "big.sh"
         script.write_text("#!/bin/sh\n" + "#" * (10 << 20) + "\n")
-        r = c.run_cli("cli.rbatch", str(script))
+        r = c.run_cli("ranch.cli.rbatch", str(script))
         assert r.returncode == 1
         assert "batch script is 10,485,771 bytes; the limit is 4,194,304" in r.stderr
-        r = c.run_cli("cli.rbatch", "-t", "99999999999", "--wrap", "true")
+        r = c.run_cli("ranch.cli.rbatch", "-t", "99999999999", "--wrap", "true")
         assert r.returncode == 255
         assert "--time 99999999999" in r.stderr and "4,294,967,293 minutes" in r.stderr
-        r = c.run_cli("cli.rcontrol", "update", "NodeName=n1", "State=DRAIN",
+        r = c.run_cli("ranch.cli.rcontrol", "update", "NodeName=n1", "State=DRAIN",
                       "Reason=" + "x" * 5000)
         assert r.returncode == 1 and "Reason is 5,000 characters; the limit is 1,024" in r.stderr
         # The same refusals from rctld itself, for a client that does not check first.
@@ -306,9 +306,9 @@ def test_a_key_path_that_is_a_directory_is_a_clear_error(tmp_path: Path) -> None
         env = c._env({"RANCH_KEY_FILE": str(keydir), "RANCH_SERVER": f"127.0.0.1:{c.port}"})
         want = f"key file {keydir} is a directory"
         commands = (
-            ["-m", "ctld.main", "-f", str(c.conf_path), "--state-dir", str(tmp_path / "st")],
-            ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", "n1"],
-            ["-m", "cli.rinfo"],
+            ["-m", "ranch.ctld.main", "-f", str(c.conf_path), "--state-dir", str(tmp_path / "st")],
+            ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", "n1"],
+            ["-m", "ranch.cli.rinfo"],
         )
         c.start_ctld()  # with the right key, so that the commands get as far as the key
         for argv in commands:
@@ -331,7 +331,7 @@ def test_refused_connections_never_reach_the_descriptor_limit(tmp_path: Path) ->
                 pass
         # the burst queues in front of commands for a moment (rctld makes room as its unproven
         # connections fall idle), then they get through while it is still held
-        c.wait_for(lambda: c.run_cli("cli.rinfo", "-h").returncode == 0, timeout=20,
+        c.wait_for(lambda: c.run_cli("ranch.cli.rinfo", "-h").returncode == 0, timeout=20,
                    what="rinfo during the burst")
         c.wait_for(lambda: getattr(c.request(m.UpdateNodes("n1", "DRAIN", "during the flood",
                                                            "alice")), "ok", False),

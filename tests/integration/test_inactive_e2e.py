@@ -85,18 +85,18 @@ def test_a_killed_command_s_allocation_ends(c: Cluster) -> None:
     slurmctld cancels a killed srun's job; --no-shell's, held by nobody, stays."""
     procs = {}
     try:
-        done = c.run_cli("cli.ralloc", "--no-shell", "-N1")
+        done = c.run_cli("ranch.cli.ralloc", "--no-shell", "-N1")
         assert done.returncode == 0, done.stderr
         jobs = {"--no-shell": running_job(c, set())}
-        for module in ("cli.ralloc", "cli.rrun"):
+        for module in ("ranch.cli.ralloc", "ranch.cli.rrun"):
             before = set(jobs.values())
             procs[module] = spawn(c, module, "-N1", "sleep", "300")
             jobs[module] = running_job(c, before)
         for p in procs.values():
             p.send_signal(signal.SIGKILL)  # ralloc/rrun alone: ralloc's sleep goes on here
             p.wait(10)
-        rrun = ended(c, jobs["cli.rrun"], LIMIT - 1)
-        ralloc = ended(c, jobs["cli.ralloc"], LIMIT + 15)
+        rrun = ended(c, jobs["ranch.cli.rrun"], LIMIT - 1)
+        ralloc = ended(c, jobs["ranch.cli.ralloc"], LIMIT + 15)
         no_shell = show(c, jobs["--no-shell"])["JobState"]  # older than the limit, and silent
         cli(c, "rcancel", str(jobs["--no-shell"]))
     finally:
@@ -112,7 +112,7 @@ def test_a_live_command_keeps_its_allocation_past_the_limit(c: Cluster) -> None:
     """ralloc's and rrun's "alive" words keep their allocations while their commands run."""
     procs, jobs = {}, {}
     try:
-        for module in ("cli.ralloc", "cli.rrun"):
+        for module in ("ranch.cli.ralloc", "ranch.cli.rrun"):
             procs[module] = spawn(c, module, "-N1", "sleep", str(LIMIT + 3))
             jobs[module] = running_job(c, set(jobs.values()))
         for module, p in procs.items():

@@ -163,7 +163,7 @@ def _alive(pid: int) -> bool:
 
 
 def _memory_cgroup_writable() -> bool:
-    from noded import jobcgroup
+    from ranch.noded import jobcgroup
 
     if os.geteuid() != 0:
         return False

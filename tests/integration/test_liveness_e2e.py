@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 
 from .cluster import REPO, Cluster, free_port
 
@@ -47,14 +47,14 @@ def live_cluster(tmp: Path, nodes: list[str], *, timeout: int = 3, extra: str = 
 def start(c: Cluster, env: dict[str, str] | None = None) -> None:
     c.start_ctld()
     for name in c.node_names:
-        argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+        argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
                 "--spool-dir", str(c.dir / "spool" / name)]
         c.nodes[name] = c._spawn(name, argv, env)
     c.wait_for(lambda: all(c.state(n) == "IDLE" for n in c.node_names), 30, what="nodes IDLE")
 
 
 def cli(c: Cluster, command: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = c.run_cli(f"cli.{command}", *argv)
+    done = c.run_cli(f"ranch.cli.{command}", *argv)
     if check:
         assert done.returncode == 0, f"{command} {argv}: {done.stderr}"
     return done

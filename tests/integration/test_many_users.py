@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from protocol import messages as m
-from protocol.rawframe import PREFIX, open_frame, pack_frame
-from protocol.userauth import UNVERIFIED_KEY, preamble
+from ranch.protocol import messages as m
+from ranch.protocol.rawframe import PREFIX, open_frame, pack_frame
+from ranch.protocol.userauth import UNVERIFIED_KEY, preamble
 from tests.integration.cluster import REPO, Cluster, free_port
 from tests.munged import Munged, ensure_users, user_python
 
@@ -66,7 +66,7 @@ class Users:
 
     def raw(self, who: str, type_name: str, body: dict) -> tuple[str, dict]:
         """One request written by hand as `who` (what a forger would send)."""
-        code = ("import json, sys\nfrom protocol.client import request_raw\n"
+        code = ("import json, sys\nfrom ranch.protocol.client import request_raw\n"
                 f"print(json.dumps(request_raw(('127.0.0.1', {self.c.port}), b'', "
                 f"{type_name!r}, json.loads(sys.argv[1]), munge={self.munged.socket!r})))")
         uid, gid = self.ids[who]
@@ -109,7 +109,7 @@ def _submitted(done: subprocess.CompletedProcess) -> int:
 
 def test_alice_submits_and_sees_her_job_bob_may_not_touch_it_root_may(users: Users) -> None:
     c = users.c
-    jid = _submitted(users.run("alice", "cli.rbatch", "-w", "n1", "--wrap",
+    jid = _submitted(users.run("alice", "ranch.cli.rbatch", "-w", "n1", "--wrap",
                                "id -un; sleep 300"))
     c.wait_for(lambda: (users.job(jid) or {}).get("state") == "RUNNING", what="alice's job")
     job = users.job(jid)
@@ -118,35 +118,35 @@ def test_alice_submits_and_sees_her_job_bob_may_not_touch_it_root_may(users: Use
     c.wait_for(lambda: out.exists() and out.read_text().strip(), what="the job's output")
     assert out.read_text().split()[0] == "alice", "the job ran as the proven submitter"
 
-    mine = users.run("alice", "cli.rqueue")
+    mine = users.run("alice", "ranch.cli.rqueue")
     assert mine.returncode == 0 and str(jid) in mine.stdout and "alice" in mine.stdout
-    theirs = users.run("bob", "cli.rqueue")
+    theirs = users.run("bob", "ranch.cli.rqueue")
     assert theirs.returncode == 0 and str(jid) not in theirs.stdout, "PrivateData=jobs"
-    assert str(jid) in users.run("root", "cli.rqueue").stdout
+    assert str(jid) in users.run("root", "ranch.cli.rqueue").stdout
 
-    cancel = users.run("bob", "cli.rcancel", str(jid))
+    cancel = users.run("bob", "ranch.cli.rcancel", str(jid))
     assert cancel.returncode != 0 and "Access/permission denied" in cancel.stderr, cancel
-    drain = users.run("bob", "cli.rcontrol", "update", "NodeName=n2", "State=DRAIN",
+    drain = users.run("bob", "ranch.cli.rcontrol", "update", "NodeName=n2", "State=DRAIN",
                       "Reason=bob was here")
     assert drain.returncode != 0 and "Access/permission denied" in drain.stderr, drain
     assert "update NodeName=n2" in drain.stderr and "bob" in drain.stderr
     assert users.job(jid)["state"] == "RUNNING"
     assert c.state("n2") == "IDLE"
 
-    ok = users.run("root", "cli.rcontrol", "update", "NodeName=n2", "State=DRAIN",
+    ok = users.run("root", "ranch.cli.rcontrol", "update", "NodeName=n2", "State=DRAIN",
                    "Reason=maintenance")
     assert ok.returncode == 0, ok.stderr
     assert "DRAIN" in c.state("n2")
-    assert users.run("root", "cli.rcontrol", "update", "NodeName=n2",
+    assert users.run("root", "ranch.cli.rcontrol", "update", "NodeName=n2",
                      "State=RESUME").returncode == 0
-    gone = users.run("root", "cli.rcancel", str(jid))
+    gone = users.run("root", "ranch.cli.rcancel", str(jid))
     assert gone.returncode == 0, gone.stderr
     c.wait_for(lambda: users.job(jid)["state"] == "CANCELLED", what="root's cancel")
 
 
 def test_a_forged_uid_changes_nothing(users: Users) -> None:
     alice_uid = users.ids["alice"][0]
-    jid = _submitted(users.run("alice", "cli.rbatch", "--wrap", "sleep 300"))
+    jid = _submitted(users.run("alice", "ranch.cli.rbatch", "--wrap", "sleep 300"))
     # bob writes alice's name and uid into his request: munged's word is taken, not his
     kind, doc = users.raw("bob", "CancelJobs", {"job_ids": [jid], "user": "alice",
                                                 "uid": alice_uid})
@@ -166,7 +166,7 @@ def test_a_forged_uid_changes_nothing(users: Users) -> None:
     kind, doc = users.raw("bob", "UpdateNodes", {"node_names": "n1", "state": "DOWN",
                                                  "reason": "x", "user": "root", "uid": 0})
     assert kind == "Error" and "Access/permission denied" in doc["message"], doc
-    assert users.run("alice", "cli.rcancel", str(jid)).returncode == 0
+    assert users.run("alice", "ranch.cli.rcancel", str(jid)).returncode == 0
 
 
 def test_a_replayed_credential_is_refused(users: Users) -> None:
@@ -203,12 +203,13 @@ def _read(s: socket.socket, n: int) -> bytes:
 
 def test_rbatch_as_root_with_and_without_disable_root_jobs(users: Users) -> None:
     c = users.c
-    jid = _submitted(users.run("root", "cli.rbatch", "-D", str(users.work), "--wrap", "id -un"))
+    jid = _submitted(users.run("root", "ranch.cli.rbatch", "-D", str(users.work),
+                               "--wrap", "id -un"))
     c.wait_for(lambda: users.job(jid)["state"] == "COMPLETED", what="root's job")
     assert (users.work / f"slurm-{jid}.out").read_text().split()[0] == "root"
-    refused = users.run("root", "cli.rbatch", "-p", "noroot", "--wrap", "true")
+    refused = users.run("root", "ranch.cli.rbatch", "-p", "noroot", "--wrap", "true")
     assert refused.returncode != 0
     assert "Invalid user id" in refused.stderr and "DisableRootJobs=YES" in refused.stderr
     # alice may use that partition
-    mine = _submitted(users.run("alice", "cli.rbatch", "-p", "noroot", "--wrap", "true"))
+    mine = _submitted(users.run("alice", "ranch.cli.rbatch", "-p", "noroot", "--wrap", "true"))
     c.wait_for(lambda: users.job(mine)["state"] == "COMPLETED", what="alice's job in noroot")

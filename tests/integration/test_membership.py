@@ -11,8 +11,8 @@ import subprocess
 import sys
 import time
 
-from protocol import messages as m
-from protocol.framing import FrameDecoder, encode_frame
+from ranch.protocol import messages as m
+from ranch.protocol.framing import FrameDecoder, encode_frame
 
 from .cluster import REPO, Cluster
 
@@ -21,13 +21,13 @@ MANUAL = "NodeApproval=manual\nNodeApprovalAuto=n3"
 
 def cli(c: Cluster, prog: str, *args: str, timeout: float = 20.0) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", f"cli.{prog}", "--server", f"127.0.0.1:{c.port}",
+        [sys.executable, "-m", f"ranch.cli.{prog}", "--server", f"127.0.0.1:{c.port}",
          "--key-file", c.key_file, *args],
         cwd=REPO, env=c._env(), capture_output=True, text=True, timeout=timeout)
 
 
 def start_dynamic(c: Cluster, name: str, conf: str = "") -> subprocess.Popen:
-    argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+    argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
             "--spool-dir", str(c.dir / "spool" / name), "--dynamic"]
     if conf:
         argv += ["--conf", conf]
@@ -181,7 +181,7 @@ def test_followers_see_events_and_a_stalled_one_delays_nothing(tmp_path) -> None
     with Cluster(tmp_path, ["n1", "n2"], extra=extra) as c:
         c.start()
         follower = subprocess.Popen(
-            [sys.executable, "-m", "cli.rcontrol", "--server", f"127.0.0.1:{c.port}",
+            [sys.executable, "-m", "ranch.cli.rcontrol", "--server", f"127.0.0.1:{c.port}",
              "--key-file", c.key_file, "events", "--follow", "-n", "n1"],
             cwd=REPO, env=c._env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         stalled = _stalled_follower(c)

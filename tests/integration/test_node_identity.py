@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import stat
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 from tests.integration.cluster import Cluster
 
 
@@ -27,7 +27,7 @@ def test_a_second_rnoded_under_a_live_name_is_refused_and_changes_nothing(tmp_pa
         cred = tmp_path / "spool" / "n2" / "node.credential"
         c.wait_for(cred.exists, what="n2's credential in its spool")
         assert stat.S_IMODE(cred.stat().st_mode) == 0o600
-        done = c.run_cli("cli.rbatch", "-w", "n2", "-D", str(tmp_path), "--wrap", "sleep 300")
+        done = c.run_cli("ranch.cli.rbatch", "-w", "n2", "-D", str(tmp_path), "--wrap", "sleep 300")
         assert done.returncode == 0, done.stderr
         jid = int(done.stdout.split()[-1])
         c.wait_for(lambda: _job_state(c, jid) == "RUNNING", what="the job on n2")
@@ -35,7 +35,7 @@ def test_a_second_rnoded_under_a_live_name_is_refused_and_changes_nothing(tmp_pa
 
         # the hijack: same key, same name, its own (empty) spool
         c.nodes["thief"] = c._spawn("thief", [
-            "-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", "n2",
+            "-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", "n2",
             "--spool-dir", str(tmp_path / "spool" / "thief")])
         c.wait_for(lambda: _refusals(c, "n2"), what="the refusal in the event log")
         refusal = _refusals(c, "n2")[0]

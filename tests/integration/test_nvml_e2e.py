@@ -13,7 +13,7 @@ import pytest
 
 from .test_jobs_e2e import job_state, jobs_cluster, start, submit
 
-RRUN = f"{sys.executable} -m cli.rrun"
+RRUN = f"{sys.executable} -m ranch.cli.rrun"
 
 
 def _nvml_gpus() -> list[dict]:
@@ -74,10 +74,12 @@ def test_nvml_node_job_and_step_see_the_real_gpus(tmp_path: Path, gpus: list[dic
 
 def test_builtin_health_check_counts_the_real_gpus(gpus: list[dict]) -> None:
     n = len(gpus)
-    ok = subprocess.run([sys.executable, "-m", "healthcheck", f"--gpus={n}", "--gpu-max-temp=95",
+    ok = subprocess.run([sys.executable, "-m", "ranch.healthcheck", f"--gpus={n}",
+                         "--gpu-max-temp=95",
                          "--no-xid"], capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    short = subprocess.run([sys.executable, "-m", "healthcheck", f"--gpus={n + 1}", "--no-xid"],
+    short = subprocess.run([sys.executable, "-m", "ranch.healthcheck", f"--gpus={n + 1}",
+                            "--no-xid"],
                            capture_output=True, text=True, timeout=60)
     assert short.returncode == 1, short.stdout + short.stderr  # drain: a GPU is missing
     assert str(n) in short.stdout.splitlines()[0], short.stdout

@@ -9,9 +9,9 @@ import os
 import signal
 import time
 
-from conf.hostlist import fold
-from ctld import statefile
-from protocol import messages as m
+from ranch.conf.hostlist import fold
+from ranch.ctld import statefile
+from ranch.protocol import messages as m
 
 from .cluster import REPO, Cluster, wait_for
 

@@ -8,7 +8,7 @@ import getpass
 import json
 import os
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 
 from .cluster import wait_for
 from .test_power_e2e import EXAMPLES, _cluster, _power_dir

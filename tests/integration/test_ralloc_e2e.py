@@ -1,7 +1,7 @@
 """ralloc (salloc) and rrun's allocation outside a job (issue 20) against a real rctld and real
 rnoded processes: the command's exit code becomes the job's end, the allocation's environment,
 Ctrl-C while waiting, an allocation revoked under its command (rcancel, the time limit, a
-signal to ralloc), --no-shell, and cli.allocation.run_allocated with a step of its own."""
+signal to ralloc), --no-shell, and ranch.cli.allocation.run_allocated with a step of its own."""
 
 from __future__ import annotations
 
@@ -36,10 +36,10 @@ def _idle_between_tests(c: Cluster) -> Iterator[None]:
 
 
 def ralloc(c: Cluster, *argv: str) -> subprocess.CompletedProcess:
-    return c.run_cli("cli.ralloc", *argv)
+    return c.run_cli("ranch.cli.ralloc", *argv)
 
 
-def spawn(c: Cluster, name: str, *argv: str, module: str = "cli.ralloc") -> subprocess.Popen:
+def spawn(c: Cluster, name: str, *argv: str, module: str = "ranch.cli.ralloc") -> subprocess.Popen:
     """ralloc in the background, its stderr in a file (`err(c, name)` reads it)."""
     env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"})
     with open(c.dir / f"{name}.err", "wb") as err:
@@ -202,8 +202,8 @@ def test_no_shell_allocates_and_leaves_the_allocation(c: Cluster) -> None:
 
 STEP = """\
 import sys
-from cli.allocation import run_allocated
-from cli.controller import find_target
+from ranch.cli.allocation import run_allocated
+from ranch.cli.controller import find_target
 class Opts:
     nodes, ntasks, argv, exclusive = "2", 0, ["/bin/hostname", "-s"], False
 def step(job_id, env):
@@ -232,7 +232,7 @@ def test_run_allocated_runs_a_step_in_an_allocation_and_releases_it(
 
 def test_help_version_and_a_bad_option() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    run = [sys.executable, "-m", "cli.ralloc"]
+    run = [sys.executable, "-m", "ranch.cli.ralloc"]
     out = subprocess.run([*run, "--help"], capture_output=True, text=True, env=env, cwd=REPO)
     assert out.returncode == 0 and out.stdout.startswith("Usage: ralloc [OPTIONS...] [command")
     assert "--kill-command" in out.stdout and "--wrap" not in out.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 from tests.conformance.reboot_lab import RebootLab
 from tests.integration.cluster import REPO, Cluster
 
@@ -43,7 +43,7 @@ def lab_cluster(tmp_path: Path):
 
     def start_node(name: str) -> None:
         env = lab.env(name) | {"RANCH_HC_VERDICT_FILE": str(verdicts)}
-        argv = ["-m", "noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+        argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
                 "--spool-dir", str(c.dir / "spool" / name), "-b"]
         c.nodes[name] = c._spawn(name, argv, env)
 
@@ -65,14 +65,14 @@ def reason(c: Cluster, name: str) -> str | None:
 
 
 def rcontrol(c: Cluster, *argv: str) -> None:
-    r = c.run_cli("cli.rcontrol", *argv)
+    r = c.run_cli("ranch.cli.rcontrol", *argv)
     assert r.returncode == 0, r.stderr
 
 
 def test_reboots_wait_for_the_job_and_end_in_service_only_when_healthy(lab_cluster) -> None:
     c, lab, verdicts = lab_cluster
     # a reboot asked for on a busy node waits for its job, which ends as it would have
-    r = c.run_cli("cli.rbatch", "-w", "n1", "-o", "/dev/null", "--wrap", "sleep 3")
+    r = c.run_cli("ranch.cli.rbatch", "-w", "n1", "-o", "/dev/null", "--wrap", "sleep 3")
     assert r.returncode == 0, r.stderr
     job = int(r.stdout.split()[-1])
     c.wait_for(lambda: c.state("n1") == "ALLOCATED", 30, what="n1 busy")
@@ -98,6 +98,6 @@ def test_reboots_wait_for_the_job_and_end_in_service_only_when_healthy(lab_clust
     assert reason(c, "n2") == "HC: nvidia-smi failed (unhealthy after 2 reboots in a row)"
     assert lab.reboots == {"n1": 1, "n2": 2}
     assert c.snapshot()["n1"]["boot_time"] == boots  # n1 was left alone
-    events = c.run_cli("cli.rcontrol", "events", "-n", "n2")
+    events = c.run_cli("ranch.cli.rcontrol", "events", "-n", "n2")
     assert events.returncode == 0 and "REBOOT_ISSUED" in events.stdout, events.stderr
 

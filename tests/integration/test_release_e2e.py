@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from cli.allocation import Allocation
-from cli.controller import Target
+from ranch.cli.allocation import Allocation
+from ranch.cli.controller import Target
 
 from .cluster import Cluster, free_port
 from .test_jobs_e2e import jobs_cluster, start
@@ -28,14 +28,14 @@ def spawn(c: Cluster, module: str, *argv: str) -> subprocess.Popen:
 
 
 def state(c: Cluster, job_id: int) -> str:
-    from protocol import messages as m
+    from ranch.protocol import messages as m
 
     got = c.request(m.GetJobs(job_ids=(job_id,)))
     return got.jobs[0]["state"]
 
 
-@pytest.mark.parametrize(("module", "sig"), [("cli.ralloc", signal.SIGKILL),
-                                             ("cli.rrun", signal.SIGTERM)])
+@pytest.mark.parametrize(("module", "sig"), [("ranch.cli.ralloc", signal.SIGKILL),
+                                             ("ranch.cli.rrun", signal.SIGTERM)])
 def test_a_release_waits_out_a_controller_restart(tmp_path: Path, module: str,
                                                   sig: signal.Signals) -> None:
     with jobs_cluster(tmp_path, ["n1"]) as c:
@@ -65,7 +65,7 @@ def test_a_release_that_never_gets_through_is_said_and_fails_the_command(capsys)
     then ralloc says it could not and its exit status is 1 whatever its command's."""
     port = free_port()  # closed: every try is refused at once
     key = Path(os.environ.get("TMPDIR", "/tmp")) / f"release-{os.getpid()}.key"
-    from protocol.auth import create_key
+    from ranch.protocol.auth import create_key
 
     create_key(str(key))
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 
 from .cluster import Cluster
 from .test_jobs_e2e import job, job_state, jobs_cluster, start, start_node, submit
@@ -44,7 +44,7 @@ def test_rctld_signals(tmp_path) -> None:
         # rcontrol reconfigure: the warnings reach the caller
         with open(c.conf_path, "a") as f:
             f.write("HeartbeatIntervall=1\n")  # misspelt: a warning, not an error
-        out = c.run_cli("cli.rcontrol", "reconfigure")
+        out = c.run_cli("ranch.cli.rcontrol", "reconfigure")
         assert out.returncode == 0, out.stderr
         assert "rcontrol: warning:" in out.stderr and "HeartbeatIntervall" in out.stderr
 
@@ -67,7 +67,7 @@ def test_rctld_signals(tmp_path) -> None:
             rec = c.snapshot()["n2"]
             assert rec["complete"].startswith("IDLE+DRAIN"), rec["complete"]
             assert rec["state"]["reason"]["text"] == "sig-test"
-        show = c.run_cli("cli.rcontrol", "show", "config")
+        show = c.run_cli("ranch.cli.rcontrol", "show", "config")
         in_force, _, kept = show.stdout.partition("\nKept as written, not acted on by Ranch:\n")
         assert f"SlurmctldLogFile        = {log}" in in_force, show.stdout
         # a key Ranch keeps but does not act on is never listed as if in force
@@ -149,5 +149,5 @@ def test_rnoded_logs_to_the_served_slurmd_log_file(tmp_path) -> None:
         _rotate(str(log))
         os.kill(c.nodes["n1"].pid, signal.SIGUSR2)
         c.wait_for(lambda: log.exists() and "reopened" in log.read_text(), what="reopened")
-        show = c.run_cli("cli.rcontrol", "show", "config").stdout
+        show = c.run_cli("ranch.cli.rcontrol", "show", "config").stdout
         assert f"SlurmdLogFile           = {logs}/%n.log" in show

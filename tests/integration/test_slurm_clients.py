@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 
 from .cluster import REPO, Cluster, free_port
 
@@ -90,7 +90,7 @@ def slurm(tmp_path_factory):
     cluster = Cluster(work, ["n1", "n2"], conf_text=CONF.format(port=port))
     cluster.port, cluster.addr = port, ("127.0.0.1", port)
     bindir = work / "shims"
-    subprocess.run([sys.executable, "-m", "cli.shims", str(bindir)], cwd=REPO, check=True,
+    subprocess.run([sys.executable, "-m", "ranch.cli.shims", str(bindir)], cwd=REPO, check=True,
                    env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True)
     env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
            "RANCH_SERVER": f"127.0.0.1:{port}", "RANCH_KEY_FILE": cluster.key_file}
@@ -98,7 +98,7 @@ def slurm(tmp_path_factory):
     with cluster:
         cluster.start_ctld()
         for name in cluster.node_names:
-            argv = ["-m", "noded.main", "--server", f"127.0.0.1:{port}", "--name", name,
+            argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{port}", "--name", name,
                     "--spool-dir", str(work / "spool" / name)]
             cluster.nodes[name] = cluster._spawn(name, argv)
         cluster.wait_for(lambda: all(cluster.state(n) == "IDLE" for n in ("n1", "n2")), 30,

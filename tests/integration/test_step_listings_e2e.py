@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 
 from .cluster import Cluster
 from .test_jobs_e2e import cli, job_state, jobs_cluster, start, submit

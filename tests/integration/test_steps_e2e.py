@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 
 from .cluster import Cluster, wait_for
 from .test_jobs_e2e import cli, job_state, jobs_cluster, start, submit
 
 NODES = ["n1", "n2", "n3"]
-RRUN = f"{sys.executable} -m cli.rrun"
+RRUN = f"{sys.executable} -m ranch.cli.rrun"
 
 
 @pytest.fixture
@@ -40,7 +40,7 @@ def steps(c: Cluster, job_id: int) -> list[dict]:
 def rrun(c: Cluster, *argv: str) -> subprocess.Popen:
     """rrun started from outside the job (--jobid), as an admin attaches a step to a job."""
     env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"})
-    return subprocess.Popen([sys.executable, "-m", "cli.rrun", *argv], cwd=c.dir, env=env,
+    return subprocess.Popen([sys.executable, "-m", "ranch.cli.rrun", *argv], cwd=c.dir, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             stdin=subprocess.DEVNULL)
 
@@ -224,7 +224,7 @@ def test_gpus_per_task_gives_each_task_its_own_gpu(tmp_path: Path) -> None:
 def test_rrun_outside_a_job_allocates_runs_and_releases(c: Cluster) -> None:
     env = {k: v for k, v in c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"}).items()
            if not k.startswith("SLURM_")}
-    done = subprocess.run([sys.executable, "-m", "cli.rrun", "-N2", "--label", "sh", "-c",
+    done = subprocess.run([sys.executable, "-m", "ranch.cli.rrun", "-N2", "--label", "sh", "-c",
                            "echo $SLURMD_NODENAME; exit $SLURM_PROCID"], cwd=c.dir, env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1, done.stderr

@@ -9,8 +9,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from noded import jobstore
-from noded.runningjob import alive
+from ranch.noded import jobstore
+from ranch.noded.runningjob import alive
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import attrs
 import pytest
 import trio
 
-from noded.jobs import JobRunner
+from ranch.noded.jobs import JobRunner
 
 from .test_jobs import ended, spec
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from noded import cache
-from protocol.messages import ConfigFile, NodeSettings
+from ranch.noded import cache
+from ranch.protocol.messages import ConfigFile, NodeSettings
 
 SETTINGS = NodeSettings("c", 10.0, 300.0, 10.0, "/hc", 60.0, 20.0, ("IDLE", "CYCLE"))
 

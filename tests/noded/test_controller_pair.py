@@ -10,10 +10,10 @@ from pathlib import Path
 
 import trio
 
-from ctld import standby
-from noded.gpus import FakeGpus
-from noded.session import NodeDaemon, NodeOptions
-from protocol import messages as m
+from ranch.ctld import standby
+from ranch.noded.gpus import FakeGpus
+from ranch.noded.session import NodeDaemon, NodeOptions
+from ranch.protocol import messages as m
 from tests.noded.test_session_jobs import KEY, JobController, job, wait_for
 
 

@@ -8,10 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from noded import main as rnoded
-from noded.gpus import FAKE_MEMORY_MIB, FakeGpus, fake_uuid, open_gpus
-from noded.hardware import format_uptime, probe_hardware, probe_metrics, slurmd_c_text, topology
-from protocol.messages import Hardware
+from ranch.noded import main as rnoded
+from ranch.noded.gpus import FAKE_MEMORY_MIB, FakeGpus, fake_uuid, open_gpus
+from ranch.noded.hardware import (
+    format_uptime,
+    probe_hardware,
+    probe_metrics,
+    slurmd_c_text,
+    topology,
+)
+from ranch.protocol.messages import Hardware
 
 
 def test_dash_c_prints_slurmd_style(capsys: pytest.CaptureFixture[str]) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from noded.jobenv import append_output, expand_pattern, input_path, job_environment
-from noded.jobsignal import due_in
-from protocol.messages import JobSpec
+from ranch.noded.jobenv import append_output, expand_pattern, input_path, job_environment
+from ranch.noded.jobsignal import due_in
+from ranch.protocol.messages import JobSpec
 
 JOB = JobSpec(job_id=42, name="dask-worker", user="ann", uid=1000, gid=1000, script="",
               workdir="/w", stdout="", nodelist="n[1-2]")
@@ -67,7 +67,7 @@ def _fields(spec: JobSpec) -> dict:
 
 
 def _step(**kw):
-    from protocol.stepmessages import StepSpec
+    from ranch.protocol.stepmessages import StepSpec
 
     base = dict(job_id=45, restarts=0, step_id=0, name="python", user="ann", uid=1000,
                 gid=1000, argv=("python",), cwd="/w", env=(), nodelist="n1", node_index=0,
@@ -79,7 +79,7 @@ def _step(**kw):
 def test_step_patterns_in_an_array_task() -> None:
     """srun -o inside an array task: %A is the array's master id, %a the task's index (what
     submitit's map_array names its files by); outside an array %A is the job, %a NO_VAL-1."""
-    from noded.taskenv import expand
+    from ranch.noded.taskenv import expand
 
     step = _step()
     pattern = "log_%A_%a/%A_%a_%t.out"
@@ -90,7 +90,7 @@ def test_step_patterns_in_an_array_task() -> None:
 
 def test_a_step_file_that_cannot_be_opened_is_said_so() -> None:
     """slurmstepd's words for it, not execve()'s (the program never starts)."""
-    from noded.taskenv import OpenError, exec_error
+    from ranch.noded.taskenv import OpenError, exec_error
 
     try:
         open("/nonexistent-dir/x.out", "ab")

@@ -16,11 +16,11 @@ import pytest
 import trio
 import trio.testing
 
-from noded import jobstore
-from noded.jobenv import expand_pattern
-from noded.joblaunch import LaunchError
-from noded.jobs import JobRunner
-from protocol.messages import JobEnd, JobSpec
+from ranch.noded import jobstore
+from ranch.noded.jobenv import expand_pattern
+from ranch.noded.joblaunch import LaunchError
+from ranch.noded.jobs import JobRunner
+from ranch.protocol.messages import JobEnd, JobSpec
 
 ROOT = os.geteuid() == 0
 
@@ -449,7 +449,7 @@ async def test_a_kill_kept_for_an_ended_run_spares_the_next_launch(runner: JobRu
 def test_ending_states_from_the_shim_status(tmp_path: Path) -> None:
     """How a status file maps to a state; OUT_OF_MEMORY needs SIGKILL and a risen oom_kill
     count (a real OOM kill needs a memory-limited cgroup this test machine may not have)."""
-    from noded.runningjob import ending_of
+    from ranch.noded.runningjob import ending_of
 
     job = spec(tmp_path, "")
 
@@ -475,7 +475,7 @@ def test_ending_states_from_the_shim_status(tmp_path: Path) -> None:
 
 
 def _memory_cgroups_usable() -> bool:
-    from noded import jobcgroup
+    from ranch.noded import jobcgroup
 
     if not ROOT:
         return False
@@ -489,7 +489,7 @@ def _memory_cgroups_usable() -> bool:
 async def test_memory_limit_enforced_and_oom_reported(runner: JobRunner, work: Path) -> None:
     import sys
 
-    from noded import jobcgroup
+    from ranch.noded import jobcgroup
 
     hog = f"{sys.executable} -c \"a = b'x' * (400 << 20); print('survived')\"\n"
     await runner.launch(spec(work, hog, 1, mem_mib=48))
@@ -603,8 +603,8 @@ async def test_a_launch_cut_before_its_script_started_is_given_back(
     import subprocess
     import sys
 
-    from noded.jobenv import append_output, input_path, job_environment, output_paths
-    from noded.joblaunch import SHIM, identity
+    from ranch.noded.jobenv import append_output, input_path, job_environment, output_paths
+    from ranch.noded.joblaunch import SHIM, identity
 
     spool = str(tmp_path / "spool")
     s = spec(work, f"touch {work}/ran\n", 5)

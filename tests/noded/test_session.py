@@ -16,12 +16,12 @@ import pytest
 import trio
 import trio.testing
 
-from noded import cache
-from noded.gpus import FakeGpus
-from noded.session import NodeDaemon, NodeOptions, backoff_delay
-from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.tcp import FramedStream, PeerClosed
+from ranch.noded import cache
+from ranch.noded.gpus import FakeGpus
+from ranch.noded.session import NodeDaemon, NodeOptions, backoff_delay
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.tcp import FramedStream, PeerClosed
 
 KEY = b"n" * 32
 SETTINGS = m.NodeSettings("test", 0.05, 5.0, 2.0, None, 0.0, 5.0, ("ANY",))
@@ -352,7 +352,7 @@ async def test_rnoded_process_stops_on_signal_and_exits_0(
     argv = [
         sys.executable,
         "-m",
-        "noded.main",
+        "ranch.noded.main",
         "--server",
         f"127.0.0.1:{ctl.port}",
         "--name",
@@ -444,7 +444,7 @@ async def test_rnoded_sigterm_exits_0_with_controller_unreachable(tmp_path: Path
         argv = [
             sys.executable,
             "-m",
-            "noded.main",
+            "ranch.noded.main",
             "--server",
             f"127.0.0.1:{port}",
             "--name",

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import trio
 
-from noded.gpus import FakeGpus
-from noded.session import NodeDaemon, NodeOptions
-from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.tcp import FramedStream, PeerClosed
+from ranch.noded.gpus import FakeGpus
+from ranch.noded.session import NodeDaemon, NodeOptions
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.tcp import FramedStream, PeerClosed
 
 KEY = b"j" * 32
 # A long interval: a beat that comes early was requested by a job's end.
@@ -210,7 +210,7 @@ async def test_sigkilled_rnoded_loses_no_job(nursery: trio.Nursery, tmp_path: Pa
     argv = [
         sys.executable,
         "-m",
-        "noded.main",
+        "ranch.noded.main",
         "--server",
         f"127.0.0.1:{ctl.port}",
         "--name",

@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from protocol.auth import DEFAULT_KEY_FILE, KeyFileError, create_key, load_key, resolve_key_path
+from ranch.protocol.auth import (
+    DEFAULT_KEY_FILE,
+    KeyFileError,
+    create_key,
+    load_key,
+    resolve_key_path,
+)
 
 
 def test_create_then_load(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""protocol.cjson writes and reads what json does (json.dumps, compact separators; json.loads)."""
+"""ranch.protocol.cjson writes and reads what json does (json.dumps, compact separators;
+json.loads)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol import cjson
+from ranch.protocol import cjson
 
 scalars = (st.none() | st.booleans() | st.integers() | st.text()
            | st.floats(allow_nan=False, allow_infinity=True))

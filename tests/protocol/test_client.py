@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import trio
 
-from protocol import messages as m
-from protocol.client import ControllerUnreachable, parse_address, request
-from protocol.errors import ProtocolError
-from protocol.tcp import FramedStream, PeerClosed
+from ranch.protocol import messages as m
+from ranch.protocol.client import ControllerUnreachable, parse_address, request
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.tcp import FramedStream, PeerClosed
 
 KEY = b"s" * 32
 
@@ -84,6 +84,6 @@ def test_parse_address_errors(text: str) -> None:
 
 
 def test_client_import_is_trio_free() -> None:
-    code = "import sys, protocol.client; sys.exit('trio' in sys.modules)"
+    code = "import sys, ranch.protocol.client; sys.exit('trio' in sys.modules)"
     root = Path(__file__).resolve().parents[2]
     assert subprocess.run([sys.executable, "-c", code], cwd=root, check=False).returncode == 0

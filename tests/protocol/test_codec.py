@@ -5,10 +5,10 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from protocol import codec
-from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.versions import CURRENT, FIELDS_ADDED, downgrade
+from ranch.protocol import codec
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.versions import CURRENT, FIELDS_ADDED, downgrade
 
 GPU = m.GpuInfo(0, "NVIDIA H100 80GB HBM3", "GPU-1234", "00000000:17:00.0", 81559, "550.54")
 HW = m.Hardware(64, 1, 2, 16, 2, 515_000, 900_000, 2, (GPU,), "Linux 6.8", "x86_64", "gpu01")

@@ -1,4 +1,4 @@
-"""protocol.durable: the one durable-write rule (the whole new file or the old one, nothing
+"""ranch.protocol.durable: the one durable-write rule (the whole new file or the old one, nothing
 left over)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from protocol import durable
+from ranch.protocol import durable
 
 
 def test_replaces_the_file_whole_and_leaves_no_temporary(tmp_path) -> None:

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder, ReplayGuard, encode_frame
-from protocol.rawframe import pack_frame
-from protocol.versions import CURRENT
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.framing import FrameDecoder, ReplayGuard, encode_frame
+from ranch.protocol.rawframe import pack_frame
+from ranch.protocol.versions import CURRENT
 
 KEY = b"k" * 32
 NOW = 1_700_000_000.0

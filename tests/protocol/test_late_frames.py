@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder, ReplayGuard, encode_frame
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.framing import FrameDecoder, ReplayGuard, encode_frame
 
 KEY = b"k" * 32
 T0 = 1_700_000_000.0

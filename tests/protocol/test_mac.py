@@ -1,4 +1,5 @@
-"""protocol.mac's HMAC-SHA256 is the standard one, over the built-in hash and over OpenSSL's."""
+"""ranch.protocol.mac's HMAC-SHA256 is the standard one, over the built-in hash and over
+OpenSSL's."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocol import mac
+from ranch.protocol import mac
 
 REPO = __file__.rsplit("/tests/", 1)[0]
 
@@ -33,7 +34,7 @@ def test_openssl_gives_the_same_and_large_messages_load_it() -> None:
     code = f"""
 import sys
 sys.path.insert(0, {REPO!r})
-from protocol import mac
+from ranch.protocol import mac
 small = mac.digest({key!r}, b"abc")
 assert "_hashlib" not in sys.modules, "a small message loaded OpenSSL"
 big = mac.digest({key!r}, bytes(range(256)) * 4096)
@@ -53,13 +54,13 @@ def test_compare_digest(a: bytes, b: bytes, same: bool) -> None:
 
 
 def test_whoever_frames_typed_messages_signs_with_openssl() -> None:
-    """The daemons (and rrun) import protocol.framing: every MAC they make is OpenSSL's."""
+    """The daemons (and rrun) import ranch.protocol.framing: every MAC they make is OpenSSL's."""
     code = f"""
 import sys
 sys.path.insert(0, {REPO!r})
-from protocol import mac
+from ranch.protocol import mac
 assert mac._openssl is None
-import protocol.framing
+import ranch.protocol.framing
 assert mac._openssl is not None
 """
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -6,11 +6,11 @@ import pytest
 import trio
 import trio.testing
 
-from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.framing import encode_frame
-from protocol.tcp import FramedStream, PeerClosed
-from protocol.versions import CURRENT
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.framing import encode_frame
+from ranch.protocol.tcp import FramedStream, PeerClosed
+from ranch.protocol.versions import CURRENT
 
 KEY = b"t" * 32
 

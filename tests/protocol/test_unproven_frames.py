@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from protocol import messages as m
-from protocol.errors import ProtocolError
-from protocol.framing import FrameDecoder, ReplayGuard, encode_frame
-from protocol.rawframe import HEAD, PREFIX, TAIL, pack_frame
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.framing import FrameDecoder, ReplayGuard, encode_frame
+from ranch.protocol.rawframe import HEAD, PREFIX, TAIL, pack_frame
 
 KEY = b"k" * 32
 NOW = 1_700_000_000.0

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from statemachine import Base, NodeState, Policy, Reason, ReasonSource, apply, initial_state
-from statemachine import events as ev
+from ranch.statemachine import events as ev
+from ranch.statemachine.model import Base, NodeState, Reason, ReasonSource, initial_state
+from ranch.statemachine.policy import Policy
+from ranch.statemachine.table import apply
 
 P0 = Policy(return_to_service=0)
 P1 = Policy(return_to_service=1)

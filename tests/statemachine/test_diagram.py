@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from statemachine import diagram
-from statemachine.table import ROWS
+from ranch.statemachine import diagram
+from ranch.statemachine.table import ROWS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "states.md"
 
 
 def test_docs_states_md_is_current() -> None:
     assert DOC.read_text() == diagram.render(), (
-        "docs/states.md is stale: run `python -m statemachine.diagram > docs/states.md`"
+        "docs/states.md is stale: run `python -m ranch.statemachine.diagram > docs/states.md`"
     )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from statemachine import events as ev
+from ranch.statemachine import events as ev
 
 
 @pytest.mark.parametrize(

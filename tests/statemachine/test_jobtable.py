@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from statemachine import jobevents as je
-from statemachine import jobtable as jt
-from statemachine.jobstates import COMPACT, FINAL, JobState
+from ranch.statemachine import jobevents as je
+from ranch.statemachine import jobtable as jt
+from ranch.statemachine.jobstates import COMPACT, FINAL, JobState
 
 S = JobState
 
@@ -29,7 +29,7 @@ def test_every_state_answers_every_event() -> None:
 
 
 def test_every_state_has_a_squeue_code() -> None:
-    from statemachine.jobcodes import LISTED_ACTIVE, ORDER
+    from ranch.statemachine.jobcodes import LISTED_ACTIVE, ORDER
 
     assert set(COMPACT) == set(ORDER) == {s.value for s in JobState}
     assert LISTED_ACTIVE <= set(COMPACT)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from statemachine import Base, Flag, InvalidTransition, apply, effects, initial_state, names
-from statemachine import events as ev
-from statemachine.table import PENDING, REJECTED, classify
+from ranch.statemachine import effects, names
+from ranch.statemachine import events as ev
+from ranch.statemachine.errors import InvalidTransition
+from ranch.statemachine.model import Base, Flag, initial_state
+from ranch.statemachine.table import PENDING, REJECTED, apply, classify
 from tests.statemachine.helpers import P0, idle, run, sample
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from statemachine import Base, Flag, NodeState, Reason, ReasonSource, names
+from ranch.statemachine import names
+from ranch.statemachine.model import Base, Flag, NodeState, Reason, ReasonSource
 
 F = Flag
 R = Reason(ReasonSource.ADMIN, "maint", 5.0, "alice")

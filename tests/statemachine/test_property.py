@@ -6,8 +6,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from statemachine import Base, Flag, InvalidTransition, Policy, apply, initial_state, names
-from statemachine import events as ev
+from ranch.statemachine import events as ev
+from ranch.statemachine import names
+from ranch.statemachine.errors import InvalidTransition
+from ranch.statemachine.model import Base, Flag, initial_state
+from ranch.statemachine.policy import Policy
+from ranch.statemachine.table import apply
 
 BLOCKING = {Flag.DRAIN, Flag.FAIL, Flag.NO_RESPOND, Flag.POWERED_DOWN, Flag.POWERING_UP,
             Flag.POWERING_DOWN, Flag.INVALID_REG, Flag.PENDING, Flag.REJECTED}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from statemachine import names
-from statemachine.model import Base, Flag, NodeState
+from ranch.statemachine import names
+from ranch.statemachine.model import Base, Flag, NodeState
 
 F = Flag
 

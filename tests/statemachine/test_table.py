@@ -1,22 +1,15 @@
-"""One test per row of statemachine.table.ROWS, plus the table's shape (refusals, targets)."""
+"""One test per row of ranch.statemachine.table.ROWS, plus the table's shape (refusals, targets)."""
 
 from __future__ import annotations
 
 import pytest
 
-from statemachine import (
-    Base,
-    Flag,
-    InvalidTransition,
-    Reason,
-    ReasonSource,
-    apply,
-    initial_state,
-    names,
-)
-from statemachine import effects as fx
-from statemachine import events as ev
-from statemachine.table import CLASSES, ROWS, SAME, TABLE, classify
+from ranch.statemachine import effects as fx
+from ranch.statemachine import events as ev
+from ranch.statemachine import names
+from ranch.statemachine.errors import InvalidTransition
+from ranch.statemachine.model import Base, Flag, Reason, ReasonSource, initial_state
+from ranch.statemachine.table import CLASSES, ROWS, SAME, TABLE, apply, classify
 from tests.statemachine.helpers import (
     MISMATCH,
     P0,

@@ -64,7 +64,7 @@ def test_page_shows_the_grid_and_drains_a_node(tmp_path) -> None:
             if os.environ.get("RANCH_SCREENSHOTS"):
                 b.screenshot(os.path.join(os.environ["RANCH_SCREENSHOTS"], "page.png"))
 
-        listing = cli(c, "cli.rinfo", "-R", "-h", "-o", "%N|%E|%u")
+        listing = cli(c, "ranch.cli.rinfo", "-R", "-h", "-o", "%N|%E|%u")
         assert "n2|bad DIMM in slot 3|alice" in listing.splitlines()
         assert c.state("n2") == "IDLE+DRAIN"
 

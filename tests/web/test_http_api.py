@@ -61,24 +61,25 @@ def test_nodes_and_partitions_are_the_records_rcontrol_prints(c: Cluster) -> Non
     api = get(c, "/api/v1/nodes")
     assert api.status_code == 200
     assert api.headers["content-type"] == "application/json"
-    shown = json.loads(cli(c, "cli.rcontrol", "--json", "show", "node"))
+    shown = json.loads(cli(c, "ranch.cli.rcontrol", "--json", "show", "node"))
     assert [n["name"] for n in api.json()["nodes"]] == ["n1", "n2", "n3", "n4"]
     assert stable(api.json()["nodes"]) == stable(shown["nodes"])
 
     one = get(c, "/api/v1/nodes/n2").json()["nodes"]
-    assert stable(one) == stable(json.loads(cli(c, "cli.rcontrol", "--json", "show", "node", "n2"
+    assert stable(one) == stable(json.loads(cli(c, "ranch.cli.rcontrol", "--json", "show", "node",
+                                                "n2"
                                                 ))["nodes"])
     assert [n["name"] for n in get(c, "/api/v1/nodes/n[1-2]").json()["nodes"]] == ["n1", "n2"]
 
     parts = get(c, "/api/v1/partitions").json()["partitions"]
-    assert parts == json.loads(cli(c, "cli.rcontrol", "--json", "show", "partition"))[
+    assert parts == json.loads(cli(c, "ranch.cli.rcontrol", "--json", "show", "partition"))[
         "partitions"]
     assert [p["name"] for p in parts] == ["main", "gpu"]
 
 
 def test_sinfo_route_is_rinfo_json(c: Cluster) -> None:
     api = get(c, "/api/v1/sinfo").json()
-    mine = json.loads(cli(c, "cli.rinfo", "--json"))
+    mine = json.loads(cli(c, "ranch.cli.rinfo", "--json"))
 
     def entries(doc):  # load and free memory move with heartbeats
         out = stable(doc["sinfo"])
@@ -103,9 +104,9 @@ def test_drain_and_resume_through_the_api_show_in_rinfo(c: Cluster) -> None:
     r = post_state(c, "n3", {"state": "DRAIN", "reason": "fan noise"})
     assert r.status_code == 200, r.text
     assert r.json() == {"changed": ["n3"], "errors": [], "user": "alice"}
-    listing = cli(c, "cli.rinfo", "-R", "-h", "-o", "%N|%E|%u")
+    listing = cli(c, "ranch.cli.rinfo", "-R", "-h", "-o", "%N|%E|%u")
     assert "n3|fan noise|alice" in listing.splitlines()
-    show = cli(c, "cli.rcontrol", "show", "node", "n3")
+    show = cli(c, "ranch.cli.rcontrol", "show", "node", "n3")
     assert "State=IDLE+DRAIN" in show and "Reason=fan noise [alice@" in show
 
     api = get(c, "/api/v1/nodes/n3").json()["nodes"][0]
@@ -239,13 +240,13 @@ def test_metrics_show_the_guards_and_the_controllers_stalls(c: Cluster) -> None:
 
 def test_reservations_in_the_api_metrics_rcontrol_and_rinfo(c: Cluster) -> None:
     """Issue 33: one maintenance window ahead, seen by every reader, then deleted."""
-    out = cli(c, "cli.rcontrol", "create", "reservation", "ReservationName=fw",
+    out = cli(c, "ranch.cli.rcontrol", "create", "reservation", "ReservationName=fw",
               "StartTime=now+3600", "Duration=30", "Nodes=n4", "Flags=maint,ignore_jobs",
               "Users=root")
     assert out.strip() == "Reservation created: fw"
     try:
         api = get(c, "/api/v1/reservations").json()["reservations"]
-        shown = json.loads(cli(c, "cli.rcontrol", "--json", "show", "reservation"))
+        shown = json.loads(cli(c, "ranch.cli.rcontrol", "--json", "show", "reservation"))
         assert api == shown["reservations"]
         assert [(r["name"], r["state"], r["nodes"], r["flags"], r["duration"]) for r in api] == [
             ("fw", "INACTIVE", "n4", ["MAINT", "IGNORE_JOBS", "SPEC_NODES"], 1800.0)]
@@ -254,13 +255,13 @@ def test_reservations_in_the_api_metrics_rcontrol_and_rinfo(c: Cluster) -> None:
         assert by_state == {"ACTIVE": 0, "INACTIVE": 1}
         nodes = fams["ranch_reservation_nodes"].samples
         assert [(s.labels["reservation"], s.value) for s in nodes] == [("fw", 1)]
-        lines = cli(c, "cli.rinfo", "-T").splitlines()
+        lines = cli(c, "ranch.cli.rinfo", "-T").splitlines()
         assert lines[0].split() == ["RESV_NAME", "STATE", "START_TIME", "END_TIME", "DURATION",
                                     "NODELIST"]
         assert lines[1].split()[:2] == ["fw", "INACTIVE"] and lines[1].split()[-2:] == [
             "00:30:00", "n4"]
-        assert "ReservationName=fw " in cli(c, "cli.rcontrol", "show", "reservation", "fw")
+        assert "ReservationName=fw " in cli(c, "ranch.cli.rcontrol", "show", "reservation", "fw")
     finally:
-        cli(c, "cli.rcontrol", "delete", "ReservationName=fw")
+        cli(c, "ranch.cli.rcontrol", "delete", "ReservationName=fw")
     assert get(c, "/api/v1/reservations").json()["reservations"] == []
-    assert cli(c, "cli.rinfo", "-T").strip() == "No reservations in the system"
+    assert cli(c, "ranch.cli.rinfo", "-T").strip() == "No reservations in the system"

@@ -8,7 +8,7 @@ import time
 import httpx
 import pytest
 
-from ctld.web.tokens import TokenError, Tokens, bearer, is_loopback, parse_tokens
+from ranch.ctld.web.tokens import TokenError, Tokens, bearer, is_loopback, parse_tokens
 from tests.web.http_cluster import TOKEN, http_cluster, start
 
 

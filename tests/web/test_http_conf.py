@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conf import ConfigError, parse_config_text
+from ranch.conf.build import parse_config_text
+from ranch.conf.errors import ConfigError
 
 BASE = "ClusterName=c\nSlurmctldHost=h\nNodeName=n1 CPUs=1\nPartitionName=p Nodes=n1\n"
 

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.integration.cluster import Cluster, wait_for
 from tests.web.http_cluster import GPUS, TOKEN, _http_up, http_cluster
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("noded.jobs") is None,
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("ranch.noded.jobs") is None,
                                 reason="rnoded has no job runner")
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
@@ -28,7 +28,8 @@ def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster.start_ctld()
         wait_for(lambda: _http_up(cluster.http), what="rctld's HTTP server")  # type: ignore
         for name in cluster.node_names:
-            argv = ["-m", "noded.main", "--server", f"127.0.0.1:{cluster.port}", "--name", name,
+            argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{cluster.port}",
+                    "--name", name,
                     "--spool-dir", str(cluster.dir / "spool" / name)]
             if GPUS.get(name):
                 argv += ["--fake-gpus", str(GPUS[name])]
@@ -41,7 +42,7 @@ def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 
 def _cli(c: Cluster, command: str, *argv: str) -> str:
-    done = c.run_cli(f"cli.{command}", *argv)
+    done = c.run_cli(f"ranch.cli.{command}", *argv)
     assert done.returncode == 0, f"{command} {argv}: {done.stderr}"
     return done.stdout
 

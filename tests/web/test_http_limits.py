@@ -17,8 +17,8 @@ import httpx
 import orjson
 import pytest
 
-from ctld.web.limits import MAX_BODY
-from protocol import messages as m
+from ranch.ctld.web.limits import MAX_BODY
+from ranch.protocol import messages as m
 from tests.integration.cluster import REPO, wait_for
 from tests.web.http_cluster import TOKEN, _http_up, http_cluster
 
@@ -32,7 +32,7 @@ def limited(tmp_path_factory):
     c = http_cluster(tmp_path_factory.mktemp("limits"))
     with open(c.dir / "rctld.log", "ab") as log:
         c.ctld = subprocess.Popen(
-            [sys.executable, "-m", "ctld.main", "-f", str(c.conf_path), "--listen",
+            [sys.executable, "-m", "ranch.ctld.main", "-f", str(c.conf_path), "--listen",
              f"127.0.0.1:{c.port}", "--state-dir", c.state_dir, "--key-file", c.key_file],
             cwd=REPO, env=c._env(), stdout=log, stderr=subprocess.STDOUT, preexec_fn=_limit_fds)
     try:
@@ -90,7 +90,7 @@ def test_a_wire_flood_and_1000_idle_http_connections_leave_the_journal_its_descr
     # on disk, in the journal or the snapshot: rctld restarted from its files lists them all
     c.stop_ctld()
     c.start_ctld()
-    done = c.run_cli("cli.rqueue", "--json")
+    done = c.run_cli("ranch.cli.rqueue", "--json")
     assert done.returncode == 0, done.stderr
     assert set(ids) <= {j["job_id"] for j in orjson.loads(done.stdout)["jobs"]}
     wait_for(lambda: _http_up(c.http), 30, what="HTTP again after the flood")

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from protocol import messages as m
+from ranch.protocol import messages as m
 from tests.integration.cluster import Cluster
 from tests.web.http_cluster import TOKEN, USER_TOKEN, http_cluster, start
 

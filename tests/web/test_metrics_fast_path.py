@@ -11,11 +11,11 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conf import parse_config_text
-from ctld.cluster import Cluster
-from ctld.node import unpack_gpus
-from ctld.web import metrics
-from protocol import messages as m
+from ranch.conf.build import parse_config_text
+from ranch.ctld.cluster import Cluster
+from ranch.ctld.node import unpack_gpus
+from ranch.ctld.web import metrics
+from ranch.protocol import messages as m
 from tests.ctld.helpers import FakeConn
 
 NODES = 7

@@ -6,8 +6,8 @@ import httpx
 import trio
 
 from bench.http_bench import build_cluster
-from conf.model import HttpSettings
-from ctld.web.app import build_app
+from ranch.conf.model import HttpSettings
+from ranch.ctld.web.app import build_app
 
 
 async def test_scrape_runs_in_chunks_that_let_heartbeats_through() -> None:

@@ -1,0 +1,426 @@
+"""rcontrol: scontrol's show, update, reconfigure and ping against the Ranch controller."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from ranch.cli import quickargs
+from ranch.cli.controller import (
+    CliError,
+    Snapshot,
+    Target,
+    ask,
+    fetch_snapshot,
+    find_target,
+    no_gc,
+    run_main,
+)
+from ranch.cli.quickargs import SUPPRESS, Table
+from ranch.cli.slurm_names import RANCH_VERSION as VERSION
+from ranch.cli.slurm_names import version_text
+from ranch.conf.hostlist import expand, fold
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import SimpleNamespace as Namespace
+
+COMMANDS = ("show", "update", "reconfigure", "ping", "takeover", "version",
+            "approve", "reject", "delete", "events",  # membership: cli/events_view.py
+            "requeue", "hold", "release",  # jobs: cli/show_jobs.py
+            "confirm", "reset",  # the controller's guards: cli/guards_view.py
+            "help",  # scontrol's too: the same text as -h
+            "reboot", "reboot_nodes", "cancel_reboot",  # cli/reboot_command.py
+            "create")  # create reservation: cli/reservation_command.py
+SHOW_ENTITIES = ("node", "nodes", "partition", "partitions", "config", "hostnames", "hostlist",
+                 "hostlistsorted", "job", "jobs", "guards", "step", "steps", "reservation",
+                 "reservations")
+
+
+OPTIONS: Table = (
+    (("-h", "--help"), {"action": "help", "help": "show this help and exit (or: rcontrol help)"}),
+    (("-a", "--all"), {"action": "store_true", "help": "show hidden partitions too"}),
+    (("-o", "--oneliner"), {"action": "store_true", "help": "one line per record"}),
+    (("--json",), {"action": "store_true", "help": "records as JSON"}),
+    # scontrol's switches that change nothing here: one cluster, no federation, every record
+    # shown with what Ranch keeps of it
+    (("-d", "--details"), {"action": "store_true", "help": SUPPRESS}),
+    (("--local",), {"action": "store_true", "help": SUPPRESS}),
+    (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--sibling",), {"action": "store_true", "help": SUPPRESS}),
+    (("--hide",), {"action": "store_true", "help": SUPPRESS}),
+    (("-Q", "--quiet"), {"action": "store_true", "help": SUPPRESS}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
+    (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
+    (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
+    (("-f", "--conf"), {"metavar": "PATH",
+                       "help": "read controller address and key from this config"}),
+    (("-V", "--version"), {"action": "version", "version": lambda: version_text("rcontrol")}),
+    (("words",), {"nargs": "...", "metavar": "COMMAND ..."}),
+)
+
+def build_parser():  # -> argparse.ArgumentParser
+    return quickargs.build(
+        OPTIONS,
+        prog="rcontrol",
+        add_help=False,
+        description="Show and change the state of the cluster, like scontrol.",
+        epilog="commands: show node|partition [NAME] | show config | show hostnames EXPR | "
+        "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
+        "reconfigure | ping | takeover | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
+        "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
+        "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME | "
+        "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain] | "
+        "reboot [ASAP] [nextstate=RESUME|DOWN] [reason=TEXT] HOSTLIST|ALL | "
+        "cancel_reboot HOSTLIST | create reservation K=V... | update ReservationName=X K=V... "
+        "| delete ReservationName=X | show reservation [NAME]",
+    )
+
+
+def _pick(word: str, choices: tuple[str, ...], what: str) -> str:
+    """scontrol's case-insensitive, unambiguous-prefix command words."""
+    w = word.lower()
+    if w in choices:
+        return w
+    hits = [c for c in choices if c.startswith(w)]
+    if len(hits) == 1:
+        return hits[0]
+    if len(hits) > 1 and all(h.startswith(hits[0]) for h in hits):
+        return hits[0]  # "node" for "no": node/nodes are one entity
+    raise CliError(f"invalid {what} {word!r}; valid: {', '.join(choices)}")
+
+
+class Session:
+    """One rcontrol invocation: finds the controller only when a command needs it."""
+
+    def __init__(self, args: Namespace) -> None:
+        self.args = args
+        self._target: Target | None = None
+
+    @property
+    def target(self) -> Target:
+        if self._target is None:
+            a = self.args
+            self._target = find_target(a.server, a.key_file, a.conf)
+        return self._target
+
+    def snapshot(self, fields: tuple[str, ...] = ()) -> Snapshot:
+        return fetch_snapshot(self.target, fields)
+
+
+def show(s: Session, words: list[str]) -> int:
+    if not words:
+        raise CliError("show needs what to show: node, partition, config, hostnames, hostlist")
+    entity = _pick(words[0], SHOW_ENTITIES, "show entity")
+    rest = words[1:]
+    if entity in ("hostnames", "hostlist", "hostlistsorted"):
+        if len(rest) != 1:
+            raise CliError(f"show {entity} takes one host list expression")
+        try:
+            names = expand(rest[0])
+        except ValueError as exc:
+            raise CliError(f"{rest[0]}: {exc}") from None
+        if entity == "hostnames":
+            sys.stdout.write("".join(n + "\n" for n in names))
+        else:
+            sys.stdout.write(fold(names, sort=entity == "hostlistsorted") + "\n")
+        return 0
+    if entity == "config":
+        return show_config(s)
+    if entity.startswith("reservation"):
+        from ranch.cli import reservation_command
+
+        if len(rest) > 1:
+            raise CliError("show reservation takes at most one name", code=2)
+        return reservation_command.show(s.target, rest[0] if rest else None,
+                                        s.args.oneliner, s.args.json, _json_doc)
+    if entity == "guards":
+        from ranch.cli.guards_view import show_guards
+
+        if rest:
+            raise CliError("show guards takes no name")
+        return show_guards(s.target, one_line=s.args.oneliner, as_json=s.args.json)
+    if len(rest) > 1:
+        raise CliError(f"show {entity} takes at most one name")
+    if entity.startswith("job"):
+        from ranch.cli.show_jobs import show_jobs
+
+        return show_jobs(s.target, rest[0] if rest else None, one_line=s.args.oneliner,
+                         as_json=s.args.json, json_doc=_json_doc)
+    if entity.startswith("step"):
+        from ranch.cli.step_view import show_steps
+
+        return show_steps(s.target, rest[0] if rest else None, one_line=s.args.oneliner,
+                          as_json=s.args.json, json_doc=_json_doc)
+    if entity.startswith("node"):
+        return show_nodes(s, rest[0] if rest else None)
+    return show_partitions(s, rest[0] if rest else None)
+
+
+def _json_doc(key: str, items: list, cluster: str) -> str:
+    import getpass
+
+    import orjson
+
+    from ranch.protocol.records import show_doc
+
+    doc = show_doc(key, items, cluster, version=VERSION, user=getpass.getuser(),
+                   command=["rcontrol", *sys.argv[1:]])
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def show_nodes(s: Session, expr: str | None) -> int:
+    from ranch.cli import show_records
+
+    snap = s.snapshot(() if s.args.json else show_records.NODE_READS)
+    nodes = list(snap.nodes)
+    if expr is not None and expr.upper() != "ALL":
+        try:
+            wanted = expand(expr)
+        except ValueError as exc:
+            raise CliError(f"{expr}: {exc}") from None
+        by_name = {n["name"]: n for n in nodes}
+        missing = [w for w in wanted if w not in by_name]
+        if missing:
+            raise CliError(f"Node {fold(missing, sort=False)} not found")
+        nodes = [by_name[w] for w in dict.fromkeys(wanted)]
+    if s.args.json:
+        docs = [show_records.node_json(n) for n in nodes]
+        sys.stdout.write(_json_doc("nodes", docs, snap.cluster_name))
+        return 0
+    records = [show_records.node_lines(n) for n in nodes]
+    sys.stdout.write(show_records.records_text(records, one_line=s.args.oneliner))
+    return 0
+
+
+def show_partitions(s: Session, name: str | None) -> int:
+    from ranch.cli import show_records
+
+    snap = s.snapshot(show_records.PARTITION_READS)
+    parts = list(snap.partitions)
+    if name is not None:
+        parts = [p for p in parts if p["name"] == name]
+        if not parts:
+            raise CliError(f"Partition {name} not found")
+    elif not s.args.all:
+        parts = [p for p in parts if not p.get("hidden")]
+    by_name = {n["name"]: n for n in snap.nodes}
+    if s.args.json:
+        docs = [show_records.partition_json(p, by_name, fold, snap.cluster_name) for p in parts]
+        sys.stdout.write(_json_doc("partitions", docs, snap.cluster_name))
+        return 0
+    records = [show_records.partition_lines(p, by_name, fold) for p in parts]
+    sys.stdout.write(show_records.records_text(records, one_line=s.args.oneliner))
+    return 0
+
+
+def show_config(s: Session) -> int:
+    dump = ask(s.target, "GetConfig", want="ConfigDump")
+    from ranch.conf.timefmt import slurm_timestamp
+
+    stamp = slurm_timestamp()
+    lines = [f"Configuration data as of {stamp}"]
+    ignored = set(dump.get("ignored") or ())  # never shown as if in force
+    items = dump.get("items") or ()
+    lines += [f"{k:<23} = {v}" for k, v in items if k not in ignored]
+    if ignored:
+        lines += ["", "Kept as written, not acted on by Ranch:"]
+        lines += [f"{k:<23} = {v}" for k, v in items if k in ignored]
+    sys.stdout.write("".join(line + "\n" for line in lines))
+    return 0
+
+
+def parse_admin_state(text: str) -> str:
+    from ranch.statemachine.events import parse_admin_state as parse
+
+    return parse(text)
+
+
+UPDATE_KEYS = {"nodename": "NodeName", "nodes": "NodeName", "state": "State", "reason": "Reason"}
+
+
+def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
+    """(node expression, canonical State= word or None, Reason or None) from Key=Value words."""
+    from ranch.cli.keyvalue import parse_key_values
+
+    given = parse_key_values("update", words, UPDATE_KEYS,
+                             "Ranch updates NodeName, State, Reason")
+    node_expr, reason = given.get("NodeName"), given.get("Reason")
+    state = None
+    if "State" in given:
+        try:
+            state = parse_admin_state(given["State"])
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    if not node_expr:
+        raise CliError("update: NodeName=HOSTLIST is required")
+    if state is None and reason is None:
+        raise CliError("update: nothing to change; give State= and/or Reason=")
+    from ranch.statemachine.events import REASON_REQUIRED, REASON_REQUIRED_MESSAGE
+
+    if state in REASON_REQUIRED and not (reason or "").strip():
+        raise CliError(REASON_REQUIRED_MESSAGE)
+    if node_expr.upper() != "ALL":
+        try:
+            expand(node_expr)
+        except ValueError as exc:
+            raise CliError(f"NodeName={node_expr}: {exc}") from None
+    return node_expr, state, reason
+
+
+def update(s: Session, words: list[str]) -> int:
+    import getpass
+
+    if any(w.lower().startswith("jobid=") for w in words):  # a job's StartTime (show_jobs.py)
+        from ranch.cli.show_jobs import update_job
+
+        return update_job(s.target, words)
+    node_expr, state, reason = parse_update(words)
+    body = {
+        "node_names": "ALL" if node_expr.upper() == "ALL" else node_expr,
+        "state": state,
+        "reason": reason,
+        "user": getpass.getuser(),
+        "uid": os.getuid(),
+    }
+    result = ask(s.target, "UpdateNodes", body, want="UpdateResult")
+    errors = result.get("errors") or ()
+    if any(err.startswith("unknown node") for err in errors):
+        # scontrol's line, which scripts match; the names follow on the next line.
+        print("slurm_update error: Invalid node name specified", file=sys.stderr)
+    for err in errors:
+        print(f"rcontrol: error: {err}", file=sys.stderr)
+    ok = result.get("ok") is True
+    if not ok and not errors:
+        print("rcontrol: error: the controller refused the update", file=sys.stderr)
+    return 0 if ok else 1
+
+
+def reconfigure(s: Session) -> int:
+    import getpass
+
+    result = ask(s.target, "Reconfigure", {"user": getpass.getuser()}, want="ReconfigureResult")
+    for warning in result.get("warnings") or ():  # the new config's, as rctld logged them
+        print(f"rcontrol: warning: {warning}", file=sys.stderr)
+    if result.get("ok") is True:
+        return 0
+    print("rcontrol: error: reconfigure failed; the controller keeps its running config",
+          file=sys.stderr)
+    for err in result.get("errors") or ():
+        print(err, file=sys.stderr)
+    return 1
+
+
+def takeover(s: Session) -> int:
+    """scontrol takeover: the controller that serves hands over to a standby (silent, as
+    scontrol is, when done)."""
+    import getpass
+
+    ask(s.target, "Takeover", {"user": getpass.getuser()}, want="Ack")
+    return 0
+
+
+def ping(s: Session) -> int:
+    """Each controller as scontrol ping shows it: primary, then backup (backup1, backup2, ...
+    when there are more than two), UP or DOWN. A standby answers a ping too: UP."""
+    from ranch.cli.controller import Target
+
+    controllers = s.target.controllers
+    up = 0
+    for i, (name, host, port) in enumerate(controllers):
+        mode = "primary" if i == 0 else "backup" if len(controllers) == 2 else f"backup{i}"
+        one = Target(host, port, s.target.key_path, s.target.origin, s.target.munge)
+        try:
+            ask(one, "Ping", want="Pong", timeout=5.0)
+        except CliError as exc:
+            print(f"Slurmctld({mode}) at {name} is DOWN")
+            if len(controllers) == 1:
+                print(f"rcontrol: error: {exc.message}", file=sys.stderr)
+            continue
+        up += 1
+        print(f"Slurmctld({mode}) at {name} is UP")
+    return 0 if up else 1
+
+
+# Options scontrol also takes after the command (`show node n1 -o`).
+_TRAILING_FLAGS = {"-o": "oneliner", "--oneliner": "oneliner", "-a": "all", "--all": "all",
+                   "--json": "json"}
+
+
+def run(args: Namespace) -> int:
+    words = []
+    for word in args.words:
+        flag = _TRAILING_FLAGS.get(word)
+        if flag is None:
+            words.append(word)
+        else:
+            setattr(args, flag, True)
+    if not words:
+        raise CliError("no command given; try: show, update, reconfigure, ping")
+    command = _pick(words[0], COMMANDS, "command")
+    if command == "help":
+        build_parser().print_help()
+        return 0
+    s = Session(args)
+    if command == "show":
+        return show(s, words[1:])
+    if command in ("create", "update", "delete") and _is_reservation(words[1:]):
+        from ranch.cli import reservation_command
+
+        return reservation_command.command(s.target, command, words[1:])
+    if command == "create":
+        raise CliError("create takes `reservation K=V...`", code=2)
+    if command == "update":
+        return update(s, words[1:])
+    if command in ("approve", "reject", "delete", "events"):
+        from ranch.cli import events_view
+
+        if command == "events":
+            return events_view.events_command(s.target, words[1:], s.args.json)
+        return events_view.membership_command(s.target, command, words[1:])
+    if command in ("confirm", "reset"):
+        from ranch.cli import guards_view
+
+        if command == "confirm":
+            return guards_view.confirm(s.target, words[1:])
+        return guards_view.reset(s.target, words[1:])
+    if command in ("reboot", "reboot_nodes", "cancel_reboot"):
+        from ranch.cli import reboot_command
+
+        if command == "cancel_reboot":
+            return reboot_command.cancel_reboot(s.target, words[1:])
+        return reboot_command.reboot(s.target, words[1:])
+    if command in ("requeue", "hold", "release"):
+        from ranch.cli.show_jobs import job_action
+
+        return job_action(s.target, command, words[1:])
+    if len(words) > 1:
+        raise CliError(f"{command} takes no arguments")
+    if command == "reconfigure":
+        return reconfigure(s)
+    if command == "takeover":
+        return takeover(s)
+    if command == "version":
+        from ranch.cli.slurm_names import active
+
+        print(version_text("rcontrol") if active() else f"ranch {VERSION}")
+        return 0
+    return ping(s)
+
+
+def _is_reservation(words: list[str]) -> bool:
+    return bool(words) and words[0].lower().partition("=")[0] in ("reservation",
+                                                                 "reservationname")
+
+
+def main(argv: list[str] | None = None) -> int:
+    with no_gc():
+        return run_main("rcontrol", lambda words: run(parse_args(words)), argv)
+
+
+def parse_args(argv: list[str]) -> Namespace:
+    return quickargs.parse(OPTIONS, argv, build_parser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

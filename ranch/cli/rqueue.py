@@ -1,0 +1,286 @@
+"""rqueue: squeue's view of the jobs rctld holds: columns, filters, -o formats and --json."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ranch.cli import quickargs
+from ranch.cli.controller import CliError, find_target, no_gc, run_main
+from ranch.cli.quickargs import SUPPRESS, Table
+from ranch.cli.slurm_names import prog, version_text
+
+OPTIONS: Table = (
+    (("--help",), {"action": "help", "help": "show this help and exit"}),
+    (("-h", "--noheader"), {"action": "store_true", "help": "print no header line"}),
+    (("-l", "--long"), {"action": "store_true", "help": "long format, with a timestamp line"}),
+    (("-u", "--user"), {"metavar": "USERS", "help": "only these users' jobs (comma list)"}),
+    (("--me",), {"action": "store_true", "help": "only my jobs"}),
+    (("-t", "--states"), {"metavar": "STATES", "help": "only these states (comma list, or all)"}),
+    (("-j", "--jobs"), {"metavar": "JOBIDS", "help": "only these jobs (comma list)"}),
+    (("-p", "--partition"), {"metavar": "PARTS", "help": "only these partitions (comma list)"}),
+    (("-w", "--nodelist"), {"metavar": "HOSTLIST", "help": "only jobs on these nodes"}),
+    (("-o", "--format"), {"metavar": "FORMAT", "help": "squeue -o format, e.g. '%%i %%t %%R'"}),
+    (("-O", "--Format"), {"metavar": "FIELDS",
+                          "help": "squeue -O fields, e.g. jobid:10,name,state"}),
+    (("-n", "--name"), {"metavar": "NAMES", "help": "only jobs of these names (comma list)"}),
+    (("-A", "--account"), {"metavar": "ACCOUNTS", "help": "only jobs of these accounts"}),
+    (("-q", "--qos"), {"metavar": "QOS", "help": "only jobs of these QOS"}),
+    (("-r", "--array"), {"action": "store_true",
+                         "help": "one line per array task, pending ones too"}),
+    (("-s", "--steps"), {"nargs": "?", "const": "", "metavar": "STEPS",
+                         "help": "job steps (rrun's and each batch job's): all, or 12.0,12.1"}),
+    (("-a", "--all"), {"action": "store_true", "help": "every partition (Ranch hides none)"}),
+    (("-M", "--clusters"), {"metavar": "NAME",
+                            "help": "accepted; Ranch answers for its own cluster"}),
+    # federation and display switches that change nothing on one cluster (squeue takes them)
+    (("--local",), {"action": "store_true", "help": SUPPRESS}),
+    (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--sibling",), {"action": "store_true", "help": SUPPRESS}),
+    (("--hide",), {"action": "store_true", "help": SUPPRESS}),
+    (("--noconvert",), {"action": "store_true", "help": SUPPRESS}),
+    (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
+    (("--json",), {"action": "store_true", "help": "squeue --json's document"}),
+    (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
+    (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
+    (("--conf",), {"metavar": "PATH", "help": "read controller address and key from this config"}),
+    (("-V", "--version"), {"action": "version", "version": lambda: version_text("rqueue")}),
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import SimpleNamespace as Namespace
+
+
+def build_parser():  # -> argparse.ArgumentParser
+    return quickargs.build(OPTIONS, prog="rqueue", add_help=False,
+                           description="View the job queue.")
+
+
+def _state_set(text: str) -> frozenset[str] | None:
+    """-t: compact or long names, case-insensitive; "all" = every state (None)."""
+    from ranch.cli.squeue_fields import COMPACT, LONG
+
+    wanted = set()
+    for word in text.split(","):
+        w = word.strip().upper()
+        if not w:
+            continue
+        if w == "ALL":
+            return None
+        if w in LONG:
+            wanted.add(LONG[w])
+        elif w in COMPACT:
+            wanted.add(w)
+        else:
+            raise CliError(f"-t {text}: invalid job state {word.strip()!r}; valid: "
+                           + ", ".join(sorted(COMPACT)) + " or ALL")
+    return frozenset(wanted)
+
+
+def select(args: Namespace, jobs: list[dict]) -> list[dict]:
+    from ranch.cli.job_requests import parse_job_ids
+    from ranch.cli.squeue_fields import ACTIVE
+
+    if args.states:
+        states = _state_set(args.states)
+    elif args.jobs:
+        states = None  # squeue -j shows the jobs whatever their state
+    else:
+        states = ACTIVE
+    out = jobs if states is None else [j for j in jobs if j["state"] in states]
+    if args.jobs:
+        ids = set(parse_job_ids([args.jobs], jobs))
+        out = [j for j in out if j["job_id"] in ids or j.get("array_job_id") in ids]
+    users = set()
+    if args.user:
+        users = {u.strip() for u in args.user.split(",") if u.strip()}
+    if args.me:
+        from ranch.cli.credential import user_name
+
+        users.add(user_name())
+    if users:
+        uids = {u for u in users if u.isdigit()}
+        out = [j for j in out if j.get("user") in users or str(j.get("uid")) in uids]
+    if args.partition:
+        parts = {p.strip() for p in args.partition.split(",") if p.strip()}
+        out = [j for j in out if j.get("partition") in parts]
+    for opt, key, lower in (("name", "name", False), ("account", "account", True),
+                            ("qos", "qos", False)):
+        wanted_words = getattr(args, opt)
+        if wanted_words:
+            words = {w.strip().lower() if lower else w.strip()
+                     for w in wanted_words.split(",") if w.strip()}
+            out = [j for j in out if (j.get(key) or "") in words]
+    if args.nodelist:
+        from ranch.conf.hostlist import expand
+
+        try:
+            wanted = set(expand(args.nodelist))
+        except ValueError as exc:
+            raise CliError(f"-w {args.nodelist}: {exc}") from None
+        out = [j for j in out if j.get("nodes") and wanted & set(expand(j["nodes"]))]
+    from ranch.cli.squeue_fields import STATE_ORDER
+
+    out.sort(key=lambda j: (j.get("partition", ""), STATE_ORDER.get(j["state"], 9),
+                            -int(j.get("priority") or 0), j["job_id"]))
+    return out
+
+
+def collapse(jobs: list[dict]) -> list[dict]:
+    """squeue without -r: an array's tasks still pending (with one reason) are one line,
+    `12_[2-5,7]`, as slurmctld holds them in one record until each starts."""
+    groups: dict[tuple, list[dict]] = {}
+    for j in jobs:
+        if j.get("array_job_id") and j["state"] == "PENDING":
+            groups.setdefault((j["array_job_id"], j.get("reason")), []).append(j)
+    if not any(len(g) > 1 for g in groups.values()):
+        return jobs
+    from ranch.conf.hostlist import fold
+
+    out: list[dict] = []
+    done: set[tuple] = set()
+    for j in jobs:
+        key = (j.get("array_job_id"), j.get("reason"))
+        group = groups.get(key) if j["state"] == "PENDING" else None
+        if not group or len(group) == 1:
+            out.append(j)
+            continue
+        if key in done:
+            continue
+        done.add(key)
+        tasks = sorted(g["array_task_id"] for g in group)
+        spec = fold([f"t{t}" for t in tasks])[1:]  # "t[1-3,5]" -> "[1-3,5]"
+        out.append({**group[0], "array_task_id": spec if spec.startswith("[") else tasks[0]})
+    return out
+
+
+def long_format(text: str, warn: bool = False):
+    """squeue -O: `name[:[.]size][suffix]` comma list (size 20 when not given). A name Ranch
+    has no field for is dropped, with squeue's warning when `warn` (squeue 22.05 says it and
+    goes on)."""
+    from ranch.cli.sinfo_format import Field, Format
+    from ranch.cli.squeue_fields import FIELDS, LONG_FIELDS
+
+    fields, names, getters = [], [], []
+    for token in text.split(","):
+        token = token.strip()
+        if not token:
+            continue
+        name, colon, spec = token.partition(":")
+        right = spec.startswith(".")
+        digits = spec.lstrip(".")
+        size = "".join(ch for ch in digits if ch.isdigit())
+        if not digits.startswith(size):
+            size = ""
+        suffix = digits[len(size):]
+        entry = LONG_FIELDS.get(name.lower())
+        if entry is None:
+            if warn:
+                from ranch.cli.slurm_names import prog
+
+                print(f"{prog('rqueue')}: error: Invalid job format specification: {name}",
+                      file=sys.stderr)
+            continue
+        header, getter = FIELDS[entry] if isinstance(entry, str) else entry
+        fields.append(Field(name.lower(), int(size) if size else 20 if not colon else 0,
+                            right, suffix))
+        names.append(header)
+        getters.append(getter)
+    return Format("", tuple(fields)), names, getters
+
+
+def render(args: Namespace, jobs: list[dict], now: float) -> str:
+    from ranch.cli.sinfo_format import parse_sinfo_format, render_table
+    from ranch.cli.squeue_fields import COLUMNS, DEFAULT_FORMAT, FIELDS, LONG_FORMAT
+
+    if args.steps is not None:  # squeue -s (cli/step_view.py)
+        from ranch.cli.step_view import all_steps, queue_text, wanted_steps
+
+        steps, only = all_steps(jobs), wanted_steps(args.steps)
+        if only is not None:
+            steps = [s for s in steps if s["id"].isdigit() and (s["job_id"], int(s["id"])) in only]
+        text = queue_text(steps, now, fmt_text=args.format or os.environ.get("SQUEUE_FORMAT"),
+                          long_text=args.Format or os.environ.get("SQUEUE_FORMAT2"),
+                          header=not args.noheader, prog=prog("rqueue"))
+        stamp = time.strftime("%a %b %d %H:%M:%S %Y\n", time.localtime(now))
+        return stamp + text if args.long else text
+    long_text = args.Format or os.environ.get("SQUEUE_FORMAT2")
+    fast = COLUMNS
+    if long_text and not args.format:
+        fmt, names, getters = long_format(long_text)
+        fast = {}  # -O names, not letters
+    else:
+        text = args.format or os.environ.get("SQUEUE_FORMAT") or (
+            LONG_FORMAT if args.long else DEFAULT_FORMAT)
+        fmt, _ = parse_sinfo_format(text, frozenset(FIELDS), "job")  # run() said its warnings
+        getters = [FIELDS[f.letter][1] for f in fmt.fields]
+        names = [FIELDS[f.letter][0] for f in fmt.fields]
+    if not args.array:
+        jobs = collapse(jobs)
+    columns = [fast[f.letter](jobs, now) if f.letter in fast else [g(j, now) for j in jobs]
+               for f, g in zip(fmt.fields, getters, strict=True)]
+    # a format of no known field still prints its text once a job (squeue does)
+    rows = list(zip(*columns, strict=True)) if columns else [()] * len(jobs)
+    lines = render_table(fmt, names, rows, header=not args.noheader)
+    if args.long:
+        lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
+    return "".join(line + "\n" for line in lines)  # padding kept, as squeue prints it
+
+
+# The record keys the default view, the sort and the array lines read, and those that -l and
+# the filters add: all rqueue asks for then (a record has ~70 keys; with 5,000 jobs decoding
+# the rest was most of the time, and each key asked for and not read costs ~0.5 ms). "uid":
+# rctld's PrivateData=jobs tells a record's owner by it (ctld/permissions.py).
+READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count", "nodes",
+         "partition", "priority", "reason", "start_time", "state", "uid", "user")
+
+
+def reads(args: Namespace) -> tuple[str, ...]:
+    """GetJobs.fields for `args`: READS and what -l and the filters read, else every key."""
+    if args.json or args.format or args.Format or args.steps is not None or any(
+            os.environ.get(v) for v in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2")):
+        return ()
+    extra = [key for key, wanted in (("time_limit", args.long), ("account", args.account),
+                                     ("qos", args.qos)) if wanted]
+    return READS + tuple(extra)
+
+
+def run(argv: list[str]) -> int:
+    from ranch.cli.job_requests import fetch_jobs
+
+    args = quickargs.parse(OPTIONS, argv, build_parser)
+    if args.states:
+        _state_set(args.states)  # a usage error before any request
+    if args.Format and args.steps is None:
+        long_format(args.Format, warn=True)  # its warnings before any request
+    if args.format and args.steps is None:
+        # squeue 22.05: a letter it does not know is printed as written, with a warning
+        from ranch.cli.sinfo_format import parse_sinfo_format
+        from ranch.cli.squeue_fields import FIELDS
+
+        for line in parse_sinfo_format(args.format, frozenset(FIELDS), "job")[1]:
+            print(f"{prog('rqueue')}: error: {line}", file=sys.stderr)
+    target = find_target(args.server, args.key_file, args.conf)
+    generated, jobs = fetch_jobs(target, fields=reads(args))
+    now = generated or time.time()
+    if args.steps is not None:
+        args.states = None  # squeue -s lists the running jobs' steps whatever -t says
+    shown = select(args, jobs)
+    if args.json:
+        from ranch.cli.squeue_json import document
+
+        sys.stdout.write(document(shown, now, ["rqueue", *argv]))
+    else:
+        sys.stdout.write(render(args, shown, now))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    with no_gc():
+        return run_main("rqueue", run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""rshare (sshare): fair-share figures per account and user, as sshare 22.05 prints them. Ranch
+keeps no association tree (that is slurmdbd's), so rshare answers what sshare answers on a
+Slurm without a database: its header (or nothing with -n), no rows, exit 0 (measured side by
+side in tests/conformance/test_value_matrix.py). Tools that check an account before each
+submission read that as "nothing to object to" and carry on."""
+
+from __future__ import annotations
+
+import sys
+
+from ranch.cli import sbatch_options as so
+from ranch.cli.controller import CliError, run_main
+from ranch.cli.slurm_names import prog, version_text
+
+OPTIONS = so.Options((
+    so.Opt("accounts", "A", so.REQUIRED), so.Opt("all", "a", so.NO),
+    so.Opt("helpformat", "e", so.NO), so.Opt("long", "l", so.NO),
+    so.Opt("partition", "m", so.NO), so.Opt("cluster", "", so.REQUIRED),
+    so.Opt("clusters", "M", so.REQUIRED), so.Opt("noheader", "n", so.NO),
+    so.Opt("format", "o", so.REQUIRED), so.Opt("parsable", "p", so.NO),
+    so.Opt("parsable2", "P", so.NO), so.Opt("users", "u", so.REQUIRED),
+    so.Opt("Users", "U", so.NO), so.Opt("verbose", "v", so.NO),
+    so.Opt("version", "V", so.NO), so.Opt("help", "", so.NO), so.Opt("usage", "", so.NO),
+    # sshare's getopt string also takes -h (no header), -q and -t X (read, unused); long names
+    # no word can abbreviate
+    so.Opt("\0h", "h", so.NO), so.Opt("\0q", "q", so.NO), so.Opt("\0t", "t", so.REQUIRED),
+))
+# src/sshare/process.c fields[]: (width, name); a negative width is left-justified
+FIELDS = ((-20, "Account"), (10, "Cluster"), (13, "EffectvUsage"), (10, "FairShare"),
+          (30, "GrpTRESMins"), (30, "GrpTRESRaw"), (6, "ID"), (10, "LevelFS"),
+          (11, "NormShares"), (11, "NormUsage"), (12, "Partition"), (10, "RawShares"),
+          (11, "RawUsage"), (30, "TRESRunMins"), (10, "User"))
+# the default lists (PriorityFlags=FAIR_TREE, 22.05's default)
+SHORT = "A,User,RawShares,NormShares,RawUsage,Eff,Fairshare"
+LONG = ("A,User,RawShares,NormShares,RawUsage,NormUsage,Eff,Fairshare,LevelFS,GrpTRESMins,"
+        "TRESRunMins")
+
+
+def columns(spec: str) -> list[tuple[int, str]]:
+    """Each name of a `-o` list: the first field it is a prefix of (any case), `%N` a width."""
+    out = []
+    for item in (i for i in spec.split(",") if i):
+        name, _, width = item.partition("%")
+        hit = next((f for f in FIELDS if f[1].lower().startswith(name.lower())), None)
+        if hit is None:
+            raise CliError(f'Invalid field requested: "{name}"')
+        w = int(width) if width.isdigit() and int(width) else hit[0]
+        out.append((w, hit[1]))
+    return out
+
+
+def header(cols: list[tuple[int, str]], parsable: str) -> list[str]:
+    """print_fields_header: names (and dashes), or `|`-separated names for -p/-P."""
+    if parsable:
+        names = "|".join(name for _, name in cols)
+        return [names + ("|" if parsable == "p" and cols else "")]
+    line = dashes = ""
+    for width, name in cols:
+        w = abs(width)
+        line += (f"{name[:w]:<{w}} " if width < 0 else f"{name[:w]:>{w}} ")
+        dashes += "-" * w + " "
+    return [line, dashes]
+
+
+def run(argv: list[str]) -> int:
+    name = prog("rshare")
+    try:
+        values, _rest = so.parse(argv, options=OPTIONS)
+    except so.OptionError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        print(f'Try "{name} --help" for more information', file=sys.stderr)
+        return 1
+    if values.get("help") or values.get("usage"):
+        print(f"Usage: {name} [OPTION]\n  Ranch keeps no fair-share tree: the header, no rows.")
+        return 0
+    if values.get("version"):
+        print(version_text("rshare"))
+        return 0
+    if values.get("helpformat"):
+        print(" ".join(n for _, n in FIELDS))
+        return 0
+    if values.get("clusters") or values.get("cluster"):
+        raise CliError("Problem talking to database")
+    spec = values.get("format") or (LONG if values.get("long") else SHORT)
+    if values.get("partition") and not values.get("format"):
+        spec = spec.replace("A,User,", "A,User,P,", 1)
+    cols = columns(str(spec))
+    if not (values.get("noheader") or values.get("\0h")):
+        parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
+        for line in header(cols, parsable):
+            print(line)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_main("rshare", run, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""sbatch's option values turned into a SubmitJob body: units, the per-task and per-GPU forms
+resolved into per-node figures, the job's environment, and sbatch's refusals worded as sbatch
+words them (the option named)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ranch.cli import sbatch_env
+from ranch.cli.controller import LAUNCHER_USAGE, CliError
+from ranch.cli.credential import user_name
+from ranch.cli.job_export import check as check_export
+from ranch.cli.job_export import exported
+from ranch.protocol.limits import MAX_TIME_LIMIT_MINUTES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+_UNIT_KIB = {"K": 1, "": 1024, "M": 1024, "G": 1024 ** 2, "T": 1024 ** 3}
+MEMORY_OPTIONS = ("mem", "mem-per-cpu", "mem-per-gpu")
+# the options whose SubmitJob fields cli/sbatch_values.fields fills (loaded only for them)
+VALUE_OPTIONS = ("kill-on-invalid-dep", "nice", "mail-type", "open-mode", "signal", "hint",
+                 "get-user-env")
+
+
+def usage(message: str) -> CliError:
+    return CliError(message, code=LAUNCHER_USAGE)
+
+
+def size_mib(text: str, opt: str) -> int:
+    """A size with an optional K/M/G/T suffix (M is the default), in MiB, rounded up."""
+    digits = text.strip()  # NUMBER[K|M|G|T][B], any case; by hand: re costs rbatch 6 ms
+    if digits[-1:] in ("B", "b"):
+        digits = digits[:-1]
+    unit = digits[-1:].upper()
+    if unit in ("K", "M", "G", "T"):
+        digits = digits[:-1]
+    else:
+        unit = ""
+    if not digits.isdecimal():
+        raise usage(f"--{opt} {text}: invalid size: expected a number with an optional K, M, G "
+                    "or T suffix, such as 500M or 4G")
+    kib = int(digits) * _UNIT_KIB[unit]
+    return max(1, _ceil_div(kib, 1024)) if kib else 0
+
+
+def _ceil_div(a: int, b: int) -> int:
+    """math.ceil(a / b) in integers (exact, and no math module to load)."""
+    return -(-a // b)
+
+
+def count(text: str, opt: str, *, low: int = 1) -> int:
+    from ranch.cli.sbatch_options import strtol_whole
+
+    n = strtol_whole(text)  # as parse_int reads it: " 2" and "+2" are 2
+    if n is None or n < low:
+        raise usage(f"--{opt}={text}: expected a number of {low} or more")
+    return n
+
+
+def gpu_count(text: str, opt: str) -> int:
+    """--gpus* [type:]N, --gres gpu[:type]:N (a comma list: its gpu entry)."""
+    for item in text.split(","):
+        parts = item.strip().split(":")
+        if opt == "gres":
+            if parts[0] != "gpu":
+                continue
+            parts = parts[1:] or ["1"]
+        n = parts[-1]
+        if not n.isdigit():
+            raise usage(f"--{opt}={text}: expected a GPU count such as 2 or a100:2")
+        return int(n)
+    if opt == "gres":
+        raise usage(f"--gres={text}: Ranch knows only gpu gres")
+    return 0
+
+
+def node_range(text: str) -> tuple[int, int | None]:
+    """-N MIN[-MAX] -> (min, max or None for exactly MIN)."""
+    low, dash, high = text.partition("-")
+    if not low.strip().isdigit() or int(low) < 1:
+        raise usage(f"--nodes {text}: expected a number of nodes such as 2 or 2-4")
+    if not dash:
+        return int(low), None
+    if not high.strip().isdigit() or int(high) < int(low):
+        raise usage(f"--nodes {text}: the maximum must be a number no smaller than the minimum")
+    return int(low), int(high)
+
+
+def time_seconds(text: str) -> int:
+    """-t in seconds (already checked by parse_minutes), read as Slurm's time_str2secs."""
+    from ranch.conf.timefmt import parse_seconds
+
+    return parse_seconds(text) or 0
+
+
+def _none_is_null(name: object) -> str:
+    """-o/-e `none` (any case) is /dev/null, as sbatch writes it (measured: StdOut=/dev/null)."""
+    text = str(name or "")
+    return "/dev/null" if text.lower() == "none" else text
+
+
+def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> None:
+    """--mem, --mem-per-cpu and --mem-per-gpu exclude one another (sbatch's rule): two given
+    as words (command line or #SBATCH lines) are refused; one such clears the others set by
+    variables; two variables are refused."""
+    given = [o for o in MEMORY_OPTIONS if o in words]
+    if len(given) > 1:
+        raise usage("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+    if given:
+        for other in MEMORY_OPTIONS:
+            if other != given[0]:
+                values.pop(other, None)
+    elif sum(o in values for o in MEMORY_OPTIONS) > 1:
+        raise usage("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
+
+
+def resources(v: dict[str, object]) -> dict[str, object]:
+    """Nodes, tasks, CPUs, memory and GPUs per node, with what was asked per task/CPU/GPU kept."""
+    out: dict[str, object] = {}
+    k = count(v["ntasks-per-node"], "ntasks-per-node") if "ntasks-per-node" in v else 0
+    n_min, n_max = node_range(v["nodes"]) if "nodes" in v else (1, None)
+    ntasks = count(v["ntasks"], "ntasks") if "ntasks" in v else 0
+    cpt = count(v["cpus-per-task"], "cpus-per-task") if "cpus-per-task" in v else 0
+    # -n without -N spreads the tasks over nodes (max_nodes 0), as in issue 12
+    max_nodes: int | None = n_max if "nodes" in v else (0 if ntasks else None)
+    if k:
+        if not ntasks and (n_max is None or n_max == n_min):
+            ntasks = n_min * k  # sbatch: -N n --ntasks-per-node k means n*k tasks
+        elif ntasks and "nodes" not in v:
+            n_min, max_nodes = _ceil_div(ntasks, k), None  # as many nodes as k per node needs
+    ntasks = ntasks or 1
+    gpn = 0
+    for opt in ("gpus-per-node", "gpus", "gres"):
+        if opt in v:
+            gpn = gpu_count(v[opt], opt)
+            break
+    gpt = gpu_count(v["gpus-per-task"], "gpus-per-task") if "gpus-per-task" in v else 0
+    tasks_per_node = k or _ceil_div(ntasks, n_min)
+    if gpt:
+        gpn = gpt * tasks_per_node
+        max_nodes = None if max_nodes == 0 else max_nodes  # a fixed GPU count per node
+    cpg = count(v["cpus-per-gpu"], "cpus-per-gpu") if "cpus-per-gpu" in v else 0
+    if cpg and not cpt:
+        cpt = cpg * gpt if gpt else max(1, _ceil_div(cpg * gpn, tasks_per_node))
+    cpt = cpt or 1
+    mem = 0
+    if "mem" in v:
+        mem = size_mib(v["mem"], "mem")
+    elif "mem-per-cpu" in v:
+        out["mem_per_cpu"] = size_mib(v["mem-per-cpu"], "mem-per-cpu")
+        mem = out["mem_per_cpu"] * tasks_per_node * cpt
+    elif "mem-per-gpu" in v:
+        out["mem_per_gpu"] = size_mib(v["mem-per-gpu"], "mem-per-gpu")
+        mem = out["mem_per_gpu"] * gpn
+    out.update(num_nodes=n_min, max_nodes=max_nodes, ntasks=ntasks, cpus_per_task=cpt,
+               mem_mib=mem, gpus=gpn, ntasks_per_node=k, gpus_per_task=gpt, cpus_per_gpu=cpg)
+    return out
+
+
+def slurm_env(v: dict[str, object], res: dict[str, object]
+              ) -> tuple[dict[str, str], dict[str, str]]:
+    """(variables sbatch sets in its own environment before copying it, variables it adds to
+    the job's after --export's filter)."""
+    before: dict[str, str] = {}
+    if "open-mode" in v:
+        from ranch.cli.sbatch_values import open_mode
+
+        before["SLURM_OPEN_MODE"] = "a" if open_mode(v["open-mode"]) == "append" else "t"
+    if v.get("dependency"):
+        before["SLURM_JOB_DEPENDENCY"] = str(v["dependency"])
+    export = v.get("export")
+    if export is not None and str(export).upper() != "ALL":
+        before["SLURM_EXPORT_ENV"] = str(export)
+    after = sbatch_env.added(v)
+    if res.get("ntasks_per_node"):
+        after["SLURM_NTASKS_PER_NODE"] = str(res["ntasks_per_node"])
+    if res.get("cpus_per_gpu"):
+        after["SLURM_CPUS_PER_GPU"] = str(res["cpus_per_gpu"])
+    if "gpus-per-node" in v:
+        after["SLURM_GPUS_PER_NODE"] = str(v["gpus-per-node"])
+    if res.get("gpus_per_task"):
+        after["SLURM_GPUS_PER_TASK"] = str(v["gpus-per-task"])
+    if res.get("mem_per_gpu"):
+        after["SLURM_MEM_PER_GPU"] = str(res["mem_per_gpu"])
+    if res.get("mem_per_cpu"):
+        after["SLURM_MEM_PER_CPU"] = str(res["mem_per_cpu"])
+    if "get-user-env" in v or (export is not None and str(export).upper() != "ALL"):
+        after["SLURM_GET_USER_ENV"] = "1"  # sbatch: NONE and lists imply --get-user-env
+    return before, after
+
+
+def body(v: dict[str, object], script: str, command: str, argv: list[str],
+         environ: Mapping[str, str]) -> dict[str, object]:
+    """The SubmitJob body (the codec's shape) for option values `v` (long name -> value)."""
+    from ranch.conf.timefmt import parse_minutes
+
+    res = resources(v)
+    limit = seconds = None
+    if v.get("time") is not None:
+        try:
+            limit = parse_minutes(v["time"])
+        except ValueError as exc:
+            raise usage(f"--time: {exc}") from None
+        if limit is not None and limit < 0:
+            raise usage(f"--time: invalid time {v['time']!r}: a negative time")
+        if limit is not None and limit > MAX_TIME_LIMIT_MINUTES:
+            raise usage(f"--time {v['time']}: {limit:,} minutes is above the largest time "
+                        f"limit, {MAX_TIME_LIMIT_MINUTES:,} minutes")
+        seconds = time_seconds(v["time"]) if limit is not None else None
+        if not seconds:  # 0: no limit, as sbatch reads it
+            limit = seconds = None
+    cwd = os.getcwd()
+    workdir = os.path.abspath(os.path.join(cwd, v["chdir"])) if v.get("chdir") else cwd
+    whole, oversub = False, ""
+    if "exclusive" in v:
+        from ranch.cli.sbatch_values import exclusive
+
+        whole, oversub = exclusive(v["exclusive"])
+    if v.get("oversubscribe") and not oversub:
+        oversub = "YES"
+    export = v.get("export")
+    if export is not None and (why := check_export(str(export))):
+        raise usage(why)
+    before, after = slurm_env(v, res)
+    env = exported(None if export is None else str(export), {**environ, **before})
+    env.update(after)
+    out: dict[str, object] = {
+        "script": script,
+        "user": user_name(),
+        "uid": os.getuid(),
+        "gid": os.getgid(),
+        "workdir": workdir,
+        "name": v.get("job-name") or "",
+        "argv": argv,
+        "env": sorted(env.items()),
+        "stdout": _none_is_null(v.get("output")),
+        "stderr": _none_is_null(v.get("error")),
+        "input": v.get("input") or "",
+        "begin_time": _begin(v["begin"]) if v.get("begin") else None,
+        "partition": v.get("partition") or "",
+        "nodelist": v.get("nodelist") or "",
+        "exclude": v.get("exclude") or "",
+        "time_limit": limit,
+        "time_limit_s": seconds,
+        "requeue": v.get("requeue", True) is not False,
+        "exclusive": whole,
+        "oversubscribe": oversub,
+        "array": v.get("array") or "",
+        "hold": bool(v.get("hold")),
+        "submit_host": os.uname().nodename,
+        "command": command,
+        "account": (v.get("account") or "").lower(),  # slurmctld lowercases both
+        "wckey": (v.get("wckey") or "").lower(),
+        "qos": v.get("qos") or "",
+        "comment": v.get("comment") or "",
+        "constraint": (v.get("constraint") or "").strip(),
+        "dependency": (v.get("dependency") or "").strip(),
+        "mail_user": v.get("mail-user") or "",
+        "export": "" if export is None else str(export),
+        "test_only": bool(v.get("test-only")),
+        **res,
+    }
+    if any(o in v for o in VALUE_OPTIONS):
+        from ranch.cli import sbatch_values  # off the everyday path: rbatch's import budget
+
+        out.update(sbatch_values.fields(v))
+    if v.get("time") is None:
+        del out["time_limit"]  # the partition's DefaultTime
+        del out["time_limit_s"]
+    return out
+
+
+def _begin(text: str) -> float:
+    from ranch.cli.begin_time import BeginError, parse_begin
+
+    try:
+        return parse_begin(text, time.time())
+    except BeginError as exc:
+        raise usage(str(exc)) from None

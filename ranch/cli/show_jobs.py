@@ -1,0 +1,262 @@
+"""`rcontrol show job [ID]` (scontrol's Key=Value layout, -o, --json) and
+`rcontrol requeue|hold|release ID...`."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+
+from ranch.cli.controller import CliError, Target
+
+JOB_ACTIONS = ("requeue", "hold", "release")
+_PATTERN = re.compile(r"%(%|\d*)([aAjJnNstux]?)")
+
+
+def _iso(epoch: float | None, missing: str = "Unknown") -> str:
+    from ranch.conf.timefmt import slurm_timestamp  # only when a time is shown
+
+    return slurm_timestamp(epoch or 0, missing)
+
+
+def _clock(seconds: float) -> str:
+    """scontrol's RunTime/TimeLimit: HH:MM:SS or D-HH:MM:SS."""
+    s = max(0, int(seconds))
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    mins, secs = divmod(s, 60)
+    text = f"{hours:02d}:{mins:02d}:{secs:02d}"
+    return f"{days}-{text}" if days else text
+
+
+def expand_path(pattern: str, j: dict) -> str:
+    """The output file as scontrol prints it: only %A %a %j %u %x are filled in (the node fills
+    the rest, widths included, when it opens the file), under the workdir."""
+    if not pattern:
+        return ""
+    array = j.get("array_task_id") is not None
+    path = pattern.replace("%A", str(j.get("array_job_id") if array else j["job_id"]))
+    path = path.replace("%a", str(j["array_task_id"] if array else 4294967294))
+    path = path.replace("%j", str(j["job_id"])).replace("%u", j.get("user", ""))
+    path = path.replace("%x", j.get("name", ""))
+    return path if path.startswith("/") else os.path.join(j.get("workdir", ""), path)
+
+
+def _mem_text(mib: int) -> str:
+    """Slurm's exact unit conversion of a MiB count: 0, 512M, 4G, 1536M."""
+    if not mib:
+        return "0"
+    for unit in ("M", "G", "T"):
+        if mib % 1024 or unit == "T":
+            return f"{mib}{unit}"
+        mib //= 1024
+    return f"{mib}T"
+
+
+def _tres(j: dict) -> str:
+    """TRES: what the job holds, in total; no mem= for a job that asked for none."""
+    cpus, nodes = j.get("cpus", 0), j.get("node_count", 1)
+    items = [f"cpu={cpus}"]
+    if j.get("mem_per_node"):
+        items.append(f"mem={_mem_text(j['mem_per_node'] * nodes)}")
+    items += [f"node={nodes}", f"billing={cpus}"]
+    if j.get("gpus_per_node"):
+        items.append(f"gres/gpu={j['gpus_per_node'] * nodes}")
+    return ",".join(items)
+
+
+def _node_list(j: dict) -> str:
+    """NodeList: (null) while pending, empty for a job that ended without ever getting nodes."""
+    if j.get("nodes"):
+        return j["nodes"]
+    return "(null)" if j["state"] == "PENDING" else ""
+
+
+def _end_time(j: dict) -> str:
+    """EndTime: when it ended, or when its time limit will end it (Unknown without one)."""
+    end = j.get("end_time")
+    if not end and j["state"] == "RUNNING" and j.get("start_time") and \
+            j.get("time_limit") is not None:
+        end = j["start_time"] + j["time_limit"] * 60
+    return _iso(end)
+
+
+def job_lines(j: dict, now: float) -> list[str]:
+    """One job as `scontrol show job` prints it (22.05's keys, in its order)."""
+    from ranch.cli.squeue_fields import elapsed, priority
+
+    first = f"JobId={j['job_id']}"
+    if j.get("array_job_id"):
+        first += f" ArrayJobId={j['array_job_id']} ArrayTaskId={j['array_task_id']}"
+    limit = j.get("time_limit")
+    mem = j.get("mem_per_node") or 0
+    cpus = j.get("cpus", 0)
+    eligible = _iso(j.get("eligible_time") if "eligible_time" in j else j.get("submit_time"))
+    stdout = expand_path(j.get("stdout", ""), j)
+    stderr = expand_path(j.get("stderr", ""), j) or stdout
+    command = j.get("command", "")
+    prio = f"Priority={priority(j)} Nice={j.get('nice') or 0} " \
+           f"Account={j.get('account') or '(null)'} QOS={j.get('qos') or '(null)'}"
+    if j.get("wckey"):
+        prio += f" WCKey={j['wckey']}"
+    lines = [
+        f"{first} JobName={j.get('name', '')}",
+        f"UserId={j.get('user', '')}({j.get('uid', '')}) GroupId={_group(j.get('gid'))}"
+        f"({j.get('gid', '')}) MCS_label=N/A",
+        prio,
+        f"JobState={j['state']} Reason={j.get('reason') or 'None'} "
+        f"Dependency={j.get('dependency') or '(null)'}",
+        f"Requeue={int(bool(j.get('requeue')))} Restarts={j.get('restarts', 0)} "
+        f"BatchFlag={j.get('batch_flag', 1)} "
+        f"Reboot=0 ExitCode={j.get('exit_code', 0)}:{j.get('signal', 0)}",
+        f"RunTime={_clock(elapsed(j, now))} "
+        f"TimeLimit={'UNLIMITED' if limit is None else _clock(limit * 60)} TimeMin=N/A",
+        f"SubmitTime={_iso(j.get('submit_time'))} EligibleTime={eligible}",
+        f"AccrueTime={_iso(j['accrue_time']) if 'accrue_time' in j else eligible}",
+        f"StartTime={_iso(j.get('start_time'))} EndTime={_end_time(j)} Deadline=N/A",
+        "SuspendTime=None SecsPreSuspend=0 "
+        f"LastSchedEval={_iso(j.get('start_time') or j.get('submit_time'))} Scheduler=Main",
+        f"Partition={j.get('partition', '')} AllocNode:Sid={j.get('submit_host') or '?'}:0",
+        f"ReqNodeList={j.get('req_nodes') or '(null)'} "
+        f"ExcNodeList={j.get('exc_nodes') or '(null)'}",
+        f"NodeList={_node_list(j)}",
+    ]
+    if j.get("batch_host"):
+        lines.append(f"BatchHost={j['batch_host']}")
+    lines += [
+        f"NumNodes={j.get('node_count', 1)} NumCPUs={cpus} NumTasks={j.get('ntasks', 1)} "
+        f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T=0:0:*:*",
+        f"TRES={_tres(j)}",
+    ]
+    ntasks_per = j.get("ntasks_per_node") or 0
+    min_mem = (f"MinMemoryCPU={_mem_text(j['mem_per_cpu'])}" if j.get("mem_per_cpu")
+               else f"MinMemoryNode={_mem_text(mem)}")
+    lines += [
+        f"Socks/Node=* NtasksPerN:B:S:C={ntasks_per}:0:*:* CoreSpec=*",
+        f"MinCPUsNode={j.get('cpus_per_task', 1)} {min_mem} MinTmpDiskNode=0",
+        f"Features={j.get('features') or '(null)'} DelayBoot=00:00:00",
+        f"OverSubscribe={_oversubscribe(j)} Contiguous=0 Licenses=(null) Network=(null)",
+        # --wrap has no script path: Slurm prints its null
+        f"Command={command if command and command != '(wrap)' else '(null)'}",
+        f"WorkDir={j.get('workdir', '')}",
+    ]
+    if j.get("comment"):
+        lines.append(f"Comment={j['comment']} ")
+    if j.get("message"):
+        lines.append(f"SystemComment={j['message']} ")
+    stdin = expand_path(j["stdin"], j) if j.get("stdin") else "/dev/null"
+    if j.get("batch_flag", 1):  # an allocation (ralloc) has no output files: Slurm omits them
+        lines += [f"StdErr={stderr}", f"StdIn={stdin}", f"StdOut={stdout}"]
+    if j.get("kill_on_invalid_dep") is not None:
+        lines.append(f"KillOInInvalidDependent={'Yes' if j['kill_on_invalid_dep'] else 'No'}")
+    if j.get("cpus_per_gpu"):
+        lines.append(f"CpusPerTres=gres:gpu:{j['cpus_per_gpu']}")
+    if j.get("mem_per_gpu"):
+        lines.append(f"MemPerTres=gres:gpu:{j['mem_per_gpu']}")
+    if j.get("gpus_per_node") and not j.get("gpus_per_task"):
+        lines.append(f"TresPerNode=gres:gpu:{j['gpus_per_node']}")
+    if j.get("gpus_per_task"):
+        lines.append(f"TresPerTask=gres:gpu:{j['gpus_per_task']}")
+    if j.get("mail_type"):
+        lines.append(f"MailUser={j.get('mail_user', '')} MailType={','.join(j['mail_type'])}")
+    if j.get("gpu_indices"):
+        lines.append("GresDetail=" + ",".join(
+            f"{n}:gpu:{len(v)}(IDX:{','.join(map(str, v))})"
+            for n, v in sorted(j["gpu_indices"].items())))
+    lines.append("Power=")
+    return lines
+
+
+def _oversubscribe(j: dict) -> str:
+    if j.get("oversubscribe"):
+        return j["oversubscribe"]
+    return "NO" if j.get("exclusive") else "OK"
+
+
+def _group(gid: int | None) -> str:
+    from ranch.cli.squeue_fields import _group as name
+
+    return name(gid)
+
+
+def show_jobs(target: Target, ident: str | None, *, one_line: bool, as_json: bool,
+              json_doc) -> int:
+    from ranch.cli.job_requests import fetch_jobs, parse_job_ids
+    from ranch.cli.show_records import records_text
+
+    now, jobs = fetch_jobs(target)
+    now = now or time.time()
+    if ident is not None:
+        ids = set(parse_job_ids([ident], jobs))
+        jobs = [j for j in jobs if j["job_id"] in ids or j.get("array_job_id") in ids]
+        if not jobs:
+            raise CliError(f"Invalid job id specified: {ident}")
+    jobs.sort(key=lambda j: j["job_id"])
+    if as_json:
+        from ranch.cli.squeue_json import job_doc
+
+        sys.stdout.write(json_doc("jobs", [job_doc(j) for j in jobs], ""))
+        return 0
+    if not jobs:
+        print("No jobs in the system")
+        return 0
+    sys.stdout.write(records_text([job_lines(j, now) for j in jobs], one_line=one_line))
+    return 0
+
+
+def job_action(target: Target, action: str, words: list[str]) -> int:
+    import getpass
+
+    from ranch.cli.controller import request
+    from ranch.cli.job_requests import fetch_jobs, parse_job_ids
+
+    if not words:
+        raise CliError(f"{action} needs a job id")
+    jobs = fetch_jobs(target)[1] if any("_" in w for w in words) else None
+    ids = parse_job_ids(words, jobs)
+    body = {"action": action, "job_ids": list(ids), "user": getpass.getuser(),
+            "uid": os.getuid()}
+    result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
+    for err in result.get("errors") or ():
+        print(f"rcontrol: error: {err}", file=sys.stderr)
+    return 0 if result.get("ok") is True else 1
+
+
+def update_job(target: Target, words: list[str]) -> int:
+    """`update JobId=ID[,ID...] StartTime=TIME`: a pending job's BeginTime (rbatch --begin)."""
+    import getpass
+    import time
+
+    from ranch.cli.begin_time import BeginError, parse_begin
+    from ranch.cli.controller import request
+    from ranch.cli.job_requests import fetch_jobs, parse_job_ids
+
+    ids: list[str] = []
+    begin = None
+    for word in words:
+        key, sep, value = word.partition("=")
+        if not sep:
+            raise CliError(f"update: expected Key=Value, got {word!r}")
+        if key.lower() == "jobid":
+            ids += [w for w in value.split(",") if w]
+        elif key.lower() in ("starttime", "begintime"):
+            try:
+                begin = parse_begin(value, time.time())
+            except BeginError as exc:
+                raise CliError(str(exc).replace("--begin=", "StartTime=")) from None
+        else:
+            raise CliError(f"update: {key!r} is not supported for jobs (Ranch updates "
+                           "JobId=... StartTime=...)")
+    if not ids:
+        raise CliError("update: JobId= names no job")
+    if begin is None:
+        raise CliError("update: nothing to change; give StartTime=")
+    jobs = fetch_jobs(target)[1] if any("_" in w for w in ids) else None
+    body = {"action": "begin", "job_ids": list(parse_job_ids(ids, jobs)),
+            "user": getpass.getuser(), "uid": os.getuid(), "begin_time": begin}
+    result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
+    for err in result.get("errors") or ():
+        print(f"rcontrol: error: {err}", file=sys.stderr)
+    return 0 if result.get("ok") is True else 1
+

@@ -1,0 +1,177 @@
+"""sbatch -C/--constraint: node Features expressions, and the other per-node limits a job places
+(--exclusive=user): which nodes a job may be placed on.
+
+Slurm's forms that name features node by node: `a`, `a&b`, `a|b`, `a,b` (a comma is `&`),
+`(a|b)&c`. Like slurmctld, operators are read left to right with no precedence between `&`
+and `|` (`a|b&c` is `(a|b)&c`); parentheses group. Bracketed sets (`[a|b]`, every node the
+same one) and counts (`a*2`) are refused with a message naming them: Ranch does not place them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from ranch.ctld.jobs import Jobs
+
+
+class ConstraintError(ValueError):
+    """Why a constraint is not one Ranch can use; worded for the submitter."""
+
+
+@attrs.frozen
+class Term:
+    name: str
+
+
+@attrs.frozen
+class Op:
+    """Left-to-right chain: items[0] op[0] items[1] op[1] ..."""
+
+    items: tuple[Term | Op, ...]
+    ops: tuple[str, ...]
+
+
+Expr = Term | Op
+
+
+def parse(text: str) -> Expr:
+    """The expression of a constraint string; ConstraintError naming what is wrong."""
+    src = text.strip().replace(",", "&")
+    if not src:
+        raise ConstraintError("empty constraint")
+    for ch, what in (("[", "bracketed feature sets ([a|b])"), ("*", "feature counts (a*2)")):
+        if ch in src:
+            raise ConstraintError(f"Ranch does not place {what}; use a, a&b, a|b or (a|b)&c")
+    pos = 0
+
+    def chain(depth: int) -> Expr:
+        nonlocal pos
+        items: list[Expr] = [atom(depth)]
+        ops: list[str] = []
+        while pos < len(src) and src[pos] in "&|":
+            ops.append(src[pos])
+            pos += 1
+            items.append(atom(depth))
+        return items[0] if not ops else Op(tuple(items), tuple(ops))
+
+    def atom(depth: int) -> Expr:
+        nonlocal pos
+        if pos < len(src) and src[pos] == "(":
+            if depth:
+                raise ConstraintError(f"nested parentheses in {text!r}")
+            pos += 1
+            inner = chain(depth + 1)
+            if pos >= len(src) or src[pos] != ")":
+                raise ConstraintError(f"unbalanced parenthesis in {text!r}")
+            pos += 1
+            return inner
+        start = pos
+        while pos < len(src) and src[pos] not in "&|()":
+            pos += 1
+        name = src[start:pos].strip()
+        if not name:
+            raise ConstraintError(f"a feature name is missing in {text!r}")
+        return Term(name)
+
+    expr = chain(0)
+    if pos != len(src):
+        raise ConstraintError(f"unexpected {src[pos]!r} in {text!r}")
+    return expr
+
+
+def names(expr: Expr) -> list[str]:
+    if isinstance(expr, Term):
+        return [expr.name]
+    return [n for item in expr.items for n in names(item)]
+
+
+def matches(expr: Expr, features: Iterable[str]) -> bool:
+    have = set(features)
+
+    def ev(e: Expr) -> bool:
+        if isinstance(e, Term):
+            return e.name in have
+        value = ev(e.items[0])
+        for op, item in zip(e.ops, e.items[1:], strict=True):
+            value = (value and ev(item)) if op == "&" else (value or ev(item))
+        return value
+
+    return ev(expr)
+
+
+def check(text: str, known: Iterable[str]) -> Expr | str:
+    """The parsed constraint, or the refusal slurmctld gives ("Invalid feature specification":
+    a form Ranch cannot read, or a feature no node of the cluster has)."""
+    try:
+        expr = parse(text)
+    except ConstraintError as exc:
+        return f"Invalid feature specification: {exc}"
+    unknown = sorted(set(names(expr)) - set(known))
+    if unknown:
+        return f"Invalid feature specification: no node has feature(s) {','.join(unknown)}"
+    return expr
+
+
+_cache: dict[str, Expr | None] = {}
+
+
+def _expr(text: str) -> Expr | None:
+    """Parsed once per distinct string (a pass looks at every pending job's nodes)."""
+    if text not in _cache:
+        if len(_cache) > 4096:
+            _cache.clear()
+        try:
+            _cache[text] = parse(text)
+        except ConstraintError:
+            _cache[text] = None  # submit refused it; a saved job from elsewhere matches nothing
+    return _cache[text]
+
+
+def matches_features(req: Any, node: Any) -> bool:
+    if not req.constraint:
+        return True
+    expr = _expr(req.constraint)
+    return expr is not None and matches(expr, node.cfg.features)
+
+
+def shares_with(req: Any, jobs_here: Iterable[Any]) -> bool:
+    """--exclusive=user: may a job of `req` share a node with the jobs of `jobs_here` (their
+    requests)? Not when either side asked for it and the users differ."""
+    return all(other.uid == req.uid or "USER" not in (req.oversubscribe, other.oversubscribe)
+               for other in jobs_here)
+
+
+class NodeFilter:
+    """Which nodes a job may be placed on now (`filter(node)`): the node's Features, and
+    --exclusive=user against the jobs on it. It reads the live allocations, so a job placed
+    earlier in the same pass counts. `explain` turns place()'s ReqNodeNotAvail into Resources
+    when nodes were only passed over because another user's jobs hold them."""
+
+    def __init__(self, jobs: Jobs, job: Any, uses: dict[str, Any] | None = None) -> None:
+        self.jobs = jobs
+        self.uses = jobs.uses if uses is None else uses  # --test-only: a simulated copy
+        self.req = job.req
+        self.busy = False
+
+    def __call__(self, node: Any) -> bool:
+        if not matches_features(self.req, node):
+            return False
+        use = self.uses.get(node.name)
+        if use is None or not use.jobs:
+            return True
+        table = self.jobs.jobs
+        if shares_with(self.req, (table[j].req for j in use.jobs if j in table)):
+            return True
+        self.busy = True
+        return False
+
+    def explain(self, why: str) -> str:
+        return "Resources" if self.busy and why.startswith("ReqNodeNotAvail") else why
+
+
+def placeable(jobs: Jobs, job: Any, uses: dict[str, Any] | None = None) -> NodeFilter:
+    return NodeFilter(jobs, job, uses)

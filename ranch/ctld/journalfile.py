@@ -1,0 +1,88 @@
+"""One journal segment, read strictly: every record checks out, or it is refused at its offset."""
+
+# Only a torn last record (no newline after it: a crash in the middle of an append, never
+# acknowledged) is dropped, and only in the newest segment or one the last release wrote.
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import orjson
+
+from ranch.ctld import integrity, logs
+from ranch.ctld.integrity import DamagedState
+
+
+def encode(rec: dict[str, Any]) -> bytes:
+    """One journal line: the record sealed with its checksum (ctld/integrity.py)."""
+    return integrity.seal(orjson.dumps(rec)) + b"\n"
+
+
+def _decode(line: bytes) -> tuple[dict[str, Any] | None, str]:
+    """(the record, "") or (None, what is wrong with it)."""
+    sealed, problem = integrity.check(line)
+    if problem is not None:
+        return None, problem
+    try:
+        rec = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None, "not a JSON record"
+    if not isinstance(rec, dict):
+        return None, "not a JSON object"
+    if sealed:
+        del rec["crc"]
+    return rec, ""
+
+
+def read(path: str, *, newest: bool, salvage: bool = False) -> tuple[list[dict[str, Any]], int]:
+    """(the records of the segment at `path`, the number of bad records skipped). A bad record
+    raises DamagedState naming its offset, unless it is the torn last line of the newest
+    segment, or of any segment an earlier release wrote (cut off the file, so that the next
+    start finds it whole), or `salvage` (a segment
+    moved aside by -i: every record that checks out is taken)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return [], 0
+    except OSError as exc:
+        raise DamagedState(path, 0, f"cannot be read ({exc.strerror or exc})") from None
+    out: list[dict[str, Any]] = []
+    skipped = 0
+    sealed = False  # a segment of this release (an earlier one never cut its torn tails)
+    at = 0
+    size = len(raw)
+    while at < size:
+        end = raw.find(b"\n", at)
+        last = end < 0
+        stop = size if last else end
+        line = raw[at:stop]
+        if line.strip():
+            rec, problem = _decode(line)
+            if rec is not None:
+                out.append(rec)
+                sealed = sealed or line.startswith(integrity.PREFIX)
+            elif salvage:
+                skipped += 1
+            elif last and (newest or not sealed):
+                _cut(path, at, size - at, problem)
+                break
+            else:
+                raise DamagedState(path, at, f"journal record {problem}")
+        at = stop + 1
+    return out, skipped
+
+
+def _cut(path: str, offset: int, length: int, problem: str) -> None:
+    """A crash in the middle of an append left a partial record, never acknowledged (its
+    write had no fsync): remove it so the segment is whole for every later start."""
+    logs.event("torn last journal record dropped", logging.WARNING, path=path, offset=offset,
+               bytes=length, problem=problem)
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.ftruncate(fd, offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,373 @@
+"""The starlette application: JSON API, /metrics, the web page and its feed.
+
+Reads answer from the controller's cached snapshot (the records rinfo and rcontrol get, turned
+into documents by ranch.protocol.records, the code they use too); writes go through
+Cluster.update_nodes, the path of `rcontrol update`, with the token's name as the user.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import trio
+from jinja2 import Environment, PackageLoader, select_autoescape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ranch.conf import hostlist
+from ranch.ctld import logs, permissions
+from ranch.ctld.web import grid, jobstats, metrics
+from ranch.ctld.web.limits import BodyTooLarge, read_body
+from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
+from ranch.protocol import messages as m
+from ranch.protocol.records import (
+    job_json,
+    node_json,
+    partition_json,
+    queue_doc,
+    show_doc,
+    sinfo_doc,
+)
+from ranch.statemachine import events
+from ranch.statemachine.events import REASON_REQUIRED_MESSAGE
+from ranch.statemachine.predicates import reason_required
+
+API_VERSION = "0.1.0"
+POLL_SECONDS = 3
+# The page has Drain/Resume buttons: it may not be framed by another site (clickjacking), and it
+# runs only its own script and style (no inline code a crafted node name could smuggle in).
+PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+                               "img-src 'self' data:; connect-src 'self'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+_WRITE_KEYS = ("state", "reason")
+
+
+class Json(Response):
+    media_type = "application/json"
+
+    def render(self, content: Any) -> bytes:
+        return content if isinstance(content, bytes) else orjson.dumps(content)
+
+
+def _error(status: int, message: str, field: str | None = None,
+           headers: dict[str, str] | None = None) -> Json:
+    err: dict[str, Any] = {"error": message}
+    if field:
+        err["field"] = field
+    return Json({"errors": [err]}, status_code=status, headers=headers)
+
+
+_CHALLENGE = {"WWW-Authenticate": "Bearer"}
+
+
+class Web:
+    """The routes, bound to one running controller."""
+
+    def __init__(self, cluster: Any, settings: Any) -> None:
+        self.cluster = cluster
+        self.auth = settings.auth
+        self.tokens = Tokens(settings.token_file)
+        self.expo = metrics.Exposition()
+        self.feed = grid.Feed()
+        self._metrics_lock = trio.Lock()  # one scrape builds at a time; others wait for it
+        self._nodes_for: Any = None  # the snapshot _nodes_docs were made from
+        self._nodes_docs: list[dict] = []
+        self._job_counts: tuple[int, dict[str, int]] = (-1, {})  # (Jobs.gen, jobstats.counts)
+        env = Environment(loader=PackageLoader("ranch.ctld.web", "templates"),
+                          autoescape=select_autoescape())
+        self.page = env.get_template("index.html")
+
+    # -- auth ------------------------------------------------------------------------------
+
+    def _who(self, request: Request) -> tuple[str | None, Response | None]:
+        """(token name, None) for a valid bearer token, else (None, the refusal)."""
+        token = bearer(request.headers.get("authorization"))
+        if token is None:
+            return None, _error(401, "this request needs `Authorization: Bearer TOKEN` "
+                                "(a token of HttpTokenFile)", headers=_CHALLENGE)
+        problem = self.tokens.problem()
+        if problem is not None:
+            return None, _error(503, f"tokens cannot be checked: {problem}")
+        name = self.tokens.name_of(token)
+        if name is None:
+            logs.event("http token refused", logging.WARNING, peer=_peer(request),
+                       path=request.url.path)
+            return None, _error(401, "unknown token", headers=_CHALLENGE)
+        return name, None
+
+    def _read_refusal(self, request: Request, hides: str = "") -> Response | None:
+        """None when the request may read (HttpAuth), else the refusal; `hides`: what
+        PrivateData may hide from this reader ("nodes")."""
+        refused = self._anyone_refusal(request)
+        if refused is not None or not hides:
+            return refused
+        why = permissions.http_hidden(self.cluster.config, self._reader(request), hides)
+        return None if why is None else _error(403, why)
+
+    def _anyone_refusal(self, request: Request) -> Response | None:
+        if self.auth == "none":
+            return None
+        client = request.client.host if request.client else None
+        if self.auth == "loopback" and is_loopback(client):
+            return None
+        return self._who(request)[1]
+
+    def _reader(self, request: Request) -> permissions.Identity | None:
+        """The user a valid token names (that user's rights), None for a reader without one."""
+        if bearer(request.headers.get("authorization")) is None:
+            return None
+        name, _ = self._who(request)
+        return None if name is None else permissions.identify_name(self.cluster.config, name)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def _meta_doc(self, key: str, items: list, request: Request) -> dict:
+        return show_doc(key, items, self.cluster.config.cluster_name, version=API_VERSION,
+                        user="", command=[request.method, request.url.path])
+
+    async def nodes(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
+            return refused
+        snap = self.cluster.snapshot()
+        if self._nodes_for is not snap:
+            docs = []
+            for i, rec in enumerate(snap.nodes):
+                docs.append(node_json(rec))
+                if i % grid.CHUNK == grid.CHUNK - 1:
+                    await trio.sleep(0)  # 10,000 records take ~0.15 s: let heartbeats in
+            self._nodes_docs, self._nodes_for = docs, snap
+        return Json(self._meta_doc("nodes", self._nodes_docs, request))
+
+    async def node(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
+            return refused
+        expr = request.path_params["name"]
+        try:
+            wanted = hostlist.expand(expr)
+        except ValueError as exc:
+            return _error(400, f"bad node name or hostlist {expr!r}: {exc}", "name")
+        by_name = {n["name"]: n for n in self.cluster.snapshot().nodes}
+        missing = [w for w in wanted if w not in by_name]
+        if missing:
+            return _error(404, f"Node {hostlist.fold(missing, sort=False)} not found", "name")
+        docs = [node_json(by_name[w]) for w in dict.fromkeys(wanted)]
+        return Json(self._meta_doc("nodes", docs, request))
+
+    async def partitions(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        snap = self.cluster.snapshot()
+        by_name = {n["name"]: n for n in snap.nodes}
+        docs = [partition_json(p, by_name, hostlist.fold, snap.cluster_name)
+                for p in snap.partitions]
+        return Json(self._meta_doc("partitions", docs, request))
+
+    async def sinfo(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
+            return refused
+        snap = self.cluster.snapshot()
+        doc = sinfo_doc(list(snap.nodes), list(snap.partitions), hostlist.fold,
+                        cluster=snap.cluster_name, version=API_VERSION,
+                        argv=[request.method, request.url.path], user="")
+        return Json(doc)
+
+    async def metrics(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
+            return refused
+        out: list[bytes] = []
+        async with self._metrics_lock:
+            for _ in self.expo.steps(self.cluster.nodes, out):
+                await trio.sleep(0)  # let heartbeats in between chunks
+
+        out.append(jobstats.metrics_text(self._counts()).encode())
+        live = self.cluster.liveness
+        out.append(metrics.guards_text((live.guard.status(), self.cluster.drain_guard.status()),
+                                       live.stalls.status()).encode())
+        out.append(metrics.reservations_text(self.cluster.reservations.handle(
+            m.ReservationRequest(action="show")).reservations).encode())
+
+        async def pieces() -> AsyncIterator[bytes]:
+            # Sent chunk by chunk: no 30 MB join, and heartbeats run between the pieces.
+            for piece in out:
+                yield piece
+
+        return StreamingResponse(pieces(), media_type=metrics.CONTENT_TYPE)
+
+    # -- jobs (issue 12): the records rqueue and rcontrol show job get, through the same
+    # builders (protocol.records.job_json / queue_doc).
+
+    def _job_records(self, ids: tuple[int, ...] = ()) -> tuple[float, list[dict]]:
+        body = orjson.loads(self.cluster.jobs.list_body(ids))  # the JobList body rqueue reads
+        return float(body.get("generated_at") or 0.0), body["jobs"]
+
+    def _counts(self) -> dict[str, int]:
+        gen = self.cluster.jobs.gen
+        if self._job_counts[0] != gen:
+            self._job_counts = (gen, jobstats.counts(self._job_records()[1]))
+        return self._job_counts[1]
+
+    async def jobs(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        now, records = self._job_records()
+        records = permissions.visible_jobs(self.cluster.config, self._reader(request), records)
+        return Json(queue_doc(records, now, version=API_VERSION, user="",
+                              command=[request.method, request.url.path],
+                              cluster=self.cluster.config.cluster_name))
+
+    async def job(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        ident = request.path_params["job_id"]
+        base, sep, task = ident.partition("_")
+        if not base.isdigit() or (sep and not task.isdigit()):
+            return _error(400, f"Invalid job id specified: {ident} (a job id such as 12, or "
+                          "12_3 for a task of an array)", "job_id")
+        _, records = self._job_records((int(base),))
+        if sep:
+            records = [j for j in records if j.get("array_job_id") == int(base)
+                       and j.get("array_task_id") == int(task)]
+        records = permissions.visible_jobs(self.cluster.config, self._reader(request), records)
+        if not records:
+            return _error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
+        return Json(self._meta_doc("jobs", [job_json(j) for j in records], request))
+
+    async def reservations(self, request: Request) -> Response:
+        """The reservations (issue 33), as `rcontrol show reservation --json` lists them."""
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        reply = self.cluster.reservations.handle(m.ReservationRequest(action="show"))
+        return Json(self._meta_doc("reservations", list(reply.reservations), request),
+                    headers={"Cache-Control": "no-cache"})
+
+    async def job_counts(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        return Json(self._counts(), headers={"Cache-Control": "no-cache"})
+
+    # -- the page --------------------------------------------------------------------------
+
+    async def index(self, request: Request) -> Response:
+        html = self.page.render(cluster=self.cluster.config.cluster_name,
+                                auth=self.auth, poll_seconds=POLL_SECONDS)
+        return HTMLResponse(html, headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
+
+    async def grid_feed(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
+            return refused
+        snap = self.cluster.snapshot(metrics=True)
+        etag = f'"{snap.generated_at!r}"'
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers={"ETag": etag})
+        for _ in self.feed.steps(snap):
+            await trio.sleep(0)
+        headers = {"ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
+        if "gzip" in request.headers.get("accept-encoding", ""):
+            headers["Content-Encoding"] = "gzip"
+            return Json(self.feed.gzipped(snap), headers=headers)
+        return Json(self.feed.build(snap), headers=headers)
+
+    async def node_detail(self, request: Request) -> Response:
+        if (refused := self._read_refusal(request, "nodes")) is not None:
+            return refused
+        name = request.path_params["name"]
+        for rec in self.cluster.snapshot(metrics=True).nodes:
+            if rec["name"] == name:
+                return Json({"node": node_json(rec), "metrics": rec.get("metrics"),
+                             "health_note": grid.health_note(rec)})
+        return _error(404, f"Node {name} not found", "name")
+
+    # -- writes ----------------------------------------------------------------------------
+
+    async def set_state(self, request: Request) -> Response:
+        user, refused = self._who(request)
+        if refused is not None:
+            return refused
+        expr = request.path_params["nodes"]
+        why = permissions.http_write_refusal(self.cluster.config, user or "",
+                                             f"update NodeName={expr}")
+        if why is not None:  # a token gets its user's rights (ctld/permissions.py)
+            logs.event("http update refused", logging.WARNING, peer=_peer(request), user=user,
+                       nodes=expr, error=why)
+            return _error(403, why)
+        try:
+            body = orjson.loads(await read_body(request))
+        except BodyTooLarge as exc:
+            return _error(413, str(exc), headers={"connection": "close"})
+        except orjson.JSONDecodeError as exc:
+            return _error(400, f"request body is not JSON: {exc}")
+        if not isinstance(body, dict):
+            return _error(400, 'request body must be a JSON object {"state": ..., "reason": ...}')
+        for key in body:
+            if key not in _WRITE_KEYS:
+                return _error(400, f"unknown field {key!r} (fields: state, reason)", key)
+        state, reason = body.get("state"), body.get("reason")
+        if not isinstance(state, str) or not state.strip():
+            return _error(400, "state is required: a node state such as DRAIN or RESUME",
+                          "state")
+        if reason is not None and not isinstance(reason, str):
+            return _error(400, "reason must be a string", "reason")
+        # Checked here too only to name the field; update_nodes decides the same way.
+        try:
+            request_word = events.parse_admin_state(state)
+        except ValueError as exc:
+            return _error(400, str(exc), "state")
+        if reason_required(request_word) and not (reason or "").strip():
+            return _error(400, REASON_REQUIRED_MESSAGE, "reason")
+        result = self.cluster.update_nodes(
+            m.UpdateNodes(node_names=expr, state=state, reason=reason, user=user or ""))
+        doc = {"changed": list(result.changed),
+               "errors": [{"error": e} for e in result.errors], "user": user}
+        if result.ok:
+            return Json(doc)
+        logs.event("http update refused", logging.WARNING, peer=_peer(request), user=user,
+                   nodes=expr, error="; ".join(result.errors[:3]))
+        unknown = any(e.startswith("unknown node") for e in result.errors)
+        return Json(doc, status_code=404 if unknown and not result.changed else 400)
+
+    def routes(self) -> list:
+        import importlib.resources
+
+        static = importlib.resources.files("ranch.ctld.web") / "static"
+        return [
+            Route("/", self.index),
+            Route("/api/v1/nodes", self.nodes),
+            Route("/api/v1/nodes/{name}", self.node),
+            Route("/api/v1/nodes/{nodes}/state", self.set_state, methods=["POST"]),
+            Route("/api/v1/partitions", self.partitions),
+            Route("/api/v1/sinfo", self.sinfo),
+            Route("/api/v1/jobs", self.jobs),
+            Route("/api/v1/jobs/{job_id}", self.job),
+            Route("/api/v1/reservations", self.reservations),
+            Route("/ui/jobs.json", self.job_counts),
+            Route("/metrics", self.metrics),
+            Route("/ui/grid.json", self.grid_feed),
+            Route("/ui/node/{name}", self.node_detail),
+            Mount("/static", StaticFiles(directory=str(static)), name="static"),
+        ]
+
+
+def _peer(request: Request) -> str:
+    c = request.client
+    return f"{c.host}:{c.port}" if c else "?"
+
+
+def build_app(cluster: Any, settings: Any) -> Starlette:
+    web = Web(cluster, settings)
+    app = Starlette(routes=web.routes())
+    app.state.web = web
+    return app
+
+
+

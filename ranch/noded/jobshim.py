@@ -1,0 +1,256 @@
+"""The per-job supervisor: starts the batch script and writes its exit status to the job's spool
+directory, so a job's result survives rnoded's death. Run as a file with `python -S -E`.
+
+Kept to the standard library and a handful of imports on purpose: its start-up time is part of
+every job's launch cost (bench/jobshim_bench.py measures it).
+
+argv[1] is the job directory holding launch.bin (a marshal'd dict written by ranch.noded.joblaunch:
+marshal, not json, because importing json costs more than the rest of the start-up). Protocol
+with rnoded: one line on stdout, "ok SCRIPT_PID" once the script has been exec'd or "fail
+MESSAGE"; pids.json (shim pid + start time + script pid) before that line; status.json when the
+script has ended.
+"""
+
+import _signal as signal  # the C module: `signal` would import enum (~6 ms)
+import marshal
+import os
+import sys
+import time
+
+PR_SET_CHILD_SUBREAPER = 36
+CLAIM = "claim"  # noded/jobstore.py's CLAIM: whoever creates it first decides the run's start
+
+
+def _json(value: object) -> str:
+    """Enough JSON for our flat records (numbers, bools, strings) without importing json."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value)
+    out = ['"']
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ord(ch) < 0x20:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def write_json(path: str, data: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write("{" + ", ".join(f"{_json(k)}: {_json(v)}" for k, v in data.items()) + "}")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)  # atomic: a reader sees the whole file or none
+
+
+def proc_start_ticks(pid: int | str = "self") -> int:
+    """Field 22 of /proc/PID/stat: with the pid, identifies a process across pid reuse."""
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return int(data[data.rindex(b")") + 2 :].split()[19])
+
+
+def oom_kills(cgroup: list | None = None) -> int | None:
+    """oom_kill count of the job's own cgroup ([path, version]) or else of ours; None where it
+    cannot be read."""
+    try:
+        if cgroup:
+            path, version = cgroup
+        else:
+            path, version = "", 2
+            with open("/proc/self/cgroup") as f:
+                for line in f:
+                    if line.startswith("0::"):
+                        path = "/sys/fs/cgroup" + line[3:].strip()
+                    elif ":memory:" in line:  # v1 wins: its file is the one that counts
+                        path, version = "/sys/fs/cgroup/memory" + line.split(":", 2)[2].strip(), 1
+                        break
+        name = "memory.events" if version == 2 else "memory.oom_control"
+        with open(os.path.join(path, name)) as f:
+            for line in f:
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def become_subreaper() -> None:
+    """Orphans of the job (daemonised grandchildren) re-parent to us, so none escapes the job."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def child(spec: dict, err_w: int) -> None:
+    """In the forked child: new session, drop privileges, chdir, open output, exec. Never
+    returns; a failure is written to err_w (close-on-exec, so silence means exec worked)."""
+    step = "setsid"
+    try:
+        if spec.get("cgroup"):
+            try:  # as root, before dropping privileges: the job's memory limit
+                with open(os.path.join(spec["cgroup"][0], "cgroup.procs"), "w") as f:
+                    f.write(str(os.getpid()))
+            except OSError:
+                pass  # the limit is lost, not the job
+        os.setsid()
+        if spec["drop"]:
+            step = "setgroups"
+            os.setgroups(spec["groups"])
+            step = "setgid"
+            os.setgid(spec["gid"])
+            step = "setuid"
+            os.setuid(spec["uid"])
+        step = f"chdir to workdir {spec['workdir']}"
+        os.chdir(spec["workdir"])
+        # Always O_APPEND (after truncating a first run): rnoded's own lines (slurmstepd's
+        # "CANCELLED AT") land after what the job wrote, never over it.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (0 if spec["append"] else os.O_TRUNC)
+        step = f"open output {spec['stdout']}"
+        out = os.open(spec["stdout"], flags, 0o644)
+        err = out
+        if spec["stderr"] and spec["stderr"] != spec["stdout"]:
+            step = f"open error output {spec['stderr']}"
+            err = os.open(spec["stderr"], flags, 0o644)
+        step = f"open input {spec.get('stdin') or os.devnull}"
+        null = os.open(spec.get("stdin") or os.devnull, os.O_RDONLY)  # -i, else /dev/null
+        os.dup2(null, 0)
+        os.dup2(out, 1)
+        os.dup2(err, 2)
+        for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        step = f"exec {spec['argv'][0]}"
+        env = spec["env"]
+        env["SLURM_TASK_PID"] = str(os.getpid())  # the script's own pid, as slurmstepd sets it
+        os.execve(spec["argv"][0], spec["argv"], env)
+    except BaseException as exc:  # anything here is a launch failure
+        text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        os.write(err_w, f"{step}: {text}".encode(errors="replace")[:4000])
+    os._exit(127)
+
+
+def claim(jobdir: str) -> bool:
+    """Take the run's claim file (O_EXCL) before starting the script: a restarted rnoded that
+    finds a record without pids.json takes it first when the script never started, and the
+    run is then given back instead of being reported FAILED (or run behind its back)."""
+    try:
+        os.close(os.open(os.path.join(jobdir, CLAIM), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                         0o600))
+    except FileExistsError:
+        try:
+            sys.stdout.write("fail the run was given up before it started\n")
+            sys.stdout.flush()
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def main() -> int:
+    jobdir = sys.argv[1]
+    with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
+        spec = marshal.load(f)
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)  # rnoded's death must not take us along
+    become_subreaper()
+    cgroup = spec.get("cgroup")
+    oom_before = 0 if cgroup else oom_kills()
+    started = time.time()
+    if not claim(jobdir):
+        return 0  # a restarted rnoded gave this run up before it started: never run it
+    err_r, err_w = os.pipe2(os.O_CLOEXEC)
+    pid = os.fork()
+    if pid == 0:
+        os.close(err_r)
+        child(spec, err_w)
+    os.close(err_w)
+    chunks = []
+    while chunk := os.read(err_r, 4096):
+        chunks.append(chunk)
+    os.close(err_r)
+    failure = b"".join(chunks).decode(errors="replace")
+    if failure:
+        os.waitpid(pid, 0)
+        if spec.get("cgroup"):
+            try:
+                os.rmdir(spec["cgroup"][0])
+            except OSError:
+                pass
+        write_json(os.path.join(jobdir, "status.json"), {"launch_error": failure})
+        sys.stdout.write(f"fail {failure}\n")
+        sys.stdout.flush()
+        return 0
+    pids = {"shim_pid": os.getpid(), "shim_start": proc_start_ticks(), "script_pid": pid}
+    pids["started_at"] = started
+    write_json(os.path.join(jobdir, "pids.json"), pids)
+    try:
+        sys.stdout.write(f"ok {pid}\n")
+        sys.stdout.flush()
+    except OSError:
+        pass  # rnoded went away while we started: it re-adopts us from pids.json
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 1)
+    status = 0
+    while True:  # reap adopted orphans too, until the script itself ends
+        try:
+            done, wstatus = os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+        if done == pid:
+            status = wstatus
+            break
+    ended = time.time()
+    # The script is gone: whatever it left behind ends with it (as Slurm's proctrack does).
+    leftovers = 0
+    for _ in range(50):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
+                kids = [int(x) for x in f.read().split()]
+        except OSError:
+            kids = []
+        for kid in kids:
+            try:
+                os.kill(kid, signal.SIGKILL)
+                leftovers += 1
+            except OSError:
+                pass
+        try:
+            while os.waitpid(-1, 0):
+                pass
+        except ChildProcessError:
+            break
+    oom_after = oom_kills(cgroup)
+    if cgroup:
+        try:
+            os.rmdir(cgroup[0])  # empty now: every process of the job has been reaped
+        except OSError:
+            pass
+    result = {
+        "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0,
+        "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0,
+        "started_at": started,
+        "ended_at": ended,
+        "oom": oom_before is not None and oom_after is not None and oom_after > oom_before,
+        "oom_exact": bool(cgroup),  # the job's own cgroup: any OOM kill in it was the job's
+        "leftovers_killed": leftovers,
+    }
+    write_json(os.path.join(jobdir, "status.json"), result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

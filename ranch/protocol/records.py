@@ -1,0 +1,410 @@
+"""The JSON records rinfo --json, rcontrol show --json and rctld's HTTP API share.
+
+Built from snapshot records (docs/internals.md, "Snapshot records"); pure functions of plain
+dicts, so the CLI and the controller import them without importing each other.
+"""
+
+from __future__ import annotations
+
+import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    Fold = Callable[[list[str]], str]
+
+_PART_STATE = {"UP": "UP", "DOWN": "DOWN", "DRAIN": "DRAIN", "INACTIVE": "INACTIVE"}
+_UNUSABLE_BASES = frozenset({"DOWN", "UNKNOWN", "FUTURE"})
+
+
+def usage_class(node: dict) -> str:
+    """sinfo's A/I/O split: "A" allocated or mixed, "I" idle, "O" other (down, drained, failed)."""
+    st = node["state"]
+    base = st["base"]
+    if base in ("ALLOCATED", "MIXED"):
+        return "A"
+    flags = st["flags"]
+    if base in _UNUSABLE_BASES or "DRAIN" in flags or "FAIL" in flags:
+        return "O"
+    return "I" if base == "IDLE" else "O"
+
+
+def is_unusable(node: dict) -> bool:
+    st = node["state"]
+    flags = st["flags"]
+    return st["base"] in _UNUSABLE_BASES or "DRAIN" in flags or "FAIL" in flags
+
+
+def reason_of(node: dict) -> dict | None:
+    return node["state"].get("reason")
+
+
+def reason_user(reason: dict | None) -> str:
+    # Reasons the controller sets itself carry no user; Slurm shows its SlurmUser there (root).
+    if not reason:
+        return "Unknown"
+    return reason.get("user") or "root"
+
+
+def number(value: float | int | None, *, infinite: bool = False) -> dict:
+    """Slurm's optional number: {"set", "infinite", "number"}."""
+    if infinite:
+        return {"set": True, "infinite": True, "number": 0}
+    if value is None:
+        return {"set": False, "infinite": False, "number": 0}
+    return {"set": True, "infinite": False, "number": value}
+
+
+def state_array(node: dict) -> list[str]:
+    """Node state as sinfo --json names it: base then flags, e.g. ["IDLE", "DRAIN"]."""
+    st = node["state"]
+    names = [st["base"]]
+    for f in st["flags"]:
+        names.append("NOT_RESPONDING" if f == "NO_RESPOND" else f)
+    return names
+
+
+def _group_key(part: dict | None, n: dict) -> tuple:
+    r = reason_of(n) or {}
+    return (
+        n["complete"],
+        n["compact"],
+        n["cpus"],
+        n["sockets"],
+        n["cores_per_socket"],
+        n["threads_per_core"],
+        n["real_memory"],
+        n["tmp_disk"],
+        n["weight"],
+        tuple(n.get("features") or ()),
+        n.get("gres") or "",
+        r.get("text"),
+        r.get("user"),
+        r.get("time"),
+        n.get("port"),
+    )
+
+
+def _span(values: list) -> dict:
+    return {"minimum": min(values), "maximum": max(values)}
+
+
+def _entry(part: dict | None, members: list[dict], part_doc: dict) -> dict:
+    first = members[0]
+    alloc = idle = other = 0
+    cpu_alloc = cpu_idle = cpu_other = cpu_total = 0
+    loads, free = [], []
+    for n in members:
+        cls = usage_class(n)
+        alloc += cls == "A"
+        idle += cls == "I"
+        other += cls == "O"
+        cpus, used = n["cpus"], n["cpus_alloc"]
+        cpu_total += cpus
+        cpu_alloc += used
+        if is_unusable(n):
+            cpu_other += cpus - used
+        else:
+            cpu_idle += cpus - used
+        if n.get("cpu_load") is not None:
+            loads.append(round(n["cpu_load"] * 100))
+        if n.get("free_mem") is not None:
+            free.append(n["free_mem"])
+    names = [n["name"] for n in members]
+    reason = reason_of(first) or {}
+    features = ",".join(first.get("features") or ())
+    entry = {
+        "port": first.get("port") or 0,
+        "node": {"state": state_array(first)},
+        "nodes": {
+            "allocated": alloc,
+            "idle": idle,
+            "other": other,
+            "total": len(members),
+            "hostnames": sorted({n["hostname"] for n in members if n.get("hostname")}),
+            "addresses": sorted({n["addr"] for n in members if n.get("addr")}),
+            "nodes": names,
+        },
+        "cpus": {
+            "allocated": cpu_alloc,
+            "idle": cpu_idle,
+            "other": cpu_other,
+            "total": cpu_total,
+            "minimum": first["cpus"],
+            "maximum": first["cpus"],
+            "load": _span(loads) if loads else {"minimum": 0, "maximum": 0},
+        },
+        "sockets": _span([first["sockets"]]),
+        "cores": _span([first["cores_per_socket"]]),
+        "threads": _span([first["threads_per_core"]]),
+        "disk": _span([first["tmp_disk"]]),
+        "memory": {
+            **_span([first["real_memory"]]),
+            "free": {
+                "minimum": number(min(free) if free else None),
+                "maximum": number(max(free) if free else None),
+            },
+            "allocation": sum(n.get("alloc_mem") or 0 for n in members),
+        },
+        "weight": _span([first["weight"]]),
+        "features": {"total": features, "active": features},
+        "gres": {"total": first.get("gres") or "", "used": first.get("gres_used") or ""},
+        "cluster": part_doc["cluster"],
+        "comment": "",
+        "extra": "",
+        "reason": {
+            "description": reason.get("text") or "",
+            "time": number(int(reason["time"]) if reason.get("time") else None),
+            "user": reason_user(reason) if reason else "",
+        },
+        "reservation": "",
+        "partition": part_doc,
+    }
+    return entry
+
+
+def partition_doc(part: dict | None, fold: Fold, cluster: str) -> dict:
+    if part is None:
+        return {"name": "", "cluster": cluster}
+    max_time = part.get("max_time")
+    default_time = part.get("default_time")
+    members = list(part.get("nodes") or ())
+    return {
+        "name": part["name"],
+        "cluster": cluster,
+        "nodes": {"configured": fold(members) if members else "", "total": len(members)},
+        "partition": {"state": [_PART_STATE.get(part.get("state", "UP"), part.get("state"))]},
+        "maximums": {"time": number(max_time, infinite=max_time is None)},
+        "defaults": {"time": number(default_time)},
+        "flags": ["DEFAULT"] if part.get("default") else [],
+        "hidden": bool(part.get("hidden")),
+    }
+
+
+def sinfo_doc(
+    nodes: list[dict],
+    parts: list[dict],
+    fold: Fold,
+    *,
+    cluster: str,
+    version: str,
+    argv: list[str],
+    user: str,
+) -> dict:
+    """The whole document: one sinfo entry per partition and node configuration/state group."""
+    index = {p["name"]: i for i, p in enumerate(parts)}
+    buckets: list[dict[tuple, list[dict]]] = [{} for _ in parts]
+    loose: dict[tuple, list[dict]] = {}
+    for n in nodes:
+        in_parts = [index[p] for p in n["partitions"] if p in index]
+        targets = [buckets[i] for i in in_parts] if n["partitions"] else [loose]
+        for bucket in targets:
+            k = _group_key(None, n)
+            found = bucket.get(k)
+            if found is None:
+                bucket[k] = [n]
+            else:
+                found.append(n)
+    entries: list[dict] = []
+    for part, bucket in zip(parts, buckets, strict=True):
+        doc = partition_doc(part, fold, cluster)  # once per partition: it folds every member
+        entries.extend(_entry(part, m, doc) for m in bucket.values())
+    loose_doc = partition_doc(None, fold, cluster)
+    entries.extend(_entry(None, m, loose_doc) for m in loose.values())
+    major, _, rest = version.partition(".")
+    minor, _, micro = rest.partition(".")
+    return {
+        "sinfo": entries,
+        "meta": {
+            "plugin": {"type": "", "name": "", "data_parser": "ranch", "accounting_storage": ""},
+            "client": {"source": "", "user": user, "group": ""},
+            "command": argv,
+            "slurm": {
+                "version": {"major": major, "minor": minor, "micro": micro},
+                "release": version,
+                "cluster": cluster,
+            },
+        },
+        "errors": [],
+        "warnings": [],
+    }
+
+
+def node_json(n: dict) -> dict:
+    reason = reason_of(n) or {}
+    load = n.get("cpu_load")
+    return {
+        "name": n["name"],
+        "hostname": n.get("hostname") or "",
+        "address": n.get("addr") or "",
+        "port": n.get("port") or 0,
+        "architecture": n.get("arch") or "",
+        "operating_system": n.get("os") or "",
+        "state": state_array(n),
+        "partitions": list(n.get("partitions") or ()),
+        "cpus": n["cpus"],
+        "alloc_cpus": n["cpus_alloc"],
+        "alloc_idle_cpus": n["cpus"] - n["cpus_alloc"],
+        "effective_cpus": n["cpus"],
+        "cpu_load": 0 if load is None else round(load * 100),
+        "boards": n["boards"],
+        "sockets": n["sockets"],
+        "cores": n["cores_per_socket"],
+        "threads": n["threads_per_core"],
+        "real_memory": n["real_memory"],
+        "alloc_memory": n.get("alloc_mem") or 0,
+        "free_mem": number(n.get("free_mem")),
+        "tmp_disk": n["tmp_disk"],
+        "weight": n["weight"],
+        "features": list(n.get("features") or ()),
+        "active_features": list(n.get("features") or ()),
+        "gres": n.get("gres") or "",
+        "gres_used": n.get("gres_used") or "",
+        "version": n.get("version") or "",
+        "boot_time": number(_int_time(n.get("boot_time"))),
+        "slurmd_start_time": number(_int_time(n.get("slurmd_start_time"))),
+        "last_busy": number(_int_time(n.get("last_busy"))),
+        "reason": reason.get("text") or "",
+        "reason_changed_at": number(_int_time(reason.get("time"))),
+        "reason_set_by_user": reason_user(reason) if reason else "",
+        "health": n.get("health"),
+        "last_power_action": n.get("last_power_action"),  # Ranch (issue 14)
+        "last_change": number(_int_time(n.get("last_change"))),  # Ranch (issue 13)
+        "approval": next((w for w in ("PENDING", "REJECTED")
+                          if w in ((n.get("state") or {}).get("flags") or ())), "APPROVED"),
+        "dynamic": bool(n.get("dynamic")),
+    }
+
+
+def _int_time(epoch: float | None) -> int | None:
+    return int(epoch) if epoch else None
+
+
+def partition_json(p: dict, nodes_by_name: dict[str, dict], fold: Fold, cluster: str) -> dict:
+    doc = partition_doc(p, fold, cluster)
+    members = [nodes_by_name[n] for n in p.get("nodes") or () if n in nodes_by_name]
+    doc["cpus"] = {"total": sum(n["cpus"] for n in members)}
+    return doc
+
+
+def show_doc(key: str, items: list, cluster: str, *, version: str, user: str,
+             command: list[str]) -> dict:
+    """scontrol show --json's document around `items` (nodes or partitions)."""
+    return {
+        key: items,
+        "last_update": {"set": True, "infinite": False, "number": int(time.time())},
+        "meta": {
+            "plugin": {"type": "", "name": "", "data_parser": "ranch"},
+            "client": {"source": "", "user": user, "group": ""},
+            "command": command,
+            "slurm": {"release": version, "cluster": cluster},
+        },
+        "errors": [],
+        "warnings": [],
+    }
+
+
+# -- jobs (issue 12): rqueue --json, rcontrol show job --json and GET /api/v1/jobs ---------------
+
+# The state a job's exit status reads as in exit_code.status
+_EXIT_STATUS = {"COMPLETED": "SUCCESS", "FAILED": "ERROR", "CANCELLED": "SIGNALED",
+                "TIMEOUT": "SIGNALED", "OUT_OF_MEMORY": "ERROR", "NODE_FAIL": "ERROR"}
+
+
+def _job_time(epoch: float | None) -> dict:
+    return number(int(epoch) if epoch else 0)
+
+
+def _signal_name(num: int) -> str:
+    import signal as signals  # here: its enum costs a command's start more than the rest
+
+    try:
+        return signals.Signals(num).name.removeprefix("SIG")
+    except ValueError:
+        return ""
+
+
+def job_json(j: dict) -> dict:
+    """One job record (ranch.ctld.jobs.Jobs.record) in the field names and number objects of Slurm's
+    data_parser, as squeue --json and scontrol show job --json print it."""
+    st = j["state"]
+    limit = j.get("time_limit")
+    sig = int(j.get("signal") or 0)
+    array = j.get("array_job_id") or 0
+    return {
+        "account": j.get("account") or "",
+        "array_job_id": number(array),
+        "array_task_id": number(j.get("array_task_id")),
+        "batch_flag": True,
+        "batch_host": j.get("batch_host") or "",
+        "command": j.get("command", ""),
+        "comment": j.get("comment") or "",
+        "cpus": number(j.get("cpus", 0)),
+        "cpus_per_task": number(j.get("cpus_per_task", 1)),
+        "current_working_directory": j.get("workdir", ""),
+        "dependency": "" if j.get("dependency") in (None, "(null)") else j["dependency"],
+        "eligible_time": _job_time(j.get("eligible_time") if "eligible_time" in j
+                                   else j.get("submit_time")),
+        "end_time": _job_time(j.get("end_time")),
+        "excluded_nodes": j.get("exc_nodes") or "",
+        "features": j.get("features") or "",
+        "exit_code": {
+            "status": [_EXIT_STATUS.get(st, "PENDING" if st == "PENDING" else "SUCCESS")],
+            "return_code": number(int(j.get("exit_code") or 0)),
+            "signal": {"id": number(sig if sig else None), "name": _signal_name(sig) if sig
+                       else ""},
+        },
+        "gres_detail": [
+            f"gpu:{len(v)}(IDX:{','.join(map(str, v))})"
+            for v in (j.get("gpu_indices") or {}).values()
+        ],
+        "group_id": j.get("gid", 0),
+        "job_id": j["job_id"],
+        "job_state": [st],
+        "mail_type": list(j.get("mail_type") or ()),
+        "mail_user": j.get("mail_user") or "",
+        "memory_per_node": number(j.get("mem_per_node") or None),
+        "name": j.get("name", ""),
+        "nice": j.get("nice") or 0,
+        "node_count": number(j.get("node_count", 0)),
+        "nodes": j.get("nodes") or "",
+        "partition": j.get("partition", ""),
+        "priority": number(j.get("priority", 0)),
+        "qos": j.get("qos") or "",
+        "required_nodes": j.get("req_nodes") or "",
+        "requeue": bool(j.get("requeue")),
+        "restart_cnt": j.get("restarts", 0),
+        "shared": "none" if j.get("exclusive") else "",
+        "standard_error": j.get("stderr") or j.get("stdout", ""),
+        "standard_input": "/dev/null",
+        "standard_output": j.get("stdout", ""),
+        "start_time": _job_time(j.get("start_time")),
+        "state_description": j.get("message", ""),
+        "state_reason": j.get("reason") or "None",
+        "submit_time": _job_time(j.get("submit_time")),
+        "tasks": number(j.get("ntasks", 1)),
+        "time_limit": number(limit, infinite=limit is None),
+        "tres_per_node": f"gres/gpu:{j['gpus_per_node']}" if j.get("gpus_per_node") else "",
+        "wckey": j.get("wckey") or "",
+        "user_id": j.get("uid", 0),
+        "user_name": j.get("user", ""),
+    }
+
+
+def queue_doc(jobs: list[dict], now: float, *, version: str, user: str, command: list[str],
+              cluster: str = "") -> dict:
+    """squeue --json's document around job records (each turned by job_json)."""
+    return {
+        "jobs": [job_json(j) for j in jobs],
+        "last_backfill": number(None),
+        "last_update": number(int(now)),
+        "meta": {
+            "plugin": {"type": "", "name": "", "data_parser": "ranch"},
+            "client": {"source": "", "user": user, "group": ""},
+            "command": command,
+            "slurm": {"release": version, "cluster": cluster},
+        },
+        "errors": [],
+        "warnings": [],
+    }
