@@ -1,4 +1,4 @@
-"""`python -m healthcheck` / `ranch-healthcheck`: a ready HealthCheckProgram.
+"""`python -m ranch.healthcheck` / `ranch-healthcheck`: a ready HealthCheckProgram.
 
 Exit 0 healthy (warnings printed as "WARNING: ..." lines), 1 drain, 2 fail (hardware fault); the
 first output line is the reason. Bad flags exit 1 too: a broken check must not pass for a healthy

@@ -216,8 +216,10 @@ def test_install_upgrade_restart_under_running_jobs(venvs: tuple[Path, Path], la
     old, new = venvs
     t0 = time.monotonic()
     c = Cluster(lab, old, new)
-    for venv in (old, new):
-        where = lab["login"].run(venv, "python", "-c", "import ctld; print(ranch.ctld.__file__)")
+    # 0.1.0 installed its packages at the top level; 0.2.0 has one package, ranch
+    for venv, module in ((old, "ctld"), (new, "ranch.ctld")):
+        where = lab["login"].run(venv, "python", "-c",
+                                 f"import {module} as m; print(m.__file__)")
         assert where.stdout.startswith(str(venv)), f"not the installed wheel: {where.stdout}"
 
     # 1. The previous release, installed as the guide says: config everywhere, rctld (which

@@ -280,7 +280,7 @@ def test_fake_gpu_xid_fails_and_hot_gpu_only_warns(tmp_path: Path) -> None:
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(body))
         envs[name] = {"RANCH_FAKE_GPU_FAULTS": str(path)}
-    program = (f'"{sys.executable} -m healthcheck --fake-gpus 4 --gpus 4 --gpu-max-temp 85"')
+    program = (f'"{sys.executable} -m ranch.healthcheck --fake-gpus 4 --gpus 4 --gpu-max-temp 85"')
     with Cluster(tmp_path / "c", ["g1", "g2"]) as c:
         _conf(c, program)
         _start(c, envs)

@@ -1,4 +1,5 @@
-"""Every flag of `python -m healthcheck`, mostly in-process through main(); a few real runs."""
+"""Every flag of `python -m ranch.healthcheck`, mostly in-process through main(); a few real
+runs."""
 
 from __future__ import annotations
 
