@@ -119,7 +119,7 @@ async def keep_history(jobs: Jobs, history: Any, in_thread: bool = True) -> None
                 await trio.sleep(1.0)
                 continue
             history.written(batch, ok=True)
-            jobs.c.on_dirty()  # the jobs it held may be purged at the next snapshot
+            jobs.c.changes.state_changed()  # the jobs it held may be purged at the next snapshot
         if trio.current_time() >= next_prune:
             next_prune = trio.current_time() + PRUNE_INTERVAL
             keep = float(jobs.c.config.jobs.purge_job_after)

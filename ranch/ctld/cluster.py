@@ -16,6 +16,7 @@ import trio
 
 from ranch.conf.model import ClusterConfig, NodeConfig
 from ranch.ctld import configdump, logs, membership, nodetraffic, nodeupdates, savedstate
+from ranch.ctld.changelog import ChangeLog, Taken
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.eventlog import EventLog
 from ranch.ctld.guards import DrainGuard
@@ -107,31 +108,21 @@ class Cluster:
         clock: Callable[[], float] = trio.current_time,
         wall: Callable[[], float] = time.time,
         spawn: Spawn | None = None,
-        on_dirty: Callable[[], None] = lambda: None,
+        changes: ChangeLog | None = None,
         epoch: int = 0,
     ) -> None:
         self.clock = clock
         self.wall = wall
         self.spawn = spawn
-        self.on_dirty = on_dirty
+        # what changed since the last durable write, and the pushes waiting for it (the daemon
+        # builds it with its store's callbacks; without a store, pushes leave at once)
+        self.changes = changes if changes is not None else ChangeLog()
         # the seat this controller holds (a controller pair, ctld/ha.py; 0: none): on every
         # order to a node, which refuses orders of an older one
         self.epoch = epoch
         self.deadlines = Deadlines()
         self.nodes: dict[str, NodeRecord] = {}
-        self.gen = 0  # bumped by every change a snapshot shows
-        self.soft_gen = 0  # bumped by heartbeat-only data (metrics, load)
-        self.dirty = False  # state file out of date
-        # Changes a reply may confirm that are not in the journal yet (ctld/durable.py writes
-        # them, and holds the reply, and the pushes that follow from them, until they are).
-        self.unsynced_jobs: dict[int, Any] = {}
-        # Bumped by every change the journal must hold (a request that left it as it was
-        # confirms nothing new: its reply need not wait for the disk).
-        self.node_changes = self.job_changes = 0
         self.members_gen = 0  # bumped when a partition's node list may have changed
-        self.unsynced_nodes: dict[str, NodeRecord] = {}
-        self.outbox: list[tuple[Callable[..., Any], tuple[Any, ...]]] = []
-        self.on_outbox: Callable[[], None] | None = None  # None: no store, push at once
         self.started_at = wall()
         self.views = Snapshots(self)  # what rinfo and the web page read (ctld/snapshot.py)
         self.node_files: tuple[m.ConfigFile, ...] = ()
@@ -274,32 +265,26 @@ class Cluster:
 
     def after_durable(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run fn(*args) (a push to a node) once every change made so far is on disk."""
-        if self.on_outbox is None:
-            fn(*args)
-            return
-        self.outbox.append((fn, args))
-        self.on_outbox()
+        self.changes.after_durable(fn, *args)
 
     def mark_changed(self, node: NodeRecord) -> None:
         """Something a snapshot or the state file shows changed on `node`."""
         node.record = None
         node.view_fresh = False
         node.saved = None
-        self.unsynced_nodes[node.name] = node
-        self.node_changes += 1
-        self.gen += 1
-        if not self.dirty:
-            self.dirty = True
-            self.on_dirty()
+        self.changes.node_changed(node)
 
     def changed_all(self) -> None:
         for node in self.nodes.values():
             node.record = None
             node.view_fresh = False
             node.saved = None
-        self.gen += 1
-        self.dirty = True
-        self.on_dirty()
+        self.changes.shown_changed()
+        self.changes.state_changed()
+
+    def members_changed(self) -> None:
+        """A partition's node list may have changed (ctld/membership.py)."""
+        self.members_gen += 1
 
     # -- failure detection (ctld/liveness.py) ---------------------------------------------
 
@@ -401,14 +386,6 @@ class Cluster:
         self.flush_programs()
         return reply
 
-    def reservations_changed(self) -> None:
-        """A reservation changed: the journal must hold it before the reply."""
-        self.node_changes += 1
-        self.gen += 1
-        if not self.dirty:
-            self.dirty = True
-            self.on_dirty()
-
     def jobs_running_until(self) -> dict[str, float]:
         """Node -> when the last job on it may run until (its start + time limit; inf with no
         limit), for a reservation that must not cut a job short."""
@@ -491,8 +468,13 @@ class Cluster:
     def node_entry(self, node: NodeRecord) -> orjson.Fragment:
         return savedstate.node_entry(node)
 
+    def journal_records(self, taken: Taken) -> list[dict[str, Any]]:
+        """The journal records of changes taken from the change log."""
+        return savedstate.journal_records(self, taken)
+
     def take_unsynced(self) -> list[dict[str, Any]]:
-        return savedstate.take_unsynced(self)
+        """The journal records of every change not yet handed to a write."""
+        return self.journal_records(self.changes.take())
 
     def save_doc(self) -> dict[str, Any]:
         return savedstate.save_doc(self)

@@ -16,6 +16,7 @@ from ranch.conf.build import load_config
 from ranch.conf.errors import ConfigError
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import acct, eventlog, gctune, integrity, jobbulk, logs, nodeident, statefile
+from ranch.ctld.changelog import ChangeLog
 from ranch.ctld.cluster import Cluster
 from ranch.ctld.history import DIR_NAME, FileHistory
 from ranch.ctld.integrity import DamagedState
@@ -84,8 +85,9 @@ class Daemon:
         self.host = host
         self.port = port
         self._dirty = trio.Event()
-        self.cluster = Cluster(config, on_dirty=self._mark_dirty,
-                               epoch=getattr(store, "epoch", 0))
+        self._outbox_ready = trio.Event()
+        self.changes = ChangeLog(on_dirty=self._mark_dirty, on_outbox=self._poke_outbox)
+        self.cluster = Cluster(config, changes=self.changes, epoch=getattr(store, "epoch", 0))
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
@@ -101,8 +103,6 @@ class Daemon:
         self.cluster.jobs.state_dir = state_dir
         self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
         self.server.sync = self.durable
-        self._outbox_ready = trio.Event()
-        self.cluster.on_outbox = self._poke_outbox
         # What power programs are told (resume file location; RANCH_SERVER/RANCH_KEY_FILE so an
         # example ResumeProgram can start an rnoded that joins this controller).
         self.cluster.power.state_dir = state_dir
@@ -151,17 +151,14 @@ class Daemon:
         """Return once every change made so far is on disk (group commit: the changes of every
         caller that arrives meanwhile share one write). OSError when they could not be written;
         they stay queued for the next try."""
-        c = self.cluster
-        if c.unsynced_jobs or c.unsynced_nodes or c.reservations.unsynced:
-            jobs, nodes = dict(c.unsynced_jobs), dict(c.unsynced_nodes)
-            resv = dict(c.reservations.unsynced)
-            ticket = self.store.append(c.take_unsynced())
+        changes = self.changes
+        if changes.pending():
+            taken = changes.take()
+            ticket = self.store.append(self.cluster.journal_records(taken))
             try:
                 await self.store.wait(ticket)
             except OSError:
-                c.unsynced_jobs = {**jobs, **c.unsynced_jobs}
-                c.unsynced_nodes = {**nodes, **c.unsynced_nodes}
-                c.reservations.unsynced = {**resv, **c.reservations.unsynced}
+                changes.put_back(taken)
                 raise
         else:
             await self.store.wait(self.store.last_ticket)
@@ -198,14 +195,13 @@ class Daemon:
 
     async def flush_outbox(self) -> bool:
         """Send the pushes queued so far, in order, once what led to them is on disk."""
-        c = self.cluster
-        batch, c.outbox = c.outbox, []
+        batch = self.changes.take_outbox()
         try:
             await self.durable()
         except OSError as exc:
             logs.event("journal write failed; launches and kills wait", logging.ERROR,
                        error=str(exc))
-            c.outbox[:0] = batch
+            self.changes.put_back_outbox(batch)
             return False
         for fn, args in batch:
             fn(*args)
@@ -364,7 +360,7 @@ class Daemon:
                 jobs.packs_gone.append(pack)
             jobs.bulk_gone += gone[0]
             jobs.packs_gone += gone[1]
-            self.cluster.dirty = True
+            self.changes.save_failed()
             self._dirty.set()
             return False
         if placed:

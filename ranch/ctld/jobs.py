@@ -163,13 +163,7 @@ class Jobs:
         job.saved = None
         job.listed = job.shown = None
         self.gen += 1
-        c = self.c
-        if durable:
-            c.unsynced_jobs[job.id] = job
-            c.job_changes += 1
-        if not c.dirty:
-            c.dirty = True
-            c.on_dirty()
+        self.c.changes.job_changed(job, durable)
 
     # -- the one place a job's state changes -------------------------------------------------
 

@@ -133,10 +133,7 @@ class JobSubmission:
             for name in list(job.shares):
                 self.store.release(job, name)
             self.store.jobs.pop(job.id, None)
-            self.c.unsynced_jobs.pop(job.id, None)
-        self.c.outbox = [(fn, args) for fn, args in self.c.outbox
-                         if not (args and isinstance(args[0], m.LaunchJob | m.KillJob)
-                                 and _job_id(args[0]) in ids)]
+        self.c.changes.retract_jobs(ids)
         self.store.pending_stale = True
         self.store.rebuild_pending()
         self.store.gen += 1
@@ -337,7 +334,3 @@ class JobSubmission:
             return bad(f"{NOT_AVAILABLE}: the job needs {num_nodes} node(s) with {what} each; "
                        f"partition {pc.name} has {len(fitting)} such node(s)", "num_nodes")
         return need
-
-
-def _job_id(push: m.LaunchJob | m.KillJob) -> int:
-    return push.job.job_id if isinstance(push, m.LaunchJob) else push.job_id

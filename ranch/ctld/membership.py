@@ -158,7 +158,7 @@ def _join_partitions(cluster: Cluster, node: NodeRecord) -> None:
         members = cluster.partition_nodes(pname)
         if members is not None and node.name not in members:
             members.append(node.name)
-            cluster.members_gen += 1
+            cluster.members_changed()
 
 
 def restore_dynamic(cluster: Cluster, name: str, entry: dict[str, Any]) -> NodeRecord | None:
@@ -246,7 +246,7 @@ def _delete(cluster: Cluster, node: NodeRecord, user: str) -> str | None:
         members = cluster.partition_nodes(pname)
         if members is not None and name in members:
             members.remove(name)
-            cluster.members_gen += 1
+            cluster.members_changed()
     cluster.mark_changed(node)
     logs.event("dynamic node deleted", node=name, user=user or "-")
     cluster.eventlog.add("deleted", name, user=user or None)

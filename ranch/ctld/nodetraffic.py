@@ -105,7 +105,7 @@ def heartbeat(c: Cluster, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
     node.last_heartbeat = c.wall()
     node.metrics = pack_metrics(msg.metrics)
     node.view_fresh = False
-    c.soft_gen += 1
+    c.changes.soft_changed()
     node.last_heard = c.clock()
     if node.hb_stage != EXPECT_BEAT:
         node.hb_stage = EXPECT_BEAT
@@ -138,7 +138,7 @@ def health(c: Cluster, node: NodeRecord, report: m.HealthReport) -> None:
     node.health = report
     node.record = None
     node.view_fresh = False
-    c.gen += 1
+    c.changes.shown_changed()
     verdict = report.verdict if report.verdict in ("ok", "drain", "fail") else "drain"
     # rnoded's runner already writes "HC: <line>"; prefix only what lacks it.
     text = report.message.strip()

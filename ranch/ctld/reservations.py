@@ -73,7 +73,6 @@ class Reservations:
         self.c = c
         self.items: dict[str, Reservation] = {}
         self.counter = 0  # names reservations as Slurm does: USER_N
-        self.unsynced: dict[str, dict[str, Any] | None] = {}  # name -> record, None: deleted
         self.gen = 0  # bumped by every change (the scheduler's cache key)
         # blocked()'s answers for one scheduling pass: (gen, now) -> {limit: nodes}
         self._memo: tuple[tuple[int, float], dict[float | None, frozenset[str]]] = ((-1, 0), {})
@@ -208,10 +207,9 @@ class Reservations:
 
     def _changed(self, name: str, record: dict[str, Any] | None, user: str, what: str) -> None:
         self.gen += 1
-        self.unsynced[name] = record
+        self.c.changes.reservation_changed(name, record)
         self.c.eventlog.add("reservation", "-", name=name, action=what, user=user or None)
         logs.event(f"reservation {what}", name=name, user=user or "-")
-        self.c.reservations_changed()
         self.refresh()
         self.c.jobs.kicked = True  # a job may start, or must not
 
@@ -237,8 +235,7 @@ class Reservations:
         for r in [r for r in self.items.values() if r.end < now]:
             del self.items[r.name]
             self.gen += 1
-            self.unsynced[r.name] = None
-            self.c.reservations_changed()
+            self.c.changes.reservation_changed(r.name, None)
             self.c.eventlog.add("reservation", "-", name=r.name, action="ended")
             self.c.jobs.kicked = True
         want: dict[str, tuple[bool, bool]] = {}
@@ -264,11 +261,6 @@ class Reservations:
             self.c.deadlines.schedule(DEADLINE, due)
 
     # -- state file ------------------------------------------------------------------------------
-
-    def take_unsynced(self) -> list[dict[str, Any]]:
-        out = [{"resv": name, "entry": rec} for name, rec in self.unsynced.items()]
-        self.unsynced = {}
-        return out
 
     def save_doc(self) -> dict[str, Any]:
         now = self.c.wall()

@@ -18,6 +18,7 @@ from ranch.statemachine import names
 from ranch.statemachine.model import Base, Flag, NodeState, Reason, ReasonSource
 
 if TYPE_CHECKING:
+    from ranch.ctld.changelog import Taken
     from ranch.ctld.cluster import Cluster
 
 
@@ -118,22 +119,20 @@ def node_entry(node: NodeRecord) -> orjson.Fragment:
     return entry
 
 
-def take_unsynced(c: Cluster) -> list[dict[str, Any]]:
-    """The journal records of every change not yet handed to the store."""
+def journal_records(c: Cluster, taken: Taken) -> list[dict[str, Any]]:
+    """The journal records of changes taken from the change log (ctld/changelog.py)."""
     records: list[dict[str, Any]] = [
         {"node": name, "entry": node_entry(node)}
-        for name, node in c.unsynced_nodes.items() if c.nodes.get(name) is node]
-    records += [{"job": c.jobs.saved_entry(job)} for job in c.unsynced_jobs.values()]
-    records += c.reservations.take_unsynced()
-    c.unsynced_nodes = {}
-    c.unsynced_jobs = {}
+        for name, node in taken.nodes.items() if c.nodes.get(name) is node]
+    records += [{"job": c.jobs.saved_entry(job)} for job in taken.jobs.values()]
+    records += [{"resv": name, "entry": rec} for name, rec in taken.reservations.items()]
     return records
 
 
 def save_doc(c: Cluster) -> dict[str, Any]:
     """The state-file document, for orjson: each node's entry is encoded once, when the node
     changed, and kept as an orjson.Fragment (bytes, nothing for the collector to walk)."""
-    c.dirty = False
+    c.changes.saved()
     out = {name: node_entry(node) for name, node in c.nodes.items()}
     return {"saved_at": c.wall(), "config_hash": c.config.config_hash, "nodes": out,
             "jobs": c.jobs.save_doc(), "reservations": c.reservations.save_doc()}

@@ -333,12 +333,13 @@ class Server:
         if refused is not None:
             return refused, False
         c = self.cluster
-        nodes_before, jobs_before = c.node_changes, c.job_changes
+        nodes_before, jobs_before = c.changes.counts()
         reply = route.handler(self, conn, msg)
         if inspect.isawaitable(reply):
             reply = await reply
+        nodes_after, jobs_after = c.changes.counts()
         confirms = route.changes and self._confirms(
-            msg, c.node_changes != nodes_before, c.job_changes != jobs_before)
+            msg, nodes_after != nodes_before, jobs_after != jobs_before)
         return (reply if after is None else after(reply)), confirms
 
 

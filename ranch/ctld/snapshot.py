@@ -36,8 +36,8 @@ class Snapshots:
         cached = self._snaps.get(metrics)
         if cached is not None:
             gen, soft, built, snap = cached
-            if gen == c.gen and (
-                soft == c.soft_gen or now - built < SNAPSHOT_STALENESS[metrics]
+            if gen == c.changes.gen and (
+                soft == c.changes.soft_gen or now - built < SNAPSHOT_STALENESS[metrics]
             ):
                 return snap
         wall = c.wall()
@@ -62,7 +62,7 @@ class Snapshots:
             nodes=tuple(records),
             partitions=c.partition_records,
         )
-        self._snaps[metrics] = (c.gen, c.soft_gen, now, snap)
+        self._snaps[metrics] = (c.changes.gen, c.changes.soft_gen, now, snap)
         return snap
 
     def body(self, metrics: bool = False, fields: tuple[str, ...] = ()) -> bytes:

@@ -20,14 +20,14 @@ def reg(cluster: Cluster, health: m.HealthReport | None, version: int = 3) -> m.
 
 async def test_v3_register_without_health_is_asked_to_check_first() -> None:
     cluster = Cluster(make_config(extra=HC), wall=wall)
-    before = (state(cluster, "n1"), cluster.gen)
+    before = (state(cluster, "n1"), cluster.changes.gen)
     reply = reg(cluster, None)
     assert not reply.accepted and reply.health_check_first
     assert reply.reason == "health check required before registration"
     assert reply.settings is not None and reply.settings.health_check_program == "/usr/sbin/hc"
     assert [f.name for f in reply.config_files] == ["t.conf"]
     assert reply.config_hash == cluster.config.config_hash
-    assert (state(cluster, "n1"), cluster.gen) == before == ("UNKNOWN", before[1])
+    assert (state(cluster, "n1"), cluster.changes.gen) == before == ("UNKNOWN", before[1])
     node = cluster.nodes["n1"]
     assert node.conn is None and node.last_registration is None
 
