@@ -20,6 +20,7 @@ from ranch.ctld.changelog import ChangeLog, Taken
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.eventlog import EventLog
 from ranch.ctld.guards import DrainGuard
+from ranch.ctld.history import FileHistory
 from ranch.ctld.jobs import Jobs
 from ranch.ctld.liveness import Liveness, timed
 from ranch.ctld.node import (
@@ -32,6 +33,7 @@ from ranch.ctld.powersave import PowerSave
 from ranch.ctld.reboots import Reboots
 from ranch.ctld.reservations import DEADLINE as RESV_DEADLINE
 from ranch.ctld.reservations import Reservations
+from ranch.ctld.site import Site
 from ranch.ctld.snapshot import Snapshots
 from ranch.protocol import messages as m
 from ranch.protocol.versions import CURRENT as PROTOCOL_CURRENT
@@ -110,10 +112,17 @@ class Cluster:
         spawn: Spawn | None = None,
         changes: ChangeLog | None = None,
         epoch: int = 0,
+        site: Site | None = None,
+        history: FileHistory | None = None,
+        on_events_unsaved: Callable[[], None] = lambda: None,
     ) -> None:
+        """`spawn` starts a task in the daemon's nursery (None: in-process tests, no programs
+        run); `site`: where this controller lives; `history`: finished jobs on disk (racct);
+        `on_events_unsaved`: the event log has records to write."""
         self.clock = clock
         self.wall = wall
         self.spawn = spawn
+        self.site = site if site is not None else Site()
         # what changed since the last durable write, and the pushes waiting for it (the daemon
         # builds it with its store's callbacks; without a store, pushes leave at once)
         self.changes = changes if changes is not None else ChangeLog()
@@ -127,7 +136,8 @@ class Cluster:
         self.views = Snapshots(self)  # what rinfo and the web page read (ctld/snapshot.py)
         self.node_files: tuple[m.ConfigFile, ...] = ()
         self.config = config
-        self.eventlog = EventLog(wall=wall)  # membership and state changes (ctld/eventlog.py)
+        # membership and state changes (ctld/eventlog.py)
+        self.eventlog = EventLog(wall=wall, on_unsaved=on_events_unsaved)
         self.restored_names: tuple[str, ...] = ()  # nodes the saved state knew
         self._use_config(config)
         self.power = PowerSave(self)  # power save, rates and programs (ctld/powersave.py)
@@ -137,7 +147,7 @@ class Cluster:
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
-        self.jobs = Jobs(self)  # batch jobs and the allocations they make (ctld/jobs.py)
+        self.jobs = Jobs(self, history)  # batch jobs and the allocations they make (ctld/jobs.py)
         self.reservations = Reservations(self)  # maintenance windows (ctld/reservations.py)
 
     # -- configuration ---------------------------------------------------------------------

@@ -20,7 +20,9 @@ from ranch.ctld.changelog import ChangeLog
 from ranch.ctld.cluster import Cluster
 from ranch.ctld.history import DIR_NAME, FileHistory
 from ranch.ctld.integrity import DamagedState
+from ranch.ctld.runner import Runner
 from ranch.ctld.server import Server
+from ranch.ctld.site import Site
 from ranch.ctld.store import FileStore, Store
 from ranch.protocol import messages as m
 from ranch.protocol.logformat import LogSink
@@ -86,10 +88,17 @@ class Daemon:
         self.port = port
         self._dirty = trio.Event()
         self._outbox_ready = trio.Event()
-        self.changes = ChangeLog(on_dirty=self._mark_dirty, on_outbox=self._poke_outbox)
-        self.cluster = Cluster(config, changes=self.changes, epoch=getattr(store, "epoch", 0))
         self._events_unsaved = trio.Event()
-        self.cluster.eventlog.on_unsaved = self._events_unsaved.set
+        # The composition root: each owner is built once, here, with what it needs.
+        self.runner = Runner()  # this daemon's nursery, once open (programs, pushes)
+        self.changes = ChangeLog(on_dirty=self._mark_dirty, on_outbox=self._poke_outbox)
+        self.site = Site(state_dir, key_file,
+                         None if log_sink is None else (log_sink.path or ""))
+        self.cluster = Cluster(
+            config, changes=self.changes, epoch=getattr(store, "epoch", 0),
+            spawn=self.runner.start_soon, site=self.site,
+            history=FileHistory(os.path.join(state_dir, DIR_NAME)),  # racct
+            on_events_unsaved=self._events_unsaved.set)
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
             _credentials_aside(state_dir)
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
@@ -98,17 +107,9 @@ class Daemon:
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job, state_dir=state_dir,
                              mirror=None if self.local_store else self.store.put_file,
-                             takeover=None if handover is None else self.takeover)
+                             takeover=None if handover is None else self.takeover,
+                             sync=self.durable, spawn=self.runner.start_soon)
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
-        self.cluster.jobs.state_dir = state_dir
-        self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
-        self.server.sync = self.durable
-        # What power programs are told (resume file location; RANCH_SERVER/RANCH_KEY_FILE so an
-        # example ResumeProgram can start an rnoded that joins this controller).
-        self.cluster.power.state_dir = state_dir
-        self.cluster.power.key_file = key_file
-        if log_sink is not None:  # rcontrol show config: the log file in force
-            self.cluster.power.log_file = log_sink.path or ""
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
@@ -227,8 +228,7 @@ class Daemon:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                self.cluster.spawn = nursery.start_soon
-                self.server.spawn = nursery.start_soon
+                self.runner.open(nursery)
                 try:
                     self.listeners = await nursery.start(
                         partial(self.server.serve_tcp, self.port, host=self.host)
@@ -236,7 +236,7 @@ class Daemon:
                 except OSError as exc:
                     raise CannotListen("RPC", f"{self.host}:{self.port}", exc) from exc
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
-                self.cluster.power.server_addr = _listener_addr(self.listeners[0])
+                self.site.listening(_listener_addr(self.listeners[0]))
                 logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
                            cluster=self.cluster.config.cluster_name)
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)

@@ -67,7 +67,7 @@ class Jobs:
     """Every job the controller holds, and the node allocations they make: the store its
     components share (declared here, and only here) and the entry points ctld calls."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, history: FileHistory | None = None) -> None:
         self.c = cluster
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # by (-priority, id)
@@ -76,7 +76,6 @@ class Jobs:
         self.uses: dict[str, NodeUse] = {}
         self.next_id = 1
         self.building = 0  # jobs built and not yet accepted (their journal write under way)
-        self.state_dir: str | None = None  # where ctld/jobbulk.py keeps scripts (the daemon's)
         # what the next snapshot removes of ctld/jobbulk.py's files: the directories of purged
         # jobs (earlier versions' layout), and packs no live job is in
         self.bulk_gone: list[int] = []
@@ -86,7 +85,7 @@ class Jobs:
         self.gen = 0  # bumped by every change a job listing shows
         self.index: dict[str, int] = {}
         self.kill_wait = self.min_job_age = self.missing_grace = 0.0
-        self.history: FileHistory | None = None  # finished jobs on disk (ctld/history.py)
+        self.history = history  # finished jobs on disk (ctld/history.py); None: none kept
         self.config_changed()
         self.submission = JobSubmission(self)
         self.starts = JobStarts(self)

@@ -177,12 +177,12 @@ class JobStarts:
     def _bulk(self, job: Job) -> tuple[str, tuple[tuple[str, str], ...]]:
         """The job's script and environment: in memory until a snapshot put them in their
         files (one small read per launch then)."""
-        if not job.bulk_on_disk or self.store.state_dir is None:
+        if not job.bulk_on_disk or self.c.site.state_dir is None:
             return job.req.script, job_env(job)
         try:
             if job.bulk_at is not None:
-                return jobbulk.read_packed(self.store.state_dir, job.id, job.bulk_at)
-            return jobbulk.read(self.store.state_dir, job.id)
+                return jobbulk.read_packed(self.c.site.state_dir, job.id, job.bulk_at)
+            return jobbulk.read(self.c.site.state_dir, job.id)
         except (OSError, ValueError) as exc:
             logs.event("job script unreadable", logging.ERROR, job=job.id, error=str(exc))
             why = f"rctld: the batch script of job {job.id} cannot be read: {exc}"

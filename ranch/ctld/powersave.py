@@ -73,11 +73,6 @@ class PowerSave:
         self.resume_budget = RateBudget(p.resume_rate, now)
         self.batch: dict[str, list[str]] = {}  # kind -> node names, run at the next flush
         self.waiting: dict[str, None] = {}  # resumes held back by ResumeRate, oldest first
-        # Set by the daemon: where resume files go, and what the programs' environment names.
-        self.state_dir: str | None = None
-        self.server_addr: str | None = None
-        self.key_file: str | None = None
-        self.log_file: str | None = None  # shown by rcontrol show config ("" = stderr)
         self._files = 0
 
     @property
@@ -100,13 +95,13 @@ class PowerSave:
     async def remove_stale_files(self) -> None:
         """Resume files left by a controller killed while its program ran: that program may
         still read its file, so they go once it would have been killed (the longer timeout)."""
-        if self.state_dir is None:
+        if self.c.site.state_dir is None:
             return
         try:
-            names = await trio.to_thread.run_sync(os.listdir, self.state_dir)
+            names = await trio.to_thread.run_sync(os.listdir, self.c.site.state_dir)
         except OSError:
             return
-        stale = [os.path.join(self.state_dir, name) for name in names
+        stale = [os.path.join(self.c.site.state_dir, name) for name in names
                  if name.startswith("resume-") and name.endswith(".json")]
         if not stale:
             return
@@ -310,12 +305,12 @@ class PowerSave:
         """One program run; the resume file lives until the program ends."""
         p = self.c.config.power
         env: dict[str, str] = {}
-        if self.server_addr:
-            env["RANCH_SERVER"] = self.server_addr
-        if self.key_file:
-            env["RANCH_KEY_FILE"] = self.key_file
-        if self.state_dir:
-            env["RANCH_STATE_DIR"] = self.state_dir
+        if self.c.site.server_addr:
+            env["RANCH_SERVER"] = self.c.site.server_addr
+        if self.c.site.key_file:
+            env["RANCH_KEY_FILE"] = self.c.site.key_file
+        if self.c.site.state_dir:
+            env["RANCH_STATE_DIR"] = self.c.site.state_dir
         path = None
         if kind == "resume":
             try:
@@ -375,11 +370,11 @@ class PowerSave:
     def write_resume_file(self, data: bytes) -> str:
         """In a worker thread: SLURM_RESUME_FILE's `data`, mode 0600 in the state directory (a
         private temp file without one); the caller removes it when the program has ended."""
-        if self.state_dir is None:
+        if self.c.site.state_dir is None:
             fd, path = tempfile.mkstemp(prefix="resume-", suffix=".json")
         else:
             self._files += 1
-            path = os.path.join(self.state_dir, f"resume-{os.getpid()}-{self._files}.json")
+            path = os.path.join(self.c.site.state_dir, f"resume-{os.getpid()}-{self._files}.json")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -73,10 +73,10 @@ def events_backlog(s: Server, conn: Connection, msg: m.GetEvents) -> Any:
 
 
 def config(s: Server, conn: Connection, msg: m.GetConfig) -> Any:
-    power = s.cluster.power  # the daemon told it the running address, key and state dir
-    return configdump.in_force(power.config_dump(s.cluster.config_dump),
-                               server_addr=power.server_addr, key_file=power.key_file,
-                               state_dir=power.state_dir, log_file=power.log_file)
+    site = s.cluster.site  # the running address, key, state dir and log file
+    return configdump.in_force(s.cluster.power.config_dump(s.cluster.config_dump),
+                               server_addr=site.server_addr, key_file=site.key_file,
+                               state_dir=site.state_dir, log_file=site.log_file)
 
 
 def reconfigure(s: Server, conn: Connection, msg: m.Reconfigure) -> Any:

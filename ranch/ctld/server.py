@@ -162,12 +162,14 @@ class Server:
         caps: Caps | None = None,
         mirror: Callable[[str, bytes], Awaitable[None]] | None = None,
         takeover: Callable[[str], Any] | None = None,
+        sync: Callable[[], Awaitable[None]] | None = None,
+        spawn: Callable[..., Any] | None = None,
     ) -> None:
         self.cluster = cluster
         self.submit = submit  # the daemon's: journals the job before the reply
         # The daemon's Daemon.durable: every change a reply confirms is on disk before it
         # leaves. None (tests of the core alone): nothing is persisted.
-        self.sync: Callable[[], Awaitable[None]] | None = None
+        self.sync = sync
         self.key = key
         self.max_size = max_size
         self.unproven_max = unproven_max
@@ -185,7 +187,7 @@ class Server:
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
         # connection to hold it would cost every connection its memory.
-        self.spawn: Callable[..., Any] | None = None
+        self.spawn = spawn
         c = self.admission.caps
         logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
                    unproven=self.admission.pool_cap(), unproven_frame=unproven_max,

@@ -16,6 +16,7 @@ from ranch.conf import hostlist
 from ranch.conf.build import parse_config_text
 from ranch.ctld.cluster import Cluster
 from ranch.ctld.programs import run_program
+from ranch.ctld.site import Site
 from ranch.protocol import messages as m
 
 from .helpers import beat, job, register, state, wall
@@ -38,14 +39,15 @@ PartitionName=main Nodes=n[1-4] Default=YES {part}
 NODES = "NodeName=n[1-4] CPUs=4 RealMemory=1000 TmpDisk=100 Gres=gpu:2"
 
 
-def make(extra: str = "", nodes: str = NODES, part: str = "") -> tuple[Cluster, list[tuple]]:
+def make(extra: str = "", nodes: str = NODES, part: str = "",
+         state_dir: str | None = None) -> tuple[Cluster, list[tuple]]:
     runs: list[tuple] = []
 
     def spawn(fn, *args, **kw) -> None:
         runs.append((args[0], ",".join(hostlist.expand(args[2]))))  # (kind, nodes)
 
     cfg = parse_config_text(CONF.format(extra=extra, nodes=nodes, part=part), path="/t.conf")
-    return Cluster(cfg, wall=wall, spawn=spawn), runs
+    return Cluster(cfg, wall=wall, spawn=spawn, site=Site(state_dir=state_dir)), runs
 
 
 def update(cluster: Cluster, nodes: str, st: str, reason: str | None = None) -> None:
@@ -247,8 +249,7 @@ def _script(tmp_path, name: str, body: str) -> str:
 
 
 async def test_resume_file_lives_while_the_program_runs_and_records_the_outcome(tmp_path) -> None:
-    cluster, _ = make()
-    cluster.power.state_dir = str(tmp_path)
+    cluster, _ = make(state_dir=str(tmp_path))
     for n in ("n1", "n2", "n3"):
         register(cluster, n)
     reply = cluster.jobs.submit(m.SubmitJob(script="#!/bin/sh\ntrue\n", user="alice", uid=1000,
