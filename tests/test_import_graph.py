@@ -24,18 +24,6 @@ MAY_IMPORT = {
     "noded": {"conf", "statemachine", "protocol", "healthcheck"},
     "cli": {"conf", "statemachine", "protocol"},
 }
-# ctld's modules that still sit in import cycles, measured when this test was written: 25 around
-# the Cluster and Jobs hubs that most components hold (23 when issue 29 counted them; reboots and
-# reservations joined as they were added), and 7 around the rpc server. This set may only
-# shrink; a module that joins a cycle, or a third cycle, fails the test.
-KNOWN_CTLD_CYCLE = frozenset(f"ranch.ctld.{m}" for m in (
-    "acct", "cluster", "constraints", "dependencies", "guards", "inactive", "jobcommands",
-    "jobextras", "joblisting", "jobreconcile", "jobrecord", "jobs", "jobstart", "jobsubmit",
-    "liveness", "mail", "membership", "nodetraffic", "nodeupdates", "powersave", "reboots",
-    "reservations", "savedstate", "snapshot", "steps",
-    "eventstream", "nodeident", "permissions", "reading", "routes", "server", "userauth"))
-
-
 def _module_name(path: Path) -> str:
     rel = path.relative_to(ROOT.parent).with_suffix("")
     parts = list(rel.parts)
@@ -149,18 +137,11 @@ def test_packages_keep_their_walls() -> None:
     assert not broken, "\n".join(sorted(broken))
 
 
-@pytest.mark.parametrize("package", [p for p in PACKAGES if p != "ctld"])
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_import_cycle(package: str) -> None:
     graph = {m: t for m, t in _graph().items() if m.startswith(f"ranch.{package}.")}
     cycles = _components(graph)
-    assert not cycles, [sorted(c) for c in cycles]
-
-
-def test_ctld_cycles_only_shrink() -> None:
-    graph = {m: t for m, t in _graph().items() if m.startswith("ranch.ctld.")}
-    cycles = _components(graph)
-    joined = sorted(m for c in cycles for m in c if m not in KNOWN_CTLD_CYCLE)
-    assert not joined, (
-        f"these ctld modules are now in an import cycle: {joined}. Give the state they reach "
-        "for one owner and pass that owner in, instead of importing back")
-    assert len(cycles) <= 2, [sorted(c) for c in cycles]
+    assert not cycles, (
+        f"import cycles in ranch.{package}: {[sorted(c) for c in cycles]}. A component names "
+        "the narrow interface it is given (ctld/ports.py, ctld/rpcports.py), never the class "
+        "that holds it")

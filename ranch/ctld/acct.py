@@ -19,7 +19,7 @@ from ranch.protocol import messages as m
 from ranch.statemachine.jobstates import FINAL
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 # The most records one AcctList carries (about 400 bytes each: 40 MB); past it the reply says
 # how many it left out, and racct asks for a narrower window.
@@ -38,7 +38,7 @@ _KEEP = ("job_id", "array_job_id", "array_task_id", "name", "user", "uid", "gid"
 STEPS_KEPT = 1000
 
 
-def record_of(jobs: Jobs, job: Job, fresh: bool = False) -> dict[str, Any]:
+def record_of(jobs: JobStore, job: Job, fresh: bool = False) -> dict[str, Any]:
     """What racct shows of a job (and the history keeps of a finished run). `fresh`: kept for
     callers (the listing record is built anew every time now)."""
     rec = jobs.record(job)
@@ -57,7 +57,7 @@ def record_of(jobs: Jobs, job: Job, fresh: bool = False) -> dict[str, Any]:
 # -- the job core's hooks ----------------------------------------------------------------------
 
 
-def ended(jobs: Jobs, job: Job) -> None:
+def ended(jobs: JobStore, job: Job) -> None:
     """The job entered a final state: its run goes to the history."""
     history = jobs.history
     if history is not None:
@@ -75,13 +75,13 @@ def ended(jobs: Jobs, job: Job) -> None:
             poke()
 
 
-def held(jobs: Jobs, job: Job) -> bool:
+def held(jobs: JobStore, job: Job) -> bool:
     """The job may not be purged yet: its record is not durable."""
     history = jobs.history
     return history is not None and history.unwritten(job.id)
 
 
-def restored(jobs: Jobs) -> None:
+def restored(jobs: JobStore) -> None:
     """After a restart: the finished jobs still held are offered again (the history keeps
     the runs it already has and writes the others: a crash before their write loses none)."""
     history = jobs.history
@@ -95,7 +95,7 @@ def restored(jobs: Jobs) -> None:
 # -- the writer ----------------------------------------------------------------------------
 
 
-async def keep_history(jobs: Jobs, history: Any, in_thread: bool = True) -> None:
+async def keep_history(jobs: JobStore, history: Any, in_thread: bool = True) -> None:
     """Run in the daemon's nursery: write what ended (one write and fsync per day file for a
     batch), retry after a failure, and prune the days older than PurgeJobAfter."""
     wake = trio.Event()
@@ -186,7 +186,7 @@ def select(records: list[dict[str, Any]], q: m.GetAcct) -> list[dict[str, Any]]:
     return [r for r in records if _matches(r, q, ids, tasks, uids, users, states)]
 
 
-async def query(jobs: Jobs, q: m.GetAcct) -> Prebuilt:
+async def query(jobs: JobStore, q: m.GetAcct) -> Prebuilt:
     """The AcctList for `q`: the jobs rctld holds, and the history's records of the jobs it
     no longer holds (read in a worker thread: a year of history must not stall the loop).
     One record per job: its latest run."""

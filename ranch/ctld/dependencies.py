@@ -25,7 +25,7 @@ import attrs
 from ranch.statemachine.jobstates import FINAL
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 UNFULFILLED, FULFILLED, FAILED = "unfulfilled", "fulfilled", "failed"
 SATISFIED, PENDING, NEVER = "satisfied", "pending", "never"
@@ -274,7 +274,7 @@ class Entry:
 _books: weakref.WeakKeyDictionary[Any, dict[int, Entry]] = weakref.WeakKeyDictionary()
 
 
-def _book(jobs: Jobs) -> dict[int, Entry]:
+def _book(jobs: JobStore) -> dict[int, Entry]:
     book = _books.get(jobs)
     if book is None:
         book = _books[jobs] = {}
@@ -284,7 +284,7 @@ def _book(jobs: Jobs) -> dict[int, Entry]:
     return book
 
 
-def _entry(jobs: Jobs, job: Any) -> Entry | None:
+def _entry(jobs: JobStore, job: Any) -> Entry | None:
     text = job.req.dependency
     if not text:
         return None
@@ -313,7 +313,7 @@ class Verdict:
     newly_never: bool = False  # first time judged never satisfiable (INVALID_DEPEND mail)
 
 
-def verdict(jobs: Jobs, job: Any, wall: float) -> Verdict | None:
+def verdict(jobs: JobStore, job: Any, wall: float) -> Verdict | None:
     """None when the job may start as far as its dependencies go; else why it waits. Once
     satisfied a job's dependencies are done with (slurmctld clears the list)."""
     entry = _entry(jobs, job)
@@ -337,7 +337,7 @@ def verdict(jobs: Jobs, job: Any, wall: float) -> Verdict | None:
     return Verdict("DependencyNeverSatisfied", cancel=kill, newly_never=before != NEVER)
 
 
-def shown(jobs: Jobs, job: Any) -> str:
+def shown(jobs: JobStore, job: Any) -> str:
     """What a job record shows as its dependency."""
     entry = _entry(jobs, job)
     if entry is None:

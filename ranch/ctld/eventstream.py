@@ -25,7 +25,7 @@ STALL_LIMIT = 300.0
 
 if TYPE_CHECKING:
     from ranch.ctld.cluster import Cluster
-    from ranch.ctld.server import Connection, Server
+    from ranch.ctld.rpcports import Peer, Rpc
 
 
 def _nodes(msg: m.GetEvents) -> list[str] | None:
@@ -44,7 +44,7 @@ def backlog(cluster: Cluster, msg: m.GetEvents) -> Any:
     return m.Events(events=tuple(cluster.eventlog.query(msg.since, nodes, msg.limit)))
 
 
-async def follow(server: Server, conn: Connection, msg: m.GetEvents, request_id: int,
+async def follow(server: Rpc, conn: Peer, msg: m.GetEvents, request_id: int,
                  version: int) -> None:
     from ranch.ctld.permissions import gate
 

@@ -36,7 +36,7 @@ from ranch.statemachine import events
 from ranch.statemachine.model import UP_BASES, Base, Flag
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Guard, Registry
 
 SCAN_REUSE = 1.0  # seconds a count of the nodes in service serves further timeouts
 _OUT = frozenset({Flag.DRAIN, Flag.FAIL})
@@ -54,7 +54,7 @@ class DownGuard:
 
     name = "down"
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Registry) -> None:
         self.c = cluster
         self.tripped_at: float | None = None  # wall clock
         self.detail = ""
@@ -213,7 +213,7 @@ class DrainGuard:
 
     name = "drain"
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Registry) -> None:
         self.c = cluster
         self.tripped_at: float | None = None
         self.detail = ""
@@ -348,7 +348,7 @@ class DrainGuard:
                 "nodes": hostlist.fold(paused), "count": len(paused), "drains_in_window": recent}
 
 
-def status(cluster: Cluster) -> m.GuardStatus:
+def status(cluster: Registry) -> m.GuardStatus:
     return m.GuardStatus(
         ok=True,
         guards=(cluster.liveness.guard.status(), cluster.drain_guard.status()),
@@ -356,13 +356,13 @@ def status(cluster: Cluster) -> m.GuardStatus:
     )
 
 
-def handle(cluster: Cluster, msg: m.GuardRequest) -> m.GuardStatus:
+def handle(cluster: Registry, msg: m.GuardRequest) -> m.GuardStatus:
     """`rcontrol show guards`, `confirm down|drain [NodeName=...]`, `reset guard [down|drain]`."""
     action = msg.action.lower()
     if action == "show":
         return status(cluster)
     which = msg.guard.lower()
-    guards: dict[str, DownGuard | DrainGuard] = {
+    guards: dict[str, Guard] = {
         "down": cluster.liveness.guard, "drain": cluster.drain_guard}
     if action == "confirm":
         guard = guards.get(which)

@@ -24,7 +24,7 @@ from ranch.statemachine.jobstates import CONFIGURING, RUNNING
 
 if TYPE_CHECKING:
     from ranch.ctld.jobrecord import Job
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 KIND = "inactive"  # Cluster.deadlines key (job id, KIND): InactiveLimit's look
 ORPHAN = "orphan"  # Cluster.deadlines key (job id, ORPHAN): is rrun still there?
@@ -39,7 +39,7 @@ HOLDER_GONE = 120.0
 
 
 class InactiveWatch:
-    def __init__(self, store: Jobs) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
         self.c = store.c
         self.since: dict[int, float] = {}  # allocation -> its start, or its command's last word

@@ -15,13 +15,13 @@ from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 
 class JobCommands:
     """rcancel's and rcontrol's job commands on the job store."""
 
-    def __init__(self, store: Jobs) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
         self.c = store.c
 

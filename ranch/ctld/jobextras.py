@@ -13,7 +13,7 @@ from ranch.ctld import constraints, dependencies, logs, mail
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 NICE_LIMIT = 2147483645
 OPEN_MODES = ("", "append", "truncate")
@@ -24,7 +24,7 @@ MAIL_WORDS = frozenset({"BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "ST
 CANCELLED = "<cancelled>"  # dependency_reason: the job was cancelled (--kill-on-invalid-dep)
 
 
-def screen(jobs: Jobs, req: m.SubmitJob, members: dict[str, Any]
+def screen(jobs: JobStore, req: m.SubmitJob, members: dict[str, Any]
            ) -> tuple[dict[str, Any], m.Error | None]:
     """(the partition's nodes the job may use, or the refusal naming the field). Called by
     the submit checks once the partition's members are known."""
@@ -84,7 +84,7 @@ def spec_fields(req: m.SubmitJob) -> dict[str, Any]:
             "warn_time": req.warn_time, "warn_batch": req.warn_batch, "input": req.input}
 
 
-def record_fields(jobs: Jobs, job: Any) -> dict[str, Any]:
+def record_fields(jobs: JobStore, job: Any) -> dict[str, Any]:
     """What the job record (squeue, show job, HTTP) adds for these options."""
     req = job.req
     return {
@@ -125,7 +125,7 @@ def _signal_text(req: m.SubmitJob) -> str:
     return f"{'B:' if req.warn_batch else ''}{name}@{req.warn_time}"
 
 
-def dependency_reason(jobs: Jobs, job: Any, wall: float) -> str:
+def dependency_reason(jobs: JobStore, job: Any, wall: float) -> str:
     """The scheduling pass's question for a pending, unheld job: "" when its dependencies let
     it go, else its reason (Dependency, DependencyNeverSatisfied), or CANCELLED when
     --kill-on-invalid-dep ended it (the pass takes it off the pending list)."""

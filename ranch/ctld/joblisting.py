@@ -11,17 +11,17 @@ import orjson
 from ranch.conf import hostlist
 from ranch.ctld.jobextras import record_fields
 from ranch.ctld.jobrecord import ACTIVE, Job, job_name
-from ranch.ctld.steps import step_record
+from ranch.ctld.steprecord import step_record
 from ranch.ctld.wire import kept
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 
 class JobListing:
     """Views of the job store: records, the cached JobList body, jobs holding nodes."""
 
-    def __init__(self, store: Jobs) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
         self.c = store.c
 

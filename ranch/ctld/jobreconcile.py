@@ -19,9 +19,9 @@ from ranch.statemachine import events
 from ranch.statemachine import jobevents as je
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
     from ranch.ctld.jobstart import JobStarts
     from ranch.ctld.node import NodeRecord
+    from ranch.ctld.ports import JobStore
 
 Run = tuple[int, int]
 LAUNCH_FAILURE = "batch job complete failure"  # slurmctld's drain reason, word for word
@@ -44,7 +44,7 @@ def holds(runs: set[Run], job_id: int, restarts: int) -> bool:
 class JobReconciliation:
     """What nodes report, laid against the job store."""
 
-    def __init__(self, store: Jobs, starts: JobStarts) -> None:
+    def __init__(self, store: JobStore, starts: JobStarts) -> None:
         self.store = store
         self.starts = starts
         self.c = store.c

@@ -10,7 +10,7 @@ import attrs
 import orjson
 
 from ranch.ctld.scheduler import Need, Share
-from ranch.ctld.steps import Step, step_from_json, step_json
+from ranch.ctld.steprecord import Step, step_from_json, step_json
 from ranch.protocol import messages as m
 from ranch.protocol.codec import converter
 from ranch.statemachine.jobstates import ACTIVE, COMPLETING, CONFIGURING, PENDING, RUNNING, JobState

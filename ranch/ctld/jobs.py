@@ -35,6 +35,7 @@ from ranch.ctld.jobrecord import (
 )
 from ranch.ctld.jobstart import JobStarts
 from ranch.ctld.jobsubmit import JobSubmission
+from ranch.ctld.ports import NodeSide
 from ranch.ctld.scheduler import NodeUse
 from ranch.ctld.steps import JobSteps
 from ranch.ctld.wire import kept
@@ -46,7 +47,6 @@ from ranch.statemachine.jobstates import FINAL, end_reason
 from ranch.statemachine.model import Flag
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
     from ranch.ctld.history import FileHistory
     from ranch.ctld.node import NodeRecord
 
@@ -67,7 +67,7 @@ class Jobs:
     """Every job the controller holds, and the node allocations they make: the store its
     components share (declared here, and only here) and the entry points ctld calls."""
 
-    def __init__(self, cluster: Cluster, history: FileHistory | None = None) -> None:
+    def __init__(self, cluster: NodeSide, history: FileHistory | None = None) -> None:
         self.c = cluster
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # by (-priority, id)

@@ -20,8 +20,8 @@ from ranch.statemachine.model import Flag
 from ranch.statemachine.predicates import takes_new_work
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
     from ranch.ctld.node import NodeRecord
+    from ranch.ctld.ports import JobStore
 
 
 RESERVED = "ReqNodeNotAvail, May be reserved for other job"  # slurmctld's words
@@ -30,7 +30,7 @@ RESERVED = "ReqNodeNotAvail, May be reserved for other job"  # slurmctld's words
 class JobStarts:
     """The scheduling pass over the job store, and launches."""
 
-    def __init__(self, store: Jobs) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
         self.c = store.c
         self._members: dict[str, tuple[tuple[int, int], list[NodeRecord]]] = {}

@@ -19,7 +19,7 @@ from ranch.protocol import messages as m
 from ranch.protocol.limits import MAX_SCRIPT_BYTES, MAX_TIME_LIMIT_MINUTES
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 
 @attrs.frozen
@@ -65,7 +65,7 @@ def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str,
 class JobSubmission:
     """Submissions into the job store: submit = build (ids reserved) + accept."""
 
-    def __init__(self, store: Jobs) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
         self.c = store.c
         self._maps: dict[str, tuple[list[Any], dict[str, Any]]] = {}

@@ -30,7 +30,7 @@ from ranch.statemachine import events
 from ranch.statemachine.model import Base, Flag, NodeState
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 HELD = 3  # hb stage: the DownGuard holds the node; nothing more until it is heard from
 # Flags under which a node is not expected to talk (Slurm does not ping these).
@@ -47,9 +47,9 @@ def timed(state: NodeState) -> bool:
 
 
 class Liveness:
-    """The heartbeat monitor of one Cluster, its stall watch and its DownGuard."""
+    """The heartbeat monitor of one node registry, its stall watch and its DownGuard."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Registry) -> None:
         self.c = cluster
         # The wall clock and BOOTTIME are compared with the monotonic clock only in a real
         # controller: under a test's MockClock and fake wall they would disagree at every tick.

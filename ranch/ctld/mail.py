@@ -23,7 +23,7 @@ from ranch.ctld import logs
 from ranch.statemachine.jobstates import FINAL
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 DEFAULT_PROG = "/usr/bin/mail"
 TIMEOUT = 120.0  # seconds a MailProg run may take before it is killed
@@ -132,7 +132,7 @@ def recipient(req: Any, settings: Mapping[str, str]) -> str:
     return user
 
 
-def ended(jobs: Jobs, job: Any) -> None:
+def ended(jobs: JobStore, job: Any) -> None:
     """A job reached its final state: END, FAIL and TIME_LIMIT mails, as slurmctld's
     job_completion_logger sends them (an array: one summary once its last task ended)."""
     types = job.req.mail_type
@@ -156,7 +156,7 @@ def ended(jobs: Jobs, job: Any) -> None:
         _send(jobs, job, "TIME_LIMIT")
 
 
-def notify(jobs: Jobs, job: Any, event: str) -> None:
+def notify(jobs: JobStore, job: Any, event: str) -> None:
     """BEGIN (the job started), REQUEUE, INVALID_DEPEND: mail if the job asked for it."""
     types = job.req.mail_type
     if event not in types:
@@ -168,7 +168,7 @@ def notify(jobs: Jobs, job: Any, event: str) -> None:
     _send(jobs, job, event)
 
 
-def _send(jobs: Jobs, job: Any, event: str, summary: list[Any] | None = None) -> None:
+def _send(jobs: JobStore, job: Any, event: str, summary: list[Any] | None = None) -> None:
     c = jobs.c
     settings = dict(c.config.settings)
     subject, extra = message(event, job, summary=summary)

@@ -1,7 +1,7 @@
 """Who is a node of the cluster: NodeApproval (PENDING until approved), rejection, dynamic
 nodes (MaxNodeCount, `rnoded --dynamic`) and `rcontrol approve|reject|delete`.
 
-Every state change goes through the transition table (Cluster.apply_event); this module decides
+Every state change goes through the transition table (Registry.apply_event); this module decides
 which event to feed, creates and drops the records of dynamic nodes, and logs membership events.
 """
 
@@ -23,7 +23,7 @@ from ranch.statemachine import events
 from ranch.statemachine.model import Flag, initial_state
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 ACTIONS = ("approve", "reject", "delete")
 # Keys of a dynamic node's line that its hardware report fills in (its --conf may override).
@@ -31,7 +31,7 @@ _HW_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCo
             "RealMemory", "TmpDisk", "Gres")
 
 
-def hold_new(cluster: Cluster, node_names: Iterable[str]) -> None:
+def hold_new(cluster: Registry, node_names: Iterable[str]) -> None:
     """Under NodeApproval=manual, nodes new to the cluster wait for `rcontrol approve`
     (NodeApprovalAuto names excepted). The table ignores this for a node already known."""
     cfg = cluster.config
@@ -45,13 +45,13 @@ def hold_new(cluster: Cluster, node_names: Iterable[str]) -> None:
             cluster.apply_event(node, events.AwaitApproval(now=wall))
 
 
-def on_start(cluster: Cluster, restored: Iterable[str]) -> None:
+def on_start(cluster: Registry, restored: Iterable[str]) -> None:
     """At controller start: hold the nodes the saved state did not know."""
     known = set(restored)
     hold_new(cluster, [n for n in cluster.nodes if n not in known])
 
 
-def admit(cluster: Cluster, msg: m.Register, peer: str) -> m.RegisterReply | None:
+def admit(cluster: Registry, msg: m.Register, peer: str) -> m.RegisterReply | None:
     """A refusal for this registration, or None to go on (a dynamic node's record is made)."""
     node = cluster.nodes.get(msg.name)
     if node is None:
@@ -67,7 +67,7 @@ def admit(cluster: Cluster, msg: m.Register, peer: str) -> m.RegisterReply | Non
     return None
 
 
-def _refuse(cluster: Cluster, name: str, peer: str, reason: str) -> m.RegisterReply:
+def _refuse(cluster: Registry, name: str, peer: str, reason: str) -> m.RegisterReply:
     logs.event("registration rejected", logging.WARNING, node=name, peer=peer, reason=reason)
     cluster.eventlog.add("refused", name, reason=reason, peer=peer)
     return m.RegisterReply(accepted=False, reason=reason)
@@ -104,7 +104,7 @@ def _quote(word: str) -> str:
     return f'{key}="{value}"' if sep and " " in value else word
 
 
-def _create_dynamic(cluster: Cluster, msg: m.Register) -> str | None:
+def _create_dynamic(cluster: Registry, msg: m.Register) -> str | None:
     """Make the record of a node that registers with --dynamic; the refusal reason, if any."""
     cfg = cluster.config
     limit = cfg.membership.max_node_count
@@ -133,7 +133,7 @@ def _create_dynamic(cluster: Cluster, msg: m.Register) -> str | None:
     return None
 
 
-def _add_record(cluster: Cluster, ncfg: NodeConfig, conf: str) -> NodeRecord:
+def _add_record(cluster: Registry, ncfg: NodeConfig, conf: str) -> NodeRecord:
     now = cluster.clock()
     node = NodeRecord(cfg=ncfg, partitions=partitions_for(cluster, ncfg.name),
                       state=initial_state(ncfg.name, ncfg.cpus))
@@ -147,13 +147,13 @@ def _add_record(cluster: Cluster, ncfg: NodeConfig, conf: str) -> NodeRecord:
     return node
 
 
-def partitions_for(cluster: Cluster, name: str) -> tuple[str, ...]:
+def partitions_for(cluster: Registry, name: str) -> tuple[str, ...]:
     """Partitions with Nodes=ALL or that name the node."""
     return tuple(p.name for p in cluster.config.partitions
                  if p.all_nodes or name in p.dynamic_nodes)
 
 
-def _join_partitions(cluster: Cluster, node: NodeRecord) -> None:
+def _join_partitions(cluster: Registry, node: NodeRecord) -> None:
     for pname in node.partitions:
         members = cluster.partition_nodes(pname)
         if members is not None and node.name not in members:
@@ -161,7 +161,7 @@ def _join_partitions(cluster: Cluster, node: NodeRecord) -> None:
             cluster.members_changed()
 
 
-def restore_dynamic(cluster: Cluster, name: str, entry: dict[str, Any]) -> NodeRecord | None:
+def restore_dynamic(cluster: Registry, name: str, entry: dict[str, Any]) -> NodeRecord | None:
     """A dynamic node saved with the state: its record made again from its saved hardware."""
     conf = entry.get("dynamic_conf")
     hw = entry.get("hardware")
@@ -176,7 +176,7 @@ def restore_dynamic(cluster: Cluster, name: str, entry: dict[str, Any]) -> NodeR
     return _add_record(cluster, ncfg, conf)
 
 
-def carry_dynamic(cluster: Cluster, old: dict[str, NodeRecord],
+def carry_dynamic(cluster: Registry, old: dict[str, NodeRecord],
                   new: dict[str, NodeRecord]) -> None:
     """Reconfigure keeps dynamic nodes (a NodeName line for one takes it over)."""
     for name, node in old.items():
@@ -193,7 +193,7 @@ def carry_dynamic(cluster: Cluster, old: dict[str, NodeRecord],
 # -- admin actions ----------------------------------------------------------------------------
 
 
-def handle(cluster: Cluster, msg: m.NodeMembership) -> m.UpdateResult:
+def handle(cluster: Registry, msg: m.NodeMembership) -> m.UpdateResult:
     action = msg.action.lower()
     if action not in ACTIONS:
         return m.UpdateResult(ok=False, errors=(
@@ -227,7 +227,7 @@ def handle(cluster: Cluster, msg: m.NodeMembership) -> m.UpdateResult:
     return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
 
 
-def _delete(cluster: Cluster, node: NodeRecord, user: str) -> str | None:
+def _delete(cluster: Registry, node: NodeRecord, user: str) -> str | None:
     name = node.name
     if node.dynamic_conf is None:
         return (f"cannot delete node {name}: it is defined in {cluster.config.path}; remove its "

@@ -17,10 +17,10 @@ from ranch.statemachine import events
 from ranch.statemachine.model import Base, Flag
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 
-def register(c: Cluster, msg: m.Register, conn: Pusher | None = None,
+def register(c: Registry, msg: m.Register, conn: Pusher | None = None,
              version: int = PROTOCOL_CURRENT) -> m.RegisterReply:
     """`version`: the peer's protocol version (3 and later can check health first)."""
     peer = conn.peer if conn else "-"
@@ -90,7 +90,7 @@ def register(c: Cluster, msg: m.Register, conn: Pusher | None = None,
         epoch=c.epoch,
     )
 
-def heartbeat(c: Cluster, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
+def heartbeat(c: Registry, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
     """The hot path: O(1) per beat, no snapshot rebuild, no file write."""
     node = c.nodes.get(msg.name)
     if node is None or node.conn is not conn:
@@ -125,7 +125,7 @@ def heartbeat(c: Cluster, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
     return m.HeartbeatReply(node_state=node.complete, config_hash=c.config.config_hash,
                             kill_job_ids=kill, kill_runs=kill_runs)
 
-def job_started(c: Cluster, msg: m.JobStarted, conn: Pusher | None = None) -> Any:
+def job_started(c: Registry, msg: m.JobStarted, conn: Pusher | None = None) -> Any:
     node = c.nodes.get(conn.node) if conn is not None and conn.node else None
     if node is None or node.conn is not conn:
         return m.Error(code="unknown_node", message="JobStarted from a connection on which "
@@ -134,7 +134,7 @@ def job_started(c: Cluster, msg: m.JobStarted, conn: Pusher | None = None) -> An
     c.flush_programs()
     return reply
 
-def health(c: Cluster, node: NodeRecord, report: m.HealthReport) -> None:
+def health(c: Registry, node: NodeRecord, report: m.HealthReport) -> None:
     node.health = report
     node.record = None
     node.view_fresh = False
@@ -157,7 +157,7 @@ def health(c: Cluster, node: NodeRecord, report: m.HealthReport) -> None:
     if err:
         logs.event("health result not applied", logging.DEBUG, node=node.name, error=err)
 
-def shutdown_notice(c: Cluster, msg: m.ShutdownNotice, conn: Pusher | None = None) -> Any:
+def shutdown_notice(c: Registry, msg: m.ShutdownNotice, conn: Pusher | None = None) -> Any:
     node = c.nodes.get(msg.name)
     if node is None or node.conn is not conn:
         return m.Error(code="unknown_node",
@@ -174,7 +174,7 @@ def shutdown_notice(c: Cluster, msg: m.ShutdownNotice, conn: Pusher | None = Non
     c.flush_programs()
     return m.Ack()
 
-def disconnected(c: Cluster, conn: Pusher) -> None:
+def disconnected(c: Registry, conn: Pusher) -> None:
     node = c.nodes.get(conn.node) if conn.node is not None else None
     if node is not None and node.conn is conn:  # not if the node has reconnected since
         node.conn = None

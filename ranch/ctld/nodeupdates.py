@@ -14,11 +14,11 @@ from ranch.statemachine.events import REASON_REQUIRED_MESSAGE
 from ranch.statemachine.predicates import reason_required
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 
 
-def expand(c: Cluster, expr: str) -> tuple[list[str], list[str]]:
+def expand(c: Registry, expr: str) -> tuple[list[str], list[str]]:
     """(names, errors) of a hostlist expression or ALL."""
     expr = expr.strip()
     if expr.upper() == "ALL":
@@ -33,7 +33,7 @@ def expand(c: Cluster, expr: str) -> tuple[list[str], list[str]]:
         return [], [f"unknown node(s): {hostlist.fold(unknown[:1000])}{more}"]
     return wanted, []
 
-def update_nodes(c: Cluster, msg: m.UpdateNodes) -> m.UpdateResult:
+def update_nodes(c: Registry, msg: m.UpdateNodes) -> m.UpdateResult:
     if msg.reason and len(msg.reason) > MAX_REASON_CHARS:  # refused, never cut: docs/limits.md
         return m.UpdateResult(ok=False, errors=(
             too_long("Reason", len(msg.reason), MAX_REASON_CHARS, "characters"),))
@@ -69,7 +69,7 @@ def update_nodes(c: Cluster, msg: m.UpdateNodes) -> m.UpdateResult:
                changed=len(changed), refused=len(errs))
     return m.UpdateResult(ok=not errs, changed=tuple(changed), errors=tuple(errs))
 
-def set_reasons(c: Cluster, node_names: list[str], text: str, user: str) -> m.UpdateResult:
+def set_reasons(c: Registry, node_names: list[str], text: str, user: str) -> m.UpdateResult:
     """Reason= without State=: a row of the node table like every other change."""
     event = events.ReasonUpdate(now=c.wall(), reason=text, user=user)
     changed: list[str] = []

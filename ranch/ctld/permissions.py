@@ -1,5 +1,5 @@
 """Who may do what (issue 19): Slurm's rules, each written once, applied to every request before
-its route runs (Server.dispatch calls `gate`).
+its route runs (Rpc.dispatch calls `gate`).
 
 Three kinds of caller:
 - the cluster key's holder (a connection signed with it: rnoded, and root on a host that holds
@@ -35,7 +35,7 @@ from ranch.ctld.wire import Prebuilt
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.server import Connection, Server
+    from ranch.ctld.rpcports import Peer, Rpc
 
 DENIED = "Access/permission denied"
 ADMINS = "root, SlurmUser or AdminUsers"
@@ -103,7 +103,7 @@ def denied(what: str, why: str) -> str:
 After = Callable[[Any], Any]
 
 
-def gate(server: Server, conn: Connection, msg: Any) -> tuple[Any, Any, After | None]:
+def gate(server: Rpc, conn: Peer, msg: Any) -> tuple[Any, Any, After | None]:
     """(the request as its route must see it, a refusal or None, a filter for the reply or
     None). A user's own identity replaces whatever the request says."""
     who: Identity | None = conn.who
@@ -174,7 +174,7 @@ def _what(msg: Any) -> str:
     return f"{msg.action} guard{' ' + msg.guard if msg.guard else ''}"
 
 
-def _refuse(conn: Connection, who: Identity, what: str, why: str) -> m.Error:
+def _refuse(conn: Peer, who: Identity, what: str, why: str) -> m.Error:
     text = denied(what, why)
     logs.event("permission denied", logging.WARNING, peer=conn.peer, user=who.name,
                uid=who.uid, request=what)

@@ -25,7 +25,7 @@ from ranch.statemachine.model import Base, Flag
 from ranch.statemachine.predicates import counts_as_warm, may_be_suspended, may_boot_for_pool
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 PROGRAM_OF = {"suspend": "suspend_program", "resume": "resume_program",
               "resume_fail": "resume_fail_program"}
@@ -63,9 +63,9 @@ class RateBudget:
 
 
 class PowerSave:
-    """The controller's power-save side; Cluster routes the power effects and passes here."""
+    """The controller's power-save side; Cluster routes the power effects here."""
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Registry) -> None:
         self.c = cluster
         now = cluster.clock()
         p = cluster.config.power
@@ -400,18 +400,18 @@ def _remove(paths: list[str]) -> None:
             pass
 
 
-def _holds_jobs(c: Cluster, name: str) -> bool:
+def _holds_jobs(c: Registry, name: str) -> bool:
     """Jobs are allocated on the node (the controller's own record, not a heartbeat's)."""
     use = c.jobs.uses.get(name)
     return bool(use and use.jobs)
 
 
-def _warm(c: Cluster, node: NodeRecord) -> bool:
+def _warm(c: Registry, node: NodeRecord) -> bool:
     st = node.state
     return counts_as_warm(st) and not _holds_jobs(c, node.name)
 
 
-def _booting_idle(c: Cluster, node: NodeRecord) -> bool:
+def _booting_idle(c: Registry, node: NodeRecord) -> bool:
     st = node.state
     return Flag.POWERING_UP in st.flags and not st.cpus_alloc and not _holds_jobs(c, node.name)
 

@@ -24,7 +24,7 @@ from ranch.protocol.framing import Frame, FrameDecoder
 from ranch.protocol.versions import CURRENT
 
 if TYPE_CHECKING:
-    from ranch.ctld.server import Connection, Server
+    from ranch.ctld.rpcports import Peer, Rpc
 
 RECEIVE_CHUNK = 1 << 16
 UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
@@ -47,7 +47,7 @@ class FrameReader:
 
     __slots__ = ("conn", "decoder", "frame_deadline", "held", "proven", "server", "timeout")
 
-    def __init__(self, server: Server, conn: Connection) -> None:
+    def __init__(self, server: Rpc, conn: Peer) -> None:
         self.server = server
         self.conn = conn
         self.timeout = mt = server.message_timeout
@@ -237,7 +237,7 @@ def not_saved(request: str, exc: OSError) -> m.Error:
                    "would lose it")
 
 
-def log_refusal(conn: Connection, request: str, reply: Any) -> None:
+def log_refusal(conn: Peer, request: str, reply: Any) -> None:
     """Every refused request is logged with the peer that sent it."""
     if isinstance(reply, m.Error):
         errors: tuple[str, ...] = (f"{reply.code}: {reply.message}",)

@@ -14,7 +14,7 @@ from ranch.statemachine.model import Flag
 from ranch.statemachine.reboots import due
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 REBOOT_SINCE = 6  # the protocol version whose rnoded knows RebootNode
 KEY = "reboot"  # deadline kind: (node name, "reboot")
@@ -24,7 +24,7 @@ class Reboots:
     """The one owner of what a reboot needs outside the node table: when to issue it, the
     message to rnoded, and its ResumeTimeout."""
 
-    def __init__(self, c: Cluster) -> None:
+    def __init__(self, c: Registry) -> None:
         self.c = c
 
     def request(self, msg: m.RebootNodes) -> m.UpdateResult:

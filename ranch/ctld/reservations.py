@@ -19,7 +19,7 @@ from ranch.statemachine import events
 from ranch.statemachine.model import Base, Flag
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 FLAGS = ("MAINT", "FLEX", "OVERLAP", "IGNORE_JOBS")  # the node-side flags, in Slurm's order
 SPEC_NODES = "SPEC_NODES"  # shown when Nodes= named them, as Slurm does
@@ -69,7 +69,7 @@ class Reservations:
     """The one owner of the reservations: requests, the windows' node flags, the scheduler's
     question (which nodes may a job with this limit not use), their journal records."""
 
-    def __init__(self, c: Cluster) -> None:
+    def __init__(self, c: Registry) -> None:
         self.c = c
         self.items: dict[str, Reservation] = {}
         self.counter = 0  # names reservations as Slurm does: USER_N

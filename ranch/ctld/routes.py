@@ -18,95 +18,95 @@ from ranch.ctld.wire import Prebuilt
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.server import Connection, Server
+    from ranch.ctld.rpcports import Peer, Rpc
 
 
 @attrs.frozen
 class Route:
-    handler: Callable[[Server, Connection, Any], Any]
+    handler: Callable[[Rpc, Peer, Any], Any]
     changes: bool = True  # its reply may confirm a change: it waits for the journal
 
 
-def heartbeat(s: Server, conn: Connection, msg: m.Heartbeat) -> Any:
+def heartbeat(s: Rpc, conn: Peer, msg: m.Heartbeat) -> Any:
     if conn.node is not None:
         s.node_credentials.confirm(conn.node)  # it has kept its credential (nodeident.py)
     return s.cluster.heartbeat(msg, conn)
 
 
-def register(s: Server, conn: Connection, msg: m.Register) -> Any:
+def register(s: Rpc, conn: Peer, msg: m.Register) -> Any:
     refused = nodeident.refusal(s, conn, msg)  # the node's own credential (ctld/nodeident.py)
     if refused is not None:
         return refused
     return nodeident.issue(s, msg, s.cluster.register(msg, conn, version=conn.version))
 
 
-def snapshot(s: Server, conn: Connection, msg: m.GetSnapshot) -> Any:
+def snapshot(s: Rpc, conn: Peer, msg: m.GetSnapshot) -> Any:
     return Prebuilt("Snapshot", s.cluster.snapshot_body(metrics=msg.metrics, fields=msg.fields))
 
 
-def update_nodes(s: Server, conn: Connection, msg: m.UpdateNodes) -> Any:
+def update_nodes(s: Rpc, conn: Peer, msg: m.UpdateNodes) -> Any:
     return s.cluster.update_nodes(msg)
 
 
-def reboot_nodes(s: Server, conn: Connection, msg: m.RebootNodes) -> Any:
+def reboot_nodes(s: Rpc, conn: Peer, msg: m.RebootNodes) -> Any:
     return s.cluster.reboot_nodes(msg)
 
 
-def reservation(s: Server, conn: Connection, msg: m.ReservationRequest) -> Any:
+def reservation(s: Rpc, conn: Peer, msg: m.ReservationRequest) -> Any:
     return s.cluster.reservation(msg)
 
 
-def shutdown_notice(s: Server, conn: Connection, msg: m.ShutdownNotice) -> Any:
+def shutdown_notice(s: Rpc, conn: Peer, msg: m.ShutdownNotice) -> Any:
     return s.cluster.shutdown_notice(msg, conn)
 
 
-def ping(s: Server, conn: Connection, msg: m.Ping) -> Any:
+def ping(s: Rpc, conn: Peer, msg: m.Ping) -> Any:
     return s.cluster.ping()
 
 
-def node_membership(s: Server, conn: Connection, msg: m.NodeMembership) -> Any:
+def node_membership(s: Rpc, conn: Peer, msg: m.NodeMembership) -> Any:
     return nodeident.membership(s, msg, membership.handle)
 
 
-def events_backlog(s: Server, conn: Connection, msg: m.GetEvents) -> Any:
+def events_backlog(s: Rpc, conn: Peer, msg: m.GetEvents) -> Any:
     return eventstream.backlog(s.cluster, msg)
 
 
-def config(s: Server, conn: Connection, msg: m.GetConfig) -> Any:
+def config(s: Rpc, conn: Peer, msg: m.GetConfig) -> Any:
     site = s.cluster.site  # the running address, key, state dir and log file
     return configdump.in_force(s.cluster.power.config_dump(s.cluster.config_dump),
                                server_addr=site.server_addr, key_file=site.key_file,
                                state_dir=site.state_dir, log_file=site.log_file)
 
 
-def reconfigure(s: Server, conn: Connection, msg: m.Reconfigure) -> Any:
+def reconfigure(s: Rpc, conn: Peer, msg: m.Reconfigure) -> Any:
     return s.reconfigure(msg.user or conn.peer)
 
 
-def takeover(s: Server, conn: Connection, msg: m.Takeover) -> Any:
+def takeover(s: Rpc, conn: Peer, msg: m.Takeover) -> Any:
     return s.takeover(msg.user or conn.peer)
 
 
-def job_started(s: Server, conn: Connection, msg: m.JobStarted) -> Any:
+def job_started(s: Rpc, conn: Peer, msg: m.JobStarted) -> Any:
     return s.cluster.job_started(msg, conn)
 
 
-def ack(s: Server, conn: Connection, msg: m.Ack) -> None:
+def ack(s: Rpc, conn: Peer, msg: m.Ack) -> None:
     return None  # a node acknowledging a push
 
 
-def jobs(s: Server, conn: Connection, msg: m.GetJobs) -> Any:
+def jobs(s: Rpc, conn: Peer, msg: m.GetJobs) -> Any:
     if msg.fields and not msg.job_ids:  # rqueue's view: only the keys it reads (issue 23)
         return Prebuilt("JobList", jobfields.list_body(s.cluster.jobs, msg.fields))
     return Prebuilt("JobList", s.cluster.jobs.list_body(msg.job_ids))
 
 
-def acct_query(s: Server, conn: Connection, msg: m.GetAcct) -> Any:
+def acct_query(s: Rpc, conn: Peer, msg: m.GetAcct) -> Any:
     """racct: the jobs held and the finished-job history (ctld/acct.py)."""
     return acct.query(s.cluster.jobs, msg)
 
 
-def submit(s: Server, conn: Connection, msg: m.SubmitJob) -> Any:
+def submit(s: Rpc, conn: Peer, msg: m.SubmitJob) -> Any:
     if msg.test_only:  # sbatch --test-only: nothing is made (ctld/willrun.py)
         from ranch.ctld.willrun import will_run
 
@@ -114,29 +114,29 @@ def submit(s: Server, conn: Connection, msg: m.SubmitJob) -> Any:
     return s.submit(msg) if s.submit else s.cluster.jobs.submit(msg)
 
 
-def cancel(s: Server, conn: Connection, msg: m.CancelJobs) -> Any:
+def cancel(s: Rpc, conn: Peer, msg: m.CancelJobs) -> Any:
     return s.cluster.jobs.cancel(msg)
 
 
-def job_control(s: Server, conn: Connection, msg: m.JobControl) -> Any:
+def job_control(s: Rpc, conn: Peer, msg: m.JobControl) -> Any:
     return s.cluster.jobs.control(msg)
 
 
-def step_request(s: Server, conn: Connection, msg: m.StepRequest) -> Any:
+def step_request(s: Rpc, conn: Peer, msg: m.StepRequest) -> Any:
     """rrun: a step inside a running job (ctld/steps.py); the caller's own identity decides."""
     return s.cluster.jobs.steps.request(msg, conn.who)
 
 
-def step_end(s: Server, conn: Connection, msg: m.StepEnd) -> Any:
+def step_end(s: Rpc, conn: Peer, msg: m.StepEnd) -> Any:
     return s.cluster.jobs.steps.node_ended(conn.node, msg)
 
 
-def guard_request(s: Server, conn: Connection, msg: m.GuardRequest) -> Any:
+def guard_request(s: Rpc, conn: Peer, msg: m.GuardRequest) -> Any:
     """rcontrol show guards | confirm down|drain | reset guard (ctld/guards.py)."""
     return guards.handle(s.cluster, msg)
 
 
-def node_error(s: Server, conn: Connection, msg: m.Error) -> Any:
+def node_error(s: Rpc, conn: Peer, msg: m.Error) -> Any:
     if conn.node is None:
         return m.Error("bad_request", "Error is not a request rctld serves")
     # a node refusing a push (LaunchJob: launch_failed; its JobEnd follows)
@@ -145,7 +145,7 @@ def node_error(s: Server, conn: Connection, msg: m.Error) -> Any:
     return None
 
 
-def credential(s: Server, conn: Connection, msg: m.Credential) -> Any:
+def credential(s: Rpc, conn: Peer, msg: m.Credential) -> Any:
     """A user's connection opens with one (ctld/userauth.py has already taken it in)."""
     if conn.who is None:
         return m.Error("bad_request", "a Credential must be the first frame of a connection "

@@ -19,7 +19,7 @@ from ranch.statemachine.model import Base, Flag, NodeState, Reason, ReasonSource
 
 if TYPE_CHECKING:
     from ranch.ctld.changelog import Taken
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 
 def _reason_from_json(d: dict[str, Any] | None) -> Reason | None:
@@ -52,7 +52,7 @@ def hardware_json(hw: m.Hardware) -> bytes:
     return kept(orjson.dumps(converter.unstructure(hw)))
 
 
-def restore(c: Cluster, doc: dict[str, Any]) -> None:
+def restore(c: Registry, doc: dict[str, Any]) -> None:
     """Take back the saved state; log every node that is saved but gone, or new."""
     saved = doc.get("nodes", {})
     now = c.clock()
@@ -119,7 +119,7 @@ def node_entry(node: NodeRecord) -> orjson.Fragment:
     return entry
 
 
-def journal_records(c: Cluster, taken: Taken) -> list[dict[str, Any]]:
+def journal_records(c: Registry, taken: Taken) -> list[dict[str, Any]]:
     """The journal records of changes taken from the change log (ctld/changelog.py)."""
     records: list[dict[str, Any]] = [
         {"node": name, "entry": node_entry(node)}
@@ -129,7 +129,7 @@ def journal_records(c: Cluster, taken: Taken) -> list[dict[str, Any]]:
     return records
 
 
-def save_doc(c: Cluster) -> dict[str, Any]:
+def save_doc(c: Registry) -> dict[str, Any]:
     """The state-file document, for orjson: each node's entry is encoded once, when the node
     changed, and kept as an orjson.Fragment (bytes, nothing for the collector to walk)."""
     c.changes.saved()

@@ -38,10 +38,11 @@ from ranch.ctld import logs, permissions
 from ranch.ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.cluster import Cluster
 from ranch.ctld.fastio import StreamIO, unread_bytes
-from ranch.ctld.nodeident import NodeCredentials
+from ranch.ctld.nodecredentials import NodeCredentials
 from ranch.ctld.reading import FrameReader
 from ranch.ctld.replaymark import ReplayMark
 from ranch.ctld.routes import ROUTES
+from ranch.ctld.rpcports import Peer
 from ranch.ctld.wire import Prebuilt, encode_body_frame, kept
 from ranch.protocol import codec
 from ranch.protocol import messages as m
@@ -324,7 +325,7 @@ class Server:
             return bool(msg.jobs_ended or jobs_changed)
         return True
 
-    async def dispatch(self, conn: Connection, msg: Any) -> tuple[Any, bool]:
+    async def dispatch(self, conn: Peer, msg: Any) -> tuple[Any, bool]:
         """(the reply of the request's route (ctld/routes.py), whether it confirms a change:
         then it may leave only once the change is on disk)."""
         route = ROUTES.get(type(msg))

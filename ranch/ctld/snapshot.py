@@ -12,7 +12,7 @@ from ranch.ctld.wire import kept
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.ports import Registry
 
 # Encoded snapshot bodies kept, one per (metrics, field selection) that clients asked for.
 SNAPSHOT_BODY_CACHE = 16
@@ -23,7 +23,7 @@ SNAPSHOT_STALENESS = {False: 5.0, True: 1.0}
 
 
 class Snapshots:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Registry) -> None:
         self.c = cluster
         self._snaps: dict[bool, tuple[int, int, float, m.Snapshot]] = {}
         self._bodies: dict[tuple[bool, tuple[str, ...]], tuple[m.Snapshot, bytes]] = {}

@@ -23,13 +23,13 @@ from ranch.protocol.rawframe import FrameError
 from ranch.protocol.userauth import SESSION_KEY_BYTES, UNVERIFIED_KEY, peek_credential
 
 if TYPE_CHECKING:
-    from ranch.ctld.server import Connection, Server
+    from ranch.ctld.rpcports import Peer, Rpc
 
 DECODERS = 4
 _limiter: trio.CapacityLimiter | None = None
 
 
-def offered(conn: Connection, decoder: FrameDecoder, limit: int) -> str | None:
+def offered(conn: Peer, decoder: FrameDecoder, limit: int) -> str | None:
     """The credential a not-yet-proven connection opens with, once its frame is whole."""
     try:
         return peek_credential(decoder.pending(), limit)
@@ -38,7 +38,7 @@ def offered(conn: Connection, decoder: FrameDecoder, limit: int) -> str | None:
         raise ProtocolError(exc.code, exc.message, fatal=True, version=exc.version) from None
 
 
-async def accept(server: Server, conn: Connection, decoder: FrameDecoder, cred: str) -> None:
+async def accept(server: Rpc, conn: Peer, decoder: FrameDecoder, cred: str) -> None:
     """Decode `cred` with munged: the connection becomes its user's, and the decoder and the
     replies use its session key. ProtocolError("auth") when munged refuses it (replayed,
     expired, another key) or when this controller does not run auth/munge."""

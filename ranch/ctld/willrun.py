@@ -15,7 +15,7 @@ from ranch.ctld.scheduler import NodeUse, place
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs import Jobs
+    from ranch.ctld.ports import JobStore
 
 YEAR = 365 * 86400.0
 
@@ -24,7 +24,7 @@ def _copy(uses: dict[str, NodeUse]) -> dict[str, NodeUse]:
     return {n: NodeUse(u.cpus, u.mem, set(u.gpus), set(u.jobs)) for n, u in uses.items()}
 
 
-def will_run(jobs: Jobs, req: m.SubmitJob) -> m.SubmitReply | m.Error:
+def will_run(jobs: JobStore, req: m.SubmitJob) -> m.SubmitReply | m.Error:
     from ranch.ctld.jobrecord import ACTIVE, Job
 
     checked = jobs.submission.check(req)
