@@ -10,6 +10,7 @@ import attrs
 
 from ranch.ctld import logs
 from ranch.ctld.jobrecord import ACTIVE, PENDING, RUNNING, Job
+from ranch.ctld.rights import Identity, may_act_on
 from ranch.ctld.steps import NO_JOB, NOT_YOURS
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
@@ -39,12 +40,7 @@ class JobCommands:
                              if j.array_job_id == jid and j.id != jid]
         return jobs, errors
 
-    @staticmethod
-    def _may(job: Job, user: str, uid: int) -> bool:
-        """Root (uid 0; the name "root" proves nothing, the client picks it) or the job's own."""
-        return uid == 0 or uid == job.req.uid or bool(user and user == job.req.user)
-
-    def _cancel_steps(self, msg: m.CancelJobs) -> m.JobResult:
+    def _cancel_steps(self, msg: m.CancelJobs, actor: Identity) -> m.JobResult:
         """rcancel N.S: end (or signal) steps; the job's owner or an admin (ctld/steps.py)."""
         errors, done = [], []
         for jid, sid in msg.steps:
@@ -53,7 +49,7 @@ class JobCommands:
                 continue  # scancel N.S of a pending job: nothing to end, and no error
             if job is None or job.state not in ACTIVE:
                 errors.append(NO_JOB.format(job=jid, step=sid))
-            elif not self._may(job, msg.user, msg.uid):
+            elif not may_act_on(actor, job.req.uid, job.req.user):
                 errors.append(NOT_YOURS.format(job=jid))
             elif (err := self.store.steps.cancel(job, sid, msg.signal)) is not None:
                 errors.append(err)
@@ -61,14 +57,15 @@ class JobCommands:
                 done.append(jid)
         return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
 
-    def cancel(self, msg: m.CancelJobs) -> m.JobResult:
+    def cancel(self, msg: m.CancelJobs, actor: Identity) -> m.JobResult:
+        """`actor`: who asks (ctld/permissions.py acting): the job's owner or an admin may."""
         if not 0 <= msg.signal <= 64:
             return m.JobResult(ok=False, errors=(f"invalid signal {msg.signal}",))
         if msg.steps:  # rcancel N.S (with whole jobs, if any, after them)
-            stepped = self._cancel_steps(msg)
+            stepped = self._cancel_steps(msg, actor)
             if not (msg.job_ids or msg.only_user):
                 return stepped
-            rest = self.cancel(attrs.evolve(msg, steps=()))
+            rest = self.cancel(attrs.evolve(msg, steps=()), actor)
             return m.JobResult(ok=stepped.ok and rest.ok, job_ids=stepped.job_ids + rest.job_ids,
                                errors=stepped.errors + rest.errors)
         if msg.job_ids:
@@ -81,7 +78,7 @@ class JobCommands:
             jobs = [j for j in jobs if j.req.user == msg.only_user]
         done: list[int] = []
         for job in jobs:
-            if not self._may(job, msg.user, msg.uid):
+            if not may_act_on(actor, job.req.uid, job.req.user):
                 errors.append(f"Kill job error on job id {job.id}: Access/permission denied")
                 continue
             if job.state not in ACTIVE and job.state != PENDING:
@@ -109,13 +106,13 @@ class JobCommands:
         self.c.flush_programs()
         return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
 
-    def alive(self, msg: m.JobControl) -> m.JobResult:
+    def alive(self, msg: m.JobControl, actor: Identity) -> m.JobResult:
         """ralloc/rrun: the command holding these allocations still runs (ctld/inactive.py).
         Nothing durable changes, nothing is logged: it comes every second from each one."""
         jobs, errors = self._targets(msg.job_ids)
         done = []
         for job in jobs:
-            if not self._may(job, msg.user, msg.uid):
+            if not may_act_on(actor, job.req.uid, job.req.user):
                 errors.append(f"job {job.id}: Access/permission denied")
             elif not self.store.inactive.watched(job):
                 errors.append(f"job {job.id}: Job/step already completing or completed")
@@ -124,10 +121,10 @@ class JobCommands:
                 done.append(job.id)
         return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
 
-    def control(self, msg: m.JobControl) -> m.JobResult:
+    def control(self, msg: m.JobControl, actor: Identity) -> m.JobResult:
         action = msg.action.lower()
         if action == "alive":
-            return self.alive(msg)
+            return self.alive(msg, actor)
         if action not in ("requeue", "hold", "release", "begin", "complete"):
             return m.JobResult(ok=False, errors=(
                 f"unknown action {msg.action!r}; valid: requeue, hold, release, begin, "
@@ -143,7 +140,7 @@ class JobCommands:
         jobs, errors = self._targets(msg.job_ids)
         done: list[int] = []
         for job in jobs:
-            if not self._may(job, msg.user, msg.uid):
+            if not may_act_on(actor, job.req.uid, job.req.user):
                 errors.append(f"job {job.id}: Access/permission denied")
                 continue
             if action in ("complete", "requeue") and (
@@ -155,8 +152,8 @@ class JobCommands:
                     "a batch job ends with its script; only an allocation (ralloc, rrun) is "
                     "released by its owner"))
                 continue
-            if action == "hold":
-                event: je.Event = je.Hold(admin=msg.uid != job.req.uid)
+            if action == "hold":  # an admin's hold is an admin hold, as an operator's in Slurm
+                event: je.Event = je.Hold(admin=actor.admin)
             elif action == "complete":  # ralloc/rrun: the command that held it ended
                 event = je.Complete(msg.exit_code, msg.signal)
             elif action == "begin":  # rcontrol update JobId=N StartTime=T

@@ -36,6 +36,7 @@ from ranch.ctld.jobrecord import (
 from ranch.ctld.jobstart import JobStarts
 from ranch.ctld.jobsubmit import JobSubmission
 from ranch.ctld.ports import NodeSide
+from ranch.ctld.rights import Identity, acting
 from ranch.ctld.scheduler import NodeUse
 from ranch.ctld.steps import JobSteps
 from ranch.ctld.wire import kept
@@ -112,11 +113,13 @@ class Jobs:
     def run(self) -> None:
         self.starts.run()
 
-    def cancel(self, msg: m.CancelJobs) -> m.JobResult:
-        return self.commands.cancel(msg)
+    def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult:
+        """`actor`: who asks (ctld/permissions.py acting); None: the user the request names."""
+        return self.commands.cancel(msg, actor or acting(self.c.config, None, msg.uid, msg.user))
 
-    def control(self, msg: m.JobControl) -> m.JobResult:
-        return self.commands.control(msg)
+    def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult:
+        return self.commands.control(msg,
+                                     actor or acting(self.c.config, None, msg.uid, msg.user))
 
     def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
                                                                      tuple[Run, ...]]:

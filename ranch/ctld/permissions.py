@@ -20,84 +20,41 @@ accounting views (`may_see_usage`).
 
 from __future__ import annotations
 
-import grp
 import logging
-import pwd
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
 
-from ranch.conf.model import AccessSettings, ClusterConfig
+from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs
+from ranch.ctld.rights import (
+    ADMINS,
+    DENIED,
+    KEY_HOLDER,
+    Identity,
+    acting,
+    denied,
+    identify,
+    identify_name,
+    is_admin,
+    may_act_on,
+    may_see_usage,
+    user_name,
+)
 from ranch.ctld.wire import Prebuilt
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
     from ranch.ctld.rpcports import Peer, Rpc
 
-DENIED = "Access/permission denied"
-ADMINS = "root, SlurmUser or AdminUsers"
+__all__ = ["ADMINS", "DENIED", "KEY_HOLDER", "Identity", "acting", "denied", "gate", "identify",
+           "identify_name", "is_admin", "may_act_on", "may_see_usage", "user_name"]
+
 # Requests only node daemons send (they hold the cluster key); a user may not pose as a node.
 DAEMON_ONLY = (m.Heartbeat, m.Register, m.ShutdownNotice, m.JobStarted, m.Ack, m.Error,
                m.StepEnd)
-
-
-@attrs.frozen
-class Identity:
-    """A user proven by a credential."""
-
-    uid: int
-    gid: int
-    name: str
-    admin: bool
-
-    def __str__(self) -> str:
-        return f"{self.name} (uid {self.uid})"
-
-
-def user_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except (KeyError, OverflowError):
-        return str(uid)  # a uid with no passwd entry is still that uid
-
-
-def is_admin(access: AccessSettings, uid: int, gid: int, name: str) -> bool:
-    """Root, SlurmUser (a name or a uid) and AdminUsers (names, uids or %groups)."""
-    if uid == 0 or access.slurm_user in (name, str(uid)):
-        return True
-    for entry in access.admin_users:
-        if entry in (name, str(uid)):
-            return True
-        if entry.startswith("%") and _in_group(entry[1:], uid, gid, name):
-            return True
-    return False
-
-
-def _in_group(group: str, uid: int, gid: int, name: str) -> bool:
-    try:
-        g = grp.getgrnam(group)
-    except KeyError:
-        return False
-    return g.gr_gid == gid or name in g.gr_mem
-
-
-def identify(config: ClusterConfig, uid: int, gid: int) -> Identity:
-    name = user_name(uid)
-    return Identity(uid, gid, name, is_admin(config.access, uid, gid, name))
-
-
-def may_see_usage(config: ClusterConfig, who: Identity | None, owner_uid: int) -> bool:
-    """PrivateData=usage: a user who is not an admin sees only their own usage."""
-    return (who is None or who.admin or who.uid == owner_uid
-            or "usage" not in config.access.private_data)
-
-
-def denied(what: str, why: str) -> str:
-    """scontrol's wording first, then what was refused and why."""
-    return f"{DENIED}: {what}: {why}"
 
 
 After = Callable[[Any], Any]
@@ -120,9 +77,9 @@ def gate(server: Rpc, conn: Peer, msg: Any) -> tuple[Any, Any, After | None]:
         msg = attrs.evolve(msg, user=who.name, uid=who.uid, gid=who.gid)
         return msg, root_job_refusal(config, msg) or nice_refusal(who, msg), None
     if kind in (m.CancelJobs, m.JobControl):
-        # uid 0 is how a job command says "with admin rights" (ctld/jobcommands.py, _may); the
-        # name is the caller's own, for the log.
-        return attrs.evolve(msg, user=who.name, uid=0 if who.admin else who.uid), None, None
+        # the caller's own name and uid, whatever the request said (the route hands the job
+        # commands the caller's Identity, `acting`, whose rights decide)
+        return attrs.evolve(msg, user=who.name, uid=who.uid), None, None
     private = config.access.private_data
     if kind is m.GetJobs:
         if who.admin or "jobs" not in private:
@@ -238,17 +195,6 @@ def root_jobs_disabled(config: ClusterConfig, options: tuple[tuple[str, str], ..
 
 
 # -- HTTP (ctld/web): a token names a user, who gets that user's rights ------------------------
-
-
-def identify_name(config: ClusterConfig, name: str) -> Identity:
-    """The user an HTTP token names (uid -1 when the name has no passwd entry: then only
-    AdminUsers or SlurmUser can make it an admin)."""
-    try:
-        pw = pwd.getpwnam(name)
-        uid, gid = pw.pw_uid, pw.pw_gid
-    except KeyError:
-        uid = gid = -1
-    return Identity(uid, gid, name, is_admin(config.access, uid, gid, name))
 
 
 def http_write_refusal(config: ClusterConfig, name: str, what: str) -> str | None:

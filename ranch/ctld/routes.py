@@ -13,7 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ranch.ctld import acct, configdump, eventstream, guards, jobfields, logs, membership, nodeident
+from ranch.ctld import (
+    acct,
+    configdump,
+    eventstream,
+    guards,
+    jobfields,
+    logs,
+    membership,
+    nodeident,
+    permissions,
+)
 from ranch.ctld.wire import Prebuilt
 from ranch.protocol import messages as m
 
@@ -115,16 +125,18 @@ def submit(s: Rpc, conn: Peer, msg: m.SubmitJob) -> Any:
 
 
 def cancel(s: Rpc, conn: Peer, msg: m.CancelJobs) -> Any:
-    return s.cluster.jobs.cancel(msg)
+    return s.cluster.jobs.cancel(msg, permissions.acting(s.cluster.config, conn.who, msg.uid,
+                                                         msg.user))
 
 
 def job_control(s: Rpc, conn: Peer, msg: m.JobControl) -> Any:
-    return s.cluster.jobs.control(msg)
+    return s.cluster.jobs.control(msg, permissions.acting(s.cluster.config, conn.who, msg.uid,
+                                                          msg.user))
 
 
 def step_request(s: Rpc, conn: Peer, msg: m.StepRequest) -> Any:
     """rrun: a step inside a running job (ctld/steps.py); the caller's own identity decides."""
-    return s.cluster.jobs.steps.request(msg, conn.who)
+    return s.cluster.jobs.steps.request(msg, conn.who or permissions.KEY_HOLDER)
 
 
 def step_end(s: Rpc, conn: Peer, msg: m.StepEnd) -> Any:

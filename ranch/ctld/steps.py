@@ -10,10 +10,11 @@ carries its steps), and so is its end before the node's Ack.
 from __future__ import annotations
 
 import secrets
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
+from ranch.ctld.rights import DENIED, Identity, may_act_on
 from ranch.ctld.steprecord import Step
 from ranch.protocol import messages as m
 from ranch.statemachine import steptable as st
@@ -29,7 +30,6 @@ TOO_MANY_CPUS = "More processors requested than permitted"
 BUSY = "Requested nodes are busy"  # srun retries: "Job N step creation temporarily disabled"
 NOT_RUNNING = "Job is pending execution"  # wait: sbatch's job not started yet (srun retries)
 ENDED = "Job/step already completing or completed"
-DENIED = "Access/permission denied"
 # scancel N.S's words, measured on Slurm 22.05: a running job without that step (slurmctld
 # forgets a step once it ended), and a step of somebody else's job; both name the job alone
 NO_STEP = "Kill job error on job step id {job}: Invalid job id specified"
@@ -56,13 +56,15 @@ class JobSteps:
 
     # -- rrun asks for a step --------------------------------------------------------------------
 
-    def request(self, msg: m.StepRequest, who: Any) -> m.StepGranted | m.Error:
-        """StepRequest -> StepGranted, recorded (durable before the reply: its route waits)."""
+    def request(self, msg: m.StepRequest, actor: Identity) -> m.StepGranted | m.Error:
+        """StepRequest -> StepGranted, recorded (durable before the reply: its route waits).
+        `actor`: who asks; the job's owner or an admin may (ctld/permissions.py)."""
         job = self.store.jobs.get(msg.job_id)
         try:
             if job is None:
                 raise StepError("Invalid job id specified")
-            self._may(job, who)
+            if not may_act_on(actor, job.req.uid, job.req.user):
+                raise StepError(DENIED, "permission_denied")
             step = self._plan(job, msg)
         except StepError as exc:
             return m.Error(exc.code, f"Unable to create step for job {msg.job_id}: {exc}")
@@ -75,12 +77,6 @@ class JobSteps:
                    tasks=step.ntasks)
         return m.StepGranted(job.id, step.id, hostlist.fold(list(step.nodes)), step.nodes,
                              step.tasks, key, int(self.store.kill_wait))
-
-    @staticmethod
-    def _may(job: Job, who: Any) -> None:
-        # the cluster key's holder (who is None) acts for anybody, as with every job command
-        if who is not None and not who.admin and who.uid != job.req.uid:
-            raise StepError(DENIED, "permission_denied")
 
     def _plan(self, job: Job, msg: m.StepRequest) -> Step:
         if job.state != RUNNING:

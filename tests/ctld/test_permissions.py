@@ -12,7 +12,7 @@ import trio
 import trio.testing
 
 from ranch.ctld.cluster import Cluster
-from ranch.ctld.permissions import Identity, gate, identify
+from ranch.ctld.permissions import Identity, acting, gate, identify, may_act_on
 from ranch.ctld.server import Server
 from ranch.ctld.wire import Prebuilt
 from ranch.protocol import messages as m
@@ -57,11 +57,20 @@ async def test_users_act_on_their_own_behalf_and_admins_on_anything() -> None:
     # a job a user submits is theirs, whatever the request says
     msg, refused, _ = gate(s, _Conn(BOB), m.SubmitJob("true", "root", 0, 0, "/tmp"))
     assert refused is None and (msg.user, msg.uid, msg.gid) == ("bob", 1002, 1002)
-    # a job command carries the caller: uid 0 only for an admin ("with admin rights")
+    # a job command carries the caller as proven, whatever it wrote; the rights the job
+    # commands weigh are the caller's own Identity (`acting`), never a uid 0 stand-in
     msg, _, _ = gate(s, _Conn(BOB), m.CancelJobs((1,), user="alice", uid=1001))
     assert (msg.user, msg.uid) == ("bob", 1002)
+    assert acting(s.cluster.config, BOB, msg.uid, msg.user) == BOB
     msg, _, _ = gate(s, _Conn(OPERATOR), m.JobControl("hold", (1,), user="x", uid=7))
-    assert (msg.user, msg.uid) == ("carol", 0)
+    assert (msg.user, msg.uid) == ("carol", 1003)
+    assert acting(s.cluster.config, OPERATOR, msg.uid, msg.user).admin
+    # the cluster key's holder acts as the uid its request names: root is uid 0, and the
+    # name "root" alone grants nothing
+    assert acting(s.cluster.config, None, 0, "x").admin
+    assert not acting(s.cluster.config, None, 1001, "root").admin
+    assert may_act_on(acting(s.cluster.config, None, 1001, "alice"), 1001, "alice")
+    assert not may_act_on(BOB, 1001, "alice") and may_act_on(OPERATOR, 1001, "alice")
     # nodes and the controller are for admins
     for request in (m.UpdateNodes("n1", "DRAIN", "x", "root", 0), m.Reconfigure("root"),
                     m.NodeMembership("approve", "n1", user="root"),
