@@ -187,7 +187,7 @@ class Cluster:
 
     def restore(self, doc: dict[str, Any]) -> None:
         """Take back the saved state (ctld/savedstate.py)."""
-        savedstate.restore(self, doc)
+        self.restored_names = savedstate.restore(self, doc)
 
     def start(self, grace: float = 0.0) -> None:
         """Arm the failure-detection deadline of every node that is expected to talk
@@ -213,7 +213,7 @@ class Cluster:
             was_timed = self._timed(old)
             node.set_state(new)
             if takes_new_work(new) and not takes_new_work(old):
-                self.jobs.kicked = True  # a node took up work: a scheduling pass is due
+                self.jobs.kick()  # a node took up work: a scheduling pass is due
             reason = new.reason.text if new.reason and new.reason != old.reason else None
             logs.state_change(node.name, names.complete(old), node.complete, _cause(event), reason)
             self.eventlog.state_change(node, old, new, event, _cause(event))
@@ -292,6 +292,10 @@ class Cluster:
         self.changes.shown_changed()
         self.changes.state_changed()
 
+    def add_node(self, node: NodeRecord) -> None:
+        """A node joins the registry (a dynamic node, ctld/membership.py)."""
+        self.nodes[node.name] = node
+
     def members_changed(self) -> None:
         """A partition's node list may have changed (ctld/membership.py)."""
         self.members_gen += 1
@@ -315,7 +319,7 @@ class Cluster:
                 self.reservations.refresh()
                 continue
             if kind == "begin":  # a pending job's BeginTime came (ctld/jobs.py BEGIN_KEY)
-                self.jobs.kicked = True
+                self.jobs.kick()
                 continue
             if kind == "inactive":  # an allocation's command went silent (ctld/inactive.py)
                 self.jobs.inactive.fired(name)

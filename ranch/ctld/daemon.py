@@ -144,7 +144,8 @@ class Daemon:
                 jobs.restore(doc.get("jobs"))
                 self.cluster.reservations.restore(doc.get("reservations"))
         # packs no saved job points into (a snapshot that failed after writing one)
-        jobs.packs_gone += [n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs]
+        jobs.bulk_not_written([n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs],
+                              ())
         if self.store.moved_aside:  # what was taken from them now lives in no journal
             self.save_now()
 
@@ -356,10 +357,8 @@ class Daemon:
                                       partial(self._remove_bulk, gone))
         except OSError as exc:
             logs.event("state save failed", logging.ERROR, error=str(exc))
-            if placed:  # no saved record points into it: the next snapshot writes anew
-                jobs.packs_gone.append(pack)
-            jobs.bulk_gone += gone[0]
-            jobs.packs_gone += gone[1]
+            # no saved record points into a pack it wrote: the next snapshot writes anew
+            jobs.bulk_not_written([pack, *gone[1]] if placed else gone[1], gone[0])
             self.changes.save_failed()
             self._dirty.set()
             return False

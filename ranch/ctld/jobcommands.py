@@ -173,7 +173,7 @@ class JobCommands:
                     job.req = attrs.evolve(job.req, begin_time=msg.begin_time)
                 job.reason = "None"  # the next pass says BeginTime again if still ahead
             self.store.touch(job)
-            self.store.kicked = True
+            self.store.kick()
             done.append(job.id)
         if self.store.pending_stale:
             self.store.rebuild_pending()

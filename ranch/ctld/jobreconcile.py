@@ -208,7 +208,7 @@ class JobReconciliation:
             if job is not None:
                 self.starts.try_launch(job)
         self.store.sync_node(name)  # an allocation its earlier state refused (UNKNOWN at restart)
-        self.store.kicked = True
+        self.store.kick()
         return self._stale(name, runs)
 
     def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
@@ -226,4 +226,4 @@ class JobReconciliation:
             else:
                 self.store.apply(job, je.NodeLost(node.name, requeue=requeue,
                                              why=f"node {node.name} failed"))
-        self.store.kicked = True
+        self.store.kick()

@@ -159,6 +159,49 @@ class Jobs:
                 if job.req.allocation:
                     self.inactive.started(job, restart=True)
 
+    def kick(self) -> None:
+        """Something happened that may let a job start: a scheduling pass is due."""
+        self.kicked = True
+
+    def take_kick(self) -> bool:
+        """Whether a pass is due; the pass that asks runs it, so none is due after."""
+        due, self.kicked = self.kicked, False
+        return due
+
+    def new_ids(self, count: int) -> int:
+        """The first of `count` fresh job ids (never given again), held as being built until
+        `insert` or `dropped`."""
+        first = self.next_id
+        self.next_id += count
+        self.building += count
+        return first
+
+    def insert(self, job: Job) -> None:
+        """A built job joins the store (pending, or as it was placed)."""
+        self.building = max(0, self.building - 1)
+        self.jobs[job.id] = job
+        self.add_pending(job)
+        self.touch(job)
+
+    def drop(self, jobs: Sequence[Job]) -> None:
+        """Accepted jobs whose journal write failed: gone as if never submitted (their
+        records and pushes leave the change log with them)."""
+        ids = {j.id for j in jobs}
+        for job in jobs:
+            for name in list(job.shares):
+                self.release(job, name)
+            self.jobs.pop(job.id, None)
+        self.c.changes.retract_jobs(ids)
+        self.pending_stale = True
+        self.rebuild_pending()
+        self.gen += 1
+
+    def bulk_not_written(self, packs: Iterable[int], purged: Iterable[int]) -> None:
+        """A snapshot failed: the packs it wrote (or found unreferenced) and the purged jobs'
+        files are for the next one to remove."""
+        self.packs_gone += packs
+        self.bulk_gone += purged
+
     def touch(self, job: Job, durable: bool = True) -> None:
         """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
         the journal before that reply leaves (a pending reason is recomputed, not kept)."""

@@ -41,10 +41,8 @@ class JobStarts:
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
-        if not self.store.kicked:
-            return
-        self.store.kicked = False
-        self._pass()
+        if self.store.take_kick():
+            self._pass()
 
     def _pass(self) -> None:
         cfg = self.c.config

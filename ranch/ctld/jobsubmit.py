@@ -99,11 +99,9 @@ class JobSubmission:
         req = attrs.evolve(req, env=(), user=intern(req.user), workdir=intern(req.workdir),
                            stdout=intern(req.stdout), submit_host=intern(req.submit_host),
                            partition=intern(req.partition))  # shared by the jobs naming them
-        first = self.store.next_id
+        first = self.store.new_ids(len(checked.tasks))
         need = checked.need
-        for task in checked.tasks:
-            jid = self.store.next_id
-            self.store.next_id += 1
+        for jid, task in enumerate(checked.tasks, first):
             stdout = req.stdout or ("slurm-%A_%a.out" if task is not None else "slurm-%j.out")
             built.append(Job(
                 id=jid, req=req, partition=checked.partition, time_limit=checked.time_limit,
@@ -122,39 +120,29 @@ class JobSubmission:
             reason = "None"
         for job in built:
             job.reason = reason
-        self.store.building += len(built)
         return built
 
     def retract(self, accepted: Sequence[Job]) -> None:
         """Accepted jobs whose journal write failed: gone as if never submitted. Nothing of
         them reached a node (their LaunchJob waited in the outbox for that write)."""
-        ids = {j.id for j in accepted}
-        for job in accepted:
-            for name in list(job.shares):
-                self.store.release(job, name)
-            self.store.jobs.pop(job.id, None)
-        self.c.changes.retract_jobs(ids)
-        self.store.pending_stale = True
-        self.store.rebuild_pending()
-        self.store.gen += 1
-        logs.event("submission retracted: not written to disk", jobs=",".join(map(str, ids)))
+        self.store.drop(accepted)
+        logs.event("submission retracted: not written to disk",
+                   jobs=",".join(str(j.id) for j in accepted))
 
     def accept(self, built: Sequence[Job]) -> m.SubmitReply:
         """Queue jobs from `build` and run a scheduling pass. The caller journals them before
         its reply, and retracts them if it cannot (their launches wait for that write)."""
-        self.store.building = max(0, self.store.building - len(built))
         for job in built:
             if job.reason == "None" and self.store.pending_parts.get(job.partition):
                 job.reason = "Priority"
-            self.store.jobs[job.id] = job
-            self.store.add_pending(job)
-            self.store.touch(job)
+            self.store.insert(job)
         first, req, need = built[0].id, built[0].req, built[0].need
         logs.event("job submitted", job=first, jobs=len(built), user=req.user,
                    partition=built[0].partition, nodes=need.nodes, cpus=need.cpus)
         # A held job can start nothing, nor change another's reason: no pass for it (a pass
         # reads every pending job, so a queue of held jobs made each submission O(queue)).
-        self.store.kicked = self.store.kicked or not all(job.held for job in built)
+        if not all(job.held for job in built):
+            self.store.kick()
         self.c.flush_programs()  # runs the scheduling pass, then any resume program it asked for
         for job in built:
             if req.allocation and job.state != PENDING:  # placed (or failed) at once

@@ -141,7 +141,7 @@ def _add_record(cluster: Registry, ncfg: NodeConfig, conf: str) -> NodeRecord:
     node.last_heard = now
     node.idle_since = now
     node.dynamic_conf = conf
-    cluster.nodes[ncfg.name] = node
+    cluster.add_node(node)
     _join_partitions(cluster, node)
     cluster.mark_changed(node)
     return node

@@ -211,7 +211,7 @@ class Reservations:
         self.c.eventlog.add("reservation", "-", name=name, action=what, user=user or None)
         logs.event(f"reservation {what}", name=name, user=user or "-")
         self.refresh()
-        self.c.jobs.kicked = True  # a job may start, or must not
+        self.c.jobs.kick()  # a job may start, or must not
 
     def blocked(self, limit_s: float | None, now: float) -> frozenset[str]:
         """Nodes a job of this time limit (None: none) may not start on now."""
@@ -237,7 +237,7 @@ class Reservations:
             self.gen += 1
             self.c.changes.reservation_changed(r.name, None)
             self.c.eventlog.add("reservation", "-", name=r.name, action="ended")
-            self.c.jobs.kicked = True
+            self.c.jobs.kick()
         want: dict[str, tuple[bool, bool]] = {}
         for r in self.items.values():
             if r.active(now):

@@ -52,8 +52,9 @@ def hardware_json(hw: m.Hardware) -> bytes:
     return kept(orjson.dumps(converter.unstructure(hw)))
 
 
-def restore(c: Registry, doc: dict[str, Any]) -> None:
-    """Take back the saved state; log every node that is saved but gone, or new."""
+def restore(c: Registry, doc: dict[str, Any]) -> tuple[str, ...]:
+    """Take back the saved state; log every node that is saved but gone, or new. Returns the
+    nodes the saved state knew."""
     saved = doc.get("nodes", {})
     now = c.clock()
     for name, entry in saved.items():
@@ -85,12 +86,13 @@ def restore(c: Registry, doc: dict[str, Any]) -> None:
         if name not in saved:
             logs.event("node not in the saved state; starting it from the config",
                        node=name)
-    c.restored_names = tuple(n for n in saved if n in c.nodes)
+    restored = tuple(n for n in saved if n in c.nodes)
     c.liveness.restored_at = doc.get("saved_at")
     logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
     c.jobs.restore(doc.get("jobs"))
     c.reservations.restore(doc.get("reservations"))
     c.changed_all()
+    return restored
 
 
 def node_entry(node: NodeRecord) -> orjson.Fragment:

@@ -1,0 +1,151 @@
+"""How many of Ranch's source files a request crosses (issue 29): `rbatch --wrap` until the job's
+process runs on a node, and `rcontrol update NodeName=... State=DRAIN` until its reply (which
+leaves once the drain is in the journal). Real rctld and rnoded processes on 127.0.0.1 and the
+real commands, each with a profile hook (bench/path_files/sitecustomize.py) that records which
+files under ranch/ run code, and under which task: the command from its start to its exit, the
+daemons while armed (SIGWINCH). HeartbeatInterval is long, so no heartbeat falls into the
+window, and the tasks an idle window of the same length shows running (timers: the stall watch,
+the saver...) are left out. A file counts when a function of it (not only its import) ran.
+Prints the files per process and in all; asserts nothing.
+
+    .venv/bin/python bench/path_files.py [--list]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.integration.cluster import Cluster, wait_for  # noqa: E402
+
+TRACER = REPO / "bench" / "path_files"
+CONF = """\
+ClusterName=paths
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={port}
+HeartbeatInterval=60
+SlurmdTimeout=600
+MessageTimeout=10
+NodeName=n1 CPUs=2 RealMemory=64
+PartitionName=main Nodes=n1 Default=YES
+"""
+
+
+def traced_env(out: Path, armed: bool) -> dict[str, str]:
+    return {"PYTHONPATH": f"{TRACER}{os.pathsep}{REPO}", "RANCH_TRACE_OUT": str(out),
+            "RANCH_TRACE_ROOT": str(REPO / "ranch"), "RANCH_TRACE_ARMED": "1" if armed else ""}
+
+
+def toggle(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGWINCH)
+
+
+def read(out: Path) -> dict[str, list[str]]:
+    wait_for(out.exists, what=f"{out.name} written")
+    time.sleep(0.2)  # the dump is one small write; let it finish
+    doc = json.loads(out.read_text())
+    out.unlink()
+    return {str(Path(k).relative_to(REPO)): v for k, v in doc.items()}
+
+
+def command(c: Cluster, out: Path, module: str, *argv: str) -> subprocess.CompletedProcess:
+    env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}", **traced_env(out, True)})
+    return subprocess.run([sys.executable, "-m", module, *argv], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def roots(files: dict[str, list[str]]) -> set[str]:
+    return {call.split("\t", 1)[1] for calls in files.values() for call in calls}
+
+
+def on_path(files: dict[str, list[str]], background: set[str]) -> dict[str, set[str]]:
+    """Each file that ran code (not only its import) under a task the idle window did not show
+    running (a background loop: stall watch, saver, deadlines...), with those tasks."""
+    out: dict[str, set[str]] = {}
+    for f, calls in files.items():
+        for call in calls:
+            name, root = call.split("\t", 1)
+            if name != "<module>" and root not in background:
+                out.setdefault(f, set()).add(root)
+    return out
+
+
+def report(title: str, parts: dict[str, dict[str, list[str]]], background: set[str],
+           listing: bool) -> None:
+    every: set[str] = set()
+    print(f"\n{title}")
+    for proc, files in parts.items():
+        path = on_path(files, background)
+        every |= set(path)
+        print(f"  {proc:8s} {len(path):3d} files (of {len(files)} that ran anything, "
+              f"background tasks included)")
+        if listing:
+            for f in sorted(path):
+                print(f"           {f:34s} under {', '.join(sorted(path[f]))}")
+    print(f"  in all   {len(every):3d} files")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--list", action="store_true", help="name the files")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="path-files-") as tmp:
+        d = Path(tmp)
+        c = Cluster(d / "c", nodes=["n1"], conf_text=CONF.format(port=0))
+        c.conf_path.write_text(CONF.format(port=c.port))
+        with c:
+            ctld_out, node_out = d / "ctld.json", d / "node.json"
+            c.start_ctld(env=traced_env(ctld_out, False))
+            node = c.start_node("n1", env=traced_env(node_out, False))
+            c.wait_for(lambda: c.state("n1") == "IDLE", what="n1 idle")
+            time.sleep(1.0)  # the registration's after-work settles
+            assert c.ctld is not None
+            # an idle window as long as a request's: what background tasks run meanwhile
+            toggle(c.ctld)
+            toggle(node)
+            time.sleep(3.0)
+            toggle(node)
+            toggle(c.ctld)
+            background = roots(read(ctld_out)) | roots(read(node_out))
+            print("background tasks (idle window):", ", ".join(sorted(background)) or "none")
+            # rbatch --wrap, until the job's process runs on n1
+            toggle(c.ctld)
+            toggle(node)
+            cmd_out = d / "rbatch.json"
+            done = command(c, cmd_out, "ranch.cli.rbatch", "--wrap", "sleep 30",
+                           "-o", str(d / "job.out"))
+            assert done.returncode == 0, done.stderr
+            job_id = done.stdout.split()[-1]
+            # its output file is opened by the job's process as it starts
+            wait_for((d / "job.out").exists, what="the job's output file")
+            toggle(node)
+            toggle(c.ctld)
+            report(f"rbatch --wrap (job {job_id}) to a process on the node",
+                   {"rbatch": read(cmd_out), "rctld": read(ctld_out), "rnoded": read(node_out)},
+                   background, args.list)
+            # rcontrol update State=DRAIN, to its reply (durable first)
+            c.run_cli("ranch.cli.rcancel", job_id)
+            c.wait_for(lambda: c.state("n1") == "IDLE", what="n1 idle again")
+            time.sleep(0.5)
+            toggle(c.ctld)
+            cmd_out = d / "rcontrol.json"
+            done = command(c, cmd_out, "ranch.cli.rcontrol", "update", "NodeName=n1",
+                           "State=DRAIN", "Reason=path count")
+            assert done.returncode == 0, done.stderr
+            toggle(c.ctld)
+            report("rcontrol update NodeName=n1 State=DRAIN to its reply",
+                   {"rcontrol": read(cmd_out), "rctld": read(ctld_out)}, background, args.list)
+
+
+if __name__ == "__main__":
+    main()
