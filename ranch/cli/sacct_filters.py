@@ -62,6 +62,8 @@ def ids(text: str, group: bool) -> list[int]:
     import grp
     import pwd
 
+    from ranch.cli.credential import known_user
+
     out = []
     for word in text.split(","):
         if not word:
@@ -69,8 +71,14 @@ def ids(text: str, group: bool) -> list[int]:
         if word.isdigit():
             out.append(int(word))
             continue
+        if not group and known_user(word):
+            try:
+                out.append(pwd.getpwnam(word).pw_uid)
+            except KeyError:
+                out.append(os.getuid())  # the caller's own name (credential.known_user)
+            continue
         try:
-            out.append(grp.getgrnam(word).gr_gid if group else pwd.getpwnam(word).pw_uid)
+            out.append(grp.getgrnam(word).gr_gid)
         except KeyError:
             raise CliError(f"Invalid {'group' if group else 'user'} id: {word}") from None
     if not out:

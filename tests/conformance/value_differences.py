@@ -140,15 +140,6 @@ LISTED: tuple[Listed, ...] = (
            "--start, -P) or reads otherwise (a missing argument is argparse's usage error, "
            "exit 1, where squeue says 'Unrecognized option'; sort keys; job id forms).",
            gap=True),
-    Listed("scontrol", ".*", "class|exit",
-           "Not in rcontrol yet: scontrol's -d/--details, -F/--future, --hide, --local, "
-           "--sibling, --federation, -u/--uid, -Q/-v taken as options before the command.",
-           gap=True),
-    Listed("scancel", ".*", "class|exit",
-           "Found by the matrix and not fixed yet: scancel's filters with an empty value "
-           "(scancel takes --account= as no filter and says the id names no job), -i "
-           "(asks on the terminal), --sibling, --ctld, --full and -b with an unknown id.",
-           gap=True),
     Listed("sacct", "json", "class",
            "sacct --json needs slurmdbd (this Slurm, with job completion only, refuses it: "
            "'slurm not configured with slurmdbd'); racct answers --json from Ranch's own "
