@@ -369,10 +369,9 @@ def run(argv: list[str]) -> int:
         sys.stdout.write(scripts(args, records))
         return 0
     if args.truncate:
-        for rec in records:  # sacct -T: times cut to the window
-            for key in ("start_time", "end_time"):
-                if rec.get(key):
-                    rec[key] = min(max(rec[key], start or 0), end or rec[key])
+        from ranch.cli.sacct_filters import truncate
+
+        truncate(records, start, end)
     if args.units:
         for rec in records:
             rec["_units"] = args.units[0].upper()

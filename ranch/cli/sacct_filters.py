@@ -163,6 +163,15 @@ def check(args: Namespace) -> None:
                        "remove one and retry.")
 
 
+def truncate(records: list[dict], start: float | None, end: float | None) -> None:
+    """sacct -T: each start and end time cut to the window [start, end] (a time not set stays
+    unset)."""
+    for rec in records:
+        for key in ("start_time", "end_time"):
+            if rec.get(key):
+                rec[key] = min(max(rec[key], start or 0), end if end is not None else rec[key])
+
+
 def _in_range(value: int | None, rng: tuple[int, int | None]) -> bool:
     low, high = rng
     return value is not None and value >= low and (high is None or value <= high)

@@ -83,19 +83,3 @@ def test_getopt_reads_as_getopt_long() -> None:
             raise AssertionError(f"{argv} was read")
     assert read("--server", "h:1")[0].server == "h:1"
 
-
-def test_sacct_ranges_as_get_resource_arg_range() -> None:
-    from ranch.cli.controller import CliError
-    from ranch.cli.sacct_filters import INT_MAX, resource_range
-
-    assert resource_range("", "x") == (1, INT_MAX)
-    assert resource_range("2", "x") == (2, None)
-    assert resource_range("2-4", "x") == (2, 4)
-    assert resource_range("1k", "x") == (1024, None)
-    for bad in ("x", "a,b", "2-0", "-1", "2-x"):
-        try:
-            resource_range(bad, "requested node range")
-        except CliError as exc:
-            assert exc.message == f'Invalid numeric value "{bad}" for requested node range.'
-        else:
-            raise AssertionError(bad)
