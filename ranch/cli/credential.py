@@ -71,3 +71,21 @@ def user_name() -> str:
         return pwd.getpwuid(os.getuid()).pw_name
     except (KeyError, OSError):
         return str(os.getuid())
+
+
+def known_user(text: str) -> bool:
+    """uid_from_string's test (scancel -u, sacct -u): a user name, or the uid of one, that
+    this host's password database holds; the caller's own name and uid always count (Ranch
+    takes the caller's name from the login environment, as user_name() reads it)."""
+    import pwd
+
+    if text and (text == user_name() or text == str(os.getuid())):
+        return True
+    try:
+        if text.isdigit():
+            pwd.getpwuid(int(text))
+        else:
+            pwd.getpwnam(text)
+    except (KeyError, OverflowError):
+        return False
+    return True

@@ -164,3 +164,124 @@ def _typed(kwargs: dict, text: str) -> object:
         return convert(text)
     except Exception:
         raise Declined from None  # argparse says what is wrong with it
+
+
+# -- getopt_long's reading (Slurm commands whose every word must mean what it means to them) --
+
+# How a table entry takes its value: getopt_long's has_arg
+NO, REQUIRED, OPTIONAL = 0, 1, 2
+_FLAGS = frozenset({"store_true", "count", "help", "version"})
+
+
+def _arg(kwargs: dict) -> int:
+    if kwargs.get("action", "store") in _FLAGS:
+        return NO
+    return OPTIONAL if kwargs.get("nargs") == "?" else REQUIRED
+
+
+class GetoptError(ValueError):
+    """A word getopt_long refuses, in glibc's words."""
+
+
+def getopt(table: Table, argv: list[str], exact: tuple[str, ...] = ()
+         ) -> tuple[SimpleNamespace, list[str]]:
+    """(the namespace argparse would give, the words that are no option) for `argv` read as
+    getopt_long does: a required argument is the next word whatever it starts with (`-A -j`
+    is the account `-j`), a long name may be any unique prefix of one, words that are no
+    option are gathered from anywhere (GNU's permutation) and everything after `--`.
+    `exact`: long names (Ranch's own, no Slurm command has them) taken only in full, so that
+    every abbreviation means what it means to the Slurm command. A word getopt refuses is a
+    GetoptError in glibc's words; --help and --version are answered by the caller (their dests
+    are set)."""
+    longs: dict[str, tuple[str, int, dict]] = {}
+    shorts: dict[str, tuple[str, int, dict]] = {}
+    values: dict[str, object] = {}
+    for names, kwargs in table:
+        dest = _dest(names, kwargs)
+        action = kwargs.get("action", "store")
+        if action in ("help", "version"):
+            values.setdefault(dest, False)
+        else:
+            default = kwargs.get("default", False if action == "store_true" else None)
+            values.setdefault(dest, list(default) if isinstance(default, list) else default)
+        for n in names:
+            entry = (dest, _arg(kwargs), kwargs)
+            if n.startswith("--"):
+                longs[n[2:]] = entry
+            else:
+                shorts[n[1:]] = entry
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if word == "--":
+            words += argv[i:]
+            break
+        if not word.startswith("-") or word == "-":
+            words.append(word)
+            continue
+        if word.startswith("--"):
+            name, eq, text = word[2:].partition("=")
+            full = _long(name, longs, exact)
+            dest, arg, kwargs = longs[full]
+            if arg == NO:
+                if eq:
+                    raise GetoptError(f"option '--{full}' doesn't allow an argument")
+                _apply(values, dest, kwargs, None)
+            elif eq or arg == OPTIONAL:
+                _apply(values, dest, kwargs, text if eq else None)
+            elif i < len(argv):
+                _apply(values, dest, kwargs, argv[i])
+                i += 1
+            else:
+                raise GetoptError(f"option '--{full}' requires an argument")
+            continue
+        j = 1
+        while j < len(word):
+            letter = word[j]
+            if letter not in shorts:
+                raise GetoptError(f"invalid option -- '{letter}'")
+            dest, arg, kwargs = shorts[letter]
+            rest = word[j + 1:]
+            if arg == NO:
+                _apply(values, dest, kwargs, None)
+                j += 1
+                continue
+            if rest or arg == OPTIONAL:
+                _apply(values, dest, kwargs, rest or None)
+            elif i < len(argv):
+                _apply(values, dest, kwargs, argv[i])
+                i += 1
+            else:
+                raise GetoptError(f"option requires an argument -- '{letter}'")
+            break
+    return SimpleNamespace(**values), words
+
+
+def _long(name: str, longs: dict[str, tuple[str, int, dict]], exact: tuple[str, ...]) -> str:
+    """getopt_long: the exact name, else the one option (or options of one meaning) the word is
+    a prefix of."""
+    if name in longs:
+        return name
+    hits = [n for n in longs if n.startswith(name) and f"--{n}" not in exact]
+    if len({id(longs[n][2]) for n in hits}) == 1:
+        return hits[0]
+    if not hits:
+        raise GetoptError(f"unrecognized option '--{name}'")
+    raise GetoptError(f"option '--{name}' is ambiguous; possibilities: "
+                   + " ".join(f"'--{n}'" for n in hits))
+
+
+def _apply(values: dict[str, object], dest: str, kwargs: dict, text: str | None) -> None:
+    action = kwargs.get("action", "store")
+    if action in ("help", "version"):
+        values[dest] = True
+    elif action == "store_true":
+        values[dest] = True
+    elif action == "count":
+        values[dest] = (values[dest] or 0) + 1  # type: ignore[operator]
+    elif action == "append":
+        values[dest] = [*(values[dest] or ()), text]  # type: ignore[misc]
+    else:
+        values[dest] = kwargs.get("const") if text is None else text

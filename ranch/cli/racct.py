@@ -25,49 +25,92 @@ STATE_WORDS = {
 }
 
 
+# sacct 22.05's options (src/sacct/options.c long_options and its getopt string), read as its
+# getopt_long reads them (cli/getopt_words.py), then Ranch's own, taken only spelled in full
 OPTIONS: Table = (
     (("--help", "-h"), {"action": "help", "help": "show this help and exit"}),
     (("-j", "--jobs"), {"action": "append", "default": [], "metavar": "JOBIDS",
                         "help": "only these jobs: 12, 12_3, 12.batch (comma list; repeatable)"}),
     (("-u", "--user", "--uid"), {"dest": "user", "metavar": "USERS",
-                                 "help": "only these users (or uids)"}),
+                                 "help": "only these users (or uids); -1: every user"}),
     (("-a", "--allusers"), {"action": "store_true", "help": "every user's jobs"}),
+    (("-g", "--gid", "--group"), {"dest": "gid", "metavar": "GROUPS",
+                                  "help": "only jobs of these groups (or gids)"}),
     (("-s", "--state"), {"metavar": "STATES",
                          "help": "only jobs in these states (CD,F,CA,TO,R,PD...)"}),
     (("-S", "--starttime"), {"metavar": "TIME",
                              "help": "window start (default: midnight; see -j, -s)"}),
     (("-E", "--endtime"), {"metavar": "TIME", "help": "window end (default: now)"}),
-    (("-o", "--format"), {"action": "append", "default": [], "metavar": "FIELDS",
-                          "help": "fields, e.g. JobID,JobName%%30,State"}),
+    (("-T", "--truncate"), {"action": "store_true",
+                            "help": "start and end times cut to the window"}),
+    (("-o", "--format", "--fields"), {"action": "append", "default": [], "metavar": "FIELDS",
+                                      "dest": "format",
+                                      "help": "fields, e.g. JobID,JobName%%30,State"}),
     (("-p", "--parsable"), {"action": "store_true",
                             "help": "fields split by |, with a trailing |"}),
     (("-P", "--parsable2"), {"action": "store_true", "help": "fields split by |, no trailing |"}),
     (("--delimiter",), {"default": "|", "metavar": "CHARS",
                         "help": "the -p/-P separator (default |)"}),
     (("-X", "--allocations"), {"action": "store_true", "help": "job lines only, no step lines"}),
+    (("-t",), {"action": "store_true", "dest": "allocations", "help": SUPPRESS}),
     (("-n", "--noheader"), {"action": "store_true", "help": "no header lines"}),
     (("-b", "--brief"), {"action": "store_true", "help": "JobID, State, ExitCode"}),
     (("-l", "--long"), {"action": "store_true", "help": "sacct's long field list"}),
-    (("-e", "--helpformat"), {"action": "store_true", "help": "list the fields -o takes"}),
+    (("-e", "--helpformat", "--help-fields"), {"action": "store_true", "dest": "helpformat",
+                                               "help": "list the fields -o takes"}),
     (("--name",), {"metavar": "NAMES", "help": "only jobs of these names"}),
     (("-r", "--partition"), {"metavar": "PARTS", "help": "only jobs of these partitions"}),
     (("-A", "--accounts"), {"metavar": "ACCOUNTS", "help": "only jobs of these accounts"}),
     (("-N", "--nodelist"), {"metavar": "HOSTLIST", "help": "only jobs that ran on these nodes"}),
+    (("-i", "--nnodes"), {"metavar": "MIN[-MAX]", "help": "only jobs of this many nodes"}),
+    (("-I", "--ncpus"), {"metavar": "MIN[-MAX]", "help": "only jobs of this many CPUs"}),
+    (("-k", "--timelimit-min"), {"metavar": "TIME",
+                                 "help": "only jobs whose time limit is at least this"}),
+    (("-K", "--timelimit-max"), {"metavar": "TIME",
+                                 "help": "only jobs whose time limit is at most this"}),
+    (("-C", "--constraints"), {"metavar": "FEATURES",
+                               "help": "only jobs that asked for these features"}),
+    (("--reason",), {"metavar": "REASONS",  # sacct's getopt string has no R
+                          "help": "only jobs whose reason is one of these"}),
+    (("-q", "--qos"), {"metavar": "QOS", "help": "only jobs of these QOS"}),
+    (("-W", "--wckeys"), {"metavar": "WCKEYS", "help": "only jobs of these wckeys"}),
+    (("-x", "--associations"), {"metavar": "IDS", "help": "only jobs of these association ids "
+                                "(Ranch keeps no associations: no job has one)"}),
+    (("-F", "--flags"), {"metavar": "FLAGS", "help": "SchedSubmit, SchedMain, SchedBackfill, "
+                         "StartRecieved or None: read, no filter (Ranch's records keep no "
+                         "scheduling path)"}),
+    (("-B", "--batch-script"), {"action": "store_true",
+                                "help": "the batch script of the -j jobs"}),
+    (("--env-vars",), {"action": "store_true", "help": "the environment of the -j jobs"}),
+    (("-f", "--file"), {"metavar": "PATH", "help": "a job completion file: refused, Ranch "
+                        "answers from its controller"}),
+    (("--units",), {"metavar": "K|M|G|T|P", "help": "memory figures in this unit"}),
+    (("--whole-hetjob",), {"nargs": "?", "const": "yes", "metavar": "yes|no",
+                           "help": "accepted (Ranch has no heterogeneous jobs)"}),
     (("-c", "--completion"), {"action": "store_true", "help": "accepted (the same records)"}),
     (("-D", "--duplicates"), {"action": "store_true",
                               "help": "accepted (the latest run of each job)"}),
-    (("-M", "--clusters"), {"metavar": "NAMES",
-                            "help": "accepted; Ranch answers for its own cluster"}),
+    (("-M", "--clusters", "--cluster"), {"metavar": "NAMES", "dest": "clusters",
+                                         "help": "accepted; Ranch answers for its own cluster"}),
     (("-L", "--allclusters"), {"action": "store_true", "help": SUPPRESS}),
     (("--local",), {"action": "store_true", "help": SUPPRESS}),
+    (("--federation",), {"action": "store_true", "help": SUPPRESS}),
+    (("--use-local-uid",), {"action": "store_true", "help": SUPPRESS}),
     (("--noconvert",), {"action": "store_true", "help": SUPPRESS}),
+    (("-U", "--usage"), {"action": "store_true", "help": "a line of usage"}),
     (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--json",), {"action": "store_true", "help": "sacct --json's document"}),
+    (("--yaml",), {"action": "store_true", "help": "refused: --json gives the document"}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
     (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
     (("--conf",), {"metavar": "PATH", "help": "read controller address and key from this config"}),
     (("-V", "--version"), {"action": "version", "version": lambda: version_text("racct")}),
 )
+OWN = ("--server", "--key-file", "--conf")
+# the options sacct_filters.py checks and filters on (imported only when one is given)
+CHECKED = ("gid", "user", "nnodes", "ncpus", "timelimit_min", "timelimit_max", "units",
+           "whole_hetjob", "flags", "reason", "file", "yaml", "batch_script", "env_vars", "long",
+           "constraints", "qos", "wckeys", "associations")
 
 
 def build_parser():  # -> argparse.ArgumentParser
@@ -182,7 +225,9 @@ def request_body(args: Namespace, now: float) -> dict:
         body["states"] = list(parse_states(args.state))
     start, end = window(args, now)
     body["start"], body["end"] = start, end
-    if args.user:
+    if args.user == "-1":
+        pass  # sacct -u -1: every user
+    elif args.user:
         import pwd
 
         uids, users = [], []
@@ -217,10 +262,14 @@ def narrow(args: Namespace, records: list[dict]) -> list[dict]:
 
         try:
             wanted = set(expand(args.nodelist))
-        except ValueError as exc:
-            raise CliError(f"-N {args.nodelist}: {exc}", code=1) from None
+        except ValueError:  # sacct takes what it cannot expand as the name it is
+            wanted = {args.nodelist}
         out = [r for r in out if r.get("nodes") and wanted & set(expand(r["nodes"]))]
-    return out
+    if not any(getattr(args, d) not in (None, False) for d in CHECKED):
+        return out
+    from ranch.cli.sacct_filters import narrow as sacct_narrow
+
+    return sacct_narrow(args, out)
 
 
 def render(args: Namespace, records: list[dict], now: float) -> str:
@@ -268,18 +317,64 @@ def prog() -> str:
     return named("racct")
 
 
+def read_args(argv: list[str]) -> Namespace | None:
+    """sacct's command line as its getopt_long reads it; None when it was --help, --usage or
+    --version (answered here)."""
+    try:
+        args, words = quickargs.getopt(OPTIONS, argv, exact=OWN)
+    except quickargs.GetoptError as exc:
+        raise CliError(str(exc)) from None
+    if args.help:
+        sys.stdout.write(build_parser().format_help())
+        return None
+    if args.version:
+        print(version_text("racct"))
+        return None
+    if args.usage:
+        print(f"Usage: {prog()} [options]\n\tUse --help for help")
+        return None
+    if any(getattr(args, d) not in (None, False) for d in CHECKED):
+        from ranch.cli.sacct_filters import check
+
+        check(args)
+    if not args.helpformat:
+        fields_of(args)  # a bad -o is refused before the words left over, as sacct does
+    if words:
+        raise CliError("Unknown arguments: " + " ".join(words))
+    return args
+
+
 def run(argv: list[str]) -> int:
-    args = quickargs.parse(OPTIONS, argv, build_parser)
+    args = read_args(argv)
+    if args is None:
+        return 0
     if args.helpformat:
         sys.stdout.write(help_format())
         return 0
-    fields_of(args)  # a bad -o is an error before any request
     now = time.time()
     if args.state:
         parse_states(args.state)
     parse_job_words(args.jobs)
+    start, end = window(args, now)
+    # sacct's window takes in the second of its end when that is now or the start ([S, E+1))
+    if (start is not None and end is not None and int(start) > int(end)
+            + (not args.endtime or int(end) == int(start))):
+        from ranch.conf.timefmt import slurm_timestamp
+
+        raise CliError(f"Start time ({slurm_timestamp(start)}) requested is after end time "
+                       f"({slurm_timestamp(end)}).")
     generated, records, left_out = fetch(args, now)
     records = narrow(args, records)
+    if args.batch_script or args.env_vars:
+        sys.stdout.write(scripts(args, records))
+        return 0
+    if args.truncate:
+        from ranch.cli.sacct_filters import truncate
+
+        truncate(records, start, end)
+    if args.units:
+        for rec in records:
+            rec["_units"] = args.units[0].upper()
     if not args.allocations and any("." in w for w in args.jobs):
         from ranch.cli.sacct_steps import selected
 
@@ -299,6 +394,16 @@ def run(argv: list[str]) -> int:
               "the query with -S/-E, -j, -u or -s", file=sys.stderr)
         return 1
     return 0
+
+
+def scripts(args: Namespace, records: list[dict]) -> str:
+    """-B/--env-vars: sacct's block per job; Ranch's records keep neither the script nor the
+    environment, so each says NONE, as sacct does for a record without one."""
+    from ranch.cli.sacct_fields import job_id
+
+    head = ("Batch Script for {}" if args.batch_script
+            else "Environment used for {} (must be batch to display)")
+    return "".join(f"{head.format(job_id(r))}\n{'-' * 80}\nNONE\n\n" for r in records)
 
 
 def main(argv: list[str] | None = None) -> int:

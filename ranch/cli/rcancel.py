@@ -37,6 +37,7 @@ OPTIONS: Table = (
     (("-M", "--clusters", "--cluster"), {"metavar": "NAME", "help": SUPPRESS}),
     (("--ctld",), {"action": "store_true", "help": SUPPRESS}),
     (("--sibling",), {"metavar": "NAME", "help": SUPPRESS}),
+    (("--usage",), {"action": "store_true", "help": "a short usage and exit"}),
     (("-Q", "--quiet"), {"action": "store_true", "help": "no error for jobs already finished"}),
     (("-v", "--verbose"), {"action": "store_true", "help": "say what was cancelled"}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
@@ -68,8 +69,8 @@ def filtered(args: Namespace, jobs: list[dict], ids: tuple[int, ...]) -> list[in
     """scancel's filters over the active jobs (and within the ids given, if any)."""
     from ranch.conf.hostlist import HostlistError, expand
 
-    state = _state(args.state) if args.state else None
-    try:
+    state = _state(args.state) if args.state is not None else None
+    try:  # a filter given empty (scancel --account=) matches the jobs whose value is empty
         nodes = set(expand(args.nodelist)) if args.nodelist else set()
     except HostlistError:  # scancel takes it as given: it names no node, so no job
         nodes = {args.nodelist}
@@ -82,19 +83,20 @@ def filtered(args: Namespace, jobs: list[dict], ids: tuple[int, ...]) -> list[in
         live = "RUNNING" if j["state"] == "CONFIGURING" else j["state"]
         if state and live != state:
             continue
-        if args.name and j.get("name") != args.name:
+        if args.name is not None and j.get("name") != args.name:
             continue
-        if args.partition and j.get("partition") != args.partition:
+        if args.partition is not None and j.get("partition") != args.partition:
             continue
-        if args.account and (j.get("account") or "") != args.account.lower():
+        if args.account is not None and (j.get("account") or "") != args.account.lower():
             continue
-        if args.qos and (j.get("qos") or "") != args.qos:
+        if args.qos is not None and (j.get("qos") or "") != args.qos:
             continue
-        if args.wckey and (j.get("wckey") or "") != args.wckey.lstrip("*").lower():
+        if (args.wckey is not None
+                and (j.get("wckey") or "") != args.wckey.lstrip("*").lower()):
             continue
-        if args.reservation:
+        if args.reservation is not None:
             continue  # Ranch has no reservations: no job is in one
-        if nodes and not (j.get("nodes") and nodes & set(expand(j["nodes"]))):
+        if args.nodelist is not None and not (j.get("nodes") and nodes & set(expand(j["nodes"]))):
             continue
         if args.user and args.user not in (j.get("user"), str(j.get("uid"))):
             continue
@@ -106,20 +108,38 @@ def filtered(args: Namespace, jobs: list[dict], ids: tuple[int, ...]) -> list[in
 
 
 def parse_signal(text: str) -> int:
-    """A signal by number or name, with or without SIG (scancel --signal)."""
+    """A signal by number or name, with or without SIG (scancel --signal: sig_name2num takes
+    any number but 0 as it is; the node refuses one it cannot send)."""
     import signal as signals  # only for --signal: its enum costs every rcancel's start otherwise
 
     t = text.strip().upper()
     if t.isdigit():
         num = int(t)
-        if 0 < num < signals.NSIG:
+        if num:
             return num
     else:
         name = t if t.startswith("SIG") else "SIG" + t
         sig = getattr(signals, name, None)
         if isinstance(sig, signals.Signals):
             return int(sig)
-    raise CliError(f"--signal {text}: unknown signal")
+    raise CliError(f"Unknown job signal: {text}")
+
+
+# scancel's _usage (src/scancel/opt.c)
+USAGE = """Usage: scancel [-A account] [--batch] [--full] [--interactive] [-n job_name]
+               [-p partition] [-Q] [-q qos] [-R reservation] [-s signal | integer]
+               [-t PENDING | RUNNING | SUSPENDED] [--usage] [-u user_name]
+               [--hurry] [-V] [-v] [-w hosts...] [--wckey=wckey]
+               [job_id[_array_id][.step_id]]
+"""
+
+
+def check_user(text: str) -> None:
+    """scancel -u: uid_from_string's user (credential.known_user)."""
+    from ranch.cli.credential import known_user
+
+    if not known_user(text):
+        raise CliError(f"Invalid user name: {text}")
 
 
 def _kill_error(word: str, why: str) -> str:
@@ -137,14 +157,19 @@ def run(argv: list[str]) -> int:
     from ranch.cli.job_requests import fetch_jobs, parse_job_ids
 
     args = quickargs.parse(OPTIONS, argv, build_parser)
+    if args.usage:
+        print(USAGE.replace("scancel", prog("rcancel")), end="")
+        return 0
+    if args.user is not None:
+        check_user(args.user)
     if args.me:
         args.user = str(os.getuid())
-    filters = [f for f in FILTERS if getattr(args, f)]
+    filters = [f for f in FILTERS if getattr(args, f) is not None]
     if not args.job_ids and not args.user and not filters:
         raise CliError("No job identification provided")
-    if args.state:
+    if args.state is not None:
         _state(args.state)  # a usage error before any request
-    sig = parse_signal(args.signal) if args.signal else 0
+    sig = parse_signal(args.signal) if args.signal is not None else 0
     plain = not (filters or sig or args.batch or args.interactive or args.user)
     target = find_target(args.server, args.key_file, args.conf)
     me = prog("rcancel")

@@ -50,6 +50,9 @@ OPTIONS: Table = (
     (("--sibling",), {"action": "store_true", "help": SUPPRESS}),
     (("--hide",), {"action": "store_true", "help": SUPPRESS}),
     (("-Q", "--quiet"), {"action": "store_true", "help": SUPPRESS}),
+    (("-F", "--future"), {"action": "store_true", "help": SUPPRESS}),  # Ranch has no FUTURE nodes
+    (("-u", "--uid"), {"metavar": "USER", "help": "ask for job and node changes as this user "
+                       "(a name or uid; root only)"}),
     (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
     (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
@@ -103,6 +106,14 @@ class Session:
             a = self.args
             self._target = find_target(a.server, a.key_file, a.conf)
         return self._target
+
+    def acting(self) -> tuple[str, int]:
+        """(user name, uid) the changes are asked for as: -u/--uid's, else the caller's."""
+        import getpass
+
+        if self.args.uid is None:
+            return getpass.getuser(), os.getuid()
+        return as_user(self.args.uid)
 
     def snapshot(self, fields: tuple[str, ...] = ()) -> Snapshot:
         return fetch_snapshot(self.target, fields)
@@ -269,19 +280,18 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
 
 
 def update(s: Session, words: list[str]) -> int:
-    import getpass
-
     if any(w.lower().startswith("jobid=") for w in words):  # a job's StartTime (show_jobs.py)
         from ranch.cli.show_jobs import update_job
 
-        return update_job(s.target, words)
+        return update_job(s.target, words, s.acting())
     node_expr, state, reason = parse_update(words)
+    user, uid = s.acting()
     body = {
         "node_names": "ALL" if node_expr.upper() == "ALL" else node_expr,
         "state": state,
         "reason": reason,
-        "user": getpass.getuser(),
-        "uid": os.getuid(),
+        "user": user,
+        "uid": uid,
     }
     result = ask(s.target, "UpdateNodes", body, want="UpdateResult")
     errors = result.get("errors") or ()
@@ -347,7 +357,36 @@ _TRAILING_FLAGS = {"-o": "oneliner", "--oneliner": "oneliner", "-a": "all", "--a
                    "--json": "json"}
 
 
+def as_user(text: str) -> tuple[str, int]:
+    """scontrol -u: uid_from_string's user (a name, or the number of one this host knows);
+    only root may act as somebody else."""
+    import pwd
+
+    from ranch.cli.credential import user_name
+
+    if text and text in (user_name(), str(os.getuid())):
+        return user_name(), os.getuid()  # the caller itself (credential.known_user)
+    try:
+        pw = pwd.getpwuid(int(text)) if text.isdigit() else pwd.getpwnam(text)
+    except (KeyError, OverflowError):
+        raise CliError(f'--uid="{text}" invalid') from None
+    if os.getuid() not in (0, pw.pw_uid):
+        raise CliError(f"--uid={text}: only root may act as another user")
+    return pw.pw_name, pw.pw_uid
+
+
 def run(args: Namespace) -> int:
+    if args.uid is not None:
+        try:
+            as_user(args.uid)
+        except CliError as exc:
+            if not exc.message.endswith(" invalid"):
+                raise
+            # scontrol says so and exits with its exit code so far: 0 (scontrol.c, case 'u')
+            from ranch.cli.slurm_names import prog
+
+            print(f"{prog('rcontrol')}: error: {exc.message}", file=sys.stderr)
+            return 0
     words = []
     for word in args.words:
         flag = _TRAILING_FLAGS.get(word)
@@ -393,7 +432,7 @@ def run(args: Namespace) -> int:
     if command in ("requeue", "hold", "release"):
         from ranch.cli.show_jobs import job_action
 
-        return job_action(s.target, command, words[1:])
+        return job_action(s.target, command, words[1:], s.acting())
     if len(words) > 1:
         raise CliError(f"{command} takes no arguments")
     if command == "reconfigure":

@@ -72,17 +72,24 @@ def parse_format(text: str) -> list[tuple[str, int]]:
         if not word:
             continue
         name, _, width_text = word.partition("%")
-        field = ALIASES.get(name.lower()) or BY_LOWER.get(name.lower())
-        if field is None:
-            raise FormatError(f"Invalid field requested: \"{name}\"")
-        if width_text:
-            try:
-                width = int(width_text)
-            except ValueError:
-                raise FormatError(f"Invalid field width in \"{word}\"") from None
-        else:
-            width = WIDTHS[field]
-        out.append((field, width))
+        lower = name.lower()
+        if lower and "all".startswith(lower):  # sacct: any start of ALL is every field
+            found = list(WIDTHS)
+        else:  # else the first field (sacct's order) the word starts, in any case
+            field = ALIASES.get(lower) or BY_LOWER.get(lower) or next(
+                (f for f in WIDTHS if f.lower().startswith(lower)), None)
+            if field is None:
+                raise FormatError(f"Invalid field requested: \"{name}\"")
+            found = [field]
+        for field in found:
+            if width_text:
+                try:
+                    width = int(width_text)
+                except ValueError:
+                    raise FormatError(f"Invalid field width in \"{word}\"") from None
+            else:
+                width = WIDTHS[field]
+            out.append((field, width))
     return out
 
 
@@ -117,6 +124,16 @@ def mem_text(mib: int) -> str:
         if mib % size == 0:
             return f"{mib // size}{unit}"
     return f"{mib}M"
+
+
+def kibi(kib: int, rec: dict) -> str:
+    """A figure measured in KiB, in --units' unit when racct was given one (sacct's
+    convert_num_unit: two decimals where it does not divide)."""
+    unit = rec.get("_units") or "K"
+    div = 1024 ** "KMGTP".index(unit)
+    if kib % div == 0:
+        return f"{kib // div}{unit}"
+    return f"{kib / div:.2f}{unit}"
 
 
 def req_mem(rec: dict) -> str:
@@ -194,7 +211,7 @@ JOB: dict[str, Getter] = {
     "JobID": lambda r, n: job_id(r),
     "JobIDRaw": lambda r, n: str(r["job_id"]),
     "JobName": lambda r, n: r.get("name") or "",
-    "MaxRSS": lambda r, n: "" if r.get("max_rss") is None else f"{r['max_rss']}K",
+    "MaxRSS": lambda r, n: "" if r.get("max_rss") is None else kibi(r["max_rss"], r),
     "NCPUS": lambda r, n: str(r.get("cpus") or 0),
     "NNodes": lambda r, n: str(r.get("node_count") or 0),
     "NodeList": lambda r, n: r.get("nodes") or "None assigned",

@@ -205,7 +205,10 @@ def show_jobs(target: Target, ident: str | None, *, one_line: bool, as_json: boo
     return 0
 
 
-def job_action(target: Target, action: str, words: list[str]) -> int:
+def job_action(target: Target, action: str, words: list[str],
+               acting: tuple[str, int] | None = None) -> int:
+    """hold, release, requeue: asked for as `acting` (user, uid; rcontrol -u), else the
+    caller."""
     import getpass
 
     from ranch.cli.controller import request
@@ -215,15 +218,16 @@ def job_action(target: Target, action: str, words: list[str]) -> int:
         raise CliError(f"{action} needs a job id")
     jobs = fetch_jobs(target)[1] if any("_" in w for w in words) else None
     ids = parse_job_ids(words, jobs)
-    body = {"action": action, "job_ids": list(ids), "user": getpass.getuser(),
-            "uid": os.getuid()}
+    user, uid = acting or (getpass.getuser(), os.getuid())
+    body = {"action": action, "job_ids": list(ids), "user": user, "uid": uid}
     result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
     for err in result.get("errors") or ():
         print(f"rcontrol: error: {err}", file=sys.stderr)
     return 0 if result.get("ok") is True else 1
 
 
-def update_job(target: Target, words: list[str]) -> int:
+def update_job(target: Target, words: list[str], acting: tuple[str, int] | None = None
+               ) -> int:
     """`update JobId=ID[,ID...] StartTime=TIME`: a pending job's BeginTime (rbatch --begin)."""
     import getpass
     import time
@@ -253,8 +257,9 @@ def update_job(target: Target, words: list[str]) -> int:
     if begin is None:
         raise CliError("update: nothing to change; give StartTime=")
     jobs = fetch_jobs(target)[1] if any("_" in w for w in ids) else None
+    user, uid = acting or (getpass.getuser(), os.getuid())
     body = {"action": "begin", "job_ids": list(parse_job_ids(ids, jobs)),
-            "user": getpass.getuser(), "uid": os.getuid(), "begin_time": begin}
+            "user": user, "uid": uid, "begin_time": begin}
     result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
     for err in result.get("errors") or ():
         print(f"rcontrol: error: {err}", file=sys.stderr)

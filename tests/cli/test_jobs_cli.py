@@ -172,6 +172,12 @@ def test_script_directives_and_cancel(queue: Controller) -> None:
     assert "JobName=fromscript" in done.stdout and "Partition=small" in done.stdout
     assert "TimeLimit=00:03:00" in done.stdout  # the command line wins
     assert f"Command={script}" in done.stdout
+    # scontrol -u: the change is asked for as that user (not the job's owner: refused); an
+    # unknown one is scontrol's error, with its exit status 0
+    done = queue.run("rcontrol", "-u", "nobody", "hold", str(job_id))
+    assert done.returncode == 1 and "Access/permission denied" in done.stderr
+    done = queue.run("rcontrol", "--uid=nosuchuser", "hold", str(job_id))
+    assert (done.returncode, done.stderr) == (0, 'rcontrol: error: --uid="nosuchuser" invalid\n')
     done = queue.run("rcancel", str(job_id))
     assert done.returncode == 0, done.stderr
     done = queue.run("rqueue", "-h", "-t", "CA", "-o", "%i %T")
@@ -187,3 +193,8 @@ def test_script_directives_and_cancel(queue: Controller) -> None:
     assert f"Kill job error on job id {job_id}: Invalid job id specified" in done.stderr
     done = queue.run("rcancel", "999999")
     assert (done.returncode, done.stderr) == (0, "")
+    # an empty filter is a filter (the ids are checked); an unknown -u user is refused
+    done = queue.run("rcancel", "--account=", "999999")
+    assert done.returncode == 1 and "Invalid job id specified" in done.stderr
+    done = queue.run("rcancel", "-u", "nosuchuser")
+    assert (done.returncode, done.stderr) == (1, "rcancel: error: Invalid user name: nosuchuser\n")

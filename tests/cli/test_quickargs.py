@@ -52,3 +52,34 @@ def test_everyday_lines_are_read_without_argparse() -> None:
     # what submitit asks sacct for
     for argv in (["-o", "JobID,State,NodeList", "--parsable2", "-j", "12,13_1"], ["-j", "1"]):
         vars(quickargs.quick(racct.OPTIONS, argv))
+
+
+def test_getopt_reads_as_getopt_long() -> None:
+    """quickargs.getopt (racct's reading of sacct's line): a required argument is the next word
+    whatever it starts with, a long name may be any unique prefix of sacct's (Ranch's own only
+    in full), words that are no option are gathered from anywhere, and glibc's refusals."""
+    def read(*argv: str):
+        args, words = quickargs.getopt(racct.OPTIONS, list(argv), exact=racct.OWN)
+        return args, words
+
+    args, words = read("-c", "-A", "-j", "999")
+    assert args.accounts == "-j" and args.jobs == [] and words == ["999"]
+    args, words = read("12", "--con=x", "-vv", "-oJobID", "--fields", "State", "--", "-X")
+    assert args.constraints == "x" and args.verbose == 2 and args.format == ["JobID", "State"]
+    assert words == ["12", "-X"] and args.allocations is False
+    args, _ = read("--whole-hetjob")
+    assert args.whole_hetjob == "yes"
+    for argv, message in ((["--ser=h:1"], "unrecognized option '--ser'"),
+                          (["--allusers=1"], "option '--allusers' doesn't allow an argument"),
+                          (["-Z"], "invalid option -- 'Z'"),
+                          (["-A"], "option requires an argument -- 'A'"),
+                          (["--time"], "option '--time' is ambiguous; possibilities: "
+                                       "'--timelimit-min' '--timelimit-max'")):
+        try:
+            read(*argv)
+        except quickargs.GetoptError as exc:
+            assert str(exc) == message
+        else:
+            raise AssertionError(f"{argv} was read")
+    assert read("--server", "h:1")[0].server == "h:1"
+

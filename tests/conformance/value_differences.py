@@ -140,22 +140,16 @@ LISTED: tuple[Listed, ...] = (
            "--start, -P) or reads otherwise (a missing argument is argparse's usage error, "
            "exit 1, where squeue says 'Unrecognized option'; sort keys; job id forms).",
            gap=True),
-    Listed("scontrol", ".*", "class|exit",
-           "Not in rcontrol yet: scontrol's -d/--details, -F/--future, --hide, --local, "
-           "--sibling, --federation, -u/--uid, -Q/-v taken as options before the command.",
-           gap=True),
-    Listed("scancel", ".*", "class|exit",
-           "Found by the matrix and not fixed yet: scancel's filters with an empty value "
-           "(scancel takes --account= as no filter and says the id names no job), -i "
-           "(asks on the terminal), --sibling, --ctld, --full and -b with an unknown id.",
-           gap=True),
-    Listed("sacct", ".*", "class|exit",
-           "racct reads sacct's options with argparse and answers from Ranch's own records: "
-           "a missing argument is a usage error where sacct says 'Unknown arguments', options "
-           "that need slurmdbd (--associations, --constraints, --flags, --json over "
-           "jobcomp, -W, -x, --qos) are refused or taken where this Slurm (jobcomp only) "
-           "answers otherwise, and time words (elevenses, fika, teatime) racct reads.",
-           gap=True),
+    Listed("sacct", "json", "class",
+           "sacct --json needs slurmdbd (this Slurm, with job completion only, refuses it: "
+           "'slurm not configured with slurmdbd'); racct answers --json from Ranch's own "
+           "records, as every Ranch listing does.",
+           slurm="refused-value: .*slurm not configured with slurmdbd", ranch="accepted: .*"),
+    Listed("sacct", "qos", "class",
+           "sacct -q translates names through slurmdbd's QOS table (this Slurm has none and "
+           "refuses any name: 'We need a qos list to translate'); Ranch keeps no QOS table, so "
+           "racct filters on the QOS name each job was submitted with.",
+           slurm="refused-value: .*We need a qos list to translate", ranch="accepted: .*"),
     Listed("sshare", "help|usage|he|us|format|o|.*", "output|class",
            "rshare's --help text is its own; `-o ''` is sshare's default fields in rshare "
            "and only Account in sshare (its empty list matches the first field)."),

@@ -1,6 +1,6 @@
 """racct against a real rctld and rnoded: the finished-job history survives a SIGKILL of rctld
 between a job's end and its purge (the job is listed once, recorded once), and sacct's output
-forms (-p/-P, -X, -n, -b, -j forms, -s with -S, --json) over real jobs."""
+forms (-p/-P, -X, -n, -b, -j forms, -s with -S, --json) and filters over real jobs."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def test_sacct_forms_over_real_jobs(tmp_path: Path) -> None:
     c = acct_cluster(tmp_path, min_job_age=600)
     with c:
         start(c)
-        ok = submit(c, "-J", "a-rather-long-job-name", "--mem", "50M", "--wrap", "true")
+        ok = submit(c, "-J", "a-rather-long-job-name", "--mem", "50M", "-t", "30", "--wrap",
+                    "true")
         arr = submit(c, "-a", "1-2", "--wrap", "true")
         c.wait_for(lambda: cli(c, "racct", "-n", "-X", "-P", "-o", "State").stdout.split()
                    == ["COMPLETED"] * 3, 30, what="three jobs COMPLETED")
@@ -102,3 +103,23 @@ def test_sacct_forms_over_real_jobs(tmp_path: Path) -> None:
         assert j["steps"][0]["step"]["id"] == f"{ok}.batch"
         bad = cli(c, "racct", "-o", "JobID,Nope", check=False)
         assert bad.returncode == 1 and 'Invalid field requested: "Nope"' in bad.stderr
+        # sacct's filters over the records (cli/sacct_filters.py), each against its field
+        ids = ["-n", "-X", "-P", "-o", "JobID"]
+        gid, cpus = cli(c, "racct", *ids[:-1], "GID,AllocCPUS", "-j",
+                        str(ok)).stdout.strip().split("|")
+        every = {str(ok), f"{arr}_1", f"{arr}_2"}
+        for form, want in ((["-i", "1"], every), (["--nnodes=2-3"], set()),
+                           (["-I", cpus], every), ([f"--ncpus={int(cpus) + 1}-9"], set()),
+                           (["-g", gid], every), (["--gid", str(int(gid) + 1)], set()),
+                           (["--reason=None"], every), (["-x", "1"], set()),
+                           (["--wckeys=nosuch"], set()), (["-C", "nosuch"], set()),
+                           (["-k", "30", "-K", "0:1800"], {str(ok)}),
+                           (["--timelimit-min=31"], every - {str(ok)})):
+            assert set(cli(c, "racct", *ids, *form).stdout.split()) == want, form
+        script = cli(c, "racct", "-B", "-j", str(ok)).stdout
+        assert script == f"Batch Script for {ok}\n{'-' * 80}\nNONE\n\n"
+        # getopt_long's reading: -o takes the next word whatever it is; a prefix of ALL
+        bad = cli(c, "racct", "-n", "-X", "-o", "-j", str(ok), check=False)
+        assert bad.returncode == 1 and 'Invalid field requested: "-j"' in bad.stderr
+        assert len(cli(c, "racct", "-n", "-X", "-P", "-o", "al", "-j", str(ok)).stdout
+                   .split("|")) > 100
