@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.ha.held import Held
 from tests.ha.lab import Lab, ip_of, missing, python
 from tests.ha.pair import PORT, TAKEOVER_LIMIT, Pair, start, start_flow, stop_flow, wait
 
@@ -40,13 +41,17 @@ def _keep_flowing(p: Pair, seconds: float) -> None:
 
 
 def test_leader_killed(pair: Pair) -> None:
+    """... with an rrun step of a batch job and a ralloc's step running through it."""
     old = pair.leader()
     other = "c2" if old == "c1" else "c1"
+    held = Held(pair)
+    held.start()
     t0 = time.time()
     pair.lab.kill(old)
     took = pair.check(t0)
     assert pair.leader() == other
     assert took <= TAKEOVER_LIMIT, f"takeover took {took:.1f} s"
+    held.check()
     _keep_flowing(pair, 30)
     pair.start_ctld(old)  # back as the standby
     wait(lambda: pair.lab.log(old).count("standing by") >= 1, 60, f"{old} to stand by")

@@ -66,3 +66,44 @@ async def test_a_standby_without_munge_refuses_the_credential_in_words(
     with pytest.raises(FrameError, match="does not accept MUNGE credentials") as got:
         await _ask(port, "GetSnapshot", munged.socket)
     assert got.value.code == "auth"
+
+
+async def test_an_allocation_holder_speaks_to_the_new_controller(nursery: trio.Nursery,
+                                                                 tmp_path) -> None:
+    """rrun's "alive" words for its own allocation (cli/alive.py) that reach a standby, or a
+    controller that is gone, go to the next SlurmctldHost: after a takeover the new controller
+    hears the holder before InactiveLimit ends the allocation."""
+    from ranch.cli.alive import Alive
+    from ranch.cli.controller import Target
+    from ranch.protocol import messages as m
+    from ranch.protocol.tcp import FramedStream
+
+    heard: list[m.JobControl] = []
+
+    async def leader(stream: trio.SocketStream) -> None:
+        fs = FramedStream(stream, KEY)
+        frame = await fs.receive()
+        heard.append(frame.msg)
+        await fs.send(m.JobResult(ok=True, job_ids=frame.msg.job_ids), frame.request_id,
+                      frame.version)
+        await fs.aclose()
+
+    listeners = await nursery.start(functools.partial(trio.serve_tcp, leader, 0,
+                                                      host="127.0.0.1"))
+    lead = listeners[0].socket.getsockname()[1]
+    port = await _standby(nursery, AccessSettings())
+    with trio.socket.socket() as gone:  # a port nothing listens on: the old controller's
+        await gone.bind(("127.0.0.1", 0))
+        dead = gone.getsockname()[1]
+    key = tmp_path / "key"
+    key.write_bytes(KEY)
+    key.chmod(0o600)
+    target = Target("127.0.0.1", dead, str(key), "test", controllers=(
+        ("c0", "127.0.0.1", dead), ("c2", "127.0.0.1", port), ("c1", "127.0.0.1", lead)))
+    alive = Alive(target, 7)
+    await trio.to_thread.run_sync(alive.first)
+    assert alive.heard and alive.addr == ("127.0.0.1", lead)
+    assert [(w.action, w.job_ids) for w in heard] == [("alive", (7,))]
+    await trio.to_thread.run_sync(alive.send)  # the words that follow go there at once
+    await trio.to_thread.run_sync(alive.receive)
+    assert alive.heard and len(heard) == 2
