@@ -17,6 +17,7 @@ from ranch.conf.errors import ConfigError
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import acct, eventlog, gctune, integrity, jobbulk, logs, nodeident, statefile
 from ranch.ctld.cluster import Cluster
+from ranch.ctld.etcdrecords import ReplicatedHistory, put_events
 from ranch.ctld.history import DIR_NAME, FileHistory
 from ranch.ctld.integrity import DamagedState
 from ranch.ctld.server import Server
@@ -99,7 +100,9 @@ class Daemon:
                              takeover=None if handover is None else self.takeover)
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
         self.cluster.jobs.state_dir = state_dir
-        self.cluster.jobs.history = FileHistory(os.path.join(state_dir, DIR_NAME))  # racct
+        history_dir = os.path.join(state_dir, DIR_NAME)  # racct's; etcd's too for a pair
+        self.cluster.jobs.history = (FileHistory(history_dir) if self.local_store
+                                     else ReplicatedHistory(history_dir, self.store))
         self.server.sync = self.durable
         self._outbox_ready = trio.Event()
         self.cluster.on_outbox = self._poke_outbox
@@ -394,6 +397,8 @@ class Daemon:
             log.on_unsaved = self._events_unsaved.set
             batch, everything = log.take_unsaved()
             try:
+                if not self.local_store:  # etcd first: a retry puts the same keys again
+                    await put_events(self.store, batch, everything)
                 if self.save_in_thread:
                     n = await trio.to_thread.run_sync(eventlog.write, self.state_dir, batch,
                                                       everything)

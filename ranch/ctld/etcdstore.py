@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 import trio
 
-from ranch.ctld import jobbulk, logs
+from ranch.ctld import etcdrecords, jobbulk, logs
 from ranch.ctld.etcdclient import (
     EtcdClient,
     EtcdError,
@@ -116,6 +116,10 @@ class EtcdStore:
                              f"holds the seat")
             return int(doc.get("header", {}).get("revision", 0))
 
+    async def transact(self, ops: list[dict[str, Any]]) -> int:
+        """One fenced transaction of another module's keys (ctld/etcdrecords.py)."""
+        return await self._txn(ops)
+
     async def _put_parts(self, base: str, data: bytes) -> tuple[int, bytes]:
         """Write all but the last CHUNK of `data` as base/NNNN parts; (parts, the last)."""
         pieces = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)] or [b""]
@@ -166,8 +170,10 @@ class EtcdStore:
         for key, value, _ in await self.client.range(f"{p}/f/", prefix_end(f"{p}/f/")):
             name = os.path.basename(key.decode())
             await self._run(_write_file, os.path.join(self.state_dir, name), value)
+        events, history = await etcdrecords.fetch(self)
         logs.event("state read from etcd", prefix=p, snapshot_gen=self._gen,
-                   journal=len(self._loaded[1]), packs=len(self._packs))
+                   journal=len(self._loaded[1]), packs=len(self._packs), events=events,
+                   history=history)
 
     async def _fetch_packs(self) -> None:
         p = self.prefix

@@ -22,6 +22,7 @@ EtcdEndpoints={endpoints}
 AuthKeyFile={key}
 HeartbeatInterval=1
 MessageTimeout=3
+MinJobAge=2
 NodeName=n1 NodeAddr={n1} CPUs=1 RealMemory=64
 NodeName=n2 NodeAddr={n2} CPUs=1 RealMemory=64
 NodeName=n3 NodeAddr={n3} CPUs=2 RealMemory=64
@@ -105,6 +106,18 @@ class Pair:
         return {int(j["job_id"]): j["job_state"][0] if isinstance(j["job_state"], list)
                 else j["job_state"] for j in json.loads(done.stdout)["jobs"]}
 
+    def history(self) -> dict[int, str]:
+        """racct's jobs and states (MinJobAge=2: most of the flow's jobs have left the
+        controller's memory, so this is the job history, the old leader's included)."""
+        done = self.cli("racct", "-X", "-P", "-n", "-o", "JobID,State", "-S", "2000-01-01")
+        assert done.returncode == 0, done.stderr
+        out = {}
+        for row in done.stdout.split("\n"):
+            job, _, state = row.partition("|")
+            if job.isdigit():
+                out[int(job)] = state.split()[0] if state else ""
+        return out
+
     def acked(self, path: Path | None = None) -> list[dict]:
         """Every flow's acknowledged operations by time (or one flow's: `path`)."""
         out = []
@@ -139,7 +152,7 @@ class Pair:
 
     def _check_still(self) -> None:
         records = self.acked()
-        jobs = self.jobs()
+        jobs = {**self.history(), **self.jobs()}  # those let go are in the history
         submitted = [r["job"] for r in records if r["op"] == "submit"]
         assert len(submitted) == len(set(submitted)), "a job id was acknowledged twice"
         lost = [j for j in submitted if j not in jobs]

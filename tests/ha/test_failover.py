@@ -8,6 +8,7 @@ config's SlurmctldHost list, or --server h1,h2)."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
@@ -46,12 +47,21 @@ def test_leader_killed(pair: Pair) -> None:
     other = "c2" if old == "c1" else "c1"
     held = Held(pair)
     held.start()
+    # a finished job that has left the leader's memory (MinJobAge) lives in its history alone
+    purged = wait(lambda: [r["job"] for r in pair.acked() if r["op"] == "submit"
+                           and r["job"] not in pair.jobs()], 60, "a job let go by the leader")
     t0 = time.time()
     pair.lab.kill(old)
     took = pair.check(t0)
     assert pair.leader() == other
     assert took <= TAKEOVER_LIMIT, f"takeover took {took:.1f} s"
     held.check()
+    # the new leader serves the old one's job history and event log
+    assert set(purged) <= set(pair.history()), purged
+    done = pair.cli("rcontrol", "events", "--json")
+    assert done.returncode == 0, done.stderr
+    before = [e for e in json.loads(done.stdout)["events"] if e["time"] < t0]
+    assert {e["node"] for e in before} >= {"n1", "n2", "n3"}, before[-5:]
     _keep_flowing(pair, 30)
     pair.start_ctld(old)  # back as the standby
     wait(lambda: pair.lab.log(old).count("standing by") >= 1, 60, f"{old} to stand by")
