@@ -1,9 +1,10 @@
-"""Work held across a takeover (issue 32): a batch job whose script runs an rrun step, and a
-ralloc whose command is an rrun step, both on n3 (the steps partition, out of the flow's way),
-both printing LINES numbered lines over about ten seconds, so the leader dies while they run.
-`check` then holds them to what the issue asks: both ran to their end, every line arrived once
-and in order, rrun and ralloc exited with their command's code, the recorded job and step
-states agree, and no step was launched twice."""
+"""Work held across a takeover (issue 32), in the steps partition (n3, n4: out of the flow's
+way): a batch job whose script runs an rrun step, a ralloc whose command is an rrun step, and
+an rrun that makes its own allocation; each step prints LINES numbered lines over about 16 s,
+so the leader dies while they run and the new one serves for longer than InactiveLimit (5 s)
+before they end: the holders must speak to it. `check` then holds them to what the issue
+asks: all ran to their end, every line arrived once and in order, rrun and ralloc exited with
+their command's code, the recorded job and step states agree, no step was launched twice."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ import subprocess
 from tests.ha.lab import python
 from tests.ha.pair import Pair, wait
 
-LINES = 40
-PACE = 0.25  # seconds between lines: the steps outlive a takeover (about 5 s)
-STEP = ("echo started >> {starts}; i=0; while [ $i -lt {lines} ]; do echo {tag}$i; "
-        "i=$((i+1)); sleep {pace}; done; exit {code}")
+LINES = 64
+PACE = 0.25  # seconds between lines
+STEP = ("echo {tag} $SLURM_JOB_ID >> {starts}; i=0; while [ $i -lt {lines} ]; do "
+        "echo {tag}$i; i=$((i+1)); sleep {pace}; done; exit {code}")
+# tag: (its step's exit code, the job's recorded state and exit code)
+HELD = {"a": (3, ("COMPLETED", "0:0")),  # the batch script goes on after rrun: exit 0
+        "b": (5, ("FAILED", "5:0")),  # ralloc's command
+        "c": (4, ("FAILED", "4:0"))}  # rrun's own allocation
 
 
 class Held:
@@ -25,61 +30,60 @@ class Held:
         d = p.lab.dir
         self.starts = d / "step-starts"
         self.out = d / "held-batch.out"
-        self.batch_job = 0
-        self.alloc: subprocess.Popen | None = None
+        self.procs: dict[str, subprocess.Popen] = {}
 
-    def _step(self, tag: str, code: int) -> list[str]:
+    def _step(self, tag: str) -> list[str]:
         return [python(), "-m", "ranch.cli.rrun", "sh", "-c",
-                STEP.format(starts=self.starts, lines=LINES, tag=tag, pace=PACE, code=code)]
+                STEP.format(starts=self.starts, lines=LINES, tag=tag, pace=PACE,
+                            code=HELD[tag][0])]
 
     def start(self) -> None:
-        """The batch job (its step exits 3, its script 0) and the allocation (its step, so
-        ralloc, exits 5); back once both steps print."""
+        """The three holders; back once every step prints."""
         script = self.p.lab.dir / "held-batch.sh"
-        step = " ".join(f"'{w}'" for w in self._step("a", 3))
+        step = " ".join(f"'{w}'" for w in self._step("a"))
         script.write_text(f"#!/bin/sh\necho $SLURM_JOB_ID >> {self.p.runs}\n{step}\n"
                           'echo "rrun exited $?"\n')
-        done = self.p.cli("rbatch", "-p", "steps", "-c1", "-o", str(self.out), str(script))
+        done = self.p.cli("rbatch", "-p", "steps", "-w", "n3", "-c1", "-o", str(self.out),
+                          str(script))
         assert done.returncode == 0, done.stderr
-        self.batch_job = int(done.stdout.split()[-1])
-        self.alloc = self.p.lab.spawn("ralloc", "cl", [
-            python(), "-m", "ranch.cli.ralloc", "-p", "steps", "-c1", *self._step("b", 5)],
-            env=self.p.env)
-        wait(lambda: self._lines("a") and self._lines("b"), 60, "both held steps to print")
+        self.procs["b"] = self.p.lab.spawn("held-b", "cl", [
+            python(), "-m", "ranch.cli.ralloc", "-p", "steps", "-w", "n3", "-c1",
+            *self._step("b")], env=self.p.env)
+        own = self._step("c")
+        self.procs["c"] = self.p.lab.spawn("held-c", "cl", [
+            *own[:3], "-p", "steps", "-w", "n4", "-c1", *own[3:]], env=self.p.env)
+        wait(lambda: all(self._lines(t) for t in HELD), 60, "every held step to print")
 
-    def alloc_job(self) -> int:
-        got = re.search(r"Granted job allocation (\d+)", self.p.lab.log("ralloc"))
-        return int(got.group(1)) if got else 0
+    def _text(self, tag: str) -> str:
+        if tag == "a":
+            return self.out.read_text() if self.out.exists() else ""
+        return self.p.lab.log(f"held-{tag}")
 
     def _lines(self, tag: str) -> list[str]:
-        text = self.p.lab.log("ralloc") if tag == "b" else (
-            self.out.read_text() if self.out.exists() else "")
-        return [x for x in text.splitlines() if re.fullmatch(rf"{tag}\d+", x)]
+        return [x for x in self._text(tag).splitlines() if re.fullmatch(rf"{tag}\d+", x)]
 
     def check(self) -> None:
-        assert self.alloc is not None
-        want = lambda tag: [f"{tag}{i}" for i in range(LINES)]  # noqa: E731
-        rc = self.alloc.wait(90)
-        log = self.p.lab.log("ralloc")
-        assert rc == 5, f"ralloc exited {rc}, not its command's 5:\n{log[-2000:]}"
-        assert self._lines("b") == want("b"), log[-2000:]
-        wait(lambda: "rrun exited" in (self.out.read_text() if self.out.exists() else ""), 60,
-             "the held batch job's rrun to end")
-        assert self._lines("a") == want("a"), self.out.read_text()[-2000:]
-        assert "rrun exited 3" in self.out.read_text()
-        starts = self.starts.read_text().split()
-        assert len(starts) == 2, f"held steps started {len(starts)} times, not once each"
+        for tag in ("b", "c"):
+            rc = self.procs[tag].wait(90)
+            assert rc == HELD[tag][0], (f"held-{tag} exited {rc}, not its command's "
+                                        f"{HELD[tag][0]}:\n{self._text(tag)[-2000:]}")
+        wait(lambda: "rrun exited" in self._text("a"), 60, "the held batch job's rrun to end")
+        assert "rrun exited 3" in self._text("a")
+        for tag in HELD:
+            assert self._lines(tag) == [f"{tag}{i}" for i in range(LINES)], \
+                self._text(tag)[-2000:]
+        starts = [line.split() for line in self.starts.read_text().splitlines()]
+        assert sorted(t for t, _ in starts) == sorted(HELD), f"steps started: {starts}"
         # the controller that took over recorded what they ended with (racct: with
         # MinJobAge=2 the jobs soon leave its memory for the job history)
-        want = {self.batch_job: {"": ("COMPLETED", "0:0"), ".0": ("FAILED", "3:0")},
-                self.alloc_job(): {"": ("FAILED", "5:0"), ".0": ("FAILED", "5:0")}}
-        for job, rows in want.items():
-            def acct(job: int = job) -> dict[str, tuple[str, ...]]:
-                done = self.p.cli("racct", "-j", str(job), "-P", "-n", "-o",
-                                  "JobID,State,ExitCode")
-                return {r.split("|")[0][len(str(job)):]: tuple(r.split("|")[1:])
+        for tag, job in starts:
+            code, (state, exit_code) = HELD[tag]
+            rows = {"": (state, exit_code), ".0": ("FAILED", f"{code}:0")}
+
+            def acct(job: str = job) -> dict[str, tuple[str, ...]]:
+                done = self.p.cli("racct", "-j", job, "-P", "-n", "-o", "JobID,State,ExitCode")
+                return {r.split("|")[0][len(job):]: tuple(r.split("|")[1:])
                         for r in done.stdout.split()}
-            got = wait(lambda a=acct, r=rows: (g := a()) and all(g.get(k) == v for k, v in
-                                                               r.items()) and g, 30,
-                       f"job {job} recorded as {rows}")
-            assert len([k for k in got if k == ""]) == 1, got
+            wait(lambda a=acct, r=rows: (g := a()) and all(g.get(k) == v for k, v in
+                                                           r.items()) and g, 30,
+                 f"job {job} ({tag}) recorded as {rows}")

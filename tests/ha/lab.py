@@ -1,5 +1,5 @@
 """Hosts made of network namespaces for the controller-pair tests: three etcd members, two rctld,
-three rnoded and a client, each in its own namespace on one bridge (shared/ha-lab/netns-lab.sh,
+four rnoded and a client, each in its own namespace on one bridge (shared/ha-lab/netns-lab.sh,
 in Python, with this suite's prefix and subnet).
 
 Names start with RHA_PREFIX ("rha-"), addresses are 10.201.0.0/24; the bridge lives in a
@@ -22,7 +22,8 @@ PREFIX = os.environ.get("RHA_PREFIX", "rha-")
 NET = os.environ.get("RHA_NET", "10.201.0")
 HUB = f"{PREFIX}hub"
 BRIDGE = f"br-{PREFIX}"[:15].rstrip("-")
-HOSTS = {"e1": 1, "e2": 2, "e3": 3, "c1": 11, "c2": 12, "n1": 21, "n2": 22, "n3": 23, "cl": 30}
+HOSTS = {"e1": 1, "e2": 2, "e3": 3, "c1": 11, "c2": 12, "n1": 21, "n2": 22, "n3": 23, "n4": 24,
+         "cl": 30}
 ETCD_HOSTS = ("e1", "e2", "e3")
 
 

@@ -23,13 +23,15 @@ AuthKeyFile={key}
 HeartbeatInterval=1
 MessageTimeout=3
 MinJobAge=2
+InactiveLimit=5
 NodeName=n1 NodeAddr={n1} CPUs=1 RealMemory=64
 NodeName=n2 NodeAddr={n2} CPUs=1 RealMemory=64
 NodeName=n3 NodeAddr={n3} CPUs=2 RealMemory=64
+NodeName=n4 NodeAddr={n4} CPUs=1 RealMemory=64
 PartitionName=main Nodes=n1,n2 Default=YES
-PartitionName=steps Nodes=n3
+PartitionName=steps Nodes=n3,n4
 """
-NODES = ("n1", "n2", "n3")
+NODES = ("n1", "n2", "n3", "n4")
 TAKEOVER_LIMIT = 10.0  # the issue's goal with the default 5 s lease
 
 
@@ -53,7 +55,8 @@ class Pair:
         self.key = d / "ranch.key"
         self.conf.write_text(CONF.format(c1=ip_of("c1"), c2=ip_of("c2"), port=PORT, store=store,
                                          endpoints=lab.endpoints(), key=self.key,
-                                         n1=ip_of("n1"), n2=ip_of("n2"), n3=ip_of("n3")))
+                                         n1=ip_of("n1"), n2=ip_of("n2"), n3=ip_of("n3"),
+                                         n4=ip_of("n4")))
         from ranch.protocol.auth import create_key
 
         create_key(str(self.key))
@@ -68,9 +71,9 @@ class Pair:
                                     "--key-file", str(self.key)])
 
     def start_node(self, host: str) -> None:
-        """n1 is given both controllers; n2 and n3 only the first: they learn the pair from
-        the config they are served (NodeSettings.controllers). n3 is the steps partition's
-        (a step and an allocation held across a takeover, out of the flow's way)."""
+        """n1 is given both controllers; the others only the first: they learn the pair from
+        the config they are served (NodeSettings.controllers). n3 and n4 are the steps
+        partition's (steps and allocations held across a takeover, out of the flow's way)."""
         servers = f"{ip_of('c1')}:{PORT}" + (f",{ip_of('c2')}:{PORT}" if host == "n1" else "")
         self.lab.spawn(host, host, [python(), "-m", "ranch.noded.main", "--server", servers,
                                     "--name", host, "--key-file", str(self.key),

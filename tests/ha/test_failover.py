@@ -42,14 +42,15 @@ def _keep_flowing(p: Pair, seconds: float) -> None:
 
 
 def test_leader_killed(pair: Pair) -> None:
-    """... with an rrun step of a batch job and a ralloc's step running through it."""
+    """... with an rrun step of a batch job, a ralloc's step and an rrun's own allocation
+    running through it (tests/ha/held.py)."""
     old = pair.leader()
     other = "c2" if old == "c1" else "c1"
-    held = Held(pair)
-    held.start()
     # a finished job that has left the leader's memory (MinJobAge) lives in its history alone
     purged = wait(lambda: [r["job"] for r in pair.acked() if r["op"] == "submit"
                            and r["job"] not in pair.jobs()], 60, "a job let go by the leader")
+    held = Held(pair)
+    held.start()
     t0 = time.time()
     pair.lab.kill(old)
     took = pair.check(t0)
