@@ -87,3 +87,10 @@ class Held:
             wait(lambda a=acct, r=rows: (g := a()) and all(g.get(k) == v for k, v in
                                                            r.items()) and g, 30,
                  f"job {job} ({tag}) recorded as {rows}")
+        # nothing launched or ended twice, by either controller
+        logs = self.p.lab.log("c1") + self.p.lab.log("c2")
+        for _tag, job in starts:
+            for what in ("job started job=", "step started job=", "step ended job=",
+                         "job ended job="):
+                n = len(re.findall(rf"\b{what}{job}\b", logs))
+                assert n == 1, f"'{what}{job}' logged {n} times"
