@@ -97,21 +97,28 @@ class ReplicatedHistory(FileHistory):
         self.store = store
 
     def write(self, batch: list[dict[str, Any]]) -> int:
+        _from_a_worker()
         n = super().write(batch)
-        self._in_etcd(_put_history, batch)
+        trio.from_thread.run(_put_history, self.store, batch)
         return n
 
     def prune(self, now: float, keep_seconds: float) -> list[str]:
+        _from_a_worker()
         gone = super().prune(now, keep_seconds)
         if gone:
-            self._in_etcd(_drop_days, gone)
+            trio.from_thread.run(_drop_days, self.store, gone)
         return gone
 
-    def _in_etcd(self, fn: Any, arg: Any) -> None:
-        try:
-            trio.from_thread.run(fn, self.store, arg)
-        except RuntimeError:  # on the event loop itself (shutdown): the next controller
-            raise EtcdError("job history not written to etcd at shutdown") from None
+
+def _from_a_worker() -> None:
+    """etcd is reached from a worker thread of the loop's; on the loop itself (the last
+    write at shutdown) nothing is written: the jobs stay in the state, and the next
+    controller offers them again."""
+    try:
+        trio.from_thread.check_cancelled()
+    except RuntimeError:
+        raise EtcdError("the job history is written to etcd from a worker thread, not at "
+                        "shutdown; the next controller writes these records") from None
 
 
 async def _put_history(store: EtcdStore, batch: list[dict[str, Any]]) -> None:
