@@ -3,7 +3,7 @@ etcd-server): takeover time, and what etcd costs a submission against the file s
 
     nice python bench/ha_bench.py [--part cost|takeover] [--trials 10] [--jobs 400]
 
-1. The same cluster (three etcd members, c1, two nodes) with StateStore=file, then =etcd:
+1. The same cluster (three etcd members, c1, four nodes) with StateStore=file, then =etcd:
    `--submitters` client processes make `--jobs` held submissions in all through rbatch's own
    code (cli/), timed; rctld's user+system CPU is read from /proc before and after (so the
    client's cost is not in it). Then 20 jobs one at a time, each writing the time it started:

@@ -18,6 +18,7 @@ from ranch.conf.model import ClusterConfig
 from ranch.ctld import acct, eventlog, gctune, integrity, jobbulk, logs, nodeident, statefile
 from ranch.ctld.changelog import ChangeLog
 from ranch.ctld.cluster import Cluster
+from ranch.ctld.etcdrecords import ReplicatedHistory, put_events
 from ranch.ctld.history import DIR_NAME, FileHistory
 from ranch.ctld.integrity import DamagedState
 from ranch.ctld.runner import Runner
@@ -94,16 +95,18 @@ class Daemon:
         self.changes = ChangeLog(on_dirty=self._mark_dirty, on_outbox=self._poke_outbox)
         self.site = Site(state_dir, key_file,
                          None if log_sink is None else (log_sink.path or ""))
-        self.cluster = Cluster(
-            config, changes=self.changes, epoch=getattr(store, "epoch", 0),
-            spawn=self.runner.start_soon, site=self.site,
-            history=FileHistory(os.path.join(state_dir, DIR_NAME)),  # racct
-            on_events_unsaved=self._events_unsaved.set)
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
             _credentials_aside(state_dir)
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
         self.store: Any = (FileStore(state_dir, ignore_damaged=ignore_damaged) if store is None
                            else store)
+        history_dir = os.path.join(state_dir, DIR_NAME)  # racct's; etcd's too for a pair
+        self.cluster = Cluster(
+            config, changes=self.changes, epoch=getattr(store, "epoch", 0),
+            spawn=self.runner.start_soon, site=self.site,
+            history=(FileHistory(history_dir) if self.local_store
+                     else ReplicatedHistory(history_dir, self.store)),
+            on_events_unsaved=self._events_unsaved.set)
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job, state_dir=state_dir,
                              mirror=None if self.local_store else self.store.put_file,
@@ -389,6 +392,8 @@ class Daemon:
             log.on_unsaved = self._events_unsaved.set
             batch, everything = log.take_unsaved()
             try:
+                if not self.local_store:  # etcd first: a retry puts the same keys again
+                    await put_events(self.store, batch, everything)
                 if self.save_in_thread:
                     n = await trio.to_thread.run_sync(eventlog.write, self.state_dir, batch,
                                                       everything)

@@ -33,7 +33,7 @@ from typing import Any
 import orjson
 import trio
 
-from ranch.ctld import jobbulk, logs
+from ranch.ctld import etcdrecords, jobbulk, logs
 from ranch.ctld.etcdclient import (
     EtcdClient,
     EtcdError,
@@ -43,6 +43,7 @@ from ranch.ctld.etcdclient import (
     prefix_end,
     put,
 )
+from ranch.ctld.groupcommit import GroupCommit
 
 CHUNK = 1_000_000  # bytes of value per transaction (etcd's default request limit: 1.5 MiB)
 
@@ -87,13 +88,7 @@ class EtcdStore:
         self.writes = 0  # journal transactions (for the benchmark)
         self._groups: list[tuple[int, list[bytes]]] = []  # (first seq, lines) to write
         self._cut = True  # the next append starts a new group (a new key)
-        self._appended = 0
-        self._settled = 0
-        self._failed: list[tuple[int, int, OSError]] = []
-        self._lock = trio.Lock()
-        self._committing = False
-        self._wake = trio.Event()
-        self._flushed = trio.Event()
+        self._commits = GroupCommit(self._flush, "journal write to etcd failed")
         self._gen = 0  # the current snapshot's generation
         self._packs: set[int] = set()  # packs in etcd
         self._loaded: tuple[dict[str, Any] | None, list[dict[str, Any]]] = (None, [])
@@ -120,6 +115,10 @@ class EtcdStore:
                 raise Fenced(f"etcd refused a write of epoch {self.epoch}: another controller "
                              f"holds the seat")
             return int(doc.get("header", {}).get("revision", 0))
+
+    async def transact(self, ops: list[dict[str, Any]]) -> int:
+        """One fenced transaction of another module's keys (ctld/etcdrecords.py)."""
+        return await self._txn(ops)
 
     async def _put_parts(self, base: str, data: bytes) -> tuple[int, bytes]:
         """Write all but the last CHUNK of `data` as base/NNNN parts; (parts, the last)."""
@@ -171,8 +170,10 @@ class EtcdStore:
         for key, value, _ in await self.client.range(f"{p}/f/", prefix_end(f"{p}/f/")):
             name = os.path.basename(key.decode())
             await self._run(_write_file, os.path.join(self.state_dir, name), value)
+        events, history = await etcdrecords.fetch(self)
         logs.event("state read from etcd", prefix=p, snapshot_gen=self._gen,
-                   journal=len(self._loaded[1]), packs=len(self._packs))
+                   journal=len(self._loaded[1]), packs=len(self._packs), events=events,
+                   history=history)
 
     async def _fetch_packs(self) -> None:
         p = self.prefix
@@ -203,10 +204,10 @@ class EtcdStore:
 
     @property
     def last_ticket(self) -> int:
-        return self._appended
+        return self._commits.last_ticket
 
     def settled(self, ticket: int) -> bool:
-        return self._settled >= ticket
+        return self._commits.settled(ticket)
 
     def append(self, records: list[dict[str, Any]]) -> int:
         if self._cut or not self._groups:
@@ -216,68 +217,36 @@ class EtcdStore:
         for rec in records:
             self.seq += 1
             lines.append(orjson.dumps({"seq": self.seq, **rec}) + b"\n")
-        self._appended += 1
-        return self._appended
+        return self._commits.ticket()
 
     async def wait(self, ticket: int) -> None:
-        if self._settled >= ticket and not self._failed:
-            return
-        while self._settled < ticket and self._committing:
-            flushed = self._flushed
-            self._wake.set()
-            await flushed.wait()
-        async with self._lock:
-            if self._settled < ticket:
-                await self._flush()
-        for low, high, exc in self._failed:
-            if low < ticket <= high:
-                raise exc
+        await self._commits.wait(ticket)
 
     async def committer(self) -> None:
-        """Group commit: each transaction takes every batch appended by the time it runs."""
-        self._committing = True
-        try:
-            while True:
-                await self._wake.wait()
-                self._wake = trio.Event()
-                async with self._lock:
-                    if self._settled < self._appended:
-                        with contextlib.suppress(OSError):  # waiters read it from _failed
-                            await self._flush()
-                flushed, self._flushed = self._flushed, trio.Event()
-                flushed.set()
-        finally:
-            self._committing = False
-            self._flushed.set()
+        """Group commit (ctld/groupcommit.py): each transaction takes every batch appended by
+        the time it runs."""
+        await self._commits.run()
 
     async def commit(self, records: list[dict[str, Any]]) -> None:
         await self.wait(self.append(records))
 
     async def _flush(self) -> None:
+        """Every group appended so far, one transaction (more only past CHUNK)."""
         groups, self._groups = self._groups, []
         self._cut = True
-        low, high = self._settled, self._appended
-        try:
-            ops: list[dict[str, Any]] = []
-            size = 0
-            for first, lines in groups:  # one group but after a snapshot cut: one transaction
-                base = f"{self.prefix}/j/{_seq_key(first)}"
-                _, last = await self._put_parts(base, b"".join(lines))
-                if ops and size + len(last) > CHUNK:
-                    await self._txn(ops)
-                    ops, size = [], 0
-                ops.append(put(base, last))
-                size += len(last)
-            if ops:
+        ops: list[dict[str, Any]] = []
+        size = 0
+        for first, lines in groups:  # one group but after a snapshot cut: one transaction
+            base = f"{self.prefix}/j/{_seq_key(first)}"
+            _, last = await self._put_parts(base, b"".join(lines))
+            if ops and size + len(last) > CHUNK:
                 await self._txn(ops)
-                self.writes += 1
-        except OSError as exc:
-            logs.event("journal write to etcd failed", logging.ERROR, error=str(exc))
-            self._failed.append((low, high, exc))
-            del self._failed[:-16]
-            raise
-        finally:
-            self._settled = high
+                ops, size = [], 0
+            ops.append(put(base, last))
+            size += len(last)
+        if ops:
+            await self._txn(ops)
+            self.writes += 1
 
     def close(self) -> None:
         """Nothing held open between calls but the connection, which the owner closes."""

@@ -70,7 +70,7 @@ class Controller:
             try:
                 await nursery.start(standby.serve, self.host, self.port, self.key,
                                     lambda: self.election.leader, self.config.cluster_name,
-                                    self.version)
+                                    self.version, self.config.access)
             except OSError as exc:  # the port is still ours from the reign that just ended
                 logs.event("standby cannot listen yet", logging.WARNING, error=str(exc))
             await self.election.campaign()

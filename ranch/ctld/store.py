@@ -36,6 +36,7 @@ from typing import Any, Protocol
 import trio
 
 from ranch.ctld import integrity, journalfile, logs, statefile
+from ranch.ctld.groupcommit import GroupCommit
 
 LEGACY_JOURNAL = "job_journal.jsonl"  # version 4's submission journal, read at start
 SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
@@ -73,13 +74,7 @@ class FileStore:
         self.in_thread = in_thread
         self.seq = 0  # the last sequence number handed out
         self._buf: list[bytes] = []
-        self._appended = 0  # tickets handed out
-        self._settled = 0  # tickets whose write has ended (on disk, or in a failed range)
-        self._failed: list[tuple[int, int, OSError]] = []  # (after, upto] tickets not written
-        self._lock = trio.Lock()
-        self._committing = False  # committer() runs: waiters hand their flush to it
-        self._wake = trio.Event()
-        self._flushed = trio.Event()
+        self._commits = GroupCommit(self._flush, "journal write failed")
         self.commit_in_thread = False  # journal writes on the loop (see committer)
         self.writes = 0  # fsyncs done (for the benchmark)
         self._open: tuple[str, int, int] | None = None  # (segment, fd, its size)
@@ -178,10 +173,10 @@ class FileStore:
 
     @property
     def last_ticket(self) -> int:
-        return self._appended
+        return self._commits.last_ticket
 
     def settled(self, ticket: int) -> bool:
-        return self._settled >= ticket
+        return self._commits.settled(ticket)
 
     def append(self, records: list[dict[str, Any]]) -> int:
         lines = []
@@ -189,65 +184,28 @@ class FileStore:
             self.seq += 1
             lines.append(journalfile.encode({"seq": self.seq, **rec}))
         self._buf.append(b"".join(lines))
-        self._appended += 1
-        return self._appended
+        return self._commits.ticket()
 
     async def wait(self, ticket: int) -> None:
-        if self._settled >= ticket and not self._failed:
-            return
-        while self._settled < ticket and self._committing:
-            flushed = self._flushed
-            self._wake.set()
-            await flushed.wait()
-        async with self._lock:
-            if self._settled < ticket:
-                await self._flush()
-        # the write that took our records may have been another waiter's: its failure is ours
-        for low, high, exc in self._failed:
-            if low < ticket <= high:
-                raise exc
+        await self._commits.wait(ticket)
 
     async def committer(self) -> None:
-        """Group commit (run in the daemon's nursery): each write takes every record appended
-        by the time it runs (the requests of a whole scheduling round share it). The write
-        is made on the event loop: a thread per write cost more CPU than the fsync itself
+        """Group commit (ctld/groupcommit.py; run in the daemon's nursery). The write is made
+        on the event loop: a thread per write cost more CPU than the fsync itself
         (docs/internals.md, issue 24 figures), and a disk that stalls is a controller stall,
         which rctld's stall detection already answers."""
-        self._committing = True
-        try:
-            while True:
-                await self._wake.wait()  # by the time this runs, every waiter of the same
-                self._wake = trio.Event()  # scheduling round has appended its records
-                async with self._lock:
-                    if self._settled < self._appended:
-                        try:
-                            await self._flush()
-                        except OSError as exc:  # the waiters read it from self._failed
-                            logs.event("journal write failed", logging.ERROR, error=str(exc))
-                flushed, self._flushed = self._flushed, trio.Event()
-                flushed.set()
-        finally:
-            self._committing = False
-            self._flushed.set()
+        await self._commits.run()
 
     async def commit(self, records: list[dict[str, Any]]) -> None:
         await self.wait(self.append(records))
 
     async def _flush(self) -> None:
+        """Everything appended so far, in one write (GroupCommit keeps the tickets)."""
         batch, self._buf = b"".join(self._buf), []
-        low, high = self._settled, self._appended
-        try:
-            if self.commit_in_thread:
-                await trio.to_thread.run_sync(self._write, batch, self.path)
-            else:
-                self._write(batch, self.path)
-        except OSError as exc:
-            # every waiter with a record in this batch is refused, not only the one that wrote
-            self._failed.append((low, high, exc))
-            del self._failed[:-16]  # waiters of older batches have long been answered
-            raise
-        finally:
-            self._settled = high
+        if self.commit_in_thread:
+            await trio.to_thread.run_sync(self._write, batch, self.path)
+        else:
+            self._write(batch, self.path)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.in_thread:

@@ -23,6 +23,9 @@ from ranch.protocol.rawframe import FrameError
 from ranch.protocol.userauth import SESSION_KEY_BYTES, UNVERIFIED_KEY, peek_credential
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ranch.conf.model import AccessSettings
     from ranch.ctld.rpcports import Peer, Rpc
 
 DECODERS = 4
@@ -42,9 +45,29 @@ async def accept(server: Rpc, conn: Peer, decoder: FrameDecoder, cred: str) -> N
     """Decode `cred` with munged: the connection becomes its user's, and the decoder and the
     replies use its session key. ProtocolError("auth") when munged refuses it (replayed,
     expired, another key) or when this controller does not run auth/munge."""
-    global _limiter
-    access = server.cluster.config.access
     conn.key = UNVERIFIED_KEY  # a refusal is signed with a key the client knows (userauth.py)
+
+    def refused(exc: munge.MungeError) -> None:
+        server.admission.log.event(f"munge:{exc.code}", "munge credential refused",
+                                   peer=conn.peer, error=str(exc), code=exc.name or exc.code)
+
+    key, uid, gid = await session(server.cluster.config.access, cred, refused)
+    who = identify(server.cluster.config, uid, gid)
+    conn.who = who
+    conn.key = key
+    decoder.key = key
+    logs.event("user connected", logging.DEBUG, peer=conn.peer, user=who.name, uid=who.uid,
+               admin=who.admin)
+
+
+async def session(access: AccessSettings, cred: str,
+                  refused: Callable[[munge.MungeError], None] | None = None
+                  ) -> tuple[bytes, int, int]:
+    """(session key, uid, gid) of a Credential frame's `cred`, decoded by munged (the serving
+    controller's connections and a standby's: ctld/standby.py). ProtocolError("auth") when
+    munged refuses it (`refused` is told why first) or this controller does not run
+    auth/munge; the refusal is to be signed with UNVERIFIED_KEY."""
+    global _limiter
     if access.auth_type != "auth/munge":
         raise _refusal("this controller does not accept MUNGE credentials (its config has no "
                        "AuthType=auth/munge); use the cluster key (--key-file)")
@@ -55,17 +78,12 @@ async def accept(server: Rpc, conn: Peer, decoder: FrameDecoder, cred: str) -> N
         got = await trio.to_thread.run_sync(lambda: munge.decode(cred, socket=socket),
                                             limiter=_limiter)
     except munge.MungeError as exc:
-        server.admission.log.event(f"munge:{exc.code}", "munge credential refused",
-                                   peer=conn.peer, error=str(exc), code=exc.name or exc.code)
+        if refused is not None:
+            refused(exc)
         raise _refusal(f"{exc} ({exc.name})" if exc.name else str(exc)) from None
     if len(got.payload) != SESSION_KEY_BYTES:
         raise _refusal("munge credential carries no session key (not made by a Ranch command)")
-    who = identify(server.cluster.config, got.uid, got.gid)
-    conn.who = who
-    conn.key = got.payload
-    decoder.key = got.payload
-    logs.event("user connected", logging.DEBUG, peer=conn.peer, user=who.name, uid=who.uid,
-               admin=who.admin)
+    return got.payload, got.uid, got.gid
 
 
 def _refusal(message: str) -> ProtocolError:

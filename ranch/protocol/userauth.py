@@ -47,6 +47,18 @@ def preamble(socket: str | None, *, request_id: int, version: int,
     return key, pack_frame("Credential", body, key, request_id=request_id, version=version)
 
 
+def may_open_with_credential(buf: bytes | bytearray) -> bool:
+    """False once `buf` is known to start with a frame other than a Credential frame."""
+    name_at = PREFIX.size + HEAD.size
+    if len(buf) < name_at:
+        return True
+    _version, name_len = HEAD.unpack_from(buf, PREFIX.size)
+    if name_len != len(CREDENTIAL_TYPE):
+        return False
+    seen = bytes(buf[name_at:name_at + name_len])
+    return CREDENTIAL_TYPE.startswith(seen)
+
+
 def peek_credential(buf: bytes | bytearray, limit: int) -> str | None:
     """The credential of the Credential frame that starts `buf` (length prefix included), before
     its MAC can be checked; None when `buf` starts with another frame or not yet a whole one.

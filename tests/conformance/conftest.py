@@ -28,13 +28,14 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def start_slurm() -> SlurmCluster:
-    """A started private Slurm of SHAPE, or the suite's skip (or failure) saying why not."""
+def start_slurm(shape=SHAPE, **kwargs) -> SlurmCluster:
+    """A started private Slurm of `shape` (SlurmCluster's keywords), or the suite's skip (or
+    failure) saying why not."""
     reason = slurm_missing()
     if reason:
         _unavailable(reason)
     for attempt in range(3):  # a free port picked for it may be taken before it binds it
-        slurm = SlurmCluster(SHAPE)
+        slurm = SlurmCluster(shape, **kwargs)
         try:
             slurm.start()
             return slurm

@@ -1,5 +1,5 @@
 """Hosts made of network namespaces for the controller-pair tests: three etcd members, two rctld,
-two rnoded and a client, each in its own namespace on one bridge (shared/ha-lab/netns-lab.sh,
+four rnoded and a client, each in its own namespace on one bridge (shared/ha-lab/netns-lab.sh,
 in Python, with this suite's prefix and subnet).
 
 Names start with RHA_PREFIX ("rha-"), addresses are 10.201.0.0/24; the bridge lives in a
@@ -22,7 +22,8 @@ PREFIX = os.environ.get("RHA_PREFIX", "rha-")
 NET = os.environ.get("RHA_NET", "10.201.0")
 HUB = f"{PREFIX}hub"
 BRIDGE = f"br-{PREFIX}"[:15].rstrip("-")
-HOSTS = {"e1": 1, "e2": 2, "e3": 3, "c1": 11, "c2": 12, "n1": 21, "n2": 22, "cl": 30}
+HOSTS = {"e1": 1, "e2": 2, "e3": 3, "c1": 11, "c2": 12, "n1": 21, "n2": 22, "n3": 23, "n4": 24,
+         "cl": 30}
 ETCD_HOSTS = ("e1", "e2", "e3")
 
 
@@ -153,18 +154,23 @@ class Lab:
         return done.returncode == 0
 
     def stop(self) -> None:
-        """Every process started here (SIGTERM, then SIGKILL), then the namespaces."""
-        for name in list(self.procs):
-            proc = self.procs[name]
+        """Every process started here (SIGTERM, then SIGKILL), then the namespaces. etcd goes
+        last and by SIGKILL: the controllers give their seat up through it as they stop, and
+        a member told to stop while its peers go waits ~7 s for them (its data is thrown away
+        with the lab)."""
+        daemons = {n: p for n, p in self.procs.items() if not n.startswith("etcd-")}
+        for proc in daemons.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + 8
-        for proc in list(self.procs.values()):
+        for proc in daemons.values():
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for name in [n for n in self.procs if n not in daemons]:
+            self.kill(name)
         self.procs.clear()
         self._reap_jobs()
         self.down_net()

@@ -22,10 +22,16 @@ EtcdEndpoints={endpoints}
 AuthKeyFile={key}
 HeartbeatInterval=1
 MessageTimeout=3
+MinJobAge=2
+InactiveLimit=5
 NodeName=n1 NodeAddr={n1} CPUs=1 RealMemory=64
 NodeName=n2 NodeAddr={n2} CPUs=1 RealMemory=64
+NodeName=n3 NodeAddr={n3} CPUs=2 RealMemory=64
+NodeName=n4 NodeAddr={n4} CPUs=1 RealMemory=64
 PartitionName=main Nodes=n1,n2 Default=YES
+PartitionName=steps Nodes=n3,n4
 """
+NODES = ("n1", "n2", "n3", "n4")
 TAKEOVER_LIMIT = 10.0  # the issue's goal with the default 5 s lease
 
 
@@ -49,7 +55,8 @@ class Pair:
         self.key = d / "ranch.key"
         self.conf.write_text(CONF.format(c1=ip_of("c1"), c2=ip_of("c2"), port=PORT, store=store,
                                          endpoints=lab.endpoints(), key=self.key,
-                                         n1=ip_of("n1"), n2=ip_of("n2")))
+                                         n1=ip_of("n1"), n2=ip_of("n2"), n3=ip_of("n3"),
+                                         n4=ip_of("n4")))
         from ranch.protocol.auth import create_key
 
         create_key(str(self.key))
@@ -64,8 +71,9 @@ class Pair:
                                     "--key-file", str(self.key)])
 
     def start_node(self, host: str) -> None:
-        """n1 is given both controllers; n2 only the first: it learns the pair from the config
-        it is served (NodeSettings.controllers)."""
+        """n1 is given both controllers; the others only the first: they learn the pair from
+        the config they are served (NodeSettings.controllers). n3 and n4 are the steps
+        partition's (steps and allocations held across a takeover, out of the flow's way)."""
         servers = f"{ip_of('c1')}:{PORT}" + (f",{ip_of('c2')}:{PORT}" if host == "n1" else "")
         self.lab.spawn(host, host, [python(), "-m", "ranch.noded.main", "--server", servers,
                                     "--name", host, "--key-file", str(self.key),
@@ -101,6 +109,18 @@ class Pair:
         return {int(j["job_id"]): j["job_state"][0] if isinstance(j["job_state"], list)
                 else j["job_state"] for j in json.loads(done.stdout)["jobs"]}
 
+    def history(self) -> dict[int, str]:
+        """racct's jobs and states (MinJobAge=2: most of the flow's jobs have left the
+        controller's memory, so this is the job history, the old leader's included)."""
+        done = self.cli("racct", "-X", "-P", "-n", "-o", "JobID,State", "-S", "2000-01-01")
+        assert done.returncode == 0, done.stderr
+        out = {}
+        for row in done.stdout.split("\n"):
+            job, _, state = row.partition("|")
+            if job.isdigit():
+                out[int(job)] = state.split()[0] if state else ""
+        return out
+
     def acked(self, path: Path | None = None) -> list[dict]:
         """Every flow's acknowledged operations by time (or one flow's: `path`)."""
         out = []
@@ -135,7 +155,7 @@ class Pair:
 
     def _check_still(self) -> None:
         records = self.acked()
-        jobs = self.jobs()
+        jobs = {**self.history(), **self.jobs()}  # those let go are in the history
         submitted = [r["job"] for r in records if r["op"] == "submit"]
         assert len(submitted) == len(set(submitted)), "a job id was acknowledged twice"
         lost = [j for j in submitted if j not in jobs]
@@ -148,7 +168,8 @@ class Pair:
         assert not twice, f"jobs that ran twice: {twice}"
         # every node back with the new leader by itself, none DOWN; drains as acknowledged
         state = wait(lambda: (n := self.nodes()) and all("*" not in s for s in n.values())
-                     and len(n) == 2 and n, 40, "both nodes responding to the new leader")
+                     and len(n) == len(NODES) and n, 40, "every node responding to the new "
+                     "leader")
         assert not any(s.startswith("down") for s in state.values()), state
         # the last drain or resume acknowledged holds, unless one sent after it failed: its
         # reply may have been lost with the controller that had already made it durable
@@ -170,10 +191,10 @@ def start(lab: Lab, store: str = "etcd") -> Pair:
         wait(lambda: "standing by" in lab.log("c2"), 60, "c2 to stand by")
     else:
         wait(lambda: p.cli("rcontrol", "ping").returncode == 0, 60, "c1 to serve")
-    for n in ("n1", "n2"):
+    for n in NODES:
         p.start_node(n)
-    wait(lambda: (s := p.nodes()) and len(s) == 2 and all(v == "idle" for v in s.values()),
-         60, "both nodes idle")
+    wait(lambda: (s := p.nodes()) and len(s) == len(NODES)
+         and all(v == "idle" for v in s.values()), 60, "every node idle")
     return p
 
 

@@ -206,3 +206,48 @@ def test_bad_store_settings_are_errors_naming_the_line(lines: str, where: str, n
         parse_config_text(BASE + lines)
     text = "\n".join(d.format() for d in info.value.errors)
     assert needle in text and f"<string>{where}" in text, text
+
+
+async def test_events_and_history_come_back_bounded_and_fenced(etcd, tmp_path) -> None:
+    """ctld/etcdrecords.py: event batches and history batches come back to the next leader's
+    state directory (one event per seq, one record per run, merged with its own day file); a
+    rewrite of the event log and a pruned history day leave etcd too; a deposed leader's
+    history write fails (its jobs stay in the snapshot)."""
+    from ranch.ctld import etcdrecords, eventlog
+    from ranch.ctld.history import DIR_NAME, FileHistory, day_of
+
+    p = prefix()
+    e = await seat(etcd, p)
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    s = store(etcd, e, a)
+    ev = [{"seq": i, "time": time.time() + i, "kind": "state", "node": f"n{i}"}
+          for i in range(1, 6)]
+    await etcdrecords.put_events(s, ev[:3], None)
+    await etcdrecords.put_events(s, ev[3:], None)
+    await etcdrecords.put_events(s, [], ev[2:])  # the log rewritten: 1 and 2 are gone
+    assert len(await s.client.range(f"{p}/e/", f"{p}/e0".encode())) == 2
+    hist = etcdrecords.ReplicatedHistory(str(a / DIR_NAME), s)
+    now = time.time()
+    old_day = now - 40 * 86400
+    recs = [{"job_id": 1, "end_time": old_day}, {"job_id": 2, "end_time": now},
+            {"job_id": 2, "end_time": now, "_verify": True}]  # offered again after a restart
+    await trio.to_thread.run_sync(hist.write, recs)
+    # the next leader had a record of its own for today (a reign before)
+    mine = FileHistory(str(b / DIR_NAME))
+    mine.write([{"job_id": 9, "end_time": now}])
+    again = store(etcd, e, b)
+    await again.fetch()
+    log = eventlog.EventLog()
+    log.load(str(b))
+    assert [r["seq"] for r in log.events] == [3, 4, 5]
+    assert sorted(r["job_id"] for r in mine.read()) == [1, 2, 9]
+    gone = await trio.to_thread.run_sync(hist.prune, now, 30 * 86400)
+    assert gone == [day_of(old_day)]
+    assert not await s.client.range(f"{p}/h/{day_of(old_day)}/",
+                                     f"{p}/h/{day_of(old_day)}0".encode())
+    await e.resign()
+    await seat(etcd, p, "other")
+    with pytest.raises(Fenced):
+        await trio.to_thread.run_sync(hist.write, [{"job_id": 3, "end_time": now}])

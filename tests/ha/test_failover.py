@@ -8,12 +8,14 @@ config's SlurmctldHost list, or --server h1,h2)."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.ha.held import Held
 from tests.ha.lab import Lab, ip_of, missing, python
 from tests.ha.pair import PORT, TAKEOVER_LIMIT, Pair, start, start_flow, stop_flow, wait
 
@@ -40,13 +42,27 @@ def _keep_flowing(p: Pair, seconds: float) -> None:
 
 
 def test_leader_killed(pair: Pair) -> None:
+    """... with an rrun step of a batch job, a ralloc's step and an rrun's own allocation
+    running through it (tests/ha/held.py)."""
     old = pair.leader()
     other = "c2" if old == "c1" else "c1"
+    # a finished job that has left the leader's memory (MinJobAge) lives in its history alone
+    purged = wait(lambda: [r["job"] for r in pair.acked() if r["op"] == "submit"
+                           and r["job"] not in pair.jobs()], 60, "a job let go by the leader")
+    held = Held(pair)
+    held.start()
     t0 = time.time()
     pair.lab.kill(old)
     took = pair.check(t0)
     assert pair.leader() == other
     assert took <= TAKEOVER_LIMIT, f"takeover took {took:.1f} s"
+    held.check()
+    # the new leader serves the old one's job history and event log
+    assert set(purged) <= set(pair.history()), purged
+    done = pair.cli("rcontrol", "events", "--json")
+    assert done.returncode == 0, done.stderr
+    before = [e for e in json.loads(done.stdout)["events"] if e["time"] < t0]
+    assert {e["node"] for e in before} >= {"n1", "n2", "n3"}, before[-5:]
     _keep_flowing(pair, 30)
     pair.start_ctld(old)  # back as the standby
     wait(lambda: pair.lab.log(old).count("standing by") >= 1, 60, f"{old} to stand by")

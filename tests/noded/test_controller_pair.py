@@ -10,6 +10,7 @@ from pathlib import Path
 
 import trio
 
+from ranch.conf.model import AccessSettings
 from ranch.ctld import standby
 from ranch.noded.gpus import FakeGpus
 from ranch.noded.session import NodeDaemon, NodeOptions
@@ -22,7 +23,7 @@ async def test_a_standby_sends_the_node_on_to_the_leader(nursery: trio.Nursery,
     ctl = JobController()
     await ctl.start(nursery)
     listeners = await nursery.start(functools.partial(
-        standby.serve, "127.0.0.1", 0, KEY, lambda: "c2", "test", "0"))
+        standby.serve, "127.0.0.1", 0, KEY, lambda: "c2", "test", "0", AccessSettings()))
     standby_port = listeners[0].socket.getsockname()[1]
     opts = NodeOptions(server=("127.0.0.1", standby_port), name="n1", key=KEY,
                        spool_dir=str(tmp_path / "spool"),
