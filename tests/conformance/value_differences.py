@@ -124,22 +124,18 @@ LISTED: tuple[Listed, ...] = (
            "%n/%o are the node's host name and address (one host here for Slurm's slurmds, "
            "the node's name for Ranch's), %v the daemon's version, %i reservations Ranch "
            "does not have, %R/%u/%U/%H reason fields, widths of those values."),
-    Listed("squeue", "Format|O", "class|output",
-           "Not in rqueue yet: the -O field names Ranch does not keep (ClusterFeature, "
-           "Container, DelayBoot, HetJob*, MCSLabel, NTPerSocket, OriginRaw, PreemptTime, "
-           "SelectJobInfo, Sockets...), and squeue's default widths of the ones it has.",
-           gap=True),
+    Listed("squeue", "Format", "output",
+           "Each system's own values: AllocNodes is the host the job was submitted from (this "
+           "Slurm's submit host is its slurm.conf name, Ranch's the machine's), PendingTime "
+           "the seconds since submission when each system's case ran. Ranch keeps no "
+           "submitter session id (AllocSID is 0, as `rcontrol show job`'s AllocNode:Sid) and "
+           "no per-job time of the scheduler's last look at a job (LastSchedEval is N/A, "
+           "squeue's word for a job never looked at).",
+           form=r"--Format=(AllocNodes|AllocSID|LastSchedEval|PendingTime)(:7)?"),
     Listed("squeue", "format", "output",
            "Each system's own values for the same letter: priorities (%p %Q), the command's "
            "path (%o: squeue the absolute path), times, %n/%E/%F/%G/%k/%x... Ranch keeps "
            "no such field, widths of those values."),
-    Listed("squeue", ".*",
-           "class|exit",
-           "Found by the matrix and not fixed yet: squeue options rqueue does not take "
-           "(--array-unique, --hide, --local, --sibling, --federation, --noconvert, -L, -R, "
-           "--start, -P) or reads otherwise (a missing argument is argparse's usage error, "
-           "exit 1, where squeue says 'Unrecognized option'; sort keys; job id forms).",
-           gap=True),
     Listed("scontrol", ".*", "class|exit",
            "Not in rcontrol yet: scontrol's -d/--details, -F/--future, --hide, --local, "
            "--sibling, --federation, -u/--uid, -Q/-v taken as options before the command.",
