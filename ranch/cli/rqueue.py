@@ -228,7 +228,7 @@ def long_format(text: str, warn: bool = False):
 
 def render(args: Namespace, jobs: list[dict], now: float) -> str:
     from ranch.cli.sinfo_format import parse_sinfo_format, render_table
-    from ranch.cli.squeue_fields import COLUMNS, DEFAULT_FORMAT, FIELDS, LONG_FORMAT
+    from ranch.cli.squeue_fields import ALL, COLUMNS, DEFAULT_FORMAT, FIELDS, LONG_FORMAT
 
     if args.steps is not None:  # squeue -s (cli/step_view.py)
         from ranch.cli.step_view import all_steps, queue_text, wanted_steps
@@ -249,6 +249,8 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
     else:
         text = args.format if args.format is not None else os.environ.get("SQUEUE_FORMAT") or (
             LONG_FORMAT if args.long else DEFAULT_FORMAT)
+        if text.lower() == "%all":
+            text = ALL
         fmt, _ = parse_sinfo_format(text, frozenset(FIELDS), "job")  # run() said its warnings
         getters = [FIELDS[f.letter][1] for f in fmt.fields]
         names = [FIELDS[f.letter][0] for f in fmt.fields]
@@ -257,11 +259,33 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
     columns = [fast[f.letter](jobs, now) if f.letter in fast else [g(j, now) for j in jobs]
                for f, g in zip(fmt.fields, getters, strict=True)]
     # a format of no known field still prints its text once a job (squeue does)
+    whole = _uncut(fmt, names, columns, jobs)
     rows = list(zip(*columns, strict=True)) if columns else [()] * len(jobs)
-    lines = render_table(fmt, names, rows, header=not args.noheader)
+    lines = render_table(fmt, names, rows, header=not args.noheader, whole=whole)
     if args.long:
         lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
     return "".join(line + "\n" for line in lines)  # padding kept, as squeue prints it
+
+
+def _uncut(fmt, names: list[str], columns: list[list[str]], jobs: list[dict]) -> frozenset[int]:
+    """The right-justified columns squeue pads without cutting (squeue_fields.UNCUT); the
+    headers and cells in them that squeue does cut (%R's reasons, UNLIMITED) cut here."""
+    from ranch.cli.squeue_fields import LONG_FIELDS, UNCUT, UNCUT_HEADER
+
+    whole = set()
+    for i, f in enumerate(fmt.fields):
+        letter = LONG_FIELDS.get(f.letter, f.letter) if len(f.letter) > 1 else f.letter
+        if not f.width or not f.right or not isinstance(letter, str) or letter not in UNCUT:
+            continue
+        whole.add(i)
+        if letter not in UNCUT_HEADER:
+            names[i] = names[i][:f.width]
+        if letter == "R":
+            columns[i] = [c[:f.width] if j["state"] == "PENDING" else c
+                          for c, j in zip(columns[i], jobs, strict=True)]
+        elif letter in "lL":
+            columns[i] = [c if c[:1].isdigit() else c[:f.width] for c in columns[i]]
+    return frozenset(whole)
 
 
 # The record keys the default view, the sort and the array lines read, and those that -l and
@@ -322,9 +346,10 @@ def run(argv: list[str]) -> int:
     if args.format and args.steps is None:
         # squeue 22.05: a letter it does not know is printed as written, with a warning
         from ranch.cli.sinfo_format import parse_sinfo_format
-        from ranch.cli.squeue_fields import FIELDS
+        from ranch.cli.squeue_fields import ALL, FIELDS
 
-        for line in parse_sinfo_format(args.format, frozenset(FIELDS), "job")[1]:
+        text = ALL if args.format.lower() == "%all" else args.format
+        for line in parse_sinfo_format(text, frozenset(FIELDS), "job")[1]:
             print(f"{prog('rqueue')}: error: {line}", file=sys.stderr)
     target = find_target(args.server, args.key_file, args.conf)
     if args.nodelist:

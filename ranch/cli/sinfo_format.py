@@ -213,10 +213,12 @@ def parse_long_format(text: str, known: frozenset[str] | set[str]) -> tuple[Form
 
 
 def render_table(
-    fmt: Format, names: list[str], rows: list[list[str]], *, header: bool = True
+    fmt: Format, names: list[str], rows: list[list[str]], *, header: bool = True,
+    whole: frozenset[int] = frozenset(),
 ) -> list[str]:
-    """Lines of `rows` (one string per field) laid out like sinfo: fixed widths cut values,
-    `#` widths fit the widest value or header name, `.` right-aligns."""
+    """Lines of `rows` (one string per field) laid out like sinfo: fixed widths cut values
+    (padded only in the columns `whole` numbers), `#` widths fit the widest value or header
+    name, `.` right-aligns."""
     widths = []
     for i, f in enumerate(fmt.fields):
         if f.dynamic:
@@ -227,8 +229,9 @@ def render_table(
             widths.append(f.width)
     # One %-template per table: printf's "%-6.6s" pads and cuts in C, once per row.
     specs = [fmt.prefix.replace("%", "%%")]
-    for w, f in zip(widths, fmt.fields, strict=True):
-        specs.append(f"%{'' if f.right else '-'}{w}.{w}s" if w else "%s")
+    for i, (w, f) in enumerate(zip(widths, fmt.fields, strict=True)):
+        cut = "" if i in whole else f".{w}"
+        specs.append(f"%{'' if f.right else '-'}{w}{cut}s" if w else "%s")
         specs.append(f.suffix.replace("%", "%%"))
     template = "".join(specs)
     out = [template % tuple(names)] if header else []

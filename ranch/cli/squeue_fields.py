@@ -165,6 +165,16 @@ FIELDS: dict[str, tuple[str, Getter]] = {
 }
 
 
+# squeue's `%all` (src/squeue/opts.c): every letter, `|` between them
+ALL = "|".join(f"%{c}" for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# The letters whose values squeue does not cut to a right-justified column's width (print.c's
+# _print_str with cut_output false: node lists and times, not %R's reasons nor UNLIMITED; a
+# left-justified column is cut all the same, by printf's precision), and those whose header it
+# does not cut either.
+UNCUT = frozenset("NYlLMR")
+UNCUT_HEADER = frozenset("NYR")
+
+
 def _time_column(jobs: list[dict], now: float) -> list[str]:
     return ["0:00" if j["state"] == "PENDING" or not j.get("start_time")
             else duration(elapsed(j, now)) for j in jobs]

@@ -122,10 +122,6 @@ LISTED: tuple[Listed, ...] = (
            "no per-job time of the scheduler's last look at a job (LastSchedEval is N/A, "
            "squeue's word for a job never looked at).",
            form=r"--Format=(AllocNodes|AllocSID|LastSchedEval|PendingTime)(:7)?"),
-    Listed("squeue", "format", "output",
-           "Each system's own values for the same letter: priorities (%p %Q), the command's "
-           "path (%o: squeue the absolute path), times, %n/%E/%F/%G/%k/%x... Ranch keeps "
-           "no such field, widths of those values."),
     Listed("scontrol", ".*", "class|exit",
            "Not in rcontrol yet: scontrol's -d/--details, -F/--future, --hide, --local, "
            "--sibling, --federation, -u/--uid, -Q/-v taken as options before the command.",
