@@ -67,17 +67,17 @@ class Refused(Exception):
         self.usage = usage
 
 
-def _long(name: str, prog: str) -> tuple[str, int, str]:
+def _long(name: str, word: str, prog: str) -> tuple[str, int, str]:
     """glibc getopt_long: an exact name, else the prefix of one option (names that stand for
-    the same letter and argument count as one)."""
+    the same letter and argument count as one). Its messages quote the whole `word`."""
     if name in LONG:
         return (name, *LONG[name])
     hits = [n for n in LONG if n.startswith(name)]
     if not hits:
-        raise Refused([f"{prog}: unrecognized option '--{name}'", _try(prog)])
+        raise Refused([f"{prog}: unrecognized option '{word}'", _try(prog)])
     if len({LONG[n] for n in hits}) > 1:
         shown = " ".join(f"'--{n}'" for n in hits)
-        raise Refused([f"{prog}: option '--{name}' is ambiguous; possibilities: {shown}",
+        raise Refused([f"{prog}: option '{word}' is ambiguous; possibilities: {shown}",
                        _try(prog)])
     return (hits[0], *LONG[hits[0]])
 
@@ -103,7 +103,7 @@ def read(argv: list[str], prog: str = "squeue"):  # -> SimpleNamespace
             continue
         if word.startswith("--"):
             name, eq, text = word[2:].partition("=")
-            full, arg, what = _long(name, prog)
+            full, arg, what = _long(name, word, prog)
             if arg == NO and eq:
                 raise Refused([f"{prog}: option '--{full}' doesn't allow an argument",
                                _try(prog)])
