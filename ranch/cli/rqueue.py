@@ -240,7 +240,7 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
                           long_text=args.Format or os.environ.get("SQUEUE_FORMAT2"),
                           header=not args.noheader, prog=prog("rqueue"))
         stamp = time.strftime("%a %b %d %H:%M:%S %Y\n", time.localtime(now))
-        return stamp + text if args.long else text
+        return stamp + text if _dated(args) else text
     long_text = args.Format if args.Format is not None else os.environ.get("SQUEUE_FORMAT2")
     fast = COLUMNS
     if long_text is not None and args.format is None:
@@ -262,9 +262,14 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
     whole = _uncut(fmt, names, columns, jobs)
     rows = list(zip(*columns, strict=True)) if columns else [()] * len(jobs)
     lines = render_table(fmt, names, rows, header=not args.noheader, whole=whole)
-    if args.long:
+    if _dated(args):
         lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
     return "".join(line + "\n" for line in lines)  # padding kept, as squeue prints it
+
+
+def _dated(args: Namespace) -> bool:
+    """squeue prints the date first with -l, -i or -v, unless -h."""
+    return not args.noheader and bool(args.long or args.iterate or args.verbose)
 
 
 def _uncut(fmt, names: list[str], columns: list[list[str]], jobs: list[dict]) -> frozenset[int]:
@@ -298,7 +303,7 @@ READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_co
 
 def reads(args: Namespace) -> tuple[str, ...]:
     """GetJobs.fields for `args`: READS and what -l and the filters read, else every key."""
-    if args.json or args.format or args.Format or args.steps is not None or any(
+    if args.json or args.format or args.Format or args.steps is not None or args.sort or any(
             os.environ.get(v) for v in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2")):
         return ()
     extra = [key for key, wanted in (("time_limit", args.long), ("account", args.account),
@@ -358,6 +363,7 @@ def run(argv: list[str]) -> int:
         _show(args, argv, target)
         if not args.iterate:
             return 0
+        sys.stdout.write("\n")
         sys.stdout.flush()
         time.sleep(args.iterate)  # squeue -i: again every N seconds until interrupted
 
