@@ -246,7 +246,6 @@ FIELDS: dict[str, FieldDef] = {
     "r": FieldDef("ROOT", _part_option(lambda o: o.yes_no("RootOnly").lower()), partition=True),
     "h": FieldDef("OVERSUBSCRIBE", _part_option(PartOptions.oversubscribe), partition=True),
     "g": FieldDef("GROUPS", _part_option(PartOptions.groups), partition=True),
-    "i": FieldDef("RESERVATION", lambda g, fold: ""),
     "D": FieldDef("NODES", lambda g, fold: str(len(g.nodes))),
     "t": FieldDef("STATE", _state("compact"), key=_state_key, reads=("compact", "complete")),
     "T": FieldDef("STATE", _state("long"), key=_state_key,

@@ -217,7 +217,14 @@ def render(
 ) -> list[str]:
     defs = [fields[f.letter] for f in fmt.fields]
     rows = [[d.render(g, fold) for d in defs] for g in groups]
-    return render_table(fmt, [d.header for d in defs], rows, header=header)
+    # sinfo prints the NODELIST, HOSTNAMES and NODE_ADDR headers of a right-justified column
+    # whole (print.c: cut_output false), their values cut
+    whole = frozenset(i for i, f in enumerate(fmt.fields)
+                      if f.letter in "Nno" and f.right and f.width)
+    for i in whole:
+        for row in rows:
+            row[i] = row[i][:fmt.fields[i].width]
+    return render_table(fmt, [d.header for d in defs], rows, header=header, whole=whole)
 
 
 def with_fields(fmt: Format, extra: list[Field]) -> Format:

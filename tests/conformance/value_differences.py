@@ -111,9 +111,9 @@ LISTED: tuple[Listed, ...] = (
     Listed("sinfo", "format|Format", "output",
            "Each system's own values for the same column: FREE_MEM and CPU_LOAD are measured, "
            "%n/%o are the node's host name and address (one host here for Slurm's slurmds, "
-           "the node's name for Ranch's), %v the daemon's version, %i reservations Ranch "
-           "does not have, %R/%u/%U/%H reason fields, widths of those values (`%all` and "
-           "-O All print every column, these among them)."),
+           "the node's name for Ranch's), %v the daemon's version, %R/%u/%U/%H reason "
+           "fields, widths of those values (`%all` and -O All print every column, these "
+           "among them); %N folds as README's hostlists."),
     Listed("squeue", "Format", "output",
            "Each system's own values: AllocNodes is the host the job was submitted from (this "
            "Slurm's submit host is its slurm.conf name, Ranch's the machine's), PendingTime "
