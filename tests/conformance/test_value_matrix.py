@@ -9,6 +9,10 @@ line (accepted / refused-usage / refused-value / refused-controller), `scontrol 
 held job an sbatch case made, the output of a format token. A disagreement is either listed in
 value_differences.py with its reason or a failure; the report says how many cases ran and how
 many of each list entry's cases it met.
+
+RANCH_MATRIX_COMMANDS=squeue,sinfo runs those commands' part only (a few seconds; entries of the
+other commands are then not held to meeting a case); RANCH_MATRIX_DUMP=FILE writes every
+disagreement with the number of the entry that lists it (`-` for none), to work from.
 """
 
 from __future__ import annotations
