@@ -68,7 +68,10 @@ OPTIONS: Table = (
                                "help": "only the reservations (name, state, window, nodes)"}),
     (("-t", "--states"), {"metavar": "STATES",
                           "help": "only nodes in these states (comma list)"}),
+    (("-S", "--sort"), {"metavar": "KEYS",
+                        "help": "sort the lines by these -o letters, e.g. -D,P ('-': descending)"}),
     (("--json",), {"action": "store_true", "help": "sinfo --json's document"}),
+    (("--usage",), {"action": "store_true", "help": "print a brief usage line and exit"}),
     # federation and display switches that change nothing on one cluster (sinfo takes them)
     (("--local",), {"action": "store_true", "help": SUPPRESS}),
     (("--federation",), {"action": "store_true", "help": SUPPRESS}),
@@ -158,7 +161,7 @@ def view_format(args: Namespace):
 
         fields = ALL_FIELDS
     try:
-        if args.Format and not args.format and not args.metrics:
+        if args.Format is not None and args.format is None and not args.metrics:
             from ranch.cli.sinfo_format import parse_long_format
 
             fmt, warnings = parse_long_format(args.Format, frozenset(fields))
@@ -183,7 +186,9 @@ def reads(args: Namespace) -> tuple[str, ...]:
         return READS
     from ranch.cli.sinfo_view import reads_of
 
-    return reads_of(*view_format(args))
+    fmt, fields = view_format(args)
+    sorted_by = tuple(k for c in args.sort or "" if c in fields for k in fields[c].reads)
+    return tuple(dict.fromkeys((*reads_of(fmt, fields), *sorted_by)))
 
 
 def table_lines(snapshot, args: Namespace) -> list[str]:
@@ -202,6 +207,8 @@ def table_lines(snapshot, args: Namespace) -> list[str]:
         show_empty=not sel.filters_nodes,
         fields=fields,
     )
+    if args.sort is not None:
+        groups = sv.sort_groups(groups, args.sort, fold, fields)
     return sv.render(fmt, groups, fold, header=not args.noheader, fields=fields)
 
 
@@ -251,8 +258,17 @@ def main(argv: list[str] | None = None) -> int:
         return run_main("rinfo", _main, argv)
 
 
+USAGE = """\
+Usage: {prog} [-abdelNRrsTv] [-i seconds] [-t states] [-p partition] [-n nodes]
+             [-S fields] [-o format] [-O Format] [--federation] [--local]
+"""
+
+
 def _main(argv: list[str]) -> int:
     args = parse_args(argv)
+    if args.usage:
+        sys.stdout.write(USAGE.format(prog=prog("rinfo")))
+        return 0
     target = find_target(args.server, args.key_file, args.conf)
     if args.iterate is None:
         sys.stdout.write(once(target, args, argv, stamp=args.long))

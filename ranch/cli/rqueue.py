@@ -32,6 +32,20 @@ OPTIONS: Table = (
     (("-s", "--steps"), {"nargs": "?", "const": "", "metavar": "STEPS",
                          "help": "job steps (rrun's and each batch job's): all, or 12.0,12.1"}),
     (("-a", "--all"), {"action": "store_true", "help": "every partition (Ranch hides none)"}),
+    (("-S", "--sort"), {"metavar": "KEYS",
+                        "help": "sort by these -o letters, e.g. -p,i ('-': descending)"}),
+    (("-P", "--priority"), {"action": "store_true", "help": "sort by priority, highest first"}),
+    (("--start",), {"action": "store_true",
+                    "help": "pending jobs with their expected start time (%%S)"}),
+    (("--array-unique",), {"action": "store_true",
+                           "help": "accepted: an array's pending tasks are one line per "
+                           "reason already"}),
+    (("-L", "--licenses"), {"metavar": "NAMES",
+                            "help": "only jobs holding these licenses (Ranch has none)"}),
+    (("-R", "--reservation"), {"metavar": "NAME",
+                               "help": "only jobs in this reservation (no Ranch job runs in one)"}),
+    (("-i", "--iterate"), {"metavar": "SECONDS", "help": "print again every SECONDS seconds"}),
+    (("--usage",), {"action": "store_true", "help": "print a brief usage line and exit"}),
     (("-M", "--clusters"), {"metavar": "NAME",
                             "help": "accepted; Ranch answers for its own cluster"}),
     # federation and display switches that change nothing on one cluster (squeue takes them)
@@ -80,7 +94,6 @@ def _state_set(text: str) -> frozenset[str] | None:
 
 
 def select(args: Namespace, jobs: list[dict]) -> list[dict]:
-    from ranch.cli.job_requests import parse_job_ids
     from ranch.cli.squeue_fields import ACTIVE
 
     if args.states:
@@ -91,8 +104,7 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
         states = ACTIVE
     out = jobs if states is None else [j for j in jobs if j["state"] in states]
     if args.jobs:
-        ids = set(parse_job_ids([args.jobs], jobs))
-        out = [j for j in out if j["job_id"] in ids or j.get("array_job_id") in ids]
+        out = [j for j in out if _wanted_id(j, args.jobs)]
     users = set()
     if args.user:
         users = {u.strip() for u in args.user.split(",") if u.strip()}
@@ -113,11 +125,13 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
             words = {w.strip().lower() if lower else w.strip()
                      for w in wanted_words.split(",") if w.strip()}
             out = [j for j in out if (j.get(key) or "") in words]
-    if args.nodelist:
+    if args.licenses or args.reservation:  # no Ranch job holds a license or a reservation
+        out = [j for j in out if args.reservation and j.get("reservation") == args.reservation]
+    if args.nodelist is not None:  # `-w ''` too: squeue's empty set, no job on it
         from ranch.conf.hostlist import expand
 
         try:
-            wanted = set(expand(args.nodelist))
+            wanted = set(expand(args.nodelist)) if args.nodelist.strip() else set()
         except ValueError as exc:
             raise CliError(f"-w {args.nodelist}: {exc}") from None
         out = [j for j in out if j.get("nodes") and wanted & set(expand(j["nodes"]))]
@@ -125,7 +139,28 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
 
     out.sort(key=lambda j: (j.get("partition", ""), STATE_ORDER.get(j["state"], 9),
                             -int(j.get("priority") or 0), j["job_id"]))
+    if args.sort is not None:
+        from ranch.cli.squeue_sort import sort_jobs
+
+        out = sort_jobs(out, args.sort, time.time())
+    elif args.priority:  # squeue -P: by priority, highest first
+        out.sort(key=lambda j: -int(j.get("priority") or 0))
     return out
+
+
+def _wanted_id(job: dict, text: str) -> bool:
+    """squeue -j: `ID` (a job, or every task of array ID) or `ID_TASK`, read as strtol does."""
+    from ranch.cli.squeue_options import _strtol
+
+    for word in (w for w in text.split(",") if w):
+        job_id, tail = _strtol(word)
+        task = _strtol(tail[1:])[0] if tail.startswith("_") else None
+        if task is None and job_id in (job["job_id"], job.get("array_job_id")):
+            return True
+        if task is not None and job.get("array_job_id") == job_id and str(
+                job.get("array_task_id")) == str(task):
+            return True
+    return False
 
 
 def collapse(jobs: list[dict]) -> list[dict]:
@@ -193,7 +228,7 @@ def long_format(text: str, warn: bool = False):
 
 def render(args: Namespace, jobs: list[dict], now: float) -> str:
     from ranch.cli.sinfo_format import parse_sinfo_format, render_table
-    from ranch.cli.squeue_fields import COLUMNS, DEFAULT_FORMAT, FIELDS, LONG_FORMAT
+    from ranch.cli.squeue_fields import ALL, COLUMNS, DEFAULT_FORMAT, FIELDS, LONG_FORMAT
 
     if args.steps is not None:  # squeue -s (cli/step_view.py)
         from ranch.cli.step_view import all_steps, queue_text, wanted_steps
@@ -205,15 +240,17 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
                           long_text=args.Format or os.environ.get("SQUEUE_FORMAT2"),
                           header=not args.noheader, prog=prog("rqueue"))
         stamp = time.strftime("%a %b %d %H:%M:%S %Y\n", time.localtime(now))
-        return stamp + text if args.long else text
-    long_text = args.Format or os.environ.get("SQUEUE_FORMAT2")
+        return stamp + text if _dated(args) else text
+    long_text = args.Format if args.Format is not None else os.environ.get("SQUEUE_FORMAT2")
     fast = COLUMNS
-    if long_text and not args.format:
+    if long_text is not None and args.format is None:
         fmt, names, getters = long_format(long_text)
         fast = {}  # -O names, not letters
     else:
-        text = args.format or os.environ.get("SQUEUE_FORMAT") or (
+        text = args.format if args.format is not None else os.environ.get("SQUEUE_FORMAT") or (
             LONG_FORMAT if args.long else DEFAULT_FORMAT)
+        if text.lower() == "%all":
+            text = ALL
         fmt, _ = parse_sinfo_format(text, frozenset(FIELDS), "job")  # run() said its warnings
         getters = [FIELDS[f.letter][1] for f in fmt.fields]
         names = [FIELDS[f.letter][0] for f in fmt.fields]
@@ -222,11 +259,38 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
     columns = [fast[f.letter](jobs, now) if f.letter in fast else [g(j, now) for j in jobs]
                for f, g in zip(fmt.fields, getters, strict=True)]
     # a format of no known field still prints its text once a job (squeue does)
+    whole = _uncut(fmt, names, columns, jobs)
     rows = list(zip(*columns, strict=True)) if columns else [()] * len(jobs)
-    lines = render_table(fmt, names, rows, header=not args.noheader)
-    if args.long:
+    lines = render_table(fmt, names, rows, header=not args.noheader, whole=whole)
+    if _dated(args):
         lines.insert(0, time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)))
     return "".join(line + "\n" for line in lines)  # padding kept, as squeue prints it
+
+
+def _dated(args: Namespace) -> bool:
+    """squeue prints the date first with -l, -i or -v, unless -h."""
+    return not args.noheader and bool(args.long or args.iterate or args.verbose)
+
+
+def _uncut(fmt, names: list[str], columns: list[list[str]], jobs: list[dict]) -> frozenset[int]:
+    """The right-justified columns squeue pads without cutting (squeue_fields.UNCUT); the
+    headers and cells in them that squeue does cut (%R's reasons, UNLIMITED) cut here."""
+    from ranch.cli.squeue_fields import LONG_FIELDS, UNCUT, UNCUT_HEADER
+
+    whole = set()
+    for i, f in enumerate(fmt.fields):
+        letter = LONG_FIELDS.get(f.letter, f.letter) if len(f.letter) > 1 else f.letter
+        if not f.width or not f.right or not isinstance(letter, str) or letter not in UNCUT:
+            continue
+        whole.add(i)
+        if letter not in UNCUT_HEADER:
+            names[i] = names[i][:f.width]
+        if letter == "R":
+            columns[i] = [c[:f.width] if j["state"] == "PENDING" else c
+                          for c, j in zip(columns[i], jobs, strict=True)]
+        elif letter in "lL":
+            columns[i] = [c if c[:1].isdigit() else c[:f.width] for c in columns[i]]
+    return frozenset(whole)
 
 
 # The record keys the default view, the sort and the array lines read, and those that -l and
@@ -239,7 +303,7 @@ READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_co
 
 def reads(args: Namespace) -> tuple[str, ...]:
     """GetJobs.fields for `args`: READS and what -l and the filters read, else every key."""
-    if args.json or args.format or args.Format or args.steps is not None or any(
+    if args.json or args.format or args.Format or args.steps is not None or args.sort or any(
             os.environ.get(v) for v in ("SQUEUE_FORMAT", "SQUEUE_FORMAT2")):
         return ()
     extra = [key for key, wanted in (("time_limit", args.long), ("account", args.account),
@@ -247,10 +311,39 @@ def reads(args: Namespace) -> tuple[str, ...]:
     return READS + tuple(extra)
 
 
-def run(argv: list[str]) -> int:
-    from ranch.cli.job_requests import fetch_jobs
+def read_args(argv: list[str]) -> Namespace | int:
+    """The command line as squeue's getopt_long reads it (cli/squeue_options.py), or the exit
+    status after --help, --usage, -V or a line squeue refuses."""
+    from ranch.cli.squeue_options import USAGE, Refused, read
 
-    args = quickargs.parse(OPTIONS, argv, build_parser)
+    name = prog("rqueue")
+    try:
+        args = read(argv, name)
+    except Refused as exc:
+        sys.stderr.write("".join(line + "\n" for line in exc.lines))
+        if exc.usage:
+            sys.stdout.write(USAGE.format(prog=name))
+        return 1
+    if args.help:
+        build_parser().print_help()
+    elif args.usage:
+        sys.stdout.write(USAGE.format(prog=name))
+    elif args.V:
+        print(version_text("rqueue"))
+    else:
+        return args
+    return 0
+
+
+def run(argv: list[str]) -> int:
+    args = read_args(argv)
+    if isinstance(args, int):
+        return args
+    if args.start and args.steps is None:  # squeue --start's defaults
+        if args.format is None and args.Format is None:
+            args.format = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
+        args.sort = "S" if args.sort is None else args.sort
+        args.states = args.states or "PD"
     if args.states:
         _state_set(args.states)  # a usage error before any request
     if args.Format and args.steps is None:
@@ -258,23 +351,60 @@ def run(argv: list[str]) -> int:
     if args.format and args.steps is None:
         # squeue 22.05: a letter it does not know is printed as written, with a warning
         from ranch.cli.sinfo_format import parse_sinfo_format
-        from ranch.cli.squeue_fields import FIELDS
+        from ranch.cli.squeue_fields import ALL, FIELDS
 
-        for line in parse_sinfo_format(args.format, frozenset(FIELDS), "job")[1]:
+        text = ALL if args.format.lower() == "%all" else args.format
+        for line in parse_sinfo_format(text, frozenset(FIELDS), "job")[1]:
             print(f"{prog('rqueue')}: error: {line}", file=sys.stderr)
     target = find_target(args.server, args.key_file, args.conf)
+    if args.nodelist:
+        args.nodelist = _known_nodes(target, args.nodelist)
+    while True:
+        _show(args, argv, target)
+        if not args.iterate:
+            return 0
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+        time.sleep(args.iterate)  # squeue -i: again every N seconds until interrupted
+
+
+def _known_nodes(target, text: str) -> str:
+    """squeue -w: each name must be a node of the cluster (or `localhost`, this host)."""
+    from ranch.cli.controller import fetch_snapshot
+    from ranch.conf.hostlist import HostlistError, expand
+
+    try:
+        names = expand(text) if text.strip() else []
+    except HostlistError:
+        raise CliError(f"'{text}' invalid entry for --nodelist") from None
+    known = {n.get("name") for n in fetch_snapshot(target, ("name",)).nodes}
+    for name in names:
+        if name not in known and not (name.lower() == "localhost" and os.uname().nodename.split(
+                ".")[0] in known):
+            raise CliError(f"Invalid node name {name}")
+    return text
+
+
+def _show(args: Namespace, argv: list[str], target) -> None:
+    from ranch.cli.job_requests import fetch_jobs
+
     generated, jobs = fetch_jobs(target, fields=reads(args))
     now = generated or time.time()
     if args.steps is not None:
         args.states = None  # squeue -s lists the running jobs' steps whatever -t says
     shown = select(args, jobs)
+    if args.Format and "cluster" in {t.partition(":")[0].strip().lower()
+                                     for t in args.Format.split(",")}:
+        from ranch.cli.controller import request  # squeue -O cluster: the controller's name
+
+        name = str(request(target, "Ping", {}, want="Pong").get("cluster_name") or "")
+        shown = [{**j, "cluster": j.get("cluster") or name} for j in shown]
     if args.json:
         from ranch.cli.squeue_json import document
 
         sys.stdout.write(document(shown, now, ["rqueue", *argv]))
     else:
         sys.stdout.write(render(args, shown, now))
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -118,6 +118,14 @@ def _aiot_nodes(g: Group, fold: Fold) -> str:
     return f"{counts['A']}/{counts['I']}/{counts['O']}/{len(g.nodes)}"
 
 
+def _ai_nodes(g: Group, fold: Fold) -> str:
+    """sinfo %A: nodes allocated (or mixed) / idle."""
+    counts = {"A": 0, "I": 0, "O": 0}
+    for n in g.nodes:
+        counts[nr.usage_class(n)] += 1
+    return f"{counts['A']}/{counts['I']}"
+
+
 def _aiot_cpus(g: Group, fold: Fold) -> str:
     alloc = idle = other = total = 0
     for n in g.nodes:
@@ -238,7 +246,6 @@ FIELDS: dict[str, FieldDef] = {
     "r": FieldDef("ROOT", _part_option(lambda o: o.yes_no("RootOnly").lower()), partition=True),
     "h": FieldDef("OVERSUBSCRIBE", _part_option(PartOptions.oversubscribe), partition=True),
     "g": FieldDef("GROUPS", _part_option(PartOptions.groups), partition=True),
-    "i": FieldDef("RESERVATION", lambda g, fold: ""),
     "D": FieldDef("NODES", lambda g, fold: str(len(g.nodes))),
     "t": FieldDef("STATE", _state("compact"), key=_state_key, reads=("compact", "complete")),
     "T": FieldDef("STATE", _state("long"), key=_state_key,
@@ -270,4 +277,27 @@ FIELDS: dict[str, FieldDef] = {
     "H": FieldDef("TIMESTAMP", _per_node(_reason_time), key=_reason_time_key, reads=_STATE),
     "v": FieldDef("VERSION", _per_node(lambda n: n.get("version") or "N/A"),
                   key=lambda n: n.get("version"), reads=("version",)),
+    "A": FieldDef("NODES(A/I)", _ai_nodes, reads=_STATE),
+    "I": FieldDef("PRIO_JOB_FACTOR", _part_option(lambda o: o.priority("PriorityJobFactor")),
+                  partition=True),
+    # what Ranch's partitions and nodes have no notion of (a per-node CPU cap, preemption,
+    # AllocNodes, federation's cluster, node comments and extra data), as sinfo prints a
+    # partition or node without one
+    "B": FieldDef("MAX_CPUS_PER_NODE", lambda g, fold: "UNLIMITED", partition=True),
+    "M": FieldDef("PREEMPT_MODE", lambda g, fold: "OFF", partition=True),
+    "S": FieldDef("ALLOCNODES", lambda g, fold: "all", partition=True),
+    "V": FieldDef("CLUSTER", lambda g, fold: "N/A"),
+    # sinfo -O names without a letter (keys longer than a letter: -o never reads them)
+    "comment": FieldDef("COMMENT", lambda g, fold: "(null)"),
+    "extra": FieldDef("EXTRA", lambda g, fold: "(null)"),
+    "allocmem": FieldDef("ALLOCMEM", _min_plus_of(lambda n: n.get("alloc_mem") or 0),
+                         key=lambda n: n.get("alloc_mem"), reads=("alloc_mem",)),
+    "gresused": FieldDef("GRES_USED", _per_node(lambda n: n.get("gres_used") or "(null)"),
+                         key=lambda n: n.get("gres_used"), reads=("gres_used",)),
+    # rnoded listens on no port (it dials the controller): a node's Port= as configured
+    "port": FieldDef("PORT", _per_node(lambda n: str(n.get("port") or "N/A")),
+                     key=lambda n: n.get("port"), reads=("port",)),
+    "statecomplete": FieldDef("STATECOMPLETE", lambda g, fold: "n/a" if not g.nodes
+                              else g.nodes[0]["complete"].lower(), key=_state_key,
+                              reads=("compact", "complete")),
 }

@@ -173,8 +173,18 @@ LONG_NAMES = {
     "prioritytier": "p", "reason": "E", "root": "r", "oversubscribe": "h", "share": "h",
     "size": "s", "statecompact": "t", "statelong": "T", "sockets": "X", "socketcorethread": "z",
     "time": "l", "timestamp": "H", "threads": "Z", "user": "u", "userlong": "U",
-    "version": "v", "weight": "w",
+    "version": "v", "weight": "w", "nodeai": "A", "maxcpuspernode": "B",
+    "priorityjobfactor": "I", "preemptmode": "M", "allocnodes": "S", "cluster": "V",
+    "comment": "comment", "extra": "extra", "allocmem": "allocmem", "gresused": "gresused",
+    "port": "port", "statecomplete": "statecomplete",
 }
+
+
+# sinfo's `-o %all` (src/sinfo/opts.c _parse_format): every letter sinfo 22.05 has, a-z then
+# A-Z, `|` after each (` |` after the capitals); a letter it lacks goes with its separator
+_SINFO_LETTERS = "abcdefghlmnoprstuvwzABCDEFGHILMNOPRSTUVXYZ"
+ALL = "".join(f"%{c}|" for c in "abcdefghijklmnopqrstuvwxyz" if c in _SINFO_LETTERS) + "".join(
+    f"%{c} |" for c in "ABCDEFGHIJKLMNOPQRSTUVWXY" if c in _SINFO_LETTERS) + "%Z "
 
 
 def parse_long_format(text: str, known: frozenset[str] | set[str]) -> tuple[Format, list[str]]:
@@ -191,6 +201,9 @@ def parse_long_format(text: str, known: frozenset[str] | set[str]) -> tuple[Form
         while spec[len(digits):len(digits) + 1].isdecimal():
             digits += spec[len(digits)]
         width = int(digits) if digits else (0 if colon else 20)
+        if name.lower() == "all":  # sinfo -O All: every -o letter, as `-o %all`
+            fields += parse_sinfo_format(ALL, known)[0].fields
+            continue
         letter = LONG_NAMES.get(name.lower())
         if letter is None or letter not in known:
             warnings.append(f"Invalid job format specification: {name}")
@@ -200,10 +213,12 @@ def parse_long_format(text: str, known: frozenset[str] | set[str]) -> tuple[Form
 
 
 def render_table(
-    fmt: Format, names: list[str], rows: list[list[str]], *, header: bool = True
+    fmt: Format, names: list[str], rows: list[list[str]], *, header: bool = True,
+    whole: frozenset[int] = frozenset(),
 ) -> list[str]:
-    """Lines of `rows` (one string per field) laid out like sinfo: fixed widths cut values,
-    `#` widths fit the widest value or header name, `.` right-aligns."""
+    """Lines of `rows` (one string per field) laid out like sinfo: fixed widths cut values
+    (padded only in the columns `whole` numbers), `#` widths fit the widest value or header
+    name, `.` right-aligns."""
     widths = []
     for i, f in enumerate(fmt.fields):
         if f.dynamic:
@@ -214,8 +229,9 @@ def render_table(
             widths.append(f.width)
     # One %-template per table: printf's "%-6.6s" pads and cuts in C, once per row.
     specs = [fmt.prefix.replace("%", "%%")]
-    for w, f in zip(widths, fmt.fields, strict=True):
-        specs.append(f"%{'' if f.right else '-'}{w}.{w}s" if w else "%s")
+    for i, (w, f) in enumerate(zip(widths, fmt.fields, strict=True)):
+        cut = "" if i in whole else f".{w}"
+        specs.append(f"%{'' if f.right else '-'}{w}{cut}s" if w else "%s")
         specs.append(f.suffix.replace("%", "%%"))
     template = "".join(specs)
     out = [template % tuple(names)] if header else []

@@ -52,7 +52,7 @@ class Selection:
 
 
 def pick_format(*, node: bool, long: bool, summary: bool, reasons: bool, fmt: str | None) -> str:
-    if fmt:
+    if fmt is not None:  # `-o ''` too: sinfo prints an empty line a row
         return fmt
     if reasons:
         return REASON_LONG_FORMAT if long else REASON_FORMAT
@@ -217,7 +217,14 @@ def render(
 ) -> list[str]:
     defs = [fields[f.letter] for f in fmt.fields]
     rows = [[d.render(g, fold) for d in defs] for g in groups]
-    return render_table(fmt, [d.header for d in defs], rows, header=header)
+    # sinfo prints the NODELIST, HOSTNAMES and NODE_ADDR headers of a right-justified column
+    # whole (print.c: cut_output false), their values cut
+    whole = frozenset(i for i, f in enumerate(fmt.fields)
+                      if f.letter in "Nno" and f.right and f.width)
+    for i in whole:
+        for row in rows:
+            row[i] = row[i][:fmt.fields[i].width]
+    return render_table(fmt, [d.header for d in defs], rows, header=header, whole=whole)
 
 
 def with_fields(fmt: Format, extra: list[Field]) -> Format:
@@ -246,9 +253,34 @@ def parse(text: str, fields: dict[str, FieldDef] = FIELDS) -> Format:
     those runs are printed as written, as sinfo does."""
     import sys
 
-    from ranch.cli.sinfo_format import parse_sinfo_format
+    from ranch.cli.sinfo_format import ALL, parse_sinfo_format
 
-    fmt, warnings = parse_sinfo_format(text, frozenset(fields))
+    fmt, warnings = parse_sinfo_format(ALL if text.lower() == "%all" else text, frozenset(fields))
     for line in warnings:
         print(line, file=sys.stderr)
     return fmt
+
+
+def sort_groups(groups: list[Group], spec: str, fold: Fold,
+                fields: dict[str, FieldDef] = FIELDS) -> list[Group]:
+    """sinfo -S: stable sorts from the last letter to the first (src/sinfo/sort.c), `-` before
+    a letter descending, `#P` the partitions' configured order; a letter sinfo does not sort
+    by is passed over, as sinfo does."""
+    out = list(groups)
+    config_order = {id(g.part): k for k, g in reversed(list(enumerate(groups)))}
+    for i in range(len(spec) - 1, -1, -1):
+        letter = spec[i]
+        if letter in ",#+-" or letter not in fields:
+            continue
+        before = spec[i - 1] if i else ""
+
+        def key(g: Group, letter: str = letter, before: str = before) -> tuple:
+            if letter in "PR" and before == "#":
+                return (config_order.get(id(g.part), 0),)
+            if letter in "tT":
+                return (-nr.state_value(g.nodes[0]) if g.nodes else 0,)
+            text = fields[letter].render(g, fold)
+            return (0, int(text), "") if text.isdigit() else (1, 0, text)
+
+        out.sort(key=key, reverse=before == "-")
+    return out

@@ -53,6 +53,17 @@ def job_id_text(job: dict) -> str:
     return str(job["job_id"])
 
 
+def command_path(job: dict) -> str:
+    """A batch job's script as slurmctld keeps it: the path sbatch was given, made absolute
+    from the directory it was submitted in."""
+    command = job.get("command", "")
+    if command and command != "(wrap)" and job.get("batch_flag", 1) and job.get("workdir"):
+        import posixpath
+
+        return posixpath.join(job["workdir"], command)
+    return command
+
+
 def reason_text(job: dict) -> str:
     return job.get("reason") or "None"
 
@@ -104,7 +115,7 @@ FIELDS: dict[str, tuple[str, Getter]] = {
     "u": ("USER", lambda j, n: j.get("user", "")),
     "U": ("UID", lambda j, n: str(j.get("uid", ""))),
     "g": ("GROUP", lambda j, n: _group(j.get("gid"))),
-    "G": ("GID", lambda j, n: str(j.get("gid", ""))),
+    "G": ("GROUP", lambda j, n: str(j.get("gid", ""))),
     "P": ("PARTITION", lambda j, n: j.get("partition", "")),
     "t": ("ST", lambda j, n: COMPACT.get(j["state"], j["state"])),
     "T": ("STATE", lambda j, n: j["state"]),
@@ -126,9 +137,9 @@ FIELDS: dict[str, tuple[str, Getter]] = {
     "S": ("START_TIME", lambda j, n: _iso(j.get("start_time"))),
     "e": ("END_TIME", lambda j, n: _iso(j.get("end_time"))),
     "Q": ("PRIORITY", lambda j, n: str(priority(j))),
-    "p": ("PRIORITY", lambda j, n: f"{(priority(j) / 4294967295):.8f}"),
+    "p": ("PRIORITY", lambda j, n: f"{(priority(j) / 4294967295):16.14f}"),
     "Z": ("WORK_DIR", lambda j, n: j.get("workdir", "")),
-    "o": ("COMMAND", lambda j, n: j.get("command", "")),
+    "o": ("COMMAND", lambda j, n: command_path(j)),
     "h": ("OVER_SUBSCRIBE", lambda j, n: j.get("oversubscribe")
           or ("NO" if j.get("exclusive") else "OK")),
     "y": ("NICE", lambda j, n: str(j.get("nice") or 0)),
@@ -141,7 +152,27 @@ FIELDS: dict[str, tuple[str, Getter]] = {
     "v": ("RESERVATION", lambda j, n: "(null)"),
     "O": ("CONTIGUOUS", lambda j, n: "0"),
     "d": ("MIN_TMP_DISK", lambda j, n: "0"),
+    # what Ranch has no notion of (sockets, cores and threads requests, licenses, core
+    # specialisation, planned nodes), as squeue prints it for a job without one
+    "s": ("", lambda j, n: ""),  # select/cons_tres's job info: nothing
+    "z": ("S:C:T", lambda j, n: "*:*:*"),
+    "H": ("SOCKETS_PER_NODE", lambda j, n: "*"),
+    "I": ("CORES_PER_SOCKET", lambda j, n: "*"),
+    "J": ("THREADS_PER_CORE", lambda j, n: "*"),
+    "W": ("LICENSES", lambda j, n: "(null)"),
+    "X": ("CORE_SPEC", lambda j, n: "N/A"),
+    "Y": ("SCHEDNODES", lambda j, n: "(null)"),
 }
+
+
+# squeue's `%all` (src/squeue/opts.c): every letter, `|` between them
+ALL = "|".join(f"%{c}" for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# The letters whose values squeue does not cut to a right-justified column's width (print.c's
+# _print_str with cut_output false: node lists and times, not %R's reasons nor UNLIMITED; a
+# left-justified column is cut all the same, by printf's precision), and those whose header it
+# does not cut either.
+UNCUT = frozenset("NYlLMR")
+UNCUT_HEADER = frozenset("NYR")
 
 
 def _time_column(jobs: list[dict], now: float) -> list[str]:
@@ -183,7 +214,6 @@ LONG_FIELDS: dict[str, str | tuple[str, Getter]] = {
     "cpuspertask": ("CPUS_PER_TASK", lambda j, n: str(j.get("cpus_per_task", 1))),
     "cpus-per-task": ("CPUS_PER_TASK", lambda j, n: str(j.get("cpus_per_task", 1))),
     "eligibletime": ("ELIGIBLE_TIME", lambda j, n: _iso(j.get("eligible_time"))),
-    "exit_code": ("EXIT_CODE", lambda j, n: f"{j.get('exit_code', 0)}:{j.get('signal', 0)}"),
     "ntpernode": ("NTASKS_PER_NODE", lambda j, n: str(j.get("ntasks_per_node") or 0)),
     "requeue": ("REQUEUE", lambda j, n: "1" if j.get("requeue") else "0"),
     "restartcnt": ("RESTART_COUNT", lambda j, n: str(j.get("restarts", 0))),
@@ -191,16 +221,62 @@ LONG_FIELDS: dict[str, str | tuple[str, Getter]] = {
     "stderr": ("STDERR", lambda j, n: _path(j, "stderr") or _path(j, "stdout")),
     "stdin": ("STDIN", lambda j, n: _path(j, "stdin") or "/dev/null"),
     "batchflag": ("BATCH_FLAG", lambda j, n: "1"),
-    "cluster": ("CLUSTER", lambda j, n: j.get("cluster", "")),
     "maxnodes": ("MAX_NODES", lambda j, n: str(j.get("node_count", 1))),
     "pendingtime": ("PENDING_TIME", lambda j, n: _pending_time(j, n)),
+    "exit_code": ("EXIT_CODE", lambda j, n: str(_wait_status(j))),
+    "derivedec": ("DERIVED_EC", lambda j, n: str(_wait_status(j))),
+    "maxcpus": ("MAX_CPUS", lambda j, n: str(j.get("cpus", 0))),
+    "accruetime": ("ACCRUE_TIME", lambda j, n: "N/A" if j.get("held") or not j.get(
+        "eligible_time") else _iso(j["eligible_time"])),
+    "allocnodes": ("ALLOC_NODES", lambda j, n: j.get("submit_host") or "(null)"),
+    "cluster": ("CLUSTER", lambda j, n: j.get("cluster", "")),
+    # Ranch keeps neither the submitter's session id nor a per-job time of the scheduler's
+    # last look (value_differences.py): 0, as `rcontrol show job`'s AllocNode:Sid, and N/A
+    "allocsid": ("ALLOC_SID", lambda j, n: "0"),
+    "lastschedeval": ("LAST_SCHED_EVAL", lambda j, n: "N/A"),
 }
+
+# squeue -O fields of what Ranch has no notion of (boards, sockets and cores requests,
+# burst buffers, licenses, heterogeneous jobs, federation, preemption, resizing, accounting
+# associations, MCS labels, switches, containers): squeue's words for a job without one, which
+# every Ranch job is. name -> (header, the value)
+_NONE: dict[str, tuple[str, str]] = {
+    "admin_comment": ("ADMIN_COMMENT", "(null)"), "associd": ("ASSOC_ID", "0"),
+    "boardspernode": ("BOARDS_PER_NODE", "0"), "burstbuffer": ("BURST_BUFFER", "(null)"),
+    "burstbufferstate": ("BURST_BUFFER_STATE", "(null)"),
+    "clusterfeature": ("CLUSTER_FEATURES", "(null)"), "container": ("CONTAINER", "(null)"),
+    "cores": ("CORES_PER_SOCKET", "*"), "corespec": ("CORE_SPEC", "N/A"),
+    "deadline": ("DEADLINE", "N/A"), "delayboot": ("DELAY_BOOT", "0:00"),
+    "hetjobid": ("HET_JOB_ID", "N/A"), "hetjobidset": ("HET_JOB_ID_SET", "N/A"),
+    "hetjoboffset": ("HET_JOB_OFFSET", "N/A"), "licenses": ("LICENSES", "(null)"),
+    "mcslabel": ("MCSLABEL", "(null)"), "mintime": ("TIME_MIN", "0:00"),
+    "network": ("NETWORK", "(null)"), "ntperboard": ("NTASKS_PER_BOARD", "0"),
+    "ntpercore": ("NTASKS_PER_CORE", "N/A"), "ntpersocket": ("NTASKS_PER_SOCKET", "N/A"),
+    "origin": ("ORIGIN", "NA"), "originraw": ("ORIGIN_RAW", "NA"),
+    "preempttime": ("PREEMPT_TIME", "N/A"), "prefer": ("PREFER", "(null)"),
+    "profile": ("PROFILE", "NotSet"), "reboot": ("REBOOT", "0"), "reqswitch": ("REQ_SWITCH", "0"),
+    "resizetime": ("RESIZE_TIME", "N/A"), "schednodes": ("SCHEDNODES", "(null)"),
+    "sct": ("S:C:T", "*:*:*"), "selectjobinfo": ("", ""),  # select/cons_tres prints nothing
+    "siblingsactive": ("ACTIVE_SIBLINGS", "NA"), "siblingsactiveraw": ("ACTIVE_SIBLINGS_RAW", "NA"),
+    "siblingsviable": ("VIABLE_SIBLINGS", "NA"),
+    "siblingsviableraw": ("VIALBLE_SIBLINGS_RAW", "NA"),  # sic: squeue 22.05's header
+    "sockets": ("SOCKETS_PER_NODE", "*"), "sperboard": ("SOCKETS_PER_BOARD", "0"),
+    "system_comment": ("SYSTEM_COMMENT", "(null)"), "threads": ("THREADS_PER_CORE", "*"),
+    "wait4switch": ("WAIT4SWITCH", "0:00"),
+}
+for _name, (_header, _value) in _NONE.items():
+    LONG_FIELDS[_name] = (_header, lambda j, n, v=_value: v)
+
+
+def _wait_status(job: dict) -> int:
+    """The exit status as squeue -O prints it: the raw wait status (exit code << 8 | signal)."""
+    return (int(job.get("exit_code") or 0) & 0xFF) << 8 | int(job.get("signal") or 0) & 0x7F
 
 
 def _pending_time(job: dict, now: float) -> str:
-    """Seconds from eligible to start (or to now, for a job still pending)."""
+    """squeue's PENDING_TIME: seconds from submission to start (to now, before it starts)."""
     start = job.get("start_time") if job["state"] != "PENDING" else None
-    return str(max(0, int((start or now) - (job.get("eligible_time") or now))))
+    return str(max(0, int((start or now) - (job.get("submit_time") or now))))
 
 
 def _path(job: dict, key: str) -> str:

@@ -121,6 +121,34 @@ def test_rcontrol_show_job(queue: Controller, name: str, argv: list[str]) -> Non
     check_golden(name, mask_jobs(done.stdout).replace(str(queue.dir), "<DIR>"))
 
 
+def test_squeue_and_sinfo_command_lines(queue: Controller) -> None:
+    """squeue's getopt_long reading (a word after -j is its list wherever it stands, a required
+    argument takes the next word), --sort, --start and -w's node check; sinfo's -S."""
+
+    def ids(*argv: str) -> list[str]:
+        done = queue.run("rqueue", "-h", "-o", "%i", *argv)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert ids("--sort=-i") == ["7", "6", "5", "4", "3", "2", "1"]
+    assert ids("-S", "-D,i")[:2] == ["1", "2"]  # one node each: then by id
+    assert sorted(ids("--start")) == ["3", "4", "5", "6", "7"]  # squeue --start: pending only
+    assert ids("2", "-j") == ids("-j", "2") == ids("--jobs=2") == ["2"]
+    for argv, said in ((["-A"], "option requires an argument -- 'A'"),
+                       (["-A", "-j", "2"], "Unrecognized option: 2"),
+                       (["--sort=x"], "Invalid sort specification: x"),
+                       (["-w", "nosuch"], "Invalid node name nosuch"),
+                       (["-j", "abc"], "Invalid job id: abc"),
+                       (["--st=1"], "option '--st=1' is ambiguous"),
+                       (["-s", "5"], "Invalid job_step id: 5.??")):
+        done = queue.run("rqueue", *argv)
+        assert done.returncode == 1 and said in done.stderr, (argv, done.stderr)
+    done = queue.run("rinfo", "-h", "-o", "%P", "--sort=-P")
+    assert (done.returncode, done.stdout.split()) == (0, ["small", "off", "all*"]), done.stderr
+    done = queue.run("rinfo", "-h", "-o", "%P %D", "--sort=#P")
+    assert done.stdout.split()[::2] == ["all*", "small", "off"]
+
+
 def test_refusals_are_clear_and_change_nothing(queue: Controller) -> None:
     cases = [
         (["-c", "3", "--wrap", "x"], "Requested node configuration is not available: the job "
@@ -153,9 +181,9 @@ def test_refusals_are_clear_and_change_nothing(queue: Controller) -> None:
     assert "rcancel: error: Kill job error on job id 999: Invalid job id specified" in done.stderr
     done = queue.run("rqueue", "-t", "XX")
     assert done.returncode == 1 and "invalid job state 'XX'" in done.stderr
-    done = queue.run("rqueue", "-o", "%i %Y")  # squeue 22.05: printed as written, a warning
-    assert done.returncode == 0 and done.stdout.splitlines()[:2] == ["JOBID %Y", "3 %Y"]
-    assert done.stderr == "rqueue: error: Invalid job format specification: Y\n"
+    done = queue.run("rqueue", "-o", "%i %_")  # squeue 22.05: printed as written, a warning
+    assert done.returncode == 0 and done.stdout.splitlines()[:2] == ["JOBID %_", "3 %_"]
+    assert done.stderr == "rqueue: error: Invalid job format specification: _\n"
     done = queue.run("rcontrol", "hold", "1")
     assert done.returncode == 1 and "no longer pending" in done.stderr
     assert len(json.loads(queue.run("rqueue", "--json", "-t", "all").stdout)["jobs"]) == 7

@@ -53,7 +53,7 @@ def test_rctld_sends_only_the_keys_asked_for(full) -> None:
 @pytest.mark.parametrize("argv", VIEWS, ids=" ".join)
 def test_default_views_read_only_the_keys_they_ask_for(full, argv: list[str]) -> None:
     whole, _ = full
-    args = rqueue.quickargs.parse(rqueue.OPTIONS, argv, rqueue.build_parser)
+    args = rqueue.read_args(argv)
     keep = rqueue.reads(args)  # READS, and what -l and the filters add
     assert set(rqueue.READS) <= set(keep) and len(keep) <= len(rqueue.READS) + 1
     strict = [Strict(dict(j), keep) for j in whole]
@@ -64,5 +64,4 @@ def test_default_views_read_only_the_keys_they_ask_for(full, argv: list[str]) ->
 
 def test_other_views_ask_for_every_key() -> None:
     for argv in (["--json"], ["-o", "%i %Z"], ["-O", "jobid,workdir"], ["-s"]):
-        assert rqueue.reads(rqueue.quickargs.parse(rqueue.OPTIONS, argv,
-                                                   rqueue.build_parser)) == ()
+        assert rqueue.reads(rqueue.read_args(argv)) == ()

@@ -9,6 +9,10 @@ line (accepted / refused-usage / refused-value / refused-controller), `scontrol 
 held job an sbatch case made, the output of a format token. A disagreement is either listed in
 value_differences.py with its reason or a failure; the report says how many cases ran and how
 many of each list entry's cases it met.
+
+RANCH_MATRIX_COMMANDS=squeue,sinfo runs those commands' part only (a few seconds; entries of the
+other commands are then not held to meeting a case); RANCH_MATRIX_DUMP=FILE writes every
+disagreement with the number of the entry that lists it (`-` for none), to work from.
 """
 
 from __future__ import annotations
@@ -24,14 +28,13 @@ from tests.conformance.conftest import start_slurm
 from tests.conformance.man_options import man_path, read
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE
-from tests.conformance.value_cases import COMMANDS, EXCLUDED, all_cases, cases_for
+from tests.conformance.value_cases import COMMANDS, EXCLUDED, all_cases, cases_for, selected
 from tests.conformance.value_differences import LISTED, Listed
 from tests.conformance.value_matrix import Disagreement, compare, run_matrix
 
 GOAL = 2000
-# RANCH_MATRIX=sacct,scancel runs only those commands' cases (while fixing one command's gaps);
-# unset, every command's
-SELECTED = tuple(c for c in os.environ.get("RANCH_MATRIX", "").split(",") if c) or COMMANDS
+# RANCH_MATRIX_COMMANDS=sacct,scancel runs only those commands' cases (value_cases.selected)
+SELECTED = selected()
 
 
 def _selected(entry: Listed) -> bool:
@@ -45,7 +48,7 @@ def matrix():
     if missing:  # the cases come from the man pages (an image may leave docs out: a skip)
         pytest.skip(f"no man page for {', '.join(missing)} (Debian's slurm-wlm installs them "
                      "under /usr/share/man/man1)")
-    cases = [c for c in all_cases() if c.command in SELECTED]
+    cases = all_cases()
     began = time.monotonic()
     slurm = start_slurm()
     try:
@@ -89,7 +92,14 @@ def test_every_case_agrees_or_is_listed(matrix) -> None:
     for i, entry in enumerate(LISTED):
         print(f"  {met[i]:5d} {'GAP ' if entry.gap else ''}{entry.command} / {entry.option[:40]}"
               f" / {entry.what}")
+    dump = os.environ.get("RANCH_MATRIX_DUMP")
+    if dump:  # every disagreement and the entry that lists it, to work from
+        with open(dump, "w") as f:
+            for d in disagreements:
+                hit = next((i for i, e in enumerate(LISTED) if _covers(e, d)), None)
+                f.write(f"{'-' if hit is None else hit}\t{d}\n")
     assert len(cases) >= GOAL or SELECTED != COMMANDS
+    # with RANCH_MATRIX_COMMANDS, only the entries whose every command ran
     stale = [e for i, e in enumerate(LISTED) if not met[i] and _selected(e)]
     assert not unlisted, "unlisted disagreements:\n" + "\n".join(map(str, unlisted[:60]))
     assert not stale, "listed differences no case meets any more (fixed? take them out):\n" + (

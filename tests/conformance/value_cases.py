@@ -7,6 +7,7 @@ and of value words), the empty value and an invalid one."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from dataclasses import dataclass
 
@@ -285,9 +286,19 @@ def cases_for(command: str) -> list[Case]:
     return out
 
 
+def selected() -> tuple[str, ...]:
+    """The commands the matrix runs: all, or those RANCH_MATRIX_COMMANDS names (comma-separated,
+    e.g. `squeue,sinfo`: one command's part while working on it)."""
+    wanted = [c for c in os.environ.get("RANCH_MATRIX_COMMANDS", "").split(",") if c]
+    unknown = sorted(set(wanted) - set(COMMANDS))
+    if unknown:
+        raise ValueError(f"RANCH_MATRIX_COMMANDS: no such command {', '.join(unknown)}")
+    return tuple(c for c in COMMANDS if not wanted or c in wanted)
+
+
 def all_cases() -> list[Case]:
     cases: list[Case] = []
-    for command in COMMANDS:
+    for command in selected():
         cases += cases_for(command)
     return cases
 

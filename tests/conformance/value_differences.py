@@ -100,46 +100,28 @@ LISTED: tuple[Listed, ...] = (
     Listed("squeue|sinfo|scancel|scontrol|sacct|sshare", "clusters|cluster|M|cl.*", "class",
            "-M/--clusters asks slurmdbd for the cluster (this Slurm has none: 'Problem "
            "talking to database'); Ranch has one cluster and no federation."),
-    Listed("sinfo", "Format|O|federation|fe.*|hide|hi.*|local|lo|sibling|si.*|exact|e|Node|"
-           "noconvert|no.*|dead|d|reservation|T|responding|r|sort|S|all|a|json|yaml|usage|us|"
-           "verbose|v",
-           "class",
-           "Not in rinfo yet: sinfo's -O/--Format field names, --federation/--local/--sibling "
-           "(federation), --hide, -e/--exact, --noconvert, -T (reservations), --usage, -v "
-           "and some sort keys.",
-           gap=True),
     Listed("sinfo", "nodes|states|t|n|partition|p", "class",
            "rinfo refuses a hostlist it cannot expand or a state word it does not know "
            "(exit 1, naming it); sinfo takes them and matches nothing."),
     Listed("sinfo", "Format", "output",
-           "Not in rinfo yet: sinfo -O fields Ranch keeps nothing for (AllocMem, AllocNodes, "
-           "Cluster, Comment, Extra, GresUsed, MaxCPUsPerNode, NodeAI, Port, PreemptMode, "
-           "PriorityJobFactor, StateComplete, All); rinfo drops them with sinfo's warning, and "
-           "an empty -O list is its default view.",
-           form=r".*[= O](All|AllocMem|AllocNodes|Cluster|Comment|Extra|GresUsed|"
-                r"MaxCPUsPerNode|NodeAI|Port|PreemptMode|PriorityJobFactor|StateComplete)"
-                r"(:7)?|--Format=|--Fo=|-O ?", gap=True),
+           "sinfo -O Port is the port slurmd listens on; rnoded listens on none (it dials the "
+           "controller), so rinfo prints the node's Port= from slurm.conf, N/A where none is "
+           "configured.",
+           form=r".*[= O]Port(:7)?"),
     Listed("sinfo", "format|Format", "output",
            "Each system's own values for the same column: FREE_MEM and CPU_LOAD are measured, "
            "%n/%o are the node's host name and address (one host here for Slurm's slurmds, "
-           "the node's name for Ranch's), %v the daemon's version, %i reservations Ranch "
-           "does not have, %R/%u/%U/%H reason fields, widths of those values."),
-    Listed("squeue", "Format|O", "class|output",
-           "Not in rqueue yet: the -O field names Ranch does not keep (ClusterFeature, "
-           "Container, DelayBoot, HetJob*, MCSLabel, NTPerSocket, OriginRaw, PreemptTime, "
-           "SelectJobInfo, Sockets...), and squeue's default widths of the ones it has.",
-           gap=True),
-    Listed("squeue", "format", "output",
-           "Each system's own values for the same letter: priorities (%p %Q), the command's "
-           "path (%o: squeue the absolute path), times, %n/%E/%F/%G/%k/%x... Ranch keeps "
-           "no such field, widths of those values."),
-    Listed("squeue", ".*",
-           "class|exit",
-           "Found by the matrix and not fixed yet: squeue options rqueue does not take "
-           "(--array-unique, --hide, --local, --sibling, --federation, --noconvert, -L, -R, "
-           "--start, -P) or reads otherwise (a missing argument is argparse's usage error, "
-           "exit 1, where squeue says 'Unrecognized option'; sort keys; job id forms).",
-           gap=True),
+           "the node's name for Ranch's), %v the daemon's version, %R/%u/%U/%H reason "
+           "fields, widths of those values (`%all` and -O All print every column, these "
+           "among them); %N folds as README's hostlists."),
+    Listed("squeue", "Format", "output",
+           "Each system's own values: AllocNodes is the host the job was submitted from (this "
+           "Slurm's submit host is its slurm.conf name, Ranch's the machine's), PendingTime "
+           "the seconds since submission when each system's case ran. Ranch keeps no "
+           "submitter session id (AllocSID is 0, as `rcontrol show job`'s AllocNode:Sid) and "
+           "no per-job time of the scheduler's last look at a job (LastSchedEval is N/A, "
+           "squeue's word for a job never looked at).",
+           form=r"--Format=(AllocNodes|AllocSID|LastSchedEval|PendingTime)(:7)?"),
     Listed("sacct", "json", "class",
            "sacct --json needs slurmdbd (this Slurm, with job completion only, refuses it: "
            "'slurm not configured with slurmdbd'); racct answers --json from Ranch's own "
