@@ -181,7 +181,7 @@ def _matches(rec: dict[str, Any], q: m.GetAcct, ids: frozenset[int],
 
 
 def select(records: list[dict[str, Any]], q: m.GetAcct) -> list[dict[str, Any]]:
-    ids, tasks = frozenset(q.job_ids), frozenset(tuple(t) for t in q.tasks)
+    ids, tasks = frozenset(q.job_ids), frozenset((int(t[0]), int(t[1])) for t in q.tasks)
     uids, users, states = frozenset(q.uids), frozenset(q.users), frozenset(q.states)
     return [r for r in records if _matches(r, q, ids, tasks, uids, users, states)]
 

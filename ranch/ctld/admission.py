@@ -106,7 +106,7 @@ class QuietLog:
             return
         self._last[kind] = now
         held = self._held.pop(kind, 0)
-        if held:
+        if held and last is not None:
             fields["not_logged"] = f"{held} more in the last {now - last:.0f} s"
         logs.event(msg, level, **fields)
 

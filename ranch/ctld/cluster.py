@@ -369,7 +369,7 @@ class Cluster:
         self.mark_changed(node)
 
     @property
-    def partition_records(self) -> tuple[dict, ...]:
+    def partition_records(self) -> tuple[dict[str, Any], ...]:
         """Every partition as rinfo and the web page show it (live node lists included)."""
         return self._partitions
 
@@ -378,7 +378,8 @@ class Cluster:
         in it), or None when there is no such partition."""
         for part in self._partitions:
             if part["name"] == name:
-                return part["nodes"]
+                nodes: list[str] = part["nodes"]
+                return nodes
         return None
 
     def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:

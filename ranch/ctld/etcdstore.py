@@ -156,8 +156,8 @@ class EtcdStore:
                 batches.append(batch.encode() + b"\0" + value)
         lines: list[dict[str, Any]] = []
         for item in batches:
-            batch, _, last = item.partition(b"\0")
-            raw = b"".join(parts.get(batch.decode(), [])) + last
+            head_name, _, last = item.partition(b"\0")
+            raw = b"".join(parts.get(head_name.decode(), [])) + last
             for line in raw.splitlines():
                 if line.strip():
                     rec = orjson.loads(line)

@@ -359,7 +359,8 @@ class Jobs:
             del self.packs[pack]
             self.packs_gone.append(pack)
 
-    def take_bulk(self) -> tuple[list[tuple[int, str, tuple]], tuple[list[int], list[int]]]:
+    def take_bulk(self) -> tuple[list[tuple[int, str, tuple | bytes]],
+                                 tuple[list[int], list[int]]]:
         """(the bulk of every job not yet on disk, (the purged jobs whose directories may go,
         the packs that may go)): what the next snapshot writes and removes (ctld/jobbulk.py)."""
         new = [(j.id, j.req.script, j.req.env if j.env_json is None else j.env_json)

@@ -87,9 +87,10 @@ def node_config(name: str, hw: m.Hardware, conf: str) -> NodeConfig:
     if given & {"nodename", "state"}:
         raise ValueError("--conf may not set NodeName or State")
     sockets = max(1, hw.sockets // max(1, hw.boards))
-    values = {"CPUs": hw.cpus, "Boards": hw.boards, "SocketsPerBoard": sockets,
-              "CoresPerSocket": hw.cores_per_socket, "ThreadsPerCore": hw.threads_per_core,
-              "RealMemory": hw.real_memory_mib, "TmpDisk": hw.tmp_disk_mib}
+    values: dict[str, int | str] = {
+        "CPUs": hw.cpus, "Boards": hw.boards, "SocketsPerBoard": sockets,
+        "CoresPerSocket": hw.cores_per_socket, "ThreadsPerCore": hw.threads_per_core,
+        "RealMemory": hw.real_memory_mib, "TmpDisk": hw.tmp_disk_mib}
     if hw.gpus:
         values["Gres"] = f"gpu:{len(hw.gpus)}"
     words = [f"NodeName={name}"]

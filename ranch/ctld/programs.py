@@ -108,7 +108,7 @@ async def run_program(
         try:
             while data := await proc.stdout.receive_some(65536):
                 if kept < MAX_OUTPUT:
-                    chunks.append(data[: MAX_OUTPUT - kept])
+                    chunks.append(bytes(data[: MAX_OUTPUT - kept]))
                     kept += len(chunks[-1])
         finally:
             reader_done.set()

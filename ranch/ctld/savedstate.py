@@ -124,7 +124,7 @@ def node_entry(node: NodeRecord) -> orjson.Fragment:
 def journal_records(c: Registry, taken: Taken) -> list[dict[str, Any]]:
     """The journal records of changes taken from the change log (ctld/changelog.py)."""
     records: list[dict[str, Any]] = [
-        {"node": name, "entry": node_entry(node)}
+        {"node": name, "entry": node_entry(c.nodes[name])}
         for name, node in taken.nodes.items() if c.nodes.get(name) is node]
     records += [{"job": c.jobs.saved_entry(job)} for job in taken.jobs.values()]
     records += [{"resv": name, "entry": rec} for name, rec in taken.reservations.items()]

@@ -3,7 +3,8 @@ generation, and its encoded bodies, cached per field selection."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -78,7 +79,7 @@ class Snapshots:
         cached = self._bodies.get(cache_key)
         if cached is not None and cached[0] is snap:
             return cached[1]
-        nodes = snap.nodes
+        nodes: Sequence[dict[str, Any]] = snap.nodes
         if wanted:
             nodes = [{k: rec[k] for k in wanted if k in rec} for rec in nodes]
         body = kept(orjson.dumps({
