@@ -331,7 +331,7 @@ class Daemon:
         if not self.local_store:
             return
         try:
-            statefile.save(self.state_dir, self._snapshot_doc())
+            self.store.save(self._snapshot_doc())
             logs.event("state saved", path=statefile.state_path(self.state_dir))
         except OSError as exc:
             logs.event("state save failed", logging.ERROR, error=str(exc))

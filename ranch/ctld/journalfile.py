@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any
 
 import orjson
@@ -18,6 +19,19 @@ from ranch.ctld.integrity import DamagedState
 def encode(rec: dict[str, Any]) -> bytes:
     """One journal line: the record sealed with its checksum (ctld/integrity.py)."""
     return integrity.seal(orjson.dumps(rec)) + b"\n"
+
+
+# a job record as encode writes it: its id is job_json's first key (a decode if it ever is not)
+_JOB_ID = re.compile(rb'"seq":\d+,"job":\{"id":(\d+)[,}]')
+
+
+def job_id(line: bytes) -> int:
+    """The job id in `line`, encode's line of a record with a "job" (whose entry may be an
+    orjson.Fragment, which cannot be read back)."""
+    hit = _JOB_ID.match(line, integrity.HEAD)
+    if hit is not None:
+        return int(hit.group(1))
+    return int(orjson.loads(line)["job"]["id"])
 
 
 def _decode(line: bytes) -> tuple[dict[str, Any] | None, str]:
