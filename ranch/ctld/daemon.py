@@ -88,6 +88,7 @@ class Daemon:
                                epoch=getattr(store, "epoch", 0))
         self._events_unsaved = trio.Event()
         self.cluster.eventlog.on_unsaved = self._events_unsaved.set
+        self.ignore_damaged = ignore_damaged  # rctld -i (the store, events, history)
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
             _credentials_aside(state_dir)
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
@@ -129,7 +130,8 @@ class Daemon:
     def restore(self) -> None:
         """Take back the saved state; integrity.DamagedState (never a silent reset) when a
         file is damaged and rctld was not started with -i."""
-        self.cluster.eventlog.load(self.state_dir)
+        self.cluster.eventlog.load(self.state_dir, self.ignore_damaged)
+        self.cluster.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
         jobs = self.cluster.jobs
         if doc is None and not records:

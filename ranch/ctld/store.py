@@ -152,11 +152,8 @@ class FileStore:
             return None
 
     def _set_aside(self, exc: integrity.DamagedState) -> str:
-        aside = integrity.move_aside(exc.path)
-        statefile.fsync_dir(os.path.dirname(exc.path))
+        aside = journalfile.set_aside(exc)
         self.moved_aside.append(aside)
-        logs.event("damaged state file moved aside (-i)", logging.ERROR, path=exc.path,
-                   offset=exc.offset, error=exc.what, moved_to=aside)
         return aside
 
     def _highest_id_seen(self) -> int:
@@ -176,16 +173,12 @@ class FileStore:
         paths += [self._segment_path(n) for n in self._segments()]
         paths = [p for p in paths if os.path.exists(p)]
         for i, path in enumerate(paths):
-            try:
-                out += journalfile.read(path, newest=i == len(paths) - 1)[0]
-            except integrity.DamagedState as exc:
-                if not self.ignore_damaged:
-                    raise
-                aside = self._set_aside(exc)
-                records, skipped = journalfile.read(aside, newest=False, salvage=True)
-                logs.event("records taken from a damaged journal segment", logging.WARNING,
-                           path=aside, records=len(records), bad=skipped)
-                out += records
+            records, aside = journalfile.read_or_set_aside(
+                path, newest=i == len(paths) - 1, ignore_damaged=self.ignore_damaged,
+                what="journal record")
+            out += records
+            if aside is not None:
+                self.moved_aside.append(aside)
         return out
 
     # -- group commit ----------------------------------------------------------------------

@@ -17,6 +17,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ranch.ctld import eventlog, history
+from ranch.ctld.eventlog import EventLog
+from ranch.ctld.history import FileHistory
 from ranch.ctld.integrity import DamagedState
 from ranch.protocol import messages as m
 
@@ -125,6 +128,34 @@ def test_damage_in_the_middle_of_a_journal_segment_is_refused_at_its_offset(
     _refused(saved, state, path, at, what)
 
 
+@pytest.mark.parametrize("which", ["events", "history"])
+def test_damage_in_the_event_log_or_the_job_history_is_refused_and_i_sets_it_aside(
+        saved, tmp_path, which) -> None:
+    state = _copy(saved, tmp_path)
+    if which == "events":
+        log = EventLog(max_events=100, max_age=10**10)
+        for i in range(4):
+            log.add("state", f"x{i}")
+        eventlog.flush(log, str(state))
+        path, what = state / eventlog.FILE_NAME, "event log record checksum mismatch"
+    else:
+        h = FileHistory(str(state / history.DIR_NAME))
+        for i in (101, 102, 103):
+            h.ended({"job_id": i, "restarts": 0, "state": "COMPLETED", "end_time": 1.8e9})
+        h.write(h.take())
+        path, what = Path(h.path(h.days()[0])), "job history record checksum mismatch"
+    data = path.read_bytes()
+    at = _line_offsets(data)[1]
+    path.write_bytes(data[: at + 30] + os.urandom(8).replace(b"\n", b"x") + data[at + 38:])
+    _refused(saved, state, path, at, what)
+    c = _serve(saved, state, "-i")
+    try:
+        assert [p.name for p in state.glob("**/" + path.name + ".damaged-*")]
+        assert set(range(1, ACKED + 1)) <= _listed_ids(c)
+    finally:
+        c.stop()
+
+
 def test_garbled_credentials_are_refused_in_one_line(saved, tmp_path) -> None:
     state = _copy(saved, tmp_path)
     path = state / "node_credentials.json"
@@ -158,7 +189,7 @@ def test_a_torn_last_record_is_dropped_and_nothing_acknowledged_is_lost(saved, t
         assert c.snapshot()["n1"]["state"]["reason"]["text"] == "kept"
         # cut back to its whole records for every later start (unless a snapshot trimmed it)
         assert not path.exists() or path.read_bytes() == whole
-        assert "torn last journal record dropped" in c.log("rctld")
+        assert "torn last record dropped" in c.log("rctld")
         assert _submit(c, 9) > ACKED
     finally:
         c.stop()
@@ -179,7 +210,7 @@ def test_a_journal_cut_at_a_record_boundary_never_gives_an_acknowledged_id_again
         assert not set(range(5, ACKED + 1)) & _listed_ids(c)  # lost: the journal cannot tell
         first = _submit(c, 9)
         assert first > ACKED  # no acknowledged id comes back
-        assert "torn last journal record dropped" not in c.log("rctld")
+        assert "torn last record dropped" not in c.log("rctld")
         assert c.stop_ctld(timeout=60) == 0
         c.start_ctld()
         assert _submit(c, 10) == first + 1  # a clean restart resumes from the true last id
