@@ -79,7 +79,7 @@ def _lines(o: Outcome, name: str, results: Results) -> list[str] | str:
         return ABSENT
     lines = text.splitlines()
     case = name.rsplit(".", 1)[0]
-    if case in CASES or case.startswith("sig"):
+    if case in CASES or case.startswith(("sig", "int")):
         lines = [line for line in lines if not any(r in line for r in RACY)]
         if case.startswith("lay_") and len(set(re.findall(r"c\d+", text))) == 1:
             # a one-node step: for the same reason, on whichever node slurmctld freed first
