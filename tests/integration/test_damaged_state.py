@@ -43,21 +43,25 @@ def saved(tmp_path_factory) -> Cluster:
     them, node credentials, a drain; jobs wait for n2, which never came. (Snapshots are 5 s
     apart: jobs 5-8 are submitted at once after one, so they are in the journal only.)"""
     c = Cluster(tmp_path_factory.mktemp("saved"), nodes=["n1", "n2"])
-    c.start_ctld()
-    c.start_node("n1")
-    c.wait_for(lambda: c.state("n1") == "IDLE", 30, what="n1 idle")
-    ids = [_submit(c, i) for i in range(1, 5)]
-    state = Path(c.state_dir)
-    wait_for(lambda: list((state / "jobs").glob("bulk.*")), 30, what="a pack")
-    reply = c.request(m.UpdateNodes("n1", "DRAIN", "kept", "root"))
-    assert reply.ok, reply
-    # the next snapshot holds where each job's bulk is in the pack (and the drain)
-    wait_for(lambda: b'"bulk_at":[' in (state / "node_state.json").read_bytes(), 30,
-             what="a snapshot pointing into the pack")
-    ids += [_submit(c, i) for i in range(5, 9)]
-    assert ids == list(range(1, ACKED + 1))
-    c.kill_node("n1")
-    c.kill_ctld()
+    try:
+        c.start_ctld()
+        c.start_node("n1")
+        c.wait_for(lambda: c.state("n1") == "IDLE", 30, what="n1 idle")
+        ids = [_submit(c, i) for i in range(1, 5)]
+        state = Path(c.state_dir)
+        wait_for(lambda: list((state / "jobs").glob("bulk.*")), 30, what="a pack")
+        reply = c.request(m.UpdateNodes("n1", "DRAIN", "kept", "root"))
+        assert reply.ok, reply
+        # the next snapshot holds where each job's bulk is in the pack (and the drain)
+        wait_for(lambda: b'"bulk_at":[' in (state / "node_state.json").read_bytes(), 30,
+                 what="a snapshot pointing into the pack")
+        ids += [_submit(c, i) for i in range(5, 9)]
+        assert ids == list(range(1, ACKED + 1))
+        c.kill_node("n1")
+        c.kill_ctld()
+    except BaseException:
+        c.stop()  # no daemon outlives a fixture that failed
+        raise
     assert (state / "node_credentials.json").exists()
     return c
 
