@@ -90,6 +90,7 @@ class Daemon:
         self._dirty = trio.Event()
         self._outbox_ready = trio.Event()
         self._events_unsaved = trio.Event()
+        self.ignore_damaged = ignore_damaged  # rctld -i (the store, events, history)
         # The composition root: each owner is built once, here, with what it needs.
         self.runner = Runner()  # this daemon's nursery, once open (programs, pushes)
         self.changes = ChangeLog(on_dirty=self._mark_dirty, on_outbox=self._poke_outbox)
@@ -133,7 +134,8 @@ class Daemon:
     def restore(self) -> None:
         """Take back the saved state; integrity.DamagedState (never a silent reset) when a
         file is damaged and rctld was not started with -i."""
-        self.cluster.eventlog.load(self.state_dir)
+        self.cluster.eventlog.load(self.state_dir, self.ignore_damaged)
+        self.cluster.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
         jobs = self.cluster.jobs
         if doc is None and not records:
@@ -331,7 +333,7 @@ class Daemon:
         if not self.local_store:
             return
         try:
-            statefile.save(self.state_dir, self._snapshot_doc())
+            self.store.save(self._snapshot_doc())
             logs.event("state saved", path=statefile.state_path(self.state_dir))
         except OSError as exc:
             logs.event("state save failed", logging.ERROR, error=str(exc))

@@ -17,6 +17,11 @@ A write that gets no answer is sent again (the same puts under the same compare)
 lands or the controller's lease is past saving (`alive()` false): an acknowledged change is in
 etcd, and one that was refused to its client is nowhere that a reply confirmed.
 
+Job ids never go back here either, without FileStore's id mark: a batch is acknowledged only
+once its transaction is committed, and etcd (Raft, each write fsynced on a quorum) never loses a
+committed transaction nor cuts a batch short, so every id acknowledged is in the journal or in a
+snapshot (whose jobs.next_id is past it) that the next leader reads.
+
 Job packs are written to the local StateSaveLocation first (ctld/jobbulk.py reads them from
 there at launch) and copied into etcd before the snapshot that points to them; a controller
 that wins the seat copies them all back before it loads (`fetch`).

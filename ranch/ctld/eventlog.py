@@ -7,21 +7,21 @@ flusher task and each follower drains its own bounded queue from its own connect
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import os
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import orjson
 import trio
 
-from ranch.ctld import logs
+from ranch.ctld import journalfile
 from ranch.protocol import durable
 from ranch.statemachine import names
 
 FILE_NAME = "events.jsonl"
+RECORD = "event log record"  # what a damaged line is called in rctld's refusal
 FOLLOW_QUEUE = 1024  # events one follower may lag behind before it starts missing some
 # The file is rewritten from memory once it holds this many times the kept events (so appends
 # stay appends, and the file never grows past twice its bound).
@@ -157,27 +157,17 @@ class EventLog:
 
     # -- persistence -------------------------------------------------------------------------
 
-    def load(self, state_dir: str) -> None:
-        """Take back the saved events (a torn last line from a crash is skipped); events
-        logged before this call (at start-up) follow them."""
+    def load(self, state_dir: str, ignore_damaged: bool = False) -> None:
+        """Take back the saved events; events logged before this call (at start-up) follow
+        them. Each line is sealed as a journal record is (ctld/journalfile.py): a torn last
+        line is cut off and logged, anything else damaged raises integrity.DamagedState
+        naming the file and offset, unless `ignore_damaged` (rctld -i) moves it aside."""
         path = os.path.join(state_dir, FILE_NAME)
-        loaded: list[dict[str, Any]] = []
-        bad = 0
-        try:
-            with open(path, "rb") as f:
-                for line in f:
-                    try:
-                        rec = orjson.loads(line)
-                    except orjson.JSONDecodeError:
-                        bad += 1
-                        continue
-                    if isinstance(rec, dict) and "time" in rec and "seq" in rec:
-                        loaded.append(rec)
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            logs.event("event log unreadable; starting empty", logging.ERROR, error=str(exc))
-        self.file_lines = len(loaded) + bad
+        records, aside = journalfile.read_or_set_aside(path, ignore_damaged=ignore_damaged,
+                                                        what=RECORD)
+        loaded = [r for r in records if "time" in r and "seq" in r]
+        self.file_lines = 0 if aside is not None else len(records)
+        self.rewrite = self.rewrite or aside is not None  # what was taken goes to a new file
         early = list(self.events)
         last = max((int(r["seq"]) for r in loaded), default=0)
         for i, rec in enumerate(early, 1):
@@ -185,8 +175,8 @@ class EventLog:
         self.seq = last + len(early)
         self.events = deque(loaded + early)
         self._trim(self.wall())
-        if bad:
-            logs.event("event log: unreadable lines skipped", logging.WARNING, lines=bad)
+        if self.rewrite:
+            self.on_unsaved()
 
     def take_unsaved(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
         """(events to append, or every kept event when the file is to be rewritten)."""
@@ -205,12 +195,19 @@ def write(state_dir: str, batch: list[dict[str, Any]], everything: list[dict[str
     path = os.path.join(state_dir, FILE_NAME)
     os.makedirs(state_dir, exist_ok=True)
     if everything is not None:
-        durable.write_atomic(path, b"".join(orjson.dumps(r) + b"\n" for r in everything))
+        durable.write_atomic(path, b"".join(journalfile.encode(r) for r in everything))
         return len(everything)
-    with open(path, "ab") as f:
-        f.write(b"".join(orjson.dumps(r) + b"\n" for r in batch))
-        f.flush()
-        os.fsync(f.fileno())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            durable.write_all_fsync(fd, b"".join(journalfile.encode(r) for r in batch))
+        except OSError:
+            with contextlib.suppress(OSError):  # no torn line for the next append to follow
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
     return len(batch)
 
 

@@ -10,6 +10,11 @@ snapshot (ctld/jobs.py's purge asks). A crash between the write and the next sna
 only make the restarted controller offer the record again: records offered at restart are
 checked against the day's file before they are written (`verify`), and reads keep one record
 per (job id, run) all the same.
+
+Each line is sealed as a journal record is (ctld/journalfile.py). At start (`check`) a torn
+last line is cut off and logged, and anything else damaged stops rctld in one line naming the
+file and offset (rctld -i: moved aside, what checks out in it written back); days of earlier
+releases (unsealed lines) are read as they decode.
 """
 
 from __future__ import annotations
@@ -22,13 +27,14 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-import orjson
-
-from ranch.ctld import logs
+from ranch.ctld import journalfile, logs
+from ranch.ctld.integrity import DamagedState
+from ranch.protocol import durable
 
 DIR_NAME = "job_history"
 PREFIX, SUFFIX = "jobs.", ".jsonl"
 DAY = 86400
+RECORD = "job history record"  # what a damaged line is called in rctld's refusal
 
 
 class JobHistory(Protocol):
@@ -52,6 +58,9 @@ class JobHistory(Protocol):
 
     def prune(self, now: float, keep_seconds: float) -> list[str]:
         """Blocking: delete the days older than `keep_seconds`; their names."""
+
+    def check(self, ignore_damaged: bool = False) -> None:
+        """Blocking, at start: integrity.DamagedState for a damaged file (see the module)."""
 
 
 def key(rec: dict[str, Any]) -> tuple[int, int]:
@@ -164,14 +173,18 @@ class FileHistory:
                 recs = [r for r in recs if not (r.get("_verify") and key(r) in have)]
             if not recs:
                 continue
-            data = b"".join(orjson.dumps({k: v for k, v in r.items() if k != "_verify"}) + b"\n"
+            data = b"".join(journalfile.encode({k: v for k, v in r.items() if k != "_verify"})
                             for r in recs)
             new = not os.path.exists(path)
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
             try:
                 size = os.fstat(fd).st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":
-                    data = b"\n" + data  # after a torn line: ours must not join it
+                if size and os.pread(fd, 1, size - 1) != b"\n":  # ours must not follow a torn
+                    try:  # line (a crash mid-append since `check`): cut it off first
+                        journalfile.cut_torn_tail(path, RECORD)
+                    except DamagedState as exc:
+                        raise OSError(str(exc)) from None
+                    size = os.fstat(fd).st_size
                 try:
                     view = memoryview(data)
                     while view:
@@ -195,20 +208,26 @@ class FileHistory:
         return n
 
     def _read_file(self, path: str) -> list[dict[str, Any]]:
+        """The day's records; a torn last line (an append under way) is left alone. Damage
+        found after `check` is logged in its one line, and the records that check out are
+        served."""
         try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in raw.splitlines():
+            recs = journalfile.read(path, newest=True, cut=False, what=RECORD)[0]
+        except DamagedState as exc:
+            logs.event("job history damaged", logging.ERROR, error=str(exc))
             try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue  # a line torn by a crash mid-write (its run is offered again)
-            if isinstance(rec, dict) and "job_id" in rec:
-                out.append(rec)
-        return out
+                recs = journalfile.read(path, newest=False, salvage=True)[0]
+            except DamagedState:
+                return []
+        return [r for r in recs if "job_id" in r]
+
+    def check(self, ignore_damaged: bool = False) -> None:
+        for day in self.days():
+            path = self.path(day)
+            recs, aside = journalfile.read_or_set_aside(path, ignore_damaged=ignore_damaged,
+                                                        what=RECORD)
+            if aside is not None and recs:  # racct still finds what checked out
+                durable.write_atomic(path, b"".join(journalfile.encode(r) for r in recs))
 
     def read(self, since: float | None = None, ids: Iterable[int] = ()) -> list[dict[str, Any]]:
         wanted = frozenset(ids)

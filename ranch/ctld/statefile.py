@@ -1,6 +1,6 @@
 """The controller's saved state: one checksummed JSON file, written crash-safe (temp, fsync,
-rename), and beside it the next job id, kept with a checksum of its own so that ids never go back
-even when the state file and the journal are gone."""
+rename), and beside it the job id mark (ctld/store.py writes it), kept with a checksum of its own
+so that ids never go back even when the state file and the journal are gone."""
 
 from __future__ import annotations
 
@@ -32,9 +32,8 @@ def state_path(state_dir: str) -> str:
 
 
 def save(state_dir: str, doc: dict[str, Any]) -> None:
-    jobs = doc.get("jobs")
-    if isinstance(jobs, dict) and isinstance(jobs.get("next_id"), int):
-        save_next_id(state_dir, jobs["next_id"])
+    """The state file only: the id mark beside it is the store's (a snapshot's next_id is
+    below ids the store has reserved, and must not bring the mark down)."""
     body = orjson.dumps({"format": FORMAT_VERSION, **doc})
     write_atomic(state_path(state_dir), integrity.seal(body))
 
@@ -77,6 +76,7 @@ def next_id_path(state_dir: str) -> str:
 
 
 def save_next_id(state_dir: str, next_id: int) -> None:
+    """Every job id acknowledged is below `next_id` (crash-safe, sealed)."""
     write_atomic(next_id_path(state_dir), integrity.seal(orjson.dumps({"next_id": next_id})))
 
 

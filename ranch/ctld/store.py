@@ -20,6 +20,13 @@ torn last record of the newest segment (a crash mid-append, never acknowledged),
 off. `rctld -i` moves damaged files aside instead. Records of earlier releases (no checksum)
 are taken as they decode.
 
+Job ids never go back, even when the newest segment loses whole records at its end (a cut at
+a record boundary reads as a crash before those appends): the id mark (job_id_next) is written
+with the group commit that first journals an id at or above it, before any reply, and reserves
+ID_BLOCK ids past it, so it is rewritten once a block. A clean stop (`save`) brings it down to
+the true next id: no gap. After a crash ids resume at the mark, skipping at most a block (as a
+PostgreSQL sequence skips its pre-logged values after a crash).
+
 The journal is a series of segment files (journal.N.jsonl). A snapshot starts a new segment the
 moment it is built; once it is on disk the older segments are deleted whole, so trimming never
 reads or rewrites what was appended (nor holds up a commit while it does).
@@ -40,6 +47,9 @@ from ranch.ctld.groupcommit import GroupCommit
 
 LEGACY_JOURNAL = "job_journal.jsonl"  # version 4's submission journal, read at start
 SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
+# Job ids reserved past the highest one journaled: one write of the mark (two fsyncs) per block,
+# and the most ids a crash skips.
+ID_BLOCK = 256
 
 
 class Store(Protocol):
@@ -79,6 +89,8 @@ class FileStore:
         self.writes = 0  # fsyncs done (for the benchmark)
         self._open: tuple[str, int, int] | None = None  # (segment, fd, its size)
         self._inode = 0
+        self.id_mark = 1  # every job id journaled is below it (the next write puts it on disk)
+        self._mark_on_disk = 1  # job_id_next: every job id acknowledged is below it
 
     @property
     def path(self) -> str:
@@ -110,10 +122,12 @@ class FileStore:
         doc = self._attempt(lambda: statefile.load(self.state_dir))
         lines = self.read()
         floor = self._attempt(lambda: statefile.load_next_id(self.state_dir)) or 1
+        self._mark_on_disk = floor
         if self.moved_aside:
             floor = max(floor, self._highest_id_seen() + 1 + integrity.MARGIN)
             logs.event("damaged state ignored (-i); job ids resume past every id seen",
                        logging.WARNING, next_id=floor, moved=" ".join(self.moved_aside))
+        self.id_mark = floor
         if floor > 1:
             doc = doc if doc is not None else {}
             jobs = doc.setdefault("jobs", {})
@@ -133,11 +147,8 @@ class FileStore:
             return None
 
     def _set_aside(self, exc: integrity.DamagedState) -> str:
-        aside = integrity.move_aside(exc.path)
-        statefile.fsync_dir(os.path.dirname(exc.path))
+        aside = journalfile.set_aside(exc)
         self.moved_aside.append(aside)
-        logs.event("damaged state file moved aside (-i)", logging.ERROR, path=exc.path,
-                   offset=exc.offset, error=exc.what, moved_to=aside)
         return aside
 
     def _highest_id_seen(self) -> int:
@@ -157,16 +168,12 @@ class FileStore:
         paths += [self._segment_path(n) for n in self._segments()]
         paths = [p for p in paths if os.path.exists(p)]
         for i, path in enumerate(paths):
-            try:
-                out += journalfile.read(path, newest=i == len(paths) - 1)[0]
-            except integrity.DamagedState as exc:
-                if not self.ignore_damaged:
-                    raise
-                aside = self._set_aside(exc)
-                records, skipped = journalfile.read(aside, newest=False, salvage=True)
-                logs.event("records taken from a damaged journal segment", logging.WARNING,
-                           path=aside, records=len(records), bad=skipped)
-                out += records
+            records, aside = journalfile.read_or_set_aside(
+                path, newest=i == len(paths) - 1, ignore_damaged=self.ignore_damaged,
+                what="journal record")
+            out += records
+            if aside is not None:
+                self.moved_aside.append(aside)
         return out
 
     # -- group commit ----------------------------------------------------------------------
@@ -180,9 +187,15 @@ class FileStore:
 
     def append(self, records: list[dict[str, Any]]) -> int:
         lines = []
+        top = 0
         for rec in records:
             self.seq += 1
-            lines.append(journalfile.encode({"seq": self.seq, **rec}))
+            line = journalfile.encode({"seq": self.seq, **rec})
+            lines.append(line)
+            if "job" in rec:
+                top = max(top, journalfile.job_id(line))
+        if top >= self.id_mark:  # reserve the next block in the same write (see _flush)
+            self.id_mark = top + 1 + ID_BLOCK
         self._buf.append(b"".join(lines))
         return self._commits.ticket()
 
@@ -202,19 +215,25 @@ class FileStore:
     async def _flush(self) -> None:
         """Everything appended so far, in one write (GroupCommit keeps the tickets)."""
         batch, self._buf = b"".join(self._buf), []
+        mark = self.id_mark if self.id_mark > self._mark_on_disk else 0
         if self.commit_in_thread:
-            await trio.to_thread.run_sync(self._write, batch, self.path)
+            await trio.to_thread.run_sync(self._write, batch, self.path, mark)
         else:
-            self._write(batch, self.path)
+            self._write(batch, self.path, mark)
+        if mark:
+            self._mark_on_disk = max(self._mark_on_disk, mark)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.in_thread:
             return await trio.to_thread.run_sync(fn, *args)
         return fn(*args)
 
-    def _write(self, data: bytes, path: str) -> None:
-        """Append and fsync. The segment stays open between writes (an open and a close per
-        commit cost as much CPU as its fsync); a new segment's name is made durable once."""
+    def _write(self, data: bytes, path: str, mark: int = 0) -> None:
+        """Append and fsync, the id `mark` first when one is due (both are durable before any
+        reply). The segment stays open between writes (an open and a close per commit cost as
+        much CPU as its fsync); a new segment's name is made durable once."""
+        if mark:
+            statefile.save_next_id(self.state_dir, mark)
         if not data:
             return
         if self._open is None or self._open[0] != path or not self._still_there():
@@ -252,6 +271,17 @@ class FileStore:
                 os.close(fd)
 
     # -- snapshots -------------------------------------------------------------------------
+
+    def save(self, doc: dict[str, Any]) -> None:
+        """Write the snapshot `doc` now, in this thread (a clean stop; rctld -i), then bring the
+        id mark down to its next id: a clean restart resumes from the true last id. OSError
+        when it could not be written (the mark stays where it was)."""
+        statefile.save(self.state_dir, doc)
+        jobs = doc.get("jobs")
+        nxt = jobs.get("next_id") if isinstance(jobs, dict) else None
+        if isinstance(nxt, int) and nxt != self._mark_on_disk:
+            statefile.save_next_id(self.state_dir, nxt)
+            self.id_mark = self._mark_on_disk = nxt
 
     def rotate(self) -> int:
         """Start a new segment (when a snapshot is built: every record in the older segments

@@ -65,6 +65,16 @@ class RunningStep:
 
 
 
+def _says_cancelled(step: RunningStep) -> bool:
+    """slurmstepd's rule for its "*** STEP ... CANCELLED AT ***" line when srun ends a step
+    (req.c, _handle_signal_container): only the step's first node says it, once, and only
+    while a task there still runs. Every node saying it, even after its tasks ended, made the
+    line depend on which node's tasks the SIGKILL still found running."""
+    spec = step.spec
+    return (spec.node_index == 0 and bool(spec.tasks) and not step.ending
+            and len(step.exits) < len(spec.tasks))
+
+
 class StepRunner:
     """The steps running on this node. `report` sends a StepEnd to rctld and returns once it was
     acknowledged (it raises when it could not be sent)."""
@@ -224,7 +234,7 @@ class StepRunner:
             if isinstance(msg, StepSignal):
                 # rrun's SIGKILL (srun's SIGTERM, Ctrl-C thrice) and SIGINT (Ctrl-C twice; a
                 # single one is never sent) cancel the step
-                if msg.signal == signal.SIGKILL and step.spec.tasks and not step.ending:
+                if msg.signal == signal.SIGKILL and _says_cancelled(step):
                     await self._say(step, TaskOutput(step.spec.tasks[0], 2, cancelled_line(
                         step.spec, self.node)))
                 ends = msg.signal in (signal.SIGKILL, signal.SIGINT)

@@ -8,7 +8,7 @@ import pytest
 
 from ranch.ctld import integrity, journalfile, statefile
 from ranch.ctld.integrity import DamagedState
-from ranch.ctld.store import FileStore
+from ranch.ctld.store import ID_BLOCK, FileStore
 
 
 def _records(ids) -> bytes:
@@ -66,10 +66,46 @@ def test_ignore_damaged_keeps_every_record_that_checks_out(tmp_path) -> None:
 
 
 def test_the_next_id_survives_a_lost_state_file(tmp_path) -> None:
-    statefile.save(str(tmp_path), {"nodes": {}, "jobs": {"next_id": 42, "jobs": []}})
+    FileStore(str(tmp_path)).save({"nodes": {}, "jobs": {"next_id": 42, "jobs": []}})
     (tmp_path / statefile.STATE_FILE).unlink()
     doc, _ = FileStore(str(tmp_path)).load()
     assert doc["jobs"]["next_id"] == 42
+
+
+def _job_records(ids) -> list[dict]:
+    return [{"job": {"id": i}} for i in ids]
+
+
+async def test_the_id_mark_is_on_disk_with_the_write_that_first_journals_an_id_past_it(
+        tmp_path) -> None:
+    store = FileStore(str(tmp_path), in_thread=False)
+    store.load()
+    await store.commit(_job_records([1, 2]))
+    mark = statefile.load_next_id(str(tmp_path))
+    assert mark == 3 + ID_BLOCK  # reserved in the same write, before any reply
+    writes = store.writes
+    await store.commit(_job_records(range(3, mark)))  # inside the block: no new mark
+    assert statefile.load_next_id(str(tmp_path)) == mark and store.writes == writes + 1
+    await store.commit(_job_records([mark]))  # the first id past it reserves the next block
+    assert statefile.load_next_id(str(tmp_path)) == mark + 1 + ID_BLOCK
+    # a snapshot does not bring the mark down; a clean stop's save does, to the true next id
+    await store.snapshot({"nodes": {}, "jobs": {"next_id": mark + 1, "jobs": []}})
+    assert statefile.load_next_id(str(tmp_path)) == mark + 1 + ID_BLOCK
+    store.save({"nodes": {}, "jobs": {"next_id": mark + 1, "jobs": []}})
+    assert statefile.load_next_id(str(tmp_path)) == mark + 1
+    await store.commit(_job_records([mark + 1]))  # and the next id given reserves again
+    assert statefile.load_next_id(str(tmp_path)) == mark + 2 + ID_BLOCK
+
+
+async def test_a_journal_cut_at_a_record_boundary_never_gives_an_id_again(tmp_path) -> None:
+    store = FileStore(str(tmp_path), in_thread=False)
+    store.load()
+    await store.commit(_job_records([1, 2, 3]))
+    segment = tmp_path / "journal.1.jsonl"
+    segment.write_bytes(segment.read_bytes().split(b"\n", 1)[0] + b"\n")  # jobs 2, 3 lost
+    doc, records = FileStore(str(tmp_path)).load()
+    assert [r["job"]["id"] for r in records] == [1]
+    assert doc["jobs"]["next_id"] > 3
 
 
 def test_a_sealed_state_file_round_trips_and_an_unsealed_one_of_format_1_loads(tmp_path) -> None:

@@ -17,6 +17,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from ranch.ctld import eventlog, history
+from ranch.ctld.eventlog import EventLog
+from ranch.ctld.history import FileHistory
 from ranch.ctld.integrity import DamagedState
 from ranch.protocol import messages as m
 
@@ -40,21 +43,25 @@ def saved(tmp_path_factory) -> Cluster:
     them, node credentials, a drain; jobs wait for n2, which never came. (Snapshots are 5 s
     apart: jobs 5-8 are submitted at once after one, so they are in the journal only.)"""
     c = Cluster(tmp_path_factory.mktemp("saved"), nodes=["n1", "n2"])
-    c.start_ctld()
-    c.start_node("n1")
-    c.wait_for(lambda: c.state("n1") == "IDLE", 30, what="n1 idle")
-    ids = [_submit(c, i) for i in range(1, 5)]
-    state = Path(c.state_dir)
-    wait_for(lambda: list((state / "jobs").glob("bulk.*")), 30, what="a pack")
-    reply = c.request(m.UpdateNodes("n1", "DRAIN", "kept", "root"))
-    assert reply.ok, reply
-    # the next snapshot holds where each job's bulk is in the pack (and the drain)
-    wait_for(lambda: b'"bulk_at":[' in (state / "node_state.json").read_bytes(), 30,
-             what="a snapshot pointing into the pack")
-    ids += [_submit(c, i) for i in range(5, 9)]
-    assert ids == list(range(1, ACKED + 1))
-    c.kill_node("n1")
-    c.kill_ctld()
+    try:
+        c.start_ctld()
+        c.start_node("n1")
+        c.wait_for(lambda: c.state("n1") == "IDLE", 30, what="n1 idle")
+        ids = [_submit(c, i) for i in range(1, 5)]
+        state = Path(c.state_dir)
+        wait_for(lambda: list((state / "jobs").glob("bulk.*")), 30, what="a pack")
+        reply = c.request(m.UpdateNodes("n1", "DRAIN", "kept", "root"))
+        assert reply.ok, reply
+        # the next snapshot holds where each job's bulk is in the pack (and the drain)
+        wait_for(lambda: b'"bulk_at":[' in (state / "node_state.json").read_bytes(), 30,
+                 what="a snapshot pointing into the pack")
+        ids += [_submit(c, i) for i in range(5, 9)]
+        assert ids == list(range(1, ACKED + 1))
+        c.kill_node("n1")
+        c.kill_ctld()
+    except BaseException:
+        c.stop()  # no daemon outlives a fixture that failed
+        raise
     assert (state / "node_credentials.json").exists()
     return c
 
@@ -125,6 +132,34 @@ def test_damage_in_the_middle_of_a_journal_segment_is_refused_at_its_offset(
     _refused(saved, state, path, at, what)
 
 
+@pytest.mark.parametrize("which", ["events", "history"])
+def test_damage_in_the_event_log_or_the_job_history_is_refused_and_i_sets_it_aside(
+        saved, tmp_path, which) -> None:
+    state = _copy(saved, tmp_path)
+    if which == "events":
+        log = EventLog(max_events=100, max_age=10**10)
+        for i in range(4):
+            log.add("state", f"x{i}")
+        eventlog.flush(log, str(state))
+        path, what = state / eventlog.FILE_NAME, "event log record checksum mismatch"
+    else:
+        h = FileHistory(str(state / history.DIR_NAME))
+        for i in (101, 102, 103):
+            h.ended({"job_id": i, "restarts": 0, "state": "COMPLETED", "end_time": 1.8e9})
+        h.write(h.take())
+        path, what = Path(h.path(h.days()[0])), "job history record checksum mismatch"
+    data = path.read_bytes()
+    at = _line_offsets(data)[1]
+    path.write_bytes(data[: at + 30] + os.urandom(8).replace(b"\n", b"x") + data[at + 38:])
+    _refused(saved, state, path, at, what)
+    c = _serve(saved, state, "-i")
+    try:
+        assert [p.name for p in state.glob("**/" + path.name + ".damaged-*")]
+        assert set(range(1, ACKED + 1)) <= _listed_ids(c)
+    finally:
+        c.stop()
+
+
 def test_garbled_credentials_are_refused_in_one_line(saved, tmp_path) -> None:
     state = _copy(saved, tmp_path)
     path = state / "node_credentials.json"
@@ -158,8 +193,31 @@ def test_a_torn_last_record_is_dropped_and_nothing_acknowledged_is_lost(saved, t
         assert c.snapshot()["n1"]["state"]["reason"]["text"] == "kept"
         # cut back to its whole records for every later start (unless a snapshot trimmed it)
         assert not path.exists() or path.read_bytes() == whole
-        assert "torn last journal record dropped" in c.log("rctld")
-        assert _submit(c, 9) == ACKED + 1
+        assert "torn last record dropped" in c.log("rctld")
+        assert _submit(c, 9) > ACKED
+    finally:
+        c.stop()
+
+
+def test_a_journal_cut_at_a_record_boundary_never_gives_an_acknowledged_id_again(
+        saved, tmp_path) -> None:
+    """Records lost whole off the end of the newest segment read as a crash before they were
+    appended: the id mark on file (written with the commit that first journaled an id past it)
+    still keeps every acknowledged id from being given again. A clean stop leaves no gap."""
+    state = _copy(saved, tmp_path)
+    path = _segment(state)
+    data = path.read_bytes()
+    at = data.index(b'"id":5,')  # job 5's first record: 5-8 were acknowledged from here on
+    path.write_bytes(data[: data.rfind(b"\n", 0, at) + 1])
+    c = _serve(saved, state)
+    try:
+        assert not set(range(5, ACKED + 1)) & _listed_ids(c)  # lost: the journal cannot tell
+        first = _submit(c, 9)
+        assert first > ACKED  # no acknowledged id comes back
+        assert "torn last record dropped" not in c.log("rctld")
+        assert c.stop_ctld(timeout=60) == 0
+        c.start_ctld()
+        assert _submit(c, 10) == first + 1  # a clean restart resumes from the true last id
     finally:
         c.stop()
 

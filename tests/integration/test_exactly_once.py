@@ -34,6 +34,9 @@ NodeName={nodes} CPUs={cpus} RealMemory=64
 PartitionName=main Nodes={nodes} Default=YES
 """
 ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
+# the missing-job grace (3 beats + MessageTimeout) and the one more beat rctld waits: seconds
+# after a launch past which a run missing from a heartbeat is taken for lost
+PAST_GRACE = 3 * 1 + 2 + 1
 
 
 def cluster(tmp: Path, nodes: list[str], cpus: int, timeout: int = 10) -> Cluster:
@@ -86,6 +89,21 @@ def wait_ended(c: Cluster, jobs: list[int], timeout: float) -> dict[int, dict]:
     return records(c)
 
 
+def beaten_after(c: Cluster, nodes: list[str], t: float) -> None:
+    """Wait until every node in `nodes` has had a heartbeat taken by rctld after wall time `t`
+    (rctld's own record of the node's last beat: a loaded machine only makes it later)."""
+    c.wait_for(lambda: all((rec["last_heartbeat"] or 0.0) > t
+                           for n, rec in c.snapshot().items() if n in nodes),
+               60 + t - time.time(), what=f"heartbeats of {','.join(nodes)} after {t:.1f}")
+
+
+def past_grace(c: Cluster, jobs: list[int], nodes: list[str]) -> None:
+    """Until the nodes' beats come past the missing-job grace of every run of `jobs`: from
+    then on, a run a heartbeat leaves out is requeued."""
+    recs = records(c)
+    beaten_after(c, nodes, max(recs[j]["start_time"] for j in jobs) + PAST_GRACE)
+
+
 def start(c: Cluster) -> None:
     c.start_ctld()
     for name in c.node_names:
@@ -110,7 +128,7 @@ def test_array_tasks_ending_together_each_run_once(tmp_path: Path) -> None:
             all_jobs += ids
             c.wait_for(lambda ids=ids: all(marks(tmp_path)[j, 0] for j in ids), 30,
                        what="every task running")
-            time.sleep(6)  # past the 5 s missing-job grace: any task lost now is requeued
+            past_grace(c, list(ids), nodes)  # any task lost now is requeued
             os.close(os.open(go, os.O_WRONLY))  # every reader sees its end of file at once
             recs = wait_ended(c, list(ids), 30)
             assert {recs[j]["state"] for j in ids} == {"COMPLETED"}, recs
@@ -177,7 +195,7 @@ def test_kills_and_a_returning_node_run_each_job_once(tmp_path: Path) -> None:
         c.wait_for(lambda: records(c)[jid]["restarts"] == 1, 30, what="the job requeued")
         c.start_node("n2")
         c.wait_for(lambda: runs_of(tmp_path, jid) == {0: 1, 1: 1}, 30, what="run 1 running")
-        time.sleep(8)  # beats past the grace, with the old run ended on the node
+        past_grace(c, [jid], ["n2"])  # with the old run ended on the node
         go.touch()
         recs = wait_ended(c, [jid], 30)
         assert (recs[jid]["state"], recs[jid]["restarts"]) == ("COMPLETED", 1)
