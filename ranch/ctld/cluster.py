@@ -165,7 +165,7 @@ class Cluster:
                                         items=listed, ignored=configdump.ignored(config, listed))
         self.eventlog.configure(config.membership.event_log_max_events,
                                 config.membership.event_log_max_age)
-        self._partitions = tuple(
+        self._partitions: tuple[dict[str, Any], ...] = tuple(
             {"name": p.name, "nodes": list(p.nodes), "default": p.default, "state": p.state,
              "max_time": p.max_time, "default_time": p.default_time, "hidden": p.hidden,
              "options": dict(p.options)}  # every other key as written, for rcontrol/rinfo -l

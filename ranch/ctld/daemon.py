@@ -7,7 +7,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import trio
@@ -99,8 +99,10 @@ class Daemon:
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
             _credentials_aside(state_dir)
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
-        self.store: Any = (FileStore(state_dir, ignore_damaged=ignore_damaged) if store is None
-                           else store)
+        # Any: the file store, or a controller pair's etcd store (ctld/etcdstore.py), which
+        # also mirrors files and holds the history and events (ctld/etcdrecords.py)
+        self.store = cast(Any, FileStore(state_dir, ignore_damaged=ignore_damaged)
+                          if store is None else store)
         history_dir = os.path.join(state_dir, DIR_NAME)  # racct's; etcd's too for a pair
         self.cluster = Cluster(
             config, changes=self.changes, epoch=getattr(store, "epoch", 0),
@@ -135,7 +137,8 @@ class Daemon:
         """Take back the saved state; integrity.DamagedState (never a silent reset) when a
         file is damaged and rctld was not started with -i."""
         self.cluster.eventlog.load(self.state_dir, self.ignore_damaged)
-        self.cluster.jobs.history.check(self.ignore_damaged)
+        if self.cluster.jobs.history is not None:
+            self.cluster.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
         jobs = self.cluster.jobs
         if doc is None and not records:
@@ -353,7 +356,7 @@ class Daemon:
         doc = self._snapshot_doc()  # built here; the entries are never mutated later
         jobs = self.cluster.jobs
         bulk, gone = jobs.take_bulk()
-        pack, placed = self.next_pack, []
+        pack, placed = self.next_pack, list[tuple[int, int, int]]()
         if bulk:
             self.next_pack += 1
         try:
@@ -371,7 +374,7 @@ class Daemon:
             jobs.bulk_written(pack, placed)
         return True
 
-    def _write_bulk(self, pack: int, bulk: list[tuple[int, str, tuple]],
+    def _write_bulk(self, pack: int, bulk: list[tuple[int, str, tuple | bytes]],
                     placed: list[tuple[int, int, int]]) -> None:
         """In the snapshot's thread: the new jobs' scripts and environments in one pack, before
         the snapshot lets go of the journal segment that holds them."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
@@ -29,7 +29,8 @@ class Controller:
     `make_daemon(store, grace, handover)` builds the Daemon (ctld/main.py, the composition root)."""
 
     def __init__(self, config: ClusterConfig, key: bytes, *, name: str, host: str, port: int,
-                 state_dir: str, make_daemon: Callable[[EtcdStore], Any],
+                 state_dir: str,
+                 make_daemon: Callable[[EtcdStore, float, Callable[[], Awaitable[None]]], Any],
                  version: str = "") -> None:
         c = config.control
         self.config = config

@@ -45,7 +45,7 @@ class JobListing:
         # a job held until it ended was never eligible (Slurm: EligibleTime=Unknown)
         eligible = None if job.held and job.start_time == job.end_time else max(
             job.submit_time, req.begin_time or 0.0)
-        rec = {
+        rec: dict[str, Any] = {
             "job_id": job.id,
             "array_job_id": job.array_job_id,
             "array_task_id": job.array_task_id,

@@ -6,7 +6,12 @@ import argparse
 import logging
 import os
 import sys
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ranch.ctld.store import Store
 
 E = TypeVar("E", bound=BaseException)
 # As slurmctld reads /etc/slurm/slurm.conf (SLURM_CONF overrides): never relative to the cwd,
@@ -171,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
 
     daemons: list[Daemon] = []
 
-    def make_daemon(store: object = None, grace: float = 0.0, handover: object = None
-                    ) -> Daemon:
+    def make_daemon(store: Store | None = None, grace: float = 0.0,
+                    handover: Callable[[], Awaitable[None]] | None = None) -> Daemon:
         daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
                         config_path=args.file, on_ready=gctune.freeze_startup_heap,
                         key_file=os.path.abspath(key_path), log_sink=sink,
@@ -222,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _which_controller(config, name: str | None, listen_host: str | None):  # type: ignore[no-untyped-def]
+def _which_controller(config, name: str | None, listen_host: str | None):
     """The SlurmctldHost entry this rctld is, or a message saying why none fits."""
     import socket
 

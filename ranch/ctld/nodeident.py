@@ -105,8 +105,8 @@ def membership(server: Rpc, msg: m.NodeMembership,
         revoke(name)
     if action == "approve":
         for err in list(errors):
-            name = _member_named(err, book)
-            if name is not None and revoke(name):
+            member = _member_named(err, book)
+            if member is not None and revoke(member):
                 errors.remove(err)
                 changed.append(name)
     result = m.UpdateResult(ok=not errors, changed=tuple(changed), errors=tuple(errors))

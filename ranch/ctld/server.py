@@ -111,8 +111,9 @@ class Connection:
         finally:
             self.pending -= 1
 
-    async def send(self, data: bytes) -> bool:
+    async def send(self, frame: bytes) -> bool:
         """Write one frame; a peer that does not take it within MessageTimeout is cut off."""
+        data: bytes | memoryview = frame
         lock = self.send_lock
         try:
             if lock is not None and lock.locked():
@@ -120,13 +121,13 @@ class Connection:
             else:
                 # Nothing else is writing: offer the frame to the kernel, which nearly always
                 # takes all of it (no await between the check and the acquire below).
-                sent = self.io.try_send(data)
-                if sent == len(data):
+                sent = self.io.try_send(frame)
+                if sent == len(frame):
                     return True
                 if lock is None:
                     lock = self.send_lock = trio.StrictFIFOLock()
                 lock.acquire_nowait()
-                data = memoryview(data)[sent:]
+                data = memoryview(frame)[sent:]
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.close_soon()
             return False
@@ -211,12 +212,12 @@ class Server:
                                      version=version)
         # the same few bodies, a thousand times a second (a kill list makes one unique)
         if type(msg) is m.HeartbeatReply and not msg.kill_job_ids:
-            key = (version, msg.node_state, msg.config_hash)
-            body = self._reply_bodies.get(key)
+            cache_key = (version, msg.node_state, msg.config_hash)
+            body = self._reply_bodies.get(cache_key)
             if body is None:
                 if len(self._reply_bodies) >= REPLY_BODY_CACHE:
                     self._reply_bodies.clear()
-                body = self._reply_bodies[key] = kept(codec.encode(msg, version=version))
+                body = self._reply_bodies[cache_key] = kept(codec.encode(msg, version=version))
             return encode_body_frame("HeartbeatReply", body, self.key, request_id=request_id,
                                      version=version)
         try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from typing import Any
+from typing import Any, cast
 
 import trio
 from hypercorn.config import Config
@@ -23,7 +23,7 @@ from ranch.ctld.web.app import build_app
 from ranch.ctld.web.limits import BodyCap
 
 KEEP_ALIVE = 5.0  # seconds an idle connection is kept (hypercorn's default, said here)
-READ_TIMEOUT = 30.0  # seconds a request may take to arrive whole (a trickle is dropped)
+READ_TIMEOUT = 30  # seconds a request may take to arrive whole (a trickle is dropped)
 ACCEPT_RETRY = 0.1  # seconds to wait when the descriptor table is full (trio's own figure)
 
 
@@ -72,7 +72,8 @@ class HttpListener:
 
     async def _handle(self, stream: trio.SocketStream) -> None:
         try:
-            await TCPServer(self.app, self.config, self.context, {}, stream).run()
+            # hypercorn types this argument as its TLS stream; a plain stream serves as well
+            await TCPServer(self.app, self.config, self.context, {}, cast(Any, stream)).run()
         except Exception as exc:  # one connection's failure is never the daemon's
             self.log.event("error", "HTTP connection failed", logging.ERROR, error=repr(exc))
         finally:
@@ -93,7 +94,7 @@ async def serve_http(cluster: Any, settings: Any,
     if problem is not None and settings.token_file:
         logs.event("HTTP writes disabled until the token file is fixed", logging.ERROR,
                    error=problem)
-    app = wrap_app(BodyCap(web_app), config.wsgi_max_body_size, "asgi")
+    app = wrap_app(cast(Any, BodyCap(web_app)), config.wsgi_max_body_size, "asgi")
     try:
         sockets = config.create_sockets()
     except OSError as exc:
