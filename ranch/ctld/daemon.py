@@ -15,24 +15,22 @@ import trio
 from ranch.conf.build import load_config
 from ranch.conf.errors import ConfigError
 from ranch.conf.model import ClusterConfig
-from ranch.ctld import acct, eventlog, gctune, integrity, jobbulk, logs, nodeident, statefile
+from ranch.ctld import acct, integrity, jobbulk, logs, nodeident, statefile
 from ranch.ctld.changelog import ChangeLog
 from ranch.ctld.cluster import Cluster
-from ranch.ctld.etcdrecords import ReplicatedHistory, put_events
+from ranch.ctld.durability import Durability
+from ranch.ctld.etcdrecords import ReplicatedHistory
 from ranch.ctld.history import DIR_NAME, FileHistory
 from ranch.ctld.integrity import DamagedState
 from ranch.ctld.runner import Runner
+from ranch.ctld.saving import Saver
 from ranch.ctld.server import Server
 from ranch.ctld.site import Site
 from ranch.ctld.store import FileStore, Store
+from ranch.ctld.wakeup import Wakeup
 from ranch.protocol import messages as m
 from ranch.protocol.logformat import LogSink
 from ranch.protocol.sdnotify import Notifier
-
-# Seconds between snapshots (the state file). A SIGKILL loses nothing in between: every change a
-# reply confirmed is in the journal; a snapshot only lets the journal's older segments go.
-SAVE_INTERVAL = 5.0
-EVENT_SAVE_INTERVAL = 0.5  # coalescing window of event log appends
 
 
 class CannotListen(Exception):
@@ -71,6 +69,7 @@ class Daemon:
         store: Store | None = None,
         grace: float = 0.0,
         handover: Callable[[], Awaitable[None]] | None = None,
+        save_in_thread: bool = True,
     ) -> None:
         """`on_ready` runs once the saved state is restored, before the first connection;
         `ignore_damaged` (rctld -i): damaged state files are moved aside, not refused;
@@ -87,13 +86,11 @@ class Daemon:
         self.state_dir = state_dir
         self.host = host
         self.port = port
-        self._dirty = trio.Event()
-        self._outbox_ready = trio.Event()
-        self._events_unsaved = trio.Event()
         self.ignore_damaged = ignore_damaged  # rctld -i (the store, events, history)
         # The composition root: each owner is built once, here, with what it needs.
         self.runner = Runner()  # this daemon's nursery, once open (programs, pushes)
-        self.changes = ChangeLog(on_dirty=self._mark_dirty, on_outbox=self._poke_outbox)
+        dirty, outbox, events = Wakeup(), Wakeup(), Wakeup()  # a snapshot, a push, an event
+        self.changes = ChangeLog(on_dirty=dirty.set, on_outbox=outbox.set)
         self.site = Site(state_dir, key_file,
                          None if log_sink is None else (log_sink.path or ""))
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
@@ -109,24 +106,20 @@ class Daemon:
             spawn=self.runner.start_soon, site=self.site,
             history=(FileHistory(history_dir) if self.local_store
                      else ReplicatedHistory(history_dir, self.store)),
-            on_events_unsaved=self._events_unsaved.set)
+            on_events_unsaved=events.set)
+        self.durability = Durability(self.cluster, self.changes, self.store, outbox)
+        self.saver = Saver(self.cluster, self.changes, self.store, state_dir,
+                           local=self.local_store, dirty=dirty, events=events,
+                           in_thread=save_in_thread)
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.submit_job, state_dir=state_dir,
                              mirror=None if self.local_store else self.store.put_file,
                              takeover=None if handover is None else self.takeover,
                              sync=self.durable, spawn=self.runner.start_soon)
-        self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobbulk.py
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
         self.http_urls: list[str] = []
-        self.save_in_thread = True  # tests under MockClock write inline, so time stays exact
-
-    def _mark_dirty(self) -> None:
-        self._dirty.set()
-
-    def _poke_outbox(self) -> None:
-        self._outbox_ready.set()
 
     @property
     def journal(self) -> Any:
@@ -155,23 +148,17 @@ class Daemon:
         jobs.bulk_not_written([n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs],
                               ())
         if self.store.moved_aside:  # what was taken from them now lives in no journal
-            self.save_now()
+            self.saver.save_now()
 
     async def durable(self) -> None:
-        """Return once every change made so far is on disk (group commit: the changes of every
-        caller that arrives meanwhile share one write). OSError when they could not be written;
-        they stay queued for the next try."""
-        changes = self.changes
-        if changes.pending():
-            taken = changes.take()
-            ticket = self.store.append(self.cluster.journal_records(taken))
-            try:
-                await self.store.wait(ticket)
-            except OSError:
-                changes.put_back(taken)
-                raise
-        else:
-            await self.store.wait(self.store.last_ticket)
+        """Every change made so far on disk (ctld/durability.py); OSError if it failed."""
+        await self.durability.durable()
+
+    async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
+        return await self.durability.submit(msg)
+
+    async def flush_outbox(self) -> bool:
+        return await self.durability.flush_outbox()
 
     def takeover(self, who: str) -> m.Ack:
         """rcontrol takeover: answered first, then the seat is given up (a standby wins it)."""
@@ -184,48 +171,6 @@ class Daemon:
         await trio.sleep(0.2)  # the Ack leaves first
         assert self.handover is not None
         await self.handover()
-
-    async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
-        """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already
-        RUNNING: one write) before the reply. Its LaunchJob waits in the outbox for the same
-        write, so no job runs that the journal lacks; if the write fails, it is retracted."""
-        jobs = self.cluster.jobs
-        built = jobs.build(msg)
-        if isinstance(built, m.Error):
-            return built
-        reply = jobs.accept(built)
-        try:
-            await self.durable()
-        except OSError as exc:  # never acknowledged, never launched: as if never submitted
-            jobs.retract(built)
-            logs.event("job journal write failed", logging.ERROR, error=str(exc))
-            return m.Error("internal", f"job {built[0].id} could not be written to "
-                           f"{self.store.path}: {exc.strerror or exc}")
-        return reply
-
-    async def flush_outbox(self) -> bool:
-        """Send the pushes queued so far, in order, once what led to them is on disk."""
-        batch = self.changes.take_outbox()
-        try:
-            await self.durable()
-        except OSError as exc:
-            logs.event("journal write failed; launches and kills wait", logging.ERROR,
-                       error=str(exc))
-            self.changes.put_back_outbox(batch)
-            return False
-        for fn, args in batch:
-            fn(*args)
-        return True
-
-    async def _outbox(self) -> None:
-        """Pushes that follow from changes (LaunchJob, KillJob) leave once those are on disk,
-        one batch after the other, so that a node gets them in the order they were made."""
-        while True:
-            await self._outbox_ready.wait()
-            self._outbox_ready = trio.Event()
-            if not await self.flush_outbox():
-                self._outbox_ready.set()
-                await trio.sleep(1.0)
 
     async def run(
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
@@ -249,12 +194,12 @@ class Daemon:
                 logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
                            cluster=self.cluster.config.cluster_name)
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
-                nursery.start_soon(self._saver)
-                nursery.start_soon(self._outbox)
+                nursery.start_soon(self.saver.run)
+                nursery.start_soon(self.durability.run_outbox)
                 nursery.start_soon(self.store.committer)
-                nursery.start_soon(self._event_saver)
+                nursery.start_soon(self.saver.run_events)
                 nursery.start_soon(acct.keep_history, self.cluster.jobs, self.cluster.jobs.history,
-                                   self.save_in_thread)
+                                   self.saver.in_thread)
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(self.cluster.power.remove_stale_files)
                 if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
@@ -266,12 +211,9 @@ class Daemon:
         finally:
             self.notifier.stopping()
             acct.flush_now(self.cluster.jobs.history)  # before the snapshot purges their jobs
-            self.save_now()
+            self.saver.save_now()
             self.store.close()
-            try:
-                eventlog.flush(self.cluster.eventlog, self.state_dir)
-            except OSError as exc:
-                logs.event("event log save failed", logging.ERROR, error=str(exc))
+            self.saver.flush_events()
 
     async def _start_http(self, nursery: trio.Nursery) -> None:
         from ranch.ctld.web.server import serve_http
@@ -323,93 +265,11 @@ class Daemon:
             return
         logs.event("log file reopened", path=self.log_sink.path, signal=why)
 
-    def _snapshot_doc(self) -> dict[str, Any]:
-        doc = self.cluster.save_doc()
-        doc["journal_seq"] = self.store.seq  # every record handed to the store so far
-        doc["journal_keep_from"] = self.store.rotate()  # later records go to a new segment
-        return doc
-
     def save_now(self) -> None:
-        """Write the state file synchronously (shutdown). Not for a replicated store: its
-        journal already holds everything, and a controller that lost the seat may write no
-        more."""
-        if not self.local_store:
-            return
-        try:
-            self.store.save(self._snapshot_doc())
-            logs.event("state saved", path=statefile.state_path(self.state_dir))
-        except OSError as exc:
-            logs.event("state save failed", logging.ERROR, error=str(exc))
-
-    async def _saver(self) -> None:
-        self.store.in_thread = self.save_in_thread
-        while True:
-            await self._dirty.wait()
-            self._dirty = trio.Event()
-            await self.save_snapshot()
-            gctune.release_free_memory()
-            await trio.sleep(SAVE_INTERVAL)
+        self.saver.save_now()
 
     async def save_snapshot(self) -> bool:
-        """One snapshot: the new jobs' bulk packed, the state file, the journal trimmed, the
-        files of purged jobs removed. False (logged, retried by the saver) if it failed."""
-        doc = self._snapshot_doc()  # built here; the entries are never mutated later
-        jobs = self.cluster.jobs
-        bulk, gone = jobs.take_bulk()
-        pack, placed = self.next_pack, list[tuple[int, int, int]]()
-        if bulk:
-            self.next_pack += 1
-        try:
-            await self.store.snapshot(doc, doc["journal_keep_from"],
-                                      partial(self._write_bulk, pack, bulk, placed),
-                                      partial(self._remove_bulk, gone))
-        except OSError as exc:
-            logs.event("state save failed", logging.ERROR, error=str(exc))
-            # no saved record points into a pack it wrote: the next snapshot writes anew
-            jobs.bulk_not_written([pack, *gone[1]] if placed else gone[1], gone[0])
-            self.changes.save_failed()
-            self._dirty.set()
-            return False
-        if placed:
-            jobs.bulk_written(pack, placed)
-        return True
-
-    def _write_bulk(self, pack: int, bulk: list[tuple[int, str, tuple | bytes]],
-                    placed: list[tuple[int, int, int]]) -> None:
-        """In the snapshot's thread: the new jobs' scripts and environments in one pack, before
-        the snapshot lets go of the journal segment that holds them."""
-        placed += jobbulk.write_pack(self.state_dir, pack, bulk)
-
-    def _remove_bulk(self, gone: tuple[list[int], list[int]]) -> None:
-        """In the snapshot's thread, once the snapshot without them is on disk: the files of
-        purged jobs (a crash before it must find the files its saved records point to)."""
-        for jid in gone[0]:
-            jobbulk.remove(self.state_dir, jid)
-        for pack in gone[1]:
-            jobbulk.remove_pack(self.state_dir, pack)
-
-    async def _event_saver(self) -> None:
-        """Appends new events to the state dir's event log, batched like state saves."""
-        log = self.cluster.eventlog
-        while True:
-            await self._events_unsaved.wait()
-            self._events_unsaved = trio.Event()
-            log.on_unsaved = self._events_unsaved.set
-            batch, everything = log.take_unsaved()
-            try:
-                if not self.local_store:  # etcd first: a retry puts the same keys again
-                    await put_events(self.store, batch, everything)
-                if self.save_in_thread:
-                    n = await trio.to_thread.run_sync(eventlog.write, self.state_dir, batch,
-                                                      everything)
-                else:
-                    n = eventlog.write(self.state_dir, batch, everything)
-                log.file_lines = n if everything is not None else log.file_lines + n
-            except OSError as exc:
-                logs.event("event log save failed", logging.ERROR, error=str(exc))
-                log.unsaved[:0] = batch
-                self._events_unsaved.set()
-            await trio.sleep(EVENT_SAVE_INTERVAL)
+        return await self.saver.save_snapshot()
 
     async def _power_save(self) -> None:
         while True:

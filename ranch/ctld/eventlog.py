@@ -186,6 +186,16 @@ class EventLog:
             return batch, list(self.events)
         return batch, None
 
+    def written(self, count: int, everything: bool) -> None:
+        """What take_unsaved handed out is on disk: `count` lines appended, or the file
+        rewritten with `count` lines."""
+        self.file_lines = count if everything else self.file_lines + count
+
+    def not_written(self, batch: list[dict[str, Any]]) -> None:
+        """The write of `batch` failed: it is first in line for the next one."""
+        self.unsaved[:0] = batch
+        self.on_unsaved()
+
 
 def write(state_dir: str, batch: list[dict[str, Any]], everything: list[dict[str, Any]] | None
           ) -> int:
@@ -216,5 +226,4 @@ def flush(log: EventLog, state_dir: str) -> None:
     batch, everything = log.take_unsaved()
     if not batch and everything is None:
         return
-    n = write(state_dir, batch, everything)
-    log.file_lines = n if everything is not None else log.file_lines + n
+    log.written(write(state_dir, batch, everything), everything is not None)

@@ -114,10 +114,10 @@ async def test_apply_hook_records_cause_user_reason_and_last_change(autojump_clo
 
 
 async def test_daemon_persists_events_and_reads_them_back(autojump_clock, tmp_path) -> None:
-    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
-    d.save_in_thread = False
+    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0,
+               save_in_thread=False)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(d._event_saver)
+        nursery.start_soon(d.saver.run_events)
         register(d.cluster, "n1")
         d.cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "alice"))
         await trio.sleep(1.0)

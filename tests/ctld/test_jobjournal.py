@@ -73,7 +73,7 @@ async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> No
     assert jobs[1].state == "RUNNING" and jobs[1].restarts == 0
     assert d2.cluster.jobs.next_id == 2 + ID_BLOCK  # a crash: ids resume past the id mark
     # a save holding them empties the journal; a third start reads them from the state file
-    doc = d2._snapshot_doc()
+    doc = d2.saver.snapshot_doc()
     await d2.store.snapshot(doc, doc["journal_keep_from"])
     assert d2.store.read() == []
     d3 = daemon(tmp_path)
@@ -173,7 +173,7 @@ async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
     register(d.cluster, "n1")
     sub = await d.submit_job(submit_msg())
     assert d.cluster.jobs.jobs[sub.job_id].state == "RUNNING"
-    doc = d._snapshot_doc()
+    doc = d.saver.snapshot_doc()
     await d.store.snapshot(doc, doc["journal_keep_from"])
     # a journal line older than the snapshot (a delete that did not reach the disk) is not
     # replayed over it
@@ -277,6 +277,6 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
     jobbulk.write_pack(str(tmp_path), 7, [(99, "#!/bin/sh\n", ())])
     d2 = daemon(tmp_path)
     d2.restore()
-    assert d2.next_pack == 8
+    assert d2.saver.next_pack == 8
     assert await d2.save_snapshot()
     assert jobbulk.packs(str(tmp_path)) == []

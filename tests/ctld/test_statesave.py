@@ -6,7 +6,7 @@ import pytest
 import trio
 
 from ranch.ctld import daemon as daemon_mod
-from ranch.ctld import statefile
+from ranch.ctld import saving, statefile
 from ranch.ctld.daemon import Daemon
 from ranch.protocol import messages as m
 
@@ -22,11 +22,11 @@ async def test_saves_are_coalesced_and_prompt(autojump_clock, tmp_path, monkeypa
         real_save(state_dir, doc)
 
     monkeypatch.setattr(daemon_mod.statefile, "save", counting_save)
-    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
-    d.save_in_thread = False
+    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0,
+               save_in_thread=False)
     cluster = d.cluster
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(d._saver)
+        nursery.start_soon(d.saver.run)
         _, conn = register(cluster, "n1")
         # 200 heartbeats and 40 state changes over 2 s of (mock) time.
         for i in range(200):
@@ -35,9 +35,9 @@ async def test_saves_are_coalesced_and_prompt(autojump_clock, tmp_path, monkeypa
                 request = "DRAIN" if i % 10 == 0 else "UNDRAIN"
                 cluster.update_nodes(m.UpdateNodes("n1", request, f"r{i}", "alice"))
             await trio.sleep(0.01)
-        await trio.sleep(daemon_mod.SAVE_INTERVAL + 0.01)  # at most one save window is lost
+        await trio.sleep(saving.SAVE_INTERVAL + 0.01)  # at most one save window is lost
         nursery.cancel_scope.cancel()
-    assert 2 <= len(writes) <= 2.0 / daemon_mod.SAVE_INTERVAL + 2, writes
+    assert 2 <= len(writes) <= 2.0 / saving.SAVE_INTERVAL + 2, writes
     saved = statefile.load(str(tmp_path))
     # The last change (i=190 DRAIN, i=195 UNDRAIN) is on disk.
     assert saved["nodes"]["n1"]["state"]["flags"] == []
@@ -47,10 +47,10 @@ async def test_saves_are_coalesced_and_prompt(autojump_clock, tmp_path, monkeypa
 async def test_heartbeats_alone_do_not_write(autojump_clock, tmp_path, monkeypatch) -> None:
     writes: list[float] = []
     monkeypatch.setattr(daemon_mod.statefile, "save", lambda *a: writes.append(1))
-    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
-    d.save_in_thread = False
+    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0,
+               save_in_thread=False)
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(d._saver)
+        nursery.start_soon(d.saver.run)
         _, conn = register(d.cluster, "n1")
         await trio.sleep(1)
         n = len(writes)
