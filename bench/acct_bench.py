@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from ranch.ctld.history import FileHistory  # noqa: E402
+from ranch.ctld.jobs.history import FileHistory  # noqa: E402
 from ranch.protocol import messages as m  # noqa: E402
 from tests.integration.cluster import Cluster, free_port  # noqa: E402
 

@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import orjson
 import trio
 
-from ranch.ctld import jobfields
 from ranch.ctld.daemon import Daemon
+from ranch.ctld.jobs import jobfields
 from ranch.protocol import messages as m
 from ranch.protocol.codec import converter
 from tests.ctld.helpers import make_config

@@ -133,7 +133,7 @@ class Demo:
     def write_config(self) -> Path:
         """slurm-like.conf and its scripts copied here, HttpListen on a free port, and a token
         file for the web page's drain/resume buttons: the token is named after an admin
-        (AdminUsers=demo), as a write through HTTP needs one (ctld/permissions.py)."""
+        (AdminUsers=demo), as a write through HTTP needs one (ctld/rpc/permissions.py)."""
         for script in CONF.parent.glob("*.sh"):
             shutil.copy2(script, self.dir / script.name)
         tokens = self.dir / "http-tokens"

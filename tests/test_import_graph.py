@@ -143,5 +143,5 @@ def test_no_import_cycle(package: str) -> None:
     cycles = _components(graph)
     assert not cycles, (
         f"import cycles in ranch.{package}: {[sorted(c) for c in cycles]}. A component names "
-        "the narrow interface it is given (ctld/ports.py, ctld/rpcports.py), never the class "
+        "the narrow interface it is given (ctld/ports.py, ctld/rpc/rpcports.py), never the class "
         "that holds it")

@@ -1,6 +1,6 @@
 """rrun's "alive" words to rctld while the step of an allocation of its own runs, said from the
 step I/O's poll loop (cli/step_io.py) instead of a thread: rctld ends an allocation whose holder
-is silent for InactiveLimit seconds (ctld/inactive.py), as slurmctld ends srun's."""
+is silent for InactiveLimit seconds (ctld/jobs/inactive.py), as slurmctld ends srun's."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ FIRST_PAUSE, MAX_PAUSE = 0.05, 1.0  # seconds between looks at a waiting job
 ALREADY_DONE = "already completing or completed"  # ESLURM_ALREADY_DONE's words
 # seconds a release (or a withdrawal) is retried while the controller cannot be reached: an
 # rctld restart takes a few; after that the command says it could not, exits 1, and rctld ends
-# the allocation itself once its holder has been silent long enough (ctld/inactive.py)
+# the allocation itself once its holder has been silent long enough (ctld/jobs/inactive.py)
 RELEASE_PATIENCE = 60.0
 # rrun's option attributes (argparse names) -> sbatch's option names (cli/sbatch_options.py)
 OPTS = (("nodes", "nodes"), ("ntasks", "ntasks"), ("ntasks_per_node", "ntasks-per-node"),

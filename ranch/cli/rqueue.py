@@ -296,7 +296,7 @@ def _uncut(fmt, names: list[str], columns: list[list[str]], jobs: list[dict]) ->
 # The record keys the default view, the sort and the array lines read, and those that -l and
 # the filters add: all rqueue asks for then (a record has ~70 keys; with 5,000 jobs decoding
 # the rest was most of the time, and each key asked for and not read costs ~0.5 ms). "uid":
-# rctld's PrivateData=jobs tells a record's owner by it (ctld/permissions.py).
+# rctld's PrivateData=jobs tells a record's owner by it (ctld/rpc/permissions.py).
 READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count", "nodes",
          "partition", "priority", "reason", "start_time", "state", "uid", "user")
 

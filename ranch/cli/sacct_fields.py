@@ -1,4 +1,4 @@
-"""sacct's fields over racct's job records (ctld/acct.py `record_of`): names, widths and
+"""sacct's fields over racct's job records (ctld/jobs/acct.py `record_of`): names, widths and
 justification as sacct 22.05 prints them, the job line and its `.batch` step line, and the
 table, `-p`/`-P` and `%N`-width forms."""
 

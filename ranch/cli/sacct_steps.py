@@ -5,7 +5,7 @@ As sacct 22.05 over slurmdbd prints them (tests/conformance/test_step_acct.py co
 with a private slurmdbd's): a step's own JobName, State, ExitCode `code:signal`, Start, End,
 Elapsed, NodeList, NNodes, NTasks and AllocCPUS; the job's Account and Cluster; Partition, User,
 Timelimit and DerivedExitCode empty; the job line's DerivedExitCode is its steps' highest. The
-job history keeps at most ctld/acct.py's STEPS_KEPT steps of a job; a record that left some out
+job history keeps at most ctld/jobs/acct.py's STEPS_KEPT steps of a job; a record that left some out
 says how many (`steps_left_out`).
 """
 

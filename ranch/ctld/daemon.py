@@ -15,18 +15,21 @@ import trio
 from ranch.conf.build import load_config
 from ranch.conf.errors import ConfigError
 from ranch.conf.model import ClusterConfig
-from ranch.ctld import acct, integrity, jobbulk, logs, nodeident, statefile
-from ranch.ctld.changelog import ChangeLog
-from ranch.ctld.cluster import Cluster
-from ranch.ctld.durability import Durability
-from ranch.ctld.etcdrecords import ReplicatedHistory
-from ranch.ctld.history import DIR_NAME, FileHistory
-from ranch.ctld.integrity import DamagedState
+from ranch.ctld import logs
+from ranch.ctld.jobs import acct, jobbulk
+from ranch.ctld.jobs.history import DIR_NAME, FileHistory
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.rpc import nodeident
+from ranch.ctld.rpc.server import Server
 from ranch.ctld.runner import Runner
-from ranch.ctld.saving import Saver
-from ranch.ctld.server import Server
 from ranch.ctld.site import Site
-from ranch.ctld.store import FileStore, Store
+from ranch.ctld.state import integrity, statefile
+from ranch.ctld.state.changelog import ChangeLog
+from ranch.ctld.state.durability import Durability
+from ranch.ctld.state.etcdrecords import ReplicatedHistory
+from ranch.ctld.state.integrity import DamagedState
+from ranch.ctld.state.saving import Saver
+from ranch.ctld.state.store import FileStore, Store
 from ranch.ctld.wakeup import Wakeup
 from ranch.protocol import messages as m
 from ranch.protocol.logformat import LogSink
@@ -75,10 +78,11 @@ class Daemon:
         `ignore_damaged` (rctld -i): damaged state files are moved aside, not refused;
         `log_sink` is reopened on SIGUSR2 and SIGHUP; `notifier` tells systemd how it goes.
         `store`: where the state lives (default: a FileStore in `state_dir`; the etcd store of
-        a controller pair, ctld/ha.py, already read). `grace`: seconds before a node's silence
-        counts, from the start (a takeover: the nodes are still finding this controller)."""
+        a controller pair, ctld/pair/controller.py, already read). `grace`: seconds before a
+        node's silence counts, from the start (a takeover: the nodes are still finding this
+        controller)."""
         self.grace = grace
-        self.handover = handover  # rcontrol takeover: give the seat up (ctld/ha.py)
+        self.handover = handover  # rcontrol takeover: give the seat up (ctld/pair/controller.py)
         self.on_ready = on_ready
         self.log_sink = log_sink
         self.notifier = notifier or Notifier("")
@@ -96,8 +100,8 @@ class Daemon:
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
             _credentials_aside(state_dir)
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
-        # Any: the file store, or a controller pair's etcd store (ctld/etcdstore.py), which
-        # also mirrors files and holds the history and events (ctld/etcdrecords.py)
+        # Any: the file store, or a controller pair's etcd store (ctld/state/etcdstore.py), which
+        # also mirrors files and holds the history and events (ctld/state/etcdrecords.py)
         self.store = cast(Any, FileStore(state_dir, ignore_damaged=ignore_damaged)
                           if store is None else store)
         history_dir = os.path.join(state_dir, DIR_NAME)  # racct's; etcd's too for a pair
@@ -151,7 +155,7 @@ class Daemon:
             self.saver.save_now()
 
     async def durable(self) -> None:
-        """Every change made so far on disk (ctld/durability.py); OSError if it failed."""
+        """Every change made so far on disk (ctld/state/durability.py); OSError if it failed."""
         await self.durability.durable()
 
     async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:

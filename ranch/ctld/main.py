@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ranch.ctld.store import Store
+    from ranch.ctld.state.store import Store
 
 E = TypeVar("E", bound=BaseException)
 # As slurmctld reads /etc/slurm/slurm.conf (SLURM_CONF overrides): never relative to the cwd,
@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     from ranch.conf.build import load_config
     from ranch.conf.errors import ConfigError
     from ranch.ctld import gctune, logs
-    from ranch.ctld.admission import raise_fd_limit
     from ranch.ctld.daemon import CannotListen, Daemon
+    from ranch.ctld.rpc.admission import raise_fd_limit
     from ranch.protocol.auth import KeyFileError, create_key, load_key, resolve_key_path
     from ranch.protocol.client import parse_address
     from ranch.protocol.sdnotify import Notifier
@@ -160,10 +160,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"rctld: cannot create state dir {state_dir}: {exc.strerror}", file=sys.stderr)
         return 1
-    from ranch.ctld.statelock import StateDirBusy, acquire
+    from ranch.ctld.state.statelock import StateDirBusy, acquire
 
     try:
-        acquire(state_dir)  # held until this process ends (ctld/statelock.py)
+        acquire(state_dir)  # held until this process ends (ctld/state/statelock.py)
     except StateDirBusy as exc:
         print(f"rctld: {exc}", file=sys.stderr)
         return 1
@@ -188,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
 
     async def amain() -> None:
         if etcd:  # a controller pair (issue 32): campaign, serve while holding the seat
-            from ranch.ctld.cluster import VERSION
-            from ranch.ctld.ha import Controller
+            from ranch.ctld.nodes.cluster import VERSION
+            from ranch.ctld.pair.controller import Controller
 
             logs.event("state store", store="etcd", name=name,
                        endpoints=",".join(config.control.etcd_endpoints),
@@ -201,8 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         await make_daemon().run(signals=True)
 
     gctune.configure()
-    raise_fd_limit()  # as slurmctld does: the connection caps follow from it (ctld/admission.py)
-    from ranch.ctld.integrity import DamagedState
+    # as slurmctld does: the connection caps follow from it (ctld/rpc/admission.py)
+    raise_fd_limit()
+    from ranch.ctld.state.integrity import DamagedState
 
     try:
         trio.run(amain)

@@ -1,10 +1,10 @@
 """What ctld's components may reach of the node registry and of the job store, as narrow protocols.
 
 A component (failure detection, power save, a job's start, its steps...) names the interface
-it is given here, never the class that holds it (ctld/cluster.py, ctld/jobs.py): those import
-their components, so importing them back would tie every module into one import cycle, and
-would let a component reach for anything. tests/test_import_graph.py keeps ctld acyclic; mypy
-checks that Cluster and Jobs provide what is declared here.
+it is given here, never the class that holds it (ctld/nodes/cluster.py, ctld/jobs/store.py):
+those import their components, so importing them back would tie every module into one import
+cycle, and would let a component reach for anything. tests/test_import_graph.py keeps ctld
+acyclic; mypy checks that Cluster and Jobs provide what is declared here.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # leaves: none of them imports a component or a hub
     from ranch.conf.model import ClusterConfig
-    from ranch.ctld.changelog import ChangeLog
     from ranch.ctld.deadlines import Deadlines
-    from ranch.ctld.eventlog import EventLog
-    from ranch.ctld.history import FileHistory
-    from ranch.ctld.jobrecord import Job
-    from ranch.ctld.node import NodeRecord
-    from ranch.ctld.scheduler import NodeUse
+    from ranch.ctld.jobs.history import FileHistory
+    from ranch.ctld.jobs.jobrecord import Job
+    from ranch.ctld.jobs.scheduler import NodeUse
+    from ranch.ctld.nodes.eventlog import EventLog
+    from ranch.ctld.nodes.node import NodeRecord
+    from ranch.ctld.nodes.stalls import StallWatch
     from ranch.ctld.site import Site
-    from ranch.ctld.stalls import StallWatch
+    from ranch.ctld.state.changelog import ChangeLog
     from ranch.protocol import messages as m
     from ranch.statemachine import jobevents as je
 
@@ -97,7 +97,7 @@ class JobsOfNodes(Protocol):
 
 
 class Watch(Protocol):
-    """Failure detection (ctld/liveness.py), as the other node components see it."""
+    """Failure detection (ctld/nodes/liveness.py), as the other node components see it."""
 
     @property
     def stalls(self) -> StallWatch: ...
@@ -109,7 +109,7 @@ class Watch(Protocol):
 
 
 class Guard(Protocol):
-    """A breaker over mass DOWN or DRAIN (ctld/guards.py), as `rcontrol` drives it."""
+    """A breaker over mass DOWN or DRAIN (ctld/nodes/guards.py), as `rcontrol` drives it."""
 
     def status(self) -> dict[str, Any]: ...
     def confirm(self, names: list[str], user: str) -> tuple[list[str], list[str]]: ...
@@ -117,21 +117,21 @@ class Guard(Protocol):
 
 
 class HealthBreaker(Guard, Protocol):
-    """The breaker over health drains (ctld/guards.py DrainGuard)."""
+    """The breaker over health drains (ctld/nodes/guards.py DrainGuard)."""
 
     def health(self, node: NodeRecord, verdict: str,
                message: str) -> tuple[bool, str | None]: ...
 
 
 class Power(Protocol):
-    """Power save (ctld/powersave.py), as node traffic sees it."""
+    """Power save (ctld/nodes/powersave.py), as node traffic sees it."""
 
     @property
     def pending(self) -> bool: ...
 
 
 class Registry(NodeSide, Protocol):
-    """What the node registry's own components reach of it (ctld/cluster.py Cluster)."""
+    """What the node registry's own components reach of it (ctld/nodes/cluster.py Cluster)."""
 
     @property
     def eventlog(self) -> EventLog: ...
@@ -161,7 +161,7 @@ class Registry(NodeSide, Protocol):
 
 
 class Inactivity(Protocol):
-    """Allocations whose command went silent (ctld/inactive.py), as job components see it."""
+    """Allocations whose command went silent (ctld/jobs/inactive.py), as job components see it."""
 
     def watched(self, job: Job) -> bool: ...
     def alive(self, job: Job) -> None: ...
@@ -171,7 +171,7 @@ class Inactivity(Protocol):
 
 
 class Starts(Protocol):
-    """The scheduling pass and launches (ctld/jobstart.py), as job components see them."""
+    """The scheduling pass and launches (ctld/jobs/jobstart.py), as job components see them."""
 
     def members(self, pc: Any) -> list[NodeRecord]: ...
     def launch(self, job: Job, names: tuple[str, ...]) -> None: ...
@@ -189,7 +189,7 @@ class StepsOfJobs(Protocol):
 
 
 class JobStore(Protocol):
-    """What the job store's components reach of it (ctld/jobs.py Jobs): the jobs, the queue,
+    """What the job store's components reach of it (ctld/jobs/store.py Jobs): the jobs, the queue,
     what each node holds, and the one door for a job's state (apply)."""
 
     @property

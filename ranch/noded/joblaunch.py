@@ -41,7 +41,7 @@ def identity(spec: JobSpec | StepSpec, node: str, as_root: bool) -> dict:
     """Who the job's processes run as: the submitter when rnoded is root, else rnoded's user."""
     if not as_root:
         return {"drop": False, "uid": os.getuid(), "gid": os.getgid(), "groups": []}
-    # root's jobs: the controller decided (DisableRootJobs, ctld/permissions.py), and only
+    # root's jobs: the controller decided (DisableRootJobs, ctld/rpc/permissions.py), and only
     # a cluster-key holder or a MUNGE-proven root can submit one
     try:
         pw = pwd.getpwuid(spec.uid)

@@ -96,7 +96,7 @@ class ReplayGuard:
 
     The nonces live in memory only, so a guard made after a restart does not know them: its
     `not_before` (wall clock; 0 = no bound) refuses every frame signed before it, and a
-    controller sets it to its start (ctld/server.py)."""
+    controller sets it to its start (ctld/rpc/server.py)."""
 
     def __init__(
         self, window: float = 10.0, max_entries: int = 200_000, not_before: float = 0.0
@@ -164,7 +164,7 @@ class FrameDecoder:
         unproven_max: int | None = None,
     ) -> None:
         """`late_allowance`: seconds a frame may be older than MessageTimeout right now (rctld:
-        the length of a stall of its own that just ended, ctld/stalls.py)."""
+        the length of a stall of its own that just ended, ctld/nodes/stalls.py)."""
         self.key = key
         self.max_size = max_size
         self.message_timeout = message_timeout

@@ -72,7 +72,7 @@ class SubmitJob:
     # is ""), nothing runs but what its owner starts as steps; its owner ends it with
     # JobControl(action="complete")
     allocation: bool = False
-    # an allocation's holder, which says "alive" while its command runs (ctld/inactive.py):
+    # an allocation's holder, which says "alive" while its command runs (ctld/jobs/inactive.py):
     # "ralloc" (InactiveLimit applies) or "rrun" (its allocation is its one step's: cancelled
     # once rrun is silent with no step running, as slurmctld cancels a killed srun's job);
     # "" (salloc --no-shell, or a client from before): nobody, as slurmctld exempts --no-shell
@@ -128,7 +128,7 @@ class CancelJobs:
 class JobControl:
     """rcontrol requeue|hold|release JOBID...; "complete": an allocation's owner releases it
     (Slurm's slurm_complete_job) with how its command ended; "alive": its command still runs
-    (InactiveLimit, ctld/inactive.py)."""
+    (InactiveLimit, ctld/jobs/inactive.py)."""
 
     action: str  # requeue | hold | release | begin | complete | alive
     job_ids: tuple[int, ...]
@@ -153,7 +153,7 @@ class GetAcct:
     `tasks` by (array id, task id). `start`/`end` bound the window (wall clock; None: open),
     read as sacct reads it: without `states` a job that was pending, running or ended within
     it; with `states` a job in one of them during it. At most `limit` records come back (0:
-    the controller's bound, ctld/acct.py MAX_RECORDS); AcctList.left_out says how many more
+    the controller's bound, ctld/jobs/acct.py MAX_RECORDS); AcctList.left_out says how many more
     matched."""
 
     job_ids: tuple[int, ...] = ()
@@ -168,7 +168,7 @@ class GetAcct:
 
 @attrs.frozen
 class AcctList:
-    """GetAcct's answer: job records (dicts; shape: ctld/acct.py `record_of`), by job id."""
+    """GetAcct's answer: job records (dicts; shape: ctld/jobs/acct.py `record_of`), by job id."""
 
     generated_at: float = 0.0
     jobs: tuple[dict, ...] = ()

@@ -7,8 +7,8 @@ import orjson
 import trio
 import trio.testing
 
-from ranch.ctld.cluster import Cluster
-from ranch.ctld.server import SEND_QUEUE, Server
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.rpc.server import SEND_QUEUE, Server
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
 from ranch.protocol.rawframe import PREFIX, open_frame
@@ -193,7 +193,7 @@ async def test_a_push_reaches_a_reading_peer(autojump_clock) -> None:
 
 
 async def test_followers_are_capped_and_a_stalled_one_is_ended(autojump_clock) -> None:
-    from ranch.ctld import eventstream
+    from ranch.ctld.rpc import eventstream
 
     cluster = _cluster()
     server = _server(cluster)

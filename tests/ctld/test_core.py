@@ -9,8 +9,8 @@ import trio
 
 from ranch.conf import hostlist
 from ranch.conf.build import parse_config_text
-from ranch.ctld.cluster import Cluster
-from ranch.ctld.snapshot import SNAPSHOT_STALENESS
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.nodes.snapshot import SNAPSHOT_STALENESS
 from ranch.protocol import messages as m
 from ranch.protocol.codec import decode, encode
 from ranch.statemachine.events import REASON_REQUIRED_MESSAGE as REASON_REQUIRED

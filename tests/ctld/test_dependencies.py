@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ranch.ctld import constraints, dependencies
-from ranch.ctld.dependencies import FAILED, FULFILLED, NEVER, PENDING, SATISFIED, UNFULFILLED
+from ranch.ctld.jobs import constraints, dependencies
+from ranch.ctld.jobs.dependencies import FAILED, FULFILLED, NEVER, PENDING, SATISFIED, UNFULFILLED
 from ranch.protocol import messages as m
 
 

@@ -5,7 +5,7 @@ estimate, MailProg's arguments, and the submit refusals, each naming its field."
 from __future__ import annotations
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.cluster import Cluster
+from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
 
 from .helpers import FakeConn, register, wall
@@ -137,7 +137,7 @@ async def test_mailprog_is_called_as_slurmctld_calls_it() -> None:
 
 
 async def test_test_only_answers_when_and_where_and_makes_nothing() -> None:
-    from ranch.ctld.willrun import will_run
+    from ranch.ctld.jobs.willrun import will_run
 
     c, _, _ = cluster()
     now = wall()

@@ -7,10 +7,10 @@ import os
 
 import trio
 
-from ranch.ctld import eventlog
-from ranch.ctld.cluster import Cluster
 from ranch.ctld.daemon import Daemon
-from ranch.ctld.eventlog import EventLog, Follower
+from ranch.ctld.nodes import eventlog
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.nodes.eventlog import EventLog, Follower
 from ranch.protocol import messages as m
 
 from .helpers import make_config, register, wall

@@ -7,9 +7,9 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from ranch.ctld.admission import Caps
-from ranch.ctld.cluster import Cluster
-from ranch.ctld.server import Server
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.rpc.admission import Caps
+from ranch.ctld.rpc.server import Server
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
 from tests.ctld.helpers import make_config, wall

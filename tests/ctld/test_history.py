@@ -1,4 +1,4 @@
-"""The finished-job history's files (ctld/history.py), judged from the files: one record per
+"""The finished-job history's files (ctld/jobs/history.py), judged from the files: one record per
 run, days pruned by age, records offered again after a restart not written twice, and a writer
 SIGKILLed mid-stream loses no record it confirmed and leaves nothing a reader trips on."""
 
@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from ranch.ctld.history import FileHistory, day_of
+from ranch.ctld.jobs.history import FileHistory, day_of
 
 REPO = Path(__file__).resolve().parents[2]
 DAY = 86400.0
@@ -101,7 +101,7 @@ def test_days_older_than_purge_job_after_are_deleted_whole(tmp_path: Path) -> No
 WRITER = """
 import sys, time
 sys.path.insert(0, {repo!r})
-from ranch.ctld.history import FileHistory
+from ranch.ctld.jobs.history import FileHistory
 h = FileHistory({dir!r})
 now = time.time()
 i = 0

@@ -7,9 +7,9 @@ import os
 
 import trio
 
-from ranch.ctld import statefile
 from ranch.ctld.daemon import Daemon
-from ranch.ctld.store import ID_BLOCK, FileStore
+from ranch.ctld.state import statefile
+from ranch.ctld.state.store import ID_BLOCK, FileStore
 from ranch.protocol import messages as m
 
 from .helpers import FakeConn, beat, hardware, make_config, register
@@ -187,7 +187,7 @@ async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
 async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_path) -> None:
     """After the first snapshot a job's script and environment are in StateSaveLocation/jobs/
     (written once), out of memory and of every later state file; its next launch reads them."""
-    from ranch.ctld import jobbulk
+    from ranch.ctld.jobs import jobbulk
 
     d = daemon(tmp_path)
     _, conn = register(d.cluster, "n1")
@@ -220,11 +220,11 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
 
 async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_still_read(
         tmp_path) -> None:
-    """A snapshot packs the bulk of every new job into one file (ctld/jobbulk.py); the file
+    """A snapshot packs the bulk of every new job into one file (ctld/jobs/jobbulk.py); the file
     is removed once its last job is purged, after a snapshot without them is on disk. A script
     that is not UTF-8 comes back byte for byte; a job saved in an earlier version's own
     directory is still launched from it; a pack no saved job points into goes at restart."""
-    from ranch.ctld import acct, jobbulk
+    from ranch.ctld.jobs import acct, jobbulk
 
     d = daemon(tmp_path)
     jobs = d.cluster.jobs

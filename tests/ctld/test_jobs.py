@@ -7,9 +7,9 @@ import orjson
 import trio
 
 from ranch.conf import hostlist
-from ranch.ctld.cluster import Cluster
 from ranch.ctld.daemon import overlay
-from ranch.ctld.jobrecord import job_json
+from ranch.ctld.jobs.jobrecord import job_json
+from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
 from ranch.statemachine import names
 
@@ -356,7 +356,7 @@ async def test_unknown_job_in_heartbeat_is_killed() -> None:
 
 
 async def test_no_work_for_a_node_awaiting_approval() -> None:
-    from ranch.ctld import membership
+    from ranch.ctld.nodes import membership
 
     cluster = Cluster(make_config(extra="NodeApproval=manual"), wall=wall)
     membership.on_start(cluster, ())
@@ -416,7 +416,7 @@ async def test_a_job_the_node_stops_listing_is_requeued_after_a_grace(autojump_c
 
 
 async def test_bad_arrays_are_refused_without_building_them() -> None:
-    from ranch.ctld.jobs import parse_array
+    from ranch.ctld.jobs.store import parse_array
 
     assert parse_array("1-9:4,2", 1001) == [1, 2, 5, 9]
     assert parse_array("0-3%2", 1001) == [0, 1, 2, 3]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import trio
 
-from ranch.ctld.cluster import Cluster
-from ranch.ctld.stalls import StallWatch
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.nodes.stalls import StallWatch
 from ranch.protocol import messages as m
 from ranch.statemachine import events
 
@@ -207,7 +207,7 @@ async def test_half_the_nodes_silent_at_once_are_held_not_downed(autojump_clock)
 
 
 async def test_admin_confirms_held_nodes_down(autojump_clock) -> None:
-    from ranch.ctld import guards
+    from ranch.ctld.nodes import guards
 
     cluster = guarded()
     names = [f"n{i}" for i in range(1, 5)]
@@ -253,7 +253,7 @@ async def test_the_guard_clears_itself_when_held_nodes_come_back(autojump_clock)
 
 
 async def test_reset_gives_held_nodes_one_more_timeout(autojump_clock) -> None:
-    from ranch.ctld import guards
+    from ranch.ctld.nodes import guards
 
     cluster = guarded("DownGuardPercent=60")
     names = [f"n{i}" for i in range(1, 6)]
@@ -322,7 +322,7 @@ def health(cluster: Cluster, name: str, conn, seq: int, verdict: str, message: s
 
 
 async def test_drain_guard_pauses_drains_past_its_share(autojump_clock) -> None:
-    from ranch.ctld import guards
+    from ranch.ctld.nodes import guards
 
     cluster = guarded("DrainGuardPercent=34")  # 34 % of 6 nodes: 2 drains per window
     names = [f"n{i}" for i in range(1, 7)]
@@ -399,7 +399,7 @@ async def test_drain_guard_counts_only_the_nodes_in_service(autojump_clock) -> N
 
 
 async def test_guard_status_and_metrics_text(autojump_clock) -> None:
-    from ranch.ctld import guards
+    from ranch.ctld.nodes import guards
     from ranch.ctld.web.metrics import guards_text
 
     cluster = guarded()

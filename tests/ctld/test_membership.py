@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from ranch.ctld.cluster import Cluster
+from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
 
 from .helpers import FakeConn, beat, hardware, job, make_config, state, wall
@@ -39,7 +39,7 @@ def _register(c: Cluster, name: str, *, dynamic: bool = False, conf: str = "",
 
 
 def _act(c: Cluster, action: str, nodes: str, reason: str | None = None) -> m.UpdateResult:
-    from ranch.ctld import membership
+    from ranch.ctld.nodes import membership
 
     return membership.handle(c, m.NodeMembership(action, nodes, reason, "alice"))
 

@@ -3,7 +3,7 @@ permission gate with the other rights; before, the job checks refused an AdminUs
 
 from __future__ import annotations
 
-from ranch.ctld.permissions import Identity, nice_refusal
+from ranch.ctld.rpc.permissions import Identity, nice_refusal
 from ranch.protocol import messages as m
 
 

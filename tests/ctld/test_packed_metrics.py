@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.node import NodeRecord, heartbeat_fields, metrics_record, pack_metrics
+from ranch.ctld.nodes.node import NodeRecord, heartbeat_fields, metrics_record, pack_metrics
 from ranch.protocol import messages as m
 from ranch.statemachine.model import initial_state
 

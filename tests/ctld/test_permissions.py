@@ -11,10 +11,10 @@ import orjson
 import trio
 import trio.testing
 
-from ranch.ctld.cluster import Cluster
-from ranch.ctld.permissions import Identity, acting, gate, identify, may_act_on
-from ranch.ctld.server import Server
-from ranch.ctld.wire import Prebuilt
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.rpc.permissions import Identity, acting, gate, identify, may_act_on
+from ranch.ctld.rpc.server import Server
+from ranch.ctld.rpc.wire import Prebuilt
 from ranch.protocol import messages as m
 from ranch.protocol.rawframe import PREFIX, open_frame, pack_frame
 from ranch.protocol.userauth import UNVERIFIED_KEY
@@ -41,7 +41,7 @@ def _server(extra: str = "", state_dir: Path | None = None) -> Server:
 
 
 class _Conn:
-    """A connection as ranch.ctld.userauth leaves it once munged vouched for `who`."""
+    """A connection as ranch.ctld.rpc.userauth leaves it once munged vouched for `who`."""
 
     def __init__(self, who: Identity | None) -> None:
         self.who, self.peer, self.node, self.key = who, "127.0.0.1:9", None, None
@@ -184,7 +184,7 @@ async def test_private_data_jobs_limits_racct_to_a_users_own_jobs() -> None:
 
 async def _acct_uids(s: Server, who: Identity, q: m.GetAcct) -> list[int]:
     """The owners of the jobs racct's query `q` from `who` gets back."""
-    from ranch.ctld import acct
+    from ranch.ctld.jobs import acct
 
     msg, refused, _ = gate(s, _Conn(who), q)
     assert refused is None

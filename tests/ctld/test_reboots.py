@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ranch.ctld.cluster import Cluster
+from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
 from ranch.statemachine import events
 from ranch.statemachine.model import Flag

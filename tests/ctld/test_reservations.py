@@ -7,8 +7,8 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ranch.ctld.cluster import Cluster
 from ranch.ctld.daemon import overlay
+from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
 
 from .helpers import make_config, register, state, wall

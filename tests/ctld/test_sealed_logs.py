@@ -1,4 +1,5 @@
-"""The event log and the job history are sealed as the journal is (ctld/journalfile.py, issue 30):
+"""The event log and the job history are sealed as the journal is (ctld/state/journalfile.py,
+issue 30):
 a torn last line is cut off and logged, a cut, garbage or random bytes anywhere else are refused
 naming the file and offset, -i moves the file aside and keeps what checks out, and the unsealed
 files of an earlier release still load."""
@@ -12,10 +13,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ranch.ctld import eventlog, history
-from ranch.ctld.eventlog import EventLog
-from ranch.ctld.history import FileHistory
-from ranch.ctld.integrity import DamagedState
+from ranch.ctld.jobs import history
+from ranch.ctld.jobs.history import FileHistory
+from ranch.ctld.nodes import eventlog
+from ranch.ctld.nodes.eventlog import EventLog
+from ranch.ctld.state.integrity import DamagedState
 
 DAY = "20260101"
 END = 1767268800.0  # 2026-01-01 12:00 UTC

@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.node import NodeRecord, snapshot_record
-from ranch.ctld.savedstate import hardware_json
+from ranch.ctld.nodes.node import NodeRecord, snapshot_record
+from ranch.ctld.nodes.savedstate import hardware_json
 from ranch.protocol import messages as m
 from ranch.statemachine.model import initial_state
 
@@ -47,7 +47,7 @@ def test_last_busy_is_the_registration_until_a_job_ends() -> None:
 
 
 def test_partition_records_carry_their_options() -> None:
-    from ranch.ctld.cluster import Cluster
+    from ranch.ctld.nodes.cluster import Cluster
 
     cluster = Cluster(parse_config_text(CONF, path="/t.conf"), clock=lambda: 0.0,
                       wall=lambda: 1.7e9)

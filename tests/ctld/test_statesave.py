@@ -6,8 +6,8 @@ import pytest
 import trio
 
 from ranch.ctld import daemon as daemon_mod
-from ranch.ctld import saving, statefile
 from ranch.ctld.daemon import Daemon
+from ranch.ctld.state import saving, statefile
 from ranch.protocol import messages as m
 
 from .helpers import beat, make_config, register

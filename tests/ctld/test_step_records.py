@@ -3,8 +3,8 @@ history keeps a bounded number of a job's steps."""
 
 from __future__ import annotations
 
-from ranch.ctld import acct
-from ranch.ctld.steprecord import Step, step_from_json, step_json
+from ranch.ctld.jobs import acct
+from ranch.ctld.jobs.steprecord import Step, step_from_json, step_json
 
 
 def test_a_step_round_trips_through_the_state_file() -> None:

@@ -1,14 +1,15 @@
-"""The journal's reading rules (ctld/journalfile.py, ctld/store.py): which damage is a torn tail
-to drop and which stops rctld, for this release's sealed segments and the last release's."""
+"""The journal's reading rules (ctld/state/journalfile.py, ctld/state/store.py): which damage is
+a torn tail to drop and which stops rctld, for this release's sealed segments and the last
+release's."""
 
 from __future__ import annotations
 
 import orjson
 import pytest
 
-from ranch.ctld import integrity, journalfile, statefile
-from ranch.ctld.integrity import DamagedState
-from ranch.ctld.store import ID_BLOCK, FileStore
+from ranch.ctld.state import integrity, journalfile, statefile
+from ranch.ctld.state.integrity import DamagedState
+from ranch.ctld.state.store import ID_BLOCK, FileStore
 
 
 def _records(ids) -> bytes:

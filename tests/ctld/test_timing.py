@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from ranch.ctld.cluster import Cluster
+from ranch.ctld.nodes.cluster import Cluster
 
 from .helpers import beat, make_config, register, state, wall
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ranch.ctld.cluster import Cluster
-from ranch.ctld.wire import encode_body_frame
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.rpc.wire import encode_body_frame
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import FrameDecoder
 

@@ -8,7 +8,7 @@ import pytest
 from releases import REPO, as_tuple, commit_present, current, recorded
 
 from ranch.cli.slurm_names import RANCH_VERSION
-from ranch.ctld.cluster import VERSION as RCTLD_VERSION
+from ranch.ctld.nodes.cluster import VERSION as RCTLD_VERSION
 from ranch.noded.session import RNODED_VERSION
 
 

@@ -15,9 +15,9 @@ import trio
 
 from ranch.conf.build import parse_config_text
 from ranch.conf.errors import ConfigError
-from ranch.ctld.election import Election
-from ranch.ctld.etcdclient import EtcdClient, EtcdUnavailable
-from ranch.ctld.etcdstore import CHUNK, EtcdStore, Fenced
+from ranch.ctld.pair.election import Election
+from ranch.ctld.state.etcdclient import EtcdClient, EtcdUnavailable
+from ranch.ctld.state.etcdstore import CHUNK, EtcdStore, Fenced
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None,
                                 reason="needs etcd (apt-get install etcd-server)")
@@ -209,12 +209,13 @@ def test_bad_store_settings_are_errors_naming_the_line(lines: str, where: str, n
 
 
 async def test_events_and_history_come_back_bounded_and_fenced(etcd, tmp_path) -> None:
-    """ctld/etcdrecords.py: event batches and history batches come back to the next leader's
+    """ctld/state/etcdrecords.py: event batches and history batches come back to the next leader's
     state directory (one event per seq, one record per run, merged with its own day file); a
     rewrite of the event log and a pruned history day leave etcd too; a deposed leader's
     history write fails (its jobs stay in the snapshot)."""
-    from ranch.ctld import etcdrecords, eventlog
-    from ranch.ctld.history import DIR_NAME, FileHistory, day_of
+    from ranch.ctld.jobs.history import DIR_NAME, FileHistory, day_of
+    from ranch.ctld.nodes import eventlog
+    from ranch.ctld.state import etcdrecords
 
     p = prefix()
     e = await seat(etcd, p)

@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from ranch.conf.model import AccessSettings
-from ranch.ctld import standby
+from ranch.ctld.pair import standby
 from ranch.protocol.client import request_raw
 from ranch.protocol.rawframe import FrameError
 from tests.integration.cluster import REPO

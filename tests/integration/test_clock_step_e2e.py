@@ -3,10 +3,10 @@ clock, trio's, runs on as a real step leaves it) while a --begin job waits: the 
 as run 0, once the clocks agree again.
 
 Forward, the node's frames look 300 s old: rctld accepts them for MessageTimeout after its step
-(they may have waited out the step in the socket; ctld/stalls.py) while the node refuses every
+(they may have waited out the step in the socket; ctld/nodes/stalls.py) while the node refuses every
 frame rctld signs, LaunchJob included. Each registration in that window used to take the launch
 it never got for a lost job and requeue it: two restarts, and the job never ran. A run the node
-never named is now sent again, the same run (ctld/jobreconcile.py, ctld/jobstart.py).
+never named is now sent again, the same run (ctld/jobs/jobreconcile.py, ctld/jobs/jobstart.py).
 """
 
 from __future__ import annotations

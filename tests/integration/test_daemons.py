@@ -7,7 +7,7 @@ import socket
 import struct
 import time
 
-from ranch.ctld import statefile
+from ranch.ctld.state import statefile
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
 from ranch.protocol.rawframe import pack_frame

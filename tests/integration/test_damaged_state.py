@@ -17,10 +17,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ranch.ctld import eventlog, history
-from ranch.ctld.eventlog import EventLog
-from ranch.ctld.history import FileHistory
-from ranch.ctld.integrity import DamagedState
+from ranch.ctld.jobs import history
+from ranch.ctld.jobs.history import FileHistory
+from ranch.ctld.nodes import eventlog
+from ranch.ctld.nodes.eventlog import EventLog
+from ranch.ctld.state.integrity import DamagedState
 from ranch.protocol import messages as m
 
 from .cluster import REPO, Cluster, wait_for

@@ -10,7 +10,7 @@ import signal
 import time
 
 from ranch.conf.hostlist import fold
-from ranch.ctld import statefile
+from ranch.ctld.state import statefile
 from ranch.protocol import messages as m
 
 from .cluster import REPO, Cluster, wait_for

@@ -1,5 +1,5 @@
 """rnoded with a controller pair (issue 32), on real TCP: it goes through `--server h1,h2` past
-a controller that stands by (ctld/standby.py itself answers) to the one that serves, and it
+a controller that stands by (ctld/pair/standby.py itself answers) to the one that serves, and it
 refuses orders from an older controller seat than one it has seen."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import trio
 
 from ranch.conf.model import AccessSettings
-from ranch.ctld import standby
+from ranch.ctld.pair import standby
 from ranch.noded.gpus import FakeGpus
 from ranch.noded.session import NodeDaemon, NodeOptions
 from ranch.protocol import messages as m

@@ -17,7 +17,7 @@ MT = 3.0
 
 
 class Receiver:
-    """A receiver's wall clock and the allowance a stall watch would give (ctld/stalls.py):
+    """A receiver's wall clock and the allowance a stall watch would give (ctld/nodes/stalls.py):
     a stall of S widens it by S for MessageTimeout after the stall."""
 
     def __init__(self) -> None:

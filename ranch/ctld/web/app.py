@@ -21,7 +21,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ranch.conf import hostlist
-from ranch.ctld import logs, permissions
+from ranch.ctld import logs
+from ranch.ctld.rpc import permissions
 from ranch.ctld.web import grid, jobstats, metrics
 from ranch.ctld.web.limits import BodyTooLarge, read_body
 from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
@@ -297,7 +298,7 @@ class Web:
         expr = request.path_params["nodes"]
         why = permissions.http_write_refusal(self.cluster.config, user or "",
                                              f"update NodeName={expr}")
-        if why is not None:  # a token gets its user's rights (ctld/permissions.py)
+        if why is not None:  # a token gets its user's rights (ctld/rpc/permissions.py)
             logs.event("http update refused", logging.WARNING, peer=_peer(request), user=user,
                        nodes=expr, error=why)
             return _error(403, why)

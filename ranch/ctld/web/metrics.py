@@ -373,7 +373,7 @@ def reservations_text(items: Any) -> str:
 
 def guards_text(guards: Any, controller: dict[str, Any]) -> str:
     """Ranch's guards (issue 18): whether each is tripped and how many nodes it holds back, and
-    the controller's own stalls (ctld/guards.py, ctld/stalls.py)."""
+    the controller's own stalls (ctld/nodes/guards.py, ctld/nodes/stalls.py)."""
     out = [_header("ranch_guard_tripped",
                    "1 while a guard is tripped: DownGuard holds silent nodes NOT_RESPONDING "
                    "instead of DOWN, DrainGuard pauses health-check drains")]

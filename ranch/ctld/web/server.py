@@ -3,7 +3,7 @@
 # rctld's own accept loop sits in front of hypercorn's connection handler: hypercorn's serve()
 # takes every connection the kernel hands it, so HTTP clients could spend the descriptors the
 # journal needs (issue 30). At most `http_cap` are open at once (a quarter of the descriptor
-# reserve, ctld/admission.py); one over it is closed at once, idle ones go after the keep-alive.
+# reserve, ctld/rpc/admission.py); one over it is closed at once, idle ones go after the keep-alive.
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.utils import repr_socket_addr, wrap_app
 
 from ranch.ctld import logs
-from ranch.ctld.admission import QuietLog, caps_for, fd_limit
+from ranch.ctld.rpc.admission import QuietLog, caps_for, fd_limit
 from ranch.ctld.web.app import build_app
 from ranch.ctld.web.limits import BodyCap
 

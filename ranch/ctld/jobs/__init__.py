@@ -1,0 +1,1 @@
+"""The job store and its components: submission, scheduling, nodes' reports, commands, steps."""

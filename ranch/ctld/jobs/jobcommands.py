@@ -1,0 +1,183 @@
+"""User requests on jobs: cancel/signal (rcancel) and requeue/hold/release/begin (rcontrol),
+with who may act on which job."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ranch.ctld import logs
+from ranch.ctld.jobs.jobrecord import ACTIVE, PENDING, RUNNING, Job
+from ranch.ctld.jobs.steps import NO_JOB, NOT_YOURS
+from ranch.ctld.rpc.rights import Identity, may_act_on
+from ranch.protocol import messages as m
+from ranch.statemachine import jobevents as je
+
+if TYPE_CHECKING:
+    from ranch.ctld.ports import JobStore
+
+
+class JobCommands:
+    """rcancel's and rcontrol's job commands on the job store."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.c = store.c
+
+    def _targets(self, ids: Sequence[int]) -> tuple[list[Job], list[str]]:
+        jobs, errors = [], []
+        for jid in ids:
+            job = self.store.jobs.get(jid)
+            if job is None:
+                errors.append(f"Invalid job id specified: {jid}")
+            else:
+                jobs.append(job)
+                # an array job's id names all its tasks, as in Slurm
+                if job.array_job_id == jid:
+                    jobs += [j for j in self.store.jobs.values()
+                             if j.array_job_id == jid and j.id != jid]
+        return jobs, errors
+
+    def _cancel_steps(self, msg: m.CancelJobs, actor: Identity) -> m.JobResult:
+        """rcancel N.S: end (or signal) steps; the job's owner or an admin (ctld/jobs/steps.py)."""
+        errors, done = [], []
+        for jid, sid in msg.steps:
+            job = self.store.jobs.get(jid)
+            if job is not None and job.state == PENDING:
+                continue  # scancel N.S of a pending job: nothing to end, and no error
+            if job is None or job.state not in ACTIVE:
+                errors.append(NO_JOB.format(job=jid, step=sid))
+            elif not may_act_on(actor, job.req.uid, job.req.user):
+                errors.append(NOT_YOURS.format(job=jid))
+            elif (err := self.store.steps.cancel(job, sid, msg.signal)) is not None:
+                errors.append(err)
+            else:
+                done.append(jid)
+        return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
+
+    def cancel(self, msg: m.CancelJobs, actor: Identity) -> m.JobResult:
+        """`actor`: who asks (ctld/rpc/permissions.py acting): the job's owner or an admin may."""
+        if not 0 <= msg.signal <= 64:
+            return m.JobResult(ok=False, errors=(f"invalid signal {msg.signal}",))
+        if msg.steps:  # rcancel N.S (with whole jobs, if any, after them)
+            stepped = self._cancel_steps(msg, actor)
+            if not (msg.job_ids or msg.only_user):
+                return stepped
+            rest = self.cancel(attrs.evolve(msg, steps=()), actor)
+            return m.JobResult(ok=stepped.ok and rest.ok, job_ids=stepped.job_ids + rest.job_ids,
+                               errors=stepped.errors + rest.errors)
+        if msg.job_ids:
+            jobs, errors = self._targets(msg.job_ids)
+        elif msg.only_user:
+            jobs, errors = list(self.store.jobs.values()), []
+        else:
+            return m.JobResult(ok=False, errors=("no job id given",))
+        if msg.only_user:
+            jobs = [j for j in jobs if j.req.user == msg.only_user]
+        done: list[int] = []
+        for job in jobs:
+            if not may_act_on(actor, job.req.uid, job.req.user):
+                errors.append(f"Kill job error on job id {job.id}: Access/permission denied")
+                continue
+            if job.state not in ACTIVE and job.state != PENDING:
+                if msg.job_ids:
+                    errors.append(f"Kill job error on job id {job.id}: Job/step already "
+                                  "completing or completed")
+                continue
+            if msg.signal:
+                if job.state == RUNNING:
+                    self.store.kill(job, sorted(job.awaiting), msg.signal, "signal")
+                    done.append(job.id)
+                else:
+                    errors.append(f"Signal job error on job id {job.id}: job is {job.state}")
+                continue
+            err = self.store.apply(job, je.Cancel())
+            if err:
+                if msg.job_ids:  # rcancel -u passes over what is already ending
+                    errors.append(err)
+            else:
+                done.append(job.id)
+        if self.store.pending_stale:
+            self.store.rebuild_pending()
+        logs.event("cancel", jobs=",".join(map(str, done)) or "-", user=msg.user or "-",
+                   signal=msg.signal, refused=len(errors))
+        self.c.flush_programs()
+        return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
+
+    def alive(self, msg: m.JobControl, actor: Identity) -> m.JobResult:
+        """ralloc/rrun: the command holding these allocations still runs (ctld/jobs/inactive.py).
+        Nothing durable changes, nothing is logged: it comes every second from each one."""
+        jobs, errors = self._targets(msg.job_ids)
+        done = []
+        for job in jobs:
+            if not may_act_on(actor, job.req.uid, job.req.user):
+                errors.append(f"job {job.id}: Access/permission denied")
+            elif not self.store.inactive.watched(job):
+                errors.append(f"job {job.id}: Job/step already completing or completed")
+            else:
+                self.store.inactive.alive(job)
+                done.append(job.id)
+        return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
+
+    def control(self, msg: m.JobControl, actor: Identity) -> m.JobResult:
+        action = msg.action.lower()
+        if action == "alive":
+            return self.alive(msg, actor)
+        if action not in ("requeue", "hold", "release", "begin", "complete"):
+            return m.JobResult(ok=False, errors=(
+                f"unknown action {msg.action!r}; valid: requeue, hold, release, begin, "
+                "complete, alive",))
+        if action == "complete" and not (0 <= msg.exit_code <= 255 and 0 <= msg.signal <= 64):
+            return m.JobResult(ok=False, errors=(
+                f"complete needs exit_code 0-255 and signal 0-64, got {msg.exit_code} and "
+                f"{msg.signal}",))
+        if action == "begin" and not (
+                msg.begin_time is not None and 0 <= msg.begin_time < 1e11):
+            return m.JobResult(ok=False, errors=(
+                f"begin needs begin_time in seconds since the epoch, got {msg.begin_time}",))
+        jobs, errors = self._targets(msg.job_ids)
+        done: list[int] = []
+        for job in jobs:
+            if not may_act_on(actor, job.req.uid, job.req.user):
+                errors.append(f"job {job.id}: Access/permission denied")
+                continue
+            if action in ("complete", "requeue") and (
+                    (action == "complete") != job.req.allocation):
+                # Slurm: an allocation is released by its owner, a batch job never is; only
+                # batch jobs are requeued (ESLURM_BATCH_ONLY)
+                errors.append(f"job {job.id}: " + (
+                    "Only batch jobs are accepted or processed" if action == "requeue" else
+                    "a batch job ends with its script; only an allocation (ralloc, rrun) is "
+                    "released by its owner"))
+                continue
+            if action == "hold":  # an admin's hold is an admin hold, as an operator's in Slurm
+                event: je.Event = je.Hold(admin=actor.admin)
+            elif action == "complete":  # ralloc/rrun: the command that held it ended
+                event = je.Complete(msg.exit_code, msg.signal)
+            elif action == "begin":  # rcontrol update JobId=N StartTime=T
+                event = je.UpdateBegin()
+            elif action == "release":
+                event = je.Release()
+            else:
+                event = je.Requeue()
+            err = self.store.apply(job, event)
+            if err:
+                errors.append(err)
+                continue
+            if action == "hold":
+                job.reason = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            elif action in ("begin", "release"):
+                if action == "begin":
+                    job.req = attrs.evolve(job.req, begin_time=msg.begin_time)
+                job.reason = "None"  # the next pass says BeginTime again if still ahead
+            self.store.touch(job)
+            self.store.kick()
+            done.append(job.id)
+        if self.store.pending_stale:
+            self.store.rebuild_pending()
+        logs.event("job control", action=action, jobs=",".join(map(str, done)) or "-",
+                   user=msg.user or "-", refused=len(errors))
+        self.c.flush_programs()
+        return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))

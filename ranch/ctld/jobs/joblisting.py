@@ -1,0 +1,120 @@
+"""What the controller shows of its jobs: the job record (rqueue, show job, HTTP), the cached
+JobList body, and the jobs holding given nodes (the resume file)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from ranch.conf import hostlist
+from ranch.ctld.jobs.jobextras import record_fields
+from ranch.ctld.jobs.jobrecord import ACTIVE, Job, job_name
+from ranch.ctld.jobs.steprecord import step_record
+from ranch.ctld.rpc.wire import kept
+
+if TYPE_CHECKING:
+    from ranch.ctld.ports import JobStore
+
+
+class JobListing:
+    """Views of the job store: records, the cached JobList body, jobs holding nodes."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.c = store.c
+
+    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
+        """(job id, every node of the job) for the active jobs holding any of `names` (the
+        resume program's SLURM_RESUME_FILE)."""
+        seen: dict[int, list[str]] = {}
+        for name in names:
+            use = self.store.uses.get(name)
+            for jid in sorted(use.jobs) if use else ():
+                job = self.store.jobs.get(jid)
+                if job is not None and job.state in ACTIVE and jid not in seen:
+                    seen[jid] = list(job.nodes)
+        return sorted(seen.items())
+
+    def record(self, job: Job) -> dict[str, Any]:
+        """The job's record, built anew: kept for every job, the ~70-key dicts cost 1.6 KB a
+        job (8 MB with 5,000 queued) once anything listed them; the record is kept encoded
+        instead (`encoded`), and what rqueue reads of it (ctld/jobs/jobfields.py)."""
+        req = job.req
+        # a job held until it ended was never eligible (Slurm: EligibleTime=Unknown)
+        eligible = None if job.held and job.start_time == job.end_time else max(
+            job.submit_time, req.begin_time or 0.0)
+        rec: dict[str, Any] = {
+            "job_id": job.id,
+            "array_job_id": job.array_job_id,
+            "array_task_id": job.array_task_id,
+            "name": job_name(req),
+            "user": req.user,
+            "uid": req.uid,
+            "gid": req.gid,
+            "partition": job.partition,
+            "state": job.state,
+            "reason": job.reason,
+            "priority": job.priority,
+            "submit_time": job.submit_time,
+            "start_time": job.start_time,
+            "end_time": job.end_time,
+            "eligible_time": eligible,
+            "accrue_time": eligible if job.accrued else None,
+            "time_limit": job.time_limit,
+            "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
+            "node_count": len(job.nodes) or job.need.nodes,
+            "cpus": sum(s.cpus for s in job.shares.values()) or (
+                req.ntasks * req.cpus_per_task if job.need.spread
+                else job.need.cpus * job.need.nodes),
+            "ntasks": req.ntasks,
+            "cpus_per_task": req.cpus_per_task,
+            "mem_per_node": req.mem_mib,
+            "gpus_per_node": req.gpus,
+            "gpu_indices": {n: list(s.gpus) for n, s in job.shares.items() if s.gpus},
+            "req_nodes": hostlist.fold(list(job.req_nodes)) if job.req_nodes else "",
+            "exc_nodes": hostlist.fold(list(job.exc_nodes)) if job.exc_nodes else "",
+            "exclusive": req.exclusive,
+            "workdir": req.workdir,
+            "command": req.command or "(wrap)",
+            "stdout": job.stdout,
+            "stderr": req.stderr,
+            "requeue": req.requeue,
+            "restarts": job.restarts,
+            "exit_code": job.exit_code,
+            "signal": job.signal,
+            "held": job.held,
+            "batch_host": job.batch_host,
+            "submit_host": req.submit_host,
+            "message": job.message,
+            # issue 20: Slurm's BatchFlag (0: an allocation, ralloc/rrun), and each node's
+            # CPUs in node order (SLURM_JOB_CPUS_PER_NODE of the allocation's environment)
+            "batch_flag": 0 if req.allocation else 1,
+            "node_cpus": [job.shares[n].cpus for n in job.nodes if n in job.shares],
+        }
+        rec.update(record_fields(self.store, job))  # sbatch's further options (issue 22)
+        if job.steps:  # rrun's steps (ctld/jobs/steps.py)
+            rec["steps"] = [step_record(s) for s in job.steps]
+        return rec
+
+    def list_body(self, ids: Sequence[int] = ()) -> bytes:
+        """The JobList body (orjson, the codec's shape). Each job's record is encoded once per
+        change of the job (`Job.shown`) and the body is those joined, so that after a change
+        only the jobs that changed are encoded again; "now" (generated_at, from which rqueue's
+        TIME and show job's RunTime count) is written fresh into every answer."""
+        if ids:
+            table = self.store.jobs
+            wanted = [table[j] for j in ids if j in table]
+            extra = [j for j in table.values() if j.array_job_id in ids and j.id not in ids]
+            records = b",".join([self.encoded(j) for j in [*wanted, *extra]])
+        else:
+            records = b",".join([self.encoded(j) for j in self.store.jobs.values()])
+        return b'{"generated_at":%s,"jobs":[%s]}' % (orjson.dumps(self.c.wall()), records)
+
+    def encoded(self, job: Job) -> bytes:
+        """The job's whole record, encoded (kept until the job changes: ~1 KB)."""
+        shown = job.shown
+        if shown is None:
+            shown = job.shown = kept(orjson.dumps(self.record(job)))
+        return shown

@@ -1,0 +1,434 @@
+"""The controller's job store: every job, the queue, what each node holds, the one place a job's
+state changes, and save/restore. Submission, the scheduling pass, reconciliation with nodes, user
+commands and listings are components (ctld/job{submit,start,reconcile,commands,listing}.py) that
+each hold this store; nothing else keeps job state.
+
+Node state is never set here: allocations and the COMPLETING flag reach a node as statemachine
+events through the Cluster, whose table decides IDLE/MIXED/ALLOCATED and drng/drain.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import orjson
+
+from ranch.ctld import logs
+from ranch.ctld.jobs import acct, inactive, mail
+from ranch.ctld.jobs.inactive import InactiveWatch
+from ranch.ctld.jobs.jobcommands import JobCommands
+from ranch.ctld.jobs.joblisting import JobListing
+from ranch.ctld.jobs.jobreconcile import JobReconciliation, Run
+from ranch.ctld.jobs.jobrecord import (
+    ACTIVE,
+    COMPLETING,
+    PENDING,
+    RUNNING,
+    Job,
+    job_from_json,
+    job_json,
+    parse_array,
+)
+from ranch.ctld.jobs.jobstart import JobStarts
+from ranch.ctld.jobs.jobsubmit import JobSubmission
+from ranch.ctld.jobs.scheduler import NodeUse
+from ranch.ctld.jobs.steps import JobSteps
+from ranch.ctld.ports import NodeSide
+from ranch.ctld.rpc.rights import Identity, acting
+from ranch.ctld.rpc.wire import kept
+from ranch.protocol import messages as m
+from ranch.statemachine import events
+from ranch.statemachine import jobevents as je
+from ranch.statemachine import jobtable as jt
+from ranch.statemachine.jobstates import FINAL, end_reason
+from ranch.statemachine.model import Flag
+
+if TYPE_CHECKING:
+    from ranch.ctld.jobs.history import FileHistory
+    from ranch.ctld.nodes.node import NodeRecord
+
+__all__ = ["ACTIVE", "PENDING", "Job", "Jobs", "job_from_json", "job_json", "parse_array"]
+
+
+def view_of(job: Job) -> je.JobView:
+    """What the job table reads of a job."""
+    return je.JobView(  # an allocation is never requeued: Slurm requeues batch jobs only
+        job.id, job.state, job.outcome, job.held, job.restarts,
+        job.req.requeue and not job.req.allocation, job.nodes,
+        frozenset(job.awaiting), job.exit_code, job.signal, job.message,
+        job.nodes[0] if job.nodes else "",
+    )
+
+
+class Jobs:
+    """Every job the controller holds, and the node allocations they make: the store its
+    components share (declared here, and only here) and the entry points ctld calls."""
+
+    def __init__(self, cluster: NodeSide, history: FileHistory | None = None) -> None:
+        self.c = cluster
+        self.jobs: dict[int, Job] = {}
+        self.pending: list[Job] = []  # by (-priority, id)
+        self.pending_parts: Counter[str] = Counter()
+        self.pending_stale = False  # a job left PENDING: rebuild the list before it is read
+        self.uses: dict[str, NodeUse] = {}
+        self.next_id = 1
+        self.building = 0  # jobs built and not yet accepted (their journal write under way)
+        # what the next snapshot removes of ctld/jobs/jobbulk.py's files: the directories of purged
+        # jobs (earlier versions' layout), and packs no live job is in
+        self.bulk_gone: list[int] = []
+        self.packs: Counter[int] = Counter()  # pack -> jobs held whose bulk is in it
+        self.packs_gone: list[int] = []
+        self.kicked = False  # a scheduling pass is due
+        self.gen = 0  # bumped by every change a job listing shows
+        self.index: dict[str, int] = {}
+        self.kill_wait = self.min_job_age = self.missing_grace = 0.0
+        self.history = history  # finished jobs on disk (ctld/jobs/history.py); None: none kept
+        self.config_changed()
+        self.submission = JobSubmission(self)
+        self.starts = JobStarts(self)
+        self.reconciliation = JobReconciliation(self, self.starts)
+        self.commands = JobCommands(self)
+        self.listing = JobListing(self)
+        self.steps = JobSteps(self)  # rrun's steps inside running jobs (ctld/jobs/steps.py)
+        self.inactive = InactiveWatch(self)  # allocations whose command went silent
+
+    # -- entry points (what the cluster, the routes and the daemon call) ---------------------
+
+    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
+        return self.submission.submit(req)
+
+    def build(self, req: m.SubmitJob) -> list[Job] | m.Error:
+        return self.submission.build(req)
+
+    def accept(self, built: Sequence[Job]) -> m.SubmitReply:
+        return self.submission.accept(built)
+
+    def retract(self, accepted: Sequence[Job]) -> None:
+        self.submission.retract(accepted)
+
+    def run(self) -> None:
+        self.starts.run()
+
+    def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult:
+        """`actor`: who asks (ctld/rpc/permissions.py acting); None: the user the request names."""
+        return self.commands.cancel(msg, actor or acting(self.c.config, None, msg.uid, msg.user))
+
+    def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult:
+        return self.commands.control(msg,
+                                     actor or acting(self.c.config, None, msg.uid, msg.user))
+
+    def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
+                                                                     tuple[Run, ...]]:
+        return self.reconciliation.heartbeat(node, msg)
+
+    def registered(self, node: NodeRecord, msg: m.Register) -> tuple[tuple[int, ...],
+                                                                     tuple[Run, ...]]:
+        return self.reconciliation.registered(node, msg)
+
+    def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
+        return self.reconciliation.started(node, msg)
+
+    def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
+        self.reconciliation.node_lost(node, requeue, wait)
+
+    def record(self, job: Job) -> dict[str, Any]:
+        return self.listing.record(job)
+
+    def list_body(self, ids: Sequence[int] = ()) -> bytes:
+        return self.listing.list_body(ids)
+
+    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
+        return self.listing.jobs_holding(names)
+
+    def config_changed(self) -> None:
+        cfg = self.c.config
+        self.index = {n.name: i for i, n in enumerate(cfg.nodes)}
+        self.kill_wait = float(cfg.jobs.kill_wait)
+        self.min_job_age = float(cfg.jobs.min_job_age)
+        # A running job a node's heartbeats leave out for this long was lost there (its
+        # LaunchJob went astray, the node lost it without an ending...).
+        t = cfg.timeouts
+        self.missing_grace = 3.0 * t.heartbeat_interval + t.message_timeout
+        self.kicked = True
+        if hasattr(self, "inactive"):  # InactiveLimit may have come or changed: a full limit
+            for job in self.jobs.values():
+                if job.req.allocation:
+                    self.inactive.started(job, restart=True)
+
+    def kick(self) -> None:
+        """Something happened that may let a job start: a scheduling pass is due."""
+        self.kicked = True
+
+    def take_kick(self) -> bool:
+        """Whether a pass is due; the pass that asks runs it, so none is due after."""
+        due, self.kicked = self.kicked, False
+        return due
+
+    def new_ids(self, count: int) -> int:
+        """The first of `count` fresh job ids (never given again), held as being built until
+        `insert` or `dropped`."""
+        first = self.next_id
+        self.next_id += count
+        self.building += count
+        return first
+
+    def insert(self, job: Job) -> None:
+        """A built job joins the store (pending, or as it was placed)."""
+        self.building = max(0, self.building - 1)
+        self.jobs[job.id] = job
+        self.add_pending(job)
+        self.touch(job)
+
+    def drop(self, jobs: Sequence[Job]) -> None:
+        """Accepted jobs whose journal write failed: gone as if never submitted (their
+        records and pushes leave the change log with them)."""
+        ids = {j.id for j in jobs}
+        for job in jobs:
+            for name in list(job.shares):
+                self.release(job, name)
+            self.jobs.pop(job.id, None)
+        self.c.changes.retract_jobs(ids)
+        self.pending_stale = True
+        self.rebuild_pending()
+        self.gen += 1
+
+    def bulk_not_written(self, packs: Iterable[int], purged: Iterable[int]) -> None:
+        """A snapshot failed: the packs it wrote (or found unreferenced) and the purged jobs'
+        files are for the next one to remove."""
+        self.packs_gone += packs
+        self.bulk_gone += purged
+
+    def touch(self, job: Job, durable: bool = True) -> None:
+        """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
+        the journal before that reply leaves (a pending reason is recomputed, not kept)."""
+        job.saved = None
+        job.listed = job.shown = None
+        self.gen += 1
+        self.c.changes.job_changed(job, durable)
+
+    # -- the one place a job's state changes -------------------------------------------------
+
+    def apply(self, job: Job, event: je.Event) -> str | None:
+        """Feed one event to the job table and carry out its effects; the refusal's text (for
+        the user) when the table refuses it."""
+        old = view_of(job)
+        try:
+            new, effects = jt.apply_job(old, event)
+        except je.JobRefused as exc:
+            return str(exc)
+        if new == old and not effects:
+            return None
+        job.state, job.outcome, job.held = new.state, new.outcome, new.held
+        job.restarts, job.nodes, job.awaiting = new.restarts, new.nodes, new.awaiting
+        job.exit_code, job.signal, job.message = new.exit_code, new.signal, new.message
+        for eff in effects:
+            if isinstance(eff, je.Free):
+                for name in eff.nodes:
+                    self.release(job, name)
+            elif isinstance(eff, je.Kill):
+                self.kill(job, eff.nodes, 0, eff.why, run=old.restarts)
+            elif isinstance(eff, je.Launch):
+                self.starts.launch(job, eff.nodes)
+            elif isinstance(eff, je.Started):
+                job.start_time = eff.at
+        if new.state != old.state or new.restarts != old.restarts:
+            self._entered(job, old)
+        self.touch(job)
+        return None
+
+    def _entered(self, job: Job, old: je.JobView) -> None:
+        """Bookkeeping that follows from the state a job entered."""
+        state = job.state
+        if old.state == PENDING and state != PENDING:
+            self.pending_stale = True
+        if state == PENDING:  # requeued: a new run starts from scratch
+            for name in list(job.shares):
+                self.release(job, name)
+            job.shares = {}
+            job.reason = "None"
+            job.start_time = job.end_time = None
+            job.launched_at = None
+            self.steps.requeued(job)
+            self.add_pending(job)
+            self.kicked = True
+            logs.event("job requeued", job=job.id, restarts=job.restarts)
+            mail.notify(self, job, "REQUEUE")  # --mail-type (ctld/jobs/mail.py)
+        elif state == RUNNING and old.state != RUNNING:
+            job.start_time = self.c.wall()  # until the node says when it started it
+            job.launched_at = self.c.clock()
+            mail.notify(self, job, "BEGIN")
+            self.inactive.started(job)  # an allocation's command has its limit to speak
+        elif state in FINAL:
+            for name in list(job.shares):
+                self.release(job, name)
+            job.end_time = self.c.wall()
+            kept = old.state == PENDING or job.reason == inactive.REASON
+            job.reason = end_reason(state, job.exit_code, job.signal, job.reason if kept else "")
+            self.inactive.forget(job)
+            if job.start_time is None:
+                job.start_time = job.end_time
+            self.kicked = True
+            self.steps.job_ended(job)  # its steps end with it, before the history has it
+            logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
+                       signal=job.signal)
+            mail.ended(self, job)
+            acct.ended(self, job)  # racct's history: written before the job may be purged
+        for name in set(old.nodes) | set(job.nodes):
+            self.sync_node(name)  # COMPLETING comes and goes with the job's state
+
+    def add_pending(self, job: Job) -> None:
+        bisect.insort(self.pending, job, key=lambda j: (-j.priority, j.id))
+        self.pending_parts[job.partition] += 1
+
+    def rebuild_pending(self) -> None:
+        """Drop every job that left PENDING from the pending list at once (one pass, not a
+        list.remove per job: many jobs leave it in one scheduling pass or one rcancel -u)."""
+        self.pending = [j for j in self.pending if j.state == PENDING]
+        self.pending_parts = Counter(j.partition for j in self.pending)
+        self.pending_stale = False
+
+    def sync_node(self, name: str) -> None:
+        """Feed the node's allocation and COMPLETING flag to the state machine as events."""
+        node = self.c.nodes.get(name)
+        if node is None:
+            return
+        use = self.uses.get(name) or NodeUse()
+        wall = self.c.wall()
+        cpus = min(use.cpus, node.state.cpus_total)
+        if node.state.cpus_alloc != cpus:
+            _, err = self.c.apply_event(node, events.AllocationChanged(now=wall, cpus_alloc=cpus))
+            if err:
+                logs.event("allocation not applied", logging.WARNING, node=name, error=err)
+            elif cpus:
+                node.last_busy = wall
+        completing = any(
+            self.jobs[j].state == COMPLETING and name in self.jobs[j].awaiting
+            for j in use.jobs if j in self.jobs
+        )
+        if (Flag.COMPLETING in node.state.flags) != completing:
+            self.c.apply_event(node, events.Completing(now=wall, active=completing))
+        gpus = tuple(sorted(use.gpus))
+        if node.alloc_mem != use.mem or node.gpus_used != gpus:
+            node.alloc_mem = use.mem
+            node.gpus_used = gpus
+            self.c.touch(node)
+        if not use.jobs:
+            self.uses.pop(name, None)
+
+    def release(self, job: Job, name: str) -> None:
+        share = job.shares.pop(name, None)
+        use = self.uses.get(name)
+        if share is not None and use is not None:
+            use.remove(job.id, share)
+        self.sync_node(name)
+
+    def kill(self, job: Job, names: Iterable[str], signal: int = 0, why: str = "",
+              run: int | None = None) -> None:
+        """KillJob for run `run` (default the current one) to each node, once what led to it is
+        on disk: a kill that went out before a crash must match the state read back after."""
+        msg = m.KillJob(job_id=job.id, signal=signal, reason=why,
+                        restarts=job.restarts if run is None else run, epoch=self.c.epoch)
+        for name in names:
+            node = self.c.nodes.get(name)
+            if node is not None and node.conn is not None:
+                self.c.after_durable(node.conn.push, msg)
+
+    # -- state file ------------------------------------------------------------------------
+
+    def purge(self) -> None:
+        cutoff = self.c.wall() - self.min_job_age
+        old = [j.id for j in self.jobs.values()
+               if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff
+               and not acct.held(self, j)]
+        for jid in old:
+            job = self.jobs.pop(jid)
+            if job.bulk_at is not None:
+                self._unpack(job.bulk_at[0])
+            elif job.bulk_on_disk:
+                self.bulk_gone.append(jid)
+        if old:
+            self.gen += 1
+
+    def _unpack(self, pack: int) -> None:
+        self.packs[pack] -= 1
+        if self.packs[pack] <= 0:
+            del self.packs[pack]
+            self.packs_gone.append(pack)
+
+    def take_bulk(self) -> tuple[list[tuple[int, str, tuple | bytes]],
+                                 tuple[list[int], list[int]]]:
+        """(the bulk of every job not yet on disk, (the purged jobs whose directories may go,
+        the packs that may go)): what the next snapshot writes and removes
+        (ctld/jobs/jobbulk.py)."""
+        new = [(j.id, j.req.script, j.req.env if j.env_json is None else j.env_json)
+               for j in self.jobs.values() if not j.bulk_on_disk]
+        gone = (self.bulk_gone, self.packs_gone)
+        self.bulk_gone, self.packs_gone = [], []
+        return new, gone
+
+    def bulk_written(self, pack: int, placed: Iterable[tuple[int, int, int]]) -> None:
+        """Their script and environment are in `pack` now, each (job id, offset, length): out
+        of memory and of the records the next snapshot and the journal write."""
+        lean: dict[int, m.SubmitJob] = {}  # one request less its bulk for an array's tasks
+        for jid, offset, length in placed:
+            job = self.jobs.get(jid)
+            if job is not None and not job.bulk_on_disk:
+                req = job.req
+                job.req = lean.get(id(req)) or lean.setdefault(
+                    id(req), attrs.evolve(req, script="", env=()))
+                job.env_json = None
+                job.bulk_on_disk = True
+                job.bulk_at = (pack, offset, length)
+                self.packs[pack] += 1
+                self.touch(job, durable=False)
+        if not self.packs.get(pack):  # every job in it is gone already (retracted)
+            self.packs.pop(pack, None)
+            self.packs_gone.append(pack)
+
+    def saved_entry(self, job: Job) -> orjson.Fragment:
+        """The job's record as the state file and the journal hold it, encoded once a change."""
+        if job.saved is not None:
+            return job.saved
+        saved = orjson.Fragment(kept(orjson.dumps(job_json(job))))
+        if job.env_json is None:  # one holding the environment is not kept: it is written
+            job.saved = saved  # once or twice before the job's pack replaces it
+        return saved
+
+    def save_doc(self) -> dict[str, Any]:
+        self.purge()
+        return {"next_id": self.next_id, "jobs": [self.saved_entry(j) for j in self.jobs.values()]}
+
+    def restore(self, doc: dict[str, Any] | None) -> None:
+        """Take back the saved jobs (the journal's records already laid over them)."""
+        doc = doc or {}
+        self.next_id = max(self.next_id, int(doc.get("next_id", 1)))
+        for entry in doc.get("jobs", ()):
+            try:
+                job = job_from_json(entry)
+            except (KeyError, TypeError, ValueError) as exc:
+                logs.event("saved job unreadable; dropped", logging.WARNING, error=repr(exc))
+                continue
+            self.adopt(job)
+        for name in list(self.c.nodes):
+            self.sync_node(name)
+        acct.restored(self)
+        self.kicked = True
+        logs.event("jobs restored", jobs=len(self.jobs), next_id=self.next_id)
+
+    def adopt(self, job: Job) -> None:
+        self.jobs[job.id] = job
+        if job.bulk_at is not None:
+            self.packs[job.bulk_at[0]] += 1
+        if job.state in (RUNNING, COMPLETING):
+            job.launched_at = self.c.clock()  # the missing-job grace counts from the restart
+            self.inactive.started(job, restart=True)  # a full limit from the restart
+        self.next_id = max(self.next_id, job.id + 1)
+        if job.state == PENDING:
+            self.add_pending(job)
+        for name, share in job.shares.items():
+            self.uses.setdefault(name, NodeUse()).add(job.id, share)

@@ -1,0 +1,1 @@
+"""The node registry and its components: states, liveness, guards, membership, power, windows."""

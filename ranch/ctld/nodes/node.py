@@ -1,0 +1,245 @@
+"""What the controller knows about one node: config, state, registration facts, last heartbeat."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from typing import Any, Protocol
+
+import attrs
+import orjson
+
+from ranch.conf.model import NodeConfig
+from ranch.protocol.messages import HealthReport, Metrics
+from ranch.statemachine import names
+from ranch.statemachine.model import Flag, NodeState
+
+# Deadline stages of the heartbeat monitor (see Cluster._hb_due).
+EXPECT_BEAT = 0  # next: HeartbeatMissed after 2 x HeartbeatInterval of silence
+EXPECT_TIMEOUT = 1  # next: ResponseTimeout after SlurmdTimeout of silence
+SILENT = 2  # nothing more to do until the node is heard from
+
+
+# A node's last Metrics are kept as one array of doubles: about 0.5 KB for 8 GPUs instead of
+# 2 KB of attrs objects and floats, and nothing that the garbage collector must walk. Objects
+# replaced with every heartbeat were what filled its oldest generation (docs/benchmarks.md, hot
+# spots 1 and 3). Layout: the five scalars of Metrics, then six per GPU; NaN stands for None.
+_HEAD = 5  # cpu_pct, load_1m, memory_used_mib, memory_total_mib, max_temperature_c
+_PER_GPU = 6  # index, util_pct, memory_used_mib, memory_total_mib, temperature_c, power_w
+_NAN = math.nan
+
+
+def pack_metrics(mt: Metrics) -> array:
+    values = [mt.cpu_pct, mt.load_1m, mt.memory_used_mib, mt.memory_total_mib,
+              _NAN if mt.max_temperature_c is None else mt.max_temperature_c]
+    for g in mt.gpus:
+        values += (g.index, g.util_pct, g.memory_used_mib, g.memory_total_mib, g.temperature_c,
+                   g.power_w)
+    return array("d", values)
+
+
+def _opt(x: float) -> float | None:
+    return None if x != x else x  # NaN is the packed None
+
+
+def load_1m(packed: array) -> float:
+    return packed[1]
+
+
+def free_mem(packed: array) -> int:
+    return int(packed[3]) - int(packed[2])
+
+
+def unpack_gpus(packed: array) -> list[dict[str, Any]]:
+    return [
+        {"index": int(packed[i]), "util_pct": packed[i + 1], "mem_used_mib": int(packed[i + 2]),
+         "mem_total_mib": int(packed[i + 3]), "temp_c": packed[i + 4], "power_w": packed[i + 5]}
+        for i in range(_HEAD, len(packed), _PER_GPU)
+    ]
+
+
+class Pusher(Protocol):
+    """A node's live connection, as the core sees it."""
+
+    peer: str
+    node: str | None  # the node that registered on it; set by Cluster.register
+
+    def push(self, msg: Any) -> bool: ...
+
+    def close_soon(self) -> None: ...
+
+
+@attrs.define(slots=True, eq=False)
+class NodeRecord:
+    cfg: NodeConfig
+    partitions: tuple[str, ...]
+    state: NodeState
+    complete: str = ""  # names.complete(state), cached for the heartbeat reply
+    # What the node reported at registration, as the JSON the state file holds: a kilobyte of
+    # bytes rather than the dozens of objects a decoded 8-GPU Hardware takes (hot spot 3 of
+    # docs/benchmarks.md). Nothing else reads it.
+    hardware_json: bytes | None = None
+    boot_time: float | None = None
+    last_registration: float | None = None  # wall clock
+    slurmd_start_time: float | None = None
+    version: str = ""
+    last_heard: float = 0.0  # trio clock: last registration or heartbeat (or controller start)
+    last_heartbeat: float | None = None  # wall clock
+    hb_stage: int = EXPECT_BEAT
+    seq: int = -1
+    metrics: array | None = None  # the last heartbeat's Metrics, packed (see pack_metrics)
+    health: HealthReport | None = None
+    last_busy: float | None = None  # wall clock
+    idle_since: float = 0.0  # trio clock, for SuspendTime
+    power_started: float | None = None  # wall clock: current Suspend/ResumeProgram's start
+    power_action: dict[str, Any] | None = None  # last power program: action, rc, time, error
+    conn: Pusher | None = None
+    record: dict[str, Any] | None = None  # cached snapshot record, None when state changed
+    view_fresh: bool = False  # record holds the latest heartbeat figures
+    saved: orjson.Fragment | None = None  # cached encoded state-file entry, None when stale
+    # (hardware_json it was read from, {"arch", "os"}): parsed once per registration, not per
+    # record rebuild.
+    platform: tuple[bytes | None, dict[str, str]] | None = None
+    # Membership (issue 13): the --conf text of a dynamic node (None: defined in the config),
+    # and the wall time of the node's last state change (the event log sets it).
+    dynamic_conf: str | None = None
+    last_change: float | None = None
+    alloc_mem: int = 0  # MiB allocated to jobs (ctld/jobs/store.py keeps it)
+    gpus_used: tuple[int, ...] = ()  # GPU indices allocated to jobs
+    unhealthy_boots: int = 0  # boots in a row whose health check failed (issue 33)
+
+    @property
+    def name(self) -> str:
+        return self.cfg.name
+
+    def set_state(self, state: NodeState) -> None:
+        self.state = state
+        self.complete = names.complete(state)
+        self.record = None
+        self.view_fresh = False
+        self.saved = None
+
+
+def gres_used(cfg: NodeConfig, gpus: tuple[int, ...] = ()) -> str:
+    """sinfo's GresUsed: "gpu:0", or "gpu:2(IDX:0-1)" with the indices jobs hold."""
+    out = []
+    for g in cfg.gres:
+        name = f"{g.name}:{g.type}" if g.type else g.name
+        if g.name == "gpu" and gpus:
+            out.append(f"{name}:{len(gpus)}(IDX:{_ranges(gpus)})")
+        else:
+            out.append(f"{name}:0")
+    return ",".join(out)
+
+
+def _ranges(values: tuple[int, ...]) -> str:
+    parts: list[str] = []
+    start = prev = values[0]
+    for v in (*values[1:], None):
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if v is not None:
+            start = prev = v
+    return ",".join(parts)
+
+
+def next_state(st: NodeState) -> str | None:
+    """What a node with a pending or issued reboot becomes once back (scontrol's NextState)."""
+    f = st.flags
+    if Flag.REBOOT_REQUESTED not in f and Flag.REBOOT_ISSUED not in f:
+        return None
+    return "RESUME" if Flag.NEXT_RESUME in f else "DOWN" if Flag.NEXT_DOWN in f else None
+
+
+def snapshot_record(node: NodeRecord) -> dict[str, Any]:
+    """The node's record of a Snapshot (docs/internals.md "Snapshot records"), without metrics."""
+    cfg, st, m = node.cfg, node.state, node.metrics
+    health = node.health
+    return {
+        "name": cfg.name,
+        "hostname": cfg.hostname,
+        "addr": cfg.addr,
+        "port": cfg.port,
+        "partitions": list(node.partitions),
+        "state": names.to_json(st),
+        "compact": names.compact(st),
+        "long": names.long(st),
+        "complete": node.complete,
+        "cpus": cfg.cpus,
+        "cpus_alloc": st.cpus_alloc,
+        "cpu_load": load_1m(m) if m is not None else None,
+        "boards": cfg.boards,
+        "sockets": cfg.sockets,
+        "cores_per_socket": cfg.cores_per_socket,
+        "threads_per_core": cfg.threads_per_core,
+        "real_memory": cfg.real_memory,
+        "alloc_mem": node.alloc_mem,
+        "free_mem": free_mem(m) if m is not None else None,
+        "tmp_disk": cfg.tmp_disk,
+        "gres": cfg.gres_str,
+        "gres_used": gres_used(cfg, node.gpus_used),
+        "features": list(cfg.features),
+        "weight": cfg.weight,
+        "boot_time": node.boot_time,
+        "slurmd_start_time": node.slurmd_start_time,
+        # Idle since it registered until a job ends on it (scontrol prints a time, not None).
+        "last_busy": node.last_busy if node.last_busy is not None else node.last_registration,
+        "last_heartbeat": node.last_heartbeat,
+        "version": node.version,
+        "last_power_action": node.power_action,
+        **platform_of(node),
+        "last_change": node.last_change,
+        "next_state": next_state(st),
+        "dynamic": node.dynamic_conf is not None,
+        "health": (
+            {"verdict": health.verdict, "message": health.message,
+             "warnings": list(health.warnings)}
+            if health
+            else None
+        ),
+    }
+
+
+def platform_of(node: NodeRecord) -> dict[str, str]:
+    """`arch` and `os` the node reported at registration (scontrol's Arch= and OS=)."""
+    hw_json = node.hardware_json
+    cached = node.platform
+    if cached is not None and cached[0] is hw_json:
+        return cached[1]
+    if hw_json is None:
+        got = {"arch": "", "os": ""}
+    else:
+        hw = orjson.loads(hw_json)
+        got = {"arch": hw.get("arch") or "", "os": hw.get("os") or ""}
+    node.platform = (hw_json, got)
+    return got
+
+
+def heartbeat_fields(node: NodeRecord) -> dict[str, Any]:
+    """The part of a snapshot record that every heartbeat changes."""
+    m = node.metrics
+    return {
+        "cpu_load": load_1m(m) if m is not None else None,
+        "free_mem": free_mem(m) if m is not None else None,
+        "last_heartbeat": node.last_heartbeat,
+    }
+
+
+def metrics_record(node: NodeRecord, wall_now: float) -> dict[str, Any] | None:
+    m = node.metrics
+    if m is None:
+        return None
+    return {
+        "cpu_pct": m[0],
+        "mem_used_mib": int(m[2]),
+        "mem_total_mib": int(m[3]),
+        "max_temp_c": _opt(m[4]),
+        "gpus": unpack_gpus(m),
+        "heartbeat_age_s": (
+            round(max(0.0, wall_now - node.last_heartbeat), 1)
+            if node.last_heartbeat is not None
+            else None
+        ),
+    }

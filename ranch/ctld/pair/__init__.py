@@ -1,0 +1,1 @@
+"""A controller pair on etcd: the election, the campaigning controller, the standby."""

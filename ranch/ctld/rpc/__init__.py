@@ -1,0 +1,1 @@
+"""The rpc layer: server, frame reader, routes, permissions, identity, admission."""

@@ -1,0 +1,255 @@
+"""One connection's read loop, in named steps: take a user's credential, decode the next frame
+(or refuse the connection), wait for bytes under the right deadline, act on a frame, and send the
+replies held until what they confirm is on disk.
+
+A frame must arrive whole within MessageTimeout of its first byte (of the connect, for a peer
+that has not proven the key); bytes that trickle in never move that deadline. Replies are held:
+every frame already received is handled first, then one journal write covers them all and they
+leave in order (a node that sends several beats at once waits for one write, not one each).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ranch.ctld import logs
+from ranch.ctld.rpc import eventstream, userauth
+from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.framing import Frame, FrameDecoder
+from ranch.protocol.versions import CURRENT
+
+if TYPE_CHECKING:
+    from ranch.ctld.rpc.rpcports import Peer, Rpc
+
+RECEIVE_CHUNK = 1 << 16
+UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
+ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
+
+
+@attrs.frozen
+class Held:
+    """A reply held back until the journal holds what it confirms."""
+
+    reply: Any
+    request_id: int
+    version: int
+    request: str  # the request's type name (logs)
+    confirms: bool
+
+
+class FrameReader:
+    """Reads one connection until it ends; `run` is the whole life of the connection's task."""
+
+    __slots__ = ("conn", "decoder", "frame_deadline", "held", "proven", "server", "timeout")
+
+    def __init__(self, server: Rpc, conn: Peer) -> None:
+        self.server = server
+        self.conn = conn
+        self.timeout = mt = server.message_timeout
+        self.decoder = FrameDecoder(
+            server.key, max_size=server.max_size, message_timeout=mt,
+            replay_guard=server.replay_guard, unproven_max=server.unproven_max,
+            late_allowance=server.cluster.liveness.stalls.late_allowance)
+        self.proven = False
+        self.held: list[Held] = []
+        # The deadline of the frame being read (None between frames): from the connect for a
+        # peer that has not proven the key, else from the frame's first byte.
+        self.frame_deadline: float | None = trio.current_time() + mt
+
+    async def run(self) -> None:
+        while True:
+            frame = await self.next_frame()
+            if frame is None or not await self.act(frame):
+                return
+
+    async def next_frame(self) -> Frame | None:
+        """The next whole frame, or None once the connection is to end (closed, timed out,
+        refused: each already answered and logged)."""
+        conn, decoder = self.conn, self.decoder
+        while True:
+            try:
+                if not self.proven and conn.who is None:
+                    await self.take_credential()
+                frame = decoder.next_frame()
+            except ProtocolError as exc:
+                await self.refuse(exc)
+                return None
+            if not self.proven and decoder.proven:
+                self.proven = True
+                self.server.admission.proven(conn)
+            if frame is not None:
+                return frame
+            if self.held:
+                await self.send_held()
+                # a command that half-closed after its request (protocol/client.py) has its end
+                # of stream waiting: read it at once rather than wait for it
+                conn.ready = conn.node is None
+                continue  # time has passed: look at the deadlines afresh
+            if not await self.receive():
+                return None
+
+    async def take_credential(self) -> None:
+        """A user's connection starts with a MUNGE credential (ctld/rpc/userauth.py)."""
+        cred = userauth.offered(self.conn, self.decoder, self.server.unproven_max)
+        if cred:
+            await userauth.accept(self.server, self.conn, self.decoder, cred)
+
+    def deadline(self) -> tuple[float, str]:
+        """(when the wait for bytes ends, why, for the log): a frame under way or an unproven
+        peer has MessageTimeout; an idle command ADMIN_IDLE_TIMEOUT; a registered node none."""
+        mt = self.timeout
+        if self.decoder.buffered or not self.proven:
+            if self.frame_deadline is None:
+                self.frame_deadline = trio.current_time() + mt
+            why = (f"frame not completed within {mt:g} s of its first byte" if self.proven
+                   else f"no complete request within {mt:g} s of connecting")
+            return self.frame_deadline, why
+        if self.conn.node is None:
+            return trio.current_time() + ADMIN_IDLE_TIMEOUT, "idle"
+        return math.inf, ""
+
+    async def receive(self) -> bool:
+        """Feed the decoder what arrives before the deadline; False once the connection is to
+        end (the peer closed it, or the deadline passed: logged, and answered mid-frame)."""
+        conn = self.conn
+        chunk = RECEIVE_CHUNK if self.proven else UNPROVEN_CHUNK
+        limit, why = self.deadline()
+        try:
+            if conn.ready:  # the first frame is in the kernel already (the accept loop saw it)
+                conn.ready = False
+                data = conn.io.read_now(chunk)
+                if data is not None:
+                    if not data:
+                        return False
+                    self.decoder.feed(data)
+                    return True
+            if limit == math.inf:  # a registered node: no cancel scope per receive
+                data = await conn.io.receive_some(RECEIVE_CHUNK)
+            else:
+                data = None
+                with trio.move_on_at(limit):
+                    data = await conn.io.receive_some(chunk)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        if data is None:
+            await self.timed_out(why)
+            return False
+        if not data:
+            return False
+        # a node waits seconds between beats: the chunk is not kept past this call
+        self.decoder.feed(data)
+        return True
+
+    async def timed_out(self, why: str) -> None:
+        conn = self.conn
+        if self.proven:
+            logs.event("connection timed out", logging.WARNING, peer=conn.peer,
+                       node=conn.node or "-", why=why)
+        else:  # anyone can cause these
+            self.server.admission.log.event("timeout", "connection timed out", peer=conn.peer,
+                                            why=why)
+        if self.decoder.buffered:
+            await conn.reply(m.Error("timeout", why), 0, conn.version)
+
+    async def refuse(self, exc: ProtocolError) -> None:
+        """A frame failed authentication or decoding: the replies before it, then the Error;
+        an over-size frame's rest is read and dropped so the sender reads the Error."""
+        await self.send_held()
+        conn = self.conn
+        if self.decoder.proven:
+            logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
+                       code=exc.code, error=exc.message)
+        else:  # anyone can send these: at most a line per kind every few seconds
+            self.server.admission.log.event(f"rejected:{exc.code}", "frame rejected",
+                                            peer=conn.peer, code=exc.code, error=exc.message)
+        await conn.reply(exc.to_error(), exc.request_id, exc.version or CURRENT)
+        if exc.code == "too_large":
+            await self.drain(self.frame_deadline or trio.current_time() + self.timeout)
+
+    async def drain(self, deadline: float) -> None:
+        """Read and drop what the peer still sends, until it closes or the deadline: a socket
+        closed with unread input is reset, and the peer would see that instead of our Error."""
+        with trio.move_on_at(deadline):
+            while True:
+                try:
+                    if not await self.conn.io.receive_some(RECEIVE_CHUNK):
+                        return
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
+
+    async def act(self, frame: Frame) -> bool:
+        """Act on one frame and hold its reply; False when the connection ends with it (the
+        event stream takes it over)."""
+        server, conn = self.server, self.conn
+        self.frame_deadline = None
+        conn.version = frame.version
+        if server.replay_mark.needs(frame.timestamp):  # before acting on it (replaymark.py)
+            await server.replay_mark.cover(frame.timestamp)
+        msg = frame.msg
+        if type(msg) is m.GetEvents and msg.follow:
+            # the one long-lived admin connection: it streams until the client goes
+            await self.send_held()
+            await eventstream.follow(server, conn, msg, frame.request_id, frame.version)
+            return False
+        confirms = False
+        try:
+            reply, confirms = await server.dispatch(conn, msg)
+        except OSError as exc:  # the journal write failed: say so, never "done"
+            reply = not_saved(type(msg).__name__, exc)
+        except Exception as exc:
+            logging.getLogger(logs.LOGGER_NAME).exception(
+                "request failed: %s from %s", type(msg).__name__, conn.peer)
+            reply = m.Error("internal", f"{type(msg).__name__} failed: {exc!r}")
+        if reply is not None:
+            self.held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
+        return True
+
+    async def send_held(self) -> None:
+        """The held replies, in order, once every change they confirm is on disk (one write
+        for all of them); those that confirm a change are errors if that write failed."""
+        if not self.held:
+            return
+        batch = self.held[:]
+        self.held.clear()
+        sync = self.server.sync
+        if sync is not None and any(h.confirms for h in batch):
+            try:
+                await sync()
+            except OSError as exc:
+                batch = [attrs.evolve(h, reply=not_saved(h.request, exc)) if h.confirms else h
+                         for h in batch]
+        for h in batch:
+            if h.reply is not None:
+                await self.conn.reply(h.reply, h.request_id, h.version)
+                log_refusal(self.conn, h.request, h.reply)
+
+
+def not_saved(request: str, exc: OSError) -> m.Error:
+    logs.event("change not saved; request answered with an error", logging.ERROR,
+               request=request, error=str(exc))
+    return m.Error("internal", f"{request}: the change could not be written to disk "
+                   f"({exc.strerror or exc}); it is in effect but a controller restart "
+                   "would lose it")
+
+
+def log_refusal(conn: Peer, request: str, reply: Any) -> None:
+    """Every refused request is logged with the peer that sent it."""
+    if isinstance(reply, m.Error):
+        errors: tuple[str, ...] = (f"{reply.code}: {reply.message}",)
+    elif isinstance(reply, m.UpdateResult | m.ReconfigureResult | m.JobResult) and not reply.ok:
+        errors = reply.errors
+    elif isinstance(reply, m.RegisterReply) and not reply.accepted:
+        if reply.health_check_first:
+            return  # the normal first step of a node with a health check, not a refusal
+        errors = (reply.reason,)
+    else:
+        return
+    shown = "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
+    logs.event("request refused", logging.WARNING, request=request, peer=conn.peer,
+               node=conn.node or "-", error=shown)

@@ -1,0 +1,380 @@
+"""rctld's TCP side: one task per connection, frames in, the core's replies and pushes out.
+
+A peer's faults stay on its own connection: each frame must arrive whole within MessageTimeout
+of its first byte (a total deadline: bytes dribbled in do not extend it), a send that does not
+finish within MessageTimeout (a reader that stopped reading) disconnects it, at most SEND_QUEUE
+pushes wait for one peer, and any frame that fails authentication or decoding is answered with
+an Error, logged and the connection closed.
+
+Nothing unauthenticated costs more than a little (docs/limits.md): a connection that has not yet
+proven the key must deliver a whole frame within MessageTimeout of connecting, is read in
+UNPROVEN_CHUNK pieces, and may not send a frame over UNPROVEN_MAX bytes unless its header MAC
+(protocol version 5) checks out first; connections are capped in all, per source address and
+while unproven, below the descriptor limit (ctld/rpc/admission.py); a frame signed before this run
+started is refused, so a frame captured before a restart cannot be replayed
+(ctld/rpc/replaymark.py).
+An over-size frame is answered with an Error naming its size and the limit, and the rest of it
+is read and dropped until its deadline, so that the sender reads that Error rather than a reset.
+
+Replies are written by the reading task itself (ctld/rpc/fastio.py): a memory channel and a writer
+task per connection cost about a fifth of the controller's CPU per heartbeat and kilobytes per
+node (docs/benchmarks.md, hot spots 3 and 4). Pushes, which are rare, each get a short task in
+the daemon's nursery, so the core never waits on a socket; a send lock, made only when two
+writes meet, keeps frames whole.
+"""
+
+from __future__ import annotations
+
+import errno
+import inspect
+import logging
+import os
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from ranch.ctld import logs
+from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.rpc import permissions
+from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
+from ranch.ctld.rpc.fastio import StreamIO, unread_bytes
+from ranch.ctld.rpc.nodecredentials import NodeCredentials
+from ranch.ctld.rpc.reading import FrameReader
+from ranch.ctld.rpc.replaymark import ReplayMark
+from ranch.ctld.rpc.routes import ROUTES
+from ranch.ctld.rpc.rpcports import Peer
+from ranch.ctld.rpc.wire import Prebuilt, encode_body_frame, kept
+from ranch.protocol import codec
+from ranch.protocol import messages as m
+from ranch.protocol.framing import MAX_SIZE, UNPROVEN_MAX, ReplayGuard, encode_frame
+from ranch.protocol.versions import CURRENT
+
+ACCEPT_BATCH = 256  # connections accepted per wake-up of a listener
+ROOM_POLL = 0.1  # how often a full unproven pool is looked at again for an idle member
+_ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
+SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
+REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
+
+Reconfigurer = Callable[[str], Awaitable[m.ReconfigureResult]]
+Submitter = Callable[[m.SubmitJob], Awaitable[Any]]
+
+
+class Connection:
+    """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
+    is one per node (docs/benchmarks.md, hot spot 3)."""
+
+    __slots__ = ("io", "key", "node", "peer", "pending", "ready", "scope", "send_lock",
+                 "server", "stream", "version", "who")
+
+    def __init__(self, stream: trio.SocketStream, peer: str, server: Server,
+                 ready: bool = False) -> None:
+        self.stream = stream
+        # bytes (or the end of stream) are likely waiting: the next read tries before it waits
+        self.ready = ready
+        self.io = StreamIO(stream)
+        self.peer = peer
+        self.server = server
+        self.version = CURRENT
+        self.node: str | None = None  # set by the core once a node registered on it
+        self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
+        self.scope = trio.CancelScope()
+        self.pending = 0  # pushes not yet written
+        # AuthType=auth/munge (ctld/rpc/userauth.py): the user munged vouched for and the session
+        # key of this connection; None for the cluster key's holder (daemons, root)
+        self.who: Any = None
+        self.key: bytes | None = None
+
+    # Pusher, for the core
+    def push(self, msg: Any) -> bool:
+        spawn = self.server.spawn
+        if spawn is None or self.scope.cancel_called or self not in self.server.connections:
+            return False
+        if self.pending >= SEND_QUEUE:
+            logs.event("send queue full; disconnecting slow peer", logging.WARNING,
+                       peer=self.peer, node=self.node or "-")
+            self.close_soon()
+            return False
+        self.pending += 1
+        spawn(self._push, msg, self.version)
+        return True
+
+    def close_soon(self) -> None:
+        self.scope.cancel()
+
+    def unread(self) -> int:
+        """Bytes waiting in the kernel for this connection (0 when unknown)."""
+        return self.io.unread()
+
+    async def _push(self, msg: Any, version: int) -> None:
+        try:
+            await self.send(self.server.encode(msg, 0, version))
+        finally:
+            self.pending -= 1
+
+    async def send(self, frame: bytes) -> bool:
+        """Write one frame; a peer that does not take it within MessageTimeout is cut off."""
+        data: bytes | memoryview = frame
+        lock = self.send_lock
+        try:
+            if lock is not None and lock.locked():
+                await lock.acquire()
+            else:
+                # Nothing else is writing: offer the frame to the kernel, which nearly always
+                # takes all of it (no await between the check and the acquire below).
+                sent = self.io.try_send(frame)
+                if sent == len(frame):
+                    return True
+                if lock is None:
+                    lock = self.send_lock = trio.StrictFIFOLock()
+                lock.acquire_nowait()
+                data = memoryview(frame)[sent:]
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.close_soon()
+            return False
+        try:
+            with trio.move_on_after(max(self.server.message_timeout, 1.0)):
+                try:
+                    await self.io.send_all(data)
+                    return True
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.close_soon()
+                    return False
+        finally:
+            lock.release()
+        logs.event("peer too slow to read; disconnecting", logging.WARNING,
+                   peer=self.peer, node=self.node or "-")
+        self.close_soon()
+        return False
+
+    async def reply(self, msg: Any, request_id: int, version: int) -> bool:
+        return await self.send(self.server.encode(msg, request_id, version, self.key))
+
+
+class Server:
+    def __init__(
+        self,
+        cluster: Cluster,
+        key: bytes,
+        *,
+        reconfigure: Reconfigurer,
+        max_size: int = MAX_SIZE,
+        unproven_max: int = UNPROVEN_MAX,
+        submit: Submitter | None = None,
+        state_dir: str | None = None,
+        caps: Caps | None = None,
+        mirror: Callable[[str, bytes], Awaitable[None]] | None = None,
+        takeover: Callable[[str], Any] | None = None,
+        sync: Callable[[], Awaitable[None]] | None = None,
+        spawn: Callable[..., Any] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.submit = submit  # the daemon's: journals the job before the reply
+        # The daemon's Daemon.durable: every change a reply confirms is on disk before it
+        # leaves. None (tests of the core alone): nothing is persisted.
+        self.sync = sync
+        self.key = key
+        self.max_size = max_size
+        self.unproven_max = unproven_max
+        self.reconfigure = reconfigure
+        self.takeover = takeover or _no_standby  # rcontrol takeover (ctld/pair/controller.py)
+        # Frames signed before this run started are refused (state_dir keeps the mark that
+        # covers peers whose clocks run ahead; without one, the start alone is the bound).
+        self.replay_mark = ReplayMark(state_dir, self.message_timeout)
+        # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
+        self.node_credentials = NodeCredentials(state_dir, mirror=mirror)
+        self.replay_guard = ReplayGuard(window=self.message_timeout,
+                                        not_before=self.replay_mark.floor)
+        self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
+        self.connections: set[Connection] = set()
+        self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
+        # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
+        # connection to hold it would cost every connection its memory.
+        self.spawn = spawn
+        c = self.admission.caps
+        logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
+                   unproven=self.admission.pool_cap(), unproven_frame=unproven_max,
+                   frame=max_size)
+        if len(cluster.nodes) + 16 > c.connections:  # each node needs one, commands a few
+            logs.event("descriptor limit too low for the configured nodes; raise it "
+                       "(ulimit -n, or LimitNOFILE= in the systemd unit)", logging.WARNING,
+                       nodes=len(cluster.nodes), fd_limit=c.fd_limit, connections=c.connections)
+
+    @property
+    def message_timeout(self) -> float:
+        return float(self.cluster.config.timeouts.message_timeout)
+
+    def encode(self, msg: Any, request_id: int, version: int, key: bytes | None = None) -> bytes:
+        """`key`: a user's session key (ctld/rpc/userauth.py); the cluster key when None."""
+        if key is not None:
+            return _encode_with(msg, key, request_id, version)
+        if isinstance(msg, Prebuilt):
+            return encode_body_frame(msg.type_name, msg.body, self.key, request_id=request_id,
+                                     version=version)
+        # the same few bodies, a thousand times a second (a kill list makes one unique)
+        if type(msg) is m.HeartbeatReply and not msg.kill_job_ids:
+            cache_key = (version, msg.node_state, msg.config_hash)
+            body = self._reply_bodies.get(cache_key)
+            if body is None:
+                if len(self._reply_bodies) >= REPLY_BODY_CACHE:
+                    self._reply_bodies.clear()
+                body = self._reply_bodies[cache_key] = kept(codec.encode(msg, version=version))
+            return encode_body_frame("HeartbeatReply", body, self.key, request_id=request_id,
+                                     version=version)
+        try:
+            return encode_frame(msg, self.key, request_id=request_id, version=version)
+        except ValueError:  # the message is newer than the peer's protocol
+            err = m.Error("version", f"{type(msg).__name__} needs a newer protocol version "
+                          f"than {version}")
+            return encode_frame(err, self.key, request_id=request_id, version=version)
+
+    async def serve_tcp(
+        self, port: int, *, host: str | None = None,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Like trio.serve_tcp(self.handle, ...), but each wake-up of a listener accepts every
+        connection waiting (up to ACCEPT_BATCH), and one over a cap is closed before any trio
+        object is made for it: a flood of connections cannot fill the backlog in front of a
+        node or a command, nor cost more than an accept and a close each."""
+        listeners = await trio.open_tcp_listeners(port, host=host)
+        try:
+            async with trio.open_nursery() as nursery:
+                for listener in listeners:
+                    nursery.start_soon(self._accept_loop, listener, nursery)
+                task_status.started(listeners)
+        finally:
+            for listener in listeners:
+                await trio.aclose_forcefully(listener)
+
+    async def _accept_loop(self, listener: trio.SocketListener, nursery: trio.Nursery) -> None:
+        # A second descriptor for the listening socket: the stdlib's accept, without a trip
+        # through the scheduler for each connection (trio's yields after every one).
+        sock = socket.socket(fileno=os.dup(listener.socket.fileno()))
+        sock.setblocking(False)
+        with sock:
+            while True:
+                await trio.lowlevel.wait_readable(sock)
+                for _ in range(ACCEPT_BATCH):
+                    if not self.admission.has_room():
+                        # a pool full of peers whose requests wait to be read: let the rest
+                        # wait in the kernel's queue until one of them is through
+                        await self.admission.wait_room(ROOM_POLL)
+                        break
+                    try:
+                        raw, addr = sock.accept()
+                    except BlockingIOError:
+                        break
+                    except OSError as exc:
+                        if exc.errno in _ACCEPT_EXHAUSTED:  # out of descriptors or memory
+                            self.admission.log.event("accept", "accept failed; retrying in "
+                                                     "0.1 s", logging.ERROR, error=str(exc))
+                            await trio.sleep(0.1)
+                        break  # ECONNABORTED and the like: the peer already left
+                    peer = _addr_text(addr)
+                    ready = unread_bytes(raw.fileno()) >= READY
+                    if self.admission.refuses(source_of(peer), peer, ready):
+                        raw.close()
+                        continue
+                    stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
+                    conn = Connection(stream, peer, self, ready)
+                    self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
+                    nursery.start_soon(self._serve, conn)
+                await trio.lowlevel.checkpoint()
+
+    async def handle(self, stream: trio.SocketStream) -> None:
+        """Serve one accepted stream (a connection from any listener, or a test's)."""
+        peer = _peer(stream)
+        conn = Connection(stream, peer, self)
+        conn.ready = conn.unread() >= READY
+        if self.admission.refuses(source_of(peer), peer, conn.ready):
+            await trio.aclose_forcefully(stream)  # over a cap: closed at once
+            return
+        self.admission.add(conn, source_of(peer))
+        await self._serve(conn)
+
+    async def _serve(self, conn: Connection) -> None:
+        """Read `conn` (counted in by admission.add) until it ends."""
+        peer, stream = conn.peer, conn.stream
+        self.connections.add(conn)
+        try:
+            with conn.scope:
+                await FrameReader(self, conn).run()  # ctld/rpc/reading.py
+        except Exception as exc:  # never let one peer take the server down
+            logs.event("connection failed", logging.ERROR, peer=peer, error=repr(exc))
+        finally:
+            self.admission.gone(conn)
+            self.connections.discard(conn)
+            self.cluster.disconnected(conn)
+            if conn.node:
+                logs.event("node disconnected", node=conn.node, peer=peer)
+            # A push still being written fails with ClosedResourceError and ends.
+            if isinstance(stream, trio.SocketStream):
+                # what aclose_forcefully does in the end, without its cancelled scope and
+                # checkpoint: this task ends here (a command's connection, hundreds a second)
+                stream.socket.close()
+            else:
+                await trio.aclose_forcefully(stream)
+
+    def _confirms(self, msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
+        """Whether the reply to `msg` waits for the journal. A heartbeat confirms only the
+        endings it carries (the node forgets them on the reply) and what it changed."""
+        if type(msg) is m.Heartbeat:
+            return bool(msg.jobs_ended or nodes_changed or jobs_changed)
+        if type(msg) is m.Register:
+            # A registration confirms only the endings it carries and the jobs it moved; its
+            # own state change is journalled with the next write (a registration storm does
+            # not wait on the disk: lost at a crash, the node registers again).
+            return bool(msg.jobs_ended or jobs_changed)
+        return True
+
+    async def dispatch(self, conn: Peer, msg: Any) -> tuple[Any, bool]:
+        """(the reply of the request's route (ctld/rpc/routes.py), whether it confirms a change:
+        then it may leave only once the change is on disk)."""
+        route = ROUTES.get(type(msg))
+        if route is None:
+            return m.Error("bad_request",
+                           f"{type(msg).__name__} is not a request rctld serves"), False
+        msg, refused, after = permissions.gate(self, conn, msg)  # who may (ctld/rpc/permissions.py)
+        if refused is not None:
+            return refused, False
+        c = self.cluster
+        nodes_before, jobs_before = c.changes.counts()
+        reply = route.handler(self, conn, msg)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        nodes_after, jobs_after = c.changes.counts()
+        confirms = route.changes and self._confirms(
+            msg, nodes_after != nodes_before, jobs_after != jobs_before)
+        return (reply if after is None else after(reply)), confirms
+
+
+def _encode_with(msg: Any, key: bytes, request_id: int, version: int) -> bytes:
+    if isinstance(msg, Prebuilt):
+        return encode_body_frame(msg.type_name, msg.body, key, request_id=request_id,
+                                 version=version)
+    try:
+        return encode_frame(msg, key, request_id=request_id, version=version)
+    except ValueError:  # the message is newer than the peer's protocol
+        err = m.Error("version", f"{type(msg).__name__} needs a newer protocol version "
+                      f"than {version}")
+        return encode_frame(err, key, request_id=request_id, version=version)
+
+
+def _peer(stream: trio.SocketStream) -> str:
+    try:
+        return _addr_text(stream.socket.getpeername())
+    except (OSError, AttributeError, IndexError):
+        return "?"
+
+
+def _addr_text(addr: Any) -> str:
+    try:
+        return f"{addr[0]}:{addr[1]}"
+    except (TypeError, IndexError):
+        return "?"
+
+
+def _no_standby(who: str) -> m.Error:
+    return m.Error("not_supported", "this controller has no standby to hand over to "
+                   "(StateStore=file); a controller pair runs on etcd (docs/ha.md)")

@@ -1,0 +1,1 @@
+"""Where the state lives and how it gets there: change log, durability, stores, journals."""

@@ -1,0 +1,86 @@
+"""Durable before acknowledged: replies and pushes wait for the changes they follow from."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from ranch.ctld import logs
+from ranch.protocol import messages as m
+
+if TYPE_CHECKING:
+    from ranch.ctld.nodes.cluster import Cluster
+    from ranch.ctld.state.changelog import ChangeLog
+    from ranch.ctld.wakeup import Wakeup
+
+
+class Durability:
+    """Takes the change log's changes to the store (group commit), and sends the pushes that
+    waited for them in the order they were made."""
+
+    def __init__(self, cluster: Cluster, changes: ChangeLog, store: Any,
+                 outbox: Wakeup) -> None:
+        """`outbox`: set by the change log when a push waits for a write."""
+        self.cluster = cluster
+        self.changes = changes
+        self.store = store
+        self.outbox = outbox
+
+    async def durable(self) -> None:
+        """Return once every change made so far is on disk (group commit: the changes of every
+        caller that arrives meanwhile share one write). OSError when they could not be written;
+        they stay queued for the next try."""
+        changes = self.changes
+        if changes.pending():
+            taken = changes.take()
+            ticket = self.store.append(self.cluster.journal_records(taken))
+            try:
+                await self.store.wait(ticket)
+            except OSError:
+                changes.put_back(taken)
+                raise
+        else:
+            await self.store.wait(self.store.last_ticket)
+
+    async def submit(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already
+        RUNNING: one write) before the reply. Its LaunchJob waits in the outbox for the same
+        write, so no job runs that the journal lacks; if the write fails, it is retracted."""
+        jobs = self.cluster.jobs
+        built = jobs.build(msg)
+        if isinstance(built, m.Error):
+            return built
+        reply = jobs.accept(built)
+        try:
+            await self.durable()
+        except OSError as exc:  # never acknowledged, never launched: as if never submitted
+            jobs.retract(built)
+            logs.event("job journal write failed", logging.ERROR, error=str(exc))
+            return m.Error("internal", f"job {built[0].id} could not be written to "
+                           f"{self.store.path}: {exc.strerror or exc}")
+        return reply
+
+    async def flush_outbox(self) -> bool:
+        """Send the pushes queued so far, in order, once what led to them is on disk."""
+        batch = self.changes.take_outbox()
+        try:
+            await self.durable()
+        except OSError as exc:
+            logs.event("journal write failed; launches and kills wait", logging.ERROR,
+                       error=str(exc))
+            self.changes.put_back_outbox(batch)
+            return False
+        for fn, args in batch:
+            fn(*args)
+        return True
+
+    async def run_outbox(self) -> None:
+        """Pushes that follow from changes (LaunchJob, KillJob) leave once those are on disk,
+        one batch after the other, so that a node gets them in the order they were made."""
+        while True:
+            await self.outbox.wait()
+            if not await self.flush_outbox():
+                self.outbox.set()
+                await trio.sleep(1.0)

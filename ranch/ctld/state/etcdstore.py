@@ -1,0 +1,323 @@
+"""The replicated store (StateStore=etcd): rctld's journal, snapshots and job packs in etcd,
+behind the same calls as FileStore, every write fenced by the leader's epoch.
+
+Keys under the prefix P (values are the bytes FileStore would write):
+  P/j/SEQ            one group commit: the journal lines of a batch, named by its first seq
+  P/j/SEQ/NNNN       parts of a batch over CHUNK bytes, written before P/j/SEQ (which ends it)
+  P/s/GEN/NNNN       a snapshot's parts;  P/snap: {"gen", "parts", "journal_seq"} (the current)
+  P/b/PACK/NNNN      a job pack's parts (ctld/jobs/jobbulk.py);  P/bh/PACK: {"parts", "size"}
+  P/f/NAME           a small file of StateSaveLocation kept whole (node_credentials.json)
+etcd refuses a request over ~1.5 MiB, so anything larger goes in parts of CHUNK bytes, each
+its own transaction; the key that names them is written last, so a half-written thing is never
+read (load skips parts without their head; the next trim deletes them).
+
+Every transaction compares the leader key's create revision with ours (the epoch): once
+another controller holds the seat, etcd itself refuses what we send, and `on_fenced` is told.
+A write that gets no answer is sent again (the same puts under the same compare) until it
+lands or the controller's lease is past saving (`alive()` false): an acknowledged change is in
+etcd, and one that was refused to its client is nowhere that a reply confirmed.
+
+Job ids never go back here either, without FileStore's id mark: a batch is acknowledged only
+once its transaction is committed, and etcd (Raft, each write fsynced on a quorum) never loses a
+committed transaction nor cuts a batch short, so every id acknowledged is in the journal or in a
+snapshot (whose jobs.next_id is past it) that the next leader reads.
+
+Job packs are written to the local StateSaveLocation first (ctld/jobs/jobbulk.py reads them from
+there at launch) and copied into etcd before the snapshot that points to them; a controller
+that wins the seat copies them all back before it loads (`fetch`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import trio
+
+from ranch.ctld import logs
+from ranch.ctld.jobs import jobbulk
+from ranch.ctld.state import etcdrecords
+from ranch.ctld.state.etcdclient import (
+    EtcdClient,
+    EtcdError,
+    EtcdUnavailable,
+    created_at,
+    delete_range,
+    prefix_end,
+    put,
+)
+from ranch.ctld.state.groupcommit import GroupCommit
+
+CHUNK = 1_000_000  # bytes of value per transaction (etcd's default request limit: 1.5 MiB)
+
+
+class Fenced(EtcdError):
+    """etcd refused a write: this controller no longer holds the seat."""
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _write_file(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _seq_key(n: int) -> str:
+    return f"{n:020d}"
+
+
+class EtcdStore:
+    def __init__(self, client: EtcdClient, prefix: str, leader_key: str, epoch: int,
+                 state_dir: str, *, on_fenced: Callable[[], None] = lambda: None,
+                 alive: Callable[[], bool] = lambda: True) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.leader_key = leader_key
+        self.epoch = epoch
+        self.state_dir = state_dir
+        self.on_fenced = on_fenced
+        self.alive = alive
+        self.seq = 0
+        self.in_thread = False  # FileStore's knob; nothing here blocks
+        # FileStore's list of damaged files moved aside (rctld -i): etcd's records carry no
+        # file to move; a damaged value is refused in words at load
+        self.moved_aside: list[str] = []
+        self.writes = 0  # journal transactions (for the benchmark)
+        self._groups: list[tuple[int, list[bytes]]] = []  # (first seq, lines) to write
+        self._cut = True  # the next append starts a new group (a new key)
+        self._commits = GroupCommit(self._flush, "journal write to etcd failed")
+        self._gen = 0  # the current snapshot's generation
+        self._packs: set[int] = set()  # packs in etcd
+        self._loaded: tuple[dict[str, Any] | None, list[dict[str, Any]]] = (None, [])
+
+    @property
+    def path(self) -> str:
+        return f"etcd {self.client.endpoint}{self.prefix}"
+
+    # -- transactions -------------------------------------------------------------------
+
+    async def _txn(self, ops: list[dict[str, Any]]) -> int:
+        """The fenced transaction `ops`; its revision. Fenced when refused; retried while the
+        lease may still be ours, then the last EtcdUnavailable."""
+        while True:
+            try:
+                ok, doc = await self.client.txn([created_at(self.leader_key, self.epoch)], ops)
+            except EtcdUnavailable:
+                if not self.alive():
+                    raise
+                await trio.sleep(0.05)
+                continue
+            if not ok:
+                self.on_fenced()
+                raise Fenced(f"etcd refused a write of epoch {self.epoch}: another controller "
+                             f"holds the seat")
+            return int(doc.get("header", {}).get("revision", 0))
+
+    async def transact(self, ops: list[dict[str, Any]]) -> int:
+        """One fenced transaction of another module's keys (ctld/state/etcdrecords.py)."""
+        return await self._txn(ops)
+
+    async def _put_parts(self, base: str, data: bytes) -> tuple[int, bytes]:
+        """Write all but the last CHUNK of `data` as base/NNNN parts; (parts, the last)."""
+        pieces = [data[i:i + CHUNK] for i in range(0, len(data), CHUNK)] or [b""]
+        for i, piece in enumerate(pieces[:-1]):
+            await self._txn([put(f"{base}/{i:04d}", piece)])
+        return len(pieces) - 1, pieces[-1]
+
+    async def _get_parts(self, base: str) -> bytes:
+        kvs = await self.client.range(base + "/", prefix_end(base + "/"))
+        return b"".join(v for _, v, _ in kvs)
+
+    # -- start ----------------------------------------------------------------------------
+
+    async def fetch(self) -> None:
+        """Read everything (after winning the seat, before `load`): the snapshot, the journal
+        after it, and the job packs, copied into the local StateSaveLocation."""
+        p = self.prefix
+        doc = None
+        head = await self.client.range(f"{p}/snap")
+        if head:
+            meta = orjson.loads(head[0][1])
+            self._gen = int(meta["gen"])
+            raw = await self._get_parts(f"{p}/s/{_seq_key(self._gen)}")
+            doc = orjson.loads(raw)
+        kvs = await self.client.range(f"{p}/j/", prefix_end(f"{p}/j/"))
+        parts: dict[str, list[bytes]] = {}
+        batches: list[bytes] = []
+        for key, value, _ in kvs:
+            name = key.decode()[len(p) + 3:]
+            batch, _, part = name.partition("/")
+            if part:
+                parts.setdefault(batch, []).append(value)
+            else:  # its head sorts before its parts: join them at the end
+                batches.append(batch.encode() + b"\0" + value)
+        lines: list[dict[str, Any]] = []
+        for item in batches:
+            head_name, _, last = item.partition(b"\0")
+            raw = b"".join(parts.get(head_name.decode(), [])) + last
+            for line in raw.splitlines():
+                if line.strip():
+                    rec = orjson.loads(line)
+                    if isinstance(rec, dict):
+                        lines.append(rec)
+        after = int(doc.get("journal_seq", 0)) if doc else 0
+        self.seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
+        self._loaded = (doc, [r for r in lines if int(r.get("seq", 0)) > after])
+        await self._fetch_packs()
+        for key, value, _ in await self.client.range(f"{p}/f/", prefix_end(f"{p}/f/")):
+            name = os.path.basename(key.decode())
+            await self._run(_write_file, os.path.join(self.state_dir, name), value)
+        events, history = await etcdrecords.fetch(self)
+        logs.event("state read from etcd", prefix=p, snapshot_gen=self._gen,
+                   journal=len(self._loaded[1]), packs=len(self._packs), events=events,
+                   history=history)
+
+    async def _fetch_packs(self) -> None:
+        p = self.prefix
+        heads = await self.client.range(f"{p}/bh/", prefix_end(f"{p}/bh/"))
+        self._packs = set()
+        directory = jobbulk.jobs_dir(self.state_dir)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        for key, _, _ in heads:
+            pack = int(key.decode().rsplit("/", 1)[1])
+            data = await self._get_parts(f"{p}/b/{_seq_key(pack)}")
+            await self._run(_write_file, jobbulk.pack_path(self.state_dir, pack), data)
+            self._packs.add(pack)
+        for pack in jobbulk.packs(self.state_dir):  # another reign's, never copied: not ours
+            if pack not in self._packs:
+                jobbulk.remove_pack(self.state_dir, pack)
+
+    async def put_file(self, name: str, data: bytes) -> None:
+        """A small state file (under CHUNK), fenced like every write."""
+        await self._txn([put(f"{self.prefix}/f/{name}", data)])
+
+    def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        return self._loaded
+
+    def read(self) -> list[dict[str, Any]]:
+        return self._loaded[1]
+
+    # -- group commit (as FileStore's) -----------------------------------------------------
+
+    @property
+    def last_ticket(self) -> int:
+        return self._commits.last_ticket
+
+    def settled(self, ticket: int) -> bool:
+        return self._commits.settled(ticket)
+
+    def append(self, records: list[dict[str, Any]]) -> int:
+        if self._cut or not self._groups:
+            self._groups.append((self.seq + 1, []))
+            self._cut = False
+        lines = self._groups[-1][1]
+        for rec in records:
+            self.seq += 1
+            lines.append(orjson.dumps({"seq": self.seq, **rec}) + b"\n")
+        return self._commits.ticket()
+
+    async def wait(self, ticket: int) -> None:
+        await self._commits.wait(ticket)
+
+    async def committer(self) -> None:
+        """Group commit (ctld/state/groupcommit.py): each transaction takes every batch appended by
+        the time it runs."""
+        await self._commits.run()
+
+    async def commit(self, records: list[dict[str, Any]]) -> None:
+        await self.wait(self.append(records))
+
+    async def _flush(self) -> None:
+        """Every group appended so far, one transaction (more only past CHUNK)."""
+        groups, self._groups = self._groups, []
+        self._cut = True
+        ops: list[dict[str, Any]] = []
+        size = 0
+        for first, lines in groups:  # one group but after a snapshot cut: one transaction
+            base = f"{self.prefix}/j/{_seq_key(first)}"
+            _, last = await self._put_parts(base, b"".join(lines))
+            if ops and size + len(last) > CHUNK:
+                await self._txn(ops)
+                ops, size = [], 0
+            ops.append(put(base, last))
+            size += len(last)
+        if ops:
+            await self._txn(ops)
+            self.writes += 1
+
+    def close(self) -> None:
+        """Nothing held open between calls but the connection, which the owner closes."""
+
+    # -- snapshots ------------------------------------------------------------------------
+
+    def rotate(self) -> int:
+        """A snapshot is being built: later records go under a new key, so that trimming the
+        journal up to the snapshot's seq deletes only what it holds."""
+        self._cut = True
+        return self.seq + 1
+
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        if self.in_thread:
+            return await trio.to_thread.run_sync(fn, *args)
+        return fn(*args)
+
+    async def snapshot(self, doc: dict[str, Any], keep_from: int | None = None,
+                       before: Callable[[], None] | None = None,
+                       after: Callable[[], None] | None = None) -> None:
+        """The job packs new since the last snapshot, then the snapshot in parts, then its head
+        with the journal it holds and the older snapshot deleted (one transaction); then the
+        packs no longer on disk go from etcd too. OSError when any of it failed."""
+        if before is not None:
+            await self._run(before)
+        await self._upload_packs()
+        p = self.prefix
+        gen = self._gen + 1
+        base = f"{p}/s/{_seq_key(gen)}"
+        parts, last = await self._put_parts(base, orjson.dumps(doc))
+        seq = int(doc.get("journal_seq", 0))
+        head = orjson.dumps({"gen": gen, "parts": parts + 1, "journal_seq": seq})
+        revision = await self._txn([
+            put(f"{base}/{parts:04d}", last),
+            put(f"{p}/snap", head),
+            delete_range(f"{p}/j/", f"{p}/j/{_seq_key(seq + 1)}".encode()),
+            delete_range(f"{p}/s/", f"{p}/s/{_seq_key(gen)}".encode()),
+        ])
+        self._gen = gen
+        if after is not None:
+            try:
+                await self._run(after)
+            except OSError as exc:
+                logs.event("job files not removed", logging.WARNING, error=str(exc))
+        gone = self._packs - set(jobbulk.packs(self.state_dir))
+        for pack in sorted(gone):
+            key = f"{p}/b/{_seq_key(pack)}/"
+            await self._txn([delete_range(f"{p}/bh/{_seq_key(pack)}",
+                                          f"{p}/bh/{_seq_key(pack)}\0".encode()),
+                             delete_range(key, prefix_end(key))])
+            self._packs.discard(pack)
+        # etcd keeps every revision until compacted: without this its database only grows
+        with contextlib.suppress(EtcdError):
+            await self.client.call("kv/compaction", {"revision": revision})
+
+    async def _upload_packs(self) -> None:
+        p = self.prefix
+        for pack in jobbulk.packs(self.state_dir):
+            if pack in self._packs:
+                continue
+            data = await self._run(_read, jobbulk.pack_path(self.state_dir, pack))
+            base = f"{p}/b/{_seq_key(pack)}"
+            parts, last = await self._put_parts(base, data)
+            head = orjson.dumps({"parts": parts + 1, "size": len(data)})
+            await self._txn([put(f"{base}/{parts:04d}", last),
+                             put(f"{p}/bh/{_seq_key(pack)}", head)])
+            self._packs.add(pack)
