@@ -14,6 +14,7 @@ import trio
 from ranch.noded import jobcgroup, jobstore
 from ranch.noded.jobenv import append_output, input_path, job_environment, node_index, output_paths
 from ranch.noded.runningjob import HOLDER, RunningJob
+from ranch.noded.spareshim import SpareShim
 from ranch.protocol.messages import JobSpec, StepSpec
 
 log = logging.getLogger("rnoded.jobs")
@@ -60,9 +61,10 @@ async def start_job(
     as_root: bool,
     memory_cgroups: bool,
     timeout: float,
+    spare: SpareShim | None = None,
 ) -> RunningJob:
-    """Write the job's record and start its shim; returns once the script runs. Raises
-    LaunchFailed when it cannot."""
+    """Write the job's record and start its shim (the spare already started, when there is
+    one); returns once the script runs. Raises LaunchFailed when it cannot."""
     path = jobstore.job_dir(spool_dir, spec)
     try:
         ident = identity(spec, node, as_root)
@@ -95,15 +97,17 @@ async def start_job(
         raise LaunchFailed(path, message, node_fault=isinstance(exc, OSError)) from exc
     log_file = await trio.to_thread.run_sync(open, path / "shim.log", "wb")
     try:
-        proc = await trio.lowlevel.open_process(
-            [python, "-S", "-E", SHIM, str(path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            start_new_session=True,
-            env={"PATH": os.environ.get("PATH", os.defpath)},
-            cwd="/",
-        )
+        proc = None if spare is None else await spare.take(path)
+        if proc is None:
+            proc = await trio.lowlevel.open_process(
+                [python, "-S", "-E", SHIM, str(path)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                start_new_session=True,
+                env={"PATH": os.environ.get("PATH", os.defpath)},
+                cwd="/",
+            )
     except OSError as exc:
         raise LaunchFailed(path, f"cannot start the job supervisor: {exc}",
                            node_fault=True) from exc
