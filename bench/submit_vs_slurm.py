@@ -7,11 +7,12 @@ with two scheduler settings, interleaved round by round, ratios per round (issue
 Each round starts, one after the other, a private Slurm (tests/conformance/slurm_cluster.py)
 with the project's bench settings ("slurm-builtin": sched/builtin, sched_interval=1), the same
 with backfill and batch_sched_delay=0 ("slurm-backfill"), and each Ranch tree (rctld and an
-rnoded per node, bench/vs_slurm.py's RanchSide); on each: `--submitters` shell loops of
+rnoded per node, bench/vs_slurm.py's RanchSide). On each: `--submitters` shell loops of
 `sbatch/rbatch --hold --wrap true` (`--jobs` in all; the controller's user and system CPU read
-from /proc before and after, and submissions/s), then `--latency-jobs` jobs one at a time that
-write their own start time (submit -> running, from the submit command's start and from its
-acknowledgment). Every daemon of this bench listens on 127.0.0.1 in 24000-24999 (`--ports`).
+from /proc before and after, and submissions/s), the same from one loop (`--single`: every
+submission its own commit), then `--latency-jobs` jobs one at a time that write their own
+start time (submit -> running, from the submit command's start and from its acknowledgment).
+Every daemon of this bench listens on 127.0.0.1 in 24000-24999 (`--ports`).
 Prints each round and the median of the per-round ratios to each Slurm; asserts nothing.
 """
 
@@ -82,6 +83,11 @@ def one(side, args, scratch: Path) -> dict[str, float]:
     n = each * args.submitters
     fig = {"subs/s": rate, "cpu ms/sub": (u1 - u0 + s1 - s0) / n * 1000,
            "user ms/sub": (u1 - u0) / n * 1000, "sys ms/sub": (s1 - s0) / n * 1000}
+    if args.single:  # one at a time: every submission its own commit
+        u0, s0 = proc_times(pid)
+        fig["1 submitter subs/s"] = parallel_submits(side, 1, args.single)
+        u1, s1 = proc_times(pid)
+        fig["1 submitter cpu ms/sub"] = (u1 - u0 + s1 - s0) / args.single * 1000
     vs_slurm.cancel_all(side)
     if args.latency_jobs:
         lat, acked = latencies(side, args.latency_jobs, scratch / "lat")
@@ -96,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--jobs", type=int, default=240, help="held submissions a run")
     p.add_argument("--submitters", type=int, default=8)
+    p.add_argument("--single", type=int, default=60, help="held submissions by one submitter")
     p.add_argument("--latency-jobs", type=int, default=40)
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE")
     p.add_argument("--slurm", action="append", choices=sorted(SLURMS),
@@ -145,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         for sl in slurms:
             ratios = {k: statistics.median(r[lb][k] / r[sl][k] for r in rounds
                                            if lb in r and sl in r and r[sl][k])
-                      for k in ("cpu ms/sub", "subs/s", "ack->run p50", "ack->run p99")
+                      for k in ("cpu ms/sub", "subs/s", "1 submitter cpu ms/sub", "ack->run p50",
+                                "ack->run p99")
                       if k in keys}
             print(f"  {lb} / {sl}: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
     return 0
