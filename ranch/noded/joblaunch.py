@@ -7,6 +7,7 @@ import os
 import pwd
 import subprocess
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 import trio
@@ -52,6 +53,14 @@ def identity(spec: JobSpec | StepSpec, node: str, as_root: bool) -> dict:
     return {"drop": True, "uid": spec.uid, "gid": spec.gid, "groups": groups}
 
 
+def _record(spool_dir: str, spec: JobSpec, launch: dict, owner: tuple[int, int] | None
+            ) -> tuple[Path, BinaryIO]:
+    """The job's record, and its shim.log opened for the supervisor's stderr: one trip to a
+    thread, not two (each is on the way to the script's start)."""
+    path = jobstore.create(spool_dir, spec, launch, owner)
+    return path, open(path / "shim.log", "wb")
+
+
 async def start_job(
     spec: JobSpec,
     *,
@@ -91,11 +100,10 @@ async def start_job(
         if as_root and spec.mem_mib > 0 and memory_cgroups:
             name = f"{node}_{spec.job_id}.{spec.restarts}"
             launch["cgroup"] = await trio.to_thread.run_sync(jobcgroup.create, name, spec.mem_mib)
-        path = await trio.to_thread.run_sync(jobstore.create, spool_dir, spec, launch, owner)
+        path, log_file = await trio.to_thread.run_sync(_record, spool_dir, spec, launch, owner)
     except (LaunchError, OSError, ValueError) as exc:
         message = str(exc) if isinstance(exc, LaunchError) else f"job record: {exc}"
         raise LaunchFailed(path, message, node_fault=isinstance(exc, OSError)) from exc
-    log_file = await trio.to_thread.run_sync(open, path / "shim.log", "wb")
     try:
         proc = None if spare is None else await spare.take(path)
         if proc is None:
