@@ -92,6 +92,7 @@ class Allocation:
         self.quiet = quiet
         self.job_id = 0
         self.record: dict = {}
+        self.decided: dict = {}  # the submission's reply held the record: the first look
         self.released = False
         self.unreleased = False  # the release never reached the controller: exit non-zero
         self.patience = RELEASE_PATIENCE
@@ -116,6 +117,9 @@ class Allocation:
                 where = f" ({exc.field})" if exc.field else ""
                 raise CliError(f"Job submit/allocate failed: {exc.message}{where}") from None
             self.job_id = int(reply["job_id"])
+            job = reply.get("job")
+            if isinstance(job, dict) and job.get("job_id") == self.job_id:
+                self.decided = job
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a held signal arrives here
         return self.job_id
@@ -142,7 +146,11 @@ class Allocation:
         # busy"); -I2 and up queue and give up when that time is over ("Connection timed out")
         at_once = immediate is not None and immediate <= 1
         while True:
-            rec = self.fetch()
+            if self.decided:  # already in the submission's reply (issue 35): one request fewer
+                rec = self.record = self.decided
+                self.decided = {}
+            else:
+                rec = self.fetch()
             state = rec.get("state")
             refused = at_once and state == "FAILED" and rec.get("reason") == "BadConstraints"
             if refused or (state == "PENDING" and immediate is not None

@@ -7,6 +7,7 @@ import os
 import pwd
 import subprocess
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 import trio
@@ -14,6 +15,7 @@ import trio
 from ranch.noded import jobcgroup, jobstore
 from ranch.noded.jobenv import append_output, input_path, job_environment, node_index, output_paths
 from ranch.noded.runningjob import HOLDER, RunningJob
+from ranch.noded.spareshim import SpareShim
 from ranch.protocol.messages import JobSpec, StepSpec
 
 log = logging.getLogger("rnoded.jobs")
@@ -51,6 +53,14 @@ def identity(spec: JobSpec | StepSpec, node: str, as_root: bool) -> dict:
     return {"drop": True, "uid": spec.uid, "gid": spec.gid, "groups": groups}
 
 
+def _record(spool_dir: str, spec: JobSpec, launch: dict, owner: tuple[int, int] | None
+            ) -> tuple[Path, BinaryIO]:
+    """The job's record, and its shim.log opened for the supervisor's stderr: one trip to a
+    thread, not two (each is on the way to the script's start)."""
+    path = jobstore.create(spool_dir, spec, launch, owner)
+    return path, open(path / "shim.log", "wb")
+
+
 async def start_job(
     spec: JobSpec,
     *,
@@ -60,9 +70,10 @@ async def start_job(
     as_root: bool,
     memory_cgroups: bool,
     timeout: float,
+    spare: SpareShim | None = None,
 ) -> RunningJob:
-    """Write the job's record and start its shim; returns once the script runs. Raises
-    LaunchFailed when it cannot."""
+    """Write the job's record and start its shim (the spare already started, when there is
+    one); returns once the script runs. Raises LaunchFailed when it cannot."""
     path = jobstore.job_dir(spool_dir, spec)
     try:
         ident = identity(spec, node, as_root)
@@ -89,21 +100,22 @@ async def start_job(
         if as_root and spec.mem_mib > 0 and memory_cgroups:
             name = f"{node}_{spec.job_id}.{spec.restarts}"
             launch["cgroup"] = await trio.to_thread.run_sync(jobcgroup.create, name, spec.mem_mib)
-        path = await trio.to_thread.run_sync(jobstore.create, spool_dir, spec, launch, owner)
+        path, log_file = await trio.to_thread.run_sync(_record, spool_dir, spec, launch, owner)
     except (LaunchError, OSError, ValueError) as exc:
         message = str(exc) if isinstance(exc, LaunchError) else f"job record: {exc}"
         raise LaunchFailed(path, message, node_fault=isinstance(exc, OSError)) from exc
-    log_file = await trio.to_thread.run_sync(open, path / "shim.log", "wb")
     try:
-        proc = await trio.lowlevel.open_process(
-            [python, "-S", "-E", SHIM, str(path)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=log_file,
-            start_new_session=True,
-            env={"PATH": os.environ.get("PATH", os.defpath)},
-            cwd="/",
-        )
+        proc = None if spare is None else await spare.take(path)
+        if proc is None:
+            proc = await trio.lowlevel.open_process(
+                [python, "-S", "-E", SHIM, str(path)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                start_new_session=True,
+                env={"PATH": os.environ.get("PATH", os.defpath)},
+                cwd="/",
+            )
     except OSError as exc:
         raise LaunchFailed(path, f"cannot start the job supervisor: {exc}",
                            node_fault=True) from exc

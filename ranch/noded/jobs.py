@@ -15,7 +15,14 @@ import attrs
 import trio
 
 from ranch.noded import jobsignal, jobstore
-from ranch.noded.joblaunch import LAUNCH_TIMEOUT, LaunchError, LaunchFailed, identity, start_job
+from ranch.noded.joblaunch import (
+    LAUNCH_TIMEOUT,
+    SHIM,
+    LaunchError,
+    LaunchFailed,
+    identity,
+    start_job,
+)
 from ranch.noded.runningjob import (
     HOLDER,
     RunningJob,
@@ -25,6 +32,7 @@ from ranch.noded.runningjob import (
     tree_signal,
     wait_exit,
 )
+from ranch.noded.spareshim import SpareShim
 from ranch.protocol.messages import JobEnd, JobSpec, StepSpec
 
 log = logging.getLogger("rnoded.jobs")
@@ -59,6 +67,7 @@ class JobRunner:
         self.launch_timeout = LAUNCH_TIMEOUT
         self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
         self.memory_cgroups = True  # a job asking for memory gets its own limited cgroup
+        self.spare = SpareShim(python, SHIM)  # the next job's supervisor, once one has run
 
     # ------------------------------------------------------------------------ what beats carry
 
@@ -98,11 +107,14 @@ class JobRunner:
             log.info(
                 "rnoded is not root: jobs run as uid %d whatever user submitted them", os.getuid()
             )
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            await self._adopt()
-            task_status.started()
-            await trio.sleep_forever()
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await self._adopt()
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            await self.spare.close()
 
     async def _adopt(self) -> None:
         for path in await trio.to_thread.run_sync(jobstore.list_dirs, self.spool_dir):
@@ -252,9 +264,13 @@ class JobRunner:
                 as_root=self.as_root,
                 memory_cgroups=self.memory_cgroups,
                 timeout=self.launch_timeout,
+                spare=self.spare,
             )
         except LaunchFailed as exc:
             await self._launch_failed(spec, exc.path, exc.message, exc.node_fault)
+        finally:
+            if not self.spare.closed:  # the next job's supervisor, started off this one's path
+                self._nursery_start(self.spare.refill)
         self.running[spec.job_id] = job
         self._watch(job)
 

@@ -5,10 +5,11 @@ Kept to the standard library and a handful of imports on purpose: its start-up t
 every job's launch cost (bench/jobshim_bench.py measures it).
 
 argv[1] is the job directory holding launch.bin (a marshal'd dict written by ranch.noded.joblaunch:
-marshal, not json, because importing json costs more than the rest of the start-up). Protocol
-with rnoded: one line on stdout, "ok SCRIPT_PID" once the script has been exec'd or "fail
-MESSAGE"; pids.json (shim pid + start time + script pid) before that line; status.json when the
-script has ended.
+marshal, not json, because importing json costs more than the rest of the start-up), or "-" for
+a spare started ahead of its job (ranch/noded/spareshim.py): the directory then comes as one line
+on stdin, and end of file there means it is not needed. Protocol with rnoded: one line on stdout,
+"ok SCRIPT_PID" once the script has been exec'd or "fail MESSAGE"; pids.json (shim pid + start
+time + script pid) before that line; status.json when the script has ended.
 """
 
 import _signal as signal  # the C module: `signal` would import enum (~6 ms)
@@ -18,6 +19,7 @@ import sys
 import time
 
 PR_SET_CHILD_SUBREAPER = 36
+SPARE = "-"  # argv[1] of a spare: the job directory comes on stdin
 CLAIM = "claim"  # noded/jobstore.py's CLAIM: whoever creates it first decides the run's start
 
 
@@ -156,13 +158,40 @@ def claim(jobdir: str) -> bool:
     return True
 
 
+def job_from_stdin() -> str | None:
+    """A spare's job directory: one line on stdin (None at end of file: rnoded stopped or no
+    longer needs us). Its stderr, /dev/null until now, goes to the job's shim.log as a cold
+    start's does (rnoded made the file)."""
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(0, 4096)
+        if not chunk:
+            return None
+        data += chunk
+    jobdir = data[:-1].decode()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        log = os.open(os.path.join(jobdir, "shim.log"), os.O_WRONLY | os.O_APPEND)
+        os.dup2(log, 2)
+        os.close(log)
+    except OSError:
+        pass  # no log: rnoded reads the missing answer as the supervisor's failure
+    return jobdir
+
+
 def main() -> int:
-    jobdir = sys.argv[1]
-    with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
-        spec = marshal.load(f)
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # rnoded's death must not take us along
     become_subreaper()
+    jobdir = sys.argv[1]
+    if jobdir == SPARE:
+        jobdir = job_from_stdin()
+        if jobdir is None:
+            return 0
+    with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
+        spec = marshal.load(f)
     cgroup = spec.get("cgroup")
     oom_before = 0 if cgroup else oom_kills()
     started = time.time()

@@ -91,6 +91,10 @@ class SubmitReply:
     nodes: str = ""  # hostlist
     cpus: int = 0
     partition: str = ""
+    # issue 35: an allocation (SubmitJob.allocation) the submission's own scheduling pass
+    # decided (placed, or refused for -I): its record as GetJobs gives it, so ralloc and rrun
+    # need not ask. Empty otherwise, and from an older controller.
+    job: dict = attrs.Factory(dict)
 
 
 @attrs.frozen

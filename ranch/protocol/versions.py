@@ -87,6 +87,9 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.ReconfigureResult: ("warnings",),  # rcontrol reconfigure shows them
         m.JobEnd: ("node_fault",),  # a launch failure of the node's drains it
         m.ConfigDump: ("ignored",),  # rcontrol show config sets them apart
+        # issue 35, no new version: an older ralloc ignores it, a newer one against an older
+        # controller asks with GetJobs as before
+        m.SubmitReply: ("job",),
     },
 }
 

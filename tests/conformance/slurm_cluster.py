@@ -28,6 +28,8 @@ VERSION = "22.05"  # the release whose behaviour Ranch mirrors
 # Requeued jobs wait cred_expire + 1 s before they may start again (default 1200 s); 5 is the
 # smallest value Slurm takes.
 CRED_EXPIRE = 5
+# the suite's scheduler: a pass a second, so tests see jobs start in about a second
+BUILTIN = "SchedulerType=sched/builtin\nSchedulerParameters=sched_interval=1\n"
 
 SLURM_ONLY_CONF = """\
 SlurmctldHost=localhost(127.0.0.1)
@@ -53,9 +55,7 @@ JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/filetxt
 JobCompLoc={dir}/log/jobcomp.txt
-SchedulerType=sched/builtin
-SchedulerParameters=sched_interval=1
-MessageTimeout=5
+{scheduler}MessageTimeout=5
 ReturnToService=2
 SlurmctldDebug=info
 SlurmdDebug=info
@@ -95,8 +95,10 @@ class SlurmCluster:
 
     def __init__(self, shape: Shape, accounting: bool = False, extra_conf: str = "",
                  slurmd_args: tuple[str, ...] = (),
-                 node_env: dict[str, dict[str, str]] | None = None) -> None:
+                 node_env: dict[str, dict[str, str]] | None = None,
+                 scheduler: str = BUILTIN) -> None:
         self.shape = shape
+        self.scheduler = scheduler  # slurm.conf's SchedulerType/SchedulerParameters lines
         self.accounting = accounting  # a private MariaDB + slurmdbd (tests/conformance/slurmdbd.py)
         # slurm.conf lines of one test's own, slurmd's options (-b) and each slurmd's environment
         self.extra_conf = extra_conf
@@ -137,7 +139,7 @@ class SlurmCluster:
                                 slurm_conf_lines(dbd.dbd_port, self.munge_socket))
         self.conf.write_text(
             text.format(ctld_port=free_port(), munge_socket=self.munge_socket,
-                        cred_expire=CRED_EXPIRE, dir=self.dir)
+                        cred_expire=CRED_EXPIRE, dir=self.dir, scheduler=self.scheduler)
             + self.extra_conf
             + self.shape.global_conf()
             + self.shape.nodes_conf({n: f"NodeHostname=localhost NodeAddr=127.0.0.1 "

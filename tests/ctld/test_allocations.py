@@ -274,3 +274,22 @@ async def test_an_allocation_started_by_its_own_submission_never_accrued() -> No
     again.restore(overlay(doc, []))
     assert rec(again, at_once)["accrue_time"] is None
     assert rec(again, waits)["accrue_time"] == rec(again, waits)["submit_time"]
+
+
+async def test_the_reply_of_an_allocation_decided_at_once_holds_its_record() -> None:
+    """ralloc's first look at its job needs no request (issue 35): the reply of an allocation
+    that the submission's own pass placed holds the job's record, as GetJobs gives it; one
+    left pending, and a batch job, get none (the command asks, as before)."""
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1", "n2")
+    reply = cluster.jobs.submit(alloc(num_nodes=2, ntasks=8))  # every CPU
+    assert reply.job == rec(cluster, reply.job_id)
+    assert (reply.job["state"], reply.job["nodes"]) == ("RUNNING", "n1,n2")
+    waiting = cluster.jobs.submit(alloc())  # every CPU is taken: it waits
+    assert rec(cluster, waiting.job_id)["state"] == "PENDING" and waiting.job == {}
+    assert cluster.jobs.submit(job()).job == {}
+    # what the wire carries, and what a version-5 peer is sent
+    from ranch.protocol.codec import decode, encode
+
+    assert decode("SubmitReply", encode(reply)) == reply
+    assert b'"job"' not in encode(reply, version=5)

@@ -627,3 +627,38 @@ async def test_a_launch_cut_before_its_script_started_is_given_back(
     # the shim's own claim comes first in an ordinary launch: the script runs
     await runner.launch(s)
     assert (await ended(runner, 5)).state == "COMPLETED" and (work / "ran").exists()
+
+
+async def test_the_next_job_starts_in_the_spare_supervisor(tmp_path: Path, work: Path) -> None:
+    """Once a job ran, a supervisor waits for the next (Python's start off the launch path):
+    the next job runs in that very process, its output, stderr log and ending as a cold
+    start's; a spare that died meanwhile is replaced by a cold start; none outlives the runner."""
+    r = JobRunner(str(tmp_path / "spool"), "n1")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(r.run)
+        assert r.spare.pid is None  # a node that never ran a job keeps no spare
+        await r.launch(spec(work, "echo first\n", 1))
+        assert (await ended(r, 1)).state == "COMPLETED"
+        await wait_for(lambda: r.spare.pid is not None)
+        spare = r.spare.pid
+        await r.launch(spec(work, "while [ ! -e go ]; do sleep 0.01; done\n"
+                                  "echo second; echo oops >&2; exit 3\n", 2, stderr="e-%j"))
+        assert r.running[2].shim_pid == spare  # the waiting supervisor took the job
+        (work / "go").touch()
+        end = await ended(r, 2)
+        assert (end.state, end.exit_code) == ("FAILED", 3)
+        assert (work / "slurm-2.out").read_text() == "second\n"
+        assert (work / "e-2").read_text() == "oops\n"
+        # a spare killed while waiting: the next launch starts its supervisor itself
+        await wait_for(lambda: r.spare.pid not in (None, spare))
+        dead = r.spare.pid
+        os.kill(dead, signal.SIGKILL)
+        await wait_for(lambda: gone(dead))
+        await r.launch(spec(work, "echo third\n", 3))
+        assert r.running[3].shim_pid != dead
+        assert (await ended(r, 3)).state == "COMPLETED"
+        await wait_for(lambda: r.spare.pid is not None)
+        last = r.spare.pid
+        nursery.cancel_scope.cancel()
+    assert r.spare.pid is None
+    await wait_for(lambda: gone(last))  # told to go (end of file) and reaped

@@ -149,7 +149,9 @@ class JobSubmission:
             if req.allocation and job.state != PENDING:  # placed (or failed) at once
                 job.accrued = False
                 self.store.touch(job)
-        return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built))
+        decided = req.allocation and built[0].state != PENDING  # ralloc's first look: no request
+        return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built),
+                             job=self.store.record(built[0]) if decided else {})
 
     def check(self, req: m.SubmitJob) -> Checked | m.Error:
         cfg = self.c.config
