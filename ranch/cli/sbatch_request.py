@@ -39,6 +39,8 @@ def size_mib(text: str, opt: str) -> int:
         digits = digits[:-1]
     else:
         unit = ""
+    if digits[:1] == "+":  # str_to_mbytes reads it with strtoll: one sign, and never minus
+        digits = digits[1:]
     if not digits.isdecimal():
         raise usage(f"--{opt} {text}: invalid size: expected a number with an optional K, M, G "
                     "or T suffix, such as 500M or 4G")
@@ -78,15 +80,14 @@ def gpu_count(text: str, opt: str) -> int:
 
 
 def node_range(text: str) -> tuple[int, int | None]:
-    """-N MIN[-MAX] -> (min, max or None for exactly MIN)."""
-    low, dash, high = text.partition("-")
-    if not low.strip().isdigit() or int(low) < 1:
-        raise usage(f"--nodes {text}: expected a number of nodes such as 2 or 2-4")
-    if not dash:
-        return int(low), None
-    if not high.strip().isdigit() or int(high) < int(low):
-        raise usage(f"--nodes {text}: the maximum must be a number no smaller than the minimum")
-    return int(low), int(high)
+    """-N MIN[-MAX] -> (min, max or None for exactly MIN; 0 for no maximum), as Slurm reads it
+    (sbatch_options.node_count); a minimum of 0 asks for what a job needs at least: one node."""
+    from ranch.cli.sbatch_options import node_count
+
+    n_min, n_max = node_count(text)
+    if "-" not in text:
+        return max(n_min, 1), None
+    return max(n_min, 1), n_max
 
 
 def time_seconds(text: str) -> int:
