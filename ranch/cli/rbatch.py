@@ -114,6 +114,10 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, dict, list[s
     if cli.get("version"):
         print(version_text("rbatch"))
         raise SystemExit(0)
+    from ranch.cli.sbatch_request import check_words
+
+    so.check_ints(cli)
+    check_words(cli)  # slurm_opt.c's refusals come before the script is looked for
     script, command, script_args = read_script(cli, rest)
     try:
         from_env = so.from_environment(environ)

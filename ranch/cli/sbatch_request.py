@@ -90,6 +90,23 @@ def node_range(text: str) -> tuple[int, int | None]:
     return max(n_min, 1), n_max
 
 
+def check_words(v: dict[str, object]) -> None:
+    """The values slurm_opt.c refuses while it reads the command line, refused before the
+    script is looked for (`sbatch -N job.sh` is a bad node count, exit 255, not a missing
+    script): -N, -t and --begin."""
+    if isinstance(v.get("nodes"), str):
+        node_range(str(v["nodes"]))
+    if isinstance(v.get("time"), str):
+        from ranch.conf.timefmt import parse_minutes
+
+        try:
+            parse_minutes(str(v["time"]))
+        except ValueError:
+            raise usage("Invalid --time specification") from None
+    if isinstance(v.get("begin"), str):
+        _begin(str(v["begin"]))
+
+
 def time_seconds(text: str) -> int:
     """-t in seconds (already checked by parse_minutes), read as Slurm's time_str2secs."""
     from ranch.conf.timefmt import parse_seconds
@@ -240,8 +257,8 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "stdout": _none_is_null(v.get("output")),
         "stderr": _none_is_null(v.get("error")),
         "input": v.get("input") or "",
-        "begin_time": _begin(v["begin"]) if v.get("begin") else None,
-        "partition": v.get("partition") or "",
+        "begin_time": _begin(v["begin"]) if v.get("begin") is not None else None,
+        "partition": _partitions(v.get("partition")),
         "nodelist": v.get("nodelist") or "",
         "exclude": v.get("exclude") or "",
         "time_limit": limit,
@@ -272,6 +289,17 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         del out["time_limit"]  # the partition's DefaultTime
         del out["time_limit_s"]
     return out
+
+
+def _partitions(text: object) -> str:
+    """-p: the partition list as slurmctld reads it (a name given twice is one), "" for the
+    default; an empty -p= names none, and slurmctld refuses it."""
+    if text is None:
+        return ""
+    names = [p for p in str(text).split(",") if p]
+    if not names:
+        raise CliError("Invalid partition name specified: (null)")  # slurmctld's, exit 1
+    return ",".join(dict.fromkeys(names))
 
 
 def _begin(text: str) -> float:

@@ -88,6 +88,7 @@ def attach_optional(argv: list[str], takes_value: set[str]) -> list[str]:
 _OWN_VALUES = {"n": "ntasks", "N": "nodes", "c": "cpus-per-task", "G": "gpus", "w": "nodelist",
                "x": "exclude", "o": "output", "e": "error", "i": "input", "J": "job-name",
                "p": "partition", "t": "time", "D": "chdir"}
+_RANCH_ONLY = ("server", "key-file", "conf")  # Ranch's, not srun's
 _OWN_FLAGS = ("help", "label", "unbuffered", "kill-on-bad-exit", "exclusive", "exact", "overlap",
               "verbose", "quiet", "version")
 _OWN_LONG = {"ntasks", "nodes", "ntasks-per-node", "cpus-per-task", "gpus-per-task",
@@ -102,7 +103,11 @@ def long_name(name: str) -> str | None:
     names = [long for long, _, _ in SET_ASIDE] + [*_OWN_LONG, *_OWN_FLAGS]
     if name in names:
         return name
-    hits = sorted(n for n in names if n.startswith(name)) if name else []
+    # srun's own names first: Ranch's --server, --key-file and --conf never make one of them
+    # ambiguous (`--se` is --send-libs, as in srun)
+    hits = sorted(n for n in names if n.startswith(name) and n not in _RANCH_ONLY) if name else []
+    if not hits and name:
+        hits = sorted(n for n in _RANCH_ONLY if n.startswith(name))
     if len(hits) > 1:
         from ranch.cli.controller import LAUNCHER_USAGE, CliError
 
@@ -166,8 +171,9 @@ def getopt_words(argv: list[str]) -> list[str]:
                 out.pop()
         elif full == "overlap":
             out[-1] = "--overlap"
-        elif full == "kill-on-bad-exit":
-            out[-1] = f"--kill-on-bad-exit-value={strtol_whole(value)}"
+        elif full == "kill-on-bad-exit":  # an empty optional value is none: the bare flag
+            out[-1] = (f"--kill-on-bad-exit-value={strtol_whole(value)}" if value
+                       else "--kill-on-bad-exit")
     return out
 
 

@@ -39,7 +39,7 @@ def screen(jobs: Jobs, req: m.SubmitJob, members: dict[str, Any]
     if req.oversubscribe not in OVERSUBSCRIBE:
         return bad(f"oversubscribe must be USER, MCS or YES, got {req.oversubscribe!r}",
                    "oversubscribe")
-    if req.warn_signal and not 0 < req.warn_signal < 65:
+    if req.warn_signal and not 0 < req.warn_signal <= 0xFFFF:  # get_signal_opts' range
         return bad(f"Invalid --signal specification: signal {req.warn_signal}", "warn_signal")
     if not 0 <= req.warn_time <= 0xFFFF:
         return bad(f"Invalid --signal specification: {req.warn_time} seconds", "warn_time")
