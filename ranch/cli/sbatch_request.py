@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 
 _UNIT_KIB = {"K": 1, "": 1024, "M": 1024, "G": 1024 ** 2, "T": 1024 ** 3}
 MEMORY_OPTIONS = ("mem", "mem-per-cpu", "mem-per-gpu")
+# options slurmctld shows apart from unset when given blank (-A '': Account=, not (null)); and
+# those whose zero it shows (--mem-per-gpu=0: MemPerTres=gres:gpu:0), by their resolved field
+BLANK_SHOWN = ("account", "comment", "constraint", "exclude", "nodelist", "job-name",
+               "mem-per-gpu")
+_ZERO_SHOWN = {"mem-per-gpu": "mem_per_gpu"}
 # the options whose SubmitJob fields cli/sbatch_values.fields fills (loaded only for them)
 VALUE_OPTIONS = ("kill-on-invalid-dep", "nice", "mail-type", "open-mode", "signal", "hint",
                  "get-user-env")
@@ -80,14 +85,14 @@ def gpu_count(text: str, opt: str) -> int:
 
 
 def node_range(text: str) -> tuple[int, int | None]:
-    """-N MIN[-MAX] -> (min, max or None for exactly MIN; 0 for no maximum), as Slurm reads it
-    (sbatch_options.node_count); a minimum of 0 asks for what a job needs at least: one node."""
+    """-N MIN[-MAX] -> (min, max), as Slurm reads it (sbatch_options.node_count): `-N 2` is
+    2-2 (slurmctld then refuses a -w naming more nodes, as Slurm does), a maximum of 0 none
+    (None); a minimum of 0 asks for what a job needs at least: one node."""
     from ranch.cli.sbatch_options import node_count
 
     n_min, n_max = node_count(text)
-    if "-" not in text:
-        return max(n_min, 1), None
-    return max(n_min, 1), n_max
+    n_min = max(n_min, 1)
+    return n_min, (max(n_max, n_min) if n_max else None)
 
 
 def check_words(v: dict[str, object]) -> None:
@@ -114,10 +119,17 @@ def time_seconds(text: str) -> int:
     return parse_seconds(text) or 0
 
 
-def _none_is_null(name: object) -> str:
-    """-o/-e `none` (any case) is /dev/null, as sbatch writes it (measured: StdOut=/dev/null)."""
-    text = str(name or "")
-    return "/dev/null" if text.lower() == "none" else text
+def _stream(name: object, workdir: str, *, null: bool = True) -> str:
+    """-o/-e/-i as slurmctld keeps it: `none` (any case, -o/-e) is /dev/null (measured:
+    StdOut=/dev/null); an empty one given is the working directory and "/" (a relative path
+    is made full by prefixing it: `-o ''` names the directory itself, as in Slurm, and the job
+    cannot open it); not given, "" (the default)."""
+    if name is None:
+        return ""
+    text = str(name)
+    if not text:
+        return f"{workdir}/"
+    return "/dev/null" if null and text.lower() == "none" else text
 
 
 def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> None:
@@ -231,7 +243,10 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         if not seconds:  # 0: no limit, as sbatch reads it
             limit = seconds = None
     cwd = os.getcwd()
-    workdir = os.path.abspath(os.path.join(cwd, v["chdir"])) if v.get("chdir") else cwd
+    chdir = v.get("chdir")
+    # make_full_path: a relative -D is the submit directory, "/" and it, as written (-D '' too)
+    workdir = cwd if chdir is None else (
+        str(chdir) if str(chdir).startswith("/") else f"{cwd}/{chdir}")
     whole, oversub = False, ""
     if "exclusive" in v:
         from ranch.cli.sbatch_values import exclusive
@@ -254,9 +269,9 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "name": v.get("job-name") or "",
         "argv": argv,
         "env": sorted(env.items()),
-        "stdout": _none_is_null(v.get("output")),
-        "stderr": _none_is_null(v.get("error")),
-        "input": v.get("input") or "",
+        "stdout": _stream(v.get("output"), workdir),
+        "stderr": _stream(v.get("error"), workdir),
+        "input": _stream(v.get("input"), workdir, null=False),
         "begin_time": _begin(v["begin"]) if v.get("begin") is not None else None,
         "partition": _partitions(v.get("partition")),
         "nodelist": v.get("nodelist") or "",
@@ -279,6 +294,8 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "mail_user": v.get("mail-user") or "",
         "export": "" if export is None else str(export),
         "test_only": bool(v.get("test-only")),
+        "given_blank": tuple(o for o in BLANK_SHOWN if v.get(o) == "" or (
+            o in _ZERO_SHOWN and o in v and not res.get(_ZERO_SHOWN[o]))),
         **res,
     }
     if any(o in v for o in VALUE_OPTIONS):

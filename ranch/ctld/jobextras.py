@@ -101,6 +101,8 @@ def record_fields(jobs: Jobs, job: Any) -> dict[str, Any]:
         "oversubscribe": req.oversubscribe,
         "hint": req.hint,
         "ntasks_per_node": req.ntasks_per_node,
+        "max_nodes": req.max_nodes,  # show job's NumNodes=MIN-MAX while pending
+        "given_blank": list(req.given_blank),  # show job: Account= rather than (null)
         "gpus_per_task": req.gpus_per_task,
         "cpus_per_gpu": req.cpus_per_gpu,
         "mem_per_cpu": req.mem_per_cpu,
