@@ -154,6 +154,17 @@ def resources(v: dict[str, object]) -> dict[str, object]:
     n_min, n_max = node_range(v["nodes"]) if "nodes" in v else (1, None)
     ntasks = count(v["ntasks"], "ntasks") if "ntasks" in v else 0
     cpt = count(v["cpus-per-task"], "cpus-per-task") if "cpus-per-task" in v else 0
+    if "nodes" in v and ntasks:  # sbatch's _opt_verify: never more nodes than tasks
+        if n_max and ntasks < n_max:
+            n_max = ntasks
+        if ntasks < n_min:
+            import sys
+
+            from ranch.cli.slurm_names import prog
+
+            print(f"{prog('rbatch')}: Warning: can't run {ntasks} processes on {n_min} nodes, "
+                  f"setting nnodes to {ntasks}", file=sys.stderr)
+            n_min = n_max = ntasks
     # -n without -N spreads the tasks over nodes (max_nodes 0), as in issue 12
     max_nodes: int | None = n_max if "nodes" in v else (0 if ntasks else None)
     if k:
@@ -294,6 +305,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "mail_user": v.get("mail-user") or "",
         "export": "" if export is None else str(export),
         "test_only": bool(v.get("test-only")),
+        "ntasks_given": "ntasks" in v or "ntasks-per-node" in v,
         "given_blank": tuple(o for o in BLANK_SHOWN if v.get(o) == "" or (
             o in _ZERO_SHOWN and o in v and not res.get(_ZERO_SHOWN[o]))),
         **res,

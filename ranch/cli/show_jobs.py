@@ -56,8 +56,16 @@ def _mem_text(mib: int) -> str:
 
 
 def _tres(j: dict) -> str:
-    """TRES: what the job holds, in total; no mem= for a job that asked for none."""
+    """TRES: what the job holds, in total; no mem= for a job that asked for none. A pending
+    job spread over nodes (-n without -N) counts the nodes it asked for, as slurmctld does
+    before it places the job (-n 3 on 2-CPU nodes: node=1), -w's at least."""
     cpus, nodes = j.get("cpus", 0), j.get("node_count", 1)
+    if j.get("state") == "PENDING" and j.get("max_nodes") == 0 and j.get("min_nodes"):
+        nodes = j["min_nodes"]
+        if j.get("req_nodes"):
+            from ranch.conf.hostlist import expand
+
+            nodes = max(nodes, len(expand(j["req_nodes"])))
     items = [f"cpu={cpus}"]
     if j.get("mem_per_node"):
         items.append(f"mem={_mem_text(j['mem_per_node'] * nodes)}")
@@ -131,7 +139,7 @@ def job_lines(j: dict, now: float) -> list[str]:
     if j.get("batch_host"):
         lines.append(f"BatchHost={j['batch_host']}")
     lines += [
-        f"NumNodes={_num_nodes(j)} NumCPUs={cpus} NumTasks={j.get('ntasks', 1)} "
+        f"NumNodes={_num_nodes(j)} NumCPUs={cpus} NumTasks={_num_tasks(j)} "
         f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T={_req_bsct(j.get('hint'))}",
         f"TRES={_tres(j)}",
     ]
@@ -146,7 +154,7 @@ def job_lines(j: dict, now: float) -> list[str]:
         f"Features={shown('features', 'constraint')} DelayBoot=00:00:00",
         f"OverSubscribe={_oversubscribe(j)} Contiguous=0 Licenses=(null) Network=(null)",
         # --wrap has no script path: Slurm prints its null
-        f"Command={command if command and command != '(wrap)' else '(null)'}",
+        f"Command={_command(command, j.get('workdir', ''))}",
         f"WorkDir={j.get('workdir', '')}",
     ]
     if j.get("comment") or "comment" in blank:
@@ -174,6 +182,20 @@ def job_lines(j: dict, now: float) -> list[str]:
             for n, v in sorted(j["gpu_indices"].items())))
     lines.append("Power=")
     return lines
+
+
+def _num_tasks(j: dict) -> int:
+    """NumTasks: -n's count; without -n, a task a node (slurmctld: NumTasks=2 for -N 2)."""
+    ntasks = j.get("ntasks", 1)
+    return ntasks if j.get("ntasks_given", True) else max(ntasks, j.get("node_count", 1))
+
+
+def _command(command: str, workdir: str) -> str:
+    """Command: the script's path, a relative one under the workdir as slurmctld writes it
+    (`-D sub job.sh` is d/sub/job.sh); --wrap has none: Slurm prints its null."""
+    if not command or command == "(wrap)":
+        return "(null)"
+    return command if command.startswith("/") else f"{workdir}/{command}"
 
 
 def _num_nodes(j: dict) -> str:

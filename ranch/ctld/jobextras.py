@@ -103,6 +103,8 @@ def record_fields(jobs: Jobs, job: Any) -> dict[str, Any]:
         "ntasks_per_node": req.ntasks_per_node,
         "max_nodes": req.max_nodes,  # show job's NumNodes=MIN-MAX while pending
         "given_blank": list(req.given_blank),  # show job: Account= rather than (null)
+        "ntasks_given": req.ntasks_given,  # show job: NumTasks of -N 2 is 2, a task a node
+        "min_nodes": req.num_nodes,  # show job: TRES node= of a pending job, as asked
         "gpus_per_task": req.gpus_per_task,
         "cpus_per_gpu": req.cpus_per_gpu,
         "mem_per_cpu": req.mem_per_cpu,

@@ -87,10 +87,11 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.ReconfigureResult: ("warnings",),  # rcontrol reconfigure shows them
         m.JobEnd: ("node_fault",),  # a launch failure of the node's drains it
         m.ConfigDump: ("ignored",),  # rcontrol show config sets them apart
-        # issue 34 (no new version): a job's options given blank, for show job; a version-6
+        # issue 34 (no new version): a job's options given blank and whether -n was, for show
+        # job; a version-6
         # controller from before it ignores the field (extra keys are tolerated), a version-5
         # one never sees it, and either shows those options as not given
-        m.SubmitJob: ("given_blank",),
+        m.SubmitJob: ("given_blank", "ntasks_given"),
     },
 }
 

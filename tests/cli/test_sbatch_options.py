@@ -305,3 +305,14 @@ def test_srun_reads_its_words_as_getopt_long_and_parse_int() -> None:
         with pytest.raises(CliError, match=said) as exc:
             getopt_words(argv)
         assert exc.value.code == code, argv
+
+
+def test_never_more_nodes_than_tasks(tmp_path, monkeypatch, capsys) -> None:
+    # sbatch's _opt_verify: -N 2 -n 1 is one node, with its warning; -N 1-4 -n 2 at most two
+    monkeypatch.chdir(tmp_path)
+    b = request(["-N", "2", "-n", "1", "--wrap", "x"])
+    assert (b["num_nodes"], b["max_nodes"], b["ntasks_given"]) == (1, 1, True)
+    assert "can't run 1 processes on 2 nodes, setting nnodes to 1" in capsys.readouterr().err
+    b = request(["-N", "1-4", "-n", "2", "--wrap", "x"])
+    assert (b["num_nodes"], b["max_nodes"]) == (1, 2)
+    assert request(["-N", "2", "--wrap", "x"])["ntasks_given"] is False
