@@ -258,6 +258,11 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
     # make_full_path: a relative -D is the submit directory, "/" and it, as written (-D '' too)
     workdir = cwd if chdir is None else (
         str(chdir) if str(chdir).startswith("/") else f"{cwd}/{chdir}")
+    if script and command and not command.startswith("/") and os.path.isdir(workdir):
+        # show job's Command, as measured on sbatch 22.05: a relative script path under the
+        # workdir (-D sub job.sh is d/sub/job.sh, -D '' d//job.sh), as typed where -D names
+        # no directory (srun's allocation names its command as typed: no script)
+        command = f"{workdir}/{command}"
     whole, oversub = False, ""
     if "exclusive" in v:
         from ranch.cli.sbatch_values import exclusive

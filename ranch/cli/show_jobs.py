@@ -154,7 +154,7 @@ def job_lines(j: dict, now: float) -> list[str]:
         f"Features={shown('features', 'constraint')} DelayBoot=00:00:00",
         f"OverSubscribe={_oversubscribe(j)} Contiguous=0 Licenses=(null) Network=(null)",
         # --wrap has no script path: Slurm prints its null
-        f"Command={_command(command, j.get('workdir', ''))}",
+        f"Command={command if command and command != '(wrap)' else '(null)'}",
         f"WorkDir={j.get('workdir', '')}",
     ]
     if j.get("comment") or "comment" in blank:
@@ -190,12 +190,6 @@ def _num_tasks(j: dict) -> int:
     return ntasks if j.get("ntasks_given", True) else max(ntasks, j.get("node_count", 1))
 
 
-def _command(command: str, workdir: str) -> str:
-    """Command: the script's path, a relative one under the workdir as slurmctld writes it
-    (`-D sub job.sh` is d/sub/job.sh); --wrap has none: Slurm prints its null."""
-    if not command or command == "(wrap)":
-        return "(null)"
-    return command if command.startswith("/") else f"{workdir}/{command}"
 
 
 def _num_nodes(j: dict) -> str:

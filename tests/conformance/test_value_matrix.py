@@ -91,7 +91,7 @@ def test_every_case_agrees_or_is_listed(matrix) -> None:
     ran = {c.command for c in cases}
     assert SELECTED or len(cases) >= GOAL
     stale = [e for i, e in enumerate(LISTED)
-             if not met[i] and any(re.fullmatch(e.command, c) for c in ran)]
+             if not met[i] and not e.race and any(re.fullmatch(e.command, c) for c in ran)]
     assert not unlisted, "unlisted disagreements:\n" + "\n".join(map(str, unlisted[:60]))
     assert not stale, "listed differences no case meets any more (fixed? take them out):\n" + (
         "\n".join(f"{e.command} {e.option} {e.what}" for e in stale))
