@@ -116,10 +116,9 @@ def long_name(name: str) -> str | None:
     return hits[0] if hits else None
 
 
-# srun's own whole-number options beside sbatch's (sbatch_options.INT_OPTIONS): parse_int's
-# name for each, and whether it must be above zero
-SRUN_INTS: dict[str, tuple[str, bool]] = {"wait": ("--wait", False),
-                                          "kill-on-bad-exit": ("--kill-on-bad-exit", False)}
+# srun's own whole-number options beside sbatch's (sbatch_options.INT_OPTIONS), each read by
+# parse_int as a count of 0 or more
+SRUN_INTS = frozenset({"wait", "kill-on-bad-exit"})
 _EXCLUSIVE_WORDS = ("", "exclusive", "user", "mcs", "oversubscribe")
 
 
@@ -182,11 +181,10 @@ def _check_int(name: str, value: str) -> None:
     from ranch.cli.sbatch_options import check_int, strtol_whole
 
     if name in SRUN_INTS:
-        said, _ = SRUN_INTS[name]
         n = strtol_whole(value)
         if n is None or n < 0:
             from ranch.cli.controller import CliError
 
-            raise CliError(f'Invalid numeric value "{value}" for {said}.')
+            raise CliError(f'Invalid numeric value "{value}" for --{name}.')
     else:
         check_int(name, value)
