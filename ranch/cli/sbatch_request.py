@@ -95,6 +95,30 @@ def node_range(text: str) -> tuple[int, int | None]:
     return n_min, (max(n_max, n_min) if n_max else None)
 
 
+def full_dir(chdir: object, cwd: str) -> str:
+    """-D as make_full_path writes it: a relative one is the directory, "/" and it (-D '' too),
+    unnormalised; not given, the directory itself."""
+    if chdir is None:
+        return cwd
+    return str(chdir) if str(chdir).startswith("/") else f"{cwd}/{chdir}"
+
+
+def script_path(cmd: str, chdir: object) -> str:
+    """The batch script sbatch reads, and shows as Command (opt.c: search_path with -D's
+    directory first, then $PATH): a name that is neither ./relative nor /absolute is the first
+    existing one of -D/NAME and each PATH entry's NAME; otherwise, or if none exists, as typed
+    (measured: -D sub job.sh reads sub/job.sh, -D '' job.sh is d//job.sh)."""
+    if not cmd or cmd.startswith((".", "/")):
+        return cmd
+    cwd = os.getcwd()
+    first = full_dir(chdir, cwd)
+    for d in [first, *(p for p in os.environ.get("PATH", "").split(":") if p)]:
+        full = f"{cwd}/{d}/{cmd}" if d.startswith(".") else f"{d}/{cmd}"
+        if os.path.exists(full):
+            return full
+    return cmd
+
+
 def check_words(v: dict[str, object]) -> None:
     """The values slurm_opt.c refuses while it reads the command line, refused before the
     script is looked for (`sbatch -N job.sh` is a bad node count, exit 255, not a missing
@@ -254,15 +278,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         if not seconds:  # 0: no limit, as sbatch reads it
             limit = seconds = None
     cwd = os.getcwd()
-    chdir = v.get("chdir")
-    # make_full_path: a relative -D is the submit directory, "/" and it, as written (-D '' too)
-    workdir = cwd if chdir is None else (
-        str(chdir) if str(chdir).startswith("/") else f"{cwd}/{chdir}")
-    if script and command and not command.startswith("/") and os.path.isdir(workdir):
-        # show job's Command, as measured on sbatch 22.05: a relative script path under the
-        # workdir (-D sub job.sh is d/sub/job.sh, -D '' d//job.sh), as typed where -D names
-        # no directory (srun's allocation names its command as typed: no script)
-        command = f"{workdir}/{command}"
+    workdir = full_dir(v.get("chdir"), cwd)
     whole, oversub = False, ""
     if "exclusive" in v:
         from ranch.cli.sbatch_values import exclusive

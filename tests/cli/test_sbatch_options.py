@@ -316,3 +316,17 @@ def test_never_more_nodes_than_tasks(tmp_path, monkeypatch, capsys) -> None:
     b = request(["-N", "1-4", "-n", "2", "--wrap", "x"])
     assert (b["num_nodes"], b["max_nodes"]) == (1, 2)
     assert request(["-N", "2", "--wrap", "x"])["ntasks_given"] is False
+
+
+def test_the_script_is_found_as_sbatch_finds_it(tmp_path, monkeypatch) -> None:
+    # opt.c search_path: -D's directory first, then PATH; ./ and / paths as typed
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "job.sh").write_text("#!/bin/sh\necho top\n")
+    (tmp_path / "sub" / "job.sh").write_text("#!/bin/sh\necho sub\n")
+    b = request(["-D", "sub", "job.sh"])
+    assert b["command"] == f"{tmp_path}/sub/job.sh" and "echo sub" in b["script"]
+    assert request(["job.sh"])["command"] == f"{tmp_path}/job.sh"
+    assert request(["./job.sh"])["command"] == "./job.sh"
+    b = request(["-D", "nosuch", "job.sh"])  # found nowhere: read from here, shown as typed
+    assert b["command"] == "job.sh" and "echo top" in b["script"]
