@@ -171,7 +171,7 @@ def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> Non
         raise usage("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
 
 
-def resources(v: dict[str, object]) -> dict[str, object]:
+def resources(v: dict[str, object], who: str | None = "rbatch") -> dict[str, object]:
     """Nodes, tasks, CPUs, memory and GPUs per node, with what was asked per task/CPU/GPU kept."""
     out: dict[str, object] = {}
     k = count(v["ntasks-per-node"], "ntasks-per-node") if "ntasks-per-node" in v else 0
@@ -182,12 +182,13 @@ def resources(v: dict[str, object]) -> dict[str, object]:
         if n_max and ntasks < n_max:
             n_max = ntasks
         if ntasks < n_min:
-            import sys
+            if who is not None:  # salloc says it too; rrun's step sizes say it for srun
+                import sys
 
-            from ranch.cli.slurm_names import prog
+                from ranch.cli.slurm_names import prog
 
-            print(f"{prog('rbatch')}: Warning: can't run {ntasks} processes on {n_min} nodes, "
-                  f"setting nnodes to {ntasks}", file=sys.stderr)
+                print(f"{prog(who)}: Warning: can't run {ntasks} processes on {n_min} nodes, "
+                      f"setting nnodes to {ntasks}", file=sys.stderr)
             n_min = n_max = ntasks
     # -n without -N spreads the tasks over nodes (max_nodes 0), as in issue 12
     max_nodes: int | None = n_max if "nodes" in v else (0 if ntasks else None)
@@ -258,11 +259,12 @@ def slurm_env(v: dict[str, object], res: dict[str, object]
 
 
 def body(v: dict[str, object], script: str, command: str, argv: list[str],
-         environ: Mapping[str, str]) -> dict[str, object]:
-    """The SubmitJob body (the codec's shape) for option values `v` (long name -> value)."""
+         environ: Mapping[str, str], who: str | None = "rbatch") -> dict[str, object]:
+    """The SubmitJob body (the codec's shape) for option values `v` (long name -> value);
+    `who` says resources()'s warning (None: not at all)."""
     from ranch.conf.timefmt import parse_minutes
 
-    res = resources(v)
+    res = resources(v, who)
     limit = seconds = None
     if v.get("time") is not None:
         try:
