@@ -126,7 +126,8 @@ OPTIONS: Table = (
     (("-D", "--chdir"), {"default": "", "metavar": "DIR",
                          "help": "the tasks' working directory"}),
     (("--mpi",), {"default": None, "metavar": "TYPE",
-                  "help": "accepted: none (Ranch starts no MPI wiring)"}),
+                  "help": "accepted: none, pmi2, pmix, pmix_v4, cray_shasta (Ranch wires "
+                          "none of them)"}),
     (("--export",), {"default": "", "metavar": "VARS",
                      "help": "ALL (default), NONE, or NAME[=VALUE],..."}),
     (("-v", "--verbose"), {"action": "count", "default": 0, "help": "say more"}),
