@@ -66,14 +66,16 @@ def values_of(opts: Any) -> dict[str, object]:
 
 
 def submit_body(values: dict[str, object], *, name: str, command: str = "",
-                environ: Mapping[str, str] | None = None) -> dict[str, object]:
+                environ: Mapping[str, str] | None = None, who: str | None = "ralloc"
+                ) -> dict[str, object]:
     """The SubmitJob body of an allocation: sbatch's reading of the resource options, no script
-    and no environment (nothing runs in the job but the steps its owner starts)."""
+    and no environment (nothing runs in the job but the steps its owner starts); `who` says
+    the sizes' warnings (None: rrun, whose step sizes say them)."""
     from ranch.cli import sbatch_request
 
     environ = os.environ if environ is None else environ
     sbatch_request.memory_choice(values, values)
-    body = sbatch_request.body(values, "", command, [], environ)
+    body = sbatch_request.body(values, "", command, [], environ, who)
     body.update(allocation=True, env=[], name=values.get("job-name") or name)
     if "ntasks" not in values and "ntasks-per-node" not in values:
         # salloc/srun without -n ask for a task a node (scontrol: NumTasks=2 for -N2)
@@ -340,7 +342,7 @@ def run_allocated(target: Target, opts: Any, run_step: Callable[[int, dict[str, 
     values = values_of(opts)
     alloc = Allocation(target, prog("rrun"), salloc=False, quiet=bool(getattr(opts, "quiet", 0)))
     body = submit_body(values, name=os.path.basename(argv[0]) if argv else "rrun",
-                       command=argv[0] if argv else "", environ=environ)
+                       command=argv[0] if argv else "", environ=environ, who=None)
     body["held_by"] = "rrun"
     submit_dir = os.getcwd()
     record = allocate(alloc, body)

@@ -54,6 +54,8 @@ def exported(export: str | None, environ: Mapping[str, str]) -> dict[str, str]:
 def check(export: str) -> str | None:
     """Why sbatch would refuse this --export value, or None."""
     toks = quote_tokens(export)
+    if not export:  # sbatch takes --export= as a list of no names: SLURM_* alone
+        return None
     if not toks:
         return "--export: expected ALL, NONE or a list of NAME[=value]"
     if any(t.upper() == "NONE" for t in toks) and len(toks) > 1:

@@ -104,13 +104,20 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, list[str]]:
         raise SystemExit(0)
     values = {**from_env, **cli}
     so.check_ints(values)  # parse_int's refusals (exit 1), before anything is asked
+    if values.get("chdir"):  # salloc changes into it first: exit 1 where it cannot
+        path = os.path.abspath(str(values["chdir"]))
+        if not os.path.isdir(path):
+            import errno
+
+            why = os.strerror(errno.ENOTDIR if os.path.exists(path) else errno.ENOENT)
+            raise CliError(f"chdir({path}): {why}")
     return values, rest
 
 
 def seconds(value: object, opt: str, default: int) -> int:
     if value is None or value is True:
         return default
-    text = str(value).strip()
+    text = str(value).strip()  # parse_int has refused what is not a number (check_ints)
     if not text.isdigit():
         raise CliError(f"--{opt}={value}: expected a number of seconds",
                        code=LAUNCHER_USAGE)

@@ -36,6 +36,10 @@ def read_script(values: dict, rest: list[str]) -> tuple[str, str, list[str]]:
             raise CliError("give either --wrap or a script, not both")
         return f"#!/bin/sh\n# rbatch --wrap\n{wrap}\n", "", []
     path = rest[0] if rest else None
+    if path is not None and path != "-":
+        from ranch.cli.sbatch_request import script_path
+
+        path = script_path(path, values.get("chdir"))
     if path is None or path == "-":
         if sys.stdin.isatty():
             raise CliError("no script given: rbatch SCRIPT [ARGS] or rbatch --wrap CMD "
@@ -56,7 +60,7 @@ def read_script(values: dict, rest: list[str]) -> tuple[str, str, list[str]]:
         raise CliError(NOT_A_SCRIPT)
     if "\0" in text:
         raise CliError("the batch script holds NUL bytes: is it a binary file?")
-    return text, path or "", list(rest[1:])  # show job's Command: the path as typed
+    return text, path or "", list(rest[1:])  # show job's Command: the path sbatch read
 
 
 def _check_script_size(read: int, size: int) -> None:
@@ -114,6 +118,10 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, dict, list[s
     if cli.get("version"):
         print(version_text("rbatch"))
         raise SystemExit(0)
+    from ranch.cli.sbatch_request import check_words
+
+    so.check_ints(cli)
+    check_words(cli)  # slurm_opt.c's refusals come before the script is looked for
     script, command, script_args = read_script(cli, rest)
     try:
         from_env = so.from_environment(environ)

@@ -34,6 +34,9 @@ RETRY_CODES = ("Requested nodes are busy", "Job is pending execution")
 BIND_WORDS = frozenset({"q", "quiet", "v", "verbose", "one_thread", "no", "none", "rank",
                         "rank_ldom", "socket", "sockets", "core", "cores", "thread", "threads",
                         "ldom", "ldoms", "help"})
+# srun 22.05's --mpi words: Debian's slurm-wlm plugins (mpi_*.so) and `list`, case and all.
+# Ranch wires none of them (its tasks start as with none): a tool's choice is taken, not acted on
+MPI_TYPES = frozenset({"none", "pmi2", "pmix", "pmix_v4", "cray_shasta", "list"})
 BIND_LISTS = ("map_cpu", "mapcpu", "mask_cpu", "maskcpu", "map_ldom", "mapldom", "mask_ldom",
               "maskldom")
 
@@ -76,7 +79,7 @@ def bind_problem(text: str) -> str | None:
 OPTIONS: Table = (
     (("--help", "-h"), {"action": "help", "help": "show this help and exit"}),
     (("-n", "--ntasks"), {"type": int, "default": 0, "metavar": "N", "help": "number of tasks"}),
-    (("-N", "--nodes"), {"default": "", "metavar": "N[-M]", "help": "number of nodes"}),
+    (("-N", "--nodes"), {"default": None, "metavar": "N[-M]", "help": "number of nodes"}),
     (("--ntasks-per-node",), {"type": int, "default": 0, "metavar": "N",
                               "help": "tasks on each node"}),
     (("-c", "--cpus-per-task"), {"type": int, "default": 0, "metavar": "N",
@@ -119,11 +122,12 @@ OPTIONS: Table = (
                     "help": "run in this job's allocation"}),
     (("-p", "--partition"), {"default": "", "metavar": "PART", "help": "partition (new jobs)"}),
     (("-t", "--time"), {"default": "", "metavar": "TIME", "help": "time limit (new jobs)"}),
-    (("--mem",), {"default": "", "metavar": "SIZE", "help": "memory per node (new jobs)"}),
+    (("--mem",), {"default": None, "metavar": "SIZE", "help": "memory per node (new jobs)"}),
     (("-D", "--chdir"), {"default": "", "metavar": "DIR",
                          "help": "the tasks' working directory"}),
-    (("--mpi",), {"default": "", "metavar": "TYPE",
-                  "help": "accepted: none (Ranch starts no MPI wiring)"}),
+    (("--mpi",), {"default": None, "metavar": "TYPE",
+                  "help": "accepted: none, pmi2, pmix, pmix_v4, cray_shasta (Ranch wires "
+                          "none of them)"}),
     (("--export",), {"default": "", "metavar": "VARS",
                      "help": "ALL (default), NONE, or NAME[=VALUE],..."}),
     (("-v", "--verbose"), {"action": "count", "default": 0, "help": "say more"}),
@@ -154,11 +158,14 @@ def _int_env(env: dict[str, str], *names: str) -> int:
     return 0
 
 
-def _nodes(text: str) -> int:
-    low = text.split("-", 1)[0]
-    if text and not low.isdigit():
-        raise CliError(f"invalid node count specification: -N {text}", code=LAUNCHER_USAGE)
-    return int(low) if low else 0
+def _nodes(text: str | None) -> int:
+    if text is None:
+        return 0
+    if text.isascii() and text.isdigit():
+        return int(text)
+    from ranch.cli.sbatch_options import node_count
+
+    return node_count(text)[0]
 
 
 def sizes(args: argparse.Namespace, env: dict[str, str]) -> dict[str, int]:
@@ -346,6 +353,7 @@ def _check_values(args: argparse.Namespace) -> None:
     """The values srun's own parser (slurm_opt.c, sbatch's) refuses before it asks for
     anything, refused the same way here: rrun reads those with rbatch's readers."""
     # The readers load only for a value given: a step's everyday start pays for none of them.
+    _nodes(args.nodes)  # slurm_opt.c reads -N with the other options, before the command
     # The aside_* values exist only where argparse read the command line (srun_options).
     for name, value in (("time", args.time), ("time-min", getattr(args, "aside_time_min", None))):
         if value:
@@ -357,7 +365,7 @@ def _check_values(args: argparse.Namespace) -> None:
                 raise CliError(f"Invalid --{name} specification", code=LAUNCHER_USAGE) from None
     for name, value in (("mem", args.mem),
                         ("mem-per-cpu", getattr(args, "aside_mem_per_cpu", None))):
-        if value is not None and value != "":
+        if value is not None:  # an empty one too: str_to_mbytes refuses it
             from ranch.cli.sbatch_request import size_mib
 
             size_mib(value, name)
@@ -384,13 +392,16 @@ def _check(args: argparse.Namespace) -> None:
         raise CliError("No command given to execute.")
     if args.overlap and args.exclusive:
         raise CliError("--exclusive and --overlap are mutually exclusive", code=LAUNCHER_USAGE)
+    if getattr(args, "aside_no_allocate", False) and not args.nodelist:  # srun's _opt_verify
+        raise CliError("must specify a node list with -Z, --no-allocate.")
     problem = bind_problem(args.cpu_bind) if args.cpu_bind is not None else None
     if problem:  # srun's fatal(): exit 1
         print(f"{prog('rrun')}: error: {problem}", file=sys.stderr)
         raise CliError("Failed to parse --cpu-bind= values.")
-    if args.mpi and args.mpi.lower() not in ("none", "list", "pmi2", "pmix"):
-        raise CliError(f"MPI plugin {args.mpi} is not available here: Ranch starts tasks "
-                       "without MPI wiring (--mpi=none)")
+    if args.mpi is not None and args.mpi not in MPI_TYPES:  # srun: exit 1, in two lines
+        print(f"{prog('rrun')}: error: Couldn't find the specified plugin name for "
+              f"mpi/{args.mpi} looking at all files", file=sys.stderr)
+        raise CliError(f"Invalid MPI type '{args.mpi}', --mpi=list for acceptable types")
     for name in ("ntasks", "ntasks_per_node", "cpus_per_task", "gpus_per_task",
                  "gpus_per_node"):
         if getattr(args, name) < 0:
@@ -401,21 +412,49 @@ def _check(args: argparse.Namespace) -> None:
 def _parse(argv: list[str]):  # -> argparse.Namespace
     """rrun's options: the everyday forms by the quick reader (cli/quickargs.py), the rest (srun's
     options Ranch sets aside, integers to check as Slurm does, --help) by argparse."""
+    if _everyday(argv):
+        try:
+            return quickargs.quick(OPTIONS, _attached_k(argv))
+        except quickargs.Declined:
+            pass
+    from ranch.cli.srun_options import attach_optional, getopt_words
+
+    argv = getopt_words(argv)  # prefixes, parse_int's refusals, optional values: srun's reading
     try:
         return quickargs.quick(OPTIONS, _attached_k(argv))
     except quickargs.Declined:
         pass
-    from ranch.cli.srun_options import attach_optional, option_words
-
-    given = option_words(argv)
-    if given:
-        from ranch.cli.sbatch_options import check_int
-
-        for name, value in given:
-            check_int(name, value)  # parse_int's refusals (exit 1) before argparse's own
     parser = build_parser()
     takes = {s for a in parser._actions for s in a.option_strings if a.nargs != 0}
     return parser.parse_args(_attached_k(attach_optional(argv, takes), takes))
+
+
+def _everyday(argv: list[str]) -> bool:
+    """Whether srun's own reading (srun_options.getopt_words, two modules a step's start would
+    load) cannot differ from the quick reader's: each option before the command is one of
+    rrun's own written out in full without `=`, and each number a plain count above zero."""
+    kinds = {n: kw for names, kw in OPTIONS for n in names if n.startswith("-")}
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--" or not word.startswith("-") or word == "-":
+            return True
+        kw = kinds.get(word)
+        if kw is not None and kw.get("action", "store") != "store":
+            i += 1
+            continue
+        if kw is not None and i + 1 < len(argv):
+            value = argv[i + 1]
+            i += 1
+        elif kw is None and not word.startswith("--") and (kw := kinds.get(word[:2])) and \
+                kw.get("action", "store") == "store" and len(word) > 2:
+            value = word[2:]
+        else:
+            return False
+        if kw.get("type") is int and not (value.isascii() and value.isdigit() and int(value)):
+            return False
+        i += 1
+    return True
 
 
 def _attached_k(argv: list[str], takes: set[str] | None = None) -> list[str]:

@@ -266,8 +266,8 @@ def parse(words: Iterable[str], *, where: str = "", positional: bool = True,
                 if eq:
                     raise OptionError(f"option '--{opt.long}' doesn't allow an argument{where}")
                 _store(values, opt, True)
-            elif opt.arg == OPTIONAL:
-                _store(values, opt, text if eq else None)
+            elif opt.arg == OPTIONAL:  # an empty one is none (slurm_process_option)
+                _store(values, opt, text if eq and text else None)
             elif eq:
                 _store(values, opt, text)
             elif i < len(words):
@@ -436,3 +436,46 @@ def check_int(name: str, value: object) -> None:
 def check_ints(values: dict) -> None:
     for name, value in values.items():
         check_int(name, value)
+
+
+def _str_to_nodes(text: str) -> tuple[int, str]:
+    """proc_args.c _str_to_nodes: strtol's number (-1 where there are no digits), times 1024
+    for a k and 1048576 for an m after it; and what is left over."""
+    s = text.lstrip(_SPACE)
+    sign = s[:1] if s[:1] in "+-" else ""
+    i = len(sign)
+    while i < len(s) and "0" <= s[i] <= "9":
+        i += 1
+    if i == len(sign):
+        return -1, text
+    num, rest = int(s[:i]), s[i:]
+    if rest[:1] in ("k", "K"):
+        num, rest = num * 1024, rest[1:]
+    if rest[:1] in ("m", "M"):
+        num, rest = num * 1024 * 1024, rest[1:]
+    return num, rest
+
+
+def node_count(text: str) -> tuple[int, int]:
+    """-N MIN[-MAX] as Slurm 22.05 reads it (proc_args.c verify_node_count): (min, max), max 0
+    where no maximum was given; `2k` is 2048, a missing minimum (`-1`) is 1. A refused word is
+    the launchers' usage error (slurm_opt.c's exit(-1)), in Slurm's words."""
+    from ranch.cli.controller import LAUNCHER_USAGE, CliError
+
+    low, dash, high = text.partition("-")
+    n_min, left = _str_to_nodes(low)
+    if left.strip(_SPACE):
+        raise CliError(f'"{low}" is not a valid node count', code=LAUNCHER_USAGE)
+    if not dash:
+        if n_min < 0:
+            raise CliError(f'"{text}" is not a valid node count', code=LAUNCHER_USAGE)
+        n_max = n_min
+    else:
+        n_min = n_min if n_min >= 0 else 1
+        n_max, left = _str_to_nodes(high)
+        if left.strip(_SPACE):
+            raise CliError(f'"{high}" is not a valid node count', code=LAUNCHER_USAGE)
+    if n_max and n_max < n_min:
+        raise CliError(f"Maximum node count {n_max} is less than minimum node count {n_min}",
+                       code=LAUNCHER_USAGE)
+    return n_min, n_max

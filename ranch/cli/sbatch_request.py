@@ -20,6 +20,11 @@ if TYPE_CHECKING:
 
 _UNIT_KIB = {"K": 1, "": 1024, "M": 1024, "G": 1024 ** 2, "T": 1024 ** 3}
 MEMORY_OPTIONS = ("mem", "mem-per-cpu", "mem-per-gpu")
+# options slurmctld shows apart from unset when given blank (-A '': Account=, not (null)); and
+# those whose zero it shows (--mem-per-gpu=0: MemPerTres=gres:gpu:0), by their resolved field
+BLANK_SHOWN = ("account", "comment", "constraint", "exclude", "nodelist", "job-name",
+               "mem-per-gpu")
+_ZERO_SHOWN = {"mem-per-gpu": "mem_per_gpu"}
 # the options whose SubmitJob fields cli/sbatch_values.fields fills (loaded only for them)
 VALUE_OPTIONS = ("kill-on-invalid-dep", "nice", "mail-type", "open-mode", "signal", "hint",
                  "get-user-env")
@@ -39,6 +44,8 @@ def size_mib(text: str, opt: str) -> int:
         digits = digits[:-1]
     else:
         unit = ""
+    if digits[:1] == "+":  # str_to_mbytes reads it with strtoll: one sign, and never minus
+        digits = digits[1:]
     if not digits.isdecimal():
         raise usage(f"--{opt} {text}: invalid size: expected a number with an optional K, M, G "
                     "or T suffix, such as 500M or 4G")
@@ -78,15 +85,55 @@ def gpu_count(text: str, opt: str) -> int:
 
 
 def node_range(text: str) -> tuple[int, int | None]:
-    """-N MIN[-MAX] -> (min, max or None for exactly MIN)."""
-    low, dash, high = text.partition("-")
-    if not low.strip().isdigit() or int(low) < 1:
-        raise usage(f"--nodes {text}: expected a number of nodes such as 2 or 2-4")
-    if not dash:
-        return int(low), None
-    if not high.strip().isdigit() or int(high) < int(low):
-        raise usage(f"--nodes {text}: the maximum must be a number no smaller than the minimum")
-    return int(low), int(high)
+    """-N MIN[-MAX] -> (min, max), as Slurm reads it (sbatch_options.node_count): `-N 2` is
+    2-2 (slurmctld then refuses a -w naming more nodes, as Slurm does), a maximum of 0 none
+    (None); a minimum of 0 asks for what a job needs at least: one node."""
+    from ranch.cli.sbatch_options import node_count
+
+    n_min, n_max = node_count(text)
+    n_min = max(n_min, 1)
+    return n_min, (max(n_max, n_min) if n_max else None)
+
+
+def full_dir(chdir: object, cwd: str) -> str:
+    """-D as make_full_path writes it: a relative one is the directory, "/" and it (-D '' too),
+    unnormalised; not given, the directory itself."""
+    if chdir is None:
+        return cwd
+    return str(chdir) if str(chdir).startswith("/") else f"{cwd}/{chdir}"
+
+
+def script_path(cmd: str, chdir: object) -> str:
+    """The batch script sbatch reads, and shows as Command (opt.c: search_path with -D's
+    directory first, then $PATH): a name that is neither ./relative nor /absolute is the first
+    existing one of -D/NAME and each PATH entry's NAME; otherwise, or if none exists, as typed
+    (measured: -D sub job.sh reads sub/job.sh, -D '' job.sh is d//job.sh)."""
+    if not cmd or cmd.startswith((".", "/")):
+        return cmd
+    cwd = os.getcwd()
+    first = full_dir(chdir, cwd)
+    for d in [first, *(p for p in os.environ.get("PATH", "").split(":") if p)]:
+        full = f"{cwd}/{d}/{cmd}" if d.startswith(".") else f"{d}/{cmd}"
+        if os.path.exists(full):
+            return full
+    return cmd
+
+
+def check_words(v: dict[str, object]) -> None:
+    """The values slurm_opt.c refuses while it reads the command line, refused before the
+    script is looked for (`sbatch -N job.sh` is a bad node count, exit 255, not a missing
+    script): -N, -t and --begin."""
+    if isinstance(v.get("nodes"), str):
+        node_range(str(v["nodes"]))
+    if isinstance(v.get("time"), str):
+        from ranch.conf.timefmt import parse_minutes
+
+        try:
+            parse_minutes(str(v["time"]))
+        except ValueError:
+            raise usage("Invalid --time specification") from None
+    if isinstance(v.get("begin"), str):
+        _begin(str(v["begin"]))
 
 
 def time_seconds(text: str) -> int:
@@ -96,10 +143,17 @@ def time_seconds(text: str) -> int:
     return parse_seconds(text) or 0
 
 
-def _none_is_null(name: object) -> str:
-    """-o/-e `none` (any case) is /dev/null, as sbatch writes it (measured: StdOut=/dev/null)."""
-    text = str(name or "")
-    return "/dev/null" if text.lower() == "none" else text
+def _stream(name: object, workdir: str, *, null: bool = True) -> str:
+    """-o/-e/-i as slurmctld keeps it: `none` (any case, -o/-e) is /dev/null (measured:
+    StdOut=/dev/null); an empty one given is the working directory and "/" (a relative path
+    is made full by prefixing it: `-o ''` names the directory itself, as in Slurm, and the job
+    cannot open it); not given, "" (the default)."""
+    if name is None:
+        return ""
+    text = str(name)
+    if not text:
+        return f"{workdir}/"
+    return "/dev/null" if null and text.lower() == "none" else text
 
 
 def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> None:
@@ -117,13 +171,25 @@ def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> Non
         raise usage("--mem, --mem-per-cpu, and --mem-per-gpu are mutually exclusive.")
 
 
-def resources(v: dict[str, object]) -> dict[str, object]:
+def resources(v: dict[str, object], who: str | None = "rbatch") -> dict[str, object]:
     """Nodes, tasks, CPUs, memory and GPUs per node, with what was asked per task/CPU/GPU kept."""
     out: dict[str, object] = {}
     k = count(v["ntasks-per-node"], "ntasks-per-node") if "ntasks-per-node" in v else 0
     n_min, n_max = node_range(v["nodes"]) if "nodes" in v else (1, None)
     ntasks = count(v["ntasks"], "ntasks") if "ntasks" in v else 0
     cpt = count(v["cpus-per-task"], "cpus-per-task") if "cpus-per-task" in v else 0
+    if "nodes" in v and ntasks:  # sbatch's _opt_verify: never more nodes than tasks
+        if n_max and ntasks < n_max:
+            n_max = ntasks
+        if ntasks < n_min:
+            if who is not None:  # salloc says it too; rrun's step sizes say it for srun
+                import sys
+
+                from ranch.cli.slurm_names import prog
+
+                print(f"{prog(who)}: Warning: can't run {ntasks} processes on {n_min} nodes, "
+                      f"setting nnodes to {ntasks}", file=sys.stderr)
+            n_min = n_max = ntasks
     # -n without -N spreads the tasks over nodes (max_nodes 0), as in issue 12
     max_nodes: int | None = n_max if "nodes" in v else (0 if ntasks else None)
     if k:
@@ -193,11 +259,12 @@ def slurm_env(v: dict[str, object], res: dict[str, object]
 
 
 def body(v: dict[str, object], script: str, command: str, argv: list[str],
-         environ: Mapping[str, str]) -> dict[str, object]:
-    """The SubmitJob body (the codec's shape) for option values `v` (long name -> value)."""
+         environ: Mapping[str, str], who: str | None = "rbatch") -> dict[str, object]:
+    """The SubmitJob body (the codec's shape) for option values `v` (long name -> value);
+    `who` says resources()'s warning (None: not at all)."""
     from ranch.conf.timefmt import parse_minutes
 
-    res = resources(v)
+    res = resources(v, who)
     limit = seconds = None
     if v.get("time") is not None:
         try:
@@ -213,7 +280,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         if not seconds:  # 0: no limit, as sbatch reads it
             limit = seconds = None
     cwd = os.getcwd()
-    workdir = os.path.abspath(os.path.join(cwd, v["chdir"])) if v.get("chdir") else cwd
+    workdir = full_dir(v.get("chdir"), cwd)
     whole, oversub = False, ""
     if "exclusive" in v:
         from ranch.cli.sbatch_values import exclusive
@@ -236,11 +303,11 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "name": v.get("job-name") or "",
         "argv": argv,
         "env": sorted(env.items()),
-        "stdout": _none_is_null(v.get("output")),
-        "stderr": _none_is_null(v.get("error")),
-        "input": v.get("input") or "",
-        "begin_time": _begin(v["begin"]) if v.get("begin") else None,
-        "partition": v.get("partition") or "",
+        "stdout": _stream(v.get("output"), workdir),
+        "stderr": _stream(v.get("error"), workdir),
+        "input": _stream(v.get("input"), workdir, null=False),
+        "begin_time": _begin(v["begin"]) if v.get("begin") is not None else None,
+        "partition": _partitions(v.get("partition")),
         "nodelist": v.get("nodelist") or "",
         "exclude": v.get("exclude") or "",
         "time_limit": limit,
@@ -261,6 +328,9 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "mail_user": v.get("mail-user") or "",
         "export": "" if export is None else str(export),
         "test_only": bool(v.get("test-only")),
+        "ntasks_given": "ntasks" in v or "ntasks-per-node" in v,
+        "given_blank": tuple(o for o in BLANK_SHOWN if v.get(o) == "" or (
+            o in _ZERO_SHOWN and o in v and not res.get(_ZERO_SHOWN[o]))),
         **res,
     }
     if any(o in v for o in VALUE_OPTIONS):
@@ -271,6 +341,17 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         del out["time_limit"]  # the partition's DefaultTime
         del out["time_limit_s"]
     return out
+
+
+def _partitions(text: object) -> str:
+    """-p: the partition list as slurmctld reads it (a name given twice is one), "" for the
+    default; an empty -p= names none, and slurmctld refuses it."""
+    if text is None:
+        return ""
+    names = [p for p in str(text).split(",") if p]
+    if not names:
+        raise CliError("Invalid partition name specified: (null)")  # slurmctld's, exit 1
+    return ",".join(dict.fromkeys(names))
 
 
 def _begin(text: str) -> float:

@@ -50,18 +50,27 @@ def parse_signal(text: str) -> tuple[int, int, bool]:
         raise usage(f"Invalid --signal specification {text!r}: unknown signal {name!r}")
     if not at:
         return num, 60, batch
-    if not secs.isdigit() or int(secs) > 0xFFFF:
+    # strtol: the empty word is 0, a sign is read, and nothing may follow the number
+    from ranch.cli.sbatch_options import strtol_whole
+
+    when = strtol_whole(secs)
+    if when is None or not 0 <= when <= 0xFFFF:
         raise usage(f"Invalid --signal specification {text!r}: expected @SECONDS (0-65535)")
-    return num, int(secs), batch
+    return num, when, batch
 
 
 def signal_number(name: str) -> int | None:
+    """sig_name2num as get_signal_opts uses it: a number (any, kept as a 16-bit one: Slurm's
+    job record holds that, a signal the kernel lacks reaches no process), else a signal's
+    name with or without SIG, any case."""
     import signal as signals  # only for --signal: its enum costs every rbatch's start otherwise
 
-    t = name.strip().upper()
-    if t.isdigit():
-        n = int(t)
-        return n if 0 < n < signals.NSIG else None
+    t = name.strip(" \t\n\v\f\r").upper()
+    body = t[1:] if t[:1] in "+-" else t
+    digits = len(body) - len(body.lstrip("0123456789"))
+    if digits:  # strtol found a number: only white space may follow it
+        n = int(t[:len(t) - len(body) + digits]) & 0xFFFF
+        return n if n >= 1 and not body[digits:] else None
     sig = getattr(signals, t if t.startswith("SIG") else "SIG" + t, None)
     return int(sig) if isinstance(sig, signals.Signals) else None
 

@@ -40,7 +40,8 @@ def expand_path(pattern: str, j: dict) -> str:
     path = path.replace("%a", str(j["array_task_id"] if array else 4294967294))
     path = path.replace("%j", str(j["job_id"])).replace("%u", j.get("user", ""))
     path = path.replace("%x", j.get("name", ""))
-    return path if path.startswith("/") else os.path.join(j.get("workdir", ""), path)
+    # slurmctld prefixes a relative one with the workdir and "/", as written (-D '': "d//x")
+    return path if path.startswith("/") else f"{j.get('workdir', '')}/{path}"
 
 
 def _mem_text(mib: int) -> str:
@@ -55,8 +56,16 @@ def _mem_text(mib: int) -> str:
 
 
 def _tres(j: dict) -> str:
-    """TRES: what the job holds, in total; no mem= for a job that asked for none."""
+    """TRES: what the job holds, in total; no mem= for a job that asked for none. A pending
+    job spread over nodes (-n without -N) counts the nodes it asked for, as slurmctld does
+    before it places the job (-n 3 on 2-CPU nodes: node=1), -w's at least."""
     cpus, nodes = j.get("cpus", 0), j.get("node_count", 1)
+    if j.get("state") == "PENDING" and j.get("max_nodes") == 0 and j.get("min_nodes"):
+        nodes = j["min_nodes"]
+        if j.get("req_nodes"):
+            from ranch.conf.hostlist import expand
+
+            nodes = max(nodes, len(expand(j["req_nodes"])))
     items = [f"cpu={cpus}"]
     if j.get("mem_per_node"):
         items.append(f"mem={_mem_text(j['mem_per_node'] * nodes)}")
@@ -96,8 +105,13 @@ def job_lines(j: dict, now: float) -> list[str]:
     stdout = expand_path(j.get("stdout", ""), j)
     stderr = expand_path(j.get("stderr", ""), j) or stdout
     command = j.get("command", "")
+    blank = j.get("given_blank") or ()
+
+    def shown(key: str, option: str) -> str:  # "" given is shown empty, unset as (null)
+        return j.get(key) or ("" if option in blank else "(null)")
+
     prio = f"Priority={priority(j)} Nice={j.get('nice') or 0} " \
-           f"Account={j.get('account') or '(null)'} QOS={j.get('qos') or '(null)'}"
+           f"Account={shown('account', 'account')} QOS={j.get('qos') or '(null)'}"
     if j.get("wckey"):
         prio += f" WCKey={j['wckey']}"
     lines = [
@@ -118,15 +132,15 @@ def job_lines(j: dict, now: float) -> list[str]:
         "SuspendTime=None SecsPreSuspend=0 "
         f"LastSchedEval={_iso(j.get('start_time') or j.get('submit_time'))} Scheduler=Main",
         f"Partition={j.get('partition', '')} AllocNode:Sid={j.get('submit_host') or '?'}:0",
-        f"ReqNodeList={j.get('req_nodes') or '(null)'} "
-        f"ExcNodeList={j.get('exc_nodes') or '(null)'}",
+        f"ReqNodeList={shown('req_nodes', 'nodelist')} "
+        f"ExcNodeList={shown('exc_nodes', 'exclude')}",
         f"NodeList={_node_list(j)}",
     ]
     if j.get("batch_host"):
         lines.append(f"BatchHost={j['batch_host']}")
     lines += [
-        f"NumNodes={j.get('node_count', 1)} NumCPUs={cpus} NumTasks={j.get('ntasks', 1)} "
-        f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T=0:0:*:*",
+        f"NumNodes={_num_nodes(j)} NumCPUs={cpus} NumTasks={_num_tasks(j)} "
+        f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T={_req_bsct(j.get('hint'))}",
         f"TRES={_tres(j)}",
     ]
     ntasks_per = j.get("ntasks_per_node") or 0
@@ -134,15 +148,17 @@ def job_lines(j: dict, now: float) -> list[str]:
                else f"MinMemoryNode={_mem_text(mem)}")
     lines += [
         f"Socks/Node=* NtasksPerN:B:S:C={ntasks_per}:0:*:* CoreSpec=*",
-        f"MinCPUsNode={j.get('cpus_per_task', 1)} {min_mem} MinTmpDiskNode=0",
-        f"Features={j.get('features') or '(null)'} DelayBoot=00:00:00",
+        # slurmctld: a node must hold the CPUs of each task it runs (ntasks-per-node of them)
+        f"MinCPUsNode={j.get('cpus_per_task', 1) * (ntasks_per or 1)} {min_mem} "
+        "MinTmpDiskNode=0",
+        f"Features={shown('features', 'constraint')} DelayBoot=00:00:00",
         f"OverSubscribe={_oversubscribe(j)} Contiguous=0 Licenses=(null) Network=(null)",
         # --wrap has no script path: Slurm prints its null
         f"Command={command if command and command != '(wrap)' else '(null)'}",
         f"WorkDir={j.get('workdir', '')}",
     ]
-    if j.get("comment"):
-        lines.append(f"Comment={j['comment']} ")
+    if j.get("comment") or "comment" in blank:
+        lines.append(f"Comment={j.get('comment') or ''} ")
     if j.get("message"):
         lines.append(f"SystemComment={j['message']} ")
     stdin = expand_path(j["stdin"], j) if j.get("stdin") else "/dev/null"
@@ -152,8 +168,8 @@ def job_lines(j: dict, now: float) -> list[str]:
         lines.append(f"KillOInInvalidDependent={'Yes' if j['kill_on_invalid_dep'] else 'No'}")
     if j.get("cpus_per_gpu"):
         lines.append(f"CpusPerTres=gres:gpu:{j['cpus_per_gpu']}")
-    if j.get("mem_per_gpu"):
-        lines.append(f"MemPerTres=gres:gpu:{j['mem_per_gpu']}")
+    if j.get("mem_per_gpu") or "mem-per-gpu" in blank:
+        lines.append(f"MemPerTres=gres:gpu:{j.get('mem_per_gpu') or 0}")
     if j.get("gpus_per_node") and not j.get("gpus_per_task"):
         lines.append(f"TresPerNode=gres:gpu:{j['gpus_per_node']}")
     if j.get("gpus_per_task"):
@@ -166,6 +182,31 @@ def job_lines(j: dict, now: float) -> list[str]:
             for n, v in sorted(j["gpu_indices"].items())))
     lines.append("Power=")
     return lines
+
+
+def _num_tasks(j: dict) -> int:
+    """NumTasks: -n's count; without -n, a task a node (slurmctld: NumTasks=2 for -N 2)."""
+    ntasks = j.get("ntasks", 1)
+    return ntasks if j.get("ntasks_given", True) else max(ntasks, j.get("node_count", 1))
+
+
+
+
+def _num_nodes(j: dict) -> str:
+    """NumNodes: while pending, MIN-MAX where -N gave a maximum (`-N 2` is 2-2), as
+    slurmctld shows its request; then the nodes it holds."""
+    count = j.get("node_count", 1)
+    top = j.get("max_nodes")
+    return f"{count}-{top}" if top and j.get("state") == "PENDING" else str(count)
+
+
+def _req_bsct(hint: str | None) -> str:
+    """ReqB:S:C:T of --hint (slurm_opt.c): compute_bound and nomultithread ask one thread a
+    core, memory_bound one core a socket too."""
+    words = set((hint or "").split(","))
+    cores = "1" if "memory_bound" in words else "*"
+    threads = "1" if words & {"compute_bound", "memory_bound", "nomultithread"} else "*"
+    return f"0:0:{cores}:{threads}"
 
 
 def _oversubscribe(j: dict) -> str:

@@ -35,7 +35,7 @@ def deliver(script_pid: int, shim_pid: int, signum: int, batch_only: bool) -> in
         try:
             os.kill(script_pid, signum)
             return 1
-        except OSError:
+        except (OSError, ValueError):  # gone, or a number the kernel has no signal for
             return 0
     sent = 0
     try:
@@ -48,7 +48,7 @@ def deliver(script_pid: int, shim_pid: int, signum: int, batch_only: bool) -> in
         try:
             proc.send_signal(signum)
             sent += 1
-        except psutil.Error:
+        except (psutil.Error, OSError, ValueError):  # as above: --signal=65 is Slurm's too
             pass
     return sent
 

@@ -68,6 +68,12 @@ class SubmitJob:
     get_user_env: str = ""  # --get-user-env[=T[S|L]] as given: kept and shown
     input: str = ""  # -i: stdin file pattern
     test_only: bool = False  # --test-only: answer when it would start; submit nothing
+    # the options given a blank value (-A '', -J '', -w '', --mem-per-gpu=0...) that the fields
+    # above cannot tell from not given: slurmctld keeps "" apart from unset and shows it
+    given_blank: tuple[str, ...] = ()
+    # whether -n (or --ntasks-per-node) set ntasks: without it slurmctld shows a task a node
+    # (NumTasks=2 for -N 2); True for a client from before, which showed ntasks as it is
+    ntasks_given: bool = True
     # issue 20: an allocation (ralloc/salloc, rrun outside a job): no batch script (`script`
     # is ""), nothing runs but what its owner starts as steps; its owner ends it with
     # JobControl(action="complete")

@@ -90,6 +90,10 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         # issue 35, no new version: an older ralloc ignores it, a newer one against an older
         # controller asks with GetJobs as before
         m.SubmitReply: ("job",),
+        # issue 34 (no new version): a job's options given blank and whether -n was, for show
+        # job; a version-6 controller from before it ignores the field (extra keys are
+        # tolerated), a version-5 one never sees it, and either shows those options as not given
+        m.SubmitJob: ("given_blank", "ntasks_given"),
     },
 }
 

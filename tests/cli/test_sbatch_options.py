@@ -164,8 +164,9 @@ def test_per_task_and_per_gpu_forms_become_per_node_figures(tmp_path, monkeypatc
     monkeypatch.chdir(tmp_path)
     b = request(["-N", "2", "--ntasks-per-node=3", "-c", "2", "--mem-per-cpu=100M",
                  "--wrap", "x"])
-    # sbatch: -N 2 --ntasks-per-node 3 is 6 tasks, 3 on each node; memory per CPU x CPUs
-    assert (b["num_nodes"], b["max_nodes"], b["ntasks"], b["cpus_per_task"]) == (2, None, 6, 2)
+    # sbatch: -N 2 --ntasks-per-node 3 is 6 tasks, 3 on each node; memory per CPU x CPUs; -N 2
+    # is 2-2 (verify_node_count: the maximum is the minimum)
+    assert (b["num_nodes"], b["max_nodes"], b["ntasks"], b["cpus_per_task"]) == (2, 2, 6, 2)
     assert (b["mem_mib"], b["mem_per_cpu"], b["ntasks_per_node"]) == (600, 100, 3)
     b = request(["-n", "4", "--ntasks-per-node=2", "--wrap", "x"])
     assert (b["num_nodes"], b["max_nodes"], b["ntasks"]) == (2, None, 4)
@@ -232,3 +233,100 @@ def test_options_with_nothing_to_act_on_are_kept(tmp_path, monkeypatch) -> None:
         True, 7, "intel&ib", "singleton")
     assert b["test_only"] is True and b["input"] == "in-%j"
     assert b["workdir"] == os.getcwd()
+
+
+# -- the value matrix's findings (issue 34), each as Slurm 22.05's source reads it ---------------
+
+
+def test_node_counts_read_as_verify_node_count() -> None:
+    # proc_args.c: no digits is -1 (a missing minimum is 1, a missing maximum refused), k and m
+    # multiply, nothing but white space may follow
+    assert [so.node_count(t) for t in ("2", "0", "0-1", "-1", "1k", " 3", "2-2")] == [
+        (2, 2), (0, 0), (0, 1), (1, 1), (1024, 1024), (3, 3), (2, 2)]
+    for text, said in (("", '"" is not a valid node count'),
+                       ("1-", "Maximum node count -1 is less than minimum node count 1"),
+                       ("1-2-3", '"2-3" is not a valid node count'),
+                       ("2-1", "Maximum node count 1 is less than minimum node count 2")):
+        with pytest.raises(CliError, match=said) as exc:
+            so.node_count(text)
+        assert exc.value.code == 255  # slurm_process_option_or_exit: exit(-1)
+
+
+def test_an_empty_optional_value_is_the_bare_option() -> None:
+    # slurm_process_option turns "" into NULL for optional arguments: --nice= is --nice
+    values, _ = so.parse(["--nice=", "--exclusive=", "x"])
+    assert values == {"nice": None, "exclusive": None}
+    assert sv.nice_value(values["nice"]) == 100
+
+
+def test_signal_numbers_and_times_as_get_signal_opts() -> None:
+    assert sv.parse_signal("65") == (65, 60, False)  # any 16-bit number, as Slurm keeps it
+    assert sv.parse_signal("USR1@") == (int(signal.SIGUSR1), 0, False)  # strtol of "" is 0
+    assert sv.parse_signal("B:USR1@+30") == (int(signal.SIGUSR1), 30, True)
+    for bad in ("0", "USR1@-1", "USR1@30x", "@30"):
+        with pytest.raises(CliError):
+            sv.parse_signal(bad)
+
+
+def test_blank_values_are_kept_apart_from_unset(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    b = request(["-A", "", "-J", "", "--mem-per-gpu=0", "--comment=x", "-o", "", "-D", "",
+                 "--wrap", "x"])
+    assert set(b["given_blank"]) == {"account", "job-name", "mem-per-gpu"}
+    # make_full_path: the directory, "/" and the word; -o '' is that directory itself
+    assert b["workdir"] == f"{tmp_path}/" and b["stdout"] == f"{tmp_path}//"
+    assert request(["--wrap", "x"])["given_blank"] == ()
+    with pytest.raises(CliError, match=r"Invalid partition name specified: \(null\)"):
+        request(["-p", "", "--wrap", "x"])
+    assert request(["-p", "main,main", "--wrap", "x"])["partition"] == "main"
+
+
+def test_values_are_refused_before_the_script_is_looked_for() -> None:
+    # `sbatch -N job.sh` reads job.sh as the node count: exit 255, not a missing script
+    for argv in (["-N", "job.sh"], ["-t", "job.sh"], ["-b", "job.sh"]):
+        with pytest.raises(CliError) as exc:
+            gather(argv, {})
+        assert exc.value.code == 255, argv
+
+
+def test_srun_reads_its_words_as_getopt_long_and_parse_int() -> None:
+    from ranch.cli.srun_options import getopt_words
+
+    assert getopt_words(["--jobi=2", "--exclus=", "--overlap=1", "--ki=0", "-n", "2", "a"]) == [
+        "--jobid=2", "--exclusive", "--overlap", "--kill-on-bad-exit-value=0", "-n", "2", "a"]
+    assert getopt_words(["--exclusive=user", "--se=x", "a"]) == ["--send-libs=x", "a"]
+    for argv, said, code in ((["-c", "0", "a"], 'Invalid numeric value "0" for --cpus-per-task',
+                              1),
+                             (["--ntasks=2 ", "a"], 'Invalid numeric value "2 " for --ntasks', 1),
+                             (["--wait=1.5", "a"], 'Invalid numeric value "1.5" for --wait', 1),
+                             (["--exclusive=root", "a"], "Invalid --exclusive specification", 255),
+                             (["--in=x", "a"], "'--in' is ambiguous; possibilities: '--input' "
+                              "'--interactive'", 255)):
+        with pytest.raises(CliError, match=said) as exc:
+            getopt_words(argv)
+        assert exc.value.code == code, argv
+
+
+def test_never_more_nodes_than_tasks(tmp_path, monkeypatch, capsys) -> None:
+    # sbatch's _opt_verify: -N 2 -n 1 is one node, with its warning; -N 1-4 -n 2 at most two
+    monkeypatch.chdir(tmp_path)
+    b = request(["-N", "2", "-n", "1", "--wrap", "x"])
+    assert (b["num_nodes"], b["max_nodes"], b["ntasks_given"]) == (1, 1, True)
+    assert "can't run 1 processes on 2 nodes, setting nnodes to 1" in capsys.readouterr().err
+    b = request(["-N", "1-4", "-n", "2", "--wrap", "x"])
+    assert (b["num_nodes"], b["max_nodes"]) == (1, 2)
+    assert request(["-N", "2", "--wrap", "x"])["ntasks_given"] is False
+
+
+def test_the_script_is_found_as_sbatch_finds_it(tmp_path, monkeypatch) -> None:
+    # opt.c search_path: -D's directory first, then PATH; ./ and / paths as typed
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "job.sh").write_text("#!/bin/sh\necho top\n")
+    (tmp_path / "sub" / "job.sh").write_text("#!/bin/sh\necho sub\n")
+    b = request(["-D", "sub", "job.sh"])
+    assert b["command"] == f"{tmp_path}/sub/job.sh" and "echo sub" in b["script"]
+    assert request(["job.sh"])["command"] == f"{tmp_path}/job.sh"
+    assert request(["./job.sh"])["command"] == "./job.sh"
+    b = request(["-D", "nosuch", "job.sh"])  # found nowhere: read from here, shown as typed
+    assert b["command"] == "job.sh" and "echo top" in b["script"]

@@ -20,6 +20,7 @@ class Listed:
     ranch: str = ".*"
     gap: bool = False  # True: a finding not fixed yet (the test reports these apart)
     form: str = ".*"  # the case's form as written (`--Format=AllocMem`)
+    race: bool = False  # True: a race of the cases run side by side, which a run may not meet
 
 
 LAUNCHERS = "sbatch|srun|salloc"
@@ -82,20 +83,32 @@ LISTED: tuple[Listed, ...] = (
            "submits it; slurmctld keeps the negative limit as an unsigned number "
            "(TimeLimit=2982611-04:17:00). Ranch refuses a negative time.",
            slurm="accepted.*", form=r".*-5"),
-    Listed(LAUNCHERS, ".*", "class|exit",
-           "Found by the matrix and not fixed yet: a value form Ranch's own reading of an "
-           "option it acts on takes or refuses otherwise than Slurm 22.05 (see the case's "
-           "line in the test's report; the fixes so far: time arithmetic, parse_int's "
-           "numbers, --cpu-bind words, usage exit codes).",
-           gap=True),
-    Listed("sbatch", ".*", r"field .*",
-           "Found by the matrix and not fixed yet: `scontrol show job` of an option Ranch acts "
-           "on differs: NumNodes as min-max (`-N 1` is 1-1, `-N 1-3` stays 1-3), NumTasks "
-           "of `-N 2`/`-w c1,c2` (Slurm: a task a node), empty values (`--job-name=`, "
-           "`--output=`, `--chdir=`, `--nodelist=`, `--account=`, `--nice=`) that Slurm keeps "
-           "empty and Ranch takes as not given, MinCPUsNode of --ntasks-per-node. (TRES is "
-           "compared without mem= and hostlists expanded: README's deliberate differences.)",
-           gap=True),
+    Listed("sbatch", "nodes|nodelist", r"field (NumNodes|NumCPUs|NumTasks|TRES)",
+           "A batch job of no nodes: Slurm 22.05 keeps -N 0, -N 0-1 and a -w '' that names no "
+           "node as a request for 0 nodes (held: NumNodes=0 NumCPUs=0 NumTasks=0 "
+           "TRES=(null)), though a batch script needs a node to run on. Ranch reads them as "
+           "the least a batch job runs on, one node of one CPU, and shows that.",
+           form=r"--nodes=0(-1)?|--nodelist="),
+    Listed("sbatch", "partition", "field Partition",
+           "A Ranch job belongs to one partition (no partition lists): -p main,main names "
+           "one partition twice and is that partition; Slurm keeps the list as given.",
+           form=r"--partition=main,main"),
+    Listed("salloc", "get-user-env", "class",
+           "salloc --get-user-env (root only) loads the user's login environment by running "
+           "`su - USER -c env`; in the test's container that fails and salloc gives up "
+           "(Failed to load current user environment variables). ralloc takes the option and "
+           "sets it aside: the command gets the caller's environment, as salloc's does "
+           "without the option.",
+           slurm="refused-value: .*Failed to load current user environment variables",
+           ranch="refused-controller: .*"),
+    Listed("salloc", "partition", "class",
+           "A case that names the real partition asks for an allocation at once (-I) while "
+           "the other cases run beside it on the same system: it is granted or refused "
+           "(Requested nodes are busy) by whether another case holds the nodes at that "
+           "instant, on either system alike; a race of the matrix's parallel cases.",
+           form=r"-p ?main|--partition[ =]main|--pa=main",
+           slurm=r"accepted: .*|refused-controller: .*Requested nodes are busy",
+           ranch=r"accepted: .*|refused-controller: .*Requested nodes are busy", race=True),
     # -- listing commands -------------------------------------------------------------------
     Listed("squeue|sinfo|scancel|scontrol|sacct|sshare", "clusters|cluster|M|cl.*", "class",
            "-M/--clusters asks slurmdbd for the cluster (this Slurm has none: 'Problem "

@@ -40,7 +40,7 @@ def screen(jobs: JobStore, req: m.SubmitJob, members: dict[str, Any]
     if req.oversubscribe not in OVERSUBSCRIBE:
         return bad(f"oversubscribe must be USER, MCS or YES, got {req.oversubscribe!r}",
                    "oversubscribe")
-    if req.warn_signal and not 0 < req.warn_signal < 65:
+    if req.warn_signal and not 0 < req.warn_signal <= 0xFFFF:  # get_signal_opts' range
         return bad(f"Invalid --signal specification: signal {req.warn_signal}", "warn_signal")
     if not 0 <= req.warn_time <= 0xFFFF:
         return bad(f"Invalid --signal specification: {req.warn_time} seconds", "warn_time")
@@ -102,6 +102,10 @@ def record_fields(jobs: JobStore, job: Any) -> dict[str, Any]:
         "oversubscribe": req.oversubscribe,
         "hint": req.hint,
         "ntasks_per_node": req.ntasks_per_node,
+        "max_nodes": req.max_nodes,  # show job's NumNodes=MIN-MAX while pending
+        "given_blank": list(req.given_blank),  # show job: Account= rather than (null)
+        "ntasks_given": req.ntasks_given,  # show job: NumTasks of -N 2 is 2, a task a node
+        "min_nodes": req.num_nodes,  # show job: TRES node= of a pending job, as asked
         "gpus_per_task": req.gpus_per_task,
         "cpus_per_gpu": req.cpus_per_gpu,
         "mem_per_cpu": req.mem_per_cpu,

@@ -96,7 +96,10 @@ def parse_array(text: str, max_size: int) -> list[int]:
 
 
 def job_name(req: m.SubmitJob) -> str:
-    """-J, else the script's file name, else "wrap" (sbatch --wrap), as Slurm names jobs."""
+    """-J, else the script's file name, else "wrap" (sbatch --wrap), as Slurm names jobs
+    (`-J ''` leaves it unnamed)."""
+    if not req.name and "job-name" in req.given_blank:
+        return ""
     return req.name or (os.path.basename(req.command) if req.command else "wrap")
 
 
