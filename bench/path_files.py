@@ -14,6 +14,7 @@ Prints the files per process and in all; asserts nothing.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import signal
@@ -87,8 +88,11 @@ def report(title: str, parts: dict[str, dict[str, list[str]]], background: set[s
     for proc, files in parts.items():
         path = on_path(files, background)
         every |= set(path)
+        per = collections.Counter(f.split("/")[1] if f.count("/") > 1 else "ranch"
+                                  for f in path)
         print(f"  {proc:8s} {len(path):3d} files (of {len(files)} that ran anything, "
-              f"background tasks included)")
+              f"background tasks included): "
+              + ", ".join(f"{pkg} {n}" for pkg, n in sorted(per.items())))
         if listing:
             for f in sorted(path):
                 print(f"           {f:34s} under {', '.join(sorted(path[f]))}")

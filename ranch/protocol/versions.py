@@ -30,6 +30,9 @@ import attrs
 from ranch.protocol import messages as m
 
 CURRENT = 6
+# From this version rnoded holds a LaunchStep until its job has started there (as slurmd holds a
+# step); an older one refuses it, so the controller grants such a node's step only then.
+HOLDS_STEPS = 6
 # The current version and every one before it: keeping version 1 costs nothing (its frames
 # are held to the unproven size limit). Slurm 24.11+ accepts the current and the three before.
 SUPPORTED: tuple[int, ...] = (1, 2, 3, 4, 5, 6)

@@ -4,12 +4,14 @@ job (COMPLETED 0:0, FAILED N:0 or 0:SIG), and what it refuses."""
 
 from __future__ import annotations
 
+import attrs
 import orjson
 import trio
 
 from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.inactive import HOLDER_GONE
 from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.rights import KEY_HOLDER
 from ranch.protocol import messages as m
 
 from .helpers import make_config, wall
@@ -293,3 +295,29 @@ async def test_the_reply_of_an_allocation_decided_at_once_holds_its_record() -> 
 
     assert decode("SubmitReply", encode(reply)) == reply
     assert b'"job"' not in encode(reply, version=5)
+
+
+async def test_a_step_waits_for_an_older_node_to_start_its_job() -> None:
+    """An rnoded older than protocol 6 refuses a LaunchStep of a job it has not started yet (a
+    0.1.0 node under an upgraded controller, tests/deploy): the step is granted only once the
+    node named the run, until then rrun is told the job is pending and retries, as srun does."""
+    from ranch.ctld.jobs.steps import NOT_RUNNING
+    from ranch.protocol.versions import HOLDS_STEPS
+
+    from .helpers import FakeConn, hardware
+
+    cluster = Cluster(make_config(), wall=wall)
+    old, new = FakeConn(), FakeConn()
+    cluster.register(m.Register("n1", hardware(), 1.0, "0.1.0"), old, version=HOLDS_STEPS - 1)
+    cluster.register(m.Register("n2", hardware(), 1.0, "0.2.0"), new, version=HOLDS_STEPS)
+    ask = m.StepRequest(0, ("true",), "/tmp", "127.0.0.1", 1, nodes=1)
+    for conn, name in ((old, "n1"), (new, "n2")):
+        jid = cluster.jobs.submit(alloc(nodelist=name, num_nodes=1)).job_id
+        assert launches(conn)[-1].job_id == jid  # launched there, not started yet
+        step = cluster.jobs.steps.request(attrs.evolve(ask, job_id=jid), KEY_HOLDER)
+        if conn is old:
+            assert isinstance(step, m.Error) and step.code == "step_pending", step
+            assert NOT_RUNNING in step.message
+            cluster.job_started(m.JobStarted(jid, 0, wall()), old)
+            step = cluster.jobs.steps.request(attrs.evolve(ask, job_id=jid), KEY_HOLDER)
+        assert isinstance(step, m.StepGranted), step  # a protocol-6 node holds the step itself

@@ -11,7 +11,7 @@ import attrs
 from ranch.ctld import logs
 from ranch.ctld.jobs.jobrecord import ACTIVE, PENDING, RUNNING, Job
 from ranch.ctld.jobs.steps import NO_JOB, NOT_YOURS
-from ranch.ctld.rpc.rights import Identity, may_act_on
+from ranch.ctld.rights import Identity, may_act_on
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
 

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 from ranch.conf import hostlist
 from ranch.ctld import logs
 from ranch.ctld.jobs.steprecord import Step
-from ranch.ctld.rpc.rights import DENIED, Identity, may_act_on
+from ranch.ctld.rights import DENIED, Identity, may_act_on
 from ranch.protocol import messages as m
+from ranch.protocol.versions import HOLDS_STEPS
 from ranch.statemachine import steptable as st
 from ranch.statemachine.jobstates import RUNNING
 
@@ -78,11 +79,23 @@ class JobSteps:
         return m.StepGranted(job.id, step.id, hostlist.fold(list(step.nodes)), step.nodes,
                              step.tasks, key, int(self.store.kill_wait))
 
+    def _started_everywhere(self, job: Job) -> bool:
+        """Whether every node of the job that would refuse a step of a job it has not started
+        yet (an rnoded older than HOLDS_STEPS) has named the job's run since its launch."""
+        for name in job.nodes:
+            node = self.c.nodes.get(name)
+            if (node is not None and node.protocol < HOLDS_STEPS
+                    and self.store.starts.never_delivered(name, job)):
+                return False
+        return True
+
     def _plan(self, job: Job, msg: m.StepRequest) -> Step:
         if job.state != RUNNING:
             if job.state in ("PENDING", "CONFIGURING"):
                 raise StepError(NOT_RUNNING, "step_pending")
             raise StepError(ENDED)
+        if not self._started_everywhere(job):
+            raise StepError(NOT_RUNNING, "step_pending")
         if len(job.steps) >= MAX_STEPS:
             raise StepError(f"the job has {MAX_STEPS} steps (MaxStepCount)")
         ntasks, want = max(0, msg.ntasks), max(0, msg.nodes)

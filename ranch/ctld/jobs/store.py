@@ -39,7 +39,7 @@ from ranch.ctld.jobs.jobsubmit import JobSubmission
 from ranch.ctld.jobs.scheduler import NodeUse
 from ranch.ctld.jobs.steps import JobSteps
 from ranch.ctld.ports import NodeSide
-from ranch.ctld.rpc.rights import Identity, acting
+from ranch.ctld.rights import Identity, acting
 from ranch.ctld.rpc.wire import kept
 from ranch.protocol import messages as m
 from ranch.statemachine import events

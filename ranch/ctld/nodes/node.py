@@ -83,6 +83,7 @@ class NodeRecord:
     last_registration: float | None = None  # wall clock
     slurmd_start_time: float | None = None
     version: str = ""
+    protocol: int = 0  # the protocol version the node registered with
     last_heard: float = 0.0  # trio clock: last registration or heartbeat (or controller start)
     last_heartbeat: float | None = None  # wall clock
     hb_stage: int = EXPECT_BEAT

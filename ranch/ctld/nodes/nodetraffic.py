@@ -54,6 +54,7 @@ def register(c: Registry, msg: m.Register, conn: Pusher | None = None,
     node.last_registration = wall
     node.slurmd_start_time = wall
     node.version = msg.rnoded_version
+    node.protocol = version
     node.seq = -1  # a restarted rnoded counts again from the start
     node.last_heard = now
     node.last_heartbeat = wall

@@ -29,7 +29,7 @@ import orjson
 
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs
-from ranch.ctld.rpc.rights import (
+from ranch.ctld.rights import (
     ADMINS,
     DENIED,
     KEY_HOLDER,

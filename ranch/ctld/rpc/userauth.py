@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from ranch.ctld import logs
-from ranch.ctld.rpc.rights import identify
+from ranch.ctld.rights import identify
 from ranch.protocol import munge
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import FrameDecoder
