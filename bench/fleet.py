@@ -60,6 +60,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stalled-follower", action="store_true",
                    help="hold an `rcontrol events --follow` connection that never reads during "
                    "the steady window (its heartbeat p99 should not move)")
+    p.add_argument("--port", type=int, default=0,
+                   help="port of the rctld it starts (default: a free one)")
+    p.add_argument("--message-timeout", type=int, default=10, metavar="S",
+                   help="MessageTimeout of the generated config (Slurm's default 10)")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if args.nodes < 1 or args.interval < 1 or args.duration <= 0:
@@ -93,7 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fleet: {notes[-1]}", file=sys.stderr)
         nodes = cap
     slurmd_timeout = args.slurmd_timeout or max(3 * args.interval, 5)
-    timing = Timing(heartbeat_interval=args.interval, slurmd_timeout=slurmd_timeout)
+    timing = Timing(heartbeat_interval=args.interval, slurmd_timeout=slurmd_timeout,
+                    message_timeout=args.message_timeout)
     if args.write_config:
         Path(args.write_config).write_text(config_text(nodes, timing))
         return 0
@@ -114,8 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             ctl = Controller.external(client.parse_address(args.server),
                                       auth.resolve_key_path(args.key_file))  # fmt: skip
         else:
-            ctl = Controller.spawn(workdir, config_text(nodes, timing), port=free_port())
-        figures = trio.run(run, spec, ctl, sources, budget(spec))
+            ctl = Controller.spawn(workdir, config_text(nodes, timing),
+                                   port=args.port or free_port())
+        figures = trio.run(run, spec, ctl, sources, budget(spec), args.message_timeout)
         if ctl.proc is not None:
             stopping = ctl
 
@@ -142,8 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-async def run(spec: RunSpec, ctl: Controller, sources: list[str], limit: float) -> dict:
-    fleet = Fleet(ctl.addr, ctl.key, spec.nodes, spec.interval, sources=sources)
+async def run(spec: RunSpec, ctl: Controller, sources: list[str], limit: float,
+              message_timeout: float = 10.0) -> dict:
+    fleet = Fleet(ctl.addr, ctl.key, spec.nodes, spec.interval, sources=sources,
+                  message_timeout=message_timeout)
     r = Run(spec, ctl, fleet)
     with trio.move_on_after(limit) as scope:
         return await r.main()

@@ -3,9 +3,11 @@
 replies held until what they confirm is on disk.
 
 A frame must arrive whole within MessageTimeout of its first byte (of the connect, for a peer
-that has not proven the key); bytes that trickle in never move that deadline. Replies are held:
-every frame already received is handled first, then one journal write covers them all and they
-leave in order (a node that sends several beats at once waits for one write, not one each).
+that has not proven the key); bytes that trickle in never move that deadline. A frame's age is
+judged less the time it waited unread in this controller's socket (a storm's backlog).
+Replies are held: every frame already received is handled first, then one journal write covers
+them all and they leave in order (a node that sends several beats at once waits for one write,
+not one each).
 """
 
 from __future__ import annotations
@@ -54,12 +56,21 @@ class FrameReader:
         self.decoder = FrameDecoder(
             server.key, max_size=server.max_size, message_timeout=mt,
             replay_guard=server.replay_guard, unproven_max=server.unproven_max,
-            late_allowance=server.cluster.liveness.stalls.late_allowance)
+            late_allowance=server.cluster.liveness.stalls.late_allowance, queued=self.queued)
         self.proven = False
         self.held: list[Held] = []
         # The deadline of the frame being read (None between frames): from the connect for a
         # peer that has not proven the key, else from the frame's first byte.
         self.frame_deadline: float | None = trio.current_time() + mt
+
+    def queued(self) -> float:
+        """The frame allowance once this connection's wait in our own backlog is counted: a
+        frame read late because rctld was reading thousands of others (a restart storm) is not
+        the sender's fault. Asked by the decoder only for a frame about to be refused as old;
+        the wait is the kernel's (tcpi_last_data_recv), which no peer can fake."""
+        # no more than the replay guard keeps nonces past the window (ctld/server.py)
+        cover = self.server.replay_guard.window - self.timeout
+        return self.server.cluster.liveness.stalls.queued(min(self.conn.io.waited(), cover))
 
     async def run(self) -> None:
         while True:

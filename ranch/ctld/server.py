@@ -178,7 +178,9 @@ class Server:
         self.replay_mark = ReplayMark(state_dir, self.message_timeout)
         # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
         self.node_credentials = NodeCredentials(state_dir, mirror=mirror)
-        self.replay_guard = ReplayGuard(window=self.message_timeout,
+        # nonces are kept MessageTimeout longer than the window: a frame that waited in our
+        # backlog may be that much older when it is read (ctld/stalls.py, StallWatch.queued)
+        self.replay_guard = ReplayGuard(window=2 * self.message_timeout,
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
         self.connections: set[Connection] = set()
