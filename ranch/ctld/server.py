@@ -36,6 +36,7 @@ import trio
 
 from ranch.ctld import logs, permissions
 from ranch.ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
+from ranch.ctld.capacity import CapacityRefusals
 from ranch.ctld.cluster import Cluster
 from ranch.ctld.fastio import StreamIO, unread_bytes
 from ranch.ctld.nodeident import NodeCredentials
@@ -183,6 +184,7 @@ class Server:
         self.replay_guard = ReplayGuard(window=2 * self.message_timeout,
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
+        self.capacity = CapacityRefusals(self)
         self.connections: set[Connection] = set()
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
@@ -191,8 +193,8 @@ class Server:
         c = self.admission.caps
         logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
                    unproven=self.admission.pool_cap(), unproven_frame=unproven_max,
-                   frame=max_size)
-        if len(cluster.nodes) + 16 > c.connections:  # each node needs one, commands a few
+                   frame=max_size, nodes_allowed=c.nodes_allowed(), nodes=len(cluster.nodes))
+        if len(cluster.nodes) > c.nodes_allowed():  # each node needs one, commands a few
             logs.event("descriptor limit too low for the configured nodes; raise it "
                        "(ulimit -n, or LimitNOFILE= in the systemd unit)", logging.WARNING,
                        nodes=len(cluster.nodes), fd_limit=c.fd_limit, connections=c.connections)
@@ -252,7 +254,8 @@ class Server:
             while True:
                 await trio.lowlevel.wait_readable(sock)
                 for _ in range(ACCEPT_BATCH):
-                    if not self.admission.has_room():
+                    full = not self.admission.has_room()
+                    if full and not self.admission.at_capacity():
                         # a pool full of peers whose requests wait to be read: let the rest
                         # wait in the kernel's queue until one of them is through
                         await self.admission.wait_room(ROOM_POLL)
@@ -269,6 +272,10 @@ class Server:
                         break  # ECONNABORTED and the like: the peer already left
                     peer = _addr_text(addr)
                     ready = unread_bytes(raw.fileno()) >= READY
+                    if full:  # every place held by a proven peer: told so (ctld/capacity.py)
+                        raw.setblocking(False)
+                        self.capacity.take(raw, peer, ready, nursery)
+                        continue
                     if self.admission.refuses(source_of(peer), peer, ready):
                         raw.close()
                         continue

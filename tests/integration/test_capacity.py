@@ -1,0 +1,96 @@
+"""A node refused for the controller's connection cap is told so, never marked DOWN, and admitted
+once a place frees (ctld/capacity.py)."""
+
+from __future__ import annotations
+
+import resource
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ranch.protocol import messages as m
+from ranch.protocol.framing import FrameDecoder, encode_frame
+
+from .cluster import REPO, Cluster
+
+FD_LIMIT = 96  # rctld: a reserve of 64 descriptors, 32 connections in all, 16 of them for nodes
+PLACES = 32
+
+
+class CappedCluster(Cluster):
+    """A cluster whose rctld runs with RLIMIT_NOFILE at FD_LIMIT (soft and hard, as prlimit)."""
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None):
+        if name != "rctld":
+            return super()._spawn(name, argv, env)
+
+        def lower() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
+
+        with open(self.dir / f"{name}.log", "ab") as log:
+            return subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self._env(env),
+                                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=lower)
+
+
+def _ask(sock: socket.socket, key: bytes, msg: object, rid: int) -> object:
+    """Send `msg` on a held connection and read its reply."""
+    sock.sendall(encode_frame(msg, key, request_id=rid))
+    dec = FrameDecoder(key, max_size=64 << 20)
+    sock.settimeout(10)
+    while True:
+        data = sock.recv(1 << 16)
+        assert data, "rctld closed a proven connection"
+        dec.feed(data)
+        for frame in dec:
+            if frame.request_id == rid:
+                return frame.msg
+
+
+def _state(sock: socket.socket, key: bytes, name: str, rid: int) -> str:
+    snap = _ask(sock, key, m.GetSnapshot(), rid)
+    assert isinstance(snap, m.Snapshot), snap
+    return next(n["complete"] for n in snap.nodes if n["name"] == name)
+
+
+def test_a_node_over_the_cap_is_told_so_kept_up_and_admitted_once_room_frees(
+        tmp_path: Path) -> None:
+    with CappedCluster(tmp_path, ["n1"]) as c:
+        c.start_ctld()
+        log = c.log("rctld")
+        assert f"fd_limit={FD_LIMIT} connections={PLACES}" in log
+        assert "nodes_allowed=16 nodes=1" in log
+        # Every place held by a peer that proved the key (a Ping answered on each).
+        held = []
+        for i in range(PLACES):
+            s = socket.create_connection(c.addr, timeout=10)
+            assert isinstance(_ask(s, c.key, m.Ping(), i + 1), m.Pong)
+            held.append(s)
+        c.start_node("n1")
+        c.wait_for(lambda: "node=n1" in c.log("rctld"), timeout=30, what="n1 refused")
+        assert "connection refused: at the connection limit" in c.log("rctld")
+        # The node read why, in words, and keeps trying.
+        c.wait_for(lambda: "busy: rctld is at its connection limit" in c.log("n1"),
+                   timeout=30, what="rnoded logs the refusal")
+        # Past SlurmdTimeout (3 s) and two heartbeat intervals, still refused: never DOWN (its
+        # retries come within BUSY_RETRY, 5 s).
+        rid = 100
+        until = time.monotonic() + 8.0
+        states = set()
+        while time.monotonic() < until:
+            rid += 1
+            states.add(_state(held[0], c.key, "n1", rid))
+            time.sleep(0.3)
+        assert not any("DOWN" in s for s in states), states
+        # nor NOT_RESPONDING from the first refusal on (before it, rctld had not heard of n1)
+        after = c.log("rctld").split("node=n1", 1)[1]
+        assert "node=n1 old=" not in after, after
+        assert c.log("n1").count("has no place for this node's connection") >= 2, c.log("n1")
+        # A place frees: the node gets it at its next try.
+        for s in held[1:4]:
+            s.close()
+        c.wait_for(lambda: _state(held[0], c.key, "n1", rid + 1) == "IDLE", timeout=30,
+                   what="n1 admitted")
+        for s in held:
+            s.close()
