@@ -364,6 +364,7 @@ class Run:
             self.fig["churn_rejoin_bad_state"] = len(fleet.rejoin_bad_state)
         self.fig["source_addresses_used"] = sorted(fleet.sources_used)
         self.fig["disconnects"] = fleet.disconnects
+        self.fig["busy_refusals"] = fleet.busy
         self.fig["reregistrations"] = fleet.reregistrations
         if fleet.register_errors:
             self.fig["register_errors"] = dict(fleet.register_errors)

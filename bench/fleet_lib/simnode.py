@@ -17,7 +17,7 @@ import trio
 from fleet_lib.config import DEFAULT_SHAPE, FleetShape, hardware, node_name
 from fleet_lib.metrics import cache_unstructured, metrics_pool
 from ranch.protocol import messages as m
-from ranch.protocol.errors import ProtocolError
+from ranch.protocol.errors import BUSY, BUSY_RETRY, ProtocolError
 from ranch.protocol.framing import Frame, ReplayGuard
 from ranch.protocol.tcp import FramedStream, PeerClosed
 
@@ -31,6 +31,10 @@ class RegistrationRefused(Exception):
 
 class RegistrationFailed(Exception):
     """The Register frame was refused (stale, ...) or went unanswered: try again."""
+
+
+class ControllerBusy(RegistrationFailed):
+    """rctld had no place for the connection (its descriptor cap): again within BUSY_RETRY."""
 
 
 def bad_state(complete: str) -> bool:
@@ -82,6 +86,7 @@ class Fleet:
         self.sources_used: set[str] = set()
         self.errors: Counter[str] = Counter()
         self.disconnects = 0
+        self.busy = 0  # registrations refused for the controller's connection cap
         self.connect_failures = 0
         self.window = 0  # tag of the steady window being recorded (0: none)
         self.hb_sent = 0
@@ -185,6 +190,11 @@ class SimNode:
                 backoff = 0.5
             except RegistrationRefused:
                 return
+            except ControllerBusy:
+                fleet.busy += 1
+                self.registered = False
+                await trio.sleep(BUSY_RETRY * fleet.rnd.uniform(0.5, 1.0))  # as rnoded does
+                continue
             except RegistrationFailed:
                 fleet.disconnects += 1
             except (OSError, PeerClosed, trio.BrokenResourceError) as exc:
@@ -252,6 +262,8 @@ class SimNode:
                     # A refusal of the frame (stale under load, say) is retried like rnoded
                     # does; only a RegisterReply that says no is final.
                     fleet.register_errors[frame.msg.code] += 1
+                    if frame.msg.code == BUSY:
+                        raise ControllerBusy(frame.msg.message)
                     raise RegistrationFailed(f"{frame.msg.code}: {frame.msg.message}")
                 await self._handle(fs, frame)
         if waited.cancelled_caught:

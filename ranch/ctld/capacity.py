@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import logging
 import socket
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import trio
 
+from ranch.ctld.admission import Admission
 from ranch.protocol import messages as m
 from ranch.protocol.errors import BUSY, ProtocolError
-from ranch.protocol.framing import FrameDecoder
-
-if TYPE_CHECKING:
-    from ranch.ctld.server import Server
+from ranch.protocol.framing import FrameDecoder, ReplayGuard
 
 FIRST_FRAME_WAIT = 1.0  # seconds a refused peer has to send its request, so it reads why
 WAITING = 16  # refused peers waiting for their request at once (descriptors of the reserve)
@@ -33,8 +31,20 @@ READ = 16 << 10  # a Register with its hardware fits; more is not read from a re
 class CapacityRefusals:
     """Answers and closes the connections the accept loop takes while rctld is full."""
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
+    def __init__(self, admission: Admission, key: bytes, replay_guard: ReplayGuard, *,
+                 message_timeout: Callable[[], float], late_allowance: Callable[[], float],
+                 heard: Callable[[str], bool], encode: Callable[..., bytes],
+                 unproven_max: int) -> None:
+        """`heard(name)`: the node asked to register (False: not a configured node);
+        `encode(msg, request_id, version)`: a reply frame signed with the cluster key."""
+        self.admission = admission
+        self.key = key
+        self.replay_guard = replay_guard
+        self.message_timeout = message_timeout
+        self.late_allowance = late_allowance
+        self.heard = heard
+        self.encode = encode
+        self.unproven_max = unproven_max
         self.waiting = 0
         self.refused = 0
         self.nodes_heard = 0
@@ -62,7 +72,6 @@ class CapacityRefusals:
             raw.close()
 
     def _refuse(self, raw: socket.socket, peer: str) -> None:
-        server = self.server
         try:
             data = raw.recv(READ)
         except OSError:
@@ -71,9 +80,9 @@ class CapacityRefusals:
         request_id, version = 0, None
         if data:
             decoder = FrameDecoder(
-                server.key, max_size=server.unproven_max, message_timeout=server.message_timeout,
-                replay_guard=server.replay_guard, unproven_max=server.unproven_max,
-                late_allowance=server.cluster.liveness.stalls.late_allowance)
+                self.key, max_size=self.unproven_max, message_timeout=self.message_timeout(),
+                replay_guard=self.replay_guard, unproven_max=self.unproven_max,
+                late_allowance=self.late_allowance)
             decoder.feed(data)
             try:
                 frame = decoder.next_frame()
@@ -83,15 +92,15 @@ class CapacityRefusals:
                 request_id, version = frame.request_id, frame.version
                 if type(frame.msg) is m.Register:
                     node = frame.msg.name
-                    if server.cluster.liveness.refused_for_capacity(node):
+                    if self.heard(node):
                         self.nodes_heard += 1
         if version is not None:
-            c = server.admission.caps
-            why = (f"rctld is at its connection limit: {server.admission.open} connections "
+            c = self.admission.caps
+            why = (f"rctld is at its connection limit: {self.admission.open} connections "
                    f"open, the cap is {c.connections} (descriptor limit {c.fd_limit}); "
                    "register again later")
             try:
-                raw.send(server.encode(m.Error(BUSY, why), request_id, version))
+                raw.send(self.encode(m.Error(BUSY, why), request_id, version))
             except OSError:
                 pass
         self._count(peer, node)
@@ -99,7 +108,7 @@ class CapacityRefusals:
 
     def _count(self, peer: str, node: str) -> None:
         self.refused += 1
-        adm = self.server.admission
+        adm = self.admission
         adm.log.event("capacity", "connection refused: at the connection limit", logging.ERROR,
                       peer=peer, node=node or "-", open=adm.open, cap=adm.caps.connections,
                       fd_limit=adm.caps.fd_limit, refused=self.refused,

@@ -43,6 +43,7 @@ from ranch.ctld.nodeident import NodeCredentials
 from ranch.ctld.reading import FrameReader
 from ranch.ctld.replaymark import ReplayMark
 from ranch.ctld.routes import ROUTES
+from ranch.ctld.stalls import backlog_cover
 from ranch.ctld.wire import Prebuilt, encode_body_frame, kept
 from ranch.protocol import codec
 from ranch.protocol import messages as m
@@ -179,12 +180,17 @@ class Server:
         self.replay_mark = ReplayMark(state_dir, self.message_timeout)
         # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
         self.node_credentials = NodeCredentials(state_dir, mirror=mirror)
-        # nonces are kept MessageTimeout longer than the window: a frame that waited in our
-        # backlog may be that much older when it is read (ctld/stalls.py, StallWatch.queued)
-        self.replay_guard = ReplayGuard(window=2 * self.message_timeout,
+        # nonces are kept longer than the window: a frame that waited in our backlog may be
+        # that much older when it is read (ctld/stalls.py, StallWatch.queued)
+        self.replay_guard = ReplayGuard(window=self.message_timeout
+                                        + backlog_cover(self.message_timeout),
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
-        self.capacity = CapacityRefusals(self)
+        self.capacity = CapacityRefusals(
+            self.admission, key, self.replay_guard, message_timeout=lambda: self.message_timeout,
+            late_allowance=lambda: cluster.liveness.stalls.late_allowance(),
+            heard=lambda name: cluster.liveness.refused_for_capacity(name), encode=self.encode,
+            unproven_max=unproven_max)
         self.connections: set[Connection] = set()
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per

@@ -34,6 +34,13 @@ TICK_KEY = ("", "stall-watch")  # Cluster.deadlines key of the watchdog's tick
 MIN_PERIOD = 0.05
 MAX_PERIOD = 1.0
 MIN_THRESHOLD = 0.5  # lateness below this is load, not a stall
+MIN_BACKLOG_COVER = 10.0  # seconds of backlog covered whatever MessageTimeout (a storm's length)
+
+
+def backlog_cover(message_timeout: float) -> float:
+    """Seconds a frame may wait unread in rctld's own backlog and still be accepted (beyond
+    MessageTimeout): the replay guard keeps nonces this much longer than the window."""
+    return max(float(message_timeout), MIN_BACKLOG_COVER)
 
 
 def boottime() -> float:
@@ -132,10 +139,10 @@ class StallWatch:
         """Frames waited `seconds` unread in this controller's sockets (a backlog: a storm of
         registrations read slower than they come): frames that much older than MessageTimeout
         are accepted for MessageTimeout from now, as after a stall, but no node is credited
-        (their silence is not in question). At most MessageTimeout: the server's replay guard
-        keeps nonces that much longer (ctld/server.py). Returns the allowance now."""
+        (their silence is not in question). The caller keeps `seconds` within what the replay
+        guard keeps nonces past the window (backlog_cover; ctld/server.py). Returns the
+        allowance now."""
         now = self.clock()
-        seconds = min(seconds, self.message_timeout)
         if seconds > self.late_allowance():
             if not self._allowance_until > now:
                 logs.event("frames waited in this controller's backlog; those older than "
