@@ -145,6 +145,12 @@ class FrameReader:
                 data = None
                 with trio.move_on_at(limit):
                     data = await conn.io.receive_some(chunk)
+            if data is None:
+                # Bytes that came before the deadline and were not read in time waited on us
+                # (a storm's backlog, a busy loop), not on the peer: judged as of the deadline.
+                data = conn.io.read_now(chunk)
+                if data is not None and conn.io.waited() < trio.current_time() - limit:
+                    data = None  # they came after it: the peer was late
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
         if data is None:
