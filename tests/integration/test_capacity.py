@@ -1,9 +1,11 @@
-"""A node refused for the controller's connection cap is told so, never marked DOWN, and admitted
-once a place frees (ctld/capacity.py)."""
+"""Restart storms: a node refused for the controller's connection cap is told so, never marked
+DOWN, and admitted once a place frees (ctld/capacity.py); a Register left unread past its
+deadline by the controller itself is still served (ctld/reading.py)."""
 
 from __future__ import annotations
 
 import resource
+import signal
 import socket
 import subprocess
 import sys
@@ -12,6 +14,7 @@ from pathlib import Path
 
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
+from ranch.protocol.messages import Hardware
 
 from .cluster import REPO, Cluster
 
@@ -68,8 +71,9 @@ def test_a_node_over_the_cap_is_told_so_kept_up_and_admitted_once_room_frees(
             assert isinstance(_ask(s, c.key, m.Ping(), i + 1), m.Pong)
             held.append(s)
         c.start_node("n1")
-        c.wait_for(lambda: "node=n1" in c.log("rctld"), timeout=30, what="n1 refused")
-        assert "connection refused: at the connection limit" in c.log("rctld")
+        refused = "connection refused: at the connection limit"
+        c.wait_for(lambda: refused in c.log("rctld"), timeout=30, what="n1 refused")
+        assert "node=n1" in c.log("rctld").split(refused, 1)[1].splitlines()[0]
         # The node read why, in words, and keeps trying.
         c.wait_for(lambda: "busy: rctld is at its connection limit" in c.log("n1"),
                    timeout=30, what="rnoded logs the refusal")
@@ -84,7 +88,7 @@ def test_a_node_over_the_cap_is_told_so_kept_up_and_admitted_once_room_frees(
             time.sleep(0.3)
         assert not any("DOWN" in s for s in states), states
         # nor NOT_RESPONDING from the first refusal on (before it, rctld had not heard of n1)
-        after = c.log("rctld").split("node=n1", 1)[1]
+        after = c.log("rctld").split(refused, 1)[1]
         assert "node=n1 old=" not in after, after
         assert c.log("n1").count("has no place for this node's connection") >= 2, c.log("n1")
         # A place frees: the node gets it at its next try.
@@ -94,3 +98,40 @@ def test_a_node_over_the_cap_is_told_so_kept_up_and_admitted_once_room_frees(
                    what="n1 admitted")
         for s in held:
             s.close()
+
+
+def test_a_register_that_came_in_time_but_waited_on_a_stopped_rctld_is_read(
+        tmp_path: Path) -> None:
+    """The first-frame deadline measures the peer: Registers sent within MessageTimeout of
+    connecting, then left unread past it by a controller that could not run, are served."""
+    with Cluster(tmp_path, [f"n{i}" for i in range(1, 41)]) as c:
+        c.start_ctld()
+        assert c.ctld is not None
+        socks = [socket.create_connection(c.addr, timeout=10) for _ in range(40)]
+        time.sleep(0.3)  # accepted, each under its deadline (MessageTimeout=3 s)
+        c.ctld.send_signal(signal.SIGSTOP)
+        try:
+            for i, s in enumerate(socks, 1):
+                s.sendall(encode_frame(m.Register(f"n{i}", Hardware(1, 1, 1, 1, 1, 64, 0),
+                                                  boot_time=time.time() - 100,
+                                                  rnoded_version="test"), c.key,
+                                       request_id=1))
+            time.sleep(4.0)  # past every deadline, their Registers unread
+        finally:
+            c.ctld.send_signal(signal.SIGCONT)
+        got = []
+        for s in socks:
+            s.settimeout(30)
+            dec = FrameDecoder(c.key, max_size=64 << 20)
+            reply = None
+            while reply is None:
+                data = s.recv(1 << 16)
+                if not data:
+                    break
+                dec.feed(data)
+                reply = next((f.msg for f in dec), None)
+            got.append(reply)
+            s.close()
+        refused = [r for r in got if not (isinstance(r, m.RegisterReply) and r.accepted)]
+        assert not refused, (len(refused), refused[:3])
+        assert "no complete request within" not in c.log("rctld")
