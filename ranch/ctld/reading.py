@@ -75,7 +75,13 @@ class FrameReader:
     async def run(self) -> None:
         while True:
             frame = await self.next_frame()
-            if frame is None or not await self.act(frame):
+            if frame is None:
+                return
+            go_on = await self.act(frame)
+            # not kept while the next one is awaited: a node's last heartbeat, decoded, is
+            # about 2 KB (its GPU metrics), seconds at a time, on every connection
+            del frame
+            if not go_on:
                 return
 
     async def next_frame(self) -> Frame | None:
