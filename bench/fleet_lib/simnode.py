@@ -22,7 +22,7 @@ from ranch.protocol.framing import Frame, ReplayGuard
 from ranch.protocol.tcp import FramedStream, PeerClosed
 
 BAD_STATE_WORDS = ("NOT_RESPONDING", "NO_RESPOND", "DOWN")
-OPENING = 256  # connections opened and not yet registered-sent at once (see SimNode._session)
+OPENING = 4096  # connections opened and not yet registered-sent at once (see SimNode._session)
 MAX_PENDING = 64  # heartbeats awaiting a reply per node before the oldest counts as lost
 
 
