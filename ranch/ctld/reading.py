@@ -12,6 +12,7 @@ not one each).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,9 @@ from ranch.protocol.framing import Frame, FrameDecoder
 from ranch.protocol.versions import CURRENT
 
 if TYPE_CHECKING:
+    from ranch.ctld.fastio import StreamIO
     from ranch.ctld.server import Connection, Server
+    from ranch.ctld.stalls import StallWatch
 
 RECEIVE_CHUNK = 1 << 16
 UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
@@ -56,21 +59,16 @@ class FrameReader:
         self.decoder = FrameDecoder(
             server.key, max_size=server.max_size, message_timeout=mt,
             replay_guard=server.replay_guard, unproven_max=server.unproven_max,
-            late_allowance=server.cluster.liveness.stalls.late_allowance, queued=self.queued)
+            late_allowance=server.cluster.liveness.stalls.late_allowance,
+            # no reference back to this reader: a cycle would leave every closed connection's
+            # reader for the garbage collector (rctld keeps it rare; ctld/gctune.py)
+            queued=functools.partial(backlog_allowance, server.cluster.liveness.stalls, conn.io,
+                                     server.replay_guard.window - mt))
         self.proven = False
         self.held: list[Held] = []
         # The deadline of the frame being read (None between frames): from the connect for a
         # peer that has not proven the key, else from the frame's first byte.
         self.frame_deadline: float | None = trio.current_time() + mt
-
-    def queued(self) -> float:
-        """The frame allowance once this connection's wait in our own backlog is counted: a
-        frame read late because rctld was reading thousands of others (a restart storm) is not
-        the sender's fault. Asked by the decoder only for a frame about to be refused as old;
-        the wait is the kernel's (tcpi_last_data_recv), which no peer can fake."""
-        # no more than the replay guard keeps nonces past the window (ctld/server.py)
-        cover = self.server.replay_guard.window - self.timeout
-        return self.server.cluster.liveness.stalls.queued(min(self.conn.io.waited(), cover))
 
     async def run(self) -> None:
         while True:
@@ -250,6 +248,15 @@ class FrameReader:
             if h.reply is not None:
                 await self.conn.reply(h.reply, h.request_id, h.version)
                 log_refusal(self.conn, h.request, h.reply)
+
+
+def backlog_allowance(stalls: StallWatch, io: StreamIO, cover: float) -> float:
+    """The frame allowance once a connection's wait in our own backlog is counted: a frame read
+    late because rctld was reading thousands of others (a restart storm) is not the sender's
+    fault. Asked by the decoder only for a frame about to be refused as old; the wait is the
+    kernel's (tcpi_last_data_recv), which no peer can fake, and at most `cover`, what the
+    replay guard keeps nonces past the window (ctld/server.py)."""
+    return stalls.queued(min(io.waited(), cover))
 
 
 def not_saved(request: str, exc: OSError) -> m.Error:

@@ -1,6 +1,7 @@
 """A frame that waited unread in rctld's own socket (a restart storm's backlog) is judged on the
-sender's delay only: the kernel's record of when its bytes came (TCP_INFO) is credited, as
-FrameReader.queued does, and a replay of it is still refused."""
+sender's delay only: the kernel's record of when its bytes came (TCP_INFO) is credited
+(reading.backlog_allowance, as every FrameReader asks it), and a replay of it is still
+refused."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import trio
 
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.fastio import StreamIO
+from ranch.ctld.reading import backlog_allowance
 from ranch.ctld.stalls import StallWatch, backlog_cover
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
@@ -47,7 +49,7 @@ class Receiver:
         cover = self.guard.window - MT
         dec = FrameDecoder(KEY, message_timeout=MT, replay_guard=self.guard,
                            late_allowance=self.watch.late_allowance,
-                           queued=lambda: self.watch.queued(min(io.waited(), cover)))
+                           queued=lambda: backlog_allowance(self.watch, io, cover))
         dec.feed(data)
         return [f.msg for f in dec]
 
