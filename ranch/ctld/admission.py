@@ -155,6 +155,11 @@ class Admission:
         leaves, so a newcomer is told so (ctld/capacity.py) rather than left waiting."""
         return self.open >= self.caps.connections and not self._unproven
 
+    def nodes_full(self) -> bool:
+        """Whether peers that proved the key hold every place nodes may take: the rest are kept
+        for commands (ctld/capacity.py)."""
+        return self.open - len(self._unproven) >= self.caps.nodes_allowed()
+
     async def wait_room(self, timeout: float) -> None:
         """Until an unproven connection goes, or `timeout` (one may fall idle meanwhile)."""
         if self._freed is None:

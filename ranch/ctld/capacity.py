@@ -2,12 +2,15 @@
 
 When every place under the connection cap (ctld/admission.py) is held by a peer that proved the
 key, waiting in the kernel's queue is futile: a place frees only when a node leaves. Such a
-newcomer is accepted, its first frame read (waiting at most FIRST_FRAME_WAIT for it, WAITING
-peers at a time, out of the descriptor reserve), answered with Error "busy" naming the limit,
-and closed. A Register that passed its MAC and the replay guard marks its node heard: the
-controller's own limit is not the node's silence (ctld/liveness.py). rnoded tries again within
-BUSY_RETRY (jittered; protocol/errors.py), so it is admitted soon after a place frees. Each
-refusal is a few syscalls and one frame's decoding; none waits on the event loop.
+newcomer is accepted and its first frame awaited (at most FIRST_FRAME_WAIT, WAITING peers at a
+time, out of the descriptor reserve). Nodes take at most the cap less COMMAND_ROOM places: a
+command gets one of the rest while one is free, so rinfo answers while every node's place is
+taken; a Register past that, or anything once every place is taken, is read, answered with
+Error "busy" naming the limit, and closed. A Register that passed its MAC and the replay guard
+marks its node heard: the controller's own limit is not the node's silence (ctld/liveness.py).
+rnoded tries again within BUSY_RETRY (jittered; protocol/errors.py), so it is admitted soon
+after a place frees. Each refusal is a few syscalls and one frame's decoding; none waits on
+the event loop.
 """
 
 from __future__ import annotations
@@ -22,10 +25,23 @@ from ranch.ctld.admission import Admission
 from ranch.protocol import messages as m
 from ranch.protocol.errors import BUSY, ProtocolError
 from ranch.protocol.framing import FrameDecoder, ReplayGuard
+from ranch.protocol.rawframe import HEAD, PREFIX
 
 FIRST_FRAME_WAIT = 1.0  # seconds a refused peer has to send its request, so it reads why
 WAITING = 16  # refused peers waiting for their request at once (descriptors of the reserve)
 READ = 16 << 10  # a Register with its hardware fits; more is not read from a refused peer
+_REGISTER = b"Register"
+_NAME_AT = PREFIX.size + HEAD.size  # where a frame's type name starts (protocol/rawframe.py)
+
+
+def is_register(raw: socket.socket) -> bool:
+    """Whether the frame waiting first on `raw` says it is a Register (its header peeked at,
+    nothing read; not yet authenticated: a Register is refused, and authenticated then)."""
+    try:
+        head = raw.recv(_NAME_AT + len(_REGISTER), socket.MSG_PEEK)
+    except OSError:
+        return False
+    return head[_NAME_AT - 1:] == bytes([len(_REGISTER)]) + _REGISTER
 
 
 class CapacityRefusals:
@@ -34,9 +50,11 @@ class CapacityRefusals:
     def __init__(self, admission: Admission, key: bytes, replay_guard: ReplayGuard, *,
                  message_timeout: Callable[[], float], late_allowance: Callable[[], float],
                  heard: Callable[[str], bool], encode: Callable[..., bytes],
+                 admit: Callable[[socket.socket, str, trio.Nursery], None],
                  unproven_max: int) -> None:
         """`heard(name)`: the node asked to register (False: not a configured node);
-        `encode(msg, request_id, version)`: a reply frame signed with the cluster key."""
+        `encode(msg, request_id, version)`: a reply frame signed with the cluster key;
+        `admit(raw, peer, nursery)`: serve the connection as any other."""
         self.admission = admission
         self.key = key
         self.replay_guard = replay_guard
@@ -44,32 +62,43 @@ class CapacityRefusals:
         self.late_allowance = late_allowance
         self.heard = heard
         self.encode = encode
+        self.admit = admit
         self.unproven_max = unproven_max
         self.waiting = 0
         self.refused = 0
         self.nodes_heard = 0
 
     def take(self, raw: socket.socket, peer: str, ready: bool, nursery: trio.Nursery) -> None:
-        """Refuse `raw` (accepted, non-blocking): at once when its request is waiting, else
-        once it comes (or closed after FIRST_FRAME_WAIT, or at once when WAITING already
-        wait)."""
+        """Settle `raw` (accepted, non-blocking) at once when its request is waiting, else
+        once it comes (or close it after FIRST_FRAME_WAIT, or at once when WAITING already
+        wait): a command is admitted to the places kept for commands while one is free; a
+        Register, or anything once those are full too, is refused."""
         if ready:
-            self._refuse(raw, peer)
+            self._settle(raw, peer, nursery)
         elif self.waiting < WAITING:
             self.waiting += 1
-            nursery.start_soon(self._refuse_when_ready, raw, peer)
+            nursery.start_soon(self._settle_when_ready, raw, peer, nursery)
         else:
             self._count(peer, "")
             raw.close()
 
-    async def _refuse_when_ready(self, raw: socket.socket, peer: str) -> None:
+    async def _settle_when_ready(self, raw: socket.socket, peer: str,
+                                 nursery: trio.Nursery) -> None:
         try:
             with trio.move_on_after(FIRST_FRAME_WAIT):
                 await trio.lowlevel.wait_readable(raw)
-            self._refuse(raw, peer)
+        except BaseException:
+            raw.close()
+            raise
         finally:
             self.waiting -= 1
-            raw.close()
+        self._settle(raw, peer, nursery)
+
+    def _settle(self, raw: socket.socket, peer: str, nursery: trio.Nursery) -> None:
+        if not is_register(raw) and self.admission.open < self.admission.caps.connections:
+            self.admit(raw, peer, nursery)  # a command: the last COMMAND_ROOM places are its
+        else:
+            self._refuse(raw, peer)
 
     def _refuse(self, raw: socket.socket, peer: str) -> None:
         try:

@@ -36,7 +36,7 @@ import trio
 
 from ranch.ctld import logs, permissions
 from ranch.ctld.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
-from ranch.ctld.capacity import CapacityRefusals
+from ranch.ctld.capacity import CapacityRefusals, is_register
 from ranch.ctld.cluster import Cluster
 from ranch.ctld.fastio import StreamIO, unread_bytes
 from ranch.ctld.nodeident import NodeCredentials
@@ -190,7 +190,7 @@ class Server:
             self.admission, key, self.replay_guard, message_timeout=lambda: self.message_timeout,
             late_allowance=lambda: cluster.liveness.stalls.late_allowance(),
             heard=lambda name: cluster.liveness.refused_for_capacity(name), encode=self.encode,
-            unproven_max=unproven_max)
+            admit=self._admit, unproven_max=unproven_max)
         self.connections: set[Connection] = set()
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
@@ -278,18 +278,25 @@ class Server:
                         break  # ECONNABORTED and the like: the peer already left
                     peer = _addr_text(addr)
                     ready = unread_bytes(raw.fileno()) >= READY
-                    if full:  # every place held by a proven peer: told so (ctld/capacity.py)
+                    # every place held by a proven peer, or a node's places all taken: told so
+                    # or, a command, let in to the last few (ctld/capacity.py)
+                    if full or (self.admission.nodes_full()
+                                and (not ready or is_register(raw))):
                         raw.setblocking(False)
                         self.capacity.take(raw, peer, ready, nursery)
                         continue
                     if self.admission.refuses(source_of(peer), peer, ready):
                         raw.close()
                         continue
-                    stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
-                    conn = Connection(stream, peer, self, ready)
-                    self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
-                    nursery.start_soon(self._serve, conn)
+                    self._admit(raw, peer, nursery, ready)
                 await trio.lowlevel.checkpoint()
+
+    def _admit(self, raw: socket.socket, peer: str, nursery: trio.Nursery,
+               ready: bool = True) -> None:
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
+        conn = Connection(stream, peer, self, ready)
+        self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
+        nursery.start_soon(self._serve, conn)
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted stream (a connection from any listener, or a test's)."""
