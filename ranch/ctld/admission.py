@@ -160,6 +160,11 @@ class Admission:
         for commands (ctld/capacity.py)."""
         return self.open - len(self._unproven) >= self.caps.nodes_allowed()
 
+    def nodes_over(self) -> bool:
+        """Whether peers that proved the key hold more places than nodes may take (nodes let
+        in unproven during a storm, before they were known to be nodes)."""
+        return self.open - len(self._unproven) > self.caps.nodes_allowed()
+
     async def wait_room(self, timeout: float) -> None:
         """Until an unproven connection goes, or `timeout` (one may fall idle meanwhile)."""
         if self._freed is None:

@@ -100,6 +100,22 @@ class CapacityRefusals:
         else:
             self._refuse(raw, peer)
 
+    def registering(self, name: str, peer: str) -> m.Error | None:
+        """The answer to a Register on a connection let in before it was known to be a node's
+        (a storm), when nodes now hold more than their places: Error busy, its node counted
+        heard, and the connection is to close; None when there is room."""
+        if not self.admission.nodes_over():
+            return None
+        self.heard(name)
+        self._count(peer, name)
+        return m.Error(BUSY, self._why())
+
+    def _why(self) -> str:
+        c = self.admission.caps
+        return (f"rctld is at its connection limit: {self.admission.open} connections open, "
+                f"{c.nodes_allowed()} of the cap of {c.connections} for nodes (descriptor "
+                f"limit {c.fd_limit}); register again later")
+
     def _refuse(self, raw: socket.socket, peer: str) -> None:
         try:
             data = raw.recv(READ)
@@ -124,12 +140,8 @@ class CapacityRefusals:
                     if self.heard(node):
                         self.nodes_heard += 1
         if version is not None:
-            c = self.admission.caps
-            why = (f"rctld is at its connection limit: {self.admission.open} connections "
-                   f"open, the cap is {c.connections} (descriptor limit {c.fd_limit}); "
-                   "register again later")
             try:
-                raw.send(self.encode(m.Error(BUSY, why), request_id, version))
+                raw.send(self.encode(m.Error(BUSY, self._why()), request_id, version))
             except OSError:
                 pass
         self._count(peer, node)

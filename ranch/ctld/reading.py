@@ -212,6 +212,12 @@ class FrameReader:
         if server.replay_mark.needs(frame.timestamp):  # before acting on it (replaymark.py)
             await server.replay_mark.cover(frame.timestamp)
         msg = frame.msg
+        if type(msg) is m.Register and conn.node is None:
+            busy = server.capacity.registering(msg.name, conn.peer)  # nodes over their places
+            if busy is not None:  # logged quietly there, not once per refusal here
+                await self.send_held()
+                await conn.reply(busy, frame.request_id, frame.version)
+                return False
         if type(msg) is m.GetEvents and msg.follow:
             # the one long-lived admin connection: it streams until the client goes
             await self.send_held()

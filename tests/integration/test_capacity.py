@@ -140,3 +140,29 @@ def test_a_register_that_came_in_time_but_waited_on_a_stopped_rctld_is_read(
         refused = [r for r in got if not (isinstance(r, m.RegisterReply) and r.accepted)]
         assert not refused, (len(refused), refused[:3])
         assert "no complete request within" not in c.log("rctld")
+
+
+def test_nodes_let_in_unproven_during_a_storm_keep_the_command_places(tmp_path: Path) -> None:
+    with CappedCluster(tmp_path, ["n1", "n2", "n3"]) as c:
+        c.start_ctld()
+        held = []
+        for i in range(NODE_PLACES - 1):
+            s = socket.create_connection(c.addr, timeout=10)
+            assert isinstance(_ask(s, c.key, m.Ping(), i + 1), m.Pong)
+            held.append(s)
+        # three connections let in before they say what they are (a storm), then Registers
+        socks = [socket.create_connection(c.addr, timeout=10) for _ in range(3)]
+        time.sleep(0.3)
+        replies = []
+        for i, s in enumerate(socks, 1):
+            replies.append(_ask(s, c.key, m.Register(f"n{i}", Hardware(1, 1, 1, 1, 1, 64, 0),
+                                                     boot_time=time.time() - 100,
+                                                     rnoded_version="test"), 7))
+        accepted = [r for r in replies if isinstance(r, m.RegisterReply) and r.accepted]
+        busy = [r for r in replies if isinstance(r, m.Error) and r.code == "busy"]
+        assert len(accepted) == 1 and len(busy) == 2, replies
+        # the last node places were not given away: a command still gets in
+        r = c.run_cli("ranch.cli.rinfo", "-h", "-o", "%n %t")
+        assert r.returncode == 0 and "n1" in r.stdout, r.stderr
+        for s in held + socks:
+            s.close()
