@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -60,6 +62,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--stalled-follower", action="store_true",
                    help="hold an `rcontrol events --follow` connection that never reads during "
                    "the steady window (its heartbeat p99 should not move)")
+    p.add_argument("--port", type=int, default=0,
+                   help="port of the rctld it starts (default: a free one)")
+    p.add_argument("--message-timeout", type=int, default=10, metavar="S",
+                   help="MessageTimeout of the generated config (Slurm's default 10)")
+    p.add_argument("--ctld-cpu", type=float, default=1.0, metavar="F",
+                   help="let the rctld it starts run only this fraction of the time in the "
+                   "storm (SIGSTOP/SIGCONT in slices shorter than a stall): a host short of "
+                   "CPU, so that the backlog of a few hundred nodes outlasts MessageTimeout")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if args.nodes < 1 or args.interval < 1 or args.duration <= 0:
@@ -83,7 +93,8 @@ def budget(spec: RunSpec) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    soft, hard = limits.raise_nofile()
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    soft, hard = limits.raise_nofile(limits.fds_for(args.nodes))
     nodes = args.nodes
     cap = limits.max_nodes_for_fds(soft)
     notes: list[str] = []
@@ -93,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fleet: {notes[-1]}", file=sys.stderr)
         nodes = cap
     slurmd_timeout = args.slurmd_timeout or max(3 * args.interval, 5)
-    timing = Timing(heartbeat_interval=args.interval, slurmd_timeout=slurmd_timeout)
+    timing = Timing(heartbeat_interval=args.interval, slurmd_timeout=slurmd_timeout,
+                    message_timeout=args.message_timeout)
     if args.write_config:
         Path(args.write_config).write_text(config_text(nodes, timing))
         return 0
@@ -114,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             ctl = Controller.external(client.parse_address(args.server),
                                       auth.resolve_key_path(args.key_file))  # fmt: skip
         else:
-            ctl = Controller.spawn(workdir, config_text(nodes, timing), port=free_port())
-        figures = trio.run(run, spec, ctl, sources, budget(spec))
+            ctl = Controller.spawn(workdir, config_text(nodes, timing),
+                                   port=args.port or free_port())
+        figures = trio.run(run, spec, ctl, sources, budget(spec), args.message_timeout,
+                           args.ctld_cpu)
         if ctl.proc is not None:
             stopping = ctl
 
@@ -133,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
             ctl.stop()
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    figures.update(nodes_requested=args.nodes, nofile_limit=soft, source_addresses=len(sources))
+    figures.update(nodes_requested=args.nodes, nofile_limit=soft, source_addresses=len(sources),
+                   nofile_limit_before=f"{before[0]}/{before[1]}")
     if notes:
         figures["notes"] = notes
     print(format_figures(figures))
@@ -142,14 +157,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-async def run(spec: RunSpec, ctl: Controller, sources: list[str], limit: float) -> dict:
-    fleet = Fleet(ctl.addr, ctl.key, spec.nodes, spec.interval, sources=sources)
+async def run(spec: RunSpec, ctl: Controller, sources: list[str], limit: float,
+              message_timeout: float = 10.0, ctld_cpu: float = 1.0) -> dict:
+    fleet = Fleet(ctl.addr, ctl.key, spec.nodes, spec.interval, sources=sources,
+                  message_timeout=message_timeout)
     r = Run(spec, ctl, fleet)
     with trio.move_on_after(limit) as scope:
-        return await r.main()
+        async with trio.open_nursery() as nursery:
+            if ctld_cpu < 1.0 and ctl.proc is not None:
+                nursery.start_soon(throttle, ctl.proc, ctld_cpu, fleet.all_registered)
+            fig = await r.main()
+            nursery.cancel_scope.cancel()
+        return fig
     if scope.cancelled_caught:
         r.fig["timed_out_after_s"] = limit
     return r.fig
+
+
+async def throttle(proc, share: float, done: trio.Event, slice_s: float = 0.2) -> None:
+    """Run `proc` `share` of each `slice_s` until `done`: every stop is shorter than rctld's
+    stall threshold (0.5 s), so it sees a slow host, not a stall."""
+    try:
+        while not done.is_set():
+            proc.send_signal(signal.SIGSTOP)
+            await trio.sleep(slice_s * (1.0 - share))
+            proc.send_signal(signal.SIGCONT)
+            await trio.sleep(slice_s * share)
+    finally:
+        proc.send_signal(signal.SIGCONT)
 
 
 def format_figures(fig: dict) -> str:

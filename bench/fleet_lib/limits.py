@@ -11,9 +11,22 @@ PORTS_PER_SOURCE = 25_000
 FD_HEADROOM = 100
 
 
-def raise_nofile() -> tuple[int, int]:
-    """Raise the soft RLIMIT_NOFILE to the hard limit; returns (soft, hard) after."""
+def fds_for(nodes: int) -> int:
+    """Descriptors rctld wants for `nodes` connections: one each, its reserve (a sixteenth of
+    the limit; ctld/rpc/admission.py) and room for commands."""
+    return nodes + nodes // 8 + 1024
+
+
+def raise_nofile(want: int = 0) -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard limit, and both to `want` where allowed (root,
+    up to fs.nr_open: the child rctld inherits them); returns (soft, hard) after."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and want > hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, want))
+            soft, hard = want, want
+        except (ValueError, OSError):  # not root, or over nr_open: the hard limit it is
+            pass
     target = hard if hard != resource.RLIM_INFINITY else 1 << 20
     if soft < target:
         try:

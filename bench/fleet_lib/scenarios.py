@@ -4,6 +4,7 @@ scenario's extra phases (CLI timings, an admin update, churn, a mass failure). R
 from __future__ import annotations
 
 import gc
+import math
 import os
 import re
 import time
@@ -18,7 +19,7 @@ from fleet_lib.controller import REPO_ROOT, Controller
 from fleet_lib.simnode import Fleet
 from fleet_lib.stats import CpuWindow, peak_rss_mb, percentile, rounded, rss_mb
 from ranch.protocol import client
-from ranch.protocol.messages import UpdateNodes, UpdateResult
+from ranch.protocol.messages import GetSnapshot, UpdateNodes, UpdateResult
 
 SCENARIOS = ("steady", "storm", "mass-failure", "churn", "admin-update", "cli", "all")
 
@@ -97,8 +98,15 @@ class Run:
     async def _storm(self, nursery: trio.Nursery) -> None:
         fleet, spec = self.fleet, self.spec
         t0 = fleet.start(nursery)
+        waits: list[float] = []
         with trio.move_on_after(spec.storm_timeout):
-            await fleet.all_registered.wait()
+            async with trio.open_nursery() as probing:
+                probing.start_soon(self._command_probe, waits)
+                await fleet.all_registered.wait()
+                probing.cancel_scope.cancel()
+        # rinfo's request (the node names and states) while the nodes register: answered?
+        self.fig["storm_commands"] = len(waits)
+        self.fig["storm_command_max_s"] = rounded(max(waits, default=None))
         self.fig["registered"] = fleet.registered
         self.fig["storm_registered_s"] = rounded(fleet.last_register_at - t0)
         self.fig["register_p50_ms"] = ms(percentile(fleet.register_rtts, 50))
@@ -115,6 +123,22 @@ class Run:
         gc.freeze()
         if snap is not None:
             self.fig["storm_idle"] = len(observe.names_where(snap, observe.idle, names))
+
+    async def _command_probe(self, waits: list[float]) -> None:
+        """A command every second while the storm lasts; each one's wait for its reply
+        (math.inf when none came within 60 s)."""
+        def ask() -> None:
+            client.request(self.addr, self.ctl.key,
+                           GetSnapshot(fields=("name", "state", "partitions")), timeout=60)
+
+        while True:
+            started = time.perf_counter()
+            try:
+                await trio.to_thread.run_sync(ask, abandon_on_cancel=True)
+                waits.append(time.perf_counter() - started)
+            except (client.ControllerUnreachable, OSError):
+                waits.append(math.inf)
+            await trio.sleep(1.0)
 
     async def _steady(self, nursery: trio.Nursery, churn: bool) -> None:
         fleet, spec = self.fleet, self.spec
@@ -364,6 +388,7 @@ class Run:
             self.fig["churn_rejoin_bad_state"] = len(fleet.rejoin_bad_state)
         self.fig["source_addresses_used"] = sorted(fleet.sources_used)
         self.fig["disconnects"] = fleet.disconnects
+        self.fig["busy_refusals"] = fleet.busy
         self.fig["reregistrations"] = fleet.reregistrations
         if fleet.register_errors:
             self.fig["register_errors"] = dict(fleet.register_errors)

@@ -17,11 +17,12 @@ import trio
 from fleet_lib.config import DEFAULT_SHAPE, FleetShape, hardware, node_name
 from fleet_lib.metrics import cache_unstructured, metrics_pool
 from ranch.protocol import messages as m
-from ranch.protocol.errors import ProtocolError
+from ranch.protocol.errors import BUSY, BUSY_RETRY, ProtocolError
 from ranch.protocol.framing import Frame, ReplayGuard
 from ranch.protocol.tcp import FramedStream, PeerClosed
 
 BAD_STATE_WORDS = ("NOT_RESPONDING", "NO_RESPOND", "DOWN")
+OPENING = 4096  # connections opened and not yet registered-sent at once (see SimNode._session)
 MAX_PENDING = 64  # heartbeats awaiting a reply per node before the oldest counts as lost
 
 
@@ -31,6 +32,10 @@ class RegistrationRefused(Exception):
 
 class RegistrationFailed(Exception):
     """The Register frame was refused (stale, ...) or went unanswered: try again."""
+
+
+class ControllerBusy(RegistrationFailed):
+    """rctld had no place for the connection (its descriptor cap): again within BUSY_RETRY."""
 
 
 def bad_state(complete: str) -> bool:
@@ -82,6 +87,8 @@ class Fleet:
         self.sources_used: set[str] = set()
         self.errors: Counter[str] = Counter()
         self.disconnects = 0
+        self.busy = 0  # registrations refused for the controller's connection cap
+        self.opening = trio.CapacityLimiter(OPENING)  # nodes between connect and Register sent
         self.connect_failures = 0
         self.window = 0  # tag of the steady window being recorded (0: none)
         self.hb_sent = 0
@@ -185,6 +192,11 @@ class SimNode:
                 backoff = 0.5
             except RegistrationRefused:
                 return
+            except ControllerBusy:
+                fleet.busy += 1
+                self.registered = False
+                await trio.sleep(BUSY_RETRY * fleet.rnd.uniform(0.5, 1.0))  # as rnoded does
+                continue
             except RegistrationFailed:
                 fleet.disconnects += 1
             except (OSError, PeerClosed, trio.BrokenResourceError) as exc:
@@ -207,12 +219,21 @@ class SimNode:
 
     async def _session(self, rejoin_from: float | None) -> None:
         fleet = self.fleet
-        stream = await fleet.connect(self.src)
-        fs = FramedStream(stream, fleet.key, message_timeout=fleet.message_timeout,
-                          replay_guard=fleet.guard)  # fmt: skip
+        # Connect and send the Register under a slot: a real node has its own CPU and sends at
+        # once, while here thousands of connections opened together would wait on this one
+        # process to sign their Registers, past rctld's MessageTimeout.
+        async with fleet.opening:
+            stream = await fleet.connect(self.src)
+            fs = FramedStream(stream, fleet.key, message_timeout=fleet.message_timeout,
+                              replay_guard=fleet.guard)  # fmt: skip
+            try:
+                sent = await self._send_register(fs)
+            except BaseException:
+                await fs.aclose()
+                raise
         self._ended = None
         try:
-            await self._register(fs, rejoin_from)
+            await self._register(fs, rejoin_from, *sent)
             # A reader task and a beating task: a timer wake-up is cheap, while cancelling a
             # socket wait at every beat would cost an epoll unregister and register.
             async with trio.open_nursery() as nursery:
@@ -234,13 +255,18 @@ class SimNode:
             self._ended = exc  # raised by _session once the beating task is stopped too
             scope.cancel()
 
-    async def _register(self, fs: FramedStream, rejoin_from: float | None) -> None:
-        fleet = self.fleet
+    async def _send_register(self, fs: FramedStream) -> tuple[int, float]:
+        """Send the Register: (its request id, when)."""
         rid = self._next_id()
-        msg = m.Register(name=self.name, hardware=self.hardware, boot_time=fleet.boot_time,
+        msg = m.Register(name=self.name, hardware=self.hardware, boot_time=self.fleet.boot_time,
                          rnoded_version="sim-0.1")  # fmt: skip
         t0 = time.perf_counter()
         await fs.send(msg, rid)
+        return rid, t0
+
+    async def _register(self, fs: FramedStream, rejoin_from: float | None, rid: int,
+                        t0: float) -> None:
+        fleet = self.fleet
         with trio.move_on_after(fleet.register_timeout) as waited:
             while True:
                 frame = await self._receive(fs)
@@ -252,6 +278,8 @@ class SimNode:
                     # A refusal of the frame (stale under load, say) is retried like rnoded
                     # does; only a RegisterReply that says no is final.
                     fleet.register_errors[frame.msg.code] += 1
+                    if frame.msg.code == BUSY:
+                        raise ControllerBusy(frame.msg.message)
                     raise RegistrationFailed(f"{frame.msg.code}: {frame.msg.message}")
                 await self._handle(fs, frame)
         if waited.cancelled_caught:

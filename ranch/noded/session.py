@@ -28,7 +28,7 @@ from ranch.noded.pushes import Pushes
 from ranch.noded.reboot import run_reboot_program
 from ranch.noded.steps import StepRunner
 from ranch.protocol.client import parse_address
-from ranch.protocol.errors import ProtocolError
+from ranch.protocol.errors import BUSY, BUSY_RETRY, ProtocolError
 from ranch.protocol.messages import (
     ConfigFile,
     Error,
@@ -110,6 +110,7 @@ class NodeDaemon:
         self.config_hash = ""
         self.node_state = "UNKNOWN"
         self.registrations = 0
+        self._busy = False  # the last registration was refused for the controller's capacity
         self.seq = 0
         self._wake = trio.Event()
         self._beat_requested = False
@@ -207,6 +208,7 @@ class NodeDaemon:
                 log.warning("cannot connect to controller %s:%d: %s", host, port, exc or "timeout")
             else:
                 registrations = self.registrations
+                self._busy = False
                 fs = FramedStream(stream, self.opts.key, message_timeout=self.message_timeout())
                 reason = await self._session(fs)
                 self._live = None
@@ -218,6 +220,14 @@ class NodeDaemon:
                     at -= 1  # and to the same controller first
                     if len(servers) > 1:
                         continue  # a controller that served and went: its standby may be up
+            if self._busy:
+                # rctld has no place for us yet and counts us alive meanwhile: come back
+                # within BUSY_RETRY (jittered, so that the refused nodes do not come together)
+                delay = BUSY_RETRY * self._rng.uniform(0.5, 1.0)
+                log.warning("controller %s:%d has no place for this node's connection; "
+                            "registering again in %.1f s", host, port, delay)
+                await trio.sleep(delay)
+                continue
             if at % len(servers):
                 continue  # the next controller, at once
             # with a standby, the seat changes hands within seconds: keep looking that often
@@ -329,6 +339,7 @@ class NodeDaemon:
         )
         reply = await self._request(fs, msg)
         if isinstance(reply, Error):
+            self._busy = reply.code == BUSY
             raise SessionLost(f"registration answered with {reply.code}: {reply.message}")
         if not isinstance(reply, RegisterReply):
             raise SessionLost(f"registration answered with {type(reply).__name__}")

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from ranch.protocol.messages import Error
 
+# Error code of a registration refused because rctld has no place for the connection (its
+# descriptor cap): the node registers again within BUSY_RETRY seconds (jittered), and rctld
+# counts it heard that far ahead, so the controller's own limit never makes it NOT_RESPONDING.
+BUSY = "busy"
+BUSY_RETRY = 5.0
+
 
 class ProtocolError(Exception):
     """A frame or message the peer sent was refused.

@@ -150,7 +150,7 @@ class FrameDecoder:
     when the header MAC of a version-5 frame did."""
 
     __slots__ = ("_broken", "_buf", "clock", "key", "late_allowance", "max_size",
-                 "message_timeout", "proven", "replay_guard", "unproven_max")
+                 "message_timeout", "proven", "queued", "replay_guard", "unproven_max")
 
     def __init__(
         self,
@@ -162,9 +162,13 @@ class FrameDecoder:
         clock: Callable[[], float] = time.time,
         late_allowance: Callable[[], float] | None = None,
         unproven_max: int | None = None,
+        queued: Callable[[], float] | None = None,
     ) -> None:
         """`late_allowance`: seconds a frame may be older than MessageTimeout right now (rctld:
-        the length of a stall of its own that just ended, ctld/nodes/stalls.py)."""
+        the length of a stall of its own that just ended, ctld/nodes/stalls.py). `queued`: asked
+        only for a frame about to be refused as too old, the allowance once the time its bytes
+        waited unread on this side is counted (rctld: a registration storm's backlog, which
+        is the receiver's delay, not the sender's; ctld/rpc/reading.py)."""
         self.key = key
         self.max_size = max_size
         self.message_timeout = message_timeout
@@ -173,6 +177,7 @@ class FrameDecoder:
         )
         self.clock = clock
         self.late_allowance = late_allowance
+        self.queued = queued
         self.unproven_max = unproven_max
         self.proven = unproven_max is None
         self._buf = bytearray()
@@ -275,6 +280,8 @@ class FrameDecoder:
         # too, so it forgets a nonce only once its frame is too old even with the allowance.
         late = self.late_allowance() if self.late_allowance is not None else 0.0
         skew = now - timestamp
+        if skew > self.message_timeout + late and self.queued is not None:
+            late = self.queued()
         if not -self.message_timeout <= skew <= self.message_timeout + late:  # NaN refused
             direction = "behind" if skew > 0 else "ahead of"
             raise ProtocolError(

@@ -488,7 +488,8 @@ class Credential:
 @attrs.frozen
 class Error:
     """Any refusal: `code` is a stable word (bad_mac, stale, replay, unknown_type, too_large,
-    bad_request, unknown_node, version, internal); `field` names the offending field if any."""
+    bad_request, unknown_node, version, internal, busy); `field` names the offending field if
+    any."""
 
     code: str
     message: str

@@ -26,6 +26,7 @@ from ranch.ctld import logs
 from ranch.ctld.nodes.guards import DownGuard
 from ranch.ctld.nodes.node import EXPECT_BEAT, EXPECT_TIMEOUT, SILENT, NodeRecord
 from ranch.ctld.nodes.stalls import TICK_KEY, StallWatch
+from ranch.protocol.errors import BUSY_RETRY
 from ranch.statemachine import events
 from ranch.statemachine.model import Base, Flag, NodeState
 
@@ -154,6 +155,19 @@ class Liveness:
             self.guard.downed(node, now)
             self.c.apply_event(node, events.ResponseTimeout(now=wall))
         self.arm(node)
+
+    def refused_for_capacity(self, name: str) -> bool:
+        """Node `name` asked to register and rctld had no place for its connection
+        (ctld/rpc/capacity.py): it is alive, and its silence until it gets a place is the
+        controller's doing. It counts as heard BUSY_RETRY ahead, since it tries again within
+        that, so neither NO_RESPOND nor DOWN comes of the controller's own limit. False for a
+        name not configured."""
+        node = self.c.nodes.get(name)
+        if node is None:
+            return False
+        ahead = self.c.clock() + BUSY_RETRY
+        node.last_heard = max(node.last_heard, ahead)
+        return True
 
     # -- the controller's own stalls ---------------------------------------------------------
 

@@ -97,7 +97,8 @@ class NodeRecord:
     conn: Pusher | None = None
     record: dict[str, Any] | None = None  # cached snapshot record, None when state changed
     view_fresh: bool = False  # record holds the latest heartbeat figures
-    saved: orjson.Fragment | None = None  # cached encoded state-file entry, None when stale
+    # the state-file entry less its hardware, encoded (ctld/nodes/savedstate.py); None when stale
+    saved: bytes | None = None
     # (hardware_json it was read from, {"arch", "os"}): parsed once per registration, not per
     # record rebuild.
     platform: tuple[bytes | None, dict[str, str]] | None = None

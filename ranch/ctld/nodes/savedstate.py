@@ -97,17 +97,17 @@ def restore(c: Registry, doc: dict[str, Any]) -> tuple[str, ...]:
 
 
 def node_entry(node: NodeRecord) -> orjson.Fragment:
-    """The node's state-file entry (also its journal record), encoded once per change."""
-    entry = node.saved
-    if entry is None:
+    """The node's state-file entry (also its journal record). All but the hardware is encoded
+    once per change and kept; the hardware's bytes (node.hardware_json, a kilobyte or two with
+    GPUs) are joined to it here rather than kept a second time in every node's cache."""
+    rest = node.saved
+    if rest is None:
         st = node.state
         state = names.to_json(st, hidden=True)
         state["cpus_total"] = st.cpus_total
         state["cpus_alloc"] = st.cpus_alloc
-        hw = node.hardware_json
-        entry = node.saved = orjson.Fragment(kept(orjson.dumps({
+        rest = node.saved = kept(orjson.dumps({
             "state": state,
-            "hardware": orjson.Fragment(hw) if hw is not None else None,
             "boot_time": node.boot_time,
             "last_registration": node.last_registration,
             "slurmd_start_time": node.slurmd_start_time,
@@ -118,8 +118,10 @@ def node_entry(node: NodeRecord) -> orjson.Fragment:
             "dynamic_conf": node.dynamic_conf,  # not None: a dynamic node (membership)
             "last_change": node.last_change,
             "unhealthy_boots": node.unhealthy_boots,
-        })))
-    return entry
+        }))
+    hw = node.hardware_json
+    return orjson.Fragment(b"".join((b'{"hardware":', b"null" if hw is None else hw, b",",
+                                     memoryview(rest)[1:])))
 
 
 def journal_records(c: Registry, taken: Taken) -> list[dict[str, Any]]:

@@ -34,6 +34,13 @@ TICK_KEY = ("", "stall-watch")  # Cluster.deadlines key of the watchdog's tick
 MIN_PERIOD = 0.05
 MAX_PERIOD = 1.0
 MIN_THRESHOLD = 0.5  # lateness below this is load, not a stall
+MIN_BACKLOG_COVER = 10.0  # seconds of backlog covered whatever MessageTimeout (a storm's length)
+
+
+def backlog_cover(message_timeout: float) -> float:
+    """Seconds a frame may wait unread in rctld's own backlog and still be accepted (beyond
+    MessageTimeout): the replay guard keeps nonces this much longer than the window."""
+    return max(float(message_timeout), MIN_BACKLOG_COVER)
 
 
 def boottime() -> float:
@@ -77,6 +84,7 @@ class StallWatch:
         self.last_stall = 0.0
         self.last_stall_at: float | None = None  # wall clock
         self.clock_jumps = 0
+        self.backlogs = 0  # times frames that waited in a backlog widened the allowance
 
     def configure(self, heartbeat_interval: float, message_timeout: float) -> None:
         self.period = min(MAX_PERIOD, max(MIN_PERIOD, heartbeat_interval / 4.0))
@@ -126,6 +134,24 @@ class StallWatch:
         if tick_at is not None and now - tick_at > self.threshold and not self._starting:
             self.notice(now)
         return self._allowance if now < self._allowance_until else 0.0
+
+    def queued(self, seconds: float) -> float:
+        """Frames waited `seconds` unread in this controller's sockets (a backlog: a storm of
+        registrations read slower than they come): frames that much older than MessageTimeout
+        are accepted for MessageTimeout from now, as after a stall, but no node is credited
+        (their silence is not in question). The caller keeps `seconds` within what the replay
+        guard keeps nonces past the window (backlog_cover; ctld/rpc/server.py). Returns the
+        allowance now."""
+        now = self.clock()
+        if seconds > self.late_allowance():
+            if not self._allowance_until > now:
+                logs.event("frames waited in this controller's backlog; those older than "
+                           "MessageTimeout by that wait are accepted", logging.WARNING,
+                           seconds=round(seconds, 3))
+            self.backlogs += 1
+            self._allowance = seconds
+            self._allowance_until = now + max(self.message_timeout, 1.0)
+        return self.late_allowance()
 
     # -- what a stall does -------------------------------------------------------------------
 

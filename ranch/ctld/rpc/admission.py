@@ -38,6 +38,7 @@ import trio
 from ranch.ctld import logs
 
 FD_RESERVE = 64
+COMMAND_ROOM = 16  # places under the cap in all left for commands when counting nodes
 UNPROVEN_FLOOR = 1024
 LOG_INTERVAL = 10.0
 EVICT_SCAN = 16
@@ -51,6 +52,10 @@ class Caps:
     fd_limit: int
     connections: int  # open connections in all
     unproven: int  # connections that have not yet proven the key (when few are proven)
+
+    def nodes_allowed(self) -> int:
+        """How many nodes can hold a connection at once, leaving commands a few places."""
+        return max(0, self.connections - COMMAND_ROOM)
 
 
 def caps_for(fd_limit: int, nodes: int = 0) -> Caps:
@@ -144,6 +149,21 @@ class Admission:
         if self.open < self.caps.connections and len(self._unproven) < self.pool_cap():
             return True
         return len(self._closing) < MAX_CLOSING and self._victim(False) is not None
+
+    def at_capacity(self) -> bool:
+        """Whether every place is held by a peer that proved the key: none will free until one
+        leaves, so a newcomer is told so (ctld/rpc/capacity.py) rather than left waiting."""
+        return self.open >= self.caps.connections and not self._unproven
+
+    def nodes_full(self) -> bool:
+        """Whether peers that proved the key hold every place nodes may take: the rest are kept
+        for commands (ctld/rpc/capacity.py)."""
+        return self.open - len(self._unproven) >= self.caps.nodes_allowed()
+
+    def nodes_over(self) -> bool:
+        """Whether peers that proved the key hold more places than nodes may take (nodes let
+        in unproven during a storm, before they were known to be nodes)."""
+        return self.open - len(self._unproven) > self.caps.nodes_allowed()
 
     async def wait_room(self, timeout: float) -> None:
         """Until an unproven connection goes, or `timeout` (one may fall idle meanwhile)."""

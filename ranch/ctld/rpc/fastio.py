@@ -13,12 +13,17 @@ from __future__ import annotations
 
 import fcntl
 import os
+import socket
 import sys
 import termios
 from typing import Any
 
 import trio
 
+# struct tcp_info (linux/tcp.h): eight one-byte fields, then u32s; tcpi_last_data_recv (ms) is
+# the eleventh of those
+_LAST_DATA_RECV = 52
+_TCP_INFO_LEN = _LAST_DATA_RECV + 4
 
 class StreamIO:
     """The raw side of one stream. For a trio.SocketStream it uses the descriptor; any other
@@ -48,6 +53,20 @@ class StreamIO:
     def unread(self) -> int:
         """Bytes received by the kernel and not yet read (0 for other streams)."""
         return 0 if self.sock is None else unread_bytes(self.sock.fileno())
+
+    def waited(self) -> float:
+        """Seconds since the kernel last received data for us (TCP_INFO's tcpi_last_data_recv;
+        0.0 for other streams or when unknown): bytes read since, or still unread, have waited
+        at least this long on this side."""
+        if self.sock is None:
+            return 0.0
+        try:
+            raw = self.sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_LEN)
+        except (OSError, ValueError, AttributeError):
+            return 0.0
+        if len(raw) < _TCP_INFO_LEN:
+            return 0.0
+        return int.from_bytes(raw[_LAST_DATA_RECV:_TCP_INFO_LEN], sys.byteorder) / 1000.0
 
     def read_now(self, max_bytes: int) -> bytes | None:
         """What the kernel holds for us now, without waiting: None when nothing is there (or

@@ -3,13 +3,16 @@
 replies held until what they confirm is on disk.
 
 A frame must arrive whole within MessageTimeout of its first byte (of the connect, for a peer
-that has not proven the key); bytes that trickle in never move that deadline. Replies are held:
-every frame already received is handled first, then one journal write covers them all and they
-leave in order (a node that sends several beats at once waits for one write, not one each).
+that has not proven the key); bytes that trickle in never move that deadline. A frame's age is
+judged less the time it waited unread in this controller's socket (a storm's backlog).
+Replies are held: every frame already received is handled first, then one journal write covers
+them all and they leave in order (a node that sends several beats at once waits for one write,
+not one each).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import TYPE_CHECKING, Any
@@ -25,6 +28,8 @@ from ranch.protocol.framing import Frame, FrameDecoder
 from ranch.protocol.versions import CURRENT
 
 if TYPE_CHECKING:
+    from ranch.ctld.nodes.stalls import StallWatch
+    from ranch.ctld.rpc.fastio import StreamIO
     from ranch.ctld.rpc.rpcports import Peer, Rpc
 
 RECEIVE_CHUNK = 1 << 16
@@ -55,7 +60,11 @@ class FrameReader:
         self.decoder = FrameDecoder(
             server.key, max_size=server.max_size, message_timeout=mt,
             replay_guard=server.replay_guard, unproven_max=server.unproven_max,
-            late_allowance=server.cluster.liveness.stalls.late_allowance)
+            late_allowance=server.cluster.liveness.stalls.late_allowance,
+            # no reference back to this reader: a cycle would leave every closed connection's
+            # reader for the garbage collector (rctld keeps it rare; ctld/gctune.py)
+            queued=functools.partial(backlog_allowance, server.cluster.liveness.stalls, conn.io,
+                                     server.replay_guard.window - mt))
         self.proven = False
         self.held: list[Held] = []
         # The deadline of the frame being read (None between frames): from the connect for a
@@ -65,7 +74,13 @@ class FrameReader:
     async def run(self) -> None:
         while True:
             frame = await self.next_frame()
-            if frame is None or not await self.act(frame):
+            if frame is None:
+                return
+            go_on = await self.act(frame)
+            # not kept while the next one is awaited: a node's last heartbeat, decoded, is
+            # about 2 KB (its GPU metrics), seconds at a time, on every connection
+            del frame
+            if not go_on:
                 return
 
     async def next_frame(self) -> Frame | None:
@@ -135,6 +150,12 @@ class FrameReader:
                 data = None
                 with trio.move_on_at(limit):
                     data = await conn.io.receive_some(chunk)
+            if data is None:
+                # Bytes that came before the deadline and were not read in time waited on us
+                # (a storm's backlog, a busy loop), not on the peer: judged as of the deadline.
+                data = conn.io.read_now(chunk)
+                if data is not None and conn.io.waited() < trio.current_time() - limit:
+                    data = None  # they came after it: the peer was late
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
         if data is None:
@@ -192,6 +213,12 @@ class FrameReader:
         if server.replay_mark.needs(frame.timestamp):  # before acting on it (replaymark.py)
             await server.replay_mark.cover(frame.timestamp)
         msg = frame.msg
+        if type(msg) is m.Register and conn.node is None:
+            busy = server.capacity.registering(msg.name, conn.peer)  # nodes over their places
+            if busy is not None:  # logged quietly there, not once per refusal here
+                await self.send_held()
+                await conn.reply(busy, frame.request_id, frame.version)
+                return False
         if type(msg) is m.GetEvents and msg.follow:
             # the one long-lived admin connection: it streams until the client goes
             await self.send_held()
@@ -228,6 +255,15 @@ class FrameReader:
             if h.reply is not None:
                 await self.conn.reply(h.reply, h.request_id, h.version)
                 log_refusal(self.conn, h.request, h.reply)
+
+
+def backlog_allowance(stalls: StallWatch, io: StreamIO, cover: float) -> float:
+    """The frame allowance once a connection's wait in our own backlog is counted: a frame read
+    late because rctld was reading thousands of others (a restart storm) is not the sender's
+    fault. Asked by the decoder only for a frame about to be refused as old; the wait is the
+    kernel's (tcpi_last_data_recv), which no peer can fake, and at most `cover`, what the
+    replay guard keeps nonces past the window (ctld/rpc/server.py)."""
+    return stalls.queued(min(io.waited(), cover))
 
 
 def not_saved(request: str, exc: OSError) -> m.Error:

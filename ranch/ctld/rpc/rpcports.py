@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # none of these imports the rpc layer
 
     from ranch.ctld.nodes.cluster import Cluster
     from ranch.ctld.rpc.admission import Admission
+    from ranch.ctld.rpc.capacity import CapacityRefusals
     from ranch.ctld.rpc.fastio import StreamIO
     from ranch.ctld.rpc.nodecredentials import NodeCredentials
     from ranch.ctld.rpc.replaymark import ReplayMark
@@ -62,6 +63,8 @@ class Rpc(Protocol):
     def replay_mark(self) -> ReplayMark: ...
     @property
     def node_credentials(self) -> NodeCredentials: ...
+    @property
+    def capacity(self) -> CapacityRefusals: ...
     @property
     def sync(self) -> Callable[[], Awaitable[None]] | None: ...
     @property

@@ -37,8 +37,10 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.nodes.stalls import backlog_cover
 from ranch.ctld.rpc import permissions
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
+from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
 from ranch.ctld.rpc.fastio import StreamIO, unread_bytes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
 from ranch.ctld.rpc.reading import FrameReader
@@ -184,9 +186,17 @@ class Server:
         self.replay_mark = ReplayMark(state_dir, self.message_timeout)
         # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
         self.node_credentials = NodeCredentials(state_dir, mirror=mirror)
-        self.replay_guard = ReplayGuard(window=self.message_timeout,
+        # nonces are kept longer than the window: a frame that waited in our backlog may be
+        # that much older when it is read (ctld/nodes/stalls.py, StallWatch.queued)
+        self.replay_guard = ReplayGuard(window=self.message_timeout
+                                        + backlog_cover(self.message_timeout),
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
+        self.capacity = CapacityRefusals(
+            self.admission, key, self.replay_guard, message_timeout=lambda: self.message_timeout,
+            late_allowance=lambda: cluster.liveness.stalls.late_allowance(),
+            heard=lambda name: cluster.liveness.refused_for_capacity(name), encode=self.encode,
+            admit=self._admit, unproven_max=unproven_max)
         self.connections: set[Connection] = set()
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
@@ -195,8 +205,8 @@ class Server:
         c = self.admission.caps
         logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
                    unproven=self.admission.pool_cap(), unproven_frame=unproven_max,
-                   frame=max_size)
-        if len(cluster.nodes) + 16 > c.connections:  # each node needs one, commands a few
+                   frame=max_size, nodes_allowed=c.nodes_allowed(), nodes=len(cluster.nodes))
+        if len(cluster.nodes) > c.nodes_allowed():  # each node needs one, commands a few
             logs.event("descriptor limit too low for the configured nodes; raise it "
                        "(ulimit -n, or LimitNOFILE= in the systemd unit)", logging.WARNING,
                        nodes=len(cluster.nodes), fd_limit=c.fd_limit, connections=c.connections)
@@ -256,7 +266,8 @@ class Server:
             while True:
                 await trio.lowlevel.wait_readable(sock)
                 for _ in range(ACCEPT_BATCH):
-                    if not self.admission.has_room():
+                    full = not self.admission.has_room()
+                    if full and not self.admission.at_capacity():
                         # a pool full of peers whose requests wait to be read: let the rest
                         # wait in the kernel's queue until one of them is through
                         await self.admission.wait_room(ROOM_POLL)
@@ -273,14 +284,25 @@ class Server:
                         break  # ECONNABORTED and the like: the peer already left
                     peer = _addr_text(addr)
                     ready = unread_bytes(raw.fileno()) >= READY
+                    # every place held by a proven peer, or a node's places all taken: told so
+                    # or, a command, let in to the last few (ctld/rpc/capacity.py)
+                    if full or (self.admission.nodes_full()
+                                and (not ready or is_register(raw))):
+                        raw.setblocking(False)
+                        self.capacity.take(raw, peer, ready, nursery)
+                        continue
                     if self.admission.refuses(source_of(peer), peer, ready):
                         raw.close()
                         continue
-                    stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
-                    conn = Connection(stream, peer, self, ready)
-                    self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
-                    nursery.start_soon(self._serve, conn)
+                    self._admit(raw, peer, nursery, ready)
                 await trio.lowlevel.checkpoint()
+
+    def _admit(self, raw: socket.socket, peer: str, nursery: trio.Nursery,
+               ready: bool = True) -> None:
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
+        conn = Connection(stream, peer, self, ready)
+        self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
+        nursery.start_soon(self._serve, conn)
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted stream (a connection from any listener, or a test's)."""
