@@ -92,6 +92,11 @@ def test_a_killed_command_s_allocation_ends(c: Cluster) -> None:
             before = set(jobs.values())
             procs[module] = spawn(c, module, "-N1", "sleep", "300")
             jobs[module] = running_job(c, before)
+        # rrun is killed once its step runs (its allocation shows RUNNING before it asks for the
+        # step: killed sooner, the allocation is one nobody claimed, ctld/jobs/inactive.py)
+        step = f"{jobs['ranch.cli.rrun']}.0"
+        c.wait_for(lambda: step in cli(c, "rqueue", "-h", "-s", "-o", "%i").stdout.split(), 20,
+                   what="rrun's step running")
         for p in procs.values():
             p.send_signal(signal.SIGKILL)  # ralloc/rrun alone: ralloc's sleep goes on here
             p.wait(10)
