@@ -13,6 +13,7 @@ needed); logs go to files under the test's directory (`c.log("rctld")` to read o
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -74,7 +75,9 @@ class Cluster:
         rts: int = 1,
         extra: str = "",
         conf_text: str | None = None,
+        ctld_fd_limit: int | None = None,
     ) -> None:
+        """`ctld_fd_limit`: rctld's RLIMIT_NOFILE, soft and hard (as prlimit sets it)."""
         self.dir = Path(workdir)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.node_names = list(nodes)
@@ -86,6 +89,7 @@ class Cluster:
         self.conf_path.write_text(conf_text or CONF.format(
             port=self.port, rts=rts, extra=extra, nodes=",".join(self.node_names)))
         create_key(self.key_file)
+        self.ctld_fd_limit = ctld_fd_limit
         self.ctld: subprocess.Popen | None = None
         self.nodes: dict[str, subprocess.Popen] = {}
         self._key: bytes | None = None
@@ -101,9 +105,15 @@ class Cluster:
         return env
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None):
+        limit = self.ctld_fd_limit if name == "rctld" else None
+
+        def lower() -> None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
         with open(self.dir / f"{name}.log", "ab") as log:  # the child keeps its own copy
             return subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self._env(env),
-                                    stdout=log, stderr=subprocess.STDOUT)
+                                    stdout=log, stderr=subprocess.STDOUT,
+                                    preexec_fn=None if limit is None else lower)
 
     def start_ctld(self, *extra_args: str, wait: bool = True,
                    env: dict[str, str] | None = None) -> subprocess.Popen:

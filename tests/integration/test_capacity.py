@@ -4,11 +4,8 @@ deadline by the controller itself is still served (ctld/rpc/reading.py)."""
 
 from __future__ import annotations
 
-import resource
 import signal
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -16,26 +13,11 @@ from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
 from ranch.protocol.messages import Hardware
 
-from .cluster import REPO, Cluster
+from .cluster import Cluster
 
 FD_LIMIT = 96  # rctld: a reserve of 64 descriptors, 32 connections in all, 16 of them for nodes
 PLACES = 32
 NODE_PLACES = 16
-
-
-class CappedCluster(Cluster):
-    """A cluster whose rctld runs with RLIMIT_NOFILE at FD_LIMIT (soft and hard, as prlimit)."""
-
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None):
-        if name != "rctld":
-            return super()._spawn(name, argv, env)
-
-        def lower() -> None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
-
-        with open(self.dir / f"{name}.log", "ab") as log:
-            return subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self._env(env),
-                                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=lower)
 
 
 def _ask(sock: socket.socket, key: bytes, msg: object, rid: int) -> object:
@@ -60,7 +42,7 @@ def _state(sock: socket.socket, key: bytes, name: str, rid: int) -> str:
 
 def test_a_node_over_the_cap_is_told_so_kept_up_and_admitted_once_room_frees(
         tmp_path: Path) -> None:
-    with CappedCluster(tmp_path, ["n1"]) as c:
+    with Cluster(tmp_path, ["n1"], ctld_fd_limit=FD_LIMIT) as c:
         c.start_ctld()
         log = c.log("rctld")
         assert f"fd_limit={FD_LIMIT} connections={PLACES}" in log
@@ -143,7 +125,7 @@ def test_a_register_that_came_in_time_but_waited_on_a_stopped_rctld_is_read(
 
 
 def test_nodes_let_in_unproven_during_a_storm_keep_the_command_places(tmp_path: Path) -> None:
-    with CappedCluster(tmp_path, ["n1", "n2", "n3"]) as c:
+    with Cluster(tmp_path, ["n1", "n2", "n3"], ctld_fd_limit=FD_LIMIT) as c:
         c.start_ctld()
         held = []
         for i in range(NODE_PLACES - 1):

@@ -5,7 +5,6 @@ restart, and bounded input refused with the field and the limit named."""
 from __future__ import annotations
 
 import os
-import resource
 import select
 import socket
 import subprocess
@@ -23,21 +22,6 @@ from ranch.protocol.rawframe import HEAD, PREFIX, TAIL, pack_frame
 from .cluster import REPO, Cluster, wait_for
 
 FD_LIMIT = 256  # rctld takes 192 connections, any of them unproven, 48 per source when full
-
-
-class LimitedCluster(Cluster):
-    """A cluster whose rctld runs under a low descriptor limit (soft and hard, as prlimit)."""
-
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None):
-        if name != "rctld":
-            return super()._spawn(name, argv, env)
-
-        def lower() -> None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (FD_LIMIT, FD_LIMIT))
-
-        with open(self.dir / f"{name}.log", "ab") as log:
-            return subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self._env(env),
-                                    stdout=log, stderr=subprocess.STDOUT, preexec_fn=lower)
 
 
 def _connect(c: Cluster, source: str = "127.0.0.1") -> socket.socket:
@@ -188,7 +172,7 @@ def test_a_frame_dribbled_byte_by_byte_is_cut_at_its_total_deadline(tmp_path: Pa
 
 
 def test_per_source_cap_refuses_the_excess_while_a_node_registers(tmp_path: Path) -> None:
-    with LimitedCluster(tmp_path, ["n1", "n2"]) as c:
+    with Cluster(tmp_path, ["n1", "n2"], ctld_fd_limit=FD_LIMIT) as c:
         c.start_ctld()
         assert "connection limits fd_limit=256 connections=192 unproven=192" in c.log("rctld")
         # 240 silent connections from one source: 192 fill every place (held until
@@ -319,7 +303,7 @@ def test_a_key_path_that_is_a_directory_is_a_clear_error(tmp_path: Path) -> None
 
 
 def test_refused_connections_never_reach_the_descriptor_limit(tmp_path: Path) -> None:
-    with LimitedCluster(tmp_path, ["n1"]) as c:
+    with Cluster(tmp_path, ["n1"], ctld_fd_limit=FD_LIMIT) as c:
         c.start()
         # Far more connections than descriptors, from many sources: rctld keeps answering,
         # never hits EMFILE, and the state is still saved.
