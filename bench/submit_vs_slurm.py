@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import socket
 import statistics
 import sys
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 from bench import vs_slurm  # noqa: E402
 from bench.vs_slurm import SHAPE, RanchSide, SlurmSide, latencies, p99, parallel_submits  # noqa: E402
 from tests.conformance import slurm_cluster  # noqa: E402
-from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable  # noqa: E402
+from tests.conformance.slurm_cluster import SlurmCluster  # noqa: E402
 
 SLURMS = {
     "slurm-builtin": slurm_cluster.BUILTIN,
@@ -128,18 +127,10 @@ def main(argv: list[str] | None = None) -> int:
                 side = Slurm(lb, scratch)
             else:
                 side = RanchSide(lb, dict(trees)[lb], scratch)
-            try:
-                side.start()
-            except SlurmUnavailable as exc:
-                print(f"  {lb}: Slurm cannot run here: {exc}", flush=True)
-                side.stop()
-                shutil.rmtree(scratch, ignore_errors=True)
+            result = vs_slurm.on_side(side, scratch, lambda s, d: one(s, args, d), lb)
+            if result is None:
                 continue
-            try:
-                got[lb] = one(side, args, scratch)
-            finally:
-                side.stop()
-                shutil.rmtree(scratch, ignore_errors=True)
+            got[lb] = result
             print(f"round {rnd + 1} {lb:>15}: " + ", ".join(
                 f"{k} {v:.2f}" for k, v in got[lb].items()), flush=True)
         rounds.append(got)

@@ -360,6 +360,21 @@ def one_round(side, args, scratch: Path) -> dict[str, tuple[float, float]]:
     return fig
 
 
+def on_side(side, scratch: Path, run, label: str = "Slurm"):
+    """Start `side` (its files in `scratch`), return run(side, scratch), stop it, remove `scratch`;
+    None, said, when Slurm cannot run here."""
+    try:
+        try:
+            side.start()
+        except SlurmUnavailable as exc:
+            print(f"  {label}: Slurm cannot run here: {exc}", flush=True)
+            return None
+        return run(side, scratch)
+    finally:
+        side.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
 def p99(values: list[float]) -> float:
     return statistics.quantiles(values, n=100)[98] if len(values) > 1 else values[0]
 
@@ -443,18 +458,9 @@ def main(argv: list[str] | None = None) -> int:
             side = SlurmSide(scratch) if lb == "slurm" else RanchSide(
                 lb, dict(trees)[lb], scratch, venv)
             print(f"round {rnd + 1}: {lb}", flush=True)
-            try:
-                side.start()
-            except SlurmUnavailable as exc:
-                print(f"  Slurm cannot run here: {exc}", flush=True)
-                side.stop()
-                shutil.rmtree(scratch, ignore_errors=True)
-                continue
-            try:
-                results.setdefault(lb, []).append(one_round(side, args, scratch))
-            finally:
-                side.stop()
-                shutil.rmtree(scratch, ignore_errors=True)
+            got = on_side(side, scratch, lambda s, d: one_round(s, args, d), lb)
+            if got is not None:
+                results.setdefault(lb, []).append(got)
     print()
     print(table(results, [lb for lb in labels if lb in results]))
     if args.json:
