@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # leaves: none of them imports a component or a hub
     from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.jobs.scheduler import NodeUse
     from ranch.ctld.nodes.eventlog import EventLog
+    from ranch.ctld.nodes.hardware import HardwareShelf
     from ranch.ctld.nodes.node import NodeRecord
     from ranch.ctld.nodes.stalls import StallWatch
     from ranch.ctld.site import Site
@@ -135,6 +136,8 @@ class Registry(NodeSide, Protocol):
 
     @property
     def eventlog(self) -> EventLog: ...
+    @property
+    def hardware(self) -> HardwareShelf: ...
     @property
     def settings(self) -> m.NodeSettings: ...
     @property

@@ -12,6 +12,7 @@ from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.inactive import HOLDER_GONE
 from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rights import KEY_HOLDER
+from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 
 from .helpers import make_config, wall
@@ -128,7 +129,7 @@ async def test_an_allocation_is_still_one_after_a_restart() -> None:
     cluster = Cluster(cfg, wall=wall)
     up(cluster, "n1")
     j = cluster.jobs.submit(alloc()).job_id
-    doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+    doc = orjson.loads(deferred.dumps(cluster.save_doc()))
     again = Cluster(cfg, wall=wall)
     again.restore(overlay(doc, []))
     assert rec(again, j)["batch_flag"] == 0
@@ -271,7 +272,7 @@ async def test_an_allocation_started_by_its_own_submission_never_accrued() -> No
         assert rec(cluster, j)["state"] == "PENDING"
         assert rec(cluster, j)["accrue_time"] == rec(cluster, j)["submit_time"]
     complete(cluster, at_once)
-    doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+    doc = orjson.loads(deferred.dumps(cluster.save_doc()))
     again = Cluster(cfg, wall=wall)
     again.restore(overlay(doc, []))
     assert rec(again, at_once)["accrue_time"] is None

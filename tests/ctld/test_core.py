@@ -11,6 +11,7 @@ from ranch.conf import hostlist
 from ranch.conf.build import parse_config_text
 from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.nodes.snapshot import SNAPSHOT_STALENESS
+from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.protocol.codec import decode, encode
 from ranch.statemachine.events import REASON_REQUIRED_MESSAGE as REASON_REQUIRED
@@ -136,7 +137,7 @@ async def test_restore_keeps_drains_and_reasons(autojump_clock) -> None:
     register(cluster, "n1")
     cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "alice"))
     cluster.update_nodes(m.UpdateNodes("n2", "FAIL", "psu", "bob"))
-    doc = orjson.loads(orjson.dumps(cluster.save_doc()))  # as the state file holds it
+    doc = orjson.loads(deferred.dumps(cluster.save_doc()))  # as the state file holds it
     # The config lost n4 and gained n5.
     text = BASE_CONF.format(rts=1, extra="").replace("n[1-4]", "n[1-3],n5")
     again = Cluster(parse_config_text(text, path="/t.conf"), wall=wall)
@@ -145,7 +146,7 @@ async def test_restore_keeps_drains_and_reasons(autojump_clock) -> None:
     assert again.nodes["n1"].complete == "IDLE+DRAIN"
     assert (st.reason.text, st.reason.user) == ("bad fan", "alice")
     assert again.nodes["n2"].state.reason.text == "psu"
-    assert orjson.loads(again.nodes["n1"].hardware_json)["real_memory_mib"] == 1000
+    assert orjson.loads(again.nodes["n1"].hardware.json())["real_memory_mib"] == 1000
     assert "n4" not in again.nodes and state(again, "n5") == "UNKNOWN"
 
 

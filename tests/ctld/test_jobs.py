@@ -10,6 +10,7 @@ from ranch.conf import hostlist
 from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.jobrecord import job_json
 from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.statemachine import names
 
@@ -324,7 +325,7 @@ async def test_array_and_state_file_round_trip() -> None:
     assert [(x["array_job_id"], x["array_task_id"]) for x in recs] == [(1, 1), (1, 2), (1, 3)]
     assert [x["state"] for x in recs] == ["RUNNING", "RUNNING", "PENDING"]
     assert cluster.jobs.jobs[1].stdout == "slurm-%A_%a.out"
-    doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+    doc = orjson.loads(deferred.dumps(cluster.save_doc()))
     again = Cluster(cfg, wall=wall)
     extra = {**orjson.loads(orjson.dumps(job_json(cluster.jobs.jobs[3]))), "id": 4}
     again.restore(overlay(doc, [{"seq": 1, "job": extra}]))
@@ -519,7 +520,7 @@ async def test_tasks_without_nodes_spread_over_nodes_by_weight() -> None:
     t = cluster2.jobs.submit(job(ntasks=2, num_nodes=2, max_nodes=3)).job_id
     assert {n: s.cpus for n, s in cluster2.jobs.jobs[t].shares.items()} == {"b2": 1, "b1": 1}
     # a spread job survives the state file
-    doc = orjson.loads(orjson.dumps(cluster.jobs.save_doc()))
+    doc = orjson.loads(deferred.dumps(cluster.jobs.save_doc()))
     assert any(d["need"]["spread"] and d["need"]["tasks"] == 5 for d in doc["jobs"])
 
 
@@ -550,7 +551,7 @@ async def test_begin_time_waits_for_its_hour_of_fake_time_and_survives_a_restart
         assert rec(cluster, j)["state"] == "RUNNING"
         assert rec(cluster, j)["start_time"] >= begin
         assert rec(cluster, later)["reason"] == "BeginTime"
-        doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+        doc = orjson.loads(deferred.dumps(cluster.save_doc()))
         nursery.cancel_scope.cancel()
     again = Cluster(cfg, wall=wall)
     again.restore(doc)

@@ -9,6 +9,7 @@ import trio
 
 from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.nodes.stalls import StallWatch
+from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.statemachine import events
 
@@ -419,7 +420,7 @@ async def test_a_restart_counts_silence_from_the_start_and_is_recorded(autojump_
         register(first, n)
     import orjson
 
-    doc = orjson.loads(orjson.dumps(first.save_doc()))  # as the state file holds it
+    doc = orjson.loads(deferred.dumps(first.save_doc()))  # as the state file holds it
     doc["saved_at"] = wall() - 500.0  # the controller was away for 500 s
     again = guarded()
     again.restore(doc)

@@ -7,6 +7,7 @@ import orjson
 import pytest
 
 from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 
 from .helpers import FakeConn, beat, hardware, job, make_config, state, wall
@@ -50,7 +51,7 @@ def _kinds(c: Cluster, node: str) -> list[str]:
 
 def _restart(c: Cluster, cfg) -> Cluster:
     """A new controller from the saved document (as a restart reads the state file)."""
-    doc = orjson.loads(orjson.dumps(c.save_doc()))
+    doc = orjson.loads(deferred.dumps(c.save_doc()))
     new = Cluster(cfg, wall=wall)
     new.restore(doc)
     new.start()
@@ -178,7 +179,7 @@ async def test_dynamic_node_joins_runs_is_deleted_and_rejoins(autojump_clock) ->
     assert _act(c, "delete", "dyn1").ok
     assert "dyn1" not in c.nodes and conn.closed
     assert all("dyn1" not in p["nodes"] for p in c.snapshot().partitions)
-    assert "dyn1" not in orjson.loads(orjson.dumps(c.save_doc()))["nodes"]
+    assert "dyn1" not in orjson.loads(deferred.dumps(c.save_doc()))["nodes"]
     assert _kinds(c, "dyn1")[-1] == "deleted"
     # It may register again later.
     reply, _ = _register(c, "dyn1", dynamic=True)

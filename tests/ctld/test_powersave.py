@@ -17,6 +17,7 @@ from ranch.conf.build import parse_config_text
 from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.programs import run_program
 from ranch.ctld.site import Site
+from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 
 from .helpers import beat, job, register, state, wall
@@ -223,7 +224,7 @@ async def test_restart_mid_power_up_keeps_the_original_resume_deadline(autojump_
     update(cluster, "n1", "POWER_DOWN_FORCE")
     cluster.on_deadlines([("n1", "suspend")])
     update(cluster, "n1", "POWER_UP")
-    doc = orjson.loads(orjson.dumps(cluster.save_doc()))
+    doc = orjson.loads(deferred.dumps(cluster.save_doc()))
     await trio.sleep(15)  # the controller is away for 15 of the 20 s
     again, runs = make("SuspendRate=0\n")
     again.restore(doc)

@@ -7,6 +7,7 @@ import orjson
 import trio
 
 from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.statemachine import events
 from ranch.statemachine.model import Flag
@@ -111,7 +112,7 @@ async def test_restart_rearms_what_is_left_of_the_timeout(autojump_clock) -> Non
     c = cluster()
     register(c, "n1", boot=100.0)
     assert reboot(c, "n1", next_state="DOWN").ok
-    doc = orjson.loads(orjson.dumps(c.save_doc()))  # as the state file holds it
+    doc = orjson.loads(deferred.dumps(c.save_doc()))  # as the state file holds it
     await trio.sleep(20)
     c2 = cluster()
     c2.restore(doc)

@@ -9,6 +9,7 @@ import trio
 
 from ranch.ctld.daemon import overlay
 from ranch.ctld.nodes.cluster import Cluster
+from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 
 from .helpers import make_config, register, state, wall
@@ -88,7 +89,7 @@ async def test_update_delete_names_and_refusals(autojump_clock) -> None:
 
 async def test_reservations_survive_a_restart_through_the_journal(autojump_clock) -> None:
     c = Cluster(make_config(), wall=wall)
-    snap = orjson.loads(orjson.dumps(c.save_doc()))
+    snap = orjson.loads(deferred.dumps(c.save_doc()))
     assert resv(c, "create", name="m", start=wall() + 50, duration=5, nodes="n[1-2]",
                 flags=("maint",), users=("root",)).ok
     assert resv(c, "create", start=wall() + 50, duration=5, nodes="n3",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import orjson
 
 from ranch.conf.build import parse_config_text
+from ranch.ctld.nodes.hardware import HardwareShelf
 from ranch.ctld.nodes.node import NodeRecord, snapshot_record
-from ranch.ctld.nodes.savedstate import hardware_json
 from ranch.protocol import messages as m
 from ranch.statemachine.model import initial_state
 
@@ -26,13 +26,13 @@ def _hw(arch: str, os: str) -> m.Hardware:
 
 
 def test_arch_and_os_follow_the_latest_registration() -> None:
-    node = _node()
+    node, shelf = _node(), HardwareShelf()
     rec = snapshot_record(node)
     assert (rec["arch"], rec["os"]) == ("", "")
-    node.hardware_json = hardware_json(_hw("x86_64", "Linux 6.1.0-18-amd64"))
+    node.hardware = shelf.pack(_hw("x86_64", "Linux 6.1.0-18-amd64"))
     rec = snapshot_record(node)
     assert (rec["arch"], rec["os"]) == ("x86_64", "Linux 6.1.0-18-amd64")
-    node.hardware_json = hardware_json(_hw("aarch64", "Linux 6.8.0"))  # re-registered
+    node.hardware = shelf.pack(_hw("aarch64", "Linux 6.8.0"))  # re-registered
     assert snapshot_record(node)["arch"] == "aarch64"
     orjson.dumps(snapshot_record(node))
 

@@ -51,7 +51,7 @@ def reference(cluster: Cluster) -> str:
         name = _esc(node.name)
         free.append(f'slurm_node_memory_free_bytes{{node="{name}"}} '
                     f"{(int(node.metrics[3]) - int(node.metrics[2])) * MIB}\n")
-        infos = orjson.loads(node.hardware_json)["gpus"] if node.hardware_json else []
+        infos = orjson.loads(node.hardware.json())["gpus"] if node.hardware else []
         for i, gpu in enumerate(unpack_gpus(node.metrics)):
             info: dict[str, Any] = infos[i] if i < len(infos) else {}
             labels = (f'gpu="{info.get("index", i)}",UUID="{_esc(str(info.get("uuid", "")))}",'

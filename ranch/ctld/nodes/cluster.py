@@ -22,6 +22,7 @@ from ranch.ctld.jobs.store import Jobs
 from ranch.ctld.nodes import configdump, membership, nodetraffic, nodeupdates, savedstate
 from ranch.ctld.nodes.eventlog import EventLog
 from ranch.ctld.nodes.guards import DrainGuard
+from ranch.ctld.nodes.hardware import HardwareShelf
 from ranch.ctld.nodes.liveness import Liveness, timed
 from ranch.ctld.nodes.node import (
     EXPECT_BEAT,
@@ -136,6 +137,7 @@ class Cluster:
         self.started_at = wall()
         self.views = Snapshots(self)  # what rinfo and the web page read (ctld/nodes/snapshot.py)
         self.node_files: tuple[m.ConfigFile, ...] = ()
+        self.hardware = HardwareShelf()  # what nodes report, kept deflated (ctld/nodes/hardware.py)
         self.config = config
         # membership and state changes (ctld/nodes/eventlog.py)
         self.eventlog = EventLog(wall=wall, on_unsaved=on_events_unsaved)

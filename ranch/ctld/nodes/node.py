@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from array import array
 from typing import Any, Protocol
@@ -10,9 +11,10 @@ import attrs
 import orjson
 
 from ranch.conf.model import NodeConfig
+from ranch.ctld.nodes.hardware import PackedHardware
 from ranch.protocol.messages import HealthReport, Metrics
 from ranch.statemachine import names
-from ranch.statemachine.model import Flag, NodeState
+from ranch.statemachine.model import Base, Flag, NodeState, Reason
 
 # Deadline stages of the heartbeat monitor (see Cluster._hb_due).
 EXPECT_BEAT = 0  # next: HeartbeatMissed after 2 x HeartbeatInterval of silence
@@ -75,10 +77,10 @@ class NodeRecord:
     partitions: tuple[str, ...]
     state: NodeState
     complete: str = ""  # names.complete(state), cached for the heartbeat reply
-    # What the node reported at registration, as the JSON the state file holds: a kilobyte of
-    # bytes rather than the dozens of objects a decoded 8-GPU Hardware takes (hot spot 3 of
-    # docs/benchmarks.md). Nothing else reads it.
-    hardware_json: bytes | None = None
+    # What the node reported at registration, as the JSON the state file holds, deflated
+    # (ctld/nodes/hardware.py): a hundred bytes rather than the dozens of objects a decoded
+    # 8-GPU Hardware takes (hot spot 3 of docs/benchmarks.md) or its 2 KB of JSON.
+    hardware: PackedHardware | None = None
     boot_time: float | None = None
     last_registration: float | None = None  # wall clock
     slurmd_start_time: float | None = None
@@ -99,9 +101,9 @@ class NodeRecord:
     view_fresh: bool = False  # record holds the latest heartbeat figures
     # the state-file entry less its hardware, encoded (ctld/nodes/savedstate.py); None when stale
     saved: bytes | None = None
-    # (hardware_json it was read from, {"arch", "os"}): parsed once per registration, not per
+    # (hardware it was read from, {"arch", "os"}): parsed once per registration, not per
     # record rebuild.
-    platform: tuple[bytes | None, dict[str, str]] | None = None
+    platform: tuple[PackedHardware | None, dict[str, str]] | None = None
     # Membership (issue 13): the --conf text of a dynamic node (None: defined in the config),
     # and the wall time of the node's last state change (the event log sets it).
     dynamic_conf: str | None = None
@@ -164,8 +166,8 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "hostname": cfg.hostname,
         "addr": cfg.addr,
         "port": cfg.port,
-        "partitions": list(node.partitions),
-        "state": names.to_json(st),
+        "partitions": _shared_list(node.partitions),
+        "state": _state_view(st.base, st.flags, st.reason),
         "compact": names.compact(st),
         "long": names.long(st),
         "complete": node.complete,
@@ -182,7 +184,7 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "tmp_disk": cfg.tmp_disk,
         "gres": cfg.gres_str,
         "gres_used": gres_used(cfg, node.gpus_used),
-        "features": list(cfg.features),
+        "features": _shared_list(cfg.features),
         "weight": cfg.weight,
         "boot_time": node.boot_time,
         "slurmd_start_time": node.slurmd_start_time,
@@ -204,19 +206,37 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
     }
 
 
+# Parts of a snapshot record that most nodes have alike are one object, shared by their records
+# (read-only: the records are encoded, never changed there): about 0.3 KB a node.
+@functools.lru_cache(maxsize=1024)
+def _state_view(base: Base, flags: frozenset[Flag], reason: Reason | None) -> dict[str, Any]:
+    return names.to_json(NodeState(name="", base=base, flags=flags, reason=reason, cpus_total=0))
+
+
+@functools.lru_cache(maxsize=1024)
+def _shared_list(items: tuple[str, ...]) -> list[str]:
+    return list(items)
+
+
 def platform_of(node: NodeRecord) -> dict[str, str]:
     """`arch` and `os` the node reported at registration (scontrol's Arch= and OS=)."""
-    hw_json = node.hardware_json
+    packed = node.hardware
     cached = node.platform
-    if cached is not None and cached[0] is hw_json:
+    if cached is not None and cached[0] is packed:
         return cached[1]
-    if hw_json is None:
-        got = {"arch": "", "os": ""}
+    if packed is None:
+        got = _platform("", "")
     else:
-        hw = orjson.loads(hw_json)
-        got = {"arch": hw.get("arch") or "", "os": hw.get("os") or ""}
-    node.platform = (hw_json, got)
+        hw = orjson.loads(packed.json())
+        got = _platform(hw.get("arch") or "", hw.get("os") or "")
+    node.platform = (packed, got)
     return got
+
+
+@functools.lru_cache(maxsize=256)
+def _platform(arch: str, os: str) -> dict[str, str]:
+    """One dict per platform, shared by its nodes (read-only: records copy it)."""
+    return {"arch": arch, "os": os}
 
 
 def heartbeat_fields(node: NodeRecord) -> dict[str, Any]:

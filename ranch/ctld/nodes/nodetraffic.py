@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 from ranch.ctld import logs
 from ranch.ctld.nodes import membership
 from ranch.ctld.nodes.node import EXPECT_BEAT, NodeRecord, Pusher, pack_metrics
-from ranch.ctld.nodes.savedstate import hardware_json
 from ranch.ctld.validate import hardware_problem
 from ranch.protocol import messages as m
 from ranch.protocol.limits import MAX_REASON_CHARS
@@ -49,7 +48,7 @@ def register(c: Registry, msg: m.Register, conn: Pusher | None = None,
         and node.last_registration is not None
         and msg.boot_time > node.boot_time + 1.0  # boot times jitter by a fraction
     )
-    node.hardware_json = hardware_json(msg.hardware)
+    node.hardware = c.hardware.pack(msg.hardware)
     node.boot_time = msg.boot_time
     node.last_registration = wall
     node.slurmd_start_time = wall

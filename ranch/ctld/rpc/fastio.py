@@ -89,6 +89,15 @@ class StreamIO:
     async def send_all(self, data: bytes | memoryview) -> None:
         await self.stream.send_all(data)
 
+    async def wait_readable(self) -> bool:
+        """Wait until a read would not block; False when this stream has no descriptor to wait
+        on (its own receive_some waits)."""
+        sock = self.sock
+        if sock is None:
+            return False
+        await trio.lowlevel.wait_readable(sock)
+        return True
+
     async def receive_some(self, max_bytes: int) -> bytes:
         """Like SocketStream.receive_some: b"" at end of stream, BrokenResourceError on a reset,
         ClosedResourceError once the socket is closed."""

@@ -72,7 +72,17 @@ class FrameReader:
         self.frame_deadline: float | None = trio.current_time() + mt
 
     async def run(self) -> None:
+        conn = self.conn
         while True:
+            if conn.node is not None and not conn.ready and self.between_frames():
+                # A node between beats (seconds) is waited for here rather than three calls
+                # down (next_frame, receive, receive_some): an idle connection's task then holds
+                # three suspended coroutines fewer, about 0.7 KB a node (issue 35). No deadline
+                # applies to it (`deadline`), so the wait is the same one.
+                try:
+                    conn.ready = await conn.io.wait_readable()
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    return
             frame = await self.next_frame()
             if frame is None:
                 return
@@ -108,6 +118,10 @@ class FrameReader:
                 continue  # time has passed: look at the deadlines afresh
             if not await self.receive():
                 return None
+
+    def between_frames(self) -> bool:
+        """Nothing buffered, held or still to prove: the next bytes start a new frame."""
+        return self.proven and not self.held and not self.decoder.buffered
 
     async def take_credential(self) -> None:
         """A user's connection starts with a MUNGE credential (ctld/rpc/userauth.py)."""

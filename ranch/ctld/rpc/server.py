@@ -302,7 +302,7 @@ class Server:
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
         conn = Connection(stream, peer, self, ready)
         self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
-        nursery.start_soon(self._serve, conn)
+        nursery.start_soon(self._serve, conn, name="rpc connection")  # a name built per task: 80 B
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted stream (a connection from any listener, or a test's)."""

@@ -40,7 +40,7 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.jobs import jobbulk
-from ranch.ctld.state import etcdrecords
+from ranch.ctld.state import deferred, etcdrecords
 from ranch.ctld.state.etcdclient import (
     EtcdClient,
     EtcdError,
@@ -283,7 +283,7 @@ class EtcdStore:
         p = self.prefix
         gen = self._gen + 1
         base = f"{p}/s/{_seq_key(gen)}"
-        parts, last = await self._put_parts(base, orjson.dumps(doc))
+        parts, last = await self._put_parts(base, deferred.dumps(doc))
         seq = int(doc.get("journal_seq", 0))
         head = orjson.dumps({"gen": gen, "parts": parts + 1, "journal_seq": seq})
         revision = await self._txn([

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from ranch.ctld.state import integrity
+from ranch.ctld.state import deferred, integrity
 from ranch.ctld.state.integrity import DamagedState
 
 # The durable-write rule lives in protocol/durable.py; the store's modules reach it through here.
@@ -34,7 +34,7 @@ def state_path(state_dir: str) -> str:
 def save(state_dir: str, doc: dict[str, Any]) -> None:
     """The state file only: the id mark beside it is the store's (a snapshot's next_id is
     below ids the store has reserved, and must not bring the mark down)."""
-    body = orjson.dumps({"format": FORMAT_VERSION, **doc})
+    body = deferred.dumps({"format": FORMAT_VERSION, **doc})
     write_atomic(state_path(state_dir), integrity.seal(body))
 
 

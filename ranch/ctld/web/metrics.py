@@ -154,7 +154,7 @@ class _NodeLines:
 
     def __init__(self, node: Any) -> None:
         cfg, st = node.cfg, node.state
-        self.cfg, self.state, self.hw = cfg, st, node.hardware_json
+        self.cfg, self.state, self.hw = cfg, st, node.hardware
         name = escape(cfg.name)
         long_name = escape(names.long(st))
         n = f'{{node="{name}"}}'
@@ -190,7 +190,7 @@ class _NodeLines:
         self.gpu_tmpl_for = -1
 
     def fresh(self, node: Any) -> bool:
-        return node.state is self.state and node.cfg is self.cfg and node.hardware_json is self.hw
+        return node.state is self.state and node.cfg is self.cfg and node.hardware is self.hw
 
     def gpu_templates(self, count: int) -> tuple[bytes, ...]:
         """Per GPU family, the template of this node's lines for as many GPUs as the heartbeat
@@ -200,7 +200,7 @@ class _NodeLines:
         infos: list[dict] = []
         if self.hw is not None:
             try:
-                infos = list(orjson.loads(self.hw).get("gpus") or ())
+                infos = list(orjson.loads(self.hw.json()).get("gpus") or ())
             except (orjson.JSONDecodeError, AttributeError):
                 infos = []
         host = escape(self.cfg.name)
