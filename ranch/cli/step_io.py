@@ -13,7 +13,6 @@ in the codec's shape (protocol/stepmessages.py), so rnoded sees what it always s
 
 from __future__ import annotations
 
-import _signal
 import _socket
 import os
 import select
@@ -27,8 +26,11 @@ from ranch.cli.step_output import Output, ranges
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    import signal as _signal
     from collections.abc import Callable
     from typing import Any
+else:
+    import _signal  # the C module: `signal` imports enum
 
 HELLO_TIMEOUT = 60.0  # every node of the step connects within this (it launches in milliseconds)
 SIGINT, SIGKILL, SIGTERM = _signal.SIGINT, _signal.SIGKILL, _signal.SIGTERM

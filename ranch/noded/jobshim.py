@@ -12,11 +12,16 @@ on stdin, and end of file there means it is not needed. Protocol with rnoded: on
 time + script pid) before that line; status.json when the script has ended.
 """
 
-import _signal as signal  # the C module: `signal` would import enum (~6 ms)
 import marshal
 import os
 import sys
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+else:
+    import _signal as signal  # the C module: `signal` would import enum (~6 ms)
 
 PR_SET_CHILD_SUBREAPER = 36
 SPARE = "-"  # argv[1] of a spare: the job directory comes on stdin
