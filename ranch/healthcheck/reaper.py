@@ -192,7 +192,7 @@ class Run:
         self.argv = argv
         self.me = os.getpid()
         self.child = 0
-        self.status = None
+        self.status: int | None = None  # the program's wait status once reaped
         self.cgroup = Cgroup()
 
     def start(self) -> None:
