@@ -81,7 +81,9 @@ def submit_body(values: dict[str, object], *, name: str, command: str = "",
     body.update(allocation=True, env=[], name=values.get("job-name") or name)
     if "ntasks" not in values and "ntasks-per-node" not in values:
         # salloc/srun without -n ask for a task a node (scontrol: NumTasks=2 for -N2)
-        body["ntasks"] = max(int(body.get("ntasks") or 1), int(body.get("num_nodes") or 1))
+        ntasks, nodes = body["ntasks"], body["num_nodes"]
+        assert isinstance(ntasks, int) and isinstance(nodes, int)  # resources()'s, at least 1
+        body["ntasks"] = max(ntasks, nodes)
     return body
 
 

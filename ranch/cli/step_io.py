@@ -239,7 +239,8 @@ class StepIO:
     def accept(self, listener: _socket.socket) -> None:
         while True:
             try:
-                fd, _ = listener._accept()  # a _socket.socket (cli/rrun.py): no accept()
+                # a _socket.socket (cli/rrun.py): no accept(); typeshed leaves _accept out
+                fd, _ = listener._accept()  # type: ignore[attr-defined]
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
@@ -379,13 +380,13 @@ class StepIO:
                 elif wanted.get(fd) == "alive":
                     self.alive.receive()
                 else:
-                    conn = self.socks.get(fd)
-                    if conn is None:
+                    ready = self.socks.get(fd)
+                    if ready is None:
                         continue
                     if ev & POLLOUT:
-                        self.flush(conn)
+                        self.flush(ready)
                     if ev & (POLLIN | POLLGONE):
-                        self.receive(conn)
+                        self.receive(ready)
         for node in list(self.unsaid):
             self.report(node)
 
