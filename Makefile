@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml | $(BIN)/python
 test: $(STAMP)
 	$(COMPILE)
 	$(BIN)/ruff check .
-	$(BIN)/mypy ranch/conf ranch/statemachine ranch/protocol ranch/ctld
+	$(BIN)/mypy ranch
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)

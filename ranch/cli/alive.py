@@ -10,6 +10,7 @@ ALIVE_INTERVAL = 1.0
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ranch.cli.controller import Target
+    from ranch.protocol.client import RawCall
 
 CONNECT_TIMEOUT = 1.0  # a controller that does not take the connection by then: next time
 
@@ -30,7 +31,7 @@ class Alive:
         self.key, self.munge = signer(target)
         self.body = {"action": "alive", "job_ids": [job_id], **_who()}
         self.every = every
-        self.call = None  # the RawCall in flight
+        self.call: RawCall | None = None  # the word in flight
         self.ended = False  # rctld said the job is over
         self.heard = False  # the last answer came from the controller that serves
 

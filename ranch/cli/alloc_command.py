@@ -10,7 +10,6 @@ node failure) leaves the command running unless -K/--kill-command named a signal
 
 from __future__ import annotations
 
-import _signal as signal  # signal's own module imports enum (and more): a tenth of the start
 import os
 import select
 import time
@@ -20,7 +19,10 @@ from ranch.cli.controller import CliError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import signal
     from typing import Any
+else:
+    import _signal as signal  # signal's own module imports enum (and more): a tenth of the start
 
 LOOK_INTERVAL = 1.0  # seconds between looks at the allocation while the command runs
 RELEASE_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGUSR1,

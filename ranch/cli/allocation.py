@@ -11,7 +11,6 @@ salloc/srun): the waiting side polls GetJobs for its one job, from 50 ms up to 1
 
 from __future__ import annotations
 
-import _signal as signal  # signal's own module imports enum (and more): a tenth of the start
 import os
 import sys
 import time
@@ -21,8 +20,11 @@ from ranch.cli.controller import CliError, Refused, Target, request
 
 TYPE_CHECKING = False  # typing stays off ralloc's start
 if TYPE_CHECKING:
+    import signal
     from collections.abc import Callable, Iterable, Mapping
     from typing import Any
+else:
+    import _signal as signal  # signal's own module imports enum (and more): a tenth of the start
 
 # The signals that end a wait for resources (salloc's sig_array): the job is withdrawn.
 WAIT_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGTERM,
@@ -79,7 +81,9 @@ def submit_body(values: dict[str, object], *, name: str, command: str = "",
     body.update(allocation=True, env=[], name=values.get("job-name") or name)
     if "ntasks" not in values and "ntasks-per-node" not in values:
         # salloc/srun without -n ask for a task a node (scontrol: NumTasks=2 for -N2)
-        body["ntasks"] = max(int(body.get("ntasks") or 1), int(body.get("num_nodes") or 1))
+        ntasks, nodes = body["ntasks"], body["num_nodes"]
+        assert isinstance(ntasks, int) and isinstance(nodes, int)  # resources()'s, at least 1
+        body["ntasks"] = max(ntasks, nodes)
     return body
 
 

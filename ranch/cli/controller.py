@@ -230,7 +230,8 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     order = [(target.host, target.port)]
     order += [(h, p) for _, h, p in target.controllers if (h, p) not in order]
     deadline = time.monotonic() + timeout
-    got, reply = "", {}
+    got = ""
+    reply: dict[str, object] = {}
     while not got:
         for i, (host, port) in enumerate(order):
             alone = len(order) == 1
@@ -259,8 +260,8 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
         if not got:
             time.sleep(RETRY_PAUSE)
     if got == "Error":
-        raise Refused(reply.get("message") or reply.get("code") or "no reason given",
-                      reply.get("field") or "")
+        raise Refused(str(reply.get("message") or reply.get("code") or "no reason given"),
+                      str(reply.get("field") or ""))
     if got != want:
         raise CliError(f"unexpected reply {got} from {target.address} (wanted {want})")
     return reply

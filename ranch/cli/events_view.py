@@ -97,7 +97,7 @@ def _flags(complete: str | None) -> set[str]:
 def drain_history(events: Iterable[dict]) -> list[dict]:
     """Each drain of each node: when, by whom, why; and when it ended, by whom, with what note
     (a RESUME's Reason=). A drain still in force has resumed = None."""
-    open_by_node: dict[str, dict] = {}
+    open_by_node: dict[str | None, dict] = {}  # by the node the event names
     out: list[dict] = []
     for e in events:
         if e.get("kind") != "state":
@@ -188,14 +188,16 @@ def _follow(target, body: dict, as_json: bool) -> int:
             if kind == "Error":
                 raise CliError(f"controller at {target.address} refused the request: "
                                f"{doc.get('message') or doc.get('code')}")
-            missed = int(doc.get("missed") or 0)
+            missed, events = doc.get("missed") or 0, doc.get("events") or []
+            if not isinstance(missed, int) or not isinstance(events, list):
+                raise CliError(f"controller at {target.address}: a malformed Events reply")
             out = []
             if missed:
                 if as_json:
                     out.append(orjson.dumps({"missed": missed}).decode())
                 else:
                     out.append(f"rcontrol: {missed} event(s) missed: this reader fell behind")
-            for e in doc.get("events") or ():
+            for e in events:
                 out.append(orjson.dumps(e).decode() if as_json else event_line(e))
             if out:
                 sys.stdout.write("".join(line + "\n" for line in out))

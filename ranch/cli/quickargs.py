@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import sys
 
-# types.SimpleNamespace, the class of sys.implementation: importing types costs a command more
-# than reading its options does.
-SimpleNamespace = type(sys.implementation)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import SimpleNamespace
+else:
+    # types.SimpleNamespace, the class of sys.implementation: importing types costs a command
+    # more than reading its options does.
+    SimpleNamespace = type(sys.implementation)
 SUPPRESS = "==SUPPRESS=="  # argparse.SUPPRESS, without the import
 # An option table: (option strings, add_argument keyword arguments), in add_argument order.
 Table = tuple[tuple[tuple[str, ...], dict], ...]

@@ -162,7 +162,7 @@ def run(argv: list[str]) -> int:
     if not values.get("quiet"):
         print(job_id if values.get("parsable") else f"Submitted batch job {job_id}", flush=True)
     if values.get("wait"):
-        return wait_for(target, int(job_id))
+        return wait_for(target, int(reply["job_id"]))
     return 0
 
 

@@ -81,10 +81,10 @@ def run(argv: list[str]) -> int:
         return 0
     if values.get("clusters") or values.get("cluster"):
         raise CliError("Problem talking to database")
-    spec = values.get("format") or (LONG if values.get("long") else SHORT)
+    spec = str(values.get("format") or (LONG if values.get("long") else SHORT))
     if values.get("partition") and not values.get("format"):
         spec = spec.replace("A,User,", "A,User,P,", 1)
-    cols = columns(str(spec))
+    cols = columns(spec)
     if not (values.get("noheader") or values.get("\0h")):
         parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
         for line in header(cols, parsable):

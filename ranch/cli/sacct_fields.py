@@ -178,10 +178,12 @@ def _group(rec: dict) -> str:
     import grp
 
     gid = rec.get("gid")
+    if gid is None:
+        return ""
     try:
         return grp.getgrgid(int(gid)).gr_name
     except (KeyError, TypeError, ValueError):
-        return "" if gid is None else str(gid)
+        return str(gid)
 
 
 def _derived(rec: dict) -> str:

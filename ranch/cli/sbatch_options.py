@@ -249,6 +249,7 @@ def parse(words: Iterable[str], *, where: str = "", positional: bool = True,
     by_short = options.by_short if options is not None else BY_SHORT
     words = list(words)
     values: dict[str, object] = {}
+    opt: Opt | None  # None: a letter with no option
     i = 0
     while i < len(words):
         word = words[i]

@@ -34,6 +34,13 @@ def usage(message: str) -> CliError:
     return CliError(message, code=LAUNCHER_USAGE)
 
 
+def arg(v: Mapping[str, object], name: str) -> str:
+    """Option `name`'s argument as text, "" when not given (the readers keep an option's
+    argument as its text, True and False only for flags)."""
+    value = v.get(name)
+    return "" if value is None else str(value)
+
+
 def size_mib(text: str, opt: str) -> int:
     """A size with an optional K/M/G/T suffix (M is the default), in MiB, rounded up."""
     digits = text.strip()  # NUMBER[K|M|G|T][B], any case; by hand: re costs rbatch 6 ms
@@ -174,10 +181,10 @@ def memory_choice(values: dict[str, object], words: Mapping[str, object]) -> Non
 def resources(v: dict[str, object], who: str | None = "rbatch") -> dict[str, object]:
     """Nodes, tasks, CPUs, memory and GPUs per node, with what was asked per task/CPU/GPU kept."""
     out: dict[str, object] = {}
-    k = count(v["ntasks-per-node"], "ntasks-per-node") if "ntasks-per-node" in v else 0
-    n_min, n_max = node_range(v["nodes"]) if "nodes" in v else (1, None)
-    ntasks = count(v["ntasks"], "ntasks") if "ntasks" in v else 0
-    cpt = count(v["cpus-per-task"], "cpus-per-task") if "cpus-per-task" in v else 0
+    k = count(arg(v, "ntasks-per-node"), "ntasks-per-node") if "ntasks-per-node" in v else 0
+    n_min, n_max = node_range(arg(v, "nodes")) if "nodes" in v else (1, None)
+    ntasks = count(arg(v, "ntasks"), "ntasks") if "ntasks" in v else 0
+    cpt = count(arg(v, "cpus-per-task"), "cpus-per-task") if "cpus-per-task" in v else 0
     if "nodes" in v and ntasks:  # sbatch's _opt_verify: never more nodes than tasks
         if n_max and ntasks < n_max:
             n_max = ntasks
@@ -201,26 +208,26 @@ def resources(v: dict[str, object], who: str | None = "rbatch") -> dict[str, obj
     gpn = 0
     for opt in ("gpus-per-node", "gpus", "gres"):
         if opt in v:
-            gpn = gpu_count(v[opt], opt)
+            gpn = gpu_count(arg(v, opt), opt)
             break
-    gpt = gpu_count(v["gpus-per-task"], "gpus-per-task") if "gpus-per-task" in v else 0
+    gpt = gpu_count(arg(v, "gpus-per-task"), "gpus-per-task") if "gpus-per-task" in v else 0
     tasks_per_node = k or _ceil_div(ntasks, n_min)
     if gpt:
         gpn = gpt * tasks_per_node
         max_nodes = None if max_nodes == 0 else max_nodes  # a fixed GPU count per node
-    cpg = count(v["cpus-per-gpu"], "cpus-per-gpu") if "cpus-per-gpu" in v else 0
+    cpg = count(arg(v, "cpus-per-gpu"), "cpus-per-gpu") if "cpus-per-gpu" in v else 0
     if cpg and not cpt:
         cpt = cpg * gpt if gpt else max(1, _ceil_div(cpg * gpn, tasks_per_node))
     cpt = cpt or 1
     mem = 0
     if "mem" in v:
-        mem = size_mib(v["mem"], "mem")
+        mem = size_mib(arg(v, "mem"), "mem")
     elif "mem-per-cpu" in v:
-        out["mem_per_cpu"] = size_mib(v["mem-per-cpu"], "mem-per-cpu")
-        mem = out["mem_per_cpu"] * tasks_per_node * cpt
+        out["mem_per_cpu"] = per_cpu = size_mib(arg(v, "mem-per-cpu"), "mem-per-cpu")
+        mem = per_cpu * tasks_per_node * cpt
     elif "mem-per-gpu" in v:
-        out["mem_per_gpu"] = size_mib(v["mem-per-gpu"], "mem-per-gpu")
-        mem = out["mem_per_gpu"] * gpn
+        out["mem_per_gpu"] = per_gpu = size_mib(arg(v, "mem-per-gpu"), "mem-per-gpu")
+        mem = per_gpu * gpn
     out.update(num_nodes=n_min, max_nodes=max_nodes, ntasks=ntasks, cpus_per_task=cpt,
                mem_mib=mem, gpus=gpn, ntasks_per_node=k, gpus_per_task=gpt, cpus_per_gpu=cpg)
     return out
@@ -234,7 +241,7 @@ def slurm_env(v: dict[str, object], res: dict[str, object]
     if "open-mode" in v:
         from ranch.cli.sbatch_values import open_mode
 
-        before["SLURM_OPEN_MODE"] = "a" if open_mode(v["open-mode"]) == "append" else "t"
+        before["SLURM_OPEN_MODE"] = "a" if open_mode(arg(v, "open-mode")) == "append" else "t"
     if v.get("dependency"):
         before["SLURM_JOB_DEPENDENCY"] = str(v["dependency"])
     export = v.get("export")
@@ -268,7 +275,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
     limit = seconds = None
     if v.get("time") is not None:
         try:
-            limit = parse_minutes(v["time"])
+            limit = parse_minutes(arg(v, "time"))
         except ValueError as exc:
             raise usage(f"--time: {exc}") from None
         if limit is not None and limit < 0:
@@ -276,7 +283,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         if limit is not None and limit > MAX_TIME_LIMIT_MINUTES:
             raise usage(f"--time {v['time']}: {limit:,} minutes is above the largest time "
                         f"limit, {MAX_TIME_LIMIT_MINUTES:,} minutes")
-        seconds = time_seconds(v["time"]) if limit is not None else None
+        seconds = time_seconds(arg(v, "time")) if limit is not None else None
         if not seconds:  # 0: no limit, as sbatch reads it
             limit = seconds = None
     cwd = os.getcwd()
@@ -306,7 +313,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "stdout": _stream(v.get("output"), workdir),
         "stderr": _stream(v.get("error"), workdir),
         "input": _stream(v.get("input"), workdir, null=False),
-        "begin_time": _begin(v["begin"]) if v.get("begin") is not None else None,
+        "begin_time": _begin(arg(v, "begin")) if v.get("begin") is not None else None,
         "partition": _partitions(v.get("partition")),
         "nodelist": v.get("nodelist") or "",
         "exclude": v.get("exclude") or "",
@@ -319,12 +326,12 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "hold": bool(v.get("hold")),
         "submit_host": os.uname().nodename,
         "command": command,
-        "account": (v.get("account") or "").lower(),  # slurmctld lowercases both
-        "wckey": (v.get("wckey") or "").lower(),
+        "account": arg(v, "account").lower(),  # slurmctld lowercases both
+        "wckey": arg(v, "wckey").lower(),
         "qos": v.get("qos") or "",
         "comment": v.get("comment") or "",
-        "constraint": (v.get("constraint") or "").strip(),
-        "dependency": (v.get("dependency") or "").strip(),
+        "constraint": arg(v, "constraint").strip(),
+        "dependency": arg(v, "dependency").strip(),
         "mail_user": v.get("mail-user") or "",
         "export": "" if export is None else str(export),
         "test_only": bool(v.get("test-only")),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ranch.cli.sbatch_request import usage
+from ranch.cli.sbatch_request import arg, usage
 
 MAIL_TYPES = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
               "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")
@@ -15,17 +15,17 @@ def fields(v: dict[str, object]) -> dict[str, object]:
     """The SubmitJob fields of the options `v` holds among sbatch_request.VALUE_OPTIONS."""
     out: dict[str, object] = {}
     if "kill-on-invalid-dep" in v:
-        out["kill_on_invalid_dep"] = kill_on_invalid(v["kill-on-invalid-dep"])
+        out["kill_on_invalid_dep"] = kill_on_invalid(arg(v, "kill-on-invalid-dep"))
     if "nice" in v:
         out["nice"] = nice_value(v["nice"])
     if "mail-type" in v:  # an empty one is sbatch's "Invalid --mail-type specification"
-        out["mail_type"] = list(mail_types(v["mail-type"]))
+        out["mail_type"] = list(mail_types(arg(v, "mail-type")))
     if "open-mode" in v:
-        out["open_mode"] = open_mode(v["open-mode"])
+        out["open_mode"] = open_mode(arg(v, "open-mode"))
     if "signal" in v:
-        out["warn_signal"], out["warn_time"], out["warn_batch"] = parse_signal(v["signal"])
+        out["warn_signal"], out["warn_time"], out["warn_batch"] = parse_signal(arg(v, "signal"))
     if "hint" in v:
-        out["hint"] = hint(v["hint"])
+        out["hint"] = hint(arg(v, "hint"))
     if "get-user-env" in v:
         out["get_user_env"] = get_user_env(v["get-user-env"])
     return out

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 _LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 
 
@@ -213,7 +217,7 @@ def parse_long_format(text: str, known: frozenset[str] | set[str]) -> tuple[Form
 
 
 def render_table(
-    fmt: Format, names: list[str], rows: list[list[str]], *, header: bool = True,
+    fmt: Format, names: list[str], rows: Sequence[Sequence[str]], *, header: bool = True,
     whole: frozenset[int] = frozenset(),
 ) -> list[str]:
     """Lines of `rows` (one string per field) laid out like sinfo: fixed widths cut values

@@ -8,7 +8,7 @@ from ranch.cli.sinfo_format import Field, Format, render_table
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Hashable, Iterable
+    from collections.abc import Callable, Hashable, Iterable, Sequence
 
     from ranch.cli.sinfo_fields import Fold
 
@@ -126,9 +126,9 @@ def build_groups(
     defs = [fields[f.letter] for f in fmt.fields]
     keyfuncs = []
     for d in defs:
-        for k in (d.key, d.exact_key if exact else None):
-            if k is not None and k not in keyfuncs:
-                keyfuncs.append(k)
+        for kf in (d.key, d.exact_key if exact else None):
+            if kf is not None and kf not in keyfuncs:
+                keyfuncs.append(kf)
     per_part = any(d.partition for d in defs)
     # sinfo's default sort `#P,-t`: partitions in config order, states highest value first.
     sort_by_state = per_part and any(d.key is FIELDS["t"].key for d in defs)
@@ -143,6 +143,7 @@ def build_groups(
     found: list[dict] = [{} for _ in parts] if per_part else [{}]
     loose: dict = {}
     index = {p["name"]: i for i, p in enumerate(parts)}
+    targets: Sequence[dict]
     for n in nodes:
         k = keyf(n)
         if not per_part:

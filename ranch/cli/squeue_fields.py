@@ -264,8 +264,15 @@ _NONE: dict[str, tuple[str, str]] = {
     "system_comment": ("SYSTEM_COMMENT", "(null)"), "threads": ("THREADS_PER_CORE", "*"),
     "wait4switch": ("WAIT4SWITCH", "0:00"),
 }
+
+
+def _same(value: str) -> Getter:
+    """A field squeue prints alike for every job."""
+    return lambda j, n: value
+
+
 for _name, (_header, _value) in _NONE.items():
-    LONG_FIELDS[_name] = (_header, lambda j, n, v=_value: v)
+    LONG_FIELDS[_name] = (_header, _same(_value))
 
 
 def _wait_status(job: dict) -> int:

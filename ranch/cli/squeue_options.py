@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from types import SimpleNamespace
+else:
+    SimpleNamespace = type(sys.implementation)  # types.SimpleNamespace, without importing types
+
 NO, REQUIRED, OPTIONAL = 0, 1, 2
 
 # squeue's long options (src/squeue/opts.c): name -> (argument, what it stands for: its letter
@@ -86,11 +92,12 @@ def _try(prog: str) -> str:
     return f'Try "{prog} --help" for more information'
 
 
-def read(argv: list[str], prog: str = "squeue"):  # -> SimpleNamespace
+def read(argv: list[str], prog: str = "squeue") -> SimpleNamespace:
     """`argv` as squeue reads it: [(what, value)] in order, then the words that are no option
     (getopt_long permutes them to the end), checked as opts.c does."""
     given: list[tuple[str, str | None]] = []
     rest: list[str] = []
+    arg: int | None  # a long option's has_arg, or a letter's (None: no such letter)
     i = 0
     while i < len(argv):
         word = argv[i]
@@ -139,8 +146,9 @@ def read(argv: list[str], prog: str = "squeue"):  # -> SimpleNamespace
     return _namespace(given, rest, prog)
 
 
-def _namespace(given: list[tuple[str, str | None]], rest: list[str], prog: str):
-    ns = type(sys.implementation)()  # types.SimpleNamespace, without importing types
+def _namespace(given: list[tuple[str, str | None]], rest: list[str], prog: str
+               ) -> SimpleNamespace:
+    ns = SimpleNamespace()
     for dest in {*DEST.values(), "server", "key_file", "conf", "clusters"}:
         setattr(ns, dest, None)
     for flag in FLAGS:

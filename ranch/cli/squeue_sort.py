@@ -31,8 +31,8 @@ def sort_jobs(jobs: list[dict], spec: str, now: float) -> list[dict]:
             continue  # one cluster: every job's the same
         number = _NUMBER.get(key)
         if number is not None:
-            out.sort(key=lambda j, f=number: f(j, now), reverse=descending)
+            out.sort(key=lambda j: number(j, now), reverse=descending)
         else:
             get = FIELDS[key][1]
-            out.sort(key=lambda j, f=get: f(j, now), reverse=descending)
+            out.sort(key=lambda j: get(j, now), reverse=descending)
     return out

@@ -13,7 +13,6 @@ in the codec's shape (protocol/stepmessages.py), so rnoded sees what it always s
 
 from __future__ import annotations
 
-import _signal
 import _socket
 import os
 import select
@@ -27,8 +26,11 @@ from ranch.cli.step_output import Output, ranges
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
+    import signal as _signal
     from collections.abc import Callable
     from typing import Any
+else:
+    import _signal  # the C module: `signal` imports enum
 
 HELLO_TIMEOUT = 60.0  # every node of the step connects within this (it launches in milliseconds)
 SIGINT, SIGKILL, SIGTERM = _signal.SIGINT, _signal.SIGKILL, _signal.SIGTERM
@@ -237,7 +239,8 @@ class StepIO:
     def accept(self, listener: _socket.socket) -> None:
         while True:
             try:
-                fd, _ = listener._accept()  # a _socket.socket (cli/rrun.py): no accept()
+                # a _socket.socket (cli/rrun.py): no accept(); typeshed leaves _accept out
+                fd, _ = listener._accept()  # type: ignore[attr-defined]
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:
@@ -377,13 +380,13 @@ class StepIO:
                 elif wanted.get(fd) == "alive":
                     self.alive.receive()
                 else:
-                    conn = self.socks.get(fd)
-                    if conn is None:
+                    ready = self.socks.get(fd)
+                    if ready is None:
                         continue
                     if ev & POLLOUT:
-                        self.flush(conn)
+                        self.flush(ready)
                     if ev & (POLLIN | POLLGONE):
-                        self.receive(conn)
+                        self.receive(ready)
         for node in list(self.unsaid):
             self.report(node)
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
 
 class UsageParser(argparse.ArgumentParser):
     """argparse whose errors are one stderr line and exit status 1 (255 for sbatch, srun and
@@ -18,7 +22,7 @@ class UsageParser(argparse.ArgumentParser):
             kwargs["prog"] = prog(kwargs["prog"])
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         from ranch.cli.controller import LAUNCHER_USAGE, LAUNCHERS
 
         code = LAUNCHER_USAGE if self.prog in LAUNCHERS else 1

@@ -113,7 +113,8 @@ def nvml_view(*, want_temperatures: bool, watch_xids: bool) -> GpuView:
                     errors.append(f"NVML: gpu{index} temperature: {exc}")
             handles.append(handle)
             devices.append(GpuDevice(index, bus, temperature))
-        supported, xids = (False, ())
+        supported = False
+        xids: tuple[XidEvent, ...] = ()
         if watch_xids and handles:
             supported, xids, wait_error = _watch_xid_events(pynvml, handles)
             if wait_error:
@@ -193,10 +194,12 @@ def _load_faults(path: str | None) -> dict[str, Any]:
 
 
 def _int(value: object, field: str, path: str | None) -> int:
-    try:
-        return int(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"fake GPU faults file {path}: {field} must be an integer") from None
+    if isinstance(value, int | float | str):  # of what JSON gives, what int() takes
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise ValueError(f"fake GPU faults file {path}: {field} must be an integer")
 
 
 def nvml_text(value: bytes | str) -> str:

@@ -20,10 +20,15 @@ If the program cannot be executed, the first output line is `EXEC_FAILED` and th
 Kept to the standard library and a few imports: its start-up is part of every run's cost.
 """
 
-import _signal as signal  # the C module: `signal` imports enum, a tenth of the start-up
 import os
 import sys
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+else:
+    import _signal as signal  # the C module: `signal` imports enum, a tenth of the start-up
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -187,7 +192,7 @@ class Run:
         self.argv = argv
         self.me = os.getpid()
         self.child = 0
-        self.status = None
+        self.status: int | None = None  # the program's wait status once reaped
         self.cgroup = Cgroup()
 
     def start(self) -> None:

@@ -219,7 +219,7 @@ class _BoundedSink:
         self.data = bytearray()
         self.truncated = False
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes | bytearray) -> None:
         room = self.limit - len(self.data)
         if len(chunk) > room:
             self.truncated = True

@@ -136,10 +136,10 @@ def _wall_time(line: str, now: float) -> float | None:
         year = time.localtime(now).tm_year
         for candidate in (year, year - 1):
             try:
-                parsed = time.strptime(f"{candidate} {m['ts']}", "%Y %b %d %H:%M:%S")
+                fields = time.strptime(f"{candidate} {m['ts']}", "%Y %b %d %H:%M:%S")
             except ValueError:
                 return None
-            stamp = time.mktime(parsed)
+            stamp = time.mktime(fields)
             if stamp <= now + 86400:
                 return stamp
     return None

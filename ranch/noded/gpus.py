@@ -11,7 +11,8 @@ import json
 import logging
 import os
 import random
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from ranch.healthcheck.gpu import FAKE_FAULTS_ENV as FAULTS_ENV
 from ranch.healthcheck.gpu import FAKE_GPUS_ENV as FAKE_ENV
@@ -154,7 +155,8 @@ class NvmlGpus:
             )
         return tuple(out)
 
-    def _try(self, fn, *args):  # type: ignore[no-untyped-def]
+    def _try(self, fn: Callable[..., Any], *args: object) -> Any:
+        """fn(*args), None when NVML says it failed (pynvml's results are untyped)."""
         try:
             return fn(*args)
         except self.nvml.NVMLError as exc:

@@ -105,9 +105,10 @@ class HealthCheck:
                     next_due = now + interval
             elif next_due <= now:  # the last run overran its slot: skip the missed ones
                 next_due += math.ceil((now - next_due) / interval + 1e-9) * interval
-            with trio.move_on_at(next_due):
+            with trio.move_on_at(next_due) as slot:
                 await changed.wait()
-                next_due = None  # settings changed: recompute the schedule
+            if not slot.cancelled_caught:  # settings changed: recompute the schedule
+                next_due = None
                 continue
             next_due += interval
             try:

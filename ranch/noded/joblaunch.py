@@ -145,6 +145,7 @@ async def start_job(
         await proc.wait()
         raise LaunchFailed(path, rest, node_fault=not word)
     pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+    assert pids is not None, "the shim writes pids.json before it says ok"
     job = RunningJob(
         spec,
         path,

@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import NoReturn
+from typing import Literal, NoReturn
 
 import attrs
 import trio
@@ -162,7 +162,8 @@ class JobRunner:
             end = attrs.evolve(end, state="FAILED", message="rnoded stopped while launching")
         await self._record_end(spec, path, end, silent)
 
-    async def _pids_of_interrupted_launch(self, spec: JobSpec, path: Path) -> dict | bool | None:
+    async def _pids_of_interrupted_launch(self, spec: JobSpec, path: Path
+                                          ) -> dict | Literal[False] | None:
         """A record without pids.json: the previous rnoded stopped while launching it. False
         when its script never started (the claim was still free; now it never will): the
         record goes, the run is not reported, and the controller sends it again or requeues

@@ -12,11 +12,16 @@ on stdin, and end of file there means it is not needed. Protocol with rnoded: on
 time + script pid) before that line; status.json when the script has ended.
 """
 
-import _signal as signal  # the C module: `signal` would import enum (~6 ms)
 import marshal
 import os
 import sys
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+else:
+    import _signal as signal  # the C module: `signal` would import enum (~6 ms)
 
 PR_SET_CHILD_SUBREAPER = 36
 SPARE = "-"  # argv[1] of a spare: the job directory comes on stdin
@@ -185,11 +190,9 @@ def main() -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # rnoded's death must not take us along
     become_subreaper()
-    jobdir = sys.argv[1]
-    if jobdir == SPARE:
-        jobdir = job_from_stdin()
-        if jobdir is None:
-            return 0
+    jobdir = job_from_stdin() if sys.argv[1] == SPARE else sys.argv[1]
+    if jobdir is None:
+        return 0
     with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
         spec = marshal.load(f)
     cgroup = spec.get("cgroup")
@@ -219,8 +222,8 @@ def main() -> int:
         sys.stdout.write(f"fail {failure}\n")
         sys.stdout.flush()
         return 0
-    pids = {"shim_pid": os.getpid(), "shim_start": proc_start_ticks(), "script_pid": pid}
-    pids["started_at"] = started
+    pids = {"shim_pid": os.getpid(), "shim_start": proc_start_ticks(), "script_pid": pid,
+            "started_at": started}
     write_json(os.path.join(jobdir, "pids.json"), pids)
     try:
         sys.stdout.write(f"ok {pid}\n")

@@ -88,6 +88,7 @@ def task_argv(spec: StepSpec, env: dict[str, str]) -> list[str]:
     if not argv:
         raise FileNotFoundError(2, "No such file or directory")
     prog = argv[0]
+    path: str | None
     if "/" in prog:
         path = prog if os.path.isabs(prog) else os.path.join(spec.cwd, prog)
         if not os.path.exists(path):
