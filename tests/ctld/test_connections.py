@@ -165,7 +165,7 @@ async def test_pushes_to_a_peer_that_does_not_read_are_bounded(autojump_clock) -
         # The first push blocks on the socket; SEND_QUEUE may wait; the next one cuts it off.
         results = [conn.push(push) for _ in range(SEND_QUEUE + 1)]
         assert results == [True] * SEND_QUEUE + [False]
-        assert conn.scope.cancel_called
+        assert conn.closing
         await trio.testing.wait_all_tasks_blocked()
     assert server.connections == set()
     assert conn.push(push) is False, "a closed connection takes no more pushes"

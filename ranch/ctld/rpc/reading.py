@@ -48,14 +48,27 @@ class Held:
     confirms: bool
 
 
+class Idle:
+    """What next_frame answers for a node with nothing to read yet (the one IDLE)."""
+
+    __slots__ = ()
+
+
+IDLE = Idle()
+
+
 class FrameReader:
     """Reads one connection until it ends; `run` is the whole life of the connection's task."""
 
-    __slots__ = ("conn", "decoder", "frame_deadline", "held", "proven", "server", "timeout")
+    __slots__ = ("conn", "decoder", "frame_deadline", "held", "may_park", "proven", "server",
+                 "timeout")
 
-    def __init__(self, server: Rpc, conn: Peer) -> None:
+    def __init__(self, server: Rpc, conn: Peer, *, may_park: bool = False) -> None:
+        """`may_park`: a node between frames may be handed to the server's idle poller
+        (ctld/rpc/idlenodes.py) rather than wait in this task."""
         self.server = server
         self.conn = conn
+        self.may_park = may_park
         self.timeout = mt = server.message_timeout
         self.decoder = FrameDecoder(
             server.key, max_size=server.max_size, message_timeout=mt,
@@ -72,30 +85,45 @@ class FrameReader:
         self.frame_deadline: float | None = trio.current_time() + mt
 
     async def run(self) -> None:
-        conn = self.conn
-        while True:
-            if conn.node is not None and not conn.ready and self.between_frames():
-                # A node between beats (seconds) is waited for here rather than three calls
-                # down (next_frame, receive, receive_some): an idle connection's task then holds
-                # three suspended coroutines fewer, about 0.7 KB a node (issue 35). No deadline
-                # applies to it (`deadline`), so the wait is the same one.
-                try:
-                    conn.ready = await conn.io.wait_readable()
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    return
-            frame = await self.next_frame()
-            if frame is None:
+        """One stretch of the connection's life in a task: frames are read and acted on until
+        the connection ends (the server then forgets it) or, a node with nothing to read, it is
+        parked with the server's idle poller, which starts the next stretch once bytes come."""
+        conn, server = self.conn, self.server
+        parked = False
+        try:
+            if conn.closing:  # closed while its stretch was about to start
                 return
-            go_on = await self.act(frame)
-            # not kept while the next one is awaited: a node's last heartbeat, decoded, is
-            # about 2 KB (its GPU metrics), seconds at a time, on every connection
-            del frame
-            if not go_on:
-                return
+            with trio.CancelScope() as conn.scope:
+                while True:
+                    frame = await self.next_frame()
+                    if frame is None:
+                        return
+                    if isinstance(frame, Idle):
+                        if self.may_park and server.idle.park(self):
+                            parked = True  # no await from here to the task's end
+                            return
+                        try:
+                            conn.ready = await conn.io.wait_readable()
+                        except (trio.BrokenResourceError, trio.ClosedResourceError):
+                            return
+                        continue
+                    go_on = await self.act(frame)
+                    # not kept while the next one is awaited: a node's last heartbeat, decoded,
+                    # is about 2 KB (its GPU metrics), seconds at a time, on every connection
+                    del frame
+                    if not go_on:
+                        return
+        except Exception as exc:  # never let one peer take the server down
+            logs.event("connection failed", logging.ERROR, peer=conn.peer, error=repr(exc))
+        finally:
+            conn.scope = None
+            if not parked and server.connection_ended(conn):
+                await trio.aclose_forcefully(conn.stream)
 
-    async def next_frame(self) -> Frame | None:
+    async def next_frame(self) -> Frame | Idle | None:
         """The next whole frame, or None once the connection is to end (closed, timed out,
-        refused: each already answered and logged)."""
+        refused: each already answered and logged), or IDLE: a node with nothing to read, for
+        `run` to park or wait on."""
         conn, decoder = self.conn, self.decoder
         while True:
             try:
@@ -116,12 +144,17 @@ class FrameReader:
                 # of stream waiting: read it at once rather than wait for it
                 conn.ready = conn.node is None
                 continue  # time has passed: look at the deadlines afresh
+            if self.idle_node():
+                return IDLE
             if not await self.receive():
                 return None
 
-    def between_frames(self) -> bool:
-        """Nothing buffered, held or still to prove: the next bytes start a new frame."""
-        return self.proven and not self.held and not self.decoder.buffered
+    def idle_node(self) -> bool:
+        """A registered node's socket with nothing buffered, held or still to prove: the next
+        bytes start a new frame, whenever they come."""
+        conn = self.conn
+        return (conn.node is not None and not conn.ready and conn.io.sock is not None
+                and self.proven and not self.held and not self.decoder.buffered)
 
     async def take_credential(self) -> None:
         """A user's connection starts with a MUNGE credential (ctld/rpc/userauth.py)."""

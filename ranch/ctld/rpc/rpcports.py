@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # none of these imports the rpc layer
     from ranch.ctld.rpc.admission import Admission
     from ranch.ctld.rpc.capacity import CapacityRefusals
     from ranch.ctld.rpc.fastio import StreamIO
+    from ranch.ctld.rpc.idlenodes import IdleNodes
     from ranch.ctld.rpc.nodecredentials import NodeCredentials
     from ranch.ctld.rpc.replaymark import ReplayMark
     from ranch.protocol import messages as m
@@ -34,6 +35,8 @@ class Peer(Protocol):
     node: str | None  # the node that registered on it
     who: Any  # the munge-vouched user (ctld/rpc/userauth.py); None: the cluster key's holder
     key: bytes | None  # that user's session key
+    scope: trio.CancelScope | None  # its reader's task runs in it (None while parked)
+    closing: bool  # close_soon was called
 
     async def reply(self, msg: Any, request_id: int, version: int) -> bool: ...
     async def send(self, frame: bytes) -> bool: ...
@@ -77,3 +80,6 @@ class Rpc(Protocol):
     def encode(self, msg: Any, request_id: int, version: int,
                key: bytes | None = None) -> bytes: ...
     async def dispatch(self, conn: Peer, msg: Any) -> tuple[Any, bool]: ...
+    def connection_ended(self, conn: Peer) -> bool: ...
+    @property
+    def idle(self) -> IdleNodes: ...

@@ -42,6 +42,7 @@ from ranch.ctld.rpc import permissions
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
 from ranch.ctld.rpc.fastio import StreamIO, unread_bytes
+from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
 from ranch.ctld.rpc.reading import FrameReader
 from ranch.ctld.rpc.replaymark import ReplayMark
@@ -67,8 +68,8 @@ class Connection:
     """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
     is one per node (docs/benchmarks.md, hot spot 3)."""
 
-    __slots__ = ("io", "key", "node", "peer", "pending", "ready", "scope", "send_lock",
-                 "server", "stream", "version", "who")
+    __slots__ = ("closing", "io", "key", "node", "peer", "pending", "ready", "scope",
+                 "send_lock", "server", "stream", "version", "who")
 
     def __init__(self, stream: trio.SocketStream, peer: str, server: Server,
                  ready: bool = False) -> None:
@@ -81,7 +82,10 @@ class Connection:
         self.version = CURRENT
         self.node: str | None = None  # set by the core once a node registered on it
         self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
-        self.scope = trio.CancelScope()
+        # the scope its reader's task runs in (ctld/rpc/reading.py): none while a node's
+        # connection is parked between frames (ctld/rpc/idlenodes.py)
+        self.scope: trio.CancelScope | None = None
+        self.closing = False
         self.pending = 0  # pushes not yet written
         # AuthType=auth/munge (ctld/rpc/userauth.py): the user munged vouched for and the session
         # key of this connection; None for the cluster key's holder (daemons, root)
@@ -91,7 +95,7 @@ class Connection:
     # Pusher, for the core
     def push(self, msg: Any) -> bool:
         spawn = self.server.spawn
-        if spawn is None or self.scope.cancel_called or self not in self.server.connections:
+        if spawn is None or self.closing or self not in self.server.connections:
             return False
         if self.pending >= SEND_QUEUE:
             logs.event("send queue full; disconnecting slow peer", logging.WARNING,
@@ -103,7 +107,12 @@ class Connection:
         return True
 
     def close_soon(self) -> None:
-        self.scope.cancel()
+        """End the connection: its reader's task is cancelled, or a parked one closed now."""
+        self.closing = True
+        if self.scope is not None:
+            self.scope.cancel()
+        else:
+            self.server.idle.close(self)
 
     def unread(self) -> int:
         """Bytes waiting in the kernel for this connection (0 when unknown)."""
@@ -197,7 +206,9 @@ class Server:
             late_allowance=lambda: cluster.liveness.stalls.late_allowance(),
             heard=lambda name: cluster.liveness.refused_for_capacity(name), encode=self.encode,
             admit=self._admit, unproven_max=unproven_max)
-        self.connections: set[Connection] = set()
+        self.connections: set[Peer] = set()
+        # registered nodes between frames, with no task each (ctld/rpc/idlenodes.py)
+        self.idle = IdleNodes(self.connection_ended)
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
         # connection to hold it would cost every connection its memory.
@@ -250,6 +261,8 @@ class Server:
         listeners = await trio.open_tcp_listeners(port, host=host)
         try:
             async with trio.open_nursery() as nursery:
+                if not self.idle.running:
+                    nursery.start_soon(self.idle.run, nursery)
                 for listener in listeners:
                     nursery.start_soon(self._accept_loop, listener, nursery)
                 task_status.started(listeners)
@@ -302,7 +315,9 @@ class Server:
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
         conn = Connection(stream, peer, self, ready)
         self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
-        nursery.start_soon(self._serve, conn, name="rpc connection")  # a name built per task: 80 B
+        self.connections.add(conn)
+        # the reader's run is the task (ctld/rpc/reading.py); a name given, not built per task
+        nursery.start_soon(FrameReader(self, conn, may_park=True).run, name="rpc connection")
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted stream (a connection from any listener, or a test's)."""
@@ -313,30 +328,25 @@ class Server:
             await trio.aclose_forcefully(stream)  # over a cap: closed at once
             return
         self.admission.add(conn, source_of(peer))
-        await self._serve(conn)
-
-    async def _serve(self, conn: Connection) -> None:
-        """Read `conn` (counted in by admission.add) until it ends."""
-        peer, stream = conn.peer, conn.stream
         self.connections.add(conn)
-        try:
-            with conn.scope:
-                await FrameReader(self, conn).run()  # ctld/rpc/reading.py
-        except Exception as exc:  # never let one peer take the server down
-            logs.event("connection failed", logging.ERROR, peer=peer, error=repr(exc))
-        finally:
-            self.admission.gone(conn)
-            self.connections.discard(conn)
-            self.cluster.disconnected(conn)
-            if conn.node:
-                logs.event("node disconnected", node=conn.node, peer=peer)
-            # A push still being written fails with ClosedResourceError and ends.
-            if isinstance(stream, trio.SocketStream):
-                # what aclose_forcefully does in the end, without its cancelled scope and
-                # checkpoint: this task ends here (a command's connection, hundreds a second)
-                stream.socket.close()
-            else:
-                await trio.aclose_forcefully(stream)
+        await FrameReader(self, conn).run()
+
+    def connection_ended(self, conn: Peer) -> bool:
+        """Forget `conn` once its reader ended; True when its stream is still to be closed
+        (not a socket: the in-memory streams of tests)."""
+        self.admission.gone(conn)
+        self.connections.discard(conn)
+        self.cluster.disconnected(conn)
+        if conn.node:
+            logs.event("node disconnected", node=conn.node, peer=conn.peer)
+        # A push still being written fails with ClosedResourceError and ends.
+        stream = conn.stream
+        if isinstance(stream, trio.SocketStream):
+            # what aclose_forcefully does in the end, without its cancelled scope and
+            # checkpoint: the task ends here (a command's connection, hundreds a second)
+            stream.socket.close()
+            return False
+        return True
 
     def _confirms(self, msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
         """Whether the reply to `msg` waits for the journal. A heartbeat confirms only the

@@ -1,0 +1,76 @@
+"""Registered nodes between frames are parked on the server's epoll with no task each
+(ctld/rpc/idlenodes.py), over real loopback TCP: a parked node is read when it speaks, closed at
+once by close_soon, forgotten when it hangs up, and closed when the server stops."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+import trio
+
+from tests.ctld.test_connections import _beat, _cluster, _frame, _read_frames, _register, _server
+
+
+async def _until(cond: Callable[[], bool], what: str) -> None:
+    with trio.fail_after(10):
+        while not cond():
+            await trio.sleep(0.005)
+
+
+async def _registered(server, nursery) -> trio.SocketStream:
+    [listener] = await nursery.start(partial(server.serve_tcp, 0, host="127.0.0.1"))
+    stream = await trio.open_tcp_stream("127.0.0.1", listener.socket.getsockname()[1])
+    await stream.send_all(_frame(_register(), 1))
+    [reply] = await _read_frames(stream, 1)
+    assert reply.msg.accepted
+    await _until(lambda: len(server.idle) == 1, "parked")
+    return stream
+
+
+async def test_a_parked_node_is_read_when_it_speaks_and_closed_at_once() -> None:
+    cluster = _cluster()
+    server = _server(cluster)
+    async with trio.open_nursery() as nursery:
+        server.spawn = nursery.start_soon
+        stream = await _registered(server, nursery)
+        [conn] = server.connections
+        assert conn.scope is None  # no task reads it: none holds a cancel scope
+        for seq in (1, 2, 3):
+            await stream.send_all(_frame(_beat("n1", seq), 10 + seq))
+            [beat] = await _read_frames(stream, 1)
+            assert beat.request_id == 10 + seq and type(beat.msg).__name__ == "HeartbeatReply"
+            await _until(lambda: len(server.idle) == 1, "parked again")
+        assert cluster.nodes["n1"].conn is conn
+        conn.close_soon()  # as a re-registration elsewhere does
+        assert server.connections == set() and len(server.idle) == 0
+        assert cluster.nodes["n1"].conn is None
+        assert await stream.receive_some(100) == b""
+        assert conn.push(_beat("n1", 9)) is False
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_parked_node_that_hangs_up_is_forgotten() -> None:
+    cluster = _cluster()
+    server = _server(cluster)
+    async with trio.open_nursery() as nursery:
+        server.spawn = nursery.start_soon
+        stream = await _registered(server, nursery)
+        await stream.aclose()
+        await _until(lambda: not server.connections, "forgotten")
+        assert len(server.idle) == 0 and cluster.nodes["n1"].conn is None
+        nursery.cancel_scope.cancel()
+
+
+async def test_stopping_the_server_closes_parked_connections() -> None:
+    cluster = _cluster()
+    server = _server(cluster)
+    async with trio.open_nursery() as outer:
+        server.spawn = outer.start_soon
+        async with trio.open_nursery() as nursery:
+            stream = await _registered(server, nursery)
+            nursery.cancel_scope.cancel()
+        assert server.connections == set() and len(server.idle) == 0
+        assert not server.idle.running
+        assert await stream.receive_some(100) == b""
+        outer.cancel_scope.cancel()
