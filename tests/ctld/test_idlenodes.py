@@ -13,9 +13,10 @@ from tests.ctld.test_connections import _beat, _cluster, _frame, _read_frames, _
 
 
 async def _until(cond: Callable[[], bool], what: str) -> None:
-    with trio.fail_after(10):
+    with trio.move_on_after(10):
         while not cond():
             await trio.sleep(0.005)
+    assert cond(), f"not {what} within 10 s"
 
 
 async def _registered(server, nursery) -> trio.SocketStream:
