@@ -58,7 +58,8 @@ IDLE = Idle()
 
 
 class FrameReader:
-    """Reads one connection until it ends; `run` is the whole life of the connection's task."""
+    """Reads one connection until it ends; each `run` is a task (a node parked between frames
+    starts a new one when it speaks: ctld/rpc/idlenodes.py)."""
 
     __slots__ = ("conn", "decoder", "frame_deadline", "held", "may_park", "proven", "server",
                  "timeout")
