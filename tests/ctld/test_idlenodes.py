@@ -4,7 +4,8 @@ once by close_soon, forgotten when it hangs up, and closed when the server stops
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from functools import partial
 
 import trio
@@ -19,22 +20,28 @@ async def _until(cond: Callable[[], bool], what: str) -> None:
     assert cond(), f"not {what} within 10 s"
 
 
-async def _registered(server, nursery) -> trio.SocketStream:
-    [listener] = await nursery.start(partial(server.serve_tcp, 0, host="127.0.0.1"))
-    stream = await trio.open_tcp_stream("127.0.0.1", listener.socket.getsockname()[1])
-    await stream.send_all(_frame(_register(), 1))
-    [reply] = await _read_frames(stream, 1)
-    assert reply.msg.accepted
-    await _until(lambda: len(server.idle) == 1, "parked")
-    return stream
+@asynccontextmanager
+async def _parked_node() -> AsyncIterator[tuple]:
+    """(cluster, server, the node's stream): a server on loopback TCP
+    whose node n1 registered and is parked; the server is stopped when the block ends."""
+    cluster = _cluster()
+    server = _server(cluster)
+    async with trio.open_nursery() as outer:
+        server.spawn = outer.start_soon
+        async with trio.open_nursery() as nursery:
+            [listener] = await nursery.start(partial(server.serve_tcp, 0, host="127.0.0.1"))
+            stream = await trio.open_tcp_stream("127.0.0.1", listener.socket.getsockname()[1])
+            await stream.send_all(_frame(_register(), 1))
+            [reply] = await _read_frames(stream, 1)
+            assert reply.msg.accepted
+            await _until(lambda: len(server.idle) == 1, "parked")
+            yield cluster, server, stream
+            nursery.cancel_scope.cancel()
+        outer.cancel_scope.cancel()
 
 
 async def test_a_parked_node_is_read_when_it_speaks_and_closed_at_once() -> None:
-    cluster = _cluster()
-    server = _server(cluster)
-    async with trio.open_nursery() as nursery:
-        server.spawn = nursery.start_soon
-        stream = await _registered(server, nursery)
+    async with _parked_node() as (cluster, server, stream):
         [conn] = server.connections
         assert conn.scope is None  # no task reads it: none holds a cancel scope
         for seq in (1, 2, 3):
@@ -48,30 +55,19 @@ async def test_a_parked_node_is_read_when_it_speaks_and_closed_at_once() -> None
         assert cluster.nodes["n1"].conn is None
         assert await stream.receive_some(100) == b""
         assert conn.push(_beat("n1", 9)) is False
-        nursery.cancel_scope.cancel()
 
 
 async def test_a_parked_node_that_hangs_up_is_forgotten() -> None:
-    cluster = _cluster()
-    server = _server(cluster)
-    async with trio.open_nursery() as nursery:
-        server.spawn = nursery.start_soon
-        stream = await _registered(server, nursery)
+    async with _parked_node() as (cluster, server, stream):
         await stream.aclose()
         await _until(lambda: not server.connections, "forgotten")
         assert len(server.idle) == 0 and cluster.nodes["n1"].conn is None
-        nursery.cancel_scope.cancel()
 
 
 async def test_stopping_the_server_closes_parked_connections() -> None:
-    cluster = _cluster()
-    server = _server(cluster)
-    async with trio.open_nursery() as outer:
-        server.spawn = outer.start_soon
-        async with trio.open_nursery() as nursery:
-            stream = await _registered(server, nursery)
-            nursery.cancel_scope.cancel()
-        assert server.connections == set() and len(server.idle) == 0
-        assert not server.idle.running
-        assert await stream.receive_some(100) == b""
-        outer.cancel_scope.cancel()
+    async with _parked_node() as (_, server, stream):
+        assert len(server.idle) == 1
+    # the block's end stopped the server (its nursery cancelled), the node still parked
+    assert server.connections == set() and len(server.idle) == 0
+    assert not server.idle.running
+    assert await stream.receive_some(100) == b""
