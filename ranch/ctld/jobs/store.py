@@ -42,11 +42,9 @@ from ranch.ctld.ports import NodeSide
 from ranch.ctld.rights import Identity, acting
 from ranch.ctld.rpc.wire import kept
 from ranch.protocol import messages as m
-from ranch.statemachine import events
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import jobtable as jt
 from ranch.statemachine.jobstates import FINAL, end_reason
-from ranch.statemachine.model import Flag
 
 if TYPE_CHECKING:
     from ranch.ctld.jobs.history import FileHistory
@@ -293,30 +291,14 @@ class Jobs:
         self.pending_stale = False
 
     def sync_node(self, name: str) -> None:
-        """Feed the node's allocation and COMPLETING flag to the state machine as events."""
-        node = self.c.nodes.get(name)
-        if node is None:
-            return
+        """Tell the node registry what the jobs hold of the node (it owns the node's record
+        and feeds the state machine)."""
         use = self.uses.get(name) or NodeUse()
-        wall = self.c.wall()
-        cpus = min(use.cpus, node.state.cpus_total)
-        if node.state.cpus_alloc != cpus:
-            _, err = self.c.apply_event(node, events.AllocationChanged(now=wall, cpus_alloc=cpus))
-            if err:
-                logs.event("allocation not applied", logging.WARNING, node=name, error=err)
-            elif cpus:
-                node.last_busy = wall
         completing = any(
             self.jobs[j].state == COMPLETING and name in self.jobs[j].awaiting
             for j in use.jobs if j in self.jobs
         )
-        if (Flag.COMPLETING in node.state.flags) != completing:
-            self.c.apply_event(node, events.Completing(now=wall, active=completing))
-        gpus = tuple(sorted(use.gpus))
-        if node.alloc_mem != use.mem or node.gpus_used != gpus:
-            node.alloc_mem = use.mem
-            node.gpus_used = gpus
-            self.c.touch(node)
+        self.c.set_use(name, use.cpus, use.mem, tuple(sorted(use.gpus)), completing)
         if not use.jobs:
             self.uses.pop(name, None)
 

@@ -369,9 +369,27 @@ class Cluster:
     def apply_event(self, node: NodeRecord, event: Any) -> tuple[bool, str | None]:
         return self._apply(node, event)
 
-    def touch(self, node: NodeRecord) -> None:
-        """mark_changed under the name ctld/jobs/store.py calls."""
-        self.mark_changed(node)
+    def set_use(self, name: str, cpus: int, mem: int, gpus: tuple[int, ...],
+                completing: bool) -> None:
+        """What the job store holds of node `name`: its CPUs and COMPLETING go to the state
+        machine as events, its memory and GPUs onto the record."""
+        node = self.nodes.get(name)
+        if node is None:
+            return
+        wall = self.wall()
+        cpus = min(cpus, node.state.cpus_total)
+        if node.state.cpus_alloc != cpus:
+            _, err = self._apply(node, events.AllocationChanged(now=wall, cpus_alloc=cpus))
+            if err:
+                logs.event("allocation not applied", logging.WARNING, node=name, error=err)
+            elif cpus:
+                node.last_busy = wall
+        if (Flag.COMPLETING in node.state.flags) != completing:
+            self._apply(node, events.Completing(now=wall, active=completing))
+        if node.alloc_mem != mem or node.gpus_used != gpus:
+            node.alloc_mem = mem
+            node.gpus_used = gpus
+            self.mark_changed(node)
 
     @property
     def partition_records(self) -> tuple[dict[str, Any], ...]:
