@@ -70,9 +70,6 @@ def ended(jobs: JobStore, job: Job) -> None:
             return first
 
         history.ended(build, run=(job.id, restarts))
-        poke = getattr(history, "poke", None)
-        if poke is not None:
-            poke()
 
 
 def held(jobs: JobStore, job: Job) -> bool:
@@ -98,8 +95,6 @@ def restored(jobs: JobStore) -> None:
 async def keep_history(jobs: JobStore, history: Any, in_thread: bool = True) -> None:
     """Run in the daemon's nursery: write what ended (one write and fsync per day file for a
     batch), retry after a failure, and prune the days older than PurgeJobAfter."""
-    wake = trio.Event()
-    history.poke = wake.set
     next_prune = trio.current_time()
 
     async def run(fn: Callable[..., Any], *args: Any) -> Any:
@@ -131,9 +126,7 @@ async def keep_history(jobs: JobStore, history: Any, in_thread: bool = True) -> 
             if gone:
                 logs.event("job history days pruned", days=",".join(gone))
         with trio.move_on_after(max(0.0, next_prune - trio.current_time())):
-            await wake.wait()
-        wake = trio.Event()
-        history.poke = wake.set
+            await history.due.wait()
         await trio.sleep(WRITE_INTERVAL)
 
 

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from ranch.ctld import logs
 from ranch.ctld.state import journalfile
 from ranch.ctld.state.integrity import DamagedState
+from ranch.ctld.wakeup import Wakeup
 from ranch.protocol import durable
 
 DIR_NAME = "job_history"
@@ -41,6 +42,10 @@ RECORD = "job history record"  # what a damaged line is called in rctld's refusa
 class JobHistory(Protocol):
     def ended(self, rec: Any, verify: bool = False, run: tuple[int, int] | None = None) -> None:
         """A run reached a final state: its record (or its builder), to be written."""
+
+    @property
+    def due(self) -> Wakeup:
+        """Set whenever a record waits to be written (the writer's wake-up call)."""
 
     def unwritten(self, job_id: int) -> bool:
         """Whether a run of the job still waits for its record to be durable."""
@@ -91,6 +96,7 @@ class FileHistory:
         self._ranges: dict[str, tuple[int, int, int, int]] = {}
         self.records_written = 0
         self.fsyncs = 0
+        self.due = Wakeup()  # set when a record waits: wakes keep_history (ctld/jobs/acct.py)
 
     # -- the event loop's side ---------------------------------------------------------------
 
@@ -105,6 +111,7 @@ class FileHistory:
         self._pending[k] = rec
         if verify:
             self._verify.add(k)
+        self.due.set()
 
     def unwritten(self, job_id: int) -> bool:
         return self._open.get(job_id, 0) > 0
