@@ -102,7 +102,8 @@ class Daemon:
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
         # Any: the file store, or a controller pair's etcd store (ctld/state/etcdstore.py), which
         # also mirrors files and holds the history and events (ctld/state/etcdrecords.py)
-        self.store = cast(Any, FileStore(state_dir, ignore_damaged=ignore_damaged)
+        self.store = cast(Any, FileStore(state_dir, ignore_damaged=ignore_damaged,
+                                          in_thread=save_in_thread)
                           if store is None else store)
         history_dir = os.path.join(state_dir, DIR_NAME)  # racct's; etcd's too for a pair
         self.cluster = Cluster(

@@ -35,8 +35,8 @@ def ended_in_journal(d: Daemon) -> set[int]:
 
 
 async def test_beats_sent_at_once_share_a_write_and_are_answered_in_order(tmp_path) -> None:
-    d = Daemon(make_config(), KEY, state_dir=str(tmp_path), host="127.0.0.1", port=0)
-    d.store.in_thread = False
+    d = Daemon(make_config(), KEY, state_dir=str(tmp_path), host="127.0.0.1", port=0,
+               save_in_thread=False)
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(d.run)
         port = listeners[0].socket.getsockname()[1]

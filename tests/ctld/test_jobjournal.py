@@ -21,9 +21,8 @@ def submit_msg(**kw) -> m.SubmitJob:
 
 
 def daemon(tmp_path) -> Daemon:
-    d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
-    d.store.in_thread = False
-    return d
+    return Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0,
+                  save_in_thread=False)
 
 
 def job_states(store: FileStore) -> list[tuple[int, str]]:

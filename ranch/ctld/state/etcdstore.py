@@ -79,7 +79,7 @@ def _seq_key(n: int) -> str:
 class EtcdStore:
     def __init__(self, client: EtcdClient, prefix: str, leader_key: str, epoch: int,
                  state_dir: str, *, on_fenced: Callable[[], None] = lambda: None,
-                 alive: Callable[[], bool] = lambda: True) -> None:
+                 alive: Callable[[], bool] = lambda: True, in_thread: bool = True) -> None:
         self.client = client
         self.prefix = prefix
         self.leader_key = leader_key
@@ -88,7 +88,7 @@ class EtcdStore:
         self.on_fenced = on_fenced
         self.alive = alive
         self.seq = 0
-        self.in_thread = False  # FileStore's knob; nothing here blocks
+        self.in_thread = in_thread  # the local file writes (mirrors, packs) in a worker thread
         # FileStore's list of damaged files moved aside (rctld -i): etcd's records carry no
         # file to move; a damaged value is refused in words at load
         self.moved_aside: list[str] = []

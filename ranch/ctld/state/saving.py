@@ -65,7 +65,6 @@ class Saver:
 
     async def run(self) -> None:
         """A snapshot when something changed, at most one a SAVE_INTERVAL."""
-        self.store.in_thread = self.in_thread
         while True:
             await self.dirty.wait()
             await self.save_snapshot()
