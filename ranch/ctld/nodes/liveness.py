@@ -61,6 +61,11 @@ class Liveness:
         self.restored_at: float | None = None  # wall time of the saved state, when restored
         self.configure()
 
+    def restored(self, saved_at: float | None) -> None:
+        """The saved state was written at `saved_at` (wall time): start() says how long the
+        controller was away."""
+        self.restored_at = saved_at
+
     def configure(self) -> None:
         t = self.c.config.timeouts
         self.stalls.configure(t.heartbeat_interval, t.message_timeout)

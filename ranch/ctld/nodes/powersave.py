@@ -49,6 +49,12 @@ class RateBudget:
         self.at = now
         return math.floor(self.tokens + 1e-9)
 
+    def set_rate(self, rate: int, now: float) -> None:
+        """A new rate keeps the tokens already banked (never more than a minute's)."""
+        self.available(now)
+        self.rate = rate
+        self.tokens = min(self.tokens, float(rate)) if rate > 0 else 0.0
+
     def take(self, now: float) -> bool:
         if self.available(now) < 1:
             return False
@@ -82,11 +88,8 @@ class PowerSave:
     def use_config(self) -> None:
         """Reconfigure: new rates keep the tokens already banked (never more than a minute's)."""
         p, now = self.c.config.power, self.c.clock()
-        for budget, rate in ((self.suspend_budget, p.suspend_rate),
-                             (self.resume_budget, p.resume_rate)):
-            budget.available(now)
-            budget.rate = rate
-            budget.tokens = min(budget.tokens, float(rate)) if rate > 0 else 0.0
+        self.suspend_budget.set_rate(p.suspend_rate, now)
+        self.resume_budget.set_rate(p.resume_rate, now)
 
     def interval(self) -> float:
         """Seconds between power-save passes: SlurmctldParameters=power_save_interval=N."""

@@ -84,7 +84,7 @@ def restore(c: Registry, doc: dict[str, Any]) -> tuple[str, ...]:
             logs.event("node not in the saved state; starting it from the config",
                        node=name)
     restored = tuple(n for n in saved if n in c.nodes)
-    c.liveness.restored_at = doc.get("saved_at")
+    c.liveness.restored(doc.get("saved_at"))
     logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
     c.jobs.restore(doc.get("jobs"))
     c.reservations.restore(doc.get("reservations"))
