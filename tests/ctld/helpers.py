@@ -39,6 +39,9 @@ class FakeConn:
         self.pushed: list[Any] = []
         self.closed = False
 
+    def registered_as(self, name: str) -> None:
+        self.node = name
+
     def push(self, msg: Any) -> bool:
         self.pushed.append(msg)
         return True

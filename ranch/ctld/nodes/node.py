@@ -63,9 +63,12 @@ def unpack_gpus(packed: array) -> list[dict[str, Any]]:
 class Pusher(Protocol):
     """A node's live connection, as the core sees it."""
 
-    peer: str
-    node: str | None  # the node that registered on it; set by Cluster.register
+    @property
+    def peer(self) -> str: ...
+    @property
+    def node(self) -> str | None: ...  # the node that registered on it
 
+    def registered_as(self, name: str) -> None: ...
     def push(self, msg: Any) -> bool: ...
 
     def close_soon(self) -> None: ...

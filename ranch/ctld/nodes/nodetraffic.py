@@ -63,7 +63,7 @@ def register(c: Registry, msg: m.Register, conn: Pusher | None = None,
     if conn is not None:
         if conn.node is not None and conn.node != msg.name:  # one connection, a second name
             disconnected(c, conn)
-        conn.node = msg.name  # so that its close is a lookup, not a scan of every node
+        conn.registered_as(msg.name)  # so that its close is a lookup, not a scan of every node
     node.conn = conn
     logs.event("node registered", node=msg.name, peer=peer, version=msg.rnoded_version,
                valid=problem is None, rebooted=rebooted)

@@ -80,7 +80,7 @@ class Connection:
         self.peer = peer
         self.server = server
         self.version = CURRENT
-        self.node: str | None = None  # set by the core once a node registered on it
+        self.node: str | None = None  # the node that registered on it (registered_as)
         self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
         # the scope its reader's task runs in (ctld/rpc/reading.py): none while a node's
         # connection is parked between frames (ctld/rpc/idlenodes.py)
@@ -93,6 +93,10 @@ class Connection:
         self.key: bytes | None = None
 
     # Pusher, for the core
+    def registered_as(self, name: str) -> None:
+        """A node registered on this connection (its close is then a lookup of that node)."""
+        self.node = name
+
     def push(self, msg: Any) -> bool:
         spawn = self.server.spawn
         if spawn is None or self.closing or self not in self.server.connections:
