@@ -49,6 +49,15 @@ class FramedStream:
         )
         self._send_lock = trio.Lock()
 
+    def sign_with(self, key: bytes) -> None:
+        """Sign what is sent from now on with `key` (a refusal to a peer whose key is not
+        known yet is signed with one it knows)."""
+        self.key = key
+
+    def use_key(self, key: bytes) -> None:
+        """A session key agreed with the peer: both what is sent and what is read."""
+        self.key = self.decoder.key = key
+
     async def send(self, msg: Any, request_id: int, version: int = CURRENT) -> None:
         data = encode_frame(msg, self.key, request_id=request_id, version=version)
         async with self._send_lock:

@@ -39,15 +39,15 @@ async def take_credential(fs: FramedStream, access: AccessSettings) -> None:
         try:
             cred = peek_credential(buf, UNPROVEN_MAX)
         except FrameError as exc:
-            fs.key = UNVERIFIED_KEY
+            fs.sign_with(UNVERIFIED_KEY)
             raise ProtocolError(exc.code, exc.message, fatal=True, version=exc.version) from None
         if cred:
             try:
                 session, _uid, _gid = await userauth.session(access, cred)
             except ProtocolError:
-                fs.key = UNVERIFIED_KEY
+                fs.sign_with(UNVERIFIED_KEY)
                 raise
-            fs.key = fs.decoder.key = session
+            fs.use_key(session)
             return
         if not may_open_with_credential(buf):
             return
