@@ -3,7 +3,7 @@ listing's CPU, measured in-process on a real Daemon with its state directory on 
 
     .venv/bin/python bench/job_cost.py [--jobs 5000] [--env-vars 40]
 
-Held jobs go through Daemon.submit_job as the server hands them over (decoded from the wire
+Held jobs go through Durability.submit as the server hands them over (decoded from the wire
 form, each with an environment of --env-vars variables), journalled and fsync'd. Printed:
 tracemalloc's bytes per job while the jobs wait for a snapshot, after two snapshots (bulk
 packed, records settled), after rqueue's cut listing and after the full list; the CPU (user +
@@ -55,7 +55,7 @@ async def run(n: int, env_vars: int) -> None:
         jobs = d.cluster.jobs
         cpu0 = time.process_time()
         for i in range(n):
-            await d.submit_job(converter.structure(orjson.loads(wire), m.SubmitJob))
+            await d.durability.submit(converter.structure(orjson.loads(wire), m.SubmitJob))
             if i % 1000 == 999:
                 await d.save_snapshot()  # about one a 5 s at 200 submissions a second
         await d.save_snapshot()
@@ -84,7 +84,7 @@ async def run(n: int, env_vars: int) -> None:
         tracemalloc.start()
         base = tracemalloc.take_snapshot()
         for _ in range(n):
-            await d.submit_job(converter.structure(orjson.loads(wire), m.SubmitJob))
+            await d.durability.submit(converter.structure(orjson.loads(wire), m.SubmitJob))
         print(f"heap per job, waiting for a snapshot: {heap(base, n):,.0f} B")
         await d.save_snapshot()
         await d.save_snapshot()

@@ -117,10 +117,10 @@ class Daemon:
                            local=self.local_store, dirty=dirty, events=events,
                            in_thread=save_in_thread)
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
-                             submit=self.submit_job, state_dir=state_dir,
+                             submit=self.durability.submit, state_dir=state_dir,
                              mirror=None if self.local_store else self.store.put_file,
                              takeover=None if handover is None else self.takeover,
-                             sync=self.durable, spawn=self.runner.start_soon)
+                             sync=self.durability.durable, spawn=self.runner.start_soon)
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
@@ -154,16 +154,6 @@ class Daemon:
                               ())
         if self.store.moved_aside:  # what was taken from them now lives in no journal
             self.saver.save_now()
-
-    async def durable(self) -> None:
-        """Every change made so far on disk (ctld/state/durability.py); OSError if it failed."""
-        await self.durability.durable()
-
-    async def submit_job(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
-        return await self.durability.submit(msg)
-
-    async def flush_outbox(self) -> bool:
-        return await self.durability.flush_outbox()
 
     def takeover(self, who: str) -> m.Ack:
         """rcontrol takeover: answered first, then the seat is given up (a standby wins it)."""

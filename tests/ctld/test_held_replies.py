@@ -44,7 +44,7 @@ async def test_beats_sent_at_once_share_a_write_and_are_answered_in_order(tmp_pa
         await fs.send(m.Register("n1", hardware(cpus=4), 1.0, "0.1.0"), 1)
         [reg] = await receive_until(fs, m.RegisterReply)
         assert reg.msg.accepted, reg.msg
-        ids = [(await d.submit_job(job(nodelist="n1"))).job_id for _ in range(4)]
+        ids = [(await d.durability.submit(job(nodelist="n1"))).job_id for _ in range(4)]
         launches = await receive_until(fs, m.LaunchJob, 4)
         for frame in launches:
             await fs.send(m.Ack(), frame.request_id)

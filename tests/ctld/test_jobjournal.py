@@ -53,10 +53,10 @@ async def test_group_commit_writes_each_batch_once(tmp_path) -> None:
 async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> None:
     d = daemon(tmp_path)
     register(d.cluster, "n1")
-    replies = [await d.submit_job(submit_msg(cpus_per_task=4)) for _ in range(2)]
-    arr = await d.submit_job(submit_msg(array="1-3"))
+    replies = [await d.durability.submit(submit_msg(cpus_per_task=4)) for _ in range(2)]
+    arr = await d.durability.submit(submit_msg(array="1-3"))
     assert [r.job_id for r in replies] == [1, 2] and arr.job_ids == (3, 4, 5)
-    bad = await d.submit_job(submit_msg(partition="nope"))
+    bad = await d.durability.submit(submit_msg(partition="nope"))
     assert isinstance(bad, m.Error)
     # no state save happened: a new controller finds every acknowledged job in the journal
     d2 = daemon(tmp_path)
@@ -85,23 +85,23 @@ async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path)
     LaunchJob waited for that write), and its id is not handed out again."""
     d = daemon(tmp_path)
     _, conn = register(d.cluster, "n1")
-    await d.durable()
+    await d.durability.durable()
     os.remove(d.store.path)
     os.mkdir(d.store.path)  # opening it for append now fails (EISDIR)
-    reply = await d.submit_job(submit_msg())
+    reply = await d.durability.submit(submit_msg())
     assert isinstance(reply, m.Error) and reply.code == "internal"
     assert "could not be written" in reply.message and d.store.path in reply.message
     assert d.cluster.jobs.jobs == {} and d.cluster.jobs.pending == []
     assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]
     assert d.cluster.nodes["n1"].state.cpus_alloc == 0
     os.rmdir(d.store.path)
-    again = await d.submit_job(submit_msg())
+    again = await d.durability.submit(submit_msg())
     assert isinstance(again, m.SubmitReply) and again.job_id == 2
     assert d.cluster.jobs.jobs[2].state == "RUNNING"
     # journalled once, as it stands at the reply (placed and RUNNING: one write)
     assert job_states(d.store) == [(2, "RUNNING")]
     assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]  # not before the outbox
-    assert await d.flush_outbox()
+    assert await d.durability.flush_outbox()
     assert [p.job.job_id for p in conn.pushed if isinstance(p, m.LaunchJob)] == [2]
 
 
@@ -148,10 +148,10 @@ async def test_a_drain_is_on_disk_before_its_reply_and_a_full_disk_says_so(tmp_p
     d = daemon(tmp_path)
     register(d.cluster, "n1")
     register(d.cluster, "n2")
-    await d.durable()
+    await d.durability.durable()
     r = d.cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "root"))
     assert r.ok
-    await d.durable()  # what the server awaits before it sends r
+    await d.durability.durable()  # what the server awaits before it sends r
     d2 = daemon(tmp_path)
     d2.restore()
     assert d2.cluster.nodes["n1"].complete.startswith("IDLE+DRAIN")
@@ -160,7 +160,7 @@ async def test_a_drain_is_on_disk_before_its_reply_and_a_full_disk_says_so(tmp_p
     os.mkdir(d.store.path)  # the next append fails
     d.cluster.update_nodes(m.UpdateNodes("n2", "DRAIN", "disk", "root"))
     try:
-        await d.durable()
+        await d.durability.durable()
         raise AssertionError("durable() must fail on a full disk")
     except OSError:
         pass
@@ -170,7 +170,7 @@ async def test_a_drain_is_on_disk_before_its_reply_and_a_full_disk_says_so(tmp_p
 async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
     d = daemon(tmp_path)
     register(d.cluster, "n1")
-    sub = await d.submit_job(submit_msg())
+    sub = await d.durability.submit(submit_msg())
     assert d.cluster.jobs.jobs[sub.job_id].state == "RUNNING"
     doc = d.saver.snapshot_doc()
     await d.store.snapshot(doc, doc["journal_keep_from"])
@@ -191,7 +191,7 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
     d = daemon(tmp_path)
     _, conn = register(d.cluster, "n1")
     big = "#!/bin/sh\n" + "# padding\n" * 5000 + "true\n"
-    sub = await d.submit_job(m.SubmitJob(script=big, user="alice", uid=1000, gid=1000,
+    sub = await d.durability.submit(m.SubmitJob(script=big, user="alice", uid=1000, gid=1000,
                                          workdir="/home/alice", env=(("SECRET", "x" * 100),)))
     jobs = d.cluster.jobs
     assert await d.save_snapshot()
@@ -207,7 +207,7 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
     assert r.ok, r.errors
     end = m.JobEnd(sub.job_id, "CANCELLED", signal=15, restarts=0)
     beat(d.cluster, "n1", conn, 99, jobs_ended=(end,))
-    await d.flush_outbox()
+    await d.durability.flush_outbox()
     launches = [p.job for p in conn.pushed if isinstance(p, m.LaunchJob)]
     assert [(s.restarts, s.script == big) for s in launches] == [(0, True), (1, True)]
     # a restart reads the flag and the files, not a script in the state file
@@ -227,7 +227,7 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
 
     d = daemon(tmp_path)
     jobs = d.cluster.jobs
-    ids = [(await d.submit_job(submit_msg(hold=True, env=(("N", str(i)),)))).job_id
+    ids = [(await d.durability.submit(submit_msg(hold=True, env=(("N", str(i)),)))).job_id
            for i in range(3)]
     assert await d.save_snapshot()
     (pack,) = jobbulk.packs(str(tmp_path))

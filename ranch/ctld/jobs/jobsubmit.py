@@ -83,7 +83,7 @@ class JobSubmission:
         return by_name
 
     def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
-        """Check, build and queue at once (no journal: the daemon's submit_job journals between
+        """Check, build and queue at once (no journal: Durability.submit journals between
         `build` and `accept`)."""
         built = self.build(req)
         return built if isinstance(built, m.Error) else self.accept(built)

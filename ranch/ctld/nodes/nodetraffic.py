@@ -175,6 +175,7 @@ def shutdown_notice(c: Registry, msg: m.ShutdownNotice, conn: Pusher | None = No
     c.flush_programs()
     return m.Ack()
 
+
 def disconnected(c: Registry, conn: Pusher) -> None:
     node = c.nodes.get(conn.node) if conn.node is not None else None
     if node is not None and node.conn is conn:  # not if the node has reconnected since

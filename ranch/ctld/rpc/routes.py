@@ -179,7 +179,7 @@ ROUTES: dict[type, Route] = {
     m.NodeMembership: Route(node_membership),
     m.Reconfigure:    Route(reconfigure),
     m.Takeover:       Route(takeover, changes=False),
-    # the daemon's submit_job journals the jobs itself before it answers (and retracts
+    # Durability.submit journals the jobs itself before it answers (and retracts
     # them if it cannot): a second wait would only add the next write of others' changes
     m.SubmitJob:      Route(submit, changes=False),
     m.CancelJobs:     Route(cancel),

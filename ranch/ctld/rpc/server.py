@@ -340,8 +340,8 @@ class Server:
         (not a socket: the in-memory streams of tests)."""
         self.admission.gone(conn)
         self.connections.discard(conn)
-        self.cluster.disconnected(conn)
-        if conn.node:
+        if conn.node is not None:  # a command's connection is nothing to the node registry
+            self.cluster.disconnected(conn)
             logs.event("node disconnected", node=conn.node, peer=conn.peer)
         # A push still being written fails with ClosedResourceError and ends.
         stream = conn.stream
