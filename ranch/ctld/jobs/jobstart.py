@@ -226,10 +226,9 @@ class JobStarts:
                          for n in hostlist.expand(nodelist))
         for node_name in names:
             self._unheard.setdefault(node_name, set()).add((job.id, job.restarts))
-            node = self.c.nodes.get(node_name)
             share = job.shares.get(node_name)
-            if node is None or node.conn is None or share is None:
-                continue  # the node's silence is seen as a lost job after the grace time
+            if share is None:
+                continue
             spec = m.JobSpec(
                 job_id=job.id, name=name, user=req.user, uid=req.uid, gid=req.gid,
                 script=script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
@@ -242,5 +241,6 @@ class JobStarts:
                 cluster_name=self.c.config.cluster_name, cpus_per_node=per_node,
                 **jobextras.spec_fields(req),
             )
-            self.c.after_durable(node.conn.push, m.LaunchJob(spec, epoch=self.c.epoch))
+            # not connected: its silence is seen as a lost job after the grace time
+            self.c.push(node_name, m.LaunchJob(spec, epoch=self.c.epoch))
         logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

@@ -176,9 +176,8 @@ class JobSteps:
         per_node = hostlist.compress_counts(len(t) for t in step.tasks)
         nodelist = hostlist.fold(list(step.nodes))
         for index, (name, tasks) in enumerate(zip(step.nodes, step.tasks, strict=True)):
-            node = self.c.nodes.get(name)
             share = job.shares.get(name)
-            if node is None or node.conn is None or share is None:
+            if share is None:
                 self._node_ended(job, step, name, "FAILED", 1, 0)
                 continue
             gpus: tuple[tuple[int, ...], ...] = ()
@@ -196,7 +195,8 @@ class JobSteps:
                 io_port=msg.io_port, key=key, gpus=gpus, stdout=msg.stdout,
                 stderr=msg.stderr, input=msg.input, unbuffered=msg.unbuffered,
                 job_nodelist=hostlist.fold(list(job.nodes)), partition=job.partition)
-            self.c.after_durable(node.conn.push, m.LaunchStep(spec))
+            if not self.c.push(name, m.LaunchStep(spec)):  # the node is not connected
+                self._node_ended(job, step, name, "FAILED", 1, 0)
 
     # -- what nodes and users report ---------------------------------------------------------
 
@@ -264,10 +264,8 @@ class JobSteps:
     def _kill(self, job: Job, step: Step, nodes: tuple[str, ...], signal: int) -> None:
         msg = m.KillStep(job.id, step.id, signal, job.restarts)
         for name in nodes:
-            node = self.c.nodes.get(name)
-            if node is not None and node.conn is not None:
-                self.c.after_durable(node.conn.push, msg)
-            elif signal == 0:  # nobody to end them there: the node's part is over
+            if not self.c.push(name, msg) and signal == 0:
+                # nobody to end them there: the node's part is over
                 self._node_ended(job, step, name, "CANCELLED", 0, 0)
 
     @staticmethod

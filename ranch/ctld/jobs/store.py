@@ -316,9 +316,7 @@ class Jobs:
         msg = m.KillJob(job_id=job.id, signal=signal, reason=why,
                         restarts=job.restarts if run is None else run, epoch=self.c.epoch)
         for name in names:
-            node = self.c.nodes.get(name)
-            if node is not None and node.conn is not None:
-                self.c.after_durable(node.conn.push, msg)
+            self.c.push(name, msg)
 
     # -- state file ------------------------------------------------------------------------
 

@@ -278,9 +278,14 @@ class Cluster:
         self.jobs.run()
         self.power.flush()
 
-    def after_durable(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run fn(*args) (a push to a node) once every change made so far is on disk."""
-        self.changes.after_durable(fn, *args)
+    def push(self, name: str, msg: Any) -> bool:
+        """Send `msg` to node `name` on its connection of now, once every change made so far
+        is on disk; False when the node has no connection."""
+        node = self.nodes.get(name)
+        if node is None or node.conn is None:
+            return False
+        self.changes.after_durable(node.conn.push, msg)
+        return True
 
     def mark_changed(self, node: NodeRecord) -> None:
         """Something a snapshot or the state file shows changed on `node`."""

@@ -72,7 +72,7 @@ class Reboots:
                        node=node.name, connected=conn is not None, version=version)
             return
         reason = node.state.reason.text if node.state.reason else ""
-        self.c.after_durable(conn.push, m.RebootNode(reason=reason))
+        self.c.push(node.name, m.RebootNode(reason=reason))
         logs.event("reboot issued", node=node.name)
 
     def schedule_timeout(self, node: NodeRecord, after: float | None = None) -> None:
