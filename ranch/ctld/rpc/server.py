@@ -186,7 +186,7 @@ class Server:
     ) -> None:
         self.cluster = cluster
         self.submit = submit  # the daemon's: journals the job before the reply
-        # The daemon's Daemon.durable: every change a reply confirms is on disk before it
+        # Durability.durable (ctld/state/durability.py): every change a reply confirms is on disk before it
         # leaves. None (tests of the core alone): nothing is persisted.
         self.sync = sync
         self.key = key
