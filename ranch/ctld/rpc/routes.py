@@ -1,5 +1,5 @@
 """What rctld answers to each request, as one table: message type -> handler, and whether the
-reply may confirm a change (such a reply waits until the change is on disk; see Durability.durable).
+reply may confirm a change (such a reply waits until the change is on disk: Durability.durable).
 
 A handler takes (server, connection, message) and returns the reply, an awaitable of it, or None
 for no reply. The server looks a message's type up here once; nothing else dispatches.

@@ -185,9 +185,9 @@ class Server:
         spawn: Callable[..., Any] | None = None,
     ) -> None:
         self.cluster = cluster
-        self.submit = submit  # the daemon's: journals the job before the reply
-        # Durability.durable (ctld/state/durability.py): every change a reply confirms is on disk before it
-        # leaves. None (tests of the core alone): nothing is persisted.
+        self.submit = submit  # Durability.submit: journals the job before the reply
+        # Durability.durable (ctld/state/durability.py): every change a reply confirms is on
+        # disk before it leaves. None (tests of the core alone): nothing is persisted.
         self.sync = sync
         self.key = key
         self.max_size = max_size
