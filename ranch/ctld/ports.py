@@ -227,7 +227,8 @@ class JobStore(Protocol):
     def next_id(self) -> int: ...
     @property
     def building(self) -> int: ...  # jobs built whose journal write is under way
-    pending_stale: bool  # a job left PENDING: the list is rebuilt before it is read
+    @property
+    def pending_stale(self) -> bool: ...  # a job left PENDING: rebuild before reading
 
     def kick(self) -> None: ...
     def take_kick(self) -> bool: ...
