@@ -55,6 +55,9 @@ class SilentNode:
     def __init__(self, name: str) -> None:
         self.peer, self.node, self.closed = f"bench:{name}", name, False
 
+    def registered_as(self, name: str) -> None:
+        self.node = name
+
     def push(self, msg: object) -> bool:
         return True
 

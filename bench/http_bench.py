@@ -35,6 +35,9 @@ class _Conn:
     peer = "127.0.0.1:1"
     node: str | None = None
 
+    def registered_as(self, name: str) -> None:
+        self.node = name
+
     def push(self, msg: object) -> bool:
         return True
 
