@@ -50,8 +50,8 @@ async def run(n: int, env_vars: int) -> None:
         uid=0, gid=0, workdir="/tmp", hold=True, stdout="/dev/null", env=env,
         submit_host="localhost")))
     with tempfile.TemporaryDirectory(prefix="job-cost-") as state:
-        d = Daemon(make_config(), b"k" * 32, state_dir=state, host="127.0.0.1", port=0)
-        d.store.in_thread = False
+        d = Daemon(make_config(), b"k" * 32, state_dir=state, host="127.0.0.1", port=0,
+                   save_in_thread=False)
         jobs = d.cluster.jobs
         cpu0 = time.process_time()
         for i in range(n):
@@ -77,8 +77,8 @@ async def run(n: int, env_vars: int) -> None:
         print(f"the full list (show job, --json, HTTP): every job {1e3 * (t3 - t2):.1f} ms, "
               f"after one changed {1e3 * (t4 - t3):.1f} ms")
     with tempfile.TemporaryDirectory(prefix="job-cost-") as state:
-        d = Daemon(make_config(), b"k" * 32, state_dir=state, host="127.0.0.1", port=0)
-        d.store.in_thread = False
+        d = Daemon(make_config(), b"k" * 32, state_dir=state, host="127.0.0.1", port=0,
+                   save_in_thread=False)
         jobs = d.cluster.jobs
         gc.collect()
         tracemalloc.start()
