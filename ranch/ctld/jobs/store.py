@@ -19,7 +19,7 @@ import attrs
 import orjson
 
 from ranch.ctld import logs
-from ranch.ctld.jobs import acct, inactive, mail
+from ranch.ctld.jobs import acct, inactive, jobfields, mail
 from ranch.ctld.jobs.inactive import InactiveWatch
 from ranch.ctld.jobs.jobcommands import JobCommands
 from ranch.ctld.jobs.joblisting import JobListing
@@ -40,7 +40,7 @@ from ranch.ctld.jobs.scheduler import NodeUse
 from ranch.ctld.jobs.steps import JobSteps
 from ranch.ctld.ports import NodeSide
 from ranch.ctld.rights import Identity, acting
-from ranch.ctld.rpc.wire import kept
+from ranch.ctld.rpc.wire import Prebuilt, kept
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import jobtable as jt
@@ -142,6 +142,28 @@ class Jobs:
 
     def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
         return self.listing.jobs_holding(names)
+
+    # -- what the rpc layer asks of the jobs (ctld/rpc/rpcports.py JobServices) -------------------
+
+    def list_fields(self, fields: tuple[str, ...]) -> bytes:
+        """rqueue's view: only the keys it reads, of every job (issue 23)."""
+        return jobfields.list_body(self, fields)
+
+    async def acct_query(self, msg: m.GetAcct) -> Prebuilt:
+        """racct: the jobs held and the finished-job history (ctld/jobs/acct.py)."""
+        return await acct.query(self, msg)
+
+    def will_run(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """sbatch --test-only: where and when, nothing made (ctld/jobs/willrun.py)."""
+        from ranch.ctld.jobs.willrun import will_run
+
+        return will_run(self, msg)
+
+    def step_request(self, msg: m.StepRequest, actor: Identity) -> m.StepGranted | m.Error:
+        return self.steps.request(msg, actor)
+
+    def step_end(self, node: str | None, msg: m.StepEnd) -> m.Ack | m.Error:
+        return self.steps.node_ended(node, msg)
 
     def config_changed(self) -> None:
         cfg = self.c.config

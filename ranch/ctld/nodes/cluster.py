@@ -19,7 +19,14 @@ from ranch.ctld import logs
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.jobs.history import FileHistory
 from ranch.ctld.jobs.store import Jobs
-from ranch.ctld.nodes import configdump, membership, nodetraffic, nodeupdates, savedstate
+from ranch.ctld.nodes import (
+    configdump,
+    guards,
+    membership,
+    nodetraffic,
+    nodeupdates,
+    savedstate,
+)
 from ranch.ctld.nodes.eventlog import EventLog
 from ranch.ctld.nodes.guards import DrainGuard
 from ranch.ctld.nodes.hardware import HardwareShelf
@@ -451,6 +458,22 @@ class Cluster:
     def ping(self) -> m.Pong:
         return m.Pong(cluster_name=self.config.cluster_name, version=VERSION,
                       started_at=self.started_at)
+
+    def config_in_force(self) -> m.ConfigDump:
+        """rcontrol show config: the file's keys, the power settings in force, and where this
+        controller lives (its address, key, state dir and log file)."""
+        site = self.site
+        return configdump.in_force(self.power.config_dump(self.config_dump),
+                                   server_addr=site.server_addr, key_file=site.key_file,
+                                   state_dir=site.state_dir, log_file=site.log_file)
+
+    def guard_request(self, msg: m.GuardRequest) -> m.GuardStatus:
+        """rcontrol show guards | confirm down|drain | reset guard (ctld/nodes/guards.py)."""
+        return guards.handle(self, msg)
+
+    def node_membership(self, msg: m.NodeMembership) -> m.UpdateResult:
+        """rcontrol approve | reject | delete (ctld/nodes/membership.py)."""
+        return membership.handle(self, msg)
 
     # -- reconfigure -----------------------------------------------------------------------
 

@@ -24,8 +24,7 @@ MAX_FOLLOWERS = 32  # each holds a connection, a task and up to FOLLOW_QUEUE eve
 STALL_LIMIT = 300.0
 
 if TYPE_CHECKING:
-    from ranch.ctld.nodes.cluster import Cluster
-    from ranch.ctld.rpc.rpcports import Peer, Rpc
+    from ranch.ctld.rpc.rpcports import Peer, Rpc, Services
 
 
 def _nodes(msg: m.GetEvents) -> list[str] | None:
@@ -36,7 +35,7 @@ def _nodes(msg: m.GetEvents) -> list[str] | None:
     return hostlist.expand(expr)
 
 
-def backlog(cluster: Cluster, msg: m.GetEvents) -> Any:
+def backlog(cluster: Services, msg: m.GetEvents) -> Any:
     try:
         nodes = _nodes(msg)
     except ValueError as exc:

@@ -17,7 +17,6 @@ none, not even empty) is not issued one and registers as before.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -27,7 +26,6 @@ from ranch.ctld.rpc.nodecredentials import CRED_BYTES, FILE, NodeCredentials, re
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.nodes.cluster import Cluster
     from ranch.ctld.rpc.rpcports import Peer, Rpc
 
 __all__ = ["CRED_BYTES", "FILE", "NodeCredentials", "read"]
@@ -82,12 +80,11 @@ def issue(server: Rpc, msg: m.Register, reply: Any) -> Any:
 # -- rcontrol approve | delete ------------------------------------------------------------------
 
 
-def membership(server: Rpc, msg: m.NodeMembership,
-               handle: Callable[[Cluster, m.NodeMembership], m.UpdateResult]) -> Any:
-    """`handle` (ctld/nodes/membership.py), then: a node approved or deleted loses its
+def membership(server: Rpc, msg: m.NodeMembership) -> Any:
+    """The registry's answer (ctld/nodes/membership.py), then: a node approved or deleted loses its
     credential, and approving a member that holds one is re-approval (a rebuilt machine may
     register anew)."""
-    result = handle(server.cluster, msg)
+    result = server.cluster.node_membership(msg)
     action = msg.action.lower()
     if action not in ("approve", "delete"):
         return result

@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ranch.ctld import logs
-from ranch.ctld.jobs import acct, jobfields
-from ranch.ctld.nodes import configdump, guards, membership
 from ranch.ctld.rpc import eventstream, nodeident, permissions
 from ranch.ctld.rpc.wire import Prebuilt
 from ranch.protocol import messages as m
@@ -68,7 +66,7 @@ def ping(s: Rpc, conn: Peer, msg: m.Ping) -> Any:
 
 
 def node_membership(s: Rpc, conn: Peer, msg: m.NodeMembership) -> Any:
-    return nodeident.membership(s, msg, membership.handle)
+    return nodeident.membership(s, msg)
 
 
 def events_backlog(s: Rpc, conn: Peer, msg: m.GetEvents) -> Any:
@@ -76,10 +74,7 @@ def events_backlog(s: Rpc, conn: Peer, msg: m.GetEvents) -> Any:
 
 
 def config(s: Rpc, conn: Peer, msg: m.GetConfig) -> Any:
-    site = s.cluster.site  # the running address, key, state dir and log file
-    return configdump.in_force(s.cluster.power.config_dump(s.cluster.config_dump),
-                               server_addr=site.server_addr, key_file=site.key_file,
-                               state_dir=site.state_dir, log_file=site.log_file)
+    return s.cluster.config_in_force()
 
 
 def reconfigure(s: Rpc, conn: Peer, msg: m.Reconfigure) -> Any:
@@ -100,20 +95,18 @@ def ack(s: Rpc, conn: Peer, msg: m.Ack) -> None:
 
 def jobs(s: Rpc, conn: Peer, msg: m.GetJobs) -> Any:
     if msg.fields and not msg.job_ids:  # rqueue's view: only the keys it reads (issue 23)
-        return Prebuilt("JobList", jobfields.list_body(s.cluster.jobs, msg.fields))
+        return Prebuilt("JobList", s.cluster.jobs.list_fields(msg.fields))
     return Prebuilt("JobList", s.cluster.jobs.list_body(msg.job_ids))
 
 
 def acct_query(s: Rpc, conn: Peer, msg: m.GetAcct) -> Any:
     """racct: the jobs held and the finished-job history (ctld/jobs/acct.py)."""
-    return acct.query(s.cluster.jobs, msg)
+    return s.cluster.jobs.acct_query(msg)
 
 
 def submit(s: Rpc, conn: Peer, msg: m.SubmitJob) -> Any:
     if msg.test_only:  # sbatch --test-only: nothing is made (ctld/jobs/willrun.py)
-        from ranch.ctld.jobs.willrun import will_run
-
-        return will_run(s.cluster.jobs, msg)
+        return s.cluster.jobs.will_run(msg)
     return s.submit(msg) if s.submit else s.cluster.jobs.submit(msg)
 
 
@@ -129,16 +122,16 @@ def job_control(s: Rpc, conn: Peer, msg: m.JobControl) -> Any:
 
 def step_request(s: Rpc, conn: Peer, msg: m.StepRequest) -> Any:
     """rrun: a step inside a running job (ctld/jobs/steps.py); the caller's own identity decides."""
-    return s.cluster.jobs.steps.request(msg, conn.who or permissions.KEY_HOLDER)
+    return s.cluster.jobs.step_request(msg, conn.who or permissions.KEY_HOLDER)
 
 
 def step_end(s: Rpc, conn: Peer, msg: m.StepEnd) -> Any:
-    return s.cluster.jobs.steps.node_ended(conn.node, msg)
+    return s.cluster.jobs.step_end(conn.node, msg)
 
 
 def guard_request(s: Rpc, conn: Peer, msg: m.GuardRequest) -> Any:
     """rcontrol show guards | confirm down|drain | reset guard (ctld/nodes/guards.py)."""
-    return guards.handle(s.cluster, msg)
+    return s.cluster.guard_request(msg)
 
 
 def node_error(s: Rpc, conn: Peer, msg: m.Error) -> Any:

@@ -1,25 +1,33 @@
-"""What the rpc layer's steps and routes reach of the server and of one connection, as protocols.
+"""What the rpc layer's steps and routes reach of the server and of one connection, and of the
+controller behind them, as protocols.
 
 The routes (ctld/rpc/routes.py), the frame reader (ctld/rpc/reading.py), permissions, user and node
 identity and the event stream are parts the server (ctld/rpc/server.py) is built from; they name
-these interfaces, never the server's classes, so the server imports them without a cycle.
+these interfaces, never the server's classes, so the server imports them without a cycle. Of the
+controller they see only its services (`Services`, `JobServices`: what a request may ask), never
+its components' internals; mypy checks that Cluster and Jobs provide them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # none of these imports the rpc layer
     import trio
 
-    from ranch.ctld.nodes.cluster import Cluster
+    from ranch.conf.model import ClusterConfig
+    from ranch.ctld.nodes.eventlog import EventLog
+    from ranch.ctld.nodes.node import NodeRecord
+    from ranch.ctld.nodes.stalls import StallWatch
+    from ranch.ctld.rights import Identity
     from ranch.ctld.rpc.admission import Admission
     from ranch.ctld.rpc.capacity import CapacityRefusals
     from ranch.ctld.rpc.fastio import StreamIO
     from ranch.ctld.rpc.idlenodes import IdleNodes
     from ranch.ctld.rpc.nodecredentials import NodeCredentials
     from ranch.ctld.rpc.replaymark import ReplayMark
+    from ranch.ctld.rpc.wire import Prebuilt
     from ranch.protocol import messages as m
     from ranch.protocol.framing import ReplayGuard
 
@@ -46,11 +54,74 @@ class Peer(Protocol):
     def unread(self) -> int: ...
 
 
+class JobServices(Protocol):
+    """What a request may ask of the job store (ctld/jobs/store.py Jobs)."""
+
+    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error: ...
+    def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult: ...
+    def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult: ...
+    def list_body(self, ids: Sequence[int] = ()) -> bytes: ...
+    def list_fields(self, fields: tuple[str, ...]) -> bytes: ...
+    async def acct_query(self, msg: m.GetAcct) -> Prebuilt: ...
+    def will_run(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error: ...
+    def step_request(self, msg: m.StepRequest, actor: Identity) -> m.StepGranted | m.Error: ...
+    def step_end(self, node: str | None, msg: m.StepEnd) -> m.Ack | m.Error: ...
+
+
+class Watching(Protocol):
+    """Failure detection (ctld/nodes/liveness.py), as the connection layer tells it what it saw."""
+
+    @property
+    def stalls(self) -> StallWatch: ...  # the controller's own stalls: a late frame's excuse
+
+    def refused_for_capacity(self, name: str) -> bool: ...
+
+
+class ChangeCounts(Protocol):
+    """The change log (ctld/state/changelog.py), as a request's dispatch reads it: whether the
+    handler changed something a reply would confirm (such a reply waits for the write)."""
+
+    def counts(self) -> tuple[int, int]: ...
+
+
+class Services(Protocol):
+    """What a request may ask of the controller (ctld/nodes/cluster.py Cluster): node traffic,
+    admin updates, views, and the job store's services; the config and the event log read."""
+
+    @property
+    def config(self) -> ClusterConfig: ...
+    @property
+    def nodes(self) -> Mapping[str, NodeRecord]: ...  # read: how many, who is connected
+    @property
+    def eventlog(self) -> EventLog: ...  # rcontrol events (ctld/rpc/eventstream.py)
+    @property
+    def liveness(self) -> Watching: ...
+    @property
+    def jobs(self) -> JobServices: ...
+    @property
+    def changes(self) -> ChangeCounts: ...
+
+    def register(self, msg: m.Register, conn: Peer | None = None,
+                 version: int = ...) -> m.RegisterReply: ...
+    def heartbeat(self, msg: m.Heartbeat, conn: Peer | None = None) -> Any: ...
+    def job_started(self, msg: m.JobStarted, conn: Peer | None = None) -> Any: ...
+    def shutdown_notice(self, msg: m.ShutdownNotice, conn: Peer | None = None) -> Any: ...
+    def disconnected(self, conn: Peer) -> None: ...
+    def snapshot_body(self, metrics: bool = False, fields: tuple[str, ...] = ()) -> bytes: ...
+    def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult: ...
+    def reboot_nodes(self, msg: m.RebootNodes) -> m.UpdateResult: ...
+    def reservation(self, msg: m.ReservationRequest) -> m.ReservationReply: ...
+    def node_membership(self, msg: m.NodeMembership) -> m.UpdateResult: ...
+    def guard_request(self, msg: m.GuardRequest) -> m.GuardStatus: ...
+    def config_in_force(self) -> m.ConfigDump: ...
+    def ping(self) -> m.Pong: ...
+
+
 class Rpc(Protocol):
     """The server (ctld/rpc/server.py Server), as its parts see it."""
 
     @property
-    def cluster(self) -> Cluster: ...
+    def cluster(self) -> Services: ...
     @property
     def key(self) -> bytes: ...
     @property

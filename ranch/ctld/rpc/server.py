@@ -36,7 +36,6 @@ from typing import Any
 import trio
 
 from ranch.ctld import logs
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.nodes.stalls import backlog_cover
 from ranch.ctld.rpc import permissions
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
@@ -47,7 +46,7 @@ from ranch.ctld.rpc.nodecredentials import NodeCredentials
 from ranch.ctld.rpc.reading import FrameReader
 from ranch.ctld.rpc.replaymark import ReplayMark
 from ranch.ctld.rpc.routes import ROUTES
-from ranch.ctld.rpc.rpcports import Peer
+from ranch.ctld.rpc.rpcports import Peer, Services
 from ranch.ctld.rpc.wire import Prebuilt, encode_body_frame, kept
 from ranch.protocol import codec
 from ranch.protocol import messages as m
@@ -170,7 +169,7 @@ class Connection:
 class Server:
     def __init__(
         self,
-        cluster: Cluster,
+        cluster: Services,
         key: bytes,
         *,
         reconfigure: Reconfigurer,
