@@ -212,10 +212,12 @@ class Daemon:
 
     async def _start_http(self, nursery: trio.Nursery) -> None:
         from ranch.ctld.web.server import serve_http
+        from ranch.ctld.web.webports import WebServices
 
         settings = self.cluster.config.http
+        web_side: WebServices = self.cluster  # what the HTTP layer may reach (mypy checks it)
         try:
-            self.http_urls = await nursery.start(serve_http, self.cluster, settings)
+            self.http_urls = await nursery.start(serve_http, web_side, settings)
         except* OSError as group:  # hypercorn's nurseries wrap it
             raise CannotListen("HTTP", settings.listen or "", _first_leaf(group)) from None
         logs.event("HTTP listening", url=" ".join(self.http_urls), auth=settings.auth)

@@ -26,6 +26,7 @@ from ranch.ctld.rpc import permissions
 from ranch.ctld.web import grid, jobstats, metrics
 from ranch.ctld.web.limits import BodyTooLarge, read_body
 from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
+from ranch.ctld.web.webports import WebServices
 from ranch.protocol import messages as m
 from ranch.protocol.records import (
     job_json,
@@ -75,7 +76,7 @@ _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 class Web:
     """The routes, bound to one running controller."""
 
-    def __init__(self, cluster: Any, settings: Any) -> None:
+    def __init__(self, cluster: WebServices, settings: Any) -> None:
         self.cluster = cluster
         self.auth = settings.auth
         self.tokens = Tokens(settings.token_file)
@@ -364,7 +365,7 @@ def _peer(request: Request) -> str:
     return f"{c.host}:{c.port}" if c else "?"
 
 
-def build_app(cluster: Any, settings: Any) -> Starlette:
+def build_app(cluster: WebServices, settings: Any) -> Starlette:
     web = Web(cluster, settings)
     app = Starlette(routes=web.routes())
     app.state.web = web

@@ -21,6 +21,7 @@ from ranch.ctld import logs
 from ranch.ctld.rpc.admission import QuietLog, caps_for, fd_limit
 from ranch.ctld.web.app import build_app
 from ranch.ctld.web.limits import BodyCap
+from ranch.ctld.web.webports import WebServices
 
 KEEP_ALIVE = 5.0  # seconds an idle connection is kept (hypercorn's default, said here)
 READ_TIMEOUT = 30  # seconds a request may take to arrive whole (a trickle is dropped)
@@ -80,7 +81,7 @@ class HttpListener:
             self.open -= 1
 
 
-async def serve_http(cluster: Any, settings: Any,
+async def serve_http(cluster: WebServices, settings: Any,
                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled; task_status gets the URLs it listens on."""
     config = Config()

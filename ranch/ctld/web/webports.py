@@ -1,0 +1,49 @@
+"""What the HTTP layer (ctld/web/) reaches of the controller, as protocols: read views, the
+guards' and stalls' status for the metrics, and the one admin update it serves. mypy checks that
+Cluster provides them; the web code names these, never Cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # none of these imports the web layer
+    from ranch.conf.model import ClusterConfig
+    from ranch.ctld.nodes.node import NodeRecord
+    from ranch.ctld.ports import HealthBreaker, Watch
+    from ranch.protocol import messages as m
+
+
+class WebJobs(Protocol):
+    """The job store (ctld/jobs/store.py Jobs), as listings read it."""
+
+    @property
+    def gen(self) -> int: ...  # bumped by every change a listing shows
+
+    def list_body(self, ids: Sequence[int] = ()) -> bytes: ...
+
+
+class ReservationBook(Protocol):
+    """Maintenance windows (ctld/nodes/reservations.py), as the metrics read them."""
+
+    def handle(self, msg: m.ReservationRequest) -> m.ReservationReply: ...
+
+
+class WebServices(Protocol):
+    """The controller (ctld/nodes/cluster.py Cluster), as the HTTP layer sees it."""
+
+    @property
+    def config(self) -> ClusterConfig: ...
+    @property
+    def nodes(self) -> Mapping[str, NodeRecord]: ...  # the metrics' per-node lines
+    @property
+    def liveness(self) -> Watch: ...  # the DOWN guard and the controller's stalls
+    @property
+    def drain_guard(self) -> HealthBreaker: ...
+    @property
+    def reservations(self) -> ReservationBook: ...
+    @property
+    def jobs(self) -> WebJobs: ...
+
+    def snapshot(self, metrics: bool = False) -> m.Snapshot: ...
+    def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult: ...
