@@ -129,6 +129,17 @@ class HealthCheck:
                 log.exception("cannot judge node state %r", node_state)
         return None if self.health is None else self.health.verdict == "ok"
 
+    def first_run_is_registrations(self) -> None:
+        """The registration runs the first check itself (before the config that wakes this
+        loop is applied): the loop does not run one too."""
+        self.ran = True
+
+    def delivered(self, report: HealthReport | None) -> None:
+        """A heartbeat carrying `report` was answered: it is no longer unsent (unless a newer
+        verdict came meanwhile)."""
+        if self.unsent is report:
+            self.unsent = None
+
     async def run(self) -> None:
         settings = self._settings()
         if settings is None or not settings.health_check_program:

@@ -368,7 +368,7 @@ class NodeDaemon:
         assert reply.settings is not None
         log.info("controller asks for a health check before registration")
         # The first run is ours, not the health loop's (which wakes on the new settings).
-        self.healthcheck.ran = True
+        self.healthcheck.first_run_is_registrations()
         await self._apply_config(reply.settings, reply.config_files, reply.config_hash, "served")
         self._set_node_state("UNKNOWN")
         await self.healthcheck.run()
@@ -402,8 +402,7 @@ class NodeDaemon:
             if not isinstance(reply, HeartbeatReply):
                 log.warning("unexpected %s in reply to a heartbeat", type(reply).__name__)
             else:
-                if self.healthcheck.unsent is report:
-                    self.healthcheck.unsent = None
+                self.healthcheck.delivered(report)
                 await self._jobs_acknowledged(ended, reply.kill_job_ids, reply.kill_runs)
                 self._set_node_state(reply.node_state)
                 if reply.config_hash and reply.config_hash != self.config_hash:
