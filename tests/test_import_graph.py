@@ -145,3 +145,22 @@ def test_no_import_cycle(package: str) -> None:
         f"import cycles in ranch.{package}: {[sorted(c) for c in cycles]}. A component names "
         "the narrow interface it is given (ctld/ports.py, ctld/rpc/rpcports.py), never the class "
         "that holds it")
+
+
+# Inside ctld: the state and its owners (the node registry, the job store, the store) sit under
+# the layers that serve them (rpc, web, the controller pair, the daemon); they never import one.
+CTLD_CORE = ("nodes", "jobs", "state")
+CTLD_ABOVE = ("rpc", "web", "pair", "daemon", "main")
+
+
+def test_ctld_core_imports_no_layer_above_it() -> None:
+    broken = []
+    for mod, targets in _graph(lazy=True).items():
+        parts = mod.split(".")
+        if len(parts) < 3 or parts[1] != "ctld" or parts[2] not in CTLD_CORE:
+            continue
+        for t in targets:
+            tp = t.split(".")
+            if len(tp) > 2 and tp[1] == "ctld" and tp[2] in CTLD_ABOVE:
+                broken.append(f"{mod} imports {t}")
+    assert not broken, "\n".join(sorted(broken))

@@ -188,5 +188,5 @@ async def _acct_uids(s: Server, who: Identity, q: m.GetAcct) -> list[int]:
 
     msg, refused, _ = gate(s, _Conn(who), q)
     assert refused is None
-    body = orjson.loads((await acct.query(s.cluster.jobs, msg)).body)
+    body = orjson.loads(await acct.query(s.cluster.jobs, msg))
     return sorted(r["uid"] for r in body["jobs"])

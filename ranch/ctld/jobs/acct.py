@@ -14,7 +14,6 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.jobs.jobrecord import PENDING, Job
-from ranch.ctld.rpc.wire import Prebuilt
 from ranch.protocol import messages as m
 from ranch.statemachine.jobstates import FINAL
 
@@ -179,7 +178,7 @@ def select(records: list[dict[str, Any]], q: m.GetAcct) -> list[dict[str, Any]]:
     return [r for r in records if _matches(r, q, ids, tasks, uids, users, states)]
 
 
-async def query(jobs: JobStore, q: m.GetAcct) -> Prebuilt:
+async def query(jobs: JobStore, q: m.GetAcct) -> bytes:
     """The AcctList for `q`: the jobs rctld holds, and the history's records of the jobs it
     no longer holds (read in a worker thread: a year of history must not stall the loop).
     One record per job: its latest run."""
@@ -209,4 +208,4 @@ async def query(jobs: JobStore, q: m.GetAcct) -> Prebuilt:
     left_out = max(0, len(out) - limit)
     body = {"generated_at": jobs.c.wall(), "jobs": out[:limit], "left_out": left_out,
             "history_error": error}
-    return Prebuilt("AcctList", orjson.dumps(body))
+    return orjson.dumps(body)

@@ -8,7 +8,7 @@ from typing import Any
 
 import orjson
 
-from ranch.ctld.rpc.wire import kept
+from ranch.ctld.kept import kept
 
 # Each set of keys asked for, once: a job's cut is kept with the tuple it was cut to, and
 # compared by identity.

@@ -12,7 +12,7 @@ from ranch.conf import hostlist
 from ranch.ctld.jobs.jobextras import record_fields
 from ranch.ctld.jobs.jobrecord import ACTIVE, Job, job_name
 from ranch.ctld.jobs.steprecord import step_record
-from ranch.ctld.rpc.wire import kept
+from ranch.ctld.kept import kept
 
 if TYPE_CHECKING:
     from ranch.ctld.ports import JobStore

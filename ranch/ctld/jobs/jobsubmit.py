@@ -15,7 +15,7 @@ from ranch.ctld import logs
 from ranch.ctld.jobs import jobextras
 from ranch.ctld.jobs.jobrecord import NOT_AVAILABLE, PENDING, TOP_PRIORITY, Job, parse_array
 from ranch.ctld.jobs.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
-from ranch.ctld.rpc.wire import kept
+from ranch.ctld.kept import kept
 from ranch.protocol import messages as m
 from ranch.protocol.limits import MAX_SCRIPT_BYTES, MAX_TIME_LIMIT_MINUTES
 

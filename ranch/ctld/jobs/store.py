@@ -38,9 +38,9 @@ from ranch.ctld.jobs.jobstart import JobStarts
 from ranch.ctld.jobs.jobsubmit import JobSubmission
 from ranch.ctld.jobs.scheduler import NodeUse
 from ranch.ctld.jobs.steps import JobSteps
+from ranch.ctld.kept import kept
 from ranch.ctld.ports import NodeSide
 from ranch.ctld.rights import Identity, acting
-from ranch.ctld.rpc.wire import Prebuilt, kept
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import jobtable as jt
@@ -149,8 +149,9 @@ class Jobs:
         """rqueue's view: only the keys it reads, of every job (issue 23)."""
         return jobfields.list_body(self, fields)
 
-    async def acct_query(self, msg: m.GetAcct) -> Prebuilt:
-        """racct: the jobs held and the finished-job history (ctld/jobs/acct.py)."""
+    async def acct_query(self, msg: m.GetAcct) -> bytes:
+        """racct: the AcctList body, of the jobs held and the finished-job history
+        (ctld/jobs/acct.py)."""
         return await acct.query(self, msg)
 
     def will_run(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ranch.ctld import logs
+from ranch.ctld.kept import kept
 from ranch.ctld.nodes import membership
 from ranch.ctld.nodes.hardware import PackedHardware
 from ranch.ctld.nodes.node import NodeRecord
-from ranch.ctld.rpc.wire import kept
 from ranch.protocol import messages as m
 from ranch.protocol.codec import converter
 from ranch.statemachine import names

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from ranch.ctld.kept import kept
 from ranch.ctld.nodes.node import heartbeat_fields, metrics_record, snapshot_record
-from ranch.ctld.rpc.wire import kept
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:

@@ -99,9 +99,9 @@ def jobs(s: Rpc, conn: Peer, msg: m.GetJobs) -> Any:
     return Prebuilt("JobList", s.cluster.jobs.list_body(msg.job_ids))
 
 
-def acct_query(s: Rpc, conn: Peer, msg: m.GetAcct) -> Any:
+async def acct_query(s: Rpc, conn: Peer, msg: m.GetAcct) -> Any:
     """racct: the jobs held and the finished-job history (ctld/jobs/acct.py)."""
-    return s.cluster.jobs.acct_query(msg)
+    return Prebuilt("AcctList", await s.cluster.jobs.acct_query(msg))
 
 
 def submit(s: Rpc, conn: Peer, msg: m.SubmitJob) -> Any:

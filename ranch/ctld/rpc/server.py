@@ -36,6 +36,7 @@ from typing import Any
 import trio
 
 from ranch.ctld import logs
+from ranch.ctld.kept import kept
 from ranch.ctld.nodes.stalls import backlog_cover
 from ranch.ctld.rpc import permissions
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
@@ -47,7 +48,7 @@ from ranch.ctld.rpc.reading import FrameReader
 from ranch.ctld.rpc.replaymark import ReplayMark
 from ranch.ctld.rpc.routes import ROUTES
 from ranch.ctld.rpc.rpcports import Peer, Services
-from ranch.ctld.rpc.wire import Prebuilt, encode_body_frame, kept
+from ranch.ctld.rpc.wire import Prebuilt, encode_body_frame
 from ranch.protocol import codec
 from ranch.protocol import messages as m
 from ranch.protocol.framing import MAX_SIZE, UNPROVEN_MAX, ReplayGuard, encode_frame

@@ -20,15 +20,6 @@ class Prebuilt:
     body: bytes
 
 
-def kept(data: bytes) -> bytes:
-    """A copy of orjson output that is exactly its length, for bytes the controller keeps.
-
-    orjson.dumps returns bytes with spare capacity: a 1 KB result holds 4 KB of memory and a
-    5 MB one up to 8 MB. Per node that was 8 KB of the state-file and hardware caches
-    (docs/benchmarks.md, hot spot 3)."""
-    return bytes(memoryview(data))
-
-
 def encode_body_frame(
     type_name: str, body: bytes, key: bytes, *, request_id: int, version: int
 ) -> bytes:
