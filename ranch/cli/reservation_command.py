@@ -7,6 +7,7 @@ import sys
 import time
 
 from ranch.cli.controller import CliError, Target, ask
+from ranch.conf.timefmt import slurm_timestamp
 
 KEYS = {"reservationname": "name", "reservation": "name", "starttime": "start",
         "endtime": "end", "duration": "duration", "nodes": "nodes", "nodecnt": "node_count",
@@ -78,10 +79,6 @@ def command(target: Target, action: str, words: list[str]) -> int:
     return 1
 
 
-def _stamp(t: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(t))
-
-
 def _span(seconds: float) -> str:
     """Slurm's secs2time_str: [D-]HH:MM:SS."""
     s = int(seconds)
@@ -111,8 +108,8 @@ def show(target: Target, name: str | None, one_line: bool, as_json: bool,
     for r in items:
         cpus = r.get("core_count", 0)
         lines = [
-            [f"ReservationName={r['name']}", f"StartTime={_stamp(r['start_time'])}",
-             f"EndTime={_stamp(r['end_time'])}", f"Duration={_span(r['duration'])}"],
+            [f"ReservationName={r['name']}", f"StartTime={slurm_timestamp(r['start_time'])}",
+             f"EndTime={slurm_timestamp(r['end_time'])}", f"Duration={_span(r['duration'])}"],
             [f"Nodes={r['nodes'] or '(null)'}", f"NodeCnt={r['node_count']}",
              f"CoreCnt={cpus}", "Features=(null)", "PartitionName=(null)",
              f"Flags={','.join(r['flags']) or '(null)'}"],
@@ -144,6 +141,6 @@ def sinfo_t(target: Target, no_header: bool) -> str:
     now = time.time()
     for r in items:
         state = "ACTIVE" if r["start_time"] <= now <= r["end_time"] else "INACTIVE"
-        text += fmt.format(r["name"], state, _stamp(r["start_time"]), _stamp(r["end_time"]),
-                           _span(r["duration"]), r["nodes"])
+        text += fmt.format(r["name"], state, slurm_timestamp(r["start_time"]),
+                           slurm_timestamp(r["end_time"]), _span(r["duration"]), r["nodes"])
     return text

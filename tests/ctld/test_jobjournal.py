@@ -8,8 +8,8 @@ import os
 import trio
 
 from ranch.ctld.daemon import Daemon
-from ranch.ctld.state import statefile
 from ranch.ctld.state.store import ID_BLOCK, FileStore
+from ranch.protocol import durable
 from ranch.protocol import messages as m
 
 from .helpers import FakeConn, beat, hardware, make_config, register
@@ -109,7 +109,7 @@ async def test_a_failed_write_refuses_every_waiter_whose_line_it_held(tmp_path,
                                                                      monkeypatch) -> None:
     j = FileStore(str(tmp_path), in_thread=True)
     await j.commit([{"job": {"id": 1}}])
-    real = statefile.write_all_fsync
+    real = durable.write_all_fsync
     calls = 0
 
     def write_failing_once(fd: int, data: bytes) -> None:
@@ -120,7 +120,7 @@ async def test_a_failed_write_refuses_every_waiter_whose_line_it_held(tmp_path,
             raise OSError(28, "No space left on device")
         real(fd, data)
 
-    monkeypatch.setattr(statefile, "write_all_fsync", write_failing_once)
+    monkeypatch.setattr(durable, "write_all_fsync", write_failing_once)
     outcome: dict[int, str] = {}
 
     async def submit(i: int) -> None:

@@ -194,10 +194,7 @@ class FileHistory:
                         raise OSError(str(exc)) from None
                     size = os.fstat(fd).st_size
                 try:
-                    view = memoryview(data)
-                    while view:
-                        view = view[os.write(fd, view):]
-                    os.fsync(fd)
+                    durable.write_all_fsync(fd, data)
                 except OSError:
                     with contextlib.suppress(OSError):
                         os.ftruncate(fd, size)  # no half record for a reader or a retry
@@ -205,11 +202,7 @@ class FileHistory:
             finally:
                 os.close(fd)
             if new:
-                dfd = os.open(self.dir, os.O_RDONLY)
-                try:
-                    os.fsync(dfd)
-                finally:
-                    os.close(dfd)
+                durable.fsync_dir(self.dir)
             self.fsyncs += 1
             n += len(recs)
         self.records_written += n

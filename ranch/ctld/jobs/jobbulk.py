@@ -25,7 +25,7 @@ import zlib
 
 import orjson
 
-from ranch.ctld.state import statefile
+from ranch.protocol import durable
 
 PACK_PREFIX = "bulk."
 Bulk = tuple[str, tuple[tuple[str, str], ...]]  # (script, environment)
@@ -72,13 +72,10 @@ def write_pack(state_dir: str, pack: int, items: list[tuple[int, str, tuple | by
     os.makedirs(directory, mode=0o700, exist_ok=True)
     fd = os.open(pack_path(state_dir, pack), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(b"".join(chunks))
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
+        durable.write_all_fsync(fd, b"".join(chunks))
     finally:
         os.close(fd)
-    statefile.fsync_dir(directory)  # the new file's name is durable too
+    durable.fsync_dir(directory)  # the new file's name is durable too
     return placed
 
 

@@ -13,7 +13,7 @@ from ranch.ctld.state import deferred, integrity
 from ranch.ctld.state.integrity import DamagedState
 
 # The durable-write rule lives in protocol/durable.py; the store's modules reach it through here.
-from ranch.protocol.durable import fsync_dir, write_all_fsync, write_atomic  # noqa: F401
+from ranch.protocol.durable import write_atomic
 
 STATE_FILE = "node_state.json"
 NEXT_ID_FILE = "job_id_next"

@@ -45,6 +45,7 @@ import trio
 from ranch.ctld import logs
 from ranch.ctld.state import integrity, journalfile, statefile
 from ranch.ctld.state.groupcommit import GroupCommit
+from ranch.protocol import durable
 
 LEGACY_JOURNAL = "job_journal.jsonl"  # version 4's submission journal, read at start
 SEGMENT_PREFIX, SEGMENT_SUFFIX = "journal.", ".jsonl"
@@ -243,10 +244,10 @@ class FileStore:
             st = os.fstat(fd)
             self._open = (path, fd, st.st_size)
             self._inode = st.st_ino
-            statefile.fsync_dir(self.state_dir)
+            durable.fsync_dir(self.state_dir)
         path, fd, size = self._open
         try:
-            statefile.write_all_fsync(fd, data)
+            durable.write_all_fsync(fd, data)
         except OSError:
             # a half-written batch would replay changes whose replies said "failed"
             with contextlib.suppress(OSError):
