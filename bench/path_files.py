@@ -51,12 +51,15 @@ def toggle(proc: subprocess.Popen) -> None:
     proc.send_signal(signal.SIGWINCH)
 
 
-def read(out: Path) -> dict[str, list[str]]:
+def read(out: Path) -> dict[str, dict[str, list[str]]]:
+    """{"ran": files that ran code, "chain": files on the stack of an effect}, each as file ->
+    ["what\troot task", ...]."""
     wait_for(out.exists, what=f"{out.name} written")
     time.sleep(0.2)  # the dump is one small write; let it finish
     doc = json.loads(out.read_text())
     out.unlink()
-    return {str(Path(k).relative_to(REPO)): v for k, v in doc.items()}
+    return {part: {(k if part == "stacks" else str(Path(k).relative_to(REPO))): v
+                   for k, v in files.items()} for part, files in doc.items()}
 
 
 def command(c: Cluster, out: Path, module: str, *argv: str) -> subprocess.CompletedProcess:
@@ -65,38 +68,53 @@ def command(c: Cluster, out: Path, module: str, *argv: str) -> subprocess.Comple
                           capture_output=True, text=True, timeout=60)
 
 
-def roots(files: dict[str, list[str]]) -> set[str]:
-    return {call.split("\t", 1)[1] for calls in files.values() for call in calls}
+def roots(doc: dict[str, dict[str, list[str]]]) -> set[str]:
+    return {call.split("\t", 1)[1] for part in ("ran", "chain") for calls in doc[part].values()
+            for call in calls}
 
 
-def on_path(files: dict[str, list[str]], background: set[str]) -> dict[str, set[str]]:
-    """Each file that ran code (not only its import) under a task the idle window did not show
-    running (a background loop: stall watch, saver, deadlines...), with those tasks."""
+def on_path(files: dict[str, list[str]], background: set[str],
+            skip_imports: bool) -> dict[str, set[str]]:
+    """Each file that ran code (or, for the chain, stood on an effect's stack) under a task the
+    idle window did not show running (a background loop: stall watch, saver, deadlines...),
+    with those tasks. An import alone does not count."""
     out: dict[str, set[str]] = {}
     for f, calls in files.items():
         for call in calls:
             name, root = call.split("\t", 1)
-            if name != "<module>" and root not in background:
+            if not (skip_imports and name == "<module>") and root not in background:
                 out.setdefault(f, set()).add(root)
     return out
 
 
-def report(title: str, parts: dict[str, dict[str, list[str]]], background: set[str],
+MEASURES = {
+    "ran": "files whose code ran for the request",
+    "chain": "files on the call stack of one of the request's effects (send, write, fsync, "
+             "rename, spawn): the chain a reader follows",
+}
+
+
+def report(title: str, parts: dict[str, dict[str, dict[str, list[str]]]], background: set[str],
            listing: bool) -> None:
-    every: set[str] = set()
     print(f"\n{title}")
-    for proc, files in parts.items():
-        path = on_path(files, background)
-        every |= set(path)
-        per = collections.Counter(f.split("/")[1] if f.count("/") > 1 else "ranch"
-                                  for f in path)
-        print(f"  {proc:8s} {len(path):3d} files (of {len(files)} that ran anything, "
-              f"background tasks included): "
-              + ", ".join(f"{pkg} {n}" for pkg, n in sorted(per.items())))
-        if listing:
-            for f in sorted(path):
-                print(f"           {f:34s} under {', '.join(sorted(path[f]))}")
-    print(f"  in all   {len(every):3d} files")
+    for measure, words in MEASURES.items():
+        every: set[str] = set()
+        print(f" {words}")
+        for proc, doc in parts.items():
+            files = doc[measure]
+            path = on_path(files, background, skip_imports=measure == "ran")
+            every |= set(path)
+            per = collections.Counter(f.split("/")[1] if f.count("/") > 1 else "ranch"
+                                      for f in path)
+            print(f"  {proc:8s} {len(path):3d} files: "
+                  + ", ".join(f"{pkg} {n}" for pkg, n in sorted(per.items())))
+            if listing and measure == "chain":
+                for stack in doc["stacks"]:
+                    print(f"           stack: {stack}")
+            if listing:
+                for f in sorted(path):
+                    print(f"           {f:34s} under {', '.join(sorted(path[f]))}")
+        print(f"  in all   {len(every):3d} files")
 
 
 def main() -> None:
