@@ -1,12 +1,19 @@
 """How many of Ranch's source files a request crosses (issue 29): `rbatch --wrap` until the job's
-process runs on a node, and `rcontrol update NodeName=... State=DRAIN` until its reply (which
-leaves once the drain is in the journal). Real rctld and rnoded processes on 127.0.0.1 and the
-real commands, each with a profile hook (bench/path_files/sitecustomize.py) that records which
-files under ranch/ run code, and under which task: the command from its start to its exit, the
-daemons while armed (SIGWINCH). HeartbeatInterval is long, so no heartbeat falls into the
-window, and the tasks an idle window of the same length shows running (timers: the stall watch,
-the saver...) are left out. A file counts when a function of it (not only its import) ran.
-Prints the files per process and in all; asserts nothing.
+process runs on a node and the node has said so (a second submission: the first takes one-time
+steps), and `rcontrol update NodeName=... State=DRAIN` until its reply (which leaves once the
+drain is in the journal). Real rctld and rnoded processes on 127.0.0.1 and the
+real commands, each with a profile hook (bench/path_files/sitecustomize.py) that records, while
+armed (SIGWINCH for the daemons; from start to exit for the command), under which task:
+
+- "ran": each file under ranch/ a function of which ran (its import alone does not count);
+- "chain": each file with a frame on the call stack of one of the request's effects, where its
+  work leaves the process (a send, a write, an fsync, a rename): the files a reader follows from
+  the request to what it does. Functions called and returned on the way (checks, the state
+  machine, the codec) are in "ran" only.
+
+HeartbeatInterval is long, so no heartbeat falls into the window, and the tasks an idle window of
+the same length shows running (timers: the stall watch, the saver...) are left out. Prints the
+files per process and in all (--list: which, and each effect's stack); asserts nothing.
 
     .venv/bin/python bench/path_files.py [--list]
 """
@@ -140,6 +147,14 @@ def main() -> None:
             toggle(c.ctld)
             background = roots(read(ctld_out)) | roots(read(node_out))
             print("background tasks (idle window):", ", ".join(sorted(background)) or "none")
+            # a first job, unmeasured: it takes the controller's first block of job ids (a
+            # write of the next-id file that one submission in ID_BLOCK does) and rnoded's
+            # first job spool; the measured one is a submission like the many that follow
+            warm = c.run_cli("ranch.cli.rbatch", "--wrap", "true", "-o", os.devnull)
+            assert warm.returncode == 0, warm.stderr
+            c.wait_for(lambda: not c.run_cli("ranch.cli.rqueue", "--noheader").stdout.strip(),
+                       what="the first job done")
+            time.sleep(0.5)
             # rbatch --wrap, until the job's process runs on n1
             toggle(c.ctld)
             toggle(node)
@@ -150,6 +165,10 @@ def main() -> None:
             job_id = done.stdout.split()[-1]
             # its output file is opened by the job's process as it starts
             wait_for((d / "job.out").exists, what="the job's output file")
+            # and the node's answers (the LaunchJob's Ack, then JobStarted), which leave just
+            # after: the launch is not over before them, and without this wait the window
+            # would end before or after them as the two processes happen to run
+            time.sleep(1.0)
             toggle(node)
             toggle(c.ctld)
             report(f"rbatch --wrap (job {job_id}) to a process on the node",

@@ -1,7 +1,9 @@
 """Loaded by bench/path_files.py's processes only (it puts this folder on PYTHONPATH): records
-which of Ranch's source files run code while armed, and under which task (its outermost frame).
-SIGWINCH arms and disarms (writing what ran to $RANCH_TRACE_OUT); RANCH_TRACE_ARMED=1 records
-from the start and writes at exit."""
+which of Ranch's source files run code while armed, and under which task (its outermost frame),
+and which stand on the call stack when the process writes, sends, fsyncs or renames (a C call
+bound to a module, a socket or a file: os.replace, not str.replace). SIGWINCH arms and disarms
+(writing what it saw to $RANCH_TRACE_OUT); RANCH_TRACE_ARMED=1 records from the start and writes
+at exit."""
 
 import atexit
 import json
