@@ -154,25 +154,17 @@ def parse_states(text: str) -> tuple[str, ...]:
 
 def parse_time(text: str, now: float, option: str) -> float:
     """sacct's time forms (HH:MM[:SS], MMDD[YY], MM/DD[/YY], YYYY-MM-DD[THH:MM[:SS]], today,
-    midnight, now[{+|-}N[units]]...); a time of day means today's, as sacct reads it."""
-    import datetime as dt
-
+    midnight, fika, now[{+|-}N[units]]...), looking back as sacct does: a time of day is
+    today's even when it has not come yet, a date without its year the latest one."""
     from ranch.cli.begin_time import _CLOCK, BeginError, parse_begin
 
-    word = text.strip().lower()
-    import re
-
-    if (clock := re.fullmatch(_CLOCK, word)) is not None or word in ("midnight", "noon"):
-        from ranch.cli.begin_time import _clock
-
-        try:  # 25:00: out of range, refused as sacct does (it crashed racct)
-            at = _clock(*clock.groups()) if clock else dt.time(12 if word == "noon" else 0)
-        except (ValueError, BeginError):
-            raise CliError(f"Invalid time specification (pos=0): {text}") from None
-        return dt.datetime.combine(dt.date.fromtimestamp(now), at).timestamp()
     try:
-        return parse_begin(word, now)
+        return parse_begin(text, now, past=True)
     except BeginError as exc:
+        import re
+
+        if re.fullmatch(_CLOCK, text.strip().lower()):  # 25:00: refused in sacct's words
+            raise CliError(f"Invalid time specification (pos=0): {text}") from None
         raise CliError(f"{option} {text}: invalid time: {str(exc).split(': ', 1)[-1]}",
                        code=1) from None
 
