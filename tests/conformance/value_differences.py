@@ -102,11 +102,12 @@ LISTED: tuple[Listed, ...] = (
            slurm="refused-value: .*Failed to load current user environment variables",
            ranch="refused-controller: .*"),
     Listed("salloc", "partition", "class",
-           "A case that names the real partition asks for an allocation at once (-I) while "
-           "the other cases run beside it on the same system: it is granted or refused "
+           "A case that names the real partition (once, or twice: main,main) asks for an "
+           "allocation at once (-I) while the other cases run beside it on the same "
+           "system: it is granted or refused "
            "(Requested nodes are busy) by whether another case holds the nodes at that "
            "instant, on either system alike; a race of the matrix's parallel cases.",
-           form=r"-p ?main|--partition[ =]main|--pa=main",
+           form=r"(-p ?|--partition[ =]|--pa=)main(,main)?",
            slurm=r"accepted: .*|refused-controller: .*Requested nodes are busy",
            ranch=r"accepted: .*|refused-controller: .*Requested nodes are busy", race=True),
     # -- listing commands -------------------------------------------------------------------
