@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.deadline import Deadline
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -102,14 +104,15 @@ class Controller:
         return {n["name"]: n for n in snap.nodes}
 
     def wait_for(self, cond: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
+        deadline = Deadline(timeout)  # stretched as the machine gets busier
         while True:
             if self.procs.get("rctld") is not None and self.procs["rctld"].poll() is not None:
                 raise AssertionError(f"rctld exited while waiting for {what}:\n{self.log('rctld')}")
             if cond():
                 return
-            if time.monotonic() > deadline:
-                raise AssertionError(f"timed out waiting for {what}")
+            if deadline.passed():
+                raise AssertionError(f"timed out after {deadline.elapsed():.1f} s "
+                                     f"waiting for {what}")
             time.sleep(0.05)
 
     def wait_states(self, wanted: dict[str, str], timeout: float = 30.0) -> None:

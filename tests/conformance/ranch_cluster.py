@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 
 from ranch.cli import shims
+from tests import logkeeper
 from tests.conformance.shape import Shape
 from tests.integration.cluster import REPO, Cluster, free_port
 
@@ -38,6 +39,7 @@ class RanchCluster:
         self.node_args = node_args  # rnoded's options of one test's own (-b)
         self.node_env = node_env or {}
         self.dir = Path(tempfile.mkdtemp(prefix="ranch-conformance-ranch-"))
+        logkeeper.watch(self.dir)  # kept if a test fails while this cluster runs
         self.workdir = self.dir / "work"
         self.workdir.mkdir()
         port = free_port()
@@ -64,6 +66,7 @@ class RanchCluster:
 
     def stop(self) -> None:
         self.cluster.stop()
+        logkeeper.unwatch(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> RanchCluster:

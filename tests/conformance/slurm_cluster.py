@@ -19,6 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests import logkeeper
 from tests.conformance.shape import Shape
 from tests.integration.cluster import free_port
 
@@ -105,6 +106,7 @@ class SlurmCluster:
         self.slurmd_args = slurmd_args
         self.node_env = node_env or {}
         self.dir = Path(tempfile.mkdtemp(prefix="ranch-conformance-slurm-"))
+        logkeeper.watch(self.dir)  # kept if a test fails while this cluster runs
         # munged refuses a socket in a directory others cannot search
         self.dir.chmod(0o755)
         self.workdir = self.dir / "work"
@@ -223,6 +225,7 @@ class SlurmCluster:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        logkeeper.unwatch(self.dir)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def stray_pids(self) -> list[int]:

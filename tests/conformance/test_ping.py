@@ -14,6 +14,7 @@ from pathlib import Path
 from tests.conformance.conftest import start_slurm
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import Shape
+from tests.deadline import scaled
 
 BACKUP = "SlurmctldHost=rbackup(127.0.0.2)\n"  # loopback, where nothing listens: DOWN
 ONE_NODE = Shape(nodes=("c1",), cpus=1)
@@ -87,5 +88,5 @@ def test_ping_as_scontrol() -> None:
         return {case: (rc, lines, err) for case, (rc, lines, _t, err) in seen[side].items()}
 
     assert shown("ranch") == shown("slurm")
-    slow = {case: round(t, 1) for case, (*_, t, _e) in seen["ranch"].items() if t > 10}
+    slow = {case: round(t, 1) for case, (*_, t, _e) in seen["ranch"].items() if t > scaled(10)}
     assert not slow, f"a ping took longer than 10 s: {slow}"

@@ -22,6 +22,8 @@ from typing import Any
 
 import psutil
 
+from tests.deadline import Deadline
+
 REPO = Path(__file__).resolve().parents[2]
 DEMO = REPO / "examples" / "demo.py"
 UP_WITHIN = 150.0  # seconds: 13 Python daemons starting on a loaded 2-core machine
@@ -29,13 +31,13 @@ GONE_WITHIN = 60.0
 
 
 def wait_for(pred: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    deadline = Deadline(timeout)  # stretched as the machine gets busier
+    while not deadline.passed():
         value = pred()
         if value:
             return value
         time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+    raise AssertionError(f"timed out after {deadline.elapsed():.1f} s waiting for {what}")
 
 
 def cmdline(p: psutil.Process) -> list[str]:

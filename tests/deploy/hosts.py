@@ -13,6 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests import logkeeper
+from tests.deadline import Deadline
+
 REPO = Path(__file__).resolve().parents[2]
 HUB = "rdp-hub"  # holds the bridge, so the machine's own namespace gets no interface
 BRIDGE = "rdp-br"
@@ -103,6 +106,7 @@ class Lab:
 
     def __init__(self, root: Path, octets: dict[str, int]) -> None:
         self.hosts = {name: Host(name, octet, root / name) for name, octet in octets.items()}
+        logkeeper.watch(root)  # kept if the test fails
 
     def __getitem__(self, name: str) -> Host:
         return self.hosts[name]
@@ -153,7 +157,7 @@ class Lab:
 def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0,
              every: float = 0.2) -> Any:
     """Poll `check` until it returns something true; its last answer is in the failure."""
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)  # stretched as the machine gets busier
     last: Any = None
     while True:
         try:
@@ -162,8 +166,9 @@ def wait_for(what: str, check: Callable[[], Any], timeout: float = 60.0,
             last = exc
         if last and not isinstance(last, AssertionError):
             return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout:.0f} s: {what}; last: {last}")
+        if deadline.passed():
+            raise AssertionError(f"not within {deadline.elapsed():.0f} s ({timeout:.0f} s quiet): "
+                                 f"{what}; last: {last}")
         time.sleep(every)
 
 

@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests import logkeeper
+
 REPO = Path(__file__).resolve().parents[2]
 PREFIX = os.environ.get("RHA_PREFIX", "rha-")
 NET = os.environ.get("RHA_NET", "10.201.0")
@@ -48,6 +50,7 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 class Lab:
     def __init__(self, workdir: Path) -> None:
         self.dir = Path(workdir)
+        logkeeper.watch(self.dir)  # kept if the test fails
         self.dir.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen] = {}
         self.made: list[str] = []

@@ -26,6 +26,8 @@ from typing import Any
 from ranch.protocol import messages as m
 from ranch.protocol.auth import create_key, load_key
 from ranch.protocol.client import ControllerUnreachable, request
+from tests import logkeeper
+from tests.deadline import Deadline
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -51,10 +53,11 @@ def free_port() -> int:
 
 def wait_for(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
              interval: float = 0.05) -> Any:
-    """Poll `pred` until it returns something truthy; AssertionError naming `what` at timeout."""
-    deadline = time.monotonic() + timeout
+    """Poll `pred` until it returns something truthy; AssertionError naming `what` at timeout
+    (`timeout` seconds of a quiet machine, stretched as this one gets busier: tests/deadline)."""
+    deadline = Deadline(timeout)
     last_exc: Exception | None = None
-    while time.monotonic() < deadline:
+    while not deadline.passed():
         try:
             value = pred()
             if value:
@@ -62,7 +65,8 @@ def wait_for(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condit
         except (ControllerUnreachable, OSError, KeyError) as exc:
             last_exc = exc
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
+    raise AssertionError(f"timed out after {deadline.elapsed():.1f} s ({timeout:g} s quiet) "
+                         f"waiting for {what}"
                          + (f" (last error: {last_exc})" if last_exc else ""))
 
 
@@ -79,6 +83,7 @@ class Cluster:
     ) -> None:
         """`ctld_fd_limit`: rctld's RLIMIT_NOFILE, soft and hard (as prlimit sets it)."""
         self.dir = Path(workdir)
+        logkeeper.watch(self.dir)  # kept if the test fails
         self.dir.mkdir(parents=True, exist_ok=True)
         self.node_names = list(nodes)
         self.port = free_port()

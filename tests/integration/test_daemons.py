@@ -11,6 +11,7 @@ from ranch.ctld.state import statefile
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
 from ranch.protocol.rawframe import pack_frame
+from tests.deadline import scaled
 
 from .cluster import Cluster
 
@@ -105,7 +106,7 @@ def test_hostile_frames_are_refused_while_nodes_keep_beating(tmp_path) -> None:
         half = encode_frame(m.Ping(), key, request_id=5)[:12]
         t0 = time.monotonic()
         stalled = _exchange(c.addr, half, key, timeout=10)
-        assert [f.code for f in stalled] == ["timeout"] and time.monotonic() - t0 < 8
+        assert [f.code for f in stalled] == ["timeout"] and time.monotonic() - t0 < scaled(8)
         log = c.log("rctld")
         for code in ("too_large", "bad_mac", "replay", "unknown_type"):
             assert f"code={code}" in log and "peer=127.0.0.1:" in log
@@ -132,7 +133,7 @@ def test_sigterm_saves_state_and_exits_zero(tmp_path) -> None:
         c.request(m.UpdateNodes("n1", "FAIL", "psu", "bob"))
         t0 = time.monotonic()
         assert c.stop_ctld() == 0
-        assert time.monotonic() - t0 < 2.0
+        assert time.monotonic() - t0 < scaled(2.0)
         saved = statefile.load(c.state_dir)["nodes"]["n1"]
         assert "FAIL" in saved["state"]["flags"] and saved["state"]["reason"]["text"] == "psu"
 

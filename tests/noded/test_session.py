@@ -22,6 +22,7 @@ from ranch.noded.session import NodeDaemon, NodeOptions, backoff_delay
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.tcp import FramedStream, PeerClosed
+from tests.deadline import scaled
 
 KEY = b"n" * 32
 SETTINGS = m.NodeSettings("test", 0.05, 5.0, 2.0, None, 0.0, 5.0, ("ANY",))
@@ -98,7 +99,7 @@ class FakeController:
 
 
 async def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    with trio.fail_after(timeout):
+    with trio.fail_after(scaled(timeout)):  # stretched as the machine gets busier
         while not cond():
             await trio.sleep(0.01)
 
