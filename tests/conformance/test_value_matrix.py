@@ -28,7 +28,7 @@ from tests.conformance.conftest import start_slurm
 from tests.conformance.man_options import man_path, read
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE
-from tests.conformance.value_cases import COMMANDS, EXCLUDED, all_cases, cases_for, selected
+from tests.conformance.value_cases import COMMANDS, EXCLUDED, Case, all_cases, cases_for, selected
 from tests.conformance.value_differences import LISTED, Listed
 from tests.conformance.value_matrix import Disagreement, compare, run_matrix
 
@@ -60,7 +60,8 @@ def matrix():
 
 
 def _covers(entry: Listed, d: Disagreement) -> bool:
-    return (re.fullmatch(entry.command, d.case.command) is not None
+    return (entry.holds()
+            and re.fullmatch(entry.command, d.case.command) is not None
             and re.fullmatch(entry.option, d.case.option) is not None
             and re.fullmatch(entry.what, d.what) is not None
             and re.fullmatch(entry.form, d.case.form) is not None
@@ -91,7 +92,7 @@ def test_every_case_agrees_or_is_listed(matrix) -> None:
                 print(f"  GAP {d}")
     for i, entry in enumerate(LISTED):
         print(f"  {met[i]:5d} {'GAP ' if entry.gap else ''}{entry.command} / {entry.option[:40]}"
-              f" / {entry.what}")
+              f" / {entry.what}{'' if entry.holds() else ' (not on this machine)'}")
     dump = os.environ.get("RANCH_MATRIX_DUMP")
     if dump:  # every disagreement and the entry that lists it, to work from
         with open(dump, "w") as f:
@@ -100,7 +101,8 @@ def test_every_case_agrees_or_is_listed(matrix) -> None:
                 f.write(f"{'-' if hit is None else hit}\t{d}\n")
     assert len(cases) >= GOAL or SELECTED != COMMANDS
     # with RANCH_MATRIX_COMMANDS, only the entries whose every command ran
-    stale = [e for i, e in enumerate(LISTED) if not met[i] and not e.race and _selected(e)]
+    stale = [e for i, e in enumerate(LISTED)
+             if not met[i] and not e.race and e.holds() and _selected(e)]
     assert not unlisted, "unlisted disagreements:\n" + "\n".join(map(str, unlisted[:60]))
     assert not stale, "listed differences no case meets any more (fixed? take them out):\n" + (
         "\n".join(f"{e.command} {e.option} {e.what}" for e in stale))
@@ -117,3 +119,14 @@ def test_every_man_page_option_has_cases(command: str) -> None:
     missing = [o.long or o.short for o in options
                if (o.long or o.short) not in tried and (command, o.long or o.short) not in EXCLUDED]
     assert not missing
+
+
+def test_a_difference_of_another_machine_covers_nothing() -> None:
+    """An entry whose condition is false here lists nothing: the cases it names must agree
+    (and its absence is no staleness); where the condition holds it covers as any entry."""
+    case = Case("salloc", "get-user-env", "--get-user-env", ("salloc", "--get-user-env"))
+    d = Disagreement(case, "class", "refused-value: x", "accepted: y")
+    here = Listed("salloc", "get-user-env", "class", "why", when=lambda: True)
+    elsewhere = Listed("salloc", "get-user-env", "class", "why", when=lambda: False)
+    assert _covers(here, d) and not _covers(elsewhere, d)
+    assert here.holds() and not elsewhere.holds()
