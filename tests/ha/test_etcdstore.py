@@ -18,6 +18,7 @@ from ranch.conf.errors import ConfigError
 from ranch.ctld.pair.election import Election
 from ranch.ctld.state.etcdclient import EtcdClient, EtcdUnavailable
 from ranch.ctld.state.etcdstore import CHUNK, EtcdStore, Fenced
+from tests.deadline import scaled
 
 pytestmark = pytest.mark.skipif(shutil.which("etcd") is None,
                                 reason="needs etcd (apt-get install etcd-server)")
@@ -160,7 +161,7 @@ async def test_a_standby_waits_and_wins_when_the_seat_frees(etcd) -> None:
         await trio.sleep(1.0)
         assert not won and b.leader == "a"  # it stands by, and knows who leads
         await a.resign()
-        with trio.fail_after(5):
+        with trio.fail_after(scaled(5)):
             while not won:
                 await trio.sleep(0.05)
     assert won[0] > a.epoch and b.leader == "b"

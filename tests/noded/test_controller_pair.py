@@ -15,6 +15,7 @@ from ranch.ctld.pair import standby
 from ranch.noded.gpus import FakeGpus
 from ranch.noded.session import NodeDaemon, NodeOptions
 from ranch.protocol import messages as m
+from tests.deadline import scaled
 from tests.noded.test_session_jobs import KEY, JobController, job, wait_for
 
 
@@ -30,7 +31,7 @@ async def test_a_standby_sends_the_node_on_to_the_leader(nursery: trio.Nursery,
                        servers=(("127.0.0.1", standby_port), ("127.0.0.1", ctl.port)))
     daemon = NodeDaemon(opts, FakeGpus(0, "n1", seed=1), rng=random.Random(0))
     nursery.start_soon(daemon.run)
-    with trio.fail_after(5):  # at once: no backoff between the two
+    with trio.fail_after(scaled(5)):  # at once: no backoff between the two
         await wait_for(lambda: len(ctl.of(m.Heartbeat)) >= 1)
 
 

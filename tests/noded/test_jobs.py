@@ -552,7 +552,7 @@ async def test_a_step_waits_for_its_job_still_starting_here(runner: JobRunner, w
     await runner.launch(job)
     await wait_for(lambda: bool(waiting))
     assert waiting[0] is runner.running[8]
-    with trio.fail_after(1):
+    with trio.fail_after(scaled(1)):
         assert await runner.wait_started(8, 1) is runner.running[8]  # not run 1: not waited for
     await runner.kill(8, 0, "test")
     await ended(runner, 8)

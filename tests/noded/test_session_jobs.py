@@ -128,7 +128,7 @@ async def test_launch_end_reported_at_once_and_until_acked(
     await wait_for(lambda: any(hb.job_ids == (5,) for hb in ctl.of(m.Heartbeat)))
     (tmp_path / "go").touch()
     # The 30 s interval would hold the news; the job's end asks for a beat at once.
-    with trio.fail_after(5):
+    with trio.fail_after(scaled(5)):
         await wait_for(lambda: bool(ctl.ended()))
     (end,) = ctl.ended()
     assert (end.job_id, end.state, end.exit_code) == (5, "COMPLETED", 0)
