@@ -1,7 +1,7 @@
 """Hosts for docs/admin-guide.md's own commands: each a network namespace, a host name and a
 mount namespace of its own in which /etc, /opt, /usr/local, /var and /root are overlays (this
 machine's files below, the host's changes in its own folder) and /run is fresh at every boot;
-systemctl and scp there are tests/deploy/unitshim.py. And the guide's marked blocks, read."""
+systemctl (so reboot) and scp there are tests/deploy/unitshim.py. And the guide's marked blocks."""
 
 from __future__ import annotations
 
@@ -100,7 +100,8 @@ class Host:
             *mounts, "mount -t tmpfs -o mode=0755 tmpfs /run",
             f"mount --bind {self.root / 'stat'} /proc/stat",
             f"mount --bind {wrapper} /usr/bin/systemctl",
-            f"mount --bind {wrapper} /usr/bin/scp",
+            # no sshd here: scp copies into the other host (first on PATH, scp installed or not)
+            f"install -D -m 0755 {wrapper} /usr/local/sbin/scp",
             f"hostname {self.name}", f"touch {booted}", "exec sleep infinity"])
         self.holder = subprocess.Popen(
             ["ip", "netns", "exec", self.ns, "unshare", "--mount", "--uts", "--propagation",

@@ -115,7 +115,7 @@ def test_admin_guide_as_written(lab: GuideLab) -> None:
     guide = GUIDE.read_text()
     marked = blocks(guide)
     assert [b.name for b in marked] == ORDER, "the guide's marked blocks changed: update ORDER"
-    ctl, node, login = lab["ctl1"], lab["n001"], Login(lab)
+    login = Login(lab)
     held: list[int] = []
     outputs: dict[str, str] = {}
     for block in marked:
@@ -144,7 +144,7 @@ def check_after(name: str, lab: GuideLab, login: Login, held: list[int], guide: 
             assert h.sh("stat -c %U:%a /etc/ranch/ranch.key").stdout.split() == ["root:600"]
     elif name == "rctld-unit":
         pid = ctl.sh("cat /run/rag-systemd/rctld.service.pid").stdout.strip()
-        assert ctl.sh(f"ps -o user= -p {pid}").stdout.split() == ["ranch"]
+        assert ctl.sh(f"stat -c %U /proc/{pid}").stdout.split() == ["ranch"]
         state = ctl.sh("stat -c %U:%a /var/lib/ranch /var/log/ranch").stdout.split()
         assert state == ["ranch:700", "ranch:755"], state
     elif name == "rnoded-unit":

@@ -1,15 +1,15 @@
 """systemctl, reboot and scp on a lab host (tests/deploy/guidelab.py), where systemd is not PID 1
 and there is no sshd: run the units as systemd would, from their files, with the standard library.
 
-Each host's /usr/bin/systemctl (so /usr/sbin/reboot too) and /usr/bin/scp are this script, with
-RAG_LAB (the lab's folder) and RAG_HOST (this host) set. A unit starts as systemd starts it: the
-unit file and its drop-ins read; its StateDirectory, RuntimeDirectory and LogsDirectory made and
-owned by User=; its Environment= and systemd's own variables, nothing of the caller's; `$VAR` in
-ExecStart expanded as systemd does; User=/Group= through setpriv; NoNewPrivileges, LimitNOFILE;
+Each host's /usr/bin/systemctl (so /usr/sbin/reboot too) and /usr/local/sbin/scp are this script,
+with RAG_LAB (the lab's folder) and RAG_HOST (this host) set. A unit starts as systemd starts it:
+the unit file and its drop-ins read; its StateDirectory, RuntimeDirectory and LogsDirectory made
+and owned by User=; its Environment= and systemd's own variables, nothing of the caller's; `$VAR`
+in ExecStart expanded as systemd does; User=/Group= through setpriv; NoNewPrivileges, LimitNOFILE;
 ProtectSystem=full (/usr and /etc read-only) and PrivateTmp in a mount namespace of its own;
-Type=notify: `start` returns once READY=1 came, or fails if the daemon exits first. The main
-pid lives in /run/rag-systemd (gone at a reboot, as /run is); the output goes to the lab's
-journal folder. `reboot` only records the request: the test powers the host off and on.
+Type=notify: `start` returns once READY=1 came, or fails if the daemon exits first. The main pid
+lives in /run/rag-systemd (gone at a reboot, as /run is); the output goes to the lab's journal
+folder. `reboot` only records the request: the test powers the host off and on.
 """
 
 from __future__ import annotations
