@@ -84,6 +84,18 @@ def test_python_statemachine_is_left_whole(venv: Path) -> None:
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr
 
 
+def test_man_pages_and_units_are_installed(venv: Path) -> None:
+    """Every page of man/ and both units land under the venv's share/, where
+    docs/admin-guide.md links them from (`man rctld`, systemd-analyze verify need them)."""
+    pages = sorted(p.relative_to(REPO) for p in REPO.glob("man/man[18]/*.[18]"))
+    assert {"man/man8/rctld.8", "man/man8/rnoded.8"} <= {str(p) for p in pages}
+    for page in pages:
+        installed = venv / "share" / page
+        assert installed.read_bytes() == (REPO / page).read_bytes(), installed
+    units = venv / "share" / "ranch" / "systemd"
+    assert sorted(u.name for u in units.iterdir()) == ["rctld.service", "rnoded.service"]
+
+
 def _wait(cond, what: str, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
