@@ -121,6 +121,7 @@ class Daemon:
                              mirror=None if self.local_store else self.store.put_file,
                              takeover=None if handover is None else self.takeover,
                              sync=self.durability.durable, spawn=self.runner.start_soon)
+        self.saver.credential_holders = lambda: list(self.server.node_credentials.hashes)
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []
@@ -152,7 +153,7 @@ class Daemon:
         # packs no saved job points into (a snapshot that failed after writing one)
         jobs.bulk_not_written([n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs],
                               ())
-        if self.store.moved_aside:  # what was taken from them now lives in no journal
+        if self.store.moved_aside or self.store.ignored:  # -i: the next start finds it whole
             self.saver.save_now()
 
     def takeover(self, who: str) -> m.Ack:

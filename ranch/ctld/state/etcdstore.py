@@ -92,6 +92,7 @@ class EtcdStore:
         # FileStore's list of damaged files moved aside (rctld -i): etcd's records carry no
         # file to move; a damaged value is refused in words at load
         self.moved_aside: list[str] = []
+        self.ignored: list[str] = []  # FileStore's -i list of missing state: refused here
         self.writes = 0  # journal transactions (for the benchmark)
         self._groups: list[tuple[int, list[bytes]]] = []  # (first seq, lines) to write
         self._cut = True  # the next append starts a new group (a new key)

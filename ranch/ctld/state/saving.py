@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +45,13 @@ class Saver:
         self.events = events
         self.in_thread = in_thread
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobs/jobbulk.py
+        # the nodes that hold a credential (the daemon sets it): a snapshot names them, so
+        # that node_credentials.json gone missing is refused at start (ctld/state/continuity.py)
+        self.credential_holders: Callable[[], list[str]] = list
 
     def snapshot_doc(self) -> dict[str, Any]:
         doc = self.cluster.save_doc()
+        doc["node_credentials"] = self.credential_holders()
         doc["journal_seq"] = self.store.seq  # every record handed to the store so far
         doc["journal_keep_from"] = self.store.rotate()  # later records go to a new segment
         return doc
