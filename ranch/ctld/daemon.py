@@ -115,13 +115,13 @@ class Daemon:
         self.durability = Durability(self.cluster, self.changes, self.store, outbox)
         self.saver = Saver(self.cluster, self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
-                           in_thread=save_in_thread)
+                           in_thread=save_in_thread,
+                           credential_holders=lambda: list(self.server.node_credentials.hashes))
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.durability.submit, state_dir=state_dir,
                              mirror=None if self.local_store else self.store.put_file,
                              takeover=None if handover is None else self.takeover,
                              sync=self.durability.durable, spawn=self.runner.start_soon)
-        self.saver.credential_holders = lambda: list(self.server.node_credentials.hashes)
         self._reconfig_lock = trio.Lock()
         self._nursery: trio.Nursery | None = None
         self.listeners: list[Any] = []

@@ -31,10 +31,12 @@ class MissingState(DamagedState):
 
 
 def journal_gap(after: int, segments: Iterable[tuple[str, list[dict[str, Any]]]],
-                started: tuple[str, int] | None, snapshot: str | None) -> MissingState | None:
+                started: tuple[str, int] | None, snapshot: str,
+                have_snapshot: bool) -> MissingState | None:
     """The first hole in the journal: `after` is the snapshot's journal_seq (0: none),
     `segments` (name, records) oldest first, `started` (name, seq): the newest segment and its
-    first record as the id mark names them, `snapshot` the snapshot's name (None: missing)."""
+    first record as the id mark names them, `snapshot` the snapshot's path (`have_snapshot`:
+    it is there)."""
     need = after + 1  # the next record the journal must hold
     prev: str | None = None
     for name, records in segments:
@@ -46,31 +48,35 @@ def journal_gap(after: int, segments: Iterable[tuple[str, list[dict[str, Any]]]]
             if seq < need:
                 continue  # the snapshot holds it (a segment not trimmed yet)
             if low > need:
-                return MissingState(name, _hole(need, low - 1, prev, name, after, snapshot))
+                return MissingState(*_hole(need, low - 1, prev, name, after, snapshot,
+                                           have_snapshot))
             need = seq + 1
         prev = name if records else prev
     if started is not None and started[1] >= need:
         name, first = started
         return MissingState(
             name, f"{name} is missing or lost its records: the id mark says it was started "
-            f"with record {first}, and the journal {_ends(need - 1, prev, after, snapshot)}")
+            f"with record {first}, and the journal "
+            f"{_ends(need - 1, prev, after, snapshot if have_snapshot else None)}")
     return None
 
 
-def _hole(low: int, high: int, prev: str | None, name: str, after: int,
-          snapshot: str | None) -> str:
-    span = f"journal record {low}" if low == high else f"journal records {low}-{high}"
+def _hole(low: int, high: int, prev: str | None, name: str, after: int, snapshot: str,
+          have_snapshot: bool) -> tuple[str, str]:
+    """(the path of what is missing, the words)."""
+    span = (f"journal record {low} is" if low == high
+            else f"journal records {low}-{high} are")
     if prev is not None and prev != name:
-        return (f"{span} are missing: the journal jumps from {prev} to {name} (a segment between "
-                "them deleted or emptied)")
+        return name, (f"{span} missing: the journal jumps from {prev} to {name} (a segment "
+                      "between them deleted or emptied)")
     if prev == name:
-        return f"{span} are missing from the middle of {name}"
-    if snapshot is None:
-        return (f"the snapshot is missing: the journal starts at record {high + 1} in {name}, "
-                f"so a snapshot held records 1-{high}")
-    return (f"{span} are missing: {snapshot} holds records up to {after} and the journal "
-            f"resumes at {high + 1} in {name} (a segment deleted or emptied, or {snapshot} "
-            "older than the journal)")
+        return name, f"{span} missing from the middle of {name}"
+    if not have_snapshot:
+        return snapshot, (f"{snapshot} (the snapshot) is missing: the journal starts at record "
+                          f"{high + 1} in {name}, so a snapshot held records 1-{high}")
+    return name, (f"{span} missing: {snapshot} holds records up to {after} and the journal "
+                  f"resumes at {high + 1} in {name} (a segment deleted or emptied, or the "
+                  "snapshot older than the journal)")
 
 
 def _ends(last: int, prev: str | None, after: int, snapshot: str | None) -> str:

@@ -31,11 +31,14 @@ class Saver:
     job scripts go to."""
 
     def __init__(self, cluster: Cluster, changes: ChangeLog, store: Any, state_dir: str, *,
-                 local: bool, dirty: Wakeup, events: Wakeup, in_thread: bool = True) -> None:
+                 local: bool, dirty: Wakeup, events: Wakeup, in_thread: bool = True,
+                 credential_holders: Callable[[], list[str]] = list) -> None:
         """`local`: the state lives in `state_dir` (a replicated store's journal holds it
         all); `dirty`/`events`: set when a snapshot / an event log write is due; `in_thread`:
         writes leave the event loop (tests under MockClock write inline, so time stays
-        exact)."""
+        exact); `credential_holders`: the nodes that hold a credential, which a snapshot names,
+        so that node_credentials.json gone missing is refused at start
+        (ctld/state/continuity.py)."""
         self.cluster = cluster
         self.changes = changes
         self.store = store
@@ -45,9 +48,7 @@ class Saver:
         self.events = events
         self.in_thread = in_thread
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobs/jobbulk.py
-        # the nodes that hold a credential (the daemon sets it): a snapshot names them, so
-        # that node_credentials.json gone missing is refused at start (ctld/state/continuity.py)
-        self.credential_holders: Callable[[], list[str]] = list
+        self.credential_holders = credential_holders
 
     def snapshot_doc(self) -> dict[str, Any]:
         doc = self.cluster.save_doc()

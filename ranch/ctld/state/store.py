@@ -162,12 +162,11 @@ class FileStore:
         """What the files prove about each other (ctld/state/continuity.py): the first thing
         missing is refused, unless -i (then each is logged at ERROR and started without)."""
         started = mark[1] if mark is not None else None
-        snapshot = statefile.state_path(self.state_dir) if doc is not None else None
         found = [
             continuity.journal_gap(
                 after, segments,
                 None if started is None else (self._segment_path(started[0]), started[1]),
-                snapshot),
+                statefile.state_path(self.state_dir), doc is not None),
             None if mark is not None else continuity.mark_missing(
                 doc, self._sealed_jobs, statefile.next_id_path(self.state_dir)),
             continuity.credentials_missing(
