@@ -116,7 +116,7 @@ class Daemon:
         self.saver = Saver(self.cluster, self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
                            in_thread=save_in_thread,
-                           credential_holders=lambda: list(self.server.node_credentials.hashes))
+                           credential_holders=lambda: list(self.server.node_credentials.on_disk))
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.durability.submit, state_dir=state_dir,
                              mirror=None if self.local_store else self.store.put_file,
