@@ -100,13 +100,13 @@ def read(path: str, *, newest: bool, salvage: bool = False, what: str = "journal
 
 def _torn(line: bytes, before: list[dict[str, Any]], sealed: bool, proven: bool) -> bool:
     """Whether the unterminated last `line` can be an append cut short: the start of a sealed
-    record (or, in a file of the last release's records, of any JSON object), and either
-    whole records before it or a file not known to have held one."""
+    record (or, in a file without sealed records, as earlier releases wrote, of any JSON
+    object), and either whole records before it or a file not known to have held one."""
     if not before and proven:
         return False
     if integrity.PREFIX.startswith(line[:len(integrity.PREFIX)]):
         return True
-    return bool(before) and not sealed and line.startswith(b"{")
+    return not sealed and line.startswith(b"{")
 
 
 def read_or_set_aside(path: str, *, ignore_damaged: bool, what: str, newest: bool = True,
