@@ -11,9 +11,11 @@ another one proves existed and that are gone stop rctld in one line, never a sil
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from ranch.ctld.state import statefile
 from ranch.ctld.state.integrity import DamagedState
 
 CREDENTIALS_FILE = "node_credentials.json"  # ctld/rpc/nodecredentials.py writes it
@@ -28,6 +30,26 @@ class MissingState(DamagedState):
         Exception.__init__(
             self, f"missing state: {what}. Nothing was changed; restore it from a backup, or "
             "start rctld with -i (--ignore-damaged-state) to start without it")
+
+
+def in_state_dir(state_dir: str, doc: dict[str, Any] | None, after: int,
+                 segments: list[tuple[str, list[dict[str, Any]]]],
+                 mark: tuple[int, tuple[int, int] | None] | None, sealed_jobs: bool,
+                 segment_path: Callable[[int], str]) -> list[MissingState]:
+    """Everything missing from a FileStore's directory: `doc` the snapshot (None: none), `after`
+    its journal_seq, `segments` (path, records) oldest first, `mark` the id mark as
+    statefile.load_mark reads it, `sealed_jobs` whether a sealed segment holds jobs."""
+    started = mark[1] if mark is not None else None
+    credentials = os.path.join(state_dir, CREDENTIALS_FILE)
+    found = [
+        journal_gap(after, segments,
+                    None if started is None else (segment_path(started[0]), started[1]),
+                    statefile.state_path(state_dir), doc is not None),
+        None if mark is not None else mark_missing(
+            doc, sealed_jobs, statefile.next_id_path(state_dir)),
+        credentials_missing(doc, os.path.exists(credentials), credentials),
+    ]
+    return [f for f in found if f is not None]
 
 
 def journal_gap(after: int, segments: Iterable[tuple[str, list[dict[str, Any]]]],

@@ -2,10 +2,9 @@
 records that changed since it. Whatever a reply confirms is in the journal before the reply
 leaves; a snapshot, written now and then, lets the journal be trimmed.
 
-Store is the interface; FileStore (files in StateSaveLocation) is the default. A replicated store
-(etcd behind a standby controller) is meant to sit behind the same four calls: `load` once at
-start, `append` + `wait` for each group of changes (group commit: records that arrive while a
-write is under way share the next write and its one fsync), `snapshot` now and then.
+Store is the interface (`load` once at start, `append` + `wait` for each group commit,
+`snapshot` now and then); FileStore (files in StateSaveLocation) is the default, the etcd store
+of a controller pair (ctld/state/etcdstore.py) the other.
 
 Journal records are dicts with a sequence number `seq` and one of: `job` (a job's record; a
 job's first line holds its request, later ones only what changes), `node` + `entry` (a node's
@@ -17,8 +16,10 @@ submission journal (a job's record, no `seq`) are read too.
 Every journal record and snapshot carries a checksum (ctld/state/integrity.py); a damaged one stops
 rctld at start with one line naming the file and offset (ctld/state/journalfile.py), unless it
 is the torn last record of the newest segment (a crash mid-append, never acknowledged), which is cut
-off. `rctld -i` moves damaged files aside instead. Records of earlier releases (no checksum)
-are taken as they decode.
+off. A file or records that the others prove existed, gone, stop it too (ctld/state/continuity.py:
+the journal's numbers run without a gap, the id mark names the newest segment's first record).
+`rctld -i` moves damaged files aside and starts without missing ones instead. Records of
+earlier releases (no checksum) are taken as they decode.
 
 Job ids never go back, even when the newest segment loses whole records at its end (a cut at
 a record boundary reads as a crash before those appends): the id mark (job_id_next) is written
@@ -159,23 +160,10 @@ class FileStore:
     def _check(self, doc: dict[str, Any] | None, after: int,
                segments: list[tuple[str, list[dict[str, Any]]]],
                mark: tuple[int, tuple[int, int] | None] | None) -> None:
-        """What the files prove about each other (ctld/state/continuity.py): the first thing
-        missing is refused, unless -i (then each is logged at ERROR and started without)."""
-        started = mark[1] if mark is not None else None
-        found = [
-            continuity.journal_gap(
-                after, segments,
-                None if started is None else (self._segment_path(started[0]), started[1]),
-                statefile.state_path(self.state_dir), doc is not None),
-            None if mark is not None else continuity.mark_missing(
-                doc, self._sealed_jobs, statefile.next_id_path(self.state_dir)),
-            continuity.credentials_missing(
-                doc, os.path.exists(os.path.join(self.state_dir, continuity.CREDENTIALS_FILE)),
-                os.path.join(self.state_dir, continuity.CREDENTIALS_FILE)),
-        ]
-        for missing in found:
-            if missing is None:
-                continue
+        """What the files prove about each other: the first thing missing is refused, unless
+        -i (then each is logged at ERROR and started without)."""
+        for missing in continuity.in_state_dir(self.state_dir, doc, after, segments, mark,
+                                                self._sealed_jobs, self._segment_path):
             if not self.ignore_damaged:
                 raise missing
             self.ignored.append(missing.what)
