@@ -14,11 +14,18 @@ KEYS = {"reservationname": "name", "reservation": "name", "starttime": "start",
         "nodecount": "node_count", "flags": "flags", "users": "users", "user": "users"}
 
 
-def _duration(text: str) -> int:
+def _duration(text: str) -> int | None:
+    """Minutes (-1: UNLIMITED), or None where scontrol 22.05 refuses it: a malformed time, or a
+    negative one other than -1 (time_str2mins's INFINITE), which Ranch once took for UNLIMITED."""
     from ranch.conf.timefmt import parse_minutes
 
-    minutes = parse_minutes(text)
-    return -1 if minutes is None else minutes
+    try:
+        minutes = parse_minutes(text)
+    except ValueError:
+        return None
+    if minutes is None:
+        return -1
+    return minutes if minutes >= 0 else None
 
 
 def parse(action: str, words: list[str]) -> dict:
@@ -37,7 +44,11 @@ def parse(action: str, words: list[str]) -> dict:
             if field in ("start", "end"):
                 body[field] = parse_begin(value, now)
             elif field == "duration":
-                body[field] = _duration(value)
+                minutes = _duration(value)
+                if minutes is None:  # scontrol's words, and its status
+                    done = "created" if action == "create" else "update"
+                    raise CliError(f"Invalid duration {word}.  No reservation {done}.")
+                body[field] = minutes
             elif field == "node_count":
                 body[field] = int(value)
             elif field in ("flags", "users"):

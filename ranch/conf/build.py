@@ -37,7 +37,7 @@ from ranch.conf.model import (
     Timeouts,
 )
 from ranch.conf.parser import Include, Pair, parse_text
-from ranch.conf.refused import partition_key_verdict, slurm_verdict
+from ranch.conf.refused import REFUSES, partition_key_verdict, slurm_verdict
 from ranch.conf.values import (
     DOWN_STATES,
     HEALTH_NODE_STATES,
@@ -227,7 +227,7 @@ class _Builder:
 
     def slurm_refuses(self, src: _Source, line: int, col: int, said: str) -> None:
         """A setting slurmctld 22.05 will not start with: Ranch runs it, --strict refuses it."""
-        msg = f"slurmctld 22.05 refuses this: {said}"
+        msg = f"{REFUSES}: {said}"
         if self.strict:
             self.error(src, line, col, msg)
         else:
@@ -243,10 +243,12 @@ class _Builder:
         msg = f"unknown key {p.key!r}{where}"
         if hint:
             msg += f"; did you mean {hint!r}?"
+        # slurmctld 22.05's words for it (s_p_parse_file): it will not start with the file
+        said = f"{REFUSES}: Parsing error at unrecognized key: {p.key}"
         if self.strict:
-            self.error(src, p.line, p.col, msg)
+            self.error(src, p.line, p.col, f"{msg} ({said})")
         else:
-            self.warn(src, p.line, p.col, msg + " (ignored)")
+            self.warn(src, p.line, p.col, f"{msg} (ignored; {said})")
 
     # -- reading ----------------------------------------------------------------------------
 

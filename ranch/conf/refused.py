@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+REFUSES = "slurmctld 22.05 refuses this"  # how a diagnostic says it (rctld --check exits 1)
+# slurmctld's last line when its config does not parse, and its exit status then
+UNPROCESSABLE = "Unable to process configuration file"
+SLURMCTLD_EXIT = 1
+
 # What slurmctld 22.05 logs before it exits, as `slurmctld: fatal: ...` or an error then fatal.
 _UNRECOGNIZED = "Parsing error at unrecognized key: {key}"
 

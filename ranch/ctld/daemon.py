@@ -115,7 +115,8 @@ class Daemon:
         self.durability = Durability(self.cluster, self.changes, self.store, outbox)
         self.saver = Saver(self.cluster, self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
-                           in_thread=save_in_thread)
+                           in_thread=save_in_thread,
+                           credential_holders=lambda: list(self.server.node_credentials.on_disk))
         self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
                              submit=self.durability.submit, state_dir=state_dir,
                              mirror=None if self.local_store else self.store.put_file,
@@ -152,7 +153,7 @@ class Daemon:
         # packs no saved job points into (a snapshot that failed after writing one)
         jobs.bulk_not_written([n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs],
                               ())
-        if self.store.moved_aside:  # what was taken from them now lives in no journal
+        if self.store.moved_aside or self.store.ignored:  # -i: the next start finds it whole
             self.saver.save_now()
 
     def takeover(self, who: str) -> m.Ack:

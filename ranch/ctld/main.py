@@ -41,9 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="cluster key (default: RANCH_KEY_FILE, else AuthKeyFile); created if "
                         "missing")
     p.add_argument("-i", "--ignore-damaged-state", action="store_true",
-                   help="start even if saved state is damaged: each damaged file is moved "
-                        "aside (FILE.damaged-TIME, never deleted), what checks out in it is "
-                        "kept, job ids resume past every id seen (as slurmctld -i)")
+                   help="start even if saved state is damaged or missing: each damaged file "
+                        "is moved aside (FILE.damaged-TIME, never deleted), what checks out in "
+                        "it is kept, what the other files prove is missing is logged at ERROR "
+                        "and started without, job ids resume past every id seen, a snapshot is "
+                        "written at once (as slurmctld -i)")
     p.add_argument("--log-format", choices=("text", "json"), default="text",
                    help="log lines as text (UTC time, level, message) or one JSON object each")
     p.add_argument("--log-file", metavar="FILE",
@@ -54,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the entry whose address is --listen's host, else this host's name)")
     p.add_argument("-V", "--version", action="store_true", help="print the version and exit")
     p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    p.add_argument("--check", action="store_true", help="validate the config and exit")
+    p.add_argument("--check", action="store_true",
+                   help="validate the config and exit: 0 valid, 2 not, 1 (slurmctld's status) "
+                        "when slurmctld 22.05 would not start with it (an unknown key, ...)")
     p.add_argument("--strict", action="store_true",
                    help="with --check: unknown keys and settings that slurmctld 22.05 refuses "
                         "at start are errors, not warnings")

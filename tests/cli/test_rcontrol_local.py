@@ -170,3 +170,26 @@ def test_target_precedence(tmp_path) -> None:
     assert err.value.code == 1
     with pytest.raises(CliError, match="cannot read config"):
         find_target(None, None, str(tmp_path / "missing.conf"), {})
+
+
+@pytest.mark.parametrize(("action", "word", "done"), [
+    ("create", "Duration=-5", "created"), ("create", "duration=abc", "created"),
+    ("create", "Duration=-5:00", "created"), ("update", "Duration=-5", "update")])
+def test_an_invalid_duration_is_refused_before_asking_as_scontrol(action, word, done,
+                                                                  capsys) -> None:
+    """scontrol 22.05's words and status for a Duration it cannot take (negative, but -1 which
+    is INFINITE, or malformed), checked before any request: no controller is running here."""
+    words = ["reservation", "StartTime=now", word, "Nodes=n1", "Users=root"] if \
+        action == "create" else ["ReservationName=x", word]
+    assert main([action, *words]) == 1
+    assert capsys.readouterr().err == (
+        f"rcontrol: error: Invalid duration {word}.  No reservation {done}.\n")
+
+
+def test_minus_one_and_unlimited_durations_parse_as_scontrol_takes_them() -> None:
+    from ranch.cli.reservation_command import parse
+
+    for word in ("Duration=-1", "Duration=UNLIMITED", "Duration=infinite"):
+        assert parse("create", [word])["duration"] == -1
+    assert parse("create", ["Duration=-0"])["duration"] == 0
+    assert parse("create", ["Duration=1-00:00:00"])["duration"] == 1440

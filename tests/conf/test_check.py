@@ -88,11 +88,19 @@ def test_error_exit_2_with_diagnostics_on_stderr(tmp_path: Path, capsys: Cap) ->
     assert "2 errors" in captured.err
 
 
-def test_strict_turns_unknown_keys_into_errors(tmp_path: Path, capsys: Cap) -> None:
+def test_an_unknown_key_exits_1_as_slurmctld_and_strict_makes_it_an_error(
+        tmp_path: Path, capsys: Cap) -> None:
     conf = tmp_path / "c.conf"
-    conf.write_text("NodeName=a\nSlurmdTimout=30\n")
-    assert run_check(str(conf)) == 0
-    assert "warning: unknown key 'SlurmdTimout'" in capsys.readouterr().err
+    conf.write_text("NodeName=a\nSlurmdTimout=30\nPartitionName=p Nodes=a\n")
+    assert run_check(str(conf)) == 1  # slurmctld 22.05's status: it will not start with it
+    captured = capsys.readouterr()
+    assert f"{conf}:2:1: warning: unknown key 'SlurmdTimout'; did you mean 'SlurmdTimeout'? " \
+        "(ignored; slurmctld 22.05 refuses this: Parsing error at unrecognized key: " \
+        "SlurmdTimout)" in captured.err
+    assert captured.err.splitlines()[-1] == (
+        f"{conf}: slurmctld 22.05 would not start with this file (Unable to process "
+        "configuration file: 1 setting above); rctld runs it")
+    assert 'name = "p"' in captured.out  # still the normalized config Ranch runs
     assert run_check(str(conf), strict=True) == 2
     assert "did you mean 'SlurmdTimeout'?" in capsys.readouterr().err
 

@@ -61,7 +61,7 @@ def _write(tmp_path: Path, text: str) -> str:
 def test_check_warns_without_partitions_and_strict_refuses(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, "ClusterName=x\nNodeName=n1\n")
-    assert run_check(path) == 0
+    assert run_check(path) == 1  # slurmctld's exit status
     err = capsys.readouterr().err
     assert "slurmctld 22.05 refuses this: No PartitionName information available!" in err
     assert run_check(path, strict=True) == 2
@@ -72,7 +72,7 @@ def test_check_warns_without_partitions_and_strict_refuses(
 def test_check_reports_each_refusal_with_file_and_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = _write(tmp_path, f"CacheGroups=0\nFastSchedule=0\n{BASE}")
-    assert run_check(path) == 0
+    assert run_check(path) == 1  # slurmctld's exit status
     err = capsys.readouterr().err
     assert f"{path}:1:1: warning: slurmctld 22.05 refuses this:" in err
     assert f"{path}:2:1: warning: slurmctld 22.05 refuses this:" in err

@@ -67,6 +67,18 @@ def script(cluster, start: str) -> list[tuple[str, object]]:
                                   "Nodes=c2", "Flags=maint", "Users=root")[0],
                               run("scontrol", "create", "reservation", "StartTime=now",
                                   "Duration=5", "Nodes=c2", "Flags=bogus", "Users=root")[0]]))
+
+    def refused(*argv: str) -> tuple[int, list[str]]:  # the words after the program's name
+        r = cluster.run(*argv)
+        return r.returncode, [e.split("error: ", 1)[-1] for e in r.stderr.splitlines()[:1]]
+
+    # a negative Duration (but -1, INFINITE) or a malformed one: refused before any request
+    seen.append(("invalid durations", [
+        refused("scontrol", "create", "reservation", "StartTime=now", "Duration=-5",
+                "Nodes=c2", "Users=root"),
+        refused("scontrol", "create", "reservation", "StartTime=now", "duration=1:-5",
+                "Nodes=c2", "Users=root"),
+        refused("scontrol", "update", "ReservationName=maint1", "Duration=-5")]))
     return seen
 
 

@@ -103,3 +103,18 @@ async def test_reservations_survive_a_restart_through_the_journal(autojump_clock
     assert [x["name"] for x in resv(again, "show").reservations] == ["root_2"]
     assert resv(again, "create", start=wall(), duration=5, nodes="n4",
                 users=("root",)).name == "root_3"  # the names go on counting
+
+
+async def test_a_negative_duration_is_refused_and_minus_one_is_unlimited(autojump_clock) -> None:
+    """As scontrol 22.05 (create_res.c): a negative Duration is invalid, but -1, which is
+    time_str2mins's INFINITE; Ranch once took any negative one for a year-long window."""
+    c = Cluster(make_config(), wall=wall)
+    register(c, "n1")
+    bad = resv(c, "create", start=wall(), duration=-5, nodes="n1", users=("root",))
+    assert (bad.ok, bad.errors) == (False, ("Invalid duration -5",))
+    assert resv(c, "show").reservations == () and state(c, "n1") == "IDLE"
+    ok = resv(c, "create", start=wall(), duration=10, nodes="n1", users=("root",))
+    assert not resv(c, "update", name=ok.name, duration=-5).ok
+    assert resv(c, "show", name=ok.name).reservations[0]["duration"] == 600
+    assert resv(c, "update", name=ok.name, duration=-1).ok
+    assert resv(c, "show", name=ok.name).reservations[0]["duration"] == 365 * 86400

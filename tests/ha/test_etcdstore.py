@@ -16,7 +16,7 @@ import trio
 from ranch.conf.build import parse_config_text
 from ranch.conf.errors import ConfigError
 from ranch.ctld.pair.election import Election
-from ranch.ctld.state.etcdclient import EtcdClient, EtcdUnavailable
+from ranch.ctld.state.etcdclient import EtcdClient, EtcdUnavailable, delete_range, put
 from ranch.ctld.state.etcdstore import CHUNK, EtcdStore, Fenced
 from tests.deadline import scaled
 
@@ -253,3 +253,61 @@ async def test_events_and_history_come_back_bounded_and_fenced(etcd, tmp_path) -
     await seat(etcd, p, "other")
     with pytest.raises(Fenced):
         await trio.to_thread.run_sync(hist.write, [{"job_id": 3, "end_time": now}])
+
+
+async def test_keys_deleted_from_etcd_are_refused_and_a_failed_write_leaves_no_gap(
+        etcd, tmp_path) -> None:
+    """As FileStore's files (ctld/state/continuity.py, issue 46): a journal batch, the snapshot,
+    one of its parts or the credentials deleted from etcd are refused in one line, never read as
+    a fresh start; a write that failed is voided in the next batch, so its numbers leave no
+    gap."""
+    p = prefix()
+    e = await seat(etcd, p)
+    s = store(etcd, e, tmp_path)
+    await s.commit([{"job": {"id": 1}}])
+    real, calls = s._txn, 0
+
+    async def failing_once(ops):
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise EtcdUnavailable("etcd did not answer")
+        return await real(ops)
+
+    s._txn = failing_once
+    with pytest.raises(EtcdUnavailable):
+        await s.commit([{"job": {"id": 2}}])  # refused to its caller: seq 2 is voided
+    await s.commit([{"job": {"id": 3}}])
+    await s.put_file("node_credentials.json", b"{}")
+    doc = {"jobs": {"next_id": 4, "jobs": []}, "journal_seq": 1, "node_credentials": ["n1"],
+           "pad": "y" * (CHUNK + 5)}  # in two parts
+    s.rotate()
+    await s.commit([{"job": {"id": 4}}])  # after the snapshot: seq 4, its own batch
+    await s.snapshot(doc)
+    await s.commit([{"job": {"id": 5}}])
+
+    async def fetched() -> list[int]:
+        again = store(etcd, e, tmp_path)
+        await again.fetch()
+        return [r["job"]["id"] for r in again.load()[1] if "job" in r]
+
+    assert await fetched() == [3, 4, 5]  # the void record stands for seq 2
+    batches = await s.client.range(f"{p}/j/", f"{p}/j0".encode())
+    keys = [k.decode() for k, _, _ in batches]
+    cases = [([keys[1]], "journal record 4 is missing: "),  # seq 4's batch (of 2, 3, 4, 5)
+             ([f"{p}/snap"], "/snap (the snapshot) is missing: the journal starts at record"),
+             ([f"{p}/s/{1:020d}/0000"], "(the snapshot) has 1 of its 2 parts"),
+             ([f"{p}/f/node_credentials.json"], "node_credentials.json is missing, though the "
+                                                "snapshot says nodes hold credentials (n1)")]
+    for gone, said in cases:
+        kept = [(k, v) for k, v, _ in await s.client.range(f"{p}/", f"{p}0".encode())]
+        for key in gone:
+            await s.transact([delete_range(key, key.encode() + b"\0")])
+        with pytest.raises(ValueError, match=r"^missing state: .*") as err:
+            await fetched()
+        assert said in str(err.value), str(err.value)
+        for key, value in kept:  # put back for the next case
+            if key.decode() in gone:
+                await s.transact([put(key, value)])
+    assert await fetched() == [3, 4, 5]
+

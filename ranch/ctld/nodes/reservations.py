@@ -130,6 +130,9 @@ class Reservations:
         start = msg.start if msg.start is not None else (old.start if old else None)
         if start is None:
             return m.ReservationReply(ok=False, errors=("StartTime must be given",))
+        if msg.duration is not None and msg.duration < 0 and msg.duration != -1:
+            # as scontrol 22.05 (create_res.c): only -1 (INFINITE) may be negative
+            return m.ReservationReply(ok=False, errors=(f"Invalid duration {msg.duration}",))
         if msg.end is not None:
             end = msg.end
         elif msg.duration is not None:

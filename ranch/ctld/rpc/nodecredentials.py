@@ -42,6 +42,9 @@ class NodeCredentials:
         self._gen = 0  # changes made
         self._saved = 0  # changes on disk
         self._lock: trio.Lock | None = None
+        # the nodes whose credential is in the file on disk (a snapshot names them, so that
+        # the file gone missing is refused at start: ctld/state/continuity.py)
+        self.on_disk: tuple[str, ...] = ()
         if self.path is not None:
             self._load()
 
@@ -53,6 +56,7 @@ class NodeCredentials:
         self.hashes = {str(k): str(v["sha256"]) for k, v in doc["nodes"].items()}
         self.unconfirmed = {str(k) for k, v in doc["nodes"].items()
                             if v.get("confirmed") is False}
+        self.on_disk = tuple(self.hashes)
         logs.event("node credentials restored", path=self.path, nodes=len(self.hashes))
 
     def matches(self, name: str, credential: str | None) -> bool | None:
@@ -99,10 +103,12 @@ class NodeCredentials:
                 k: {"sha256": v, **({"confirmed": False} if k in self.unconfirmed else {})}
                 for k, v in self.hashes.items()}}
             data = integrity.seal(orjson.dumps(doc))
+            names = tuple(self.hashes)  # as written (more may be issued while it is)
             await trio.to_thread.run_sync(_write, self.path, data)
             if self.mirror is not None:
                 await self.mirror(FILE, data)
             self._saved = gen
+            self.on_disk = names
 
 
 def read(path: str) -> dict[str, Any] | None:

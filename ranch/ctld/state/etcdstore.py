@@ -40,7 +40,7 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.jobs import jobbulk
-from ranch.ctld.state import deferred, etcdrecords
+from ranch.ctld.state import continuity, deferred, etcdrecords
 from ranch.ctld.state.etcdclient import (
     EtcdClient,
     EtcdError,
@@ -92,6 +92,7 @@ class EtcdStore:
         # FileStore's list of damaged files moved aside (rctld -i): etcd's records carry no
         # file to move; a damaged value is refused in words at load
         self.moved_aside: list[str] = []
+        self.ignored: list[str] = []  # FileStore's -i list of missing state: refused here
         self.writes = 0  # journal transactions (for the benchmark)
         self._groups: list[tuple[int, list[bytes]]] = []  # (first seq, lines) to write
         self._cut = True  # the next append starts a new group (a new key)
@@ -99,6 +100,8 @@ class EtcdStore:
         self._gen = 0  # the current snapshot's generation
         self._packs: set[int] = set()  # packs in etcd
         self._loaded: tuple[dict[str, Any] | None, list[dict[str, Any]]] = (None, [])
+        self._flushed_seq = 0  # every record up to it is in etcd (or voided: _flush)
+        self._void: bytes | None = None  # the void record the next batch starts with
 
     @property
     def path(self) -> str:
@@ -149,8 +152,12 @@ class EtcdStore:
         if head:
             meta = orjson.loads(head[0][1])
             self._gen = int(meta["gen"])
-            raw = await self._get_parts(f"{p}/s/{_seq_key(self._gen)}")
-            doc = orjson.loads(raw)
+            base = f"{p}/s/{_seq_key(self._gen)}"
+            kvs = await self.client.range(base + "/", prefix_end(base + "/"))
+            if len(kvs) != int(meta["parts"]):
+                raise ValueError(f"missing state: {self.path}/s/{_seq_key(self._gen)} (the "
+                                 f"snapshot) has {len(kvs)} of its {meta['parts']} parts")
+            doc = orjson.loads(b"".join(v for _, v, _ in kvs))
         kvs = await self.client.range(f"{p}/j/", prefix_end(f"{p}/j/"))
         parts: dict[str, list[bytes]] = {}
         batches: list[bytes] = []
@@ -162,25 +169,42 @@ class EtcdStore:
             else:  # its head sorts before its parts: join them at the end
                 batches.append(batch.encode() + b"\0" + value)
         lines: list[dict[str, Any]] = []
+        named: list[tuple[str, list[dict[str, Any]]]] = []  # (key, its records), in order
         for item in batches:
             head_name, _, last = item.partition(b"\0")
             raw = b"".join(parts.get(head_name.decode(), [])) + last
-            for line in raw.splitlines():
-                if line.strip():
-                    rec = orjson.loads(line)
-                    if isinstance(rec, dict):
-                        lines.append(rec)
+            recs = [rec for line in raw.splitlines() if line.strip()
+                    for rec in (orjson.loads(line),) if isinstance(rec, dict)]
+            lines += recs
+            named.append((f"{self.path}/j/{head_name.decode()}", recs))
         after = int(doc.get("journal_seq", 0)) if doc else 0
-        self.seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
+        files = await self.client.range(f"{p}/f/", prefix_end(f"{p}/f/"))
+        self._check(doc, after, named, {os.path.basename(k.decode()) for k, _, _ in files})
+        self.seq = self._flushed_seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
         self._loaded = (doc, [r for r in lines if int(r.get("seq", 0)) > after])
         await self._fetch_packs()
-        for key, value, _ in await self.client.range(f"{p}/f/", prefix_end(f"{p}/f/")):
+        for key, value, _ in files:
             name = os.path.basename(key.decode())
             await self._run(_write_file, os.path.join(self.state_dir, name), value)
         events, history = await etcdrecords.fetch(self)
         logs.event("state read from etcd", prefix=p, snapshot_gen=self._gen,
                    journal=len(self._loaded[1]), packs=len(self._packs), events=events,
                    history=history)
+
+    def _check(self, doc: dict[str, Any] | None, after: int,
+               batches: list[tuple[str, list[dict[str, Any]]]], files: set[str]) -> None:
+        """What the keys prove about each other (ctld/state/continuity.py): a batch of the
+        journal, the snapshot or the credentials file deleted from etcd is refused (ValueError:
+        the controller gives the seat up and says why), never taken as a fresh start. etcd
+        loses nothing committed, so only a hand that deleted keys leaves a hole; the newest
+        batch deleted leaves none to see."""
+        missing = continuity.journal_gap(after, batches, None, f"{self.path}/snap",
+                                         doc is not None) or continuity.credentials_missing(
+            doc, continuity.CREDENTIALS_FILE in files,
+            f"{self.path}/f/{continuity.CREDENTIALS_FILE}")
+        if missing is not None:
+            raise ValueError(f"missing state: {missing.what}; restore it (etcdctl snapshot "
+                             "restore) or remove the prefix to start afresh")
 
     async def _fetch_packs(self) -> None:
         p = self.prefix
@@ -221,6 +245,9 @@ class EtcdStore:
             self._groups.append((self.seq + 1, []))
             self._cut = False
         lines = self._groups[-1][1]
+        if self._void is not None:  # first in the next batch, under that batch's key
+            lines.append(self._void)
+            self._void = None
         for rec in records:
             self.seq += 1
             lines.append(orjson.dumps({"seq": self.seq, **rec}) + b"\n")
@@ -238,9 +265,25 @@ class EtcdStore:
         await self.wait(self.append(records))
 
     async def _flush(self) -> None:
-        """Every group appended so far, one transaction (more only past CHUNK)."""
+        """Every group appended so far, one transaction (more only past CHUNK). One that
+        fails leaves a void record for the numbers its records took, written first with the
+        next batch (as FileStore does), so that the journal's numbers run without a gap."""
         groups, self._groups = self._groups, []
         self._cut = True
+        first, upto = self._flushed_seq + 1, self.seq
+        try:
+            await self._put_groups(groups)
+        except OSError:  # EtcdError is one
+            if upto >= first:
+                void = orjson.dumps({"seq": upto, "void_from": first}) + b"\n"
+                if self._groups:  # appended while it was sent: their batch comes next
+                    self._groups[0][1].insert(0, void)
+                else:
+                    self._void = void
+            raise
+        self._flushed_seq = upto
+
+    async def _put_groups(self, groups: list[tuple[int, list[bytes]]]) -> None:
         ops: list[dict[str, Any]] = []
         size = 0
         for first, lines in groups:  # one group but after a snapshot cut: one transaction

@@ -2,7 +2,11 @@
 strictly: every record checks out, or it is refused at its offset."""
 
 # Only a torn last record (no newline after it: a crash in the middle of an append, never
-# acknowledged) is dropped, and only in the newest segment or one the last release wrote.
+# acknowledged) is dropped, and only in the newest segment or one the last release wrote. Torn
+# means the start of a record as an append writes it, after the file's whole records: a last
+# line of anything else (garbage, zeros) is damage, and so is a torn first line of a file whose
+# first record is known to have been whole (`proven`: the id mark names the segment only once
+# its first write is on disk), since nothing is left that an append could have torn.
 
 from __future__ import annotations
 
@@ -54,7 +58,7 @@ def _decode(line: bytes) -> tuple[dict[str, Any] | None, str]:
 
 
 def read(path: str, *, newest: bool, salvage: bool = False, what: str = "journal record",
-         cut: bool = True) -> tuple[list[dict[str, Any]], int]:
+         cut: bool = True, proven: bool = False) -> tuple[list[dict[str, Any]], int]:
     """(the records of the segment at `path`, the number of bad records skipped). A bad record
     raises DamagedState naming its offset, unless it is the torn last line of the newest
     segment, or of any segment an earlier release wrote (cut off the file, so that the next
@@ -84,7 +88,7 @@ def read(path: str, *, newest: bool, salvage: bool = False, what: str = "journal
                 sealed = sealed or line.startswith(integrity.PREFIX)
             elif salvage:
                 skipped += 1
-            elif last and (newest or not sealed):
+            elif last and (newest or not sealed) and _torn(line, out, sealed, proven):
                 if cut:
                     _cut(path, at, size - at, problem)
                 break
@@ -94,13 +98,24 @@ def read(path: str, *, newest: bool, salvage: bool = False, what: str = "journal
     return out, skipped
 
 
-def read_or_set_aside(path: str, *, ignore_damaged: bool, what: str, newest: bool = True
-                      ) -> tuple[list[dict[str, Any]], str | None]:
+def _torn(line: bytes, before: list[dict[str, Any]], sealed: bool, proven: bool) -> bool:
+    """Whether the unterminated last `line` can be an append cut short: the start of a sealed
+    record (or, in a file without sealed records, as earlier releases wrote, of any JSON
+    object), and either whole records before it or a file not known to have held one."""
+    if not before and proven:
+        return False
+    if integrity.PREFIX.startswith(line[:len(integrity.PREFIX)]):
+        return True
+    return not sealed and line.startswith(b"{")
+
+
+def read_or_set_aside(path: str, *, ignore_damaged: bool, what: str, newest: bool = True,
+                      proven: bool = False) -> tuple[list[dict[str, Any]], str | None]:
     """(read's records, None); a damaged file raises DamagedState unless `ignore_damaged`
     (rctld -i): then it is moved aside, every record in it that checks out is taken, and
     where it went is returned in place of None."""
     try:
-        return read(path, newest=newest, what=what)[0], None
+        return read(path, newest=newest, what=what, proven=proven)[0], None
     except DamagedState as exc:
         if not ignore_damaged:
             raise

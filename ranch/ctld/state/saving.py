@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +31,14 @@ class Saver:
     job scripts go to."""
 
     def __init__(self, cluster: Cluster, changes: ChangeLog, store: Any, state_dir: str, *,
-                 local: bool, dirty: Wakeup, events: Wakeup, in_thread: bool = True) -> None:
+                 local: bool, dirty: Wakeup, events: Wakeup, in_thread: bool = True,
+                 credential_holders: Callable[[], list[str]] = list) -> None:
         """`local`: the state lives in `state_dir` (a replicated store's journal holds it
         all); `dirty`/`events`: set when a snapshot / an event log write is due; `in_thread`:
         writes leave the event loop (tests under MockClock write inline, so time stays
-        exact)."""
+        exact); `credential_holders`: the nodes that hold a credential, which a snapshot names,
+        so that node_credentials.json gone missing is refused at start
+        (ctld/state/continuity.py)."""
         self.cluster = cluster
         self.changes = changes
         self.store = store
@@ -44,9 +48,11 @@ class Saver:
         self.events = events
         self.in_thread = in_thread
         self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobs/jobbulk.py
+        self.credential_holders = credential_holders
 
     def snapshot_doc(self) -> dict[str, Any]:
         doc = self.cluster.save_doc()
+        doc["node_credentials"] = self.credential_holders()
         doc["journal_seq"] = self.store.seq  # every record handed to the store so far
         doc["journal_keep_from"] = self.store.rotate()  # later records go to a new segment
         return doc

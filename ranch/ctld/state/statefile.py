@@ -29,8 +29,6 @@ def state_path(state_dir: str) -> str:
     return os.path.join(state_dir, STATE_FILE)
 
 
-
-
 def save(state_dir: str, doc: dict[str, Any]) -> None:
     """The state file only: the id mark beside it is the store's (a snapshot's next_id is
     below ids the store has reserved, and must not bring the mark down)."""
@@ -75,24 +73,38 @@ def next_id_path(state_dir: str) -> str:
     return os.path.join(state_dir, NEXT_ID_FILE)
 
 
-def save_next_id(state_dir: str, next_id: int) -> None:
-    """Every job id acknowledged is below `next_id` (crash-safe, sealed)."""
-    write_atomic(next_id_path(state_dir), integrity.seal(orjson.dumps({"next_id": next_id})))
+def save_next_id(state_dir: str, next_id: int, started: tuple[int, int] | None = None) -> None:
+    """Every job id acknowledged is below `next_id` (crash-safe, sealed). `started`: (segment,
+    seq) of the newest journal segment and its first record, once that record is on disk: the
+    proof that the segment existed (ctld/state/continuity.py)."""
+    doc: dict[str, Any] = {"next_id": next_id}
+    if started is not None:
+        doc["segment"], doc["first_seq"] = started
+    write_atomic(next_id_path(state_dir), integrity.seal(orjson.dumps(doc)))
 
 
 def load_next_id(state_dir: str) -> int:
     """The job id floor kept beside the state file (1 when there is none); StateFileError if
     damaged."""
+    mark = load_mark(state_dir)
+    return 1 if mark is None else mark[0]
+
+
+def load_mark(state_dir: str) -> tuple[int, tuple[int, int] | None] | None:
+    """(next_id, (segment, first seq) or None) of the id mark, None when there is none;
+    StateFileError if damaged."""
     path = next_id_path(state_dir)
     raw = _read(path)
     if raw is None:
-        return 1
+        return None
     sealed, problem = integrity.check(raw)
     if not sealed:
         problem = problem or "no checksum"
     if problem is not None:
         raise StateFileError(path, 0, problem)
     try:
-        return int(orjson.loads(raw)["next_id"])
+        doc = orjson.loads(raw)
+        started = (int(doc["segment"]), int(doc["first_seq"])) if "segment" in doc else None
+        return int(doc["next_id"]), started
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         raise StateFileError(path, 0, "not a next-id file") from None

@@ -2,10 +2,9 @@
 records that changed since it. Whatever a reply confirms is in the journal before the reply
 leaves; a snapshot, written now and then, lets the journal be trimmed.
 
-Store is the interface; FileStore (files in StateSaveLocation) is the default. A replicated store
-(etcd behind a standby controller) is meant to sit behind the same four calls: `load` once at
-start, `append` + `wait` for each group of changes (group commit: records that arrive while a
-write is under way share the next write and its one fsync), `snapshot` now and then.
+Store is the interface (`load` once at start, `append` + `wait` for each group commit,
+`snapshot` now and then); FileStore (files in StateSaveLocation) is the default, the etcd store
+of a controller pair (ctld/state/etcdstore.py) the other.
 
 Journal records are dicts with a sequence number `seq` and one of: `job` (a job's record; a
 job's first line holds its request, later ones only what changes), `node` + `entry` (a node's
@@ -17,8 +16,10 @@ submission journal (a job's record, no `seq`) are read too.
 Every journal record and snapshot carries a checksum (ctld/state/integrity.py); a damaged one stops
 rctld at start with one line naming the file and offset (ctld/state/journalfile.py), unless it
 is the torn last record of the newest segment (a crash mid-append, never acknowledged), which is cut
-off. `rctld -i` moves damaged files aside instead. Records of earlier releases (no checksum)
-are taken as they decode.
+off. A file or records that the others prove existed, gone, stop it too (ctld/state/continuity.py:
+the journal's numbers run without a gap, the id mark names the newest segment's first record).
+`rctld -i` moves damaged files aside and starts without missing ones instead. Records of
+earlier releases (no checksum) are taken as they decode.
 
 Job ids never go back, even when the newest segment loses whole records at its end (a cut at
 a record boundary reads as a crash before those appends): the id mark (job_id_next) is written
@@ -43,7 +44,7 @@ from typing import Any, Protocol
 import trio
 
 from ranch.ctld import logs
-from ranch.ctld.state import integrity, journalfile, statefile
+from ranch.ctld.state import continuity, integrity, journalfile, statefile
 from ranch.ctld.state.groupcommit import GroupCommit
 from ranch.protocol import durable
 
@@ -55,9 +56,11 @@ ID_BLOCK = 256
 
 
 class Store(Protocol):
-    # damaged files `load` moved aside (rctld -i); the daemon writes a fresh snapshot at once
-    # when there are any, so what was taken from them lives in no journal
+    # damaged files `load` moved aside, and missing ones it started without (rctld -i); the
+    # daemon writes a fresh snapshot at once when there are any, so what was taken from them
+    # lives in no journal, and the next start finds the state whole
     moved_aside: list[str]
+    ignored: list[str]
 
     def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """(the snapshot or None, the journal records after it, oldest first). Damaged state
@@ -93,6 +96,11 @@ class FileStore:
         self._inode = 0
         self.id_mark = 1  # every job id journaled is below it (the next write puts it on disk)
         self._mark_on_disk = 1  # job_id_next: every job id acknowledged is below it
+        # (segment, seq): the newest segment and its first record, as the mark names them
+        self._started: tuple[int, int] | None = None
+        self._flushed_seq = 0  # every record up to it is on disk (or voided: _flush)
+        self._sealed_jobs = False  # a sealed segment holds jobs (so the id mark must be there)
+        self.ignored: list[str] = []  # what -i started without (missing files, records)
 
     @property
     def path(self) -> str:
@@ -119,24 +127,48 @@ class FileStore:
 
     def load(self) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
         """Raises integrity.DamagedState (one line: file, offset, what to do) for any damaged
-        file, unless started to ignore damaged state (-i): then each is moved aside, what
-        checks out in it is taken, and job ids resume past the highest one seen anywhere."""
+        file, and continuity.MissingState for a file or records the others prove existed
+        (ctld/state/continuity.py), unless started to ignore damaged state (-i): then each
+        damaged file is moved aside, what checks out in it is taken, what is missing is logged
+        and started without, and job ids resume past the highest one seen anywhere."""
         doc = self._attempt(lambda: statefile.load(self.state_dir))
-        lines = self.read()
-        floor = self._attempt(lambda: statefile.load_next_id(self.state_dir)) or 1
+        mark = self._attempt(lambda: statefile.load_mark(self.state_dir))
+        started = mark[1] if mark is not None else None
+        self._started = started
+        segments = self._read_segments(started)
+        lines = [r for _name, records in segments for r in records]
+        after = int(doc.get("journal_seq", 0)) if doc else 0
+        self._check(doc, after, segments, mark)
+        floor = mark[0] if mark is not None else 1
         self._mark_on_disk = floor
-        if self.moved_aside:
+        if self.moved_aside or self.ignored:
             floor = max(floor, self._highest_id_seen() + 1 + integrity.MARGIN)
-            logs.event("damaged state ignored (-i); job ids resume past every id seen",
-                       logging.WARNING, next_id=floor, moved=" ".join(self.moved_aside))
+            logs.event("damaged or missing state ignored (-i); job ids resume past every id "
+                       "seen", logging.WARNING, next_id=floor,
+                       moved=" ".join(self.moved_aside) or "-", missing=len(self.ignored))
         self.id_mark = floor
         if floor > 1:
             doc = doc if doc is not None else {}
             jobs = doc.setdefault("jobs", {})
             jobs["next_id"] = max(int(jobs.get("next_id", 1)), floor)
-        after = int(doc.get("journal_seq", 0)) if doc else 0
-        self.seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
+        # past every number the mark proves was taken, even where its records are lost (-i)
+        self.seq = max([after, started[1] if started else 0,
+                        *(int(r.get("seq", 0)) for r in lines)])
+        self._flushed_seq = self.seq
         return doc, [r for r in lines if "seq" not in r or int(r["seq"]) > after]
+
+    def _check(self, doc: dict[str, Any] | None, after: int,
+               segments: list[tuple[str, list[dict[str, Any]]]],
+               mark: tuple[int, tuple[int, int] | None] | None) -> None:
+        """What the files prove about each other: the first thing missing is refused, unless
+        -i (then each is logged at ERROR and started without)."""
+        for missing in continuity.in_state_dir(self.state_dir, doc, after, segments, mark,
+                                                self._sealed_jobs, self._segment_path):
+            if not self.ignore_damaged:
+                raise missing
+            self.ignored.append(missing.what)
+            logs.event("MISSING STATE IGNORED (-i): starting without it", logging.ERROR,
+                       missing=missing.what)
 
     def _attempt(self, fn: Callable[[], Any]) -> Any:
         """fn(); a damaged file is refused, or with -i moved aside (None is returned then)."""
@@ -165,17 +197,28 @@ class FileStore:
     def read(self) -> list[dict[str, Any]]:
         """The journal's records, oldest first (journalfile.read: strict; only a torn last
         record of the newest segment is dropped)."""
-        out: list[dict[str, Any]] = []
-        paths = [os.path.join(self.state_dir, LEGACY_JOURNAL)]
-        paths += [self._segment_path(n) for n in self._segments()]
-        paths = [p for p in paths if os.path.exists(p)]
-        for i, path in enumerate(paths):
+        mark = statefile.load_mark(self.state_dir)
+        return [r for _name, records in self._read_segments(mark[1] if mark else None)
+                for r in records]
+
+    def _read_segments(self, started: tuple[int, int] | None
+                       ) -> list[tuple[str, list[dict[str, Any]]]]:
+        """(path, records) of each journal file, oldest first. `started`: the segment the id
+        mark names, whose first record is known to have been whole (never a torn tail)."""
+        out: list[tuple[str, list[dict[str, Any]]]] = []
+        numbered = [(os.path.join(self.state_dir, LEGACY_JOURNAL), -1)]
+        numbered += [(self._segment_path(n), n) for n in self._segments()]
+        numbered = [(p, n) for p, n in numbered if os.path.exists(p)]
+        self._sealed_jobs = False
+        for i, (path, n) in enumerate(numbered):
             records, aside = journalfile.read_or_set_aside(
-                path, newest=i == len(paths) - 1, ignore_damaged=self.ignore_damaged,
-                what="journal record")
-            out += records
+                path, newest=i == len(numbered) - 1, ignore_damaged=self.ignore_damaged,
+                what="journal record", proven=started is not None and started[0] == n)
+            out.append((path, records))
             if aside is not None:
                 self.moved_aside.append(aside)
+            elif records and any("job" in r for r in records) and _sealed(path):
+                self._sealed_jobs = True
         return out
 
     # -- group commit ----------------------------------------------------------------------
@@ -215,13 +258,23 @@ class FileStore:
         await self.wait(self.append(records))
 
     async def _flush(self) -> None:
-        """Everything appended so far, in one write (GroupCommit keeps the tickets)."""
+        """Everything appended so far, in one write (GroupCommit keeps the tickets). A write
+        that fails leaves a void record for the numbers its records took, in front of the next
+        write's, so the journal's numbers run without a gap (ctld/state/continuity.py refuses
+        one): its changes go back to the change log and are journaled again under new ones."""
         batch, self._buf = b"".join(self._buf), []
+        first, upto = self._flushed_seq + 1, self.seq
         mark = self.id_mark if self.id_mark > self._mark_on_disk else 0
-        if self.commit_in_thread:
-            await trio.to_thread.run_sync(self._write, batch, self.path, mark)
-        else:
-            self._write(batch, self.path, mark)
+        try:
+            if self.commit_in_thread:
+                await trio.to_thread.run_sync(self._write, batch, self.segment, first, mark)
+            else:
+                self._write(batch, self.segment, first, mark)
+        except OSError:
+            if upto >= first:
+                self._buf.insert(0, journalfile.encode({"seq": upto, "void_from": first}))
+            raise
+        self._flushed_seq = upto
         if mark:
             self._mark_on_disk = max(self._mark_on_disk, mark)
 
@@ -230,14 +283,17 @@ class FileStore:
             return await trio.to_thread.run_sync(fn, *args)
         return fn(*args)
 
-    def _write(self, data: bytes, path: str, mark: int = 0) -> None:
+    def _write(self, data: bytes, segment: int, first: int, mark: int = 0) -> None:
         """Append and fsync, the id `mark` first when one is due (both are durable before any
         reply). The segment stays open between writes (an open and a close per commit cost as
-        much CPU as its fsync); a new segment's name is made durable once."""
+        much CPU as its fsync); a new segment's name is made durable once, and once its first
+        records are on disk the mark names it and their first seq (`first`), the proof that
+        it existed should it vanish (ctld/state/continuity.py)."""
         if mark:
-            statefile.save_next_id(self.state_dir, mark)
+            statefile.save_next_id(self.state_dir, mark, self._started)
         if not data:
             return
+        path = self._segment_path(segment)
         if self._open is None or self._open[0] != path or not self._still_there():
             self.close()
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -248,6 +304,10 @@ class FileStore:
         path, fd, size = self._open
         try:
             durable.write_all_fsync(fd, data)
+            if size == 0 and self._started != (segment, first):
+                statefile.save_next_id(self.state_dir, mark or self._mark_on_disk,
+                                       (segment, first))
+                self._started = (segment, first)
         except OSError:
             # a half-written batch would replay changes whose replies said "failed"
             with contextlib.suppress(OSError):
@@ -282,7 +342,7 @@ class FileStore:
         jobs = doc.get("jobs")
         nxt = jobs.get("next_id") if isinstance(jobs, dict) else None
         if isinstance(nxt, int) and nxt != self._mark_on_disk:
-            statefile.save_next_id(self.state_dir, nxt)
+            statefile.save_next_id(self.state_dir, nxt, self._started)
             self.id_mark = self._mark_on_disk = nxt
 
     def rotate(self) -> int:
@@ -323,3 +383,12 @@ class FileStore:
                     os.unlink(self._segment_path(n))
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(self.state_dir, LEGACY_JOURNAL))
+
+
+def _sealed(path: str) -> bool:
+    """Whether the journal file at `path` is this release's (its records sealed)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(integrity.PREFIX)) == integrity.PREFIX
+    except OSError:
+        return False
