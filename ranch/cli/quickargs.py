@@ -16,6 +16,7 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import SimpleNamespace
+    from typing import Any
 else:
     # types.SimpleNamespace, the class of sys.implementation: importing types costs a command
     # more than reading its options does.
@@ -41,9 +42,10 @@ def build(table: Table, **parser_kwargs):  # -> argparse.ArgumentParser
 
     p = UsageParser(**parser_kwargs)
     for names, kwargs in table:
-        p.add_argument(*names, **{k: v() if k == "version" and callable(v) else
-                                  argparse.SUPPRESS if k == "help" and v == SUPPRESS else v
-                                  for k, v in kwargs.items()})
+        given: dict[str, Any] = {k: v() if k == "version" and callable(v) else
+                                 argparse.SUPPRESS if k == "help" and v == SUPPRESS else v
+                                 for k, v in kwargs.items()}
+        p.add_argument(*names, **given)
     return p
 
 
