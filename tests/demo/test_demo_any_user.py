@@ -2,7 +2,8 @@
 root) in a clean copy of the tree, with a Python of her own. The install is ranch alone (no
 [test] extra); the running demo writes nothing outside its run dir (its TMPDIR holds that and
 nothing else, her home and the tree get nothing but the install's files); it reports the one
-version; and Ctrl-C stops it cleanly, leaving nothing behind."""
+version; the user guide's `rrun -n8 --gpus-per-task=1` runs on it; and Ctrl-C stops it
+cleanly, leaving nothing behind."""
 
 from __future__ import annotations
 
@@ -182,6 +183,23 @@ def test_make_demo_as_an_ordinary_user(base: Path) -> None:
         while not (run_dir / f"slurm-{job_id}.out").exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         assert (run_dir / f"slurm-{job_id}.out").exists(), sorted(os.listdir(run_dir))
+
+        # The user guide's `rrun -n8 --gpus-per-task=1 ...` on the demo's gpu partition (four
+        # nodes of 2 CPUs and 4 GPUs): two tasks a node, each with a GPU of its own.
+        guide = (REPO / "docs" / "user-guide.md").read_text()
+        assert "\nrrun -n8 --gpus-per-task=1 python train.py" in guide
+        step = _as_user([str(tree / ".venv" / "bin" / "rrun"), "-n8", "--gpus-per-task=1", "sh",
+                         "-c", 'echo "$SLURM_PROCID $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES"'],
+                        user_env, run_dir)
+        assert step.returncode == 0, (step.stdout, step.stderr)
+        rows = sorted(line.split() for line in step.stdout.splitlines())
+        assert sorted(int(r[0]) for r in rows) == list(range(8)), rows
+        by_node: dict[str, list[str]] = {}
+        for _, node, gpu in rows:
+            by_node.setdefault(node, []).append(gpu)
+        assert sorted(by_node) == ["gpu01", "gpu02", "gpu03", "gpu04"], rows
+        assert all(len(set(gpus)) == 2 and "," not in "".join(gpus)
+                   for gpus in by_node.values()), rows
 
         # Ctrl-C in her terminal: the demo stops everything and removes its directory.
         os.killpg(demo.proc.pid, signal.SIGINT)
