@@ -68,3 +68,11 @@ def test_the_version_is_written_once() -> None:
                for m in literal.finditer(p.read_text())]
     assert written == ['ranch/__init__.py: __version__ = "0.2.0"'.replace(
         "0.2.0", ranch.__version__)], written
+
+
+def test_rcontrol_dash_h_hides_its_hidden_options() -> None:
+    """`rcontrol -h`, as the newcomer typed it (8 options showed ==SUPPRESS== there)."""
+    done = subprocess.run([*_program("rcontrol"), "-h"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.startswith("usage: rcontrol"), done.stderr
+    assert "SUPPRESS" not in done.stdout and "--details" not in done.stdout
