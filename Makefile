@@ -3,6 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# `make demo` installs ranch alone (~45 MB of venv); `make test` adds the [test] extra on top
+# (~200 MB: mypy, ruff, hypothesis...). Each has its own stamp; test's install is a superset, so
+# it stamps demo's too, and a demo after a test installs nothing.
+DEMO_STAMP := $(VENV)/.installed-demo
 # The packages whose bytecode the commands load. These machines set PYTHONDONTWRITEBYTECODE=1, so
 # with the editable install nothing would ever write it and every command would compile the
 # modules it imports on every call (rbatch: ~15 ms of CPU); compileall only rewrites what changed.
@@ -17,7 +21,11 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
 
 test: $(STAMP)
 	$(COMPILE)
@@ -28,7 +36,8 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 
-demo: $(STAMP)
+# Runs as any user: everything it writes while it runs is in its temp directory (./demo-run).
+demo: $(DEMO_STAMP)
 	$(COMPILE)
 	$(BIN)/python examples/demo.py
 

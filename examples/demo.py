@@ -3,7 +3,9 @@ on loopback, until Ctrl-C, SIGTERM or SIGHUP (a closed terminal).
 
 Everything lives in a fresh temp directory (key, state, node spools, logs, job output), reached
 through the link `./demo-run`; `demo-run/env` (written once the cluster is up) holds what
-commands and curl need: `source demo-run/env`. The CLOUD nodes stay powered down until work or
+commands and curl need: `source demo-run/env`. Nothing else is written anywhere: the daemons run
+in that directory and log to files in it (the config's log-file keys are dropped from the
+demo's copy), so the demo runs as any user. The CLOUD nodes stay powered down until work or
 `State=POWER_UP` boots them (examples/resume.sh starts their rnoded), the FUTURE nodes are not
 in service: that is what the config says they are.
 
@@ -141,6 +143,9 @@ class Demo:
         tokens.chmod(0o600)
         text = re.sub(r"(?m)^HttpListen=.*$", f"HttpListen=127.0.0.1:{self.http_port}",
                       CONF.read_text())
+        # A log file the config names (/var/log/...) is outside this directory, and perhaps not
+        # writable by whoever runs the demo: the daemons log to stderr, kept in NAME.log here.
+        text = re.sub(r"(?mi)^[ \t]*(SlurmctldLogFile|SlurmdLogFile)[ \t]*=.*\n?", "", text)
         conf = self.dir / "cluster.conf"
         conf.write_text(text + f"HttpTokenFile={tokens}\n{DEMO_ADMIN}\n")
         return conf
@@ -149,7 +154,7 @@ class Demo:
         """A daemon in its own session: Ctrl-C reaches only the demo, which stops them in
         order (nodes first, then the controller, which saves its state)."""
         with open(self.dir / f"{name}.log", "wb") as log:  # the child keeps its own copy
-            proc = subprocess.Popen([sys.executable, *argv], cwd=REPO, env=self.env, stdout=log,
+            proc = subprocess.Popen([sys.executable, *argv], cwd=self.dir, env=self.env, stdout=log,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True)
         self.procs.append(proc)
@@ -218,8 +223,8 @@ class Demo:
     def show(self) -> None:
         for args in ([], ["-R"]):
             say("$ " + " ".join(["rinfo", *args]))
-            subprocess.run([sys.executable, "-m", "ranch.cli.rinfo", *args], cwd=REPO, env=self.env,
-                           check=False)
+            subprocess.run([sys.executable, "-m", "ranch.cli.rinfo", *args], cwd=self.dir,
+                           env=self.env, check=False)
         env_file = self.link / "env" if self.link else self.dir / "env"
         here = Path.cwd()
         activate = self.bin_dir / "activate"
@@ -229,16 +234,17 @@ class Demo:
             "State=POWER_UP boots them;\n      future[01-02] are FUTURE nodes, not in service.")
         say(f"demo: web page http://127.0.0.1:{self.http_port}/  (token for drain/resume: "
             f"{self.token})")
-        jobs_dir = "demo-run" if self.link == here / LINK else "$RANCH_DEMO_DIR"  # job output
         env_arg = (os.path.relpath(env_file, here) if env_file.is_relative_to(here)
                    else str(env_file))
         say(f"\nIn another terminal, paste this line (commands on PATH, this demo's address, "
             f"key, URL and token):\n"
-            f"  cd {shlex.quote(str(here))} && {path_line} && source {shlex.quote(env_arg)}\n"
-            f"then try:\n"
+            f"  cd {shlex.quote(str(here))} && {path_line} && source {shlex.quote(env_arg)} "
+            f"&& cd \"$RANCH_DEMO_DIR\"\n"
+            f"(the last: jobs run where they are submitted, so their output lands in the demo's "
+            f"directory)\nthen try:\n"
             f"  rinfo -N --metrics\n"
             f"  rcontrol update NodeName=gpu02 State=DRAIN Reason=\"bad fan\" ; rinfo -R\n"
-            f"  rbatch -D {jobs_dir} -c 1 --gpus 1 --wrap 'echo $CUDA_VISIBLE_DEVICES; sleep 60'\n"
+            f"  rbatch -c 1 --gpus 1 --wrap 'echo $CUDA_VISIBLE_DEVICES; sleep 60'\n"
             f"  rqueue ; rcontrol show job 1\n"
             f"  curl -s $RANCH_URL/api/v1/nodes/gpu01\n"
             f"  curl -s $RANCH_URL/metrics | grep '^slurm_nodes'\n"

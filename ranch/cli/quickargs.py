@@ -16,11 +16,14 @@ import sys
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from types import SimpleNamespace
+    from typing import Any
 else:
     # types.SimpleNamespace, the class of sys.implementation: importing types costs a command
     # more than reading its options does.
     SimpleNamespace = type(sys.implementation)
-SUPPRESS = "==SUPPRESS=="  # argparse.SUPPRESS, without the import
+# argparse.SUPPRESS's text, without the import. argparse tests `help is SUPPRESS` (identity), and
+# this string is another object: build() swaps it for argparse's own, or --help prints it.
+SUPPRESS = "==SUPPRESS=="
 # An option table: (option strings, add_argument keyword arguments), in add_argument order.
 Table = tuple[tuple[tuple[str, ...], dict], ...]
 _QUICK_ACTIONS = frozenset({"store", "store_true", "count", "append"})
@@ -33,12 +36,16 @@ class Declined(Exception):
 def build(table: Table, **parser_kwargs):  # -> argparse.ArgumentParser
     """The argparse parser of `table` (ranch.cli.rinfo.UsageParser: one-line errors, Slurm's
     names)."""
+    import argparse
+
     from ranch.cli.usage_parser import UsageParser
 
     p = UsageParser(**parser_kwargs)
     for names, kwargs in table:
-        p.add_argument(*names, **{k: v() if k == "version" and callable(v) else v
-                                  for k, v in kwargs.items()})
+        given: dict[str, Any] = {k: v() if k == "version" and callable(v) else
+                                 argparse.SUPPRESS if k == "help" and v == SUPPRESS else v
+                                 for k, v in kwargs.items()}
+        p.add_argument(*names, **given)
     return p
 
 

@@ -212,9 +212,8 @@ def resources(v: dict[str, object], who: str | None = "rbatch") -> dict[str, obj
             break
     gpt = gpu_count(arg(v, "gpus-per-task"), "gpus-per-task") if "gpus-per-task" in v else 0
     tasks_per_node = k or _ceil_div(ntasks, n_min)
-    if gpt:
+    if gpt:  # -n without -N still spreads: rctld counts each task's GPUs (gpus_per_task)
         gpn = gpt * tasks_per_node
-        max_nodes = None if max_nodes == 0 else max_nodes  # a fixed GPU count per node
     cpg = count(arg(v, "cpus-per-gpu"), "cpus-per-gpu") if "cpus-per-gpu" in v else 0
     if cpg and not cpt:
         cpt = cpg * gpt if gpt else max(1, _ceil_div(cpg * gpn, tasks_per_node))

@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import sys
 
-RANCH_VERSION = "0.2.0"
+from ranch import __version__
+
+RANCH_VERSION = __version__
 SLURM_VERSION = "22.05.8"
 # Slurm's name -> (Ranch's command, its module)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -54,7 +56,7 @@ def prog(ranch_name: str) -> str:
 def version_text(ranch_name: str) -> str:
     if _active is not None:
         return f"slurm {SLURM_VERSION}"
-    from ranch.protocol.release import version_text as release  # asked for: metadata's cost is fine
+    from ranch.protocol.release import version_text as release
 
     return f"{release()} ({ranch_name}; speaks as slurm {SLURM_VERSION})"
 

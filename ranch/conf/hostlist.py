@@ -3,7 +3,7 @@
 Our own code, not a wrapper, for measured reasons (bench/hostlist_bench.py, 100,000 names,
 2-core machine, best of 3): folding 100,000 shuffled names n000001..n100000 took 1.04 s with
 ClusterShell 1.10.1 NodeSet and 0.48 s with python-hostlist 2.3.0 against a goal of 0.1 s
-(ours: 0.08 s; 0.11 s for unpadded names under two prefixes). Neither library reports where in
+(ours: 0.07 s; 0.04 s for unpadded names under two prefixes). Neither library reports where in
 the expression an error is (we need the column for PATH:LINE:COL), ClusterShell takes "n[-1]"
 as the name "n-1", python-hostlist accepts empty parts ("a,,b") and drops duplicates, neither
 caps a range at 65,536 hosts, and neither is a runtime dependency of Ranch. Expanding 100,000
@@ -22,12 +22,17 @@ spans at most MAX_RANGE (65,536) hosts, as in Slurm; one expression names at mos
 in it is at most MAX_EXPR_CHARS (512 KiB) long, which bounds the check at about 0.3 s on a
 2-core machine (ordinary expressions take a few ms; a plain list of names is split at C speed).
 
-Folding with sort=True treats names as a set (duplicates dropped) and writes them in the order
-of `sort_key` (shape, then each number in turn); it folds the last number of each name, then
-merges neighbouring groups on earlier numbers (`rack[0-1]_blade[0-2]`). Names whose numbers
-have different zero paddings are never put in one range they would not expand back to.
-With sort=False it keeps order and duplicates and only joins neighbours, like
-`scontrol show hostlist` (`tux2,tux1,tux2` -> `tux[2,1-2]`).
+Folding writes names as Slurm 22.05's hostlist writes them, so that every node list Ranch prints
+(rqueue, rinfo, rcontrol, racct, the JSON documents, SLURM_JOB_NODELIST) reads as Slurm's: only a
+name's trailing number is folded (`n[1-2]`, `rack1-n[1-2]`; `n1-ib,n2-ib` stay apart), two names
+fold as well as many (`n[001-002]`), and numbers share a range only where they share a width
+(`n[9-10]`, `n[09-10]`, but `n[8,09]`). With sort=True (what slurmctld writes for a job's or a
+partition's nodes; `scontrol show hostlistsorted`) the names are a set, in Slurm's order: prefixes
+compared naturally (rack9 before rack10), a name without a number first among its prefix, then
+the numbers; with sort=False it keeps order and duplicates and only joins neighbours, like
+`scontrol show hostlist` (`tux2,tux1,tux2` -> `tux[2,1-2]`). tests/conformance/test_hostlist_fold.py
+compares both with scontrol's on random name sets. One range never holds more than MAX_RANGE names
+(Slurm would write one that it then refuses to read back).
 
 Expressions with `[...]` are expanded by conf/hostexpand.py, loaded on first need: a command that
 folds or names plain hosts (`rinfo`, `rcontrol show node n1`) loads neither it nor re.
@@ -40,8 +45,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
 __all__ = ["MAX_EXPR_CHARS", "MAX_HOSTS", "MAX_RANGE", "HostlistError", "compress_counts",
-           "count", "expand",
-           "fold", "sort_key"]
+           "count", "expand", "fold", "natural_cmp"]
 
 MAX_RANGE = 65_536  # hosts in one lo-hi range (Slurm's limit)
 # Hosts in one expansion: a typo like a[0-65535]b[0-65535] must neither eat RAM nor stall rctld
@@ -50,6 +54,7 @@ MAX_HOSTS = 2 * MAX_RANGE
 MAX_EXPR_CHARS = 512 << 10
 _SHOWN_CHARS = 60  # of a long expression, in error messages
 _DIGIT_CHARS = "0123456789"
+_MAX_DIGITS = 64  # a longer trailing number is no number (int() refuses past 4,300 digits)
 
 
 class LazyPatterns:
@@ -71,8 +76,6 @@ class LazyPatterns:
 
 _rx = LazyPatterns({
     "SPECIAL": r"[\[\],\s]",
-    "DIGITS": r"([0-9]+)",
-    "PADDED": r",0[0-9]",  # in ",".join(numbers): a number written with leading zeros
 })
 
 
@@ -125,19 +128,63 @@ def count(expr: str) -> int:
 # fold
 
 
-def sort_key(name: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
-    """The order `fold(..., sort=True)` writes names in: text pieces, then (value, width)s."""
-    parts = _rx.DIGITS.split(name)
-    return tuple(parts[0::2]), tuple((int(d), len(d)) for d in parts[1::2])
-
-
 def fold(names: Iterable[str], sort: bool = True) -> str:
-    """The shortest expression we can find for `names` (see the module docstring)."""
+    """`names` as one expression, written as Slurm 22.05 writes it (see the module docstring):
+    sorted, as slurmctld writes a job's or partition's nodes, or (sort=False) in their order,
+    as `scontrol show hostlist` writes them."""
     names = list(names)
     _check_names(names)
     if not names:
         return ""
-    return _fold_sorted(set(names)) if sort else _fold_in_order(names)
+    if sort:  # a set, as slurmctld's node bitmaps are: a name once, where it first came
+        names = list(dict.fromkeys(names))
+        quick = _sorted_by_value(names)
+        if quick is not None:
+            return _write(quick)
+    ranges = _push(names)
+    if sort and len(ranges) > 1:
+        ranges = _collapse(_sorted(ranges))
+    return _write(ranges)
+
+
+def _sorted_by_value(names: list[str]) -> list[_Range] | None:
+    """The sorted ranges when, under each prefix, the numbers are all of one length or none is
+    zero-padded (n001..n100, gpu1..gpu16: every real cluster): Slurm's order is then plain value
+    order and the input order does not matter. None otherwise (n9,n05,n10), for the full way."""
+    digits = _DIGIT_CHARS
+    groups: dict[str, list[str]] = {}
+    singles: list[str] = []
+    for name in names:
+        prefix = name.rstrip(digits)
+        if not 0 < len(name) - len(prefix) <= _MAX_DIGITS:
+            singles.append(name)
+            continue
+        group = groups.get(prefix)
+        if group is None:
+            groups[prefix] = [name[len(prefix) :]]
+        else:
+            group.append(name[len(prefix) :])
+    keyed: list[tuple[str, int, list[_Range]]] = [(name, 0, [[name, -1, -1, 0]])
+                                                  for name in singles]
+    for prefix, numbers in groups.items():
+        width = len(numbers[0])
+        if not all(len(d) == width for d in numbers):
+            if any(d[0] == "0" and len(d) > 1 for d in numbers):
+                return None
+            width = 0  # none padded: each number as it is
+        values = sorted(map(int, numbers))
+        runs: list[_Range] = []
+        lo = hi = values[0]
+        for v in values[1:]:
+            if v != hi + 1 or v - lo >= MAX_RANGE:
+                runs.append([prefix, lo, hi, width])
+                lo = v
+            hi = v
+        runs.append([prefix, lo, hi, width])
+        keyed.append((prefix, 1, runs))
+    rank = _natural_ranks({k[0] for k in keyed})
+    keyed.sort(key=lambda k: (rank[k[0]], k[1]))
+    return [r for _, _, runs in keyed for r in runs]
 
 
 def _check_names(names: list[str]) -> None:
@@ -154,195 +201,168 @@ def _check_names(names: list[str]) -> None:
                 raise HostlistError(f"{name[at]!r} cannot be part of a host name", at, name)
 
 
-# A group is the names that differ only in their last number: (prefix, suffix) -> digit strings.
-_Groups = dict[tuple[str, str], list[str]]
+# One range of Slurm's hostlist: [prefix, lo, hi, width], the names prefix+lo .. prefix+hi with
+# each number zero-padded to `width`; a name without a trailing number is [name, -1, -1, 0].
+_Range = list
 
 
-def _split_last_number(name: str) -> tuple[str, str, str] | None:
-    """(text before, digits, text after) of the last number in `name`; None without one."""
-    end = len(name)
-    while end and name[end - 1] not in _DIGIT_CHARS:
-        end -= 1
-    if not end:
-        return None
-    start = len(name[:end].rstrip(_DIGIT_CHARS))
-    return name[:start], name[start:end], name[end:]
+def _padding(value: int, width: int) -> int:
+    """The zeros `value` takes when written `width` wide."""
+    return max(0, width - len(str(value)))
 
 
-def _fold_sorted(names: set[str]) -> str:
-    groups: _Groups = {}
-    plain: list[str] = []
+def _widths_agree(a: _Range, b: _Range) -> bool:
+    """Whether a's and b's numbers can share one width: applying either's width to both changes
+    neither's zeros. Where they can, the one whose zeros would not change takes the other's
+    width, as Slurm's hostlist does (n9,n10 -> n[9-10])."""
+    if a[3] == b[3]:
+        return True
+    a_moves = _padding(a[1], a[3]) != _padding(a[1], b[3])
+    b_moves = _padding(b[1], b[3]) != _padding(b[1], a[3])
+    if a_moves and b_moves:
+        return False
+    if a_moves:
+        b[3] = a[3]
+    else:
+        a[3] = b[3]
+    return True
+
+
+def _joins(tail: _Range, prefix: str, lo: int) -> bool:
+    """Range `tail` ends right before prefix+lo (and has room for it)."""
+    return (tail[1] >= 0 and tail[2] == lo - 1 and tail[0] == prefix
+            and tail[2] - tail[1] + 1 < MAX_RANGE)
+
+
+def _push(names: list[str]) -> list[_Range]:
+    """The ranges of `names` in their order, each name joining the range before it when its
+    number comes next (Slurm's hostlist_push_host): only a trailing number is a range's."""
     digits = _DIGIT_CHARS
-    names_list = list(names)
-    prefixes = [name.rstrip(digits) for name in names_list]
-    if len(set(prefixes)) == 1 and len(prefixes[0]) < min(map(len, names_list)):
-        # Fast path: one prefix and every name ends with its number (n0001..n9999).
-        cut = len(prefixes[0])
-        groups[(prefixes[0], "")] = [name[cut:] for name in names_list]
-        names_list = []
-    for name, prefix in zip(names_list, prefixes, strict=False):
-        if len(prefix) != len(name):  # the number ends the name
-            ds = groups.get((prefix, ""))
-            if ds is None:
-                groups[(prefix, "")] = [name[len(prefix) :]]
-            else:
-                ds.append(name[len(prefix) :])
+    ranges: list[_Range] = []
+    tail: _Range = ["", -1, -1, 0]
+    for name in names:
+        prefix = name.rstrip(digits)
+        if not 0 < len(name) - len(prefix) <= _MAX_DIGITS:
+            tail = [name, -1, -1, 0]
+            ranges.append(tail)
             continue
-        split = _split_last_number(name)
-        if split is None:
-            plain.append(name)
+        number = name[len(prefix) :]
+        lo = int(number)
+        new = [prefix, lo, lo, len(number)]
+        if _joins(tail, prefix, lo) and _widths_agree(tail, new):
+            tail[2] = lo
         else:
-            groups.setdefault((split[0], split[2]), []).append(split[1])
+            tail = new
+            ranges.append(tail)
+    return ranges
 
-    # One entry per group or plain name: (sort key, fields, texts); a field is a (value, digits)
-    # still to merge or an already written string.
-    entries: list[tuple[tuple, list, list[str]]] = []
-    for name in plain:
-        entries.append((((name,), ()), [], [name]))
-    for (prefix, suffix), ds in groups.items():
-        # an earlier number (rack1-n[1-4]) is rare: most names never need re
-        parts = _rx.DIGITS.split(prefix) if any(d in prefix for d in digits) else [prefix]
-        texts = [*parts[0::2], suffix]
-        nums = [(int(d), d) for d in parts[1::2]]
-        last = _write_sorted_numbers(ds)
-        key = (tuple(texts), tuple((v, len(d)) for v, d in nums))
-        around = len(prefix) + len(suffix)
-        if not nums and around <= 1 and len(ds) > 1:
-            # With one character (or none) around the number, "a1,a2" beats "a[1-2]".
-            if sum(map(len, ds)) + len(ds) * (around + 1) - 1 < around + len(last):
-                ordered = sorted(ds, key=lambda d: (int(d), len(d)))
-                entries.append((key, [], [",".join(prefix + d + suffix for d in ordered)]))
-                continue
-        entries.append((key, [*nums, last], texts))
-    entries.sort(key=lambda e: e[0])
 
+def _sorted(ranges: list[_Range]) -> list[_Range]:
+    """Slurm's order: prefixes compared naturally (strnatcmp: rack9 before rack10), a name without
+    a number before the ranges of its prefix, then the numbers. Two numbers that can share a
+    width compare by value, others by width; as keys: a zero-padded number (n05) by its width,
+    then value; an unpadded one (n9, n10) after the padded ones of its own length or shorter."""
+    rank = _natural_ranks({r[0] for r in ranges})
+
+    def key(r: _Range) -> tuple[int, int, int, int, int]:
+        lo = r[1]
+        if lo < 0:
+            return rank[r[0]], 0, 0, 0, 0
+        length = len(str(lo))
+        if r[3] > length:  # zero-padded: only its own width shares with it
+            return rank[r[0]], 1, r[3], 0, lo
+        return rank[r[0]], 1, length, 1, lo
+
+    return sorted(ranges, key=key)
+
+
+def _collapse(ranges: list[_Range]) -> list[_Range]:
+    """Neighbours in sorted order whose numbers run on are one range (up to MAX_RANGE names)."""
+    out = [ranges[0]]
+    for r in ranges[1:]:
+        last = out[-1]
+        if r[1] >= 0 and _joins(last, r[0], r[1]) and r[2] - last[1] + 1 <= MAX_RANGE \
+                and _widths_agree(last, r):
+            last[2] = r[2]
+        else:
+            out.append(r)
+    return out
+
+
+def _write(ranges: list[_Range]) -> str:
+    """Neighbouring ranges of one prefix go in one pair of brackets (`n[1-3,7]`); a lone name
+    goes without (`n4`), as does every name without a number."""
     out: list[str] = []
-    i = 0
-    while i < len(entries):
-        shape = entries[i][0][0]
+    i, n = 0, len(ranges)
+    while i < n:
+        prefix, lo, hi, _ = ranges[i]
+        if lo < 0:
+            out.append(prefix)
+            i += 1
+            continue
         j = i + 1
-        while j < len(entries) and entries[j][0][0] == shape:
+        while j < n and ranges[j][1] >= 0 and ranges[j][0] == prefix:
             j += 1
-        rows = [e[1] for e in entries[i:j]]
-        texts = entries[i][2]
-        for row in _merge_earlier_numbers(rows):
-            out.append(_join_row(texts, row))
+        pieces = [f"{str(r[1]).zfill(r[3])}-{str(r[2]).zfill(r[3])}" if r[2] > r[1]
+                  else str(r[1]).zfill(r[3]) for r in ranges[i:j]]
+        if j == i + 1 and hi == lo:
+            out.append(prefix + pieces[0])
+        else:
+            out.append(f"{prefix}[{','.join(pieces)}]")
         i = j
     return ",".join(out)
 
 
-def _write_sorted_numbers(ds: list[str]) -> str:
-    """The last-number field of one group: digits alone, or `[...]` in (value, width) order."""
-    if len(ds) == 1:
-        return ds[0]
-    width = len(ds[0])
-    if min(map(len, ds)) == width == max(map(len, ds)):
-        values = sorted(map(int, ds))
-    elif _rx.PADDED.search("," + ",".join(ds)) is None:
-        width = 0  # every number written without padding
-        values = sorted(map(int, ds))
-    else:
-        pairs = sorted(((int(d), d) for d in ds), key=lambda p: (p[0], len(p[1])))
-        return "[" + ",".join(_ranges(pairs)) + "]"
-    # Fast path: one width for all, so a range is a run of consecutive values (capped).
-    pieces: list[str] = []
-    run_start = values[0]
-    prev = run_start
-    for v in values[1:]:
-        if v != prev + 1 or v - run_start >= MAX_RANGE:
-            pieces.append(_range_text(run_start, prev, width))
-            run_start = v
-        prev = v
-    pieces.append(_range_text(run_start, prev, width))
-    return "[" + ",".join(pieces) + "]"
+def _natural_ranks(texts: set[str]) -> dict[str, int]:
+    """Each text's place in natural order (Slurm's strnatcmp); few distinct prefixes, so a
+    comparison sort over them costs little."""
+    if len(texts) == 1:
+        return dict.fromkeys(texts, 0)
+    from functools import cmp_to_key
+
+    return {t: i for i, t in enumerate(sorted(texts, key=cmp_to_key(natural_cmp)))}
 
 
-def _range_text(lo: int, hi: int, width: int) -> str:
-    if lo == hi:
-        return str(lo).zfill(width)
-    return f"{str(lo).zfill(width)}-{str(hi).zfill(width)}"
-
-
-def _ranges(pairs: list[tuple[int, str]]) -> list[str]:
-    """Range texts for (value, digits) in the given order; a range only takes a number that
-    expanding it would write the same way (so n09,n10 -> 09-10 but n8,n09 stay apart), and
-    never more than MAX_RANGE numbers, which expand would refuse."""
-    out: list[str] = []
-    i = 0
-    while i < len(pairs):
-        lo_d = pairs[i][1]
-        width = len(lo_d)
-        j = i
-        while j + 1 < len(pairs):
-            v, d = pairs[j + 1]
-            if v != pairs[j][0] + 1 or d != str(v).zfill(width) or j + 1 - i >= MAX_RANGE:
-                break
+def natural_cmp(a: str, b: str) -> int:
+    """Compare as Slurm's strnatcmp (Martin Pool's natural order): runs of digits by value (the
+    longer run wins, then the first differing digit), except that a run starting with 0 on
+    either side compares digit by digit from the left, as a fraction; other characters by code.
+    Whitespace is skipped."""
+    i = j = 0
+    la, lb = len(a), len(b)
+    while True:
+        while i < la and a[i].isspace():
+            i += 1
+        while j < lb and b[j].isspace():
             j += 1
-        out.append(lo_d if j == i else f"{lo_d}-{pairs[j][1]}")
-        i = j + 1
-    return out
+        ca = a[i] if i < la else ""
+        cb = b[j] if j < lb else ""
+        if ca in _DIGIT_CHARS and cb in _DIGIT_CHARS and ca and cb:
+            ea, eb = _digit_run_end(a, i), _digit_run_end(b, j)
+            ra, rb = a[i:ea], b[j:eb]
+            if ca == "0" or cb == "0":  # as fractions: the first differing digit decides
+                for da, db in zip(ra, rb, strict=False):
+                    if da != db:
+                        return -1 if da < db else 1
+                if len(ra) != len(rb):
+                    return -1 if len(ra) < len(rb) else 1
+            elif len(ra) != len(rb):
+                return -1 if len(ra) < len(rb) else 1
+            elif ra != rb:
+                return -1 if ra < rb else 1
+        if not ca and not cb:
+            return 0
+        if ca != cb:
+            return -1 if ca < cb else 1
+        i += 1
+        j += 1
 
 
-def _merge_earlier_numbers(rows: list[list]) -> list[list]:
-    """Merge neighbouring rows that differ only in one earlier number, right to left."""
-    nfields = len(rows[0])
-    for k in range(nfields - 2, -1, -1):
-        merged: list[list] = []
-        i = 0
-        while i < len(rows):
-            row = rows[i]
-            j = i + 1
-            while j < len(rows) and rows[j][k + 1 :] == row[k + 1 :] and rows[j][:k] == row[:k]:
-                j += 1
-            if j == i + 1:
-                merged.append(row)
-            else:
-                values = [r[k] for r in rows[i:j]]
-                merged.append([*row[:k], "[" + ",".join(_ranges(values)) + "]", *row[k + 1 :]])
-            i = j
-        rows = merged
-    return rows
-
-
-def _join_row(texts: list[str], row: list) -> str:
-    pieces = [texts[0]]
-    for field, text in zip(row, texts[1:], strict=True):
-        pieces.append(field if isinstance(field, str) else field[1])
-        pieces.append(text)
-    return "".join(pieces)
-
-
-def _fold_in_order(names: list[str]) -> str:
-    """Slurm's unsorted compression: only neighbours sharing prefix and suffix are joined."""
-    out: list[str] = []
-    key: tuple[str, str] | None = None
-    run: list[tuple[int, str]] = []
-
-    def flush() -> None:
-        if key is None:
-            return
-        prefix, suffix = key
-        if len(run) == 1:
-            out.append(prefix + run[0][1] + suffix)
-            return
-        bracket = prefix + "[" + ",".join(_ranges(run)) + "]" + suffix
-        listed = ",".join(prefix + d + suffix for _, d in run)
-        out.append(listed if len(listed) < len(bracket) else bracket)
-
-    for name in names:
-        split = _split_last_number(name)
-        if split is None:
-            flush()
-            key, run = None, []
-            out.append(name)
-            continue
-        prefix, d, suffix = split
-        if (prefix, suffix) != key:
-            flush()
-            key, run = (prefix, suffix), []
-        run.append((int(d), d))
-    flush()
-    return ",".join(out)
+def _digit_run_end(text: str, start: int) -> int:
+    end = start
+    while end < len(text) and text[end] in _DIGIT_CHARS:
+        end += 1
+    return end
 
 
 def compress_counts(counts: Iterable[int]) -> str:

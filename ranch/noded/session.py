@@ -12,6 +12,7 @@ import attrs
 import psutil
 import trio
 
+from ranch import __version__
 from ranch.noded import cache, identity
 from ranch.noded.gpus import GpuSource
 from ranch.noded.hardware import probe_hardware, probe_metrics
@@ -47,7 +48,7 @@ from ranch.protocol.versions import CURRENT
 
 log = logging.getLogger("rnoded")
 
-RNODED_VERSION = "0.2.0"
+RNODED_VERSION = __version__
 DEFAULT_HEARTBEAT = 10.0
 DEFAULT_MESSAGE_TIMEOUT = 10.0
 SHUTDOWN_GRACE = 2.0  # how long SIGTERM waits for the controller's Ack

@@ -1,13 +1,11 @@
-"""The release a program belongs to, `ranch X.Y.Z`, from the installed package's metadata."""
+"""The release a program belongs to, `ranch X.Y.Z`, from ranch/__init__.py (the one place)."""
 
 from __future__ import annotations
 
+from ranch import __version__
+
 
 def version_text() -> str:
-    # Imported here: importlib.metadata costs a command more than its whole everyday work.
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"ranch {version('ranch')}"
-    except PackageNotFoundError:
-        return "ranch (version unknown: the package is not installed)"
+    # Not importlib.metadata: it costs a command more than its whole everyday work, and an
+    # editable install's metadata keeps the version of the day it was installed.
+    return f"ranch {__version__}"

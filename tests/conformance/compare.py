@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from ranch.conf import hostlist
 from tests.conformance.runner import Outcome, normalise
 
 TIME = re.compile(r"\b\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\b")
@@ -54,15 +53,6 @@ def nodes_out(text: str, o: Outcome) -> str:
     return re.sub(rf"(?<![A-Za-z0-9]){re.escape(host)}(?![A-Za-z0-9])", "<node>", text)
 
 
-def expanded(value: str) -> str:
-    """A hostlist as the names it stands for: Ranch folds two names as `c1,c2` where Slurm
-    writes `c[1-2]` (a deliberate difference, tests/conformance/README.md)."""
-    try:
-        return ",".join(hostlist.expand(value)) if value else value
-    except ValueError:
-        return value
-
-
 def record_value(o: Outcome, key: str, workdir: str) -> str:
     """One `scontrol show job -o` value, comparable across the two systems."""
     value = o.fields.get(key)
@@ -78,7 +68,7 @@ def record_value(o: Outcome, key: str, workdir: str) -> str:
     if key == "TRES":  # memory is consumable in Ranch only (README: deliberate)
         value = ",".join(t for t in value.split(",") if not t.startswith("mem="))
     if key in ("NodeList", "BatchHost"):
-        value = nodes_out(expanded(value), o)
+        value = nodes_out(value, o)
     return TIME.sub("<time>", value)
 
 
@@ -95,7 +85,6 @@ def env_of(o: Outcome) -> dict[str, str]:
 
 
 ENV_IDS = frozenset({"SLURM_JOB_ID", "SLURM_JOBID"})
-HOSTLISTS = frozenset({"SLURM_JOB_NODELIST", "SLURM_NODELIST"})
 
 
 def env_value(o: Outcome, name: str, workdir: str) -> str:
@@ -106,8 +95,6 @@ def env_value(o: Outcome, name: str, workdir: str) -> str:
         return normalise(value, o.job_id, Path(workdir))
     if name == "SLURM_TASK_PID":
         return "<pid>" if value.isdigit() else value
-    if name in HOSTLISTS:
-        value = expanded(value)
     return nodes_out(value.replace(workdir, "<workdir>"), o)
 
 

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from tests.conformance.compare import ELAPSED, TIME, expanded, explain, nodes_out
+from tests.conformance.compare import ELAPSED, TIME, explain, nodes_out
 from tests.conformance.runner import ACCT_FIELDS, Outcome, Results
 from tests.conformance.scenarios import END_STATES
 
@@ -35,7 +35,7 @@ def value(o: Outcome, field: str) -> str:
     if field == "NodeList":
         if v in ("(null)", "None assigned"):  # a job that never ran: jobcomp writes (null)
             return "None assigned"  # where sacct over slurmdbd (and racct) says this
-        return nodes_out(expanded(v), o)
+        return nodes_out(v, o)
     if field == "Elapsed" and ELAPSED.match(v):
         return "<elapsed>"
     return TIME.sub("<time>", v)

@@ -35,10 +35,10 @@ async def test_an_allocation_holds_every_node_and_ends_with_its_commands_exit_co
     j = cluster.jobs.submit(alloc(num_nodes=2, ntasks=3)).job_id
     r = rec(cluster, j)
     assert (r["state"], r["nodes"], r["batch_flag"], r["node_cpus"]) == (
-        "RUNNING", "n1,n2", 0, [2, 2])
+        "RUNNING", "n[1-2]", 0, [2, 2])
     # no script reaches any node: each holds the allocation's resources, nothing more
     specs = [launches(conns[n])[0] for n in ("n1", "n2")]
-    assert [(s.job_id, s.script, s.nodelist) for s in specs] == [(j, "", "n1,n2")] * 2
+    assert [(s.job_id, s.script, s.nodelist) for s in specs] == [(j, "", "n[1-2]")] * 2
     # someone else may not release it; its owner may
     assert "Access/permission denied" in complete(cluster, j, 3, user="bob", uid=1001).errors[0]
     assert rec(cluster, j)["state"] == "RUNNING"
@@ -287,7 +287,7 @@ async def test_the_reply_of_an_allocation_decided_at_once_holds_its_record() -> 
     up(cluster, "n1", "n2")
     reply = cluster.jobs.submit(alloc(num_nodes=2, ntasks=8))  # every CPU
     assert reply.job == rec(cluster, reply.job_id)
-    assert (reply.job["state"], reply.job["nodes"]) == ("RUNNING", "n1,n2")
+    assert (reply.job["state"], reply.job["nodes"]) == ("RUNNING", "n[1-2]")
     waiting = cluster.jobs.submit(alloc())  # every CPU is taken: it waits
     assert rec(cluster, waiting.job_id)["state"] == "PENDING" and waiting.job == {}
     assert cluster.jobs.submit(job()).job == {}

@@ -208,8 +208,8 @@ async def test_cancel_marks_completing_until_the_node_reports() -> None:
     conns = up(cluster, "n1", "n2")
     j = cluster.jobs.submit(job(num_nodes=2)).job_id
     p = cluster.jobs.submit(job(cpus_per_task=4, num_nodes=2)).job_id
-    assert rec(cluster, j)["nodes"] == "n1,n2" and rec(cluster, p)["state"] == "PENDING"
-    assert [s.nodelist for s in launches(conns["n2"])] == ["n1,n2"]
+    assert rec(cluster, j)["nodes"] == "n[1-2]" and rec(cluster, p)["state"] == "PENDING"
+    assert [s.nodelist for s in launches(conns["n2"])] == ["n[1-2]"]
     r = cluster.jobs.cancel(m.CancelJobs((j,), "bob", 1001))
     assert not r.ok and "Access/permission denied" in r.errors[0]
     r = cluster.jobs.cancel(m.CancelJobs((j,), "alice", 1000))
@@ -490,14 +490,14 @@ async def test_tasks_without_nodes_spread_over_nodes_by_weight() -> None:
              for n, c in (("b1", 2), ("b2", 4), ("b3", 2))}
     j = cluster.jobs.submit(job(ntasks=5, max_nodes=0)).job_id
     r = rec(cluster, j)
-    assert r["state"] == "RUNNING" and r["nodes"] == "b1,b2" and r["node_count"] == 2
+    assert r["state"] == "RUNNING" and r["nodes"] == "b[1-2]" and r["node_count"] == 2
     assert r["cpus"] == 5
     assert {n: s.cpus for n, s in cluster.jobs.jobs[j].shares.items()} == {"b2": 4, "b1": 1}
     [spec] = launches(conns["b2"])
-    assert spec.nodelist == "b1,b2" and spec.num_nodes == 2 and spec.ntasks == 5
+    assert spec.nodelist == "b[1-2]" and spec.num_nodes == 2 and spec.ntasks == 5
     # b1 has 1 CPU left, b3 2: three 1-CPU tasks take both; a fourth waits for Resources
     k = cluster.jobs.submit(job(ntasks=3, max_nodes=0)).job_id
-    assert rec(cluster, k)["nodes"] == "b1,b3"
+    assert rec(cluster, k)["nodes"] == "b[1,3]"
     w = cluster.jobs.submit(job(ntasks=1, max_nodes=0)).job_id
     assert rec(cluster, w)["reason"] == "Resources"
     # pending, it counts the fewest nodes that could hold it: 7 tasks need 4 + 2 + 2 CPUs

@@ -69,13 +69,21 @@ class RunningDemo:
     own as controlling terminal, which `hang_up` closes as a terminal window closes."""
 
     def __init__(self, where: Path, argv: list[str] | None = None, *,
-                 terminal: bool = False) -> None:
+                 terminal: bool = False, user: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
         self.where = where
         self.link = where / "demo-run"
         self.out = where / "demo.out"
         argv = argv or [sys.executable, str(DEMO)]
         self.master: int | None = None
-        if terminal:
+        if user is not None:  # `user` (root drops to it: CI runs as root) in the environment given
+            assert not terminal
+            with open(self.out, "wb") as out:
+                self.proc = subprocess.Popen(argv, cwd=where, env=env, stdout=out,
+                                             stderr=subprocess.STDOUT, user=user, group=user,
+                                             extra_groups=[], stdin=subprocess.DEVNULL,
+                                             start_new_session=True)
+        elif terminal:
             self.master, slave = pty.openpty()
             self.proc = subprocess.Popen(argv, cwd=where, env=clean_env(), stdin=slave,
                                          stdout=slave, stderr=slave, preexec_fn=_own_terminal)
@@ -112,7 +120,7 @@ class RunningDemo:
     def output(self) -> str:
         return self.out.read_text(errors="replace")
 
-    def wait_up(self) -> dict[str, str]:
+    def wait_up(self, within: float = UP_WITHIN) -> dict[str, str]:
         """The demo's env file (RANCH_SERVER, RANCH_KEY_FILE, RANCH_URL, ...), once written."""
         env_file = self.link / "env"
 
@@ -122,7 +130,7 @@ class RunningDemo:
                                      + self.output())
             return env_file.is_file()
 
-        wait_for(ready, UP_WITHIN, "the demo's env file")
+        wait_for(ready, within, "the demo's env file")
         for line in env_file.read_text().splitlines():
             if line.startswith("export "):
                 key, _, value = line[len("export "):].partition("=")

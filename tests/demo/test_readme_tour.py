@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.demo.running import GONE_WITHIN, REPO, RunningDemo, clean_env
+from tests.demo.running import GONE_WITHIN, REPO, RunningDemo, clean_env, wait_for
 
 TOUR = REPO / "docs" / "tour.md"
 
@@ -56,10 +56,11 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
     lines = [line for block in rest for line in block]
     assert lines[0].startswith("source .venv/bin/activate "), lines[0]  # commands on PATH
     assert lines[1].startswith("source demo-run/env "), lines[1]  # this demo's address, ...
+    assert lines[2].startswith('cd "$RANCH_DEMO_DIR" '), lines[2]  # its directory: job output
 
     checkout_like(tmp_path)
-    # STAMP= : the demo target without its install prerequisite (the venv is ours, installed)
-    demo = RunningDemo(tmp_path, ["make", "--no-print-directory", "demo", "STAMP="])
+    # DEMO_STAMP= : the demo target without its install prerequisite (the venv is ours, installed)
+    demo = RunningDemo(tmp_path, ["make", "--no-print-directory", "demo", "DEMO_STAMP="])
     try:
         env = demo.wait_up()
         # A new terminal: the venv's commands are on PATH only once the tour activates it.
@@ -93,6 +94,10 @@ def test_readme_tour_runs_as_written(tmp_path: Path) -> None:
 
         for n in (1, 2, 3, 6):  # the array's tasks take ids 3-5
             assert f"Submitted batch job {n}\n" in out, n
+        # The jobs ran in the demo's directory (the tour cd's there), not in the checkout.
+        wait_for(lambda: (demo.dir / "slurm-1.out").exists(), 60, "job 1's output file")
+        assert (demo.dir / "hello-2.out").exists(), sorted(os.listdir(demo.dir))
+        assert not [p.name for p in tmp_path.glob("*.out") if p != demo.out]
     finally:
         if demo.proc.poll() is None:  # Ctrl-C in the first terminal
             os.killpg(demo.proc.pid, signal.SIGINT)

@@ -1,7 +1,8 @@
-"""The releases recorded in RELEASES and the version the tree carries (pyproject.toml)."""
+"""The releases recorded in RELEASES and the version the tree carries (ranch/__init__.py)."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import tomllib
 from pathlib import Path
@@ -10,7 +11,17 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def current() -> str:
-    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    return version_in(REPO / "ranch" / "__init__.py", (REPO / "pyproject.toml").read_text())
+
+
+def version_in(init: Path | str, pyproject: str) -> str:
+    """The version a tree says: ranch/__init__.py's __version__ (pyproject.toml reads it there),
+    or, in a release from before that (0.1.0), pyproject.toml's own `version`."""
+    project = tomllib.loads(pyproject)["project"]
+    if "version" in project:
+        return project["version"]
+    text = init.read_text() if isinstance(init, Path) else init
+    return ast.literal_eval(text.split("\n__version__ = ", 1)[1].split("\n", 1)[0])
 
 
 def recorded() -> list[tuple[str, str]]:

@@ -213,7 +213,7 @@ def test_test_only_answers_and_submits_nothing(c: Cluster) -> None:
     assert done.stdout == ""
     words = done.stderr.split()
     assert words[:2] == ["rbatch:", "Job"] and words[3:6] == ["to", "start", "at"]
-    assert " using 2 processors on nodes n1,n2 in partition main" in done.stderr
+    assert " using 2 processors on nodes n[1-2] in partition main" in done.stderr
     assert time.strptime(words[6], "%Y-%m-%dT%H:%M:%S")
     assert len(json.loads(run(c, "rqueue", "--json", "-t", "all").stdout)["jobs"]) == before
     assert sub(c, "--hold", "--wrap", "true") == int(words[2])  # the id was not used up

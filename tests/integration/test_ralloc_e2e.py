@@ -86,7 +86,7 @@ def job_id_in(lines: list[str]) -> int:
 def test_the_commands_exit_code_is_ralloc_s_and_fails_the_job(c: Cluster) -> None:
     done = ralloc(c, "-N2", "sh", "-c", "echo $SLURM_JOB_NODELIST; exit 3")
     assert done.returncode == 3, done.stderr
-    assert done.stdout == "n1,n2\n"
+    assert done.stdout == "n[1-2]\n"
     lines = done.stderr.splitlines()
     n = job_id_in(lines)
     assert lines == [f"ralloc: Granted job allocation {n}",
@@ -94,7 +94,7 @@ def test_the_commands_exit_code_is_ralloc_s_and_fails_the_job(c: Cluster) -> Non
     rec = ended(c, n, "FAILED")
     assert (rec["Reason"], rec["ExitCode"], rec["BatchFlag"], rec["JobName"], rec["Command"]) == (
         "NonZeroExitCode", "3:0", "0", "interactive", "(null)")
-    assert "StdOut" not in rec and rec["NodeList"] == "n1,n2"
+    assert "StdOut" not in rec and rec["NodeList"] == "n[1-2]"
     # racct: the job line alone (an allocation has no .batch step)
     out = cli(c, "racct", "-j", str(n), "-P", "-o", "JobID,JobName,State,ExitCode").stdout
     assert out.splitlines() == ["JobID|JobName|State|ExitCode", f"{n}|interactive|FAILED|3:0"]
@@ -108,8 +108,8 @@ def test_a_command_that_exits_0_completes_the_job_in_its_environment(c: Cluster)
     assert {k: v for k, v in env.items() if k.startswith("SLURM_") and k not in (
         "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST")} == {
         "SLURM_JOB_ID": str(n), "SLURM_JOBID": str(n), "SLURM_JOB_NAME": "named",
-        "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "n1,n2",
-        "SLURM_NODELIST": "n1,n2", "SLURM_NODE_ALIASES": "(null)",
+        "SLURM_JOB_NUM_NODES": "2", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_NODELIST": "n[1-2]", "SLURM_NODE_ALIASES": "(null)",
         "SLURM_JOB_PARTITION": "main", "SLURM_JOB_CPUS_PER_NODE": "1(x2)",
         "SLURM_TASKS_PER_NODE": "1(x2)", "SLURM_NTASKS": "2", "SLURM_NPROCS": "2",
         "SLURM_MEM_PER_NODE": "10", "SLURM_CLUSTER_NAME": "jobs"}
@@ -226,7 +226,7 @@ def test_run_allocated_runs_a_step_in_an_allocation_and_releases_it(
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == rc, done.stderr
     job_id, nodes, name = done.stdout.split()
-    assert (nodes, name) == ("n1,n2", "hostname")
+    assert (nodes, name) == ("n[1-2]", "hostname")
     assert not [line for line in done.stderr.splitlines() if line.startswith("rrun:")]
     rec = ended(c, int(job_id), state)
     assert (rec["ExitCode"], rec["Command"], rec["BatchFlag"]) == (code, "/bin/hostname", "0")

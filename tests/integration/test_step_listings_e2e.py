@@ -49,7 +49,7 @@ def test_running_steps_in_rqueue_show_step_and_rcancel(c: Cluster) -> None:
         assert out[0] == "         STEPID     NAME PARTITION     USER      TIME NODELIST"
         rows = [line.split() for line in out[1:]]
         assert [(r[0], r[1], r[2], r[5]) for r in rows] == [
-            (f"{jid}.0", "sh", "main", "n1,n2"), (f"{jid}.1", "third", "main", "n3"),
+            (f"{jid}.0", "sh", "main", "n[1-2]"), (f"{jid}.1", "third", "main", "n3"),
             (f"{jid}.batch", "batch", "main", "n1")]
         assert cli(c, "rqueue", "-s", f"{jid}.1", "-h", "-o", "%i %A %N").stdout == \
             f"{jid}.1 1 n3\n"
@@ -61,7 +61,7 @@ def test_running_steps_in_rqueue_show_step_and_rcancel(c: Cluster) -> None:
 
         shown = cli(c, "rcontrol", "show", "step", f"{jid}.0").stdout.splitlines()
         assert shown[0].startswith(f"StepId={jid}.0 UserId=")
-        assert shown[1].strip() == "State=RUNNING Partition=main NodeList=n1,n2"
+        assert shown[1].strip() == "State=RUNNING Partition=main NodeList=n[1-2]"
         assert shown[2].strip() == "Nodes=2 CPUs=2 Tasks=2 Name=sh Network=(null)"
         one = cli(c, "rcontrol", "-o", "show", "step", str(jid)).stdout.splitlines()
         assert [line.split()[0] for line in one] == [f"StepId={jid}.batch", f"StepId={jid}.0",

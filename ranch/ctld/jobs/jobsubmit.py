@@ -42,9 +42,10 @@ def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str,
     top = req.max_nodes or 0
     if top and top < num_nodes:
         return f"--nodes {num_nodes}-{top}: the maximum is below the minimum"
-    need = Need(num_nodes, req.cpus_per_task, req.mem_mib, req.gpus, req.exclusive,
+    gpt = req.gpus_per_task
+    need = Need(num_nodes, req.cpus_per_task, req.mem_mib, gpt or req.gpus, req.exclusive,
                 spread=True, tasks=req.ntasks, cpus_per_task=req.cpus_per_task,
-                max_nodes=top)
+                max_nodes=top, gpus_per_task=gpt)
     held = [task_capacity(members[n].cfg, need) for n in dict.fromkeys(req_nodes)]
     excluded = set(exc_nodes) | set(req_nodes)
     rest = sorted((task_capacity(n.cfg, need) for name, n in members.items()
@@ -53,7 +54,8 @@ def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str,
     best = held + rest[: max(0, top - len(held))] if top else held + rest
     if len(best) >= num_nodes and sum(best) < req.ntasks:  # too few nodes: the caller says so
         upto = f"{top} " if top else ""
-        return (f"{NOT_AVAILABLE}: {req.ntasks} task(s) of {req.cpus_per_task} CPU(s) each; "
+        each = f"{req.cpus_per_task} CPU(s)" + (f" and {gpt} GPU(s)" if gpt else "")
+        return (f"{NOT_AVAILABLE}: {req.ntasks} task(s) of {each} each; "
                 f"{upto}node(s) of partition {part} hold {sum(best)} such task(s) at most")
     # the fewest nodes that could hold the tasks (each node's CPUs counted): rqueue's NODES
     held_tasks = fewest = 0
@@ -265,7 +267,7 @@ class JobSubmission:
         same request shape while the partition's members stay (a submission cost O(nodes)
         here: 20 ms a job at 10,000 nodes)."""
         key = (pc.name, req.num_nodes, req.max_nodes, req.ntasks, req.cpus_per_task,
-               req.mem_mib, req.gpus, req.exclusive, req_nodes, exc_nodes)
+               req.mem_mib, req.gpus, req.gpus_per_task, req.exclusive, req_nodes, exc_nodes)
         hit = self._fits.get(key)
         if hit is not None and hit[0] is members:
             return hit[1]

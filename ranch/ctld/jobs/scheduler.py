@@ -69,6 +69,9 @@ class Need:
     tasks: int = 1
     cpus_per_task: int = 1
     max_nodes: int = 0  # 0: no upper bound
+    # spread with --gpus-per-task: each task's GPUs (`gpus` is then one task's too), so a node
+    # takes only as many tasks as its free GPUs hold as well
+    gpus_per_task: int = 0
 
 
 def node_rank(node: Any) -> int | None:
@@ -173,7 +176,10 @@ def cpus_per_node(ntasks: int, cpus_per_task: int, nodes: int) -> int:
 
 def task_capacity(cfg: Any, need: Need) -> int:
     """Tasks of a spread job an empty node of this configuration could ever hold."""
-    return cfg.cpus // need.cpus_per_task if capacity_fits(cfg, need) else 0
+    if not capacity_fits(cfg, need):
+        return 0
+    held = cfg.cpus // need.cpus_per_task
+    return min(held, cfg.gpus // need.gpus_per_task) if need.gpus_per_task else held
 
 
 def _place_spread(
@@ -197,10 +203,17 @@ def _place_spread(
             free = node.cfg.cpus // need.cpus_per_task
         else:
             free = (node.cfg.cpus - (use.cpus if use else 0)) // need.cpus_per_task
+        gpus = one.gpus
+        if need.gpus_per_task:
+            taken = use.gpus if use and not need.exclusive else set()
+            idle = [i for i in range(node.cfg.gpus) if i not in taken]
+            free = min(free, len(idle) // need.gpus_per_task)
         reserve = max(0, need.nodes - len(shares) - 1)
         k = max(1, min(free, left - reserve))
+        if need.gpus_per_task:
+            gpus = tuple(idle[: k * need.gpus_per_task])
         cpus = one.cpus if need.exclusive else k * need.cpus_per_task
-        shares[node.name] = Share(cpus, one.mem, one.gpus)
+        shares[node.name] = Share(cpus, one.mem, gpus)
         left -= k
         return True
 

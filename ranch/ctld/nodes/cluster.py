@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import trio
 
+from ranch import __version__
 from ranch.conf.model import ClusterConfig, NodeConfig
 from ranch.ctld import logs
 from ranch.ctld.deadlines import Deadlines
@@ -53,7 +54,7 @@ from ranch.statemachine.policy import Policy
 from ranch.statemachine.predicates import takes_new_work
 from ranch.statemachine.table import apply
 
-VERSION = "0.2.0"
+VERSION = __version__
 POWER_FLAGS = frozenset({Flag.POWERED_DOWN, Flag.POWERING_UP, Flag.POWERING_DOWN})
 
 Spawn = Callable[..., None]

@@ -20,6 +20,7 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from ranch import __version__
 from ranch.conf import hostlist
 from ranch.ctld import logs
 from ranch.ctld.rpc import permissions
@@ -40,7 +41,7 @@ from ranch.statemachine import events
 from ranch.statemachine.events import REASON_REQUIRED_MESSAGE
 from ranch.statemachine.predicates import reason_required
 
-API_VERSION = "0.1.0"
+API_VERSION = __version__  # the release, as Slurm's JSON gives its own
 POLL_SECONDS = 3
 # The page has Drain/Resume buttons: it may not be framed by another site (clickjacking), and it
 # runs only its own script and style (no inline code a crafted node name could smuggle in).
