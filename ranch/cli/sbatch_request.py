@@ -322,7 +322,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "requeue": v.get("requeue", True) is not False,
         "exclusive": whole,
         "oversubscribe": oversub,
-        "array": v.get("array") or "",
+        "array": _array(v.get("array")),
         "hold": bool(v.get("hold")),
         "submit_host": os.uname().nodename,
         "command": command,
@@ -348,6 +348,14 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         del out["time_limit"]  # the partition's DefaultTime
         del out["time_limit_s"]
     return out
+
+
+def _array(text: object) -> str:
+    if not text:
+        return ""
+    from ranch.cli.sbatch_script import array_spec
+
+    return array_spec(str(text))
 
 
 def _partitions(text: object) -> str:
