@@ -208,3 +208,19 @@ def _strtol(text: str) -> tuple[int, str]:
     if k == j:
         return 0, text
     return int(text[i:k]), text[k:]
+
+
+def array_env(spec: str) -> dict[str, str]:
+    """SLURM_ARRAY_TASK_COUNT/_MIN/_MAX/_STEP of an array (`spec` as array_spec wrote it):
+    every task sees them; the step is the first element's `:STEP` (measured: `1-5:2` has 2,
+    `2,6,10` has 1)."""
+    ids: set[int] = set()
+    step = 0
+    for tok in spec.partition("%")[0].split(","):
+        rng, _, by = tok.partition(":")
+        first, _, last = rng.partition("-")
+        ids.update(range(int(first), int(last or first) + 1, int(by or 1)))
+        if by and not step:
+            step = int(by)
+    return {"SLURM_ARRAY_TASK_COUNT": str(len(ids)), "SLURM_ARRAY_TASK_MIN": str(min(ids)),
+            "SLURM_ARRAY_TASK_MAX": str(max(ids)), "SLURM_ARRAY_TASK_STEP": str(step or 1)}
