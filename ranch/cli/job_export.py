@@ -2,8 +2,9 @@
 22.05 builds the job's environment (src/sbatch/sbatch.c, env_merge_filter in src/common/env.c).
 
 ALL (the default): everything. NONE: only the SLURM* variables. A list: its NAME (the caller's
-value) and NAME=value entries (a NONE among them adds nothing), in order (a later entry overwrites an earlier one, `ALL` among
-them loads everything at that point), then every SLURM_* variable of the caller on top.
+value) and NAME=value entries (a NONE among them adds nothing), in order (a later entry
+overwrites an earlier one, `ALL` among them loads everything at that point), then every SLURM_*
+variable of the caller on top.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ INVALID_ARRAY = "Batch job submission failed: Invalid job array specification"
 PBS_WITH_VALUE = frozenset("aAcCejJklmMNopqrStuvW")
 PBS_FLAGS = frozenset("hIVz")
 # letters sbatch reads and then ignores (PBS options with no Slurm meaning)
-PBS_IGNORED = frozenset("acCIjkrSuVz")
+PBS_IGNORED = frozenset("cCIjkrSuVz")
 PBS_MAIL = {"a": "FAIL", "b": "BEGIN", "e": "END", "n": "NONE"}
 
 
@@ -92,7 +92,7 @@ def pbs_words(script: str) -> list[str]:
 def _pbs_option(letter: str, value: str) -> list[str]:
     simple = {"A": "--account", "e": "--error", "o": "--output", "N": "--job-name",
               "q": "--partition", "M": "--mail-user", "p": "--nice", "J": "--array",
-              "t": "--array"}
+              "t": "--array", "v": "--export", "a": "--begin"}
     if letter in simple:
         return [f"{simple[letter]}={value}"]
     if letter == "m":
@@ -107,7 +107,7 @@ def _pbs_option(letter: str, value: str) -> list[str]:
             if key.strip().lower() == "depend":
                 out.append(f"--dependency={v}")
         return out
-    return []  # PBS_IGNORED, and -v (the variables are the job's already: --export=ALL)
+    return []  # PBS_IGNORED
 
 
 def _pbs_resources(text: str) -> list[str]:

@@ -18,7 +18,8 @@ from ranch.cli.sbatch_script import (
 
 
 def test_a_directive_starts_its_line() -> None:
-    script = "#!/bin/sh\n #SBATCH -J lead\n#SBATCH-J x\n\n# note\n#SBATCH -n 2\necho\n#SBATCH -N 9\n"
+    script = ("#!/bin/sh\n #SBATCH -J lead\n#SBATCH-J x\n\n# note\n#SBATCH -n 2\necho\n"
+              "#SBATCH -N 9\n")
     assert directive_lines(script, "#SBATCH") == [(3, "-J x"), (6, " -n 2")]
 
 
@@ -34,11 +35,11 @@ def test_dos_line_breaks_are_refused_with_sbatchs_two_lines() -> None:
 def test_pbs_lines_in_sbatch_words() -> None:
     script = ("#!/bin/sh\n#PBS -N name -q main\n#PBS -l walltime=10:00,nodes=2:ppn=1,mem=100mb\n"
               "#PBS -m be -M x@y\n#PBS -h\n#PBS -t 1-3 # a comment\n#PBS -W depend=afterok:1\n"
-              "#PBS -r n -V\necho\n")
+              "#PBS -r n -V\n#PBS -v FOO=1,BAR\necho\n")
     assert pbs_words(script) == [
         "--job-name=name", "--partition=main", "--time=10:00", "--nodes=2",
         "--ntasks-per-node=1", "--mem=100M", "--mail-type=BEGIN,END", "--mail-user=x@y",
-        "--hold", "--array=1-3", "--dependency=afterok:1"]
+        "--hold", "--array=1-3", "--dependency=afterok:1", "--export=FOO=1,BAR"]
 
 
 @pytest.mark.parametrize(("given", "sent"), [

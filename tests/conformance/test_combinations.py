@@ -39,7 +39,7 @@ FACTORS: dict[str, list[tuple[str, ...]]] = {
 }
 # what #PBS says for an sbatch option (sbatch 22.05's _set_pbs_options), where it has a word
 PBS = {"--mem=100M": "-l mem=100mb", "--array=1-3:2": "-t 1-3:2", "--array=[2-3]": "-J [2-3]",
-       "-A Acc1": "-A Acc1"}
+       "-A Acc1": "-A Acc1", "--export=ALL,FOO=bar": "-v ALL,FOO=bar"}
 # the names compared by value (the rest by presence): ids and the node's own name differ
 VALUES = ("SLURM_ARRAY_TASK_COUNT", "SLURM_ARRAY_TASK_MIN", "SLURM_ARRAY_TASK_MAX",
           "SLURM_ARRAY_TASK_STEP", "SLURM_ARRAY_TASK_ID", "SLURM_NTASKS", "SLURM_NPROCS",
@@ -101,11 +101,39 @@ def _options(words: list[str]) -> list[list[str]]:
 SCENARIOS = [scenario(row) for row in all_pairs(FACTORS, random.Random(SEED))]
 
 
+UNEVEN = """#!/bin/sh
+echo "$SLURM_JOB_CPUS_PER_NODE $SLURM_TASKS_PER_NODE" > layout
+srun hostname 2>&1 | wc -l > srun
+srun -l printenv SLURM_STEP_TASKS_PER_NODE 2>&1 | sort > step
+echo done > done-0
+"""
+
+
+def busy_then_uneven(system, top: Path) -> Path:
+    """A one-CPU job on c1, then (once it runs) `-N 2 -n 3`: its layout is 1 CPU on c1 and 2
+    on c2 on both systems, so srun's default step must lay its tasks out over that."""
+    d = top / "uneven"
+    d.mkdir(parents=True)
+    (d / "job.sh").write_text(UNEVEN)
+    held = _by_name(system, "sbatch", "-w", "c1", "-n", "1", "-o", "/dev/null", "--wrap",
+                    "sleep 6")
+    first = held.stdout.split()[-1]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and _by_name(
+            system, "squeue", "-h", "-j", first, "-o", "%t").stdout.strip() != "R":
+        time.sleep(0.2)
+    subprocess.run(system.argv("sbatch", "-N", "2", "-n", "3", "job.sh"), cwd=d,
+                   env=system.env(), capture_output=True, text=True, timeout=60)
+    return d
+
+
 def run_all(system, top: Path) -> dict[str, dict[str, object]]:
     """Every scenario submitted on `system`, each from its own directory; then waited for
     until every task wrote its `done` file (or the deadline)."""
     env = system.env()
     out: dict[str, dict[str, object]] = {}
+    uneven = busy_then_uneven(system, top)
+    out["uneven beside a busy node"] = {"rc": 0, "err": "", "dir": uneven, "job": 0}
     for i, sc in enumerate(SCENARIOS):
         d = top / f"s{i}"
         d.mkdir(parents=True)
@@ -118,11 +146,22 @@ def run_all(system, top: Path) -> dict[str, dict[str, object]]:
                                 "job": int(m.group(1)) if m else 0}
     deadline = time.monotonic() + 150
     while time.monotonic() < deadline:
-        if all(not r["job"] or all((Path(str(r["dir"])) / f"done-{t}").exists()
-                                   for t in sc["tasks"])  # type: ignore[attr-defined]
-               for sc, r in zip(SCENARIOS, out.values(), strict=True)):
+        if (uneven / "done-0").exists() and all(
+                not r["job"] or all((Path(str(r["dir"])) / f"done-{t}").exists()
+                                    for t in sc["tasks"])  # type: ignore[attr-defined]
+                for sc, r in zip(SCENARIOS, list(out.values())[1:], strict=True)):
             break
         time.sleep(0.5)
+    # once every job ended: its record (what it held stays shown after it ended)
+    ids = {str(r["job"]) for r in out.values() if r["job"]}
+    while time.monotonic() < deadline and ids & set(
+            _by_name(system, "squeue", "-h", "-o", "%A").stdout.split()):
+        time.sleep(0.5)
+    for sc, r in zip(SCENARIOS, list(out.values())[1:], strict=True):
+        if r["job"] and sc["tasks"] == ["0"]:  # arrays: each system lists its tasks its way
+            shown = _by_name(system, "scontrol", "-o", "show", "job", str(r["job"])).stdout
+            r["record"] = dict(re.findall(r"\b(NumCPUs|NumNodes|NumTasks|JobState)=(\S+)",
+                                          shown))
     return out
 
 
@@ -234,7 +273,7 @@ def _counts(value: str) -> list[int]:
 def view(r: dict[str, object], tasks: list[str]) -> dict[str, object]:
     """What one system's job showed, normalised for comparing."""
     files: dict[str, str] = r.get("files", {})  # type: ignore[assignment]
-    out: dict[str, object] = {"rc": r["rc"]}
+    out: dict[str, object] = {"rc": r["rc"], "record": r.get("record")}
     for t in tasks:
         env = _env(files.get(f"env-{t}", ""))
         names = sorted(n for n in env if n.startswith("SLURM") and n not in NOT_COMPARED)
@@ -267,6 +306,7 @@ def test_combination(both, index: int) -> None:
     got = view(both["ranch"][name], tasks)
     if want["rc"] == 0:  # nothing compares as equal because both left nothing
         assert all(want[f"{t} names"] for t in tasks), f"Slurm's job left no environment: {name}"
+        assert tasks != ["0"] or want["record"], f"Slurm showed no record: {name}"
     diff = {k: (want[k], got.get(k)) for k in want if want[k] != got.get(k)}
     assert not diff, (f"seed {SEED} (RANCH_COMBO_SEED), {name}: (Slurm, Ranch) differ in "
                       f"{diff}\nscript:\n{sc['script']}\nslurm stderr: "
@@ -277,6 +317,16 @@ def test_combination(both, index: int) -> None:
 def test_held(both, name: str) -> None:
     want, got = both["slurm held"][name], both["ranch held"][name]
     assert got == want, f"{name}: Slurm {want}, Ranch {got}"
+
+
+def test_uneven_layout_beside_a_busy_node(both) -> None:
+    """`-N 2 -n 3` placed beside a one-CPU job on c1: 1 CPU there, 2 on c2 (not 2 on each),
+    and `srun` with no options lays 3 tasks over them as srun does."""
+    name = "uneven beside a busy node"
+    want, got = both["slurm"][name]["files"], both["ranch"][name]["files"]
+    assert want["layout"] == "1,2 1,2\n"  # the scenario did what it meant to, on Slurm
+    assert {k: got.get(k) for k in ("layout", "srun", "step")} == {
+        k: want.get(k) for k in ("layout", "srun", "step")}
 
 
 def test_all_pairs_are_covered() -> None:
