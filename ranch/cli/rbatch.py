@@ -15,7 +15,6 @@ import time
 
 from ranch.cli import sbatch_options as so
 from ranch.cli.controller import LAUNCHER_USAGE, CliError, find_target
-from ranch.cli.sbatch_script import INVALID_ARRAY
 from ranch.cli.slurm_names import prog, version_text
 from ranch.protocol.limits import MAX_FRAME_BYTES, MAX_SCRIPT_BYTES
 
@@ -61,9 +60,10 @@ def read_script(values: dict, rest: list[str]) -> tuple[str, str, list[str]]:
         raise CliError(NOT_A_SCRIPT)
     if "\0" in text:
         raise CliError("the batch script holds NUL bytes: is it a binary file?")
-    from ranch.cli.sbatch_script import check_line_breaks
+    if "\r\n" in text:
+        from ranch.cli.sbatch_script import check_line_breaks
 
-    check_line_breaks(text, prog("rbatch"))
+        check_line_breaks(text, prog("rbatch"))
     return text, path or "", list(rest[1:])  # show job's Command: the path sbatch read
 
 
@@ -92,8 +92,6 @@ def _check_request_size(body: dict) -> None:
 def script_values(script: str) -> dict[str, object]:
     """The options of the script's #SBATCH/#RANCH lines (a later line wins), then those its
     #PBS lines stand for, which win over them (sbatch reads #PBS lines second)."""
-    from ranch.cli.sbatch_script import pbs_words
-
     values: dict[str, object] = {}
     try:
         for line, words in so.directive_words(script, DIRECTIVES):
@@ -104,6 +102,8 @@ def script_values(script: str) -> dict[str, object]:
                                          f"line {line})")
             values.update(found)
         if "#PBS" in script:
+            from ranch.cli.sbatch_script import pbs_words
+
             found, _ = so.parse(pbs_words(script), where=" (#PBS line)", positional=False)
             values.update(found)
     except so.OptionError as exc:
@@ -158,6 +158,8 @@ def run(argv: list[str]) -> int:
     except Refused as exc:
         where = f" ({exc.field})" if exc.field else ""
         if exc.field == "array":  # slurmctld's words for every --array it refuses
+            from ranch.cli.sbatch_script import INVALID_ARRAY
+
             raise CliError(INVALID_ARRAY) from None
         if body["test_only"]:
             raise CliError(f"allocation failure: {exc.message}{where}") from None

@@ -337,9 +337,11 @@ def from_environment(env: Mapping[str, str], variables: Iterable[tuple[str, str]
 def directive_words(script: str, tags: tuple[str, ...]) -> list[tuple[int, list[str]]]:
     """(line number, words) of the option lines (`#SBATCH ...`) before the first command, as
     sbatch reads them (cli/sbatch_script.py: the tag at the line's start, `#` a comment)."""
+    out: list[tuple[int, list[str]]] = []
+    if not any(tag in script for tag in tags):
+        return out  # a script without directives loads nothing more (rbatch's import budget)
     from ranch.cli.sbatch_script import directive_lines, split_words
 
-    out: list[tuple[int, list[str]]] = []
     for tag in tags:
         for n, text in directive_lines(script, tag):
             try:
