@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable
 
 from ranch.cli.controller import CliError
+from ranch.cli.slurm_names import prog
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hour|d|day)s?$", re.IGNORECASE)
 _UNIT = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400,
@@ -196,7 +197,8 @@ def _follow(target, body: dict, as_json: bool) -> int:
                 if as_json:
                     out.append(orjson.dumps({"missed": missed}).decode())
                 else:
-                    out.append(f"rcontrol: {missed} event(s) missed: this reader fell behind")
+                    out.append(f"{prog('rcontrol')}: {missed} event(s) missed: this reader "
+                               "fell behind")
             for e in events:
                 out.append(orjson.dumps(e).decode() if as_json else event_line(e))
             if out:
@@ -241,8 +243,8 @@ def membership_command(target, action: str, words: list[str]) -> int:
     result = ask(target, "NodeMembership", body, want="UpdateResult")
     errors = result.get("errors") or ()
     for err in errors:
-        print(f"rcontrol: error: {err}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
     ok = result.get("ok") is True
     if not ok and not errors:
-        print(f"rcontrol: error: the controller refused to {action}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: the controller refused to {action}", file=sys.stderr)
     return 0 if ok else 1

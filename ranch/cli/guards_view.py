@@ -7,6 +7,7 @@ import getpass
 import sys
 
 from ranch.cli.controller import CliError, Target, ask
+from ranch.cli.slurm_names import prog
 
 GUARD_WORDS = ("down", "drain")
 _FIELDS = (("percent", "Percent"), ("window", "Window"), ("min_nodes", "MinNodes"))
@@ -106,7 +107,7 @@ def _report(reply: dict, guard: str, verb: str) -> int:
     from ranch.conf.hostlist import fold
 
     for err in reply.get("errors") or ():
-        print(f"rcontrol: error: {err}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
     changed = reply.get("changed") or ()
     if changed:
         print(f"{verb}: {fold(list(changed))}")

@@ -2,8 +2,9 @@
 22.05 builds the job's environment (src/sbatch/sbatch.c, env_merge_filter in src/common/env.c).
 
 ALL (the default): everything. NONE: only the SLURM* variables. A list: its NAME (the caller's
-value) and NAME=value entries, in order (a later entry overwrites an earlier one, `ALL` among
-them loads everything at that point), then every SLURM_* variable of the caller on top.
+value) and NAME=value entries (a NONE among them adds nothing), in order (a later entry
+overwrites an earlier one, `ALL` among them loads everything at that point), then every SLURM_*
+variable of the caller on top.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ def exported(export: str | None, environ: Mapping[str, str]) -> dict[str, str]:
     for tok in quote_tokens(export):
         if tok.upper() == "ALL":
             env.update(environ)
+        elif tok.upper() == "NONE":  # NONE,FOO=z: FOO alone (sbatch 22.05 takes it so)
+            continue
         elif "=" in tok:
             name, _, value = tok.partition("=")
             env[name] = value
@@ -58,8 +61,6 @@ def check(export: str) -> str | None:
         return None
     if not toks:
         return "--export: expected ALL, NONE or a list of NAME[=value]"
-    if any(t.upper() == "NONE" for t in toks) and len(toks) > 1:
-        return "--export=NONE takes no variables (use --export=NAME,... or ALL,NAME=value)"
     for t in toks:
         name = t.partition("=")[0]
         if not name or "\0" in t:

@@ -60,6 +60,10 @@ def read_script(values: dict, rest: list[str]) -> tuple[str, str, list[str]]:
         raise CliError(NOT_A_SCRIPT)
     if "\0" in text:
         raise CliError("the batch script holds NUL bytes: is it a binary file?")
+    if "\r\n" in text:
+        from ranch.cli.sbatch_script import check_line_breaks
+
+        check_line_breaks(text, prog("rbatch"))
     return text, path or "", list(rest[1:])  # show job's Command: the path sbatch read
 
 
@@ -86,7 +90,8 @@ def _check_request_size(body: dict) -> None:
 
 
 def script_values(script: str) -> dict[str, object]:
-    """The options of the script's #SBATCH/#RANCH lines (a later line wins)."""
+    """The options of the script's #SBATCH/#RANCH lines (a later line wins), then those its
+    #PBS lines stand for, which win over them (sbatch reads #PBS lines second)."""
     values: dict[str, object] = {}
     try:
         for line, words in so.directive_words(script, DIRECTIVES):
@@ -95,6 +100,11 @@ def script_values(script: str) -> dict[str, object]:
                 if key in so.COMMAND_LINE_ONLY:
                     raise so.OptionError(f"--{key} is not allowed in a batch script (script "
                                          f"line {line})")
+            values.update(found)
+        if "#PBS" in script:
+            from ranch.cli.sbatch_script import pbs_words
+
+            found, _ = so.parse(pbs_words(script), where=" (#PBS line)", positional=False)
             values.update(found)
     except so.OptionError as exc:
         raise _usage_error(exc) from None
@@ -147,6 +157,10 @@ def run(argv: list[str]) -> int:
         reply = request(target, "SubmitJob", body, want="SubmitReply")
     except Refused as exc:
         where = f" ({exc.field})" if exc.field else ""
+        if exc.field == "array":  # slurmctld's words for every --array it refuses
+            from ranch.cli.sbatch_script import INVALID_ARRAY
+
+            raise CliError(INVALID_ARRAY) from None
         if body["test_only"]:
             raise CliError(f"allocation failure: {exc.message}{where}") from None
         raise CliError(f"Batch job submission failed: {exc.message}{where}") from None

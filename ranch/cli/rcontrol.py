@@ -18,7 +18,7 @@ from ranch.cli.controller import (
 )
 from ranch.cli.quickargs import SUPPRESS, Table
 from ranch.cli.slurm_names import RANCH_VERSION as VERSION
-from ranch.cli.slurm_names import version_text
+from ranch.cli.slurm_names import prog, version_text
 from ranch.conf.hostlist import expand, fold
 
 TYPE_CHECKING = False
@@ -124,6 +124,15 @@ def show(s: Session, words: list[str]) -> int:
         raise CliError("show needs what to show: node, partition, config, hostnames, hostlist")
     entity = _pick(words[0], SHOW_ENTITIES, "show entity")
     rest = words[1:]
+    if entity == "hostnames" and not rest:
+        # scontrol 22.05 reads SLURM_NODELIST (in a job: the job's nodes); without it, an
+        # error line and exit 0
+        import os
+
+        rest = [os.environ.get("SLURM_NODELIST", "")]
+        if not rest[0]:
+            print(f"{prog('rcontrol')}: error: host list is empty", file=sys.stderr)
+            return 0
     if entity in ("hostnames", "hostlist", "hostlistsorted"):
         if len(rest) != 1:
             raise CliError(f"show {entity} takes one host list expression")
@@ -299,10 +308,10 @@ def update(s: Session, words: list[str]) -> int:
         # scontrol's line, which scripts match; the names follow on the next line.
         print("slurm_update error: Invalid node name specified", file=sys.stderr)
     for err in errors:
-        print(f"rcontrol: error: {err}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
     ok = result.get("ok") is True
     if not ok and not errors:
-        print("rcontrol: error: the controller refused the update", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: the controller refused the update", file=sys.stderr)
     return 0 if ok else 1
 
 
@@ -311,10 +320,10 @@ def reconfigure(s: Session) -> int:
 
     result = ask(s.target, "Reconfigure", {"user": getpass.getuser()}, want="ReconfigureResult")
     for warning in result.get("warnings") or ():  # the new config's, as rctld logged them
-        print(f"rcontrol: warning: {warning}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: warning: {warning}", file=sys.stderr)
     if result.get("ok") is True:
         return 0
-    print("rcontrol: error: reconfigure failed; the controller keeps its running config",
+    print(f"{prog('rcontrol')}: error: reconfigure failed; the controller keeps its running config",
           file=sys.stderr)
     for err in result.get("errors") or ():
         print(err, file=sys.stderr)
@@ -398,8 +407,6 @@ def run(args: Namespace) -> int:
             if not exc.message.endswith(" invalid"):
                 raise
             # scontrol says so and exits with its exit code so far: 0 (scontrol.c, case 'u')
-            from ranch.cli.slurm_names import prog
-
             print(f"{prog('rcontrol')}: error: {exc.message}", file=sys.stderr)
             return 0
     words = []

@@ -6,6 +6,7 @@ import getpass
 import sys
 
 from ranch.cli.controller import CliError, Target, ask
+from ranch.cli.slurm_names import prog
 from ranch.conf.hostlist import expand
 
 NEXT_STATES = {"DOWN": "DOWN", "RESUME": "RESUME"}
@@ -56,7 +57,7 @@ def _report(result: dict, slurm_line: str) -> int:
     if any(e.startswith("unknown node") for e in errors):
         print(f"{slurm_line}: Invalid node name specified", file=sys.stderr)
     for err in errors:
-        print(f"rcontrol: error: {err}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
     return 0 if result.get("ok") is True else 1
 
 

@@ -7,6 +7,7 @@ import sys
 import time
 
 from ranch.cli.controller import CliError, Target, ask
+from ranch.cli.slurm_names import prog
 from ranch.conf.timefmt import slurm_timestamp
 
 KEYS = {"reservationname": "name", "reservation": "name", "starttime": "start",
@@ -86,7 +87,7 @@ def command(target: Target, action: str, words: list[str]) -> int:
     else:
         print(f"delete_reservation {' '.join(words)}: {errors[0]}", file=sys.stderr)
     for err in errors[1:]:
-        print(f"rcontrol: error: {err}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
     return 1
 
 

@@ -259,6 +259,14 @@ def slurm_env(v: dict[str, object], res: dict[str, object]
         after["SLURM_MEM_PER_GPU"] = str(res["mem_per_gpu"])
     if res.get("mem_per_cpu"):
         after["SLURM_MEM_PER_CPU"] = str(res["mem_per_cpu"])
+    if "mem" in v:
+        after["SLURM_MEM_PER_NODE"] = str(res["mem_mib"])
+    if arg(v, "account"):  # slurmctld lowercases it; slurmd sets it when the job has one
+        after["SLURM_JOB_ACCOUNT"] = arg(v, "account").lower()
+    if v.get("array"):  # the same in every task of the array: the node need not know them
+        from ranch.cli.sbatch_script import array_env
+
+        after.update(array_env(_array(v["array"])))
     if "get-user-env" in v or (export is not None and str(export).upper() != "ALL"):
         after["SLURM_GET_USER_ENV"] = "1"  # sbatch: NONE and lists imply --get-user-env
     return before, after
@@ -321,7 +329,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "requeue": v.get("requeue", True) is not False,
         "exclusive": whole,
         "oversubscribe": oversub,
-        "array": v.get("array") or "",
+        "array": _array(v.get("array")),
         "hold": bool(v.get("hold")),
         "submit_host": os.uname().nodename,
         "command": command,
@@ -347,6 +355,14 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         del out["time_limit"]  # the partition's DefaultTime
         del out["time_limit_s"]
     return out
+
+
+def _array(text: object) -> str:
+    if not text:
+        return ""
+    from ranch.cli.sbatch_script import array_spec
+
+    return array_spec(str(text))
 
 
 def _partitions(text: object) -> str:

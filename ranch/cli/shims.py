@@ -21,7 +21,20 @@ from pathlib import Path
 from ranch.cli.slurm_names import COMMANDS, module_path
 
 MARK = "# written by ranch-slurm-shims"
-TEMPLATE = """#!/bin/sh
+# A Python script that Python runs itself: a shell between the caller and Ranch would drop the
+# variables whose names are no shell names, dash all of them, and exported bash functions
+# (`export -f`, Lmod's and Environment Modules' `module`: BASH_FUNC_module%%) would never
+# reach the job.
+TEMPLATE = """#!{python} -I
+{mark}: Slurm's `{name}` runs Ranch's {ranch}.
+# Remove this file (or take {dir} off PATH) to give the name back.
+import sys; sys.path.insert(0, {root!r})
+from ranch.cli.controller import exit_now; from ranch.cli.slurm_names import main
+exit_now(main([{name!r}, *sys.argv[1:]]))
+"""
+# where the interpreter's path cannot be a #! line (blanks in it, or longer than the kernel
+# reads): through sh, which keeps every variable whose name is a shell name
+SH_TEMPLATE = """#!/bin/sh
 {mark}: Slurm's `{name}` runs Ranch's {ranch}.
 # Remove this file (or take {dir} off PATH) to give the name back.
 exec {python} -I -c 'import sys; sys.path.insert(0, sys.argv.pop(1)); \\
@@ -29,6 +42,7 @@ from ranch.cli.controller import exit_now; from ranch.cli.slurm_names import mai
 exit_now(main())' \\
   {root} {name} "$@"
 """
+SHEBANG_MAX = 120  # Linux reads 127 bytes of a #! line before 5.1
 
 
 def _quote(text: str) -> str:
@@ -36,8 +50,11 @@ def _quote(text: str) -> str:
 
 
 def shim_text(name: str, directory: Path, python: str, root: str) -> str:
-    return TEMPLATE.format(mark=MARK, name=name, ranch=COMMANDS[name][0], dir=directory,
-                           python=_quote(python), root=_quote(root))
+    if len(python) <= SHEBANG_MAX and not any(c.isspace() for c in python):
+        return TEMPLATE.format(mark=MARK, name=name, ranch=COMMANDS[name][0], dir=directory,
+                               python=python, root=root)
+    return SH_TEMPLATE.format(mark=MARK, name=name, ranch=COMMANDS[name][0], dir=directory,
+                              python=_quote(python), root=_quote(root))
 
 
 def write(directory: Path, *, force: bool = False, python: str = sys.executable) -> list[str]:

@@ -9,6 +9,7 @@ import sys
 import time
 
 from ranch.cli.controller import CliError, Target
+from ranch.cli.slurm_names import prog
 
 JOB_ACTIONS = ("requeue", "hold", "release")
 _PATTERN = re.compile(r"%(%|\d*)([aAjJnNstux]?)")
@@ -263,7 +264,7 @@ def job_action(target: Target, action: str, words: list[str],
     body = {"action": action, "job_ids": list(ids), "user": user, "uid": uid}
     result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
     for err in result.get("errors") or ():
-        print(f"rcontrol: error: {err}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
     return 0 if result.get("ok") is True else 1
 
 
@@ -303,6 +304,6 @@ def update_job(target: Target, words: list[str], acting: tuple[str, int] | None 
             "user": user, "uid": uid, "begin_time": begin}
     result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
     for err in result.get("errors") or ():
-        print(f"rcontrol: error: {err}", file=sys.stderr)
+        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
     return 0 if result.get("ok") is True else 1
 

@@ -43,13 +43,30 @@ def _per_node(spec: JobSpec, env: dict[str, str]) -> dict[str, str]:
     out = {}
     if per_node:
         out["SLURM_JOB_CPUS_PER_NODE"] = hostlist.compress_counts(per_node)
-    if not tasks_given:  # as many tasks as the CPUs hold (Slurm's layout without -n)
-        if per_node:
-            out["SLURM_TASKS_PER_NODE"] = hostlist.compress_counts(
-                max(1, c // per_task) for c in per_node)
-    elif spec.ntasks % nodes == 0:
+        ntasks = spec.ntasks if tasks_given else sum(max(1, c // per_task) for c in per_node)
+        out["SLURM_TASKS_PER_NODE"] = hostlist.compress_counts(
+            block_layout(ntasks, [max(1, c // per_task) for c in per_node]))
+    elif tasks_given and spec.ntasks % nodes == 0:
         out["SLURM_TASKS_PER_NODE"] = hostlist.compress_counts([spec.ntasks // nodes] * nodes)
     return out
+
+
+def block_layout(ntasks: int, room: list[int]) -> list[int]:
+    """Tasks per node as slurmstepd lays out a batch job's (slurm_step_layout.c,
+    _task_layout_block without pack_nodes; cli/alloc_env.py does salloc's the same way):
+    rounds over the nodes while they have room for another task, then over all of them."""
+    tasks = [0] * len(room)
+    placed, j, over = 0, 0, False
+    while placed < ntasks and room:
+        spare = False
+        for i, cap in enumerate(room):
+            if placed < ntasks and (j < cap or over):
+                tasks[i] += 1
+                placed += 1
+                spare = spare or j + 1 < cap
+        over = over or not spare
+        j += 1
+    return tasks
 
 
 def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
@@ -98,7 +115,9 @@ def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
         ours["SLURM_RESTART_COUNT"] = str(spec.restarts)
     else:
         env.pop("SLURM_RESTART_COUNT", None)  # an outer job's, inherited
-    if spec.mem_mib:
+    # what the job asked (rbatch sets it for --mem): not what --mem-per-cpu or --exclusive
+    # came to, as slurmd reads the job's pn_min_memory
+    if spec.mem_mib and "SLURM_MEM_PER_NODE" in env:
         ours["SLURM_MEM_PER_NODE"] = str(spec.mem_mib)
     if spec.array_job_id:
         ours["SLURM_ARRAY_JOB_ID"] = str(spec.array_job_id)

@@ -83,3 +83,34 @@ def test_a_file_it_did_not_write_is_never_replaced(tmp_path: Path) -> None:
     assert shims(directory, "--force").returncode == 0
     assert shims(directory, "--remove").returncode == 0
     assert list(directory.iterdir()) == []
+
+
+def test_exported_bash_functions_pass_through(tmp_path: Path) -> None:
+    """No shell stands between the caller and Ranch: dash drops variables whose names are no
+    shell names, so `export -f module` (Lmod's BASH_FUNC_module%%) would never reach a job.
+    The shim's interpreter is replaced by one that prints what it was given."""
+    from ranch.cli import shims as shim_module
+
+    fake = tmp_path / "fake-python"
+    fake.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                    "print(json.dumps([sys.argv[1:], dict(os.environ)]))\n")
+    fake.chmod(0o755)
+    shim_module.write(tmp_path / "bin", python=str(fake))
+    done = subprocess.run(["bash", "-c", "module() { echo loaded; }; export -f module; "
+                           f"exec {tmp_path / 'bin' / 'sbatch'} --wrap true"],
+                          capture_output=True, text=True, timeout=60)
+    import json
+
+    argv, env = json.loads(done.stdout)
+    assert argv[0] == "-I" and argv[-2:] == ["--wrap", "true"]
+    assert env["BASH_FUNC_module%%"].startswith("() {")
+
+
+def test_scontrol_errors_name_scontrol(bindir: Path) -> None:
+    """rcontrol's own error lines say `scontrol:` under that name (here: hostnames with no
+    list and no SLURM_NODELIST: an error, exit 0, as scontrol 22.05)."""
+    env_free = call(bindir, "env", "-u", "SLURM_NODELIST", "scontrol", "show", "hostnames")
+    assert env_free.returncode == 0, env_free.stderr
+    assert env_free.stderr == "scontrol: error: host list is empty\n"
+    listed = call(bindir, "env", "SLURM_NODELIST=c[1-3]", "scontrol", "show", "hostnames")
+    assert listed.stdout == "c1\nc2\nc3\n"

@@ -29,8 +29,6 @@ KEYS = ("JobName", "JobState", "Reason", "ExitCode", "BatchFlag", "NodeList", "N
 GAPS: dict[tuple[str, str], str] = {
     **{(s, "NumTasks"): "job layer: a job that never ran and had no -n shows NumTasks=N/A in "
        "Slurm; Ranch's record cannot tell an -n 1 from no -n" for s in ("-I", "-I2")},
-    ("no-shell", "NumCPUs"): "job layer: an --exclusive job counts every CPU of its nodes in "
-    "Slurm (NumCPUs=4 on 2x2); Ranch counts what it asked for (2)",
 }
 SALLOC = ("salloc env", "salloc exit 3", "revoked", "no-shell", "-I", "-I2", "salloc waits")
 SRUN = ("srun hostname", "srun kill -9", "srun exit 137")

@@ -37,6 +37,16 @@ class JobListing:
                     seen[jid] = list(job.nodes)
         return sorted(seen.items())
 
+    def _cpus(self, job: Job) -> int:
+        """The CPUs of a job that holds none now: an exclusive one that ran held every CPU of
+        its nodes (Slurm still shows them once it ended), any other what it asks for."""
+        if job.req.exclusive and job.nodes:
+            nodes = self.c.nodes
+            return sum(nodes[n].cfg.cpus for n in job.nodes if n in nodes)
+        if job.need.spread:
+            return job.req.ntasks * job.req.cpus_per_task
+        return job.need.cpus * job.need.nodes
+
     def record(self, job: Job) -> dict[str, Any]:
         """The job's record, built anew: kept for every job, the ~70-key dicts cost 1.6 KB a
         job (8 MB with 5,000 queued) once anything listed them; the record is kept encoded
@@ -65,9 +75,7 @@ class JobListing:
             "time_limit": job.time_limit,
             "nodes": hostlist.fold(list(job.nodes)) if job.nodes else "",
             "node_count": len(job.nodes) or job.need.nodes,
-            "cpus": sum(s.cpus for s in job.shares.values()) or (
-                req.ntasks * req.cpus_per_task if job.need.spread
-                else job.need.cpus * job.need.nodes),
+            "cpus": sum(s.cpus for s in job.shares.values()) or self._cpus(job),
             "ntasks": req.ntasks,
             "cpus_per_task": req.cpus_per_task,
             "mem_per_node": req.mem_mib,

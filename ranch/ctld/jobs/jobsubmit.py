@@ -283,7 +283,10 @@ class JobSubmission:
             return m.Error("bad_request", message, field=fld)
 
         num_nodes = max(req.num_nodes, len(set(req_nodes)))
-        if req.max_nodes is not None and req.max_nodes != num_nodes:
+        # tasks that do not divide evenly over the nodes are laid out as Slurm does (-N 2 -n 3
+        # holds 2 CPUs on one node and 1 on the other, not 2 on each): spread over them
+        uneven = req.ntasks_given and num_nodes > 1 and req.ntasks % num_nodes != 0
+        if (req.max_nodes is not None and req.max_nodes != num_nodes) or uneven:
             spread = _spread_need(req, pc.name, num_nodes, members, req_nodes, exc_nodes)
             if isinstance(spread, str):
                 return bad(spread, "ntasks" if req.max_nodes == 0 else "max_nodes")

@@ -224,8 +224,22 @@ def _place_spread(
             return None, "Resources"
     if left <= 0 and len(shares) >= need.nodes:
         return shares, ""
+    ranked: Iterable[tuple[Any, int]] = order(others)
+    if not shares and need.nodes <= 1 and not need.exclusive:
+        # one node that holds every task now is taken alone, as cons_tres does (measured:
+        # -n 2 beside a 1-CPU job on c1 runs on c2 alone, not on c1 and c2); the nodes
+        # looked at are kept for the first fit below (`order` is lazy)
+        seen = []
+        for node, rank in ranked:
+            seen.append((node, rank))
+            use = uses.get(node.name)
+            if (share_on(node.cfg, use, need) is not None and need.tasks * need.cpus_per_task
+                    <= node.cfg.cpus - (use.cpus if use else 0)):
+                take(node)
+                return shares, ""
+        ranked = seen
     usable = 0
-    for node, _rank in order(others):
+    for node, _rank in ranked:
         if node.name in shares:
             continue
         if capacity_fits(node.cfg, need):

@@ -120,6 +120,11 @@ class JobSteps:
         if msg.ntasks_per_node and any(c > msg.ntasks_per_node for c in counts):
             raise StepError(NOT_AVAILABLE)
         chosen = self._place(msg, nodes, want, free, counts[0] * cpt)
+        if not msg.ntasks_per_node:  # srun's block layout over the job's CPUs on each node
+            counts = block_counts(ntasks, [job.shares[n].cpus // cpt if n in job.shares else 0
+                                           for n in chosen])
+            if not all(counts):
+                raise StepError(TOO_MANY_CPUS)
         for name, count in zip(chosen, counts, strict=True):
             share = job.shares.get(name)
             if share is None or count * cpt > share.cpus:
@@ -274,3 +279,22 @@ class JobSteps:
             if step.id == step_id:
                 return step
         return None
+
+
+def block_counts(ntasks: int, room: list[int]) -> list[int]:
+    """Tasks per node as slurm_step_layout_create lays out a block step (_task_layout_block
+    without pack_nodes): rounds over the nodes while they have room for another task, then
+    over all of them. Equal rooms give the even split, the remainder first; uneven ones (a
+    -N 2 -n 3 job holds 2 CPUs on one node, 1 on the other) fill the larger."""
+    tasks = [0] * len(room)
+    placed, j, over = 0, 0, False
+    while placed < ntasks and room:
+        spare = False
+        for i, cap in enumerate(room):
+            if placed < ntasks and (j < cap or over):
+                tasks[i] += 1
+                placed += 1
+                spare = spare or j + 1 < cap
+        over = over or not spare
+        j += 1
+    return tasks
