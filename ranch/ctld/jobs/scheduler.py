@@ -233,8 +233,10 @@ def _place_spread(
         for node, rank in ranked:
             seen.append((node, rank))
             use = uses.get(node.name)
+            idle_gpus = node.cfg.gpus - len(use.gpus if use else ())
             if (share_on(node.cfg, use, need) is not None and need.tasks * need.cpus_per_task
-                    <= node.cfg.cpus - (use.cpus if use else 0)):
+                    <= node.cfg.cpus - (use.cpus if use else 0)
+                    and need.tasks * need.gpus_per_task <= idle_gpus):
                 take(node)
                 return shares, ""
         ranked = seen
