@@ -150,7 +150,7 @@ class Pages:
 
     def routes(self) -> list[Route]:
         return [
-            Route("/ui/nodes/{name}", self.node),
+            Route("/ui/node/{name}", self.node),
             Route("/ui/job/{job_id}", self.job),
             Route("/ui/job/{job_id}/{action}", self.act, methods=["POST"]),
         ]

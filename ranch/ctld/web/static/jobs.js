@@ -1,5 +1,5 @@
 // Ranch web page, part two: the node panel's detail (valid actions, jobs, GPUs from
-// /ui/nodes/NAME), the job queue (/api/v1/jobs: the records of `rqueue --json`), a job's page
+// /ui/node/NAME), the job queue (/api/v1/jobs: the records of `rqueue --json`), a job's page
 // (/ui/job/ID) with the commands its reader may give, and the token sign-in. Uses app.js's
 // globals ($, headers, token, feed, selected, POLL_MS, stateClass, fmtTime).
 "use strict";
@@ -34,7 +34,7 @@ const jobLink = (id) => { const a = el("a", id); a.href = "#job/" + id; return a
 
 // -- the node panel's detail -------------------------------------------------------------------
 async function loadNodeDetail(name) {
-  const r = await fetch("/ui/nodes/" + encodeURIComponent(name), {headers: headers({}),
+  const r = await fetch("/ui/node/" + encodeURIComponent(name), {headers: headers({}),
                                                                   cache: "no-store"});
   if (!r.ok || selected < 0 || feed.nodes.name[selected] !== name) return;
   const d = await r.json();
