@@ -190,6 +190,7 @@ def test_node_panel_queue_and_job_page(tmp_path) -> None:
             b.wait_js("document.querySelectorAll('#queue-rows tr').length === 1 &&"
                       f" document.querySelector('#queue-rows tr').dataset.id === '{held}'",
                       what="bob's own job only")
+            _shot(b, "queue-bob.png")
             b.js(f"location.hash = '#job/{running}'")
             b.wait_js("!document.getElementById('jd-error').hidden", what="a refusal")
             assert "no such job" in b.js("document.getElementById('jd-error').textContent")
@@ -211,6 +212,7 @@ def test_node_panel_queue_and_job_page(tmp_path) -> None:
             b.wait_js("document.getElementById('p-noact').textContent.includes('admin')",
                       what="no node buttons for bob")
             assert b.js("document.getElementById('b-drain').hidden") is True
+            _shot(b, "node-n3-bob.png")
             assert b.js("window.cspViolations") == []
         after = json.loads(cli(c, "ranch.cli.rcontrol", "show", "job", str(held), "--json"))
         assert after["jobs"][0]["job_state"] == ["CANCELLED"]  # bob's click, rcancel's path

@@ -162,7 +162,8 @@ function renderJob(j) {
     ["Nodes", j.nodes || "—"], ["GPUs", gpus || "—"], ["CPUs", num(j.cpus)],
     ["Submitted", fmtTime(num(j.submit_time))],
     [st === "PENDING" ? "Est. start" : "Started", start ? fmtTime(start) : "—"],
-    ["Elapsed / limit", `${dur(start && st !== "PENDING" ? (end || j.now) - start : null)} / ${limitText(j.time_limit)}`],
+    ["Elapsed / limit", `${dur(start && st !== "PENDING" ? (end || j.now) - start : null) || "—"}`
+                        + ` / ${limitText(j.time_limit)}`],
     ["Exit code", exit], ["Work dir", j.current_working_directory],
     ["Output", j.standard_output], ["Error", j.standard_error],
   ];
