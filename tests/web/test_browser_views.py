@@ -176,7 +176,9 @@ def test_node_panel_queue_and_job_page(tmp_path) -> None:
             facts = b.js("Object.fromEntries([...document.querySelectorAll('#jd-facts dt')]"
                          ".map(d => [d.textContent, d.nextElementSibling.textContent]))")
             assert facts["Nodes"] == "n1" and facts["GPUs"] == f"n1: {gpu_idx}"
-            assert facts["Output"] == shown["standard_output"]
+            text = cli(c, "ranch.cli.rcontrol", "show", "job", str(running))
+            stdout = next(w for w in text.split() if w.startswith("StdOut="))
+            assert facts["Output"] == stdout.removeprefix("StdOut=")
             assert b.js("[...document.querySelectorAll('#jd-actions button')].map(x => x.id)"
                         ) == ["ja-cancel", "ja-requeue"]
             _shot(b, "job-running-admin.png")

@@ -97,6 +97,9 @@ class Pages:
             "steps": rec.get("steps") or [],
             "gpu_indices": rec.get("gpu_indices") or {},
             "held": rec.get("held") or "",
+            "batch": bool(rec.get("batch_flag", 1)),  # 0: an allocation (ralloc, rrun)
+            "stdout_path": output_path(rec.get("stdout") or "", rec),
+            "stderr_path": output_path(rec.get("stderr") or rec.get("stdout") or "", rec),
             "now": now or time.time(),
             "script": self._script_head(job) if owner else None,
             "script_hidden": None if owner else (
@@ -154,6 +157,20 @@ class Pages:
             Route("/ui/job/{job_id}", self.job),
             Route("/ui/job/{job_id}/{action}", self.act, methods=["POST"]),
         ]
+
+
+def output_path(pattern: str, j: dict) -> str:
+    """An output file as `rcontrol show job` prints it (StdOut=): %A %a %j %u %x filled in, the
+    rest left for the node, under the workdir. The same rule as ranch/cli/show_jobs.py
+    expand_path (ctld may not import cli; tests/web/test_browser_views.py compares the two)."""
+    if not pattern:
+        return ""
+    array = j.get("array_task_id") is not None
+    path = pattern.replace("%A", str(j.get("array_job_id") if array else j["job_id"]))
+    path = path.replace("%a", str(j["array_task_id"] if array else 4294967294))
+    path = path.replace("%j", str(j["job_id"])).replace("%u", j.get("user", ""))
+    path = path.replace("%x", j.get("name", ""))
+    return path if path.startswith("/") else f"{j.get('workdir', '')}/{path}"
 
 
 def _node_job(j: dict, name: str) -> dict[str, Any]:

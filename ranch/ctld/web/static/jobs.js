@@ -165,7 +165,8 @@ function renderJob(j) {
     ["Elapsed / limit", `${dur(start && st !== "PENDING" ? (end || j.now) - start : null) || "—"}`
                         + ` / ${limitText(j.time_limit)}`],
     ["Exit code", exit], ["Work dir", j.current_working_directory],
-    ["Output", j.standard_output], ["Error", j.standard_error],
+    ["Output", j.batch ? j.stdout_path : "— (an allocation)"],
+    ["Error", j.batch ? j.stderr_path : "—"],
   ];
   const dl = $("jd-facts");
   dl.textContent = "";
