@@ -120,6 +120,9 @@ def test_node_panel_queue_and_job_page(tmp_path) -> None:
                  "e.violatedDirective + ' ' + e.blockedURI))")
             b.wait_js("document.querySelectorAll('#grid .c').length === 4", what="the grid")
             _sign_in(b, TOKEN)  # alice, the admin
+            b.wait_js("document.getElementById('jobs-running').textContent === '1' &&"
+                      " document.getElementById('jobs-pending').textContent === '1'",
+                      what="the header counting every job")
 
             # Keyboard: the grid is one tab stop; ArrowRight opens the first node, n1.
             b.js("document.getElementById('grid').focus()")
@@ -193,6 +196,9 @@ def test_node_panel_queue_and_job_page(tmp_path) -> None:
                       f" document.querySelector('#queue-rows tr').dataset.id === '{held}'",
                       what="bob's own job only")
             _shot(b, "queue-bob.png")
+            b.wait_js("document.getElementById('jobs-running').textContent === '0' &&"
+                      " document.getElementById('jobs-pending').textContent === '1'",
+                      what="the header counting bob's jobs only")
             b.js(f"location.hash = '#job/{running}'")
             b.wait_js("!document.getElementById('jd-error').hidden", what="a refusal")
             assert "no such job" in b.js("document.getElementById('jd-error').textContent")

@@ -245,6 +245,11 @@ class Web:
     async def job_counts(self, request: Request) -> Response:
         if (refused := self._read_refusal(request)) is not None:
             return refused
+        reader = self._reader(request)
+        if "jobs" in self.cluster.config.access.private_data and not (reader and reader.admin):
+            # PrivateData=jobs: the header counts the reader's own jobs, as rqueue lists them
+            own = permissions.visible_jobs(self.cluster.config, reader, self._job_records()[1])
+            return Json(jobstats.counts(own), headers={"Cache-Control": "no-cache"})
         return Json(self._counts(), headers={"Cache-Control": "no-cache"})
 
     # -- the page --------------------------------------------------------------------------
