@@ -171,6 +171,7 @@ def test_node_panel_queue_and_job_page(tmp_path) -> None:
             assert b.js("[...document.querySelectorAll('#queue-rows tr')].map(r => r.dataset.id)"
                         ) == [str(held), str(running)]  # descending after the second sort
             _shot(b, "queue-admin.png")
+            assert _unnamed_controls(b) == []
 
             # The running job's page: script, GPUs, output, and what an admin may do.
             b.js(f"location.hash = '#job/{running}'")
