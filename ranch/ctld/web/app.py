@@ -26,6 +26,9 @@ from ranch.ctld import logs
 from ranch.ctld.rpc import permissions
 from ranch.ctld.web import grid, jobstats, metrics
 from ranch.ctld.web.limits import BodyTooLarge, read_body
+from ranch.ctld.web.pages import Pages
+from ranch.ctld.web.responses import Json
+from ranch.ctld.web.responses import error as _error
 from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
 from ranch.ctld.web.webports import WebServices
 from ranch.protocol import messages as m
@@ -54,21 +57,6 @@ PAGE_HEADERS = {
     "Referrer-Policy": "no-referrer",
 }
 _WRITE_KEYS = ("state", "reason")
-
-
-class Json(Response):
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return content if isinstance(content, bytes) else orjson.dumps(content)
-
-
-def _error(status: int, message: str, field: str | None = None,
-           headers: dict[str, str] | None = None) -> Json:
-    err: dict[str, Any] = {"error": message}
-    if field:
-        err["field"] = field
-    return Json({"errors": [err]}, status_code=status, headers=headers)
 
 
 _CHALLENGE = {"WWW-Authenticate": "Bearer"}
@@ -257,6 +245,11 @@ class Web:
     async def job_counts(self, request: Request) -> Response:
         if (refused := self._read_refusal(request)) is not None:
             return refused
+        reader = self._reader(request)
+        if "jobs" in self.cluster.config.access.private_data and not (reader and reader.admin):
+            # PrivateData=jobs: the header counts the reader's own jobs, as rqueue lists them
+            own = permissions.visible_jobs(self.cluster.config, reader, self._job_records()[1])
+            return Json(jobstats.counts(own), headers={"Cache-Control": "no-cache"})
         return Json(self._counts(), headers={"Cache-Control": "no-cache"})
 
     # -- the page --------------------------------------------------------------------------
@@ -280,16 +273,6 @@ class Web:
             headers["Content-Encoding"] = "gzip"
             return Json(self.feed.gzipped(snap), headers=headers)
         return Json(self.feed.build(snap), headers=headers)
-
-    async def node_detail(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request, "nodes")) is not None:
-            return refused
-        name = request.path_params["name"]
-        for rec in self.cluster.snapshot(metrics=True).nodes:
-            if rec["name"] == name:
-                return Json({"node": node_json(rec), "metrics": rec.get("metrics"),
-                             "health_note": grid.health_note(rec)})
-        return _error(404, f"Node {name} not found", "name")
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -356,7 +339,8 @@ class Web:
             Route("/ui/jobs.json", self.job_counts),
             Route("/metrics", self.metrics),
             Route("/ui/grid.json", self.grid_feed),
-            Route("/ui/node/{name}", self.node_detail),
+            *Pages(self.cluster, self._read_refusal, self._reader, self._who,
+                   self._job_records).routes(),  # the node panel and the job views
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
         ]
 

@@ -9,9 +9,13 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.conf.model import ClusterConfig
+    from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.nodes.node import NodeRecord
     from ranch.ctld.ports import HealthBreaker, Watch
+    from ranch.ctld.rights import Identity
+    from ranch.ctld.site import Site
     from ranch.protocol import messages as m
+    from ranch.statemachine.policy import Policy
 
 
 class WebJobs(Protocol):
@@ -21,6 +25,14 @@ class WebJobs(Protocol):
     def gen(self) -> int: ...  # bumped by every change a listing shows
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes: ...
+
+    # The page's job view (ctld/web/pages.py): a job's record for its script and the job table's
+    # dry run, and the commands rcancel and rcontrol hold|release|requeue go through.
+    @property
+    def jobs(self) -> Mapping[int, Job]: ...
+
+    def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult: ...
+    def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult: ...
 
 
 class ReservationBook(Protocol):
@@ -44,6 +56,11 @@ class WebServices(Protocol):
     def reservations(self) -> ReservationBook: ...
     @property
     def jobs(self) -> WebJobs: ...
+
+    @property
+    def policy(self) -> Policy: ...  # the node table's settings, for the page's dry runs
+    @property
+    def site(self) -> Site: ...  # where job scripts are kept (state_dir)
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot: ...
     def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult: ...

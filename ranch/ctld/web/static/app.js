@@ -107,6 +107,7 @@ function askToken(why) {
   const input = document.createElement("input");
   input.type = "password";
   input.placeholder = "token";
+  input.setAttribute("aria-label", "Token");
   const go = document.createElement("button");
   go.className = "btn";
   go.textContent = "Use token";
@@ -244,6 +245,8 @@ function sizeBars(root) {
   for (const bar of root.querySelectorAll("i[data-pct]")) bar.style.width = bar.dataset.pct + "%";
 }
 
+let detailFor = "";  // "name state" of the node panel's last detail (jobs.js loadNodeDetail)
+
 function showPanel(i, fetchDetail = true) {
   if (cells[selected]) cells[selected].classList.remove("sel");
   selected = i;
@@ -278,6 +281,10 @@ function showPanel(i, fetchDetail = true) {
   }
   const note = feed.notes[nodes.health[i]], list = $("p-health");
   list.hidden = !note;
+  if (fetchDetail || detailFor !== nodes.name[i] + " " + st) {
+    detailFor = nodes.name[i] + " " + st;
+    loadNodeDetail(nodes.name[i]);
+  }
   list.textContent = "";
   for (const w of (note || "").split("; ").filter(Boolean)) {
     const li = document.createElement("li");
@@ -329,6 +336,23 @@ $("grid").addEventListener("click", (e) => {
   const cell = e.target.closest(".c");
   const i = cell && cell.dataset.i;
   if (i !== undefined) showPanel(Number(i));
+});
+// Keyboard: the grid is one tab stop; arrows move among the shown nodes, Enter/Space opens one.
+$("grid").addEventListener("keydown", (e) => {
+  if (!feed || !cells.length) return;
+  const shown = cells.filter((c) => !c.classList.contains("hidden"));
+  if (!shown.length) return;
+  const at = shown.indexOf(cells[selected]);
+  const perRow = Math.max(1, Math.round($("grid").clientWidth / (shown[0].offsetWidth + 3)));
+  const step = {ArrowRight: 1, ArrowLeft: -1, ArrowDown: perRow, ArrowUp: -perRow}[e.key];
+  if (step !== undefined) {
+    e.preventDefault();
+    const next = shown[Math.min(shown.length - 1, Math.max(0, at < 0 ? 0 : at + step))];
+    showPanel(Number(next.dataset.i));
+  } else if ((e.key === "Enter" || e.key === " ") && at < 0) {
+    e.preventDefault();
+    showPanel(Number(shown[0].dataset.i));
+  }
 });
 $("p-close").onclick = () => {
   $("panel").hidden = true;
