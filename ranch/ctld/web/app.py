@@ -26,6 +26,7 @@ from ranch.ctld import logs
 from ranch.ctld.rpc import permissions
 from ranch.ctld.web import grid, jobstats, metrics
 from ranch.ctld.web.limits import BodyTooLarge, read_body
+from ranch.ctld.web.restd import Restd
 from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
 from ranch.ctld.web.webports import WebServices
 from ranch.protocol import messages as m
@@ -358,6 +359,7 @@ class Web:
             Route("/ui/grid.json", self.grid_feed),
             Route("/ui/node/{name}", self.node_detail),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
+            *Restd(self).routes(),  # slurmrestd's own paths (ctld/web/restd.py)
         ]
 
 

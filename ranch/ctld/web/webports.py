@@ -11,16 +11,21 @@ if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.conf.model import ClusterConfig
     from ranch.ctld.nodes.node import NodeRecord
     from ranch.ctld.ports import HealthBreaker, Watch
+    from ranch.ctld.rights import Identity
     from ranch.protocol import messages as m
 
 
 class WebJobs(Protocol):
-    """The job store (ctld/jobs/store.py Jobs), as listings read it."""
+    """The job store (ctld/jobs/store.py Jobs), as listings read it and slurmrestd's paths
+    submit and cancel through it."""
 
     @property
     def gen(self) -> int: ...  # bumped by every change a listing shows
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes: ...
+    # rbatch's and rcancel's handlers, for slurmrestd's job/submit and DELETE job (restd.py)
+    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error: ...
+    def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult: ...
 
 
 class ReservationBook(Protocol):
