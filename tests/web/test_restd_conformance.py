@@ -142,8 +142,8 @@ def _slurmrestd(slurm, port: int, log: Path) -> subprocess.Popen:
 @pytest.fixture(scope="module")
 def answers(tmp_path_factory) -> dict[str, dict[str, tuple[int, Any]]]:
     if _find("slurmrestd") is None:
-        if os.environ.get("RANCH_REQUIRE_SLURM") == "1":
-            pytest.fail("RANCH_REQUIRE_SLURM=1 but slurmrestd is not installed "
+        if os.environ.get("RANCH_REQUIRE_SLURMRESTD") == "1":
+            pytest.fail("RANCH_REQUIRE_SLURMRESTD=1 but slurmrestd is not installed "
                         "(apt-get install slurmrestd)")
         pytest.skip("slurmrestd not installed (apt-get install slurmrestd)")
     keydir = Path(tempfile.mkdtemp(prefix="ranch-restd-"))
