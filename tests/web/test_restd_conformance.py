@@ -94,7 +94,8 @@ def scenario(cluster, base: str, key: bytes) -> dict[str, tuple[int, Any]]:
                        ("node c1", "/node/c1"), ("node zz", "/node/zz"),
                        ("partitions", "/partitions"), ("partition main", "/partition/main"),
                        ("partition zz", "/partition/zz"), ("reservations", "/reservations"),
-                       ("reservation r1", "/reservation/r1")):
+                       ("reservation r1", "/reservation/r1"),
+                       ("reservation zz", "/reservation/zz")):
         ask(name, "GET", path)
     ask("jobs as alice", "GET", "/jobs", headers=alice)
     ask("cancel as alice", "DELETE", "/job/1", headers=alice)
@@ -178,6 +179,7 @@ def _comparable(name: str) -> list[str]:
     return [n for n in ("submit", "submit without environment", "ping", "diag", "jobs", "job 1",
                         "job 99", "nodes", "node c1", "node zz", "partitions",
                         "partition main", "partition zz", "reservations", "reservation r1",
+                        "reservation zz",
                         "jobs as alice", "cancel as alice", "cancel 2", "cancel 99",
                         "job 2 cancelled") if name in ("", n)]
 
