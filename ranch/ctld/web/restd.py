@@ -80,6 +80,9 @@ class Restd:
             if token is not None:
                 if not asked:
                     raise AuthFailure("X-SLURM-USER-TOKEN needs X-SLURM-USER-NAME")
+                path = jwt_key_path(config)  # read anew: rcontrol reconfigure may change it
+                if path != self.jwt.path:
+                    self.jwt = JwtKey(path)
                 user = self.jwt.verify(token)
                 sun = user.get("sun") or user["username"]
                 if not may_act_as(config, sun, asked):
@@ -264,9 +267,11 @@ class Restd:
         sig = 0 if num == signals.SIGKILL else num
         result = self.cluster.jobs.cancel(
             m.CancelJobs(job_ids=(int(ident),), user=who.name, uid=who.uid, signal=sig), who)
+        text = "; ".join(result.errors)
+        logs.event("http slurmrestd cancel", logging.INFO if result.ok else logging.WARNING,
+                   job=ident, user=who.name, signal=num, error=text)
         if result.ok:
             return Json(docs.document())
-        text = "; ".join(result.errors)
         kind = (ACCESS_DENIED if permissions.DENIED in text
                 else ALREADY_DONE if "already" in text else INVALID_JOB_ID)
         return failure(500, [error(kind, f"unable to kill JobId={ident} with signal {num}: "
