@@ -116,6 +116,18 @@ def test_who_a_token_may_act_as(c: Cluster) -> None:
     assert r.status_code == 401, r.text
 
 
+def test_an_arrays_id_gives_its_tasks(c: Cluster) -> None:
+    r = _call(c, "POST", "/job/submit", _as("root"), json={
+        "script": "#!/bin/sh\ntrue\n", "job": {"environment": {"A": "1"}, "array": "1-3",
+                                                "hold": True, "name": "arr"}})
+    assert r.status_code == 200, r.text
+    first = r.json()["job_id"]
+    tasks = _call(c, "GET", f"/job/{first}", _as("root")).json()["jobs"]
+    assert [(j["array_job_id"], j["array_task_id"], j["name"]) for j in tasks] == [
+        (first, t, "arr") for t in (1, 2, 3)]
+    assert _call(c, "DELETE", f"/job/{first}", _as("root")).status_code == 200
+
+
 def test_a_body_that_cannot_be_a_job(c: Cluster) -> None:
     r = _call(c, "POST", "/job/submit", _as("root"), json={
         "script": "#!/bin/sh\ntrue\n",
