@@ -4,8 +4,8 @@ Cluster provides them; the web code names these, never Cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.conf.model import ClusterConfig
@@ -34,6 +34,13 @@ class ReservationBook(Protocol):
     def handle(self, msg: m.ReservationRequest) -> m.ReservationReply: ...
 
 
+class WebChanges(Protocol):
+    """The change log (ctld/state/changelog.py): a slurmrestd-style submit or cancel answers, as
+    rbatch's and rcancel's do, once what it changed is on disk."""
+
+    def after_durable(self, fn: Callable[..., Any], *args: Any) -> None: ...
+
+
 class WebServices(Protocol):
     """The controller (ctld/nodes/cluster.py Cluster), as the HTTP layer sees it."""
 
@@ -49,6 +56,8 @@ class WebServices(Protocol):
     def reservations(self) -> ReservationBook: ...
     @property
     def jobs(self) -> WebJobs: ...
+    @property
+    def changes(self) -> WebChanges: ...
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot: ...
     def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult: ...
