@@ -7,7 +7,6 @@ itself serves (GET /openapi/v3): Ranch may break it only where slurmrestd's own 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import tempfile
@@ -170,8 +169,6 @@ def answers(tmp_path_factory) -> dict[str, dict[str, tuple[int, Any]]]:
     with RanchCluster(SHAPE, extra_conf=jwt_conf + f"HttpListen=127.0.0.1:{http}\n"
                       "HttpAuth=token\n") as ranch:
         out["ranch"] = scenario(ranch, f"http://127.0.0.1:{http}", key)
-    if os.environ.get("RESTD_DUMP"):
-        Path(os.environ["RESTD_DUMP"]).write_text(json.dumps(out, indent=1))
     return out
 
 
