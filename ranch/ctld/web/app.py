@@ -29,6 +29,7 @@ from ranch.ctld.web.limits import BodyTooLarge, read_body
 from ranch.ctld.web.pages import Pages
 from ranch.ctld.web.responses import Json
 from ranch.ctld.web.responses import error as _error
+from ranch.ctld.web.restd import Restd
 from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
 from ranch.ctld.web.webports import WebServices
 from ranch.protocol import messages as m
@@ -342,6 +343,7 @@ class Web:
             *Pages(self.cluster, self._read_refusal, self._reader, self._who,
                    self._job_records).routes(),  # the node panel and the job views
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
+            *Restd(self).routes(),  # slurmrestd's own paths (ctld/web/restd.py)
         ]
 
 

@@ -4,8 +4,8 @@ Cluster provides them; the web code names these, never Cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.conf.model import ClusterConfig
@@ -19,15 +19,19 @@ if TYPE_CHECKING:  # none of these imports the web layer
 
 
 class WebJobs(Protocol):
-    """The job store (ctld/jobs/store.py Jobs), as listings read it."""
+    """The job store (ctld/jobs/store.py Jobs), as listings read it and slurmrestd's paths
+    submit and cancel through it."""
 
     @property
     def gen(self) -> int: ...  # bumped by every change a listing shows
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes: ...
+    # rbatch's handler, for slurmrestd's job/submit (restd.py)
+    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error: ...
 
     # The page's job view (ctld/web/pages.py): a job's record for its script and the job table's
-    # dry run, and the commands rcancel and rcontrol hold|release|requeue go through.
+    # dry run, and the commands rcancel and rcontrol hold|release|requeue go through (cancel is
+    # slurmrestd's DELETE job's too).
     @property
     def jobs(self) -> Mapping[int, Job]: ...
 
@@ -39,6 +43,13 @@ class ReservationBook(Protocol):
     """Maintenance windows (ctld/nodes/reservations.py), as the metrics read them."""
 
     def handle(self, msg: m.ReservationRequest) -> m.ReservationReply: ...
+
+
+class WebChanges(Protocol):
+    """The change log (ctld/state/changelog.py): a slurmrestd-style submit or cancel answers, as
+    rbatch's and rcancel's do, once what it changed is on disk."""
+
+    def after_durable(self, fn: Callable[..., Any], *args: Any) -> None: ...
 
 
 class WebServices(Protocol):
@@ -56,6 +67,8 @@ class WebServices(Protocol):
     def reservations(self) -> ReservationBook: ...
     @property
     def jobs(self) -> WebJobs: ...
+    @property
+    def changes(self) -> WebChanges: ...
 
     @property
     def policy(self) -> Policy: ...  # the node table's settings, for the page's dry runs
