@@ -218,7 +218,8 @@ class Daemon:
         settings = self.cluster.config.http
         web_side: WebServices = self.cluster  # what the HTTP layer may reach (mypy checks it)
         try:
-            self.http_urls = await nursery.start(serve_http, web_side, settings)
+            self.http_urls = await nursery.start(serve_http, web_side, settings,
+                                                 self.durability)
         except* OSError as group:  # hypercorn's nurseries wrap it
             raise CannotListen("HTTP", settings.listen or "", _first_leaf(group)) from None
         logs.event("HTTP listening", url=" ".join(self.http_urls), auth=settings.auth)

@@ -31,7 +31,7 @@ from ranch.ctld.web.responses import Json
 from ranch.ctld.web.responses import error as _error
 from ranch.ctld.web.restd import Restd
 from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
-from ranch.ctld.web.webports import WebServices
+from ranch.ctld.web.webports import WebDurability, WebServices
 from ranch.protocol import messages as m
 from ranch.protocol.records import (
     job_json,
@@ -66,8 +66,11 @@ _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 class Web:
     """The routes, bound to one running controller."""
 
-    def __init__(self, cluster: WebServices, settings: Any) -> None:
+    def __init__(self, cluster: WebServices, settings: Any,
+                 durability: WebDurability | None = None) -> None:
         self.cluster = cluster
+        # None only for tests of the routes alone (nothing is persisted there)
+        self.durability = durability
         self.auth = settings.auth
         self.tokens = Tokens(settings.token_file)
         self.expo = metrics.Exposition()
@@ -97,6 +100,27 @@ class Web:
                        path=request.url.path)
             return None, _error(401, "unknown token", headers=_CHALLENGE)
         return name, None
+
+    async def not_on_disk(self) -> str | None:
+        """None once every change made so far is on disk, so a write's reply may leave (the
+        rule of every reply, ctld/state/durability.py); else why it is not."""
+        if self.durability is None:
+            return None
+        try:
+            await self.durability.durable()
+        except OSError as exc:
+            logs.event("http reply held: the change is not on disk", logging.ERROR,
+                       error=exc.strerror or str(exc))
+            return f"the change is made but not yet on disk ({exc.strerror or exc}); rctld " \
+                   f"retries the write"
+        return None
+
+    async def submit(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """rbatch's submission: checked, queued, on disk before the reply (and retracted if the
+        write fails: never acknowledged, never run), or only checked and queued in tests."""
+        if self.durability is None:
+            return self.cluster.jobs.submit(msg)
+        return await self.durability.submit(msg)
 
     def _read_refusal(self, request: Request, hides: str = "") -> Response | None:
         """None when the request may read (HttpAuth), else the refusal; `hides`: what
@@ -316,6 +340,8 @@ class Web:
             m.UpdateNodes(node_names=expr, state=state, reason=reason, user=user or ""))
         doc = {"changed": list(result.changed),
                "errors": [{"error": e} for e in result.errors], "user": user}
+        if result.changed and (why := await self.not_on_disk()) is not None:
+            return _error(500, why, "state")
         if result.ok:
             return Json(doc)
         logs.event("http update refused", logging.WARNING, peer=_peer(request), user=user,
@@ -340,8 +366,9 @@ class Web:
             Route("/ui/jobs.json", self.job_counts),
             Route("/metrics", self.metrics),
             Route("/ui/grid.json", self.grid_feed),
+            # the node panel and the job views
             *Pages(self.cluster, self._read_refusal, self._reader, self._who,
-                   self._job_records).routes(),  # the node panel and the job views
+                   self._job_records, self.not_on_disk).routes(),
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
             *Restd(self).routes(),  # slurmrestd's own paths (ctld/web/restd.py)
         ]
@@ -352,8 +379,9 @@ def _peer(request: Request) -> str:
     return f"{c.host}:{c.port}" if c else "?"
 
 
-def build_app(cluster: WebServices, settings: Any) -> Starlette:
-    web = Web(cluster, settings)
+def build_app(cluster: WebServices, settings: Any,
+              durability: WebDurability | None = None) -> Starlette:
+    web = Web(cluster, settings, durability)
     app = Starlette(routes=web.routes())
     app.state.web = web
     return app

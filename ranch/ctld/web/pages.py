@@ -27,7 +27,7 @@ from ranch.protocol import messages as m
 from ranch.protocol.records import job_json, node_json
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
     from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.web.webports import WebServices
@@ -43,10 +43,12 @@ class Pages:
     def __init__(self, cluster: WebServices, read_refusal: Callable[..., Response | None],
                  reader: Callable[[Request], Identity | None],
                  who: Callable[[Request], tuple[str | None, Response | None]],
-                 job_records: Callable[[tuple[int, ...]], tuple[float, list[dict]]]) -> None:
+                 job_records: Callable[[tuple[int, ...]], tuple[float, list[dict]]],
+                 not_on_disk: Callable[[], Awaitable[str | None]]) -> None:
         self.cluster = cluster
         self._read_refusal, self._reader, self._who = read_refusal, reader, who
         self._job_records = job_records
+        self._not_on_disk = not_on_disk  # a write's reply waits for the journal
 
     # -- a node: its record, its valid requests, its jobs, its GPUs one row each ----------
 
@@ -144,6 +146,8 @@ class Pages:
                 m.JobControl(action=action, job_ids=ids, user=who.name, uid=who.uid), who)
         doc = {"ok": result.ok, "job_ids": list(result.job_ids),
                "errors": [{"error": e} for e in result.errors], "user": who.name}
+        if result.job_ids and (why := await self._not_on_disk()) is not None:
+            return error(500, why, "job_id")
         if result.ok:
             return Json(doc)
         logs.event("http job command refused", logging.WARNING, user=who.name, job=ident,

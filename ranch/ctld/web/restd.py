@@ -15,7 +15,6 @@ import socket
 from typing import Any
 
 import orjson
-import trio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -41,7 +40,6 @@ INVALID_RESERVATION = (2053, "Requested reservation is invalid")
 ALREADY_DONE = (2021, "Job/step already completing or completed")
 AUTH_FAILURE = (1007, "Protocol authentication error")
 UNSPECIFIED = (-1, "Unspecified error")
-DURABLE_WAIT = 30.0  # seconds a reply waits for the journal write of what it confirms
 _NOBODY = object()  # an anonymous reader, as HttpAuth lets one read /api/v1
 
 
@@ -238,18 +236,15 @@ class Restd:
         except SubmitRefused as exc:
             return failure(400, [{"error": w, "error_code": n} for n, w in exc.errors])
         # the checks the RPC gate makes of rbatch's SubmitJob (ctld/rpc/permissions.py gate)
+        # then rbatch's path: on disk before the reply, retracted if the write fails
         reply = (permissions.root_job_refusal(self.cluster.config, msg)
-                 or permissions.nice_refusal(who, msg) or self.cluster.jobs.submit(msg))
+                 or permissions.nice_refusal(who, msg) or await self.web.submit(msg))
         if isinstance(reply, m.Error):
             number = ACCESS_DENIED[0] if reply.code == "permission_denied" else UNSPECIFIED[0]
             logs.event("http slurmrestd submit refused", logging.INFO, user=who.name,
                        error=reply.message)
             return failure(500, [{"error": reply.message, "error_code": number}])
         logs.event("http slurmrestd job submitted", job=reply.job_id, user=who.name)
-        if not await self._on_disk():
-            return failure(500, [{"error": f"job {reply.job_id} is queued but not yet on disk "
-                                  f"after {DURABLE_WAIT:g} s (rctld's log says why)",
-                                  "error_code": UNSPECIFIED[0]}])
         return Json(docs.document(job_id=reply.job_id, step_id="BATCH",
                                   job_submit_user_msg=""))
 
@@ -274,25 +269,15 @@ class Restd:
         text = "; ".join(result.errors)
         logs.event("http slurmrestd cancel", logging.INFO if result.ok else logging.WARNING,
                    job=ident, user=who.name, signal=num, error=text)
-        if result.ok and await self._on_disk():
-            return Json(docs.document())
         if result.ok:
-            return failure(500, [error(UNSPECIFIED, f"JobId={ident} is cancelled but that is "
-                                       f"not yet on disk after {DURABLE_WAIT:g} s",
-                                       "slurm_kill_job")])
+            why = await self.web.not_on_disk()
+            if why is None:
+                return Json(docs.document())
+            return failure(500, [error(UNSPECIFIED, f"JobId={ident}: {why}", "slurm_kill_job")])
         kind = (ACCESS_DENIED if permissions.DENIED in text
                 else ALREADY_DONE if "already" in text else INVALID_JOB_ID)
         return failure(500, [error(kind, f"unable to kill JobId={ident} with signal {num}: "
                                    f"{kind[1]}", "slurm_kill_job")])
-
-    async def _on_disk(self) -> bool:
-        """Whether every change made so far reached the journal within DURABLE_WAIT: rbatch's
-        and rcancel's replies wait for the same write (ctld/state/durability.py)."""
-        done = trio.Event()
-        self.cluster.changes.after_durable(done.set)
-        with trio.move_on_after(DURABLE_WAIT):
-            await done.wait()
-        return done.is_set()
 
     def routes(self) -> list[Route]:
         p = PREFIX

@@ -21,7 +21,7 @@ from ranch.ctld import logs
 from ranch.ctld.rpc.admission import QuietLog, caps_for, fd_limit
 from ranch.ctld.web.app import build_app
 from ranch.ctld.web.limits import BodyCap
-from ranch.ctld.web.webports import WebServices
+from ranch.ctld.web.webports import WebDurability, WebServices
 
 KEEP_ALIVE = 5.0  # seconds an idle connection is kept (hypercorn's default, said here)
 READ_TIMEOUT = 30  # seconds a request may take to arrive whole (a trickle is dropped)
@@ -82,6 +82,7 @@ class HttpListener:
 
 
 async def serve_http(cluster: WebServices, settings: Any,
+                     durability: WebDurability | None = None, *,
                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until cancelled; task_status gets the URLs it listens on."""
     config = Config()
@@ -90,7 +91,7 @@ async def serve_http(cluster: WebServices, settings: Any,
     config.errorlog = logging.getLogger("ranch.http")
     config.keep_alive_timeout = KEEP_ALIVE
     config.read_timeout = READ_TIMEOUT
-    web_app = build_app(cluster, settings)
+    web_app = build_app(cluster, settings, durability)
     problem = web_app.state.web.tokens.problem()
     if problem is not None and settings.token_file:
         logs.event("HTTP writes disabled until the token file is fixed", logging.ERROR,

@@ -4,8 +4,8 @@ Cluster provides them; the web code names these, never Cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.conf.model import ClusterConfig
@@ -45,11 +45,12 @@ class ReservationBook(Protocol):
     def handle(self, msg: m.ReservationRequest) -> m.ReservationReply: ...
 
 
-class WebChanges(Protocol):
-    """The change log (ctld/state/changelog.py): a slurmrestd-style submit or cancel answers, as
-    rbatch's and rcancel's do, once what it changed is on disk."""
+class WebDurability(Protocol):
+    """ctld/state/durability.py Durability, handed over by the daemon: a write's reply leaves
+    once what it confirms is on disk, as rbatch's, rcancel's and rcontrol's do."""
 
-    def after_durable(self, fn: Callable[..., Any], *args: Any) -> None: ...
+    async def submit(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error: ...
+    async def durable(self) -> None: ...  # OSError: not written (the changes stay queued)
 
 
 class WebServices(Protocol):
@@ -67,8 +68,6 @@ class WebServices(Protocol):
     def reservations(self) -> ReservationBook: ...
     @property
     def jobs(self) -> WebJobs: ...
-    @property
-    def changes(self) -> WebChanges: ...
 
     @property
     def policy(self) -> Policy: ...  # the node table's settings, for the page's dry runs
