@@ -222,6 +222,7 @@ async def serve(daemon: NodeDaemon, logs: DaemonLog, notifier: Notifier) -> None
                     log.warning("received %s: ignored", sig)
                     continue
                 notifier.stopping()
+                daemon.steps.stop()  # a frame under way to rrun finishes first
                 nursery.cancel_scope.cancel()
                 break
     log.info("rnoded %s stopped", name)
