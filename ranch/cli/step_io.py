@@ -121,7 +121,8 @@ class StepIO:
         if old is not None:
             # a restarted rnoded carrying on with the step (signed with the step's key): the
             # old connection, if rrun has not yet seen it close, is done with
-            if self.socks.pop(old.fd, None) is not None:
+            if self.socks.get(old.fd) is old:  # (a closed one's fd may be this one's now)
+                del self.socks[old.fd]
                 old.sock.close()
             self.gone.discard(node)
             self.lost_at.pop(node, None)

@@ -171,15 +171,15 @@ class StepRunner:
             job = None
         if job is not None:
             self.kill_wait = job.spec.kill_wait
-        log.info("step %d.%d: carrying on with %d task(s) (shim pid %d)", spec.job_id,
-                 spec.step_id, len(step.pids), step.shim[0] if step.shim else 0)
+        log.info("step %d.%d: carrying on with %d task(s), %d ended (shim pid %d, %d pipes)",
+                 spec.job_id, spec.step_id, len(step.pids), len(step.exits),
+                 step.shim[0] if step.shim else 0, len(step.outputs))
         nursery.start_soon(self._resume, step, job)
 
     async def _resume(self, step: RunningStep, job: Any) -> None:
         why = await self._connect(step)
-        if why is not None and len(step.exits) < len(step.spec.tasks):
-            log.info("step %d.%d: %s; ending its tasks", step.spec.job_id, step.spec.step_id,
-                     why)
+        if why is not None:
+            log.info("step %d.%d: %s", step.spec.job_id, step.spec.step_id, why)
         await self._run(step, job)
 
     # ------------------------------------------------------------------------------ running
