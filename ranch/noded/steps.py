@@ -12,6 +12,7 @@ while the job runs.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import time
@@ -75,8 +76,19 @@ class StepRunner:
         """rnoded stops (its nursery is cancelled next): a frame being sent to rrun finishes
         first, within STOP_GRACE, so that rrun never misses a piece of output read here."""
         self._stop_at = trio.current_time() + STOP_GRACE
-        for scope in self._sending:
-            scope.deadline = min(scope.deadline, self._stop_at)
+
+    async def _guard_sends(self) -> None:
+        """Until the daemon is cancelled; then the frames under way to rrun get until stop()'s
+        time to finish (none without a stop(): cancelled so, the daemon goes at once)."""
+        try:
+            await trio.sleep_forever()
+        finally:
+            with trio.CancelScope(shield=True):
+                while self._sending and self._stop_at is not None \
+                        and trio.current_time() < self._stop_at:
+                    await trio.sleep(0.01)
+                for scope in list(self._sending):
+                    scope.cancel()
 
     async def launch(self, spec: StepSpec, nursery: trio.Nursery) -> None:
         """Start the step's tasks here; returns once they run. LaunchError says why not."""
@@ -98,8 +110,9 @@ class StepRunner:
             except LaunchError as exc:
                 ident = exc
             try:
-                await start_tasks(step, job, node=self.node, spool_dir=self.jobs.spool_dir,
-                                  ident=ident, python=self.jobs.python)
+                step.held = await start_tasks(step, job, node=self.node, ident=ident,
+                                              spool_dir=self.jobs.spool_dir,
+                                              python=self.jobs.python)
             except LaunchError as exc:
                 why = str(exc)
         if why is not None:
@@ -111,8 +124,6 @@ class StepRunner:
                     await self._say(step, TaskExit(task, 1, 0))
                 with trio.move_on_after(2):
                     await step.fs.aclose()
-            if step.path is not None:
-                await trio.to_thread.run_sync(stepstore.remove, step.path)
             nursery.start_soon(self._send_end, StepEnd(
                 spec.job_id, spec.step_id, "FAILED", 1, restarts=spec.restarts,
                 started_at=step.started_at, ended_at=time.time(), message=why), None)
@@ -141,7 +152,9 @@ class StepRunner:
     async def adopt(self, nursery: trio.Nursery) -> None:
         """Carry on with the steps the spool records (rnoded restarted under them): reconnect
         to their rrun and read on; resend the ends not yet acknowledged. Call once the jobs
-        were re-adopted."""
+        were re-adopted. `nursery` is the daemon's: it also bounds, as rnoded stops, the
+        frames still under way to rrun."""
+        nursery.start_soon(self._guard_sends)
         for path in await trio.to_thread.run_sync(stepstore.list_dirs, self.jobs.spool_dir):
             try:
                 await self._adopt_one(path, nursery)
@@ -163,8 +176,8 @@ class StepRunner:
             await trio.to_thread.run_sync(stepstore.remove, path)
             return
         spec, started_at = found
-        step = RunningStep(spec, started_at, path=path, adopted=True)
-        reopen(step, pids, launch, self.node)
+        step = RunningStep(spec, started_at, adopted=True)
+        step.held = reopen(step, path, pids, launch, self.node)
         self.steps[(spec.job_id, spec.step_id)] = step
         job = self.jobs.running.get(spec.job_id)
         if job is not None and job.spec.restarts != spec.restarts:
@@ -173,7 +186,7 @@ class StepRunner:
             self.kill_wait = job.spec.kill_wait
         log.info("step %d.%d: carrying on with %d task(s), %d ended (shim pid %d, %d pipes)",
                  spec.job_id, spec.step_id, len(step.pids), len(step.exits),
-                 step.shim[0] if step.shim else 0, len(step.outputs))
+                 step.held.shim[0], len(step.held.outputs))
         nursery.start_soon(self._resume, step, job)
 
     async def _resume(self, step: RunningStep, job: Any) -> None:
@@ -187,7 +200,7 @@ class StepRunner:
     async def _run(self, step: RunningStep, job: Any) -> None:
         try:
             async with trio.open_nursery() as tasks:
-                for task, fd, stream, forward in step.outputs:
+                for task, fd, stream, forward in step.held.outputs if step.held else ():
                     tasks.start_soon(self._pump, step, task, fd, stream, forward)
                 if step.fs is not None:
                     tasks.start_soon(self._from_rrun, step, tasks.cancel_scope)
@@ -210,8 +223,8 @@ class StepRunner:
         stdout; then what its records say of any not heard of (ended while rnoded was away)."""
         if step.adopted:
             await self._from_records(step)
-        if step.status is not None:
-            reader = LineReader(step.status)
+        if step.held is not None and step.held.status is not None:
+            reader = LineReader(step.held.status)
             while (line := await reader.readline()) is not None:
                 words = line.split()
                 if len(words) == 4 and words[0] == "exit":
@@ -351,9 +364,8 @@ class StepRunner:
         fs = step.fs
         if fs is None:
             return
-        with trio.CancelScope(shield=True) as scope:
-            if self._stop_at is not None:
-                scope.deadline = self._stop_at
+        until = self._stop_at if self._stop_at is not None else math.inf
+        with trio.CancelScope(shield=True, deadline=until) as scope:
             self._sending.add(scope)
             try:
                 await fs.send(msg, 0)
@@ -396,18 +408,20 @@ class StepRunner:
         if step.fs is not None:
             with trio.move_on_after(2):
                 await step.fs.aclose()
-        if step.proc is not None:
-            step.proc.kill()
-            await step.proc.wait()
-        elif step.shim is not None and alive(*step.shim):
-            try:
-                os.kill(step.shim[0], signal.SIGKILL)
-            except OSError:
-                pass
-        for _, _, stream, _ in step.outputs:
-            await stream.aclose()
-        if step.status is not None:
-            await step.status.aclose()
+        held = step.held
+        if held is not None:
+            if held.proc is not None:
+                held.proc.kill()
+                await held.proc.wait()
+            elif alive(*held.shim):
+                try:
+                    os.kill(held.shim[0], signal.SIGKILL)
+                except OSError:
+                    pass
+            for _, _, stream, _ in held.outputs:
+                await stream.aclose()
+            if held.status is not None:
+                await held.status.aclose()
         for pipe in step.stdin.values():
             await pipe.aclose()
 

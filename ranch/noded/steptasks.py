@@ -36,26 +36,42 @@ STEPSHIM = str(Path(__file__).with_name("stepshim.py"))
 SHIM_TIMEOUT = 30.0  # the shim answers within milliseconds; this only bounds a wedged start
 
 
+@attrs.frozen(eq=False)
+class Held:
+    """What rnoded holds of a step's tasks: their record, their shim (its process when this
+    rnoded started it), its stdout and the tasks' output pipes, the tasks' pids."""
+
+    path: Path
+    shim: tuple[int, int]  # (pid, start ticks)
+    pids: dict[int, int]  # task -> its pid (its process group)
+    outputs: list[tuple[int, int, trio.abc.ReceiveStream, bool]]
+    status: trio.abc.ReceiveStream | None
+    proc: trio.Process | None = None
+
+
 @attrs.define(eq=False)
 class RunningStep:
     spec: StepSpec
     started_at: float
-    path: Path | None = None  # its spool record, once its shim was set up
-    pids: dict[int, int] = attrs.Factory(dict)  # task -> its pid (its process group)
+    held: Held | None = None  # its shim and pipes, once it has some
     exits: dict[int, tuple[int, int]] = attrs.Factory(dict)  # task -> (exit code, signal)
     fs: Any = None  # the FramedStream to rrun
     ending: str = ""  # CANCELLED once it was asked to end
     done: trio.Event = attrs.Factory(trio.Event)
     stdin: dict[int, trio.abc.SendStream] = attrs.Factory(dict)
-    outputs: list[tuple[int, int, trio.abc.ReceiveStream, bool]] = attrs.Factory(list)
     pumps: dict[int, int] = attrs.Factory(dict)  # task -> its output pipes still open
     drained: dict[int, trio.Event] = attrs.Factory(dict)  # task -> its pipes reached EOF
     opened: set[str] = attrs.Factory(set)  # -o/-e files this step opened here
     failed: dict[int, tuple[str, int]] = attrs.Factory(dict)  # task -> (what to say, code)
-    status: trio.abc.ReceiveStream | None = None  # the shim's stdout: "exit" lines, then EOF
-    proc: trio.Process | None = None  # the shim, when this rnoded started it
-    shim: tuple[int, int] | None = None  # (pid, start ticks) of the shim
     adopted: bool = False  # found in the spool by a restarted rnoded
+
+    @property
+    def path(self) -> Path | None:
+        return self.held.path if self.held is not None else None
+
+    @property
+    def pids(self) -> dict[int, int]:
+        return self.held.pids if self.held is not None else {}
 
 
 class LineReader:
@@ -76,11 +92,17 @@ class LineReader:
         line, _, self.buf = self.buf.partition(b"\n")
         return line.decode(errors="replace")
 
+    def take(self) -> bytes:
+        """What was read beyond the last line."""
+        data, self.buf = self.buf, b""
+        return data
+
 
 async def start_tasks(step: RunningStep, job: Any, *, node: str, spool_dir: str,
-                      ident: dict | Exception, python: str = sys.executable) -> None:
+                      ident: dict | Exception, python: str = sys.executable) -> Held | None:
     """Open each task's files and pipes, then start the step's shim; returns once the tasks run
-    (or failed to start: step.failed). LaunchError: the shim itself could not start."""
+    (those that could not start: step.failed; None when none could). LaunchError: the shim
+    itself could not start (its record is gone then)."""
     spec, js = step.spec, job.spec
     tasks: list[list] = []
     theirs: list[Any] = []  # descriptors and files the shim gets; ours closed once it runs
@@ -109,7 +131,7 @@ async def start_tasks(step: RunningStep, job: Any, *, node: str, spool_dir: str,
             if not step.pumps[task]:
                 step.drained[task].set()
         if not tasks:
-            return
+            return None
         assert not isinstance(ident, Exception)
         launch = {"tasks": tasks, "cwd": spec.cwd, "drop": ident["drop"], "uid": ident["uid"],
                   "gid": ident["gid"], "groups": ident["groups"],
@@ -117,13 +139,13 @@ async def start_tasks(step: RunningStep, job: Any, *, node: str, spool_dir: str,
                   "failed": {t: code for t, (_, code) in step.failed.items()}}
         path, log = await trio.to_thread.run_sync(_record, spool_dir, spec, step.started_at,
                                                   launch)
-        step.path = path
         passed = sorted({fd for t in tasks for fd in t[3:] if fd >= 0} | set(launch["hold"]))
         try:
-            step.proc = await trio.lowlevel.open_process(
+            proc = await trio.lowlevel.open_process(
                 [python, "-S", "-E", STEPSHIM, str(path)], stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=log, pass_fds=passed, start_new_session=True)
         except OSError as exc:
+            await trio.to_thread.run_sync(stepstore.remove, path)
             raise LaunchError(f"cannot start the step's supervisor on {node}: {exc}") from None
         finally:
             log.close()
@@ -134,21 +156,25 @@ async def start_tasks(step: RunningStep, job: Any, *, node: str, spool_dir: str,
     finally:
         for f in theirs:
             os.close(f) if isinstance(f, int) else f.close()
-    step.outputs = [(t, fd, trio.lowlevel.FdStream(r), fwd) for t, fd, r, fwd in outputs]
-    assert step.proc.stdout is not None
-    step.status = step.proc.stdout
-    reader = LineReader(step.status)
+    streams: list[tuple[int, int, trio.abc.ReceiveStream, bool]] = [
+        (t, fd, trio.lowlevel.FdStream(r), fwd) for t, fd, r, fwd in outputs]
+    assert proc.stdout is not None
+    reader = LineReader(proc.stdout)
+    line = None
     with trio.move_on_after(SHIM_TIMEOUT):
         line = await reader.readline()
     pids = await trio.to_thread.run_sync(stepstore.load_pids, path)
     if line != "ok" or pids is None:
-        step.proc.kill()
+        proc.kill()
         with trio.CancelScope(shield=True):
-            await step.proc.wait()
-        raise LaunchError(f"the step's supervisor on {node} failed: "
-                          f"{_shim_log(path) or 'no answer'}")
-    step.status = _Rest(reader)
-    _take_pids(step, pids, node)
+            await proc.wait()
+            for _, _, stream, _ in streams:
+                await stream.aclose()
+            why = _shim_log(path) or "no answer"
+            await trio.to_thread.run_sync(stepstore.remove, path)
+        raise LaunchError(f"the step's supervisor on {node} failed: {why}")
+    _failures(step, pids, node)
+    return Held(path, _shim_of(pids), _pids_of(pids), streams, _Rest(reader), proc)
 
 
 def _task_fds(step: RunningStep, task: int, js: Any, node: str, theirs: list,
@@ -204,9 +230,16 @@ def _shim_log(path: Path) -> str:
         return ""
 
 
-def _take_pids(step: RunningStep, pids: dict, node: str) -> None:
-    step.shim = (int(pids["shim_pid"]), int(pids["shim_start"]))
-    step.pids = {int(t): int(p) for t, p in pids["tasks"].items()}
+def _shim_of(pids: dict) -> tuple[int, int]:
+    return int(pids["shim_pid"]), int(pids["shim_start"])
+
+
+def _pids_of(pids: dict) -> dict[int, int]:
+    return {int(t): int(p) for t, p in pids["tasks"].items()}
+
+
+def _failures(step: RunningStep, pids: dict, node: str) -> None:
+    """The tasks the shim could not start, and what slurmstepd says of them."""
     for task, text in pids["failed"].items():
         code, _, why = text.partition(" ")
         exc = OSError(int(code), why) if code.isdigit() and int(code) else OSError(why)
@@ -220,8 +253,8 @@ class _Rest(trio.abc.ReceiveStream):
         self.reader = reader
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        if self.reader.buf:
-            data, self.reader.buf = self.reader.buf, b""
+        data = self.reader.take()
+        if data:
             return bytes(data)
         return bytes(await self.reader.stream.receive_some(max_bytes))
 
@@ -229,23 +262,23 @@ class _Rest(trio.abc.ReceiveStream):
         await self.reader.stream.aclose()
 
 
-def reopen(step: RunningStep, pids: dict, launch: dict, node: str) -> None:
+def reopen(step: RunningStep, path: Path, pids: dict, launch: dict, node: str) -> Held:
     """A restarted rnoded's hold on a step found in the spool: the shim's stdout and the
     tasks' output pipes, reopened through the shim's descriptors while it runs. Tasks whose
     pipes are gone (the shim with them) count as drained."""
-    _take_pids(step, pids, node)
+    _failures(step, pids, node)
     # tasks that never started: the rnoded that started the step said so
     for task, (_, code) in step.failed.items():
         step.exits[task] = (code, 0)
     for task, code in launch.get("failed", {}).items():
         step.exits[int(task)] = (int(code), 0)
     step.failed.clear()
-    assert step.shim is not None
-    pid, start = step.shim
+    pid, start = _shim_of(pids)
+    status = None
     outputs: list[tuple[int, int, trio.abc.ReceiveStream, bool]] = []
     if alive(pid, start):
         try:
-            step.status = trio.lowlevel.FdStream(os.open(f"/proc/{pid}/fd/1", os.O_RDONLY))
+            status = trio.lowlevel.FdStream(os.open(f"/proc/{pid}/fd/1", os.O_RDONLY))
         except OSError as exc:
             if exc.errno != errno.ENOENT:  # ENOENT: closed, every task ended
                 raise
@@ -258,9 +291,9 @@ def reopen(step: RunningStep, pids: dict, launch: dict, node: str) -> None:
                 os.close(r)
                 continue
             outputs.append((task, fd, trio.lowlevel.FdStream(r), forward))
-    step.outputs = outputs
     for task in step.spec.tasks:
         step.drained[task] = trio.Event()
         step.pumps[task] = sum(1 for o in outputs if o[0] == task)
         if not step.pumps[task]:
             step.drained[task].set()
+    return Held(path, (pid, start), _pids_of(pids), outputs, status)
