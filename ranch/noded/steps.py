@@ -25,8 +25,14 @@ import trio
 from ranch.noded import stepstore
 from ranch.noded.joblaunch import LaunchError
 from ranch.noded.jobs import JobRunner
-from ranch.noded.runningjob import alive
-from ranch.noded.steptasks import LineReader, RunningStep, reopen, start_tasks
+from ranch.noded.steptasks import (
+    LineReader,
+    RunningStep,
+    found,
+    let_go,
+    says_cancelled,
+    start_tasks,
+)
 from ranch.noded.taskenv import cancelled_line, truncate_shared
 from ranch.protocol.messages import (
     StepEnd,
@@ -45,16 +51,6 @@ CONNECT_TIMEOUT = 10.0  # reaching rrun's listener
 CHUNK = 1 << 16  # one TaskOutput frame at most
 LOST = (trio.BrokenResourceError, trio.ClosedResourceError, PeerClosed, OSError)
 STOP_GRACE = 1.0  # a frame under way to rrun when rnoded stops gets this long to finish
-
-
-def _says_cancelled(step: RunningStep) -> bool:
-    """slurmstepd's rule for its "*** STEP ... CANCELLED AT ***" line when srun ends a step
-    (req.c, _handle_signal_container): only the step's first node says it, once, and only
-    while a task there still runs. Every node saying it, even after its tasks ended, made the
-    line depend on which node's tasks the SIGKILL still found running."""
-    spec = step.spec
-    return (spec.node_index == 0 and bool(spec.tasks) and not step.ending
-            and len(step.exits) < len(spec.tasks))
 
 
 class StepRunner:
@@ -162,31 +158,23 @@ class StepRunner:
                 log.exception("cannot carry on with the step recorded in %s; leaving it", path)
 
     async def _adopt_one(self, path: Path, nursery: trio.Nursery) -> None:
-        end = await trio.to_thread.run_sync(stepstore.load_end, path)
-        if end is not None:
-            self.ending.add((end.job_id, end.step_id))
-            nursery.start_soon(self._send_end, end, path)
+        step = await found(path, self.node)
+        if isinstance(step, StepEnd):
+            self.ending.add((step.job_id, step.step_id))
+            nursery.start_soon(self._send_end, step, path)
             return
-        found = await trio.to_thread.run_sync(stepstore.load_spec, path)
-        pids = await trio.to_thread.run_sync(stepstore.load_pids, path)
-        launch = await trio.to_thread.run_sync(stepstore.read_marshal, path / "launch.bin")
-        if found is None or pids is None or launch is None:
-            # rnoded stopped while starting it: nothing of it is known to run
-            log.warning("dropping the record of a step whose start was cut short: %s", path)
-            await trio.to_thread.run_sync(stepstore.remove, path)
+        if step is None:
             return
-        spec, started_at = found
-        step = RunningStep(spec, started_at, adopted=True)
-        step.held = reopen(step, path, pids, launch, self.node)
+        spec = step.spec
         self.steps[(spec.job_id, spec.step_id)] = step
         job = self.jobs.running.get(spec.job_id)
         if job is not None and job.spec.restarts != spec.restarts:
             job = None
         if job is not None:
             self.kill_wait = job.spec.kill_wait
-        log.info("step %d.%d: carrying on with %d task(s), %d ended (shim pid %d, %d pipes)",
-                 spec.job_id, spec.step_id, len(step.pids), len(step.exits),
-                 step.held.shim[0], len(step.held.outputs))
+        log.info("step %d.%d: carrying on with %d task(s), %d ended (%d pipes)", spec.job_id,
+                 spec.step_id, len(step.pids), len(step.exits),
+                 len(step.held.outputs) if step.held else 0)
         nursery.start_soon(self._resume, step, job)
 
     async def _resume(self, step: RunningStep, job: Any) -> None:
@@ -219,13 +207,16 @@ class StepRunner:
         await self._finish(step)
 
     async def _watch_shim(self, step: RunningStep) -> None:
-        """Each task's end, as the shim says it ("exit TASK CODE SIGNAL"), until it closes its
-        stdout; then what its records say of any not heard of (ended while rnoded was away)."""
+        """Each task's end, as the shim says it ("exit TASK CODE SIGNAL"), until every task
+        ended or it closes its stdout; then what its records say of any not heard of (ended
+        while rnoded was away). The shim's end of file (what the tasks left behind killed)
+        is waited for beside the StepEnd (let_go), which rctld hears of at once."""
         if step.adopted:
             await self._from_records(step)
         if step.held is not None and step.held.status is not None:
             reader = LineReader(step.held.status)
-            while (line := await reader.readline()) is not None:
+            while len(step.exits) < len(step.spec.tasks) \
+                    and (line := await reader.readline()) is not None:
                 words = line.split()
                 if len(words) == 4 and words[0] == "exit":
                     task, code, sig = (int(w) for w in words[1:])
@@ -283,7 +274,7 @@ class StepRunner:
             if isinstance(msg, StepSignal):
                 # rrun's SIGKILL (srun's SIGTERM, Ctrl-C thrice) and SIGINT (Ctrl-C twice; a
                 # single one is never sent) cancel the step
-                if msg.signal == signal.SIGKILL and _says_cancelled(step):
+                if msg.signal == signal.SIGKILL and says_cancelled(step):
                     await self._say(step, TaskOutput(step.spec.tasks[0], 2, cancelled_line(
                         step.spec, self.node)))
                 ends = msg.signal in (signal.SIGKILL, signal.SIGINT)
@@ -395,35 +386,8 @@ class StepRunner:
             self.ending.add(key)
             self.steps.pop(key, None)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._release, step)  # beside: rctld hears of the end at once
+            nursery.start_soon(let_go, step)  # beside: rctld hears of the end at once
             await self._send_end(end, step.path)
-
-    async def _release(self, step: RunningStep) -> None:
-        """The shim holds the pipes until rnoded has read them to the end: now it may go;
-        and so does the connection to rrun, which has heard of every task's end."""
-        with trio.CancelScope(shield=True):
-            await self._let_go(step)
-
-    async def _let_go(self, step: RunningStep) -> None:
-        if step.fs is not None:
-            with trio.move_on_after(2):
-                await step.fs.aclose()
-        held = step.held
-        if held is not None:
-            if held.proc is not None:
-                held.proc.kill()
-                await held.proc.wait()
-            elif alive(*held.shim):
-                try:
-                    os.kill(held.shim[0], signal.SIGKILL)
-                except OSError:
-                    pass
-            for _, _, stream, _ in held.outputs:
-                await stream.aclose()
-            if held.status is not None:
-                await held.status.aclose()
-        for pipe in step.stdin.values():
-            await pipe.aclose()
 
     async def _send_end(self, end: StepEnd, path: Path | None) -> None:
         """To rctld, until it acknowledges or the job is gone from here (then rctld ends the

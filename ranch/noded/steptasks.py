@@ -10,7 +10,9 @@ rnoded's alone: it reaches end of file when rnoded stops.
 from __future__ import annotations
 
 import errno
+import logging
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,10 +32,13 @@ from ranch.noded.taskenv import (
     task_argv,
     task_environment,
 )
-from ranch.protocol.messages import StepSpec
+from ranch.protocol.messages import StepEnd, StepSpec
+
+log = logging.getLogger("rnoded.steps")
 
 STEPSHIM = str(Path(__file__).with_name("stepshim.py"))
 SHIM_TIMEOUT = 30.0  # the shim answers within milliseconds; this only bounds a wedged start
+LEFTOVERS_TIMEOUT = 10.0  # the shim's kill of what the tasks left behind, once they ended
 
 
 @attrs.frozen(eq=False)
@@ -262,17 +267,30 @@ class _Rest(trio.abc.ReceiveStream):
         await self.reader.stream.aclose()
 
 
-def reopen(step: RunningStep, path: Path, pids: dict, launch: dict, node: str) -> Held:
-    """A restarted rnoded's hold on a step found in the spool: the shim's stdout and the
-    tasks' output pipes, reopened through the shim's descriptors while it runs. Tasks whose
-    pipes are gone (the shim with them) count as drained."""
-    _failures(step, pids, node)
-    # tasks that never started: the rnoded that started the step said so
-    for task, (_, code) in step.failed.items():
-        step.exits[task] = (code, 0)
-    for task, code in launch.get("failed", {}).items():
-        step.exits[int(task)] = (int(code), 0)
-    step.failed.clear()
+async def found(path: Path, node: str) -> RunningStep | StepEnd | None:
+    """A step record in the spool as a restarted rnoded finds it: its end, not yet acknowledged;
+    or the step, to carry on with; or None, a start cut short (the record goes)."""
+    end = await trio.to_thread.run_sync(stepstore.load_end, path)
+    if end is not None:
+        return end
+    spec = await trio.to_thread.run_sync(stepstore.load_spec, path)
+    pids = await trio.to_thread.run_sync(stepstore.load_pids, path)
+    launch = await trio.to_thread.run_sync(stepstore.read_marshal, path / "launch.bin")
+    if spec is None or pids is None or launch is None:
+        # rnoded stopped while starting it: nothing of it is known to run
+        log.warning("dropping the record of a step whose start was cut short: %s", path)
+        await trio.to_thread.run_sync(stepstore.remove, path)
+        return None
+    return _reopen(*spec, path, pids, launch)
+
+
+def _reopen(spec: StepSpec, started_at: float, path: Path, pids: dict, launch: dict
+            ) -> RunningStep:
+    """The step with the shim's stdout and the tasks' output pipes, reopened through the
+    shim's descriptors while it runs. Tasks whose pipes are gone (the shim with them) count
+    as drained; those that never started as ended (the rnoded that started them said so)."""
+    exits = {int(t): (2, 0) for t in pids["failed"]}
+    exits.update({int(t): (int(code), 0) for t, code in launch.get("failed", {}).items()})
     pid, start = _shim_of(pids)
     status = None
     outputs: list[tuple[int, int, trio.abc.ReceiveStream, bool]] = []
@@ -291,9 +309,57 @@ def reopen(step: RunningStep, path: Path, pids: dict, launch: dict, node: str) -
                 os.close(r)
                 continue
             outputs.append((task, fd, trio.lowlevel.FdStream(r), forward))
-    for task in step.spec.tasks:
-        step.drained[task] = trio.Event()
-        step.pumps[task] = sum(1 for o in outputs if o[0] == task)
-        if not step.pumps[task]:
-            step.drained[task].set()
-    return Held(path, (pid, start), _pids_of(pids), outputs, status)
+    pumps = {t: sum(1 for o in outputs if o[0] == t) for t in spec.tasks}
+    drained = {t: trio.Event() for t in spec.tasks}
+    for t, n in pumps.items():
+        if not n:
+            drained[t].set()
+    held = Held(path, (pid, start), _pids_of(pids), outputs, status)
+    return RunningStep(spec, started_at, held=held, exits=exits, pumps=pumps, drained=drained,
+                       adopted=True)
+
+
+def says_cancelled(step: RunningStep) -> bool:
+    """slurmstepd's rule for its "*** STEP ... CANCELLED AT ***" line when srun ends a step
+    (req.c, _handle_signal_container): only the step's first node says it, once, and only
+    while a task there still runs. Every node saying it, even after its tasks ended, made the
+    line depend on which node's tasks the SIGKILL still found running."""
+    spec = step.spec
+    return (spec.node_index == 0 and bool(spec.tasks) and not step.ending
+            and len(step.exits) < len(spec.tasks))
+
+
+async def let_go(step: RunningStep) -> None:
+    """The shim holds the pipes until rnoded has read them to the end: now it may go;
+    and so does the connection to rrun, which has heard of every task's end."""
+    with trio.CancelScope(shield=True):
+        await _let_go(step)
+
+
+async def _let_go(step: RunningStep) -> None:
+    if step.fs is not None:
+        with trio.move_on_after(2):
+            await step.fs.aclose()
+    held = step.held
+    if held is not None:
+        if held.status is not None:  # its end of file: what the tasks left behind is gone
+            with trio.move_on_after(LEFTOVERS_TIMEOUT):
+                try:
+                    while await held.status.receive_some(4096):
+                        pass
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
+        if held.proc is not None:
+            held.proc.kill()
+            await held.proc.wait()
+        elif alive(*held.shim):
+            try:
+                os.kill(held.shim[0], signal.SIGKILL)
+            except OSError:
+                pass
+        for _, _, stream, _ in held.outputs:
+            await stream.aclose()
+        if held.status is not None:
+            await held.status.aclose()
+    for pipe in step.stdin.values():
+        await pipe.aclose()
