@@ -99,16 +99,23 @@ class StepRunner:
         self.steps[key] = step
         truncate_shared(spec, self.node, job.spec.name, step.opened, job.spec.array_job_id,
                         job.spec.array_task_id)
-        why = await self._connect(step)
+        try:
+            why = await self._connect(step)
+        except BaseException:  # cancelled (the connection to rctld lost): nothing started
+            self.steps.pop(key, None)
+            raise
         if why is None:
             try:
                 ident: dict | Exception = self.jobs.identity(spec)
             except LaunchError as exc:
                 ident = exc
             try:
-                step.held = await start_tasks(step, job, node=self.node, ident=ident,
-                                              spool_dir=self.jobs.spool_dir,
-                                              python=self.jobs.python)
+                # shielded (the shim answers in milliseconds): tasks that started are never
+                # left without their watcher
+                with trio.CancelScope(shield=True):
+                    step.held = await start_tasks(step, job, node=self.node, ident=ident,
+                                                  spool_dir=self.jobs.spool_dir,
+                                                  python=self.jobs.python)
             except LaunchError as exc:
                 why = str(exc)
         if why is not None:
