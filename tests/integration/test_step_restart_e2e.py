@@ -67,6 +67,7 @@ def test_a_step_runs_on_across_an_rnoded_restart(c: Cluster, how: signal.Signals
     took = stop(c, how)
     if how == signal.SIGTERM:
         assert took < STOP_DEADLINE, f"rnoded took {took:.1f} s to stop with a step running"
+        print(f"rnoded stopped {took:.2f} s after SIGTERM, a step and a batch job running")
     # the rest of the task's output and its end come while no rnoded runs
     (c.dir / "go").touch()
     wait_for(lambda: not alive(task), 15, what="the task's end")
@@ -98,6 +99,7 @@ def test_sigterm_stops_rnoded_promptly_with_a_step_end_undelivered(c: Cluster) -
     wait_for(lambda: "StepEnd not sent yet" in c.log("n1"), 30, what="StepEnd retried")
     took = stop(c, signal.SIGTERM)
     assert took < STOP_DEADLINE, f"rnoded took {took:.1f} s to stop with a StepEnd unsent"
+    print(f"rnoded stopped {took:.2f} s after SIGTERM, a StepEnd unsent")
     c.start_ctld()
     start_node(c, "n1")
     c.wait_for(lambda: step_row(c, jid)[1:] == ["FAILED", "7:0"], 30,
