@@ -191,6 +191,12 @@ class StepIO:
         if len(self.gone) == len(self.nodes) or len(self.exits) == self.ntasks:
             self.finished = True
 
+    def expire_lost(self, now: float) -> None:
+        """Nodes whose rnoded did not come back within RECONNECT_WAIT: their tasks are lost."""
+        for node, at in list(self.lost_at.items()):
+            if now >= at and node in self.gone:
+                self.node_closed(node)
+
     # -- what rrun sends ---------------------------------------------------------------------
 
     def send_signal(self, signum: int) -> None:
@@ -352,9 +358,7 @@ class StepIO:
             for node, at in list(self.report_at.items()):
                 if now >= at:
                     self.report(node)
-            for node, at in list(self.lost_at.items()):
-                if now >= at and node in self.gone:
-                    self.node_closed(node)
+            self.expire_lost(now)
             if not self.all_connected and now >= hello_by:
                 hello_by = float("inf")
                 self.late()
