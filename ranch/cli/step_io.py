@@ -246,6 +246,10 @@ class StepIO:
                 self.say(f"Job step aborted: Waiting up to {self.kill_wait + 2} seconds for "
                          "job step to finish.")
         self.send_signal(SIGKILL)
+        # a node whose rnoded is away cannot be told: it gets the wait srun gives the tasks
+        until = self.clock() + self.kill_wait + 2
+        for node, at in self.lost_at.items():
+            self.lost_at[node] = min(at, until)
 
     def read_stdin(self) -> None:
         """A piece of rrun's stdin to the tasks that read it (-i all or a task id); at its end,
