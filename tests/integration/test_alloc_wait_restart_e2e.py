@@ -18,10 +18,15 @@ from .test_jobs_e2e import cli, job_state, jobs_cluster, start, submit
 @pytest.fixture
 def c(tmp_path: Path):
     cluster = jobs_cluster(tmp_path, ["n1"])
+    cluster.clients = []  # type: ignore[attr-defined]
     try:
         start(cluster)
         yield cluster
     finally:
+        for p in cluster.clients:  # type: ignore[attr-defined]
+            if p.poll() is None:  # a failed test's command: never left behind
+                p.kill()
+                p.communicate()
         cluster.stop()
 
 
@@ -29,8 +34,10 @@ def spawn(c: Cluster, name: str, module: str, *argv: str) -> subprocess.Popen:
     env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"})
     env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
     with open(c.dir / f"{name}.err", "wb") as err:
-        return subprocess.Popen([sys.executable, "-m", module, *argv], cwd=c.dir, env=env,
-                                stdout=subprocess.PIPE, stderr=err, text=True)
+        p = subprocess.Popen([sys.executable, "-m", module, *argv], cwd=c.dir, env=env,
+                             stdout=subprocess.PIPE, stderr=err, text=True)
+    c.clients.append(p)  # type: ignore[attr-defined]
+    return p
 
 
 def err(c: Cluster, name: str) -> str:

@@ -28,18 +28,25 @@ TASK = ("echo $$ > pid; for i in 1 2 3 4 5; do echo line $i; done; touch ready; 
 @pytest.fixture
 def c(tmp_path: Path):
     cluster = jobs_cluster(tmp_path, ["n1"], cpus=2)
+    cluster.clients = []  # type: ignore[attr-defined]
     try:
         start(cluster)
         yield cluster
     finally:
+        for p in cluster.clients:  # type: ignore[attr-defined]
+            if p.poll() is None:  # a failed test's rrun: never left behind
+                p.kill()
+                p.communicate()
         cluster.stop()
 
 
 def rrun(c: Cluster, *argv: str) -> subprocess.Popen:
     env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"})
-    return subprocess.Popen([sys.executable, "-m", "ranch.cli.rrun", *argv], cwd=c.dir, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+    p = subprocess.Popen([sys.executable, "-m", "ranch.cli.rrun", *argv], cwd=c.dir, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         stdin=subprocess.DEVNULL)
+    c.clients.append(p)  # type: ignore[attr-defined]
+    return p
 
 
 def step_row(c: Cluster, jid: int) -> list[str]:
