@@ -166,6 +166,7 @@ class NodeDaemon:
             async with trio.open_nursery() as nursery:
                 self._daemon_nursery = nursery
                 await nursery.start(self.jobs.run)  # re-adopt jobs before registering
+                await self.steps.adopt(nursery)  # and carry on with their steps
                 if self.healthcheck.program():
                     await self.healthcheck.run()  # before registering: a sick node never shows idle
                 nursery.start_soon(self.healthcheck.loop)
