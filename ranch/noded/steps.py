@@ -21,6 +21,7 @@ import trio
 
 from ranch.noded.joblaunch import LaunchError
 from ranch.noded.jobs import JobRunner
+from ranch.noded.usage import usage_of, wait_exited
 from ranch.noded.taskenv import (
     OpenError,
     cancelled_line,
@@ -187,6 +188,7 @@ class StepRunner:
         for f in files:
             f.close()
         step.procs[task] = proc
+        self.jobs.meter.watch(("step", spec.job_id, spec.step_id), {task: proc.pid})
         if proc.stdin is not None:
             step.stdin[task] = proc.stdin
         step.drained[task] = trio.Event()
@@ -215,6 +217,8 @@ class StepRunner:
                 step.drained[task].set()
 
     async def _wait_task(self, step: RunningStep, task: int, proc: trio.Process) -> None:
+        await wait_exited(proc.pid)  # its CPU, read off its zombie before it is reaped
+        self.jobs.meter.exited(("step", step.spec.job_id, step.spec.step_id), task)
         code = await proc.wait()
         result = (code, 0) if code >= 0 else (0, -code)
         # its last output comes before its exit (a child it left behind that still holds the
@@ -331,8 +335,10 @@ class StepRunner:
             state = "FAILED"
         else:
             state = "COMPLETED"
+        track = self.jobs.meter.stop(("step", spec.job_id, spec.step_id))
         end = StepEnd(spec.job_id, spec.step_id, state, max(codes, default=0),
-                      signals[0] if signals else 0, spec.restarts, step.started_at, time.time())
+                      signals[0] if signals else 0, spec.restarts, step.started_at, time.time(),
+                      usage=usage_of(track))
         await self._send_end(end)
 
     async def _send_end(self, end: StepEnd) -> None:
