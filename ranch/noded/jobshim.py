@@ -282,8 +282,8 @@ def main() -> int:
         except OSError:
             pass
         try:
-            with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
-                kids = [int(x) for x in f.read().split()]
+            with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as listing:
+                kids = [int(x) for x in listing.read().split()]
         except OSError:
             kids = []
         for kid in kids:

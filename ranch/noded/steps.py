@@ -21,7 +21,6 @@ import trio
 
 from ranch.noded.joblaunch import LaunchError
 from ranch.noded.jobs import JobRunner
-from ranch.noded.usage import usage_of, wait_exited
 from ranch.noded.taskenv import (
     OpenError,
     cancelled_line,
@@ -32,6 +31,7 @@ from ranch.noded.taskenv import (
     task_environment,
     truncate_shared,
 )
+from ranch.noded.usage import usage_of, wait_exited
 from ranch.protocol.messages import (
     StepEnd,
     StepHello,

@@ -103,6 +103,11 @@ class TaskTrack:
             self.system_s = max(self.system_s, got[1])
         self.done = True
 
+    def settle(self, cpu: tuple[float, float], max_rss_kib: int) -> None:
+        """Exact CPU (cgroup, rusage) in place of the sampled, and rusage's largest process."""
+        self.user_s, self.system_s = cpu
+        self.max_rss_kib = max(self.max_rss_kib, max_rss_kib)
+
 
 @attrs.define
 class GpuTrack:
@@ -112,6 +117,14 @@ class GpuTrack:
     mem_total: int = 0
     samples: int = 0
 
+    def add(self, g: Any) -> None:
+        """One GpuMetrics sample."""
+        self.util_sum += g.util_pct
+        self.util_max = max(self.util_max, g.util_pct)
+        self.mem_max = max(self.mem_max, g.memory_used_mib)
+        self.mem_total = g.memory_total_mib
+        self.samples += 1
+
 
 @attrs.define
 class Track:
@@ -120,9 +133,11 @@ class Track:
     delay: float = FIRST
     due: float = 0.0
 
-    def sample(self) -> None:
+    def sample(self, now: float) -> None:
         for task in self.tasks.values():
             task.sample()
+        self.delay = min(LONGEST, self.delay * 2)
+        self.due = now + self.delay
 
 
 class Meter:
@@ -163,10 +178,8 @@ class Meter:
         for track in list(self.tracks.values()):
             if track.due > now:
                 continue
-            track.sample()
+            track.sample(now)
             self.looks += len(track.tasks)
-            track.delay = min(LONGEST, track.delay * 2)
-            track.due = now + track.delay
             gpus = gpus or bool(track.gpus)
         self.busy_s += time.thread_time() - started
         return gpus
@@ -175,14 +188,8 @@ class Meter:
         by_index = {g.index: g for g in metrics}
         for track in self.tracks.values():
             for index, acc in track.gpus.items():
-                g = by_index.get(index)
-                if g is None:
-                    continue
-                acc.util_sum += g.util_pct
-                acc.util_max = max(acc.util_max, g.util_pct)
-                acc.mem_max = max(acc.mem_max, g.memory_used_mib)
-                acc.mem_total = g.memory_total_mib
-                acc.samples += 1
+                if index in by_index:
+                    acc.add(by_index[index])
 
     async def run(self) -> None:
         """The sampling loop (in the job runner's nursery)."""
@@ -208,9 +215,7 @@ def usage_of(track: Track | None, cpu: tuple[float, float] | None = None, source
         return None
     tasks = sorted(track.tasks.items())
     if cpu is not None and len(tasks) == 1:
-        task = tasks[0][1]
-        task.user_s, task.system_s = cpu
-        task.max_rss_kib = max(task.max_rss_kib, max_rss_kib)
+        tasks[0][1].settle(cpu, max_rss_kib)
     elif cpu is None:
         source = "proc"
     user = sum(t.user_s for _, t in tasks)
