@@ -4,8 +4,6 @@ table, `-p`/`-P` and `%N`-width forms."""
 
 from __future__ import annotations
 
-from ranch.cli.sacct_usage import GPU_WIDTHS, USAGE_FIELDS
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,6 +57,18 @@ LONG_FORMAT = (
     "tresusageinmaxn,tresusageinmaxt,tresusageinmin,tresusageinminn,tresusageinmint,"
     "tresusageintot,tresusageoutmax,tresusageoutmaxn,tresusageoutmaxt,tresusageoutave,"
     "tresusageouttot")
+
+
+# What rnoded measures (issue 48: cli/sacct_usage.py formats them), and Ranch-only fields
+# (docs/slurm-compat.md) with their widths: sacct has no GPU use
+GPU_WIDTHS = {"GPUUtil": 10, "GPUUtilMax": 10, "GPUMem": 10, "GPUUsage": 24}
+CPU_FIELDS = ("TotalCPU", "UserCPU", "SystemCPU")
+USAGE_FIELDS = frozenset({
+    *CPU_FIELDS, "CPUTime", "CPUTimeRAW", "AveCPU", "MinCPU", "MinCPUNode", "MinCPUTask",
+    "MaxRSS", "MaxRSSNode", "MaxRSSTask", "AveRSS", "MaxVMSize", "MaxVMSizeNode",
+    "MaxVMSizeTask", "AveVMSize", "TRESUsageInTot", "TRESUsageInMax", "TRESUsageInAve",
+    "TRESUsageInMin", "TRESUsageInMaxNode", "TRESUsageInMaxTask", "TRESUsageInMinNode",
+    "TRESUsageInMinTask", *GPU_WIDTHS})
 
 
 # Ranch's own fields (issue 48: what the job's GPUs did), by their exact name only, and not in

@@ -30,8 +30,7 @@ def selected(words: list[str]) -> dict[int, set[str]]:
 
 
 def step_value(field: str, rec: dict, step: dict, now: float) -> str:
-    from ranch.cli.sacct_fields import STEP_EMPTY, hms, job_id, stamp, value
-    from ranch.cli.sacct_usage import USAGE_FIELDS
+    from ranch.cli.sacct_fields import STEP_EMPTY, USAGE_FIELDS, hms, job_id, stamp, value
 
     if field in STEP_EMPTY:
         return ""

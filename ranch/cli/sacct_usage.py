@@ -7,17 +7,11 @@ GPUMem, GPUUsage) on the job line."""
 
 from __future__ import annotations
 
-from typing import Any
+from ranch.cli.sacct_fields import CPU_FIELDS, GPU_WIDTHS, hms, kibi
 
-# Ranch-only fields (docs/slurm-compat.md), with their widths: sacct has no GPU use
-GPU_WIDTHS = {"GPUUtil": 10, "GPUUtilMax": 10, "GPUMem": 10, "GPUUsage": 24}
-CPU_FIELDS = ("TotalCPU", "UserCPU", "SystemCPU")
-USAGE_FIELDS = frozenset({
-    *CPU_FIELDS, "CPUTime", "CPUTimeRAW", "AveCPU", "MinCPU", "MinCPUNode", "MinCPUTask",
-    "MaxRSS", "MaxRSSNode", "MaxRSSTask", "AveRSS", "MaxVMSize", "MaxVMSizeNode",
-    "MaxVMSizeTask", "AveVMSize", "TRESUsageInTot", "TRESUsageInMax", "TRESUsageInAve",
-    "TRESUsageInMin", "TRESUsageInMaxNode", "TRESUsageInMaxTask", "TRESUsageInMinNode",
-    "TRESUsageInMinTask", *GPU_WIDTHS})
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def cpu_text(seconds: float) -> str:
@@ -40,8 +34,6 @@ def cpu_text(seconds: float) -> str:
 
 def whole_seconds(seconds: float) -> str:
     """AveCPU, MinCPU and a TRES cpu= (secs2time_str: whole seconds, cut)."""
-    from ranch.cli.sacct_fields import hms
-
     return hms(int(max(0.0, seconds)))
 
 
@@ -56,8 +48,6 @@ def _tres(pairs: list[tuple[str, str]]) -> str:
 def line_value(field: str, u: dict | None, rec: dict, elapsed: float, cpus: int) -> str:
     """A field of a step line (the `.batch` or an rrun step): `u` its figures, None when
     nothing measured it; `elapsed` and `cpus` the step's own (CPUTime is their product)."""
-    from ranch.cli.sacct_fields import hms, kibi
-
     if field == "CPUTime":
         return hms(int(elapsed) * cpus)
     if field == "CPUTimeRAW":
@@ -132,8 +122,6 @@ def job_cpu(rec: dict) -> tuple[float, float] | None:
 def job_value(field: str, rec: dict, elapsed: float) -> str:
     """A usage field of the job line: CPU summed over its steps, CPUTime, the GPU fields; the
     memory fields empty, as sacct leaves them there."""
-    from ranch.cli.sacct_fields import hms
-
     cpus = 0 if rec["state"] == "PENDING" else int(rec.get("cpus") or 0)
     if field == "CPUTime":
         return hms(int(elapsed) * cpus)
@@ -151,8 +139,6 @@ def job_value(field: str, rec: dict, elapsed: float) -> str:
 def gpu_value(field: str, gpus: list[dict[str, Any]], rec: dict) -> str:
     """Ranch's GPU fields: the mean and the highest utilisation over the job's GPUs, the most
     memory any of them had in use, and each one as NODE/INDEX:UTIL%:MEM."""
-    from ranch.cli.sacct_fields import kibi
-
     sampled = [g for g in gpus if g.get("samples")]
     if not sampled:
         return ""

@@ -31,7 +31,7 @@ def merged(per_node: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     for key in ("tasks", "rss_kib", "vm_kib", "mem_peak_kib"):
         out[key] = sum(int(u.get(key) or 0) for _, u in items)
     for what in ("max_rss", "max_vm"):
-        node, u = max(items, key=lambda kv: _figure(kv[1], f"{what}_kib"))  # noqa: B023
+        node, u = max(items, key=lambda kv: _figure(kv[1], f"{what}_kib"))
         out[f"{what}_kib"] = int(u.get(f"{what}_kib") or 0)
         out[f"{what}_node"], out[f"{what}_task"] = node, int(u.get(f"{what}_task") or 0)
     node, u = min(items, key=lambda kv: float(kv[1].get("min_cpu_s") or 0))
