@@ -1,0 +1,84 @@
+"""rnoded's meter (noded/usage.py, issue 48) over real processes: a tree's RSS and VMSize (a
+child's included), a task's CPU read off its zombie before it is reaped, the figures of several
+tasks (largest, sums, least CPU), GPU samples, and the sampling schedule."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import time
+
+import attrs
+
+from ranch.noded import usage
+from ranch.protocol.messages import GpuMetrics
+
+HOLD = "import time\na = b'x' * (64 << 20)\ntime.sleep(30)\n"
+PARENT = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {HOLD!r}])\n"
+          "time.sleep(30)\n")  # the memory is its child's
+SPIN = "import time\nwhile time.process_time() < 0.5: pass\n"
+
+
+def test_a_tree_is_sampled_with_its_children() -> None:
+    parent = subprocess.Popen([sys.executable, "-c", PARENT])
+    try:
+        meter = usage.Meter()
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            meter.watch("k", {0: parent.pid})
+            if meter.tracks["k"].tasks[0].max_rss_kib > 64 * 1024:
+                break
+            time.sleep(0.1)
+        u = usage.usage_of(meter.stop("k"))
+        assert u is not None and u.max_rss_kib > 64 * 1024 and u.max_vm_kib > u.max_rss_kib
+        assert u.tasks == 1 and u.rss_kib == u.max_rss_kib and u.source == "proc"
+    finally:
+        for pid in usage.tree(parent.pid, include_root=False):
+            os.kill(pid, 9)
+        parent.kill()
+        parent.wait()
+
+
+def test_a_tasks_cpu_comes_from_its_zombie_and_tasks_add_up() -> None:
+    meter = usage.Meter()
+    procs = {task: subprocess.Popen([sys.executable, "-c", SPIN if task else "pass"])
+             for task in (0, 1)}
+    for task, p in procs.items():
+        meter.watch("s", {task: p.pid})
+    for task, p in procs.items():
+        os.waitid(os.P_PID, p.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped
+        meter.exited("s", task)
+        p.wait()
+    u = usage.usage_of(meter.stop("s"))
+    assert u is not None and u.tasks == 2
+    assert u.user_s + u.system_s >= 0.45  # in clock ticks (10 ms)
+    assert u.min_cpu_task == 0 and u.min_cpu_s < 0.4
+    assert u.rss_kib >= u.max_rss_kib > 0
+
+
+def test_exact_cpu_replaces_the_sampled_and_gpus_are_averaged() -> None:
+    meter = usage.Meter()
+    track = meter.watch("j", {0: os.getpid()}, gpus=(1,))
+    for util in (20.0, 60.0):
+        meter.add_gpu_sample([GpuMetrics(0, 99.0, 1, 10, 40.0, 100.0),
+                              GpuMetrics(1, util, int(util * 10), 1000, 40.0, 100.0)])
+    u = usage.usage_of(track, cpu=(1.25, 0.5), source="rusage", max_rss_kib=10 ** 9)
+    assert u is not None and (u.user_s, u.system_s, u.source) == (1.25, 0.5, "rusage")
+    assert u.max_rss_kib == 10 ** 9  # rusage's largest process, past what a sample saw
+    assert [attrs.astuple(g) for g in u.gpus] == [(1, 40.0, 60.0, 600, 1000, 2)]
+    assert usage.usage_of(None) is None
+
+
+def test_each_tree_is_looked_at_ever_less_often_up_to_30_s() -> None:
+    meter = usage.Meter()
+    track = meter.watch("k", {0: os.getpid()})
+    now, end, looks = track.due, track.due + 200, [track.due]
+    while now < end:
+        meter.sample_due(now)
+        if not looks or looks[-1] != track.due:
+            looks.append(track.due)
+        now += usage.TICK
+    gaps = [round(b - a, 1) for a, b in itertools.pairwise(looks)]
+    assert gaps[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0]
