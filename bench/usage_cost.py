@@ -3,7 +3,7 @@ steps, each a task with a child (sh -> sleep, as a step's shell and its command)
 one CPU. Goal: at most 1 % with 64 steps.
 
 Figures: one look at all 64 trees (procfs reads: each process's stat and children), the meter's
-own CPU over the first WINDOW seconds (its ramp: looks at 0.5, 1.5, 3.5 ... s) and at its
+own CPU over the first WINDOW seconds (a look each second in a tree's first minute) and at its
 steady interval (each tree every 30 s, from the cost of a look), and an idle meter's wake-ups.
 
     python bench/usage_cost.py [--steps 64] [--window 20]"""
@@ -68,7 +68,7 @@ def main() -> int:
         print(f"steps: {args.steps} ({trees} processes)")
         print(f"one look at every tree: {look_ms:.2f} ms ({look_ms / args.steps * 1000:.0f} us "
               "a step)")
-        print(f"meter CPU, first {args.window:.0f} s (looks at 0.5, 1.5, 3.5, 7.5, 15.5 s): "
+        print(f"meter CPU, first {args.window:.0f} s (a look each second): "
               f"{ramp * 100:.3f} % of a CPU")
         print(f"meter CPU, steady (a look every {usage.LONGEST:.0f} s): {steady * 100:.4f} % "
               f"of a CPU (idle wake-ups {idle * 100:.4f} %)")

@@ -256,13 +256,12 @@ def main() -> int:
     os.dup2(devnull, 1)
     status = 0
     # what every process of the job used, summed as we reap it (wait4: issue 48's TotalCPU)
-    used = [0.0, 0.0, 0]  # user s, system s, the largest ru_maxrss (KiB)
+    used = [0.0, 0.0]  # user s, system s
 
     def reap() -> tuple[int, int]:
         done, wstatus, ru = os.wait4(-1, 0)
         used[0] += ru.ru_utime
         used[1] += ru.ru_stime
-        used[2] = max(used[2], ru.ru_maxrss)
         return done, wstatus
 
     while True:  # reap adopted orphans too, until the script itself ends
@@ -314,7 +313,6 @@ def main() -> int:
         "leftovers_killed": leftovers,
         "user_s": round(used[0], 6),
         "system_s": round(used[1], 6),
-        "maxrss_kib": used[2],
         **measured,
     }
     write_json(os.path.join(jobdir, "status.json"), result)

@@ -123,8 +123,7 @@ def measured(status: dict, track: Track | None) -> Usage | None:
         cpu, source = (status["cg_user_usec"] / 1e6, status["cg_system_usec"] / 1e6), "cgroup"
     elif "user_s" in status:
         cpu, source = (float(status["user_s"]), float(status["system_s"])), "rusage"
-    return usage_of(track, cpu, source, int(status.get("cg_mem_peak", 0)) // 1024,
-                    int(status.get("maxrss_kib", 0)))
+    return usage_of(track, cpu, source, int(status.get("cg_mem_peak", 0)) // 1024)
 
 
 def ending_of(spec: JobSpec, path: Path, ending: str, started_at: float,

@@ -3,10 +3,11 @@ step task's process tree, and of the GPUs a job holds, for racct's MaxRSS/AveRSS
 rseff.
 
 One Meter per rnoded samples every tracked tree from /proc (one stat read per process, the tree
-walked through /proc/PID/task/PID/children) on a schedule of its own: at the start, after
-0.5 s, then each interval twice the last up to 30 s (Slurm's JobAcctGatherFrequency default),
-so a short task is seen early and a long one costs one look every 30 s
-(bench/usage_cost.py). A task is also looked at once it has exited and before it is reaped
+walked through /proc/PID/task/PID/children) on a schedule of its own: at the start, then every
+second for its first minute, then each interval twice the last up to 30 s (Slurm's
+JobAcctGatherFrequency default), so a short task's memory is seen as Slurm sampling each second
+sees it and a long one costs one look every 30 s (bench/usage_cost.py: 64 steps cost ~0.3 % of
+a CPU in their first minute). A task is also looked at once it has exited and before it is reaped
 (its zombie still holds its CPU times and those of the children it reaped).
 """
 
@@ -26,7 +27,8 @@ from ranch.protocol.usage import GpuUse, Usage
 log = logging.getLogger("rnoded.usage")
 
 TICK = 0.5  # how often the meter wakes to see which trees are due
-FIRST = 0.5  # the first look after the start
+FIRST = 1.0  # the interval of a tree's first minute (RAMP)
+RAMP = 60.0
 LONGEST = 30.0  # the steady interval (Slurm's JobAcctGatherFrequency=30)
 TREE_LIMIT = 10_000  # a fork bomb's tree is not walked past this many processes
 CLK = os.sysconf("SC_CLK_TCK")
@@ -45,6 +47,31 @@ def proc_stat(pid: int) -> tuple[float, float, int, int] | None:
         return user, system, int(fields[21]) * PAGE_KIB, int(fields[20]) // 1024
     except (OSError, ValueError, IndexError):
         return None
+
+
+_libc: Any = None
+SYS_WAITID = {"x86_64": 247, "aarch64": 95}.get(os.uname().machine)
+P_PID, WEXITED, WNOWAIT = 1, 4, 0x01000000
+
+
+def zombie_rusage(pid: int) -> tuple[float, float] | None:
+    """(user s, system s) of our exited, unreaped child and the children it reaped, as wait4
+    would return them: the raw waitid syscall with WNOWAIT fills a struct rusage (glibc's
+    wrapper and Python's os.waitid pass none) and leaves the child for trio to reap. Its
+    ru_maxrss is not used: it holds the pages of the parent the child was forked from, before
+    its exec. None where that syscall cannot be had."""
+    global _libc
+    if SYS_WAITID is None:
+        return None
+    import ctypes
+
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    info = ctypes.create_string_buffer(128)  # siginfo_t
+    ru = (ctypes.c_long * 18)()  # struct rusage: two timevals, then 14 longs (ru_maxrss first)
+    if _libc.syscall(SYS_WAITID, P_PID, pid, info, WEXITED | WNOWAIT, ru) != 0:
+        return None
+    return ru[0] + ru[1] / 1e6, ru[2] + ru[3] / 1e6
 
 
 def children(pid: int) -> list[int]:
@@ -95,18 +122,17 @@ class TaskTrack:
             self.system_s = max(self.system_s, system)
 
     def exited(self) -> None:
-        """The task has exited and is not reaped yet: its zombie's own and reaped children's
-        CPU (what wait4 would return)."""
-        got = proc_stat(self.pid)
+        """The task has exited and is not reaped yet: its own and its reaped children's CPU
+        (rusage, else its zombie's stat in clock ticks)."""
+        got = zombie_rusage(self.pid) or proc_stat(self.pid)
         if got is not None:
             self.user_s = max(self.user_s, got[0])
             self.system_s = max(self.system_s, got[1])
         self.done = True
 
-    def settle(self, cpu: tuple[float, float], max_rss_kib: int) -> None:
-        """Exact CPU (cgroup, rusage) in place of the sampled, and rusage's largest process."""
+    def settle(self, cpu: tuple[float, float]) -> None:
+        """Exact CPU (cgroup, rusage) in place of the sampled."""
         self.user_s, self.system_s = cpu
-        self.max_rss_kib = max(self.max_rss_kib, max_rss_kib)
 
 
 @attrs.define
@@ -132,11 +158,13 @@ class Track:
     gpus: dict[int, GpuTrack] = attrs.Factory(dict)
     delay: float = FIRST
     due: float = 0.0
+    born: float = 0.0
 
     def sample(self, now: float) -> None:
         for task in self.tasks.values():
             task.sample()
-        self.delay = min(LONGEST, self.delay * 2)
+        if now - self.born >= RAMP:
+            self.delay = min(LONGEST, self.delay * 2)
         self.due = now + self.delay
 
 
@@ -154,7 +182,8 @@ class Meter:
         """Start measuring: task id -> pid of each tree, and the GPU indices held."""
         track = self.tracks.get(key)
         if track is None:
-            track = self.tracks[key] = Track(due=time.monotonic() + FIRST)
+            now = time.monotonic()
+            track = self.tracks[key] = Track(due=now + FIRST, born=now)
         for task, pid in tasks.items():
             track.tasks[task] = TaskTrack(pid, include_root)
             track.tasks[task].sample()  # the start: Slurm's first look is at the task's start
@@ -207,15 +236,16 @@ class Meter:
 
 
 def usage_of(track: Track | None, cpu: tuple[float, float] | None = None, source: str = "proc",
-             mem_peak_kib: int = 0, max_rss_kib: int = 0) -> Usage | None:
+             mem_peak_kib: int = 0) -> Usage | None:
     """The figures of a finished track. `cpu`: exact (user, system) seconds from the cgroup or
-    rusage, which replace the sampled ones (the track's single task then holds them all);
-    `max_rss_kib`: rusage's largest process, which the sampled tree's RSS may have missed."""
+    rusage, which replace the sampled ones (the track's single task then holds them all). The
+    memory figures are the samples' (as Slurm's jobacct_gather): rusage's ru_maxrss counts the
+    forking parent's pages before the exec."""
     if track is None or not track.tasks:
         return None
     tasks = sorted(track.tasks.items())
     if cpu is not None and len(tasks) == 1:
-        tasks[0][1].settle(cpu, max_rss_kib)
+        tasks[0][1].settle(cpu)
     elif cpu is None:
         source = "proc"
     user = sum(t.user_s for _, t in tasks)
