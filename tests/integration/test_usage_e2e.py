@@ -162,6 +162,9 @@ def test_gpu_use_is_sampled_for_the_gpus_the_job_held(ran) -> None:
     gpus = doc["jobs"][0]["gpus"]
     assert [g["index"] for g in gpus] == [0, 1] and all(g["samples"] >= 1 for g in gpus)
     assert all(g["memory"]["total_mib"] > 0 for g in gpus)
+    # the job's record (rcontrol show job --json, the HTTP API's GET /api/v1/jobs/ID) has them
+    shown = json.loads(cli(c, "rcontrol", "--json", "show", "job", jid).stdout)["jobs"][0]
+    assert [(g["node"], g["index"]) for g in shown["gpus_used"]] == [("n1", 0), ("n1", 1)]
 
 
 def test_reportseff_reads_the_same_efficiencies(ran) -> None:
