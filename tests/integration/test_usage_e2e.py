@@ -199,3 +199,14 @@ def test_reportseff_reads_the_same_efficiencies(ran) -> None:
     assert float(rows[hold][3]) == pytest.approx(
         percent(cli(c, "rseff", hold).stdout, "Memory Efficiency"), abs=1.0), rows
     assert rows[str(jobs["spin"])][3] == "---"
+
+
+def test_the_figures_survive_a_controller_sigkill(ran) -> None:
+    c, jobs, _ = ran
+    ids = ",".join(str(j) for j in jobs.values())
+    fields = "JobID,TotalCPU,MaxRSS,AveRSS,MaxVMSize,TRESUsageInTot,GPUUsage"
+    before = cli(c, "racct", "-P", "-o", fields, "-j", ids).stdout
+    c.kill_ctld()  # the state file and its journal keep them (MinJobAge holds the jobs)
+    c.start_ctld()
+    c.wait_for(lambda: cli(c, "racct", "-P", "-o", fields, "-j", ids, check=False).stdout
+               == before, 30, what="the same figures after the restart")
