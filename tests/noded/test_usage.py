@@ -82,3 +82,29 @@ def test_each_tree_is_looked_at_each_second_then_ever_less_often_up_to_30_s() ->
         now += usage.TICK
     gaps = [round(b - a, 1) for a, b in itertools.pairwise(looks)]
     assert gaps[:59] == [1.0] * 59 and gaps[59:66] == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+
+
+def test_the_job_cgroups_figures_are_read_before_it_goes(tmp_path) -> None:
+    """cgroup v2 (cpu.stat, memory.peak) and v1 (memory.max_usage_in_bytes), as the job
+    supervisor reads them, and which CPU figures the job's ending takes."""
+    from ranch.noded import jobshim
+    from ranch.noded.runningjob import measured
+
+    v2, v1 = tmp_path / "v2", tmp_path / "v1"
+    v2.mkdir()
+    v1.mkdir()
+    (v2 / "cpu.stat").write_text("usage_usec 5500000\nuser_usec 4000000\nsystem_usec 1500000\n")
+    (v2 / "memory.peak").write_text("134217728\n")
+    (v1 / "memory.max_usage_in_bytes").write_text("1048576\n")
+    got = jobshim.cgroup_usage([str(v2), 2])
+    assert got == {"cg_user_usec": 4000000, "cg_system_usec": 1500000, "cg_mem_peak": 134217728}
+    assert jobshim.cgroup_usage([str(v1), 1]) == {"cg_mem_peak": 1048576}
+    assert jobshim.cgroup_usage(None) == {} and jobshim.cgroup_usage([str(tmp_path), 2]) == {}
+    meter = usage.Meter()
+    track = meter.watch("j", {0: os.getpid()})
+    u = measured({**got, "user_s": 9.0, "system_s": 9.0}, track)
+    assert u is not None and (u.user_s, u.system_s, u.source) == (4.0, 1.5, "cgroup")
+    assert u.mem_peak_kib == 131072
+    u = measured({"user_s": 2.0, "system_s": 0.25}, track)
+    assert u is not None and (u.user_s, u.system_s, u.source) == (2.0, 0.25, "rusage")
+    assert measured({}, None) is None
