@@ -1,7 +1,7 @@
-"""rseff JOBID: seff's efficiency report (Slurm's contribs/seff, version 2.1) over racct's record of
-the job: its wording and arithmetic (CPU efficiency = the CPU its steps used over elapsed x
-cores; memory = the largest step's summed task peaks over the memory allocated), and beyond
-seff the GPUs' utilisation and memory (issue 48)."""
+"""rseff JOBID: seff's efficiency report (Slurm 22.05's contribs/seff, version 2.1) over racct's
+record of the job: its wording and arithmetic (CPU efficiency = the CPU its steps used over
+elapsed x cores; memory = the largest task's peak times its step's tasks, over the memory
+requested), and beyond seff the GPUs' utilisation and memory (issue 48)."""
 
 from __future__ import annotations
 
@@ -48,41 +48,43 @@ def kbytes2str(kbytes: float) -> str:
     return f"{kbytes / 1024 ** exp:.2f} {unit}B"
 
 
-def _steps(rec: dict) -> list[dict]:
-    """Every step's figures that were measured: the batch script's and rrun's steps'."""
-    out = [rec["usage"]] if rec.get("usage") else []
-    return out + [s["usage"] for s in rec.get("steps") or () if s.get("usage")]
+def _steps(rec: dict) -> list[tuple[dict, int]]:
+    """Every step's figures that were measured, with its task count: the batch script's (one
+    task) and rrun's steps'."""
+    out = [(rec["usage"], 1)] if rec.get("usage") else []
+    return out + [(s["usage"], int(s.get("ntasks") or s["usage"].get("tasks") or 1))
+                  for s in rec.get("steps") or () if s.get("usage")]
 
 
 def figures(rec: dict) -> dict:
-    """What seff computes from the job's record, by seff's names."""
+    """What seff (22.05's) computes from the job's record, by seff's names: CPU the sum of the
+    steps' TotalCPU; memory the largest task's RSS (TRESUsageInMax) of the step where it was
+    largest, times that step's tasks."""
     ncpus = int(rec.get("cpus") or 0) or 1
     nnodes = int(rec.get("node_count") or 0) or 1
     sec = usec = 0
-    mem = maxmem = avemem = 0.0
-    for u in _steps(rec):
+    mem, ntasks = 0.0, 0
+    for u, tasks in _steps(rec):
         total = float(u.get("user_s") or 0) + float(u.get("system_s") or 0)
         sec += int(total)
         usec += round((total - int(total)) * 1_000_000)
-        lmem = float(u.get("rss_kib") or 0)  # TRESUsageInTot's mem: the tasks' peaks summed
+        lmem = float(u.get("max_rss_kib") or 0)
         if mem < lmem:
-            mem = lmem
-            maxmem = float(u.get("max_rss_kib") or 0) * 1024
-            avemem = lmem / max(1, int(u.get("tasks") or 1)) * 1024
-    per_cpu = not rec.get("mem_per_node") and bool(rec.get("mem_per_cpu"))
+            mem, ntasks = lmem, tasks
     if rec.get("mem_per_node"):
-        alloc_mib = int(rec["mem_per_node"]) * nnodes
+        reqmem, pernode = int(rec["mem_per_node"]) * 1024 * nnodes, True
     else:
-        alloc_mib = int(rec.get("mem_per_cpu") or 0) * ncpus
+        reqmem, pernode = int(rec.get("mem_per_cpu") or 0) * 1024 * ncpus, not rec.get(
+            "mem_per_cpu")
     start, end = rec.get("start_time"), rec.get("end_time")
     walltime = int(max(0.0, end - start)) if start and end else 0
     if rec["state"] == "RUNNING" and start:
         import time
 
         walltime = int(max(0.0, time.time() - start))
-    return {"ncpus": ncpus, "nnodes": nnodes, "cput": sec + int(usec / 1_000_000 + 0.5),
-            "mem": mem, "maxmem": maxmem, "avemem": avemem, "allocmem": alloc_mib * 1024,
-            "pernode": not per_cpu, "walltime": walltime}
+    return {"ncpus": ncpus, "nnodes": nnodes, "ntasks": ntasks,
+            "cput": sec + int(usec / 1_000_000 + 0.5), "mem": mem * ntasks, "reqmem": reqmem,
+            "pernode": pernode, "walltime": walltime}
 
 
 def group_name(gid: object) -> str:
@@ -105,9 +107,9 @@ def report(rec: dict, debug: bool = False) -> str:
         lines += ["Slurm data: JobID ArrayJobID User Group State Clustername Ncpus Nnodes Ntasks "
                   "Reqmem PerNode Cput Walltime Mem ExitStatus",
                   f"Slurm data: {rec['job_id']} {array} {user} {group} {state} "
-                  f"{rec.get('cluster') or ''} {f['ncpus']} {f['nnodes']} {f['allocmem']} "
-                  f"{int(f['pernode'])} {f['cput']} {f['walltime']} {_num(f['mem'])} "
-                  f"{exit_status}", ""]
+                  f"{rec.get('cluster') or ''} {f['ncpus']} {f['nnodes']} {f['ntasks']} "
+                  f"{f['reqmem']} {int(f['pernode'])} {f['cput']} {f['walltime']} "
+                  f"{_num(f['mem'])} {exit_status}", ""]
     lines.append(f"Job ID: {rec['job_id']}")
     if array:
         lines.append(f"Array Job ID: {array}")
@@ -130,20 +132,20 @@ def report(rec: dict, debug: bool = False) -> str:
     lines.append(f"CPU Utilized: {time2str(f['cput'])}")
     lines.append(f"CPU Efficiency: {cpu_eff:.2f}% of {time2str(core)} core-walltime")
     lines.append(f"Job Wall-clock time: {time2str(f['walltime'])}")
-    lines.append(f"Memory Utilized: {kbytes2str(f['mem'])}")
-    alloc = f["allocmem"]
-    mem_eff = f["mem"] / alloc * 100 if alloc else 0.0
-    share, per = (alloc / f["nnodes"], "node") if f["pernode"] else (alloc / f["ncpus"], "core")
-    lines.append(f"Memory Efficiency: {mem_eff:.2f}% of {kbytes2str(alloc)} "
-                 f"({kbytes2str(share)}/{per})")
-    if f["maxmem"] and f["maxmem"] > f["avemem"]:
-        lines.append("The task which had the largest memory consumption differs by "
-                     f"{f['maxmem'] / f['avemem'] * 100:.2f}% from the average task max memory "
-                     "consumption")
+    one = f["ntasks"] == 1
+    lines.append(f"Memory Utilized: {kbytes2str(f['mem'])}"
+                 + ("" if one else " (estimated maximum)"))
+    reqmem = f["reqmem"]
+    mem_eff = f["mem"] / reqmem * 100 if reqmem else 0.0
+    text = f"Memory Efficiency: {mem_eff:.2f}% of {kbytes2str(reqmem)}"
+    if not one:
+        share, per = ((reqmem / f["nnodes"], "node") if f["pernode"]
+                      else (reqmem / f["ncpus"], "core"))
+        text += f" ({kbytes2str(share)}/{per})"
+    lines.append(text)
     lines += gpu_lines(rec.get("gpu_usage") or [])
     if state == "RUNNING":
-        lines.append("WARNING: Efficiency statistics can only be obtained after the job has "
-                     "ended as seff tool is based on the accounting database data.")
+        lines.append(f"WARNING: Efficiency statistics may be misleading for {state} jobs.")
     return "\n".join(lines) + "\n"
 
 

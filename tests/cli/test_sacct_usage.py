@@ -78,24 +78,33 @@ def test_units_and_gpu_fields() -> None:
 
 
 def test_rseff_reports_as_seff() -> None:
+    """Slurm 22.05's seff on the same figures (its step 1.0 of 2 tasks, 13428K largest, is
+    below the batch script's 137752K, so the batch's one task counts)."""
     text = rseff.report(record())
     assert text.splitlines() == [
         "Job ID: 1", "Cluster: conf", "User/Group: root/root", "State: COMPLETED (exit code 0)",
         "Nodes: 1", "Cores per node: 2", "CPU Utilized: 00:00:04",
         "CPU Efficiency: 25.00% of 00:00:16 core-walltime", "Job Wall-clock time: 00:00:08",
-        "Memory Utilized: 134.52 MB",
-        "Memory Efficiency: 67.26% of 200.00 MB (200.00 MB/node)"]
+        "Memory Utilized: 134.52 MB", "Memory Efficiency: 67.26% of 200.00 MB"]
 
 
 def test_rseff_edge_cases() -> None:
     pending = rseff.report(record(usage=None, steps=[], state="PENDING", cpus=1))
     assert pending.splitlines()[-2:] == ["Cores: 1",
                                          "Efficiency not available for jobs in the PENDING state."]
+    # nothing measured: seff's ntasks stays 0, which it words as an estimate
     bare = rseff.report(record(usage=None, steps=[], mem_per_node=0, mem_per_cpu=0))
-    assert "CPU Utilized: 00:00:00\n" in bare and "Memory Utilized: 0.00 MB\n" in bare
+    assert "CPU Utilized: 00:00:00\n" in bare
+    assert "Memory Utilized: 0.00 MB (estimated maximum)\n" in bare
     assert "Memory Efficiency: 0.00% of 0.00 MB (0.00 MB/node)\n" in bare
-    per_cpu = rseff.report(record(mem_per_node=0, mem_per_cpu=100))
-    assert "of 200.00 MB (100.00 MB/core)" in per_cpu
-    two = {**BATCH, "tasks": 2, "rss_kib": 137752 + 10000}
-    assert "differs by 186.46% from the average" in rseff.report(record(usage=two))
+    # a step of 2 tasks with the largest task: its peak times 2, per core when asked per CPU
+    wide = {**STEP, "max_rss_kib": 200 * 1024}
+    per_cpu = rseff.report(record(mem_per_node=0, mem_per_cpu=250, steps=[
+        {"id": 0, "ntasks": 2, "cpus": 2, "usage": wide}]))
+    assert "Memory Utilized: 400.00 MB (estimated maximum)\n" in per_cpu
+    assert "Memory Efficiency: 80.00% of 500.00 MB (250.00 MB/core)\n" in per_cpu
+    running = rseff.report(record(state="RUNNING", end_time=None))
+    assert running.endswith("WARNING: Efficiency statistics may be misleading for RUNNING jobs.\n")
+    debug = rseff.report(record(), debug=True).splitlines()
+    assert debug[1] == "Slurm data: 1  root root COMPLETED conf 2 1 1 204800 1 4 8 137752 0"
     assert rseff.time2str(90061) == "1-01:01:01" and rseff.kbytes2str(3 * 1024 ** 3) == "3.00 TB"

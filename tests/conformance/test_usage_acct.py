@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -25,11 +27,19 @@ from tests.conformance.test_step_listings import Side
 
 PY = "/usr/bin/python3"
 SPIN = "import time\nwhile time.process_time() < {s}: pass\n"
-SCRIPT = f"""#!/bin/sh
+SCRIPTS = {
+    "use": f"""#!/bin/sh
 {PY} -c "{SPIN.format(s=2)}a = b'x' * (120 << 20)
 time.sleep(2)"
 srun -n1 {PY} -c "{SPIN.format(s=1)}"
-"""
+""",
+    # seff's cases: CPU alone, memory held of a request, a step of two tasks per CPU
+    "spin": f"#!/bin/sh\n{PY} -c \"{SPIN.format(s=3)}\"\n",
+    "hold": f"#!/bin/sh\n{PY} -c \"import time\na = b'x' * (120 << 20)\ntime.sleep(3)\"\n",
+    "pair": f"#!/bin/sh\nsrun -n2 {PY} -c \"{SPIN.format(s=2)}\"\n",
+}
+SEFF_JOBS = {"spin": ("-n1",), "hold": ("-n1", "--mem=200M"),
+             "pair": ("-n2", "--mem-per-cpu=100M")}
 FIELDS = ("JobID,TotalCPU,UserCPU,SystemCPU,CPUTime,CPUTimeRAW,MaxRSS,AveRSS,MaxVMSize,AveCPU,"
           "MinCPU,MaxRSSNode,MaxRSSTask,NTasks,TRESUsageInTot")
 CPU_FIELDS = ("TotalCPU", "UserCPU", "SystemCPU")
@@ -38,8 +48,17 @@ CPU_FIELDS = ("TotalCPU", "UserCPU", "SystemCPU")
 MEM_FIELDS = ("MaxRSS", "AveRSS")
 
 
+def seff_program() -> list[str] | None:
+    """Slurm's seff (contribs/seff: perl, with libslurmdb-perl), from PATH or RANCH_SEFF."""
+    found = os.environ.get("RANCH_SEFF") or shutil.which("seff")
+    if not found:
+        return None
+    return ["perl", found] if not os.access(found, os.X_OK) else [found]
+
+
 @pytest.fixture(scope="module")
-def lines(tmp_path_factory) -> dict[str, dict[str, dict[str, str]]]:
+def sides(tmp_path_factory):
+    """Both systems, started once for this module."""
     from ranch.cli.shims import write
 
     reason = slurm_missing() or accounting_missing()
@@ -59,30 +78,46 @@ def lines(tmp_path_factory) -> dict[str, dict[str, dict[str, str]]]:
         except SlurmUnavailable as exc:
             pytest.fail(f"a private Slurm with slurmdbd could not start: {exc}", pytrace=False)
         with RanchCluster(SHAPE) as ranch:
-            sides = {"slurm": Side(slurm, None), "ranch": Side(ranch, shims)}
-            jobs = {}
-            for name, side in sides.items():
-                (side.dir / "use.sh").write_text(SCRIPT)
-                done = side.run("sbatch", "-N1", "-n1", "-o", "use.out", "use.sh")
-                assert done.returncode == 0, (name, done.stderr)
-                jobs[name] = int(done.stdout.split()[-1])
-            out: dict[str, dict[str, dict[str, str]]] = {}
-            for name, side in sides.items():
-                jid = jobs[name]
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline and side.run(
-                        "sacct", "-n", "-P", "-o", "State", "-j", str(jid)
-                ).stdout.split() != ["COMPLETED"] * 3:
-                    time.sleep(0.5)
-                got = side.run("sacct", "-P", "-o", FIELDS, "-j", str(jid)).stdout.splitlines()
-                head = got[0].split("|")
-                out[name] = {}
-                for line in got[1:]:
-                    row = dict(zip(head, line.split("|"), strict=True))
-                    out[name][row["JobID"].replace(str(jid), "J")] = row
-            return out
+            yield {"slurm": Side(slurm, None), "ranch": Side(ranch, shims)}
     finally:
         slurm.stop()
+
+
+def run_jobs(sides, scripts: dict[str, tuple[str, ...]]) -> dict[str, dict[str, int]]:
+    """Each script (name -> its sbatch options) submitted on both, waited for until sacct has
+    the job and every step COMPLETED."""
+    jobs: dict[str, dict[str, int]] = {}
+    for name, side in sides.items():
+        jobs[name] = {}
+        for key, options in scripts.items():
+            (side.dir / f"{key}.sh").write_text(SCRIPTS[key])
+            done = side.run("sbatch", *options, "-o", f"{key}.out", f"{key}.sh")
+            assert done.returncode == 0, (name, done.stderr)
+            jobs[name][key] = int(done.stdout.split()[-1])
+    for name, side in sides.items():
+        for jid in jobs[name].values():
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                states = side.run("sacct", "-n", "-P", "-o", "State", "-j", str(jid)).stdout
+                if len(states.split()) >= 2 and set(states.split()) == {"COMPLETED"}:
+                    break
+                time.sleep(0.5)
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def lines(sides) -> dict[str, dict[str, dict[str, str]]]:
+    jobs = run_jobs(sides, {"use": ("-N1", "-n1")})
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for name, side in sides.items():
+        jid = jobs[name]["use"]
+        got = side.run("sacct", "-P", "-o", FIELDS, "-j", str(jid)).stdout.splitlines()
+        head = got[0].split("|")
+        out[name] = {}
+        for line in got[1:]:
+            row = dict(zip(head, line.split("|"), strict=True))
+            out[name][row["JobID"].replace(str(jid), "J")] = row
+    return out
 
 
 def form(value: str) -> str:
@@ -130,3 +165,36 @@ def test_the_figures_agree(lines, line: str) -> None:
         mem = dict(kv.split("=", 1) for kv in ours)
         slurm_mem = dict(kv.split("=", 1) for kv in theirs)
         assert 0.75 <= kib(mem["mem"]) / kib(slurm_mem["mem"]) <= 1.33, (slurm, ranch)
+
+
+def test_rseff_words_and_figures_as_seff(sides) -> None:
+    """Slurm 22.05's seff beside rseff (through the shims' `seff`) on the same three jobs: the
+    same lines in the same words; CPU Utilized, Memory Utilized and Memory Efficiency agree
+    (the CPU efficiency and wall-clock time depend on each system's launch and the load)."""
+    seff = seff_program()
+    if seff is None:
+        pytest.skip("Slurm's seff is not installed (contribs/seff and libslurmdb-perl; or "
+                    "RANCH_SEFF=PATH of the script)")
+    jobs = run_jobs(sides, SEFF_JOBS)
+    for key in SEFF_JOBS:
+        reports = {}
+        for name, side in sides.items():
+            jid = str(jobs[name][key])
+            env = side.system.env()
+            if side.shims is not None:  # Ranch's, as a user with the shims on PATH runs it
+                env["PATH"] = f"{side.shims}{os.pathsep}{env.get('PATH', '')}"
+            argv = seff if side.shims is None else [str(side.shims / "seff")]
+            done = subprocess.run([*argv, jid], env=env, capture_output=True, text=True,
+                                  timeout=60)
+            assert done.returncode == 0, (name, done.stdout, done.stderr)
+            reports[name] = dict(line.split(": ", 1) for line in done.stdout.splitlines()
+                                 if ": " in line)
+        slurm, ranch = reports["slurm"], reports["ranch"]
+        assert list(ranch) == list(slurm), (key, slurm, ranch)
+        skip = {"Job ID", "CPU Efficiency", "Job Wall-clock time"}
+        for label in slurm:
+            if label not in skip:
+                assert form(ranch[label]) == form(slurm[label]), (key, label, slurm, ranch)
+        assert abs(seconds(ranch["CPU Utilized"]) - seconds(slurm["CPU Utilized"])) <= 1
+        mem = [float(r["Memory Utilized"].split()[0]) for r in (slurm, ranch)]
+        assert abs(mem[1] - mem[0]) <= max(2.0, 0.15 * mem[0]), (key, slurm, ranch)
