@@ -108,3 +108,15 @@ def test_rseff_edge_cases() -> None:
     debug = rseff.report(record(), debug=True).splitlines()
     assert debug[1] == "Slurm data: 1  root root COMPLETED conf 2 1 1 204800 1 4 8 137752 0"
     assert rseff.time2str(90061) == "1-01:01:01" and rseff.kbytes2str(3 * 1024 ** 3) == "3.00 TB"
+
+
+def test_long_and_all_lists_fill_every_usage_field() -> None:
+    from ranch.cli.sacct_fields import LONG_FORMAT
+
+    for fields in (LONG_FORMAT, "ALL"):
+        got = table(record(), fields)
+        names = [f for f, _ in parse_format(fields)]
+        batch = dict(zip(names, got[1], strict=True))
+        assert batch["MaxVMSizeNode"] == "c1" and batch["MinCPU"] == "00:00:02"
+        assert batch["TRESUsageInMax"] == "mem=137752K,vmem=219460K"
+        assert batch["TRESUsageInMaxNode"] == "mem=c1,vmem=c1"

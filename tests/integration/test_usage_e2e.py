@@ -198,6 +198,10 @@ def test_reportseff_reads_the_same_efficiencies(ran) -> None:
     assert float(rows[hold][3]) == pytest.approx(
         percent(cli(c, "rseff", hold).stdout, "Memory Efficiency"), abs=1.0), rows
     assert rows[str(jobs["spin"])][3] == "---"
+    # its default table, which stopped on "Failed to parse time ''" before racct measured
+    plain = subprocess.run([tool, "--no-color", *ids], env=env, cwd=work, capture_output=True,
+                           text=True, timeout=60)
+    assert plain.returncode == 0 and "Failed" not in plain.stdout + plain.stderr, plain
 
 
 def test_the_figures_survive_a_controller_sigkill(ran) -> None:
