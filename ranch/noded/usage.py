@@ -6,9 +6,9 @@ One Meter per rnoded samples every tracked tree from /proc (one stat read per pr
 walked through /proc/PID/task/PID/children) on a schedule of its own: at the start, then every
 second for its first minute, then each interval twice the last up to 30 s (Slurm's
 JobAcctGatherFrequency default), so a short task's memory is seen as Slurm sampling each second
-sees it and a long one costs one look every 30 s (bench/usage_cost.py: 64 steps cost ~0.3 % of
-a CPU in their first minute). A task is also looked at once it has exited and before it is reaped
-(its zombie still holds its CPU times and those of the children it reaped).
+sees it and a long one costs one look every 30 s (bench/usage_cost.py: 64 steps cost ~0.4 % of
+a CPU in their first minute). A step task's CPU is read once it has exited, before it is reaped
+(its zombie's rusage: its own CPU and that of the children it reaped).
 """
 
 from __future__ import annotations
