@@ -183,7 +183,8 @@ class Meter:
         track = self.tracks.get(key)
         if track is None:
             now = time.monotonic()
-            track = self.tracks[key] = Track(due=now + FIRST, born=now)
+            # the first look at the next wake-up: a GPU is first sampled then
+            track = self.tracks[key] = Track(due=now + TICK, born=now)
         for task, pid in tasks.items():
             track.tasks[task] = TaskTrack(pid, include_root)
             track.tasks[task].sample()  # the start: Slurm's first look is at the task's start

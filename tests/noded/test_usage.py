@@ -81,7 +81,7 @@ def test_each_tree_is_looked_at_each_second_then_ever_less_often_up_to_30_s() ->
             looks.append(track.due)
         now += usage.TICK
     gaps = [round(b - a, 1) for a, b in itertools.pairwise(looks)]
-    assert gaps[:59] == [1.0] * 59 and gaps[59:66] == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert gaps[:60] == [1.0] * 60 and gaps[60:67] == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
 
 
 def test_the_job_cgroups_figures_are_read_before_it_goes(tmp_path) -> None:
