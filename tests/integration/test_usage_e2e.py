@@ -100,6 +100,8 @@ def test_a_spinning_job_shows_its_cpu_time_and_full_efficiency(ran) -> None:
     assert re.fullmatch(r"00:00:0[4-5]", batch[8])
     report = cli(c, "rseff", jid).stdout
     assert "Cores: 1" in report and "State: COMPLETED (exit code 0)" in report
+    missing = cli(c, "rseff", "999999", check=False)  # seff's answer and status
+    assert (missing.returncode, missing.stdout, missing.stderr) == (2, "", "Job not found.\n")
     assert "CPU Utilized: 00:00:04\n" in report or "CPU Utilized: 00:00:05\n" in report
     # seff's arithmetic: the CPU (whole seconds, rounded) over Elapsed x cores
     cput, wall = round(seconds(job[1])), int(job[9])
