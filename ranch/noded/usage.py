@@ -103,6 +103,7 @@ class TaskTrack:
     max_rss_kib: int = 0
     max_vm_kib: int = 0
     done: bool = False  # its final CPU figures are in
+    exact: bool = False  # ... and they are its rusage (else clock ticks, or samples)
 
     def sample(self) -> None:
         user = system = 0.0
@@ -124,7 +125,9 @@ class TaskTrack:
     def exited(self) -> None:
         """The task has exited and is not reaped yet: its own and its reaped children's CPU
         (rusage, else its zombie's stat in clock ticks)."""
-        got = zombie_rusage(self.pid) or proc_stat(self.pid)
+        exact = zombie_rusage(self.pid)
+        self.exact = exact is not None
+        got = exact or proc_stat(self.pid)
         if got is not None:
             self.user_s = max(self.user_s, got[0])
             self.system_s = max(self.system_s, got[1])
@@ -248,7 +251,7 @@ def usage_of(track: Track | None, cpu: tuple[float, float] | None = None, source
     if cpu is not None and len(tasks) == 1:
         tasks[0][1].settle(cpu)
     elif cpu is None:
-        source = "proc"
+        source = "rusage" if all(t.exact for _, t in tasks) else "proc"
     user = sum(t.user_s for _, t in tasks)
     system = sum(t.system_s for _, t in tasks)
     most_rss = max(tasks, key=lambda kv: kv[1].max_rss_kib)

@@ -52,7 +52,7 @@ def test_a_tasks_cpu_comes_from_its_zombie_and_tasks_add_up() -> None:
         meter.exited("s", task)
         p.wait()
     u = usage.usage_of(meter.stop("s"))
-    assert u is not None and u.tasks == 2
+    assert u is not None and u.tasks == 2 and u.source == "rusage"
     assert u.user_s + u.system_s >= 0.45  # in clock ticks (10 ms)
     assert u.min_cpu_task == 0 and u.min_cpu_s < 0.4
     assert u.rss_kib >= u.max_rss_kib > 0
