@@ -34,6 +34,7 @@ from ranch.noded.steptasks import (
     start_tasks,
 )
 from ranch.noded.taskenv import cancelled_line, truncate_shared
+from ranch.noded.usage import usage_of
 from ranch.protocol.messages import (
     StepEnd,
     StepHello,
@@ -51,6 +52,10 @@ CONNECT_TIMEOUT = 10.0  # reaching rrun's listener
 CHUNK = 1 << 16  # one TaskOutput frame at most
 LOST = (trio.BrokenResourceError, trio.ClosedResourceError, PeerClosed, OSError)
 STOP_GRACE = 1.0  # a frame under way to rrun when rnoded stops gets this long to finish
+
+
+def _meter_key(step: RunningStep) -> tuple[str, int, int]:
+    return ("step", step.spec.job_id, step.spec.step_id)
 
 
 class StepRunner:
@@ -118,6 +123,8 @@ class StepRunner:
                                                   python=self.jobs.python)
             except LaunchError as exc:
                 why = str(exc)
+            if step.held is not None:  # what its tasks use (issue 48)
+                self.jobs.meter.watch(_meter_key(step), step.pids)
         if why is not None:
             self.steps.pop(key, None)
             if step.fs is not None:  # rrun hears of it as of tasks that could not start
@@ -214,20 +221,25 @@ class StepRunner:
         await self._finish(step)
 
     async def _watch_shim(self, step: RunningStep) -> None:
-        """Each task's end, as the shim says it ("exit TASK CODE SIGNAL"), until every task
-        ended or it closes its stdout; then what its records say of any not heard of (ended
-        while rnoded was away). The shim's end of file (what the tasks left behind killed)
-        is waited for beside the StepEnd (let_go), which rctld hears of at once."""
+        """Each task's end, as the shim says it ("exit TASK CODE SIGNAL USER_S SYSTEM_S"), until
+        every task ended or it closes its stdout; then what its records say of any not heard of
+        (ended while rnoded was away). The shim's end of file (what the tasks left behind
+        killed) is waited for beside the StepEnd (let_go), which rctld hears of at once."""
         if step.adopted:
             await self._from_records(step)
+            # the tasks that run on are sampled again from here (their CPU comes with their
+            # end); those that ended while rnoded was away count with their records' CPU
+            self.jobs.meter.watch(_meter_key(step), {
+                t: pid for t, pid in step.pids.items() if t not in step.exits})
         if step.held is not None and step.held.status is not None:
             reader = LineReader(step.held.status)
             while len(step.exits) < len(step.spec.tasks) \
                     and (line := await reader.readline()) is not None:
                 words = line.split()
-                if len(words) == 4 and words[0] == "exit":
-                    task, code, sig = (int(w) for w in words[1:])
-                    await self._task_ended(step, task, code, sig)
+                if len(words) in (4, 6) and words[0] == "exit":  # 4: a shim from before its CPU
+                    task, code, sig = (int(w) for w in words[1:4])
+                    cpu = (float(words[4]), float(words[5])) if len(words) == 6 else None
+                    await self._task_ended(step, task, code, sig, cpu)
         await self._from_records(step, missing=(1, 0))
 
     async def _from_records(self, step: RunningStep, missing: tuple[int, int] | None = None
@@ -239,13 +251,16 @@ class StepRunner:
             if step.path is not None:
                 rec = await trio.to_thread.run_sync(stepstore.load_exit, step.path, task)
             if rec is not None:
-                await self._task_ended(step, task, rec[0], rec[1])
+                await self._task_ended(step, task, rec[0], rec[1], rec[3])
             elif missing is not None:  # the shim went without a word of it
-                await self._task_ended(step, task, *missing)
+                await self._task_ended(step, task, *missing, None)
 
-    async def _task_ended(self, step: RunningStep, task: int, code: int, sig: int) -> None:
+    async def _task_ended(self, step: RunningStep, task: int, code: int, sig: int,
+                          cpu: tuple[float, float] | None) -> None:
+        """`cpu`: the task's rusage as its shim reaped it (user s, system s); None: unknown."""
         if task in step.exits:
             return
+        self.jobs.meter.ended(_meter_key(step), task, cpu)  # reaped: its pid is not ours to look at
         # its last output comes before its exit (a child it left behind that still holds the
         # pipes does not keep the exit waiting long)
         if task in step.drained:
@@ -385,8 +400,10 @@ class StepRunner:
             state = "FAILED"
         else:
             state = "COMPLETED"
+        track = self.jobs.meter.stop(_meter_key(step))
         end = StepEnd(spec.job_id, spec.step_id, state, max(codes, default=0),
-                      signals[0] if signals else 0, spec.restarts, step.started_at, time.time())
+                      signals[0] if signals else 0, spec.restarts, step.started_at, time.time(),
+                      usage=usage_of(track))
         with trio.CancelScope(shield=True):  # quick, and the next rnoded needs it whole
             if step.path is not None:
                 await trio.to_thread.run_sync(stepstore.save_end, step.path, end)

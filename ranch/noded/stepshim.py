@@ -7,8 +7,9 @@ as noded/jobshim.py, for its start-up time).
 argv[1] is the step's directory holding launch.bin (marshal, written by noded/steptasks.py).
 The task's descriptors come inherited (pass_fds), their numbers in launch.bin. Protocol with
 rnoded on our stdout: "ok" once every task was started (pids.bin written before), then
-"exit TASK CODE SIGNAL" as each ends (its exit.TASK file written before); closed once every
-task ended and what they left behind was killed. We then linger, holding the read ends of the
+"exit TASK CODE SIGNAL USER_S SYSTEM_S" as each ends (its exit.TASK file written before, with the
+same figures: the CPU is the task's rusage as we reap it); closed once every task ended and
+what they left behind was killed. We then linger, holding the read ends of the
 pipes until rnoded has drained them and kills us (or LINGER passes: no rnoded came back).
 """
 
@@ -159,7 +160,8 @@ def main() -> int:
     pids = list(running)
     while running:  # reap adopted orphans too, until every task ended
         try:
-            pid, status = os.waitpid(-1, 0)
+            # wait4: the task's rusage, its own CPU and its reaped children's (issue 48)
+            pid, status, ru = os.wait4(-1, 0)
         except ChildProcessError:
             break
         task = running.pop(pid, None)
@@ -167,8 +169,10 @@ def main() -> int:
             continue
         code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else 0
         killed = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
-        write_marshal(os.path.join(stepdir, f"exit.{task}"), (code, killed, time.time()))
-        say(f"exit {task} {code} {killed}\n")
+        user, system = round(ru.ru_utime, 6), round(ru.ru_stime, 6)
+        write_marshal(os.path.join(stepdir, f"exit.{task}"),
+                      (code, killed, time.time(), user, system))
+        say(f"exit {task} {code} {killed} {user} {system}\n")
     end_leftovers(pids)
     os.close(1)  # end of file: every task ended
     time.sleep(LINGER)  # holding the pipes: rnoded kills us once it has drained them

@@ -2,8 +2,8 @@
 to carry on with a step after a restart, and its end until the controller has it.
 
 Files: spec.json (the StepSpec and when it started), launch.bin (for noded/stepshim.py),
-pids.bin and exit.TASK (written by the shim), end.json (the StepEnd, until acknowledged),
-shim.log. All blocking: call through a thread.
+pids.bin and exit.TASK (written by the shim: how each task ended and the CPU it used), end.json
+(the StepEnd, until acknowledged), shim.log. All blocking: call through a thread.
 """
 
 from __future__ import annotations
@@ -67,11 +67,14 @@ def load_pids(path: Path) -> dict | None:
     return read_marshal(path / "pids.bin")
 
 
-def load_exit(path: Path, task: int) -> tuple[int, int, float] | None:
+def load_exit(path: Path, task: int) -> tuple[int, int, float, tuple[float, float] | None] | None:
+    """(exit code, signal, when, (user s, system s) of its rusage) of a task the shim reaped;
+    the CPU is None in the record of a shim from before issue 48 (three fields)."""
     data = read_marshal(path / f"exit.{task}")
-    if not isinstance(data, tuple) or len(data) != 3:
+    if not isinstance(data, tuple) or len(data) not in (3, 5):
         return None
-    return int(data[0]), int(data[1]), float(data[2])
+    cpu = (float(data[3]), float(data[4])) if len(data) == 5 else None
+    return int(data[0]), int(data[1]), float(data[2]), cpu
 
 
 def save_end(path: Path, end: StepEnd) -> None:
