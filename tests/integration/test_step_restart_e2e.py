@@ -2,7 +2,7 @@
 (SIGKILL) while an rrun step runs. rrun stays attached and gets every line, those written while
 no rnoded ran included, and the task's exit code; the step's record ends when its task ends,
 with that code; a SIGTERM'd rnoded exits within seconds even with a step running, or with a
-StepEnd it cannot deliver."""
+StepEnd it cannot deliver; the step's TotalCPU counts what its task used while no rnoded ran."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ STOP_DEADLINE = 5.0  # rnoded's exit after SIGTERM, whatever runs (the unit SIGK
 TASK = ("echo $$ > pid; for i in 1 2 3 4 5; do echo line $i; done; touch ready; "
         "while [ ! -e go ]; do sleep 0.05; done; "
         "i=6; while [ $i -le 20 ]; do echo line $i; i=$((i+1)); done; exit 7")
+# ... and, across the restart, spins 0.5 s of CPU in a child it reaps: the step's TotalCPU
+# (its shim's wait4 of the task, issue 48) counts it though no rnoded ran then
+SPIN = f"{sys.executable} -c 'import time\nwhile time.process_time() < 0.5: pass'"
+SPIN_TASK = TASK.replace("exit 7", f"{SPIN}; exit 7")
 
 
 @pytest.fixture
@@ -55,6 +59,12 @@ def step_row(c: Cluster, jid: int) -> list[str]:
     return next((r for r in rows if r[0] == f"{jid}.0"), [])
 
 
+def cpu_seconds(text: str) -> float:
+    """racct's TotalCPU (`MM:SS.mmm`) in seconds."""
+    minutes, _, rest = text.rpartition(":")
+    return float(minutes or 0) * 60 + float(rest)
+
+
 def stop(c: Cluster, how: signal.Signals) -> float:
     """Stop n1's rnoded with `how`; the seconds it took to exit."""
     proc = c.nodes.pop("n1")
@@ -68,7 +78,7 @@ def stop(c: Cluster, how: signal.Signals) -> float:
 def test_a_step_runs_on_across_an_rnoded_restart(c: Cluster, how: signal.Signals) -> None:
     jid = submit(c, "-N1", "-o", "/dev/null", "--wrap", "sleep 300")
     c.wait_for(lambda: job_state(c, jid) == "RUNNING", 30, what="job running")
-    p = rrun(c, "--jobid", str(jid), "-N1", "sh", "-c", TASK)
+    p = rrun(c, "--jobid", str(jid), "-N1", "sh", "-c", SPIN_TASK)
     wait_for(lambda: (c.dir / "ready").exists(), 30, what="the task's first lines")
     task = int((c.dir / "pid").read_text())
     took = stop(c, how)
@@ -89,6 +99,11 @@ def test_a_step_runs_on_across_an_rnoded_restart(c: Cluster, how: signal.Signals
     c.wait_for(lambda: step_row(c, jid)[1:] == ["FAILED", "7:0"], 20,
                what="the step's record ended with its task's code")
     assert job_state(c, jid) == "RUNNING"  # the job itself ran on throughout
+    out = cli(c, "racct", "-j", f"{jid}.0", "-P", "-n", "-o", "TotalCPU,UserCPU").stdout
+    total, user = (cpu_seconds(x) for x in out.strip().split("|"))
+    # the spin's (process_time() is a system call: user and system share it), measured while
+    # no rnoded ran
+    assert 0.5 <= total < 5 and 0 < user < total, out
 
 
 def test_sigterm_stops_rnoded_promptly_with_a_step_end_undelivered(c: Cluster) -> None:
