@@ -16,7 +16,7 @@ import sys
 import time
 
 from ranch.cli.alloc_env import environment
-from ranch.cli.controller import CliError, Refused, Target, request
+from ranch.cli.controller import CliError, Refused, Target, Unreachable, request
 
 TYPE_CHECKING = False  # typing stays off ralloc's start
 if TYPE_CHECKING:
@@ -35,6 +35,11 @@ ALREADY_DONE = "already completing or completed"  # ESLURM_ALREADY_DONE's words
 # rctld restart takes a few; after that the command says it could not, exits 1, and rctld ends
 # the allocation itself once its holder has been silent long enough (ctld/jobs/inactive.py)
 RELEASE_PATIENCE = 60.0
+# seconds a wait for resources goes on while the controller cannot be reached (an rctld restart,
+# a failover): the pending job is in its saved state and is granted after the restart, to the
+# command still waiting for it; past this the command says so and exits 1
+WAIT_PATIENCE = 120.0
+MAX_AWAY_PAUSE = 2.0  # the longest pause between tries while the controller is away
 # rrun's option attributes (argparse names) -> sbatch's option names (cli/sbatch_options.py)
 OPTS = (("nodes", "nodes"), ("ntasks", "ntasks"), ("ntasks_per_node", "ntasks-per-node"),
         ("cpus_per_task", "cpus-per-task"), ("gpus_per_task", "gpus-per-task"),
@@ -102,6 +107,7 @@ class Allocation:
         self.released = False
         self.unreleased = False  # the release never reached the controller: exit non-zero
         self.patience = RELEASE_PATIENCE
+        self.wait_patience = WAIT_PATIENCE
 
     def say(self, text: str) -> None:
         if not self.quiet:
@@ -156,7 +162,7 @@ class Allocation:
                 rec = self.record = self.decided
                 self.decided = {}
             else:
-                rec = self.fetch()
+                rec = self.look(clock)
             state = rec.get("state")
             refused = at_once and state == "FAILED" and rec.get("reason") == "BadConstraints"
             if refused or (state == "PENDING" and immediate is not None
@@ -192,6 +198,34 @@ class Allocation:
                 raise CliError(f"Job allocation {self.job_id} has been revoked")
             time.sleep(pause)
             pause = min(pause * 1.5, MAX_PAUSE)
+
+    def look(self, clock: Callable[[], float] = time.monotonic) -> dict:
+        """fetch(), across a controller restart: while it cannot be reached, ask again (the
+        pauses doubling up to MAX_AWAY_PAUSE) for up to `wait_patience` seconds; then say so
+        and exit 1 (the controller ends the allocation, unclaimed, if it grants it later)."""
+        away_since: float | None = None
+        pause = FIRST_PAUSE * 4
+        while True:
+            try:
+                rec = self.fetch()
+            except Unreachable as exc:
+                now = clock()
+                if away_since is None:
+                    away_since = now
+                    self.say(f"{exc}; still waiting for job {self.job_id} "
+                             f"(for up to {self.wait_patience:g} s)")
+                if now - away_since >= self.wait_patience:
+                    self.released = True  # nothing to release where nothing answers
+                    self.error(f"Unable to allocate resources: the controller could not be "
+                               f"reached for {self.wait_patience:g} s while job "
+                               f"{self.job_id} waited; giving up")
+                    raise SystemExit(1) from None
+                time.sleep(pause)
+                pause = min(pause * 2, MAX_AWAY_PAUSE)
+                continue
+            if away_since is not None:
+                self.say(f"controller reachable again; job {self.job_id} still waits")
+            return rec
 
     def cluster_name(self) -> str:
         try:

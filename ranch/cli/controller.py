@@ -309,8 +309,12 @@ def fetch_snapshot(target: Target, fields: Iterable[str] = (), *, metrics: bool 
     return Snapshot(ask(target, "GetSnapshot", body, want="Snapshot"))
 
 
+class Unreachable(CliError):
+    """The controller could not be reached (or the connection broke before its reply)."""
+
+
 def _unreachable(target: Target, reason: str) -> CliError:
-    return CliError(
+    return Unreachable(
         f"cannot reach the controller at {target.address} (from {target.origin}): "
         f"{reason}; set its address with --server HOST:PORT or {SERVER_ENV}"
     )

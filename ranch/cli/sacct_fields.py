@@ -59,6 +59,23 @@ LONG_FORMAT = (
     "tresusageouttot")
 
 
+# What rnoded measures (issue 48: cli/sacct_usage.py formats them), and Ranch-only fields
+# (docs/slurm-compat.md) with their widths: sacct has no GPU use
+GPU_WIDTHS = {"GPUUtil": 10, "GPUUtilMax": 10, "GPUMem": 10, "GPUUsage": 24}
+CPU_FIELDS = ("TotalCPU", "UserCPU", "SystemCPU")
+USAGE_FIELDS = frozenset({
+    *CPU_FIELDS, "CPUTime", "CPUTimeRAW", "AveCPU", "MinCPU", "MinCPUNode", "MinCPUTask",
+    "MaxRSS", "MaxRSSNode", "MaxRSSTask", "AveRSS", "MaxVMSize", "MaxVMSizeNode",
+    "MaxVMSizeTask", "AveVMSize", "TRESUsageInTot", "TRESUsageInMax", "TRESUsageInAve",
+    "TRESUsageInMin", "TRESUsageInMaxNode", "TRESUsageInMaxTask", "TRESUsageInMinNode",
+    "TRESUsageInMinTask", *GPU_WIDTHS})
+
+
+# Ranch's own fields (issue 48: what the job's GPUs did), by their exact name only, and not in
+# ALL or -e: a script reading sacct's lists sees sacct's
+RANCH_ONLY = {name.lower(): name for name in GPU_WIDTHS}
+
+
 class FormatError(ValueError):
     pass
 
@@ -77,7 +94,8 @@ def parse_format(text: str) -> list[tuple[str, int]]:
             found = list(WIDTHS)
         else:  # else the first field (sacct's order) the word starts, in any case
             field = ALIASES.get(lower) or BY_LOWER.get(lower) or next(
-                (f for f in WIDTHS if f.lower().startswith(lower)), None)
+                (f for f in WIDTHS if f.lower().startswith(lower)), None) or RANCH_ONLY.get(
+                lower)
             if field is None:
                 raise FormatError(f"Invalid field requested: \"{name}\"")
             found = [field]
@@ -88,7 +106,7 @@ def parse_format(text: str) -> list[tuple[str, int]]:
                 except ValueError:
                     raise FormatError(f"Invalid field width in \"{word}\"") from None
             else:
-                width = WIDTHS[field]
+                width = WIDTHS.get(field) or GPU_WIDTHS[field]
             out.append((field, width))
     return out
 
@@ -213,7 +231,6 @@ JOB: dict[str, Getter] = {
     "JobID": lambda r, n: job_id(r),
     "JobIDRaw": lambda r, n: str(r["job_id"]),
     "JobName": lambda r, n: r.get("name") or "",
-    "MaxRSS": lambda r, n: "" if r.get("max_rss") is None else kibi(r["max_rss"], r),
     "NCPUS": lambda r, n: str(r.get("cpus") or 0),
     "NNodes": lambda r, n: str(r.get("node_count") or 0),
     "NodeList": lambda r, n: r.get("nodes") or "None assigned",
@@ -243,7 +260,8 @@ JOB: dict[str, Getter] = {
 # limit (sacct leaves them empty on steps).
 STEP_EMPTY = frozenset({"Partition", "User", "UID", "Timelimit", "TimelimitRaw", "Reason",
                         "Priority", "QOS", "WCKey", "Comment", "Constraints", "ReqNodes",
-                        "Eligible", "DerivedExitCode", "Group", "GID", "WorkDir"})
+                        "Eligible", "DerivedExitCode", "Group", "GID", "WorkDir",
+                        "ReqMem"})
 
 
 def step_state(rec: dict) -> str:
@@ -281,10 +299,20 @@ def step_value(field: str, rec: dict, now: float) -> str:
         return "1"
     if field == "Submit":
         return stamp(rec.get("start_time"))
+    if field in USAGE_FIELDS:
+        from ranch.cli.sacct_usage import line_value
+
+        nodes = rec.get("node_count") or 1
+        return line_value(field, rec.get("usage"), rec, elapsed(rec, now),
+                          max(1, (rec.get("cpus") or 0) // nodes))
     return value(field, rec, now)
 
 
 def value(field: str, rec: dict, now: float) -> str:
+    if field in USAGE_FIELDS:
+        from ranch.cli.sacct_usage import job_value
+
+        return job_value(field, rec, elapsed(rec, now))
     getter = JOB.get(field)
     return getter(rec, now) if getter is not None else ""
 

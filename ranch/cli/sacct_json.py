@@ -9,6 +9,7 @@ import signal as signals
 
 from ranch.cli.rinfo import VERSION
 from ranch.cli.sacct_fields import elapsed, has_batch_step, step_state
+from ranch.cli.sacct_usage import json_gpus, json_times, json_tres
 from ranch.protocol.records import number
 
 
@@ -61,6 +62,7 @@ def job_doc(rec: dict, now: float, steps: bool) -> dict:
         "wckey": {"wckey": rec.get("wckey") or "", "flags": []},
         "working_directory": rec.get("workdir") or "",
         "steps": [],
+        "gpus": json_gpus(rec),  # Ranch's own (issue 48): what the job's GPUs did
     }
     only = rec.get("_only_steps")  # -j 12.1 (cli/sacct_steps.py)
     if steps and has_batch_step(rec) and (only is None or "batch" in only):
@@ -73,8 +75,8 @@ def job_doc(rec: dict, now: float, steps: bool) -> dict:
             "nodes": {"count": 1, "range": rec.get("batch_host") or ""},
             "time": {"elapsed": int(elapsed(rec, now)),
                      "start": int(rec.get("start_time") or 0),
-                     "end": int(rec.get("end_time") or 0)},
-            "statistics": {"max_rss": number(rec.get("max_rss"))},
+                     "end": int(rec.get("end_time") or 0), **json_times(rec.get("usage"))},
+            "tres": json_tres(rec.get("usage")),
         })
     if steps and rec.get("steps"):
         from ranch.cli.sacct_steps import step_doc

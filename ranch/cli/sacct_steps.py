@@ -30,7 +30,7 @@ def selected(words: list[str]) -> dict[int, set[str]]:
 
 
 def step_value(field: str, rec: dict, step: dict, now: float) -> str:
-    from ranch.cli.sacct_fields import STEP_EMPTY, hms, job_id, stamp, value
+    from ranch.cli.sacct_fields import STEP_EMPTY, USAGE_FIELDS, hms, job_id, stamp, value
 
     if field in STEP_EMPTY:
         return ""
@@ -62,14 +62,17 @@ def step_value(field: str, rec: dict, step: dict, now: float) -> str:
         return hms(took)
     if field == "ElapsedRaw":
         return str(int(took))
-    if field == "MaxRSS":
-        return ""
+    if field in USAGE_FIELDS:
+        from ranch.cli.sacct_usage import line_value
+
+        return line_value(field, step.get("usage"), rec, took, int(step.get("cpus") or 0))
     return value(field, rec, now)
 
 
 def step_doc(rec: dict, step: dict, now: float) -> dict:
     """A step in sacct --json's `steps` list."""
     from ranch.cli.sacct_json import _exit
+    from ranch.cli.sacct_usage import json_times, json_tres
 
     start, end = step.get("start_time"), step.get("end_time")
     sig = step.get("signal") or 0
@@ -80,8 +83,9 @@ def step_doc(rec: dict, step: dict, now: float) -> dict:
         "nodes": {"count": step.get("num_nodes") or 1, "range": step.get("nodes") or ""},
         "tasks": {"count": step.get("ntasks") or 0},
         "time": {"elapsed": int(max(0.0, (end or now) - start)) if start else 0,
-                 "start": int(start or 0), "end": int(end or 0)},
-        "statistics": {"max_rss": None},
+                 "start": int(start or 0), "end": int(end or 0),
+                 **json_times(step.get("usage"))},
+        "tres": json_tres(step.get("usage")),
     }
 
 

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "salloc": ("ralloc", "ranch.cli.ralloc"),
     "sshare": ("rshare", "ranch.cli.rshare"),
     "sacctmgr": ("racctmgr", "ranch.cli.racctmgr"),
+    "seff": ("rseff", "ranch.cli.rseff"),  # slurm-wlm's contribs/seff (issue 48)
 }
 # What a missing command means, said in its Slurm name's voice.
 NOT_YET: dict[str, str] = {}

@@ -33,6 +33,9 @@ else:
     import _signal  # the C module: `signal` imports enum
 
 HELLO_TIMEOUT = 60.0  # every node of the step connects within this (it launches in milliseconds)
+# A node's connection that closes before its tasks ended: rnoded restarting (systemctl restart,
+# an upgrade) reconnects within seconds and carries on; its tasks count as lost only after this.
+RECONNECT_WAIT = 60.0
 SIGINT, SIGKILL, SIGTERM = _signal.SIGINT, _signal.SIGKILL, _signal.SIGTERM
 FORWARDED = (_signal.SIGUSR1, _signal.SIGUSR2, _signal.SIGCONT, _signal.SIGALRM)
 # srun 22.05 does not pass these on: they end the step (SIGKILL to its tasks), exit 137
@@ -87,6 +90,7 @@ class StepIO:
         self.seen = Nonces()  # of the frames taken on every connection (replay guard)
         self.exits: dict[int, tuple[int, int]] = {}
         self.gone: set[str] = set()  # nodes whose connection closed
+        self.lost_at: dict[str, float] = {}  # node -> until when its reconnection is awaited
         self.all_connected = False
         self.finished = False
         self.killed = False
@@ -111,8 +115,18 @@ class StepIO:
         node = body.get("node")
         if kind != "StepHello" or (body.get("job_id"), body.get("step_id")) != (
                 self.job_id, self.step_id) or not isinstance(node, str) \
-                or node not in self.tasks_of or node in self.conns:
+                or node not in self.tasks_of:
             return False
+        old = self.conns.get(node)
+        if old is not None:
+            # a restarted rnoded carrying on with the step (signed with the step's key): the
+            # old connection, if rrun has not yet seen it close, is done with
+            if self.socks.get(old.fd) is old:  # (a closed one's fd may be this one's now)
+                del self.socks[old.fd]
+                old.sock.close()
+            self.gone.discard(node)
+            self.lost_at.pop(node, None)
+            conn.outbox += old.outbox  # a signal or stdin not yet sent there
         conn.node = node
         self.conns[node] = conn
         if len(self.conns) == len(self.nodes):
@@ -129,8 +143,8 @@ class StepIO:
                 self.out.write(task, fd, data.encode("latin-1", "replace"))
         elif kind == "TaskExit":
             code, sig = body.get("exit_code", 0), body.get("signal", 0)
-            if type(code) is not int or type(sig) is not int:
-                return
+            if type(code) is not int or type(sig) is not int or task in self.exits:
+                return  # said again by a restarted rnoded
             self.out.flush_task(task)
             self.exits[task] = (code, sig)
             # srun reports a node's tasks that end together on one line ("tasks 0-1"): a
@@ -165,6 +179,10 @@ class StepIO:
 
     def node_closed(self, node: str) -> None:
         missing = [t for t in self.tasks_of[node] if t not in self.exits]
+        if missing and not self.aborted and node not in self.lost_at:
+            self.lost_at[node] = self.clock() + RECONNECT_WAIT  # wait for its rnoded's return
+            return
+        self.lost_at.pop(node, None)
         if missing:  # the node went away with tasks we never heard end of
             self.say(f"error: {node}: tasks {ranges(missing)}: Unknown exit status "
                      "(node connection lost)")
@@ -172,6 +190,12 @@ class StepIO:
                 self.exits[t] = (1, 0)
         if len(self.gone) == len(self.nodes) or len(self.exits) == self.ntasks:
             self.finished = True
+
+    def expire_lost(self, now: float) -> None:
+        """Nodes whose rnoded did not come back within RECONNECT_WAIT: their tasks are lost."""
+        for node, at in list(self.lost_at.items()):
+            if now >= at and node in self.gone:
+                self.node_closed(node)
 
     # -- what rrun sends ---------------------------------------------------------------------
 
@@ -222,6 +246,10 @@ class StepIO:
                 self.say(f"Job step aborted: Waiting up to {self.kill_wait + 2} seconds for "
                          "job step to finish.")
         self.send_signal(SIGKILL)
+        # a node whose rnoded is away cannot be told: it gets the wait srun gives the tasks
+        until = self.clock() + self.kill_wait + 2
+        for node, at in self.lost_at.items():
+            self.lost_at[node] = min(at, until)
 
     def read_stdin(self) -> None:
         """A piece of rrun's stdin to the tasks that read it (-i all or a task id); at its end,
@@ -334,6 +362,7 @@ class StepIO:
             for node, at in list(self.report_at.items()):
                 if now >= at:
                     self.report(node)
+            self.expire_lost(now)
             if not self.all_connected and now >= hello_by:
                 hello_by = float("inf")
                 self.late()
@@ -357,7 +386,7 @@ class StepIO:
             if alive_fd >= 0:
                 poller.register(alive_fd, POLLIN)
                 wanted[alive_fd] = "alive"
-            deadlines = [*self.report_at.values(),
+            deadlines = [*self.report_at.values(), *self.lost_at.values(),
                          *(c.opened_at + HELLO_TIMEOUT for c in self.socks.values()
                            if c.node is None)]
             if not self.all_connected:

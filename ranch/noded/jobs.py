@@ -9,7 +9,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 import attrs
 import trio
@@ -33,6 +33,7 @@ from ranch.noded.runningjob import (
     wait_exit,
 )
 from ranch.noded.spareshim import SpareShim
+from ranch.noded.usage import Meter
 from ranch.protocol.messages import JobEnd, JobSpec, StepSpec
 
 log = logging.getLogger("rnoded.jobs")
@@ -50,6 +51,7 @@ class JobRunner:
         *,
         on_change: Callable[[], None] = lambda: None,
         python: str = sys.executable,
+        gpu_metrics: Callable[[], Any] | None = None,
     ) -> None:
         self.spool_dir = spool_dir
         self.node = node
@@ -68,6 +70,7 @@ class JobRunner:
         self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
         self.memory_cgroups = True  # a job asking for memory gets its own limited cgroup
         self.spare = SpareShim(python, SHIM)  # the next job's supervisor, once one has run
+        self.meter = Meter(gpu_metrics)  # what jobs and steps use (noded/usage.py)
 
     # ------------------------------------------------------------------------ what beats carry
 
@@ -110,6 +113,7 @@ class JobRunner:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                nursery.start_soon(self.meter.run)
                 await self._adopt()
                 task_status.started()
                 await trio.sleep_forever()
@@ -293,6 +297,9 @@ class JobRunner:
     # --------------------------------------------------------------------------------- watching
 
     def _watch(self, job: RunningJob) -> None:
+        # the shim's children are the job (the shim itself is not): issue 48's measures
+        self.meter.watch(("job", job.spec.job_id, job.spec.restarts), {0: job.shim_pid},
+                         job.spec.gpus, include_root=False)
         self._nursery_start(self._watcher, job)
         if job.spec.warn_signal:  # sbatch --signal (noded/jobsignal.py)
             self._nursery_start(jobsignal.warn_before_limit, job)
@@ -320,8 +327,9 @@ class JobRunner:
         if self.running.get(job.spec.job_id) is job:
             del self.running[job.spec.job_id]
         try:
+            track = self.meter.stop(("job", job.spec.job_id, job.spec.restarts))
             end = await trio.to_thread.run_sync(
-                ending_of, job.spec, job.path, job.ending, job.started_at
+                ending_of, job.spec, job.path, job.ending, job.started_at, track
             )
             if job.spec.script == HOLDER and job.ending and end.state != "LAUNCH_FAILED":
                 # the placeholder's SIGTERM is nobody's exit status: a cancelled or timed-out

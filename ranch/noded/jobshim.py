@@ -89,6 +89,28 @@ def oom_kills(cgroup: list | None = None) -> int | None:
     return None
 
 
+def cgroup_usage(cgroup: list | None) -> dict:
+    """The job cgroup's CPU (v2 cpu.stat, microseconds) and memory peak (v2 memory.peak, v1
+    memory.max_usage_in_bytes), read before the cgroup is removed (issue 48); {} where none."""
+    out: dict = {}
+    if not cgroup:
+        return out
+    path, version = cgroup
+    try:
+        if version == 2:
+            with open(os.path.join(path, "cpu.stat")) as f:
+                for line in f:
+                    key, _, value = line.partition(" ")
+                    if key in ("user_usec", "system_usec"):
+                        out["cg_" + key] = int(value)
+        name = "memory.peak" if version == 2 else "memory.max_usage_in_bytes"
+        with open(os.path.join(path, name)) as f:
+            out["cg_mem_peak"] = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return out
+
+
 def become_subreaper() -> None:
     """Orphans of the job (daemonised grandchildren) re-parent to us, so none escapes the job."""
     try:
@@ -233,9 +255,18 @@ def main() -> int:
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 1)
     status = 0
+    # what every process of the job used, summed as we reap it (wait4: issue 48's TotalCPU)
+    used = [0.0, 0.0]  # user s, system s
+
+    def reap() -> tuple[int, int]:
+        done, wstatus, ru = os.wait4(-1, 0)
+        used[0] += ru.ru_utime
+        used[1] += ru.ru_stime
+        return done, wstatus
+
     while True:  # reap adopted orphans too, until the script itself ends
         try:
-            done, wstatus = os.waitpid(-1, 0)
+            done, wstatus = reap()
         except ChildProcessError:
             break
         if done == pid:
@@ -250,8 +281,8 @@ def main() -> int:
         except OSError:
             pass
         try:
-            with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as f:
-                kids = [int(x) for x in f.read().split()]
+            with open(f"/proc/{os.getpid()}/task/{os.getpid()}/children") as listing:
+                kids = [int(x) for x in listing.read().split()]
         except OSError:
             kids = []
         for kid in kids:
@@ -261,11 +292,12 @@ def main() -> int:
             except OSError:
                 pass
         try:
-            while os.waitpid(-1, 0):
+            while reap():
                 pass
         except ChildProcessError:
             break
     oom_after = oom_kills(cgroup)
+    measured = cgroup_usage(cgroup)
     if cgroup:
         try:
             os.rmdir(cgroup[0])  # empty now: every process of the job has been reaped
@@ -279,6 +311,9 @@ def main() -> int:
         "oom": oom_before is not None and oom_after is not None and oom_after > oom_before,
         "oom_exact": bool(cgroup),  # the job's own cgroup: any OOM kill in it was the job's
         "leftovers_killed": leftovers,
+        "user_s": round(used[0], 6),
+        "system_s": round(used[1], 6),
+        **measured,
     }
     write_json(os.path.join(jobdir, "status.json"), result)
     return 0

@@ -17,6 +17,7 @@ from ranch.noded.gpus import open_gpus
 from ranch.noded.hardware import probe_hardware, short_hostname, slurmd_c_text
 from ranch.noded.logs import setup_logging
 from ranch.noded.session import NodeDaemon, NodeOptions
+from ranch.noded.spoollock import SpoolBusy, lock_spool
 from ranch.protocol.auth import KeyFileError, load_key, resolve_key_path
 from ranch.protocol.client import parse_address
 from ranch.protocol.logformat import LogSink
@@ -126,6 +127,15 @@ def main(argv: list[str] | None = None) -> int:
     # Resolved once, here: jobs run in their own directories, and a relative spool read from
     # there is another place (every launch failed).
     spool_dir = os.path.abspath(args.spool_dir or default_spool_dir(name))
+    try:
+        lock = lock_spool(spool_dir)  # held (open) until the process exits
+    except SpoolBusy as exc:
+        print(f"rnoded: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"rnoded: cannot lock spool dir {spool_dir}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     opts = NodeOptions(
         server=server,
         servers=servers,
@@ -138,7 +148,10 @@ def main(argv: list[str] | None = None) -> int:
         boot_time=time.time() if args.boot_now else None,
     )
     logs = DaemonLog(sink, name, fixed=args.log_file is not None)
-    trio.run(serve, NodeDaemon(opts, gpus, on_settings=logs.settings), logs, Notifier())
+    try:
+        trio.run(serve, NodeDaemon(opts, gpus, on_settings=logs.settings), logs, Notifier())
+    finally:
+        os.close(lock)
     return 0
 
 
@@ -209,6 +222,7 @@ async def serve(daemon: NodeDaemon, logs: DaemonLog, notifier: Notifier) -> None
                     log.warning("received %s: ignored", sig)
                     continue
                 notifier.stopping()
+                daemon.steps.stop()  # a frame under way to rrun finishes first
                 nursery.cancel_scope.cancel()
                 break
     log.info("rnoded %s stopped", name)

@@ -15,7 +15,9 @@ import trio
 from ranch.conf.timefmt import slurm_timestamp
 from ranch.noded import jobstore
 from ranch.noded.jobenv import node_index, output_paths
+from ranch.noded.usage import Track, usage_of
 from ranch.protocol.messages import JobEnd, JobSpec
+from ranch.protocol.usage import Usage
 
 POLL_INTERVAL = 0.5  # where pidfd_open is missing, how often an adopted shim is looked at
 # What a multi-node job runs on its nodes other than the batch host, and an allocation (ralloc,
@@ -114,8 +116,20 @@ def note_end(job: RunningJob, node: str, timeout: bool) -> None:
         os.close(fd)
 
 
-def ending_of(spec: JobSpec, path: Path, ending: str, started_at: float) -> JobEnd:
-    """The JobEnd of a finished run, from the shim's status file and rnoded's own reason."""
+def measured(status: dict, track: Track | None) -> Usage | None:
+    """What the run used: CPU from its cgroup, else the shim's wait4 sums; memory sampled."""
+    cpu, source = None, "proc"
+    if "cg_user_usec" in status:
+        cpu, source = (status["cg_user_usec"] / 1e6, status["cg_system_usec"] / 1e6), "cgroup"
+    elif "user_s" in status:
+        cpu, source = (float(status["user_s"]), float(status["system_s"])), "rusage"
+    return usage_of(track, cpu, source, int(status.get("cg_mem_peak", 0)) // 1024)
+
+
+def ending_of(spec: JobSpec, path: Path, ending: str, started_at: float,
+              track: Track | None = None) -> JobEnd:
+    """The JobEnd of a finished run, from the shim's status file and rnoded's own reason (and
+    what the meter saw of it, `track`)."""
     status = jobstore.read_json(path / "status.json")
     now = time.time()
     if status is None:
@@ -151,4 +165,5 @@ def ending_of(spec: JobSpec, path: Path, ending: str, started_at: float) -> JobE
         started_at=float(status.get("started_at", started_at)),
         ended_at=float(status.get("ended_at", now)),
         restarts=spec.restarts,
+        usage=measured(status, track),
     )

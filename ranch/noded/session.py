@@ -120,7 +120,8 @@ class NodeDaemon:
         self._leaving: str | None = None  # why the node goes away (leave), said as it stops
         self._refetch = False  # register afresh on the live connection (SIGHUP)
         self.on_settings = on_settings  # told each config's settings (SlurmdLogFile)
-        self.jobs = JobRunner(opts.spool_dir, opts.name, on_change=self._request_beat)
+        self.jobs = JobRunner(opts.spool_dir, opts.name, on_change=self._request_beat,
+                              gpu_metrics=gpus.metrics)  # per-job GPU use (issue 48)
         self.steps = StepRunner(self.jobs, opts.name, self._report_step)  # rrun's tasks
         self._daemon_nursery: trio.Nursery | None = None  # steps outlive a connection
         self.pushes = Pushes(
@@ -166,6 +167,7 @@ class NodeDaemon:
             async with trio.open_nursery() as nursery:
                 self._daemon_nursery = nursery
                 await nursery.start(self.jobs.run)  # re-adopt jobs before registering
+                await self.steps.adopt(nursery)  # and carry on with their steps
                 if self.healthcheck.program():
                     await self.healthcheck.run()  # before registering: a sick node never shows idle
                 nursery.start_soon(self.healthcheck.loop)

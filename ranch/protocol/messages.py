@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import attrs
 
+from ranch.protocol.usage import Usage
+
 # ---------------------------------------------------------------------------------------------
 # Shared pieces
 
@@ -165,6 +167,8 @@ class JobEnd:
     # LAUNCH_FAILED for a fault of the node's (its spool, its job supervisor), not of the job's:
     # the controller drains the node, as slurmctld does (version 6)
     node_fault: bool = False
+    # issue 48: what the batch script used here (None: not measured, as from an older rnoded)
+    usage: Usage | None = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -389,6 +389,8 @@ def job_json(j: dict) -> dict:
         "wckey": j.get("wckey") or "",
         "user_id": j.get("uid", 0),
         "user_name": j.get("user", ""),
+        # Ranch's own (issue 48), once the job ended: what each of its GPUs did
+        **({"gpus_used": j["gpu_usage"]} if j.get("gpu_usage") else {}),
     }
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import attrs
 
+from ranch.protocol.usage import Usage
+
 # ---------------------------------------------------------------------------------------------
 # rrun <-> controller
 
@@ -131,6 +133,7 @@ class StepEnd:
     started_at: float = 0.0
     ended_at: float = 0.0
     message: str = ""
+    usage: Usage | None = None  # issue 48: what its tasks here used (None: not measured)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -88,8 +88,12 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         m.ShutdownNotice: ("leaving",),  # a daemon stopping is not its node leaving
         m.NodeSettings: ("log_file", "reboot_program", "shutdown_on_reboot"),  # SlurmdLogFile
         m.ReconfigureResult: ("warnings",),  # rcontrol reconfigure shows them
-        m.JobEnd: ("node_fault",),  # a launch failure of the node's drains it
         m.ConfigDump: ("ignored",),  # rcontrol show config sets them apart
+        # a launch failure of the node's drains it (node_fault); issue 48 without a new version:
+        # what a job or step used (usage), which a version-6 controller from before it ignores
+        # (extra keys are tolerated) and a version-5 one never sees
+        m.JobEnd: ("node_fault", "usage"),
+        m.StepEnd: ("usage",),
         # issue 35, no new version: an older ralloc ignores it, a newer one against an older
         # controller asks with GetJobs as before
         m.SubmitReply: ("job",),

@@ -7,7 +7,8 @@ never this source tree. The cluster starts on the previous release (RELEASES: 0.
 `git archive`), then follows the guide's upgrade: the controller first (on the old release's
 state directory), then the login host; jobs and steps from there with no controller address in
 its environment; then each node's rnoded upgraded and restarted one by one while jobs run on
-them; then rctld restarted by SIGTERM and by SIGKILL. Every job's script records each run it starts:
+them (the restart with a step running there, which rrun follows across it); then rctld
+restarted by SIGTERM and by SIGKILL. Every job's script records each run it starts:
 0 requeued, 0 run twice, 0 node DOWN, every job done once.
 
 Stopping rnoded by SIGTERM without touching its jobs is the `svc` branch's work (issue 31); before
@@ -181,6 +182,32 @@ class Cluster:
                        "-o", str(self.work / "slurm-%j.out"), str(script)).stdout
         return int(out.strip())
 
+    def step_across(self, node: str, job_id: int):
+        """A step in the node's held job (rrun from the login host), its task waiting for
+        `go-NODE` between its two lines."""
+        gate = self.work / f"go-{node}"
+        proc = self.login.start(f"step-{node}", self.commands, "rrun", "--jobid", str(job_id),
+                                "--overlap", "-w", node, "-N1", "-n1", "sh", "-c",
+                                f"echo before; while [ ! -e {gate} ]; do sleep 0.1; done; "
+                                "echo after; exit 3")
+        wait_for(f"the step on {node} started",
+                 lambda: "before" in self.login.log(f"step-{node}"))
+        return proc
+
+    def check_step_across(self, node: str, job_id: int, proc) -> None:
+        label = f"step-{node}"
+        try:
+            rc = proc.wait(60)
+        finally:
+            self.login.procs.pop(label, None)
+        out = self.login.log(label)
+        assert rc == 3, out
+        assert out.splitlines()[:2] == ["before", "after"], out
+        assert f"error: {node}: task 0: Exited with exit code 3" in out, out
+        wait_for(f"the step across {node}'s restart recorded", lambda: f"{job_id}.0|FAILED|3:0"
+                 in self.cmd("racct", "-j", str(job_id), "-n", "-P", "-o",
+                             "JobID,State,ExitCode").stdout.split())
+
     # -- the checks ------------------------------------------------------------------------
 
     def all_responding(self) -> dict[str, str]:
@@ -258,16 +285,23 @@ def test_install_upgrade_restart_under_running_jobs(venvs: tuple[Path, Path], la
 
     # 4. Each node in turn: the old rnoded stopped, the new one started on its spool (the
     #    upgrade), then the new one restarted; its job runs on throughout.
+    #    The restart of the new one comes with a step running on the node (issue 46): rrun
+    #    gets the line its task wrote before, the one it wrote while no rnoded ran, its code.
     for name in NODES:
         h = lab[name]
         for what in ("upgraded", "restarted"):
             seen = c.registrations(name)
+            across = c.step_across(name, jobs[name]) if what == "restarted" else None
             h.stop("rnoded", c.node_stop)
+            if across is not None:
+                (c.work / f"go-{name}").touch()
             c.start_rnoded(name, new)
             wait_for(f"{name} registered again", lambda n=name, s=seen: c.registrations(n) > s)
             assert c.node(name)["Version"] == current()
             wait_for(f"{name} responding", c.all_responding)
             c.check_jobs(jobs, f"{name}'s rnoded {what}")
+            if across is not None:
+                c.check_step_across(name, jobs[name], across)
     assert c.downs() == []
 
     # 5. The controller restarted, by SIGTERM and by SIGKILL, jobs still running.

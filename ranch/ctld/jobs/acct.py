@@ -31,7 +31,7 @@ _KEEP = ("job_id", "array_job_id", "array_task_id", "name", "user", "uid", "gid"
          "submit_time", "eligible_time", "start_time", "end_time", "time_limit", "nodes",
          "node_count", "cpus", "ntasks", "cpus_per_task", "mem_per_node", "mem_per_cpu",
          "gpus_per_node", "restarts", "workdir", "batch_host", "priority", "features",
-         "batch_flag")
+         "batch_flag", "usage", "gpu_usage")
 # The steps (rrun) a history record keeps: a job may run MaxStepCount (40,000) steps, ~9 MB in
 # one line; the first and the last STEPS_KEPT/2 are kept, and how many were left out.
 STEPS_KEPT = 1000
@@ -43,7 +43,6 @@ def record_of(jobs: JobStore, job: Job, fresh: bool = False) -> dict[str, Any]:
     rec = jobs.record(job)
     out = {k: rec.get(k) for k in _KEEP}
     out["cluster"] = jobs.c.config.cluster_name
-    out["max_rss"] = None  # rnoded does not measure it (yet): sacct's blank
     steps = rec.get("steps")
     if steps:
         half = STEPS_KEPT // 2

@@ -12,6 +12,7 @@ from ranch.conf import hostlist
 from ranch.ctld.jobs.jobextras import record_fields
 from ranch.ctld.jobs.jobrecord import ACTIVE, Job, job_name
 from ranch.ctld.jobs.steprecord import step_record
+from ranch.ctld.jobs.usagerecord import gpus_used, merged
 from ranch.ctld.kept import kept
 
 if TYPE_CHECKING:
@@ -102,6 +103,10 @@ class JobListing:
             "node_cpus": [job.shares[n].cpus for n in job.nodes if n in job.shares],
         }
         rec.update(record_fields(self.store, job))  # sbatch's further options (issue 22)
+        if job.usage:  # issue 48: the batch script's figures, the GPUs of every node
+            if job.batch_host in job.usage and not req.allocation:
+                rec["usage"] = merged({job.batch_host: job.usage[job.batch_host]})
+            rec["gpu_usage"] = gpus_used(job.usage)
         if job.steps:  # rrun's steps (ctld/jobs/steps.py)
             rec["steps"] = [step_record(s) for s in job.steps]
         return rec

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ranch.ctld import logs
 from ranch.ctld.jobs.jobrecord import ACTIVE, COMPLETING, RUNNING
+from ranch.ctld.jobs.usagerecord import node_usage
 from ranch.protocol import messages as m
 from ranch.statemachine import events
 from ranch.statemachine import jobevents as je
@@ -64,6 +65,8 @@ class JobReconciliation:
                            node=node.name, run=end.restarts, current=job.restarts,
                            state=end.state)
                 continue
+            if end.usage is not None:  # issue 48: what the run used there
+                job.usage[node.name] = node_usage(end.usage)
             self.store.apply(job, je.EndReported(node.name, end.restarts, end.state, end.exit_code,
                                             end.signal, end.message))
             if end.state == "LAUNCH_FAILED" and end.node_fault:

@@ -66,6 +66,7 @@ class Job:
     # it waited in the queue, accruing age; an allocation the submission's own scheduling pass
     # started (or failed: salloc -I) never did, as slurmctld's (scontrol: AccrueTime=Unknown)
     accrued: bool = True
+    usage: dict[str, dict] = attrs.Factory(dict)  # node -> what the run used there (issue 48)
 
     @property
     def batch_host(self) -> str:
@@ -147,6 +148,8 @@ def job_json(job: Job) -> dict[str, Any]:
         out["shares"] = {n: [s.cpus, s.mem, list(s.gpus)] for n, s in job.shares.items()}
     if job.awaiting:
         out["awaiting"] = sorted(job.awaiting)
+    if job.usage:
+        out["usage"] = job.usage
     if job.steps or job.next_step:
         out["steps"] = [step_json(s) for s in job.steps]
         out["next_step"] = job.next_step
@@ -193,6 +196,7 @@ def job_from_json(d: dict[str, Any]) -> Job:
         steps=[step_from_json(s) for s in d.get("steps", ())],
         next_step=int(d.get("next_step", 0)),
         accrued=bool(d.get("accrued", True)),
+        usage=dict(d.get("usage") or {}),
     )
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 
 from ranch.conf import hostlist
+from ranch.ctld.jobs.usagerecord import merged
 from ranch.statemachine import steptable as st
 
 
@@ -29,6 +30,7 @@ class Step:
     signal: int = 0
     end_time: float | None = None
     host: str = ""  # where rrun runs (its I/O address): scontrol's SrunHost
+    usage: dict[str, dict] = attrs.Factory(dict)  # node -> what its tasks used (issue 48)
 
     @property
     def ntasks(self) -> int:
@@ -42,7 +44,7 @@ def step_json(s: Step) -> dict[str, Any]:
             "exclusive": s.exclusive, "start_time": s.start_time, "restarts": s.restarts,
             "state": s.state, "awaiting": sorted(s.awaiting), "outcome": s.outcome,
             "exit_code": s.exit_code, "signal": s.signal, "end_time": s.end_time,
-            "host": s.host}
+            "host": s.host, **({"usage": s.usage} if s.usage else {})}
 
 
 def step_from_json(d: dict[str, Any]) -> Step:
@@ -52,7 +54,7 @@ def step_from_json(d: dict[str, Any]) -> Step:
                 float(d["start_time"]), int(d.get("restarts", 0)), str(d["state"]),
                 set(d.get("awaiting", ())), str(d.get("outcome", "")),
                 int(d.get("exit_code", 0)), int(d.get("signal", 0)), d.get("end_time"),
-                str(d.get("host", "")))
+                str(d.get("host", "")), dict(d.get("usage") or {}))
 
 
 def step_record(s: Step) -> dict[str, Any]:
@@ -61,4 +63,4 @@ def step_record(s: Step) -> dict[str, Any]:
             "signal": s.signal, "nodes": hostlist.fold(list(s.nodes)),
             "num_nodes": len(s.nodes), "ntasks": s.ntasks, "cpus": sum(s.cpus),
             "start_time": s.start_time, "end_time": s.end_time, "uid": s.uid, "user": s.user,
-            "host": s.host}
+            "host": s.host, "usage": merged(s.usage)}

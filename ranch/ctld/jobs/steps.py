@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ranch.conf import hostlist
 from ranch.ctld import logs
 from ranch.ctld.jobs.steprecord import Step
+from ranch.ctld.jobs.usagerecord import node_usage
 from ranch.ctld.rights import DENIED, Identity, may_act_on
 from ranch.protocol import messages as m
 from ranch.protocol.versions import HOLDS_STEPS
@@ -213,6 +214,9 @@ class JobSteps:
             return m.Ack()  # a step of a run that is gone: nothing to record
         step = self._step(job, msg.step_id)
         if step is not None:
+            if msg.usage is not None:  # issue 48: what its tasks there used
+                step.usage[node] = node_usage(msg.usage)
+                self.store.touch(job)
             self._node_ended(job, step, node, msg.state, msg.exit_code, msg.signal)
         return m.Ack()
 
@@ -241,6 +245,7 @@ class JobSteps:
         """A new run starts from scratch: the old run's steps are gone with it."""
         job.steps = []
         job.next_step = 0
+        job.usage = {}  # and what it used (issue 48)
 
     # -- the one place a step's state changes -----------------------------------------------
 
