@@ -11,6 +11,7 @@ from ranch.ctld.daemon import Daemon
 from ranch.ctld.nodes import eventlog
 from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.nodes.eventlog import EventLog, Follower
+from ranch.ctld.state import journalfile
 from ranch.protocol import messages as m
 
 from .helpers import make_config, register, wall
@@ -53,7 +54,9 @@ def test_file_is_appended_rewritten_within_bounds_and_survives_a_torn_line(tmp_p
         assert lines <= eventlog.REWRITE_FACTOR * 10, lines
         assert lines == log.file_lines
     with open(tmp_path / eventlog.FILE_NAME, "ab") as f:
-        f.write(b'{"seq": 999, "time": 10')  # a crash in the middle of an append
+        # a crash in the middle of an append (what this release appends: a sealed record's
+        # start; anything else at the end is damage, refused: ctld/state/journalfile.py)
+        f.write(journalfile.encode({"seq": 999, "time": 10, "kind": "state"})[:25])
     again = EventLog(max_events=10, max_age=10**6, wall=w)
     again.add("early", "n0")  # logged at start-up, before the file is read
     again.load(d)
