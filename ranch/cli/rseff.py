@@ -197,6 +197,16 @@ def fetch(args, job: str) -> dict | None:
 
 
 def run(argv: list[str]) -> int:
+    # seff's Getopt::Std answers --help and --version itself (exit 0); every Ranch command
+    # says its version the one way (`ranch X.Y.Z`)
+    if argv[:1] == ["--help"]:
+        sys.stdout.write(usage())
+        return 0
+    if argv[:1] == ["--version"]:
+        from ranch import __version__
+
+        print(f"ranch {__version__} (seff Version {SEFF_VERSION})")
+        return 0
     try:
         args, words = quickargs.getopt(OPTIONS, argv, exact=OWN)
     except quickargs.GetoptError as exc:
