@@ -204,3 +204,50 @@ def test_kills_and_a_returning_node_run_each_job_once(tmp_path: Path) -> None:
 
 def runs_of(tmp: Path, jid: int) -> dict[int, int]:
     return {run: n for (j, run), n in marks(tmp).items() if j == jid}
+
+
+def test_allocations_waiting_across_controller_kills_run_once(tmp_path: Path) -> None:
+    """Issue 46: ralloc waiting for resources while rctld is killed (SIGKILL and SIGTERM, at
+    random moments of the wait and of the commands' runs) keeps asking, is granted its job
+    once the controller is back, runs its command once and releases it: each allocation's
+    command leaves one marker, and none is "granted to nobody" (allocation unclaimed)."""
+    import subprocess
+    import sys
+
+    c = cluster(tmp_path, ["n1"], cpus=1)  # one CPU: the allocations wait their turn
+    start(c)
+    env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"})
+    env = {k: v for k, v in env.items() if not k.startswith("SLURM_")}
+    clients = []
+    for i in range(4):
+        with open(tmp_path / f"ralloc{i}.err", "wb") as err:
+            clients.append(subprocess.Popen(
+                [sys.executable, "-m", "ranch.cli.ralloc", "-N1", "sh", "-c",
+                 f": > {tmp_path}/marks/$SLURM_JOB_ID.0.$$; sleep 1"],
+                cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err))
+    rng = random.Random(46)
+    try:
+        for kill in (True, False, True):
+            time.sleep(rng.uniform(0.5, 2.0))
+            if kill:
+                c.kill_ctld()
+            else:
+                c.stop_ctld(timeout=30)
+            time.sleep(rng.uniform(0.2, 1.5))  # the clients meet a controller that is away
+            c.start_ctld()
+        c.wait_for(lambda: all(p.poll() is not None for p in clients), 120,
+                   what="every ralloc done")
+    finally:
+        for p in clients:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    errs = [(tmp_path / f"ralloc{i}.err").read_text(errors="replace") for i in range(4)]
+    assert [p.returncode for p in clients] == [0] * 4, errs
+    granted = [int(e.split("Granted job allocation ")[1].split()[0]) for e in errs]
+    assert len(set(granted)) == 4, errs
+    assert marks(tmp_path) == Counter({(jid, 0): 1 for jid in granted})  # each ran once
+    recs = wait_ended(c, granted, 30)
+    assert all(recs[j]["state"] == "COMPLETED" for j in granted), {j: recs[j] for j in granted}
+    assert "allocation unclaimed" not in c.log("rctld")
+    c.stop()
