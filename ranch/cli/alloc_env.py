@@ -10,24 +10,10 @@ from ranch.conf.hostlist import compress_counts
 
 
 def tasks_per_node(cpus: list[int], cpus_per_task: int, ntasks: int) -> list[int]:
-    """Slurm's block layout (slurm_step_layout.c, _task_layout_block without pack_nodes): a
-    round over the nodes while they have CPUs for another task, then over all of them."""
-    room = [max(0, c // max(1, cpus_per_task)) for c in cpus]
-    tasks = [0] * len(cpus)
-    placed, j, over = 0, 0, False
-    while placed < ntasks and cpus:
-        spare = False
-        for i in range(len(cpus)):
-            if placed >= ntasks:
-                break
-            if j < room[i] or over:
-                tasks[i] += 1
-                placed += 1
-                spare = spare or j + 1 < room[i]
-        if not spare:
-            over = True
-        j += 1
-    return tasks
+    """Slurm's block layout over the nodes' CPUs (protocol/tasklayout.py)."""
+    from ranch.protocol.tasklayout import block_layout
+
+    return block_layout(ntasks, [max(0, c // max(1, cpus_per_task)) for c in cpus])
 
 
 def environment(record: dict, values: dict[str, object], cluster: str, submit_dir: str

@@ -10,6 +10,7 @@ import time
 
 from ranch.cli.controller import CliError, Target
 from ranch.cli.slurm_names import prog
+from ranch.protocol.outputpath import expand_path
 
 JOB_ACTIONS = ("requeue", "hold", "release")
 _PATTERN = re.compile(r"%(%|\d*)([aAjJnNstux]?)")
@@ -29,20 +30,6 @@ def _clock(seconds: float) -> str:
     mins, secs = divmod(s, 60)
     text = f"{hours:02d}:{mins:02d}:{secs:02d}"
     return f"{days}-{text}" if days else text
-
-
-def expand_path(pattern: str, j: dict) -> str:
-    """The output file as scontrol prints it: only %A %a %j %u %x are filled in (the node fills
-    the rest, widths included, when it opens the file), under the workdir."""
-    if not pattern:
-        return ""
-    array = j.get("array_task_id") is not None
-    path = pattern.replace("%A", str(j.get("array_job_id") if array else j["job_id"]))
-    path = path.replace("%a", str(j["array_task_id"] if array else 4294967294))
-    path = path.replace("%j", str(j["job_id"])).replace("%u", j.get("user", ""))
-    path = path.replace("%x", j.get("name", ""))
-    # slurmctld prefixes a relative one with the workdir and "/", as written (-D '': "d//x")
-    return path if path.startswith("/") else f"{j.get('workdir', '')}/{path}"
 
 
 def _mem_text(mib: int) -> str:

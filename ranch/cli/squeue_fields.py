@@ -287,7 +287,7 @@ def _pending_time(job: dict, now: float) -> str:
 
 
 def _path(job: dict, key: str) -> str:
-    from ranch.cli.show_jobs import expand_path
+    from ranch.protocol.outputpath import expand_path
 
     return expand_path(job.get(key) or "", job)
 

@@ -10,6 +10,7 @@ import re
 
 from ranch.conf import hostlist
 from ranch.protocol.messages import JobSpec
+from ranch.protocol.tasklayout import block_layout
 
 # Slurm prints this for %a of a job that is not part of an array (NO_VAL - 1).
 NOT_AN_ARRAY_TASK = "4294967294"
@@ -49,24 +50,6 @@ def _per_node(spec: JobSpec, env: dict[str, str]) -> dict[str, str]:
     elif tasks_given and spec.ntasks % nodes == 0:
         out["SLURM_TASKS_PER_NODE"] = hostlist.compress_counts([spec.ntasks // nodes] * nodes)
     return out
-
-
-def block_layout(ntasks: int, room: list[int]) -> list[int]:
-    """Tasks per node as slurmstepd lays out a batch job's (slurm_step_layout.c,
-    _task_layout_block without pack_nodes; cli/alloc_env.py does salloc's the same way):
-    rounds over the nodes while they have room for another task, then over all of them."""
-    tasks = [0] * len(room)
-    placed, j, over = 0, 0, False
-    while placed < ntasks and room:
-        spare = False
-        for i, cap in enumerate(room):
-            if placed < ntasks and (j < cap or over):
-                tasks[i] += 1
-                placed += 1
-                spare = spare or j + 1 < cap
-        over = over or not spare
-        j += 1
-    return tasks
 
 
 def job_environment(spec: JobSpec, node: str) -> dict[str, str]:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from ranch.noded.jobenv import block_layout, job_environment
+from ranch.noded.jobenv import job_environment
 from ranch.protocol.messages import JobSpec
+from ranch.protocol.tasklayout import block_layout
 
 
 @pytest.mark.parametrize(("ntasks", "room", "want"), [

@@ -18,6 +18,7 @@ from ranch.ctld.jobs.steprecord import Step
 from ranch.ctld.jobs.usagerecord import node_usage
 from ranch.ctld.rights import DENIED, Identity, may_act_on
 from ranch.protocol import messages as m
+from ranch.protocol.tasklayout import block_layout
 from ranch.protocol.versions import HOLDS_STEPS
 from ranch.statemachine import steptable as st
 from ranch.statemachine.jobstates import RUNNING
@@ -122,7 +123,7 @@ class JobSteps:
             raise StepError(NOT_AVAILABLE)
         chosen = self._place(msg, nodes, want, free, counts[0] * cpt)
         if not msg.ntasks_per_node:  # srun's block layout over the job's CPUs on each node
-            counts = block_counts(ntasks, [job.shares[n].cpus // cpt if n in job.shares else 0
+            counts = block_layout(ntasks, [job.shares[n].cpus // cpt if n in job.shares else 0
                                            for n in chosen])
             if not all(counts):
                 raise StepError(TOO_MANY_CPUS)
@@ -286,20 +287,3 @@ class JobSteps:
         return None
 
 
-def block_counts(ntasks: int, room: list[int]) -> list[int]:
-    """Tasks per node as slurm_step_layout_create lays out a block step (_task_layout_block
-    without pack_nodes): rounds over the nodes while they have room for another task, then
-    over all of them. Equal rooms give the even split, the remainder first; uneven ones (a
-    -N 2 -n 3 job holds 2 CPUs on one node, 1 on the other) fill the larger."""
-    tasks = [0] * len(room)
-    placed, j, over = 0, 0, False
-    while placed < ntasks and room:
-        spare = False
-        for i, cap in enumerate(room):
-            if placed < ntasks and (j < cap or over):
-                tasks[i] += 1
-                placed += 1
-                spare = spare or j + 1 < cap
-        over = over or not spare
-        j += 1
-    return tasks

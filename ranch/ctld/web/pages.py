@@ -24,6 +24,7 @@ from ranch.ctld.web import grid
 from ranch.ctld.web.actions import JOB_ACTIONS, job_actions, node_actions
 from ranch.ctld.web.responses import Json, error
 from ranch.protocol import messages as m
+from ranch.protocol.outputpath import expand_path
 from ranch.protocol.records import job_json, node_json
 
 if TYPE_CHECKING:
@@ -100,8 +101,8 @@ class Pages:
             "gpu_indices": rec.get("gpu_indices") or {},
             "held": rec.get("held") or "",
             "batch": bool(rec.get("batch_flag", 1)),  # 0: an allocation (ralloc, rrun)
-            "stdout_path": output_path(rec.get("stdout") or "", rec),
-            "stderr_path": output_path(rec.get("stderr") or rec.get("stdout") or "", rec),
+            "stdout_path": expand_path(rec.get("stdout") or "", rec),
+            "stderr_path": expand_path(rec.get("stderr") or rec.get("stdout") or "", rec),
             "now": now or time.time(),
             "script": self._script_head(job) if owner else None,
             "script_hidden": None if owner else (
@@ -161,20 +162,6 @@ class Pages:
             Route("/ui/job/{job_id}", self.job),
             Route("/ui/job/{job_id}/{action}", self.act, methods=["POST"]),
         ]
-
-
-def output_path(pattern: str, j: dict) -> str:
-    """An output file as `rcontrol show job` prints it (StdOut=): %A %a %j %u %x filled in, the
-    rest left for the node, under the workdir. The same rule as ranch/cli/show_jobs.py
-    expand_path (ctld may not import cli; tests/web/test_browser_views.py compares the two)."""
-    if not pattern:
-        return ""
-    array = j.get("array_task_id") is not None
-    path = pattern.replace("%A", str(j.get("array_job_id") if array else j["job_id"]))
-    path = path.replace("%a", str(j["array_task_id"] if array else 4294967294))
-    path = path.replace("%j", str(j["job_id"])).replace("%u", j.get("user", ""))
-    path = path.replace("%x", j.get("name", ""))
-    return path if path.startswith("/") else f"{j.get('workdir', '')}/{path}"
 
 
 def _node_job(j: dict, name: str) -> dict[str, Any]:
