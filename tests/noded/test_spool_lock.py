@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ def _wait_locked(spool: Path, pid: int) -> None:
     deadline = time.monotonic() + 20
     lock = spool / "rnoded.lock"
     while time.monotonic() < deadline:
-        if lock.exists() and lock.read_text().strip() == str(pid):
+        if lock.exists() and lock.read_text().strip().endswith(f" pid={pid}"):
             return
         time.sleep(0.05)
     raise AssertionError("the first rnoded never took its spool lock")
@@ -46,7 +47,7 @@ def test_second_rnoded_on_one_spool_is_refused(tmp_path: Path) -> None:
         assert second.returncode == 1
         lines = out.strip().splitlines()
         assert lines == [f"rnoded: spool dir {spool} is in use by another rnoded "
-                         f"(pid {first.pid})"]
+                         f"(host={socket.gethostname()} pid={first.pid})"]
         assert first.poll() is None  # the holder runs on, undisturbed
     finally:
         first.send_signal(signal.SIGTERM)
