@@ -6,6 +6,10 @@ const TILE_MAX = 256;  // up to this many nodes, cells are tiles with name and s
 const POLL_MS = 1000 * Number(document.body.dataset.poll || 3);
 let feed = null, etag = null, cells = [], selected = -1, stateFilter = "", timer = null;
 let dialogAction = null;
+// While the change stream is open (panes.js follow), the grid is patched from it and refetched
+// whole only this rarely, for the heartbeat figures (load, memory, GPU util) no event carries.
+let streamLive = false;
+const FULL_MS = 60000;
 
 const token = () => sessionStorage.getItem("ranch-token") || "";
 function headers(extra) {
@@ -56,7 +60,7 @@ async function poll() {
   } catch (e) {
     setLive(false, "controller unreachable");
   }
-  timer = setTimeout(poll, POLL_MS);
+  timer = setTimeout(poll, streamLive ? FULL_MS : POLL_MS);
 }
 
 async function pollReservations() {
@@ -75,9 +79,13 @@ async function pollReservations() {
       td.textContent = v;
       tr.appendChild(td);
     }
+    tr.appendChild(resvActions(x));  // panes.js: Delete, for an admin
+    tr.dataset.name = x.name;
     body.appendChild(tr);
   }
-  $("resv").hidden = items.length === 0;
+  // shown while there is one, and to an admin, who may create one
+  $("resv").hidden = items.length === 0 && !me.admin;
+  $("b-resv-new").hidden = !me.admin;
 }
 
 async function pollJobs() {
