@@ -197,6 +197,7 @@ def main() -> int:
             httpx.get(base + "/ui/grid.json", headers={"Accept-Encoding": "gzip"}, timeout=30)
 
         live_cpu = cpu_of(live_refresh)
+        stream_kept = b.js("streamLive")  # the page still on the stream after the change
         trio.from_thread.run_sync(cluster.update_nodes, m.UpdateNodes(
             name, "RESUME", "", "alice"), trio_token=token)
         full_cpu = cpu_of(full_refetch)
@@ -231,6 +232,7 @@ def main() -> int:
         "history_search_ms": round(history_ms),
         "live_refresh_ctld_cpu_ms": round(1000 * live_cpu, 1),
         "full_refetch_ctld_cpu_ms": round(1000 * full_cpu, 1),
+        "page_still_on_stream": stream_kept,
         **heartbeats,
     }
     print(json.dumps(figures, indent=2))

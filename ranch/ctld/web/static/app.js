@@ -158,37 +158,48 @@ function render() {
     grid.dataset.names = String(n) + nodes.name[0];
   }
   const classes = feed.states.map(stateClass);
+  for (let i = 0; i < n; i++) paintCell(i, classes, tiles);
+  $("total").textContent = n.toLocaleString();
+  summarise(classes);
+  fillSelect($("f-part"), feed.partitions.map((p) => p.name));
+  applyFilters();
+  if (selected >= 0) showPanel(selected, false);
+}
+
+// One cell from the feed (render: every cell; a change from the stream: the cells it names).
+function paintCell(i, classes, tiles) {
+  const nodes = feed.nodes, s = nodes.state[i];
+  let cls = "c " + classes[s];
+  if (feed.states[s].endsWith("*")) cls += " nr";
+  if (nodes.health[i] > 0) cls += " hw";
+  if (i === selected) cls += " sel";
+  const c = cells[i];
+  if (c.className !== cls) c.className = cls;
+  const title = nodes.name[i] + " · " + feed.states[s];
+  if (c.title !== title) c.title = title;
+  if (tiles && c.firstChild && c.firstChild.textContent !== nodes.name[i]) {
+    c.firstChild.textContent = nodes.name[i];
+  }
+  if (tiles && c.lastChild && c.lastChild.textContent !== feed.states[s]) {
+    c.lastChild.textContent = feed.states[s];
+  }
+  if (c.dataset.name !== nodes.name[i]) c.dataset.name = nodes.name[i];
+  if (c.dataset.state !== feed.states[s]) c.dataset.state = feed.states[s];
+}
+
+// The header's figures: nodes per state (the chips), CPUs allocated; no cell is touched.
+function summarise(classes) {
+  const nodes = feed.nodes, n = nodes.name.length;
   const counts = new Array(feed.states.length).fill(0);
   let alloc = 0, total = 0;
   for (let i = 0; i < n; i++) {
-    const s = nodes.state[i];
-    counts[s]++;
+    counts[nodes.state[i]]++;
     alloc += nodes.cpus[i][0];
     total += nodes.cpus[i][1];
-    let cls = "c " + classes[s];
-    if (feed.states[s].endsWith("*")) cls += " nr";
-    if (nodes.health[i] > 0) cls += " hw";
-    if (i === selected) cls += " sel";
-    const c = cells[i];
-    if (c.className !== cls) c.className = cls;
-    const title = nodes.name[i] + " · " + feed.states[s];
-    if (c.title !== title) c.title = title;
-    if (tiles && c.firstChild && c.firstChild.textContent !== nodes.name[i]) {
-      c.firstChild.textContent = nodes.name[i];
-    }
-    if (tiles && c.lastChild && c.lastChild.textContent !== feed.states[s]) {
-      c.lastChild.textContent = feed.states[s];
-    }
-    c.dataset.name = nodes.name[i];
-    c.dataset.state = feed.states[s];
   }
-  $("total").textContent = n.toLocaleString();
   $("cpu-use").textContent = total ? Math.round(100 * alloc / total) + "%" : "–";
   renderCounts(counts, classes);
-  fillSelect($("f-part"), feed.partitions.map((p) => p.name));
   fillSelect($("f-state"), feed.states);
-  applyFilters();
-  if (selected >= 0) showPanel(selected, false);
 }
 
 function renderCounts(counts, classes) {

@@ -212,7 +212,7 @@ function slot(list, value) {  // the index of value in one of the feed's tables,
 
 function applyChange(doc) {
   if (!feed) return;
-  let touched = 0;
+  const touched = [];
   for (const [name, r] of Object.entries(doc.nodes)) {
     const i = indexOf(name);
     if (i === undefined) continue;
@@ -221,11 +221,15 @@ function applyChange(doc) {
     n.reason[i] = r.reason ? slot(feed.reasons, r.reason) : -1;
     n.health[i] = r.health ? slot(feed.notes, r.health) : 0;
     n.cpus[i] = r.cpus;
-    touched++;
+    touched.push(i);
   }
-  if (touched) {
+  if (touched.length) {  // only those cells are painted again; the header is recounted
     feed.generated_at = Date.now() / 1000;
-    render();
+    const classes = feed.states.map(stateClass), tiles = $("grid").classList.contains("tiles");
+    for (const i of touched) paintCell(i, classes, tiles);
+    summarise(classes);
+    if ($("f-state").value || $("f-part").value || $("f-name").value) applyFilters();
+    if (touched.includes(selected)) showPanel(selected, false);
     setLive(true);
   }
   if (doc.jobs) pollJobs();
@@ -270,8 +274,9 @@ async function follow() {
           buf += dec.decode(value, {stream: true});
           let at;
           while ((at = buf.indexOf("\n\n")) >= 0) {
-            onFrame(buf.slice(0, at));
+            const block = buf.slice(0, at);
             buf = buf.slice(at + 2);
+            try { onFrame(block); } catch (e) { console.error("stream frame", e); }  // keep reading
           }
         }
       }
