@@ -83,6 +83,14 @@ async function pollReservations() {
     tr.dataset.name = x.name;
     body.appendChild(tr);
   }
+  if (!items.length) {
+    const tr = document.createElement("tr"), td = document.createElement("td");
+    td.colSpan = 7;
+    td.className = "muted";
+    td.textContent = "no reservation";
+    tr.appendChild(td);
+    body.appendChild(tr);
+  }
   // shown while there is one, and to an admin, who may create one
   $("resv").hidden = items.length === 0 && !me.admin;
   $("b-resv-new").hidden = !me.admin;
