@@ -177,6 +177,15 @@ def test_history_timeline_admin_actions_and_stream(tmp_path) -> None:
                       what="no second reboot offered")
             shown = cli(c, "ranch.cli.rcontrol", "show", "node", "n3")
             assert "new kernel" in shown
+            b.js("location.hash = '#events'")  # the timeline has it, under reboot
+            b.js("(() => { const k = document.getElementById('e-kind'); k.value = 'reboot';"
+                 " k.dispatchEvent(new Event('change')); })()")
+            b.wait_js("[...document.querySelectorAll('#timeline li.ev')].some(l =>"
+                      " l.dataset.node === 'n3' && l.textContent.includes('new kernel')) &&"
+                      " [...document.querySelectorAll('#timeline li.ev')].every(l =>"
+                      " l.dataset.kind === 'reboot')", what="n3's reboot, reboots only")
+            _shot(b, "p2-events-reboot.png")
+            b.js("location.hash = '#nodes'")
 
             # -- reservations: created and deleted from the page, rcontrol's handler
             b.wait_js("!document.getElementById('b-resv-new').hidden", what="New reservation")

@@ -7,6 +7,7 @@
 "use strict";
 let me = {name: null, admin: false, events: true};
 let streamAbort = null, lastSeq = null, eventsTimer = null, restarting = false, changes = 0;
+let eventsAsked = 0, historyAsked = 0;  // only the latest answer is drawn (filters change fast)
 const sleep = (ms) => new Promise((res) => setTimeout(res, ms));
 const epochOf = (input) => (input.value ? new Date(input.value).getTime() / 1000 : null);
 const firstError = (doc, r) => ((doc.errors || [])[0] || {}).error || "HTTP " + r.status;
@@ -29,8 +30,10 @@ async function loadHistory() {
   if (start !== null) q.set("start", start);
   if (end !== null) q.set("end", end);
   $("h-shown").textContent = "searching…";
+  const asked = ++historyAsked;
   const r = await fetch("/ui/history?" + q, {headers: headers({}), cache: "no-store"});
   const doc = await r.json().catch(() => ({}));
+  if (asked !== historyAsked) return;
   const note = $("h-note"), body = $("history-rows");
   body.textContent = "";
   if (!r.ok) {
@@ -91,8 +94,10 @@ async function loadEvents() {
   if ($("e-kind").value) q.set("kind", $("e-kind").value);
   const back = Number($("e-since").value);
   if (back) q.set("since", Date.now() / 1000 - back);
+  const asked = ++eventsAsked;
   const r = await fetch("/ui/events?" + q, {headers: headers({}), cache: "no-store"});
   const doc = await r.json().catch(() => ({}));
+  if (asked !== eventsAsked) return;
   const list = $("timeline"), note = $("e-note");
   if (!r.ok) {
     list.textContent = "";
