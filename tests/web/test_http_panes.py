@@ -91,3 +91,19 @@ def test_rights_errors_and_the_stream(tmp_path) -> None:
         with httpx.stream("GET", f"{base}/ui/stream", headers=USER, timeout=20) as s:
             hello = next(ln for ln in s.iter_lines() if ln.startswith("data:"))
             assert json.loads(hello[5:])["events"] is False  # no records for this reader
+
+
+def test_open_pages_share_one_seat_of_the_event_log() -> None:
+    """Every page's stream is fed through one follower of the log (web/live.py Hub), so open
+    pages never use up the seats `rcontrol events --follow` is capped to, and each page still
+    gets every event in its own bounded queue."""
+    from ranch.ctld.nodes.eventlog import EventLog, Follower
+    from ranch.ctld.web.live import Hub
+
+    log, hub = EventLog(), Hub()
+    pages = [Follower() for _ in range(40)]
+    hub.streams.update(pages)
+    log.followers.add(hub)
+    log.add("state", "n1", old="IDLE", new="IDLE+DRAIN", cause="admin:alice")
+    assert len(log.followers) == 1
+    assert all([r["node"] for r in p.queue] == ["n1"] for p in pages)

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ranch.ctld.nodes.eventlog import Follower
 from ranch.ctld.nodes.node import snapshot_record
 from ranch.ctld.web.grid import health_note
 from ranch.ctld.web.panes import category
@@ -28,7 +29,6 @@ from ranch.protocol.records import reason_user
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ranch.ctld.nodes.eventlog import Follower
     from ranch.ctld.web.webports import WebServices
 
 MAX_STREAMS = 64  # open pages at once; each holds a connection, a task and a bounded queue
@@ -90,6 +90,22 @@ def frame(event: str, data: Any, ident: int | None = None) -> bytes:
     return f"{head}event: {event}\n".encode() + b"data: " + orjson.dumps(data) + b"\n\n"
 
 
+class Hub(Follower):
+    """The one follower every open page shares in the event log: it hands each event to the
+    pages' own bounded queues, so pages never take the seats `rcontrol events --follow` is
+    capped to (ctld/rpc/eventstream.py MAX_FOLLOWERS counts the log's followers)."""
+
+    __slots__ = ("streams",)
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.streams: set[Follower] = set()
+
+    def offer(self, rec: dict[str, Any]) -> None:
+        for follower in self.streams:
+            follower.offer(rec)
+
+
 class Live:
     """The stream route; `nodes_refusal` is the grid's check, `events_refusal` the timeline's."""
 
@@ -97,8 +113,12 @@ class Live:
                  events_refusal: Callable[[Request], Response | None]) -> None:
         self.cluster = cluster
         self._nodes_refusal, self._events_refusal = nodes_refusal, events_refusal
-        self.open = 0
+        self.hub = Hub()
         self.frames_sent = 0
+
+    @property
+    def open(self) -> int:
+        return len(self.hub.streams)
 
     async def stream(self, request: Request) -> Response:
         if (refused := self._nodes_refusal(request)) is not None:
@@ -108,13 +128,16 @@ class Live:
                          "polls instead", headers={"Retry-After": "30"})
         with_events = self._events_refusal(request) is None
         log = self.cluster.eventlog
-        follower = log.subscribe()
-        self.open += 1
+        follower = Follower()  # this page's own bounded queue, fed through the hub
+        if not self.hub.streams:
+            log.followers.add(self.hub)
+        self.hub.streams.add(follower)
         first = log.seq
 
         def close() -> None:
-            log.unsubscribe(follower)
-            self.open -= 1
+            self.hub.streams.discard(follower)
+            if not self.hub.streams:
+                log.followers.discard(self.hub)
 
         async def frames(write: Callable[[bytes], Any]) -> None:
             await write(b"retry: 3000\n" + frame("hello", {"seq": first, "events": with_events},

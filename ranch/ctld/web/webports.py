@@ -52,12 +52,10 @@ class WebEvents(Protocol):
     @property
     def seq(self) -> int: ...  # the newest event's number: the page's version
     @property
-    def followers(self) -> set[Follower]: ...
+    def followers(self) -> set[Follower]: ...  # the page's stream joins as one (web/live.py Hub)
 
     def query(self, since: float = 0.0, nodes: Iterable[str] | None = None,
               limit: int = 0) -> list[dict]: ...
-    def subscribe(self, nodes: Iterable[str] | None = None) -> Follower: ...
-    def unsubscribe(self, follower: Follower) -> None: ...
 
 
 class WebServices(Protocol):
