@@ -122,7 +122,8 @@ class Panes:
         if accounts:  # racct -A: the command's own filter (ranch/cli/racct.py narrow)
             rows = [r for r in rows if (r.get("account") or "").lower() in accounts]
         rows.sort(key=lambda r: (r.get("end_time") or 0, r["job_id"]), reverse=True)
-        limit = min(int(q.get("limit") or HISTORY_LIMIT), HISTORY_LIMIT)
+        word = q.get("limit") or str(HISTORY_LIMIT)
+        limit = min(int(word), HISTORY_LIMIT) if word.isdigit() else HISTORY_LIMIT
         return Json({
             "jobs": [{k: r.get(k) for k in HISTORY_KEYS} for r in rows[:limit]],
             "left_out": max(0, len(rows) - limit) + int(body.get("left_out") or 0),
