@@ -110,6 +110,13 @@ def test_history_timeline_admin_actions_and_stream(tmp_path) -> None:
             fetched = b.js("window.fetched")
             assert not [u for u in fetched if "grid.json" in u or "/api/v1/nodes" in u], fetched
             assert b.js("changes") > before  # it came as a frame of the stream
+            # a job submitted (no node changes state): the header's counts follow, still with
+            # no refetch of the grid (the stream looks at the job store's generation)
+            cli(c, "ranch.cli.rbatch", "-H", "-D", str(work), "--wrap", "true")
+            b.wait_js("document.getElementById('jobs-pending').textContent === '1'",
+                      what="the pending count from the stream")
+            fetched = b.js("window.fetched")
+            assert not [u for u in fetched if "grid.json" in u or "/api/v1/nodes" in u], fetched
             _shot(b, "p2-live-drain.png")
 
             # -- history: the filters show what racct shows for the same window

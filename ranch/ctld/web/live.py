@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 MAX_STREAMS = 64  # open pages at once; each holds a connection, a task and a bounded queue
 KEEPALIVE = 15.0  # seconds between comments on a quiet stream (proxies close idle ones)
+JOBS_CHECK = 2.0  # seconds between looks at Jobs.gen on a quiet stream (the header's counts)
 COALESCE = 0.2  # seconds a batch waits for more: a burst of changes is one frame
 STREAM_SECONDS = 600.0  # a stream ends after this; the page reconnects (Last-Event-ID)
 
@@ -142,16 +143,28 @@ class Live:
         async def frames(write: Callable[[bytes], Any]) -> None:
             await write(b"retry: 3000\n" + frame("hello", {"seq": first, "events": with_events},
                                                  first))
+            jobs = self.cluster.jobs
+            seen_gen, quiet = jobs.gen, 0.0
             while True:
-                with trio.move_on_after(KEEPALIVE):
+                with trio.move_on_after(JOBS_CHECK):
                     batch, missed = await follower.next_batch()
                     await trio.sleep(COALESCE)
                     more, late = await _drain(follower)
                     batch, missed = batch + more, missed + late
+                    seen_gen, quiet = jobs.gen, 0.0
                     await write(self._frame(batch, missed, with_events))
                     self.frames_sent += 1
                     continue
-                await write(b": keep-alive\n\n")
+                # No event: a job submitted or ended without a node changing state still
+                # changes the header's counts (Jobs.gen says so: one integer looked at)
+                quiet += JOBS_CHECK
+                if jobs.gen != seen_gen:
+                    seen_gen, quiet = jobs.gen, 0.0
+                    await write(frame("change", {"seq": self.cluster.eventlog.seq, "nodes": {},
+                                                 "jobs": True, "reservations": False}))
+                elif quiet >= KEEPALIVE:
+                    quiet = 0.0
+                    await write(b": keep-alive\n\n")
 
         return SseResponse(frames, close)
 
