@@ -33,9 +33,12 @@ function row(cells) {
 const jobLink = (id) => { const a = el("a", id); a.href = "#job/" + id; return a; };
 
 // -- the node panel's detail -------------------------------------------------------------------
+let detailAsked = 0;  // only the latest answer is drawn (a node changes twice in a row)
 async function loadNodeDetail(name) {
+  const asked = ++detailAsked;
   const r = await fetch("/ui/node/" + encodeURIComponent(name), {headers: headers({}),
                                                                   cache: "no-store"});
+  if (asked !== detailAsked) return;
   if (!r.ok || selected < 0 || feed.nodes.name[selected] !== name) return;
   const d = await r.json();
   $("b-drain").hidden = !d.actions.includes("DRAIN");

@@ -151,6 +151,7 @@ async function submitReboot(ev) {
     return;
   }
   $("rb-dlg").close();
+  loadNodeDetail(name);  // its buttons now (the stream brings its new state)
   if (!streamLive) { etag = null; poll(); }
 }
 
