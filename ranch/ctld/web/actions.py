@@ -55,3 +55,13 @@ def job_actions(view: JobView, may_act: bool, admin: bool) -> list[str]:
             continue
         out.append(name)
     return out
+
+
+def reboot_offered(state: NodeState, policy: Policy) -> bool:
+    """Whether `rcontrol reboot NODE` would take the node now: the node table's answer to a
+    RebootRequest changes it (a node rebooting already, or powered down, is left as it is)."""
+    try:
+        new, _ = apply(state, ev.RebootRequest(now=0.0, reason="(dry run)"), policy)
+    except InvalidTransition:
+        return False
+    return (new.base, new.flags) != (state.base, state.flags)

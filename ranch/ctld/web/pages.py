@@ -21,7 +21,10 @@ from ranch.ctld.jobs.store import view_of
 from ranch.ctld.rights import Identity, may_act_on
 from ranch.ctld.rpc import permissions
 from ranch.ctld.web import grid
-from ranch.ctld.web.actions import JOB_ACTIONS, job_actions, node_actions
+from ranch.ctld.web.actions import JOB_ACTIONS, job_actions, node_actions, reboot_offered
+from ranch.ctld.web.admin import Admin
+from ranch.ctld.web.live import Live
+from ranch.ctld.web.panes import Panes
 from ranch.ctld.web.responses import Json, error
 from ranch.protocol import messages as m
 from ranch.protocol.outputpath import expand_path
@@ -72,7 +75,9 @@ class Pages:
         return Json({
             "node": node_json(rec), "metrics": rec.get("metrics"),
             "health_note": grid.health_note(rec),
-            "actions": node_actions(node.state, self.cluster.policy) if may_write else [],
+            "actions": (node_actions(node.state, self.cluster.policy) + (
+                ["REBOOT"] if self.cluster.config.reboot.program
+                and reboot_offered(node.state, self.cluster.policy) else [])) if may_write else [],
             "may_write": may_write,
             "jobs": [_node_job(j, name) for j in seen],
             "hidden_jobs": len(mine) - len(seen),
@@ -157,7 +162,12 @@ class Pages:
         return Json(doc, status_code=403 if denied else 400)
 
     def routes(self) -> list[Route]:
+        panes = Panes(self.cluster, self._read_refusal, self._reader)
+        live = Live(self.cluster, lambda r: self._read_refusal(r, "nodes"), panes.events_refusal)
         return [
+            *panes.routes(),  # the History tab and the event timeline
+            *Admin(self.cluster, self._who, self._not_on_disk).routes(),  # reboot, reservations
+            *live.routes(),  # the page's change stream
             Route("/ui/node/{name}", self.node),
             Route("/ui/job/{job_id}", self.job),
             Route("/ui/job/{job_id}/{action}", self.act, methods=["POST"]),

@@ -4,12 +4,13 @@ Cluster provides them; the web code names these, never Cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.conf.model import ClusterConfig
     from ranch.ctld.jobs.jobrecord import Job
+    from ranch.ctld.nodes.eventlog import Follower
     from ranch.ctld.nodes.node import NodeRecord
     from ranch.ctld.ports import HealthBreaker, Watch
     from ranch.ctld.rights import Identity
@@ -38,6 +39,9 @@ class WebJobs(Protocol):
     def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult: ...
     def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult: ...
 
+    # The page's History tab: racct's query (ctld/jobs/acct.py), the AcctList body.
+    async def acct_query(self, msg: m.GetAcct) -> bytes: ...
+
 
 class ReservationBook(Protocol):
     """Maintenance windows (ctld/nodes/reservations.py), as the metrics read them."""
@@ -51,6 +55,19 @@ class WebDurability(Protocol):
 
     async def submit(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error: ...
     async def durable(self) -> None: ...  # OSError: not written (the changes stay queued)
+
+
+class WebEvents(Protocol):
+    """The event log (ctld/nodes/eventlog.py EventLog): `rcontrol events` and its followers,
+    which the page's timeline and live stream read."""
+
+    @property
+    def seq(self) -> int: ...  # the newest event's number: the page's version
+    @property
+    def followers(self) -> set[Follower]: ...  # the page's stream joins as one (web/live.py Hub)
+
+    def query(self, since: float = 0.0, nodes: Iterable[str] | None = None,
+              limit: int = 0) -> list[dict]: ...
 
 
 class WebServices(Protocol):
@@ -76,3 +93,10 @@ class WebServices(Protocol):
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot: ...
     def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult: ...
+
+    # The page's timeline, live stream and admin actions: rcontrol events, reboot and
+    # create|delete reservation go through these, as their RPC routes do.
+    @property
+    def eventlog(self) -> WebEvents: ...
+    def reboot_nodes(self, msg: m.RebootNodes) -> m.UpdateResult: ...
+    def reservation(self, msg: m.ReservationRequest) -> m.ReservationReply: ...

@@ -6,6 +6,10 @@ const TILE_MAX = 256;  // up to this many nodes, cells are tiles with name and s
 const POLL_MS = 1000 * Number(document.body.dataset.poll || 3);
 let feed = null, etag = null, cells = [], selected = -1, stateFilter = "", timer = null;
 let dialogAction = null;
+// While the change stream is open (panes.js follow), the grid is patched from it and refetched
+// whole only this rarely, for the heartbeat figures (load, memory, GPU util) no event carries.
+let streamLive = false;
+const FULL_MS = 60000;
 
 const token = () => sessionStorage.getItem("ranch-token") || "";
 function headers(extra) {
@@ -56,7 +60,7 @@ async function poll() {
   } catch (e) {
     setLive(false, "controller unreachable");
   }
-  timer = setTimeout(poll, POLL_MS);
+  timer = setTimeout(poll, streamLive ? FULL_MS : POLL_MS);
 }
 
 async function pollReservations() {
@@ -75,9 +79,21 @@ async function pollReservations() {
       td.textContent = v;
       tr.appendChild(td);
     }
+    tr.appendChild(resvActions(x));  // panes.js: Delete, for an admin
+    tr.dataset.name = x.name;
     body.appendChild(tr);
   }
-  $("resv").hidden = items.length === 0;
+  if (!items.length) {
+    const tr = document.createElement("tr"), td = document.createElement("td");
+    td.colSpan = 7;
+    td.className = "muted";
+    td.textContent = "no reservation";
+    tr.appendChild(td);
+    body.appendChild(tr);
+  }
+  // shown while there is one, and to an admin, who may create one
+  $("resv").hidden = items.length === 0 && !me.admin;
+  $("b-resv-new").hidden = !me.admin;
 }
 
 async function pollJobs() {
@@ -150,37 +166,48 @@ function render() {
     grid.dataset.names = String(n) + nodes.name[0];
   }
   const classes = feed.states.map(stateClass);
+  for (let i = 0; i < n; i++) paintCell(i, classes, tiles);
+  $("total").textContent = n.toLocaleString();
+  summarise(classes);
+  fillSelect($("f-part"), feed.partitions.map((p) => p.name));
+  applyFilters();
+  if (selected >= 0) showPanel(selected, false);
+}
+
+// One cell from the feed (render: every cell; a change from the stream: the cells it names).
+function paintCell(i, classes, tiles) {
+  const nodes = feed.nodes, s = nodes.state[i];
+  let cls = "c " + classes[s];
+  if (feed.states[s].endsWith("*")) cls += " nr";
+  if (nodes.health[i] > 0) cls += " hw";
+  if (i === selected) cls += " sel";
+  const c = cells[i];
+  if (c.className !== cls) c.className = cls;
+  const title = nodes.name[i] + " · " + feed.states[s];
+  if (c.title !== title) c.title = title;
+  if (tiles && c.firstChild && c.firstChild.textContent !== nodes.name[i]) {
+    c.firstChild.textContent = nodes.name[i];
+  }
+  if (tiles && c.lastChild && c.lastChild.textContent !== feed.states[s]) {
+    c.lastChild.textContent = feed.states[s];
+  }
+  if (c.dataset.name !== nodes.name[i]) c.dataset.name = nodes.name[i];
+  if (c.dataset.state !== feed.states[s]) c.dataset.state = feed.states[s];
+}
+
+// The header's figures: nodes per state (the chips), CPUs allocated; no cell is touched.
+function summarise(classes) {
+  const nodes = feed.nodes, n = nodes.name.length;
   const counts = new Array(feed.states.length).fill(0);
   let alloc = 0, total = 0;
   for (let i = 0; i < n; i++) {
-    const s = nodes.state[i];
-    counts[s]++;
+    counts[nodes.state[i]]++;
     alloc += nodes.cpus[i][0];
     total += nodes.cpus[i][1];
-    let cls = "c " + classes[s];
-    if (feed.states[s].endsWith("*")) cls += " nr";
-    if (nodes.health[i] > 0) cls += " hw";
-    if (i === selected) cls += " sel";
-    const c = cells[i];
-    if (c.className !== cls) c.className = cls;
-    const title = nodes.name[i] + " · " + feed.states[s];
-    if (c.title !== title) c.title = title;
-    if (tiles && c.firstChild && c.firstChild.textContent !== nodes.name[i]) {
-      c.firstChild.textContent = nodes.name[i];
-    }
-    if (tiles && c.lastChild && c.lastChild.textContent !== feed.states[s]) {
-      c.lastChild.textContent = feed.states[s];
-    }
-    c.dataset.name = nodes.name[i];
-    c.dataset.state = feed.states[s];
   }
-  $("total").textContent = n.toLocaleString();
   $("cpu-use").textContent = total ? Math.round(100 * alloc / total) + "%" : "–";
   renderCounts(counts, classes);
-  fillSelect($("f-part"), feed.partitions.map((p) => p.name));
   fillSelect($("f-state"), feed.states);
-  applyFilters();
-  if (selected >= 0) showPanel(selected, false);
 }
 
 function renderCounts(counts, classes) {

@@ -33,13 +33,17 @@ function row(cells) {
 const jobLink = (id) => { const a = el("a", id); a.href = "#job/" + id; return a; };
 
 // -- the node panel's detail -------------------------------------------------------------------
+let detailAsked = 0;  // only the latest answer is drawn (a node changes twice in a row)
 async function loadNodeDetail(name) {
+  const asked = ++detailAsked;
   const r = await fetch("/ui/node/" + encodeURIComponent(name), {headers: headers({}),
                                                                   cache: "no-store"});
+  if (asked !== detailAsked) return;
   if (!r.ok || selected < 0 || feed.nodes.name[selected] !== name) return;
   const d = await r.json();
   $("b-drain").hidden = !d.actions.includes("DRAIN");
   $("b-resume").hidden = !d.actions.includes("RESUME");
+  $("b-reboot").hidden = !d.actions.includes("REBOOT");
   $("p-noact").textContent = !d.may_write ? "changing nodes needs an admin's token"
     : d.actions.length ? "" : "no request applies in this state";
   const jobs = $("p-jobs");
@@ -65,14 +69,18 @@ async function loadNodeDetail(name) {
 // -- views ------------------------------------------------------------------------------------
 function route() {
   const h = location.hash, job = h.match(/^#job\/(\d+)$/);
-  const view = job ? "job" : h === "#jobs" ? "jobs" : "nodes";
-  for (const v of ["nodes", "jobs", "job"]) $("view-" + v).hidden = v !== view;
-  $("tab-nodes").toggleAttribute("aria-current", view === "nodes");
-  $("tab-jobs").toggleAttribute("aria-current", view !== "nodes");
+  const views = ["nodes", "jobs", "job", "history", "events"];
+  const view = job ? "job" : views.includes(h.slice(1)) ? h.slice(1) : "nodes";
+  for (const v of views) $("view-" + v).hidden = v !== view;
+  for (const t of ["nodes", "jobs", "history", "events"]) {
+    $("tab-" + t).toggleAttribute("aria-current", t === (view === "job" ? "jobs" : view));
+  }
   clearTimeout(viewTimer);
   $("jd-error").hidden = true;
   if (view === "jobs") loadQueue();
   if (job) loadJob(job[1]);
+  if (view === "history") loadHistory();
+  if (view === "events") loadEvents();
 }
 
 async function loadQueue() {
