@@ -96,12 +96,8 @@ def _state_set(text: str) -> frozenset[str] | None:
 def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     from ranch.cli.squeue_fields import ACTIVE
 
-    if args.states:
-        states = _state_set(args.states)
-    elif args.jobs:
-        states = None  # squeue -j shows the jobs whatever their state
-    else:
-        states = ACTIVE
+    # -j keeps the default states: a job that ended is left out unless -t names its state
+    states = _state_set(args.states) if args.states else ACTIVE
     out = jobs if states is None else [j for j in jobs if j["state"] in states]
     if args.jobs:
         out = [j for j in out if _wanted_id(j, args.jobs)]
@@ -186,8 +182,11 @@ def collapse(jobs: list[dict]) -> list[dict]:
             continue
         done.add(key)
         tasks = sorted(g["array_task_id"] for g in group)
-        spec = fold([f"t{t}" for t in tasks])[1:]  # "t[1-3,5]" -> "[1-3,5]"
-        out.append({**group[0], "array_task_id": spec if spec.startswith("[") else tasks[0]})
+        spec = fold([f"t{t}" for t in tasks])[1:].strip("[]")  # "t[1-3,5]" -> "1-3,5"
+        if group[0].get("array_throttle"):  # --array=...%N: squeue shows the throttle
+            spec += f"%{group[0]['array_throttle']}"
+        # %i `12_[1-3,5%2]`, %K `1-3,5%2`
+        out.append({**group[0], "array_task_id": f"[{spec}]", "array_tasks": spec})
     return out
 
 
@@ -297,8 +296,9 @@ def _uncut(fmt, names: list[str], columns: list[list[str]], jobs: list[dict]) ->
 # the filters add: all rqueue asks for then (a record has ~70 keys; with 5,000 jobs decoding
 # the rest was most of the time, and each key asked for and not read costs ~0.5 ms). "uid":
 # rctld's PrivateData=jobs tells a record's owner by it (ctld/rpc/permissions.py).
-READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count", "nodes",
-         "partition", "priority", "reason", "start_time", "state", "uid", "user")
+READS = ("array_job_id", "array_task_id", "array_throttle", "end_time", "job_id", "name",
+         "node_count", "nodes", "partition", "priority", "reason", "start_time", "state", "uid",
+         "user")
 
 
 def reads(args: Namespace) -> tuple[str, ...]:
@@ -360,9 +360,9 @@ def run(argv: list[str]) -> int:
     if args.nodelist:
         args.nodelist = _known_nodes(target, args.nodelist)
     while True:
-        _show(args, argv, target)
+        code = _show(args, argv, target)
         if not args.iterate:
-            return 0
+            return code
         sys.stdout.write("\n")
         sys.stdout.flush()
         time.sleep(args.iterate)  # squeue -i: again every N seconds until interrupted
@@ -385,10 +385,25 @@ def _known_nodes(target, text: str) -> str:
     return text
 
 
-def _show(args: Namespace, argv: list[str], target) -> None:
+def _unknown(args: Namespace, jobs: list[dict]) -> bool:
+    """squeue -j ID of one job asks slurmctld for that job alone: one it does not hold (never
+    submitted, or gone past MinJobAge) is an error. Several ids are looked for in the list."""
+    from ranch.cli.squeue_options import _strtol
+
+    words = [w for w in (args.jobs or "").split(",") if w]
+    if len(words) != 1 or args.steps is not None:
+        return False
+    job_id = _strtol(words[0])[0]
+    return not any(job_id in (j["job_id"], j.get("array_job_id")) for j in jobs)
+
+
+def _show(args: Namespace, argv: list[str], target) -> int:
     from ranch.cli.job_requests import fetch_jobs
 
     generated, jobs = fetch_jobs(target, fields=reads(args))
+    if _unknown(args, jobs):
+        print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+        return 1
     now = generated or time.time()
     if args.steps is not None:
         args.states = None  # squeue -s lists the running jobs' steps whatever -t says
@@ -405,6 +420,7 @@ def _show(args: Namespace, argv: list[str], target) -> None:
         sys.stdout.write(document(shown, now, ["rqueue", *argv]))
     else:
         sys.stdout.write(render(args, shown, now))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

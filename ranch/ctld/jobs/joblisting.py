@@ -85,6 +85,7 @@ class JobListing:
             "exit_code": job.exit_code,
             "signal": job.signal,
             "held": job.held,
+            "array_throttle": job.array_throttle,
             "batch_host": job.batch_host,
             "submit_host": req.submit_host,
             "message": job.message,

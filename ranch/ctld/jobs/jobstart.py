@@ -13,7 +13,16 @@ from ranch.conf import hostlist
 from ranch.ctld import logs
 from ranch.ctld.jobs import jobbulk, jobextras
 from ranch.ctld.jobs.constraints import placeable
-from ranch.ctld.jobs.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_env, job_name
+from ranch.ctld.jobs.jobrecord import (
+    ACTIVE,
+    BEGIN_KEY,
+    CONFIGURING,
+    PENDING,
+    Job,
+    held_reason,
+    job_env,
+    job_name,
+)
 from ranch.ctld.jobs.scheduler import NodeUse, place
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
@@ -54,6 +63,7 @@ class JobStarts:
         wall = self.c.wall()
         wake = math.inf  # the earliest BeginTime still ahead
         parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
+        running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         for job in self.store.pending:
             if job.state != PENDING:
                 continue
@@ -62,7 +72,7 @@ class JobStarts:
             pc = parts.get(job.partition)
             begin = job.req.begin_time
             if job.held:
-                why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+                why = held_reason(job.held)
             elif why := jobextras.dependency_reason(self.store, job, wall):  # -d (issue 22)
                 if why == jobextras.CANCELLED:
                     started += 1  # ended: off the pending list below
@@ -70,6 +80,8 @@ class JobStarts:
             elif begin is not None and begin > wall:
                 why = "BeginTime"
                 wake = min(wake, begin)
+            elif job.array_throttle and self._running(job, running) >= job.array_throttle:
+                why = "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
             elif pc is None:
                 why = "PartitionDown"
             elif pc.state != "UP":
@@ -83,6 +95,8 @@ class JobStarts:
                 why = self._try_place(job, pc)
                 if not why:
                     started += 1
+                    if job.array_job_id in running:
+                        running[job.array_job_id] += 1
                     continue
                 if why == "Resources" and not job.req_nodes:
                     blocked.add(job.partition)
@@ -101,6 +115,15 @@ class JobStarts:
             when = self.c.deadlines.when(BEGIN_KEY)
             if when is None or due < when:
                 self.c.deadlines.schedule(BEGIN_KEY, due)
+
+    def _running(self, job: Job, running: dict[int, int]) -> int:
+        """Tasks of the job's array that hold resources (counted once a pass)."""
+        got = running.get(job.array_job_id)
+        if got is None:
+            got = running[job.array_job_id] = sum(
+                1 for j in self.store.jobs.values()
+                if j.array_job_id == job.array_job_id and j.state in ACTIVE)
+        return got
 
     def _try_place(self, job: Job, pc: Any) -> str:
         nodes = self.c.nodes
@@ -222,6 +245,7 @@ class JobStarts:
         if req.time_limit_s is not None and req.time_limit is not None:
             limit = req.time_limit_s
         script, env = self._bulk(job)
+        job.run_limit = ()  # this run's node enforces the limit as it is now
         per_node = tuple(job.shares[n].cpus if n in job.shares else 0
                          for n in hostlist.expand(nodelist))
         for node_name in names:

@@ -13,7 +13,14 @@ import orjson
 from ranch.conf import hostlist
 from ranch.ctld import logs
 from ranch.ctld.jobs import jobextras
-from ranch.ctld.jobs.jobrecord import NOT_AVAILABLE, PENDING, TOP_PRIORITY, Job, parse_array
+from ranch.ctld.jobs.jobrecord import (
+    NOT_AVAILABLE,
+    PENDING,
+    TOP_PRIORITY,
+    Job,
+    array_throttle,
+    parse_array,
+)
 from ranch.ctld.jobs.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
 from ranch.ctld.kept import kept
 from ranch.protocol import messages as m
@@ -110,6 +117,7 @@ class JobSubmission:
                 req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes, stdout=stdout,
                 held="user" if req.hold else "",
                 array_job_id=first if task is not None else 0, array_task_id=task,
+                array_throttle=array_throttle(req.array) if task is not None else 0,
                 submitted_at=now, env_json=env_json,
             ))
         # the reasons the journal keeps until a pass runs (at once, or after a restart)

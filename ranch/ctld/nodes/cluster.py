@@ -344,6 +344,9 @@ class Cluster:
             if kind == "orphan":  # rrun's step ended and rrun did not release its allocation
                 self.jobs.inactive.orphaned(name)
                 continue
+            if kind == "limit":  # a running job's updated time limit (ctld/jobs/jobupdate.py)
+                self.jobs.limits.fired(name)
+                continue
             node = self.nodes.get(name)
             if node is None:
                 continue
