@@ -47,10 +47,10 @@ def _value(key: str, value: str) -> str:
         if not low.isdigit() or (high and not high.isdigit()):
             raise CliError(f'Invalid numeric value "{value}" for requested node count.')
         return low
-    if key == "ArrayTaskThrottle":
-        if not value.strip().isdigit():
+    if key == "ArrayTaskThrottle":  # strtol: `abc` is 0 (no throttle), as scontrol reads it
+        if _strtol(value) < 0:
             raise CliError("Invalid ArrayTaskThrottle value")
-        return value.strip()
+        return str(_strtol(value))
     if key == "StartTime":
         from ranch.cli.begin_time import BeginError, parse_begin
 

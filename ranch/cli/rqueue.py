@@ -168,8 +168,6 @@ def collapse(jobs: list[dict]) -> list[dict]:
             groups.setdefault((j["array_job_id"], j.get("reason")), []).append(j)
     if not any(len(g) > 1 for g in groups.values()):
         return jobs
-    from ranch.conf.hostlist import fold
-
     out: list[dict] = []
     done: set[tuple] = set()
     for j in jobs:
@@ -181,13 +179,26 @@ def collapse(jobs: list[dict]) -> list[dict]:
         if key in done:
             continue
         done.add(key)
-        tasks = sorted(g["array_task_id"] for g in group)
-        spec = fold([f"t{t}" for t in tasks])[1:].strip("[]")  # "t[1-3,5]" -> "1-3,5"
+        spec = _ranges(sorted(g["array_task_id"] for g in group))  # "1-3,5"
         if group[0].get("array_throttle"):  # --array=...%N: squeue shows the throttle
             spec += f"%{group[0]['array_throttle']}"
         # %i `12_[1-3,5%2]`, %K `1-3,5%2`
         out.append({**group[0], "array_task_id": f"[{spec}]", "array_tasks": spec})
     return out
+
+
+def _ranges(tasks: list[int]) -> str:
+    """Task ids as squeue writes an array's pending ones: runs of two or more as `3-4`."""
+    out: list[str] = []
+    start = prev = tasks[0]
+    for t in [*tasks[1:], None]:
+        if t is not None and t == prev + 1:
+            prev = t
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if t is not None:
+            start = prev = t
+    return ",".join(out)
 
 
 def long_format(text: str, warn: bool = False):

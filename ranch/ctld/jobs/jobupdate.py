@@ -111,16 +111,16 @@ class JobUpdate:
         if minutes == current:
             return None
         lower = current is None or (minutes is not None and minutes < current)
-        if job.state == RUNNING:
-            node = self.store.limits.enforced(job)
-            if node is not None and (minutes is None or minutes > node):
-                return RAISE_RUNNING.format(f"{node} minute(s)")
         if not (actor.admin or lower):
             pc = self.c.config.partition(job.partition)
             max_time = pc.max_time if pc is not None else None
             if job.state != PENDING or (
                     max_time is not None and (minutes is None or minutes > max_time)):
                 return DENIED
+        if job.state == RUNNING:
+            node = self.store.limits.enforced(job)
+            if node is not None and (minutes is None or minutes > node):
+                return RAISE_RUNNING.format(f"{node} minute(s)")
         changes["TimeLimit"] = minutes
         return None
 
