@@ -113,7 +113,8 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
         out = [j for j in out if j.get("user") in users or str(j.get("uid")) in uids]
     if args.partition:
         parts = {p.strip() for p in args.partition.split(",") if p.strip()}
-        out = [j for j in out if j.get("partition") in parts]
+        # a job waiting on several partitions (-p a,b) is listed under each
+        out = [j for j in out if parts & set((j.get("partition") or "").split(","))]
     for opt, key, lower in (("name", "name", False), ("account", "account", True),
                             ("qos", "qos", False)):
         wanted_words = getattr(args, opt)

@@ -53,7 +53,8 @@ class JobListing:
             "user": req.user,
             "uid": req.uid,
             "gid": req.gid,
-            "partition": job.partition,
+            # -p a,b: the list while it waits, as squeue shows it; where it runs once started
+            "partition": ",".join((job.partition, *job.alt_parts)),
             "state": job.state,
             "reason": job.reason,
             "priority": job.priority,

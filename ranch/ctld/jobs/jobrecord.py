@@ -70,6 +70,7 @@ class Job:
     # rcontrol update TimeLimit of a running job: (the limit in minutes its node enforces,) —
     # rctld ends the run itself at the new one (ctld/jobs/jobupdate.py RunLimits); () if unchanged
     run_limit: tuple[int | None, ...] = ()
+    alt_parts: tuple[str, ...] = ()  # -p a,b while pending: the partitions after `partition`
 
     @property
     def batch_host(self) -> str:
@@ -128,7 +129,8 @@ JOB_DEFAULTS = (("req_nodes", ()), ("exc_nodes", ()), ("held", ""), ("start_time
                 ("end_time", None), ("nodes", ()), ("outcome", ""), ("restarts", 0),
                 ("exit_code", 0), ("signal", 0), ("message", ""), ("array_job_id", 0),
                 ("array_task_id", None), ("bulk_on_disk", False), ("bulk_at", None),
-                ("accrued", True), ("array_throttle", 0), ("run_limit", ()))
+                ("accrued", True), ("array_throttle", 0), ("run_limit", ()),
+                ("alt_parts", ()))
 
 
 def _differing(obj: Any, defaults: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
@@ -212,6 +214,7 @@ def job_from_json(d: dict[str, Any]) -> Job:
         accrued=bool(d.get("accrued", True)),
         array_throttle=int(d.get("array_throttle", 0)),
         run_limit=tuple(d.get("run_limit", ())),
+        alt_parts=tuple(d.get("alt_parts", ())),
     )
 
 

@@ -9,9 +9,11 @@ import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobbulk, jobextras
+from ranch.ctld.jobs import jobbulk, jobextras, partlimits
 from ranch.ctld.jobs.constraints import placeable
 from ranch.ctld.jobs.jobrecord import (
     ACTIVE,
@@ -64,6 +66,7 @@ class JobStarts:
         wake = math.inf  # the earliest BeginTime still ahead
         parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
+        sizes: dict[str, list[int]] = {}  # partition -> its nodes' CPUs (its limits)
         for job in self.store.pending:
             if job.state != PENDING:
                 continue
@@ -82,24 +85,18 @@ class JobStarts:
                 wake = min(wake, begin)
             elif job.array_throttle and self._running(job, running) >= job.array_throttle:
                 why = "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
-            elif pc is None:
-                why = "PartitionDown"
-            elif pc.state != "UP":
-                why = "PartitionDown"
-            elif job.time_limit is not None and pc.max_time is not None and (
-                    job.time_limit > pc.max_time):
-                why = "PartitionTimeLimit"
-            elif job.partition in blocked:
-                why = "Priority"
             else:
-                why = self._try_place(job, pc)
+                why = self._consider(job, pc, blocked, sizes)
+                if why and job.alt_parts:  # -p a,b: the first partition that can start it
+                    why = self._elsewhere(job, parts, blocked, sizes) and why
+                elif not why and job.alt_parts:
+                    job.alt_parts = ()  # it runs in its first partition
+                    self.store.touch(job)
                 if not why:
                     started += 1
                     if job.array_job_id in running:
                         running[job.array_job_id] += 1
                     continue
-                if why == "Resources" and not job.req_nodes:
-                    blocked.add(job.partition)
             if job.reason != why:
                 job.reason = why
                 self.store.touch(job, durable=False)  # recomputed by every pass, after restarts
@@ -115,6 +112,44 @@ class JobStarts:
             when = self.c.deadlines.when(BEGIN_KEY)
             if when is None or due < when:
                 self.c.deadlines.schedule(BEGIN_KEY, due)
+
+    def _consider(self, job: Job, pc: Any, blocked: set[str], sizes: dict[str, list[int]]
+                  ) -> str:
+        """Start the job in partition `pc` now, or why it waits there."""
+        if pc is None or pc.state != "UP":
+            return "PartitionDown"
+        cpus = sizes.get(pc.name)
+        if cpus is None:
+            cpus = sizes[pc.name] = [n.cfg.cpus for n in self.members(pc)]
+        why = partlimits.job_over(job, pc, cpus)  # EnforcePartLimits=NO let it wait
+        if why:
+            return why
+        if pc.name in blocked:
+            return "Priority"
+        why = self._try_place(job, pc)
+        if why == "Resources" and not job.req_nodes:
+            blocked.add(pc.name)
+        return why
+
+    def _elsewhere(self, job: Job, parts: dict[str, Any], blocked: set[str],
+                   sizes: dict[str, list[int]]) -> str:
+        """A job of several partitions (`-p a,b`) that cannot start in its first: each other
+        in turn, as it would be submitted there; "" once one started it (its partition from
+        then on), else "no"."""
+        first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
+        for name in job.alt_parts:
+            checked = self.store.submission.check(attrs.evolve(job.req, partition=name,
+                                                               array=""))
+            if isinstance(checked, m.Error):
+                continue
+            job.partition, job.need, job.time_limit = name, checked.need, checked.time_limit
+            job.req_nodes, job.exc_nodes = checked.req_nodes, checked.exc_nodes
+            if not self._consider(job, parts.get(name), blocked, sizes):
+                job.alt_parts = ()  # where it runs from now on
+                self.store.touch(job)
+                return ""
+            (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes) = first
+        return "no"
 
     def _running(self, job: Job, running: dict[int, int]) -> int:
         """Tasks of the job's array that hold resources (counted once a pass)."""

@@ -12,7 +12,7 @@ import orjson
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobextras
+from ranch.ctld.jobs import jobextras, partlimits
 from ranch.ctld.jobs.jobrecord import (
     NOT_AVAILABLE,
     PENDING,
@@ -40,6 +40,8 @@ class Checked:
     exc_nodes: tuple[str, ...]
     time_limit: int | None  # minutes; None = UNLIMITED
     tasks: list[int | None]  # array task ids, or [None] for a plain job
+    over: tuple[str, str] | None = None  # the partition limit it exceeds (partlimits.py)
+    alt: tuple[str, ...] = ()  # -p a,b: the other partitions it may run in, in order
 
 
 def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str, Any],
@@ -118,6 +120,7 @@ class JobSubmission:
                 held="user" if req.hold else "",
                 array_job_id=first if task is not None else 0, array_task_id=task,
                 array_throttle=array_throttle(req.array) if task is not None else 0,
+                alt_parts=checked.alt,
                 submitted_at=now, env_json=env_json,
             ))
         # the reasons the journal keeps until a pass runs (at once, or after a restart)
@@ -212,15 +215,41 @@ class JobSubmission:
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):
             return bad(f"workdir must be an absolute path, got {req.workdir!r}", "workdir")
-        if req.partition:
-            pc = cfg.partition(req.partition)
-            if pc is None:
+        if req.partition:  # -p a,b: each checked; the job waits in those it may run in
+            pcs = [cfg.partition(name) for name in req.partition.split(",") if name]
+            if None in pcs or not pcs:
                 return bad(f"invalid partition specified: {req.partition}", "partition")
         else:
-            pc = cfg.default_partition
-            if pc is None:
+            pcs = [cfg.default_partition]
+            if pcs[0] is None:
                 return bad("no partition given (-p) and the config names no Default=YES "
                            "partition", "partition")
+        chosen = partlimits.choose([self._check_part(req, pc) for pc in pcs],
+                                   cfg.jobs.enforce_part_limits)
+        if isinstance(chosen, m.Error):
+            return chosen
+        tasks: list[int | None] = [None]
+        if req.array:
+            try:
+                tasks = list(parse_array(req.array, cfg.jobs.max_array_size))
+            except ValueError as exc:
+                return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
+                           "array")
+        held = len(self.store.jobs) + self.store.building
+        if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
+            return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
+                           f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
+                           f"{len(tasks)} more asked)")
+        first = chosen[0]
+        return attrs.evolve(first, tasks=tasks, alt=tuple(c.partition for c in chosen[1:]))
+
+    def _check_part(self, req: m.SubmitJob, pc: Any) -> Checked | m.Error:
+        """The job in one partition: refused, or what it needs there (`over`: the partition
+        limit it exceeds, partlimits.py)."""
+
+        def bad(message: str, fld: str) -> m.Error:
+            return m.Error("bad_request", message, field=fld)
+
         if pc.state in ("DRAIN", "INACTIVE"):
             return bad(f"partition {pc.name} is {pc.state}: it accepts no new jobs",
                        "partition")
@@ -245,26 +274,22 @@ class JobSubmission:
         if both:
             return bad(f"node(s) {hostlist.fold(sorted(both))} are both required (-w) and "
                        "excluded (-x)", "exclude")
-        need_or_error = self.fit(req, pc, members, req_nodes, exc_nodes)
-        if isinstance(need_or_error, m.Error):
-            return need_or_error
-        need = need_or_error
         limit = req.time_limit
         if limit is None:
             limit = pc.default_time if pc.default_time is not None else pc.max_time
-        tasks: list[int | None] = [None]
-        if req.array:
-            try:
-                tasks = list(parse_array(req.array, cfg.jobs.max_array_size))
-            except ValueError as exc:
-                return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
-                           "array")
-        held = len(self.store.jobs) + self.store.building
-        if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
-            return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
-                           f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
-                           f"{len(tasks)} more asked)")
-        return Checked(pc.name, need, req_nodes, exc_nodes, limit, tasks)
+        nodes = max(req.num_nodes, len(set(req_nodes)))
+        cpus = max(req.ntasks * req.cpus_per_task, nodes)
+        over = partlimits.over(limit, nodes, cpus, pc, (n.cfg.cpus for n in members.values()))
+        if over is not None and over is not partlimits.TIME:
+            # more than the partition holds: it waits there (EnforcePartLimits=NO) as asked
+            need = Need(nodes, cpus_per_node(req.ntasks, req.cpus_per_task, nodes),
+                        req.mem_mib, req.gpus, req.exclusive)
+        else:
+            need_or_error = self.fit(req, pc, members, req_nodes, exc_nodes)
+            if isinstance(need_or_error, m.Error):
+                return need_or_error
+            need = need_or_error
+        return Checked(pc.name, need, req_nodes, exc_nodes, limit, [None], over)
 
     def fit(self, req: m.SubmitJob, pc: Any, members: dict[str, Any],
             req_nodes: tuple[str, ...], exc_nodes: tuple[str, ...]) -> Need | m.Error:

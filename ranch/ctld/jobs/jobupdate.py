@@ -202,6 +202,7 @@ class JobUpdate:
                 store.pending_parts[checked.partition] += 1
                 job.partition = checked.partition
             job.need = checked.need
+            job.alt_parts = checked.alt
             job.req_nodes, job.exc_nodes = checked.req_nodes, checked.exc_nodes
             if req.time_limit is None and "TimeLimit" not in changes:
                 job.time_limit = checked.time_limit  # the new partition's default
