@@ -281,9 +281,17 @@ class JobSubmission:
         cpus = max(req.ntasks * req.cpus_per_task, nodes)
         over = partlimits.over(limit, nodes, cpus, pc, (n.cfg.cpus for n in members.values()))
         if over is not None and over is not partlimits.TIME:
-            # more than the partition holds: it waits there (EnforcePartLimits=NO) as asked
-            need = Need(nodes, cpus_per_node(req.ntasks, req.cpus_per_task, nodes),
-                        req.mem_mib, req.gpus, req.exclusive)
+            # more than the partition holds: it waits there (EnforcePartLimits=NO) as asked;
+            # -n without -N on as many of its largest nodes as the tasks need (slurmctld's
+            # NumNodes for such a job)
+            if req.max_nodes == 0 and members:
+                most = max(n.cfg.cpus for n in members.values()) or 1
+                nodes = max(nodes, -(-req.ntasks * req.cpus_per_task // most))
+                need = Need(nodes, req.cpus_per_task, req.mem_mib, req.gpus, req.exclusive,
+                            spread=True, tasks=req.ntasks, cpus_per_task=req.cpus_per_task)
+            else:
+                need = Need(nodes, cpus_per_node(req.ntasks, req.cpus_per_task, nodes),
+                            req.mem_mib, req.gpus, req.exclusive)
         else:
             need_or_error = self.fit(req, pc, members, req_nodes, exc_nodes)
             if isinstance(need_or_error, m.Error):
