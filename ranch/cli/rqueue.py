@@ -96,8 +96,13 @@ def _state_set(text: str) -> frozenset[str] | None:
 def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     from ranch.cli.squeue_fields import ACTIVE
 
-    # -j keeps the default states: a job that ended is left out unless -t names its state
-    states = _state_set(args.states) if args.states else ACTIVE
+    # -j keeps the default states: a job that ended is left out unless -t names its state.
+    # --json: squeue 22.05's document holds every job whatever the filters; -j keeps its own
+    # jobs here, in every state
+    if args.states:
+        states = _state_set(args.states)
+    else:
+        states = None if args.json and args.jobs else ACTIVE
     out = jobs if states is None else [j for j in jobs if j["state"] in states]
     if args.jobs:
         out = [j for j in out if _wanted_id(j, args.jobs)]
@@ -403,7 +408,7 @@ def _unknown(args: Namespace, jobs: list[dict]) -> bool:
     from ranch.cli.squeue_options import _strtol
 
     words = [w for w in (args.jobs or "").split(",") if w]
-    if len(words) != 1 or args.steps is not None:
+    if len(words) != 1 or args.steps is not None or args.json:
         return False
     job_id = _strtol(words[0])[0]
     return not any(job_id in (j["job_id"], j.get("array_job_id")) for j in jobs)

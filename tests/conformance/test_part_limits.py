@@ -26,6 +26,7 @@ CASES = (
     ("-p", "debug", "-c", "4"),  # more CPUs than its nodes hold
     ("-p", "main", "-N", "3"),
     ("-p", "main", "-c", "3"),  # more CPUs than any one node: never placeable
+    ("-p", "main", "-n", "5"),  # more tasks than the partition's CPUs: as many nodes as they need
     ("-p", "main,debug", "-N", "2"),  # only main has two nodes
     ("-p", "debug,main", "-c", "3"),
     ("-p", "debug,main"),  # both could: the first that can start it

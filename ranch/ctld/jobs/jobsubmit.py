@@ -128,6 +128,8 @@ class JobSubmission:
             reason = "JobHeldUser"
         elif req.begin_time is not None and req.begin_time > wall:
             reason = "BeginTime"
+        elif checked.over is not None and not checked.alt:
+            reason = checked.over[0]  # a pass that stops at a blocked partition keeps it
         else:
             reason = "None"
         for job in built:

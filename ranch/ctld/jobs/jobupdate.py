@@ -36,10 +36,8 @@ KEYS = ("TimeLimit", "Name", "Comment", "Partition", "NumNodes", "Dependency", "
         "Nice", "ArrayTaskThrottle", "StartTime")
 
 
-def running_tasks(store: JobStore, array_id: int) -> int:
-    """Tasks of the array that hold resources now (what its throttle counts)."""
-    return sum(1 for j in store.jobs.values()
-               if j.array_job_id == array_id and j.state in ACTIVE)
+# keys only a pending job takes: an ended one is "no longer pending" for them, as slurmctld says
+PENDING_ONLY = ("StartTime", "Partition", "Dependency")
 
 
 class JobUpdate:
@@ -59,7 +57,7 @@ class JobUpdate:
         for key, value in updates:
             if key not in KEYS:
                 return f"Update of this parameter is not supported: {key}={value}"
-            if done:
+            if done and key not in PENDING_ONLY:
                 return FINISHED
             if key == "TimeLimit":
                 got = self._time_limit(job, value, actor, changes)

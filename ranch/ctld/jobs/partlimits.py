@@ -34,7 +34,10 @@ def job_over(job: Any, pc: Any, node_cpus: Iterable[int]) -> str:
     its limits, or "" (`node_cpus`: the CPUs of each of its nodes)."""
     need = job.need
     cpus = job.req.ntasks * job.req.cpus_per_task if need.spread else need.cpus * need.nodes
-    got = over(job.time_limit, need.nodes, cpus, pc, node_cpus)
+    # the nodes asked for (-N, -w), not those -n's tasks would take: `-n 5` on two 2-CPU
+    # nodes is PartitionConfig in slurmctld, not PartitionNodeLimit
+    nodes = max(job.req.num_nodes, len(job.req_nodes))
+    got = over(job.time_limit, nodes, cpus, pc, node_cpus)
     return got[0] if got else ""
 
 
