@@ -50,6 +50,7 @@ class JobStarts:
         # registration, a JobStarted): soft state, empty after a restart (then no run is taken
         # for never delivered, and a missing one is requeued as before)
         self._unheard: dict[str, set[tuple[int, int]]] = {}
+        self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
@@ -66,7 +67,6 @@ class JobStarts:
         wake = math.inf  # the earliest BeginTime still ahead
         parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
-        sizes: dict[str, list[int]] = {}  # partition -> its nodes' CPUs (its limits)
         for job in self.store.pending:
             if job.state != PENDING:
                 continue
@@ -86,9 +86,9 @@ class JobStarts:
             elif job.array_throttle and self._running(job, running) >= job.array_throttle:
                 why = "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
             else:
-                why = self._consider(job, pc, blocked, sizes)
+                why = self._consider(job, pc, blocked)
                 if why and job.alt_parts:  # -p a,b: the first partition that can start it
-                    why = self._elsewhere(job, parts, blocked, sizes) and why
+                    why = self._elsewhere(job, parts, blocked) and why
                 elif not why and job.alt_parts:
                     job.alt_parts = ()  # it runs in its first partition
                     self.store.touch(job)
@@ -113,15 +113,13 @@ class JobStarts:
             if when is None or due < when:
                 self.c.deadlines.schedule(BEGIN_KEY, due)
 
-    def _consider(self, job: Job, pc: Any, blocked: set[str], sizes: dict[str, list[int]]
-                  ) -> str:
+    def _consider(self, job: Job, pc: Any, blocked: set[str]) -> str:
         """Start the job in partition `pc` now, or why it waits there."""
         if pc is None or pc.state != "UP":
             return "PartitionDown"
-        cpus = sizes.get(pc.name)
-        if cpus is None:
-            cpus = sizes[pc.name] = [n.cfg.cpus for n in self.members(pc)]
-        why = partlimits.job_over(job, pc, cpus)  # EnforcePartLimits=NO let it wait
+        members = self.members(pc)
+        size = self._sizes.of(pc.name, members, (n.cfg.cpus for n in members))
+        why = partlimits.job_over(job, pc, size)  # EnforcePartLimits=NO let it wait
         if why:
             return why
         if pc.name in blocked:
@@ -131,8 +129,7 @@ class JobStarts:
             blocked.add(pc.name)
         return why
 
-    def _elsewhere(self, job: Job, parts: dict[str, Any], blocked: set[str],
-                   sizes: dict[str, list[int]]) -> str:
+    def _elsewhere(self, job: Job, parts: dict[str, Any], blocked: set[str]) -> str:
         """A job of several partitions (`-p a,b`) that cannot start in its first: each other
         in turn, as it would be submitted there; "" once one started it (its partition from
         then on), else "no"."""
@@ -144,7 +141,7 @@ class JobStarts:
                 continue
             job.partition, job.need, job.time_limit = name, checked.need, checked.time_limit
             job.req_nodes, job.exc_nodes = checked.req_nodes, checked.exc_nodes
-            if not self._consider(job, parts.get(name), blocked, sizes):
+            if not self._consider(job, parts.get(name), blocked):
                 job.alt_parts = ()  # where it runs from now on
                 self.store.touch(job)
                 return ""

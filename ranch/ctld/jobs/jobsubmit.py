@@ -80,6 +80,7 @@ class JobSubmission:
         self.c = store.c
         self._maps: dict[str, tuple[list[Any], dict[str, Any]]] = {}
         self._fits: dict[tuple[Any, ...], tuple[dict[str, Any], Need | m.Error]] = {}
+        self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
 
     def member_map(self, pc: Any) -> dict[str, Any]:
         """The partition's nodes by name, kept while its members stay (callers only read it)."""
@@ -281,7 +282,8 @@ class JobSubmission:
             limit = pc.default_time if pc.default_time is not None else pc.max_time
         nodes = max(req.num_nodes, len(set(req_nodes)))
         cpus = max(req.ntasks * req.cpus_per_task, nodes)
-        over = partlimits.over(limit, nodes, cpus, pc, (n.cfg.cpus for n in members.values()))
+        size = self._sizes.of(pc.name, members, (n.cfg.cpus for n in members.values()))
+        over = partlimits.over(limit, nodes, cpus, pc, size)
         if over is not None and over is not partlimits.TIME:
             # more than the partition holds: it waits there (EnforcePartLimits=NO) as asked;
             # -n without -N on as many of its largest nodes as the tasks need (slurmctld's

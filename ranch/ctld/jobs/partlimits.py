@@ -15,30 +15,49 @@ NODES = ("PartitionNodeLimit", "Node count specification invalid")
 CPUS = ("PartitionConfig", "More processors requested than permitted")
 
 
-def over(time_limit: int | None, nodes: int, cpus: int, pc: Any,
-         node_cpus: Iterable[int]) -> tuple[str, str] | None:
+def over(time_limit: int | None, nodes: int, cpus: int, pc: Any, size: tuple[int, int]
+         ) -> tuple[str, str] | None:
     """The partition limit the job exceeds (reason, refusal), or None. `nodes` and `cpus`
-    are the job's whole ask; `node_cpus` the CPUs of each of the partition's nodes."""
+    are the job's whole ask; `size` the partition's (node count, CPUs), from Sizes."""
     if pc.max_time is not None and (time_limit is None or time_limit > pc.max_time):
         return TIME
-    sizes = list(node_cpus)
-    if nodes > len(sizes):
+    if nodes > size[0]:
         return NODES
-    if cpus > sum(sizes):
+    if cpus > size[1]:
         return CPUS
     return None
 
 
-def job_over(job: Any, pc: Any, node_cpus: Iterable[int]) -> str:
+def job_over(job: Any, pc: Any, size: tuple[int, int]) -> str:
     """The scheduling pass's question: the reason a pending job waits in this partition for
-    its limits, or "" (`node_cpus`: the CPUs of each of its nodes)."""
+    its limits, or ""."""
     need = job.need
     cpus = job.req.ntasks * job.req.cpus_per_task if need.spread else need.cpus * need.nodes
     # the nodes asked for (-N, -w), not those -n's tasks would take: `-n 5` on two 2-CPU
     # nodes is PartitionConfig in slurmctld, not PartitionNodeLimit
     nodes = max(job.req.num_nodes, len(job.req_nodes))
-    got = over(job.time_limit, nodes, cpus, pc, node_cpus)
+    got = over(job.time_limit, nodes, cpus, pc, size)
     return got[0] if got else ""
+
+
+class Sizes:
+    """Each partition's (node count, CPUs), kept while its members are the same object (the
+    pass and the submission checks ask once a job: summing 10,000 nodes each time would make
+    every pass O(jobs x nodes))."""
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[object, tuple[int, int]]] = {}
+
+    def of(self, name: str, members: object, node_cpus: Iterable[int]) -> tuple[int, int]:
+        hit = self._kept.get(name)
+        if hit is not None and hit[0] is members:
+            return hit[1]
+        cpus = list(node_cpus)
+        got = (len(cpus), sum(cpus))
+        if len(self._kept) >= 256:
+            self._kept.clear()
+        self._kept[name] = (members, got)
+        return got
 
 
 def choose(results: Sequence[Any], enforce: str) -> list[Any] | Any:
