@@ -266,6 +266,21 @@ def job_action(target: Target, action: str, words: list[str],
     body = {"action": action, "job_ids": list(ids), "user": user, "uid": uid}
     result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
     for err in result.get("errors") or ():
-        print(f"rcontrol: error: {err}", file=sys.stderr)
+        print(slurm_error(action, err), file=sys.stderr)
     return 0 if result.get("ok") is True else 1
+
+
+def slurm_error(action: str, err: str) -> str:
+    """rctld's `job N: TEXT` as scontrol prints it, `TEXT for job N`; hold, uhold and release
+    add the line of the call scontrol makes for them (`slurm_suspend error: TEXT`)."""
+    import re
+
+    found = re.fullmatch(r"job (\d+): (.*)", err) or re.fullmatch(
+        r"(Invalid job id specified): (\d+)", err)
+    if found is None:
+        return f"rcontrol: error: {err}"
+    jid, text = found.groups() if err.startswith("job ") else found.groups()[::-1]
+    line = f"{text} for job {jid}"
+    return line + (f"\nslurm_suspend error: {text}" if action in ("hold", "uhold", "release")
+                   else "")
 

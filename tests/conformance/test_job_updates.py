@@ -104,7 +104,9 @@ def script(cluster) -> list[tuple[str, object]]:
     s.note("held", s.queue(p, "%i|%t|%r|%Q"))
     s.note("release", s.alice("release", p))
     s.note("release again", s.alice("release", p))
-    s.note("requeuehold of a pending job", s.alice("requeuehold", p)[0])
+    s.note("requeuehold of a pending job", s.alice("requeuehold", p))
+    s.note("hold of an unknown job", s.run("scontrol", "hold", "999999"))
+    s.note("requeue of an unknown job", s.run("scontrol", "requeue", "999999"))
 
     # a never-satisfiable dependency, cleared: the job runs
     f = s.submit("F", "--wrap", "exit 1")
