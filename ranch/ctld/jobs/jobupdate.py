@@ -31,11 +31,9 @@ PRIO_RESET = "Changes to job priority are not persistent, change nice instead"
 BAD_DEPENDENCY = "Job dependency problem"
 BAD_VALUE = "Invalid argument"  # a value the command line should have refused
 
-# the keys update takes, as the command line sends them (cli/show_jobs.py JOB_KEYS)
+# the keys update takes, as the command line sends them (cli/job_update.py KEYS)
 KEYS = ("TimeLimit", "Name", "Comment", "Partition", "NumNodes", "Dependency", "Priority",
         "Nice", "ArrayTaskThrottle", "StartTime")
-
-
 # keys only a pending job takes: an ended one is "no longer pending" for them, as slurmctld says
 PENDING_ONLY = ("StartTime", "Partition", "Dependency")
 
