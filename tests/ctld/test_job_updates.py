@@ -12,7 +12,7 @@ from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 
-from .helpers import make_config, wall
+from .helpers import FakeConn, hardware, make_config, wall
 from .test_jobs import Beats, end, job, kills, rec, up
 
 TWO_PARTS = """\
@@ -149,3 +149,40 @@ async def test_enforce_part_limits_no_queues_all_and_any_refuse() -> None:
         else:
             assert rec(cluster, r.job_id)["partition"] == "main"
             assert rec(cluster, r.job_id)["state"] == "RUNNING"
+
+
+async def test_a_lowered_limit_is_kept_by_a_restarted_controller(autojump_clock) -> None:
+    cfg = make_config()
+    cluster = Cluster(cfg, wall=wall)
+    up(cluster, "n1")
+    j = cluster.jobs.submit(job(time_limit=10)).job_id
+    assert update(cluster, j, ("TimeLimit", "1")).ok
+    doc = orjson.loads(deferred.dumps(cluster.save_doc()))
+    again = Cluster(cfg, wall=wall)
+    again.restore(doc)
+    async with trio.open_nursery() as nursery:
+        again.start()
+        nursery.start_soon(again.deadlines.run, again.on_deadlines)
+        conn = FakeConn()  # rnoded comes back still running the job (its run 0)
+        again.register(m.Register("n1", hardware(), 1.0, "0.1.0", job_ids=(j,), runs=((j, 0),)),
+                       conn)
+        conns = {"n1": conn}
+        beats = Beats(again, conns)
+        assert rec(again, j)["restarts"] == 0
+        for _ in range(5):
+            await trio.sleep(10)
+            beats("n1", job_ids=(j,))
+        assert not [k for k in kills(conns["n1"]) if k.reason == "time limit"]
+        await trio.sleep(11)
+        assert [k.job_id for k in kills(conns["n1"]) if k.reason == "time limit"] == [j]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_reconfigure_keeps_a_lowered_limit(autojump_clock) -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    up(cluster, "n1")
+    j = cluster.jobs.submit(job(time_limit=10)).job_id
+    assert update(cluster, j, ("TimeLimit", "1")).ok
+    due = cluster.deadlines.when((j, "limit"))
+    assert cluster.apply_config(make_config(extra="KillWait=5")).ok
+    assert cluster.deadlines.when((j, "limit")) == due

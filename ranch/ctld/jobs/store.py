@@ -182,6 +182,10 @@ class Jobs:
             for job in self.jobs.values():
                 if job.req.allocation:
                     self.inactive.started(job, restart=True)
+        if hasattr(self, "limits"):  # a reconfigure cleared every deadline: a lowered limit's too
+            for job in self.jobs.values():
+                if job.run_limit:
+                    self.limits.arm(job)
 
     def kick(self) -> None:
         """Something happened that may let a job start: a scheduling pass is due."""
