@@ -105,7 +105,9 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
         states = None if args.json and args.jobs else ACTIVE
     out = jobs if states is None else [j for j in jobs if j["state"] in states]
     if args.jobs:
-        out = [j for j in out if _wanted_id(j, args.jobs)]
+        from ranch.cli.squeue_jobs import wanted_id
+
+        out = [j for j in out if wanted_id(j, args.jobs)]
     users = set()
     if args.user:
         users = {u.strip() for u in args.user.split(",") if u.strip()}
@@ -148,63 +150,6 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     elif args.priority:  # squeue -P: by priority, highest first
         out.sort(key=lambda j: -int(j.get("priority") or 0))
     return out
-
-
-def _wanted_id(job: dict, text: str) -> bool:
-    """squeue -j: `ID` (a job, or every task of array ID) or `ID_TASK`, read as strtol does."""
-    from ranch.cli.squeue_options import _strtol
-
-    for word in (w for w in text.split(",") if w):
-        job_id, tail = _strtol(word)
-        task = _strtol(tail[1:])[0] if tail.startswith("_") else None
-        if task is None and job_id in (job["job_id"], job.get("array_job_id")):
-            return True
-        if task is not None and job.get("array_job_id") == job_id and str(
-                job.get("array_task_id")) == str(task):
-            return True
-    return False
-
-
-def collapse(jobs: list[dict]) -> list[dict]:
-    """squeue without -r: an array's tasks still pending (with one reason) are one line,
-    `12_[2-5,7]`, as slurmctld holds them in one record until each starts."""
-    groups: dict[tuple, list[dict]] = {}
-    for j in jobs:
-        if j.get("array_job_id") and j["state"] == "PENDING":
-            groups.setdefault((j["array_job_id"], j.get("reason")), []).append(j)
-    if not any(len(g) > 1 for g in groups.values()):
-        return jobs
-    out: list[dict] = []
-    done: set[tuple] = set()
-    for j in jobs:
-        key = (j.get("array_job_id"), j.get("reason"))
-        group = groups.get(key) if j["state"] == "PENDING" else None
-        if not group or len(group) == 1:
-            out.append(j)
-            continue
-        if key in done:
-            continue
-        done.add(key)
-        spec = _ranges(sorted(g["array_task_id"] for g in group))  # "1-3,5"
-        if group[0].get("array_throttle"):  # --array=...%N: squeue shows the throttle
-            spec += f"%{group[0]['array_throttle']}"
-        # %i `12_[1-3,5%2]`, %K `1-3,5%2`
-        out.append({**group[0], "array_task_id": f"[{spec}]", "array_tasks": spec})
-    return out
-
-
-def _ranges(tasks: list[int]) -> str:
-    """Task ids as squeue writes an array's pending ones: runs of two or more as `3-4`."""
-    out: list[str] = []
-    start = prev = tasks[0]
-    for t in [*tasks[1:], None]:
-        if t is not None and t == prev + 1:
-            prev = t
-            continue
-        out.append(str(start) if start == prev else f"{start}-{prev}")
-        if t is not None:
-            start = prev = t
-    return ",".join(out)
 
 
 def long_format(text: str, warn: bool = False):
@@ -270,7 +215,9 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
         fmt, _ = parse_sinfo_format(text, frozenset(FIELDS), "job")  # run() said its warnings
         getters = [FIELDS[f.letter][1] for f in fmt.fields]
         names = [FIELDS[f.letter][0] for f in fmt.fields]
-    if not args.array:
+    if not args.array and any(j.get("array_job_id") for j in jobs):
+        from ranch.cli.squeue_jobs import collapse
+
         jobs = collapse(jobs)
     columns = [fast[f.letter](jobs, now) if f.letter in fast else [g(j, now) for j in jobs]
                for f, g in zip(fmt.fields, getters, strict=True)]
@@ -402,25 +349,16 @@ def _known_nodes(target, text: str) -> str:
     return text
 
 
-def _unknown(args: Namespace, jobs: list[dict]) -> bool:
-    """squeue -j ID of one job asks slurmctld for that job alone: one it does not hold (never
-    submitted, or gone past MinJobAge) is an error. Several ids are looked for in the list."""
-    from ranch.cli.squeue_options import _strtol
-
-    words = [w for w in (args.jobs or "").split(",") if w]
-    if len(words) != 1 or args.steps is not None or args.json:
-        return False
-    job_id = _strtol(words[0])[0]
-    return not any(job_id in (j["job_id"], j.get("array_job_id")) for j in jobs)
-
-
 def _show(args: Namespace, argv: list[str], target) -> int:
     from ranch.cli.job_requests import fetch_jobs
 
     generated, jobs = fetch_jobs(target, fields=reads(args))
-    if _unknown(args, jobs):
-        print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
-        return 1
+    if args.jobs:  # (imported only then: rqueue's everyday import budget)
+        from ranch.cli.squeue_jobs import unknown
+
+        if unknown(args, jobs):
+            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+            return 1
     now = generated or time.time()
     if args.steps is not None:
         args.states = None  # squeue -s lists the running jobs' steps whatever -t says
