@@ -180,12 +180,12 @@ def run(argv: list[str]) -> int:
     missing: list[str] = []  # words that name no (active) job
     steps = split_steps(args.job_ids)  # scancel 12.1: those words name steps, not jobs
     for word in args.job_ids:
-        for part in word.split(","):
+        for part in _words(word):
             part = part.strip()
             if "." in part or not part:
                 continue
             try:
-                hits = parse_job_ids([part], jobs)
+                hits = _task_list(part, jobs) if "_[" in part else parse_job_ids([part], jobs)
             except CliError as exc:
                 job, _, task = part.partition("_")
                 # an array task that names none is passed over; a malformed one (2_2x) is
@@ -258,6 +258,35 @@ def run(argv: list[str]) -> int:
         failed = step_error_code(err)
         print(f"{me}: error: {err}", file=sys.stderr)
     return failed
+
+
+def _words(text: str) -> list[str]:
+    """The comma list of ids, a comma inside `12_[7,8]` not splitting it."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
+def _task_list(part: str, jobs: list[dict] | None) -> tuple[int, ...]:
+    """`12_[4-6]`, `12_[1,3-5]`, `12_[1-9:2]`: the records of those tasks of array 12 (tasks
+    that are not there are passed over, as scancel does); CliError for a malformed one."""
+    base, _, spec = part.partition("_[")
+    if not base.isdigit() or not spec.endswith("]") or jobs is None:
+        raise CliError(f"Invalid job id {part}")
+    wanted: set[int] = set()
+    for item in spec[:-1].split(","):
+        rng, _, step = item.partition(":")
+        low, dash, high = rng.partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()) or (step and not step.isdigit()):
+            raise CliError(f"Invalid job id {part}")
+        wanted.update(range(int(low), int(high if dash else low) + 1, int(step or 1)))
+    return tuple(j["job_id"] for j in jobs
+                 if j.get("array_job_id") == int(base) and j.get("array_task_id") in wanted)
 
 
 ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "SUSPENDED", "REQUEUED",

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 COMMANDS = ("show", "update", "reconfigure", "ping", "takeover", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
-            "requeue", "hold", "release",  # jobs: cli/show_jobs.py
+            "requeue", "requeuehold", "hold", "uhold", "release",  # jobs: cli/show_jobs.py
             "confirm", "reset",  # the controller's guards: cli/guards_view.py
             "help",  # scontrol's too: the same text as -h
             "reboot", "reboot_nodes", "cancel_reboot",  # cli/reboot_command.py
@@ -72,7 +72,7 @@ def build_parser():  # -> argparse.ArgumentParser
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
         "reconfigure | ping | takeover | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
         "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
-        "show job [ID] | requeue|hold|release JOBID... | update JobId=ID StartTime=TIME | "
+        "show job [ID] | requeue[hold]|[u]hold|release JOBID... | update JobId=ID KEY=VALUE... | "
         "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain] | "
         "reboot [ASAP] [nextstate=RESUME|DOWN] [reason=TEXT] HOSTLIST|ALL | "
         "cancel_reboot HOSTLIST | create reservation K=V... | update ReservationName=X K=V... "
@@ -289,8 +289,8 @@ def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
 
 
 def update(s: Session, words: list[str]) -> int:
-    if any(w.lower().startswith("jobid=") for w in words):  # a job's StartTime (show_jobs.py)
-        from ranch.cli.show_jobs import update_job
+    if any(w.lower().startswith("jobid=") for w in words):  # a job's fields (cli/job_update.py)
+        from ranch.cli.job_update import update_job
 
         return update_job(s.target, words, s.acting())
     node_expr, state, reason = parse_update(words)
@@ -451,7 +451,7 @@ def run(args: Namespace) -> int:
         if command == "cancel_reboot":
             return reboot_command.cancel_reboot(s.target, words[1:])
         return reboot_command.reboot(s.target, words[1:])
-    if command in ("requeue", "hold", "release"):
+    if command in ("requeue", "requeuehold", "hold", "uhold", "release"):
         from ranch.cli.show_jobs import job_action
 
         return job_action(s.target, command, words[1:], s.acting())

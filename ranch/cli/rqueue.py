@@ -96,15 +96,18 @@ def _state_set(text: str) -> frozenset[str] | None:
 def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     from ranch.cli.squeue_fields import ACTIVE
 
+    # -j keeps the default states: a job that ended is left out unless -t names its state.
+    # --json: squeue 22.05's document holds every job whatever the filters; -j keeps its own
+    # jobs here, in every state
     if args.states:
         states = _state_set(args.states)
-    elif args.jobs:
-        states = None  # squeue -j shows the jobs whatever their state
     else:
-        states = ACTIVE
+        states = None if args.json and args.jobs else ACTIVE
     out = jobs if states is None else [j for j in jobs if j["state"] in states]
     if args.jobs:
-        out = [j for j in out if _wanted_id(j, args.jobs)]
+        from ranch.cli.squeue_jobs import wanted_id
+
+        out = [j for j in out if wanted_id(j, args.jobs)]
     users = set()
     if args.user:
         users = {u.strip() for u in args.user.split(",") if u.strip()}
@@ -117,7 +120,8 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
         out = [j for j in out if j.get("user") in users or str(j.get("uid")) in uids]
     if args.partition:
         parts = {p.strip() for p in args.partition.split(",") if p.strip()}
-        out = [j for j in out if j.get("partition") in parts]
+        # a job waiting on several partitions (-p a,b) is listed under each
+        out = [j for j in out if parts & set((j.get("partition") or "").split(","))]
     for opt, key, lower in (("name", "name", False), ("account", "account", True),
                             ("qos", "qos", False)):
         wanted_words = getattr(args, opt)
@@ -145,49 +149,6 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
         out = sort_jobs(out, args.sort, time.time())
     elif args.priority:  # squeue -P: by priority, highest first
         out.sort(key=lambda j: -int(j.get("priority") or 0))
-    return out
-
-
-def _wanted_id(job: dict, text: str) -> bool:
-    """squeue -j: `ID` (a job, or every task of array ID) or `ID_TASK`, read as strtol does."""
-    from ranch.cli.squeue_options import _strtol
-
-    for word in (w for w in text.split(",") if w):
-        job_id, tail = _strtol(word)
-        task = _strtol(tail[1:])[0] if tail.startswith("_") else None
-        if task is None and job_id in (job["job_id"], job.get("array_job_id")):
-            return True
-        if task is not None and job.get("array_job_id") == job_id and str(
-                job.get("array_task_id")) == str(task):
-            return True
-    return False
-
-
-def collapse(jobs: list[dict]) -> list[dict]:
-    """squeue without -r: an array's tasks still pending (with one reason) are one line,
-    `12_[2-5,7]`, as slurmctld holds them in one record until each starts."""
-    groups: dict[tuple, list[dict]] = {}
-    for j in jobs:
-        if j.get("array_job_id") and j["state"] == "PENDING":
-            groups.setdefault((j["array_job_id"], j.get("reason")), []).append(j)
-    if not any(len(g) > 1 for g in groups.values()):
-        return jobs
-    from ranch.conf.hostlist import fold
-
-    out: list[dict] = []
-    done: set[tuple] = set()
-    for j in jobs:
-        key = (j.get("array_job_id"), j.get("reason"))
-        group = groups.get(key) if j["state"] == "PENDING" else None
-        if not group or len(group) == 1:
-            out.append(j)
-            continue
-        if key in done:
-            continue
-        done.add(key)
-        tasks = sorted(g["array_task_id"] for g in group)
-        spec = fold([f"t{t}" for t in tasks])[1:]  # "t[1-3,5]" -> "[1-3,5]"
-        out.append({**group[0], "array_task_id": spec if spec.startswith("[") else tasks[0]})
     return out
 
 
@@ -254,7 +215,9 @@ def render(args: Namespace, jobs: list[dict], now: float) -> str:
         fmt, _ = parse_sinfo_format(text, frozenset(FIELDS), "job")  # run() said its warnings
         getters = [FIELDS[f.letter][1] for f in fmt.fields]
         names = [FIELDS[f.letter][0] for f in fmt.fields]
-    if not args.array:
+    if not args.array and any(j.get("array_job_id") for j in jobs):
+        from ranch.cli.squeue_jobs import collapse
+
         jobs = collapse(jobs)
     columns = [fast[f.letter](jobs, now) if f.letter in fast else [g(j, now) for j in jobs]
                for f, g in zip(fmt.fields, getters, strict=True)]
@@ -297,8 +260,9 @@ def _uncut(fmt, names: list[str], columns: list[list[str]], jobs: list[dict]) ->
 # the filters add: all rqueue asks for then (a record has ~70 keys; with 5,000 jobs decoding
 # the rest was most of the time, and each key asked for and not read costs ~0.5 ms). "uid":
 # rctld's PrivateData=jobs tells a record's owner by it (ctld/rpc/permissions.py).
-READS = ("array_job_id", "array_task_id", "end_time", "job_id", "name", "node_count", "nodes",
-         "partition", "priority", "reason", "start_time", "state", "uid", "user")
+READS = ("array_job_id", "array_task_id", "array_throttle", "end_time", "job_id", "name",
+         "node_count", "nodes", "partition", "priority", "reason", "start_time", "state", "uid",
+         "user")
 
 
 def reads(args: Namespace) -> tuple[str, ...]:
@@ -360,9 +324,9 @@ def run(argv: list[str]) -> int:
     if args.nodelist:
         args.nodelist = _known_nodes(target, args.nodelist)
     while True:
-        _show(args, argv, target)
+        code = _show(args, argv, target)
         if not args.iterate:
-            return 0
+            return code
         sys.stdout.write("\n")
         sys.stdout.flush()
         time.sleep(args.iterate)  # squeue -i: again every N seconds until interrupted
@@ -385,10 +349,16 @@ def _known_nodes(target, text: str) -> str:
     return text
 
 
-def _show(args: Namespace, argv: list[str], target) -> None:
+def _show(args: Namespace, argv: list[str], target) -> int:
     from ranch.cli.job_requests import fetch_jobs
 
     generated, jobs = fetch_jobs(target, fields=reads(args))
+    if args.jobs:  # (imported only then: rqueue's everyday import budget)
+        from ranch.cli.squeue_jobs import unknown
+
+        if unknown(args, jobs):
+            print("slurm_load_jobs error: Invalid job id specified", file=sys.stderr)
+            return 1
     now = generated or time.time()
     if args.steps is not None:
         args.states = None  # squeue -s lists the running jobs' steps whatever -t says
@@ -405,6 +375,7 @@ def _show(args: Namespace, argv: list[str], target) -> None:
         sys.stdout.write(document(shown, now, ["rqueue", *argv]))
     else:
         sys.stdout.write(render(args, shown, now))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -313,6 +313,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "user": user_name(),
         "uid": os.getuid(),
         "gid": os.getgid(),
+        **(_as_user(str(v["uid"])) if v.get("uid") else {}),  # sbatch --uid (root only)
         "workdir": workdir,
         "name": v.get("job-name") or "",
         "argv": argv,
@@ -383,3 +384,16 @@ def _begin(text: str) -> float:
         return parse_begin(text, time.time())
     except BeginError as exc:
         raise usage(str(exc)) from None
+
+
+def _as_user(text: str) -> dict[str, object]:
+    """sbatch --uid=USER: root submits the job as USER (a name or a number)."""
+    import pwd
+
+    if os.getuid() != 0:
+        raise usage("--uid only permitted by root user")
+    try:
+        pw = pwd.getpwuid(int(text)) if text.isdigit() else pwd.getpwnam(text)
+    except (KeyError, OverflowError):
+        raise usage(f"--uid=\"{text}\" invalid") from None
+    return {"user": pw.pw_name, "uid": pw.pw_uid, "gid": pw.pw_gid}

@@ -86,6 +86,8 @@ def job_lines(j: dict, now: float) -> list[str]:
     first = f"JobId={j['job_id']}"
     if j.get("array_job_id"):
         first += f" ArrayJobId={j['array_job_id']} ArrayTaskId={j['array_task_id']}"
+        if j.get("array_throttle"):
+            first += f" ArrayTaskThrottle={j['array_throttle']}"
     limit = j.get("time_limit")
     mem = j.get("mem_per_node") or 0
     cpus = j.get("cpus", 0)
@@ -107,7 +109,8 @@ def job_lines(j: dict, now: float) -> list[str]:
         f"UserId={j.get('user', '')}({j.get('uid', '')}) GroupId={_group(j.get('gid'))}"
         f"({j.get('gid', '')}) MCS_label=N/A",
         prio,
-        f"JobState={j['state']} Reason={j.get('reason') or 'None'} "
+        # scontrol writes a reason's blanks as underscores (squeue keeps them)
+        f"JobState={j['state']} Reason={(j.get('reason') or 'None').replace(' ', '_')} "
         f"Dependency={j.get('dependency') or '(null)'}",
         f"Requeue={int(bool(j.get('requeue')))} Restarts={j.get('restarts', 0)} "
         f"BatchFlag={j.get('batch_flag', 1)} "
@@ -251,46 +254,21 @@ def job_action(target: Target, action: str, words: list[str],
     body = {"action": action, "job_ids": list(ids), "user": user, "uid": uid}
     result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
     for err in result.get("errors") or ():
-        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
+        print(slurm_error(action, err), file=sys.stderr)
     return 0 if result.get("ok") is True else 1
 
 
-def update_job(target: Target, words: list[str], acting: tuple[str, int] | None = None
-               ) -> int:
-    """`update JobId=ID[,ID...] StartTime=TIME`: a pending job's BeginTime (rbatch --begin)."""
-    import getpass
-    import time
+def slurm_error(action: str, err: str) -> str:
+    """rctld's `job N: TEXT` as scontrol prints it, `TEXT for job N`; hold, uhold and release
+    add the line of the call scontrol makes for them (`slurm_suspend error: TEXT`)."""
+    import re
 
-    from ranch.cli.begin_time import BeginError, parse_begin
-    from ranch.cli.controller import request
-    from ranch.cli.job_requests import fetch_jobs, parse_job_ids
-
-    ids: list[str] = []
-    begin = None
-    for word in words:
-        key, sep, value = word.partition("=")
-        if not sep:
-            raise CliError(f"update: expected Key=Value, got {word!r}")
-        if key.lower() == "jobid":
-            ids += [w for w in value.split(",") if w]
-        elif key.lower() in ("starttime", "begintime"):
-            try:
-                begin = parse_begin(value, time.time())
-            except BeginError as exc:
-                raise CliError(str(exc).replace("--begin=", "StartTime=")) from None
-        else:
-            raise CliError(f"update: {key!r} is not supported for jobs (Ranch updates "
-                           "JobId=... StartTime=...)")
-    if not ids:
-        raise CliError("update: JobId= names no job")
-    if begin is None:
-        raise CliError("update: nothing to change; give StartTime=")
-    jobs = fetch_jobs(target)[1] if any("_" in w for w in ids) else None
-    user, uid = acting or (getpass.getuser(), os.getuid())
-    body = {"action": "begin", "job_ids": list(parse_job_ids(ids, jobs)),
-            "user": user, "uid": uid, "begin_time": begin}
-    result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
-    for err in result.get("errors") or ():
-        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
-    return 0 if result.get("ok") is True else 1
+    found = re.fullmatch(r"job (\d+): (.*)", err) or re.fullmatch(
+        r"(Invalid job id specified): (\d+)", err)
+    if found is None:
+        return f"{prog('rcontrol')}: error: {err}"
+    jid, text = found.groups() if err.startswith("job ") else found.groups()[::-1]
+    line = f"{text} for job {jid}"
+    return line + (f"\nslurm_suspend error: {text}" if action in ("hold", "uhold", "release")
+                   else "")
 

@@ -101,7 +101,8 @@ def _time_left(job: dict, now: float) -> str:
     limit = job.get("time_limit")
     if limit is None:
         return "UNLIMITED"
-    return duration(limit * 60 - elapsed(job, now))
+    # whole seconds used, as squeue counts them (time_t): 5:00 left at 0:00 of a 5-minute limit
+    return duration(limit * 60 - int(elapsed(job, now)))
 
 
 # letter -> (header, value)
@@ -110,7 +111,7 @@ FIELDS: dict[str, tuple[str, Getter]] = {
     "A": ("JOBID", lambda j, n: str(j["job_id"])),
     "F": ("ARRAY_JOB_ID", lambda j, n: str(j.get("array_job_id") or j["job_id"])),
     "K": ("ARRAY_TASK_ID", lambda j, n: "N/A" if j.get("array_task_id") is None
-          else str(j["array_task_id"])),
+          else j.get("array_tasks") or str(j["array_task_id"])),
     "j": ("NAME", lambda j, n: j.get("name", "")),
     "u": ("USER", lambda j, n: j.get("user", "")),
     "U": ("UID", lambda j, n: str(j.get("uid", ""))),

@@ -40,6 +40,7 @@ from ranch.conf.parser import Include, Pair, parse_text
 from ranch.conf.refused import REFUSES, partition_key_verdict, slurm_verdict
 from ranch.conf.values import (
     DOWN_STATES,
+    ENFORCE,
     HEALTH_NODE_STATES,
     HTTP_AUTH,
     NODE_STATES,
@@ -169,6 +170,7 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "PurgeJobAfter": as_purge_age,
     "MaxJobCount": lambda s: as_int(s, 1),
     "MaxArraySize": lambda s: as_int(s, 0, 4000001),
+    "EnforcePartLimits": lambda s: as_enum(s, ENFORCE).replace("YES", "ALL"),
     "DownGuardPercent": lambda s: as_int(s, 0, 100),
     "DownGuardWindow": lambda s: as_int(s, 0, 65533),
     "DownGuardMinNodes": lambda s: as_int(s, 2),
@@ -844,7 +846,7 @@ class _Builder:
             g("EventLogMaxAge", 30 * 86400))
         jobs = JobSettings(g("KillWait", 30), g("MinJobAge", 300), g("MaxJobCount", 10000),
                            g("MaxArraySize", 1001), g("PurgeJobAfter", 365 * 86400),
-                           g("InactiveLimit", 0))
+                           g("InactiveLimit", 0), g("EnforcePartLimits", "NO"))
         guards = GuardSettings(g("DownGuardPercent", 50), g("DownGuardWindow", 0),
                                g("DownGuardMinNodes", 4), g("DrainGuardPercent", 25),
                                g("DrainGuardWindow", 600), g("DrainGuardMinNodes", 4))

@@ -138,6 +138,10 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
      "most jobs the controller holds (finished ones until MinJobAge); submissions beyond it "
      "are refused"),
     ("MaxArraySize", "int", 1001, "array task ids must be below this (0 = no job arrays)"),
+    ("EnforcePartLimits", "enum", "NO",
+     "NO: a job over its partition's limits (MaxTime, node count, CPUs) is queued and waits "
+     "(PartitionTimeLimit, PartitionNodeLimit, PartitionConfig); ALL: refused at submission if "
+     "it exceeds any partition it names; ANY: refused if it fits none (YES is ALL)"),
     # issue 22: the finished-job history racct reads (slurmdbd.conf's key and value forms)
     ("PurgeJobAfter", "str", "12months",
      "Ranch: finished jobs older than this leave the job history (racct): N months, Nhours, "
@@ -173,7 +177,7 @@ CheckpointType CryptoType CliFilterParameters CliFilterPlugins CommunicationPara
 CoreSpecPlugin CpuFreqDef CpuFreqGovernors CredType DataParserParameters DebugFlags
 DefaultStorageHost DefaultStorageLoc DefaultStoragePass DefaultStoragePort DefaultStorageType
 DefaultStorageUser DefCpuPerGPU DefMemPerCPU DefMemPerGPU DefMemPerNode DependencyParameters
-EioTimeout EnforcePartLimits Epilog EpilogMsgTime EpilogSlurmctld EpilogTimeout
+EioTimeout Epilog EpilogMsgTime EpilogSlurmctld EpilogTimeout
 ExtSensorsFreq ExtSensorsType FairShareDampeningFactor FastSchedule FederationParameters
 FirstJobId GetEnvTimeout GpuFreqDef GresTypes GroupUpdateForce GroupUpdateTime HashPlugin
 InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams

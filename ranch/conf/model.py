@@ -193,6 +193,7 @@ class JobSettings:
     max_array_size: int = 1001  # array task ids must be below it; 0: no arrays
     purge_job_after: int = 365 * 86400  # seconds a finished job stays in the history (racct)
     inactive_limit: int = 0  # seconds an allocation outlives its silent command; 0: no limit
+    enforce_part_limits: str = "NO"  # NO | ALL | ANY: a job over its partitions' limits
 
 
 @attrs.frozen(slots=True)

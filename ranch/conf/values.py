@@ -24,6 +24,7 @@ _SUFFIX = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024
 
 
 HTTP_AUTH = ("LOOPBACK", "TOKEN", "NONE")
+ENFORCE = ("NO", "ALL", "ANY", "YES")  # EnforcePartLimits (YES: ALL)
 
 
 def as_listen(text: str) -> str:

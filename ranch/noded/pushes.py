@@ -111,7 +111,10 @@ class Pushes:
             if isinstance(frame.msg, KillJob):
                 job = frame.msg
                 await self.steps.job_killed(job.job_id, job.signal)
-                if not await self.jobs.kill(job.job_id, job.signal, job.reason, run=job.restarts):
+                # "time limit": rctld ends a run whose limit rcontrol update lowered
+                state = "TIMEOUT" if job.reason == "time limit" else "CANCELLED"
+                if not await self.jobs.kill(job.job_id, job.signal, job.reason, state=state,
+                                            run=job.restarts):
                     log.info("KillJob for job %d, which does not run here", job.job_id)
                 await fs.send(Ack(), frame.request_id, frame.version)
                 continue

@@ -136,17 +136,19 @@ class CancelJobs:
 
 @attrs.frozen
 class JobControl:
-    """rcontrol requeue|hold|release JOBID...; "complete": an allocation's owner releases it
-    (Slurm's slurm_complete_job) with how its command ended; "alive": its command still runs
-    (InactiveLimit, ctld/jobs/inactive.py)."""
+    """rcontrol requeue|requeuehold|hold|uhold|release JOBID...; "update": rcontrol update
+    JobId=... Key=Value... (`updates`, the values as written; ctld/jobs/jobupdate.py reads them);
+    "complete": an allocation's owner releases it (Slurm's slurm_complete_job) with how its
+    command ended; "alive": its command still runs (InactiveLimit, ctld/jobs/inactive.py)."""
 
-    action: str  # requeue | hold | release | begin | complete | alive
+    action: str  # requeue requeuehold hold uhold release begin update complete alive
     job_ids: tuple[int, ...]
     user: str = ""
     uid: int = -1
     begin_time: float | None = None  # action "begin" (rcontrol update JobId=N StartTime=T)
     exit_code: int = 0  # action "complete": the command's exit code (non-zero: FAILED N:0)
     signal: int = 0  # action "complete": the signal that killed the command (FAILED 0:SIG)
+    updates: tuple[tuple[str, str], ...] = ()  # action "update": (key, value) as given
 
 
 @attrs.frozen

@@ -101,6 +101,9 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         # job; a version-6 controller from before it ignores the field (extra keys are
         # tolerated), a version-5 one never sees it, and either shows those options as not given
         m.SubmitJob: ("given_blank", "ntasks_given"),
+        # issue 48 (no new version): rcontrol update JobId= Key=Value...; a version-6
+        # controller from before it ignores the field and refuses the unknown action "update"
+        m.JobControl: ("updates",),
     },
 }
 

@@ -26,7 +26,7 @@ class JobView:
     id: int
     state: JobState = PENDING
     outcome: str = ""  # the state a COMPLETING job takes once `awaiting` empties, or REQUEUE
-    held: str = ""  # "" | "user" | "admin"
+    held: str = ""  # "" | "user" | "admin" | "requeue" (requeuehold: its owner may release it)
     restarts: int = 0  # the current run (SLURM_RESTART_COUNT)
     requeue: bool = True  # the job may be requeued (--requeue / --no-requeue)
     nodes: tuple[str, ...] = ()
@@ -105,6 +105,9 @@ class NodeFailing:
 
 @attrs.frozen(slots=True)
 class Requeue:
+    """rcontrol requeue; `hold`: requeuehold, the next run held until released."""
+
+    hold: bool = False
     kind = "requeue"
 
 

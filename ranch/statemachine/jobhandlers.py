@@ -196,6 +196,8 @@ def requeue_active(v: JobView, e: Requeue) -> tuple[JobView, Effects]:
     """Requeue (unless --no-requeue): stop this run, then PENDING for the next one."""
     if not v.requeue:
         raise refuse(v, e, f"job {v.id}: Requeue of this job is disabled (--no-requeue)")
+    if e.hold:
+        v = attrs.evolve(v, held="requeue")
     if v.state is CONFIGURING:
         return _end(v, REQUEUE)
     return _stop(v, REQUEUE, "requeued")
@@ -207,8 +209,10 @@ def requeue_completing(v: JobView, e: Requeue) -> tuple[JobView, Effects]:
 
 
 def requeue_finished(v: JobView, e: Requeue) -> tuple[JobView, Effects]:
-    """A finished job back to PENDING for a new run (restarts + 1)."""
-    return _end(attrs.evolve(v, nodes=()), REQUEUE, exit_code=0, signal=0, message="")
+    """A finished job back to PENDING for a new run (restarts + 1); held with `hold`."""
+    held = "requeue" if e.hold else v.held
+    return _end(attrs.evolve(v, nodes=(), held=held), REQUEUE, exit_code=0, signal=0,
+                message="")
 
 
 def hold(v: JobView, e: Hold) -> tuple[JobView, Effects]:

@@ -265,8 +265,10 @@ def test_tasks_without_nodes_spread_over_several_nodes(tmp_path: Path) -> None:
         (tmp_path / "go").touch()
         c.wait_for(lambda: job_state(c, j) == "COMPLETED", what="COMPLETED")
         assert (tmp_path / f"slurm-{j}.out").read_text() == "3 n[1-3] 3\n"
-        done = cli(c, "rbatch", "-n", "4", "--wrap", "true", check=False)
-        assert done.returncode == 1 and "hold 3 such task(s) at most" in done.stderr
+        # more tasks than the partition's CPUs: it waits (EnforcePartLimits=NO, as Slurm's)
+        k = submit(c, "-n", "4", "--wrap", "true")
+        c.wait_for(lambda: job(c, k)["state_reason"] == "PartitionConfig", what="it waits")
+        assert job(c, k)["node_count"]["number"] == 4
 
 
 def test_begin_time_waits_survives_rctld_sigkill_then_runs(tmp_path: Path) -> None:

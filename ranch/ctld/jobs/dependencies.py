@@ -299,6 +299,11 @@ def _entry(jobs: JobStore, job: Any) -> Entry | None:
     return entry
 
 
+def forget(jobs: JobStore, job: Any) -> None:
+    """The job's dependency changed (rcontrol update Dependency=): judged afresh."""
+    _book(jobs).pop(job.id, None)
+
+
 def kill_invalid_default(settings: Iterable[tuple[str, str]]) -> bool:
     """SchedulerParameters=kill_invalid_depend: cancel never-satisfiable jobs by default."""
     params = dict(settings).get("SchedulerParameters", "")

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING
 import attrs
 
 from ranch.ctld import logs
-from ranch.ctld.jobs.jobrecord import ACTIVE, PENDING, RUNNING, Job
+from ranch.ctld.jobs.jobrecord import ACTIVE, PENDING, RUNNING, Job, held_reason
+from ranch.ctld.jobs.jobupdate import JobUpdate
 from ranch.ctld.jobs.steps import NO_JOB, NOT_YOURS
-from ranch.ctld.rights import Identity, may_act_on
+from ranch.ctld.rights import DENIED, Identity, may_act_on
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
 
@@ -25,6 +26,7 @@ class JobCommands:
     def __init__(self, store: JobStore) -> None:
         self.store = store
         self.c = store.c
+        self.updates = JobUpdate(store)
 
     def _targets(self, ids: Sequence[int]) -> tuple[list[Job], list[str]]:
         jobs, errors = [], []
@@ -121,14 +123,46 @@ class JobCommands:
                 done.append(job.id)
         return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
 
+    def update(self, msg: m.JobControl, actor: Identity) -> m.JobResult:
+        """rcontrol update JobId=... Key=Value...: each error as scontrol prints it, "TEXT for
+        job ID" (ctld/jobs/jobupdate.py)."""
+        if not msg.updates:
+            return m.JobResult(ok=False, errors=("No changes specified",))
+        errors, done = [], []
+        for jid in msg.job_ids:
+            jobs, _ = self._targets((jid,))
+            if not jobs:
+                errors.append(f"Invalid job id specified for job {jid}")
+                continue
+            for job in jobs:
+                if not may_act_on(actor, job.req.uid, job.req.user):
+                    err: str | None = DENIED
+                else:
+                    err = self.updates.update(job, msg.updates, actor)
+                if err:
+                    errors.append(f"{err} for job {jid}")
+                    if len(jobs) > 1:
+                        break  # one line for an array, as slurmctld answers for it
+                else:
+                    done.append(job.id)
+        if self.store.pending_stale:
+            self.store.rebuild_pending()
+        logs.event("job update", jobs=",".join(map(str, done)) or "-", user=msg.user or "-",
+                   keys=",".join(k for k, _ in msg.updates), refused=len(errors))
+        self.c.flush_programs()
+        return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(dict.fromkeys(errors)))
+
     def control(self, msg: m.JobControl, actor: Identity) -> m.JobResult:
         action = msg.action.lower()
         if action == "alive":
             return self.alive(msg, actor)
-        if action not in ("requeue", "hold", "release", "begin", "complete"):
+        if action == "update":
+            return self.update(msg, actor)
+        if action not in ("requeue", "requeuehold", "hold", "uhold", "release", "begin",
+                          "complete"):
             return m.JobResult(ok=False, errors=(
-                f"unknown action {msg.action!r}; valid: requeue, hold, release, begin, "
-                "complete, alive",))
+                f"unknown action {msg.action!r}; valid: requeue, requeuehold, hold, uhold, "
+                "release, begin, update, complete, alive",))
         if action == "complete" and not (0 <= msg.exit_code <= 255 and 0 <= msg.signal <= 64):
             return m.JobResult(ok=False, errors=(
                 f"complete needs exit_code 0-255 and signal 0-64, got {msg.exit_code} and "
@@ -143,7 +177,7 @@ class JobCommands:
             if not may_act_on(actor, job.req.uid, job.req.user):
                 errors.append(f"job {job.id}: Access/permission denied")
                 continue
-            if action in ("complete", "requeue") and (
+            if action in ("complete", "requeue", "requeuehold") and (
                     (action == "complete") != job.req.allocation):
                 # Slurm: an allocation is released by its owner, a batch job never is; only
                 # batch jobs are requeued (ESLURM_BATCH_ONLY)
@@ -152,8 +186,12 @@ class JobCommands:
                     "a batch job ends with its script; only an allocation (ralloc, rrun) is "
                     "released by its owner"))
                 continue
+            if action == "release" and not job.held:
+                continue  # scontrol release of a job not held: nothing to do, and no error
             if action == "hold":  # an admin's hold is an admin hold, as an operator's in Slurm
                 event: je.Event = je.Hold(admin=actor.admin)
+            elif action == "uhold":  # a user hold, whoever asks (its owner may release it)
+                event = je.Hold(admin=False)
             elif action == "complete":  # ralloc/rrun: the command that held it ended
                 event = je.Complete(msg.exit_code, msg.signal)
             elif action == "begin":  # rcontrol update JobId=N StartTime=T
@@ -161,13 +199,13 @@ class JobCommands:
             elif action == "release":
                 event = je.Release()
             else:
-                event = je.Requeue()
+                event = je.Requeue(hold=action == "requeuehold")
             err = self.store.apply(job, event)
             if err:
                 errors.append(err)
                 continue
-            if action == "hold":
-                job.reason = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+            if action in ("hold", "uhold"):
+                job.reason = held_reason(job.held)
             elif action in ("begin", "release"):
                 if action == "begin":
                     job.req = attrs.evolve(job.req, begin_time=msg.begin_time)

@@ -64,7 +64,8 @@ class JobListing:
             "user": req.user,
             "uid": req.uid,
             "gid": req.gid,
-            "partition": job.partition,
+            # -p a,b: the list while it waits, as squeue shows it; where it runs once started
+            "partition": ",".join((job.partition, *job.alt_parts)),
             "state": job.state,
             "reason": job.reason,
             "priority": job.priority,
@@ -94,6 +95,7 @@ class JobListing:
             "exit_code": job.exit_code,
             "signal": job.signal,
             "held": job.held,
+            "array_throttle": job.array_throttle,
             "batch_host": job.batch_host,
             "submit_host": req.submit_host,
             "message": job.message,

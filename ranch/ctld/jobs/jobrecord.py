@@ -34,7 +34,7 @@ class Job:
     stdout: str = ""
     state: JobState = PENDING  # assigned by ctld/jobs/store.py Jobs._apply alone (the job table's)
     reason: str = "None"
-    held: str = ""  # "" | "user" | "admin"
+    held: str = ""  # "" | "user" | "admin" | "requeue" (rcontrol requeuehold)
     start_time: float | None = None
     end_time: float | None = None
     nodes: tuple[str, ...] = ()
@@ -67,6 +67,11 @@ class Job:
     # started (or failed: salloc -I) never did, as slurmctld's (scontrol: AccrueTime=Unknown)
     accrued: bool = True
     usage: dict[str, dict] = attrs.Factory(dict)  # node -> what the run used there (issue 48)
+    array_throttle: int = 0  # --array=...%N, ArrayTaskThrottle: at most N tasks at once (0: any)
+    # rcontrol update TimeLimit of a running job: (the limit in minutes its node enforces,) —
+    # rctld ends the run itself at the new one (ctld/jobs/jobupdate.py RunLimits); () if unchanged
+    run_limit: tuple[int | None, ...] = ()
+    alt_parts: tuple[str, ...] = ()  # -p a,b while pending: the partitions after `partition`
 
     @property
     def batch_host(self) -> str:
@@ -74,7 +79,8 @@ class Job:
 
 
 def parse_array(text: str, max_size: int) -> list[int]:
-    """sbatch --array: "1-8", "0,4,7-9", "1-9:2", with an ignored "%limit"; every task id below
+    """sbatch --array: "1-8", "0,4,7-9", "1-9:2", "%limit" apart (array_throttle); every task id
+    below
     `max_size` (MaxArraySize), checked before anything is built."""
     spec = text.split("%", 1)[0].strip()
     out: list[int] = []
@@ -96,6 +102,18 @@ def parse_array(text: str, max_size: int) -> list[int]:
     return sorted(set(out))
 
 
+def held_reason(held: str) -> str:
+    """A held job's Reason: who held it (rcontrol requeuehold: slurmctld's own words)."""
+    return {"user": "JobHeldUser", "requeue": "job requeued in held state"}.get(held,
+                                                                             "JobHeldAdmin")
+
+
+def array_throttle(spec: str) -> int:
+    """--array=1-10%2: at most 2 tasks at once (0: no limit)."""
+    _, sep, limit = spec.partition("%")
+    return int(limit) if sep and limit.strip().isdigit() else 0
+
+
 def job_name(req: m.SubmitJob) -> str:
     """-J, else the script's file name, else "wrap" (sbatch --wrap), as Slurm names jobs
     (`-J ''` leaves it unnamed)."""
@@ -112,7 +130,8 @@ JOB_DEFAULTS = (("req_nodes", ()), ("exc_nodes", ()), ("held", ""), ("start_time
                 ("end_time", None), ("nodes", ()), ("outcome", ""), ("restarts", 0),
                 ("exit_code", 0), ("signal", 0), ("message", ""), ("array_job_id", 0),
                 ("array_task_id", None), ("bulk_on_disk", False), ("bulk_at", None),
-                ("accrued", True))
+                ("accrued", True), ("array_throttle", 0), ("run_limit", ()),
+                ("alt_parts", ()))
 
 
 def _differing(obj: Any, defaults: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
@@ -197,6 +216,9 @@ def job_from_json(d: dict[str, Any]) -> Job:
         next_step=int(d.get("next_step", 0)),
         accrued=bool(d.get("accrued", True)),
         usage=dict(d.get("usage") or {}),
+        array_throttle=int(d.get("array_throttle", 0)),
+        run_limit=tuple(d.get("run_limit", ())),
+        alt_parts=tuple(d.get("alt_parts", ())),
     )
 
 

@@ -9,11 +9,22 @@ import shlex
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobbulk, jobextras
+from ranch.ctld.jobs import jobbulk, jobextras, partlimits
 from ranch.ctld.jobs.constraints import placeable
-from ranch.ctld.jobs.jobrecord import BEGIN_KEY, CONFIGURING, PENDING, Job, job_env, job_name
+from ranch.ctld.jobs.jobrecord import (
+    ACTIVE,
+    BEGIN_KEY,
+    CONFIGURING,
+    PENDING,
+    Job,
+    held_reason,
+    job_env,
+    job_name,
+)
 from ranch.ctld.jobs.scheduler import NodeUse, place
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
@@ -39,6 +50,7 @@ class JobStarts:
         # registration, a JobStarted): soft state, empty after a restart (then no run is taken
         # for never delivered, and a missing one is requeued as before)
         self._unheard: dict[str, set[tuple[int, int]]] = {}
+        self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
@@ -54,6 +66,7 @@ class JobStarts:
         wall = self.c.wall()
         wake = math.inf  # the earliest BeginTime still ahead
         parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
+        running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         for job in self.store.pending:
             if job.state != PENDING:
                 continue
@@ -62,7 +75,7 @@ class JobStarts:
             pc = parts.get(job.partition)
             begin = job.req.begin_time
             if job.held:
-                why = "JobHeldUser" if job.held == "user" else "JobHeldAdmin"
+                why = held_reason(job.held)
             elif why := jobextras.dependency_reason(self.store, job, wall):  # -d (issue 22)
                 if why == jobextras.CANCELLED:
                     started += 1  # ended: off the pending list below
@@ -70,22 +83,20 @@ class JobStarts:
             elif begin is not None and begin > wall:
                 why = "BeginTime"
                 wake = min(wake, begin)
-            elif pc is None:
-                why = "PartitionDown"
-            elif pc.state != "UP":
-                why = "PartitionDown"
-            elif job.time_limit is not None and pc.max_time is not None and (
-                    job.time_limit > pc.max_time):
-                why = "PartitionTimeLimit"
-            elif job.partition in blocked:
-                why = "Priority"
+            elif job.array_throttle and self._running(job, running) >= job.array_throttle:
+                why = "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
             else:
-                why = self._try_place(job, pc)
+                why = self._consider(job, pc, blocked)
+                if why and job.alt_parts:  # -p a,b: the first partition that can start it
+                    why = self._elsewhere(job, parts, blocked) and why
+                elif not why and job.alt_parts:
+                    job.alt_parts = ()  # it runs in its first partition
+                    self.store.touch(job)
                 if not why:
                     started += 1
+                    if job.array_job_id in running:
+                        running[job.array_job_id] += 1
                     continue
-                if why == "Resources" and not job.req_nodes:
-                    blocked.add(job.partition)
             if job.reason != why:
                 job.reason = why
                 self.store.touch(job, durable=False)  # recomputed by every pass, after restarts
@@ -101,6 +112,50 @@ class JobStarts:
             when = self.c.deadlines.when(BEGIN_KEY)
             if when is None or due < when:
                 self.c.deadlines.schedule(BEGIN_KEY, due)
+
+    def _consider(self, job: Job, pc: Any, blocked: set[str]) -> str:
+        """Start the job in partition `pc` now, or why it waits there."""
+        if pc is None or pc.state != "UP":
+            return "PartitionDown"
+        members = self.members(pc)
+        size = self._sizes.of(pc.name, members, (n.cfg.cpus for n in members))
+        why = partlimits.job_over(job, pc, size)  # EnforcePartLimits=NO let it wait
+        if why:
+            return why
+        if pc.name in blocked:
+            return "Priority"
+        why = self._try_place(job, pc)
+        if why == "Resources" and not job.req_nodes:
+            blocked.add(pc.name)
+        return why
+
+    def _elsewhere(self, job: Job, parts: dict[str, Any], blocked: set[str]) -> str:
+        """A job of several partitions (`-p a,b`) that cannot start in its first: each other
+        in turn, as it would be submitted there; "" once one started it (its partition from
+        then on), else "no"."""
+        first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
+        for name in job.alt_parts:
+            checked = self.store.submission.check(attrs.evolve(job.req, partition=name,
+                                                               array=""))
+            if isinstance(checked, m.Error):
+                continue
+            job.partition, job.need, job.time_limit = name, checked.need, checked.time_limit
+            job.req_nodes, job.exc_nodes = checked.req_nodes, checked.exc_nodes
+            if not self._consider(job, parts.get(name), blocked):
+                job.alt_parts = ()  # where it runs from now on
+                self.store.touch(job)
+                return ""
+            (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes) = first
+        return "no"
+
+    def _running(self, job: Job, running: dict[int, int]) -> int:
+        """Tasks of the job's array that hold resources (counted once a pass)."""
+        got = running.get(job.array_job_id)
+        if got is None:
+            got = running[job.array_job_id] = sum(
+                1 for j in self.store.jobs.values()
+                if j.array_job_id == job.array_job_id and j.state in ACTIVE)
+        return got
 
     def _try_place(self, job: Job, pc: Any) -> str:
         nodes = self.c.nodes
@@ -222,6 +277,7 @@ class JobStarts:
         if req.time_limit_s is not None and req.time_limit is not None:
             limit = req.time_limit_s
         script, env = self._bulk(job)
+        job.run_limit = ()  # this run's node enforces the limit as it is now
         per_node = tuple(job.shares[n].cpus if n in job.shares else 0
                          for n in hostlist.expand(nodelist))
         for node_name in names:

@@ -12,8 +12,15 @@ import orjson
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobextras
-from ranch.ctld.jobs.jobrecord import NOT_AVAILABLE, PENDING, TOP_PRIORITY, Job, parse_array
+from ranch.ctld.jobs import jobextras, partlimits
+from ranch.ctld.jobs.jobrecord import (
+    NOT_AVAILABLE,
+    PENDING,
+    TOP_PRIORITY,
+    Job,
+    array_throttle,
+    parse_array,
+)
 from ranch.ctld.jobs.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
 from ranch.ctld.kept import kept
 from ranch.protocol import messages as m
@@ -33,6 +40,8 @@ class Checked:
     exc_nodes: tuple[str, ...]
     time_limit: int | None  # minutes; None = UNLIMITED
     tasks: list[int | None]  # array task ids, or [None] for a plain job
+    over: tuple[str, str] | None = None  # the partition limit it exceeds (partlimits.py)
+    alt: tuple[str, ...] = ()  # -p a,b: the other partitions it may run in, in order
 
 
 def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str, Any],
@@ -73,6 +82,7 @@ class JobSubmission:
         self.c = store.c
         self._maps: dict[str, tuple[list[Any], dict[str, Any]]] = {}
         self._fits: dict[tuple[Any, ...], tuple[dict[str, Any], Need | m.Error]] = {}
+        self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
 
     def member_map(self, pc: Any) -> dict[str, Any]:
         """The partition's nodes by name, kept while its members stay (callers only read it)."""
@@ -112,6 +122,8 @@ class JobSubmission:
                 req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes, stdout=stdout,
                 held="user" if req.hold else "",
                 array_job_id=first if task is not None else 0, array_task_id=task,
+                array_throttle=array_throttle(req.array) if task is not None else 0,
+                alt_parts=checked.alt,
                 submitted_at=now, env_json=env_json,
             ))
         # the reasons the journal keeps until a pass runs (at once, or after a restart)
@@ -119,6 +131,8 @@ class JobSubmission:
             reason = "JobHeldUser"
         elif req.begin_time is not None and req.begin_time > wall:
             reason = "BeginTime"
+        elif checked.over is not None and not checked.alt:
+            reason = checked.over[0]  # a pass that stops at a blocked partition keeps it
         else:
             reason = "None"
         for job in built:
@@ -206,15 +220,41 @@ class JobSubmission:
             return bad("the batch script is empty", "script")
         if not req.workdir.startswith("/"):
             return bad(f"workdir must be an absolute path, got {req.workdir!r}", "workdir")
-        if req.partition:
-            pc = cfg.partition(req.partition)
-            if pc is None:
+        if req.partition:  # -p a,b: each checked; the job waits in those it may run in
+            pcs = [cfg.partition(name) for name in req.partition.split(",") if name]
+            if None in pcs or not pcs:
                 return bad(f"invalid partition specified: {req.partition}", "partition")
         else:
-            pc = cfg.default_partition
-            if pc is None:
+            pcs = [cfg.default_partition]
+            if pcs[0] is None:
                 return bad("no partition given (-p) and the config names no Default=YES "
                            "partition", "partition")
+        chosen = partlimits.choose([self._check_part(req, pc) for pc in pcs],
+                                   cfg.jobs.enforce_part_limits)
+        if isinstance(chosen, m.Error):
+            return chosen
+        tasks: list[int | None] = [None]
+        if req.array:
+            try:
+                tasks = list(parse_array(req.array, cfg.jobs.max_array_size))
+            except ValueError as exc:
+                return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
+                           "array")
+        held = len(self.store.jobs) + self.store.building
+        if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
+            return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
+                           f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
+                           f"{len(tasks)} more asked)")
+        first = chosen[0]
+        return attrs.evolve(first, tasks=tasks, alt=tuple(c.partition for c in chosen[1:]))
+
+    def _check_part(self, req: m.SubmitJob, pc: Any) -> Checked | m.Error:
+        """The job in one partition: refused, or what it needs there (`over`: the partition
+        limit it exceeds, partlimits.py)."""
+
+        def bad(message: str, fld: str) -> m.Error:
+            return m.Error("bad_request", message, field=fld)
+
         if pc.state in ("DRAIN", "INACTIVE"):
             return bad(f"partition {pc.name} is {pc.state}: it accepts no new jobs",
                        "partition")
@@ -239,26 +279,31 @@ class JobSubmission:
         if both:
             return bad(f"node(s) {hostlist.fold(sorted(both))} are both required (-w) and "
                        "excluded (-x)", "exclude")
-        need_or_error = self.fit(req, pc, members, req_nodes, exc_nodes)
-        if isinstance(need_or_error, m.Error):
-            return need_or_error
-        need = need_or_error
         limit = req.time_limit
         if limit is None:
             limit = pc.default_time if pc.default_time is not None else pc.max_time
-        tasks: list[int | None] = [None]
-        if req.array:
-            try:
-                tasks = list(parse_array(req.array, cfg.jobs.max_array_size))
-            except ValueError as exc:
-                return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
-                           "array")
-        held = len(self.store.jobs) + self.store.building
-        if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
-            return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
-                           f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
-                           f"{len(tasks)} more asked)")
-        return Checked(pc.name, need, req_nodes, exc_nodes, limit, tasks)
+        nodes = max(req.num_nodes, len(set(req_nodes)))
+        cpus = max(req.ntasks * req.cpus_per_task, nodes)
+        size = self._sizes.of(pc.name, members, (n.cfg.cpus for n in members.values()))
+        over = partlimits.over(limit, nodes, cpus, pc, size)
+        if over is not None and over is not partlimits.TIME:
+            # more than the partition holds: it waits there (EnforcePartLimits=NO) as asked;
+            # -n without -N on as many of its largest nodes as the tasks need (slurmctld's
+            # NumNodes for such a job)
+            if req.max_nodes == 0 and members:
+                most = max(n.cfg.cpus for n in members.values()) or 1
+                nodes = max(nodes, -(-req.ntasks * req.cpus_per_task // most))
+                need = Need(nodes, req.cpus_per_task, req.mem_mib, req.gpus, req.exclusive,
+                            spread=True, tasks=req.ntasks, cpus_per_task=req.cpus_per_task)
+            else:
+                need = Need(nodes, cpus_per_node(req.ntasks, req.cpus_per_task, nodes),
+                            req.mem_mib, req.gpus, req.exclusive)
+        else:
+            need_or_error = self.fit(req, pc, members, req_nodes, exc_nodes)
+            if isinstance(need_or_error, m.Error):
+                return need_or_error
+            need = need_or_error
+        return Checked(pc.name, need, req_nodes, exc_nodes, limit, [None], over)
 
     def fit(self, req: m.SubmitJob, pc: Any, members: dict[str, Any],
             req_nodes: tuple[str, ...], exc_nodes: tuple[str, ...]) -> Need | m.Error:

@@ -36,6 +36,7 @@ from ranch.ctld.jobs.jobrecord import (
 )
 from ranch.ctld.jobs.jobstart import JobStarts
 from ranch.ctld.jobs.jobsubmit import JobSubmission
+from ranch.ctld.jobs.jobupdate import RunLimits
 from ranch.ctld.jobs.scheduler import NodeUse
 from ranch.ctld.jobs.steps import JobSteps
 from ranch.ctld.kept import kept
@@ -94,6 +95,7 @@ class Jobs:
         self.listing = JobListing(self)
         self.steps = JobSteps(self)  # rrun's steps inside running jobs (ctld/jobs/steps.py)
         self.inactive = InactiveWatch(self)  # allocations whose command went silent
+        self.limits = RunLimits(self)  # running jobs' limits lowered by rcontrol update
 
     # -- entry points (what the cluster, the routes and the daemon call) ---------------------
 
@@ -180,6 +182,10 @@ class Jobs:
             for job in self.jobs.values():
                 if job.req.allocation:
                     self.inactive.started(job, restart=True)
+        if hasattr(self, "limits"):  # a reconfigure cleared every deadline: a lowered limit's too
+            for job in self.jobs.values():
+                if job.run_limit:
+                    self.limits.arm(job)
 
     def kick(self) -> None:
         """Something happened that may let a job start: a scheduling pass is due."""
@@ -430,6 +436,7 @@ class Jobs:
         if job.state in (RUNNING, COMPLETING):
             job.launched_at = self.c.clock()  # the missing-job grace counts from the restart
             self.inactive.started(job, restart=True)  # a full limit from the restart
+            self.limits.arm(job)  # a limit rcontrol update lowered, if any
         self.next_id = max(self.next_id, job.id + 1)
         if job.state == PENDING:
             self.add_pending(job)

@@ -345,6 +345,9 @@ class Cluster:
             if kind == "orphan":  # rrun's step ended and rrun did not release its allocation
                 self.jobs.inactive.orphaned(name)
                 continue
+            if kind == "limit":  # a running job's updated time limit (ctld/jobs/jobupdate.py)
+                self.jobs.limits.fired(name)
+                continue
             node = self.nodes.get(name)
             if node is None:
                 continue
@@ -509,9 +512,9 @@ class Cluster:
                 self.deadlines.cancel((name, "hb"))
         self.nodes = nodes
         membership.hold_new(self, [n for n in nodes if n not in old_nodes])
-        self.jobs.config_changed()
         # New timeouts apply to every node at once: re-arm them all (once per reconfigure).
         self.deadlines.clear()
+        self.jobs.config_changed()  # after the clear: it re-arms the jobs' own deadlines
         self.liveness.rearm_all()
         self.power.use_config()
         self.power.rearm()

@@ -1,0 +1,293 @@
+"""rcontrol update JobId=... Key=Value: a job's fields changed as slurmctld's update_job changes
+them, with its permission rules and its words for each refusal (Slurm 22.05)."""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ranch.conf.timefmt import parse_minutes
+from ranch.ctld import logs
+from ranch.ctld.jobs import dependencies, jobextras
+from ranch.ctld.jobs.jobrecord import ACTIVE, PENDING, RUNNING, Job
+from ranch.ctld.rights import DENIED, Identity
+from ranch.protocol import messages as m
+from ranch.statemachine import jobevents as je
+
+if TYPE_CHECKING:
+    from ranch.ctld.ports import JobStore
+
+# slurmctld's words (slurm_errno.c)
+FINISHED = "Job/step already completing or completed"
+NOT_PENDING = "Job is no longer pending execution"
+BAD_PARTITION = "Invalid partition name specified"
+PART_CONFIG = "Requested partition configuration not available now"
+NOT_SUPPORTED = "Requested operation not supported on this system"
+BAD_NODES = "Node count specification invalid"
+HELD = "Job is in held state, pending scheduler release"
+PRIO_RESET = "Changes to job priority are not persistent, change nice instead"
+BAD_DEPENDENCY = "Job dependency problem"
+BAD_VALUE = "Invalid argument"  # a value the command line should have refused
+
+# the keys update takes, as the command line sends them (cli/job_update.py KEYS)
+KEYS = ("TimeLimit", "Name", "Comment", "Partition", "NumNodes", "Dependency", "Priority",
+        "Nice", "ArrayTaskThrottle", "StartTime")
+# keys only a pending job takes: an ended one is "no longer pending" for them, as slurmctld says
+PENDING_ONLY = ("StartTime", "Partition", "Dependency")
+
+
+class JobUpdate:
+    """One update request on the jobs it names; each field checked, then all applied."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.c = store.c
+
+    def update(self, job: Job, updates: tuple[tuple[str, str], ...], actor: Identity
+               ) -> str | None:
+        """Apply `updates` to `job`: None, or slurmctld's refusal (nothing of it applied, except
+        where slurmctld too applies and complains: a user's lower Priority)."""
+        done = job.state not in ACTIVE and job.state != PENDING
+        changes: dict[str, object] = {}
+        after: str | None = None  # an error slurmctld returns with the change made
+        for key, value in updates:
+            if key not in KEYS:
+                return f"Update of this parameter is not supported: {key}={value}"
+            if done and key not in PENDING_ONLY:
+                return FINISHED
+            if key == "TimeLimit":
+                got = self._time_limit(job, value, actor, changes)
+            elif key in ("Name", "Comment"):
+                changes[key] = value
+                got = None
+            elif key in ("Partition", "NumNodes"):
+                got = self._shape(job, key, value, changes)
+            elif key == "Dependency":
+                if job.state != PENDING:
+                    got = NOT_PENDING
+                elif value and dependencies.check(value):
+                    got = BAD_DEPENDENCY
+                else:
+                    changes[key], got = value, None
+            elif key == "Priority":
+                got = self._priority(job, value, actor, changes)
+                if got == PRIO_RESET:
+                    after, got = got, None
+            elif key == "Nice":
+                got = self._nice(job, value, actor, changes)
+            elif key == "ArrayTaskThrottle":
+                got = _int(value, 0, None)
+                if got is None:
+                    changes[key] = int(value)
+            else:  # StartTime: seconds since the epoch (the command line reads the forms)
+                got = self._begin(job, value, changes)
+            if got:
+                return got
+        self._apply(job, changes)
+        return after
+
+    # -- the checks ----------------------------------------------------------------------------
+
+    def _time_limit(self, job: Job, value: str, actor: Identity, changes: dict) -> str | None:
+        """A user may lower a limit; raise it only while the job pends and within its
+        partition's MaxTime. `+N`/`-N` are relative (minutes, or any -t form)."""
+        text = value.strip()
+        sign = text[:1] if text[:1] in "+-" and text not in ("-1",) else ""
+        try:
+            minutes = parse_minutes(text[1:] if sign else text)
+        except ValueError:
+            return BAD_VALUE
+        current = job.time_limit
+        if sign:
+            if minutes is None or current is None:
+                return BAD_VALUE
+            minutes = max(0, current + minutes if sign == "+" else current - minutes)
+        if minutes == current:
+            return None
+        lower = current is None or (minutes is not None and minutes < current)
+        if not (actor.admin or lower):
+            pc = self.c.config.partition(job.partition)
+            max_time = pc.max_time if pc is not None else None
+            if job.state != PENDING or (
+                    max_time is not None and (minutes is None or minutes > max_time)):
+                return DENIED
+        if job.state == RUNNING:
+            node = self.store.limits.enforced(job)
+            if node is not None and (minutes is None or minutes > node):
+                return RAISE_RUNNING.format(f"{node} minute(s)")
+        changes["TimeLimit"] = minutes
+        return None
+
+    def _shape(self, job: Job, key: str, value: str, changes: dict) -> str | None:
+        """Partition and NumNodes: a pending job's request checked again as a submission."""
+        if job.state != PENDING:
+            return NOT_PENDING if key == "Partition" else NOT_SUPPORTED
+        req = changes.get("req", job.req)
+        if key == "Partition":
+            if self.c.config.partition(value) is None:
+                return BAD_PARTITION
+            req = attrs.evolve(req, partition=value)
+        else:
+            nodes = value.split("-", 1)[0]
+            if not nodes.isdigit() or int(nodes) < 1:
+                return BAD_NODES
+            req = attrs.evolve(req, num_nodes=int(nodes), max_nodes=None)
+        checked = self.store.submission.check(attrs.evolve(req, array=""))
+        if isinstance(checked, m.Error):
+            return BAD_PARTITION if checked.field == "partition" else PART_CONFIG
+        changes["req"] = req
+        changes["checked"] = checked
+        return None
+
+    def _priority(self, job: Job, value: str, actor: Identity, changes: dict) -> str | None:
+        if (bad := _int(value, 0, 2**32 - 2)) is not None:
+            return bad
+        prio = int(value)
+        if job.held:
+            return HELD
+        if actor.admin:
+            changes["Priority"] = prio
+            return None
+        if prio >= job.priority:
+            return DENIED
+        changes["Priority"] = prio
+        return PRIO_RESET  # slurmctld sets it and says so (priority/basic keeps it)
+
+    def _nice(self, job: Job, value: str, actor: Identity, changes: dict) -> str | None:
+        if (bad := _int(value, -jobextras.NICE_LIMIT, jobextras.NICE_LIMIT)) is not None:
+            return bad
+        nice = int(value)
+        if nice < 0 and not actor.admin:
+            return DENIED
+        changes["Nice"] = nice
+        return None
+
+    def _begin(self, job: Job, value: str, changes: dict) -> str | None:
+        try:
+            when = float(value)
+        except ValueError:
+            return BAD_VALUE
+        if not 0 <= when < 1e11:
+            return BAD_VALUE
+        if job.state != PENDING:
+            return NOT_PENDING
+        changes["StartTime"] = when
+        return None
+
+    # -- applying ------------------------------------------------------------------------------
+
+    def _apply(self, job: Job, changes: dict) -> None:
+        store = self.store
+        req = changes.get("req", job.req)
+        if "Name" in changes:
+            req = attrs.evolve(req, name=changes["Name"])
+        if "Comment" in changes:
+            req = attrs.evolve(req, comment=changes["Comment"])
+        if "Dependency" in changes:
+            req = attrs.evolve(req, dependency=changes["Dependency"])
+            dependencies.forget(store, job)
+            if job.reason.startswith("Dependency"):
+                job.reason = "None"
+        resort = False
+        if "checked" in changes:
+            checked = changes["checked"]
+            if checked.partition != job.partition:
+                store.pending_parts[job.partition] -= 1
+                store.pending_parts[checked.partition] += 1
+                job.partition = checked.partition
+            job.need = checked.need
+            job.alt_parts = checked.alt
+            job.req_nodes, job.exc_nodes = checked.req_nodes, checked.exc_nodes
+            if req.time_limit is None and "TimeLimit" not in changes:
+                job.time_limit = checked.time_limit  # the new partition's default
+        if "TimeLimit" in changes:
+            if job.state == RUNNING:
+                store.limits.changing(job)
+            job.time_limit = changes["TimeLimit"]
+            req = attrs.evolve(req, time_limit=job.time_limit, time_limit_s=None)
+            store.limits.arm(job)
+        if "Nice" in changes:
+            nice = int(changes["Nice"])
+            job.priority = max(1, job.priority + req.nice - nice)
+            req = attrs.evolve(req, nice=nice)
+            resort = True
+        if "Priority" in changes:
+            job.priority = int(changes["Priority"])
+            resort = True
+        if "StartTime" in changes:
+            store.apply(job, je.UpdateBegin())
+            req = attrs.evolve(req, begin_time=changes["StartTime"])
+            job.reason = "None"  # the next pass says BeginTime again if still ahead
+        if "ArrayTaskThrottle" in changes:
+            throttle = int(changes["ArrayTaskThrottle"])
+            for each in [j for j in store.jobs.values()
+                         if job.array_job_id and j.array_job_id == job.array_job_id] or [job]:
+                self._throttle(each, throttle)
+        job.req = req
+        if resort and job.state == PENDING and job in store.pending:
+            store.pending.remove(job)
+            bisect.insort(store.pending, job, key=lambda j: (-j.priority, j.id))
+        store.touch(job)
+        store.kick()
+
+    def _throttle(self, job: Job, throttle: int) -> None:
+        """One task's share of its array's new ArrayTaskThrottle."""
+        if job.array_throttle != throttle:
+            job.array_throttle = throttle
+            self.store.touch(job)
+
+
+def _int(value: str, low: int, high: int | None) -> str | None:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        return BAD_VALUE
+    if n < low or (high is not None and n > high):
+        return BAD_VALUE
+    return None
+
+
+LIMIT_KIND = "limit"  # Cluster.deadlines key (job id, LIMIT_KIND): a changed limit is reached
+RAISE_RUNNING = ("Ranch cannot raise a running job's time limit past the {} its node enforces "
+                 "(docs/slurm-compat.md)")
+
+
+class RunLimits:
+    """A running job's time limit changed by rcontrol update: its node enforces the limit it
+    was launched with, so rctld ends the run at the new, lower one itself (the node then ends
+    it TIMEOUT, as at its own limit). Armed again after a restart from the saved record."""
+
+    def __init__(self, store: JobStore) -> None:
+        self.store = store
+        self.c = store.c
+
+    def enforced(self, job: Job) -> int | None:
+        """The limit (minutes) the job's node enforces."""
+        return job.run_limit[0] if job.run_limit else job.time_limit
+
+    def changing(self, job: Job) -> None:
+        """Its limit is about to change while it runs: keep the node's."""
+        if not job.run_limit:
+            job.run_limit = (job.time_limit,)
+
+    def arm(self, job: Job) -> None:
+        key = (job.id, LIMIT_KIND)
+        if job.state != RUNNING or not job.run_limit or job.time_limit is None:
+            self.c.deadlines.cancel(key)
+            return
+        start = job.start_time if job.start_time is not None else self.c.wall()
+        left = start + job.time_limit * 60.0 - self.c.wall()
+        self.c.deadlines.schedule(key, self.c.clock() + max(0.0, left))
+
+    def fired(self, job_id: int) -> None:
+        job = self.store.jobs.get(job_id)
+        if job is None or job.state != RUNNING or not job.run_limit or job.time_limit is None:
+            return
+        start = job.start_time if job.start_time is not None else self.c.wall()
+        if start + job.time_limit * 60.0 > self.c.wall():
+            self.arm(job)  # raised again meanwhile
+            return
+        logs.event("job reached its updated time limit", job=job.id, minutes=job.time_limit)
+        self.store.kill(job, sorted(job.nodes), 0, "time limit")
