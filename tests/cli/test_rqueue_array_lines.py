@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ranch.cli.rqueue import collapse
+from ranch.cli.squeue_jobs import collapse
 
 
 def pending(array: int, task: int, reason: str = "Resources") -> dict:
