@@ -9,9 +9,7 @@ job ids are compared by the name the script gave each job."""
 from __future__ import annotations
 
 import re
-import threading
 import time
-import traceback
 
 import pytest
 
@@ -19,6 +17,7 @@ from tests.conformance.conftest import start_slurm
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.reboot_lab import wait
 from tests.conformance.shape import SHAPE
+from tests.conformance.sidebyside import run_both
 
 # a second partition of one node with a 5-minute MaxTime, on both systems
 EXTRA = "PartitionName=debug Nodes=c1 MaxTime=5 State=UP\n"
@@ -178,32 +177,13 @@ def script(cluster) -> list[tuple[str, object]]:
 @pytest.fixture(scope="module")
 def sessions() -> dict[str, list]:
     slurm = start_slurm(SHAPE, extra_conf=EXTRA)
-    out: dict[str, list] = {}
-    errors: list[BaseException] = []
     try:
         ranch = RanchCluster(SHAPE, extra_conf=EXTRA)
         ranch.dir.chmod(0o755)  # the nodes' spool within: alice's jobs run their scripts there
         with ranch:
-            def run(name: str, cluster) -> None:
-                try:
-                    out[name] = script(cluster)
-                except BaseException as exc:  # reported below, with its logs
-                    errors.append(exc)
-                    out[name + " logs"] = [cluster.log_tail() + "".join(
-                        traceback.format_exception(exc))[-1500:]]
-
-            threads = [threading.Thread(target=run, args=("slurm", slurm)),
-                       threading.Thread(target=run, args=("ranch", ranch))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(400)
+            return run_both(slurm, ranch, script, timeout=400)
     finally:
         slurm.stop()
-    if errors:
-        raise AssertionError(f"{errors[0]!r}\n" + "\n".join(
-            str(v[0])[-3000:] for k, v in out.items() if k.endswith("logs")))
-    return out
 
 
 def test_job_updates_holds_throttles_and_listings_match_slurm(sessions) -> None:

@@ -6,7 +6,6 @@ node's state words). The same script runs on both at once, in two threads."""
 from __future__ import annotations
 
 import re
-import threading
 import time
 
 import pytest
@@ -15,6 +14,7 @@ from tests.conformance.conftest import start_slurm
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.reboot_lab import wait
 from tests.conformance.shape import SHAPE
+from tests.conformance.sidebyside import run_both
 
 _STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d")
 
@@ -86,29 +86,11 @@ def script(cluster, start: str) -> list[tuple[str, object]]:
 def sessions() -> dict[str, list]:
     slurm = start_slurm()
     start = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() + 240))
-    out: dict[str, list] = {}
-    errors: list[BaseException] = []
     try:
         with RanchCluster(SHAPE) as ranch:
-            def run(name: str, cluster) -> None:
-                try:
-                    out[name] = script(cluster, start)
-                except BaseException as exc:  # reported below, with its logs
-                    errors.append(exc)
-                    out[name + " logs"] = [cluster.log_tail()]
-
-            threads = [threading.Thread(target=run, args=("slurm", slurm)),
-                       threading.Thread(target=run, args=("ranch", ranch))]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join(300)
+            return run_both(slurm, ranch, lambda cluster: script(cluster, start), timeout=300)
     finally:
         slurm.stop()
-    if errors:
-        raise AssertionError(f"{errors[0]!r}\n" + "\n".join(
-            str(v[0])[-3000:] for k, v in out.items() if k.endswith("logs")))
-    return out
 
 
 def test_reservation_listings_jobs_and_node_states_match_slurm(sessions) -> None:
