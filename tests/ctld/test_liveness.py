@@ -435,3 +435,19 @@ async def test_a_restart_counts_silence_from_the_start_and_is_recorded(autojump_
         assert sorted(again.liveness.guard.held) == ["n1", "n2", "n3", "n4"]
         assert downs(again, ["n1", "n2", "n3", "n4"]) == []
         nursery.cancel_scope.cancel()
+
+
+async def test_a_takeover_is_recorded_as_one(autojump_clock) -> None:
+    """A standby that takes the seat (start with a grace) logs controller_takeover, not a
+    restart: `rcontrol events` and the page's timeline tell the two apart."""
+    first = guarded()
+    register(first, "n1")
+    import orjson
+
+    doc = orjson.loads(deferred.dumps(first.save_doc()))
+    doc["saved_at"] = wall() - 7.0
+    again = guarded()
+    again.restore(doc)
+    again.start(grace=10.0)
+    kinds = [e["kind"] for e in again.eventlog.events if e["node"] == "-"]
+    assert "controller_takeover" in kinds and "controller_restart" not in kinds

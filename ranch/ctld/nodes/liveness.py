@@ -115,7 +115,10 @@ class Liveness:
             logs.event("controller restarted; every node's silence counts from now",
                        down_seconds=round(down, 1), nodes=len(self.c.nodes),
                        grace=round(grace, 1))
-            self.c.eventlog.add("controller_restart", "-", seconds=round(down, 1))
+            # a takeover (grace: the seat changed hands) is told apart in `rcontrol events` and
+            # on the page's timeline; seconds: how long the state had no controller acting on it
+            kind = "controller_takeover" if grace > 0 else "controller_restart"
+            self.c.eventlog.add(kind, "-", seconds=round(down, 1))
 
     def rearm_all(self) -> None:
         """After the deadlines were cleared (reconfigure: new timeouts apply to every node)."""
