@@ -258,10 +258,11 @@ def main() -> int:
     # what every process of the job used, summed as we reap it (wait4: issue 48's TotalCPU)
     used = [0.0, 0.0]  # user s, system s
 
-    def reap() -> tuple[int, int]:
-        done, wstatus, ru = os.wait4(-1, 0)
-        used[0] += ru.ru_utime
-        used[1] += ru.ru_stime
+    def reap(flags: int = 0) -> tuple[int, int]:
+        done, wstatus, ru = os.wait4(-1, flags)
+        if done:
+            used[0] += ru.ru_utime
+            used[1] += ru.ru_stime
         return done, wstatus
 
     while True:  # reap adopted orphans too, until the script itself ends
@@ -291,11 +292,14 @@ def main() -> int:
                 leftovers += 1
             except OSError:
                 pass
+        # reap what died without waiting on what lives: a grandchild re-parented to us after
+        # the listing is killed at the next round, not waited for (it would hold us for ever)
         try:
-            while reap():
+            while reap(os.WNOHANG)[0]:
                 pass
         except ChildProcessError:
             break
+        time.sleep(0.05)
     oom_after = oom_kills(cgroup)
     measured = cgroup_usage(cgroup)
     if cgroup:

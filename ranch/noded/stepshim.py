@@ -125,11 +125,14 @@ def end_leftovers(pids: list[int]) -> None:
                 os.kill(kid, signal.SIGKILL)
             except OSError:
                 pass
+        # reap what died without waiting on what lives: a grandchild re-parented to us after
+        # the listing is killed at the next round, not waited for (it would hold us for ever)
         try:
-            while os.waitpid(-1, 0):
+            while os.waitpid(-1, os.WNOHANG)[0]:
                 pass
         except ChildProcessError:
             return
+        time.sleep(0.05)
 
 
 def main() -> int:

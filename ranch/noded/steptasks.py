@@ -135,7 +135,9 @@ async def start_tasks(step: RunningStep, job: Any, *, node: str, spool_dir: str,
             step.pumps[task] = sum(1 for o in outputs if o[0] == task)
             if not step.pumps[task]:
                 step.drained[task].set()
-        if not tasks:
+        if not tasks:  # none started: the pipes made for them have no reader
+            for o in outputs:
+                os.close(o[2])
             return None
         assert not isinstance(ident, Exception)
         launch = {"tasks": tasks, "cwd": spec.cwd, "drop": ident["drop"], "uid": ident["uid"],
@@ -173,8 +175,17 @@ async def start_tasks(step: RunningStep, job: Any, *, node: str, spool_dir: str,
         proc.kill()
         with trio.CancelScope(shield=True):
             await proc.wait()
+            await proc.stdout.aclose()
             for _, _, stream, _ in streams:
                 await stream.aclose()
+            for pipe in step.stdin.values():  # rrun's stdin for tasks that never ran
+                await pipe.aclose()
+            step.stdin.clear()
+            for task_pid in (_pids_of(pids).values() if pids is not None else ()):
+                try:  # tasks the shim started before it failed: in sessions of their own
+                    os.killpg(task_pid, signal.SIGKILL)
+                except OSError:
+                    pass
             why = _shim_log(path) or "no answer"
             await trio.to_thread.run_sync(stepstore.remove, path)
         raise LaunchError(f"the step's supervisor on {node} failed: {why}")
