@@ -26,6 +26,7 @@ KEY = os.urandom(32)
 def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     work = tmp_path_factory.mktemp("restd-client")
     (work / "jwt.key").write_bytes(KEY)
+    (work / "jwt.key").chmod(0o600)
     cluster = http_cluster(work, extra=(f"AuthAltTypes=auth/jwt\n"
                                         f"AuthAltParameters=jwt_key={work / 'jwt.key'}"))
     try:

@@ -23,7 +23,11 @@ KEY = os.urandom(32)
 def test_a_jwt_is_checked_against_the_key(tmp_path: Path) -> None:
     path = tmp_path / "jwt.key"
     path.write_bytes(KEY)
+    path.chmod(0o644)  # readable by others: whoever reads it mints anyone's token
     key = JwtKey(str(path))
+    with pytest.raises(AuthFailure, match="chmod"):
+        key.verify(jwt(KEY, "alice"))
+    path.chmod(0o600)
     assert key.verify(jwt(KEY, "alice"))["sun"] == "alice"
     for token, why in ((jwt(b"y" * 32, "alice"), "signature"), (jwt(KEY, "alice", -5), "expired"),
                        (jwt(KEY, "alice", alg="none"), "HS256"), ("a.b", "not a JWT"),
@@ -41,6 +45,7 @@ def test_a_jwt_is_checked_against_the_key(tmp_path: Path) -> None:
 def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     work = tmp_path_factory.mktemp("restd")
     (work / "jwt.key").write_bytes(KEY)
+    (work / "jwt.key").chmod(0o600)
     cluster = http_cluster(work, extra=(f"PrivateData=jobs,nodes\nAuthAltTypes=auth/jwt\n"
                                         f"AuthAltParameters=jwt_key={work / 'jwt.key'}"))
     try:

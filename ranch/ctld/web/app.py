@@ -27,7 +27,7 @@ from ranch.ctld.rpc import permissions
 from ranch.ctld.web import grid, jobstats, metrics
 from ranch.ctld.web.limits import BodyTooLarge, read_body
 from ranch.ctld.web.pages import Pages
-from ranch.ctld.web.responses import Json
+from ranch.ctld.web.responses import Json, is_number
 from ranch.ctld.web.responses import error as _error
 from ranch.ctld.web.restd import Restd
 from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
@@ -247,7 +247,7 @@ class Web:
             return refused
         ident = request.path_params["job_id"]
         base, sep, task = ident.partition("_")
-        if not base.isdigit() or (sep and not task.isdigit()):
+        if not is_number(base) or (sep and not is_number(task)):
             return _error(400, f"Invalid job id specified: {ident} (a job id such as 12, or "
                           "12_3 for a task of an array)", "job_id")
         _, records = self._job_records((int(base),))

@@ -146,8 +146,11 @@ class Live:
             jobs = self.cluster.jobs
             seen_gen, quiet = jobs.gen, 0.0
             while True:
-                with trio.move_on_after(JOBS_CHECK):
-                    batch, missed = await follower.next_batch()
+                got = None
+                with trio.move_on_after(JOBS_CHECK):  # only the wait: a batch taken is sent
+                    got = await follower.next_batch()
+                if got is not None:
+                    batch, missed = got
                     await trio.sleep(COALESCE)
                     more, late = await _drain(follower)
                     batch, missed = batch + more, missed + late

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import orjson
+import trio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -25,7 +26,7 @@ from ranch.ctld.web.actions import JOB_ACTIONS, job_actions, node_actions, reboo
 from ranch.ctld.web.admin import Admin
 from ranch.ctld.web.live import Live
 from ranch.ctld.web.panes import Panes
-from ranch.ctld.web.responses import Json, error
+from ranch.ctld.web.responses import Json, error, is_number
 from ranch.protocol import messages as m
 from ranch.protocol.outputpath import expand_path
 from ranch.protocol.records import job_json, node_json
@@ -81,7 +82,8 @@ class Pages:
             "may_write": may_write,
             "jobs": [_node_job(j, name) for j in seen],
             "hidden_jobs": len(mine) - len(seen),
-            "gpus": _gpu_rows(rec, node.hardware, node.cfg.gpus, mine),
+            "gpus": _hide_holders(_gpu_rows(rec, node.hardware, node.cfg.gpus, mine),
+                                  {j["job_id"] for j in seen}),
         }, headers={"Cache-Control": "no-cache"})
 
     # -- a job ---------------------------------------------------------------------------
@@ -90,7 +92,7 @@ class Pages:
         if (refused := self._read_refusal(request)) is not None:
             return refused
         ident = request.path_params["job_id"]
-        if not ident.isdigit():
+        if not is_number(ident):
             return error(400, f"Invalid job id specified: {ident}", "job_id")
         now, records = self._job_records((int(ident),))
         reader = self._reader(request)
@@ -109,7 +111,7 @@ class Pages:
             "stdout_path": expand_path(rec.get("stdout") or "", rec),
             "stderr_path": expand_path(rec.get("stderr") or rec.get("stdout") or "", rec),
             "now": now or time.time(),
-            "script": self._script_head(job) if owner else None,
+            "script": await self._script_head(job) if owner else None,
             "script_hidden": None if owner else (
                 "the script is shown to its owner and admins: give your token" if reader is None
                 else f"the script is shown to its owner and admins, not to {reader.name}"),
@@ -118,15 +120,17 @@ class Pages:
         })
         return Json(doc, headers={"Cache-Control": "no-cache"})
 
-    def _script_head(self, job: Job) -> str:
+    async def _script_head(self, job: Job) -> str:
         if job.req.allocation:
             return ""  # ralloc/rrun: an allocation has no batch script
         state_dir = self.cluster.site.state_dir
         script = job.req.script
         if job.bulk_on_disk and state_dir is not None:  # ctld/jobs/jobbulk.py's files
-            try:
-                script = (jobbulk.read_packed(state_dir, job.id, job.bulk_at)
-                          if job.bulk_at is not None else jobbulk.read(state_dir, job.id))[0]
+            try:  # a file read (up to MB) off the event loop
+                script = (await trio.to_thread.run_sync(
+                    jobbulk.read_packed, state_dir, job.id, job.bulk_at)
+                    if job.bulk_at is not None
+                    else await trio.to_thread.run_sync(jobbulk.read, state_dir, job.id))[0]
             except (OSError, ValueError) as exc:
                 return f"(the script cannot be read: {exc})"
         return "\n".join(script.splitlines()[:SCRIPT_LINES])
@@ -137,7 +141,7 @@ class Pages:
         if refused is not None:
             return refused
         ident, action = request.path_params["job_id"], request.path_params["action"]
-        if not ident.isdigit():
+        if not is_number(ident):
             return error(400, f"Invalid job id specified: {ident}", "job_id")
         if action not in JOB_ACTIONS:
             return error(400, f"unknown action {action!r}; valid: {', '.join(JOB_ACTIONS)}",
@@ -180,6 +184,13 @@ def _node_job(j: dict, name: str) -> dict[str, Any]:
             "state": j["state"], "start_time": j.get("start_time"),
             "time_limit": j.get("time_limit"),
             "gpus": (j.get("gpu_indices") or {}).get(name, [])}
+
+
+def _hide_holders(rows: list[dict], seen: set[int]) -> list[dict]:
+    """A GPU held by a job the reader may not see (PrivateData=jobs) shows as "held", not
+    free and not by its id, as rqueue hides the job itself."""
+    return [{**r, "job": "held"} if r["job"] is not None and r["job"] not in seen else r
+            for r in rows]
 
 
 def _gpu_rows(rec: dict, hardware: Any, configured: int, jobs: list[dict]) -> list[dict]:

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from ranch.conf import hostlist
 from ranch.ctld.rights import ADMINS, denied
-from ranch.ctld.web.responses import Json, error
+from ranch.ctld.web.responses import Json, error, is_number
 from ranch.protocol import messages as m
 from ranch.statemachine.finalstates import FINAL_STATES
 
@@ -123,7 +123,7 @@ class Panes:
             rows = [r for r in rows if (r.get("account") or "").lower() in accounts]
         rows.sort(key=lambda r: (r.get("end_time") or 0, r["job_id"]), reverse=True)
         word = q.get("limit") or str(HISTORY_LIMIT)
-        limit = min(int(word), HISTORY_LIMIT) if word.isdigit() else HISTORY_LIMIT
+        limit = min(int(word), HISTORY_LIMIT) if is_number(word) else HISTORY_LIMIT
         return Json({
             "jobs": [{k: r.get(k) for k in HISTORY_KEYS} for r in rows[:limit]],
             "left_out": max(0, len(rows) - limit) + int(body.get("left_out") or 0),

@@ -21,3 +21,9 @@ def error(status: int, message: str, field: str | None = None,
     if field:
         err["field"] = field
     return Json({"errors": [err]}, status_code=status, headers=headers)
+
+
+def is_number(text: str) -> bool:
+    """Whether a path or query word is a plain decimal number int() takes: str.isdigit() also
+    passes '²' (int() refuses it, a 500 for a reader's typo), and the length is capped."""
+    return text.isascii() and text.isdecimal() and len(text) <= 18

@@ -15,6 +15,7 @@ import socket
 from typing import Any
 
 import orjson
+import trio
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -24,6 +25,7 @@ from ranch.ctld.rights import Identity
 from ranch.ctld.rpc import permissions
 from ranch.ctld.web import restd_docs as docs
 from ranch.ctld.web.limits import BodyTooLarge, read_body
+from ranch.ctld.web.responses import is_number
 from ranch.ctld.web.restd_auth import AuthFailure, JwtKey, jwt_key_path, may_act_as
 from ranch.ctld.web.restd_submit import ESLURM_REST_FAIL_PARSING, SubmitRefused
 from ranch.ctld.web.restd_submit import job as submission
@@ -31,6 +33,7 @@ from ranch.ctld.web.tokens import bearer, is_loopback
 from ranch.protocol import messages as m
 
 PREFIX = "/slurm/v0.0.38"
+JOB_CHUNK = 2000  # job documents built between two yields to the event loop
 # slurm_errno.h's numbers and words for the refusals these routes give
 ACCESS_DENIED = (2002, "Access/permission denied")
 INVALID_JOB_ID = (2017, "Invalid job id specified")
@@ -148,25 +151,31 @@ class Restd:
         stats = docs.diag(records, now, len(self.cluster.snapshot().partitions))
         return Json(docs.document(statistics=stats))
 
-    def _jobs(self, who: Identity | None, ids: tuple[int, ...] = ()) -> list[dict]:
+    async def _jobs(self, who: Identity | None, ids: tuple[int, ...] = ()) -> list[dict]:
         _, records = self.web._job_records(ids)  # an array's id brings its tasks too
         records = permissions.visible_jobs(self.cluster.config, who, records)
         snap = self.cluster.snapshot()
         by_name = {n["name"]: n for n in snap.nodes}
-        return [docs.job(r, self.cluster.config.cluster_name, by_name) for r in records]
+        least = min((n["real_memory"] for n in by_name.values()), default=0)
+        out = []
+        for i, r in enumerate(records):
+            if i and i % JOB_CHUNK == 0:
+                await trio.sleep(0)  # a listing of 50,000 jobs lets heartbeats through
+            out.append(docs.job(r, self.cluster.config.cluster_name, by_name, least))
+        return out
 
     async def jobs(self, request: Request) -> Response:
         who, refused = self._reader(request)
         if refused is not None:
             return refused
-        return Json(docs.document(jobs=self._jobs(who)))
+        return Json(docs.document(jobs=await self._jobs(who)))
 
     async def job(self, request: Request) -> Response:
         who, refused = self._reader(request)
         if refused is not None:
             return refused
         ident = request.path_params["job_id"]
-        found = self._jobs(who, (int(ident),)) if ident.isdigit() else []
+        found = await self._jobs(who, (int(ident),)) if is_number(ident) else []
         if not found:
             return failure(500, [error(INVALID_JOB_ID, f"Unable to find JobId={ident}",
                                        "slurm_load_job")], jobs=[])
@@ -255,11 +264,11 @@ class Restd:
         ident = request.path_params["job_id"]
         word = request.query_params.get("signal", "KILL").upper().removeprefix("SIG")
         try:
-            num = int(word) if word.isdigit() else int(signals.Signals["SIG" + word])
+            num = int(word) if is_number(word) else int(signals.Signals["SIG" + word])
         except KeyError:
             return failure(400, [error((ESLURM_REST_FAIL_PARSING, "Failure during parsing"),
                                        f"unknown signal {word}", "slurm_kill_job")])
-        if not ident.isdigit():
+        if not is_number(ident):
             return failure(500, [error(INVALID_JOB_ID, f"unable to kill JobId={ident} with "
                                        f"signal {num}: {INVALID_JOB_ID[1]}", "slurm_kill_job")])
         # SIGKILL, slurmrestd's default, is scancel's cancel (Ranch's signal 0: end the job)
@@ -269,11 +278,12 @@ class Restd:
         text = "; ".join(result.errors)
         logs.event("http slurmrestd cancel", logging.INFO if result.ok else logging.WARNING,
                    job=ident, user=who.name, signal=num, error=text)
-        if result.ok:
-            why = await self.web.not_on_disk()
-            if why is None:
-                return Json(docs.document())
+        # what was cancelled (all of it, or the pending tasks of a partly ended array) is on
+        # disk before any answer leaves
+        if result.job_ids and (why := await self.web.not_on_disk()) is not None:
             return failure(500, [error(UNSPECIFIED, f"JobId={ident}: {why}", "slurm_kill_job")])
+        if result.ok:
+            return Json(docs.document())
         kind = (ACCESS_DENIED if permissions.DENIED in text
                 else ALREADY_DONE if "already" in text else INVALID_JOB_ID)
         return failure(500, [error(kind, f"unable to kill JobId={ident} with signal {num}: "

@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from ranch.conf.model import ClusterConfig
+from ranch.protocol.auth import KeyFileError, read_private
 
 
 class AuthFailure(Exception):
@@ -46,7 +47,7 @@ class JwtKey:
 
     def __init__(self, path: str | None) -> None:
         self.path = path
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._key = b""
 
     def key(self) -> bytes:
@@ -55,10 +56,13 @@ class JwtKey:
                               "AuthAltParameters=jwt_key=PATH)")
         try:
             st = os.stat(self.path)
-            if (st.st_mtime_ns, st.st_size) != self._stamp:
-                with open(self.path, "rb") as f:
-                    self._key = f.read()
-                self._stamp = (st.st_mtime_ns, st.st_size)
+            if (st.st_mtime_ns, st.st_size, st.st_mode) != self._stamp:
+                # a secret as the cluster key is: a regular file only its owner may read (who
+                # reads it mints anyone's token), opened without hanging on a FIFO
+                self._key = read_private(self.path, "jwt key")
+                self._stamp = (st.st_mtime_ns, st.st_size, st.st_mode)
+        except KeyFileError as exc:
+            raise AuthFailure(str(exc)) from None
         except OSError as exc:
             raise AuthFailure(f"the jwt key {self.path} cannot be read: "
                               f"{exc.strerror or exc}") from None

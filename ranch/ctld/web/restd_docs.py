@@ -55,8 +55,10 @@ def _tres(cpus: int, mem_mib: int, nodes: int | None, gpus: int = 0) -> str:
     return ",".join(words)
 
 
-def job(j: dict[str, Any], cluster: str, by_name: dict[str, dict]) -> dict[str, Any]:
-    """One job record (ctld/jobs/joblisting.py) as GET /slurm/v0.0.38/jobs lists it."""
+def job(j: dict[str, Any], cluster: str, by_name: dict[str, dict],
+        least_memory: int = 0) -> dict[str, Any]:
+    """One job record (ctld/jobs/joblisting.py) as GET /slurm/v0.0.38/jobs lists it;
+    `least_memory`: the smallest node's RealMemory (worked out once per listing)."""
     state = j["state"]
     nodes = int(j.get("node_count") or 0)
     cpus = int(j.get("cpus") or 0)
@@ -64,7 +66,7 @@ def job(j: dict[str, Any], cluster: str, by_name: dict[str, dict]) -> dict[str, 
     mem_cpu = int(j.get("mem_per_cpu") or 0)
     # sbatch's default memory is the whole node's (DefMemPerNode unset): what tres shows
     asked_mem = mem_node or mem_cpu * cpus
-    shown_mem = asked_mem or min((n["real_memory"] for n in by_name.values()), default=0)
+    shown_mem = asked_mem or least_memory
     gpus = int(j.get("gpus_per_node") or 0) * nodes
     limit = j.get("time_limit")
     started = state not in ("PENDING",) and bool(j.get("start_time"))

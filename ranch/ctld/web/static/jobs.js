@@ -59,7 +59,9 @@ async function loadNodeDetail(name) {
   gpus.textContent = "";
   for (const g of d.gpus) {
     const mem = g.mem_used_mib === null ? "" : `${g.mem_used_mib} / ${g.mem_total_mib} MiB`;
-    gpus.appendChild(row([g.index, g.model, g.job === null ? "free" : jobLink(g.job),
+    // a job the reader may not see (PrivateData=jobs) holds it: "held", no id
+    const holder = g.job === null ? "free" : typeof g.job === "number" ? jobLink(g.job) : g.job;
+    gpus.appendChild(row([g.index, g.model, holder,
                           g.util_pct === null ? "" : Math.round(g.util_pct) + " %", mem,
                           g.temp_c === null ? "" : Math.round(g.temp_c) + " °C", g.health]));
   }
