@@ -213,3 +213,15 @@ async def test_a_torn_first_record_is_a_tear_only_before_the_mark_names_the_segm
     statefile.save_next_id(str(d), 300, (3, 3))
     assert _ids(FileStore(str(d)).load()[1]) == [3, 4]
     assert (d / "journal.4.jsonl").read_bytes() == b""
+
+
+def test_records_a_later_void_names_are_not_replayed() -> None:
+    """A write reported failed but partly stored (an etcd flush of several transactions whose
+    second failed) is voided by the next write: its records are not replayed, so a submission
+    its client was told failed never runs; records after the void, and the void, stay."""
+    recs = [{"seq": 1, "job": {"id": 1}}, {"seq": 2, "job": {"id": 2}},
+            {"seq": 3, "job": {"id": 3}}, {"seq": 4, "void_from": 2},
+            {"seq": 5, "job": {"id": 5}}, {"job": {"id": 0}}]
+    kept = continuity.without_voided(recs)
+    assert [r.get("seq") for r in kept] == [1, 4, 5, None]
+    assert continuity.without_voided(recs[:3]) == recs[:3]  # no void: untouched

@@ -133,3 +133,17 @@ def credentials_missing(doc: dict[str, Any] | None, present: bool,
     return MissingState(path, f"{path} is missing, though the snapshot says nodes hold "
                         f"credentials ({shown}{more}); without it anyone with the cluster key "
                         "could register under their names")
+
+
+def without_voided(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records less those a later void record names: a write reported failed (its callers
+    refused, a submission retracted) may still have reached the store in part (an etcd flush of
+    several transactions, a file write whose fsync failed); replaying such a record would run a
+    job its submitter was told was not taken."""
+    voids = [(int(r["void_from"]), int(r["seq"]), i) for i, r in enumerate(records)
+             if "void_from" in r]
+    if not voids:
+        return records
+    return [r for i, r in enumerate(records)
+            if "seq" not in r or "void_from" in r
+            or not any(low <= int(r["seq"]) <= high and i < at for low, high, at in voids)]

@@ -181,7 +181,8 @@ class EtcdStore:
         files = await self.client.range(f"{p}/f/", prefix_end(f"{p}/f/"))
         self._check(doc, after, named, {os.path.basename(k.decode()) for k, _, _ in files})
         self.seq = self._flushed_seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
-        self._loaded = (doc, [r for r in lines if int(r.get("seq", 0)) > after])
+        self._loaded = (doc, continuity.without_voided(
+            [r for r in lines if int(r.get("seq", 0)) > after]))
         await self._fetch_packs()
         for key, value, _ in files:
             name = os.path.basename(key.decode())

@@ -155,7 +155,8 @@ class FileStore:
         self.seq = max([after, started[1] if started else 0,
                         *(int(r.get("seq", 0)) for r in lines)])
         self._flushed_seq = self.seq
-        return doc, [r for r in lines if "seq" not in r or int(r["seq"]) > after]
+        return doc, continuity.without_voided(
+            [r for r in lines if "seq" not in r or int(r["seq"]) > after])
 
     def _check(self, doc: dict[str, Any] | None, after: int,
                segments: list[tuple[str, list[dict[str, Any]]]],
