@@ -59,8 +59,16 @@ HOLD = ("sh -c 'echo {who} on $SLURMD_NODENAME; echo held > {who}.held; "
         + WAIT.replace("{n}", "100") + "'")
 
 
+# A scene starts once the controller knows the previous scene's steps ended: srun exits on its
+# tasks' exits, and the node's step-complete message may reach the controller after the next
+# srun asked for its step (on a loaded machine it did, on either system), which then lands on
+# the other node. Which node a step takes is what the scenes compare, so they wait for it.
+NO_STEPS = WAIT.format(n=100, cond="squeue -h -s -j $SLURM_JOB_ID -o %i "
+                                   "| grep -qv -e '[.]batch$' -e '[.]extern$'")
+
+
 def _scene(name: str, first: list[str], last: str) -> str:
-    lines = []
+    lines = [NO_STEPS + "\n"]
     c = f"{name}c"
     for i, opts in enumerate(first):
         n = f"{name}{'ab'[i]}"
