@@ -60,11 +60,21 @@ def normalise(text: str, job_id: int, workdir: Path) -> str:
     """The job id as <jobid> (<jobid/4> when zero-padded to 4) and the work dir as <workdir>,
     so that the two systems' values compare."""
     text = text.replace(str(workdir), "<workdir>")
+    # a scenario's own directory under the work dir is its name, never a job id: `exit_3_t_1`
+    # stays whole when the job happens to be number 3
+    named: list[str] = []
+
+    def keep(m: re.Match[str]) -> str:
+        named.append(m.group(0))
+        return f"\0{len(named) - 1}\0"
+
+    text = re.sub(r"<workdir>/[^/\s]+(?=/)", keep, text)  # directories only: a file's may
 
     def one(m: re.Match[str]) -> str:
         return f"<jobid/{len(m.group(0))}>" if m.group(1) else "<jobid>"
 
-    return job_token(job_id).sub(one, text)
+    text = job_token(job_id).sub(one, text)
+    return re.sub(r"\0(\d+)\0", lambda m: named[int(m.group(1))], text)
 
 
 @attrs.frozen
