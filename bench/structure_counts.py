@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import collections
 import json
 import re
 import sys
@@ -185,8 +186,8 @@ def hub_holders(root: Path = ROOT, sub: str = "ctld",
                         and st.name == "__init__":
                     params = _param_types(st)
                     for node in ast.walk(st):
-                        for target, value, _ in _self_sets(node):
-                            hub = hub_of(value, params)
+                        for target, value, ann in _self_sets(node):
+                            hub = (_hub_in(ann, hubs) if ann else None) or hub_of(value, params)
                             if hub:
                                 held.append(f"self.{target} = {ast.unparse(value)} ({hub})")
             if held:
@@ -419,12 +420,13 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
 # -- the report --------------------------------------------------------------------------------
 
 
-def measure(root: Path = ROOT) -> dict[str, object]:
+def measure(root: Path = ROOT, hubs: tuple[str, ...] = HUBS + HUB_STAND_INS) -> dict[str, object]:
     edges = folder_edges(root)
     widths = protocol_widths(root)
     return {
+        "hubs": list(hubs),
         "self_handouts": self_handouts(root),
-        "hub_holders": hub_holders(root),
+        "hub_holders": hub_holders(root, hubs=hubs),
         "protocol_widths": dict(sorted(widths.items(), key=lambda kv: -kv[1])),
         "long_modules": dict(sorted(long_modules(root).items(), key=lambda kv: -kv[1])),
         "long_functions": dict(sorted(long_functions(root).items(), key=lambda kv: -kv[1])),
@@ -444,7 +446,7 @@ def report(doc: dict, listing: bool) -> None:
                 print(f"  {r}" + (f"  {rows[r]}" if isinstance(rows, dict) else ""))
 
     section("self_handouts", "constructors in ctld handed `self`", doc["self_handouts"])
-    section("hub_holders", f"classes in ctld holding a hub ({', '.join(HUBS + HUB_STAND_INS)})",
+    section("hub_holders", f"classes in ctld holding a hub ({', '.join(doc['hubs'])})",
             doc["hub_holders"])
     widths = doc["protocol_widths"]
     ctld_wide = {k: v for k, v in widths.items() if k.startswith("ctld/")
@@ -455,9 +457,11 @@ def report(doc: dict, listing: bool) -> None:
     if listing:
         for k, v in widths.items():
             print(f"  {k}  {v}")
-    section("long_modules", f"modules over {MODULE_LINES} lines (statemachine tables excepted)",
-            doc["long_modules"])
-    section("long_functions", f"functions over {FUNCTION_LINES} lines", doc["long_functions"])
+    for key, what in (("long_modules", f"modules over {MODULE_LINES} lines (statemachine tables "
+                       "excepted)"), ("long_functions", f"functions over {FUNCTION_LINES} lines")):
+        per = collections.Counter(k.split("/", 1)[0] for k in doc[key])
+        section(key, f"{what} [{', '.join(f'{p} {n}' for p, n in sorted(per.items()))}]",
+                doc[key])
     section("forwarders", "one-line forwarding methods in ctld", doc["forwarders"])
     print(f"ranch/ctld/ports.py exists: {doc['ports_py_exists']}")
     print("ctld folder import edges (import statements, TYPE_CHECKING and lazy included):")
@@ -473,8 +477,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--root", type=Path, default=ROOT, help="a tree's ranch/ (default: this one)")
     ap.add_argument("--json", action="store_true", help="print one JSON document")
     ap.add_argument("--list", action="store_true", help="name what each count counts")
+    ap.add_argument("--hubs", default=",".join(HUBS + HUB_STAND_INS),
+                    help="the hub classes and the names standing for them (default: %(default)s)")
     args = ap.parse_args(argv)
-    doc = measure(args.root.resolve())
+    doc = measure(args.root.resolve(), tuple(h for h in args.hubs.split(",") if h))
     if args.json:
         json.dump(doc, sys.stdout, indent=1)
         print()

@@ -113,6 +113,32 @@ def test_the_self_rule_finds_a_constructor_handed_self(tmp_path: Path) -> None:
     assert len(sc.self_handouts(root)) == 5  # the composition root's are seen, and allowed
 
 
+# -- hubs kept (a figure of bench/structure_counts.py; the hub classes change names with the
+# rebuild, so the tree is held to "no self handed out" and the ports' widths instead) ---------
+
+
+def test_the_hub_measure_finds_each_way_a_hub_is_kept(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "ctld/ports.py": ("class JobStore(Protocol):\n    @property\n"
+                          "    def c(self) -> NodeSide: ...\n"
+                          "    @property\n    def jobs(self) -> dict[int, Job]: ...\n"),
+        "ctld/jobs/steps.py": ("class Steps:\n    def __init__(self, store: JobStore, n: int):\n"
+                               "        self.store = store\n        self.c = store.c\n"
+                               "        self.jobs = store.jobs\n        self.n = n\n"),
+        "ctld/nodes/power.py": ("class Power:\n    def __init__(self, cluster, clock):\n"
+                                "        self.c: Registry | None = cluster\n"
+                                "        self.clock = clock\n"),
+        "ctld/state/saving.py": "@attrs.define\nclass Saver:\n    cluster: Cluster\n    n: int\n",
+        "ctld/nodes/fine.py": ("class Fine:\n    def __init__(self, set_use: Callable, "
+                               "nodes: Mapping[str, NodeView]):\n"
+                               "        self.set_use = set_use\n        self.nodes = nodes\n"),
+    })
+    assert sc.hub_holders(root) == [
+        "ctld/jobs/steps.py:1 Steps: self.store = store (JobStore); self.c = store.c (NodeSide)",
+        "ctld/nodes/power.py:1 Power: self.c = cluster (Registry)",
+        "ctld/state/saving.py:2 Saver: cluster: Cluster"]
+
+
 # -- Protocol widths ---------------------------------------------------------------------------
 
 
@@ -145,15 +171,25 @@ def test_the_width_rule_counts_properties_and_inherited_members(tmp_path: Path) 
 # -- sizes -------------------------------------------------------------------------------------
 
 
-@IN_PROGRESS
-def test_no_module_over_400_lines() -> None:
-    long = sc.long_modules(RANCH)
+PACKAGES = sorted(p.name for p in RANCH.iterdir() if (p / "__init__.py").exists())
+# the packages over the limits at c5495e1 (bench/results/structure_before.txt)
+LONG_MODULES = {"cli", "conf", "ctld", "noded", "protocol"}
+LONG_FUNCTIONS = {"cli", "conf", "ctld", "healthcheck", "noded", "protocol"}
+
+
+def _marked(over: set[str]) -> list:
+    return [pytest.param(p, marks=IN_PROGRESS) if p in over else p for p in PACKAGES]
+
+
+@pytest.mark.parametrize("package", _marked(LONG_MODULES))
+def test_no_module_over_400_lines(package: str) -> None:
+    long = {k: n for k, n in sc.long_modules(RANCH).items() if k.startswith(f"{package}/")}
     assert not long, f"modules over {sc.MODULE_LINES} lines: {long}"
 
 
-@IN_PROGRESS
-def test_no_function_over_60_lines() -> None:
-    long = sc.long_functions(RANCH)
+@pytest.mark.parametrize("package", _marked(LONG_FUNCTIONS))
+def test_no_function_over_60_lines(package: str) -> None:
+    long = {k: n for k, n in sc.long_functions(RANCH).items() if k.startswith(f"{package}/")}
     assert not long, f"functions over {sc.FUNCTION_LINES} lines: {long}"
 
 
