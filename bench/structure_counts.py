@@ -76,9 +76,8 @@ def self_handouts(root: Path = ROOT, sub: str = "ctld") -> list[str]:
     """Every call of a class-looking callee given `self` as an argument, in a method."""
     out = []
     for rel, path in py_files(root, sub):
-        for node in ast.walk(_parse(path)):
-            if not isinstance(node, ast.Call):
-                continue
+        calls = [n for n in ast.walk(_parse(path)) if isinstance(n, ast.Call)]
+        for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset)):
             name = _classlike(node.func)
             args = [*node.args, *(k.value for k in node.keywords)]
             if name and any(_is_self(a) for a in args):
