@@ -104,7 +104,7 @@ def _breaches(path: Path, rel: str, daemon: str = "ctld") -> list[str]:
 def _owner_of(base: str, rel: str, daemon: str) -> str | None:
     """Why `base` (the text of an object written into or aliased) is another owner's, or None
     where it is the writer's own (self, a record of its part, a library's object built there)."""
-    if base == "self" or (rel, base) in LIBRARY:
+    if base == "self" or (daemon == "ctld" and (rel, base) in LIBRARY):
         return None
     name = base.rsplit(".", 1)[-1]
     owner = RECORDS[daemon].get(name)
