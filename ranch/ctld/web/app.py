@@ -84,7 +84,7 @@ class Web:
         self.reservations_book, self.health, self.site = reservations, health, site
         # None only for tests of the routes alone (nothing is persisted there)
         self.durability = durability
-        self.gate = Gate(nodes, settings)
+        self.gate = Gate(nodes, settings.auth, settings.token_file)
         self.expo = metrics.Exposition()
         self.feed = grid.Feed()
         self._metrics_lock = trio.Lock()  # one scrape builds at a time; others wait for it

@@ -4,7 +4,7 @@ HttpTokenFile, and PrivateData's cut (ctld/rpc/permissions.py, the rule the CLI'
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -23,10 +23,10 @@ _CHALLENGE = {"WWW-Authenticate": "Bearer"}
 class Gate:
     """The checks every route makes before it answers."""
 
-    def __init__(self, configured: Configured, settings: Any) -> None:
+    def __init__(self, configured: Configured, auth: str, token_file: str | None) -> None:
         self.configured = configured
-        self.auth = settings.auth
-        self.tokens = Tokens(settings.token_file)
+        self.auth = auth  # HttpAuth: none, loopback or token
+        self.tokens = Tokens(token_file)
 
     def who(self, request: Request) -> tuple[str | None, Response | None]:
         """(token name, None) for a valid bearer token, else (None, the refusal)."""
