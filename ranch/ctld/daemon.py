@@ -31,6 +31,14 @@ from ranch.ctld.state.integrity import DamagedState
 from ranch.ctld.state.saving import Saver
 from ranch.ctld.state.store import FileStore, Store
 from ranch.ctld.wakeup import Wakeup
+from ranch.ctld.web.webports import (
+    Health,
+    ReservationBook,
+    WebAdmin,
+    WebEvents,
+    WebJobs,
+    WebNodes,
+)
 from ranch.protocol import messages as m
 from ranch.protocol.logformat import LogSink
 from ranch.protocol.sdnotify import Notifier
@@ -48,6 +56,16 @@ def _first_leaf(exc: BaseException) -> Any:
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc
+
+
+def web_ports(cluster: Cluster) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, ReservationBook,
+                                          Health, Site]:
+    """The HTTP layer's ports, in serve_http's order (mypy checks each owner against its port):
+    the nodes' view, the job store, the event log, the admin requests, the reservations, the
+    guards and stalls /metrics reports, the site."""
+    live = cluster.liveness
+    return (cluster, cluster.jobs, cluster.eventlog, cluster, cluster.reservations,
+            Health((live.guard, cluster.drain_guard), live.stalls), cluster.site)
 
 
 def format_errors(exc: ConfigError) -> tuple[str, ...]:
@@ -213,12 +231,10 @@ class Daemon:
 
     async def _start_http(self, nursery: trio.Nursery) -> None:
         from ranch.ctld.web.server import serve_http
-        from ranch.ctld.web.webports import WebServices
 
         settings = self.cluster.config.http
-        web_side: WebServices = self.cluster  # what the HTTP layer may reach (mypy checks it)
         try:
-            self.http_urls = await nursery.start(serve_http, web_side, settings,
+            self.http_urls = await nursery.start(serve_http, *web_ports(self.cluster), settings,
                                                  self.durability)
         except* OSError as group:  # hypercorn's nurseries wrap it
             raise CannotListen("HTTP", settings.listen or "", _first_leaf(group)) from None

@@ -152,6 +152,10 @@ class EventLog:
         self.followers.add(follower)
         return follower
 
+    def follow(self, follower: Follower) -> None:
+        """Offer every event to a follower made elsewhere (the web page's shared one)."""
+        self.followers.add(follower)
+
     def unsubscribe(self, follower: Follower) -> None:
         self.followers.discard(follower)
 
