@@ -16,18 +16,20 @@ from ranch.conf.build import load_config
 from ranch.conf.errors import ConfigError
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs
-from ranch.ctld.jobs import acct, jobbulk
-from ranch.ctld.jobs.history import DIR_NAME, FileHistory
+from ranch.ctld.jobs import acct
+from ranch.ctld.jobs.history import FileHistory
+from ranch.ctld.jobs.replicatedhistory import ReplicatedHistory
 from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rpc import nodeident
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.runner import Runner
 from ranch.ctld.site import Site
-from ranch.ctld.state import integrity, statefile
+from ranch.ctld.state import bulkfiles, integrity, statefile
 from ranch.ctld.state.changelog import ChangeLog
 from ranch.ctld.state.durability import Durability
-from ranch.ctld.state.etcdrecords import ReplicatedHistory
+from ranch.ctld.state.historyfiles import DIR_NAME
 from ranch.ctld.state.integrity import DamagedState
+from ranch.ctld.state.overlay import overlay
 from ranch.ctld.state.saving import Saver
 from ranch.ctld.state.store import FileStore, Store
 from ranch.ctld.wakeup import Wakeup
@@ -112,8 +114,10 @@ class Daemon:
             history=(FileHistory(history_dir) if self.local_store
                      else ReplicatedHistory(history_dir, self.store)),
             on_events_unsaved=events.set)
-        self.durability = Durability(self.cluster, self.changes, self.store, outbox)
-        self.saver = Saver(self.cluster, self.changes, self.store, state_dir,
+        self.durability = Durability(self.cluster.journal_records, self.cluster.jobs,
+                                     self.changes, self.store, outbox)
+        self.saver = Saver(self.cluster.save_doc, self.cluster.jobs, self.cluster.eventlog,
+                           self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
                            in_thread=save_in_thread,
                            credential_holders=lambda: list(self.server.node_credentials.on_disk))
@@ -151,7 +155,7 @@ class Daemon:
                 jobs.restore(doc.get("jobs"))
                 self.cluster.reservations.restore(doc.get("reservations"))
         # packs no saved job points into (a snapshot that failed after writing one)
-        jobs.bulk_not_written([n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs],
+        jobs.bulk_not_written([n for n in bulkfiles.packs(self.state_dir) if n not in jobs.packs],
                               ())
         if self.store.moved_aside or self.store.ignored:  # -i: the next start finds it whole
             self.saver.save_now()
@@ -192,7 +196,7 @@ class Daemon:
                 nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
                 nursery.start_soon(self.saver.run)
                 nursery.start_soon(self.durability.run_outbox)
-                nursery.start_soon(self.store.committer)
+                nursery.start_soon(self.store.commits.run)
                 nursery.start_soon(self.saver.run_events)
                 nursery.start_soon(acct.keep_history, self.cluster.jobs, self.cluster.jobs.history,
                                    self.saver.in_thread)
@@ -264,12 +268,6 @@ class Daemon:
             return
         logs.event("log file reopened", path=self.log_sink.path, signal=why)
 
-    def save_now(self) -> None:
-        self.saver.save_now()
-
-    async def save_snapshot(self) -> bool:
-        return await self.saver.save_snapshot()
-
     async def _power_save(self) -> None:
         while True:
             await trio.sleep(self.cluster.power.interval())
@@ -321,44 +319,3 @@ def _credentials_aside(state_dir: str) -> None:
         aside = integrity.move_aside(exc.path)
         logs.event("damaged node credentials moved aside (-i); every node gets a new one",
                    logging.ERROR, path=exc.path, error=exc.what, moved_to=aside)
-
-
-def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The snapshot with the journal's records laid over it, in order (a record replaces the
-    node's or job's entry). Lines of the version-4 submission journal (a bare job record) add
-    only jobs the snapshot never held."""
-    doc = dict(doc or {})
-    nodes = dict(doc.get("nodes") or {})
-    saved_jobs = doc.get("jobs") or {}
-    resv = {str(r.get("name")): r for r in (doc.get("reservations") or {}).get("items", ())
-            if isinstance(r, dict)}
-    next_id = int(saved_jobs.get("next_id", 1))
-    jobs: dict[int, Any] = {int(j["id"]): j for j in saved_jobs.get("jobs", ())
-                            if isinstance(j, dict) and "id" in j}
-    for rec in records:
-        try:
-            if "node" in rec:
-                nodes[str(rec["node"])] = rec["entry"]
-            elif "resv" in rec:  # a reservation's record; None: it was deleted
-                if rec["entry"] is None:
-                    resv.pop(str(rec["resv"]), None)
-                else:
-                    resv[str(rec["resv"])] = rec["entry"]
-            elif "job" in rec:
-                jobs[int(rec["job"]["id"])] = rec["job"]
-            elif "id" in rec and "seq" not in rec:  # version 4: a submission
-                jid = int(rec["id"])
-                if jid not in jobs and jid >= next_id:
-                    jobs[jid] = rec
-        except (KeyError, TypeError, ValueError) as exc:
-            logs.event("journal record unreadable; skipped", logging.WARNING, error=repr(exc))
-    top = max(jobs, default=0)
-    doc["nodes"] = nodes
-    doc["jobs"] = {"next_id": max(next_id, top + 1), "jobs": list(jobs.values())}
-    counter = int((doc.get("reservations") or {}).get("counter", 0))
-    for name in resv:  # a created one the snapshot lacks: its USER_N suffix counts
-        tail = name.rsplit("_", 1)[-1]
-        if tail.isdigit():
-            counter = max(counter, int(tail))
-    doc["reservations"] = {"counter": counter, "items": list(resv.values())}
-    return doc

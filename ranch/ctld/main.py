@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:  # Ctrl-C before the signal handler was installed
         if daemons:
-            daemons[0].save_now()
+            daemons[0].saver.save_now()
     logs.event("stopped")
     return 0
 
