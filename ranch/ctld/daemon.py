@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, cast
@@ -12,23 +10,21 @@ from typing import Any, cast
 import attrs
 import trio
 
-from ranch.conf.build import load_config
-from ranch.conf.errors import ConfigError
 from ranch.conf.model import ClusterConfig
-from ranch.ctld import logs
+from ranch.ctld import logs, reconfig
 from ranch.ctld.jobs import acct
 from ranch.ctld.jobs.history import FileHistory
 from ranch.ctld.jobs.replicatedhistory import ReplicatedHistory
 from ranch.ctld.nodes.cluster import Cluster
-from ranch.ctld.rpc import nodeident
+from ranch.ctld.rpc import nodecredentials
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.runner import Runner
+from ranch.ctld.signals import handle_signals
 from ranch.ctld.site import Site
-from ranch.ctld.state import bulkfiles, integrity, statefile
+from ranch.ctld.state import bulkfiles, statefile
 from ranch.ctld.state.changelog import ChangeLog
 from ranch.ctld.state.durability import Durability
 from ranch.ctld.state.historyfiles import DIR_NAME
-from ranch.ctld.state.integrity import DamagedState
 from ranch.ctld.state.overlay import overlay
 from ranch.ctld.state.saving import Saver
 from ranch.ctld.state.store import FileStore, Store
@@ -50,10 +46,6 @@ def _first_leaf(exc: BaseException) -> Any:
     while isinstance(exc, BaseExceptionGroup):
         exc = exc.exceptions[0]
     return exc
-
-
-def format_errors(exc: ConfigError) -> tuple[str, ...]:
-    return tuple(f"{d.path}:{d.line}:{d.col}: {d.message}" for d in exc.errors)
 
 
 class Daemon:
@@ -100,7 +92,7 @@ class Daemon:
         self.site = Site(state_dir, key_file,
                          None if log_sink is None else (log_sink.path or ""))
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
-            _credentials_aside(state_dir)
+            nodecredentials.set_aside_if_damaged(state_dir)
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
         # Any: the file store, or a controller pair's etcd store (ctld/state/etcdstore.py), which
         # also mirrors files and holds the history and events (ctld/state/etcdrecords.py)
@@ -205,7 +197,8 @@ class Daemon:
                 if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
                     await self._start_http(nursery)
                 if signals:
-                    nursery.start_soon(self.handle_signals)
+                    nursery.start_soon(handle_signals, self.notifier, self.log_sink,
+                                       self.reconfigure, self.stop)
                 self.notifier.ready(f"listening on {addrs}")
                 task_status.started(self.listeners)
         finally:
@@ -232,42 +225,6 @@ class Daemon:
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
-    async def handle_signals(self) -> None:
-        """As slurmctld: SIGTERM/SIGINT stop (the state is saved on the way out); SIGHUP
-        reconfigures and reopens the log file; SIGUSR2 reopens it (logrotate); SIGUSR1 and
-        SIGPIPE are logged and ignored. None ends rctld without a line in its log."""
-        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2, signal.SIGUSR1,
-                   signal.SIGPIPE)
-        with trio.open_signal_receiver(*handled) as sigs:
-            async for sig in sigs:
-                name = signal.Signals(sig).name
-                if sig == signal.SIGHUP:
-                    logs.event("SIGHUP: reconfiguring, reopening the log")
-                    self.notifier.reloading()
-                    self.reopen_log(name)
-                    await self.reconfigure("SIGHUP")
-                    self.notifier.ready("reconfigured")
-                elif sig == signal.SIGUSR2:
-                    self.reopen_log(name)
-                elif sig in (signal.SIGTERM, signal.SIGINT):
-                    logs.event("shutting down", signal=name)
-                    self.stop()
-                    return
-                else:
-                    logs.event("signal ignored", logging.WARNING, signal=name)
-
-    def reopen_log(self, why: str) -> None:
-        if self.log_sink is None or self.log_sink.path is None:
-            logs.event("log on stderr; nothing to reopen", signal=why)
-            return
-        try:
-            self.log_sink.reopen()
-        except OSError as exc:
-            logs.event("cannot reopen the log file; writing to the old one", logging.ERROR,
-                       path=self.log_sink.path, error=exc.strerror or str(exc))
-            return
-        logs.event("log file reopened", path=self.log_sink.path, signal=why)
-
     async def _power_save(self) -> None:
         while True:
             await trio.sleep(self.cluster.power.interval())
@@ -276,29 +233,10 @@ class Daemon:
     async def reconfigure(self, who: str) -> m.ReconfigureResult:
         async with self._reconfig_lock:
             old = self.cluster.config
-            try:
-                new = await trio.to_thread.run_sync(load_config, self.config_path)
-            except ConfigError as exc:
-                errors = format_errors(exc)
-                for err in errors:
-                    logs.event("reconfigure refused; keeping the running config",
-                               logging.ERROR, by=who, error=err)
-                return m.ReconfigureResult(ok=False, errors=errors, config_hash=old.config_hash)
-            except OSError as exc:
-                err = f"{self.config_path}: {exc.strerror or exc}"
-                logs.event("reconfigure refused; keeping the running config", logging.ERROR,
-                           by=who, error=err)
-                return m.ReconfigureResult(ok=False, errors=(err,), config_hash=old.config_hash)
-            warnings = [w.format().splitlines()[0] for w in new.warnings]
-            if (new.control.port, new.control.hosts) != (old.control.port, old.control.hosts):
-                warnings.append("controller address changed in the config; takes effect at "
-                                "restart")
-            if new.http != old.http:
-                warnings.append("Http* keys changed in the config; take effect at restart")
-            if new.control.log_file != old.control.log_file:
-                warnings.append("SlurmctldLogFile changed in the config; takes effect at restart")
-            for warning in warnings:
-                logs.event("reconfigure warning", logging.WARNING, detail=warning)
+            new = await reconfig.read_new(self.config_path, old, who)
+            if isinstance(new, m.ReconfigureResult):  # refused: the running config stays
+                return new
+            warnings = reconfig.warnings(old, new)
             logs.event("reconfigure", by=who)
             result = self.cluster.apply_config(new)
             return attrs.evolve(result, warnings=tuple(warnings))
@@ -310,12 +248,3 @@ def _listener_addr(listener: Any) -> str:
         return f"{host}:{port}"
     except (OSError, AttributeError):
         return "?"
-
-
-def _credentials_aside(state_dir: str) -> None:
-    try:
-        nodeident.read(os.path.join(state_dir, nodeident.FILE))
-    except DamagedState as exc:
-        aside = integrity.move_aside(exc.path)
-        logs.event("damaged node credentials moved aside (-i); every node gets a new one",
-                   logging.ERROR, path=exc.path, error=exc.what, moved_to=aside)
