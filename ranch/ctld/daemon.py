@@ -85,7 +85,17 @@ class Daemon:
         self.host = host
         self.port = port
         self.ignore_damaged = ignore_damaged  # rctld -i (the store, events, history)
-        # The composition root: each owner is built once, here, with what it needs.
+        self._reconfig_lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self.listeners: list[Any] = []
+        self.http_urls: list[str] = []
+        self._build(config, key, key_file, store, save_in_thread)
+
+    def _build(self, config: ClusterConfig, key: bytes, key_file: str | None,
+               store: Store | None, save_in_thread: bool) -> None:
+        """The composition root: each owner is built once, here, with what it needs."""
+        state_dir, ignore_damaged = self.state_dir, self.ignore_damaged
+        log_sink, handover = self.log_sink, self.handover
         self.runner = Runner()  # this daemon's nursery, once open (programs, pushes)
         dirty, outbox, events = Wakeup(), Wakeup(), Wakeup()  # a snapshot, a push, an event
         self.changes = ChangeLog(on_dirty=dirty.set, on_outbox=outbox.set)
@@ -118,10 +128,6 @@ class Daemon:
                              mirror=None if self.local_store else self.store.put_file,
                              takeover=None if handover is None else self.takeover,
                              sync=self.durability.durable, spawn=self.runner.start_soon)
-        self._reconfig_lock = trio.Lock()
-        self._nursery: trio.Nursery | None = None
-        self.listeners: list[Any] = []
-        self.http_urls: list[str] = []
 
     @property
     def journal(self) -> Any:
