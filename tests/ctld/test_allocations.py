@@ -8,11 +8,11 @@ import attrs
 import orjson
 import trio
 
-from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.inactive import HOLDER_GONE
 from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rights import KEY_HOLDER
 from ranch.ctld.state import deferred
+from ranch.ctld.state.overlay import overlay
 from ranch.protocol import messages as m
 
 from .helpers import make_config, wall

@@ -7,10 +7,10 @@ import orjson
 import trio
 
 from ranch.conf import hostlist
-from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.jobrecord import job_json
 from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.state import deferred
+from ranch.ctld.state.overlay import overlay
 from ranch.protocol import messages as m
 from ranch.statemachine import names
 

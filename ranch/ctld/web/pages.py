@@ -17,10 +17,10 @@ from starlette.routing import Route
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobbulk
 from ranch.ctld.jobs.store import view_of
 from ranch.ctld.rights import Identity, may_act_on
 from ranch.ctld.rpc import permissions
+from ranch.ctld.state import bulkfiles
 from ranch.ctld.web import grid
 from ranch.ctld.web.actions import JOB_ACTIONS, job_actions, node_actions, reboot_offered
 from ranch.ctld.web.responses import Json, error, is_number
@@ -125,12 +125,12 @@ class Pages:
             return ""  # ralloc/rrun: an allocation has no batch script
         state_dir = self.site.state_dir
         script = job.req.script
-        if job.bulk_on_disk and state_dir is not None:  # ctld/jobs/jobbulk.py's files
+        if job.bulk_on_disk and state_dir is not None:  # ctld/state/bulkfiles.py's files
             try:  # a file read (up to MB) off the event loop
                 script = (await trio.to_thread.run_sync(
-                    jobbulk.read_packed, state_dir, job.id, job.bulk_at)
+                    bulkfiles.read_packed, state_dir, job.id, job.bulk_at)
                     if job.bulk_at is not None
-                    else await trio.to_thread.run_sync(jobbulk.read, state_dir, job.id))[0]
+                    else await trio.to_thread.run_sync(bulkfiles.read, state_dir, job.id))[0]
             except (OSError, ValueError) as exc:
                 return f"(the script cannot be read: {exc})"
         return "\n".join(script.splitlines()[:SCRIPT_LINES])
