@@ -16,7 +16,8 @@ import trio
 from ranch.noded.gpus import open_gpus
 from ranch.noded.hardware import probe_hardware, short_hostname, slurmd_c_text
 from ranch.noded.logs import setup_logging
-from ranch.noded.session import NodeDaemon, NodeOptions
+from ranch.noded.options import NodeOptions
+from ranch.noded.session import NodeDaemon
 from ranch.noded.spoollock import SpoolBusy, lock_spool
 from ranch.protocol.auth import KeyFileError, load_key, resolve_key_path
 from ranch.protocol.client import parse_address
