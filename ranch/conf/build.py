@@ -14,10 +14,7 @@ import attrs
 from ranch.conf import keys
 from ranch.conf.buildbase import Source
 from ranch.conf.errors import ConfDiagnostic, ConfigError
-from ranch.conf.model import (
-    ClusterConfig,
-    PartitionConfig,
-)
+from ranch.conf.model import ClusterConfig, PartitionConfig
 from ranch.conf.nodelines import NodeLines
 from ranch.conf.parser import Include, Pair, parse_text
 from ranch.conf.partlines import PartitionLines

@@ -8,15 +8,10 @@ from typing import Any
 from ranch.conf import keys
 from ranch.conf.errors import ConfDiagnostic
 from ranch.conf.hostlist import HostlistError, expand
-from ranch.conf.model import (
-    NodeConfig,
-)
+from ranch.conf.model import NodeConfig
 from ranch.conf.parser import Pair
 from ranch.conf.refused import REFUSES
-from ranch.conf.values import (
-    BadValue,
-    as_seconds_or_infinite,
-)
+from ranch.conf.values import BadValue, as_seconds_or_infinite
 
 _MAX_HOSTS_SHOWN = 5
 

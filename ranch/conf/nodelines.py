@@ -8,17 +8,9 @@ from typing import Any
 
 from ranch.conf import keys
 from ranch.conf.buildbase import BuilderBase, Source, Val, few, own_suspend_time
-from ranch.conf.model import (
-    NodeConfig,
-)
+from ranch.conf.model import NodeConfig
 from ranch.conf.parser import Pair
-from ranch.conf.values import (
-    NODE_STATES,
-    as_enum,
-    as_int,
-    as_list,
-    parse_gres,
-)
+from ranch.conf.values import NODE_STATES, as_enum, as_int, as_list, parse_gres
 
 _NODE_CONVERT: dict[str, Callable[[str], Any]] = {
     "Port": lambda s: as_int(s, 1, 65535),

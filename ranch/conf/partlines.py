@@ -9,19 +9,10 @@ import attrs
 
 from ranch.conf import keys
 from ranch.conf.buildbase import BuilderBase, Source, few, own_suspend_time
-from ranch.conf.model import (
-    PartitionConfig,
-)
+from ranch.conf.model import PartitionConfig
 from ranch.conf.parser import Pair
 from ranch.conf.refused import partition_key_verdict
-from ranch.conf.values import (
-    DOWN_STATES,
-    PARTITION_STATES,
-    as_bool,
-    as_enum,
-    as_time,
-    split_top,
-)
+from ranch.conf.values import DOWN_STATES, PARTITION_STATES, as_bool, as_enum, as_time, split_top
 
 _PART_CONVERT: dict[str, Callable[[str], Any]] = {
     "Nodes": str,
