@@ -41,8 +41,8 @@ from ranch.protocol.records import (
     partition_json,
     queue_doc,
     show_doc,
-    sinfo_doc,
 )
+from ranch.protocol.sinforecords import sinfo_doc
 from ranch.statemachine import events
 from ranch.statemachine.events import REASON_REQUIRED_MESSAGE
 from ranch.statemachine.predicates import reason_required
