@@ -20,7 +20,7 @@ REPEAT = 5
 def measure(config_path: Path, state_dir: Path) -> dict:
     """Figures of one save of the state in `state_dir` (empty dict when there is none)."""
     from ranch.conf.build import load_config
-    from ranch.ctld.nodes.cluster import Cluster
+    from tests.ctld.harness import Harness as Cluster
     from ranch.ctld.state import statefile
 
     doc = statefile.load(str(state_dir))

@@ -16,9 +16,10 @@ from ranch.conf.build import load_config
 from ranch.conf.errors import ConfigError
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs
+from ranch.ctld.compose import assemble
+from ranch.ctld.compose.front import front
 from ranch.ctld.jobs import acct, jobbulk
 from ranch.ctld.jobs.history import DIR_NAME, FileHistory
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rpc import nodeident
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.runner import Runner
@@ -106,12 +107,15 @@ class Daemon:
                                           in_thread=save_in_thread)
                           if store is None else store)
         history_dir = os.path.join(state_dir, DIR_NAME)  # racct's; etcd's too for a pair
-        self.cluster = Cluster(
+        self.controller = assemble(
             config, changes=self.changes, epoch=getattr(store, "epoch", 0),
             spawn=self.runner.start_soon, site=self.site,
             history=(FileHistory(history_dir) if self.local_store
                      else ReplicatedHistory(history_dir, self.store)),
             on_events_unsaved=events.set)
+        # what the server, the HTTP layer and the durability side are handed (and the tests'
+        # `daemon.cluster`): the owners' doors, ctld/compose/front.py
+        self.cluster = front(self.controller)
         self.durability = Durability(self.cluster, self.changes, self.store, outbox)
         self.saver = Saver(self.cluster, self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
@@ -135,21 +139,22 @@ class Daemon:
     def restore(self) -> None:
         """Take back the saved state; integrity.DamagedState (never a silent reset) when a
         file is damaged and rctld was not started with -i."""
-        self.cluster.eventlog.load(self.state_dir, self.ignore_damaged)
-        if self.cluster.jobs.history is not None:
-            self.cluster.jobs.history.check(self.ignore_damaged)
+        ctl = self.controller
+        ctl.eventlog.load(self.state_dir, self.ignore_damaged)
+        if ctl.jobs.history is not None:
+            ctl.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
-        jobs = self.cluster.jobs
+        jobs = ctl.jobs
         if doc is None and not records:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
         else:
             doc = overlay(doc, records)
             if doc.get("nodes"):
-                self.cluster.restore(doc)
+                ctl.restore(doc)
             else:
                 jobs.restore(doc.get("jobs"))
-                self.cluster.reservations.restore(doc.get("reservations"))
+                ctl.reservations.restore(doc.get("reservations"))
         # packs no saved job points into (a snapshot that failed after writing one)
         jobs.bulk_not_written([n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs],
                               ())
@@ -172,7 +177,8 @@ class Daemon:
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
     ) -> None:
         self.restore()
-        self.cluster.start(self.grace)
+        ctl = self.controller
+        ctl.start(self.grace)
         if self.on_ready is not None:
             self.on_ready()
         try:
@@ -187,18 +193,18 @@ class Daemon:
                     raise CannotListen("RPC", f"{self.host}:{self.port}", exc) from exc
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
                 self.site.listening(_listener_addr(self.listeners[0]))
-                logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
-                           cluster=self.cluster.config.cluster_name)
-                nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
+                logs.event("listening", addr=addrs, nodes=len(ctl.registry.nodes),
+                           cluster=ctl.registry.config.cluster_name)
+                nursery.start_soon(ctl.deadlines.run, ctl.on_deadlines)
                 nursery.start_soon(self.saver.run)
                 nursery.start_soon(self.durability.run_outbox)
                 nursery.start_soon(self.store.committer)
                 nursery.start_soon(self.saver.run_events)
-                nursery.start_soon(acct.keep_history, self.cluster.jobs, self.cluster.jobs.history,
+                nursery.start_soon(acct.keep_history, ctl.jobs, ctl.jobs.history,
                                    self.saver.in_thread)
                 nursery.start_soon(self._power_save)
-                nursery.start_soon(self.cluster.power.remove_stale_files)
-                if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
+                nursery.start_soon(ctl.power.remove_stale_files)
+                if ctl.registry.config.http.listen:  # issue 15: rctld over HTTP
                     await self._start_http(nursery)
                 if signals:
                     nursery.start_soon(self.handle_signals)
@@ -206,7 +212,7 @@ class Daemon:
                 task_status.started(self.listeners)
         finally:
             self.notifier.stopping()
-            acct.flush_now(self.cluster.jobs.history)  # before the snapshot purges their jobs
+            acct.flush_now(ctl.jobs.history)  # before the snapshot purges their jobs
             self.saver.save_now()
             self.store.close()
             self.saver.flush_events()
@@ -215,7 +221,7 @@ class Daemon:
         from ranch.ctld.web.server import serve_http
         from ranch.ctld.web.webports import WebServices
 
-        settings = self.cluster.config.http
+        settings = self.controller.registry.config.http
         web_side: WebServices = self.cluster  # what the HTTP layer may reach (mypy checks it)
         try:
             self.http_urls = await nursery.start(serve_http, web_side, settings,
@@ -272,12 +278,12 @@ class Daemon:
 
     async def _power_save(self) -> None:
         while True:
-            await trio.sleep(self.cluster.power.interval())
-            self.cluster.power_save_pass()
+            await trio.sleep(self.controller.power.interval())
+            self.controller.power_pass.run()
 
     async def reconfigure(self, who: str) -> m.ReconfigureResult:
         async with self._reconfig_lock:
-            old = self.cluster.config
+            old = self.controller.registry.config
             try:
                 new = await trio.to_thread.run_sync(load_config, self.config_path)
             except ConfigError as exc:
@@ -302,7 +308,7 @@ class Daemon:
             for warning in warnings:
                 logs.event("reconfigure warning", logging.WARNING, detail=warning)
             logs.event("reconfigure", by=who)
-            result = self.cluster.apply_config(new)
+            result = self.controller.apply_config(new)
             return attrs.evolve(result, warnings=tuple(warnings))
 
 

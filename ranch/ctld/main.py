@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
 
     async def amain() -> None:
         if etcd:  # a controller pair (issue 32): campaign, serve while holding the seat
-            from ranch.ctld.nodes.cluster import VERSION
+            from ranch.ctld.compose.controller import VERSION
             from ranch.ctld.pair.controller import Controller
 
             logs.event("state store", store="etcd", name=name,

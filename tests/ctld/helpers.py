@@ -7,7 +7,7 @@ from typing import Any
 import trio
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.protocol import messages as m
 
 BASE_CONF = """\

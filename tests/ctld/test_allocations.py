@@ -10,7 +10,7 @@ import trio
 
 from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.inactive import HOLDER_GONE
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.rights import KEY_HOLDER
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m

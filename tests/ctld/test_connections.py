@@ -7,7 +7,7 @@ import orjson
 import trio
 import trio.testing
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.rpc.server import SEND_QUEUE, Server
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame

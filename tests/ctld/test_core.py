@@ -9,7 +9,7 @@ import trio
 
 from ranch.conf import hostlist
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.nodes.snapshot import SNAPSHOT_STALENESS
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m

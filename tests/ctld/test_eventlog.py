@@ -9,7 +9,7 @@ import trio
 
 from ranch.ctld.daemon import Daemon
 from ranch.ctld.nodes import eventlog
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.nodes.eventlog import EventLog, Follower
 from ranch.ctld.state import journalfile
 from ranch.protocol import messages as m

@@ -7,7 +7,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.rpc.admission import Caps
 from ranch.ctld.rpc.server import Server
 from ranch.protocol import messages as m

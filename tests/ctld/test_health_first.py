@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.protocol import messages as m
 from ranch.protocol.codec import encode
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 

@@ -4,7 +4,7 @@ spread job one node can hold, an --exclusive job's CPUs after it ended, srun's b
 
 from __future__ import annotations
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.protocol.tasklayout import block_layout as block_counts
 
 from .helpers import make_config, register, wall

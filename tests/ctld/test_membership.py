@@ -6,7 +6,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 
@@ -40,9 +40,8 @@ def _register(c: Cluster, name: str, *, dynamic: bool = False, conf: str = "",
 
 
 def _act(c: Cluster, action: str, nodes: str, reason: str | None = None) -> m.UpdateResult:
-    from ranch.ctld.nodes import membership
 
-    return membership.handle(c, m.NodeMembership(action, nodes, reason, "alice"))
+    return c.membership.handle(m.NodeMembership(action, nodes, reason, "alice"))
 
 
 def _kinds(c: Cluster, node: str) -> list[str]:

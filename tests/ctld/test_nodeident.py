@@ -11,7 +11,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.state.integrity import DamagedState
 from ranch.protocol import messages as m

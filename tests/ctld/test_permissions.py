@@ -11,7 +11,7 @@ import orjson
 import trio
 import trio.testing
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.rpc.permissions import Identity, acting, gate, identify, may_act_on
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.rpc.wire import Prebuilt

@@ -8,7 +8,7 @@ import stat
 import trio
 
 from ranch.conf import hostlist
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.programs import run_program
 from ranch.protocol import messages as m
 

@@ -5,7 +5,7 @@ next durable write; refused for a node with no connection)."""
 
 from __future__ import annotations
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.state.changelog import ChangeLog
 from ranch.protocol import messages as m
 

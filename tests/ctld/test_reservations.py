@@ -8,7 +8,7 @@ import orjson
 import trio
 
 from ranch.ctld.daemon import overlay
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.rpc.wire import encode_body_frame
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import FrameDecoder

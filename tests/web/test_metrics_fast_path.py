@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.nodes.node import unpack_gpus
 from ranch.ctld.web import metrics
 from ranch.protocol import messages as m

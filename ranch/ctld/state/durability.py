@@ -11,7 +11,6 @@ from ranch.ctld import logs
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.nodes.cluster import Cluster
     from ranch.ctld.state.changelog import ChangeLog
     from ranch.ctld.wakeup import Wakeup
 
@@ -20,7 +19,7 @@ class Durability:
     """Takes the change log's changes to the store (group commit), and sends the pushes that
     waited for them in the order they were made."""
 
-    def __init__(self, cluster: Cluster, changes: ChangeLog, store: Any,
+    def __init__(self, cluster: Any, changes: ChangeLog, store: Any,
                  outbox: Wakeup) -> None:
         """`outbox`: set by the change log when a push waits for a write."""
         self.cluster = cluster

@@ -16,7 +16,6 @@ from ranch.ctld.state import statefile
 from ranch.ctld.state.etcdrecords import put_events
 
 if TYPE_CHECKING:
-    from ranch.ctld.nodes.cluster import Cluster
     from ranch.ctld.state.changelog import ChangeLog
     from ranch.ctld.wakeup import Wakeup
 
@@ -30,7 +29,7 @@ class Saver:
     """When the state file and the event log are written, and which pack the next snapshot's
     job scripts go to."""
 
-    def __init__(self, cluster: Cluster, changes: ChangeLog, store: Any, state_dir: str, *,
+    def __init__(self, cluster: Any, changes: ChangeLog, store: Any, state_dir: str, *,
                  local: bool, dirty: Wakeup, events: Wakeup, in_thread: bool = True,
                  credential_holders: Callable[[], list[str]] = list) -> None:
         """`local`: the state lives in `state_dir` (a replicated store's journal holds it
