@@ -20,8 +20,8 @@ REPEAT = 5
 def measure(config_path: Path, state_dir: Path) -> dict:
     """Figures of one save of the state in `state_dir` (empty dict when there is none)."""
     from ranch.conf.build import load_config
-    from tests.ctld.harness import Harness as Cluster
     from ranch.ctld.state import statefile
+    from tests.ctld.harness import Harness as Cluster
 
     doc = statefile.load(str(state_dir))
     if doc is None:

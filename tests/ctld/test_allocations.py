@@ -10,10 +10,10 @@ import trio
 
 from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.inactive import HOLDER_GONE
-from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.rights import KEY_HOLDER
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, wall
 from .test_jobs import Beats, end, job, kills, launches, rec, up

@@ -9,10 +9,10 @@ import trio
 from ranch.conf import hostlist
 from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.jobrecord import job_json
-from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.statemachine import names
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import FakeConn, beat, make_config, register, state, wall
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import trio
 
-from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.nodes.stalls import StallWatch
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.statemachine import events
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import beat, make_config, register, state, wall
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import FakeConn, beat, hardware, job, make_config, state, wall
 

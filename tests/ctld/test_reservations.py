@@ -8,9 +8,9 @@ import orjson
 import trio
 
 from ranch.ctld.daemon import overlay
-from tests.ctld.harness import Harness as Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, register, state, wall
 from .test_jobs import job, rec
