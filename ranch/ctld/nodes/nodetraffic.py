@@ -12,8 +12,8 @@ from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.nodes.eventlog import EventLog
 from ranch.ctld.nodes.hardware import HardwareShelf
 from ranch.ctld.nodes.node import EXPECT_BEAT, NodeRecord, Pusher, pack_metrics
+from ranch.ctld.nodes.validate import hardware_problem
 from ranch.ctld.state.changelog import ChangeLog
-from ranch.ctld.validate import hardware_problem
 from ranch.protocol import messages as m
 from ranch.protocol.limits import MAX_REASON_CHARS
 from ranch.protocol.versions import CURRENT as PROTOCOL_CURRENT
