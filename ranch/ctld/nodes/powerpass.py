@@ -63,7 +63,7 @@ class PowerPass:
             st = node.state
             # Slurm powers down DOWN nodes too (a dead node costs power); SuspendExcStates=DOWN
             # keeps them up for the admin.
-            if not may_be_suspended(st) or self._holds_jobs(node.name):
+            if not may_be_suspended(st):
                 continue
             if Flag.POWER_DOWN not in st.flags:
                 limit = self.suspend_time_of(node) if auto else None
@@ -71,11 +71,15 @@ class PowerPass:
                     continue
                 if node.name in excluded or state_excluded(node, p.suspend_exc_states):
                     continue
+                if self._holds_jobs(node.name):  # asked last: the job side's answer costs most
+                    continue
                 group = groups.get(node.name)
                 if group is not None:
                     if group[0] <= 0:
                         continue
                     group[0] -= 1
+            elif self._holds_jobs(node.name):
+                continue
             if budget.available(now) < 1:
                 break
             changed, _ = c.apply_event(node, events.SuspendStarted(now=wall))
