@@ -40,10 +40,16 @@ from ranch.ctld.state.changelog import ChangeLog
 __all__ = ["VERSION", "Controller", "assemble"]
 
 
-def _job_side(node_side: NodeSideForJobs, history: FileHistory | None) -> JobParts:
-    """The job side, given what it reads and calls of the node side. Today's job store
-    (ctld/compose/jobside.py); the job side's own builder takes its place."""
-    return build_today(node_side, history)
+def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
+              spawn: Callable[..., None] | None, history: FileHistory | None,
+              after_change: Callable[[], None]) -> JobParts:
+    """The job side, given what it reads and calls of the node side: the registry's doors
+    (nodes, members_gen, partition_nodes, set_use, push, apply_event), the reservations'
+    `blocked`, and plain values. Today's job store, fitted in ctld/compose/jobside.py; the job
+    side's own builder takes its place here."""
+    return build_today(NodeSideForJobs(registry, deadlines=base.deadlines, site=base.site,
+                                       epoch=base.epoch, spawn=spawn, reservations=reservations,
+                                       after_change=after_change), history)
 
 
 def assemble(
@@ -100,9 +106,7 @@ def assemble(
     reservations = Reservations(registry, **times, deadlines=deadlines, changes=base.changes,
                                 eventlog=eventlog, kick=kick,
                                 running_until=lambda: parts.for_nodes.jobs_running_until())
-    parts = _job_side(NodeSideForJobs(registry, deadlines=deadlines, site=base.site, epoch=epoch,
-                                      spawn=spawn, reservations=reservations,
-                                      after_change=after_change), history)
+    parts = _job_side(registry, reservations, base, spawn, history, after_change)
     route = coordinate.effect_router(power, reboots, parts)
     return _controller(base, registry, parts, power, down, liveness, reboots, reservations,
                        after_change=after_change, holding=holding)
