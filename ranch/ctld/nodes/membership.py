@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import shlex
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ranch.conf.build import parse_config_text
@@ -185,17 +185,21 @@ class Membership:
             return None
         return self._add_record(ncfg, conf)
 
-    def carry_dynamic(self, old: dict[str, NodeRecord], new: dict[str, NodeRecord]) -> None:
-        """Reconfigure keeps dynamic nodes (a NodeName line for one takes it over)."""
+    def carry_dynamic(self, old: Mapping[str, NodeRecord],
+                      defined: Container[str]) -> list[NodeRecord]:
+        """Reconfigure keeps dynamic nodes (a NodeName line for one takes it over): the records
+        to keep beside the `defined` ones, in their new partitions."""
+        carried: list[NodeRecord] = []
         for name, node in old.items():
             if node.dynamic_conf is None:
                 continue
-            if name in new:  # defined in the config now: an ordinary node from here on
+            if name in defined:  # defined in the config now: an ordinary node from here on
                 node.dynamic_conf = None
                 continue
             node.partitions = self.partitions_for(name)
-            new[name] = node
+            carried.append(node)
             self.book.join_partitions(node)
+        return carried
 
     # -- admin actions ----------------------------------------------------------------------------
 

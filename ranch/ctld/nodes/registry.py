@@ -151,8 +151,8 @@ class NodeRegistry:
         return node
 
     def reload(self, new: ClusterConfig,
-               carry: Callable[[dict[str, NodeRecord], dict[str, NodeRecord]], None]
-               ) -> list[str]:
+               carry: Callable[[dict[str, NodeRecord], dict[str, NodeRecord]],
+                               list[NodeRecord]]) -> list[str]:
         """Switch to a validated new config: nodes reloaded, added and removed (`carry` keeps
         the dynamic ones, ctld/nodes/membership.py). The names of the nodes new to it."""
         old_nodes = dict(self.nodes)
@@ -175,7 +175,8 @@ class NodeRegistry:
                 if err:
                     logs.event("config change not applied to node", logging.WARNING,
                                node=ncfg.name, error=err)
-        carry(old_nodes, nodes)
+        for node in carry(old_nodes, nodes):
+            nodes[node.name] = node
         for name, node in old_nodes.items():
             if name not in nodes:
                 logs.event("node removed by reconfigure", node=name)
