@@ -113,9 +113,7 @@ class Daemon:
             history=(FileHistory(history_dir) if self.local_store
                      else ReplicatedHistory(history_dir, self.store)),
             on_events_unsaved=events.set)
-        # what the server, the HTTP layer and the durability side are handed (and the tests'
-        # `daemon.cluster`): the owners' doors, ctld/compose/front.py
-        self.cluster = front(self.controller)
+        self.cluster = front(self.controller)  # the owners' doors for rpc, web and state
         self.durability = Durability(self.cluster, self.changes, self.store, outbox)
         self.saver = Saver(self.cluster, self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
@@ -149,12 +147,7 @@ class Daemon:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
         else:
-            doc = overlay(doc, records)
-            if doc.get("nodes"):
-                ctl.restore(doc)
-            else:
-                jobs.restore(doc.get("jobs"))
-                ctl.reservations.restore(doc.get("reservations"))
+            ctl.restore(overlay(doc, records))
         # packs no saved job points into (a snapshot that failed after writing one)
         jobs.bulk_not_written([n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs],
                               ())

@@ -84,15 +84,19 @@ def restorer(registry: NodeRegistry, membership: Membership, liveness: Liveness,
              hardware: HardwareShelf, reservations: Reservations, parts: JobParts,
              known: list[str]) -> Callable[[dict[str, Any]], None]:
     """Take back a saved state: the nodes (`known` gets the names it knew, for the start),
-    then the jobs and the reservations."""
+    then the jobs and the reservations. A state with no node (a journal of submissions only)
+    gives back its jobs and reservations alone."""
 
     def restore(doc: dict[str, Any]) -> None:
-        known[:] = savedstate.restore(registry.nodes, doc, now=registry.clock(),
-                                      hardware=hardware, remake=membership.restore_dynamic)
-        liveness.restored(doc.get("saved_at"))
+        nodes = bool(doc.get("nodes"))
+        if nodes:
+            known[:] = savedstate.restore(registry.nodes, doc, now=registry.clock(),
+                                          hardware=hardware, remake=membership.restore_dynamic)
+            liveness.restored(doc.get("saved_at"))
         parts.restore(doc.get("jobs"))
         reservations.restore(doc.get("reservations"))
-        registry.changed_all()
+        if nodes:
+            registry.changed_all()
 
     return restore
 
