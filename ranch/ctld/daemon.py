@@ -12,10 +12,12 @@ import trio
 
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs, reconfig
+from ranch.ctld.compose import assemble
+from ranch.ctld.compose.controller import Controller
+from ranch.ctld.compose.front import front
 from ranch.ctld.jobs import acct
 from ranch.ctld.jobs.history import FileHistory
 from ranch.ctld.jobs.replicatedhistory import ReplicatedHistory
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rpc import nodecredentials
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.runner import Runner
@@ -56,14 +58,15 @@ def _first_leaf(exc: BaseException) -> Any:
     return exc
 
 
-def web_ports(cluster: Cluster) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, ReservationBook,
-                                          Health, Site]:
+def web_ports(c: Controller) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, ReservationBook,
+                                       Health, Site]:
     """The HTTP layer's ports, in serve_http's order (mypy checks each owner against its port):
     the nodes' view, the job store, the event log, the admin requests, the reservations, the
     guards and stalls /metrics reports, the site."""
-    live = cluster.liveness
-    return (cluster, cluster.jobs, cluster.eventlog, cluster, cluster.reservations,
-            Health((live.guard, cluster.drain_guard), live.stalls), cluster.site)
+    live = c.liveness
+    front_side = front(c)  # the nodes' view and the admin requests, under the names web reads
+    return (front_side, c.jobs, c.eventlog, front_side, c.reservations,
+            Health((live.guard, c.drain_guard), live.stalls), c.site)
 
 
 class Daemon:
@@ -128,15 +131,16 @@ class Daemon:
                                           in_thread=save_in_thread)
                           if store is None else store)
         history_dir = os.path.join(state_dir, DIR_NAME)  # racct's; etcd's too for a pair
-        self.cluster = Cluster(
+        self.controller = ctl = assemble(
             config, changes=self.changes, epoch=getattr(store, "epoch", 0),
             spawn=self.runner.start_soon, site=self.site,
             history=(FileHistory(history_dir) if self.local_store
                      else ReplicatedHistory(history_dir, self.store)),
             on_events_unsaved=events.set)
-        self.durability = Durability(self.cluster.journal_records, self.cluster.jobs,
+        self.cluster = front(ctl)  # the owners' doors for the rpc server (ctld/compose/front.py)
+        self.durability = Durability(ctl.journal_records, ctl.jobs,
                                      self.changes, self.store, outbox)
-        self.saver = Saver(self.cluster.save_doc, self.cluster.jobs, self.cluster.eventlog,
+        self.saver = Saver(ctl.save_doc, ctl.jobs, ctl.eventlog,
                            self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
                            in_thread=save_in_thread,
@@ -155,21 +159,17 @@ class Daemon:
     def restore(self) -> None:
         """Take back the saved state; integrity.DamagedState (never a silent reset) when a
         file is damaged and rctld was not started with -i."""
-        self.cluster.eventlog.load(self.state_dir, self.ignore_damaged)
-        if self.cluster.jobs.history is not None:
-            self.cluster.jobs.history.check(self.ignore_damaged)
+        ctl = self.controller
+        ctl.eventlog.load(self.state_dir, self.ignore_damaged)
+        if ctl.jobs.history is not None:
+            ctl.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
-        jobs = self.cluster.jobs
+        jobs = ctl.jobs
         if doc is None and not records:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
         else:
-            doc = overlay(doc, records)
-            if doc.get("nodes"):
-                self.cluster.restore(doc)
-            else:
-                jobs.restore(doc.get("jobs"))
-                self.cluster.reservations.restore(doc.get("reservations"))
+            ctl.restore(overlay(doc, records))
         # packs no saved job points into (a snapshot that failed after writing one)
         jobs.bulk_not_written([n for n in bulkfiles.packs(self.state_dir) if n not in jobs.packs],
                               ())
@@ -192,7 +192,8 @@ class Daemon:
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
     ) -> None:
         self.restore()
-        self.cluster.start(self.grace)
+        ctl = self.controller
+        ctl.start(self.grace)
         if self.on_ready is not None:
             self.on_ready()
         try:
@@ -207,18 +208,18 @@ class Daemon:
                     raise CannotListen("RPC", f"{self.host}:{self.port}", exc) from exc
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
                 self.site.listening(_listener_addr(self.listeners[0]))
-                logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
-                           cluster=self.cluster.config.cluster_name)
-                nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
+                logs.event("listening", addr=addrs, nodes=len(ctl.registry.nodes),
+                           cluster=ctl.registry.config.cluster_name)
+                nursery.start_soon(ctl.deadlines.run, ctl.on_deadlines)
                 nursery.start_soon(self.saver.run)
                 nursery.start_soon(self.durability.run_outbox)
                 nursery.start_soon(self.store.commits.run)
                 nursery.start_soon(self.saver.run_events)
-                nursery.start_soon(acct.keep_history, self.cluster.jobs, self.cluster.jobs.history,
+                nursery.start_soon(acct.keep_history, ctl.jobs, ctl.jobs.history,
                                    self.saver.in_thread)
                 nursery.start_soon(self._power_save)
-                nursery.start_soon(self.cluster.power.remove_stale_files)
-                if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
+                nursery.start_soon(ctl.power.remove_stale_files)
+                if ctl.registry.config.http.listen:  # issue 15: rctld over HTTP
                     await self._start_http(nursery)
                 if signals:
                     nursery.start_soon(handle_signals, self.notifier, self.log_sink,
@@ -227,7 +228,7 @@ class Daemon:
                 task_status.started(self.listeners)
         finally:
             self.notifier.stopping()
-            acct.flush_now(self.cluster.jobs.history)  # before the snapshot purges their jobs
+            acct.flush_now(ctl.jobs.history)  # before the snapshot purges their jobs
             self.saver.save_now()
             self.store.close()
             self.saver.flush_events()
@@ -235,9 +236,9 @@ class Daemon:
     async def _start_http(self, nursery: trio.Nursery) -> None:
         from ranch.ctld.web.server import serve_http
 
-        settings = self.cluster.config.http
+        settings = self.controller.registry.config.http
         try:
-            self.http_urls = await nursery.start(serve_http, *web_ports(self.cluster), settings,
+            self.http_urls = await nursery.start(serve_http, *web_ports(self.controller), settings,
                                                  self.durability)
         except* OSError as group:  # hypercorn's nurseries wrap it
             raise CannotListen("HTTP", settings.listen or "", _first_leaf(group)) from None
@@ -249,18 +250,18 @@ class Daemon:
 
     async def _power_save(self) -> None:
         while True:
-            await trio.sleep(self.cluster.power.interval())
-            self.cluster.power_save_pass()
+            await trio.sleep(self.controller.power.interval())
+            self.controller.power_pass.run()
 
     async def reconfigure(self, who: str) -> m.ReconfigureResult:
         async with self._reconfig_lock:
-            old = self.cluster.config
+            old = self.controller.registry.config
             new = await reconfig.read_new(self.config_path, old, who)
             if isinstance(new, m.ReconfigureResult):  # refused: the running config stays
                 return new
             warnings = reconfig.warnings(old, new)
             logs.event("reconfigure", by=who)
-            result = self.cluster.apply_config(new)
+            result = self.controller.apply_config(new)
             return attrs.evolve(result, warnings=tuple(warnings))
 
 

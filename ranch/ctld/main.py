@@ -159,7 +159,7 @@ class Start:
             await self.make_daemon().run(signals=True)
             return
         # a controller pair (issue 32): campaign, serve while holding the seat
-        from ranch.ctld.nodes.cluster import VERSION
+        from ranch.ctld.compose.controller import VERSION
         from ranch.ctld.pair.controller import Controller
 
         logs.event("state store", store="etcd", name=self.name,
