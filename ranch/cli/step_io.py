@@ -117,7 +117,7 @@ class StepIO(StepTasks):
     def accept(self, listener: _socket.socket) -> None:
         while True:
             try:
-                # a _socket.socket (cli/rrun.py): no accept(); typeshed leaves _accept out
+                # a _socket.socket (cli/step_launch.py): no accept(); typeshed leaves _accept out
                 fd, _ = listener._accept()  # type: ignore[attr-defined]
             except (BlockingIOError, InterruptedError):
                 return

@@ -1,6 +1,6 @@
-"""What rrun knows of a step's tasks (which node runs which, how each ended, srun's lines about
-them, its exit code) and what the signals rrun gets do to the step; cli/step_io.py moves the
-bytes.
+"""What rrun makes of a step's tasks: their output (by line, labelled), which node runs which,
+how each ended, srun's lines about them and its exit code, and what the signals rrun gets do to
+the step; cli/step_io.py moves the bytes.
 
 Ctrl-C as srun 22.05: one prints the tasks' status; two within a second send the tasks SIGINT
 (exit 130 where it ends them); a third ends the step (SIGKILL).
@@ -12,13 +12,13 @@ import sys
 import time
 
 from ranch.cli.slurm_names import prog
-from ranch.cli.step_output import Output, ranges
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import argparse
     import signal as _signal
     from collections.abc import Callable
+    from typing import Any
 else:
     import _signal  # the C module: `signal` imports enum
 
@@ -30,6 +30,63 @@ FORWARDED = (_signal.SIGUSR1, _signal.SIGUSR2, _signal.SIGCONT, _signal.SIGALRM)
 # srun 22.05 does not pass these on: they end the step (SIGKILL to its tasks), exit 137
 ENDING = (_signal.SIGTERM, _signal.SIGHUP, _signal.SIGQUIT)
 REPORT_DELAY = 0.1  # a node's tasks that end within this of its first are said on one line
+
+
+def ranges(ids: list[int]) -> str:
+    """0-2,5: how srun names a group of tasks."""
+    ids = sorted(ids)
+    out, i = [], 0
+    while i < len(ids):
+        j = i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        out.append(str(ids[i]) if i == j else f"{ids[i]}-{ids[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+class Output:
+    """Task output to rrun's stdout/stderr: by whole lines (with --label, "N: " first) unless
+    --unbuffered without a label."""
+
+    def __init__(self, ntasks: int, label: bool, unbuffered: bool) -> None:
+        self.width = len(str(max(0, ntasks - 1)))
+        self.label = label
+        self.by_line = label or not unbuffered
+        self.partial: dict[tuple[int, int], bytes] = {}
+        self.files = {1: sys.stdout.buffer, 2: sys.stderr.buffer}
+
+    def write(self, task: int, fd: int, data: bytes) -> None:
+        out = self.files.get(fd, self.files[2])
+        if not self.by_line:
+            out.write(data)
+            out.flush()
+            return
+        data = self.partial.pop((task, fd), b"") + data
+        head, sep, rest = data.rpartition(b"\n")
+        if rest:
+            self.partial[(task, fd)] = rest
+        if sep:
+            self._lines(out, task, head + sep)
+            out.flush()
+
+    def flush_task(self, task: int) -> None:
+        for fd in (1, 2):
+            rest = self.partial.pop((task, fd), b"")
+            if rest:
+                out = self.files[fd]
+                self._lines(out, task, rest)
+                out.flush()
+
+    def _lines(self, out: Any, task: int, data: bytes) -> None:
+        if not self.label:
+            out.write(data)
+            return
+        prefix = f"{task:>{self.width}}: ".encode()
+        lines = data.split(b"\n")
+        if lines[-1] == b"":
+            lines.pop()
+        out.write(b"".join(prefix + line + b"\n" for line in lines))
 
 
 class StepTasks:
