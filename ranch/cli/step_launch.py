@@ -20,6 +20,8 @@ RETRY_CODES = ("Requested nodes are busy", "Job is pending execution")
 
 
 def int_env(env: dict[str, str], *names: str) -> int:
+    """The number that the first of the variables `names` to start with one starts with
+    (`2(x3)`: 2; `4,2`: 4), else 0."""
     for name in names:
         text = env.get(name, "")
         head = text.split("(", 1)[0].split(",", 1)[0]
@@ -29,6 +31,7 @@ def int_env(env: dict[str, str], *names: str) -> int:
 
 
 def nodes_of(text: str | None) -> int:
+    """-N's minimum (0: not given), as Slurm reads it (sbatch_options.node_count)."""
     if text is None:
         return 0
     if text.isascii() and text.isdigit():
