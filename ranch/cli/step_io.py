@@ -61,7 +61,7 @@ class StepIO(StepTasks):
 
     def __init__(self, granted: dict, args: argparse.Namespace, *, alive: Any = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        super().__init__(granted, args, clock)
+        super().__init__(granted, args, self.send_all, clock)
         self.key = bytes.fromhex(granted["key"])
         self.alive = alive
         self.conns: dict[str, Conn] = {}  # node -> its connection, once it said hello

@@ -91,9 +91,9 @@ class Output:
 
 class StepTasks:
     """The step's tasks and their ends, as the nodes report them; what rrun says of them and
-    the signals it sends. Sending is the connections' (StepIO.send_all)."""
+    the signals it sends (through `send`, the connections')."""
 
-    def __init__(self, granted: dict, args: argparse.Namespace,
+    def __init__(self, granted: dict, args: argparse.Namespace, send: Callable[[str, dict], None],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.job_id = granted["job_id"]
         self.step_id = granted["step_id"]
@@ -103,6 +103,7 @@ class StepTasks:
         self.node_of = {t: n for n, ts in self.tasks_of.items() for t in ts}
         self.ntasks = len(self.node_of)
         self.args = args
+        self.send = send  # a frame to every node still connected (StepIO.send_all)
         self.clock = clock
         self.out = Output(self.ntasks, args.label, args.unbuffered)
         self.exits: dict[int, tuple[int, int]] = {}
@@ -121,10 +122,6 @@ class StepTasks:
 
     def say(self, text: str) -> None:
         print(f"{self.prog}: {text}", file=sys.stderr, flush=True)
-
-    def send_all(self, kind: str, body: dict) -> None:
-        """A frame to every node still connected: the connections' to do (StepIO)."""
-        raise NotImplementedError
 
     # -- what the nodes send ---------------------------------------------------------------------
 
@@ -197,7 +194,7 @@ class StepTasks:
     def send_signal(self, signum: int) -> None:
         if signum == SIGKILL:
             self.killed = True
-        self.send_all("StepSignal", {"signal": signum})
+        self.send("StepSignal", {"signal": signum})
 
     def on_signal(self, signum: int) -> None:
         if signum in ENDING:
