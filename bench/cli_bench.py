@@ -89,7 +89,10 @@ def allocated_state(conf_path: Path, state_dir: Path, nodes: int) -> int:
         running = sum(j.state.name == "RUNNING" for j in cluster.jobs.jobs.values())
         assert running == len(allocs), f"{running} of {len(allocs)} jobs running"
         state_dir.mkdir(exist_ok=True)
-        statefile.save(str(state_dir), cluster.save_doc())
+        doc = cluster.save_doc()
+        statefile.save(str(state_dir), doc)
+        # the id mark a state file is checked against at start (ctld/state/statefile.py)
+        statefile.save_next_id(str(state_dir), doc["jobs"]["next_id"])
         return running
 
     return trio.run(build)
