@@ -139,7 +139,7 @@ class Daemon:
         if self.cluster.jobs.history is not None:
             self.cluster.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
-        jobs = self.cluster.jobs
+        jobs = self.cluster.jobs.store
         if doc is None and not records:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
@@ -194,8 +194,7 @@ class Daemon:
                 nursery.start_soon(self.durability.run_outbox)
                 nursery.start_soon(self.store.committer)
                 nursery.start_soon(self.saver.run_events)
-                nursery.start_soon(acct.keep_history, self.cluster.jobs, self.cluster.jobs.history,
-                                   self.saver.in_thread)
+                nursery.start_soon(self.cluster.jobs.accounting.keep, self.saver.in_thread)
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(self.cluster.power.remove_stale_files)
                 if self.cluster.config.http.listen:  # issue 15: rctld over HTTP

@@ -17,9 +17,9 @@ import trio
 from ranch import __version__
 from ranch.conf.model import ClusterConfig, NodeConfig
 from ranch.ctld import logs
+from ranch.ctld.compose.jobs import build_jobs
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.jobs.history import FileHistory
-from ranch.ctld.jobs.store import Jobs
 from ranch.ctld.nodes import (
     configdump,
     guards,
@@ -159,8 +159,11 @@ class Cluster:
         now = clock()
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
-        # batch jobs and the allocations they make (ctld/jobs/store.py)
-        self.jobs = Jobs(self, history)
+        # batch jobs and the allocations they make (ctld/compose/jobs.py)
+        self.jobs = build_jobs(self, config=config, clock=clock, wall=wall,
+                               deadlines=self.deadlines, changes=self.changes, site=self.site,
+                               epoch=epoch, spawn=spawn, history=history,
+                               programs=self.power.flush)
         self.reservations = Reservations(self)  # maintenance windows (ctld/nodes/reservations.py)
 
     # -- configuration ---------------------------------------------------------------------
@@ -283,7 +286,7 @@ class Cluster:
     def flush_programs(self) -> None:
         """Start the power programs the last operation asked for, one run per kind (batched).
         A scheduling pass that is due runs first: placing work may power nodes up."""
-        self.jobs.run()
+        self.jobs.starts.run()
         self.power.flush()
 
     def push(self, name: str, msg: Any) -> bool:
@@ -440,18 +443,10 @@ class Cluster:
         self.flush_programs()
         return reply
 
-    def jobs_running_until(self) -> dict[str, float]:
-        """Node -> when the last job on it may run until (its start + time limit; inf with no
-        limit), for a reservation that must not cut a job short."""
-        out: dict[str, float] = {}
-        for job in self.jobs.jobs.values():
-            if job.start_time is None or not job.nodes or job.state not in (
-                    "RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING"):
-                continue
-            end = float("inf") if job.time_limit is None else job.start_time + job.time_limit * 60
-            for n in job.nodes:
-                out[n] = max(out.get(n, float("-inf")), end)
-        return out
+    def blocked(self, limit_s: float | None, now: float) -> frozenset[str]:
+        """The nodes a reservation holds for a job of this time limit (ctld/jobs/ports.py
+        NodesForJobs: what the scheduling pass asks of the node side)."""
+        return self.reservations.blocked(limit_s, now)
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
         return self.views.snapshot(metrics)
@@ -514,7 +509,7 @@ class Cluster:
         membership.hold_new(self, [n for n in nodes if n not in old_nodes])
         # New timeouts apply to every node at once: re-arm them all (once per reconfigure).
         self.deadlines.clear()
-        self.jobs.config_changed()  # after the clear: it re-arms the jobs' own deadlines
+        self.jobs.config_changed(new)  # after the clear: it re-arms the jobs' own deadlines
         self.liveness.rearm_all()
         self.power.use_config()
         self.power.rearm()

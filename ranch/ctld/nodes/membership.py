@@ -233,7 +233,7 @@ def _delete(cluster: Registry, node: NodeRecord, user: str) -> str | None:
     if node.dynamic_conf is None:
         return (f"cannot delete node {name}: it is defined in {cluster.config.path}; remove its "
                 "NodeName line and reconfigure")
-    use = cluster.jobs.uses.get(name)
+    use = cluster.jobs.store.uses.get(name)
     if use is not None and use.jobs:
         jobs = ",".join(map(str, sorted(use.jobs)))
         return f"cannot delete node {name}: it runs job(s) {jobs}; drain it and let them end"

@@ -120,8 +120,8 @@ def heartbeat(c: Registry, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
         health(c, node, msg.health)
     jobs = c.jobs
     kill, kill_runs = (jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended
-                       or node.name in jobs.uses else ((), ()))
-    if c.power.pending or c.jobs.kicked:
+                       or node.name in jobs.store.uses else ((), ()))
+    if c.power.pending or c.jobs.store.kicked:
         c.flush_programs()
     return m.HeartbeatReply(node_state=node.complete, config_hash=c.config.config_hash,
                             kill_job_ids=kill, kill_runs=kill_runs)

@@ -361,7 +361,7 @@ class PowerSave:
                 "nodes_resume": hostlist.fold([n for n in job_nodes if n in resuming]),
                 "nodes": alloc,
                 "features": "",
-                "partition": self.c.jobs.jobs[job_id].partition,
+                "partition": self.c.jobs.store.jobs[job_id].partition,
                 "reservation": "",
                 "exclusive": False,
                 "oversubscribe": "NO",
@@ -405,7 +405,7 @@ def _remove(paths: list[str]) -> None:
 
 def _holds_jobs(c: Registry, name: str) -> bool:
     """Jobs are allocated on the node (the controller's own record, not a heartbeat's)."""
-    use = c.jobs.uses.get(name)
+    use = c.jobs.store.uses.get(name)
     return bool(use and use.jobs)
 
 

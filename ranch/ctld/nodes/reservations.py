@@ -183,7 +183,7 @@ class Reservations:
                 if r.name != name and r.start < end and r.end > start]
 
     def _jobs_end(self, flags: tuple[str, ...]) -> dict[str, float]:
-        return {} if "IGNORE_JOBS" in flags else self.c.jobs_running_until()
+        return {} if "IGNORE_JOBS" in flags else self.c.jobs.jobs_running_until()
 
     def _busy(self, names: list[str], start: float, end: float, flags: tuple[str, ...],
               name: str, jobs_end: dict[str, float]) -> list[str]:

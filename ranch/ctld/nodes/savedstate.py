@@ -86,7 +86,7 @@ def restore(c: Registry, doc: dict[str, Any]) -> tuple[str, ...]:
     restored = tuple(n for n in saved if n in c.nodes)
     c.liveness.restored(doc.get("saved_at"))
     logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
-    c.jobs.restore(doc.get("jobs"))
+    c.jobs.store.restore(doc.get("jobs"))
     c.reservations.restore(doc.get("reservations"))
     c.changed_all()
     return restored
@@ -148,7 +148,7 @@ def journal_records(c: Registry, taken: Taken) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = [
         {"node": name, "entry": node_entry(c.nodes[name])}
         for name, node in taken.nodes.items() if c.nodes.get(name) is node]
-    records += [{"job": c.jobs.saved_entry(job)} for job in taken.jobs.values()]
+    records += c.jobs.store.journal_records(taken)  # the job side writes its own
     records += [{"resv": name, "entry": rec} for name, rec in taken.reservations.items()]
     return records
 
@@ -160,4 +160,4 @@ def save_doc(c: Registry) -> dict[str, Any]:
     c.changes.saved()
     out = {name: SavedEntry(node.hardware, _rest(node)) for name, node in c.nodes.items()}
     return {"saved_at": c.wall(), "config_hash": c.config.config_hash, "nodes": out,
-            "jobs": c.jobs.save_doc(), "reservations": c.reservations.save_doc()}
+            "jobs": c.jobs.store.save_doc(), "reservations": c.reservations.save_doc()}

@@ -48,7 +48,7 @@ class Durability:
         """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already
         RUNNING: one write) before the reply. Its LaunchJob waits in the outbox for the same
         write, so no job runs that the journal lacks; if the write fails, it is retracted."""
-        jobs = self.cluster.jobs
+        jobs = self.cluster.jobs.submission
         built = jobs.build(msg)
         if isinstance(built, m.Error):
             return built

@@ -81,7 +81,7 @@ class Saver:
         """One snapshot: the new jobs' bulk packed, the state file, the journal trimmed, the
         files of purged jobs removed. False (logged, retried by the saver) if it failed."""
         doc = self.snapshot_doc()  # built here; the entries are never mutated later
-        jobs = self.cluster.jobs
+        jobs = self.cluster.jobs.store
         bulk, gone = jobs.take_bulk()
         pack, placed = self.next_pack, list[tuple[int, int, int]]()
         if bulk:

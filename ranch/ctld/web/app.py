@@ -119,7 +119,7 @@ class Web:
         """rbatch's submission: checked, queued, on disk before the reply (and retracted if the
         write fails: never acknowledged, never run), or only checked and queued in tests."""
         if self.durability is None:
-            return self.cluster.jobs.submit(msg)
+            return self.cluster.jobs.submission.submit(msg)
         return await self.durability.submit(msg)
 
     def _read_refusal(self, request: Request, hides: str = "") -> Response | None:
@@ -224,11 +224,12 @@ class Web:
     # builders (protocol.records.job_json / queue_doc).
 
     def _job_records(self, ids: tuple[int, ...] = ()) -> tuple[float, list[dict]]:
-        body = orjson.loads(self.cluster.jobs.list_body(ids))  # the JobList body rqueue reads
+        # the JobList body rqueue reads
+        body = orjson.loads(self.cluster.jobs.listing.list_body(ids))
         return float(body.get("generated_at") or 0.0), body["jobs"]
 
     def _counts(self) -> dict[str, int]:
-        gen = self.cluster.jobs.gen
+        gen = self.cluster.jobs.store.gen
         if self._job_counts[0] != gen:
             self._job_counts = (gen, jobstats.counts(self._job_records()[1]))
         return self._job_counts[1]

@@ -143,7 +143,7 @@ class Live:
         async def frames(write: Callable[[bytes], Any]) -> None:
             await write(b"retry: 3000\n" + frame("hello", {"seq": first, "events": with_events},
                                                  first))
-            jobs = self.cluster.jobs
+            jobs = self.cluster.jobs.store
             seen_gen, quiet = jobs.gen, 0.0
             while True:
                 got = None

@@ -97,7 +97,7 @@ class Pages:
         now, records = self._job_records((int(ident),))
         reader = self._reader(request)
         records = permissions.visible_jobs(self.cluster.config, reader, records)
-        job = self.cluster.jobs.jobs.get(int(ident))
+        job = self.cluster.jobs.store.jobs.get(int(ident))
         if not records or job is None:
             return error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
         rec = records[0]
@@ -149,10 +149,10 @@ class Pages:
         who: Identity = permissions.identify_name(self.cluster.config, user or "")
         ids = (int(ident),)
         if action == "cancel":
-            result = self.cluster.jobs.cancel(
+            result = self.cluster.jobs.commands.cancel(
                 m.CancelJobs(job_ids=ids, user=who.name, uid=who.uid), who)
         else:
-            result = self.cluster.jobs.control(
+            result = self.cluster.jobs.commands.control(
                 m.JobControl(action=action, job_ids=ids, user=who.name, uid=who.uid), who)
         doc = {"ok": result.ok, "job_ids": list(result.job_ids),
                "errors": [{"error": e} for e in result.errors], "user": who.name}

@@ -115,7 +115,7 @@ class Panes:
                     "now": time.time()}, headers={"Cache-Control": "no-cache"})
             msg = m.GetAcct(uids=(reader.uid,), states=states, start=start, end=end)
             hidden = f"PrivateData shows {reader.name} their own jobs only"
-        body = orjson.loads(await self.cluster.jobs.acct_query(msg))
+        body = orjson.loads(await self.cluster.jobs.accounting.query(msg))
         rows = body["jobs"]
         if users:  # also when the query was cut to the reader's own: their name must be named
             rows = [r for r in rows if r.get("user") in users or str(r.get("uid")) in users]

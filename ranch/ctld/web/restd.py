@@ -273,7 +273,7 @@ class Restd:
                                        f"signal {num}: {INVALID_JOB_ID[1]}", "slurm_kill_job")])
         # SIGKILL, slurmrestd's default, is scancel's cancel (Ranch's signal 0: end the job)
         sig = 0 if num == signals.SIGKILL else num
-        result = self.cluster.jobs.cancel(
+        result = self.cluster.jobs.commands.cancel(
             m.CancelJobs(job_ids=(int(ident),), user=who.name, uid=who.uid, signal=sig), who)
         text = "; ".join(result.errors)
         logs.event("http slurmrestd cancel", logging.INFO if result.ok else logging.WARNING,

@@ -4,7 +4,7 @@ Cluster provides them; the web code names these, never Cluster."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # none of these imports the web layer
@@ -13,34 +13,41 @@ if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.ctld.nodes.eventlog import Follower
     from ranch.ctld.nodes.node import NodeRecord
     from ranch.ctld.ports import HealthBreaker, Watch
-    from ranch.ctld.rights import Identity
+    from ranch.ctld.rpc.rpcports import AcctQuery, JobCommanding, JobLists, Submitting
     from ranch.ctld.site import Site
     from ranch.protocol import messages as m
     from ranch.statemachine.policy import Policy
 
 
-class WebJobs(Protocol):
-    """The job store (ctld/jobs/store.py Jobs), as listings read it and slurmrestd's paths
-    submit and cancel through it."""
+class WebJobStore(Protocol):
+    """The job store (ctld/jobs/store.py JobStore), as the page reads it."""
 
     @property
     def gen(self) -> int: ...  # bumped by every change a listing shows
-
-    def list_body(self, ids: Sequence[int] = ()) -> bytes: ...
-    # rbatch's handler, for slurmrestd's job/submit (restd.py)
-    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error: ...
-
-    # The page's job view (ctld/web/pages.py): a job's record for its script and the job table's
-    # dry run, and the commands rcancel and rcontrol hold|release|requeue go through (cancel is
-    # slurmrestd's DELETE job's too).
+    # The page's job view (ctld/web/pages.py): a job's record for its script and the job
+    # table's dry run.
     @property
     def jobs(self) -> Mapping[int, Job]: ...
 
-    def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult: ...
-    def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult: ...
 
+class WebJobs(Protocol):
+    """The job side (ctld/compose/jobs.py JobSide), as listings read it and slurmrestd's paths
+    submit and cancel through it."""
+
+    @property
+    def store(self) -> WebJobStore: ...
+    @property
+    def listing(self) -> JobLists: ...
+    # rbatch's handler, for slurmrestd's job/submit (restd.py)
+    @property
+    def submission(self) -> Submitting: ...
+    # the commands rcancel and rcontrol hold|release|requeue go through (cancel is slurmrestd's
+    # DELETE job's too)
+    @property
+    def commands(self) -> JobCommanding: ...
     # The page's History tab: racct's query (ctld/jobs/acct.py), the AcctList body.
-    async def acct_query(self, msg: m.GetAcct) -> bytes: ...
+    @property
+    def accounting(self) -> AcctQuery: ...
 
 
 class ReservationBook(Protocol):

@@ -1,0 +1,145 @@
+"""The job side built: the job store and each of its components side by side, each given the few
+things it uses (a narrow port of ctld/jobs/ports.py, or plain callables and values). What one
+component does on another's behalf is a closure over the other, built later in this function."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import attrs
+
+from ranch.ctld.jobs.acct import Accounting
+from ranch.ctld.jobs.dependbook import Dependencies
+from ranch.ctld.jobs.inactive import InactiveWatch
+from ranch.ctld.jobs.jobcommands import JobCommands
+from ranch.ctld.jobs.joblisting import JobListing
+from ranch.ctld.jobs.jobreconcile import JobReconciliation, Run
+from ranch.ctld.jobs.jobstart import JobStarts
+from ranch.ctld.jobs.jobsubmit import JobSubmission
+from ranch.ctld.jobs.jobupdate import JobUpdate, RunLimits
+from ranch.ctld.jobs.mail import Mail
+from ranch.ctld.jobs.ports import StoreEvents
+from ranch.ctld.jobs.settings import JobSettings
+from ranch.ctld.jobs.steps import JobSteps
+from ranch.ctld.jobs.store import JobStore
+from ranch.ctld.jobs.willrun import WillRun
+
+if TYPE_CHECKING:
+    from ranch.conf.model import ClusterConfig
+    from ranch.ctld.deadlines import Deadlines
+    from ranch.ctld.jobs.history import FileHistory
+    from ranch.ctld.jobs.jobrecord import Job
+    from ranch.ctld.jobs.ports import NodesForJobs, NodeView
+    from ranch.ctld.site import Site
+    from ranch.ctld.state.changelog import ChangeLog
+    from ranch.protocol import messages as m
+
+
+@attrs.frozen
+class JobSide:
+    """The job store and its components, and what the node side calls on the job side
+    (nodes/ports.py JobsForNodes) as callables of the component that does the work."""
+
+    store: JobStore  # the jobs, the queue, what each node holds; journal records, state file
+    settings: JobSettings
+    submission: JobSubmission  # rbatch, ralloc, rrun: submit, or build/accept/retract
+    starts: JobStarts  # the scheduling pass (run) and launches
+    reconciliation: JobReconciliation  # what nodes report
+    commands: JobCommands  # rcancel, rcontrol's job commands
+    updates: JobUpdate  # rcontrol update JobId=
+    listing: JobListing  # records, JobList bodies
+    steps: JobSteps  # rrun's steps: request, node_ended
+    inactive: InactiveWatch  # the deadline kinds "inactive", "orphan"
+    limits: RunLimits  # the deadline kind "limit"
+    dependencies: Dependencies
+    mail: Mail
+    accounting: Accounting  # racct: query, and the history's writer task (keep)
+    will_run: WillRun  # sbatch --test-only: answer
+    history: FileHistory | None
+    # what the node side calls (the contract of issue 42: nodes/ports.py JobsForNodes)
+    kick: Callable[[], None]
+    node_lost: Callable[..., None]  # (node, requeue, wait=False)
+    heartbeat: Callable[[NodeView, m.Heartbeat], tuple[tuple[int, ...], tuple[Run, ...]]]
+    registered: Callable[[NodeView, m.Register], tuple[tuple[int, ...], tuple[Run, ...]]]
+    started: Callable[[NodeView, m.JobStarted], m.Ack]
+    jobs_holding: Callable[[Sequence[str]], list[tuple[int, list[str]]]]
+    jobs_running_until: Callable[[], dict[str, float]]
+    config_changed: Callable[[ClusterConfig], None]
+
+
+def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[], float],
+               wall: Callable[[], float], deadlines: Deadlines, changes: ChangeLog, site: Site,
+               epoch: int, spawn: Callable[..., None] | None, history: FileHistory | None,
+               programs: Callable[[], None] = lambda: None) -> JobSide:
+    """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
+    after the scheduling pass (power save's flush: a placement may power nodes up)."""
+    settings = JobSettings(config)
+
+    def after_change() -> None:  # a submission's or a command's: the pass, then the programs
+        starts.run()
+        programs()
+
+    def began(job: Job) -> None:
+        mail.notify(job, "BEGIN")
+        inactive.started(job)  # an allocation's command has its limit to speak
+
+    def requeued(job: Job) -> None:
+        steps.requeued(job)
+        mail.notify(job, "REQUEUE")
+
+    def ending(job: Job) -> None:
+        inactive.forget(job)
+        steps.job_ended(job)  # its steps end with it, before the history has it
+
+    def ended(job: Job) -> None:
+        mail.ended(job)
+        accounting.ended(job)  # racct's history: written before the job may be purged
+
+    def rearm(job: Job) -> None:
+        inactive.started(job, restart=True)  # a full InactiveLimit from now
+        limits.arm(job)  # a limit rcontrol update lowered, if any
+
+    def config_changed(new: ClusterConfig) -> None:
+        settings.use(new)
+        store.config_changed()
+
+    events = StoreEvents(
+        launch=lambda job, names: starts.launch(job, names), began=began, requeued=requeued,
+        ending=ending, ended=ended, rearm=rearm, restored=lambda: accounting.restored(),
+        held=lambda job: accounting.held(job))
+    store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
+    mail = Mail(store, settings, spawn)
+    dependencies = Dependencies(store, settings, clock=clock, deadlines=deadlines,
+                                notify=mail.notify)
+    listing = JobListing(store, nodes, wall=wall, dependency=dependencies.shown)
+    accounting = Accounting(store, listing.record, settings, history, wall=wall,
+                            state_changed=changes.state_changed)
+    submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
+                               members=lambda pc: starts.members(pc), record=listing.record,
+                               after_change=after_change)
+    starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
+                       site=site, epoch=epoch, check=submission.check,
+                       dependency_reason=dependencies.reason)
+    inactive = InactiveWatch(store, settings, clock=clock, deadlines=deadlines)
+    limits = RunLimits(store, clock=clock, wall=wall, deadlines=deadlines)
+    steps = JobSteps(store, settings, nodes, wall=wall, never_delivered=starts.never_delivered,
+                     step_ended=inactive.step_ended)
+    reconciliation = JobReconciliation(store, settings, nodes, starts, clock=clock, wall=wall)
+    updates = JobUpdate(store, settings, limits, check=submission.check,
+                        forget_dependency=dependencies.forget)
+    commands = JobCommands(store, settings, updates, cancel_step=steps.cancel,
+                           watched=inactive.watched, alive=inactive.alive,
+                           after_change=after_change)
+    will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
+                       check=submission.check, members=starts.members)
+    return JobSide(
+        store=store, settings=settings, submission=submission, starts=starts,
+        reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
+        steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
+        accounting=accounting, will_run=will_run, history=history,
+        kick=store.kick, node_lost=reconciliation.node_lost,
+        heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,
+        started=reconciliation.started, jobs_holding=listing.jobs_holding,
+        jobs_running_until=listing.running_until, config_changed=config_changed)
+
