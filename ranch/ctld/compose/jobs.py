@@ -77,38 +77,53 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     settings = JobSettings(config)
 
     def after_change() -> None:  # a submission's or a command's: the pass, then the programs
-        starts.run()
+        side.starts.run()
         programs()
 
-    def began(job: Job) -> None:
-        mail.notify(job, "BEGIN")
-        inactive.started(job)  # an allocation's command has its limit to speak
-
-    def requeued(job: Job) -> None:
-        steps.requeued(job)
-        mail.notify(job, "REQUEUE")
-
-    def ending(job: Job) -> None:
-        inactive.forget(job)
-        steps.job_ended(job)  # its steps end with it, before the history has it
-
-    def ended(job: Job) -> None:
-        mail.ended(job)
-        accounting.ended(job)  # racct's history: written before the job may be purged
-
-    def rearm(job: Job) -> None:
-        inactive.started(job, restart=True)  # a full InactiveLimit from now
-        limits.arm(job)  # a limit rcontrol update lowered, if any
-
-    def config_changed(new: ClusterConfig) -> None:
-        settings.use(new)
-        store.config_changed()
-
+    # what follows a change of the store in the components, built after it (`side`)
     events = StoreEvents(
-        launch=lambda job, names: starts.launch(job, names), began=began, requeued=requeued,
-        ending=ending, ended=ended, rearm=rearm, restored=lambda: accounting.restored(),
-        held=lambda job: accounting.held(job))
+        launch=lambda job, names: side.starts.launch(job, names),
+        began=lambda job: _began(side, job), requeued=lambda job: _requeued(side, job),
+        ending=lambda job: _ending(side, job), ended=lambda job: _ended(side, job),
+        rearm=lambda job: _rearm(side, job), restored=lambda: side.accounting.restored(),
+        held=lambda job: side.accounting.held(job))
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
+    side = _components(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
+                       changes=changes, site=site, epoch=epoch, spawn=spawn, history=history,
+                       after_change=after_change)
+    return side
+
+
+def _began(side: JobSide, job: Job) -> None:
+    side.mail.notify(job, "BEGIN")
+    side.inactive.started(job)  # an allocation's command has its limit to speak
+
+
+def _requeued(side: JobSide, job: Job) -> None:
+    side.steps.requeued(job)
+    side.mail.notify(job, "REQUEUE")
+
+
+def _ending(side: JobSide, job: Job) -> None:
+    side.inactive.forget(job)
+    side.steps.job_ended(job)  # its steps end with it, before the history has it
+
+
+def _ended(side: JobSide, job: Job) -> None:
+    side.mail.ended(job)
+    side.accounting.ended(job)  # racct's history: written before the job may be purged
+
+
+def _rearm(side: JobSide, job: Job) -> None:
+    side.inactive.started(job, restart=True)  # a full InactiveLimit from now
+    side.limits.arm(job)  # a limit rcontrol update lowered, if any
+
+
+def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, *,
+                clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
+                changes: ChangeLog, site: Site, epoch: int, spawn: Callable[..., None] | None,
+                history: FileHistory | None, after_change: Callable[[], None]) -> JobSide:
+    """The store's components, each given what it uses of the others."""
     mail = Mail(store, settings, spawn)
     dependencies = Dependencies(store, settings, clock=clock, deadlines=deadlines,
                                 notify=mail.notify)
@@ -133,6 +148,11 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
                            after_change=after_change)
     will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
                        check=submission.check, members=starts.members)
+
+    def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
+        settings.use(new)
+        store.config_changed()
+
     return JobSide(
         store=store, settings=settings, submission=submission, starts=starts,
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
@@ -142,4 +162,3 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,
         started=reconciliation.started, jobs_holding=listing.jobs_holding,
         jobs_running_until=listing.running_until, config_changed=config_changed)
-

@@ -75,7 +75,8 @@ class Dependencies:
 
     def forget(self, job: Any) -> None:
         """The job's dependency changed (rcontrol update Dependency=): judged afresh."""
-        self._book.pop(job.id, None)
+        if job.id in self._book:
+            del self._book[job.id]
 
     def verdict(self, job: Any, wall: float) -> Verdict | None:
         """None when the job may start as far as its dependencies go; else why it waits. Once
