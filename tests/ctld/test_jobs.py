@@ -280,7 +280,7 @@ async def test_job_on_powered_down_node_configures_until_it_registers(autojump_c
         j = cluster.jobs.submission.submit(job(num_nodes=2)).job_id
         assert rec(cluster, j)["state"] == "CONFIGURING"
         assert runs[-1] == ("resume", "n1,n2")
-        assert cluster.jobs_holding(["n2"]) == [(j, ["n1", "n2"])]
+        assert cluster.jobs.jobs_holding(["n2"]) == [(j, ["n1", "n2"])]
         _, c1 = register(cluster, "n1")
         assert rec(cluster, j)["state"] == "CONFIGURING"
         _, c2 = register(cluster, "n2")

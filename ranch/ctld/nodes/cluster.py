@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
@@ -423,9 +423,6 @@ class Cluster:
                 nodes: list[str] = part["nodes"]
                 return nodes
         return None
-
-    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
-        return self.jobs.jobs_holding(names)
 
     # -- admin requests --------------------------------------------------------------------
 
