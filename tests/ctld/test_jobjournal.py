@@ -274,7 +274,7 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
     jobs.store.touch(legacy)
     assert await d.save_snapshot()
     assert jobbulk.packs(str(tmp_path)) == []
-    assert d.cluster.jobs.starts._bulk(legacy) == ("#!/bin/sh\necho legacy\n", (("L", "1"),))
+    assert d.cluster.jobs.launcher._bulk(legacy) == ("#!/bin/sh\necho legacy\n", (("L", "1"),))
     r = jobs.commands.cancel(m.CancelJobs(job_ids=(legacy.id,), user="alice", uid=1000))
     assert r.ok, r.errors
     acct.flush_now(jobs.history)

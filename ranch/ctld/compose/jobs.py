@@ -18,6 +18,7 @@ from ranch.ctld.jobs.jobreconcile import JobReconciliation, Run
 from ranch.ctld.jobs.jobstart import JobStarts
 from ranch.ctld.jobs.jobsubmit import JobSubmission
 from ranch.ctld.jobs.jobupdate import JobUpdate, RunLimits
+from ranch.ctld.jobs.launches import Launcher
 from ranch.ctld.jobs.mail import Mail
 from ranch.ctld.jobs.ports import StoreEvents
 from ranch.ctld.jobs.settings import JobSettings
@@ -44,7 +45,8 @@ class JobSide:
     store: JobStore  # the jobs, the queue, what each node holds; journal records, state file
     settings: JobSettings
     submission: JobSubmission  # rbatch, ralloc, rrun: submit, or build/accept/retract
-    starts: JobStarts  # the scheduling pass (run) and launches
+    starts: JobStarts  # the scheduling pass (run)
+    launcher: Launcher  # LaunchJob, and the runs a node has not named yet
     reconciliation: JobReconciliation  # what nodes report
     commands: JobCommands  # rcancel, rcontrol's job commands
     updates: JobUpdate  # rcontrol update JobId=
@@ -75,22 +77,17 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass (power save's flush: a placement may power nodes up)."""
     settings = JobSettings(config)
-
-    def after_change() -> None:  # a submission's or a command's: the pass, then the programs
-        side.starts.run()
-        programs()
-
-    # what follows a change of the store in the components, built after it (`side`)
+    launcher = Launcher(settings, nodes, site=site, epoch=epoch)
+    # what follows a change of the store in the components built after it (`side`)
     events = StoreEvents(
-        launch=lambda job, names: side.starts.launch(job, names),
-        began=lambda job: _began(side, job), requeued=lambda job: _requeued(side, job),
-        ending=lambda job: _ending(side, job), ended=lambda job: _ended(side, job),
-        rearm=lambda job: _rearm(side, job), restored=lambda: side.accounting.restored(),
-        held=lambda job: side.accounting.held(job))
+        launch=launcher.launch, began=lambda job: _began(side, job),
+        requeued=lambda job: _requeued(side, job), ending=lambda job: _ending(side, job),
+        ended=lambda job: _ended(side, job), rearm=lambda job: _rearm(side, job),
+        restored=lambda: side.accounting.restored(), held=lambda job: side.accounting.held(job))
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
-    side = _components(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
-                       changes=changes, site=site, epoch=epoch, spawn=spawn, history=history,
-                       after_change=after_change)
+    side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
+                       deadlines=deadlines, changes=changes, spawn=spawn, history=history,
+                       programs=programs)
     return side
 
 
@@ -119,33 +116,35 @@ def _rearm(side: JobSide, job: Job) -> None:
     side.limits.arm(job)  # a limit rcontrol update lowered, if any
 
 
-def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, *,
-                clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
-                changes: ChangeLog, site: Site, epoch: int, spawn: Callable[..., None] | None,
-                history: FileHistory | None, after_change: Callable[[], None]) -> JobSide:
-    """The store's components, each given what it uses of the others."""
+def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, launcher: Launcher,
+                *, clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
+                changes: ChangeLog, spawn: Callable[..., None] | None,
+                history: FileHistory | None, programs: Callable[[], None]) -> JobSide:
+    """The store's components, each given what it uses of the others (bound methods, so that
+    a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
     dependencies = Dependencies(store, settings, clock=clock, deadlines=deadlines,
                                 notify=mail.notify)
     listing = JobListing(store, nodes, wall=wall, dependency=dependencies.shown)
     accounting = Accounting(store, listing.record, settings, history, wall=wall,
                             state_changed=changes.state_changed)
-    submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
-                               members=lambda pc: starts.members(pc), record=listing.record,
-                               after_change=after_change)
     starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
-                       site=site, epoch=epoch, check=submission.check,
+                       check=lambda req: submission.check(req),
                        dependency_reason=dependencies.reason)
+    submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
+                               members=starts.members, record=listing.record,
+                               run_pass=starts.run, programs=programs)
     inactive = InactiveWatch(store, settings, clock=clock, deadlines=deadlines)
     limits = RunLimits(store, clock=clock, wall=wall, deadlines=deadlines)
-    steps = JobSteps(store, settings, nodes, wall=wall, never_delivered=starts.never_delivered,
-                     step_ended=inactive.step_ended)
-    reconciliation = JobReconciliation(store, settings, nodes, starts, clock=clock, wall=wall)
+    steps = JobSteps(store, settings, nodes, wall=wall,
+                     never_delivered=launcher.never_delivered, step_ended=inactive.step_ended)
+    reconciliation = JobReconciliation(store, settings, nodes, launcher,
+                                       try_launch=starts.try_launch, clock=clock, wall=wall)
     updates = JobUpdate(store, settings, limits, check=submission.check,
                         forget_dependency=dependencies.forget)
     commands = JobCommands(store, settings, updates, cancel_step=steps.cancel,
                            watched=inactive.watched, alive=inactive.alive,
-                           after_change=after_change)
+                           run_pass=starts.run, programs=programs)
     will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
                        check=submission.check, members=starts.members)
 
@@ -154,7 +153,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, *,
         store.config_changed()
 
     return JobSide(
-        store=store, settings=settings, submission=submission, starts=starts,
+        store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
         accounting=accounting, will_run=will_run, history=history,

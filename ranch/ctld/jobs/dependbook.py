@@ -75,8 +75,7 @@ class Dependencies:
 
     def forget(self, job: Any) -> None:
         """The job's dependency changed (rcontrol update Dependency=): judged afresh."""
-        if job.id in self._book:
-            del self._book[job.id]
+        self._book.pop(job.id, None)
 
     def verdict(self, job: Any, wall: float) -> Verdict | None:
         """None when the job may start as far as its dependencies go; else why it waits. Once

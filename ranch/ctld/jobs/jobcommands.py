@@ -27,17 +27,18 @@ class JobCommands:
     def __init__(self, jobs: JobDoor, settings: JobSettings, updates: JobUpdate, *,
                  cancel_step: Callable[[Job, int, int], str | None],
                  watched: Callable[[Job], bool], alive: Callable[[Job], None],
-                 after_change: Callable[[], None]) -> None:
+                 run_pass: Callable[[], None], programs: Callable[[], None]) -> None:
         """`cancel_step`: rcancel N.S (ctld/jobs/steps.py); `watched`, `alive`: an allocation's
-        holder (ctld/jobs/inactive.py); `after_change`: what a change makes due (the
-        scheduling pass, then the programs it asked for)."""
+        holder (ctld/jobs/inactive.py); `run_pass`: the scheduling pass, if one is due;
+        `programs`: then the node side's programs it asked for."""
         self._jobs = jobs
         self._settings = settings
         self.updates = updates
         self._cancel_step = cancel_step
         self._watched = watched
         self._alive = alive
-        self._after_change = after_change
+        self._run_pass = run_pass
+        self._programs = programs
 
     def _actor(self, msg: m.CancelJobs | m.JobControl, actor: Identity | None) -> Identity:
         """Who asks (ctld/rpc/permissions.py acting); None: the user the request names."""
@@ -121,7 +122,8 @@ class JobCommands:
         self._jobs.tidy()
         logs.event("cancel", jobs=",".join(map(str, done)) or "-", user=msg.user or "-",
                    signal=msg.signal, refused=len(errors))
-        self._after_change()
+        self._run_pass()
+        self._programs()
         return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
 
     def alive(self, msg: m.JobControl, actor: Identity) -> m.JobResult:
@@ -164,7 +166,8 @@ class JobCommands:
         self._jobs.tidy()
         logs.event("job update", jobs=",".join(map(str, done)) or "-", user=msg.user or "-",
                    keys=",".join(k for k, _ in msg.updates), refused=len(errors))
-        self._after_change()
+        self._run_pass()
+        self._programs()
         return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(dict.fromkeys(errors)))
 
     def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult:
@@ -212,7 +215,8 @@ class JobCommands:
         self._jobs.tidy()
         logs.event("job control", action=action, jobs=",".join(map(str, done)) or "-",
                    user=msg.user or "-", refused=len(errors))
-        self._after_change()
+        self._run_pass()
+        self._programs()
         return m.JobResult(ok=not errors, job_ids=tuple(done), errors=tuple(errors))
 
 

@@ -20,6 +20,7 @@ from ranch.statemachine import events
 from ranch.statemachine import jobevents as je
 
 if TYPE_CHECKING:
+    from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.jobs.ports import JobDoor, Launches, NodesForJobs, NodeView
     from ranch.ctld.jobs.settings import JobSettings
 
@@ -45,12 +46,15 @@ class JobReconciliation:
     """What nodes report, laid against the job store."""
 
     def __init__(self, jobs: JobDoor, settings: JobSettings, nodes: NodesForJobs,
-                 starts: Launches, *, clock: Callable[[], float],
-                 wall: Callable[[], float]) -> None:
+                 launches: Launches, *, try_launch: Callable[[Job], None],
+                 clock: Callable[[], float], wall: Callable[[], float]) -> None:
+        """`try_launch`: a CONFIGURING job launched if its nodes are all up now
+        (ctld/jobs/jobstart.py)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
-        self.starts = starts
+        self._launches = launches
+        self._try_launch = try_launch
         self._clock = clock
         self._wall = wall
         # node -> {job id: when its beats were first seen still running the ended run}
@@ -91,7 +95,7 @@ class JobReconciliation:
     def started(self, node: NodeView, msg: m.JobStarted) -> m.Ack:
         """A node confirms it launched a run (its start time is the job's)."""
         job = self._jobs.jobs.get(msg.job_id)
-        self.starts.heard(node.name, ((msg.job_id, msg.restarts),))
+        self._launches.heard(node.name, ((msg.job_id, msg.restarts),))
         if job is not None:
             self._jobs.apply(job, je.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
         return m.Ack()
@@ -124,7 +128,7 @@ class JobReconciliation:
         seen = self._missing.pop(name, {})
         if use is None or not use.jobs:
             if not beat:
-                self.starts.forget_unheard(name, ())
+                self._launches.forget_unheard(name, ())
             return
         now, grace_s = self._clock(), self._settings.missing_grace
         interval = self._settings.config.timeouts.heartbeat_interval
@@ -138,13 +142,13 @@ class JobReconciliation:
             current.append(run)
             if holds(runs, jid, job.restarts) or run in ended:
                 continue
-            if not beat and job.state == RUNNING and self.starts.never_delivered(name, job):
+            if not beat and job.state == RUNNING and self._launches.never_delivered(name, job):
                 # never reached the node: the same run again, not a requeue (a requeue here
                 # burnt a restart per try while the node refused our frames, and the job
                 # never ran)
                 logs.event("launch never reached the node: sent again", logging.WARNING,
                            node=name, job=job.id, run=job.restarts)
-                self.starts.launch(job, (name,))
+                self._launches.launch(job, (name,))
                 continue
             if beat:
                 since = missing[run] = seen.get(run, now)
@@ -158,7 +162,7 @@ class JobReconciliation:
         if missing:
             self._missing[name] = missing
         if not beat:
-            self.starts.forget_unheard(name, current)
+            self._launches.forget_unheard(name, current)
 
     def heartbeat(self, node: NodeView, msg: m.Heartbeat) -> tuple[tuple[int, ...],
                                                                      tuple[Run, ...]]:
@@ -168,7 +172,7 @@ class JobReconciliation:
             self.ended(node, msg.jobs_ended)
         runs = reported_runs(msg.job_ids, msg.runs)
         ended = {(e.job_id, e.restarts) for e in msg.jobs_ended}
-        self.starts.heard(node.name, runs | ended)
+        self._launches.heard(node.name, runs | ended)
         self._look_for_missing(node, runs, ended, beat=True)
         if runs or node.name in self._still_running:
             self._kill_again(node.name, runs)
@@ -206,14 +210,14 @@ class JobReconciliation:
             self.ended(node, msg.jobs_ended)
         runs = reported_runs(msg.job_ids, msg.runs)
         ended = {(e.job_id, e.restarts) for e in msg.jobs_ended}
-        self.starts.heard(name, runs | ended)
+        self._launches.heard(name, runs | ended)
         # The node does not hold it and did not report its end: lost with the old rnoded (or
         # its LaunchJob went to a dead connection).
         self._look_for_missing(node, runs, ended, beat=False)
         for jid in sorted(use.jobs) if (use := self._jobs.uses.get(name)) else ():
             job = self._jobs.jobs.get(jid)
             if job is not None:
-                self.starts.try_launch(job)
+                self._try_launch(job)
         self._jobs.sync_node(name)  # an allocation its earlier state refused (UNKNOWN at restart)
         self._jobs.kick()
         return self._stale(name, runs)

@@ -80,10 +80,10 @@ class JobSubmission:
     def __init__(self, jobs: Intake, settings: JobSettings, nodes: NodesForJobs, *,
                  clock: Callable[[], float], wall: Callable[[], float],
                  members: Callable[[Any], list[Any]], record: Callable[[Job], dict[str, Any]],
-                 after_change: Callable[[], None]) -> None:
+                 run_pass: Callable[[], None], programs: Callable[[], None]) -> None:
         """`members`: a partition's nodes in placement order (ctld/jobs/jobstart.py); `record`:
-        a job's listing record (ralloc's first look); `after_change`: what a change makes due
-        (the scheduling pass, then the programs it asked for)."""
+        a job's listing record (ralloc's first look); `run_pass`: the scheduling pass, if one is
+        due; `programs`: then the node side's programs it asked for (a resume)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -91,7 +91,8 @@ class JobSubmission:
         self._wall = wall
         self._members = members
         self._record = record
-        self._after_change = after_change
+        self._run_pass = run_pass
+        self._programs = programs
         self._maps: dict[str, tuple[list[Any], dict[str, Any]]] = {}
         self._fits: dict[tuple[Any, ...], tuple[dict[str, Any], Need | m.Error]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
@@ -172,7 +173,8 @@ class JobSubmission:
         # reads every pending job, so a queue of held jobs made each submission O(queue)).
         if not all(job.held for job in built):
             self._jobs.kick()
-        self._after_change()  # the scheduling pass, then any resume program it asked for
+        self._run_pass()
+        self._programs()  # any resume program the pass asked for
         for job in built:
             if req.allocation and job.state != PENDING:  # placed (or failed) at once
                 job.accrued = False
