@@ -89,7 +89,7 @@ async def put_events(store: EtcdStore, batch: list[dict[str, Any]],
 
 class ReplicatedHistory(FileHistory):
     """FileHistory whose writes and prunes also go to etcd, from the worker thread that makes
-    them (ctld/jobs/acct.py's keep_history). A write that cannot reach etcd fails whole, so its
+    them (ctld/jobs/acct.py's Accounting.keep). A write that cannot reach etcd fails whole, so its
     jobs stay in the snapshot and are offered again (the local copy is checked then)."""
 
     def __init__(self, directory: str, store: EtcdStore) -> None:

@@ -1,4 +1,4 @@
-"""The page's History tab and event timeline: racct's query (GetAcct through Jobs.acct_query, cut
+"""The page's History tab and event timeline: racct's query (GetAcct through Accounting.query, cut
 by PrivateData as ctld/rpc/permissions.py cuts racct's) and `rcontrol events`' log (EventLog.query,
 refused to a non-admin under PrivateData=nodes|events as the RPC is), each record given the
 timeline's category (drain, resume, reboot, health, guard, controller, ...)."""
