@@ -32,7 +32,7 @@ class Job:
     req_nodes: tuple[str, ...] = ()  # -w, expanded
     exc_nodes: tuple[str, ...] = ()  # -x, expanded
     stdout: str = ""
-    state: JobState = PENDING  # assigned by ctld/jobs/store.py Jobs._apply alone (the job table's)
+    state: JobState = PENDING  # assigned by JobStore.apply alone (the job table's)
     reason: str = "None"
     held: str = ""  # "" | "user" | "admin" | "requeue" (rcontrol requeuehold)
     start_time: float | None = None

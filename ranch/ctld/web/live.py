@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 MAX_STREAMS = 64  # open pages at once; each holds a connection, a task and a bounded queue
 KEEPALIVE = 15.0  # seconds between comments on a quiet stream (proxies close idle ones)
-JOBS_CHECK = 2.0  # seconds between looks at Jobs.gen on a quiet stream (the header's counts)
+JOBS_CHECK = 2.0  # seconds between looks at JobStore.gen on a quiet stream (the header's counts)
 COALESCE = 0.2  # seconds a batch waits for more: a burst of changes is one frame
 STREAM_SECONDS = 600.0  # a stream ends after this; the page reconnects (Last-Event-ID)
 
@@ -159,7 +159,7 @@ class Live:
                     self.frames_sent += 1
                     continue
                 # No event: a job submitted or ended without a node changing state still
-                # changes the header's counts (Jobs.gen says so: one integer looked at)
+                # changes the header's counts (JobStore.gen says so: one integer looked at)
                 quiet += JOBS_CHECK
                 if jobs.gen != seen_gen:
                     seen_gen, quiet = jobs.gen, 0.0

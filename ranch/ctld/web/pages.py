@@ -1,6 +1,6 @@
 """The page's node panel, job page and job buttons: the records rinfo, rqueue and rcontrol read,
 cut by the reader's rights as the CLI's are (PrivateData), with the actions the transition tables
-accept (ctld/web/actions.py); a job command goes through Jobs.cancel/control, rcancel's and
+accept (ctld/web/actions.py); a job command goes through JobCommands.cancel/control, rcancel's and
 rcontrol's own path, as the token's user."""
 
 from __future__ import annotations
