@@ -73,9 +73,10 @@ class JobSide:
 def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[], float],
                wall: Callable[[], float], deadlines: Deadlines, changes: ChangeLog, site: Site,
                epoch: int, spawn: Callable[..., None] | None, history: FileHistory | None,
-               programs: Callable[[], None] = lambda: None) -> JobSide:
+               programs: Callable[[], None]) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
-    after the scheduling pass (power save's flush: a placement may power nodes up)."""
+    after the scheduling pass that a submission or a command runs (power save's flush: a
+    placement may power nodes up)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
