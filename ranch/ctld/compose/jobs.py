@@ -4,20 +4,22 @@ component does on another's behalf is a closure over the other, built later in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from ranch.ctld.jobs import inactive as allocations
 from ranch.ctld.jobs.acct import Accounting
 from ranch.ctld.jobs.dependbook import Dependencies
 from ranch.ctld.jobs.inactive import InactiveWatch
 from ranch.ctld.jobs.jobcommands import JobCommands
 from ranch.ctld.jobs.joblisting import JobListing
 from ranch.ctld.jobs.jobreconcile import JobReconciliation, Run
+from ranch.ctld.jobs.jobrecord import BEGIN_KEY
 from ranch.ctld.jobs.jobstart import JobStarts
 from ranch.ctld.jobs.jobsubmit import JobSubmission
-from ranch.ctld.jobs.jobupdate import JobUpdate, RunLimits
+from ranch.ctld.jobs.jobupdate import LIMIT_KIND, JobUpdate, RunLimits
 from ranch.ctld.jobs.launches import Launcher
 from ranch.ctld.jobs.mail import Mail
 from ranch.ctld.jobs.ports import StoreEvents
@@ -68,6 +70,60 @@ class JobSide:
     jobs_holding: Callable[[Sequence[str]], list[tuple[int, list[str]]]]
     jobs_running_until: Callable[[], dict[str, float]]
     config_changed: Callable[[ClusterConfig], None]
+
+
+class RegistryDoors(Protocol):
+    """What the job side reads and calls of the node registry (the rest of NodesForJobs: the
+    reservations' windows, given apart)."""
+
+    @property
+    def nodes(self) -> Mapping[str, NodeView]: ...
+    @property
+    def members_gen(self) -> int: ...
+
+    def partition_nodes(self, name: str) -> list[str] | None: ...
+    def set_use(self, name: str, cpus: int, mem: int, gpus: tuple[int, ...],
+                completing: bool) -> None: ...
+    def push(self, name: str, msg: Any) -> bool: ...
+    def apply_event(self, node: Any, event: Any) -> tuple[bool, str | None]: ...
+
+
+class NodesOf:
+    """The node side as the job side reads it (ctld/jobs/ports.py NodesForJobs): the registry's
+    doors, and the reservations' `blocked` (built after the job side: a closure)."""
+
+    def __init__(self, registry: RegistryDoors,
+                 blocked: Callable[[float | None, float], frozenset[str]]) -> None:
+        self._registry = registry
+        self.partition_nodes = registry.partition_nodes
+        self.set_use = registry.set_use
+        self.push = registry.push
+        self.apply_event = registry.apply_event
+        self.blocked = blocked
+
+    @property
+    def nodes(self) -> Mapping[str, NodeView]:  # replaced by a reconfigure: read it each time
+        return self._registry.nodes
+
+    @property
+    def members_gen(self) -> int:
+        return self._registry.members_gen
+
+
+def on_deadline(side: JobSide, name: Any, kind: str) -> bool:
+    """The deadline dispatcher's share for the job side: a job's deadline came (True), or the
+    key is none of the job side's (False)."""
+    if kind == BEGIN_KEY[1]:  # a pending job's BeginTime (or after:ID+MIN) came
+        side.kick()
+    elif kind == allocations.KIND:  # an allocation's command went silent
+        side.inactive.fired(name)
+    elif kind == allocations.ORPHAN:  # rrun's step ended and rrun did not release it
+        side.inactive.orphaned(name)
+    elif kind == LIMIT_KIND:  # a running job's lowered time limit
+        side.limits.fired(name)
+    else:
+        return False
+    return True
 
 
 def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[], float],

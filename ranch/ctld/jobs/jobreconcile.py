@@ -168,6 +168,8 @@ class JobReconciliation:
                                                                      tuple[Run, ...]]:
         """Endings in a heartbeat, jobs it should run and does not (lost after a grace time),
         and the runs it has that are not its own any more."""
+        if not (msg.job_ids or msg.jobs_ended or node.name in self._jobs.uses):
+            return (), ()  # the hot path: a beat naming no job, of a node holding none
         if msg.jobs_ended:
             self.ended(node, msg.jobs_ended)
         runs = reported_runs(msg.job_ids, msg.runs)

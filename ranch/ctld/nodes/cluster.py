@@ -17,7 +17,7 @@ import trio
 from ranch import __version__
 from ranch.conf.model import ClusterConfig, NodeConfig
 from ranch.ctld import logs
-from ranch.ctld.compose.jobs import build_jobs
+from ranch.ctld.compose.jobs import NodesOf, build_jobs, on_deadline
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.jobs.history import FileHistory
 from ranch.ctld.nodes import (
@@ -160,11 +160,15 @@ class Cluster:
         for ncfg in config.nodes:
             self.nodes[ncfg.name] = self._new_node(ncfg, now)
         # batch jobs and the allocations they make (ctld/compose/jobs.py)
-        self.jobs = build_jobs(self, config=config, clock=clock, wall=wall,
+        def blocked(limit: float | None, now: float) -> frozenset[str]:  # reservations: below
+            return self.reservations.blocked(limit, now)
+
+        nodes_for_jobs = NodesOf(self, blocked=blocked)
+        self.jobs = build_jobs(nodes_for_jobs, config=config, clock=clock, wall=wall,
                                deadlines=self.deadlines, changes=self.changes, site=self.site,
                                epoch=epoch, spawn=spawn, history=history,
                                programs=self.power.flush)
-        self.reservations = Reservations(self)  # maintenance windows (ctld/nodes/reservations.py)
+        self.reservations: Reservations = Reservations(self)  # maintenance windows
 
     # -- configuration ---------------------------------------------------------------------
 
@@ -339,17 +343,7 @@ class Cluster:
             if (name, kind) == RESV_DEADLINE:  # a reservation's window opens or closes
                 self.reservations.refresh()
                 continue
-            if kind == "begin":  # a pending job's BeginTime came (ctld/jobs/store.py BEGIN_KEY)
-                self.jobs.kick()
-                continue
-            if kind == "inactive":  # an allocation's command went silent (ctld/jobs/inactive.py)
-                self.jobs.inactive.fired(name)
-                continue
-            if kind == "orphan":  # rrun's step ended and rrun did not release its allocation
-                self.jobs.inactive.orphaned(name)
-                continue
-            if kind == "limit":  # a running job's updated time limit (ctld/jobs/jobupdate.py)
-                self.jobs.limits.fired(name)
+            if on_deadline(self.jobs, name, kind):  # a job's (ctld/compose/jobs.py)
                 continue
             node = self.nodes.get(name)
             if node is None:
@@ -439,11 +433,6 @@ class Cluster:
         reply = self.reservations.handle(msg)
         self.flush_programs()
         return reply
-
-    def blocked(self, limit_s: float | None, now: float) -> frozenset[str]:
-        """The nodes a reservation holds for a job of this time limit (ctld/jobs/ports.py
-        NodesForJobs: what the scheduling pass asks of the node side)."""
-        return self.reservations.blocked(limit_s, now)
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
         return self.views.snapshot(metrics)

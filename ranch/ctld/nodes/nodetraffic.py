@@ -118,9 +118,7 @@ def heartbeat(c: Registry, msg: m.Heartbeat, conn: Pusher | None = None) -> Any:
         c.apply_event(node, events.HeartbeatReceived(now=node.last_heartbeat))
     if msg.health is not None and msg.health != node.health:
         health(c, node, msg.health)
-    jobs = c.jobs
-    kill, kill_runs = (jobs.heartbeat(node, msg) if msg.job_ids or msg.jobs_ended
-                       or node.name in jobs.store.uses else ((), ()))
+    kill, kill_runs = c.jobs.heartbeat(node, msg)
     if c.power.pending or c.jobs.store.kicked:
         c.flush_programs()
     return m.HeartbeatReply(node_state=node.complete, config_hash=c.config.config_hash,
