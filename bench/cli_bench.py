@@ -83,10 +83,11 @@ def allocated_state(conf_path: Path, state_dir: Path, nodes: int) -> int:
                                      SilentNode(name))
             assert reply.accepted, reply.reason
         for name, cpus in allocs:
-            r = cluster.jobs.submit(m.SubmitJob("#!/bin/sh\nsleep 1000\n", "bench", 1000, 1000,
-                                                "/tmp", nodelist=name, cpus_per_task=cpus))
+            r = cluster.jobs.submission.submit(m.SubmitJob(
+                "#!/bin/sh\nsleep 1000\n", "bench", 1000, 1000, "/tmp", nodelist=name,
+                cpus_per_task=cpus))
             assert isinstance(r, m.SubmitReply), r
-        running = sum(j.state.name == "RUNNING" for j in cluster.jobs.jobs.values())
+        running = sum(j.state.name == "RUNNING" for j in cluster.jobs.store.jobs.values())
         assert running == len(allocs), f"{running} of {len(allocs)} jobs running"
         state_dir.mkdir(exist_ok=True)
         doc = cluster.save_doc()

@@ -28,7 +28,6 @@ import orjson
 import trio
 
 from ranch.ctld.daemon import Daemon
-from ranch.ctld.jobs import jobfields
 from ranch.protocol import messages as m
 from ranch.protocol.codec import converter
 from tests.ctld.helpers import make_config
@@ -62,17 +61,17 @@ async def run(n: int, env_vars: int) -> None:
         cpu = (time.process_time() - cpu0) / n * 1000
         print(f"CPU per 1,000 submissions (journal, snapshots, packs): {cpu:.2f} s")
         t0 = time.process_time()
-        jobfields.list_body(jobs, READS)
+        jobs.listing.list_fields(READS)
         t1 = time.process_time()
-        jobs.touch(next(iter(jobs.jobs.values())))
-        jobfields.list_body(jobs, READS)
+        jobs.store.touch(next(iter(jobs.store.jobs.values())))
+        jobs.listing.list_fields(READS)
         t2 = time.process_time()
         print(f"rqueue's cut listing: every job {1e3 * (t1 - t0):.1f} ms, "
               f"after one changed {1e3 * (t2 - t1):.1f} ms")
-        jobs.list_body()
+        jobs.listing.list_body()
         t3 = time.process_time()
-        jobs.touch(next(iter(jobs.jobs.values())))
-        jobs.list_body()
+        jobs.store.touch(next(iter(jobs.store.jobs.values())))
+        jobs.listing.list_body()
         t4 = time.process_time()
         print(f"the full list (show job, --json, HTTP): every job {1e3 * (t3 - t2):.1f} ms, "
               f"after one changed {1e3 * (t4 - t3):.1f} ms")
@@ -89,9 +88,9 @@ async def run(n: int, env_vars: int) -> None:
         await d.saver.save_snapshot()
         await d.saver.save_snapshot()
         print(f"heap per job, bulk packed: {heap(base, n):,.0f} B")
-        jobfields.list_body(jobs, READS)
+        jobs.listing.list_fields(READS)
         print(f"heap per job, after rqueue's listing: {heap(base, n):,.0f} B")
-        jobs.list_body()
+        jobs.listing.list_body()
         print(f"heap per job, after the full list too: {heap(base, n):,.0f} B")
         tracemalloc.stop()
 

@@ -62,7 +62,7 @@ def add_jobs(cluster, total: int, state_dir: str) -> int:
 
     live = total // 5
     for i in range(live):
-        cluster.jobs.submit(m.SubmitJob("#!/bin/sh\ntrue\n", "alice", 1000, 1000, "/tmp",
+        cluster.jobs.submission.submit(m.SubmitJob("#!/bin/sh\ntrue\n", "alice", 1000, 1000, "/tmp",
                                         name=f"q{i}", account="physics"))
     history = FileHistory(state_dir)
     end0 = 1.7e9

@@ -65,7 +65,10 @@ def web_ports(c: Controller) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, Re
     guards and stalls /metrics reports, the site."""
     live = c.liveness
     front_side = front(c)  # the nodes' view and the admin requests, under the names web reads
-    return (front_side, c.jobs, c.eventlog, front_side, c.reservations,
+    side = c.jobs
+    jobs = WebJobs(side.store, side.listing.list_body, side.submission.submit,
+                   side.commands.cancel, side.commands.control, side.accounting.query)
+    return (front_side, jobs, c.eventlog, front_side, c.reservations,
             Health((live.guard, c.drain_guard), live.stalls), c.site)
 
 
@@ -138,9 +141,9 @@ class Daemon:
                      else ReplicatedHistory(history_dir, self.store)),
             on_events_unsaved=events.set)
         self.cluster = front(ctl)  # the owners' doors for the rpc server (ctld/compose/front.py)
-        self.durability = Durability(ctl.journal_records, ctl.jobs,
+        self.durability = Durability(ctl.journal_records, ctl.jobs.submission,
                                      self.changes, self.store, outbox)
-        self.saver = Saver(ctl.save_doc, ctl.jobs, ctl.eventlog,
+        self.saver = Saver(ctl.save_doc, ctl.jobs.store, ctl.eventlog,
                            self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
                            in_thread=save_in_thread,
@@ -164,7 +167,7 @@ class Daemon:
         if ctl.jobs.history is not None:
             ctl.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
-        jobs = ctl.jobs
+        jobs = ctl.jobs.store
         if doc is None and not records:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
@@ -215,8 +218,7 @@ class Daemon:
                 nursery.start_soon(self.durability.run_outbox)
                 nursery.start_soon(self.store.commits.run)
                 nursery.start_soon(self.saver.run_events)
-                nursery.start_soon(acct.keep_history, ctl.jobs, ctl.jobs.history,
-                                   self.saver.in_thread)
+                nursery.start_soon(ctl.jobs.accounting.keep, self.saver.in_thread)
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(ctl.power.remove_stale_files)
                 if ctl.registry.config.http.listen:  # issue 15: rctld over HTTP

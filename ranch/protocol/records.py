@@ -190,8 +190,8 @@ def _exit_code(j: dict) -> dict:
 
 
 def job_json(j: dict) -> dict:
-    """One job record (ranch.ctld.jobs.store.Jobs.record) in the field names and number objects
-    of Slurm's data_parser, as squeue --json and scontrol show job --json print it."""
+    """One job record (ranch.ctld.jobs.joblisting.JobListing.record) in the field names and number
+    objects of Slurm's data_parser, as squeue --json and scontrol show job --json print it."""
     st = j["state"]
     limit = j.get("time_limit")
     return {

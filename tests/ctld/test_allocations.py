@@ -25,14 +25,14 @@ def alloc(**kw) -> m.SubmitJob:
 
 def complete(cluster: Cluster, job_id: int, code: int = 0, sig: int = 0, *, user: str = "alice",
              uid: int = 1000) -> m.JobResult:
-    return cluster.jobs.control(m.JobControl("complete", (job_id,), user, uid, exit_code=code,
-                                             signal=sig))
+    return cluster.jobs.commands.control(m.JobControl("complete", (job_id,), user, uid,
+                                                      exit_code=code, signal=sig))
 
 
 async def test_an_allocation_holds_every_node_and_ends_with_its_commands_exit_code() -> None:
     cluster = Cluster(make_config(), wall=wall)
     conns = up(cluster, "n1", "n2")
-    j = cluster.jobs.submit(alloc(num_nodes=2, ntasks=3)).job_id
+    j = cluster.jobs.submission.submit(alloc(num_nodes=2, ntasks=3)).job_id
     r = rec(cluster, j)
     # 3 tasks on 2 nodes hold 2 CPUs and 1, as Slurm lays them (tests/conformance)
     assert (r["state"], r["nodes"], r["batch_flag"], r["node_cpus"]) == (
@@ -61,7 +61,7 @@ async def test_an_allocation_holds_every_node_and_ends_with_its_commands_exit_co
 async def test_a_released_allocation_is_completed_0_0_whatever_its_placeholder_reports() -> None:
     cluster = Cluster(make_config(), wall=wall)
     conns = up(cluster, "n1")
-    j = cluster.jobs.submit(alloc()).job_id
+    j = cluster.jobs.submission.submit(alloc()).job_id
     assert complete(cluster, j, 0, uid=0, user="root").ok  # root (an admin) may release it
     assert complete(cluster, j, 5).ok  # a repeat while it completes changes nothing
     # an rnoded from before issue 20 reports its killed placeholder as 0:15
@@ -73,7 +73,7 @@ async def test_a_released_allocation_is_completed_0_0_whatever_its_placeholder_r
 async def test_a_command_killed_by_a_signal_fails_the_allocation_0_sig() -> None:
     cluster = Cluster(make_config(), wall=wall)
     conns = up(cluster, "n1")
-    j = cluster.jobs.submit(alloc()).job_id
+    j = cluster.jobs.submission.submit(alloc()).job_id
     assert complete(cluster, j, 0, 9).ok
     Beats(cluster, conns)("n1", jobs_ended=(end(j, "CANCELLED"),))
     r = rec(cluster, j)
@@ -84,8 +84,8 @@ async def test_a_command_killed_by_a_signal_fails_the_allocation_0_sig() -> None
 async def test_released_while_pending_is_cancelled_and_keeps_its_reason() -> None:
     cluster = Cluster(make_config(), wall=wall)
     up(cluster, "n1")
-    busy = cluster.jobs.submit(job(cpus_per_task=4)).job_id
-    j = cluster.jobs.submit(alloc()).job_id
+    busy = cluster.jobs.submission.submit(job(cpus_per_task=4)).job_id
+    j = cluster.jobs.submission.submit(alloc()).job_id
     assert rec(cluster, j)["reason"] == "Resources"
     assert complete(cluster, j, 0).ok
     r = rec(cluster, j)
@@ -96,30 +96,30 @@ async def test_released_while_pending_is_cancelled_and_keeps_its_reason() -> Non
 async def test_what_an_allocation_refuses_and_what_is_refused_it() -> None:
     cluster = Cluster(make_config(), wall=wall)
     up(cluster, "n1", "n2")
-    bad = cluster.jobs.submit(job(allocation=True))
+    bad = cluster.jobs.submission.submit(job(allocation=True))
     assert isinstance(bad, m.Error) and bad.field == "script"
-    bad = cluster.jobs.submit(alloc(array="1-2"))
+    bad = cluster.jobs.submission.submit(alloc(array="1-2"))
     assert isinstance(bad, m.Error) and bad.field == "array"
-    bad = cluster.jobs.submit(job(script=""))  # a batch job still needs its script
+    bad = cluster.jobs.submission.submit(job(script=""))  # a batch job still needs its script
     assert isinstance(bad, m.Error) and "empty" in bad.message
     for wrong in (alloc(held_by="salloc"), job(held_by="ralloc")):
-        bad = cluster.jobs.submit(wrong)
+        bad = cluster.jobs.submission.submit(wrong)
         assert isinstance(bad, m.Error) and bad.field == "held_by", bad
-    batch = cluster.jobs.submit(job()).job_id
+    batch = cluster.jobs.submission.submit(job()).job_id
     r = complete(cluster, batch, 0)
     assert not r.ok and "only an allocation" in r.errors[0]
     assert rec(cluster, batch)["state"] == "RUNNING"
-    a = cluster.jobs.submit(alloc()).job_id
-    r = cluster.jobs.control(m.JobControl("requeue", (a,), "alice", 1000))
+    a = cluster.jobs.submission.submit(alloc()).job_id
+    r = cluster.jobs.commands.control(m.JobControl("requeue", (a,), "alice", 1000))
     assert not r.ok and "Only batch jobs are accepted or processed" in r.errors[0]
-    r = cluster.jobs.control(m.JobControl("complete", (a,), "alice", 1000, exit_code=256))
+    r = cluster.jobs.commands.control(m.JobControl("complete", (a,), "alice", 1000, exit_code=256))
     assert not r.ok and "exit_code 0-255" in r.errors[0]
 
 
 async def test_a_lost_node_ends_an_allocation_node_fail_it_is_never_requeued() -> None:
     cluster = Cluster(make_config(), wall=wall)
     up(cluster, "n1")
-    j = cluster.jobs.submit(alloc()).job_id  # requeue=True, as Slurm shows salloc's jobs
+    j = cluster.jobs.submission.submit(alloc()).job_id  # requeue=True, as Slurm shows salloc's jobs
     cluster.update_nodes(m.UpdateNodes("n1", "DOWN", "dead", "root"))
     r = rec(cluster, j)
     assert (r["state"], r["restarts"], r["requeue"]) == ("NODE_FAIL", 0, True)
@@ -129,7 +129,7 @@ async def test_an_allocation_is_still_one_after_a_restart() -> None:
     cfg = make_config()
     cluster = Cluster(cfg, wall=wall)
     up(cluster, "n1")
-    j = cluster.jobs.submit(alloc()).job_id
+    j = cluster.jobs.submission.submit(alloc()).job_id
     doc = orjson.loads(deferred.dumps(cluster.save_doc()))
     again = Cluster(cfg, wall=wall)
     again.restore(overlay(doc, []))
@@ -139,7 +139,7 @@ async def test_an_allocation_is_still_one_after_a_restart() -> None:
 
 def alive(cluster: Cluster, job_id: int, *, user: str = "alice", uid: int = 1000
           ) -> m.JobResult:
-    return cluster.jobs.control(m.JobControl("alive", (job_id,), user, uid))
+    return cluster.jobs.commands.control(m.JobControl("alive", (job_id,), user, uid))
 
 
 async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autojump_clock
@@ -154,10 +154,10 @@ async def test_inactive_limit_ends_an_allocation_whose_command_went_silent(autoj
         nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
         conns = up(cluster, "n1", "n2")
         beats = Beats(cluster, conns)
-        j = cluster.jobs.submit(alloc(held_by="ralloc")).job_id
+        j = cluster.jobs.submission.submit(alloc(held_by="ralloc")).job_id
         assert alive(cluster, j).ok  # as ralloc does once it sees the job run
-        batch = cluster.jobs.submit(job(cpus_per_task=4)).job_id
-        no_shell = cluster.jobs.submit(alloc()).job_id  # held_by "": --no-shell's
+        batch = cluster.jobs.submission.submit(job(cpus_per_task=4)).job_id
+        no_shell = cluster.jobs.submission.submit(alloc()).job_id  # held_by "": --no-shell's
         assert [rec(cluster, x)["nodes"] for x in (j, batch, no_shell)] == ["n1", "n2", "n1"]
         assert "Access/permission denied" in alive(cluster, j, user="bob", uid=1001).errors[0]
         for _ in range(6):  # 150 s of words 25 s apart, and of heartbeats
@@ -202,9 +202,9 @@ async def test_a_holder_that_never_speaks_or_rrun_that_falls_silent_ends_it(auto
         conns = up(cluster, "n1", "n2")
         beats = Beats(cluster, conns)
         start = trio.current_time()
-        rrun = cluster.jobs.submit(alloc(held_by="rrun")).job_id
-        ralloc = cluster.jobs.submit(alloc(held_by="ralloc")).job_id
-        gone = cluster.jobs.submit(alloc(held_by="ralloc", cpus_per_task=4)).job_id
+        rrun = cluster.jobs.submission.submit(alloc(held_by="rrun")).job_id
+        ralloc = cluster.jobs.submission.submit(alloc(held_by="ralloc")).job_id
+        gone = cluster.jobs.submission.submit(alloc(held_by="ralloc", cpus_per_task=4)).job_id
         assert [rec(cluster, j)["nodes"] for j in (rrun, ralloc, gone)] == ["n1", "n1", "n2"]
         assert alive(cluster, ralloc).ok
         for _ in range(3):
@@ -243,17 +243,17 @@ async def test_an_immediate_allocation_that_cannot_start_at_once_fails() -> None
     BadConstraints, 0:1 (slurmctld's words for it); never queued."""
     cluster = Cluster(make_config(), wall=wall)
     up(cluster, "n1")
-    now = cluster.jobs.submit(alloc(immediate=True, cpus_per_task=3)).job_id
-    cluster.jobs.run()
+    now = cluster.jobs.submission.submit(alloc(immediate=True, cpus_per_task=3)).job_id
+    cluster.jobs.starts.run()
     assert rec(cluster, now)["state"] == "RUNNING"
-    busy = cluster.jobs.submit(alloc(immediate=True, cpus_per_task=2)).job_id
-    queued = cluster.jobs.submit(alloc(cpus_per_task=2)).job_id
-    cluster.jobs.run()
+    busy = cluster.jobs.submission.submit(alloc(immediate=True, cpus_per_task=2)).job_id
+    queued = cluster.jobs.submission.submit(alloc(cpus_per_task=2)).job_id
+    cluster.jobs.starts.run()
     r = rec(cluster, busy)
     assert (r["state"], r["reason"], r["exit_code"], r["signal"]) == (
         "FAILED", "BadConstraints", 0, 1)
     assert rec(cluster, queued)["state"] == "PENDING"
-    bad = cluster.jobs.submit(job(immediate=True))  # salloc's alone
+    bad = cluster.jobs.submission.submit(job(immediate=True))  # salloc's alone
     assert isinstance(bad, m.Error) and bad.field == "immediate", bad
 
 
@@ -264,9 +264,10 @@ async def test_an_allocation_started_by_its_own_submission_never_accrued() -> No
     cfg = make_config()
     cluster = Cluster(cfg, wall=wall)
     up(cluster, "n1", "n2", "n3", "n4")
-    at_once = cluster.jobs.submit(alloc(num_nodes=4, cpus_per_task=4)).job_id  # every CPU
-    waits = cluster.jobs.submit(alloc(num_nodes=1)).job_id
-    batch = cluster.jobs.submit(job()).job_id
+    # every CPU
+    at_once = cluster.jobs.submission.submit(alloc(num_nodes=4, cpus_per_task=4)).job_id
+    waits = cluster.jobs.submission.submit(alloc(num_nodes=1)).job_id
+    batch = cluster.jobs.submission.submit(job()).job_id
     assert rec(cluster, at_once)["state"] == "RUNNING"
     assert rec(cluster, at_once)["accrue_time"] is None
     for j in (waits, batch):
@@ -286,12 +287,12 @@ async def test_the_reply_of_an_allocation_decided_at_once_holds_its_record() -> 
     left pending, and a batch job, get none (the command asks, as before)."""
     cluster = Cluster(make_config(), wall=wall)
     up(cluster, "n1", "n2")
-    reply = cluster.jobs.submit(alloc(num_nodes=2, ntasks=8))  # every CPU
+    reply = cluster.jobs.submission.submit(alloc(num_nodes=2, ntasks=8))  # every CPU
     assert reply.job == rec(cluster, reply.job_id)
     assert (reply.job["state"], reply.job["nodes"]) == ("RUNNING", "n[1-2]")
-    waiting = cluster.jobs.submit(alloc())  # every CPU is taken: it waits
+    waiting = cluster.jobs.submission.submit(alloc())  # every CPU is taken: it waits
     assert rec(cluster, waiting.job_id)["state"] == "PENDING" and waiting.job == {}
-    assert cluster.jobs.submit(job()).job == {}
+    assert cluster.jobs.submission.submit(job()).job == {}
     # what the wire carries, and what a version-5 peer is sent
     from ranch.protocol.codec import decode, encode
 
@@ -314,7 +315,7 @@ async def test_a_step_waits_for_an_older_node_to_start_its_job() -> None:
     cluster.register(m.Register("n2", hardware(), 1.0, "0.2.0"), new, version=HOLDS_STEPS)
     ask = m.StepRequest(0, ("true",), "/tmp", "127.0.0.1", 1, nodes=1)
     for conn, name in ((old, "n1"), (new, "n2")):
-        jid = cluster.jobs.submit(alloc(nodelist=name, num_nodes=1)).job_id
+        jid = cluster.jobs.submission.submit(alloc(nodelist=name, num_nodes=1)).job_id
         assert launches(conn)[-1].job_id == jid  # launched there, not started yet
         step = cluster.jobs.steps.request(attrs.evolve(ask, job_id=jid), KEY_HOLDER)
         if conn is old:

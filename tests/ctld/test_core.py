@@ -82,8 +82,8 @@ async def test_jobs_move_base_state() -> None:
     cluster = Cluster(make_config(), wall=wall)
     _, c1 = register(cluster, "n1")
     _, c2 = register(cluster, "n2")
-    whole = cluster.jobs.submit(job(nodelist="n1", cpus_per_task=4)).job_id
-    one = cluster.jobs.submit(job(nodelist="n2")).job_id
+    whole = cluster.jobs.submission.submit(job(nodelist="n1", cpus_per_task=4)).job_id
+    one = cluster.jobs.submission.submit(job(nodelist="n2")).job_id
     assert (state(cluster, "n1"), state(cluster, "n2")) == ("ALLOCATED", "MIXED")
     assert cluster.nodes["n1"].last_busy is not None
     beat(cluster, "n1", c1, 1, jobs_ended=(m.JobEnd(whole, "COMPLETED"),))

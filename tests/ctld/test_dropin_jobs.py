@@ -40,13 +40,13 @@ def job(**kw) -> m.SubmitJob:
 
 
 def submit(c: Cluster, **kw) -> int:
-    reply = c.jobs.submit(job(**kw))
+    reply = c.jobs.submission.submit(job(**kw))
     assert isinstance(reply, m.SubmitReply), reply
     return reply.job_id
 
 
 def rec(c: Cluster, job_id: int) -> dict:
-    return c.jobs.record(c.jobs.jobs[job_id])
+    return c.jobs.listing.record(c.jobs.store.jobs[job_id])
 
 
 def finish(c: Cluster, conns: dict, job_id: int, state: str = "COMPLETED", code: int = 0):
@@ -68,11 +68,11 @@ async def test_features_place_jobs_and_unplaceable_constraints_are_refused() -> 
         ({"mail_type": ("SOMETIMES",)}, "mail_type", "Invalid --mail-type"),
         ({"open_mode": "sideways"}, "open_mode", "open_mode must be"),
     ):
-        refused = c.jobs.submit(job(**kw))
+        refused = c.jobs.submission.submit(job(**kw))
         assert isinstance(refused, m.Error) and refused.field == field, (kw, refused)
         assert text in refused.message, refused.message
     # who may give a negative nice is the permission gate's to say (tests/ctld/test_nice_right.py)
-    assert isinstance(c.jobs.submit(job(nice=-5, uid=0)), m.SubmitReply)
+    assert isinstance(c.jobs.submission.submit(job(nice=-5, uid=0)), m.SubmitReply)
 
 
 async def test_exclusive_user_keeps_other_users_off_the_node() -> None:
@@ -80,11 +80,11 @@ async def test_exclusive_user_keeps_other_users_off_the_node() -> None:
     a = submit(c, constraint="intel", oversubscribe="USER")
     d = submit(c, constraint="intel")  # alice's own job may share the node
     assert rec(c, a)["nodes"] == rec(c, d)["nodes"] == "n1"
-    c.jobs.cancel(m.CancelJobs(job_ids=(d,), uid=0))
+    c.jobs.commands.cancel(m.CancelJobs(job_ids=(d,), uid=0))
     finish(c, {"n1": None}, d, "CANCELLED")
     b = submit(c, constraint="intel", uid=1001, user="bob")  # a free CPU, not for bob
     assert (rec(c, b)["state"], rec(c, b)["reason"]) == ("PENDING", "Resources")
-    c.jobs.cancel(m.CancelJobs(job_ids=(b,), uid=0))
+    c.jobs.commands.cancel(m.CancelJobs(job_ids=(b,), uid=0))
     e = submit(c, uid=1001, user="bob", oversubscribe="USER", constraint="amd")
     f = submit(c, constraint="amd")  # alice's job may not join bob's user-exclusive one
     assert rec(c, e)["nodes"] == "n2"
@@ -137,17 +137,15 @@ async def test_mailprog_is_called_as_slurmctld_calls_it() -> None:
 
 
 async def test_test_only_answers_when_and_where_and_makes_nothing() -> None:
-    from ranch.ctld.jobs.willrun import will_run
-
     c, _, _ = cluster()
     now = wall()
-    reply = will_run(c.jobs, job(num_nodes=2))
+    reply = c.jobs.will_run.answer(job(num_nodes=2))
     assert isinstance(reply, m.SubmitReply)
     assert (reply.job_id, reply.nodes, reply.cpus, reply.partition) == (1, "n[1-2]", 2, "main")
     assert abs(reply.start_time - now) < 1
-    assert c.jobs.jobs == {}
+    assert c.jobs.store.jobs == {}
     busy = submit(c, ntasks=2, constraint="amd", time_limit=30)  # n2 full for 30 minutes
     assert rec(c, busy)["nodes"] == "n2"
-    reply = will_run(c.jobs, job(constraint="amd"))
+    reply = c.jobs.will_run.answer(job(constraint="amd"))
     assert reply.nodes == "n2" and abs(reply.start_time - (now + 1800)) < 2
-    assert isinstance(will_run(c.jobs, job(constraint="gpu")), m.Error)
+    assert isinstance(c.jobs.will_run.answer(job(constraint="gpu")), m.Error)

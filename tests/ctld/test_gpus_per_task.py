@@ -34,7 +34,7 @@ def submit_as_rbatch(cluster: Cluster, *argv: str) -> m.SubmitReply | m.Error:
     for arg in argv:
         key, _, value = arg.lstrip("-").partition("=")
         opts[key] = value
-    return cluster.jobs.submit(job(**resources(opts)))
+    return cluster.jobs.submission.submit(job(**resources(opts)))
 
 
 async def test_eight_tasks_of_one_gpu_spread_over_the_gpu_nodes() -> None:
@@ -43,7 +43,7 @@ async def test_eight_tasks_of_one_gpu_spread_over_the_gpu_nodes() -> None:
     assert isinstance(reply, m.SubmitReply), reply
     r = rec(cluster, reply.job_id)
     assert r["state"] == "RUNNING" and r["nodes"] == "gpu[01-04]" and r["cpus"] == 8
-    shares = cluster.jobs.jobs[reply.job_id].shares
+    shares = cluster.jobs.store.jobs[reply.job_id].shares
     assert {n: (s.cpus, len(s.gpus)) for n, s in shares.items()} == {
         n: (2, 2) for n in conns}  # two tasks a node, each with its own GPU
     [spec] = launches(conns["gpu01"])
@@ -55,7 +55,7 @@ async def test_gpus_per_task_counts_against_each_nodes_gpus() -> None:
     # 3 GPUs a task: one task a node (4 GPUs), so four tasks fit and five never do
     ok = submit_as_rbatch(cluster, "--ntasks=4", "--gpus-per-task=3")
     assert isinstance(ok, m.SubmitReply), ok
-    assert {len(s.gpus) for s in cluster.jobs.jobs[ok.job_id].shares.values()} == {3}
+    assert {len(s.gpus) for s in cluster.jobs.store.jobs[ok.job_id].shares.values()} == {3}
     refused = submit_as_rbatch(cluster, "--ntasks=5", "--gpus-per-task=3")
     assert isinstance(refused, m.Error) and refused.field == "ntasks"
     assert refused.message.endswith("5 task(s) of 1 CPU(s) and 3 GPU(s) each; node(s) of "
@@ -70,5 +70,5 @@ async def test_with_nodes_given_the_gpus_per_node_stay_fixed() -> None:
     cluster, _ = gpu_cluster()
     reply = submit_as_rbatch(cluster, "--nodes=2", "--ntasks=4", "--gpus-per-task=1")
     assert isinstance(reply, m.SubmitReply), reply
-    shares = cluster.jobs.jobs[reply.job_id].shares
+    shares = cluster.jobs.store.jobs[reply.job_id].shares
     assert sorted(len(s.gpus) for s in shares.values()) == [2, 2]

@@ -29,15 +29,15 @@ PartitionName=debug Nodes=n1 MaxTime=5
 
 def update(cluster: Cluster, jid: int, *pairs: tuple[str, str], uid: int = 1000
            ) -> m.JobResult:
-    return cluster.jobs.control(m.JobControl("update", (jid,), "alice" if uid else "root", uid,
-                                             updates=pairs))
+    return cluster.jobs.commands.control(m.JobControl("update", (jid,), "alice" if uid else "root",
+                                                      uid, updates=pairs))
 
 
 async def test_updates_apply_with_slurms_rights_and_survive_the_state_file() -> None:
     cfg = make_config(text=TWO_PARTS.format(extra=""))
     cluster = Cluster(cfg, wall=wall)
     up(cluster, "n1", "n2")
-    j = cluster.jobs.submit(job(begin_time=wall() + 3600, time_limit=10)).job_id
+    j = cluster.jobs.submission.submit(job(begin_time=wall() + 3600, time_limit=10)).job_id
     assert update(cluster, j, ("TimeLimit", "+5"), ("Name", "renamed"), ("Comment", "c"),
                   ("Nice", "10")).ok
     got = rec(cluster, j)
@@ -71,8 +71,8 @@ async def test_updates_apply_with_slurms_rights_and_survive_the_state_file() -> 
 async def test_array_throttle_holds_tasks_back_until_raised() -> None:
     cluster = Cluster(make_config(), wall=wall)
     conns = up(cluster, "n1")
-    a = cluster.jobs.submit(job(array="1-6%2")).job_id
-    tasks = sorted(j.id for j in cluster.jobs.jobs.values() if j.array_job_id == a)
+    a = cluster.jobs.submission.submit(job(array="1-6%2")).job_id
+    tasks = sorted(j.id for j in cluster.jobs.store.jobs.values() if j.array_job_id == a)
     states = [rec(cluster, t)["state"] for t in tasks]
     assert states == ["RUNNING"] * 2 + ["PENDING"] * 4
     assert {rec(cluster, t)["reason"] for t in tasks[2:]} == {"JobArrayTaskLimit"}
@@ -81,27 +81,27 @@ async def test_array_throttle_holds_tasks_back_until_raised() -> None:
     # a task ends: the next one takes its place, no more
     Beats(cluster, conns)("n1", jobs_ended=(end(tasks[0]),))
     assert [rec(cluster, t)["state"] for t in tasks].count("RUNNING") == 3
-    doc = orjson.loads(deferred.dumps(cluster.jobs.save_doc()))
+    doc = orjson.loads(deferred.dumps(cluster.jobs.store.save_doc()))
     assert {d.get("array_throttle") for d in doc["jobs"]} == {3}
 
 
 async def test_requeuehold_and_uhold() -> None:
     cluster = Cluster(make_config(), wall=wall)
     conns = up(cluster, "n1")
-    j = cluster.jobs.submit(job()).job_id
-    assert cluster.jobs.control(m.JobControl("requeuehold", (j,), "alice", 1000)).ok
+    j = cluster.jobs.submission.submit(job()).job_id
+    assert cluster.jobs.commands.control(m.JobControl("requeuehold", (j,), "alice", 1000)).ok
     Beats(cluster, conns)("n1", jobs_ended=(end(j, "CANCELLED"),))
     got = rec(cluster, j)
     assert (got["state"], got["reason"], got["restarts"]) == (
         "PENDING", "job requeued in held state", 1)
-    assert cluster.jobs.control(m.JobControl("release", (j,), "alice", 1000)).ok
+    assert cluster.jobs.commands.control(m.JobControl("release", (j,), "alice", 1000)).ok
     assert rec(cluster, j)["state"] == "RUNNING"
     # release of a job not held is no error; an admin's uhold is the user's to release
-    assert cluster.jobs.control(m.JobControl("release", (j,), "alice", 1000)).ok
-    p = cluster.jobs.submit(job(begin_time=wall() + 60)).job_id
-    assert cluster.jobs.control(m.JobControl("uhold", (p,), "root", 0)).ok
+    assert cluster.jobs.commands.control(m.JobControl("release", (j,), "alice", 1000)).ok
+    p = cluster.jobs.submission.submit(job(begin_time=wall() + 60)).job_id
+    assert cluster.jobs.commands.control(m.JobControl("uhold", (p,), "root", 0)).ok
     assert rec(cluster, p)["reason"] == "JobHeldUser"
-    assert cluster.jobs.control(m.JobControl("release", (p,), "alice", 1000)).ok
+    assert cluster.jobs.commands.control(m.JobControl("release", (p,), "alice", 1000)).ok
 
 
 async def test_a_lowered_limit_ends_the_run_and_a_raise_past_the_nodes_is_refused(
@@ -111,7 +111,7 @@ async def test_a_lowered_limit_ends_the_run_and_a_raise_past_the_nodes_is_refuse
         cluster.start()
         nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
         conns = up(cluster, "n1")
-        j = cluster.jobs.submit(job(time_limit=10)).job_id
+        j = cluster.jobs.submission.submit(job(time_limit=10)).job_id
         assert rec(cluster, j)["state"] == "RUNNING"
         assert update(cluster, j, ("TimeLimit", "+1")).errors == (
             f"Access/permission denied for job {j}",)
@@ -137,13 +137,13 @@ async def test_enforce_part_limits_no_queues_all_and_any_refuse() -> None:
         cluster = Cluster(make_config(text=TWO_PARTS.format(
             extra=f"EnforcePartLimits={enforce}")), wall=wall)
         up(cluster, "n1", "n2")
-        r = cluster.jobs.submit(job(partition="debug", num_nodes=2))
+        r = cluster.jobs.submission.submit(job(partition="debug", num_nodes=2))
         if enforce == "NO":
             assert rec(cluster, r.job_id)["reason"] == want
         else:
             assert isinstance(r, m.Error) and r.message.startswith(want)
         # -p debug,main over debug's MaxTime: ALL refuses, NO and ANY run it in main
-        r = cluster.jobs.submit(job(partition="debug,main", time_limit=10))
+        r = cluster.jobs.submission.submit(job(partition="debug,main", time_limit=10))
         if enforce == "ALL":
             assert isinstance(r, m.Error) and "time limit is invalid" in r.message
         else:
@@ -155,7 +155,7 @@ async def test_a_lowered_limit_is_kept_by_a_restarted_controller(autojump_clock)
     cfg = make_config()
     cluster = Cluster(cfg, wall=wall)
     up(cluster, "n1")
-    j = cluster.jobs.submit(job(time_limit=10)).job_id
+    j = cluster.jobs.submission.submit(job(time_limit=10)).job_id
     assert update(cluster, j, ("TimeLimit", "1")).ok
     doc = orjson.loads(deferred.dumps(cluster.save_doc()))
     again = Cluster(cfg, wall=wall)
@@ -181,7 +181,7 @@ async def test_a_lowered_limit_is_kept_by_a_restarted_controller(autojump_clock)
 async def test_a_reconfigure_keeps_a_lowered_limit(autojump_clock) -> None:
     cluster = Cluster(make_config(), wall=wall)
     up(cluster, "n1")
-    j = cluster.jobs.submit(job(time_limit=10)).job_id
+    j = cluster.jobs.submission.submit(job(time_limit=10)).job_id
     assert update(cluster, j, ("TimeLimit", "1")).ok
     due = cluster.deadlines.when((j, "limit"))
     assert cluster.apply_config(make_config(extra="KillWait=5")).ok

@@ -63,7 +63,7 @@ async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> No
     # no state save happened: a new controller finds every acknowledged job in the journal
     d2 = daemon(tmp_path)
     d2.restore()
-    jobs = d2.cluster.jobs.jobs
+    jobs = d2.cluster.jobs.store.jobs
     assert sorted(jobs) == [1, 2, 3, 4, 5]
     assert jobs[1].state == "RUNNING" and jobs[2].state == "PENDING"
     # n1 comes back with job 1 still running
@@ -72,14 +72,14 @@ async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> No
     assert reply.accepted and reply.kill_job_ids == () and reply.kill_runs == ()
     assert d2.cluster.nodes["n1"].state.cpus_alloc == 4  # job 1's allocation came back
     assert jobs[1].state == "RUNNING" and jobs[1].restarts == 0
-    assert d2.cluster.jobs.next_id == 2 + ID_BLOCK  # a crash: ids resume past the id mark
+    assert d2.cluster.jobs.store.next_id == 2 + ID_BLOCK  # a crash: ids resume past the id mark
     # a save holding them empties the journal; a third start reads them from the state file
     doc = d2.saver.snapshot_doc()
     await d2.store.snapshot(doc, doc["journal_keep_from"])
     assert d2.store.read() == []
     d3 = daemon(tmp_path)
     d3.restore()
-    assert sorted(d3.cluster.jobs.jobs) == [1, 2, 3, 4, 5]
+    assert sorted(d3.cluster.jobs.store.jobs) == [1, 2, 3, 4, 5]
 
 
 async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path) -> None:
@@ -93,13 +93,13 @@ async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path)
     reply = await d.durability.submit(submit_msg())
     assert isinstance(reply, m.Error) and reply.code == "internal"
     assert "could not be written" in reply.message and d.store.path in reply.message
-    assert d.cluster.jobs.jobs == {} and d.cluster.jobs.pending == []
+    assert d.cluster.jobs.store.jobs == {} and d.cluster.jobs.store.pending == []
     assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]
     assert d.cluster.nodes["n1"].state.cpus_alloc == 0
     os.rmdir(d.store.path)
     again = await d.durability.submit(submit_msg())
     assert isinstance(again, m.SubmitReply) and again.job_id == 2
-    assert d.cluster.jobs.jobs[2].state == "RUNNING"
+    assert d.cluster.jobs.store.jobs[2].state == "RUNNING"
     # journalled once, as it stands at the reply (placed and RUNNING: one write)
     assert job_states(d.store) == [(2, "RUNNING")]
     assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]  # not before the outbox
@@ -178,7 +178,7 @@ async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
     d = daemon(tmp_path)
     register(d.cluster, "n1")
     sub = await d.durability.submit(submit_msg())
-    assert d.cluster.jobs.jobs[sub.job_id].state == "RUNNING"
+    assert d.cluster.jobs.store.jobs[sub.job_id].state == "RUNNING"
     doc = d.saver.snapshot_doc()
     await d.store.snapshot(doc, doc["journal_keep_from"])
     # a journal line older than the snapshot (a delete that did not reach the disk) is not
@@ -187,7 +187,7 @@ async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
         f.write(b'{"seq": 1, "job": {"id": 1, "state": "PENDING"}}\n')
     d2 = daemon(tmp_path)
     d2.restore()
-    assert d2.cluster.jobs.jobs[1].state == "RUNNING"
+    assert d2.cluster.jobs.store.jobs[1].state == "RUNNING"
 
 
 async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_path) -> None:
@@ -202,7 +202,7 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
                                          workdir="/home/alice", env=(("SECRET", "x" * 100),)))
     jobs = d.cluster.jobs
     assert await d.saver.save_snapshot()
-    job = jobs.jobs[sub.job_id]
+    job = jobs.store.jobs[sub.job_id]
     assert job.req.script == "" and job.req.env == () and job.bulk_on_disk
     assert job.bulk_at is not None and job.bulk_at[0] in bulkfiles.packs(str(tmp_path))
     assert bulkfiles.read_packed(str(tmp_path), sub.job_id, job.bulk_at) == (
@@ -210,7 +210,8 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
     assert await d.saver.save_snapshot()
     assert b"padding" not in (tmp_path / "node_state.json").read_bytes()
     # requeued: the new run's LaunchJob carries the script read back from its file
-    r = jobs.control(m.JobControl(job_ids=(sub.job_id,), action="requeue", user="root", uid=0))
+    r = jobs.commands.control(m.JobControl(job_ids=(sub.job_id,), action="requeue", user="root",
+                                          uid=0))
     assert r.ok, r.errors
     end = m.JobEnd(sub.job_id, "CANCELLED", signal=15, restarts=0)
     beat(d.cluster, "n1", conn, 99, jobs_ended=(end,))
@@ -220,7 +221,7 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
     # a restart reads the flag and the files, not a script in the state file
     d2 = daemon(tmp_path)
     d2.restore()
-    again = d2.cluster.jobs.jobs[sub.job_id]
+    again = d2.cluster.jobs.store.jobs[sub.job_id]
     assert again.bulk_on_disk and again.req.script == ""
 
 
@@ -239,29 +240,29 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
            for i in range(3)]
     assert await d.saver.save_snapshot()
     (pack,) = bulkfiles.packs(str(tmp_path))
-    assert {jobs.jobs[j].bulk_at[0] for j in ids} == {pack}
+    assert {jobs.store.jobs[j].bulk_at[0] for j in ids} == {pack}
     for i, jid in enumerate(ids):
-        got = bulkfiles.read_packed(str(tmp_path), jid, jobs.jobs[jid].bulk_at)
+        got = bulkfiles.read_packed(str(tmp_path), jid, jobs.store.jobs[jid].bulk_at)
         assert got == ("#!/bin/sh\ntrue\n", (("N", str(i)),))
     odd = b"#!/bin/sh\necho \xff\xfe\n".decode("utf-8", "surrogateescape")
     (where,) = bulkfiles.write_pack(str(tmp_path), 50, [(5, odd, ())])
     assert bulkfiles.read_packed(str(tmp_path), 5, (50, *where[1:])) == (odd, ())
     bulkfiles.remove_pack(str(tmp_path), 50)
-    with_bulk = jobs.jobs[ids[0]]
+    with_bulk = jobs.store.jobs[ids[0]]
     with_bulk.bulk_at = (pack, with_bulk.bulk_at[1] + 1, with_bulk.bulk_at[2])
     try:
         bulkfiles.read_packed(str(tmp_path), ids[0], with_bulk.bulk_at)
         raise AssertionError("a misplaced entry was read")
     except ValueError:
         pass
-    jobs.min_job_age = 0.0
-    r = jobs.cancel(m.CancelJobs(job_ids=tuple(ids[:2]), user="alice", uid=1000))
+    jobs.settings.min_job_age = 0.0
+    r = jobs.commands.cancel(m.CancelJobs(job_ids=tuple(ids[:2]), user="alice", uid=1000))
     assert r.ok, r.errors
     acct.flush_now(jobs.history)
     assert await d.saver.save_snapshot()
-    assert ids[0] not in jobs.jobs and bulkfiles.packs(str(tmp_path)) == [pack]
+    assert ids[0] not in jobs.store.jobs and bulkfiles.packs(str(tmp_path)) == [pack]
     # a job of an earlier version: its bulk in jobs/hash.N/job.ID/
-    legacy = jobs.jobs[ids[2]]
+    legacy = jobs.store.jobs[ids[2]]
     path = bulkfiles.job_dir(str(tmp_path), legacy.id)
     os.makedirs(path)
     with open(os.path.join(path, "script"), "w") as f:
@@ -269,13 +270,13 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
     with open(os.path.join(path, "environment"), "w") as f:
         f.write('[["L","1"]]')
     legacy.bulk_at = None
-    jobs.packs.clear()
-    jobs.packs_gone.append(pack)
-    jobs.touch(legacy)
+    jobs.store.packs.clear()
+    jobs.store.packs_gone.append(pack)
+    jobs.store.touch(legacy)
     assert await d.saver.save_snapshot()
     assert bulkfiles.packs(str(tmp_path)) == []
-    assert d.cluster.jobs.starts._bulk(legacy) == ("#!/bin/sh\necho legacy\n", (("L", "1"),))
-    r = jobs.cancel(m.CancelJobs(job_ids=(legacy.id,), user="alice", uid=1000))
+    assert d.cluster.jobs.launcher._bulk(legacy) == ("#!/bin/sh\necho legacy\n", (("L", "1"),))
+    r = jobs.commands.cancel(m.CancelJobs(job_ids=(legacy.id,), user="alice", uid=1000))
     assert r.ok, r.errors
     acct.flush_now(jobs.history)
     assert await d.saver.save_snapshot()

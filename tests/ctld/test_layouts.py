@@ -25,37 +25,37 @@ def cluster() -> tuple[Cluster, dict]:
 
 
 def cpus(c: Cluster, job_id: int) -> dict[str, int]:
-    return {n: s.cpus for n, s in c.jobs.jobs[job_id].shares.items()}
+    return {n: s.cpus for n, s in c.jobs.store.jobs[job_id].shares.items()}
 
 
 async def test_three_tasks_on_two_nodes_hold_three_cpus() -> None:
     c, _ = cluster()
-    j = c.jobs.submit(job(num_nodes=2, max_nodes=2, ntasks=3, ntasks_given=True)).job_id
+    j = c.jobs.submission.submit(job(num_nodes=2, max_nodes=2, ntasks=3, ntasks_given=True)).job_id
     assert cpus(c, j) == {"c1": 2, "c2": 1} and rec(c, j)["cpus"] == 3
     # beside a 1-CPU job on c1 it takes what is left there and the rest of c2
     c, _ = cluster()
-    c.jobs.submit(job(nodelist="c1", ntasks=1))
-    j = c.jobs.submit(job(num_nodes=2, max_nodes=2, ntasks=3, ntasks_given=True)).job_id
+    c.jobs.submission.submit(job(nodelist="c1", ntasks=1))
+    j = c.jobs.submission.submit(job(num_nodes=2, max_nodes=2, ntasks=3, ntasks_given=True)).job_id
     assert cpus(c, j) == {"c1": 1, "c2": 2}
 
 
 async def test_a_spread_job_one_node_holds_runs_there_alone() -> None:
     c, _ = cluster()
-    c.jobs.submit(job(nodelist="c1", ntasks=1))
-    j = c.jobs.submit(job(ntasks=2, max_nodes=0, ntasks_given=True)).job_id
+    c.jobs.submission.submit(job(nodelist="c1", ntasks=1))
+    j = c.jobs.submission.submit(job(ntasks=2, max_nodes=0, ntasks_given=True)).job_id
     assert cpus(c, j) == {"c2": 2}
     # none holds three: first fit over both
     k = cluster()[0]
-    k.jobs.submit(job(nodelist="c1", ntasks=1))
-    j = k.jobs.submit(job(ntasks=3, max_nodes=0, ntasks_given=True)).job_id
+    k.jobs.submission.submit(job(nodelist="c1", ntasks=1))
+    j = k.jobs.submission.submit(job(ntasks=3, max_nodes=0, ntasks_given=True)).job_id
     assert cpus(k, j) == {"c1": 1, "c2": 2}
 
 
 async def test_an_exclusive_job_shows_its_nodes_cpus_once_ended() -> None:
     c, conns = cluster()
-    j = c.jobs.submit(job(ntasks=1, exclusive=True)).job_id
+    j = c.jobs.submission.submit(job(ntasks=1, exclusive=True)).job_id
     assert rec(c, j)["cpus"] == 2
-    node = c.jobs.jobs[j].nodes[0]
+    node = c.jobs.store.jobs[j].nodes[0]
     Beats(c, conns)(node, jobs_ended=(end(j),))
     assert rec(c, j)["state"] == "COMPLETED" and rec(c, j)["cpus"] == 2
 

@@ -71,10 +71,11 @@ async def test_manual_approval_holds_new_nodes_until_approved(autojump_clock) ->
     # Heartbeats are taken while pending: a missed one marks it, the next clears it.
     assert isinstance(beat(c, "n1", conn, 1), m.HeartbeatReply)
     # No work lands on a pending node: a job asking for it waits, and is cancelled here.
-    waiting = c.jobs.submit(job(nodelist="n1", cpus_per_task=2)).job_id
-    assert c.jobs.record(c.jobs.jobs[waiting])["reason"] == "ReqNodeNotAvail, UnavailableNodes:n1"
+    waiting = c.jobs.submission.submit(job(nodelist="n1", cpus_per_task=2)).job_id
+    assert c.jobs.listing.record(c.jobs.store.jobs[waiting])["reason"] == \
+        "ReqNodeNotAvail, UnavailableNodes:n1"
     assert state(c, "n1") == "IDLE+PENDING" and not conn.pushed
-    assert c.jobs.cancel(m.CancelJobs((waiting,), "alice", 1000)).ok
+    assert c.jobs.commands.cancel(m.CancelJobs((waiting,), "alice", 1000)).ok
     # Admin updates are refused with the hint to approve first.
     r = c.update_nodes(m.UpdateNodes("n1", "DRAIN", "x", "bob"))
     assert not r.ok and "rcontrol approve" in r.errors[0]
@@ -158,14 +159,14 @@ async def test_dynamic_node_joins_runs_is_deleted_and_rejoins(autojump_clock) ->
     assert "dyn1" in parts["main"] and "dyn1" in parts["gpu"] and "dyn1" not in parts["small"]
     assert "joined" in _kinds(c, "dyn1")
     # It runs work: delete is refused while a job holds its CPUs.
-    big = c.jobs.submit(job(nodelist="dyn1", cpus_per_task=4))
+    big = c.jobs.submission.submit(job(nodelist="dyn1", cpus_per_task=4))
     assert isinstance(big, m.SubmitReply) and state(c, "dyn1") == "MIXED"
     beat(c, "dyn1", conn, 1, job_ids=(big.job_id,))
     r = _act(c, "delete", "dyn1")
     assert not r.ok and f"runs job(s) {big.job_id};" in r.errors[0]
     beat(c, "dyn1", conn, 2, job_ids=(),
          jobs_ended=(m.JobEnd(big.job_id, "COMPLETED", exit_code=0),))
-    assert c.jobs.uses.get("dyn1") is None or not c.jobs.uses["dyn1"].jobs
+    assert c.jobs.store.uses.get("dyn1") is None or not c.jobs.store.uses["dyn1"].jobs
     assert state(c, "dyn1") == "IDLE"
     # Saved and restored with the state, like any node.
     c = _restart(c, cfg)

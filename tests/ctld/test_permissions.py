@@ -173,7 +173,7 @@ async def test_private_data_jobs_limits_racct_to_a_users_own_jobs() -> None:
         jobs = s.cluster.jobs
         for who in (ALICE, BOB):
             sub = m.SubmitJob("#!/bin/sh\ntrue\n", who.name, who.uid, who.gid, "/tmp", hold=True)
-            assert isinstance(jobs.submit(sub), m.SubmitReply)
+            assert isinstance(jobs.submission.submit(sub), m.SubmitReply)
 
         everyone = m.GetAcct(uids=(1001, 1002))  # racct -a -u alice,bob
         assert await _acct_uids(s, OPERATOR, everyone) == [1001, 1002]
@@ -184,9 +184,7 @@ async def test_private_data_jobs_limits_racct_to_a_users_own_jobs() -> None:
 
 async def _acct_uids(s: Server, who: Identity, q: m.GetAcct) -> list[int]:
     """The owners of the jobs racct's query `q` from `who` gets back."""
-    from ranch.ctld.jobs import acct
-
     msg, refused, _ = gate(s, _Conn(who), q)
     assert refused is None
-    body = orjson.loads(await acct.query(s.cluster.jobs, msg))
+    body = orjson.loads(await s.cluster.jobs.accounting.query(msg))
     return sorted(r["uid"] for r in body["jobs"])

@@ -179,7 +179,7 @@ async def test_keep_warm_pool_is_honoured_as_nodes_come_and_go(autojump_clock) -
         assert runs[-1] == ("resume", "n1")  # a booting node counts: no second boot
         register(cluster, "n1")
         # A job takes a warm node: the next off one boots.
-        big = cluster.jobs.submit(job(nodelist="n4", cpus_per_task=4)).job_id
+        big = cluster.jobs.submission.submit(job(nodelist="n4", cpus_per_task=4)).job_id
         assert state(cluster, "n4") == "ALLOCATED"
         cluster.power_save_pass()
         assert runs[-1] == ("resume", "n2")
@@ -253,10 +253,11 @@ async def test_resume_file_lives_while_the_program_runs_and_records_the_outcome(
     cluster, _ = make(state_dir=str(tmp_path))
     for n in ("n1", "n2", "n3"):
         register(cluster, n)
-    reply = cluster.jobs.submit(m.SubmitJob(script="#!/bin/sh\ntrue\n", user="alice", uid=1000,
-                                            gid=1000, workdir="/home/a", num_nodes=3))
+    reply = cluster.jobs.submission.submit(m.SubmitJob(
+        script="#!/bin/sh\ntrue\n", user="alice", uid=1000, gid=1000, workdir="/home/a",
+        num_nodes=3))
     assert isinstance(reply, m.SubmitReply)
-    assert sorted(cluster.jobs.jobs[reply.job_id].nodes) == ["n1", "n2", "n3"]
+    assert sorted(cluster.jobs.store.jobs[reply.job_id].nodes) == ["n1", "n2", "n3"]
     copy = tmp_path / "copy.json"
     prog = _script(tmp_path, "resume.sh",
                    f'stat -c %a "$SLURM_RESUME_FILE" > {tmp_path}/mode\n'

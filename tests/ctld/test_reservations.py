@@ -33,10 +33,10 @@ async def test_jobs_crossing_a_window_wait_and_the_window_shows_on_its_nodes(
         r = resv(c, "create", name="maint1", start=wall() + 600, duration=1, nodes="n1",
                  flags=("maint", "ignore_jobs"), users=("root",))
         assert r.ok and r.name == "maint1"
-        short = c.jobs.submit(job(nodelist="n1", time_limit=5)).job_id
-        long_ = c.jobs.submit(job(nodelist="n1", time_limit=15)).job_id
-        endless = c.jobs.submit(job(nodelist="n1")).job_id
-        elsewhere = c.jobs.submit(job(time_limit=30, cpus_per_task=4)).job_id
+        short = c.jobs.submission.submit(job(nodelist="n1", time_limit=5)).job_id
+        long_ = c.jobs.submission.submit(job(nodelist="n1", time_limit=15)).job_id
+        endless = c.jobs.submission.submit(job(nodelist="n1")).job_id
+        elsewhere = c.jobs.submission.submit(job(time_limit=30, cpus_per_task=4)).job_id
         assert rec(c, short)["state"] == "RUNNING"
         assert (rec(c, long_)["state"], rec(c, long_)["reason"]) == ("PENDING", BLOCKED)
         assert (rec(c, endless)["state"], rec(c, endless)["reason"]) == ("PENDING", BLOCKED)
@@ -59,7 +59,7 @@ async def test_update_delete_names_and_refusals(autojump_clock) -> None:
     c = Cluster(make_config(), wall=wall)
     register(c, "n1")
     register(c, "n2")
-    busy = c.jobs.submit(job(nodelist="n2", time_limit=60)).job_id
+    busy = c.jobs.submission.submit(job(nodelist="n2", time_limit=60)).job_id
     assert rec(c, busy)["state"] == "RUNNING"
     first = resv(c, "create", start=wall(), duration=30, nodes="n1", flags=("maint",),
                  users=("root",))

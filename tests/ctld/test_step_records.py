@@ -27,7 +27,7 @@ def test_the_history_keeps_the_first_and_last_steps_of_a_long_job() -> None:
             return {"job_id": 1, "state": "COMPLETED",
                     "steps": [{"id": i} for i in range(acct.STEPS_KEPT + 7)]}
 
-    rec = acct.record_of(Store(), object())  # type: ignore[arg-type]
+    rec = acct.record_of(Store.record, Store.c.config.cluster_name, object())  # type: ignore[arg-type]
     ids = [s["id"] for s in rec["steps"]]
     half = acct.STEPS_KEPT // 2
     assert len(ids) == acct.STEPS_KEPT and ids[:half] == list(range(half))

@@ -16,7 +16,8 @@ import trio
 from ranch.conf.model import ClusterConfig
 from ranch.ctld.compose import coordinate
 from ranch.ctld.compose.controller import VERSION, Controller
-from ranch.ctld.compose.jobside import JobParts, NodeSideForJobs, build_today
+from ranch.ctld.compose.jobs import NodesOf, build_jobs
+from ranch.ctld.compose.jobside import JobParts, parts_of
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.jobs.history import FileHistory
 from ranch.ctld.nodes import nodeupdates
@@ -42,14 +43,16 @@ __all__ = ["VERSION", "Controller", "assemble"]
 
 def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
               spawn: Callable[..., None] | None, history: FileHistory | None,
-              after_change: Callable[[], None]) -> JobParts:
+              programs: Callable[[], None]) -> JobParts:
     """The job side, given what it reads and calls of the node side: the registry's doors
     (nodes, members_gen, partition_nodes, set_use, push, apply_event), the reservations'
-    `blocked`, and plain values. Today's job store, fitted in ctld/compose/jobside.py; the job
-    side's own builder takes its place here."""
-    return build_today(NodeSideForJobs(registry, deadlines=base.deadlines, site=base.site,
-                                       epoch=base.epoch, spawn=spawn, reservations=reservations,
-                                       after_change=after_change), history)
+    `blocked`, and plain values (ctld/compose/jobs.py build_jobs). `programs`: power save's
+    flush, run after the pass a submission or a job command runs."""
+    side = build_jobs(NodesOf(registry, reservations.blocked), config=registry.config,
+                      clock=base.clock, wall=base.wall, deadlines=base.deadlines,
+                      changes=base.changes, site=base.site, epoch=base.epoch, spawn=spawn,
+                      history=history, programs=programs)
+    return parts_of(side)
 
 
 def assemble(
@@ -106,7 +109,7 @@ def assemble(
     reservations = Reservations(registry, **times, deadlines=deadlines, changes=base.changes,
                                 eventlog=eventlog, kick=kick,
                                 running_until=lambda: parts.for_nodes.jobs_running_until())
-    parts = _job_side(registry, reservations, base, spawn, history, after_change)
+    parts = _job_side(registry, reservations, base, spawn, history, power.flush)
     route = coordinate.effect_router(power, reboots, parts)
     return _controller(base, registry, parts, power, down, liveness, reboots, reservations,
                        after_change=after_change, holding=holding)
@@ -145,7 +148,7 @@ def _controller(base: _Base, registry: NodeRegistry, parts: JobParts, power: Pow
     known: list[str] = []  # the nodes the saved state knew (restore, then start)
     save_doc, journal_records = coordinate.saved_state(changes, registry, reservations, parts)
     return Controller(
-        registry=registry, jobs=parts.store, traffic=traffic, membership=membership,
+        registry=registry, jobs=parts.side, traffic=traffic, membership=membership,
         liveness=liveness, drain_guard=drain_guard,
         guards=GuardDesk(down=down, drain=drain_guard, stalls=liveness.stalls,
                          nodes=registry.nodes, after_change=after_change),

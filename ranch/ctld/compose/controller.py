@@ -10,8 +10,8 @@ import attrs
 
 from ranch import __version__
 from ranch.conf.model import ClusterConfig
+from ranch.ctld.compose.jobs import JobSide
 from ranch.ctld.deadlines import Deadlines
-from ranch.ctld.jobs.store import Jobs
 from ranch.ctld.nodes.eventlog import EventLog
 from ranch.ctld.nodes.guards import DrainGuard, GuardDesk
 from ranch.ctld.nodes.hardware import HardwareShelf
@@ -37,7 +37,7 @@ class Controller:
 
     # -- the owners ---------------------------------------------------------------------------
     registry: NodeRegistry  # every node's record and state (ctld/nodes/registry.py)
-    jobs: Jobs  # the job store (ctld/jobs/store.py)
+    jobs: JobSide  # the job store and its components (ctld/compose/jobs.py)
     traffic: NodeTraffic  # what nodes send (ctld/nodes/nodetraffic.py)
     membership: Membership  # approval, rejection, dynamic nodes (ctld/nodes/membership.py)
     liveness: Liveness  # failure detection, stalls, DownGuard (ctld/nodes/liveness.py)

@@ -12,7 +12,7 @@ import attrs
 
 from ranch.conf.model import ClusterConfig
 from ranch.ctld.compose.controller import Controller
-from ranch.ctld.jobs.store import Jobs
+from ranch.ctld.compose.jobs import JobSide
 from ranch.ctld.nodes.eventlog import EventLog
 from ranch.ctld.nodes.guards import DrainGuard
 from ranch.ctld.nodes.liveness import Liveness
@@ -34,7 +34,7 @@ class Front:
     liveness: Liveness
     drain_guard: DrainGuard
     reservations: Reservations
-    jobs: Jobs
+    jobs: JobSide
     changes: ChangeLog
     site: Site
     # node traffic (ctld/nodes/nodetraffic.py)

@@ -18,7 +18,9 @@ from ranch.protocol import messages as m
 from ranch.statemachine.jobstates import FINAL
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.history import FileHistory
+    from ranch.ctld.jobs.ports import JobReader
+    from ranch.ctld.jobs.settings import JobSettings
 
 # The most records one AcctList carries (about 400 bytes each: 40 MB); past it the reply says
 # how many it left out, and racct asks for a narrower window.
@@ -37,12 +39,13 @@ _KEEP = ("job_id", "array_job_id", "array_task_id", "name", "user", "uid", "gid"
 STEPS_KEPT = 1000
 
 
-def record_of(jobs: JobStore, job: Job, fresh: bool = False) -> dict[str, Any]:
-    """What racct shows of a job (and the history keeps of a finished run). `fresh`: kept for
-    callers (the listing record is built anew every time now)."""
-    rec = jobs.record(job)
+def record_of(record: Callable[[Job], dict[str, Any]], cluster: str, job: Job
+              ) -> dict[str, Any]:
+    """What racct shows of a job (and the history keeps of a finished run): of its listing
+    record (`record`, ctld/jobs/joblisting.py), the keys racct reads."""
+    rec = record(job)
     out = {k: rec.get(k) for k in _KEEP}
-    out["cluster"] = jobs.c.config.cluster_name
+    out["cluster"] = cluster
     steps = rec.get("steps")
     if steps:
         half = STEPS_KEPT // 2
@@ -52,80 +55,133 @@ def record_of(jobs: JobStore, job: Job, fresh: bool = False) -> dict[str, Any]:
     return out
 
 
-# -- the job core's hooks ----------------------------------------------------------------------
+class Accounting:
+    """racct's side of the job store: finished runs into the history, the writer task, and the
+    GetAcct query."""
+
+    def __init__(self, jobs: JobReader, record: Callable[[Job], dict[str, Any]],
+                 settings: JobSettings, history: FileHistory | None, *,
+                 wall: Callable[[], float], state_changed: Callable[[], None]) -> None:
+        """`record`: a job's listing record; `state_changed`: a snapshot is due (the jobs the
+        history now holds may be purged by it)."""
+        self._jobs = jobs
+        self._record = record
+        self._settings = settings
+        self.history = history
+        self._wall = wall
+        self._state_changed = state_changed
+
+    def record_of(self, job: Job) -> dict[str, Any]:
+        return record_of(self._record, self._settings.config.cluster_name, job)
+
+    # -- the job store's hooks -------------------------------------------------------------
+
+    def ended(self, job: Job) -> None:
+        """The job entered a final state: its run goes to the history."""
+        history = self.history
+        if history is not None:
+            restarts = job.restarts
+            first = self.record_of(job)
+
+            def build() -> dict[str, Any]:  # a detail set later in the same step is in it; a
+                if job.restarts == restarts and job.state in FINAL:  # run requeued since is not
+                    return self.record_of(job)
+                return first
+
+            history.ended(build, run=(job.id, restarts))
+
+    def held(self, job: Job) -> bool:
+        """The job may not be purged yet: its record is not durable."""
+        history = self.history
+        return history is not None and history.unwritten(job.id)
+
+    def restored(self) -> None:
+        """After a restart: the finished jobs still held are offered again (the history keeps
+        the runs it already has and writes the others: a crash before their write loses none)."""
+        history = self.history
+        if history is None:
+            return
+        for job in self._jobs.jobs.values():
+            if job.state in FINAL:
+                history.ended(self.record_of(job), verify=True)
+
+    # -- the writer ------------------------------------------------------------------------
+
+    async def keep(self, in_thread: bool = True) -> None:
+        """Run in the daemon's nursery: write what ended (one write and fsync per day file for
+        a batch), retry after a failure, and prune the days older than PurgeJobAfter."""
+        history = self.history
+        if history is None:
+            return
+        next_prune = trio.current_time()
+
+        async def run(fn: Callable[..., Any], *args: Any) -> Any:
+            if in_thread:
+                return await trio.to_thread.run_sync(fn, *args)
+            return fn(*args)
+
+        while True:
+            if history.waiting:
+                batch = history.take()
+                try:
+                    await run(history.write, batch)
+                except OSError as exc:
+                    history.written(batch, ok=False)
+                    logs.event("job history write failed; finished jobs are kept until it "
+                               "works", logging.ERROR, path=history.dir,
+                               error=exc.strerror or str(exc))
+                    await trio.sleep(1.0)
+                    continue
+                history.written(batch, ok=True)
+                self._state_changed()  # the jobs it held may be purged at the next snapshot
+            if trio.current_time() >= next_prune:
+                next_prune = trio.current_time() + PRUNE_INTERVAL
+                keep = float(self._settings.config.jobs.purge_job_after)
+                try:
+                    gone = await run(history.prune, self._wall(), keep)
+                except OSError as exc:
+                    logs.event("job history not pruned", logging.WARNING, error=str(exc))
+                    gone = []
+                if gone:
+                    logs.event("job history days pruned", days=",".join(gone))
+            with trio.move_on_after(max(0.0, next_prune - trio.current_time())):
+                await history.due.wait()
+            await trio.sleep(WRITE_INTERVAL)
 
 
-def ended(jobs: JobStore, job: Job) -> None:
-    """The job entered a final state: its run goes to the history."""
-    history = jobs.history
-    if history is not None:
-        restarts = job.restarts
-        first = record_of(jobs, job, fresh=True)
+    # -- the query ----------------------------------------------------------------------
 
-        def build() -> dict[str, Any]:  # a detail set later in the same step is in it; a
-            if job.restarts == restarts and job.state in FINAL:  # run requeued since is not
-                return record_of(jobs, job, fresh=True)
-            return first
-
-        history.ended(build, run=(job.id, restarts))
-
-
-def held(jobs: JobStore, job: Job) -> bool:
-    """The job may not be purged yet: its record is not durable."""
-    history = jobs.history
-    return history is not None and history.unwritten(job.id)
-
-
-def restored(jobs: JobStore) -> None:
-    """After a restart: the finished jobs still held are offered again (the history keeps
-    the runs it already has and writes the others: a crash before their write loses none)."""
-    history = jobs.history
-    if history is None:
-        return
-    for job in jobs.jobs.values():
-        if job.state in FINAL:
-            history.ended(record_of(jobs, job, fresh=True), verify=True)
-
-
-# -- the writer ----------------------------------------------------------------------------
-
-
-async def keep_history(jobs: JobStore, history: Any, in_thread: bool = True) -> None:
-    """Run in the daemon's nursery: write what ended (one write and fsync per day file for a
-    batch), retry after a failure, and prune the days older than PurgeJobAfter."""
-    next_prune = trio.current_time()
-
-    async def run(fn: Callable[..., Any], *args: Any) -> Any:
-        if in_thread:
-            return await trio.to_thread.run_sync(fn, *args)
-        return fn(*args)
-
-    while True:
-        if history.waiting:
-            batch = history.take()
+    async def query(self, q: m.GetAcct) -> bytes:
+        """The AcctList for `q`: the jobs rctld holds, and the history's records of the jobs it
+        no longer holds (read in a worker thread: a year of history must not stall the loop).
+        One record per job: its latest run."""
+        live = select([self.record_of(j) for j in self._jobs.jobs.values()], q)
+        held_ids = set(self._jobs.jobs)
+        history = self.history
+        error = ""
+        old: list[dict[str, Any]] = []
+        wanted = set(q.job_ids) | {a for a, _ in q.tasks}
+        found = {r["job_id"] for r in live} | {r.get("array_job_id") for r in live}
+        if history is not None and (not wanted or not wanted <= found):
+            since = q.start if q.start and not q.states else None
             try:
-                await run(history.write, batch)
+                old = await trio.to_thread.run_sync(history.read, since, tuple(wanted))
             except OSError as exc:
-                history.written(batch, ok=False)
-                logs.event("job history write failed; finished jobs are kept until it works",
-                           logging.ERROR, path=history.dir, error=exc.strerror or str(exc))
-                await trio.sleep(1.0)
-                continue
-            history.written(batch, ok=True)
-            jobs.c.changes.state_changed()  # the jobs it held may be purged at the next snapshot
-        if trio.current_time() >= next_prune:
-            next_prune = trio.current_time() + PRUNE_INTERVAL
-            keep = float(jobs.c.config.jobs.purge_job_after)
-            try:
-                gone = await run(history.prune, jobs.c.wall(), keep)
-            except OSError as exc:
-                logs.event("job history not pruned", logging.WARNING, error=str(exc))
-                gone = []
-            if gone:
-                logs.event("job history days pruned", days=",".join(gone))
-        with trio.move_on_after(max(0.0, next_prune - trio.current_time())):
-            await history.due.wait()
-        await trio.sleep(WRITE_INTERVAL)
+                error = f"the job history at {history.dir} could not be read: {exc.strerror or exc}"
+                logs.event("job history unreadable", logging.WARNING, error=error)
+        latest: dict[int, dict[str, Any]] = {}
+        for rec in select([r for r in old if r["job_id"] not in held_ids], q):
+            have = latest.get(rec["job_id"])
+            if have is None or (rec.get("restarts") or 0) >= (have.get("restarts") or 0):
+                latest[rec["job_id"]] = rec
+        for rec in live:
+            latest[rec["job_id"]] = rec
+        out = [latest[k] for k in sorted(latest)]
+        limit = min(q.limit or MAX_RECORDS, MAX_RECORDS)
+        left_out = max(0, len(out) - limit)
+        body = {"generated_at": self._wall(), "jobs": out[:limit], "left_out": left_out,
+                "history_error": error}
+        return orjson.dumps(body)
 
 
 def flush_now(history: Any) -> None:
@@ -141,9 +197,6 @@ def flush_now(history: Any) -> None:
                    logging.ERROR, error=str(exc))
         return
     history.written(batch, ok=True)
-
-
-# -- the query -------------------------------------------------------------------------------
 
 
 def _matches(rec: dict[str, Any], q: m.GetAcct, ids: frozenset[int],
@@ -175,36 +228,3 @@ def select(records: list[dict[str, Any]], q: m.GetAcct) -> list[dict[str, Any]]:
     ids, tasks = frozenset(q.job_ids), frozenset((int(t[0]), int(t[1])) for t in q.tasks)
     uids, users, states = frozenset(q.uids), frozenset(q.users), frozenset(q.states)
     return [r for r in records if _matches(r, q, ids, tasks, uids, users, states)]
-
-
-async def query(jobs: JobStore, q: m.GetAcct) -> bytes:
-    """The AcctList for `q`: the jobs rctld holds, and the history's records of the jobs it
-    no longer holds (read in a worker thread: a year of history must not stall the loop).
-    One record per job: its latest run."""
-    live = select([record_of(jobs, j) for j in jobs.jobs.values()], q)
-    held_ids = set(jobs.jobs)
-    history = jobs.history
-    error = ""
-    old: list[dict[str, Any]] = []
-    wanted = set(q.job_ids) | {a for a, _ in q.tasks}
-    found = {r["job_id"] for r in live} | {r.get("array_job_id") for r in live}
-    if history is not None and (not wanted or not wanted <= found):
-        since = q.start if q.start and not q.states else None
-        try:
-            old = await trio.to_thread.run_sync(history.read, since, tuple(wanted))
-        except OSError as exc:
-            error = f"the job history at {history.dir} could not be read: {exc.strerror or exc}"
-            logs.event("job history unreadable", logging.WARNING, error=error)
-    latest: dict[int, dict[str, Any]] = {}
-    for rec in select([r for r in old if r["job_id"] not in held_ids], q):
-        have = latest.get(rec["job_id"])
-        if have is None or (rec.get("restarts") or 0) >= (have.get("restarts") or 0):
-            latest[rec["job_id"]] = rec
-    for rec in live:
-        latest[rec["job_id"]] = rec
-    out = [latest[k] for k in sorted(latest)]
-    limit = min(q.limit or MAX_RECORDS, MAX_RECORDS)
-    left_out = max(0, len(out) - limit)
-    body = {"generated_at": jobs.c.wall(), "jobs": out[:limit], "left_out": left_out,
-            "history_error": error}
-    return orjson.dumps(body)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.ports import JobReader
 
 
 class ConstraintError(ValueError):
@@ -151,7 +151,7 @@ class NodeFilter:
     earlier in the same pass counts. `explain` turns place()'s ReqNodeNotAvail into Resources
     when nodes were only passed over because another user's jobs hold them."""
 
-    def __init__(self, jobs: JobStore, job: Any, uses: dict[str, Any] | None = None) -> None:
+    def __init__(self, jobs: JobReader, job: Any, uses: dict[str, Any] | None = None) -> None:
         self.jobs = jobs
         self.uses = jobs.uses if uses is None else uses  # --test-only: a simulated copy
         self.req = job.req
@@ -173,5 +173,5 @@ class NodeFilter:
         return "Resources" if self.busy and why.startswith("ReqNodeNotAvail") else why
 
 
-def placeable(jobs: JobStore, job: Any, uses: dict[str, Any] | None = None) -> NodeFilter:
+def placeable(jobs: JobReader, job: Any, uses: dict[str, Any] | None = None) -> NodeFilter:
     return NodeFilter(jobs, job, uses)

@@ -9,23 +9,18 @@ failed; a decided element stays decided (slurmctld keeps them so: an afterok who
 purged from memory stays failed). A job that is gone altogether fulfils it, as in slurmctld.
 
 `evaluate` is pure: the spec, the elements' states so far and the job table in, the verdict
-out. `Book` keeps the states per job for the controller; `verdict` is the one call the
-scheduling pass makes.
+out. ctld/jobs/dependbook.py keeps the states per job for the controller.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
 from ranch.statemachine.jobstates import FINAL
-
-if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
 
 UNFULFILLED, FULFILLED, FAILED = "unfulfilled", "fulfilled", "failed"
 SATISFIED, PENDING, NEVER = "satisfied", "pending", "never"
@@ -260,50 +255,6 @@ def describe(spec: Spec, states: Iterable[str] | None, jobs: Mapping[int, Any]) 
     return sep.join(out) or "(null)"
 
 
-# ---------------------------------------------------------------------------------------------
-# The controller's side: element states per job, the pass's one call
-
-
-@attrs.define
-class Entry:
-    spec: Spec
-    states: tuple[str, ...] | None = None
-    verdict: str = PENDING
-
-
-_books: weakref.WeakKeyDictionary[Any, dict[int, Entry]] = weakref.WeakKeyDictionary()
-
-
-def _book(jobs: JobStore) -> dict[int, Entry]:
-    book = _books.get(jobs)
-    if book is None:
-        book = _books[jobs] = {}
-    if len(book) > 2 * len(jobs.jobs) + 64:  # forget jobs the controller no longer holds
-        for jid in [j for j in book if j not in jobs.jobs]:
-            del book[jid]
-    return book
-
-
-def _entry(jobs: JobStore, job: Any) -> Entry | None:
-    text = job.req.dependency
-    if not text:
-        return None
-    book = _book(jobs)
-    entry = book.get(job.id)
-    if entry is None:
-        try:
-            spec = parse(text)
-        except DependencyError:  # refused at submit; a saved job from elsewhere never runs
-            spec = Spec((Dep("afterok", 0, state=FAILED),))
-        entry = book[job.id] = Entry(spec)
-    return entry
-
-
-def forget(jobs: JobStore, job: Any) -> None:
-    """The job's dependency changed (rcontrol update Dependency=): judged afresh."""
-    _book(jobs).pop(job.id, None)
-
-
 def kill_invalid_default(settings: Iterable[tuple[str, str]]) -> bool:
     """SchedulerParameters=kill_invalid_depend: cancel never-satisfiable jobs by default."""
     params = dict(settings).get("SchedulerParameters", "")
@@ -316,41 +267,6 @@ class Verdict:
     wake: float = math.inf  # wall clock time to look again (after:ID+MIN)
     cancel: bool = False  # --kill-on-invalid-dep: end the job CANCELLED
     newly_never: bool = False  # first time judged never satisfiable (INVALID_DEPEND mail)
-
-
-def verdict(jobs: JobStore, job: Any, wall: float) -> Verdict | None:
-    """None when the job may start as far as its dependencies go; else why it waits. Once
-    satisfied a job's dependencies are done with (slurmctld clears the list)."""
-    entry = _entry(jobs, job)
-    if entry is None or entry.verdict == SATISFIED:
-        return None
-    before = entry.verdict
-    if before == NEVER or job.reason == "DependencyNeverSatisfied":
-        entry.verdict = NEVER  # slurmctld never looks again (a restart keeps the reason)
-    else:
-        entry.verdict, states, wake = evaluate(entry.spec, entry.states, job, jobs.jobs, wall)
-        if states != entry.states:
-            entry.states = states
-            jobs.touch(job, durable=False)  # Dependency= shows the element states
-        if entry.verdict == SATISFIED:
-            return None
-        if entry.verdict == PENDING:
-            return Verdict("Dependency", wake)
-    kill = job.req.kill_on_invalid_dep
-    if kill is None:
-        kill = kill_invalid_default(jobs.c.config.settings)
-    return Verdict("DependencyNeverSatisfied", cancel=kill, newly_never=before != NEVER)
-
-
-def shown(jobs: JobStore, job: Any) -> str:
-    """What a job record shows as its dependency."""
-    entry = _entry(jobs, job)
-    if entry is None:
-        return "(null)"
-    if entry.verdict == SATISFIED or (job.state != "PENDING"
-                                      and job.reason != "DependencyNeverSatisfied"):
-        return "(null)"
-    return describe(entry.spec, entry.states, jobs.jobs)
 
 
 def check(text: str) -> str | None:

@@ -95,7 +95,7 @@ class FileHistory:
         self._ranges: dict[str, tuple[int, int, int, int]] = {}
         self.records_written = 0
         self.fsyncs = 0
-        self.due = Wakeup()  # set when a record waits: wakes keep_history (ctld/jobs/acct.py)
+        self.due = Wakeup()  # set when a record waits: wakes Accounting.keep (ctld/jobs/acct.py)
 
     # -- the event loop's side ---------------------------------------------------------------
 

@@ -1,20 +1,19 @@
 """The controller's side of sbatch's further options (issue 22), kept out of the job core so
 that the job modules call it in one line each: the submit checks (constraint, dependency,
 nice, signal, mail types), priority with --nice, the record fields show job and squeue print,
-the JobSpec fields a node needs, and a pending job's dependency in the scheduling pass."""
+and the JobSpec fields a node needs."""
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ranch.conf import hostlist
-from ranch.ctld import logs
-from ranch.ctld.jobs import constraints, dependencies, mail
+from ranch.ctld.jobs import constraints, dependencies
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.ports import NodeView
 
 NICE_LIMIT = 2147483645
 OPEN_MODES = ("", "append", "truncate")
@@ -22,10 +21,9 @@ OVERSUBSCRIBE = ("", "USER", "MCS", "YES")
 MAIL_WORDS = frozenset({"BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT",
                         "TIME_LIMIT", "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50",
                         "ARRAY_TASKS"})
-CANCELLED = "<cancelled>"  # dependency_reason: the job was cancelled (--kill-on-invalid-dep)
 
 
-def screen(jobs: JobStore, req: m.SubmitJob, members: dict[str, Any]
+def screen(nodes: Mapping[str, NodeView], req: m.SubmitJob, members: dict[str, Any]
            ) -> tuple[dict[str, Any], m.Error | None]:
     """(the partition's nodes the job may use, or the refusal naming the field). Called by
     the submit checks once the partition's members are known."""
@@ -51,7 +49,7 @@ def screen(jobs: JobStore, req: m.SubmitJob, members: dict[str, Any]
         return bad(why, "dependency")
     if not req.constraint:
         return members, None
-    known = {f for n in jobs.c.nodes.values() for f in n.cfg.features}
+    known = {f for n in nodes.values() for f in n.cfg.features}
     expr = constraints.check(req.constraint, known)
     if isinstance(expr, str):
         return bad(expr, "constraint")
@@ -85,8 +83,9 @@ def spec_fields(req: m.SubmitJob) -> dict[str, Any]:
             "warn_time": req.warn_time, "warn_batch": req.warn_batch, "input": req.input}
 
 
-def record_fields(jobs: JobStore, job: Any) -> dict[str, Any]:
-    """What the job record (squeue, show job, HTTP) adds for these options."""
+def record_fields(job: Any, dependency: str) -> dict[str, Any]:
+    """What the job record (squeue, show job, HTTP) adds for these options; `dependency`: what
+    it shows of its dependency (ctld/jobs/dependbook.py)."""
     req = job.req
     return {
         "account": req.account,
@@ -95,7 +94,7 @@ def record_fields(jobs: JobStore, job: Any) -> dict[str, Any]:
         "comment": req.comment,
         "nice": req.nice,
         "features": req.constraint,
-        "dependency": dependencies.shown(jobs, job),
+        "dependency": dependency,
         "kill_on_invalid_dep": req.kill_on_invalid_dep,
         "mail_type": list(req.mail_type),
         "mail_user": (req.mail_user or req.user) if req.mail_type else "",
@@ -128,35 +127,3 @@ def _signal_text(req: m.SubmitJob) -> str:
     except ValueError:
         name = str(req.warn_signal)
     return f"{'B:' if req.warn_batch else ''}{name}@{req.warn_time}"
-
-
-def dependency_reason(jobs: JobStore, job: Any, wall: float) -> str:
-    """The scheduling pass's question for a pending, unheld job: "" when its dependencies let
-    it go, else its reason (Dependency, DependencyNeverSatisfied), or CANCELLED when
-    --kill-on-invalid-dep ended it (the pass takes it off the pending list)."""
-    if not job.req.dependency:
-        return ""
-    verdict = dependencies.verdict(jobs, job, wall)
-    if verdict is None:
-        return ""
-    if verdict.newly_never:
-        logs.event("job dependency never satisfied", job=job.id,
-                   dependency=job.req.dependency)
-        mail.notify(jobs, job, "INVALID_DEPEND")
-    if verdict.cancel:
-        logs.event("job cancelled: its dependency can never be satisfied", logging.INFO,
-                   job=job.id)
-        from ranch.statemachine import jobevents
-
-        jobs.apply(job, jobevents.Cancel())
-        job.reason = verdict.reason  # slurmctld keeps DependencyNeverSatisfied on it
-        jobs.touch(job)
-        return CANCELLED
-    if verdict.wake < float("inf"):
-        from ranch.ctld.jobs.jobrecord import BEGIN_KEY
-
-        due = jobs.c.clock() + (verdict.wake - wall)
-        when = jobs.c.deadlines.when(BEGIN_KEY)
-        if when is None or due < when:
-            jobs.c.deadlines.schedule(BEGIN_KEY, due)  # after:ID+MIN: a pass then
-    return verdict.reason

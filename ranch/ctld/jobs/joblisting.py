@@ -1,14 +1,16 @@
 """What the controller shows of its jobs: the job record (rqueue, show job, HTTP), the cached
-JobList body, and the jobs holding given nodes (the resume file)."""
+JobList body and rqueue's cut of it, the jobs holding given nodes (the resume file), and when
+the jobs on each node may run until (reservations)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ranch.conf import hostlist
+from ranch.ctld.jobs import jobfields
 from ranch.ctld.jobs.jobextras import record_fields
 from ranch.ctld.jobs.jobrecord import ACTIVE, Job, job_name
 from ranch.ctld.jobs.steprecord import step_record
@@ -16,24 +18,28 @@ from ranch.ctld.jobs.usagerecord import gpus_used, merged
 from ranch.ctld.kept import kept
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.ports import JobReader, NodesForJobs
 
 
 class JobListing:
     """Views of the job store: records, the cached JobList body, jobs holding nodes."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self.c = store.c
+    def __init__(self, jobs: JobReader, nodes: NodesForJobs, *, wall: Callable[[], float],
+                 dependency: Callable[[Job], str]) -> None:
+        """`dependency`: what a job's record shows of its dependency (ctld/jobs/dependbook.py)."""
+        self._jobs = jobs
+        self._nodes = nodes
+        self._wall = wall
+        self._dependency = dependency
 
     def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
         """(job id, every node of the job) for the active jobs holding any of `names` (the
         resume program's SLURM_RESUME_FILE)."""
         seen: dict[int, list[str]] = {}
         for name in names:
-            use = self.store.uses.get(name)
+            use = self._jobs.uses.get(name)
             for jid in sorted(use.jobs) if use else ():
-                job = self.store.jobs.get(jid)
+                job = self._jobs.jobs.get(jid)
                 if job is not None and job.state in ACTIVE and jid not in seen:
                     seen[jid] = list(job.nodes)
         return sorted(seen.items())
@@ -42,7 +48,7 @@ class JobListing:
         """The CPUs of a job that holds none now: an exclusive one that ran held every CPU of
         its nodes (Slurm still shows them once it ended), any other what it asks for."""
         if job.req.exclusive and job.nodes:
-            nodes = self.c.nodes
+            nodes = self._nodes.nodes
             return sum(nodes[n].cfg.cpus for n in job.nodes if n in nodes)
         if job.need.spread:
             return job.req.ntasks * job.req.cpus_per_task
@@ -104,14 +110,37 @@ class JobListing:
             "batch_flag": 0 if req.allocation else 1,
             "node_cpus": [job.shares[n].cpus for n in job.nodes if n in job.shares],
         }
-        rec.update(record_fields(self.store, job))  # sbatch's further options (issue 22)
+        self._add_extras(rec, job)
+        return rec
+
+    def _add_extras(self, rec: dict[str, Any], job: Job) -> None:
+        """What the record adds for sbatch's further options (issue 22), what the job used,
+        and its steps."""
+        req = job.req
+        rec.update(record_fields(job, self._dependency(job)))
         if job.usage:  # issue 48: the batch script's figures, the GPUs of every node
             if job.batch_host in job.usage and not req.allocation:
                 rec["usage"] = merged({job.batch_host: job.usage[job.batch_host]})
             rec["gpu_usage"] = gpus_used(job.usage)
         if job.steps:  # rrun's steps (ctld/jobs/steps.py)
             rec["steps"] = [step_record(s) for s in job.steps]
-        return rec
+
+    def list_fields(self, fields: tuple[str, ...]) -> bytes:
+        """rqueue's view: only the keys it reads, of every job (issue 23: jobfields.py)."""
+        return jobfields.list_body(self._jobs.jobs.values(), self.record, self._wall(), fields)
+
+    def running_until(self) -> dict[str, float]:
+        """Node -> when the last job on it may run until (its start + time limit; inf with no
+        limit), for a reservation that must not cut a job short."""
+        out: dict[str, float] = {}
+        for job in self._jobs.jobs.values():
+            if job.start_time is None or not job.nodes or job.state not in (
+                    "RUNNING", "CONFIGURING", "SUSPENDED", "COMPLETING"):
+                continue
+            end = float("inf") if job.time_limit is None else job.start_time + job.time_limit * 60
+            for n in job.nodes:
+                out[n] = max(out.get(n, float("-inf")), end)
+        return out
 
     def list_body(self, ids: Sequence[int] = ()) -> bytes:
         """The JobList body (orjson, the codec's shape). Each job's record is encoded once per
@@ -119,13 +148,13 @@ class JobListing:
         only the jobs that changed are encoded again; "now" (generated_at, from which rqueue's
         TIME and show job's RunTime count) is written fresh into every answer."""
         if ids:
-            table = self.store.jobs
+            table = self._jobs.jobs
             wanted = [table[j] for j in ids if j in table]
             extra = [j for j in table.values() if j.array_job_id in ids and j.id not in ids]
             records = b",".join([self.encoded(j) for j in [*wanted, *extra]])
         else:
-            records = b",".join([self.encoded(j) for j in self.store.jobs.values()])
-        return b'{"generated_at":%s,"jobs":[%s]}' % (orjson.dumps(self.c.wall()), records)
+            records = b",".join([self.encoded(j) for j in self._jobs.jobs.values()])
+        return b'{"generated_at":%s,"jobs":[%s]}' % (orjson.dumps(self._wall()), records)
 
     def encoded(self, job: Job) -> bytes:
         """The job's whole record, encoded (kept until the job changes: ~1 KB)."""

@@ -9,7 +9,7 @@ kill that run (and only that run: a newer run of the same job on the same node i
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ranch.ctld import logs
@@ -20,9 +20,9 @@ from ranch.statemachine import events
 from ranch.statemachine import jobevents as je
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs.jobstart import JobStarts
-    from ranch.ctld.nodes.node import NodeRecord
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.jobrecord import Job
+    from ranch.ctld.jobs.ports import JobDoor, Launches, NodesForJobs, NodeView
+    from ranch.ctld.jobs.settings import JobSettings
 
 Run = tuple[int, int]
 LAUNCH_FAILURE = "batch job complete failure"  # slurmctld's drain reason, word for word
@@ -45,19 +45,27 @@ def holds(runs: set[Run], job_id: int, restarts: int) -> bool:
 class JobReconciliation:
     """What nodes report, laid against the job store."""
 
-    def __init__(self, store: JobStore, starts: JobStarts) -> None:
-        self.store = store
-        self.starts = starts
-        self.c = store.c
+    def __init__(self, jobs: JobDoor, settings: JobSettings, nodes: NodesForJobs,
+                 launches: Launches, *, try_launch: Callable[[Job], None],
+                 clock: Callable[[], float], wall: Callable[[], float]) -> None:
+        """`try_launch`: a CONFIGURING job launched if its nodes are all up now
+        (ctld/jobs/jobstart.py)."""
+        self._jobs = jobs
+        self._settings = settings
+        self._nodes = nodes
+        self._launches = launches
+        self._try_launch = try_launch
+        self._clock = clock
+        self._wall = wall
         # node -> {job id: when its beats were first seen still running the ended run}
         self._still_running: dict[str, dict[int, float]] = {}
         # node -> {run: when a heartbeat first left out that current run of a job placed there}
         self._missing: dict[str, dict[Run, float]] = {}
 
-    def ended(self, node: NodeRecord, ends: Sequence[m.JobEnd]) -> None:
+    def ended(self, node: NodeView, ends: Sequence[m.JobEnd]) -> None:
         """JobEnd reports (at least once each: a repeat, or another run's, is a no-op)."""
         for end in ends:
-            job = self.store.jobs.get(end.job_id)
+            job = self._jobs.jobs.get(end.job_id)
             if job is None:
                 continue
             if end.restarts != job.restarts:
@@ -67,34 +75,34 @@ class JobReconciliation:
                 continue
             if end.usage is not None:  # issue 48: what the run used there
                 job.usage[node.name] = node_usage(end.usage)
-            self.store.apply(job, je.EndReported(node.name, end.restarts, end.state, end.exit_code,
+            self._jobs.apply(job, je.EndReported(node.name, end.restarts, end.state, end.exit_code,
                                             end.signal, end.message))
             if end.state == "LAUNCH_FAILED" and end.node_fault:
                 self._drain_for_launch(node, job.id, end.message)
 
-    def _drain_for_launch(self, node: NodeRecord, job_id: int, why: str) -> None:
+    def _drain_for_launch(self, node: NodeView, job_id: int, why: str) -> None:
         """As slurmctld drains a node whose slurmd could not launch a batch job (as SlurmUser,
         reason "batch job complete failure"), so that the node takes no next job to fail."""
         logs.event("node cannot launch jobs; draining it", logging.WARNING, node=node.name,
                    job=job_id, error=why)
-        request = events.AdminUpdate(now=self.c.wall(), request="DRAIN", reason=LAUNCH_FAILURE,
-                                     user=self.c.config.access.slurm_user)
-        _, err = self.c.apply_event(node, request)
+        request = events.AdminUpdate(now=self._wall(), request="DRAIN", reason=LAUNCH_FAILURE,
+                                     user=self._settings.config.access.slurm_user)
+        _, err = self._nodes.apply_event(node, request)
         if err:
             logs.event("launch-failure drain not applied", logging.WARNING, node=node.name,
                        error=err)
 
-    def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
+    def started(self, node: NodeView, msg: m.JobStarted) -> m.Ack:
         """A node confirms it launched a run (its start time is the job's)."""
-        job = self.store.jobs.get(msg.job_id)
-        self.starts.heard(node.name, ((msg.job_id, msg.restarts),))
+        job = self._jobs.jobs.get(msg.job_id)
+        self._launches.heard(node.name, ((msg.job_id, msg.restarts),))
         if job is not None:
-            self.store.apply(job, je.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
+            self._jobs.apply(job, je.LaunchConfirmed(node.name, msg.restarts, msg.started_at))
         return m.Ack()
 
     def _current(self, name: str, job_id: int, run: int) -> bool:
         """Whether the node should run this run of the job (-1: an older rnoded's any-run)."""
-        job = self.store.jobs.get(job_id)
+        job = self._jobs.jobs.get(job_id)
         return (job is not None and job.state in (RUNNING, COMPLETING) and name in job.awaiting
                 and run in (-1, job.restarts))
 
@@ -105,7 +113,7 @@ class JobReconciliation:
         ids = tuple(j for j, r in stale if r == -1)
         return ids, tuple((j, r) for j, r in stale if r != -1)
 
-    def _look_for_missing(self, node: NodeRecord, runs: set[Run], ended: set[Run],
+    def _look_for_missing(self, node: NodeView, runs: set[Run], ended: set[Run],
                           beat: bool) -> None:
         """Current runs placed on the node that it reports neither holding nor ended: lost
         there. A node lists every run it holds until the run's ending is recorded on its disk
@@ -116,31 +124,31 @@ class JobReconciliation:
         registration, sent on a new connection after everything the old one carried, counts
         at once."""
         name = node.name
-        use = self.store.uses.get(name)
+        use = self._jobs.uses.get(name)
         seen = self._missing.pop(name, {})
         if use is None or not use.jobs:
             if not beat:
-                self.starts.forget_unheard(name, ())
+                self._launches.forget_unheard(name, ())
             return
-        now, grace_s = self.c.clock(), self.store.missing_grace
-        interval = self.c.config.timeouts.heartbeat_interval
+        now, grace_s = self._clock(), self._settings.missing_grace
+        interval = self._settings.config.timeouts.heartbeat_interval
         missing: dict[Run, float] = {}
         current: list[Run] = []
         for jid in sorted(use.jobs):
-            job = self.store.jobs.get(jid)
+            job = self._jobs.jobs.get(jid)
             if job is None or name not in job.awaiting or job.state not in ACTIVE:
                 continue
             run = (jid, job.restarts)
             current.append(run)
             if holds(runs, jid, job.restarts) or run in ended:
                 continue
-            if not beat and job.state == RUNNING and self.starts.never_delivered(name, job):
+            if not beat and job.state == RUNNING and self._launches.never_delivered(name, job):
                 # never reached the node: the same run again, not a requeue (a requeue here
                 # burnt a restart per try while the node refused our frames, and the job
                 # never ran)
                 logs.event("launch never reached the node: sent again", logging.WARNING,
                            node=name, job=job.id, run=job.restarts)
-                self.starts.launch(job, (name,))
+                self._launches.launch(job, (name,))
                 continue
             if beat:
                 since = missing[run] = seen.get(run, now)
@@ -150,21 +158,23 @@ class JobReconciliation:
                 del missing[run]
             logs.event("node lost a job", logging.WARNING, node=name, job=job.id,
                        run=job.restarts)
-            self.store.apply(job, je.NodeLost(name, requeue=True, why=f"lost by node {name}"))
+            self._jobs.apply(job, je.NodeLost(name, requeue=True, why=f"lost by node {name}"))
         if missing:
             self._missing[name] = missing
         if not beat:
-            self.starts.forget_unheard(name, current)
+            self._launches.forget_unheard(name, current)
 
-    def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
+    def heartbeat(self, node: NodeView, msg: m.Heartbeat) -> tuple[tuple[int, ...],
                                                                      tuple[Run, ...]]:
         """Endings in a heartbeat, jobs it should run and does not (lost after a grace time),
         and the runs it has that are not its own any more."""
+        if not (msg.job_ids or msg.jobs_ended or node.name in self._jobs.uses):
+            return (), ()  # the hot path: a beat naming no job, of a node holding none
         if msg.jobs_ended:
             self.ended(node, msg.jobs_ended)
         runs = reported_runs(msg.job_ids, msg.runs)
         ended = {(e.job_id, e.restarts) for e in msg.jobs_ended}
-        self.starts.heard(node.name, runs | ended)
+        self._launches.heard(node.name, runs | ended)
         self._look_for_missing(node, runs, ended, beat=True)
         if runs or node.name in self._still_running:
             self._kill_again(node.name, runs)
@@ -176,10 +186,10 @@ class JobReconciliation:
         """A node that still runs a COMPLETING job's run a grace time after the kill gets the
         KillJob again (slurmctld re-sends TERMINATE_JOB likewise): one lost on its way, or
         missed by the node, must not hold the job and the node COMPLETING for ever."""
-        now, grace_s = self.c.clock(), self.store.missing_grace
+        now, grace_s = self._clock(), self._settings.missing_grace
         seen, still = self._still_running.get(name, {}), {}
         for jid, run in sorted(runs):
-            job = self.store.jobs.get(jid)
+            job = self._jobs.jobs.get(jid)
             if job is None or job.state != COMPLETING or name not in job.awaiting \
                     or run not in (-1, job.restarts):
                 continue
@@ -187,14 +197,14 @@ class JobReconciliation:
             if now - since > grace_s:
                 logs.event("node still runs an ended job: KillJob again", logging.WARNING,
                            node=name, job=jid, run=job.restarts)
-                self.store.kill(job, (name,), 0, "completing")
+                self._jobs.kill(job, (name,), 0, "completing")
                 still[jid] = now
         if still:
             self._still_running[name] = still
         else:
             self._still_running.pop(name, None)
 
-    def registered(self, node: NodeRecord, msg: m.Register) -> tuple[tuple[int, ...],
+    def registered(self, node: NodeView, msg: m.Register) -> tuple[tuple[int, ...],
                                                                      tuple[Run, ...]]:
         """A (re)registration: endings, jobs the node lost, stale runs, launches that waited."""
         name = node.name
@@ -202,31 +212,31 @@ class JobReconciliation:
             self.ended(node, msg.jobs_ended)
         runs = reported_runs(msg.job_ids, msg.runs)
         ended = {(e.job_id, e.restarts) for e in msg.jobs_ended}
-        self.starts.heard(name, runs | ended)
+        self._launches.heard(name, runs | ended)
         # The node does not hold it and did not report its end: lost with the old rnoded (or
         # its LaunchJob went to a dead connection).
         self._look_for_missing(node, runs, ended, beat=False)
-        for jid in sorted(use.jobs) if (use := self.store.uses.get(name)) else ():
-            job = self.store.jobs.get(jid)
+        for jid in sorted(use.jobs) if (use := self._jobs.uses.get(name)) else ():
+            job = self._jobs.jobs.get(jid)
             if job is not None:
-                self.starts.try_launch(job)
-        self.store.sync_node(name)  # an allocation its earlier state refused (UNKNOWN at restart)
-        self.store.kick()
+                self._try_launch(job)
+        self._jobs.sync_node(name)  # an allocation its earlier state refused (UNKNOWN at restart)
+        self._jobs.kick()
         return self._stale(name, runs)
 
-    def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
+    def node_lost(self, node: NodeView, requeue: bool, wait: bool = False) -> None:
         """effects.KillJobs of the node table (DOWN, ResumeTimeout, POWER_DOWN_FORCE: the node
         is gone; State=FAIL with `wait`: it is alive, its processes are killed and awaited)."""
-        use = self.store.uses.get(node.name)
+        use = self._jobs.uses.get(node.name)
         if use is None:
             return
         for jid in sorted(use.jobs):
-            job = self.store.jobs.get(jid)
+            job = self._jobs.jobs.get(jid)
             if job is None:
                 continue
             if wait:
-                self.store.apply(job, je.NodeFailing(node.name, requeue=requeue))
+                self._jobs.apply(job, je.NodeFailing(node.name, requeue=requeue))
             else:
-                self.store.apply(job, je.NodeLost(node.name, requeue=requeue,
+                self._jobs.apply(job, je.NodeLost(node.name, requeue=requeue,
                                              why=f"node {node.name} failed"))
-        self.store.kick()
+        self._jobs.kick()

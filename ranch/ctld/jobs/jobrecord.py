@@ -32,7 +32,7 @@ class Job:
     req_nodes: tuple[str, ...] = ()  # -w, expanded
     exc_nodes: tuple[str, ...] = ()  # -x, expanded
     stdout: str = ""
-    state: JobState = PENDING  # assigned by ctld/jobs/store.py Jobs._apply alone (the job table's)
+    state: JobState = PENDING  # assigned by JobStore.apply alone (the job table's)
     reason: str = "None"
     held: str = ""  # "" | "user" | "admin" | "requeue" (rcontrol requeuehold)
     start_time: float | None = None
@@ -54,7 +54,7 @@ class Job:
     saved: orjson.Fragment | None = None  # job_json encoded, until the job next changes
     listed: tuple[tuple[str, ...], bytes] | None = None  # (keys, that cut of its record)
     shown: bytes | None = None  # its whole listing record, encoded
-    # the script and environment are in ctld/jobs/jobbulk.py's files, not in `req` (nor memory):
+    # the script and environment are in ctld/state/bulkfiles.py's files, not in `req` (nor memory):
     # at `bulk_at` (pack, offset, length), or in the job's own directory when that is None
     bulk_on_disk: bool = False
     bulk_at: tuple[int, int, int] | None = None

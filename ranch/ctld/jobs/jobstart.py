@@ -1,20 +1,18 @@
 """The scheduling pass: pending jobs in priority order placed on their partition's nodes, and
-launched (LaunchJob to every node) once those nodes are up."""
+launched (the job table's Launch: ctld/jobs/launches.py) once those nodes are up."""
 
 from __future__ import annotations
 
-import logging
 import math
-import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ranch.conf import hostlist
-from ranch.ctld import logs
-from ranch.ctld.jobs import jobextras, partlimits
+from ranch.ctld.jobs import partlimits
 from ranch.ctld.jobs.constraints import placeable
+from ranch.ctld.jobs.dependbook import CANCELLED
 from ranch.ctld.jobs.jobrecord import (
     ACTIVE,
     BEGIN_KEY,
@@ -22,63 +20,68 @@ from ranch.ctld.jobs.jobrecord import (
     PENDING,
     Job,
     held_reason,
-    job_env,
-    job_name,
 )
-from ranch.ctld.jobs.scheduler import NodeUse, place
-from ranch.ctld.state import bulkfiles
+from ranch.ctld.jobs.scheduler import place
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
 from ranch.statemachine.model import Flag
 from ranch.statemachine.predicates import takes_new_work
 
 if TYPE_CHECKING:
-    from ranch.ctld.nodes.node import NodeRecord
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.deadlines import Deadlines
+    from ranch.ctld.jobs.ports import NodesForJobs, NodeView, Queue
+    from ranch.ctld.jobs.settings import JobSettings
 
 
 RESERVED = "ReqNodeNotAvail, May be reserved for other job"  # slurmctld's words
 
 
 class JobStarts:
-    """The scheduling pass over the job store, and launches."""
+    """The scheduling pass over the pending queue."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self.c = store.c
-        self._members: dict[str, tuple[tuple[int, int], list[NodeRecord]]] = {}
-        # node -> runs this rctld launched there that the node has not yet named (in a beat, a
-        # registration, a JobStarted): soft state, empty after a restart (then no run is taken
-        # for never delivered, and a missing one is requeued as before)
-        self._unheard: dict[str, set[tuple[int, int]]] = {}
+    def __init__(self, jobs: Queue, settings: JobSettings, nodes: NodesForJobs, *,
+                 clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
+                 check: Callable[[m.SubmitJob], Any],
+                 dependency_reason: Callable[[Job, float], str]) -> None:
+        """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
+        partitions; `dependency_reason`: why a job's dependencies hold it
+        (ctld/jobs/dependbook.py)."""
+        self._jobs = jobs
+        self._settings = settings
+        self._nodes = nodes
+        self._clock = clock
+        self._wall = wall
+        self._deadlines = deadlines
+        self._check = check
+        self._dependency_reason = dependency_reason
+        self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
-        if self.store.take_kick():
+        if self._jobs.take_kick():
             self._pass()
 
     def _pass(self) -> None:
-        cfg = self.c.config
-        if self.store.pending_stale:
-            self.store.rebuild_pending()
+        cfg = self._settings.config
+        self._jobs.tidy()
         blocked: set[str] = set()
         started = 0
-        wall = self.c.wall()
+        wall = self._wall()
         wake = math.inf  # the earliest BeginTime still ahead
         parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
-        for job in self.store.pending:
+        for job in self._jobs.pending:
             if job.state != PENDING:
                 continue
-            if blocked and blocked.issuperset(self.store.pending_parts):
+            if blocked and blocked.issuperset(self._jobs.pending_parts):
                 break  # every partition waits on a job ahead: nothing below may start
             pc = parts.get(job.partition)
             begin = job.req.begin_time
             if job.held:
                 why = held_reason(job.held)
-            elif why := jobextras.dependency_reason(self.store, job, wall):  # -d (issue 22)
-                if why == jobextras.CANCELLED:
+            elif why := self._dependency_reason(job, wall):  # -d (issue 22)
+                if why == CANCELLED:
                     started += 1  # ended: off the pending list below
                     continue
             elif begin is not None and begin > wall:
@@ -92,7 +95,7 @@ class JobStarts:
                     why = self._elsewhere(job, parts, blocked) and why
                 elif not why and job.alt_parts:
                     job.alt_parts = ()  # it runs in its first partition
-                    self.store.touch(job)
+                    self._jobs.touch(job)
                 if not why:
                     started += 1
                     if job.array_job_id in running:
@@ -100,19 +103,19 @@ class JobStarts:
                     continue
             if job.reason != why:
                 job.reason = why
-                self.store.touch(job, durable=False)  # recomputed by every pass, after restarts
+                self._jobs.touch(job, durable=False)  # recomputed by every pass, after restarts
         # salloc -I: an immediate allocation this pass could not start is refused (FAILED)
-        refused = [j for j in self.store.pending if j.state == PENDING and j.req.immediate]
+        refused = [j for j in self._jobs.pending if j.state == PENDING and j.req.immediate]
         for job in refused:
             job.reason = "BadConstraints"  # what slurmctld's job_allocate leaves on it
-            self.store.apply(job, je.NotNow())
+            self._jobs.apply(job, je.NotNow())
         if started or refused:
-            self.store.rebuild_pending()
+            self._jobs.tidy()  # each of them left PENDING
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
-            due = self.c.clock() + (wake - wall)
-            when = self.c.deadlines.when(BEGIN_KEY)
+            due = self._clock() + (wake - wall)
+            when = self._deadlines.when(BEGIN_KEY)
             if when is None or due < when:
-                self.c.deadlines.schedule(BEGIN_KEY, due)
+                self._deadlines.schedule(BEGIN_KEY, due)
 
     def _consider(self, job: Job, pc: Any, blocked: set[str]) -> str:
         """Start the job in partition `pc` now, or why it waits there."""
@@ -136,15 +139,14 @@ class JobStarts:
         then on), else "no"."""
         first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
         for name in job.alt_parts:
-            checked = self.store.submission.check(attrs.evolve(job.req, partition=name,
-                                                               array=""))
+            checked = self._check(attrs.evolve(job.req, partition=name, array=""))
             if isinstance(checked, m.Error):
                 continue
             job.partition, job.need, job.time_limit = name, checked.need, checked.time_limit
             job.req_nodes, job.exc_nodes = checked.req_nodes, checked.exc_nodes
             if not self._consider(job, parts.get(name), blocked):
                 job.alt_parts = ()  # where it runs from now on
-                self.store.touch(job)
+                self._jobs.touch(job)
                 return ""
             (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes) = first
         return "no"
@@ -154,25 +156,25 @@ class JobStarts:
         got = running.get(job.array_job_id)
         if got is None:
             got = running[job.array_job_id] = sum(
-                1 for j in self.store.jobs.values()
+                1 for j in self._jobs.jobs.values()
                 if j.array_job_id == job.array_job_id and j.state in ACTIVE)
         return got
 
     def _try_place(self, job: Job, pc: Any) -> str:
-        nodes = self.c.nodes
+        nodes = self._nodes.nodes
         required = [nodes[n] for n in dict.fromkeys(job.req_nodes) if n in nodes]
         excluded = set(job.exc_nodes)
-        ok = placeable(self.store, job)  # -C Features, --exclusive=user (ctld/jobs/constraints.py)
+        ok = placeable(self._jobs, job)  # -C Features, --exclusive=user (ctld/jobs/constraints.py)
         if not all(ok(n) for n in required):
             return "Resources"
         # Reservations (issue 33): no node whose window the job's time limit would cross
         limit = None if job.time_limit is None else job.time_limit * 60.0
-        held = self.c.reservations.blocked(limit, self.c.wall())
+        held = self._nodes.blocked(limit, self._wall())
         if held and any(n.name in held for n in required):
             return RESERVED
         others = (n for n in self.members(pc) if n.name not in excluded and ok(n)
                   and n.name not in held)
-        shares, why = place(job.need, required, others, self.store.uses)
+        shares, why = place(job.need, required, others, self._jobs.uses)
         if shares is None:
             why = ok.explain(why)
             if held and why in ("Resources", "ReqNodeNotAvail") and any(
@@ -184,27 +186,23 @@ class JobStarts:
                 if down:
                     why = f"ReqNodeNotAvail, UnavailableNodes:{hostlist.fold(down)}"
             return why
-        for name, share in shares.items():
-            self.store.uses.setdefault(name, NodeUse()).add(job.id, share)
-        job.shares = dict(shares)
+        self._jobs.hold(job, shares)
         job.reason = "None"
         # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
         order = tuple(hostlist.expand(hostlist.fold(list(shares))))
         booting = not all(self.ready(nodes[n]) for n in order)
-        err = self.store.apply(job, je.Allocate(order, booting=booting))  # off pending in _pass
+        err = self._jobs.apply(job, je.Allocate(order, booting=booting))  # off pending in _pass
         if err:  # the table refused (held meanwhile): give the resources back
             for name in list(shares):
-                self.store.release(job, name)
+                self._jobs.release(job, name)
             return "JobHeldUser"
-        for name in order:
-            self.store.sync_node(name)
-        return ""
+        return ""  # the table's new state told the node side what the job holds of each
 
-    def members(self, pc: Any) -> list[NodeRecord]:
+    def members(self, pc: Any) -> list[NodeView]:
         """The partition's nodes now, dynamic ones (issue 13) included, in placement order (by
         Weight, then config order). Kept until the config or a partition's membership changes:
         building and sorting it for each job cost O(nodes) a submission. Callers only read it."""
-        c = self.c
+        c = self._nodes
         token = (c.members_gen, id(c.nodes))
         hit = self._members.get(pc.name)
         if hit is not None and hit[0] == token:
@@ -212,92 +210,20 @@ class JobStarts:
         live = c.partition_nodes(pc.name)
         names: Iterable[str] = pc.nodes if live is None else live
         nodes = c.nodes
-        index = self.store.index
+        index = self._settings.index
         out = sorted((nodes[n] for n in dict.fromkeys(names) if n in nodes),
                      key=lambda n: (n.cfg.weight, index.get(n.name, len(index))))
         self._members[pc.name] = (token, out)
         return out
 
-    def ready(self, node: NodeRecord) -> bool:
+    def ready(self, node: NodeView) -> bool:
         flags = node.state.flags
         return node.conn is not None and not (
             flags & {Flag.POWERING_UP, Flag.POWERED_DOWN, Flag.NO_RESPOND})
 
     def try_launch(self, job: Job) -> None:
         """CONFIGURING -> RUNNING once every node of the job is up and connected."""
+        nodes = self._nodes.nodes
         if job.state == CONFIGURING and all(
-                (n := self.c.nodes.get(name)) is not None and self.ready(n) for name in job.nodes):
-            self.store.apply(job, je.NodesReady())
-
-    def _bulk(self, job: Job) -> tuple[str, tuple[tuple[str, str], ...]]:
-        """The job's script and environment: in memory until a snapshot put them in their
-        files (one small read per launch then)."""
-        if not job.bulk_on_disk or self.c.site.state_dir is None:
-            return job.req.script, job_env(job)
-        try:
-            if job.bulk_at is not None:
-                return bulkfiles.read_packed(self.c.site.state_dir, job.id, job.bulk_at)
-            return bulkfiles.read(self.c.site.state_dir, job.id)
-        except (OSError, ValueError) as exc:
-            logs.event("job script unreadable", logging.ERROR, job=job.id, error=str(exc))
-            why = f"rctld: the batch script of job {job.id} cannot be read: {exc}"
-            return f"#!/bin/sh\necho {shlex.quote(why)} >&2\nexit 1\n", ()
-
-    def heard(self, name: str, runs: Iterable[tuple[int, int]]) -> None:
-        """The node named these runs: it has them (or had them and reported their end)."""
-        unheard = self._unheard.get(name)
-        if unheard:
-            runs = set(runs)
-            any_run = {jid for jid, run in runs if run == -1}  # an older rnoded's job ids
-            unheard.difference_update({r for r in unheard if r in runs or r[0] in any_run})
-            if not unheard:
-                del self._unheard[name]
-
-    def never_delivered(self, name: str, job: Job) -> bool:
-        """Whether the node has never named the job's current run since this rctld launched
-        it there: a node whose registration lists neither it nor its ending never had it (its
-        LaunchJob went to a dead connection, or the node refused the frame: a controller clock
-        stepped forward, issue 30), so the same run can be sent again without a requeue."""
-        return (job.id, job.restarts) in self._unheard.get(name, ())
-
-    def forget_unheard(self, name: str, keep: Iterable[tuple[int, int]]) -> None:
-        """Drop the node's entries for runs that are no longer current there."""
-        unheard = self._unheard.get(name)
-        if unheard:
-            unheard.intersection_update(keep)
-            if not unheard:
-                del self._unheard[name]
-
-    def launch(self, job: Job, names: tuple[str, ...]) -> None:
-        """The table's Launch effect: LaunchJob for the current run to each node, sent once the
-        run is on disk (a crash after it never forgets a launch the node acted on)."""
-        nodelist = hostlist.fold(list(job.nodes))
-        req = job.req
-        name = job_name(req)
-        limit = None if job.time_limit is None else job.time_limit * 60.0
-        if req.time_limit_s is not None and req.time_limit is not None:
-            limit = req.time_limit_s
-        script, env = self._bulk(job)
-        job.run_limit = ()  # this run's node enforces the limit as it is now
-        per_node = tuple(job.shares[n].cpus if n in job.shares else 0
-                         for n in hostlist.expand(nodelist))
-        for node_name in names:
-            self._unheard.setdefault(node_name, set()).add((job.id, job.restarts))
-            share = job.shares.get(node_name)
-            if share is None:
-                continue
-            spec = m.JobSpec(
-                job_id=job.id, name=name, user=req.user, uid=req.uid, gid=req.gid,
-                script=script, workdir=req.workdir, stdout=job.stdout, stderr=req.stderr,
-                argv=req.argv, env=env, nodelist=nodelist, num_nodes=len(job.nodes),
-                ntasks=req.ntasks, cpus_per_task=req.cpus_per_task, cpus=share.cpus,
-                mem_mib=share.mem, gpus=share.gpus, time_limit=limit,
-                kill_wait=self.store.kill_wait,
-                restarts=job.restarts, partition=job.partition, submit_host=req.submit_host,
-                array_job_id=job.array_job_id, array_task_id=job.array_task_id,
-                cluster_name=self.c.config.cluster_name, cpus_per_node=per_node,
-                **jobextras.spec_fields(req),
-            )
-            # not connected: its silence is seen as a lost job after the grace time
-            self.c.push(node_name, m.LaunchJob(spec, epoch=self.c.epoch))
-        logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)
+                (n := nodes.get(name)) is not None and self.ready(n) for name in job.nodes):
+            self._jobs.apply(job, je.NodesReady())

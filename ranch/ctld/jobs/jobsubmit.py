@@ -3,7 +3,7 @@ MaxArraySize), building its jobs, and queueing them once journalled."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from sys import intern
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +12,7 @@ import orjson
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobextras, partlimits
+from ranch.ctld.jobs import jobextras, partlimits, requestchecks
 from ranch.ctld.jobs.jobrecord import (
     NOT_AVAILABLE,
     PENDING,
@@ -24,10 +24,10 @@ from ranch.ctld.jobs.jobrecord import (
 from ranch.ctld.jobs.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
 from ranch.ctld.kept import kept
 from ranch.protocol import messages as m
-from ranch.protocol.limits import MAX_SCRIPT_BYTES, MAX_TIME_LIMIT_MINUTES
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.ports import Intake, NodesForJobs
+    from ranch.ctld.jobs.settings import JobSettings
 
 
 @attrs.frozen
@@ -77,16 +77,29 @@ def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str,
 class JobSubmission:
     """Submissions into the job store: submit = build (ids reserved) + accept."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self.c = store.c
+    def __init__(self, jobs: Intake, settings: JobSettings, nodes: NodesForJobs, *,
+                 clock: Callable[[], float], wall: Callable[[], float],
+                 members: Callable[[Any], list[Any]], record: Callable[[Job], dict[str, Any]],
+                 run_pass: Callable[[], None], programs: Callable[[], None]) -> None:
+        """`members`: a partition's nodes in placement order (ctld/jobs/jobstart.py); `record`:
+        a job's listing record (ralloc's first look); `run_pass`: the scheduling pass, if one is
+        due; `programs`: then the node side's programs it asked for (a resume)."""
+        self._jobs = jobs
+        self._settings = settings
+        self._nodes = nodes
+        self._clock = clock
+        self._wall = wall
+        self._members = members
+        self._record = record
+        self._run_pass = run_pass
+        self._programs = programs
         self._maps: dict[str, tuple[list[Any], dict[str, Any]]] = {}
         self._fits: dict[tuple[Any, ...], tuple[dict[str, Any], Need | m.Error]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
 
     def member_map(self, pc: Any) -> dict[str, Any]:
         """The partition's nodes by name, kept while its members stay (callers only read it)."""
-        nodes = self.store.starts.members(pc)
+        nodes = self._members(pc)
         hit = self._maps.get(pc.name)
         if hit is not None and hit[0] is nodes:
             return hit[1]
@@ -106,13 +119,13 @@ class JobSubmission:
         checked = self.check(req)
         if isinstance(checked, m.Error):
             return checked
-        wall, now = self.c.wall(), self.c.clock()
+        wall, now = self._wall(), self._clock()
         built: list[Job] = []
         env_json = kept(orjson.dumps(req.env)) if req.env else None
         req = attrs.evolve(req, env=(), user=intern(req.user), workdir=intern(req.workdir),
                            stdout=intern(req.stdout), submit_host=intern(req.submit_host),
                            partition=intern(req.partition))  # shared by the jobs naming them
-        first = self.store.new_ids(len(checked.tasks))
+        first = self._jobs.new_ids(len(checked.tasks))
         need = checked.need
         for jid, task in enumerate(checked.tasks, first):
             stdout = req.stdout or ("slurm-%A_%a.out" if task is not None else "slurm-%j.out")
@@ -142,7 +155,7 @@ class JobSubmission:
     def retract(self, accepted: Sequence[Job]) -> None:
         """Accepted jobs whose journal write failed: gone as if never submitted. Nothing of
         them reached a node (their LaunchJob waited in the outbox for that write)."""
-        self.store.drop(accepted)
+        self._jobs.drop(accepted)
         logs.event("submission retracted: not written to disk",
                    jobs=",".join(str(j.id) for j in accepted))
 
@@ -150,76 +163,37 @@ class JobSubmission:
         """Queue jobs from `build` and run a scheduling pass. The caller journals them before
         its reply, and retracts them if it cannot (their launches wait for that write)."""
         for job in built:
-            if job.reason == "None" and self.store.pending_parts.get(job.partition):
+            if job.reason == "None" and self._jobs.pending_parts.get(job.partition):
                 job.reason = "Priority"
-            self.store.insert(job)
+            self._jobs.insert(job)
         first, req, need = built[0].id, built[0].req, built[0].need
         logs.event("job submitted", job=first, jobs=len(built), user=req.user,
                    partition=built[0].partition, nodes=need.nodes, cpus=need.cpus)
         # A held job can start nothing, nor change another's reason: no pass for it (a pass
         # reads every pending job, so a queue of held jobs made each submission O(queue)).
         if not all(job.held for job in built):
-            self.store.kick()
-        self.c.flush_programs()  # runs the scheduling pass, then any resume program it asked for
+            self._jobs.kick()
+        self._run_pass()
+        self._programs()  # any resume program the pass asked for
         for job in built:
             if req.allocation and job.state != PENDING:  # placed (or failed) at once
                 job.accrued = False
-                self.store.touch(job)
+                self._jobs.touch(job)
         decided = req.allocation and built[0].state != PENDING  # ralloc's first look: no request
         return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built),
-                             job=self.store.record(built[0]) if decided else {})
+                             job=self._record(built[0]) if decided else {})
 
     def check(self, req: m.SubmitJob) -> Checked | m.Error:
-        cfg = self.c.config
+        """A submission checked against the config and the nodes: what it needs in the
+        partition it would run in, or the refusal naming the field."""
+        cfg = self._settings.config
 
         def bad(message: str, fld: str) -> m.Error:
             return m.Error("bad_request", message, field=fld)
 
-        for fld, value in (("num_nodes", req.num_nodes), ("ntasks", req.ntasks),
-                           ("cpus_per_task", req.cpus_per_task)):
-            if value < 1:
-                return bad(f"{fld} must be 1 or more, got {value}", fld)
-        for fld, value in (("uid", req.uid), ("gid", req.gid)):
-            if value < 0:
-                return bad(f"{fld} must be 0 or more, got {value}", fld)
-        if req.mem_mib < 0:
-            return bad(f"mem_mib must be 0 or more, got {req.mem_mib}", "mem_mib")
-        if req.gpus < 0:
-            return bad(f"gpus must be 0 or more, got {req.gpus}", "gpus")
-        if req.time_limit_s is not None and req.time_limit_s <= 0:
-            return bad(f"time_limit_s must be above 0, got {req.time_limit_s}", "time_limit_s")
-        if req.time_limit is not None and req.time_limit < 0:
-            return bad(f"time_limit must be 0 or more minutes, got {req.time_limit}",
-                       "time_limit")
-        if req.begin_time is not None and not 0 <= req.begin_time < 1e11:  # NaN fails too
-            return bad(f"begin_time must be seconds since the epoch, got {req.begin_time}",
-                       "begin_time")
-        # issue 18: bounds on what a submission may carry (protocol/limits.py, docs/limits.md)
-        if req.time_limit is not None and req.time_limit > MAX_TIME_LIMIT_MINUTES:
-            return bad(f"time_limit of {req.time_limit:,} minutes is above the largest time "
-                       f"limit, {MAX_TIME_LIMIT_MINUTES:,} minutes", "time_limit")
-        if req.time_limit_s is not None and not req.time_limit_s <= MAX_TIME_LIMIT_MINUTES * 60:
-            return bad(f"time_limit_s of {req.time_limit_s:g} seconds is above the largest time "
-                       f"limit, {MAX_TIME_LIMIT_MINUTES * 60:,} seconds", "time_limit_s")
-        script_bytes = len(req.script.encode("utf-8", "surrogatepass"))
-        if script_bytes > MAX_SCRIPT_BYTES:
-            return bad(f"the batch script is {script_bytes:,} bytes; the limit is "
-                       f"{MAX_SCRIPT_BYTES:,} (Slurm's max_script_size)", "script")
-        if req.allocation:  # ralloc / rrun outside a job: nothing runs but its steps
-            if req.script:
-                return bad("an allocation (ralloc, rrun) has no batch script", "script")
-            if req.array:
-                return bad("an allocation (ralloc, rrun) cannot be a job array", "array")
-            if req.held_by not in ("", "ralloc", "rrun"):
-                return bad(f"held_by must be ralloc, rrun or empty, got {req.held_by!r}",
-                           "held_by")
-        elif req.held_by or req.immediate:
-            field = "held_by" if req.held_by else "immediate"
-            return bad(f"{field} is for allocations (ralloc, rrun) only", field)
-        elif not req.script.strip():
-            return bad("the batch script is empty", "script")
-        if not req.workdir.startswith("/"):
-            return bad(f"workdir must be an absolute path, got {req.workdir!r}", "workdir")
+        refused = requestchecks.refused(req)
+        if refused is not None:
+            return refused
         if req.partition:  # -p a,b: each checked; the job waits in those it may run in
             pcs = [cfg.partition(name) for name in req.partition.split(",") if name]
             if None in pcs or not pcs:
@@ -240,7 +214,7 @@ class JobSubmission:
             except ValueError as exc:
                 return bad(str(exc) if "array" in str(exc) else f"--array={req.array}: {exc}",
                            "array")
-        held = len(self.store.jobs) + self.store.building
+        held = len(self._jobs.jobs) + self._jobs.building
         if held + len(tasks) > cfg.jobs.max_job_count:  # Slurm answers EAGAIN: try later
             return m.Error("bad_request", f"Slurm temporarily unable to accept job: "
                            f"MaxJobCount={cfg.jobs.max_job_count} reached ({held} jobs held, "
@@ -259,7 +233,7 @@ class JobSubmission:
             return bad(f"partition {pc.name} is {pc.state}: it accepts no new jobs",
                        "partition")
         members = self.member_map(pc)
-        members, refused = jobextras.screen(self.store, req, members)  # -C, -d, --nice...
+        members, refused = jobextras.screen(self._nodes.nodes, req, members)  # -C, -d, --nice...
         if refused is not None:
             return refused
         try:
@@ -268,7 +242,7 @@ class JobSubmission:
         except ValueError as exc:
             return bad(f"bad hostlist: {exc}", "nodelist")
         for fld, names in (("nodelist", req_nodes), ("exclude", exc_nodes)):
-            unknown = [n for n in names if n not in self.c.nodes]
+            unknown = [n for n in names if n not in self._nodes.nodes]
             if unknown:
                 return bad(f"invalid node name specified: {hostlist.fold(unknown)}", fld)
         outside = [n for n in req_nodes if n not in members]

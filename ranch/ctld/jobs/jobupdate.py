@@ -3,8 +3,8 @@ them, with its permission rules and its words for each refusal (Slurm 22.05)."""
 
 from __future__ import annotations
 
-import bisect
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -17,7 +17,9 @@ from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.deadlines import Deadlines
+    from ranch.ctld.jobs.ports import JobDoor, Reorder
+    from ranch.ctld.jobs.settings import JobSettings
 
 # slurmctld's words (slurm_errno.c)
 FINISHED = "Job/step already completing or completed"
@@ -41,9 +43,16 @@ PENDING_ONLY = ("StartTime", "Partition", "Dependency")
 class JobUpdate:
     """One update request on the jobs it names; each field checked, then all applied."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self.c = store.c
+    def __init__(self, jobs: Reorder, settings: JobSettings, limits: RunLimits, *,
+                 check: Callable[[m.SubmitJob], Any],
+                 forget_dependency: Callable[[Job], None]) -> None:
+        """`check`: a submission's checks (ctld/jobs/jobsubmit.py); `forget_dependency`: a
+        job's dependency judged afresh (ctld/jobs/dependbook.py)."""
+        self._jobs = jobs
+        self._settings = settings
+        self._limits = limits
+        self._check = check
+        self._forget_dependency = forget_dependency
 
     def update(self, job: Job, updates: tuple[tuple[str, str], ...], actor: Identity
                ) -> str | None:
@@ -108,13 +117,13 @@ class JobUpdate:
             return None
         lower = current is None or (minutes is not None and minutes < current)
         if not (actor.admin or lower):
-            pc = self.c.config.partition(job.partition)
+            pc = self._settings.config.partition(job.partition)
             max_time = pc.max_time if pc is not None else None
             if job.state != PENDING or (
                     max_time is not None and (minutes is None or minutes > max_time)):
                 return DENIED
         if job.state == RUNNING:
-            node = self.store.limits.enforced(job)
+            node = self._limits.enforced(job)
             if node is not None and (minutes is None or minutes > node):
                 return RAISE_RUNNING.format(f"{node} minute(s)")
         changes["TimeLimit"] = minutes
@@ -126,7 +135,7 @@ class JobUpdate:
             return NOT_PENDING if key == "Partition" else NOT_SUPPORTED
         req = changes.get("req", job.req)
         if key == "Partition":
-            if self.c.config.partition(value) is None:
+            if self._settings.config.partition(value) is None:
                 return BAD_PARTITION
             req = attrs.evolve(req, partition=value)
         else:
@@ -134,7 +143,7 @@ class JobUpdate:
             if not nodes.isdigit() or int(nodes) < 1:
                 return BAD_NODES
             req = attrs.evolve(req, num_nodes=int(nodes), max_nodes=None)
-        checked = self.store.submission.check(attrs.evolve(req, array=""))
+        checked = self._check(attrs.evolve(req, array=""))
         if isinstance(checked, m.Error):
             return BAD_PARTITION if checked.field == "partition" else PART_CONFIG
         changes["req"] = req
@@ -179,7 +188,7 @@ class JobUpdate:
     # -- applying ------------------------------------------------------------------------------
 
     def _apply(self, job: Job, changes: dict) -> None:
-        store = self.store
+        store = self._jobs
         req = changes.get("req", job.req)
         if "Name" in changes:
             req = attrs.evolve(req, name=changes["Name"])
@@ -187,16 +196,13 @@ class JobUpdate:
             req = attrs.evolve(req, comment=changes["Comment"])
         if "Dependency" in changes:
             req = attrs.evolve(req, dependency=changes["Dependency"])
-            dependencies.forget(store, job)
+            self._forget_dependency(job)
             if job.reason.startswith("Dependency"):
                 job.reason = "None"
         resort = False
         if "checked" in changes:
             checked = changes["checked"]
-            if checked.partition != job.partition:
-                store.pending_parts[job.partition] -= 1
-                store.pending_parts[checked.partition] += 1
-                job.partition = checked.partition
+            store.repartition(job, checked.partition)
             job.need = checked.need
             job.alt_parts = checked.alt
             job.req_nodes, job.exc_nodes = checked.req_nodes, checked.exc_nodes
@@ -204,10 +210,10 @@ class JobUpdate:
                 job.time_limit = checked.time_limit  # the new partition's default
         if "TimeLimit" in changes:
             if job.state == RUNNING:
-                store.limits.changing(job)
+                self._limits.changing(job)
             job.time_limit = changes["TimeLimit"]
             req = attrs.evolve(req, time_limit=job.time_limit, time_limit_s=None)
-            store.limits.arm(job)
+            self._limits.arm(job)
         if "Nice" in changes:
             nice = int(changes["Nice"])
             job.priority = max(1, job.priority + req.nice - nice)
@@ -226,9 +232,8 @@ class JobUpdate:
                          if job.array_job_id and j.array_job_id == job.array_job_id] or [job]:
                 self._throttle(each, throttle)
         job.req = req
-        if resort and job.state == PENDING and job in store.pending:
-            store.pending.remove(job)
-            bisect.insort(store.pending, job, key=lambda j: (-j.priority, j.id))
+        if resort:
+            store.resort(job)
         store.touch(job)
         store.kick()
 
@@ -236,7 +241,7 @@ class JobUpdate:
         """One task's share of its array's new ArrayTaskThrottle."""
         if job.array_throttle != throttle:
             job.array_throttle = throttle
-            self.store.touch(job)
+            self._jobs.touch(job)
 
 
 def _int(value: str, low: int, high: int | None) -> str | None:
@@ -259,9 +264,12 @@ class RunLimits:
     was launched with, so rctld ends the run at the new, lower one itself (the node then ends
     it TIMEOUT, as at its own limit). Armed again after a restart from the saved record."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self.c = store.c
+    def __init__(self, jobs: JobDoor, *, clock: Callable[[], float], wall: Callable[[], float],
+                 deadlines: Deadlines) -> None:
+        self._jobs = jobs
+        self._clock = clock
+        self._wall = wall
+        self._deadlines = deadlines
 
     def enforced(self, job: Job) -> int | None:
         """The limit (minutes) the job's node enforces."""
@@ -275,19 +283,19 @@ class RunLimits:
     def arm(self, job: Job) -> None:
         key = (job.id, LIMIT_KIND)
         if job.state != RUNNING or not job.run_limit or job.time_limit is None:
-            self.c.deadlines.cancel(key)
+            self._deadlines.cancel(key)
             return
-        start = job.start_time if job.start_time is not None else self.c.wall()
-        left = start + job.time_limit * 60.0 - self.c.wall()
-        self.c.deadlines.schedule(key, self.c.clock() + max(0.0, left))
+        start = job.start_time if job.start_time is not None else self._wall()
+        left = start + job.time_limit * 60.0 - self._wall()
+        self._deadlines.schedule(key, self._clock() + max(0.0, left))
 
     def fired(self, job_id: int) -> None:
-        job = self.store.jobs.get(job_id)
+        job = self._jobs.jobs.get(job_id)
         if job is None or job.state != RUNNING or not job.run_limit or job.time_limit is None:
             return
-        start = job.start_time if job.start_time is not None else self.c.wall()
-        if start + job.time_limit * 60.0 > self.c.wall():
+        start = job.start_time if job.start_time is not None else self._wall()
+        if start + job.time_limit * 60.0 > self._wall():
             self.arm(job)  # raised again meanwhile
             return
         logs.event("job reached its updated time limit", job=job.id, minutes=job.time_limit)
-        self.store.kill(job, sorted(job.nodes), 0, "time limit")
+        self._jobs.kill(job, sorted(job.nodes), 0, "time limit")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -23,7 +23,8 @@ from ranch.ctld import logs
 from ranch.statemachine.jobstates import FINAL
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.ports import JobReader
+    from ranch.ctld.jobs.settings import JobSettings
 
 DEFAULT_PROG = "/usr/bin/mail"
 TIMEOUT = 120.0  # seconds a MailProg run may take before it is killed
@@ -132,52 +133,61 @@ def recipient(req: Any, settings: Mapping[str, str]) -> str:
     return user
 
 
-def ended(jobs: JobStore, job: Any) -> None:
-    """A job reached its final state: END, FAIL and TIME_LIMIT mails, as slurmctld's
-    job_completion_logger sends them (an array: one summary once its last task ended)."""
-    types = job.req.mail_type
-    if not types:
-        return
-    if job.array_job_id and "ARRAY_TASKS" not in types:
-        tasks = [j for j in jobs.jobs.values() if j.array_job_id == job.array_job_id]
-        if any(j.state not in FINAL for j in tasks):
-            return  # the summary goes out when the last task ends
-        failed = any(j.exit_code for j in tasks)
-        if failed and "FAIL" in types:
-            _send(jobs, job, "FAIL", summary=tasks)
-        elif "END" in types:
-            _send(jobs, job, "END", summary=tasks)
-        return
-    if "FAIL" in types and job.state in FAIL_STATES:
-        _send(jobs, job, "FAIL")
-    if "END" in types and job.state in ("COMPLETED", "CANCELLED"):
-        _send(jobs, job, "END")
-    if "TIME_LIMIT" in types and job.state == "TIMEOUT":
-        _send(jobs, job, "TIME_LIMIT")
+class Mail:
+    """The job side's mails: which events of a job mail, and MailProg's run for each."""
 
+    def __init__(self, jobs: JobReader, settings: JobSettings,
+                 spawn: Callable[..., None] | None) -> None:
+        """`spawn` starts MailProg in the daemon's nursery (None: no event loop runs the daemon,
+        in-process tests)."""
+        self._jobs = jobs
+        self._settings = settings
+        self._spawn = spawn
 
-def notify(jobs: JobStore, job: Any, event: str) -> None:
-    """BEGIN (the job started), REQUEUE, INVALID_DEPEND: mail if the job asked for it."""
-    types = job.req.mail_type
-    if event not in types:
-        return
-    if event == "BEGIN" and job.array_job_id and "ARRAY_TASKS" not in types and any(
-            j.start_time and j is not job for j in jobs.jobs.values()
-            if j.array_job_id == job.array_job_id):
-        return  # only the array's first task to start mails
-    _send(jobs, job, event)
+    def ended(self, job: Any) -> None:
+        """A job reached its final state: END, FAIL and TIME_LIMIT mails, as slurmctld's
+        job_completion_logger sends them (an array: one summary once its last task ended)."""
+        types = job.req.mail_type
+        if not types:
+            return
+        if job.array_job_id and "ARRAY_TASKS" not in types:
+            tasks = [j for j in self._jobs.jobs.values() if j.array_job_id == job.array_job_id]
+            if any(j.state not in FINAL for j in tasks):
+                return  # the summary goes out when the last task ends
+            failed = any(j.exit_code for j in tasks)
+            if failed and "FAIL" in types:
+                self._send(job, "FAIL", summary=tasks)
+            elif "END" in types:
+                self._send(job, "END", summary=tasks)
+            return
+        if "FAIL" in types and job.state in FAIL_STATES:
+            self._send(job, "FAIL")
+        if "END" in types and job.state in ("COMPLETED", "CANCELLED"):
+            self._send(job, "END")
+        if "TIME_LIMIT" in types and job.state == "TIMEOUT":
+            self._send(job, "TIME_LIMIT")
 
+    def notify(self, job: Any, event: str) -> None:
+        """BEGIN (the job started), REQUEUE, INVALID_DEPEND: mail if the job asked for it."""
+        types = job.req.mail_type
+        if event not in types:
+            return
+        if event == "BEGIN" and job.array_job_id and "ARRAY_TASKS" not in types and any(
+                j.start_time and j is not job for j in self._jobs.jobs.values()
+                if j.array_job_id == job.array_job_id):
+            return  # only the array's first task to start mails
+        self._send(job, event)
 
-def _send(jobs: JobStore, job: Any, event: str, summary: list[Any] | None = None) -> None:
-    c = jobs.c
-    settings = dict(c.config.settings)
-    subject, extra = message(event, job, summary=summary)
-    env = {**job_env(job, c.config.cluster_name, event), **extra}
-    program = settings.get("MailProg") or DEFAULT_PROG
-    argv = [program, "-s", subject, recipient(job.req, settings)]
-    logs.event("mail", job=job.id, type=event, to=argv[3], subject=subject)
-    if c.spawn is not None:  # None: no event loop runs the daemon (in-process tests)
-        c.spawn(run, argv, env)
+    def _send(self, job: Any, event: str, summary: list[Any] | None = None) -> None:
+        config = self._settings.config
+        settings = dict(config.settings)
+        subject, extra = message(event, job, summary=summary)
+        env = {**job_env(job, config.cluster_name, event), **extra}
+        program = settings.get("MailProg") or DEFAULT_PROG
+        argv = [program, "-s", subject, recipient(job.req, settings)]
+        logs.event("mail", job=job.id, type=event, to=argv[3], subject=subject)
+        if self._spawn is not None:
+            self._spawn(run, argv, env)
 
 
 async def run(argv: list[str], env: dict[str, str], timeout: float = TIMEOUT) -> int | None:

@@ -10,6 +10,7 @@ carries its steps), and so is its end before the node's Ack.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ranch.conf import hostlist
@@ -25,7 +26,8 @@ from ranch.statemachine.jobstates import RUNNING
 
 if TYPE_CHECKING:
     from ranch.ctld.jobs.jobrecord import Job
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.ports import JobDoor, NodesForJobs
+    from ranch.ctld.jobs.settings import JobSettings
 
 # srun's words for a step that cannot be made (slurm_strerror of the codes slurmctld answers)
 NOT_AVAILABLE = "Requested node configuration is not available"
@@ -53,16 +55,25 @@ class StepError(Exception):
 class JobSteps:
     """The steps of every job (each job record holds its own list)."""
 
-    def __init__(self, store: JobStore) -> None:
-        self.store = store
-        self.c = store.c
+    def __init__(self, jobs: JobDoor, settings: JobSettings, nodes: NodesForJobs, *,
+                 wall: Callable[[], float], never_delivered: Callable[[str, Job], bool],
+                 step_ended: Callable[[Job], None]) -> None:
+        """`never_delivered`: whether a node never named the job's run since its launch
+        (ctld/jobs/jobstart.py); `step_ended`: a step of the job ended (rrun's own allocation
+        may be orphaned: ctld/jobs/inactive.py)."""
+        self._jobs = jobs
+        self._settings = settings
+        self._nodes = nodes
+        self._wall = wall
+        self._never_delivered = never_delivered
+        self._step_ended = step_ended
 
     # -- rrun asks for a step --------------------------------------------------------------------
 
     def request(self, msg: m.StepRequest, actor: Identity) -> m.StepGranted | m.Error:
         """StepRequest -> StepGranted, recorded (durable before the reply: its route waits).
         `actor`: who asks; the job's owner or an admin may (ctld/rpc/permissions.py)."""
-        job = self.store.jobs.get(msg.job_id)
+        job = self._jobs.jobs.get(msg.job_id)
         try:
             if job is None:
                 raise StepError("Invalid job id specified")
@@ -75,19 +86,19 @@ class JobSteps:
         job.next_step = step.id + 1
         key = secrets.token_hex(32)
         self._launch(job, step, msg, key)
-        self.store.touch(job)
+        self._jobs.touch(job)
         logs.event("step started", job=job.id, step=step.id, nodes=len(step.nodes),
                    tasks=step.ntasks)
         return m.StepGranted(job.id, step.id, hostlist.fold(list(step.nodes)), step.nodes,
-                             step.tasks, key, int(self.store.kill_wait))
+                             step.tasks, key, int(self._settings.kill_wait))
 
     def _started_everywhere(self, job: Job) -> bool:
         """Whether every node of the job that would refuse a step of a job it has not started
         yet (an rnoded older than HOLDS_STEPS) has named the job's run since its launch."""
         for name in job.nodes:
-            node = self.c.nodes.get(name)
+            node = self._nodes.nodes.get(name)
             if (node is not None and node.protocol < HOLDS_STEPS
-                    and self.store.starts.never_delivered(name, job)):
+                    and self._never_delivered(name, job)):
                 return False
         return True
 
@@ -147,7 +158,7 @@ class JobSteps:
             first += count
         name = msg.name or (msg.argv[0].rsplit("/", 1)[-1] if msg.argv else "step")
         return Step(job.next_step, name, job.req.user, job.req.uid, tuple(chosen),
-                    tuple(tasks), tuple(held), exclusive, self.c.wall(),
+                    tuple(tasks), tuple(held), exclusive, self._wall(),
                     job.restarts, awaiting=set(chosen), host=msg.io_host)
 
     @staticmethod
@@ -202,13 +213,13 @@ class JobSteps:
                 io_port=msg.io_port, key=key, gpus=gpus, stdout=msg.stdout,
                 stderr=msg.stderr, input=msg.input, unbuffered=msg.unbuffered,
                 job_nodelist=hostlist.fold(list(job.nodes)), partition=job.partition)
-            if not self.c.push(name, m.LaunchStep(spec)):  # the node is not connected
+            if not self._nodes.push(name, m.LaunchStep(spec)):  # the node is not connected
                 self._node_ended(job, step, name, "FAILED", 1, 0)
 
     # -- what nodes and users report ---------------------------------------------------------
 
     def node_ended(self, node: str | None, msg: m.StepEnd) -> m.Ack | m.Error:
-        job = self.store.jobs.get(msg.job_id)
+        job = self._jobs.jobs.get(msg.job_id)
         if node is None:
             return m.Error("bad_request", "StepEnd comes from a node daemon")
         if job is None or job.restarts != msg.restarts:
@@ -217,7 +228,7 @@ class JobSteps:
         if step is not None:
             if msg.usage is not None:  # issue 48: what its tasks there used
                 step.usage[node] = node_usage(msg.usage)
-                self.store.touch(job)
+                self._jobs.touch(job)
             self._node_ended(job, step, node, msg.state, msg.exit_code, msg.signal)
         return m.Ack()
 
@@ -265,17 +276,17 @@ class JobSteps:
             if isinstance(eff, st.KillTasks):
                 self._kill(job, step, eff.nodes, 0)
         if old.state == st.RUNNING and new.state != st.RUNNING:
-            step.end_time = self.c.wall()
+            step.end_time = self._wall()
             logs.event("step ended", job=job.id, step=step.id, state=step.state,
                        exit_code=step.exit_code, signal=step.signal)
-            self.store.inactive.step_ended(job)  # rrun's own allocation: is rrun still there?
-        self.store.touch(job)
+            self._step_ended(job)  # rrun's own allocation: is rrun still there?
+        self._jobs.touch(job)
         return None
 
     def _kill(self, job: Job, step: Step, nodes: tuple[str, ...], signal: int) -> None:
         msg = m.KillStep(job.id, step.id, signal, job.restarts)
         for name in nodes:
-            if not self.c.push(name, msg) and signal == 0:
+            if not self._nodes.push(name, msg) and signal == 0:
                 # nobody to end them there: the node's part is over
                 self._node_ended(job, step, name, "CANCELLED", 0, 0)
 

@@ -1,10 +1,10 @@
-"""The controller's job store: every job, the queue, what each node holds, the one place a job's
-state changes, and save/restore. Submission, the scheduling pass, reconciliation with nodes, user
-commands and listings are components (ctld/job{submit,start,reconcile,commands,listing}.py) that
-each hold this store; nothing else keeps job state.
+"""The controller's job store: every job, the queue, what each node holds, the job ids, the bulk
+packs, the one place a job's state changes, and its records for the journal and the state file.
 
-Node state is never set here: allocations and the COMPLETING flag reach a node as statemachine
-events through the Cluster, whose table decides IDLE/MIXED/ALLOCATED and drng/drain.
+It builds no component: what follows in them from a change here (a launch, a requeue, a job's
+end) reaches them through the callables it is given (ctld/jobs/ports.py StoreEvents), which the
+composition root (ctld/compose/jobs.py) closes over them. Node state is never set here: what the
+jobs hold of a node goes to the node side (`set_use`), whose table decides IDLE/MIXED/ALLOCATED.
 """
 
 from __future__ import annotations
@@ -12,18 +12,14 @@ from __future__ import annotations
 import bisect
 import logging
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import orjson
 
 from ranch.ctld import logs
-from ranch.ctld.jobs import acct, inactive, jobfields, mail
-from ranch.ctld.jobs.inactive import InactiveWatch
-from ranch.ctld.jobs.jobcommands import JobCommands
-from ranch.ctld.jobs.joblisting import JobListing
-from ranch.ctld.jobs.jobreconcile import JobReconciliation, Run
+from ranch.ctld.jobs import inactive
 from ranch.ctld.jobs.jobrecord import (
     ACTIVE,
     COMPLETING,
@@ -34,24 +30,20 @@ from ranch.ctld.jobs.jobrecord import (
     job_json,
     parse_array,
 )
-from ranch.ctld.jobs.jobstart import JobStarts
-from ranch.ctld.jobs.jobsubmit import JobSubmission
-from ranch.ctld.jobs.jobupdate import RunLimits
 from ranch.ctld.jobs.scheduler import NodeUse
-from ranch.ctld.jobs.steps import JobSteps
 from ranch.ctld.kept import kept
-from ranch.ctld.ports import NodeSide
-from ranch.ctld.rights import Identity, acting
 from ranch.protocol import messages as m
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import jobtable as jt
 from ranch.statemachine.jobstates import FINAL, end_reason
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs.history import FileHistory
-    from ranch.ctld.nodes.node import NodeRecord
+    from ranch.ctld.jobs.ports import NodesForJobs, StoreEvents
+    from ranch.ctld.jobs.scheduler import Share
+    from ranch.ctld.jobs.settings import JobSettings
+    from ranch.ctld.state.changelog import ChangeLog, Taken
 
-__all__ = ["ACTIVE", "PENDING", "Job", "Jobs", "job_from_json", "job_json", "parse_array"]
+__all__ = ["ACTIVE", "PENDING", "Job", "JobStore", "job_from_json", "job_json", "parse_array"]
 
 
 def view_of(job: Job) -> je.JobView:
@@ -64,12 +56,20 @@ def view_of(job: Job) -> je.JobView:
     )
 
 
-class Jobs:
-    """Every job the controller holds, and the node allocations they make: the store its
-    components share (declared here, and only here) and the entry points ctld calls."""
+class JobStore:
+    """Every job the controller holds, and the node allocations they make."""
 
-    def __init__(self, cluster: NodeSide, history: FileHistory | None = None) -> None:
-        self.c = cluster
+    def __init__(self, nodes: NodesForJobs, settings: JobSettings, changes: ChangeLog, *,
+                 clock: Callable[[], float], wall: Callable[[], float], epoch: int,
+                 events: StoreEvents) -> None:
+        """`events`: what follows in the other components from a change made here."""
+        self._nodes = nodes
+        self._settings = settings
+        self._changes = changes
+        self._clock = clock
+        self._wall = wall
+        self._epoch = epoch  # the seat this controller holds: on every KillJob
+        self._events = events
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # by (-priority, id)
         self.pending_parts: Counter[str] = Counter()
@@ -77,115 +77,22 @@ class Jobs:
         self.uses: dict[str, NodeUse] = {}
         self.next_id = 1
         self.building = 0  # jobs built and not yet accepted (their journal write under way)
-        # what the next snapshot removes of ctld/jobs/jobbulk.py's files: the directories of purged
-        # jobs (earlier versions' layout), and packs no live job is in
+        # what the next snapshot removes of ctld/state/bulkfiles.py's files: the directories
+        # of purged jobs (earlier versions' layout), and packs no live job is in
         self.bulk_gone: list[int] = []
         self.packs: Counter[int] = Counter()  # pack -> jobs held whose bulk is in it
         self.packs_gone: list[int] = []
-        self.kicked = False  # a scheduling pass is due
+        self.kicked = True  # a scheduling pass is due
         self.gen = 0  # bumped by every change a job listing shows
-        self.index: dict[str, int] = {}
-        self.kill_wait = self.min_job_age = self.missing_grace = 0.0
-        self.history = history  # finished jobs on disk (ctld/jobs/history.py); None: none kept
-        self.config_changed()
-        self.submission = JobSubmission(self)
-        self.starts = JobStarts(self)
-        self.reconciliation = JobReconciliation(self, self.starts)
-        self.commands = JobCommands(self)
-        self.listing = JobListing(self)
-        self.steps = JobSteps(self)  # rrun's steps inside running jobs (ctld/jobs/steps.py)
-        self.inactive = InactiveWatch(self)  # allocations whose command went silent
-        self.limits = RunLimits(self)  # running jobs' limits lowered by rcontrol update
-
-    # -- entry points (what the cluster, the routes and the daemon call) ---------------------
-
-    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
-        return self.submission.submit(req)
-
-    def build(self, req: m.SubmitJob) -> list[Job] | m.Error:
-        return self.submission.build(req)
-
-    def accept(self, built: Sequence[Job]) -> m.SubmitReply:
-        return self.submission.accept(built)
-
-    def retract(self, accepted: Sequence[Job]) -> None:
-        self.submission.retract(accepted)
-
-    def run(self) -> None:
-        self.starts.run()
-
-    def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult:
-        """`actor`: who asks (ctld/rpc/permissions.py acting); None: the user the request names."""
-        return self.commands.cancel(msg, actor or acting(self.c.config, None, msg.uid, msg.user))
-
-    def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult:
-        return self.commands.control(msg,
-                                     actor or acting(self.c.config, None, msg.uid, msg.user))
-
-    def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
-                                                                     tuple[Run, ...]]:
-        return self.reconciliation.heartbeat(node, msg)
-
-    def registered(self, node: NodeRecord, msg: m.Register) -> tuple[tuple[int, ...],
-                                                                     tuple[Run, ...]]:
-        return self.reconciliation.registered(node, msg)
-
-    def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack:
-        return self.reconciliation.started(node, msg)
-
-    def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None:
-        self.reconciliation.node_lost(node, requeue, wait)
-
-    def record(self, job: Job) -> dict[str, Any]:
-        return self.listing.record(job)
-
-    def list_body(self, ids: Sequence[int] = ()) -> bytes:
-        return self.listing.list_body(ids)
-
-    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]:
-        return self.listing.jobs_holding(names)
-
-    # -- what the rpc layer asks of the jobs (ctld/rpc/rpcports.py JobServices) -------------------
-
-    def list_fields(self, fields: tuple[str, ...]) -> bytes:
-        """rqueue's view: only the keys it reads, of every job (issue 23)."""
-        return jobfields.list_body(self, fields)
-
-    async def acct_query(self, msg: m.GetAcct) -> bytes:
-        """racct: the AcctList body, of the jobs held and the finished-job history
-        (ctld/jobs/acct.py)."""
-        return await acct.query(self, msg)
-
-    def will_run(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
-        """sbatch --test-only: where and when, nothing made (ctld/jobs/willrun.py)."""
-        from ranch.ctld.jobs.willrun import will_run
-
-        return will_run(self, msg)
-
-    def step_request(self, msg: m.StepRequest, actor: Identity) -> m.StepGranted | m.Error:
-        return self.steps.request(msg, actor)
-
-    def step_end(self, node: str | None, msg: m.StepEnd) -> m.Ack | m.Error:
-        return self.steps.node_ended(node, msg)
 
     def config_changed(self) -> None:
-        cfg = self.c.config
-        self.index = {n.name: i for i, n in enumerate(cfg.nodes)}
-        self.kill_wait = float(cfg.jobs.kill_wait)
-        self.min_job_age = float(cfg.jobs.min_job_age)
-        # A running job a node's heartbeats leave out for this long was lost there (its
-        # LaunchJob went astray, the node lost it without an ending...).
-        t = cfg.timeouts
-        self.missing_grace = 3.0 * t.heartbeat_interval + t.message_timeout
+        """A reconfigure (the settings already hold the new config): a pass is due, and each
+        job's own deadlines are armed again (the reconfigure cleared them; InactiveLimit or a
+        lowered limit's may have changed)."""
         self.kicked = True
-        if hasattr(self, "inactive"):  # InactiveLimit may have come or changed: a full limit
-            for job in self.jobs.values():
-                if job.req.allocation:
-                    self.inactive.started(job, restart=True)
-        if hasattr(self, "limits"):  # a reconfigure cleared every deadline: a lowered limit's too
-            for job in self.jobs.values():
-                if job.run_limit:
-                    self.limits.arm(job)
+        for job in self.jobs.values():
+            if job.req.allocation or job.run_limit:
+                self._events.rearm(job)
 
     def kick(self) -> None:
         """Something happened that may let a job start: a scheduling pass is due."""
@@ -219,16 +126,10 @@ class Jobs:
             for name in list(job.shares):
                 self.release(job, name)
             self.jobs.pop(job.id, None)
-        self.c.changes.retract_jobs(ids)
+        self._changes.retract_jobs(ids)
         self.pending_stale = True
         self.rebuild_pending()
         self.gen += 1
-
-    def bulk_not_written(self, packs: Iterable[int], purged: Iterable[int]) -> None:
-        """A snapshot failed: the packs it wrote (or found unreferenced) and the purged jobs'
-        files are for the next one to remove."""
-        self.packs_gone += packs
-        self.bulk_gone += purged
 
     def touch(self, job: Job, durable: bool = True) -> None:
         """The job changed. `durable`: the change is a fact a reply may confirm, so it goes to
@@ -236,7 +137,7 @@ class Jobs:
         job.saved = None
         job.listed = job.shown = None
         self.gen += 1
-        self.c.changes.job_changed(job, durable)
+        self._changes.job_changed(job, durable)
 
     # -- the one place a job's state changes -------------------------------------------------
 
@@ -260,7 +161,7 @@ class Jobs:
             elif isinstance(eff, je.Kill):
                 self.kill(job, eff.nodes, 0, eff.why, run=old.restarts)
             elif isinstance(eff, je.Launch):
-                self.starts.launch(job, eff.nodes)
+                self._events.launch(job, eff.nodes)
             elif isinstance(eff, je.Started):
                 job.start_time = eff.at
         if new.state != old.state or new.restarts != old.restarts:
@@ -280,33 +181,31 @@ class Jobs:
             job.reason = "None"
             job.start_time = job.end_time = None
             job.launched_at = None
-            self.steps.requeued(job)
             self.add_pending(job)
             self.kicked = True
             logs.event("job requeued", job=job.id, restarts=job.restarts)
-            mail.notify(self, job, "REQUEUE")  # --mail-type (ctld/jobs/mail.py)
+            self._events.requeued(job)  # its old run's steps gone; --mail-type REQUEUE
         elif state == RUNNING and old.state != RUNNING:
-            job.start_time = self.c.wall()  # until the node says when it started it
-            job.launched_at = self.c.clock()
-            mail.notify(self, job, "BEGIN")
-            self.inactive.started(job)  # an allocation's command has its limit to speak
+            job.start_time = self._wall()  # until the node says when it started it
+            job.launched_at = self._clock()
+            self._events.began(job)
         elif state in FINAL:
             for name in list(job.shares):
                 self.release(job, name)
-            job.end_time = self.c.wall()
+            job.end_time = self._wall()
             kept = old.state == PENDING or job.reason == inactive.REASON
             job.reason = end_reason(state, job.exit_code, job.signal, job.reason if kept else "")
-            self.inactive.forget(job)
             if job.start_time is None:
                 job.start_time = job.end_time
             self.kicked = True
-            self.steps.job_ended(job)  # its steps end with it, before the history has it
+            self._events.ending(job)  # its steps end with it, before the history has it
             logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
                        signal=job.signal)
-            mail.ended(self, job)
-            acct.ended(self, job)  # racct's history: written before the job may be purged
+            self._events.ended(job)  # mail, and racct's history before the job may be purged
         for name in set(old.nodes) | set(job.nodes):
             self.sync_node(name)  # COMPLETING comes and goes with the job's state
+
+    # -- the pending queue -------------------------------------------------------------------
 
     def add_pending(self, job: Job) -> None:
         bisect.insort(self.pending, job, key=lambda j: (-j.priority, j.id))
@@ -319,15 +218,41 @@ class Jobs:
         self.pending_parts = Counter(j.partition for j in self.pending)
         self.pending_stale = False
 
+    def tidy(self) -> None:
+        """The pending list rebuilt if a job left it since."""
+        if self.pending_stale:
+            self.rebuild_pending()
+
+    def resort(self, job: Job) -> None:
+        """A pending job's priority changed: its place in the queue too."""
+        if job.state == PENDING and job in self.pending:
+            self.pending.remove(job)
+            bisect.insort(self.pending, job, key=lambda j: (-j.priority, j.id))
+
+    def repartition(self, job: Job, partition: str) -> None:
+        """A pending job moves to another partition (rcontrol update Partition=)."""
+        if partition != job.partition:
+            self.pending_parts[job.partition] -= 1
+            self.pending_parts[partition] += 1
+            job.partition = partition
+
+    # -- what each node holds ----------------------------------------------------------------
+
+    def hold(self, job: Job, shares: Mapping[str, Share]) -> None:
+        """The job is placed: what it holds of each node is the store's from now on."""
+        for name, share in shares.items():
+            self.uses.setdefault(name, NodeUse()).add(job.id, share)
+        job.shares = dict(shares)
+
     def sync_node(self, name: str) -> None:
-        """Tell the node registry what the jobs hold of the node (it owns the node's record
-        and feeds the state machine)."""
+        """Tell the node side what the jobs hold of the node (it owns the node's record and
+        feeds its state machine)."""
         use = self.uses.get(name) or NodeUse()
         completing = any(
             self.jobs[j].state == COMPLETING and name in self.jobs[j].awaiting
             for j in use.jobs if j in self.jobs
         )
-        self.c.set_use(name, use.cpus, use.mem, tuple(sorted(use.gpus)), completing)
+        self._nodes.set_use(name, use.cpus, use.mem, tuple(sorted(use.gpus)), completing)
         if not use.jobs:
             self.uses.pop(name, None)
 
@@ -339,21 +264,21 @@ class Jobs:
         self.sync_node(name)
 
     def kill(self, job: Job, names: Iterable[str], signal: int = 0, why: str = "",
-              run: int | None = None) -> None:
+             run: int | None = None) -> None:
         """KillJob for run `run` (default the current one) to each node, once what led to it is
         on disk: a kill that went out before a crash must match the state read back after."""
         msg = m.KillJob(job_id=job.id, signal=signal, reason=why,
-                        restarts=job.restarts if run is None else run, epoch=self.c.epoch)
+                        restarts=job.restarts if run is None else run, epoch=self._epoch)
         for name in names:
-            self.c.push(name, msg)
+            self._nodes.push(name, msg)
 
-    # -- state file ------------------------------------------------------------------------
+    # -- bulk packs (ctld/state/bulkfiles.py) ----------------------------------------------------
 
     def purge(self) -> None:
-        cutoff = self.c.wall() - self.min_job_age
+        cutoff = self._wall() - self._settings.min_job_age
         old = [j.id for j in self.jobs.values()
                if j.state not in ACTIVE and j.state != PENDING and (j.end_time or 0) < cutoff
-               and not acct.held(self, j)]
+               and not self._events.held(j)]
         for jid in old:
             job = self.jobs.pop(jid)
             if job.bulk_at is not None:
@@ -369,11 +294,17 @@ class Jobs:
             del self.packs[pack]
             self.packs_gone.append(pack)
 
+    def bulk_not_written(self, packs: Iterable[int], purged: Iterable[int]) -> None:
+        """A snapshot failed: the packs it wrote (or found unreferenced) and the purged jobs'
+        files are for the next one to remove."""
+        self.packs_gone += packs
+        self.bulk_gone += purged
+
     def take_bulk(self) -> tuple[list[tuple[int, str, tuple | bytes]],
                                  tuple[list[int], list[int]]]:
         """(the bulk of every job not yet on disk, (the purged jobs whose directories may go,
         the packs that may go)): what the next snapshot writes and removes
-        (ctld/jobs/jobbulk.py)."""
+        (ctld/state/bulkfiles.py)."""
         new = [(j.id, j.req.script, j.req.env if j.env_json is None else j.env_json)
                for j in self.jobs.values() if not j.bulk_on_disk]
         gone = (self.bulk_gone, self.packs_gone)
@@ -399,6 +330,8 @@ class Jobs:
             self.packs.pop(pack, None)
             self.packs_gone.append(pack)
 
+    # -- the journal and the state file -------------------------------------------------------
+
     def saved_entry(self, job: Job) -> orjson.Fragment:
         """The job's record as the state file and the journal hold it, encoded once a change."""
         if job.saved is not None:
@@ -408,7 +341,12 @@ class Jobs:
             job.saved = saved  # once or twice before the job's pack replaces it
         return saved
 
+    def journal_records(self, taken: Taken) -> list[dict[str, Any]]:
+        """The journal records of the jobs among changes taken from the change log."""
+        return [{"job": self.saved_entry(job)} for job in taken.jobs.values()]
+
     def save_doc(self) -> dict[str, Any]:
+        """The jobs' part of the state file (the jobs past MinJobAge purged first)."""
         self.purge()
         return {"next_id": self.next_id, "jobs": [self.saved_entry(j) for j in self.jobs.values()]}
 
@@ -423,9 +361,9 @@ class Jobs:
                 logs.event("saved job unreadable; dropped", logging.WARNING, error=repr(exc))
                 continue
             self.adopt(job)
-        for name in list(self.c.nodes):
+        for name in list(self._nodes.nodes):
             self.sync_node(name)
-        acct.restored(self)
+        self._events.restored()
         self.kicked = True
         logs.event("jobs restored", jobs=len(self.jobs), next_id=self.next_id)
 
@@ -434,9 +372,8 @@ class Jobs:
         if job.bulk_at is not None:
             self.packs[job.bulk_at[0]] += 1
         if job.state in (RUNNING, COMPLETING):
-            job.launched_at = self.c.clock()  # the missing-job grace counts from the restart
-            self.inactive.started(job, restart=True)  # a full limit from the restart
-            self.limits.arm(job)  # a limit rcontrol update lowered, if any
+            job.launched_at = self._clock()  # the missing-job grace counts from the restart
+            self._events.rearm(job)  # a full InactiveLimit from the restart, a lowered limit
         self.next_id = max(self.next_id, job.id + 1)
         if job.state == PENDING:
             self.add_pending(job)

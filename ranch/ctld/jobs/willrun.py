@@ -7,7 +7,8 @@ will-run does not weigh them either."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ranch.conf import hostlist
 from ranch.ctld.jobs.constraints import placeable
@@ -15,67 +16,86 @@ from ranch.ctld.jobs.scheduler import NodeUse, place
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import JobStore
+    from ranch.ctld.jobs.ports import JobReader, NodesForJobs
+    from ranch.ctld.jobs.settings import JobSettings
 
 YEAR = 365 * 86400.0
 
 
-def _copy(uses: dict[str, NodeUse]) -> dict[str, NodeUse]:
+def _copy(uses: Mapping[str, NodeUse]) -> dict[str, NodeUse]:
     return {n: NodeUse(u.cpus, u.mem, set(u.gpus), set(u.jobs)) for n, u in uses.items()}
 
 
-def will_run(jobs: JobStore, req: m.SubmitJob) -> m.SubmitReply | m.Error:
-    from ranch.ctld.jobs.jobrecord import ACTIVE, Job
+class WillRun:
+    """sbatch --test-only's answers."""
 
-    checked = jobs.submission.check(req)
-    if isinstance(checked, m.Error):
-        return checked
-    pc = jobs.c.config.partition(checked.partition)
-    wall = jobs.c.wall()
-    probe = Job(id=jobs.next_id, req=req, partition=checked.partition,
-                time_limit=checked.time_limit, priority=1, submit_time=wall, need=checked.need,
-                req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes)
-    nodes = jobs.c.nodes
-    required = [nodes[n] for n in dict.fromkeys(checked.req_nodes) if n in nodes]
-    excluded = set(checked.exc_nodes)
+    def __init__(self, jobs: JobReader, settings: JobSettings, nodes: NodesForJobs, *,
+                 wall: Callable[[], float], next_id: Callable[[], int],
+                 check: Callable[[m.SubmitJob], Any], members: Callable[[Any], list[Any]]) -> None:
+        """`next_id`: the id the next job would get; `check`: a submission's checks; `members`:
+        a partition's nodes in placement order."""
+        self._jobs = jobs
+        self._settings = settings
+        self._nodes = nodes
+        self._wall = wall
+        self._next_id = next_id
+        self._check = check
+        self._members = members
 
-    def attempt(uses: dict[str, NodeUse]) -> tuple[dict | None, str]:
-        if any(not ok(n) for n in required):
-            return None, "Resources"
-        others = [n for n in jobs.starts.members(pc) if n.name not in excluded and ok(n)]
-        shares, why = place(checked.need, required, others, uses)
-        return shares, ok.explain(why)
+    def answer(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """When and where `req` would start now (its id: the next one given), or why never."""
+        from ranch.ctld.jobs.jobrecord import ACTIVE, Job
 
-    uses = _copy(jobs.uses)
-    ok = placeable(jobs, probe, uses)
-    shares, why = attempt(uses)
-    start = wall
-    if shares is None and why == "Resources":
-        ends = []
-        for job in jobs.jobs.values():
-            if job.state not in ACTIVE or not job.shares:
-                continue
-            limit = job.time_limit * 60.0 if job.time_limit is not None else YEAR
-            if job.req.time_limit_s is not None and job.req.time_limit is not None:
-                limit = job.req.time_limit_s  # the seconds rnoded enforces
-            ends.append(((job.start_time or wall) + limit, job))
-        for end, job in sorted(ends, key=lambda t: (t[0], t[1].id)):
-            for name, share in job.shares.items():
-                if name in uses:
-                    uses[name].remove(job.id, share)
-            shares, why = attempt(uses)
-            if shares is not None:
-                start = max(wall, end)
-                break
-    if shares is None:
-        return m.Error("bad_request", "Requested node configuration is not available: "
-                       "required nodes are down, drained or reserved" if why != "Resources"
-                       else "Requested nodes are busy", field="nodelist")
-    if req.begin_time is not None and req.begin_time > start:
-        start = req.begin_time
-    start = math.floor(start)
-    return m.SubmitReply(job_id=jobs.next_id, start_time=start,
-                         nodes=hostlist.fold(sorted(shares, key=lambda n: jobs.index.get(n, 0))),
-                         cpus=sum(s.cpus for s in shares.values()),
-                         partition=checked.partition)
+        jobs, index = self._jobs, self._settings.index
+        next_id = self._next_id()
+        checked = self._check(req)
+        if isinstance(checked, m.Error):
+            return checked
+        pc = self._settings.config.partition(checked.partition)
+        wall = self._wall()
+        probe = Job(id=next_id, req=req, partition=checked.partition,
+                    time_limit=checked.time_limit, priority=1, submit_time=wall, need=checked.need,
+                    req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes)
+        nodes = self._nodes.nodes
+        required = [nodes[n] for n in dict.fromkeys(checked.req_nodes) if n in nodes]
+        excluded = set(checked.exc_nodes)
 
+        def attempt(uses: dict[str, NodeUse]) -> tuple[dict | None, str]:
+            if any(not ok(n) for n in required):
+                return None, "Resources"
+            others = [n for n in self._members(pc) if n.name not in excluded and ok(n)]
+            shares, why = place(checked.need, required, others, uses)
+            return shares, ok.explain(why)
+
+        uses = _copy(jobs.uses)
+        ok = placeable(jobs, probe, uses)
+        shares, why = attempt(uses)
+        start = wall
+        if shares is None and why == "Resources":
+            ends = []
+            for job in jobs.jobs.values():
+                if job.state not in ACTIVE or not job.shares:
+                    continue
+                limit = job.time_limit * 60.0 if job.time_limit is not None else YEAR
+                if job.req.time_limit_s is not None and job.req.time_limit is not None:
+                    limit = job.req.time_limit_s  # the seconds rnoded enforces
+                ends.append(((job.start_time or wall) + limit, job))
+            for end, job in sorted(ends, key=lambda t: (t[0], t[1].id)):
+                for name, share in job.shares.items():
+                    if name in uses:
+                        uses[name].remove(job.id, share)
+                shares, why = attempt(uses)
+                if shares is not None:
+                    start = max(wall, end)
+                    break
+        if shares is None:
+            return m.Error("bad_request", "Requested node configuration is not available: "
+                           "required nodes are down, drained or reserved" if why != "Resources"
+                           else "Requested nodes are busy", field="nodelist")
+        if req.begin_time is not None and req.begin_time > start:
+            start = req.begin_time
+        start = math.floor(start)
+        return m.SubmitReply(job_id=next_id, start_time=start,
+                             nodes=hostlist.fold(sorted(shares, key=lambda n: index.get(n, 0))),
+                             cpus=sum(s.cpus for s in shares.values()),
+                             partition=checked.partition)

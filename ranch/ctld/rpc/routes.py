@@ -95,38 +95,38 @@ def ack(s: Rpc, conn: Peer, msg: m.Ack) -> None:
 
 def jobs(s: Rpc, conn: Peer, msg: m.GetJobs) -> Any:
     if msg.fields and not msg.job_ids:  # rqueue's view: only the keys it reads (issue 23)
-        return Prebuilt("JobList", s.cluster.jobs.list_fields(msg.fields))
-    return Prebuilt("JobList", s.cluster.jobs.list_body(msg.job_ids))
+        return Prebuilt("JobList", s.cluster.jobs.listing.list_fields(msg.fields))
+    return Prebuilt("JobList", s.cluster.jobs.listing.list_body(msg.job_ids))
 
 
 async def acct_query(s: Rpc, conn: Peer, msg: m.GetAcct) -> Any:
     """racct: the jobs held and the finished-job history (ctld/jobs/acct.py)."""
-    return Prebuilt("AcctList", await s.cluster.jobs.acct_query(msg))
+    return Prebuilt("AcctList", await s.cluster.jobs.accounting.query(msg))
 
 
 def submit(s: Rpc, conn: Peer, msg: m.SubmitJob) -> Any:
     if msg.test_only:  # sbatch --test-only: nothing is made (ctld/jobs/willrun.py)
-        return s.cluster.jobs.will_run(msg)
-    return s.submit(msg) if s.submit else s.cluster.jobs.submit(msg)
+        return s.cluster.jobs.will_run.answer(msg)
+    return s.submit(msg) if s.submit else s.cluster.jobs.submission.submit(msg)
 
 
 def cancel(s: Rpc, conn: Peer, msg: m.CancelJobs) -> Any:
-    return s.cluster.jobs.cancel(msg, permissions.acting(s.cluster.config, conn.who, msg.uid,
-                                                         msg.user))
+    return s.cluster.jobs.commands.cancel(msg, permissions.acting(s.cluster.config, conn.who,
+                                                                  msg.uid, msg.user))
 
 
 def job_control(s: Rpc, conn: Peer, msg: m.JobControl) -> Any:
-    return s.cluster.jobs.control(msg, permissions.acting(s.cluster.config, conn.who, msg.uid,
-                                                          msg.user))
+    return s.cluster.jobs.commands.control(msg, permissions.acting(s.cluster.config, conn.who,
+                                                                   msg.uid, msg.user))
 
 
 def step_request(s: Rpc, conn: Peer, msg: m.StepRequest) -> Any:
     """rrun: a step inside a running job (ctld/jobs/steps.py); the caller's own identity decides."""
-    return s.cluster.jobs.step_request(msg, conn.who or permissions.KEY_HOLDER)
+    return s.cluster.jobs.steps.request(msg, conn.who or permissions.KEY_HOLDER)
 
 
 def step_end(s: Rpc, conn: Peer, msg: m.StepEnd) -> Any:
-    return s.cluster.jobs.step_end(conn.node, msg)
+    return s.cluster.jobs.steps.node_ended(conn.node, msg)
 
 
 def guard_request(s: Rpc, conn: Peer, msg: m.GuardRequest) -> Any:

@@ -52,18 +52,61 @@ class Peer(Protocol):
     def registered_as(self, name: str) -> None: ...
 
 
-class JobServices(Protocol):
-    """What a request may ask of the job store (ctld/jobs/store.py Jobs)."""
+class Submitting(Protocol):
+    """Submission (ctld/jobs/jobsubmit.py JobSubmission)."""
 
     def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error: ...
+
+
+class JobCommanding(Protocol):
+    """rcancel's and rcontrol's job commands (ctld/jobs/jobcommands.py JobCommands)."""
+
     def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult: ...
     def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult: ...
+
+
+class JobLists(Protocol):
+    """The job listings (ctld/jobs/joblisting.py JobListing)."""
+
     def list_body(self, ids: Sequence[int] = ()) -> bytes: ...
     def list_fields(self, fields: tuple[str, ...]) -> bytes: ...
-    async def acct_query(self, msg: m.GetAcct) -> bytes: ...
-    def will_run(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error: ...
-    def step_request(self, msg: m.StepRequest, actor: Identity) -> m.StepGranted | m.Error: ...
-    def step_end(self, node: str | None, msg: m.StepEnd) -> m.Ack | m.Error: ...
+
+
+class AcctQuery(Protocol):
+    """racct's query (ctld/jobs/acct.py Accounting)."""
+
+    async def query(self, q: m.GetAcct) -> bytes: ...
+
+
+class TestOnly(Protocol):
+    """sbatch --test-only (ctld/jobs/willrun.py WillRun)."""
+
+    def answer(self, req: m.SubmitJob) -> m.SubmitReply | m.Error: ...
+
+
+class StepRequests(Protocol):
+    """rrun's steps (ctld/jobs/steps.py JobSteps)."""
+
+    def request(self, msg: m.StepRequest, actor: Identity) -> m.StepGranted | m.Error: ...
+    def node_ended(self, node: str | None, msg: m.StepEnd) -> m.Ack | m.Error: ...
+
+
+class JobServices(Protocol):
+    """What a request may ask of the job side (ctld/compose/jobs.py JobSide): the component
+    that does the work, each."""
+
+    @property
+    def submission(self) -> Submitting: ...
+    @property
+    def commands(self) -> JobCommanding: ...
+    @property
+    def listing(self) -> JobLists: ...
+    @property
+    def accounting(self) -> AcctQuery: ...
+    @property
+    def will_run(self) -> TestOnly: ...
+    @property
+    def steps(self) -> StepRequests: ...
 
 
 class Watching(Protocol):

@@ -197,7 +197,7 @@ class Web:
         return float(body.get("generated_at") or 0.0), body["jobs"]
 
     def _counts(self) -> dict[str, int]:
-        gen = self.jobs_view.gen
+        gen = self.jobs_view.store.gen
         if self._job_counts[0] != gen:
             self._job_counts = (gen, jobstats.counts(self._job_records()[1]))
         return self._job_counts[1]

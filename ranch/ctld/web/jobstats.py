@@ -1,5 +1,5 @@
 """Job counts for the page header and the job families of /metrics, from the controller's job
-records (ranch.ctld.jobs.store.Jobs.record, the records rqueue gets).
+records (ranch.ctld.jobs.joblisting.JobListing.record, the records rqueue gets).
 
 Names, looked up in the projects' sources: Slurm 25.11's metrics/openmetrics plugin
 (SchedMD/slurm src/plugins/metrics/openmetrics/openmetrics.c, metrics_p_parse_jobs_metrics):

@@ -152,7 +152,7 @@ class Live:
         async def frames(write: Callable[[bytes], Any]) -> None:
             await write(b"retry: 3000\n" + frame("hello", {"seq": first, "events": with_events},
                                                  first))
-            jobs = self.jobs
+            jobs = self.jobs.store
             seen_gen, quiet = jobs.gen, 0.0
             while True:
                 got = None

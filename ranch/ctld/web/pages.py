@@ -50,7 +50,7 @@ class Pages:
                  job_records: Callable[[tuple[int, ...]], tuple[float, list[dict]]],
                  not_on_disk: Callable[[], Awaitable[str | None]]) -> None:
         self.nodes, self.jobs = nodes, jobs
-        self.site = site  # its state_dir keeps the job scripts (ctld/jobs/jobbulk.py)
+        self.site = site  # its state_dir keeps the job scripts (ctld/state/bulkfiles.py)
         self._read_refusal, self._reader, self._who = read_refusal, reader, who
         self._job_records = job_records
         self._not_on_disk = not_on_disk  # a write's reply waits for the journal
@@ -97,7 +97,7 @@ class Pages:
         now, records = self._job_records((int(ident),))
         reader = self._reader(request)
         records = permissions.visible_jobs(self.nodes.config, reader, records)
-        job = self.jobs.jobs.get(int(ident))
+        job = self.jobs.store.jobs.get(int(ident))
         if not records or job is None:
             return error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
         rec = records[0]

@@ -4,7 +4,7 @@ the composition root (ctld/daemon.py web_ports); the web code names these, never
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -14,7 +14,6 @@ if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.nodes.eventlog import Follower
     from ranch.ctld.nodes.node import NodeRecord
-    from ranch.ctld.rights import Identity
     from ranch.protocol import messages as m
     from ranch.statemachine.policy import Policy
 
@@ -38,28 +37,28 @@ class WebNodes(Configured, Protocol):
     def snapshot(self, metrics: bool = False) -> m.Snapshot: ...
 
 
-class WebJobs(Protocol):
-    """The job store (ctld/jobs/store.py Jobs), as listings read it and slurmrestd's paths
-    submit and cancel through it."""
+class JobsRead(Protocol):
+    """The job store (ctld/jobs/store.py JobStore), as the page and the live stream read it."""
 
     @property
     def gen(self) -> int: ...  # bumped by every change a listing shows
-
-    def list_body(self, ids: Sequence[int] = ()) -> bytes: ...
-    # rbatch's handler, for slurmrestd's job/submit (restd.py)
-    def submit(self, req: m.SubmitJob) -> m.SubmitReply | m.Error: ...
-
-    # The page's job view (ctld/web/pages.py): a job's record for its script and the job table's
-    # dry run, and the commands rcancel and rcontrol hold|release|requeue go through (cancel is
-    # slurmrestd's DELETE job's too).
     @property
-    def jobs(self) -> Mapping[int, Job]: ...
+    def jobs(self) -> Mapping[int, Job]: ...  # a job's record: its script, the table's dry run
 
-    def cancel(self, msg: m.CancelJobs, actor: Identity | None = None) -> m.JobResult: ...
-    def control(self, msg: m.JobControl, actor: Identity | None = None) -> m.JobResult: ...
 
-    # The page's History tab: racct's query (ctld/jobs/acct.py), the AcctList body.
-    async def acct_query(self, msg: m.GetAcct) -> bytes: ...
+@attrs.frozen
+class WebJobs:
+    """The job side as listings read it and slurmrestd's paths and the page drive it: the store
+    to read, and the doors of the components that do the work (built in ctld/daemon.py)."""
+
+    store: JobsRead
+    list_body: Callable[..., bytes]  # the JobList body rqueue reads (ctld/jobs/joblisting.py)
+    # rbatch's handler, for slurmrestd's job/submit (restd.py)
+    submit: Callable[[m.SubmitJob], m.SubmitReply | m.Error]
+    # rcancel's and rcontrol hold|release|requeue's (cancel is slurmrestd's DELETE job's too)
+    cancel: Callable[..., m.JobResult]
+    control: Callable[..., m.JobResult]
+    acct_query: Callable[[m.GetAcct], Awaitable[bytes]]  # the History tab: racct's query
 
 
 class WebEvents(Protocol):
