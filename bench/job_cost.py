@@ -51,7 +51,7 @@ async def run(n: int, env_vars: int) -> None:
     with tempfile.TemporaryDirectory(prefix="job-cost-") as state:
         d = Daemon(make_config(), b"k" * 32, state_dir=state, host="127.0.0.1", port=0,
                    save_in_thread=False)
-        jobs = d.cluster.jobs
+        jobs = d.controller.jobs
         cpu0 = time.process_time()
         for i in range(n):
             await d.durability.submit(converter.structure(orjson.loads(wire), m.SubmitJob))
@@ -78,7 +78,7 @@ async def run(n: int, env_vars: int) -> None:
     with tempfile.TemporaryDirectory(prefix="job-cost-") as state:
         d = Daemon(make_config(), b"k" * 32, state_dir=state, host="127.0.0.1", port=0,
                    save_in_thread=False)
-        jobs = d.cluster.jobs
+        jobs = d.controller.jobs
         gc.collect()
         tracemalloc.start()
         base = tracemalloc.take_snapshot()

@@ -14,7 +14,7 @@ from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs, reconfig
 from ranch.ctld.compose import assemble
 from ranch.ctld.compose.controller import Controller
-from ranch.ctld.compose.front import front
+from ranch.ctld.compose.layers import node_admin, nodes_shown, rpc_server
 from ranch.ctld.jobs import acct
 from ranch.ctld.jobs.history import FileHistory
 from ranch.ctld.jobs.replicatedhistory import ReplicatedHistory
@@ -64,11 +64,10 @@ def web_ports(c: Controller) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, Re
     the nodes' view, the job store, the event log, the admin requests, the reservations, the
     guards and stalls /metrics reports, the site."""
     live = c.liveness
-    front_side = front(c)  # the nodes' view and the admin requests, under the names web reads
     side = c.jobs
     jobs = WebJobs(side.store, side.listing.list_body, side.submission.submit,
                    side.commands.cancel, side.commands.control, side.accounting.query)
-    return (front_side, jobs, c.eventlog, front_side, c.reservations,
+    return (nodes_shown(c), jobs, c.eventlog, node_admin(c), c.reservations,
             Health((live.guard, c.drain_guard), live.stalls), c.site)
 
 
@@ -140,7 +139,6 @@ class Daemon:
             history=(FileHistory(history_dir) if self.local_store
                      else ReplicatedHistory(history_dir, self.store)),
             on_events_unsaved=events.set)
-        self.cluster = front(ctl)  # the owners' doors for the rpc server (ctld/compose/front.py)
         self.durability = Durability(ctl.journal_records, ctl.jobs.submission,
                                      self.changes, self.store, outbox)
         self.saver = Saver(ctl.save_doc, ctl.jobs.store, ctl.eventlog,
@@ -148,11 +146,12 @@ class Daemon:
                            local=self.local_store, dirty=dirty, events=events,
                            in_thread=save_in_thread,
                            credential_holders=lambda: list(self.server.node_credentials.on_disk))
-        self.server = Server(self.cluster, key, reconfigure=self.reconfigure,
-                             submit=self.durability.submit, state_dir=state_dir,
-                             mirror=None if self.local_store else self.store.put_file,
-                             takeover=None if handover is None else self.takeover,
-                             sync=self.durability.durable, spawn=self.runner.start_soon)
+        # the rpc server over the owners' ports (ctld/compose/layers.py)
+        self.server: Server = rpc_server(
+            ctl, key, reconfigure=self.reconfigure, submit=self.durability.submit,
+            state_dir=state_dir, mirror=None if self.local_store else self.store.put_file,
+            takeover=None if handover is None else self.takeover,
+            sync=self.durability.durable, spawn=self.runner.start_soon)
 
     @property
     def journal(self) -> Any:

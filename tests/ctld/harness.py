@@ -8,8 +8,14 @@ from typing import Any
 
 from ranch.conf.model import ClusterConfig
 from ranch.ctld.compose import Controller, assemble
-from ranch.ctld.compose.front import Front, front
 from ranch.ctld.nodes import nodeupdates, savedstate
+
+# the requests' old names, and the owner's door that answers each now
+RENAMED = {"snapshot": ("views", "snapshot"), "snapshot_body": ("views", "body"),
+           "reboot_nodes": ("reboots", "request"), "node_membership": ("membership", "handle"),
+           "guard_request": ("guards", "handle"),
+           **{door: ("traffic", door) for door in ("register", "heartbeat", "job_started",
+                                                   "shutdown_notice", "disconnected")}}
 
 
 class Harness:
@@ -17,13 +23,15 @@ class Harness:
 
     def __init__(self, config: ClusterConfig, **kw: Any) -> None:
         self.controller: Controller = assemble(config, **kw)
-        self.front: Front = front(self.controller)
         self.registry = self.controller.registry
 
     def __getattr__(self, name: str) -> Any:
-        # the rpc/web face first (requests, views), then the owners and coordinators, then
-        # the registry's own fields (nodes, config, settings, policy, members_gen ...)
-        for owner in (self.front, self.controller, self.registry):
+        # the requests first (node traffic, the admin and view doors), then the owners and
+        # coordinators, then the registry's own fields (nodes, config, settings, policy ...)
+        if name in RENAMED:
+            owner, door = RENAMED[name]
+            return getattr(getattr(self.controller, owner), door)
+        for owner in (self.controller, self.registry):
             if hasattr(owner, name):
                 return getattr(owner, name)
         raise AttributeError(name)

@@ -7,6 +7,7 @@ import orjson
 import trio
 import trio.testing
 
+from ranch.ctld.compose.layers import rpc_server
 from ranch.ctld.rpc.connection import SEND_QUEUE
 from ranch.ctld.rpc.server import Server
 from ranch.protocol import messages as m
@@ -26,7 +27,7 @@ def _server(cluster: Cluster) -> Server:
     async def reconfigure(who: str) -> m.ReconfigureResult:
         return m.ReconfigureResult(ok=True)
 
-    return Server(cluster, KEY, reconfigure=reconfigure)
+    return rpc_server(cluster.controller, KEY, reconfigure=reconfigure)
 
 
 def _frame(msg: object, request_id: int, version: int = 3) -> bytes:

@@ -121,14 +121,14 @@ async def test_daemon_persists_events_and_reads_them_back(autojump_clock, tmp_pa
                save_in_thread=False)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(d.saver.run_events)
-        register(d.cluster, "n1")
-        d.cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "alice"))
+        register(d.controller.traffic, "n1")
+        d.controller.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "alice"))
         await trio.sleep(1.0)
         nursery.cancel_scope.cancel()
     assert os.path.exists(tmp_path / eventlog.FILE_NAME)
     d2 = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0)
     d2.restore()
-    assert [e["kind"] for e in d2.cluster.eventlog.query()][:2] == ["registered", "state"]
+    assert [e["kind"] for e in d2.controller.eventlog.query()][:2] == ["registered", "state"]
 
 
 def test_follower_defaults() -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
+from ranch.ctld.compose.layers import rpc_server
 from ranch.ctld.rpc.admission import Caps
 from ranch.ctld.rpc.server import Server
 from ranch.protocol import messages as m
@@ -23,7 +24,7 @@ def _server(caps: Caps | None = None) -> tuple[Cluster, Server]:
     async def reconfigure(who: str) -> m.ReconfigureResult:
         return m.ReconfigureResult(ok=True)
 
-    return cluster, Server(cluster, KEY, reconfigure=reconfigure, caps=caps)
+    return cluster, rpc_server(cluster.controller, KEY, reconfigure=reconfigure, caps=caps)
 
 
 async def _until_closed(stream: trio.abc.ReceiveStream) -> tuple[float, list]:

@@ -62,5 +62,5 @@ async def test_beats_sent_at_once_share_a_write_and_are_answered_in_order(tmp_pa
         assert [f.request_id for f in replies] == [101, 102, 103, 104]  # in order
         assert ended_in_journal(d) == set(ids)  # on disk before the first reply left
         assert d.store.writes - writes == 1  # one write for them all
-        assert {d.cluster.jobs.store.jobs[j].state for j in ids} == {"COMPLETED"}
+        assert {d.controller.jobs.store.jobs[j].state for j in ids} == {"COMPLETED"}
         nursery.cancel_scope.cancel()

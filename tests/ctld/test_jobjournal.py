@@ -54,7 +54,7 @@ async def test_group_commit_writes_each_batch_once(tmp_path) -> None:
 
 async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> None:
     d = daemon(tmp_path)
-    register(d.cluster, "n1")
+    register(d.controller.traffic, "n1")
     replies = [await d.durability.submit(submit_msg(cpus_per_task=4)) for _ in range(2)]
     arr = await d.durability.submit(submit_msg(array="1-3"))
     assert [r.job_id for r in replies] == [1, 2] and arr.job_ids == (3, 4, 5)
@@ -63,43 +63,43 @@ async def test_acknowledged_jobs_survive_a_crash_before_any_save(tmp_path) -> No
     # no state save happened: a new controller finds every acknowledged job in the journal
     d2 = daemon(tmp_path)
     d2.restore()
-    jobs = d2.cluster.jobs.store.jobs
+    jobs = d2.controller.jobs.store.jobs
     assert sorted(jobs) == [1, 2, 3, 4, 5]
     assert jobs[1].state == "RUNNING" and jobs[2].state == "PENDING"
     # n1 comes back with job 1 still running
-    reply = d2.cluster.register(m.Register("n1", hardware(), 1.0, "0.1.0", job_ids=(1,),
+    reply = d2.controller.traffic.register(m.Register("n1", hardware(), 1.0, "0.1.0", job_ids=(1,),
                                            runs=((1, 0),)), FakeConn())
     assert reply.accepted and reply.kill_job_ids == () and reply.kill_runs == ()
-    assert d2.cluster.nodes["n1"].state.cpus_alloc == 4  # job 1's allocation came back
+    assert d2.controller.registry.nodes["n1"].state.cpus_alloc == 4  # job 1's allocation came back
     assert jobs[1].state == "RUNNING" and jobs[1].restarts == 0
-    assert d2.cluster.jobs.store.next_id == 2 + ID_BLOCK  # a crash: ids resume past the id mark
+    assert d2.controller.jobs.store.next_id == 2 + ID_BLOCK  # a crash: ids resume past the id mark
     # a save holding them empties the journal; a third start reads them from the state file
     doc = d2.saver.snapshot_doc()
     await d2.store.snapshot(doc, doc["journal_keep_from"])
     assert d2.store.read() == []
     d3 = daemon(tmp_path)
     d3.restore()
-    assert sorted(d3.cluster.jobs.store.jobs) == [1, 2, 3, 4, 5]
+    assert sorted(d3.controller.jobs.store.jobs) == [1, 2, 3, 4, 5]
 
 
 async def test_a_failed_journal_write_refuses_the_job_and_nothing_runs(tmp_path) -> None:
     """A job the journal could not hold is refused, retracted and never launched (its
     LaunchJob waited for that write), and its id is not handed out again."""
     d = daemon(tmp_path)
-    _, conn = register(d.cluster, "n1")
+    _, conn = register(d.controller.traffic, "n1")
     await d.durability.durable()
     os.remove(d.store.path)
     os.mkdir(d.store.path)  # opening it for append now fails (EISDIR)
     reply = await d.durability.submit(submit_msg())
     assert isinstance(reply, m.Error) and reply.code == "internal"
     assert "could not be written" in reply.message and d.store.path in reply.message
-    assert d.cluster.jobs.store.jobs == {} and d.cluster.jobs.store.pending == []
+    assert d.controller.jobs.store.jobs == {} and d.controller.jobs.store.pending == []
     assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]
-    assert d.cluster.nodes["n1"].state.cpus_alloc == 0
+    assert d.controller.registry.nodes["n1"].state.cpus_alloc == 0
     os.rmdir(d.store.path)
     again = await d.durability.submit(submit_msg())
     assert isinstance(again, m.SubmitReply) and again.job_id == 2
-    assert d.cluster.jobs.store.jobs[2].state == "RUNNING"
+    assert d.controller.jobs.store.jobs[2].state == "RUNNING"
     # journalled once, as it stands at the reply (placed and RUNNING: one write)
     assert job_states(d.store) == [(2, "RUNNING")]
     assert not [p for p in conn.pushed if isinstance(p, m.LaunchJob)]  # not before the outbox
@@ -153,19 +153,19 @@ async def test_a_drain_is_on_disk_before_its_reply_and_a_full_disk_says_so(tmp_p
     """An admin change is journalled before rcontrol hears "done"; when it cannot be, the
     command is told so (Server answers an Error), and a restart finds what was confirmed."""
     d = daemon(tmp_path)
-    register(d.cluster, "n1")
-    register(d.cluster, "n2")
+    register(d.controller.traffic, "n1")
+    register(d.controller.traffic, "n2")
     await d.durability.durable()
-    r = d.cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "root"))
+    r = d.controller.update_nodes(m.UpdateNodes("n1", "DRAIN", "bad fan", "root"))
     assert r.ok
     await d.durability.durable()  # what the server awaits before it sends r
     d2 = daemon(tmp_path)
     d2.restore()
-    assert d2.cluster.nodes["n1"].complete.startswith("IDLE+DRAIN")
-    assert d2.cluster.nodes["n1"].state.reason.text == "bad fan"
+    assert d2.controller.registry.nodes["n1"].complete.startswith("IDLE+DRAIN")
+    assert d2.controller.registry.nodes["n1"].state.reason.text == "bad fan"
     os.remove(d.store.path)
     os.mkdir(d.store.path)  # the next append fails
-    d.cluster.update_nodes(m.UpdateNodes("n2", "DRAIN", "disk", "root"))
+    d.controller.update_nodes(m.UpdateNodes("n2", "DRAIN", "disk", "root"))
     try:
         await d.durability.durable()
         raise AssertionError("durable() must fail on a full disk")
@@ -176,9 +176,9 @@ async def test_a_drain_is_on_disk_before_its_reply_and_a_full_disk_says_so(tmp_p
 
 async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
     d = daemon(tmp_path)
-    register(d.cluster, "n1")
+    register(d.controller.traffic, "n1")
     sub = await d.durability.submit(submit_msg())
-    assert d.cluster.jobs.store.jobs[sub.job_id].state == "RUNNING"
+    assert d.controller.jobs.store.jobs[sub.job_id].state == "RUNNING"
     doc = d.saver.snapshot_doc()
     await d.store.snapshot(doc, doc["journal_keep_from"])
     # a journal line older than the snapshot (a delete that did not reach the disk) is not
@@ -187,7 +187,7 @@ async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
         f.write(b'{"seq": 1, "job": {"id": 1, "state": "PENDING"}}\n')
     d2 = daemon(tmp_path)
     d2.restore()
-    assert d2.cluster.jobs.store.jobs[1].state == "RUNNING"
+    assert d2.controller.jobs.store.jobs[1].state == "RUNNING"
 
 
 async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_path) -> None:
@@ -196,11 +196,11 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
     from ranch.ctld.state import bulkfiles
 
     d = daemon(tmp_path)
-    _, conn = register(d.cluster, "n1")
+    _, conn = register(d.controller.traffic, "n1")
     big = "#!/bin/sh\n" + "# padding\n" * 5000 + "true\n"
     sub = await d.durability.submit(m.SubmitJob(script=big, user="alice", uid=1000, gid=1000,
                                          workdir="/home/alice", env=(("SECRET", "x" * 100),)))
-    jobs = d.cluster.jobs
+    jobs = d.controller.jobs
     assert await d.saver.save_snapshot()
     job = jobs.store.jobs[sub.job_id]
     assert job.req.script == "" and job.req.env == () and job.bulk_on_disk
@@ -214,14 +214,14 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
                                           uid=0))
     assert r.ok, r.errors
     end = m.JobEnd(sub.job_id, "CANCELLED", signal=15, restarts=0)
-    beat(d.cluster, "n1", conn, 99, jobs_ended=(end,))
+    beat(d.controller.traffic, "n1", conn, 99, jobs_ended=(end,))
     await d.durability.flush_outbox()
     launches = [p.job for p in conn.pushed if isinstance(p, m.LaunchJob)]
     assert [(s.restarts, s.script == big) for s in launches] == [(0, True), (1, True)]
     # a restart reads the flag and the files, not a script in the state file
     d2 = daemon(tmp_path)
     d2.restore()
-    again = d2.cluster.jobs.store.jobs[sub.job_id]
+    again = d2.controller.jobs.store.jobs[sub.job_id]
     assert again.bulk_on_disk and again.req.script == ""
 
 
@@ -235,7 +235,7 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
     from ranch.ctld.state import bulkfiles
 
     d = daemon(tmp_path)
-    jobs = d.cluster.jobs
+    jobs = d.controller.jobs
     ids = [(await d.durability.submit(submit_msg(hold=True, env=(("N", str(i)),)))).job_id
            for i in range(3)]
     assert await d.saver.save_snapshot()
@@ -275,7 +275,7 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
     jobs.store.touch(legacy)
     assert await d.saver.save_snapshot()
     assert bulkfiles.packs(str(tmp_path)) == []
-    assert d.cluster.jobs.launcher._bulk(legacy) == ("#!/bin/sh\necho legacy\n", (("L", "1"),))
+    assert d.controller.jobs.launcher._bulk(legacy) == ("#!/bin/sh\necho legacy\n", (("L", "1"),))
     r = jobs.commands.cancel(m.CancelJobs(job_ids=(legacy.id,), user="alice", uid=1000))
     assert r.ok, r.errors
     acct.flush_now(jobs.history)

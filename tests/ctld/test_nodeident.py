@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 import trio.testing
 
+from ranch.ctld.compose.layers import rpc_server
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.state.integrity import DamagedState
 from ranch.protocol import messages as m
@@ -25,8 +26,8 @@ def _server(state_dir: Path, cluster: Cluster | None = None) -> Server:
     async def reconfigure(who: str) -> m.ReconfigureResult:
         return m.ReconfigureResult(ok=True)
 
-    return Server(cluster or Cluster(make_config(), wall=wall), KEY, reconfigure=reconfigure,
-                  state_dir=str(state_dir))
+    cluster = cluster or Cluster(make_config(), wall=wall)
+    return rpc_server(cluster.controller, KEY, reconfigure=reconfigure, state_dir=str(state_dir))
 
 
 class Peer:
@@ -60,8 +61,8 @@ def _beat(name: str, seq: int) -> m.Heartbeat:
 
 
 async def test_hijack_is_refused_logged_and_leaves_the_live_node(tmp_path: Path) -> None:
-    server = _server(tmp_path)
-    cluster = server.cluster
+    cluster = Cluster(make_config(), wall=wall)
+    server = _server(tmp_path, cluster)
     async with trio.open_nursery() as nursery:
         real = Peer(server, nursery)
         reply = await real.ask(_register("n2", ""))
@@ -116,7 +117,8 @@ async def test_credentials_survive_a_restart_and_reapproval_lets_a_rebuilt_node_
         nursery.cancel_scope.cancel()
 
     async with trio.open_nursery() as nursery:
-        second = _server(tmp_path)  # a restarted controller reads the hashes back
+        restarted = Cluster(make_config(), wall=wall)
+        second = _server(tmp_path, restarted)  # a restarted controller reads the hashes back
         rebuilt = await Peer(second, nursery).ask(_register("n1", ""))
         assert not rebuilt.accepted and "issued one before" in rebuilt.reason
 
@@ -127,7 +129,7 @@ async def test_credentials_survive_a_restart_and_reapproval_lets_a_rebuilt_node_
 
         fresh = await Peer(second, nursery).ask(_register("n1", ""))
         assert fresh.accepted and fresh.node_credential, "issued a new one"
-        kinds = [e["kind"] for e in second.cluster.eventlog.events if e["node"] == "n1"]
+        kinds = [e["kind"] for e in restarted.eventlog.events if e["node"] == "n1"]
         assert "credential_revoked" in kinds
         nursery.cancel_scope.cancel()
 

@@ -11,6 +11,7 @@ import orjson
 import trio
 import trio.testing
 
+from ranch.ctld.compose.layers import rpc_server
 from ranch.ctld.rpc.permissions import Identity, acting, gate, identify, may_act_on
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.rpc.wire import Prebuilt
@@ -36,8 +37,8 @@ def _server(extra: str = "", state_dir: Path | None = None) -> Server:
         return m.ReconfigureResult(ok=True)
 
     cfg = make_config(text=CONF.format(extra=extra))
-    return Server(Cluster(cfg, wall=wall), KEY, reconfigure=reconfigure,
-                  state_dir=str(state_dir) if state_dir else None)
+    return rpc_server(Cluster(cfg, wall=wall).controller, KEY, reconfigure=reconfigure,
+                      state_dir=str(state_dir) if state_dir else None)
 
 
 class _Conn:
@@ -55,37 +56,37 @@ OPERATOR = Identity(1003, 1003, "carol", True)
 async def test_users_act_on_their_own_behalf_and_admins_on_anything() -> None:
     s = _server()
     # a job a user submits is theirs, whatever the request says
-    msg, refused, _ = gate(s, _Conn(BOB), m.SubmitJob("true", "root", 0, 0, "/tmp"))
+    msg, refused, _ = gate(s.config(), _Conn(BOB), m.SubmitJob("true", "root", 0, 0, "/tmp"))
     assert refused is None and (msg.user, msg.uid, msg.gid) == ("bob", 1002, 1002)
     # a job command carries the caller as proven, whatever it wrote; the rights the job
     # commands weigh are the caller's own Identity (`acting`), never a uid 0 stand-in
-    msg, _, _ = gate(s, _Conn(BOB), m.CancelJobs((1,), user="alice", uid=1001))
+    msg, _, _ = gate(s.config(), _Conn(BOB), m.CancelJobs((1,), user="alice", uid=1001))
     assert (msg.user, msg.uid) == ("bob", 1002)
-    assert acting(s.cluster.config, BOB, msg.uid, msg.user) == BOB
-    msg, _, _ = gate(s, _Conn(OPERATOR), m.JobControl("hold", (1,), user="x", uid=7))
+    assert acting(s.config(), BOB, msg.uid, msg.user) == BOB
+    msg, _, _ = gate(s.config(), _Conn(OPERATOR), m.JobControl("hold", (1,), user="x", uid=7))
     assert (msg.user, msg.uid) == ("carol", 1003)
-    assert acting(s.cluster.config, OPERATOR, msg.uid, msg.user).admin
+    assert acting(s.config(), OPERATOR, msg.uid, msg.user).admin
     # the cluster key's holder acts as the uid its request names: root is uid 0, and the
     # name "root" alone grants nothing
-    assert acting(s.cluster.config, None, 0, "x").admin
-    assert not acting(s.cluster.config, None, 1001, "root").admin
-    assert may_act_on(acting(s.cluster.config, None, 1001, "alice"), 1001, "alice")
+    assert acting(s.config(), None, 0, "x").admin
+    assert not acting(s.config(), None, 1001, "root").admin
+    assert may_act_on(acting(s.config(), None, 1001, "alice"), 1001, "alice")
     assert not may_act_on(BOB, 1001, "alice") and may_act_on(OPERATOR, 1001, "alice")
     # nodes and the controller are for admins
     for request in (m.UpdateNodes("n1", "DRAIN", "x", "root", 0), m.Reconfigure("root"),
                     m.NodeMembership("approve", "n1", user="root"),
                     m.GuardRequest("reset", "down")):
-        _, refused, _ = gate(s, _Conn(BOB), request)
+        _, refused, _ = gate(s.config(), _Conn(BOB), request)
         assert isinstance(refused, m.Error) and refused.code == "permission_denied"
         assert refused.message.startswith("Access/permission denied: ")
         assert "bob (uid 1002)" in refused.message
-        msg, refused, _ = gate(s, _Conn(OPERATOR), request)
+        msg, refused, _ = gate(s.config(), _Conn(OPERATOR), request)
         assert refused is None and msg.user == "carol"
-    _, refused, _ = gate(s, _Conn(BOB), m.GuardRequest("show"))
+    _, refused, _ = gate(s.config(), _Conn(BOB), m.GuardRequest("show"))
     assert refused is None
     # a user may not pose as a node
     for request in (m.Register("n1", hardware(), 1.0, "x"), m.ShutdownNotice("n1", "x")):
-        _, refused, _ = gate(s, _Conn(OPERATOR), request)
+        _, refused, _ = gate(s.config(), _Conn(OPERATOR), request)
         assert refused is not None and "node daemons" in refused.message
 
 
@@ -100,18 +101,18 @@ def test_admins_are_root_slurm_user_and_admin_users() -> None:
 
 async def test_private_data_jobs_keeps_a_users_own_and_nodes_refuses_them() -> None:
     s = _server("PrivateData=jobs,nodes")
-    _, refused, after = gate(s, _Conn(ALICE), m.GetJobs())
+    _, refused, after = gate(s.config(), _Conn(ALICE), m.GetJobs())
     assert refused is None and after is not None
     body = orjson.dumps({"generated_at": 1.0, "jobs": [
         {"job_id": 1, "uid": 1001}, {"job_id": 2, "uid": 1002}, {"job_id": 3, "uid": 0}]})
     seen = orjson.loads(after(Prebuilt("JobList", body)).body)
     assert [j["job_id"] for j in seen["jobs"]] == [1]
-    assert gate(s, _Conn(OPERATOR), m.GetJobs())[2] is None
+    assert gate(s.config(), _Conn(OPERATOR), m.GetJobs())[2] is None
     for request in (m.GetSnapshot(), m.GetEvents()):
-        _, refused, _ = gate(s, _Conn(ALICE), request)
+        _, refused, _ = gate(s.config(), _Conn(ALICE), request)
         assert refused is not None and "PrivateData=nodes" in refused.message
-        assert gate(s, _Conn(OPERATOR), request)[1] is None
-    assert gate(s, _Conn(ALICE), m.GetConfig())[1] is None
+        assert gate(s.config(), _Conn(OPERATOR), request)[1] is None
+    assert gate(s.config(), _Conn(ALICE), m.GetConfig())[1] is None
 
 
 async def _ask(server: Server, wire: bytes, keys: tuple[bytes, ...] = (KEY,)) -> tuple[str, dict]:
@@ -169,8 +170,8 @@ async def test_private_data_jobs_limits_racct_to_a_users_own_jobs() -> None:
     """sacct through slurmdbd shows a user only their own jobs under PrivateData=jobs (or
     =usage), whatever -u or -a asks; an admin's query is as asked."""
     for private in ("PrivateData=jobs", "PrivateData=usage", ""):
-        s = _server(private)
-        jobs = s.cluster.jobs
+        s = Cluster(make_config(text=CONF.format(extra=private)), wall=wall)
+        jobs = s.jobs
         for who in (ALICE, BOB):
             sub = m.SubmitJob("#!/bin/sh\ntrue\n", who.name, who.uid, who.gid, "/tmp", hold=True)
             assert isinstance(jobs.submission.submit(sub), m.SubmitReply)
@@ -182,9 +183,9 @@ async def test_private_data_jobs_limits_racct_to_a_users_own_jobs() -> None:
             [1002] if private else [1001])
 
 
-async def _acct_uids(s: Server, who: Identity, q: m.GetAcct) -> list[int]:
+async def _acct_uids(s: Cluster, who: Identity, q: m.GetAcct) -> list[int]:
     """The owners of the jobs racct's query `q` from `who` gets back."""
-    msg, refused, _ = gate(s, _Conn(who), q)
+    msg, refused, _ = gate(s.config, _Conn(who), q)
     assert refused is None
-    body = orjson.loads(await s.cluster.jobs.accounting.query(msg))
+    body = orjson.loads(await s.jobs.accounting.query(msg))
     return sorted(r["uid"] for r in body["jobs"])

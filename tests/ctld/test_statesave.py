@@ -24,16 +24,16 @@ async def test_saves_are_coalesced_and_prompt(autojump_clock, tmp_path, monkeypa
     monkeypatch.setattr(daemon_mod.statefile, "save", counting_save)
     d = Daemon(make_config(), b"k" * 32, state_dir=str(tmp_path), host="127.0.0.1", port=0,
                save_in_thread=False)
-    cluster = d.cluster
+    ctl = d.controller
     async with trio.open_nursery() as nursery:
         nursery.start_soon(d.saver.run)
-        _, conn = register(cluster, "n1")
+        _, conn = register(ctl.traffic, "n1")
         # 200 heartbeats and 40 state changes over 2 s of (mock) time.
         for i in range(200):
-            beat(cluster, "n1", conn, i + 1)
+            beat(ctl.traffic, "n1", conn, i + 1)
             if i % 5 == 0:
                 request = "DRAIN" if i % 10 == 0 else "UNDRAIN"
-                cluster.update_nodes(m.UpdateNodes("n1", request, f"r{i}", "alice"))
+                ctl.update_nodes(m.UpdateNodes("n1", request, f"r{i}", "alice"))
             await trio.sleep(0.01)
         await trio.sleep(saving.SAVE_INTERVAL + 0.01)  # at most one save window is lost
         nursery.cancel_scope.cancel()
@@ -51,11 +51,11 @@ async def test_heartbeats_alone_do_not_write(autojump_clock, tmp_path, monkeypat
                save_in_thread=False)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(d.saver.run)
-        _, conn = register(d.cluster, "n1")
+        _, conn = register(d.controller.traffic, "n1")
         await trio.sleep(1)
         n = len(writes)
         for i in range(100):
-            beat(d.cluster, "n1", conn, i + 1)
+            beat(d.controller.traffic, "n1", conn, i + 1)
             await trio.sleep(0.05)
         assert len(writes) == n
         nursery.cancel_scope.cancel()

@@ -48,5 +48,5 @@ async def test_web_writes_answer_once_on_disk_and_fail_when_not(tmp_path, monkey
             web = app.state.web
             reply = await web.submit(job(nodelist="n3"))
             assert "No space left" in getattr(reply, "message", ""), reply
-            assert not any(j.nodes == "n3" for j in d.cluster.jobs.store.jobs.values())
+            assert not any(j.nodes == "n3" for j in d.controller.jobs.store.jobs.values())
         nursery.cancel_scope.cancel()

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
-from typing import Any, Protocol
+from typing import Any
 
+import attrs
 import trio
 
 from ranch.ctld import logs
@@ -18,37 +19,33 @@ from ranch.protocol.versions import CURRENT
 SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
 
 
-class Host(Protocol):
-    """The server (ctld/rpc/server.py), as one of its connections sees it."""
+@attrs.frozen
+class Links:
+    """What a connection uses of its server (ctld/rpc/server.py), built once there and shared
+    by every connection."""
 
-    @property
-    def spawn(self) -> Callable[..., Any] | None: ...  # where pushes are written from
-    @property
-    def connections(self) -> Collection[Any]: ...  # the open ones: a closed one pushes nothing
-    @property
-    def idle(self) -> IdleNodes: ...  # where a parked connection is closed
-    @property
-    def message_timeout(self) -> float: ...
-
-    def encode(self, msg: Any, request_id: int, version: int,
-               key: bytes | None = None) -> bytes: ...
+    spawn: Callable[[], Callable[..., Any] | None]  # where pushes are written from, when asked
+    connections: Collection[Any]  # the open ones: a closed one pushes nothing
+    idle: IdleNodes  # where a parked connection is closed
+    message_timeout: Callable[[], float]
+    encode: Callable[..., bytes]  # (msg, request_id, version, key=None) -> a frame
 
 
 class Connection:
     """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
     is one per node (docs/benchmarks.md, hot spot 3)."""
 
-    __slots__ = ("closing", "io", "key", "node", "peer", "pending", "ready", "scope",
-                 "send_lock", "server", "stream", "version", "who")
+    __slots__ = ("closing", "io", "key", "links", "node", "peer", "pending", "ready", "scope",
+                 "send_lock", "stream", "version", "who")
 
-    def __init__(self, stream: trio.SocketStream, peer: str, server: Host,
+    def __init__(self, stream: trio.SocketStream, peer: str, links: Links,
                  ready: bool = False) -> None:
         self.stream = stream
         # bytes (or the end of stream) are likely waiting: the next read tries before it waits
         self.ready = ready
         self.io = StreamIO(stream)
         self.peer = peer
-        self.server = server
+        self.links = links
         self.version = CURRENT
         self.node: str | None = None  # the node that registered on it (registered_as)
         self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
@@ -68,8 +65,9 @@ class Connection:
         self.node = name
 
     def push(self, msg: Any) -> bool:
-        spawn = self.server.spawn
-        if spawn is None or self.closing or self not in self.server.connections:
+        links = self.links
+        spawn = links.spawn()
+        if spawn is None or self.closing or self not in links.connections:
             return False
         if self.pending >= SEND_QUEUE:
             logs.event("send queue full; disconnecting slow peer", logging.WARNING,
@@ -86,11 +84,11 @@ class Connection:
         if self.scope is not None:
             self.scope.cancel()
         else:
-            self.server.idle.close(self)
+            self.links.idle.close(self)
 
     async def _push(self, msg: Any, version: int) -> None:
         try:
-            await self.send(self.server.encode(msg, 0, version))
+            await self.send(self.links.encode(msg, 0, version))
         finally:
             self.pending -= 1
 
@@ -115,7 +113,7 @@ class Connection:
             self.close_soon()
             return False
         try:
-            with trio.move_on_after(max(self.server.message_timeout, 1.0)):
+            with trio.move_on_after(max(self.links.message_timeout(), 1.0)):
                 try:
                     await self.stream.send_all(data)
                     return True
@@ -130,4 +128,4 @@ class Connection:
         return False
 
     async def reply(self, msg: Any, request_id: int, version: int) -> bool:
-        return await self.send(self.server.encode(msg, request_id, version, self.key))
+        return await self.send(self.links.encode(msg, request_id, version, self.key))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -24,7 +25,9 @@ MAX_FOLLOWERS = 32  # each holds a connection, a task and up to FOLLOW_QUEUE eve
 STALL_LIMIT = 300.0
 
 if TYPE_CHECKING:
-    from ranch.ctld.rpc.rpcports import Peer, Rpc, Services
+    from ranch.conf.model import ClusterConfig
+    from ranch.ctld.rpc.connection import Connection
+    from ranch.ctld.rpc.rpcports import EventFeed
 
 
 def _nodes(msg: m.GetEvents) -> list[str] | None:
@@ -35,23 +38,25 @@ def _nodes(msg: m.GetEvents) -> list[str] | None:
     return hostlist.expand(expr)
 
 
-def backlog(cluster: Services, msg: m.GetEvents) -> Any:
+def backlog(log: EventFeed, msg: m.GetEvents) -> Any:
     try:
         nodes = _nodes(msg)
     except ValueError as exc:
         return m.Error("bad_request", f"bad hostlist {msg.nodes!r}: {exc}", field="nodes")
-    return m.Events(events=tuple(cluster.eventlog.query(msg.since, nodes, msg.limit)))
+    return m.Events(events=tuple(log.query(msg.since, nodes, msg.limit)))
 
 
-async def follow(server: Rpc, conn: Peer, msg: m.GetEvents, request_id: int,
-                 version: int) -> None:
+async def follow(config: Callable[[], ClusterConfig], log: EventFeed,
+                 encode: Callable[..., bytes], conn: Connection, msg: m.GetEvents,
+                 request_id: int, version: int) -> None:
+    """Stream `log` to `conn` until the client goes (`config`: the one in force, for who may
+    read it; `encode`: the server's, a frame signed with the connection's key)."""
     from ranch.ctld.rpc.permissions import gate
 
-    _, refused, _ = gate(server, conn, msg)  # PrivateData=nodes|events (ctld/rpc/permissions.py)
+    _, refused, _ = gate(config(), conn, msg)  # PrivateData=nodes|events (permissions.py)
     if refused is not None:
         await conn.reply(refused, request_id, version)
         return
-    log = server.cluster.eventlog
     try:
         nodes = _nodes(msg)
     except ValueError as exc:
@@ -74,7 +79,7 @@ async def follow(server: Rpc, conn: Peer, msg: m.GetEvents, request_id: int,
     logs.event("event follower connected", peer=conn.peer)
     why = "gone"
     try:
-        frame = server.encode(first, request_id, version, conn.key)
+        frame = encode(first, request_id, version, conn.key)
         while True:
             # A follower that reads slowly only holds up this task (its queue is bounded and
             # what it misses is counted); one that takes nothing for STALL_LIMIT is ended.
@@ -84,7 +89,7 @@ async def follow(server: Rpc, conn: Peer, msg: m.GetEvents, request_id: int,
                 why = f"not reading for {STALL_LIMIT:g} s: ended"
                 break
             batch, missed = await follower.next_batch()  # a quiet log may wait any time
-            frame = server.encode(m.Events(events=tuple(batch), missed=missed), request_id,
+            frame = encode(m.Events(events=tuple(batch), missed=missed), request_id,
                                   version, conn.key)
     except (trio.BrokenResourceError, trio.ClosedResourceError):
         pass

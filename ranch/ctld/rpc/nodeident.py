@@ -17,6 +17,7 @@ none, not even empty) is not issued one and registers as before.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -26,22 +27,25 @@ from ranch.ctld.rpc.nodecredentials import CRED_BYTES, FILE, NodeCredentials, re
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.rpc.rpcports import Peer, Rpc
+    from ranch.ctld.nodes.node import NodeRecord
+    from ranch.ctld.rpc.connection import Connection
+    from ranch.ctld.rpc.rpcports import EventFeed
 
 __all__ = ["CRED_BYTES", "FILE", "NodeCredentials", "read"]
 
 # -- the Register route -------------------------------------------------------------------------
 
 
-def refusal(server: Rpc, conn: Peer, msg: m.Register) -> m.RegisterReply | None:
+def refusal(book: NodeCredentials, nodes: Mapping[str, NodeRecord], log: EventFeed,
+            conn: Connection, msg: m.Register) -> m.RegisterReply | None:
     """A Register that does not carry the credential on file for its name: refused, logged and
-    recorded, before it touches anything of the node."""
-    ok = server.node_credentials.matches(msg.name, msg.node_credential)
+    recorded in `log`, before it touches anything of the node (`nodes`: who is connected)."""
+    ok = book.matches(msg.name, msg.node_credential)
     if ok is None or ok:
         return None
-    live = server.cluster.nodes.get(msg.name)
+    live = nodes.get(msg.name)
     live_conn = live.conn if live is not None else None
-    if live_conn is None and msg.name in server.node_credentials.unconfirmed:
+    if live_conn is None and msg.name in book.unconfirmed:
         return None  # it died before it could keep its credential: issue() gives a new one
     said = "another node credential" if msg.node_credential else "no node credential"
     reason = (f"node {msg.name} registered with {said}, but {msg.name} was issued one "
@@ -50,15 +54,14 @@ def refusal(server: Rpc, conn: Peer, msg: m.Register) -> m.RegisterReply | None:
               f"NodeName={msg.name}")
     logs.event("registration refused: wrong node credential", logging.WARNING, node=msg.name,
                peer=conn.peer, live_peer=getattr(live_conn, "peer", None) or "-")
-    server.cluster.eventlog.add("refused", msg.name, reason=reason, peer=conn.peer,
-                                credential="missing" if not msg.node_credential else "wrong")
+    log.add("refused", msg.name, reason=reason, peer=conn.peer,
+            credential="missing" if not msg.node_credential else "wrong")
     return m.RegisterReply(accepted=False, reason=reason)
 
 
-def issue(server: Rpc, msg: m.Register, reply: Any) -> Any:
+def issue(book: NodeCredentials, log: EventFeed, msg: m.Register, reply: Any) -> Any:
     """The reply, with a new credential when this is the node's first accepted registration
     (an awaitable then: the reply leaves once the credential's hash is on disk)."""
-    book = server.node_credentials
     if type(reply) is m.RegisterReply and reply.accepted and msg.node_credential and \
             book.matches(msg.name, msg.node_credential):
         book.confirm(msg.name)  # it came back with it: it keeps it
@@ -68,7 +71,7 @@ def issue(server: Rpc, msg: m.Register, reply: Any) -> Any:
         return reply
     credential = book.issue(msg.name)
     logs.event("node credential issued", node=msg.name)
-    server.cluster.eventlog.add("credential_issued", msg.name)
+    log.add("credential_issued", msg.name)
 
     async def saved() -> m.RegisterReply:
         await book.persist()
@@ -80,15 +83,16 @@ def issue(server: Rpc, msg: m.Register, reply: Any) -> Any:
 # -- rcontrol approve | delete ------------------------------------------------------------------
 
 
-def membership(server: Rpc, msg: m.NodeMembership) -> Any:
-    """The registry's answer (ctld/nodes/membership.py), then: a node approved or deleted loses its
+def membership(book: NodeCredentials, log: EventFeed,
+               handle: Callable[[m.NodeMembership], m.UpdateResult],
+               msg: m.NodeMembership) -> Any:
+    """`handle`'s answer (ctld/nodes/membership.py), then: a node approved or deleted loses its
     credential, and approving a member that holds one is re-approval (a rebuilt machine may
     register anew)."""
-    result = server.cluster.node_membership(msg)
+    result = handle(msg)
     action = msg.action.lower()
     if action not in ("approve", "delete"):
         return result
-    book = server.node_credentials
     changed = list(result.changed)
     errors = list(result.errors)
 
@@ -96,7 +100,7 @@ def membership(server: Rpc, msg: m.NodeMembership) -> Any:
         if not book.forget(name):
             return False
         logs.event("node credential revoked", node=name, user=msg.user or "-", action=action)
-        server.cluster.eventlog.add("credential_revoked", name, user=msg.user or None)
+        log.add("credential_revoked", name, user=msg.user or None)
         return True
 
     for name in result.changed:

@@ -1,5 +1,5 @@
 """Who may do what (issue 19): Slurm's rules, each written once, applied to every request before
-its route runs (Rpc.dispatch calls `gate`).
+its route runs (Server.dispatch calls `gate`).
 
 Three kinds of caller:
 - the cluster key's holder (a connection signed with it: rnoded, and root on a host that holds
@@ -47,7 +47,7 @@ from ranch.ctld.rpc.wire import Prebuilt
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.rpc.rpcports import Peer, Rpc
+    from ranch.ctld.rpc.connection import Connection
 
 __all__ = ["ADMINS", "DENIED", "KEY_HOLDER", "Identity", "acting", "denied", "gate", "identify",
            "identify_name", "is_admin", "may_act_on", "may_see_usage", "user_name"]
@@ -60,11 +60,11 @@ DAEMON_ONLY = (m.Heartbeat, m.Register, m.ShutdownNotice, m.JobStarted, m.Ack, m
 After = Callable[[Any], Any]
 
 
-def gate(server: Rpc, conn: Peer, msg: Any) -> tuple[Any, Any, After | None]:
+def gate(config: ClusterConfig, conn: Connection, msg: Any) -> tuple[Any, Any, After | None]:
     """(the request as its route must see it, a refusal or None, a filter for the reply or
-    None). A user's own identity replaces whatever the request says."""
+    None), under `config` (the one in force). A user's own identity replaces whatever the
+    request says."""
     who: Identity | None = conn.who
-    config = server.cluster.config
     if who is None:  # the cluster key's holder
         if type(msg) is m.SubmitJob:
             return msg, root_job_refusal(config, msg), None
@@ -131,7 +131,7 @@ def _what(msg: Any) -> str:
     return f"{msg.action} guard{' ' + msg.guard if msg.guard else ''}"
 
 
-def _refuse(conn: Peer, who: Identity, what: str, why: str) -> m.Error:
+def _refuse(conn: Connection, who: Identity, what: str, why: str) -> m.Error:
     text = denied(what, why)
     logs.event("permission denied", logging.WARNING, peer=conn.peer, user=who.name,
                uid=who.uid, request=what)

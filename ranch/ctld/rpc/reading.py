@@ -15,13 +15,14 @@ from __future__ import annotations
 import functools
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from ranch.ctld import logs
-from ranch.ctld.rpc import eventstream, userauth
+from ranch.ctld.rpc import userauth
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import Frame, FrameDecoder
@@ -29,12 +30,45 @@ from ranch.protocol.versions import CURRENT
 
 if TYPE_CHECKING:
     from ranch.ctld.nodes.stalls import StallWatch
+    from ranch.ctld.rpc.admission import Admission
+    from ranch.ctld.rpc.capacity import CapacityRefusals
+    from ranch.ctld.rpc.connection import Connection
     from ranch.ctld.rpc.fastio import StreamIO
-    from ranch.ctld.rpc.rpcports import Peer, Rpc
+    from ranch.ctld.rpc.idlenodes import IdleNodes
+    from ranch.ctld.rpc.replaymark import ReplayMark
+    from ranch.protocol.framing import ReplayGuard
 
 RECEIVE_CHUNK = 1 << 16
 UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
 ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
+
+
+@attrs.frozen
+class Decoding:
+    """What each connection's frame decoder is built with: the server's key, limits and guards."""
+
+    key: bytes
+    max_size: int
+    unproven_max: int
+    replay_guard: ReplayGuard
+    stalls: StallWatch  # the controller's stalls: a late frame's excuse
+    message_timeout: Callable[[], float]  # the config's, in force now
+
+
+@attrs.frozen
+class Steps:
+    """The server's parts a connection's reader uses (ctld/rpc/server.py builds it once)."""
+
+    decoding: Decoding
+    admission: Admission
+    idle: IdleNodes  # where a node between frames is parked
+    replay_mark: ReplayMark
+    capacity: CapacityRefusals
+    dispatch: Callable[[Connection, Any], Awaitable[tuple[Any, bool]]]  # a request's route
+    sync: Callable[[], Awaitable[None]] | None  # every confirmed change on disk (None: none)
+    ended: Callable[[Connection], bool]  # forget the connection; True: its stream to close
+    follow: Callable[[Connection, m.GetEvents, int, int], Awaitable[None]]  # rcontrol events -f
+    sign_in: Callable[[Connection, FrameDecoder, str], Awaitable[None]]  # a MUNGE credential
 
 
 @attrs.frozen
@@ -61,24 +95,25 @@ class FrameReader:
     """Reads one connection until it ends; each `run` is a task (a node parked between frames
     starts a new one when it speaks: ctld/rpc/idlenodes.py)."""
 
-    __slots__ = ("conn", "decoder", "frame_deadline", "held", "may_park", "proven", "server",
+    __slots__ = ("conn", "decoder", "frame_deadline", "held", "may_park", "proven", "steps",
                  "timeout")
 
-    def __init__(self, server: Rpc, conn: Peer, *, may_park: bool = False) -> None:
+    def __init__(self, steps: Steps, conn: Connection, *, may_park: bool = False) -> None:
         """`may_park`: a node between frames may be handed to the server's idle poller
         (ctld/rpc/idlenodes.py) rather than wait in this task."""
-        self.server = server
+        self.steps = steps
         self.conn = conn
         self.may_park = may_park
-        self.timeout = mt = server.message_timeout
+        d = steps.decoding
+        self.timeout = mt = d.message_timeout()
         self.decoder = FrameDecoder(
-            server.key, max_size=server.max_size, message_timeout=mt,
-            replay_guard=server.replay_guard, unproven_max=server.unproven_max,
-            late_allowance=server.cluster.liveness.stalls.late_allowance,
+            d.key, max_size=d.max_size, message_timeout=mt,
+            replay_guard=d.replay_guard, unproven_max=d.unproven_max,
+            late_allowance=d.stalls.late_allowance,
             # no reference back to this reader: a cycle would leave every closed connection's
             # reader for the garbage collector (rctld keeps it rare; ctld/gctune.py)
-            queued=functools.partial(backlog_allowance, server.cluster.liveness.stalls, conn.io,
-                                     server.replay_guard.window - mt))
+            queued=functools.partial(backlog_allowance, d.stalls, conn.io,
+                                     d.replay_guard.window - mt))
         self.proven = False
         self.held: list[Held] = []
         # The deadline of the frame being read (None between frames): from the connect for a
@@ -89,7 +124,7 @@ class FrameReader:
         """One stretch of the connection's life in a task: frames are read and acted on until
         the connection ends (the server then forgets it) or, a node with nothing to read, it is
         parked with the server's idle poller, which starts the next stretch once bytes come."""
-        conn, server = self.conn, self.server
+        conn, steps = self.conn, self.steps
         parked = False
         try:
             if conn.closing:  # closed while its stretch was about to start
@@ -100,7 +135,7 @@ class FrameReader:
                     if frame is None:
                         return
                     if isinstance(frame, Idle):
-                        if self.may_park and server.idle.park(self):
+                        if self.may_park and steps.idle.park(self):
                             parked = True  # no await from here to the task's end
                             return
                         try:
@@ -118,7 +153,7 @@ class FrameReader:
             logs.event("connection failed", logging.ERROR, peer=conn.peer, error=repr(exc))
         finally:
             conn.scope = None
-            if not parked and server.connection_ended(conn):
+            if not parked and steps.ended(conn):
                 await trio.aclose_forcefully(conn.stream)
 
     async def next_frame(self) -> Frame | Idle | None:
@@ -136,7 +171,7 @@ class FrameReader:
                 return None
             if not self.proven and decoder.proven:
                 self.proven = True
-                self.server.admission.proven(conn)
+                self.steps.admission.proven(conn)
             if frame is not None:
                 return frame
             if self.held:
@@ -159,9 +194,9 @@ class FrameReader:
 
     async def take_credential(self) -> None:
         """A user's connection starts with a MUNGE credential (ctld/rpc/userauth.py)."""
-        cred = userauth.offered(self.conn, self.decoder, self.server.unproven_max)
+        cred = userauth.offered(self.conn, self.decoder, self.steps.decoding.unproven_max)
         if cred:
-            await userauth.accept(self.server, self.conn, self.decoder, cred)
+            await self.steps.sign_in(self.conn, self.decoder, cred)
 
     def deadline(self) -> tuple[float, str]:
         """(when the wait for bytes ends, why, for the log): a frame under way or an unproven
@@ -221,7 +256,7 @@ class FrameReader:
             logs.event("connection timed out", logging.WARNING, peer=conn.peer,
                        node=conn.node or "-", why=why)
         else:  # anyone can cause these
-            self.server.admission.log.event("timeout", "connection timed out", peer=conn.peer,
+            self.steps.admission.log.event("timeout", "connection timed out", peer=conn.peer,
                                             why=why)
         if self.decoder.buffered:
             await conn.reply(m.Error("timeout", why), 0, conn.version)
@@ -235,7 +270,7 @@ class FrameReader:
             logs.event("frame rejected", logging.WARNING, peer=conn.peer, node=conn.node or "-",
                        code=exc.code, error=exc.message)
         else:  # anyone can send these: at most a line per kind every few seconds
-            self.server.admission.log.event(f"rejected:{exc.code}", "frame rejected",
+            self.steps.admission.log.event(f"rejected:{exc.code}", "frame rejected",
                                             peer=conn.peer, code=exc.code, error=exc.message)
         await conn.reply(exc.to_error(), exc.request_id, exc.version or CURRENT)
         if exc.code == "too_large":
@@ -255,14 +290,14 @@ class FrameReader:
     async def act(self, frame: Frame) -> bool:
         """Act on one frame and hold its reply; False when the connection ends with it (the
         event stream takes it over)."""
-        server, conn = self.server, self.conn
+        steps, conn = self.steps, self.conn
         self.frame_deadline = None
         conn.version = frame.version
-        if server.replay_mark.needs(frame.timestamp):  # before acting on it (replaymark.py)
-            await server.replay_mark.cover(frame.timestamp)
+        if steps.replay_mark.needs(frame.timestamp):  # before acting on it (replaymark.py)
+            await steps.replay_mark.cover(frame.timestamp)
         msg = frame.msg
         if type(msg) is m.Register and conn.node is None:
-            busy = server.capacity.registering(msg.name, conn.peer)  # nodes over their places
+            busy = steps.capacity.registering(msg.name, conn.peer)  # nodes over their places
             if busy is not None:  # logged quietly there, not once per refusal here
                 await self.send_held()
                 await conn.reply(busy, frame.request_id, frame.version)
@@ -270,11 +305,11 @@ class FrameReader:
         if type(msg) is m.GetEvents and msg.follow:
             # the one long-lived admin connection: it streams until the client goes
             await self.send_held()
-            await eventstream.follow(server, conn, msg, frame.request_id, frame.version)
+            await steps.follow(conn, msg, frame.request_id, frame.version)
             return False
         confirms = False
         try:
-            reply, confirms = await server.dispatch(conn, msg)
+            reply, confirms = await steps.dispatch(conn, msg)
         except OSError as exc:  # the journal write failed: say so, never "done"
             reply = not_saved(type(msg).__name__, exc)
         except Exception as exc:
@@ -292,7 +327,7 @@ class FrameReader:
             return
         batch = self.held[:]
         self.held.clear()
-        sync = self.server.sync
+        sync = self.steps.sync
         if sync is not None and any(h.confirms for h in batch):
             try:
                 await sync()
@@ -322,7 +357,7 @@ def not_saved(request: str, exc: OSError) -> m.Error:
                    "would lose it")
 
 
-def log_refusal(conn: Peer, request: str, reply: Any) -> None:
+def log_refusal(conn: Connection, request: str, reply: Any) -> None:
     """Every refused request is logged with the peer that sent it."""
     if isinstance(reply, m.Error):
         errors: tuple[str, ...] = (f"{reply.code}: {reply.message}",)

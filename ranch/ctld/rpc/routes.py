@@ -1,14 +1,17 @@
 """What rctld answers to each request, as one table: message type -> handler, and whether the
 reply may confirm a change (such a reply waits until the change is on disk: Durability.durable).
 
-A handler takes (server, connection, message) and returns the reply, an awaitable of it, or None
-for no reply. The server looks a message's type up here once; nothing else dispatches.
+A handler takes (connection, message) and returns the reply, an awaitable of it, or None for no
+reply. Each route group is built from the ports it uses (ctld/rpc/rpcports.py): node traffic,
+admin on nodes, reads, the job store's services; the server (ctld/rpc/server.py) builds the
+table once and looks a message's type up in it; nothing else dispatches.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -19,122 +22,53 @@ from ranch.ctld.rpc.wire import Prebuilt
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.rpc.rpcports import Peer, Rpc
+    from ranch.conf.model import ClusterConfig
+    from ranch.ctld.nodes.node import NodeRecord
+    from ranch.ctld.rpc.connection import Connection
+    from ranch.ctld.rpc.nodecredentials import NodeCredentials
+    from ranch.ctld.rpc.rpcports import EventFeed, JobServices, NodeAdmin, Reads, Traffic
+
+Table = dict[type, "Route"]
 
 
 @attrs.frozen
 class Route:
-    handler: Callable[[Rpc, Peer, Any], Any]
+    handler: Callable[[Connection, Any], Any]
     changes: bool = True  # its reply may confirm a change: it waits for the journal
 
 
-def heartbeat(s: Rpc, conn: Peer, msg: m.Heartbeat) -> Any:
+# -- node traffic ---------------------------------------------------------------------------------
+
+
+def heartbeat(traffic: Traffic, book: NodeCredentials, conn: Connection,
+              msg: m.Heartbeat) -> Any:
     if conn.node is not None:
-        s.node_credentials.confirm(conn.node)  # it has kept its credential (nodeident.py)
-    return s.cluster.heartbeat(msg, conn)
+        book.confirm(conn.node)  # it has kept its credential (nodeident.py)
+    return traffic.heartbeat(msg, conn)
 
 
-def register(s: Rpc, conn: Peer, msg: m.Register) -> Any:
-    refused = nodeident.refusal(s, conn, msg)  # the node's own credential (ctld/rpc/nodeident.py)
+def register(traffic: Traffic, book: NodeCredentials, nodes: Mapping[str, NodeRecord],
+             log: EventFeed, conn: Connection, msg: m.Register) -> Any:
+    # the node's own credential (ctld/rpc/nodeident.py)
+    refused = nodeident.refusal(book, nodes, log, conn, msg)
     if refused is not None:
         return refused
-    return nodeident.issue(s, msg, s.cluster.register(msg, conn, version=conn.version))
+    return nodeident.issue(book, log, msg, traffic.register(msg, conn, version=conn.version))
 
 
-def snapshot(s: Rpc, conn: Peer, msg: m.GetSnapshot) -> Any:
-    return Prebuilt("Snapshot", s.cluster.snapshot_body(metrics=msg.metrics, fields=msg.fields))
+def shutdown_notice(traffic: Traffic, conn: Connection, msg: m.ShutdownNotice) -> Any:
+    return traffic.shutdown_notice(msg, conn)
 
 
-def update_nodes(s: Rpc, conn: Peer, msg: m.UpdateNodes) -> Any:
-    return s.cluster.update_nodes(msg)
+def job_started(traffic: Traffic, conn: Connection, msg: m.JobStarted) -> Any:
+    return traffic.job_started(msg, conn)
 
 
-def reboot_nodes(s: Rpc, conn: Peer, msg: m.RebootNodes) -> Any:
-    return s.cluster.reboot_nodes(msg)
-
-
-def reservation(s: Rpc, conn: Peer, msg: m.ReservationRequest) -> Any:
-    return s.cluster.reservation(msg)
-
-
-def shutdown_notice(s: Rpc, conn: Peer, msg: m.ShutdownNotice) -> Any:
-    return s.cluster.shutdown_notice(msg, conn)
-
-
-def ping(s: Rpc, conn: Peer, msg: m.Ping) -> Any:
-    return s.cluster.ping()
-
-
-def node_membership(s: Rpc, conn: Peer, msg: m.NodeMembership) -> Any:
-    return nodeident.membership(s, msg)
-
-
-def events_backlog(s: Rpc, conn: Peer, msg: m.GetEvents) -> Any:
-    return eventstream.backlog(s.cluster, msg)
-
-
-def config(s: Rpc, conn: Peer, msg: m.GetConfig) -> Any:
-    return s.cluster.config_in_force()
-
-
-def reconfigure(s: Rpc, conn: Peer, msg: m.Reconfigure) -> Any:
-    return s.reconfigure(msg.user or conn.peer)
-
-
-def takeover(s: Rpc, conn: Peer, msg: m.Takeover) -> Any:
-    return s.takeover(msg.user or conn.peer)
-
-
-def job_started(s: Rpc, conn: Peer, msg: m.JobStarted) -> Any:
-    return s.cluster.job_started(msg, conn)
-
-
-def ack(s: Rpc, conn: Peer, msg: m.Ack) -> None:
+def ack(conn: Connection, msg: m.Ack) -> None:
     return None  # a node acknowledging a push
 
 
-def jobs(s: Rpc, conn: Peer, msg: m.GetJobs) -> Any:
-    if msg.fields and not msg.job_ids:  # rqueue's view: only the keys it reads (issue 23)
-        return Prebuilt("JobList", s.cluster.jobs.listing.list_fields(msg.fields))
-    return Prebuilt("JobList", s.cluster.jobs.listing.list_body(msg.job_ids))
-
-
-async def acct_query(s: Rpc, conn: Peer, msg: m.GetAcct) -> Any:
-    """racct: the jobs held and the finished-job history (ctld/jobs/acct.py)."""
-    return Prebuilt("AcctList", await s.cluster.jobs.accounting.query(msg))
-
-
-def submit(s: Rpc, conn: Peer, msg: m.SubmitJob) -> Any:
-    if msg.test_only:  # sbatch --test-only: nothing is made (ctld/jobs/willrun.py)
-        return s.cluster.jobs.will_run.answer(msg)
-    return s.submit(msg) if s.submit else s.cluster.jobs.submission.submit(msg)
-
-
-def cancel(s: Rpc, conn: Peer, msg: m.CancelJobs) -> Any:
-    return s.cluster.jobs.commands.cancel(msg, permissions.acting(s.cluster.config, conn.who,
-                                                                  msg.uid, msg.user))
-
-
-def job_control(s: Rpc, conn: Peer, msg: m.JobControl) -> Any:
-    return s.cluster.jobs.commands.control(msg, permissions.acting(s.cluster.config, conn.who,
-                                                                   msg.uid, msg.user))
-
-
-def step_request(s: Rpc, conn: Peer, msg: m.StepRequest) -> Any:
-    """rrun: a step inside a running job (ctld/jobs/steps.py); the caller's own identity decides."""
-    return s.cluster.jobs.steps.request(msg, conn.who or permissions.KEY_HOLDER)
-
-
-def step_end(s: Rpc, conn: Peer, msg: m.StepEnd) -> Any:
-    return s.cluster.jobs.steps.node_ended(conn.node, msg)
-
-
-def guard_request(s: Rpc, conn: Peer, msg: m.GuardRequest) -> Any:
-    """rcontrol show guards | confirm down|drain | reset guard (ctld/nodes/guards.py)."""
-    return s.cluster.guard_request(msg)
-
-
-def node_error(s: Rpc, conn: Peer, msg: m.Error) -> Any:
+def node_error(conn: Connection, msg: m.Error) -> Any:
     if conn.node is None:
         return m.Error("bad_request", "Error is not a request rctld serves")
     # a node refusing a push (LaunchJob: launch_failed; its JobEnd follows)
@@ -143,7 +77,44 @@ def node_error(s: Rpc, conn: Peer, msg: m.Error) -> Any:
     return None
 
 
-def credential(s: Rpc, conn: Peer, msg: m.Credential) -> Any:
+def node_routes(traffic: Traffic, book: NodeCredentials, nodes: Mapping[str, NodeRecord],
+                log: EventFeed) -> Table:
+    """What node daemons send (`book`: each node's credential, ctld/rpc/nodeident.py)."""
+    return {
+        m.Heartbeat: Route(partial(heartbeat, traffic, book)),
+        m.Register: Route(partial(register, traffic, book, nodes, log)),
+        m.ShutdownNotice: Route(partial(shutdown_notice, traffic)),
+        m.JobStarted: Route(partial(job_started, traffic)),
+        m.Ack: Route(ack, changes=False),
+        m.Error: Route(node_error, changes=False),
+    }
+
+
+# -- admin on nodes ------------------------------------------------------------------------------
+
+
+def admin_routes(admin: NodeAdmin, book: NodeCredentials, log: EventFeed,
+                 reconfigure: Callable[[str], Awaitable[m.ReconfigureResult]],
+                 takeover: Callable[[str], Any]) -> Table:
+    """rcontrol's changes: nodes, reboots, windows, membership, guards, reconfigure, takeover."""
+    return {
+        m.UpdateNodes: Route(lambda conn, msg: admin.update_nodes(msg)),
+        m.RebootNodes: Route(lambda conn, msg: admin.reboot_nodes(msg)),
+        m.ReservationRequest: Route(lambda conn, msg: admin.reservation(msg)),
+        # approve|delete also forget the node's credential (ctld/rpc/nodeident.py)
+        m.NodeMembership: Route(lambda conn, msg: nodeident.membership(
+            book, log, admin.node_membership, msg)),
+        # rcontrol show guards | confirm down|drain | reset guard (ctld/nodes/guards.py)
+        m.GuardRequest: Route(lambda conn, msg: admin.guard_request(msg)),
+        m.Reconfigure: Route(lambda conn, msg: reconfigure(msg.user or conn.peer)),
+        m.Takeover: Route(lambda conn, msg: takeover(msg.user or conn.peer), changes=False),
+    }
+
+
+# -- reads ---------------------------------------------------------------------------------------
+
+
+def credential(conn: Connection, msg: m.Credential) -> Any:
     """A user's connection opens with one (ctld/rpc/userauth.py has already taken it in)."""
     if conn.who is None:
         return m.Error("bad_request", "a Credential must be the first frame of a connection "
@@ -151,34 +122,67 @@ def credential(s: Rpc, conn: Peer, msg: m.Credential) -> Any:
     return None
 
 
-# fmt: off
-ROUTES: dict[type, Route] = {
-    m.Heartbeat:      Route(heartbeat),
-    m.Register:       Route(register),
-    m.ShutdownNotice: Route(shutdown_notice),
-    m.JobStarted:     Route(job_started),
-    m.Ack:            Route(ack, changes=False),
-    m.Error:          Route(node_error, changes=False),
-    m.GetSnapshot:    Route(snapshot, changes=False),
-    m.Ping:           Route(ping, changes=False),
-    m.Credential:     Route(credential, changes=False),
-    m.GetConfig:      Route(config, changes=False),
-    m.GetEvents:      Route(events_backlog, changes=False),
-    m.GetJobs:        Route(jobs, changes=False),
-    m.GetAcct:        Route(acct_query, changes=False),
-    m.UpdateNodes:    Route(update_nodes),
-    m.RebootNodes:    Route(reboot_nodes),
-    m.ReservationRequest: Route(reservation),
-    m.NodeMembership: Route(node_membership),
-    m.Reconfigure:    Route(reconfigure),
-    m.Takeover:       Route(takeover, changes=False),
-    # Durability.submit journals the jobs itself before it answers (and retracts
-    # them if it cannot): a second wait would only add the next write of others' changes
-    m.SubmitJob:      Route(submit, changes=False),
-    m.CancelJobs:     Route(cancel),
-    m.JobControl:     Route(job_control),
-    m.GuardRequest:   Route(guard_request),
-    m.StepRequest:    Route(step_request),
-    m.StepEnd:        Route(step_end),
-}
-# fmt: on
+def read_routes(reads: Reads, log: EventFeed) -> Table:
+    """rinfo, rcontrol show config, ping, rcontrol events (the backlog; --follow is a stream:
+    ctld/rpc/reading.py hands it to ctld/rpc/eventstream.py)."""
+    return {
+        m.GetSnapshot: Route(lambda conn, msg: Prebuilt("Snapshot", reads.snapshot_body(
+            metrics=msg.metrics, fields=msg.fields)), changes=False),
+        m.Ping: Route(lambda conn, msg: reads.ping(), changes=False),
+        m.Credential: Route(credential, changes=False),
+        m.GetConfig: Route(lambda conn, msg: reads.config_in_force(), changes=False),
+        m.GetEvents: Route(lambda conn, msg: eventstream.backlog(log, msg), changes=False),
+    }
+
+
+# -- the job store's services --------------------------------------------------------------------
+
+
+def jobs_listing(jobs: JobServices, conn: Connection, msg: m.GetJobs) -> Any:
+    if msg.fields and not msg.job_ids:  # rqueue's view: only the keys it reads (issue 23)
+        return Prebuilt("JobList", jobs.listing.list_fields(msg.fields))
+    return Prebuilt("JobList", jobs.listing.list_body(msg.job_ids))
+
+
+async def acct_query(jobs: JobServices, conn: Connection, msg: m.GetAcct) -> Any:
+    """racct: the jobs held and the finished-job history (ctld/jobs/acct.py)."""
+    return Prebuilt("AcctList", await jobs.accounting.query(msg))
+
+
+def submit(jobs: JobServices, durable: Callable[[m.SubmitJob], Awaitable[Any]] | None,
+           conn: Connection, msg: m.SubmitJob) -> Any:
+    if msg.test_only:  # sbatch --test-only: nothing is made (ctld/jobs/willrun.py)
+        return jobs.will_run.answer(msg)
+    return durable(msg) if durable else jobs.submission.submit(msg)
+
+
+def cancel(jobs: JobServices, config: Callable[[], ClusterConfig], conn: Connection,
+           msg: m.CancelJobs) -> Any:
+    return jobs.commands.cancel(msg, permissions.acting(config(), conn.who, msg.uid, msg.user))
+
+
+def job_control(jobs: JobServices, config: Callable[[], ClusterConfig], conn: Connection,
+                msg: m.JobControl) -> Any:
+    return jobs.commands.control(msg, permissions.acting(config(), conn.who, msg.uid, msg.user))
+
+
+def step_request(jobs: JobServices, conn: Connection, msg: m.StepRequest) -> Any:
+    """rrun: a step inside a running job (ctld/jobs/steps.py); the caller's own identity decides."""
+    return jobs.steps.request(msg, conn.who or permissions.KEY_HOLDER)
+
+
+def job_routes(jobs: JobServices, config: Callable[[], ClusterConfig],
+               durable: Callable[[m.SubmitJob], Awaitable[Any]] | None) -> Table:
+    """rbatch, rcancel, rcontrol hold|release|..., rqueue, racct, rrun's steps. `durable`:
+    Durability.submit, which journals the job before it answers (None: tests of the core)."""
+    return {
+        m.GetJobs: Route(partial(jobs_listing, jobs), changes=False),
+        m.GetAcct: Route(partial(acct_query, jobs), changes=False),
+        # Durability.submit journals the jobs itself before it answers (and retracts
+        # them if it cannot): a second wait would only add the next write of others' changes
+        m.SubmitJob: Route(partial(submit, jobs, durable), changes=False),
+        m.CancelJobs: Route(partial(cancel, jobs, config)),
+        m.JobControl: Route(partial(job_control, jobs, config)),
+        m.StepRequest: Route(partial(step_request, jobs)),
+        m.StepEnd: Route(lambda conn, msg: jobs.steps.node_ended(conn.node, msg)),
+    }

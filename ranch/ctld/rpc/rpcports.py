@@ -1,55 +1,70 @@
-"""What the rpc layer's steps and routes reach of the server and of one connection, and of the
-controller behind them, as protocols.
+"""What the rpc layer's routes and steps reach of the controller behind them, as narrow ports.
 
-The routes (ctld/rpc/routes.py), the frame reader (ctld/rpc/reading.py), permissions, user and node
-identity and the event stream are parts the server (ctld/rpc/server.py) is built from; they name
-these interfaces, never the server's classes, so the server imports them without a cycle. Of the
-controller they see only its services (`Services`, `JobServices`: what a request may ask), never
-its components' internals; mypy checks that Cluster and Jobs provide them.
+Each route group (ctld/rpc/routes.py) is given only its own: node traffic (`Traffic`), admin on
+nodes (`NodeAdmin`), reads and listings (`Reads`, `EventFeed`), the job store's services
+(`JobServices`); the server (ctld/rpc/server.py) takes them as separate arguments, built in the
+composition root (ctld/compose/rpcside.py) from the owners; mypy checks each owner against its port.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:  # none of these imports the rpc layer
-    import trio
+import attrs
 
-    from ranch.conf.model import ClusterConfig
-    from ranch.ctld.nodes.eventlog import EventLog
-    from ranch.ctld.nodes.node import NodeRecord
+if TYPE_CHECKING:  # none of these imports the rpc layer
+    from ranch.ctld.nodes.eventlog import Follower
+    from ranch.ctld.nodes.node import Pusher
     from ranch.ctld.nodes.stalls import StallWatch
     from ranch.ctld.rights import Identity
-    from ranch.ctld.rpc.admission import Admission
-    from ranch.ctld.rpc.capacity import CapacityRefusals
-    from ranch.ctld.rpc.fastio import StreamIO
-    from ranch.ctld.rpc.idlenodes import IdleNodes
-    from ranch.ctld.rpc.nodecredentials import NodeCredentials
-    from ranch.ctld.rpc.replaymark import ReplayMark
     from ranch.protocol import messages as m
-    from ranch.protocol.framing import ReplayGuard
 
 
-class Peer(Protocol):
-    """One connection (ctld/rpc/connection.py Connection): a node's session or a command's."""
+class Traffic(Protocol):
+    """What node daemons send (ctld/nodes/nodetraffic.py NodeTraffic), and a node's connection
+    ending."""
 
-    stream: trio.SocketStream
-    io: StreamIO
-    peer: str
-    ready: bool
-    version: int
-    node: str | None  # the node that registered on it
-    who: Any  # the munge-vouched user (ctld/rpc/userauth.py); None: the cluster key's holder
-    key: bytes | None  # that user's session key
-    scope: trio.CancelScope | None  # its reader's task runs in it (None while parked)
-    closing: bool  # close_soon was called
+    def register(self, msg: m.Register, conn: Pusher | None = None,
+                 version: int = ...) -> m.RegisterReply: ...
+    def heartbeat(self, msg: m.Heartbeat, conn: Pusher | None = None) -> Any: ...
+    def job_started(self, msg: m.JobStarted, conn: Pusher | None = None) -> Any: ...
+    def shutdown_notice(self, msg: m.ShutdownNotice, conn: Pusher | None = None) -> Any: ...
+    def disconnected(self, conn: Pusher) -> None: ...
 
-    async def reply(self, msg: Any, request_id: int, version: int) -> bool: ...
-    async def send(self, frame: bytes) -> bool: ...
-    def close_soon(self) -> None: ...
-    def push(self, msg: Any) -> bool: ...
-    def registered_as(self, name: str) -> None: ...
+
+@attrs.frozen
+class NodeAdmin:
+    """The admin requests on nodes (rcontrol update|reboot|reservation|approve|guards), each the
+    door of the owner that does the work."""
+
+    update_nodes: Callable[[m.UpdateNodes], m.UpdateResult]
+    reboot_nodes: Callable[[m.RebootNodes], m.UpdateResult]
+    reservation: Callable[[m.ReservationRequest], m.ReservationReply]
+    node_membership: Callable[[m.NodeMembership], m.UpdateResult]
+    guard_request: Callable[[m.GuardRequest], m.GuardStatus]
+
+
+@attrs.frozen
+class Reads:
+    """What the read-only requests answer from: rinfo's snapshot, the config, ping."""
+
+    snapshot_body: Callable[..., bytes]  # (metrics=False, fields=()) -> the Snapshot's body
+    config_in_force: Callable[[], m.ConfigDump]
+    ping: Callable[[], m.Pong]
+
+
+class EventFeed(Protocol):
+    """The event log (ctld/nodes/eventlog.py): rcontrol events, and what node identity records."""
+
+    @property
+    def followers(self) -> set[Follower]: ...
+
+    def add(self, kind: str, node: str, *, keep: bool = True, **fields: Any) -> dict[str, Any]: ...
+    def query(self, since: float = 0.0, nodes: Iterable[str] | None = None,
+              limit: int = 0) -> list[dict]: ...
+    def subscribe(self, nodes: Iterable[str] | None = None) -> Follower: ...
+    def unsubscribe(self, follower: Follower) -> None: ...
 
 
 class Submitting(Protocol):
@@ -123,76 +138,3 @@ class ChangeCounts(Protocol):
     handler changed something a reply would confirm (such a reply waits for the write)."""
 
     def counts(self) -> tuple[int, int]: ...
-
-
-class Services(Protocol):
-    """What a request may ask of the controller (ctld/nodes/cluster.py Cluster): node traffic,
-    admin updates, views, and the job store's services; the config and the event log read."""
-
-    @property
-    def config(self) -> ClusterConfig: ...
-    @property
-    def nodes(self) -> Mapping[str, NodeRecord]: ...  # read: how many, who is connected
-    @property
-    def eventlog(self) -> EventLog: ...  # rcontrol events (ctld/rpc/eventstream.py)
-    @property
-    def liveness(self) -> Watching: ...
-    @property
-    def jobs(self) -> JobServices: ...
-    @property
-    def changes(self) -> ChangeCounts: ...
-
-    def register(self, msg: m.Register, conn: Peer | None = None,
-                 version: int = ...) -> m.RegisterReply: ...
-    def heartbeat(self, msg: m.Heartbeat, conn: Peer | None = None) -> Any: ...
-    def job_started(self, msg: m.JobStarted, conn: Peer | None = None) -> Any: ...
-    def shutdown_notice(self, msg: m.ShutdownNotice, conn: Peer | None = None) -> Any: ...
-    def disconnected(self, conn: Peer) -> None: ...
-    def snapshot_body(self, metrics: bool = False, fields: tuple[str, ...] = ()) -> bytes: ...
-    def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult: ...
-    def reboot_nodes(self, msg: m.RebootNodes) -> m.UpdateResult: ...
-    def reservation(self, msg: m.ReservationRequest) -> m.ReservationReply: ...
-    def node_membership(self, msg: m.NodeMembership) -> m.UpdateResult: ...
-    def guard_request(self, msg: m.GuardRequest) -> m.GuardStatus: ...
-    def config_in_force(self) -> m.ConfigDump: ...
-    def ping(self) -> m.Pong: ...
-
-
-class Rpc(Protocol):
-    """The server (ctld/rpc/server.py Server), as its parts see it."""
-
-    @property
-    def cluster(self) -> Services: ...
-    @property
-    def key(self) -> bytes: ...
-    @property
-    def max_size(self) -> int: ...
-    @property
-    def unproven_max(self) -> int: ...
-    @property
-    def message_timeout(self) -> float: ...
-    @property
-    def admission(self) -> Admission: ...
-    @property
-    def replay_guard(self) -> ReplayGuard: ...
-    @property
-    def replay_mark(self) -> ReplayMark: ...
-    @property
-    def node_credentials(self) -> NodeCredentials: ...
-    @property
-    def capacity(self) -> CapacityRefusals: ...
-    @property
-    def sync(self) -> Callable[[], Awaitable[None]] | None: ...
-    @property
-    def submit(self) -> Callable[[m.SubmitJob], Awaitable[Any]] | None: ...
-    @property
-    def reconfigure(self) -> Callable[[str], Awaitable[m.ReconfigureResult]]: ...
-    @property
-    def takeover(self) -> Callable[[str], Any]: ...
-
-    def encode(self, msg: Any, request_id: int, version: int,
-               key: bytes | None = None) -> bytes: ...
-    async def dispatch(self, conn: Peer, msg: Any) -> tuple[Any, bool]: ...
-    def connection_ended(self, conn: Peer) -> bool: ...
-    @property
-    def idle(self) -> IdleNodes: ...

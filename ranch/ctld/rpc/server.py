@@ -30,29 +30,42 @@ import inspect
 import logging
 import os
 import socket
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ranch.ctld import logs
 from ranch.ctld.kept import kept
 from ranch.ctld.nodes.stalls import backlog_cover
-from ranch.ctld.rpc import permissions
+from ranch.ctld.rpc import eventstream, permissions, userauth
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
-from ranch.ctld.rpc.connection import Connection
+from ranch.ctld.rpc.connection import Connection, Links
 from ranch.ctld.rpc.fastio import unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
-from ranch.ctld.rpc.reading import FrameReader
+from ranch.ctld.rpc.reading import Decoding, FrameReader, Steps
 from ranch.ctld.rpc.replaymark import ReplayMark
-from ranch.ctld.rpc.routes import ROUTES
-from ranch.ctld.rpc.rpcports import Peer, Services
+from ranch.ctld.rpc.routes import Route, admin_routes, job_routes, node_routes, read_routes
+from ranch.ctld.rpc.rpcports import (
+    ChangeCounts,
+    EventFeed,
+    JobServices,
+    NodeAdmin,
+    Reads,
+    Traffic,
+    Watching,
+)
 from ranch.ctld.rpc.wire import Prebuilt, encode_body_frame
 from ranch.protocol import codec
 from ranch.protocol import messages as m
 from ranch.protocol.framing import MAX_SIZE, UNPROVEN_MAX, ReplayGuard, encode_frame
+
+if TYPE_CHECKING:
+    from ranch.conf.model import ClusterConfig
+    from ranch.ctld.nodes.node import NodeRecord
 
 ACCEPT_BATCH = 256  # connections accepted per wake-up of a listener
 ROOM_POLL = 0.1  # how often a full unproven pool is looked at again for an idle member
@@ -66,9 +79,17 @@ Submitter = Callable[[m.SubmitJob], Awaitable[Any]]
 class Server:
     def __init__(
         self,
-        cluster: Services,
         key: bytes,
         *,
+        config: Callable[[], ClusterConfig],
+        nodes: Mapping[str, NodeRecord],
+        traffic: Traffic,
+        admin: NodeAdmin,
+        reads: Reads,
+        jobs: JobServices,
+        eventlog: EventFeed,
+        liveness: Watching,
+        changes: ChangeCounts,
         reconfigure: Reconfigurer,
         max_size: int = MAX_SIZE,
         unproven_max: int = UNPROVEN_MAX,
@@ -80,51 +101,79 @@ class Server:
         sync: Callable[[], Awaitable[None]] | None = None,
         spawn: Callable[..., Any] | None = None,
     ) -> None:
-        self.cluster = cluster
-        self.submit = submit  # Durability.submit: journals the job before the reply
-        # Durability.durable (ctld/state/durability.py): every change a reply confirms is on
-        # disk before it leaves. None (tests of the core alone): nothing is persisted.
-        self.sync = sync
+        """The controller's ports (ctld/rpc/rpcports.py; built from its owners in
+        ctld/compose/layers.py): `config` the one in force, `nodes` read (how many, who is
+        connected), `traffic` what nodes send, `admin` rcontrol's changes on nodes, `reads`
+        the read-only answers, `jobs` the job store's services, `eventlog`, `liveness` told
+        what the connections saw, `changes` whether a request changed something."""
+        self.config = config
+        self.traffic = traffic
+        self.changes = changes
         self.key = key
         self.max_size = max_size
         self.unproven_max = unproven_max
-        self.reconfigure = reconfigure
-        self.takeover = takeover or _no_standby  # rcontrol takeover (ctld/pair/controller.py)
-        # Frames signed before this run started are refused (state_dir keeps the mark that
-        # covers peers whose clocks run ahead; without one, the start alone is the bound).
-        self.replay_mark = ReplayMark(state_dir, self.message_timeout)
+        self._door(state_dir, caps or caps_for(fd_limit(), len(nodes)), liveness)
         # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
-        self.node_credentials = NodeCredentials(state_dir, mirror=mirror)
-        # nonces are kept longer than the window: a frame that waited in our backlog may be
-        # that much older when it is read (ctld/nodes/stalls.py, StallWatch.queued)
-        self.replay_guard = ReplayGuard(window=self.message_timeout
-                                        + backlog_cover(self.message_timeout),
-                                        not_before=self.replay_mark.floor)
-        self.admission = Admission(caps or caps_for(fd_limit(), len(cluster.nodes)))
-        self.capacity = CapacityRefusals(
-            self.admission, key, self.replay_guard, message_timeout=lambda: self.message_timeout,
-            late_allowance=lambda: cluster.liveness.stalls.late_allowance(),
-            heard=lambda name: cluster.liveness.refused_for_capacity(name), encode=self.encode,
-            admit=self._admit, unproven_max=unproven_max)
-        self.connections: set[Peer] = set()
+        self.node_credentials = book = NodeCredentials(state_dir, mirror=mirror)
+        self.connections: set[Connection] = set()
         # registered nodes between frames, with no task each (ctld/rpc/idlenodes.py)
         self.idle = IdleNodes(self.connection_ended)
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
         # connection to hold it would cost every connection its memory.
         self.spawn = spawn
-        c = self.admission.caps
-        logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
-                   unproven=self.admission.pool_cap(), unproven_frame=unproven_max,
-                   frame=max_size, nodes_allowed=c.nodes_allowed(), nodes=len(cluster.nodes))
-        if len(cluster.nodes) > c.nodes_allowed():  # each node needs one, commands a few
-            logs.event("descriptor limit too low for the configured nodes; raise it "
-                       "(ulimit -n, or LimitNOFILE= in the systemd unit)", logging.WARNING,
-                       nodes=len(cluster.nodes), fd_limit=c.fd_limit, connections=c.connections)
+        self.routes: dict[type, Route] = {
+            **node_routes(traffic, book, nodes, eventlog),
+            **admin_routes(admin, book, eventlog, reconfigure, takeover or _no_standby),
+            **read_routes(reads, eventlog),
+            **job_routes(jobs, config, submit),
+        }
+        self.links, self.steps = self._parts(liveness, eventlog, sync)
+        _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
+                    len(nodes))
+
+    def _door(self, state_dir: str | None, caps: Caps, liveness: Watching) -> None:
+        """The guards at the door: the replay mark and guard, the caps, the refusals past them."""
+        # Frames signed before this run started are refused (state_dir keeps the mark that
+        # covers peers whose clocks run ahead; without one, the start alone is the bound).
+        self.replay_mark = ReplayMark(state_dir, self.message_timeout)
+        # nonces are kept longer than the window: a frame that waited in our backlog may be
+        # that much older when it is read (ctld/nodes/stalls.py, StallWatch.queued)
+        self.replay_guard = ReplayGuard(window=self.message_timeout
+                                        + backlog_cover(self.message_timeout),
+                                        not_before=self.replay_mark.floor)
+        self.admission = Admission(caps)
+        self.capacity = CapacityRefusals(
+            self.admission, self.key, self.replay_guard,
+            message_timeout=lambda: self.message_timeout,
+            late_allowance=lambda: liveness.stalls.late_allowance(),
+            heard=liveness.refused_for_capacity, encode=self.encode,
+            admit=self._admit, unproven_max=self.unproven_max)
+
+    def _parts(self, liveness: Watching, eventlog: EventFeed,
+               sync: Callable[[], Awaitable[None]] | None) -> tuple[Links, Steps]:
+        """What each connection and each connection's reader use of this server, built once."""
+        def timeout() -> float:
+            return self.message_timeout
+
+        # spawn is asked at each push: it is set once the daemon's nursery is open
+        links = Links(spawn=lambda: self.spawn, connections=self.connections,
+                      idle=self.idle, message_timeout=timeout, encode=self.encode)
+        decoding = Decoding(self.key, self.max_size, self.unproven_max, self.replay_guard,
+                            liveness.stalls, timeout)
+        steps = Steps(
+            decoding, self.admission, self.idle, self.replay_mark, self.capacity,
+            dispatch=self.dispatch, ended=self.connection_ended,
+            # Durability.durable (ctld/state/durability.py): every change a reply confirms
+            # is on disk before it leaves. None (tests of the core alone): nothing is persisted.
+            sync=sync,
+            follow=partial(eventstream.follow, self.config, eventlog, self.encode),
+            sign_in=partial(userauth.accept, self.config, self.admission.log))
+        return links, steps
 
     @property
     def message_timeout(self) -> float:
-        return float(self.cluster.config.timeouts.message_timeout)
+        return float(self.config().timeouts.message_timeout)
 
     def encode(self, msg: Any, request_id: int, version: int, key: bytes | None = None) -> bytes:
         """`key`: a user's session key (ctld/rpc/userauth.py); the cluster key when None."""
@@ -213,31 +262,32 @@ class Server:
     def _admit(self, raw: socket.socket, peer: str, nursery: trio.Nursery,
                ready: bool = True) -> None:
         stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
-        conn = Connection(stream, peer, self, ready)
+        conn = Connection(stream, peer, self.links, ready)
         self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
         self.connections.add(conn)
         # the reader's run is the task (ctld/rpc/reading.py); a name given, not built per task
-        nursery.start_soon(FrameReader(self, conn, may_park=True).run, name="rpc connection")
+        nursery.start_soon(FrameReader(self.steps, conn, may_park=True).run,
+                           name="rpc connection")
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted stream (a connection from any listener, or a test's)."""
         peer = _peer(stream)
-        conn = Connection(stream, peer, self)
+        conn = Connection(stream, peer, self.links)
         conn.ready = conn.io.unread() >= READY
         if self.admission.refuses(source_of(peer), peer, conn.ready):
             await trio.aclose_forcefully(stream)  # over a cap: closed at once
             return
         self.admission.add(conn, source_of(peer))
         self.connections.add(conn)
-        await FrameReader(self, conn).run()
+        await FrameReader(self.steps, conn).run()
 
-    def connection_ended(self, conn: Peer) -> bool:
+    def connection_ended(self, conn: Connection) -> bool:
         """Forget `conn` once its reader ended; True when its stream is still to be closed
         (not a socket: the in-memory streams of tests)."""
         self.admission.gone(conn)
         self.connections.discard(conn)
         if conn.node is not None:  # a command's connection is nothing to the node registry
-            self.cluster.disconnected(conn)
+            self.traffic.disconnected(conn)
             logs.event("node disconnected", node=conn.node, peer=conn.peer)
         # A push still being written fails with ClosedResourceError and ends.
         stream = conn.stream
@@ -260,25 +310,36 @@ class Server:
             return bool(msg.jobs_ended or jobs_changed)
         return True
 
-    async def dispatch(self, conn: Peer, msg: Any) -> tuple[Any, bool]:
+    async def dispatch(self, conn: Connection, msg: Any) -> tuple[Any, bool]:
         """(the reply of the request's route (ctld/rpc/routes.py), whether it confirms a change:
         then it may leave only once the change is on disk)."""
-        route = ROUTES.get(type(msg))
+        route = self.routes.get(type(msg))
         if route is None:
             return m.Error("bad_request",
                            f"{type(msg).__name__} is not a request rctld serves"), False
-        msg, refused, after = permissions.gate(self, conn, msg)  # who may (ctld/rpc/permissions.py)
+        # who may (ctld/rpc/permissions.py)
+        msg, refused, after = permissions.gate(self.config(), conn, msg)
         if refused is not None:
             return refused, False
-        c = self.cluster
-        nodes_before, jobs_before = c.changes.counts()
-        reply = route.handler(self, conn, msg)
+        changes = self.changes
+        nodes_before, jobs_before = changes.counts()
+        reply = route.handler(conn, msg)
         if inspect.isawaitable(reply):
             reply = await reply
-        nodes_after, jobs_after = c.changes.counts()
+        nodes_after, jobs_after = changes.counts()
         confirms = route.changes and self._confirms(
             msg, nodes_after != nodes_before, jobs_after != jobs_before)
         return (reply if after is None else after(reply)), confirms
+
+
+def _log_limits(c: Caps, unproven: int, unproven_max: int, max_size: int, nodes: int) -> None:
+    logs.event("connection limits", fd_limit=c.fd_limit, connections=c.connections,
+               unproven=unproven, unproven_frame=unproven_max, frame=max_size,
+               nodes_allowed=c.nodes_allowed(), nodes=nodes)
+    if nodes > c.nodes_allowed():  # each node needs one, commands a few
+        logs.event("descriptor limit too low for the configured nodes; raise it "
+                   "(ulimit -n, or LimitNOFILE= in the systemd unit)", logging.WARNING,
+                   nodes=nodes, fd_limit=c.fd_limit, connections=c.connections)
 
 
 def _encode_with(msg: Any, key: bytes, request_id: int, version: int) -> bytes:

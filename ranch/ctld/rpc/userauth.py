@@ -25,14 +25,15 @@ from ranch.protocol.userauth import SESSION_KEY_BYTES, UNVERIFIED_KEY, peek_cred
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ranch.conf.model import AccessSettings
-    from ranch.ctld.rpc.rpcports import Peer, Rpc
+    from ranch.conf.model import AccessSettings, ClusterConfig
+    from ranch.ctld.rpc.admission import QuietLog
+    from ranch.ctld.rpc.connection import Connection
 
 DECODERS = 4
 _limiter: trio.CapacityLimiter | None = None
 
 
-def offered(conn: Peer, decoder: FrameDecoder, limit: int) -> str | None:
+def offered(conn: Connection, decoder: FrameDecoder, limit: int) -> str | None:
     """The credential a not-yet-proven connection opens with, once its frame is whole."""
     try:
         return peek_credential(decoder.pending(), limit)
@@ -41,18 +42,20 @@ def offered(conn: Peer, decoder: FrameDecoder, limit: int) -> str | None:
         raise ProtocolError(exc.code, exc.message, fatal=True, version=exc.version) from None
 
 
-async def accept(server: Rpc, conn: Peer, decoder: FrameDecoder, cred: str) -> None:
+async def accept(config: Callable[[], ClusterConfig], log: QuietLog, conn: Connection,
+                 decoder: FrameDecoder, cred: str) -> None:
     """Decode `cred` with munged: the connection becomes its user's, and the decoder and the
-    replies use its session key. ProtocolError("auth") when munged refuses it (replayed,
+    replies use its session key (`config`: the one in force; `log`: where refusals are told,
+    quietly). ProtocolError("auth") when munged refuses it (replayed,
     expired, another key) or when this controller does not run auth/munge."""
     conn.key = UNVERIFIED_KEY  # a refusal is signed with a key the client knows (userauth.py)
 
     def refused(exc: munge.MungeError) -> None:
-        server.admission.log.event(f"munge:{exc.code}", "munge credential refused",
+        log.event(f"munge:{exc.code}", "munge credential refused",
                                    peer=conn.peer, error=str(exc), code=exc.name or exc.code)
 
-    key, uid, gid = await session(server.cluster.config.access, cred, refused)
-    who = identify(server.cluster.config, uid, gid)
+    key, uid, gid = await session(config().access, cred, refused)
+    who = identify(config(), uid, gid)
     conn.who = who
     conn.key = key
     decoder.key = key
