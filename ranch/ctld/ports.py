@@ -17,7 +17,6 @@ if TYPE_CHECKING:  # leaves: none of them imports a component or a hub
     from ranch.ctld.deadlines import Deadlines
     from ranch.ctld.jobs.history import FileHistory
     from ranch.ctld.jobs.jobrecord import Job
-    from ranch.ctld.jobs.scheduler import NodeUse
     from ranch.ctld.nodes.eventlog import EventLog
     from ranch.ctld.nodes.hardware import HardwareShelf
     from ranch.ctld.nodes.node import NodeRecord
@@ -25,6 +24,7 @@ if TYPE_CHECKING:  # leaves: none of them imports a component or a hub
     from ranch.ctld.site import Site
     from ranch.ctld.state.changelog import ChangeLog
     from ranch.protocol import messages as m
+    from ranch.sched.model import NodeUse
     from ranch.statemachine import jobevents as je
 
 

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import constraints, dependencies, mail
+from ranch.ctld.jobs import dependencies, mail
 from ranch.protocol import messages as m
+from ranch.sched import features
 
 if TYPE_CHECKING:
     from ranch.ctld.ports import JobStore
@@ -52,7 +53,7 @@ def screen(jobs: JobStore, req: m.SubmitJob, members: dict[str, Any]
     if not req.constraint:
         return members, None
     known = {f for n in jobs.c.nodes.values() for f in n.cfg.features}
-    expr = constraints.check(req.constraint, known)
+    expr = features.check(req.constraint, known)
     if isinstance(expr, str):
         return bad(expr, "constraint")
     try:
@@ -60,11 +61,11 @@ def screen(jobs: JobStore, req: m.SubmitJob, members: dict[str, Any]
     except ValueError:
         wanted = []  # the submit checks word that refusal
     lacking = [n for n in wanted if n in members
-               and not constraints.matches(expr, members[n].cfg.features)]
+               and not features.matches(expr, members[n].cfg.features)]
     if lacking:
         return bad(f"Requested node configuration is not available: node(s) "
                    f"{hostlist.fold(lacking)} lack the features {req.constraint}", "constraint")
-    kept = {name: n for name, n in members.items() if constraints.matches(expr, n.cfg.features)}
+    kept = {name: n for name, n in members.items() if features.matches(expr, n.cfg.features)}
     if not kept:
         return bad(f"Requested node configuration is not available: no node of the partition "
                    f"has the features {req.constraint}", "constraint")

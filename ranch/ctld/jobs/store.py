@@ -37,12 +37,12 @@ from ranch.ctld.jobs.jobrecord import (
 from ranch.ctld.jobs.jobstart import JobStarts
 from ranch.ctld.jobs.jobsubmit import JobSubmission
 from ranch.ctld.jobs.jobupdate import RunLimits
-from ranch.ctld.jobs.scheduler import NodeUse
 from ranch.ctld.jobs.steps import JobSteps
 from ranch.ctld.kept import kept
 from ranch.ctld.ports import NodeSide
 from ranch.ctld.rights import Identity, acting
 from ranch.protocol import messages as m
+from ranch.sched.model import NodeUse
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import jobtable as jt
 from ranch.statemachine.jobstates import FINAL, end_reason

@@ -1,0 +1,144 @@
+"""The job store and the node records as the scheduling core's plain data (ranch/sched),
+read lazily: a pass that starts its job on the first node looks at no other."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from ranch.ctld.jobs import partlimits
+from ranch.ctld.jobs.jobrecord import Job
+from ranch.sched.model import Holder, Node, Partition, Pending, rank_of, unavailable
+
+
+class NodeViews(Mapping[str, Node]):
+    """Each node record as a sched Node, rebuilt only when its state or config object changed
+    (both are frozen and replaced on change), so a view read after a start is current."""
+
+    def __init__(self) -> None:
+        self.records: Mapping[str, Any] = {}
+        self._kept: dict[str, tuple[object, object, Node]] = {}
+
+    def over(self, records: Mapping[str, Any]) -> NodeViews:
+        """Read these records from now on (the registry's node table)."""
+        self.records = records
+        if len(self._kept) > 2 * len(records) + 64:
+            self._kept.clear()  # nodes that went (dynamic ones, a reconfigure)
+        return self
+
+    def __getitem__(self, name: str) -> Node:
+        rec = self.records[name]
+        st, cfg = rec.state, rec.cfg
+        hit = self._kept.get(name)
+        if hit is not None and hit[0] is st and hit[1] is cfg:
+            return hit[2]
+        view = Node(name, cfg.cpus, cfg.real_memory, cfg.gpus, frozenset(cfg.features),
+                    rank_of(st), unavailable(st))
+        self._kept[name] = (st, cfg, view)
+        return view
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.records
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+
+class Holders(Mapping[int, Holder]):
+    """Of each job in the store, what --exclusive=user asks of the nodes it holds."""
+
+    def __init__(self, jobs: Mapping[int, Job]) -> None:
+        self.jobs = jobs
+
+    def __getitem__(self, job_id: int) -> Holder:
+        req = self.jobs[job_id].req
+        return Holder(req.uid, req.oversubscribe == "USER")
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self.jobs
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.jobs)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+class Partitions(Mapping[str, Partition]):
+    """The config's partitions with their members' size now, built once a pass when asked."""
+
+    def __init__(self, configs: Mapping[str, Any], members: Callable[[Any], Sequence[Any]],
+                 sizes: partlimits.Sizes) -> None:
+        self.configs = configs
+        self.members = members
+        self.sizes = sizes
+        self._made: dict[str, Partition] = {}
+
+    def __getitem__(self, name: str) -> Partition:
+        got = self._made.get(name)
+        if got is None:
+            pc = self.configs[name]
+            nodes = self.members(pc)
+            size = self.sizes.of(name, nodes, (n.cfg.cpus for n in nodes))
+            got = self._made[name] = Partition(name, pc.state == "UP", pc.max_time, size)
+        return got
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.configs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.configs)
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+
+class MemberNames(Mapping[str, Sequence[str]]):
+    """Each partition's node names in placement order, kept while its member list is the
+    same object (JobStarts.members keeps that until the membership changes)."""
+
+    def __init__(self) -> None:
+        self.configs: Mapping[str, Any] = {}
+        self.members: Callable[[Any], Sequence[Any]] = lambda pc: ()
+        self._kept: dict[str, tuple[object, list[str]]] = {}
+
+    def over(self, configs: Mapping[str, Any], members: Callable[[Any], Sequence[Any]]
+             ) -> MemberNames:
+        self.configs, self.members = configs, members
+        return self
+
+    def __getitem__(self, name: str) -> Sequence[str]:
+        records = self.members(self.configs[name])
+        hit = self._kept.get(name)
+        if hit is not None and hit[0] is records:
+            return hit[1]
+        names = [n.name for n in records]
+        if len(self._kept) >= 256:
+            self._kept.clear()
+        self._kept[name] = (records, names)
+        return names
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self.configs else default
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.configs
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.configs)
+
+    def __len__(self) -> int:
+        return len(self.configs)
+
+
+def pending(job: Job, blocked: frozenset[str]) -> Pending:
+    """The job's request as it stands (its partition, need and nodes), for the core."""
+    req = job.req
+    return Pending(id=job.id, partition=job.partition, need=job.need,
+                   time_limit=job.time_limit, req_nodes=job.req_nodes, exc_nodes=job.exc_nodes,
+                   constraint=req.constraint or "", uid=req.uid,
+                   user_exclusive=req.oversubscribe == "USER", ntasks=req.ntasks,
+                   cpus_per_task=req.cpus_per_task, num_nodes=req.num_nodes, blocked=blocked)
