@@ -135,13 +135,6 @@ def matches_features(constraint: str, node: Node) -> bool:
     return expr is not None and matches(expr, node.features)
 
 
-def shares_with(job: Pending | Holder, holders: Iterable[Holder]) -> bool:
-    """--exclusive=user: may `job` share a node with these holders? Not when either side
-    asked for it and the users differ."""
-    return all(other.uid == job.uid or not (job.user_exclusive or other.user_exclusive)
-               for other in holders)
-
-
 class NodeFilter:
     """Which nodes a job may be placed on now (`filter(node)`): the node's Features, and
     --exclusive=user against the jobs on it. It reads `uses` as they are at each call, so a
@@ -156,16 +149,26 @@ class NodeFilter:
         self.busy = False
 
     def __call__(self, node: Node) -> bool:
-        if not matches_features(self.job.constraint, node):
+        if self.job.constraint and not matches_features(self.job.constraint, node):
             return False
         use = self.uses.get(node.name)
-        if use is None or not use.jobs:
-            return True
-        table = self.holders
-        if shares_with(self.job, (table[j] for j in use.jobs if j in table)):
+        if use is None or not use.jobs or self._shares(use.jobs):
             return True
         self.busy = True
         return False
+
+    def _shares(self, job_ids: Iterable[int]) -> bool:
+        """--exclusive=user: may the job share a node with these jobs? Not when either side
+        asked for it and the users differ (a job the table no longer has holds nothing)."""
+        job, table = self.job, self.holders
+        for j in job_ids:
+            try:
+                other = table[j]
+            except KeyError:
+                continue
+            if other.uid != job.uid and (job.user_exclusive or other.user_exclusive):
+                return False
+        return True
 
     def explain(self, why: str) -> str:
         return "Resources" if self.busy and why.startswith("ReqNodeNotAvail") else why

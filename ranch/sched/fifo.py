@@ -34,7 +34,8 @@ class Cluster:
 
     nodes: Mapping[str, Node]
     partitions: Mapping[str, Partition]
-    members: Mapping[str, Sequence[str]]  # partition -> its nodes by Weight, then config order
+    # partition -> its nodes (each one of `nodes`) by Weight, then config order
+    members: Mapping[str, Sequence[str]]
     uses: Mapping[str, NodeUse]  # what running jobs (and this pass's starts) hold
     holders: Mapping[int, Holder]  # job id -> its --exclusive=user side, for jobs on nodes
     pending_parts: Collection[str]  # the partitions that have pending jobs
@@ -83,7 +84,7 @@ class Pass:
 
     def _members(self, part: Partition) -> Iterator[Node]:
         nodes = self.cluster.nodes
-        return (nodes[n] for n in self.cluster.members.get(part.name, ()) if n in nodes)
+        return (nodes[n] for n in self.cluster.members.get(part.name, ()))
 
     def _place(self, job: Pending, part: Partition) -> tuple[dict[str, Share] | None, str]:
         nodes, uses = self.cluster.nodes, self.cluster.uses

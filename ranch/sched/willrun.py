@@ -36,7 +36,7 @@ def will_run(job: Pending, cluster: Cluster, ends: Sequence[Ending], now: float
     def attempt() -> Placed:
         if any(not ok(n) for n in required):
             return None, "Resources"
-        others = [nodes[n] for n in names if n in nodes and n not in excluded and ok(nodes[n])]
+        others = [nodes[n] for n in names if n not in excluded and ok(nodes[n])]
         shares, why = place(job.need, required, others, uses)
         return shares, ok.explain(why)
 

@@ -47,7 +47,7 @@ class JobStarts:
         # for never delivered, and a missing one is requeued as before)
         self._unheard: dict[str, set[tuple[int, int]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
-        self._node_views, self._member_names = schedviews.NodeViews(), schedviews.MemberNames()
+        self._views = schedviews.Views()  # the records as the core reads them (ranch/sched)
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
@@ -91,6 +91,7 @@ class JobStarts:
             self.store.apply(job, je.NotNow())
         if started or refused:
             self.store.rebuild_pending()
+        self._views.prune(self.store.pending)
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
             due = self.c.clock() + (wake - wall)
             when = self.c.deadlines.when(BEGIN_KEY)
@@ -102,9 +103,9 @@ class JobStarts:
         views: a start applied shows in the next job's placement)."""
         parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
         return Cluster(
-            nodes=self._node_views.over(self.c.nodes),
+            nodes=self._views.nodes.over(self.c.nodes),
             partitions=schedviews.Partitions(parts, self.members, self._sizes),
-            members=self._member_names.over(parts, self.members),
+            members=self._views.members.over(parts, self.members),
             uses=self.store.uses, holders=schedviews.Holders(self.store.jobs),
             pending_parts=self.store.pending_parts)
 
@@ -126,7 +127,8 @@ class JobStarts:
         """Start the job now if the core places it (in its first partition or, with -p a,b,
         the first other one that can), or why it waits."""
         checked: dict[str, Any] = {}
-        decision = run.consider(self._view(job, wall), self._elsewhere(job, wall, checked))
+        others = self._elsewhere(job, wall, checked) if job.alt_parts else ()
+        decision = run.consider(self._view(job, wall), others)
         if isinstance(decision, Wait):
             return decision.reason
         first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
@@ -145,10 +147,10 @@ class JobStarts:
     def _blocked(self, time_limit: int | None, wall: float) -> frozenset[str]:
         """Reservations (issue 33): the nodes whose window a job of this limit would cross."""
         limit = None if time_limit is None else time_limit * 60.0
-        return self.c.reservations.blocked(limit, wall)
+        return self.c.reservations.blocked(limit, wall) or schedviews.EMPTY
 
     def _view(self, job: Job, wall: float) -> Pending:
-        return schedviews.pending(job, self._blocked(job.time_limit, wall))
+        return self._views.pending(job, self._blocked(job.time_limit, wall))
 
     def _elsewhere(self, job: Job, wall: float, checked: dict[str, Any]
                    ) -> Iterator[Pending]:

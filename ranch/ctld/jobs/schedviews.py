@@ -47,24 +47,19 @@ class NodeViews(Mapping[str, Node]):
         return len(self.records)
 
 
-class Holders(Mapping[int, Holder]):
-    """Of each job in the store, what --exclusive=user asks of the nodes it holds."""
+class Holders(dict[int, Holder]):
+    """Of each job in the store, what --exclusive=user asks of the nodes it holds: made the
+    first time a pass asks (a plain dict after that: a placement asks for every job on every
+    node it looks at); a job the store no longer has is a KeyError. One for each pass."""
 
     def __init__(self, jobs: Mapping[int, Job]) -> None:
+        super().__init__()
         self.jobs = jobs
 
-    def __getitem__(self, job_id: int) -> Holder:
+    def __missing__(self, job_id: int) -> Holder:
         req = self.jobs[job_id].req
-        return Holder(req.uid, req.oversubscribe == "USER")
-
-    def __contains__(self, job_id: object) -> bool:
-        return job_id in self.jobs
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.jobs)
-
-    def __len__(self) -> int:
-        return len(self.jobs)
+        got = self[job_id] = Holder(req.uid, req.oversubscribe == "USER")
+        return got
 
 
 class Partitions(Mapping[str, Partition]):
@@ -76,6 +71,9 @@ class Partitions(Mapping[str, Partition]):
         self.members = members
         self.sizes = sizes
         self._made: dict[str, Partition] = {}
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self[name] if name in self.configs else default
 
     def __getitem__(self, name: str) -> Partition:
         got = self._made.get(name)
@@ -134,6 +132,9 @@ class MemberNames(Mapping[str, Sequence[str]]):
         return len(self.configs)
 
 
+EMPTY: frozenset[str] = frozenset()
+
+
 def pending(job: Job, blocked: frozenset[str]) -> Pending:
     """The job's request as it stands (its partition, need and nodes), for the core."""
     req = job.req
@@ -142,3 +143,29 @@ def pending(job: Job, blocked: frozenset[str]) -> Pending:
                    constraint=req.constraint or "", uid=req.uid,
                    user_exclusive=req.oversubscribe == "USER", ntasks=req.ntasks,
                    cpus_per_task=req.cpus_per_task, num_nodes=req.num_nodes, blocked=blocked)
+
+
+class Views:
+    """What JobStarts keeps between passes to show the core the records: the node views, the
+    partitions' member names, and each pending job's view while what it is made of is the
+    same (a pass looks at every pending job; building each anew cost more than the look)."""
+
+    def __init__(self) -> None:
+        self.nodes = NodeViews()
+        self.members = MemberNames()
+        self._pending: dict[int, tuple[tuple[object, ...], Pending]] = {}
+
+    def pending(self, job: Job, blocked: frozenset[str]) -> Pending:
+        key = (job.req, job.need, job.partition, job.time_limit, job.req_nodes, job.exc_nodes,
+               blocked)
+        hit = self._pending.get(job.id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        view = pending(job, blocked)
+        self._pending[job.id] = (key, view)
+        return view
+
+    def prune(self, queue: Sequence[Job]) -> None:
+        """Forget the views of jobs no longer pending, once they outnumber those that are."""
+        if len(self._pending) > 2 * len(queue) + 1024:
+            self._pending = {j.id: hit for j in queue if (hit := self._pending.get(j.id))}
