@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONF = """\
 ClusterName=bench
 SlurmctldHost=ctl(127.0.0.1)
+MaxJobCount=100000
 NodeName=n[1-{nodes}] CPUs=8 RealMemory=16000
 PartitionName=main Nodes=n[1-{nodes}] Default=YES MaxTime=60
 PartitionName=spare Nodes=n1
@@ -116,17 +117,18 @@ def core_only(c: Any) -> float | None:
     starts = c.jobs.starts
     parts = {p.name: p for p in c.config.partitions}
     views = schedviews.NodeViews().over(c.nodes)
+    made = schedviews.Partitions(parts, starts.members, starts._sizes)
     holders = schedviews.Holders(c.jobs.jobs)
     for use in c.jobs.uses.values():
         for j in use.jobs:
             holders[j]  # made now: plain data from here on
     plain = Cluster(
         nodes={n: views[n] for n in c.nodes},
-        partitions=dict(schedviews.Partitions(parts, starts.members, starts._sizes)),
+        partitions={p: made[p] for p in parts},
         members={p: [n.name for n in starts.members(pc)] for p, pc in parts.items()},
         uses=dict(c.jobs.uses), holders=holders,
         pending_parts=set(c.jobs.pending_parts))
-    todo = [Queued(schedviews.pending(j, frozenset()), waits="JobHeldUser" if j.held else "")
+    todo = [Queued(schedviews.pending(j), waits="JobHeldUser" if j.held else "")
             for j in c.jobs.pending]
     gc.collect()
     t0 = time.process_time()

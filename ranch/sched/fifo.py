@@ -25,6 +25,7 @@ from ranch.sched.model import (
 from ranch.sched.place import place
 
 RESERVED = "ReqNodeNotAvail, May be reserved for other job"  # slurmctld's words
+EMPTY: frozenset[str] = frozenset()
 
 
 @attrs.frozen
@@ -39,6 +40,9 @@ class Cluster:
     uses: Mapping[str, NodeUse]  # what running jobs (and this pass's starts) hold
     holders: Mapping[int, Holder]  # job id -> its --exclusive=user side, for jobs on nodes
     pending_parts: Collection[str]  # the partitions that have pending jobs
+    # time limit (minutes, None: none) -> the nodes a job of that limit may not start on now:
+    # those of the windows (reservations) it would cross; a limit not there: none
+    windows: Mapping[int | None, frozenset[str]] = attrs.field(factory=dict)
 
 
 class Pass:
@@ -49,11 +53,8 @@ class Pass:
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
         self.blocked: set[str] = set()  # partitions whose first waiting job waits on Resources
-
-    @property
-    def stopped(self) -> bool:
-        """Every partition waits on a job ahead: nothing below may start."""
-        return bool(self.blocked) and self.blocked.issuperset(self.cluster.pending_parts)
+        # every partition with pending jobs waits on a job ahead: nothing below may start
+        self.stopped = False
 
     def consider(self, job: Pending, alternatives: Iterable[Pending] = ()) -> Decision:
         """Start the job in its partition now or, failing that, in the first of `alternatives`
@@ -69,8 +70,11 @@ class Pass:
         return Wait(job.id, why)
 
     def _in(self, job: Pending) -> tuple[dict[str, Share] | None, str]:
-        part = self.cluster.partitions.get(job.partition)
-        if part is None or not part.up:
+        try:
+            part = self.cluster.partitions[job.partition]
+        except KeyError:
+            return None, "PartitionDown"
+        if not part.up:
             return None, "PartitionDown"
         why = job_over(job, part)  # EnforcePartLimits=NO let it wait
         if why:
@@ -80,6 +84,7 @@ class Pass:
         shares, why = self._place(job, part)
         if why == "Resources" and not job.req_nodes:
             self.blocked.add(part.name)
+            self.stopped = self.blocked.issuperset(self.cluster.pending_parts)
         return shares, why
 
     def _members(self, part: Partition) -> Iterator[Node]:
@@ -93,7 +98,10 @@ class Pass:
         ok = NodeFilter(job, uses, self.cluster.holders)  # -C Features, --exclusive=user
         if not all(ok(n) for n in required):
             return None, "Resources"
-        held = job.blocked  # reservations: no node whose window its time limit would cross
+        try:  # reservations: no node whose window the job's time limit would cross
+            held = self.cluster.windows[job.time_limit]
+        except KeyError:
+            held = EMPTY
         if held and any(n.name in held for n in required):
             return None, RESERVED
         others = (n for n in self._members(part)

@@ -152,7 +152,6 @@ class Pending:
     ntasks: int = 1
     cpus_per_task: int = 1
     num_nodes: int = 1  # -N as asked
-    blocked: frozenset[str] = frozenset()  # nodes a window (reservation) keeps it off now
 
 
 @attrs.frozen

@@ -24,7 +24,8 @@ def job(jid: int, part: str = "p", **kw) -> Pending:
 
 def cluster(nodes: list[Node], parts: dict[str, list[str]] | None = None,
             uses: dict[str, NodeUse] | None = None, holders: dict[int, Holder] | None = None,
-            down: Iterable[str] = (), max_time: dict[str, int] | None = None) -> Cluster:
+            down: Iterable[str] = (), max_time: dict[str, int] | None = None,
+            windows: dict[int | None, frozenset[str]] | None = None) -> Cluster:
     """`parts`: partition -> member names in placement order (default: one "p" of all)."""
     parts = parts if parts is not None else {"p": [n.name for n in nodes]}
     by_name = {n.name: n for n in nodes}
@@ -33,7 +34,7 @@ def cluster(nodes: list[Node], parts: dict[str, list[str]] | None = None,
                         (len(members), sum(by_name[m].cpus for m in members)))
         for name, members in parts.items()}
     return Cluster(nodes=by_name, partitions=partitions, members=parts, uses=uses or {},
-                   holders=holders or {}, pending_parts=set(parts))
+                   holders=holders or {}, pending_parts=set(parts), windows=windows or {})
 
 
 def used(cpus: int = 0, mem: int = 0, gpus: Iterable[int] = (), jobs: Iterable[int] = (1,)

@@ -70,11 +70,14 @@ def test_reasons_decided_before_placement_are_kept_in_order() -> None:
 
 
 def test_windows_keep_a_job_off_their_nodes() -> None:
-    c = cluster([node("a"), node("b")])
-    assert reasons(schedule(c, [Queued(job(1, blocked=frozenset({"a"})))])) == {1: "start b"}
-    both = frozenset({"a", "b"})
-    assert reasons(schedule(c, [Queued(job(1, blocked=both))])) == {1: RESERVED}
-    assert reasons(schedule(c, [Queued(job(1, req_nodes=("a",), blocked=frozenset({"a"})))])
+    # a window on a soon, one on b later: only a job of 60 minutes or none crosses b's
+    windows = {10: frozenset({"a"}), 60: frozenset({"a", "b"}), None: frozenset({"a", "b"})}
+    c = cluster([node("a"), node("b")], windows=windows)
+    assert reasons(schedule(c, [Queued(job(1, time_limit=10))])) == {1: "start b"}
+    assert reasons(schedule(c, [Queued(job(1, time_limit=60))])) == {1: RESERVED}
+    assert reasons(schedule(c, [Queued(job(1))])) == {1: RESERVED}
+    assert reasons(schedule(c, [Queued(job(1, time_limit=5))])) == {1: "start a"}  # none
+    assert reasons(schedule(c, [Queued(job(1, time_limit=10, req_nodes=("a",)))])
                    ) == {1: RESERVED}
 
 

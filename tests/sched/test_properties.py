@@ -45,10 +45,10 @@ def scenes(draw):
         queue.append(Queued(
             job(i + 1, draw(st.sampled_from(["p", "q"])), need=n, req_nodes=req, exc_nodes=exc,
                 constraint=draw(st.sampled_from(["", "x", "x|y"])),
-                blocked=frozenset(draw(st.lists(st.sampled_from(NAMES), max_size=2))),
                 ntasks=tasks if spread else 1),
             waits=draw(st.sampled_from(["", "", "", "JobHeldUser"]))))
-    return cluster(nodes, parts, uses=uses), queue
+    windows = {None: frozenset(draw(st.lists(st.sampled_from(NAMES), max_size=2)))}
+    return cluster(nodes, parts, uses=uses, windows=windows), queue
 
 
 @settings(max_examples=150, deadline=None)
@@ -74,7 +74,7 @@ def test_the_pass_keeps_its_promises(scene) -> None:
             n = c.nodes[name]
             assert n.rank is not None and matches_features(q.job.constraint, n)
             assert name in c.members[d.partition] or name in q.job.req_nodes
-            assert name not in q.job.exc_nodes and name not in q.job.blocked
+            assert name not in q.job.exc_nodes and name not in c.windows[None]
             cpus[name] += share.cpus
             mem[name] += share.mem
             gpus.setdefault(name, []).extend(share.gpus)

@@ -61,7 +61,7 @@ class JobStarts:
         started = 0
         wall = self.c.wall()
         wake = math.inf  # the earliest BeginTime still ahead
-        run = Pass(self._cluster(cfg))
+        run = Pass(self._cluster(cfg, wall))
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         for job in self.store.pending:
             if job.state != PENDING:
@@ -75,7 +75,7 @@ class JobStarts:
             if why == "BeginTime":
                 wake = min(wake, job.req.begin_time or wall)
             elif not why:
-                why = self._start(job, run, wall)
+                why = self._start(job, run)
                 if not why:
                     started += 1
                     if job.array_job_id in running:
@@ -98,7 +98,7 @@ class JobStarts:
             if when is None or due < when:
                 self.c.deadlines.schedule(BEGIN_KEY, due)
 
-    def _cluster(self, cfg: Any) -> Cluster:
+    def _cluster(self, cfg: Any, wall: float) -> Cluster:
         """The nodes, partitions and allocations as the scheduling core reads them (live
         views: a start applied shows in the next job's placement)."""
         parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
@@ -107,7 +107,9 @@ class JobStarts:
             partitions=schedviews.Partitions(parts, self.members, self._sizes),
             members=self._views.members.over(parts, self.members),
             uses=self.store.uses, holders=schedviews.Holders(self.store.jobs),
-            pending_parts=self.store.pending_parts)
+            pending_parts=self.store.pending_parts,
+            # reservations (issue 33): no node whose window the job's time limit would cross
+            windows=schedviews.Windows(self.c.reservations.blocked, wall))
 
     def _waits(self, job: Job, wall: float, running: dict[int, int]) -> str | None:
         """Why the job waits whatever the nodes (held, -d, BeginTime, array limit), "" when
@@ -123,12 +125,15 @@ class JobStarts:
             return "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
         return ""
 
-    def _start(self, job: Job, run: Pass, wall: float) -> str:
+    def _start(self, job: Job, run: Pass) -> str:
         """Start the job now if the core places it (in its first partition or, with -p a,b,
         the first other one that can), or why it waits."""
-        checked: dict[str, Any] = {}
-        others = self._elsewhere(job, wall, checked) if job.alt_parts else ()
-        decision = run.consider(self._view(job, wall), others)
+        view = self._views.pending(job)
+        if job.alt_parts:
+            checked: dict[str, Any] = {}
+            decision = run.consider(view, self._elsewhere(job, checked))
+        else:
+            decision = run.consider(view)
         if isinstance(decision, Wait):
             return decision.reason
         first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
@@ -144,16 +149,7 @@ class JobStarts:
             self.store.touch(job)
         return why
 
-    def _blocked(self, time_limit: int | None, wall: float) -> frozenset[str]:
-        """Reservations (issue 33): the nodes whose window a job of this limit would cross."""
-        limit = None if time_limit is None else time_limit * 60.0
-        return self.c.reservations.blocked(limit, wall) or schedviews.EMPTY
-
-    def _view(self, job: Job, wall: float) -> Pending:
-        return self._views.pending(job, self._blocked(job.time_limit, wall))
-
-    def _elsewhere(self, job: Job, wall: float, checked: dict[str, Any]
-                   ) -> Iterator[Pending]:
+    def _elsewhere(self, job: Job, checked: dict[str, Any]) -> Iterator[Pending]:
         """A job of several partitions (`-p a,b`): its request resolved for each other one in
         turn, as it would be submitted there (asked only once its first cannot start it)."""
         for name in job.alt_parts:
@@ -161,10 +157,9 @@ class JobStarts:
             if isinstance(got, m.Error):
                 continue
             checked[name] = got
-            yield attrs.evolve(schedviews.pending(job, frozenset()), partition=name,
-                               need=got.need, time_limit=got.time_limit,
-                               req_nodes=got.req_nodes, exc_nodes=got.exc_nodes,
-                               blocked=self._blocked(got.time_limit, wall))
+            yield attrs.evolve(schedviews.pending(job), partition=name, need=got.need,
+                               time_limit=got.time_limit, req_nodes=got.req_nodes,
+                               exc_nodes=got.exc_nodes)
 
     def _running(self, job: Job, running: dict[int, int]) -> int:
         """Tasks of the job's array that hold resources (counted once a pass)."""

@@ -62,36 +62,23 @@ class Holders(dict[int, Holder]):
         return got
 
 
-class Partitions(Mapping[str, Partition]):
-    """The config's partitions with their members' size now, built once a pass when asked."""
+class Partitions(dict[str, Partition]):
+    """The config's partitions with their members' size now, each made the first time the
+    pass asks (a plain dict after that); an unknown name is a KeyError. One for each pass."""
 
     def __init__(self, configs: Mapping[str, Any], members: Callable[[Any], Sequence[Any]],
                  sizes: partlimits.Sizes) -> None:
+        super().__init__()
         self.configs = configs
         self.members = members
         self.sizes = sizes
-        self._made: dict[str, Partition] = {}
 
-    def get(self, name: str, default: Any = None) -> Any:
-        return self[name] if name in self.configs else default
-
-    def __getitem__(self, name: str) -> Partition:
-        got = self._made.get(name)
-        if got is None:
-            pc = self.configs[name]
-            nodes = self.members(pc)
-            size = self.sizes.of(name, nodes, (n.cfg.cpus for n in nodes))
-            got = self._made[name] = Partition(name, pc.state == "UP", pc.max_time, size)
+    def __missing__(self, name: str) -> Partition:
+        pc = self.configs[name]
+        nodes = self.members(pc)
+        size = self.sizes.of(name, nodes, (n.cfg.cpus for n in nodes))
+        got = self[name] = Partition(name, pc.state == "UP", pc.max_time, size)
         return got
-
-    def __contains__(self, name: object) -> bool:
-        return name in self.configs
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.configs)
-
-    def __len__(self) -> int:
-        return len(self.configs)
 
 
 class MemberNames(Mapping[str, Sequence[str]]):
@@ -132,17 +119,29 @@ class MemberNames(Mapping[str, Sequence[str]]):
         return len(self.configs)
 
 
-EMPTY: frozenset[str] = frozenset()
+class Windows(dict[int | None, frozenset[str]]):
+    """For each time limit a pass asks about, the nodes the reservations keep such a job off
+    now (asked of them once a pass: a plain dict after that)."""
+
+    def __init__(self, blocked: Callable[[float | None, float], frozenset[str]], now: float
+                 ) -> None:
+        super().__init__()
+        self.blocked = blocked
+        self.now = now
+
+    def __missing__(self, limit: int | None) -> frozenset[str]:
+        got = self[limit] = self.blocked(None if limit is None else limit * 60.0, self.now)
+        return got
 
 
-def pending(job: Job, blocked: frozenset[str]) -> Pending:
+def pending(job: Job) -> Pending:
     """The job's request as it stands (its partition, need and nodes), for the core."""
     req = job.req
     return Pending(id=job.id, partition=job.partition, need=job.need,
                    time_limit=job.time_limit, req_nodes=job.req_nodes, exc_nodes=job.exc_nodes,
                    constraint=req.constraint or "", uid=req.uid,
                    user_exclusive=req.oversubscribe == "USER", ntasks=req.ntasks,
-                   cpus_per_task=req.cpus_per_task, num_nodes=req.num_nodes, blocked=blocked)
+                   cpus_per_task=req.cpus_per_task, num_nodes=req.num_nodes)
 
 
 class Views:
@@ -155,13 +154,12 @@ class Views:
         self.members = MemberNames()
         self._pending: dict[int, tuple[tuple[object, ...], Pending]] = {}
 
-    def pending(self, job: Job, blocked: frozenset[str]) -> Pending:
-        key = (job.req, job.need, job.partition, job.time_limit, job.req_nodes, job.exc_nodes,
-               blocked)
+    def pending(self, job: Job) -> Pending:
+        key = (job.req, job.need, job.partition, job.time_limit, job.req_nodes, job.exc_nodes)
         hit = self._pending.get(job.id)
         if hit is not None and hit[0] == key:
             return hit[1]
-        view = pending(job, blocked)
+        view = pending(job)
         self._pending[job.id] = (key, view)
         return view
 

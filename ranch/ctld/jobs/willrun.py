@@ -51,7 +51,7 @@ def will_run(jobs: JobStore, req: m.SubmitJob) -> m.SubmitReply | m.Error:
     cluster = Cluster(nodes=schedviews.NodeViews().over(jobs.c.nodes), partitions={},
                       members={checked.partition: [n.name for n in members]}, uses=jobs.uses,
                       holders=schedviews.Holders(jobs.jobs), pending_parts=())
-    got = willrun.will_run(schedviews.pending(probe, frozenset()), cluster, _ends(jobs, wall),
+    got = willrun.will_run(schedviews.pending(probe), cluster, _ends(jobs, wall),
                            wall)
     if isinstance(got, str):
         return m.Error("bad_request", "Requested node configuration is not available: "
