@@ -1,10 +1,9 @@
-"""sbatch -C/--constraint and --exclusive=user: which nodes a job may be placed on.
+"""sbatch -C/--constraint and --exclusive=user: which nodes a job may be placed on."""
 
-Slurm's forms that name features node by node: `a`, `a&b`, `a|b`, `a,b` (a comma is `&`),
-`(a|b)&c`. Like slurmctld, operators are read left to right with no precedence between `&`
-and `|` (`a|b&c` is `(a|b)&c`); parentheses group. Bracketed sets (`[a|b]`, every node the
-same one) and counts (`a*2`) are refused with a message naming them: Ranch does not place them.
-"""
+# Slurm's forms that name features node by node: `a`, `a&b`, `a|b`, `a,b` (a comma is `&`),
+# `(a|b)&c`. Like slurmctld, operators are read left to right with no precedence between `&`
+# and `|` (`a|b&c` is `(a|b)&c`); parentheses group. Bracketed sets (`[a|b]`, every node the
+# same one) and counts (`a*2`) are refused with a message naming them: Ranch does not place them.
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The FIFO pass (Slurm's sched/builtin): pending jobs in priority order, each partition
-stopping at its first job that waits for resources while the others go on."""
+"""The FIFO pass (sched/builtin): a partition stops at its first job waiting for resources."""
 
 from __future__ import annotations
 

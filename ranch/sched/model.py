@@ -138,11 +138,14 @@ class Partition:
 
 @attrs.frozen
 class Pending:
-    """A pending job's request in one partition, resolved against the config."""
+    """A pending job's request in one partition, resolved against the config. The FIFO pass
+    takes the queue in priority order as given; `priority` is the number that order came from
+    (the planner weighs it)."""
 
     id: int
     partition: str
     need: Need
+    priority: int = 0
     time_limit: int | None = None  # minutes
     req_nodes: tuple[str, ...] = ()  # -w, expanded
     exc_nodes: tuple[str, ...] = ()  # -x, expanded
@@ -152,6 +155,16 @@ class Pending:
     ntasks: int = 1
     cpus_per_task: int = 1
     num_nodes: int = 1  # -N as asked
+
+
+@attrs.frozen
+class Ending:
+    """A running job's bound: it ends by `at` (wall clock, its time limit) and frees its
+    shares then."""
+
+    at: float
+    job_id: int
+    shares: dict[str, Share] = attrs.field(eq=False)
 
 
 @attrs.frozen

@@ -4,21 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import attrs
-
 from ranch.sched.features import NodeFilter
 from ranch.sched.fifo import Cluster
-from ranch.sched.model import Pending, Share
+from ranch.sched.model import Ending, Pending, Share
 from ranch.sched.place import Placed, place
-
-
-@attrs.frozen
-class Ending:
-    """A running job's bound: it ends by `at` (wall clock) and frees its shares."""
-
-    at: float
-    job_id: int
-    shares: dict[str, Share] = attrs.field(eq=False)
 
 
 def will_run(job: Pending, cluster: Cluster, ends: Sequence[Ending], now: float

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ranch.sched.model import Holder, Share
-from ranch.sched.willrun import Ending, will_run
+from ranch.sched.model import Ending, Holder, Share
+from ranch.sched.willrun import will_run
 
 from .helpers import cluster, job, need, node, used
 

@@ -1,5 +1,7 @@
-"""The job store and the node records as the scheduling core's plain data (ranch/sched),
-read lazily: a pass that starts its job on the first node looks at no other."""
+"""The job store and node records as ranch/sched's data, read lazily and kept between passes."""
+
+# Lazily: a pass that starts its job on the first node looks at no other node (10,000 nodes
+# made into views for every submission's pass would cost more than the pass).
 
 from __future__ import annotations
 
@@ -137,7 +139,7 @@ class Windows(dict[int | None, frozenset[str]]):
 def pending(job: Job) -> Pending:
     """The job's request as it stands (its partition, need and nodes), for the core."""
     req = job.req
-    return Pending(id=job.id, partition=job.partition, need=job.need,
+    return Pending(id=job.id, partition=job.partition, need=job.need, priority=job.priority,
                    time_limit=job.time_limit, req_nodes=job.req_nodes, exc_nodes=job.exc_nodes,
                    constraint=req.constraint or "", uid=req.uid,
                    user_exclusive=req.oversubscribe == "USER", ntasks=req.ntasks,
@@ -155,7 +157,8 @@ class Views:
         self._pending: dict[int, tuple[tuple[object, ...], Pending]] = {}
 
     def pending(self, job: Job) -> Pending:
-        key = (job.req, job.need, job.partition, job.time_limit, job.req_nodes, job.exc_nodes)
+        key = (job.req, job.need, job.partition, job.priority, job.time_limit, job.req_nodes,
+               job.exc_nodes)
         hit = self._pending.get(job.id)
         if hit is not None and hit[0] == key:
             return hit[1]

@@ -14,6 +14,7 @@ from ranch.ctld.jobs import schedviews
 from ranch.protocol import messages as m
 from ranch.sched import willrun
 from ranch.sched.fifo import Cluster
+from ranch.sched.model import Ending
 
 if TYPE_CHECKING:
     from ranch.ctld.ports import JobStore
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 YEAR = 365 * 86400.0
 
 
-def _ends(jobs: JobStore, wall: float) -> list[willrun.Ending]:
+def _ends(jobs: JobStore, wall: float) -> list[Ending]:
     """Each running job's end at its time limit."""
     from ranch.ctld.jobs.jobrecord import ACTIVE
 
@@ -32,7 +33,7 @@ def _ends(jobs: JobStore, wall: float) -> list[willrun.Ending]:
         limit = job.time_limit * 60.0 if job.time_limit is not None else YEAR
         if job.req.time_limit_s is not None and job.req.time_limit is not None:
             limit = job.req.time_limit_s  # the seconds rnoded enforces
-        ends.append(willrun.Ending((job.start_time or wall) + limit, job.id, job.shares))
+        ends.append(Ending((job.start_time or wall) + limit, job.id, job.shares))
     return ends
 
 
