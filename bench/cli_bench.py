@@ -25,9 +25,9 @@ from launcher import Controller  # noqa: E402
 
 from ranch.conf import hostlist  # noqa: E402
 from ranch.conf.build import parse_config_text  # noqa: E402
-from ranch.ctld.nodes.cluster import Cluster  # noqa: E402
 from ranch.ctld.state import statefile  # noqa: E402
 from ranch.protocol import messages as m  # noqa: E402
+from tests.ctld.harness import Harness as Cluster  # noqa: E402
 
 CONF = """\
 ClusterName=bench

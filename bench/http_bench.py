@@ -23,10 +23,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.web import grid, metrics
 from ranch.protocol import messages as m
 from ranch.protocol.records import node_json
+from tests.ctld.harness import Harness as Cluster
 
 GOAL_MS = 50.0
 

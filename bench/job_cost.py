@@ -57,8 +57,8 @@ async def run(n: int, env_vars: int) -> None:
         for i in range(n):
             await d.durability.submit(converter.structure(orjson.loads(wire), m.SubmitJob))
             if i % 1000 == 999:
-                await d.save_snapshot()  # about one a 5 s at 200 submissions a second
-        await d.save_snapshot()
+                await d.saver.save_snapshot()  # about one a 5 s at 200 submissions a second
+        await d.saver.save_snapshot()
         cpu = (time.process_time() - cpu0) / n * 1000
         print(f"CPU per 1,000 submissions (journal, snapshots, packs): {cpu:.2f} s")
         t0 = time.process_time()
@@ -86,8 +86,8 @@ async def run(n: int, env_vars: int) -> None:
         for _ in range(n):
             await d.durability.submit(converter.structure(orjson.loads(wire), m.SubmitJob))
         print(f"heap per job, waiting for a snapshot: {heap(base, n):,.0f} B")
-        await d.save_snapshot()
-        await d.save_snapshot()
+        await d.saver.save_snapshot()
+        await d.saver.save_snapshot()
         print(f"heap per job, bulk packed: {heap(base, n):,.0f} B")
         jobfields.list_body(jobs, READS)
         print(f"heap per job, after rqueue's listing: {heap(base, n):,.0f} B")

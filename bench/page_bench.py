@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from http_bench import build_cluster
 
 from ranch.conf.model import HttpSettings
+from ranch.ctld.daemon import web_ports
 from ranch.ctld.web.server import serve_http
 from ranch.protocol import messages as m
 from tests.integration.cluster import free_port
@@ -49,7 +50,7 @@ def serve_in_thread(cluster, port: int) -> dict:
 
     async def both() -> None:
         box["token"] = trio.lowlevel.current_trio_token()
-        await serve_http(cluster, settings)
+        await serve_http(*web_ports(cluster), settings)
 
     threading.Thread(target=lambda: trio.run(both), daemon=True).start()
     return box

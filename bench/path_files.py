@@ -15,6 +15,13 @@ HeartbeatInterval is long, so no heartbeat falls into the window, and the tasks 
 the same length shows running (timers: the stall watch, the saver...) are left out. Prints the
 files per process and in all (--list: which, and each effect's stack); asserts nothing.
 
+And (issue 42) how each effect's stack walks ctld's folders, outermost first (rpc > state >
+jobs > nodes > jobs: the folders of bench/structure_counts.py, consecutive frames of one folder
+counted once): how often it re-enters a folder it left (there, jobs: 1) and its forwarding
+frames (a frame of a one-line forwarding method, as bench/structure_counts.py finds them in this
+tree): per request the most re-entries of any stack and the distinct forwarders met, and with
+--list each stack's walk.
+
     .venv/bin/python bench/path_files.py [--list]
 """
 
@@ -34,6 +41,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench.structure_counts import forwarders, unit_of  # noqa: E402
 from tests.integration.cluster import Cluster, wait_for  # noqa: E402
 
 TRACER = REPO / "bench" / "path_files"
@@ -101,6 +109,48 @@ MEASURES = {
 }
 
 
+def walk(stack: str, forwarding: set[str]) -> tuple[list[str], list[str], list[str]]:
+    """A recorded stack (`effect < innermost < ... < outermost`, frames `path:qualname` under
+    ranch/) as (ctld folders outermost first, consecutive ones once; the folders re-entered;
+    its frames of forwarding methods)."""
+    frames = stack.split(" < ")[1:][::-1]
+    folders: list[str] = []
+    for f in frames:
+        path = f.split(":", 1)[0]
+        if path.startswith("ctld/"):
+            unit = unit_of(path.removeprefix("ctld/"))
+            if not folders or folders[-1] != unit:
+                folders.append(unit)
+    again = [u for i, u in enumerate(folders) if u in folders[:i]]
+    return folders, again, [f for f in frames if f in forwarding]
+
+
+def walks(title: str, parts: dict[str, dict[str, dict[str, list[str]]]],
+          background: set[str], listing: bool) -> None:
+    """Re-entries and forwarding frames of the request's stacks (issue 42)."""
+    forwarding = {f"{w.split(':', 1)[0]}:{w.split(' ', 1)[1]}"
+                  for w in forwarders(REPO / "ranch")}
+    print(f" ctld folders on its effects' stacks ({title.split(' ')[0]})")
+    for proc, doc in parts.items():
+        stacks = [s for s in doc["stacks"] if "/" + s.rsplit(" < ", 1)[-1] not in background]
+        seen = [(s, *walk(s, forwarding)) for s in stacks]
+        seen = [w for w in seen if w[1]]  # stacks with a ctld frame
+        if not seen:
+            continue
+        most = max(len(w[2]) for w in seen)
+        fwd = sorted({f for w in seen for f in w[3]})
+        print(f"  {proc:8s} {len(seen)} stacks; re-entries: at most {most} in a stack, "
+              f"{sum(1 for w in seen if w[2])} stacks with any; forwarding frames: "
+              f"{len(fwd)} distinct, at most {max(len(w[3]) for w in seen)} in a stack")
+        for f in fwd:
+            print(f"           forwarder {f}")
+        if listing:
+            for s, folders, again, fw in seen:
+                print(f"           {' > '.join(folders)}: re-enters {len(again)}"
+                      f"{' (' + ', '.join(again) + ')' if again else ''}, forwarding "
+                      f"{len(fw)}  [{s.split(' < ', 1)[0]} < ... < {s.rsplit(' < ', 1)[-1]}]")
+
+
 def report(title: str, parts: dict[str, dict[str, dict[str, list[str]]]], background: set[str],
            listing: bool) -> None:
     print(f"\n{title}")
@@ -122,6 +172,7 @@ def report(title: str, parts: dict[str, dict[str, dict[str, list[str]]]], backgr
                 for f in sorted(path):
                     print(f"           {f:34s} under {', '.join(sorted(path[f]))}")
         print(f"  in all   {len(every):3d} files")
+    walks(title, parts, background, listing)
 
 
 def main() -> None:

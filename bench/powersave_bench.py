@@ -17,8 +17,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 CONF = """\
 ClusterName=bench

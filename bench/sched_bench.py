@@ -42,8 +42,8 @@ PartitionName=spare Nodes=n1
 
 
 def _controller(config: Any) -> Any:
-    """The in-process controller (the way tests/ctld builds one)."""
-    from ranch.ctld.nodes.cluster import Cluster
+    """The in-process controller, the way the tree's own tests/ctld builds one."""
+    from tests.ctld.helpers import Cluster
 
     return Cluster(config, wall=lambda: 1.7e9)
 

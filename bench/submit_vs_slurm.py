@@ -1,29 +1,44 @@
-"""Controller CPU per held CLI submission and submit -> running, Ranch against Slurm 22.05 run
-with two scheduler settings, interleaved round by round, ratios per round (issue 35).
+"""Controller CPU per held CLI submission (and submit -> running), Ranch against Slurm 22.05 run
+with several settings, interleaved round by round, ratios per round and their medians.
 
-    python bench/submit_vs_slurm.py --rounds 3
+    python bench/submit_vs_slurm.py                 # the default sides, 3 rounds (~4-5 min)
+    python bench/submit_vs_slurm.py --rounds 7 --latency-jobs 40
     python bench/submit_vs_slurm.py --ranch before=/tmp/ranch-old --ranch after=. --rounds 3
 
-Each round starts, one after the other, a private Slurm (tests/conformance/slurm_cluster.py)
-with the project's bench settings ("slurm-builtin": sched/builtin, sched_interval=1), the same
-with backfill and batch_sched_delay=0 ("slurm-backfill"), and each Ranch tree (rctld and an
-rnoded per node, bench/vs_slurm.py's RanchSide). On each: `--submitters` shell loops of
-`sbatch/rbatch --hold --wrap true` (`--jobs` in all; the controller's user and system CPU read
-from /proc before and after, and submissions/s), the same from one loop (`--single`: every
-submission its own commit), then `--latency-jobs` jobs one at a time that write their own
-start time (submit -> running, from the submit command's start and from its acknowledgment).
-Every daemon of this bench listens on 127.0.0.1 in 24000-24999 (`--ports`).
-Prints each round and the median of the per-round ratios to each Slurm; asserts nothing.
+Each round starts, one after the other, each side named by --slurm (default: slurm-builtin,
+slurm-issue, slurm-issue-shm; see SLURMS for every setting) on the conformance suite's private
+Slurm (tests/conformance/slurm_cluster.py), and each Ranch tree (rctld and an rnoded per node,
+bench/vs_slurm.py's RanchSide), each tree also as LABEL-shm unless --no-shm. "-shm" sides keep
+their whole directory (the controller's state, logs, spool) on tmpfs (/dev/shm); the others on
+/tmp like every other bench here. On each side: `--warmup` held submissions not counted, the
+controller's idle CPU over `--idle` seconds, then `--submitters` shell loops of `sbatch/rbatch
+--hold --wrap true` (`--jobs` in all), the same from one loop (`--single`: every submission its
+own commit), then `--latency-jobs` jobs one at a time that write their own start time.
+
+What is counted, per held submission (CPU from a cpuacct group per daemon, else /proc):
+  ctld          slurmctld alone / rctld alone (Ranch checks and makes its MACs inside rctld)
+  ctld+munged   slurmctld + munged (Slurm only): munged serves both ends, so this also holds
+                sbatch's credential and its check of the reply, which Ranch does inside rbatch
+  ctld-idle     ctld less the idle rate (measured just before) times the burst's wall time:
+                the background timers (heartbeats, scheduler passes) the window caught
+  client        the submit loops' own CPU (sh + sbatch/rbatch), never in any ctld figure
+Ratios (ctld / ctld, ctld / ctld+munged, ctld-idle / ctld-idle): each Ranch side against
+each Slurm side whose directory is on the same filesystem.
+Every daemon of this bench listens on 127.0.0.1 in 24000-24999 (`--ports`). Prints; asserts
+nothing. Why two benches disagreed about Slurm by 2.4x: docs/benchmarks.md ("One Slurm figure").
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import re
 import socket
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,17 +49,58 @@ from bench.vs_slurm import SHAPE, RanchSide, SlurmSide, latencies, p99, parallel
 from tests.conformance import slurm_cluster  # noqa: E402
 from tests.conformance.slurm_cluster import SlurmCluster  # noqa: E402
 
+SHM = "/dev/shm"
+BACKFILL = "SchedulerType=sched/backfill\nSchedulerParameters=batch_sched_delay=0\n"
+# label -> (SchedulerType/Parameters lines, slurm.conf lines appended, directory's parent):
+# the fixture writes MessageTimeout=5; a later line wins (slurmctld logs "specified more than
+# once, latest value used"), and the side checks `scontrol show config` says so
 SLURMS = {
-    "slurm-builtin": slurm_cluster.BUILTIN,
-    "slurm-backfill": "SchedulerType=sched/backfill\nSchedulerParameters=batch_sched_delay=0\n",
+    # the project's bench and conformance setting (docs/benchmarks.md's first Slurm figures)
+    "slurm-builtin": (slurm_cluster.BUILTIN, "", None),
+    "slurm-backfill": (BACKFILL, "", None),
+    # issue 50's setting: backfill, batch_sched_delay=0, MessageTimeout=30
+    "slurm-issue": (BACKFILL, "MessageTimeout=30\n", None),
+    "slurm-issue-shm": (BACKFILL, "MessageTimeout=30\n", SHM),
+    "slurm-builtin-shm": (slurm_cluster.BUILTIN, "", SHM),
 }
+DEFAULT_SLURMS = ("slurm-builtin", "slurm-issue", "slurm-issue-shm")
+
+
+@contextlib.contextmanager
+def temp_under(parent: str | None):
+    """mkdtemp() calls inside make their directories under `parent` (None: the default)."""
+    before = tempfile.tempdir
+    tempfile.tempdir = parent or before
+    try:
+        yield
+    finally:
+        tempfile.tempdir = before
 
 
 class Slurm(SlurmSide):
     def __init__(self, label: str, workdir: Path) -> None:
         self.label = label
-        self.cluster = SlurmCluster(SHAPE, scheduler=SLURMS[label])
+        scheduler, extra, parent = SLURMS[label]
+        with temp_under(parent):
+            self.cluster = SlurmCluster(SHAPE, scheduler=scheduler, extra_conf=extra)
         self.workdir = workdir
+
+    def start(self) -> None:
+        super().start()
+        conf = self.cluster.run("scontrol", "show", "config").stdout
+        want = re.search(r"MessageTimeout=(\d+)", self.cluster.extra_conf)
+        got = re.search(r"^MessageTimeout\s*=\s*(\d+)", conf, re.M)
+        if want and (not got or got[1] != want[1]):
+            raise RuntimeError(f"{self.label}: MessageTimeout {got and got[1]}, not {want[1]}")
+
+    @property
+    def munged_pid(self) -> int:
+        return self.cluster.procs["munged"].pid
+
+
+def make_ranch(label: str, tree: Path, workdir: Path) -> RanchSide:
+    with temp_under(SHM if label.endswith("-shm") else None):
+        return RanchSide(label, tree, workdir)
 
 
 def port_range(low: int, high: int):
@@ -66,29 +122,82 @@ def port_range(low: int, high: int):
     return free_port
 
 
-def proc_times(pid: int) -> tuple[float, float]:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    tick = os.sysconf("SC_CLK_TCK")
-    return int(fields[11]) / tick, int(fields[12]) / tick
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+class Meter:
+    """CPU ms of some processes: from a cpuacct group of their own (nanoseconds, every thread
+    they ever had, children too) where this machine lets us make one, else /proc's 10 ms ticks
+    (which round a 240-submission burst's figure to 0.04 ms and an idle second's to 10 ms)."""
+
+    def __init__(self, name: str, pids: list[int]) -> None:
+        self.pids, self.group = pids, CPUACCT / f"bench-submit-vs-slurm-{os.getpid()}-{name}"
+        try:
+            self.group.mkdir()
+            for pid in pids:
+                (self.group / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            self.close()
+            self.group = None
+
+    def ms(self) -> float:
+        if self.group:
+            return int((self.group / "cpuacct.usage").read_text()) / 1e6
+        return sum(vs_slurm.proc_cpu(pid) for pid in self.pids) * 1000
+
+    def close(self) -> None:
+        """Remove the group (its processes stopped, or moved back to the root group)."""
+        if self.group is None or not self.group.exists():
+            return
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                self.group.rmdir()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    for pid in (self.group / "cgroup.procs").read_text().split():
+                        with contextlib.suppress(OSError):
+                            (CPUACCT / "cgroup.procs").write_text(pid)
+                    self.group.rmdir()
+                    return
+                time.sleep(0.1)
+
+
+def burst(side, submitters: int, each: int, idle_ms_s: float) -> dict[str, float]:
+    """The CPU figures of `submitters` loops of `each` held submissions."""
+    ctld, munged = side.meters
+    c0, m0, k0, t0 = ctld.ms(), munged and munged.ms(), os.times(), time.perf_counter()
+    rate = parallel_submits(side, submitters, each)
+    c1, m1, k1, t1 = ctld.ms(), munged and munged.ms(), os.times(), time.perf_counter()
+    n = submitters * each
+    fig = {"subs/s": rate, "ctld": (c1 - c0) / n,
+           "ctld-idle": (c1 - c0 - idle_ms_s * (t1 - t0)) / n,
+           "client": (k1.children_user + k1.children_system - k0.children_user
+                      - k0.children_system) * 1000 / n}
+    if munged:
+        fig["munged"] = (m1 - m0) / n
+        fig["ctld+munged"] = fig["ctld"] + fig["munged"]
+    return fig
 
 
 def one(side, args, scratch: Path) -> dict[str, float]:
-    pid = side.ctld_pid
-    each = -(-args.jobs // args.submitters)
-    u0, s0 = proc_times(pid)
-    rate = parallel_submits(side, args.submitters, each)
-    u1, s1 = proc_times(pid)
-    n = each * args.submitters
-    fig = {"subs/s": rate, "cpu ms/sub": (u1 - u0 + s1 - s0) / n * 1000,
-           "user ms/sub": (u1 - u0) / n * 1000, "sys ms/sub": (s1 - s0) / n * 1000}
-    if args.single:  # one at a time: every submission its own commit
-        u0, s0 = proc_times(pid)
-        fig["1 submitter subs/s"] = parallel_submits(side, 1, args.single)
-        u1, s1 = proc_times(pid)
-        fig["1 submitter cpu ms/sub"] = (u1 - u0 + s1 - s0) / args.single * 1000
-    vs_slurm.cancel_all(side)
+    side.meters = (Meter(f"{side.label}-ctld", [side.ctld_pid]),
+                   Meter(f"{side.label}-munged", [side.munged_pid])
+                   if isinstance(side, Slurm) else None)
+    if args.warmup:  # first-touch page faults, the first RPC threads: not what a job costs
+        loops = min(args.submitters, args.warmup)
+        parallel_submits(side, loops, -(-args.warmup // loops))
+    c0 = side.meters[0].ms()
+    time.sleep(args.idle)
+    idle = (side.meters[0].ms() - c0) / args.idle  # ms of CPU a second
+    fig = {"idle ctld ms/s": idle}
+    fig.update(burst(side, args.submitters, -(-args.jobs // args.submitters), idle))
+    if args.single:
+        fig.update({f"1 sub {k}": v for k, v in burst(side, 1, args.single, idle).items()
+                    if k in ("ctld", "ctld+munged", "subs/s")})
     if args.latency_jobs:
+        vs_slurm.cancel_all(side)
         lat, acked = latencies(side, args.latency_jobs, scratch / "lat")
         fig.update({"submit->run p50": statistics.median(lat), "submit->run p99": p99(lat),
                     "ack->run p50": statistics.median(acked), "ack->run p99": p99(acked)})
@@ -96,16 +205,38 @@ def one(side, args, scratch: Path) -> dict[str, float]:
     return fig
 
 
+COUNTINGS = (("ctld", "ctld"), ("ctld", "ctld+munged"), ("ctld-idle", "ctld-idle"))
+
+
+def pairs(labels: list[str]) -> list[tuple[str, str, str, str]]:
+    """(Ranch side, its counting, Slurm side, its counting) for every Ranch and Slurm side
+    whose directories are on one filesystem."""
+    out = []
+    for rl in (lb for lb in labels if lb not in SLURMS):
+        for sl in (lb for lb in labels if lb in SLURMS):
+            if rl.endswith("-shm") == sl.endswith("-shm"):
+                out += [(rl, rk, sl, sk) for rk, sk in COUNTINGS]
+    return out
+
+
+def ratios(got: dict[str, dict[str, float]], labels: list[str]) -> list[str]:
+    return [f"{rl} {rk} / {sl} {sk} {got[rl][rk] / got[sl][sk]:.2f}x"
+            for rl, rk, sl, sk in pairs(labels) if rl in got and sl in got and got[sl][sk]]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--jobs", type=int, default=240, help="held submissions a run")
+    p.add_argument("--jobs", type=int, default=240, help="held submissions a burst")
     p.add_argument("--submitters", type=int, default=8)
     p.add_argument("--single", type=int, default=60, help="held submissions by one submitter")
-    p.add_argument("--latency-jobs", type=int, default=40)
+    p.add_argument("--warmup", type=int, default=40, help="held submissions not counted")
+    p.add_argument("--idle", type=float, default=3.0, help="seconds the idle rate is read over")
+    p.add_argument("--latency-jobs", type=int, default=0, help="submit -> running jobs a side")
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE")
+    p.add_argument("--no-shm", action="store_true", help="no LABEL-shm side for each tree")
     p.add_argument("--slurm", action="append", choices=sorted(SLURMS),
-                   help="which Slurm settings (default both)")
+                   help=f"which Slurm settings (default {', '.join(DEFAULT_SLURMS)})")
     p.add_argument("--ports", default="24000-24999")
     args = p.parse_args(argv)
     low, _, high = args.ports.partition("-")
@@ -113,40 +244,54 @@ def main(argv: list[str] | None = None) -> int:
     slurm_cluster.free_port = vs_slurm.free_port = free  # every daemon's port from our range
     trees = [(lb, Path(t)) for lb, _, t in (r.partition("=") for r in args.ranch or [])] \
         or [("ranch", ROOT)]
-    slurms = args.slurm or list(SLURMS)
-    labels = [*slurms, *(lb for lb, _ in trees)]
+    trees += [] if args.no_shm else [(f"{lb}-shm", t) for lb, t in trees]
+    labels = [*(args.slurm or DEFAULT_SLURMS), *(lb for lb, _ in trees)]
+    probe = Meter("probe", [])
+    counted = "cpuacct groups (ns)" if probe.group else "/proc (10 ms ticks)"
+    probe.close()
     print(f"{len(SHAPE.nodes)} nodes of {SHAPE.cpus} CPUs; {os.cpu_count()} CPUs here; "
-          f"{args.submitters} submitters x {args.jobs} held jobs, {args.latency_jobs} latency "
-          f"jobs; order {', '.join(labels)}", flush=True)
+          f"{args.submitters} submitters x {args.jobs} held jobs after {args.warmup} not "
+          f"counted; order {', '.join(labels)}; CPU ms per held submission, from {counted}",
+          flush=True)
     rounds: list[dict[str, dict[str, float]]] = []
     for rnd in range(args.rounds):
         got: dict[str, dict[str, float]] = {}
         for lb in labels:
             scratch = Path(tempfile.mkdtemp(prefix=f"submit-vs-{lb}-"))
-            if lb in SLURMS:
-                side = Slurm(lb, scratch)
-            else:
-                side = RanchSide(lb, dict(trees)[lb], scratch)
-            result = vs_slurm.on_side(side, scratch, lambda s, d: one(s, args, d), lb)
+            side = Slurm(lb, scratch) if lb in SLURMS else make_ranch(lb, dict(trees)[lb],
+                                                                        scratch)
+            try:
+                result = vs_slurm.on_side(side, scratch, lambda s, d: one(s, args, d), lb)
+            finally:  # the daemons are stopped: their groups are empty
+                for meter in getattr(side, "meters", ()):
+                    if meter:
+                        meter.close()
             if result is None:
                 continue
             got[lb] = result
             print(f"round {rnd + 1} {lb:>15}: " + ", ".join(
                 f"{k} {v:.2f}" for k, v in got[lb].items()), flush=True)
+        print(f"round {rnd + 1} ratios: " + "; ".join(ratios(got, labels)), flush=True)
         rounds.append(got)
     print("\nmedians over rounds (ratios: median of the per-round ratios)")
-    keys = [k for k in next(iter(rounds[0].values())) if k != "load"]
     for lb in labels:
-        vals = {k: statistics.median(r[lb][k] for r in rounds if lb in r) for k in keys}
-        print(f"  {lb:>15}: " + ", ".join(f"{k} {v:.2f}" for k, v in vals.items()))
-    for lb, _ in trees:
-        for sl in slurms:
-            ratios = {k: statistics.median(r[lb][k] / r[sl][k] for r in rounds
-                                           if lb in r and sl in r and r[sl][k])
-                      for k in ("cpu ms/sub", "subs/s", "1 submitter cpu ms/sub", "ack->run p50",
-                                "ack->run p99")
-                      if k in keys}
-            print(f"  {lb} / {sl}: " + ", ".join(f"{k} {v:.2f}x" for k, v in ratios.items()))
+        runs = [r[lb] for r in rounds if lb in r]
+        if runs:
+            print(f"  {lb:>15}: " + ", ".join(
+                f"{k} {statistics.median(r[k] for r in runs):.2f}" for k in runs[0]
+                if k != "load"))
+    for rl, rk, sl, sk in pairs(labels):
+        keys = [(rk, sk)]
+        if rk == "ctld" and sk != "ctld-idle":
+            keys.append((f"1 sub {rk}", f"1 sub {sk}"))
+        if (rk, sk) == ("ctld", "ctld"):  # the figures that are not CPU: once a pair
+            keys += [("subs/s", "subs/s"), ("ack->run p50", "ack->run p50")]
+        for rkey, skey in keys:
+            per = [r[rl][rkey] / r[sl][skey] for r in rounds
+                   if rl in r and sl in r and rkey in r[rl] and r[sl].get(skey)]
+            if per:
+                print(f"  {rl} {rkey} / {sl} {skey}: {statistics.median(per):.2f}x "
+                      f"(rounds {' / '.join(f'{x:.2f}' for x in per)})")
     return 0
 
 

@@ -46,7 +46,8 @@ sys.path.insert(0, str(REPO))
 from ranch.conf.build import load_config  # noqa: E402
 from ranch.protocol import messages as m  # noqa: E402
 from ranch.protocol.auth import KeyFileError, load_key  # noqa: E402
-from ranch.protocol.client import ControllerUnreachable, request  # noqa: E402
+from ranch.protocol.client import ControllerUnreachable  # noqa: E402
+from ranch.protocol.typedclient import request  # noqa: E402
 
 CONF = REPO / "examples" / "slurm-like.conf"
 DEMO_ADMIN = "AdminUsers=demo"  # the web token's name: its drains and resumes are an admin's

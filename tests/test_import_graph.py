@@ -167,6 +167,21 @@ def test_ctld_core_imports_no_layer_above_it() -> None:
     assert not broken, "\n".join(sorted(broken))
 
 
+def test_ctld_state_imports_no_owner() -> None:
+    """state/ (durability, stores, the files' formats) is the bottom of ctld's folders: it
+    imports nothing of nodes/ or jobs/, lazily or under TYPE_CHECKING either; what it needs of
+    an owner it names in state/ports.py."""
+    broken = []
+    for mod, targets in _graph(lazy=True).items():
+        if not mod.startswith("ranch.ctld.state."):
+            continue
+        for t in targets:
+            tp = t.split(".")
+            if len(tp) > 2 and tp[1] == "ctld" and tp[2] in ("nodes", "jobs"):
+                broken.append(f"{mod} imports {t}")
+    assert not broken, "\n".join(sorted(broken))
+
+
 # The scheduling core is sans-IO: no event loop, no sockets, files, clock or logging of its own.
 SCHED_NEVER = ("trio", "os", "socket", "time", "logging", "ranch.ctld", "ranch.protocol")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from ranch.protocol import auth, client
+from ranch.protocol import auth, client, typedclient
 from ranch.protocol.messages import Ping, Pong
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ class Controller:
     def external(cls, addr: tuple[str, int], key_path: str) -> Controller:
         """An rctld someone else started; its pid is found when it listens on this host."""
         ctl = cls(addr, auth.load_key(key_path), _listener_pid(addr[1]), key_path=key_path)
-        reply = client.request(addr, ctl.key, Ping(), timeout=10.0)
+        reply = typedclient.request(addr, ctl.key, Ping(), timeout=10.0)
         if not isinstance(reply, Pong):
             raise RuntimeError(f"controller at {addr[0]}:{addr[1]} answered Ping with {reply!r}")
         return ctl
@@ -117,7 +117,8 @@ class Controller:
                     pass  # half-written: try again
             if self.key:
                 try:
-                    if isinstance(client.request(self.addr, self.key, Ping(), timeout=2.0), Pong):
+                    reply = typedclient.request(self.addr, self.key, Ping(), timeout=2.0)
+                    if isinstance(reply, Pong):
                         return
                 except (client.ControllerUnreachable, Exception):
                     pass

@@ -9,7 +9,7 @@ import time
 
 import trio
 
-from ranch.protocol import client
+from ranch.protocol import typedclient
 from ranch.protocol.framing import FrameDecoder, encode_frame
 from ranch.protocol.messages import Events, GetEvents, UpdateNodes
 
@@ -53,7 +53,7 @@ async def event_churn(addr: tuple[str, int], key: bytes, expr: str, per_s: float
     i = 0
 
     def send(state: str) -> None:
-        client.request(addr, key, UpdateNodes(expr, state, "fleet bench event churn",
+        typedclient.request(addr, key, UpdateNodes(expr, state, "fleet bench event churn",
                                               "fleetbench"), timeout=30.0)
 
     next_at = trio.current_time()

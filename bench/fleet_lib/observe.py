@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 
 import trio
 
-from ranch.protocol import client
+from ranch.protocol import client, typedclient
 from ranch.protocol.messages import Error, GetSnapshot, Snapshot
 
 SNAPSHOT_TIMEOUT = 60.0
@@ -45,7 +45,7 @@ async def snapshot(addr: tuple[str, int], key: bytes) -> tuple[Snapshot, float]:
     """A snapshot and the wall-clock time (epoch) its reply arrived."""
 
     def fetch() -> Snapshot:
-        reply = client.request(addr, key, GetSnapshot(), timeout=SNAPSHOT_TIMEOUT)
+        reply = typedclient.request(addr, key, GetSnapshot(), timeout=SNAPSHOT_TIMEOUT)
         if isinstance(reply, Error):
             raise RuntimeError(f"GetSnapshot refused: {reply.code}: {reply.message}")
         if not isinstance(reply, Snapshot):

@@ -18,7 +18,7 @@ from fleet_lib.config import hostlist
 from fleet_lib.controller import REPO_ROOT, Controller
 from fleet_lib.simnode import Fleet
 from fleet_lib.stats import CpuWindow, peak_rss_mb, percentile, rounded, rss_mb
-from ranch.protocol import client
+from ranch.protocol import client, typedclient
 from ranch.protocol.messages import GetSnapshot, UpdateNodes, UpdateResult
 
 SCENARIOS = ("steady", "storm", "mass-failure", "churn", "admin-update", "cli", "all")
@@ -128,7 +128,7 @@ class Run:
         """A command every second while the storm lasts; each one's wait for its reply
         (math.inf when none came within 60 s)."""
         def ask() -> None:
-            client.request(self.addr, self.ctl.key,
+            typedclient.request(self.addr, self.ctl.key,
                            GetSnapshot(fields=("name", "state", "partitions")), timeout=60)
 
         while True:
@@ -230,7 +230,7 @@ class Run:
         def update(state: str, reason: str | None) -> tuple[float, object]:
             msg = UpdateNodes(node_names=expr, state=state, reason=reason, user="fleetbench")
             t0 = time.perf_counter()
-            reply = client.request(self.addr, key, msg, timeout=60.0)
+            reply = typedclient.request(self.addr, key, msg, timeout=60.0)
             return time.perf_counter() - t0, reply
 
         wall, reply = await trio.to_thread.run_sync(update, "DRAIN", "fleet bench admin update")

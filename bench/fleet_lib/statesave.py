@@ -1,7 +1,7 @@
 """State-save cost, measured on the controller's own code: rctld does not log how long a save
-takes, so after a run the saved file is restored into ctld's Cluster in this process and the two
-halves of a save are timed: building the document (on rctld's event loop) and writing it (in a
-worker thread: orjson, write, fsync, rename)."""
+takes, so after a run the saved file is restored into an assembled controller in this process
+and the two halves of a save are timed: building the document (on rctld's event loop) and
+writing it (in a worker thread: orjson, write, fsync, rename)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ REPEAT = 5
 def measure(config_path: Path, state_dir: Path) -> dict:
     """Figures of one save of the state in `state_dir` (empty dict when there is none)."""
     from ranch.conf.build import load_config
-    from ranch.ctld.nodes.cluster import Cluster
+    from ranch.ctld.compose import assemble
     from ranch.ctld.state import statefile
 
     doc = statefile.load(str(state_dir))
@@ -30,9 +30,9 @@ def measure(config_path: Path, state_dir: Path) -> dict:
     logging.getLogger().setLevel(logging.ERROR)  # restore() logs a line per difference
 
     async def timed() -> dict:
-        cluster = Cluster(config)
+        cluster = assemble(config)
         cluster.restore(doc)
-        for node in cluster.nodes.values():
+        for node in cluster.registry.nodes.values():
             node.saved = None  # a cold build: every node changed since the last save
         t0 = time.perf_counter()
         fresh = cluster.save_doc()

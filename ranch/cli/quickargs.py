@@ -67,10 +67,35 @@ def _dest(names: tuple[str, ...], kwargs: dict) -> str:
 
 def quick(table: Table, argv: list[str]) -> SimpleNamespace:
     """The namespace argparse would give for `argv`, or Declined when it is not sure to."""
+    by_name, values, words, rest = _quick_table(table)
+    i = run_end = 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if word.startswith("--"):
+            i = _quick_long(word, argv, i, by_name, values)
+        elif word.startswith("-") and len(word) > 1:
+            i = _quick_shorts(word, argv, i, by_name, values)
+        elif words is None or word == "-" or (words and run_end != i - 1):
+            raise Declined  # no positional taken, '-', or a second run of words
+        elif rest == "...":
+            words += argv[i - 1:]
+            break
+        else:
+            words.append(word)
+            run_end = i
+    return SimpleNamespace(**values)
+
+
+def _quick_table(table: Table) -> tuple[dict[str, tuple[str, str, dict]], dict[str, object],
+                                          list[str] | None, str]:
+    """(each option name's (action, dest, kwargs), the defaults, the one positional's list if
+    the table has one, its nargs: "*" (one run of words) or "..." (argparse.REMAINDER: all that
+    follows))."""
     by_name: dict[str, tuple[str, str, dict]] = {}
     values: dict[str, object] = {}
-    words: list[str] | None = None  # the one positional's list, if the table has one
-    rest = ""  # its nargs: "*" (one run of words) or "..." (argparse.REMAINDER: all that follows)
+    words: list[str] | None = None
+    rest = ""
     for names, kwargs in table:
         if not names[0].startswith("-"):
             rest = kwargs.get("nargs", "")
@@ -91,55 +116,52 @@ def quick(table: Table, argv: list[str]) -> SimpleNamespace:
             action = "argparse"  # help, version, other nargs: argparse's to handle
         for n in names:
             by_name[n] = (action, dest, kwargs)
-    i = run_end = 0
-    while i < len(argv):
-        word = argv[i]
-        i += 1
-        if word.startswith("--"):
-            name, eq, attached = word.partition("=")
-            action, dest, kwargs = by_name.get(name) or ("argparse", "", {})
-            if action == "optional" and not eq:
-                i = _optional(kwargs, dest, values, argv, i)
-            elif action in ("store", "optional", "append"):
-                if not eq:
-                    if i >= len(argv) or argv[i].startswith("-"):
-                        raise Declined
-                    attached = argv[i]
-                    i += 1
-                _store(action, dest, values, _typed(kwargs, attached))
-            elif eq:
-                raise Declined  # a flag given a value: argparse's error
-            else:
-                _flag(action, dest, values)
-        elif word.startswith("-") and len(word) > 1:
-            j = 1
-            while j < len(word):
-                action, dest, kwargs = by_name.get("-" + word[j]) or ("argparse", "", {})
-                j += 1
-                if action == "optional" and j == len(word):
-                    i = _optional(kwargs, dest, values, argv, i)
-                    break
-                if action in ("store", "optional", "append"):
-                    attached = word[j:]
-                    if not attached:
-                        if i >= len(argv) or argv[i].startswith("-"):
-                            raise Declined
-                        attached = argv[i]
-                        i += 1
-                    elif "=" in attached:
-                        raise Declined  # `-o=FMT` and `-oa=b`: argparse splits at '='
-                    _store(action, dest, values, _typed(kwargs, attached))
-                    break
-                _flag(action, dest, values)
-        elif words is None or word == "-" or (words and run_end != i - 1):
-            raise Declined  # no positional taken, '-', or a second run of words
-        elif rest == "...":
-            words += argv[i - 1:]
+    return by_name, values, words, rest
+
+
+def _quick_long(word: str, argv: list[str], i: int, by_name: dict[str, tuple[str, str, dict]],
+                values: dict[str, object]) -> int:
+    """`--name[=value]` (its value argv[i] where it takes one): the index after it."""
+    name, eq, attached = word.partition("=")
+    action, dest, kwargs = by_name.get(name) or ("argparse", "", {})
+    if action == "optional" and not eq:
+        i = _optional(kwargs, dest, values, argv, i)
+    elif action in ("store", "optional", "append"):
+        if not eq:
+            if i >= len(argv) or argv[i].startswith("-"):
+                raise Declined
+            attached = argv[i]
+            i += 1
+        _store(action, dest, values, _typed(kwargs, attached))
+    elif eq:
+        raise Declined  # a flag given a value: argparse's error
+    else:
+        _flag(action, dest, values)
+    return i
+
+
+def _quick_shorts(word: str, argv: list[str], i: int,
+                  by_name: dict[str, tuple[str, str, dict]], values: dict[str, object]) -> int:
+    """A cluster of short options (-la, -n4, -n 4): the index after it."""
+    j = 1
+    while j < len(word):
+        action, dest, kwargs = by_name.get("-" + word[j]) or ("argparse", "", {})
+        j += 1
+        if action == "optional" and j == len(word):
+            return _optional(kwargs, dest, values, argv, i)
+        if action in ("store", "optional", "append"):
+            attached = word[j:]
+            if not attached:
+                if i >= len(argv) or argv[i].startswith("-"):
+                    raise Declined
+                attached = argv[i]
+                i += 1
+            elif "=" in attached:
+                raise Declined  # `-o=FMT` and `-oa=b`: argparse splits at '='
+            _store(action, dest, values, _typed(kwargs, attached))
             break
-        else:
-            words.append(word)
-            run_end = i
-    return SimpleNamespace(**values)
+        _flag(action, dest, values)
+    return i
 
 
 def _optional(kwargs: dict, dest: str, values: dict, argv: list[str], i: int) -> int:
@@ -204,6 +226,27 @@ def getopt(table: Table, argv: list[str], exact: tuple[str, ...] = ()
     every abbreviation means what it means to the Slurm command. A word getopt refuses is a
     GetoptError in glibc's words; --help and --version are answered by the caller (their dests
     are set)."""
+    longs, shorts, values = _getopt_table(table)
+    words: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        i += 1
+        if word == "--":
+            words += argv[i:]
+            break
+        if not word.startswith("-") or word == "-":
+            words.append(word)
+        elif word.startswith("--"):
+            i = _getopt_long(word, argv, i, longs, exact, values)
+        else:
+            i = _getopt_shorts(word, argv, i, shorts, values)
+    return SimpleNamespace(**values), words
+
+
+def _getopt_table(table: Table) -> tuple[dict[str, tuple[str, int, dict]],
+                                         dict[str, tuple[str, int, dict]], dict[str, object]]:
+    """(long names' (dest, has_arg, kwargs), short letters' likewise, the defaults)."""
     longs: dict[str, tuple[str, int, dict]] = {}
     shorts: dict[str, tuple[str, int, dict]] = {}
     values: dict[str, object] = {}
@@ -221,53 +264,53 @@ def getopt(table: Table, argv: list[str], exact: tuple[str, ...] = ()
                 longs[n[2:]] = entry
             else:
                 shorts[n[1:]] = entry
-    words: list[str] = []
-    i = 0
-    while i < len(argv):
-        word = argv[i]
+    return longs, shorts, values
+
+
+def _getopt_long(word: str, argv: list[str], i: int, longs: dict[str, tuple[str, int, dict]],
+                 exact: tuple[str, ...], values: dict[str, object]) -> int:
+    """`--name[=value]` (a required value is argv[i] when not attached): the index after it."""
+    name, eq, text = word[2:].partition("=")
+    full = _long(name, longs, exact)
+    dest, arg, kwargs = longs[full]
+    if arg == NO:
+        if eq:
+            raise GetoptError(f"option '--{full}' doesn't allow an argument")
+        _apply(values, dest, kwargs, None)
+    elif eq or arg == OPTIONAL:
+        _apply(values, dest, kwargs, text if eq else None)
+    elif i < len(argv):
+        _apply(values, dest, kwargs, argv[i])
         i += 1
-        if word == "--":
-            words += argv[i:]
-            break
-        if not word.startswith("-") or word == "-":
-            words.append(word)
+    else:
+        raise GetoptError(f"option '--{full}' requires an argument")
+    return i
+
+
+def _getopt_shorts(word: str, argv: list[str], i: int,
+                   shorts: dict[str, tuple[str, int, dict]], values: dict[str, object]) -> int:
+    """A cluster of short options (a required value is the rest of the word, else argv[i]):
+    the index after it."""
+    j = 1
+    while j < len(word):
+        letter = word[j]
+        if letter not in shorts:
+            raise GetoptError(f"invalid option -- '{letter}'")
+        dest, arg, kwargs = shorts[letter]
+        rest = word[j + 1:]
+        if arg == NO:
+            _apply(values, dest, kwargs, None)
+            j += 1
             continue
-        if word.startswith("--"):
-            name, eq, text = word[2:].partition("=")
-            full = _long(name, longs, exact)
-            dest, arg, kwargs = longs[full]
-            if arg == NO:
-                if eq:
-                    raise GetoptError(f"option '--{full}' doesn't allow an argument")
-                _apply(values, dest, kwargs, None)
-            elif eq or arg == OPTIONAL:
-                _apply(values, dest, kwargs, text if eq else None)
-            elif i < len(argv):
-                _apply(values, dest, kwargs, argv[i])
-                i += 1
-            else:
-                raise GetoptError(f"option '--{full}' requires an argument")
-            continue
-        j = 1
-        while j < len(word):
-            letter = word[j]
-            if letter not in shorts:
-                raise GetoptError(f"invalid option -- '{letter}'")
-            dest, arg, kwargs = shorts[letter]
-            rest = word[j + 1:]
-            if arg == NO:
-                _apply(values, dest, kwargs, None)
-                j += 1
-                continue
-            if rest or arg == OPTIONAL:
-                _apply(values, dest, kwargs, rest or None)
-            elif i < len(argv):
-                _apply(values, dest, kwargs, argv[i])
-                i += 1
-            else:
-                raise GetoptError(f"option requires an argument -- '{letter}'")
-            break
-    return SimpleNamespace(**values), words
+        if rest or arg == OPTIONAL:
+            _apply(values, dest, kwargs, rest or None)
+        elif i < len(argv):
+            _apply(values, dest, kwargs, argv[i])
+            i += 1
+        else:
+            raise GetoptError(f"option requires an argument -- '{letter}'")
+        break
+    return i
 
 
 def _long(name: str, longs: dict[str, tuple[str, int, dict]], exact: tuple[str, ...]) -> str:

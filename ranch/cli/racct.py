@@ -107,7 +107,9 @@ OPTIONS: Table = (
     (("-V", "--version"), {"action": "version", "version": lambda: version_text("racct")}),
 )
 OWN = ("--server", "--key-file", "--conf")
-# the options sacct_filters.py checks and filters on (imported only when one is given)
+# the options sacct_filters.py filters on without checking them first, and those it checks and
+# filters on (imported only when one is given)
+NARROWED = ("name", "partition", "accounts", "nodelist")
 CHECKED = ("gid", "user", "nnodes", "ncpus", "timelimit_min", "timelimit_max", "units",
            "whole_hetjob", "flags", "reason", "file", "yaml", "batch_script", "env_vars", "long",
            "constraints", "qos", "wckeys", "associations")
@@ -240,28 +242,14 @@ def request_body(args: Namespace, now: float) -> dict:
 
 
 def narrow(args: Namespace, records: list[dict]) -> list[dict]:
-    """The filters the controller leaves to the command (--name, -r, -A, -N)."""
-    out = records
-    for opt, keyname, lower in (("name", "name", False), ("partition", "partition", False),
-                                ("accounts", "account", True)):
-        text = getattr(args, opt)
-        if text:
-            words = {w.strip().lower() if lower else w.strip() for w in text.split(",")}
-            out = [r for r in out if ((r.get(keyname) or "").lower() if lower
-                                      else r.get(keyname)) in words]
-    if args.nodelist:
-        from ranch.conf.hostlist import expand
-
-        try:
-            wanted = set(expand(args.nodelist))
-        except ValueError:  # sacct takes what it cannot expand as the name it is
-            wanted = {args.nodelist}
-        out = [r for r in out if r.get("nodes") and wanted & set(expand(r["nodes"]))]
-    if not any(getattr(args, d) not in (None, False) for d in CHECKED):
-        return out
+    """The filters the controller leaves to the command (cli/sacct_filters.py, loaded only when
+    one is given)."""
+    if not any(getattr(args, d) for d in NARROWED) and \
+            not any(getattr(args, d) not in (None, False) for d in CHECKED):
+        return records
     from ranch.cli.sacct_filters import narrow as sacct_narrow
 
-    return sacct_narrow(args, out)
+    return sacct_narrow(args, records)
 
 
 def render(args: Namespace, records: list[dict], now: float) -> str:
@@ -273,16 +261,6 @@ def render(args: Namespace, records: list[dict], now: float) -> str:
         return sf.parsable(fields, body, not args.noheader, trailing=not args.parsable2,
                            delimiter=args.delimiter)
     return sf.table(fields, body, not args.noheader)
-
-
-def help_format() -> str:
-    from ranch.cli.sacct_fields import WIDTHS
-
-    names = list(WIDTHS)
-    lines = []
-    for i in range(0, len(names), 4):
-        lines.append("".join(n.ljust(20) for n in names[i:i + 4]).rstrip())
-    return "\n".join(lines) + "\n"
 
 
 def fetch(args: Namespace, now: float) -> tuple[float, list[dict], int]:
@@ -341,6 +319,8 @@ def run(argv: list[str]) -> int:
     if args is None:
         return 0
     if args.helpformat:
+        from ranch.cli.sacct_fields import help_format
+
         sys.stdout.write(help_format())
         return 0
     now = time.time()

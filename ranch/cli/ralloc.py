@@ -71,7 +71,9 @@ def _usage_error(exc: so.OptionError) -> CliError:
 
 
 def help_text(name: str) -> str:
-    return so.help_text(name, OPTIONS, (
+    from ranch.cli.sbatch_help import help_text
+
+    return help_text(name, OPTIONS, (
         f"Usage: {name} [OPTIONS...] [command [args...]]", "",
         "Allocates nodes, runs the command here (your login shell when none is given) with",
         "the allocation's SLURM_* variables, and releases the nodes when it ends. Options Ranch",
@@ -89,7 +91,9 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, list[str]]:
     """(every option value: the command line's over the SALLOC_* variables', the command)."""
     try:
         cli, rest = so.parse(argv, options=OPTIONS)
-        from_env = so.from_environment(environ, ENV_VARS, OPTIONS)
+        from ranch.cli.sbatch_env import from_environment
+
+        from_env = from_environment(environ, ENV_VARS, OPTIONS)
     except so.OptionError as exc:
         raise _usage_error(exc) from None
     name = prog("ralloc")

@@ -94,7 +94,9 @@ def script_values(script: str) -> dict[str, object]:
     #PBS lines stand for, which win over them (sbatch reads #PBS lines second)."""
     values: dict[str, object] = {}
     try:
-        for line, words in so.directive_words(script, DIRECTIVES):
+        # a script without directives loads nothing more (rbatch's import budget)
+        lines = [] if not any(tag in script for tag in DIRECTIVES) else _directives(script)
+        for line, words in lines:
             found, _ = so.parse(words, where=f" (script line {line})", positional=False)
             for key in found:
                 if key in so.COMMAND_LINE_ONLY:
@@ -111,6 +113,12 @@ def script_values(script: str) -> dict[str, object]:
     return values
 
 
+def _directives(script: str) -> list[tuple[int, list[str]]]:
+    from ranch.cli.sbatch_script import directive_words
+
+    return directive_words(script, DIRECTIVES)
+
+
 def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, dict, list[str], str, str]:
     """(every option value, those given as words: the command line's and the script's, as
     sbatch counts them; script args, script text, command path)."""
@@ -120,10 +128,14 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, dict, list[s
         raise _usage_error(exc) from None
     name = prog("rbatch")
     if cli.get("help"):
-        sys.stdout.write(so.help_text(name))
+        from ranch.cli.sbatch_help import help_text
+
+        sys.stdout.write(help_text(name))
         raise SystemExit(0)
     if cli.get("usage"):
-        sys.stdout.write(so.usage_text(name))
+        from ranch.cli.sbatch_help import usage_text
+
+        sys.stdout.write(usage_text(name))
         raise SystemExit(0)
     if cli.get("version"):
         print(version_text("rbatch"))
@@ -133,8 +145,10 @@ def gather(argv: list[str], environ: dict[str, str]) -> tuple[dict, dict, list[s
     so.check_ints(cli)
     check_words(cli)  # slurm_opt.c's refusals come before the script is looked for
     script, command, script_args = read_script(cli, rest)
+    from ranch.cli.sbatch_env import from_environment  # (sbatch_request's too: no extra load)
+
     try:
-        from_env = so.from_environment(environ)
+        from_env = from_environment(environ)
     except so.OptionError as exc:
         raise _usage_error(exc) from None
     in_script = script_values(script)

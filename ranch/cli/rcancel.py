@@ -154,7 +154,7 @@ def run(argv: list[str]) -> int:
     specified` (not said with -Q) and exit 1, and the filters choose among the rest."""
     from ranch.cli.controller import request
     from ranch.cli.credential import user_name
-    from ranch.cli.job_requests import fetch_jobs, parse_job_ids
+    from ranch.cli.job_requests import fetch_jobs
 
     args = quickargs.parse(OPTIONS, argv, build_parser)
     if args.usage:
@@ -176,10 +176,44 @@ def run(argv: list[str]) -> int:
     jobs = None
     if not plain or any("_" in w for w in args.job_ids):
         _, jobs = fetch_jobs(target)
+    steps = split_steps(args.job_ids)  # scancel 12.1: those words name steps, not jobs
+    found, missing = _named(args.job_ids, jobs, plain)
+    ids = tuple(found)
+    failed = _say_missing(args, missing, plain, sig, me)
+    only_user = args.user or ""
+    if args.job_ids and not ids and not steps:  # none names a job: nothing to ask
+        return failed
+    if filters:
+        assert jobs is not None
+        ids = tuple(filtered(args, jobs, ids))
+        only_user = ""
+        if not ids and not steps:
+            if args.verbose:
+                print(f"{me}: no job matches", file=sys.stderr)
+            return failed
+    elif only_user and only_user.isdigit():  # --me, -u UID: the controller matches names
+        names = {j.get("user") for j in (jobs or fetch_jobs(target)[1])
+                 if str(j.get("uid")) == only_user}
+        only_user = names.pop() if len(names) == 1 else only_user
+    body = {"job_ids": list(ids), "user": user_name(), "uid": os.getuid(),
+            "signal": sig, "only_user": only_user, "steps": [list(s) for s in steps]}
+    if args.verbose:
+        for jid, sid in steps:
+            print(f"{me}: {'Signal' if sig else 'Terminating'} step {jid}.{sid}",
+                  file=sys.stderr)
+    result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
+    return _said(args, result, ids, steps, plain, sig, failed)
+
+
+def _named(words: list[str], jobs: list[dict] | None, plain: bool
+           ) -> tuple[list[int], list[str]]:
+    """(the job ids the words name, the words that name no job: no active one unless
+    `plain`); steps (`12.1`) are left to split_steps."""
+    from ranch.cli.job_requests import parse_job_ids
+
     found: list[int] = []
     missing: list[str] = []  # words that name no (active) job
-    steps = split_steps(args.job_ids)  # scancel 12.1: those words name steps, not jobs
-    for word in args.job_ids:
+    for word in words:
         for part in _words(word):
             part = part.strip()
             if "." in part or not part:
@@ -203,7 +237,12 @@ def run(argv: list[str]) -> int:
                     missing.append(part)
                     continue
             found += hits
-    ids = tuple(found)
+    return found, missing
+
+
+def _say_missing(args: Namespace, missing: list[str], plain: bool, sig: int, me: str) -> int:
+    """scancel's lines for the words that name no job: errors (exit 1) unless the ids were
+    sent as given, where only -v says them."""
     failed = 0
     if not plain:
         for part in missing:
@@ -216,28 +255,13 @@ def run(argv: list[str]) -> int:
             print(f"{me}: {'Signal' if sig else 'Terminating'} job {part}", file=sys.stderr)
             print(f"{me}: error: {_kill_error(part, 'Invalid job id specified')}",
                   file=sys.stderr)
-    only_user = args.user or ""
-    if args.job_ids and not ids and not steps:  # none names a job: nothing to ask
-        return failed
-    if filters:
-        assert jobs is not None
-        ids = tuple(filtered(args, jobs, ids))
-        only_user = ""
-        if not ids and not steps:
-            if args.verbose:
-                print(f"{me}: no job matches", file=sys.stderr)
-            return failed
-    elif only_user and only_user.isdigit():  # --me, -u UID: the controller matches names
-        names = {j.get("user") for j in (jobs or fetch_jobs(target)[1])
-                 if str(j.get("uid")) == only_user}
-        only_user = names.pop() if len(names) == 1 else only_user
-    body = {"job_ids": list(ids), "user": user_name(), "uid": os.getuid(),
-            "signal": sig, "only_user": only_user, "steps": [list(s) for s in steps]}
-    if args.verbose:
-        for jid, sid in steps:
-            print(f"{me}: {'Signal' if sig else 'Terminating'} step {jid}.{sid}",
-                  file=sys.stderr)
-    result = request(target, "CancelJobs", body, want="JobResult", timeout=30.0)
+    return failed
+
+
+def _said(args: Namespace, result: dict, ids: tuple[int, ...], steps: list[tuple[int, int]],
+          plain: bool, sig: int, failed: int) -> int:
+    """What scancel says of the controller's answer, and its exit code."""
+    me = prog("rcancel")
     if args.verbose:
         step_jobs = {jid for jid, _ in steps} - set(ids)  # their lines were printed above
         for jid in [j for j in result.get("job_ids") or () if j not in step_jobs]:

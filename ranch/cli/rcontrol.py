@@ -250,132 +250,6 @@ def show_config(s: Session) -> int:
     return 0
 
 
-def parse_admin_state(text: str) -> str:
-    from ranch.statemachine.events import parse_admin_state as parse
-
-    return parse(text)
-
-
-UPDATE_KEYS = {"nodename": "NodeName", "nodes": "NodeName", "state": "State", "reason": "Reason"}
-
-
-def parse_update(words: list[str]) -> tuple[str, str | None, str | None]:
-    """(node expression, canonical State= word or None, Reason or None) from Key=Value words."""
-    from ranch.cli.keyvalue import parse_key_values
-
-    given = parse_key_values("update", words, UPDATE_KEYS,
-                             "Ranch updates NodeName, State, Reason")
-    node_expr, reason = given.get("NodeName"), given.get("Reason")
-    state = None
-    if "State" in given:
-        try:
-            state = parse_admin_state(given["State"])
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
-    if not node_expr:
-        raise CliError("update: NodeName=HOSTLIST is required")
-    if state is None and reason is None:
-        raise CliError("update: nothing to change; give State= and/or Reason=")
-    from ranch.statemachine.events import REASON_REQUIRED, REASON_REQUIRED_MESSAGE
-
-    if state in REASON_REQUIRED and not (reason or "").strip():
-        raise CliError(REASON_REQUIRED_MESSAGE)
-    if node_expr.upper() != "ALL":
-        try:
-            expand(node_expr)
-        except ValueError as exc:
-            raise CliError(f"NodeName={node_expr}: {exc}") from None
-    return node_expr, state, reason
-
-
-def update(s: Session, words: list[str]) -> int:
-    if any(w.lower().startswith("jobid=") for w in words):  # a job's fields (cli/job_update.py)
-        from ranch.cli.job_update import update_job
-
-        return update_job(s.target, words, s.acting())
-    node_expr, state, reason = parse_update(words)
-    user, uid = s.acting()
-    body = {
-        "node_names": "ALL" if node_expr.upper() == "ALL" else node_expr,
-        "state": state,
-        "reason": reason,
-        "user": user,
-        "uid": uid,
-    }
-    result = ask(s.target, "UpdateNodes", body, want="UpdateResult")
-    errors = result.get("errors") or ()
-    if any(err.startswith("unknown node") for err in errors):
-        # scontrol's line, which scripts match; the names follow on the next line.
-        print("slurm_update error: Invalid node name specified", file=sys.stderr)
-    for err in errors:
-        print(f"{prog('rcontrol')}: error: {err}", file=sys.stderr)
-    ok = result.get("ok") is True
-    if not ok and not errors:
-        print(f"{prog('rcontrol')}: error: the controller refused the update", file=sys.stderr)
-    return 0 if ok else 1
-
-
-def reconfigure(s: Session) -> int:
-    import getpass
-
-    result = ask(s.target, "Reconfigure", {"user": getpass.getuser()}, want="ReconfigureResult")
-    for warning in result.get("warnings") or ():  # the new config's, as rctld logged them
-        print(f"{prog('rcontrol')}: warning: {warning}", file=sys.stderr)
-    if result.get("ok") is True:
-        return 0
-    print(f"{prog('rcontrol')}: error: reconfigure failed; the controller keeps its running config",
-          file=sys.stderr)
-    for err in result.get("errors") or ():
-        print(err, file=sys.stderr)
-    return 1
-
-
-def takeover(s: Session) -> int:
-    """scontrol takeover: the controller that serves hands over to a standby (silent, as
-    scontrol is, when done)."""
-    import getpass
-
-    ask(s.target, "Takeover", {"user": getpass.getuser()}, want="Ack")
-    return 0
-
-
-def ping(s: Session) -> int:
-    """Each controller as scontrol ping shows it: primary, then backup (backup1, backup2, ...
-    when there are more than two), UP or DOWN. A standby answers a ping too: UP. As measured
-    on Slurm 22.05 (tests/conformance/test_ping.py): nothing on stderr, exit 1 only when no
-    controller is UP, and for root a banner under the lines when one is DOWN."""
-    import os
-
-    from ranch.cli.controller import Target
-
-    controllers = s.target.controllers
-    up = 0
-    for i, (name, host, port) in enumerate(controllers):
-        mode = "primary" if i == 0 else "backup" if len(controllers) == 2 else f"backup{i}"
-        one = Target(host, port, s.target.key_path, s.target.origin, s.target.munge)
-        try:
-            ask(one, "Ping", want="Pong", timeout=5.0)
-            state = "UP"
-            up += 1
-        except CliError:
-            state = "DOWN"
-        print(f"Slurmctld({mode}) at {_shown_host(name)} is {state}")
-    if up < len(controllers) and os.getuid() == 0:
-        print("*****************************************\n"
-              "** RESTORE SLURMCTLD DAEMON TO SERVICE **\n"
-              "*****************************************")
-    return 0 if up else 1
-
-
-def _shown_host(name: str) -> str:
-    """Slurm's read_config names a SlurmctldHost of "localhost" by this host's short name."""
-    if name != "localhost":
-        return name
-    import socket
-
-    return socket.gethostname().split(".")[0]
-
-
 # Options scontrol also takes after the command (`show node n1 -o`).
 _TRAILING_FLAGS = {"-o": "oneliner", "--oneliner": "oneliner", "-a": "all", "--all": "all",
                    "--json": "json"}
@@ -400,24 +274,9 @@ def as_user(text: str) -> tuple[str, int]:
 
 
 def run(args: Namespace) -> int:
-    if args.uid is not None:
-        try:
-            as_user(args.uid)
-        except CliError as exc:
-            if not exc.message.endswith(" invalid"):
-                raise
-            # scontrol says so and exits with its exit code so far: 0 (scontrol.c, case 'u')
-            print(f"{prog('rcontrol')}: error: {exc.message}", file=sys.stderr)
-            return 0
-    words = []
-    for word in args.words:
-        flag = _TRAILING_FLAGS.get(word)
-        if flag is None:
-            words.append(word)
-        else:
-            setattr(args, flag, True)
-    if not words:
-        raise CliError("no command given; try: show, update, reconfigure, ping")
+    if args.uid is not None and not _uid_given_well(args.uid):
+        return 0
+    words = _command_words(args)
     command = _pick(words[0], COMMANDS, "command")
     if command == "help":
         build_parser().print_help()
@@ -433,40 +292,90 @@ def run(args: Namespace) -> int:
         raise CliError("create takes `reservation K=V...`", code=2)
     if command == "update":
         return update(s, words[1:])
-    if command in ("approve", "reject", "delete", "events"):
-        from ranch.cli import events_view
-
-        if command == "events":
-            return events_view.events_command(s.target, words[1:], s.args.json)
-        return events_view.membership_command(s.target, command, words[1:])
-    if command in ("confirm", "reset"):
-        from ranch.cli import guards_view
-
-        if command == "confirm":
-            return guards_view.confirm(s.target, words[1:])
-        return guards_view.reset(s.target, words[1:])
-    if command in ("reboot", "reboot_nodes", "cancel_reboot"):
-        from ranch.cli import reboot_command
-
-        if command == "cancel_reboot":
-            return reboot_command.cancel_reboot(s.target, words[1:])
-        return reboot_command.reboot(s.target, words[1:])
-    if command in ("requeue", "requeuehold", "hold", "uhold", "release"):
-        from ranch.cli.show_jobs import job_action
-
-        return job_action(s.target, command, words[1:], s.acting())
+    done = _in_views(s, command, words[1:])
+    if done is not None:
+        return done
     if len(words) > 1:
         raise CliError(f"{command} takes no arguments")
-    if command == "reconfigure":
-        return reconfigure(s)
-    if command == "takeover":
-        return takeover(s)
     if command == "version":
         from ranch.cli.slurm_names import active
 
         print(version_text("rcontrol") if active() else f"ranch {VERSION}")
         return 0
-    return ping(s)
+    from ranch.cli import controller_commands
+
+    if command == "reconfigure":
+        return controller_commands.reconfigure(s.target)
+    if command == "takeover":
+        return controller_commands.takeover(s.target)
+    return controller_commands.ping(s.target)
+
+
+def _uid_given_well(text: str) -> bool:
+    """-u/--uid: False when it names no user (scontrol says so and exits with its exit code so
+    far: 0, scontrol.c case 'u'); any other refusal is an error."""
+    try:
+        as_user(text)
+    except CliError as exc:
+        if not exc.message.endswith(" invalid"):
+            raise
+        print(f"{prog('rcontrol')}: error: {exc.message}", file=sys.stderr)
+        return False
+    return True
+
+
+def _command_words(args: Namespace) -> list[str]:
+    """The command and its words; scontrol's flags among them (`show node n1 -o`) set."""
+    words = []
+    for word in args.words:
+        flag = _TRAILING_FLAGS.get(word)
+        if flag is None:
+            words.append(word)
+        else:
+            setattr(args, flag, True)
+    if not words:
+        raise CliError("no command given; try: show, update, reconfigure, ping")
+    return words
+
+
+def _in_views(s: Session, command: str, rest: list[str]) -> int | None:
+    """The commands whose modules are their own (membership and events, guards, reboots, job
+    actions); None for the others."""
+    if command in ("approve", "reject", "delete", "events"):
+        from ranch.cli import events_view
+
+        if command == "events":
+            return events_view.events_command(s.target, rest, s.args.json)
+        return events_view.membership_command(s.target, command, rest)
+    if command in ("confirm", "reset"):
+        from ranch.cli import guards_view
+
+        if command == "confirm":
+            return guards_view.confirm(s.target, rest)
+        return guards_view.reset(s.target, rest)
+    if command in ("reboot", "reboot_nodes", "cancel_reboot"):
+        from ranch.cli import reboot_command
+
+        if command == "cancel_reboot":
+            return reboot_command.cancel_reboot(s.target, rest)
+        return reboot_command.reboot(s.target, rest)
+    if command in ("requeue", "requeuehold", "hold", "uhold", "release"):
+        from ranch.cli.show_jobs import job_action
+
+        return job_action(s.target, command, rest, s.acting())
+    return None
+
+
+def update(s: Session, words: list[str]) -> int:
+    if any(w.lower().startswith("jobid=") for w in words):  # a job's fields (cli/job_update.py)
+        from ranch.cli.job_update import update_job
+
+        return update_job(s.target, words, s.acting())
+    from ranch.cli.node_update import parse_update, update_nodes  # nodes: cli/node_update.py
+
+    node_expr, state, reason = parse_update(words)
+    user, uid = s.acting()
+    return update_nodes(s.target, node_expr, state, reason, user, uid)
 
 
 def _is_reservation(words: list[str]) -> bool:

@@ -372,3 +372,12 @@ def parsable(fields: list[tuple[str, int]], body: list[list[str]], header: bool,
     lines = [delimiter.join(f for f, _ in fields) + end] if header else []
     lines += [delimiter.join(row) + end for row in body]
     return "".join(line + "\n" for line in lines)
+
+
+def help_format() -> str:
+    """sacct -e: the field names, four to a line."""
+    names = list(WIDTHS)
+    lines = []
+    for i in range(0, len(names), 4):
+        lines.append("".join(n.ljust(20) for n in names[i:i + 4]).rstrip())
+    return "\n".join(lines) + "\n"

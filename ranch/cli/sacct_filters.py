@@ -178,9 +178,24 @@ def _in_range(value: int | None, rng: tuple[int, int | None]) -> bool:
 
 
 def narrow(args: Namespace, records: list[dict]) -> list[dict]:
-    """The filters of sacct's that the controller leaves to the command: -g, -i, -I, -k, -K,
-    -C, -R, -q, -W, -x."""
+    """The filters of sacct's that the controller leaves to the command: --name, -r, -A, -N,
+    -g, -i, -I, -k, -K, -C, -R, -q, -W, -x."""
     out = records
+    for opt, keyname, lower in (("name", "name", False), ("partition", "partition", False),
+                                ("accounts", "account", True)):
+        text = getattr(args, opt)
+        if text:
+            words = {w.strip().lower() if lower else w.strip() for w in text.split(",")}
+            out = [r for r in out if ((r.get(keyname) or "").lower() if lower
+                                      else r.get(keyname)) in words]
+    if args.nodelist:
+        from ranch.conf.hostlist import expand
+
+        try:
+            wanted = set(expand(args.nodelist))
+        except ValueError:  # sacct takes what it cannot expand as the name it is
+            wanted = {args.nodelist}
+        out = [r for r in out if r.get("nodes") and wanted & set(expand(r["nodes"]))]
     if args.gid is not None:
         gids = set(ids(args.gid, group=True))
         out = [r for r in out if r.get("gid") in gids]

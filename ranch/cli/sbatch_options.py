@@ -1,5 +1,6 @@
-"""sbatch 22.05's options: the table (names, arguments, SBATCH_* variables) and a getopt_long
-reader for the command line, `#SBATCH` lines and the input environment variables.
+"""sbatch 22.05's options: the table (names, arguments) and a getopt_long reader for the command
+line and `#SBATCH` lines (those lines: cli/sbatch_script.py; the input environment variables:
+cli/sbatch_env.py; --help: cli/sbatch_help.py).
 
 sbatch reads its options with getopt_long, not argparse: an optional argument only attaches
 with `=` (`--exclusive job.sh` is a flag and a script, never `--exclusive=job.sh`), long names
@@ -158,37 +159,6 @@ RANCH_OPTS: tuple[Opt, ...] = (
 # Options the command line takes but a script line or a variable may not set.
 COMMAND_LINE_ONLY = frozenset({"help", "usage", "version", "server", "key-file", "conf", "wrap"})
 ACTED = frozenset(o.long for o in _TABLE if o.help)
-# sbatch 22.05's input environment variables (src/sbatch/opt.c env_vars[]), in its order.
-ENV_VARS: tuple[tuple[str, str], ...] = (
-    ("SBATCH_ACCOUNT", "account"), ("SBATCH_ARRAY_INX", "array"),
-    ("SBATCH_ACCTG_FREQ", "acctg-freq"), ("SBATCH_BATCH", "batch"),
-    ("SBATCH_BURST_BUFFER", "bb"), ("SBATCH_CLUSTER_CONSTRAINT", "cluster-constraint"),
-    ("SBATCH_CLUSTERS", "clusters"), ("SLURM_CLUSTERS", "clusters"),
-    ("SBATCH_CONTAINER", "container"), ("SBATCH_CONSTRAINT", "constraint"),
-    ("SBATCH_CORE_SPEC", "core-spec"), ("SBATCH_CPU_FREQ_REQ", "cpu-freq"),
-    ("SBATCH_CPUS_PER_GPU", "cpus-per-gpu"), ("SBATCH_DEBUG", "verbose"),
-    ("SBATCH_DELAY_BOOT", "delay-boot"), ("SBATCH_DISTRIBUTION", "distribution"),
-    ("SBATCH_EXCLUSIVE", "exclusive"), ("SBATCH_EXPORT", "export"),
-    ("SBATCH_GET_USER_ENV", "get-user-env"), ("SBATCH_GRES", "gres"),
-    ("SBATCH_GRES_FLAGS", "gres-flags"), ("SBATCH_GPUS", "gpus"),
-    ("SBATCH_GPU_BIND", "gpu-bind"), ("SBATCH_GPU_FREQ", "gpu-freq"),
-    ("SBATCH_GPUS_PER_NODE", "gpus-per-node"), ("SBATCH_GPUS_PER_SOCKET", "gpus-per-socket"),
-    ("SBATCH_GPUS_PER_TASK", "gpus-per-task"), ("SLURM_HINT", "hint"), ("SBATCH_HINT", "hint"),
-    ("SBATCH_JOB_NAME", "job-name"), ("SBATCH_MEM_BIND", "mem-bind"),
-    ("SBATCH_MEM_PER_CPU", "mem-per-cpu"), ("SBATCH_MEM_PER_GPU", "mem-per-gpu"),
-    ("SBATCH_MEM_PER_NODE", "mem"), ("SBATCH_NETWORK", "network"),
-    ("SBATCH_NO_KILL", "no-kill"), ("SBATCH_NO_REQUEUE", "no-requeue"),
-    ("SBATCH_OPEN_MODE", "open-mode"), ("SBATCH_OVERCOMMIT", "overcommit"),
-    ("SBATCH_PARTITION", "partition"), ("SBATCH_POWER", "power"),
-    ("SBATCH_PROFILE", "profile"), ("SBATCH_QOS", "qos"), ("SBATCH_REQ_SWITCH", "switches"),
-    ("SBATCH_REQUEUE", "requeue"), ("SBATCH_RESERVATION", "reservation"),
-    ("SBATCH_SIGNAL", "signal"), ("SBATCH_SPREAD_JOB", "spread-job"),
-    ("SBATCH_THREAD_SPEC", "thread-spec"), ("SBATCH_THREADS_PER_CORE", "threads-per-core"),
-    ("SBATCH_TIMELIMIT", "time"), ("SBATCH_USE_MIN_NODES", "use-min-nodes"),
-    ("SBATCH_WAIT", "wait"), ("SBATCH_WAIT_ALL_NODES", "wait-all-nodes"),
-    ("SBATCH_WCKEY", "wckey"), ("SBATCH_ERROR", "error"), ("SBATCH_INPUT", "input"),
-    ("SBATCH_OUTPUT", "output"),
-)
 # Options whose repeats add up rather than replace (sbatch ORs mail types together).
 _ADDITIVE = frozenset({"mail-type"})
 # Other names of one setting: (option, the key it is stored under, the value stored for a flag).
@@ -226,7 +196,9 @@ def _lookup_long(name: str, where: str, by_long: dict[str, Opt] = BY_LONG) -> Op
     raise OptionError(f"option '--{name}' is ambiguous; possibilities: {names}{where}")
 
 
-def _store(values: dict[str, object], opt: Opt, value: object) -> None:
+def store(values: dict[str, object], opt: Opt, value: object) -> None:
+    """One option's value among `values`, under the name of its setting (repeats that add up
+    joined)."""
     key, flag_value = _SAME.get(opt.long, (opt.long, None))
     if flag_value is not None:
         value = flag_value
@@ -249,7 +221,6 @@ def parse(words: Iterable[str], *, where: str = "", positional: bool = True,
     by_short = options.by_short if options is not None else BY_SHORT
     words = list(words)
     values: dict[str, object] = {}
-    opt: Opt | None  # None: a letter with no option
     i = 0
     while i < len(words):
         word = words[i]
@@ -261,122 +232,67 @@ def parse(words: Iterable[str], *, where: str = "", positional: bool = True,
             raise OptionError(f"invalid directive {word!r}{where}: not an option")
         i += 1
         if word.startswith("--"):
-            name, eq, text = word[2:].partition("=")
-            opt = _lookup_long(name, where, by_long)
-            if opt.arg == NO:
-                if eq:
-                    raise OptionError(f"option '--{opt.long}' doesn't allow an argument{where}")
-                _store(values, opt, True)
-            elif opt.arg == OPTIONAL:  # an empty one is none (slurm_process_option)
-                _store(values, opt, text if eq and text else None)
-            elif eq:
-                _store(values, opt, text)
-            elif i < len(words):
-                _store(values, opt, words[i])
-                i += 1
-            else:
-                raise OptionError(f"option '--{opt.long}' requires an argument{where}")
-            continue
-        j = 1  # a cluster of short options: -Hv, -N2, -N 2
-        while j < len(word):
-            letter = word[j]
-            opt = by_short.get(letter)
-            if opt is None:
-                raise OptionError(f"invalid option -- '{letter}'{where}")
-            rest = word[j + 1:]
-            if opt.arg == NO:
-                _store(values, opt, True)
-                j += 1
-                continue
-            if rest:
-                _store(values, opt, rest)
-            elif opt.arg == OPTIONAL:
-                _store(values, opt, None)
-            elif i < len(words):
-                _store(values, opt, words[i])
-                i += 1
-            else:
-                raise OptionError(f"option requires an argument -- '{letter}'{where}")
-            break
+            i = _long_option(word, words, i, values, where, by_long)
+        else:
+            i = _short_options(word, words, i, values, where, by_short)
     return values, []
 
 
-def _env_flag(text: str) -> bool:
-    """A flag set by a variable: empty, "yes" or a non-zero number turn it on."""
-    t = text.strip()
-    if not t or t.lower() == "yes":
-        return True
-    try:
-        return int(t) != 0
-    except ValueError:
-        return False
+def _long_option(word: str, words: list[str], i: int, values: dict[str, object], where: str,
+                 by_long: dict[str, Opt]) -> int:
+    """`--name[=value]` (its value the next word, words[i], where it needs one): the index of
+    the word after it."""
+    name, eq, text = word[2:].partition("=")
+    opt = _lookup_long(name, where, by_long)
+    if opt.arg == NO:
+        if eq:
+            raise OptionError(f"option '--{opt.long}' doesn't allow an argument{where}")
+        store(values, opt, True)
+    elif opt.arg == OPTIONAL:  # an empty one is none (slurm_process_option)
+        store(values, opt, text if eq and text else None)
+    elif eq:
+        store(values, opt, text)
+    elif i < len(words):
+        store(values, opt, words[i])
+        i += 1
+    else:
+        raise OptionError(f"option '--{opt.long}' requires an argument{where}")
+    return i
 
 
-def from_environment(env: Mapping[str, str], variables: Iterable[tuple[str, str]] = ENV_VARS,
-                     options: Options | None = None) -> dict[str, object]:
-    """The options sbatch takes from its SBATCH_* input variables (later ones in the table win,
-    as sbatch processes them in order); `variables` and `options`: another command's (salloc's
-    SALLOC_* variables and table)."""
-    by_long = options.by_long if options is not None else BY_LONG
-    values: dict[str, object] = {}
-    for var, long in variables:
-        text = env.get(var)
-        if text is None:
-            continue
-        opt = by_long[long]
+def _short_options(word: str, words: list[str], i: int, values: dict[str, object], where: str,
+                   by_short: dict[str, Opt]) -> int:
+    """A cluster of short options: -Hv, -N2, -N 2 (its value the next word, words[i]): the
+    index of the word after it."""
+    j = 1
+    while j < len(word):
+        letter = word[j]
+        opt = by_short.get(letter)
+        if opt is None:
+            raise OptionError(f"invalid option -- '{letter}'{where}")
+        rest = word[j + 1:]
         if opt.arg == NO:
-            if _env_flag(text):
-                _store(values, opt, True)
-        elif opt.arg == OPTIONAL:
-            _store(values, opt, text or None)
-        else:
-            _store(values, opt, text)
-    return values
-
-
-def directive_words(script: str, tags: tuple[str, ...]) -> list[tuple[int, list[str]]]:
-    """(line number, words) of the option lines (`#SBATCH ...`) before the first command, as
-    sbatch reads them (cli/sbatch_script.py: the tag at the line's start, `#` a comment)."""
-    out: list[tuple[int, list[str]]] = []
-    if not any(tag in script for tag in tags):
-        return out  # a script without directives loads nothing more (rbatch's import budget)
-    from ranch.cli.sbatch_script import directive_lines, split_words
-
-    for tag in tags:
-        for n, text in directive_lines(script, tag):
-            try:
-                out.append((n, split_words(text)))
-            except ValueError as exc:
-                raise OptionError(f"script line {n}: {exc}: {tag}{text}") from None
-    return sorted(out, key=lambda item: item[0])
-
-
-def help_text(prog: str, options: Options | None = None, head: Iterable[str] = ()) -> str:
-    """The help of the options Ranch acts on; `options` and `head` (its first lines): another
-    command's (ralloc's)."""
-    lines = list(head) or [
-        f"Usage: {prog} [OPTIONS...] executable [args...]", "",
-        "Options Ranch acts on (every other sbatch 22.05 option is accepted and set aside;",
-        "options also come from #SBATCH lines and SBATCH_* variables):"]
-    for o in (options.table if options is not None else (*_TABLE, *RANCH_OPTS)):
-        if not o.help:
+            store(values, opt, True)
+            j += 1
             continue
-        short = f"-{o.short}, " if o.short else "    "
-        arg = ""
-        if o.arg == REQUIRED:
-            arg = f"={o.metavar or 'VALUE'}"
-        elif o.arg == OPTIONAL:
-            arg = f"[={o.metavar or 'VALUE'}]"
-        left = f"  {short}--{o.long}{arg}"
-        lines.append(f"{left:<36} {o.help}" if len(left) < 36 else f"{left}\n{'':<37}{o.help}")
-    return "\n".join(lines) + "\n"
+        if rest:
+            store(values, opt, rest)
+        elif opt.arg == OPTIONAL:
+            store(values, opt, None)
+        elif i < len(words):
+            store(values, opt, words[i])
+            i += 1
+        else:
+            raise OptionError(f"option requires an argument -- '{letter}'{where}")
+        break
+    return i
 
 
-def usage_text(prog: str) -> str:
-    return (f"Usage: {prog} [-N nnodes] [-n ntasks] [-c ncpus] [--mem=MB] [-p partition]\n"
-            f"       [-t time] [-J jobname] [-o out] [-e err] [-d dependency] [-C list]\n"
-            f"       [--export=names] [--signal=[B:]num[@time]] [--wrap=cmd]\n"
-            f"       executable [args...]\n")
+def arg(v: Mapping[str, object], name: str) -> str:
+    """Option `name`'s argument as text, "" when not given (the readers keep an option's
+    argument as its text, True and False only for flags)."""
+    value = v.get(name)
+    return "" if value is None else str(value)
 
 
 # -- parse_int: the options Slurm 22.05 reads as whole numbers ----------------------------------

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import time
 
-from ranch.cli import sbatch_env
 from ranch.cli.controller import LAUNCHER_USAGE, CliError
 from ranch.cli.credential import user_name
 from ranch.cli.job_export import check as check_export
 from ranch.cli.job_export import exported
+from ranch.cli.sbatch_env import slurm_env
+from ranch.cli.sbatch_options import arg
 from ranch.protocol.limits import MAX_TIME_LIMIT_MINUTES
 
 TYPE_CHECKING = False
@@ -32,13 +33,6 @@ VALUE_OPTIONS = ("kill-on-invalid-dep", "nice", "mail-type", "open-mode", "signa
 
 def usage(message: str) -> CliError:
     return CliError(message, code=LAUNCHER_USAGE)
-
-
-def arg(v: Mapping[str, object], name: str) -> str:
-    """Option `name`'s argument as text, "" when not given (the readers keep an option's
-    argument as its text, True and False only for flags)."""
-    value = v.get(name)
-    return "" if value is None else str(value)
 
 
 def size_mib(text: str, opt: str) -> int:
@@ -232,53 +226,53 @@ def resources(v: dict[str, object], who: str | None = "rbatch") -> dict[str, obj
     return out
 
 
-def slurm_env(v: dict[str, object], res: dict[str, object]
-              ) -> tuple[dict[str, str], dict[str, str]]:
-    """(variables sbatch sets in its own environment before copying it, variables it adds to
-    the job's after --export's filter)."""
-    before: dict[str, str] = {}
-    if "open-mode" in v:
-        from ranch.cli.sbatch_values import open_mode
-
-        before["SLURM_OPEN_MODE"] = "a" if open_mode(arg(v, "open-mode")) == "append" else "t"
-    if v.get("dependency"):
-        before["SLURM_JOB_DEPENDENCY"] = str(v["dependency"])
-    export = v.get("export")
-    if export is not None and str(export).upper() != "ALL":
-        before["SLURM_EXPORT_ENV"] = str(export)
-    after = sbatch_env.added(v)
-    if res.get("ntasks_per_node"):
-        after["SLURM_NTASKS_PER_NODE"] = str(res["ntasks_per_node"])
-    if res.get("cpus_per_gpu"):
-        after["SLURM_CPUS_PER_GPU"] = str(res["cpus_per_gpu"])
-    if "gpus-per-node" in v:
-        after["SLURM_GPUS_PER_NODE"] = str(v["gpus-per-node"])
-    if res.get("gpus_per_task"):
-        after["SLURM_GPUS_PER_TASK"] = str(v["gpus-per-task"])
-    if res.get("mem_per_gpu"):
-        after["SLURM_MEM_PER_GPU"] = str(res["mem_per_gpu"])
-    if res.get("mem_per_cpu"):
-        after["SLURM_MEM_PER_CPU"] = str(res["mem_per_cpu"])
-    if "mem" in v:
-        after["SLURM_MEM_PER_NODE"] = str(res["mem_mib"])
-    if arg(v, "account"):  # slurmctld lowercases it; slurmd sets it when the job has one
-        after["SLURM_JOB_ACCOUNT"] = arg(v, "account").lower()
-    if v.get("array"):  # the same in every task of the array: the node need not know them
-        from ranch.cli.sbatch_script import array_env
-
-        after.update(array_env(_array(v["array"])))
-    if "get-user-env" in v or (export is not None and str(export).upper() != "ALL"):
-        after["SLURM_GET_USER_ENV"] = "1"  # sbatch: NONE and lists imply --get-user-env
-    return before, after
-
-
 def body(v: dict[str, object], script: str, command: str, argv: list[str],
          environ: Mapping[str, str], who: str | None = "rbatch") -> dict[str, object]:
     """The SubmitJob body (the codec's shape) for option values `v` (long name -> value);
     `who` says resources()'s warning (None: not at all)."""
+    res = resources(v, who)
+    limit, seconds = _time_limit(v)
+    workdir = full_dir(v.get("chdir"), os.getcwd())
+    whole, oversub = _sharing(v)
+    export = v.get("export")
+    if export is not None and (why := check_export(str(export))):
+        raise usage(why)
+    before, after = slurm_env(v, res)
+    env = exported(None if export is None else str(export), {**environ, **before})
+    env.update(after)
+    out: dict[str, object] = {
+        **_who_and_files(v, script, workdir, argv, env),
+        "begin_time": _begin(arg(v, "begin")) if v.get("begin") is not None else None,
+        "partition": _partitions(v.get("partition")),
+        "nodelist": v.get("nodelist") or "",
+        "exclude": v.get("exclude") or "",
+        "time_limit": limit,
+        "time_limit_s": seconds,
+        "requeue": v.get("requeue", True) is not False,
+        "exclusive": whole,
+        "oversubscribe": oversub,
+        "array": _array(v.get("array")),
+        "hold": bool(v.get("hold")),
+        "submit_host": os.uname().nodename,
+        "command": command,
+        **_kept(v, res, export),
+        **res,
+    }
+    if any(o in v for o in VALUE_OPTIONS):
+        from ranch.cli import sbatch_values  # off the everyday path: rbatch's import budget
+
+        out.update(sbatch_values.fields(v))
+    if v.get("time") is None:
+        del out["time_limit"]  # the partition's DefaultTime
+        del out["time_limit_s"]
+    return out
+
+
+def _time_limit(v: dict[str, object]) -> tuple[int | None, int | None]:
+    """-t as (minutes, seconds); (None, None) for none given or 0 (no limit, as sbatch reads
+    it)."""
     from ranch.conf.timefmt import parse_minutes
 
-    res = resources(v, who)
     limit = seconds = None
     if v.get("time") is not None:
         try:
@@ -293,8 +287,11 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         seconds = time_seconds(arg(v, "time")) if limit is not None else None
         if not seconds:  # 0: no limit, as sbatch reads it
             limit = seconds = None
-    cwd = os.getcwd()
-    workdir = full_dir(v.get("chdir"), cwd)
+    return limit, seconds
+
+
+def _sharing(v: dict[str, object]) -> tuple[bool, str]:
+    """(whole nodes, OverSubscribe) of --exclusive and --oversubscribe."""
     whole, oversub = False, ""
     if "exclusive" in v:
         from ranch.cli.sbatch_values import exclusive
@@ -302,13 +299,14 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         whole, oversub = exclusive(v["exclusive"])
     if v.get("oversubscribe") and not oversub:
         oversub = "YES"
-    export = v.get("export")
-    if export is not None and (why := check_export(str(export))):
-        raise usage(why)
-    before, after = slurm_env(v, res)
-    env = exported(None if export is None else str(export), {**environ, **before})
-    env.update(after)
-    out: dict[str, object] = {
+    return whole, oversub
+
+
+def _who_and_files(v: dict[str, object], script: str, workdir: str, argv: list[str],
+                   env: dict[str, str]) -> dict[str, object]:
+    """The body's first fields: the script, who submits it, where it runs, its environment and
+    its files."""
+    return {
         "script": script,
         "user": user_name(),
         "uid": os.getuid(),
@@ -321,19 +319,12 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "stdout": _stream(v.get("output"), workdir),
         "stderr": _stream(v.get("error"), workdir),
         "input": _stream(v.get("input"), workdir, null=False),
-        "begin_time": _begin(arg(v, "begin")) if v.get("begin") is not None else None,
-        "partition": _partitions(v.get("partition")),
-        "nodelist": v.get("nodelist") or "",
-        "exclude": v.get("exclude") or "",
-        "time_limit": limit,
-        "time_limit_s": seconds,
-        "requeue": v.get("requeue", True) is not False,
-        "exclusive": whole,
-        "oversubscribe": oversub,
-        "array": _array(v.get("array")),
-        "hold": bool(v.get("hold")),
-        "submit_host": os.uname().nodename,
-        "command": command,
+    }
+
+
+def _kept(v: dict[str, object], res: dict[str, object], export: object) -> dict[str, object]:
+    """The fields kept and shown as given (account and wckey lowercased, as slurmctld does)."""
+    return {
         "account": arg(v, "account").lower(),  # slurmctld lowercases both
         "wckey": arg(v, "wckey").lower(),
         "qos": v.get("qos") or "",
@@ -346,16 +337,7 @@ def body(v: dict[str, object], script: str, command: str, argv: list[str],
         "ntasks_given": "ntasks" in v or "ntasks-per-node" in v,
         "given_blank": tuple(o for o in BLANK_SHOWN if v.get(o) == "" or (
             o in _ZERO_SHOWN and o in v and not res.get(_ZERO_SHOWN[o]))),
-        **res,
     }
-    if any(o in v for o in VALUE_OPTIONS):
-        from ranch.cli import sbatch_values  # off the everyday path: rbatch's import budget
-
-        out.update(sbatch_values.fields(v))
-    if v.get("time") is None:
-        del out["time_limit"]  # the partition's DefaultTime
-        del out["time_limit_s"]
-    return out
 
 
 def _array(text: object) -> str:

@@ -6,6 +6,7 @@ syntax as slurmctld's _parse_array_tok reads it (job_mgr.c)."""
 from __future__ import annotations
 
 from ranch.cli.controller import CliError
+from ranch.cli.sbatch_options import OptionError
 
 DOS_BREAKS = ("Batch script contains DOS line breaks (\\r\\n)\n"
               "{prog}: error: instead of expected UNIX line breaks (\\n).")
@@ -39,6 +40,19 @@ def directive_lines(script: str, tag: str) -> list[tuple[int, str]]:
         if s and not s.startswith("#"):
             break
     return out
+
+
+def directive_words(script: str, tags: tuple[str, ...]) -> list[tuple[int, list[str]]]:
+    """(line number, words) of the option lines (`#SBATCH ...`) before the first command, as
+    sbatch reads them (directive_lines: the tag at the line's start, `#` a comment)."""
+    out: list[tuple[int, list[str]]] = []
+    for tag in tags:
+        for n, text in directive_lines(script, tag):
+            try:
+                out.append((n, split_words(text)))
+            except ValueError as exc:
+                raise OptionError(f"script line {n}: {exc}: {tag}{text}") from None
+    return sorted(out, key=lambda item: item[0])
 
 
 def split_words(text: str) -> list[str]:

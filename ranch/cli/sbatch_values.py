@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ranch.cli.sbatch_request import arg, usage
+from ranch.cli.sbatch_options import arg
+from ranch.cli.sbatch_request import usage
 
 MAIL_TYPES = ("BEGIN", "END", "FAIL", "REQUEUE", "INVALID_DEPEND", "STAGE_OUT", "TIME_LIMIT",
               "TIME_LIMIT_90", "TIME_LIMIT_80", "TIME_LIMIT_50", "ARRAY_TASKS")

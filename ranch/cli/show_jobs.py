@@ -81,6 +81,16 @@ def _end_time(j: dict) -> str:
 
 def job_lines(j: dict, now: float) -> list[str]:
     """One job as `scontrol show job` prints it (22.05's keys, in its order)."""
+    return [*_state_lines(j, now), *_resource_lines(j), *_file_lines(j)]
+
+
+def _shown(j: dict, key: str, option: str) -> str:
+    """A value as scontrol shows it: "" given is shown empty, unset as (null)."""
+    return j.get(key) or ("" if option in (j.get("given_blank") or ()) else "(null)")
+
+
+def _state_lines(j: dict, now: float) -> list[str]:
+    """JobId to NodeList (BatchHost): who, its state and reason, its times, where it runs."""
     from ranch.cli.squeue_fields import elapsed, priority
 
     first = f"JobId={j['job_id']}"
@@ -89,19 +99,9 @@ def job_lines(j: dict, now: float) -> list[str]:
         if j.get("array_throttle"):
             first += f" ArrayTaskThrottle={j['array_throttle']}"
     limit = j.get("time_limit")
-    mem = j.get("mem_per_node") or 0
-    cpus = j.get("cpus", 0)
     eligible = _iso(j.get("eligible_time") if "eligible_time" in j else j.get("submit_time"))
-    stdout = expand_path(j.get("stdout", ""), j)
-    stderr = expand_path(j.get("stderr", ""), j) or stdout
-    command = j.get("command", "")
-    blank = j.get("given_blank") or ()
-
-    def shown(key: str, option: str) -> str:  # "" given is shown empty, unset as (null)
-        return j.get(key) or ("" if option in blank else "(null)")
-
     prio = f"Priority={priority(j)} Nice={j.get('nice') or 0} " \
-           f"Account={shown('account', 'account')} QOS={j.get('qos') or '(null)'}"
+           f"Account={_shown(j, 'account', 'account')} QOS={j.get('qos') or '(null)'}"
     if j.get("wckey"):
         prio += f" WCKey={j['wckey']}"
     lines = [
@@ -123,31 +123,45 @@ def job_lines(j: dict, now: float) -> list[str]:
         "SuspendTime=None SecsPreSuspend=0 "
         f"LastSchedEval={_iso(j.get('start_time') or j.get('submit_time'))} Scheduler=Main",
         f"Partition={j.get('partition', '')} AllocNode:Sid={j.get('submit_host') or '?'}:0",
-        f"ReqNodeList={shown('req_nodes', 'nodelist')} "
-        f"ExcNodeList={shown('exc_nodes', 'exclude')}",
+        f"ReqNodeList={_shown(j, 'req_nodes', 'nodelist')} "
+        f"ExcNodeList={_shown(j, 'exc_nodes', 'exclude')}",
         f"NodeList={_node_list(j)}",
     ]
     if j.get("batch_host"):
         lines.append(f"BatchHost={j['batch_host']}")
-    lines += [
-        f"NumNodes={_num_nodes(j)} NumCPUs={cpus} NumTasks={_num_tasks(j)} "
-        f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T={_req_bsct(j.get('hint'))}",
-        f"TRES={_tres(j)}",
-    ]
+    return lines
+
+
+def _resource_lines(j: dict) -> list[str]:
+    """NumNodes to WorkDir: what the job asked for and holds, its command and directory."""
+    mem = j.get("mem_per_node") or 0
+    cpus = j.get("cpus", 0)
+    command = j.get("command", "")
     ntasks_per = j.get("ntasks_per_node") or 0
     min_mem = (f"MinMemoryCPU={_mem_text(j['mem_per_cpu'])}" if j.get("mem_per_cpu")
                else f"MinMemoryNode={_mem_text(mem)}")
-    lines += [
+    return [
+        f"NumNodes={_num_nodes(j)} NumCPUs={cpus} NumTasks={_num_tasks(j)} "
+        f"CPUs/Task={j.get('cpus_per_task', 1)} ReqB:S:C:T={_req_bsct(j.get('hint'))}",
+        f"TRES={_tres(j)}",
         f"Socks/Node=* NtasksPerN:B:S:C={ntasks_per}:0:*:* CoreSpec=*",
         # slurmctld: a node must hold the CPUs of each task it runs (ntasks-per-node of them)
         f"MinCPUsNode={j.get('cpus_per_task', 1) * (ntasks_per or 1)} {min_mem} "
         "MinTmpDiskNode=0",
-        f"Features={shown('features', 'constraint')} DelayBoot=00:00:00",
+        f"Features={_shown(j, 'features', 'constraint')} DelayBoot=00:00:00",
         f"OverSubscribe={_oversubscribe(j)} Contiguous=0 Licenses=(null) Network=(null)",
         # --wrap has no script path: Slurm prints its null
         f"Command={command if command and command != '(wrap)' else '(null)'}",
         f"WorkDir={j.get('workdir', '')}",
     ]
+
+
+def _file_lines(j: dict) -> list[str]:
+    """Comment to Power: the job's files, and the keys scontrol prints only when set."""
+    blank = j.get("given_blank") or ()
+    stdout = expand_path(j.get("stdout", ""), j)
+    stderr = expand_path(j.get("stderr", ""), j) or stdout
+    lines = []
     if j.get("comment") or "comment" in blank:
         lines.append(f"Comment={j.get('comment') or ''} ")
     if j.get("message"):

@@ -95,6 +95,13 @@ def node_lines(n: dict) -> list[str]:
         "CurrentWatts=0 AveWatts=0",
         "ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s",
     ]
+    return lines + _node_remarks(n)
+
+
+def _node_remarks(n: dict) -> list[str]:
+    """The node's last lines, each only where it applies: its last power action, its approval,
+    its reason, its health."""
+    lines = []
     if n.get("last_power_action"):  # only nodes power save has acted on
         lines.append(f"LastPowerAction={last_power_action(n['last_power_action'])}")
     flags = (n.get("state") or {}).get("flags") or ()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ranch.protocol.records import number, partition_doc, state_array
-from ranch.protocol.records import sinfo_doc as build
+from ranch.protocol.sinforecords import sinfo_doc as build
 
 Fold = Callable[[list[str]], str]
 # Node-record keys this document (and rinfo's node selection) reads: GetSnapshot.fields.

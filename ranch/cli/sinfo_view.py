@@ -137,9 +137,31 @@ def build_groups(
         # sinfo -N prints a row per node and partition even when no partition field is shown.
         return _node_rows(nodes, parts)
 
-    keyf = _combined(keyfuncs)
-    # Group each node once (its key computed once), into every shown partition it belongs to;
-    # a dict keeps first-seen order, which is the row order within a partition.
+    found, loose = _bucketed(nodes, parts, _combined(keyfuncs), per_part)
+    buckets: list[tuple[dict | None, dict]] = (
+        list(zip(parts, found, strict=True)) if per_part else [(None, found[0])]
+    )
+    if loose:
+        buckets.append((None, loose))
+    groups: list[Group] = []
+    for part, bucket in buckets:
+        if not bucket:
+            if per_part and show_empty and part is not None and not part.get("nodes"):
+                groups.append(Group(part, []))
+            continue
+        these = [Group(part, members) for members in bucket.values()]
+        if sort_by_state:
+            these.sort(key=lambda g: -nr.state_value(g.nodes[0]))
+        groups.extend(these)
+    return groups
+
+
+def _bucketed(nodes: list[dict], parts: list[dict], keyf: Callable[[dict], Hashable],
+              per_part: bool) -> tuple[list[dict], dict]:
+    """({key: its nodes} per partition (one for all without `per_part`), those of the nodes in
+    no partition). Each node is grouped once (its key computed once), into every shown
+    partition it belongs to; a dict keeps first-seen order, which is the row order within a
+    partition."""
     found: list[dict] = [{} for _ in parts] if per_part else [{}]
     loose: dict = {}
     index = {p["name"]: i for i, p in enumerate(parts)}
@@ -158,23 +180,7 @@ def build_groups(
                 bucket[k] = [n]
             else:
                 members.append(n)
-
-    buckets: list[tuple[dict | None, dict]] = (
-        list(zip(parts, found, strict=True)) if per_part else [(None, found[0])]
-    )
-    if loose:
-        buckets.append((None, loose))
-    groups: list[Group] = []
-    for part, bucket in buckets:
-        if not bucket:
-            if per_part and show_empty and part is not None and not part.get("nodes"):
-                groups.append(Group(part, []))
-            continue
-        these = [Group(part, members) for members in bucket.values()]
-        if sort_by_state:
-            these.sort(key=lambda g: -nr.state_value(g.nodes[0]))
-        groups.extend(these)
-    return groups
+    return found, loose
 
 
 def _combined(keyfuncs: list[Callable[[dict], Hashable]]) -> Callable[[dict], Hashable]:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, cast
@@ -12,25 +10,35 @@ from typing import Any, cast
 import attrs
 import trio
 
-from ranch.conf.build import load_config
-from ranch.conf.errors import ConfigError
 from ranch.conf.model import ClusterConfig
-from ranch.ctld import logs
-from ranch.ctld.jobs import acct, jobbulk
-from ranch.ctld.jobs.history import DIR_NAME, FileHistory
-from ranch.ctld.nodes.cluster import Cluster
-from ranch.ctld.rpc import nodeident
+from ranch.ctld import logs, reconfig
+from ranch.ctld.compose import assemble
+from ranch.ctld.compose.controller import Controller
+from ranch.ctld.compose.front import front
+from ranch.ctld.jobs import acct
+from ranch.ctld.jobs.history import FileHistory
+from ranch.ctld.jobs.replicatedhistory import ReplicatedHistory
+from ranch.ctld.rpc import nodecredentials
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.runner import Runner
+from ranch.ctld.signals import handle_signals
 from ranch.ctld.site import Site
-from ranch.ctld.state import integrity, statefile
+from ranch.ctld.state import bulkfiles, statefile
 from ranch.ctld.state.changelog import ChangeLog
 from ranch.ctld.state.durability import Durability
-from ranch.ctld.state.etcdrecords import ReplicatedHistory
-from ranch.ctld.state.integrity import DamagedState
+from ranch.ctld.state.historyfiles import DIR_NAME
+from ranch.ctld.state.overlay import overlay
 from ranch.ctld.state.saving import Saver
 from ranch.ctld.state.store import FileStore, Store
 from ranch.ctld.wakeup import Wakeup
+from ranch.ctld.web.webports import (
+    Health,
+    ReservationBook,
+    WebAdmin,
+    WebEvents,
+    WebJobs,
+    WebNodes,
+)
 from ranch.protocol import messages as m
 from ranch.protocol.logformat import LogSink
 from ranch.protocol.sdnotify import Notifier
@@ -50,8 +58,15 @@ def _first_leaf(exc: BaseException) -> Any:
     return exc
 
 
-def format_errors(exc: ConfigError) -> tuple[str, ...]:
-    return tuple(f"{d.path}:{d.line}:{d.col}: {d.message}" for d in exc.errors)
+def web_ports(c: Controller) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, ReservationBook,
+                                       Health, Site]:
+    """The HTTP layer's ports, in serve_http's order (mypy checks each owner against its port):
+    the nodes' view, the job store, the event log, the admin requests, the reservations, the
+    guards and stalls /metrics reports, the site."""
+    live = c.liveness
+    front_side = front(c)  # the nodes' view and the admin requests, under the names web reads
+    return (front_side, c.jobs, c.eventlog, front_side, c.reservations,
+            Health((live.guard, c.drain_guard), live.stalls), c.site)
 
 
 class Daemon:
@@ -91,14 +106,24 @@ class Daemon:
         self.host = host
         self.port = port
         self.ignore_damaged = ignore_damaged  # rctld -i (the store, events, history)
-        # The composition root: each owner is built once, here, with what it needs.
+        self._reconfig_lock = trio.Lock()
+        self._nursery: trio.Nursery | None = None
+        self.listeners: list[Any] = []
+        self.http_urls: list[str] = []
+        self._build(config, key, key_file, store, save_in_thread)
+
+    def _build(self, config: ClusterConfig, key: bytes, key_file: str | None,
+               store: Store | None, save_in_thread: bool) -> None:
+        """The composition root: each owner is built once, here, with what it needs."""
+        state_dir, ignore_damaged = self.state_dir, self.ignore_damaged
+        log_sink, handover = self.log_sink, self.handover
         self.runner = Runner()  # this daemon's nursery, once open (programs, pushes)
         dirty, outbox, events = Wakeup(), Wakeup(), Wakeup()  # a snapshot, a push, an event
         self.changes = ChangeLog(on_dirty=dirty.set, on_outbox=outbox.set)
         self.site = Site(state_dir, key_file,
                          None if log_sink is None else (log_sink.path or ""))
         if ignore_damaged:  # before Server reads it: a damaged file goes aside
-            _credentials_aside(state_dir)
+            nodecredentials.set_aside_if_damaged(state_dir)
         self.local_store = store is None  # the state is in state_dir (saved there at exit)
         # Any: the file store, or a controller pair's etcd store (ctld/state/etcdstore.py), which
         # also mirrors files and holds the history and events (ctld/state/etcdrecords.py)
@@ -106,14 +131,17 @@ class Daemon:
                                           in_thread=save_in_thread)
                           if store is None else store)
         history_dir = os.path.join(state_dir, DIR_NAME)  # racct's; etcd's too for a pair
-        self.cluster = Cluster(
+        self.controller = ctl = assemble(
             config, changes=self.changes, epoch=getattr(store, "epoch", 0),
             spawn=self.runner.start_soon, site=self.site,
             history=(FileHistory(history_dir) if self.local_store
                      else ReplicatedHistory(history_dir, self.store)),
             on_events_unsaved=events.set)
-        self.durability = Durability(self.cluster, self.changes, self.store, outbox)
-        self.saver = Saver(self.cluster, self.changes, self.store, state_dir,
+        self.cluster = front(ctl)  # the owners' doors for the rpc server (ctld/compose/front.py)
+        self.durability = Durability(ctl.journal_records, ctl.jobs,
+                                     self.changes, self.store, outbox)
+        self.saver = Saver(ctl.save_doc, ctl.jobs, ctl.eventlog,
+                           self.changes, self.store, state_dir,
                            local=self.local_store, dirty=dirty, events=events,
                            in_thread=save_in_thread,
                            credential_holders=lambda: list(self.server.node_credentials.on_disk))
@@ -122,10 +150,6 @@ class Daemon:
                              mirror=None if self.local_store else self.store.put_file,
                              takeover=None if handover is None else self.takeover,
                              sync=self.durability.durable, spawn=self.runner.start_soon)
-        self._reconfig_lock = trio.Lock()
-        self._nursery: trio.Nursery | None = None
-        self.listeners: list[Any] = []
-        self.http_urls: list[str] = []
 
     @property
     def journal(self) -> Any:
@@ -135,23 +159,19 @@ class Daemon:
     def restore(self) -> None:
         """Take back the saved state; integrity.DamagedState (never a silent reset) when a
         file is damaged and rctld was not started with -i."""
-        self.cluster.eventlog.load(self.state_dir, self.ignore_damaged)
-        if self.cluster.jobs.history is not None:
-            self.cluster.jobs.history.check(self.ignore_damaged)
+        ctl = self.controller
+        ctl.eventlog.load(self.state_dir, self.ignore_damaged)
+        if ctl.jobs.history is not None:
+            ctl.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
-        jobs = self.cluster.jobs
+        jobs = ctl.jobs
         if doc is None and not records:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
         else:
-            doc = overlay(doc, records)
-            if doc.get("nodes"):
-                self.cluster.restore(doc)
-            else:
-                jobs.restore(doc.get("jobs"))
-                self.cluster.reservations.restore(doc.get("reservations"))
+            ctl.restore(overlay(doc, records))
         # packs no saved job points into (a snapshot that failed after writing one)
-        jobs.bulk_not_written([n for n in jobbulk.packs(self.state_dir) if n not in jobs.packs],
+        jobs.bulk_not_written([n for n in bulkfiles.packs(self.state_dir) if n not in jobs.packs],
                               ())
         if self.store.moved_aside or self.store.ignored:  # -i: the next start finds it whole
             self.saver.save_now()
@@ -172,7 +192,8 @@ class Daemon:
         self, *, signals: bool = False, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
     ) -> None:
         self.restore()
-        self.cluster.start(self.grace)
+        ctl = self.controller
+        ctl.start(self.grace)
         if self.on_ready is not None:
             self.on_ready()
         try:
@@ -187,38 +208,37 @@ class Daemon:
                     raise CannotListen("RPC", f"{self.host}:{self.port}", exc) from exc
                 addrs = ", ".join(_listener_addr(x) for x in self.listeners)
                 self.site.listening(_listener_addr(self.listeners[0]))
-                logs.event("listening", addr=addrs, nodes=len(self.cluster.nodes),
-                           cluster=self.cluster.config.cluster_name)
-                nursery.start_soon(self.cluster.deadlines.run, self.cluster.on_deadlines)
+                logs.event("listening", addr=addrs, nodes=len(ctl.registry.nodes),
+                           cluster=ctl.registry.config.cluster_name)
+                nursery.start_soon(ctl.deadlines.run, ctl.on_deadlines)
                 nursery.start_soon(self.saver.run)
                 nursery.start_soon(self.durability.run_outbox)
-                nursery.start_soon(self.store.committer)
+                nursery.start_soon(self.store.commits.run)
                 nursery.start_soon(self.saver.run_events)
-                nursery.start_soon(acct.keep_history, self.cluster.jobs, self.cluster.jobs.history,
+                nursery.start_soon(acct.keep_history, ctl.jobs, ctl.jobs.history,
                                    self.saver.in_thread)
                 nursery.start_soon(self._power_save)
-                nursery.start_soon(self.cluster.power.remove_stale_files)
-                if self.cluster.config.http.listen:  # issue 15: rctld over HTTP
+                nursery.start_soon(ctl.power.remove_stale_files)
+                if ctl.registry.config.http.listen:  # issue 15: rctld over HTTP
                     await self._start_http(nursery)
                 if signals:
-                    nursery.start_soon(self.handle_signals)
+                    nursery.start_soon(handle_signals, self.notifier, self.log_sink,
+                                       self.reconfigure, self.stop)
                 self.notifier.ready(f"listening on {addrs}")
                 task_status.started(self.listeners)
         finally:
             self.notifier.stopping()
-            acct.flush_now(self.cluster.jobs.history)  # before the snapshot purges their jobs
+            acct.flush_now(ctl.jobs.history)  # before the snapshot purges their jobs
             self.saver.save_now()
             self.store.close()
             self.saver.flush_events()
 
     async def _start_http(self, nursery: trio.Nursery) -> None:
         from ranch.ctld.web.server import serve_http
-        from ranch.ctld.web.webports import WebServices
 
-        settings = self.cluster.config.http
-        web_side: WebServices = self.cluster  # what the HTTP layer may reach (mypy checks it)
+        settings = self.controller.registry.config.http
         try:
-            self.http_urls = await nursery.start(serve_http, web_side, settings,
+            self.http_urls = await nursery.start(serve_http, *web_ports(self.controller), settings,
                                                  self.durability)
         except* OSError as group:  # hypercorn's nurseries wrap it
             raise CannotListen("HTTP", settings.listen or "", _first_leaf(group)) from None
@@ -228,81 +248,20 @@ class Daemon:
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
 
-    async def handle_signals(self) -> None:
-        """As slurmctld: SIGTERM/SIGINT stop (the state is saved on the way out); SIGHUP
-        reconfigures and reopens the log file; SIGUSR2 reopens it (logrotate); SIGUSR1 and
-        SIGPIPE are logged and ignored. None ends rctld without a line in its log."""
-        handled = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR2, signal.SIGUSR1,
-                   signal.SIGPIPE)
-        with trio.open_signal_receiver(*handled) as sigs:
-            async for sig in sigs:
-                name = signal.Signals(sig).name
-                if sig == signal.SIGHUP:
-                    logs.event("SIGHUP: reconfiguring, reopening the log")
-                    self.notifier.reloading()
-                    self.reopen_log(name)
-                    await self.reconfigure("SIGHUP")
-                    self.notifier.ready("reconfigured")
-                elif sig == signal.SIGUSR2:
-                    self.reopen_log(name)
-                elif sig in (signal.SIGTERM, signal.SIGINT):
-                    logs.event("shutting down", signal=name)
-                    self.stop()
-                    return
-                else:
-                    logs.event("signal ignored", logging.WARNING, signal=name)
-
-    def reopen_log(self, why: str) -> None:
-        if self.log_sink is None or self.log_sink.path is None:
-            logs.event("log on stderr; nothing to reopen", signal=why)
-            return
-        try:
-            self.log_sink.reopen()
-        except OSError as exc:
-            logs.event("cannot reopen the log file; writing to the old one", logging.ERROR,
-                       path=self.log_sink.path, error=exc.strerror or str(exc))
-            return
-        logs.event("log file reopened", path=self.log_sink.path, signal=why)
-
-    def save_now(self) -> None:
-        self.saver.save_now()
-
-    async def save_snapshot(self) -> bool:
-        return await self.saver.save_snapshot()
-
     async def _power_save(self) -> None:
         while True:
-            await trio.sleep(self.cluster.power.interval())
-            self.cluster.power_save_pass()
+            await trio.sleep(self.controller.power.interval())
+            self.controller.power_pass.run()
 
     async def reconfigure(self, who: str) -> m.ReconfigureResult:
         async with self._reconfig_lock:
-            old = self.cluster.config
-            try:
-                new = await trio.to_thread.run_sync(load_config, self.config_path)
-            except ConfigError as exc:
-                errors = format_errors(exc)
-                for err in errors:
-                    logs.event("reconfigure refused; keeping the running config",
-                               logging.ERROR, by=who, error=err)
-                return m.ReconfigureResult(ok=False, errors=errors, config_hash=old.config_hash)
-            except OSError as exc:
-                err = f"{self.config_path}: {exc.strerror or exc}"
-                logs.event("reconfigure refused; keeping the running config", logging.ERROR,
-                           by=who, error=err)
-                return m.ReconfigureResult(ok=False, errors=(err,), config_hash=old.config_hash)
-            warnings = [w.format().splitlines()[0] for w in new.warnings]
-            if (new.control.port, new.control.hosts) != (old.control.port, old.control.hosts):
-                warnings.append("controller address changed in the config; takes effect at "
-                                "restart")
-            if new.http != old.http:
-                warnings.append("Http* keys changed in the config; take effect at restart")
-            if new.control.log_file != old.control.log_file:
-                warnings.append("SlurmctldLogFile changed in the config; takes effect at restart")
-            for warning in warnings:
-                logs.event("reconfigure warning", logging.WARNING, detail=warning)
+            old = self.controller.registry.config
+            new = await reconfig.read_new(self.config_path, old, who)
+            if isinstance(new, m.ReconfigureResult):  # refused: the running config stays
+                return new
+            warnings = reconfig.warnings(old, new)
             logs.event("reconfigure", by=who)
-            result = self.cluster.apply_config(new)
+            result = self.controller.apply_config(new)
             return attrs.evolve(result, warnings=tuple(warnings))
 
 
@@ -312,53 +271,3 @@ def _listener_addr(listener: Any) -> str:
         return f"{host}:{port}"
     except (OSError, AttributeError):
         return "?"
-
-
-def _credentials_aside(state_dir: str) -> None:
-    try:
-        nodeident.read(os.path.join(state_dir, nodeident.FILE))
-    except DamagedState as exc:
-        aside = integrity.move_aside(exc.path)
-        logs.event("damaged node credentials moved aside (-i); every node gets a new one",
-                   logging.ERROR, path=exc.path, error=exc.what, moved_to=aside)
-
-
-def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The snapshot with the journal's records laid over it, in order (a record replaces the
-    node's or job's entry). Lines of the version-4 submission journal (a bare job record) add
-    only jobs the snapshot never held."""
-    doc = dict(doc or {})
-    nodes = dict(doc.get("nodes") or {})
-    saved_jobs = doc.get("jobs") or {}
-    resv = {str(r.get("name")): r for r in (doc.get("reservations") or {}).get("items", ())
-            if isinstance(r, dict)}
-    next_id = int(saved_jobs.get("next_id", 1))
-    jobs: dict[int, Any] = {int(j["id"]): j for j in saved_jobs.get("jobs", ())
-                            if isinstance(j, dict) and "id" in j}
-    for rec in records:
-        try:
-            if "node" in rec:
-                nodes[str(rec["node"])] = rec["entry"]
-            elif "resv" in rec:  # a reservation's record; None: it was deleted
-                if rec["entry"] is None:
-                    resv.pop(str(rec["resv"]), None)
-                else:
-                    resv[str(rec["resv"])] = rec["entry"]
-            elif "job" in rec:
-                jobs[int(rec["job"]["id"])] = rec["job"]
-            elif "id" in rec and "seq" not in rec:  # version 4: a submission
-                jid = int(rec["id"])
-                if jid not in jobs and jid >= next_id:
-                    jobs[jid] = rec
-        except (KeyError, TypeError, ValueError) as exc:
-            logs.event("journal record unreadable; skipped", logging.WARNING, error=repr(exc))
-    top = max(jobs, default=0)
-    doc["nodes"] = nodes
-    doc["jobs"] = {"next_id": max(next_id, top + 1), "jobs": list(jobs.values())}
-    counter = int((doc.get("reservations") or {}).get("counter", 0))
-    for name in resv:  # a created one the snapshot lacks: its USER_N suffix counts
-        tail = name.rsplit("_", 1)[-1]
-        if tail.isdigit():
-            counter = max(counter, int(tail))
-    doc["reservations"] = {"counter": counter, "items": list(resv.values())}
-    return doc

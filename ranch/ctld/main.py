@@ -11,7 +11,10 @@ from typing import TYPE_CHECKING, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
+    from ranch.conf.model import ClusterConfig
+    from ranch.ctld.daemon import Daemon
     from ranch.ctld.state.store import Store
+    from ranch.protocol.logformat import LogSink
 
 E = TypeVar("E", bound=BaseException)
 # As slurmctld reads /etc/slurm/slurm.conf (SLURM_CONF overrides): never relative to the cwd,
@@ -66,6 +69,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Refused(Exception):
+    """rctld does not start: the lines it prints on stderr, and its exit status."""
+
+    def __init__(self, status: int, *lines: str) -> None:
+        super().__init__(*lines)
+        self.status, self.lines = status, lines
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.version:
@@ -83,77 +94,176 @@ def main(argv: list[str] | None = None) -> int:
     if args.strict or args.json:
         print("rctld: --strict and --json go with --check", file=sys.stderr)
         return 2
+    try:
+        return Start(args, chosen).run()
+    except Refused as exc:
+        for line in exc.lines:
+            print(line, file=sys.stderr)
+        return exc.status
 
-    import trio
 
+class Start:
+    """What rctld starts with, worked out in order from its options and the config: the log,
+    the cluster key, where it listens, its state directory (locked); then it runs."""
+
+    def __init__(self, args: argparse.Namespace, chosen: str) -> None:
+        """`chosen`: why the config is the one it is, when no -f named it."""
+        from ranch.ctld import logs
+
+        self.args = args
+        self.level = logging.DEBUG if args.verbose else logging.INFO
+        logs.setup(args.log_format, self.level)  # stderr until the config names the log file
+        self.config = _load(args.file, chosen)
+        self.sink = self._open_log()
+        for warning in self.config.warnings:
+            logs.event("config warning", logging.WARNING, detail=warning.format().splitlines()[0])
+        self.key_path, self.key = _cluster_key(args.key_file, self.config)
+        self.host, self.port, self.name = _address(args, self.config)
+        self.state_dir = _state_dir(args.state_dir, self.config)
+        logs.event("starting", config=self.config.path, hash=self.config.config_hash[:12],
+                   key=self.key_path)
+        self.daemons: list[Daemon] = []  # the one serving, once made (Ctrl-C saves its state)
+
+    def _open_log(self) -> LogSink:
+        from ranch.ctld import logs
+
+        args = self.args
+        log_file = args.log_file if args.log_file is not None else self.config.control.log_file
+        try:
+            return logs.setup(args.log_format, self.level,
+                              None if log_file in (None, "-") else log_file)
+        except OSError as exc:
+            raise Refused(1, f"rctld: cannot open log file {log_file}: "
+                             f"{exc.strerror or exc}") from None
+
+    def make_daemon(self, store: Store | None = None, grace: float = 0.0,
+                    handover: Callable[[], Awaitable[None]] | None = None) -> Daemon:
+        from ranch.ctld import gctune
+        from ranch.ctld.daemon import Daemon
+        from ranch.protocol.sdnotify import Notifier
+
+        daemon = Daemon(self.config, self.key, state_dir=self.state_dir, host=self.host,
+                        port=self.port, config_path=self.args.file,
+                        on_ready=gctune.freeze_startup_heap,
+                        key_file=os.path.abspath(self.key_path), log_sink=self.sink,
+                        notifier=Notifier(), ignore_damaged=self.args.ignore_damaged_state,
+                        store=store, grace=grace, handover=handover)
+        self.daemons[:] = [daemon]
+        return daemon
+
+    async def serve(self) -> None:
+        from ranch.ctld import logs
+
+        config = self.config
+        if config.control.state_store != "etcd":
+            await self.make_daemon().run(signals=True)
+            return
+        # a controller pair (issue 32): campaign, serve while holding the seat
+        from ranch.ctld.compose.controller import VERSION
+        from ranch.ctld.pair.controller import Controller
+
+        logs.event("state store", store="etcd", name=self.name,
+                   endpoints=",".join(config.control.etcd_endpoints),
+                   prefix=config.control.etcd_prefix)
+        await Controller(config, self.key, name=self.name, host=self.host, port=self.port,
+                         state_dir=self.state_dir, make_daemon=self.make_daemon,
+                         version=VERSION).run(signals=True)
+
+    def run(self) -> int:
+        import trio
+
+        from ranch.ctld import gctune, logs
+        from ranch.ctld.daemon import CannotListen
+        from ranch.ctld.rpc.admission import raise_fd_limit
+        from ranch.ctld.state.integrity import DamagedState
+
+        gctune.configure()
+        # as slurmctld does: the connection caps follow from it (ctld/rpc/admission.py)
+        raise_fd_limit()
+        try:
+            trio.run(self.serve)
+        except DamagedState as exc:  # nothing was written: the files are as they were found
+            raise Refused(1, f"rctld: {exc}") from None
+        except (CannotListen, BaseExceptionGroup) as exc:
+            damaged = _find(exc, DamagedState)
+            if damaged is not None:
+                raise Refused(1, f"rctld: {damaged}") from None
+            refused = _find(exc, CannotListen)
+            if refused is None:
+                raise
+            logs.event("cannot listen", logging.ERROR, on=refused.what, addr=refused.addr,
+                       error=refused.error.strerror or str(refused.error))
+            return 1
+        except KeyboardInterrupt:  # Ctrl-C before the signal handler was installed
+            if self.daemons:
+                self.daemons[0].saver.save_now()
+        logs.event("stopped")
+        return 0
+
+
+def _load(path: str, chosen: str) -> ClusterConfig:
     from ranch.conf.build import load_config
     from ranch.conf.errors import ConfigError
-    from ranch.ctld import gctune, logs
-    from ranch.ctld.daemon import CannotListen, Daemon
-    from ranch.ctld.rpc.admission import raise_fd_limit
-    from ranch.protocol.auth import KeyFileError, create_key, load_key, resolve_key_path
-    from ranch.protocol.client import parse_address
-    from ranch.protocol.sdnotify import Notifier
 
-    level = logging.DEBUG if args.verbose else logging.INFO
-    logs.setup(args.log_format, level)  # stderr until the config names the log file
     try:
-        config = load_config(args.file)
+        return load_config(path)
     except ConfigError as exc:
-        for diag in exc.errors:
-            print(diag.format(), file=sys.stderr)
-        print(f"rctld: {args.file}: {len(exc.errors)} error(s); not starting", file=sys.stderr)
+        lines = [diag.format() for diag in exc.errors]
+        lines.append(f"rctld: {path}: {len(exc.errors)} error(s); not starting")
         if chosen:
-            print(f"rctld: no -f given: {args.file} is {chosen}", file=sys.stderr)
-        return 1
+            lines.append(f"rctld: no -f given: {path} is {chosen}")
+        raise Refused(1, *lines) from None
     except OSError as exc:
-        print(f"rctld: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    log_file = args.log_file if args.log_file is not None else config.control.log_file
-    try:
-        sink = logs.setup(args.log_format, level, None if log_file in (None, "-") else log_file)
-    except OSError as exc:
-        print(f"rctld: cannot open log file {log_file}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
-    for warning in config.warnings:
-        logs.event("config warning", logging.WARNING, detail=warning.format().splitlines()[0])
+        raise Refused(1, f"rctld: cannot read {path}: {exc.strerror or exc}") from None
 
-    key_path = resolve_key_path(args.key_file, config.auth.key_file)
+
+def _cluster_key(option: str | None, config: ClusterConfig) -> tuple[str, bytes]:
+    """(its path, the key): the file is created if missing."""
+    from ranch.ctld import logs
+    from ranch.protocol.auth import KeyFileError, create_key, load_key, resolve_key_path
+
+    key_path = resolve_key_path(option, config.auth.key_file)
     try:
         if not os.path.exists(key_path):
             create_key(key_path)
             logs.event("created cluster key; give nodes and commands this file", path=key_path)
-        key = load_key(key_path)
+        return key_path, load_key(key_path)
     except KeyFileError as exc:
-        print(f"rctld: {exc}", file=sys.stderr)
-        return 1
+        raise Refused(1, f"rctld: {exc}") from None
     except OSError as exc:
-        print(f"rctld: cannot create key file {key_path}: {exc.strerror or exc}", file=sys.stderr)
-        return 1
+        raise Refused(1, f"rctld: cannot create key file {key_path}: "
+                         f"{exc.strerror or exc}") from None
+
+
+def _address(args: argparse.Namespace, config: ClusterConfig) -> tuple[str, int, str]:
+    """(host, port) to listen on, and which SlurmctldHost this is (StateStore=etcd, else "")."""
+    from ranch.protocol.client import parse_address
 
     if args.listen:
         try:
             host, port = parse_address(args.listen, config.control.port)
         except ValueError as exc:
-            print(f"rctld: --listen: {exc}", file=sys.stderr)
-            return 2
+            raise Refused(2, f"rctld: --listen: {exc}") from None
     else:
         hosts = config.control.hosts
         host = (hosts[0].addr or hosts[0].name) if hosts else "0.0.0.0"
         port = config.control.port
-    etcd = config.control.state_store == "etcd"
-    name = ""
-    if etcd:
-        found = _which_controller(config, args.name, host if args.listen else None)
-        if isinstance(found, str):
-            print(f"rctld: {found}", file=sys.stderr)
-            return 2
-        name = found.name
-        if not args.listen:
-            host = found.addr or found.name
+    if config.control.state_store != "etcd":
+        return host, port, ""
+    found = _which_controller(config, args.name, host if args.listen else None)
+    if isinstance(found, str):
+        raise Refused(2, f"rctld: {found}")
+    return (host if args.listen else found.addr or found.name), port, found.name
 
-    if args.state_dir:
-        state_dir, origin = args.state_dir, "--state-dir"
+
+def _state_dir(option: str | None, config: ClusterConfig) -> str:
+    """The state directory, made if missing and locked until this process ends
+    (ctld/state/statelock.py)."""
+    from ranch.ctld import logs
+    from ranch.ctld.state.statelock import StateDirBusy, acquire
+
+    if option:
+        state_dir, origin = option, "--state-dir"
     elif config.control.state_save_location:
         state_dir, origin = config.control.state_save_location, "StateSaveLocation"
     else:
@@ -162,74 +272,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         os.makedirs(state_dir, mode=0o700, exist_ok=True)
     except OSError as exc:
-        print(f"rctld: cannot create state dir {state_dir}: {exc.strerror}", file=sys.stderr)
-        return 1
-    from ranch.ctld.state.statelock import StateDirBusy, acquire
-
+        raise Refused(1, f"rctld: cannot create state dir {state_dir}: {exc.strerror}") from None
     try:
-        acquire(state_dir)  # held until this process ends (ctld/state/statelock.py)
+        acquire(state_dir)
     except StateDirBusy as exc:
-        print(f"rctld: {exc}", file=sys.stderr)
-        return 1
+        raise Refused(1, f"rctld: {exc}") from None
     except OSError as exc:
-        print(f"rctld: cannot lock state dir {state_dir}: {exc.strerror or exc}",
-              file=sys.stderr)
-        return 1
+        raise Refused(1, f"rctld: cannot lock state dir {state_dir}: "
+                         f"{exc.strerror or exc}") from None
     logs.event("state directory", path=state_dir, source=origin)
-    logs.event("starting", config=config.path, hash=config.config_hash[:12], key=key_path)
-
-    daemons: list[Daemon] = []
-
-    def make_daemon(store: Store | None = None, grace: float = 0.0,
-                    handover: Callable[[], Awaitable[None]] | None = None) -> Daemon:
-        daemon = Daemon(config, key, state_dir=state_dir, host=host, port=port,
-                        config_path=args.file, on_ready=gctune.freeze_startup_heap,
-                        key_file=os.path.abspath(key_path), log_sink=sink,
-                        notifier=Notifier(), ignore_damaged=args.ignore_damaged_state,
-                        store=store, grace=grace, handover=handover)
-        daemons[:] = [daemon]
-        return daemon
-
-    async def amain() -> None:
-        if etcd:  # a controller pair (issue 32): campaign, serve while holding the seat
-            from ranch.ctld.nodes.cluster import VERSION
-            from ranch.ctld.pair.controller import Controller
-
-            logs.event("state store", store="etcd", name=name,
-                       endpoints=",".join(config.control.etcd_endpoints),
-                       prefix=config.control.etcd_prefix)
-            await Controller(config, key, name=name, host=host, port=port,
-                             state_dir=state_dir, make_daemon=make_daemon,
-                             version=VERSION).run(signals=True)
-            return
-        await make_daemon().run(signals=True)
-
-    gctune.configure()
-    # as slurmctld does: the connection caps follow from it (ctld/rpc/admission.py)
-    raise_fd_limit()
-    from ranch.ctld.state.integrity import DamagedState
-
-    try:
-        trio.run(amain)
-    except DamagedState as exc:  # nothing was written: the files are as they were found
-        print(f"rctld: {exc}", file=sys.stderr)
-        return 1
-    except (CannotListen, BaseExceptionGroup) as exc:
-        damaged = _find(exc, DamagedState)
-        if damaged is not None:
-            print(f"rctld: {damaged}", file=sys.stderr)
-            return 1
-        refused = _find(exc, CannotListen)
-        if refused is None:
-            raise
-        logs.event("cannot listen", logging.ERROR, on=refused.what, addr=refused.addr,
-                   error=refused.error.strerror or str(refused.error))
-        return 1
-    except KeyboardInterrupt:  # Ctrl-C before the signal handler was installed
-        if daemons:
-            daemons[0].save_now()
-    logs.event("stopped")
-    return 0
+    return state_dir
 
 
 def _which_controller(config, name: str | None, listen_host: str | None):

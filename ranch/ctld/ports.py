@@ -1,10 +1,11 @@
-"""What ctld's components may reach of the node registry and of the job store, as narrow protocols.
+"""What the job store's components reach of it and of the node side, and what the web layer
+reads of failure detection, as protocols. The node side's own ports are ctld/nodes/ports.py.
 
-A component (failure detection, power save, a job's start, its steps...) names the interface
-it is given here, never the class that holds it (ctld/nodes/cluster.py, ctld/jobs/store.py):
-those import their components, so importing them back would tie every module into one import
-cycle, and would let a component reach for anything. tests/test_import_graph.py keeps ctld
-acyclic; mypy checks that Cluster and Jobs provide what is declared here.
+A component (a job's start, its steps...) names the interface it is given here, never the class
+that holds it (ctld/jobs/store.py): that imports its components, so importing it back would tie
+every module into one import cycle, and would let a component reach for anything.
+tests/test_import_graph.py keeps ctld acyclic; mypy checks that Jobs provides what is declared
+here, and ctld/compose/jobside.py NodeSideForJobs the node side.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ if TYPE_CHECKING:  # leaves: none of them imports a component or a hub
     from ranch.ctld.deadlines import Deadlines
     from ranch.ctld.jobs.history import FileHistory
     from ranch.ctld.jobs.jobrecord import Job
-    from ranch.ctld.nodes.eventlog import EventLog
-    from ranch.ctld.nodes.hardware import HardwareShelf
     from ranch.ctld.nodes.node import NodeRecord
     from ranch.ctld.nodes.stalls import StallWatch
     from ranch.ctld.site import Site
@@ -72,32 +71,6 @@ class NodeSide(Protocol):
     def partition_nodes(self, name: str) -> list[str] | None: ...
 
 
-class JobsOfNodes(Protocol):
-    """What the node registry's components reach of the job store."""
-
-    @property
-    def jobs(self) -> dict[int, Job]: ...
-    @property
-    def uses(self) -> dict[str, NodeUse]: ...
-    @property
-    def kicked(self) -> bool: ...  # a scheduling pass is due
-
-    def kick(self) -> None: ...
-
-    def heartbeat(self, node: NodeRecord, msg: m.Heartbeat) -> tuple[tuple[int, ...],
-                                                                     tuple[Any, ...]]: ...
-    def registered(self, node: NodeRecord, msg: m.Register) -> tuple[tuple[int, ...],
-                                                                     tuple[Any, ...]]: ...
-    def started(self, node: NodeRecord, msg: m.JobStarted) -> m.Ack: ...
-    def node_lost(self, node: NodeRecord, requeue: bool, wait: bool = False) -> None: ...
-    def jobs_holding(self, names: Sequence[str]) -> list[tuple[int, list[str]]]: ...
-    def restore(self, doc: dict[str, Any] | None) -> None: ...
-    def saved_entry(self, job: Job) -> Any: ...
-    def save_doc(self) -> dict[str, Any]: ...
-    def sync_node(self, name: str) -> None: ...
-    def config_changed(self) -> None: ...
-
-
 class Watch(Protocol):
     """Failure detection (ctld/nodes/liveness.py), as the other node components see it."""
 
@@ -123,45 +96,6 @@ class HealthBreaker(Guard, Protocol):
 
     def health(self, node: NodeRecord, verdict: str,
                message: str) -> tuple[bool, str | None]: ...
-
-
-class Power(Protocol):
-    """Power save (ctld/nodes/powersave.py), as node traffic sees it."""
-
-    @property
-    def pending(self) -> bool: ...
-
-
-class Registry(NodeSide, Protocol):
-    """What the node registry's own components reach of it (ctld/nodes/cluster.py Cluster)."""
-
-    @property
-    def eventlog(self) -> EventLog: ...
-    @property
-    def hardware(self) -> HardwareShelf: ...
-    @property
-    def settings(self) -> m.NodeSettings: ...
-    @property
-    def node_files(self) -> tuple[m.ConfigFile, ...]: ...
-    @property
-    def restored_names(self) -> tuple[str, ...]: ...  # the nodes the saved state knew
-    @property
-    def partition_records(self) -> tuple[dict[str, Any], ...]: ...
-    @property
-    def jobs(self) -> JobsOfNodes: ...
-    @property
-    def liveness(self) -> Watch: ...
-    @property
-    def drain_guard(self) -> HealthBreaker: ...
-    @property
-    def power(self) -> Power: ...
-
-    def mark_changed(self, node: NodeRecord) -> None: ...
-    def changed_all(self) -> None: ...
-    def members_changed(self) -> None: ...
-    def add_node(self, node: NodeRecord) -> None: ...
-    def expand(self, expr: str) -> tuple[list[str], list[str]]: ...
-    def jobs_running_until(self) -> dict[str, float]: ...
 
 
 class Inactivity(Protocol):
@@ -249,5 +183,5 @@ class JobStore(Protocol):
     def record(self, job: Job) -> dict[str, Any]: ...
 
 
-__all__ = ["Inactivity", "JobStore", "JobsOfNodes", "NodeSide", "Registry",
-           "Starts", "StepsOfJobs", "Watch", "Windows"]
+__all__ = ["Guard", "HealthBreaker", "Inactivity", "JobStore", "NodeSide", "Starts",
+           "StepsOfJobs", "Watch", "Windows"]

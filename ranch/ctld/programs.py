@@ -96,6 +96,21 @@ async def run_program(
             nodes=hostlist, error=result.error,
         )
         return result
+    output, timed_out = await _wait(proc, timeout)
+    if proc.returncode == 127 and output.startswith(reaper.EXEC_FAILED):
+        why = output[len(reaper.EXEC_FAILED):].strip()  # "PROGRAM: strerror"
+        result = ProgramResult(kind, argv, None, "", error=f"cannot run {why}")
+        logs.event("power program failed to start", logging.ERROR, kind=kind, program=program,
+                   nodes=hostlist, error=result.error)
+        return result
+    result = ProgramResult(kind, argv, proc.returncode, output, timed_out)
+    _log_result(result, program, hostlist, timeout)
+    return result
+
+
+async def _wait(proc: trio.Process, timeout: float) -> tuple[str, bool]:
+    """(its output, the first MAX_OUTPUT bytes; whether it was stopped for running past
+    `timeout`), once it ended, or was ended."""
     chunks: list[bytes] = []
     kept = 0
     timed_out = False
@@ -130,16 +145,7 @@ async def run_program(
                 await _stop(proc)
             if proc.stdout is not None:
                 await trio.aclose_forcefully(proc.stdout)
-    output = b"".join(chunks).decode("utf-8", "replace")
-    if proc.returncode == 127 and output.startswith(reaper.EXEC_FAILED):
-        why = output[len(reaper.EXEC_FAILED):].strip()  # "PROGRAM: strerror"
-        result = ProgramResult(kind, argv, None, "", error=f"cannot run {why}")
-        logs.event("power program failed to start", logging.ERROR, kind=kind, program=program,
-                   nodes=hostlist, error=result.error)
-        return result
-    result = ProgramResult(kind, argv, proc.returncode, output, timed_out)
-    _log_result(result, program, hostlist, timeout)
-    return result
+    return b"".join(chunks).decode("utf-8", "replace"), timed_out
 
 
 async def _stop(proc: trio.Process) -> None:

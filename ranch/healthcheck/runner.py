@@ -169,26 +169,7 @@ async def run_health_program_detailed(
         return _not_started(f"HC: cannot start the launcher: {exc.strerror or exc}")
 
     sink = _BoundedSink(output_limit)
-    timed_out = False
-    try:
-        async with trio.open_nursery() as nursery:
-            reader_done = trio.Event()
-            nursery.start_soon(_read_all, proc.stdout, sink, reader_done)
-            with trio.move_on_after(timeout) as scope:
-                await proc.wait()
-            if scope.cancelled_caught:
-                timed_out = True
-                await _stop(proc, kill_grace)
-            with trio.move_on_after(DRAIN_AFTER_EXIT):
-                await reader_done.wait()
-            nursery.cancel_scope.cancel()
-    finally:
-        with trio.CancelScope(shield=True):
-            if proc.returncode is None:  # our caller was cancelled: the tree ends with us
-                await _stop(proc, kill_grace)
-            if proc.stdout is not None:
-                await proc.stdout.aclose()
-
+    timed_out = await _supervise(proc, sink, timeout, kill_grace)
     if proc.returncode == 127 and sink.text().startswith(reaper.EXEC_FAILED):
         why = sink.text()[len(reaper.EXEC_FAILED):].strip()  # "PROGRAM: strerror"
         return _not_started(f"HC: cannot run {why}")
@@ -209,6 +190,32 @@ async def run_health_program_detailed(
         timed_out=timed_out,
         truncated=sink.truncated,
     )
+
+
+async def _supervise(proc: trio.Process, sink: _BoundedSink, timeout: float,
+                     kill_grace: float) -> bool:
+    """Read the program's output into `sink` until it exits, stopping it after `timeout` (or
+    when our caller is cancelled); whether it timed out."""
+    timed_out = False
+    try:
+        async with trio.open_nursery() as nursery:
+            reader_done = trio.Event()
+            nursery.start_soon(_read_all, proc.stdout, sink, reader_done)
+            with trio.move_on_after(timeout) as scope:
+                await proc.wait()
+            if scope.cancelled_caught:
+                timed_out = True
+                await _stop(proc, kill_grace)
+            with trio.move_on_after(DRAIN_AFTER_EXIT):
+                await reader_done.wait()
+            nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            if proc.returncode is None:  # our caller was cancelled: the tree ends with us
+                await _stop(proc, kill_grace)
+            if proc.stdout is not None:
+                await proc.stdout.aclose()
+    return timed_out
 
 
 class _BoundedSink:

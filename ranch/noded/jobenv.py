@@ -52,17 +52,11 @@ def _per_node(spec: JobSpec, env: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
-    env = {k: v for k, v in spec.env if k not in _DROPPED and "=" not in k and "\0" not in k + v}
+def _job_variables(spec: JobSpec, node: str, env: dict[str, str]) -> dict[str, str]:
+    """What slurmd sets in every batch job's environment (over what it was submitted with)."""
     job_id = str(spec.job_id)
     nodelist = spec.nodelist or node
-    # sbatch (and rbatch) export SLURM_NTASKS and SLURM_CPUS_PER_TASK only for -n and -c; more
-    # than one task or CPU a task can only have been asked for
-    if spec.ntasks != 1 or "SLURM_NTASKS" in env:
-        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(spec.ntasks)
-    if spec.cpus_per_task != 1 or "SLURM_CPUS_PER_TASK" in env:
-        env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
-    ours = {
+    return {
         "ENVIRONMENT": "BATCH",
         "HOSTNAME": node,
         "SLURM_JOB_ID": job_id,
@@ -93,6 +87,17 @@ def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
         "SLURM_NODE_ALIASES": "(null)",
         "RANCH_RESTART_COUNT": str(spec.restarts),
     }
+
+
+def job_environment(spec: JobSpec, node: str) -> dict[str, str]:
+    env = {k: v for k, v in spec.env if k not in _DROPPED and "=" not in k and "\0" not in k + v}
+    # sbatch (and rbatch) export SLURM_NTASKS and SLURM_CPUS_PER_TASK only for -n and -c; more
+    # than one task or CPU a task can only have been asked for
+    if spec.ntasks != 1 or "SLURM_NTASKS" in env:
+        env["SLURM_NTASKS"] = env["SLURM_NPROCS"] = str(spec.ntasks)
+    if spec.cpus_per_task != 1 or "SLURM_CPUS_PER_TASK" in env:
+        env["SLURM_CPUS_PER_TASK"] = str(spec.cpus_per_task)
+    ours = _job_variables(spec, node, env)
     ours.update(_per_node(spec, env))
     if spec.restarts:  # Slurm sets it only on a requeued run: scripts test it with -n
         ours["SLURM_RESTART_COUNT"] = str(spec.restarts)

@@ -74,6 +74,35 @@ async def start_job(
 ) -> RunningJob:
     """Write the job's record and start its shim (the spare already started, when there is
     one); returns once the script runs. Raises LaunchFailed when it cannot."""
+    spec, ident, path, log_file = await _write_record(spec, spool_dir, node, as_root,
+                                                      memory_cgroups)
+    proc = await _start_shim(path, log_file, python, spare)
+    rest = await _shim_answer(proc, path, timeout)
+    pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+    assert pids is not None, "the shim writes pids.json before it says ok"
+    job = RunningJob(
+        spec,
+        path,
+        proc.pid,
+        int(pids["shim_start"]),
+        int(rest),
+        float(pids["started_at"]),
+        proc=proc,
+    )
+    log.info(
+        "job %d started: script pid %d as uid %d in %s",
+        spec.job_id,
+        job.script_pid,
+        ident["uid"],
+        spec.workdir,
+    )
+    return job
+
+
+async def _write_record(spec: JobSpec, spool_dir: str, node: str, as_root: bool,
+                        memory_cgroups: bool) -> tuple[JobSpec, dict, Path, BinaryIO]:
+    """The job's launch record written (and its memory cgroup made): the spec as this node runs
+    it, who runs it, the job's directory and its shim.log opened for the supervisor."""
     path = jobstore.job_dir(spool_dir, spec)
     try:
         ident = identity(spec, node, as_root)
@@ -104,6 +133,12 @@ async def start_job(
     except (LaunchError, OSError, ValueError) as exc:
         message = str(exc) if isinstance(exc, LaunchError) else f"job record: {exc}"
         raise LaunchFailed(path, message, node_fault=isinstance(exc, OSError)) from exc
+    return spec, ident, path, log_file
+
+
+async def _start_shim(path: Path, log_file: BinaryIO, python: str,
+                      spare: SpareShim | None) -> trio.Process:
+    """The job's supervisor, the spare taken when there is one (log_file is closed either way)."""
     try:
         proc = None if spare is None else await spare.take(path)
         if proc is None:
@@ -121,6 +156,11 @@ async def start_job(
                            node_fault=True) from exc
     finally:
         log_file.close()
+    return proc
+
+
+async def _shim_answer(proc: trio.Process, path: Path, timeout: float) -> str:
+    """The rest of the shim's "ok SCRIPT_PID" line; LaunchFailed on any other answer."""
     assert proc.stdout is not None
     line = b""
     with trio.move_on_after(timeout):
@@ -144,22 +184,4 @@ async def start_job(
                 proc.kill()
         await proc.wait()
         raise LaunchFailed(path, rest, node_fault=not word)
-    pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
-    assert pids is not None, "the shim writes pids.json before it says ok"
-    job = RunningJob(
-        spec,
-        path,
-        proc.pid,
-        int(pids["shim_start"]),
-        int(rest),
-        float(pids["started_at"]),
-        proc=proc,
-    )
-    log.info(
-        "job %d started: script pid %d as uid %d in %s",
-        spec.job_id,
-        job.script_pid,
-        ident["uid"],
-        spec.workdir,
-    )
-    return job
+    return rest

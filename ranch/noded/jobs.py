@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, NoReturn
 
 import attrs
 import trio
 
 from ranch.noded import jobsignal, jobstore
+from ranch.noded.jobadopt import read_record
 from ranch.noded.joblaunch import (
     LAUNCH_TIMEOUT,
     SHIM,
@@ -27,9 +27,9 @@ from ranch.noded.runningjob import (
     HOLDER,
     RunningJob,
     alive,
+    end_tree,
     ending_of,
     note_end,
-    tree_signal,
     wait_exit,
 )
 from ranch.noded.spareshim import SpareShim
@@ -128,21 +128,13 @@ class JobRunner:
                 log.exception("cannot re-adopt the job recorded in %s; leaving it", path)
 
     async def _adopt_one(self, path: Path) -> None:
-        end = await trio.to_thread.run_sync(jobstore.load_end, path)
-        if end is not None:
-            self.ended[(end.job_id, end.restarts)] = (end, path)
+        found = await read_record(path, self.launch_timeout)
+        if found is None:
             return
-        spec = await trio.to_thread.run_sync(jobstore.load_spec, path)
-        if spec is None:
-            log.warning("dropping unreadable job record %s", path)
-            await trio.to_thread.run_sync(jobstore.remove, path)
+        if isinstance(found, JobEnd):
+            self.ended[(found.job_id, found.restarts)] = (found, path)
             return
-        ending, silent = await trio.to_thread.run_sync(jobstore.load_ending, path)
-        pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
-        if pids is None:
-            pids = await self._pids_of_interrupted_launch(spec, path)
-            if pids is False:
-                return
+        spec, ending, silent, pids = found.spec, found.ending, found.silent, found.pids
         if pids is not None and alive(int(pids["shim_pid"]), int(pids["shim_start"])):
             job = RunningJob(
                 spec,
@@ -158,35 +150,13 @@ class JobRunner:
             log.info("re-adopted job %d (shim pid %d)", spec.job_id, job.shim_pid)
             self._watch(job)
             if ending:
-                self._nursery_start(self._killer, job)
+                self._nursery_start(end_tree, job)
             return
         started = float(pids.get("started_at", 0.0)) if pids else 0.0
         end = await trio.to_thread.run_sync(ending_of, spec, path, ending, started)
         if pids is None and end.state != "LAUNCH_FAILED":
             end = attrs.evolve(end, state="FAILED", message="rnoded stopped while launching")
         await self._record_end(spec, path, end, silent)
-
-    async def _pids_of_interrupted_launch(self, spec: JobSpec, path: Path
-                                          ) -> dict | Literal[False] | None:
-        """A record without pids.json: the previous rnoded stopped while launching it. False
-        when its script never started (the claim was still free; now it never will): the
-        record goes, the run is not reported, and the controller sends it again or requeues
-        it, never taking a run that did not happen for a FAILED one. Otherwise the shim has it:
-        its pids once it writes them (None if it does not within the launch timeout)."""
-        if await trio.to_thread.run_sync(jobstore.claim, path):
-            log.warning("job %d run %d: rnoded stopped before its script started; "
-                        "the run is given back", spec.job_id, spec.restarts)
-            await trio.to_thread.run_sync(jobstore.remove, path)
-            return False
-        with trio.move_on_after(self.launch_timeout):
-            while True:
-                pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
-                status = await trio.to_thread.run_sync(jobstore.read_json,
-                                                       path / "status.json")
-                if pids is not None or status is not None:
-                    return pids
-                await trio.sleep(0.05)
-        return None
 
     def _nursery_start(self, fn: Callable, *args: object) -> None:
         assert self._nursery is not None, "JobRunner.run is not running"
@@ -408,7 +378,7 @@ class JobRunner:
                 # one small append to a local file, before the first signal: the line comes
                 # before whatever the job prints as it dies, as slurmstepd's does
                 note_end(job, self.node, state == "TIMEOUT")
-            self._nursery_start(self._killer, job)  # before any await: a cancel cannot skip it
+            self._nursery_start(end_tree, job)  # before any await: a cancel cannot skip it
         try:
             await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
         except OSError as exc:  # the kill goes on; only an rnoded restart would forget why
@@ -424,16 +394,3 @@ class JobRunner:
             if await self.kill(job_id, 0, "stale", silent=True, run=run):
                 log.warning("job %d run %d is not ours any more (controller's kill list)",
                             job_id, run)
-
-    async def _killer(self, job: RunningJob) -> None:
-        outside = await trio.to_thread.run_sync(tree_signal, job, signal.SIGTERM)
-        if outside:
-            log.info(
-                "job %d: %d processes outside its group signalled too", job.spec.job_id, outside
-            )
-        with trio.move_on_after(job.spec.kill_wait):
-            await job.done.wait()
-        while not job.done.is_set():  # KillWait is over: SIGKILL whatever still lives
-            await trio.to_thread.run_sync(tree_signal, job, signal.SIGKILL)
-            with trio.move_on_after(1.0):
-                await job.done.wait()

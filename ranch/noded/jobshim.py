@@ -208,20 +208,9 @@ def job_from_stdin() -> str | None:
     return jobdir
 
 
-def main() -> int:
-    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
-        signal.signal(sig, signal.SIG_IGN)  # rnoded's death must not take us along
-    become_subreaper()
-    jobdir = job_from_stdin() if sys.argv[1] == SPARE else sys.argv[1]
-    if jobdir is None:
-        return 0
-    with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
-        spec = marshal.load(f)
-    cgroup = spec.get("cgroup")
-    oom_before = 0 if cgroup else oom_kills()
-    started = time.time()
-    if not claim(jobdir):
-        return 0  # a restarted rnoded gave this run up before it started: never run it
+def start_script(spec: dict, jobdir: str) -> int | None:
+    """Fork the script's process; its pid, or None once a failure to start it is recorded (in
+    status.json and as rnoded's "fail" line)."""
     err_r, err_w = os.pipe2(os.O_CLOEXEC)
     pid = os.fork()
     if pid == 0:
@@ -233,48 +222,44 @@ def main() -> int:
         chunks.append(chunk)
     os.close(err_r)
     failure = b"".join(chunks).decode(errors="replace")
-    if failure:
-        os.waitpid(pid, 0)
-        if spec.get("cgroup"):
-            try:
-                os.rmdir(spec["cgroup"][0])
-            except OSError:
-                pass
-        write_json(os.path.join(jobdir, "status.json"), {"launch_error": failure})
-        sys.stdout.write(f"fail {failure}\n")
-        sys.stdout.flush()
-        return 0
-    pids = {"shim_pid": os.getpid(), "shim_start": proc_start_ticks(), "script_pid": pid,
-            "started_at": started}
-    write_json(os.path.join(jobdir, "pids.json"), pids)
-    try:
-        sys.stdout.write(f"ok {pid}\n")
-        sys.stdout.flush()
-    except OSError:
-        pass  # rnoded went away while we started: it re-adopts us from pids.json
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 1)
-    status = 0
-    # what every process of the job used, summed as we reap it (wait4: issue 48's TotalCPU)
-    used = [0.0, 0.0]  # user s, system s
-
-    def reap(flags: int = 0) -> tuple[int, int]:
-        done, wstatus, ru = os.wait4(-1, flags)
-        if done:
-            used[0] += ru.ru_utime
-            used[1] += ru.ru_stime
-        return done, wstatus
-
-    while True:  # reap adopted orphans too, until the script itself ends
+    if not failure:
+        return pid
+    os.waitpid(pid, 0)
+    if spec.get("cgroup"):
         try:
-            done, wstatus = reap()
+            os.rmdir(spec["cgroup"][0])
+        except OSError:
+            pass
+    write_json(os.path.join(jobdir, "status.json"), {"launch_error": failure})
+    sys.stdout.write(f"fail {failure}\n")
+    sys.stdout.flush()
+    return None
+
+
+def reap(used: list[float], flags: int = 0) -> tuple[int, int]:
+    """wait4 on any child, adding what it used to `used` (user s, system s: issue 48's
+    TotalCPU)."""
+    done, wstatus, ru = os.wait4(-1, flags)
+    if done:
+        used[0] += ru.ru_utime
+        used[1] += ru.ru_stime
+    return done, wstatus
+
+
+def wait_script(pid: int, used: list[float]) -> int:
+    """The script's wait status; adopted orphans are reaped too, until the script itself ends."""
+    while True:
+        try:
+            done, wstatus = reap(used)
         except ChildProcessError:
-            break
+            return 0
         if done == pid:
-            status = wstatus
-            break
-    ended = time.time()
-    # The script is gone: whatever it left behind ends with it (as Slurm's proctrack does).
+            return wstatus
+
+
+def kill_leftovers(pid: int, used: list[float]) -> int:
+    """Kill and reap what the script left behind (as Slurm's proctrack does); how many were
+    killed one by one."""
     leftovers = 0
     for _ in range(50):
         try:
@@ -295,11 +280,47 @@ def main() -> int:
         # reap what died without waiting on what lives: a grandchild re-parented to us after
         # the listing is killed at the next round, not waited for (it would hold us for ever)
         try:
-            while reap(os.WNOHANG)[0]:
+            while reap(used, os.WNOHANG)[0]:
                 pass
         except ChildProcessError:
             break
         time.sleep(0.05)
+    return leftovers
+
+
+def main() -> int:
+    for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)  # rnoded's death must not take us along
+    become_subreaper()
+    jobdir = job_from_stdin() if sys.argv[1] == SPARE else sys.argv[1]
+    if jobdir is None:
+        return 0
+    with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
+        spec = marshal.load(f)
+    cgroup = spec.get("cgroup")
+    oom_before = 0 if cgroup else oom_kills()
+    started = time.time()
+    if not claim(jobdir):
+        return 0  # a restarted rnoded gave this run up before it started: never run it
+    pid = start_script(spec, jobdir)
+    if pid is None:
+        return 0
+    pids = {"shim_pid": os.getpid(), "shim_start": proc_start_ticks(), "script_pid": pid,
+            "started_at": started}
+    write_json(os.path.join(jobdir, "pids.json"), pids)
+    try:
+        sys.stdout.write(f"ok {pid}\n")
+        sys.stdout.flush()
+    except OSError:
+        pass  # rnoded went away while we started: it re-adopts us from pids.json
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 1)
+    # what every process of the job used, summed as we reap it (wait4: issue 48's TotalCPU)
+    used = [0.0, 0.0]  # user s, system s
+    status = wait_script(pid, used)
+    ended = time.time()
+    # The script is gone: whatever it left behind ends with it (as Slurm's proctrack does).
+    leftovers = kill_leftovers(pid, used)
     oom_after = oom_kills(cgroup)
     measured = cgroup_usage(cgroup)
     if cgroup:
@@ -321,7 +342,6 @@ def main() -> int:
     }
     write_json(os.path.join(jobdir, "status.json"), result)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

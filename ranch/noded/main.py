@@ -16,7 +16,8 @@ import trio
 from ranch.noded.gpus import open_gpus
 from ranch.noded.hardware import probe_hardware, short_hostname, slurmd_c_text
 from ranch.noded.logs import setup_logging
-from ranch.noded.session import NodeDaemon, NodeOptions
+from ranch.noded.options import NodeOptions
+from ranch.noded.session import NodeDaemon
 from ranch.noded.spoollock import SpoolBusy, lock_spool
 from ranch.protocol.auth import KeyFileError, load_key, resolve_key_path
 from ranch.protocol.client import parse_address
@@ -108,17 +109,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.conf and not args.dynamic:
         print("rnoded: --conf applies only with --dynamic", file=sys.stderr)
         return 2
-    try:
-        sink = setup_logging(args.log_format, path=args.log_file)
-    except OSError as exc:
-        print(f"rnoded: cannot open log file {args.log_file}: {exc.strerror or exc}",
-              file=sys.stderr)
+    sink = _open_log(args.log_format, args.log_file)
+    if sink is None:
         return 1
     try:
         servers = tuple(parse_address(x) for x in args.server.split(",") if x.strip())
         if not servers:
             raise ValueError("--server: no address given")
-        server = servers[0]
         key = load_key(resolve_key_path(args.key_file))
         version = protocol_version()
     except (ValueError, KeyFileError) as exc:
@@ -127,17 +124,11 @@ def main(argv: list[str] | None = None) -> int:
     # Resolved once, here: jobs run in their own directories, and a relative spool read from
     # there is another place (every launch failed).
     spool_dir = os.path.abspath(args.spool_dir or default_spool_dir(name))
-    try:
-        lock = lock_spool(spool_dir)  # held (open) until the process exits
-    except SpoolBusy as exc:
-        print(f"rnoded: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
-        print(f"rnoded: cannot lock spool dir {spool_dir}: {exc.strerror or exc}",
-              file=sys.stderr)
+    lock = _lock_spool(spool_dir)  # held (open) until the process exits
+    if lock is None:
         return 1
     opts = NodeOptions(
-        server=server,
+        server=servers[0],
         servers=servers,
         name=name,
         key=key,
@@ -153,6 +144,27 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         os.close(lock)
     return 0
+
+
+def _open_log(log_format: str, path: str | None) -> LogSink | None:
+    """The log set up, or None once the reason it cannot be is printed."""
+    try:
+        return setup_logging(log_format, path=path)
+    except OSError as exc:
+        print(f"rnoded: cannot open log file {path}: {exc.strerror or exc}", file=sys.stderr)
+        return None
+
+
+def _lock_spool(spool_dir: str) -> int | None:
+    """The spool's lock, or None once the reason it cannot be had is printed."""
+    try:
+        return lock_spool(spool_dir)
+    except SpoolBusy as exc:
+        print(f"rnoded: {exc}", file=sys.stderr)
+    except OSError as exc:
+        print(f"rnoded: cannot lock spool dir {spool_dir}: {exc.strerror or exc}",
+              file=sys.stderr)
+    return None
 
 
 class DaemonLog:

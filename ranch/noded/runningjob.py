@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import signal
 import time
@@ -18,6 +19,8 @@ from ranch.noded.jobenv import node_index, output_paths
 from ranch.noded.usage import Track, usage_of
 from ranch.protocol.messages import JobEnd, JobSpec
 from ranch.protocol.usage import Usage
+
+log = logging.getLogger("rnoded.jobs")
 
 POLL_INTERVAL = 0.5  # where pidfd_open is missing, how often an adopted shim is looked at
 # What a multi-node job runs on its nodes other than the batch host, and an allocation (ralloc,
@@ -92,6 +95,22 @@ async def wait_exit(job: RunningJob) -> None:
             await trio.lowlevel.wait_readable(fd)
     finally:
         os.close(fd)
+
+
+async def end_tree(job: RunningJob) -> None:
+    """End the job's processes: SIGTERM to its tree, then SIGKILL once KillWait is over, until
+    its shim is gone."""
+    outside = await trio.to_thread.run_sync(tree_signal, job, signal.SIGTERM)
+    if outside:
+        log.info(
+            "job %d: %d processes outside its group signalled too", job.spec.job_id, outside
+        )
+    with trio.move_on_after(job.spec.kill_wait):
+        await job.done.wait()
+    while not job.done.is_set():  # KillWait is over: SIGKILL whatever still lives
+        await trio.to_thread.run_sync(tree_signal, job, signal.SIGKILL)
+        with trio.move_on_after(1.0):
+            await job.done.wait()
 
 
 def note_end(job: RunningJob, node: str, timeout: bool) -> None:

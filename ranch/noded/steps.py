@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -25,6 +24,7 @@ import trio
 from ranch.noded import stepstore
 from ranch.noded.joblaunch import LaunchError
 from ranch.noded.jobs import JobRunner
+from ranch.noded.stepcontrol import end_tasks, feed_stdin, signal_tasks, step_end
 from ranch.noded.steptasks import (
     LineReader,
     RunningStep,
@@ -34,7 +34,6 @@ from ranch.noded.steptasks import (
     start_tasks,
 )
 from ranch.noded.taskenv import cancelled_line, truncate_shared
-from ranch.noded.usage import usage_of
 from ranch.protocol.messages import (
     StepEnd,
     StepHello,
@@ -302,23 +301,12 @@ class StepRunner:
                 ends = msg.signal in (signal.SIGKILL, signal.SIGINT)
                 await self.signal(step, msg.signal, ending="CANCELLED" if ends else "")
             elif isinstance(msg, TaskInput):
-                await self._feed(step, msg)
+                await feed_stdin(step, msg)
         if step.pids and len(step.exits) < len(step.spec.tasks):
             log.info("step %d.%d: rrun went away; ending its tasks", step.spec.job_id,
                      step.spec.step_id)
             step.fs = None
             await self.signal(step, 0)
-
-    async def _feed(self, step: RunningStep, msg: TaskInput) -> None:
-        for task, pipe in list(step.stdin.items()):
-            try:
-                if msg.data:
-                    await pipe.send_all(msg.data.encode("latin-1"))
-                if msg.eof:
-                    await pipe.aclose()
-                    del step.stdin[task]
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                step.stdin.pop(task, None)
 
     async def _job_watch(self, step: RunningStep, job: Any) -> None:
         if job is not None:  # None: the job ended here while rnoded was away
@@ -330,29 +318,11 @@ class StepRunner:
         """Deliver `signum` to each task's process group; 0 ends them (TERM, KILL later)."""
         if signum == 0:
             step.ending = step.ending or "CANCELLED"
-            self._signal_all(step, signal.SIGCONT)
-            self._signal_all(step, signal.SIGTERM)
-            await self._escalate(step)
+            await end_tasks(step, self.kill_wait)
             return
         if ending:
             step.ending = step.ending or ending
-        self._signal_all(step, signum)
-
-    async def _escalate(self, step: RunningStep) -> None:
-        with trio.move_on_after(self.kill_wait):
-            await step.done.wait()
-            return
-        self._signal_all(step, signal.SIGKILL)
-
-    @staticmethod
-    def _signal_all(step: RunningStep, signum: int) -> None:
-        for task, pid in step.pids.items():
-            if task in step.exits:
-                continue
-            try:
-                os.killpg(pid, signum)
-            except OSError:
-                pass
+        signal_tasks(step, signum)
 
     async def kill(self, job_id: int, step_id: int, signum: int) -> bool:
         step = self.steps.get((job_id, step_id))
@@ -367,9 +337,9 @@ class StepRunner:
             if jid == job_id:
                 if signum == 0:
                     step.ending = step.ending or "CANCELLED"
-                    self._signal_all(step, signal.SIGTERM)
+                    signal_tasks(step, signal.SIGTERM)
                 else:
-                    self._signal_all(step, signum)
+                    signal_tasks(step, signum)
 
     async def _say(self, step: RunningStep, msg: Any) -> None:
         """One frame to rrun. Shielded, so that stopping rnoded never cuts a frame in half or
@@ -392,18 +362,7 @@ class StepRunner:
     async def _finish(self, step: RunningStep) -> None:
         spec = step.spec
         key = (spec.job_id, spec.step_id)
-        codes = [c for c, _ in step.exits.values()]
-        signals = [s for _, s in step.exits.values() if s]
-        if step.ending:
-            state = step.ending
-        elif any(codes) or signals:
-            state = "FAILED"
-        else:
-            state = "COMPLETED"
-        track = self.jobs.meter.stop(_meter_key(step))
-        end = StepEnd(spec.job_id, spec.step_id, state, max(codes, default=0),
-                      signals[0] if signals else 0, spec.restarts, step.started_at, time.time(),
-                      usage=usage_of(track))
+        end = step_end(step, self.jobs.meter.stop(_meter_key(step)))
         with trio.CancelScope(shield=True):  # quick, and the next rnoded needs it whole
             if step.path is not None:
                 await trio.to_thread.run_sync(stepstore.save_end, step.path, end)

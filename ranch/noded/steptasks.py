@@ -109,32 +109,10 @@ async def start_tasks(step: RunningStep, job: Any, *, node: str, spool_dir: str,
     (those that could not start: step.failed; None when none could). LaunchError: the shim
     itself could not start (its record is gone then)."""
     spec, js = step.spec, job.spec
-    tasks: list[list] = []
     theirs: list[Any] = []  # descriptors and files the shim gets; ours closed once it runs
     outputs: list[list] = []  # [task, fd, our read end, forwarded to rrun]
     try:
-        for local, task in enumerate(spec.tasks):
-            env = task_environment(spec, node, local, task, js.cpus)
-            try:
-                if isinstance(ident, Exception):
-                    raise ident
-                argv = task_argv(spec, env)
-                fds = _task_fds(step, task, js, node, theirs, outputs)
-            except (OSError, LaunchError) as exc:
-                code = 1 if isinstance(exc, OpenError) else 2  # slurmstepd: exit 1, execve: 2
-                step.failed[task] = (exec_error(spec, exc, node), code)
-                continue
-            if fds[0] == -2:  # stdin from rrun
-                r, w = os.pipe()
-                theirs.append(r)
-                step.stdin[task] = trio.lowlevel.FdStream(w)
-                fds[0] = r
-            tasks.append([task, argv, env, *fds])
-        for task in spec.tasks:
-            step.drained[task] = trio.Event()
-            step.pumps[task] = sum(1 for o in outputs if o[0] == task)
-            if not step.pumps[task]:
-                step.drained[task].set()
+        tasks = _open_tasks(step, js, node, ident, theirs, outputs)
         if not tasks:  # none started: the pipes made for them have no reader
             for o in outputs:
                 os.close(o[2])
@@ -172,25 +150,65 @@ async def start_tasks(step: RunningStep, job: Any, *, node: str, spool_dir: str,
         line = await reader.readline()
     pids = await trio.to_thread.run_sync(stepstore.load_pids, path)
     if line != "ok" or pids is None:
-        proc.kill()
         with trio.CancelScope(shield=True):
-            await proc.wait()
-            await proc.stdout.aclose()
-            for _, _, stream, _ in streams:
-                await stream.aclose()
-            for pipe in step.stdin.values():  # rrun's stdin for tasks that never ran
-                await pipe.aclose()
-            step.stdin.clear()
-            for task_pid in (_pids_of(pids).values() if pids is not None else ()):
-                try:  # tasks the shim started before it failed: in sessions of their own
-                    os.killpg(task_pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            why = _shim_log(path) or "no answer"
-            await trio.to_thread.run_sync(stepstore.remove, path)
+            why = await _abandon(step, proc, streams, pids, path)
         raise LaunchError(f"the step's supervisor on {node} failed: {why}")
     _failures(step, pids, node)
     return Held(path, _shim_of(pids), _pids_of(pids), streams, _Rest(reader), proc)
+
+
+def _open_tasks(step: RunningStep, js: Any, node: str, ident: dict | Exception, theirs: list,
+                outputs: list) -> list[list]:
+    """Each task's [task, argv, env, stdin, stdout, stderr] for the shim; a task that cannot
+    start goes into step.failed instead. Sets up each task's output drain."""
+    spec = step.spec
+    tasks: list[list] = []
+    for local, task in enumerate(spec.tasks):
+        env = task_environment(spec, node, local, task, js.cpus)
+        try:
+            if isinstance(ident, Exception):
+                raise ident
+            argv = task_argv(spec, env)
+            fds = _task_fds(step, task, js, node, theirs, outputs)
+        except (OSError, LaunchError) as exc:
+            code = 1 if isinstance(exc, OpenError) else 2  # slurmstepd: exit 1, execve: 2
+            step.failed[task] = (exec_error(spec, exc, node), code)
+            continue
+        if fds[0] == -2:  # stdin from rrun
+            r, w = os.pipe()
+            theirs.append(r)
+            step.stdin[task] = trio.lowlevel.FdStream(w)
+            fds[0] = r
+        tasks.append([task, argv, env, *fds])
+    for task in spec.tasks:
+        step.drained[task] = trio.Event()
+        step.pumps[task] = sum(1 for o in outputs if o[0] == task)
+        if not step.pumps[task]:
+            step.drained[task].set()
+    return tasks
+
+
+async def _abandon(step: RunningStep, proc: trio.Process, streams: list, pids: dict | None,
+                   path: Path) -> str:
+    """A shim that did not say ok: it, its pipes and any task it started end, its record goes;
+    returns why it failed (its log's last line)."""
+    assert proc.stdout is not None
+    proc.kill()
+    await proc.wait()
+    await proc.stdout.aclose()
+    for _, _, stream, _ in streams:
+        await stream.aclose()
+    for pipe in step.stdin.values():  # rrun's stdin for tasks that never ran
+        await pipe.aclose()
+    step.stdin.clear()
+    for task_pid in (_pids_of(pids).values() if pids is not None else ()):
+        try:  # tasks the shim started before it failed: in sessions of their own
+            os.killpg(task_pid, signal.SIGKILL)
+        except OSError:
+            pass
+    why = _shim_log(path) or "no answer"
+    await trio.to_thread.run_sync(stepstore.remove, path)
+    return why
 
 
 def _task_fds(step: RunningStep, task: int, js: Any, node: str, theirs: list,

@@ -1,7 +1,8 @@
 """Blocking one-shot requests to the controller over a plain socket (for the CLI: no trio here).
 
-`request` sends and returns typed messages; `request_raw` sends and returns plain dicts and
-imports neither attrs nor cattrs (the CLI's path: it starts in a fraction of the time).
+`request_raw` sends and returns plain dicts and imports neither attrs nor cattrs (the CLI's path:
+it starts in a fraction of the time); protocol.typedclient's `request` sends and returns typed
+messages over the same socket helpers.
 """
 
 from __future__ import annotations
@@ -60,63 +61,6 @@ def parse_address(text: str, default_port: int = DEFAULT_PORT) -> tuple[str, int
     return host, int(port_text)
 
 
-def request(
-    addr: tuple[str, int],
-    key: bytes,
-    msg: object,
-    *,
-    timeout: float = 10.0,
-    max_reply_size: int = MAX_REPLY_SIZE,
-    munge: str | None = None,
-) -> object:
-    """Send `msg`, return the reply message (an `Error` reply is returned, not raised).
-    `munge`: prove the caller's user with a MUNGE credential from munged at this socket ("" =
-    MUNGE's default; `key` is then unused), as commands do under AuthType=auth/munge.
-
-    Raises ControllerUnreachable when the controller cannot be reached or stays silent for
-    `timeout` seconds, and ProtocolError when its reply fails authentication or decoding."""
-    from ranch.protocol.framing import FrameDecoder, encode_frame
-
-    deadline = time.monotonic() + timeout
-    request_id = _new_request_id()
-    pre = b""
-    if munge is not None:
-        from ranch.protocol.userauth import preamble
-
-        key, pre = preamble(munge or None, request_id=request_id, version=RAW_VERSION)
-    try:
-        sock = _connect(addr, timeout)
-    except OSError as exc:
-        raise ControllerUnreachable(addr, _reason(exc)) from None
-    decoder = FrameDecoder(key, max_size=max_reply_size, message_timeout=max(timeout, 10.0))
-    with sock:
-        send_error = _send(sock, pre + encode_frame(msg, key, request_id=request_id))
-        if send_error is None:
-            _done_sending(sock)
-        if isinstance(send_error, TimeoutError):
-            raise ControllerUnreachable(addr, f"no reply within {timeout:g} s")
-        try:
-            while True:
-                for frame in decoder:
-                    if frame.request_id in (request_id, 0):
-                        return frame.msg
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError
-                sock.settimeout(remaining)
-                data = sock.recv(1 << 16)
-                if not data:
-                    raise ControllerUnreachable(addr, "connection closed before a reply came")
-                decoder.feed(data)
-        except TimeoutError:
-            raise ControllerUnreachable(addr, _reason(send_error) if send_error
-                                        else f"no reply within {timeout:g} s") from None
-        except OSError as exc:
-            if isinstance(exc, ControllerUnreachable) and send_error is None:
-                raise
-            raise ControllerUnreachable(addr, _reason(send_error or exc)) from None
-
-
 def request_raw(
     addr: tuple[str, int],
     key: bytes,
@@ -141,7 +85,7 @@ def request_raw(
     sock, request_id, send_error, key = _open_and_send(addr, key, type_name, body, timeout,
                                                        version, munge, connect_timeout)
     if send_error is None:
-        _done_sending(sock)
+        done_sending(sock)
     with sock:
         return _read_reply(sock, addr, request_id, key, munge, deadline=deadline,
                            timeout=timeout, max_reply_size=max_reply_size,
@@ -162,7 +106,7 @@ class RawCall:
         self.sock, self.request_id, self.send_error, self.key = _open_and_send(
             addr, key, type_name, body, timeout, RAW_VERSION, munge)
         if self.send_error is None:
-            _done_sending(self.sock)
+            done_sending(self.sock)
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -199,12 +143,12 @@ def _read_reply(
             if reply.request_id in (request_id, 0):
                 break
     except TimeoutError:
-        raise ControllerUnreachable(addr, _reason(send_error) if send_error
+        raise ControllerUnreachable(addr, failure_reason(send_error) if send_error
                                     else f"no reply within {timeout:g} s") from None
     except OSError as exc:
         if isinstance(exc, ControllerUnreachable) and send_error is None:
             raise
-        raise ControllerUnreachable(addr, _reason(send_error or exc)) from None
+        raise ControllerUnreachable(addr, failure_reason(send_error or exc)) from None
     skew = time.time() - reply.timestamp
     window = max(timeout, 10.0)
     if not abs(skew) <= window:
@@ -291,12 +235,12 @@ def _open_and_send(
     connect_timeout: float | None = None,
 ) -> tuple[_Socket, int, OSError | None, bytes]:
     """Connect, authenticate and send one raw request; returns the socket, its request id, the
-    error that cut the send short, if one did (see `_send`), and the key replies are signed
+    error that cut the send short, if one did (see `send_frame`), and the key replies are signed
     with (the session key under munge)."""
     from ranch.protocol.cjson import dumps
     from ranch.protocol.rawframe import pack_frame
 
-    request_id = _new_request_id()
+    request_id = new_request_id()
     pre = b""
     if munge is not None:
         from ranch.protocol.userauth import preamble
@@ -305,12 +249,12 @@ def _open_and_send(
     frame = pre + pack_frame(type_name, dumps(body).encode(), key,
                              request_id=request_id, version=version)
     try:
-        sock = _connect(addr, connect_timeout or timeout)
+        sock = connect(addr, connect_timeout or timeout)
         if connect_timeout:
             sock.settimeout(timeout)
     except OSError as exc:
-        raise ControllerUnreachable(addr, _reason(exc), sent=False) from None
-    send_error = _send(sock, frame)
+        raise ControllerUnreachable(addr, failure_reason(exc), sent=False) from None
+    send_error = send_frame(sock, frame)
     if isinstance(send_error, TimeoutError):
         sock.close()
         raise ControllerUnreachable(addr, f"no reply within {timeout:g} s") from None
@@ -330,7 +274,7 @@ class _Socket(_socket.socket):
         self.close()
 
 
-def _connect(addr: tuple[str, int], timeout: float) -> _Socket:
+def connect(addr: tuple[str, int], timeout: float) -> _Socket:
     """A connection to `addr`, each address of the host tried in turn (socket.create_connection's
     way). An ASCII host goes to getaddrinfo as bytes: given a str, it would import the idna
     codec (and stringprep) first."""
@@ -349,7 +293,7 @@ def _connect(addr: tuple[str, int], timeout: float) -> _Socket:
     raise error or OSError(f"no address found for {host}")
 
 
-def _send(sock: _Socket, frame: bytes) -> OSError | None:
+def send_frame(sock: _Socket, frame: bytes) -> OSError | None:
     """Send `frame`; a send cut short (the controller refused the frame and closed) is returned,
     not raised: the controller's Error saying why may be waiting to be read, and it says more
     than "connection reset"."""
@@ -360,7 +304,7 @@ def _send(sock: _Socket, frame: bytes) -> OSError | None:
     return None
 
 
-def _done_sending(sock: _Socket) -> None:
+def done_sending(sock: _Socket) -> None:
     """Half-close after the one request: rctld then finds the end of stream waiting once it has
     replied and closes at once, instead of waiting for it (issue 23: a scheduler pass and an
     epoll registration per command). Not for a stream of replies (stream_raw)."""
@@ -370,11 +314,11 @@ def _done_sending(sock: _Socket) -> None:
         pass  # the reply (or the reason there is none) is read all the same
 
 
-def _new_request_id() -> int:
+def new_request_id() -> int:
     return (int.from_bytes(os.urandom(8), "big") >> 1) or 1
 
 
-def _reason(exc: OSError) -> str:
+def failure_reason(exc: OSError) -> str:
     if isinstance(exc, TimeoutError):
         return "connection timed out"
     if isinstance(exc, _socket.gaierror):
@@ -403,7 +347,7 @@ def stream_raw(
                                                        RAW_VERSION, munge)
     if send_error is not None:
         sock.close()
-        raise ControllerUnreachable(addr, _reason(send_error))
+        raise ControllerUnreachable(addr, failure_reason(send_error))
     deadline = time.monotonic() + timeout
     with sock:
         try:
@@ -431,4 +375,4 @@ def stream_raw(
         except OSError as exc:
             if isinstance(exc, ControllerUnreachable):
                 raise
-            raise ControllerUnreachable(addr, _reason(exc)) from None
+            raise ControllerUnreachable(addr, failure_reason(exc)) from None

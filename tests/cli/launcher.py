@@ -88,7 +88,8 @@ class Controller:
         return (self.dir / f"{name}.log").read_text(errors="replace")
 
     def ask(self, msg: Any, *, quiet: bool = False) -> Any:
-        from ranch.protocol.client import ControllerUnreachable, request
+        from ranch.protocol.client import ControllerUnreachable
+        from ranch.protocol.typedclient import request
 
         try:
             return request(("127.0.0.1", self.port), self.key, msg, timeout=5.0)

@@ -74,7 +74,7 @@ def test_rrun_listens_within_srun_port_range(tmp_path: Path) -> None:
     """SrunPortRange is what a site's firewall opens on submit hosts: rrun's listener for its
     tasks' I/O takes a port inside it, or says the range is full."""
 
-    from ranch.cli.rrun import listen_for_tasks
+    from ranch.cli.step_launch import listen_for_tasks
 
     path = tmp_path / "cluster.conf"
     low = _two_free_ports()

@@ -15,9 +15,9 @@ import pytest
 
 import ranch
 from ranch.cli.slurm_names import RANCH_VERSION
-from ranch.ctld.nodes.cluster import VERSION as RCTLD_VERSION
+from ranch.ctld.compose.controller import VERSION as RCTLD_VERSION
 from ranch.ctld.web.app import API_VERSION
-from ranch.noded.session import RNODED_VERSION
+from ranch.noded.registration import RNODED_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
 # Every program an install puts on PATH, as pyproject.toml lists them.

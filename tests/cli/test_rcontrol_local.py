@@ -10,7 +10,8 @@ from records import T0, mixed_cluster, node
 
 from ranch.cli import show_records
 from ranch.cli.controller import DEFAULT_PORT, CliError, find_target
-from ranch.cli.rcontrol import main, parse_update
+from ranch.cli.node_update import parse_update
+from ranch.cli.rcontrol import main
 from ranch.conf.hostlist import fold
 from ranch.statemachine.events import REASON_REQUIRED_MESSAGE as REASON_MISSING
 

@@ -1,8 +1,8 @@
-"""rrun's side of a node's rnoded restarting under a step (cli/step_io.py, issue 46): the node's
-connection closing with its tasks unfinished is waited out (RECONNECT_WAIT); a new connection
-from the same node, signed with the step's key, carries on; an exit said again is said once;
-a node that does not come back loses its tasks as before. Real sockets (socketpair), a fake
-clock."""
+"""rrun's side of a node's rnoded restarting under a step (cli/step_io.py, cli/step_tasks.py;
+issue 46): the node's connection closing with its tasks unfinished is waited out
+(RECONNECT_WAIT); a new connection from the same node, signed with the step's key, carries on;
+an exit said again is said once; a node that does not come back loses its tasks as before. Real
+sockets (socketpair), a fake clock."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import secrets
 
 import pytest
 
-from ranch.cli import step_io
+from ranch.cli import step_tasks
 from ranch.cli.step_frames import pack
 from ranch.cli.step_io import Conn, StepIO
 
@@ -59,8 +59,8 @@ def test_a_restarted_rnoded_carries_on_and_an_exit_is_said_once(
     node_end.close()
     io.receive(first)  # end of file: rnoded stopped
     assert not io.finished and io.exits == {}
-    assert io.lost_at == {"n1": clock.now + step_io.RECONNECT_WAIT}
-    clock.now += step_io.RECONNECT_WAIT - 1
+    assert io.lost_at == {"n1": clock.now + step_tasks.RECONNECT_WAIT}
+    clock.now += step_tasks.RECONNECT_WAIT - 1
     io.expire_lost(clock.now)
     assert not io.finished
     second, node_end = connect(io)  # the next rnoded
@@ -82,7 +82,7 @@ def test_a_node_that_does_not_come_back_loses_its_tasks(
     say(io, conn, node_end, HELLO)
     node_end.close()
     io.receive(conn)
-    clock.now += step_io.RECONNECT_WAIT
+    clock.now += step_tasks.RECONNECT_WAIT
     io.expire_lost(clock.now)
     assert io.finished and io.exits == {0: (1, 0)}
     assert capsys.readouterr().err.splitlines() == [

@@ -7,8 +7,8 @@ from typing import Any
 import trio
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 BASE_CONF = """\
 ClusterName=test

@@ -8,12 +8,12 @@ import attrs
 import orjson
 import trio
 
-from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.inactive import HOLDER_GONE
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rights import KEY_HOLDER
 from ranch.ctld.state import deferred
+from ranch.ctld.state.overlay import overlay
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, wall
 from .test_jobs import Beats, end, job, kills, launches, rec, up

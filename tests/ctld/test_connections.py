@@ -7,11 +7,12 @@ import orjson
 import trio
 import trio.testing
 
-from ranch.ctld.nodes.cluster import Cluster
-from ranch.ctld.rpc.server import SEND_QUEUE, Server
+from ranch.ctld.rpc.connection import SEND_QUEUE
+from ranch.ctld.rpc.server import Server
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
 from ranch.protocol.rawframe import PREFIX, open_frame
+from tests.ctld.harness import Harness as Cluster
 from tests.ctld.helpers import FakeConn, hardware, make_config, register, wall
 
 KEY = b"k" * 32

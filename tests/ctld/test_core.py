@@ -9,12 +9,12 @@ import trio
 
 from ranch.conf import hostlist
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.nodes.snapshot import SNAPSHOT_STALENESS
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.protocol.codec import decode, encode
 from ranch.statemachine.events import REASON_REQUIRED_MESSAGE as REASON_REQUIRED
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import BASE_CONF, FakeConn, beat, job, make_config, register, state, wall
 

@@ -5,8 +5,8 @@ estimate, MailProg's arguments, and the submit refusals, each naming its field."
 from __future__ import annotations
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import FakeConn, register, wall
 

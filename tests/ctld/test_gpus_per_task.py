@@ -5,8 +5,8 @@ before all eight tasks' GPUs were asked of one node and the job was refused."""
 from __future__ import annotations
 
 from ranch.cli.sbatch_request import resources
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, register, wall
 from .test_jobs import job, launches, rec

@@ -7,11 +7,11 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rpc.admission import Caps
 from ranch.ctld.rpc.server import Server
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
+from tests.ctld.harness import Harness as Cluster
 from tests.ctld.helpers import make_config, wall
 
 KEY = b"k" * 32

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.nodes.hardware import HardwareShelf
 from ranch.ctld.nodes.savedstate import node_entry
 from ranch.protocol import messages as m
 from ranch.protocol.codec import converter
+from tests.ctld.harness import Harness as Cluster
 
 
 def _gpu(node: int, g: int) -> m.GpuInfo:

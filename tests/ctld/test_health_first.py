@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
 from ranch.protocol.codec import encode
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import FakeConn, hardware, make_config, state, wall
 

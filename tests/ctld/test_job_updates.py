@@ -8,9 +8,9 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import FakeConn, hardware, make_config, wall
 from .test_jobs import Beats, end, job, kills, rec, up

@@ -193,7 +193,7 @@ async def test_replay_never_rolls_a_newer_snapshot_back(tmp_path) -> None:
 async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_path) -> None:
     """After the first snapshot a job's script and environment are in StateSaveLocation/jobs/
     (written once), out of memory and of every later state file; its next launch reads them."""
-    from ranch.ctld.jobs import jobbulk
+    from ranch.ctld.state import bulkfiles
 
     d = daemon(tmp_path)
     _, conn = register(d.cluster, "n1")
@@ -201,13 +201,13 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
     sub = await d.durability.submit(m.SubmitJob(script=big, user="alice", uid=1000, gid=1000,
                                          workdir="/home/alice", env=(("SECRET", "x" * 100),)))
     jobs = d.cluster.jobs
-    assert await d.save_snapshot()
+    assert await d.saver.save_snapshot()
     job = jobs.jobs[sub.job_id]
     assert job.req.script == "" and job.req.env == () and job.bulk_on_disk
-    assert job.bulk_at is not None and job.bulk_at[0] in jobbulk.packs(str(tmp_path))
-    assert jobbulk.read_packed(str(tmp_path), sub.job_id, job.bulk_at) == (
+    assert job.bulk_at is not None and job.bulk_at[0] in bulkfiles.packs(str(tmp_path))
+    assert bulkfiles.read_packed(str(tmp_path), sub.job_id, job.bulk_at) == (
         big, (("SECRET", "x" * 100),))
-    assert await d.save_snapshot()
+    assert await d.saver.save_snapshot()
     assert b"padding" not in (tmp_path / "node_state.json").read_bytes()
     # requeued: the new run's LaunchJob carries the script read back from its file
     r = jobs.control(m.JobControl(job_ids=(sub.job_id,), action="requeue", user="root", uid=0))
@@ -226,30 +226,31 @@ async def test_a_jobs_script_lives_in_its_own_files_not_in_memory_or_saves(tmp_p
 
 async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_still_read(
         tmp_path) -> None:
-    """A snapshot packs the bulk of every new job into one file (ctld/jobs/jobbulk.py); the file
+    """A snapshot packs the bulk of every new job into one file (ctld/state/bulkfiles.py); the file
     is removed once its last job is purged, after a snapshot without them is on disk. A script
     that is not UTF-8 comes back byte for byte; a job saved in an earlier version's own
     directory is still launched from it; a pack no saved job points into goes at restart."""
-    from ranch.ctld.jobs import acct, jobbulk
+    from ranch.ctld.jobs import acct
+    from ranch.ctld.state import bulkfiles
 
     d = daemon(tmp_path)
     jobs = d.cluster.jobs
     ids = [(await d.durability.submit(submit_msg(hold=True, env=(("N", str(i)),)))).job_id
            for i in range(3)]
-    assert await d.save_snapshot()
-    (pack,) = jobbulk.packs(str(tmp_path))
+    assert await d.saver.save_snapshot()
+    (pack,) = bulkfiles.packs(str(tmp_path))
     assert {jobs.jobs[j].bulk_at[0] for j in ids} == {pack}
     for i, jid in enumerate(ids):
-        got = jobbulk.read_packed(str(tmp_path), jid, jobs.jobs[jid].bulk_at)
+        got = bulkfiles.read_packed(str(tmp_path), jid, jobs.jobs[jid].bulk_at)
         assert got == ("#!/bin/sh\ntrue\n", (("N", str(i)),))
     odd = b"#!/bin/sh\necho \xff\xfe\n".decode("utf-8", "surrogateescape")
-    (where,) = jobbulk.write_pack(str(tmp_path), 50, [(5, odd, ())])
-    assert jobbulk.read_packed(str(tmp_path), 5, (50, *where[1:])) == (odd, ())
-    jobbulk.remove_pack(str(tmp_path), 50)
+    (where,) = bulkfiles.write_pack(str(tmp_path), 50, [(5, odd, ())])
+    assert bulkfiles.read_packed(str(tmp_path), 5, (50, *where[1:])) == (odd, ())
+    bulkfiles.remove_pack(str(tmp_path), 50)
     with_bulk = jobs.jobs[ids[0]]
     with_bulk.bulk_at = (pack, with_bulk.bulk_at[1] + 1, with_bulk.bulk_at[2])
     try:
-        jobbulk.read_packed(str(tmp_path), ids[0], with_bulk.bulk_at)
+        bulkfiles.read_packed(str(tmp_path), ids[0], with_bulk.bulk_at)
         raise AssertionError("a misplaced entry was read")
     except ValueError:
         pass
@@ -257,11 +258,11 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
     r = jobs.cancel(m.CancelJobs(job_ids=tuple(ids[:2]), user="alice", uid=1000))
     assert r.ok, r.errors
     acct.flush_now(jobs.history)
-    assert await d.save_snapshot()
-    assert ids[0] not in jobs.jobs and jobbulk.packs(str(tmp_path)) == [pack]
+    assert await d.saver.save_snapshot()
+    assert ids[0] not in jobs.jobs and bulkfiles.packs(str(tmp_path)) == [pack]
     # a job of an earlier version: its bulk in jobs/hash.N/job.ID/
     legacy = jobs.jobs[ids[2]]
-    path = jobbulk.job_dir(str(tmp_path), legacy.id)
+    path = bulkfiles.job_dir(str(tmp_path), legacy.id)
     os.makedirs(path)
     with open(os.path.join(path, "script"), "w") as f:
         f.write("#!/bin/sh\necho legacy\n")
@@ -271,18 +272,18 @@ async def test_a_pack_of_bulk_goes_with_the_last_job_in_it_and_old_job_dirs_stil
     jobs.packs.clear()
     jobs.packs_gone.append(pack)
     jobs.touch(legacy)
-    assert await d.save_snapshot()
-    assert jobbulk.packs(str(tmp_path)) == []
+    assert await d.saver.save_snapshot()
+    assert bulkfiles.packs(str(tmp_path)) == []
     assert d.cluster.jobs.starts._bulk(legacy) == ("#!/bin/sh\necho legacy\n", (("L", "1"),))
     r = jobs.cancel(m.CancelJobs(job_ids=(legacy.id,), user="alice", uid=1000))
     assert r.ok, r.errors
     acct.flush_now(jobs.history)
-    assert await d.save_snapshot()
+    assert await d.saver.save_snapshot()
     assert not os.path.exists(path)
     # a pack no saved record points into (written by a snapshot whose state save failed)
-    jobbulk.write_pack(str(tmp_path), 7, [(99, "#!/bin/sh\n", ())])
+    bulkfiles.write_pack(str(tmp_path), 7, [(99, "#!/bin/sh\n", ())])
     d2 = daemon(tmp_path)
     d2.restore()
     assert d2.saver.next_pack == 8
-    assert await d2.save_snapshot()
-    assert jobbulk.packs(str(tmp_path)) == []
+    assert await d2.saver.save_snapshot()
+    assert bulkfiles.packs(str(tmp_path)) == []

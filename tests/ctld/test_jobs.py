@@ -7,12 +7,12 @@ import orjson
 import trio
 
 from ranch.conf import hostlist
-from ranch.ctld.daemon import overlay
 from ranch.ctld.jobs.jobrecord import job_json
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.state import deferred
+from ranch.ctld.state.overlay import overlay
 from ranch.protocol import messages as m
 from ranch.statemachine import names
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import FakeConn, beat, make_config, register, state, wall
 
@@ -357,15 +357,14 @@ async def test_unknown_job_in_heartbeat_is_killed() -> None:
 
 
 async def test_no_work_for_a_node_awaiting_approval() -> None:
-    from ranch.ctld.nodes import membership
 
     cluster = Cluster(make_config(extra="NodeApproval=manual"), wall=wall)
-    membership.on_start(cluster, ())
+    cluster.membership.on_start(())
     up(cluster, "n1")
     assert "PENDING" in state(cluster, "n1")
     j = cluster.jobs.submit(job()).job_id
     assert rec(cluster, j)["state"] == "PENDING"
-    r = membership.handle(cluster, m.NodeMembership("approve", "n1", None, "root"))
+    r = cluster.membership.handle(m.NodeMembership("approve", "n1", None, "root"))
     assert r.ok, r.errors
     assert rec(cluster, j)["state"] == "RUNNING" and state(cluster, "n1") == "MIXED"
 

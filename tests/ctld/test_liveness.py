@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import trio
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.nodes.stalls import StallWatch
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.statemachine import events
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import beat, make_config, register, state, wall
 
@@ -208,7 +208,6 @@ async def test_half_the_nodes_silent_at_once_are_held_not_downed(autojump_clock)
 
 
 async def test_admin_confirms_held_nodes_down(autojump_clock) -> None:
-    from ranch.ctld.nodes import guards
 
     cluster = guarded()
     names = [f"n{i}" for i in range(1, 5)]
@@ -218,14 +217,14 @@ async def test_admin_confirms_held_nodes_down(autojump_clock) -> None:
         fleet.silent |= {"n1", "n2"}
         await trio.sleep(80)
         assert sorted(cluster.liveness.guard.held) == ["n1", "n2"]
-        reply = guards.handle(cluster, m.GuardRequest("confirm", "down", "n1", "alice"))
+        reply = cluster.guards.handle(m.GuardRequest("confirm", "down", "n1", "alice"))
         assert reply.ok and reply.changed == ("n1",)
         assert state(cluster, "n1") == "DOWN+NOT_RESPONDING"
         assert cluster.nodes["n1"].state.reason.text == "Not responding"
         assert cluster.liveness.guard.tripped  # n2 is still held
-        reply = guards.handle(cluster, m.GuardRequest("confirm", "down", "n3", "alice"))
+        reply = cluster.guards.handle(m.GuardRequest("confirm", "down", "n3", "alice"))
         assert not reply.ok and reply.errors == ("node n3 is not held by the DownGuard",)
-        reply = guards.handle(cluster, m.GuardRequest("confirm", "down", "", "alice"))
+        reply = cluster.guards.handle(m.GuardRequest("confirm", "down", "", "alice"))
         assert reply.changed == ("n2",) and not cluster.liveness.guard.tripped
         assert downs(cluster, names) == ["n1", "n2"]
         causes = [e["cause"] for e in cluster.eventlog.events
@@ -254,7 +253,6 @@ async def test_the_guard_clears_itself_when_held_nodes_come_back(autojump_clock)
 
 
 async def test_reset_gives_held_nodes_one_more_timeout(autojump_clock) -> None:
-    from ranch.ctld.nodes import guards
 
     cluster = guarded("DownGuardPercent=60")
     names = [f"n{i}" for i in range(1, 6)]
@@ -264,7 +262,7 @@ async def test_reset_gives_held_nodes_one_more_timeout(autojump_clock) -> None:
         fleet.silent |= {"n1", "n2", "n3"}  # 3 of 5: at least 60 %
         await trio.sleep(80)
         assert len(cluster.liveness.guard.held) == 3
-        reply = guards.handle(cluster, m.GuardRequest("reset", "down", "", "bob"))
+        reply = cluster.guards.handle(m.GuardRequest("reset", "down", "", "bob"))
         assert reply.ok and sorted(reply.changed) == ["n1", "n2", "n3"]
         assert cluster.nodes["n1"].state.reason is None  # the hold is gone, `*` stays
         assert state(cluster, "n1") == "IDLE+NOT_RESPONDING"
@@ -323,7 +321,6 @@ def health(cluster: Cluster, name: str, conn, seq: int, verdict: str, message: s
 
 
 async def test_drain_guard_pauses_drains_past_its_share(autojump_clock) -> None:
-    from ranch.ctld.nodes import guards
 
     cluster = guarded("DrainGuardPercent=34")  # 34 % of 6 nodes: 2 drains per window
     names = [f"n{i}" for i in range(1, 7)]
@@ -342,13 +339,13 @@ async def test_drain_guard_pauses_drains_past_its_share(autojump_clock) -> None:
     # Its next check passes: the paused reason goes by itself.
     health(cluster, "n4", conns["n4"], 10, "ok")
     assert cluster.nodes["n4"].state.reason is None and "n4" not in dg.paused
-    reply = guards.handle(cluster, m.GuardRequest("confirm", "drain", "", "alice"))
+    reply = cluster.guards.handle(m.GuardRequest("confirm", "drain", "", "alice"))
     assert reply.ok and reply.changed == ("n3",)
     assert state(cluster, "n3") == "MIXED+DRAIN"
     assert dg.tripped  # only a reset closes it
     health(cluster, "n5", conns["n5"], 11, "fail", "HC: gpu gone")
     assert state(cluster, "n5") == "IDLE" and "n5" in dg.paused
-    guards.handle(cluster, m.GuardRequest("reset", "drain", "", "alice"))
+    cluster.guards.handle(m.GuardRequest("reset", "drain", "", "alice"))
     assert not dg.tripped and cluster.nodes["n5"].state.reason is None
     health(cluster, "n5", conns["n5"], 12, "fail", "HC: gpu gone")
     assert state(cluster, "n5") == "IDLE+FAIL"
@@ -400,17 +397,16 @@ async def test_drain_guard_counts_only_the_nodes_in_service(autojump_clock) -> N
 
 
 async def test_guard_status_and_metrics_text(autojump_clock) -> None:
-    from ranch.ctld.nodes import guards
     from ranch.ctld.web.metrics import guards_text
 
     cluster = guarded()
-    reply = guards.handle(cluster, m.GuardRequest("show"))
+    reply = cluster.guards.handle(m.GuardRequest("show"))
     assert [g["state"] for g in reply.guards] == ["ARMED", "ARMED"]
     text = guards_text(reply.guards, reply.controller)
     assert 'ranch_guard_tripped{guard="DownGuard"} 0' in text
     assert 'ranch_guard_nodes{guard="DrainGuard"} 0' in text
     assert "ranch_controller_stalls_total 0" in text
-    bad = guards.handle(cluster, m.GuardRequest("confirm", "everything"))
+    bad = cluster.guards.handle(m.GuardRequest("confirm", "everything"))
     assert not bad.ok and "not one of down, drain" in bad.errors[0]
 
 

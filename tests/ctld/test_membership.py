@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import FakeConn, beat, hardware, job, make_config, state, wall
 
@@ -40,9 +40,8 @@ def _register(c: Cluster, name: str, *, dynamic: bool = False, conf: str = "",
 
 
 def _act(c: Cluster, action: str, nodes: str, reason: str | None = None) -> m.UpdateResult:
-    from ranch.ctld.nodes import membership
 
-    return membership.handle(c, m.NodeMembership(action, nodes, reason, "alice"))
+    return c.membership.handle(m.NodeMembership(action, nodes, reason, "alice"))
 
 
 def _kinds(c: Cluster, node: str) -> list[str]:

@@ -11,11 +11,11 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.state.integrity import DamagedState
 from ranch.protocol import messages as m
 from ranch.protocol.framing import FrameDecoder, encode_frame
+from tests.ctld.harness import Harness as Cluster
 from tests.ctld.helpers import hardware, make_config, wall
 
 KEY = b"k" * 32

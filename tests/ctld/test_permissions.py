@@ -11,13 +11,13 @@ import orjson
 import trio
 import trio.testing
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rpc.permissions import Identity, acting, gate, identify, may_act_on
 from ranch.ctld.rpc.server import Server
 from ranch.ctld.rpc.wire import Prebuilt
 from ranch.protocol import messages as m
 from ranch.protocol.rawframe import PREFIX, open_frame, pack_frame
 from ranch.protocol.userauth import UNVERIFIED_KEY
+from tests.ctld.harness import Harness as Cluster
 from tests.ctld.helpers import hardware, make_config, wall
 
 KEY = b"k" * 32

@@ -8,9 +8,9 @@ import stat
 import trio
 
 from ranch.conf import hostlist
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.programs import run_program
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, register, state, wall
 

@@ -14,11 +14,11 @@ import trio
 from ranch.cli.show_records import last_power_action, node_lines
 from ranch.conf import hostlist
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.programs import run_program
 from ranch.ctld.site import Site
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import beat, job, register, state, wall
 

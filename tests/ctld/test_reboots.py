@@ -6,11 +6,11 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.statemachine import events
 from ranch.statemachine.model import Flag
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import FakeConn, hardware, make_config, register, state, wall
 

@@ -5,9 +5,9 @@ next durable write; refused for a node with no connection)."""
 
 from __future__ import annotations
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.state.changelog import ChangeLog
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, register, state, wall
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import orjson
 import trio
 
-from ranch.ctld.daemon import overlay
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.state import deferred
+from ranch.ctld.state.overlay import overlay
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, register, state, wall
 from .test_jobs import job, rec

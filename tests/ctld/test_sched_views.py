@@ -10,13 +10,12 @@ import attrs
 import pytest
 
 from ranch.ctld.jobs import schedviews
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.protocol import messages as m
 from ranch.sched.fifo import Cluster as Plain
 from ranch.sched.fifo import Queued, schedule
 from ranch.sched.model import Start
 
-from .helpers import FakeConn, hardware, make_config, wall
+from .helpers import Cluster, FakeConn, hardware, make_config, wall
 
 CONF = """\
 ClusterName=test

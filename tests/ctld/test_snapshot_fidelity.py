@@ -47,7 +47,7 @@ def test_last_busy_is_the_registration_until_a_job_ends() -> None:
 
 
 def test_partition_records_carry_their_options() -> None:
-    from ranch.ctld.nodes.cluster import Cluster
+    from tests.ctld.harness import Harness as Cluster
 
     cluster = Cluster(parse_config_text(CONF, path="/t.conf"), clock=lambda: 0.0,
                       wall=lambda: 1.7e9)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import trio
 
-from ranch.ctld.nodes.cluster import Cluster
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import beat, make_config, register, state, wall
 

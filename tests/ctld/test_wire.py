@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.rpc.wire import encode_body_frame
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import FrameDecoder
+from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, register, wall
 

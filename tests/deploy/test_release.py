@@ -8,8 +8,8 @@ import pytest
 from releases import REPO, as_tuple, commit_present, current, recorded, version_in
 
 from ranch.cli.slurm_names import RANCH_VERSION
-from ranch.ctld.nodes.cluster import VERSION as RCTLD_VERSION
-from ranch.noded.session import RNODED_VERSION
+from ranch.ctld.compose.controller import VERSION as RCTLD_VERSION
+from ranch.noded.registration import RNODED_VERSION
 
 
 def test_the_programs_carry_the_package_version() -> None:

@@ -88,7 +88,7 @@ async def test_written_records_come_back_in_order_with_megabytes_in_parts(etcd, 
     (tmp_path / "a").mkdir()
     big = "x" * (3 * CHUNK + 123)  # a 3 MB script: over etcd's 1.5 MiB request limit
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(s.committer)
+        nursery.start_soon(s.commits.run)
         await s.commit([{"job": {"id": 1, "script": big}}])
         # three callers at once share one transaction (group commit)
         writes = s.writes
@@ -215,6 +215,7 @@ async def test_events_and_history_come_back_bounded_and_fenced(etcd, tmp_path) -
     rewrite of the event log and a pruned history day leave etcd too; a deposed leader's
     history write fails (its jobs stay in the snapshot)."""
     from ranch.ctld.jobs.history import DIR_NAME, FileHistory, day_of
+    from ranch.ctld.jobs.replicatedhistory import ReplicatedHistory
     from ranch.ctld.nodes import eventlog
     from ranch.ctld.state import etcdrecords
 
@@ -230,7 +231,7 @@ async def test_events_and_history_come_back_bounded_and_fenced(etcd, tmp_path) -
     await etcdrecords.put_events(s, ev[3:], None)
     await etcdrecords.put_events(s, [], ev[2:])  # the log rewritten: 1 and 2 are gone
     assert len(await s.client.range(f"{p}/e/", f"{p}/e0".encode())) == 2
-    hist = etcdrecords.ReplicatedHistory(str(a / DIR_NAME), s)
+    hist = ReplicatedHistory(str(a / DIR_NAME), s)
     now = time.time()
     old_day = now - 40 * 86400
     recs = [{"job_id": 1, "end_time": old_day}, {"job_id": 2, "end_time": now},

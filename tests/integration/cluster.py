@@ -25,7 +25,8 @@ from typing import Any
 
 from ranch.protocol import messages as m
 from ranch.protocol.auth import create_key, load_key
-from ranch.protocol.client import ControllerUnreachable, request
+from ranch.protocol.client import ControllerUnreachable
+from ranch.protocol.typedclient import request
 from tests import logkeeper
 from tests.deadline import Deadline
 

@@ -15,9 +15,10 @@ from pathlib import Path
 import psutil
 
 from ranch.protocol import messages as m
-from ranch.protocol.client import request, request_raw
+from ranch.protocol.client import request_raw
 from ranch.protocol.framing import FrameDecoder, encode_frame
 from ranch.protocol.rawframe import HEAD, PREFIX, TAIL, pack_frame
+from ranch.protocol.typedclient import request
 
 from .cluster import REPO, Cluster, wait_for
 

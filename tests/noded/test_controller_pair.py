@@ -13,7 +13,8 @@ import trio
 from ranch.conf.model import AccessSettings
 from ranch.ctld.pair import standby
 from ranch.noded.gpus import FakeGpus
-from ranch.noded.session import NodeDaemon, NodeOptions
+from ranch.noded.options import NodeOptions
+from ranch.noded.session import NodeDaemon
 from ranch.protocol import messages as m
 from tests.deadline import scaled
 from tests.noded.test_session_jobs import KEY, JobController, job, wait_for

@@ -18,7 +18,8 @@ import trio.testing
 
 from ranch.noded import cache
 from ranch.noded.gpus import FakeGpus
-from ranch.noded.session import NodeDaemon, NodeOptions, backoff_delay
+from ranch.noded.options import NodeOptions
+from ranch.noded.session import NodeDaemon, backoff_delay
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.tcp import FramedStream, PeerClosed

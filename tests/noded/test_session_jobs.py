@@ -15,7 +15,8 @@ from pathlib import Path
 import trio
 
 from ranch.noded.gpus import FakeGpus
-from ranch.noded.session import NodeDaemon, NodeOptions
+from ranch.noded.options import NodeOptions
+from ranch.noded.session import NodeDaemon
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.tcp import FramedStream, PeerClosed

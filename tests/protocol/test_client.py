@@ -11,9 +11,10 @@ import pytest
 import trio
 
 from ranch.protocol import messages as m
-from ranch.protocol.client import ControllerUnreachable, parse_address, request
+from ranch.protocol.client import ControllerUnreachable, parse_address
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.tcp import FramedStream, PeerClosed
+from ranch.protocol.typedclient import request
 
 KEY = b"s" * 32
 

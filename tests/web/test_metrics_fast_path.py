@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.nodes.node import unpack_gpus
 from ranch.ctld.web import metrics
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 from tests.ctld.helpers import FakeConn
 
 NODES = 7

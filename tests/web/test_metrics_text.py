@@ -7,9 +7,9 @@ import re
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from ranch.ctld.nodes.cluster import Cluster
 from ranch.ctld.web.metrics import Exposition, escape
 from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
 from tests.ctld.helpers import make_config, register
 
 

@@ -7,12 +7,13 @@ import trio
 
 from bench.http_bench import build_cluster
 from ranch.conf.model import HttpSettings
+from ranch.ctld.daemon import web_ports
 from ranch.ctld.web.app import build_app
 
 
 async def test_scrape_runs_in_chunks_that_let_heartbeats_through() -> None:
     cluster = build_cluster(3000, 2)
-    app = build_app(cluster, HttpSettings(listen="127.0.0.1:1", auth="none"))
+    app = build_app(*web_ports(cluster), HttpSettings(listen="127.0.0.1:1", auth="none"))
     ticks = 0
     done = False
 

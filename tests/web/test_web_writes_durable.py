@@ -8,7 +8,7 @@ import httpx
 import trio
 
 from ranch.conf.model import HttpSettings
-from ranch.ctld.daemon import Daemon
+from ranch.ctld.daemon import Daemon, web_ports
 from ranch.ctld.web.app import build_app
 from ranch.protocol import durable
 from tests.ctld.helpers import job, make_config
@@ -28,7 +28,7 @@ async def test_web_writes_answer_once_on_disk_and_fail_when_not(tmp_path, monkey
     auth = {"Authorization": f"Bearer {TOKEN}"}
     async with trio.open_nursery() as nursery:
         await nursery.start(d.run)
-        app = build_app(d.cluster, settings, d.durability)
+        app = build_app(*web_ports(d.controller), settings, d.durability)
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
                                      base_url="http://rctld") as client:
             before = d.store.writes

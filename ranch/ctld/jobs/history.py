@@ -29,14 +29,21 @@ from typing import Any, Protocol
 
 from ranch.ctld import logs
 from ranch.ctld.state import journalfile
+from ranch.ctld.state.historyfiles import DIR_NAME as DIR_NAME  # the files' layout: there
+from ranch.ctld.state.historyfiles import (
+    PREFIX,
+    RECORD,
+    SUFFIX,
+    day_of,
+    day_path,
+    key,
+    read_day,
+)
 from ranch.ctld.state.integrity import DamagedState
 from ranch.ctld.wakeup import Wakeup
 from ranch.protocol import durable
 
-DIR_NAME = "job_history"
-PREFIX, SUFFIX = "jobs.", ".jsonl"
 DAY = 86400
-RECORD = "job history record"  # what a damaged line is called in rctld's refusal
 
 
 class JobHistory(Protocol):
@@ -67,14 +74,6 @@ class JobHistory(Protocol):
 
     def check(self, ignore_damaged: bool = False) -> None:
         """Blocking, at start: integrity.DamagedState for a damaged file (see the module)."""
-
-
-def key(rec: dict[str, Any]) -> tuple[int, int]:
-    return int(rec["job_id"]), int(rec.get("restarts") or 0)
-
-
-def day_of(t: float) -> str:
-    return time.strftime("%Y%m%d", time.gmtime(t))
 
 
 def _day_start(day: str) -> float:
@@ -148,7 +147,7 @@ class FileHistory:
     # -- the worker thread's side --------------------------------------------------------------
 
     def path(self, day: str) -> str:
-        return os.path.join(self.dir, f"{PREFIX}{day}{SUFFIX}")
+        return day_path(self.dir, day)
 
     def days(self) -> list[str]:
         try:
@@ -177,7 +176,7 @@ class FileHistory:
         for day, recs in by_day.items():
             path = self.path(day)
             if any(r.get("_verify") for r in recs):
-                have = {key(r) for r in self._read_file(path)}
+                have = {key(r) for r in read_day(path)}
                 recs = [r for r in recs if not (r.get("_verify") and key(r) in have)]
             if not recs:
                 continue
@@ -208,20 +207,6 @@ class FileHistory:
         self.records_written += n
         return n
 
-    def _read_file(self, path: str) -> list[dict[str, Any]]:
-        """The day's records; a torn last line (an append under way) is left alone. Damage
-        found after `check` is logged in its one line, and the records that check out are
-        served."""
-        try:
-            recs = journalfile.read(path, newest=True, cut=False, what=RECORD)[0]
-        except DamagedState as exc:
-            logs.event("job history damaged", logging.ERROR, error=str(exc))
-            try:
-                recs = journalfile.read(path, newest=False, salvage=True)[0]
-            except DamagedState:
-                return []
-        return [r for r in recs if "job_id" in r]
-
     def check(self, ignore_damaged: bool = False) -> None:
         for day in self.days():
             path = self.path(day)
@@ -248,7 +233,7 @@ class FileHistory:
                     and not any(known[2] <= i <= known[3] for i in wanted)):
                 continue
             try:
-                recs = self._read_file(path)
+                recs = read_day(path)
             except OSError as exc:
                 logs.event("job history file unreadable", logging.WARNING, path=path,
                            error=exc.strerror or str(exc))

@@ -13,7 +13,7 @@ import attrs
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobbulk, jobextras, partlimits, schedviews
+from ranch.ctld.jobs import jobextras, partlimits, schedviews
 from ranch.ctld.jobs.jobrecord import (
     ACTIVE,
     BEGIN_KEY,
@@ -24,6 +24,7 @@ from ranch.ctld.jobs.jobrecord import (
     job_env,
     job_name,
 )
+from ranch.ctld.state import bulkfiles
 from ranch.protocol import messages as m
 from ranch.sched.fifo import Cluster, Pass
 from ranch.sched.model import Pending, Share, Wait, take
@@ -225,8 +226,8 @@ class JobStarts:
             return job.req.script, job_env(job)
         try:
             if job.bulk_at is not None:
-                return jobbulk.read_packed(self.c.site.state_dir, job.id, job.bulk_at)
-            return jobbulk.read(self.c.site.state_dir, job.id)
+                return bulkfiles.read_packed(self.c.site.state_dir, job.id, job.bulk_at)
+            return bulkfiles.read(self.c.site.state_dir, job.id)
         except (OSError, ValueError) as exc:
             logs.event("job script unreadable", logging.ERROR, job=job.id, error=str(exc))
             why = f"rctld: the batch script of job {job.id} cannot be read: {exc}"

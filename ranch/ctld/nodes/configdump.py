@@ -79,15 +79,23 @@ def effective(cfg: ClusterConfig) -> dict[str, str]:
         "DrainGuardWindow": _sec(cfg.guards.drain_window),
         "DrainGuardMinNodes": str(cfg.guards.drain_min_nodes),
     }
-    # issue 19 (ctld/rpc/permissions.py): as scontrol prints them
+    out.update(_access(cfg))
+    return out
+
+
+def _access(cfg: ClusterConfig) -> dict[str, str]:
+    """Who may do what (issue 19, ctld/rpc/permissions.py) and where the controllers live, as
+    scontrol prints them."""
     acc = cfg.access
-    out["AuthType"] = acc.auth_type or NULL  # unset: the cluster key alone
-    out["AuthInfo"] = ",".join(f"{k}={v}" if v else k for k, v in acc.auth_info) or NULL
-    out["SlurmUser"] = _user(acc.slurm_user)
-    out["AdminUsers"] = ",".join(acc.admin_users) or NULL
-    out["PrivateData"] = ",".join(acc.private_data) or "none"
-    out["DisableRootJobs"] = "YES" if acc.disable_root_jobs else "NO"
-    for i, host in enumerate(c.hosts):
+    out = {
+        "AuthType": acc.auth_type or NULL,  # unset: the cluster key alone
+        "AuthInfo": ",".join(f"{k}={v}" if v else k for k, v in acc.auth_info) or NULL,
+        "SlurmUser": _user(acc.slurm_user),
+        "AdminUsers": ",".join(acc.admin_users) or NULL,
+        "PrivateData": ",".join(acc.private_data) or "none",
+        "DisableRootJobs": "YES" if acc.disable_root_jobs else "NO",
+    }
+    for i, host in enumerate(cfg.control.hosts):
         out[f"SlurmctldHost[{i}]"] = (
             f"{host.name}({host.addr})" if host.addr and host.addr != host.name else host.name
         )

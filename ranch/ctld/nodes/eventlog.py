@@ -7,7 +7,6 @@ flusher task and each follower drains its own bounded queue from its own connect
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from collections import deque
@@ -17,11 +16,9 @@ from typing import Any
 import trio
 
 from ranch.ctld.state import journalfile
-from ranch.protocol import durable
+from ranch.ctld.state.eventfile import FILE_NAME, RECORD, write
 from ranch.statemachine import names
 
-FILE_NAME = "events.jsonl"
-RECORD = "event log record"  # what a damaged line is called in rctld's refusal
 FOLLOW_QUEUE = 1024  # events one follower may lag behind before it starts missing some
 # The file is rewritten from memory once it holds this many times the kept events (so appends
 # stay appends, and the file never grows past twice its bound).
@@ -152,6 +149,10 @@ class EventLog:
         self.followers.add(follower)
         return follower
 
+    def follow(self, follower: Follower) -> None:
+        """Offer every event to a follower made elsewhere (the web page's shared one)."""
+        self.followers.add(follower)
+
     def unsubscribe(self, follower: Follower) -> None:
         self.followers.discard(follower)
 
@@ -195,30 +196,6 @@ class EventLog:
         """The write of `batch` failed: it is first in line for the next one."""
         self.unsaved[:0] = batch
         self.on_unsaved()
-
-
-def write(state_dir: str, batch: list[dict[str, Any]], everything: list[dict[str, Any]] | None
-          ) -> int:
-    """Append `batch` (or replace the file with `everything`); returns the file's line count
-    delta or new count, via the caller. Runs in a worker thread: the records are never mutated
-    once logged."""
-    path = os.path.join(state_dir, FILE_NAME)
-    os.makedirs(state_dir, exist_ok=True)
-    if everything is not None:
-        durable.write_atomic(path, b"".join(journalfile.encode(r) for r in everything))
-        return len(everything)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        size = os.fstat(fd).st_size
-        try:
-            durable.write_all_fsync(fd, b"".join(journalfile.encode(r) for r in batch))
-        except OSError:
-            with contextlib.suppress(OSError):  # no torn line for the next append to follow
-                os.ftruncate(fd, size)
-            raise
-    finally:
-        os.close(fd)
-    return len(batch)
 
 
 def flush(log: EventLog, state_dir: str) -> None:

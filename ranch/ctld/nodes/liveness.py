@@ -16,14 +16,13 @@ comes due recomputes the node's due time from `last_heard` and sleeps on if it m
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import TYPE_CHECKING, Any
 
-import trio
-
 from ranch.ctld import logs
-from ranch.ctld.nodes.guards import DownGuard
+from ranch.ctld.deadlines import Deadlines
+from ranch.ctld.nodes.downguard import DownGuard
+from ranch.ctld.nodes.eventlog import EventLog
 from ranch.ctld.nodes.node import EXPECT_BEAT, EXPECT_TIMEOUT, SILENT, NodeRecord
 from ranch.ctld.nodes.stalls import TICK_KEY, StallWatch
 from ranch.protocol.errors import BUSY_RETRY
@@ -31,7 +30,7 @@ from ranch.statemachine import events
 from ranch.statemachine.model import Base, Flag, NodeState
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import Registry
+    from ranch.ctld.nodes.ports import NodeBook
 
 HELD = 3  # hb stage: the DownGuard holds the node; nothing more until it is heard from
 # Flags under which a node is not expected to talk (Slurm does not ping these).
@@ -50,14 +49,20 @@ def timed(state: NodeState) -> bool:
 class Liveness:
     """The heartbeat monitor of one node registry, its stall watch and its DownGuard."""
 
-    def __init__(self, cluster: Registry) -> None:
-        self.c = cluster
-        # The wall clock and BOOTTIME are compared with the monotonic clock only in a real
-        # controller: under a test's MockClock and fake wall they would disagree at every tick.
-        real = cluster.clock is trio.current_time and cluster.wall is time.time
-        self.stalls = StallWatch(cluster.deadlines, clock=cluster.clock, wall=cluster.wall,
-                                 on_stall=self.credit, check_clocks=real)
-        self.guard = DownGuard(cluster)
+    def __init__(self, book: NodeBook, *, clock: Callable[[], float], wall: Callable[[], float],
+                 deadlines: Deadlines, eventlog: EventLog, guard: DownGuard,
+                 real_clocks: bool) -> None:
+        """`guard`: the DownGuard over this monitor's timeouts; `real_clocks`: the wall clock
+        and BOOTTIME are compared with the monotonic clock (only in a real controller: under a
+        test's MockClock and fake wall they would disagree at every tick)."""
+        self.book = book
+        self.clock = clock
+        self.wall = wall
+        self.deadlines = deadlines
+        self.eventlog = eventlog
+        self.stalls = StallWatch(deadlines, clock=clock, wall=wall, on_stall=self.credit,
+                                 check_clocks=real_clocks)
+        self.guard = guard
         self.restored_at: float | None = None  # wall time of the saved state, when restored
         self.configure()
 
@@ -67,7 +72,7 @@ class Liveness:
         self.restored_at = saved_at
 
     def configure(self) -> None:
-        t = self.c.config.timeouts
+        t = self.book.config.timeouts
         self.stalls.configure(t.heartbeat_interval, t.message_timeout)
 
     # -- deadlines ---------------------------------------------------------------------------
@@ -76,7 +81,7 @@ class Liveness:
         """When the node's next heartbeat stage is judged (trio time); None: not watched."""
         if not timed(node.state):
             return None
-        t = self.c.config.timeouts
+        t = self.book.config.timeouts
         if node.hb_stage == EXPECT_BEAT:
             return node.last_heard + 2 * t.heartbeat_interval
         if node.hb_stage == EXPECT_TIMEOUT and t.slurmd_timeout > 0:
@@ -91,9 +96,9 @@ class Liveness:
         due = self.due(node)
         key = (node.name, "hb")
         if due is None:
-            self.c.deadlines.cancel(key)
+            self.deadlines.cancel(key)
         else:
-            self.c.deadlines.schedule(key, due)
+            self.deadlines.schedule(key, due)
 
     def start(self, grace: float = 0.0) -> None:
         """Arm every node that is expected to talk, and the stall watch.
@@ -104,26 +109,26 @@ class Liveness:
         from now: the controller's downtime is not theirs. After a takeover (`grace` > 0)
         from `grace` seconds on: the nodes are still finding the new controller (Nomad resets
         every node's heartbeat timer after a leader change for the same reason)."""
-        now = self.c.clock()
-        for node in self.c.nodes.values():
+        now = self.clock()
+        for node in self.book.nodes.values():
             node.last_heard = now + grace
             node.hb_stage = EXPECT_TIMEOUT if Flag.NO_RESPOND in node.state.flags else EXPECT_BEAT
             self.arm(node)
         self.stalls.arm()
         if self.restored_at:
-            down = max(0.0, self.c.wall() - self.restored_at)
+            down = max(0.0, self.wall() - self.restored_at)
             logs.event("controller restarted; every node's silence counts from now",
-                       down_seconds=round(down, 1), nodes=len(self.c.nodes),
+                       down_seconds=round(down, 1), nodes=len(self.book.nodes),
                        grace=round(grace, 1))
             # a takeover (grace: the seat changed hands) is told apart in `rcontrol events` and
             # on the page's timeline; seconds: how long the state had no controller acting on it
             kind = "controller_takeover" if grace > 0 else "controller_restart"
-            self.c.eventlog.add(kind, "-", seconds=round(down, 1))
+            self.eventlog.add(kind, "-", seconds=round(down, 1))
 
     def rearm_all(self) -> None:
         """After the deadlines were cleared (reconfigure: new timeouts apply to every node)."""
         self.configure()
-        for node in self.c.nodes.values():
+        for node in self.book.nodes.values():
             self.arm(node)
         self.stalls.arm()
 
@@ -138,7 +143,7 @@ class Liveness:
             if key == TICK_KEY:
                 continue
             if stalled and key[1] in POWER_KEYS:  # type: ignore[index]
-                self.c.deadlines.schedule(key, now + stalled)
+                self.deadlines.schedule(key, now + stalled)
                 continue
             out.append(key)
         return out
@@ -149,19 +154,19 @@ class Liveness:
         if due is None:
             return
         if due > now:  # heard from (or credited a stall) since this entry was made: sleep on
-            self.c.deadlines.schedule((node.name, "hb"), due)
+            self.deadlines.schedule((node.name, "hb"), due)
             return
         if node.hb_stage == EXPECT_BEAT:
             node.hb_stage = EXPECT_TIMEOUT
-            self.c.apply_event(node, events.HeartbeatMissed(now=wall))
+            self.book.apply_event(node, events.HeartbeatMissed(now=wall))
         elif self.guard.holds(node, now):
             node.hb_stage = HELD
             self.guard.hold(node)
-            self.c.apply_event(node, events.GuardHold(now=wall))
+            self.book.apply_event(node, events.GuardHold(now=wall))
         else:
             node.hb_stage = SILENT
             self.guard.downed(node, now)
-            self.c.apply_event(node, events.ResponseTimeout(now=wall))
+            self.book.apply_event(node, events.ResponseTimeout(now=wall))
         self.arm(node)
 
     def refused_for_capacity(self, name: str) -> bool:
@@ -170,10 +175,10 @@ class Liveness:
         controller's doing. It counts as heard BUSY_RETRY ahead, since it tries again within
         that, so neither NO_RESPOND nor DOWN comes of the controller's own limit. False for a
         name not configured."""
-        node = self.c.nodes.get(name)
+        node = self.book.nodes.get(name)
         if node is None:
             return False
-        ahead = self.c.clock() + BUSY_RETRY
+        ahead = self.clock() + BUSY_RETRY
         node.last_heard = max(node.last_heard, ahead)
         return True
 
@@ -184,10 +189,10 @@ class Liveness:
         last contact moves forward by it, to now at most (one pass over the nodes, only when
         the controller stalled); power timeouts still pending move too."""
         if seconds > 0:
-            now = self.c.clock()
+            now = self.clock()
             moved = 0
-            deadlines = self.c.deadlines
-            for node in self.c.nodes.values():
+            deadlines = self.deadlines
+            for node in self.book.nodes.values():
                 if node.last_heard < now:
                     node.last_heard = min(now, node.last_heard + seconds)
                     moved += 1
@@ -198,5 +203,5 @@ class Liveness:
             logs.event("controller stalled; nodes are not judged on the silence it caused",
                        logging.WARNING, seconds=round(seconds, 3), cause=cause,
                        nodes_credited=moved)
-        self.c.eventlog.add("controller_stall", "-", seconds=round(seconds, 3) or None,
+        self.eventlog.add("controller_stall", "-", seconds=round(seconds, 3) or None,
                             cause=cause)

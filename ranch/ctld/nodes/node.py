@@ -16,7 +16,7 @@ from ranch.protocol.messages import HealthReport, Metrics
 from ranch.statemachine import names
 from ranch.statemachine.model import Base, Flag, NodeState, Reason
 
-# Deadline stages of the heartbeat monitor (see Cluster._hb_due).
+# Deadline stages of the heartbeat monitor (ctld/nodes/liveness.py Liveness.due).
 EXPECT_BEAT = 0  # next: HeartbeatMissed after 2 x HeartbeatInterval of silence
 EXPECT_TIMEOUT = 1  # next: ResponseTimeout after SlurmdTimeout of silence
 SILENT = 2  # nothing more to do until the node is heard from

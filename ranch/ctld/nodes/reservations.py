@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
+from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.nodes import nodeupdates
+from ranch.ctld.nodes.eventlog import EventLog
+from ranch.ctld.state.changelog import ChangeLog, Taken
 from ranch.protocol import messages as m
 from ranch.statemachine import events
 from ranch.statemachine.model import Base, Flag
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import Registry
+    from ranch.ctld.nodes.ports import NodeBook
 
 FLAGS = ("MAINT", "FLEX", "OVERLAP", "IGNORE_JOBS")  # the node-side flags, in Slurm's order
 SPEC_NODES = "SPEC_NODES"  # shown when Nodes= named them, as Slurm does
@@ -70,8 +74,20 @@ class Reservations:
     """The one owner of the reservations: requests, the windows' node flags, the scheduler's
     question (which nodes may a job with this limit not use), their journal records."""
 
-    def __init__(self, c: Registry) -> None:
-        self.c = c
+    def __init__(self, book: NodeBook, *, clock: Callable[[], float], wall: Callable[[], float],
+                 deadlines: Deadlines, changes: ChangeLog, eventlog: EventLog,
+                 kick: Callable[[], None],
+                 running_until: Callable[[], dict[str, float]]) -> None:
+        """`kick`: a scheduling pass is due (a window came, went or changed); `running_until`:
+        node -> when the last job on it may run until (the job side's answer)."""
+        self.book = book
+        self.clock = clock
+        self.wall = wall
+        self.deadlines = deadlines
+        self.changes = changes
+        self.eventlog = eventlog
+        self.kick = kick
+        self.running_until = running_until
         self.items: dict[str, Reservation] = {}
         self.counter = 0  # names reservations as Slurm does: USER_N
         self.gen = 0  # bumped by every change (the scheduler's cache key)
@@ -83,9 +99,9 @@ class Reservations:
     def handle(self, msg: m.ReservationRequest) -> m.ReservationReply:
         action = msg.action.lower()
         if action == "show":
-            now = self.c.wall()
+            now = self.wall()
             found = [r.record(now) | {"core_count": sum(
-                self.c.nodes[n].cfg.cpus for n in r.nodes if n in self.c.nodes)}
+                self.book.nodes[n].cfg.cpus for n in r.nodes if n in self.book.nodes)}
                 for r in self._sorted() if not msg.name or r.name == msg.name]
             if msg.name and not found:
                 return m.ReservationReply(ok=False, errors=(
@@ -109,81 +125,60 @@ class Reservations:
         return m.ReservationReply(ok=True, name=msg.name)
 
     def _create_or_update(self, msg: m.ReservationRequest, create: bool) -> m.ReservationReply:
-        now = self.c.wall()
         old = self.items.get(msg.name) if msg.name else None
         if not create and old is None:
-            return m.ReservationReply(ok=False, errors=(INVALID,))
+            return _refused(INVALID)
         if create and old is not None:
-            return m.ReservationReply(ok=False, errors=(
-                f"Reservation request has invalid name: {msg.name} exists",))
-        flags = old.flags if old else ()
-        if msg.flags is not None:
-            bad = [f for f in msg.flags if f.upper() not in FLAGS]
-            if bad:
-                return m.ReservationReply(ok=False, errors=(
-                    f"Error parsing flags {','.join(bad)}; Ranch takes {', '.join(FLAGS)}",))
-            flags = tuple(f for f in FLAGS if f in {x.upper() for x in msg.flags})
-        users = tuple(msg.users) if msg.users is not None else (old.users if old else ())
-        if create and not users:
-            return m.ReservationReply(ok=False, errors=(
-                "Either Users or Accounts must be specified",))
-        start = msg.start if msg.start is not None else (old.start if old else None)
-        if start is None:
-            return m.ReservationReply(ok=False, errors=("StartTime must be given",))
-        if msg.duration is not None and msg.duration < 0 and msg.duration != -1:
-            # as scontrol 22.05 (create_res.c): only -1 (INFINITE) may be negative
-            return m.ReservationReply(ok=False, errors=(f"Invalid duration {msg.duration}",))
-        if msg.end is not None:
-            end = msg.end
-        elif msg.duration is not None:
-            end = start + (UNLIMITED_S if msg.duration < 0 else msg.duration * 60.0)
-        elif old is not None:
-            end = start + (old.end - old.start)
-        else:
-            return m.ReservationReply(ok=False, errors=(
-                "An end time or duration must be given",))
-        if end <= start:
-            return m.ReservationReply(ok=False, errors=(
-                "Invalid time specification (EndTime is not after StartTime)",))
-        spec = old.spec_nodes if old else True
-        if msg.nodes is not None:
-            names, errors = nodeupdates.expand(self.c, msg.nodes)
-            if errors:
-                return m.ReservationReply(ok=False, errors=("Invalid node name specified",
-                                                            *errors))
-            spec = True
-        elif msg.node_count is not None:
-            picked = self._pick(msg.node_count, start, end, flags, msg.name)
-            if picked is None:
-                return m.ReservationReply(ok=False, errors=(BUSY,))
-            names, spec = picked, False
-        elif old is not None:
-            names = list(old.nodes)
-        else:
-            return m.ReservationReply(ok=False, errors=("Nodes= or NodeCnt= must be given",))
+            return _refused(f"Reservation request has invalid name: {msg.name} exists")
+        spec = _spec(msg, old, create)
+        if isinstance(spec, str):
+            return _refused(spec)
+        flags, users, start, end = spec
+        names, spec_nodes, errors = self._nodes(msg, old, start, end, flags)
+        if errors:
+            return _refused(*errors)
         busy = self._busy(names, start, end, flags, msg.name, self._jobs_end(flags))
         if busy:
-            return m.ReservationReply(ok=False, errors=(BUSY, f"busy: {hostlist.fold(busy)}"))
+            return _refused(BUSY, f"busy: {hostlist.fold(busy)}")
         if create:
             self.counter += 1
             name = msg.name or f"{users[0]}_{self.counter}"
             if name in self.items:
-                return m.ReservationReply(ok=False, errors=(
-                    f"Reservation request has invalid name: {name} exists",))
+                return _refused(f"Reservation request has invalid name: {name} exists")
         else:
             name = msg.name
-        resv = Reservation(name, start, end, tuple(names), flags, users, spec,
+        resv = Reservation(name, start, end, tuple(names), flags, users, spec_nodes,
                            old.created_by if old else msg.user)
         self.items[name] = resv
-        self._changed(name, resv.record(now), msg.user, "created" if create else "updated")
+        self._changed(name, resv.record(self.wall()), msg.user,
+                      "created" if create else "updated")
         return m.ReservationReply(ok=True, name=name)
+
+    def _nodes(self, msg: m.ReservationRequest, old: Reservation | None, start: float,
+               end: float, flags: tuple[str, ...]) -> tuple[list[str], bool, tuple[str, ...]]:
+        """(the nodes a request's window holds, whether Nodes= named them, why it is refused)."""
+        if msg.nodes is not None:
+            names, errors = nodeupdates.expand(self.book.nodes, msg.nodes)
+            if errors:
+                return [], True, ("Invalid node name specified", *errors)
+            return names, True, ()
+        if msg.node_count is not None:
+            picked = self._pick(msg.node_count, start, end, flags, msg.name)
+            return (picked or [], False, () if picked is not None else (BUSY,))
+        if old is not None:
+            return list(old.nodes), old.spec_nodes, ()
+        return [], True, ("Nodes= or NodeCnt= must be given",)
+
+    def journal_records(self, taken: Taken) -> list[dict[str, Any]]:
+        """The journal records of the reservations changed in `taken` (None: deleted)."""
+        return [{"resv": name, "entry": rec} for name, rec in taken.reservations.items()]
 
     def _others(self, name: str, start: float, end: float) -> list[Reservation]:
         return [r for r in self.items.values()
                 if r.name != name and r.start < end and r.end > start]
 
     def _jobs_end(self, flags: tuple[str, ...]) -> dict[str, float]:
-        return {} if "IGNORE_JOBS" in flags else self.c.jobs_running_until()
+        return {} if "IGNORE_JOBS" in flags else self.running_until()
 
     def _busy(self, names: list[str], start: float, end: float, flags: tuple[str, ...],
               name: str, jobs_end: dict[str, float]) -> list[str]:
@@ -201,21 +196,21 @@ class Reservations:
               name: str) -> list[str] | None:
         if count < 1:
             return None
-        busy = set(self._busy(list(self.c.nodes), start, end, flags, name,
+        busy = set(self._busy(list(self.book.nodes), start, end, flags, name,
                               self._jobs_end(flags)))
-        free = [n for n in self.c.nodes
-                if n not in busy and self.c.nodes[n].state.base is not Base.FUTURE]
+        free = [n for n in self.book.nodes
+                if n not in busy and self.book.nodes[n].state.base is not Base.FUTURE]
         return free[:count] if len(free) >= count else None
 
     # -- the windows -----------------------------------------------------------------------------
 
     def _changed(self, name: str, record: dict[str, Any] | None, user: str, what: str) -> None:
         self.gen += 1
-        self.c.changes.reservation_changed(name, record)
-        self.c.eventlog.add("reservation", "-", name=name, action=what, user=user or None)
+        self.changes.reservation_changed(name, record)
+        self.eventlog.add("reservation", "-", name=name, action=what, user=user or None)
         logs.event(f"reservation {what}", name=name, user=user or "-")
         self.refresh()
-        self.c.jobs.kick()  # a job may start, or must not
+        self.kick()  # a job may start, or must not
 
     def blocked(self, limit_s: float | None, now: float) -> frozenset[str]:
         """Nodes a job of this time limit (None: none) may not start on now."""
@@ -235,13 +230,13 @@ class Reservations:
     def refresh(self) -> None:
         """Every node's RESERVED/MAINT as the windows open now; the next start or end armed;
         reservations whose window is over go (as Slurm's do)."""
-        now = self.c.wall()
+        now = self.wall()
         for r in [r for r in self.items.values() if r.end < now]:
             del self.items[r.name]
             self.gen += 1
-            self.c.changes.reservation_changed(r.name, None)
-            self.c.eventlog.add("reservation", "-", name=r.name, action="ended")
-            self.c.jobs.kick()
+            self.changes.reservation_changed(r.name, None)
+            self.eventlog.add("reservation", "-", name=r.name, action="ended")
+            self.kick()
         want: dict[str, tuple[bool, bool]] = {}
         for r in self.items.values():
             if r.active(now):
@@ -249,25 +244,25 @@ class Reservations:
                 for n in r.nodes:
                     had = want.get(n, (False, False))
                     want[n] = (True, had[1] or maint)
-        for node in self.c.nodes.values():
+        for node in self.book.nodes.values():
             flags = node.state.flags
             have = (Flag.RESERVED in flags, Flag.MAINT in flags)
             need = want.get(node.name, (False, False))
             if have != need:
-                _, err = self.c.apply_event(node, events.ReservationChanged(
+                _, err = self.book.apply_event(node, events.ReservationChanged(
                     now=now, reserved=need[0], maint=need[1]))
                 if err:
                     logs.event("reservation flags not applied", logging.WARNING,
                                node=node.name, error=err)
         bounds = [t for r in self.items.values() for t in (r.start, r.end) if t > now]
         if bounds:
-            due = self.c.clock() + (min(bounds) - now) + 0.001
-            self.c.deadlines.schedule(DEADLINE, due)
+            due = self.clock() + (min(bounds) - now) + 0.001
+            self.deadlines.schedule(DEADLINE, due)
 
     # -- state file ------------------------------------------------------------------------------
 
     def save_doc(self) -> dict[str, Any]:
-        now = self.c.wall()
+        now = self.wall()
         return {"counter": self.counter,
                 "items": [r.record(now) for r in self._sorted()]}
 
@@ -286,6 +281,42 @@ class Reservations:
         self.gen += 1
 
     def metrics(self) -> dict[str, int]:
-        now = self.c.wall()
+        now = self.wall()
         active = sum(1 for r in self.items.values() if r.active(now))
         return {"active": active, "inactive": len(self.items) - active}
+
+
+def _refused(*errors: str) -> m.ReservationReply:
+    return m.ReservationReply(ok=False, errors=errors)
+
+
+def _spec(msg: m.ReservationRequest, old: Reservation | None,
+          create: bool) -> tuple[tuple[str, ...], tuple[str, ...], float, float] | str:
+    """(flags, users, start, end) of a create or update (an update keeps what it does not
+    give), or why it is refused."""
+    flags = old.flags if old else ()
+    if msg.flags is not None:
+        bad = [f for f in msg.flags if f.upper() not in FLAGS]
+        if bad:
+            return f"Error parsing flags {','.join(bad)}; Ranch takes {', '.join(FLAGS)}"
+        flags = tuple(f for f in FLAGS if f in {x.upper() for x in msg.flags})
+    users = tuple(msg.users) if msg.users is not None else (old.users if old else ())
+    if create and not users:
+        return "Either Users or Accounts must be specified"
+    start = msg.start if msg.start is not None else (old.start if old else None)
+    if start is None:
+        return "StartTime must be given"
+    if msg.duration is not None and msg.duration < 0 and msg.duration != -1:
+        # as scontrol 22.05 (create_res.c): only -1 (INFINITE) may be negative
+        return f"Invalid duration {msg.duration}"
+    if msg.end is not None:
+        end = msg.end
+    elif msg.duration is not None:
+        end = start + (UNLIMITED_S if msg.duration < 0 else msg.duration * 60.0)
+    elif old is not None:
+        end = start + (old.end - old.start)
+    else:
+        return "An end time or duration must be given"
+    if end <= start:
+        return "Invalid time specification (EndTime is not after StartTime)"
+    return flags, users, start, end

@@ -1,18 +1,19 @@
 """What the state file and the journal hold of the cluster's nodes: each node's entry (encoded
-once per change), the records of changes not yet journalled, the state-file document, and taking
-a saved state back at start. The jobs' part is the job store's (ctld/jobs/store.py)."""
+once per change), the node records of changes not yet journalled, the nodes' part of the
+state-file document, and taking them back at start. The jobs' part is the job side's, the
+reservations' their owner's (ctld/nodes/reservations.py)."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ranch.ctld import logs
 from ranch.ctld.kept import kept
-from ranch.ctld.nodes import membership
-from ranch.ctld.nodes.hardware import PackedHardware
+from ranch.ctld.nodes.hardware import HardwareShelf, PackedHardware
 from ranch.ctld.nodes.node import NodeRecord
 from ranch.protocol import messages as m
 from ranch.protocol.codec import converter
@@ -20,8 +21,10 @@ from ranch.statemachine import names
 from ranch.statemachine.model import Base, Flag, NodeState, Reason, ReasonSource
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import Registry
     from ranch.ctld.state.changelog import Taken
+
+# a dynamic node saved with the state, made again (ctld/nodes/membership.py restore_dynamic)
+Remake = Callable[[str, dict[str, Any]], "NodeRecord | None"]
 
 
 def _reason_from_json(d: dict[str, Any] | None) -> Reason | None:
@@ -49,13 +52,13 @@ def state_from_json(name: str, cpus: int, d: dict[str, Any]) -> NodeState:
     )
 
 
-def restore(c: Registry, doc: dict[str, Any]) -> tuple[str, ...]:
-    """Take back the saved state; log every node that is saved but gone, or new. Returns the
+def restore(nodes: Mapping[str, NodeRecord], doc: dict[str, Any], *, now: float,
+            hardware: HardwareShelf, remake: Remake) -> tuple[str, ...]:
+    """Take back the saved nodes; log every node that is saved but gone, or new. Returns the
     nodes the saved state knew."""
     saved = doc.get("nodes", {})
-    now = c.clock()
     for name, entry in saved.items():
-        node = c.nodes.get(name) or membership.restore_dynamic(c, name, entry)
+        node = nodes.get(name) or remake(name, entry)
         if node is None:
             logs.event("saved node is no longer in the config; dropped", logging.WARNING,
                        node=name)
@@ -67,29 +70,28 @@ def restore(c: Registry, doc: dict[str, Any]) -> tuple[str, ...]:
                        node=name, error=repr(exc))
             continue
         node.set_state(state)
-        hw = entry.get("hardware")
-        node.hardware = c.hardware.pack(converter.structure(hw, m.Hardware)) if hw else None
-        node.boot_time = entry.get("boot_time")
-        node.last_registration = entry.get("last_registration")
-        node.slurmd_start_time = entry.get("slurmd_start_time")
-        node.version = entry.get("version", "")
-        node.last_busy = entry.get("last_busy")
-        node.power_started = entry.get("power_started")
-        node.power_action = entry.get("power_action")
-        node.last_change = entry.get("last_change")
-        node.unhealthy_boots = int(entry.get("unhealthy_boots") or 0)
+        _restore_fields(node, entry, hardware)
         node.last_heard = now
-    for name in c.nodes:
+    for name in nodes:
         if name not in saved:
             logs.event("node not in the saved state; starting it from the config",
                        node=name)
-    restored = tuple(n for n in saved if n in c.nodes)
-    c.liveness.restored(doc.get("saved_at"))
     logs.event("state restored", nodes=len(saved), saved_at=doc.get("saved_at"))
-    c.jobs.restore(doc.get("jobs"))
-    c.reservations.restore(doc.get("reservations"))
-    c.changed_all()
-    return restored
+    return tuple(n for n in saved if n in nodes)
+
+
+def _restore_fields(node: NodeRecord, entry: dict[str, Any], hardware: HardwareShelf) -> None:
+    hw = entry.get("hardware")
+    node.hardware = hardware.pack(converter.structure(hw, m.Hardware)) if hw else None
+    node.boot_time = entry.get("boot_time")
+    node.last_registration = entry.get("last_registration")
+    node.slurmd_start_time = entry.get("slurmd_start_time")
+    node.version = entry.get("version", "")
+    node.last_busy = entry.get("last_busy")
+    node.power_started = entry.get("power_started")
+    node.power_action = entry.get("power_action")
+    node.last_change = entry.get("last_change")
+    node.unhealthy_boots = int(entry.get("unhealthy_boots") or 0)
 
 
 def node_entry(node: NodeRecord) -> orjson.Fragment:
@@ -143,21 +145,16 @@ def _joined(hw: PackedHardware | None, rest: bytes) -> orjson.Fragment:
                                      memoryview(rest)[1:])))
 
 
-def journal_records(c: Registry, taken: Taken) -> list[dict[str, Any]]:
-    """The journal records of changes taken from the change log (ctld/state/changelog.py)."""
-    records: list[dict[str, Any]] = [
-        {"node": name, "entry": node_entry(c.nodes[name])}
-        for name, node in taken.nodes.items() if c.nodes.get(name) is node]
-    records += [{"job": c.jobs.saved_entry(job)} for job in taken.jobs.values()]
-    records += [{"resv": name, "entry": rec} for name, rec in taken.reservations.items()]
-    return records
+def journal_records(nodes: Mapping[str, NodeRecord], taken: Taken) -> list[dict[str, Any]]:
+    """The journal records of the nodes taken from the change log (ctld/state/changelog.py)."""
+    return [{"node": name, "entry": node_entry(nodes[name])}
+            for name, node in taken.nodes.items() if nodes.get(name) is node]
 
 
-def save_doc(c: Registry) -> dict[str, Any]:
-    """The state-file document, for ctld/state/deferred.py's dumps: each node's entry is encoded
-    once, when the node changed, and kept (bytes, nothing for the collector to walk); its
-    hardware is joined to it when the document is encoded."""
-    c.changes.saved()
-    out = {name: SavedEntry(node.hardware, _rest(node)) for name, node in c.nodes.items()}
-    return {"saved_at": c.wall(), "config_hash": c.config.config_hash, "nodes": out,
-            "jobs": c.jobs.save_doc(), "reservations": c.reservations.save_doc()}
+def save_doc(nodes: Mapping[str, NodeRecord], saved_at: float,
+             config_hash: str) -> dict[str, Any]:
+    """The nodes' part of the state-file document, for ctld/state/deferred.py's dumps: each
+    node's entry is encoded once, when the node changed, and kept (bytes, nothing for the
+    collector to walk); its hardware is joined to it when the document is encoded."""
+    out = {name: SavedEntry(node.hardware, _rest(node)) for name, node in nodes.items()}
+    return {"saved_at": saved_at, "config_hash": config_hash, "nodes": out}

@@ -3,17 +3,18 @@ generation, and its encoded bodies, cached per field selection."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ranch.ctld.kept import kept
 from ranch.ctld.nodes.node import heartbeat_fields, metrics_record, snapshot_record
+from ranch.ctld.state.changelog import ChangeLog
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.ports import Registry
+    from ranch.ctld.nodes.ports import Shown
 
 # Encoded snapshot bodies kept, one per (metrics, field selection) that clients asked for.
 SNAPSHOT_BODY_CACHE = 16
@@ -24,24 +25,29 @@ SNAPSHOT_STALENESS = {False: 5.0, True: 1.0}
 
 
 class Snapshots:
-    def __init__(self, cluster: Registry) -> None:
-        self.c = cluster
+    def __init__(self, shown: Shown, *, changes: ChangeLog, clock: Callable[[], float],
+                 wall: Callable[[], float]) -> None:
+        """`changes`: its generations say when the cached snapshot is out of date."""
+        self.shown = shown
+        self.changes = changes
+        self.clock = clock
+        self.wall = wall
         self._snaps: dict[bool, tuple[int, int, float, m.Snapshot]] = {}
         self._bodies: dict[tuple[bool, tuple[str, ...]], tuple[m.Snapshot, bytes]] = {}
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot:
         """Cached per change generation: a state change shows at once; heartbeat-only figures
         (load, free memory, metrics) may lag by SNAPSHOT_STALENESS."""
-        c = self.c
-        now = c.clock()
+        c, changes = self.shown, self.changes
+        now = self.clock()
         cached = self._snaps.get(metrics)
         if cached is not None:
             gen, soft, built, snap = cached
-            if gen == c.changes.gen and (
-                soft == c.changes.soft_gen or now - built < SNAPSHOT_STALENESS[metrics]
+            if gen == changes.gen and (
+                soft == changes.soft_gen or now - built < SNAPSHOT_STALENESS[metrics]
             ):
                 return snap
-        wall = c.wall()
+        wall = self.wall()
         records = []
         for node in c.nodes.values():
             rec = node.record
@@ -64,7 +70,7 @@ class Snapshots:
             partitions=c.partition_records,
         )
         old = cached[3] if cached is not None else None
-        self._snaps[metrics] = (c.changes.gen, c.changes.soft_gen, now, snap)
+        self._snaps[metrics] = (changes.gen, changes.soft_gen, now, snap)
         # the bodies of the snapshot just replaced can never be served again: at 10,000 nodes
         # they held 8 MB (and the old records) until a client asked for the same fields
         for key in [k for k, (of, _) in self._bodies.items() if of is old]:

@@ -1,6 +1,7 @@
 """The controller's own stalls: event-loop gaps, a suspended host, a wall clock that jumped.
 
-A tick on the deadline heap (Cluster.deadlines) comes due every `period` seconds of trio's clock.
+A tick on the deadline heap (the controller's Deadlines, ctld/deadlines.py) comes due every
+`period` seconds of trio's clock.
 trio's clock is CLOCK_MONOTONIC, which keeps running while the process is stopped (SIGSTOP, a
 VM paused by its host, a blocking disk or NFS call, a long collector pause), so a tick that comes
 due late by more than `threshold` measures a stall of the controller itself. Whoever looks first

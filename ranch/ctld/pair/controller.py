@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import signal
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import trio
@@ -90,7 +91,9 @@ class Controller:
             await e.resign(hold_off=TAKEOVER_HOLD_OFF)
             return
         self.reigns += 1
-        self.daemon = daemon = self.make_daemon(store, GRACE_TTLS * e.ttl, self.takeover)
+        # `rcontrol takeover`: the seat handed over (a standby wins it at its next look)
+        handover = partial(e.resign, hold_off=TAKEOVER_HOLD_OFF)
+        self.daemon = daemon = self.make_daemon(store, GRACE_TTLS * e.ttl, handover)
         logs.event("serving as the controller", epoch=e.epoch, name=e.name)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(e.keep)
@@ -106,10 +109,6 @@ class Controller:
             # the daemon stopped by itself (an error, or stop()): the seat goes with it
             self.election.fenced()
             scope.cancel()
-
-    async def takeover(self) -> None:
-        """`rcontrol takeover`: hand the seat over (a standby wins it at its next look)."""
-        await self.election.resign(hold_off=TAKEOVER_HOLD_OFF)
 
     def stop(self) -> None:
         self._stop = True

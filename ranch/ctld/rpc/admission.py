@@ -84,12 +84,17 @@ def raise_fd_limit() -> int:
     return fd_limit()
 
 
-class Closable(Protocol):
-    def close_soon(self) -> None: ...
-
+class Unread(Protocol):
     def unread(self) -> int:
         """Bytes the peer sent that are still waiting in the kernel."""
         ...
+
+
+class Closable(Protocol):
+    def close_soon(self) -> None: ...
+
+    @property
+    def io(self) -> Unread: ...
 
 
 class QuietLog:
@@ -215,7 +220,7 @@ class Admission:
         young = self.clock() - IDLE_AFTER
         fallback = None
         for item in itertools.islice(self._unproven.items(), EVICT_SCAN):
-            if item[0].unread() >= READY:
+            if item[0].io.unread() >= READY:
                 continue
             if item[1][1] <= young:
                 return item

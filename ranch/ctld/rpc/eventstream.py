@@ -79,7 +79,7 @@ async def follow(server: Rpc, conn: Peer, msg: m.GetEvents, request_id: int,
             # A follower that reads slowly only holds up this task (its queue is bounded and
             # what it misses is counted); one that takes nothing for STALL_LIMIT is ended.
             with trio.move_on_after(STALL_LIMIT) as sending:
-                await conn.io.send_all(frame)
+                await conn.stream.send_all(frame)
             if sending.cancelled_caught:  # a half-sent frame: the connection is closed after
                 why = f"not reading for {STALL_LIMIT:g} s: ended"
                 break

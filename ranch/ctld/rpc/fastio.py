@@ -86,9 +86,6 @@ class StreamIO:
         except OSError as exc:
             raise trio.BrokenResourceError(f"receive failed: {exc}") from exc
 
-    async def send_all(self, data: bytes | memoryview) -> None:
-        await self.stream.send_all(data)
-
     async def wait_readable(self) -> bool:
         """Wait until a read would not block; False when this stream has no descriptor to wait
         on (its own receive_some waits)."""

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class Conn(Protocol):
-    """What the poller reaches of a connection (ctld/rpc/server.py Connection)."""
+    """What the poller reaches of a connection (ctld/rpc/connection.py Connection)."""
 
     io: StreamIO
     ready: bool

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import os
 import secrets
 from collections.abc import Awaitable, Callable
@@ -140,3 +141,14 @@ def read(path: str) -> dict[str, Any] | None:
 def _write(path: str, data: bytes) -> None:
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     durable.write_atomic(path, data)
+
+
+def set_aside_if_damaged(state_dir: str) -> None:
+    """rctld -i: a damaged file is moved aside (before the server reads it); every node is
+    issued a new credential."""
+    try:
+        read(os.path.join(state_dir, FILE))
+    except DamagedState as exc:
+        aside = integrity.move_aside(exc.path)
+        logs.event("damaged node credentials moved aside (-i); every node gets a new one",
+                   logging.ERROR, path=exc.path, error=exc.what, moved_to=aside)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # none of these imports the rpc layer
 
 
 class Peer(Protocol):
-    """One connection (ctld/rpc/server.py Connection): a node's session or a command's."""
+    """One connection (ctld/rpc/connection.py Connection): a node's session or a command's."""
 
     stream: trio.SocketStream
     io: StreamIO
@@ -50,7 +50,6 @@ class Peer(Protocol):
     def close_soon(self) -> None: ...
     def push(self, msg: Any) -> bool: ...
     def registered_as(self, name: str) -> None: ...
-    def unread(self) -> int: ...
 
 
 class JobServices(Protocol):

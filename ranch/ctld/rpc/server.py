@@ -3,8 +3,8 @@
 A peer's faults stay on its own connection: each frame must arrive whole within MessageTimeout
 of its first byte (a total deadline: bytes dribbled in do not extend it), a send that does not
 finish within MessageTimeout (a reader that stopped reading) disconnects it, at most SEND_QUEUE
-pushes wait for one peer, and any frame that fails authentication or decoding is answered with
-an Error, logged and the connection closed.
+pushes wait for one peer (ctld/rpc/connection.py), and any frame that fails authentication or
+decoding is answered with an Error, logged and the connection closed.
 
 Nothing unauthenticated costs more than a little (docs/limits.md): a connection that has not yet
 proven the key must deliver a whole frame within MessageTimeout of connecting, is read in
@@ -20,7 +20,7 @@ Replies are written by the reading task itself (ctld/rpc/fastio.py): a memory ch
 task per connection cost about a fifth of the controller's CPU per heartbeat and kilobytes per
 node (docs/benchmarks.md, hot spots 3 and 4). Pushes, which are rare, each get a short task in
 the daemon's nursery, so the core never waits on a socket; a send lock, made only when two
-writes meet, keeps frames whole.
+writes meet, keeps frames whole (ctld/rpc/connection.py).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from ranch.ctld.nodes.stalls import backlog_cover
 from ranch.ctld.rpc import permissions
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
-from ranch.ctld.rpc.fastio import StreamIO, unread_bytes
+from ranch.ctld.rpc.connection import Connection
+from ranch.ctld.rpc.fastio import unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
 from ranch.ctld.rpc.reading import FrameReader
@@ -52,119 +53,14 @@ from ranch.ctld.rpc.wire import Prebuilt, encode_body_frame
 from ranch.protocol import codec
 from ranch.protocol import messages as m
 from ranch.protocol.framing import MAX_SIZE, UNPROVEN_MAX, ReplayGuard, encode_frame
-from ranch.protocol.versions import CURRENT
 
 ACCEPT_BATCH = 256  # connections accepted per wake-up of a listener
 ROOM_POLL = 0.1  # how often a full unproven pool is looked at again for an idle member
 _ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
-SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
 REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
 
 Reconfigurer = Callable[[str], Awaitable[m.ReconfigureResult]]
 Submitter = Callable[[m.SubmitJob], Awaitable[Any]]
-
-
-class Connection:
-    """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
-    is one per node (docs/benchmarks.md, hot spot 3)."""
-
-    __slots__ = ("closing", "io", "key", "node", "peer", "pending", "ready", "scope",
-                 "send_lock", "server", "stream", "version", "who")
-
-    def __init__(self, stream: trio.SocketStream, peer: str, server: Server,
-                 ready: bool = False) -> None:
-        self.stream = stream
-        # bytes (or the end of stream) are likely waiting: the next read tries before it waits
-        self.ready = ready
-        self.io = StreamIO(stream)
-        self.peer = peer
-        self.server = server
-        self.version = CURRENT
-        self.node: str | None = None  # the node that registered on it (registered_as)
-        self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
-        # the scope its reader's task runs in (ctld/rpc/reading.py): none while a node's
-        # connection is parked between frames (ctld/rpc/idlenodes.py)
-        self.scope: trio.CancelScope | None = None
-        self.closing = False
-        self.pending = 0  # pushes not yet written
-        # AuthType=auth/munge (ctld/rpc/userauth.py): the user munged vouched for and the session
-        # key of this connection; None for the cluster key's holder (daemons, root)
-        self.who: Any = None
-        self.key: bytes | None = None
-
-    # Pusher, for the core
-    def registered_as(self, name: str) -> None:
-        """A node registered on this connection (its close is then a lookup of that node)."""
-        self.node = name
-
-    def push(self, msg: Any) -> bool:
-        spawn = self.server.spawn
-        if spawn is None or self.closing or self not in self.server.connections:
-            return False
-        if self.pending >= SEND_QUEUE:
-            logs.event("send queue full; disconnecting slow peer", logging.WARNING,
-                       peer=self.peer, node=self.node or "-")
-            self.close_soon()
-            return False
-        self.pending += 1
-        spawn(self._push, msg, self.version)
-        return True
-
-    def close_soon(self) -> None:
-        """End the connection: its reader's task is cancelled, or a parked one closed now."""
-        self.closing = True
-        if self.scope is not None:
-            self.scope.cancel()
-        else:
-            self.server.idle.close(self)
-
-    def unread(self) -> int:
-        """Bytes waiting in the kernel for this connection (0 when unknown)."""
-        return self.io.unread()
-
-    async def _push(self, msg: Any, version: int) -> None:
-        try:
-            await self.send(self.server.encode(msg, 0, version))
-        finally:
-            self.pending -= 1
-
-    async def send(self, frame: bytes) -> bool:
-        """Write one frame; a peer that does not take it within MessageTimeout is cut off."""
-        data: bytes | memoryview = frame
-        lock = self.send_lock
-        try:
-            if lock is not None and lock.locked():
-                await lock.acquire()
-            else:
-                # Nothing else is writing: offer the frame to the kernel, which nearly always
-                # takes all of it (no await between the check and the acquire below).
-                sent = self.io.try_send(frame)
-                if sent == len(frame):
-                    return True
-                if lock is None:
-                    lock = self.send_lock = trio.StrictFIFOLock()
-                lock.acquire_nowait()
-                data = memoryview(frame)[sent:]
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.close_soon()
-            return False
-        try:
-            with trio.move_on_after(max(self.server.message_timeout, 1.0)):
-                try:
-                    await self.io.send_all(data)
-                    return True
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    self.close_soon()
-                    return False
-        finally:
-            lock.release()
-        logs.event("peer too slow to read; disconnecting", logging.WARNING,
-                   peer=self.peer, node=self.node or "-")
-        self.close_soon()
-        return False
-
-    async def reply(self, msg: Any, request_id: int, version: int) -> bool:
-        return await self.send(self.server.encode(msg, request_id, version, self.key))
 
 
 class Server:
@@ -327,7 +223,7 @@ class Server:
         """Serve one accepted stream (a connection from any listener, or a test's)."""
         peer = _peer(stream)
         conn = Connection(stream, peer, self)
-        conn.ready = conn.unread() >= READY
+        conn.ready = conn.io.unread() >= READY
         if self.admission.refuses(source_of(peer), peer, conn.ready):
             await trio.aclose_forcefully(stream)  # over a cap: closed at once
             return

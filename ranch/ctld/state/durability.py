@@ -11,8 +11,8 @@ from ranch.ctld import logs
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
-    from ranch.ctld.nodes.cluster import Cluster
     from ranch.ctld.state.changelog import ChangeLog
+    from ranch.ctld.state.ports import JournalRecords, Submissions
     from ranch.ctld.wakeup import Wakeup
 
 
@@ -20,10 +20,13 @@ class Durability:
     """Takes the change log's changes to the store (group commit), and sends the pushes that
     waited for them in the order they were made."""
 
-    def __init__(self, cluster: Cluster, changes: ChangeLog, store: Any,
-                 outbox: Wakeup) -> None:
-        """`outbox`: set by the change log when a push waits for a write."""
-        self.cluster = cluster
+    def __init__(self, journal_records: JournalRecords, submissions: Submissions,
+                 changes: ChangeLog, store: Any, outbox: Wakeup) -> None:
+        """`journal_records`: each owner's records of the changes taken from the change log;
+        `submissions`: the job store's, journaled before their reply; `outbox`: set by the
+        change log when a push waits for a write."""
+        self.journal_records = journal_records
+        self.submissions = submissions
         self.changes = changes
         self.store = store
         self.outbox = outbox
@@ -35,20 +38,20 @@ class Durability:
         changes = self.changes
         if changes.pending():
             taken = changes.take()
-            ticket = self.store.append(self.cluster.journal_records(taken))
+            ticket = self.store.append(self.journal_records(taken))
             try:
-                await self.store.wait(ticket)
+                await self.store.commits.wait(ticket)
             except OSError:
                 changes.put_back(taken)
                 raise
         else:
-            await self.store.wait(self.store.last_ticket)
+            await self.store.commits.wait(self.store.commits.last_ticket)
 
     async def submit(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
         """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already
         RUNNING: one write) before the reply. Its LaunchJob waits in the outbox for the same
         write, so no job runs that the journal lacks; if the write fails, it is retracted."""
-        jobs = self.cluster.jobs
+        jobs = self.submissions
         built = jobs.build(msg)
         if isinstance(built, m.Error):
             return built

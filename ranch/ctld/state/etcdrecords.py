@@ -9,7 +9,9 @@ Keys under the store's prefix P (values: JSON lines, at most CHUNK bytes each):
                  `fetch` keeps one record per (job id, run); a day pruned locally (PurgeJobAfter)
                  goes from etcd whole.
 Every write is one of the store's fenced transactions. The local files stay what rctld reads
-(ctld/nodes/eventlog.py, ctld/jobs/history.py); etcd is where the next controller copies them from.
+(ctld/state/eventfile.py, ctld/state/historyfiles.py); etcd is where the next controller copies
+them from. The job history's writer (ctld/jobs/replicatedhistory.py) calls `put_history` and
+`drop_days` from its worker thread.
 """
 
 from __future__ import annotations
@@ -21,8 +23,7 @@ from typing import Any, Protocol
 import orjson
 import trio
 
-from ranch.ctld.jobs.history import FileHistory, day_of, key
-from ranch.ctld.nodes import eventlog
+from ranch.ctld.state import eventfile, historyfiles
 from ranch.ctld.state.etcdclient import EtcdError, delete_range, prefix_end, put
 from ranch.protocol import durable
 
@@ -87,30 +88,7 @@ async def put_events(store: EtcdStore, batch: list[dict[str, Any]],
 
 # -- the job history -----------------------------------------------------------------------
 
-class ReplicatedHistory(FileHistory):
-    """FileHistory whose writes and prunes also go to etcd, from the worker thread that makes
-    them (ctld/jobs/acct.py's keep_history). A write that cannot reach etcd fails whole, so its
-    jobs stay in the snapshot and are offered again (the local copy is checked then)."""
-
-    def __init__(self, directory: str, store: EtcdStore) -> None:
-        super().__init__(directory)
-        self.store = store
-
-    def write(self, batch: list[dict[str, Any]]) -> int:
-        _from_a_worker()
-        n = super().write(batch)
-        trio.from_thread.run(_put_history, self.store, batch)
-        return n
-
-    def prune(self, now: float, keep_seconds: float) -> list[str]:
-        _from_a_worker()
-        gone = super().prune(now, keep_seconds)
-        if gone:
-            trio.from_thread.run(_drop_days, self.store, gone)
-        return gone
-
-
-def _from_a_worker() -> None:
+def from_a_worker() -> None:
     """etcd is reached from a worker thread of the loop's; on the loop itself (the last
     write at shutdown) nothing is written: the jobs stay in the state, and the next
     controller offers them again."""
@@ -121,16 +99,16 @@ def _from_a_worker() -> None:
                         "shutdown; the next controller writes these records") from None
 
 
-async def _put_history(store: EtcdStore, batch: list[dict[str, Any]]) -> None:
+async def put_history(store: EtcdStore, batch: list[dict[str, Any]]) -> None:
     by_day: dict[str, list[dict[str, Any]]] = {}
     for rec in batch:
-        by_day.setdefault(day_of(float(rec.get("end_time") or 0.0)), []).append(rec)
+        by_day.setdefault(historyfiles.day_of(float(rec.get("end_time") or 0.0)), []).append(rec)
     for day, recs in by_day.items():
         for _first, value in _values(recs):
             await store.transact([put(f"{store.prefix}/h/{day}/{time.time_ns():020d}", value)])
 
 
-async def _drop_days(store: EtcdStore, days: list[str]) -> None:
+async def drop_days(store: EtcdStore, days: list[str]) -> None:
     for day in days:
         base = f"{store.prefix}/h/{day}/"
         await store.transact([delete_range(base, prefix_end(base))])
@@ -151,13 +129,13 @@ async def fetch(store: EtcdStore) -> tuple[int, int]:
     if events:
         data = b"".join(orjson.dumps(events[s]) + b"\n" for s in sorted(events))
         await trio.to_thread.run_sync(_replace, os.path.join(store.state_dir,
-                                                             eventlog.FILE_NAME), data)
+                                                             eventfile.FILE_NAME), data)
     days: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
     for k, value, _ in await store.client.range(f"{p}/h/", prefix_end(f"{p}/h/")):
         day = k.decode()[len(p) + 3:].split("/", 1)[0]
         for rec in _lines(value):
             if "job_id" in rec:
-                days.setdefault(day, {})[key(rec)] = rec
+                days.setdefault(day, {})[historyfiles.key(rec)] = rec
     if days:
         await trio.to_thread.run_sync(_merge_days, store.state_dir, days)
     return len(events), sum(len(d) for d in days.values())
@@ -170,14 +148,12 @@ def _replace(path: str, data: bytes) -> None:
 
 def _merge_days(state_dir: str, days: dict[str, dict[tuple[int, int], dict[str, Any]]]) -> None:
     """Each day's file becomes what it held and what etcd holds, one record per run."""
-    from ranch.ctld.jobs.history import DIR_NAME
-
-    local = FileHistory(os.path.join(state_dir, DIR_NAME))
-    os.makedirs(local.dir, mode=0o700, exist_ok=True)
+    directory = os.path.join(state_dir, historyfiles.DIR_NAME)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
     for day, recs in days.items():
-        path = local.path(day)
-        merged = {key(r): r for r in local._read_file(path)}
+        path = historyfiles.day_path(directory, day)
+        merged = {historyfiles.key(r): r for r in historyfiles.read_day(path)}
         merged.update(recs)
         ordered = sorted(merged.values(), key=lambda r: (float(r.get("end_time") or 0.0),
-                                                         key(r)))
+                                                         historyfiles.key(r)))
         durable.write_atomic(path, b"".join(orjson.dumps(r) + b"\n" for r in ordered))

@@ -5,7 +5,7 @@ Keys under the prefix P (values are the bytes FileStore would write):
   P/j/SEQ            one group commit: the journal lines of a batch, named by its first seq
   P/j/SEQ/NNNN       parts of a batch over CHUNK bytes, written before P/j/SEQ (which ends it)
   P/s/GEN/NNNN       a snapshot's parts;  P/snap: {"gen", "parts", "journal_seq"} (the current)
-  P/b/PACK/NNNN      a job pack's parts (ctld/jobs/jobbulk.py);  P/bh/PACK: {"parts", "size"}
+  P/b/PACK/NNNN      a job pack's parts (ctld/state/bulkfiles.py);  P/bh/PACK: {"parts", "size"}
   P/f/NAME           a small file of StateSaveLocation kept whole (node_credentials.json)
 etcd refuses a request over ~1.5 MiB, so anything larger goes in parts of CHUNK bytes, each
 its own transaction; the key that names them is written last, so a half-written thing is never
@@ -22,7 +22,7 @@ once its transaction is committed, and etcd (Raft, each write fsynced on a quoru
 committed transaction nor cuts a batch short, so every id acknowledged is in the journal or in a
 snapshot (whose jobs.next_id is past it) that the next leader reads.
 
-Job packs are written to the local StateSaveLocation first (ctld/jobs/jobbulk.py reads them from
+Job packs are written to the local StateSaveLocation first (ctld/state/bulkfiles.py reads them from
 there at launch) and copied into etcd before the snapshot that points to them; a controller
 that wins the seat copies them all back before it loads (`fetch`).
 """
@@ -39,8 +39,7 @@ import orjson
 import trio
 
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobbulk
-from ranch.ctld.state import continuity, deferred, etcdrecords
+from ranch.ctld.state import bulkfiles, continuity, deferred, etcdrecords
 from ranch.ctld.state.etcdclient import (
     EtcdClient,
     EtcdError,
@@ -96,7 +95,9 @@ class EtcdStore:
         self.writes = 0  # journal transactions (for the benchmark)
         self._groups: list[tuple[int, list[bytes]]] = []  # (first seq, lines) to write
         self._cut = True  # the next append starts a new group (a new key)
-        self._commits = GroupCommit(self._flush, "journal write to etcd failed")
+        # group commit (ctld/state/groupcommit.py): each transaction takes every batch appended
+        # by the time it runs (its `run` is the committer in the daemon's nursery)
+        self.commits = GroupCommit(self._flush, "journal write to etcd failed")
         self._gen = 0  # the current snapshot's generation
         self._packs: set[int] = set()  # packs in etcd
         self._loaded: tuple[dict[str, Any] | None, list[dict[str, Any]]] = (None, [])
@@ -211,16 +212,16 @@ class EtcdStore:
         p = self.prefix
         heads = await self.client.range(f"{p}/bh/", prefix_end(f"{p}/bh/"))
         self._packs = set()
-        directory = jobbulk.jobs_dir(self.state_dir)
+        directory = bulkfiles.jobs_dir(self.state_dir)
         os.makedirs(directory, mode=0o700, exist_ok=True)
         for key, _, _ in heads:
             pack = int(key.decode().rsplit("/", 1)[1])
             data = await self._get_parts(f"{p}/b/{_seq_key(pack)}")
-            await self._run(_write_file, jobbulk.pack_path(self.state_dir, pack), data)
+            await self._run(_write_file, bulkfiles.pack_path(self.state_dir, pack), data)
             self._packs.add(pack)
-        for pack in jobbulk.packs(self.state_dir):  # another reign's, never copied: not ours
+        for pack in bulkfiles.packs(self.state_dir):  # another reign's, never copied: not ours
             if pack not in self._packs:
-                jobbulk.remove_pack(self.state_dir, pack)
+                bulkfiles.remove_pack(self.state_dir, pack)
 
     async def put_file(self, name: str, data: bytes) -> None:
         """A small state file (under CHUNK), fenced like every write."""
@@ -234,13 +235,6 @@ class EtcdStore:
 
     # -- group commit (as FileStore's) -----------------------------------------------------
 
-    @property
-    def last_ticket(self) -> int:
-        return self._commits.last_ticket
-
-    def settled(self, ticket: int) -> bool:
-        return self._commits.settled(ticket)
-
     def append(self, records: list[dict[str, Any]]) -> int:
         if self._cut or not self._groups:
             self._groups.append((self.seq + 1, []))
@@ -252,18 +246,12 @@ class EtcdStore:
         for rec in records:
             self.seq += 1
             lines.append(orjson.dumps({"seq": self.seq, **rec}) + b"\n")
-        return self._commits.ticket()
-
-    async def wait(self, ticket: int) -> None:
-        await self._commits.wait(ticket)
-
-    async def committer(self) -> None:
-        """Group commit (ctld/state/groupcommit.py): each transaction takes every batch appended by
-        the time it runs."""
-        await self._commits.run()
+        return self.commits.ticket()
 
     async def commit(self, records: list[dict[str, Any]]) -> None:
-        await self.wait(self.append(records))
+        """Append and wait: durable on return (OSError if not)."""
+        ticket = self.append(records)
+        await self.commits.wait(ticket)
 
     async def _flush(self) -> None:
         """Every group appended so far, one transaction (more only past CHUNK). One that
@@ -342,7 +330,7 @@ class EtcdStore:
                 await self._run(after)
             except OSError as exc:
                 logs.event("job files not removed", logging.WARNING, error=str(exc))
-        gone = self._packs - set(jobbulk.packs(self.state_dir))
+        gone = self._packs - set(bulkfiles.packs(self.state_dir))
         for pack in sorted(gone):
             key = f"{p}/b/{_seq_key(pack)}/"
             await self._txn([delete_range(f"{p}/bh/{_seq_key(pack)}",
@@ -355,10 +343,10 @@ class EtcdStore:
 
     async def _upload_packs(self) -> None:
         p = self.prefix
-        for pack in jobbulk.packs(self.state_dir):
+        for pack in bulkfiles.packs(self.state_dir):
             if pack in self._packs:
                 continue
-            data = await self._run(_read, jobbulk.pack_path(self.state_dir, pack))
+            data = await self._run(_read, bulkfiles.pack_path(self.state_dir, pack))
             base = f"{p}/b/{_seq_key(pack)}"
             parts, last = await self._put_parts(base, data)
             head = orjson.dumps({"parts": parts + 1, "size": len(data)})

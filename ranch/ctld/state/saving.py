@@ -10,14 +10,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ranch.ctld import gctune, logs
-from ranch.ctld.jobs import jobbulk
-from ranch.ctld.nodes import eventlog
-from ranch.ctld.state import statefile
+from ranch.ctld.state import bulkfiles, eventfile, statefile
 from ranch.ctld.state.etcdrecords import put_events
 
 if TYPE_CHECKING:
-    from ranch.ctld.nodes.cluster import Cluster
     from ranch.ctld.state.changelog import ChangeLog
+    from ranch.ctld.state.ports import BulkSource, SaveDoc, UnsavedEvents
     from ranch.ctld.wakeup import Wakeup
 
 # Seconds between snapshots (the state file). A SIGKILL loses nothing in between: every change a
@@ -30,16 +28,21 @@ class Saver:
     """When the state file and the event log are written, and which pack the next snapshot's
     job scripts go to."""
 
-    def __init__(self, cluster: Cluster, changes: ChangeLog, store: Any, state_dir: str, *,
+    def __init__(self, save_doc: SaveDoc, bulk: BulkSource, event_log: UnsavedEvents,
+                 changes: ChangeLog, store: Any, state_dir: str, *,
                  local: bool, dirty: Wakeup, events: Wakeup, in_thread: bool = True,
                  credential_holders: Callable[[], list[str]] = list) -> None:
-        """`local`: the state lives in `state_dir` (a replicated store's journal holds it
+        """`save_doc`: every owner's saved records; `bulk`: the job store's new jobs' scripts
+        and environments, packed by each snapshot; `event_log`: what the event log holds
+        unsaved. `local`: the state lives in `state_dir` (a replicated store's journal holds it
         all); `dirty`/`events`: set when a snapshot / an event log write is due; `in_thread`:
         writes leave the event loop (tests under MockClock write inline, so time stays
         exact); `credential_holders`: the nodes that hold a credential, which a snapshot names,
         so that node_credentials.json gone missing is refused at start
         (ctld/state/continuity.py)."""
-        self.cluster = cluster
+        self.save_doc = save_doc
+        self.bulk = bulk
+        self.event_log = event_log
         self.changes = changes
         self.store = store
         self.state_dir = state_dir
@@ -47,11 +50,11 @@ class Saver:
         self.dirty = dirty
         self.events = events
         self.in_thread = in_thread
-        self.next_pack = 1 + max(jobbulk.packs(state_dir), default=0)  # ctld/jobs/jobbulk.py
+        self.next_pack = 1 + max(bulkfiles.packs(state_dir), default=0)  # ctld/state/bulkfiles.py
         self.credential_holders = credential_holders
 
     def snapshot_doc(self) -> dict[str, Any]:
-        doc = self.cluster.save_doc()
+        doc = self.save_doc()
         doc["node_credentials"] = self.credential_holders()
         doc["journal_seq"] = self.store.seq  # every record handed to the store so far
         doc["journal_keep_from"] = self.store.rotate()  # later records go to a new segment
@@ -81,8 +84,7 @@ class Saver:
         """One snapshot: the new jobs' bulk packed, the state file, the journal trimmed, the
         files of purged jobs removed. False (logged, retried by the saver) if it failed."""
         doc = self.snapshot_doc()  # built here; the entries are never mutated later
-        jobs = self.cluster.jobs
-        bulk, gone = jobs.take_bulk()
+        bulk, gone = self.bulk.take_bulk()
         pack, placed = self.next_pack, list[tuple[int, int, int]]()
         if bulk:
             self.next_pack += 1
@@ -93,31 +95,31 @@ class Saver:
         except OSError as exc:
             logs.event("state save failed", logging.ERROR, error=str(exc))
             # no saved record points into a pack it wrote: the next snapshot writes anew
-            jobs.bulk_not_written([pack, *gone[1]] if placed else gone[1], gone[0])
+            self.bulk.bulk_not_written([pack, *gone[1]] if placed else gone[1], gone[0])
             self.changes.save_failed()
             self.dirty.set()
             return False
         if placed:
-            jobs.bulk_written(pack, placed)
+            self.bulk.bulk_written(pack, placed)
         return True
 
     def _write_bulk(self, pack: int, bulk: list[tuple[int, str, tuple | bytes]],
                     placed: list[tuple[int, int, int]]) -> None:
         """In the snapshot's thread: the new jobs' scripts and environments in one pack, before
         the snapshot lets go of the journal segment that holds them."""
-        placed += jobbulk.write_pack(self.state_dir, pack, bulk)
+        placed += bulkfiles.write_pack(self.state_dir, pack, bulk)
 
     def _remove_bulk(self, gone: tuple[list[int], list[int]]) -> None:
         """In the snapshot's thread, once the snapshot without them is on disk: the files of
         purged jobs (a crash before it must find the files its saved records point to)."""
         for jid in gone[0]:
-            jobbulk.remove(self.state_dir, jid)
+            bulkfiles.remove(self.state_dir, jid)
         for pack in gone[1]:
-            jobbulk.remove_pack(self.state_dir, pack)
+            bulkfiles.remove_pack(self.state_dir, pack)
 
     async def run_events(self) -> None:
         """Appends new events to the state dir's event log, batched like state saves."""
-        log = self.cluster.eventlog
+        log = self.event_log
         while True:
             await self.events.wait()
             batch, everything = log.take_unsaved()
@@ -125,10 +127,10 @@ class Saver:
                 if not self.local:  # etcd first: a retry puts the same keys again
                     await put_events(self.store, batch, everything)
                 if self.in_thread:
-                    n = await trio.to_thread.run_sync(eventlog.write, self.state_dir, batch,
+                    n = await trio.to_thread.run_sync(eventfile.write, self.state_dir, batch,
                                                       everything)
                 else:
-                    n = eventlog.write(self.state_dir, batch, everything)
+                    n = eventfile.write(self.state_dir, batch, everything)
                 log.written(n, everything is not None)
             except OSError as exc:
                 logs.event("event log save failed", logging.ERROR, error=str(exc))
@@ -137,7 +139,12 @@ class Saver:
 
     def flush_events(self) -> None:
         """Write what the event log holds unsaved, synchronously (shutdown)."""
+        log = self.event_log
+        batch, everything = log.take_unsaved()
+        if not batch and everything is None:
+            return
         try:
-            eventlog.flush(self.cluster.eventlog, self.state_dir)
+            log.written(eventfile.write(self.state_dir, batch, everything),
+                        everything is not None)
         except OSError as exc:
             logs.event("event log save failed", logging.ERROR, error=str(exc))

@@ -2,7 +2,7 @@
 records that changed since it. Whatever a reply confirms is in the journal before the reply
 leaves; a snapshot, written now and then, lets the journal be trimmed.
 
-Store is the interface (`load` once at start, `append` + `wait` for each group commit,
+Store is the interface (`load` once at start, `append` + `commits.wait` for each group commit,
 `snapshot` now and then); FileStore (files in StateSaveLocation) is the default, the etcd store
 of a controller pair (ctld/state/etcdstore.py) the other.
 
@@ -67,11 +67,12 @@ class Store(Protocol):
         raises integrity.DamagedState (rctld prints it as its one line and stops); it is never
         taken as empty. The snapshot's jobs.next_id is never below an id already given out."""
 
-    def append(self, records: list[dict[str, Any]]) -> int:
-        """Queue records for the next write; returns the ticket `wait` takes."""
+    # tickets: `commits.wait(ticket)` returns once the records of `ticket` (and all before)
+    # are durable, OSError if not; `commits.run` is the committer
+    commits: GroupCommit
 
-    async def wait(self, ticket: int) -> None:
-        """Return once the records of `ticket` (and all before) are durable; OSError if not."""
+    def append(self, records: list[dict[str, Any]]) -> int:
+        """Queue records for the next write; returns the ticket `commits.wait` takes."""
 
     async def snapshot(self, doc: dict[str, Any]) -> None:
         """Write a snapshot (built by the caller after `last_seq` was read) and trim."""
@@ -89,8 +90,13 @@ class FileStore:
         self.in_thread = in_thread
         self.seq = 0  # the last sequence number handed out
         self._buf: list[bytes] = []
-        self._commits = GroupCommit(self._flush, "journal write failed")
-        self.commit_in_thread = False  # journal writes on the loop (see committer)
+        # group commit (ctld/state/groupcommit.py): `append` hands out its tickets, callers
+        # wait on them, its `run` is the committer in the daemon's nursery. The write is made
+        # on the event loop: a thread per write cost more CPU than the fsync itself
+        # (docs/internals.md, issue 24 figures), and a disk that stalls is a controller stall,
+        # which rctld's stall detection already answers.
+        self.commits = GroupCommit(self._flush, "journal write failed")
+        self.commit_in_thread = False  # journal writes on the loop (see commits)
         self.writes = 0  # fsyncs done (for the benchmark)
         self._open: tuple[str, int, int] | None = None  # (segment, fd, its size)
         self._inode = 0
@@ -224,13 +230,6 @@ class FileStore:
 
     # -- group commit ----------------------------------------------------------------------
 
-    @property
-    def last_ticket(self) -> int:
-        return self._commits.last_ticket
-
-    def settled(self, ticket: int) -> bool:
-        return self._commits.settled(ticket)
-
     def append(self, records: list[dict[str, Any]]) -> int:
         lines = []
         top = 0
@@ -243,20 +242,12 @@ class FileStore:
         if top >= self.id_mark:  # reserve the next block in the same write (see _flush)
             self.id_mark = top + 1 + ID_BLOCK
         self._buf.append(b"".join(lines))
-        return self._commits.ticket()
-
-    async def wait(self, ticket: int) -> None:
-        await self._commits.wait(ticket)
-
-    async def committer(self) -> None:
-        """Group commit (ctld/state/groupcommit.py; run in the daemon's nursery). The write is made
-        on the event loop: a thread per write cost more CPU than the fsync itself
-        (docs/internals.md, issue 24 figures), and a disk that stalls is a controller stall,
-        which rctld's stall detection already answers."""
-        await self._commits.run()
+        return self.commits.ticket()
 
     async def commit(self, records: list[dict[str, Any]]) -> None:
-        await self.wait(self.append(records))
+        """Append and wait: durable on return (OSError if not)."""
+        ticket = self.append(records)
+        await self.commits.wait(ticket)
 
     async def _flush(self) -> None:
         """Everything appended so far, in one write (GroupCommit keeps the tickets). A write

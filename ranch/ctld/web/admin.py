@@ -1,5 +1,5 @@
-"""The page's admin actions: a node's reboot (Cluster.reboot_nodes, `rcontrol reboot`'s handler)
-and reservations created and deleted (Cluster.reservation, `rcontrol create|delete
+"""The page's admin actions: a node's reboot (WebAdmin.reboot_nodes, `rcontrol reboot`'s handler)
+and reservations created and deleted (WebAdmin.reservation, `rcontrol create|delete
 reservation`'s), as the token's user, who must be an admin (ctld/rpc/permissions.py's rule)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ranch.protocol import messages as m
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from ranch.ctld.web.webports import WebServices
+    from ranch.ctld.web.webports import Configured, WebAdmin
 
 _REBOOT_KEYS = ("asap", "next_state", "reason")
 _RESV_KEYS = ("name", "start", "duration", "nodes", "flags", "users")
@@ -32,10 +32,10 @@ _RESV_KEYS = ("name", "start", "duration", "nodes", "flags", "users")
 class Admin:
     """POST /ui/node/{name}/reboot, /ui/reservations and /ui/reservations/{name}/delete."""
 
-    def __init__(self, cluster: WebServices,
+    def __init__(self, configured: Configured, actions: WebAdmin,
                  who: Callable[[Request], tuple[str | None, Response | None]],
                  not_on_disk: Callable[[], Awaitable[str | None]]) -> None:
-        self.cluster = cluster
+        self.configured, self.actions = configured, actions
         self._who = who
         self._not_on_disk = not_on_disk  # a write's reply waits for the journal
 
@@ -45,7 +45,7 @@ class Admin:
         user, refused = self._who(request)
         if refused is not None:
             return "", {}, refused
-        why = permissions.http_write_refusal(self.cluster.config, user or "", what)
+        why = permissions.http_write_refusal(self.configured.config, user or "", what)
         if why is not None:
             logs.event("http admin action refused", logging.WARNING, user=user, request=what)
             return "", {}, error(403, why)
@@ -73,7 +73,7 @@ class Admin:
         reason, nxt = body.get("reason"), body.get("next_state")
         if not isinstance(reason, (str, type(None))) or not isinstance(nxt, (str, type(None))):
             return error(400, "reason and next_state must be strings")
-        result = self.cluster.reboot_nodes(m.RebootNodes(
+        result = self.actions.reboot_nodes(m.RebootNodes(
             node_names=name, asap=bool(body.get("asap")), next_state=nxt or None,
             reason=reason or None, user=user))
         doc = {"ok": result.ok, "changed": list(result.changed),
@@ -114,14 +114,14 @@ class Admin:
             action="create", name=str(body.get("name") or ""), start=start,
             duration=-1 if minutes is None else minutes, nodes=str(body.get("nodes") or "") or None,
             flags=lists["flags"], users=lists["users"], user=user)
-        return await self._answer(self.cluster.reservation(msg), user, "create")
+        return await self._answer(self.actions.reservation(msg), user, "create")
 
     async def delete_reservation(self, request: Request) -> Response:
         name = request.path_params["name"]
         user, _, refused = await self._admin_body(request, f"delete reservation {name}", ())
         if refused is not None:
             return refused
-        reply = self.cluster.reservation(m.ReservationRequest(action="delete", name=name,
+        reply = self.actions.reservation(m.ReservationRequest(action="delete", name=name,
                                                               user=user))
         return await self._answer(reply, user, "delete")
 

@@ -2,14 +2,14 @@
 
 Reads answer from the controller's cached snapshot (the records rinfo and rcontrol get, turned
 into documents by ranch.protocol.records, the code they use too); writes go through
-Cluster.update_nodes, the path of `rcontrol update`, with the token's name as the user.
+WebAdmin.update_nodes, the path of `rcontrol update`, with the token's name as the user.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
@@ -25,13 +25,15 @@ from ranch.conf import hostlist
 from ranch.ctld import logs
 from ranch.ctld.rpc import permissions
 from ranch.ctld.web import grid, jobstats, metrics
+from ranch.ctld.web.admin import Admin
+from ranch.ctld.web.gate import Gate, peer
 from ranch.ctld.web.limits import BodyTooLarge, read_body
+from ranch.ctld.web.live import Live
 from ranch.ctld.web.pages import Pages
+from ranch.ctld.web.panes import Panes
 from ranch.ctld.web.responses import Json, is_number
 from ranch.ctld.web.responses import error as _error
 from ranch.ctld.web.restd import Restd
-from ranch.ctld.web.tokens import Tokens, bearer, is_loopback
-from ranch.ctld.web.webports import WebDurability, WebServices
 from ranch.protocol import messages as m
 from ranch.protocol.records import (
     job_json,
@@ -39,11 +41,23 @@ from ranch.protocol.records import (
     partition_json,
     queue_doc,
     show_doc,
-    sinfo_doc,
 )
+from ranch.protocol.sinforecords import sinfo_doc
 from ranch.statemachine import events
 from ranch.statemachine.events import REASON_REQUIRED_MESSAGE
 from ranch.statemachine.predicates import reason_required
+
+if TYPE_CHECKING:
+    from ranch.ctld.site import Site
+    from ranch.ctld.web.webports import (
+        Health,
+        ReservationBook,
+        WebAdmin,
+        WebDurability,
+        WebEvents,
+        WebJobs,
+        WebNodes,
+    )
 
 API_VERSION = __version__  # the release, as Slurm's JSON gives its own
 POLL_SECONDS = 3
@@ -60,19 +74,17 @@ PAGE_HEADERS = {
 _WRITE_KEYS = ("state", "reason")
 
 
-_CHALLENGE = {"WWW-Authenticate": "Bearer"}
-
-
 class Web:
-    """The routes, bound to one running controller."""
+    """The routes, bound to one running controller through its ports (ctld/web/webports.py)."""
 
-    def __init__(self, cluster: WebServices, settings: Any,
+    def __init__(self, nodes: WebNodes, jobs: WebJobs, events: WebEvents, admin: WebAdmin,
+                 reservations: ReservationBook, health: Health, site: Site, settings: Any,
                  durability: WebDurability | None = None) -> None:
-        self.cluster = cluster
+        self.nodes_view, self.jobs_view, self.events, self.admin = nodes, jobs, events, admin
+        self.reservations_book, self.health, self.site = reservations, health, site
         # None only for tests of the routes alone (nothing is persisted there)
         self.durability = durability
-        self.auth = settings.auth
-        self.tokens = Tokens(settings.token_file)
+        self.gate = Gate(nodes, settings.auth, settings.token_file)
         self.expo = metrics.Exposition()
         self.feed = grid.Feed()
         self._metrics_lock = trio.Lock()  # one scrape builds at a time; others wait for it
@@ -82,24 +94,6 @@ class Web:
         env = Environment(loader=PackageLoader("ranch.ctld.web", "templates"),
                           autoescape=select_autoescape())
         self.page = env.get_template("index.html")
-
-    # -- auth ------------------------------------------------------------------------------
-
-    def _who(self, request: Request) -> tuple[str | None, Response | None]:
-        """(token name, None) for a valid bearer token, else (None, the refusal)."""
-        token = bearer(request.headers.get("authorization"))
-        if token is None:
-            return None, _error(401, "this request needs `Authorization: Bearer TOKEN` "
-                                "(a token of HttpTokenFile)", headers=_CHALLENGE)
-        problem = self.tokens.problem()
-        if problem is not None:
-            return None, _error(503, f"tokens cannot be checked: {problem}")
-        name = self.tokens.name_of(token)
-        if name is None:
-            logs.event("http token refused", logging.WARNING, peer=_peer(request),
-                       path=request.url.path)
-            return None, _error(401, "unknown token", headers=_CHALLENGE)
-        return name, None
 
     async def not_on_disk(self) -> str | None:
         """None once every change made so far is on disk, so a write's reply may leave (the
@@ -119,43 +113,19 @@ class Web:
         """rbatch's submission: checked, queued, on disk before the reply (and retracted if the
         write fails: never acknowledged, never run), or only checked and queued in tests."""
         if self.durability is None:
-            return self.cluster.jobs.submit(msg)
+            return self.jobs_view.submit(msg)
         return await self.durability.submit(msg)
-
-    def _read_refusal(self, request: Request, hides: str = "") -> Response | None:
-        """None when the request may read (HttpAuth), else the refusal; `hides`: what
-        PrivateData may hide from this reader ("nodes")."""
-        refused = self._anyone_refusal(request)
-        if refused is not None or not hides:
-            return refused
-        why = permissions.http_hidden(self.cluster.config, self._reader(request), hides)
-        return None if why is None else _error(403, why)
-
-    def _anyone_refusal(self, request: Request) -> Response | None:
-        if self.auth == "none":
-            return None
-        client = request.client.host if request.client else None
-        if self.auth == "loopback" and is_loopback(client):
-            return None
-        return self._who(request)[1]
-
-    def _reader(self, request: Request) -> permissions.Identity | None:
-        """The user a valid token names (that user's rights), None for a reader without one."""
-        if bearer(request.headers.get("authorization")) is None:
-            return None
-        name, _ = self._who(request)
-        return None if name is None else permissions.identify_name(self.cluster.config, name)
 
     # -- reads -----------------------------------------------------------------------------
 
     def _meta_doc(self, key: str, items: list, request: Request) -> dict:
-        return show_doc(key, items, self.cluster.config.cluster_name, version=API_VERSION,
+        return show_doc(key, items, self.nodes_view.config.cluster_name, version=API_VERSION,
                         user="", command=[request.method, request.url.path])
 
     async def nodes(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request, "nodes")) is not None:
+        if (refused := self.gate.read_refusal(request, "nodes")) is not None:
             return refused
-        snap = self.cluster.snapshot()
+        snap = self.nodes_view.snapshot()
         if self._nodes_for is not snap:
             docs = []
             for i, rec in enumerate(snap.nodes):
@@ -166,14 +136,14 @@ class Web:
         return Json(self._meta_doc("nodes", self._nodes_docs, request))
 
     async def node(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request, "nodes")) is not None:
+        if (refused := self.gate.read_refusal(request, "nodes")) is not None:
             return refused
         expr = request.path_params["name"]
         try:
             wanted = hostlist.expand(expr)
         except ValueError as exc:
             return _error(400, f"bad node name or hostlist {expr!r}: {exc}", "name")
-        by_name = {n["name"]: n for n in self.cluster.snapshot().nodes}
+        by_name = {n["name"]: n for n in self.nodes_view.snapshot().nodes}
         missing = [w for w in wanted if w not in by_name]
         if missing:
             return _error(404, f"Node {hostlist.fold(missing, sort=False)} not found", "name")
@@ -181,36 +151,35 @@ class Web:
         return Json(self._meta_doc("nodes", docs, request))
 
     async def partitions(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self.gate.read_refusal(request)) is not None:
             return refused
-        snap = self.cluster.snapshot()
+        snap = self.nodes_view.snapshot()
         by_name = {n["name"]: n for n in snap.nodes}
         docs = [partition_json(p, by_name, hostlist.fold, snap.cluster_name)
                 for p in snap.partitions]
         return Json(self._meta_doc("partitions", docs, request))
 
     async def sinfo(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request, "nodes")) is not None:
+        if (refused := self.gate.read_refusal(request, "nodes")) is not None:
             return refused
-        snap = self.cluster.snapshot()
+        snap = self.nodes_view.snapshot()
         doc = sinfo_doc(list(snap.nodes), list(snap.partitions), hostlist.fold,
                         cluster=snap.cluster_name, version=API_VERSION,
                         argv=[request.method, request.url.path], user="")
         return Json(doc)
 
     async def metrics(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request, "nodes")) is not None:
+        if (refused := self.gate.read_refusal(request, "nodes")) is not None:
             return refused
         out: list[bytes] = []
         async with self._metrics_lock:
-            for _ in self.expo.steps(self.cluster.nodes, out):
+            for _ in self.expo.steps(self.nodes_view.nodes, out):
                 await trio.sleep(0)  # let heartbeats in between chunks
 
         out.append(jobstats.metrics_text(self._counts()).encode())
-        live = self.cluster.liveness
-        out.append(metrics.guards_text((live.guard.status(), self.cluster.drain_guard.status()),
-                                       live.stalls.status()).encode())
-        out.append(metrics.reservations_text(self.cluster.reservations.handle(
+        out.append(metrics.guards_text(tuple(g.status() for g in self.health.guards),
+                                       self.health.stalls.status()).encode())
+        out.append(metrics.reservations_text(self.reservations_book.handle(
             m.ReservationRequest(action="show")).reservations).encode())
 
         async def pieces() -> AsyncIterator[bytes]:
@@ -224,26 +193,27 @@ class Web:
     # builders (protocol.records.job_json / queue_doc).
 
     def _job_records(self, ids: tuple[int, ...] = ()) -> tuple[float, list[dict]]:
-        body = orjson.loads(self.cluster.jobs.list_body(ids))  # the JobList body rqueue reads
+        body = orjson.loads(self.jobs_view.list_body(ids))  # the JobList body rqueue reads
         return float(body.get("generated_at") or 0.0), body["jobs"]
 
     def _counts(self) -> dict[str, int]:
-        gen = self.cluster.jobs.gen
+        gen = self.jobs_view.gen
         if self._job_counts[0] != gen:
             self._job_counts = (gen, jobstats.counts(self._job_records()[1]))
         return self._job_counts[1]
 
     async def jobs(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self.gate.read_refusal(request)) is not None:
             return refused
         now, records = self._job_records()
-        records = permissions.visible_jobs(self.cluster.config, self._reader(request), records)
+        records = permissions.visible_jobs(self.nodes_view.config, self.gate.reader(request),
+                                           records)
         return Json(queue_doc(records, now, version=API_VERSION, user="",
                               command=[request.method, request.url.path],
-                              cluster=self.cluster.config.cluster_name))
+                              cluster=self.nodes_view.config.cluster_name))
 
     async def job(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self.gate.read_refusal(request)) is not None:
             return refused
         ident = request.path_params["job_id"]
         base, sep, task = ident.partition("_")
@@ -254,40 +224,41 @@ class Web:
         if sep:
             records = [j for j in records if j.get("array_job_id") == int(base)
                        and j.get("array_task_id") == int(task)]
-        records = permissions.visible_jobs(self.cluster.config, self._reader(request), records)
+        records = permissions.visible_jobs(self.nodes_view.config, self.gate.reader(request),
+                                           records)
         if not records:
             return _error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
         return Json(self._meta_doc("jobs", [job_json(j) for j in records], request))
 
     async def reservations(self, request: Request) -> Response:
         """The reservations (issue 33), as `rcontrol show reservation --json` lists them."""
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self.gate.read_refusal(request)) is not None:
             return refused
-        reply = self.cluster.reservations.handle(m.ReservationRequest(action="show"))
+        reply = self.reservations_book.handle(m.ReservationRequest(action="show"))
         return Json(self._meta_doc("reservations", list(reply.reservations), request),
                     headers={"Cache-Control": "no-cache"})
 
     async def job_counts(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request)) is not None:
+        if (refused := self.gate.read_refusal(request)) is not None:
             return refused
-        reader = self._reader(request)
-        if "jobs" in self.cluster.config.access.private_data and not (reader and reader.admin):
+        reader = self.gate.reader(request)
+        if "jobs" in self.nodes_view.config.access.private_data and not (reader and reader.admin):
             # PrivateData=jobs: the header counts the reader's own jobs, as rqueue lists them
-            own = permissions.visible_jobs(self.cluster.config, reader, self._job_records()[1])
+            own = permissions.visible_jobs(self.nodes_view.config, reader, self._job_records()[1])
             return Json(jobstats.counts(own), headers={"Cache-Control": "no-cache"})
         return Json(self._counts(), headers={"Cache-Control": "no-cache"})
 
     # -- the page --------------------------------------------------------------------------
 
     async def index(self, request: Request) -> Response:
-        html = self.page.render(cluster=self.cluster.config.cluster_name,
-                                auth=self.auth, poll_seconds=POLL_SECONDS)
+        html = self.page.render(cluster=self.nodes_view.config.cluster_name,
+                                auth=self.gate.auth, poll_seconds=POLL_SECONDS)
         return HTMLResponse(html, headers={"Cache-Control": "no-cache", **PAGE_HEADERS})
 
     async def grid_feed(self, request: Request) -> Response:
-        if (refused := self._read_refusal(request, "nodes")) is not None:
+        if (refused := self.gate.read_refusal(request, "nodes")) is not None:
             return refused
-        snap = self.cluster.snapshot(metrics=True)
+        snap = self.nodes_view.snapshot(metrics=True)
         etag = f'"{snap.generated_at!r}"'
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers={"ETag": etag})
@@ -302,14 +273,14 @@ class Web:
     # -- writes ----------------------------------------------------------------------------
 
     async def set_state(self, request: Request) -> Response:
-        user, refused = self._who(request)
+        user, refused = self.gate.who(request)
         if refused is not None:
             return refused
         expr = request.path_params["nodes"]
-        why = permissions.http_write_refusal(self.cluster.config, user or "",
+        why = permissions.http_write_refusal(self.nodes_view.config, user or "",
                                              f"update NodeName={expr}")
         if why is not None:  # a token gets its user's rights (ctld/rpc/permissions.py)
-            logs.event("http update refused", logging.WARNING, peer=_peer(request), user=user,
+            logs.event("http update refused", logging.WARNING, peer=peer(request), user=user,
                        nodes=expr, error=why)
             return _error(403, why)
         try:
@@ -336,7 +307,7 @@ class Web:
             return _error(400, str(exc), "state")
         if reason_required(request_word) and not (reason or "").strip():
             return _error(400, REASON_REQUIRED_MESSAGE, "reason")
-        result = self.cluster.update_nodes(
+        result = self.admin.update_nodes(
             m.UpdateNodes(node_names=expr, state=state, reason=reason, user=user or ""))
         doc = {"changed": list(result.changed),
                "errors": [{"error": e} for e in result.errors], "user": user}
@@ -344,7 +315,7 @@ class Web:
             return _error(500, why, "state")
         if result.ok:
             return Json(doc)
-        logs.event("http update refused", logging.WARNING, peer=_peer(request), user=user,
+        logs.event("http update refused", logging.WARNING, peer=peer(request), user=user,
                    nodes=expr, error="; ".join(result.errors[:3]))
         unknown = any(e.startswith("unknown node") for e in result.errors)
         return Json(doc, status_code=404 if unknown and not result.changed else 400)
@@ -366,22 +337,35 @@ class Web:
             Route("/ui/jobs.json", self.job_counts),
             Route("/metrics", self.metrics),
             Route("/ui/grid.json", self.grid_feed),
-            # the node panel and the job views
-            *Pages(self.cluster, self._read_refusal, self._reader, self._who,
-                   self._job_records, self.not_on_disk).routes(),
+            *self._page_routes(),  # the page's panes, admin actions, stream and views
             Mount("/static", StaticFiles(directory=str(static)), name="static"),
-            *Restd(self).routes(),  # slurmrestd's own paths (ctld/web/restd.py)
+            *self._restd().routes(),  # slurmrestd's own paths (ctld/web/restd.py)
         ]
 
+    def _page_routes(self) -> list:
+        gate, nodes, jobs = self.gate, self.nodes_view, self.jobs_view
+        panes = Panes(nodes, jobs, self.events, gate.read_refusal, gate.reader)
+        live = Live(nodes, jobs, self.events, lambda r: gate.read_refusal(r, "nodes"),
+                    panes.events_refusal)
+        return [
+            *panes.routes(),  # the History tab and the event timeline
+            *Admin(nodes, self.admin, gate.who, self.not_on_disk).routes(),  # reboot, resv.
+            *live.routes(),  # the page's change stream
+            # the node panel and the job views
+            *Pages(nodes, jobs, self.site, gate.read_refusal, gate.reader, gate.who,
+                   self._job_records, self.not_on_disk).routes(),
+        ]
 
-def _peer(request: Request) -> str:
-    c = request.client
-    return f"{c.host}:{c.port}" if c else "?"
+    def _restd(self) -> Restd:
+        return Restd(self.nodes_view, self.reservations_book, self.jobs_view.cancel,
+                     auth=self.gate.auth, who=self.gate.who, job_records=self._job_records,
+                     submit=self.submit, not_on_disk=self.not_on_disk)
 
 
-def build_app(cluster: WebServices, settings: Any,
+def build_app(nodes: WebNodes, jobs: WebJobs, events: WebEvents, admin: WebAdmin,
+              reservations: ReservationBook, health: Health, site: Site, settings: Any,
               durability: WebDurability | None = None) -> Starlette:
-    web = Web(cluster, settings, durability)
+    web = Web(nodes, jobs, events, admin, reservations, health, site, settings, durability)
     app = Starlette(routes=web.routes())
     app.state.web = web
     return app

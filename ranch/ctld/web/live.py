@@ -29,7 +29,7 @@ from ranch.protocol.records import reason_user
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from ranch.ctld.web.webports import WebServices
+    from ranch.ctld.web.webports import WebEvents, WebJobs, WebNodes
 
 MAX_STREAMS = 64  # open pages at once; each holds a connection, a task and a bounded queue
 KEEPALIVE = 15.0  # seconds between comments on a quiet stream (proxies close idle ones)
@@ -106,13 +106,24 @@ class Hub(Follower):
         for follower in self.streams:
             follower.offer(rec)
 
+    def join(self, follower: Follower) -> bool:
+        """Add a page's queue; True when it is the first (the hub joins the log then)."""
+        self.streams.add(follower)
+        return len(self.streams) == 1
+
+    def leave(self, follower: Follower) -> bool:
+        """Drop a page's queue; True when none is left (the hub leaves the log then)."""
+        self.streams.discard(follower)
+        return not self.streams
+
 
 class Live:
     """The stream route; `nodes_refusal` is the grid's check, `events_refusal` the timeline's."""
 
-    def __init__(self, cluster: WebServices, nodes_refusal: Callable[[Request], Response | None],
+    def __init__(self, nodes: WebNodes, jobs: WebJobs, events: WebEvents,
+                 nodes_refusal: Callable[[Request], Response | None],
                  events_refusal: Callable[[Request], Response | None]) -> None:
-        self.cluster = cluster
+        self.nodes, self.jobs, self.events = nodes, jobs, events
         self._nodes_refusal, self._events_refusal = nodes_refusal, events_refusal
         self.hub = Hub()
         self.frames_sent = 0
@@ -128,22 +139,20 @@ class Live:
             return error(503, f"{MAX_STREAMS} pages follow the stream already; the page "
                          "polls instead", headers={"Retry-After": "30"})
         with_events = self._events_refusal(request) is None
-        log = self.cluster.eventlog
+        log = self.events
         follower = Follower()  # this page's own bounded queue, fed through the hub
-        if not self.hub.streams:
-            log.followers.add(self.hub)
-        self.hub.streams.add(follower)
+        if self.hub.join(follower):
+            log.follow(self.hub)
         first = log.seq
 
         def close() -> None:
-            self.hub.streams.discard(follower)
-            if not self.hub.streams:
-                log.followers.discard(self.hub)
+            if self.hub.leave(follower):
+                log.unsubscribe(self.hub)
 
         async def frames(write: Callable[[bytes], Any]) -> None:
             await write(b"retry: 3000\n" + frame("hello", {"seq": first, "events": with_events},
                                                  first))
-            jobs = self.cluster.jobs
+            jobs = self.jobs
             seen_gen, quiet = jobs.gen, 0.0
             while True:
                 got = None
@@ -163,7 +172,7 @@ class Live:
                 quiet += JOBS_CHECK
                 if jobs.gen != seen_gen:
                     seen_gen, quiet = jobs.gen, 0.0
-                    await write(frame("change", {"seq": self.cluster.eventlog.seq, "nodes": {},
+                    await write(frame("change", {"seq": self.events.seq, "nodes": {},
                                                  "jobs": True, "reservations": False}))
                 elif quiet >= KEEPALIVE:
                     quiet = 0.0
@@ -172,11 +181,11 @@ class Live:
         return SseResponse(frames, close)
 
     def _frame(self, batch: list[dict[str, Any]], missed: int, with_events: bool) -> bytes:
-        seq = batch[-1]["seq"] if batch else self.cluster.eventlog.seq
+        seq = batch[-1]["seq"] if batch else self.events.seq
         if missed:  # the page fell behind: one refetch of the grid is cheaper than guessing
             return frame("resync", {"seq": seq, "missed": missed}, seq)
         names = dict.fromkeys(r["node"] for r in batch if r.get("node") not in (None, "-"))
-        nodes = self.cluster.nodes
+        nodes = self.nodes.nodes
         rows = {n: node_row(nodes[n]) for n in names if n in nodes}
         cats = [category(r) for r in batch]
         doc: dict[str, Any] = {

@@ -17,15 +17,12 @@ from starlette.routing import Route
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobbulk
 from ranch.ctld.jobs.store import view_of
 from ranch.ctld.rights import Identity, may_act_on
 from ranch.ctld.rpc import permissions
+from ranch.ctld.state import bulkfiles
 from ranch.ctld.web import grid
 from ranch.ctld.web.actions import JOB_ACTIONS, job_actions, node_actions, reboot_offered
-from ranch.ctld.web.admin import Admin
-from ranch.ctld.web.live import Live
-from ranch.ctld.web.panes import Panes
 from ranch.ctld.web.responses import Json, error, is_number
 from ranch.protocol import messages as m
 from ranch.protocol.outputpath import expand_path
@@ -35,7 +32,8 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
     from ranch.ctld.jobs.jobrecord import Job
-    from ranch.ctld.web.webports import WebServices
+    from ranch.ctld.site import Site
+    from ranch.ctld.web.webports import WebJobs, WebNodes
 
 SCRIPT_LINES = 20  # the first lines of a batch script the job page shows
 _LIVE = ("RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED")
@@ -45,12 +43,14 @@ class Pages:
     """Routes of the page's views; the auth checks and job records are ctld/web/app.py Web's
     (passed in: this module must not import the one that mounts it)."""
 
-    def __init__(self, cluster: WebServices, read_refusal: Callable[..., Response | None],
+    def __init__(self, nodes: WebNodes, jobs: WebJobs, site: Site,
+                 read_refusal: Callable[..., Response | None],
                  reader: Callable[[Request], Identity | None],
                  who: Callable[[Request], tuple[str | None, Response | None]],
                  job_records: Callable[[tuple[int, ...]], tuple[float, list[dict]]],
                  not_on_disk: Callable[[], Awaitable[str | None]]) -> None:
-        self.cluster = cluster
+        self.nodes, self.jobs = nodes, jobs
+        self.site = site  # its state_dir keeps the job scripts (ctld/jobs/jobbulk.py)
         self._read_refusal, self._reader, self._who = read_refusal, reader, who
         self._job_records = job_records
         self._not_on_disk = not_on_disk  # a write's reply waits for the journal
@@ -61,24 +61,24 @@ class Pages:
         if (refused := self._read_refusal(request, "nodes")) is not None:
             return refused
         name = request.path_params["name"]
-        rec = next((r for r in self.cluster.snapshot(metrics=True).nodes if r["name"] == name),
+        rec = next((r for r in self.nodes.snapshot(metrics=True).nodes if r["name"] == name),
                    None)
-        node = self.cluster.nodes.get(name)
+        node = self.nodes.nodes.get(name)
         if rec is None or node is None:
             return error(404, f"Node {name} not found", "name")
         reader = self._reader(request)
         _, records = self._job_records(())
         mine = [j for j in records if j["state"] in _LIVE and j.get("nodes")
                 and name in hostlist.expand(j["nodes"])]
-        seen = permissions.visible_jobs(self.cluster.config, reader, mine)
+        seen = permissions.visible_jobs(self.nodes.config, reader, mine)
         # A reader with a token that is no admin's gets no buttons: node requests need one.
         may_write = reader is None or reader.admin
         return Json({
             "node": node_json(rec), "metrics": rec.get("metrics"),
             "health_note": grid.health_note(rec),
-            "actions": (node_actions(node.state, self.cluster.policy) + (
-                ["REBOOT"] if self.cluster.config.reboot.program
-                and reboot_offered(node.state, self.cluster.policy) else [])) if may_write else [],
+            "actions": (node_actions(node.state, self.nodes.policy) + (
+                ["REBOOT"] if self.nodes.config.reboot.program
+                and reboot_offered(node.state, self.nodes.policy) else [])) if may_write else [],
             "may_write": may_write,
             "jobs": [_node_job(j, name) for j in seen],
             "hidden_jobs": len(mine) - len(seen),
@@ -96,8 +96,8 @@ class Pages:
             return error(400, f"Invalid job id specified: {ident}", "job_id")
         now, records = self._job_records((int(ident),))
         reader = self._reader(request)
-        records = permissions.visible_jobs(self.cluster.config, reader, records)
-        job = self.cluster.jobs.jobs.get(int(ident))
+        records = permissions.visible_jobs(self.nodes.config, reader, records)
+        job = self.jobs.jobs.get(int(ident))
         if not records or job is None:
             return error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
         rec = records[0]
@@ -123,14 +123,14 @@ class Pages:
     async def _script_head(self, job: Job) -> str:
         if job.req.allocation:
             return ""  # ralloc/rrun: an allocation has no batch script
-        state_dir = self.cluster.site.state_dir
+        state_dir = self.site.state_dir
         script = job.req.script
-        if job.bulk_on_disk and state_dir is not None:  # ctld/jobs/jobbulk.py's files
+        if job.bulk_on_disk and state_dir is not None:  # ctld/state/bulkfiles.py's files
             try:  # a file read (up to MB) off the event loop
                 script = (await trio.to_thread.run_sync(
-                    jobbulk.read_packed, state_dir, job.id, job.bulk_at)
+                    bulkfiles.read_packed, state_dir, job.id, job.bulk_at)
                     if job.bulk_at is not None
-                    else await trio.to_thread.run_sync(jobbulk.read, state_dir, job.id))[0]
+                    else await trio.to_thread.run_sync(bulkfiles.read, state_dir, job.id))[0]
             except (OSError, ValueError) as exc:
                 return f"(the script cannot be read: {exc})"
         return "\n".join(script.splitlines()[:SCRIPT_LINES])
@@ -146,13 +146,13 @@ class Pages:
         if action not in JOB_ACTIONS:
             return error(400, f"unknown action {action!r}; valid: {', '.join(JOB_ACTIONS)}",
                           "action")
-        who: Identity = permissions.identify_name(self.cluster.config, user or "")
+        who: Identity = permissions.identify_name(self.nodes.config, user or "")
         ids = (int(ident),)
         if action == "cancel":
-            result = self.cluster.jobs.cancel(
+            result = self.jobs.cancel(
                 m.CancelJobs(job_ids=ids, user=who.name, uid=who.uid), who)
         else:
-            result = self.cluster.jobs.control(
+            result = self.jobs.control(
                 m.JobControl(action=action, job_ids=ids, user=who.name, uid=who.uid), who)
         doc = {"ok": result.ok, "job_ids": list(result.job_ids),
                "errors": [{"error": e} for e in result.errors], "user": who.name}
@@ -166,12 +166,7 @@ class Pages:
         return Json(doc, status_code=403 if denied else 400)
 
     def routes(self) -> list[Route]:
-        panes = Panes(self.cluster, self._read_refusal, self._reader)
-        live = Live(self.cluster, lambda r: self._read_refusal(r, "nodes"), panes.events_refusal)
         return [
-            *panes.routes(),  # the History tab and the event timeline
-            *Admin(self.cluster, self._who, self._not_on_disk).routes(),  # reboot, reservations
-            *live.routes(),  # the page's change stream
             Route("/ui/node/{name}", self.node),
             Route("/ui/job/{job_id}", self.job),
             Route("/ui/job/{job_id}/{action}", self.act, methods=["POST"]),

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from ranch.ctld.rights import Identity
-    from ranch.ctld.web.webports import WebServices
+    from ranch.ctld.web.webports import Configured, WebEvents, WebJobs
 
 HISTORY_LIMIT = 2000  # rows the tab shows at once (left_out says how many more matched)
 HISTORY_KEYS = ("job_id", "array_job_id", "array_task_id", "name", "user", "account",
@@ -82,9 +82,10 @@ def _words(text: str | None) -> list[str]:
 class Panes:
     """GET /ui/history and /ui/events; the auth checks are ctld/web/app.py Web's."""
 
-    def __init__(self, cluster: WebServices, read_refusal: Callable[..., Response | None],
+    def __init__(self, configured: Configured, jobs: WebJobs, events: WebEvents,
+                 read_refusal: Callable[..., Response | None],
                  reader: Callable[[Request], Identity | None]) -> None:
-        self.cluster = cluster
+        self.configured, self.jobs, self.log = configured, jobs, events
         self._read_refusal, self._reader = read_refusal, reader
 
     async def history(self, request: Request) -> Response:
@@ -103,7 +104,7 @@ class Panes:
                          f"{', '.join(sorted(FINAL_STATES))})", "state")
         users, accounts = _words(q.get("user")), {a.lower() for a in _words(q.get("account"))}
         reader = self._reader(request)
-        private = set(self.cluster.config.access.private_data)
+        private = set(self.configured.config.access.private_data)
         hidden = None
         msg = m.GetAcct(users=tuple(users), states=states, start=start, end=end)
         if {"jobs", "usage"} & private and not (reader and reader.admin):
@@ -115,7 +116,7 @@ class Panes:
                     "now": time.time()}, headers={"Cache-Control": "no-cache"})
             msg = m.GetAcct(uids=(reader.uid,), states=states, start=start, end=end)
             hidden = f"PrivateData shows {reader.name} their own jobs only"
-        body = orjson.loads(await self.cluster.jobs.acct_query(msg))
+        body = orjson.loads(await self.jobs.acct_query(msg))
         rows = body["jobs"]
         if users:  # also when the query was cut to the reader's own: their name must be named
             rows = [r for r in rows if r.get("user") in users or str(r.get("uid")) in users]
@@ -137,7 +138,7 @@ class Panes:
         """`rcontrol events`' rule: PrivateData=nodes or =events shows the log to admins only."""
         if (refused := self._read_refusal(request)) is not None:
             return refused
-        private = self.cluster.config.access.private_data
+        private = self.configured.config.access.private_data
         word = "nodes" if "nodes" in private else "events" if "events" in private else None
         reader = self._reader(request)
         if word is None or (reader is not None and reader.admin):
@@ -166,7 +167,7 @@ class Panes:
             since = _float(q.get("since"), "since") or 0.0
         except ValueError as exc:
             return error(400, str(exc), "since")
-        log = self.cluster.eventlog
+        log = self.log
         out = []
         for rec in reversed(log.query(since, nodes)):
             cat = category(rec)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import signal as signals
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
@@ -31,6 +31,11 @@ from ranch.ctld.web.restd_submit import ESLURM_REST_FAIL_PARSING, SubmitRefused
 from ranch.ctld.web.restd_submit import job as submission
 from ranch.ctld.web.tokens import bearer, is_loopback
 from ranch.protocol import messages as m
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from ranch.ctld.web.webports import ReservationBook, WebNodes
 
 PREFIX = "/slurm/v0.0.38"
 JOB_CHUNK = 2000  # job documents built between two yields to the event loop
@@ -65,18 +70,27 @@ def error(number_words: tuple[int, str], description: str, source: str) -> dict[
 
 
 class Restd:
-    """The /slurm/v0.0.38 routes, bound to the web layer (its port, tokens and HttpAuth)."""
+    """The /slurm/v0.0.38 routes. Besides the nodes' view, the reservations and the job store's
+    cancel, it is given the web layer's own checks and paths (ctld/web/app.py Web's, passed in:
+    this module must not import the one that mounts it): HttpAuth's word, the bearer token's
+    check, the job records, rbatch's submission and the wait for the journal."""
 
-    def __init__(self, web: Any) -> None:
-        self.web = web
-        self.cluster = web.cluster
-        self.jwt = JwtKey(jwt_key_path(self.cluster.config))
+    def __init__(self, nodes: WebNodes, reservations: ReservationBook,
+                 cancel: Callable[[m.CancelJobs, Identity | None], m.JobResult], *, auth: str,
+                 who: Callable[[Request], tuple[str | None, Response | None]],
+                 job_records: Callable[[tuple[int, ...]], tuple[float, list[dict]]],
+                 submit: Callable[[m.SubmitJob], Awaitable[m.SubmitReply | m.Error]],
+                 not_on_disk: Callable[[], Awaitable[str | None]]) -> None:
+        self.nodes_view, self.book, self.cancel_jobs = nodes, reservations, cancel
+        self.auth, self._who, self._job_records = auth, who, job_records
+        self._submit, self._not_on_disk = submit, not_on_disk
+        self.jwt = JwtKey(jwt_key_path(nodes.config))
 
     # -- who asks --------------------------------------------------------------------------
 
     def _caller(self, request: Request) -> Identity | object | Response:
         """The proven user, _NOBODY (an anonymous reader HttpAuth lets in), or the refusal."""
-        config = self.cluster.config
+        config = self.nodes_view.config
         token = request.headers.get("x-slurm-user-token")
         asked = request.headers.get("x-slurm-user-name")
         try:
@@ -92,11 +106,11 @@ class Restd:
                     raise AuthFailure(f"the token of {sun} may not act as {asked}")
                 return permissions.identify_name(config, asked)
             if bearer(request.headers.get("authorization")) is not None:
-                name, refused = self.web._who(request)
-                if refused is not None:
+                name, refused = self._who(request)
+                if refused is not None or name is None:
                     raise AuthFailure("the bearer token is not one of HttpTokenFile")
                 return permissions.identify_name(config, name)
-            auth = self.web.auth
+            auth = self.auth
             client = request.client.host if request.client else None
             if auth == "none" or (auth == "loopback" and is_loopback(client)):
                 return _NOBODY
@@ -126,7 +140,7 @@ class Restd:
         return who, None
 
     def _nodes_refusal(self, who: Identity | None, key: str, source: str) -> Response | None:
-        why = permissions.http_hidden(self.cluster.config, who, "nodes")
+        why = permissions.http_hidden(self.nodes_view.config, who, "nodes")
         if why is None:
             return None
         return failure(500, [error(ACCESS_DENIED, why, source)], **{key: []})
@@ -137,7 +151,7 @@ class Restd:
         _who, refused = self._reader(request)
         if refused is not None:
             return refused
-        hosts = self.cluster.config.control.hosts or ()
+        hosts = self.nodes_view.config.control.hosts or ()
         # the controller answering is the primary (a standby of a pair does not serve HTTP)
         pings = [{"hostname": _host(h.name), "ping": "UP", "status": 0, "mode": "primary"}
                  for h in hosts[:1]]
@@ -147,21 +161,21 @@ class Restd:
         _who, refused = self._reader(request)
         if refused is not None:
             return refused
-        now, records = self.web._job_records()
-        stats = docs.diag(records, now, len(self.cluster.snapshot().partitions))
+        now, records = self._job_records(())
+        stats = docs.diag(records, now, len(self.nodes_view.snapshot().partitions))
         return Json(docs.document(statistics=stats))
 
     async def _jobs(self, who: Identity | None, ids: tuple[int, ...] = ()) -> list[dict]:
-        _, records = self.web._job_records(ids)  # an array's id brings its tasks too
-        records = permissions.visible_jobs(self.cluster.config, who, records)
-        snap = self.cluster.snapshot()
+        _, records = self._job_records(ids)  # an array's id brings its tasks too
+        records = permissions.visible_jobs(self.nodes_view.config, who, records)
+        snap = self.nodes_view.snapshot()
         by_name = {n["name"]: n for n in snap.nodes}
         least = min((n["real_memory"] for n in by_name.values()), default=0)
         out = []
         for i, r in enumerate(records):
             if i and i % JOB_CHUNK == 0:
                 await trio.sleep(0)  # a listing of 50,000 jobs lets heartbeats through
-            out.append(docs.job(r, self.cluster.config.cluster_name, by_name, least))
+            out.append(docs.job(r, self.nodes_view.config.cluster_name, by_name, least))
         return out
 
     async def jobs(self, request: Request) -> Response:
@@ -187,7 +201,7 @@ class Restd:
             return refused
         if (hidden := self._nodes_refusal(who, "nodes", "slurm_load_node")) is not None:
             return hidden
-        records = [n for n in self.cluster.snapshot().nodes if name in (None, n["name"])]
+        records = [n for n in self.nodes_view.snapshot().nodes if name in (None, n["name"])]
         if not records:
             return failure(500, [{"error": INVALID_NODE[1], "errno": INVALID_NODE[0]}],
                            nodes=[])
@@ -200,7 +214,7 @@ class Restd:
         _who, refused = self._reader(request)
         if refused is not None:
             return refused
-        snap = self.cluster.snapshot()
+        snap = self.nodes_view.snapshot()
         by_name = {n["name"]: n for n in snap.nodes}
         found = [docs.partition(p, by_name) for p in snap.partitions
                  if name in (None, p["name"])]
@@ -216,8 +230,8 @@ class Restd:
         _who, refused = self._reader(request)
         if refused is not None:
             return refused
-        reply = self.cluster.reservations.handle(m.ReservationRequest(action="show"))
-        by_name = {n["name"]: n for n in self.cluster.snapshot().nodes}
+        reply = self.book.handle(m.ReservationRequest(action="show"))
+        by_name = {n["name"]: n for n in self.nodes_view.snapshot().nodes}
         found = [docs.reservation(r, by_name) for r in reply.reservations
                  if name in (None, r["name"])]
         if not found and name is not None:
@@ -246,8 +260,8 @@ class Restd:
             return failure(400, [{"error": w, "error_code": n} for n, w in exc.errors])
         # the checks the RPC gate makes of rbatch's SubmitJob (ctld/rpc/permissions.py gate)
         # then rbatch's path: on disk before the reply, retracted if the write fails
-        reply = (permissions.root_job_refusal(self.cluster.config, msg)
-                 or permissions.nice_refusal(who, msg) or await self.web.submit(msg))
+        reply = (permissions.root_job_refusal(self.nodes_view.config, msg)
+                 or permissions.nice_refusal(who, msg) or await self._submit(msg))
         if isinstance(reply, m.Error):
             number = ACCESS_DENIED[0] if reply.code == "permission_denied" else UNSPECIFIED[0]
             logs.event("http slurmrestd submit refused", logging.INFO, user=who.name,
@@ -273,14 +287,14 @@ class Restd:
                                        f"signal {num}: {INVALID_JOB_ID[1]}", "slurm_kill_job")])
         # SIGKILL, slurmrestd's default, is scancel's cancel (Ranch's signal 0: end the job)
         sig = 0 if num == signals.SIGKILL else num
-        result = self.cluster.jobs.cancel(
+        result = self.cancel_jobs(
             m.CancelJobs(job_ids=(int(ident),), user=who.name, uid=who.uid, signal=sig), who)
         text = "; ".join(result.errors)
         logs.event("http slurmrestd cancel", logging.INFO if result.ok else logging.WARNING,
                    job=ident, user=who.name, signal=num, error=text)
         # what was cancelled (all of it, or the pending tasks of a partly ended array) is on
         # disk before any answer leaves
-        if result.job_ids and (why := await self.web.not_on_disk()) is not None:
+        if result.job_ids and (why := await self._not_on_disk()) is not None:
             return failure(500, [error(UNSPECIFIED, f"JobId={ident}: {why}", "slurm_kill_job")])
         if result.ok:
             return Json(docs.document())

@@ -55,83 +55,126 @@ def _tres(cpus: int, mem_mib: int, nodes: int | None, gpus: int = 0) -> str:
     return ",".join(words)
 
 
+# slurmrestd's fields of a job, in its order
+_JOB_ORDER = (
+    "account", "accrue_time", "admin_comment", "array_job_id", "array_task_id", "array_max_tasks",
+    "array_task_string", "association_id", "batch_features", "batch_flag", "batch_host", "flags",
+    "burst_buffer", "burst_buffer_state", "cluster", "cluster_features", "command", "comment",
+    "container", "contiguous", "core_spec", "thread_spec", "cores_per_socket", "billable_tres",
+    "cpus_per_task", "cpu_frequency_minimum", "cpu_frequency_maximum", "cpu_frequency_governor",
+    "cpus_per_tres", "deadline", "delay_boot", "dependency", "derived_exit_code", "eligible_time",
+    "end_time", "excluded_nodes", "exit_code", "features", "federation_origin",
+    "federation_siblings_active", "federation_siblings_viable", "gres_detail", "group_id",
+    "group_name", "job_id", "job_state", "last_sched_evaluation", "licenses", "max_cpus",
+    "max_nodes", "mcs_label", "memory_per_tres", "name", "nodes", "nice", "tasks_per_core",
+    "tasks_per_node", "tasks_per_socket", "tasks_per_board", "cpus", "node_count", "tasks",
+    "het_job_id", "het_job_id_set", "het_job_offset", "partition", "prefer", "memory_per_node",
+    "memory_per_cpu", "minimum_cpus_per_node", "minimum_tmp_disk_per_node", "preempt_time",
+    "pre_sus_time", "priority", "profile", "qos", "reboot", "required_nodes", "requeue",
+    "resize_time", "restart_cnt", "resv_name", "shared", "show_flags", "sockets_per_board",
+    "sockets_per_node", "start_time", "state_description", "state_reason", "standard_error",
+    "standard_input", "standard_output", "submit_time", "suspend_time", "system_comment",
+    "time_limit", "time_minimum", "threads_per_core", "tres_bind", "tres_freq", "tres_per_job",
+    "tres_per_node", "tres_per_socket", "tres_per_task", "tres_req_str", "tres_alloc_str",
+    "user_id", "user_name", "wckey", "current_working_directory",
+)
+
+# the fields Ranch has no notion of, at Slurm's own empty values
+_NO_NOTION: dict[str, Any] = {
+    "admin_comment": "", "array_max_tasks": 0, "array_task_string": "", "association_id": 0,
+    "batch_features": "", "burst_buffer": "", "burst_buffer_state": "", "cluster_features": "",
+    "container": "", "contiguous": False, "core_spec": None, "thread_spec": None,
+    "cores_per_socket": None, "cpu_frequency_minimum": None, "cpu_frequency_maximum": None,
+    "cpu_frequency_governor": None, "cpus_per_tres": "", "deadline": 0, "delay_boot": 0,
+    "derived_exit_code": 0, "federation_origin": "", "federation_siblings_active": "",
+    "federation_siblings_viable": "", "licenses": "", "max_cpus": 0, "mcs_label": "",
+    "memory_per_tres": "", "tasks_per_core": None, "tasks_per_socket": None, "tasks_per_board": 0,
+    "het_job_id": 0, "het_job_id_set": "", "het_job_offset": 0, "prefer": "",
+    "minimum_tmp_disk_per_node": 0, "preempt_time": 0, "pre_sus_time": 0, "profile": None,
+    "reboot": False, "resize_time": 0, "resv_name": "", "sockets_per_board": 0,
+    "sockets_per_node": None, "suspend_time": 0, "system_comment": "", "time_minimum": 0,
+    "threads_per_core": None, "tres_bind": "", "tres_freq": "", "tres_per_job": "",
+    "tres_per_socket": "", "tres_per_task": "",
+}
+_JOB_SHAPE = {**dict.fromkeys(_JOB_ORDER), **_NO_NOTION}  # job() fills in the rest
+
+
 def job(j: dict[str, Any], cluster: str, by_name: dict[str, dict],
         least_memory: int = 0) -> dict[str, Any]:
     """One job record (ctld/jobs/joblisting.py) as GET /slurm/v0.0.38/jobs lists it;
     `least_memory`: the smallest node's RealMemory (worked out once per listing)."""
     state = j["state"]
+    limit = j.get("time_limit")
+    array_job = int(j.get("array_job_id") or 0)
+    doc = dict(_JOB_SHAPE)  # updated in place: slurmrestd's order stays
+    doc.update(_sizes(j, least_memory))
+    doc.update({
+        "account": j.get("account") or "", "accrue_time": _int(j.get("accrue_time")),
+        "array_job_id": array_job,
+        "array_task_id": j.get("array_task_id") if array_job else None,
+        "batch_flag": bool(j.get("batch_flag", 1)), "batch_host": j.get("batch_host") or "",
+        "flags": _flags(j), "cluster": cluster,
+        "command": "" if j.get("command") == "(wrap)" else j.get("command") or "",
+        "comment": j.get("comment") or "",
+        "dependency": "" if j.get("dependency") in (None, "(null)") else j["dependency"],
+        "eligible_time": _int(j.get("eligible_time")), "end_time": _end(j, limit),
+        "exit_code": (int(j.get("exit_code") or 0) << 8) | int(j.get("signal") or 0),
+        "group_id": j.get("gid", 0), "group_name": _group(int(j.get("gid") or 0)),
+        "job_id": j["job_id"], "job_state": state,
+        "last_sched_evaluation": _int(j.get("submit_time")), "name": j.get("name", ""),
+        "nice": int(j["nice"]) if j.get("nice") else None,
+        "partition": j.get("partition", ""), "priority": int(j.get("priority") or 0),
+        "qos": j.get("qos") or "", "requeue": bool(j.get("requeue")),
+        "restart_cnt": int(j.get("restarts") or 0),
+        "show_flags": ["SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL"],
+        "start_time": _int(j.get("start_time")),
+        "state_description": j.get("message") or "", "state_reason": j.get("reason") or "None",
+        "standard_error": j.get("stderr") or "",
+        "standard_input": j.get("stdin") or "/dev/null",
+        "standard_output": j.get("stdout") or "", "submit_time": _int(j.get("submit_time")),
+        "time_limit": None if limit is None else int(limit),
+        "user_id": j.get("uid", 0), "user_name": j.get("user", ""), "wckey": j.get("wckey") or "",
+        "current_working_directory": j.get("workdir", ""),
+    })
+    if j.get("nodes"):  # an allocation was made: slurmrestd shows it after the job ends too
+        doc = _with_resources(doc, j, by_name, _asked_mem(j))
+    return doc
+
+
+def _asked_mem(j: dict[str, Any]) -> int:
+    """The memory the job asked for per node (MiB), 0 when it asked for none."""
+    return int(j.get("mem_per_node") or 0) or int(j.get("mem_per_cpu") or 0) * int(
+        j.get("cpus") or 0)
+
+
+def _sizes(j: dict[str, Any], least_memory: int) -> dict[str, Any]:
+    """What the job asked for and holds: nodes, CPUs, tasks, memory, GPUs, their TRES."""
     nodes = int(j.get("node_count") or 0)
     cpus = int(j.get("cpus") or 0)
     mem_node = int(j.get("mem_per_node") or 0)
     mem_cpu = int(j.get("mem_per_cpu") or 0)
     # sbatch's default memory is the whole node's (DefMemPerNode unset): what tres shows
-    asked_mem = mem_node or mem_cpu * cpus
+    asked_mem = _asked_mem(j)
     shown_mem = asked_mem or least_memory
     gpus = int(j.get("gpus_per_node") or 0) * nodes
-    limit = j.get("time_limit")
-    started = state not in ("PENDING",) and bool(j.get("start_time"))
-    array_job = int(j.get("array_job_id") or 0)
-    doc = {
-        "account": j.get("account") or "", "accrue_time": _int(j.get("accrue_time")),
-        "admin_comment": "", "array_job_id": array_job,
-        "array_task_id": j.get("array_task_id") if array_job else None,
-        "array_max_tasks": 0, "array_task_string": "", "association_id": 0,
-        "batch_features": "", "batch_flag": bool(j.get("batch_flag", 1)),
-        "batch_host": j.get("batch_host") or "",
-        "flags": _flags(j), "burst_buffer": "",
-        "burst_buffer_state": "", "cluster": cluster, "cluster_features": "",
-        "command": "" if j.get("command") == "(wrap)" else j.get("command") or "",
-        "comment": j.get("comment") or "", "container": "", "contiguous": False,
-        "core_spec": None, "thread_spec": None, "cores_per_socket": None,
+    started = j["state"] not in ("PENDING",) and bool(j.get("start_time"))
+    return {
         "billable_tres": float(cpus) if started else None,
         "cpus_per_task": j["cpus_per_task"] if int(j.get("cpus_per_task") or 1) > 1 else None,
-        "cpu_frequency_minimum": None, "cpu_frequency_maximum": None,
-        "cpu_frequency_governor": None, "cpus_per_tres": "", "deadline": 0, "delay_boot": 0,
-        "dependency": "" if j.get("dependency") in (None, "(null)") else j["dependency"],
-        "derived_exit_code": 0, "eligible_time": _int(j.get("eligible_time")),
-        "end_time": _end(j, limit), "excluded_nodes": j.get("exc_nodes") or "",
-        "exit_code": (int(j.get("exit_code") or 0) << 8) | int(j.get("signal") or 0),
-        "features": j.get("features") or "", "federation_origin": "",
-        "federation_siblings_active": "", "federation_siblings_viable": "",
+        "excluded_nodes": j.get("exc_nodes") or "", "features": j.get("features") or "",
         "gres_detail": [f"gpu:{len(v)}(IDX:{','.join(map(str, v))})"
                         for v in (j.get("gpu_indices") or {}).values()],
-        "group_id": j.get("gid", 0), "group_name": _group(int(j.get("gid") or 0)),
-        "job_id": j["job_id"], "job_state": state,
-        "last_sched_evaluation": _int(j.get("submit_time")), "licenses": "",
-        "max_cpus": 0, "max_nodes": int(j.get("max_nodes") or 0), "mcs_label": "",
-        "memory_per_tres": "", "name": j.get("name", ""), "nodes": j.get("nodes") or "",
-        "nice": int(j["nice"]) if j.get("nice") else None, "tasks_per_core": None,
-        "tasks_per_node": int(j.get("ntasks_per_node") or 0), "tasks_per_socket": None,
-        "tasks_per_board": 0, "cpus": cpus, "node_count": nodes,
-        "tasks": int(j.get("ntasks") or 1), "het_job_id": 0, "het_job_id_set": "",
-        "het_job_offset": 0, "partition": j.get("partition", ""), "prefer": "",
+        "max_nodes": int(j.get("max_nodes") or 0), "nodes": j.get("nodes") or "",
+        "tasks_per_node": int(j.get("ntasks_per_node") or 0), "cpus": cpus,
+        "node_count": nodes, "tasks": int(j.get("ntasks") or 1),
         "memory_per_node": mem_node or None, "memory_per_cpu": mem_cpu or None,
         "minimum_cpus_per_node": int(j.get("cpus_per_task") or 1),
-        "minimum_tmp_disk_per_node": 0, "preempt_time": 0, "pre_sus_time": 0,
-        "priority": int(j.get("priority") or 0), "profile": None, "qos": j.get("qos") or "",
-        "reboot": False, "required_nodes": j.get("req_nodes") or "",
-        "requeue": bool(j.get("requeue")), "resize_time": 0,
-        "restart_cnt": int(j.get("restarts") or 0), "resv_name": "",
+        "required_nodes": j.get("req_nodes") or "",
         "shared": "none" if j.get("exclusive") else None,
-        "show_flags": ["SHOW_ALL", "SHOW_DETAIL", "SHOW_LOCAL"], "sockets_per_board": 0,
-        "sockets_per_node": None, "start_time": _int(j.get("start_time")),
-        "state_description": j.get("message") or "", "state_reason": j.get("reason") or "None",
-        "standard_error": j.get("stderr") or "",
-        "standard_input": j.get("stdin") or "/dev/null",
-        "standard_output": j.get("stdout") or "", "submit_time": _int(j.get("submit_time")),
-        "suspend_time": 0, "system_comment": "",
-        "time_limit": None if limit is None else int(limit), "time_minimum": 0,
-        "threads_per_core": None, "tres_bind": "", "tres_freq": "", "tres_per_job": "",
         "tres_per_node": f"gres:gpu:{j['gpus_per_node']}" if j.get("gpus_per_node") else "",
-        "tres_per_socket": "", "tres_per_task": "",
         "tres_req_str": _tres(cpus, shown_mem, nodes or 1, gpus),
         "tres_alloc_str": _tres(cpus, asked_mem * nodes, nodes, gpus) if started else "",
-        "user_id": j.get("uid", 0), "user_name": j.get("user", ""), "wckey": j.get("wckey") or "",
-        "current_working_directory": j.get("workdir", ""),
     }
-    if j.get("nodes"):  # an allocation was made: slurmrestd shows it after the job ends too
-        doc = _with_resources(doc, j, by_name, asked_mem)
-    return doc
 
 
 def _flags(j: dict[str, Any]) -> list[str]:

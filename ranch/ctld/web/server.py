@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import logging
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import trio
 from hypercorn.config import Config
@@ -21,7 +21,18 @@ from ranch.ctld import logs
 from ranch.ctld.rpc.admission import QuietLog, caps_for, fd_limit
 from ranch.ctld.web.app import build_app
 from ranch.ctld.web.limits import BodyCap
-from ranch.ctld.web.webports import WebDurability, WebServices
+
+if TYPE_CHECKING:
+    from ranch.ctld.site import Site
+    from ranch.ctld.web.webports import (
+        Health,
+        ReservationBook,
+        WebAdmin,
+        WebDurability,
+        WebEvents,
+        WebJobs,
+        WebNodes,
+    )
 
 KEEP_ALIVE = 5.0  # seconds an idle connection is kept (hypercorn's default, said here)
 READ_TIMEOUT = 30  # seconds a request may take to arrive whole (a trickle is dropped)
@@ -81,18 +92,21 @@ class HttpListener:
             self.open -= 1
 
 
-async def serve_http(cluster: WebServices, settings: Any,
+async def serve_http(nodes: WebNodes, jobs: WebJobs, events: WebEvents, admin: WebAdmin,
+                     reservations: ReservationBook, health: Health, site: Site, settings: Any,
                      durability: WebDurability | None = None, *,
                      task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve until cancelled; task_status gets the URLs it listens on."""
+    """Serve until cancelled; task_status gets the URLs it listens on. The ports are the
+    composition root's (ctld/daemon.py web_ports), each handed over on its own."""
     config = Config()
     config.bind = [bind_of(settings.listen)]
     config.accesslog = None
     config.errorlog = logging.getLogger("ranch.http")
     config.keep_alive_timeout = KEEP_ALIVE
     config.read_timeout = READ_TIMEOUT
-    web_app = build_app(cluster, settings, durability)
-    problem = web_app.state.web.tokens.problem()
+    web_app = build_app(nodes, jobs, events, admin, reservations, health, site, settings,
+                        durability)
+    problem = web_app.state.web.gate.tokens.problem()
     if problem is not None and settings.token_file:
         logs.event("HTTP writes disabled until the token file is fixed", logging.ERROR,
                    error=problem)
@@ -103,7 +117,7 @@ async def serve_http(cluster: WebServices, settings: Any,
         logs.event("HTTP cannot listen", logging.ERROR, addr=settings.listen,
                    error=exc.strerror or str(exc))
         raise
-    http = HttpListener(app, config, http_cap(fd_limit(), len(cluster.nodes)))
+    http = HttpListener(app, config, http_cap(fd_limit(), len(nodes.nodes)))
     web_app.state.http = http
     urls = []
     listeners = []

@@ -1,22 +1,41 @@
-"""What the HTTP layer (ctld/web/) reaches of the controller, as protocols: read views, the
-guards' and stalls' status for the metrics, and the one admin update it serves. mypy checks that
-Cluster provides them; the web code names these, never Cluster."""
+"""What the HTTP layer (ctld/web/) reaches of the controller: one narrow port per side it reads
+or drives (nodes, jobs, events, admin actions, reservations, guards), handed over separately by
+the composition root (ctld/daemon.py web_ports); the web code names these, never an owner."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+import attrs
 
 if TYPE_CHECKING:  # none of these imports the web layer
     from ranch.conf.model import ClusterConfig
     from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.nodes.eventlog import Follower
     from ranch.ctld.nodes.node import NodeRecord
-    from ranch.ctld.ports import HealthBreaker, Watch
     from ranch.ctld.rights import Identity
-    from ranch.ctld.site import Site
     from ranch.protocol import messages as m
     from ranch.statemachine.policy import Policy
+
+
+class Configured(Protocol):
+    """The configuration in force (replaced by `rcontrol reconfigure`: read it each time)."""
+
+    @property
+    def config(self) -> ClusterConfig: ...
+
+
+class WebNodes(Configured, Protocol):
+    """The node registry (ctld/nodes/cluster.py), as the listings, the metrics and the page's
+    node panel read it."""
+
+    @property
+    def nodes(self) -> Mapping[str, NodeRecord]: ...  # the metrics' per-node lines
+    @property
+    def policy(self) -> Policy: ...  # the node table's settings, for the page's dry runs
+
+    def snapshot(self, metrics: bool = False) -> m.Snapshot: ...
 
 
 class WebJobs(Protocol):
@@ -43,10 +62,49 @@ class WebJobs(Protocol):
     async def acct_query(self, msg: m.GetAcct) -> bytes: ...
 
 
+class WebEvents(Protocol):
+    """The event log (ctld/nodes/eventlog.py EventLog): `rcontrol events` and its followers,
+    which the page's timeline and live stream read."""
+
+    @property
+    def seq(self) -> int: ...  # the newest event's number: the page's version
+
+    def query(self, since: float = 0.0, nodes: Iterable[str] | None = None,
+              limit: int = 0) -> list[dict]: ...
+    # the page's stream joins as one follower (web/live.py Hub) and leaves when no page is open
+    def follow(self, follower: Follower) -> None: ...
+    def unsubscribe(self, follower: Follower) -> None: ...
+
+
+class WebAdmin(Protocol):
+    """The admin requests the HTTP layer serves, through the handlers their RPC routes use:
+    `rcontrol update` (the nodes' state), `rcontrol reboot`, `rcontrol create|delete
+    reservation`."""
+
+    def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult: ...
+    def reboot_nodes(self, msg: m.RebootNodes) -> m.UpdateResult: ...
+    def reservation(self, msg: m.ReservationRequest) -> m.ReservationReply: ...
+
+
 class ReservationBook(Protocol):
-    """Maintenance windows (ctld/nodes/reservations.py), as the metrics read them."""
+    """Maintenance windows (ctld/nodes/reservations.py), as the listings and metrics read
+    them (`show` only)."""
 
     def handle(self, msg: m.ReservationRequest) -> m.ReservationReply: ...
+
+
+class Status(Protocol):
+    """A guard or the stall watch (ctld/nodes/guards.py, ctld/nodes/stalls.py): its figures."""
+
+    def status(self) -> dict[str, Any]: ...
+
+
+@attrs.frozen
+class Health:
+    """What /metrics reports of the controller's own protections."""
+
+    guards: tuple[Status, ...]  # DownGuard, DrainGuard: one ranch_guard_* line set each
+    stalls: Status  # the controller's stalls and clock jumps
 
 
 class WebDurability(Protocol):
@@ -55,48 +113,3 @@ class WebDurability(Protocol):
 
     async def submit(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error: ...
     async def durable(self) -> None: ...  # OSError: not written (the changes stay queued)
-
-
-class WebEvents(Protocol):
-    """The event log (ctld/nodes/eventlog.py EventLog): `rcontrol events` and its followers,
-    which the page's timeline and live stream read."""
-
-    @property
-    def seq(self) -> int: ...  # the newest event's number: the page's version
-    @property
-    def followers(self) -> set[Follower]: ...  # the page's stream joins as one (web/live.py Hub)
-
-    def query(self, since: float = 0.0, nodes: Iterable[str] | None = None,
-              limit: int = 0) -> list[dict]: ...
-
-
-class WebServices(Protocol):
-    """The controller (ctld/nodes/cluster.py Cluster), as the HTTP layer sees it."""
-
-    @property
-    def config(self) -> ClusterConfig: ...
-    @property
-    def nodes(self) -> Mapping[str, NodeRecord]: ...  # the metrics' per-node lines
-    @property
-    def liveness(self) -> Watch: ...  # the DOWN guard and the controller's stalls
-    @property
-    def drain_guard(self) -> HealthBreaker: ...
-    @property
-    def reservations(self) -> ReservationBook: ...
-    @property
-    def jobs(self) -> WebJobs: ...
-
-    @property
-    def policy(self) -> Policy: ...  # the node table's settings, for the page's dry runs
-    @property
-    def site(self) -> Site: ...  # where job scripts are kept (state_dir)
-
-    def snapshot(self, metrics: bool = False) -> m.Snapshot: ...
-    def update_nodes(self, msg: m.UpdateNodes) -> m.UpdateResult: ...
-
-    # The page's timeline, live stream and admin actions: rcontrol events, reboot and
-    # create|delete reservation go through these, as their RPC routes do.
-    @property
-    def eventlog(self) -> WebEvents: ...
-    def reboot_nodes(self, msg: m.RebootNodes) -> m.UpdateResult: ...
-    def reservation(self, msg: m.ReservationRequest) -> m.ReservationReply: ...

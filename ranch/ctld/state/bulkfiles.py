@@ -1,5 +1,5 @@
-"""A job's bulk, its script and environment, on disk under StateSaveLocation/jobs/: written
-once, read when the job launches, never held in memory nor rewritten by a state save.
+"""The files of the jobs' bulk, their scripts and environments, under StateSaveLocation/jobs/:
+written once, read when a job launches, never held in memory nor rewritten by a state save.
 
 Each snapshot packs the bulk of every job new since the last one into one file, jobs/bulk.N,
 and each job keeps where its entry is (`Job.bulk_at`); the file goes once every job in it is

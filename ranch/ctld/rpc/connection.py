@@ -1,0 +1,133 @@
+"""One peer's connection to rctld (a node daemon's long-lived session or a command's short one):
+its pushes, each written by a short task of the daemon's nursery, and its sends, which offer a
+frame to the kernel first and take a send lock, made only when two writes meet, otherwise."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from typing import Any, Protocol
+
+import trio
+
+from ranch.ctld import logs
+from ranch.ctld.rpc.fastio import StreamIO
+from ranch.ctld.rpc.idlenodes import IdleNodes
+from ranch.protocol.versions import CURRENT
+
+SEND_QUEUE = 64  # pushes waiting for a slow reader before it is cut off
+
+
+class Host(Protocol):
+    """The server (ctld/rpc/server.py), as one of its connections sees it."""
+
+    @property
+    def spawn(self) -> Callable[..., Any] | None: ...  # where pushes are written from
+    @property
+    def connections(self) -> Collection[Any]: ...  # the open ones: a closed one pushes nothing
+    @property
+    def idle(self) -> IdleNodes: ...  # where a parked connection is closed
+    @property
+    def message_timeout(self) -> float: ...
+
+    def encode(self, msg: Any, request_id: int, version: int,
+               key: bytes | None = None) -> bytes: ...
+
+
+class Connection:
+    """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
+    is one per node (docs/benchmarks.md, hot spot 3)."""
+
+    __slots__ = ("closing", "io", "key", "node", "peer", "pending", "ready", "scope",
+                 "send_lock", "server", "stream", "version", "who")
+
+    def __init__(self, stream: trio.SocketStream, peer: str, server: Host,
+                 ready: bool = False) -> None:
+        self.stream = stream
+        # bytes (or the end of stream) are likely waiting: the next read tries before it waits
+        self.ready = ready
+        self.io = StreamIO(stream)
+        self.peer = peer
+        self.server = server
+        self.version = CURRENT
+        self.node: str | None = None  # the node that registered on it (registered_as)
+        self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
+        # the scope its reader's task runs in (ctld/rpc/reading.py): none while a node's
+        # connection is parked between frames (ctld/rpc/idlenodes.py)
+        self.scope: trio.CancelScope | None = None
+        self.closing = False
+        self.pending = 0  # pushes not yet written
+        # AuthType=auth/munge (ctld/rpc/userauth.py): the user munged vouched for and the session
+        # key of this connection; None for the cluster key's holder (daemons, root)
+        self.who: Any = None
+        self.key: bytes | None = None
+
+    # Pusher, for the core
+    def registered_as(self, name: str) -> None:
+        """A node registered on this connection (its close is then a lookup of that node)."""
+        self.node = name
+
+    def push(self, msg: Any) -> bool:
+        spawn = self.server.spawn
+        if spawn is None or self.closing or self not in self.server.connections:
+            return False
+        if self.pending >= SEND_QUEUE:
+            logs.event("send queue full; disconnecting slow peer", logging.WARNING,
+                       peer=self.peer, node=self.node or "-")
+            self.close_soon()
+            return False
+        self.pending += 1
+        spawn(self._push, msg, self.version)
+        return True
+
+    def close_soon(self) -> None:
+        """End the connection: its reader's task is cancelled, or a parked one closed now."""
+        self.closing = True
+        if self.scope is not None:
+            self.scope.cancel()
+        else:
+            self.server.idle.close(self)
+
+    async def _push(self, msg: Any, version: int) -> None:
+        try:
+            await self.send(self.server.encode(msg, 0, version))
+        finally:
+            self.pending -= 1
+
+    async def send(self, frame: bytes) -> bool:
+        """Write one frame; a peer that does not take it within MessageTimeout is cut off."""
+        data: bytes | memoryview = frame
+        lock = self.send_lock
+        try:
+            if lock is not None and lock.locked():
+                await lock.acquire()
+            else:
+                # Nothing else is writing: offer the frame to the kernel, which nearly always
+                # takes all of it (no await between the check and the acquire below).
+                sent = self.io.try_send(frame)
+                if sent == len(frame):
+                    return True
+                if lock is None:
+                    lock = self.send_lock = trio.StrictFIFOLock()
+                lock.acquire_nowait()
+                data = memoryview(frame)[sent:]
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.close_soon()
+            return False
+        try:
+            with trio.move_on_after(max(self.server.message_timeout, 1.0)):
+                try:
+                    await self.stream.send_all(data)
+                    return True
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self.close_soon()
+                    return False
+        finally:
+            lock.release()
+        logs.event("peer too slow to read; disconnecting", logging.WARNING,
+                   peer=self.peer, node=self.node or "-")
+        self.close_soon()
+        return False
+
+    async def reply(self, msg: Any, request_id: int, version: int) -> bool:
+        return await self.send(self.server.encode(msg, request_id, version, self.key))

@@ -1,0 +1,218 @@
+"""The admin commands' messages (rinfo, rcontrol) with the controller: one request, one reply,
+then close."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class GetSnapshot:
+    """Ask for every node and partition. The controller answers from a cached snapshot.
+
+    `fields` names the node-record keys wanted (empty = all): each record then holds only those
+    of its keys, unknown names are skipped; partitions and the other Snapshot fields are whole.
+    A controller that ignores `fields` sends every key, and readers must accept that."""
+
+    metrics: bool = False
+    fields: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Snapshot:
+    """Nodes and partitions as plain dicts (shape: docs/internals.md, "Snapshot records")."""
+
+    cluster_name: str
+    generated_at: float
+    nodes: tuple[dict, ...]
+    partitions: tuple[dict, ...]
+
+
+@attrs.frozen
+class UpdateNodes:
+    node_names: str  # hostlist expression or ALL
+    state: str | None = None
+    reason: str | None = None
+    user: str = ""
+    uid: int = -1
+
+
+@attrs.frozen
+class RebootNodes:
+    """`rcontrol reboot [ASAP] [nextstate=RESUME|DOWN] [reason=...] NODES|ALL`; answered
+    UpdateResult (issue 33). Cancelling is UpdateNodes State=CANCEL_REBOOT, as in Slurm."""
+
+    node_names: str  # hostlist expression or ALL
+    asap: bool = False
+    next_state: str | None = None  # RESUME | DOWN
+    reason: str | None = None
+    user: str = ""
+
+
+@attrs.frozen
+class RebootNode:
+    """Pushed to rnoded: run RebootProgram now (the node is idle; its reboot was issued)."""
+
+    reason: str = ""
+
+
+@attrs.frozen
+class ReservationRequest:
+    """`rcontrol create|update|delete|show reservation` (issue 33); answered ReservationReply.
+    Times are epoch seconds (the command parses Slurm's forms); None leaves a field as it was."""
+
+    action: str  # create | update | delete | show
+    name: str = ""
+    start: float | None = None
+    end: float | None = None
+    duration: int | None = None  # minutes; -1: UNLIMITED
+    nodes: str | None = None  # hostlist or ALL
+    node_count: int | None = None
+    flags: tuple[str, ...] | None = None  # MAINT IGNORE_JOBS OVERLAP FLEX
+    users: tuple[str, ...] | None = None
+    user: str = ""
+
+
+@attrs.frozen
+class ReservationReply:
+    """Reservations as dicts: name, start_time, end_time, duration, nodes, node_count, flags,
+    users, state (ACTIVE/INACTIVE), created_by."""
+
+    ok: bool
+    name: str = ""
+    errors: tuple[str, ...] = ()
+    reservations: tuple[dict, ...] = ()
+
+
+@attrs.frozen
+class UpdateResult:
+    ok: bool
+    changed: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class NodeMembership:
+    """`rcontrol approve|reject|delete NodeName=HOSTLIST [Reason=...]`; answered UpdateResult."""
+
+    action: str  # approve | reject | delete
+    node_names: str  # hostlist expression
+    reason: str | None = None
+    user: str = ""
+
+
+@attrs.frozen
+class GetEvents:
+    """`rcontrol events`: the event log, oldest first. With `follow` the reply is the first of
+    a stream of Events frames on this connection, one per batch of new events."""
+
+    since: float = 0.0  # wall clock; 0 = from the oldest kept
+    nodes: str = ""  # hostlist expression; "" = every node
+    limit: int = 0  # the newest `limit` events only (0 = all)
+    follow: bool = False
+
+
+@attrs.frozen
+class Events:
+    """Event records (docs/internals.md "Event records"); `missed`: events a follower that fell
+    behind did not get (its queue overflowed) since the last batch."""
+
+    events: tuple[dict, ...] = ()
+    missed: int = 0
+
+
+@attrs.frozen
+class GetConfig:
+    pass
+
+
+@attrs.frozen
+class ConfigDump:
+    path: str
+    config_hash: str
+    items: tuple[tuple[str, str], ...]  # ("SlurmdTimeout", "300 sec"), in Slurm's show-config order
+    ignored: tuple[str, ...] = ()  # version 6: keys of `items` kept as written, not acted on
+
+
+@attrs.frozen
+class Reconfigure:
+    user: str = ""
+
+
+@attrs.frozen
+class ReconfigureResult:
+    ok: bool
+    errors: tuple[str, ...] = ()  # each "PATH:LINE:COL: message"
+    config_hash: str = ""
+    warnings: tuple[str, ...] = ()  # version 6: the new config's warnings, as rctld logs them
+
+
+@attrs.frozen
+class GuardRequest:
+    """`rcontrol show guards` (action "show"), `rcontrol confirm down|drain [NodeName=...]`,
+    `rcontrol reset guard [down|drain]`: the controller's guards (issue 18). Answered
+    GuardStatus."""
+
+    action: str  # show | confirm | reset
+    guard: str = ""  # down | drain ("" with reset: both)
+    node_names: str = ""  # confirm only these (hostlist); "" = every held node
+    user: str = ""
+
+
+@attrs.frozen
+class GuardStatus:
+    """Each guard as a dict (guard, state, since, percent, window, min_nodes, detail, nodes,
+    count) and the controller's own stalls (stalls, stalled_seconds, last_stall_seconds,
+    last_stall_at, clock_jumps); `changed`: the nodes an action confirmed or released."""
+
+    ok: bool
+    guards: tuple[dict, ...] = ()
+    controller: dict = attrs.Factory(dict)
+    changed: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class Ping:
+    pass
+
+
+@attrs.frozen
+class Pong:
+    cluster_name: str
+    version: str
+    started_at: float
+
+
+@attrs.frozen
+class Credential:
+    """AuthType=auth/munge: the first frame of a command's connection. `cred` is a MUNGE
+    credential whose payload is the key that signs this frame and every later one on the
+    connection, both ways (protocol/userauth.py); rctld takes the user from it alone."""
+
+    cred: str
+
+
+@attrs.frozen
+class Error:
+    """Any refusal: `code` is a stable word (bad_mac, stale, replay, unknown_type, too_large,
+    bad_request, unknown_node, version, internal, busy); `field` names the offending field if
+    any."""
+
+    code: str
+    message: str
+    field: str = ""
+
+
+@attrs.frozen
+class Takeover:
+    """rcontrol takeover (issue 32): the controller that holds the seat gives it up to a
+    standby (answered with Ack first). Admins only; `user` as in Reconfigure."""
+
+    user: str = ""
+
+
+ADMIN_MESSAGES: tuple[type, ...] = (
+    GetSnapshot, Snapshot, UpdateNodes, UpdateResult, RebootNodes, RebootNode, ReservationRequest,
+    ReservationReply, NodeMembership, GetEvents, Events, GetConfig, ConfigDump, Reconfigure,
+    ReconfigureResult, Takeover, Ping, Pong, Error, Credential, GuardRequest, GuardStatus)
