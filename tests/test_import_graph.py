@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "ranch"
-PACKAGES = ("cli", "conf", "ctld", "healthcheck", "noded", "protocol", "statemachine")
-# What each package may import of Ranch (DESIGN.md): the pure cores nothing; the daemons and the
-# commands meet only in protocol/.
+PACKAGES = ("cli", "conf", "ctld", "healthcheck", "noded", "protocol", "sched", "statemachine")
+# What each package may import of Ranch (DESIGN.md): the pure cores nothing (the scheduling core
+# only the other pure cores); the daemons and the commands meet only in protocol/.
 MAY_IMPORT = {
     "conf": set(),
     "statemachine": set(),
+    "sched": {"conf", "statemachine"},
     "protocol": {"conf", "statemachine"},
     "healthcheck": {"conf", "protocol"},
-    "ctld": {"conf", "statemachine", "protocol", "healthcheck"},
+    "ctld": {"conf", "statemachine", "protocol", "healthcheck", "sched"},
     "noded": {"conf", "statemachine", "protocol", "healthcheck"},
     "cli": {"conf", "statemachine", "protocol"},
 }
@@ -179,3 +180,36 @@ def test_ctld_state_imports_no_owner() -> None:
             if len(tp) > 2 and tp[1] == "ctld" and tp[2] in ("nodes", "jobs"):
                 broken.append(f"{mod} imports {t}")
     assert not broken, "\n".join(sorted(broken))
+
+
+# The scheduling core is sans-IO: no event loop, no sockets, files, clock or logging of its own.
+SCHED_NEVER = ("trio", "os", "socket", "time", "logging", "ranch.ctld", "ranch.protocol")
+
+
+def _top_imports(path: Path) -> set[str]:
+    """Every module an import statement in the file names (absolute ones), lazy ones too."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_sched_core_does_no_io() -> None:
+    files = sorted((ROOT / "sched").rglob("*.py"))
+    assert files, "ranch/sched is missing"
+    broken = [f"{p.relative_to(ROOT)} imports {name}" for p in files
+              for name in sorted(_top_imports(p))
+              if any(name == bad or name.startswith(f"{bad}.") for bad in SCHED_NEVER)]
+    assert not broken, "\n".join(broken)
+
+
+def test_sched_io_check_catches_a_breach(tmp_path: Path) -> None:
+    """The check above sees each kind of import it forbids."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import os.path\nfrom trio import sleep\n"
+                   "def f():\n    from ranch.ctld import logs\n")
+    assert _top_imports(bad) >= {"os.path", "trio", "ranch.ctld", "ranch.ctld.logs"}

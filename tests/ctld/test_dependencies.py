@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ranch.ctld.jobs import constraints, dependencies
+from ranch.ctld.jobs import dependencies
 from ranch.ctld.jobs.dependencies import FAILED, FULFILLED, NEVER, PENDING, SATISFIED, UNFULFILLED
 from ranch.protocol import messages as m
+from ranch.sched import features as constraints
 
 
 @dataclass

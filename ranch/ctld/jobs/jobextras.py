@@ -9,8 +9,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ranch.conf import hostlist
-from ranch.ctld.jobs import constraints, dependencies
+from ranch.ctld.jobs import dependencies
 from ranch.protocol import messages as m
+from ranch.sched import features
 
 if TYPE_CHECKING:
     from ranch.ctld.jobs.ports import NodeView
@@ -50,7 +51,7 @@ def screen(nodes: Mapping[str, NodeView], req: m.SubmitJob, members: dict[str, A
     if not req.constraint:
         return members, None
     known = {f for n in nodes.values() for f in n.cfg.features}
-    expr = constraints.check(req.constraint, known)
+    expr = features.check(req.constraint, known)
     if isinstance(expr, str):
         return bad(expr, "constraint")
     try:
@@ -58,11 +59,11 @@ def screen(nodes: Mapping[str, NodeView], req: m.SubmitJob, members: dict[str, A
     except ValueError:
         wanted = []  # the submit checks word that refusal
     lacking = [n for n in wanted if n in members
-               and not constraints.matches(expr, members[n].cfg.features)]
+               and not features.matches(expr, members[n].cfg.features)]
     if lacking:
         return bad(f"Requested node configuration is not available: node(s) "
                    f"{hostlist.fold(lacking)} lack the features {req.constraint}", "constraint")
-    kept = {name: n for name, n in members.items() if constraints.matches(expr, n.cfg.features)}
+    kept = {name: n for name, n in members.items() if features.matches(expr, n.cfg.features)}
     if not kept:
         return bad(f"Requested node configuration is not available: no node of the partition "
                    f"has the features {req.constraint}", "constraint")

@@ -9,10 +9,10 @@ from typing import Any
 import attrs
 import orjson
 
-from ranch.ctld.jobs.scheduler import Need, Share
 from ranch.ctld.jobs.steprecord import Step, step_from_json, step_json
 from ranch.protocol import messages as m
 from ranch.protocol.codec import converter
+from ranch.sched.model import Need, Share
 from ranch.statemachine.jobstates import ACTIVE, COMPLETING, CONFIGURING, PENDING, RUNNING, JobState
 
 TOP_PRIORITY = 4294901760  # Slurm's priority/basic: each later job one less

@@ -1,17 +1,17 @@
-"""The scheduling pass: pending jobs in priority order placed on their partition's nodes, and
-launched (the job table's Launch: ctld/jobs/launches.py) once those nodes are up."""
+"""The scheduling pass: pending jobs in priority order, placed by the pure scheduling core
+(ranch/sched/fifo.py) on their partition's nodes, and launched (the job table's Launch:
+ctld/jobs/launches.py) once those nodes are up."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ranch.conf import hostlist
-from ranch.ctld.jobs import partlimits
-from ranch.ctld.jobs.constraints import placeable
+from ranch.ctld.jobs import partlimits, schedviews
 from ranch.ctld.jobs.dependbook import CANCELLED
 from ranch.ctld.jobs.jobrecord import (
     ACTIVE,
@@ -21,19 +21,16 @@ from ranch.ctld.jobs.jobrecord import (
     Job,
     held_reason,
 )
-from ranch.ctld.jobs.scheduler import place
 from ranch.protocol import messages as m
+from ranch.sched.fifo import Cluster, Pass
+from ranch.sched.model import Pending, Share, Wait
 from ranch.statemachine import jobevents as je
 from ranch.statemachine.model import Flag
-from ranch.statemachine.predicates import takes_new_work
 
 if TYPE_CHECKING:
     from ranch.ctld.deadlines import Deadlines
     from ranch.ctld.jobs.ports import NodesForJobs, NodeView, Queue
     from ranch.ctld.jobs.settings import JobSettings
-
-
-RESERVED = "ReqNodeNotAvail, May be reserved for other job"  # slurmctld's words
 
 
 class JobStarts:
@@ -56,6 +53,7 @@ class JobStarts:
         self._dependency_reason = dependency_reason
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
+        self._views = schedviews.Views()  # the records as the core reads them (ranch/sched)
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
@@ -65,37 +63,24 @@ class JobStarts:
     def _pass(self) -> None:
         cfg = self._settings.config
         self._jobs.tidy()
-        blocked: set[str] = set()
         started = 0
         wall = self._wall()
         wake = math.inf  # the earliest BeginTime still ahead
-        parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
+        run = Pass(self._cluster(cfg, wall))
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         for job in self._jobs.pending:
             if job.state != PENDING:
                 continue
-            if blocked and blocked.issuperset(self._jobs.pending_parts):
+            if run.stopped:
                 break  # every partition waits on a job ahead: nothing below may start
-            pc = parts.get(job.partition)
-            begin = job.req.begin_time
-            if job.held:
-                why = held_reason(job.held)
-            elif why := self._dependency_reason(job, wall):  # -d (issue 22)
-                if why == CANCELLED:
-                    started += 1  # ended: off the pending list below
-                    continue
-            elif begin is not None and begin > wall:
-                why = "BeginTime"
-                wake = min(wake, begin)
-            elif job.array_throttle and self._running(job, running) >= job.array_throttle:
-                why = "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
-            else:
-                why = self._consider(job, pc, blocked)
-                if why and job.alt_parts:  # -p a,b: the first partition that can start it
-                    why = self._elsewhere(job, parts, blocked) and why
-                elif not why and job.alt_parts:
-                    job.alt_parts = ()  # it runs in its first partition
-                    self._jobs.touch(job)
+            why = self._waits(job, wall, running)
+            if why is None:
+                started += 1  # ended (--kill-on-invalid-dep): off the pending list below
+                continue
+            if why == "BeginTime":
+                wake = min(wake, job.req.begin_time or wall)
+            elif not why:
+                why = self._start(job, run)
                 if not why:
                     started += 1
                     if job.array_job_id in running:
@@ -111,45 +96,75 @@ class JobStarts:
             self._jobs.apply(job, je.NotNow())
         if started or refused:
             self._jobs.tidy()  # each of them left PENDING
+        self._views.prune(self._jobs.pending)
         if wake < math.inf:  # the deadline task runs a pass when the first BeginTime comes
             due = self._clock() + (wake - wall)
             when = self._deadlines.when(BEGIN_KEY)
             if when is None or due < when:
                 self._deadlines.schedule(BEGIN_KEY, due)
 
-    def _consider(self, job: Job, pc: Any, blocked: set[str]) -> str:
-        """Start the job in partition `pc` now, or why it waits there."""
-        if pc is None or pc.state != "UP":
-            return "PartitionDown"
-        members = self.members(pc)
-        size = self._sizes.of(pc.name, members, (n.cfg.cpus for n in members))
-        why = partlimits.job_over(job, pc, size)  # EnforcePartLimits=NO let it wait
+    def _cluster(self, cfg: Any, wall: float) -> Cluster:
+        """The nodes, partitions and allocations as the scheduling core reads them (live
+        views: a start applied shows in the next job's placement)."""
+        parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
+        return Cluster(
+            nodes=self._views.nodes.over(self._nodes.nodes),
+            partitions=schedviews.Partitions(parts, self.members, self._sizes),
+            members=self._views.members.over(parts, self.members),
+            uses=self._jobs.uses, holders=schedviews.Holders(self._jobs.jobs),
+            pending_parts=self._jobs.pending_parts,
+            # reservations (issue 33): no node whose window the job's time limit would cross
+            windows=schedviews.Windows(self._nodes.blocked, wall))
+
+    def _waits(self, job: Job, wall: float, running: dict[int, int]) -> str | None:
+        """Why the job waits whatever the nodes (held, -d, BeginTime, array limit), "" when
+        it may be placed, None when its dependency ended it."""
+        begin = job.req.begin_time
+        if job.held:
+            return held_reason(job.held)
+        if why := self._dependency_reason(job, wall):  # -d (issue 22)
+            return None if why == CANCELLED else why
+        if begin is not None and begin > wall:
+            return "BeginTime"
+        if job.array_throttle and self._running(job, running) >= job.array_throttle:
+            return "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
+        return ""
+
+    def _start(self, job: Job, run: Pass) -> str:
+        """Start the job now if the core places it (in its first partition or, with -p a,b,
+        the first other one that can), or why it waits."""
+        view = self._views.pending(job)
+        if job.alt_parts:
+            checked: dict[str, Any] = {}
+            decision = run.consider(view, self._elsewhere(job, checked))
+        else:
+            decision = run.consider(view)
+        if isinstance(decision, Wait):
+            return decision.reason
+        first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
+        if decision.partition != job.partition:  # where it runs from now on
+            got = checked[decision.partition]
+            job.partition, job.need, job.time_limit = decision.partition, got.need, got.time_limit
+            job.req_nodes, job.exc_nodes = got.req_nodes, got.exc_nodes
+        why = self._allocate(job, decision.shares)
         if why:
-            return why
-        if pc.name in blocked:
-            return "Priority"
-        why = self._try_place(job, pc)
-        if why == "Resources" and not job.req_nodes:
-            blocked.add(pc.name)
+            (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes) = first
+        elif job.alt_parts:
+            job.alt_parts = ()  # it runs in this partition
+            self._jobs.touch(job)
         return why
 
-    def _elsewhere(self, job: Job, parts: dict[str, Any], blocked: set[str]) -> str:
-        """A job of several partitions (`-p a,b`) that cannot start in its first: each other
-        in turn, as it would be submitted there; "" once one started it (its partition from
-        then on), else "no"."""
-        first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
+    def _elsewhere(self, job: Job, checked: dict[str, Any]) -> Iterator[Pending]:
+        """A job of several partitions (`-p a,b`): its request resolved for each other one in
+        turn, as it would be submitted there (asked only once its first cannot start it)."""
         for name in job.alt_parts:
-            checked = self._check(attrs.evolve(job.req, partition=name, array=""))
-            if isinstance(checked, m.Error):
+            got = self._check(attrs.evolve(job.req, partition=name, array=""))
+            if isinstance(got, m.Error):
                 continue
-            job.partition, job.need, job.time_limit = name, checked.need, checked.time_limit
-            job.req_nodes, job.exc_nodes = checked.req_nodes, checked.exc_nodes
-            if not self._consider(job, parts.get(name), blocked):
-                job.alt_parts = ()  # where it runs from now on
-                self._jobs.touch(job)
-                return ""
-            (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes) = first
-        return "no"
+            checked[name] = got
+            yield attrs.evolve(schedviews.pending(job), partition=name, need=got.need,
+                               time_limit=got.time_limit, req_nodes=got.req_nodes,
+                               exc_nodes=got.exc_nodes)
 
     def _running(self, job: Job, running: dict[int, int]) -> int:
         """Tasks of the job's array that hold resources (counted once a pass)."""
@@ -160,39 +175,17 @@ class JobStarts:
                 if j.array_job_id == job.array_job_id and j.state in ACTIVE)
         return got
 
-    def _try_place(self, job: Job, pc: Any) -> str:
+    def _allocate(self, job: Job, shares: dict[str, Share]) -> str:
+        """Apply the core's start: the shares counted, the job allocated (off pending in
+        _pass), its nodes told; "JobHeldUser" if the table refused (held meanwhile)."""
         nodes = self._nodes.nodes
-        required = [nodes[n] for n in dict.fromkeys(job.req_nodes) if n in nodes]
-        excluded = set(job.exc_nodes)
-        ok = placeable(self._jobs, job)  # -C Features, --exclusive=user (ctld/jobs/constraints.py)
-        if not all(ok(n) for n in required):
-            return "Resources"
-        # Reservations (issue 33): no node whose window the job's time limit would cross
-        limit = None if job.time_limit is None else job.time_limit * 60.0
-        held = self._nodes.blocked(limit, self._wall())
-        if held and any(n.name in held for n in required):
-            return RESERVED
-        others = (n for n in self.members(pc) if n.name not in excluded and ok(n)
-                  and n.name not in held)
-        shares, why = place(job.need, required, others, self._jobs.uses)
-        if shares is None:
-            why = ok.explain(why)
-            if held and why in ("Resources", "ReqNodeNotAvail") and any(
-                    n.name in held for n in self.members(pc)):
-                return RESERVED
-            if why == "ReqNodeNotAvail" and required:
-                down = [n.name for n in required
-                        if n.state.flags or not takes_new_work(n.state)]
-                if down:
-                    why = f"ReqNodeNotAvail, UnavailableNodes:{hostlist.fold(down)}"
-            return why
         self._jobs.hold(job, shares)
         job.reason = "None"
         # hostlist order, as SLURM_JOB_NODELIST lists them; the first is the batch host
         order = tuple(hostlist.expand(hostlist.fold(list(shares))))
         booting = not all(self.ready(nodes[n]) for n in order)
-        err = self._jobs.apply(job, je.Allocate(order, booting=booting))  # off pending in _pass
-        if err:  # the table refused (held meanwhile): give the resources back
+        err = self._jobs.apply(job, je.Allocate(order, booting=booting))
+        if err:  # give the resources back
             for name in list(shares):
                 self._jobs.release(job, name)
             return "JobHeldUser"

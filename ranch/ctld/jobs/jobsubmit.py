@@ -21,9 +21,11 @@ from ranch.ctld.jobs.jobrecord import (
     array_throttle,
     parse_array,
 )
-from ranch.ctld.jobs.scheduler import Need, capacity_fits, cpus_per_node, task_capacity
 from ranch.ctld.kept import kept
 from ranch.protocol import messages as m
+from ranch.sched import limits as sched_limits
+from ranch.sched.model import Need
+from ranch.sched.place import capacity_fits, cpus_per_node, task_capacity
 
 if TYPE_CHECKING:
     from ranch.ctld.jobs.ports import Intake, NodesForJobs
@@ -259,8 +261,8 @@ class JobSubmission:
         nodes = max(req.num_nodes, len(set(req_nodes)))
         cpus = max(req.ntasks * req.cpus_per_task, nodes)
         size = self._sizes.of(pc.name, members, (n.cfg.cpus for n in members.values()))
-        over = partlimits.over(limit, nodes, cpus, pc, size)
-        if over is not None and over is not partlimits.TIME:
+        over = sched_limits.over(limit, nodes, cpus, pc.max_time, size)
+        if over is not None and over is not sched_limits.TIME:
             # more than the partition holds: it waits there (EnforcePartLimits=NO) as asked;
             # -n without -N on as many of its largest nodes as the tasks need (slurmctld's
             # NumNodes for such a job)

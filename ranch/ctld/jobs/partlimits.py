@@ -1,43 +1,14 @@
-"""A job against its partitions' limits, as slurmctld 22.05 judges it: a time limit over
-MaxTime, more nodes than the partition has, more CPUs than its nodes hold together. With
-EnforcePartLimits=NO (the default) such a job is queued and waits with the limit's reason; ALL
-refuses it if any partition it names is exceeded, ANY if every one is. A job naming several
-partitions (`-p debug,main`) runs in the first of them that can start it."""
+"""A job against its partitions' limits at submission: which partitions it may wait in, or
+slurmctld's refusal under EnforcePartLimits=ALL/ANY (the limits are ranch/sched/limits.py).
+
+With EnforcePartLimits=NO (the default) a job over a limit is queued and waits with the limit's
+reason; ALL refuses it if any partition it names is exceeded, ANY if every one is. A job naming
+several partitions (`-p debug,main`) runs in the first of them that can start it."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from typing import Any
-
-# (the pending reason under NO, slurmctld's refusal under ALL/ANY)
-TIME = ("PartitionTimeLimit", "Requested time limit is invalid (missing or exceeds some limit)")
-NODES = ("PartitionNodeLimit", "Node count specification invalid")
-CPUS = ("PartitionConfig", "More processors requested than permitted")
-
-
-def over(time_limit: int | None, nodes: int, cpus: int, pc: Any, size: tuple[int, int]
-         ) -> tuple[str, str] | None:
-    """The partition limit the job exceeds (reason, refusal), or None. `nodes` and `cpus`
-    are the job's whole ask; `size` the partition's (node count, CPUs), from Sizes."""
-    if pc.max_time is not None and (time_limit is None or time_limit > pc.max_time):
-        return TIME
-    if nodes > size[0]:
-        return NODES
-    if cpus > size[1]:
-        return CPUS
-    return None
-
-
-def job_over(job: Any, pc: Any, size: tuple[int, int]) -> str:
-    """The scheduling pass's question: the reason a pending job waits in this partition for
-    its limits, or ""."""
-    need = job.need
-    cpus = job.req.ntasks * job.req.cpus_per_task if need.spread else need.cpus * need.nodes
-    # the nodes asked for (-N, -w), not those -n's tasks would take: `-n 5` on two 2-CPU
-    # nodes is PartitionConfig in slurmctld, not PartitionNodeLimit
-    nodes = max(job.req.num_nodes, len(job.req_nodes))
-    got = over(job.time_limit, nodes, cpus, pc, size)
-    return got[0] if got else ""
 
 
 class Sizes:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # leaves: none of them imports a component
 
     from ranch.conf.model import NodeConfig
     from ranch.ctld.jobs.jobrecord import Job
-    from ranch.ctld.jobs.scheduler import NodeUse, Share
+    from ranch.sched.model import NodeUse, Share
     from ranch.statemachine import jobevents as je
     from ranch.statemachine.model import NodeState
 

@@ -30,18 +30,18 @@ from ranch.ctld.jobs.jobrecord import (
     job_json,
     parse_array,
 )
-from ranch.ctld.jobs.scheduler import NodeUse
 from ranch.ctld.kept import kept
 from ranch.protocol import messages as m
+from ranch.sched.model import NodeUse
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import jobtable as jt
 from ranch.statemachine.jobstates import FINAL, end_reason
 
 if TYPE_CHECKING:
     from ranch.ctld.jobs.ports import NodesForJobs, StoreEvents
-    from ranch.ctld.jobs.scheduler import Share
     from ranch.ctld.jobs.settings import JobSettings
     from ranch.ctld.state.changelog import ChangeLog, Taken
+    from ranch.sched.model import Share
 
 __all__ = ["ACTIVE", "PENDING", "Job", "JobStore", "job_from_json", "job_json", "parse_array"]
 

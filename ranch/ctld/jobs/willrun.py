@@ -1,19 +1,21 @@
 """sbatch --test-only: when and where a job would start, without submitting it (slurmctld's
 will-run test). The running jobs are taken to end at their time limits, earliest first (one
 without a limit a year from now); the answer is the first moment the job then fits, on the
-nodes first fit would give it. Pending jobs and dependencies are not weighed, as slurmctld's
-will-run does not weigh them either."""
+nodes first fit would give it (ranch/sched/willrun.py). Pending jobs and dependencies are not
+weighed, as slurmctld's will-run does not weigh them either."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ranch.conf import hostlist
-from ranch.ctld.jobs.constraints import placeable
-from ranch.ctld.jobs.scheduler import NodeUse, place
+from ranch.ctld.jobs import schedviews
 from ranch.protocol import messages as m
+from ranch.sched import willrun
+from ranch.sched.fifo import Cluster
+from ranch.sched.model import Ending
 
 if TYPE_CHECKING:
     from ranch.ctld.jobs.ports import JobReader, NodesForJobs
@@ -22,8 +24,19 @@ if TYPE_CHECKING:
 YEAR = 365 * 86400.0
 
 
-def _copy(uses: Mapping[str, NodeUse]) -> dict[str, NodeUse]:
-    return {n: NodeUse(u.cpus, u.mem, set(u.gpus), set(u.jobs)) for n, u in uses.items()}
+def _ends(jobs: JobReader, wall: float) -> list[Ending]:
+    """Each running job's end at its time limit."""
+    from ranch.ctld.jobs.jobrecord import ACTIVE
+
+    ends = []
+    for job in jobs.jobs.values():
+        if job.state not in ACTIVE or not job.shares:
+            continue
+        limit = job.time_limit * 60.0 if job.time_limit is not None else YEAR
+        if job.req.time_limit_s is not None and job.req.time_limit is not None:
+            limit = job.req.time_limit_s  # the seconds rnoded enforces
+        ends.append(Ending((job.start_time or wall) + limit, job.id, job.shares))
+    return ends
 
 
 class WillRun:
@@ -44,7 +57,7 @@ class WillRun:
 
     def answer(self, req: m.SubmitJob) -> m.SubmitReply | m.Error:
         """When and where `req` would start now (its id: the next one given), or why never."""
-        from ranch.ctld.jobs.jobrecord import ACTIVE, Job
+        from ranch.ctld.jobs.jobrecord import Job
 
         jobs, index = self._jobs, self._settings.index
         next_id = self._next_id()
@@ -56,42 +69,16 @@ class WillRun:
         probe = Job(id=next_id, req=req, partition=checked.partition,
                     time_limit=checked.time_limit, priority=1, submit_time=wall, need=checked.need,
                     req_nodes=checked.req_nodes, exc_nodes=checked.exc_nodes)
-        nodes = self._nodes.nodes
-        required = [nodes[n] for n in dict.fromkeys(checked.req_nodes) if n in nodes]
-        excluded = set(checked.exc_nodes)
-
-        def attempt(uses: dict[str, NodeUse]) -> tuple[dict | None, str]:
-            if any(not ok(n) for n in required):
-                return None, "Resources"
-            others = [n for n in self._members(pc) if n.name not in excluded and ok(n)]
-            shares, why = place(checked.need, required, others, uses)
-            return shares, ok.explain(why)
-
-        uses = _copy(jobs.uses)
-        ok = placeable(jobs, probe, uses)
-        shares, why = attempt(uses)
-        start = wall
-        if shares is None and why == "Resources":
-            ends = []
-            for job in jobs.jobs.values():
-                if job.state not in ACTIVE or not job.shares:
-                    continue
-                limit = job.time_limit * 60.0 if job.time_limit is not None else YEAR
-                if job.req.time_limit_s is not None and job.req.time_limit is not None:
-                    limit = job.req.time_limit_s  # the seconds rnoded enforces
-                ends.append(((job.start_time or wall) + limit, job))
-            for end, job in sorted(ends, key=lambda t: (t[0], t[1].id)):
-                for name, share in job.shares.items():
-                    if name in uses:
-                        uses[name].remove(job.id, share)
-                shares, why = attempt(uses)
-                if shares is not None:
-                    start = max(wall, end)
-                    break
-        if shares is None:
+        members = self._members(pc)
+        cluster = Cluster(nodes=schedviews.NodeViews().over(self._nodes.nodes), partitions={},
+                          members={checked.partition: [n.name for n in members]},
+                          uses=jobs.uses, holders=schedviews.Holders(jobs.jobs), pending_parts=())
+        got = willrun.will_run(schedviews.pending(probe), cluster, _ends(jobs, wall), wall)
+        if isinstance(got, str):
             return m.Error("bad_request", "Requested node configuration is not available: "
-                           "required nodes are down, drained or reserved" if why != "Resources"
+                           "required nodes are down, drained or reserved" if got != "Resources"
                            else "Requested nodes are busy", field="nodelist")
+        start, shares = got
         if req.begin_time is not None and req.begin_time > start:
             start = req.begin_time
         start = math.floor(start)

@@ -1,21 +1,17 @@
-"""sbatch -C/--constraint: node Features expressions, and the other per-node limits a job places
-(--exclusive=user): which nodes a job may be placed on.
+"""sbatch -C/--constraint and --exclusive=user: which nodes a job may be placed on."""
 
-Slurm's forms that name features node by node: `a`, `a&b`, `a|b`, `a,b` (a comma is `&`),
-`(a|b)&c`. Like slurmctld, operators are read left to right with no precedence between `&`
-and `|` (`a|b&c` is `(a|b)&c`); parentheses group. Bracketed sets (`[a|b]`, every node the
-same one) and counts (`a*2`) are refused with a message naming them: Ranch does not place them.
-"""
+# Slurm's forms that name features node by node: `a`, `a&b`, `a|b`, `a,b` (a comma is `&`),
+# `(a|b)&c`. Like slurmctld, operators are read left to right with no precedence between `&`
+# and `|` (`a|b&c` is `(a|b)&c`); parentheses group. Bracketed sets (`[a|b]`, every node the
+# same one) and counts (`a*2`) are refused with a message naming them: Ranch does not place them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping
 
 import attrs
 
-if TYPE_CHECKING:
-    from ranch.ctld.jobs.ports import JobReader
+from ranch.sched.model import Holder, Node, NodeUse, Pending
 
 
 class ConstraintError(ValueError):
@@ -131,47 +127,47 @@ def _expr(text: str) -> Expr | None:
     return _cache[text]
 
 
-def matches_features(req: Any, node: Any) -> bool:
-    if not req.constraint:
+def matches_features(constraint: str, node: Node) -> bool:
+    if not constraint:
         return True
-    expr = _expr(req.constraint)
-    return expr is not None and matches(expr, node.cfg.features)
-
-
-def shares_with(req: Any, jobs_here: Iterable[Any]) -> bool:
-    """--exclusive=user: may a job of `req` share a node with the jobs of `jobs_here` (their
-    requests)? Not when either side asked for it and the users differ."""
-    return all(other.uid == req.uid or "USER" not in (req.oversubscribe, other.oversubscribe)
-               for other in jobs_here)
+    expr = _expr(constraint)
+    return expr is not None and matches(expr, node.features)
 
 
 class NodeFilter:
     """Which nodes a job may be placed on now (`filter(node)`): the node's Features, and
-    --exclusive=user against the jobs on it. It reads the live allocations, so a job placed
-    earlier in the same pass counts. `explain` turns place()'s ReqNodeNotAvail into Resources
-    when nodes were only passed over because another user's jobs hold them."""
+    --exclusive=user against the jobs on it. It reads `uses` as they are at each call, so a
+    job placed earlier in the same pass counts. `explain` turns place()'s ReqNodeNotAvail into
+    Resources when nodes were only passed over because another user's jobs hold them."""
 
-    def __init__(self, jobs: JobReader, job: Any, uses: dict[str, Any] | None = None) -> None:
-        self.jobs = jobs
-        self.uses = jobs.uses if uses is None else uses  # --test-only: a simulated copy
-        self.req = job.req
+    def __init__(self, job: Pending, uses: Mapping[str, NodeUse],
+                 holders: Mapping[int, Holder]) -> None:
+        self.job = job
+        self.uses = uses
+        self.holders = holders
         self.busy = False
 
-    def __call__(self, node: Any) -> bool:
-        if not matches_features(self.req, node):
+    def __call__(self, node: Node) -> bool:
+        if self.job.constraint and not matches_features(self.job.constraint, node):
             return False
         use = self.uses.get(node.name)
-        if use is None or not use.jobs:
-            return True
-        table = self.jobs.jobs
-        if shares_with(self.req, (table[j].req for j in use.jobs if j in table)):
+        if use is None or not use.jobs or self._shares(use.jobs):
             return True
         self.busy = True
         return False
 
+    def _shares(self, job_ids: Iterable[int]) -> bool:
+        """--exclusive=user: may the job share a node with these jobs? Not when either side
+        asked for it and the users differ (a job the table no longer has holds nothing)."""
+        job, table = self.job, self.holders
+        for j in job_ids:
+            try:
+                other = table[j]
+            except KeyError:
+                continue
+            if other.uid != job.uid and (job.user_exclusive or other.user_exclusive):
+                return False
+        return True
+
     def explain(self, why: str) -> str:
         return "Resources" if self.busy and why.startswith("ReqNodeNotAvail") else why
-
-
-def placeable(jobs: JobReader, job: Any, uses: dict[str, Any] | None = None) -> NodeFilter:
-    return NodeFilter(jobs, job, uses)
