@@ -271,7 +271,8 @@ def _gpus(gres: str) -> int:
 
 
 def partition(p: dict[str, Any], by_name: dict[str, dict]) -> dict[str, Any]:
-    """A partition record (Cluster.partition_records) as GET /slurm/v0.0.38/partitions has it."""
+    """A partition record (NodeRegistry.partition_records) as GET /slurm/v0.0.38/partitions
+    has it."""
     members = [by_name[n] for n in p.get("nodes") or () if n in by_name]
     cpus = sum(n["cpus"] for n in members)
     mem = sum(n["real_memory"] for n in members)

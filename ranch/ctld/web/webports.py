@@ -26,8 +26,8 @@ class Configured(Protocol):
 
 
 class WebNodes(Configured, Protocol):
-    """The node registry (ctld/nodes/cluster.py), as the listings, the metrics and the page's
-    node panel read it."""
+    """The node registry (ctld/nodes/registry.py, through ctld/compose/front.py), as the
+    listings, the metrics and the page's node panel read it."""
 
     @property
     def nodes(self) -> Mapping[str, NodeRecord]: ...  # the metrics' per-node lines
