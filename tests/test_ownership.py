@@ -181,21 +181,20 @@ def _each(daemon: str, check) -> list[str]:
     return found
 
 
-# what the trees breach of the rules of issue 42 today (listed in its report); marks go when fixed
-ISSUE_42 = pytest.mark.xfail(strict=False, reason="issue 42 in progress")
+# what the trees breach of these rules today; the mark goes when fixed
 NODED_STEPS = pytest.mark.xfail(strict=False, reason=(
     "noded/steptasks.py fills its step records' containers (the step runner of steps.py owns "
     "them): outside issue 42"))
 
 
-@pytest.mark.parametrize("daemon", [pytest.param("ctld", marks=ISSUE_42),
+@pytest.mark.parametrize("daemon", ["ctld",
                                     pytest.param("noded", marks=NODED_STEPS)])
 def test_a_daemon_writes_into_no_other_owners_containers(daemon: str) -> None:
     breaches = _each(daemon, _container_breaches)
     assert not breaches, "containers written behind their owner's back:\n" + "\n".join(breaches)
 
 
-@pytest.mark.parametrize("daemon", [pytest.param("ctld", marks=ISSUE_42), "noded"])
+@pytest.mark.parametrize("daemon", ["ctld", "noded"])
 def test_a_daemon_keeps_no_alias_of_another_owners_state(daemon: str) -> None:
     breaches = _each(daemon, _alias_breaches)
     assert not breaches, "another owner's state kept on self:\n" + "\n".join(breaches)

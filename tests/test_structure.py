@@ -16,7 +16,6 @@ import pytest
 from bench import structure_counts as sc
 
 RANCH = Path(__file__).resolve().parents[1] / "ranch"
-IN_PROGRESS = pytest.mark.xfail(strict=False, reason="issue 42 in progress")
 
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
@@ -36,13 +35,11 @@ def _outside_root(rows: list[str]) -> list[str]:
 # -- folders -----------------------------------------------------------------------------------
 
 
-@IN_PROGRESS
 def test_ctld_folders_import_down_their_layers() -> None:
     breaches = sc.layer_breaches(sc.folder_edges(RANCH))
     assert not breaches, "imports against ctld's layers:\n" + "\n".join(breaches)
 
 
-@IN_PROGRESS
 def test_ctld_has_no_folder_cycle() -> None:
     found = sc.cycles(sc.folder_edges(RANCH))
     assert not found, f"folder cycles in ctld: {found}"
@@ -88,7 +85,6 @@ def test_the_layer_rule_finds_each_kind_of_breach(tmp_path: Path) -> None:
 # -- constructors handed `self` ----------------------------------------------------------------
 
 
-@IN_PROGRESS
 def test_no_constructor_in_ctld_is_handed_self() -> None:
     found = _outside_root(sc.self_handouts(RANCH))
     assert not found, "constructors handed `self` outside the composition root:\n" + "\n".join(
@@ -142,7 +138,6 @@ def test_the_hub_measure_finds_each_way_a_hub_is_kept(tmp_path: Path) -> None:
 # -- Protocol widths ---------------------------------------------------------------------------
 
 
-@IN_PROGRESS
 def test_every_protocol_in_ctld_has_at_most_ten_members() -> None:
     wide = {k: n for k, n in sc.protocol_widths(RANCH, "ctld").items()
             if n > sc.PROTOCOL_MEMBERS}
@@ -172,22 +167,15 @@ def test_the_width_rule_counts_properties_and_inherited_members(tmp_path: Path) 
 
 
 PACKAGES = sorted(p.name for p in RANCH.iterdir() if (p / "__init__.py").exists())
-# the packages over the limits at c5495e1 (bench/results/structure_before.txt)
-LONG_MODULES = {"cli", "conf", "ctld", "noded", "protocol"}
-LONG_FUNCTIONS = {"cli", "conf", "ctld", "healthcheck", "noded", "protocol"}
 
 
-def _marked(over: set[str]) -> list:
-    return [pytest.param(p, marks=IN_PROGRESS) if p in over else p for p in PACKAGES]
-
-
-@pytest.mark.parametrize("package", _marked(LONG_MODULES))
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_module_over_400_lines(package: str) -> None:
     long = {k: n for k, n in sc.long_modules(RANCH).items() if k.startswith(f"{package}/")}
     assert not long, f"modules over {sc.MODULE_LINES} lines: {long}"
 
 
-@pytest.mark.parametrize("package", _marked(LONG_FUNCTIONS))
+@pytest.mark.parametrize("package", PACKAGES)
 def test_no_function_over_60_lines(package: str) -> None:
     long = {k: n for k, n in sc.long_functions(RANCH).items() if k.startswith(f"{package}/")}
     assert not long, f"functions over {sc.FUNCTION_LINES} lines: {long}"
@@ -212,7 +200,6 @@ def test_the_size_rules_find_a_long_module_and_a_long_function(tmp_path: Path) -
 # -- one-line forwarders -----------------------------------------------------------------------
 
 
-@IN_PROGRESS
 def test_at_most_five_forwarding_methods_in_ctld() -> None:
     found = sc.forwarders(RANCH)
     assert len(found) <= sc.FORWARDERS_ALLOWED, (
@@ -255,7 +242,6 @@ def module_level(self):
 # -- ports.py ----------------------------------------------------------------------------------
 
 
-@IN_PROGRESS
 def test_ctld_ports_module_is_gone() -> None:
     assert not (RANCH / "ctld" / "ports.py").exists(), (
         "each folder declares its own ports (jobs/ports.py, nodes/ports.py, state/ports.py)")

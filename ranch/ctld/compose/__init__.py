@@ -16,7 +16,7 @@ import trio
 from ranch.conf.model import ClusterConfig
 from ranch.ctld.compose import coordinate
 from ranch.ctld.compose.controller import VERSION, Controller
-from ranch.ctld.compose.jobs import NodesOf, build_jobs
+from ranch.ctld.compose.jobs import build_jobs, nodes_of
 from ranch.ctld.compose.jobside import JobParts, parts_of
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.jobs.history import FileHistory
@@ -48,7 +48,7 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
     (nodes, members_gen, partition_nodes, set_use, push, apply_event), the reservations'
     `blocked`, and plain values (ctld/compose/jobs.py build_jobs). `programs`: power save's
     flush, run after the pass a submission or a job command runs."""
-    side = build_jobs(NodesOf(registry, reservations.blocked), config=registry.config,
+    side = build_jobs(nodes_of(registry, reservations.blocked), config=registry.config,
                       clock=base.clock, wall=base.wall, deadlines=base.deadlines,
                       changes=base.changes, site=base.site, epoch=base.epoch, spawn=spawn,
                       history=history, programs=programs)

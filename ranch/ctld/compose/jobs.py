@@ -88,18 +88,17 @@ class RegistryDoors(Protocol):
     def apply_event(self, node: Any, event: Any) -> tuple[bool, str | None]: ...
 
 
+@attrs.frozen
 class NodesOf:
     """The node side as the job side reads it (ctld/jobs/ports.py NodesForJobs): the registry's
     doors, and the reservations' `blocked` (built after the job side: a closure)."""
 
-    def __init__(self, registry: RegistryDoors,
-                 blocked: Callable[[float | None, float], frozenset[str]]) -> None:
-        self._registry = registry
-        self.partition_nodes = registry.partition_nodes
-        self.set_use = registry.set_use
-        self.push = registry.push
-        self.apply_event = registry.apply_event
-        self.blocked = blocked
+    _registry: RegistryDoors
+    partition_nodes: Callable[[str], list[str] | None]
+    set_use: Callable[[str, int, int, tuple[int, ...], bool], None]
+    push: Callable[[str, Any], bool]
+    apply_event: Callable[[Any, Any], tuple[bool, str | None]]
+    blocked: Callable[[float | None, float], frozenset[str]]
 
     @property
     def nodes(self) -> Mapping[str, NodeView]:  # replaced by a reconfigure: read it each time
@@ -108,6 +107,12 @@ class NodesOf:
     @property
     def members_gen(self) -> int:
         return self._registry.members_gen
+
+
+def nodes_of(registry: RegistryDoors,
+             blocked: Callable[[float | None, float], frozenset[str]]) -> NodesOf:
+    return NodesOf(registry, registry.partition_nodes, registry.set_use, registry.push,
+                   registry.apply_event, blocked)
 
 
 def on_deadline(side: JobSide, name: Any, kind: str) -> bool:
