@@ -1,1 +1,1 @@
-"""assoc: Slurm's accounting tree (clusters, accounts, users, associations, QOS) as pure values. Pure."""
+"""assoc: Slurm's accounting tree (clusters, accounts, users, associations, QOS) as values. Pure."""

@@ -57,7 +57,7 @@ class AcctDb:
                      == (cluster, account, user, partition)), None)
 
     def parent_of(self, a: Assoc) -> Assoc | None:
-        """The association above `a`: its account's own for a user's, the parent's for an account's."""
+        """The association above `a`: its account's own for a user's, else its parent's."""
         if a.user:
             return self.base_assoc(a.account, a.cluster)
         return self.base_assoc(a.parent, a.cluster) if a.parent else None
@@ -144,7 +144,7 @@ class AcctDb:
     def add_cluster(self, name: str) -> AcctDb:
         """`sacctmgr add cluster`: the cluster, its root association (QOS normal) and root's."""
         if any(c.name == name for c in self.clusters):
-            raise Refused(out=" This cluster {} already exists.  Not adding.\n".format(name))
-        db = attrs.evolve(self, clusters=self.clusters + (Cluster(name),))
+            raise Refused(out=f" This cluster {name} already exists.  Not adding.\n")
+        db = attrs.evolve(self, clusters=(*self.clusters, Cluster(name)))
         return db.with_assocs([Assoc(0, name, ROOT, qos=("normal",)),
                                Assoc(0, name, ROOT, user=ROOT)])

@@ -56,11 +56,12 @@ def add_users(db: AcctDb, names: tuple[str, ...], accounts: tuple[str, ...], *,
     if not accounts and default_account:
         accounts = (default_account,)
     if default_account:  # sacctmgr appends it to the list: a repeat moves to the end
-        accounts = tuple(a for a in accounts if a != default_account) + (default_account,)
+        accounts = (*(a for a in accounts if a != default_account), default_account)
     new_users, new_assocs, err = [], [], ""
     for name in names:
         if db.user(name) is None:
-            default = default_account or (accounts[0] if accounts else "")
+            # slurmdbd makes the least-named account the default when none is given
+            default = default_account or (min(accounts) if accounts else "")
             if default_account and db.account(default_account) is None:
                 err += NO_ACCOUNT.format(default_account)
                 continue
@@ -165,7 +166,8 @@ def delete_accounts(db: AcctDb, names: list[str]) -> tuple[AcctDb, list[str]]:
     """An account goes with every association under it (slurmdbd removes lft..rgt); its
     sub-accounts' records stay, with no associations, as slurmdbd leaves them."""
     if ROOT in names:
-        raise Refused(err=" You are not allowed to remove the root account.\n")
+        raise Refused(err=" You are not allowed to remove the root account.\n"
+                          " Use remove cluster instead.\n")
     gone = [n for n in names if db.account(n) is not None]
     if not gone:
         raise Refused(out=" Nothing deleted\n")
@@ -173,8 +175,12 @@ def delete_accounts(db: AcctDb, names: list[str]) -> tuple[AcctDb, list[str]]:
     for a in db.assocs:
         if not a.user and a.account in gone:
             drop |= {b.id for b in db.subtree(a)}
+    assocs = tuple(a for a in db.assocs if a.id not in drop)
+    # a user whose default account lost its last association of theirs has none (slurmdbd)
+    users = tuple(u if any(a.user == u.name and a.account == u.default_account for a in assocs)
+                  else attrs.evolve(u, default_account="") for u in db.users)
     return attrs.evolve(db, accounts=tuple(a for a in db.accounts if a.name not in gone),
-                        assocs=tuple(a for a in db.assocs if a.id not in drop)), gone
+                        assocs=assocs, users=users), gone
 
 
 def delete_users(db: AcctDb, names: list[str]) -> tuple[AcctDb, list[str]]:

@@ -42,12 +42,13 @@ def _field(kind: str, i: int, cls: type, f: attrs.Attribute, raw: Any) -> Any:
         if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
             raise ValueError(f"accounting record {where}: not a list of names")
         return tuple(raw)
-    want = {"int": int, "float": (int, float), "str": str}[str(f.type)]
+    types: dict[str, type | tuple[type, ...]] = {"int": int, "float": (int, float), "str": str}
+    want = types[str(f.type)]
     if isinstance(raw, bool) or not isinstance(raw, want):
         raise ValueError(f"accounting record {where}: {raw!r} is not a {f.type}")
     if cls is User and f.name == "admin_level" and raw not in ADMIN_LEVELS:
         raise ValueError(f"accounting record {where}: {raw!r} is not an admin level")
-    return float(raw) if f.type == "float" else raw
+    return float(raw) if isinstance(raw, int | float) and str(f.type) == "float" else raw
 
 
 def _record(kind: str, i: int, cls: type, raw: Any) -> Any:

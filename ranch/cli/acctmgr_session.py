@@ -1,0 +1,43 @@
+"""One sacctmgr command line over an AcctDb, as sacctmgr 22.05 answers it: options, the verb,
+stdout, stderr and exit status. Pure: the caller holds the db (rctld's store, once wired)."""
+
+from __future__ import annotations
+
+from ranch.assoc.db import AcctDb, Refused
+from ranch.cli import sbatch_options as so
+from ranch.cli.acctmgr_change import delete, modify
+from ranch.cli.acctmgr_fields import UnknownField
+from ranch.cli.acctmgr_parse import Usage, parse
+from ranch.cli.acctmgr_show import show
+from ranch.cli.acctmgr_values import BadValue
+from ranch.cli.acctmgr_verbs import Reply, add
+from ranch.cli.racctmgr import OPTIONS
+
+
+def respond(argv: list[str], db: AcctDb, answer: str | None = None) -> Reply:
+    """`answer`: what the user types at the commit question (None: nothing in 30 s)."""
+    # getopt_long permutes: an option may follow the command's words
+    flags = [w for w in argv if w.startswith("-") and w != "-"]
+    words = [w for w in argv if not (w.startswith("-") and w != "-")]
+    try:
+        values, _ = so.parse(flags, options=OPTIONS)
+        rest = words
+    except so.OptionError as exc:
+        return Reply(db, err=f"sacctmgr: {exc}\n", rc=1)
+    parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
+    try:
+        cmd = parse(rest)
+        if cmd.verb == "show":
+            return Reply(db, show(db, cmd, header=not values.get("noheader"), parsable=parsable))
+        immediate = bool(values.get("immediate"))
+        if values.get("readonly"):
+            return Reply(db, err="Can't run this command in readonly mode.\n", rc=1)
+        if cmd.verb == "add":
+            return add(db, cmd, immediate, answer)
+        if cmd.verb == "modify":
+            return modify(db, cmd, immediate, answer)
+        return delete(db, cmd, immediate, answer)
+    except Refused as exc:
+        return Reply(db, exc.out, exc.err, 1)
+    except (Usage, UnknownField, BadValue) as exc:
+        return Reply(db, err=str(exc), rc=1)
