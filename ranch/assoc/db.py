@@ -12,6 +12,12 @@ from ranch.assoc.records import INHERITED, Account, Assoc, Cluster, Qos, User
 ROOT = "root"
 
 
+def _own(a: Assoc) -> list[str]:
+    """The inherited fields `a` sets itself."""
+    return [k for k, _ in a.limits] + (["qos"] if a.qos else []) + (
+        ["def_qos"] if a.def_qos else [])
+
+
 class Refused(ValueError):
     """An operation sacctmgr refuses: `out` for stdout, `err` for stderr (its exact lines)."""
 
@@ -95,7 +101,18 @@ class AcctDb:
             return []
         kids = [b for b in self.assocs if b.cluster == a.cluster and (
             (b.user and b.account == a.account) or (not b.user and b.parent == a.account))]
-        return sorted(kids, key=lambda b: -b.seq)
+        return sorted(kids, key=lambda b: (-b.seq, b.id))
+
+    def inheritors(self, a: Assoc, fields: set[str]) -> list[Assoc]:
+        """The user associations under account association `a` that take one of `fields` from
+        it (no value of their own), through sub-accounts that pass one on: what slurmdbd lists
+        after a modify of an inherited limit (as_mysql_assoc.c _modify_unset_users)."""
+        out: list[Assoc] = []
+        for kid in self.children(a):
+            if not fields - set(_own(kid)):
+                continue
+            out += [kid] if kid.user else self.inheritors(kid, fields - set(_own(kid)))
+        return out
 
     def subtree(self, a: Assoc) -> list[Assoc]:
         out = [a]
@@ -113,38 +130,49 @@ class AcctDb:
         return out
 
     def hierarchy(self, assocs: Iterable[Assoc]) -> list[Assoc]:
-        """sacctmgr's `show assoc` order (slurmdb_sort_hierarchical_assoc_list): depth first,
-        under each account its users (by name) before its sub-accounts (by name)."""
+        """sacctmgr's `show assoc` order (slurmdb_sort_hierarchical_assoc_list): the chosen
+        associations in lft order hung under the nearest chosen parent (or at the top when it
+        is not chosen), each level's users first, then by name (a stable sort), depth first."""
         chosen = {a.id for a in assocs}
+        index: dict[int, tuple[Assoc, list]] = {}
+        top: list[tuple[Assoc, list]] = []
+        for a in self.lft_order():
+            if a.id not in chosen:
+                continue
+            parent = self.parent_of(a)
+            rec: tuple[Assoc, list] = (a, [])
+            if parent is not None and parent.id in index:
+                index[parent.id][1].append(rec)
+            else:
+                top.append(rec)
+            index[a.id] = rec
         out: list[Assoc] = []
 
-        def walk(a: Assoc) -> None:
-            if a.id in chosen:
+        def walk(level: list[tuple[Assoc, list]]) -> None:
+            for a, kids in sorted(level, key=lambda r: self._sort_key(r[0])):
                 out.append(a)
-            kids = self.children(a)
-            kids.sort(key=lambda b: (0 if b.user else 1, b.user or b.account, b.partition))
-            for kid in kids:
-                walk(kid)
-        for c in sorted(self.clusters, key=lambda c: c.name):
-            root = self.base_assoc(ROOT, c.name)
-            if root is not None:
-                walk(root)
+                walk(kids)
+        walk(top)
         return out
+
+    def _sort_key(self, a: Assoc) -> tuple[int, str]:
+        if a.user:
+            return 0, a.user
+        return 1, a.account if self.parent_of(a) is not None else a.cluster
 
     # -- building ---------------------------------------------------------------------------
 
     def with_assocs(self, new: Iterable[Assoc]) -> AcctDb:
-        added = []
-        nid, seq = self.next_id, self.next_seq
-        for a in new:
-            added.append(attrs.evolve(a, id=nid, seq=seq))
-            nid, seq = nid + 1, seq + 1
-        return attrs.evolve(self, assocs=self.assocs + tuple(added), next_id=nid, next_seq=seq)
+        """Add associations made by one command (one slurmdbd batch)."""
+        added = tuple(attrs.evolve(a, id=self.next_id + i, seq=self.next_seq)
+                      for i, a in enumerate(new))
+        return attrs.evolve(self, assocs=self.assocs + added, next_id=self.next_id + len(added),
+                            next_seq=self.next_seq + 1)
 
     def add_cluster(self, name: str) -> AcctDb:
         """`sacctmgr add cluster`: the cluster, its root association (QOS normal) and root's."""
         if any(c.name == name for c in self.clusters):
             raise Refused(out=f" This cluster {name} already exists.  Not adding.\n")
         db = attrs.evolve(self, clusters=(*self.clusters, Cluster(name)))
-        return db.with_assocs([Assoc(0, name, ROOT, qos=("normal",)),
-                               Assoc(0, name, ROOT, user=ROOT)])
+        db = db.with_assocs([Assoc(0, name, ROOT, qos=("normal",))])
+        return db.with_assocs([Assoc(0, name, ROOT, user=ROOT)])

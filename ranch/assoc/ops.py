@@ -83,7 +83,13 @@ def add_users(db: AcctDb, names: tuple[str, ...], accounts: tuple[str, ...], *,
         raise Refused(err=err, out=" Nothing new added.\n")
     if not new_assocs:
         raise Refused(err=err + " No associations or wckeys created.\n")
-    out = attrs.evolve(db, users=db.users + tuple(new_users)).with_assocs(new_assocs)
+    # a user with no default account takes one of the new ones (slurmdbd marks one is_def:
+    # the least-named, as measured)
+    users = tuple(attrs.evolve(u, default_account=min(
+        a.account for a in new_assocs if a.user == u.name))
+        if not u.default_account and any(a.user == u.name for a in new_assocs) else u
+        for u in db.users + tuple(new_users))
+    out = attrs.evolve(db, users=users).with_assocs(new_assocs)
     return Added(out, tuple(u.name for u in new_users), tuple(out.assocs[len(db.assocs):]), err)
 
 

@@ -49,7 +49,8 @@ class User:
 @attrs.frozen
 class Assoc:
     """One association: (cluster, account, user, partition); user "" is the account's own.
-    `seq` orders siblings as slurmdbd's lft does: a newer sibling comes first."""
+    `seq` (the command that made it) orders siblings as slurmdbd's lft does: a later command's
+    first, one command's in the order it made them (by id)."""
     id: int
     cluster: str
     account: str

@@ -5,23 +5,25 @@ from __future__ import annotations
 
 from ranch.assoc import ops
 from ranch.assoc.db import AcctDb, Refused
+from ranch.assoc.records import INHERITED, Assoc
+from ranch.cli.acctmgr_ask import Reply, commit
 from ranch.cli.acctmgr_parse import Command
 from ranch.cli.acctmgr_show import filters, pick_assocs
-from ranch.cli.acctmgr_verbs import Reply, _qos_fields, commit, settings
+from ranch.cli.acctmgr_verbs import qos_fields, settings
 
 
 def _names(cmd: Command) -> list[str]:
-    return [n.lower() for n in cmd.names]
+    return [n.lower() for n in cmd.names] + sorted(filters(cmd).get("name", set()))
 
 
-def modify(db: AcctDb, cmd: Command, immediate: bool, answer: str | None) -> Reply:
+def modify(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None) -> Reply:
     lims, other = settings(cmd)
     if not lims and not other:
         raise Refused(err=" You didn't give me anything to set\n")
     if cmd.entity == "qos":
-        new, names = ops.modify_qos(db, _names(cmd), _qos_fields(lims, other), lims)
+        new, names = ops.modify_qos(db, _names(cmd), qos_fields(other), lims)
         return commit(db, new, " Modified qos...\n" + "".join(f"  {n}\n" for n in names),
-                      immediate, answer)
+                      immediate, stdin)
     if cmd.entity == "user" and ("default_account" in other or "admin_level" in other):
         new, names = ops.modify_users(db, _names(cmd),
                                       default_account=other.get("default_account", "").lower(),
@@ -29,14 +31,19 @@ def modify(db: AcctDb, cmd: Command, immediate: bool, answer: str | None) -> Rep
         if not names:
             raise Refused(out=" Nothing modified\n")
         return commit(db, new, " Modified users...\n" + "".join(f"  {n}\n" for n in names),
-                      immediate, answer)
-    return _modify_assocs(db, cmd, lims, other, immediate, answer)
+                      immediate, stdin)
+    return _modify_assocs(db, cmd, lims, other, immediate, stdin)
 
 
-def _modify_assocs(db, cmd, lims, other, immediate, answer) -> Reply:
-    want = filters(cmd)
+def user_line(a: Assoc) -> str:
+    line = f"  C = {a.cluster:<10.10} A = {a.account:<20.20} U = {a.user:<9.9}"
+    return line + (f" P = {a.partition}\n" if a.partition else "\n")
+
+
+def _modify_assocs(db, cmd, lims, other, immediate, stdin) -> Reply:
+    want = {k: v for k, v in filters(cmd).items() if k != "name"}
     key = "user" if cmd.entity == "user" else "account"
-    if cmd.names:
+    if _names(cmd):
         want.setdefault(key, set()).update(_names(cmd))
     chosen = [a for a in pick_assocs(db, want) if (bool(a.user) == (cmd.entity == "user"))]
     shares = int(other["shares"]) if "shares" in other else None
@@ -47,28 +54,25 @@ def _modify_assocs(db, cmd, lims, other, immediate, answer) -> Reply:
         raise Refused(out=" Nothing modified\n")
     if cmd.entity == "user":
         text = " Modified user associations...\n" + "".join(
-            f"  C = {a.cluster:<10.10} A = {a.account:<20.20} U = {a.user:<9.9}\n"
-            for a in new.hierarchy(changed))
-    else:
-        text = " Modified account associations...\n" + "".join(
-            f"  C = {a.cluster:<10.10} A = {a.account} of {a.parent}\n"
-            for a in new.hierarchy(changed))
-    return commit(db, new, text, immediate, answer)
+            user_line(a) for a in new.hierarchy(changed))
+        return commit(db, new, text, immediate, stdin)
+    passed = ({k for k in lims if k in INHERITED} | {k for k in ("qos", "def_qos") if k in other})
+    text = " Modified account associations...\n"
+    for a in new.hierarchy(changed):
+        text += f"  C = {a.cluster:<10.10} A = {a.account} of {a.parent}\n"
+        text += "".join(user_line(u) for u in new.inheritors(a, passed)) if passed else ""
+    return commit(db, new, text, immediate, stdin)
 
 
-def delete(db: AcctDb, cmd: Command, immediate: bool, answer: str | None) -> Reply:
-    names = _names(cmd) + sorted(filters(cmd).get("name", set()))
+def delete(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None) -> Reply:
+    names = _names(cmd)
     if cmd.entity == "account":
         new, gone = ops.delete_accounts(db, names)
         head = " Deleting accounts...\n"
     elif cmd.entity == "user":
         new, gone = ops.delete_users(db, names)
         head = " Deleting users...\n"
-    elif cmd.entity == "qos":
+    else:
         new, gone = ops.delete_qos(db, names)
         head = " Deleting QOS(s)...\n"
-    else:
-        raise Refused(err=f" Deleting {cmd.entity} is not done here\n")
-    return commit(db, new, head + "".join(f"  {n}\n" for n in gone), immediate, answer)
-
-
+    return commit(db, new, head + "".join(f"  {n}\n" for n in gone), immediate, stdin)

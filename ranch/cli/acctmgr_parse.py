@@ -9,8 +9,30 @@ import attrs
 VERBS = (("add", 3, "add"), ("create", 2, "add"), ("modify", 1, "modify"),
          ("update", 1, "modify"), ("delete", 3, "delete"), ("remove", 3, "delete"),
          ("show", 3, "show"), ("list", 3, "show"))
-ENTITIES = (("accounts", 3, "account"), ("associations", 2, "assoc"), ("clusters", 2, "cluster"),
-            ("qos", 1, "qos"), ("users", 1, "user"))
+# each verb's entities (sacctmgr.c _add_it, _show_it, _modify_it, _delete_it): what this model
+# holds; the others sacctmgr knows (coordinator, federation, resource, ...) are refused below
+ENTITIES = {
+    "add": (("account", 1, "account"), ("acct", 4, "account"), ("cluster", 2, "cluster"),
+            ("qos", 1, "qos"), ("user", 1, "user")),
+    "show": (("accounts", 2, "account"), ("acct", 4, "account"), ("associations", 2, "assoc"),
+             ("clusters", 2, "cluster"), ("qos", 1, "qos"), ("users", 1, "user")),
+    "modify": (("accounts", 1, "account"), ("acct", 4, "account"), ("qoss", 1, "qos"),
+               ("users", 1, "user")),
+    "delete": (("accounts", 1, "account"), ("acct", 4, "account"), ("qos", 2, "qos"),
+               ("users", 1, "user")),
+}
+NO_ENTITY = {
+    "add": ('No valid entity in add command\nInput line must include "Account", "Cluster", '
+            '"Coordinator", "Federation", "QOS", "Resource", or "User"\n'),
+    "show": ('No valid entity in list command\nInput line must include "Account", '
+             '"Association", "Cluster", "Configuration",\n"Event", "Federation", "Problem", '
+             '"QOS", "Resource", "Reservation",\n"RunAwayJobs", "Stats", "Transaction", "TRES", '
+             '"User", or "WCKey"\n'),
+    "modify": ('No valid entity in modify command\nInput line must include "Account", '
+               '"Cluster", "Federation", "Job", "QOS", "Resource" or "User"\n'),
+    "delete": ('No valid entity in delete command\nInput line must include "Account", '
+               '"Cluster", "Coordinator", "Federation", "QOS", "Resource", or "User"\n'),
+}
 
 
 NAME_KEYS = {"user": ("name", "names", "user", "users"), "qos": ("name", "names"),
@@ -57,12 +79,9 @@ def parse(words: list[str]) -> Command:
     verb = match(words[0], VERBS)
     if verb is None:
         raise Usage(f"invalid keyword: {words[0]}\n")
-    if len(words) < 2:
-        raise Usage(f"Too few arguments for keyword:{words[0]}\n")
-    entity = match(words[1], ENTITIES)
+    entity = match(words[1], ENTITIES[verb]) if len(words) > 1 else None
     if entity is None:
-        raise Usage(f"No valid entity in {verb} command\nInput line must include "
-                    '"Account", "Association", "Cluster", "QOS", "User"\n')
+        raise Usage(NO_ENTITY[verb])
     names: list[str] = []
     where: list[tuple[str, str]] = []
     sets: list[tuple[str, str]] = []

@@ -3,19 +3,25 @@ stdout, stderr and exit status. Pure: the caller holds the db (rctld's store, on
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ranch.assoc.db import AcctDb, Refused
 from ranch.cli import sbatch_options as so
+from ranch.cli.acctmgr_ask import Reply
 from ranch.cli.acctmgr_change import delete, modify
 from ranch.cli.acctmgr_fields import UnknownField
 from ranch.cli.acctmgr_parse import Usage, parse
 from ranch.cli.acctmgr_show import show
 from ranch.cli.acctmgr_values import BadValue
-from ranch.cli.acctmgr_verbs import Reply, add
+from ranch.cli.acctmgr_verbs import add
 from ranch.cli.racctmgr import OPTIONS
 
 
-def respond(argv: list[str], db: AcctDb, answer: str | None = None) -> Reply:
-    """`answer`: what the user types at the commit question (None: nothing in 30 s)."""
+def respond(argv: list[str], db: AcctDb, stdin: str | None = None,
+            known_user: Callable[[str], bool] = lambda name: True) -> Reply:
+    """`stdin`: what the user types at sacctmgr's questions (None: nothing, in 30 s);
+    `known_user`: whether the system knows a user name (sacctmgr asks before adding one it
+    does not)."""
     # getopt_long permutes: an option may follow the command's words
     flags = [w for w in argv if w.startswith("-") and w != "-"]
     words = [w for w in argv if not (w.startswith("-") and w != "-")]
@@ -33,10 +39,10 @@ def respond(argv: list[str], db: AcctDb, answer: str | None = None) -> Reply:
         if values.get("readonly"):
             return Reply(db, err="Can't run this command in readonly mode.\n", rc=1)
         if cmd.verb == "add":
-            return add(db, cmd, immediate, answer)
+            return add(db, cmd, immediate, stdin, known_user)
         if cmd.verb == "modify":
-            return modify(db, cmd, immediate, answer)
-        return delete(db, cmd, immediate, answer)
+            return modify(db, cmd, immediate, stdin)
+        return delete(db, cmd, immediate, stdin)
     except Refused as exc:
         return Reply(db, exc.out, exc.err, 1)
     except (Usage, UnknownField, BadValue) as exc:

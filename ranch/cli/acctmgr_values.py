@@ -80,7 +80,8 @@ def limit_value(name: str, value: str) -> str:
 
 
 def limit_key(key: str) -> str | None:
-    return match(key, tuple((s.lower(), n, c) for s, n, c in LIMIT_KEYS))
+    exact = {s.lower(): c for s, _, c in LIMIT_KEYS}.get(key.lower())
+    return exact or match(key, tuple((s.lower(), n, c) for s, n, c in LIMIT_KEYS))
 
 
 def _tres_part(value: str, tres: str) -> str:

@@ -1,41 +1,50 @@
-"""sacctmgr's add, modify and delete over an AcctDb: the `set` words to the model, the
-confirmation texts, and the commit question (common.c commit_check) unless -i."""
+"""sacctmgr's add over an AcctDb: the `set` words to the model, and the confirmation texts
+(account_functions.c, user_functions.c, qos_functions.c; common.c's limit printers)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import attrs
 
 from ranch.assoc import ops
-from ranch.assoc.db import AcctDb
+from ranch.assoc.db import AcctDb, Refused
+from ranch.cli.acctmgr_ask import Reply, ask, commit
 from ranch.cli.acctmgr_parse import Command, match
 from ranch.cli.acctmgr_values import BadValue, limit_key, limit_value
 
-QUESTION = "Would you like to commit changes? (You have 30 seconds to decide)\n(N/y): "
-# sacctmgr_print_qos_limits' labels, in its order
-QOS_LABELS = (
-    ("flags", "  Flags                    = "), ("GrpJobs", "  GrpJobs                  = "),
-    ("GrpSubmitJobs", "  GrpSubmitJobs            = "),
-    ("GrpTRES", "  GrpTRES                  = "), ("GrpWall", "  GrpWall                  = "),
-    ("MaxJobsPerUser", "  MaxJobsPerUser = "),
-    ("MaxSubmitJobsPerUser", "  MaxSubmitJobsPerUser     = "),
-    ("MaxTRES", "  MaxTRESPerJob            = "),
-    ("MaxTRESPerUser", "  MaxTRESPerUser           = "),
-    ("MaxWall", "  MaxWallDurationPerJob    = "), ("priority", "  Priority                 = "))
-OTHER_KEYS = (("description", 3, "description"), ("organization", 3, "organization"),
+# sacctmgr_print_assoc_limits' labels, in its order
+ASSOC_LABELS = (("shares", "Fairshare     = "), ("GrpJobs", "GrpJobs       = "),
+                ("GrpSubmitJobs", "GrpSubmitJobs = "), ("GrpTRES", "GrpTRES       = "),
+                ("GrpTRESMins", "GrpTRESMins   = "), ("GrpTRESRunMins", "GrpTRESRunMins= "),
+                ("GrpWall", "GrpWall       = "), ("MaxJobs", "MaxJobs       = "),
+                ("MaxSubmitJobs", "MaxSubmitJobs = "), ("MaxTRES", "MaxTRES       = "),
+                ("MaxTRESPerNode", "MaxTRESPerNode= "), ("MaxTRESMins", "MaxTRESMins   = "),
+                ("MaxWall", "MaxWall       = "), ("parent", "Parent        = "),
+                ("qos", "QOS           = "), ("def_qos", "DefQOS        = "))
+# sacctmgr_print_qos_limits' order
+QOS_ORDER = (
+    "flags", "GrpJobs", "GrpSubmitJobs", "GrpTRES", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
+    "MaxJobsPerAccount", "MaxJobsPerUser", "MaxSubmitJobsPerAccount", "MaxSubmitJobsPerUser",
+    "MaxTRESPerAccount", "MaxTRES", "MaxTRESPerNode", "MaxTRESPerUser", "MinTRES",
+    "MaxTRESMins", "MaxWall", "preempt", "preempt_mode", "priority", "usage_factor")
+QOS_NAMES = {"MaxTRES": "MaxTRESPerJob", "MinTRES": "MinTRESPerJob", "preempt_mode":
+             "PreemptMode", "usage_factor": "UsageFactor"}
+OTHER_KEYS = (("description", 1, "description"), ("organization", 1, "organization"),
               ("parent", 3, "parent"), ("defaultaccount", 3, "default_account"),
               ("adminlevel", 2, "admin_level"), ("accounts", 2, "accounts"),
               ("partitions", 3, "partition"), ("clusters", 2, "clusters"),
               ("fairshare", 1, "shares"), ("shares", 1, "shares"), ("qoslevel", 3, "qos"),
               ("defaultqos", 3, "def_qos"), ("priority", 3, "priority"), ("flags", 1, "flags"),
-              ("usagefactor", 6, "usage_factor"), ("preemptmode", 8, "preempt_mode"))
+              ("usagefactor", 6, "usage_factor"), ("preemptmode", 8, "preempt_mode"),
+              ("preempt", 7, "preempt"))
 
 
-@attrs.frozen
-class Reply:
-    db: AcctDb
-    out: str = ""
-    err: str = ""
-    rc: int = 0
+def _qos_label(key: str) -> str:
+    if key == "MaxJobsPerUser":
+        return "  MaxJobsPerUser = "  # sacctmgr's own spacing for this one
+    name = QOS_NAMES.get(key) or (key if key[0].isupper() else key.title())
+    return f"  {name:<25}= "
 
 
 def settings(cmd: Command) -> tuple[dict[str, str], dict[str, str]]:
@@ -55,35 +64,32 @@ def settings(cmd: Command) -> tuple[dict[str, str], dict[str, str]]:
     return lims, other
 
 
-def commit(before: AcctDb, after: AcctDb, out: str, immediate: bool, answer: str | None) -> Reply:
-    if immediate:
-        return Reply(after, out)
-    out += QUESTION
-    if answer is None:
-        return Reply(before, out + "timeout\n Changes Discarded\n")
-    out += "\n"
-    if answer[:1] in ("y", "Y"):
-        return Reply(after, out)
-    return Reply(before, out + " Changes Discarded\n")
+def assoc_settings(lims: dict[str, str], other: dict[str, str], parent: str = "") -> str:
+    shown: dict[str, str] = dict(lims)
+    shown.update({k: other[k] for k in ("shares", "qos", "def_qos") if k in other})
+    if parent:
+        shown["parent"] = parent
+    return "".join(f"  {label}{shown[key]}\n" for key, label in ASSOC_LABELS if shown.get(key))
 
 
-def add(db: AcctDb, cmd: Command, immediate: bool, answer: str | None) -> Reply:
+def add(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
+        known_user: Callable[[str], bool]) -> Reply:
     lims, other = settings(cmd)
     names = tuple(n.lower() for n in cmd.names)
     if cmd.entity == "account":
-        return _add_accounts(db, names, lims, other, immediate, answer)
+        return _add_accounts(db, names, lims, other, immediate, stdin)
     if cmd.entity == "user":
-        return _add_users(db, names, lims, other, immediate, answer)
+        return _add_users(db, names, lims, other, immediate, stdin, known_user)
     if cmd.entity == "qos":
-        return _add_qos(db, names, lims, other, immediate, answer)
-    raise BadValue(f" Adding {cmd.entity} is not done here\n")
+        return _add_qos(db, names, lims, other, immediate, stdin)
+    raise Refused(err=f" Adding a {cmd.entity} is rctld's (its cluster.conf)\n")
 
 
-def _add_accounts(db, names, lims, other, immediate, answer) -> Reply:
+def _add_accounts(db, names, lims, other, immediate, stdin) -> Reply:
     desc, org = other.get("description", "").lower(), other.get("organization", "").lower()
     parent = other.get("parent", "root").lower()
     done = ops.add_accounts(db, names, parent=parent, description=desc, organization=org,
-                            settings=lims)
+                            settings=lims, shares=int(other.get("shares", 1)))
     out = " Adding Account(s)\n" + "".join(f"  {n}\n" for n in done.names) if done.names else ""
     if done.names:
         out += (" Settings\n" f"  Description     = {desc or 'Account Name'}\n"
@@ -91,20 +97,28 @@ def _add_accounts(db, names, lims, other, immediate, answer) -> Reply:
     out += " Associations\n" + "".join(f"  A = {a.account:<10.10} C = {a.cluster:<10.10}\n"
                                        for a in done.assocs)
     if other or lims:
-        out += f" Settings\n  Parent        = {parent}\n"
-    reply = commit(db, done.db, out, immediate, answer)
+        out += " Settings\n" + assoc_settings(lims, other, parent)
+    reply = commit(db, done.db, out, immediate, stdin)
     return attrs.evolve(reply, err=done.err, rc=1 if done.err else 0)
 
 
-def _assoc_line(a) -> str:
+def assoc_line(a) -> str:
     line = f"  U = {a.user:<9.9} A = {a.account:<10.10} C = {a.cluster:<10.10}"
     return line + (f" P = {a.partition:<10.10}\n" if a.partition else "\n")
 
 
-def _add_users(db, names, lims, other, immediate, answer) -> Reply:
+def _add_users(db, names, lims, other, immediate, stdin, known_user) -> Reply:
     accounts = tuple(a.lower() for a in other.get("accounts", "").split(",") if a)
     default = other.get("default_account", "").lower()
     admin = other.get("admin_level", "")
+    asked = ""
+    for name in names:  # sacctmgr asks before it adds a user the system does not know
+        if not immediate and db.user(name) is None and not known_user(name):
+            text, yes, stdin = ask(f"There is no uid for user '{name}'\nAre you sure you want "
+                                   "to continue?", stdin)
+            asked += text
+            if not yes:
+                return Reply(db, asked, rc=1, stdin=stdin)
     done = ops.add_users(db, names, accounts, default_account=default, admin_level=admin,
                          partitions=tuple(p for p in other.get("partition", "").split(",") if p),
                          settings=lims)
@@ -113,13 +127,13 @@ def _add_users(db, names, lims, other, immediate, answer) -> Reply:
         out += " Settings =\n"
         out += f"  Default Account = {default}\n" if default else ""
         out += f"  Admin Level     = {admin}\n" if admin else ""
-    out += " Associations =\n" + "".join(_assoc_line(a) for a in done.assocs)
-    out += " Non Default Settings\n"
-    reply = commit(db, done.db, out, immediate, answer)
+    out += " Associations =\n" + "".join(assoc_line(a) for a in done.assocs)
+    out += " Non Default Settings\n" + assoc_settings(lims, other)
+    reply = commit(db, done.db, asked + out, immediate, stdin)
     return attrs.evolve(reply, err=done.err, rc=1 if done.err else 0)
 
 
-def _qos_fields(lims: dict[str, str], other: dict[str, str]) -> dict[str, object]:
+def qos_fields(other: dict[str, str]) -> dict[str, object]:
     fields: dict[str, object] = {}
     if "priority" in other:
         fields["priority"] = int(other["priority"])
@@ -129,17 +143,25 @@ def _qos_fields(lims: dict[str, str], other: dict[str, str]) -> dict[str, object
         fields["usage_factor"] = float(other["usage_factor"])
     if "preempt_mode" in other:
         fields["preempt_mode"] = other["preempt_mode"].lower()
+    if "preempt" in other:
+        fields["preempt"] = tuple(p for p in other["preempt"].lower().split(",") if p)
     return fields
 
 
-def _add_qos(db, names, lims, other, immediate, answer) -> Reply:
-    fields = _qos_fields(lims, other)
+def _add_qos(db, names, lims, other, immediate, stdin) -> Reply:
+    fields = qos_fields(other)
     description = other.get("description", "")
     done = ops.add_qos(db, names, description=description, limits=tuple(sorted(lims.items())),
                        **fields)
     out = " Adding QOS(s)\n" + "".join(f"  {n}\n" for n in done.names)
     out += f" Settings\n  Description    = {description or done.names[0]}\n"
     shown = {**{k: str(v) for k, v in fields.items()}, **lims}
-    shown["flags"] = ",".join(fields.get("flags", ())) if "flags" in fields else ""  # type: ignore[arg-type]
-    out += "".join(label + shown[key] + "\n" for key, label in QOS_LABELS if shown.get(key))
-    return commit(db, done.db, out, immediate, answer)
+    for key in ("flags", "preempt"):
+        if key in other:
+            shown[key] = ",".join(str(x) for x in fields[key])  # type: ignore[attr-defined]
+    if "preempt_mode" in fields:  # preempt_mode_string's capitals
+        shown["preempt_mode"] = str(fields["preempt_mode"]).upper()
+    if "usage_factor" in fields:
+        shown["usage_factor"] = f"{fields['usage_factor']:.4f}"
+    out += "".join(_qos_label(key) + shown[key] + "\n" for key in QOS_ORDER if shown.get(key))
+    return commit(db, done.db, out, immediate, stdin)

@@ -14,6 +14,7 @@ Needs slurmdbd and MariaDB (tests/conformance/slurmdbd.py); without them it skip
 from __future__ import annotations
 
 import os
+import pwd
 import shlex
 import subprocess
 
@@ -23,7 +24,7 @@ from tests.conformance.shape import SHAPE
 from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_missing
 from tests.conformance.slurmdbd import accounting_missing
 
-# (the command line after `sacctmgr`, what is typed at the commit question or None)
+# (the command line after `sacctmgr`, what is typed at its questions, or None)
 SCRIPT: tuple[tuple[str, str | None], ...] = (
     ('-i add account physics Description="Physics dept" Organization=sci', None),
     ("-i add account theory parent=physics Description=theory Organization=sci", None),
@@ -66,8 +67,47 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("show assoc -P format=account,user", None),
     ("show user -P", None),
     ("show account -P", None),
+    # limits on add, inherited limits on modify, partitions, admin levels, QOS fields
+    ("-i add account chem Description=chemistry Organization=sci", None),
+    ("-i add account lim parent=chem GrpJobs=5 MaxJobs=3 Fairshare=2 MaxWall=2:00:00 "
+     "GrpTRES=cpu=16,node=2", None),
+    ("-i add user alice account=lim AdminLevel=Operator", None),
+    ("-i add user bob account=chem,lim partition=debug,gpu MaxSubmitJobs=9", None),
+    ("-i modify account chem set MaxJobs=7 QOS=normal", None),
+    ("-i modify account lim set MaxJobs=-1", None),
+    ("-i modify user alice set AdminLevel=Administrator", None),
+    ("show assoc format=account,user,partition,share,grpjobs,grptres,maxjobs,maxsubmit,maxwall,"
+     "qos -P", None),
+    ("show assoc where partition=debug format=account,user,partition", None),
+    ("show cluster format=cluster,share,qos,defaultqos", None),
+    ("show qos -n normal", None),
+    ("show qos where name=normal format=name,usagefactor,gracetime,preemptmode", None),
+    ("show user format=user,admin,defaultaccount", None),
+    ("show bogus", None),
+    ("show user format=nosuchfield", None),
+    ("-i modify user alice set Bogus=1", None),
+    ("-i add qos gpu GrpTRES=cpu=40 MaxTRESPerUser=node=2,cpu=8 MaxWall=1-00:00:00 "
+     "MaxSubmitJobsPerUser=10 UsageFactor=2 Preempt=normal PreemptMode=requeue", None),
+    ("show qos gpu format=name,grptres,maxtrespu,maxwall,maxsubmitpu,usagefactor,preempt,"
+     "preemptmode -P", None),
+    ("add user nosuchuser1 account=chem", "y\n"),  # no uid: asked twice; the '\n' says no
+    ("add user nosuchuser2 account=chem", "n"),  # no uid: declined at once
+    ("add user alice account=chem", "y"),  # alice has a uid: asked only to commit
+    ("modify account chem set GrpJobs=3", "n\n"),
+    ("delete user alice", "x\nn"),  # "Y or N please", then no
+    ("-i delete account lim", None),
+    ("show user withassoc format=user,defaultaccount,account,partition -P", None),
+    ("show assoc format=account,user,partition -P", None),
 )
 Outcome = tuple[int, str, str]
+
+
+def _has_uid(name: str) -> bool:  # what sacctmgr's uid_from_string asks of this host
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
 
 
 def ranch_side() -> list[Outcome]:
@@ -77,7 +117,7 @@ def ranch_side() -> list[Outcome]:
     db = AcctDb.fresh().add_cluster(SHAPE.cluster)  # as slurmdbd.py's `add cluster` leaves it
     out = []
     for line, answer in SCRIPT:
-        reply = respond(shlex.split(line), db, answer)
+        reply = respond(shlex.split(line), db, answer, known_user=_has_uid)
         db = reply.db
         out.append((reply.rc, reply.out, reply.err))
     return out
