@@ -114,7 +114,8 @@ def _replace(db: AcctDb, old: Assoc, new: Assoc) -> AcctDb:
 def modify_assocs(db: AcctDb, chosen: list[Assoc], settings: dict[str, str], *,
                   shares: int | None = None, qos: tuple[str, ...] | None = None,
                   def_qos: str | None = None) -> tuple[AcctDb, list[Assoc]]:
-    """Set limits on the chosen associations; those whose record changes come back."""
+    """Set limits on the chosen associations; they all come back (slurmdbd lists every
+    association it matched, changed or not)."""
     changed = []
     for a in chosen:
         lim = dict(a.limits)
@@ -123,9 +124,8 @@ def modify_assocs(db: AcctDb, chosen: list[Assoc], settings: dict[str, str], *,
                            shares=a.shares if shares is None else shares,
                            qos=a.qos if qos is None else qos,
                            def_qos=a.def_qos if def_qos is None else def_qos)
-        if new != a:
-            db = _replace(db, a, new)
-            changed.append(new)
+        db = _replace(db, a, new)
+        changed.append(new)
     return db, changed
 
 
@@ -145,8 +145,7 @@ def modify_users(db: AcctDb, names: list[str], *, default_account: str = "",
         if u.name in names:
             new = attrs.evolve(u, default_account=default_account or u.default_account,
                                admin_level=admin_level or u.admin_level)
-            if new != u:
-                changed.append(u.name)
+            changed.append(u.name)  # matched: listed even when nothing differs
         users.append(new)
     return attrs.evolve(db, users=tuple(users)), changed
 

@@ -59,7 +59,8 @@ def _modify_assocs(db, cmd, lims, other, immediate, stdin) -> Reply:
     passed = ({k for k in lims if k in INHERITED} | {k for k in ("qos", "def_qos") if k in other})
     text = " Modified account associations...\n"
     for a in new.hierarchy(changed):
-        text += f"  C = {a.cluster:<10.10} A = {a.account} of {a.parent}\n"
+        text += f"  C = {a.cluster:<10.10} A = {a.account}" + (
+            f" of {a.parent}\n" if a.parent else "\n")
         text += "".join(user_line(u) for u in new.inheritors(a, passed)) if passed else ""
     return commit(db, new, text, immediate, stdin)
 

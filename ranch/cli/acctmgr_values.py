@@ -71,10 +71,10 @@ def limit_value(name: str, value: str) -> str:
         try:
             return time_text(minutes(value))
         except ValueError:
-            raise BadValue(f" Bad {name} time format: {value}\n") from None
+            raise BadValue(f" Bad {name} time format: ") from None
     if name in COUNT_LIMITS:
         if not value.isdigit():
-            raise BadValue(f" Bad {name} value: {value}\n")
+            raise BadValue(f"sacctmgr: error: Invalid value for {name} ({value})\n")
         return str(int(value))
     return tres_text(value)
 

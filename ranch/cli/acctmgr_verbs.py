@@ -54,7 +54,14 @@ def settings(cmd: Command) -> tuple[dict[str, str], dict[str, str]]:
     for key, value in cmd.sets:
         name = limit_key(key)
         if name is not None:
-            lims[name] = limit_value(name, value)
+            try:
+                lims[name] = limit_value(name, value)
+            except BadValue as exc:  # sacctmgr's words: the QOS's own, the association's
+                text = str(exc) + (f"{key}={value}\n" if str(exc).startswith(" Bad") else "")
+                if cmd.entity == "qos" and text.startswith(" Bad"):
+                    raise BadValue(text) from None
+                raise BadValue(text + f" Unknown option: {key}={value}\n Use keyword 'where' "
+                               "to modify condition\n") from None
             continue
         field = match(key, OTHER_KEYS)
         if field is None:

@@ -98,6 +98,16 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("-i delete account lim", None),
     ("show user withassoc format=user,defaultaccount,account,partition -P", None),
     ("show assoc format=account,user,partition -P", None),
+    # bad values, and a modify lists what it matched even where nothing changes
+    ("-i modify user root set MaxJobs=abc", None),
+    ("-i modify qos normal set MaxWall=soon", None),
+    ("-i modify user root set GrpWall=soon", None),
+    ("-i modify user root set GrpJobs=4", None),
+    ("-i modify user root set GrpJobs=4", None),
+    ("-i modify user root set GrpJobs=-1", None),
+    ("-i modify qos normal set Priority=0", None),
+    ("-i modify user root set DefaultAccount=root", None),
+    ("-i modify account root set Fairshare=1", None),
 )
 Outcome = tuple[int, str, str]
 

@@ -1,0 +1,108 @@
+"""racctmgr's sacctmgr grammar and output over ranch.assoc without a Slurm: columns and widths,
+-P/-p/-n, the commit question, refusals. The words are measured against sacctmgr 22.05 by
+tests/conformance/test_acctmgr.py; these pin the mechanics fast."""
+
+from __future__ import annotations
+
+import pytest
+
+from ranch.assoc.db import AcctDb
+from ranch.cli.acctmgr_fields import UnknownField, column, render
+from ranch.cli.acctmgr_session import respond
+
+QUESTION = "Would you like to commit changes? (You have 30 seconds to decide)\n"
+
+
+def fresh() -> AcctDb:
+    return AcctDb.fresh().add_cluster("c1")
+
+
+def run(db: AcctDb, line: str, stdin: str | None = None):
+    return respond(line.split(), db, stdin)
+
+
+@pytest.mark.parametrize(("spec", "header", "width"), [
+    ("acc", "Account", 10), ("account%-20", "Account", -20), ("defaultacc", "Def Acct", 10),
+    ("maxjobspu", "MaxJobsPU", 9), ("fairshare", "Share", 9), ("qos%5", "QOS", 5),
+    ("maxsubmitpu", "MaxSubmitPU", 11), ("grptresrunmins", "GrpTRESRunMins", 13),
+])
+def test_a_format_entry_is_matched_by_its_prefix_with_its_width(spec, header, width) -> None:
+    col = column(spec)
+    assert (col.header, col.width) == (header, width)
+
+
+def test_an_unknown_field_is_refused() -> None:
+    with pytest.raises(UnknownField, match="Unknown field 'bogus'"):
+        column("bogus")
+
+
+def test_a_cell_too_wide_ends_in_plus_the_header_is_cut() -> None:
+    cols = [column("user%4"), column("admin%-5")]
+    assert render(cols, [["alice", "Administrator"]]) == (
+        "User Admin \n---- ----- \nalic+ Admi+ \n".replace("alic+", "ali+"))
+    assert render(cols, [["alice", "Administrator"]], parsable="P") == (
+        "User|Admin\nalice|Administrator\n")
+    assert render(cols, [["a", "b"]], parsable="p", header=False) == "a|b|\n"
+
+
+def test_add_then_show_with_options_anywhere() -> None:
+    db = run(fresh(), "-i add account physics").db
+    db = run(db, "-i add user alice account=physics").db
+    done = run(db, "show assoc format=account,user -P where user=alice")
+    assert (done.rc, done.out, done.err) == (0, "Account|User\nphysics|alice\n", "")
+    assert run(db, "list users -n format=user,defaultaccount").out == (
+        "     alice    physics \n      root       root \n")
+
+
+@pytest.mark.parametrize(("stdin", "kept", "tail"), [
+    ("y", True, "(N/y): \n"),
+    ("n\n", False, "(N/y): \n Changes Discarded\n"),
+    ("x\ny", False, "(N/y): \nY or N please\n(N/y): \n Changes Discarded\n"),
+    ("xy", True, "(N/y): \nY or N please\n(N/y): \n"),
+    (None, False, "(N/y): timeout\n Changes Discarded\n"),
+])
+def test_without_i_the_change_waits_for_a_yes(stdin, kept, tail) -> None:
+    done = run(fresh(), "add account physics", stdin)
+    assert done.rc == 0
+    assert done.out.endswith(QUESTION + tail)
+    assert (done.db.account("physics") is not None) == kept
+
+
+def test_an_unknown_user_is_asked_about_first() -> None:
+    db = run(fresh(), "-i add account physics").db
+    done = respond("add user ghost account=physics".split(), db, "n",
+                   known_user=lambda name: False)
+    assert (done.rc, done.out) == (1, "There is no uid for user 'ghost'\nAre you sure you want "
+                                      "to continue? (You have 30 seconds to decide)\n(N/y): \n")
+    assert done.db == db
+
+
+@pytest.mark.parametrize(("line", "err"), [
+    ("show bogus", "No valid entity in list command\n"),
+    ("-i add assoc x", "No valid entity in add command\n"),
+    ("frobnicate user", "invalid keyword: frobnicate\n"),
+    ("-i modify user root set Colour=red", " Unknown option: Colour=red\n"),
+    ("-i modify qos normal set MaxWall=soon", " Bad MaxWall time format: MaxWall=soon\n"),
+    ("-i modify user root set MaxJobs=x", "sacctmgr: error: Invalid value for MaxJobs (x)\n"),
+])
+def test_refusals_exit_1_on_stderr(line, err) -> None:
+    done = run(fresh(), line)
+    assert done.rc == 1
+    assert done.err.startswith(err)
+    assert done.out == ""
+
+
+def test_modify_nothing_and_delete_nothing() -> None:
+    assert (run(fresh(), "-i modify user where name=nosuch set MaxJobs=1").out,
+            run(fresh(), "-i delete account nosuch").out) == (" Nothing modified\n",
+                                                             " Nothing deleted\n")
+
+
+def test_a_max_limit_is_listed_for_the_users_that_inherit_it() -> None:
+    db = run(fresh(), "-i add account physics").db
+    db = run(db, "-i add user alice account=physics").db
+    done = run(db, "-i modify account physics set MaxJobs=3")
+    assert done.out == (" Modified account associations...\n"
+                        "  C = c1         A = physics of root\n"
+                        "  C = c1         A = physics              U = alice    \n")
+    assert run(done.db, "show assoc -P -n format=user,maxjobs where user=alice").out == "alice|3\n"
