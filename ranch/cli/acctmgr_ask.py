@@ -18,6 +18,7 @@ class Reply:
     err: str = ""
     rc: int = 0
     stdin: str | None = None  # what the questions left unread
+    files: tuple[tuple[str, str], ...] = ()  # (path, text) for the caller to write (dump)
 
 
 def ask(warning: str, stdin: str | None) -> tuple[str, bool, str | None]:

@@ -8,7 +8,7 @@ import attrs
 
 VERBS = (("add", 3, "add"), ("create", 2, "add"), ("modify", 1, "modify"),
          ("update", 1, "modify"), ("delete", 3, "delete"), ("remove", 3, "delete"),
-         ("show", 3, "show"), ("list", 3, "show"))
+         ("show", 3, "show"), ("list", 3, "show"), ("dump", 3, "dump"), ("load", 2, "load"))
 # each verb's entities (sacctmgr.c _add_it, _show_it, _modify_it, _delete_it): what this model
 # holds; the others sacctmgr knows (coordinator, federation, resource, ...) are refused below
 ENTITIES = {
@@ -79,6 +79,9 @@ def parse(words: list[str]) -> Command:
     verb = match(words[0], VERBS)
     if verb is None:
         raise Usage(f"invalid keyword: {words[0]}\n")
+    if verb in ("dump", "load"):  # their own words: a cluster or file name, File=, Cluster=
+        pairs = tuple(_pair(w) or ("", w) for w in words[1:])
+        return Command(verb, "file", where=pairs)
     entity = match(words[1], ENTITIES[verb]) if len(words) > 1 else None
     if entity is None:
         raise Usage(NO_ENTITY[verb])

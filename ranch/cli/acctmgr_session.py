@@ -9,6 +9,7 @@ from ranch.assoc.db import AcctDb, Refused
 from ranch.cli import sbatch_options as so
 from ranch.cli.acctmgr_ask import Reply
 from ranch.cli.acctmgr_change import delete, modify
+from ranch.cli.acctmgr_dump import dump
 from ranch.cli.acctmgr_fields import UnknownField
 from ranch.cli.acctmgr_parse import Usage, parse
 from ranch.cli.acctmgr_show import show
@@ -33,6 +34,9 @@ def respond(argv: list[str], db: AcctDb, stdin: str | None = None,
     parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
     try:
         cmd = parse(rest)
+        if cmd.verb == "dump":
+            out, err, rc, files = dump(db, cmd.where)
+            return Reply(db, out, err, rc, files=files)
         if cmd.verb == "show":
             return Reply(db, show(db, cmd, header=not values.get("noheader"), parsable=parsable))
         immediate = bool(values.get("immediate"))

@@ -108,8 +108,12 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("-i modify qos normal set Priority=0", None),
     ("-i modify user root set DefaultAccount=root", None),
     ("-i modify account root set Fairshare=1", None),
+    # the flat file: written by the command, compared as text
+    ("dump {cluster} file=tree.cfg", None),
+    ("dump nosuch file=tree.cfg", None),
+    ("dump", None),
 )
-Outcome = tuple[int, str, str]
+Outcome = tuple[int, str, str, str]  # exit status, stdout, stderr, the file `dump` wrote
 
 
 def _has_uid(name: str) -> bool:  # what sacctmgr's uid_from_string asks of this host
@@ -127,9 +131,10 @@ def ranch_side() -> list[Outcome]:
     db = AcctDb.fresh().add_cluster(SHAPE.cluster)  # as slurmdbd.py's `add cluster` leaves it
     out = []
     for line, answer in SCRIPT:
-        reply = respond(shlex.split(line), db, answer, known_user=_has_uid)
+        reply = respond(shlex.split(line.format(cluster=SHAPE.cluster)), db, answer,
+                        known_user=_has_uid)
         db = reply.db
-        out.append((reply.rc, reply.out, reply.err))
+        out.append((reply.rc, reply.out, reply.err, "".join(text for _, text in reply.files)))
     return out
 
 
@@ -148,10 +153,14 @@ def slurm_side() -> list[Outcome]:
             pytest.fail(f"a private Slurm with slurmdbd could not start: {exc}", pytrace=False)
         out = []
         for line, answer in SCRIPT:
-            p = subprocess.run(slurm.argv("sacctmgr", *shlex.split(line)), env=slurm.env(),
-                               cwd=slurm.workdir, input="" if answer is None else answer + "\n",
-                               capture_output=True, text=True, timeout=60)
-            out.append((p.returncode, p.stdout, p.stderr))
+            written = slurm.workdir / "tree.cfg"
+            written.unlink(missing_ok=True)
+            p = subprocess.run(slurm.argv("sacctmgr", *shlex.split(line.format(
+                cluster=SHAPE.cluster))), env=slurm.env(), cwd=slurm.workdir,
+                input="" if answer is None else answer, capture_output=True, text=True,
+                timeout=60)
+            out.append((p.returncode, p.stdout, p.stderr,
+                         written.read_text() if written.exists() else ""))
         return out
     finally:
         slurm.stop()
@@ -161,4 +170,4 @@ def test_script_matches_sacctmgr(slurm_side) -> None:
     assert len(SCRIPT) >= 20
     ranch = ranch_side()
     for (line, _), want, got in zip(SCRIPT, slurm_side, ranch, strict=True):
-        assert got == want, f"sacctmgr {line}"
+        assert got == want, f"sacctmgr {line}\n{got}\n{want}"
