@@ -7,11 +7,22 @@ from __future__ import annotations
 import attrs
 
 from ranch.assoc.db import ROOT, AcctDb, Refused
-from ranch.assoc.records import Account, Assoc, Qos, User, limits
+from ranch.assoc.records import ADMIN_LEVELS, Account, Assoc, Qos, User, limits
 
 NO_ACCOUNT = " This account '{}' doesn't exist.\n        Contact your admin to add this account.\n"
 NO_PARENT = (" Parent account '{}' doesn't exist on cluster {}\n"
              "        Contact your admin to add this account.\n")
+
+
+def may(db: AcctDb, caller: str, need: str) -> bool:
+    """Whether `caller` may change the tree: root (uid 0, as slurmdbd's SlurmUser) always, else
+    an AdminLevel of at least `need` (slurmdbd's is_user_min_admin_level: Operator for accounts,
+    users and associations, Administrator for QOS)."""
+    if caller == ROOT:
+        return True
+    user = db.user(caller)
+    rank = ADMIN_LEVELS.index(user.admin_level) if user is not None else 0
+    return rank >= ADMIN_LEVELS.index(need)
 
 
 @attrs.frozen

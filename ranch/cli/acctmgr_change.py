@@ -16,10 +16,32 @@ def _names(cmd: Command) -> list[str]:
     return [n.lower() for n in cmd.names] + sorted(filters(cmd).get("name", set()))
 
 
-def modify(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None) -> Reply:
+DENIED = ("sacctmgr: error: Your user doesn't have privilege to perform this action\n"
+          " Error with request: Access/permission denied\n")
+
+
+UNAFFECTED = ("sacctmgr: accounting_storage/slurmdbd: acct_storage_p_modify_assocs: Request "
+              "didn't affect anything or your user doesn't have privilege to perform this "
+              "action\n")
+
+
+def _check(db: AcctDb, cmd: Command, caller: str, assocs: bool = False) -> None:
+    if ops.may(db, caller, "Administrator" if cmd.entity == "qos" else "Operator"):
+        return
+    if assocs and cmd.entity == "user" and _names(cmd) == [caller]:
+        # slurmdbd lets a user at their own associations, for their default account and QOS
+        # only: a limit there changes nothing (as_mysql_modify_assocs)
+        raise Refused(out=" Nothing modified\n", err=UNAFFECTED)
+    raise Refused(err=DENIED)
+
+
+def modify(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
+           caller: str = "root") -> Reply:
     lims, other = settings(cmd)
     if not lims and not other:
         raise Refused(err=" You didn't give me anything to set\n")
+    _check(db, cmd, caller, assocs=cmd.entity != "qos" and not (
+        "default_account" in other or "admin_level" in other))
     if cmd.entity == "qos":
         new, names = ops.modify_qos(db, _names(cmd), qos_fields(other), lims)
         return commit(db, new, " Modified qos...\n" + "".join(f"  {n}\n" for n in names),
@@ -65,7 +87,9 @@ def _modify_assocs(db, cmd, lims, other, immediate, stdin) -> Reply:
     return commit(db, new, text, immediate, stdin)
 
 
-def delete(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None) -> Reply:
+def delete(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
+           caller: str = "root") -> Reply:
+    _check(db, cmd, caller)
     names = _names(cmd)
     if cmd.entity == "account":
         new, gone = ops.delete_accounts(db, names)

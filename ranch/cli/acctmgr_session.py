@@ -19,10 +19,11 @@ from ranch.cli.racctmgr import OPTIONS
 
 
 def respond(argv: list[str], db: AcctDb, stdin: str | None = None,
-            known_user: Callable[[str], bool] = lambda name: True) -> Reply:
+            known_user: Callable[[str], bool] = lambda name: True,
+            caller: str = "root") -> Reply:
     """`stdin`: what the user types at sacctmgr's questions (None: nothing, in 30 s);
     `known_user`: whether the system knows a user name (sacctmgr asks before adding one it
-    does not)."""
+    does not); `caller`: who runs it (changes need an AdminLevel; reads do not)."""
     # getopt_long permutes: an option may follow the command's words
     flags = [w for w in argv if w.startswith("-") and w != "-"]
     words = [w for w in argv if not (w.startswith("-") and w != "-")]
@@ -43,10 +44,10 @@ def respond(argv: list[str], db: AcctDb, stdin: str | None = None,
         if values.get("readonly"):
             return Reply(db, err="Can't run this command in readonly mode.\n", rc=1)
         if cmd.verb == "add":
-            return add(db, cmd, immediate, stdin, known_user)
+            return add(db, cmd, immediate, stdin, known_user, caller)
         if cmd.verb == "modify":
-            return modify(db, cmd, immediate, stdin)
-        return delete(db, cmd, immediate, stdin)
+            return modify(db, cmd, immediate, stdin, caller)
+        return delete(db, cmd, immediate, stdin, caller)
     except Refused as exc:
         return Reply(db, exc.out, exc.err, 1)
     except (Usage, UnknownField, BadValue) as exc:

@@ -80,16 +80,28 @@ def assoc_settings(lims: dict[str, str], other: dict[str, str], parent: str = ""
 
 
 def add(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
-        known_user: Callable[[str], bool]) -> Reply:
+        known_user: Callable[[str], bool], caller: str = "root") -> Reply:
     lims, other = settings(cmd)
     names = tuple(n.lower() for n in cmd.names)
-    if cmd.entity == "account":
+    if cmd.entity not in ("account", "user", "qos"):
+        raise Refused(err=f" Adding a {cmd.entity} is rctld's (its cluster.conf)\n")
+    what = {"account": "accounts", "user": "users", "qos": "QOS"}[cmd.entity]
+    if not ops.may(db, caller, "Administrator" if what == "QOS" else "Operator"):
+        # slurmdbd refuses once sacctmgr has said what it would add: nothing is asked
+        probe = _add(db, cmd.entity, names, lims, other, True, None, lambda name: True)
+        if probe.db is not db:
+            return Reply(db, probe.out, probe.err +
+                         f" Problem adding {what}: Access/permission denied\n", 1)
+        return probe
+    return _add(db, cmd.entity, names, lims, other, immediate, stdin, known_user)
+
+
+def _add(db, entity, names, lims, other, immediate, stdin, known_user) -> Reply:
+    if entity == "account":
         return _add_accounts(db, names, lims, other, immediate, stdin)
-    if cmd.entity == "user":
+    if entity == "user":
         return _add_users(db, names, lims, other, immediate, stdin, known_user)
-    if cmd.entity == "qos":
-        return _add_qos(db, names, lims, other, immediate, stdin)
-    raise Refused(err=f" Adding a {cmd.entity} is rctld's (its cluster.conf)\n")
+    return _add_qos(db, names, lims, other, immediate, stdin)
 
 
 def _add_accounts(db, names, lims, other, immediate, stdin) -> Reply:

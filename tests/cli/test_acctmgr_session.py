@@ -106,3 +106,19 @@ def test_a_max_limit_is_listed_for_the_users_that_inherit_it() -> None:
                         "  C = c1         A = physics of root\n"
                         "  C = c1         A = physics              U = alice    \n")
     assert run(done.db, "show assoc -P -n format=user,maxjobs where user=alice").out == "alice|3\n"
+
+
+def test_changes_need_an_admin_level_reads_do_not() -> None:
+    db = run(fresh(), "-i add account physics").db
+    db = run(db, "-i add user bob account=physics").db
+    done = respond("-i add account x".split(), db, caller="bob")
+    assert (done.rc, done.err, done.db) == (
+        1, " Problem adding accounts: Access/permission denied\n", db)
+    assert done.out.startswith(" Adding Account(s)\n  x\n")
+    assert respond("-i delete user bob".split(), db, caller="bob").err.endswith(
+        " Error with request: Access/permission denied\n")
+    assert respond("show user -n -P bob".split(), db, caller="bob").out == "bob|physics|None\n"
+    db = run(db, "-i modify user bob set AdminLevel=Operator").db
+    assert respond("-i add account x".split(), db, caller="bob").rc == 0
+    assert respond("-i add qos q".split(), db, caller="bob").err == (
+        " Problem adding QOS: Access/permission denied\n")  # QOS: Administrator only

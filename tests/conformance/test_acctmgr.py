@@ -112,8 +112,25 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("dump {cluster} file=tree.cfg", None),
     ("dump nosuch file=tree.cfg", None),
     ("dump", None),
+    # who may change the tree: "@user" runs the line as that user (bob: AdminLevel None,
+    # alice: Administrator by now); reads need nothing
+    ("@bob -i add account bobs", None),
+    ("@bob -i add user bob account=chem", None),
+    ("@bob -i add qos bobq", None),
+    ("@bob -i modify user bob set MaxJobs=1", None),
+    ("@bob -i delete account chem", None),
+    ("@bob -n show user bob", None),
+    ("@alice -i add account alices", None),
+    ("@alice -i delete account alices", None),
 )
 Outcome = tuple[int, str, str, str]  # exit status, stdout, stderr, the file `dump` wrote
+
+
+def _caller(line: str) -> tuple[str, list[str]]:
+    words = shlex.split(line.format(cluster=SHAPE.cluster))
+    if words[0].startswith("@"):
+        return words[0][1:], words[1:]
+    return "root", words
 
 
 def _has_uid(name: str) -> bool:  # what sacctmgr's uid_from_string asks of this host
@@ -131,8 +148,8 @@ def ranch_side() -> list[Outcome]:
     db = AcctDb.fresh().add_cluster(SHAPE.cluster)  # as slurmdbd.py's `add cluster` leaves it
     out = []
     for line, answer in SCRIPT:
-        reply = respond(shlex.split(line.format(cluster=SHAPE.cluster)), db, answer,
-                        known_user=_has_uid)
+        caller, words = _caller(line)
+        reply = respond(words, db, answer, known_user=_has_uid, caller=caller)
         db = reply.db
         out.append((reply.rc, reply.out, reply.err, "".join(text for _, text in reply.files)))
     return out
@@ -155,8 +172,11 @@ def slurm_side() -> list[Outcome]:
         for line, answer in SCRIPT:
             written = slurm.workdir / "tree.cfg"
             written.unlink(missing_ok=True)
-            p = subprocess.run(slurm.argv("sacctmgr", *shlex.split(line.format(
-                cluster=SHAPE.cluster))), env=slurm.env(), cwd=slurm.workdir,
+            caller, words = _caller(line)
+            argv = slurm.argv("sacctmgr", *words)
+            if caller != "root":
+                argv = ["runuser", "-u", caller, "--", *argv]
+            p = subprocess.run(argv, env=slurm.env(), cwd=slurm.workdir,
                 input="" if answer is None else answer, capture_output=True, text=True,
                 timeout=60)
             out.append((p.returncode, p.stdout, p.stderr,
