@@ -216,3 +216,12 @@ def delete_qos(db: AcctDb, names: list[str]) -> tuple[AcctDb, list[str]]:
                                 def_qos="" if a.def_qos in gone else a.def_qos)
                    for a in db.assocs)
     return attrs.evolve(db, qos=keep, assocs=assocs), gone
+
+
+def load(db: AcctDb, accounts: list[Account], users: list[User], acct_assocs: list[Assoc],
+         user_assocs: list[Assoc]) -> AcctDb:
+    """A flat file's new records (sacctmgr load): the accounts' associations in one slurmdbd
+    batch, then the users' in another, each in the file's order."""
+    out = attrs.evolve(db, accounts=db.accounts + tuple(accounts),
+                       users=db.users + tuple(users))
+    return out.with_assocs(acct_assocs).with_assocs(user_assocs)

@@ -122,3 +122,30 @@ def test_changes_need_an_admin_level_reads_do_not() -> None:
     assert respond("-i add account x".split(), db, caller="bob").rc == 0
     assert respond("-i add qos q".split(), db, caller="bob").err == (
         " Problem adding QOS: Access/permission denied\n")  # QOS: Administrator only
+
+
+def _tree(db: AcctDb) -> list[str]:
+    return respond("show assoc -P -n format=account,user,partition,share,maxjobs,grptres,maxwall"
+                   .split(), db).out.splitlines()
+
+
+def test_dump_then_load_into_an_empty_db_moves_the_tree() -> None:
+    db = run(fresh(), "-i add account physics GrpTRES=cpu=8 MaxWall=2:00:00").db
+    db = run(db, "-i add account theory parent=physics Fairshare=4").db
+    db = run(db, "-i add user alice account=theory,physics partition=debug MaxJobs=2").db
+    files = dict(run(db, "dump c1 file=tree.cfg").files)
+    moved = respond("-i load file=tree.cfg".split(), fresh(), read=files.__getitem__)
+    assert moved.rc == 0, moved.err
+    assert _tree(moved.db) == _tree(db)
+    again = respond("-i load tree.cfg".split(), moved.db, read=files.__getitem__)
+    assert (again.out, again.db) == ("For cluster c1\n Nothing new added.\n", moved.db)
+
+
+def test_load_refuses_what_it_would_have_to_change() -> None:
+    db = run(fresh(), "-i add account physics").db
+    text = "Cluster - 'c1'\nParent - 'root'\nAccount - 'physics':Fairshare=9\n"
+    done = respond("-i load file=f".split(), db, read=lambda path: text)
+    assert (done.rc, done.db) == (1, db)
+    assert done.err.startswith(" Account 'physics' differs from the database")
+    missing = respond("load file=f".split(), db)
+    assert missing.err == ' Unable to read "file=f": No such file or directory\n'

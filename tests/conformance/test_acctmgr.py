@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import pwd
+import re
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -122,12 +124,44 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("@bob -n show user bob", None),
     ("@alice -i add account alices", None),
     ("@alice -i delete account alices", None),
+    # the flat file read back: new accounts, users and associations; what is held already
+    ("-i load file={load}", None),
+    ("show assoc format=account,user,partition,share,grpjobs,maxjobs,maxwall,grptres,maxsubmit "
+     "where account=bio,geo,genomics -P", None),
+    ("show user carol,dan -P", None),
+    ("show account bio,geo,genomics -P", None),
+    ("-i load file={load}", None),  # all held: nothing new
+    ("load file=nosuch.cfg", None),
+    ("load", None),
 )
+# the file `load` reads (in the form `dump` writes)
+LOAD = """# a tree to move in
+Cluster - '{cluster}':Fairshare=1:QOS='normal'
+Parent - 'root'
+User - 'root':DefaultAccount='root':AdminLevel='Administrator':Fairshare=1
+Account - 'bio':Description='biology':Organization='life':Fairshare=3:GrpJobs=8
+Account - 'geo':Fairshare=1
+Parent - 'aa'
+User - 'dave':Partition='debug':DefaultAccount='aa':Fairshare=1
+Parent - 'bio'
+User - 'carol':DefaultAccount='bio':Fairshare=1:MaxJobs=2
+Account - 'genomics':Description='genomics':Organization='bio':Fairshare=1:\
+MaxWallDurationPerJob=90:GrpTRES=cpu=32
+Parent - 'genomics'
+User - 'carol':DefaultAccount='bio':Fairshare=1
+User - 'dan':Partition='debug':DefaultAccount='genomics':AdminLevel='Operator':Fairshare=2:\
+MaxSubmitJobs=4
+"""
 Outcome = tuple[int, str, str, str]  # exit status, stdout, stderr, the file `dump` wrote
+LOAD_PATH = f"/tmp/ranch-acctmgr-load-{os.getpid()}.cfg"  # the same path for both sides
+
+
+def _masked(text: str) -> str:
+    return re.sub(r"usec=\d+", "usec=<n>", text)  # how long load took
 
 
 def _caller(line: str) -> tuple[str, list[str]]:
-    words = shlex.split(line.format(cluster=SHAPE.cluster))
+    words = shlex.split(line.format(cluster=SHAPE.cluster, load=LOAD_PATH))
     if words[0].startswith("@"):
         return words[0][1:], words[1:]
     return "root", words
@@ -149,9 +183,11 @@ def ranch_side() -> list[Outcome]:
     out = []
     for line, answer in SCRIPT:
         caller, words = _caller(line)
-        reply = respond(words, db, answer, known_user=_has_uid, caller=caller)
+        reply = respond(words, db, answer, known_user=_has_uid, caller=caller,
+                        read=lambda path: Path(path).read_text())
         db = reply.db
-        out.append((reply.rc, reply.out, reply.err, "".join(text for _, text in reply.files)))
+        out.append((reply.rc, reply.out, _masked(reply.err),
+                    "".join(text for _, text in reply.files)))
     return out
 
 
@@ -168,6 +204,7 @@ def slurm_side() -> list[Outcome]:
             slurm.start()
         except SlurmUnavailable as exc:
             pytest.fail(f"a private Slurm with slurmdbd could not start: {exc}", pytrace=False)
+        Path(LOAD_PATH).write_text(LOAD.format(cluster=SHAPE.cluster))
         out = []
         for line, answer in SCRIPT:
             written = slurm.workdir / "tree.cfg"
@@ -179,7 +216,7 @@ def slurm_side() -> list[Outcome]:
             p = subprocess.run(argv, env=slurm.env(), cwd=slurm.workdir,
                 input="" if answer is None else answer, capture_output=True, text=True,
                 timeout=60)
-            out.append((p.returncode, p.stdout, p.stderr,
+            out.append((p.returncode, p.stdout, _masked(p.stderr),
                          written.read_text() if written.exists() else ""))
         return out
     finally:
@@ -188,6 +225,9 @@ def slurm_side() -> list[Outcome]:
 
 def test_script_matches_sacctmgr(slurm_side) -> None:
     assert len(SCRIPT) >= 20
-    ranch = ranch_side()
+    try:
+        ranch = ranch_side()
+    finally:
+        Path(LOAD_PATH).unlink(missing_ok=True)
     for (line, _), want, got in zip(SCRIPT, slurm_side, ranch, strict=True):
         assert got == want, f"sacctmgr {line}\n{got}\n{want}"
