@@ -192,11 +192,30 @@ def delete_accounts(db: AcctDb, names: list[str]) -> tuple[AcctDb, list[str]]:
         if not a.user and a.account in gone:
             drop |= {b.id for b in db.subtree(a)}
     assocs = tuple(a for a in db.assocs if a.id not in drop)
-    # a user whose default account lost its last association of theirs has none (slurmdbd)
-    users = tuple(u if any(a.user == u.name and a.account == u.default_account for a in assocs)
-                  else attrs.evolve(u, default_account="") for u in db.users)
+    users = tuple(_default_kept(u, assocs) for u in db.users)
     return attrs.evolve(db, accounts=tuple(a for a in db.accounts if a.name not in gone),
                         assocs=assocs, users=users), gone
+
+
+def delete_user_assocs(db: AcctDb, chosen: list[Assoc]) -> tuple[AcctDb, list[Assoc], list[str]]:
+    """Some of users' associations (`delete user ... where account=...`): those go, and a user
+    left with none goes too (slurmdbd: "Deleting users (No Associations)")."""
+    if not chosen:
+        raise Refused(out=" Nothing deleted\n")
+    ids = {a.id for a in chosen}
+    assocs = tuple(a for a in db.assocs if a.id not in ids)
+    touched = {a.user for a in chosen}
+    bare = [u.name for u in db.users if u.name in touched and not any(
+        a.user == u.name for a in assocs)]
+    users = tuple(_default_kept(u, assocs) for u in db.users if u.name not in bare)
+    return attrs.evolve(db, assocs=assocs, users=users), chosen, bare
+
+
+def _default_kept(u: User, assocs: tuple[Assoc, ...]) -> User:
+    """A user whose default account lost its last association of theirs has none (slurmdbd)."""
+    if any(a.user == u.name and a.account == u.default_account for a in assocs):
+        return u
+    return attrs.evolve(u, default_account="")
 
 
 def delete_users(db: AcctDb, names: list[str]) -> tuple[AcctDb, list[str]]:

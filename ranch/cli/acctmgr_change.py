@@ -91,6 +91,8 @@ def delete(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
            caller: str = "root") -> Reply:
     _check(db, cmd, caller)
     names = _names(cmd)
+    if cmd.entity == "user" and set(filters(cmd)) - {"name", "user"}:
+        return _delete_user_assocs(db, cmd, names, immediate, stdin)
     if cmd.entity == "account":
         new, gone = ops.delete_accounts(db, names)
         head = " Deleting accounts...\n"
@@ -101,3 +103,18 @@ def delete(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
         new, gone = ops.delete_qos(db, names)
         head = " Deleting QOS(s)...\n"
     return commit(db, new, head + "".join(f"  {n}\n" for n in gone), immediate, stdin)
+
+
+def _delete_user_assocs(db: AcctDb, cmd: Command, names: list[str], immediate: bool,
+                        stdin: str | None) -> Reply:
+    want = {k: v for k, v in filters(cmd).items() if k != "name"}
+    if names:
+        want.setdefault("user", set()).update(names)
+    chosen = db.hierarchy(a for a in pick_assocs(db, want) if a.user)
+    new, gone, bare = ops.delete_user_assocs(db, chosen)
+    text = " Deleting user associations...\n" + "".join(
+        f"  C = {a.cluster:<10.10} A = {a.account:<10.10} U = {a.user:<9.9}"
+        + (f" P = {a.partition}\n" if a.partition else "\n") for a in gone)
+    if bare:
+        text += " Deleting users (No Associations)...\n" + "".join(f"  {n}\n" for n in bare)
+    return commit(db, new, text, immediate, stdin)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import attrs
+
 from ranch.assoc import ops
 from ranch.assoc.db import AcctDb, Refused
 from ranch.cli import sbatch_options as so
@@ -38,6 +40,8 @@ def respond(argv: list[str], db: AcctDb, stdin: str | None = None,
     parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
     try:
         cmd = parse(rest)
+        if values.get("associations"):  # -s: as `withassoc`
+            cmd = attrs.evolve(cmd, withassoc=True)
         if cmd.verb == "dump":
             out, err, rc, files = dump(db, cmd.where)
             return Reply(db, out, err, rc, files=files)

@@ -87,12 +87,11 @@ def _users(db: AcctDb, cmd: Command, want: dict[str, set[str]]
     spec = cmd.format or (USER.split(",") + (USER_ASSOC.split(",") if cmd.withassoc else []))
     cols = columns(spec)
     rows = []
-    lft = db.assocs
+    lft = db.lft_order()
     for u in sorted(db.users, key=lambda u: u.name):
         if want.get("user") and u.name not in want["user"]:
             continue
-        assocs = sorted((a for a in lft if a.user == u.name),
-                        key=lambda a: (a.cluster, a.account, a.partition)) if cmd.withassoc else []
+        assocs = [a for a in lft if a.user == u.name] if cmd.withassoc else []
         for a in assocs or [None]:  # type: ignore[list-item]  # a user with no association
             rows.append([_user_cell(db, u, a, c.kind) for c in cols])
     return rows, cols

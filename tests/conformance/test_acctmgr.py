@@ -133,6 +133,19 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("-i load file={load}", None),  # all held: nothing new
     ("load file=nosuch.cfg", None),
     ("load", None),
+    # some of a user's associations: where account=/partition=, and -s
+    ("-i add account ast1,ast2", None),
+    ("-i add user ed account=ast1,ast2", None),
+    ("-i add user fay account=ast1 partition=debug,gpu", None),
+    ("-s show user ed", None),
+    ("-i delete user ed where account=ast1", None),
+    ("-i delete user fay where partition=gpu", None),
+    ("-i delete user where name=fay account=ast1 partition=debug", None),  # her last: she goes
+    ("show assoc -P format=account,user,partition where account=ast1,ast2", None),
+    ("show user ed,fay -P", None),
+    ("-i modify user where account=ast2 set MaxJobs=5", None),
+    ("-i modify user ed where account=ast2 set GrpJobs=2", None),
+    ("-i delete user nosuch where account=ast2", None),
 )
 # the file `load` reads (in the form `dump` writes)
 LOAD = """# a tree to move in
