@@ -140,6 +140,18 @@ def modify_assocs(db: AcctDb, chosen: list[Assoc], settings: dict[str, str], *,
     return db, changed
 
 
+def modify_accounts(db: AcctDb, names: list[str], description: str,
+                    organization: str) -> tuple[AcctDb, list[str]]:
+    """Description and Organization of the named accounts; the matched names come back."""
+    matched = [a.name for a in db.accounts if a.name in names]
+    if not matched:
+        raise Refused(out=" Nothing modified\n")
+    accounts = tuple(attrs.evolve(a, description=description or a.description,
+                                  organization=organization or a.organization)
+                     if a.name in matched else a for a in db.accounts)
+    return attrs.evolve(db, accounts=accounts), matched
+
+
 def modify_users(db: AcctDb, names: list[str], *, default_account: str = "",
                  admin_level: str = "") -> tuple[AcctDb, list[str]]:
     if default_account:

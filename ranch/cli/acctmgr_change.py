@@ -9,7 +9,7 @@ from ranch.assoc.records import INHERITED, Assoc
 from ranch.cli.acctmgr_ask import Reply, commit
 from ranch.cli.acctmgr_parse import Command
 from ranch.cli.acctmgr_show import filters, pick_assocs
-from ranch.cli.acctmgr_verbs import qos_fields, settings
+from ranch.cli.acctmgr_verbs import check_qos, qos_fields, settings
 
 
 def _names(cmd: Command) -> list[str]:
@@ -38,6 +38,8 @@ def _check(db: AcctDb, cmd: Command, caller: str, assocs: bool = False) -> None:
 def modify(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
            caller: str = "root") -> Reply:
     lims, other = settings(cmd)
+    if cmd.entity != "qos":
+        check_qos(db, other, cmd.sets)
     if not lims and not other:
         raise Refused(err=" You didn't give me anything to set\n")
     _check(db, cmd, caller, assocs=cmd.entity != "qos" and not (
@@ -54,7 +56,21 @@ def modify(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
             raise Refused(out=" Nothing modified\n")
         return commit(db, new, " Modified users...\n" + "".join(f"  {n}\n" for n in names),
                       immediate, stdin)
+    if cmd.entity == "account" and ("description" in other or "organization" in other):
+        return _modify_accounts(db, cmd, lims, other, immediate, stdin)
     return _modify_assocs(db, cmd, lims, other, immediate, stdin)
+
+
+def _modify_accounts(db, cmd, lims, other, immediate, stdin) -> Reply:
+    """Description/Organization change the account records; limits besides, its associations."""
+    new, names = ops.modify_accounts(db, _names(cmd), other.get("description", "").lower(),
+                                     other.get("organization", "").lower())
+    text = " Modified accounts...\n" + "".join(f"  {n}\n" for n in names)
+    rest = {k: v for k, v in other.items() if k not in ("description", "organization")}
+    if lims or rest:
+        after = _modify_assocs(new, cmd, lims, rest, True, None)
+        return commit(db, after.db, text + after.out, immediate, stdin)
+    return commit(db, new, text, immediate, stdin)
 
 
 def user_line(a: Assoc) -> str:
@@ -69,9 +85,16 @@ def _modify_assocs(db, cmd, lims, other, immediate, stdin) -> Reply:
         want.setdefault(key, set()).update(_names(cmd))
     chosen = [a for a in pick_assocs(db, want) if (bool(a.user) == (cmd.entity == "user"))]
     shares = int(other["shares"]) if "shares" in other else None
-    qos = tuple(q for q in other["qos"].split(",") if q) if "qos" in other else None
-    new, changed = ops.modify_assocs(db, chosen, lims, shares=shares, qos=qos,
-                                     def_qos=other.get("def_qos"))
+    denied = _no_default_access(db, chosen, other)
+    if denied:
+        return Reply(db, err=denied)
+    new, changed = db, []
+    for a in chosen:  # QOS+= and QOS-= act on each association's own list
+        new, done = ops.modify_assocs(new, [new.find_assoc(a.cluster, a.account, a.user,
+                                                           a.partition) or a], lims,
+                                      shares=shares, qos=_qos_list(db, a, other),
+                                      def_qos=other.get("def_qos"))
+        changed += done
     if not changed:
         raise Refused(out=" Nothing modified\n")
     if cmd.entity == "user":
@@ -118,3 +141,33 @@ def _delete_user_assocs(db: AcctDb, cmd: Command, names: list[str], immediate: b
     if bare:
         text += " Deleting users (No Associations)...\n" + "".join(f"  {n}\n" for n in bare)
     return commit(db, new, text, immediate, stdin)
+
+
+def _qos_list(db: AcctDb, a: Assoc, other: dict[str, str]) -> tuple[str, ...] | None:
+    if not any(k in other for k in ("qos", "qos+", "qos-")):
+        return None
+    names = list(db.effective_qos(a))
+    if "qos" in other:
+        names = [q for q in other["qos"].split(",") if q]
+    names += [q for q in other.get("qos+", "").split(",") if q and q not in names]
+    return tuple(sorted(q for q in names if q not in other.get("qos-", "").split(",")))
+
+
+def _no_default_access(db: AcctDb, chosen: list[Assoc], other: dict[str, str]) -> str:
+    """A DefaultQOS an association may not use is refused, naming each (association_functions.c
+    sacctmgr_check_default_qos; exit status 0, as sacctmgr's)."""
+    q = other.get("def_qos", "")
+    if not q:
+        return ""
+    lines = ""
+    for a in chosen:
+        if q in (_qos_list(db, a, other) or db.effective_qos(a)):
+            continue
+        lines += f"  DefQOS = {q:<10} C = {a.cluster:<10} A = {a.account:<20} "
+        if a.user:
+            lines += f"U = {a.user:<9}" + (f" P = {a.partition}" if a.partition else "")
+        lines += "\n"
+    if not lines:
+        return ""
+    return (" These associations don't have access to their default qos.\n Please give them "
+            "access before they the default can be set to this.\n" + lines)

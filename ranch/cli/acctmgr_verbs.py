@@ -63,12 +63,29 @@ def settings(cmd: Command) -> tuple[dict[str, str], dict[str, str]]:
                 raise BadValue(text + f" Unknown option: {key}={value}\n Use keyword 'where' "
                                "to modify condition\n") from None
             continue
-        field = match(key, OTHER_KEYS)
-        if field is None:
+        sign = key[-1] if key.endswith(("+", "-")) else ""  # QOS+=x, QOS-=x
+        field = match(key[:-1] if sign else key, OTHER_KEYS)
+        if field is None or (sign and field != "qos"):
             raise BadValue(f" Unknown option: {key}={value}\n Use keyword 'where' to modify "
                            "condition\n")
-        other[field] = value
+        other[field + sign] = value
     return lims, other
+
+
+def check_qos(db: AcctDb, other: dict[str, str], sets: tuple[tuple[str, str], ...]) -> None:
+    """QOS names must exist (slurmdb_defs.c str_2_slurmdb_qos, sacctmgr's words)."""
+    for (key, value), field in zip(sets, [match(k.rstrip("+-"), OTHER_KEYS) for k, _ in sets],
+                                   strict=True):
+        if field == "qos":
+            bad = next((q for q in value.split(",") if q and db.qos_named(q) is None), None)
+            if bad is not None:
+                valid = ",".join(q.name for q in sorted(db.qos, key=lambda q: q.id))
+                raise BadValue(f"sacctmgr: error: You gave a bad qos '{bad}'. Valid QOS's are "
+                               f"{valid}\n Unknown option: {key}={value}\n Use keyword 'where'"
+                               " to modify condition\n")
+    if "def_qos" in other and other["def_qos"] and db.qos_named(other["def_qos"]) is None:
+        raise BadValue(f"You gave a bad default qos '{other['def_qos']}'.  Use 'list qos' to get "
+                       "complete list.\n")
 
 
 def assoc_settings(lims: dict[str, str], other: dict[str, str], parent: str = "") -> str:
@@ -156,8 +173,8 @@ def qos_fields(other: dict[str, str]) -> dict[str, object]:
     fields: dict[str, object] = {}
     if "priority" in other:
         fields["priority"] = int(other["priority"])
-    if "flags" in other:
-        fields["flags"] = tuple(f for f in other["flags"].split(",") if f)
+    if "flags" in other:  # -1 clears them
+        fields["flags"] = tuple(f for f in other["flags"].split(",") if f and f != "-1")
     if "usage_factor" in other:
         fields["usage_factor"] = float(other["usage_factor"])
     if "preempt_mode" in other:
@@ -173,7 +190,7 @@ def _add_qos(db, names, lims, other, immediate, stdin) -> Reply:
     done = ops.add_qos(db, names, description=description, limits=tuple(sorted(lims.items())),
                        **fields)
     out = " Adding QOS(s)\n" + "".join(f"  {n}\n" for n in done.names)
-    out += f" Settings\n  Description    = {description or done.names[0]}\n"
+    out += f" Settings\n  Description    = {description or done.names[-1]}\n"
     shown = {**{k: str(v) for k, v in fields.items()}, **lims}
     for key in ("flags", "preempt"):
         if key in other:

@@ -146,6 +146,27 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("-i modify user where account=ast2 set MaxJobs=5", None),
     ("-i modify user ed where account=ast2 set GrpJobs=2", None),
     ("-i delete user nosuch where account=ast2", None),
+    # account records, QOS lists on associations (=, +=, -=), default QOS, QOS flags cleared
+    ("-i add account qa", None),
+    ("-i add user gus account=qa", None),
+    ("-i add qos qhi,qlo", None),
+    ("-i modify account qa set Description=quality Organization=sci", None),
+    ("-i modify account where name=qa set Description=q2 GrpJobs=4", None),
+    ("-i modify user gus set QOS=qhi,normal DefaultQOS=qhi", None),
+    ("-i modify user gus set QOS+=qlo", None),
+    ("-i modify user gus set QOS-=normal", None),
+    ("show assoc -P format=account,user,qos,defaultqos where account=qa", None),
+    ("-i modify user gus set DefaultQOS=nosuch", None),
+    ("-i modify user gus set QOS=nosuch", None),
+    ("-i modify account qa set DefaultQOS=qlo", None),
+    ("-i modify qos qhi set Flags=DenyOnLimit,OverPartQOS GrpTRES=cpu=10 MaxJobsPerUser=3 "
+     "MaxWall=30", None),
+    ("show qos qhi -P format=name,flags,grptres,maxjobspu,maxwall", None),
+    ("-i modify qos qhi set Flags=-1 MaxJobsPerUser=-1", None),
+    ("show qos qhi -P format=name,flags,grptres,maxjobspu,maxwall", None),
+    ("-i delete qos qlo", None),
+    ("show assoc -P format=account,user,qos,defaultqos where account=qa", None),
+    ("show account qa -P", None),
 )
 # the file `load` reads (in the form `dump` writes)
 LOAD = """# a tree to move in
