@@ -113,6 +113,16 @@ def add(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
     return _add(db, cmd.entity, names, lims, other, immediate, stdin, known_user)
 
 
+def _clusters(db: AcctDb, other: dict[str, str]) -> tuple[str, ...]:
+    """Cluster= names, each one the db holds (sacctmgr_validate_cluster_list)."""
+    names = tuple(c.lower() for c in other.get("clusters", "").split(",") if c)
+    for name in names:
+        if not any(c.name == name for c in db.clusters):
+            raise Refused(err=f" This cluster '{name}' doesn't exist.\n        Contact your "
+                              "admin to add it to accounting.\n")
+    return names
+
+
 def _add(db, entity, names, lims, other, immediate, stdin, known_user) -> Reply:
     if entity == "account":
         return _add_accounts(db, names, lims, other, immediate, stdin)
@@ -125,7 +135,8 @@ def _add_accounts(db, names, lims, other, immediate, stdin) -> Reply:
     desc, org = other.get("description", "").lower(), other.get("organization", "").lower()
     parent = other.get("parent", "root").lower()
     done = ops.add_accounts(db, names, parent=parent, description=desc, organization=org,
-                            settings=lims, shares=int(other.get("shares", 1)))
+                            settings=lims, shares=int(other.get("shares", 1)),
+                            clusters=_clusters(db, other))
     out = " Adding Account(s)\n" + "".join(f"  {n}\n" for n in done.names) if done.names else ""
     if done.names:
         out += (" Settings\n" f"  Description     = {desc or 'Account Name'}\n"
@@ -157,14 +168,15 @@ def _add_users(db, names, lims, other, immediate, stdin, known_user) -> Reply:
                 return Reply(db, asked, rc=1, stdin=stdin)
     done = ops.add_users(db, names, accounts, default_account=default, admin_level=admin,
                          partitions=tuple(p for p in other.get("partition", "").split(",") if p),
-                         settings=lims)
+                         settings=lims, clusters=_clusters(db, other))
     out = " Adding User(s)\n" + "".join(f"  {n}\n" for n in done.names) if done.names else ""
     if done.names and (default or admin):
         out += " Settings =\n"
         out += f"  Default Account = {default}\n" if default else ""
         out += f"  Admin Level     = {admin}\n" if admin else ""
     out += " Associations =\n" + "".join(assoc_line(a) for a in done.assocs)
-    out += " Non Default Settings\n" + assoc_settings(lims, other)
+    if lims or set(other) - {"default_account", "admin_level"}:  # sacctmgr's limit_set
+        out += " Non Default Settings\n" + assoc_settings(lims, other)
     reply = commit(db, done.db, asked + out, immediate, stdin)
     return attrs.evolve(reply, err=done.err, rc=1 if done.err else 0)
 

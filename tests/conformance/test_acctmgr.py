@@ -167,6 +167,28 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("-i delete qos qlo", None),
     ("show assoc -P format=account,user,qos,defaultqos where account=qa", None),
     ("show account qa -P", None),
+    # defaults and clusters that do not exist, verbs' other spellings, the question declined
+    ("-i add account ph5,ch5", None),
+    ("-i add user hal account=ph5 DefaultAccount=nosuch", None),
+    ("-i add user hal DefaultAccount=ch5", None),
+    ("-i add account x1 cluster=nosuch", None),
+    ("-i add user hal account=ch5 cluster=nosuch", None),
+    ("list assoc user=hal format=account,user", None),
+    ("show assoc where cluster=nosuch", None),
+    ("show user -s hal format=user,account,defaultaccount", None),
+    ("-i modify user hal set adminlevel=Operator", None),
+    ("show user hal", None),
+    ("-i modify user hal set DefaultAccount=ph5", None),
+    ("-i add user hal account=ph5", None),
+    ("-i modify user hal set DefaultAccount=ph5", None),
+    ("-i delete account ch5", None),
+    ("show user hal -P", None),
+    ("-i add qos normal,extra", None),
+    ("show qos format=name,priority -n", None),
+    ("create account y1 parent=ph5", "n"),
+    ("update user hal set MaxWall=1-2", "n"),
+    ("list user hal withassoc format=user,maxwall -P", None),
+    ("rem user hal", "n"),
 )
 # the file `load` reads (in the form `dump` writes)
 LOAD = """# a tree to move in
