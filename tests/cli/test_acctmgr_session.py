@@ -5,6 +5,8 @@ tests/conformance/test_acctmgr.py; these pin the mechanics fast."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ranch.assoc.db import AcctDb
 from ranch.cli.acctmgr_fields import UnknownField, column, render
@@ -149,3 +151,36 @@ def test_load_refuses_what_it_would_have_to_change() -> None:
     assert done.err.startswith(" Account 'physics' differs from the database")
     missing = respond("load file=f".split(), db)
     assert missing.err == ' Unable to read "file=f": No such file or directory\n'
+
+
+@st.composite
+def trees(draw) -> AcctDb:
+    """A random tree built through sacctmgr commands: accounts under earlier ones, users in
+    some of them (some per partition), limits on either."""
+    db = fresh()
+    accounts = ["root"]
+    for i in range(draw(st.integers(1, 5))):
+        parent = draw(st.sampled_from(accounts))
+        limit = draw(st.sampled_from(["", "GrpJobs=4", "MaxWall=90", "GrpTRES=cpu=8,node=2",
+                                      "Fairshare=3"]))
+        db = run(db, f"-i add account a{i} parent={parent} {limit}").db
+        accounts.append(f"a{i}")
+    for j in range(draw(st.integers(0, 4))):
+        where = draw(st.lists(st.sampled_from(accounts[1:]), min_size=1, max_size=3,
+                              unique=True))
+        part = draw(st.sampled_from(["", "partition=debug"]))
+        limit = draw(st.sampled_from(["", "MaxJobs=2", "MaxSubmitJobs=5"]))
+        db = run(db, f"-i add user u{j} account={','.join(where)} {part} {limit}").db
+    return db
+
+
+@settings(max_examples=40, deadline=None)
+@given(db=trees())
+def test_dump_then_load_round_trip(db: AcctDb) -> None:
+    files = dict(run(db, "dump c1 file=t.cfg").files)
+    moved = respond("-i load file=t.cfg".split(), fresh(), read=files.__getitem__)
+    assert moved.rc == 0, moved.err
+    for view in ("show assoc -P format=account,user,partition,share,grpjobs,grptres,maxjobs,"
+                 "maxsubmit,maxwall,qos", "show user -P", "show account -P"):
+        assert run(moved.db, view).out == run(db, view).out
+    assert dict(run(moved.db, "dump c1 file=t.cfg").files) == files
