@@ -8,8 +8,9 @@ from ranch.assoc.db import AcctDb, Refused
 from ranch.assoc.records import INHERITED, Assoc
 from ranch.cli.acctmgr_ask import Reply, commit
 from ranch.cli.acctmgr_parse import Command
+from ranch.cli.acctmgr_qos import qos_fields
 from ranch.cli.acctmgr_show import filters, pick_assocs
-from ranch.cli.acctmgr_verbs import check_qos, qos_fields, settings
+from ranch.cli.acctmgr_verbs import check_qos, settings
 
 
 def _names(cmd: Command) -> list[str]:
@@ -45,9 +46,11 @@ def modify(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
     _check(db, cmd, caller, assocs=cmd.entity != "qos" and not (
         "default_account" in other or "admin_level" in other))
     if cmd.entity == "qos":
-        new, names = ops.modify_qos(db, _names(cmd), qos_fields(other), lims)
-        return commit(db, new, " Modified qos...\n" + "".join(f"  {n}\n" for n in names),
-                      immediate, stdin)
+        fields, warn = qos_fields(db, other)
+        new, names = ops.modify_qos(db, _names(cmd), fields, lims)
+        reply = commit(db, new, " Modified qos...\n" + "".join(f"  {n}\n" for n in names),
+                       immediate, stdin)
+        return Reply(reply.db, reply.out, warn, reply.rc, reply.stdin)
     if cmd.entity == "user" and ("default_account" in other or "admin_level" in other):
         new, names = ops.modify_users(db, _names(cmd),
                                       default_account=other.get("default_account", "").lower(),

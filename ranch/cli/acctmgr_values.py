@@ -47,7 +47,10 @@ def minutes(text: str) -> int:
 
 def time_text(mins: int) -> str:
     """secs2time_str of minutes: HH:MM:SS, or D-HH:MM:SS past a day."""
-    secs = mins * 60
+    return secs_text(mins * 60)
+
+
+def secs_text(secs: int) -> str:
     d, rem = divmod(secs, 86400)
     h, rem = divmod(rem, 3600)
     m, s = divmod(rem, 60)
@@ -112,7 +115,7 @@ def user_cell(u: User, kind: str) -> str | None:
 
 def qos_cell(q: Qos, kind: str, db: AcctDb) -> str:
     simple = {"name": q.name, "prio": str(q.priority), "id": str(q.id), "desc": q.description,
-              "grace": time_text(q.grace_time // 60), "preemptmode": q.preempt_mode,
+              "grace": secs_text(q.grace_time), "preemptmode": q.preempt_mode,
               "flags": ",".join(q.flags), "ut": q.usage_threshold,
               "uf": f"{q.usage_factor:.6f}", "preemptexempt": q.preempt_exempt_time,
               "preempt": ",".join(sorted(q.preempt))}

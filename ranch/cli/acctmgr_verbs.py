@@ -11,6 +11,7 @@ from ranch.assoc import ops
 from ranch.assoc.db import AcctDb, Refused
 from ranch.cli.acctmgr_ask import Reply, ask, commit
 from ranch.cli.acctmgr_parse import Command, match
+from ranch.cli.acctmgr_qos import add_qos
 from ranch.cli.acctmgr_values import BadValue, limit_key, limit_value
 
 # sacctmgr_print_assoc_limits' labels, in its order
@@ -22,14 +23,6 @@ ASSOC_LABELS = (("shares", "Fairshare     = "), ("GrpJobs", "GrpJobs       = "),
                 ("MaxTRESPerNode", "MaxTRESPerNode= "), ("MaxTRESMins", "MaxTRESMins   = "),
                 ("MaxWall", "MaxWall       = "), ("parent", "Parent        = "),
                 ("qos", "QOS           = "), ("def_qos", "DefQOS        = "))
-# sacctmgr_print_qos_limits' order
-QOS_ORDER = (
-    "flags", "GrpJobs", "GrpSubmitJobs", "GrpTRES", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
-    "MaxJobsPerAccount", "MaxJobsPerUser", "MaxSubmitJobsPerAccount", "MaxSubmitJobsPerUser",
-    "MaxTRESPerAccount", "MaxTRES", "MaxTRESPerNode", "MaxTRESPerUser", "MinTRES",
-    "MaxTRESMins", "MaxWall", "preempt", "preempt_mode", "priority", "usage_factor")
-QOS_NAMES = {"MaxTRES": "MaxTRESPerJob", "MinTRES": "MinTRESPerJob", "preempt_mode":
-             "PreemptMode", "usage_factor": "UsageFactor"}
 OTHER_KEYS = (("description", 1, "description"), ("organization", 1, "organization"),
               ("parent", 3, "parent"), ("defaultaccount", 3, "default_account"),
               ("adminlevel", 2, "admin_level"), ("accounts", 2, "accounts"),
@@ -37,14 +30,8 @@ OTHER_KEYS = (("description", 1, "description"), ("organization", 1, "organizati
               ("fairshare", 1, "shares"), ("shares", 1, "shares"), ("qoslevel", 3, "qos"),
               ("defaultqos", 3, "def_qos"), ("priority", 3, "priority"), ("flags", 1, "flags"),
               ("usagefactor", 6, "usage_factor"), ("preemptmode", 8, "preempt_mode"),
-              ("preempt", 7, "preempt"))
-
-
-def _qos_label(key: str) -> str:
-    if key == "MaxJobsPerUser":
-        return "  MaxJobsPerUser = "  # sacctmgr's own spacing for this one
-    name = QOS_NAMES.get(key) or (key if key[0].isupper() else key.title())
-    return f"  {name:<25}= "
+              ("preempt", 7, "preempt"), ("gracetime", 3, "grace_time"),
+              ("usagethreshold", 6, "usage_threshold"))
 
 
 def settings(cmd: Command) -> tuple[dict[str, str], dict[str, str]]:
@@ -128,7 +115,7 @@ def _add(db, entity, names, lims, other, immediate, stdin, known_user) -> Reply:
         return _add_accounts(db, names, lims, other, immediate, stdin)
     if entity == "user":
         return _add_users(db, names, lims, other, immediate, stdin, known_user)
-    return _add_qos(db, names, lims, other, immediate, stdin)
+    return add_qos(db, names, lims, other, immediate, stdin)
 
 
 def _add_accounts(db, names, lims, other, immediate, stdin) -> Reply:
@@ -179,37 +166,3 @@ def _add_users(db, names, lims, other, immediate, stdin, known_user) -> Reply:
         out += " Non Default Settings\n" + assoc_settings(lims, other)
     reply = commit(db, done.db, asked + out, immediate, stdin)
     return attrs.evolve(reply, err=done.err, rc=1 if done.err else 0)
-
-
-def qos_fields(other: dict[str, str]) -> dict[str, object]:
-    fields: dict[str, object] = {}
-    if "priority" in other:
-        fields["priority"] = int(other["priority"])
-    if "flags" in other:  # -1 clears them
-        fields["flags"] = tuple(f for f in other["flags"].split(",") if f and f != "-1")
-    if "usage_factor" in other:
-        fields["usage_factor"] = float(other["usage_factor"])
-    if "preempt_mode" in other:
-        fields["preempt_mode"] = other["preempt_mode"].lower()
-    if "preempt" in other:
-        fields["preempt"] = tuple(p for p in other["preempt"].lower().split(",") if p)
-    return fields
-
-
-def _add_qos(db, names, lims, other, immediate, stdin) -> Reply:
-    fields = qos_fields(other)
-    description = other.get("description", "")
-    done = ops.add_qos(db, names, description=description, limits=tuple(sorted(lims.items())),
-                       **fields)
-    out = " Adding QOS(s)\n" + "".join(f"  {n}\n" for n in done.names)
-    out += f" Settings\n  Description    = {description or done.names[-1]}\n"
-    shown = {**{k: str(v) for k, v in fields.items()}, **lims}
-    for key in ("flags", "preempt"):
-        if key in other:
-            shown[key] = ",".join(str(x) for x in fields[key])  # type: ignore[attr-defined]
-    if "preempt_mode" in fields:  # preempt_mode_string's capitals
-        shown["preempt_mode"] = str(fields["preempt_mode"]).upper()
-    if "usage_factor" in fields:
-        shown["usage_factor"] = f"{fields['usage_factor']:.4f}"
-    out += "".join(_qos_label(key) + shown[key] + "\n" for key in QOS_ORDER if shown.get(key))
-    return commit(db, done.db, out, immediate, stdin)

@@ -189,6 +189,15 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("update user hal set MaxWall=1-2", "n"),
     ("list user hal withassoc format=user,maxwall -P", None),
     ("rem user hal", "n"),
+    # QOS values sacctmgr refuses, and those it skips with a warning and goes on
+    ("-i add qos z1 Flags=Bogus", None),
+    ("-i add qos z2 PreemptMode=bogus", None),
+    ("-i add qos z3 Preempt=nosuch", None),
+    ("-i add qos z4 Priority=abc", None),
+    ("-i add qos z5 UsageFactor=abc", None),
+    ("-i modify qos nosuch set Priority=3", None),
+    ("-i add qos z6 Flags=NoDecay,DenyOnLimit GraceTime=60 UsageThreshold=0.5", None),
+    ("show qos z6 -P format=name,flags,gracetime,usagethres", None),
 )
 # the file `load` reads (in the form `dump` writes)
 LOAD = """# a tree to move in
