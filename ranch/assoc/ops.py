@@ -39,7 +39,8 @@ def _clusters(db: AcctDb, clusters: tuple[str, ...]) -> tuple[str, ...]:
 
 def add_accounts(db: AcctDb, names: tuple[str, ...], *, clusters: tuple[str, ...] = (),
                  parent: str = ROOT, description: str = "", organization: str = "",
-                 settings: dict[str, str] | None = None, shares: int = 1) -> Added:
+                 settings: dict[str, str] | None = None, shares: int = 1,
+                 qos: tuple[str, ...] = (), def_qos: str = "") -> Added:
     new_accts, new_assocs, err = [], [], ""
     for name in names:
         if db.account(name) is None:
@@ -51,8 +52,8 @@ def add_accounts(db: AcctDb, names: tuple[str, ...], *, clusters: tuple[str, ...
             if db.base_assoc(parent, cluster) is None:
                 err += NO_PARENT.format(parent, cluster)
                 continue
-            new_assocs.append(Assoc(0, cluster, name, parent=parent, shares=shares,
-                                    limits=limits(settings or {})))
+            new_assocs.append(Assoc(0, cluster, name, parent=parent, shares=shares, qos=qos,
+                                    def_qos=def_qos, limits=limits(settings or {})))
     if not new_accts and not new_assocs:
         raise Refused(err=err, out=" Nothing new added.\n")
     if not new_assocs:
@@ -63,7 +64,8 @@ def add_accounts(db: AcctDb, names: tuple[str, ...], *, clusters: tuple[str, ...
 
 def add_users(db: AcctDb, names: tuple[str, ...], accounts: tuple[str, ...], *,
               default_account: str = "", admin_level: str = "", partitions: tuple[str, ...] = (),
-              clusters: tuple[str, ...] = (), settings: dict[str, str] | None = None) -> Added:
+              clusters: tuple[str, ...] = (), settings: dict[str, str] | None = None,
+              shares: int = 1, qos: tuple[str, ...] = (), def_qos: str = "") -> Added:
     if not accounts and default_account:
         accounts = (default_account,)
     if default_account:  # sacctmgr appends it to the list: a repeat moves to the end
@@ -89,6 +91,7 @@ def add_users(db: AcctDb, names: tuple[str, ...], accounts: tuple[str, ...], *,
                 for part in partitions or ("",):
                     if db.find_assoc(cluster, account, name, part) is None:
                         new_assocs.append(Assoc(0, cluster, account, user=name, partition=part,
+                                                shares=shares, qos=qos, def_qos=def_qos,
                                                 limits=limits(settings or {})))
     if not new_users and not new_assocs:
         raise Refused(err=err, out=" Nothing new added.\n")

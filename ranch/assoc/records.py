@@ -20,6 +20,7 @@ QOS_FLAGS = ("DenyOnLimit", "EnforceUsageThreshold", "NoDecay", "NoReserve", "Ov
              "UsageFactorSafe")
 PREEMPT_MODES = ("cluster", "off", "cancel", "requeue", "suspend")
 
+FS_PARENT = 0x7FFFFFFF  # Fairshare=parent (SLURMDB_FS_USE_PARENT)
 Limits = tuple[tuple[str, str], ...]  # (canonical name, value as shown), sorted by name
 
 

@@ -10,6 +10,7 @@ from ranch.cli.acctmgr_ask import Reply, commit
 from ranch.cli.acctmgr_parse import Command
 from ranch.cli.acctmgr_qos import qos_fields
 from ranch.cli.acctmgr_show import filters, pick_assocs
+from ranch.cli.acctmgr_values import shares_value
 from ranch.cli.acctmgr_verbs import check_qos, settings
 
 
@@ -51,6 +52,8 @@ def modify(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
         reply = commit(db, new, " Modified qos...\n" + "".join(f"  {n}\n" for n in names),
                        immediate, stdin)
         return Reply(reply.db, reply.out, warn, reply.rc, reply.stdin)
+    if cmd.entity == "user" and other.get("admin_level") == "" and len(other) == 1 and not lims:
+        raise Refused(out=" Nothing modified\n", err=UNAFFECTED.replace("assocs", "users"))
     if cmd.entity == "user" and ("default_account" in other or "admin_level" in other):
         new, names = ops.modify_users(db, _names(cmd),
                                       default_account=other.get("default_account", "").lower(),
@@ -87,7 +90,7 @@ def _modify_assocs(db, cmd, lims, other, immediate, stdin) -> Reply:
     if _names(cmd):
         want.setdefault(key, set()).update(_names(cmd))
     chosen = [a for a in pick_assocs(db, want) if (bool(a.user) == (cmd.entity == "user"))]
-    shares = int(other["shares"]) if "shares" in other else None
+    shares = shares_value(other["shares"]) if "shares" in other else None
     denied = _no_default_access(db, chosen, other)
     if denied:
         return Reply(db, err=denied)

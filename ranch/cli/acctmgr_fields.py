@@ -88,8 +88,9 @@ def column(spec: str, tree: bool = False) -> Column:
             n = max(len(low), least)
             if spelling.lower()[:n] == low[:n] and len(low) <= len(spelling):
                 w = default if not (kind == "acct" and tree) else -20
-                if pct:
-                    w = int(width or 0)
+                digits = width[1:] if width.startswith("-") else width
+                if pct and digits.isdigit() and int(width):  # atoi: %x is no width
+                    w = int(width)
                 return Column(header, w, kind)
     raise UnknownField(f"Unknown field '{name}'\n")
 

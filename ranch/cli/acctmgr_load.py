@@ -12,7 +12,7 @@ from ranch.assoc.db import AcctDb, Refused
 from ranch.assoc.records import Account, Assoc, User, limits
 from ranch.cli.acctmgr_ask import Reply, commit
 from ranch.cli.acctmgr_fields import columns, render
-from ranch.cli.acctmgr_values import BadValue, limit_key, limit_value
+from ranch.cli.acctmgr_values import BadValue, limit_key, limit_value, shares_text, shares_value
 
 ASSOC_COLS = ("Share,GrpTRESM,GrpTRESR,GrpTRES,GrpJ,GrpJobsA,GrpMEM,GrpN,GrpS,GrpW,MaxTRESM,"
               "MaxTRES,MaxTRESPerN,MaxJ,MaxS,MaxN,MaxW,QOS,DefaultQOS")
@@ -54,7 +54,8 @@ def _assoc(cluster: str, account: str, opts: dict[str, str], user: str = "",
         elif key not in FILE_KEYS:
             raise BadValue(f" Unknown option: {key}\n")
     return Assoc(0, cluster, account, user=user, partition=opts.get("partition", ""),
-                 parent=parent, shares=int(opts.get("fairshare", "1")), limits=limits(lims),
+                 parent=parent, shares=shares_value(opts.get("fairshare", "1")),
+                 limits=limits(lims),
                  qos=tuple(q for q in opts.get("qos", "").split(",") if q),
                  def_qos=opts.get("defaultqos", ""))
 
@@ -162,7 +163,7 @@ def _assoc_table(db: AcctDb, title: str, head: str, assocs: list[Assoc]) -> str:
         return ""
     cols = columns((head + "," + ASSOC_COLS).split(","))
     cells = {"acct": lambda a: a.account, "pname": lambda a: a.parent, "user": lambda a: a.user,
-             "share": lambda a: str(a.shares), "qos": lambda a: ",".join(a.qos),
+             "share": lambda a: shares_text(a.shares), "qos": lambda a: ",".join(a.qos),
              "dqos": lambda a: a.def_qos}
     rows = [[cells[c.kind](a) if c.kind in cells else _own(a, c.kind) for c in cols]
             for a in assocs]

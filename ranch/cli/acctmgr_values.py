@@ -4,7 +4,7 @@ an association, user, account or QOS row (association_functions.c, qos_functions
 from __future__ import annotations
 
 from ranch.assoc.db import AcctDb
-from ranch.assoc.records import Assoc, Qos, User
+from ranch.assoc.records import FS_PARENT, Assoc, Qos, User
 from ranch.cli.acctmgr_parse import match
 
 # `set`/`where` limit keys: (spelling, least letters, canonical), as common.c sacctmgr_set_*
@@ -27,6 +27,22 @@ COUNT_LIMITS = ("GrpJobs", "GrpSubmitJobs", "MaxJobs", "MaxSubmitJobs", "MaxJobs
 
 class BadValue(ValueError):
     pass
+
+
+def shares_value(text: str) -> int:
+    """A Fairshare: a count, or `parent` (the parent's share, SLURMDB_FS_USE_PARENT)."""
+    return FS_PARENT if text.lower() == "parent" else int(text)
+
+
+def shares_text(shares: int) -> str:
+    return "parent" if shares == FS_PARENT else str(shares)
+
+
+def admin_level(text: str) -> str:
+    """str_2_slurmdb_admin_level: only the first letter counts; anything else is not set."""
+    first = text[:1].lower()
+    return {"n": "None", "o": "Operator", "s": "Administrator", "a": "Administrator"}.get(
+        first, "")
 
 
 def minutes(text: str) -> int:
@@ -96,7 +112,7 @@ def assoc_cell(db: AcctDb, a: Assoc, kind: str) -> str:
         name, _, tres = kind.partition(":")
         return _tres_part(db.effective(a, name), tres)
     simple = {"acct": a.account, "cluster": a.cluster, "user": a.user, "part": a.partition,
-              "id": str(a.id), "share": str(a.shares), "prio": ""}
+              "id": str(a.id), "share": shares_text(a.shares), "prio": ""}
     if kind in simple:
         return simple[kind]
     if kind == "pname":

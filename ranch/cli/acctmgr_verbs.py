@@ -12,7 +12,7 @@ from ranch.assoc.db import AcctDb, Refused
 from ranch.cli.acctmgr_ask import Reply, ask, commit
 from ranch.cli.acctmgr_parse import Command, match
 from ranch.cli.acctmgr_qos import add_qos
-from ranch.cli.acctmgr_values import BadValue, limit_key, limit_value
+from ranch.cli.acctmgr_values import BadValue, admin_level, limit_key, limit_value, shares_value
 
 # sacctmgr_print_assoc_limits' labels, in its order
 ASSOC_LABELS = (("shares", "Fairshare     = "), ("GrpJobs", "GrpJobs       = "),
@@ -55,6 +55,13 @@ def settings(cmd: Command) -> tuple[dict[str, str], dict[str, str]]:
         if field is None or (sign and field != "qos"):
             raise BadValue(f" Unknown option: {key}={value}\n Use keyword 'where' to modify "
                            "condition\n")
+        if field == "shares" and not (value.isdigit() or value.lower() == "parent"):
+            raise BadValue(f"sacctmgr: error: Invalid value for FairShare ({value})\n Unknown "
+                           f"option: {key}={value}\n Use keyword 'where' to modify condition\n")
+        if field == "shares":
+            value = value.lower()
+        if field == "admin_level":
+            value = admin_level(value)  # "" when sacctmgr cannot read it: not set
         other[field + sign] = value
     return lims, other
 
@@ -86,6 +93,8 @@ def assoc_settings(lims: dict[str, str], other: dict[str, str], parent: str = ""
 def add(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
         known_user: Callable[[str], bool], caller: str = "root") -> Reply:
     lims, other = settings(cmd)
+    if cmd.entity != "qos":
+        check_qos(db, other, cmd.sets)
     names = tuple(n.lower() for n in cmd.names)
     if cmd.entity not in ("account", "user", "qos"):
         raise Refused(err=f" Adding a {cmd.entity} is rctld's (its cluster.conf)\n")
@@ -98,6 +107,13 @@ def add(db: AcctDb, cmd: Command, immediate: bool, stdin: str | None,
                          f" Problem adding {what}: Access/permission denied\n", 1)
         return probe
     return _add(db, cmd.entity, names, lims, other, immediate, stdin, known_user)
+
+
+def _assoc_extra(other: dict[str, str]) -> dict:
+    """Fairshare, QOS and DefaultQOS for new associations."""
+    return {"shares": shares_value(other.get("shares", "1")),
+            "qos": tuple(q for q in other.get("qos", "").split(",") if q),
+            "def_qos": other.get("def_qos", "")}
 
 
 def _clusters(db: AcctDb, other: dict[str, str]) -> tuple[str, ...]:
@@ -122,8 +138,7 @@ def _add_accounts(db, names, lims, other, immediate, stdin) -> Reply:
     desc, org = other.get("description", "").lower(), other.get("organization", "").lower()
     parent = other.get("parent", "root").lower()
     done = ops.add_accounts(db, names, parent=parent, description=desc, organization=org,
-                            settings=lims, shares=int(other.get("shares", 1)),
-                            clusters=_clusters(db, other))
+                            settings=lims, clusters=_clusters(db, other), **_assoc_extra(other))
     out = " Adding Account(s)\n" + "".join(f"  {n}\n" for n in done.names) if done.names else ""
     if done.names:
         out += (" Settings\n" f"  Description     = {desc or 'Account Name'}\n"
@@ -155,7 +170,7 @@ def _add_users(db, names, lims, other, immediate, stdin, known_user) -> Reply:
                 return Reply(db, asked, rc=1, stdin=stdin)
     done = ops.add_users(db, names, accounts, default_account=default, admin_level=admin,
                          partitions=tuple(p for p in other.get("partition", "").split(",") if p),
-                         settings=lims, clusters=_clusters(db, other))
+                         settings=lims, clusters=_clusters(db, other), **_assoc_extra(other))
     out = " Adding User(s)\n" + "".join(f"  {n}\n" for n in done.names) if done.names else ""
     if done.names and (default or admin):
         out += " Settings =\n"

@@ -198,6 +198,17 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("-i modify qos nosuch set Priority=3", None),
     ("-i add qos z6 Flags=NoDecay,DenyOnLimit GraceTime=60 UsageThreshold=0.5", None),
     ("show qos z6 -P format=name,flags,gracetime,usagethres", None),
+    # Fairshare (a count or parent), AdminLevel read by its first letter, a width that is not
+    ("-i add account x7 fairshare=abc", None),
+    ("-i modify account root set fairshare=abc", None),
+    ("-i add user u7 account=root adminlevel=bogus", None),
+    ("-i modify user root set adminlevel=bogus", None),
+    ("show assoc format=acc%x,user -n where account=root", None),
+    ("-i add account x8 fairshare=parent", None),
+    ("show assoc format=acc,share -P where account=x8", None),
+    ("-i add account x9 qos=nosuch", None),
+    ("-i add account x9 defaultqos=normal", None),
+    ("show assoc format=acc,qos,defaultqos -P where account=x9", None),
 )
 # the file `load` reads (in the form `dump` writes)
 LOAD = """# a tree to move in
