@@ -24,11 +24,13 @@ from ranch.cli.racctmgr import OPTIONS
 
 def respond(argv: list[str], db: AcctDb, stdin: str | None = None,
             known_user: Callable[[str], bool] = lambda name: True,
-            caller: str = "root", read: Callable[[str], str] | None = None) -> Reply:
+            caller: str = "root", read: Callable[[str], str] | None = None,
+            uid: int = 0) -> Reply:
     """`stdin`: what the user types at sacctmgr's questions (None: nothing, in 30 s);
     `known_user`: whether the system knows a user name (sacctmgr asks before adding one it
     does not); `caller`: who runs it (changes need an AdminLevel; reads do not); `read`: a
-    file's text for `load` (sacctmgr reads it where it runs)."""
+    file's text for `load` (sacctmgr reads it where it runs); `uid`: the caller's, for load's
+    refusal of a caller the tree does not know."""
     # getopt_long permutes: an option may follow the command's words
     flags = [w for w in argv if w.startswith("-") and w != "-"]
     words = [w for w in argv if not (w.startswith("-") and w != "-")]
@@ -46,7 +48,7 @@ def respond(argv: list[str], db: AcctDb, stdin: str | None = None,
             out, err, rc, files = dump(db, cmd.where)
             return Reply(db, out, err, rc, files=files)
         if cmd.verb == "load":
-            return _load(db, cmd, values, stdin, caller, read)
+            return _load(db, cmd, values, stdin, (caller, uid), read)
         if cmd.verb == "show":
             return Reply(db, show(db, cmd, header=not values.get("noheader"), parsable=parsable))
         immediate = bool(values.get("immediate"))
@@ -63,7 +65,7 @@ def respond(argv: list[str], db: AcctDb, stdin: str | None = None,
         return Reply(db, err=str(exc), rc=1)
 
 
-def _load(db: AcctDb, cmd, values, stdin: str | None, caller: str,
+def _load(db: AcctDb, cmd, values, stdin: str | None, caller: tuple[str, int],
           read: Callable[[str], str] | None) -> Reply:
     word, path = next(((f"{k}={v}" if k else v, v) for k, v in cmd.where
                        if not k or "file".startswith(k.lower())), ("", ""))
@@ -75,7 +77,11 @@ def _load(db: AcctDb, cmd, values, stdin: str | None, caller: str,
         text = read(path)
     except OSError as exc:
         return Reply(db, err=f' Unable to read "{word}": {exc.strerror or exc}\n', rc=1)
-    if not ops.may(db, caller, "Operator"):
+    name, uid = caller
+    if name != "root" and db.user(name) is None:  # file_functions.c: Administrators only
+        return Reply(db, err=f" Your uid ({uid}) is not in the accounting system, can't load "
+                             "file.\n", rc=1)
+    if not ops.may(db, name, "Administrator"):
         return Reply(db, err=" Your user does not have sufficient privileges to load files.\n",
                      rc=1)
     return load(db, text, bool(values.get("immediate")), stdin)

@@ -227,3 +227,14 @@ def test_any_command_line_gets_an_answer_never_a_traceback(line, stdin) -> None:
 def test_a_bad_number_is_answered_in_words(line) -> None:
     done = respond(line.split(), fresh())
     assert done.err  # sacctmgr's warning or refusal, never an exception
+
+
+def test_load_is_for_administrators_the_tree_knows() -> None:
+    db = run(fresh(), "-i add account a").db
+    db = run(db, "-i add user bob account=a AdminLevel=Operator").db
+    text = "Cluster - 'c1'\nParent - 'root'\nAccount - 'b'\n"
+    for caller, uid, err in (
+            ("bob", 1002, " Your user does not have sufficient privileges to load files.\n"),
+            ("eve", 1003, " Your uid (1003) is not in the accounting system, can't load file.\n")):
+        done = respond("-i load f".split(), db, caller=caller, uid=uid, read=lambda p: text)
+        assert (done.rc, done.err, done.db) == (1, err, db)

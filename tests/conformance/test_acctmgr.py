@@ -209,6 +209,9 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("-i add account x9 qos=nosuch", None),
     ("-i add account x9 defaultqos=normal", None),
     ("show assoc format=acc,qos,defaultqos -P where account=x9", None),
+    # load: Administrators only, and only callers the tree knows
+    ("@bob -i load file={load}", None),
+    ("@nobody -i load file={load}", None),
 )
 # the file `load` reads (in the form `dump` writes)
 LOAD = """# a tree to move in
@@ -260,7 +263,8 @@ def ranch_side() -> list[Outcome]:
     for line, answer in SCRIPT:
         caller, words = _caller(line)
         reply = respond(words, db, answer, known_user=_has_uid, caller=caller,
-                        read=lambda path: Path(path).read_text())
+                        read=lambda path: Path(path).read_text(),
+                        uid=pwd.getpwnam(caller).pw_uid)
         db = reply.db
         out.append((reply.rc, reply.out, _masked(reply.err),
                     "".join(text for _, text in reply.files)))
