@@ -212,6 +212,10 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     # load: Administrators only, and only callers the tree knows
     ("@bob -i load file={load}", None),
     ("@nobody -i load file={load}", None),
+    # one bad account among good ones: the rest is added, the exit status says 1
+    ("-i add account ac9", None),
+    ("-i add user ivy account=ac9,nosuch", None),
+    ("show assoc format=acc,user -P where user=ivy", None),
 )
 # the file `load` reads (in the form `dump` writes)
 LOAD = """# a tree to move in
