@@ -216,6 +216,16 @@ SCRIPT: tuple[tuple[str, str | None], ...] = (
     ("-i add account ac9", None),
     ("-i add user ivy account=ac9,nosuch", None),
     ("show assoc format=acc,user -P where user=ivy", None),
+    # what tools ask: snakemake's Slurm plugin (accounts of a user), Open OnDemand (its
+    # associations), scripts (the default account)
+    ("-i add account tp1,tp2", None),
+    ("-i add user jo account=tp1,tp2 DefaultAccount=tp2", None),
+    ("-n -s list user jo format=account%256", None),
+    ("-n -s list user jo format=Account%20", None),
+    ("-nP show assoc where user=jo format=account,cluster,partition,qos", None),
+    ("-n -P show user jo format=defaultaccount", None),
+    ("--noheader --parsable2 show associations where users=jo format=account", None),
+    ("show user jo -s -P format=user,account,partition,qos", None),
 )
 # the file `load` reads (in the form `dump` writes)
 LOAD = """# a tree to move in
