@@ -1,0 +1,1 @@
+"""assoc: Slurm's accounting tree (clusters, accounts, users, associations, QOS) as values. Pure."""
