@@ -119,8 +119,8 @@ def starter(membership: Membership, liveness: Liveness, power: PowerSave, reboot
 
 
 def reconfigurer(registry: NodeRegistry, membership: Membership, liveness: Liveness,
-                 power: PowerSave, deadlines: Deadlines, parts: JobParts,
-                 after_change: Callable[[], None]
+                 power: PowerSave, reboots: Reboots, reservations: Reservations,
+                 deadlines: Deadlines, parts: JobParts, after_change: Callable[[], None]
                  ) -> Callable[[ClusterConfig], m.ReconfigureResult]:
     """Switch to a validated new config: reload nodes, add/remove, push to connected nodes."""
 
@@ -133,6 +133,8 @@ def reconfigurer(registry: NodeRegistry, membership: Membership, liveness: Liven
         liveness.rearm_all()
         power.use_config()
         power.rearm()
+        reboots.rearm()  # a reboot issued before it still times out
+        reservations.refresh()  # and a window still opens and closes on time
         registry.changed_all()
         pushed = registry.push_config()
         after_change()

@@ -202,7 +202,9 @@ class JobStore:
             logs.event("job ended", job=job.id, state=str(state), exit_code=job.exit_code,
                        signal=job.signal)
             self._events.ended(job)  # mail, and racct's history before the job may be purged
-        for name in set(old.nodes) | set(job.nodes):
+        # in the job's node order, not a set's: which node a ResumeRate token goes to first
+        # must not change from one run to the next
+        for name in dict.fromkeys((*old.nodes, *job.nodes)):
             self.sync_node(name)  # COMPLETING comes and goes with the job's state
 
     # -- the pending queue -------------------------------------------------------------------

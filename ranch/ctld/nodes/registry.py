@@ -184,6 +184,7 @@ class NodeRegistry:
                     node.conn.close_soon()
         self.nodes.clear()
         self.nodes.update(nodes)
+        self.members_gen += 1  # the records now in the dict: a placement cache built meanwhile goes
         return [n for n in nodes if n not in old_nodes]
 
     def push_config(self) -> int:
