@@ -59,7 +59,7 @@ class Controller:
     after_change: Callable[[], None]  # the scheduling pass if due, then power's programs
     on_deadlines: Callable[[Iterable[Any]], None]  # the deadline task's callback
     start: Callable[..., None]  # start(grace=0.0): arm every timer after restore
-    restore: Callable[[dict[str, Any]], None]  # take back a saved state (nodes, jobs, windows, accounts)
+    restore: Callable[[dict[str, Any]], None]  # take back a saved state (every owner's part)
     apply_config: Callable[[ClusterConfig], m.ReconfigureResult]  # reconfigure
     save_doc: Callable[[], dict[str, Any]]  # the state-file document, each owner's part
     journal_records: Callable[[Taken], list[dict[str, Any]]]  # each owner's records

@@ -1,11 +1,11 @@
 """The change log: what changed since the last durable write, and the pushes waiting for it.
 
 The one door between the controller's state and its store (ctld/state/store.py,
-ctld/state/etcdstore.py):
-every owner of nodes, jobs, reservations and the accounting tree reports a change here, and the daemon takes the
-changes from here to the journal. A reply that confirms a change, and a push (LaunchJob,
-KillJob) that follows from one, leave only once that change is on disk; this class holds both
-ends of that rule, so that no caller has to remember it.
+ctld/state/etcdstore.py): every owner of nodes, jobs, reservations and the accounting tree
+reports a change here, and the daemon takes the changes from here to the journal. A reply that
+confirms a change, and a push (LaunchJob, KillJob) that follows from one, leave only once that
+change is on disk; this class holds both ends of that rule, so that no caller has to remember
+it.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from ranch.ctld import logs
 
 def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The snapshot with the journal's records laid over it, in order (a record replaces the
-    node's or job's entry, or the whole accounting tree). Lines of the version-4 submission journal (a bare job record) add
-    only jobs the snapshot never held."""
+    node's or job's entry, or the whole accounting tree). Lines of the version-4 submission
+    journal (a bare job record) add only jobs the snapshot never held."""
     doc = dict(doc or {})
     nodes = dict(doc.get("nodes") or {})
     saved_jobs = doc.get("jobs") or {}
