@@ -8,6 +8,7 @@ record in the state file refuses the start in one line; without the key, today's
 from __future__ import annotations
 
 import pwd
+import re
 import shlex
 import subprocess
 import sys
@@ -38,6 +39,8 @@ SCRIPT = [
     ("modify user nobodyhere set DefaultAccount=physics -i", None),
     ("-i delete account chem", None),
     ("dump itest file={dump}", None),
+    ("-i load file={load}", None),  # read where racctmgr runs
+    ("load file=nosuch.cfg", None),
     ("show assoc -P format=account,user", None),
 ]
 
@@ -48,6 +51,16 @@ def _racctmgr(c: Cluster, words: list[str], stdin: str | None,
     return subprocess.run([sys.executable, "-m", "ranch.cli.racctmgr", *words], cwd=cwd,
                           env=env, input=stdin or "", capture_output=True, text=True,
                           timeout=60)
+
+
+LOAD = """Cluster - 'itest':Fairshare=1:QOS='normal'
+Parent - 'root'
+Account - 'geo':Description='geo':Organization='earth':Fairshare=1
+"""
+
+
+def _masked(text: str) -> str:
+    return re.sub(r"usec=\d+", "usec=<n>", text)  # how long load took
 
 
 def _has_uid(name: str) -> bool:
@@ -62,18 +75,21 @@ def test_racctmgr_over_rctld_answers_as_the_driver(tmp_path: Path) -> None:
     db = AcctDb.fresh().add_cluster("itest")  # the conformance driver's start
     work = tmp_path / "work"
     work.mkdir()
+    (work / "tree-in.cfg").write_text(LOAD)
     with Cluster(tmp_path / "c", ("n1",), extra=ON) as c:
         c.start_ctld()
         for line, typed in SCRIPT:
-            words = shlex.split(line.format(dump=work / "tree.cfg"))
+            words = shlex.split(line.format(dump=work / "tree.cfg", load="tree-in.cfg"))
             got = _racctmgr(c, words, typed, work)
-            want = respond(words, db, typed, known_user=_has_uid)
+            want = respond(words, db, typed, known_user=_has_uid,
+                           read=lambda path: (work / path).read_text())
             db = want.db
-            assert (got.returncode, got.stdout, got.stderr) == (want.rc, want.out, want.err), (
-                line, got.stderr)
+            assert (got.returncode, _masked(got.stdout), _masked(got.stderr)) == (
+                want.rc, _masked(want.out), _masked(want.err)), (line, got.stderr)
             for path, text in want.files:  # dump: written where racctmgr ran
                 assert Path(path).read_text() == text
         assert "physical" in (work / "tree.cfg").read_text()
+        assert any(a.name == "geo" for a in db.accounts)  # loaded
 
         # durable before acknowledged: SIGKILL right after the reply
         added = _racctmgr(c, ["-i", "add", "account", "bio", "Description=bio",
