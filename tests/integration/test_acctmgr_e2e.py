@@ -117,6 +117,14 @@ def test_racctmgr_over_rctld_answers_as_the_driver(tmp_path: Path) -> None:
         assert "Traceback" not in done.stderr
         assert done.stderr.splitlines()[-1] == "rctld: " + str(DamagedState(
             str(path), 0, "accounting record next_id: not an integer"))
+        assert path.read_bytes() == integrity.seal(orjson.dumps(doc))  # left as it was
+        # rctld -i starts without it: a fresh tree, and the next start finds the file whole
+        c.start_ctld("-i")
+        assert _racctmgr(c, ["show", "account", "-P", "-n"], None, work).stdout == (
+            "root|default root account|root\n")
+        c.kill_ctld()
+        c.start_ctld()
+        assert "bio" not in _racctmgr(c, ["show", "account", "-P"], None, work).stdout
 
 
 def test_without_the_store_racctmgr_refuses_as_sacctmgr_without_slurmdbd(
