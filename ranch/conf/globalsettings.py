@@ -11,6 +11,7 @@ from ranch.conf import keys
 from ranch.conf.buildbase import BuilderBase, Source
 from ranch.conf.model import (
     AccessSettings,
+    AccountingSettings,
     AuthSettings,
     ControllerHost,
     ControlSettings,
@@ -94,10 +95,16 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "AdminUsers": as_list,
     "PrivateData": lambda s: tuple(w.lower() for w in as_enum_list(s, PRIVATE_DATA)),
     "DisableRootJobs": as_bool,
+    "AccountingStorageType": lambda s: as_enum(s, ACCOUNTING_STORAGE).lower(),
+    "AccountingStorageEnforce": lambda s: tuple(w.lower() for w in as_enum_list(s, ENFORCE_WORDS)),
     "SlurmUser": lambda s: s.strip() or "root",
 }
 # AuthType values Ranch acts on (unset: the cluster key alone)
 AUTH_TYPES: tuple[str, ...] = ("AUTH/MUNGE",)
+# Slurm 22.05's accounting_storage plugins: slurmdbd turns rctld's own store on (issue 43)
+ACCOUNTING_STORAGE: tuple[str, ...] = ("ACCOUNTING_STORAGE/NONE", "ACCOUNTING_STORAGE/SLURMDBD")
+ENFORCE_WORDS: tuple[str, ...] = ("ALL", "ASSOCIATIONS", "LIMITS", "NOJOBS", "NOSTEPS", "QOS",
+                                  "SAFE", "WCKEYS")
 # slurm.conf's PrivateData words; Ranch hides jobs, nodes and usage (and events with nodes)
 PRIVATE_DATA: tuple[str, ...] = ("ACCOUNTS", "CLOUD", "EVENTS", "JOBS", "NODES", "PARTITIONS",
                                  "RESERVATIONS", "USAGE", "USERS")
@@ -262,3 +269,8 @@ class GlobalSettings(BuilderBase):
         return AccessSettings(
             g("AuthType", None) or "", self.auth_info(), g("SlurmUser", "root"),
             g("AdminUsers", ()), g("PrivateData", ()), g("DisableRootJobs", False))
+
+    def accounting_settings(self) -> AccountingSettings:
+        g = self.typed_global
+        return AccountingSettings(g("AccountingStorageType", None) or "",
+                                  g("AccountingStorageEnforce", ()))

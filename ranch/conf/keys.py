@@ -106,6 +106,14 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("AdminUsers", "list", None,
      "Ranch: users (or %group) with admin rights: nodes, reconfigure, anybody's jobs (Slurm "
      "keeps AdminLevel in slurmdbd, which Ranch has not)"),
+    # issue 43: accounts, users, associations and QOS in rctld's own store (no slurmdbd)
+    ("AccountingStorageType", "str", None,
+     "accounting_storage/slurmdbd: rctld keeps the accounting tree racctmgr (sacctmgr) "
+     "reads and changes (unset or accounting_storage/none: racctmgr refuses, as sacctmgr "
+     "without slurmdbd)"),
+    ("AccountingStorageEnforce", "list", None,
+     "associations, limits, qos, safe, nojobs, nosteps (kept; enforcement is issue 43's next "
+     "step)"),
     ("PrivateData", "list", None,
      "what only admins see of others: jobs, nodes, usage (also accounts cloud events "
      "partitions reservations users, kept)"),
@@ -166,9 +174,9 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """
-AccountingStorageBackupHost AccountingStorageEnforce AccountingStorageExternalHost
+AccountingStorageBackupHost AccountingStorageExternalHost
 AccountingStorageHost AccountingStorageLoc AccountingStorageParameters AccountingStoragePass
-AccountingStoragePort AccountingStorageTRES AccountingStorageType AccountingStorageUser
+AccountingStoragePort AccountingStorageTRES AccountingStorageUser
 AccountingStoreFlags AccountingStoreJobComment AcctGatherEnergyType AcctGatherFilesystemType
 AcctGatherInterconnectType AcctGatherNodeFreq AcctGatherProfileType AllowSpecResourcesUsage
 AuthAltParameters AuthAltTypes BatchStartTimeout BcastExclude BcastParameters

@@ -165,6 +165,19 @@ class AccessSettings:
 
 
 @attrs.frozen(slots=True)
+class AccountingSettings:
+    """Issue 43: AccountingStorageType=accounting_storage/slurmdbd turns rctld's accounting
+    store on (racctmgr); AccountingStorageEnforce is kept for the enforcement to come."""
+
+    storage_type: str = ""  # as written, lower case ("" unset)
+    enforce: tuple[str, ...] = ()  # lower-case words: associations, limits, qos, safe, ...
+
+    @property
+    def enabled(self) -> bool:
+        return self.storage_type == "accounting_storage/slurmdbd"
+
+
+@attrs.frozen(slots=True)
 class HttpSettings:
     """rctld's HTTP server (Ranch keys): off unless `listen` is set."""
 
@@ -232,6 +245,7 @@ class ClusterConfig:
     guards: GuardSettings = GuardSettings()
     access: AccessSettings = AccessSettings()
     reboot: RebootSettings = RebootSettings()
+    accounting: AccountingSettings = AccountingSettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from functools import partial
@@ -10,6 +11,7 @@ from typing import Any, cast
 import attrs
 import trio
 
+from ranch.assoc import serial
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs, reconfig
 from ranch.ctld.compose import assemble
@@ -167,16 +169,32 @@ class Daemon:
             ctl.jobs.history.check(self.ignore_damaged)
         doc, records = self.store.load()
         jobs = ctl.jobs.store
+        dropped = False  # rctld -i left a damaged accounting tree out
         if doc is None and not records:
             logs.event("no saved state; starting from the config",
                        path=statefile.state_path(self.state_dir))
         else:
-            ctl.restore(overlay(doc, records))
+            saved, dropped = self._without_damaged_accounts(overlay(doc, records))
+            ctl.restore(saved)
         # packs no saved job points into (a snapshot that failed after writing one)
         jobs.bulk_not_written([n for n in bulkfiles.packs(self.state_dir) if n not in jobs.packs],
                               ())
-        if self.store.moved_aside or self.store.ignored:  # -i: the next start finds it whole
-            self.saver.save_now()
+        if self.store.moved_aside or self.store.ignored or dropped:
+            self.saver.save_now()  # -i: the next start finds it whole
+
+    def _without_damaged_accounts(self, doc: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """rctld -i: a damaged accounting tree is left out, a fresh one starts (the snapshot
+        taken at once replaces it); without -i it refuses the start (ctld/accounts/)."""
+        tree = doc.get("accounts")
+        if not self.ignore_damaged or tree is None:
+            return doc, False
+        try:
+            serial.from_json(tree)
+        except ValueError as exc:
+            logs.event("damaged accounting tree ignored (-i); starting with a fresh one",
+                       logging.WARNING, error=str(exc))
+            return {k: v for k, v in doc.items() if k != "accounts"}, True
+        return doc, False
 
     def takeover(self, who: str) -> m.Ack:
         """rcontrol takeover: answered first, then the seat is given up (a standby wins it)."""

@@ -212,7 +212,41 @@ class Takeover:
     user: str = ""
 
 
+@attrs.frozen
+class AcctmgrRequest:
+    """racctmgr (sacctmgr): one command line over rctld's accounting tree (issue 43). `words`:
+    the line without its options; `options`: the long names of those given (immediate,
+    parsable2, noheader, ...). `stdin`: what the user typed at its questions so far, None for
+    the first send (a question then waits: nothing is changed, and the reply says `waiting`);
+    `final`: no more answers come (the terminal timed out or closed), so a question left
+    unanswered is a timeout. `files`: load's file as (path, text), read where racctmgr runs;
+    `unreadable`: (path, why) when it could not be. `user`/`uid`: the caller, which rctld
+    takes from the connection (a user's MUNGE identity), whatever was sent."""
+
+    words: tuple[str, ...]
+    options: tuple[str, ...] = ()
+    stdin: str | None = None
+    final: bool = False
+    files: tuple[tuple[str, str], ...] = ()
+    unreadable: tuple[tuple[str, str], ...] = ()
+    user: str = ""
+    uid: int = -1
+
+
+@attrs.frozen
+class AcctmgrReply:
+    """What sacctmgr prints and exits with; `files`: (path, text) dump writes where racctmgr
+    runs; `waiting`: a question is unanswered (stdout ends where it waits for "(N/y): ")."""
+
+    out: str = ""
+    err: str = ""
+    rc: int = 0
+    files: tuple[tuple[str, str], ...] = ()
+    waiting: bool = False
+
+
 ADMIN_MESSAGES: tuple[type, ...] = (
     GetSnapshot, Snapshot, UpdateNodes, UpdateResult, RebootNodes, RebootNode, ReservationRequest,
     ReservationReply, NodeMembership, GetEvents, Events, GetConfig, ConfigDump, Reconfigure,
-    ReconfigureResult, Takeover, Ping, Pong, Error, Credential, GuardRequest, GuardStatus)
+    ReconfigureResult, Takeover, Ping, Pong, Error, Credential, GuardRequest, GuardStatus,
+    AcctmgrRequest, AcctmgrReply)

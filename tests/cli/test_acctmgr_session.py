@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ranch.assoc.acctmgr_fields import UnknownField, column, render
 from ranch.assoc.db import AcctDb
-from ranch.cli.acctmgr_fields import UnknownField, column, render
 from ranch.cli.acctmgr_session import respond
 
 QUESTION = "Would you like to commit changes? (You have 30 seconds to decide)\n"

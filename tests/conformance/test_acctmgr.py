@@ -4,9 +4,9 @@ with slurmdbd and MariaDB and, command by command, through ranch.cli.acctmgr_ses
 over a ranch.assoc AcctDb; stdout, stderr and exit status compared (no column here shows an
 id, so nothing needs masking).
 
-NOT YET THE DAEMON PATH: racctmgr is not wired to rctld (the accounting store lives in the
-model only; the lead wires it into ctld's journal next). This test drives the model in-process,
-as that wiring will, so what it proves is the grammar, the rules and the output.
+The daemon path: rctld runs the same function over the tree it keeps, so the script's lines
+before the first run as another user are also sent through the real racctmgr to a real rctld
+(test_script_through_rctld, no Slurm needed) and must answer what the in-process path answers.
 
 Needs slurmdbd and MariaDB (tests/conformance/slurmdbd.py); without them it skips and says why.
 """
@@ -325,3 +325,34 @@ def test_script_matches_sacctmgr(slurm_side) -> None:
         Path(LOAD_PATH).unlink(missing_ok=True)
     for (line, _), want, got in zip(SCRIPT, slurm_side, ranch, strict=True):
         assert got == want, f"sacctmgr {line}\n{got}\n{want}"
+
+
+ROOT_LINES = next(i for i, (line, _) in enumerate(SCRIPT) if line.startswith("@"))
+
+
+def test_script_through_rctld(tmp_path: Path) -> None:
+    """The script's lines up to the first "@user" one (a cluster's key holder acts as root),
+    by racctmgr against rctld under AccountingStorageType=accounting_storage/slurmdbd."""
+    import sys
+
+    from ranch.assoc.db import AcctDb
+    from ranch.cli.acctmgr_session import respond
+    from tests.integration.cluster import Cluster
+
+    db = AcctDb.fresh().add_cluster("itest")
+    work = tmp_path / "work"
+    work.mkdir()
+    with Cluster(tmp_path / "c", ("n1",),
+                 extra="AccountingStorageType=accounting_storage/slurmdbd") as c:
+        c.start_ctld()
+        env = c._env({"RANCH_SERVER": f"127.0.0.1:{c.port}"})
+        for line, answer in SCRIPT[:ROOT_LINES]:
+            words = shlex.split(line.format(cluster="itest"))
+            want = respond(words, db, answer, known_user=_has_uid)
+            db = want.db
+            p = subprocess.run([sys.executable, "-m", "ranch.cli.racctmgr", *words], cwd=work,
+                               env=env, input=answer or "", capture_output=True, text=True,
+                               timeout=60)
+            assert (p.returncode, p.stdout, p.stderr) == (want.rc, want.out, want.err), line
+            for path, text in want.files:
+                assert (work / path).read_text() == text, line

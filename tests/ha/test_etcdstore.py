@@ -312,3 +312,27 @@ async def test_keys_deleted_from_etcd_are_refused_and_a_failed_write_leaves_no_g
                 await s.transact([put(key, value)])
     assert await fetched() == [3, 4, 5]
 
+
+
+async def test_the_accounting_tree_goes_through_etcd_as_through_files(etcd, tmp_path) -> None:
+    """Issue 43: the tree's journal record and its snapshot part need nothing of their own."""
+    from ranch.ctld.accounts.store import Accounts
+    from ranch.ctld.state.changelog import ChangeLog
+    from ranch.ctld.state.overlay import overlay
+    from ranch.protocol import messages as m
+
+    changes = ChangeLog()
+    acc = Accounts(cluster="c1", enabled=True, changes=changes)
+    p = prefix()
+    e = await seat(etcd, p)
+    s = store(etcd, e, tmp_path)
+    acc.request(m.AcctmgrRequest(("add", "account", "a1"), ("immediate",)), "root", 0)
+    await s.commit(acc.journal_records(changes.take()))
+    await s.snapshot({"accounts": acc.save_doc(), "journal_seq": s.seq})
+    acc.request(m.AcctmgrRequest(("add", "account", "a2"), ("immediate",)), "root", 0)
+    await s.commit(acc.journal_records(changes.take()))
+    again = store(etcd, e, tmp_path)
+    await again.fetch()
+    back = Accounts(cluster="c1", enabled=True, changes=ChangeLog())
+    back.restore(overlay(*again.load())["accounts"])
+    assert back.db == acc.db and {a.name for a in back.db.accounts} >= {"a1", "a2"}

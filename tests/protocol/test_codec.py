@@ -82,6 +82,9 @@ SAMPLES = [
     m.GuardRequest("confirm", "down", "gpu[01-02]", "root"),
     m.GuardStatus(True, ({"guard": "DownGuard", "state": "TRIPPED"},), {"stalls": 1},
                   ("gpu01",), ()),
+    m.AcctmgrRequest(("load", "file=tree.cfg"), ("immediate",), "y", False,
+                     (("tree.cfg", "Cluster - 'c1'\n"),), (), "alice", 1000),
+    m.AcctmgrReply(" Adding Account(s)\n", "", 0, (("tree.cfg", "Cluster - 'c1'\n"),), False),
 ]
 
 

@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from ranch.conf.model import ClusterConfig
+from ranch.ctld.accounts.store import Accounts
 from ranch.ctld.compose import coordinate
 from ranch.ctld.compose.controller import VERSION, Controller
 from ranch.ctld.compose.jobs import build_jobs, nodes_of
@@ -36,6 +37,7 @@ from ranch.ctld.nodes.registry import Hooks, NodeRegistry
 from ranch.ctld.nodes.reservations import Reservations
 from ranch.ctld.nodes.snapshot import Snapshots
 from ranch.ctld.site import Site
+from ranch.ctld.state import statefile
 from ranch.ctld.state.changelog import ChangeLog
 
 __all__ = ["VERSION", "Controller", "assemble"]
@@ -146,7 +148,12 @@ def _controller(base: _Base, registry: NodeRegistry, parts: JobParts, power: Pow
                           arm=liveness.arm, admit=membership.admit, health=drain_guard.health,
                           jobs=parts.for_nodes, after_change=after_change)
     known: list[str] = []  # the nodes the saved state knew (restore, then start)
-    save_doc, journal_records = coordinate.saved_state(changes, registry, reservations, parts)
+    config = registry.config
+    accounts = Accounts(cluster=config.cluster_name, enabled=config.accounting.enabled,
+                        changes=changes, where=statefile.state_path(site.state_dir)
+                        if site.state_dir else "the saved state")
+    save_doc, journal_records = coordinate.saved_state(changes, registry, reservations, parts,
+                                                       accounts)
     return Controller(
         registry=registry, jobs=parts.side, traffic=traffic, membership=membership,
         liveness=liveness, drain_guard=drain_guard,
@@ -155,7 +162,7 @@ def _controller(base: _Base, registry: NodeRegistry, parts: JobParts, power: Pow
         power=power,
         power_pass=PowerPass(registry, **times, budget=power.suspend_budget, holding=holding,
                              after_change=after_change),
-        reboots=reboots, reservations=reservations,
+        reboots=reboots, reservations=reservations, accounts=accounts,
         views=Snapshots(registry, changes=changes, **times), eventlog=eventlog,
         hardware=base.hardware, deadlines=deadlines, changes=changes, site=site,
         after_change=after_change,
@@ -163,9 +170,10 @@ def _controller(base: _Base, registry: NodeRegistry, parts: JobParts, power: Pow
                                                     reservations, parts, after_change),
         start=coordinate.starter(membership, liveness, power, reboots, reservations, known),
         restore=coordinate.restorer(registry, membership, liveness, base.hardware,
-                                    reservations, parts, known),
+                                    reservations, parts, accounts, known),
         apply_config=coordinate.reconfigurer(registry, membership, liveness, power, reboots,
-                                             reservations, deadlines, parts, after_change),
+                                             reservations, deadlines, parts, accounts,
+                                             after_change),
         save_doc=save_doc, journal_records=journal_records,
         update_nodes=partial(nodeupdates.update_nodes, registry, wall=base.wall,
                              after_change=after_change),

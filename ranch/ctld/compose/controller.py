@@ -10,6 +10,7 @@ import attrs
 
 from ranch import __version__
 from ranch.conf.model import ClusterConfig
+from ranch.ctld.accounts.store import Accounts
 from ranch.ctld.compose.jobs import JobSide
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.nodes.eventlog import EventLog
@@ -47,6 +48,7 @@ class Controller:
     power_pass: PowerPass  # which idle nodes power down (ctld/nodes/powerpass.py)
     reboots: Reboots  # rcontrol reboot, RebootProgram (ctld/nodes/reboots.py)
     reservations: Reservations  # maintenance windows (ctld/nodes/reservations.py)
+    accounts: Accounts  # the accounting tree racctmgr reads and changes (ctld/accounts/)
     views: Snapshots  # what rinfo and the web page read (ctld/nodes/snapshot.py)
     eventlog: EventLog  # membership and state changes (ctld/nodes/eventlog.py)
     hardware: HardwareShelf  # what nodes report, kept deflated (ctld/nodes/hardware.py)
@@ -57,7 +59,7 @@ class Controller:
     after_change: Callable[[], None]  # the scheduling pass if due, then power's programs
     on_deadlines: Callable[[Iterable[Any]], None]  # the deadline task's callback
     start: Callable[..., None]  # start(grace=0.0): arm every timer after restore
-    restore: Callable[[dict[str, Any]], None]  # take back a saved state (nodes, jobs, windows)
+    restore: Callable[[dict[str, Any]], None]  # take back a saved state (every owner's part)
     apply_config: Callable[[ClusterConfig], m.ReconfigureResult]  # reconfigure
     save_doc: Callable[[], dict[str, Any]]  # the state-file document, each owner's part
     journal_records: Callable[[Taken], list[dict[str, Any]]]  # each owner's records

@@ -9,6 +9,7 @@ from typing import Any
 
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs
+from ranch.ctld.accounts.store import Accounts
 from ranch.ctld.compose.controller import VERSION
 from ranch.ctld.compose.jobside import JobParts
 from ranch.ctld.deadlines import Deadlines
@@ -82,12 +83,14 @@ def deadline_dispatcher(registry: NodeRegistry, liveness: Liveness, power: Power
 
 def restorer(registry: NodeRegistry, membership: Membership, liveness: Liveness,
              hardware: HardwareShelf, reservations: Reservations, parts: JobParts,
-             known: list[str]) -> Callable[[dict[str, Any]], None]:
-    """Take back a saved state: the nodes (`known` gets the names it knew, for the start),
-    then the jobs and the reservations. A state with no node (a journal of submissions only)
-    gives back its jobs and reservations alone."""
+             accounts: Accounts, known: list[str]) -> Callable[[dict[str, Any]], None]:
+    """Take back a saved state: the accounting tree first (a damaged one refuses the start
+    before anything else is taken), the nodes (`known` gets the names it knew, for the
+    start), then the jobs and the reservations. A state with no node (a journal of
+    submissions only) gives back its jobs and reservations alone."""
 
     def restore(doc: dict[str, Any]) -> None:
+        accounts.restore(doc.get("accounts"))
         nodes = bool(doc.get("nodes"))
         if nodes:
             known[:] = savedstate.restore(registry.nodes, doc, now=registry.clock(),
@@ -120,7 +123,8 @@ def starter(membership: Membership, liveness: Liveness, power: PowerSave, reboot
 
 def reconfigurer(registry: NodeRegistry, membership: Membership, liveness: Liveness,
                  power: PowerSave, reboots: Reboots, reservations: Reservations,
-                 deadlines: Deadlines, parts: JobParts, after_change: Callable[[], None]
+                 deadlines: Deadlines, parts: JobParts, accounts: Accounts,
+                 after_change: Callable[[], None]
                  ) -> Callable[[ClusterConfig], m.ReconfigureResult]:
     """Switch to a validated new config: reload nodes, add/remove, push to connected nodes."""
 
@@ -135,6 +139,7 @@ def reconfigurer(registry: NodeRegistry, membership: Membership, liveness: Liven
         power.rearm()
         reboots.rearm()  # a reboot issued before it still times out
         reservations.refresh()  # and a window still opens and closes on time
+        accounts.use_config(new.cluster_name, new.accounting.enabled)
         registry.changed_all()
         pushed = registry.push_config()
         after_change()
@@ -146,7 +151,7 @@ def reconfigurer(registry: NodeRegistry, membership: Membership, liveness: Liven
 
 
 def saved_state(changes: ChangeLog, registry: NodeRegistry, reservations: Reservations,
-                parts: JobParts) -> tuple[Callable[[], dict[str, Any]],
+                parts: JobParts, accounts: Accounts) -> tuple[Callable[[], dict[str, Any]],
                                           Callable[[Taken], list[dict[str, Any]]]]:
     """(the state-file document, the journal records of changes taken from the change log):
     each owner gives its own part."""
@@ -156,11 +161,14 @@ def saved_state(changes: ChangeLog, registry: NodeRegistry, reservations: Reserv
         doc = registry.save_doc()
         doc["jobs"] = parts.save_doc()
         doc["reservations"] = reservations.save_doc()
+        tree = accounts.save_doc()
+        if tree is not None:
+            doc["accounts"] = tree
         return doc
 
     def journal_records(taken: Taken) -> list[dict[str, Any]]:
         return (registry.journal_records(taken) + parts.journal_records(taken)
-                + reservations.journal_records(taken))
+                + reservations.journal_records(taken) + accounts.journal_records(taken))
 
     return save_doc, journal_records
 

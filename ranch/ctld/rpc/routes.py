@@ -111,6 +111,27 @@ def admin_routes(admin: NodeAdmin, book: NodeCredentials, log: EventFeed,
     }
 
 
+# -- the accounting tree ------------------------------------------------------------------------
+
+
+AcctmgrAnswer = Callable[[m.AcctmgrRequest, str, int], m.AcctmgrReply]
+
+
+def acctmgr(answer: AcctmgrAnswer, conn: Connection, msg: m.AcctmgrRequest) -> Any:
+    """racctmgr: the caller is the connection's (permissions.gate put a user's own name and
+    uid in); the cluster's admins and the key's holder act as slurmdbd's SlurmUser ("root"),
+    everybody else by the AdminLevel the tree gives them (assoc/ops.py may)."""
+    who = conn.who
+    caller = "root" if who is None or who.admin else msg.user
+    return answer(msg, caller, msg.uid if who is None else who.uid)
+
+
+def accounting_routes(answer: AcctmgrAnswer) -> Table:
+    """racctmgr (sacctmgr) over the accounting tree (ctld/accounts/): a reply that confirms a
+    change waits for the journal."""
+    return {m.AcctmgrRequest: Route(partial(acctmgr, answer))}
+
+
 # -- reads ---------------------------------------------------------------------------------------
 
 

@@ -48,7 +48,15 @@ from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
 from ranch.ctld.rpc.reading import Decoding, FrameReader, Steps
 from ranch.ctld.rpc.replaymark import ReplayMark
-from ranch.ctld.rpc.routes import Route, admin_routes, job_routes, node_routes, read_routes
+from ranch.ctld.rpc.routes import (
+    AcctmgrAnswer,
+    Route,
+    accounting_routes,
+    admin_routes,
+    job_routes,
+    node_routes,
+    read_routes,
+)
 from ranch.ctld.rpc.rpcports import (
     ChangeCounts,
     EventFeed,
@@ -100,12 +108,14 @@ class Server:
         takeover: Callable[[str], Any] | None = None,
         sync: Callable[[], Awaitable[None]] | None = None,
         spawn: Callable[..., Any] | None = None,
+        acctmgr: AcctmgrAnswer | None = None,
     ) -> None:
         """The controller's ports (ctld/rpc/rpcports.py; built from its owners in
         ctld/compose/layers.py): `config` the one in force, `nodes` read (how many, who is
         connected), `traffic` what nodes send, `admin` rcontrol's changes on nodes, `reads`
         the read-only answers, `jobs` the job store's services, `eventlog`, `liveness` told
-        what the connections saw, `changes` whether a request changed something."""
+        what the connections saw, `changes` whether a request changed something, `acctmgr`
+        racctmgr's answers (ctld/accounts/; None: tests of the core, no such route)."""
         self.config = config
         self.traffic = traffic
         self.changes = changes
@@ -127,6 +137,7 @@ class Server:
             **admin_routes(admin, book, eventlog, reconfigure, takeover or _no_standby),
             **read_routes(reads, eventlog),
             **job_routes(jobs, config, submit),
+            **(accounting_routes(acctmgr) if acctmgr is not None else {}),
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,

@@ -1,11 +1,11 @@
 """The change log: what changed since the last durable write, and the pushes waiting for it.
 
 The one door between the controller's state and its store (ctld/state/store.py,
-ctld/state/etcdstore.py):
-every owner of nodes, jobs and reservations reports a change here, and the daemon takes the
-changes from here to the journal. A reply that confirms a change, and a push (LaunchJob,
-KillJob) that follows from one, leave only once that change is on disk; this class holds both
-ends of that rule, so that no caller has to remember it.
+ctld/state/etcdstore.py): every owner of nodes, jobs, reservations and the accounting tree
+reports a change here, and the daemon takes the changes from here to the journal. A reply that
+confirms a change, and a push (LaunchJob, KillJob) that follows from one, leave only once that
+change is on disk; this class holds both ends of that rule, so that no caller has to remember
+it.
 """
 
 from __future__ import annotations
@@ -21,11 +21,13 @@ Push = tuple[Callable[..., Any], tuple[Any, ...]]
 class Taken:
     """Changes handed to one journal write: given back whole if that write fails."""
 
-    __slots__ = ("jobs", "nodes", "reservations")
+    __slots__ = ("accounts", "jobs", "nodes", "reservations")
 
     def __init__(self, nodes: dict[str, Any], jobs: dict[int, Any],
-                 reservations: dict[str, dict[str, Any] | None]) -> None:
+                 reservations: dict[str, dict[str, Any] | None],
+                 accounts: dict[str, Any] | None = None) -> None:
         self.nodes, self.jobs, self.reservations = nodes, jobs, reservations
+        self.accounts = accounts  # the accounting tree as it now is (None: unchanged)
 
 
 class ChangeLog:
@@ -47,6 +49,7 @@ class ChangeLog:
         self._nodes: dict[str, Any] = {}
         self._jobs: dict[int, Any] = {}
         self._reservations: dict[str, dict[str, Any] | None] = {}  # name -> record; None: gone
+        self._accounts: dict[str, Any] | None = None  # the accounting tree's latest record
         self._outbox: list[Push] = []
 
     # -- what readers compare -----------------------------------------------------------------
@@ -80,6 +83,14 @@ class ChangeLog:
     def reservation_changed(self, name: str, record: dict[str, Any] | None) -> None:
         """Reservation `name` is now `record` (None: it is gone); the journal must hold it."""
         self._reservations[name] = record
+        self._node_changes += 1
+        self._gen += 1
+        self._mark_dirty()
+
+    def accounts_changed(self, record: dict[str, Any]) -> None:
+        """The accounting tree is now `record` (ctld/accounts/); the journal must hold it.
+        Counted with the node changes as reservations are: a reply confirming it waits."""
+        self._accounts = record
         self._node_changes += 1
         self._gen += 1
         self._mark_dirty()
@@ -131,12 +142,14 @@ class ChangeLog:
 
     def pending(self) -> bool:
         """Changes wait that no write has taken yet."""
-        return bool(self._nodes or self._jobs or self._reservations)
+        return bool(self._nodes or self._jobs or self._reservations
+                    or self._accounts is not None)
 
     def take(self) -> Taken:
         """Every change not yet handed to a write."""
-        taken = Taken(self._nodes, self._jobs, self._reservations)
+        taken = Taken(self._nodes, self._jobs, self._reservations, self._accounts)
         self._nodes, self._jobs, self._reservations = {}, {}, {}
+        self._accounts = None
         return taken
 
     def put_back(self, taken: Taken) -> None:
@@ -145,6 +158,8 @@ class ChangeLog:
         self._nodes = {**taken.nodes, **self._nodes}
         self._jobs = {**taken.jobs, **self._jobs}
         self._reservations = {**taken.reservations, **self._reservations}
+        if self._accounts is None and taken.accounts is not None:  # a later change wins
+            self._accounts = dict(taken.accounts)
 
     def take_outbox(self) -> list[Push]:
         batch, self._outbox = self._outbox, []

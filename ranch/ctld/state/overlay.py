@@ -11,14 +11,15 @@ from ranch.ctld import logs
 
 def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[str, Any]:
     """The snapshot with the journal's records laid over it, in order (a record replaces the
-    node's or job's entry). Lines of the version-4 submission journal (a bare job record) add
-    only jobs the snapshot never held."""
+    node's or job's entry, or the whole accounting tree). Lines of the version-4 submission
+    journal (a bare job record) add only jobs the snapshot never held."""
     doc = dict(doc or {})
     nodes = dict(doc.get("nodes") or {})
     saved_jobs = doc.get("jobs") or {}
     resv = {str(r.get("name")): r for r in (doc.get("reservations") or {}).get("items", ())
             if isinstance(r, dict)}
     next_id = int(saved_jobs.get("next_id", 1))
+    accounts = doc.get("accounts")
     jobs: dict[int, Any] = {int(j["id"]): j for j in saved_jobs.get("jobs", ())
                             if isinstance(j, dict) and "id" in j}
     for rec in records:
@@ -30,6 +31,8 @@ def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[s
                     resv.pop(str(rec["resv"]), None)
                 else:
                     resv[str(rec["resv"])] = rec["entry"]
+            elif "acct" in rec:  # the accounting tree, whole (ctld/accounts/)
+                accounts = rec["acct"]
             elif "job" in rec:
                 jobs[int(rec["job"]["id"])] = rec["job"]
             elif "id" in rec and "seq" not in rec:  # version 4: a submission
@@ -40,6 +43,8 @@ def overlay(doc: dict[str, Any] | None, records: list[dict[str, Any]]) -> dict[s
             logs.event("journal record unreadable; skipped", logging.WARNING, error=repr(exc))
     top = max(jobs, default=0)
     doc["nodes"] = nodes
+    if accounts is not None:
+        doc["accounts"] = accounts
     doc["jobs"] = {"next_id": max(next_id, top + 1), "jobs": list(jobs.values())}
     counter = int((doc.get("reservations") or {}).get("counter", 0))
     for name in resv:  # a created one the snapshot lacks: its USER_N suffix counts

@@ -8,7 +8,8 @@ of a controller pair (ctld/state/etcdstore.py) the other.
 
 Journal records are dicts with a sequence number `seq` and one of: `job` (a job's record; a
 job's first line holds its request, later ones only what changes), `node` + `entry` (a node's
-entry as the state file holds it) or `resv` + `entry` (a reservation's record; null: deleted). A
+entry as the state file holds it), `resv` + `entry` (a reservation's record; null: deleted) or
+`acct` (the whole accounting tree, ctld/accounts/). A
 snapshot names the last `seq` it holds (`journal_seq`); at start the records after it are laid
 over it in order, so a record never rolls a newer snapshot back. Lines of the version-4
 submission journal (a job's record, no `seq`) are read too.

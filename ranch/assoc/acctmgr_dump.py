@@ -4,9 +4,9 @@ values as the association sets them itself (nothing inherited)."""
 
 from __future__ import annotations
 
+from ranch.assoc.acctmgr_values import minutes
 from ranch.assoc.db import AcctDb
 from ranch.assoc.records import Assoc
-from ranch.cli.acctmgr_values import minutes
 
 HEADER = (
     "# To edit this file start with a cluster line for the new cluster\n"

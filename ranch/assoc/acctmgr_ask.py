@@ -9,6 +9,9 @@ import attrs
 from ranch.assoc.db import AcctDb
 
 COMMIT = "Would you like to commit changes?"
+PROMPT = "(N/y): "
+# what a question nobody answered leaves in stdout: rctld reads it as "ask racctmgr's user"
+UNANSWERED = PROMPT + "timeout\n"
 
 
 @attrs.frozen
@@ -28,9 +31,9 @@ def ask(warning: str, stdin: str | None) -> tuple[str, bool, str | None]:
     while c not in ("Y", "y", "N", "n", "\n"):
         if c:
             out += "Y or N please\n"
-        out += "(N/y): "
+        out += PROMPT
         if not stdin:  # nothing to read: select() times out (EOF would spin: taken as the same)
-            return out + "timeout\n", False, stdin
+            return out + UNANSWERED[len(PROMPT):], False, stdin
         c, stdin = stdin[0], stdin[1:]
         out += "\n"
     return out, c in ("Y", "y"), stdin

@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 from ranch.assoc import ops
+from ranch.assoc.acctmgr_ask import Reply, commit
 from ranch.assoc.db import AcctDb, Refused
 from ranch.assoc.records import PREEMPT_MODES
-from ranch.cli.acctmgr_ask import Reply, commit
 
 # the flags in their bit order (slurmdb_qos_flags_str prints them so)
 FLAGS = ("DenyOnLimit", "EnforceUsageThreshold", "NoReserve", "PartitionMaxNodes",

@@ -3,9 +3,9 @@ an association, user, account or QOS row (association_functions.c, qos_functions
 
 from __future__ import annotations
 
+from ranch.assoc.acctmgr_parse import match
 from ranch.assoc.db import AcctDb
 from ranch.assoc.records import FS_PARENT, Assoc, Qos, User
-from ranch.cli.acctmgr_parse import match
 
 # `set`/`where` limit keys: (spelling, least letters, canonical), as common.c sacctmgr_set_*
 LIMIT_KEYS = (("GrpTRESMins", 8, "GrpTRESMins"), ("GrpTRESRunMins", 8, "GrpTRESRunMins"),

@@ -3,11 +3,11 @@ withassoc and tree (account_functions.c, user_functions.c, association_functions
 
 from __future__ import annotations
 
+from ranch.assoc.acctmgr_fields import Column, columns, render
+from ranch.assoc.acctmgr_parse import Command, match
+from ranch.assoc.acctmgr_values import assoc_cell, qos_cell, user_cell
 from ranch.assoc.db import AcctDb
 from ranch.assoc.records import Assoc
-from ranch.cli.acctmgr_fields import Column, columns, render
-from ranch.cli.acctmgr_parse import Command, match
-from ranch.cli.acctmgr_values import assoc_cell, qos_cell, user_cell
 
 ASSOC = ("Cluster,Account,User,Partition,Share,Priority,GrpJobs,GrpTRES,GrpSubmit,GrpWall,"
          "GrpTRESMins,MaxJobs,MaxTRES,MaxTRESPerNode,MaxSubmit,MaxWall,MaxTRESMins,QOS,"

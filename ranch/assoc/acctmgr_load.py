@@ -8,11 +8,11 @@ from __future__ import annotations
 import attrs
 
 from ranch.assoc import ops
+from ranch.assoc.acctmgr_ask import Reply, commit
+from ranch.assoc.acctmgr_fields import columns, render
+from ranch.assoc.acctmgr_values import BadValue, limit_key, limit_value, shares_text, shares_value
 from ranch.assoc.db import AcctDb, Refused
 from ranch.assoc.records import Account, Assoc, User, limits
-from ranch.cli.acctmgr_ask import Reply, commit
-from ranch.cli.acctmgr_fields import columns, render
-from ranch.cli.acctmgr_values import BadValue, limit_key, limit_value, shares_text, shares_value
 
 ASSOC_COLS = ("Share,GrpTRESM,GrpTRESR,GrpTRES,GrpJ,GrpJobsA,GrpMEM,GrpN,GrpS,GrpW,MaxTRESM,"
               "MaxTRES,MaxTRESPerN,MaxJ,MaxS,MaxN,MaxW,QOS,DefaultQOS")

@@ -8,11 +8,11 @@ from collections.abc import Callable
 import attrs
 
 from ranch.assoc import ops
+from ranch.assoc.acctmgr_ask import Reply, ask, commit
+from ranch.assoc.acctmgr_parse import Command, match
+from ranch.assoc.acctmgr_qos import add_qos
+from ranch.assoc.acctmgr_values import BadValue, admin_level, limit_key, limit_value, shares_value
 from ranch.assoc.db import AcctDb, Refused
-from ranch.cli.acctmgr_ask import Reply, ask, commit
-from ranch.cli.acctmgr_parse import Command, match
-from ranch.cli.acctmgr_qos import add_qos
-from ranch.cli.acctmgr_values import BadValue, admin_level, limit_key, limit_value, shares_value
 
 # sacctmgr_print_assoc_limits' labels, in its order
 ASSOC_LABELS = (("shares", "Fairshare     = "), ("GrpJobs", "GrpJobs       = "),

@@ -4,14 +4,14 @@ user_functions.c, qos_functions.c: "Modified ...", "Deleting ...", "Nothing modi
 from __future__ import annotations
 
 from ranch.assoc import ops
+from ranch.assoc.acctmgr_ask import Reply, commit
+from ranch.assoc.acctmgr_parse import Command
+from ranch.assoc.acctmgr_qos import qos_fields
+from ranch.assoc.acctmgr_show import filters, pick_assocs
+from ranch.assoc.acctmgr_values import shares_value
+from ranch.assoc.acctmgr_verbs import check_qos, settings
 from ranch.assoc.db import AcctDb, Refused
 from ranch.assoc.records import INHERITED, Assoc
-from ranch.cli.acctmgr_ask import Reply, commit
-from ranch.cli.acctmgr_parse import Command
-from ranch.cli.acctmgr_qos import qos_fields
-from ranch.cli.acctmgr_show import filters, pick_assocs
-from ranch.cli.acctmgr_values import shares_value
-from ranch.cli.acctmgr_verbs import check_qos, settings
 
 
 def _names(cmd: Command) -> list[str]:

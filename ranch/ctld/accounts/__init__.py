@@ -1,0 +1,1 @@
+"""The accounting tree rctld keeps under AccountingStorageType=accounting_storage/slurmdbd."""

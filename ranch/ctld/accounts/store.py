@@ -1,0 +1,114 @@
+"""The one owner of the accounting tree (issue 43): racctmgr's command lines answered over it as
+sacctmgr 22.05 answers them (assoc/acctmgr_session.py), every accepted change reported to the
+change log whole (the reply waits for the journal), saved in the state file, taken back at start.
+Off (AccountingStorageType unset) it refuses every line in sacctmgr's words without slurmdbd."""
+
+from __future__ import annotations
+
+import logging
+import pwd
+from typing import Any
+
+from ranch.assoc import serial
+from ranch.assoc.acctmgr_ask import PROMPT, UNANSWERED
+from ranch.assoc.acctmgr_session import answer
+from ranch.assoc.db import AcctDb
+from ranch.ctld import logs
+from ranch.ctld.accounts.ports import AccountChanges
+from ranch.ctld.state.integrity import DamagedState
+from ranch.protocol import messages as m
+
+# sacctmgr's answer on a Slurm without slurmdbd (measured: tests/conformance/test_value_matrix.py)
+NO_DATABASE = ("You are not running a supported accounting_storage plugin\n"
+               "Only 'accounting_storage/slurmdbd' is supported.\n")
+OFF = m.AcctmgrReply(err=NO_DATABASE, rc=1)
+
+
+def system_knows(name: str) -> bool:
+    """sacctmgr's uid_from_string: whether this host has a user of that name."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def seeded(cluster: str) -> AcctDb:
+    """What slurmdbd holds once the cluster registered: root, QOS normal, the cluster."""
+    return AcctDb.fresh().add_cluster(cluster)
+
+
+class Accounts:
+    """The tree, as one immutable AcctDb replaced by each accepted change."""
+
+    def __init__(self, *, cluster: str, enabled: bool, changes: AccountChanges,
+                 where: str = "the saved state") -> None:
+        """`enabled`: AccountingStorageType=accounting_storage/slurmdbd; `where`: the saved
+        state's name, for a refusal of a damaged record."""
+        self.cluster = cluster
+        self.enabled = enabled
+        self.changes = changes
+        self.where = where
+        self.db = seeded(cluster)
+        self.held = False  # a tree was restored or changed: it is saved even while off
+
+    def use_config(self, cluster: str, enabled: bool) -> None:
+        """Reconfigure: the store on or off; a new ClusterName gets its root association."""
+        self.enabled = enabled
+        if cluster != self.cluster and not any(c.name == cluster for c in self.db.clusters):
+            self._keep(self.db.add_cluster(cluster), "cluster added", cluster)
+        self.cluster = cluster
+
+    def request(self, msg: m.AcctmgrRequest, caller: str, uid: int) -> m.AcctmgrReply:
+        """One command line by `caller` ("root" for the cluster's admins, whom slurmdbd's
+        SlurmUser rights cover). A question the answers sent do not reach waits: nothing is
+        kept, and the reply stops at the prompt (racctmgr asks its user, then sends again)."""
+        if not self.enabled:
+            return OFF
+        files = dict(msg.files)
+        unreadable = dict(msg.unreadable)
+
+        def read(path: str) -> str:
+            if path in files:
+                return files[path]
+            raise OSError(unreadable.get(path, "No such file or directory"))
+
+        values = {name: True for name in msg.options}
+        reply = answer(list(msg.words), values, self.db, msg.stdin, system_knows, caller, read,
+                       uid)
+        cut = reply.out.find(UNANSWERED)
+        if cut >= 0 and not msg.final:
+            return m.AcctmgrReply(out=reply.out[:cut + len(PROMPT)], waiting=True)
+        if reply.db is not self.db and reply.db != self.db:
+            self._keep(reply.db, "accounting changed", " ".join(msg.words), user=msg.user)
+        return m.AcctmgrReply(out=reply.out, err=reply.err, rc=reply.rc, files=reply.files)
+
+    def _keep(self, db: AcctDb, what: str, detail: str, user: str = "") -> None:
+        self.db, self.held = db, True
+        self.changes.accounts_changed(serial.to_json(db))
+        logs.event(what, command=detail, user=user or "-")
+
+    # -- state file ------------------------------------------------------------------------------
+
+    def save_doc(self) -> dict[str, Any] | None:
+        """The tree (None: the store was never on, nothing to keep)."""
+        return serial.to_json(self.db) if self.enabled or self.held else None
+
+    def restore(self, doc: dict[str, Any] | None) -> None:
+        """The saved tree; a damaged record refuses the start (integrity.DamagedState), as any
+        damaged state does."""
+        if doc is None:
+            return
+        try:
+            self.db = serial.from_json(doc)
+        except ValueError as exc:
+            raise DamagedState(self.where, 0, str(exc)) from None
+        self.held = True
+        if self.enabled and not any(c.name == self.cluster for c in self.db.clusters):
+            logs.event("accounting tree lacks this cluster; adding it", logging.WARNING,
+                       cluster=self.cluster)
+            self._keep(self.db.add_cluster(self.cluster), "cluster added", self.cluster)
+
+    def journal_records(self, taken: Any) -> list[dict[str, Any]]:
+        """The tree's record when `taken` (ctld/state/changelog.py Taken) holds a change."""
+        return [] if taken.accounts is None else [{"acct": taken.accounts}]
