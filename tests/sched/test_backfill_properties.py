@@ -227,5 +227,8 @@ def test_no_start_now_delays_a_job_ahead(scene) -> None:
     c2 = attrs.evolve(c, uses=uses, holders=holders)
     rest = [q for q in queue if q.job.id not in started]
     again = plan(c2, rest, ends2, now, params, windows)
-    before = [key(e) for e in got if e.job_id not in started]
-    assert [key(e) for e in again] == before
+    # the same starts and nodes; those with no estimate keep none (why may differ: a job
+    # started with no time limit is one no later job can outlast)
+    before = [key(e)[:2] if isinstance(e, Unplanned) else key(e)
+              for e in got if e.job_id not in started]
+    assert [key(e)[:2] if isinstance(e, Unplanned) else key(e) for e in again] == before
