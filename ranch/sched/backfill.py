@@ -237,8 +237,7 @@ class Cycle:
         group, shape = key[:4], (*sig, span, k)
         if key in self.gone:
             return self.gone[key]
-        ever = self.lines.table(sig)[1]
-        ever_held = (ever[-1] if ever else 0) & (elig | req)
+        ever_held = self.lines.ever(sig) & (elig | req)
         if ever_held.bit_count() < k or req & ~ever_held:
             return NEVER_FITS
         if not need.spread and any(_within(f, shape) for f in self.failed.get(group, ())):
@@ -246,8 +245,9 @@ class Cycle:
         got = self._search(job, sig, k, elig | req, req, span, self.low.get(key, 1))
         if isinstance(got, str):
             self.gone[key] = got
-            if got == BEYOND and not need.spread:
-                self.failed.setdefault(group, []).append(shape)
+            if got == BEYOND and not need.spread:  # kept minimal: none within another
+                rest = [f for f in self.failed.get(group, ()) if not _within(shape, f)]
+                self.failed[group] = [*rest, shape]
             return got
         self.low[key] = got[0]
         return got
