@@ -272,7 +272,21 @@ class Cycle:
             if grows is None and nxt is None:
                 break
             t = min(x for x in (grows, nxt) if x is not None)
+            t = self._skip_full(sig, k, usable, req, span, t)
         return BEYOND
+
+    def _skip_full(self, sig: Sig, k: int, usable: int, req: int, span: int, t: int) -> int:
+        """Skip the stretches where the job cannot start: for every start in [t, u) with
+        u <= t + span, its nodes must hold it by u (resources only grow) and be free in slot
+        u - 1 (inside every such run), so too few such nodes rule the whole stretch out."""
+        last = self.clock.slots
+        while t < last:
+            u = min(t + span, last)
+            held = self.lines.holding(sig, u)[0] & usable & self.map.free(u - 1, u)
+            if held.bit_count() >= k and not req & ~held:
+                return t
+            t = u
+        return t
 
     def _choose(self, job: Pending, free: int, req: int, k: int, t: int) -> int:
         """The nodes the job would take at slot `t` among `free`: first fit (0: none)."""
