@@ -8,9 +8,10 @@ small jobs, the rest whole-node jobs). The queue, seeded: sizes after the Lublin
 marginals measured in ../shared/sched-reference.md (a quarter serial, the rest mostly powers of
 two, p50 8 and p90 64 CPUs, 32 CPUs a node), time limits of 15 min, 1 h, 4 h or 1 day, one in
 ten asking GPUs (`--diverse`: random nodes, CPUs, memory and minutes: every job its own
-shape; `--idle F`: that share of nodes idle, so the cycle starts jobs too). bf_window 1 day, bf_resolution 60 s, bf_max_job_test = every job (an estimate
-for all). Figures: milliseconds of this process's CPU time per cycle (p50, max over the rounds)
-and what the cycle decided. Prints one JSON line; asserts nothing; not part of `make test`.
+shape; `--idle F`: that share of nodes idle, so the cycle starts jobs too). bf_window 1 day,
+bf_resolution 60 s, bf_max_job_test = every job (an estimate for all). Figures: milliseconds
+of this process's CPU time per cycle (p50, max over the rounds) and what the cycle decided.
+Prints one JSON line per queue length; asserts nothing; not part of `make test`.
 """
 
 from __future__ import annotations
