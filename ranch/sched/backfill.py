@@ -114,6 +114,11 @@ class Cycle:
         limit = self._skip(job)
         if limit:
             return Unplanned(job.id, "", limit)
+        if any(n not in self.index for n in job.req_nodes):  # -w names a node out of service
+            return Unplanned(job.id, "ReqNodeNotAvail", NEVER_FITS)
+        if job.constraint and not all(matches_features(job.constraint, self.cluster.nodes[n])
+                                      for n in job.req_nodes):
+            return Unplanned(job.id, "Resources", NEVER_FITS)  # as the FIFO pass says
         for j in (job, *q.alternatives):
             started = self._now(j)
             if started is not None:

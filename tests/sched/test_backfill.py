@@ -163,3 +163,18 @@ def test_waiting_reasons_and_skips_kept_in_order() -> None:
     assert got[0] == Unplanned(1, "JobHeldUser", "not runnable")
     assert isinstance(got[1], Start)
     assert got[2] == Unplanned(3, "PartitionDown", "partition down")
+
+
+def test_named_excluded_and_featured_nodes() -> None:
+    uses, ends = running({100: (3600, {"a": 4}), 101: (1800, {"b": 4})})
+    c = cluster([node("a", features=["x"]), node("b"), node("c", rank=None)], uses=uses)
+    queue = [Queued(job(1, need=need(cpus=4), time_limit=10, req_nodes=("a",))),
+             Queued(job(2, need=need(cpus=4), time_limit=10, exc_nodes=("b",))),
+             Queued(job(3, need=need(cpus=4), time_limit=10, constraint="x")),
+             Queued(job(4, time_limit=10, req_nodes=("c",))),
+             Queued(job(5, time_limit=10, req_nodes=("b",), constraint="x")),
+             Queued(job(6, need=need(cpus=4), time_limit=10))]
+    got = plan(c, queue, ends, NOW)
+    assert brief(got) == {1: ("at", 60, "a"), 2: ("at", 70, "a"), 3: ("at", 80, "a"),
+                          4: ("n/a", NEVER_FITS), 5: ("n/a", NEVER_FITS), 6: ("at", 30, "b")}
+    assert got[3].reason == "ReqNodeNotAvail"

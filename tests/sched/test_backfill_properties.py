@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from ranch.sched.backfill import Params, node_order, plan
 from ranch.sched.bfmap import Clock
+from ranch.sched.features import matches_features
 from ranch.sched.fifo import Queued
 from ranch.sched.model import (
     BOOTING,
@@ -127,9 +128,24 @@ def test_the_plan_keeps_its_promises(scene) -> None:
             assert e.reason and e.start > now and e.nodes
         else:
             assert not q.waits
+    for q, e in zip(queue, got, strict=True):
+        if isinstance(e, Start | Planned):
+            _on_nodes_it_may_use(c, q, e)
     clock = Clock.of(now, params.resolution, params.window * 60)
     _no_overlap(c, queue, got, clock, windows)
     _no_over_allocation(c, queue, got, ends, clock)
+
+
+def _on_nodes_it_may_use(c, q, e) -> None:
+    names = e.nodes if isinstance(e, Planned) else tuple(e.shares)
+    jb = q.job
+    assert set(jb.req_nodes) <= set(names) and len(names) >= jb.need.nodes
+    part = e.partition
+    for name in names:
+        n = c.nodes[name]
+        assert n.rank is not None and matches_features(jb.constraint, n)
+        assert name in c.members[part] or name in jb.req_nodes
+        assert name not in jb.exc_nodes
 
 
 def _limit(c, q) -> int | None:
