@@ -273,6 +273,10 @@ class Cycle:
             chosen = self._choose(job, smap.free(t, t + span) & held, req, k, t)
             if chosen:
                 return t, chosen
+            if job.need.spread:  # how many tasks a node takes grows at each of its releases
+                more = lines.next_release(held, t)
+                if more is not None and (grows is None or more < grows):
+                    grows = more
             nxt = smap.next_end(t)
             if grows is None and nxt is None:
                 break

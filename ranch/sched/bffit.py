@@ -64,6 +64,18 @@ class Timelines:
             fc, fm, fg, fj = fc + dc, fm + dm, fg + dg, fj - dj
         return fc, fm, fg, fj
 
+    def next_release(self, mask: int, slot: int) -> int | None:
+        """The first slot after `slot` at which any node of `mask` frees something."""
+        out = None
+        while mask:
+            low = mask & -mask
+            mask ^= low
+            rel = self.rel[low.bit_length() - 1]
+            j = bisect.bisect_left(rel, (slot + 1,))
+            if j < len(rel) and (out is None or rel[j][0] < out):
+                out = rel[j][0]
+        return out
+
     def table(self, key: tuple[int, int]) -> tuple[list[int], list[int]]:
         got = self.tables.get(key)
         if got is None:

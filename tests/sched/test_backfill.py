@@ -178,3 +178,12 @@ def test_named_excluded_and_featured_nodes() -> None:
     assert brief(got) == {1: ("at", 60, "a"), 2: ("at", 70, "a"), 3: ("at", 80, "a"),
                           4: ("n/a", NEVER_FITS), 5: ("n/a", NEVER_FITS), 6: ("at", 30, "b")}
     assert got[3].reason == "ReqNodeNotAvail"
+
+
+def test_a_spread_job_starts_when_its_node_frees_enough_for_all_its_tasks() -> None:
+    # a holds one task now and both at +5: a release that no one-task count sees
+    uses, ends = running({100: (300, {"a": 4})})
+    c = cluster([node("a", cpus=5)], uses=uses)
+    spread = need(nodes=1, cpus=1, spread=True, tasks=2)
+    got = plan(c, [Queued(job(1, need=spread, ntasks=2, time_limit=1))], ends, NOW)
+    assert brief(got) == {1: ("at", 5, "a")}
