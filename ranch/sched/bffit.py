@@ -126,7 +126,8 @@ class Timelines:
 
     def start(self, i: int, share: Share, until: int) -> None:
         """A job starts on node `i` now with `share` and ends by slot `until`."""
-        before = {key: self.reach(i, *key) for key in self.tables}
+        moved = (True, share.mem > 0, bool(share.gpus), True)  # the dimensions it changes
+        before = {key: self.reach(i, *key) for key in self.tables if moved[key[0]]}
         f = self.free[i]
         f[0] -= share.cpus
         f[1] -= share.mem
@@ -144,8 +145,9 @@ class Timelines:
         bit = 1 << i
         lo = bisect.bisect_left(slots, old)
         hi = bisect.bisect_left(slots, new)
-        for j in range(lo, hi):
-            masks[j] &= ~bit
+        if hi > lo:
+            keep = ~bit
+            masks[lo:hi] = [m & keep for m in masks[lo:hi]]
         if new != NEVER and (hi == len(slots) or slots[hi] != new):
             slots.insert(hi, new)
             masks.insert(hi, (masks[hi - 1] if hi else 0) | bit)
