@@ -185,3 +185,40 @@ class Wait:
 
 
 Decision = Start | Wait
+
+
+@attrs.frozen
+class Window:
+    """A reservation or maintenance window: no job may run on these nodes in [begin, end)
+    (wall clock). The backfill planner keeps them out of its map."""
+
+    begin: float
+    end: float
+    nodes: frozenset[str]
+
+
+@attrs.frozen
+class Planned:
+    """The backfill planner's estimate for a job that cannot start now: it should start at
+    `start` (wall clock, squeue's StartTime) on `nodes` (SchedNodeList), which are reserved for
+    it, whole, from then until its time limit; `reason` is its pending reason now."""
+
+    job_id: int
+    partition: str
+    start: float
+    nodes: tuple[str, ...]
+    reason: str
+
+
+@attrs.frozen
+class Unplanned:
+    """A pending job the planner gave no estimate (squeue --start shows N/A): `reason` is its
+    pending reason ("" where the planner did not look at it: it keeps the one it had), `why`
+    says why there is no estimate (beyond bf_window, bf_max_job_test, bf_min_prio_reserve...)."""
+
+    job_id: int
+    reason: str
+    why: str
+
+
+Estimate = Start | Planned | Unplanned

@@ -1,0 +1,150 @@
+"""One full backfill planning cycle (ranch/sched/backfill.py) over plain data, in-process.
+
+    python bench/backfill_bench.py [--pending 10000] [--nodes 1000] [--rounds 5] [--profile]
+
+The cluster: `--nodes` 32-CPU nodes (one in ten with 4 GPUs), one partition, every node busy
+with running jobs whose end bounds fall over the next 26 hours (a quarter of nodes shared by
+small jobs, the rest whole-node jobs). The queue, seeded: sizes after the Lublin-Feitelson
+marginals measured in ../shared/sched-reference.md (a quarter serial, the rest mostly powers of
+two, p50 8 and p90 64 CPUs, 32 CPUs a node), time limits of 15 min, 1 h, 4 h or 1 day, one in
+ten asking GPUs (`--diverse`: random nodes, CPUs, memory and minutes: every job its own
+shape; `--idle F`: that share of nodes idle, so the cycle starts jobs too). bf_window 1 day,
+bf_resolution 60 s, bf_max_job_test = every job (an estimate for all). Figures: milliseconds
+of this process's CPU time per cycle (p50, max over the rounds) and what the cycle decided.
+Prints one JSON line per queue length; asserts nothing; not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import pstats
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ranch.sched.backfill import Params, plan  # noqa: E402
+from ranch.sched.fifo import Cluster, Queued  # noqa: E402
+from ranch.sched.model import (  # noqa: E402
+    UP,
+    Ending,
+    Need,
+    Node,
+    NodeUse,
+    Partition,
+    Pending,
+    Planned,
+    Share,
+    Start,
+)
+
+NOW = 1_800_000_000.0
+CPUS, MEM = 32, 256_000
+
+
+def cluster(nodes: int, rng: random.Random, idle: float) -> tuple[Cluster, list[Ending]]:
+    names = [f"n{i:05d}" for i in range(nodes)]
+    by_name = {n: Node(n, CPUS, MEM, 4 if i % 10 == 0 else 0, frozenset(), UP)
+               for i, n in enumerate(names)}
+    uses: dict[str, NodeUse] = {}
+    ends: list[Ending] = []
+    jid = 10_000_000
+    i = 0
+    while i < nodes:
+        if rng.random() < idle:
+            i += 1
+            continue
+        if rng.random() < 0.25:  # a node shared by a few small jobs
+            name, left = names[i], CPUS
+            while left:
+                c = min(left, rng.choice([1, 2, 4, 8, 16]))
+                share = Share(c, c * 4000)
+                uses.setdefault(name, NodeUse()).add(jid, share)
+                ends.append(Ending(NOW + rng.uniform(60, 26 * 3600), jid, {name: share}))
+                jid, left = jid + 1, left - c
+            i += 1
+            continue
+        width = min(nodes - i, rng.choice([1, 1, 2, 4, 8, 16]))
+        shares = {names[j]: Share(CPUS, MEM // 2) for j in range(i, i + width)}
+        for name, share in shares.items():
+            uses.setdefault(name, NodeUse()).add(jid, share)
+        ends.append(Ending(NOW + rng.uniform(60, 26 * 3600), jid, shares))
+        jid, i = jid + 1, i + width
+    part = Partition("main", True, 1440, (nodes, nodes * CPUS))
+    return Cluster(by_name, {"main": part}, {"main": names}, uses, {}, {"main"}), ends
+
+
+def queue(pending: int, nodes: int, rng: random.Random, diverse: bool) -> list[Queued]:
+    out = []
+    for k in range(pending):
+        if diverse:  # every job its own shape: the planner's memo of shapes helps least
+            out.append(Queued(Pending(
+                k + 1, "main", Need(rng.randint(1, 8), rng.randint(1, CPUS),
+                                    rng.randint(0, MEM // 1000) * 1000, 0),
+                priority=pending - k, time_limit=rng.randint(1, 1440),
+                uid=rng.randrange(50))))
+            continue
+        if rng.random() < 0.25:
+            procs = 1
+        else:  # p50 8, p90 64 over all jobs; four in five a power of two
+            e = rng.choices(range(1, 10), weights=[5, 5, 5, 8, 8, 8, 2, 2, 2])[0]
+            procs = 2 ** e if rng.random() < 0.8 else rng.randint(2 ** (e - 1) + 1, 2 ** e)
+        n = max(1, -(-procs // CPUS))
+        n = min(n, nodes)
+        cpus = procs if n == 1 else CPUS
+        gpus = rng.choice([1, 2, 4]) if rng.random() < 0.1 else 0
+        need = Need(n, cpus, cpus * 2000, gpus)
+        limit = rng.choice([15, 60, 60, 240, 240, 1440])
+        out.append(Queued(Pending(k + 1, "main", need, priority=pending - k, time_limit=limit,
+                                  uid=rng.randrange(50), num_nodes=n)))
+    return out
+
+
+def run(pending: int, nodes: int, rounds: int, profile: bool, idle: float = 0.0,
+        diverse: bool = False) -> dict:
+    rng = random.Random(42)
+    c, ends = cluster(nodes, rng, idle)
+    q = queue(pending, nodes, rng, diverse)
+    params = Params(window=1440, resolution=60, max_job_test=0)
+    times, got = [], ()
+    for _ in range(rounds):
+        t0 = time.process_time()
+        got = plan(c, q, ends, NOW, params)
+        times.append((time.process_time() - t0) * 1000)
+    if profile:
+        prof = cProfile.Profile()
+        prof.runcall(plan, c, q, ends, NOW, params)
+        pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(18)
+    planned = [e for e in got if isinstance(e, Planned)]
+    return {"pending": pending, "nodes": nodes, "idle": idle, "diverse": diverse,
+            "running": len(ends),
+            "cycle_ms_p50": round(statistics.median(times), 1),
+            "cycle_ms_max": round(max(times), 1),
+            "started": sum(isinstance(e, Start) for e in got), "planned": len(planned),
+            "no_estimate": len(got) - len(planned) - sum(isinstance(e, Start) for e in got),
+            "last_planned_h": round((max(e.start for e in planned) - NOW) / 3600, 1)
+            if planned else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pending", type=int, nargs="*", default=[10_000, 50_000])
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--idle", type=float, default=0.0, help="share of nodes idle")
+    ap.add_argument("--diverse", action="store_true", help="every job its own shape")
+    ap.add_argument("--profile", action="store_true")
+    a = ap.parse_args()
+    for pending in a.pending:
+        print(json.dumps(run(pending, a.nodes, a.rounds, a.profile, a.idle, a.diverse)),
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

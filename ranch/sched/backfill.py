@@ -1,0 +1,339 @@
+"""sched/backfill's planning cycle over plain data: each pending job, in priority order, starts
+now where that delays no reservation ahead of it, or gets the earliest start and the whole
+nodes that are then reserved for it (Slurm 22.05's backfill.c, over a bitmask map)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import attrs
+
+from ranch.sched.bffit import NEVER, Sig, Timelines, releases
+from ranch.sched.bfmap import Clock, SlotMap, lowest
+from ranch.sched.features import NodeFilter, matches_features
+from ranch.sched.fifo import RESERVED, Cluster, Queued
+from ranch.sched.limits import job_over
+from ranch.sched.model import (
+    Ending,
+    Estimate,
+    Holder,
+    Node,
+    Pending,
+    Planned,
+    Start,
+    Unplanned,
+    Window,
+    take,
+)
+from ranch.sched.place import place
+
+BEYOND = "beyond bf_window"
+NEVER_FITS = "no start in sight"  # nodes too small or held by jobs with no time limit
+
+
+@attrs.frozen
+class Params:
+    """SchedulerParameters' bf_* keys, in Slurm's units and with its defaults; 0 means no
+    limit for the bf_max_* counts (bf_max_job_test=0: every job, the "estimate for all")."""
+
+    window: int = 1440  # bf_window, minutes
+    resolution: int = 60  # bf_resolution, seconds
+    max_job_test: int = 500
+    max_job_user: int = 0
+    max_job_part: int = 0
+    min_prio_reserve: int = 0
+
+
+def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now: float,
+         params: Params = Params(), windows: Sequence[Window] = ()) -> tuple[Estimate, ...]:
+    """One backfill cycle: an estimate for each queued job (in priority order), from the
+    running jobs' end bounds (`ends`). `cluster` is not changed."""
+    cycle = Cycle(cluster, ends, now, params, windows)
+    return tuple(cycle.consider(q) for q in queue)
+
+
+def node_order(cluster: Cluster) -> list[Node]:
+    """The nodes that take work, in placement order: by rank (up, booting, powered down),
+    then by Weight and config order as partitions list them. Bit i of every mask is node i."""
+    seen: dict[str, Node] = {}
+    for part in sorted(cluster.members):
+        for name in cluster.members[part]:
+            if name in cluster.nodes:
+                seen.setdefault(name, cluster.nodes[name])
+    for name, n in cluster.nodes.items():
+        seen.setdefault(name, n)
+    up = [n for n in seen.values() if n.rank is not None]
+    return sorted(up, key=lambda n: n.rank or 0)
+
+
+class Cycle:
+    """A planning cycle in progress: the map, what running jobs free when, and the counts the
+    bf_max_* limits read."""
+
+    def __init__(self, cluster: Cluster, ends: Sequence[Ending], now: float, params: Params,
+                 windows: Sequence[Window]) -> None:
+        self.cluster, self.params = cluster, params
+        self.clock = clock = Clock.of(now, params.resolution, params.window * 60)
+        self.nodes = node_order(cluster)
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+        self.uses = {n: u.copy() for n, u in cluster.uses.items()}
+        self.holders = dict(cluster.holders)
+        self.lines = Timelines(self.nodes, self.uses, releases(ends, self.uses, clock.after))
+        self.map = SlotMap(clock.slots, (1 << len(self.nodes)) - 1)
+        self.windows = [(clock.before(w.begin), clock.after(w.end), self.mask(w.nodes))
+                        for w in windows if w.end > now]
+        for a, b, m in self.windows:
+            self.map.block(a, b, m)
+        self.eligible: dict[tuple, int] = {}
+        self.low: dict[tuple, int] = {}  # a request's earliest start can only move later
+        self.gone: dict[tuple, str] = {}  # requests that found none: why
+        self.failed: dict[tuple, list[tuple]] = {}
+        self.blocked: set[str] = set()  # partitions where a job already waits
+        self.tested = 0
+        self.per_user: dict[int, int] = {}
+        self.per_part: dict[str, int] = {}
+
+    def mask(self, names) -> int:
+        out = 0
+        for name in names:
+            i = self.index.get(name)
+            if i is not None:
+                out |= 1 << i
+        return out
+
+    def consider(self, q: Queued) -> Estimate:
+        job = q.job
+        if q.waits:
+            return Unplanned(job.id, q.waits, "not runnable")
+        part = self.cluster.partitions.get(job.partition)
+        if part is None or not part.up:
+            return Unplanned(job.id, "PartitionDown", "partition down")
+        why = job_over(job, part)
+        if why:
+            return Unplanned(job.id, why, "partition limit")
+        limit = self._skip(job)
+        if limit:
+            return Unplanned(job.id, "", limit)
+        if any(n not in self.index for n in job.req_nodes):  # -w names a node out of service
+            return Unplanned(job.id, "ReqNodeNotAvail", NEVER_FITS)
+        if job.constraint and not all(matches_features(job.constraint, self.cluster.nodes[n])
+                                      for n in job.req_nodes):
+            return Unplanned(job.id, "Resources", NEVER_FITS)  # as the FIFO pass says
+        for j in (job, *q.alternatives):
+            started = self._now(j)
+            if started is not None:
+                return started
+        reason = self._reason(job)
+        if job.priority < self.params.min_prio_reserve:
+            return Unplanned(job.id, reason, "bf_min_prio_reserve")
+        got = self._plan(job)
+        if isinstance(got, str):
+            return Unplanned(job.id, reason, got)
+        t, chosen = got
+        self.map.block(t, t + self.clock.span(self._minutes(job)), chosen)
+        nodes = tuple(self.nodes[i].name for i in _bits_of(chosen))
+        return Planned(job.id, job.partition, self.clock.wall(t), nodes, reason)
+
+    def _skip(self, job: Pending) -> str:
+        """The bf_max_* limit that leaves the job untested, or "" (and the job counted)."""
+        p = self.params
+        if p.max_job_test and self.tested >= p.max_job_test:
+            return "bf_max_job_test"
+        if p.max_job_user and self.per_user.get(job.uid, 0) >= p.max_job_user:
+            return "bf_max_job_user"
+        if p.max_job_part and self.per_part.get(job.partition, 0) >= p.max_job_part:
+            return "bf_max_job_part"
+        self.tested += 1
+        self.per_user[job.uid] = self.per_user.get(job.uid, 0) + 1
+        self.per_part[job.partition] = self.per_part.get(job.partition, 0) + 1
+        return ""
+
+    def _minutes(self, job: Pending) -> int | None:
+        if job.time_limit is not None:
+            return job.time_limit
+        return self.cluster.partitions[job.partition].max_time
+
+    def _sig(self, job: Pending) -> tuple[Sig, int]:
+        """The per-node request (one task's for a spread job) and the node count."""
+        n = job.need
+        if n.spread:
+            return (n.cpus_per_task, n.mem, n.gpus_per_task, n.exclusive), max(1, n.nodes)
+        return (n.cpus, n.mem, n.gpus, n.exclusive), n.nodes
+
+    def _masks(self, job: Pending) -> tuple[int, int]:
+        """(the partition's nodes the job may use, the nodes it names with -w)."""
+        key = (job.partition, job.constraint, job.exc_nodes)
+        got = self.eligible.get(key)
+        if got is None:
+            names = self.cluster.members.get(job.partition, ())
+            exc = set(job.exc_nodes)
+            got = self.mask(n for n in names if n not in exc and n in self.index
+                            and matches_features(job.constraint, self.nodes[self.index[n]]))
+            self.eligible[key] = got
+        return got, self.mask(job.req_nodes)
+
+    def _ending(self, job: Pending) -> int:
+        minutes = self._minutes(job)
+        return NEVER if minutes is None else self.clock.after(self.clock.now + minutes * 60)
+
+    def _of(self, mask: int) -> Iterator[Node]:
+        nodes = self.nodes
+        while mask:
+            low = mask & -mask
+            mask ^= low
+            yield nodes[low.bit_length() - 1]
+
+    def _now(self, job: Pending) -> Start | None:
+        """Start the job now on nodes no reservation holds before it would end, if it fits."""
+        part = self.cluster.partitions.get(job.partition)
+        if part is None or not part.up or job_over(job, part):
+            return None
+        sig, k = self._sig(job)
+        elig, req = self._masks(job)
+        if job.req_nodes and req.bit_count() < len(set(job.req_nodes)):
+            return None  # a named node out of service
+        until = self._ending(job)
+        cand = (elig | req) & self.lines.holding(sig, 0)[0] & self.map.free(0, until)
+        if cand.bit_count() < k or req & ~cand:
+            return None
+        ok = NodeFilter(job, self.uses, self.holders)
+        required = list(self._of(req))
+        if not all(ok(n) for n in required):
+            return None
+        shares, _ = place(job.need, required, (n for n in self._of(cand & ~req) if ok(n)),
+                          self.uses)
+        if shares is None:
+            return None
+        take(self.uses, job.id, shares)
+        self.holders[job.id] = Holder(job.uid, job.user_exclusive)
+        for name, share in shares.items():
+            self.lines.start(self.index[name], share, until)
+        return Start(job.id, job.partition, shares)
+
+    def _reason(self, job: Pending) -> str:
+        """Why a job that cannot start now waits: nodes that would hold it now are reserved
+        (a window: slurmctld's RESERVED words; a job ahead: Priority), or too few hold it now:
+        Resources for the first such job of its partition, Priority behind it."""
+        sig, k = self._sig(job)
+        elig, req = self._masks(job)
+        now = (elig | req) & self.lines.holding(sig, 0)[0]
+        if now.bit_count() >= k and not req & ~now:
+            until = self._ending(job)
+            held = 0
+            for a, b, m in self.windows:
+                if a < until and b > 0:
+                    held |= m
+            return RESERVED if (now & ~held).bit_count() < k or req & held else "Priority"
+        if job.partition in self.blocked:
+            return "Priority"
+        if not job.req_nodes:
+            self.blocked.add(job.partition)
+        return "Resources"
+
+    def _plan(self, job: Pending) -> tuple[int, int] | str:
+        """(the earliest slot after now the job fits on nodes free of reservations for its
+        whole limit, those nodes) or why there is none in the window."""
+        sig, k = self._sig(job)
+        elig, req = self._masks(job)
+        span = self.clock.span(self._minutes(job))
+        need = job.need
+        key = (job.partition, job.constraint, job.exc_nodes, job.req_nodes, sig, k, span,
+               need.spread and (need.tasks, need.max_nodes))
+        group, shape = key[:4], (*sig, span, k)
+        if key in self.gone:
+            return self.gone[key]
+        ever_held = self.lines.ever(sig) & (elig | req)
+        if ever_held.bit_count() < k or req & ~ever_held:
+            return NEVER_FITS
+        if not need.spread and any(_within(f, shape) for f in self.failed.get(group, ())):
+            return BEYOND
+        got = self._search(job, sig, k, elig | req, req, span, self.low.get(key, 1))
+        if isinstance(got, str):
+            self.gone[key] = got
+            if got == BEYOND and not need.spread:  # kept minimal: none within another
+                rest = [f for f in self.failed.get(group, ()) if not _within(shape, f)]
+                self.failed[group] = [*rest, shape]
+            return got
+        self.low[key] = got[0]
+        return got
+
+    def _search(self, job: Pending, sig: Sig, k: int, usable: int, req: int, span: int,
+                t: int) -> tuple[int, int] | str:
+        """Walk the moments something comes free (a running job's end bound, a reservation's
+        end) from slot `t` to the window's end; the first where enough nodes hold the job."""
+        lines, smap, last = self.lines, self.map, self.clock.slots
+        while t < last:
+            held, grows = lines.holding(sig, t)
+            held &= usable
+            if held.bit_count() < k or req & ~held:
+                if grows is None:
+                    break
+                t = grows
+                continue
+            chosen = self._choose(job, smap.free(t, t + span) & held, req, k, t)
+            if chosen:
+                return t, chosen
+            if job.need.spread:  # how many tasks a node takes grows at each of its releases
+                more = lines.next_release(held, t)
+                if more is not None and (grows is None or more < grows):
+                    grows = more
+            nxt = smap.next_end(t)
+            if grows is None and nxt is None:
+                break
+            t = min(x for x in (grows, nxt) if x is not None)
+            t = self._skip_full(sig, k, usable, req, span, t)
+        return BEYOND
+
+    def _skip_full(self, sig: Sig, k: int, usable: int, req: int, span: int, t: int) -> int:
+        """Skip the stretches where the job cannot start: for every start in [t, u) with
+        u <= t + span, its nodes must hold it by u (resources only grow) and be free in slot
+        u - 1 (inside every such run), so too few such nodes rule the whole stretch out."""
+        last = self.clock.slots
+        while t < last:
+            u = min(t + span, last)
+            held = self.lines.holding(sig, u)[0] & usable & self.map.free(u - 1, u)
+            if held.bit_count() >= k and not req & ~held:
+                return t
+            t = u
+        return t
+
+    def _choose(self, job: Pending, free: int, req: int, k: int, t: int) -> int:
+        """The nodes the job would take at slot `t` among `free`: first fit (0: none)."""
+        if req & ~free:
+            return 0
+        need = job.need
+        if not need.spread:
+            if free.bit_count() < k:
+                return 0
+            return req | lowest(free & ~req, k - req.bit_count())
+        chosen, tasks, count = 0, 0, 0
+        for i in [*_bits_of(req), *_bits_of(free & ~req)]:
+            if need.max_nodes and count >= need.max_nodes:
+                break
+            fc, fm, fg, fj = self.lines.free_at(i, t)
+            if need.exclusive:
+                held = self.nodes[i].cpus // need.cpus_per_task if fj == 0 else 0
+            else:
+                held = fc // need.cpus_per_task if fm >= need.mem else 0
+            if need.gpus_per_task:
+                held = min(held, fg // need.gpus_per_task)
+            if held:
+                chosen, tasks, count = chosen | 1 << i, tasks + held, count + 1
+            if tasks >= need.tasks and count >= need.nodes:
+                return chosen
+        return 0
+
+
+def _within(failed: tuple, shape: tuple) -> bool:
+    """A request no smaller in any way than one that found no start cannot find one."""
+    c, m, g, whole, span, k = shape
+    fc, fm, fg, fwhole, fspan, fk = failed
+    return fc <= c and fm <= m and fg <= g and (whole or not fwhole) and fspan <= span \
+        and fk <= k
+
+
+def _bits_of(mask: int) -> Iterator[int]:
+    while mask:
+        low = mask & -mask
+        mask ^= low
+        yield low.bit_length() - 1

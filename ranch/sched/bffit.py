@@ -1,0 +1,169 @@
+"""Backfill's view of running jobs: per node what is free now and what frees at each later
+slot, and for each per-node request the nodes that hold it from each slot on (bitmasks)."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping, Sequence
+
+from ranch.sched.model import Ending, Node, NodeUse, Share
+
+NEVER = 1 << 62  # a slot no window reaches: held by a job with no end, or too small a node
+Sig = tuple[int, int, int, bool]  # cpus, memory, GPUs per node; whole node
+
+
+CPUS, MEM, GPUS, JOBS = range(4)  # a node's free resources by dimension; JOBS: jobs on it
+
+
+class Timelines:
+    """Nodes by bit index. Each node's free cpus/mem/GPUs and job count now, and its releases:
+    (slot, cpus, mem, GPUs, jobs) as running jobs reach their end bounds. Free resources only
+    grow over the window, each dimension on its own, so a node holds a request from the
+    latest of the slots at which each dimension reaches it: one table per dimension and
+    threshold (the sorted slots at which nodes reach it, the cumulative mask of nodes by each),
+    shared by every request that names that amount, kept up to date as jobs start."""
+
+    def __init__(self, nodes: Sequence[Node], uses: Mapping[str, NodeUse],
+                 releases: Mapping[str, list[tuple[int, int, int, int, int]]]) -> None:
+        self.nodes = nodes
+        self.caps = [(n.cpus, n.real_memory, n.gpus) for n in nodes]
+        self.free: list[list[int]] = []
+        self.rel: list[list[tuple[int, int, int, int, int]]] = []
+        for n in nodes:
+            u = uses.get(n.name)
+            self.free.append([n.cpus - (u.cpus if u else 0), n.real_memory - (u.mem if u else 0),
+                              n.gpus - (len(u.gpus) if u else 0), len(u.jobs) if u else 0])
+            self.rel.append(sorted(releases.get(n.name, ())))
+        self.tables: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+
+    def reach(self, i: int, dim: int, x: int) -> int:
+        """The first slot from which node `i` has `x` free in `dim` (JOBS: no job on it),
+        0 for now, or NEVER."""
+        if dim != JOBS and x > self.caps[i][dim]:
+            return NEVER
+        free = self.free[i][dim]
+        if (free == 0) if dim == JOBS else free >= x:
+            return 0
+        for r in self.rel[i]:
+            if dim == JOBS:
+                free -= r[4]
+                if free == 0:
+                    return r[0]
+            else:
+                free += r[dim + 1]
+                if free >= x:
+                    return r[0]
+        return NEVER
+
+    def free_at(self, i: int, slot: int) -> tuple[int, int, int, int]:
+        """Node `i`'s free cpus, mem, GPUs and its job count at `slot`."""
+        fc, fm, fg, fj = self.free[i]
+        for s, dc, dm, dg, dj in self.rel[i]:
+            if s > slot:
+                break
+            fc, fm, fg, fj = fc + dc, fm + dm, fg + dg, fj - dj
+        return fc, fm, fg, fj
+
+    def next_release(self, mask: int, slot: int) -> int | None:
+        """The first slot after `slot` at which any node of `mask` frees something."""
+        out = None
+        while mask:
+            low = mask & -mask
+            mask ^= low
+            rel = self.rel[low.bit_length() - 1]
+            j = bisect.bisect_left(rel, (slot + 1,))
+            if j < len(rel) and (out is None or rel[j][0] < out):
+                out = rel[j][0]
+        return out
+
+    def table(self, key: tuple[int, int]) -> tuple[list[int], list[int]]:
+        got = self.tables.get(key)
+        if got is None:
+            dim, x = key
+            at: dict[int, int] = {}
+            for i in range(len(self.nodes)):
+                s = self.reach(i, dim, x)
+                if s != NEVER:
+                    at[s] = at.get(s, 0) | (1 << i)
+            slots = sorted(at)
+            masks, acc = [], 0
+            for s in slots:
+                acc |= at[s]
+                masks.append(acc)
+            got = self.tables[key] = (slots, masks)
+        return got
+
+    @staticmethod
+    def keys(sig: Sig) -> list[tuple[int, int]]:
+        c, m, g, whole = sig
+        out = [(CPUS, c)]
+        if m:
+            out.append((MEM, m))
+        if g:
+            out.append((GPUS, g))
+        if whole:
+            out.append((JOBS, 0))
+        return out
+
+    def holding(self, sig: Sig, slot: int) -> tuple[int, int | None]:
+        """(the nodes holding `sig` at `slot`, the next slot at which more might, or None)."""
+        mask, nxt = -1, None
+        for key in self.keys(sig):
+            slots, masks = self.table(key)
+            j = bisect.bisect_right(slots, slot)
+            mask &= masks[j - 1] if j else 0
+            if j < len(slots) and (nxt is None or slots[j] < nxt):
+                nxt = slots[j]
+        return mask, nxt
+
+    def ever(self, sig: Sig) -> int:
+        """The nodes that come to hold `sig` at some time."""
+        mask = -1
+        for key in self.keys(sig):
+            masks = self.table(key)[1]
+            mask &= masks[-1] if masks else 0
+        return mask
+
+    def start(self, i: int, share: Share, until: int) -> None:
+        """A job starts on node `i` now with `share` and ends by slot `until`."""
+        moved = (True, share.mem > 0, bool(share.gpus), True)  # the dimensions it changes
+        before = {key: self.reach(i, *key) for key in self.tables if moved[key[0]]}
+        f = self.free[i]
+        f[0] -= share.cpus
+        f[1] -= share.mem
+        f[2] -= len(share.gpus)
+        f[3] += 1
+        bisect.insort(self.rel[i], (until, share.cpus, share.mem, len(share.gpus), 1))
+        for key, old in before.items():
+            self._move(key, i, old, self.reach(i, *key))
+
+    def _move(self, key: tuple[int, int], i: int, old: int, new: int) -> None:
+        """Node `i` reaches `key` from `new` on now, not `old` (new >= old: only starts)."""
+        if new == old:
+            return
+        slots, masks = self.tables[key]
+        bit = 1 << i
+        lo = bisect.bisect_left(slots, old)
+        hi = bisect.bisect_left(slots, new)
+        if hi > lo:
+            keep = ~bit
+            masks[lo:hi] = [m & keep for m in masks[lo:hi]]
+        if new != NEVER and (hi == len(slots) or slots[hi] != new):
+            slots.insert(hi, new)
+            masks.insert(hi, (masks[hi - 1] if hi else 0) | bit)
+
+
+def releases(ends: Sequence[Ending], uses: Mapping[str, NodeUse], slot_of
+             ) -> dict[str, list[tuple[int, int, int, int, int]]]:
+    """Per node, what each running job frees and when (`slot_of(at)`): only shares the node
+    still counts (a job that ended holds nothing)."""
+    out: dict[str, list[tuple[int, int, int, int, int]]] = {}
+    for e in ends:
+        slot = slot_of(e.at)
+        for name, share in e.shares.items():
+            use = uses.get(name)
+            if use is None or e.job_id not in use.jobs:
+                continue
+            out.setdefault(name, []).append(
+                (slot, share.cpus, share.mem, len(share.gpus), 1))
+    return out
