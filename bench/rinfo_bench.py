@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,7 @@ def ranch(label: str, tree: Path, args) -> dict[str, Figures]:
     finally:
         for side in sides.values():
             side.stop()
+            shutil.rmtree(side.workdir, ignore_errors=True)
     for name, fig in figs.items():
         show(name, fig)
     return figs
@@ -140,6 +142,7 @@ def slurm(args) -> dict[str, Figures] | None:
         figs[f"slurm, {n:,} queued"] = interleaved({"s": side}, args.runs)["s"]
     finally:
         side.stop()
+        shutil.rmtree(side.workdir, ignore_errors=True)
     for name, fig in figs.items():
         show(name, fig)
     return figs
@@ -157,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         or [("ranch", ROOT)]
     # An installed command has its bytecode compiled: cache it outside the trees.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="rinfo-bench-pyc-")
+    os.environ["PYTHONPYCACHEPREFIX"] = pyc = tempfile.mkdtemp(prefix="rinfo-bench-pyc-")
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
     base = None
@@ -171,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             for (name, fig), sfig in zip(list(figs.items())[:2], base.values(), strict=True):
                 print(f"  {name} / sinfo wall: {fig[0] / sfig[0]:.2f}x", flush=True)
     print(f"load {os.getloadavg()[0]:.1f} at the end")
+    shutil.rmtree(pyc, ignore_errors=True)
     return 0
 
 
