@@ -149,7 +149,7 @@ class FrameDecoder:
     once the peer has proven the key: `proven` turns true when a frame passed every check, or
     when the header MAC of a version-5 frame did."""
 
-    __slots__ = ("_broken", "_buf", "clock", "key", "late_allowance", "max_size",
+    __slots__ = ("_broken", "_buf", "_read_at", "clock", "key", "late_allowance", "max_size",
                  "message_timeout", "proven", "queued", "replay_guard", "unproven_max")
 
     def __init__(
@@ -182,10 +182,16 @@ class FrameDecoder:
         self.proven = unproven_max is None
         self._buf = bytearray()
         self._broken: ProtocolError | None = None
+        # `clock` when the last bytes were fed: every frame they complete is judged as of then
+        self._read_at: float | None = None
 
     def feed(self, data: bytes | bytearray) -> None:
+        """Bytes as they were read. A frame's age is judged as of this call, not when it is
+        taken: a frame that then waits behind the ones before it (their handling, a busy
+        receiver) waited on this side, not the sender's."""
         if self._broken is None:
             self._buf += data
+            self._read_at = self.clock()
 
     @property
     def buffered(self) -> int:
@@ -274,22 +280,7 @@ class FrameDecoder:
                 request_id=request_id,
                 version=max(SUPPORTED),
             )
-        now = self.clock()
-        # Frames that waited in the socket while the receiver itself stalled are late through
-        # no fault of the sender. Replays stay refused: the guard's clock runs `late` behind
-        # too, so it forgets a nonce only once its frame is too old even with the allowance.
-        late = self.late_allowance() if self.late_allowance is not None else 0.0
-        skew = now - timestamp
-        if skew > self.message_timeout + late and self.queued is not None:
-            late = self.queued()
-        if not -self.message_timeout <= skew <= self.message_timeout + late:  # NaN refused
-            direction = "behind" if skew > 0 else "ahead of"
-            raise ProtocolError(
-                "stale",
-                f"frame timestamp is {abs(skew):.1f} s {direction} this host's clock "
-                f"(MessageTimeout is {self.message_timeout:g} s; check clock sync)",
-                **ids,
-            )
+        now, late = self._check_age(timestamp, ids)
         guard = self.replay_guard
         if timestamp < guard.not_before:
             raise ProtocolError(
@@ -306,6 +297,44 @@ class FrameDecoder:
             fresh = not guard.seen(nonce)
         if not fresh:
             raise ProtocolError("replay", "frame nonce was already seen (replayed frame)", **ids)
+
+    def _check_age(self, timestamp: float, ids: dict[str, Any]) -> tuple[float, float]:
+        """(the time the frame is judged at, its allowance beyond MessageTimeout), or the
+        "stale" ProtocolError of a frame too old or too far ahead."""
+        # As of when its bytes were read (feed), so the time it then waited in our own queue is
+        # not counted (a fresh frame behind a slow one is not stale), but no more of it than the
+        # guard keeps nonces past the window (rctld's backlog cover; none for a plain guard),
+        # so that a replay that waited here is still found.
+        now = read_at = self.clock()
+        cover = max(0.0, self.replay_guard.window - self.message_timeout)
+        if self._read_at is not None and self._read_at < now:
+            read_at = self._read_at
+            now = max(read_at, now - cover)
+        # Frames that waited in the socket while the receiver itself stalled are late through
+        # no fault of the sender. Replays stay refused: the guard's clock runs `late` behind
+        # too, so it forgets a nonce only once its frame is too old even with the allowance.
+        late = self.late_allowance() if self.late_allowance is not None else 0.0
+        skew = now - timestamp
+        if skew > self.message_timeout + late and self.queued is not None:
+            late = self.queued()
+        if not -self.message_timeout <= skew <= self.message_timeout + late:  # NaN refused
+            if skew > 0 and read_at - timestamp <= self.message_timeout + late:
+                # fresh when it was read: our own queue made it old, not the sender's clock
+                raise ProtocolError(
+                    "stale",
+                    f"frame waited {self.clock() - read_at:.1f} s in this host's own queue "
+                    f"after it was read, more than the {cover:g} s a frame may wait there "
+                    "(the receiver was busy): send it again",
+                    **ids,
+                )
+            direction = "behind" if skew > 0 else "ahead of"
+            raise ProtocolError(
+                "stale",
+                f"frame timestamp is {abs(skew):.1f} s {direction} this host's clock "
+                f"(MessageTimeout is {self.message_timeout:g} s; check clock sync)",
+                **ids,
+            )
+        return now, late
 
     def _parse(self, raw: bytes) -> Frame:
         try:

@@ -1,11 +1,12 @@
 """Prebuilt snapshot frames decode with ranch.protocol.framing exactly like normally encoded
-ones."""
+ones, and queued jobs leave the cached one alone."""
 
 from __future__ import annotations
 
 import pytest
 
 from ranch.ctld.rpc.wire import encode_body_frame
+from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import FrameDecoder
 from tests.ctld.harness import Harness as Cluster
@@ -45,3 +46,19 @@ async def test_a_replaced_snapshot_keeps_no_bodies() -> None:
     new = cluster.snapshot_body()
     assert new != old and list(cluster.views._bodies) == [(False, ())]
     assert b'"n2"' in new
+
+
+async def test_the_queue_does_not_reach_rinfos_answer() -> None:
+    """Queued jobs change no node: rinfo's encoded answer stays the one cached before them, so
+    its cost on the controller is a lookup whatever the queue's size (issue 50)."""
+    cluster = Cluster(make_config(), wall=wall)
+    for name in ("n1", "n2", "n3", "n4"):
+        register(cluster, name)
+    rinfo_reads = ("compact", "complete", "name", "partitions", "state")  # rinfo's default view
+    body = cluster.snapshot_body(fields=rinfo_reads)
+    for _ in range(500):
+        reply = cluster.jobs.submission.submit(m.SubmitJob(
+            "#!/bin/sh\ntrue\n", "u", 1000, 1000, "/tmp", hold=True))
+        assert isinstance(reply, m.SubmitReply), reply
+    assert len(cluster.jobs.store.jobs) == 500
+    assert cluster.snapshot_body(fields=rinfo_reads) is body

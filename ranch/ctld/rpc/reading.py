@@ -4,7 +4,8 @@ replies held until what they confirm is on disk.
 
 A frame must arrive whole within MessageTimeout of its first byte (of the connect, for a peer
 that has not proven the key); bytes that trickle in never move that deadline. A frame's age is
-judged less the time it waited unread in this controller's socket (a storm's backlog).
+judged as of when its bytes were read (not after it waited behind the frames before it), less
+the time they waited unread in this controller's socket (a storm's backlog).
 Replies are held: every frame already received is handled first, then one journal write covers
 them all and they leave in order (a node that sends several beats at once waits for one write,
 not one each).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,7 @@ class Decoding:
     replay_guard: ReplayGuard
     stalls: StallWatch  # the controller's stalls: a late frame's excuse
     message_timeout: Callable[[], float]  # the config's, in force now
+    wall: Callable[[], float] = time.time  # what a frame's timestamp is judged against
 
 
 @attrs.frozen
@@ -107,7 +110,7 @@ class FrameReader:
         d = steps.decoding
         self.timeout = mt = d.message_timeout()
         self.decoder = FrameDecoder(
-            d.key, max_size=d.max_size, message_timeout=mt,
+            d.key, max_size=d.max_size, message_timeout=mt, clock=d.wall,
             replay_guard=d.replay_guard, unproven_max=d.unproven_max,
             late_allowance=d.stalls.late_allowance,
             # no reference back to this reader: a cycle would leave every closed connection's

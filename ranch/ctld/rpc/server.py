@@ -30,6 +30,7 @@ import inspect
 import logging
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -109,19 +110,22 @@ class Server:
         sync: Callable[[], Awaitable[None]] | None = None,
         spawn: Callable[..., Any] | None = None,
         acctmgr: AcctmgrAnswer | None = None,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         """The controller's ports (ctld/rpc/rpcports.py; built from its owners in
         ctld/compose/layers.py): `config` the one in force, `nodes` read (how many, who is
         connected), `traffic` what nodes send, `admin` rcontrol's changes on nodes, `reads`
         the read-only answers, `jobs` the job store's services, `eventlog`, `liveness` told
         what the connections saw, `changes` whether a request changed something, `acctmgr`
-        racctmgr's answers (ctld/accounts/; None: tests of the core, no such route)."""
+        racctmgr's answers (ctld/accounts/; None: tests of the core, no such route); `wall` the
+        clock frames' timestamps are judged on (tests: trio's)."""
         self.config = config
         self.traffic = traffic
         self.changes = changes
         self.key = key
         self.max_size = max_size
         self.unproven_max = unproven_max
+        self.wall = wall
         self._door(state_dir, caps or caps_for(fd_limit(), len(nodes)), liveness)
         # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
         self.node_credentials = book = NodeCredentials(state_dir, mirror=mirror)
@@ -171,7 +175,7 @@ class Server:
         links = Links(spawn=lambda: self.spawn, connections=self.connections,
                       idle=self.idle, message_timeout=timeout, encode=self.encode)
         decoding = Decoding(self.key, self.max_size, self.unproven_max, self.replay_guard,
-                            liveness.stalls, timeout)
+                            liveness.stalls, timeout, self.wall)
         steps = Steps(
             decoding, self.admission, self.idle, self.replay_mark, self.capacity,
             dispatch=self.dispatch, ended=self.connection_ended,
