@@ -14,7 +14,7 @@ import sys
 import time
 
 from ranch.cli import sbatch_options as so
-from ranch.cli.controller import LAUNCHER_USAGE, CliError, find_target
+from ranch.cli.controller import LAUNCHER_USAGE, CliError, find_target, reason_lines
 from ranch.cli.slurm_names import prog, version_text
 from ranch.protocol.limits import MAX_FRAME_BYTES, MAX_SCRIPT_BYTES
 
@@ -171,6 +171,7 @@ def run(argv: list[str]) -> int:
         reply = request(target, "SubmitJob", body, want="SubmitReply")
     except Refused as exc:
         where = f" ({exc.field})" if exc.field else ""
+        exc.message = reason_lines(prog("rbatch"), exc.message)
         if exc.field == "array":  # slurmctld's words for every --array it refuses
             from ranch.cli.sbatch_script import INVALID_ARRAY
 
