@@ -64,6 +64,14 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
     return parts_of(side)
 
 
+def _accounts(config: ClusterConfig, base: _Base) -> Accounts:
+    """The accounting tree's owner, before the job side: its submissions are checked on it."""
+    state_dir = base.site.state_dir
+    return Accounts(cluster=config.cluster_name, enabled=config.accounting.enabled,
+                    changes=base.changes,
+                    where=statefile.state_path(state_dir) if state_dir else "the saved state")
+
+
 def assemble(
     config: ClusterConfig,
     *,
@@ -118,9 +126,7 @@ def assemble(
     reservations = Reservations(registry, **times, deadlines=deadlines, changes=base.changes,
                                 eventlog=eventlog, kick=kick,
                                 running_until=lambda: parts.for_nodes.jobs_running_until())
-    accounts = Accounts(cluster=config.cluster_name, enabled=config.accounting.enabled,
-                        changes=base.changes, where=statefile.state_path(base.site.state_dir)
-                        if base.site.state_dir else "the saved state")
+    accounts = _accounts(config, base)
     parts = _job_side(registry, reservations, base, spawn, history, power.flush, accounts)
     route = coordinate.effect_router(power, reboots, parts)
     return _controller(base, registry, parts, power, down, liveness, reboots, reservations,
