@@ -20,8 +20,10 @@ POLICY = ("Job violates accounting/QOS policy (job submit limit, user's size and
 
 def enforced(words: Iterable[str]) -> frozenset[str]:
     """The flags AccountingStorageEnforce sets (read_config.c): limits and qos imply
-    associations."""
+    associations, safe implies limits."""
     flags = {w.strip().lower() for w in words if w.strip()}
+    if "all" in flags:  # everything but nojobs and nosteps
+        flags |= {"associations", "limits", "qos", "safe", "wckeys"}
     if flags & {"limits", "qos", "safe"}:
         flags.add("associations")
     if "safe" in flags:

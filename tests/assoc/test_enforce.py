@@ -36,6 +36,7 @@ def test_the_flags_imply_associations_as_read_config_does() -> None:
     assert enforce.enforced(["QOS"]) == {"qos", "associations"}
     assert enforce.enforced(["safe"]) == {"safe", "limits", "associations"}
     assert enforce.enforced([]) == frozenset()
+    assert {"associations", "limits", "qos"} <= enforce.enforced(["all"])
 
 
 def test_without_associations_nothing_is_checked_or_filled_in() -> None:
