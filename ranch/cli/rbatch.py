@@ -176,8 +176,9 @@ def run(argv: list[str]) -> int:
             from ranch.cli.sbatch_script import INVALID_ARRAY
 
             raise CliError(INVALID_ARRAY) from None
-        if body["test_only"]:
-            raise CliError(f"allocation failure: {exc.message}{where}") from None
+        if body["test_only"]:  # slurm_perror's line: no "sbatch: error: " before it
+            print(f"allocation failure: {exc.message}{where}", file=sys.stderr)
+            return 1
         raise CliError(f"Batch job submission failed: {exc.message}{where}") from None
     job_id = reply.get("job_id")
     if body["test_only"]:
