@@ -16,7 +16,7 @@ import sys
 import time
 
 from ranch.cli.alloc_env import environment
-from ranch.cli.controller import CliError, Refused, Target, Unreachable, request
+from ranch.cli.controller import CliError, Refused, Target, Unreachable, reason_lines, request
 
 TYPE_CHECKING = False  # typing stays off ralloc's start
 if TYPE_CHECKING:
@@ -127,7 +127,8 @@ class Allocation:
                 reply = request(self.target, "SubmitJob", body, want="SubmitReply")
             except Refused as exc:
                 where = f" ({exc.field})" if exc.field else ""
-                raise CliError(f"Job submit/allocate failed: {exc.message}{where}") from None
+                why = reason_lines(self.prog, exc.message)
+                raise CliError(f"Job submit/allocate failed: {why}{where}") from None
             self.job_id = int(reply["job_id"])
             job = reply.get("job")
             if isinstance(job, dict) and job.get("job_id") == self.job_id:

@@ -45,6 +45,17 @@ class CliError(Exception):
         self.code = code
 
 
+def reason_lines(prog: str, message: str) -> str:
+    """A refusal slurmctld sent with its reason (ESLURM_ACCOUNTING_POLICY with, say,
+    AssocMaxSubmitJobLimit): the reason on an error line of its own first, as sbatch and salloc
+    print it; the last line is returned for the command's own words. `prog`: the name it speaks
+    as (cli/slurm_names.py prog)."""
+    *first, last = message.split("\n")
+    for line in first:
+        print(f"{prog}: error: {line}", file=sys.stderr)
+    return last
+
+
 def run_main(prog: str, run: Callable[[list[str]], int], argv: list[str] | None) -> int:
     """A command's main(): `run` on the arguments; a CliError is one stderr line and its exit
     code, Ctrl-C exits 130, a reader that went away (`| head`) is not our failure. Under a

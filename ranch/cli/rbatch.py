@@ -14,7 +14,7 @@ import sys
 import time
 
 from ranch.cli import sbatch_options as so
-from ranch.cli.controller import LAUNCHER_USAGE, CliError, find_target
+from ranch.cli.controller import LAUNCHER_USAGE, CliError, find_target, reason_lines
 from ranch.cli.slurm_names import prog, version_text
 from ranch.protocol.limits import MAX_FRAME_BYTES, MAX_SCRIPT_BYTES
 
@@ -171,12 +171,14 @@ def run(argv: list[str]) -> int:
         reply = request(target, "SubmitJob", body, want="SubmitReply")
     except Refused as exc:
         where = f" ({exc.field})" if exc.field else ""
+        exc.message = reason_lines(prog("rbatch"), exc.message)
         if exc.field == "array":  # slurmctld's words for every --array it refuses
             from ranch.cli.sbatch_script import INVALID_ARRAY
 
             raise CliError(INVALID_ARRAY) from None
-        if body["test_only"]:
-            raise CliError(f"allocation failure: {exc.message}{where}") from None
+        if body["test_only"]:  # slurm_perror's line: no "sbatch: error: " before it
+            print(f"allocation failure: {exc.message}{where}", file=sys.stderr)
+            return 1
         raise CliError(f"Batch job submission failed: {exc.message}{where}") from None
     job_id = reply.get("job_id")
     if body["test_only"]:

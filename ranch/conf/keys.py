@@ -112,8 +112,9 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
      "reads and changes (unset or accounting_storage/none: racctmgr refuses, as sacctmgr "
      "without slurmdbd)"),
     ("AccountingStorageEnforce", "list", None,
-     "associations, limits, qos, safe, nojobs, nosteps (kept; enforcement is issue 43's next "
-     "step)"),
+     "associations, limits, qos, safe, nojobs, nosteps: under accounting_storage/slurmdbd, "
+     "a submission's association, QOS and MaxSubmitJobs checked (scheduling limits: issue 43's "
+     "next step)"),
     ("PrivateData", "list", None,
      "what only admins see of others: jobs, nodes, usage (also accounts cloud events "
      "partitions reservations users, kept)"),

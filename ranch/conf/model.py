@@ -167,7 +167,7 @@ class AccessSettings:
 @attrs.frozen(slots=True)
 class AccountingSettings:
     """Issue 43: AccountingStorageType=accounting_storage/slurmdbd turns rctld's accounting
-    store on (racctmgr); AccountingStorageEnforce is kept for the enforcement to come."""
+    store on (racctmgr); AccountingStorageEnforce then checks submissions (assoc/enforce.py)."""
 
     storage_type: str = ""  # as written, lower case ("" unset)
     enforce: tuple[str, ...] = ()  # lower-case words: associations, limits, qos, safe, ...

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import logging
 import pwd
+from collections.abc import Callable
 from typing import Any
 
-from ranch.assoc import serial
+from ranch.assoc import enforce, serial
 from ranch.assoc.acctmgr_ask import PROMPT, UNANSWERED
 from ranch.assoc.acctmgr_session import answer
 from ranch.assoc.db import AcctDb
@@ -82,6 +83,21 @@ class Accounts:
         if reply.db is not self.db and reply.db != self.db:
             self._keep(reply.db, "accounting changed", " ".join(msg.words), user=msg.user)
         return m.AcctmgrReply(out=reply.out, err=reply.err, rc=reply.rc, files=reply.files)
+
+    def admit(self, words: tuple[str, ...], user: str, account: str,
+              partitions: tuple[str, ...], qos: str, held: Callable[[str], int],
+              count: int) -> tuple[str, str] | str | None:
+        """A submission under AccountingStorageEnforce=`words` (assoc/enforce.py): the account
+        and QOS the job keeps, or sbatch's lines refusing it; None when nothing is enforced
+        (the store off, or no association flag)."""
+        flags = enforce.enforced(words)
+        if not self.enabled or "associations" not in flags:
+            return None
+        got = enforce.check(self.db, flags, cluster=self.cluster, user=user, account=account,
+                            partitions=partitions, qos=qos, held=held, count=count)
+        if isinstance(got, enforce.Refusal):
+            return f"{got.reason}\n{got.message}" if got.reason else got.message
+        return got.account, got.qos
 
     def _keep(self, db: AcctDb, what: str, detail: str, user: str = "") -> None:
         self.db, self.held = db, True

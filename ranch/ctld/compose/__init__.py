@@ -45,16 +45,31 @@ __all__ = ["VERSION", "Controller", "assemble"]
 
 def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
               spawn: Callable[..., None] | None, history: FileHistory | None,
-              programs: Callable[[], None]) -> JobParts:
+              programs: Callable[[], None], accounts: Accounts) -> JobParts:
     """The job side, given what it reads and calls of the node side: the registry's doors
     (nodes, members_gen, partition_nodes, set_use, push, apply_event), the reservations'
     `blocked`, and plain values (ctld/compose/jobs.py build_jobs). `programs`: power save's
-    flush, run after the pass a submission or a job command runs."""
+    flush, run after the pass a submission or a job command runs; `accounts`: the tree
+    AccountingStorageEnforce checks a submission against (as the config in force says)."""
+
+    def admit(user: str, account: str, partitions: tuple[str, ...], qos: str,
+              held: Callable[[str], int], count: int) -> tuple[str, str] | str | None:
+        return accounts.admit(registry.config.accounting.enforce, user, account, partitions,
+                              qos, held, count)
+
     side = build_jobs(nodes_of(registry, reservations.blocked), config=registry.config,
                       clock=base.clock, wall=base.wall, deadlines=base.deadlines,
                       changes=base.changes, site=base.site, epoch=base.epoch, spawn=spawn,
-                      history=history, programs=programs)
+                      history=history, programs=programs, admit=admit)
     return parts_of(side)
+
+
+def _accounts(config: ClusterConfig, base: _Base) -> Accounts:
+    """The accounting tree's owner, before the job side: its submissions are checked on it."""
+    state_dir = base.site.state_dir
+    return Accounts(cluster=config.cluster_name, enabled=config.accounting.enabled,
+                    changes=base.changes,
+                    where=statefile.state_path(state_dir) if state_dir else "the saved state")
 
 
 def assemble(
@@ -111,10 +126,11 @@ def assemble(
     reservations = Reservations(registry, **times, deadlines=deadlines, changes=base.changes,
                                 eventlog=eventlog, kick=kick,
                                 running_until=lambda: parts.for_nodes.jobs_running_until())
-    parts = _job_side(registry, reservations, base, spawn, history, power.flush)
+    accounts = _accounts(config, base)
+    parts = _job_side(registry, reservations, base, spawn, history, power.flush, accounts)
     route = coordinate.effect_router(power, reboots, parts)
     return _controller(base, registry, parts, power, down, liveness, reboots, reservations,
-                       after_change=after_change, holding=holding)
+                       accounts, after_change=after_change, holding=holding)
 
 
 @attrs.frozen
@@ -135,7 +151,7 @@ class _Base:
 
 def _controller(base: _Base, registry: NodeRegistry, parts: JobParts, power: PowerSave,
                 down: DownGuard, liveness: Liveness, reboots: Reboots,
-                reservations: Reservations, *, after_change: Callable[[], None],
+                reservations: Reservations, accounts: Accounts, *, after_change: Callable[[], None],
                 holding: Callable[[Sequence[str]], list[tuple[int, list[str]]]]) -> Controller:
     """The owners nothing built earlier reaches, and the coordinators over them all."""
     times = {"clock": base.clock, "wall": base.wall}
@@ -148,10 +164,6 @@ def _controller(base: _Base, registry: NodeRegistry, parts: JobParts, power: Pow
                           arm=liveness.arm, admit=membership.admit, health=drain_guard.health,
                           jobs=parts.for_nodes, after_change=after_change)
     known: list[str] = []  # the nodes the saved state knew (restore, then start)
-    config = registry.config
-    accounts = Accounts(cluster=config.cluster_name, enabled=config.accounting.enabled,
-                        changes=changes, where=statefile.state_path(site.state_dir)
-                        if site.state_dir else "the saved state")
     save_doc, journal_records = coordinate.saved_state(changes, registry, reservations, parts,
                                                        accounts)
     return Controller(

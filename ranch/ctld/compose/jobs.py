@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ranch.ctld.deadlines import Deadlines
     from ranch.ctld.jobs.history import FileHistory
     from ranch.ctld.jobs.jobrecord import Job
-    from ranch.ctld.jobs.ports import NodesForJobs, NodeView
+    from ranch.ctld.jobs.ports import Admit, NodesForJobs, NodeView
     from ranch.ctld.site import Site
     from ranch.ctld.state.changelog import ChangeLog
     from ranch.protocol import messages as m
@@ -134,10 +134,10 @@ def on_deadline(side: JobSide, name: Any, kind: str) -> bool:
 def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[], float],
                wall: Callable[[], float], deadlines: Deadlines, changes: ChangeLog, site: Site,
                epoch: int, spawn: Callable[..., None] | None, history: FileHistory | None,
-               programs: Callable[[], None]) -> JobSide:
+               programs: Callable[[], None], admit: Admit | None = None) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass that a submission or a command runs (power save's flush: a
-    placement may power nodes up)."""
+    placement may power nodes up); `admit`: AccountingStorageEnforce's rule (jobs/ports.py)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
@@ -149,7 +149,7 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
                        deadlines=deadlines, changes=changes, spawn=spawn, history=history,
-                       programs=programs)
+                       programs=programs, admit=admit)
     return side
 
 
@@ -181,7 +181,8 @@ def _rearm(side: JobSide, job: Job) -> None:
 def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, launcher: Launcher,
                 *, clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
                 changes: ChangeLog, spawn: Callable[..., None] | None,
-                history: FileHistory | None, programs: Callable[[], None]) -> JobSide:
+                history: FileHistory | None, programs: Callable[[], None],
+                admit: Admit | None) -> JobSide:
     """The store's components, each given what it uses of the others (bound methods, so that
     a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
@@ -195,7 +196,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                        dependency_reason=dependencies.reason)
     submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
                                members=starts.members, record=listing.record,
-                               run_pass=starts.run, programs=programs)
+                               run_pass=starts.run, programs=programs, admit=admit)
     inactive = InactiveWatch(store, settings, clock=clock, deadlines=deadlines)
     limits = RunLimits(store, clock=clock, wall=wall, deadlines=deadlines)
     steps = JobSteps(store, settings, nodes, wall=wall,
@@ -208,7 +209,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                            watched=inactive.watched, alive=inactive.alive,
                            run_pass=starts.run, programs=programs)
     will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
-                       check=submission.check, members=starts.members)
+                       check=submission.check_new, members=starts.members)
 
     def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
         settings.use(new)

@@ -26,9 +26,10 @@ from ranch.protocol import messages as m
 from ranch.sched import limits as sched_limits
 from ranch.sched.model import Need
 from ranch.sched.place import capacity_fits, cpus_per_node, task_capacity
+from ranch.statemachine.jobstates import FINAL
 
 if TYPE_CHECKING:
-    from ranch.ctld.jobs.ports import Intake, NodesForJobs
+    from ranch.ctld.jobs.ports import Admit, Intake, NodesForJobs
     from ranch.ctld.jobs.settings import JobSettings
 
 
@@ -44,6 +45,7 @@ class Checked:
     tasks: list[int | None]  # array task ids, or [None] for a plain job
     over: tuple[str, str] | None = None  # the partition limit it exceeds (partlimits.py)
     alt: tuple[str, ...] = ()  # -p a,b: the other partitions it may run in, in order
+    admitted: tuple[str, str] | None = None  # (account, QOS) AccountingStorageEnforce resolved
 
 
 def _spread_need(req: m.SubmitJob, part: str, num_nodes: int, members: dict[str, Any],
@@ -82,10 +84,12 @@ class JobSubmission:
     def __init__(self, jobs: Intake, settings: JobSettings, nodes: NodesForJobs, *,
                  clock: Callable[[], float], wall: Callable[[], float],
                  members: Callable[[Any], list[Any]], record: Callable[[Job], dict[str, Any]],
-                 run_pass: Callable[[], None], programs: Callable[[], None]) -> None:
+                 run_pass: Callable[[], None], programs: Callable[[], None],
+                 admit: Admit | None = None) -> None:
         """`members`: a partition's nodes in placement order (ctld/jobs/jobstart.py); `record`:
         a job's listing record (ralloc's first look); `run_pass`: the scheduling pass, if one is
-        due; `programs`: then the node side's programs it asked for (a resume)."""
+        due; `programs`: then the node side's programs it asked for (a resume); `admit`:
+        AccountingStorageEnforce's rule over the accounting tree (ctld/jobs/ports.py Admit)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -95,6 +99,7 @@ class JobSubmission:
         self._record = record
         self._run_pass = run_pass
         self._programs = programs
+        self._admit = admit
         self._maps: dict[str, tuple[list[Any], dict[str, Any]]] = {}
         self._fits: dict[tuple[Any, ...], tuple[dict[str, Any], Need | m.Error]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
@@ -118,9 +123,12 @@ class JobSubmission:
     def build(self, req: m.SubmitJob) -> list[Job] | m.Error:
         """Check a submission and build its jobs, their ids reserved, without queueing them:
         nothing may start before the caller has them on disk (`accept` then queues them)."""
-        checked = self.check(req)
+        checked = self.check_new(req)
         if isinstance(checked, m.Error):
             return checked
+        if checked.admitted is not None:  # the job keeps the account and QOS it runs under
+            req = attrs.evolve(req, account=intern(checked.admitted[0]),
+                               qos=intern(checked.admitted[1]))
         wall, now = self._wall(), self._clock()
         built: list[Job] = []
         env_json = kept(orjson.dumps(req.env)) if req.env else None
@@ -184,6 +192,25 @@ class JobSubmission:
         decided = req.allocation and built[0].state != PENDING  # ralloc's first look: no request
         return m.SubmitReply(job_id=first, job_ids=tuple(j.id for j in built),
                              job=self._record(built[0]) if decided else {})
+
+    def check_new(self, req: m.SubmitJob) -> Checked | m.Error:
+        """A new submission (rbatch, ralloc, rrun, --test-only): `check`, then its association,
+        QOS and submit limit under AccountingStorageEnforce (slurmctld's _job_create)."""
+        checked = self.check(req)
+        if isinstance(checked, m.Error) or self._admit is None:
+            return checked
+        parts = (checked.partition, *checked.alt)
+        got = self._admit(req.user, req.account, parts, req.qos,
+                          lambda account: self._held(req.user, account), len(checked.tasks))
+        if isinstance(got, str):
+            return m.Error("bad_request", got)
+        return checked if got is None else attrs.evolve(checked, admitted=got)
+
+    def _held(self, user: str, account: str) -> int:
+        """The user's jobs not yet ended under `account` (slurmctld's used_submit_jobs)."""
+        return sum(1 for job in self._jobs.jobs.values()
+                   if job.req.user == user and job.req.account == account
+                   and job.state not in FINAL)
 
     def check(self, req: m.SubmitJob) -> Checked | m.Error:
         """A submission checked against the config and the nodes: what it needs in the

@@ -110,6 +110,13 @@ class Launches(Protocol):
     def forget_unheard(self, name: str, keep: Iterable[tuple[int, int]]) -> None: ...
 
 
+# AccountingStorageEnforce at submission, built by the composition root over the accounting
+# tree: (user, -A, partitions, -q, held(account) -> the user's jobs not ended there, job count)
+# -> the (account, QOS) the job keeps, a refusal in sbatch's words (its lines), or None: off
+Admit = Callable[[str, str, tuple[str, ...], str, Callable[[str], int], int],
+                 "tuple[str, str] | str | None"]
+
+
 class Intake(Protocol):
     """Submission (ctld/jobs/jobsubmit.py): ids, and jobs in and out of the store."""
 
