@@ -5,6 +5,7 @@ longer allow is not made, and sched/builtin keeps the FIFO pass alone."""
 
 from __future__ import annotations
 
+import orjson
 import trio
 
 from ranch.ctld.jobs.jobrecord import job_from_json, job_json
@@ -91,3 +92,33 @@ async def test_the_estimate_is_not_saved_and_an_old_record_loads(autojump_clock)
     assert "est_start" not in saved and "sched_nodes" not in saved
     back = job_from_json(saved)
     assert (back.est_start, back.sched_nodes) == (None, ())
+
+
+async def test_rqueue_start_and_show_job_print_the_estimate(autojump_clock) -> None:
+    """squeue --start's columns and scontrol's StartTime=/SchedNodeList= from the records the
+    controller sends: the big job's estimate and nodes, N/A and (null) for a job with none."""
+    from ranch.cli.rqueue import read_args, render, select, start_defaults
+    from ranch.cli.show_jobs import job_lines
+    from ranch.conf.timefmt import slurm_timestamp
+
+    c, ids = scene()
+    held_id = c.jobs.submission.submit(job(hold=True, time_limit=5)).job_id  # rbatch -H
+    await c.jobs.backfill.cycle()
+    records = [orjson.loads(orjson.dumps(rec(c, j))) for j in sorted(c.jobs.store.jobs)]
+    args = read_args(["--start"])
+    assert not isinstance(args, int)
+    start_defaults(args)
+    lines = render(args, select(args, records), wall()).splitlines()
+    assert lines[0].split() == ["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME",
+                                "NODES", "SCHEDNODES", "NODELIST(REASON)"]
+    rows = {r.split()[0]: r.split() for r in lines[1:]}
+    assert set(rows) == {str(ids["big"]), str(ids["long"]), str(held_id)}  # pending only
+    big = rec(c, ids["big"])
+    when = slurm_timestamp(big["start_time"], "N/A")
+    assert rows[str(ids["big"])][5:] == [when, "4", "n[1-4]", "(Resources)"]
+    assert rows[str(held_id)][5:] == ["N/A", "1", "(null)", "(JobHeldUser)"]
+    shown = " ".join(job_lines(records[[r["job_id"] for r in records].index(ids["big"])],
+                               wall()))
+    assert f"StartTime={when} " in shown and "NodeList=(null) SchedNodeList=n[1-4]" in shown
+    held = " ".join(job_lines(rec(c, held_id), wall()))
+    assert "StartTime=Unknown " in held and "SchedNodeList" not in held
