@@ -67,7 +67,8 @@ def _node_list(j: dict) -> str:
     """NodeList: (null) while pending, empty for a job that ended without ever getting nodes."""
     if j.get("nodes"):
         return j["nodes"]
-    return "(null)" if j["state"] == "PENDING" else ""
+    # a waiting job sched/backfill planned: empty beside its SchedNodeList (22.05 prints it so)
+    return "(null)" if j["state"] == "PENDING" and not j.get("sched_nodes") else ""
 
 
 def _started(j: dict) -> float | None:

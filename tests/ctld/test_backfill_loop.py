@@ -119,6 +119,7 @@ async def test_rqueue_start_and_show_job_print_the_estimate(autojump_clock) -> N
     assert rows[str(held_id)][5:] == ["N/A", "1", "(null)", "(JobHeldUser)"]
     shown = " ".join(job_lines(records[[r["job_id"] for r in records].index(ids["big"])],
                                wall()))
-    assert f"StartTime={when} " in shown and "NodeList=(null) SchedNodeList=n[1-4]" in shown
+    assert f"StartTime={when} " in shown and " NodeList= SchedNodeList=n[1-4]" in shown
     held = " ".join(job_lines(rec(c, held_id), wall()))
     assert "StartTime=Unknown " in held and "SchedNodeList" not in held
+    assert " NodeList=(null)" in held
