@@ -123,3 +123,24 @@ async def test_rqueue_start_and_show_job_print_the_estimate(autojump_clock) -> N
     held = " ".join(job_lines(rec(c, held_id), wall()))
     assert "StartTime=Unknown " in held and "SchedNodeList" not in held
     assert " NodeList=(null)" in held
+
+
+async def test_a_long_queue_is_planned_in_a_thread_and_committed_alike(autojump_clock,
+                                                                       monkeypatch) -> None:
+    from ranch.ctld.jobs import backfill
+
+    c, ids = scene()
+    for _ in range(backfill.THREADED):  # held: in the queue, never placed
+        c.jobs.submission.submit(job(hold=True, time_limit=5))
+    threads: list[object] = []
+    real = trio.to_thread.run_sync
+
+    async def counted(fn, *args, **kw):
+        threads.append(fn)
+        return await real(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    assert await c.jobs.backfill.cycle() == 1
+    assert len(threads) == 1
+    assert rec(c, ids["short"])["state"] == "RUNNING"
+    assert rec(c, ids["big"])["sched_nodes"] == "n[1-4]"

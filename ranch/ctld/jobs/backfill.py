@@ -75,7 +75,7 @@ class Backfill:
         is read again each time: a reconfigure may change it)."""
         while True:
             s = self._settings.config.scheduler
-            await trio.sleep(max(1, s.bf_interval))
+            await trio.sleep(s.bf_interval if s.backfill else 30)  # off: look again later
             if self._settings.config.scheduler.backfill:
                 await self.cycle()
 
