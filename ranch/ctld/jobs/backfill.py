@@ -113,8 +113,10 @@ class Backfill:
             if why is not None:
                 queue.append(Queued(self._views.pending(job), why))
         self._views.prune(self._jobs.pending)
-        return Snapshot(cluster, tuple(queue), tuple(running_ends(self._jobs, wall)), wall,
-                        params_of(cfg.scheduler))
+        # each end with its own copy of the shares (a job's dict changes as its nodes free)
+        ends = tuple(Ending(e.at, e.job_id, dict(e.shares))
+                     for e in running_ends(self._jobs, wall))
+        return Snapshot(cluster, tuple(queue), ends, wall, params_of(cfg.scheduler))
 
     def commit(self, snap: Snapshot, estimates: Sequence[Estimate]) -> int:
         """Apply the plan to the jobs still pending as the plan saw them: its starts on nodes
