@@ -299,15 +299,20 @@ def read_args(argv: list[str]) -> Namespace | int:
     return 0
 
 
-def run(argv: list[str]) -> int:
-    args = read_args(argv)
-    if isinstance(args, int):
-        return args
-    if args.start and args.steps is None:  # squeue --start's defaults
+def start_defaults(args: Namespace) -> None:
+    """squeue --start's format, sort and states, where the line sets none of its own."""
+    if args.start and args.steps is None:
         if args.format is None and args.Format is None:
             args.format = "%.18i %.9P %.8j %.8u %.2t %.19S %.6D %20Y %R"
         args.sort = "S" if args.sort is None else args.sort
         args.states = args.states or "PD"
+
+
+def run(argv: list[str]) -> int:
+    args = read_args(argv)
+    if isinstance(args, int):
+        return args
+    start_defaults(args)
     if args.states:
         _state_set(args.states)  # a usage error before any request
     if args.Format and args.steps is None:

@@ -67,7 +67,13 @@ def _node_list(j: dict) -> str:
     """NodeList: (null) while pending, empty for a job that ended without ever getting nodes."""
     if j.get("nodes"):
         return j["nodes"]
-    return "(null)" if j["state"] == "PENDING" else ""
+    # a waiting job sched/backfill planned: empty beside its SchedNodeList (22.05 prints it so)
+    return "(null)" if j["state"] == "PENDING" and not j.get("sched_nodes") else ""
+
+
+def _started(j: dict) -> float | None:
+    """When it started (a waiting job's start_time is sched/backfill's estimate)."""
+    return None if j["state"] == "PENDING" else j.get("start_time")
 
 
 def _end_time(j: dict) -> str:
@@ -121,11 +127,13 @@ def _state_lines(j: dict, now: float) -> list[str]:
         f"AccrueTime={_iso(j['accrue_time']) if 'accrue_time' in j else eligible}",
         f"StartTime={_iso(j.get('start_time'))} EndTime={_end_time(j)} Deadline=N/A",
         "SuspendTime=None SecsPreSuspend=0 "
-        f"LastSchedEval={_iso(j.get('start_time') or j.get('submit_time'))} Scheduler=Main",
+        f"LastSchedEval={_iso(_started(j) or j.get('submit_time'))} Scheduler=Main",
         f"Partition={j.get('partition', '')} AllocNode:Sid={j.get('submit_host') or '?'}:0",
         f"ReqNodeList={_shown(j, 'req_nodes', 'nodelist')} "
         f"ExcNodeList={_shown(j, 'exc_nodes', 'exclude')}",
-        f"NodeList={_node_list(j)}",
+        # sched/backfill's nodes for a waiting job, on the same line (22.05's job_info.c)
+        f"NodeList={_node_list(j)}"
+        + (f" SchedNodeList={j['sched_nodes']}" if j.get("sched_nodes") else ""),
     ]
     if j.get("batch_host"):
         lines.append(f"BatchHost={j['batch_host']}")

@@ -162,7 +162,8 @@ FIELDS: dict[str, tuple[str, Getter]] = {
     "J": ("THREADS_PER_CORE", lambda j, n: "*"),
     "W": ("LICENSES", lambda j, n: "(null)"),
     "X": ("CORE_SPEC", lambda j, n: "N/A"),
-    "Y": ("SCHEDNODES", lambda j, n: "(null)"),
+    # sched/backfill's nodes for a waiting job (issue 44)
+    "Y": ("SCHEDNODES", lambda j, n: j.get("sched_nodes") or "(null)"),
 }
 
 
@@ -210,7 +211,7 @@ LONG_FIELDS: dict[str, str | tuple[str, Getter]] = {
     "prioritylong": "Q", "reason": "r", "reasonlist": "R", "starttime": "S",
     "statecompact": "t", "state": "T", "userid": "U", "username": "u", "reservation": "v",
     "submittime": "V", "wckey": "w", "nice": "y", "workdir": "Z", "excnodes": "x",
-    "tres-per-node": "b",
+    "tres-per-node": "b", "schednodes": "Y",
     "numtasks": ("TASKS", lambda j, n: str(j.get("ntasks", 1))),
     "cpuspertask": ("CPUS_PER_TASK", lambda j, n: str(j.get("cpus_per_task", 1))),
     "cpus-per-task": ("CPUS_PER_TASK", lambda j, n: str(j.get("cpus_per_task", 1))),
@@ -256,7 +257,7 @@ _NONE: dict[str, tuple[str, str]] = {
     "origin": ("ORIGIN", "NA"), "originraw": ("ORIGIN_RAW", "NA"),
     "preempttime": ("PREEMPT_TIME", "N/A"), "prefer": ("PREFER", "(null)"),
     "profile": ("PROFILE", "NotSet"), "reboot": ("REBOOT", "0"), "reqswitch": ("REQ_SWITCH", "0"),
-    "resizetime": ("RESIZE_TIME", "N/A"), "schednodes": ("SCHEDNODES", "(null)"),
+    "resizetime": ("RESIZE_TIME", "N/A"),
     "sct": ("S:C:T", "*:*:*"), "selectjobinfo": ("", ""),  # select/cons_tres prints nothing
     "siblingsactive": ("ACTIVE_SIBLINGS", "NA"), "siblingsactiveraw": ("ACTIVE_SIBLINGS_RAW", "NA"),
     "siblingsviable": ("VIABLE_SIBLINGS", "NA"),

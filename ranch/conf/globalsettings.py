@@ -21,6 +21,7 @@ from ranch.conf.model import (
     JobSettings,
     MembershipSettings,
     RebootSettings,
+    SchedulerSettings,
     Timeouts,
 )
 from ranch.conf.parser import Pair
@@ -30,6 +31,7 @@ from ranch.conf.values import (
     HEALTH_NODE_STATES,
     HTTP_AUTH,
     SUSPEND_EXC_STATES,
+    BadValue,
     as_bool,
     as_endpoints,
     as_enum,
@@ -98,7 +100,15 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "AccountingStorageType": lambda s: as_enum(s, ACCOUNTING_STORAGE).lower(),
     "AccountingStorageEnforce": lambda s: tuple(w.lower() for w in as_enum_list(s, ENFORCE_WORDS)),
     "SlurmUser": lambda s: s.strip() or "root",
+    "SchedulerType": lambda s: as_enum(s, SCHEDULER_TYPES).lower(),
 }
+SCHEDULER_TYPES: tuple[str, ...] = ("SCHED/BACKFILL", "SCHED/BUILTIN")
+# SchedulerParameters' backfill keys Ranch acts on: (field, lowest, highest) as slurm.conf.5
+# gives them (bf_interval=-1 turns backfill off); the other words are kept for what reads them
+BF_KEYS: dict[str, tuple[int, int]] = {
+    "bf_interval": (-1, 10800), "bf_window": (1, 43200), "bf_resolution": (1, 3600),
+    "bf_max_job_test": (1, 1000000), "bf_max_job_user": (0, 1000000),
+    "bf_max_job_part": (0, 1000000), "bf_min_prio_reserve": (0, 2**63 - 1)}
 # AuthType values Ranch acts on (unset: the cluster key alone)
 AUTH_TYPES: tuple[str, ...] = ("AUTH/MUNGE",)
 # Slurm 22.05's accounting_storage plugins: slurmdbd turns rctld's own store on (issue 43)
@@ -274,3 +284,31 @@ class GlobalSettings(BuilderBase):
         g = self.typed_global
         return AccountingSettings(g("AccountingStorageType", None) or "",
                                   g("AccountingStorageEnforce", ()))
+
+    def scheduler_settings(self) -> SchedulerSettings:
+        """SchedulerType, and SchedulerParameters' bf_* words (a bad one: an error at it)."""
+        got: dict[str, int] = {}
+        param = self.globals.get("SchedulerParameters")
+        if param is not None:
+            _, p, src = param
+            offset = 0
+            for word in p.value.split(","):
+                key, eq, value = word.partition("=")
+                key = key.strip().lower()
+                if key in BF_KEYS:
+                    try:
+                        got[key] = _bf_value(key, value if eq else "")
+                    except ValueError as exc:
+                        lead = len(word) - len(word.lstrip())
+                        self.value_error(src, p, BadValue(f"{key}: {exc}", offset + lead))
+                offset += len(word) + 1
+        kind = self.typed_global("SchedulerType", "sched/backfill")
+        return SchedulerSettings(kind, **got)
+
+
+def _bf_value(key: str, value: str) -> int:
+    lo, hi = BF_KEYS[key]
+    v = as_int(value, lo, hi)
+    if key == "bf_interval" and v == 0:
+        raise BadValue("0 is out of range (-1 or 1..10800)")
+    return v

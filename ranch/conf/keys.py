@@ -151,6 +151,15 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
      "NO: a job over its partition's limits (MaxTime, node count, CPUs) is queued and waits "
      "(PartitionTimeLimit, PartitionNodeLimit, PartitionConfig); ALL: refused at submission if "
      "it exceeds any partition it names; ANY: refused if it fits none (YES is ALL)"),
+    # issue 44: scheduling
+    ("SchedulerType", "enum", "sched/backfill",
+     "sched/backfill: the event-driven FIFO pass, and a backfill planner every bf_interval that "
+     "starts lower jobs that delay none ahead and sets each waiting job's StartTime estimate; "
+     "sched/builtin: the FIFO pass alone"),
+    ("SchedulerParameters", "list", None,
+     "comma list; Ranch acts on bf_interval (30 s, -1 = no backfill), bf_window (1440 min), "
+     "bf_resolution (60 s), bf_max_job_test (500), bf_max_job_user, bf_max_job_part (0 = no "
+     "limit), bf_min_prio_reserve (0) and kill_invalid_depend"),
     # issue 22: the finished-job history racct reads (slurmdbd.conf's key and value forms)
     ("PurgeJobAfter", "str", "12months",
      "Ranch: finished jobs older than this leave the job history (racct): N months, Nhours, "
@@ -205,9 +214,9 @@ PriorityWeightAssoc PriorityWeightFairshare PriorityWeightJobSize PriorityWeight
 PriorityWeightQOS PriorityWeightTRES ProctrackType Prolog PrologEpilogTimeout
 PrologFlags PrologSlurmctld PrologTimeout PropagatePrioProcess PropagateResourceLimits
 PropagateResourceLimitsExcept ReconfigFlags RequeueExit RequeueExitHold
-ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerParameters SchedulerPort
+ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerPort
 SchedulerRootFilter
-SchedulerTimeSlice SchedulerType ScronParameters SelectType SelectTypeParameters SlurmctldAddr
+SchedulerTimeSlice ScronParameters SelectType SelectTypeParameters SlurmctldAddr
 SlurmctldDebug SlurmctldParameters SlurmctldPidFile SlurmctldPrimaryOffProg
 SlurmctldPrimaryOnProg SlurmctldSyslogDebug SlurmctldTimeout SlurmdDebug
 SlurmdPidFile SlurmdPort SlurmdSyslogDebug SlurmdUser SlurmSchedLogFile

@@ -210,6 +210,24 @@ class JobSettings:
 
 
 @attrs.frozen(slots=True)
+class SchedulerSettings:
+    """SchedulerType and SchedulerParameters' bf_* keys (issue 44), Slurm 22.05's defaults."""
+
+    type: str = "sched/backfill"  # sched/builtin: the event-driven FIFO pass alone
+    bf_interval: int = 30  # seconds between backfill cycles; -1: none
+    bf_window: int = 1440  # minutes planned ahead
+    bf_resolution: int = 60  # seconds a plan's slots are aligned to
+    bf_max_job_test: int = 500  # jobs a cycle plans (the rest: N/A)
+    bf_max_job_user: int = 0  # of one user (0: no limit)
+    bf_max_job_part: int = 0  # of one partition (0: no limit)
+    bf_min_prio_reserve: int = 0  # jobs below this priority only start now, reserve nothing
+
+    @property
+    def backfill(self) -> bool:
+        return self.type == "sched/backfill" and self.bf_interval > 0
+
+
+@attrs.frozen(slots=True)
 class GuardSettings:
     """Issue 18: the breakers over the controller's mass decisions (DownGuard*, DrainGuard*)."""
 
@@ -246,6 +264,7 @@ class ClusterConfig:
     access: AccessSettings = AccessSettings()
     reboot: RebootSettings = RebootSettings()
     accounting: AccountingSettings = AccountingSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

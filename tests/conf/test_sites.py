@@ -31,7 +31,12 @@ def test_site_a_university_hpc() -> None:
     assert dict(gpu.options)["DefMemPerCPU"] == "3800"  # from PartitionName=DEFAULT
     assert cfg.timeouts.return_to_service == 2
     assert cfg.health.node_state == ("ANY", "CYCLE")
-    assert "SchedulerParameters" in cfg.ignored and "CryptoType" in cfg.ignored
+    assert "CryptoType" in cfg.ignored
+    # issue 44: the scheduler keys are read (bf_continue, default_queue_depth kept, not acted on)
+    assert "SchedulerParameters" not in cfg.ignored
+    s = cfg.scheduler
+    assert (s.type, s.bf_interval, s.bf_window, s.bf_resolution) == ("sched/backfill", 30, 4320,
+                                                                      600)
 
 
 def test_site_b_gpu_cluster_with_percent_c_includes() -> None:

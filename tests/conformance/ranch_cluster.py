@@ -14,6 +14,7 @@ from pathlib import Path
 from ranch.cli import shims
 from tests import logkeeper
 from tests.conformance.shape import Shape
+from tests.conformance.slurm_cluster import BUILTIN
 from tests.integration.cluster import REPO, Cluster, free_port
 
 COMMANDS = {"sbatch": "ranch.cli.rbatch", "squeue": "ranch.cli.rqueue",
@@ -34,7 +35,10 @@ class RanchCluster:
     name = "ranch"
 
     def __init__(self, shape: Shape, extra_conf: str = "", node_args: tuple[str, ...] = (),
-                 node_env: dict[str, dict[str, str]] | None = None) -> None:
+                 node_env: dict[str, dict[str, str]] | None = None,
+                 scheduler: str = BUILTIN) -> None:
+        """`scheduler`: the SchedulerType/SchedulerParameters lines, the private Slurm's
+        (sched/builtin: both schedule alike; Ranch's default is sched/backfill, as Slurm's)."""
         self.shape = shape
         self.node_args = node_args  # rnoded's options of one test's own (-b)
         self.node_env = node_env or {}
@@ -44,7 +48,7 @@ class RanchCluster:
         self.workdir.mkdir()
         port = free_port()
         self.cluster = Cluster(self.dir / "cluster", shape.nodes, conf_text=(
-            RANCH_ONLY_CONF.format(port=port) + extra_conf + shape.global_conf()
+            RANCH_ONLY_CONF.format(port=port) + scheduler + extra_conf + shape.global_conf()
             + shape.nodes_conf()))
         self.cluster.port, self.cluster.addr = port, ("127.0.0.1", port)
         # `srun` in a job's script runs rrun: the shims a user would put first on PATH

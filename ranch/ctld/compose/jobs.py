@@ -11,6 +11,7 @@ import attrs
 
 from ranch.ctld.jobs import inactive as allocations
 from ranch.ctld.jobs.acct import Accounting
+from ranch.ctld.jobs.backfill import Backfill
 from ranch.ctld.jobs.dependbook import Dependencies
 from ranch.ctld.jobs.inactive import InactiveWatch
 from ranch.ctld.jobs.jobcommands import JobCommands
@@ -60,6 +61,7 @@ class JobSide:
     mail: Mail
     accounting: Accounting  # racct: query, and the history's writer task (keep)
     will_run: WillRun  # sbatch --test-only: answer
+    backfill: Backfill  # sched/backfill's loop (run: a task of the daemon's nursery)
     history: FileHistory | None
     # what the node side calls (the contract of issue 42: nodes/ports.py JobsForNodes)
     kick: Callable[[], None]
@@ -210,6 +212,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                            run_pass=starts.run, programs=programs)
     will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
                        check=submission.check_new, members=starts.members)
+    backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
+                        allocate=starts.allocate, programs=programs)
 
     def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
         settings.use(new)
@@ -219,7 +223,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
         store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
-        accounting=accounting, will_run=will_run, history=history,
+        accounting=accounting, will_run=will_run, backfill=backfill, history=history,
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,
         started=reconciliation.started, jobs_holding=listing.jobs_holding,

@@ -12,7 +12,7 @@ import orjson
 from ranch.conf import hostlist
 from ranch.ctld.jobs import jobfields
 from ranch.ctld.jobs.jobextras import record_fields
-from ranch.ctld.jobs.jobrecord import ACTIVE, Job, job_name
+from ranch.ctld.jobs.jobrecord import ACTIVE, PENDING, Job, job_name
 from ranch.ctld.jobs.steprecord import step_record
 from ranch.ctld.jobs.usagerecord import gpus_used, merged
 from ranch.ctld.kept import kept
@@ -118,6 +118,9 @@ class JobListing:
         and its steps."""
         req = job.req
         rec.update(record_fields(job, self._dependency(job)))
+        if job.state == PENDING and job.start_time is None:  # sched/backfill's estimate
+            rec["start_time"] = job.est_start  # (squeue --start; None: N/A)
+        rec["sched_nodes"] = hostlist.fold(list(job.sched_nodes)) if job.sched_nodes else ""
         if job.usage:  # issue 48: the batch script's figures, the GPUs of every node
             if job.batch_host in job.usage and not req.allocation:
                 rec["usage"] = merged({job.batch_host: job.usage[job.batch_host]})

@@ -72,6 +72,10 @@ class Job:
     # rctld ends the run itself at the new one (ctld/jobs/jobupdate.py RunLimits); () if unchanged
     run_limit: tuple[int | None, ...] = ()
     alt_parts: tuple[str, ...] = ()  # -p a,b while pending: the partitions after `partition`
+    # sched/backfill's estimate while pending (StartTime, SchedNodeList; issue 44): recomputed
+    # every cycle, so neither is saved (a saved record without them loads as it did)
+    est_start: float | None = None
+    sched_nodes: tuple[str, ...] = ()
 
     @property
     def batch_host(self) -> str:

@@ -66,14 +66,14 @@ class JobStarts:
         started = 0
         wall = self._wall()
         wake = math.inf  # the earliest BeginTime still ahead
-        run = Pass(self._cluster(cfg, wall))
+        run = Pass(self.cluster(cfg, wall))
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         for job in self._jobs.pending:
             if job.state != PENDING:
                 continue
             if run.stopped:
                 break  # every partition waits on a job ahead: nothing below may start
-            why = self._waits(job, wall, running)
+            why = self.waits(job, wall, running)
             if why is None:
                 started += 1  # ended (--kill-on-invalid-dep): off the pending list below
                 continue
@@ -103,7 +103,7 @@ class JobStarts:
             if when is None or due < when:
                 self._deadlines.schedule(BEGIN_KEY, due)
 
-    def _cluster(self, cfg: Any, wall: float) -> Cluster:
+    def cluster(self, cfg: Any, wall: float) -> Cluster:
         """The nodes, partitions and allocations as the scheduling core reads them (live
         views: a start applied shows in the next job's placement)."""
         parts = {p.name: p for p in cfg.partitions}  # a dict: config.partition() scans a list
@@ -116,7 +116,7 @@ class JobStarts:
             # reservations (issue 33): no node whose window the job's time limit would cross
             windows=schedviews.Windows(self._nodes.blocked, wall))
 
-    def _waits(self, job: Job, wall: float, running: dict[int, int]) -> str | None:
+    def waits(self, job: Job, wall: float, running: dict[int, int]) -> str | None:
         """Why the job waits whatever the nodes (held, -d, BeginTime, array limit), "" when
         it may be placed, None when its dependency ended it."""
         begin = job.req.begin_time
@@ -146,7 +146,7 @@ class JobStarts:
             got = checked[decision.partition]
             job.partition, job.need, job.time_limit = decision.partition, got.need, got.time_limit
             job.req_nodes, job.exc_nodes = got.req_nodes, got.exc_nodes
-        why = self._allocate(job, decision.shares)
+        why = self.allocate(job, decision.shares)
         if why:
             (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes) = first
         elif job.alt_parts:
@@ -175,7 +175,7 @@ class JobStarts:
                 if j.array_job_id == job.array_job_id and j.state in ACTIVE)
         return got
 
-    def _allocate(self, job: Job, shares: dict[str, Share]) -> str:
+    def allocate(self, job: Job, shares: dict[str, Share]) -> str:
         """Apply the core's start: the shares counted, the job allocated (off pending in
         _pass), its nodes told; "JobHeldUser" if the table refused (held meanwhile)."""
         nodes = self._nodes.nodes

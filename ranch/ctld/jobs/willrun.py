@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 YEAR = 365 * 86400.0
 
 
-def _ends(jobs: JobReader, wall: float) -> list[Ending]:
+def running_ends(jobs: JobReader, wall: float) -> list[Ending]:
     """Each running job's end at its time limit."""
     from ranch.ctld.jobs.jobrecord import ACTIVE
 
@@ -73,7 +73,8 @@ class WillRun:
         cluster = Cluster(nodes=schedviews.NodeViews().over(self._nodes.nodes), partitions={},
                           members={checked.partition: [n.name for n in members]},
                           uses=jobs.uses, holders=schedviews.Holders(jobs.jobs), pending_parts=())
-        got = willrun.will_run(schedviews.pending(probe), cluster, _ends(jobs, wall), wall)
+        got = willrun.will_run(schedviews.pending(probe), cluster, running_ends(jobs, wall),
+                               wall)
         if isinstance(got, str):
             return m.Error("bad_request", "Requested node configuration is not available: "
                            "required nodes are down, drained or reserved" if got != "Resources"

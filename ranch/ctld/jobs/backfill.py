@@ -1,0 +1,182 @@
+"""sched/backfill's cycle (issue 44): every bf_interval the pure planner (ranch/sched/backfill.py)
+runs over a snapshot of the queue and the nodes; a start it finds is applied through the FIFO
+pass's allocation only if the nodes are still as it saw them, and each waiting job gets its
+StartTime estimate and SchedNodeList (or none)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import trio
+
+from ranch.ctld.jobs import schedviews
+from ranch.ctld.jobs.jobrecord import PENDING, Job
+from ranch.ctld.jobs.willrun import running_ends
+from ranch.sched import backfill as planner
+from ranch.sched.fifo import Cluster, Queued
+from ranch.sched.model import Ending, Estimate, NodeUse, Planned, Start, Unplanned, take
+
+if TYPE_CHECKING:
+    from ranch.conf.model import SchedulerSettings
+    from ranch.ctld.jobs.ports import Queue
+    from ranch.ctld.jobs.settings import JobSettings
+
+# A queue longer than this is planned in a worker thread, over the snapshot's plain data, so
+# that the event loop keeps serving (the commit checks the nodes again before any start).
+THREADED = 200
+
+
+@attrs.frozen
+class Snapshot:
+    """What one cycle plans over: plain data copied out of the store and the node views."""
+
+    cluster: Cluster
+    queue: tuple[Queued, ...]
+    ends: tuple[Ending, ...]
+    now: float
+    params: planner.Params
+
+    def plan(self) -> tuple[Estimate, ...]:
+        return planner.plan(self.cluster, self.queue, self.ends, self.now, self.params)
+
+
+def params_of(s: SchedulerSettings) -> planner.Params:
+    return planner.Params(window=s.bf_window, resolution=s.bf_resolution,
+                          max_job_test=s.bf_max_job_test, max_job_user=s.bf_max_job_user,
+                          max_job_part=s.bf_max_job_part, min_prio_reserve=s.bf_min_prio_reserve)
+
+
+class Backfill:
+    """The backfill loop of the job side: snapshot, plan, commit."""
+
+    def __init__(self, jobs: Queue, settings: JobSettings, *, wall: Callable[[], float],
+                 cluster: Callable[[Any, float], Cluster],
+                 waits: Callable[[Job, float, dict[int, int]], str | None],
+                 allocate: Callable[[Job, dict[str, Any]], str],
+                 programs: Callable[[], None]) -> None:
+        """`cluster`, `waits`, `allocate`: the FIFO pass's live views, its reasons that hold a
+        job whatever the nodes, and its allocation (ctld/jobs/jobstart.py); `programs`: the
+        node side's programs a start asked for (power save's flush)."""
+        self._jobs = jobs
+        self._settings = settings
+        self._wall = wall
+        self._cluster = cluster
+        self._waits = waits
+        self._allocate = allocate
+        self._programs = programs
+        self._views = schedviews.Views()
+        self.cycles = 0
+        self.backfilled = 0  # jobs this loop started (sdiag's "Total backfilled jobs")
+
+    async def run(self) -> None:
+        """Forever: a cycle every bf_interval while SchedulerType=sched/backfill (the setting
+        is read again each time: a reconfigure may change it)."""
+        while True:
+            s = self._settings.config.scheduler
+            await trio.sleep(s.bf_interval if s.backfill else 30)  # off: look again later
+            if self._settings.config.scheduler.backfill:
+                await self.cycle()
+
+    async def cycle(self) -> int:
+        """One cycle; the number of jobs it started."""
+        snap = self.snapshot()
+        if len(snap.queue) > THREADED:
+            estimates = await trio.to_thread.run_sync(snap.plan)
+        else:
+            estimates = snap.plan()
+        started = self.commit(snap, estimates)
+        self.cycles += 1
+        if started:
+            self._programs()  # a start may power nodes up
+        return started
+
+    def snapshot(self) -> Snapshot:
+        """The live views copied to plain data (the planner may run in a thread over them)."""
+        wall = self._wall()
+        cfg = self._settings.config
+        live = self._cluster(cfg, wall)
+        parts = {p.name: live.partitions[p.name] for p in cfg.partitions}
+        uses = {n: u.copy() for n, u in live.uses.items()}
+        holders = {jid: live.holders[jid] for u in uses.values() for jid in u.jobs
+                   if jid in self._jobs.jobs}
+        cluster = Cluster(nodes=dict(live.nodes.items()), partitions=parts,
+                          members={p: list(live.members[p]) for p in parts}, uses=uses,
+                          holders=holders, pending_parts=())
+        running: dict[int, int] = {}
+        queue = []
+        for job in list(self._jobs.pending):
+            if job.state != PENDING:
+                continue
+            why = self._waits(job, wall, running)
+            if why is not None:
+                queue.append(Queued(self._views.pending(job), why))
+        self._views.prune(self._jobs.pending)
+        # each end with its own copy of the shares (a job's dict changes as its nodes free)
+        ends = tuple(Ending(e.at, e.job_id, dict(e.shares))
+                     for e in running_ends(self._jobs, wall))
+        return Snapshot(cluster, tuple(queue), ends, wall, params_of(cfg.scheduler))
+
+    def commit(self, snap: Snapshot, estimates: Sequence[Estimate]) -> int:
+        """Apply the plan to the jobs still pending as the plan saw them: its starts on nodes
+        still as it saw them, its estimates; the number started."""
+        expected = {n: u.copy() for n, u in snap.cluster.uses.items()}
+        seen = {q.job.id: q.job for q in snap.queue}
+        live = self._cluster(self._settings.config, self._wall())
+        started = 0
+        for est in estimates:
+            job = self._jobs.jobs.get(est.job_id)
+            if job is None or job.state != PENDING:
+                continue
+            if isinstance(est, Start):
+                if self._unchanged(job, est, seen, snap, live, expected) and \
+                        not self._allocate(job, dict(est.shares)):
+                    take(expected, job.id, est.shares)
+                    started += 1
+                    _estimate(job, None, ())
+                    self._jobs.touch(job, durable=False)
+            elif isinstance(est, Planned):
+                self._planned(job, est)
+            elif isinstance(est, Unplanned) and _estimate(job, None, ()):
+                self._jobs.touch(job, durable=False)
+        if started:
+            self._jobs.tidy()  # they left PENDING
+            self.backfilled += started
+        return started
+
+    def _planned(self, job: Job, est: Planned) -> None:
+        changed = _estimate(job, est.start, est.nodes)
+        if est.reason and job.reason != est.reason and not job.held:
+            job.reason = est.reason
+            changed = True
+        if changed:
+            self._jobs.touch(job, durable=False)  # recomputed every cycle
+
+    def _unchanged(self, job: Job, est: Start, seen: dict[int, Any], snap: Snapshot,
+                   live: Cluster, expected: dict[str, NodeUse]) -> bool:
+        """Whether a planned start still holds: the job asks what it asked, nothing new holds
+        it back, and each of its nodes is in the state, and holds the jobs, the plan saw
+        (less the starts this commit made), and no reservation took it since."""
+        if self._views.pending(job) is not seen.get(job.id) or est.partition != job.partition:
+            return False
+        if self._waits(job, snap.now, {}) != "":
+            return False
+        try:  # the nodes a reservation keeps a job of this limit off now
+            held = live.windows[job.time_limit]
+        except KeyError:
+            held = frozenset()
+        for name in est.shares:
+            if name in held or live.nodes.get(name) is not snap.cluster.nodes.get(name):
+                return False
+            if self._jobs.uses.get(name, NodeUse()) != expected.get(name, NodeUse()):
+                return False
+        return True
+
+
+def _estimate(job: Job, start: float | None, nodes: tuple[str, ...]) -> bool:
+    """Set the job's estimate; whether it changed."""
+    if job.est_start == start and job.sched_nodes == nodes:
+        return False
+    job.est_start, job.sched_nodes = start, nodes
+    return True

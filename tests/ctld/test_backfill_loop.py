@@ -1,0 +1,146 @@
+"""sched/backfill in the controller (issue 44), in-process under trio's MockClock: the loop
+starts a short job beside a big one waiting for Resources (the FIFO pass leaves it Priority), a
+long one stays, the big one gets its StartTime estimate and SchedNodeList, a start the nodes no
+longer allow is not made, and sched/builtin keeps the FIFO pass alone."""
+
+from __future__ import annotations
+
+import orjson
+import trio
+
+from ranch.ctld.jobs.jobrecord import job_from_json, job_json
+from ranch.protocol import messages as m
+from ranch.sched.model import Start
+from tests.ctld.harness import Harness as Cluster
+
+from .helpers import make_config, register, wall
+from .test_jobs import job, rec
+
+
+def scene(extra: str = "") -> tuple[Cluster, dict[str, int]]:
+    """n1-n4 up; one job on n1-n2 for an hour, a 4-node job waiting behind it, then a short
+    and a long 1-node job (each node whole: --exclusive)."""
+    c = Cluster(make_config(extra="HeartbeatInterval=1000\nSlurmdTimeout=5000\n" + extra),
+                wall=wall)
+    c.start()
+    for n in ("n1", "n2", "n3", "n4"):
+        register(c, n)
+    submit = c.jobs.submission.submit
+    ids = {"running": submit(job(num_nodes=2, exclusive=True, time_limit=60)).job_id,
+           "big": submit(job(num_nodes=4, exclusive=True, time_limit=60)).job_id,
+           "short": submit(job(num_nodes=1, exclusive=True, time_limit=30)).job_id,
+           "long": submit(job(num_nodes=1, exclusive=True, time_limit=120)).job_id}
+    assert rec(c, ids["running"])["state"] == "RUNNING"
+    for name, reason in (("big", "Resources"), ("short", "Priority"), ("long", "Priority")):
+        r = rec(c, ids[name])
+        assert (r["state"], r["reason"], r["start_time"]) == ("PENDING", reason, None), name
+    return c, ids
+
+
+async def test_a_short_job_backfills_a_long_one_does_not_and_the_big_one_has_its_estimate(
+        autojump_clock) -> None:
+    c, ids = scene("SchedulerParameters=bf_interval=10")
+    end = rec(c, ids["running"])["start_time"] + 3600  # the running job's time limit
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(c.jobs.backfill.run)
+        await trio.sleep(9)
+        assert rec(c, ids["short"])["state"] == "PENDING"  # no cycle before bf_interval
+        await trio.sleep(2)
+        short, long_, big = (rec(c, ids[k]) for k in ("short", "long", "big"))
+        assert short["state"] == "RUNNING" and short["nodes"] in ("n3", "n4")
+        assert (long_["state"], long_["reason"]) == ("PENDING", "Priority")
+        assert (big["state"], big["reason"]) == ("PENDING", "Resources")
+        assert end <= big["start_time"] <= end + 60  # bf_resolution
+        assert big["sched_nodes"] == "n[1-4]"
+        assert c.jobs.backfill.backfilled == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_planned_start_is_not_made_on_nodes_that_changed(autojump_clock) -> None:
+    c, ids = scene()
+    bf = c.jobs.backfill
+    snap = bf.snapshot()
+    plan = snap.plan()
+    assert any(isinstance(e, Start) and e.job_id == ids["short"] for e in plan)
+    # the nodes it would take drained meanwhile (an admin, a health check)
+    assert c.update_nodes(m.UpdateNodes("n[3-4]", "DRAIN", "fan", "root")).ok
+    assert bf.commit(snap, plan) == 0
+    assert rec(c, ids["short"])["state"] == "PENDING"
+    assert await bf.cycle() == 0  # a fresh plan sees them out of service too
+    assert rec(c, ids["big"])["start_time"] is None  # and no estimate without them
+
+
+async def test_sched_builtin_keeps_the_fifo_pass_alone(autojump_clock) -> None:
+    c, ids = scene("SchedulerType=sched/builtin\nSchedulerParameters=bf_interval=10")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(c.jobs.backfill.run)
+        await trio.sleep(100)
+        for name in ("big", "short", "long"):
+            r = rec(c, ids[name])
+            assert (r["state"], r["start_time"], r["sched_nodes"]) == ("PENDING", None, ""), name
+        assert rec(c, ids["short"])["reason"] == "Priority"
+        assert c.jobs.backfill.cycles == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_estimate_is_not_saved_and_an_old_record_loads(autojump_clock) -> None:
+    c, ids = scene()
+    await c.jobs.backfill.cycle()
+    big = c.jobs.store.jobs[ids["big"]]
+    assert big.est_start is not None and big.sched_nodes
+    saved = job_json(big)
+    assert "est_start" not in saved and "sched_nodes" not in saved
+    back = job_from_json(saved)
+    assert (back.est_start, back.sched_nodes) == (None, ())
+
+
+async def test_rqueue_start_and_show_job_print_the_estimate(autojump_clock) -> None:
+    """squeue --start's columns and scontrol's StartTime=/SchedNodeList= from the records the
+    controller sends: the big job's estimate and nodes, N/A and (null) for a job with none."""
+    from ranch.cli.rqueue import read_args, render, select, start_defaults
+    from ranch.cli.show_jobs import job_lines
+    from ranch.conf.timefmt import slurm_timestamp
+
+    c, ids = scene()
+    held_id = c.jobs.submission.submit(job(hold=True, time_limit=5)).job_id  # rbatch -H
+    await c.jobs.backfill.cycle()
+    records = [orjson.loads(orjson.dumps(rec(c, j))) for j in sorted(c.jobs.store.jobs)]
+    args = read_args(["--start"])
+    assert not isinstance(args, int)
+    start_defaults(args)
+    lines = render(args, select(args, records), wall()).splitlines()
+    assert lines[0].split() == ["JOBID", "PARTITION", "NAME", "USER", "ST", "START_TIME",
+                                "NODES", "SCHEDNODES", "NODELIST(REASON)"]
+    rows = {r.split()[0]: r.split() for r in lines[1:]}
+    assert set(rows) == {str(ids["big"]), str(ids["long"]), str(held_id)}  # pending only
+    big = rec(c, ids["big"])
+    when = slurm_timestamp(big["start_time"], "N/A")
+    assert rows[str(ids["big"])][5:] == [when, "4", "n[1-4]", "(Resources)"]
+    assert rows[str(held_id)][5:] == ["N/A", "1", "(null)", "(JobHeldUser)"]
+    shown = " ".join(job_lines(records[[r["job_id"] for r in records].index(ids["big"])],
+                               wall()))
+    assert f"StartTime={when} " in shown and " NodeList= SchedNodeList=n[1-4]" in shown
+    held = " ".join(job_lines(rec(c, held_id), wall()))
+    assert "StartTime=Unknown " in held and "SchedNodeList" not in held
+    assert " NodeList=(null)" in held
+
+
+async def test_a_long_queue_is_planned_in_a_thread_and_committed_alike(autojump_clock,
+                                                                       monkeypatch) -> None:
+    from ranch.ctld.jobs import backfill
+
+    c, ids = scene()
+    for _ in range(backfill.THREADED):  # held: in the queue, never placed
+        c.jobs.submission.submit(job(hold=True, time_limit=5))
+    threads: list[object] = []
+    real = trio.to_thread.run_sync
+
+    async def counted(fn, *args, **kw):
+        threads.append(fn)
+        return await real(fn, *args, **kw)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
+    assert await c.jobs.backfill.cycle() == 1
+    assert len(threads) == 1
+    assert rec(c, ids["short"])["state"] == "RUNNING"
+    assert rec(c, ids["big"])["sched_nodes"] == "n[1-4]"
