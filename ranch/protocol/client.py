@@ -142,13 +142,8 @@ def _read_reply(
             reply = _open_reply(_recv_exactly(sock, length, deadline, addr), key, munge)
             if reply.request_id in (request_id, 0):
                 break
-    except TimeoutError:
-        raise ControllerUnreachable(addr, failure_reason(send_error) if send_error
-                                    else f"no reply within {timeout:g} s") from None
     except OSError as exc:
-        if isinstance(exc, ControllerUnreachable) and send_error is None:
-            raise
-        raise ControllerUnreachable(addr, failure_reason(send_error or exc)) from None
+        raise unreachable(addr, exc, send_error, timeout) from None
     skew = time.time() - reply.timestamp
     window = max(timeout, 10.0)
     if not abs(skew) <= window:
@@ -316,6 +311,19 @@ def done_sending(sock: _Socket) -> None:
 
 def new_request_id() -> int:
     return (int.from_bytes(os.urandom(8), "big") >> 1) or 1
+
+
+def unreachable(addr: tuple[str, int], exc: OSError, send_error: OSError | None,
+                timeout: float) -> ControllerUnreachable:
+    """What a request that failed while waiting for its reply says: the send's own failure
+    first (a reply that never came after a failed send is that failure), a silent controller as
+    the time waited, an unreachable one as itself."""
+    if isinstance(exc, TimeoutError):
+        return ControllerUnreachable(addr, failure_reason(send_error) if send_error
+                                     else f"no reply within {timeout:g} s")
+    if isinstance(exc, ControllerUnreachable) and send_error is None:
+        return exc
+    return ControllerUnreachable(addr, failure_reason(send_error or exc))
 
 
 def failure_reason(exc: OSError) -> str:

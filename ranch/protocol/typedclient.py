@@ -17,6 +17,7 @@ from ranch.protocol.client import (
     failure_reason,
     new_request_id,
     send_frame,
+    unreachable,
 )
 
 
@@ -68,10 +69,5 @@ def request(
                 if not data:
                     raise ControllerUnreachable(addr, "connection closed before a reply came")
                 decoder.feed(data)
-        except TimeoutError:
-            raise ControllerUnreachable(addr, failure_reason(send_error) if send_error
-                                        else f"no reply within {timeout:g} s") from None
         except OSError as exc:
-            if isinstance(exc, ControllerUnreachable) and send_error is None:
-                raise
-            raise ControllerUnreachable(addr, failure_reason(send_error or exc)) from None
+            raise unreachable(addr, exc, send_error, timeout) from None
