@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ranch.ctld.site import Site
     from ranch.ctld.state.changelog import ChangeLog
     from ranch.protocol import messages as m
+    from ranch.sched.model import Window
 
 
 @attrs.frozen
@@ -136,10 +137,12 @@ def on_deadline(side: JobSide, name: Any, kind: str) -> bool:
 def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[], float],
                wall: Callable[[], float], deadlines: Deadlines, changes: ChangeLog, site: Site,
                epoch: int, spawn: Callable[..., None] | None, history: FileHistory | None,
-               programs: Callable[[], None], admit: Admit | None = None) -> JobSide:
+               programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
+               admit: Admit | None = None) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass that a submission or a command runs (power save's flush: a
-    placement may power nodes up); `admit`: AccountingStorageEnforce's rule (jobs/ports.py)."""
+    placement may power nodes up); `windows`: the reservations' windows (backfill's map);
+    `admit`: AccountingStorageEnforce's rule (jobs/ports.py)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
@@ -151,7 +154,7 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
                        deadlines=deadlines, changes=changes, spawn=spawn, history=history,
-                       programs=programs, admit=admit)
+                       programs=programs, windows=windows, admit=admit)
     return side
 
 
@@ -184,7 +187,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                 *, clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
                 changes: ChangeLog, spawn: Callable[..., None] | None,
                 history: FileHistory | None, programs: Callable[[], None],
-                admit: Admit | None) -> JobSide:
+                windows: Callable[[], Sequence[Window]], admit: Admit | None) -> JobSide:
     """The store's components, each given what it uses of the others (bound methods, so that
     a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
@@ -213,7 +216,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
                        check=submission.check_new, members=starts.members)
     backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
-                        allocate=starts.allocate, programs=programs)
+                        allocate=starts.allocate, programs=programs, windows=windows)
 
     def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
         settings.use(new)

@@ -16,7 +16,16 @@ from ranch.ctld.jobs.jobrecord import PENDING, Job
 from ranch.ctld.jobs.willrun import running_ends
 from ranch.sched import backfill as planner
 from ranch.sched.fifo import Cluster, Queued
-from ranch.sched.model import Ending, Estimate, NodeUse, Planned, Start, Unplanned, take
+from ranch.sched.model import (
+    Ending,
+    Estimate,
+    NodeUse,
+    Planned,
+    Start,
+    Unplanned,
+    Window,
+    take,
+)
 
 if TYPE_CHECKING:
     from ranch.conf.model import SchedulerSettings
@@ -37,9 +46,11 @@ class Snapshot:
     ends: tuple[Ending, ...]
     now: float
     params: planner.Params
+    windows: tuple[Window, ...] = ()  # the reservations' (maintenance) windows
 
     def plan(self) -> tuple[Estimate, ...]:
-        return planner.plan(self.cluster, self.queue, self.ends, self.now, self.params)
+        return planner.plan(self.cluster, self.queue, self.ends, self.now, self.params,
+                            self.windows)
 
 
 def params_of(s: SchedulerSettings) -> planner.Params:
@@ -55,10 +66,12 @@ class Backfill:
                  cluster: Callable[[Any, float], Cluster],
                  waits: Callable[[Job, float, dict[int, int]], str | None],
                  allocate: Callable[[Job, dict[str, Any]], str],
-                 programs: Callable[[], None]) -> None:
+                 programs: Callable[[], None],
+                 windows: Callable[[], Sequence[Window]]) -> None:
         """`cluster`, `waits`, `allocate`: the FIFO pass's live views, its reasons that hold a
         job whatever the nodes, and its allocation (ctld/jobs/jobstart.py); `programs`: the
-        node side's programs a start asked for (power save's flush)."""
+        node side's programs a start asked for (power save's flush); `windows`: the
+        reservations' windows not yet over (the node side's), kept out of the plan."""
         self._jobs = jobs
         self._settings = settings
         self._wall = wall
@@ -66,6 +79,7 @@ class Backfill:
         self._waits = waits
         self._allocate = allocate
         self._programs = programs
+        self._windows = windows
         self._views = schedviews.Views()
         self.cycles = 0
         self.backfilled = 0  # jobs this loop started (sdiag's "Total backfilled jobs")
@@ -116,7 +130,8 @@ class Backfill:
         # each end with its own copy of the shares (a job's dict changes as its nodes free)
         ends = tuple(Ending(e.at, e.job_id, dict(e.shares))
                      for e in running_ends(self._jobs, wall))
-        return Snapshot(cluster, tuple(queue), ends, wall, params_of(cfg.scheduler))
+        return Snapshot(cluster, tuple(queue), ends, wall, params_of(cfg.scheduler),
+                        tuple(self._windows()))
 
     def commit(self, snap: Snapshot, estimates: Sequence[Estimate]) -> int:
         """Apply the plan to the jobs still pending as the plan saw them: its starts on nodes
