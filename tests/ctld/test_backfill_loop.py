@@ -177,3 +177,23 @@ async def test_a_run_that_would_cross_a_maintenance_window_is_planned_after_it(
     bare = attrs.evolve(snap, windows=()).plan()
     est = next(e for e in bare if e.job_id == waiting)
     assert isinstance(est, Planned) and est.start < begin
+
+
+async def test_both_schedulers_count_their_cycles_for_rdiag(autojump_clock) -> None:
+    """sdiag's figures from the controller: each submission's FIFO pass is a main cycle; a
+    backfill cycle counts its start, the jobs it looked at and the queue it planned over."""
+    from ranch.cli.rdiag import render
+
+    c, _ = scene()
+    before = c.jobs.sched_stats.record()
+    assert before["schedule_cycle_total"] >= 4  # a pass after each of the four submissions
+    assert before["schedule_cycle_max"] >= before["schedule_cycle_last"] > 0
+    assert before["bf_cycle_counter"] == 0 and before["bf_when_last_cycle"] == 0
+    assert await c.jobs.backfill.cycle() == 1
+    s = c.jobs.sched_stats.record()
+    assert (s["bf_cycle_counter"], s["bf_backfilled_jobs"], s["bf_when_last_cycle"]) == (
+        1, 1, int(wall()))
+    # big, short and long pending: all three looked at and tried
+    assert (s["bf_last_depth"], s["bf_last_depth_try"], s["bf_queue_len"]) == (3, 3, 3)
+    assert s["bf_cycle_max"] == s["bf_cycle_last"] == s["bf_cycle_mean"] > 0
+    assert "\tTotal backfilled jobs (since last slurm start): 1\n" in render(s)

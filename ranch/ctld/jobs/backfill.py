@@ -5,6 +5,7 @@ StartTime estimate and SchedNodeList (or none)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 # A queue longer than this is planned in a worker thread, over the snapshot's plain data, so
 # that the event loop keeps serving (the commit checks the nodes again before any start).
 THREADED = 200
+# an estimate's `why` for a job the cycle tried to place (sdiag's "try sched" depth)
+TRIED = (planner.BEYOND, planner.NEVER_FITS, "bf_min_prio_reserve")
 
 
 @attrs.frozen
@@ -67,11 +70,15 @@ class Backfill:
                  waits: Callable[[Job, float, dict[int, int]], str | None],
                  allocate: Callable[[Job, dict[str, Any]], str],
                  programs: Callable[[], None],
-                 windows: Callable[[], Sequence[Window]]) -> None:
+                 windows: Callable[[], Sequence[Window]],
+                 measured: Callable[[float, int, int, int, int, int], None],
+                 active: Callable[[bool], None]) -> None:
         """`cluster`, `waits`, `allocate`: the FIFO pass's live views, its reasons that hold a
         job whatever the nodes, and its allocation (ctld/jobs/jobstart.py); `programs`: the
         node side's programs a start asked for (power save's flush); `windows`: the
-        reservations' windows not yet over (the node side's), kept out of the plan."""
+        reservations' windows not yet over (the node side's), kept out of the plan;
+        `measured`: each cycle's start, µs, depth, jobs tried, queue length and starts, and
+        `active`: a plan under way in a thread (sdiag's backfill block, jobs/schedstats.py)."""
         self._jobs = jobs
         self._settings = settings
         self._wall = wall
@@ -80,6 +87,8 @@ class Backfill:
         self._allocate = allocate
         self._programs = programs
         self._windows = windows
+        self._measured = measured
+        self._active = active
         self._views = schedviews.Views()
         self.cycles = 0
         self.backfilled = 0  # jobs this loop started (sdiag's "Total backfilled jobs")
@@ -94,14 +103,27 @@ class Backfill:
                 await self.cycle()
 
     async def cycle(self) -> int:
-        """One cycle; the number of jobs it started."""
+        """One cycle; the number of jobs it started. Its time is its own work, not the wait
+        for a worker thread (sdiag's cycle excludes backfill's sleeps)."""
+        began, t0 = self._wall(), time.perf_counter()
         snap = self.snapshot()
+        spent = time.perf_counter() - t0
         if len(snap.queue) > THREADED:
-            estimates = await trio.to_thread.run_sync(snap.plan)
+            self._active(True)
+            try:
+                estimates, took = await trio.to_thread.run_sync(_timed, snap.plan)
+            finally:
+                self._active(False)
         else:
-            estimates = snap.plan()
+            estimates, took = _timed(snap.plan)
+        t1 = time.perf_counter()
         started = self.commit(snap, estimates)
+        spent += took + time.perf_counter() - t1
         self.cycles += 1
+        depth = [e for e in estimates
+                 if not (isinstance(e, Unplanned) and e.why == "bf_max_job_test")]
+        tried = sum(1 for e in depth if not isinstance(e, Unplanned) or e.why in TRIED)
+        self._measured(began, int(spent * 1e6), len(depth), tried, len(snap.queue), started)
         if started:
             self._programs()  # a start may power nodes up
         return started
@@ -187,6 +209,11 @@ class Backfill:
             if self._jobs.uses.get(name, NodeUse()) != expected.get(name, NodeUse()):
                 return False
         return True
+
+
+def _timed(plan: Callable[[], tuple[Estimate, ...]]) -> tuple[tuple[Estimate, ...], float]:
+    began = time.perf_counter()
+    return plan(), time.perf_counter() - began
 
 
 def _estimate(job: Job, start: float | None, nodes: tuple[str, ...]) -> bool:
