@@ -360,7 +360,8 @@ class Web:
     def _restd(self) -> Restd:
         return Restd(self.nodes_view, self.reservations_book, self.jobs_view.cancel,
                      auth=self.gate.auth, who=self.gate.who, job_records=self._job_records,
-                     submit=self.submit, not_on_disk=self.not_on_disk)
+                     submit=self.submit, not_on_disk=self.not_on_disk,
+                     sched_stats=self.jobs_view.sched_stats)
 
 
 def build_app(nodes: WebNodes, jobs: WebJobs, events: WebEvents, admin: WebAdmin,
