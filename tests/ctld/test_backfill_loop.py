@@ -197,3 +197,15 @@ async def test_both_schedulers_count_their_cycles_for_rdiag(autojump_clock) -> N
     assert (s["bf_last_depth"], s["bf_last_depth_try"], s["bf_queue_len"]) == (3, 3, 3)
     assert s["bf_cycle_max"] == s["bf_cycle_last"] == s["bf_cycle_mean"] > 0
     assert "\tTotal backfilled jobs (since last slurm start): 1\n" in render(s)
+
+
+async def test_a_cycle_with_no_runnable_job_is_no_cycle_of_sdiags(autojump_clock) -> None:
+    """slurmctld's backfill returns before its statistics when no job may run: a held job
+    alone leaves rdiag's backfill figures as they were."""
+    c = Cluster(make_config(extra="HeartbeatInterval=1000\nSlurmdTimeout=5000"), wall=wall)
+    c.start()
+    register(c, "n1")
+    c.jobs.submission.submit(job(hold=True, time_limit=5))
+    assert await c.jobs.backfill.cycle() == 0
+    s = c.jobs.sched_stats.record()
+    assert (s["bf_cycle_counter"], s["bf_when_last_cycle"], s["bf_queue_len"]) == (0, 0, 0)

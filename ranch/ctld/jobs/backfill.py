@@ -120,10 +120,13 @@ class Backfill:
         started = self.commit(snap, estimates)
         spent += took + time.perf_counter() - t1
         self.cycles += 1
-        depth = [e for e in estimates
-                 if not (isinstance(e, Unplanned) and e.why == "bf_max_job_test")]
-        tried = sum(1 for e in depth if not isinstance(e, Unplanned) or e.why in TRIED)
-        self._measured(began, int(spent * 1e6), len(depth), tried, len(snap.queue), started)
+        # as slurmctld's backfill, a queue of no runnable job is no cycle of sdiag's
+        runnable = [e for e, q in zip(estimates, snap.queue, strict=True) if not q.waits]
+        if runnable:
+            depth = [e for e in runnable
+                     if not (isinstance(e, Unplanned) and e.why == "bf_max_job_test")]
+            tried = sum(1 for e in depth if not isinstance(e, Unplanned) or e.why in TRIED)
+            self._measured(began, int(spent * 1e6), len(depth), tried, len(runnable), started)
         if started:
             self._programs()  # a start may power nodes up
         return started
