@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sshare": ("rshare", "ranch.cli.rshare"),
     "sacctmgr": ("racctmgr", "ranch.cli.racctmgr"),
     "seff": ("rseff", "ranch.cli.rseff"),  # slurm-wlm's contribs/seff (issue 48)
+    "sdiag": ("rdiag", "ranch.cli.rdiag"),  # the scheduler's statistics (issue 44)
 }
 # What a missing command means, said in its Slurm name's voice.
 NOT_YET: dict[str, str] = {}

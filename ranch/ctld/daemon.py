@@ -68,7 +68,8 @@ def web_ports(c: Controller) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, Re
     live = c.liveness
     side = c.jobs
     jobs = WebJobs(side.store, side.listing.list_body, side.submission.submit,
-                   side.commands.cancel, side.commands.control, side.accounting.query)
+                   side.commands.cancel, side.commands.control, side.accounting.query,
+                   side.sched_stats.record)
     return (nodes_shown(c), jobs, c.eventlog, node_admin(c), c.reservations,
             Health((live.guard, c.drain_guard), live.stalls), c.site)
 

@@ -185,6 +185,18 @@ class Pong:
 
 
 @attrs.frozen
+class GetDiag:
+    """rdiag (sdiag): the scheduler's and backfill's statistics."""
+
+
+@attrs.frozen
+class Diag:
+    """sdiag's figures under slurmrestd's `diag` names (ctld/jobs/schedstats.py)."""
+
+    stats: dict = attrs.Factory(dict)
+
+
+@attrs.frozen
 class Credential:
     """AuthType=auth/munge: the first frame of a command's connection. `cred` is a MUNGE
     credential whose payload is the key that signs this frame and every later one on the
@@ -248,5 +260,5 @@ class AcctmgrReply:
 ADMIN_MESSAGES: tuple[type, ...] = (
     GetSnapshot, Snapshot, UpdateNodes, UpdateResult, RebootNodes, RebootNode, ReservationRequest,
     ReservationReply, NodeMembership, GetEvents, Events, GetConfig, ConfigDump, Reconfigure,
-    ReconfigureResult, Takeover, Ping, Pong, Error, Credential, GuardRequest, GuardStatus,
-    AcctmgrRequest, AcctmgrReply)
+    ReconfigureResult, Takeover, Ping, Pong, GetDiag, Diag, Error, Credential, GuardRequest,
+    GuardStatus, AcctmgrRequest, AcctmgrReply)

@@ -19,7 +19,8 @@ from tests.integration.cluster import REPO, Cluster, free_port
 
 COMMANDS = {"sbatch": "ranch.cli.rbatch", "squeue": "ranch.cli.rqueue",
             "scontrol": "ranch.cli.rcontrol",
-            "scancel": "ranch.cli.rcancel", "sinfo": "ranch.cli.rinfo", "sacct": "ranch.cli.racct"}
+            "scancel": "ranch.cli.rcancel", "sinfo": "ranch.cli.rinfo", "sacct": "ranch.cli.racct",
+            "sdiag": "ranch.cli.rdiag"}
 
 RANCH_ONLY_CONF = """\
 SlurmctldHost=localhost(127.0.0.1)

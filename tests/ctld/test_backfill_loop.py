@@ -5,12 +5,13 @@ longer allow is not made, and sched/builtin keeps the FIFO pass alone."""
 
 from __future__ import annotations
 
+import attrs
 import orjson
 import trio
 
 from ranch.ctld.jobs.jobrecord import job_from_json, job_json
 from ranch.protocol import messages as m
-from ranch.sched.model import Start
+from ranch.sched.model import Planned, Start
 from tests.ctld.harness import Harness as Cluster
 
 from .helpers import make_config, register, wall
@@ -144,3 +145,67 @@ async def test_a_long_queue_is_planned_in_a_thread_and_committed_alike(autojump_
     assert len(threads) == 1
     assert rec(c, ids["short"])["state"] == "RUNNING"
     assert rec(c, ids["big"])["sched_nodes"] == "n[1-4]"
+
+
+async def test_a_run_that_would_cross_a_maintenance_window_is_planned_after_it(
+        autojump_clock) -> None:
+    """n1 runs a 30-minute job; a 60-minute job that only n1 holds (-w n1) would end inside a
+    maintenance window from +45 to +75 min if it started when n1 frees: its estimate is the
+    window's end, as Slurm's backfill plans around reservations; a job that ends before the
+    window still starts now on n1's neighbour."""
+    from tests.ctld.test_reservations import resv
+
+    c = Cluster(make_config(extra="HeartbeatInterval=1000\nSlurmdTimeout=5000"), wall=wall)
+    c.start()
+    for n in ("n1", "n2"):
+        register(c, n)
+    submit = c.jobs.submission.submit
+    running = submit(job(nodelist="n1", exclusive=True, time_limit=30)).job_id
+    assert rec(c, running)["state"] == "RUNNING"
+    begin = wall() + 45 * 60
+    assert resv(c, "create", name="maint1", start=begin, duration=30, nodes="n1",
+                flags=("maint", "ignore_jobs"), users=("root",)).ok
+    waiting = submit(job(nodelist="n1", exclusive=True, time_limit=60)).job_id
+    assert rec(c, waiting)["state"] == "PENDING"
+    await c.jobs.backfill.cycle()
+    r = rec(c, waiting)
+    assert r["sched_nodes"] == "n1"
+    assert begin + 30 * 60 <= r["start_time"] <= begin + 30 * 60 + 60  # bf_resolution
+    # without the window the plan would have it start as n1 frees (the map is what moved it)
+    snap = c.jobs.backfill.snapshot()
+    assert [w.nodes for w in snap.windows] == [frozenset({"n1"})]
+    bare = attrs.evolve(snap, windows=()).plan()
+    est = next(e for e in bare if e.job_id == waiting)
+    assert isinstance(est, Planned) and est.start < begin
+
+
+async def test_both_schedulers_count_their_cycles_for_rdiag(autojump_clock) -> None:
+    """sdiag's figures from the controller: each submission's FIFO pass is a main cycle; a
+    backfill cycle counts its start, the jobs it looked at and the queue it planned over."""
+    from ranch.cli.rdiag import render
+
+    c, _ = scene()
+    before = c.jobs.sched_stats.record()
+    assert before["schedule_cycle_total"] >= 4  # a pass after each of the four submissions
+    assert before["schedule_cycle_max"] >= before["schedule_cycle_last"] > 0
+    assert before["bf_cycle_counter"] == 0 and before["bf_when_last_cycle"] == 0
+    assert await c.jobs.backfill.cycle() == 1
+    s = c.jobs.sched_stats.record()
+    assert (s["bf_cycle_counter"], s["bf_backfilled_jobs"], s["bf_when_last_cycle"]) == (
+        1, 1, int(wall()))
+    # big, short and long pending: all three looked at and tried
+    assert (s["bf_last_depth"], s["bf_last_depth_try"], s["bf_queue_len"]) == (3, 3, 3)
+    assert s["bf_cycle_max"] == s["bf_cycle_last"] == s["bf_cycle_mean"] > 0
+    assert "\tTotal backfilled jobs (since last slurm start): 1\n" in render(s)
+
+
+async def test_a_cycle_with_no_runnable_job_is_no_cycle_of_sdiags(autojump_clock) -> None:
+    """slurmctld's backfill returns before its statistics when no job may run: a held job
+    alone leaves rdiag's backfill figures as they were."""
+    c = Cluster(make_config(extra="HeartbeatInterval=1000\nSlurmdTimeout=5000"), wall=wall)
+    c.start()
+    register(c, "n1")
+    c.jobs.submission.submit(job(hold=True, time_limit=5))
+    assert await c.jobs.backfill.cycle() == 0
+    s = c.jobs.sched_stats.record()
+    assert (s["bf_cycle_counter"], s["bf_when_last_cycle"], s["bf_queue_len"]) == (0, 0, 0)

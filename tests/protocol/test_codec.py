@@ -77,6 +77,8 @@ SAMPLES = [
     m.ReconfigureResult(False, ("a.conf:1:1: bad",), ""),
     m.Ping(),
     m.Pong("c", "0.1.0", 1.7e9),
+    m.GetDiag(),
+    m.Diag({"bf_cycle_counter": 3, "bf_cycle_last": 1234, "bf_active": False}),
     m.Error("bad_request", "nope", "seq"),
     m.Credential("MUNGE:AwQFAAA=:abc="),
     m.GuardRequest("confirm", "down", "gpu[01-02]", "root"),

@@ -238,6 +238,23 @@ def test_metrics_show_the_guards_and_the_controllers_stalls(c: Cluster) -> None:
     assert fams["ranch_controller_last_stall_seconds"].type == "gauge"
 
 
+def test_metrics_and_rdiag_show_the_schedulers_statistics(c: Cluster) -> None:
+    """sdiag's figures, the same counters read three ways: rdiag's blocks, rdiag --json and
+    /metrics under prometheus-slurm-exporter's scheduler names."""
+    from ranch.ctld.web.schedmetrics import FAMILIES
+
+    text = cli(c, "ranch.cli.rdiag")
+    assert text.startswith("Main schedule statistics (microseconds):\n\tLast cycle:   ")
+    assert "\nBackfilling stats" in text and "\tLast table size: 0\n" in text
+    stats = json.loads(cli(c, "ranch.cli.rdiag", "--json"))["statistics"]
+    fams = {f.name: f for f in text_string_to_metric_families(get(c, "/metrics").text)}
+    for name, field, _ in FAMILIES:
+        assert fams[name].type == "gauge", name
+        if field in ("bf_backfilled_jobs", "bf_backfilled_het_jobs"):  # no job waits here
+            assert fams[name].samples[0].value == stats[field], name
+    assert stats["bf_backfilled_het_jobs"] == 0 and stats["req_time"] >= stats["req_time_start"]
+
+
 def test_reservations_in_the_api_metrics_rcontrol_and_rinfo(c: Cluster) -> None:
     """Issue 33: one maintenance window ahead, seen by every reader, then deleted."""
     out = cli(c, "ranch.cli.rcontrol", "create", "reservation", "ReservationName=fw",

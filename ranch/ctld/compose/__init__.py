@@ -48,9 +48,10 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
               programs: Callable[[], None], accounts: Accounts) -> JobParts:
     """The job side, given what it reads and calls of the node side: the registry's doors
     (nodes, members_gen, partition_nodes, set_use, push, apply_event), the reservations'
-    `blocked`, and plain values (ctld/compose/jobs.py build_jobs). `programs`: power save's
-    flush, run after the pass a submission or a job command runs; `accounts`: the tree
-    AccountingStorageEnforce checks a submission against (as the config in force says)."""
+    `blocked` and `windows` (backfill's map), and plain values (ctld/compose/jobs.py
+    build_jobs). `programs`: power save's flush, run after the pass a submission or a job
+    command runs; `accounts`: the tree AccountingStorageEnforce checks a submission against
+    (as the config in force says)."""
 
     def admit(user: str, account: str, partitions: tuple[str, ...], qos: str,
               held: Callable[[str], int], count: int) -> tuple[str, str] | str | None:
@@ -60,7 +61,8 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
     side = build_jobs(nodes_of(registry, reservations.blocked), config=registry.config,
                       clock=base.clock, wall=base.wall, deadlines=base.deadlines,
                       changes=base.changes, site=base.site, epoch=base.epoch, spawn=spawn,
-                      history=history, programs=programs, admit=admit)
+                      history=history, programs=programs, windows=reservations.windows,
+                      admit=admit)
     return parts_of(side)
 
 

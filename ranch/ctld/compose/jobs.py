@@ -24,6 +24,7 @@ from ranch.ctld.jobs.jobupdate import LIMIT_KIND, JobUpdate, RunLimits
 from ranch.ctld.jobs.launches import Launcher
 from ranch.ctld.jobs.mail import Mail
 from ranch.ctld.jobs.ports import StoreEvents
+from ranch.ctld.jobs.schedstats import SchedStats
 from ranch.ctld.jobs.settings import JobSettings
 from ranch.ctld.jobs.steps import JobSteps
 from ranch.ctld.jobs.store import JobStore
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from ranch.ctld.site import Site
     from ranch.ctld.state.changelog import ChangeLog
     from ranch.protocol import messages as m
+    from ranch.sched.model import Window
 
 
 @attrs.frozen
@@ -62,6 +64,7 @@ class JobSide:
     accounting: Accounting  # racct: query, and the history's writer task (keep)
     will_run: WillRun  # sbatch --test-only: answer
     backfill: Backfill  # sched/backfill's loop (run: a task of the daemon's nursery)
+    sched_stats: SchedStats  # what both schedulers count of their cycles (rdiag, /metrics)
     history: FileHistory | None
     # what the node side calls (the contract of issue 42: nodes/ports.py JobsForNodes)
     kick: Callable[[], None]
@@ -136,10 +139,12 @@ def on_deadline(side: JobSide, name: Any, kind: str) -> bool:
 def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[], float],
                wall: Callable[[], float], deadlines: Deadlines, changes: ChangeLog, site: Site,
                epoch: int, spawn: Callable[..., None] | None, history: FileHistory | None,
-               programs: Callable[[], None], admit: Admit | None = None) -> JobSide:
+               programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
+               admit: Admit | None = None) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass that a submission or a command runs (power save's flush: a
-    placement may power nodes up); `admit`: AccountingStorageEnforce's rule (jobs/ports.py)."""
+    placement may power nodes up); `windows`: the reservations' windows (backfill's map);
+    `admit`: AccountingStorageEnforce's rule (jobs/ports.py)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
@@ -151,7 +156,7 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
                        deadlines=deadlines, changes=changes, spawn=spawn, history=history,
-                       programs=programs, admit=admit)
+                       programs=programs, windows=windows, admit=admit)
     return side
 
 
@@ -184,10 +189,11 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                 *, clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
                 changes: ChangeLog, spawn: Callable[..., None] | None,
                 history: FileHistory | None, programs: Callable[[], None],
-                admit: Admit | None) -> JobSide:
+                windows: Callable[[], Sequence[Window]], admit: Admit | None) -> JobSide:
     """The store's components, each given what it uses of the others (bound methods, so that
     a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
+    stats = SchedStats(wall)
     dependencies = Dependencies(store, settings, clock=clock, deadlines=deadlines,
                                 notify=mail.notify)
     listing = JobListing(store, nodes, wall=wall, dependency=dependencies.shown)
@@ -195,7 +201,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                             state_changed=changes.state_changed)
     starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
                        check=lambda req: submission.check(req),
-                       dependency_reason=dependencies.reason)
+                       dependency_reason=dependencies.reason, measured=stats.main_cycle)
     submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
                                members=starts.members, record=listing.record,
                                run_pass=starts.run, programs=programs, admit=admit)
@@ -213,7 +219,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
                        check=submission.check_new, members=starts.members)
     backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
-                        allocate=starts.allocate, programs=programs)
+                        allocate=starts.allocate, programs=programs, windows=windows,
+                        measured=stats.backfill_cycle, active=stats.set_active)
 
     def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
         settings.use(new)
@@ -223,7 +230,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
         store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
-        accounting=accounting, will_run=will_run, backfill=backfill, history=history,
+        accounting=accounting, will_run=will_run, backfill=backfill, sched_stats=stats,
+        history=history,
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,
         started=reconciliation.started, jobs_holding=listing.jobs_holding,

@@ -32,7 +32,7 @@ def rpc_server(c: Controller, key: bytes, **options: Any) -> Server:
     return Server(key, config=lambda: registry.config, nodes=registry.nodes, traffic=c.traffic,
                   admin=node_admin(c),
                   reads=Reads(snapshot_body=c.views.body, config_in_force=c.config_in_force,
-                              ping=c.ping),
+                              ping=c.ping, diag=c.jobs.sched_stats.record),
                   jobs=c.jobs, eventlog=c.eventlog, liveness=c.liveness, changes=c.changes,
                   acctmgr=c.accounts.request, **options)
 

@@ -5,6 +5,7 @@ StartTime estimate and SchedNodeList (or none)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,16 @@ from ranch.ctld.jobs.jobrecord import PENDING, Job
 from ranch.ctld.jobs.willrun import running_ends
 from ranch.sched import backfill as planner
 from ranch.sched.fifo import Cluster, Queued
-from ranch.sched.model import Ending, Estimate, NodeUse, Planned, Start, Unplanned, take
+from ranch.sched.model import (
+    Ending,
+    Estimate,
+    NodeUse,
+    Planned,
+    Start,
+    Unplanned,
+    Window,
+    take,
+)
 
 if TYPE_CHECKING:
     from ranch.conf.model import SchedulerSettings
@@ -26,6 +36,8 @@ if TYPE_CHECKING:
 # A queue longer than this is planned in a worker thread, over the snapshot's plain data, so
 # that the event loop keeps serving (the commit checks the nodes again before any start).
 THREADED = 200
+# an estimate's `why` for a job the cycle tried to place (sdiag's "try sched" depth)
+TRIED = (planner.BEYOND, planner.NEVER_FITS, "bf_min_prio_reserve")
 
 
 @attrs.frozen
@@ -37,9 +49,11 @@ class Snapshot:
     ends: tuple[Ending, ...]
     now: float
     params: planner.Params
+    windows: tuple[Window, ...] = ()  # the reservations' (maintenance) windows
 
     def plan(self) -> tuple[Estimate, ...]:
-        return planner.plan(self.cluster, self.queue, self.ends, self.now, self.params)
+        return planner.plan(self.cluster, self.queue, self.ends, self.now, self.params,
+                            self.windows)
 
 
 def params_of(s: SchedulerSettings) -> planner.Params:
@@ -55,10 +69,16 @@ class Backfill:
                  cluster: Callable[[Any, float], Cluster],
                  waits: Callable[[Job, float, dict[int, int]], str | None],
                  allocate: Callable[[Job, dict[str, Any]], str],
-                 programs: Callable[[], None]) -> None:
+                 programs: Callable[[], None],
+                 windows: Callable[[], Sequence[Window]],
+                 measured: Callable[[float, int, int, int, int, int], None],
+                 active: Callable[[bool], None]) -> None:
         """`cluster`, `waits`, `allocate`: the FIFO pass's live views, its reasons that hold a
         job whatever the nodes, and its allocation (ctld/jobs/jobstart.py); `programs`: the
-        node side's programs a start asked for (power save's flush)."""
+        node side's programs a start asked for (power save's flush); `windows`: the
+        reservations' windows not yet over (the node side's), kept out of the plan;
+        `measured`: each cycle's start, µs, depth, jobs tried, queue length and starts, and
+        `active`: a plan under way in a thread (sdiag's backfill block, jobs/schedstats.py)."""
         self._jobs = jobs
         self._settings = settings
         self._wall = wall
@@ -66,6 +86,9 @@ class Backfill:
         self._waits = waits
         self._allocate = allocate
         self._programs = programs
+        self._windows = windows
+        self._measured = measured
+        self._active = active
         self._views = schedviews.Views()
         self.cycles = 0
         self.backfilled = 0  # jobs this loop started (sdiag's "Total backfilled jobs")
@@ -80,14 +103,30 @@ class Backfill:
                 await self.cycle()
 
     async def cycle(self) -> int:
-        """One cycle; the number of jobs it started."""
+        """One cycle; the number of jobs it started. Its time is its own work, not the wait
+        for a worker thread (sdiag's cycle excludes backfill's sleeps)."""
+        began, t0 = self._wall(), time.perf_counter()
         snap = self.snapshot()
+        spent = time.perf_counter() - t0
         if len(snap.queue) > THREADED:
-            estimates = await trio.to_thread.run_sync(snap.plan)
+            self._active(True)
+            try:
+                estimates, took = await trio.to_thread.run_sync(_timed, snap.plan)
+            finally:
+                self._active(False)
         else:
-            estimates = snap.plan()
+            estimates, took = _timed(snap.plan)
+        t1 = time.perf_counter()
         started = self.commit(snap, estimates)
+        spent += took + time.perf_counter() - t1
         self.cycles += 1
+        # as slurmctld's backfill, a queue of no runnable job is no cycle of sdiag's
+        runnable = [e for e, q in zip(estimates, snap.queue, strict=True) if not q.waits]
+        if runnable:
+            depth = [e for e in runnable
+                     if not (isinstance(e, Unplanned) and e.why == "bf_max_job_test")]
+            tried = sum(1 for e in depth if not isinstance(e, Unplanned) or e.why in TRIED)
+            self._measured(began, int(spent * 1e6), len(depth), tried, len(runnable), started)
         if started:
             self._programs()  # a start may power nodes up
         return started
@@ -116,7 +155,8 @@ class Backfill:
         # each end with its own copy of the shares (a job's dict changes as its nodes free)
         ends = tuple(Ending(e.at, e.job_id, dict(e.shares))
                      for e in running_ends(self._jobs, wall))
-        return Snapshot(cluster, tuple(queue), ends, wall, params_of(cfg.scheduler))
+        return Snapshot(cluster, tuple(queue), ends, wall, params_of(cfg.scheduler),
+                        tuple(self._windows()))
 
     def commit(self, snap: Snapshot, estimates: Sequence[Estimate]) -> int:
         """Apply the plan to the jobs still pending as the plan saw them: its starts on nodes
@@ -172,6 +212,11 @@ class Backfill:
             if self._jobs.uses.get(name, NodeUse()) != expected.get(name, NodeUse()):
                 return False
         return True
+
+
+def _timed(plan: Callable[[], tuple[Estimate, ...]]) -> tuple[tuple[Estimate, ...], float]:
+    began = time.perf_counter()
+    return plan(), time.perf_counter() - began
 
 
 def _estimate(job: Job, start: float | None, nodes: tuple[str, ...]) -> bool:

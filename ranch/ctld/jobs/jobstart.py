@@ -5,6 +5,7 @@ ctld/jobs/launches.py) once those nodes are up."""
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -39,10 +40,12 @@ class JobStarts:
     def __init__(self, jobs: Queue, settings: JobSettings, nodes: NodesForJobs, *,
                  clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
                  check: Callable[[m.SubmitJob], Any],
-                 dependency_reason: Callable[[Job, float], str]) -> None:
+                 dependency_reason: Callable[[Job, float], str],
+                 measured: Callable[[int, int, int], None]) -> None:
         """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
         partitions; `dependency_reason`: why a job's dependencies hold it
-        (ctld/jobs/dependbook.py)."""
+        (ctld/jobs/dependbook.py); `measured`: each pass's µs, depth and queue length
+        (sdiag's main scheduler, ctld/jobs/schedstats.py)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -51,6 +54,7 @@ class JobStarts:
         self._deadlines = deadlines
         self._check = check
         self._dependency_reason = dependency_reason
+        self._measured = measured
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
         self._views = schedviews.Views()  # the records as the core reads them (ranch/sched)
@@ -58,9 +62,12 @@ class JobStarts:
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
         if self._jobs.take_kick():
-            self._pass()
+            began, queue = time.perf_counter(), len(self._jobs.pending)
+            depth = self._pass()
+            self._measured(int((time.perf_counter() - began) * 1e6), depth, queue)
 
-    def _pass(self) -> None:
+    def _pass(self) -> int:
+        """One pass; the number of jobs it looked at (sdiag's depth)."""
         cfg = self._settings.config
         self._jobs.tidy()
         started = 0
@@ -68,11 +75,13 @@ class JobStarts:
         wake = math.inf  # the earliest BeginTime still ahead
         run = Pass(self.cluster(cfg, wall))
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
+        depth = 0
         for job in self._jobs.pending:
             if job.state != PENDING:
                 continue
             if run.stopped:
                 break  # every partition waits on a job ahead: nothing below may start
+            depth += 1
             why = self.waits(job, wall, running)
             if why is None:
                 started += 1  # ended (--kill-on-invalid-dep): off the pending list below
@@ -102,6 +111,7 @@ class JobStarts:
             when = self._deadlines.when(BEGIN_KEY)
             if when is None or due < when:
                 self._deadlines.schedule(BEGIN_KEY, due)
+        return depth
 
     def cluster(self, cfg: Any, wall: float) -> Cluster:
         """The nodes, partitions and allocations as the scheduling core reads them (live

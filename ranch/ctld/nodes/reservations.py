@@ -20,6 +20,7 @@ from ranch.ctld.nodes import nodeupdates
 from ranch.ctld.nodes.eventlog import EventLog
 from ranch.ctld.state.changelog import ChangeLog, Taken
 from ranch.protocol import messages as m
+from ranch.sched.model import Window
 from ranch.statemachine import events
 from ranch.statemachine.model import Base, Flag
 
@@ -226,6 +227,13 @@ class Reservations:
             got = memo[limit_s] = frozenset(n for r in self.items.values()
                                             if r.start < end and r.end > now for n in r.nodes)
         return got
+
+    def windows(self) -> tuple[Window, ...]:
+        """Every window not yet over, for the backfill planner's map (it plans no start whose
+        run would cross one on its nodes, as Slurm's backfill keeps reservations out)."""
+        now = self.wall()
+        return tuple(Window(r.start, r.end, frozenset(r.nodes)) for r in self._sorted()
+                     if r.end > now)
 
     def refresh(self) -> None:
         """Every node's RESERVED/MAINT as the windows open now; the next start or end armed;

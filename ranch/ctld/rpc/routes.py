@@ -144,12 +144,13 @@ def credential(conn: Connection, msg: m.Credential) -> Any:
 
 
 def read_routes(reads: Reads, log: EventFeed) -> Table:
-    """rinfo, rcontrol show config, ping, rcontrol events (the backlog; --follow is a stream:
+    """rinfo, rcontrol show config, ping, rdiag, rcontrol events (the backlog; --follow is a stream:
     ctld/rpc/reading.py hands it to ctld/rpc/eventstream.py)."""
     return {
         m.GetSnapshot: Route(lambda conn, msg: Prebuilt("Snapshot", reads.snapshot_body(
             metrics=msg.metrics, fields=msg.fields)), changes=False),
         m.Ping: Route(lambda conn, msg: reads.ping(), changes=False),
+        m.GetDiag: Route(lambda conn, msg: m.Diag(reads.diag()), changes=False),
         m.Credential: Route(credential, changes=False),
         m.GetConfig: Route(lambda conn, msg: reads.config_in_force(), changes=False),
         m.GetEvents: Route(lambda conn, msg: eventstream.backlog(log, msg), changes=False),

@@ -47,11 +47,12 @@ class NodeAdmin:
 
 @attrs.frozen
 class Reads:
-    """What the read-only requests answer from: rinfo's snapshot, the config, ping."""
+    """What the read-only requests answer from: rinfo's snapshot, the config, ping, rdiag."""
 
     snapshot_body: Callable[..., bytes]  # (metrics=False, fields=()) -> the Snapshot's body
     config_in_force: Callable[[], m.ConfigDump]
     ping: Callable[[], m.Pong]
+    diag: Callable[[], dict[str, Any]]  # the schedulers' statistics (ctld/jobs/schedstats.py)
 
 
 class EventFeed(Protocol):

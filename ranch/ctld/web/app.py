@@ -24,7 +24,7 @@ from ranch import __version__
 from ranch.conf import hostlist
 from ranch.ctld import logs
 from ranch.ctld.rpc import permissions
-from ranch.ctld.web import grid, jobstats, metrics
+from ranch.ctld.web import grid, jobstats, metrics, schedmetrics
 from ranch.ctld.web.admin import Admin
 from ranch.ctld.web.gate import Gate, peer
 from ranch.ctld.web.limits import BodyTooLarge, read_body
@@ -177,6 +177,7 @@ class Web:
                 await trio.sleep(0)  # let heartbeats in between chunks
 
         out.append(jobstats.metrics_text(self._counts()).encode())
+        out.append(schedmetrics.scheduler_text(self.jobs_view.sched_stats()).encode())
         out.append(metrics.guards_text(tuple(g.status() for g in self.health.guards),
                                        self.health.stalls.status()).encode())
         out.append(metrics.reservations_text(self.reservations_book.handle(
@@ -359,7 +360,8 @@ class Web:
     def _restd(self) -> Restd:
         return Restd(self.nodes_view, self.reservations_book, self.jobs_view.cancel,
                      auth=self.gate.auth, who=self.gate.who, job_records=self._job_records,
-                     submit=self.submit, not_on_disk=self.not_on_disk)
+                     submit=self.submit, not_on_disk=self.not_on_disk,
+                     sched_stats=self.jobs_view.sched_stats)
 
 
 def build_app(nodes: WebNodes, jobs: WebJobs, events: WebEvents, admin: WebAdmin,

@@ -80,10 +80,12 @@ class Restd:
                  who: Callable[[Request], tuple[str | None, Response | None]],
                  job_records: Callable[[tuple[int, ...]], tuple[float, list[dict]]],
                  submit: Callable[[m.SubmitJob], Awaitable[m.SubmitReply | m.Error]],
-                 not_on_disk: Callable[[], Awaitable[str | None]]) -> None:
+                 not_on_disk: Callable[[], Awaitable[str | None]],
+                 sched_stats: Callable[[], dict[str, Any]]) -> None:
         self.nodes_view, self.book, self.cancel_jobs = nodes, reservations, cancel
         self.auth, self._who, self._job_records = auth, who, job_records
         self._submit, self._not_on_disk = submit, not_on_disk
+        self._sched_stats = sched_stats  # the schedulers' counters (ctld/jobs/schedstats.py)
         self.jwt = JwtKey(jwt_key_path(nodes.config))
 
     # -- who asks --------------------------------------------------------------------------
@@ -163,6 +165,7 @@ class Restd:
             return refused
         now, records = self._job_records(())
         stats = docs.diag(records, now, len(self.nodes_view.snapshot().partitions))
+        stats.update((k, v) for k, v in self._sched_stats().items() if k in stats)
         return Json(docs.document(statistics=stats))
 
     async def _jobs(self, who: Identity | None, ids: tuple[int, ...] = ()) -> list[dict]:

@@ -328,7 +328,8 @@ _BF_ZERO = ("bf_backfilled_jobs", "bf_last_backfilled_jobs", "bf_backfilled_het_
 
 def diag(records: list[dict[str, Any]], generated_at: float, partitions: int) -> dict[str, Any]:
     """sdiag's statistics from the jobs rctld holds (Slurm counts since its last reset; Ranch
-    keeps no such counters, nor the scheduler's and RPCs': those read 0, docs/slurm-compat.md)."""
+    keeps no such counters, nor the RPCs': those read 0, docs/slurm-compat.md); the scheduler's
+    and backfill's are 0 here and laid over by the caller (ctld/jobs/schedstats.py)."""
     states = [r["state"] for r in records]
     return {
         "parts_packed": partitions, "req_time": int(generated_at), "req_time_start": 0,

@@ -59,6 +59,7 @@ class WebJobs:
     cancel: Callable[..., m.JobResult]
     control: Callable[..., m.JobResult]
     acct_query: Callable[[m.GetAcct], Awaitable[bytes]]  # the History tab: racct's query
+    sched_stats: Callable[[], dict[str, Any]]  # sdiag's figures (ctld/jobs/schedstats.py)
 
 
 class WebEvents(Protocol):
