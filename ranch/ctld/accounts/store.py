@@ -14,6 +14,7 @@ from ranch.assoc import enforce, serial
 from ranch.assoc.acctmgr_ask import PROMPT, UNANSWERED
 from ranch.assoc.acctmgr_session import answer
 from ranch.assoc.db import AcctDb
+from ranch.assoc.limits import Rule
 from ranch.ctld import logs
 from ranch.ctld.accounts.ports import AccountChanges
 from ranch.ctld.state.integrity import DamagedState
@@ -52,6 +53,10 @@ class Accounts:
         self.where = where
         self.db = seeded(cluster)
         self.held = False  # a tree was restored or changed: it is saved even while off
+        self._flags: dict[tuple[str, ...], frozenset[str]] = {}
+        # the limits' rules (assoc/limits.py) per job kind, for the tree they were read from
+        self._rules: tuple[AcctDb | None, dict[tuple[str, str, str, str], Rule | None]] = (
+            None, {})
 
     def use_config(self, cluster: str, enabled: bool) -> None:
         """Reconfigure: the store on or off; a new ClusterName gets its root association."""
@@ -98,6 +103,31 @@ class Accounts:
         if isinstance(got, enforce.Refusal):
             return f"{got.reason}\n{got.message}" if got.reason else got.message
         return got.account, got.qos
+
+    def rule_of(self, words: tuple[str, ...]) -> Callable[[str, str, str, str],
+                                                           Rule | None] | None:
+        """Under AccountingStorageEnforce=`words` with `limits`: the limits over a job of
+        (user, account, partition, QOS) (assoc/enforce.rule), remembered until the tree
+        changes; None when limits are not enforced (the store off, or no `limits` flag)."""
+        flags = self._flags.get(words)
+        if flags is None:
+            flags = self._flags[words] = enforce.enforced(words)
+        if not self.enabled or "limits" not in flags:
+            return None
+        if self._rules[0] is not self.db:
+            self._rules = (self.db, {})
+        db, known = self.db, self._rules[1]
+        cluster = self.cluster
+
+        def rule(user: str, account: str, partition: str, qos: str) -> Rule | None:
+            key = (user, account, partition, qos)
+            try:
+                return known[key]
+            except KeyError:
+                got = known[key] = enforce.rule(db, cluster=cluster, user=user,
+                                                account=account, partition=partition, qos=qos)
+                return got
+        return rule
 
     def _keep(self, db: AcctDb, what: str, detail: str, user: str = "") -> None:
         self.db, self.held = db, True

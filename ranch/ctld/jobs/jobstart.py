@@ -21,6 +21,7 @@ from ranch.ctld.jobs.jobrecord import (
     Job,
     held_reason,
 )
+from ranch.ctld.jobs.limitpass import LimitScope, RuleOf
 from ranch.protocol import messages as m
 from ranch.sched.fifo import Cluster, Pass
 from ranch.sched.model import Pending, Share, Wait
@@ -39,10 +40,12 @@ class JobStarts:
     def __init__(self, jobs: Queue, settings: JobSettings, nodes: NodesForJobs, *,
                  clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
                  check: Callable[[m.SubmitJob], Any],
-                 dependency_reason: Callable[[Job, float], str]) -> None:
+                 dependency_reason: Callable[[Job, float], str],
+                 limits: Callable[[], RuleOf | None] = lambda: None) -> None:
         """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
         partitions; `dependency_reason`: why a job's dependencies hold it
-        (ctld/jobs/dependbook.py)."""
+        (ctld/jobs/dependbook.py); `limits`: the accounting limits' rules while
+        AccountingStorageEnforce has `limits` (None: not enforced)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -51,6 +54,9 @@ class JobStarts:
         self._deadlines = deadlines
         self._check = check
         self._dependency_reason = dependency_reason
+        self._limits = limits
+        # the limits' tally of the pass (or backfill look) whose scratch `running` dict it is
+        self._scope: tuple[dict[int, int], LimitScope] | None = None
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
         self._views = schedviews.Views()  # the records as the core reads them (ranch/sched)
@@ -94,6 +100,7 @@ class JobStarts:
         for job in refused:
             job.reason = "BadConstraints"  # what slurmctld's job_allocate leaves on it
             self._jobs.apply(job, je.NotNow())
+        self._scope = None  # the next pass counts again (jobs end between passes)
         if started or refused:
             self._jobs.tidy()  # each of them left PENDING
         self._views.prune(self._jobs.pending)
@@ -128,7 +135,18 @@ class JobStarts:
             return "BeginTime"
         if job.array_throttle and self._running(job, running) >= job.array_throttle:
             return "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
-        return ""
+        return self._limit(job, running)
+
+    def _limit(self, job: Job, running: dict[int, int]) -> str:
+        """The accounting limit that holds the job (acct_policy: skipped, it blocks no one):
+        the running jobs are tallied once per `running` (one pass, one backfill look)."""
+        scope = self._scope
+        if scope is None or scope[0] is not running:
+            rule_of = self._limits()
+            if rule_of is None:
+                return ""
+            scope = self._scope = (running, LimitScope(rule_of, self._jobs.jobs.values()))
+        return scope[1].reason(job)
 
     def _start(self, job: Job, run: Pass) -> str:
         """Start the job now if the core places it (in its first partition or, with -p a,b,
@@ -189,6 +207,8 @@ class JobStarts:
             for name in list(shares):
                 self._jobs.release(job, name)
             return "JobHeldUser"
+        if self._scope is not None:  # the next job's limits count this one
+            self._scope[1].started(job)
         return ""  # the table's new state told the node side what the job holds of each
 
     def members(self, pc: Any) -> list[NodeView]:
