@@ -98,10 +98,10 @@ class Used:
     jobs: int = 0
     tres: list[int] = attrs.Factory(lambda: [0, 0, 0, 0])
 
-    def add(self, ask: Ask) -> None:
-        self.jobs += 1
+    def add(self, ask: Ask, sign: int = 1) -> None:
+        self.jobs += sign
         for i, n in enumerate(ask.counts()):
-            self.tres[i] += n
+            self.tres[i] += sign * n
 
 
 _EMPTY = Used()
@@ -118,13 +118,14 @@ class Tally:
     qos_user: dict[tuple[str, str], Used] = attrs.Factory(dict)
     qos_acct: dict[tuple[str, str], Used] = attrs.Factory(dict)
 
-    def add(self, rule: Rule, user: str, account: str, ask: Ask) -> None:
+    def add(self, rule: Rule, user: str, account: str, ask: Ask, sign: int = 1) -> None:
+        """Count a job that holds `ask` (sign -1: one that no longer does)."""
         for key, _ in rule.chain:
-            self.assoc.setdefault(key, Used()).add(ask)
+            self.assoc.setdefault(key, Used()).add(ask, sign)
         q = rule.qos_name
-        self.qos.setdefault(q, Used()).add(ask)
-        self.qos_user.setdefault((q, user), Used()).add(ask)
-        self.qos_acct.setdefault((q, account), Used()).add(ask)
+        self.qos.setdefault(q, Used()).add(ask, sign)
+        self.qos_user.setdefault((q, user), Used()).add(ask, sign)
+        self.qos_acct.setdefault((q, account), Used()).add(ask, sign)
 
 
 def reason(rule: Rule, ask: Ask, tally: Tally, user: str, account: str) -> str:

@@ -2,8 +2,9 @@
 slurmdbd beside Ranch's rctld: the same sacctmgr lines build both trees, then in each scenario a
 first job runs and a second one over a limit pends; squeue's state and pending reason of each are
 compared (association MaxJobs, GrpJobs, GrpTRES cpu, a parent account's GrpTRES counting a
-sibling's job, QOS MaxJobsPerUser, GrpTRES cpu, MaxTRESPerUser cpu), and a later job of another
-account in the same partition starts past the held one. Needs slurmdbd and MariaDB."""
+sibling's job, QOS MaxJobsPerUser, GrpTRES cpu, MaxTRESPerUser cpu, and a held job released after
+its MaxWall was lowered below its time limit), and a later job of another account in the same
+partition starts past the held one. Needs slurmdbd and MariaDB."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ TREE = (
     ("-i", "add", "user", "root", "Account=amax,aother,agrp,acpu,achild,asibling"),
     ("-i", "add", "user", "root", "Account=aqos", "QOS=normal,qjobs,qgrp,qpu"),
     ("-i", "modify", "user", "root", "where", "account=amax", "set", "MaxJobs=1"),
+    ("-i", "add", "account", "awall"),
+    ("-i", "add", "user", "root", "Account=awall"),
 )
 # (name, the first job's options, the second's, a third's or ()): the first runs, the second
 # pends over a limit, the third (another account) starts all the same
@@ -91,7 +94,25 @@ def outcomes(system) -> list[list[tuple[str, str]]]:
         _until(lambda: system.run("scontrol", "show", "assoc_mgr", "users=root",
                                   "accounts=amax", "flags=assoc").stdout,
                lambda out: "MaxJobs=1" in out)
-    return [_scenario(system, *s[1:]) for s in SCENARIOS]
+    return [_scenario(system, *s[1:]) for s in SCENARIOS] + [_lowered_wall(system)]
+
+
+def _lowered_wall(system) -> list[tuple[str, str]]:
+    """A held job of 20 minutes, its association's MaxWall then set to 10, then released: it
+    pends for the limit (sbatch would have refused it under the limit)."""
+    ids = [_submit(system, ("-A", "awall", "-t", "20", "-H"))]
+    done = _run(system, "sacctmgr", ("-i", "modify", "user", "root", "where", "account=awall",
+                                     "set", "MaxWall=10"))
+    assert done.returncode == 0, done.stderr
+    if isinstance(system, SlurmCluster):
+        _until(lambda: system.run("scontrol", "show", "assoc_mgr", "users=root",
+                                  "accounts=awall", "flags=assoc").stdout,
+               lambda out: "MaxWallPJ=10" in out)
+    assert _run(system, "scontrol", ("release", ids[0])).returncode == 0
+    seen = _until(lambda: _shown(system, ids), lambda s: s.get(ids[0], ("", "None"))[1] not in (
+        "None", "Priority", "JobHeldUser"))
+    _run(system, "scancel", tuple(ids))
+    return [seen.get(ids[0], ("gone", ""))]
 
 
 @pytest.fixture(scope="module")
@@ -116,9 +137,10 @@ def test_limit_held_jobs_pend_with_slurms_reasons(slurm_side) -> None:
     with RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
                       + ENFORCE) as ranch:
         ranch_side = outcomes(ranch)
-    for (name, *_), want, got in zip(SCENARIOS, slurm_side, ranch_side, strict=True):
+    names = [s[0] for s in SCENARIOS] + ["lowered MaxWall"]
+    for name, want, got in zip(names, slurm_side, ranch_side, strict=True):
         assert got == want, name
     # what Slurm showed: each second job held by a limit, each third one running
-    for (name, _, _, third), want in zip(SCENARIOS, slurm_side, strict=True):
+    for (name, _, _, third), want in zip(SCENARIOS, slurm_side, strict=False):
         assert want[0] == ("R", "None") and want[1][0] == "PD", (name, want)
         assert not third or want[2] == ("R", "None"), (name, want)

@@ -100,6 +100,16 @@ async def test_two_jobs_of_one_pass_are_counted_one_after_the_other() -> None:
     assert states[2] == ("PENDING", "AssocGrpJobsLimit")
 
 
+async def test_a_changed_tree_is_read_again() -> None:
+    c = cluster(tree(alice={"MaxJobs": "1"}))
+    first, second = submit(c, "alice"), submit(c, "alice")
+    assert state(c, second) == ("PENDING", "AssocMaxJobsLimit")
+    c.controller.accounts.restore(serial.to_json(tree(alice={"MaxJobs": "2"})))
+    c.jobs.store.kick()
+    c.controller.after_change()
+    assert state(c, first)[0] == state(c, second)[0] == "RUNNING"
+
+
 async def test_without_limits_in_enforce_nothing_is_held() -> None:
     c = cluster(tree(alice={"MaxJobs": "1"}), flags="associations,qos")
     first, second = submit(c, "alice"), submit(c, "alice")

@@ -21,7 +21,7 @@ from ranch.ctld.jobs.jobrecord import (
     Job,
     held_reason,
 )
-from ranch.ctld.jobs.limitpass import LimitScope, RuleOf
+from ranch.ctld.jobs.limitpass import RECOUNT_S, LimitScope, RuleOf
 from ranch.protocol import messages as m
 from ranch.sched.fifo import Cluster, Pass
 from ranch.sched.model import Pending, Share, Wait
@@ -55,8 +55,7 @@ class JobStarts:
         self._check = check
         self._dependency_reason = dependency_reason
         self._limits = limits
-        # the limits' tally of the pass (or backfill look) whose scratch `running` dict it is
-        self._scope: tuple[dict[int, int], LimitScope] | None = None
+        self._scope: LimitScope | None = None  # the limits' tally, kept from pass to pass
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
         self._views = schedviews.Views()  # the records as the core reads them (ranch/sched)
@@ -73,6 +72,8 @@ class JobStarts:
         wall = self._wall()
         wake = math.inf  # the earliest BeginTime still ahead
         run = Pass(self.cluster(cfg, wall))
+        if self._scope is not None:
+            self._scope.refresh()  # the jobs that ended since the last pass hold nothing
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         for job in self._jobs.pending:
             if job.state != PENDING:
@@ -100,7 +101,6 @@ class JobStarts:
         for job in refused:
             job.reason = "BadConstraints"  # what slurmctld's job_allocate leaves on it
             self._jobs.apply(job, je.NotNow())
-        self._scope = None  # the next pass counts again (jobs end between passes)
         if started or refused:
             self._jobs.tidy()  # each of them left PENDING
         self._views.prune(self._jobs.pending)
@@ -135,18 +135,20 @@ class JobStarts:
             return "BeginTime"
         if job.array_throttle and self._running(job, running) >= job.array_throttle:
             return "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
-        return self._limit(job, running)
+        return self._limit(job, wall)
 
-    def _limit(self, job: Job, running: dict[int, int]) -> str:
-        """The accounting limit that holds the job (acct_policy: skipped, it blocks no one):
-        the running jobs are tallied once per `running` (one pass, one backfill look)."""
+    def _limit(self, job: Job, wall: float) -> str:
+        """The accounting limit that holds the job (acct_policy: skipped, it blocks no one).
+        The tally is counted again whole when the tree changed, and every RECOUNT_S."""
+        rule_of = self._limits()
+        if rule_of is None:
+            self._scope = None
+            return ""
         scope = self._scope
-        if scope is None or scope[0] is not running:
-            rule_of = self._limits()
-            if rule_of is None:
-                return ""
-            scope = self._scope = (running, LimitScope(rule_of, self._jobs.jobs.values()))
-        return scope[1].reason(job)
+        if scope is None or scope.rule_of is not rule_of or not 0 <= wall - scope.built < \
+                RECOUNT_S:
+            scope = self._scope = LimitScope(rule_of, self._jobs.jobs.values(), wall)
+        return scope.reason(job)
 
     def _start(self, job: Job, run: Pass) -> str:
         """Start the job now if the core places it (in its first partition or, with -p a,b,
@@ -208,7 +210,7 @@ class JobStarts:
                 self._jobs.release(job, name)
             return "JobHeldUser"
         if self._scope is not None:  # the next job's limits count this one
-            self._scope[1].started(job)
+            self._scope.started(job)
         return ""  # the table's new state told the node side what the job holds of each
 
     def members(self, pc: Any) -> list[NodeView]:

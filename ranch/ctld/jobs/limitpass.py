@@ -1,6 +1,7 @@
-"""AccountingStorageEnforce=limits in the scheduling pass: what the running jobs hold, tallied once
-a pass per association and QOS (and a start of the pass counted at once), and each pending job
-judged against its limits by the pure check (ranch/assoc/limits.py)."""
+"""AccountingStorageEnforce=limits in the scheduling pass: what the jobs holding resources hold,
+tallied per association and QOS and kept from pass to pass (a start counted as it is made, a job
+no longer holding taken off at the next pass), and each pending job judged against its limits
+by the pure check (ranch/assoc/limits.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ranch.ctld.jobs.jobrecord import CONFIGURING, RUNNING, Job
 # (user, account, partition, QOS) -> the limits over such a job, None: no association
 RuleOf = Callable[[str, str, str, str], "Rule | None"]
 HOLDING = (CONFIGURING, RUNNING)  # slurmctld gives the usage back as a job ends (COMPLETING)
+RECOUNT_S = 60.0  # a whole recount at least this often: nothing missed survives longer
 
 
 def pending_ask(job: Job) -> Ask:
@@ -35,11 +37,13 @@ def held_ask(job: Job) -> Ask:
 
 
 class LimitScope:
-    """One pass's view: the tally of the jobs holding resources, the rules met so far."""
+    """The tally of the jobs holding resources under one tree (`rule_of`), since `built`."""
 
-    def __init__(self, rule_of: RuleOf, jobs: Iterable[Job]) -> None:
-        self._rule_of = rule_of
+    def __init__(self, rule_of: RuleOf, jobs: Iterable[Job], built: float) -> None:
+        self.rule_of = rule_of
+        self.built = built
         self._rules: dict[tuple[str, str, str, str], Rule | None] = {}
+        self._held: dict[int, tuple[Job, Rule, Ask]] = {}  # what each counted job added
         self.tally = Tally()
         for job in jobs:
             if job.state in HOLDING:
@@ -51,7 +55,7 @@ class LimitScope:
         try:
             return self._rules[key]
         except KeyError:
-            got = self._rules[key] = self._rule_of(*key)
+            got = self._rules[key] = self.rule_of(*key)
             return got
 
     def reason(self, job: Job) -> str:
@@ -62,7 +66,23 @@ class LimitScope:
         return reason(rule, pending_ask(job), self.tally, job.req.user, job.req.account)
 
     def started(self, job: Job) -> None:
-        """Count what an allocated job holds (one this pass started: before the next job)."""
+        """Count what an allocated job holds (one the pass started: before the next job)."""
+        self._drop(job.id)  # a requeued job's earlier run, if the pass did not see it end
         rule = self._rule(job)
         if rule is not None:
-            self.tally.add(rule, job.req.user, job.req.account, held_ask(job))
+            ask = held_ask(job)
+            self.tally.add(rule, job.req.user, job.req.account, ask)
+            self._held[job.id] = (job, rule, ask)
+
+    def refresh(self) -> None:
+        """Take off the jobs that hold nothing any more (ended, COMPLETING, requeued): a scan
+        of the counted jobs' states, far cheaper than counting them all again."""
+        gone = [jid for jid, (job, _, _) in self._held.items() if job.state not in HOLDING]
+        for jid in gone:
+            self._drop(jid)
+
+    def _drop(self, job_id: int) -> None:
+        got = self._held.pop(job_id, None)
+        if got is not None:
+            job, rule, ask = got
+            self.tally.add(rule, job.req.user, job.req.account, ask, sign=-1)
