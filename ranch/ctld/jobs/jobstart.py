@@ -145,8 +145,8 @@ class JobStarts:
             self._scope = None
             return ""
         scope = self._scope
-        if scope is None or scope.rule_of is not rule_of or not 0 <= wall - scope.built < \
-                RECOUNT_S:
+        # abs: backfill's commit asks at its snapshot's time, which may precede the scope's
+        if scope is None or scope.rule_of is not rule_of or abs(wall - scope.built) >= RECOUNT_S:
             scope = self._scope = LimitScope(rule_of, self._jobs.jobs.values(), wall)
         return scope.reason(job)
 
