@@ -114,3 +114,12 @@ async def test_without_limits_in_enforce_nothing_is_held() -> None:
     c = cluster(tree(alice={"MaxJobs": "1"}), flags="associations,qos")
     first, second = submit(c, "alice"), submit(c, "alice")
     assert state(c, first)[0] == state(c, second)[0] == "RUNNING"
+
+
+async def test_backfill_starts_no_limit_held_job_and_keeps_its_reason() -> None:
+    c = cluster(tree(physics={"GrpJobs": "1"}))
+    first, second = submit(c, "alice"), submit(c, "bob")
+    assert state(c, second) == ("PENDING", "AssocGrpJobsLimit")
+    assert await c.jobs.backfill.cycle() == 0
+    assert state(c, second) == ("PENDING", "AssocGrpJobsLimit")
+    assert state(c, first)[0] == "RUNNING"
