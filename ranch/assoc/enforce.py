@@ -7,8 +7,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
+from ranch.assoc.acctmgr_values import minutes
 from ranch.assoc.db import AcctDb
-from ranch.assoc.records import Assoc
+from ranch.assoc.limits import Limits, Rule
+from ranch.assoc.records import ASSOC_LIMITS, Assoc
 
 # slurm_strerror (src/common/slurm_errno.c) of the errors _job_create answers
 # ESLURM_INVALID_ACCOUNT
@@ -93,3 +95,29 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
         if cap and held(account) + count > int(cap):
             return Refusal(POLICY, "AssocMaxSubmitJobLimit")
     return Resolved(account, chosen)
+
+
+def _limits(pairs: dict[str, str]) -> Limits:
+    walls = {k: minutes(v) for k, v in pairs.items() if k in ("MaxWall", "GrpWall") and v}
+    return Limits.of(pairs, walls)
+
+
+def rule(db: AcctDb, *, cluster: str, user: str, account: str, partition: str,
+         qos: str) -> Rule | None:
+    """The limits over a job run by `user` under `account` and `qos` ("" = the defaults) in
+    `partition` (assoc/limits.py), None when it has no association (InvalidAccount's case)."""
+    if not account:
+        known = db.user(user)
+        account = known.default_account if known is not None else ""
+    own = association(db, cluster, user, account.lower(), partition)
+    if own is None:
+        return None
+    name = qos.lower() or default_qos(db, own)
+    record = db.qos_named(name)
+    chain = [(own.id, _limits({n: db.effective(own, n) for n in ASSOC_LIMITS}))]
+    node = db.parent_of(own)
+    while node is not None:
+        chain.append((node.id, _limits(dict(node.limits))))
+        node = db.parent_of(node)
+    return Rule(qos=_limits(dict(record.limits)) if record is not None else None,
+                qos_name=name, chain=tuple(chain))

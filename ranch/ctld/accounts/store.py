@@ -14,10 +14,14 @@ from ranch.assoc import enforce, serial
 from ranch.assoc.acctmgr_ask import PROMPT, UNANSWERED
 from ranch.assoc.acctmgr_session import answer
 from ranch.assoc.db import AcctDb
+from ranch.assoc.limits import Rule
 from ranch.ctld import logs
 from ranch.ctld.accounts.ports import AccountChanges
 from ranch.ctld.state.integrity import DamagedState
 from ranch.protocol import messages as m
+
+# (user, account, partition, QOS) -> the limits over such a job, None: it has no association
+RuleOf = Callable[[str, str, str, str], Rule | None]
 
 # sacctmgr's answer on a Slurm without slurmdbd (measured: tests/conformance/test_value_matrix.py)
 NO_DATABASE = ("You are not running a supported accounting_storage plugin\n"
@@ -52,6 +56,9 @@ class Accounts:
         self.where = where
         self.db = seeded(cluster)
         self.held = False  # a tree was restored or changed: it is saved even while off
+        self._flags: dict[tuple[str, ...], frozenset[str]] = {}
+        # the limits' rules (assoc/limits.py) per job kind, for the tree they were read from
+        self._rules: tuple[AcctDb | None, RuleOf | None] = (None, None)
 
     def use_config(self, cluster: str, enabled: bool) -> None:
         """Reconfigure: the store on or off; a new ClusterName gets its root association."""
@@ -98,6 +105,32 @@ class Accounts:
         if isinstance(got, enforce.Refusal):
             return f"{got.reason}\n{got.message}" if got.reason else got.message
         return got.account, got.qos
+
+    def rule_of(self, words: tuple[str, ...]) -> RuleOf | None:
+        """Under AccountingStorageEnforce=`words` with `limits`: the limits over a job of
+        (user, account, partition, QOS) (assoc/enforce.rule); the same resolver, remembering
+        what it read, until the tree changes. None when limits are not enforced (the store
+        off, or no `limits` flag)."""
+        flags = self._flags.get(words)
+        if flags is None:
+            flags = self._flags[words] = enforce.enforced(words)
+        if not self.enabled or "limits" not in flags:
+            return None
+        if self._rules[0] is self.db and self._rules[1] is not None:
+            return self._rules[1]
+        db, cluster = self.db, self.cluster
+        known: dict[tuple[str, str, str, str], Rule | None] = {}
+
+        def rule(user: str, account: str, partition: str, qos: str) -> Rule | None:
+            key = (user, account, partition, qos)
+            try:
+                return known[key]
+            except KeyError:
+                got = known[key] = enforce.rule(db, cluster=cluster, user=user,
+                                                account=account, partition=partition, qos=qos)
+                return got
+        self._rules = (db, rule)
+        return rule
 
     def _keep(self, db: AcctDb, what: str, detail: str, user: str = "") -> None:
         self.db, self.held = db, True

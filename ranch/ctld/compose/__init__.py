@@ -58,11 +58,14 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
         return accounts.admit(registry.config.accounting.enforce, user, account, partitions,
                               qos, held, count)
 
+    def limits() -> Callable[[str, str, str, str], Any] | None:
+        return accounts.rule_of(registry.config.accounting.enforce)
+
     side = build_jobs(nodes_of(registry, reservations.blocked), config=registry.config,
                       clock=base.clock, wall=base.wall, deadlines=base.deadlines,
                       changes=base.changes, site=base.site, epoch=base.epoch, spawn=spawn,
                       history=history, programs=programs, windows=reservations.windows,
-                      admit=admit)
+                      admit=admit, limits=limits)
     return parts_of(side)
 
 

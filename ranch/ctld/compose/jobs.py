@@ -22,6 +22,7 @@ from ranch.ctld.jobs.jobstart import JobStarts
 from ranch.ctld.jobs.jobsubmit import JobSubmission
 from ranch.ctld.jobs.jobupdate import LIMIT_KIND, JobUpdate, RunLimits
 from ranch.ctld.jobs.launches import Launcher
+from ranch.ctld.jobs.limitpass import RuleOf
 from ranch.ctld.jobs.mail import Mail
 from ranch.ctld.jobs.ports import StoreEvents
 from ranch.ctld.jobs.schedstats import SchedStats
@@ -140,11 +141,13 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
                wall: Callable[[], float], deadlines: Deadlines, changes: ChangeLog, site: Site,
                epoch: int, spawn: Callable[..., None] | None, history: FileHistory | None,
                programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
-               admit: Admit | None = None) -> JobSide:
+               admit: Admit | None = None,
+               limits: Callable[[], RuleOf | None] = lambda: None) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass that a submission or a command runs (power save's flush: a
     placement may power nodes up); `windows`: the reservations' windows (backfill's map);
-    `admit`: AccountingStorageEnforce's rule (jobs/ports.py)."""
+    `admit`: AccountingStorageEnforce's rule (jobs/ports.py); `limits`: its limits' rules for
+    the scheduling pass (None: not enforced)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
@@ -156,7 +159,7 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
                        deadlines=deadlines, changes=changes, spawn=spawn, history=history,
-                       programs=programs, windows=windows, admit=admit)
+                       programs=programs, windows=windows, admit=admit, acct_limits=limits)
     return side
 
 
@@ -189,7 +192,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                 *, clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
                 changes: ChangeLog, spawn: Callable[..., None] | None,
                 history: FileHistory | None, programs: Callable[[], None],
-                windows: Callable[[], Sequence[Window]], admit: Admit | None) -> JobSide:
+                windows: Callable[[], Sequence[Window]], admit: Admit | None,
+                acct_limits: Callable[[], RuleOf | None]) -> JobSide:
     """The store's components, each given what it uses of the others (bound methods, so that
     a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
@@ -201,7 +205,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                             state_changed=changes.state_changed)
     starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
                        check=lambda req: submission.check(req),
-                       dependency_reason=dependencies.reason, measured=stats.main_cycle)
+                       dependency_reason=dependencies.reason, measured=stats.main_cycle,
+                       limits=acct_limits)
     submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
                                members=starts.members, record=listing.record,
                                run_pass=starts.run, programs=programs, admit=admit)

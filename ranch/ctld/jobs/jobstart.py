@@ -22,6 +22,7 @@ from ranch.ctld.jobs.jobrecord import (
     Job,
     held_reason,
 )
+from ranch.ctld.jobs.limitpass import RECOUNT_S, LimitScope, RuleOf
 from ranch.protocol import messages as m
 from ranch.sched.fifo import Cluster, Pass
 from ranch.sched.model import Pending, Share, Wait
@@ -41,11 +42,13 @@ class JobStarts:
                  clock: Callable[[], float], wall: Callable[[], float], deadlines: Deadlines,
                  check: Callable[[m.SubmitJob], Any],
                  dependency_reason: Callable[[Job, float], str],
-                 measured: Callable[[int, int, int], None]) -> None:
+                 measured: Callable[[int, int, int], None],
+                 limits: Callable[[], RuleOf | None] = lambda: None) -> None:
         """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
         partitions; `dependency_reason`: why a job's dependencies hold it
         (ctld/jobs/dependbook.py); `measured`: each pass's µs, depth and queue length
-        (sdiag's main scheduler, ctld/jobs/schedstats.py)."""
+        (sdiag's main scheduler, ctld/jobs/schedstats.py); `limits`: the accounting limits'
+        rules while AccountingStorageEnforce has `limits` (None: not enforced)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -55,6 +58,8 @@ class JobStarts:
         self._check = check
         self._dependency_reason = dependency_reason
         self._measured = measured
+        self._limits = limits
+        self._scope: LimitScope | None = None  # the limits' tally, kept from pass to pass
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
         self._views = schedviews.Views()  # the records as the core reads them (ranch/sched)
@@ -74,6 +79,8 @@ class JobStarts:
         wall = self._wall()
         wake = math.inf  # the earliest BeginTime still ahead
         run = Pass(self.cluster(cfg, wall))
+        if self._scope is not None:
+            self._scope.refresh()  # the jobs that ended since the last pass hold nothing
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         depth = 0
         for job in self._jobs.pending:
@@ -138,7 +145,20 @@ class JobStarts:
             return "BeginTime"
         if job.array_throttle and self._running(job, running) >= job.array_throttle:
             return "JobArrayTaskLimit"  # --array=...%N: N of its tasks run already
-        return ""
+        return self._limit(job, wall)
+
+    def _limit(self, job: Job, wall: float) -> str:
+        """The accounting limit that holds the job (acct_policy: skipped, it blocks no one).
+        The tally is counted again whole when the tree changed, and every RECOUNT_S."""
+        rule_of = self._limits()
+        if rule_of is None:
+            self._scope = None
+            return ""
+        scope = self._scope
+        # abs: backfill's commit asks at its snapshot's time, which may precede the scope's
+        if scope is None or scope.rule_of is not rule_of or abs(wall - scope.built) >= RECOUNT_S:
+            scope = self._scope = LimitScope(rule_of, self._jobs.jobs.values(), wall)
+        return scope.reason(job)
 
     def _start(self, job: Job, run: Pass) -> str:
         """Start the job now if the core places it (in its first partition or, with -p a,b,
@@ -199,6 +219,8 @@ class JobStarts:
             for name in list(shares):
                 self._jobs.release(job, name)
             return "JobHeldUser"
+        if self._scope is not None:  # the next job's limits count this one
+            self._scope.started(job)
         return ""  # the table's new state told the node side what the job holds of each
 
     def members(self, pc: Any) -> list[NodeView]:
