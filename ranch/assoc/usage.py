@@ -11,10 +11,6 @@ import attrs
 from ranch.assoc.db import AcctDb
 from ranch.assoc.records import Assoc
 
-# PriorityUsageResetPeriod's words (slurm.conf.5); NONE keeps usage for ever
-RESET_PERIODS = ("NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY")
-
-
 @attrs.frozen
 class UsageSettings:
     """PriorityDecayHalfLife (seconds; 0 = no decay), PriorityCalcPeriod (seconds),
@@ -59,7 +55,7 @@ def decay_factor(half_life: int) -> float:
 
 def billable(tres: Iterable[tuple[str, float]], weights: Iterable[tuple[str, float]]) -> float:
     """The job's billing TRES: CPUs unless TRESBillingWeights says otherwise; then the
-    weighted sum (mem weighted per GB, as Slurm's `G` suffix default)."""
+    weighted sum (memory in MB, its weight per MB as conf/values.py keeps it)."""
     w = dict(weights)
     got = dict(tres)
     if not w:
@@ -67,7 +63,7 @@ def billable(tres: Iterable[tuple[str, float]], weights: Iterable[tuple[str, flo
     total = 0.0
     for name, weight in w.items():
         amount = got.get(name, 0.0)
-        total += weight * (amount / 1024.0 if name == "mem" else amount)
+        total += weight * amount
     return total
 
 

@@ -43,7 +43,8 @@ def test_decay_factor_is_one_minus_ln2_over_the_half_life() -> None:
 def test_billing_is_cpus_unless_weighted() -> None:
     tres = (("cpu", 4.0), ("mem", 8192.0), ("gres/gpu", 2.0))
     assert usage.billable(tres, ()) == 4.0
-    assert usage.billable(tres, (("cpu", 1.0), ("mem", 0.25), ("gres/gpu", 2.0))) == 4 + 2 + 4
+    assert usage.billable(tres, (("cpu", 1.0), ("mem", 0.25 / 1024), ("gres/gpu", 2.0))) \
+        == 4 + 2 + 4
 
 
 def test_first_period_marks_the_time_then_jobs_accrue_to_every_ancestor() -> None:
