@@ -11,6 +11,7 @@ import attrs
 from ranch.assoc.db import AcctDb
 from ranch.assoc.records import Assoc
 
+
 @attrs.frozen
 class UsageSettings:
     """PriorityDecayHalfLife (seconds; 0 = no decay), PriorityCalcPeriod (seconds),
@@ -26,7 +27,7 @@ class UsageSettings:
 @attrs.frozen
 class RunningJob:
     """What accrual needs of one running job: its association's key, QOS, allocated TRES
-    (cpu, mem in MB, node, gres/gpu), start and time limit (seconds since the epoch)."""
+    (cpu, mem in MB, node, gres/gpu), start and end (seconds since the epoch; inf: running)."""
 
     user: str
     account: str
@@ -35,6 +36,8 @@ class RunningJob:
     tres: tuple[tuple[str, float], ...]
     start: float
     end: float = math.inf
+    weights: tuple[tuple[str, float], ...] = ()  # its partition's TRESBillingWeights
+    until: float = math.inf  # start + time limit (TRESRunMins; inf: no limit)
 
 
 @attrs.frozen
@@ -80,8 +83,12 @@ def ancestry(db: AcctDb, a: Assoc) -> list[Assoc]:
 def job_assoc(db: AcctDb, cluster: str, job: RunningJob) -> Assoc | None:
     """The association a job's usage goes to: the user's in the partition, else without one;
     a job whose account the tree lacks charges nothing (no association, as Slurm's)."""
-    return (db.find_assoc(cluster, job.account, job.user, job.partition)
-            or db.find_assoc(cluster, job.account, job.user, ""))
+    account = job.account
+    if not account:  # no -A: the user's DefaultAccount, as slurmctld fills it in
+        user = db.user(job.user)
+        account = user.default_account if user is not None else ""
+    return (db.find_assoc(cluster, account, job.user, job.partition)
+            or db.find_assoc(cluster, account, job.user, ""))
 
 
 def reset_due(period: str, last: float, now: float) -> bool:
@@ -119,7 +126,7 @@ def accrue(usage: Usage, db: AcctDb, cluster: str, settings: UsageSettings,
     if settings.half_life <= 0 and reset_due(settings.reset, usage.last_reset, now):
         assocs, qos, last_reset = {}, {}, now
     for job in running:
-        run_delta = now - max(usage.last_decay, job.start)
+        run_delta = min(now, job.end) - max(usage.last_decay, job.start)
         if run_delta <= 0:
             continue
         record = db.qos_named(job.qos)
@@ -128,13 +135,40 @@ def accrue(usage: Usage, db: AcctDb, cluster: str, settings: UsageSettings,
             add = run_delta
         else:
             add = run_delta * d ** run_delta
-        add *= billable(job.tres, settings.weights) * factor
+        add *= billable(job.tres, job.weights or settings.weights) * factor
         a = job_assoc(db, cluster, job)
         for node in ancestry(db, a) if a is not None else []:
             assocs[node.id] = assocs.get(node.id, 0.0) + add
         if record is not None:
             qos[job.qos] = qos.get(job.qos, 0.0) + add
     return Usage(assocs, qos, now, last_reset)
+
+
+# sshare's TRESRunMins lists the cluster's TRES in this order (AccountingStorageTRES' defaults)
+RUN_TRES = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
+
+
+def run_minutes(db: AcctDb, cluster: str, settings: UsageSettings,
+                running: Iterable[RunningJob], now: float) -> dict[int, dict[str, int]]:
+    """TRESRunMins by association id: each running job's TRES times the minutes its time
+    limit has left, summed up the tree (a job without a limit counts none: Ranch's choice)."""
+    out: dict[int, dict[str, int]] = {}
+    for job in running:
+        if job.end < math.inf or job.until == math.inf:
+            continue
+        left = max(0.0, job.until - now) / 60
+        tres = dict(job.tres)
+        tres["billing"] = billable(job.tres, job.weights or settings.weights)
+        a = job_assoc(db, cluster, job)
+        for node in ancestry(db, a) if a is not None else []:
+            got = out.setdefault(node.id, {})
+            for name, amount in tres.items():
+                got[name] = got.get(name, 0) + int(amount * left)
+    return out
+
+
+def run_minutes_text(got: dict[str, int]) -> str:
+    return ",".join(f"{name}={got.get(name, 0)}" for name in RUN_TRES)
 
 
 def reset(usage: Usage, now: float) -> Usage:

@@ -116,7 +116,8 @@ BF_KEYS: dict[str, tuple[int, int]] = {
 # AuthType values Ranch acts on (unset: the cluster key alone)
 AUTH_TYPES: tuple[str, ...] = ("AUTH/MUNGE",)
 # Slurm 22.05's accounting_storage plugins: slurmdbd turns rctld's own store on (issue 43)
-RESET_PERIODS: tuple[str, ...] = ("NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY", "YEARLY")
+RESET_PERIODS: tuple[str, ...] = ("NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY",
+                                  "YEARLY")
 ACCOUNTING_STORAGE: tuple[str, ...] = ("ACCOUNTING_STORAGE/NONE", "ACCOUNTING_STORAGE/SLURMDBD")
 ENFORCE_WORDS: tuple[str, ...] = ("ALL", "ASSOCIATIONS", "LIMITS", "NOJOBS", "NOSTEPS", "QOS",
                                   "SAFE", "WCKEYS")

@@ -10,6 +10,7 @@ from typing import Any
 from ranch.conf.model import ClusterConfig
 from ranch.ctld import logs
 from ranch.ctld.accounts.store import Accounts
+from ranch.ctld.compose import usage
 from ranch.ctld.compose.controller import VERSION
 from ranch.ctld.compose.jobside import JobParts
 from ranch.ctld.deadlines import Deadlines
@@ -139,7 +140,7 @@ def reconfigurer(registry: NodeRegistry, membership: Membership, liveness: Liven
         power.rearm()
         reboots.rearm()  # a reboot issued before it still times out
         reservations.refresh()  # and a window still opens and closes on time
-        accounts.use_config(new.cluster_name, new.accounting.enabled)
+        accounts.use_config(new.cluster_name, new.accounting.enabled, usage.settings_of(new))
         registry.changed_all()
         pushed = registry.push_config()
         after_change()

@@ -110,6 +110,7 @@ class Server:
         sync: Callable[[], Awaitable[None]] | None = None,
         spawn: Callable[..., Any] | None = None,
         acctmgr: AcctmgrAnswer | None = None,
+        shares: Callable[[], m.ShareReply] | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
         """The controller's ports (ctld/rpc/rpcports.py; built from its owners in
@@ -141,7 +142,7 @@ class Server:
             **admin_routes(admin, book, eventlog, reconfigure, takeover or _no_standby),
             **read_routes(reads, eventlog),
             **job_routes(jobs, config, submit),
-            **(accounting_routes(acctmgr) if acctmgr is not None else {}),
+            **(accounting_routes(acctmgr, shares) if acctmgr is not None else {}),
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
