@@ -109,8 +109,7 @@ class Server:
         takeover: Callable[[str], Any] | None = None,
         sync: Callable[[], Awaitable[None]] | None = None,
         spawn: Callable[..., Any] | None = None,
-        acctmgr: AcctmgrAnswer | None = None,
-        shares: Callable[[], m.ShareReply] | None = None,
+        acctmgr: AcctmgrAnswer | None = None, shares: Callable[[], m.ShareReply] | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
         """The controller's ports (ctld/rpc/rpcports.py; built from its owners in
@@ -118,7 +117,8 @@ class Server:
         connected), `traffic` what nodes send, `admin` rcontrol's changes on nodes, `reads`
         the read-only answers, `jobs` the job store's services, `eventlog`, `liveness` told
         what the connections saw, `changes` whether a request changed something, `acctmgr`
-        racctmgr's answers (ctld/accounts/; None: tests of the core, no such route); `wall` the
+        racctmgr's answers (ctld/accounts/; None: tests of the core, no such route), `shares`
+        rshare's rows; `wall` the
         clock frames' timestamps are judged on (tests: trio's)."""
         self.config = config
         self.traffic = traffic
