@@ -117,9 +117,8 @@ class Server:
         connected), `traffic` what nodes send, `admin` rcontrol's changes on nodes, `reads`
         the read-only answers, `jobs` the job store's services, `eventlog`, `liveness` told
         what the connections saw, `changes` whether a request changed something, `acctmgr`
-        racctmgr's answers (ctld/accounts/; None: tests of the core, no such route), `shares`
-        rshare's rows; `wall` the
-        clock frames' timestamps are judged on (tests: trio's)."""
+        racctmgr's answers and `shares` rshare's rows (ctld/accounts/; None: tests of the core,
+        no such route); `wall` the clock frames' timestamps are judged on (tests: trio's)."""
         self.config = config
         self.traffic = traffic
         self.changes = changes
