@@ -288,11 +288,16 @@ class GlobalSettings(BuilderBase):
 
     def accounting_settings(self) -> AccountingSettings:
         g = self.typed_global
+        half_life, reset = g("PriorityDecayHalfLife", 7 * 86400), g("PriorityUsageResetPeriod",
+                                                                    "NONE")
+        if half_life == 0 and reset == "NONE":  # Slurm's read_config refuses it the same way
+            _, p, src = self.globals["PriorityDecayHalfLife"]
+            self.error(src, p.vline, p.vcol, "You have to either have PriorityDecayHalfLife != 0 "
+                       "or PriorityUsageResetPeriod set to something or the priority plugin will "
+                       "result in rolling over.")
         return AccountingSettings(g("AccountingStorageType", None) or "",
-                                  g("AccountingStorageEnforce", ()),
-                                  g("PriorityDecayHalfLife", 7 * 86400),
-                                  g("PriorityCalcPeriod", 300),
-                                  g("PriorityUsageResetPeriod", "NONE"))
+                                  g("AccountingStorageEnforce", ()), half_life,
+                                  g("PriorityCalcPeriod", 300), reset)
 
     def scheduler_settings(self) -> SchedulerSettings:
         """SchedulerType, and SchedulerParameters' bf_* words (a bad one: an error at it)."""

@@ -31,3 +31,8 @@ def test_bad_values_point_at_the_value() -> None:
     assert e.line == 2 and e.col == 45 + len("CPU=1,") and "Mem=x" in e.message
     e = one_error("PriorityDecayHalfLife=soon\n")
     assert e.line == 1 and e.col == 23
+
+
+def test_no_decay_needs_a_reset_period_as_slurm_says() -> None:
+    e = one_error("PriorityDecayHalfLife=0\n")
+    assert (e.line, e.col) == (1, 23) and "PriorityUsageResetPeriod set to something" in e.message

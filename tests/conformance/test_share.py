@@ -1,6 +1,7 @@
 """sshare 22.05 beside rshare (issue 43): the same association tree made by sacctmgr on a private
 Slurm with slurmdbd and MariaDB (PriorityType=priority/multifactor, which sshare's figures need,
-and PriorityDecayHalfLife=0) and by racctmgr on rctld, then sshare's and rshare's lines compared
+and PriorityDecayHalfLife=0, which Slurm takes only with a
+PriorityUsageResetPeriod) and by racctmgr on rctld, then sshare's and rshare's lines compared
 with -a, -l, -P, -p, -n, -U, -u, -A and -o. No job has run on either side, so every figure is
 deterministic (usage 0: EffectvUsage 0, LevelFS inf, FairShare by rank).
 
@@ -21,7 +22,8 @@ from tests.conformance.shape import SHAPE
 from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_missing
 from tests.conformance.slurmdbd import accounting_missing
 
-PRIORITY = "PriorityType=priority/multifactor\nPriorityDecayHalfLife=0\n"
+PRIORITY = ("PriorityType=priority/multifactor\nPriorityDecayHalfLife=0\n"
+            "PriorityUsageResetPeriod=MONTHLY\n")
 TREE = (
     "-i add account physics Fairshare=2",
     "-i add account theory parent=physics Fairshare=3",
@@ -47,7 +49,7 @@ def slurm_side() -> list[tuple[int, str, str]]:
     slurm = SlurmCluster(SHAPE, accounting=True, extra_conf=PRIORITY)
     try:
         try:
-            slurm.start()
+            slurm.start(timeout=90)
         except SlurmUnavailable as exc:
             pytest.fail(f"a private Slurm with slurmdbd could not start: {exc}", pytrace=False)
         for line in TREE:

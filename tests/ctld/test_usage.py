@@ -41,7 +41,7 @@ def rows(c: Cluster) -> dict[tuple[str, str], m.ShareLine]:
 
 
 async def test_running_jobs_accrue_each_period_without_decay(autojump_clock) -> None:
-    c = cluster("0")
+    c = cluster("0\nPriorityUsageResetPeriod=MONTHLY")
     got = c.jobs.submission.submit(job(cpus_per_task=2, time_limit=60))
     assert c.jobs.store.jobs[got.job_id].state == "RUNNING"
     start = c.jobs.store.jobs[got.job_id].start_time
