@@ -61,47 +61,62 @@ def classic(effective: float, norm_shares: float) -> float:
 
 def rows(db: AcctDb, cluster: str, usage: Mapping[int, float]) -> list[ShareRow]:
     """Every association of `cluster`, depth first from root's, with its figures; users'
-    FairShare by Fair Tree's rank (equal LevelFS share a rank; the top user gets 1.0)."""
+    FairShare by Fair Tree's rank (fair_tree.c, below)."""
     root = db.base_assoc(ROOT, cluster)
     if root is None:
         return []
     total = usage.get(root.id, 0.0)
     out = [ShareRow(0, ROOT, "", "", root.id, -1, 1.0, total, 1.0 if total else 0.0,
                     1.0 if total else 0.0, math.inf, None, root.limit("GrpTRESMins"))]
-    ranked: list[tuple[tuple[float, ...], int]] = []  # (LevelFS path, index in out) of users
+    below: dict[int, list[int]] = {}  # an account's row -> its children's rows
 
-    def walk(parent: Assoc, depth: int, path: tuple[float, ...]) -> None:
+    def walk(parent: Assoc, depth: int, at: int) -> None:
         kids = children(db, cluster, parent)
         sibling_shares = sum(shares_of(k) for k in kids) or 1
         parent_usage = usage.get(parent.id, 0.0)
-        figures = []
+        below[at] = []
         for k in kids:
             raw = usage.get(k.id, 0.0)
             norm_s = shares_of(k) / sibling_shares
             eff = raw / parent_usage if parent_usage > 0 else 0.0
-            figures.append((k, norm_s, raw, eff, level_fs(norm_s, eff)))
-        # Fair Tree walks siblings by LevelFS, highest first; sshare prints them in tree order
-        for k, norm_s, raw, eff, lfs in figures:
             out.append(ShareRow(depth, k.account, k.user, k.partition, k.id, k.shares, norm_s,
-                                raw, raw / total if total else 0.0, eff, lfs,
+                                raw, raw / total if total else 0.0, eff, level_fs(norm_s, eff),
                                 None, k.limit("GrpTRESMins")))
-            if k.user:
-                ranked.append(((*path, lfs), len(out) - 1))
-            else:
-                walk(k, depth + 1, (*path, lfs))
+            below[at].append(len(out) - 1)
+            if not k.user:
+                walk(k, depth + 1, len(out) - 1)
 
-    walk(root, 1, ())
-    _rank(out, ranked)
+    walk(root, 1, 0)
+    users = sum(1 for r in out if r.user)
+    _FairTree(out, below, users).level(below[0], False)
     return out
 
 
-def _rank(out: list[ShareRow], ranked: list[tuple[tuple[float, ...], int]]) -> None:
-    """fair_tree.c: users in the order of the walk (higher LevelFS first at every level);
-    fs = rank / user_count, ties sharing the higher rank."""
-    n = len(ranked)
-    order = sorted(ranked, key=lambda r: tuple(-x for x in r[0]))
-    rank, prev = n, None
-    for i, (path, idx) in enumerate(order):
-        if path != prev:
-            rank, prev = n - i, path
-        out[idx] = attrs.evolve(out[idx], fairshare=rank / n if n else 0.0)
+class _FairTree:
+    """fair_tree.c's walk: siblings by LevelFS, highest first; a user takes the current rank
+    (rank/user_count its factor; the first gets 1.0) unless tied with the sibling before it,
+    which keeps the rank; an account recurses, its children merged with those of the accounts
+    tied with it, a tie carried into the first of them."""
+
+    def __init__(self, out: list[ShareRow], below: dict[int, list[int]], users: int) -> None:
+        self.out, self.below, self.users = out, below, users
+        self.rank = self.i = users
+
+    def level(self, siblings: list[int], account_tied: bool) -> None:
+        order = sorted(siblings, key=lambda r: -self.out[r].level_fs)
+        prev: float | None = None
+        merged: set[int] = set()
+        for n, r in enumerate(order):
+            row = self.out[r]
+            tied = True if n == 0 and account_tied else prev == row.level_fs
+            prev = row.level_fs
+            if row.user:
+                if not tied:
+                    self.rank = self.i
+                self.out[r] = attrs.evolve(row, fairshare=self.rank / self.users)
+                self.i -= 1
+            elif r not in merged:
+                group = [x for x in order[n:] if not self.out[x].user
+                         and self.out[x].level_fs == row.level_fs]
+                merged.update(group)
+                self.level([c for x in group for c in self.below.get(x, [])], tied)

@@ -50,13 +50,13 @@ def field(name: str, line: dict, cluster: str) -> str:
         shares = line["raw_shares"]
         return "" if root_row else "parent" if shares == FS_PARENT else str(shares)
     if name == "NormShares":
-        return _double(line["norm_shares"])
+        return _double(0.0 if root_row else line["norm_shares"])
     if name == "RawUsage":
         return str(int(line["raw_usage"]))
     if name == "NormUsage":
-        return _double(line["norm_usage"])
+        return "" if root_row else _double(line["norm_usage"])
     if name == "EffectvUsage":
-        return _double(line["effective_usage"])
+        return _double(1.0 if root_row else line["effective_usage"])
     if name == "FairShare":
         return _double(line["fairshare"])
     if name == "LevelFS":

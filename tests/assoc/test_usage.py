@@ -101,9 +101,10 @@ def test_shares_effective_usage_levelfs_and_fair_tree_rank() -> None:
     assert alice.effective_usage == 0.75 and bob.effective_usage == 0.25
     assert alice.level_fs == pytest.approx(0.5 / 0.75) and bob.level_fs == 2.0
     assert alice.norm_usage == 0.75
-    # Fair Tree walks root's user and chem (both inf) before physics: 4 users ranked 4..1 in
-    # that walk, fs = rank/4: root 1.0, chem's bob 0.75, physics's bob (LevelFS 2) 0.5, alice
-    assert rows[("root", "root")].fairshare == 1.0 and rows[("chem", "bob")].fairshare == 0.75
+    # Fair Tree walks root's user and chem (both inf, tied) before physics: root's user and
+    # chem's bob (the tie carried into chem) share rank 4 of 4; physics's bob (LevelFS 2) 2/4,
+    # alice 1/4 (the rank counts down by the users passed, ties included)
+    assert rows[("root", "root")].fairshare == 1.0 and rows[("chem", "bob")].fairshare == 1.0
     assert bob.fairshare == 0.5 and alice.fairshare == 0.25
     assert phys.fairshare is None  # sshare leaves accounts blank under Fair Tree
     # the classic factor of alice's figures: 2^(-0.75/0.5)

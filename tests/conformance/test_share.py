@@ -14,6 +14,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slur
 from tests.conformance.slurmdbd import accounting_missing
 
 PRIORITY = ("PriorityType=priority/multifactor\nPriorityDecayHalfLife=0\n"
-            "PriorityUsageResetPeriod=MONTHLY\n")
+            "PriorityUsageResetPeriod=MONTHLY\nPriorityCalcPeriod=1\n")
 TREE = (
     "-i add account physics Fairshare=2",
     "-i add account theory parent=physics Fairshare=3",
@@ -32,6 +33,7 @@ TREE = (
     "-i add user bob account=chem,physics Fairshare=4",
     "-i add user root account=chem",
 )
+RUN_ZERO = "cpu=0,mem=0,energy=0,node=0,billing=0,fs/disk=0,vmem=0,pages=0"
 ASKS = (
     "-a -l -P", "-a -P", "-a -p", "-P", "-a", "-a -l", "-a -n -P", "-a -P -U", "-P -u alice",
     "-a -P -A physics", "-a -P -o account,user,rawshares,normshares,levelfs,fairshare",
@@ -56,6 +58,14 @@ def slurm_side() -> list[tuple[int, str, str]]:
             p = subprocess.run(slurm.argv("sacctmgr", *shlex.split(line)), env=slurm.env(),
                                capture_output=True, text=True, timeout=60)
             assert p.returncode == 0, (line, p.stdout, p.stderr)
+        # slurmctld computes a new association's LevelFS and FairShare at its next calc period
+        # (0 until then): wait for it (PriorityCalcPeriod=1: within a minute)
+        deadline = time.monotonic() + 120
+        while "physics|alice|" not in (got := _run(slurm.argv("sshare", "-a", "-P", "-l"),
+                                                   slurm.env())[1]) or any(
+                line.endswith("|0.000000||" + RUN_ZERO) for line in got.splitlines()):
+            assert time.monotonic() < deadline, f"no calc period in 120 s:\n{got}"
+            time.sleep(2)
         return [_run(slurm.argv("sshare", *shlex.split(a)), slurm.env()) for a in ASKS]
     finally:
         slurm.stop()
