@@ -44,7 +44,9 @@ def columns(spec: str) -> list[tuple[int, str]]:
         hit = next((f for f in FIELDS if f[1].lower().startswith(name.lower())), None)
         if hit is None:
             raise CliError(f'Invalid field requested: "{name}"')
-        w = int(width) if width.isdigit() and int(width) else hit[0]
+        # `%N` right-justifies in N, `%-N` left-justifies (print_fields' sign)
+        digits = width[1:] if width.startswith("-") else width
+        w = int(width) if digits.isdigit() and int(digits) else hit[0]
         out.append((w, hit[1]))
     return out
 

@@ -9,22 +9,31 @@ FS_PARENT = 0x7FFFFFFF  # Fairshare=parent
 def chosen(lines: list[dict], *, everyone: bool, users: list[str],
            accounts: list[str], only_users: bool, me: str) -> list[dict]:
     """Accounts' rows always (but for -U); users' rows: all with -a, those named by -u, else
-    the caller's own; -A keeps the rows of the accounts named."""
+    the caller's own; -A keeps the rows of the accounts named. Each is indented by the rows
+    above it in the tree that are shown (sshare's hierarchy of what it got)."""
     out = []
+    above: list[tuple[int, bool]] = []  # (depth, shown) of the rows on the path to this one
     for line in lines:
-        user = line["user"]
-        if accounts and line["account"] not in accounts:
-            continue
-        if not user:
-            if not only_users:
-                out.append(line)
-            continue
-        if users:
-            if user in users:
-                out.append(line)
-        elif everyone or user == me:
-            out.append(line)
+        while above and above[-1][0] >= line["depth"]:
+            above.pop()
+        shown = _shown(line, everyone=everyone, users=users, accounts=accounts,
+                       only_users=only_users, me=me)
+        if shown:
+            out.append({**line, "depth": sum(s for _, s in above)})
+        above.append((line["depth"], shown))
     return out
+
+
+def _shown(line: dict, *, everyone: bool, users: list[str], accounts: list[str],
+           only_users: bool, me: str) -> bool:
+    user = line["user"]
+    if accounts and line["account"] not in accounts:
+        return False
+    if not user:
+        return not only_users
+    if users:
+        return user in users
+    return everyone or user == me
 
 
 def _double(value: float | None) -> str:
@@ -69,8 +78,7 @@ def field(name: str, line: dict, cluster: str) -> str:
     return ""  # GrpTRESRaw: Ranch keeps no per-TRES usage (docs/slurm-compat.md)
 
 
-def render(cols: list[tuple[int, str]], line: dict, cluster: str,
-           parsable: str) -> str:
+def render(cols: list[tuple[int, str]], line: dict, cluster: str, parsable: str) -> str:
     """print_fields: `|`-joined for -P (a trailing one for -p), else each padded to its width
     (negative: left-justified), a value too long cut with a `+` at its end."""
     values = [field(name, line, cluster) for _, name in cols]
