@@ -186,6 +186,34 @@ def run_minutes_text(got: dict[str, int]) -> str:
     return ",".join(f"{name}={got.get(name, 0)}" for name in RUN_TRES)
 
 
+def seeded(db: AcctDb, cluster: str, settings: UsageSettings, finished: Iterable[RunningJob],
+           now: float) -> Usage:
+    """Usage as the calc periods would have left it for jobs that ran before usage was kept
+    (the job history, on a first start): each job's billing x UsageFactor integrated over its
+    run, decayed to `now` (the limit of the per-period sum: (d^(now-end) - d^(now-start)) /
+    ln(1/d); d = 1: the run time)."""
+    d = decay_factor(settings.half_life)
+    index, qos_records = Index(db, cluster), {q.name: q for q in db.qos}
+    assocs: dict[int, float] = {}
+    qos: dict[str, float] = {}
+    for job in finished:
+        start, end = job.start, min(job.end, now)
+        if end <= start:
+            continue
+        record = qos_records.get(job.qos)
+        if d < 1.0 and not (record is not None and "NoDecay" in record.flags):
+            weight = (d ** (now - end) - d ** (now - start)) / math.log(1 / d)
+        else:
+            weight = end - start
+        add = weight * billable(job.tres, job.weights or settings.weights) * (
+            record.usage_factor if record is not None else 1.0)
+        for aid in index.chain(job):
+            assocs[aid] = assocs.get(aid, 0.0) + add
+        if record is not None:
+            qos[job.qos] = qos.get(job.qos, 0.0) + add
+    return Usage(assocs, qos, now, now)
+
+
 def reset(usage: Usage, now: float) -> Usage:
     """PriorityUsageResetPeriod=NOW (at start) or a reset boundary: all usage to zero."""
     return Usage({}, {}, usage.last_decay, now)

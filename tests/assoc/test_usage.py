@@ -124,3 +124,19 @@ def test_usage_round_trips_and_a_damaged_record_is_refused() -> None:
         usage.from_json({**usage.to_json(u), "assocs": {"3": -1}})
     with pytest.raises(ValueError, match="last_decay"):
         usage.from_json({**usage.to_json(u), "last_decay": "x"})
+
+
+def test_the_history_seed_integrates_each_run_decayed_to_now() -> None:
+    db = tree()
+    n = ids(db)
+    ran = [RunningJob("alice", "physics", "main", "normal", (("cpu", 2.0),), 1000.0, 1100.0),
+           RunningJob("bob", "chem", "main", "half", (("cpu", 4.0),), 1000.0, 1050.0)]
+    flat = usage.seeded(db, "c1", UsageSettings(half_life=0, reset="MONTHLY"), ran, 5000.0)
+    assert flat.assocs[n["physics/alice"]] == 200.0  # 100 s x 2 CPUs
+    assert flat.assocs[n["chem/bob"]] == 100.0  # 50 s x 4 CPUs x UsageFactor 0.5
+    assert flat.assocs[n["root/"]] == 300.0 and flat.last_decay == 5000.0
+    d = 1 - 0.693 / 3600
+    decayed = usage.seeded(db, "c1", UsageSettings(half_life=3600), ran[:1], 5000.0)
+    # the per-second sum the calc periods approach: sum of 2 * d^(now - t) over the run
+    by_seconds = sum(2 * d ** (5000 - t) for t in range(1000, 1100))
+    assert decayed.assocs[n["physics/alice"]] == pytest.approx(by_seconds, rel=1e-3)

@@ -92,3 +92,25 @@ async def test_usage_decays_and_survives_a_restore(autojump_clock) -> None:
     again = Cluster(make_config(extra=ACCT + "PriorityDecayHalfLife=0:10:00\n"), wall=wall)
     again.controller.accounts.restore(doc)
     assert again.controller.accounts.usage == before
+
+
+async def test_a_first_start_seeds_usage_from_the_job_history(autojump_clock, tmp_path) -> None:
+    from ranch.ctld.jobs.history import FileHistory
+
+    from .test_history import write
+
+    h = FileHistory(str(tmp_path / "hist"))
+    end = wall()
+    # alice ran 4 CPUs on one node for 600 s, ending now (a ten-minute-old start)
+    write(h, {"job_id": 1, "restarts": 0, "state": "COMPLETED", "array_job_id": 0,
+              "submit_time": end - 700, "start_time": end - 600, "end_time": end,
+              "user": "alice", "account": "", "qos": "", "partition": "main", "cpus": 4,
+              "node_count": 1, "mem_per_node": 0, "gpus_per_node": 0})
+    c = Cluster(make_config(extra=ACCT + "PriorityDecayHalfLife=0\n"
+                            "PriorityUsageResetPeriod=MONTHLY\n"), wall=wall, history=h)
+    c.controller.accounts.restore(serial.to_json(tree()))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(c.controller.accounts.run_usage)
+        await trio.sleep(0.5)
+        nursery.cancel_scope.cancel()
+    assert rows(c)[("physics", "alice")].raw_usage == 2400.0  # 600 s x 4 CPUs, no decay

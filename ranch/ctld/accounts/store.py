@@ -51,11 +51,13 @@ class Accounts:
     def __init__(self, *, cluster: str, enabled: bool, changes: AccountChanges,
                  where: str = "the saved state", settings: UsageSettings = DEFAULTS,
                  running: Callable[[], Iterable[RunningJob]] = tuple,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time,
+                 history: Callable[[], Iterable[RunningJob]] | None = None) -> None:
         """`enabled`: AccountingStorageType=accounting_storage/slurmdbd; `where`: the saved
         state's name, for a refusal of a damaged record; `settings`: the Priority* keys;
         `running`: the running jobs, as usage accrual reads them (given by the composition
-        root: this owner knows no job store); `wall`: the epoch clock jobs' start times use."""
+        root: this owner knows no job store); `wall`: the epoch clock jobs' start times use;
+        `history`: the finished jobs on disk (a blocking read), usage's seed on a first start."""
         self.cluster = cluster
         self.enabled = enabled
         self.changes = changes
@@ -63,6 +65,7 @@ class Accounts:
         self.settings = settings
         self.running = running
         self.wall = wall
+        self.history = history
         self.db = seeded(cluster)
         self.usage = Usage()
         self.held = False  # a tree was restored or changed: it is saved even while off
@@ -132,6 +135,12 @@ class Accounts:
     async def run_usage(self) -> None:
         """Forever: every PriorityCalcPeriod, accrue and decay (the period is read again each
         time: a reconfigure may change it)."""
+        if self.enabled and self.usage == Usage() and self.history is not None:
+            # first start with the store on: seed from the job history (read in a thread)
+            jobs = await trio.to_thread.run_sync(lambda: list(self.history() if self.history
+                                                              else ()))
+            self.usage = usage.seeded(self.db, self.cluster, self.settings, jobs, self.wall())
+            logs.event("usage seeded from the job history", jobs=len(jobs))
         self.accrue()  # marks the start; usage restored keeps its own last decay time
         while True:
             await trio.sleep(self.settings.calc_period)

@@ -66,7 +66,8 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
 
 
 def _accounts(config: ClusterConfig, base: _Base,
-              running: Callable[[float], list[RunningJob]]) -> Accounts:
+              running: Callable[[float], list[RunningJob]],
+              history: FileHistory | None) -> Accounts:
     """The accounting tree's owner, before the job side: its submissions are checked on it;
     `running` reads the job side's running jobs for usage accrual (built after it)."""
     state_dir = base.site.state_dir
@@ -74,7 +75,9 @@ def _accounts(config: ClusterConfig, base: _Base,
         cluster=config.cluster_name, enabled=config.accounting.enabled, changes=base.changes,
         where=statefile.state_path(state_dir) if state_dir else "the saved state",
         settings=usage.settings_of(config),
-        running=lambda: running(accounts.usage.last_decay), wall=base.wall)
+        running=lambda: running(accounts.usage.last_decay), wall=base.wall,
+        history=None if history is None else (
+            lambda: usage.history_jobs(history.read(), config)))
     return accounts
 
 
@@ -132,7 +135,8 @@ def assemble(
     reservations = Reservations(registry, **times, deadlines=deadlines, changes=base.changes,
                                 eventlog=eventlog, kick=kick,
                                 running_until=lambda: parts.for_nodes.jobs_running_until())
-    accounts = _accounts(config, base, lambda since: usage.running_jobs(parts.side, since))
+    accounts = _accounts(config, base, lambda since: usage.running_jobs(parts.side, since),
+                         history)
     parts = _job_side(registry, reservations, base, spawn, history, power.flush, accounts)
     route = coordinate.effect_router(power, reboots, parts)
     return _controller(base, registry, parts, power, down, liveness, reboots, reservations,

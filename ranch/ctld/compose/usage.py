@@ -41,3 +41,22 @@ def running_jobs(side: JobSide, since: float) -> list[RunningJob]:
                               "normal", tres, job.start_time, end, weights.get(job.partition, ()),
                               until))
     return out
+
+
+def history_jobs(records: list[dict], config: ClusterConfig) -> list[RunningJob]:
+    """The job history's records (ctld/jobs/acct.py keeps these keys) as finished runs."""
+    weights = {p.name: p.billing for p in config.partitions}
+    out = []
+    for r in records:
+        start, end = r.get("start_time"), r.get("end_time")
+        if not isinstance(start, int | float) or not isinstance(end, int | float):
+            continue
+        nodes = int(r.get("node_count") or 0)
+        tres = (("cpu", float(r.get("cpus") or 0)),
+                ("mem", float((r.get("mem_per_node") or 0) * nodes)), ("node", float(nodes)),
+                ("gres/gpu", float((r.get("gpus_per_node") or 0) * nodes)))
+        part = str(r.get("partition") or "")
+        out.append(RunningJob(str(r.get("user") or ""), str(r.get("account") or ""), part,
+                              str(r.get("qos") or "normal"), tres, float(start), float(end),
+                              weights.get(part, ())))
+    return out
