@@ -1,11 +1,11 @@
-"""rshare (sshare): fair-share figures per account and user, as sshare 22.05 prints them. Ranch
-keeps no association tree (that is slurmdbd's), so rshare answers what sshare answers on a
-Slurm without a database: its header (or nothing with -n), no rows, exit 0 (measured side by
-side in tests/conformance/test_value_matrix.py). Tools that check an account before each
-submission read that as "nothing to object to" and carry on."""
+"""rshare (sshare): fair-share figures per account and user, as sshare 22.05 prints them, from
+rctld's accounting tree and usage (ctld/accounts/, issue 43). With the store off (or no
+controller named) it answers what sshare answers on a Slurm without a database: its header (or
+nothing with -n), no rows, exit 0 (measured in tests/conformance/test_value_matrix.py)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from ranch.cli import sbatch_options as so
@@ -44,7 +44,9 @@ def columns(spec: str) -> list[tuple[int, str]]:
         hit = next((f for f in FIELDS if f[1].lower().startswith(name.lower())), None)
         if hit is None:
             raise CliError(f'Invalid field requested: "{name}"')
-        w = int(width) if width.isdigit() and int(width) else hit[0]
+        # `%N` right-justifies in N, `%-N` left-justifies (print_fields' sign)
+        digits = width[1:] if width.startswith("-") else width
+        w = int(width) if digits.isdigit() and int(digits) else hit[0]
         out.append((w, hit[1]))
     return out
 
@@ -85,11 +87,39 @@ def run(argv: list[str]) -> int:
     if values.get("partition") and not values.get("format"):
         spec = spec.replace("A,User,", "A,User,P,", 1)
     cols = columns(spec)
+    parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
+    reply = _ask()
     if not (values.get("noheader") or values.get("\0h")):
-        parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
         for line in header(cols, parsable):
             print(line)
+    if reply is None or not reply.get("enabled"):
+        return 0
+    import pwd
+
+    from ranch.cli import share_rows
+
+    lines = share_rows.chosen(
+        list(reply.get("lines") or ()), everyone=bool(values.get("all")),
+        users=_names(values.get("users")), accounts=_names(values.get("accounts")),
+        only_users=bool(values.get("Users")), me=pwd.getpwuid(os.getuid()).pw_name)
+    for row in lines:
+        print(share_rows.render(cols, row, str(reply.get("cluster") or ""), parsable))
     return 0
+
+
+def _names(value: object) -> list[str]:
+    return [n for n in str(value or "").split(",") if n]
+
+
+def _ask() -> dict | None:
+    """rctld's rows; None where no controller is named (the config, RANCH_SERVER or the
+    installed config), as racctmgr decides."""
+    from ranch.cli.controller import CONF_ENV, INSTALLED_CONF, SERVER_ENV, find_target, request
+
+    env = os.environ
+    if not (env.get(CONF_ENV) or env.get(SERVER_ENV) or os.path.exists(INSTALLED_CONF)):
+        return None
+    return request(find_target(None, None, None), "ShareRequest", {}, want="ShareReply")
 
 
 def main(argv: list[str] | None = None) -> int:

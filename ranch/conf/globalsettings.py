@@ -40,6 +40,7 @@ from ranch.conf.values import (
     as_int,
     as_list,
     as_listen,
+    as_minutes_to_seconds,
     as_port_range,
     as_purge_age,
     as_seconds_or_infinite,
@@ -100,6 +101,9 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "AccountingStorageType": lambda s: as_enum(s, ACCOUNTING_STORAGE).lower(),
     "AccountingStorageEnforce": lambda s: tuple(w.lower() for w in as_enum_list(s, ENFORCE_WORDS)),
     "SlurmUser": lambda s: s.strip() or "root",
+    "PriorityDecayHalfLife": as_minutes_to_seconds,
+    "PriorityCalcPeriod": lambda s: max(as_minutes_to_seconds(s), 60),
+    "PriorityUsageResetPeriod": lambda s: as_enum(s, RESET_PERIODS),
     "SchedulerType": lambda s: as_enum(s, SCHEDULER_TYPES).lower(),
 }
 SCHEDULER_TYPES: tuple[str, ...] = ("SCHED/BACKFILL", "SCHED/BUILTIN")
@@ -112,6 +116,8 @@ BF_KEYS: dict[str, tuple[int, int]] = {
 # AuthType values Ranch acts on (unset: the cluster key alone)
 AUTH_TYPES: tuple[str, ...] = ("AUTH/MUNGE",)
 # Slurm 22.05's accounting_storage plugins: slurmdbd turns rctld's own store on (issue 43)
+RESET_PERIODS: tuple[str, ...] = ("NONE", "NOW", "DAILY", "WEEKLY", "MONTHLY", "QUARTERLY",
+                                  "YEARLY")
 ACCOUNTING_STORAGE: tuple[str, ...] = ("ACCOUNTING_STORAGE/NONE", "ACCOUNTING_STORAGE/SLURMDBD")
 ENFORCE_WORDS: tuple[str, ...] = ("ALL", "ASSOCIATIONS", "LIMITS", "NOJOBS", "NOSTEPS", "QOS",
                                   "SAFE", "WCKEYS")
@@ -282,8 +288,16 @@ class GlobalSettings(BuilderBase):
 
     def accounting_settings(self) -> AccountingSettings:
         g = self.typed_global
+        half_life, reset = g("PriorityDecayHalfLife", 7 * 86400), g("PriorityUsageResetPeriod",
+                                                                    "NONE")
+        if half_life == 0 and reset == "NONE":  # Slurm's read_config refuses it the same way
+            _, p, src = self.globals["PriorityDecayHalfLife"]
+            self.error(src, p.vline, p.vcol, "You have to either have PriorityDecayHalfLife != 0 "
+                       "or PriorityUsageResetPeriod set to something or the priority plugin will "
+                       "result in rolling over.")
         return AccountingSettings(g("AccountingStorageType", None) or "",
-                                  g("AccountingStorageEnforce", ()))
+                                  g("AccountingStorageEnforce", ()), half_life,
+                                  g("PriorityCalcPeriod", 300), reset)
 
     def scheduler_settings(self) -> SchedulerSettings:
         """SchedulerType, and SchedulerParameters' bf_* words (a bad one: an error at it)."""

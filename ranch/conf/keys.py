@@ -115,6 +115,11 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
      "associations, limits, qos, safe, nojobs, nosteps: under accounting_storage/slurmdbd, "
      "a submission's association, QOS and MaxSubmitJobs checked (scheduling limits: issue 43's "
      "next step)"),
+    ("PriorityDecayHalfLife", "time", "7-0",
+     "usage's half-life (rshare's RawUsage; 0: no decay, PriorityUsageResetPeriod resets)"),
+    ("PriorityCalcPeriod", "time", "5", "minutes between usage accruals and decays"),
+    ("PriorityUsageResetPeriod", "enum", "NONE",
+     "NONE NOW DAILY WEEKLY MONTHLY QUARTERLY YEARLY: when usage is cleared (half-life 0)"),
     ("PrivateData", "list", None,
      "what only admins see of others: jobs, nodes, usage (also accounts cloud events "
      "partitions reservations users, kept)"),
@@ -207,9 +212,9 @@ MaxBatchRequeue MaxDBDMsgs MaxJobId MaxMemPerCPU MaxMemPerNode
 MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MpiDefault
 MpiParams NamespaceType NodeFeaturesPlugins OverTimeLimit PluginDir PlugStackConfig
 PowerParameters PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType
-PrEpParameters PrEpPlugins PriorityCalcPeriod PriorityDecayHalfLife PriorityFavorSmall
+PrEpParameters PrEpPlugins PriorityFavorSmall
 PriorityFlags PriorityMaxAge PriorityParameters PrioritySiteFactorParameters
-PrioritySiteFactorPlugin PriorityType PriorityUsageResetPeriod PriorityWeightAge
+PrioritySiteFactorPlugin PriorityType PriorityWeightAge
 PriorityWeightAssoc PriorityWeightFairshare PriorityWeightJobSize PriorityWeightPartition
 PriorityWeightQOS PriorityWeightTRES ProctrackType Prolog PrologEpilogTimeout
 PrologFlags PrologSlurmctld PrologTimeout PropagatePrioProcess PropagateResourceLimits
@@ -262,6 +267,8 @@ _PARTITION_ACTED = _acted(PARTITION, [
     ("State", "enum", "UP", "UP DOWN DRAIN INACTIVE"),
     ("MaxTime", "time", None, "longest job time limit (default UNLIMITED)"),
     ("DefaultTime", "time", None, "job time limit when none is asked (default MaxTime)"),
+    ("TRESBillingWeights", "str", None,
+     "CPU=1.0,Mem=0.25G,GRES/gpu=2.0: the billing TRES usage accrues (default: CPUs)"),
     ("Hidden", "bool", False, "YES hides the partition from rinfo unless -a"),
     ("SuspendTime", "seconds", None,
      "idle seconds before its nodes power down (beats global, a node's own wins); INFINITE never"),
@@ -274,7 +281,7 @@ DefMemPerGPU DefMemPerNode DenyAccounts DenyQos ExclusiveTopo ExclusiveUser
 GraceTime LLN MaxCPUsPerNode MaxCPUsPerSocket MaxMemPerCPU MaxMemPerNode MaxNodes MinNodes
 OverSubscribe OverTimeLimit PowerDownOnIdle PreemptMode Priority PriorityJobFactor PriorityTier
 QOS ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared SuspendTimeout
-TRESBillingWeights Topology
+Topology
 """)
 
 _DOWNNODES = _acted(DOWNNODES, [

@@ -69,6 +69,8 @@ class PartitionConfig:
     # names in Nodes= that no NodeName line defines (allowed only with MaxNodeCount) wait for one.
     all_nodes: bool = False
     dynamic_nodes: tuple[str, ...] = ()
+    # TRESBillingWeights (lower-case TRES, weight; mem per MB): usage's billing TRES
+    billing: tuple[tuple[str, float], ...] = ()
 
 
 @attrs.frozen(slots=True)
@@ -171,6 +173,9 @@ class AccountingSettings:
 
     storage_type: str = ""  # as written, lower case ("" unset)
     enforce: tuple[str, ...] = ()  # lower-case words: associations, limits, qos, safe, ...
+    half_life: int = 7 * 86400  # PriorityDecayHalfLife, seconds (0: no decay)
+    calc_period: int = 300  # PriorityCalcPeriod, seconds
+    reset_period: str = "NONE"  # PriorityUsageResetPeriod, upper case
 
     @property
     def enabled(self) -> bool:

@@ -12,7 +12,15 @@ from ranch.conf.buildbase import BuilderBase, Source, few, own_suspend_time
 from ranch.conf.model import PartitionConfig
 from ranch.conf.parser import Pair
 from ranch.conf.refused import partition_key_verdict
-from ranch.conf.values import DOWN_STATES, PARTITION_STATES, as_bool, as_enum, as_time, split_top
+from ranch.conf.values import (
+    DOWN_STATES,
+    PARTITION_STATES,
+    as_billing_weights,
+    as_bool,
+    as_enum,
+    as_time,
+    split_top,
+)
 
 _PART_CONVERT: dict[str, Callable[[str], Any]] = {
     "Nodes": str,
@@ -22,6 +30,7 @@ _PART_CONVERT: dict[str, Callable[[str], Any]] = {
     "MaxTime": as_time,
     "DefaultTime": as_time,
     "SuspendTime": lambda s: own_suspend_time(s),
+    "TRESBillingWeights": as_billing_weights,
 }
 
 
@@ -98,6 +107,8 @@ class PartitionLines(BuilderBase):
         head = pairs[0]
         vals, options = self.typed_pairs(src, pairs, keys.PARTITION_KEYS, _PART_CONVERT,
                                          " on a PartitionName line")
+        if "TRESBillingWeights" in vals:  # read for usage, and still shown as written
+            options = [*options, ("TRESBillingWeights", vals["TRESBillingWeights"][1].value)]
         for name, value in options:
             if name == "DisableRootJobs":  # kept as written (show partition), checked here
                 try:
@@ -144,7 +155,8 @@ class PartitionLines(BuilderBase):
                                max_time, default_time, get("Hidden", False), tuple(opts.items()),
                                get("SuspendTime", None),
                                all_nodes=self.part_all,
-                               dynamic_nodes=tuple(dict.fromkeys(self.part_dynamic)))
+                               dynamic_nodes=tuple(dict.fromkeys(self.part_dynamic)),
+                               billing=get("TRESBillingWeights", ()))
         return part, head, src
 
     def check_partitions(

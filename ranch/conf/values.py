@@ -123,6 +123,39 @@ def as_time(text: str) -> int | None:
     return minutes
 
 
+def as_minutes_to_seconds(text: str) -> int:
+    """A Slurm time (minutes, or [D-]HH:MM:SS) in seconds; UNLIMITED is refused."""
+    minutes = as_time(text)
+    if minutes is None:
+        raise ValueError(f"invalid time {text!r}: not a finite time")
+    return minutes * 60
+
+
+MEM_UNITS = {"": 1.0, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2, "P": 1024.0 ** 3}
+
+
+def as_billing_weights(text: str) -> tuple[tuple[str, float], ...]:
+    """TRESBillingWeights: `NAME=WEIGHT[,...]`; names lower-cased (cpu, mem, node, gres/gpu);
+    a memory weight is kept per MB (its K/M/G/T/P suffix names the unit it was given per)."""
+    out: list[tuple[str, float]] = []
+    offset = 0
+    for part in text.split(","):
+        name, eq, raw = part.strip().partition("=")
+        unit = raw.strip()[-1:].upper() if raw.strip()[-1:].isalpha() else ""
+        number = raw.strip()[:-1] if unit else raw.strip()
+        try:
+            weight = float(number)
+        except ValueError:
+            raise BadValue(f"invalid TRES billing weight {part.strip()!r}: NAME=NUMBER",
+                           offset) from None
+        if not eq or not name or weight < 0 or (unit and (
+                name.lower() != "mem" or unit not in MEM_UNITS)):
+            raise BadValue(f"invalid TRES billing weight {part.strip()!r}", offset)
+        out.append((name.lower(), weight / MEM_UNITS[unit] if name.lower() == "mem" else weight))
+        offset += len(part) + 1
+    return tuple(out)
+
+
 def as_list(text: str) -> tuple[str, ...]:
     return tuple(p.strip() for p in text.split(",") if p.strip())
 

@@ -257,8 +257,48 @@ class AcctmgrReply:
     waiting: bool = False
 
 
+@attrs.frozen
+class ShareRequest:
+    """rshare (sshare): the fair-share rows of the accounting tree (issue 43)."""
+
+    user: str = ""
+
+
+@attrs.frozen
+class ShareLine:
+    """One association as sshare shows it (ranch/assoc/shares.py computes it): `depth` indents
+    the account; `raw_shares` -1 for root's own row, 0x7FFFFFFF for Fairshare=parent;
+    `level_fs` None for infinity (no usage); `fairshare` None where sshare leaves it blank;
+    `tres_run_mins` the TRES-minutes its running jobs have left, as `cpu=N,mem=N,...`."""
+
+    depth: int
+    account: str
+    user: str
+    partition: str
+    id: int
+    raw_shares: int
+    norm_shares: float
+    raw_usage: float
+    norm_usage: float
+    effective_usage: float
+    level_fs: float | None
+    fairshare: float | None
+    grp_tres_mins: str = ""
+    tres_run_mins: str = ""
+
+
+@attrs.frozen
+class ShareReply:
+    """`enabled`: the accounting store is on (off: sshare's header and no rows, as a Slurm
+    without slurmdbd); `cluster`: ClusterName."""
+
+    enabled: bool = False
+    cluster: str = ""
+    lines: tuple[ShareLine, ...] = ()
+
+
 ADMIN_MESSAGES: tuple[type, ...] = (
     GetSnapshot, Snapshot, UpdateNodes, UpdateResult, RebootNodes, RebootNode, ReservationRequest,
     ReservationReply, NodeMembership, GetEvents, Events, GetConfig, ConfigDump, Reconfigure,
     ReconfigureResult, Takeover, Ping, Pong, GetDiag, Diag, Error, Credential, GuardRequest,
-    GuardStatus, AcctmgrRequest, AcctmgrReply)
+    GuardStatus, AcctmgrRequest, AcctmgrReply, ShareRequest, ShareLine, ShareReply)

@@ -87,6 +87,11 @@ SAMPLES = [
     m.AcctmgrRequest(("load", "file=tree.cfg"), ("immediate",), "y", False,
                      (("tree.cfg", "Cluster - 'c1'\n"),), (), "alice", 1000),
     m.AcctmgrReply(" Adding Account(s)\n", "", 0, (("tree.cfg", "Cluster - 'c1'\n"),), False),
+    m.ShareRequest("alice"),
+    m.ShareLine(1, "physics", "alice", "", 3, 10, 0.5, 1200.0, 0.25, 0.25, None, 0.75,
+                "", "cpu=60,mem=1024"),
+    m.ShareReply(True, "c1", (m.ShareLine(0, "root", "", "", 1, -1, 1.0, 0.0, 0.0, 0.0, None,
+                                          None),)),
 ]
 
 

@@ -6,15 +6,20 @@ Off (AccountingStorageType unset) it refuses every line in sacctmgr's words with
 from __future__ import annotations
 
 import logging
+import math
 import pwd
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from ranch.assoc import enforce, serial
+import trio
+
+from ranch.assoc import enforce, serial, shares, usage
 from ranch.assoc.acctmgr_ask import PROMPT, UNANSWERED
 from ranch.assoc.acctmgr_session import answer
 from ranch.assoc.db import AcctDb
 from ranch.assoc.limits import Rule
+from ranch.assoc.usage import RunningJob, Usage, UsageSettings
 from ranch.ctld import logs
 from ranch.ctld.accounts.ports import AccountChanges
 from ranch.ctld.state.integrity import DamagedState
@@ -27,6 +32,7 @@ RuleOf = Callable[[str, str, str, str], Rule | None]
 NO_DATABASE = ("You are not running a supported accounting_storage plugin\n"
                "Only 'accounting_storage/slurmdbd' is supported.\n")
 OFF = m.AcctmgrReply(err=NO_DATABASE, rc=1)
+DEFAULTS = UsageSettings()  # Slurm's: a 7-day half-life, a 5-minute calc period
 
 
 def system_knows(name: str) -> bool:
@@ -47,22 +53,35 @@ class Accounts:
     """The tree, as one immutable AcctDb replaced by each accepted change."""
 
     def __init__(self, *, cluster: str, enabled: bool, changes: AccountChanges,
-                 where: str = "the saved state") -> None:
+                 where: str = "the saved state", settings: UsageSettings = DEFAULTS,
+                 running: Callable[[], Iterable[RunningJob]] = tuple,
+                 wall: Callable[[], float] = time.time,
+                 history: Callable[[], Iterable[RunningJob]] | None = None) -> None:
         """`enabled`: AccountingStorageType=accounting_storage/slurmdbd; `where`: the saved
-        state's name, for a refusal of a damaged record."""
+        state's name, for a refusal of a damaged record; `settings`: the Priority* keys;
+        `running`: the running jobs, as usage accrual reads them (given by the composition
+        root: this owner knows no job store); `wall`: the epoch clock jobs' start times use;
+        `history`: the finished jobs on disk (a blocking read), usage's seed on a first start."""
         self.cluster = cluster
         self.enabled = enabled
         self.changes = changes
         self.where = where
+        self.settings = settings
+        self.running = running
+        self.wall = wall
+        self.history = history
         self.db = seeded(cluster)
+        self.usage = Usage()
         self.held = False  # a tree was restored or changed: it is saved even while off
         self._flags: dict[tuple[str, ...], frozenset[str]] = {}
         # the limits' rules (assoc/limits.py) per job kind, for the tree they were read from
         self._rules: tuple[AcctDb | None, RuleOf | None] = (None, None)
 
-    def use_config(self, cluster: str, enabled: bool) -> None:
+    def use_config(self, cluster: str, enabled: bool,
+                   settings: UsageSettings | None = None) -> None:
         """Reconfigure: the store on or off; a new ClusterName gets its root association."""
         self.enabled = enabled
+        self.settings = settings or self.settings
         if cluster != self.cluster and not any(c.name == cluster for c in self.db.clusters):
             self._keep(self.db.add_cluster(cluster), "cluster added", cluster)
         self.cluster = cluster
@@ -134,14 +153,60 @@ class Accounts:
 
     def _keep(self, db: AcctDb, what: str, detail: str, user: str = "") -> None:
         self.db, self.held = db, True
-        self.changes.accounts_changed(serial.to_json(db))
+        self.changes.accounts_changed(self._record())
         logs.event(what, command=detail, user=user or "-")
+
+    def _record(self) -> dict[str, Any]:
+        """The tree and its usage, one record: each calc period journals both whole (a tree of
+        N associations costs about 150 bytes each, its usage about 30 more); no usage until the
+        first calc period ran (the tree's record as before)."""
+        tree = serial.to_json(self.db)
+        return tree if self.usage == Usage() else {**tree, "usage": usage.to_json(self.usage)}
+
+    # -- usage (priority/multifactor's decay thread) -----------------------------------------
+
+    async def run_usage(self) -> None:
+        """Forever: every PriorityCalcPeriod, accrue and decay (the period is read again each
+        time: a reconfigure may change it)."""
+        if self.enabled and self.usage == Usage() and self.history is not None:
+            # first start with the store on: seed from the job history (read in a thread)
+            jobs = await trio.to_thread.run_sync(lambda: list(self.history() if self.history
+                                                              else ()))
+            self.usage = usage.seeded(self.db, self.cluster, self.settings, jobs, self.wall())
+            logs.event("usage seeded from the job history", jobs=len(jobs))
+        self.accrue()  # marks the start; usage restored keeps its own last decay time
+        while True:
+            await trio.sleep(self.settings.calc_period)
+            self.accrue()
+
+    def accrue(self) -> None:
+        """One calc period over the running jobs; journaled (the decay time with it)."""
+        if not self.enabled:
+            return
+        self.usage = usage.accrue(self.usage, self.db, self.cluster, self.settings,
+                                  self.running(), self.wall())
+        self.held = True
+        self.changes.accounts_changed(self._record())
+
+    def shares_reply(self) -> m.ShareReply:
+        """sshare's rows of this cluster (none while the store is off)."""
+        if not self.enabled:
+            return m.ShareReply(cluster=self.cluster)
+        running = usage.run_minutes(self.db, self.cluster, self.settings, self.running(),
+                                    self.wall())
+        lines = tuple(m.ShareLine(
+            r.depth, r.account, r.user, r.partition, r.id, r.raw_shares, r.norm_shares,
+            r.raw_usage, r.norm_usage, r.effective_usage,
+            None if math.isinf(r.level_fs) else r.level_fs, r.fairshare, r.grp_tres_mins,
+            usage.run_minutes_text(running.get(r.id, {})))
+            for r in shares.rows(self.db, self.cluster, self.usage.assocs))
+        return m.ShareReply(True, self.cluster, lines)
 
     # -- state file ------------------------------------------------------------------------------
 
     def save_doc(self) -> dict[str, Any] | None:
-        """The tree (None: the store was never on, nothing to keep)."""
-        return serial.to_json(self.db) if self.enabled or self.held else None
+        """The tree and usage (None: the store was never on, nothing to keep)."""
+        return self._record() if self.enabled or self.held else None
 
     def restore(self, doc: dict[str, Any] | None) -> None:
         """The saved tree; a damaged record refuses the start (integrity.DamagedState), as any
@@ -150,8 +215,11 @@ class Accounts:
             return
         try:
             self.db = serial.from_json(doc)
+            self.usage = usage.from_json(doc["usage"]) if "usage" in doc else Usage()
         except ValueError as exc:
             raise DamagedState(self.where, 0, str(exc)) from None
+        if self.settings.reset == "NOW":  # PriorityUsageResetPeriod=NOW: cleared at start
+            self.usage = usage.reset(self.usage, self.wall())
         self.held = True
         if self.enabled and not any(c.name == self.cluster for c in self.db.clusters):
             logs.event("accounting tree lacks this cluster; adding it", logging.WARNING,

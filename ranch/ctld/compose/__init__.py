@@ -13,9 +13,10 @@ from typing import Any
 import attrs
 import trio
 
+from ranch.assoc.usage import RunningJob
 from ranch.conf.model import ClusterConfig
 from ranch.ctld.accounts.store import Accounts
-from ranch.ctld.compose import coordinate
+from ranch.ctld.compose import coordinate, usage
 from ranch.ctld.compose.controller import VERSION, Controller
 from ranch.ctld.compose.jobs import build_jobs, nodes_of
 from ranch.ctld.compose.jobside import JobParts, parts_of
@@ -69,12 +70,20 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
     return parts_of(side)
 
 
-def _accounts(config: ClusterConfig, base: _Base) -> Accounts:
-    """The accounting tree's owner, before the job side: its submissions are checked on it."""
+def _accounts(config: ClusterConfig, base: _Base,
+              running: Callable[[float], list[RunningJob]],
+              history: FileHistory | None) -> Accounts:
+    """The accounting tree's owner, before the job side: its submissions are checked on it;
+    `running` reads the job side's running jobs for usage accrual (built after it)."""
     state_dir = base.site.state_dir
-    return Accounts(cluster=config.cluster_name, enabled=config.accounting.enabled,
-                    changes=base.changes,
-                    where=statefile.state_path(state_dir) if state_dir else "the saved state")
+    accounts = Accounts(
+        cluster=config.cluster_name, enabled=config.accounting.enabled, changes=base.changes,
+        where=statefile.state_path(state_dir) if state_dir else "the saved state",
+        settings=usage.settings_of(config),
+        running=lambda: running(accounts.usage.last_decay), wall=base.wall,
+        history=None if history is None else (
+            lambda: usage.history_jobs(history.read(), config)))
+    return accounts
 
 
 def assemble(
@@ -131,7 +140,8 @@ def assemble(
     reservations = Reservations(registry, **times, deadlines=deadlines, changes=base.changes,
                                 eventlog=eventlog, kick=kick,
                                 running_until=lambda: parts.for_nodes.jobs_running_until())
-    accounts = _accounts(config, base)
+    accounts = _accounts(config, base, lambda since: usage.running_jobs(parts.side, since),
+                         history)
     parts = _job_side(registry, reservations, base, spawn, history, power.flush, accounts)
     route = coordinate.effect_router(power, reboots, parts)
     return _controller(base, registry, parts, power, down, liveness, reboots, reservations,

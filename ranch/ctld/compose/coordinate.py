@@ -12,6 +12,7 @@ from ranch.ctld import logs
 from ranch.ctld.accounts.store import Accounts
 from ranch.ctld.compose.controller import VERSION
 from ranch.ctld.compose.jobside import JobParts
+from ranch.ctld.compose.usage import settings_of
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.nodes import configdump, savedstate
 from ranch.ctld.nodes.hardware import HardwareShelf
@@ -139,7 +140,7 @@ def reconfigurer(registry: NodeRegistry, membership: Membership, liveness: Liven
         power.rearm()
         reboots.rearm()  # a reboot issued before it still times out
         reservations.refresh()  # and a window still opens and closes on time
-        accounts.use_config(new.cluster_name, new.accounting.enabled)
+        accounts.use_config(new.cluster_name, new.accounting.enabled, settings_of(new))
         registry.changed_all()
         pushed = registry.push_config()
         after_change()

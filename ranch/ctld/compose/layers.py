@@ -34,7 +34,7 @@ def rpc_server(c: Controller, key: bytes, **options: Any) -> Server:
                   reads=Reads(snapshot_body=c.views.body, config_in_force=c.config_in_force,
                               ping=c.ping, diag=c.jobs.sched_stats.record),
                   jobs=c.jobs, eventlog=c.eventlog, liveness=c.liveness, changes=c.changes,
-                  acctmgr=c.accounts.request, **options)
+                  acctmgr=c.accounts.request, shares=c.accounts.shares_reply, **options)
 
 
 @attrs.frozen

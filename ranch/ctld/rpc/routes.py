@@ -126,10 +126,14 @@ def acctmgr(answer: AcctmgrAnswer, conn: Connection, msg: m.AcctmgrRequest) -> A
     return answer(msg, caller, msg.uid if who is None else who.uid)
 
 
-def accounting_routes(answer: AcctmgrAnswer) -> Table:
+def accounting_routes(answer: AcctmgrAnswer,
+                      shares: Callable[[], m.ShareReply] | None = None) -> Table:
     """racctmgr (sacctmgr) over the accounting tree (ctld/accounts/): a reply that confirms a
-    change waits for the journal."""
-    return {m.AcctmgrRequest: Route(partial(acctmgr, answer))}
+    change waits for the journal; rshare (sshare) reads its fair-share rows."""
+    table: Table = {m.AcctmgrRequest: Route(partial(acctmgr, answer))}
+    if shares is not None:
+        table[m.ShareRequest] = Route(lambda conn, msg: shares(), changes=False)
+    return table
 
 
 # -- reads ---------------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ class Server:
         takeover: Callable[[str], Any] | None = None,
         sync: Callable[[], Awaitable[None]] | None = None,
         spawn: Callable[..., Any] | None = None,
-        acctmgr: AcctmgrAnswer | None = None,
+        acctmgr: AcctmgrAnswer | None = None, shares: Callable[[], m.ShareReply] | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
         """The controller's ports (ctld/rpc/rpcports.py; built from its owners in
@@ -117,8 +117,8 @@ class Server:
         connected), `traffic` what nodes send, `admin` rcontrol's changes on nodes, `reads`
         the read-only answers, `jobs` the job store's services, `eventlog`, `liveness` told
         what the connections saw, `changes` whether a request changed something, `acctmgr`
-        racctmgr's answers (ctld/accounts/; None: tests of the core, no such route); `wall` the
-        clock frames' timestamps are judged on (tests: trio's)."""
+        racctmgr's answers and `shares` rshare's rows (ctld/accounts/; None: tests of the core,
+        no such route); `wall` the clock frames' timestamps are judged on (tests: trio's)."""
         self.config = config
         self.traffic = traffic
         self.changes = changes
@@ -141,7 +141,7 @@ class Server:
             **admin_routes(admin, book, eventlog, reconfigure, takeover or _no_standby),
             **read_routes(reads, eventlog),
             **job_routes(jobs, config, submit),
-            **(accounting_routes(acctmgr) if acctmgr is not None else {}),
+            **(accounting_routes(acctmgr, shares) if acctmgr is not None else {}),
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,

@@ -1,0 +1,254 @@
+"""Decayed usage per association and QOS, as priority/multifactor keeps it (Slurm 22.05)."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Mapping
+
+import attrs
+
+from ranch.assoc.db import AcctDb
+from ranch.assoc.records import Assoc
+
+
+@attrs.frozen
+class UsageSettings:
+    """PriorityDecayHalfLife (seconds; 0 = no decay), PriorityCalcPeriod (seconds),
+    PriorityUsageResetPeriod, and TRESBillingWeights (lower-case TRES name -> weight; empty:
+    billing = CPUs, Slurm's default)."""
+
+    half_life: int = 7 * 86400
+    calc_period: int = 300
+    reset: str = "NONE"
+    weights: tuple[tuple[str, float], ...] = ()
+
+
+@attrs.frozen
+class RunningJob:
+    """What accrual needs of one running job: its association's key, QOS, allocated TRES
+    (cpu, mem in MB, node, gres/gpu), start and end (seconds since the epoch; inf: running)."""
+
+    user: str
+    account: str
+    partition: str
+    qos: str
+    tres: tuple[tuple[str, float], ...]
+    start: float
+    end: float = math.inf
+    weights: tuple[tuple[str, float], ...] = ()  # its partition's TRESBillingWeights
+    until: float = math.inf  # start + time limit (TRESRunMins; inf: no limit)
+
+
+@attrs.frozen
+class Usage:
+    """Raw usage (billable TRES-seconds, decayed) by association id and by QOS name, and the
+    wall time the last calc period ran (0: never)."""
+
+    assocs: Mapping[int, float] = attrs.field(factory=dict)
+    qos: Mapping[str, float] = attrs.field(factory=dict)
+    last_decay: float = 0.0
+    last_reset: float = 0.0
+
+
+def decay_factor(half_life: int) -> float:
+    """Slurm's per-second decay: 1 - ln 2 (0.693) / half-life; no half-life, no decay."""
+    return 1.0 - 0.693 / half_life if half_life > 0 else 1.0
+
+
+def billable(tres: Iterable[tuple[str, float]], weights: Iterable[tuple[str, float]]) -> float:
+    """The job's billing TRES: CPUs unless TRESBillingWeights says otherwise; then the
+    weighted sum (memory in MB, its weight per MB as conf/values.py keeps it)."""
+    w = dict(weights)
+    got = dict(tres)
+    if not w:
+        return float(got.get("cpu", 0.0))
+    total = 0.0
+    for name, weight in w.items():
+        amount = got.get(name, 0.0)
+        total += weight * amount
+    return total
+
+
+def ancestry(db: AcctDb, a: Assoc) -> list[Assoc]:
+    """`a` and every association above it, to root's."""
+    out: list[Assoc] = []
+    node: Assoc | None = a
+    while node is not None and node not in out:
+        out.append(node)
+        node = db.parent_of(node)
+    return out
+
+
+class Index:
+    """One pass over the tree's associations, so that each job finds its association and the
+    ids above it in O(depth): 10,000 running jobs in one calc period must not scan the tree
+    each (AcctDb's lookups are linear)."""
+
+    def __init__(self, db: AcctDb, cluster: str) -> None:
+        self.db = db
+        self.cluster = cluster
+        mine = [a for a in db.assocs if a.cluster == cluster]
+        self.by_key = {(a.account, a.user, a.partition): a for a in mine}
+        self.defaults = {u.name: u.default_account for u in db.users}
+        self._chains: dict[int, tuple[int, ...]] = {}
+
+    def chain(self, job: RunningJob) -> tuple[int, ...]:
+        """The ids of the job's association and every one above it (none: no association)."""
+        account = job.account or self.defaults.get(job.user, "")
+        a = (self.by_key.get((account, job.user, job.partition))
+             or self.by_key.get((account, job.user, "")))
+        if a is None:
+            return ()
+        got = self._chains.get(a.id)
+        if got is None:
+            got = self._chains[a.id] = tuple(n.id for n in ancestry(self.db, a))
+        return got
+
+
+def reset_due(period: str, last: float, now: float) -> bool:
+    """Whether PriorityUsageResetPeriod's boundary (UTC) lies in (last, now]."""
+    if period in ("NONE", "NOW") or last <= 0:
+        return False
+    a, b = time.gmtime(last), time.gmtime(now)
+    if period == "DAILY":
+        return (a.tm_year, a.tm_yday) != (b.tm_year, b.tm_yday)
+    if period == "WEEKLY":  # Slurm resets at Sunday's midnight
+        day = 86400
+        week_start = (now // day - (b.tm_wday + 1) % 7) * day
+        return last < week_start <= now
+    if period == "MONTHLY":
+        return (a.tm_year, a.tm_mon) != (b.tm_year, b.tm_mon)
+    if period == "QUARTERLY":
+        return (a.tm_year, (a.tm_mon - 1) // 3) != (b.tm_year, (b.tm_mon - 1) // 3)
+    return a.tm_year != b.tm_year
+
+
+def accrue(usage: Usage, db: AcctDb, cluster: str, settings: UsageSettings,
+           running: Iterable[RunningJob], now: float) -> Usage:
+    """One calc period (`_decay_apply_new_usage`): all usage scaled by decay^elapsed, then each
+    running job adds run_delta * decay^run_delta * billing * its QOS's UsageFactor to its
+    association, every ancestor, and its QOS. The first call only marks the time."""
+    if usage.last_decay <= 0 or now <= usage.last_decay:
+        return attrs.evolve(usage, last_decay=max(now, usage.last_decay),
+                            last_reset=usage.last_reset or now)
+    elapsed = now - usage.last_decay
+    d = decay_factor(settings.half_life)
+    scale = d ** elapsed
+    assocs = {k: v * scale for k, v in usage.assocs.items()}
+    qos = {k: v * scale for k, v in usage.qos.items()}
+    last_reset = usage.last_reset
+    if settings.half_life <= 0 and reset_due(settings.reset, usage.last_reset, now):
+        assocs, qos, last_reset = {}, {}, now
+    index, qos_records = Index(db, cluster), {q.name: q for q in db.qos}
+    for job in running:
+        run_delta = min(now, job.end) - max(usage.last_decay, job.start)
+        if run_delta <= 0:
+            continue
+        record = qos_records.get(job.qos)
+        factor = record.usage_factor if record is not None else 1.0
+        if record is not None and "NoDecay" in record.flags:
+            add = run_delta
+        else:
+            add = run_delta * d ** run_delta
+        add *= billable(job.tres, job.weights or settings.weights) * factor
+        for aid in index.chain(job):
+            assocs[aid] = assocs.get(aid, 0.0) + add
+        if record is not None:
+            qos[job.qos] = qos.get(job.qos, 0.0) + add
+    return Usage(assocs, qos, now, last_reset)
+
+
+# sshare's TRESRunMins lists the cluster's TRES in this order (AccountingStorageTRES' defaults)
+RUN_TRES = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
+
+
+def run_minutes(db: AcctDb, cluster: str, settings: UsageSettings,
+                running: Iterable[RunningJob], now: float) -> dict[int, dict[str, int]]:
+    """TRESRunMins by association id: each running job's TRES times the minutes its time
+    limit has left, summed up the tree (a job without a limit counts none: Ranch's choice)."""
+    out: dict[int, dict[str, int]] = {}
+    index = Index(db, cluster)
+    for job in running:
+        if job.end < math.inf or job.until == math.inf:
+            continue
+        left = max(0.0, job.until - now) / 60
+        tres = dict(job.tres)
+        tres["billing"] = billable(job.tres, job.weights or settings.weights)
+        for aid in index.chain(job):
+            got = out.setdefault(aid, {})
+            for name, amount in tres.items():
+                got[name] = got.get(name, 0) + int(amount * left)
+    return out
+
+
+def run_minutes_text(got: dict[str, int]) -> str:
+    return ",".join(f"{name}={got.get(name, 0)}" for name in RUN_TRES)
+
+
+def seeded(db: AcctDb, cluster: str, settings: UsageSettings, finished: Iterable[RunningJob],
+           now: float) -> Usage:
+    """Usage as the calc periods would have left it for jobs that ran before usage was kept
+    (the job history, on a first start): each job's billing x UsageFactor integrated over its
+    run, decayed to `now` (the limit of the per-period sum: (d^(now-end) - d^(now-start)) /
+    ln(1/d); d = 1: the run time)."""
+    d = decay_factor(settings.half_life)
+    index, qos_records = Index(db, cluster), {q.name: q for q in db.qos}
+    assocs: dict[int, float] = {}
+    qos: dict[str, float] = {}
+    for job in finished:
+        start, end = job.start, min(job.end, now)
+        if end <= start:
+            continue
+        record = qos_records.get(job.qos)
+        if d < 1.0 and not (record is not None and "NoDecay" in record.flags):
+            weight = (d ** (now - end) - d ** (now - start)) / math.log(1 / d)
+        else:
+            weight = end - start
+        add = weight * billable(job.tres, job.weights or settings.weights) * (
+            record.usage_factor if record is not None else 1.0)
+        for aid in index.chain(job):
+            assocs[aid] = assocs.get(aid, 0.0) + add
+        if record is not None:
+            qos[job.qos] = qos.get(job.qos, 0.0) + add
+    return Usage(assocs, qos, now, now)
+
+
+def reset(usage: Usage, now: float) -> Usage:
+    """PriorityUsageResetPeriod=NOW (at start) or a reset boundary: all usage to zero."""
+    return Usage({}, {}, usage.last_decay, now)
+
+
+# -- plain JSON for the journal -------------------------------------------------------------------
+
+
+def to_json(usage: Usage) -> dict[str, object]:
+    return {"assocs": {str(k): v for k, v in sorted(usage.assocs.items())},
+            "qos": dict(sorted(usage.qos.items())), "last_decay": usage.last_decay,
+            "last_reset": usage.last_reset}
+
+
+def from_json(raw: object) -> Usage:
+    """A journaled usage record; a damaged one is refused with a ValueError naming the field."""
+    if not isinstance(raw, dict):
+        raise ValueError("usage record: not an object")
+    out: dict[str, dict] = {}
+    for kind in ("assocs", "qos"):
+        got = raw.get(kind)
+        if not isinstance(got, dict) or not all(
+                isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
+                for v in got.values()):
+            raise ValueError(f"usage record {kind}: not a map of non-negative numbers")
+        out[kind] = got
+    try:
+        assocs = {int(k): float(v) for k, v in out["assocs"].items()}
+    except ValueError:
+        raise ValueError("usage record assocs: a key is not an association id") from None
+    times = []
+    for name in ("last_decay", "last_reset"):
+        v = raw.get(name)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"usage record {name}: not a number")
+        times.append(float(v))
+    return Usage(assocs, {str(k): float(v) for k, v in out["qos"].items()}, *times)
+
