@@ -6,16 +6,15 @@ the QOS filled in. Needs slurmdbd and MariaDB besides Slurm; skips and says why 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 
 import pytest
 
+from tests.conformance.dbd_side import on_slurm_with_slurmdbd
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE
-from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_missing
-from tests.conformance.slurmdbd import accounting_missing
+from tests.conformance.slurm_cluster import SlurmCluster
 
 ENFORCE = "AccountingStorageEnforce=associations,limits,qos\n"
 TREE = (
@@ -76,20 +75,7 @@ def outcomes(system) -> list[tuple[int, str, str]]:
 
 @pytest.fixture(scope="module")
 def slurm_side() -> list[tuple[int, str, str]]:
-    reason = slurm_missing() or accounting_missing()
-    if reason:
-        if os.environ.get("RANCH_REQUIRE_SLURMDBD") == "1":
-            pytest.fail(f"RANCH_REQUIRE_SLURMDBD=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    slurm = SlurmCluster(SHAPE, accounting=True, extra_conf=ENFORCE)
-    try:
-        try:
-            slurm.start()
-        except SlurmUnavailable as exc:
-            pytest.fail(f"a private Slurm with slurmdbd could not start: {exc}", pytrace=False)
-        return outcomes(slurm)
-    finally:
-        slurm.stop()
+    return on_slurm_with_slurmdbd(ENFORCE, outcomes)
 
 
 def test_submissions_are_refused_and_filled_in_as_slurmctld_does(slurm_side) -> None:

@@ -8,15 +8,14 @@ partition starts past the held one. Needs slurmdbd and MariaDB."""
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
+from tests.conformance.dbd_side import on_slurm_with_slurmdbd
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE
-from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_missing
-from tests.conformance.slurmdbd import accounting_missing
+from tests.conformance.slurm_cluster import SlurmCluster
 from tests.conformance.test_enforce import ENFORCE, _run
 
 TREE = (
@@ -117,20 +116,7 @@ def _lowered_wall(system) -> list[tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def slurm_side() -> list[list[tuple[str, str]]]:
-    reason = slurm_missing() or accounting_missing()
-    if reason:
-        if os.environ.get("RANCH_REQUIRE_SLURMDBD") == "1":
-            pytest.fail(f"RANCH_REQUIRE_SLURMDBD=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    slurm = SlurmCluster(SHAPE, accounting=True, extra_conf=ENFORCE)
-    try:
-        try:
-            slurm.start()
-        except SlurmUnavailable as exc:
-            pytest.fail(f"a private Slurm with slurmdbd could not start: {exc}", pytrace=False)
-        return outcomes(slurm)
-    finally:
-        slurm.stop()
+    return on_slurm_with_slurmdbd(ENFORCE, outcomes)
 
 
 def test_limit_held_jobs_pend_with_slurms_reasons(slurm_side) -> None:

@@ -10,7 +10,6 @@ Needs slurmdbd and MariaDB (tests/conformance/slurmdbd.py); without them it skip
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 import sys
@@ -19,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conformance.shape import SHAPE
-from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_missing
-from tests.conformance.slurmdbd import accounting_missing
+from tests.conformance.dbd_side import on_slurm_with_slurmdbd
+from tests.conformance.slurm_cluster import SlurmCluster
 
 PRIORITY = ("PriorityType=priority/multifactor\nPriorityDecayHalfLife=0\n"
             "PriorityUsageResetPeriod=MONTHLY\nPriorityCalcPeriod=1\n")
@@ -43,32 +41,23 @@ ASKS = (
 
 @pytest.fixture(scope="module")
 def slurm_side() -> list[tuple[int, str, str]]:
-    reason = slurm_missing() or accounting_missing()
-    if reason:
-        if os.environ.get("RANCH_REQUIRE_SLURMDBD") == "1":
-            pytest.fail(f"RANCH_REQUIRE_SLURMDBD=1 but {reason}", pytrace=False)
-        pytest.skip(reason)
-    slurm = SlurmCluster(SHAPE, accounting=True, extra_conf=PRIORITY)
-    try:
-        try:
-            slurm.start(timeout=90)
-        except SlurmUnavailable as exc:
-            pytest.fail(f"a private Slurm with slurmdbd could not start: {exc}", pytrace=False)
-        for line in TREE:
-            p = subprocess.run(slurm.argv("sacctmgr", *shlex.split(line)), env=slurm.env(),
-                               capture_output=True, text=True, timeout=60)
-            assert p.returncode == 0, (line, p.stdout, p.stderr)
-        # slurmctld computes a new association's LevelFS and FairShare at its next calc period
-        # (0 until then): wait for it (PriorityCalcPeriod=1: within a minute)
-        deadline = time.monotonic() + 120
-        while "physics|alice|" not in (got := _run(slurm.argv("sshare", "-a", "-P", "-l"),
-                                                   slurm.env())[1]) or any(
-                line.endswith("|0.000000||" + RUN_ZERO) for line in got.splitlines()):
-            assert time.monotonic() < deadline, f"no calc period in 120 s:\n{got}"
-            time.sleep(2)
-        return [_run(slurm.argv("sshare", *shlex.split(a)), slurm.env()) for a in ASKS]
-    finally:
-        slurm.stop()
+    return on_slurm_with_slurmdbd(PRIORITY, _shares_on_slurm, timeout=90)
+
+
+def _shares_on_slurm(slurm: SlurmCluster) -> list[tuple[int, str, str]]:
+    for line in TREE:
+        p = subprocess.run(slurm.argv("sacctmgr", *shlex.split(line)), env=slurm.env(),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, (line, p.stdout, p.stderr)
+    # slurmctld computes a new association's LevelFS and FairShare at its next calc period
+    # (0 until then): wait for it (PriorityCalcPeriod=1: within a minute)
+    deadline = time.monotonic() + 120
+    while "physics|alice|" not in (got := _run(slurm.argv("sshare", "-a", "-P", "-l"),
+                                               slurm.env())[1]) or any(
+            line.endswith("|0.000000||" + RUN_ZERO) for line in got.splitlines()):
+        assert time.monotonic() < deadline, f"no calc period in 120 s:\n{got}"
+        time.sleep(2)
+    return [_run(slurm.argv("sshare", *shlex.split(a)), slurm.env()) for a in ASKS]
 
 
 def _run(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
