@@ -59,7 +59,8 @@ class Snapshot:
 def params_of(s: SchedulerSettings) -> planner.Params:
     return planner.Params(window=s.bf_window, resolution=s.bf_resolution,
                           max_job_test=s.bf_max_job_test, max_job_user=s.bf_max_job_user,
-                          max_job_part=s.bf_max_job_part, min_prio_reserve=s.bf_min_prio_reserve)
+                          max_job_part=s.bf_max_job_part, min_prio_reserve=s.bf_min_prio_reserve,
+                          estimate_all=s.estimate_all)
 
 
 class Backfill:
