@@ -303,8 +303,7 @@ class GlobalSettings(BuilderBase):
 
     def scheduler_settings(self) -> SchedulerSettings:
         """SchedulerType, and SchedulerParameters' bf_* words (a bad one: an error at it)."""
-        got: dict[str, int] = {}
-        flags: dict[str, bool] = {}
+        got: dict[str, Any] = {}
         param = self.globals.get("SchedulerParameters")
         if param is not None:
             _, p, src = param
@@ -319,10 +318,10 @@ class GlobalSettings(BuilderBase):
                         lead = len(word) - len(word.lstrip())
                         self.value_error(src, p, BadValue(f"{key}: {exc}", offset + lead))
                 elif key in BF_FLAGS:  # Ranch's own words: present or not
-                    flags[BF_FLAGS[key]] = True
+                    got[BF_FLAGS[key]] = True
                 offset += len(word) + 1
         kind = self.typed_global("SchedulerType", "sched/backfill")
-        return SchedulerSettings(kind, **got, **flags)
+        return SchedulerSettings(kind, **got)
 
 
 def _bf_value(key: str, value: str) -> int:

@@ -87,7 +87,8 @@ def explain(scene: Scene, job_id: int, reason: str = "", *, detail: str = "",
     tips: tuple[Suggestion, ...] = ()
     if not q.waits and not isinstance(est, Start):
         tips = suggestions(scene, index, est, elsewhere, when)
-    return Explanation(job_id, why or "None", binding, evidence, start, nodes, how, tips)
+    token = q.waits or (reason if reason not in ("", "None") else why)  # what squeue shows
+    return Explanation(job_id, token or "None", binding, evidence, start, nodes, how, tips)
 
 
 def _plan(scene: Scene, queue: Sequence[Queued]) -> tuple[Estimate, ...]:
@@ -212,7 +213,7 @@ def _resources(scene: Scene, job: Pending, why: str, when: Callable[[float], str
         parts.append(f"{len(small)} too small ({hostlist.fold(small)})")
     head = (f"{why}: needs {shape_words(job)}; of the {len(names)} node(s) it may use "
             f"in {job.partition}: {', '.join(parts)}")
-    if k > len(free) + len(busy) and not job.need.spread:
+    if k > len(free) + len(busy):
         head += f"; only {len(free) + len(busy)} in service could ever hold it"
     return head, tuple(_top(out, "out of service") + _top(busy, "allocated"))
 

@@ -29,6 +29,7 @@ from ranch.ctld.jobs.schedstats import SchedStats
 from ranch.ctld.jobs.settings import JobSettings
 from ranch.ctld.jobs.steps import JobSteps
 from ranch.ctld.jobs.store import JobStore
+from ranch.ctld.jobs.why import WhyDesk
 from ranch.ctld.jobs.willrun import WillRun
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ class JobSide:
     will_run: WillRun  # sbatch --test-only: answer
     backfill: Backfill  # sched/backfill's loop (run: a task of the daemon's nursery)
     sched_stats: SchedStats  # what both schedulers count of their cycles (rdiag, /metrics)
+    why: WhyDesk  # rqueue --why, /api/v1/jobs/{id}/why (issue 44)
     history: FileHistory | None
     # what the node side calls (the contract of issue 42: nodes/ports.py JobsForNodes)
     kick: Callable[[], None]
@@ -226,6 +228,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
                         allocate=starts.allocate, programs=programs, windows=windows,
                         measured=stats.backfill_cycle, active=stats.set_active)
+    why = WhyDesk(store, settings, nodes, wall=wall, snapshot=backfill.snapshot,
+                  check=submission.check, dependency=dependencies.shown, limits=acct_limits)
 
     def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
         settings.use(new)
@@ -235,7 +239,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
         store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
-        accounting=accounting, will_run=will_run, backfill=backfill, sched_stats=stats,
+        accounting=accounting, will_run=will_run, backfill=backfill, sched_stats=stats, why=why,
         history=history,
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,

@@ -1,0 +1,86 @@
+"""rqueue --why in the controller (issue 44), in-process under trio's MockClock: the owner reads
+the live queue, nodes, reservations and limits and answers GetWhy; PrivateData=jobs keeps
+another user's job out of reach; rqueue --why renders the answer."""
+
+from __future__ import annotations
+
+import orjson
+
+from ranch.cli.why_view import render
+from ranch.protocol import codec
+from ranch.protocol import messages as m
+from tests.ctld.harness import Harness as Cluster
+
+from .helpers import make_config, register, wall
+from .test_jobs import job, rec
+
+
+def scene(extra: str = "") -> tuple[Cluster, dict[str, int]]:
+    """n1-n4 up; one job on n1-n2 for an hour, a 4-node job waiting behind it, then a 1-node
+    job of two hours (each node whole: --exclusive)."""
+    c = Cluster(make_config(extra="HeartbeatInterval=1000\nSlurmdTimeout=5000\n" + extra),
+                wall=wall)
+    c.start()
+    for n in ("n1", "n2", "n3", "n4"):
+        register(c, n)
+    submit = c.jobs.submission.submit
+    ids = {"running": submit(job(num_nodes=2, exclusive=True, time_limit=60)).job_id,
+           "big": submit(job(num_nodes=4, exclusive=True, time_limit=60)).job_id,
+           "long": submit(job(num_nodes=1, exclusive=True, time_limit=120)).job_id}
+    return c, ids
+
+
+async def test_a_job_behind_a_reservation_of_a_job_ahead_and_a_shorter_limit(
+        autojump_clock) -> None:
+    c, ids = scene()
+    got = await c.jobs.why.answer(m.GetWhy(ids["long"]))
+    assert isinstance(got, m.WhyReply), got
+    assert (got.state, got.reason) == ("PENDING", "Priority")
+    assert got.binding.startswith(f"Priority: jobs {ids['big']} ahead of it hold reservations "
+                                  "on n[1-4] from "), got.binding
+    end = rec(c, ids["running"])["start_time"] + 3600
+    assert got.start is not None and end + 3600 <= got.start <= end + 3600 + 60
+    # a limit that ends before the big job's reservation: the planner starts it now
+    assert got.suggestions and got.suggestions[0].option.startswith("--time=")
+    assert "it would start now" in got.suggestions[0].text
+    assert codec.decode("WhyReply", codec.encode(got)) == got  # it crosses the wire whole
+    text = render(orjson.loads(orjson.dumps(codec.converter.unstructure(got))))
+    assert f"JobId={ids['long']} PENDING Reason=Priority" in text
+    assert "Sooner (each checked by the planner):" in text and "--time=" in text
+
+
+async def test_a_drained_node_is_named_with_its_reason(autojump_clock) -> None:
+    c, ids = scene()
+    assert c.update_nodes(m.UpdateNodes("n4", "DRAIN", "fan failure", "root")).ok
+    got = await c.jobs.why.answer(m.GetWhy(ids["big"]))
+    assert isinstance(got, m.WhyReply), got
+    assert "at least 4 node(s), whole nodes" in got.binding
+    assert "1 out of service" in got.binding and "only 3 in service" in got.binding
+    assert any(e.startswith("n4: ") and "drain" in e and "(fan failure)" in e
+               for e in got.evidence), got.evidence
+    assert got.start is None and got.estimate.startswith("no estimate")
+
+
+async def test_a_maintenance_window_it_would_cross(autojump_clock) -> None:
+    c, ids = scene()
+    soon = wall() + 1800
+    reply = c.reservation(m.ReservationRequest(action="create", name="maint", start=soon,
+                                               duration=60, nodes="n[3-4]", flags=("MAINT",),
+                                               users=("root",), user="root"))
+    assert reply.ok, reply
+    c.jobs.kick()
+    c.jobs.starts.run()
+    got = await c.jobs.why.answer(m.GetWhy(ids["long"]))
+    assert isinstance(got, m.WhyReply), got
+    assert "a reservation holds n[3-4] from" in got.binding, got.binding
+
+
+async def test_a_running_job_and_an_unknown_one(autojump_clock) -> None:
+    c, ids = scene()
+    got = await c.jobs.why.answer(m.GetWhy(ids["running"]))
+    assert isinstance(got, m.WhyReply) and got.state == "RUNNING"
+    assert got.binding.startswith("RUNNING: started ") and got.binding.endswith("n[1-2]")
+    missing = await c.jobs.why.answer(m.GetWhy(999))
+    assert isinstance(missing, m.Error) and "Invalid job id" in missing.message
+    other = await c.jobs.why.answer(m.GetWhy(ids["big"], only_uid=4242))
+    assert isinstance(other, m.Error)  # PrivateData=jobs: another user's job is no job
