@@ -84,3 +84,34 @@ async def test_a_running_job_and_an_unknown_one(autojump_clock) -> None:
     assert isinstance(missing, m.Error) and "Invalid job id" in missing.message
     other = await c.jobs.why.answer(m.GetWhy(ids["big"], only_uid=4242))
     assert isinstance(other, m.Error)  # PrivateData=jobs: another user's job is no job
+
+
+async def test_each_start_and_top_reservation_is_recorded_with_its_inputs(autojump_clock) -> None:
+    """Why did `short` start before `big`? The event log says: backfill started it, `big` was
+    ahead of it with its reservation; `rcontrol events --job BIG` finds that record."""
+    from ranch.cli.events_view import event_line, names_job
+
+    c, ids = scene()
+    short = c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30)).job_id
+    log = c.controller.eventlog
+    first = [e for e in log.query() if e["kind"] == "start"]
+    assert [(e["job"], e["scheduler"], e["ahead"]) for e in first] == [
+        (ids["running"], "main", [])]  # the first job: nothing ahead of it
+    assert await c.jobs.backfill.cycle() == 1
+    starts = [e for e in log.query() if e["kind"] == "start" and e["job"] == short]
+    assert len(starts) == 1
+    rec_ = starts[0]
+    assert rec_["scheduler"] == "backfill" and rec_["nodes"] in ("n3", "n4")
+    assert [a["job"] for a in rec_["ahead"]] == [ids["big"], ids["long"]]
+    assert rec_["ahead"][0]["reason"].startswith("Resources; reserved n[1-4] from ")
+    assert rec_["why"].startswith("backfilled: ends by ")
+    reserves = [e for e in log.query() if e["kind"] == "reserve"]
+    assert [(e["job"], e["rank"], e["nodes"]) for e in reserves] == [
+        (ids["big"], 1, "n[1-4]"), (ids["long"], 2, "n1")]  # after big: first fit
+    # the same plan again: no new reservation record (only changes are written)
+    await c.jobs.backfill.cycle()
+    assert len([e for e in log.query() if e["kind"] == "reserve"]) == 2
+    about_big = [e for e in log.query() if names_job(e, ids["big"])]
+    assert {e["kind"] for e in about_big} == {"start", "reserve"}
+    line = event_line(rec_)
+    assert f"JobId={short} Scheduler=backfill" in line and f'Ahead="{ids["big"]}(' in line
