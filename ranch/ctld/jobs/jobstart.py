@@ -116,6 +116,8 @@ class JobStarts:
             if job.reason != why:
                 job.reason = why
                 self._jobs.touch(job, durable=False)  # recomputed by every pass, after restarts
+        if run.stopped:
+            started += self._behind(wall, running)
         # salloc -I: an immediate allocation this pass could not start is refused (FAILED)
         refused = [j for j in self._jobs.pending if j.state == PENDING and j.req.immediate]
         for job in refused:
@@ -130,6 +132,25 @@ class JobStarts:
             if when is None or due < when:
                 self._deadlines.schedule(BEGIN_KEY, due)
         return depth
+
+    def _behind(self, wall: float, running: dict[int, int]) -> int:
+        """The jobs below the pass's stop that no pass looked at yet (just submitted, released,
+        requeued: Reason=None; or whose BeginTime came) get their reason, as slurmctld's scan
+        marks the jobs of a partition that waits (Priority) or gives their own (held,
+        dependency, limits...): every pending job has a reason after every pass. The rest
+        keep theirs (cheap: a compare a job). The number that ended (--kill-on-invalid-dep)."""
+        ended = 0
+        for job in self._jobs.pending:
+            if job.state != PENDING or not (job.reason == "None" or (
+                    job.reason == "BeginTime" and (job.req.begin_time or 0) <= wall)):
+                continue
+            why = self.waits(job, wall, running)
+            if why is None:
+                ended += 1
+                continue
+            job.reason = why or "Priority"
+            self._jobs.touch(job, durable=False)
+        return ended
 
     def cluster(self, cfg: Any, wall: float) -> Cluster:
         """The nodes, partitions and allocations as the scheduling core reads them (live
