@@ -192,7 +192,7 @@ class AcctList:
 class GetWhy:
     """`rqueue --why ID` (issue 44): why a job is not running, its estimated start, and what
     would start it sooner. `only_uid` (set by the controller under PrivateData=jobs for a user
-    who is no admin): another user's job is answered as no such job."""
+    who is no admin; -1: anybody's): another user's job is answered as no such job."""
 
     job_id: int
     only_uid: int = -1

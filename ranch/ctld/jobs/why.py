@@ -52,7 +52,7 @@ class WhyDesk:
 
     async def answer(self, msg: m.GetWhy) -> m.WhyReply | m.Error:
         job = self._jobs.jobs.get(msg.job_id)
-        if job is None or (msg.only_uid >= 0 and job.req.uid != msg.only_uid):
+        if job is None or (msg.only_uid != -1 and job.req.uid != msg.only_uid):
             return m.Error("bad_request", f"Invalid job id specified: {msg.job_id}",
                            field="job_id")
         now = self._wall()
