@@ -88,6 +88,8 @@ def explain(scene: Scene, job_id: int, reason: str = "", *, detail: str = "",
     if not q.waits and not isinstance(est, Start):
         tips = suggestions(scene, index, est, elsewhere, when)
     token = q.waits or (reason if reason not in ("", "None") else why)  # what squeue shows
+    if token != why and {token.split(",")[0], why} == {"ReqNodeNotAvail", "Resources"}:
+        binding = token + binding[len(why):]  # the pass's word for the same shortage
     return Explanation(job_id, token or "None", binding, evidence, start, nodes, how, tips)
 
 
