@@ -115,3 +115,22 @@ async def test_each_start_and_top_reservation_is_recorded_with_its_inputs(autoju
     assert {e["kind"] for e in about_big} == {"start", "reserve"}
     line = event_line(rec_)
     assert f"JobId={short} Scheduler=backfill" in line and f'Ahead="{ids["big"]}(' in line
+
+
+async def test_ranch_estimate_all_gives_the_untested_jobs_an_estimate_and_no_start(
+        autojump_clock) -> None:
+    """bf_max_job_test=1: backfill tests the big job only; with ranch_estimate_all the short
+    job past it gets an estimate (now: it fits beside the big one's reservation) but backfill
+    does not start it, as without the word; the long one gets its start after the big one."""
+    for word, estimated in (("", False), (",ranch_estimate_all", True)):
+        c, ids = scene(f"SchedulerParameters=bf_max_job_test=1{word}")
+        assert c.jobs.settings.config.scheduler.estimate_all is estimated
+        short = c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30)).job_id
+        assert await c.jobs.backfill.cycle() == 0  # starts obey bf_max_job_test
+        big, long_, shorts = (rec(c, j) for j in (ids["big"], ids["long"], short))
+        assert big["start_time"] is not None and shorts["state"] == "PENDING"
+        if not estimated:
+            assert (long_["start_time"], shorts["start_time"]) == (None, None)
+            continue
+        assert shorts["start_time"] == wall() and shorts["sched_nodes"] in ("n3", "n4")
+        assert long_["start_time"] >= big["start_time"] + 3600
