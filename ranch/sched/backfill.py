@@ -4,6 +4,7 @@ nodes that are then reserved for it (Slurm 22.05's backfill.c, over a bitmask ma
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 
 import attrs
@@ -101,6 +102,20 @@ class Cycle:
         self.tested = 0
         self.per_user: dict[int, int] = {}
         self.per_part: dict[str, int] = {}
+
+    def fork(self) -> Cycle:
+        """A copy of the cycle so far that plans on without changing this one (rqueue --why
+        tries a changed job in its place: the jobs ahead are planned once, not once a try)."""
+        other = copy.copy(self)
+        other.uses = {n: u.copy() for n, u in self.uses.items()}
+        other.holders = dict(self.holders)
+        other.lines = self.lines.fork()
+        other.map = self.map.fork()
+        other.low, other.gone = dict(self.low), dict(self.gone)
+        other.failed = {k: list(v) for k, v in self.failed.items()}
+        other.blocked = set(self.blocked)
+        other.per_user, other.per_part = dict(self.per_user), dict(self.per_part)
+        return other
 
     def mask(self, names) -> int:
         out = 0

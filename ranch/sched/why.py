@@ -79,25 +79,32 @@ def explain(scene: Scene, job_id: int, reason: str = "", *, detail: str = "",
         return Explanation(job_id, reason or "None", f"{reason or 'None'}: not in the queue "
                            "the scheduler plans (it changed since)")
     q = scene.queue[index]
-    plans = _plan(scene, scene.queue[: index + 1])
-    est = plans[-1]
+    cycle, ahead = _ahead(scene, index)
+    est = cycle.fork().consider(q)
     why = q.waits or (est.reason if not isinstance(est, Start) else "") or reason
-    binding, evidence = _binding(scene, q, why, plans[:-1], detail, limit, when)
+    binding, evidence = _binding(scene, q, why, ahead, detail, limit, when)
     start, nodes, how = _estimate(scene, est, when)
+    tested = sum(1 for a in scene.queue[:index] if not a.waits)
+    if scene.params.max_job_test and tested >= scene.params.max_job_test and not q.waits:
+        how += (f"; past bf_max_job_test={scene.params.max_job_test}: a backfill cycle does "
+                "not test it (ranch_estimate_all gives it an estimate)")
     tips: tuple[Suggestion, ...] = ()
     if not q.waits and not isinstance(est, Start):
-        tips = suggestions(scene, index, est, elsewhere, when)
+        tips = suggestions(scene, cycle, ahead, q.job, est, elsewhere, when)
     token = q.waits or (reason if reason not in ("", "None") else why)  # what squeue shows
     if token != why and {token.split(",")[0], why} == {"ReqNodeNotAvail", "Resources"}:
         binding = token + binding[len(why):]  # the pass's word for the same shortage
     return Explanation(job_id, token or "None", binding, evidence, start, nodes, how, tips)
 
 
-def _plan(scene: Scene, queue: Sequence[Queued]) -> tuple[Estimate, ...]:
-    """The planner over this queue, every job given an estimate (bf_max_job_test and the other
-    bf_max_* limits leave the jobs they skip a display estimate: ranch_estimate_all)."""
-    params = attrs.evolve(scene.params, estimate_all=True)
-    return planner.plan(scene.cluster, queue, scene.ends, scene.now, params, scene.windows)
+def _ahead(scene: Scene, index: int) -> tuple[planner.Cycle, list[Estimate]]:
+    """The planner over the jobs ahead of queue position `index`, every one tested (the
+    bf_max_* limits lifted: the estimate of a job past them is for display), and its cycle
+    there: each try of the job, changed or not, plans on a fork of it."""
+    params = attrs.evolve(scene.params, max_job_test=0, max_job_user=0, max_job_part=0,
+                          estimate_all=False)
+    cycle = planner.Cycle(scene.cluster, scene.ends, scene.now, params, scene.windows)
+    return cycle, [cycle.consider(q) for q in scene.queue[:index]]
 
 
 def _estimate(scene: Scene, est: Estimate, when: Callable[[float], str]
@@ -293,21 +300,17 @@ def _rank(scene: Scene, est: Estimate) -> float:
     return float("inf")
 
 
-def _tried(scene: Scene, index: int, job: Pending) -> Estimate:
-    """The planner's estimate for the job changed to `job`, in its place in the queue."""
-    return _plan(scene, (*scene.queue[:index], Queued(job)))[-1]
-
-
-def suggestions(scene: Scene, index: int, est: Estimate, elsewhere: Sequence[Pending],
-                when: Callable[[float], str]) -> tuple[Suggestion, ...]:
+def suggestions(scene: Scene, cycle: planner.Cycle, ahead: Sequence[Estimate], job: Pending,
+                est: Estimate, elsewhere: Sequence[Pending], when: Callable[[float], str]
+                ) -> tuple[Suggestion, ...]:
     """A shorter time limit that ends before what holds its nodes, another partition it may
-    use, fewer nodes: each kept only where the planner starts the changed job sooner."""
-    job = scene.queue[index].job
+    use, fewer nodes: each kept only where the planner, trying the changed job in its place
+    (on a fork of `cycle`, the plan of the jobs `ahead`), starts it sooner."""
     now_rank = _rank(scene, est)
     out: list[Suggestion] = []
 
     def keep(changed: Pending, option: str, what: str) -> bool:
-        got = _tried(scene, index, changed)
+        got = cycle.fork().consider(Queued(changed))
         if _rank(scene, got) >= now_rank:
             return False
         start = _rank(scene, got)
@@ -316,7 +319,7 @@ def suggestions(scene: Scene, index: int, est: Estimate, elsewhere: Sequence[Pen
         out.append(Suggestion(option, f"{what}: it would start {at}", start, nodes))
         return True
 
-    for minutes in _shorter(scene, index, job):
+    for minutes in _shorter(scene, ahead, job):
         if keep(attrs.evolve(job, time_limit=minutes), f"--time={minutes}",
                 f"a time limit of {minutes} min"):
             break
@@ -331,7 +334,7 @@ def suggestions(scene: Scene, index: int, est: Estimate, elsewhere: Sequence[Pen
     return tuple(out)
 
 
-def _shorter(scene: Scene, index: int, job: Pending) -> list[int]:
+def _shorter(scene: Scene, ahead: Sequence[Estimate], job: Pending) -> list[int]:
     """Time limits (minutes, longest first) that end before something holding the job's nodes
     begins: a window, a reservation of a job ahead of it."""
     mine = set(eligible(scene, job))
@@ -339,7 +342,7 @@ def _shorter(scene: Scene, index: int, job: Pending) -> list[int]:
     if limit is None:
         limit = getattr(scene.cluster.partitions.get(job.partition), "max_time", None)
     begins = [w.begin for w in scene.windows if w.nodes & mine and w.begin > scene.now]
-    for e in _plan(scene, scene.queue[:index]):
+    for e in ahead:
         if isinstance(e, Planned) and mine & set(e.nodes):
             begins.append(e.start)
     res = scene.params.resolution

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ranch.sched.backfill import plan
 from ranch.sched.fifo import schedule
+from ranch.sched.model import Planned, Start
 from ranch.sched.why import Scene, explain
 
 from .test_backfill_properties import key, scenes
@@ -70,3 +71,25 @@ def test_the_explanation_is_the_same_on_equal_inputs_in_another_order(scene, rng
         a, b = explain(one, q.job.id), explain(two, q.job.id)
         assert a == b
         assert a.reason and a.binding  # every job is explained
+
+
+@settings(max_examples=60, deadline=None)
+@given(scenes())
+def test_the_estimate_explained_is_the_planners_and_a_fork_leaves_its_cycle_alone(scene) -> None:
+    """explain plans the jobs ahead once and tries each change on a fork of that cycle: its
+    estimate is the one the planner gives over the queue up to the job (bf_max_* lifted), and
+    the suggestions' tries change nothing the next job's estimate reads."""
+    c, queue, ends, windows, params, now = scene
+    lifted = attrs.evolve(params, max_job_test=0, max_job_user=0, max_job_part=0)
+    whole = plan(c, queue, ends, now, lifted, windows)
+    s = Scene(c, tuple(queue), tuple(ends), now, params, tuple(windows))
+    for q, e in zip(queue, whole, strict=True):
+        got = explain(s, q.job.id)
+        if isinstance(e, Start):
+            assert got.start == now and set(got.nodes) == set(e.shares)
+        elif isinstance(e, Planned):
+            assert got.start == max(e.start, now) and got.nodes == e.nodes
+        else:
+            assert got.start is None
+        for tip in got.suggestions:
+            assert tip.start < (got.start if got.start is not None else float("inf"))
