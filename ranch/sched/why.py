@@ -262,12 +262,16 @@ def _priority(scene: Scene, job: Pending, ahead: Sequence[Estimate],
                 f"{when(first)}",
                 tuple(f"job {j}: {hostlist.fold(list(n))} from {when(t)}"
                       for j, t, n in held[:TOP_EVIDENCE]))
-    waiting = [q.job.id for q in scene.queue if q.job.partition == job.partition
-               and not q.waits and q.job.id != job.id][:1]
-    if waiting and waiting[0] != job.id:
+    waiting = [e.job_id for e in ahead if not isinstance(e, Start)
+               and e.reason == "Resources" and e.job_id in _in_partition(scene, job)][:1]
+    if waiting:
         return (f"Priority: job {waiting[0]} ahead of it in partition {job.partition} waits "
                 "for resources, and nothing behind it may take them first"), ()
     return "Priority: jobs ahead of it come first", ()
+
+
+def _in_partition(scene: Scene, job: Pending) -> set[int]:
+    return {q.job.id for q in scene.queue if q.job.partition == job.partition}
 
 
 def _reserved(scene: Scene, job: Pending, when: Callable[[float], str]

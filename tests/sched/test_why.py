@@ -166,3 +166,14 @@ def test_estimate_all_plans_the_jobs_past_bf_max_job_test_for_display_only() -> 
     assert isinstance(every[1], Planned) and every[1].start == NOW
     assert isinstance(every[2], Planned) and every[2].start == NOW + 3600
     assert every[1].nodes != every[0].shares.keys()
+
+
+def test_priority_behind_a_job_ahead_that_holds_no_reservation() -> None:
+    """The job ahead can never start (5 nodes of 4): it reserves nothing, yet the partition
+    waits on it; the job behind is named Priority with that job as the evidence."""
+    ahead = Queued(job(80, "gpu", need=need(nodes=5), time_limit=60, priority=9))
+    mine = Queued(job(81, "gpu", need=need(nodes=3, gpus=1), time_limit=60, priority=1))
+    got = explain(gpus_scene([ahead, mine]), 81, "Priority", when=when)
+    assert got.binding == ("Priority: job 80 ahead of it in partition gpu waits for resources, "
+                           "and nothing behind it may take them first")
+    assert got.start == NOW + 3600  # when job 7 frees gpu02

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ranch.conf.timefmt import slurm_timestamp
 from ranch.ctld.jobs import schedviews
 from ranch.ctld.jobs.decisions import Decisions, ahead_of
 from ranch.ctld.jobs.jobrecord import PENDING, Job
@@ -202,7 +203,8 @@ class Backfill:
         by which it ends (no reservation ahead holds its nodes before then)."""
         ahead, passed = ahead_of(estimates, i, self._priority)
         limit = job.time_limit
-        ends = "no time limit" if limit is None else f"ends by {snap.now + limit * 60:.0f}"
+        ends = "no time limit" if limit is None else \
+            f"ends by {slurm_timestamp(snap.now + limit * 60)}"
         self._decisions.started(job, "backfill", ahead, passed,
                                 f"backfilled: {ends}, before any reservation of a job ahead "
                                 "on its nodes")

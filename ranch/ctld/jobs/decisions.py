@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ranch.conf import hostlist
+from ranch.conf.timefmt import slurm_timestamp
 from ranch.sched.model import Estimate, Planned, Start, Unplanned
 
 if TYPE_CHECKING:
@@ -72,7 +73,8 @@ def ahead_of(estimates: Sequence[Estimate], index: int, priority: Callable[[int]
         count += 1
         if len(out) < AHEAD:
             if isinstance(e, Planned):
-                why = f"{e.reason}; reserved {hostlist.fold(list(e.nodes))} from {e.start:.0f}"
+                why = (f"{e.reason}; reserved {hostlist.fold(list(e.nodes))} from "
+                       f"{slurm_timestamp(e.start)}")
             else:
                 assert isinstance(e, Unplanned)
                 why = e.reason or e.why
