@@ -113,7 +113,8 @@ def _estimate(scene: Scene, est: Estimate, when: Callable[[float], str]
         return scene.now, tuple(est.shares), "it fits now: the next scheduling pass starts it"
     if isinstance(est, Planned):
         return (max(est.start, scene.now), est.nodes,
-                f"planned by backfill on {hostlist.fold(list(est.nodes))} at {when(est.start)}")
+                "the planner's: the jobs ahead end by their time limits, these nodes are "
+                "reserved for it from then")
     return None, (), f"no estimate: {est.why}"
 
 
