@@ -62,6 +62,9 @@ def events_parser() -> argparse.ArgumentParser:
     a("-n", "--nodes", metavar="HOSTLIST", default="", help="only these nodes")
     a("--limit", type=int, default=0, metavar="N", help="the newest N events only")
     a("--drains", action="store_true", help="drain history per node")
+    a("-j", "--job", type=int, default=0, metavar="JOBID",
+      help="only the scheduling decisions that name this job: its own start and reservations, "
+           "and the starts of jobs that passed it (with why)")
     a("--json", action="store_true", help="as JSON (one object per line with --follow)")
     return p
 
@@ -81,6 +84,8 @@ def event_line(e: dict) -> str:
     parts = [f"Time={_time(e.get('time'))}", f"Node={e.get('node')}", f"Event={e.get('kind')}"]
     if e.get("kind") == "state":
         parts.append(f"State={e.get('old')}->{e.get('new')}")
+    if e.get("job") is not None:  # a scheduling decision (ctld/jobs/decisions.py)
+        parts += _decision(e)
     for key, label in (("name", "Reservation"), ("action", "Action"), ("cause", "Cause"),
                        ("user", "User"), ("reason", "Reason"),
                        ("peer", "Peer"), ("problem", "Problem"), ("conf", "Conf")):
@@ -89,6 +94,30 @@ def event_line(e: dict) -> str:
     if e.get("partitions"):
         parts.append("Partitions=" + ",".join(e["partitions"]))
     return " ".join(parts)
+
+
+def _decision(e: dict) -> list[str]:
+    """JobId= Scheduler= Priority= Partition= Nodes= StartTime= (a reservation), Why=, and
+    Ahead=id(prio):reason,... of the jobs it passed."""
+    out = [f"JobId={e['job']}"]
+    for key, label in (("scheduler", "Scheduler"), ("priority", "Priority"),
+                       ("partition", "Partition"), ("nodes", "Nodes"), ("rank", "Rank")):
+        if e.get(key) not in (None, ""):
+            out.append(f"{label}={e[key]}")
+    if e.get("start") is not None:
+        out.append(f"StartTime={_time(e['start'])}")
+    was = e.get("was")
+    if isinstance(was, dict):
+        out.append(f"Was={_time(was.get('start'))}@{was.get('nodes')}")
+    if e.get("why"):
+        out.append(f"Why={_quote(str(e['why']))}")
+    ahead = [a for a in e.get("ahead") or () if isinstance(a, dict)]
+    if ahead or e.get("passed"):
+        shown = ",".join(f"{a.get('job')}({a.get('priority')}):{a.get('reason')}"
+                         for a in ahead)
+        more = (e.get("passed") or 0) - len(ahead)
+        out.append(f"Ahead={_quote(shown + (f',+{more} more' if more > 0 else ''))}")
+    return out
 
 
 def _flags(complete: str | None) -> set[str]:
@@ -143,7 +172,7 @@ def events_command(target, words: list[str], json_out: bool) -> int:
     args = events_parser().parse_args(words)
     as_json = json_out or args.json
     body = {"since": parse_since(args.since) if args.since else 0.0, "nodes": args.nodes,
-            "limit": max(0, args.limit), "follow": bool(args.follow)}
+            "limit": 0 if args.job else max(0, args.limit), "follow": bool(args.follow)}
     if args.nodes and args.nodes.upper() != "ALL":
         from ranch.conf.hostlist import expand
 
@@ -156,9 +185,12 @@ def events_command(target, words: list[str], json_out: bool) -> int:
             body["limit"] = FOLLOW_BACKLOG  # like tail -f: the last few, then what comes
         if args.drains:
             raise CliError("--drains and --follow do not go together")
-        return _follow(target, body, as_json)
+        return _follow(target, body, as_json, args.job)
     reply = ask(target, "GetEvents", body, want="Events")
     events = reply.get("events") or []
+    if args.job:  # the decision records name it (ctld/jobs/decisions.py); --limit after that
+        events = [e for e in events if names_job(e, args.job)]
+        events = events[-args.limit:] if args.limit > 0 else events
     if args.drains:
         history = drain_history(events)
         if as_json:
@@ -175,7 +207,13 @@ def events_command(target, words: list[str], json_out: bool) -> int:
     return 0
 
 
-def _follow(target, body: dict, as_json: bool) -> int:
+def names_job(e: dict, job: int) -> bool:
+    """A decision record about the job, or one of a job that passed it."""
+    return e.get("job") == job or any(a.get("job") == job for a in e.get("ahead") or ()
+                                      if isinstance(a, dict))
+
+
+def _follow(target, body: dict, as_json: bool, job: int = 0) -> int:
     import orjson
 
     from ranch.cli.credential import munge_error, munge_errors, signer
@@ -200,7 +238,8 @@ def _follow(target, body: dict, as_json: bool) -> int:
                     out.append(f"{prog('rcontrol')}: {missed} event(s) missed: this reader "
                                "fell behind")
             for e in events:
-                out.append(orjson.dumps(e).decode() if as_json else event_line(e))
+                if not job or names_job(e, job):
+                    out.append(orjson.dumps(e).decode() if as_json else event_line(e))
             if out:
                 sys.stdout.write("".join(line + "\n" for line in out))
                 sys.stdout.flush()

@@ -71,7 +71,7 @@ def build_parser():  # -> argparse.ArgumentParser
         epilog="commands: show node|partition [NAME] | show config | show hostnames EXPR | "
         "show hostlist NAMES | update NodeName=HOSTLIST|ALL State=STATE [Reason=TEXT] | "
         "reconfigure | ping | takeover | approve|reject|delete NodeName=HOSTLIST [Reason=TEXT] | "
-        "events [--follow] [--since TIME] [-n HOSTLIST] [--drains] [--json] | "
+        "events [--follow] [--since TIME] [-n HOSTLIST] [--job ID] [--drains] [--json] | "
         "show job [ID] | requeue[hold]|[u]hold|release JOBID... | update JobId=ID KEY=VALUE... | "
         "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain] | "
         "reboot [ASAP] [nextstate=RESUME|DOWN] [reason=TEXT] HOSTLIST|ALL | "

@@ -56,6 +56,9 @@ OPTIONS: Table = (
     (("--noconvert",), {"action": "store_true", "help": SUPPRESS}),
     (("-v", "--verbose"), {"action": "count", "default": 0, "help": SUPPRESS}),
     (("--json",), {"action": "store_true", "help": "squeue --json's document"}),
+    (("--why",), {"metavar": "JOBID",
+                  "help": "Ranch: why this job is not running, its estimated start and what "
+                  "would start it sooner (each checked by the scheduler's planner); --json too"}),
     (("--server",), {"metavar": "HOST:PORT", "help": "controller address (or RANCH_SERVER)"}),
     (("--key-file",), {"metavar": "PATH", "help": "cluster key (or RANCH_KEY_FILE)"}),
     (("--conf",), {"metavar": "PATH", "help": "read controller address and key from this config"}),
@@ -326,6 +329,10 @@ def run(argv: list[str]) -> int:
         for line in parse_sinfo_format(text, frozenset(FIELDS), "job")[1]:
             print(f"{prog('rqueue')}: error: {line}", file=sys.stderr)
     target = find_target(args.server, args.key_file, args.conf)
+    if args.why is not None:
+        from ranch.cli import why_view
+
+        return why_view.run(target, args.why, args.json)
     if args.nodelist:
         args.nodelist = _known_nodes(target, args.nodelist)
     while True:

@@ -30,6 +30,8 @@ LONG: dict[str, tuple[int, str]] = {
     "steps": (OPTIONAL, "s"), "states": (REQUIRED, "t"), "usage": (NO, "usage"),
     "user": (REQUIRED, "u"), "users": (REQUIRED, "u"), "verbose": (NO, "v"),
     "version": (NO, "V"), "json": (NO, "json"),
+    # Ranch's own (issue 44): why a job is not running, its estimate, what would start it sooner
+    "why": (REQUIRED, "why"),
     # Ranch's own: where the controller is
     "server": (REQUIRED, "server"), "key-file": (REQUIRED, "key_file"),
     "conf": (REQUIRED, "conf"),
@@ -149,7 +151,7 @@ def read(argv: list[str], prog: str = "squeue") -> SimpleNamespace:
 def _namespace(given: list[tuple[str, str | None]], rest: list[str], prog: str
                ) -> SimpleNamespace:
     ns = SimpleNamespace()
-    for dest in {*DEST.values(), "server", "key_file", "conf", "clusters"}:
+    for dest in {*DEST.values(), "server", "key_file", "conf", "clusters", "why"}:
         setattr(ns, dest, None)
     for flag in FLAGS:
         setattr(ns, flag, False)

@@ -113,6 +113,8 @@ BF_KEYS: dict[str, tuple[int, int]] = {
     "bf_interval": (-1, 10800), "bf_window": (1, 43200), "bf_resolution": (1, 3600),
     "bf_max_job_test": (1, 1000000), "bf_max_job_user": (0, 1000000),
     "bf_max_job_part": (0, 1000000), "bf_min_prio_reserve": (0, 2**63 - 1)}
+# SchedulerParameters' words of Ranch's own (docs/slurm-compat.md): word -> the setting it sets
+BF_FLAGS: dict[str, str] = {"ranch_estimate_all": "estimate_all"}
 # AuthType values Ranch acts on (unset: the cluster key alone)
 AUTH_TYPES: tuple[str, ...] = ("AUTH/MUNGE",)
 # Slurm 22.05's accounting_storage plugins: slurmdbd turns rctld's own store on (issue 43)
@@ -301,7 +303,7 @@ class GlobalSettings(BuilderBase):
 
     def scheduler_settings(self) -> SchedulerSettings:
         """SchedulerType, and SchedulerParameters' bf_* words (a bad one: an error at it)."""
-        got: dict[str, int] = {}
+        got: dict[str, Any] = {}
         param = self.globals.get("SchedulerParameters")
         if param is not None:
             _, p, src = param
@@ -315,6 +317,8 @@ class GlobalSettings(BuilderBase):
                     except ValueError as exc:
                         lead = len(word) - len(word.lstrip())
                         self.value_error(src, p, BadValue(f"{key}: {exc}", offset + lead))
+                elif key in BF_FLAGS:  # Ranch's own words: present or not
+                    got[BF_FLAGS[key]] = True
                 offset += len(word) + 1
         kind = self.typed_global("SchedulerType", "sched/backfill")
         return SchedulerSettings(kind, **got)

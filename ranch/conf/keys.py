@@ -164,7 +164,8 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("SchedulerParameters", "list", None,
      "comma list; Ranch acts on bf_interval (30 s, -1 = no backfill), bf_window (1440 min), "
      "bf_resolution (60 s), bf_max_job_test (500), bf_max_job_user, bf_max_job_part (0 = no "
-     "limit), bf_min_prio_reserve (0) and kill_invalid_depend"),
+     "limit), bf_min_prio_reserve (0) and kill_invalid_depend; Ranch's own ranch_estimate_all "
+     "gives every pending job an estimate, past bf_max_job_test too (display only)"),
     # issue 22: the finished-job history racct reads (slurmdbd.conf's key and value forms)
     ("PurgeJobAfter", "str", "12months",
      "Ranch: finished jobs older than this leave the job history (racct): N months, Nhours, "

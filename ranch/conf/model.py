@@ -226,6 +226,9 @@ class SchedulerSettings:
     bf_max_job_user: int = 0  # of one user (0: no limit)
     bf_max_job_part: int = 0  # of one partition (0: no limit)
     bf_min_prio_reserve: int = 0  # jobs below this priority only start now, reserve nothing
+    # ranch_estimate_all (Ranch's own word): every pending job gets a StartTime estimate, those
+    # past bf_max_job_test too (for display: starts still obey bf_max_job_test)
+    estimate_all: bool = False
 
     @property
     def backfill(self) -> bool:

@@ -69,7 +69,7 @@ def web_ports(c: Controller) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, Re
     side = c.jobs
     jobs = WebJobs(side.store, side.listing.list_body, side.submission.submit,
                    side.commands.cancel, side.commands.control, side.accounting.query,
-                   side.sched_stats.record)
+                   side.sched_stats.record, side.why.answer)
     return (nodes_shown(c), jobs, c.eventlog, node_admin(c), c.reservations,
             Health((live.guard, c.drain_guard), live.stalls), c.site)
 

@@ -188,5 +188,44 @@ class AcctList:
     history_error: str = ""  # the history could not be read: only rctld's own jobs are here
 
 
+@attrs.frozen
+class GetWhy:
+    """`rqueue --why ID` (issue 44): why a job is not running, its estimated start, and what
+    would start it sooner. `only_uid` (set by the controller under PrivateData=jobs for a user
+    who is no admin; -1: anybody's): another user's job is answered as no such job."""
+
+    job_id: int
+    only_uid: int = -1
+
+
+@attrs.frozen
+class WhySuggestion:
+    """A change the planner, run on a copy of the queue with it, confirms starts the job
+    sooner: the option as rbatch takes it, in words, and the start and nodes it would get."""
+
+    option: str
+    text: str
+    start: float
+    nodes: str = ""  # hostlist
+
+
+@attrs.frozen
+class WhyReply:
+    """GetWhy's answer (ranch/sched/why.py's Explanation): the reason token squeue shows, the
+    constraint that binds now with its evidence, the estimate (None: none; `estimate` says how
+    it came or why there is none) and the suggestions."""
+
+    job_id: int
+    state: str
+    reason: str
+    binding: str
+    evidence: tuple[str, ...] = ()
+    start: float | None = None
+    nodes: str = ""  # hostlist: where the estimate puts it
+    estimate: str = ""
+    suggestions: tuple[WhySuggestion, ...] = ()
+    generated_at: float = 0.0
+
+
 JOB_MESSAGES: tuple[type, ...] = (SubmitJob, SubmitReply, GetJobs, JobList, CancelJobs, JobControl,
-                                  JobResult, GetAcct, AcctList)
+                                  JobResult, GetAcct, AcctList, GetWhy, WhySuggestion, WhyReply)

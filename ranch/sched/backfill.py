@@ -4,6 +4,7 @@ nodes that are then reserved for it (Slurm 22.05's backfill.c, over a bitmask ma
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 
 import attrs
@@ -29,6 +30,7 @@ from ranch.sched.place import place
 
 BEYOND = "beyond bf_window"
 NEVER_FITS = "no start in sight"  # nodes too small or held by jobs with no time limit
+SKIPPED = ("bf_max_job_test", "bf_max_job_user", "bf_max_job_part")  # untested: no estimate
 
 
 @attrs.frozen
@@ -42,6 +44,9 @@ class Params:
     max_job_user: int = 0
     max_job_part: int = 0
     min_prio_reserve: int = 0
+    # ranch_estimate_all (a Ranch extension): the jobs a bf_max_* limit leaves untested get an
+    # estimate too, planned after every tested job; for display only, they start nothing
+    estimate_all: bool = False
 
 
 def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now: float,
@@ -49,7 +54,12 @@ def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now:
     """One backfill cycle: an estimate for each queued job (in priority order), from the
     running jobs' end bounds (`ends`). `cluster` is not changed."""
     cycle = Cycle(cluster, ends, now, params, windows)
-    return tuple(cycle.consider(q) for q in queue)
+    out = [cycle.consider(q) for q in queue]
+    if params.estimate_all:
+        for i, (q, e) in enumerate(zip(queue, out, strict=True)):
+            if isinstance(e, Unplanned) and e.why in SKIPPED:
+                out[i] = cycle.display(q, e)
+    return tuple(out)
 
 
 def node_order(cluster: Cluster) -> list[Node]:
@@ -93,6 +103,20 @@ class Cycle:
         self.per_user: dict[int, int] = {}
         self.per_part: dict[str, int] = {}
 
+    def fork(self) -> Cycle:
+        """A copy of the cycle so far that plans on without changing this one (rqueue --why
+        tries a changed job in its place: the jobs ahead are planned once, not once a try)."""
+        other = copy.copy(self)
+        other.uses = {n: u.copy() for n, u in self.uses.items()}
+        other.holders = dict(self.holders)
+        other.lines = self.lines.fork()
+        other.map = self.map.fork()
+        other.low, other.gone = dict(self.low), dict(self.gone)
+        other.failed = {k: list(v) for k, v in self.failed.items()}
+        other.blocked = set(self.blocked)
+        other.per_user, other.per_part = dict(self.per_user), dict(self.per_part)
+        return other
+
     def mask(self, names) -> int:
         out = 0
         for name in names:
@@ -133,6 +157,23 @@ class Cycle:
         self.map.block(t, t + self.clock.span(self._minutes(job)), chosen)
         nodes = tuple(self.nodes[i].name for i in _bits_of(chosen))
         return Planned(job.id, job.partition, self.clock.wall(t), nodes, reason)
+
+    def display(self, q: Queued, skipped: Unplanned) -> Estimate:
+        """ranch_estimate_all: the estimate of a job a bf_max_* limit left untested, planned
+        behind every tested job from now on (slot 0: it could start now; the next cycle that
+        tests it starts it). Its reservation only weighs on the other untested jobs."""
+        job = q.job
+        if any(n not in self.index for n in job.req_nodes) or (job.constraint and not all(
+                matches_features(job.constraint, self.cluster.nodes[n]) for n in job.req_nodes)):
+            return Unplanned(job.id, skipped.reason, NEVER_FITS)
+        got = self._plan(job, earliest=0)
+        if isinstance(got, str):
+            return Unplanned(job.id, skipped.reason, got)
+        t, chosen = got
+        self.map.block(t, t + self.clock.span(self._minutes(job)), chosen)
+        nodes = tuple(self.nodes[i].name for i in _bits_of(chosen))
+        start = self.clock.now if t == 0 else self.clock.wall(t)
+        return Planned(job.id, job.partition, start, nodes, skipped.reason)
 
     def _skip(self, job: Pending) -> str:
         """The bf_max_* limit that leaves the job untested, or "" (and the job counted)."""
@@ -230,7 +271,7 @@ class Cycle:
             self.blocked.add(job.partition)
         return "Resources"
 
-    def _plan(self, job: Pending) -> tuple[int, int] | str:
+    def _plan(self, job: Pending, earliest: int = 1) -> tuple[int, int] | str:
         """(the earliest slot after now the job fits on nodes free of reservations for its
         whole limit, those nodes) or why there is none in the window."""
         sig, k = self._sig(job)
@@ -247,7 +288,7 @@ class Cycle:
             return NEVER_FITS
         if not need.spread and any(_within(f, shape) for f in self.failed.get(group, ())):
             return BEYOND
-        got = self._search(job, sig, k, elig | req, req, span, self.low.get(key, 1))
+        got = self._search(job, sig, k, elig | req, req, span, self.low.get(key, earliest))
         if isinstance(got, str):
             self.gone[key] = got
             if got == BEYOND and not need.spread:  # kept minimal: none within another

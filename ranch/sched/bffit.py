@@ -4,6 +4,7 @@ slot, and for each per-node request the nodes that hold it from each slot on (bi
 from __future__ import annotations
 
 import bisect
+import copy
 from collections.abc import Mapping, Sequence
 
 from ranch.sched.model import Ending, Node, NodeUse, Share
@@ -35,6 +36,14 @@ class Timelines:
                               n.gpus - (len(u.gpus) if u else 0), len(u.jobs) if u else 0])
             self.rel.append(sorted(releases.get(n.name, ())))
         self.tables: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+
+    def fork(self) -> Timelines:
+        """A copy whose starts leave this one as it is."""
+        other = copy.copy(self)
+        other.free = [list(f) for f in self.free]
+        other.rel = [list(r) for r in self.rel]
+        other.tables = {k: (list(s), list(m)) for k, (s, m) in self.tables.items()}
+        return other
 
     def reach(self, i: int, dim: int, x: int) -> int:
         """The first slot from which node `i` has `x` free in `dim` (JOBS: no job on it),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import copy
 import math
 
 import attrs
@@ -62,6 +63,11 @@ class SlotMap:
         self.everyone = everyone
         self.tree = [everyone] * (2 * size)
         self.ends: list[int] = []
+
+    def fork(self) -> SlotMap:
+        other = copy.copy(self)
+        other.tree, other.ends = list(self.tree), list(self.ends)
+        return other
 
     def block(self, a: int, b: int, mask: int) -> None:
         """Hold the nodes of `mask` over slots [a, b)."""

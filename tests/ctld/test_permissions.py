@@ -189,3 +189,20 @@ async def _acct_uids(s: Cluster, who: Identity, q: m.GetAcct) -> list[int]:
     assert refused is None
     body = orjson.loads(await s.jobs.accounting.query(msg))
     return sorted(r["uid"] for r in body["jobs"])
+
+
+async def test_private_data_jobs_limits_rqueue_why_to_a_users_own_jobs() -> None:
+    """rqueue --why under PrivateData=jobs: another user's job is answered as no such job
+    (as squeue -j hides it); an admin's, or anybody's without it, is explained."""
+    for private in ("PrivateData=jobs", ""):
+        s = Cluster(make_config(text=CONF.format(extra=private)), wall=wall)
+        sub = m.SubmitJob("#!/bin/sh\ntrue\n", "alice", 1001, 1001, "/tmp", hold=True)
+        got = s.jobs.submission.submit(sub)
+        assert isinstance(got, m.SubmitReply)
+        for who, seen in ((ALICE, True), (OPERATOR, True), (BOB, not private)):
+            msg, refused, _ = gate(s.config, _Conn(who), m.GetWhy(got.job_id))
+            assert refused is None
+            reply = await s.jobs.why.answer(msg)
+            assert isinstance(reply, m.WhyReply) == seen, (private, who.name, reply)
+            if seen:
+                assert reply.binding.startswith("JobHeldUser: held by its user")

@@ -12,6 +12,7 @@ import attrs
 from ranch.ctld.jobs import inactive as allocations
 from ranch.ctld.jobs.acct import Accounting
 from ranch.ctld.jobs.backfill import Backfill
+from ranch.ctld.jobs.decisions import Decisions, Record
 from ranch.ctld.jobs.dependbook import Dependencies
 from ranch.ctld.jobs.inactive import InactiveWatch
 from ranch.ctld.jobs.jobcommands import JobCommands
@@ -29,6 +30,7 @@ from ranch.ctld.jobs.schedstats import SchedStats
 from ranch.ctld.jobs.settings import JobSettings
 from ranch.ctld.jobs.steps import JobSteps
 from ranch.ctld.jobs.store import JobStore
+from ranch.ctld.jobs.why import WhyDesk
 from ranch.ctld.jobs.willrun import WillRun
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class JobSide:
     will_run: WillRun  # sbatch --test-only: answer
     backfill: Backfill  # sched/backfill's loop (run: a task of the daemon's nursery)
     sched_stats: SchedStats  # what both schedulers count of their cycles (rdiag, /metrics)
+    why: WhyDesk  # rqueue --why, /api/v1/jobs/{id}/why (issue 44)
     history: FileHistory | None
     # what the node side calls (the contract of issue 42: nodes/ports.py JobsForNodes)
     kick: Callable[[], None]
@@ -142,12 +145,14 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
                epoch: int, spawn: Callable[..., None] | None, history: FileHistory | None,
                programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
                admit: Admit | None = None,
-               limits: Callable[[], RuleOf | None] = lambda: None) -> JobSide:
+               limits: Callable[[], RuleOf | None] = lambda: None,
+               record: Record | None = None) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass that a submission or a command runs (power save's flush: a
     placement may power nodes up); `windows`: the reservations' windows (backfill's map);
     `admit`: AccountingStorageEnforce's rule (jobs/ports.py); `limits`: its limits' rules for
-    the scheduling pass (None: not enforced)."""
+    the scheduling pass (None: not enforced); `record`: the event log's door, where each
+    scheduling decision is written with its inputs (ctld/jobs/decisions.py)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
@@ -159,7 +164,8 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
                        deadlines=deadlines, changes=changes, spawn=spawn, history=history,
-                       programs=programs, windows=windows, admit=admit, acct_limits=limits)
+                       programs=programs, windows=windows, admit=admit, acct_limits=limits,
+                       decisions=Decisions(record or (lambda *a, **k: None)))
     return side
 
 
@@ -193,7 +199,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                 changes: ChangeLog, spawn: Callable[..., None] | None,
                 history: FileHistory | None, programs: Callable[[], None],
                 windows: Callable[[], Sequence[Window]], admit: Admit | None,
-                acct_limits: Callable[[], RuleOf | None]) -> JobSide:
+                acct_limits: Callable[[], RuleOf | None], decisions: Decisions) -> JobSide:
     """The store's components, each given what it uses of the others (bound methods, so that
     a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
@@ -206,7 +212,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
                        check=lambda req: submission.check(req),
                        dependency_reason=dependencies.reason, measured=stats.main_cycle,
-                       limits=acct_limits)
+                       limits=acct_limits, decisions=decisions)
     submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
                                members=starts.members, record=listing.record,
                                run_pass=starts.run, programs=programs, admit=admit)
@@ -225,7 +231,10 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                        check=submission.check_new, members=starts.members)
     backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
                         allocate=starts.allocate, programs=programs, windows=windows,
-                        measured=stats.backfill_cycle, active=stats.set_active)
+                        measured=stats.backfill_cycle, active=stats.set_active,
+                        decisions=decisions)
+    why = WhyDesk(store, settings, nodes, wall=wall, snapshot=backfill.snapshot,
+                  check=submission.check, dependency=dependencies.shown, limits=acct_limits)
 
     def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
         settings.use(new)
@@ -235,7 +244,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
         store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
-        accounting=accounting, will_run=will_run, backfill=backfill, sched_stats=stats,
+        accounting=accounting, will_run=will_run, backfill=backfill, sched_stats=stats, why=why,
         history=history,
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,

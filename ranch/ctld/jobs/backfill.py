@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from ranch.conf.timefmt import slurm_timestamp
 from ranch.ctld.jobs import schedviews
+from ranch.ctld.jobs.decisions import Decisions, ahead_of
 from ranch.ctld.jobs.jobrecord import PENDING, Job
 from ranch.ctld.jobs.willrun import running_ends
 from ranch.sched import backfill as planner
@@ -59,7 +61,8 @@ class Snapshot:
 def params_of(s: SchedulerSettings) -> planner.Params:
     return planner.Params(window=s.bf_window, resolution=s.bf_resolution,
                           max_job_test=s.bf_max_job_test, max_job_user=s.bf_max_job_user,
-                          max_job_part=s.bf_max_job_part, min_prio_reserve=s.bf_min_prio_reserve)
+                          max_job_part=s.bf_max_job_part, min_prio_reserve=s.bf_min_prio_reserve,
+                          estimate_all=s.estimate_all)
 
 
 class Backfill:
@@ -72,13 +75,16 @@ class Backfill:
                  programs: Callable[[], None],
                  windows: Callable[[], Sequence[Window]],
                  measured: Callable[[float, int, int, int, int, int], None],
-                 active: Callable[[bool], None]) -> None:
+                 active: Callable[[bool], None],
+                 decisions: Decisions | None = None) -> None:
         """`cluster`, `waits`, `allocate`: the FIFO pass's live views, its reasons that hold a
         job whatever the nodes, and its allocation (ctld/jobs/jobstart.py); `programs`: the
         node side's programs a start asked for (power save's flush); `windows`: the
         reservations' windows not yet over (the node side's), kept out of the plan;
         `measured`: each cycle's start, µs, depth, jobs tried, queue length and starts, and
-        `active`: a plan under way in a thread (sdiag's backfill block, jobs/schedstats.py)."""
+        `active`: a plan under way in a thread (sdiag's backfill block, jobs/schedstats.py);
+        `decisions`: where starts and the top jobs' reservations are recorded with their inputs
+        (ctld/jobs/decisions.py)."""
         self._jobs = jobs
         self._settings = settings
         self._wall = wall
@@ -89,6 +95,7 @@ class Backfill:
         self._windows = windows
         self._measured = measured
         self._active = active
+        self._decisions = decisions if decisions is not None else Decisions(lambda *a, **k: None)
         self._views = schedviews.Views()
         self.cycles = 0
         self.backfilled = 0  # jobs this loop started (sdiag's "Total backfilled jobs")
@@ -165,7 +172,7 @@ class Backfill:
         seen = {q.job.id: q.job for q in snap.queue}
         live = self._cluster(self._settings.config, self._wall())
         started = 0
-        for est in estimates:
+        for i, est in enumerate(estimates):
             job = self._jobs.jobs.get(est.job_id)
             if job is None or job.state != PENDING:
                 continue
@@ -174,6 +181,7 @@ class Backfill:
                         not self._allocate(job, dict(est.shares)):
                     take(expected, job.id, est.shares)
                     started += 1
+                    self._started(job, estimates, i, snap)
                     _estimate(job, None, ())
                     self._jobs.touch(job, durable=False)
             elif isinstance(est, Planned):
@@ -183,7 +191,23 @@ class Backfill:
         if started:
             self._jobs.tidy()  # they left PENDING
             self.backfilled += started
+        self._decisions.planned(estimates, self._priority)
         return started
+
+    def _priority(self, job_id: int) -> int:
+        job = self._jobs.jobs.get(job_id)
+        return job.priority if job is not None else 0
+
+    def _started(self, job: Job, estimates: Sequence[Estimate], i: int, snap: Snapshot) -> None:
+        """Record a backfilled start with its inputs: the jobs ahead it passed, and the bound
+        by which it ends (no reservation ahead holds its nodes before then)."""
+        ahead, passed = ahead_of(estimates, i, self._priority)
+        limit = job.time_limit
+        ends = "no time limit" if limit is None else \
+            f"ends by {slurm_timestamp(snap.now + limit * 60)}"
+        self._decisions.started(job, "backfill", ahead, passed,
+                                f"backfilled: {ends}, before any reservation of a job ahead "
+                                "on its nodes")
 
     def _planned(self, job: Job, est: Planned) -> None:
         changed = _estimate(job, est.start, est.nodes)

@@ -13,6 +13,7 @@ import attrs
 
 from ranch.conf import hostlist
 from ranch.ctld.jobs import partlimits, schedviews
+from ranch.ctld.jobs.decisions import AHEAD, Decisions
 from ranch.ctld.jobs.dependbook import CANCELLED
 from ranch.ctld.jobs.jobrecord import (
     ACTIVE,
@@ -43,12 +44,14 @@ class JobStarts:
                  check: Callable[[m.SubmitJob], Any],
                  dependency_reason: Callable[[Job, float], str],
                  measured: Callable[[int, int, int], None],
-                 limits: Callable[[], RuleOf | None] = lambda: None) -> None:
+                 limits: Callable[[], RuleOf | None] = lambda: None,
+                 decisions: Decisions | None = None) -> None:
         """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
         partitions; `dependency_reason`: why a job's dependencies hold it
         (ctld/jobs/dependbook.py); `measured`: each pass's µs, depth and queue length
         (sdiag's main scheduler, ctld/jobs/schedstats.py); `limits`: the accounting limits'
-        rules while AccountingStorageEnforce has `limits` (None: not enforced)."""
+        rules while AccountingStorageEnforce has `limits` (None: not enforced); `decisions`:
+        where each start is recorded with its inputs (ctld/jobs/decisions.py)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -59,6 +62,7 @@ class JobStarts:
         self._dependency_reason = dependency_reason
         self._measured = measured
         self._limits = limits
+        self._decisions = decisions if decisions is not None else Decisions(lambda *a, **k: None)
         self._scope: LimitScope | None = None  # the limits' tally, kept from pass to pass
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
@@ -83,6 +87,8 @@ class JobStarts:
             self._scope.refresh()  # the jobs that ended since the last pass hold nothing
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         depth = 0
+        ahead: list[tuple[int, int, str]] = []  # the jobs ahead that wait: a start's inputs
+        waited = 0
         for job in self._jobs.pending:
             if job.state != PENDING:
                 continue
@@ -99,12 +105,19 @@ class JobStarts:
                 why = self._start(job, run)
                 if not why:
                     started += 1
+                    self._decisions.started(job, "main", ahead, waited, "fits now" + (
+                        ", the jobs ahead wait for their own reasons" if ahead else ""))
                     if job.array_job_id in running:
                         running[job.array_job_id] += 1
                     continue
+            waited += 1
+            if len(ahead) < AHEAD:
+                ahead.append((job.id, job.priority, why))
             if job.reason != why:
                 job.reason = why
                 self._jobs.touch(job, durable=False)  # recomputed by every pass, after restarts
+        if run.stopped:
+            started += self._behind(wall, running)
         # salloc -I: an immediate allocation this pass could not start is refused (FAILED)
         refused = [j for j in self._jobs.pending if j.state == PENDING and j.req.immediate]
         for job in refused:
@@ -119,6 +132,25 @@ class JobStarts:
             if when is None or due < when:
                 self._deadlines.schedule(BEGIN_KEY, due)
         return depth
+
+    def _behind(self, wall: float, running: dict[int, int]) -> int:
+        """The jobs below the pass's stop that no pass looked at yet (just submitted, released,
+        requeued: Reason=None; or whose BeginTime came) get their reason, as slurmctld's scan
+        marks the jobs of a partition that waits (Priority) or gives their own (held,
+        dependency, limits...): every pending job has a reason after every pass. The rest
+        keep theirs (cheap: a compare a job). The number that ended (--kill-on-invalid-dep)."""
+        ended = 0
+        for job in self._jobs.pending:
+            if job.state != PENDING or not (job.reason == "None" or (
+                    job.reason == "BeginTime" and (job.req.begin_time or 0) <= wall)):
+                continue
+            why = self.waits(job, wall, running)
+            if why is None:
+                ended += 1
+                continue
+            job.reason = why or "Priority"
+            self._jobs.touch(job, durable=False)
+        return ended
 
     def cluster(self, cfg: Any, wall: float) -> Cluster:
         """The nodes, partitions and allocations as the scheduling core reads them (live

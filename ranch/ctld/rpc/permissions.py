@@ -87,6 +87,8 @@ def gate(config: ClusterConfig, conn: Connection, msg: Any) -> tuple[Any, Any, A
         if who.admin or "jobs" not in private:
             return msg, None, None
         return msg, None, lambda reply: own_jobs(reply, who)
+    if kind is m.GetWhy and not who.admin and "jobs" in private:  # rqueue --why: own jobs
+        return attrs.evolve(msg, only_uid=who.uid), None, None
     if kind is m.GetAcct:
         # racct (sacct): with PrivateData=jobs or =usage a user's query covers their own jobs
         # only, as slurmdbd answers sacct; an admin's is as asked

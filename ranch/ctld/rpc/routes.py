@@ -211,4 +211,5 @@ def job_routes(jobs: JobServices, config: Callable[[], ClusterConfig],
         m.JobControl: Route(partial(job_control, jobs, config)),
         m.StepRequest: Route(partial(step_request, jobs)),
         m.StepEnd: Route(lambda conn, msg: jobs.steps.node_ended(conn.node, msg)),
+        m.GetWhy: Route(lambda conn, msg: jobs.why.answer(msg), changes=False),  # rqueue --why
     }

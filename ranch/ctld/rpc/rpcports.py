@@ -100,6 +100,12 @@ class TestOnly(Protocol):
     def answer(self, req: m.SubmitJob) -> m.SubmitReply | m.Error: ...
 
 
+class WhyAnswers(Protocol):
+    """rqueue --why (ctld/jobs/why.py WhyDesk)."""
+
+    async def answer(self, msg: m.GetWhy) -> m.WhyReply | m.Error: ...
+
+
 class StepRequests(Protocol):
     """rrun's steps (ctld/jobs/steps.py JobSteps)."""
 
@@ -123,6 +129,8 @@ class JobServices(Protocol):
     def will_run(self) -> TestOnly: ...
     @property
     def steps(self) -> StepRequests: ...
+    @property
+    def why(self) -> WhyAnswers: ...
 
 
 class Watching(Protocol):

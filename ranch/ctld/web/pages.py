@@ -25,6 +25,7 @@ from ranch.ctld.web import grid
 from ranch.ctld.web.actions import JOB_ACTIONS, job_actions, node_actions, reboot_offered
 from ranch.ctld.web.responses import Json, error, is_number
 from ranch.protocol import messages as m
+from ranch.protocol.codec import converter
 from ranch.protocol.outputpath import expand_path
 from ranch.protocol.records import job_json, node_json
 
@@ -117,8 +118,33 @@ class Pages:
                 else f"the script is shown to its owner and admins, not to {reader.name}"),
             "actions": job_actions(view_of(job), owner, bool(reader and reader.admin)),
             "signed_in": None if reader is None else reader.name,
+            # rqueue --why's answer for a pending job (the page's Why block)
+            "why": await self._why(job.id) if rec["state"] == "PENDING" else None,
         })
         return Json(doc, headers={"Cache-Control": "no-cache"})
+
+    async def _why(self, job_id: int, only_uid: int = -1) -> dict | None:
+        if self.jobs.why is None:
+            return None
+        got = await self.jobs.why(m.GetWhy(job_id, only_uid))
+        return None if isinstance(got, m.Error) else converter.unstructure(got)
+
+    async def why(self, request: Request) -> Response:
+        """GET /api/v1/jobs/{id}/why: rqueue --why's answer, to whom rqueue would give it
+        (PrivateData=jobs: the job's owner and admins; no token then: nobody)."""
+        if (refused := self._read_refusal(request)) is not None:
+            return refused
+        ident = request.path_params["job_id"]
+        if not is_number(ident):
+            return error(400, f"Invalid job id specified: {ident}", "job_id")
+        reader = self._reader(request)
+        only = -1
+        if "jobs" in self.nodes.config.access.private_data and not (reader and reader.admin):
+            only = reader.uid if reader is not None else -2  # no token: no job is theirs
+        doc = await self._why(int(ident), only)
+        if doc is None:
+            return error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
+        return Json({"why": doc}, headers={"Cache-Control": "no-cache"})
 
     async def _script_head(self, job: Job) -> str:
         if job.req.allocation:
@@ -170,6 +196,7 @@ class Pages:
             Route("/ui/node/{name}", self.node),
             Route("/ui/job/{job_id}", self.job),
             Route("/ui/job/{job_id}/{action}", self.act, methods=["POST"]),
+            Route("/api/v1/jobs/{job_id}/why", self.why),
         ]
 
 

@@ -47,6 +47,8 @@ def category(rec: dict[str, Any]) -> str:
         return "reservation"
     if kind in _MEMBERSHIP:
         return "membership"
+    if kind in ("start", "reserve"):  # a scheduling decision (ctld/jobs/decisions.py)
+        return "jobs"
     if kind != "state":
         return "state"
     cause, old, new = rec.get("cause", ""), rec.get("old", ""), rec.get("new", "")

@@ -60,6 +60,8 @@ class WebJobs:
     control: Callable[..., m.JobResult]
     acct_query: Callable[[m.GetAcct], Awaitable[bytes]]  # the History tab: racct's query
     sched_stats: Callable[[], dict[str, Any]]  # sdiag's figures (ctld/jobs/schedstats.py)
+    # rqueue --why's answer (ctld/jobs/why.py): the job page's Why block, /api/v1/jobs/{id}/why
+    why: Callable[[m.GetWhy], Awaitable[m.WhyReply | m.Error]] | None = None
 
 
 class WebEvents(Protocol):

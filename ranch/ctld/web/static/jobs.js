@@ -181,6 +181,7 @@ function renderJob(j) {
   const dl = $("jd-facts");
   dl.textContent = "";
   for (const [k, v] of facts) dl.append(el("dt", k), el("dd", v === null ? "" : v));
+  renderWhy(j.why);
   const steps = $("jd-steps");
   steps.textContent = "";
   for (const s of j.steps) {
@@ -205,6 +206,18 @@ function renderJob(j) {
         : "sign in with a token to act on this job", "muted"));
     }
   }
+}
+
+function renderWhy(why) {  // rqueue --why's answer for a pending job (ctld/jobs/why.py)
+  $("jd-why").hidden = !why;
+  if (!why) return;
+  $("jd-why-text").textContent = why.binding;
+  const ul = $("jd-why-list");
+  ul.textContent = "";
+  for (const e of why.evidence) ul.append(el("li", e));
+  ul.append(el("li", why.start ? `Estimated start ${fmtTime(why.start)}`
+    + (why.nodes ? ` on ${why.nodes}` : "") + ` (${why.estimate})` : why.estimate, "muted"));
+  for (const s of why.suggestions) ul.append(el("li", `Sooner: ${s.option}: ${s.text}`));
 }
 
 async function jobAction(id, action, button) {

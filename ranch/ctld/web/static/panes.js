@@ -84,6 +84,10 @@ function describe(e) {
   if (e.kind.startsWith("guard_")) return `${e.guard} ${e.kind.slice(6)}` + (e.detail ? ` · ${e.detail}` : "");
   if (e.kind === "reservation") return `reservation ${e.name} ${e.action}`;
   if (e.kind.startsWith("controller_")) return e.kind.replace("_", " ") + (e.seconds ? ` (${e.seconds} s)` : "");
+  if (e.kind === "start" || e.kind === "reserve") {  // a scheduling decision, with its inputs
+    return `job ${e.job} ${e.kind === "start" ? "started by " + e.scheduler : "reserved"}`
+      + ` on ${e.nodes}` + ((e.ahead || []).length ? ` · passed ${e.ahead.map(a => a.job).join(",")}` : "");
+  }
   return e.kind.replace("_", " ") + (e.peer ? ` from ${e.peer}` : "") + (e.reason ? ` · ${e.reason}` : "");
 }
 
