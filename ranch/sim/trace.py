@@ -9,6 +9,7 @@ from typing import TextIO
 
 import attrs
 
+ACCOUNTS_KEY = "RanchAccounts"  # a header line naming the accounts, by group index
 SWF_FIELDS = 18  # job, submit, wait, run, procs, cpu, mem, req procs, req time, req mem, status,
 #                  uid, gid, app, queue, partition, preceding job, think time
 
@@ -49,8 +50,8 @@ def read_swf(lines: Iterable[str], accounts: Sequence[str] = ()) -> tuple[list[T
     """The jobs of an SWF trace and its header's `; Key: value` lines. A job's processors are
     its requested ones (field 8), else its allocated ones (5); its time limit the requested
     time (9, seconds, rounded up to minutes), else none; its account is `accounts[gid]` where
-    given, else "g<gid>" (SWF has no accounts; Ranch's generator writes the account's index as
-    the group). Jobs that never ran (runtime < 0) and cancelled ones (status 5) are skipped, as
+    given, else "g<gid>" (SWF has no accounts; Ranch's writer puts the account's index in
+    the group and the names in a `; RanchAccounts:` header line). Jobs that never ran (runtime < 0) and cancelled ones (status 5) are skipped, as
     the Archive's guidance for simulations says."""
     jobs: list[TraceJob] = []
     header: dict[str, str] = {}
@@ -63,6 +64,8 @@ def read_swf(lines: Iterable[str], accounts: Sequence[str] = ()) -> tuple[list[T
             if sep:
                 header[key.strip()] = value.strip()
             continue
+        if not accounts and ACCOUNTS_KEY in header:
+            accounts = header[ACCOUNTS_KEY].split()
         f = [_num(x) for x in line.split()]
         if len(f) < SWF_FIELDS:
             f += [-1.0] * (SWF_FIELDS - len(f))
@@ -86,9 +89,13 @@ def read_swf(lines: Iterable[str], accounts: Sequence[str] = ()) -> tuple[list[T
 
 def write_swf(out: TextIO, jobs: Sequence[TraceJob], header: dict[str, str] | None = None,
               accounts: Sequence[str] = ()) -> None:
-    """The jobs as SWF lines (unknown fields -1; the account's index in `accounts` as the
-    group), after the header's `; Key: value` lines."""
-    for key, value in (header or {}).items():
+    """The jobs as SWF lines (unknown fields -1; the account's index in `accounts`, by default
+    the jobs' accounts sorted, as the group), after the header's `; Key: value` lines."""
+    accounts = list(accounts) or sorted({j.account for j in jobs if j.account})
+    header = dict(header or {})
+    if accounts:
+        header[ACCOUNTS_KEY] = " ".join(accounts)
+    for key, value in header.items():
         out.write(f"; {key}: {value}\n")
     index = {a: i for i, a in enumerate(accounts)}
     for j in jobs:
