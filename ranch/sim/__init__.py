@@ -1,1 +1,1 @@
-"""Replay of a workload through the pure scheduling core in virtual time (issue 44's `ranch simulate`)."""
+"""A workload replayed through the scheduling core in virtual time (`ranch simulate`)."""

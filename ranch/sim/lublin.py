@@ -8,7 +8,8 @@ whose constants for the all-jobs fit are the defaults of `Model` below:
 
 - size: serial with probability SERIAL_PROB (0.244); else log2(size) is uniform on
   [ULOW, UMED] with probability UPROB (0.86) and on [UMED, UHI] otherwise (the "two-stage
-  uniform"; ULOW 0.8, UHI = log2(machine size), UMED = UHI - 2.5 as the paper sets it), rounded to a power of two with probability POW2_PROB (0.576);
+  uniform"; ULOW 0.8, UHI = log2(machine size), UMED = UHI - 2.5 as the paper sets it),
+  rounded to a power of two with probability POW2_PROB (0.576);
 - runtime: log(runtime, seconds) is hyper-gamma, Gamma(A1=4.2, B1=0.94) with probability
   p = PA * size + PB (PA=-0.0054, PB=0.78: larger jobs run longer), else Gamma(A2=312, B2=0.03);
 - arrivals: log(interarrival, seconds) is Gamma(AARR=10.23, BARR=0.4871) in "busy" time, and
@@ -126,6 +127,8 @@ def limit_of(runtime: float, rng: random.Random, exact: bool,
     if exact:
         return max(1, math.ceil(runtime / 60))
     want = runtime * rng.uniform(1, 10) / 60
+    if not steps:  # no rounding: the estimate as the user made it, in whole minutes
+        return max(1, math.ceil(want))
     i = bisect.bisect_left(steps, want)
     if i < len(steps):
         return steps[i]

@@ -64,8 +64,27 @@ def compare(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
             "change": {k: after[k] - before[k] for k in keys}}
 
 
+def kendall_tau(first: Sequence[int], second: Sequence[int]) -> float:
+    """Kendall's tau between two orders of the same jobs (ids; those in only one are left
+    out): 1 the same order, -1 reversed."""
+    pos = {j: i for i, j in enumerate(second)}
+    ids = [j for j in first if j in pos]
+    n = len(ids)
+    if n < 2:
+        return 1.0
+    ranks = [pos[j] for j in ids]
+    agree = sum(1 if ranks[i] < ranks[k] else -1 for i in range(n) for k in range(i + 1, n))
+    return agree / (n * (n - 1) / 2)
+
+
+def start_order(runs: Sequence[Run]) -> list[int]:
+    """The jobs that started, by start time (ties by job id)."""
+    return [r.job.id for r in sorted((r for r in runs if r.start is not None),
+                                     key=lambda r: (r.start, r.job.id))]
+
+
 def _dur(s: float) -> str:
-    s = int(round(s))
+    s = round(s)
     d, s = divmod(s, 86400)
     h, s = divmod(s, 3600)
     m, s = divmod(s, 60)

@@ -51,8 +51,9 @@ def read_swf(lines: Iterable[str], accounts: Sequence[str] = ()) -> tuple[list[T
     its requested ones (field 8), else its allocated ones (5); its time limit the requested
     time (9, seconds, rounded up to minutes), else none; its account is `accounts[gid]` where
     given, else "g<gid>" (SWF has no accounts; Ranch's writer puts the account's index in
-    the group and the names in a `; RanchAccounts:` header line). Jobs that never ran (runtime < 0) and cancelled ones (status 5) are skipped, as
-    the Archive's guidance for simulations says."""
+    the group and the names in a `; RanchAccounts:` header line). Jobs that never ran
+    (runtime < 0) and cancelled ones (status 5) are skipped, as the Archive's guidance for
+    simulations says."""
     jobs: list[TraceJob] = []
     header: dict[str, str] = {}
     for raw in lines:
@@ -104,3 +105,22 @@ def write_swf(out: TextIO, jobs: Sequence[TraceJob], header: dict[str, str] | No
         fields = [j.id, round(j.submit), -1, round(j.runtime), j.procs, -1, -1, j.procs, req,
                   -1, 1, j.uid, gid, -1, 1, -1, -1, -1]
         out.write(" ".join(str(x) for x in fields) + "\n")
+
+
+def compressed(jobs: Sequence[TraceJob], longest: int = 6, limit_top: int = 30
+               ) -> list[TraceJob]:
+    """The jobs made short enough to run for real in a test: all submitted at once, each
+    runtime mapped on a log scale to 1..`longest` seconds and each time limit to
+    1..`limit_top` minutes (the longest job and the longest limit at the top: the order of
+    runtimes and of limits, which the backfill planner reads, is kept; a limit is at least
+    as long as its runtime)."""
+    top = max((j.runtime for j in jobs), default=1.0)
+    most = max((j.time_limit or 1 for j in jobs), default=1)
+    out = []
+    for j in jobs:
+        frac = math.log(max(j.runtime, 1.0)) / math.log(top) if top > 1 else 0.0
+        lim = j.time_limit or most
+        lfrac = math.log(lim) / math.log(most) if most > 1 else 0.0
+        out.append(attrs.evolve(j, submit=0.0, runtime=float(1 + round(frac * (longest - 1))),
+                                time_limit=1 + round(lfrac * (limit_top - 1))))
+    return out

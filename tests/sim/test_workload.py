@@ -5,6 +5,7 @@ job history read from its files, and the same report from the same seed."""
 from __future__ import annotations
 
 import io
+import itertools
 import json
 
 import pytest
@@ -40,7 +41,7 @@ def test_marginals_follow_the_model_as_measured_on_lublin_256() -> None:
     jobs = generate(10000, seed=1, max_procs=256)
     sizes = [j.procs for j in jobs]
     runs = [j.runtime for j in jobs]
-    gaps = [b.submit - a.submit for a, b in zip(jobs, jobs[1:], strict=False)]
+    gaps = [b.submit - a.submit for a, b in itertools.pairwise(jobs)]
     assert sum(s == 1 for s in sizes) / len(sizes) == pytest.approx(0.249, abs=0.02)
     assert 4 <= percentile(sizes, 50) <= 16
     assert max(sizes) <= 256
