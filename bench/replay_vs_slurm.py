@@ -1,6 +1,6 @@
 """A 300-job Lublin-Feitelson trace replayed on real Slurm 22.05 and on real Ranch at once, both
 sched/backfill, and through the simulator (ranch/sim): each one's utilisation, makespan and start
-order (Kendall's tau against Slurm's, and the simulator's against Ranch's).
+order (Kendall's tau-b against Slurm's, and the simulator's against Ranch's).
 
     python bench/replay_vs_slurm.py [--jobs 300] [--nodes 4] [--seed 44] [--longest 4]
 
@@ -28,7 +28,7 @@ from bench.trace_replay import (  # noqa: E402
     simulate,
     utilisation,
 )
-from ranch.sim.report import kendall_tau, start_order, summary  # noqa: E402
+from ranch.sim.report import kendall_tau_b, start_times, summary  # noqa: E402
 from tests.conformance.conftest import start_slurm  # noqa: E402
 from tests.conformance.ranch_cluster import RanchCluster  # noqa: E402
 from tests.conformance.shape import SHAPE, Shape  # noqa: E402
@@ -64,10 +64,13 @@ def main() -> int:
     out["simulated"] = {"utilisation": predicted["utilisation"],
                         "makespan_s": predicted["makespan"],
                         "backfilled": predicted["backfilled"]}
-    out["tau_ranch_vs_slurm"] = round(kendall_tau(order(got["slurm"]["times"]),
-                                                  order(got["ranch"]["times"])), 3)
-    out["tau_simulated_vs_ranch"] = round(kendall_tau(start_order(sim.runs),
-                                                      order(got["ranch"]["times"])), 3)
+    real = {n: {t: s for t, (s, _e) in got[n]["times"].items() if s is not None}
+            for n in ("slurm", "ranch")}
+    out["tau_b_ranch_vs_slurm"] = round(kendall_tau_b(real["slurm"], real["ranch"]), 3)
+    out["tau_b_simulated_vs_ranch"] = round(kendall_tau_b(start_times(sim.runs),
+                                                          real["ranch"]), 3)
+    out["order_slurm"] = order(got["slurm"]["times"])
+    out["order_ranch"] = order(got["ranch"]["times"])
     print(json.dumps(out))
     return 0
 

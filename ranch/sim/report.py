@@ -4,7 +4,7 @@ slowdown and makespan, as text or JSON, and the difference between two configs."
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ranch.sim.engine import Outcome, Run
@@ -75,6 +75,30 @@ def kendall_tau(first: Sequence[int], second: Sequence[int]) -> float:
     ranks = [pos[j] for j in ids]
     agree = sum(1 if ranks[i] < ranks[k] else -1 for i in range(n) for k in range(i + 1, n))
     return agree / (n * (n - 1) / 2)
+
+
+def kendall_tau_b(first: Mapping[int, float], second: Mapping[int, float]) -> float:
+    """Kendall's tau-b between two sets of start times (job id -> time; jobs in only one are
+    left out): jobs that start at the same time in one of them (squeue's start times are
+    whole seconds) are tied there, neither in order nor out of it."""
+    ids = sorted(set(first) & set(second))
+    agree = tied_a = tied_b = pairs = 0
+    for i, p in enumerate(ids):
+        for q in ids[i + 1:]:
+            pairs += 1
+            da, db = first[p] - first[q], second[p] - second[q]
+            if da == 0 or db == 0:
+                tied_a += da == 0
+                tied_b += db == 0
+                continue
+            agree += 1 if (da > 0) == (db > 0) else -1
+    denom = ((pairs - tied_a) * (pairs - tied_b)) ** 0.5
+    return agree / denom if denom else 1.0
+
+
+def start_times(runs: Sequence[Run]) -> dict[int, float]:
+    """Job id -> start, of the jobs that started."""
+    return {r.job.id: r.start for r in runs if r.start is not None}
 
 
 def start_order(runs: Sequence[Run]) -> list[int]:

@@ -96,3 +96,16 @@ def test_processors_spread_over_the_fewest_nodes_of_the_partition() -> None:
     sim = Simulator(cfg)
     pend, run = sim.request(TraceJob(id=1, submit=0, runtime=1, time_limit=1, procs=6))
     assert (pend.need.nodes, pend.need.cpus, pend.need.exclusive, run.cpus) == (2, 3, False, 6)
+
+
+def test_kendall_tau_counts_pairs_in_and_out_of_order_and_ties() -> None:
+    from ranch.sim.report import kendall_tau, kendall_tau_b
+
+    assert kendall_tau([1, 2, 3, 4], [1, 2, 3, 4]) == 1
+    assert kendall_tau([1, 2, 3, 4], [4, 3, 2, 1]) == -1
+    assert kendall_tau([1, 2, 3, 4], [2, 1, 3, 4]) == pytest.approx(4 / 6)
+    a = {1: 0.0, 2: 1.0, 3: 2.0}
+    assert kendall_tau_b(a, {1: 0.0, 2: 1.0, 3: 2.0}) == 1
+    assert kendall_tau_b(a, {1: 2.0, 2: 1.0, 3: 0.0}) == -1
+    # 1 and 2 start in the same second on the second side: that pair is a tie, not a swap
+    assert kendall_tau_b(a, {1: 5.0, 2: 5.0, 3: 6.0}) == pytest.approx(2 / (3 * 2) ** 0.5)
