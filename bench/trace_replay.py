@@ -1,0 +1,94 @@
+"""A generated trace replayed for real: the jobs submitted held to a running Slurm or Ranch
+(tests/conformance's SlurmCluster and RanchCluster), released at once, waited for, and each
+job's start and end read back; the same trace through the simulator (ranch/sim) for the
+prediction. Used by tests/conformance/test_replay.py and bench/replay_vs_slurm.py."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ranch.conf.build import parse_config_text
+from ranch.sim.engine import Outcome, Simulator
+from ranch.sim.lublin import generate
+from ranch.sim.trace import TraceJob, compressed, whole_nodes
+
+# bf_resolution=1: the planners compare limits to the second (at the default 60 s, minute-long
+# limits would be decided by how each rounds to its slots, which is not what is compared here);
+# bf_window: the longest limit of a replay's trace
+BACKFILL = ("SchedulerType=sched/backfill\n"
+            "SchedulerParameters=sched_interval=1,bf_interval=1,bf_resolution=1,bf_window=60\n")
+
+
+def replay_jobs(count: int, seed: int, nodes: int, longest: int = 6) -> list[TraceJob]:
+    """`count` Lublin-Feitelson jobs for a cluster of `nodes` whole nodes, compressed to
+    runtimes of 1..`longest` s and limits of 1..30 minutes (the users' estimates, runtime x
+    U[1, 10], not rounded to a few steps: limits as varied as the runtimes), all submitted
+    at once."""
+    jobs = generate(count, seed=seed, max_procs=nodes, steps=())
+    return compressed(whole_nodes(jobs), longest)
+
+
+def _epoch(stamp: str) -> float | None:
+    try:
+        return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def run(cluster: Any, jobs: Sequence[TraceJob], timeout: float = 300) -> dict[str, Any]:
+    """Submit every job held (in id order: priority/basic orders them so), release them all
+    in one command, wait until all have ended; {"ids": trace id -> job id, "release": the
+    epoch of the release, "times": trace id -> (start, end)}."""
+    ids: dict[int, str] = {}
+    for j in jobs:
+        r = cluster.run("sbatch", "--parsable", "-H", "-o", "/dev/null", "-J", f"t{j.id}",
+                        "-N", str(j.nodes), "--exclusive", "-t", str(j.time_limit),
+                        "--wrap", f"sleep {int(j.runtime)}")
+        assert r.returncode == 0, r.stderr
+        ids[j.id] = r.stdout.strip().split(";")[0]
+    released = time.time()
+    r = cluster.run("scontrol", "release", ",".join(ids.values()))
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + timeout
+    want = {int(v) for v in ids.values()}
+    while True:
+        states = cluster.states()
+        if all(states.get(i, ("",))[0] in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
+               for i in want):
+            break
+        assert time.monotonic() < deadline, f"{cluster.name}: jobs still running: {states}"
+        time.sleep(0.5)
+    out = cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%S|%e").stdout
+    seen = {}
+    for line in out.splitlines():
+        jid, start, end = line.split("|")
+        seen[jid.strip()] = (_epoch(start.strip()), _epoch(end.strip()))
+    times = {tid: seen.get(jid, (None, None)) for tid, jid in ids.items()}
+    return {"ids": ids, "release": released, "times": times,
+            "states": {tid: states[int(jid)][0] for tid, jid in ids.items()}}
+
+
+def order(times: dict[int, tuple[float | None, float | None]]) -> list[int]:
+    """The trace's jobs by their start (ties by id)."""
+    return [t for t, _ in sorted(((t, s) for t, (s, _e) in times.items() if s is not None),
+                                 key=lambda x: (x[1], x[0]))]
+
+
+def utilisation(jobs: Sequence[TraceJob], times: dict[int, tuple[Any, Any]], nodes: int) -> float:
+    """Percent of the nodes busy from the first start to the last end (whole-node jobs)."""
+    done = [(j.nodes, *times[j.id]) for j in jobs if None not in times[j.id]]
+    if not done:
+        return 0.0
+    first = min(s for _, s, _ in done)
+    last = max(e for _, _, e in done)
+    busy = sum(n * (e - s) for n, s, e in done)
+    return 100 * busy / (nodes * (last - first)) if last > first else 0.0
+
+
+def simulate(shape: Any, jobs: Sequence[TraceJob], scheduler: str = BACKFILL) -> Outcome:
+    """The trace through the simulator on the shape's cluster, configured as the real ones."""
+    text = ("SlurmctldHost=localhost(127.0.0.1)\n" + scheduler + shape.global_conf()
+            + shape.nodes_conf())
+    return Simulator(parse_config_text(text)).run(jobs)

@@ -1,0 +1,1 @@
+"""A workload replayed through the scheduling core in virtual time (`ranch simulate`)."""
