@@ -12,7 +12,7 @@ import orjson
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobextras, partlimits, requestchecks
+from ranch.ctld.jobs import jobextras, limitpass, partlimits, requestchecks
 from ranch.ctld.jobs.jobrecord import (
     NOT_AVAILABLE,
     PENDING,
@@ -201,7 +201,8 @@ class JobSubmission:
             return checked
         parts = (checked.partition, *checked.alt)
         got = self._admit(req.user, req.account, parts, req.qos,
-                          lambda account: self._held(req.user, account), len(checked.tasks))
+                          lambda account: self._held(req.user, account), len(checked.tasks),
+                          limitpass.asked(checked.need, checked.time_limit, req.time_limit))
         if isinstance(got, str):
             return m.Error("bad_request", got)
         return checked if got is None else attrs.evolve(checked, admitted=got)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from ranch.assoc.tally import Ask
+
 if TYPE_CHECKING:  # leaves: none of them imports a component
     from collections import Counter
 
@@ -111,9 +113,10 @@ class Launches(Protocol):
 
 
 # AccountingStorageEnforce at submission, built by the composition root over the accounting
-# tree: (user, -A, partitions, -q, held(account) -> the user's jobs not ended there, job count)
+# tree: (user, -A, partitions, -q, held(account) -> the user's jobs not ended there, job count,
+# what each job asks)
 # -> the (account, QOS) the job keeps, a refusal in sbatch's words (its lines), or None: off
-Admit = Callable[[str, str, tuple[str, ...], str, Callable[[str], int], int],
+Admit = Callable[[str, str, tuple[str, ...], str, Callable[[str], int], int, Ask],
                  "tuple[str, str] | str | None"]
 
 

@@ -1,0 +1,155 @@
+"""A submission against its limits (slurmctld 22.05 acct_policy.c _acct_policy_validate): under
+a QOS with DenyOnLimit (strict checking) a job whose own size or time breaks a QOS or
+association limit is refused with the limit's reason, where without it the job would pend;
+MaxSubmitJobs refuses whatever the flags."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ranch.assoc import reasons as r
+from ranch.assoc.tally import TRES, Ask, Limits, Rule
+
+
+def _over(limits: Mapping[str, int], want: tuple[int, ...], skip: set[str],
+          per: int = 1, least: bool = False) -> int:
+    """The first TRES (index) the job alone breaks: over the limit (per node: floored, as
+    _validate_tres_limits_* divide), or short of a minimum; -1 if none."""
+    for i, t in enumerate(TRES):
+        cap = limits.get(t)
+        if cap is None or t in skip:
+            continue
+        ask = want[i] // per if per > 1 else want[i]
+        if (ask < cap) if least else (want[i] and ask > cap):
+            return i
+    return -1
+
+
+def _too_long(limits: Mapping[str, int], want: tuple[int, ...], minutes: int | None,
+              skip: set[str]) -> int:
+    """_validate_tres_time_limits: the first TRES whose limit in TRES-minutes, over what the
+    job asks of it, is shorter than the time limit it asked (none asked: it is fitted)."""
+    if minutes is None:
+        return -1
+    for i, t in enumerate(TRES):
+        cap = limits.get(t)
+        if cap is None or t in skip or not want[i]:
+            continue
+        if minutes > cap // want[i]:
+            return i
+    return -1
+
+
+class _Masks:
+    """qos_rec: a limit the first QOS sets hides the same in the next QOS and the
+    associations."""
+
+    def __init__(self) -> None:
+        self.tres: dict[str, set[str]] = {}
+        self.counts: set[str] = set()
+
+    def of(self, kind: str) -> set[str]:
+        return self.tres.setdefault(kind, set())
+
+    def mark(self, kind: str, limits: Mapping[str, int]) -> None:
+        self.of(kind).update(limits)
+
+
+def refusal(rule: Rule, ask: Ask, held: int = 0, count: int = 1) -> str:
+    """The reason the submission is refused ("" if none): `held` the jobs the user holds
+    under the association already (MaxSubmitJobs), `count` the jobs it adds (array tasks)."""
+    strict = rule.strict()
+    masks = _Masks()
+    if strict:
+        for _, q in rule.ordered():
+            why = _qos(q, ask, masks)
+            if why:
+                return why
+    for depth, (_, lim) in enumerate(rule.chain):
+        why = _assoc(lim, ask, masks, strict, own=not depth, held=held, count=count)
+        if why:
+            return why
+    return ""
+
+
+def _qos(q: Limits, ask: Ask, masks: _Masks) -> str:
+    want = ask.counts()
+
+    def tres(kind: str) -> Mapping[str, int]:
+        return q.tres.get(kind, {})
+
+    i = _over(tres("MaxTRESPerAccount"), want, masks.of("MaxTRESPerAccount"))
+    masks.mark("MaxTRESPerAccount", tres("MaxTRESPerAccount"))
+    if i >= 0:
+        return r.QOS_PER_ACCT[i]
+    skip = masks.of("GrpTRES") | masks.of("MaxTRESPerUser")
+    i = _over(tres("MaxTRESPerUser"), want, skip)
+    if i >= 0:
+        return r.QOS_PER_USER[i]
+    i = _over(tres("GrpTRES"), want, skip)
+    if i >= 0:
+        return r.QOS_GRP[i]
+    masks.mark("GrpTRES", tres("GrpTRES"))
+    masks.mark("MaxTRESPerUser", tres("MaxTRESPerUser"))
+    for kind, names in (("MaxTRESMins", r.QOS_MINS_PER_JOB), ("GrpTRESMins", r.QOS_GRP_MIN),
+                        ("GrpTRESRunMins", r.QOS_GRP_RUN_MIN)):
+        i = _too_long(tres(kind), want, ask.minutes, masks.of(kind))
+        masks.mark(kind, tres(kind))
+        if i >= 0:
+            return names[i]
+    for name, why in (("MaxWall", "QOSMaxWallDurationPerJobLimit"),
+                      ("GrpWall", "QOSGrpWallLimit")):
+        cap = q.counts.get(name)
+        if cap is None or name in masks.counts:
+            continue
+        masks.counts.add(name)
+        if ask.minutes is not None and ask.minutes > cap:
+            return why
+    for kind, names, per in (("MaxTRES", r.QOS_PER_JOB, 1),
+                             ("MaxTRESPerNode", r.QOS_PER_NODE, max(ask.nodes, 1))):
+        i = _over(tres(kind), want, masks.of(kind), per)
+        masks.mark(kind, tres(kind))
+        if i >= 0:
+            return names[i]
+    i = _over(tres("MinTRES"), want, masks.of("MinTRES"), least=True)
+    masks.mark("MinTRES", tres("MinTRES"))
+    return r.QOS_MIN[i] if i >= 0 else ""
+
+
+def _assoc(lim: Limits, ask: Ask, masks: _Masks, strict: bool, *, own: bool, held: int,
+           count: int) -> str:
+    want = ask.counts()
+
+    def tres(kind: str) -> Mapping[str, int]:
+        return lim.tres.get(kind, {}) if strict else {}
+
+    i = _over(tres("GrpTRES"), want, masks.of("GrpTRES"))
+    if i >= 0:
+        return r.ASSOC_GRP[i]
+    for kind, names in (("GrpTRESMins", r.ASSOC_GRP_MIN),
+                        ("GrpTRESRunMins", r.ASSOC_GRP_RUN_MIN)):
+        i = _too_long(tres(kind), want, ask.minutes, masks.of(kind))
+        if i >= 0:
+            return names[i]
+    if _wall(lim, "GrpWall", ask, masks, strict):
+        return "AssocGrpWallLimit"
+    if not own:
+        return ""
+    for kind, names, per in (("MaxTRES", r.ASSOC_PER_JOB, 1),
+                             ("MaxTRESPerNode", r.ASSOC_PER_NODE, max(ask.nodes, 1))):
+        i = _over(tres(kind), want, masks.of(kind), per)
+        if i >= 0:
+            return names[i]
+    cap = lim.counts.get("MaxSubmitJobs")
+    if cap is not None and held + count > cap:
+        return "AssocMaxSubmitJobLimit"
+    i = _too_long(tres("MaxTRESMins"), want, ask.minutes, masks.of("MaxTRESMins"))
+    if i >= 0:
+        return r.ASSOC_MINS_PER_JOB[i]
+    return "AssocMaxWallDurationPerJobLimit" if _wall(lim, "MaxWall", ask, masks, strict) else ""
+
+
+def _wall(lim: Limits, name: str, ask: Ask, masks: _Masks, strict: bool) -> bool:
+    cap = lim.counts.get(name)
+    return (strict and cap is not None and name not in masks.counts
+            and ask.minutes is not None and ask.minutes > cap)
