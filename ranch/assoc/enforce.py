@@ -170,4 +170,5 @@ def rule(db: AcctDb, *, cluster: str, user: str, account: str, partition: str,
     pq = part.qos if part is not None else ""
     return Rule(qos=_qos_limits(db, name, spent), qos_name=name, chain=tuple(chain),
                 part_qos=_qos_limits(db, pq, spent) if pq else None, part_qos_name=pq,
-                safe=safe, part_reason=part.reason(account, name) if part is not None else "")
+                safe=safe,
+                part_reason=part.reason(account.lower(), name) if part is not None else "")

@@ -8,8 +8,12 @@ from collections.abc import Iterable
 
 import attrs
 
-ACCOUNT_REASON = "AccountNotAllowed"  # WAIT_ACCOUNT
-QOS_REASON = "QOSNotAllowed"  # WAIT_QOS
+# WAIT_QOS and WAIT_ACCOUNT (QOSNotAllowed, AccountNotAllowed) come with a state_desc, which
+# squeue's %r shows in their place
+QOS_ALLOWS = "Job's QOS not permitted to use this partition ({} allows {} not {})"
+QOS_DENIES = "Job's QOS not permitted to use this partition ({} denies {} including {})"
+ACCOUNT_ALLOWS = "Job's account not permitted to use this partition ({} allows {} not {})"
+ACCOUNT_DENIES = "Job's account not permitted to use this partition ({} denies {} including {})"
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -26,6 +30,7 @@ class PartPolicy:
     deny_accounts: tuple[str, ...] = ()
     allow_qos: tuple[str, ...] = ()
     deny_qos: tuple[str, ...] = ()
+    written: tuple[tuple[str, str], ...] = ()  # each word's value as written, for the reasons
 
     @classmethod
     def of(cls, name: str, options: Iterable[tuple[str, str]]) -> PartPolicy:
@@ -33,7 +38,8 @@ class PartPolicy:
         got = {k.lower(): v for k, v in options}
         return cls(name, got.get("qos", "").strip().lower(),
                    _names(got.get("allowaccounts", "")), _names(got.get("denyaccounts", "")),
-                   _names(got.get("allowqos", "")), _names(got.get("denyqos", "")))
+                   _names(got.get("allowqos", "")), _names(got.get("denyqos", "")),
+                   tuple(sorted(got.items())))
 
     def account_ok(self, account: str) -> bool:
         if self.allow_accounts:  # AllowAccounts outweighs DenyAccounts
@@ -46,8 +52,16 @@ class PartPolicy:
         return qos.lower() not in self.deny_qos
 
     def reason(self, account: str, qos: str) -> str:
-        """At scheduling (select_nodes: the QOS, then the account): the pending reason, ""
-        when both may use the partition."""
-        if not self.qos_ok(qos):
-            return QOS_REASON
-        return "" if self.account_ok(account) else ACCOUNT_REASON
+        """At scheduling (select_nodes: the QOS, then the account): the pending reason as
+        squeue shows it (part_policy_valid_qos / _acct's state_desc), "" when both may use
+        the partition."""
+        said = dict(self.written)
+        if self.allow_qos and qos.lower() not in self.allow_qos:
+            return QOS_ALLOWS.format(self.name, said.get("allowqos", ""), qos)
+        if not self.allow_qos and qos.lower() in self.deny_qos:
+            return QOS_DENIES.format(self.name, said.get("denyqos", ""), qos)
+        if self.allow_accounts and account.lower() not in self.allow_accounts:
+            return ACCOUNT_ALLOWS.format(self.name, said.get("allowaccounts", ""), account)
+        if not self.allow_accounts and account.lower() in self.deny_accounts:
+            return ACCOUNT_DENIES.format(self.name, said.get("denyaccounts", ""), account)
+        return ""
