@@ -38,10 +38,12 @@ def enforced(words: Iterable[str]) -> frozenset[str]:
 
 @attrs.frozen
 class Resolved:
-    """What the job keeps: the account and QOS it runs under."""
+    """What the job keeps: the account and QOS it runs under, and the time limit (minutes) its
+    limits gave it when it asked none (None: they gave none)."""
 
     account: str
     qos: str
+    time_limit: int | None = None
 
 
 @attrs.frozen
@@ -101,14 +103,19 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
     denied = _part_access(parts, partitions, account, chosen, part_enforce)
     if denied is not None:
         return denied
+    fitted = None
     if "limits" in enforce:
-        for p in partitions:
+        for i, p in enumerate(partitions):
             got = rule(db, cluster=cluster, user=user, account=account, partition=p,
                        qos=chosen, part=parts.get(p), spent=spent)
-            why = submitlimits.refusal(got, ask or Ask(), held(account), count) if got else ""
+            if got is None:
+                continue
+            why = submitlimits.refusal(got, ask or Ask(), held(account), count)
             if why:
                 return Refusal(POLICY, why)
-    return Resolved(account, chosen)
+            if not i and ask is not None and ask.minutes is None:
+                fitted = submitlimits.fitted(got, ask)
+    return Resolved(account, chosen, fitted)
 
 
 def _part_access(parts: Mapping[str, PartPolicy], partitions: Sequence[str], account: str,

@@ -153,3 +153,49 @@ def _wall(lim: Limits, name: str, ask: Ask, masks: _Masks, strict: bool) -> bool
     cap = lim.counts.get(name)
     return (strict and cap is not None and name not in masks.counts
             and ask.minutes is not None and ask.minutes > cap)
+
+
+def fitted(rule: Rule, ask: Ask) -> int | None:
+    """The time limit (minutes) the limits give a job that asked none and whose partition has
+    no DefaultTime, None if no limit gives one (_validate_time_limit / _set_time_limit): the
+    first wall limit met sets it, a QOS's MaxWall and GrpWall lower it after. Under strict
+    checking the TRES-minutes limits count too (over what the job asks of that TRES) and every
+    limit lowers it (_validate_tres_time_limits looks at nothing otherwise)."""
+    strict = rule.strict()
+    want = ask.counts()
+    got: int | None = None
+    masks = _Masks()
+
+    def meet(cap: int, direct: bool = False) -> None:
+        nonlocal got
+        if got is None:
+            got = cap
+        elif strict or direct:
+            got = min(got, cap)
+
+    def tres_minutes(limits: Limits, kinds: tuple[str, ...], qos: bool) -> None:
+        if not strict:
+            return
+        for kind in kinds:
+            caps = limits.tres.get(kind, {})
+            for i, t in enumerate(TRES):
+                if t in caps and want[i] and t not in masks.of(kind):
+                    meet(caps[t] // want[i])
+            if qos:
+                masks.mark(kind, caps)
+
+    for _, q in rule.ordered():
+        tres_minutes(q, ("MaxTRESMins", "GrpTRESMins", "GrpTRESRunMins"), qos=True)
+        for name in ("MaxWall", "GrpWall"):
+            if name in q.counts and name not in masks.counts:
+                masks.counts.add(name)
+                meet(q.counts[name], direct=True)
+    for depth, (_, lim) in enumerate(rule.chain):
+        tres_minutes(lim, ("GrpTRESMins", "GrpTRESRunMins"), qos=False)
+        if "GrpWall" in lim.counts and "GrpWall" not in masks.counts:
+            meet(lim.counts["GrpWall"])
+        if not depth:
+            tres_minutes(lim, ("MaxTRESMins",), qos=False)
+            if "MaxWall" in lim.counts and "MaxWall" not in masks.counts:
+                meet(lim.counts["MaxWall"])
+    return got

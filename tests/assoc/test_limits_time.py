@@ -156,3 +156,22 @@ def test_deny_on_limit_refuses_at_submit_what_would_pend() -> None:
                         account="", partitions=[""], qos="qdeny", held=lambda a: 0,
                         ask=Ask(cpus=2))
     assert got == enforce.Refusal(enforce.POLICY, "AssocGrpCpuLimit")
+
+
+def test_a_job_asking_no_time_gets_the_limits_one() -> None:
+    """_validate_time_limit: the first wall limit met sets it; a QOS's MaxWall lowers it after;
+    the TRES-minutes limits count only under DenyOnLimit, where every limit lowers it."""
+    db = tree(user={"GrpTRESRunMins": "cpu=30"})
+    assert submitlimits.fitted(rule(db), Ask(cpus=1)) is None  # measured: UNLIMITED, pends
+    db = tree(user={"GrpTRESRunMins": "cpu=30", "MaxWall": "20"})
+    assert submitlimits.fitted(rule(db), Ask(cpus=1)) == 20
+    db = tree(user={"MaxWall": "20", "GrpWall": "50"})
+    assert submitlimits.fitted(rule(db), Ask(cpus=1)) == 50  # GrpWall met first
+    db = tree(user={"MaxWall": "20"}, qos={"normal": {"MaxWall": "30", "GrpWall": "25"}})
+    assert submitlimits.fitted(rule(db), Ask(cpus=1)) == 25  # the QOS's hides the user's
+    strict = {"qd": "DenyOnLimit"}
+    db = tree(user={"GrpTRESRunMins": "cpu=30", "MaxWall": "20", "GrpWall": "50"},
+              qos={"qd": {}}, flags=strict)
+    assert submitlimits.fitted(rule(db, "qd"), Ask(cpus=1)) == 20
+    assert submitlimits.fitted(rule(db, "qd"), Ask(cpus=3)) == 10
+    assert submitlimits.fitted(rule(tree()), Ask(cpus=1)) is None

@@ -5,8 +5,9 @@ compared, scenario by scenario: GPU limits (an account's GrpTRES=gres/gpu, a QOS
 MaxTRESPerUser=gres/gpu), a partition's QOS (QOS= on its line) before the job's, OverPartQOS,
 DenyOnLimit refusing at submit what would otherwise pend (MaxWall, MaxTRESPerJob), the limits
 that need time (GrpTRESRunMins, MaxTRESMins, GrpTRESMins and GrpWall under `safe`), a QOS's
-MinTRESPerJob, and a partition's AllowAccounts and DenyQos. One cluster of each serves every
-scenario; the jobs of one phase are cancelled before the next. Needs slurmdbd and MariaDB."""
+MinTRESPerJob, a partition's AllowAccounts and DenyQos, and the time limit those limits give a
+job that asked none (squeue's %l compared too). One cluster of each serves every scenario; the
+jobs of one phase are cancelled before the next. Needs slurmdbd and MariaDB."""
 
 from __future__ import annotations
 
@@ -76,6 +77,8 @@ PHASES = (
         ("AllowAccounts", ("-A", "aplain", "-p", "closed")),
         ("AllowAccounts allowed", ("-A", "aopen", "-p", "closed")),
         ("DenyQos", ("-A", "aopen", "-p", "closed", "-q", "qgpu")),
+        ("GrpTRESRunMins holds a job asking no time", ("-A", "arun")),
+        ("MaxWall gives a time limit", ("-A", "aplain", "-q", "qwall")),
     )),
     ((("GPU first", ("-A", "agpu", "--gres=gpu:1")),
       ("partition QOS first", ("-A", "aplain", "-p", "pqos")),
@@ -108,14 +111,16 @@ def _sbatch(system, options: tuple[str, ...]) -> subprocess.CompletedProcess:
                 ("--parsable", *options, "-o", "/dev/null", "--wrap", "sleep 300"))
 
 
-def _shown(system, ids: list[str]) -> dict[str, tuple[str, str]]:
-    out = _run(system, "squeue", ("-h", "-j", ",".join(ids), "-o", "%i|%t|%r")).stdout
-    rows = (line.split("|") for line in out.splitlines() if line.count("|") == 2)
-    return {r[0]: (r[1], r[2]) for r in rows}
+def _shown(system, ids: list[str]) -> dict[str, tuple[str, ...]]:
+    """Each job's state, pending reason and time limit (what the limits gave one asking none)."""
+    out = _run(system, "squeue", ("-h", "-j", ",".join(ids), "-o", "%i|%t|%r|%l")).stdout
+    rows = (line.split("|") for line in out.splitlines() if line.count("|") == 3)
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
-def _settled(state: tuple[str, str]) -> bool:
-    return state == ("R", "None") or (state[0] == "PD" and state[1] not in ("None", "Priority"))
+def _settled(state: tuple[str, ...]) -> bool:
+    return state[:2] == ("R", "None") or (state[0] == "PD"
+                                          and state[1] not in ("None", "Priority"))
 
 
 def _phase(system, first, compared) -> list[tuple[str, ...]]:
@@ -203,8 +208,9 @@ def test_slurm_held_refused_and_ran_as_the_scenarios_say(both_sides) -> None:
     """What Slurm did, so a scenario that compares equal also tests what it names."""
     got = dict(zip(NAMES, both_sides[0], strict=True))
     assert got["DenyOnLimit MaxWall"][0] == "refused"
-    assert got["MaxWall pends"] == ("PD", "QOSMaxWallDurationPerJobLimit")
-    assert got["OverPartQOS hides the partition QOS"] == ("R", "None")
-    assert got["AllowAccounts allowed"] == ("R", "None")
+    assert got["MaxWall pends"][:2] == ("PD", "QOSMaxWallDurationPerJobLimit")
+    assert got["OverPartQOS hides the partition QOS"][:2] == ("R", "None")
+    assert got["AllowAccounts allowed"][:2] == ("R", "None")
+    assert got["MaxWall gives a time limit"] == ("R", "None", "10:00")
     held = [n for n in NAMES if got[n][0] == "PD"]
     assert len(held) >= 8, got

@@ -115,11 +115,12 @@ class Accounts:
               partitions: tuple[str, ...], qos: str, held: Callable[[str], int],
               count: int, ask: Ask | None = None,
               parts: Mapping[str, PartPolicy] | None = None,
-              part_enforce: str = "NO") -> tuple[str, str] | str | None:
+              part_enforce: str = "NO") -> tuple[str, str, int | None] | str | None:
         """A submission under AccountingStorageEnforce=`words` (assoc/enforce.py): the account
-        and QOS the job keeps, or sbatch's lines refusing it; None when nothing is enforced
-        (the store off, or no association flag). `parts`: the partitions' accounting words,
-        refused here under EnforcePartLimits=`part_enforce`."""
+        and QOS the job keeps and the time limit its limits give it (None: keep its own), or
+        sbatch's lines refusing it; None when nothing is enforced (the store off, or no
+        association flag). `parts`: the partitions' accounting words, refused here under
+        EnforcePartLimits=`part_enforce`."""
         flags = enforce.enforced(words)
         if not self.enabled or "associations" not in flags:
             return None
@@ -128,7 +129,7 @@ class Accounts:
                             parts=parts, part_enforce=part_enforce, spent=self.usage)
         if isinstance(got, enforce.Refusal):
             return f"{got.reason}\n{got.message}" if got.reason else got.message
-        return got.account, got.qos
+        return got.account, got.qos, got.time_limit
 
     def rule_of(self, words: tuple[str, ...],
                 parts: Mapping[str, PartPolicy] | None = None) -> RuleOf | None:

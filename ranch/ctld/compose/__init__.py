@@ -67,7 +67,7 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
 
     def admit(user: str, account: str, partitions: tuple[str, ...], qos: str,
               held: Callable[[str], int], count: int,
-              ask: Ask | None = None) -> tuple[str, str] | str | None:
+              ask: Ask | None = None) -> tuple[str, str, int | None] | str | None:
         return accounts.admit(registry.config.accounting.enforce, user, account, partitions,
                               qos, held, count, ask, parts(),
                               registry.config.jobs.enforce_part_limits)

@@ -205,7 +205,15 @@ class JobSubmission:
                           limitpass.asked(checked.need, checked.time_limit, req.time_limit))
         if isinstance(got, str):
             return m.Error("bad_request", got)
-        return checked if got is None else attrs.evolve(checked, admitted=got)
+        if got is None:
+            return checked
+        account, qos, fitted = got
+        pc = self._settings.config.partition(checked.partition)
+        if fitted is not None and req.time_limit is None and req.time_limit_s is None and \
+                (pc is None or pc.default_time is None):
+            # no time asked nor DefaultTime: the limits give it one (acct_policy_validate)
+            checked = attrs.evolve(checked, time_limit=fitted)
+        return attrs.evolve(checked, admitted=(account, qos))
 
     def _held(self, user: str, account: str) -> int:
         """The user's jobs not yet ended under `account` (slurmctld's used_submit_jobs)."""

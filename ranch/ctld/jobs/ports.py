@@ -114,10 +114,10 @@ class Launches(Protocol):
 
 # AccountingStorageEnforce at submission, built by the composition root over the accounting
 # tree: (user, -A, partitions, -q, held(account) -> the user's jobs not ended there, job count,
-# what each job asks)
-# -> the (account, QOS) the job keeps, a refusal in sbatch's words (its lines), or None: off
+# what each job asks) -> the (account, QOS, time limit its limits give it or None) the job
+# keeps, a refusal in sbatch's words (its lines), or None: off
 Admit = Callable[[str, str, tuple[str, ...], str, Callable[[str], int], int, Ask],
-                 "tuple[str, str] | str | None"]
+                 "tuple[str, str, int | None] | str | None"]
 
 
 class Intake(Protocol):
