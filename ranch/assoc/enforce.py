@@ -3,6 +3,7 @@ association, its QOS and its submit limit, resolved over the AcctDb or refused i
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
@@ -78,13 +79,15 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
           partitions: Sequence[str], qos: str, held: Callable[[str], int],
           count: int = 1, ask: Ask | None = None,
           parts: Mapping[str, PartPolicy] | None = None, part_enforce: str = "NO",
-          spent: Usage | None = None) -> Resolved | Refusal:
+          spent: Usage | None = None,
+          groups: Callable[[], submitlimits.Groups] | None = None) -> Resolved | Refusal:
     """A submission by `user` with -A `account` ("" = the user's DefaultAccount) into
     `partitions` (each needs an association: _check_for_part_assocs) with -q `qos` ("" = the
     association's default), `count` jobs (an array's tasks) each asking `ask`. `held(account)`:
     the jobs the user holds (pending or running) under that account, for MaxSubmitJobs;
     `parts`: each partition's QOS= and Allow/Deny words, refused here under EnforcePartLimits
-    (`part_enforce` ALL or ANY)."""
+    (`part_enforce` ALL or ANY); `groups`: the jobs not ended by (user, account, partition,
+    QOS), read only when a submit limit over the job needs them."""
     if "associations" not in enforce:
         return Resolved(account, qos)
     if not account:
@@ -110,12 +113,33 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
                        qos=chosen, part=parts.get(p), spent=spent)
             if got is None:
                 continue
-            why = submitlimits.refusal(got, ask or Ask(), held(account), count)
+            counts = None
+            if groups is not None and _counts_submits(got):
+                counts = submitlimits.queued(groups(), _resolver(db, cluster, parts, spent))
+            why = submitlimits.refusal(got, ask or Ask(), held(account), count, counts, user,
+                                       account)
             if why:
                 return Refusal(POLICY, why)
             if not i and ask is not None and ask.minutes is None:
                 fitted = submitlimits.fitted(got, ask)
     return Resolved(account, chosen, fitted)
+
+
+_SUBMITS = ("GrpSubmitJobs", "MaxSubmitJobsPerUser", "MaxSubmitJobsPerAccount")
+
+
+def _counts_submits(got: Rule) -> bool:
+    """Whether a limit over the job counts the jobs submitted (the count is read then only)."""
+    return any(n in q.counts for _, q in got.ordered() for n in _SUBMITS) or any(
+        "GrpSubmitJobs" in lim.counts for _, lim in got.chain)
+
+
+def _resolver(db: AcctDb, cluster: str, parts: Mapping[str, PartPolicy],
+              spent: Usage | None) -> Callable[[str, str, str, str], Rule | None]:
+    def of(user: str, account: str, partition: str, qos: str) -> Rule | None:
+        return rule(db, cluster=cluster, user=user, account=account, partition=partition,
+                    qos=qos, part=parts.get(partition), spent=spent)
+    return functools.cache(of)
 
 
 def _part_access(parts: Mapping[str, PartPolicy], partitions: Sequence[str], account: str,

@@ -5,10 +5,45 @@ MaxSubmitJobs refuses whatever the flags."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
+
+import attrs
 
 from ranch.assoc import reasons as r
 from ranch.assoc.tally import TRES, Ask, Limits, Rule
+
+# (user, account, partition, QOS) of jobs not ended -> how many
+Groups = Mapping[tuple[str, str, str, str], int]
+
+
+@attrs.frozen
+class Queued:
+    """The jobs not ended (slurmctld's used_submit_jobs) by association (each one above the
+    job's too), by QOS (the job's and its partition's), by QOS and user, by QOS and account."""
+
+    assoc: Mapping[Hashable, int] = attrs.field(factory=dict)
+    qos: Mapping[str, int] = attrs.field(factory=dict)
+    qos_user: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
+    qos_acct: Mapping[tuple[str, str], int] = attrs.field(factory=dict)
+
+
+def queued(groups: Groups, rule_of: Callable[[str, str, str, str], Rule | None]) -> Queued:
+    """Count the jobs of each (user, account, partition, QOS) group where their limits do."""
+    assoc: dict[Hashable, int] = {}
+    qos: dict[str, int] = {}
+    qos_user: dict[tuple[str, str], int] = {}
+    qos_acct: dict[tuple[str, str], int] = {}
+    for (user, account, partition, name), n in groups.items():
+        got = rule_of(user, account, partition, name)
+        if got is None:
+            continue
+        for key, _ in got.chain:
+            assoc[key] = assoc.get(key, 0) + n
+        for q, _ in got.ordered() or ((got.qos_name, None),):
+            qos[q] = qos.get(q, 0) + n
+            qos_user[(q, user)] = qos_user.get((q, user), 0) + n
+            qos_acct[(q, account)] = qos_acct.get((q, account), 0) + n
+    return Queued(assoc, qos, qos_user, qos_acct)
 
 
 def _over(limits: Mapping[str, int], want: tuple[int, ...], skip: set[str],
@@ -55,28 +90,48 @@ class _Masks:
         self.of(kind).update(limits)
 
 
-def refusal(rule: Rule, ask: Ask, held: int = 0, count: int = 1) -> str:
+def refusal(rule: Rule, ask: Ask, held: int = 0, count: int = 1,
+            queued: Queued | None = None, user: str = "", account: str = "") -> str:
     """The reason the submission is refused ("" if none): `held` the jobs the user holds
-    under the association already (MaxSubmitJobs), `count` the jobs it adds (array tasks)."""
+    under the association already (MaxSubmitJobs), `count` the jobs it adds (array tasks),
+    `queued` the jobs not ended under each limit (GrpSubmitJobs, MaxSubmitJobsPerUser and
+    PerAccount, counted whatever the flags), `user` and `account` the job's."""
     strict = rule.strict()
     masks = _Masks()
-    if strict:
-        for _, q in rule.ordered():
-            why = _qos(q, ask, masks)
-            if why:
-                return why
-    for depth, (_, lim) in enumerate(rule.chain):
-        why = _assoc(lim, ask, masks, strict, own=not depth, held=held, count=count)
+    sub = _Submits(queued or Queued(), count, masks)
+    for name, q in rule.ordered():
+        why = _qos(name, q, ask, masks, sub, strict, user, account)
+        if why:
+            return why
+    for depth, (key, lim) in enumerate(rule.chain):
+        why = _assoc(lim, ask, masks, strict, own=not depth, held=held, count=count,
+                     submitted=sub.over(lim, "GrpSubmitJobs", sub.queued.assoc.get(key, 0)))
         if why:
             return why
     return ""
 
 
-def _qos(q: Limits, ask: Ask, masks: _Masks) -> str:
+class _Submits:
+    """The submit counts: a QOS's first limit hides the same in the next QOS."""
+
+    def __init__(self, queued: Queued, count: int, masks: _Masks) -> None:
+        self.queued, self.count, self.masks = queued, count, masks
+
+    def over(self, limits: Limits, name: str, used: int, qos: bool = False) -> bool:
+        cap = limits.counts.get(name)
+        if cap is None or name in self.masks.counts:
+            return False
+        if qos:
+            self.masks.counts.add(name)
+        return used + self.count > cap
+
+
+def _qos(name: str, q: Limits, ask: Ask, masks: _Masks, sub: _Submits, strict: bool,
+         user: str, account: str) -> str:
     want = ask.counts()
 
     def tres(kind: str) -> Mapping[str, int]:
-        return q.tres.get(kind, {})
+        return q.tres.get(kind, {}) if strict else {}
 
     i = _over(tres("MaxTRESPerAccount"), want, masks.of("MaxTRESPerAccount"))
     masks.mark("MaxTRESPerAccount", tres("MaxTRESPerAccount"))
@@ -91,19 +146,21 @@ def _qos(q: Limits, ask: Ask, masks: _Masks) -> str:
         return r.QOS_GRP[i]
     masks.mark("GrpTRES", tres("GrpTRES"))
     masks.mark("MaxTRESPerUser", tres("MaxTRESPerUser"))
+    if sub.over(q, "GrpSubmitJobs", sub.queued.qos.get(name, 0), qos=True):
+        return "QOSGrpSubmitJobsLimit"
     for kind, names in (("MaxTRESMins", r.QOS_MINS_PER_JOB), ("GrpTRESMins", r.QOS_GRP_MIN),
                         ("GrpTRESRunMins", r.QOS_GRP_RUN_MIN)):
         i = _too_long(tres(kind), want, ask.minutes, masks.of(kind))
         masks.mark(kind, tres(kind))
         if i >= 0:
             return names[i]
-    for name, why in (("MaxWall", "QOSMaxWallDurationPerJobLimit"),
+    for wall, why in (("MaxWall", "QOSMaxWallDurationPerJobLimit"),
                       ("GrpWall", "QOSGrpWallLimit")):
-        cap = q.counts.get(name)
-        if cap is None or name in masks.counts:
+        cap = q.counts.get(wall)
+        if cap is None or wall in masks.counts:
             continue
-        masks.counts.add(name)
-        if ask.minutes is not None and ask.minutes > cap:
+        masks.counts.add(wall)
+        if strict and ask.minutes is not None and ask.minutes > cap:
             return why
     for kind, names, per in (("MaxTRES", r.QOS_PER_JOB, 1),
                              ("MaxTRESPerNode", r.QOS_PER_NODE, max(ask.nodes, 1))):
@@ -111,13 +168,18 @@ def _qos(q: Limits, ask: Ask, masks: _Masks) -> str:
         masks.mark(kind, tres(kind))
         if i >= 0:
             return names[i]
+    if sub.over(q, "MaxSubmitJobsPerAccount", sub.queued.qos_acct.get((name, account), 0),
+                qos=True):
+        return "MaxSubmitJobsPerAccount"
+    if sub.over(q, "MaxSubmitJobsPerUser", sub.queued.qos_user.get((name, user), 0), qos=True):
+        return "QOSMaxSubmitJobPerUserLimit"
     i = _over(tres("MinTRES"), want, masks.of("MinTRES"), least=True)
     masks.mark("MinTRES", tres("MinTRES"))
     return r.QOS_MIN[i] if i >= 0 else ""
 
 
 def _assoc(lim: Limits, ask: Ask, masks: _Masks, strict: bool, *, own: bool, held: int,
-           count: int) -> str:
+           count: int, submitted: bool) -> str:
     want = ask.counts()
 
     def tres(kind: str) -> Mapping[str, int]:
@@ -126,6 +188,8 @@ def _assoc(lim: Limits, ask: Ask, masks: _Masks, strict: bool, *, own: bool, hel
     i = _over(tres("GrpTRES"), want, masks.of("GrpTRES"))
     if i >= 0:
         return r.ASSOC_GRP[i]
+    if submitted:  # GrpSubmitJobs, whatever the flags
+        return "AssocGrpSubmitJobsLimit"
     for kind, names in (("GrpTRESMins", r.ASSOC_GRP_MIN),
                         ("GrpTRESRunMins", r.ASSOC_GRP_RUN_MIN)):
         i = _too_long(tres(kind), want, ask.minutes, masks.of(kind))
@@ -141,7 +205,8 @@ def _assoc(lim: Limits, ask: Ask, masks: _Masks, strict: bool, *, own: bool, hel
         if i >= 0:
             return names[i]
     cap = lim.counts.get("MaxSubmitJobs")
-    if cap is not None and held + count > cap:
+    if cap is not None and held + count > cap and \
+            not {"MaxSubmitJobsPerAccount", "MaxSubmitJobsPerUser"} & masks.counts:
         return "AssocMaxSubmitJobLimit"
     i = _too_long(tres("MaxTRESMins"), want, ask.minutes, masks.of("MaxTRESMins"))
     if i >= 0:

@@ -175,3 +175,35 @@ def test_a_job_asking_no_time_gets_the_limits_one() -> None:
     assert submitlimits.fitted(rule(db, "qd"), Ask(cpus=1)) == 20
     assert submitlimits.fitted(rule(db, "qd"), Ask(cpus=3)) == 10
     assert submitlimits.fitted(rule(tree()), Ask(cpus=1)) is None
+
+
+def test_submit_caps_count_the_jobs_not_ended_whatever_the_flags() -> None:
+    db = tree(user={"GrpSubmitJobs": "2"}, qos={"qs": {"MaxSubmitJobsPerUser": "1"}})
+    own = db.find_assoc("c1", "physics", "alice", "")
+    assert own is not None
+    r = rule(db, "qs")
+    one = submitlimits.queued({("alice", "physics", "", "qs"): 1}, lambda *k: r)
+    assert one.qos_user[("qs", "alice")] == 1 and one.assoc[own.id] == 1
+    assert submitlimits.refusal(r, Ask(), queued=one, user="alice", account="physics") == \
+        "QOSMaxSubmitJobPerUserLimit"
+    assert submitlimits.refusal(r, Ask(), queued=one, user="bob", account="physics") == ""
+    plain = rule(db)
+    assert submitlimits.refusal(plain, Ask(), queued=one, user="alice") == ""
+    assert submitlimits.refusal(plain, Ask(), count=2, queued=one, user="alice") == \
+        "AssocGrpSubmitJobsLimit"
+    # through the check: the counts are read only where a submit limit needs them
+    asked: list[int] = []
+
+    def groups() -> dict[tuple[str, str, str, str], int]:
+        asked.append(1)
+        return {("alice", "physics", "", "qs"): 1}
+    got = enforce.check(db, enforce.enforced(["limits"]), cluster="c1", user="alice",
+                        account="", partitions=[""], qos="qs", held=lambda a: 0,
+                        ask=Ask(), groups=groups)
+    assert got == enforce.Refusal(enforce.POLICY, "QOSMaxSubmitJobPerUserLimit") and asked
+    bare = tree()
+    asked.clear()
+    assert isinstance(enforce.check(bare, enforce.enforced(["limits"]), cluster="c1",
+                                    user="alice", account="", partitions=[""], qos="",
+                                    held=lambda a: 0, ask=Ask(), groups=groups),
+                      enforce.Resolved) and not asked

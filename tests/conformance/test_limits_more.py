@@ -1,13 +1,14 @@
 """AccountingStorageEnforce=associations,limits,qos,safe, Slurm 22.05 with slurmdbd beside Ranch's
 rctld, on nodes with two GPUs each: the same sacctmgr lines build both trees, then each
-submission's outcome (sbatch's refusal, or squeue's state and pending reason once settled) is
-compared, scenario by scenario: GPU limits (an account's GrpTRES=gres/gpu, a QOS's
+submission's outcome (sbatch's refusal, or squeue's state, pending reason and time limit once
+settled) is compared, scenario by scenario: GPU limits (an account's GrpTRES=gres/gpu, a QOS's
 MaxTRESPerUser=gres/gpu), a partition's QOS (QOS= on its line) before the job's, OverPartQOS,
 DenyOnLimit refusing at submit what would otherwise pend (MaxWall, MaxTRESPerJob), the limits
 that need time (GrpTRESRunMins, MaxTRESMins, GrpTRESMins and GrpWall under `safe`), a QOS's
-MinTRESPerJob, a partition's AllowAccounts and DenyQos, and the time limit those limits give a
-job that asked none (squeue's %l compared too). One cluster of each serves every scenario; the
-jobs of one phase are cancelled before the next. Needs slurmdbd and MariaDB."""
+MinTRESPerJob, the submit caps (a QOS's MaxSubmitJobsPerUser, an account's GrpSubmitJobs), a
+partition's AllowAccounts and DenyQos, and the time limit the limits give a job that asked
+none. One cluster of each serves every scenario; the jobs of one phase are cancelled before the
+next. Needs slurmdbd and MariaDB."""
 
 from __future__ import annotations
 
@@ -52,14 +53,16 @@ TREE = (
     ("-i", "add", "qos", "qdeny", "Flags=DenyOnLimit", "MaxWall=10", "MaxTRESPerJob=cpu=1"),
     ("-i", "add", "qos", "qwall", "MaxWall=10", "MaxTRESPerJob=cpu=1"),
     ("-i", "add", "qos", "qmin", "MinTRESPerJob=cpu=2"),
+    ("-i", "add", "qos", "qsub", "MaxSubmitJobsPerUser=1"),
     ("-i", "add", "account", "aplain", "aopen"),
     ("-i", "add", "account", "agpu", "GrpTRES=gres/gpu=1"),
     ("-i", "add", "account", "arun", "GrpTRESRunMins=cpu=30"),
     ("-i", "add", "account", "amins", "MaxTRESMins=cpu=10"),
     ("-i", "add", "account", "agrpmin", "GrpTRESMins=cpu=10"),
     ("-i", "add", "account", "agrpwall", "GrpWall=10"),
-    ("-i", "add", "user", "root", "Account=aplain,aopen,agpu,arun,amins,agrpmin,agrpwall",
-     "QOS=normal,pq,qover,qplain,qgpu,qdeny,qwall,qmin"),
+    ("-i", "add", "account", "asub", "GrpSubmitJobs=1"),
+    ("-i", "add", "user", "root", "Account=aplain,aopen,agpu,arun,amins,agrpmin,asub,agrpwall",
+     "QOS=normal,pq,qover,qplain,qgpu,qdeny,qwall,qmin,qsub"),
 )
 # Each phase: (name, options) of jobs to start first (each must run), then of jobs whose
 # outcome is compared; a phase's jobs are cancelled before the next phase
@@ -79,6 +82,10 @@ PHASES = (
         ("DenyQos", ("-A", "aopen", "-p", "closed", "-q", "qgpu")),
         ("GrpTRESRunMins holds a job asking no time", ("-A", "arun")),
         ("MaxWall gives a time limit", ("-A", "aplain", "-q", "qwall")),
+        ("QOS MaxSubmitJobsPerUser first", ("-A", "aplain", "-q", "qsub", "-H")),
+        ("QOS MaxSubmitJobsPerUser", ("-A", "aplain", "-q", "qsub", "-H")),
+        ("GrpSubmitJobs first", ("-A", "asub", "-H")),
+        ("GrpSubmitJobs", ("-A", "asub", "-H")),
     )),
     ((("GPU first", ("-A", "agpu", "--gres=gpu:1")),
       ("partition QOS first", ("-A", "aplain", "-p", "pqos")),
@@ -212,5 +219,6 @@ def test_slurm_held_refused_and_ran_as_the_scenarios_say(both_sides) -> None:
     assert got["OverPartQOS hides the partition QOS"][:2] == ("R", "None")
     assert got["AllowAccounts allowed"][:2] == ("R", "None")
     assert got["MaxWall gives a time limit"] == ("R", "None", "10:00")
+    assert got["QOS MaxSubmitJobsPerUser"][0] == got["GrpSubmitJobs"][0] == "refused"
     held = [n for n in NAMES if got[n][0] == "PD"]
     assert len(held) >= 8, got

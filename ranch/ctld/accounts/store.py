@@ -20,6 +20,7 @@ from ranch.assoc.acctmgr_session import answer
 from ranch.assoc.db import AcctDb
 from ranch.assoc.limits import Ask, Rule
 from ranch.assoc.partpolicy import PartPolicy
+from ranch.assoc.submitlimits import Groups
 from ranch.assoc.usage import RunningJob, Usage, UsageSettings
 from ranch.ctld import logs
 from ranch.ctld.accounts.ports import AccountChanges
@@ -115,18 +116,22 @@ class Accounts:
               partitions: tuple[str, ...], qos: str, held: Callable[[str], int],
               count: int, ask: Ask | None = None,
               parts: Mapping[str, PartPolicy] | None = None,
-              part_enforce: str = "NO") -> tuple[str, str, int | None] | str | None:
+              part_enforce: str = "NO",
+              groups: Callable[[], Groups] | None = None
+              ) -> tuple[str, str, int | None] | str | None:
         """A submission under AccountingStorageEnforce=`words` (assoc/enforce.py): the account
         and QOS the job keeps and the time limit its limits give it (None: keep its own), or
         sbatch's lines refusing it; None when nothing is enforced (the store off, or no
         association flag). `parts`: the partitions' accounting words, refused here under
-        EnforcePartLimits=`part_enforce`."""
+        EnforcePartLimits=`part_enforce`; `groups`: the jobs not ended by (user, account,
+        partition, QOS), for the submit limits."""
         flags = enforce.enforced(words)
         if not self.enabled or "associations" not in flags:
             return None
         got = enforce.check(self.db, flags, cluster=self.cluster, user=user, account=account,
                             partitions=partitions, qos=qos, held=held, count=count, ask=ask,
-                            parts=parts, part_enforce=part_enforce, spent=self.usage)
+                            parts=parts, part_enforce=part_enforce, spent=self.usage,
+                            groups=groups)
         if isinstance(got, enforce.Refusal):
             return f"{got.reason}\n{got.message}" if got.reason else got.message
         return got.account, got.qos, got.time_limit

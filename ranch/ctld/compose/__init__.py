@@ -14,6 +14,7 @@ import attrs
 import trio
 
 from ranch.assoc.partpolicy import PartPolicy
+from ranch.assoc.submitlimits import Groups
 from ranch.assoc.tally import Ask
 from ranch.assoc.usage import RunningJob
 from ranch.conf.model import ClusterConfig
@@ -67,10 +68,12 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
 
     def admit(user: str, account: str, partitions: tuple[str, ...], qos: str,
               held: Callable[[str], int], count: int,
-              ask: Ask | None = None) -> tuple[str, str, int | None] | str | None:
+              ask: Ask | None = None,
+              groups: Callable[[], Groups] | None = None
+              ) -> tuple[str, str, int | None] | str | None:
         return accounts.admit(registry.config.accounting.enforce, user, account, partitions,
                               qos, held, count, ask, parts(),
-                              registry.config.jobs.enforce_part_limits)
+                              registry.config.jobs.enforce_part_limits, groups)
 
     def limits() -> Callable[[str, str, str, str], Any] | None:
         return accounts.rule_of(registry.config.accounting.enforce, parts())

@@ -3,6 +3,7 @@ MaxArraySize), building its jobs, and queueing them once journalled."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from sys import intern
 from typing import TYPE_CHECKING, Any
@@ -202,7 +203,8 @@ class JobSubmission:
         parts = (checked.partition, *checked.alt)
         got = self._admit(req.user, req.account, parts, req.qos,
                           lambda account: self._held(req.user, account), len(checked.tasks),
-                          limitpass.asked(checked.need, checked.time_limit, req.time_limit))
+                          limitpass.asked(checked.need, checked.time_limit, req.time_limit),
+                          self._groups)
         if isinstance(got, str):
             return m.Error("bad_request", got)
         if got is None:
@@ -214,6 +216,11 @@ class JobSubmission:
             # no time asked nor DefaultTime: the limits give it one (acct_policy_validate)
             checked = attrs.evolve(checked, time_limit=fitted)
         return attrs.evolve(checked, admitted=(account, qos))
+
+    def _groups(self) -> Counter[tuple[str, str, str, str]]:
+        """The jobs not ended by (user, account, partition, QOS): the submit limits' counts."""
+        return Counter((job.req.user, job.req.account, job.partition, job.req.qos)
+                       for job in self._jobs.jobs.values() if job.state not in FINAL)
 
     def _held(self, user: str, account: str) -> int:
         """The user's jobs not yet ended under `account` (slurmctld's used_submit_jobs)."""
