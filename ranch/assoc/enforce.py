@@ -80,14 +80,17 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
           count: int = 1, ask: Ask | None = None,
           parts: Mapping[str, PartPolicy] | None = None, part_enforce: str = "NO",
           spent: Usage | None = None,
-          groups: Callable[[], submitlimits.Groups] | None = None) -> Resolved | Refusal:
+          groups: Callable[[], submitlimits.Groups] | None = None,
+          rule_of: Callable[[str, str, str, str], Rule | None] | None = None
+          ) -> Resolved | Refusal:
     """A submission by `user` with -A `account` ("" = the user's DefaultAccount) into
     `partitions` (each needs an association: _check_for_part_assocs) with -q `qos` ("" = the
     association's default), `count` jobs (an array's tasks) each asking `ask`. `held(account)`:
     the jobs the user holds (pending or running) under that account, for MaxSubmitJobs;
     `parts`: each partition's QOS= and Allow/Deny words, refused here under EnforcePartLimits
     (`part_enforce` ALL or ANY); `groups`: the jobs not ended by (user, account, partition,
-    QOS), read only when a submit limit over the job needs them."""
+    QOS), read only when a submit limit over the job needs them; `rule_of`: the limits over a
+    job of (user, account, partition, QOS) as `rule` gives them, remembered by the caller."""
     if "associations" not in enforce:
         return Resolved(account, qos)
     if not account:
@@ -108,14 +111,14 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
         return denied
     fitted = None
     if "limits" in enforce:
+        resolve = rule_of or _resolver(db, cluster, parts, spent)
         for i, p in enumerate(partitions):
-            got = rule(db, cluster=cluster, user=user, account=account, partition=p,
-                       qos=chosen, part=parts.get(p), spent=spent)
+            got = resolve(user, account, p, chosen)
             if got is None:
                 continue
             counts = None
             if groups is not None and _counts_submits(got):
-                counts = submitlimits.queued(groups(), _resolver(db, cluster, parts, spent))
+                counts = submitlimits.queued(groups(), resolve)
             why = submitlimits.refusal(got, ask or Ask(), held(account), count, counts, user,
                                        account)
             if why:

@@ -131,7 +131,7 @@ class Accounts:
         got = enforce.check(self.db, flags, cluster=self.cluster, user=user, account=account,
                             partitions=partitions, qos=qos, held=held, count=count, ask=ask,
                             parts=parts, part_enforce=part_enforce, spent=self.usage,
-                            groups=groups)
+                            groups=groups, rule_of=self.rule_of(words, parts))
         if isinstance(got, enforce.Refusal):
             return f"{got.reason}\n{got.message}" if got.reason else got.message
         return got.account, got.qos, got.time_limit
