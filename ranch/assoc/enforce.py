@@ -165,20 +165,25 @@ def _part_access(parts: Mapping[str, PartPolicy], partitions: Sequence[str], acc
     return None
 
 
-def _limits(pairs: dict[str, str], used: float = 0.0, flags: tuple[str, ...] = ()) -> Limits:
+def _limits(pairs: dict[str, str], used: float = 0.0, wall: float = 0.0,
+            flags: tuple[str, ...] = ()) -> Limits:
     """Parsed limits; `used`: the decayed usage (billable TRES-seconds) as the CPU minutes
-    GrpTRESMins=cpu is judged on (the same while TRESBillingWeights is unset)."""
+    GrpTRESMins=cpu is judged on (the same while TRESBillingWeights is unset); `wall`: the
+    decayed wall seconds run, GrpWall's (acct_policy counts whole minutes)."""
     walls = {k: minutes(v) for k, v in pairs.items() if k in ("MaxWall", "GrpWall") and v}
     got = Limits.of(pairs, walls)
-    return attrs.evolve(got, used_mins=(used / 60, 0.0, 0.0, 0.0), flags=frozenset(flags))
+    return attrs.evolve(got, used_mins=(used / 60, 0.0, 0.0, 0.0), wall_mins=float(wall // 60),
+                        flags=frozenset(flags))
 
 
 def _qos_limits(db: AcctDb, name: str, spent: Usage | None) -> Limits | None:
     record = db.qos_named(name)
     if record is None:
         return None
-    used = spent.qos.get(name, 0.0) if spent is not None else 0.0
-    return _limits(dict(record.limits), used, record.flags)
+    if spent is None:
+        return _limits(dict(record.limits), flags=record.flags)
+    return _limits(dict(record.limits), spent.qos.get(name, 0.0),
+                   spent.qos_walls.get(name, 0.0), record.flags)
 
 
 def rule(db: AcctDb, *, cluster: str, user: str, account: str, partition: str,
@@ -195,11 +200,13 @@ def rule(db: AcctDb, *, cluster: str, user: str, account: str, partition: str,
         return None
     name = qos.lower() or default_qos(db, own)
     assocs = spent.assocs if spent is not None else {}
+    walls = spent.walls if spent is not None else {}
     chain = [(own.id, _limits({n: db.effective(own, n) for n in ASSOC_LIMITS},
-                              assocs.get(own.id, 0.0)))]
+                              assocs.get(own.id, 0.0), walls.get(own.id, 0.0)))]
     node = db.parent_of(own)
     while node is not None:
-        chain.append((node.id, _limits(dict(node.limits), assocs.get(node.id, 0.0))))
+        chain.append((node.id, _limits(dict(node.limits), assocs.get(node.id, 0.0),
+                                       walls.get(node.id, 0.0))))
         node = db.parent_of(node)
     pq = part.qos if part is not None else ""
     return Rule(qos=_qos_limits(db, name, spent), qos_name=name, chain=tuple(chain),

@@ -42,13 +42,16 @@ class RunningJob:
 
 @attrs.frozen
 class Usage:
-    """Raw usage (billable TRES-seconds, decayed) by association id and by QOS name, and the
-    wall time the last calc period ran (0: never)."""
+    """Raw usage (billable TRES-seconds, decayed) by association id and by QOS name, the
+    wall time the last calc period ran (0: never), and the wall seconds run (decayed, times
+    UsageFactor: slurmctld's grp_used_wall, what GrpWall is judged on) by each."""
 
     assocs: Mapping[int, float] = attrs.field(factory=dict)
     qos: Mapping[str, float] = attrs.field(factory=dict)
     last_decay: float = 0.0
     last_reset: float = 0.0
+    walls: Mapping[int, float] = attrs.field(factory=dict)
+    qos_walls: Mapping[str, float] = attrs.field(factory=dict)
 
 
 def decay_factor(half_life: int) -> float:
@@ -137,9 +140,11 @@ def accrue(usage: Usage, db: AcctDb, cluster: str, settings: UsageSettings,
     scale = d ** elapsed
     assocs = {k: v * scale for k, v in usage.assocs.items()}
     qos = {k: v * scale for k, v in usage.qos.items()}
+    walls = {k: v * scale for k, v in usage.walls.items()}
+    qos_walls = {k: v * scale for k, v in usage.qos_walls.items()}
     last_reset = usage.last_reset
     if settings.half_life <= 0 and reset_due(settings.reset, usage.last_reset, now):
-        assocs, qos, last_reset = {}, {}, now
+        assocs, qos, walls, qos_walls, last_reset = {}, {}, {}, {}, now
     index, qos_records = Index(db, cluster), {q.name: q for q in db.qos}
     for job in running:
         run_delta = min(now, job.end) - max(usage.last_decay, job.start)
@@ -148,15 +153,17 @@ def accrue(usage: Usage, db: AcctDb, cluster: str, settings: UsageSettings,
         record = qos_records.get(job.qos)
         factor = record.usage_factor if record is not None else 1.0
         if record is not None and "NoDecay" in record.flags:
-            add = run_delta
+            span = run_delta * factor
         else:
-            add = run_delta * d ** run_delta
-        add *= billable(job.tres, job.weights or settings.weights) * factor
+            span = run_delta * d ** run_delta * factor
+        add = span * billable(job.tres, job.weights or settings.weights)
         for aid in index.chain(job):
             assocs[aid] = assocs.get(aid, 0.0) + add
+            walls[aid] = walls.get(aid, 0.0) + span
         if record is not None:
             qos[job.qos] = qos.get(job.qos, 0.0) + add
-    return Usage(assocs, qos, now, last_reset)
+            qos_walls[job.qos] = qos_walls.get(job.qos, 0.0) + span
+    return Usage(assocs, qos, now, last_reset, walls, qos_walls)
 
 
 # sshare's TRESRunMins lists the cluster's TRES in this order (AccountingStorageTRES' defaults)
@@ -196,6 +203,8 @@ def seeded(db: AcctDb, cluster: str, settings: UsageSettings, finished: Iterable
     index, qos_records = Index(db, cluster), {q.name: q for q in db.qos}
     assocs: dict[int, float] = {}
     qos: dict[str, float] = {}
+    walls: dict[int, float] = {}
+    qos_walls: dict[str, float] = {}
     for job in finished:
         start, end = job.start, min(job.end, now)
         if end <= start:
@@ -205,13 +214,15 @@ def seeded(db: AcctDb, cluster: str, settings: UsageSettings, finished: Iterable
             weight = (d ** (now - end) - d ** (now - start)) / math.log(1 / d)
         else:
             weight = end - start
-        add = weight * billable(job.tres, job.weights or settings.weights) * (
-            record.usage_factor if record is not None else 1.0)
+        span = weight * (record.usage_factor if record is not None else 1.0)
+        add = span * billable(job.tres, job.weights or settings.weights)
         for aid in index.chain(job):
             assocs[aid] = assocs.get(aid, 0.0) + add
+            walls[aid] = walls.get(aid, 0.0) + span
         if record is not None:
             qos[job.qos] = qos.get(job.qos, 0.0) + add
-    return Usage(assocs, qos, now, now)
+            qos_walls[job.qos] = qos_walls.get(job.qos, 0.0) + span
+    return Usage(assocs, qos, now, now, walls, qos_walls)
 
 
 def reset(usage: Usage, now: float) -> Usage:
@@ -223,9 +234,14 @@ def reset(usage: Usage, now: float) -> Usage:
 
 
 def to_json(usage: Usage) -> dict[str, object]:
-    return {"assocs": {str(k): v for k, v in sorted(usage.assocs.items())},
-            "qos": dict(sorted(usage.qos.items())), "last_decay": usage.last_decay,
-            "last_reset": usage.last_reset}
+    out: dict[str, object] = {
+        "assocs": {str(k): v for k, v in sorted(usage.assocs.items())},
+        "qos": dict(sorted(usage.qos.items())), "last_decay": usage.last_decay,
+        "last_reset": usage.last_reset}
+    if usage.walls or usage.qos_walls:  # GrpWall's (a record without them reads as none)
+        out["walls"] = {str(k): v for k, v in sorted(usage.walls.items())}
+        out["qos_walls"] = dict(sorted(usage.qos_walls.items()))
+    return out
 
 
 def from_json(raw: object) -> Usage:
@@ -233,8 +249,8 @@ def from_json(raw: object) -> Usage:
     if not isinstance(raw, dict):
         raise ValueError("usage record: not an object")
     out: dict[str, dict] = {}
-    for kind in ("assocs", "qos"):
-        got = raw.get(kind)
+    for kind in ("assocs", "qos", "walls", "qos_walls"):
+        got = raw.get(kind, {} if kind.endswith("walls") else None)
         if not isinstance(got, dict) or not all(
                 isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
                 for v in got.values()):
@@ -242,6 +258,7 @@ def from_json(raw: object) -> Usage:
         out[kind] = got
     try:
         assocs = {int(k): float(v) for k, v in out["assocs"].items()}
+        walls = {int(k): float(v) for k, v in out["walls"].items()}
     except ValueError:
         raise ValueError("usage record assocs: a key is not an association id") from None
     times = []
@@ -250,5 +267,6 @@ def from_json(raw: object) -> Usage:
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ValueError(f"usage record {name}: not a number")
         times.append(float(v))
-    return Usage(assocs, {str(k): float(v) for k, v in out["qos"].items()}, *times)
+    return Usage(assocs, {str(k): float(v) for k, v in out["qos"].items()}, times[0], times[1],
+                 walls, {str(k): float(v) for k, v in out["qos_walls"].items()})
 

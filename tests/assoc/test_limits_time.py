@@ -207,3 +207,27 @@ def test_submit_caps_count_the_jobs_not_ended_whatever_the_flags() -> None:
                                     user="alice", account="", partitions=[""], qos="",
                                     held=lambda a: 0, ask=Ask(), groups=groups),
                       enforce.Resolved) and not asked
+
+
+def test_grp_wall_counts_the_wall_run_kept_with_the_usage() -> None:
+    """grp_used_wall: each running job's decayed wall seconds (times UsageFactor) up the
+    chain and in its QOS, kept in the usage record; GrpWall holds a job once it reaches it."""
+    from ranch.assoc import usage
+    from ranch.assoc.usage import RunningJob, UsageSettings
+
+    db = tree(user={"GrpWall": "10"})
+    own = db.find_assoc("c1", "physics", "alice", "")
+    assert own is not None
+    flat = UsageSettings(half_life=0)
+    ran = [RunningJob("alice", "physics", "", "normal", (("cpu", 4.0),), 0.0)]
+    u = usage.accrue(Usage(last_decay=1.0, last_reset=1.0), db, "c1", flat, ran, 541.0)
+    assert u.walls[own.id] == 540.0 and u.qos_walls["normal"] == 540.0  # 9 minutes, not x4
+    assert u.assocs[own.id] == 2160.0
+    assert usage.from_json(usage.to_json(u)) == u
+    old = usage.to_json(Usage({3: 1.0}, {}, 1.0, 1.0))
+    assert "walls" not in old and usage.from_json(old).walls == {}
+    assert judge(rule(db, spent=u), Ask(minutes=5, limit=5)) == ""  # 9 < 10
+    later = usage.accrue(u, db, "c1", flat, ran, 601.0)
+    assert judge(rule(db, spent=later), Ask(minutes=5, limit=5)) == "AssocGrpWallLimit"
+    q = tree(qos={"normal": {"GrpWall": "10"}})
+    assert judge(rule(q, spent=Usage(qos_walls={"normal": 600.0})), Ask()) == "QOSGrpWallLimit"
