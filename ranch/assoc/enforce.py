@@ -13,7 +13,7 @@ from ranch.assoc.acctmgr_values import minutes
 from ranch.assoc.db import AcctDb
 from ranch.assoc.partpolicy import PartPolicy
 from ranch.assoc.records import ASSOC_LIMITS, Assoc
-from ranch.assoc.tally import Ask, Limits, Rule
+from ranch.assoc.tally import TRES, Ask, Limits, Rule
 from ranch.assoc.usage import Usage
 
 # slurm_strerror (src/common/slurm_errno.c) of the errors _job_create answers
@@ -166,13 +166,15 @@ def _part_access(parts: Mapping[str, PartPolicy], partitions: Sequence[str], acc
 
 
 def _limits(pairs: dict[str, str], used: float = 0.0, wall: float = 0.0,
-            flags: tuple[str, ...] = ()) -> Limits:
-    """Parsed limits; `used`: the decayed usage (billable TRES-seconds) as the CPU minutes
-    GrpTRESMins=cpu is judged on (the same while TRESBillingWeights is unset); `wall`: the
-    decayed wall seconds run, GrpWall's (acct_policy counts whole minutes)."""
+            flags: tuple[str, ...] = (), by_tres: Mapping[str, float] | None = None) -> Limits:
+    """Parsed limits; `by_tres`: the decayed TRES-seconds GrpTRESMins is judged on (a usage
+    record kept before them: the billable usage `used` as the CPU's); `wall`: the decayed wall
+    seconds run, GrpWall's (acct_policy counts whole minutes)."""
     walls = {k: minutes(v) for k, v in pairs.items() if k in ("MaxWall", "GrpWall") and v}
     got = Limits.of(pairs, walls)
-    return attrs.evolve(got, used_mins=(used / 60, 0.0, 0.0, 0.0), wall_mins=float(wall // 60),
+    spent = (tuple(by_tres.get(t, 0.0) / 60 for t in TRES) if by_tres
+             else (used / 60, 0.0, 0.0, 0.0))
+    return attrs.evolve(got, used_mins=spent, wall_mins=float(wall // 60),
                         flags=frozenset(flags))
 
 
@@ -183,7 +185,7 @@ def _qos_limits(db: AcctDb, name: str, spent: Usage | None) -> Limits | None:
     if spent is None:
         return _limits(dict(record.limits), flags=record.flags)
     return _limits(dict(record.limits), spent.qos.get(name, 0.0),
-                   spent.qos_walls.get(name, 0.0), record.flags)
+                   spent.qos_walls.get(name, 0.0), record.flags, spent.qos_tres.get(name))
 
 
 def rule(db: AcctDb, *, cluster: str, user: str, account: str, partition: str,
@@ -201,12 +203,14 @@ def rule(db: AcctDb, *, cluster: str, user: str, account: str, partition: str,
     name = qos.lower() or default_qos(db, own)
     assocs = spent.assocs if spent is not None else {}
     walls = spent.walls if spent is not None else {}
+    by_tres = spent.tres if spent is not None else {}
     chain = [(own.id, _limits({n: db.effective(own, n) for n in ASSOC_LIMITS},
-                              assocs.get(own.id, 0.0), walls.get(own.id, 0.0)))]
+                              assocs.get(own.id, 0.0), walls.get(own.id, 0.0),
+                              by_tres=by_tres.get(own.id)))]
     node = db.parent_of(own)
     while node is not None:
         chain.append((node.id, _limits(dict(node.limits), assocs.get(node.id, 0.0),
-                                       walls.get(node.id, 0.0))))
+                                       walls.get(node.id, 0.0), by_tres=by_tres.get(node.id))))
         node = db.parent_of(node)
     pq = part.qos if part is not None else ""
     return Rule(qos=_qos_limits(db, name, spent), qos_name=name, chain=tuple(chain),

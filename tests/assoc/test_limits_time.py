@@ -231,3 +231,31 @@ def test_grp_wall_counts_the_wall_run_kept_with_the_usage() -> None:
     assert judge(rule(db, spent=later), Ask(minutes=5, limit=5)) == "AssocGrpWallLimit"
     q = tree(qos={"normal": {"GrpWall": "10"}})
     assert judge(rule(q, spent=Usage(qos_walls={"normal": 600.0})), Ask()) == "QOSGrpWallLimit"
+
+
+def test_grp_tres_minutes_judge_each_tres_on_its_own_usage() -> None:
+    """usage_tres_raw: each TRES's decayed seconds (times UsageFactor) kept with the usage;
+    GrpTRESMins=gres/gpu is held on the GPU-minutes, not the CPU's."""
+    from ranch.assoc import usage
+    from ranch.assoc.usage import RunningJob, UsageSettings
+
+    db = tree(user={"GrpTRESMins": "gres/gpu=10,cpu=1000"})
+    own = db.find_assoc("c1", "physics", "alice", "")
+    assert own is not None
+    ran = [RunningJob("alice", "physics", "", "normal", (("cpu", 1.0), ("gres/gpu", 2.0)), 0.0)]
+    u = usage.accrue(Usage(last_decay=1.0, last_reset=1.0), db, "c1", UsageSettings(half_life=0),
+                     ran, 301.0)
+    assert u.tres[own.id] == {"cpu": 300.0, "gres/gpu": 600.0}  # 5 min x 2 GPUs
+    assert usage.from_json(usage.to_json(u)) == u
+    gpu = Ask(cpus=1, gpus=1, minutes=1, limit=1)
+    assert judge(rule(db, spent=u), gpu) == "AssocGrpGRESMinutes"  # 10 GPU-minutes reached
+    assert judge(rule(db, spent=u), Ask(cpus=1, minutes=1, limit=1)) == ""  # asks no GPU
+    # a record kept before the TRES: its billing stands in for the CPUs
+    old = Usage({own.id: 1000 * 60.0}, {}, 1.0, 1.0)
+    assert judge(rule(db, spent=old), Ask(cpus=1)) == "AssocGrpCPUMinutesLimit"
+    import pytest
+
+    with pytest.raises(ValueError, match="usage record tres"):
+        usage.from_json({**usage.to_json(u), "tres": {str(own.id): {"cpu": -1}}})
+    with pytest.raises(ValueError, match="usage record walls"):
+        usage.from_json({**usage.to_json(u), "walls": {"1": "x"}})

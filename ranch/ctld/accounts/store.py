@@ -175,8 +175,9 @@ class Accounts:
 
     def _record(self) -> dict[str, Any]:
         """The tree and its usage, one record: each calc period journals both whole (a tree of
-        N associations costs about 150 bytes each, its usage about 30 more); no usage until the
-        first calc period ran (the tree's record as before)."""
+        N associations costs about 150 bytes each, its usage about 125 more with the wall and
+        per-TRES figures of GrpWall and GrpTRESMins); no usage until the first calc period ran
+        (the tree's record as before)."""
         tree = serial.to_json(self.db)
         return tree if self.usage == Usage() else {**tree, "usage": usage.to_json(self.usage)}
 
