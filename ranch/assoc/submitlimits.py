@@ -1,7 +1,8 @@
 """A submission against its limits (slurmctld 22.05 acct_policy.c _acct_policy_validate): under
 a QOS with DenyOnLimit (strict checking) a job whose own size or time breaks a QOS or
-association limit is refused with the limit's reason, where without it the job would pend;
-MaxSubmitJobs refuses whatever the flags."""
+association limit is refused with the limit's reason, where without it the job would pend; the
+submit caps (MaxSubmitJobs, GrpSubmitJobs, MaxSubmitJobsPerUser/PerAccount) refuse whatever the
+flags; and a job that asked no time limit gets the one its limits give."""
 
 from __future__ import annotations
 
