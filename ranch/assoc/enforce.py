@@ -3,14 +3,18 @@ association, its QOS and its submit limit, resolved over the AcctDb or refused i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import attrs
 
+from ranch.assoc import submitlimits
 from ranch.assoc.acctmgr_values import minutes
 from ranch.assoc.db import AcctDb
-from ranch.assoc.limits import Limits, Rule
+from ranch.assoc.partpolicy import PartPolicy
 from ranch.assoc.records import ASSOC_LIMITS, Assoc
+from ranch.assoc.tally import TRES, Ask, Limits, Rule
+from ranch.assoc.usage import Usage
 
 # slurm_strerror (src/common/slurm_errno.c) of the errors _job_create answers
 # ESLURM_INVALID_ACCOUNT
@@ -35,10 +39,12 @@ def enforced(words: Iterable[str]) -> frozenset[str]:
 
 @attrs.frozen
 class Resolved:
-    """What the job keeps: the account and QOS it runs under."""
+    """What the job keeps: the account and QOS it runs under, and the time limit (minutes) its
+    limits gave it when it asked none (None: they gave none)."""
 
     account: str
     qos: str
+    time_limit: int | None = None
 
 
 @attrs.frozen
@@ -71,11 +77,20 @@ def default_qos(db: AcctDb, a: Assoc) -> str:
 
 def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, account: str,
           partitions: Sequence[str], qos: str, held: Callable[[str], int],
-          count: int = 1) -> Resolved | Refusal:
+          count: int = 1, ask: Ask | None = None,
+          parts: Mapping[str, PartPolicy] | None = None, part_enforce: str = "NO",
+          spent: Usage | None = None,
+          groups: Callable[[], submitlimits.Groups] | None = None,
+          rule_of: Callable[[str, str, str, str], Rule | None] | None = None
+          ) -> Resolved | Refusal:
     """A submission by `user` with -A `account` ("" = the user's DefaultAccount) into
     `partitions` (each needs an association: _check_for_part_assocs) with -q `qos` ("" = the
-    association's default), `count` jobs (an array's tasks). `held(account)`: the jobs the user
-    holds (pending or running) under that account, for MaxSubmitJobs."""
+    association's default), `count` jobs (an array's tasks) each asking `ask`. `held(account)`:
+    the jobs the user holds (pending or running) under that account, for MaxSubmitJobs;
+    `parts`: each partition's QOS= and Allow/Deny words, refused here under EnforcePartLimits
+    (`part_enforce` ALL or ANY); `groups`: the jobs not ended by (user, account, partition,
+    QOS), read only when a submit limit over the job needs them; `rule_of`: the limits over a
+    job of (user, account, partition, QOS) as `rule` gives them, remembered by the caller."""
     if "associations" not in enforce:
         return Resolved(account, qos)
     if not account:
@@ -90,22 +105,95 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
     if "qos" in enforce and (db.qos_named(chosen) is None
                              or chosen not in db.effective_qos(first)):
         return Refusal(INVALID_QOS)
+    parts = parts or {}
+    denied = _part_access(parts, partitions, account, chosen, part_enforce)
+    if denied is not None:
+        return denied
+    fitted = None
     if "limits" in enforce:
-        cap = db.effective(first, "MaxSubmitJobs")
-        if cap and held(account) + count > int(cap):
-            return Refusal(POLICY, "AssocMaxSubmitJobLimit")
-    return Resolved(account, chosen)
+        resolve = rule_of or _resolver(db, cluster, parts, spent)
+        for i, p in enumerate(partitions):
+            got = resolve(user, account, p, chosen)
+            if got is None:
+                continue
+            counts = None
+            if groups is not None and _counts_submits(got):
+                counts = submitlimits.queued(groups(), resolve)
+            why = submitlimits.refusal(got, ask or Ask(), held(account), count, counts, user,
+                                       account)
+            if why:
+                return Refusal(POLICY, why)
+            if not i and ask is not None and ask.minutes is None:
+                fitted = submitlimits.fitted(got, ask)
+    return Resolved(account, chosen, fitted)
 
 
-def _limits(pairs: dict[str, str]) -> Limits:
+_SUBMITS = ("GrpSubmitJobs", "MaxSubmitJobsPerUser", "MaxSubmitJobsPerAccount")
+
+
+def _counts_submits(got: Rule) -> bool:
+    """Whether a limit over the job counts the jobs submitted (the count is read then only)."""
+    return any(n in q.counts for _, q in got.ordered() for n in _SUBMITS) or any(
+        "GrpSubmitJobs" in lim.counts for _, lim in got.chain)
+
+
+def _resolver(db: AcctDb, cluster: str, parts: Mapping[str, PartPolicy],
+              spent: Usage | None) -> Callable[[str, str, str, str], Rule | None]:
+    def of(user: str, account: str, partition: str, qos: str) -> Rule | None:
+        return rule(db, cluster=cluster, user=user, account=account, partition=partition,
+                    qos=qos, part=parts.get(partition), spent=spent)
+    return functools.cache(of)
+
+
+def _part_access(parts: Mapping[str, PartPolicy], partitions: Sequence[str], account: str,
+                 qos: str, part_enforce: str) -> Refusal | None:
+    """_part_access_check under EnforcePartLimits: the account (AllowAccounts, DenyAccounts)
+    then the QOS (AllowQos, DenyQos); ALL refuses if any partition refuses, ANY if all do."""
+    if part_enforce not in ("ALL", "ANY"):
+        return None
+    refused: list[Refusal] = []
+    for p in partitions:
+        policy = parts.get(p)
+        if policy is None:
+            continue
+        if not policy.account_ok(account):
+            refused.append(Refusal(INVALID_ACCOUNT))
+        elif not policy.qos_ok(qos):
+            refused.append(Refusal(INVALID_QOS))
+    if refused and (part_enforce == "ALL" or len(refused) == len(partitions)):
+        return refused[0]
+    return None
+
+
+def _limits(pairs: dict[str, str], used: float = 0.0, wall: float = 0.0,
+            flags: tuple[str, ...] = (), by_tres: Mapping[str, float] | None = None) -> Limits:
+    """Parsed limits; `by_tres`: the decayed TRES-seconds GrpTRESMins is judged on (a usage
+    record kept before them: the billable usage `used` as the CPU's); `wall`: the decayed wall
+    seconds run, GrpWall's (acct_policy counts whole minutes)."""
     walls = {k: minutes(v) for k, v in pairs.items() if k in ("MaxWall", "GrpWall") and v}
-    return Limits.of(pairs, walls)
+    got = Limits.of(pairs, walls)
+    spent = (tuple(by_tres.get(t, 0.0) / 60 for t in TRES) if by_tres
+             else (used / 60, 0.0, 0.0, 0.0))
+    return attrs.evolve(got, used_mins=spent, wall_mins=float(wall // 60),
+                        flags=frozenset(flags))
+
+
+def _qos_limits(db: AcctDb, name: str, spent: Usage | None) -> Limits | None:
+    record = db.qos_named(name)
+    if record is None:
+        return None
+    if spent is None:
+        return _limits(dict(record.limits), flags=record.flags)
+    return _limits(dict(record.limits), spent.qos.get(name, 0.0),
+                   spent.qos_walls.get(name, 0.0), record.flags, spent.qos_tres.get(name))
 
 
 def rule(db: AcctDb, *, cluster: str, user: str, account: str, partition: str,
-         qos: str) -> Rule | None:
+         qos: str, part: PartPolicy | None = None, safe: bool = False,
+         spent: Usage | None = None) -> Rule | None:
     """The limits over a job run by `user` under `account` and `qos` ("" = the defaults) in
-    `partition` (assoc/limits.py), None when it has no association (InvalidAccount's case)."""
+    `partition`, whose QOS= and Allow/Deny words are `part` (assoc/limits.py); `spent`: the
+    decayed usage so far; None when it has no association (InvalidAccount's case)."""
     if not account:
         known = db.user(user)
         account = known.default_account if known is not None else ""
@@ -113,11 +201,19 @@ def rule(db: AcctDb, *, cluster: str, user: str, account: str, partition: str,
     if own is None:
         return None
     name = qos.lower() or default_qos(db, own)
-    record = db.qos_named(name)
-    chain = [(own.id, _limits({n: db.effective(own, n) for n in ASSOC_LIMITS}))]
+    assocs = spent.assocs if spent is not None else {}
+    walls = spent.walls if spent is not None else {}
+    by_tres = spent.tres if spent is not None else {}
+    chain = [(own.id, _limits({n: db.effective(own, n) for n in ASSOC_LIMITS},
+                              assocs.get(own.id, 0.0), walls.get(own.id, 0.0),
+                              by_tres=by_tres.get(own.id)))]
     node = db.parent_of(own)
     while node is not None:
-        chain.append((node.id, _limits(dict(node.limits))))
+        chain.append((node.id, _limits(dict(node.limits), assocs.get(node.id, 0.0),
+                                       walls.get(node.id, 0.0), by_tres=by_tres.get(node.id))))
         node = db.parent_of(node)
-    return Rule(qos=_limits(dict(record.limits)) if record is not None else None,
-                qos_name=name, chain=tuple(chain))
+    pq = part.qos if part is not None else ""
+    return Rule(qos=_qos_limits(db, name, spent), qos_name=name, chain=tuple(chain),
+                part_qos=_qos_limits(db, pq, spent) if pq else None, part_qos_name=pq,
+                safe=safe,
+                part_reason=part.reason(account.lower(), name) if part is not None else "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 
@@ -42,13 +43,70 @@ class RunningJob:
 
 @attrs.frozen
 class Usage:
-    """Raw usage (billable TRES-seconds, decayed) by association id and by QOS name, and the
-    wall time the last calc period ran (0: never)."""
+    """Raw usage (billable TRES-seconds, decayed) by association id and by QOS name, the
+    wall time the last calc period ran (0: never), the wall seconds run (decayed, times
+    UsageFactor: slurmctld's grp_used_wall, what GrpWall is judged on) by each, and the
+    TRES-seconds by TRES (usage_tres_raw, what GrpTRESMins is judged on) by each."""
 
     assocs: Mapping[int, float] = attrs.field(factory=dict)
     qos: Mapping[str, float] = attrs.field(factory=dict)
     last_decay: float = 0.0
     last_reset: float = 0.0
+    walls: Mapping[int, float] = attrs.field(factory=dict)
+    qos_walls: Mapping[str, float] = attrs.field(factory=dict)
+    tres: Mapping[int, Mapping[str, float]] = attrs.field(factory=dict)
+    qos_tres: Mapping[str, Mapping[str, float]] = attrs.field(factory=dict)
+
+
+def _scaled(by: Mapping, scale: float) -> dict:
+    return {k: {t: v * scale for t, v in got.items()} for k, got in by.items()}
+
+
+class _Adds:
+    """One period's additions, summed per association chain and per QOS first (10,000 jobs
+    share a few hundred chains, and their TRES a few shapes), then laid on each association of
+    a chain once."""
+
+    def __init__(self) -> None:
+        # chain (or QOS name) -> [billing, wall, {the job's TRES pairs: wall seconds}]
+        self.chains: dict[Any, list] = {}
+        self.qos: dict[Any, list] = {}
+
+    def add(self, chain: tuple[int, ...], qos: str | None, add: float, span: float,
+            tres: tuple[tuple[str, float], ...]) -> None:
+        got = self.chains.get(chain)
+        if got is None:
+            got = self.chains[chain] = [0.0, 0.0, {}]
+        got[0] += add
+        got[1] += span
+        got[2][tres] = got[2].get(tres, 0.0) + span
+        if qos is None:
+            return
+        got = self.qos.get(qos)
+        if got is None:
+            got = self.qos[qos] = [0.0, 0.0, {}]
+        got[0] += add
+        got[1] += span
+        got[2][tres] = got[2].get(tres, 0.0) + span
+
+    def onto(self, assocs: dict, walls: dict, tres: dict, qos: dict, qos_walls: dict,
+             qos_tres: dict) -> None:
+        for targets, by in (((assocs, walls, tres), self._by_assoc()),
+                            ((qos, qos_walls, qos_tres), self.qos.items())):
+            billing, wall, per_tres = targets
+            for key, (add, span, shapes) in by:
+                billing[key] = billing.get(key, 0.0) + add
+                wall[key] = wall.get(key, 0.0) + span
+                got = per_tres.setdefault(key, {})
+                for pairs, seconds in shapes.items():
+                    for name, amount in pairs:
+                        if amount:
+                            got[name] = got.get(name, 0.0) + amount * seconds
+
+    def _by_assoc(self) -> Iterable[tuple[int, list]]:
+        for chain, sums in self.chains.items():
+            for aid in chain:
+                yield aid, sums
 
 
 def decay_factor(half_life: int) -> float:
@@ -137,10 +195,15 @@ def accrue(usage: Usage, db: AcctDb, cluster: str, settings: UsageSettings,
     scale = d ** elapsed
     assocs = {k: v * scale for k, v in usage.assocs.items()}
     qos = {k: v * scale for k, v in usage.qos.items()}
+    walls = {k: v * scale for k, v in usage.walls.items()}
+    qos_walls = {k: v * scale for k, v in usage.qos_walls.items()}
+    tres, qos_tres = _scaled(usage.tres, scale), _scaled(usage.qos_tres, scale)
     last_reset = usage.last_reset
     if settings.half_life <= 0 and reset_due(settings.reset, usage.last_reset, now):
-        assocs, qos, last_reset = {}, {}, now
+        assocs, qos, walls, qos_walls, last_reset = {}, {}, {}, {}, now
+        tres, qos_tres = {}, {}
     index, qos_records = Index(db, cluster), {q.name: q for q in db.qos}
+    adds = _Adds()
     for job in running:
         run_delta = min(now, job.end) - max(usage.last_decay, job.start)
         if run_delta <= 0:
@@ -148,15 +211,13 @@ def accrue(usage: Usage, db: AcctDb, cluster: str, settings: UsageSettings,
         record = qos_records.get(job.qos)
         factor = record.usage_factor if record is not None else 1.0
         if record is not None and "NoDecay" in record.flags:
-            add = run_delta
+            span = run_delta * factor
         else:
-            add = run_delta * d ** run_delta
-        add *= billable(job.tres, job.weights or settings.weights) * factor
-        for aid in index.chain(job):
-            assocs[aid] = assocs.get(aid, 0.0) + add
-        if record is not None:
-            qos[job.qos] = qos.get(job.qos, 0.0) + add
-    return Usage(assocs, qos, now, last_reset)
+            span = run_delta * d ** run_delta * factor
+        add = span * billable(job.tres, job.weights or settings.weights)
+        adds.add(index.chain(job), job.qos if record is not None else None, add, span, job.tres)
+    adds.onto(assocs, walls, tres, qos, qos_walls, qos_tres)
+    return Usage(assocs, qos, now, last_reset, walls, qos_walls, tres, qos_tres)
 
 
 # sshare's TRESRunMins lists the cluster's TRES in this order (AccountingStorageTRES' defaults)
@@ -196,6 +257,11 @@ def seeded(db: AcctDb, cluster: str, settings: UsageSettings, finished: Iterable
     index, qos_records = Index(db, cluster), {q.name: q for q in db.qos}
     assocs: dict[int, float] = {}
     qos: dict[str, float] = {}
+    walls: dict[int, float] = {}
+    qos_walls: dict[str, float] = {}
+    tres: dict[int, dict[str, float]] = {}
+    qos_tres: dict[str, dict[str, float]] = {}
+    adds = _Adds()
     for job in finished:
         start, end = job.start, min(job.end, now)
         if end <= start:
@@ -205,13 +271,11 @@ def seeded(db: AcctDb, cluster: str, settings: UsageSettings, finished: Iterable
             weight = (d ** (now - end) - d ** (now - start)) / math.log(1 / d)
         else:
             weight = end - start
-        add = weight * billable(job.tres, job.weights or settings.weights) * (
-            record.usage_factor if record is not None else 1.0)
-        for aid in index.chain(job):
-            assocs[aid] = assocs.get(aid, 0.0) + add
-        if record is not None:
-            qos[job.qos] = qos.get(job.qos, 0.0) + add
-    return Usage(assocs, qos, now, now)
+        span = weight * (record.usage_factor if record is not None else 1.0)
+        add = span * billable(job.tres, job.weights or settings.weights)
+        adds.add(index.chain(job), job.qos if record is not None else None, add, span, job.tres)
+    adds.onto(assocs, walls, tres, qos, qos_walls, qos_tres)
+    return Usage(assocs, qos, now, now, walls, qos_walls, tres, qos_tres)
 
 
 def reset(usage: Usage, now: float) -> Usage:
@@ -223,9 +287,17 @@ def reset(usage: Usage, now: float) -> Usage:
 
 
 def to_json(usage: Usage) -> dict[str, object]:
-    return {"assocs": {str(k): v for k, v in sorted(usage.assocs.items())},
-            "qos": dict(sorted(usage.qos.items())), "last_decay": usage.last_decay,
-            "last_reset": usage.last_reset}
+    out: dict[str, object] = {
+        "assocs": {str(k): v for k, v in sorted(usage.assocs.items())},
+        "qos": dict(sorted(usage.qos.items())), "last_decay": usage.last_decay,
+        "last_reset": usage.last_reset}
+    if usage.walls or usage.qos_walls:  # GrpWall's (a record without them reads as none)
+        out["walls"] = {str(k): v for k, v in sorted(usage.walls.items())}
+        out["qos_walls"] = dict(sorted(usage.qos_walls.items()))
+    if usage.tres or usage.qos_tres:  # GrpTRESMins' (likewise)
+        out["tres"] = {str(k): dict(sorted(v.items())) for k, v in sorted(usage.tres.items())}
+        out["qos_tres"] = {k: dict(sorted(v.items())) for k, v in sorted(usage.qos_tres.items())}
+    return out
 
 
 def from_json(raw: object) -> Usage:
@@ -233,8 +305,8 @@ def from_json(raw: object) -> Usage:
     if not isinstance(raw, dict):
         raise ValueError("usage record: not an object")
     out: dict[str, dict] = {}
-    for kind in ("assocs", "qos"):
-        got = raw.get(kind)
+    for kind in ("assocs", "qos", "walls", "qos_walls"):
+        got = raw.get(kind, {} if kind.endswith("walls") else None)
         if not isinstance(got, dict) or not all(
                 isinstance(v, int | float) and not isinstance(v, bool) and v >= 0
                 for v in got.values()):
@@ -242,6 +314,7 @@ def from_json(raw: object) -> Usage:
         out[kind] = got
     try:
         assocs = {int(k): float(v) for k, v in out["assocs"].items()}
+        walls = {int(k): float(v) for k, v in out["walls"].items()}
     except ValueError:
         raise ValueError("usage record assocs: a key is not an association id") from None
     times = []
@@ -250,5 +323,21 @@ def from_json(raw: object) -> Usage:
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ValueError(f"usage record {name}: not a number")
         times.append(float(v))
-    return Usage(assocs, {str(k): float(v) for k, v in out["qos"].items()}, *times)
+    tres: dict[str, dict] = {}
+    for kind in ("tres", "qos_tres"):
+        got = raw.get(kind, {})
+        if not isinstance(got, dict) or not all(
+                isinstance(per, dict) and all(isinstance(v, int | float) and
+                                              not isinstance(v, bool) and v >= 0
+                                              for v in per.values())
+                for per in got.values()):
+            raise ValueError(f"usage record {kind}: not a map of TRES to non-negative numbers")
+        tres[kind] = {k: {str(t): float(v) for t, v in per.items()} for k, per in got.items()}
+    try:
+        by_assoc = {int(k): v for k, v in tres["tres"].items()}
+    except ValueError:
+        raise ValueError("usage record tres: a key is not an association id") from None
+    return Usage(assocs, {str(k): float(v) for k, v in out["qos"].items()}, times[0], times[1],
+                 walls, {str(k): float(v) for k, v in out["qos_walls"].items()},
+                 by_assoc, tres["qos_tres"])
 

@@ -113,6 +113,8 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
         access, accounting = self.access_settings(), self.accounting_settings()
         scheduler = self.scheduler_settings()
         self.ignored.pop("DisableRootJobs", None)  # a partition's is acted on too
+        for name in ("QOS", "AllowAccounts", "DenyAccounts", "AllowQos", "DenyQos"):
+            self.ignored.pop(name, None)  # AccountingStorageEnforce's (assoc/partpolicy.py)
         if access.disable_root_jobs:  # a partition without its own inherits it, as in Slurm
             partitions = [p if any(k == "DisableRootJobs" for k, _ in p.options)
                           else attrs.evolve(p, options=(*p.options, ("DisableRootJobs", "YES")))

@@ -274,14 +274,20 @@ _PARTITION_ACTED = _acted(PARTITION, [
     ("SuspendTime", "seconds", None,
      "idle seconds before its nodes power down (beats global, a node's own wins); INFINITE never"),
     ("DisableRootJobs", "bool", None, "YES: root may not submit jobs here (default: global)"),
+    # acted on under AccountingStorageEnforce (ranch/assoc/partpolicy.py)
+    ("QOS", "str", None, "the partition's QOS: its limits apply first (unless OverPartQOS)"),
+    ("AllowAccounts", "str", None, "accounts that may use it (ALL: any)"),
+    ("DenyAccounts", "str", None, "accounts that may not (without AllowAccounts)"),
+    ("AllowQos", "str", None, "QOS that may use it (ALL: any)"),
+    ("DenyQos", "str", None, "QOS that may not (without AllowQos)"),
 ])
 
 _PARTITION_IGNORED = _ignored(PARTITION, """
-AllocNodes AllowAccounts AllowGroups AllowQos Alternate CpuBind DefCpuPerGPU DefMemPerCPU
-DefMemPerGPU DefMemPerNode DenyAccounts DenyQos ExclusiveTopo ExclusiveUser
+AllocNodes AllowGroups Alternate CpuBind DefCpuPerGPU DefMemPerCPU
+DefMemPerGPU DefMemPerNode ExclusiveTopo ExclusiveUser
 GraceTime LLN MaxCPUsPerNode MaxCPUsPerSocket MaxMemPerCPU MaxMemPerNode MaxNodes MinNodes
 OverSubscribe OverTimeLimit PowerDownOnIdle PreemptMode Priority PriorityJobFactor PriorityTier
-QOS ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared SuspendTimeout
+ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared SuspendTimeout
 Topology
 """)
 

@@ -123,3 +123,24 @@ async def test_backfill_starts_no_limit_held_job_and_keeps_its_reason() -> None:
     assert await c.jobs.backfill.cycle() == 0
     assert state(c, second) == ("PENDING", "AssocGrpJobsLimit")
     assert state(c, first)[0] == "RUNNING"
+
+
+async def test_run_minutes_and_deny_on_limit_through_the_controller() -> None:
+    """GrpTRESRunMins counts a running job's time limit (the second waits); MaxTRESMins holds
+    a long job; under a DenyOnLimit QOS the same job is refused at submission in sbatch's
+    words (assoc/submitlimits.py)."""
+    c = cluster(tree(alice={"GrpTRESRunMins": "cpu=30"}, physics={"MaxTRESMins": "cpu=100"}))
+    first, second = submit(c, "alice", time_limit=20), submit(c, "alice", time_limit=20)
+    assert state(c, first)[0] == "RUNNING"
+    assert state(c, second) == ("PENDING", "AssocGrpCPURunMinutesLimit")
+    long = submit(c, "bob", time_limit=200)
+    assert state(c, long) == ("PENDING", "AssocMaxCpuMinutesPerJobLimit")
+    db = ops.modify_qos(tree(qos={"MaxWall": "10"}), ["normal"], {"flags": ("DenyOnLimit",)},
+                        {})[0]
+    c2 = cluster(db)
+    got = c2.jobs.submission.submit(m.SubmitJob("#!/bin/sh\ntrue\n", "alice", 1000, 1000,
+                                                "/tmp", time_limit=20))
+    assert isinstance(got, m.Error), got
+    assert got.message == ("QOSMaxWallDurationPerJobLimit\nJob violates accounting/QOS policy "
+                           "(job submit limit, user's size and/or time limits)")
+    assert state(c2, submit(c2, "alice", time_limit=5))[0] == "RUNNING"

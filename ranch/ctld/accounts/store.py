@@ -9,7 +9,7 @@ import logging
 import math
 import pwd
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import trio
@@ -18,7 +18,9 @@ from ranch.assoc import enforce, serial, shares, usage
 from ranch.assoc.acctmgr_ask import PROMPT, UNANSWERED
 from ranch.assoc.acctmgr_session import answer
 from ranch.assoc.db import AcctDb
-from ranch.assoc.limits import Rule
+from ranch.assoc.limits import Ask, Rule
+from ranch.assoc.partpolicy import PartPolicy
+from ranch.assoc.submitlimits import Groups
 from ranch.assoc.usage import RunningJob, Usage, UsageSettings
 from ranch.ctld import logs
 from ranch.ctld.accounts.ports import AccountChanges
@@ -75,7 +77,7 @@ class Accounts:
         self.held = False  # a tree was restored or changed: it is saved even while off
         self._flags: dict[tuple[str, ...], frozenset[str]] = {}
         # the limits' rules (assoc/limits.py) per job kind, for the tree they were read from
-        self._rules: tuple[AcctDb | None, RuleOf | None] = (None, None)
+        self._rules: tuple[tuple[object, ...], RuleOf | None] = ((), None)
 
     def use_config(self, cluster: str, enabled: bool,
                    settings: UsageSettings | None = None) -> None:
@@ -112,32 +114,46 @@ class Accounts:
 
     def admit(self, words: tuple[str, ...], user: str, account: str,
               partitions: tuple[str, ...], qos: str, held: Callable[[str], int],
-              count: int) -> tuple[str, str] | str | None:
+              count: int, ask: Ask | None = None,
+              parts: Mapping[str, PartPolicy] | None = None,
+              part_enforce: str = "NO",
+              groups: Callable[[], Groups] | None = None
+              ) -> tuple[str, str, int | None] | str | None:
         """A submission under AccountingStorageEnforce=`words` (assoc/enforce.py): the account
-        and QOS the job keeps, or sbatch's lines refusing it; None when nothing is enforced
-        (the store off, or no association flag)."""
+        and QOS the job keeps and the time limit its limits give it (None: keep its own), or
+        sbatch's lines refusing it; None when nothing is enforced (the store off, or no
+        association flag). `parts`: the partitions' accounting words, refused here under
+        EnforcePartLimits=`part_enforce`; `groups`: the jobs not ended by (user, account,
+        partition, QOS), for the submit limits."""
         flags = enforce.enforced(words)
         if not self.enabled or "associations" not in flags:
             return None
         got = enforce.check(self.db, flags, cluster=self.cluster, user=user, account=account,
-                            partitions=partitions, qos=qos, held=held, count=count)
+                            partitions=partitions, qos=qos, held=held, count=count, ask=ask,
+                            parts=parts, part_enforce=part_enforce, spent=self.usage,
+                            groups=groups, rule_of=self.rule_of(words, parts))
         if isinstance(got, enforce.Refusal):
             return f"{got.reason}\n{got.message}" if got.reason else got.message
-        return got.account, got.qos
+        return got.account, got.qos, got.time_limit
 
-    def rule_of(self, words: tuple[str, ...]) -> RuleOf | None:
+    def rule_of(self, words: tuple[str, ...],
+                parts: Mapping[str, PartPolicy] | None = None) -> RuleOf | None:
         """Under AccountingStorageEnforce=`words` with `limits`: the limits over a job of
-        (user, account, partition, QOS) (assoc/enforce.rule); the same resolver, remembering
-        what it read, until the tree changes. None when limits are not enforced (the store
-        off, or no `limits` flag)."""
+        (user, account, partition, QOS) (assoc/enforce.rule), `parts` the partitions' QOS=
+        and Allow/Deny words; the same resolver, remembering what it read, until the tree,
+        the usage or the partitions change. None when limits are not enforced (the store off,
+        or no `limits` flag)."""
         flags = self._flags.get(words)
         if flags is None:
             flags = self._flags[words] = enforce.enforced(words)
         if not self.enabled or "limits" not in flags:
             return None
-        if self._rules[0] is self.db and self._rules[1] is not None:
+        parts = parts or {}
+        made = (self.db, self.usage, parts, "safe" in flags)
+        if self._rules[1] is not None and all(
+                a is b for a, b in zip(self._rules[0], made, strict=True)):
             return self._rules[1]
-        db, cluster = self.db, self.cluster
+        db, cluster, spent, safe = self.db, self.cluster, self.usage, "safe" in flags
         known: dict[tuple[str, str, str, str], Rule | None] = {}
 
         def rule(user: str, account: str, partition: str, qos: str) -> Rule | None:
@@ -145,10 +161,11 @@ class Accounts:
             try:
                 return known[key]
             except KeyError:
-                got = known[key] = enforce.rule(db, cluster=cluster, user=user,
-                                                account=account, partition=partition, qos=qos)
+                got = known[key] = enforce.rule(
+                    db, cluster=cluster, user=user, account=account, partition=partition,
+                    qos=qos, part=parts.get(partition), safe=safe, spent=spent)
                 return got
-        self._rules = (db, rule)
+        self._rules = (made, rule)
         return rule
 
     def _keep(self, db: AcctDb, what: str, detail: str, user: str = "") -> None:
@@ -158,8 +175,9 @@ class Accounts:
 
     def _record(self) -> dict[str, Any]:
         """The tree and its usage, one record: each calc period journals both whole (a tree of
-        N associations costs about 150 bytes each, its usage about 30 more); no usage until the
-        first calc period ran (the tree's record as before)."""
+        N associations costs about 150 bytes each, its usage about 125 more with the wall and
+        per-TRES figures of GrpWall and GrpTRESMins); no usage until the first calc period ran
+        (the tree's record as before)."""
         tree = serial.to_json(self.db)
         return tree if self.usage == Usage() else {**tree, "usage": usage.to_json(self.usage)}
 

@@ -13,6 +13,9 @@ from typing import Any
 import attrs
 import trio
 
+from ranch.assoc.partpolicy import PartPolicy
+from ranch.assoc.submitlimits import Groups
+from ranch.assoc.tally import Ask
 from ranch.assoc.usage import RunningJob
 from ranch.conf.model import ClusterConfig
 from ranch.ctld.accounts.store import Accounts
@@ -54,13 +57,26 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
     command runs; `accounts`: the tree AccountingStorageEnforce checks a submission against
     (as the config in force says)."""
 
+    policies: list[Any] = [None, {}]  # (the partitions they were read from, by name)
+
+    def parts() -> dict[str, PartPolicy]:
+        """Each partition's QOS= and Allow/Deny words, read again when the config changes."""
+        config = registry.config.partitions
+        if policies[0] is not config:
+            policies[:] = [config, {p.name: PartPolicy.of(p.name, p.options) for p in config}]
+        return policies[1]
+
     def admit(user: str, account: str, partitions: tuple[str, ...], qos: str,
-              held: Callable[[str], int], count: int) -> tuple[str, str] | str | None:
+              held: Callable[[str], int], count: int,
+              ask: Ask | None = None,
+              groups: Callable[[], Groups] | None = None
+              ) -> tuple[str, str, int | None] | str | None:
         return accounts.admit(registry.config.accounting.enforce, user, account, partitions,
-                              qos, held, count)
+                              qos, held, count, ask, parts(),
+                              registry.config.jobs.enforce_part_limits, groups)
 
     def limits() -> Callable[[str, str, str, str], Any] | None:
-        return accounts.rule_of(registry.config.accounting.enforce)
+        return accounts.rule_of(registry.config.accounting.enforce, parts())
 
     side = build_jobs(nodes_of(registry, reservations.blocked), config=registry.config,
                       clock=base.clock, wall=base.wall, deadlines=base.deadlines,

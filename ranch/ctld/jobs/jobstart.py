@@ -190,7 +190,7 @@ class JobStarts:
         # abs: backfill's commit asks at its snapshot's time, which may precede the scope's
         if scope is None or scope.rule_of is not rule_of or abs(wall - scope.built) >= RECOUNT_S:
             scope = self._scope = LimitScope(rule_of, self._jobs.jobs.values(), wall)
-        return scope.reason(job)
+        return scope.reason(job, wall)
 
     def _start(self, job: Job, run: Pass) -> str:
         """Start the job now if the core places it (in its first partition or, with -p a,b,

@@ -3,6 +3,7 @@ MaxArraySize), building its jobs, and queueing them once journalled."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from sys import intern
 from typing import TYPE_CHECKING, Any
@@ -12,7 +13,7 @@ import orjson
 
 from ranch.conf import hostlist
 from ranch.ctld import logs
-from ranch.ctld.jobs import jobextras, partlimits, requestchecks
+from ranch.ctld.jobs import jobextras, limitpass, partlimits, requestchecks
 from ranch.ctld.jobs.jobrecord import (
     NOT_AVAILABLE,
     PENDING,
@@ -201,10 +202,25 @@ class JobSubmission:
             return checked
         parts = (checked.partition, *checked.alt)
         got = self._admit(req.user, req.account, parts, req.qos,
-                          lambda account: self._held(req.user, account), len(checked.tasks))
+                          lambda account: self._held(req.user, account), len(checked.tasks),
+                          limitpass.asked(checked.need, checked.time_limit, req.time_limit),
+                          self._groups)
         if isinstance(got, str):
             return m.Error("bad_request", got)
-        return checked if got is None else attrs.evolve(checked, admitted=got)
+        if got is None:
+            return checked
+        account, qos, fitted = got
+        pc = self._settings.config.partition(checked.partition)
+        if fitted is not None and req.time_limit is None and req.time_limit_s is None and \
+                (pc is None or pc.default_time is None):
+            # no time asked nor DefaultTime: the limits give it one (acct_policy_validate)
+            checked = attrs.evolve(checked, time_limit=fitted)
+        return attrs.evolve(checked, admitted=(account, qos))
+
+    def _groups(self) -> Counter[tuple[str, str, str, str]]:
+        """The jobs not ended by (user, account, partition, QOS): the submit limits' counts."""
+        return Counter((job.req.user, job.req.account, job.partition, job.req.qos)
+                       for job in self._jobs.jobs.values() if job.state not in FINAL)
 
     def _held(self, user: str, account: str) -> int:
         """The user's jobs not yet ended under `account` (slurmctld's used_submit_jobs)."""

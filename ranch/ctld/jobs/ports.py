@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from ranch.assoc.submitlimits import Groups
+from ranch.assoc.tally import Ask
+
 if TYPE_CHECKING:  # leaves: none of them imports a component
     from collections import Counter
 
@@ -111,10 +114,13 @@ class Launches(Protocol):
 
 
 # AccountingStorageEnforce at submission, built by the composition root over the accounting
-# tree: (user, -A, partitions, -q, held(account) -> the user's jobs not ended there, job count)
-# -> the (account, QOS) the job keeps, a refusal in sbatch's words (its lines), or None: off
-Admit = Callable[[str, str, tuple[str, ...], str, Callable[[str], int], int],
-                 "tuple[str, str] | str | None"]
+# tree: (user, -A, partitions, -q, held(account) -> the user's jobs not ended there, job count,
+# what each job asks, the jobs not ended by (user, account, partition, QOS)) -> the (account,
+# QOS, time limit its limits give it or None) the job keeps, a refusal in sbatch's words (its
+# lines), or None: off
+Admit = Callable[[str, str, tuple[str, ...], str, Callable[[str], int], int, Ask,
+                  Callable[[], Groups]],
+                 "tuple[str, str, int | None] | str | None"]
 
 
 class Intake(Protocol):
