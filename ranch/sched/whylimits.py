@@ -39,9 +39,34 @@ _TRES_REASONS = {
     ("assoc_node", "MaxTRESPerNode"): ("AssocMaxCpuPerNode", "AssocMaxMemPerNode",
                                        "AssocMaxUnknownPerNode", "AssocMaxGRESPerNode"),
 }
+# The limits judged on TRES-minutes (decayed usage, running jobs' minutes left, the job's own
+# minutes) and QOS MinTRESPerJob: their evidence is the limit itself, not the jobs holding now.
+_MINUTE_REASONS = {
+    ("qos", "GrpTRESMins"): ("QOSGrpCPUMinutesLimit", "QOSGrpMemoryMinutes", "QOSGrpNodeMinutes",
+                             "QOSGrpGRESMinutes"),
+    ("qos", "GrpTRESRunMins"): ("QOSGrpCPURunMinutesLimit", "QOSGrpMemoryRunMinutes",
+                                "QOSGrpNodeRunMinutes", "QOSGrpGRESRunMinutes"),
+    ("qos_job", "MaxTRESMins"): ("QOSMaxCpuMinutesPerJobLimit", "QOSMaxMemoryMinutesPerJob",
+                                 "QOSMaxNodeMinutesPerJob", "QOSMaxGRESMinutesPerJob"),
+    ("qos_job", "MinTRES"): ("QOSMinCpuNotSatisfied", "QOSMinMemory", "QOSMinNode",
+                             "QOSMinGRES"),
+    ("assoc", "GrpTRESMins"): ("AssocGrpCPUMinutesLimit", "AssocGrpMemMinutes",
+                               "AssocGrpNodeMinutes", "AssocGrpGRESMinutes"),
+    ("assoc", "GrpTRESRunMins"): ("AssocGrpCPURunMinutesLimit", "AssocGrpMemRunMinutes",
+                                  "AssocGrpNodeRunMinutes", "AssocGrpGRESRunMinutes"),
+    ("assoc_job", "MaxTRESMins"): ("AssocMaxCpuMinutesPerJobLimit", "AssocMaxMemMinutesPerJob",
+                                   "AssocMaxNodeMinutesPerJob", "AssocMaxGRESMinutesPerJob"),
+}
+_MINUTE_WORDS = {
+    "GrpTRESMins": "its decayed usage and the running jobs' minutes left have reached it",
+    "GrpTRESRunMins": "the running jobs' minutes left, with this job's, pass it",
+    "MaxTRESMins": "this job's TRES-minutes (its request times its time limit) pass it",
+    "MinTRES": "this job asks less than it",
+}
 REASONS: dict[str, tuple[str, str, int]] = {
     **{r: (lv, key, -1) for r, (lv, key) in _COUNTS.items()},
     **{r: (lv, key, i) for (lv, key), rs in _TRES_REASONS.items() for i, r in enumerate(rs)},
+    **{r: (lv, key, i) for (lv, key), rs in _MINUTE_REASONS.items() for i, r in enumerate(rs)},
 }
 
 
@@ -89,6 +114,8 @@ def limit_evidence(reason: str, view: LimitView, job_id: int) -> tuple[str, tupl
         return f"{reason}: an accounting limit holds it", ()
     level, key, tres = got
     qname = rule.qos_name
+    if key in _MINUTE_WORDS:
+        return _minutes_evidence(reason, level, key, tres, view), ()
     others = [h for h in view.holding if h.job_id != job_id]
     if level.startswith("qos"):
         limits: Mapping[str, Any] = {}
@@ -115,6 +142,27 @@ def limit_evidence(reason: str, view: LimitView, job_id: int) -> tuple[str, tupl
     return (f"{reason}: {whose} holds {_fmt(tres, used)} of {key} {TRES[tres]}="
             f"{_fmt(tres, cap or 0)} in jobs {_ids(scope) or '(none)'}; this job asks "
             f"{_fmt(tres, asked)}", ())
+
+
+def _minutes_evidence(reason: str, level: str, key: str, tres: int, view: LimitView) -> str:
+    """A TRES-minutes or MinTRES limit: which one, at what value, and what passes it."""
+    rule = view.rule
+    name = TRES[tres]
+    if level.startswith("qos"):
+        cap = rule.qos.tres.get(key, {}).get(name) if rule.qos is not None else None
+        whose = f"QOS {rule.qos_name}"
+    else:  # the job's own association for Max*, else the first one up the chain setting it
+        chain = list(rule.chain) if level == "assoc" else list(rule.chain)[:1]
+        cap, whose = None, f"association {view.user}/{view.account}"
+        for depth, (_, lim) in enumerate(chain):
+            cap = lim.tres.get(key, {}).get(name)
+            if cap is not None:
+                if depth:
+                    whose = f"a parent account's association ({depth} above {view.account})"
+                break
+    unit = "" if key == "MinTRES" else " min"
+    shown = "(unset)" if cap is None else f"{_fmt(tres, cap)}{unit}"
+    return f"{reason}: {whose}'s {key} {name}={shown}: {_MINUTE_WORDS[key]}"
 
 
 def _qos_scope(level: str, qname: str, view: LimitView, others: list[Holding]

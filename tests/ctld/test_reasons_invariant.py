@@ -48,9 +48,17 @@ RELEASED = [("submit", BIG)] * 3 + [
                 "begin": 600}),
     ("drain", "n1"), ("backfill", None), ("end", 0), ("release", 3), ("wait", 900)]
 
+# found by this test: a dependent job submitted behind a waiting job was given Priority at
+# submission, and no pass looked at it again (Slurm shows Dependency)
+_ONE = {"cpus_per_task": 1, "time_limit": 5, "partition": "main", "hold": False, "begin": None}
+DEPENDENT = [("submit", {**_ONE, "num_nodes": 2, "exclusive": True, "after": None}),
+             ("submit", {**_ONE, "num_nodes": 3, "exclusive": False, "after": None}),
+             ("submit", {**_ONE, "num_nodes": 1, "exclusive": False, "after": 0})]
+
 
 @settings(max_examples=30, deadline=None)
 @example(RELEASED)
+@example(DEPENDENT)
 @given(st.lists(ops, min_size=3, max_size=24))
 def test_every_pending_job_has_a_reason_after_every_pass(steps) -> None:
     trio.run(_run, steps, clock=trio.testing.MockClock(autojump_threshold=0))

@@ -144,12 +144,11 @@ def test_limit_evidence_of_a_tres_and_a_wall_limit() -> None:
 
 
 def test_every_limit_reason_of_the_pure_check_is_explained() -> None:
-    from ranch.assoc import limits
+    from ranch.assoc import reasons
 
-    names = {n for group in (limits.QOS_GRP, limits.QOS_PER_JOB, limits.QOS_PER_NODE,
-                             limits.QOS_PER_ACCT, limits.QOS_PER_USER, limits.ASSOC_GRP,
-                             limits.ASSOC_PER_JOB, limits.ASSOC_PER_NODE) for n in group}
-    assert names <= set(REASONS)
+    groups = [v for k, v in vars(reasons).items() if k.isupper() and isinstance(v, tuple)]
+    names = {n for group in groups for n in group if "Unknown" not in n}
+    assert len(groups) >= 14 and names <= set(REASONS)
 
 
 def test_estimate_all_plans_the_jobs_past_bf_max_job_test_for_display_only() -> None:
@@ -177,3 +176,22 @@ def test_priority_behind_a_job_ahead_that_holds_no_reservation() -> None:
     assert got.binding == ("Priority: job 80 ahead of it in partition gpu waits for resources, "
                            "and nothing behind it may take them first")
     assert got.start == NOW + 3600  # when job 7 frees gpu02
+
+
+def test_limit_evidence_of_tres_minutes_names_the_limit_and_whose() -> None:
+    """A TRES-minutes limit holds on usage, not on the jobs running now: the evidence names
+    the limit, its value and which association or QOS sets it (a parent's, here)."""
+    rule = Rule(Limits({}), "normal", ((1, Limits({})), (0, Limits({}, {"GrpTRESMins": {
+        "cpu": 600}}))))
+    view = LimitView(rule, "alice", "phys", (4, 0, 1, 0), 30, ())
+    got = explain(gpus_scene([Queued(job(7, "gpu"), "AssocGrpCPUMinutesLimit")]), 7,
+                  "AssocGrpCPUMinutesLimit", limit=view)
+    assert got.binding == ("AssocGrpCPUMinutesLimit: a parent account's association (1 above "
+                           "phys)'s GrpTRESMins cpu=600 min: its decayed usage and the running "
+                           "jobs' minutes left have reached it")
+    least = LimitView(Rule(Limits({}, {"MinTRES": {"cpu": 8}}), "big", ((1, Limits({})),)),
+                      "alice", "phys", (2, 0, 1, 0), 30, ())
+    got = explain(gpus_scene([Queued(job(8, "gpu"), "QOSMinCpuNotSatisfied")]), 8,
+                  "QOSMinCpuNotSatisfied", limit=least)
+    assert got.binding == ("QOSMinCpuNotSatisfied: QOS big's MinTRES cpu=8: this job asks "
+                           "less than it")

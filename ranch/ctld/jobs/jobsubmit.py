@@ -174,7 +174,10 @@ class JobSubmission:
         """Queue jobs from `build` and run a scheduling pass. The caller journals them before
         its reply, and retracts them if it cannot (their launches wait for that write)."""
         for job in built:
-            if job.reason == "None" and self._jobs.pending_parts.get(job.partition):
+            # a job with -d keeps None: the pass (or its look below a stop) judges the
+            # dependency first, as slurmctld leaves a dependent job out of its queue
+            if job.reason == "None" and not job.req.dependency and \
+                    self._jobs.pending_parts.get(job.partition):
                 job.reason = "Priority"
             self._jobs.insert(job)
         first, req, need = built[0].id, built[0].req, built[0].need

@@ -100,6 +100,7 @@ class WhyDesk:
             return None
         rules: dict[tuple[str, str, str, str], Any] = {}
         holding = []
+        now = self._wall()
         for other in self._jobs.jobs.values():
             if other.state not in HOLDING:
                 continue
@@ -110,8 +111,9 @@ class WhyDesk:
             theirs = rules[key]
             if theirs is None:
                 continue
+            held = held_ask(other, now).counts()
             holding.append(Holding(other.id, r.user, r.account, theirs.qos_name,
-                                   tuple(k for k, _ in theirs.chain), held_ask(other).counts()))
+                                   tuple(k for k, _ in theirs.chain), held))
         ask = pending_ask(job)
         return LimitView(rule, req.user, req.account, ask.counts(), ask.minutes, tuple(holding))
 
