@@ -11,7 +11,7 @@ import os
 
 import attrs
 
-from ranch.conf import keys
+from ranch.conf import keys, prioritysettings
 from ranch.conf.buildbase import Source
 from ranch.conf.errors import ConfDiagnostic, ConfigError
 from ranch.conf.model import ClusterConfig, PartitionConfig
@@ -112,6 +112,9 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
         guards, reboot = self.guard_settings(), self.reboot_settings()
         access, accounting = self.access_settings(), self.accounting_settings()
         scheduler = self.scheduler_settings()
+        priority = prioritysettings.priority_settings(
+            g, self.globals["SchedulerParameters"][1].value
+            if "SchedulerParameters" in self.globals else "")
         self.ignored.pop("DisableRootJobs", None)  # a partition's is acted on too
         if access.disable_root_jobs:  # a partition without its own inherits it, as in Slurm
             partitions = [p if any(k == "DisableRootJobs" for k, _ in p.options)
@@ -134,7 +137,7 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
             jobs=jobs, guards=guards, access=access, reboot=reboot,
-            accounting=accounting, scheduler=scheduler)
+            accounting=accounting, scheduler=scheduler, priority=priority)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:
