@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 import attrs
-
-from ranch.assoc.db import ROOT, AcctDb
-from ranch.assoc.records import FS_PARENT, Assoc
-from ranch.assoc.shares import children, rows
 
 TOP = 0xFFFFFFFF  # a priority is a uint32; 0 is a held job's
 FLAGS = frozenset({"ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "NO_FAIR_TREE",
@@ -202,59 +198,39 @@ def shown_total(f: Factors) -> float:
     return max(prio, 1.0)
 
 
-# -- fair share ---------------------------------------------------------------------------------
-
-
-def fair_tree(db: AcctDb, cluster: str, usage: Mapping[int, float]) -> dict[int, float]:
-    """Fair Tree's factor of every user association (fair_tree.c: rank over user count)."""
-    return {r.id: r.fairshare for r in rows(db, cluster, usage)
-            if r.user and r.fairshare is not None}
-
-
-def classic(db: AcctDb, cluster: str, usage: Mapping[int, float], *,
-            damp: float = 1.0) -> dict[int, float]:
-    """The classic factor 2^(-UE/S/damp) of every association (NO_FAIR_TREE): S the product of
-    the shares over their level down from root (_normalize_assoc_shares_traditional), UE
-    = UA + (UE_parent - UA) * S_child/S_siblings, UA the usage over root's
-    (_set_usage_efctv); Fairshare=parent takes its parent's figures."""
-    root = db.base_assoc(ROOT, cluster)
-    if root is None:
-        return {}
-    total_usage = usage.get(root.id, 0.0)
-    out: dict[int, float] = {}
-
-    def walk(parent: Assoc, s_parent: float, ue_parent: float, at_root: bool) -> None:
-        kids = children(db, cluster, parent)
-        level = sum(k.shares for k in kids if k.shares != FS_PARENT)
-        for k in kids:
-            ua = min(usage.get(k.id, 0.0) / total_usage, 1.0) if total_usage else 0.0
-            if k.shares == FS_PARENT:
-                s, ue = s_parent, ue_parent
-            else:
-                s = s_parent * (k.shares / level) if level else 0.0
-                if at_root:
-                    ue = ua
-                elif not level:
-                    ue = ue_parent
-                else:
-                    ue = ua + (ue_parent - ua) * (k.shares / level)
-            out[k.id] = 2.0 ** (-(ue / s) / damp) if s > 0 else 0.0
-            if not k.user:
-                walk(k, s, ue, at_root and k.shares == FS_PARENT)
-
-    walk(root, 1.0, 0.0, True)
-    return out
-
-
-def fairshare_of(db: AcctDb, cluster: str, usage: Mapping[int, float],
-                 s: Settings) -> dict[int, float]:
-    """The factor by association id, Fair Tree unless NO_FAIR_TREE (or DEPTH_OBLIVIOUS, which
-    Ranch computes as classic: docs/slurm-compat.md)."""
-    if s.has("NO_FAIR_TREE") or s.has("DEPTH_OBLIVIOUS"):
-        return classic(db, cluster, usage, damp=s.damp)
-    return fair_tree(db, cluster, usage)
-
-
 def highest(values: Iterable[int]) -> int:
     """The highest of `values` above 0 (the normalising maximum; 0 when none)."""
     return max((v for v in values if v > 0), default=0)
+
+
+def top(chosen: list[tuple[int, int, int]], others: list[tuple[int, int, int]]
+        ) -> dict[int, tuple[int, int]]:
+    """scontrol top (job_mgr.c _set_top): `chosen` (id, priority, nice) in the order asked,
+    `others` the pending jobs of the same user, partition, account and QOS (priority above 1).
+    The chosen take the highest priorities among all of them, in order (one less on a tie), each
+    nice lowered by what it gained; the others lose that total in equal parts, nice raised to
+    match, each below the last chosen. Returns id -> (priority, nice)."""
+    prios = sorted([p for _, p, _ in chosen] + [p for _, p, _ in others], reverse=True)
+    out: dict[int, tuple[int, int]] = {}
+    last: int | None = None
+    total_delta = 0
+    for (jid, prio, nice), next_prio in zip(chosen, prios, strict=False):
+        if last is not None and next_prio == last and last > 2:
+            next_prio = last - 1
+        last = next_prio
+        delta = next_prio - prio
+        total_delta += delta
+        out[jid] = (next_prio, nice - delta)
+    count = len(others)
+    for jid, prio, nice in others:
+        if last is None:
+            break
+        delta = int(total_delta / count)  # C's division truncates toward zero
+        next_prio = prio - delta
+        if next_prio >= last:
+            next_prio = last - 1
+            delta = prio - next_prio
+        out[jid] = (next_prio, nice + delta)
+        total_delta -= delta
+        count -= 1
+    return out

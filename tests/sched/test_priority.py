@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ranch.assoc import ops
+from ranch.assoc import fairshare, ops
 from ranch.assoc.db import AcctDb
 from ranch.sched import priority as p
 from ranch.sched.priority import Cluster, JobInput, Settings, Weights
@@ -102,11 +102,11 @@ def ids(db: AcctDb) -> dict[str, int]:
 def test_fair_tree_ranks_users_and_ties_without_usage() -> None:
     db = tree()
     i = ids(db)
-    none = p.fairshare_of(db, "c1", {}, Settings())
+    none = fairshare.factors(db, "c1", {})
     assert {none[i[k]] for k in ("physics/alice", "physics/bob", "chem/carol")} == {1.0}
     used = {i["root/"]: 100.0, i["physics/"]: 90.0, i["physics/alice"]: 90.0,
             i["chem/"]: 10.0, i["chem/carol"]: 10.0}
-    fs = p.fairshare_of(db, "c1", used, Settings())
+    fs = fairshare.factors(db, "c1", used)
     # root's user has no usage (LevelFS inf): first; chem's 1/4 shares over 0.1 usage beat
     # physics' 2/4 over 0.9; in physics bob has none
     assert fs[i["root/root"]] == 1.0
@@ -120,12 +120,27 @@ def test_classic_fair_share_is_two_to_the_minus_effective_over_shares() -> None:
     i = ids(db)
     used = {i["root/"]: 100.0, i["physics/"]: 90.0, i["physics/alice"]: 90.0,
             i["chem/"]: 10.0, i["chem/carol"]: 10.0}
-    s = Settings(flags=frozenset({"NO_FAIR_TREE"}))
-    fs = p.fairshare_of(db, "c1", used, s)
+    fs = fairshare.factors(db, "c1", used, flags=("NO_FAIR_TREE",))
     # physics: UE = UA = 0.9, S = 2/4; alice: UE = 0.9 + (0.9-0.9)/2, S = 2/4 * 1/2
     assert fs[i["physics/"]] == pytest.approx(2 ** (-0.9 / 0.5))
     assert fs[i["physics/alice"]] == pytest.approx(2 ** (-0.9 / 0.25))
     # bob: UA 0, UE = 0 + (0.9 - 0) * 1/2
     assert fs[i["physics/bob"]] == pytest.approx(2 ** (-0.45 / 0.25))
     assert fs[i["chem/carol"]] == pytest.approx(2 ** (-0.1 / 0.25))
-    assert p.fairshare_of(db, "c1", {}, s)[i["chem/carol"]] == 1.0
+    assert fairshare.factors(db, "c1", {}, flags=("NO_FAIR_TREE",))[i["chem/carol"]] == 1.0
+
+
+def test_top_moves_the_chosen_up_and_the_others_down_by_nice() -> None:
+    # jobs 1..3 of one user at 300, 200, 100: top 3 takes 300, 1 and 2 share its gain of 200
+    got = p.top([(3, 100, 0)], [(1, 300, 0), (2, 200, 0)])
+    assert got[3] == (300, -200)
+    assert got[1] == (200, 100) and got[2] == (100, 100)
+    # an other left at or above the last chosen goes one below it
+    got = p.top([(3, 100, 0)], [(1, 300, 0), (2, 299, 0)])
+    assert got[1] == (200, 100) and got[2] == (299 - 100, 100)
+    got = p.top([(3, 299, 0)], [(1, 300, 0)])
+    assert got == {3: (300, -1), 1: (299, 1)}
+    # two chosen in order: they take the two highest
+    got = p.top([(3, 100, 0), (2, 200, 0)], [(1, 300, 0)])
+    assert (got[3], got[2]) == ((300, -200), (200, 0))
+    assert got[1] == (100, 200)

@@ -211,4 +211,6 @@ def job_routes(jobs: JobServices, config: Callable[[], ClusterConfig],
         m.JobControl: Route(partial(job_control, jobs, config)),
         m.StepRequest: Route(partial(step_request, jobs)),
         m.StepEnd: Route(lambda conn, msg: jobs.steps.node_ended(conn.node, msg)),
+        m.PriorityRequest: Route(lambda conn, msg: jobs.priorities.reply(msg, conn.who),
+                                 changes=False),  # rsprio (issue 44)
     }
