@@ -63,8 +63,9 @@ def priority_settings(g: Callable[[str, Any], Any], scheduler_params: str) -> Pr
     """The settings from the typed keys (`g`: typed_global) and SchedulerParameters' words
     (enable_user_top)."""
     words = {w.strip().lower() for w in scheduler_params.split(",")}
+    age, assoc, fairshare, jobsize, partition, qos = (g(n, 0) for n in WEIGHTS)
     return PrioritySettings(
-        g("PriorityType", "priority/basic"), *(g(n, 0) for n in WEIGHTS),
+        g("PriorityType", "priority/basic"), age, assoc, fairshare, jobsize, partition, qos,
         tres=g("PriorityWeightTRES", ()), flags=g("PriorityFlags", ()),
         max_age=g("PriorityMaxAge", 7 * 86400), favor_small=g("PriorityFavorSmall", False),
         damp=g("FairShareDampeningFactor", 1), user_top="enable_user_top" in words)
