@@ -168,6 +168,9 @@ class Priorities:
         req, need = job.req, job.need
         factor, _, max_time, totals = self._parts.get(job.partition, (1, 1, None, ()))
         cpus = need.tasks * need.cpus_per_task if need.spread else need.cpus * need.nodes
+        # the nodes asked (-N; 1 without it), as slurmctld's details->min_nodes: not the
+        # nodes a spread -n needs at least
+        nodes = max(req.num_nodes, 1) if need.spread else need.nodes
         qos_priority, fairshare = 0, 0.0
         if tree is not None:
             db, cluster = tree[0], self._settings.config.cluster_name
@@ -183,9 +186,9 @@ class Priorities:
         begin = req.begin_time or 0.0
         accrue = max(job.submit_time, begin) if eligible and begin <= now else None
         tres = (("cpu", float(cpus)), ("mem", float(need.mem * need.nodes)),
-                ("node", float(need.nodes)), ("gres/gpu", float(need.gpus * need.nodes)))
+                ("node", float(nodes)), ("gres/gpu", float(need.gpus * need.nodes)))
         return prio.JobInput(
-            accrue=accrue, min_nodes=need.nodes, cpus=cpus, time_limit=job.time_limit,
+            accrue=accrue, min_nodes=nodes, cpus=cpus, time_limit=job.time_limit,
             part_max_time=max_time, part_factor=factor, qos_priority=qos_priority,
             fairshare=fairshare, tres=tres, part_tres=totals, nice=req.nice)
 
@@ -214,7 +217,8 @@ class Priorities:
             if private and actor is not None and not may_act_on(actor, job.req.uid,
                                                                  job.req.user):
                 continue
-            f = self.factors.get(job.id, prio.Factors())
+            # an admin's Priority=: only that (_filter_job copies no factors of such a job)
+            f = prio.Factors() if job.direct_prio else self.factors.get(job.id, prio.Factors())
             rows.append(m.PriorityRow(
                 job.id, job.partition, job.req.user, job.priority if job.direct_prio else 0,
                 f.age, f.assoc, f.fairshare, f.jobsize, f.partition, f.qos, f.tres, f.nice,
@@ -255,11 +259,8 @@ class Priorities:
         for jid, (priority, nice) in moved.items():
             job = self._store.jobs[jid]
             job.priority = priority
-            job.req = attrs.evolve(job.req, nice=nice)
-            f = self.factors.get(jid)
-            if f is not None:
-                self.factors[jid] = attrs.evolve(f, nice=nice)
-            self._store.touch(job)
+            job.req = attrs.evolve(job.req, nice=nice)  # the factors (rsprio) keep theirs until
+            self._store.touch(job)  # the next recompute, as slurmctld's prio_factors do
         if self.on:
             self._store.reorder(self.order, self.prioritize)
         else:
