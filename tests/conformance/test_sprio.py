@@ -39,6 +39,13 @@ PriorityWeightQOS=5000
 PriorityWeightTRES=CPU=800
 PartitionName=high Nodes=c1 PriorityJobFactor=3 PriorityTier=2 State=UP
 """
+# the flags, the small-favouring job size relative to time limits, raw QOS priorities, classic
+# fair share, and age: compared within what a minute of waiting (a calc period) makes
+FLAGS = PRIORITY.replace("PriorityWeightAge=0", "PriorityWeightAge=1000\nPriorityMaxAge=1:00:00\n"
+                         "PriorityFavorSmall=YES\nPriorityFlags=NO_FAIR_TREE,"
+                         "SMALL_RELATIVE_TO_TIME,NO_NORMAL_QOS").replace(
+    "PriorityWeightQOS=5000", "PriorityWeightQOS=3")
+AGE_SLACK = 90 / 3600  # the normalised age two systems may differ by (calc periods, seconds)
 TREE = (
     "-i add qos urgent Priority=100",
     "-i add qos low Priority=10",
@@ -64,7 +71,8 @@ SPRIO = ("", "-l", "-n", "-w", "-n -l", "-u alice", "-p high", "-h -n", "-j {sma
 SQUEUE = ("-h -t PD -o %i|%P|%Q|%p", "-h -t PD -S -p -o %i|%Q", "-h -t PD -P -o %i|%Q")
 
 
-def scenario(cluster, sprio, sacctmgr, sshare, restart) -> list[tuple[str, object]]:
+def scenario(cluster, sprio, sacctmgr, sshare, restart, exact: bool = True
+             ) -> list[tuple[str, object]]:
     seen: list[tuple[str, object]] = []
     for line in TREE:
         p = sacctmgr(*shlex.split(line))
@@ -89,8 +97,10 @@ def scenario(cluster, sprio, sacctmgr, sshare, restart) -> list[tuple[str, objec
         jid = ids["admin" if args[0].startswith("Priority") else "renice"]
         r = cluster.run("scontrol", "update", f"JobId={jid}", *args)
         seen.append((f"update {args}", (r.returncode, r.stderr.strip())))
-    for args in SPRIO:
+    for args in SPRIO if exact else ("-l", "-n -l", "-w"):
         seen.append((f"sprio {args}", sprio(*shlex.split(args.format(**ids)))))
+    if not exact:
+        return seen
     for args in SQUEUE:
         r = cluster.run("squeue", *args.split(" "))
         seen.append((f"squeue {args}", r.stdout))
@@ -108,7 +118,7 @@ def _run(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     return p.returncode, p.stdout, p.stderr
 
 
-def on_slurm(slurm: SlurmCluster) -> list[tuple[str, object]]:
+def on_slurm(slurm: SlurmCluster, exact: bool = True) -> list[tuple[str, object]]:
     def restart() -> None:
         proc = slurm.procs["slurmctld"]
         proc.terminate()
@@ -120,7 +130,24 @@ def on_slurm(slurm: SlurmCluster) -> list[tuple[str, object]]:
     def command(name: str):
         return lambda *a: _run(slurm.argv(name, *a), slurm.env())
 
-    return scenario(slurm, command("sprio"), command("sacctmgr"), command("sshare"), restart)
+    return scenario(slurm, command("sprio"), command("sacctmgr"), command("sshare"), restart,
+                    exact)
+
+
+def on_ranch(conf: str, exact: bool = True) -> list[tuple[str, object]]:
+    code = "import sys; from ranch.cli.slurm_names import main; sys.exit(main())"
+    ranch = RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
+                         + conf)
+    with ranch:
+        env = ranch.env()
+
+        def named(*argv: str) -> tuple[int, str, str]:
+            got = _run([sys.executable, "-c", code, *argv], env)
+            return got[0], got[1], got[2].replace("rsprio", "sprio")
+
+        return scenario(ranch, lambda *a: named("sprio", *a),
+                        lambda *a: named("sacctmgr", *a), lambda *a: named("sshare", *a),
+                        lambda: None, exact)
 
 
 @pytest.fixture(scope="module")
@@ -129,19 +156,38 @@ def slurm_side() -> list[tuple[str, object]]:
 
 
 def test_sprio_and_squeue_priorities_match_slurm(slurm_side) -> None:
-    code = "import sys; from ranch.cli.slurm_names import main; sys.exit(main())"
-    ranch = RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
-                         + PRIORITY)
-    with ranch:
-        env = ranch.env()
-
-        def named(*argv: str) -> tuple[int, str, str]:
-            got = _run([sys.executable, "-c", code, *argv], env)
-            return got[0], got[1], got[2].replace("rsprio", "sprio")
-
-        seen = scenario(ranch, lambda *a: named("sprio", *a), lambda *a: named("sacctmgr", *a),
-                        lambda *a: named("sshare", *a), lambda: None)
+    seen = on_ranch(PRIORITY)
     assert [s for s, _ in seen] == [s for s, _ in slurm_side]
     wrong = [f"{step}:\n  Slurm {want!r}\n  Ranch {got!r}"
              for (step, want), (_, got) in zip(slurm_side, seen, strict=True) if got != want]
     assert not wrong, "\n".join(wrong)
+
+
+def table(text: str) -> list[list[str]]:
+    """sprio's columns (an empty TRES column last: padded)."""
+    rows = [line.split() for line in text.splitlines()]
+    return [r + [""] * (len(rows[0]) - len(r)) for r in rows]
+
+
+def test_flags_and_age_match_slurm() -> None:
+    """NO_FAIR_TREE, SMALL_RELATIVE_TO_TIME, PriorityFavorSmall, NO_NORMAL_QOS, and age: every
+    column of sprio -l and -n -l equal but AGE and PRIORITY, those within a calc period's wait."""
+    want = on_slurm_with_slurmdbd(FLAGS, lambda s: on_slurm(s, exact=False), timeout=90)
+    got = on_ranch(FLAGS, exact=False)
+    assert [s for s, _ in got] == [s for s, _ in want]
+    for (step, w), (_, g) in zip(want, got, strict=True):
+        if not step.startswith("sprio -") or step == "sprio -w":
+            assert g == w, f"{step}:\n  Slurm {w!r}\n  Ranch {g!r}"
+            continue
+        assert (g[0], g[2]) == (w[0], w[2]), step
+        wt, gt = table(w[1]), table(g[1])
+        assert [r[:3] for r in gt] == [r[:3] for r in wt], f"{step}:\n{w[1]}\n{g[1]}"
+        head = wt[0]
+        age, prio = head.index("AGE"), head.index("PRIORITY")
+        for wr, gr in zip(wt[1:], gt[1:], strict=True):
+            same = [i for i in range(len(head)) if i not in (age, prio)]
+            assert [gr[i] for i in same] == [wr[i] for i in same], f"{step}:\n{w[1]}\n{g[1]}"
+            scale = 1.0 if "-n" in step else 1000.0
+            assert abs(float(gr[age]) - float(wr[age])) <= AGE_SLACK * scale, (step, wr, gr)
+            if wr[prio] != "5000" and "-n" not in step:  # an admin's own is exact
+                assert abs(int(gr[prio]) - int(wr[prio])) <= AGE_SLACK * 1000 + 1, (wr, gr)
