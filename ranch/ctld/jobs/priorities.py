@@ -62,6 +62,7 @@ class Priorities:
         self.factors: dict[int, prio.Factors] = {}
         self._fs: dict[int, float] = {}
         self._fs_key: Any = None
+        self._who: dict[tuple[str, str, str, str], tuple[int, float]] = {}
         self.use_config()
 
     # -- the config ---------------------------------------------------------------------------
@@ -108,6 +109,7 @@ class Priorities:
             return
         tree = self._tree()
         self._fair_share(tree)
+        self._who.clear()
         self._set(job, tree, self._normalisers(tree), self._wall())
 
     def recompute(self) -> None:
@@ -117,6 +119,7 @@ class Priorities:
             return
         tree = self._tree()
         self._fair_share(tree)
+        self._who.clear()  # each (user, account, partition, QOS) looked up once a recompute
         norms, now = self._normalisers(tree), self._wall()
         for job in self._store.pending:
             if job.state == PENDING and not job.direct_prio:
@@ -173,15 +176,11 @@ class Priorities:
         nodes = max(req.num_nodes, 1) if need.spread else need.nodes
         qos_priority, fairshare = 0, 0.0
         if tree is not None:
-            db, cluster = tree[0], self._settings.config.cluster_name
-            account = req.account
-            if not account and (user := db.user(req.user)) is not None:
-                account = user.default_account
-            assoc = enforce.association(db, cluster, req.user, account, job.partition)
-            qos_name = req.qos or (enforce.default_qos(db, assoc) if assoc else "normal")
-            q = db.qos_named(qos_name)
-            qos_priority = q.priority if q is not None else 0
-            fairshare = self._fs.get(assoc.id, 0.0) if assoc is not None else 0.0
+            key = (req.user, req.account, job.partition, req.qos)
+            got = self._who.get(key)
+            if got is None:
+                got = self._who[key] = self._assoc_figures(tree[0], *key)
+            qos_priority, fairshare = got
         eligible = not job.held and not job.reason.startswith("Dependency")
         begin = req.begin_time or 0.0
         accrue = max(job.submit_time, begin) if eligible and begin <= now else None
@@ -191,6 +190,18 @@ class Priorities:
             accrue=accrue, min_nodes=nodes, cpus=cpus, time_limit=job.time_limit,
             part_max_time=max_time, part_factor=factor, qos_priority=qos_priority,
             fairshare=fairshare, tres=tres, part_tres=totals, nice=req.nice)
+
+    def _assoc_figures(self, db: AcctDb, user: str, account: str, partition: str, qos: str
+                       ) -> tuple[int, float]:
+        """(its QOS's Priority, its association's fair-share factor); the default account and
+        QOS filled in as slurmctld does."""
+        if not account and (known := db.user(user)) is not None:
+            account = known.default_account
+        cluster = self._settings.config.cluster_name
+        assoc = enforce.association(db, cluster, user, account, partition)
+        q = db.qos_named(qos or (enforce.default_qos(db, assoc) if assoc else "normal"))
+        return (q.priority if q is not None else 0,
+                self._fs.get(assoc.id, 0.0) if assoc is not None else 0.0)
 
     # -- rsprio ---------------------------------------------------------------------------------
 
