@@ -129,3 +129,18 @@ async def test_basic_priority_is_left_as_it_was(autojump_clock) -> None:
         await trio.sleep(600)
         nursery.cancel_scope.cancel()
     assert prio(c, first) == TOP_PRIORITY - first
+
+
+async def test_age_accrues_every_calc_period(autojump_clock) -> None:
+    c = cluster("PriorityWeightAge=6000\nPriorityMaxAge=1:00:00")  # the last such line wins
+    jid = c.jobs.submission.submit(job()).job_id
+    held = c.jobs.submission.submit(job(hold=True)).job_id
+    first = prio(c, jid)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(c.jobs.priorities.run)
+        await trio.sleep(60 * 10 + 1)  # ten calc periods of a minute
+        nursery.cancel_scope.cancel()
+    # ten minutes of an hour's PriorityMaxAge: a sixth of 6000 (truncation may take one)
+    assert prio(c, jid) - first in (1000, 999)
+    assert c.jobs.priorities.factors[jid].norm[0] == 600 / 3600
+    assert c.jobs.priorities.factors[held].age == 0.0  # held: no age

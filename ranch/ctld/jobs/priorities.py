@@ -4,11 +4,12 @@ what rsprio shows. Under priority/basic it leaves everything as it was."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
+import trio.lowlevel
 
 from ranch.assoc import enforce, fairshare
 from ranch.ctld import logs
@@ -115,15 +116,23 @@ class Priorities:
     def recompute(self) -> None:
         """Every pending job's priority afresh (the decay thread's
         decay_apply_weighted_factors), then the queue re-sorted."""
+        for _ in self._recomputing(len(self._store.pending) + 1):
+            pass
+
+    def _recomputing(self, chunk: int) -> Iterator[None]:
+        """recompute, yielding after every `chunk` jobs (run's loop lets others run there: a
+        job changed meanwhile is read as it is then)."""
         if not self.on:
             return
         tree = self._tree()
         self._fair_share(tree)
         self._who.clear()  # each (user, account, partition, QOS) looked up once a recompute
         norms, now = self._normalisers(tree), self._wall()
-        for job in self._store.pending:
+        for n, job in enumerate(list(self._store.pending), 1):
             if job.state == PENDING and not job.direct_prio:
                 self._set(job, tree, norms, now)
+            if n % chunk == 0:
+                yield
         live = {j.id for j in self._store.pending}
         for gone in [j for j in self.factors if j not in live]:
             del self.factors[gone]
@@ -131,10 +140,11 @@ class Priorities:
 
     async def run(self) -> None:
         """Forever: now (the restored jobs), then every PriorityCalcPeriod (read again each
-        time), recompute."""
+        time), recompute, 1,000 jobs between checkpoints (10,000 pending: ~10 ms each)."""
         while True:
             if self.on:
-                self.recompute()
+                for _ in self._recomputing(1000):
+                    await trio.lowlevel.checkpoint()
                 self._store.kick()
             await trio.sleep(self._settings.config.accounting.calc_period)
 
