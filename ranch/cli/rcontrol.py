@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 COMMANDS = ("show", "update", "reconfigure", "ping", "takeover", "version",
             "approve", "reject", "delete", "events",  # membership: cli/events_view.py
-            "requeue", "requeuehold", "hold", "uhold", "release",  # jobs: cli/show_jobs.py
+            "requeue", "requeuehold", "hold", "uhold", "release", "top",  # cli/show_jobs.py
             "confirm", "reset",  # the controller's guards: cli/guards_view.py
             "help",  # scontrol's too: the same text as -h
             "reboot", "reboot_nodes", "cancel_reboot",  # cli/reboot_command.py
@@ -359,7 +359,7 @@ def _in_views(s: Session, command: str, rest: list[str]) -> int | None:
         if command == "cancel_reboot":
             return reboot_command.cancel_reboot(s.target, rest)
         return reboot_command.reboot(s.target, rest)
-    if command in ("requeue", "requeuehold", "hold", "uhold", "release"):
+    if command in ("requeue", "requeuehold", "hold", "uhold", "release", "top"):
         from ranch.cli.show_jobs import job_action
 
         return job_action(s.target, command, rest, s.acting())

@@ -142,16 +142,18 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
         except ValueError as exc:
             raise CliError(f"-w {args.nodelist}: {exc}") from None
         out = [j for j in out if j.get("nodes") and wanted & set(expand(j["nodes"]))]
-    from ranch.cli.squeue_fields import STATE_ORDER
+    from ranch.cli.squeue_fields import STATE_ORDER, priority
 
-    out.sort(key=lambda j: (j.get("partition", ""), STATE_ORDER.get(j["state"], 9),
-                            -int(j.get("priority") or 0), j["job_id"]))
+    # squeue sorts slurmctld's list (newest job first) stably: equal keys keep that order;
+    # a held job's priority is 0
+    out.sort(key=lambda j: -j["job_id"])
     if args.sort is not None:
         from ranch.cli.squeue_sort import sort_jobs
 
-        out = sort_jobs(out, args.sort, time.time())
-    elif args.priority:  # squeue -P: by priority, highest first
-        out.sort(key=lambda j: -int(j.get("priority") or 0))
+        return sort_jobs(out, args.sort, time.time())
+    # squeue -P keeps this order too (it lists a job once per partition it asked for)
+    out.sort(key=lambda j: (j.get("partition", ""), STATE_ORDER.get(j["state"], 9),
+                            -priority(j)))
     return out
 
 
@@ -263,7 +265,7 @@ def _uncut(fmt, names: list[str], columns: list[list[str]], jobs: list[dict]) ->
 # the filters add: all rqueue asks for then (a record has ~70 keys; with 5,000 jobs decoding
 # the rest was most of the time, and each key asked for and not read costs ~0.5 ms). "uid":
 # rctld's PrivateData=jobs tells a record's owner by it (ctld/rpc/permissions.py).
-READS = ("array_job_id", "array_task_id", "array_throttle", "end_time", "job_id", "name",
+READS = ("array_job_id", "array_task_id", "array_throttle", "end_time", "held", "job_id", "name",
          "node_count", "nodes", "partition", "priority", "reason", "start_time", "state", "uid",
          "user")
 

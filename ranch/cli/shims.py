@@ -1,6 +1,6 @@
 """`ranch-slurm-shims DIR`: write small wrapper scripts named sbatch, squeue, scancel, sinfo,
-scontrol, sacct, srun, salloc, sshare and sacctmgr into DIR, each running Ranch's command under
-that name
+scontrol, sacct, srun, salloc, sshare, sprio and sacctmgr into DIR, each running Ranch's command
+under that name
 (cli/slurm_names.py). Nothing is installed under those names otherwise: a user (or a test)
 opts in by putting DIR first on PATH, so a machine that has Slurm keeps its own commands
 everywhere else.

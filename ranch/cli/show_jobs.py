@@ -275,6 +275,10 @@ def job_action(target: Target, action: str, words: list[str],
     user, uid = acting or (getpass.getuser(), os.getuid())
     body = {"action": action, "job_ids": list(ids), "user": user, "uid": uid}
     result = request(target, "JobControl", body, want="JobResult", timeout=30.0)
+    if action == "top":  # scontrol_top_job: one code for the list, "TEXT for job LIST"
+        for err in (result.get("errors") or ())[:1]:
+            print(f"{err} for job {','.join(words).removeprefix('jobid=')}", file=sys.stderr)
+        return 0 if result.get("ok") is True else 1
     for err in result.get("errors") or ():
         print(slurm_error(action, err), file=sys.stderr)
     return 0 if result.get("ok") is True else 1

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sacctmgr": ("racctmgr", "ranch.cli.racctmgr"),
     "seff": ("rseff", "ranch.cli.rseff"),  # slurm-wlm's contribs/seff (issue 48)
     "sdiag": ("rdiag", "ranch.cli.rdiag"),  # the scheduler's statistics (issue 44)
+    "sprio": ("rsprio", "ranch.cli.rsprio"),  # priority/multifactor's factors (issue 44)
 }
 # What a missing command means, said in its Slurm name's voice.
 NOT_YET: dict[str, str] = {}

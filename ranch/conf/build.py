@@ -11,7 +11,7 @@ import os
 
 import attrs
 
-from ranch.conf import keys
+from ranch.conf import keys, prioritysettings
 from ranch.conf.buildbase import Source
 from ranch.conf.errors import ConfDiagnostic, ConfigError
 from ranch.conf.model import ClusterConfig, PartitionConfig
@@ -112,6 +112,9 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
         guards, reboot = self.guard_settings(), self.reboot_settings()
         access, accounting = self.access_settings(), self.accounting_settings()
         scheduler = self.scheduler_settings()
+        priority = prioritysettings.priority_settings(
+            g, self.globals["SchedulerParameters"][1].value
+            if "SchedulerParameters" in self.globals else "")
         self.ignored.pop("DisableRootJobs", None)  # a partition's is acted on too
         for name in ("QOS", "AllowAccounts", "DenyAccounts", "AllowQos", "DenyQos"):
             self.ignored.pop(name, None)  # AccountingStorageEnforce's (assoc/partpolicy.py)
@@ -136,7 +139,7 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
             jobs=jobs, guards=guards, access=access, reboot=reboot,
-            accounting=accounting, scheduler=scheduler)
+            accounting=accounting, scheduler=scheduler, priority=priority)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

@@ -25,6 +25,7 @@ from ranch.conf.model import (
     Timeouts,
 )
 from ranch.conf.parser import Pair
+from ranch.conf.prioritysettings import PRIORITY_CONVERT
 from ranch.conf.refused import slurm_verdict
 from ranch.conf.values import (
     ENFORCE,
@@ -105,6 +106,7 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "PriorityCalcPeriod": lambda s: max(as_minutes_to_seconds(s), 60),
     "PriorityUsageResetPeriod": lambda s: as_enum(s, RESET_PERIODS),
     "SchedulerType": lambda s: as_enum(s, SCHEDULER_TYPES).lower(),
+    **PRIORITY_CONVERT,  # issue 44's priority/multifactor keys
 }
 SCHEDULER_TYPES: tuple[str, ...] = ("SCHED/BACKFILL", "SCHED/BUILTIN")
 # SchedulerParameters' backfill keys Ranch acts on: (field, lowest, highest) as slurm.conf.5

@@ -187,6 +187,24 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("DrainGuardMinNodes", "int", 4,
      "Ranch: the DrainGuard acts only with at least this many nodes in service (FUTURE, "
      "never-registered and powered-down nodes are not)"),
+    # issue 44: priority/multifactor
+    ("PriorityType", "enum", "priority/basic",
+     "priority/basic (each later job one less) or priority/multifactor (the weighted factors; "
+     "rsprio)"),
+    ("PriorityWeightAge", "int", 0, "weight of the age factor (queued time over PriorityMaxAge)"),
+    ("PriorityWeightAssoc", "int", 0, "weight of the association's Priority"),
+    ("PriorityWeightFairshare", "int", 0, "weight of the fair-share factor (rshare's FairShare)"),
+    ("PriorityWeightJobSize", "int", 0, "weight of the job-size factor"),
+    ("PriorityWeightPartition", "int", 0, "weight of the partition's PriorityJobFactor"),
+    ("PriorityWeightQOS", "int", 0, "weight of the QOS's Priority"),
+    ("PriorityWeightTRES", "str", None, "CPU=1000,Mem=2000,GRES/gpu=3000: weights per TRES"),
+    ("PriorityFlags", "list", None,
+     "ACCRUE_ALWAYS CALCULATE_RUNNING DEPTH_OBLIVIOUS NO_FAIR_TREE INCR_ONLY MAX_TRES "
+     "NO_NORMAL_ALL NO_NORMAL_ASSOC NO_NORMAL_PART NO_NORMAL_QOS NO_NORMAL_TRES "
+     "SMALL_RELATIVE_TO_TIME"),
+    ("PriorityMaxAge", "time", "7-0", "queued time at which the age factor reaches 1"),
+    ("PriorityFavorSmall", "bool", False, "YES: the job-size factor favours small jobs"),
+    ("FairShareDampeningFactor", "int", 1, "classic fair share's damping (NO_FAIR_TREE)"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """
@@ -202,7 +220,7 @@ CoreSpecPlugin CpuFreqDef CpuFreqGovernors CredType DataParserParameters DebugFl
 DefaultStorageHost DefaultStorageLoc DefaultStoragePass DefaultStoragePort DefaultStorageType
 DefaultStorageUser DefCpuPerGPU DefMemPerCPU DefMemPerGPU DefMemPerNode DependencyParameters
 EioTimeout Epilog EpilogMsgTime EpilogSlurmctld EpilogTimeout
-ExtSensorsFreq ExtSensorsType FairShareDampeningFactor FastSchedule FederationParameters
+ExtSensorsFreq ExtSensorsType FastSchedule FederationParameters
 FirstJobId GetEnvTimeout GpuFreqDef GresTypes GroupUpdateForce GroupUpdateTime HashPlugin
 InteractiveStepOptions JobAcctGatherFrequency JobAcctGatherParams
 JobAcctGatherType JobCheckpointDir JobCompHost JobCompLoc JobCompParams JobCompPass JobCompPort
@@ -213,11 +231,9 @@ MaxBatchRequeue MaxDBDMsgs MaxJobId MaxMemPerCPU MaxMemPerNode
 MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MpiDefault
 MpiParams NamespaceType NodeFeaturesPlugins OverTimeLimit PluginDir PlugStackConfig
 PowerParameters PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType
-PrEpParameters PrEpPlugins PriorityFavorSmall
-PriorityFlags PriorityMaxAge PriorityParameters PrioritySiteFactorParameters
-PrioritySiteFactorPlugin PriorityType PriorityWeightAge
-PriorityWeightAssoc PriorityWeightFairshare PriorityWeightJobSize PriorityWeightPartition
-PriorityWeightQOS PriorityWeightTRES ProctrackType Prolog PrologEpilogTimeout
+PrEpParameters PrEpPlugins
+PriorityParameters PrioritySiteFactorParameters
+PrioritySiteFactorPlugin ProctrackType Prolog PrologEpilogTimeout
 PrologFlags PrologSlurmctld PrologTimeout PropagatePrioProcess PropagateResourceLimits
 PropagateResourceLimitsExcept ReconfigFlags RequeueExit RequeueExitHold
 ResvEpilog ResvOverRun ResvProlog RoutePlugin SallocDefaultCommand SchedulerPort
@@ -280,13 +296,16 @@ _PARTITION_ACTED = _acted(PARTITION, [
     ("DenyAccounts", "str", None, "accounts that may not (without AllowAccounts)"),
     ("AllowQos", "str", None, "QOS that may use it (ALL: any)"),
     ("DenyQos", "str", None, "QOS that may not (without AllowQos)"),
+    ("PriorityJobFactor", "int", 1, "the partition factor of priority/multifactor (0-65533)"),
+    ("PriorityTier", "int", 1, "pending jobs of a higher tier are considered first (0-65533)"),
+    ("Priority", "int", None, "sets both PriorityJobFactor and PriorityTier"),
 ])
 
 _PARTITION_IGNORED = _ignored(PARTITION, """
 AllocNodes AllowGroups Alternate CpuBind DefCpuPerGPU DefMemPerCPU
 DefMemPerGPU DefMemPerNode ExclusiveTopo ExclusiveUser
 GraceTime LLN MaxCPUsPerNode MaxCPUsPerSocket MaxMemPerCPU MaxMemPerNode MaxNodes MinNodes
-OverSubscribe OverTimeLimit PowerDownOnIdle PreemptMode Priority PriorityJobFactor PriorityTier
+OverSubscribe OverTimeLimit PowerDownOnIdle PreemptMode
 ReqResv ResumeTimeout RootOnly SelectTypeParameters Shared SuspendTimeout
 Topology
 """)

@@ -236,6 +236,29 @@ class SchedulerSettings:
 
 
 @attrs.frozen(slots=True)
+class PrioritySettings:
+    """Issue 44: PriorityType and priority/multifactor's keys (sched/priority.py reads them)."""
+
+    type: str = "priority/basic"  # lower case
+    weight_age: int = 0
+    weight_assoc: int = 0
+    weight_fairshare: int = 0
+    weight_jobsize: int = 0
+    weight_partition: int = 0
+    weight_qos: int = 0
+    tres: tuple[tuple[str, float], ...] = ()  # PriorityWeightTRES, lower-case names, mem per MB
+    flags: tuple[str, ...] = ()  # upper case; NO_NORMAL_ALL expanded
+    max_age: int = 7 * 86400  # PriorityMaxAge, seconds
+    favor_small: bool = False
+    damp: int = 1  # FairShareDampeningFactor
+    user_top: bool = False  # SchedulerParameters=enable_user_top
+
+    @property
+    def multifactor(self) -> bool:
+        return self.type == "priority/multifactor"
+
+
+@attrs.frozen(slots=True)
 class GuardSettings:
     """Issue 18: the breakers over the controller's mass decisions (DownGuard*, DrainGuard*)."""
 
@@ -273,6 +296,7 @@ class ClusterConfig:
     reboot: RebootSettings = RebootSettings()
     accounting: AccountingSettings = AccountingSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
+    priority: PrioritySettings = PrioritySettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

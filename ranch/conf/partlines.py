@@ -18,6 +18,7 @@ from ranch.conf.values import (
     as_billing_weights,
     as_bool,
     as_enum,
+    as_int,
     as_time,
     split_top,
 )
@@ -31,7 +32,11 @@ _PART_CONVERT: dict[str, Callable[[str], Any]] = {
     "DefaultTime": as_time,
     "SuspendTime": lambda s: own_suspend_time(s),
     "TRESBillingWeights": as_billing_weights,
+    "PriorityJobFactor": lambda s: as_int(s, 0, 65533),
+    "PriorityTier": lambda s: as_int(s, 0, 65533),
+    "Priority": lambda s: as_int(s, 0, 65533),
 }
+PRIORITY_KEYS = ("Priority", "PriorityJobFactor", "PriorityTier")  # acted on, shown as written
 
 
 
@@ -109,6 +114,7 @@ class PartitionLines(BuilderBase):
                                          " on a PartitionName line")
         if "TRESBillingWeights" in vals:  # read for usage, and still shown as written
             options = [*options, ("TRESBillingWeights", vals["TRESBillingWeights"][1].value)]
+        options = [*options, *((k, vals[k][1].value) for k in PRIORITY_KEYS if k in vals)]
         for name, value in options:
             if name == "DisableRootJobs":  # kept as written (show partition), checked here
                 try:

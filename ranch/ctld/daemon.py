@@ -240,6 +240,7 @@ class Daemon:
                 nursery.start_soon(self._power_save)
                 nursery.start_soon(ctl.power.remove_stale_files)
                 nursery.start_soon(ctl.jobs.backfill.run)  # sched/backfill (issue 44)
+                nursery.start_soon(ctl.jobs.priorities.run)  # priority/multifactor (issue 44)
                 nursery.start_soon(ctl.accounts.run_usage)  # fair-share usage (issue 43)
                 if ctl.registry.config.http.listen:  # issue 15: rctld over HTTP
                     await self._start_http(nursery)

@@ -297,8 +297,63 @@ class ShareReply:
     lines: tuple[ShareLine, ...] = ()
 
 
+@attrs.frozen
+class PriorityRequest:
+    """rsprio (sprio): the pending jobs' priority factors (issue 44), filtered by job ids,
+    users and partitions (empty: all)."""
+
+    jobs: tuple[int, ...] = ()
+    users: tuple[str, ...] = ()
+    partitions: tuple[str, ...] = ()
+
+
+@attrs.frozen
+class PriorityWeights:
+    """PriorityWeight*; `tres` PriorityWeightTRES as sprio -w prints it."""
+
+    age: int = 0
+    assoc: int = 0
+    fairshare: int = 0
+    jobsize: int = 0
+    partition: int = 0
+    qos: int = 0
+    tres: str = ""
+
+
+@attrs.frozen
+class PriorityRow:
+    """One job x partition as sprio shows it: each factor weighted (slurmctld's prio_factors);
+    `direct` an admin's Priority= (0: none), `tres` (name, weighted) and `tres_norm` (name,
+    factor) of the TRES that count."""
+
+    job_id: int
+    partition: str
+    user: str
+    direct: int
+    age: float
+    assoc: float
+    fairshare: float
+    jobsize: float
+    part: float
+    qos: float
+    tres: tuple[tuple[str, float], ...]
+    nice: int
+    site: int = 0
+    tres_norm: tuple[tuple[str, float], ...] = ()
+
+
+@attrs.frozen
+class PriorityReply:
+    """`multifactor`: PriorityType=priority/multifactor (off: sprio refuses, as Slurm's)."""
+
+    multifactor: bool = False
+    weights: PriorityWeights = PriorityWeights()
+    rows: tuple[PriorityRow, ...] = ()
+
+
 ADMIN_MESSAGES: tuple[type, ...] = (
     GetSnapshot, Snapshot, UpdateNodes, UpdateResult, RebootNodes, RebootNode, ReservationRequest,
     ReservationReply, NodeMembership, GetEvents, Events, GetConfig, ConfigDump, Reconfigure,
     ReconfigureResult, Takeover, Ping, Pong, GetDiag, Diag, Error, Credential, GuardRequest,
-    GuardStatus, AcctmgrRequest, AcctmgrReply, ShareRequest, ShareLine, ShareReply)
+    GuardStatus, AcctmgrRequest, AcctmgrReply, ShareRequest, ShareLine, ShareReply,
+    PriorityRequest, PriorityWeights, PriorityRow, PriorityReply)

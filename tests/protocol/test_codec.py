@@ -97,6 +97,12 @@ SAMPLES = [
                 "", "cpu=60,mem=1024"),
     m.ShareReply(True, "c1", (m.ShareLine(0, "root", "", "", 1, -1, 1.0, 0.0, 0.0, 0.0, None,
                                           None),)),
+    m.PriorityRequest((3, 4), ("alice",), ("gpu",)),
+    m.PriorityWeights(1000, 0, 10000, 100, 1000, 5000, "CPU=1000"),
+    m.PriorityRow(3, "gpu", "alice", 0, 12.5, 0.0, 5000.0, 25.0, 1000.0, 2500.0,
+                  (("cpu", 250.0),), 0, 0, (("cpu", 0.25),)),
+    m.PriorityReply(True, m.PriorityWeights(age=1000), (m.PriorityRow(
+        5, "main", "bob", 7, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, (), -10),)),
 ]
 
 

@@ -82,7 +82,9 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
                       clock=base.clock, wall=base.wall, deadlines=base.deadlines,
                       changes=base.changes, site=base.site, epoch=base.epoch, spawn=spawn,
                       history=history, programs=programs, windows=reservations.windows,
-                      admit=admit, limits=limits, record=base.eventlog.add)
+                      admit=admit, limits=limits, record=base.eventlog.add,
+                      tree=lambda: (accounts.db, accounts.usage.assocs) if accounts.enabled
+                      else None)
     return parts_of(side)
 
 

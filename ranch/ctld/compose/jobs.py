@@ -26,6 +26,7 @@ from ranch.ctld.jobs.launches import Launcher
 from ranch.ctld.jobs.limitpass import RuleOf
 from ranch.ctld.jobs.mail import Mail
 from ranch.ctld.jobs.ports import StoreEvents
+from ranch.ctld.jobs.priorities import Priorities, Tree
 from ranch.ctld.jobs.schedstats import SchedStats
 from ranch.ctld.jobs.settings import JobSettings
 from ranch.ctld.jobs.steps import JobSteps
@@ -67,6 +68,7 @@ class JobSide:
     accounting: Accounting  # racct: query, and the history's writer task (keep)
     will_run: WillRun  # sbatch --test-only: answer
     backfill: Backfill  # sched/backfill's loop (run: a task of the daemon's nursery)
+    priorities: Priorities  # priority/multifactor (run: a task of the daemon's nursery)
     sched_stats: SchedStats  # what both schedulers count of their cycles (rdiag, /metrics)
     why: WhyDesk  # rqueue --why, /api/v1/jobs/{id}/why (issue 44)
     history: FileHistory | None
@@ -146,13 +148,15 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
                programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
                admit: Admit | None = None,
                limits: Callable[[], RuleOf | None] = lambda: None,
-               record: Record | None = None) -> JobSide:
+               record: Record | None = None, tree: Tree = lambda: None) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass that a submission or a command runs (power save's flush: a
     placement may power nodes up); `windows`: the reservations' windows (backfill's map);
     `admit`: AccountingStorageEnforce's rule (jobs/ports.py); `limits`: its limits' rules for
     the scheduling pass (None: not enforced); `record`: the event log's door, where each
-    scheduling decision is written with its inputs (ctld/jobs/decisions.py)."""
+    scheduling decision is written with its inputs (ctld/jobs/decisions.py); `tree`: the
+    accounting tree and its usage (priority/multifactor's fair share and QOS; None: accounting
+    off)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
@@ -165,7 +169,7 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
                        deadlines=deadlines, changes=changes, spawn=spawn, history=history,
                        programs=programs, windows=windows, admit=admit, acct_limits=limits,
-                       decisions=Decisions(record or (lambda *a, **k: None)))
+                       decisions=Decisions(record or (lambda *a, **k: None)), tree=tree)
     return side
 
 
@@ -199,7 +203,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                 changes: ChangeLog, spawn: Callable[..., None] | None,
                 history: FileHistory | None, programs: Callable[[], None],
                 windows: Callable[[], Sequence[Window]], admit: Admit | None,
-                acct_limits: Callable[[], RuleOf | None], decisions: Decisions) -> JobSide:
+                acct_limits: Callable[[], RuleOf | None], decisions: Decisions,
+                tree: Tree) -> JobSide:
     """The store's components, each given what it uses of the others (bound methods, so that
     a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
@@ -224,9 +229,10 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                                        try_launch=starts.try_launch, clock=clock, wall=wall)
     updates = JobUpdate(store, settings, limits, check=submission.check,
                         forget_dependency=dependencies.forget)
+    priorities = Priorities(store, settings, wall=wall, tree=tree)
     commands = JobCommands(store, settings, updates, cancel_step=steps.cancel,
                            watched=inactive.watched, alive=inactive.alive,
-                           run_pass=starts.run, programs=programs)
+                           run_pass=starts.run, programs=programs, top=priorities.top)
     will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
                        check=submission.check_new, members=starts.members)
     backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
@@ -238,13 +244,15 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
 
     def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
         settings.use(new)
+        priorities.use_config()
         store.config_changed()
 
     return JobSide(
         store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
-        accounting=accounting, will_run=will_run, backfill=backfill, sched_stats=stats, why=why,
+        accounting=accounting, will_run=will_run, backfill=backfill, priorities=priorities,
+        sched_stats=stats, why=why,
         history=history,
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,

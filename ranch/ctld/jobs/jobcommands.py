@@ -27,10 +27,12 @@ class JobCommands:
     def __init__(self, jobs: JobDoor, settings: JobSettings, updates: JobUpdate, *,
                  cancel_step: Callable[[Job, int, int], str | None],
                  watched: Callable[[Job], bool], alive: Callable[[Job], None],
-                 run_pass: Callable[[], None], programs: Callable[[], None]) -> None:
+                 run_pass: Callable[[], None], programs: Callable[[], None],
+                 top: Callable[[tuple[int, ...], Identity], m.JobResult] | None = None) -> None:
         """`cancel_step`: rcancel N.S (ctld/jobs/steps.py); `watched`, `alive`: an allocation's
         holder (ctld/jobs/inactive.py); `run_pass`: the scheduling pass, if one is due;
-        `programs`: then the node side's programs it asked for."""
+        `programs`: then the node side's programs it asked for; `top`: rcontrol top
+        (ctld/jobs/priorities.py)."""
         self._jobs = jobs
         self._settings = settings
         self.updates = updates
@@ -39,6 +41,7 @@ class JobCommands:
         self._alive = alive
         self._run_pass = run_pass
         self._programs = programs
+        self._top = top
 
     def _actor(self, msg: m.CancelJobs | m.JobControl, actor: Identity | None) -> Identity:
         """Who asks (ctld/rpc/permissions.py acting); None: the user the request names."""
@@ -179,6 +182,11 @@ class JobCommands:
             return self.alive(msg, actor)
         if action == "update":
             return self.update(msg, actor)
+        if action == "top" and self._top is not None:
+            result = self._top(msg.job_ids, actor)
+            self._run_pass()
+            self._programs()
+            return result
         refused = _refusal(action, msg)
         if refused:
             return m.JobResult(ok=False, errors=(refused,))
@@ -209,6 +217,8 @@ class JobCommands:
                 if action == "begin":
                     job.req = attrs.evolve(job.req, begin_time=msg.begin_time)
                 job.reason = "None"  # the next pass says BeginTime again if still ahead
+                if action == "release" and not job.direct_prio:
+                    self._jobs.reprioritize(job)  # multifactor: recomputed, as Slurm's release
             self._jobs.touch(job)
             self._jobs.kick()
             done.append(job.id)

@@ -76,6 +76,7 @@ class Job:
     # every cycle, so neither is saved (a saved record without them loads as it did)
     est_start: float | None = None
     sched_nodes: tuple[str, ...] = ()
+    direct_prio: bool = False  # an admin's Priority= (multifactor keeps it: direct_set_prio)
 
     @property
     def batch_host(self) -> str:
@@ -135,7 +136,7 @@ JOB_DEFAULTS = (("req_nodes", ()), ("exc_nodes", ()), ("held", ""), ("start_time
                 ("exit_code", 0), ("signal", 0), ("message", ""), ("array_job_id", 0),
                 ("array_task_id", None), ("bulk_on_disk", False), ("bulk_at", None),
                 ("accrued", True), ("array_throttle", 0), ("run_limit", ()),
-                ("alt_parts", ()))
+                ("alt_parts", ()), ("direct_prio", False))
 
 
 def _differing(obj: Any, defaults: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
@@ -223,6 +224,7 @@ def job_from_json(d: dict[str, Any]) -> Job:
         array_throttle=int(d.get("array_throttle", 0)),
         run_limit=tuple(d.get("run_limit", ())),
         alt_parts=tuple(d.get("alt_parts", ())),
+        direct_prio=bool(d.get("direct_prio", False)),
     )
 
 

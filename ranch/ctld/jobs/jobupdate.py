@@ -158,6 +158,7 @@ class JobUpdate:
             return HELD
         if actor.admin:
             changes["Priority"] = prio
+            changes["direct"] = True  # it sticks: multifactor leaves it (direct_set_prio)
             return None
         if prio >= job.priority:
             return DENIED
@@ -199,7 +200,7 @@ class JobUpdate:
             self._forget_dependency(job)
             if job.reason.startswith("Dependency"):
                 job.reason = "None"
-        resort = False
+        resort = renice = False
         if "checked" in changes:
             checked = changes["checked"]
             store.repartition(job, checked.partition)
@@ -218,10 +219,11 @@ class JobUpdate:
             nice = int(changes["Nice"])
             job.priority = max(1, job.priority + req.nice - nice)
             req = attrs.evolve(req, nice=nice)
-            resort = True
+            resort = renice = True
         if "Priority" in changes:
             job.priority = int(changes["Priority"])
-            resort = True
+            job.direct_prio = bool(changes.get("direct"))
+            resort, renice = True, False
         if "StartTime" in changes:
             store.apply(job, je.UpdateBegin())
             req = attrs.evolve(req, begin_time=changes["StartTime"])
@@ -232,8 +234,8 @@ class JobUpdate:
                          if job.array_job_id and j.array_job_id == job.array_job_id] or [job]:
                 self._throttle(each, throttle)
         job.req = req
-        if resort:
-            store.resort(job)
+        if resort:  # multifactor: the new nice's priority (an admin's Priority= stays)
+            store.reprioritize(job, recompute=renice and not job.direct_prio)
         store.touch(job)
         store.kick()
 

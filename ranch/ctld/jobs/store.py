@@ -71,7 +71,11 @@ class JobStore:
         self._epoch = epoch  # the seat this controller holds: on every KillJob
         self._events = events
         self.jobs: dict[int, Job] = {}
-        self.pending: list[Job] = []  # by (-priority, id)
+        self.pending: list[Job] = []  # by `order` ((-priority, id) unless multifactor's)
+        self.order: Callable[[Job], Any] = lambda j: (-j.priority, j.id)
+        # multifactor's (ctld/jobs/priorities.py): a job's priority as it joins the queue, or
+        # its nice changed (None: priority/basic's)
+        self.prioritize: Callable[[Job], None] | None = None
         self.pending_parts: Counter[str] = Counter()
         self.pending_stale = False  # a job left PENDING: rebuild the list before it is read
         self.uses: dict[str, NodeUse] = {}
@@ -115,6 +119,8 @@ class JobStore:
         """A built job joins the store (pending, or as it was placed)."""
         self.building = max(0, self.building - 1)
         self.jobs[job.id] = job
+        if self.prioritize is not None and job.state == PENDING:
+            self.prioritize(job)
         self.add_pending(job)
         self.touch(job)
 
@@ -210,7 +216,7 @@ class JobStore:
     # -- the pending queue -------------------------------------------------------------------
 
     def add_pending(self, job: Job) -> None:
-        bisect.insort(self.pending, job, key=lambda j: (-j.priority, j.id))
+        bisect.insort(self.pending, job, key=self.order)
         self.pending_parts[job.partition] += 1
 
     def rebuild_pending(self) -> None:
@@ -225,11 +231,20 @@ class JobStore:
         if self.pending_stale:
             self.rebuild_pending()
 
-    def resort(self, job: Job) -> None:
-        """A pending job's priority changed: its place in the queue too."""
+    def reprioritize(self, job: Job, recompute: bool = True) -> None:
+        """A pending job's priority (or nice) changed: multifactor computes it again if asked
+        (basic's the caller set), and its place in the queue follows."""
+        if recompute and self.prioritize is not None and job.state == PENDING:
+            self.prioritize(job)
         if job.state == PENDING and job in self.pending:
             self.pending.remove(job)
-            bisect.insort(self.pending, job, key=lambda j: (-j.priority, j.id))
+            bisect.insort(self.pending, job, key=self.order)
+
+    def reorder(self, order: Callable[[Job], Any],
+                prioritize: Callable[[Job], None] | None = None) -> None:
+        """The priorities changed, or how they are set and ordered: the queue sorted afresh."""
+        self.order, self.prioritize = order, prioritize
+        self.pending.sort(key=order)
 
     def repartition(self, job: Job, partition: str) -> None:
         """A pending job moves to another partition (rcontrol update Partition=)."""

@@ -212,4 +212,6 @@ def job_routes(jobs: JobServices, config: Callable[[], ClusterConfig],
         m.StepRequest: Route(partial(step_request, jobs)),
         m.StepEnd: Route(lambda conn, msg: jobs.steps.node_ended(conn.node, msg)),
         m.GetWhy: Route(lambda conn, msg: jobs.why.answer(msg), changes=False),  # rqueue --why
+        m.PriorityRequest: Route(lambda conn, msg: jobs.priorities.reply(msg, conn.who),
+                                 changes=False),  # rsprio (issue 44)
     }

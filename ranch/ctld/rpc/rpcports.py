@@ -94,6 +94,12 @@ class AcctQuery(Protocol):
     async def query(self, q: m.GetAcct) -> bytes: ...
 
 
+class PriorityFactors(Protocol):
+    """rsprio's rows (ctld/jobs/priorities.py Priorities)."""
+
+    def reply(self, req: m.PriorityRequest, actor: Any = None) -> m.PriorityReply: ...
+
+
 class TestOnly(Protocol):
     """sbatch --test-only (ctld/jobs/willrun.py WillRun)."""
 
@@ -127,6 +133,8 @@ class JobServices(Protocol):
     def accounting(self) -> AcctQuery: ...
     @property
     def will_run(self) -> TestOnly: ...
+    @property
+    def priorities(self) -> PriorityFactors: ...
     @property
     def steps(self) -> StepRequests: ...
     @property
