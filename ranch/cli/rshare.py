@@ -21,6 +21,7 @@ OPTIONS = so.Options((
     so.Opt("parsable2", "P", so.NO), so.Opt("users", "u", so.REQUIRED),
     so.Opt("Users", "U", so.NO), so.Opt("verbose", "v", so.NO),
     so.Opt("version", "V", so.NO), so.Opt("help", "", so.NO), so.Opt("usage", "", so.NO),
+    so.Opt("json", "", so.NO),  # Ranch's: the rows as records (sshare 22.05 has no --json)
     # sshare's getopt string also takes -h (no header), -q and -t X (read, unused); long names
     # no word can abbreviate
     so.Opt("\0h", "h", so.NO), so.Opt("\0q", "q", so.NO), so.Opt("\0t", "t", so.REQUIRED),
@@ -89,21 +90,40 @@ def run(argv: list[str]) -> int:
     cols = columns(spec)
     parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
     reply = _ask()
+    if values.get("json"):
+        return _json(values, reply)
     if not (values.get("noheader") or values.get("\0h")):
         for line in header(cols, parsable):
             print(line)
     if reply is None or not reply.get("enabled"):
         return 0
+    from ranch.cli import share_rows
+
+    for row in _chosen(values, reply):
+        print(share_rows.render(cols, row, str(reply.get("cluster") or ""), parsable))
+    return 0
+
+
+def _chosen(values: dict, reply: dict) -> list[dict]:
     import pwd
 
     from ranch.cli import share_rows
 
-    lines = share_rows.chosen(
+    return share_rows.chosen(
         list(reply.get("lines") or ()), everyone=bool(values.get("all")),
         users=_names(values.get("users")), accounts=_names(values.get("accounts")),
         only_users=bool(values.get("Users")), me=pwd.getpwuid(os.getuid()).pw_name)
-    for row in lines:
-        print(share_rows.render(cols, row, str(reply.get("cluster") or ""), parsable))
+
+
+def _json(values: dict, reply: dict | None) -> int:
+    """--json: the rows the same options choose, each the controller's record (ShareLine's
+    fields; `depth` as the rows shown indent it), as the web page's Usage tab reads them."""
+    import json
+
+    on = reply is not None and bool(reply.get("enabled"))
+    rows = _chosen(values, reply) if reply is not None and on else []
+    print(json.dumps({"enabled": on, "cluster": (reply or {}).get("cluster") or "",
+                      "shares": rows}, indent=2))
     return 0
 
 
