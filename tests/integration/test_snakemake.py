@@ -92,8 +92,8 @@ def snakemake(slurm, folder: str, account: str) -> subprocess.CompletedProcess:
                            # its first look after 1 s, not 40 (an option a user may give)
                            "--slurm-init-seconds-before-status-checks", "1",
                            "--seconds-between-status-checks", "1",
-                           "--default-resources", "slurm_partition=main", "mem_mb=100"], cwd=where, env=env,
-                          capture_output=True, text=True, timeout=300)
+                           "--default-resources", "slurm_partition=main", "mem_mb=100"],
+                          cwd=where, env=env, capture_output=True, text=True, timeout=300)
 
 
 def test_a_two_rule_workflow_runs_under_its_account(slurm) -> None:

@@ -87,11 +87,8 @@ def gate(config: ClusterConfig, conn: Connection, msg: Any) -> tuple[Any, Any, A
         if who.admin or "jobs" not in private:
             return msg, None, None
         return msg, None, lambda reply: own_jobs(reply, who)
-    if kind is m.ShareRequest:
-        # rshare (sshare) under PrivateData=usage: a user who is not an admin is answered only
-        # their own associations' rows (the tree's AdminLevel may widen it: accounts/store.py)
-        viewer = who.name if "usage" in private and not who.admin else ""
-        return attrs.evolve(msg, user=viewer), None, None
+    if kind is m.ShareRequest:  # rshare (sshare): PrivateData=usage
+        return share_request(msg, who, private), None, None
     if kind is m.GetAcct:
         # racct (sacct): with PrivateData=jobs or =usage a user's query covers their own jobs
         # only, as slurmdbd answers sacct; an admin's is as asked
@@ -202,6 +199,13 @@ def root_jobs_disabled(config: ClusterConfig, options: tuple[tuple[str, str], ..
 
 
 # -- HTTP (ctld/web): a token names a user, who gets that user's rights ------------------------
+
+
+def share_request(msg: m.ShareRequest, who: Identity, private: tuple[str, ...]
+                  ) -> m.ShareRequest:
+    """Under PrivateData=usage a user who is not an admin is answered only their own
+    associations' rows (the tree's AdminLevel may widen it: ctld/accounts/store.py)."""
+    return attrs.evolve(msg, user=who.name if "usage" in private and not who.admin else "")
 
 
 def http_write_refusal(config: ClusterConfig, name: str, what: str) -> str | None:

@@ -60,6 +60,17 @@ class WebJobs:
     control: Callable[..., m.JobResult]
     acct_query: Callable[[m.GetAcct], Awaitable[bytes]]  # the History tab: racct's query
     sched_stats: Callable[[], dict[str, Any]]  # sdiag's figures (ctld/jobs/schedstats.py)
+    usage: WebUsage | None = None  # the Usage tab's accounting reads (None: tests, no tab)
+
+
+@attrs.frozen
+class WebUsage:
+    """The accounting owner (ctld/accounts/store.py Accounts), as the Usage tab reads it."""
+
+    shares: Callable[[str], m.ShareReply]  # rshare's rows, cut for a viewer ("": all)
+    # (wall time, ((account, user, raw usage), ...)) per calc period, oldest first
+    samples: Callable[[], Iterable[tuple[float, tuple[tuple[str, str, float], ...]]]]
+    sees_all: Callable[[str], bool]  # AdminLevel Operator or above sees every association
 
 
 class WebEvents(Protocol):
