@@ -12,7 +12,7 @@ from ranch.cli import sbatch_options as so
 from ranch.cli.controller import CliError, run_main
 from ranch.cli.slurm_names import prog, version_text
 
-OPTIONS = so.Options((
+BASE = (
     so.Opt("accounts", "A", so.REQUIRED), so.Opt("all", "a", so.NO),
     so.Opt("helpformat", "e", so.NO), so.Opt("long", "l", so.NO),
     so.Opt("partition", "m", so.NO), so.Opt("cluster", "", so.REQUIRED),
@@ -21,11 +21,13 @@ OPTIONS = so.Options((
     so.Opt("parsable2", "P", so.NO), so.Opt("users", "u", so.REQUIRED),
     so.Opt("Users", "U", so.NO), so.Opt("verbose", "v", so.NO),
     so.Opt("version", "V", so.NO), so.Opt("help", "", so.NO), so.Opt("usage", "", so.NO),
-    so.Opt("json", "", so.NO),  # Ranch's: the rows as records (sshare 22.05 has no --json)
     # sshare's getopt string also takes -h (no header), -q and -t X (read, unused); long names
     # no word can abbreviate
     so.Opt("\0h", "h", so.NO), so.Opt("\0q", "q", so.NO), so.Opt("\0t", "t", so.REQUIRED),
-))
+)
+OPTIONS = so.Options(BASE)  # as `sshare`: sshare 22.05's
+# as `rshare`: also --json, the rows as records (the page's Usage tab reads the same ones)
+RANCH_OPTIONS = so.Options((*BASE, so.Opt("json", "", so.NO)))
 # src/sshare/process.c fields[]: (width, name); a negative width is left-justified
 FIELDS = ((-20, "Account"), (10, "Cluster"), (13, "EffectvUsage"), (10, "FairShare"),
           (30, "GrpTRESMins"), (30, "GrpTRESRaw"), (6, "ID"), (10, "LevelFS"),
@@ -68,7 +70,7 @@ def header(cols: list[tuple[int, str]], parsable: str) -> list[str]:
 def run(argv: list[str]) -> int:
     name = prog("rshare")
     try:
-        values, _rest = so.parse(argv, options=OPTIONS)
+        values, _rest = so.parse(argv, options=OPTIONS if name == "sshare" else RANCH_OPTIONS)
     except so.OptionError as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         print(f'Try "{name} --help" for more information', file=sys.stderr)
