@@ -4,6 +4,7 @@ what changed, or refuses with sacctmgr 22.05's words (src/sacctmgr/*_functions.c
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -35,6 +36,10 @@ class AcctDb:
     qos: tuple[Qos, ...] = ()
     next_id: int = 1  # association ids, as slurmdbd's id_assoc
     next_seq: int = 1
+    # the lookups' maps, made on first use: a db never changes (each operation makes a new
+    # one), and a submission's checks look up its association, then every parent, in a tree of
+    # thousands (bench/acct_enforce_bench.py); not part of the value
+    _index: dict[str, Any] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
     @classmethod
     def fresh(cls) -> AcctDb:
@@ -45,22 +50,38 @@ class AcctDb:
 
     # -- lookups ----------------------------------------------------------------------------
 
+    def _map(self, kind: str) -> dict[Any, Any]:
+        """Each record by its key, the first of equal keys winning (as a scan finds it)."""
+        got = self._index.get(kind)
+        if got is None:
+            got = {}
+            if kind == "assoc":
+                for a in self.assocs:
+                    got.setdefault((a.cluster, a.account, a.user, a.partition), a)
+            elif kind == "base":
+                for a in self.assocs:
+                    if not a.user:
+                        got.setdefault((a.account, a.cluster), a)
+            else:
+                for r in getattr(self, kind):
+                    got.setdefault(r.name, r)
+            self._index[kind] = got
+        return got
+
     def account(self, name: str) -> Account | None:
-        return next((a for a in self.accounts if a.name == name), None)
+        return self._map("accounts").get(name)
 
     def user(self, name: str) -> User | None:
-        return next((u for u in self.users if u.name == name), None)
+        return self._map("users").get(name)
 
     def qos_named(self, name: str) -> Qos | None:
-        return next((q for q in self.qos if q.name == name), None)
+        return self._map("qos").get(name)
 
     def base_assoc(self, account: str, cluster: str) -> Assoc | None:
-        return next((a for a in self.assocs if a.account == account and a.cluster == cluster
-                     and not a.user), None)
+        return self._map("base").get((account, cluster))
 
     def find_assoc(self, cluster: str, account: str, user: str, partition: str) -> Assoc | None:
-        return next((a for a in self.assocs if (a.cluster, a.account, a.user, a.partition)
-                     == (cluster, account, user, partition)), None)
+        return self._map("assoc").get((cluster, account, user, partition))
 
     def parent_of(self, a: Assoc) -> Assoc | None:
         """The association above `a`: its account's own for a user's, else its parent's."""

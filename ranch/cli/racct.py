@@ -335,6 +335,12 @@ def run(argv: list[str]) -> int:
 
         raise CliError(f"Start time ({slurm_timestamp(start)}) requested is after end time "
                        f"({slurm_timestamp(end)}).")
+    if args.qos:  # sacct resolves -q against the QOS table before it asks for jobs
+        from ranch.cli.sacct_filters import known_qos, qos_names
+
+        known = known_qos(find_target(args.server, args.key_file, args.conf))
+        if known is not None:
+            args.qos_matched = qos_names(args.qos, known)
     generated, records, left_out = fetch(args, now)
     records = narrow(args, records)
     if args.batch_script or args.env_vars:

@@ -12,7 +12,7 @@ from ranch.cli import sbatch_options as so
 from ranch.cli.controller import CliError, run_main
 from ranch.cli.slurm_names import prog, version_text
 
-OPTIONS = so.Options((
+BASE = (
     so.Opt("accounts", "A", so.REQUIRED), so.Opt("all", "a", so.NO),
     so.Opt("helpformat", "e", so.NO), so.Opt("long", "l", so.NO),
     so.Opt("partition", "m", so.NO), so.Opt("cluster", "", so.REQUIRED),
@@ -24,7 +24,10 @@ OPTIONS = so.Options((
     # sshare's getopt string also takes -h (no header), -q and -t X (read, unused); long names
     # no word can abbreviate
     so.Opt("\0h", "h", so.NO), so.Opt("\0q", "q", so.NO), so.Opt("\0t", "t", so.REQUIRED),
-))
+)
+OPTIONS = so.Options(BASE)  # as `sshare`: sshare 22.05's
+# as `rshare`: also --json, the rows as records (the page's Usage tab reads the same ones)
+RANCH_OPTIONS = so.Options((*BASE, so.Opt("json", "", so.NO)))
 # src/sshare/process.c fields[]: (width, name); a negative width is left-justified
 FIELDS = ((-20, "Account"), (10, "Cluster"), (13, "EffectvUsage"), (10, "FairShare"),
           (30, "GrpTRESMins"), (30, "GrpTRESRaw"), (6, "ID"), (10, "LevelFS"),
@@ -67,7 +70,7 @@ def header(cols: list[tuple[int, str]], parsable: str) -> list[str]:
 def run(argv: list[str]) -> int:
     name = prog("rshare")
     try:
-        values, _rest = so.parse(argv, options=OPTIONS)
+        values, _rest = so.parse(argv, options=OPTIONS if name == "sshare" else RANCH_OPTIONS)
     except so.OptionError as exc:
         print(f"{name}: {exc}", file=sys.stderr)
         print(f'Try "{name} --help" for more information', file=sys.stderr)
@@ -89,21 +92,40 @@ def run(argv: list[str]) -> int:
     cols = columns(spec)
     parsable = "P" if values.get("parsable2") else "p" if values.get("parsable") else ""
     reply = _ask()
+    if values.get("json"):
+        return _json(values, reply)
     if not (values.get("noheader") or values.get("\0h")):
         for line in header(cols, parsable):
             print(line)
     if reply is None or not reply.get("enabled"):
         return 0
+    from ranch.cli import share_rows
+
+    for row in _chosen(values, reply):
+        print(share_rows.render(cols, row, str(reply.get("cluster") or ""), parsable))
+    return 0
+
+
+def _chosen(values: dict, reply: dict) -> list[dict]:
     import pwd
 
     from ranch.cli import share_rows
 
-    lines = share_rows.chosen(
+    return share_rows.chosen(
         list(reply.get("lines") or ()), everyone=bool(values.get("all")),
         users=_names(values.get("users")), accounts=_names(values.get("accounts")),
         only_users=bool(values.get("Users")), me=pwd.getpwuid(os.getuid()).pw_name)
-    for row in lines:
-        print(share_rows.render(cols, row, str(reply.get("cluster") or ""), parsable))
+
+
+def _json(values: dict, reply: dict | None) -> int:
+    """--json: the rows the same options choose, each the controller's record (ShareLine's
+    fields; `depth` as the rows shown indent it), as the web page's Usage tab reads them."""
+    import json
+
+    on = reply is not None and bool(reply.get("enabled"))
+    rows = _chosen(values, reply) if reply is not None and on else []
+    print(json.dumps({"enabled": on, "cluster": (reply or {}).get("cluster") or "",
+                      "shares": rows}, indent=2))
     return 0
 
 

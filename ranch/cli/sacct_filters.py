@@ -163,6 +163,49 @@ def check(args: Namespace) -> None:
                        "remove one and retry.")
 
 
+def qos_names(text: str, known: list[str]) -> set[str]:
+    """-q as slurmdb_addto_qos_char_list reads it against the QOS table (`known`, in id order):
+    each comma word a QOS name in any case, a leading `+`/`-` read past (mixing the two forms is
+    refused); the lower-case names matched. A name the table does not hold ends sacct with its
+    two lines (an error, then fatal), exit 1."""
+    by_lower = {n.lower(): n for n in known}
+    out: set[str] = set()
+    plain = signed = False
+    words = text.strip("'\"").split(",")  # slurm_parse_char_list: one pair of quotes around all
+    for word in (w for w in words if w):
+        sign = word[:1] in ("+", "-")
+        name = word[1:] if sign else word
+        if name.lower() not in by_lower:
+            raise CliError(f"You gave a bad qos '{name}'. Valid QOS's are {','.join(known)}\n"
+                           f"{_prog()}: fatal: problem processing qos list")
+        signed, plain = signed or sign, plain or not sign
+        if signed and plain:
+            raise CliError("You can't set qos equal to something and then add or subtract "
+                           f"from it in the same line\n{_prog()}: fatal: problem processing "
+                           "qos list")
+        out.add(name.lower())
+    return out
+
+
+def _prog() -> str:
+    from ranch.cli.slurm_names import prog
+
+    return prog("racct")
+
+
+def known_qos(target: object) -> list[str] | None:
+    """The controller's QOS names in id order, as sacct reads them from slurmdbd (`racctmgr
+    show qos`); None while its accounting store is off (the names are then matched as given)."""
+    from ranch.cli.controller import request
+
+    body = {"words": ["show", "qos", "format=id,name"], "options": ["noheader", "parsable2"]}
+    reply = request(target, "AcctmgrRequest", body, want="AcctmgrReply")  # type: ignore[arg-type]
+    if reply.get("rc"):
+        return None
+    rows = [line.split("|") for line in str(reply.get("out") or "").splitlines() if line]
+    return [name for _, name in sorted((int(i), n) for i, n in rows)]
+
+
 def truncate(records: list[dict], start: float | None, end: float | None) -> None:
     """sacct -T: each start and end time cut to the window [start, end] (a time not set stays
     unset)."""
@@ -217,6 +260,8 @@ def narrow(args: Namespace, records: list[dict]) -> list[dict]:
                       (args.wckeys, "wckey")):
         if text:  # sacct's char lists: an empty one is no filter
             wanted = {w.lower() for w in text.split(",") if w}
+            if key == "qos":  # the names as the QOS table matched them (racct.run), or as given
+                wanted = getattr(args, "qos_matched", None) or {w.lstrip("+-") for w in wanted}
             out = [r for r in out if (r.get(key) or "").lower() in wanted]
     if args.reason:
         wanted = {w.lower() for w in reasons(args.reason)}

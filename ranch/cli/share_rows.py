@@ -20,7 +20,8 @@ def chosen(lines: list[dict], *, everyone: bool, users: list[str],
                        only_users=only_users, me=me)
         if shown:
             out.append({**line, "depth": sum(s for _, s in above)})
-        above.append((line["depth"], shown))
+        if not line["user"]:  # a user's row is nobody's parent (the controller may send a
+            above.append((line["depth"], shown))  # user's rows alone: PrivateData=usage)
     return out
 
 

@@ -40,6 +40,7 @@ from ranch.ctld.web.webports import (
     WebEvents,
     WebJobs,
     WebNodes,
+    WebUsage,
 )
 from ranch.protocol import messages as m
 from ranch.protocol.logformat import LogSink
@@ -67,9 +68,11 @@ def web_ports(c: Controller) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, Re
     guards and stalls /metrics reports, the site."""
     live = c.liveness
     side = c.jobs
+    books = c.accounts
     jobs = WebJobs(side.store, side.listing.list_body, side.submission.submit,
                    side.commands.cancel, side.commands.control, side.accounting.query,
-                   side.sched_stats.record, side.why.answer)
+                   side.sched_stats.record, side.why.answer,
+                   WebUsage(books.shares_reply, lambda: books.samples, books.sees_all_usage))
     return (nodes_shown(c), jobs, c.eventlog, node_admin(c), c.reservations,
             Health((live.guard, c.drain_guard), live.stalls), c.site)
 

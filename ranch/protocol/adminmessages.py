@@ -259,7 +259,9 @@ class AcctmgrReply:
 
 @attrs.frozen
 class ShareRequest:
-    """rshare (sshare): the fair-share rows of the accounting tree (issue 43)."""
+    """rshare (sshare): the fair-share rows of the accounting tree (issue 43). `user`: the
+    controller writes in the caller's name under PrivateData=usage (whatever was sent), whose
+    own associations' rows alone are answered; "": every row."""
 
     user: str = ""
 

@@ -9,6 +9,7 @@ import logging
 import math
 import pwd
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -35,6 +36,13 @@ NO_DATABASE = ("You are not running a supported accounting_storage plugin\n"
                "Only 'accounting_storage/slurmdbd' is supported.\n")
 OFF = m.AcctmgrReply(err=NO_DATABASE, rc=1)
 DEFAULTS = UsageSettings()  # Slurm's: a 7-day half-life, a 5-minute calc period
+# The page's usage over time: one sample per calc period (a day at Slurm's 5 minutes), fewer
+# when the tree is large, so the ring never holds more than SAMPLE_CELLS figures
+SAMPLES = 288
+SAMPLE_CELLS = 200_000
+OPERATORS = ("Operator", "Administrator")  # AdminLevel that sees every row (assoc_mgr.c)
+# one sample: (wall time, ((account, user, raw usage), ...)); user "" is the account's own row
+Sample = tuple[float, tuple[tuple[str, str, float], ...]]
 
 
 def system_knows(name: str) -> bool:
@@ -74,6 +82,7 @@ class Accounts:
         self.history = history
         self.db = seeded(cluster)
         self.usage = Usage()
+        self.samples: deque[Sample] = deque(maxlen=SAMPLES)  # in memory only: the page's
         self.held = False  # a tree was restored or changed: it is saved even while off
         self._flags: dict[tuple[str, ...], frozenset[str]] = {}
         # the limits' rules (assoc/limits.py) per job kind, for the tree they were read from
@@ -205,19 +214,43 @@ class Accounts:
                                   self.running(), self.wall())
         self.held = True
         self.changes.accounts_changed(self._record())
+        self._sample()
 
-    def shares_reply(self) -> m.ShareReply:
-        """sshare's rows of this cluster (none while the store is off)."""
+    def _sample(self) -> None:
+        """The usage of each association (partition-less ones: an account's own and its
+        users'), kept for the page's usage over time."""
+        got = self.usage.assocs
+        row = tuple((a.account, a.user, got.get(a.id, 0.0)) for a in self.db.assocs
+                    if a.cluster == self.cluster and not a.partition)
+        keep = max(2, min(SAMPLES, SAMPLE_CELLS // max(1, len(row))))
+        if self.samples.maxlen != keep:
+            self.samples = deque(self.samples, maxlen=keep)
+        self.samples.append((self.usage.last_decay or self.wall(), row))
+
+    def sees_all_usage(self, viewer: str) -> bool:
+        """PrivateData=usage: whether `viewer` (a user who is not one of the cluster's admins)
+        sees every association's usage: AdminLevel Operator or above, as assoc_mgr_get_shares
+        lets them; else only their own associations' rows."""
+        user = self.db.user(viewer)
+        return user is not None and user.admin_level in OPERATORS
+
+    def shares_reply(self, viewer: str = "") -> m.ShareReply:
+        """sshare's rows of this cluster (none while the store is off); `viewer`: the user
+        PrivateData=usage cuts them for ("": every row), who sees only the rows of their own
+        associations unless their AdminLevel lets them see all (Slurm's coordinators, who also
+        see their accounts', are not kept: docs/slurm-compat.md)."""
         if not self.enabled:
             return m.ShareReply(cluster=self.cluster)
         running = usage.run_minutes(self.db, self.cluster, self.settings, self.running(),
                                     self.wall())
+        every = not viewer or self.sees_all_usage(viewer)
         lines = tuple(m.ShareLine(
             r.depth, r.account, r.user, r.partition, r.id, r.raw_shares, r.norm_shares,
             r.raw_usage, r.norm_usage, r.effective_usage,
             None if math.isinf(r.level_fs) else r.level_fs, r.fairshare, r.grp_tres_mins,
             usage.run_minutes_text(running.get(r.id, {})))
-            for r in shares.rows(self.db, self.cluster, self.usage.assocs))
+            for r in shares.rows(self.db, self.cluster, self.usage.assocs)
+            if every or r.user == viewer)
         return m.ShareReply(True, self.cluster, lines)
 
     # -- state file ------------------------------------------------------------------------------

@@ -89,6 +89,8 @@ def gate(config: ClusterConfig, conn: Connection, msg: Any) -> tuple[Any, Any, A
         return msg, None, lambda reply: own_jobs(reply, who)
     if kind is m.GetWhy and not who.admin and "jobs" in private:  # rqueue --why: own jobs
         return attrs.evolve(msg, only_uid=who.uid), None, None
+    if kind is m.ShareRequest:  # rshare (sshare): PrivateData=usage
+        return share_request(msg, who, private), None, None
     if kind is m.GetAcct:
         # racct (sacct): with PrivateData=jobs or =usage a user's query covers their own jobs
         # only, as slurmdbd answers sacct; an admin's is as asked
@@ -199,6 +201,13 @@ def root_jobs_disabled(config: ClusterConfig, options: tuple[tuple[str, str], ..
 
 
 # -- HTTP (ctld/web): a token names a user, who gets that user's rights ------------------------
+
+
+def share_request(msg: m.ShareRequest, who: Identity, private: tuple[str, ...]
+                  ) -> m.ShareRequest:
+    """Under PrivateData=usage a user who is not an admin is answered only their own
+    associations' rows (the tree's AdminLevel may widen it: ctld/accounts/store.py)."""
+    return attrs.evolve(msg, user=who.name if "usage" in private and not who.admin else "")
 
 
 def http_write_refusal(config: ClusterConfig, name: str, what: str) -> str | None:

@@ -127,12 +127,13 @@ def acctmgr(answer: AcctmgrAnswer, conn: Connection, msg: m.AcctmgrRequest) -> A
 
 
 def accounting_routes(answer: AcctmgrAnswer,
-                      shares: Callable[[], m.ShareReply] | None = None) -> Table:
+                      shares: Callable[[str], m.ShareReply] | None = None) -> Table:
     """racctmgr (sacctmgr) over the accounting tree (ctld/accounts/): a reply that confirms a
-    change waits for the journal; rshare (sshare) reads its fair-share rows."""
+    change waits for the journal; rshare (sshare) reads its fair-share rows (cut to the user
+    permissions.gate wrote in under PrivateData=usage)."""
     table: Table = {m.AcctmgrRequest: Route(partial(acctmgr, answer))}
     if shares is not None:
-        table[m.ShareRequest] = Route(lambda conn, msg: shares(), changes=False)
+        table[m.ShareRequest] = Route(lambda conn, msg: shares(msg.user), changes=False)
     return table
 
 

@@ -109,7 +109,7 @@ class Server:
         takeover: Callable[[str], Any] | None = None,
         sync: Callable[[], Awaitable[None]] | None = None,
         spawn: Callable[..., Any] | None = None,
-        acctmgr: AcctmgrAnswer | None = None, shares: Callable[[], m.ShareReply] | None = None,
+        acctmgr: AcctmgrAnswer | None = None, shares: Callable[[str], m.ShareReply] | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
         """The controller's ports (ctld/rpc/rpcports.py; built from its owners in

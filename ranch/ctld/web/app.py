@@ -34,6 +34,7 @@ from ranch.ctld.web.panes import Panes
 from ranch.ctld.web.responses import Json, is_number
 from ranch.ctld.web.responses import error as _error
 from ranch.ctld.web.restd import Restd
+from ranch.ctld.web.usage import Usage
 from ranch.protocol import messages as m
 from ranch.protocol.records import (
     job_json,
@@ -350,6 +351,7 @@ class Web:
                     panes.events_refusal)
         return [
             *panes.routes(),  # the History tab and the event timeline
+            *Usage(nodes, jobs.store, jobs.usage, gate.read_refusal, gate.reader).routes(),
             *Admin(nodes, self.admin, gate.who, self.not_on_disk).routes(),  # reboot, resv.
             *live.routes(),  # the page's change stream
             # the node panel and the job views

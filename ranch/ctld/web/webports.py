@@ -62,6 +62,17 @@ class WebJobs:
     sched_stats: Callable[[], dict[str, Any]]  # sdiag's figures (ctld/jobs/schedstats.py)
     # rqueue --why's answer (ctld/jobs/why.py): the job page's Why block, /api/v1/jobs/{id}/why
     why: Callable[[m.GetWhy], Awaitable[m.WhyReply | m.Error]] | None = None
+    usage: WebUsage | None = None  # the Usage tab's accounting reads (None: tests, no tab)
+
+
+@attrs.frozen
+class WebUsage:
+    """The accounting owner (ctld/accounts/store.py Accounts), as the Usage tab reads it."""
+
+    shares: Callable[[str], m.ShareReply]  # rshare's rows, cut for a viewer ("": all)
+    # (wall time, ((account, user, raw usage), ...)) per calc period, oldest first
+    samples: Callable[[], Iterable[tuple[float, tuple[tuple[str, str, float], ...]]]]
+    sees_all: Callable[[str], bool]  # AdminLevel Operator or above sees every association
 
 
 class WebEvents(Protocol):

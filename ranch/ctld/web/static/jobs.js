@@ -71,10 +71,10 @@ async function loadNodeDetail(name) {
 // -- views ------------------------------------------------------------------------------------
 function route() {
   const h = location.hash, job = h.match(/^#job\/(\d+)$/);
-  const views = ["nodes", "jobs", "job", "history", "events"];
+  const views = ["nodes", "jobs", "job", "history", "events", "usage"];
   const view = job ? "job" : views.includes(h.slice(1)) ? h.slice(1) : "nodes";
   for (const v of views) $("view-" + v).hidden = v !== view;
-  for (const t of ["nodes", "jobs", "history", "events"]) {
+  for (const t of ["nodes", "jobs", "history", "events", "usage"]) {
     $("tab-" + t).toggleAttribute("aria-current", t === (view === "job" ? "jobs" : view));
   }
   clearTimeout(viewTimer);
@@ -83,6 +83,7 @@ function route() {
   if (job) loadJob(job[1]);
   if (view === "history") loadHistory();
   if (view === "events") loadEvents();
+  if (view === "usage" && typeof loadUsage === "function") loadUsage();  // usage.js
 }
 
 async function loadQueue() {
