@@ -18,10 +18,10 @@ from ranch.conf.model import ClusterConfig, PartitionConfig
 from ranch.conf.nodelines import NodeLines
 from ranch.conf.parser import Include, Pair, parse_text
 from ranch.conf.partlines import PartitionLines
-from ranch.conf.powerlines import PowerLines
+from ranch.conf.relaylines import RelayLines
 
 
-class _Builder(NodeLines, PartitionLines, PowerLines):
+class _Builder(NodeLines, PartitionLines, RelayLines):
     """Reads the files, sends each line to its kind, assembles the ClusterConfig."""
 
     # -- reading ----------------------------------------------------------------------------
@@ -112,6 +112,7 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
         guards, reboot = self.guard_settings(), self.reboot_settings()
         access, accounting = self.access_settings(), self.accounting_settings()
         scheduler = self.scheduler_settings()
+        relays = self.relay_nodes()
         self.ignored.pop("DisableRootJobs", None)  # a partition's is acted on too
         if access.disable_root_jobs:  # a partition without its own inherits it, as in Slurm
             partitions = [p if any(k == "DisableRootJobs" for k, _ in p.options)
@@ -134,7 +135,7 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
             jobs=jobs, guards=guards, access=access, reboot=reboot,
-            accounting=accounting, scheduler=scheduler)
+            accounting=accounting, scheduler=scheduler, relays=relays)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

@@ -186,6 +186,11 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("DrainGuardMinNodes", "int", 4,
      "Ranch: the DrainGuard acts only with at least this many nodes in service (FUTURE, "
      "never-registered and powered-down nodes are not)"),
+    # issue 47: relays
+    ("RelayNodes", "hostlist", None,
+     "Ranch: nodes whose rnoded relays the other nodes' traffic to rctld (one connection "
+     "each); the others are spread over them and fall back to the next, then to rctld "
+     "(unset: every node connects to rctld)"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """

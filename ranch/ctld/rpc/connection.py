@@ -88,7 +88,7 @@ class Connection:
 
     async def _push(self, msg: Any, version: int) -> None:
         try:
-            await self.send(self.links.encode(msg, 0, version))
+            await self.send(self.links.encode(msg, 0, version, self.key))
         finally:
             self.pending -= 1
 

@@ -48,6 +48,7 @@ from ranch.ctld.rpc.fastio import unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
 from ranch.ctld.rpc.reading import Decoding, FrameReader, Steps
+from ranch.ctld.rpc.relayhub import RelayHub
 from ranch.ctld.rpc.replaymark import ReplayMark
 from ranch.ctld.rpc.routes import (
     AcctmgrAnswer,
@@ -144,6 +145,9 @@ class Server:
             **(accounting_routes(acctmgr, shares) if acctmgr is not None else {}),
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
+        # relayed nodes' sessions, each checked with the node's own key (issue 47)
+        self.relays = RelayHub(self.links, self.steps, book.hashes.get, traffic.disconnected)
+        self.routes[m.RelayUp] = Route(self.relays.up, changes=False)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
                     len(nodes))
 
@@ -301,6 +305,7 @@ class Server:
         (not a socket: the in-memory streams of tests)."""
         self.admission.gone(conn)
         self.connections.discard(conn)
+        self.relays.relay_ended(conn)  # a relay's nodes' sessions end with it
         if conn.node is not None:  # a command's connection is nothing to the node registry
             self.traffic.disconnected(conn)
             logs.event("node disconnected", node=conn.node, peer=conn.peer)
