@@ -92,6 +92,10 @@ SAMPLES = [
                 "", "cpu=60,mem=1024"),
     m.ShareReply(True, "c1", (m.ShareLine(0, "root", "", "", 1, -1, 1.0, 0.0, 0.0, 0.0, None,
                                           None),)),
+    m.RelayJoin("gpu001"),
+    m.RelayUp("relay01", (m.RelayItem("gpu001", b"\x00\x00\x00\x10frame"),
+                          m.RelayItem("gpu002", gone=True))),
+    m.RelayDown((m.RelayItem("gpu001", b"\x00\x00\x00\x10reply"),)),
 ]
 
 

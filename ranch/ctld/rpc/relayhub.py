@@ -115,6 +115,16 @@ class Relay:
     outlet: Outlet
     nodes: dict[str, RelayedConnection] = attrs.Factory(dict)
 
+    def carry(self, session: RelayedConnection) -> None:
+        self.nodes[session.proven_name] = session
+
+    def drop(self, session: RelayedConnection) -> bool:
+        """Forget `session` (True) unless a newer one of its node replaced it."""
+        if self.nodes.get(session.proven_name) is not session:
+            return False
+        del self.nodes[session.proven_name]
+        return True
+
 
 class RelayedConnection(Connection):
     """A node's session through a relay: proven as `proven_name` by its key alone."""
@@ -193,7 +203,7 @@ class RelayHub:
         steps = attrs.evolve(self.steps, decoding=attrs.evolve(self.steps.decoding, key=key))
         spawn = self.links.spawn()
         assert spawn is not None  # checked by `up`
-        relay.nodes[node] = session
+        relay.carry(session)
         self.open.add(session)
         spawn(FrameReader(steps, session).run)
         return session
@@ -210,8 +220,7 @@ class RelayHub:
         assert isinstance(conn, RelayedConnection)
         self.open.discard(conn)
         relay = conn.relay
-        if relay.nodes.get(conn.proven_name) is conn:
-            del relay.nodes[conn.proven_name]
+        if relay.drop(conn):
             if not relay.conn.closing and self.relays.get(relay.conn) is relay:
                 relay.outlet.send(m.RelayItem(conn.proven_name, gone=True))
         if conn.node is not None:

@@ -145,9 +145,8 @@ class Server:
             **(accounting_routes(acctmgr, shares) if acctmgr is not None else {}),
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
-        # relayed nodes' sessions, each checked with the node's own key (issue 47)
         self.relays = RelayHub(self.links, self.steps, book.hashes.get, traffic.disconnected)
-        self.routes[m.RelayUp] = Route(self.relays.up, changes=False)
+        self.routes[m.RelayUp] = Route(self.relays.up, changes=False)  # relayed nodes (#47)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
                     len(nodes))
 
