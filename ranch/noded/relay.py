@@ -12,7 +12,7 @@ relay accepts no node until it is connected again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -47,8 +47,12 @@ class Downstream:
         self.scope.cancel()
 
     async def writer(self) -> None:
-        async for frame in self._receive:
-            await self.stream.send_all(frame)
+        try:
+            async for frame in self._receive:
+                await self.stream.send_all(frame)
+        except LOST:
+            pass
+        self.close()  # the node's connection is done either way
 
 
 class RelayServer:
@@ -100,23 +104,23 @@ class RelayServer:
             await trio.sleep(min(5.0, 0.25 * 2 ** min(attempt, 5)))
 
     async def _uplink(self, fs: FramedStream) -> str:
-        why = "closed"
+        why = ["closed"]
+
+        async def guarded(fn: Callable[[FramedStream], Awaitable[str | None]],
+                          cancel: trio.CancelScope) -> None:
+            try:
+                ended = await fn(fs)
+            except (ProtocolError, *LOST) as exc:
+                ended = str(exc) or type(exc).__name__
+            if ended is not None:
+                why[0] = ended
+            cancel.cancel()
+
         try:
+            self.up = fs
             async with trio.open_nursery() as nursery:
-                self.up = fs
-                # say who we are at once: rctld knows the relay before its first node's frame
-                await fs.send(m.RelayUp(self.name), 0)
-                nursery.start_soon(self._flusher, fs)
-                while True:
-                    frame = await fs.receive()
-                    if isinstance(frame.msg, m.RelayDown):
-                        self._down(frame.msg)
-                    elif isinstance(frame.msg, m.Error):
-                        why = f"controller refused: {frame.msg.code}: {frame.msg.message}"
-                        break
-                nursery.cancel_scope.cancel()
-        except (ProtocolError, *LOST) as exc:
-            why = str(exc) or type(exc).__name__
+                nursery.start_soon(guarded, self._reader, nursery.cancel_scope)
+                nursery.start_soon(guarded, self._flusher, nursery.cancel_scope)
         finally:
             self.up = None
             for node in list(self.nodes.values()):
@@ -124,13 +128,23 @@ class RelayServer:
             self.pending.clear()
             with trio.move_on_after(0.5):
                 await fs.aclose()
-        return why
+        return why[0]
+
+    async def _reader(self, fs: FramedStream) -> str | None:
+        # say who we are at once: rctld knows the relay before its first node's frame
+        await fs.send(m.RelayUp(self.name), 0)
+        while True:
+            frame = await fs.receive()
+            if isinstance(frame.msg, m.RelayDown):
+                self._down(frame.msg)
+            elif isinstance(frame.msg, m.Error):
+                return f"controller refused: {frame.msg.code}: {frame.msg.message}"
 
     def _queue(self, item: m.RelayItem) -> None:
         self.pending.append(item)
         self._wake.set()
 
-    async def _flusher(self, fs: FramedStream) -> None:
+    async def _flusher(self, fs: FramedStream) -> str | None:
         while True:
             with trio.move_on_after(KEEPALIVE):
                 await self._wake.wait()
@@ -188,14 +202,14 @@ class RelayServer:
             old.close()  # the node came back on a new connection
         self.nodes[join.node] = node
         try:
-            await fs.send(m.Ack(), frame.request_id, frame.version)
             with node.scope:
+                await fs.send(m.Ack(), frame.request_id, frame.version)
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(node.writer)
                     await self._read_node(node, bytearray(fs.decoder.pending()))
                     nursery.cancel_scope.cancel()
-        except (*LOST, ValueError) as exc:
-            log.info("relay %s: node %s: %s", self.name, join.node, exc)
+        except LOST:
+            pass  # its connection broke: as if it closed it
         finally:
             if self.nodes.get(join.node) is node:
                 del self.nodes[join.node]
@@ -204,13 +218,18 @@ class RelayServer:
             await trio.aclose_forcefully(stream)
 
     async def _read_node(self, node: Downstream, buf: bytearray) -> None:
-        while True:
-            for frame in split_frames(buf, MAX_SIZE):
-                self._queue(m.RelayItem(node.name, frame))
-            data = await node.stream.receive_some(RECEIVE_CHUNK)
-            if not data:
-                return
-            buf += data
+        """The node's frames, whole, to the next RelayUp, until it closes (or breaks: a frame
+        that cannot be one, a read that fails)."""
+        try:
+            while True:
+                for frame in split_frames(buf, MAX_SIZE):
+                    self._queue(m.RelayItem(node.name, frame))
+                data = await node.stream.receive_some(RECEIVE_CHUNK)
+                if not data:
+                    return
+                buf += data
+        except (ValueError, *LOST) as exc:
+            log.info("relay %s: node %s: %s", self.name, node.name, exc)
 
 
 def _fits(items: list[m.RelayItem], room: int) -> int:

@@ -124,8 +124,7 @@ class Server:
         self.traffic = traffic
         self.changes = changes
         self.key = key
-        self.max_size = max_size
-        self.unproven_max = unproven_max
+        self.max_size, self.unproven_max = max_size, unproven_max
         self.wall = wall
         self._door(state_dir, caps or caps_for(fd_limit(), len(nodes)), liveness)
         # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
@@ -145,10 +144,15 @@ class Server:
             **(accounting_routes(acctmgr, shares) if acctmgr is not None else {}),
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
-        self.relays = RelayHub(self.links, self.steps, book.hashes.get, traffic.disconnected)
-        self.routes[m.RelayUp] = Route(self.relays.up, changes=False)  # relayed nodes (#47)
+        self.relays = self._relay_hub(book)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
                     len(nodes))
+
+    def _relay_hub(self, book: NodeCredentials) -> RelayHub:
+        """Relayed nodes' sessions, each checked with the node's own key (issue 47)."""
+        hub = RelayHub(self.links, self.steps, book.hashes.get, self.traffic.disconnected)
+        self.routes[m.RelayUp] = Route(hub.up, changes=False)
+        return hub
 
     def _door(self, state_dir: str | None, caps: Caps, liveness: Watching) -> None:
         """The guards at the door: the replay mark and guard, the caps, the refusals past them."""
