@@ -25,9 +25,9 @@ from ranch.protocol.relaymessages import node_key
 from ranch.protocol.tcp import FramedStream
 
 REPORT = 0.5
-BATCH = 400  # frames per RelayUp
+BATCH = 100  # frames per RelayUp (about 250 KiB of Registers, as a relay rnoded sends)
 FLUSH = 0.02
-OUTSTANDING = 800  # registrations in flight per relay (a relay forwards; a node waits its reply)
+OUTSTANDING = 250  # registrations in flight per relay (a relay forwards; a node waits its reply)
 BAD = ("DOWN", "NOT_RESPONDING")
 
 
