@@ -26,7 +26,7 @@ from ranch.protocol.tcp import RECEIVE_CHUNK, FramedStream
 log = logging.getLogger("rnoded")
 
 FLUSH = 0.02  # seconds a node's frame may wait for others to share its RelayUp
-BATCH_BYTES = 256 << 10  # a RelayUp's frames at most: read whole within a few chunks by a busy rctld
+BATCH_BYTES = 256 << 10  # a RelayUp's frames at most: a busy rctld reads it whole in time
 KEEPALIVE = 30.0  # an empty RelayUp this often (rctld drops a connection idle 120 s)
 NODE_QUEUE = 256  # frames waiting for a slow relayed node before it is cut off
 
