@@ -1,16 +1,18 @@
 """Relays on rctld's side (issue 47): each relayed node's session, checked with its own key.
 
 A relay's connection carries RelayUp batches; each item is one node's frame, whole and signed
-with that node's key (protocol/relaymessages.py). Every relayed node gets a connection of its own
-here (`RelayedConnection`) over an in-memory stream, read by the same FrameReader as a direct
-node's: its frames are decoded with its node key and the server's replay guard, dispatched by
-the same routes, its replies held until the journal has what they confirm. What rctld writes
-to it (replies, orders) is signed with the node key and leaves in the relay's next RelayDown,
-gathered over one pass of the scheduler. A frame the relay altered or made up fails the MAC and
-ends that node's relayed session (logged with the relay it came through); a type a node never
-sends (an admin's request) is refused before it is read. The relay's own connection ending ends
-its nodes' sessions, as their own connections' ends would: no node is marked DOWN for it, its
-failure detection still counts only its heartbeats (ctld/nodes/liveness.py).
+with that node's key (protocol/relaymessages.py). Every relayed node has a session here
+(`RelayedConnection`): no socket, no task, no buffer, only its decoder (its node key, the
+server's replay guard). The RelayUp route acts on the batch's frames in order as a direct
+connection's reader acts on its frames (ctld/rpc/reading.py): each checked, dispatched by the
+same routes, its reply held until the journal has what it confirms (one write for the batch).
+What rctld sends a relayed node (replies, orders) is signed with its node key and leaves in the
+relay's next RelayDown, gathered over one pass of the scheduler. A frame the relay altered or
+made up fails the MAC and ends that node's session (logged with the relay it came through); a
+type a node never sends (an admin's request) is refused before it is read. The relay's own
+connection ending ends its nodes' sessions, as their own connections' ends would: no node is
+marked DOWN for it, its failure detection still counts only its heartbeats
+(ctld/nodes/liveness.py).
 """
 
 from __future__ import annotations
@@ -24,58 +26,12 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.rpc.connection import Connection, Links
-from ranch.ctld.rpc.reading import FrameReader, Steps
+from ranch.ctld.rpc.reading import Held, Steps, log_refusal, not_saved
 from ranch.protocol import messages as m
+from ranch.protocol.errors import ProtocolError
+from ranch.protocol.framing import FrameDecoder
 from ranch.protocol.relaymessages import NODE_UPWARD, frame_type, node_key_of_digest
-
-
-class InnerStream:
-    """A relayed node's side of its relay's connection, as a stream for its FrameReader: bytes
-    fed from RelayUp items, bytes written go to the relay's next RelayDown."""
-
-    __slots__ = ("_buf", "_closed", "_wake", "node", "outlet")
-
-    def __init__(self, node: str, outlet: Outlet) -> None:
-        self.node = node
-        self.outlet = outlet
-        self._buf = bytearray()
-        self._closed = False
-        self._wake: trio.Event | None = None
-
-    def feed(self, data: bytes) -> None:
-        if not self._closed:
-            self._buf += data
-            self._poke()
-
-    def close(self) -> None:
-        self._closed = True
-        self._poke()
-
-    def _poke(self) -> None:
-        if self._wake is not None:
-            self._wake.set()
-            self._wake = None
-
-    async def receive_some(self, max_bytes: int | None = None) -> bytes:
-        while not self._buf:
-            if self._closed:
-                return b""
-            self._wake = trio.Event()
-            await self._wake.wait()
-        n = len(self._buf) if max_bytes is None else max_bytes
-        data = bytes(self._buf[:n])
-        del self._buf[:n]
-        return data
-
-    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        if self._closed:
-            raise trio.ClosedResourceError("relayed session closed")
-        self.outlet.send(m.RelayItem(self.node, bytes(data)))
-        await trio.lowlevel.checkpoint()
-
-    async def aclose(self) -> None:
-        self.close()
-        await trio.lowlevel.checkpoint()
+from ranch.protocol.versions import CURRENT
 
 
 class Outlet:
@@ -113,6 +69,7 @@ class Relay:
     name: str
     conn: Connection
     outlet: Outlet
+    end: Callable[[RelayedConnection], None]  # a session is over (RelayHub._ended)
     nodes: dict[str, RelayedConnection] = attrs.Factory(dict)
 
     def carry(self, session: RelayedConnection) -> None:
@@ -127,17 +84,30 @@ class Relay:
 
 
 class RelayedConnection(Connection):
-    """A node's session through a relay: proven as `proven_name` by its key alone."""
+    """A node's session through a relay, proven as `proven_name` by its key alone. It holds no
+    stream and no task: its frames are decoded and acted on as the relay's RelayUp brings them,
+    and what is sent to it joins the relay's next RelayDown."""
 
-    __slots__ = ("inner", "proven_name", "relay")
+    __slots__ = ("decoder", "proven_name", "relay")
 
-    def __init__(self, stream: InnerStream, peer: str, links: Links, node: str, key: bytes,
-                 relay: Relay) -> None:
-        super().__init__(stream, peer, links)  # type: ignore[arg-type]  # a stream all the same
-        self.inner: InnerStream = stream
+    def __init__(self, peer: str, links: Links, node: str, key: bytes, relay: Relay,
+                 decoder: FrameDecoder) -> None:
+        super().__init__(None, peer, links)  # type: ignore[arg-type]  # no stream of its own
         self.key = key  # replies and pushes are signed with the node's key
         self.proven_name = node
         self.relay = relay
+        self.decoder = decoder
+
+    async def send(self, frame: bytes) -> bool:
+        if self.closing:
+            return False
+        self.relay.outlet.send(m.RelayItem(self.proven_name, frame))
+        return True
+
+    def close_soon(self) -> None:
+        if not self.closing:
+            self.closing = True
+            self.relay.end(self)
 
 
 class RelayHub:
@@ -152,43 +122,91 @@ class RelayHub:
         self.relays: dict[Connection, Relay] = {}
         self.open: set[Connection] = set()  # the relayed sessions (a closed one pushes nothing)
         self.links = attrs.evolve(links, connections=self.open)
-        self.steps = attrs.evolve(steps, ended=self._ended)
+        self.steps = steps
         self.digest = digest
         self.disconnected = disconnected
         self.refused = 0  # inner frames refused before they were read (type, no key)
 
     def up(self, conn: Connection, msg: m.RelayUp) -> Any:
-        """The RelayUp route: each item to its node's session (opened at its first frame)."""
+        """The RelayUp route: each item to its node's session (opened at its first frame),
+        acted on in order; the replies leave once what they confirm is on disk."""
         if conn.who is not None or isinstance(conn, RelayedConnection):
             return m.Error("permission_denied", "only a relay rnoded (the cluster key) relays")
-        if self.links.spawn() is None:
-            return m.Error("not_supported", "this controller is not serving relays yet")
         relay = self.relays.get(conn)
         if relay is None:
-            relay = self.relays[conn] = Relay(msg.relay, conn, Outlet(conn))
+            relay = self.relays[conn] = Relay(msg.relay, conn, Outlet(conn), self._ended)
             logs.event("relay connected", relay=msg.relay, peer=conn.peer)
-        for item in msg.items:
-            self._item(relay, item)
-        return None
+        return self._take(relay, msg.items) if msg.items else None
 
-    def _item(self, relay: Relay, item: m.RelayItem) -> None:
+    async def _take(self, relay: Relay, items: tuple[m.RelayItem, ...]) -> None:
+        held: list[tuple[RelayedConnection, Held]] = []
+        for item in items:
+            session = self._session(relay, item)
+            if session is not None:
+                answer = await self._act(session, item.frame)
+                if answer is not None:
+                    held.append((session, answer))
+        sync = self.steps.sync
+        if sync is not None and any(h.confirms for _, h in held):
+            try:
+                await sync()
+            except OSError as exc:
+                held = [(s, attrs.evolve(h, reply=not_saved(h.request, exc)) if h.confirms
+                         else h) for s, h in held]
+        for session, h in held:
+            await session.reply(h.reply, h.request_id, h.version)
+            log_refusal(session, h.request, h.reply)
+
+    def _session(self, relay: Relay, item: m.RelayItem) -> RelayedConnection | None:
+        """The session `item` goes to (opened at its node's first frame), None when the item
+        ends it or is refused."""
         session = relay.nodes.get(item.node)
         if item.gone:
             if session is not None:
-                session.inner.close()
-            return
+                session.close_soon()
+            return None
         kind = frame_type(item.frame)
         if kind not in NODE_UPWARD:
             self._refuse(relay, item.node, f"a {kind or 'malformed'} frame is not a node's to "
                          "send through a relay")
             if session is not None:
-                session.inner.close()
-            return
+                session.close_soon()
+            return None
         if session is None or session.closing:
             session = self._open(relay, item.node)
-            if session is None:
-                return
-        session.inner.feed(item.frame)
+        return session
+
+    async def _act(self, session: RelayedConnection, frame_bytes: bytes) -> Held | None:
+        """One frame of a node's session, as a direct connection's reader acts on it
+        (ctld/rpc/reading.py): checked with the node's key, dispatched, its reply held. A frame
+        refused ends the session, as it ends a direct connection."""
+        steps = self.steps
+        session.decoder.feed(frame_bytes)
+        try:
+            frame = session.decoder.next_frame()
+            if frame is None:
+                raise ProtocolError("bad_frame", "a relayed frame must be whole", fatal=True)
+        except ProtocolError as exc:
+            logs.event("frame rejected", logging.WARNING, peer=session.peer,
+                       node=session.proven_name, code=exc.code, error=exc.message)
+            await session.reply(exc.to_error(), exc.request_id, exc.version or CURRENT)
+            session.close_soon()
+            return None
+        session.version = frame.version
+        if steps.replay_mark.needs(frame.timestamp):
+            await steps.replay_mark.cover(frame.timestamp)
+        confirms = False
+        try:
+            reply, confirms = await steps.dispatch(session, frame.msg)
+        except OSError as exc:  # the journal write failed: say so, never "done"
+            reply = not_saved(frame.type, exc)
+        except Exception as exc:
+            logging.getLogger(logs.LOGGER_NAME).exception(
+                "request failed: %s from %s", frame.type, session.peer)
+            reply = m.Error("internal", f"{frame.type} failed: {exc!r}")
+        if reply is None:
+            return None
+        return Held(reply, frame.request_id, frame.version, frame.type, confirms)
 
     def _open(self, relay: Relay, node: str) -> RelayedConnection | None:
         digest = self.digest(node)
@@ -197,15 +215,14 @@ class RelayHub:
                          "straight to rctld once, to be issued one, before it may be relayed)")
             return None
         key = node_key_of_digest(digest)
-        stream = InnerStream(node, relay.outlet)
-        session = RelayedConnection(stream, f"{relay.conn.peer} (relay {relay.name})",
-                                    self.links, node, key, relay)
-        steps = attrs.evolve(self.steps, decoding=attrs.evolve(self.steps.decoding, key=key))
-        spawn = self.links.spawn()
-        assert spawn is not None  # checked by `up`
+        d = self.steps.decoding
+        decoder = FrameDecoder(key, max_size=d.max_size, message_timeout=d.message_timeout(),
+                               clock=d.wall, replay_guard=d.replay_guard,
+                               late_allowance=d.stalls.late_allowance)
+        session = RelayedConnection(f"{relay.conn.peer} (relay {relay.name})", self.links,
+                                    node, key, relay, decoder)
         relay.carry(session)
         self.open.add(session)
-        spawn(FrameReader(steps, session).run)
         return session
 
     def _refuse(self, relay: Relay, node: str, why: str) -> None:
@@ -214,19 +231,17 @@ class RelayHub:
                    peer=relay.conn.peer, node=node, why=why)
         relay.outlet.send(m.RelayItem(node, gone=True))
 
-    def _ended(self, conn: Connection) -> bool:
-        """A relayed session's reader ended (the node left the relay, a refused frame, the
-        relay gone): the node side is told as for a direct connection's end."""
-        assert isinstance(conn, RelayedConnection)
+    def _ended(self, conn: RelayedConnection) -> None:
+        """A relayed session is over (the node left the relay, a refused frame, the relay
+        gone, the node side closed it): the node side is told as for a direct connection's
+        end, and the relay, so that it closes the node's connection."""
         self.open.discard(conn)
         relay = conn.relay
-        if relay.drop(conn):
-            if not relay.conn.closing and self.relays.get(relay.conn) is relay:
-                relay.outlet.send(m.RelayItem(conn.proven_name, gone=True))
+        if relay.drop(conn) and not relay.conn.closing and self.relays.get(relay.conn) is relay:
+            relay.outlet.send(m.RelayItem(conn.proven_name, gone=True))
         if conn.node is not None:
             self.disconnected(conn)
             logs.event("node disconnected", node=conn.node, peer=conn.peer)
-        return True
 
     def relay_ended(self, conn: Connection) -> None:
         """The relay's own connection ended: every session under it ends (each node comes back
@@ -237,7 +252,7 @@ class RelayHub:
         logs.event("relay disconnected", logging.WARNING, relay=relay.name, peer=conn.peer,
                    nodes=len(relay.nodes))
         for session in list(relay.nodes.values()):
-            session.inner.close()
+            session.close_soon()
 
     def counts(self) -> dict[str, int]:
         return {"relays": len(self.relays), "relayed": len(self.open), "refused": self.refused}
