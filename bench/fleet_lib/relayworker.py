@@ -27,7 +27,7 @@ from ranch.protocol.tcp import FramedStream
 REPORT = 0.5
 BATCH = 100  # frames per RelayUp (about 250 KiB of Registers, as a relay rnoded sends)
 FLUSH = 0.02
-OUTSTANDING = 250  # registrations in flight per relay (a relay forwards; a node waits its reply)
+OUTSTANDING = 1000  # registrations in flight per relay: all its nodes, as a relay rnoded forwards
 BAD = ("DOWN", "NOT_RESPONDING")
 
 
@@ -169,7 +169,7 @@ class SimRelay:
             while self.pending:
                 items = tuple(self.pending[:BATCH])
                 del self.pending[:BATCH]
-                await fs.send(m.RelayUp(self.name, items), 0)
+                await fs.send(m.RelayUp(self.name, items, time.time()), 0)
 
 
 async def main(first: int, last: int, count: int, per_relay: int, addr: tuple[str, int],

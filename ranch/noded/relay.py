@@ -12,6 +12,7 @@ relay accepts no node until it is connected again.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -154,7 +155,7 @@ class RelayServer:
                 n = _fits(self.pending, BATCH_BYTES)
                 items = tuple(self.pending[:n])
                 del self.pending[:n]
-                await fs.send(m.RelayUp(self.name, items), 0)
+                await fs.send(m.RelayUp(self.name, items, time.time()), 0)
                 self.forwarded_up += len(items)
                 if not self.pending:
                     break

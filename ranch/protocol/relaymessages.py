@@ -49,6 +49,10 @@ class RelayUp:
 
     relay: str
     items: tuple[RelayItem, ...] = ()
+    # the relay's wall clock as it sent the batch: the time since is rctld's backlog or the
+    # network's, which the node's frames are not held to (as a direct frame's wait in rctld's
+    # socket is not: ctld/rpc/reading.py); the time before, at the node or the relay, is theirs
+    sent: float = 0.0
 
 
 @attrs.frozen

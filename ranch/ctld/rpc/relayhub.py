@@ -70,7 +70,14 @@ class Relay:
     conn: Connection
     outlet: Outlet
     end: Callable[[RelayedConnection], None]  # a session is over (RelayHub._ended)
+    stalls: Callable[[], float]  # the allowance for the controller's own stalls
     nodes: dict[str, RelayedConnection] = attrs.Factory(dict)
+    waited: float = 0.0  # how long the batch being read took from the relay to here
+
+    def allowance(self) -> float:
+        """What a node's frame in this batch may be late by beyond MessageTimeout: the
+        batch's way here and the controller's stalls, not its wait at the node or the relay."""
+        return max(self.waited, self.stalls())
 
     def carry(self, session: RelayedConnection) -> None:
         self.nodes[session.proven_name] = session
@@ -134,13 +141,17 @@ class RelayHub:
             return m.Error("permission_denied", "only a relay rnoded (the cluster key) relays")
         relay = self.relays.get(conn)
         if relay is None:
-            relay = self.relays[conn] = Relay(msg.relay, conn, Outlet(conn), self._ended)
+            relay = self.relays[conn] = Relay(msg.relay, conn, Outlet(conn), self._ended,
+                                              self.steps.decoding.stalls.late_allowance)
             logs.event("relay connected", relay=msg.relay, peer=conn.peer)
-        return self._take(relay, msg.items) if msg.items else None
+        return self._take(relay, msg) if msg.items else None
 
-    async def _take(self, relay: Relay, items: tuple[m.RelayItem, ...]) -> None:
+    async def _take(self, relay: Relay, msg: m.RelayUp) -> None:
+        d = self.steps.decoding
+        cover = d.replay_guard.window - d.message_timeout()  # what the guard keeps nonces for
+        relay.waited = min(cover, max(0.0, d.wall() - msg.sent)) if msg.sent else 0.0
         held: list[tuple[RelayedConnection, Held]] = []
-        for item in items:
+        for item in msg.items:
             session = self._session(relay, item)
             if session is not None:
                 answer = await self._act(session, item.frame)
@@ -218,7 +229,7 @@ class RelayHub:
         d = self.steps.decoding
         decoder = FrameDecoder(key, max_size=d.max_size, message_timeout=d.message_timeout(),
                                clock=d.wall, replay_guard=d.replay_guard,
-                               late_allowance=d.stalls.late_allowance)
+                               late_allowance=d.stalls.late_allowance, queued=relay.allowance)
         session = RelayedConnection(f"{relay.conn.peer} (relay {relay.name})", self.links,
                                     node, key, relay, decoder)
         relay.carry(session)
