@@ -206,7 +206,9 @@ class FrameReader:
         peer has MessageTimeout; an idle command ADMIN_IDLE_TIMEOUT; a registered node none."""
         mt = self.timeout
         if self.decoder.buffered or not self.proven:
-            if self.frame_deadline is None:
+            if self.frame_deadline is None or self.conn.relaying:
+                # a relay's batches follow one another and wait on this side while the one
+                # before is acted on: each read must come within MessageTimeout, not the frame
                 self.frame_deadline = trio.current_time() + mt
             why = (f"frame not completed within {mt:g} s of its first byte" if self.proven
                    else f"no complete request within {mt:g} s of connecting")

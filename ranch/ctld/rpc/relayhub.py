@@ -74,6 +74,10 @@ class Relay:
     nodes: dict[str, RelayedConnection] = attrs.Factory(dict)
     waited: float = 0.0  # how long the batch being read took from the relay to here
 
+    def reading(self, waited: float) -> None:
+        """A batch that took `waited` seconds from the relay to here is being read."""
+        self.waited = waited
+
     def allowance(self) -> float:
         """What a node's frame in this batch may be late by beyond MessageTimeout: the
         batch's way here and the controller's stalls, not its wait at the node or the relay."""
@@ -144,14 +148,17 @@ class RelayHub:
             relay = self.relays[conn] = Relay(msg.relay, conn, Outlet(conn), self._ended,
                                               self.steps.decoding.stalls.late_allowance)
             logs.event("relay connected", relay=msg.relay, peer=conn.peer)
+            conn.relaying = True
         return self._take(relay, msg) if msg.items else None
 
     async def _take(self, relay: Relay, msg: m.RelayUp) -> None:
         d = self.steps.decoding
         cover = d.replay_guard.window - d.message_timeout()  # what the guard keeps nonces for
-        relay.waited = min(cover, max(0.0, d.wall() - msg.sent)) if msg.sent else 0.0
+        relay.reading(min(cover, max(0.0, d.wall() - msg.sent)) if msg.sent else 0.0)
         held: list[tuple[RelayedConnection, Held]] = []
-        for item in msg.items:
+        for i, item in enumerate(msg.items):
+            if i % 32 == 31:  # the other relays and connections get their turn
+                await trio.lowlevel.checkpoint()
             session = self._session(relay, item)
             if session is not None:
                 answer = await self._act(session, item.frame)
@@ -203,7 +210,8 @@ class RelayHub:
             await session.reply(exc.to_error(), exc.request_id, exc.version or CURRENT)
             session.close_soon()
             return None
-        session.version = frame.version
+        conn: Connection = session
+        conn.version = frame.version
         if steps.replay_mark.needs(frame.timestamp):
             await steps.replay_mark.cover(frame.timestamp)
         confirms = False
