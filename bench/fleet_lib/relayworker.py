@@ -27,7 +27,7 @@ from ranch.protocol.tcp import FramedStream
 REPORT = 0.5
 BATCH = 100  # frames per RelayUp (about 250 KiB of Registers, as a relay rnoded sends)
 FLUSH = 0.02
-OUTSTANDING = 100  # registrations in flight per relay: a storm paced to what rctld takes in
+OUTSTANDING = 150  # registrations in flight per relay: a storm paced to what rctld takes in
 BAD = ("DOWN", "NOT_RESPONDING")
 
 

@@ -115,7 +115,7 @@ class FrameReader:
             late_allowance=d.stalls.late_allowance,
             # no reference back to this reader: a cycle would leave every closed connection's
             # reader for the garbage collector (rctld keeps it rare; ctld/gctune.py)
-            queued=functools.partial(backlog_allowance, d.stalls, conn.io,
+            queued=functools.partial(connection_allowance, d.stalls, conn,
                                      d.replay_guard.window - mt))
         self.proven = False
         self.held: list[Held] = []
@@ -352,6 +352,16 @@ def backlog_allowance(stalls: StallWatch, io: StreamIO, cover: float) -> float:
     kernel's (tcpi_last_data_recv), which no peer can fake, and at most `cover`, what the
     replay guard keeps nonces past the window (ctld/rpc/server.py)."""
     return stalls.queued(min(io.waited(), cover))
+
+
+def connection_allowance(stalls: StallWatch, conn: Connection, cover: float) -> float:
+    """`backlog_allowance` for `conn`. A relay's link (ctld/rpc/relayhub.py) is never quiet
+    long enough for the kernel's last-arrival time to show the wait of the batch being read,
+    and its batches do wait here while the one before is acted on: its frames get the whole
+    cover, which the replay guard still spans."""
+    if conn.relaying:
+        return stalls.queued(cover)
+    return backlog_allowance(stalls, conn.io, cover)
 
 
 def not_saved(request: str, exc: OSError) -> m.Error:
