@@ -265,3 +265,14 @@ async def test_losing_the_relay_ends_its_sessions_and_downs_nobody(tmp_path: Pat
         back = await Peer(server, nursery).ask(_register("n1", creds["n1"]))
         assert back.accepted
         nursery.cancel_scope.cancel()
+
+
+def test_the_relays_are_served_with_their_own_address_and_port() -> None:
+    from ranch.conf.build import parse_config_text
+    from ranch.ctld.nodes.registry import node_settings
+
+    text = ("ClusterName=t\nSlurmctldHost=c1\nNodeName=r[1-2] NodeAddr=10.0.0.1 Port=7001\n"
+            "NodeName=r3\nNodeName=n[1-9]\nPartitionName=p Nodes=ALL\n")
+    assert node_settings(parse_config_text(text + "RelayNodes=r[1-3]\n")).relays == (
+        "r1=10.0.0.1:7001", "r2=10.0.0.1:7001", "r3=r3:6818")
+    assert node_settings(parse_config_text(text)).relays == ()  # without the key: none
