@@ -276,3 +276,27 @@ def test_the_relays_are_served_with_their_own_address_and_port() -> None:
     assert node_settings(parse_config_text(text + "RelayNodes=r[1-3]\n")).relays == (
         "r1=10.0.0.1:7001", "r2=10.0.0.1:7001", "r3=r3:6818")
     assert node_settings(parse_config_text(text)).relays == ()  # without the key: none
+
+
+async def test_a_batch_late_at_rctld_is_excused_a_frame_late_at_the_relay_is_not(
+        tmp_path: Path) -> None:
+    """As a direct frame's wait in rctld's socket is not held against it: the time since the
+    relay sent its batch (RelayUp.sent) is rctld's backlog; the time before is the sender's."""
+    import time
+
+    cluster = Cluster(make_config(), wall=wall)
+    async with trio.open_nursery() as nursery:
+        server = _server(tmp_path, cluster, nursery)
+        creds = await _credentials(server, nursery, "n1", "n2")
+        server.replay_guard.not_before = 0.0  # a controller that has run longer than that
+        relay = Peer(server, nursery)
+        n1, n2 = Node("n1", creds["n1"]), Node("n2", creds["n2"])
+        signed = time.time() - 15  # MessageTimeout is 10 s
+        late_here = encode_frame(_register("n1", None), n1.key, request_id=1, now=signed)
+        await relay.send(m.RelayUp("r1", (m.RelayItem("n1", late_here),), sent=signed + 1))
+        assert n1.read(await relay.down())[0].accepted
+        late_there = encode_frame(_register("n2", None), n2.key, request_id=1, now=signed)
+        await relay.send(m.RelayUp("r1", (m.RelayItem("n2", late_there),),
+                                   sent=time.time() - 1))
+        assert [x.code for x in n2.read(await relay.down())] == ["stale"]
+        nursery.cancel_scope.cancel()
