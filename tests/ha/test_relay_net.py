@@ -2,13 +2,15 @@
 c1, a relay rnoded on n1 (RelayNodes=n1), three relayed rnoded on n2-n4, batch jobs on the
 relayed nodes, each recording its own runs. The relay is SIGKILLed while the jobs run and beat:
 its nodes reach rctld straight within seconds, none is marked DOWN or NOT_RESPONDING, every job
-completes exactly once and each node got its launch once.
+completes exactly once and each node got its launch once. The relay restarted takes its link
+again, and a relayed node's restarted rnoded goes back through it.
 
 Run it under `flock /tmp/ranch-netns.lock` (it makes namespaces)."""
 
 from __future__ import annotations
 
 import re
+import signal
 import time
 from pathlib import Path
 
@@ -108,6 +110,18 @@ def test_relay_killed_under_load(tmp_path: Path) -> None:
             launched = re.findall(r"job (\d+) started: script pid", lab.log(h))
             assert sorted(launched) == sorted(p.split(".")[0] for p in mine), (h, launched)
         assert moved < 10, f"the nodes took {moved:.1f} s to move"
+
+        # the relay comes back; a relayed node's rnoded restarted (its jobs done) goes back
+        # through it, from its cached config and credential, without a straight registration
+        node("n1")
+        wait(lambda: lab.log("rctld").count("relay connected relay=n1") >= 2, 20,
+             "the relay's link again")
+        before = len(_registered(lab.log("rctld"), "n2"))
+        lab.kill("n2", signal.SIGTERM)
+        node("n2")
+        wait(lambda: len(_registered(lab.log("rctld"), "n2")) > before, 20, "n2 back")
+        assert _registered(lab.log("rctld"), "n2")[before:] == [
+            p for p in _registered(lab.log("rctld"), "n2")[before:] if "(relay n1)" in p]
         print(f"relayed nodes back straight {moved:.2f} s after the relay's SIGKILL")
     finally:
         lab.stop()
