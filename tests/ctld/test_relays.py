@@ -300,3 +300,31 @@ async def test_a_batch_late_at_rctld_is_excused_a_frame_late_at_the_relay_is_not
                                    sent=time.time() - 1))
         assert [x.code for x in n2.read(await relay.down())] == ["stale"]
         nursery.cancel_scope.cancel()
+
+
+async def test_a_large_fan_out_is_split_under_the_frame_limit() -> None:
+    """A storm's RegisterReplies (each with the config files) leave in several RelayDowns."""
+    from types import SimpleNamespace
+
+    from ranch.ctld.rpc import relayhub
+
+    sent: list[m.RelayDown] = []
+
+    async def send(frame: bytes) -> bool:
+        dec = FrameDecoder(KEY)
+        dec.feed(frame)
+        sent.append(dec.next_frame().msg)
+        return True
+
+    async with trio.open_nursery() as nursery:
+        links = SimpleNamespace(spawn=lambda: nursery.start_soon,
+                                encode=lambda msg, rid, version: encode_frame(msg, KEY,
+                                                                              request_id=rid))
+        conn = SimpleNamespace(links=links, closing=False, version=6, send=send)
+        outlet = relayhub.Outlet(conn)  # type: ignore[arg-type]
+        big = b"x" * (1 << 20)
+        for i in range(10):
+            outlet.send(m.RelayItem(f"n{i}", big))
+        await trio.testing.wait_all_tasks_blocked()
+    assert [len(d.items) for d in sent] == [4, 4, 2]
+    assert [i.node for d in sent for i in d.items] == [f"n{i}" for i in range(10)]

@@ -33,6 +33,8 @@ from ranch.protocol.framing import FrameDecoder
 from ranch.protocol.relaymessages import NODE_UPWARD, frame_type, node_key_of_digest
 from ranch.protocol.versions import CURRENT
 
+DOWN_BYTES = 4 << 20  # a RelayDown's frames at most
+
 
 class Outlet:
     """What goes down one relay's connection: items gathered, one RelayDown per pass."""
@@ -56,10 +58,17 @@ class Outlet:
 
     async def _flush(self) -> None:
         await trio.sleep(0)  # the other replies of this pass join the batch
-        items, self.items, self.scheduled = tuple(self.items), [], False
-        if items and not self.conn.closing:
-            conn = self.conn
-            await conn.send(conn.links.encode(m.RelayDown(items), 0, conn.version))
+        items, self.items, self.scheduled = self.items, [], False
+        conn = self.conn
+        while items and not conn.closing:
+            # a storm's RegisterReplies carry the config files each: several frames, each
+            # well under the frame limit (base64 adds a third)
+            n = size = 0
+            while n < len(items) and (n == 0 or size + len(items[n].frame) <= DOWN_BYTES):
+                size += len(items[n].frame)
+                n += 1
+            batch, items = tuple(items[:n]), items[n:]
+            await conn.send(conn.links.encode(m.RelayDown(batch), 0, conn.version))
 
 
 @attrs.define(eq=False)
