@@ -18,10 +18,10 @@ from ranch.conf.model import ClusterConfig, PartitionConfig
 from ranch.conf.nodelines import NodeLines
 from ranch.conf.parser import Include, Pair, parse_text
 from ranch.conf.partlines import PartitionLines
-from ranch.conf.powerlines import PowerLines
+from ranch.conf.relaylines import RelayLines
 
 
-class _Builder(NodeLines, PartitionLines, PowerLines):
+class _Builder(NodeLines, PartitionLines, RelayLines):
     """Reads the files, sends each line to its kind, assembles the ClusterConfig."""
 
     # -- reading ----------------------------------------------------------------------------
@@ -115,6 +115,7 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
         priority = prioritysettings.priority_settings(
             g, self.globals["SchedulerParameters"][1].value
             if "SchedulerParameters" in self.globals else "")
+        relays = self.relay_nodes()
         self.ignored.pop("DisableRootJobs", None)  # a partition's is acted on too
         for name in ("QOS", "AllowAccounts", "DenyAccounts", "AllowQos", "DenyQos"):
             self.ignored.pop(name, None)  # AccountingStorageEnforce's (assoc/partpolicy.py)
@@ -139,7 +140,7 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
             jobs=jobs, guards=guards, access=access, reboot=reboot,
-            accounting=accounting, scheduler=scheduler, priority=priority)
+            accounting=accounting, scheduler=scheduler, priority=priority, relays=relays)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

@@ -205,6 +205,11 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("PriorityMaxAge", "time", "7-0", "queued time at which the age factor reaches 1"),
     ("PriorityFavorSmall", "bool", False, "YES: the job-size factor favours small jobs"),
     ("FairShareDampeningFactor", "int", 1, "classic fair share's damping (NO_FAIR_TREE)"),
+    # issue 47: relays
+    ("RelayNodes", "hostlist", None,
+     "Ranch: nodes whose rnoded relays the other nodes' traffic to rctld (one connection "
+     "each); the others are spread over them and fall back to the next, then to rctld "
+     "(unset: every node connects to rctld)"),
 ])
 
 _GLOBAL_IGNORED = _ignored(GLOBAL, """

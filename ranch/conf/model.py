@@ -297,6 +297,7 @@ class ClusterConfig:
     accounting: AccountingSettings = AccountingSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     priority: PrioritySettings = PrioritySettings()
+    relays: tuple[str, ...] = ()  # RelayNodes (issue 47): nodes whose rnoded relays others
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

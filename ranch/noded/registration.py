@@ -54,6 +54,7 @@ class RegisterAndBeat:
     _beat_requested: bool
     _live: FramedStream | None
     _refetch: bool
+    via_relay: str | None  # the relay this session goes through (noded/relayjoin.py)
     jobs: JobRunner
     pushes: Pushes
     healthcheck: HealthCheck
@@ -63,6 +64,9 @@ class RegisterAndBeat:
         raise NotImplementedError
 
     async def _request(self, fs: FramedStream, msg: Any) -> Any:
+        raise NotImplementedError
+
+    async def _to_relay(self) -> None:
         raise NotImplementedError
 
     async def _apply_config(self, settings: NodeSettings, files: tuple[ConfigFile, ...],
@@ -77,6 +81,7 @@ class RegisterAndBeat:
     async def _register_and_beat(self, fs: FramedStream) -> None:
         while True:
             await self._register(fs)
+            await self._to_relay()  # registered straight and told of its relay: move there
             self._live = fs
             await self._heartbeat_loop(fs)  # returns when the controller forgot us
             self._live = None
@@ -111,7 +116,9 @@ class RegisterAndBeat:
             jobs_ended=self.jobs.endings(),
             dynamic=self.opts.dynamic,
             dynamic_conf=self.opts.dynamic_conf,
-            node_credential=await trio.to_thread.run_sync(identity.load, self.opts.spool_dir),
+            # through a relay the node key proves the name; the credential never crosses it
+            node_credential=None if self.via_relay else await trio.to_thread.run_sync(
+                identity.load, self.opts.spool_dir),
         )
         reply = await self._request(fs, msg)
         if isinstance(reply, Error):

@@ -12,7 +12,7 @@ import psutil
 import trio
 
 from ranch import __version__
-from ranch.noded import cache
+from ranch.noded import cache, identity, relayjoin
 from ranch.noded.gpus import GpuSource
 from ranch.noded.hardware import probe_hardware
 from ranch.noded.healthloop import (
@@ -28,6 +28,7 @@ from ranch.noded.options import NodeOptions
 from ranch.noded.pushes import Pushes
 from ranch.noded.reboot import run_reboot_program
 from ranch.noded.registration import RegisterAndBeat
+from ranch.noded.relay import RelayServer
 from ranch.noded.steps import StepRunner
 from ranch.protocol.client import parse_address
 from ranch.protocol.errors import BUSY_RETRY, ProtocolError
@@ -39,6 +40,7 @@ from ranch.protocol.messages import (
     ShutdownNotice,
     StepEnd,
 )
+from ranch.protocol.relaymessages import parse_entry
 from ranch.protocol.tcp import FramedStream
 
 log = logging.getLogger("rnoded")
@@ -96,6 +98,9 @@ class NodeDaemon(RegisterAndBeat):
         self._live: FramedStream | None = None  # a registered connection, for the goodbye
         self._leaving: str | None = None  # why the node goes away (leave), said as it stops
         self._refetch = False  # register afresh on the live connection (SIGHUP)
+        self.via_relay: str | None = None  # the relay the session goes through (issue 47)
+        self.relay: RelayServer | None = None  # this node relays others (RelayNodes=)
+        self._relayed_once = False  # moved to its relay after a registration straight
         self.on_settings = on_settings  # told each config's settings (SlurmdLogFile)
         self.jobs = JobRunner(opts.spool_dir, opts.name, on_change=self._request_beat,
                               gpu_metrics=gpus.metrics)  # per-job GPU use (issue 48)
@@ -178,26 +183,36 @@ class NodeDaemon(RegisterAndBeat):
         at = 0
         attempt = 0
         while True:
-            servers = self._servers()
-            host, port = servers[at % len(servers)]
+            credential = await trio.to_thread.run_sync(identity.load, self.opts.spool_dir)
+            servers = relayjoin.targets(self.opts.name, self.settings, credential,
+                                        self._servers())
+            host, port, relay = servers[at % len(servers)]
             at += 1
+            what = f"relay {relay}" if relay else "controller"
             try:
                 with trio.fail_after(self.opts.connect_timeout):
                     stream = await trio.open_tcp_stream(host, port)
             except (OSError, trio.TooSlowError) as exc:
-                log.warning("cannot connect to controller %s:%d: %s", host, port, exc or "timeout")
+                log.warning("cannot connect to %s %s:%d: %s", what, host, port, exc or "timeout")
             else:
                 registrations = self.registrations
                 self._busy = False
                 fs = FramedStream(stream, self.opts.key, message_timeout=self.message_timeout())
-                reason = await self._session(fs)
+                self.via_relay = relay
+                refused = relay and await relayjoin.join(
+                    fs, self.opts.name, credential, self.opts.protocol_version,
+                    self.message_timeout())
+                reason = refused or await self._session(fs)
                 self._live = None
                 with trio.move_on_after(1):
                     await fs.aclose()
-                log.warning("connection to controller %s:%d ended: %s", host, port, reason)
+                log.warning("connection to %s %s:%d ended: %s", what, host, port, reason)
                 if self.registrations > registrations:
                     attempt = 0  # it worked until it broke: come back fast
-                    at -= 1  # and to the same controller first
+                    at -= 1  # and to the same place first
+                    if reason.startswith("moving to relay"):
+                        at = 0
+                        continue
                     if len(servers) > 1:
                         continue  # a controller that served and went: its standby may be up
             if self._busy:
@@ -296,9 +311,38 @@ class NodeDaemon(RegisterAndBeat):
                 settings.health_check_interval,
             )
         self.healthcheck.settings_changed()
+        self._start_relay(settings)
         if self.on_settings is not None:
             self.on_settings(settings)
         self._wake.set()
+
+    async def _to_relay(self) -> None:
+        """Registered straight, once, to be issued a credential or to learn its relays: the
+        node moves to its relay (SessionLost ends this session; the loop starts at the relay).
+        Only once per daemon: after a relay's loss the node stays where it went."""
+        if self.via_relay is not None:
+            self._relayed_once = True  # it was relayed: after a relay's loss, it stays put
+        if self.via_relay is not None or self._relayed_once or self.settings is None:
+            return
+        credential = await trio.to_thread.run_sync(identity.load, self.opts.spool_dir)
+        first = relayjoin.targets(self.opts.name, self.settings, credential, ())
+        if first:
+            self._relayed_once = True
+            raise SessionLost(f"moving to relay {first[0][2]}")
+
+    def _start_relay(self, settings: NodeSettings) -> None:
+        """RelayNodes names this node: serve as a relay from now on (until rnoded stops)."""
+        mine = [e for e in settings.relays if e.partition("=")[0] == self.opts.name]
+        if not mine or self.relay is not None or self._daemon_nursery is None:
+            return
+        try:
+            _, host, port = parse_entry(mine[0])
+        except ValueError as exc:
+            log.error("cannot relay: %s", exc)
+            return
+        self.relay = RelayServer(self.opts.name, self.opts.key, self._servers,
+                                 self.message_timeout, self.opts.connect_timeout)
+        self._daemon_nursery.start_soon(self.relay.run, host, port)
 
     async def _reboot(self, reason: str) -> None:
         await run_reboot_program(self.opts.name, self.settings, reason)

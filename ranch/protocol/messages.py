@@ -15,10 +15,12 @@ from ranch.protocol.jobmessages import *  # noqa: F403
 from ranch.protocol.jobmessages import JOB_MESSAGES
 from ranch.protocol.nodemessages import *  # noqa: F403
 from ranch.protocol.nodemessages import NODE_MESSAGES
+from ranch.protocol.relaymessages import *  # noqa: F403
+from ranch.protocol.relaymessages import RELAY_MESSAGES
 from ranch.protocol.stepmessages import *  # noqa: F403
 from ranch.protocol.stepmessages import STEP_MESSAGES
 
 MESSAGE_TYPES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (*NODE_MESSAGES, *ADMIN_MESSAGES, *JOB_MESSAGES, *STEP_MESSAGES)
+    for cls in (*NODE_MESSAGES, *ADMIN_MESSAGES, *JOB_MESSAGES, *STEP_MESSAGES, *RELAY_MESSAGES)
 }

@@ -101,6 +101,9 @@ class NodeSettings:
     # a controller pair's SlurmctldHost entries as HOST:PORT, in order (issue 32): the node
     # tries them in turn; empty with one controller (the node keeps its --server)
     controllers: tuple[str, ...] = ()
+    # issue 47 (version 6, no new version): RelayNodes as NAME=HOST:PORT, in config order; a
+    # node not among them tries its relay first (protocol/relaymessages.py:relay_order)
+    relays: tuple[str, ...] = ()
 
 
 @attrs.frozen

@@ -86,7 +86,8 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
     6: {  # issue 31 (daemons) and issue 33 (reboots: a v5 rnoded is never sent RebootNode; its
         # reboot times out)
         m.ShutdownNotice: ("leaving",),  # a daemon stopping is not its node leaving
-        m.NodeSettings: ("log_file", "reboot_program", "shutdown_on_reboot"),  # SlurmdLogFile
+        m.NodeSettings: ("log_file", "reboot_program", "shutdown_on_reboot",
+                         "relays"),  # SlurmdLogFile; relays: issue 47 (an older v6 node ignores it)
         m.ReconfigureResult: ("warnings",),  # rcontrol reconfigure shows them
         m.ConfigDump: ("ignored",),  # rcontrol show config sets them apart
         # a launch failure of the node's drains it (node_fault); issue 48 without a new version:
@@ -129,6 +130,8 @@ MESSAGE_SINCE: dict[str, int] = {
     **{cls.__name__: 5 for cls in m.STEP_MESSAGES},
     # issue 33: rcontrol reboot, and the controller's word to rnoded
     "RebootNodes": 6, "RebootNode": 6, "ReservationRequest": 6, "ReservationReply": 6,
+    # issue 47: relays (a controller without them answers unknown_type; the relay retries)
+    "RelayJoin": 6, "RelayUp": 6, "RelayDown": 6,
 }
 
 

@@ -103,6 +103,10 @@ SAMPLES = [
                   (("cpu", 250.0),), 0, 0, (("cpu", 0.25),)),
     m.PriorityReply(True, m.PriorityWeights(age=1000), (m.PriorityRow(
         5, "main", "bob", 7, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, (), -10),)),
+    m.RelayJoin("gpu001"),
+    m.RelayUp("relay01", (m.RelayItem("gpu001", b"\x00\x00\x00\x10frame"),
+                          m.RelayItem("gpu002", gone=True))),
+    m.RelayDown((m.RelayItem("gpu001", b"\x00\x00\x00\x10reply"),)),
 ]
 
 

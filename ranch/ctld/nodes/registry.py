@@ -22,6 +22,7 @@ from ranch.ctld.nodes.liveness import timed
 from ranch.ctld.nodes.node import EXPECT_BEAT, EXPECT_TIMEOUT, NodeRecord
 from ranch.ctld.state.changelog import ChangeLog, Taken
 from ranch.protocol import messages as m
+from ranch.protocol.relaymessages import RELAY_PORT, relay_entry
 from ranch.statemachine import effects, events, names
 from ranch.statemachine.errors import InvalidTransition
 from ranch.statemachine.model import Base, Flag, Reason, ReasonSource, initial_state
@@ -77,7 +78,19 @@ def node_settings(cfg: ClusterConfig) -> m.NodeSettings:
         shutdown_on_reboot=cfg.reboot.shutdown_on_reboot,
         controllers=tuple(f"{x.addr or x.name}:{cfg.control.port}" for x in cfg.control.hosts)
         if len(cfg.control.hosts) > 1 else (),
+        relays=relay_entries(cfg),
     )
+
+
+def relay_entries(cfg: ClusterConfig) -> tuple[str, ...]:
+    """RelayNodes as the nodes find them (issue 47): NAME=HOST:PORT, the node's own port."""
+    out = []
+    for name in cfg.relays:
+        node = cfg.node(name)
+        if node is not None:
+            out.append(relay_entry(name, node.addr or node.hostname or name,
+                                   node.port or RELAY_PORT))
+    return tuple(out)
 
 
 def config_files(cfg: ClusterConfig) -> tuple[m.ConfigFile, ...]:

@@ -35,7 +35,8 @@ class Connection:
     """One peer: a node daemon's long-lived session or a command's short one. Kept small: there
     is one per node (docs/benchmarks.md, hot spot 3)."""
 
-    __slots__ = ("closing", "io", "key", "links", "node", "peer", "pending", "ready", "scope",
+    __slots__ = ("closing", "io", "key", "links", "node", "peer", "pending", "ready", "relaying",
+                 "scope",
                  "send_lock", "stream", "version", "who")
 
     def __init__(self, stream: trio.SocketStream, peer: str, links: Links,
@@ -53,6 +54,7 @@ class Connection:
         # connection is parked between frames (ctld/rpc/idlenodes.py)
         self.scope: trio.CancelScope | None = None
         self.closing = False
+        self.relaying = False  # a relay's link (ctld/rpc/relayhub.py): a frame's deadline moves
         self.pending = 0  # pushes not yet written
         # AuthType=auth/munge (ctld/rpc/userauth.py): the user munged vouched for and the session
         # key of this connection; None for the cluster key's holder (daemons, root)
@@ -88,7 +90,7 @@ class Connection:
 
     async def _push(self, msg: Any, version: int) -> None:
         try:
-            await self.send(self.links.encode(msg, 0, version))
+            await self.send(self.links.encode(msg, 0, version, self.key))
         finally:
             self.pending -= 1
 

@@ -39,7 +39,18 @@ __all__ = ["CRED_BYTES", "FILE", "NodeCredentials", "read"]
 def refusal(book: NodeCredentials, nodes: Mapping[str, NodeRecord], log: EventFeed,
             conn: Connection, msg: m.Register) -> m.RegisterReply | None:
     """A Register that does not carry the credential on file for its name: refused, logged and
-    recorded in `log`, before it touches anything of the node (`nodes`: who is connected)."""
+    recorded in `log`, before it touches anything of the node (`nodes`: who is connected).
+    Through a relay (ctld/rpc/relayhub.py) the node's key proved its name, and the credential
+    itself never crosses the relay: the Register must name that node."""
+    proven = getattr(conn, "proven_name", None)
+    if proven is not None:
+        if proven == msg.name:
+            return None
+        reason = f"a frame signed with node {proven}'s key registers node {msg.name}"
+        logs.event("relayed registration refused", logging.WARNING, node=msg.name,
+                   peer=conn.peer, signed_by=proven)
+        log.add("refused", msg.name, reason=reason, peer=conn.peer, credential="wrong")
+        return m.RegisterReply(accepted=False, reason=reason)
     ok = book.matches(msg.name, msg.node_credential)
     if ok is None or ok:
         return None

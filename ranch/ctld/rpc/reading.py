@@ -115,7 +115,7 @@ class FrameReader:
             late_allowance=d.stalls.late_allowance,
             # no reference back to this reader: a cycle would leave every closed connection's
             # reader for the garbage collector (rctld keeps it rare; ctld/gctune.py)
-            queued=functools.partial(backlog_allowance, d.stalls, conn.io,
+            queued=functools.partial(connection_allowance, d.stalls, conn,
                                      d.replay_guard.window - mt))
         self.proven = False
         self.held: list[Held] = []
@@ -206,7 +206,9 @@ class FrameReader:
         peer has MessageTimeout; an idle command ADMIN_IDLE_TIMEOUT; a registered node none."""
         mt = self.timeout
         if self.decoder.buffered or not self.proven:
-            if self.frame_deadline is None:
+            if self.frame_deadline is None or self.conn.relaying:
+                # a relay's batches follow one another and wait on this side while the one
+                # before is acted on: each read must come within MessageTimeout, not the frame
                 self.frame_deadline = trio.current_time() + mt
             why = (f"frame not completed within {mt:g} s of its first byte" if self.proven
                    else f"no complete request within {mt:g} s of connecting")
@@ -350,6 +352,16 @@ def backlog_allowance(stalls: StallWatch, io: StreamIO, cover: float) -> float:
     kernel's (tcpi_last_data_recv), which no peer can fake, and at most `cover`, what the
     replay guard keeps nonces past the window (ctld/rpc/server.py)."""
     return stalls.queued(min(io.waited(), cover))
+
+
+def connection_allowance(stalls: StallWatch, conn: Connection, cover: float) -> float:
+    """`backlog_allowance` for `conn`. A relay's link (ctld/rpc/relayhub.py) is never quiet
+    long enough for the kernel's last-arrival time to show the wait of the batch being read,
+    and its batches do wait here while the one before is acted on: its frames get the whole
+    cover, which the replay guard still spans."""
+    if conn.relaying:
+        return stalls.queued(cover)
+    return backlog_allowance(stalls, conn.io, cover)
 
 
 def not_saved(request: str, exc: OSError) -> m.Error:

@@ -48,6 +48,7 @@ from ranch.ctld.rpc.fastio import unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
 from ranch.ctld.rpc.reading import Decoding, FrameReader, Steps
+from ranch.ctld.rpc.relayhub import RelayHub
 from ranch.ctld.rpc.replaymark import ReplayMark
 from ranch.ctld.rpc.routes import (
     AcctmgrAnswer,
@@ -123,8 +124,7 @@ class Server:
         self.traffic = traffic
         self.changes = changes
         self.key = key
-        self.max_size = max_size
-        self.unproven_max = unproven_max
+        self.max_size, self.unproven_max = max_size, unproven_max
         self.wall = wall
         self._door(state_dir, caps or caps_for(fd_limit(), len(nodes)), liveness)
         # each node's own (nodeident.py); `mirror`: a replicated store's copy (issue 32)
@@ -144,8 +144,15 @@ class Server:
             **(accounting_routes(acctmgr, shares) if acctmgr is not None else {}),
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
+        self.relays = self._relay_hub(book)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
                     len(nodes))
+
+    def _relay_hub(self, book: NodeCredentials) -> RelayHub:
+        """Relayed nodes' sessions, each checked with the node's own key (issue 47)."""
+        hub = RelayHub(self.links, self.steps, book.hashes.get, self.traffic.disconnected)
+        self.routes[m.RelayUp] = Route(hub.up, changes=False)
+        return hub
 
     def _door(self, state_dir: str | None, caps: Caps, liveness: Watching) -> None:
         """The guards at the door: the replay mark and guard, the caps, the refusals past them."""
@@ -301,6 +308,7 @@ class Server:
         (not a socket: the in-memory streams of tests)."""
         self.admission.gone(conn)
         self.connections.discard(conn)
+        self.relays.relay_ended(conn)  # a relay's nodes' sessions end with it
         if conn.node is not None:  # a command's connection is nothing to the node registry
             self.traffic.disconnected(conn)
             logs.event("node disconnected", node=conn.node, peer=conn.peer)
