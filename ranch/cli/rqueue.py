@@ -336,7 +336,9 @@ def run(argv: list[str]) -> int:
 
         return why_view.run(target, args.why, args.json)
     if args.nodelist:
-        args.nodelist = _known_nodes(target, args.nodelist)
+        from ranch.cli.squeue_jobs import known_nodes
+
+        args.nodelist = known_nodes(target, args.nodelist)
     while True:
         code = _show(args, argv, target)
         if not args.iterate:
@@ -344,23 +346,6 @@ def run(argv: list[str]) -> int:
         sys.stdout.write("\n")
         sys.stdout.flush()
         time.sleep(args.iterate)  # squeue -i: again every N seconds until interrupted
-
-
-def _known_nodes(target, text: str) -> str:
-    """squeue -w: each name must be a node of the cluster (or `localhost`, this host)."""
-    from ranch.cli.controller import fetch_snapshot
-    from ranch.conf.hostlist import HostlistError, expand
-
-    try:
-        names = expand(text) if text.strip() else []
-    except HostlistError:
-        raise CliError(f"'{text}' invalid entry for --nodelist") from None
-    known = {n.get("name") for n in fetch_snapshot(target, ("name",)).nodes}
-    for name in names:
-        if name not in known and not (name.lower() == "localhost" and os.uname().nodename.split(
-                ".")[0] in known):
-            raise CliError(f"Invalid node name {name}")
-    return text
 
 
 def _show(args: Namespace, argv: list[str], target) -> int:

@@ -34,7 +34,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-swf", metavar="FILE",
                    help="also write the workload simulated as an SWF trace")
     p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("-V", "--version", action="version", version=_version())
     return p
+
+
+def _version() -> str:
+    from ranch.protocol.release import version_text
+
+    return f"{version_text()} (rsimulate)"
 
 
 def _workload(args: argparse.Namespace, cfg: Any) -> list:

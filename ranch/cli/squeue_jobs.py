@@ -1,5 +1,4 @@
-"""Which jobs rqueue lists (squeue -j's ids, a single unknown one) and how an array's pending
-tasks fold into one line (`12_[3-4%2]`), as squeue 22.05 shows them."""
+"""Which jobs rqueue lists (-j ids, -w node names) and how array tasks fold (12_[3-4%2])."""
 
 from __future__ import annotations
 
@@ -75,3 +74,22 @@ def unknown(args: Namespace, jobs: list[dict]) -> bool:
         return False
     job_id = _strtol(words[0])[0]
     return not any(job_id in (j["job_id"], j.get("array_job_id")) for j in jobs)
+
+
+def known_nodes(target, text: str) -> str:
+    """squeue -w: each name must be a node of the cluster (or `localhost`, this host)."""
+    import os
+
+    from ranch.cli.controller import CliError, fetch_snapshot
+    from ranch.conf.hostlist import HostlistError, expand
+
+    try:
+        names = expand(text) if text.strip() else []
+    except HostlistError:
+        raise CliError(f"'{text}' invalid entry for --nodelist") from None
+    known = {n.get("name") for n in fetch_snapshot(target, ("name",)).nodes}
+    for name in names:
+        if name not in known and not (name.lower() == "localhost" and os.uname().nodename.split(
+                ".")[0] in known):
+            raise CliError(f"Invalid node name {name}")
+    return text

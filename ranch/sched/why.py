@@ -287,7 +287,8 @@ def _reserved(scene: Scene, job: Pending, when: Callable[[float], str]
     if not hit:
         return f"{RESERVED}: nodes it may use are reserved", ()
     asked = "no time limit" if limit is None else f"{limit} min"
-    w = min(hit, key=lambda w: w.begin)
+    hit.sort(key=lambda w: (w.begin, w.end, sorted(w.nodes)))  # equal inputs, equal words
+    w = hit[0]
     return (f"Reserved: a reservation holds {hostlist.fold(sorted(w.nodes & mine))} from "
             f"{when(w.begin)} to {when(w.end)}; a run of {asked} from now would cross it",
             tuple(f"window on {hostlist.fold(sorted(x.nodes & mine))}: {when(x.begin)} to "

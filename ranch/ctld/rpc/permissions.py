@@ -82,6 +82,31 @@ def gate(config: ClusterConfig, conn: Connection, msg: Any) -> tuple[Any, Any, A
         # the caller's own name and uid, whatever the request said (the route hands the job
         # commands the caller's Identity, `acting`, whose rights decide)
         return attrs.evolve(msg, user=who.name, uid=who.uid), None, None
+    read = _private_read(config, conn, who, msg)
+    if read is not None:
+        return read
+    if kind is m.GuardRequest and msg.action.lower() == "show":
+        return msg, None, None
+    if kind is m.ReservationRequest:
+        if msg.action.lower() != "show" and not who.admin:
+            return msg, _refuse(conn, who, f"{msg.action} reservation",
+                                f"it needs an admin ({ADMINS}); you are {who}"), None
+        return attrs.evolve(msg, user=who.name), None, None
+    if kind in (m.UpdateNodes, m.NodeMembership, m.Reconfigure, m.GuardRequest, m.RebootNodes,
+                m.Takeover):
+        if not who.admin:
+            return msg, _refuse(conn, who, _what(msg), f"it needs an admin ({ADMINS}); you "
+                                                       f"are {who}"), None
+        if kind is m.UpdateNodes:
+            return attrs.evolve(msg, user=who.name, uid=who.uid), None, None
+        return attrs.evolve(msg, user=who.name), None, None
+    return msg, None, None  # Ping, GetConfig: anybody
+
+
+def _private_read(config: ClusterConfig, conn: Connection, who: Identity, msg: Any
+                  ) -> tuple[Any, Any, After | None] | None:
+    """gate() for the listings PrivateData limits; None for any other request."""
+    kind = type(msg)
     private = config.access.private_data
     if kind is m.GetJobs:
         if who.admin or "jobs" not in private:
@@ -105,22 +130,7 @@ def gate(config: ClusterConfig, conn: Connection, msg: Any) -> tuple[Any, Any, A
             return msg, _refuse(conn, who, what, f"PrivateData={word} shows it to admins "
                                                  f"({ADMINS}) only"), None
         return msg, None, None
-    if kind is m.GuardRequest and msg.action.lower() == "show":
-        return msg, None, None
-    if kind is m.ReservationRequest:
-        if msg.action.lower() != "show" and not who.admin:
-            return msg, _refuse(conn, who, f"{msg.action} reservation",
-                                f"it needs an admin ({ADMINS}); you are {who}"), None
-        return attrs.evolve(msg, user=who.name), None, None
-    if kind in (m.UpdateNodes, m.NodeMembership, m.Reconfigure, m.GuardRequest, m.RebootNodes,
-                m.Takeover):
-        if not who.admin:
-            return msg, _refuse(conn, who, _what(msg), f"it needs an admin ({ADMINS}); you "
-                                                       f"are {who}"), None
-        if kind is m.UpdateNodes:
-            return attrs.evolve(msg, user=who.name, uid=who.uid), None, None
-        return attrs.evolve(msg, user=who.name), None, None
-    return msg, None, None  # Ping, GetConfig: anybody
+    return None
 
 
 def _what(msg: Any) -> str:
