@@ -25,6 +25,7 @@ from ranch.statemachine.jobevents import (
     NodeLost,
     NodesReady,
     NotNow,
+    Preempt,
     Release,
     Requeue,
     Started,
@@ -274,3 +275,13 @@ def not_now(v: JobView, e: NotNow) -> tuple[JobView, Effects]:
     """salloc -I refused: FAILED at once with ExitCode 0:1, as slurmctld's job_allocate ends an
     immediate job it cannot start (ctld sets Reason BadConstraints)."""
     return _end(v, JobState.FAILED, exit_code=0, signal=1, message="")
+
+
+def preempt(v: JobView, e: Preempt) -> tuple[JobView, Effects]:
+    """Preempted: requeued (PreemptMode=REQUEUE, a job that may be) or PREEMPTED, as
+    slurm_job_preempt's job_requeue or job_signal(SIGKILL, preempt); a running job's processes
+    are killed and awaited (COMPLETING) first."""
+    outcome = REQUEUE if e.requeue and v.requeue else JobState.PREEMPTED
+    if v.state is CONFIGURING:
+        return _end(v, outcome)
+    return _stop(v, outcome, "preempted")
