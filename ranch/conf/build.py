@@ -111,7 +111,7 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
         membership, jobs = self.membership_settings(), self.job_settings()
         guards, reboot = self.guard_settings(), self.reboot_settings()
         access, accounting = self.access_settings(), self.accounting_settings()
-        scheduler = self.scheduler_settings()
+        scheduler, preempt = self.scheduler_settings(), self.preempt_settings()
         self.ignored.pop("DisableRootJobs", None)  # a partition's is acted on too
         if access.disable_root_jobs:  # a partition without its own inherits it, as in Slurm
             partitions = [p if any(k == "DisableRootJobs" for k, _ in p.options)
@@ -134,7 +134,7 @@ class _Builder(NodeLines, PartitionLines, PowerLines):
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
             jobs=jobs, guards=guards, access=access, reboot=reboot,
-            accounting=accounting, scheduler=scheduler)
+            accounting=accounting, scheduler=scheduler, preempt=preempt)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:
