@@ -66,7 +66,9 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
                       clock=base.clock, wall=base.wall, deadlines=base.deadlines,
                       changes=base.changes, site=base.site, epoch=base.epoch, spawn=spawn,
                       history=history, programs=programs, windows=reservations.windows,
-                      admit=admit, limits=limits)
+                      admit=admit, limits=limits,
+                      qos=lambda: accounts.db.qos if accounts.enabled else None,
+                      record=base.eventlog.add)
     return parts_of(side)
 
 

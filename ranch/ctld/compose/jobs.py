@@ -4,7 +4,7 @@ component does on another's behalf is a closure over the other, built later in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -25,6 +25,7 @@ from ranch.ctld.jobs.launches import Launcher
 from ranch.ctld.jobs.limitpass import RuleOf
 from ranch.ctld.jobs.mail import Mail
 from ranch.ctld.jobs.ports import StoreEvents
+from ranch.ctld.jobs.preemption import GRACE_KIND, Preemptions
 from ranch.ctld.jobs.schedstats import SchedStats
 from ranch.ctld.jobs.settings import JobSettings
 from ranch.ctld.jobs.steps import JobSteps
@@ -32,6 +33,7 @@ from ranch.ctld.jobs.store import JobStore
 from ranch.ctld.jobs.willrun import WillRun
 
 if TYPE_CHECKING:
+    from ranch.assoc.records import Qos
     from ranch.conf.model import ClusterConfig
     from ranch.ctld.deadlines import Deadlines
     from ranch.ctld.jobs.history import FileHistory
@@ -76,6 +78,7 @@ class JobSide:
     jobs_holding: Callable[[Sequence[str]], list[tuple[int, list[str]]]]
     jobs_running_until: Callable[[], dict[str, float]]
     config_changed: Callable[[ClusterConfig], None]
+    preemptions: Preemptions  # preempt/qos; the deadline kind "preempt grace"
 
 
 class RegistryDoors(Protocol):
@@ -132,6 +135,8 @@ def on_deadline(side: JobSide, name: Any, kind: str) -> bool:
         side.inactive.orphaned(name)
     elif kind == LIMIT_KIND:  # a running job's lowered time limit
         side.limits.fired(name)
+    elif kind == GRACE_KIND:  # a preempted job's GraceTime is over
+        side.preemptions.fired(name)
     else:
         return False
     return True
@@ -142,12 +147,15 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
                epoch: int, spawn: Callable[..., None] | None, history: FileHistory | None,
                programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
                admit: Admit | None = None,
-               limits: Callable[[], RuleOf | None] = lambda: None) -> JobSide:
+               limits: Callable[[], RuleOf | None] = lambda: None,
+               qos: Callable[[], Iterable[Qos] | None] = lambda: None,
+               record: Callable[..., Any] = lambda *a, **k: None) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass that a submission or a command runs (power save's flush: a
     placement may power nodes up); `windows`: the reservations' windows (backfill's map);
     `admit`: AccountingStorageEnforce's rule (jobs/ports.py); `limits`: its limits' rules for
-    the scheduling pass (None: not enforced)."""
+    the scheduling pass (None: not enforced); `qos`: the tree's QOS, for preempt/qos (None:
+    accounting off); `record`: the event log's door (each preemption)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
@@ -159,7 +167,8 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
                        deadlines=deadlines, changes=changes, spawn=spawn, history=history,
-                       programs=programs, windows=windows, admit=admit, acct_limits=limits)
+                       programs=programs, windows=windows, admit=admit, acct_limits=limits,
+                       qos=qos, record=record)
     return side
 
 
@@ -193,7 +202,9 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                 changes: ChangeLog, spawn: Callable[..., None] | None,
                 history: FileHistory | None, programs: Callable[[], None],
                 windows: Callable[[], Sequence[Window]], admit: Admit | None,
-                acct_limits: Callable[[], RuleOf | None]) -> JobSide:
+                acct_limits: Callable[[], RuleOf | None],
+                qos: Callable[[], Iterable[Qos] | None],
+                record: Callable[..., Any]) -> JobSide:
     """The store's components, each given what it uses of the others (bound methods, so that
     a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
@@ -203,10 +214,12 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     listing = JobListing(store, nodes, wall=wall, dependency=dependencies.shown)
     accounting = Accounting(store, listing.record, settings, history, wall=wall,
                             state_changed=changes.state_changed)
+    preemptions = Preemptions(store, settings, clock=clock, wall=wall, deadlines=deadlines,
+                              qos=qos, record=record)
     starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
                        check=lambda req: submission.check(req),
                        dependency_reason=dependencies.reason, measured=stats.main_cycle,
-                       limits=acct_limits)
+                       limits=acct_limits, preempt=preemptions.consider)
     submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
                                members=starts.members, record=listing.record,
                                run_pass=starts.run, programs=programs, admit=admit)
@@ -236,7 +249,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
         accounting=accounting, will_run=will_run, backfill=backfill, sched_stats=stats,
-        history=history,
+        history=history, preemptions=preemptions,
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,
         started=reconciliation.started, jobs_holding=listing.jobs_holding,

@@ -43,12 +43,14 @@ class JobStarts:
                  check: Callable[[m.SubmitJob], Any],
                  dependency_reason: Callable[[Job, float], str],
                  measured: Callable[[int, int, int], None],
-                 limits: Callable[[], RuleOf | None] = lambda: None) -> None:
+                 limits: Callable[[], RuleOf | None] = lambda: None,
+                 preempt: Callable[[Job, Pending, Cluster], bool] | None = None) -> None:
         """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
         partitions; `dependency_reason`: why a job's dependencies hold it
         (ctld/jobs/dependbook.py); `measured`: each pass's µs, depth and queue length
         (sdiag's main scheduler, ctld/jobs/schedstats.py); `limits`: the accounting limits'
-        rules while AccountingStorageEnforce has `limits` (None: not enforced)."""
+        rules while AccountingStorageEnforce has `limits` (None: not enforced); `preempt`: a
+        job that waits on Resources may stop lower QOS' jobs (ctld/jobs/preemption.py)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -59,6 +61,7 @@ class JobStarts:
         self._dependency_reason = dependency_reason
         self._measured = measured
         self._limits = limits
+        self._preempt = preempt
         self._scope: LimitScope | None = None  # the limits' tally, kept from pass to pass
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
@@ -170,6 +173,8 @@ class JobStarts:
         else:
             decision = run.consider(view)
         if isinstance(decision, Wait):
+            if decision.reason == "Resources" and self._preempt is not None:
+                self._preempt(job, view, run.cluster)  # it waits while its victims end
             return decision.reason
         first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
         if decision.partition != job.partition:  # where it runs from now on

@@ -1,0 +1,141 @@
+"""PreemptType=preempt/qos carried out: the pure core's victims (ranch/sched/preempt.py) stopped
+through the job table (requeued or PREEMPTED), GraceTime's SIGCONT+SIGTERM and the kill after it,
+each preemption recorded in the event log with what it was chosen from."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from ranch.conf import hostlist
+from ranch.conf.timefmt import parse_seconds
+from ranch.ctld import logs
+from ranch.ctld.jobs.jobrecord import CONFIGURING, RUNNING, Job
+from ranch.sched.preempt import REQUEUE, Policy, QosRule, Runner, Victim, choose, mode_of
+from ranch.statemachine import jobevents as je
+
+if TYPE_CHECKING:
+    from ranch.assoc.records import Qos
+    from ranch.ctld.deadlines import Deadlines
+    from ranch.ctld.jobs.ports import JobDoor
+    from ranch.ctld.jobs.settings import JobSettings
+    from ranch.sched.fifo import Cluster
+    from ranch.sched.model import Pending
+
+GRACE_KIND = "preempt grace"  # Deadlines key (job id, GRACE_KIND): a victim's GraceTime is over
+DEFAULT_QOS = "normal"  # a job submitted without -q while no association gave it one
+
+
+def qos_rule(q: Qos) -> QosRule:
+    """What preemption reads of an accounting record (PreemptExemptTime as time_str2secs)."""
+    try:
+        exempt = parse_seconds(q.preempt_exempt_time) if q.preempt_exempt_time else None
+    except ValueError:
+        exempt = None
+    return QosRule(q.name, q.priority, frozenset(q.preempt), q.preempt_mode, q.grace_time, exempt)
+
+
+class Preemptions:
+    """The victims of each pending job that waits on Resources, stopped as its QOS allows."""
+
+    def __init__(self, jobs: JobDoor, settings: JobSettings, *, clock: Callable[[], float],
+                 wall: Callable[[], float], deadlines: Deadlines,
+                 qos: Callable[[], Iterable[Qos] | None],
+                 record: Callable[..., Any] = lambda *a, **k: None) -> None:
+        """`qos`: the accounting tree's QOS (None: accounting off, no preemption); `record`:
+        the event log's door (kind, node, fields)."""
+        self._jobs = jobs
+        self._settings = settings
+        self._clock = clock
+        self._wall = wall
+        self._deadlines = deadlines
+        self._qos = qos
+        self._record = record
+        self._policy: tuple[object, object, Policy | None] = (None, None, None)
+        # victim -> (wall time its GraceTime ends, the run it was given to)
+        self._graced: dict[int, tuple[float, int]] = {}
+        self._started: dict[int, float] = {}  # preemptor -> when it last stopped victims
+
+    def policy(self) -> Policy | None:
+        """The settings in force and the tree's QOS, rebuilt when either changed."""
+        conf = self._settings.config.preempt
+        if not conf.enabled:
+            return None
+        records = self._qos()
+        if records is None:
+            return None
+        if self._policy[0] == conf and self._policy[1] is records:  # the tree's own tuple
+            return self._policy[2]
+        got = Policy(conf.mode, conf.exempt_time, {q.name: qos_rule(q) for q in records})
+        self._policy = (conf, records, got)
+        return got
+
+    def consider(self, job: Job, view: Pending, cluster: Cluster) -> bool:
+        """The pass could not start `job` for Resources: stop the victims whose going lets it
+        start, if any (it waits for their nodes, as slurmctld answers ESLURM_NODES_BUSY)."""
+        policy = self.policy()
+        qos = job.req.qos or DEFAULT_QOS
+        if policy is None or not (rule := policy.qos.get(qos)) or not rule.preempt:
+            return False
+        now = self._wall()
+        running = [Runner(j.id, j.req.qos or DEFAULT_QOS,
+                          j.start_time if j.start_time is not None else now, j.shares)
+                   for j in self._jobs.jobs.values() if j.state in (RUNNING, CONFIGURING)]
+        got = choose(cluster, view, qos, running, policy, now)
+        if got is None:
+            return False
+        # preempt_start_time: victims just told to stop are not joined by more for
+        # KillWait + MessageTimeout, while they end (node_scheduler.c)
+        cfg = self._settings.config
+        quiet = cfg.jobs.kill_wait + cfg.timeouts.message_timeout
+        if now - self._started.get(job.id, -quiet) < quiet:
+            return True
+        self._started = {k: t for k, t in self._started.items() if now - t < quiet}
+        self._started[job.id] = now
+        stopped = [v.job_id for v in got.victims if self._stop(v, now) is not None]
+        self._record("preempt", hostlist.fold(list(got.nodes)), job=job.id, qos=qos,
+                     victims=",".join(f"{v.job_id}:{v.mode}" for v in got.victims),
+                     stopped=",".join(str(v) for v in stopped) or "-",
+                     candidates=",".join(map(str, got.order)))
+        logs.event("preemption", job=job.id, victims=len(got.victims), stopped=len(stopped))
+        return True
+
+    def _stop(self, victim: Victim, now: float) -> int | None:
+        """Stop one victim now, or start its GraceTime; its id if it was stopped."""
+        job = self._jobs.jobs.get(victim.job_id)
+        if job is None or job.state not in (RUNNING, CONFIGURING):
+            return None
+        graced = self._graced.get(job.id)
+        ends = graced[0] if graced is not None and graced[1] == job.restarts else None
+        if ends is None and victim.grace_time > 0 and job.state == RUNNING:
+            # _job_check_grace: SIGCONT then SIGTERM now, the kill once the grace is over
+            nodes = sorted(job.awaiting)
+            self._jobs.kill(job, nodes, signal.SIGCONT, "preempted")
+            self._jobs.kill(job, nodes, signal.SIGTERM, "preempted")
+            self._graced[job.id] = (now + victim.grace_time, job.restarts)
+            self._deadlines.schedule((job.id, GRACE_KIND), self._clock() + victim.grace_time)
+            return None
+        if ends is not None and now < ends:
+            return None  # still in its grace time
+        self._end(job, victim.mode == REQUEUE)
+        return job.id
+
+    def _end(self, job: Job, requeue: bool) -> None:
+        self._graced.pop(job.id, None)
+        self._deadlines.cancel((job.id, GRACE_KIND))
+        self._jobs.apply(job, je.Preempt(requeue=requeue))
+        self._jobs.tidy()
+
+    def fired(self, job_id: int) -> None:
+        """A victim's GraceTime is over (job_time_limit's check): stopped now if it still
+        runs, by its QOS's mode."""
+        graced = self._graced.pop(job_id, None)
+        job = self._jobs.jobs.get(job_id)
+        if graced is None or job is None or job.state != RUNNING or graced[1] != job.restarts:
+            return
+        policy = self.policy()
+        mode = "cancel" if policy is None else mode_of(job.req.qos or DEFAULT_QOS, policy)
+        self._end(job, mode == REQUEUE)
+        self._record("preempt", hostlist.fold(list(job.nodes)), job=job_id,
+                     grace="over", mode=mode)
