@@ -133,8 +133,9 @@ def end_completing(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
     left = v.awaiting - {e.node}
     changes: dict[str, Any] = {"awaiting": left}
     if (e.node == v.batch_host and v.exit_code == 0 and v.signal == 0
-            and v.outcome != JobState.COMPLETED):  # a released allocation keeps its 0:0
-        changes.update(exit_code=e.exit_code, signal=e.signal)  # cancelled: 0:15, as Slurm
+            and v.outcome not in (JobState.COMPLETED, JobState.PREEMPTED)):
+        # cancelled: 0:15, as Slurm; a released allocation and a preempted job keep 0:0
+        changes.update(exit_code=e.exit_code, signal=e.signal)
     v2 = attrs.evolve(v, **changes)
     if left:
         return v2, (Free((e.node,)),)

@@ -1,10 +1,11 @@
 """preempt/qos with real rctld and rnoded: a job of QOS high preempts a running job of QOS low on
 the one node. Under REQUEUE the victim is requeued and, once the preemptor is done, runs exactly
-once more (each run appends its SLURM_RESTART_COUNT to a file); under CANCEL it ends PREEMPTED,
-and with its QOS's GraceTime it gets SIGTERM first. The event log records each preemption."""
+once more (each run appends its SLURM_RESTART_COUNT to a file); under CANCEL with its QOS's
+GraceTime it runs on for the grace, then ends PREEMPTED. The event log records each one."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ranch.protocol import messages as m
@@ -13,7 +14,7 @@ from .cluster import Cluster
 from .test_jobs_e2e import cli, job, job_state, submit
 
 ON = ("AccountingStorageType=accounting_storage/slurmdbd\nPreemptType=preempt/qos\n"
-      "PreemptMode={mode}\nKillWait=1\n")
+      "PreemptMode={mode}\nKillWait=1\nAuthInfo=cred_expire=2\n")
 VICTIM = """#!/bin/sh
 echo "${{SLURM_RESTART_COUNT:-0}}" >> {runs}
 trap 'echo TERM >> {runs}; exit 0' TERM
@@ -52,6 +53,7 @@ def test_a_requeued_victim_runs_exactly_once_more(tmp_path: Path) -> None:
         c.wait_for(lambda: job_state(c, victim) == "COMPLETED", 30, what="victim's second run")
         assert runs.read_text() == "0\nTERM\n1\n"  # killed (SIGTERM first), then one run more
         assert job(c, victim)["restart_cnt"] == 1
+        # requeued, it waited out its credential's lifetime (cred_expire + 1 s) first
         [event] = _preempt_events(c)
         assert event["job"] == high and event["victims"] == f"{victim}:requeue"
         assert event["stopped"] == str(victim) and event["qos"] == "high"
@@ -63,13 +65,16 @@ def test_cancel_ends_the_victim_preempted_after_its_grace_time(tmp_path: Path) -
         _tree(c, "GraceTime=2")
         runs = tmp_path / "victim.runs"
         script = tmp_path / "victim.sh"
-        # ignores SIGTERM (writes it down): it is killed once its 2 s of grace are over
+        # ignores SIGTERM (writes it down): killed (SIGTERM, SIGKILL) once its 2 s of grace
+        # are over; the grace's own SIGTERM goes to its steps (it has none)
         script.write_text(f"#!/bin/sh\necho 0 >> {runs}\ntrap 'echo TERM >> {runs}' TERM\n"
                           "while :; do sleep 0.2; done\n")
         victim = submit(c, "-q", "low", "-o", "/dev/null", str(script))
         c.wait_for(lambda: runs.exists(), 20, what="victim runs")
         high = submit(c, "-q", "high", "-o", "/dev/null", "--wrap", "true")
+        began = time.monotonic()
         c.wait_for(lambda: job_state(c, victim) == "PREEMPTED", 30, what="victim PREEMPTED")
+        assert time.monotonic() - began >= 2.0  # it had its grace
         c.wait_for(lambda: job_state(c, high) == "COMPLETED", 30, what="preemptor done")
         assert runs.read_text().startswith("0\nTERM\n")
         kinds = [(e["job"], e.get("grace")) for e in _preempt_events(c)]

@@ -215,7 +215,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     accounting = Accounting(store, listing.record, settings, history, wall=wall,
                             state_changed=changes.state_changed)
     preemptions = Preemptions(store, settings, clock=clock, wall=wall, deadlines=deadlines,
-                              qos=qos, record=record)
+                              qos=qos, record=record,
+                              signal_step=lambda job, sid, sig: steps.cancel(job, sid, sig))
     starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
                        check=lambda req: submission.check(req),
                        dependency_reason=dependencies.reason, measured=stats.main_cycle,

@@ -8,12 +8,15 @@ import signal
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ranch.conf import hostlist
 from ranch.conf.timefmt import parse_seconds
 from ranch.ctld import logs
 from ranch.ctld.jobs.jobrecord import CONFIGURING, RUNNING, Job
 from ranch.sched.preempt import REQUEUE, Policy, QosRule, Runner, Victim, choose, mode_of
 from ranch.statemachine import jobevents as je
+from ranch.statemachine import steptable as st
 
 if TYPE_CHECKING:
     from ranch.assoc.records import Qos
@@ -25,6 +28,7 @@ if TYPE_CHECKING:
 
 GRACE_KIND = "preempt grace"  # Deadlines key (job id, GRACE_KIND): a victim's GraceTime is over
 DEFAULT_QOS = "normal"  # a job submitted without -q while no association gave it one
+CRED_EXPIRE = 1200  # Slurm's default launch credential lifetime (AuthInfo cred_expire), s
 
 
 def qos_rule(q: Qos) -> QosRule:
@@ -42,9 +46,11 @@ class Preemptions:
     def __init__(self, jobs: JobDoor, settings: JobSettings, *, clock: Callable[[], float],
                  wall: Callable[[], float], deadlines: Deadlines,
                  qos: Callable[[], Iterable[Qos] | None],
+                 signal_step: Callable[[Job, int, int], str | None] = lambda j, s, n: None,
                  record: Callable[..., Any] = lambda *a, **k: None) -> None:
-        """`qos`: the accounting tree's QOS (None: accounting off, no preemption); `record`:
-        the event log's door (kind, node, fields)."""
+        """`qos`: the accounting tree's QOS (None: accounting off, no preemption);
+        `signal_step`: a signal to one of a job's steps (ctld/jobs/steps.py); `record`: the
+        event log's door (kind, node, fields)."""
         self._jobs = jobs
         self._settings = settings
         self._clock = clock
@@ -52,6 +58,7 @@ class Preemptions:
         self._deadlines = deadlines
         self._qos = qos
         self._record = record
+        self._signal_step = signal_step
         self._policy: tuple[object, object, Policy | None] = (None, None, None)
         # victim -> (wall time its GraceTime ends, the run it was given to)
         self._graced: dict[int, tuple[float, int]] = {}
@@ -109,10 +116,11 @@ class Preemptions:
         graced = self._graced.get(job.id)
         ends = graced[0] if graced is not None and graced[1] == job.restarts else None
         if ends is None and victim.grace_time > 0 and job.state == RUNNING:
-            # _job_check_grace: SIGCONT then SIGTERM now, the kill once the grace is over
-            nodes = sorted(job.awaiting)
-            self._jobs.kill(job, nodes, signal.SIGCONT, "preempted")
-            self._jobs.kill(job, nodes, signal.SIGTERM, "preempted")
+            # _job_check_grace: SIGCONT then SIGTERM now, the kill once the grace is over.
+            # job_signal without KILL_FULL_JOB signals the job's steps, not its batch shell
+            for step in [s for s in job.steps if s.state == st.RUNNING]:
+                self._signal_step(job, step.id, signal.SIGCONT)
+                self._signal_step(job, step.id, signal.SIGTERM)
             self._graced[job.id] = (now + victim.grace_time, job.restarts)
             self._deadlines.schedule((job.id, GRACE_KIND), self._clock() + victim.grace_time)
             return None
@@ -122,8 +130,19 @@ class Preemptions:
         return job.id
 
     def _end(self, job: Job, requeue: bool) -> None:
+        """Stop the victim through the job table (its processes: SIGTERM, KillWait, SIGKILL)."""
         self._graced.pop(job.id, None)
         self._deadlines.cancel((job.id, GRACE_KIND))
+        if requeue and job.req.requeue and not job.req.allocation:
+            # job_requeue's hold-off: a requeued job may start again only after its launch
+            # credential expired (AuthInfo cred_expire + 1 s), so the preemptor gets the nodes
+            # even when the victim is ahead of it in the queue
+            auth = dict(self._settings.config.access.auth_info)
+            try:
+                hold = int(auth.get("cred_expire", CRED_EXPIRE)) + 1
+            except ValueError:
+                hold = CRED_EXPIRE + 1
+            job.req = attrs.evolve(job.req, begin_time=self._wall() + hold)
         self._jobs.apply(job, je.Preempt(requeue=requeue))
         self._jobs.tidy()
 
