@@ -120,6 +120,17 @@ def candidates(preemptor_qos: str, part_nodes: Sequence[str], running: Sequence[
     return sorted(got, key=lambda r: (preempt_prio(r, policy), r.id))
 
 
+def exempt_ends(preemptor_qos: str, part_nodes: Sequence[str], running: Sequence[Runner],
+                policy: Policy, now: float) -> float | None:
+    """When the first job the preemptor could preempt on the partition, still within its
+    exempt time, becomes a candidate (None: none is waiting out its exempt time)."""
+    members = set(part_nodes)
+    ends = [exempt_until(r, policy) for r in running
+            if preemptable(r.qos, preemptor_qos, policy) and any(n in members for n in r.shares)]
+    later = [t for t in ends if t > now]
+    return min(later) if later else None
+
+
 def choose(cluster: Cluster, job: Pending, qos: str, running: Sequence[Runner],
            policy: Policy, now: float, reorder: int = REORDER_COUNT) -> Preemption | None:
     """The victims whose going lets the pending job start now, as cons_tres's _run_now picks
@@ -205,5 +216,5 @@ def _grace(job: Runner, policy: Policy) -> int:
 
 
 __all__ = ["CANCEL", "OFF", "REQUEUE", "STOPPABLE", "SUSPEND", "Policy", "Preemption", "QosRule",
-           "Runner", "Victim", "candidates", "choose", "exempt_until", "mode_of", "preempt_prio",
-           "preemptable"]
+           "Runner", "Victim", "candidates", "choose", "exempt_ends", "exempt_until", "mode_of",
+           "preempt_prio", "preemptable"]

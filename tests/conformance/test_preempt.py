@@ -133,7 +133,7 @@ def test_preemption_modes_as_slurm(slurm_side) -> None:
     with RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
                       f"AuthInfo=cred_expire={CRED_EXPIRE}\n" + ENFORCE + PREEMPT) as ranch:
         ranch_side = outcomes(ranch)
-    for (name, _, _), want, got in zip(SCENARIOS, slurm_side, ranch_side, strict=True):
+    for (name, *_), want, got in zip(SCENARIOS, slurm_side, ranch_side, strict=True):
         assert got == want, name
     # what Slurm showed: requeued then run again; PREEMPTED; SIGTERM, then PREEMPTED
     requeue, cancel, grace = slurm_side

@@ -79,3 +79,18 @@ def test_cancel_ends_the_victim_preempted_after_its_grace_time(tmp_path: Path) -
         assert runs.read_text().startswith("0\nTERM\n")
         kinds = [(e["job"], e.get("grace")) for e in _preempt_events(c)]
         assert (high, None) in kinds and (victim, "over") in kinds
+
+
+def test_preempt_exempt_time_defers_the_preemption(tmp_path: Path) -> None:
+    extra = ON.format(mode="CANCEL") + "PreemptExemptTime=0:04\n"  # M:S, as time_str2secs
+    with Cluster(tmp_path / "c", ("n1",), extra=extra) as c:
+        c.start()
+        _tree(c)
+        victim, _ = _victim(c, tmp_path)
+        began = time.monotonic()
+        high = submit(c, "-q", "high", "-o", "/dev/null", "--wrap", "true")
+        assert job_state(c, high) == "PENDING" and job_state(c, victim) == "RUNNING"
+        # nothing else happens on the cluster: the pass comes when the exempt time is over
+        c.wait_for(lambda: job_state(c, victim) == "PREEMPTED", 30, what="victim PREEMPTED")
+        assert time.monotonic() - began >= 3.0
+        c.wait_for(lambda: job_state(c, high) == "COMPLETED", 30, what="preemptor done")

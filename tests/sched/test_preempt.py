@@ -142,3 +142,13 @@ def test_the_same_inputs_give_the_same_choice() -> None:
                    POLICY, now=1.0)
     assert first is not None and first == again
     assert len(first.victims) == 4 and first.order[:2] != ()
+
+
+def test_exempt_ends_names_when_the_first_exempt_victim_becomes_a_candidate() -> None:
+    from ranch.sched.preempt import exempt_ends
+    policy = Policy(mode=REQUEUE, exempt_time=60, qos=QOS)
+    runners = [run(1, "low", {"a": 4}, start=100.0), run(2, "low", {"b": 4}, start=30.0),
+               run(3, "normal", {"a": 1}, start=100.0), run(4, "low", {"z": 1}, start=110.0)]
+    assert exempt_ends("high", ("a", "b"), runners, policy, now=120.0) == 160.0
+    assert exempt_ends("high", ("a", "b"), runners, policy, now=200.0) is None
+    assert exempt_ends("low", ("a", "b"), runners, policy, now=120.0) is None

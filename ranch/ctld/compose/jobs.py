@@ -25,7 +25,7 @@ from ranch.ctld.jobs.launches import Launcher
 from ranch.ctld.jobs.limitpass import RuleOf
 from ranch.ctld.jobs.mail import Mail
 from ranch.ctld.jobs.ports import StoreEvents
-from ranch.ctld.jobs.preemption import GRACE_KIND, Preemptions
+from ranch.ctld.jobs.preemption import EXEMPT_KIND, GRACE_KIND, Preemptions
 from ranch.ctld.jobs.schedstats import SchedStats
 from ranch.ctld.jobs.settings import JobSettings
 from ranch.ctld.jobs.steps import JobSteps
@@ -137,6 +137,8 @@ def on_deadline(side: JobSide, name: Any, kind: str) -> bool:
         side.limits.fired(name)
     elif kind == GRACE_KIND:  # a preempted job's GraceTime is over
         side.preemptions.fired(name)
+    elif kind == EXEMPT_KIND:  # a job left its PreemptExemptTime: a preemptor may stop it
+        side.kick()
     else:
         return False
     return True

@@ -14,7 +14,16 @@ from ranch.conf import hostlist
 from ranch.conf.timefmt import parse_seconds
 from ranch.ctld import logs
 from ranch.ctld.jobs.jobrecord import CONFIGURING, RUNNING, Job
-from ranch.sched.preempt import REQUEUE, Policy, QosRule, Runner, Victim, choose, mode_of
+from ranch.sched.preempt import (
+    REQUEUE,
+    Policy,
+    QosRule,
+    Runner,
+    Victim,
+    choose,
+    exempt_ends,
+    mode_of,
+)
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import steptable as st
 
@@ -27,6 +36,9 @@ if TYPE_CHECKING:
     from ranch.sched.model import Pending
 
 GRACE_KIND = "preempt grace"  # Deadlines key (job id, GRACE_KIND): a victim's GraceTime is over
+# Deadlines key (0, EXEMPT_KIND): a job a pending preemptor could stop leaves its
+# PreemptExemptTime: a pass then (slurmctld's periodic passes would find it)
+EXEMPT_KIND = "preempt exempt"
 DEFAULT_QOS = "normal"  # a job submitted without -q while no association gave it one
 CRED_EXPIRE = 1200  # Slurm's default launch credential lifetime (AuthInfo cred_expire), s
 
@@ -91,6 +103,8 @@ class Preemptions:
                    for j in self._jobs.jobs.values() if j.state in (RUNNING, CONFIGURING)]
         got = choose(cluster, view, qos, running, policy, now)
         if got is None:
+            self._wake(exempt_ends(qos, cluster.members.get(view.partition, ()), running,
+                                   policy, now), now)
             return False
         # preempt_start_time: victims just told to stop are not joined by more for
         # KillWait + MessageTimeout, while they end (node_scheduler.c)
@@ -107,6 +121,15 @@ class Preemptions:
                      candidates=",".join(map(str, got.order)))
         logs.event("preemption", job=job.id, victims=len(got.victims), stopped=len(stopped))
         return True
+
+    def _wake(self, when: float | None, now: float) -> None:
+        """A pass when the first exempt job becomes a candidate."""
+        if when is None:
+            return
+        due = self._clock() + (when - now)
+        got = self._deadlines.when((0, EXEMPT_KIND))
+        if got is None or due < got:
+            self._deadlines.schedule((0, EXEMPT_KIND), due)
 
     def _stop(self, victim: Victim, now: float) -> int | None:
         """Stop one victim now, or start its GraceTime; its id if it was stopped."""
