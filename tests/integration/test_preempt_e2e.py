@@ -57,6 +57,8 @@ def test_a_requeued_victim_runs_exactly_once_more(tmp_path: Path) -> None:
         [event] = _preempt_events(c)
         assert event["job"] == high and event["victims"] == f"{victim}:requeue"
         assert event["stopped"] == str(victim) and event["qos"] == "high"
+        shown = cli(c, "rcontrol", "events").stdout
+        assert f"Event=preempt JobId={high} QOS=high Victims={victim}:requeue" in shown
 
 
 def test_cancel_ends_the_victim_preempted_after_its_grace_time(tmp_path: Path) -> None:
