@@ -4,9 +4,10 @@ each preemption recorded in the event log with what it was chosen from."""
 
 from __future__ import annotations
 
+import math
 import signal
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -14,6 +15,7 @@ from ranch.conf import hostlist
 from ranch.conf.timefmt import parse_seconds
 from ranch.ctld import logs
 from ranch.ctld.jobs.jobrecord import CONFIGURING, RUNNING, Job
+from ranch.ctld.jobs.ports import JobDoor
 from ranch.sched.preempt import (
     REQUEUE,
     Policy,
@@ -30,7 +32,6 @@ from ranch.statemachine import steptable as st
 if TYPE_CHECKING:
     from ranch.assoc.records import Qos
     from ranch.ctld.deadlines import Deadlines
-    from ranch.ctld.jobs.ports import JobDoor
     from ranch.ctld.jobs.settings import JobSettings
     from ranch.sched.fifo import Cluster
     from ranch.sched.model import Pending
@@ -52,10 +53,18 @@ def qos_rule(q: Qos) -> QosRule:
     return QosRule(q.name, q.priority, frozenset(q.preempt), q.preempt_mode, q.grace_time, exempt)
 
 
+class PreemptDoor(JobDoor, Protocol):
+    """The job store as preemption reads it: the door, and its change count (a pass that
+    follows no change to any job need not choose again)."""
+
+    @property
+    def gen(self) -> int: ...
+
+
 class Preemptions:
     """The victims of each pending job that waits on Resources, stopped as its QOS allows."""
 
-    def __init__(self, jobs: JobDoor, settings: JobSettings, *, clock: Callable[[], float],
+    def __init__(self, jobs: PreemptDoor, settings: JobSettings, *, clock: Callable[[], float],
                  wall: Callable[[], float], deadlines: Deadlines,
                  qos: Callable[[], Iterable[Qos] | None],
                  signal_step: Callable[[Job, int, int], str | None] = lambda j, s, n: None,
@@ -75,6 +84,9 @@ class Preemptions:
         # victim -> (wall time its GraceTime ends, the run it was given to)
         self._graced: dict[int, tuple[float, int]] = {}
         self._started: dict[int, float] = {}  # preemptor -> when it last stopped victims
+        # preemptor -> what its last fruitless choice was made from; and when the first job
+        # it could stop leaves its exempt time
+        self._tried: dict[int, tuple[tuple[object, ...], float]] = {}
 
     def policy(self) -> Policy | None:
         """The settings in force and the tree's QOS, rebuilt when either changed."""
@@ -98,14 +110,25 @@ class Preemptions:
         if policy is None or not (rule := policy.qos.get(qos)) or not rule.preempt:
             return False
         now = self._wall()
+        members = cluster.members.get(view.partition, ())
+        nodes = cluster.nodes
+        key = (view, policy, self._jobs.gen,
+               tuple((nodes[n].rank, nodes[n].unavailable) for n in members if n in nodes))
+        tried = self._tried.get(job.id)
+        if tried is not None and tried[0] == key and now < tried[1]:
+            return False  # nothing it was chosen from changed: no victims still
         running = [Runner(j.id, j.req.qos or DEFAULT_QOS,
                           j.start_time if j.start_time is not None else now, j.shares)
                    for j in self._jobs.jobs.values() if j.state in (RUNNING, CONFIGURING)]
         got = choose(cluster, view, qos, running, policy, now)
         if got is None:
-            self._wake(exempt_ends(qos, cluster.members.get(view.partition, ()), running,
-                                   policy, now), now)
+            ends = exempt_ends(qos, members, running, policy, now)
+            self._wake(ends, now)
+            if len(self._tried) > 1000:  # preemptors that left the queue meanwhile
+                self._tried.clear()
+            self._tried[job.id] = (key, math.inf if ends is None else ends)
             return False
+        self._tried.pop(job.id, None)
         # preempt_start_time: victims just told to stop are not joined by more for
         # KillWait + MessageTimeout, while they end (node_scheduler.c)
         cfg = self._settings.config
