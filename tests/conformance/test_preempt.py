@@ -2,7 +2,8 @@
 build both trees (QOS high may preempt low, lowc and lowg), then in each scenario a victim fills
 the cluster and a job of QOS high comes: the cluster's PreemptMode=REQUEUE requeues the victim
 (PENDING, then it runs again once the preemptor is done), a QOS's own PreemptMode=cancel ends it
-PREEMPTED, and with GraceTime the victim gets SIGTERM first and is killed once its grace is over.
+PREEMPTED, and with GraceTime the victim's steps get SIGTERM first and it is killed once its grace
+is over; a QOS's PreemptExemptTime keeps its victim running that long first.
 Compared: squeue's state and reason and sacct's state and exit code of victim and preemptor, the
 victim's restart count, and what the victim wrote of its runs and signals. Needs slurmdbd."""
 
@@ -20,13 +21,15 @@ from tests.conformance.slurm_cluster import CRED_EXPIRE, SlurmCluster
 from tests.conformance.test_enforce import ENFORCE, _run
 
 PREEMPT = "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n"
+EXEMPT = 6  # seconds of QOS lowe's PreemptExemptTime
 TREE = (
     ("-i", "add", "qos", "low"),
     ("-i", "add", "qos", "lowc", "PreemptMode=cancel"),
     ("-i", "add", "qos", "lowg", "PreemptMode=cancel", "GraceTime=3"),
-    ("-i", "add", "qos", "high", "Priority=100", "Preempt=low,lowc,lowg"),
+    ("-i", "add", "qos", "lowe", "PreemptMode=cancel", f"PreemptExemptTime=0:{EXEMPT:02d}"),
+    ("-i", "add", "qos", "high", "Priority=100", "Preempt=low,lowc,lowg,lowe"),
     ("-i", "add", "account", "proj"),
-    ("-i", "add", "user", "root", "Account=proj", "QOS=normal,low,lowc,lowg,high"),
+    ("-i", "add", "user", "root", "Account=proj", "QOS=normal,low,lowc,lowg,lowe,high"),
 )
 FULL = ("-A", "proj", "-N", str(len(SHAPE.nodes)), "--exclusive")  # the whole cluster
 # Each run appends its restart count; a SIGTERM is written down and ends the run (REQUEUE,
@@ -51,6 +54,7 @@ SCENARIOS = (
     ("REQUEUE (the cluster's mode)", "low", VICTIM, 9),
     ("CANCEL (the QOS's own mode)", "lowc", VICTIM, 9),
     ("CANCEL after GraceTime", "lowg", STEPPED, 3),
+    ("CANCEL after the QOS's PreemptExemptTime", "lowe", VICTIM, 9),
 )
 SETTLED = 40.0
 
@@ -95,10 +99,12 @@ def _scenario(system, name: str, qos: str, text: str, lines: int) -> dict[str, o
     victim = _submit(system, (*FULL, "-q", qos, "-o", "/dev/null"), str(script))
     _until(lambda: runs.exists() and "ready" in runs.read_text(), bool)
     assert _squeue(system, victim)[0] == "RUNNING", name
+    began = time.monotonic()  # the victim started a moment before
     high = _submit(system, (*FULL, "-q", "high", "-o", "/dev/null"), "--wrap", "sleep 1")
     # the victim leaves RUNNING; the preemptor waits for its nodes, then runs and ends
     left = _until(lambda: _squeue(system, victim), lambda s: s[0] not in ("RUNNING",
                                                                           "COMPLETING"))
+    ran = time.monotonic() - began
     done = ("COMPLETED", "PREEMPTED", "CANCELLED", "FAILED")
     _until(lambda: _squeue(system, high)[0], lambda s: s in done)
     _until(lambda: _squeue(system, victim)[0], lambda s: s in done)
@@ -109,7 +115,9 @@ def _scenario(system, name: str, qos: str, text: str, lines: int) -> dict[str, o
             "victim": (_squeue(system, victim), _sacct(system, victim)),
             "restarts": _restarts(system, victim),
             "preemptor": (_squeue(system, high), _sacct(system, high)),
-            "victim wrote": runs.read_text().splitlines()[:lines]}
+            "victim wrote": runs.read_text().splitlines()[:lines],
+            # preempted only once its exempt time was over (not long before the next pass)
+            "victim ran out its exempt time": ran >= EXEMPT - 2 if qos == "lowe" else None}
 
 
 def outcomes(system) -> list[dict[str, object]]:
@@ -136,9 +144,10 @@ def test_preemption_modes_as_slurm(slurm_side) -> None:
     for (name, *_), want, got in zip(SCENARIOS, slurm_side, ranch_side, strict=True):
         assert got == want, name
     # what Slurm showed: requeued then run again; PREEMPTED; SIGTERM, then PREEMPTED
-    requeue, cancel, grace = slurm_side
+    requeue, cancel, grace, exempt = slurm_side
     assert requeue["restarts"] == "1"
     assert requeue["victim wrote"] == ["run 0", "ready", "TERM", "run 1"]
     assert cancel["victim"][0][0] == "PREEMPTED"
     assert grace["victim"][0][0] == "PREEMPTED"
     assert grace["victim wrote"] == ["run 0", "ready", "STEPTERM"]
+    assert exempt["victim"][0][0] == "PREEMPTED" and exempt["victim ran out its exempt time"]
