@@ -222,7 +222,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
                        check=lambda req: submission.check(req),
                        dependency_reason=dependencies.reason, measured=stats.main_cycle,
-                       limits=acct_limits, preempt=preemptions.consider)
+                       limits=acct_limits, preempt=preemptions.consider,
+                       preempted=preemptions.settle)
     submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
                                members=starts.members, record=listing.record,
                                run_pass=starts.run, programs=programs, admit=admit)

@@ -44,13 +44,15 @@ class JobStarts:
                  dependency_reason: Callable[[Job, float], str],
                  measured: Callable[[int, int, int], None],
                  limits: Callable[[], RuleOf | None] = lambda: None,
-                 preempt: Callable[[Job, Pending, Cluster], bool] | None = None) -> None:
+                 preempt: Callable[[Job, Pending, Cluster], bool] | None = None,
+                 preempted: Callable[[], None] = lambda: None) -> None:
         """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
         partitions; `dependency_reason`: why a job's dependencies hold it
         (ctld/jobs/dependbook.py); `measured`: each pass's µs, depth and queue length
         (sdiag's main scheduler, ctld/jobs/schedstats.py); `limits`: the accounting limits'
         rules while AccountingStorageEnforce has `limits` (None: not enforced); `preempt`: a
-        job that waits on Resources may stop lower QOS' jobs (ctld/jobs/preemption.py)."""
+        job that waits on Resources may stop lower QOS' jobs (ctld/jobs/preemption.py), which
+        `preempted` does once the pass is over."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -61,7 +63,7 @@ class JobStarts:
         self._dependency_reason = dependency_reason
         self._measured = measured
         self._limits = limits
-        self._preempt = preempt
+        self._preempt, self._preempted = preempt, preempted
         self._scope: LimitScope | None = None  # the limits' tally, kept from pass to pass
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
@@ -108,6 +110,7 @@ class JobStarts:
             if job.reason != why:
                 job.reason = why
                 self._jobs.touch(job, durable=False)  # recomputed by every pass, after restarts
+        self._preempted()  # the victims this pass chose, stopped off its walk of the queue
         # salloc -I: an immediate allocation this pass could not start is refused (FAILED)
         refused = [j for j in self._jobs.pending if j.state == PENDING and j.req.immediate]
         for job in refused:

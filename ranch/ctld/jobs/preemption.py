@@ -19,6 +19,7 @@ from ranch.ctld.jobs.ports import JobDoor
 from ranch.sched.preempt import (
     REQUEUE,
     Policy,
+    Preemption,
     QosRule,
     Runner,
     Victim,
@@ -87,6 +88,7 @@ class Preemptions:
         # preemptor -> what its last fruitless choice was made from; and when the first job
         # it could stop leaves its exempt time
         self._tried: dict[int, tuple[tuple[object, ...], float]] = {}
+        self._due: list[tuple[int, str, Preemption]] = []  # chosen in this pass: settle()
 
     def policy(self) -> Policy | None:
         """The settings in force and the tree's QOS, rebuilt when either changed."""
@@ -137,13 +139,22 @@ class Preemptions:
             return True
         self._started = {k: t for k, t in self._started.items() if now - t < quiet}
         self._started[job.id] = now
-        stopped = [v.job_id for v in got.victims if self._stop(v, now) is not None]
-        self._record("preempt", hostlist.fold(list(got.nodes)), job=job.id, qos=qos,
-                     victims=",".join(f"{v.job_id}:{v.mode}" for v in got.victims),
-                     stopped=",".join(str(v) for v in stopped) or "-",
-                     candidates=",".join(map(str, got.order)))
-        logs.event("preemption", job=job.id, victims=len(got.victims), stopped=len(stopped))
+        self._due.append((job.id, qos, got))
         return True
+
+    def settle(self) -> None:
+        """Stop the victims the pass chose, once it is over: a victim that ends at once (one
+        still booting) goes back into the pending queue the pass was walking."""
+        due, self._due = self._due, []
+        now = self._wall()
+        for job_id, qos, got in due:
+            stopped = [v.job_id for v in got.victims if self._stop(v, now) is not None]
+            self._record("preempt", hostlist.fold(list(got.nodes)), job=job_id, qos=qos,
+                         victims=",".join(f"{v.job_id}:{v.mode}" for v in got.victims),
+                         stopped=",".join(str(v) for v in stopped) or "-",
+                         candidates=",".join(map(str, got.order)))
+            logs.event("preemption", job=job_id, victims=len(got.victims),
+                       stopped=len(stopped))
 
     def _wake(self, when: float | None, now: float) -> None:
         """A pass when the first exempt job becomes a candidate."""
