@@ -96,3 +96,19 @@ def test_preempt_exempt_time_defers_the_preemption(tmp_path: Path) -> None:
         c.wait_for(lambda: job_state(c, victim) == "PREEMPTED", 30, what="victim PREEMPTED")
         assert time.monotonic() - began >= 3.0
         c.wait_for(lambda: job_state(c, high) == "COMPLETED", 30, what="preemptor done")
+
+
+def test_a_preemptor_behind_a_backlog_of_its_victims_qos_comes_first(tmp_path: Path) -> None:
+    """A low job waits on Resources ahead of the high one (an older id): Slurm's queue sort
+    puts the preemptor before jobs it may preempt, so the backlog does not hide it."""
+    with Cluster(tmp_path / "c", ("n1",), extra=ON.format(mode="CANCEL")) as c:
+        c.start()
+        _tree(c)
+        victim, _ = _victim(c, tmp_path)
+        waiting = submit(c, "-q", "low", "-o", "/dev/null", "--wrap", "true")
+        assert job(c, waiting)["state_reason"] == "Resources"
+        high = submit(c, "-q", "high", "-o", "/dev/null", "--wrap", "sleep 1")
+        c.wait_for(lambda: job_state(c, victim) == "PREEMPTED", 30, what="victim PREEMPTED")
+        c.wait_for(lambda: job_state(c, waiting) == "COMPLETED", 30, what="the backlog runs")
+        assert job(c, high)["job_state"] == ["COMPLETED"]
+        assert job(c, high)["start_time"]["number"] <= job(c, waiting)["start_time"]["number"]

@@ -223,7 +223,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                        check=lambda req: submission.check(req),
                        dependency_reason=dependencies.reason, measured=stats.main_cycle,
                        limits=acct_limits, preempt=preemptions.consider,
-                       preempted=preemptions.settle)
+                       preempted=preemptions.settle, order=preemptions.order)
     submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
                                members=starts.members, record=listing.record,
                                run_pass=starts.run, programs=programs, admit=admit)

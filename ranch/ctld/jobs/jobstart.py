@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -45,14 +45,16 @@ class JobStarts:
                  measured: Callable[[int, int, int], None],
                  limits: Callable[[], RuleOf | None] = lambda: None,
                  preempt: Callable[[Job, Pending, Cluster], bool] | None = None,
-                 preempted: Callable[[], None] = lambda: None) -> None:
+                 preempted: Callable[[], None] = lambda: None,
+                 order: Callable[[Sequence[Job]], Iterable[Job]] = lambda jobs: jobs) -> None:
         """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
         partitions; `dependency_reason`: why a job's dependencies hold it
         (ctld/jobs/dependbook.py); `measured`: each pass's µs, depth and queue length
         (sdiag's main scheduler, ctld/jobs/schedstats.py); `limits`: the accounting limits'
         rules while AccountingStorageEnforce has `limits` (None: not enforced); `preempt`: a
         job that waits on Resources may stop lower QOS' jobs (ctld/jobs/preemption.py), which
-        `preempted` does once the pass is over."""
+        `preempted` does once the pass is over; `order`: the pending jobs in the order the
+        pass tries them (preemptors first)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -63,7 +65,7 @@ class JobStarts:
         self._dependency_reason = dependency_reason
         self._measured = measured
         self._limits = limits
-        self._preempt, self._preempted = preempt, preempted
+        self._preempt, self._preempted, self._order = preempt, preempted, order
         self._scope: LimitScope | None = None  # the limits' tally, kept from pass to pass
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
@@ -88,7 +90,7 @@ class JobStarts:
             self._scope.refresh()  # the jobs that ended since the last pass hold nothing
         running: dict[int, int] = {}  # throttled array -> its tasks holding resources
         depth = 0
-        for job in self._jobs.pending:
+        for job in self._order(self._jobs.pending):  # preemptors before their victims
             if job.state != PENDING:
                 continue
             if run.stopped:

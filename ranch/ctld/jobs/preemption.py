@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -26,6 +26,7 @@ from ranch.sched.preempt import (
     choose,
     exempt_ends,
     mode_of,
+    preemptable,
 )
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import steptable as st
@@ -103,6 +104,19 @@ class Preemptions:
         got = Policy(conf.mode, conf.exempt_time, {q.name: qos_rule(q) for q in records})
         self._policy = (conf, records, got)
         return got
+
+    def order(self, pending: Sequence[Job]) -> Iterable[Job]:
+        """The pass's order: by priority, except that a job whose QOS may preempt another's
+        comes before it (sort_job_queue2 asks preempt_g_job_preempt_check first), so that a
+        backlog of low jobs waiting on Resources does not hide a preemptor behind them."""
+        policy = self.policy()
+        if policy is None:
+            return pending
+        ahead = [j for j in pending if (r := policy.qos.get(j.req.qos or DEFAULT_QOS))
+                 and r.preempt]
+        if not ahead:
+            return pending
+        return _preemptors_first(pending, ahead, policy)
 
     def consider(self, job: Job, view: Pending, cluster: Cluster) -> bool:
         """The pass could not start `job` for Resources: stop the victims whose going lets it
@@ -215,3 +229,21 @@ class Preemptions:
         self._end(job, mode == REQUEUE)
         self._record("preempt", hostlist.fold(list(job.nodes)), job=job_id,
                      grace="over", mode=mode)
+
+
+def _preemptors_first(pending: Sequence[Job], ahead: list[Job], policy: Policy
+                      ) -> Iterator[Job]:
+    """`pending` in order, each job preceded by the preemptors (of `ahead`, in their order)
+    that may preempt it and did not come yet."""
+    done: set[int] = set()
+    for job in pending:
+        if job.id in done:
+            continue
+        qos = job.req.qos or DEFAULT_QOS
+        for first in ahead:
+            if first.id not in done and first.id != job.id and preemptable(
+                    qos, first.req.qos or DEFAULT_QOS, policy):
+                done.add(first.id)
+                yield first
+        done.add(job.id)
+        yield job
