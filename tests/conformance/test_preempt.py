@@ -3,7 +3,9 @@ build both trees (QOS high may preempt low, lowc and lowg), then in each scenari
 the cluster and a job of QOS high comes: the cluster's PreemptMode=REQUEUE requeues the victim
 (PENDING, then it runs again once the preemptor is done), a QOS's own PreemptMode=cancel ends it
 PREEMPTED, and with GraceTime the victim's steps get SIGTERM first and it is killed once its grace
-is over; a QOS's PreemptExemptTime keeps its victim running that long first.
+is over; a QOS's PreemptExemptTime keeps its victim running that long first; under
+sched/builtin a preemptor behind an older job of its victim's QOS waiting on Resources waits
+(Priority) and preempts nothing.
 Compared: squeue's state and reason and sacct's state and exit code of victim and preemptor, the
 victim's restart count, and what the victim wrote of its runs and signals. Needs slurmdbd."""
 
@@ -49,12 +51,16 @@ srun -n1 sh -c "echo ready >> {runs}; trap 'echo STEPTERM >> {runs}' TERM; \\
 while :; do sleep 0.2; done"
 """
 # (name, the victim's QOS, its script, the lines of what it wrote that are compared: at the
-# final kill the batch shell and the step both get SIGTERM, in no set order)
+# final kill the batch shell and the step both get SIGTERM, in no set order), and whether a job
+# of the victim's QOS waits on Resources ahead of the preemptor (an older job: under
+# sched/builtin with priority/basic, slurmctld walks its job list in order, so the preemptor
+# waits for Priority and preempts nothing; sched/backfill's sorted queue would try it first)
 SCENARIOS = (
-    ("REQUEUE (the cluster's mode)", "low", VICTIM, 9),
-    ("CANCEL (the QOS's own mode)", "lowc", VICTIM, 9),
-    ("CANCEL after GraceTime", "lowg", STEPPED, 3),
-    ("CANCEL after the QOS's PreemptExemptTime", "lowe", VICTIM, 9),
+    ("REQUEUE (the cluster's mode)", "low", VICTIM, 9, False),
+    ("CANCEL (the QOS's own mode)", "lowc", VICTIM, 9, False),
+    ("CANCEL after GraceTime", "lowg", STEPPED, 3, False),
+    ("CANCEL after the QOS's PreemptExemptTime", "lowe", VICTIM, 9, False),
+    ("a preemptor behind a backlog of its victim's QOS", "lowc", VICTIM, 9, True),
 )
 SETTLED = 40.0
 
@@ -91,14 +97,32 @@ def _restarts(system, jid: str) -> str:
     return next((w.split("=", 1)[1] for w in out.split() if w.startswith("Restarts=")), "?")
 
 
-def _scenario(system, name: str, qos: str, text: str, lines: int) -> dict[str, object]:
+def _behind(system, victim: str, qos: str) -> dict[str, object]:
+    """The preemptor behind an older pending job of its victim's QOS: what each shows once
+    slurmctld's pass looked at both, then all three cancelled."""
+    waiting = _submit(system, (*FULL, "-q", qos, "-o", "/dev/null"), "--wrap", "true")
+    _until(lambda: _squeue(system, waiting), lambda s: s[1] not in ("None", ""))
+    high = _submit(system, (*FULL, "-q", "high", "-o", "/dev/null"), "--wrap", "true")
+    _until(lambda: _squeue(system, high), lambda s: s[1] not in ("None", ""))
+    seen = {"victim": _squeue(system, victim), "waiting": _squeue(system, waiting),
+            "preemptor": _squeue(system, high)}
+    _run(system, "scancel", (victim, waiting, high))
+    _until(lambda: [_squeue(system, j)[0] for j in (victim, waiting, high)],
+           lambda s: all(x in ("CANCELLED", "COMPLETED", "PREEMPTED") for x in s))
+    return seen
+
+
+def _scenario(system, name: str, qos: str, text: str, lines: int,
+              behind: bool) -> dict[str, object]:
     work = Path(system.workdir)
-    runs = work / f"runs-{qos}"
+    runs = work / f"runs-{qos}{'-behind' if behind else ''}"
     script = work / f"victim-{qos}.sh"
     script.write_text(text.format(runs=runs))
     victim = _submit(system, (*FULL, "-q", qos, "-o", "/dev/null"), str(script))
     _until(lambda: runs.exists() and "ready" in runs.read_text(), bool)
     assert _squeue(system, victim)[0] == "RUNNING", name
+    if behind:  # an older job of the victim's QOS, waiting on Resources
+        return _behind(system, victim, qos)
     began = time.monotonic()  # the victim started a moment before
     high = _submit(system, (*FULL, "-q", "high", "-o", "/dev/null"), "--wrap", "sleep 1")
     # the victim leaves RUNNING; the preemptor waits for its nodes, then runs and ends
@@ -144,10 +168,12 @@ def test_preemption_modes_as_slurm(slurm_side) -> None:
     for (name, *_), want, got in zip(SCENARIOS, slurm_side, ranch_side, strict=True):
         assert got == want, name
     # what Slurm showed: requeued then run again; PREEMPTED; SIGTERM, then PREEMPTED
-    requeue, cancel, grace, exempt = slurm_side
+    requeue, cancel, grace, exempt, backlog = slurm_side
     assert requeue["restarts"] == "1"
     assert requeue["victim wrote"] == ["run 0", "ready", "TERM", "run 1"]
     assert cancel["victim"][0][0] == "PREEMPTED"
     assert grace["victim"][0][0] == "PREEMPTED"
     assert grace["victim wrote"] == ["run 0", "ready", "STEPTERM"]
     assert exempt["victim"][0][0] == "PREEMPTED" and exempt["victim ran out its exempt time"]
+    assert backlog == {"victim": ("RUNNING", "None"), "waiting": ("PENDING", "Resources"),
+                       "preemptor": ("PENDING", "Priority")}

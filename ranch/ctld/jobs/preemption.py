@@ -108,15 +108,22 @@ class Preemptions:
     def order(self, pending: Sequence[Job]) -> Iterable[Job]:
         """The pass's order: by priority, except that a job whose QOS may preempt another's
         comes before it (sort_job_queue2 asks preempt_g_job_preempt_check first), so that a
-        backlog of low jobs waiting on Resources does not hide a preemptor behind them."""
+        backlog of low jobs waiting on Resources does not hide a preemptor behind them. Not
+        under sched/builtin with priority/basic: slurmctld then walks its job list as it is
+        (_schedule's fifo_sched)."""
         policy = self.policy()
-        if policy is None:
+        if policy is None or self._fifo():
             return pending
         ahead = [j for j in pending if (r := policy.qos.get(j.req.qos or DEFAULT_QOS))
                  and r.preempt]
         if not ahead:
             return pending
         return _preemptors_first(pending, ahead, policy)
+
+    def _fifo(self) -> bool:
+        cfg = self._settings.config
+        kind = dict(cfg.settings).get("PriorityType", "priority/basic").strip().lower()
+        return cfg.scheduler.type == "sched/builtin" and kind == "priority/basic"
 
     def consider(self, job: Job, view: Pending, cluster: Cluster) -> bool:
         """The pass could not start `job` for Resources: stop the victims whose going lets it
