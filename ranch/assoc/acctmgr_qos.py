@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ranch.assoc import ops
 from ranch.assoc.acctmgr_ask import Reply, commit
+from ranch.assoc.acctmgr_values import secs_text
 from ranch.assoc.db import AcctDb, Refused
 from ranch.assoc.records import PREEMPT_MODES
 
@@ -73,7 +74,28 @@ def qos_fields(db: AcctDb, other: dict[str, str]) -> tuple[dict[str, object], st
             raise Refused(err=f"sacctmgr: error: You gave a bad qos '{bad}'. Valid QOS's are "
                               f"{valid}\n")
         fields["preempt"] = names
+    if "preempt_exempt_time" in other:
+        secs = time_str2secs(other["preempt_exempt_time"])
+        if secs is None:
+            raise Refused(err=" Bad PreemptExemptTime format: PreemptExemptTime="
+                              f"{other['preempt_exempt_time']}\n")
+        fields["preempt_exempt_time"] = secs_text(secs)
     return fields, warn
+
+
+def time_str2secs(text: str) -> int | None:
+    """Slurm's time_str2secs: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S; None if it is none."""
+    days, _, rest = text.strip().rpartition("-") if "-" in text else ("", "", text.strip())
+    parts = rest.split(":")
+    if not all(p.isdigit() for p in parts) or (days and not days.isdigit()) or len(parts) > 3:
+        return None
+    nums = [int(p) for p in parts]
+    if days:
+        h, m, sec = [*nums, 0, 0][:3]
+        return int(days) * 86400 + h * 3600 + m * 60 + sec
+    if len(nums) == 3:
+        return nums[0] * 3600 + nums[1] * 60 + nums[2]
+    return nums[0] * 60 + (nums[1] if len(nums) == 2 else 0)
 
 
 def _shown(fields: dict[str, object], lims: dict[str, str], other: dict[str, str]

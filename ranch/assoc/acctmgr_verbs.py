@@ -31,7 +31,8 @@ OTHER_KEYS = (("description", 1, "description"), ("organization", 1, "organizati
               ("defaultqos", 3, "def_qos"), ("priority", 3, "priority"), ("flags", 1, "flags"),
               ("usagefactor", 6, "usage_factor"), ("preemptmode", 8, "preempt_mode"),
               ("preempt", 7, "preempt"), ("gracetime", 3, "grace_time"),
-              ("usagethreshold", 6, "usage_threshold"))
+              ("usagethreshold", 6, "usage_threshold"),
+              ("preemptexempttime", 8, "preempt_exempt_time"))
 
 
 def settings(cmd: Command) -> tuple[dict[str, str], dict[str, str]]:

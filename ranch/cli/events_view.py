@@ -93,7 +93,15 @@ def event_line(e: dict) -> str:
             parts.append(f"{label}={_quote(str(e[key]))}")
     if e.get("partitions"):
         parts.append("Partitions=" + ",".join(e["partitions"]))
+    for key, label in PREEMPT_FIELDS:  # a preemption's record (ctld/jobs/preemption.py)
+        if e.get(key) not in (None, ""):
+            parts.append(f"{label}={_quote(str(e[key]))}")
     return " ".join(parts)
+
+
+PREEMPT_FIELDS = (("job", "JobId"), ("qos", "QOS"), ("victims", "Victims"),
+                  ("stopped", "Stopped"), ("mode", "Mode"), ("grace", "Grace"),
+                  ("candidates", "Candidates"))
 
 
 def _decision(e: dict) -> list[str]:

@@ -111,7 +111,7 @@ class _Builder(NodeLines, PartitionLines, RelayLines):
         membership, jobs = self.membership_settings(), self.job_settings()
         guards, reboot = self.guard_settings(), self.reboot_settings()
         access, accounting = self.access_settings(), self.accounting_settings()
-        scheduler = self.scheduler_settings()
+        scheduler, preempt = self.scheduler_settings(), self.preempt_settings()
         priority = prioritysettings.priority_settings(
             g, self.globals["SchedulerParameters"][1].value
             if "SchedulerParameters" in self.globals else "")
@@ -140,7 +140,8 @@ class _Builder(NodeLines, PartitionLines, RelayLines):
             partitions=tuple(partitions), settings=tuple(settings),
             ignored=tuple(self.ignored), warnings=tuple(self.warnings), membership=membership,
             jobs=jobs, guards=guards, access=access, reboot=reboot,
-            accounting=accounting, scheduler=scheduler, priority=priority, relays=relays)
+            accounting=accounting, scheduler=scheduler, priority=priority, relays=relays,
+            preempt=preempt)
 
 
 def _build(path: str, abspath: str, text: str, base_dir: str, strict: bool) -> ClusterConfig:

@@ -20,6 +20,7 @@ from ranch.conf.model import (
     HttpSettings,
     JobSettings,
     MembershipSettings,
+    PreemptSettings,
     RebootSettings,
     SchedulerSettings,
     Timeouts,
@@ -27,6 +28,7 @@ from ranch.conf.model import (
 from ranch.conf.parser import Pair
 from ranch.conf.prioritysettings import PRIORITY_CONVERT
 from ranch.conf.refused import slurm_verdict
+from ranch.conf.timefmt import parse_seconds
 from ranch.conf.values import (
     ENFORCE,
     HEALTH_NODE_STATES,
@@ -107,7 +109,12 @@ _GLOBAL_CONVERT: dict[str, Callable[[str], Any]] = {
     "PriorityUsageResetPeriod": lambda s: as_enum(s, RESET_PERIODS),
     "SchedulerType": lambda s: as_enum(s, SCHEDULER_TYPES).lower(),
     **PRIORITY_CONVERT,  # issue 44's priority/multifactor keys
+    "PreemptType": lambda s: as_enum(s, PREEMPT_TYPES).lower(),
+    "PreemptExemptTime": parse_seconds,
 }
+PREEMPT_TYPES: tuple[str, ...] = ("PREEMPT/NONE", "PREEMPT/QOS", "PREEMPT/PARTITION_PRIO")
+# PreemptMode's words (slurm.conf.5); Ranch acts on OFF, CANCEL and REQUEUE
+PREEMPT_WORDS: tuple[str, ...] = ("OFF", "CANCEL", "REQUEUE", "SUSPEND", "GANG", "WITHIN")
 SCHEDULER_TYPES: tuple[str, ...] = ("SCHED/BACKFILL", "SCHED/BUILTIN")
 # SchedulerParameters' backfill keys Ranch acts on: (field, lowest, highest) as slurm.conf.5
 # gives them (bf_interval=-1 turns backfill off); the other words are kept for what reads them
@@ -324,6 +331,49 @@ class GlobalSettings(BuilderBase):
                 offset += len(word) + 1
         kind = self.typed_global("SchedulerType", "sched/backfill")
         return SchedulerSettings(kind, **got)
+
+    def preempt_settings(self) -> PreemptSettings:
+        """PreemptType, PreemptMode, PreemptExemptTime, refused as slurmctld's read_config
+        refuses them; SUSPEND, GANG, WITHIN and preempt/partition_prio are not Ranch's."""
+        g = self.typed_global
+        kind = g("PreemptType", "preempt/none")
+        mode = self._preempt_mode()
+        if kind == "preempt/partition_prio":
+            _, p, src = self.globals["PreemptType"]
+            self.error(src, p.vline, p.vcol, "PreemptType=preempt/partition_prio: Ranch "
+                       "preempts by QOS only (preempt/qos)")
+        elif mode is not None and (kind == "preempt/qos") == (mode == "off"):
+            _, p, src = self.globals.get("PreemptType") or self.globals["PreemptMode"]
+            self.error(src, p.vline, p.vcol, "PreemptType and PreemptMode values incompatible "
+                       f"({kind} with PreemptMode={mode.upper()})")
+        exempt = g("PreemptExemptTime", None)
+        return PreemptSettings(kind, mode or "off", exempt)
+
+    def _preempt_mode(self) -> str | None:
+        """PreemptMode's one mode, lower case; None where it was refused (said once)."""
+        got = self.globals.get("PreemptMode")
+        if got is None:
+            return "off"
+        _, p, src = got
+        try:
+            words = as_enum_list(p.value, PREEMPT_WORDS)
+        except ValueError as exc:
+            self.value_error(src, p, exc)
+            return None
+        if words == ("SUSPEND",):  # read_config.c's own refusal
+            self.error(src, p.vline, p.vcol, "PreemptMode=SUSPEND requires GANG too")
+            return None
+        other = [w for w in words if w not in ("OFF", "CANCEL", "REQUEUE")]
+        if other:
+            self.error(src, p.vline, p.vcol, f"PreemptMode={p.value.strip()}: Ranch does not "
+                       f"implement {','.join(other)} (no gang scheduling or suspension); use "
+                       "CANCEL or REQUEUE")
+            return None
+        if len(words) != 1:
+            self.error(src, p.vline, p.vcol, f"PreemptMode={p.value.strip()}: one of OFF, "
+                       "CANCEL, REQUEUE")
+            return None
+        return words[0].lower()
 
 
 def _bf_value(key: str, value: str) -> int:

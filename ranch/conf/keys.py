@@ -166,6 +166,15 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
      "bf_resolution (60 s), bf_max_job_test (500), bf_max_job_user, bf_max_job_part (0 = no "
      "limit), bf_min_prio_reserve (0) and kill_invalid_depend; Ranch's own ranch_estimate_all "
      "gives every pending job an estimate, past bf_max_job_test too (display only)"),
+    ("PreemptType", "enum", "preempt/none",
+     "preempt/qos: a pending job whose QOS lists others' in its Preempt= stops them to start "
+     "(preempt/none: no preemption)"),
+    ("PreemptMode", "enum", "OFF",
+     "OFF, CANCEL (the victim ends PREEMPTED) or REQUEUE (requeued; a --no-requeue job is "
+     "cancelled); a QOS's own PreemptMode wins; SUSPEND, GANG, WITHIN are refused"),
+    ("PreemptExemptTime", "time", None,
+     "how long a job runs before it may be preempted (a QOS's own wins); minutes or "
+     "[D-]HH:MM:SS"),
     # issue 22: the finished-job history racct reads (slurmdbd.conf's key and value forms)
     ("PurgeJobAfter", "str", "12months",
      "Ranch: finished jobs older than this leave the job history (racct): N months, Nhours, "
@@ -235,7 +244,7 @@ LaunchParameters LaunchType Licenses LogTimeFormat MailDomain MailProg
 MaxBatchRequeue MaxDBDMsgs MaxJobId MaxMemPerCPU MaxMemPerNode
 MaxStepCount MaxTasksPerNode MCSParameters MCSPlugin MemLimitEnforce MpiDefault
 MpiParams NamespaceType NodeFeaturesPlugins OverTimeLimit PluginDir PlugStackConfig
-PowerParameters PowerPlugin PreemptExemptTime PreemptMode PreemptParameters PreemptType
+PowerParameters PowerPlugin PreemptParameters
 PrEpParameters PrEpPlugins
 PriorityParameters PrioritySiteFactorParameters
 PrioritySiteFactorPlugin ProctrackType Prolog PrologEpilogTimeout

@@ -259,6 +259,20 @@ class PrioritySettings:
 
 
 @attrs.frozen(slots=True)
+class PreemptSettings:
+    """PreemptType, PreemptMode and PreemptExemptTime (issue 44): preempt/qos with CANCEL or
+    REQUEUE, or off (preempt/none, the default)."""
+
+    type: str = "preempt/none"  # preempt/none | preempt/qos
+    mode: str = "off"  # off | cancel | requeue (lower case)
+    exempt_time: int | None = None  # seconds a job runs before it may be preempted; None: unset
+
+    @property
+    def enabled(self) -> bool:
+        return self.type == "preempt/qos" and self.mode != "off"
+
+
+@attrs.frozen(slots=True)
 class GuardSettings:
     """Issue 18: the breakers over the controller's mass decisions (DownGuard*, DrainGuard*)."""
 
@@ -298,6 +312,7 @@ class ClusterConfig:
     scheduler: SchedulerSettings = SchedulerSettings()
     priority: PrioritySettings = PrioritySettings()
     relays: tuple[str, ...] = ()  # RelayNodes (issue 47): nodes whose rnoded relays others
+    preempt: PreemptSettings = PreemptSettings()
     _node_index: dict[str, NodeConfig] = attrs.field(init=False, eq=False, repr=False)
     _part_index: dict[str, tuple[str, ...]] = attrs.field(init=False, eq=False, repr=False)
 

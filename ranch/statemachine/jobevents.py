@@ -153,11 +153,20 @@ class NotNow:
     kind = "not now"
 
 
+@attrs.frozen(slots=True)
+class Preempt:
+    """preempt/qos stops the job for a higher one: requeued when `requeue` (PreemptMode=REQUEUE)
+    and the job may be, else PREEMPTED (CANCEL, or a job that may not be requeued)."""
+
+    requeue: bool = False
+    kind = "preempt"
+
+
 Event = (Allocate | NodesReady | LaunchConfirmed | EndReported | Cancel | NodeLost | NodeFailing
-         | Requeue | Hold | Release | UpdateBegin | Complete | Inactive | NotNow)
+         | Requeue | Hold | Release | UpdateBegin | Complete | Inactive | NotNow | Preempt)
 EVENT_KINDS = tuple(c.kind for c in (Allocate, NodesReady, LaunchConfirmed, EndReported, Cancel,
                                      NodeLost, NodeFailing, Requeue, Hold, Release, UpdateBegin,
-                                     Complete, Inactive, NotNow))
+                                     Complete, Inactive, NotNow, Preempt))
 
 
 # --- effects: what ctld does after a transition ----------------------------------------------

@@ -25,6 +25,7 @@ from ranch.statemachine.jobevents import (
     NodeLost,
     NodesReady,
     NotNow,
+    Preempt,
     Release,
     Requeue,
     Started,
@@ -132,8 +133,9 @@ def end_completing(v: JobView, e: EndReported) -> tuple[JobView, Effects]:
     left = v.awaiting - {e.node}
     changes: dict[str, Any] = {"awaiting": left}
     if (e.node == v.batch_host and v.exit_code == 0 and v.signal == 0
-            and v.outcome != JobState.COMPLETED):  # a released allocation keeps its 0:0
-        changes.update(exit_code=e.exit_code, signal=e.signal)  # cancelled: 0:15, as Slurm
+            and v.outcome not in (JobState.COMPLETED, JobState.PREEMPTED)):
+        # cancelled: 0:15, as Slurm; a released allocation and a preempted job keep 0:0
+        changes.update(exit_code=e.exit_code, signal=e.signal)
     v2 = attrs.evolve(v, **changes)
     if left:
         return v2, (Free((e.node,)),)
@@ -274,3 +276,13 @@ def not_now(v: JobView, e: NotNow) -> tuple[JobView, Effects]:
     """salloc -I refused: FAILED at once with ExitCode 0:1, as slurmctld's job_allocate ends an
     immediate job it cannot start (ctld sets Reason BadConstraints)."""
     return _end(v, JobState.FAILED, exit_code=0, signal=1, message="")
+
+
+def preempt(v: JobView, e: Preempt) -> tuple[JobView, Effects]:
+    """Preempted: requeued (PreemptMode=REQUEUE, a job that may be) or PREEMPTED, as
+    slurm_job_preempt's job_requeue or job_signal(SIGKILL, preempt); a running job's processes
+    are killed and awaited (COMPLETING) first."""
+    outcome = REQUEUE if e.requeue and v.requeue else JobState.PREEMPTED
+    if v.state is CONFIGURING:
+        return _end(v, outcome)
+    return _stop(v, outcome, "preempted")

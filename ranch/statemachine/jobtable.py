@@ -39,6 +39,7 @@ from ranch.statemachine.jobhandlers import (
     lose_node_completing,
     not_now,
     not_pending,
+    preempt,
     release,
     release_not_held,
     requeue_active,
@@ -109,6 +110,8 @@ JOB_ROWS: tuple[Row, ...] = (
     Row("inactive",         (_PD, _CG, _DONE),  ignore),   # pending: not yet; ended: too late
     Row("not now",          (_PD,),             not_now,               (_DONE,)),
     Row("not now",          (_CF, _R, _CG, _DONE), ignore),  # it started after all
+    Row("preempt",          (_CF, _R),          preempt,               (_CG, _PD, _DONE)),
+    Row("preempt",          (_PD, _CG, _DONE),  ignore),   # it ended or was requeued meanwhile
 )
 # fmt: on
 

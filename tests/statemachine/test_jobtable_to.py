@@ -53,6 +53,7 @@ EVENTS = {
                           signal=st.sampled_from([0, 9, 15])),
     "inactive": st.just(je.Inactive()),
     "not now": st.just(je.NotNow()),
+    "preempt": st.builds(je.Preempt, requeue=st.booleans()),
 }
 
 

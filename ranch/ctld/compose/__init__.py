@@ -84,7 +84,8 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
                       history=history, programs=programs, windows=reservations.windows,
                       admit=admit, limits=limits, record=base.eventlog.add,
                       tree=lambda: (accounts.db, accounts.usage.assocs) if accounts.enabled
-                      else None)
+                      else None,
+                      qos=lambda: accounts.db.qos if accounts.enabled else None)
     return parts_of(side)
 
 

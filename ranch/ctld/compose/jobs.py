@@ -4,7 +4,7 @@ component does on another's behalf is a closure over the other, built later in t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -26,6 +26,7 @@ from ranch.ctld.jobs.launches import Launcher
 from ranch.ctld.jobs.limitpass import RuleOf
 from ranch.ctld.jobs.mail import Mail
 from ranch.ctld.jobs.ports import StoreEvents
+from ranch.ctld.jobs.preemption import EXEMPT_KIND, GRACE_KIND, Preemptions
 from ranch.ctld.jobs.priorities import Priorities, Tree
 from ranch.ctld.jobs.schedstats import SchedStats
 from ranch.ctld.jobs.settings import JobSettings
@@ -35,6 +36,7 @@ from ranch.ctld.jobs.why import WhyDesk
 from ranch.ctld.jobs.willrun import WillRun
 
 if TYPE_CHECKING:
+    from ranch.assoc.records import Qos
     from ranch.conf.model import ClusterConfig
     from ranch.ctld.deadlines import Deadlines
     from ranch.ctld.jobs.history import FileHistory
@@ -81,6 +83,7 @@ class JobSide:
     jobs_holding: Callable[[Sequence[str]], list[tuple[int, list[str]]]]
     jobs_running_until: Callable[[], dict[str, float]]
     config_changed: Callable[[ClusterConfig], None]
+    preemptions: Preemptions  # preempt/qos; the deadline kind "preempt grace"
 
 
 class RegistryDoors(Protocol):
@@ -137,6 +140,10 @@ def on_deadline(side: JobSide, name: Any, kind: str) -> bool:
         side.inactive.orphaned(name)
     elif kind == LIMIT_KIND:  # a running job's lowered time limit
         side.limits.fired(name)
+    elif kind == GRACE_KIND:  # a preempted job's GraceTime is over
+        side.preemptions.fired(name)
+    elif kind == EXEMPT_KIND:  # a job left its PreemptExemptTime: a preemptor may stop it
+        side.kick()
     else:
         return False
     return True
@@ -148,15 +155,17 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
                programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
                admit: Admit | None = None,
                limits: Callable[[], RuleOf | None] = lambda: None,
-               record: Record | None = None, tree: Tree = lambda: None) -> JobSide:
+               record: Record | None = None, tree: Tree = lambda: None,
+               qos: Callable[[], Iterable[Qos] | None] = lambda: None) -> JobSide:
     """The job side over `nodes`. `programs`: the node side's programs a change asked for, run
     after the scheduling pass that a submission or a command runs (power save's flush: a
     placement may power nodes up); `windows`: the reservations' windows (backfill's map);
     `admit`: AccountingStorageEnforce's rule (jobs/ports.py); `limits`: its limits' rules for
     the scheduling pass (None: not enforced); `record`: the event log's door, where each
-    scheduling decision is written with its inputs (ctld/jobs/decisions.py); `tree`: the
-    accounting tree and its usage (priority/multifactor's fair share and QOS; None: accounting
-    off)."""
+    scheduling decision and each preemption is written with its inputs
+    (ctld/jobs/decisions.py, ctld/jobs/preemption.py); `tree`: the accounting tree and its
+    usage (priority/multifactor's fair share and QOS; None: accounting off); `qos`: the tree's
+    QOS, for preempt/qos (None: accounting off)."""
     settings = JobSettings(config)
     launcher = Launcher(settings, nodes, site=site, epoch=epoch)
     # what follows a change of the store in the components built after it (`side`)
@@ -169,7 +178,8 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,
                        deadlines=deadlines, changes=changes, spawn=spawn, history=history,
                        programs=programs, windows=windows, admit=admit, acct_limits=limits,
-                       decisions=Decisions(record or (lambda *a, **k: None)), tree=tree)
+                       decisions=Decisions(record or (lambda *a, **k: None)), tree=tree,
+                       qos=qos, record=record or (lambda *a, **k: None))
     return side
 
 
@@ -204,7 +214,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                 history: FileHistory | None, programs: Callable[[], None],
                 windows: Callable[[], Sequence[Window]], admit: Admit | None,
                 acct_limits: Callable[[], RuleOf | None], decisions: Decisions,
-                tree: Tree) -> JobSide:
+                tree: Tree, qos: Callable[[], Iterable[Qos] | None],
+                record: Callable[..., Any]) -> JobSide:
     """The store's components, each given what it uses of the others (bound methods, so that
     a request's stack stays in jobs/; a closure only where two need each other)."""
     mail = Mail(store, settings, spawn)
@@ -214,10 +225,15 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     listing = JobListing(store, nodes, wall=wall, dependency=dependencies.shown)
     accounting = Accounting(store, listing.record, settings, history, wall=wall,
                             state_changed=changes.state_changed)
+    preemptions = Preemptions(store, settings, clock=clock, wall=wall, deadlines=deadlines,
+                              qos=qos, record=record,
+                              signal_step=lambda job, sid, sig: steps.cancel(job, sid, sig))
     starts = JobStarts(store, settings, nodes, clock=clock, wall=wall, deadlines=deadlines,
                        check=lambda req: submission.check(req),
                        dependency_reason=dependencies.reason, measured=stats.main_cycle,
-                       limits=acct_limits, decisions=decisions)
+                       limits=acct_limits, decisions=decisions,
+                       preempt=preemptions.consider, preempted=preemptions.settle,
+                       order=preemptions.order)
     submission = JobSubmission(store, settings, nodes, clock=clock, wall=wall,
                                members=starts.members, record=listing.record,
                                run_pass=starts.run, programs=programs, admit=admit)
@@ -252,8 +268,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
         reconciliation=reconciliation, commands=commands, updates=updates, listing=listing,
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
         accounting=accounting, will_run=will_run, backfill=backfill, priorities=priorities,
-        sched_stats=stats, why=why,
-        history=history,
+        sched_stats=stats, why=why, history=history, preemptions=preemptions,
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,
         started=reconciliation.started, jobs_holding=listing.jobs_holding,

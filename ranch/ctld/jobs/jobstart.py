@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -45,13 +45,19 @@ class JobStarts:
                  dependency_reason: Callable[[Job, float], str],
                  measured: Callable[[int, int, int], None],
                  limits: Callable[[], RuleOf | None] = lambda: None,
-                 decisions: Decisions | None = None) -> None:
+                 decisions: Decisions | None = None,
+                 preempt: Callable[[Job, Pending, Cluster], bool] | None = None,
+                 preempted: Callable[[], None] = lambda: None,
+                 order: Callable[[Sequence[Job]], Iterable[Job]] = lambda jobs: jobs) -> None:
         """`check`: a submission's checks (ctld/jobs/jobsubmit.py), for a job of several
         partitions; `dependency_reason`: why a job's dependencies hold it
         (ctld/jobs/dependbook.py); `measured`: each pass's µs, depth and queue length
         (sdiag's main scheduler, ctld/jobs/schedstats.py); `limits`: the accounting limits'
         rules while AccountingStorageEnforce has `limits` (None: not enforced); `decisions`:
-        where each start is recorded with its inputs (ctld/jobs/decisions.py)."""
+        where each start is recorded with its inputs (ctld/jobs/decisions.py); `preempt`: a
+        job that waits on Resources may stop lower QOS' jobs (ctld/jobs/preemption.py), which
+        `preempted` does once the pass is over; `order`: the pending jobs in the order the
+        pass tries them (preemptors first)."""
         self._jobs = jobs
         self._settings = settings
         self._nodes = nodes
@@ -63,6 +69,7 @@ class JobStarts:
         self._measured = measured
         self._limits = limits
         self._decisions = decisions if decisions is not None else Decisions(lambda *a, **k: None)
+        self._preempt, self._preempted, self._order = preempt, preempted, order
         self._scope: LimitScope | None = None  # the limits' tally, kept from pass to pass
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
@@ -89,7 +96,7 @@ class JobStarts:
         depth = 0
         ahead: list[tuple[int, int, str]] = []  # the jobs ahead that wait: a start's inputs
         waited = 0
-        for job in self._jobs.pending:
+        for job in self._order(self._jobs.pending):  # preemptors before their victims
             if job.state != PENDING:
                 continue
             if run.stopped:
@@ -116,6 +123,7 @@ class JobStarts:
             if job.reason != why:
                 job.reason = why
                 self._jobs.touch(job, durable=False)  # recomputed by every pass, after restarts
+        self._preempted()  # the victims this pass chose, stopped off its walk of the queue
         if run.stopped:
             started += self._behind(wall, running)
         # salloc -I: an immediate allocation this pass could not start is refused (FAILED)
@@ -202,6 +210,8 @@ class JobStarts:
         else:
             decision = run.consider(view)
         if isinstance(decision, Wait):
+            if decision.reason == "Resources" and self._preempt is not None:
+                self._preempt(job, view, run.cluster)  # it waits while its victims end
             return decision.reason
         first = (job.partition, job.need, job.time_limit, job.req_nodes, job.exc_nodes)
         if decision.partition != job.partition:  # where it runs from now on
