@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-swf", metavar="FILE",
                    help="also write the workload simulated as an SWF trace")
     p.add_argument("--json", action="store_true", help="the report as JSON")
+    from ranch.protocol.release import version_text
+
+    p.add_argument("-V", "--version", action="version", version=version_text())
     return p
 
 
@@ -57,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     from ranch.conf.errors import ConfigError
     from ranch.sim import report, trace
     from ranch.sim.engine import Simulator
+    from ranch.sim.multifactor import order_for
 
     try:
         cfgs = [load_config(args.conf)]
@@ -76,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_swf:
         with open(args.write_swf, "w") as f:
             trace.write_swf(f, jobs, {"Note": "written by rsimulate"})
-    sums = [report.summary(Simulator(cfg).run(jobs)) for cfg in cfgs]
+    sums = [report.summary(Simulator(cfg, order_for(cfg, jobs)).run(jobs)) for cfg in cfgs]
     if len(sums) == 2:
         cmp = report.compare(*sums)
         print(json.dumps(cmp, indent=2) if args.json else report.change_text(cmp))

@@ -20,7 +20,6 @@ from ranch.statemachine.jobstates import PENDING
 
 if TYPE_CHECKING:
     from ranch.assoc.db import AcctDb
-    from ranch.conf.model import ClusterConfig, PartitionConfig
     from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.jobs.settings import JobSettings
     from ranch.ctld.jobs.store import JobStore
@@ -32,22 +31,6 @@ Tree = Callable[[], "tuple[AcctDb, Mapping[int, float]] | None"]
 def basic_order(job: Job) -> tuple[int, int]:
     """priority/basic's queue (the store's own): highest priority first, then the older job."""
     return (-job.priority, job.id)
-
-
-def settings_of(config: ClusterConfig) -> prio.Settings:
-    p = config.priority
-    return prio.Settings(
-        prio.Weights(p.weight_age, p.weight_assoc, p.weight_fairshare, p.weight_jobsize,
-                     p.weight_partition, p.weight_qos, p.tres),
-        p.max_age, p.favor_small, frozenset(p.flags), float(p.damp))
-
-
-def part_number(pc: PartitionConfig | None, key: str) -> int:
-    """A partition's PriorityJobFactor or PriorityTier (`Priority=` sets both; default 1)."""
-    if pc is None:
-        return 1
-    opts = dict(pc.options)
-    return int(opts.get(key, opts.get("Priority", "1")))
 
 
 class Priorities:
@@ -76,20 +59,10 @@ class Priorities:
     def use_config(self) -> None:
         """Read the config in force (at start and each reconfigure), then recompute."""
         config = self._settings.config
-        self.prio = settings_of(config)
-        nodes = {n.name: n for n in config.nodes}
-        self._parts: dict[str, tuple[int, int, int | None, tuple[tuple[str, float], ...]]] = {}
-        for pc in config.partitions:
-            members = [nodes[n] for n in pc.nodes if n in nodes]
-            totals = (("cpu", float(sum(n.cpus for n in members))),
-                      ("mem", float(sum(n.real_memory for n in members))),
-                      ("node", float(len(members))),
-                      ("gres/gpu", float(sum(g.count for n in members for g in n.gres
-                                             if g.name == "gpu"))))
-            self._parts[pc.name] = (part_number(pc, "PriorityJobFactor"),
-                                    part_number(pc, "PriorityTier"), pc.max_time, totals)
-        self._cluster = (len(config.nodes), sum(n.cpus for n in config.nodes),
-                         max((f for f, _, _, _ in self._parts.values()), default=0))
+        self.prio = prio.settings_of(config)
+        self._parts = prio.partitions_of(config)
+        base = prio.cluster_of(config, self._parts)
+        self._cluster = (base.nodes, base.cpus, base.part_max)
         if self.on:
             self._store.reorder(self.order, self.prioritize)
             self.recompute()
@@ -101,8 +74,8 @@ class Priorities:
 
     def order(self, job: Job) -> tuple[int, int, float, int]:
         """Slurm's order: partition PriorityTier, then priority, then submit time, then id."""
-        tier = self._parts.get(job.partition, (1, 1, None, ()))[1]
-        return (-tier, -job.priority, job.submit_time, job.id)
+        tier = self._parts.get(job.partition, prio.NO_PART)[1]
+        return prio.order_key(tier, job.priority, job.submit_time, job.id)
 
     def prioritize(self, job: Job) -> None:
         """One job's priority now (a new job, or its nice changed); an admin's stays."""
@@ -179,7 +152,7 @@ class Priorities:
                now: float) -> prio.JobInput:
         """What the factors read of `job`."""
         req, need = job.req, job.need
-        factor, _, max_time, totals = self._parts.get(job.partition, (1, 1, None, ()))
+        factor, _, max_time, totals = self._parts.get(job.partition, prio.NO_PART)
         cpus = need.tasks * need.cpus_per_task if need.spread else need.cpus * need.nodes
         # the nodes asked (-N; 1 without it), as slurmctld's details->min_nodes: not the
         # nodes a spread -n needs at least
