@@ -129,6 +129,8 @@ MESSAGE_SINCE: dict[str, int] = {
     **{cls.__name__: 5 for cls in m.STEP_MESSAGES},
     # issue 33: rcontrol reboot, and the controller's word to rnoded
     "RebootNodes": 6, "RebootNode": 6, "ReservationRequest": 6, "ReservationReply": 6,
+    # issue 44: rcontrol reconfigure --dry-run (a controller without it answers unknown_type)
+    "ReconfigureDryRun": 6, "ReconfigureDryRunReply": 6,
 }
 
 

@@ -103,6 +103,13 @@ SAMPLES = [
                   (("cpu", 250.0),), 0, 0, (("cpu", 0.25),)),
     m.PriorityReply(True, m.PriorityWeights(age=1000), (m.PriorityRow(
         5, "main", "bob", 7, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, (), -10),)),
+    m.ReconfigureDryRun("/etc/ranch/candidate.conf", "root"),
+    m.DryRunRow(7, "alice", "main", 4294901753, 1500, 3, 1),
+    m.DryRunStart(7, "n[1-2]", "main"),
+    m.ReconfigureDryRunReply(True, (), "/etc/ranch/candidate.conf", "priority/basic",
+                             "priority/multifactor",
+                             (m.DryRunRow(7, "alice", "main", 1, 2, 2, 1),),
+                             (m.DryRunStart(7, "n1", "backfill"),)),
 ]
 
 

@@ -5,7 +5,7 @@ what rsprio shows. Under priority/basic it leaves everything as it was."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -20,12 +20,20 @@ from ranch.statemachine.jobstates import PENDING
 
 if TYPE_CHECKING:
     from ranch.assoc.db import AcctDb
+    from ranch.conf.model import ClusterConfig
     from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.jobs.settings import JobSettings
     from ranch.ctld.jobs.store import JobStore
 
 # the accounting tree and its usage by association id (None: accounting is off)
 Tree = Callable[[], "tuple[AcctDb, Mapping[int, float]] | None"]
+
+
+@attrs.frozen
+class _Given:
+    """A JobSettings holding a candidate config (what `under` reads of one)."""
+
+    config: ClusterConfig
 
 
 def basic_order(job: Job) -> tuple[int, int]:
@@ -38,7 +46,9 @@ class Priorities:
     factors (what rsprio shows, as slurmctld keeps prio_factors), the figures they normalise by."""
 
     def __init__(self, store: JobStore, settings: JobSettings, *, wall: Callable[[], float],
-                 tree: Tree) -> None:
+                 tree: Tree, apply: bool = True) -> None:
+        """`apply` False: only compute under the settings' config (`under`'s own copy), never
+        setting a job's priority or the queue's order."""
         self._store = store
         self._settings = settings
         self._wall = wall
@@ -47,7 +57,10 @@ class Priorities:
         self._fs: dict[int, float] = {}
         self._fs_key: Any = None
         self._who: dict[tuple[str, str, str, str], tuple[int, float]] = {}
-        self.use_config()
+        if apply:
+            self.use_config()
+        else:
+            self._read(settings.config)
 
     # -- the config ---------------------------------------------------------------------------
 
@@ -58,17 +71,41 @@ class Priorities:
 
     def use_config(self) -> None:
         """Read the config in force (at start and each reconfigure), then recompute."""
-        config = self._settings.config
-        self.prio = prio.settings_of(config)
-        self._parts = prio.partitions_of(config)
-        base = prio.cluster_of(config, self._parts)
-        self._cluster = (base.nodes, base.cpus, base.part_max)
+        self._read(self._settings.config)
         if self.on:
             self._store.reorder(self.order, self.prioritize)
             self.recompute()
         else:
             self.factors.clear()
             self._store.reorder(basic_order)
+
+    def _read(self, config: ClusterConfig) -> None:
+        self.prio = prio.settings_of(config)
+        self._parts = prio.partitions_of(config)
+        base = prio.cluster_of(config, self._parts)
+        self._cluster = (base.nodes, base.cpus, base.part_max)
+
+    def under(self, config: ClusterConfig) -> Callable[[Job], tuple[int, tuple]]:
+        """Each job's (priority, place in the queue) were `config` in force, as use_config's
+        recompute would set them (a reconfigure's dry run, ctld/jobs/dryrun.py): this owner's
+        own computation on a copy given the candidate, its state and the jobs untouched. Under
+        priority/basic the priorities stay as they are (a reconfigure recomputes none)."""
+        shadow = Priorities(self._store, cast(Any, _Given(config)), wall=self._wall,
+                            tree=self._tree, apply=False)  # the store only read
+        if not shadow.on:
+            return lambda job: (job.priority, basic_order(job))
+        tree = shadow._tree()
+        shadow._fair_share(tree)
+        norms, now = shadow._normalisers(tree), self._wall()
+
+        def of(job: Job) -> tuple[int, tuple]:
+            value = job.priority
+            if job.state == PENDING and not job.direct_prio:
+                value = prio.total(prio.factors(shadow.inputs(job, tree, now), shadow.prio,
+                                                norms, now))
+            tier = shadow._parts.get(job.partition, prio.NO_PART)[1]
+            return value, prio.order_key(tier, value, job.submit_time, job.id)
+        return of
 
     # -- computing ----------------------------------------------------------------------------
 
