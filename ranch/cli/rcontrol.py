@@ -76,7 +76,7 @@ def build_parser():  # -> argparse.ArgumentParser
         "show guards | confirm down|drain [NodeName=HOSTLIST] | reset guard [down|drain] | "
         "reboot [ASAP] [nextstate=RESUME|DOWN] [reason=TEXT] HOSTLIST|ALL | "
         "cancel_reboot HOSTLIST | create reservation K=V... | update ReservationName=X K=V... "
-        "| delete ReservationName=X | show reservation [NAME]",
+        "| delete ReservationName=X | show reservation [NAME] | reconfigure --dry-run [FILE]",
     )
 
 
@@ -341,6 +341,9 @@ def _command_words(args: Namespace) -> list[str]:
 def _in_views(s: Session, command: str, rest: list[str]) -> int | None:
     """The commands whose modules are their own (membership and events, guards, reboots, job
     actions); None for the others."""
+    if command == "reconfigure" and rest:  # --dry-run [FILE] (cli/dryrun_view.py)
+        from ranch.cli import dryrun_view
+        return dryrun_view.command(s.target, rest, s.args.json)
     if command in ("approve", "reject", "delete", "events"):
         from ranch.cli import events_view
 

@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from ranch.conf.errors import ConfigError
     from ranch.sim import report, trace
     from ranch.sim.engine import Simulator
+    from ranch.sim.multifactor import order_for
 
     try:
         cfgs = [load_config(args.conf)]
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_swf:
         with open(args.write_swf, "w") as f:
             trace.write_swf(f, jobs, {"Note": "written by rsimulate"})
-    sums = [report.summary(Simulator(cfg).run(jobs)) for cfg in cfgs]
+    sums = [report.summary(Simulator(cfg, order_for(cfg, jobs)).run(jobs)) for cfg in cfgs]
     if len(sums) == 2:
         cmp = report.compare(*sums)
         print(json.dumps(cmp, indent=2) if args.json else report.change_text(cmp))

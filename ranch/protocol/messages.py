@@ -11,6 +11,8 @@ from __future__ import annotations
 # `messages.Name` all the same, and MESSAGE_TYPES below is the one registry of them.
 from ranch.protocol.adminmessages import *  # noqa: F403
 from ranch.protocol.adminmessages import ADMIN_MESSAGES
+from ranch.protocol.dryrunmessages import *  # noqa: F403
+from ranch.protocol.dryrunmessages import DRY_RUN_MESSAGES
 from ranch.protocol.jobmessages import *  # noqa: F403
 from ranch.protocol.jobmessages import JOB_MESSAGES
 from ranch.protocol.nodemessages import *  # noqa: F403
@@ -22,5 +24,6 @@ from ranch.protocol.stepmessages import STEP_MESSAGES
 
 MESSAGE_TYPES: dict[str, type] = {
     cls.__name__: cls
-    for cls in (*NODE_MESSAGES, *ADMIN_MESSAGES, *JOB_MESSAGES, *STEP_MESSAGES, *RELAY_MESSAGES)
+    for cls in (*NODE_MESSAGES, *ADMIN_MESSAGES, *JOB_MESSAGES, *STEP_MESSAGES, *RELAY_MESSAGES,
+                *DRY_RUN_MESSAGES)
 }

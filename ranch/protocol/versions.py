@@ -132,6 +132,8 @@ MESSAGE_SINCE: dict[str, int] = {
     "RebootNodes": 6, "RebootNode": 6, "ReservationRequest": 6, "ReservationReply": 6,
     # issue 47: relays (a controller without them answers unknown_type; the relay retries)
     "RelayJoin": 6, "RelayUp": 6, "RelayDown": 6,
+    # issue 44: rcontrol reconfigure --dry-run (a controller without it answers unknown_type)
+    "ReconfigureDryRun": 6, "ReconfigureDryRunReply": 6,
 }
 
 

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import attrs
+
+if TYPE_CHECKING:
+    from ranch.conf.model import ClusterConfig, PartitionConfig
 
 TOP = 0xFFFFFFFF  # a priority is a uint32; 0 is a held job's
 FLAGS = frozenset({"ACCRUE_ALWAYS", "CALCULATE_RUNNING", "DEPTH_OBLIVIOUS", "NO_FAIR_TREE",
@@ -234,3 +238,58 @@ def top(chosen: list[tuple[int, int, int]], others: list[tuple[int, int, int]]
         total_delta -= delta
         count -= 1
     return out
+
+
+# -- what the controller and the simulator both read of a config --------------------------------
+
+# a partition's figures: PriorityJobFactor, PriorityTier, MaxTime (minutes; None: UNLIMITED),
+# and its TRES totals (cpu, mem MB, node, gres/gpu)
+PartFigures = tuple[int, int, int | None, tuple[tuple[str, float], ...]]
+NO_PART: PartFigures = (1, 1, None, ())
+
+
+def settings_of(config: ClusterConfig) -> Settings:
+    """The multifactor settings of a config."""
+    p = config.priority
+    return Settings(
+        Weights(p.weight_age, p.weight_assoc, p.weight_fairshare, p.weight_jobsize,
+                p.weight_partition, p.weight_qos, p.tres),
+        p.max_age, p.favor_small, frozenset(p.flags), float(p.damp))
+
+
+def part_number(pc: PartitionConfig | None, key: str) -> int:
+    """A partition's PriorityJobFactor or PriorityTier (`Priority=` sets both; default 1)."""
+    if pc is None:
+        return 1
+    opts = dict(pc.options)
+    return int(opts.get(key, opts.get("Priority", "1")))
+
+
+def partitions_of(config: ClusterConfig) -> dict[str, PartFigures]:
+    """Each partition's figures, by name."""
+    nodes = {n.name: n for n in config.nodes}
+    out: dict[str, PartFigures] = {}
+    for pc in config.partitions:
+        members = [nodes[n] for n in pc.nodes if n in nodes]
+        totals = (("cpu", float(sum(n.cpus for n in members))),
+                  ("mem", float(sum(n.real_memory for n in members))),
+                  ("node", float(len(members))),
+                  ("gres/gpu", float(sum(g.count for n in members for g in n.gres
+                                         if g.name == "gpu"))))
+        out[pc.name] = (part_number(pc, "PriorityJobFactor"), part_number(pc, "PriorityTier"),
+                        pc.max_time, totals)
+    return out
+
+
+def cluster_of(config: ClusterConfig, parts: dict[str, PartFigures], qos_max: int = 0
+               ) -> Cluster:
+    """What the factors normalise against under `config` (the highest QOS priority given)."""
+    return Cluster(len(config.nodes), sum(n.cpus for n in config.nodes),
+                   max((f for f, _, _, _ in parts.values()), default=0), qos_max, 0)
+
+
+def order_key(tier: int, priority: int, submit: float, job_id: int
+              ) -> tuple[int, int, float, int]:
+    """The pending queue's order under multifactor, as Slurm's: partition PriorityTier, then
+    priority (both highest first), then submit time, then id."""
+    return (-tier, -priority, submit, job_id)

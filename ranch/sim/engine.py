@@ -36,8 +36,32 @@ Priority = Callable[[TraceJob, float], int]
 
 
 def basic_priority(job: TraceJob, now: float) -> int:
-    """priority/basic: each later job one less (TOP - id; a trace has no nice)."""
-    return TOP_PRIORITY - job.id
+    """priority/basic: each later job one less (TOP - id - nice)."""
+    return TOP_PRIORITY - job.id - job.nice
+
+
+class Order:
+    """How the queue is ordered: `priority` each job's now, `key` its place (lowest first).
+    This one is priority/basic's, over a priority callable; ranch/sim/multifactor.py's
+    recomputes every `period` seconds (`tick`, given the runs running and those ended since
+    the last tick), as the controller's priorities owner does."""
+
+    period: float = 0.0  # seconds between ticks (0: none)
+
+    def __init__(self, priority: Priority = basic_priority) -> None:
+        self._priority = priority
+
+    def submitted(self, job: TraceJob, now: float) -> None:
+        """A job entered the queue."""
+
+    def priority(self, job: TraceJob, now: float) -> int:
+        return self._priority(job, now)
+
+    def key(self, job: TraceJob, priority: int) -> tuple:
+        return (-priority, job.id)
+
+    def tick(self, now: float, running: Sequence[Run], ended: Sequence[Run]) -> None:
+        """A calc period fell due."""
 
 
 @attrs.define
@@ -63,6 +87,7 @@ class Outcome:
     total_cpus: int
     scheduler: str
     cycles: int  # backfill cycles run
+    priority: str = "priority/basic"  # PriorityType
 
 
 def cluster_of(cfg: ClusterConfig) -> tuple[dict[str, Node], dict[str, Partition],
@@ -89,9 +114,10 @@ def cluster_of(cfg: ClusterConfig) -> tuple[dict[str, Node], dict[str, Partition
 class Simulator:
     """One run of a workload under one config."""
 
-    def __init__(self, cfg: ClusterConfig, priority: Priority = basic_priority) -> None:
+    def __init__(self, cfg: ClusterConfig, priority: Priority | Order = basic_priority) -> None:
         self.cfg = cfg
-        self.priority = priority
+        self.order = priority if isinstance(priority, Order) else Order(priority)
+        self.ended: list[Run] = []  # since the last tick
         self.nodes, self.parts, self.members, self.default = cluster_of(cfg)
         self.uses: dict[str, NodeUse] = {}
         self.holders: dict[int, Holder] = {}
@@ -139,10 +165,10 @@ class Simulator:
     def _queue(self, now: float) -> list[Queued]:
         keyed = []
         for job, pend, _run in self.pending.values():
-            prio = self.priority(job, now)
-            keyed.append((-prio, job.id, attrs.evolve(pend, priority=prio)))
-        keyed.sort(key=lambda t: (t[0], t[1]))
-        return [Queued(p) for _, _, p in keyed]
+            prio = self.order.priority(job, now)
+            keyed.append((self.order.key(job, prio), attrs.evolve(pend, priority=prio)))
+        keyed.sort(key=lambda t: t[0])
+        return [Queued(p) for _, p in keyed]
 
     def _cluster(self) -> Cluster:
         return Cluster(nodes=self.nodes, partitions=self.parts, members=self.members,
@@ -183,6 +209,8 @@ class Simulator:
     def _finish(self, job_id: int, now: float) -> None:
         run, shares, _ = self.running.pop(job_id)
         run.end = now
+        if self.order.period:
+            self.ended.append(run)
         for name, share in shares.items():
             self.uses[name].remove(job_id, share)
             if not self.uses[name].jobs:
@@ -193,15 +221,22 @@ class Simulator:
 
     def run(self, jobs: Sequence[TraceJob]) -> Outcome:
         """Every job submitted at its time, scheduled until all have ended. Events at one
-        instant: ends, then submissions, then the FIFO pass, then a backfill cycle if one is
-        due. A cycle with nothing changed since the last one is skipped: with the same jobs
-        on the same nodes it could start none (time only brings reservations closer)."""
+        instant: ends, then submissions, then a calc period's recompute (when the order has
+        one: every `order.period` while jobs are still to come or to end), then the FIFO pass,
+        then a backfill cycle if one is due. A cycle with nothing changed since the last one
+        is skipped: with the same jobs on the same nodes it could start none (time only brings
+        reservations closer)."""
         runs: list[Run] = []
         refused: list[tuple[TraceJob, str]] = []
-        events: list[tuple[float, int, int]] = []  # (time, 0 end | 1 submit, job index/id)
+        # (time, 0 end | 1 submit | 2 calc period, job index/id)
+        events: list[tuple[float, int, int]] = []
         by_index = list(jobs)
         for i, job in enumerate(by_index):
             heapq.heappush(events, (job.submit, 1, i))
+        period = self.order.period
+        if period and by_index:
+            first = min(j.submit for j in by_index)
+            heapq.heappush(events, (math.floor(first / period) * period, 2, 0))
         changed = False
         next_cycle = 0.0
         while events or (self.pending and self.backfill and changed):
@@ -216,6 +251,11 @@ class Simulator:
                 _, kind, ref = heapq.heappop(events)
                 if kind == 0:
                     self._finish(ref, now)
+                elif kind == 2:
+                    self.order.tick(now, [r for r, _, _ in self.running.values()], self.ended)
+                    self.ended = []
+                    if events:  # more to come or to end: the next period
+                        heapq.heappush(events, (now + period, 2, 0))
                 else:
                     job = by_index[ref]
                     got = self.request(job)
@@ -225,6 +265,7 @@ class Simulator:
                     pend, run = got
                     runs.append(run)
                     self.pending[job.id] = (job, pend, run)
+                    self.order.submitted(job, now)
                 kicked = changed = True
             started = self.fifo(now) if kicked and self.pending else []
             if self.backfill and now >= next_cycle:
@@ -237,4 +278,4 @@ class Simulator:
             changed = changed or bool(started)
         total = sum(n.cpus for n in self.nodes.values())
         return Outcome(tuple(runs), tuple(refused), total, self.cfg.scheduler.type,
-                       self.cycles)
+                       self.cycles, self.cfg.priority.type)

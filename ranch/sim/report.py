@@ -43,6 +43,7 @@ def summary(out: Outcome) -> dict[str, Any]:
         accounts.setdefault(r.job.account or "(none)", []).append(r)
     return {
         "scheduler": out.scheduler,
+        "priority": out.priority,
         **_waits(out.runs),
         "refused": len(out.refused),
         "never_started": sum(1 for r in out.runs if r.start is None),
@@ -117,7 +118,7 @@ def _dur(s: float) -> str:
 
 def text(rep: dict[str, Any], title: str = "") -> str:
     """A summary as an admin reads it."""
-    lines = [f"{title}{' ' if title else ''}({rep['scheduler']})",
+    lines = [f"{title}{' ' if title else ''}({rep['scheduler']}, {rep['priority']})",
              f"  jobs {rep['jobs']}  started {rep['started']}  refused {rep['refused']}  "
              f"backfilled {rep['backfilled']}",
              f"  utilisation {rep['utilisation']:.2f}%  makespan {_dur(rep['makespan'])}  "

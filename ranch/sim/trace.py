@@ -31,6 +31,7 @@ class TraceJob:
     cpus_per_node: int = 0  # CPUs on each node (history records); 0: procs spread over nodes
     user: str = ""
     exclusive: bool = False  # whole nodes (--exclusive)
+    nice: int = 0  # the job's nice (history records)
 
 
 def whole_nodes(jobs: Sequence[TraceJob]) -> list[TraceJob]:

@@ -75,7 +75,7 @@ async def test_users_act_on_their_own_behalf_and_admins_on_anything() -> None:
     # nodes and the controller are for admins
     for request in (m.UpdateNodes("n1", "DRAIN", "x", "root", 0), m.Reconfigure("root"),
                     m.NodeMembership("approve", "n1", user="root"),
-                    m.GuardRequest("reset", "down")):
+                    m.GuardRequest("reset", "down"), m.ReconfigureDryRun("/tmp/c.conf")):
         _, refused, _ = gate(s.config(), _Conn(BOB), request)
         assert isinstance(refused, m.Error) and refused.code == "permission_denied"
         assert refused.message.startswith("Access/permission denied: ")

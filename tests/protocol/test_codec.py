@@ -107,6 +107,13 @@ SAMPLES = [
     m.RelayUp("relay01", (m.RelayItem("gpu001", b"\x00\x00\x00\x10frame"),
                           m.RelayItem("gpu002", gone=True))),
     m.RelayDown((m.RelayItem("gpu001", b"\x00\x00\x00\x10reply"),)),
+    m.ReconfigureDryRun("/etc/ranch/candidate.conf", "root"),
+    m.DryRunRow(7, "alice", "main", 4294901753, 1500, 3, 1),
+    m.DryRunStart(7, "n[1-2]", "main"),
+    m.ReconfigureDryRunReply(True, (), "/etc/ranch/candidate.conf", "priority/basic",
+                             "priority/multifactor",
+                             (m.DryRunRow(7, "alice", "main", 1, 2, 2, 1),),
+                             (m.DryRunStart(7, "n1", "backfill"),)),
 ]
 
 

@@ -14,6 +14,7 @@ from ranch.ctld.jobs.acct import Accounting
 from ranch.ctld.jobs.backfill import Backfill
 from ranch.ctld.jobs.decisions import Decisions, Record
 from ranch.ctld.jobs.dependbook import Dependencies
+from ranch.ctld.jobs.dryrun import DryRuns
 from ranch.ctld.jobs.inactive import InactiveWatch
 from ranch.ctld.jobs.jobcommands import JobCommands
 from ranch.ctld.jobs.joblisting import JobListing
@@ -73,6 +74,7 @@ class JobSide:
     priorities: Priorities  # priority/multifactor (run: a task of the daemon's nursery)
     sched_stats: SchedStats  # what both schedulers count of their cycles (rdiag, /metrics)
     why: WhyDesk  # rqueue --why, /api/v1/jobs/{id}/why (issue 44)
+    dry_runs: DryRuns  # rcontrol reconfigure --dry-run (issue 44)
     history: FileHistory | None
     # what the node side calls (the contract of issue 42: nodes/ports.py JobsForNodes)
     kick: Callable[[], None]
@@ -269,6 +271,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
         accounting=accounting, will_run=will_run, backfill=backfill, priorities=priorities,
         sched_stats=stats, why=why, history=history, preemptions=preemptions,
+        dry_runs=DryRuns(store, settings, under=priorities.under, snapshot=backfill.snapshot),
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,
         started=reconciliation.started, jobs_holding=listing.jobs_holding,

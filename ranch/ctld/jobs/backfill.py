@@ -138,10 +138,13 @@ class Backfill:
             self._programs()  # a start may power nodes up
         return started
 
-    def snapshot(self) -> Snapshot:
-        """The live views copied to plain data (the planner may run in a thread over them)."""
+    def snapshot(self, cfg: Any = None, under: Callable[[Job], tuple[int, tuple]] | None = None
+                 ) -> Snapshot:
+        """The live views copied to plain data (the planner may run in a thread over them).
+        `cfg` and `under` (each job's priority and place: Priorities.under): a candidate
+        config's queue over the same nodes and jobs, for a reconfigure's dry run."""
         wall = self._wall()
-        cfg = self._settings.config
+        cfg = cfg if cfg is not None else self._settings.config
         live = self._cluster(cfg, wall)
         parts = {p.name: live.partitions[p.name] for p in cfg.partitions}
         uses = {n: u.copy() for n, u in live.uses.items()}
@@ -152,12 +155,19 @@ class Backfill:
                           holders=holders, pending_parts=())
         running: dict[int, int] = {}
         queue = []
-        for job in list(self._jobs.pending):
+        jobs = list(self._jobs.pending)
+        got = {j.id: under(j) for j in jobs} if under is not None else {}
+        if got:
+            jobs.sort(key=lambda j: got[j.id][1])
+        for job in jobs:
             if job.state != PENDING:
                 continue
             why = self._waits(job, wall, running)
             if why is not None:
-                queue.append(Queued(self._views.pending(job), why))
+                view = self._views.pending(job)
+                if got:
+                    view = attrs.evolve(view, priority=got[job.id][0])
+                queue.append(Queued(view, why))
         self._views.prune(self._jobs.pending)
         # each end with its own copy of the shares (a job's dict changes as its nodes free)
         ends = tuple(Ending(e.at, e.job_id, dict(e.shares))

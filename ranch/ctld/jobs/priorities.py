@@ -5,7 +5,7 @@ what rsprio shows. Under priority/basic it leaves everything as it was."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import trio
@@ -20,7 +20,7 @@ from ranch.statemachine.jobstates import PENDING
 
 if TYPE_CHECKING:
     from ranch.assoc.db import AcctDb
-    from ranch.conf.model import ClusterConfig, PartitionConfig
+    from ranch.conf.model import ClusterConfig
     from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.jobs.settings import JobSettings
     from ranch.ctld.jobs.store import JobStore
@@ -29,25 +29,16 @@ if TYPE_CHECKING:
 Tree = Callable[[], "tuple[AcctDb, Mapping[int, float]] | None"]
 
 
+@attrs.frozen
+class _Given:
+    """A JobSettings holding a candidate config (what `under` reads of one)."""
+
+    config: ClusterConfig
+
+
 def basic_order(job: Job) -> tuple[int, int]:
     """priority/basic's queue (the store's own): highest priority first, then the older job."""
     return (-job.priority, job.id)
-
-
-def settings_of(config: ClusterConfig) -> prio.Settings:
-    p = config.priority
-    return prio.Settings(
-        prio.Weights(p.weight_age, p.weight_assoc, p.weight_fairshare, p.weight_jobsize,
-                     p.weight_partition, p.weight_qos, p.tres),
-        p.max_age, p.favor_small, frozenset(p.flags), float(p.damp))
-
-
-def part_number(pc: PartitionConfig | None, key: str) -> int:
-    """A partition's PriorityJobFactor or PriorityTier (`Priority=` sets both; default 1)."""
-    if pc is None:
-        return 1
-    opts = dict(pc.options)
-    return int(opts.get(key, opts.get("Priority", "1")))
 
 
 class Priorities:
@@ -55,7 +46,9 @@ class Priorities:
     factors (what rsprio shows, as slurmctld keeps prio_factors), the figures they normalise by."""
 
     def __init__(self, store: JobStore, settings: JobSettings, *, wall: Callable[[], float],
-                 tree: Tree) -> None:
+                 tree: Tree, apply: bool = True) -> None:
+        """`apply` False: only compute under the settings' config (`under`'s own copy), never
+        setting a job's priority or the queue's order."""
         self._store = store
         self._settings = settings
         self._wall = wall
@@ -64,7 +57,10 @@ class Priorities:
         self._fs: dict[int, float] = {}
         self._fs_key: Any = None
         self._who: dict[tuple[str, str, str, str], tuple[int, float]] = {}
-        self.use_config()
+        if apply:
+            self.use_config()
+        else:
+            self._read(settings.config)
 
     # -- the config ---------------------------------------------------------------------------
 
@@ -75,21 +71,7 @@ class Priorities:
 
     def use_config(self) -> None:
         """Read the config in force (at start and each reconfigure), then recompute."""
-        config = self._settings.config
-        self.prio = settings_of(config)
-        nodes = {n.name: n for n in config.nodes}
-        self._parts: dict[str, tuple[int, int, int | None, tuple[tuple[str, float], ...]]] = {}
-        for pc in config.partitions:
-            members = [nodes[n] for n in pc.nodes if n in nodes]
-            totals = (("cpu", float(sum(n.cpus for n in members))),
-                      ("mem", float(sum(n.real_memory for n in members))),
-                      ("node", float(len(members))),
-                      ("gres/gpu", float(sum(g.count for n in members for g in n.gres
-                                             if g.name == "gpu"))))
-            self._parts[pc.name] = (part_number(pc, "PriorityJobFactor"),
-                                    part_number(pc, "PriorityTier"), pc.max_time, totals)
-        self._cluster = (len(config.nodes), sum(n.cpus for n in config.nodes),
-                         max((f for f, _, _, _ in self._parts.values()), default=0))
+        self._read(self._settings.config)
         if self.on:
             self._store.reorder(self.order, self.prioritize)
             self.recompute()
@@ -97,12 +79,40 @@ class Priorities:
             self.factors.clear()
             self._store.reorder(basic_order)
 
+    def _read(self, config: ClusterConfig) -> None:
+        self.prio = prio.settings_of(config)
+        self._parts = prio.partitions_of(config)
+        base = prio.cluster_of(config, self._parts)
+        self._cluster = (base.nodes, base.cpus, base.part_max)
+
+    def under(self, config: ClusterConfig) -> Callable[[Job], tuple[int, tuple]]:
+        """Each job's (priority, place in the queue) were `config` in force, as use_config's
+        recompute would set them (a reconfigure's dry run, ctld/jobs/dryrun.py): this owner's
+        own computation on a copy given the candidate, its state and the jobs untouched. Under
+        priority/basic the priorities stay as they are (a reconfigure recomputes none)."""
+        shadow = Priorities(self._store, cast(Any, _Given(config)), wall=self._wall,
+                            tree=self._tree, apply=False)  # the store only read
+        if not shadow.on:
+            return lambda job: (job.priority, basic_order(job))
+        tree = shadow._tree()
+        shadow._fair_share(tree)
+        norms, now = shadow._normalisers(tree), self._wall()
+
+        def of(job: Job) -> tuple[int, tuple]:
+            value = job.priority
+            if job.state == PENDING and not job.direct_prio:
+                value = prio.total(prio.factors(shadow.inputs(job, tree, now), shadow.prio,
+                                                norms, now))
+            tier = shadow._parts.get(job.partition, prio.NO_PART)[1]
+            return value, prio.order_key(tier, value, job.submit_time, job.id)
+        return of
+
     # -- computing ----------------------------------------------------------------------------
 
     def order(self, job: Job) -> tuple[int, int, float, int]:
         """Slurm's order: partition PriorityTier, then priority, then submit time, then id."""
-        tier = self._parts.get(job.partition, (1, 1, None, ()))[1]
-        return (-tier, -job.priority, job.submit_time, job.id)
+        tier = self._parts.get(job.partition, prio.NO_PART)[1]
+        return prio.order_key(tier, job.priority, job.submit_time, job.id)
 
     def prioritize(self, job: Job) -> None:
         """One job's priority now (a new job, or its nice changed); an admin's stays."""
@@ -179,7 +189,7 @@ class Priorities:
                now: float) -> prio.JobInput:
         """What the factors read of `job`."""
         req, need = job.req, job.need
-        factor, _, max_time, totals = self._parts.get(job.partition, (1, 1, None, ()))
+        factor, _, max_time, totals = self._parts.get(job.partition, prio.NO_PART)
         cpus = need.tasks * need.cpus_per_task if need.spread else need.cpus * need.nodes
         # the nodes asked (-N; 1 without it), as slurmctld's details->min_nodes: not the
         # nodes a spread -n needs at least

@@ -93,7 +93,7 @@ def gate(config: ClusterConfig, conn: Connection, msg: Any) -> tuple[Any, Any, A
                                 f"it needs an admin ({ADMINS}); you are {who}"), None
         return attrs.evolve(msg, user=who.name), None, None
     if kind in (m.UpdateNodes, m.NodeMembership, m.Reconfigure, m.GuardRequest, m.RebootNodes,
-                m.Takeover):
+                m.Takeover, m.ReconfigureDryRun):
         if not who.admin:
             return msg, _refuse(conn, who, _what(msg), f"it needs an admin ({ADMINS}); you "
                                                        f"are {who}"), None
@@ -140,6 +140,8 @@ def _what(msg: Any) -> str:
         return f"{msg.action} NodeName={msg.node_names}"
     if type(msg) is m.Reconfigure:
         return "reconfigure"
+    if type(msg) is m.ReconfigureDryRun:
+        return "reconfigure --dry-run"
     if type(msg) is m.RebootNodes:
         return f"reboot {msg.node_names}"
     if type(msg) is m.Takeover:

@@ -215,4 +215,6 @@ def job_routes(jobs: JobServices, config: Callable[[], ClusterConfig],
         m.GetWhy: Route(lambda conn, msg: jobs.why.answer(msg), changes=False),  # rqueue --why
         m.PriorityRequest: Route(lambda conn, msg: jobs.priorities.reply(msg, conn.who),
                                  changes=False),  # rsprio (issue 44)
+        # rcontrol reconfigure --dry-run (issue 44): admins only (rpc/permissions.py)
+        m.ReconfigureDryRun: Route(lambda conn, msg: jobs.dry_runs.answer(msg), changes=False),
     }

@@ -112,6 +112,12 @@ class WhyAnswers(Protocol):
     async def answer(self, msg: m.GetWhy) -> m.WhyReply | m.Error: ...
 
 
+class DryRunAnswers(Protocol):
+    """rcontrol reconfigure --dry-run (ctld/jobs/dryrun.py DryRuns)."""
+
+    async def answer(self, msg: m.ReconfigureDryRun) -> m.ReconfigureDryRunReply: ...
+
+
 class StepRequests(Protocol):
     """rrun's steps (ctld/jobs/steps.py JobSteps)."""
 
@@ -139,6 +145,8 @@ class JobServices(Protocol):
     def steps(self) -> StepRequests: ...
     @property
     def why(self) -> WhyAnswers: ...
+    @property
+    def dry_runs(self) -> DryRunAnswers: ...
 
 
 class Watching(Protocol):
