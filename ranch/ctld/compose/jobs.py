@@ -185,6 +185,37 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
     return side
 
 
+def _config_changed(settings: JobSettings, priorities: Priorities, store: JobStore
+                    ) -> Callable[[ClusterConfig], None]:
+    def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
+        settings.use(new)
+        priorities.use_config()
+        store.config_changed()
+
+    return config_changed
+
+
+def _planners(store: JobStore, settings: JobSettings, nodes: NodesForJobs, starts: JobStarts,
+              submission: JobSubmission, priorities: Priorities, *, wall: Callable[[], float],
+              programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
+              stats: SchedStats, decisions: Decisions, dependencies: Dependencies,
+              acct_limits: Callable[[], RuleOf | None]
+              ) -> tuple[WillRun, Backfill, WhyDesk, DryRuns]:
+    """The components that plan over the pass's views: --test-only, the backfill cycle,
+    rqueue --why and reconfigure --dry-run (each reads the queue; only backfill starts jobs)."""
+    will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
+                       check=submission.check_new, members=starts.members)
+    backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
+                        allocate=starts.allocate, programs=programs, windows=windows,
+                        measured=stats.backfill_cycle, active=stats.set_active,
+                        decisions=decisions)
+    why = WhyDesk(store, settings, nodes, wall=wall, snapshot=backfill.snapshot,
+                  check=submission.check, dependency=dependencies.shown, limits=acct_limits)
+
+    dry_runs = DryRuns(store, settings, under=priorities.under, snapshot=backfill.snapshot)
+    return will_run, backfill, why, dry_runs
+
+
 def _began(side: JobSide, job: Job) -> None:
     side.mail.notify(job, "BEGIN")
     side.inactive.started(job)  # an allocation's command has its limit to speak
@@ -251,19 +282,10 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     commands = JobCommands(store, settings, updates, cancel_step=steps.cancel,
                            watched=inactive.watched, alive=inactive.alive,
                            run_pass=starts.run, programs=programs, top=priorities.top)
-    will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
-                       check=submission.check_new, members=starts.members)
-    backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
-                        allocate=starts.allocate, programs=programs, windows=windows,
-                        measured=stats.backfill_cycle, active=stats.set_active,
-                        decisions=decisions)
-    why = WhyDesk(store, settings, nodes, wall=wall, snapshot=backfill.snapshot,
-                  check=submission.check, dependency=dependencies.shown, limits=acct_limits)
-
-    def config_changed(new: ClusterConfig) -> None:  # after the node side's deadlines cleared
-        settings.use(new)
-        priorities.use_config()
-        store.config_changed()
+    will_run, backfill, why, dry_runs = _planners(
+        store, settings, nodes, starts, submission, priorities, wall=wall, programs=programs,
+        windows=windows, stats=stats, decisions=decisions, dependencies=dependencies,
+        acct_limits=acct_limits)
 
     return JobSide(
         store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,
@@ -271,8 +293,9 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
         steps=steps, inactive=inactive, limits=limits, dependencies=dependencies, mail=mail,
         accounting=accounting, will_run=will_run, backfill=backfill, priorities=priorities,
         sched_stats=stats, why=why, history=history, preemptions=preemptions,
-        dry_runs=DryRuns(store, settings, under=priorities.under, snapshot=backfill.snapshot),
+        dry_runs=dry_runs,
         kick=store.kick, node_lost=reconciliation.node_lost,
         heartbeat=reconciliation.heartbeat, registered=reconciliation.registered,
         started=reconciliation.started, jobs_holding=listing.jobs_holding,
-        jobs_running_until=listing.running_until, config_changed=config_changed)
+        jobs_running_until=listing.running_until,
+        config_changed=_config_changed(settings, priorities, store))
