@@ -59,8 +59,10 @@ def test_a_long_job_does_not_backfill_and_the_top_reservation_holds() -> None:
              Queued(job(2, time_limit=61)), Queued(job(3, time_limit=60))]
     got = plan(c, queue, ends, NOW)
     # job 2 would run past +60 on b, which is job 1's from then: it waits until job 1 ends;
-    # job 3 ends exactly as job 1's reservation begins, so it fits before it
-    assert brief(got) == {1: ("at", 60, "a", "b"), 2: ("at", 120, "a"), 3: ("start", "b")}
+    # job 3 ends exactly as job 1's reservation begins, and Slurm counts a reservation that
+    # begins in the second a job's limit ends as in its way (backfill.c _attempt_backfill:
+    # `node_space[j].begin_time <= end_time`): it waits too
+    assert brief(got) == {1: ("at", 60, "a", "b"), 2: ("at", 120, "a"), 3: ("at", 120, "b")}
     assert got[1].reason == "Priority"
     # without job 1 ahead, job 2 would have started now: the reservation is what held it
     assert brief(plan(c, queue[1:], ends, NOW))[2] == ("start", "b")
