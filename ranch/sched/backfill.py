@@ -91,12 +91,8 @@ class Cycle:
         self.holders = dict(cluster.holders)
         self.lines = Timelines(self.nodes, self.uses, releases(ends, self.uses, clock.freed))
         self.map = SlotMap(clock.slots, (1 << len(self.nodes)) - 1)
-        # Windows (maintenance, reservations the job is not in) are not node_space entries in
-        # Slurm but job_test_resv's test, to the second, and one that begins as a job's limit
-        # ends is NOT in its way (reservation.c job_test_resv: `if ((start_relative >=
-        # job_end_time_use) || (end_relative <= job_start_time)) continue;`), unlike a job
-        # ahead's reservation (Clock.through). The map holds each window from the first slot
-        # that begins after it does, never more than it holds; _windowed is the exact test.
+        # the map holds each window from the first slot that begins after it does (never more
+        # than it holds: a window's edge is to the second, _windowed)
         self.windows = [(w.begin, w.end, self.mask(w.nodes)) for w in windows if w.end > now]
         for b, e, m in self.windows:
             self.map.block(max(0, math.floor((b - clock.origin) / clock.res) + 1),
@@ -241,8 +237,7 @@ class Cycle:
         if job.req_nodes and req.bit_count() < len(set(job.req_nodes)):
             return None  # a named node out of service
         until = self._ending(job)
-        minutes = self._minutes(job)
-        now = self.clock.now
+        minutes, now = self._minutes(job), self.clock.now
         way = NEVER if minutes is None else self.clock.through(now + minutes * 60)
         cand = (elig | req) & self.lines.holding(sig, 0)[0] & self.map.free(0, way) \
             & ~self._windowed(now, minutes)
@@ -263,8 +258,11 @@ class Cycle:
         return Start(job.id, job.partition, shares)
 
     def _windowed(self, start: float, minutes: int | None) -> int:
-        """The nodes a window holds at some moment of a run from `start` (see __init__: one
-        that begins as the run's limit ends leaves it be)."""
+        """The nodes a window holds at some moment of a run from `start`. A window is not a
+        node_space entry in Slurm but job_test_resv's test, to the second: one that begins as
+        the run's limit ends is NOT in its way (reservation.c: `if ((start_relative >=
+        job_end_time_use) || (end_relative <= job_start_time)) continue;`), unlike a job
+        ahead's reservation (Clock.through)."""
         end = math.inf if minutes is None else start + minutes * 60
         held = 0
         for b, e, m in self.windows:
@@ -319,11 +317,9 @@ class Cycle:
     def _search(self, job: Pending, sig: Sig, k: int, usable: int, req: int,
                 minutes: int | None, t: int) -> tuple[int, int] | str:
         """Walk the moments something comes free (a running job's end bound, a reservation's
-        end) from slot `t` to the window's end; the first where enough nodes hold the job.
-        A later start is held to the reservations over its own run only, [t, t + span): one
-        that begins as it ends is not in its way (backfill.c _test_resv_overlap, the test of a
-        start the select plugin put after start_res: `node_space[j].begin_time <
-        end_reserve`), unlike a start now (_now, Clock.through)."""
+        end) from slot `t` to the window's end; the first where enough nodes hold the job,
+        free of the reservations over [t, t + span) only, as Slurm tests a later start
+        (backfill.c _test_resv_overlap: `begin_time < end_reserve`; a start now: _now)."""
         lines, smap, last = self.lines, self.map, self.clock.slots
         span = self.clock.span(minutes)
         while t < last:

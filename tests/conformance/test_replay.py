@@ -5,7 +5,19 @@ submitted held and released in one command; the order the jobs started in compar
 Kendall's tau (tau-b, >= 0.95: squeue's start times are whole seconds, so jobs that start in
 the same second of one system are tied there, not ordered by id). The simulator's prediction
 for the same trace (ranch/sim, the same scheduling core in virtual time) is held to Ranch's
-real order as well."""
+real order as well.
+
+What is left of the difference is timing, not the planner: jobs started in one pass with the
+same whole-second `sleep` end within milliseconds of each other, and a backfill cycle (every
+second on both) that falls between two such ends sees only some of their nodes free, so a
+one-node job may backfill where a cycle a moment later would have started the two-node job
+ahead of it. Both systems do it (one run had Slurm and Ranch both backfill job 36 at +3 s,
+other runs only one of them), and it moves one or two jobs by several seconds, not pairs by
+one second: a tolerance on ties would not cover it and is not used. Measured on the shared
+2-core box: tau-b 0.95-0.99 over 6 runs; the causes that were Ranch's (a start now counted a
+job ahead's reservation beginning in the second its limit ends as free; one node of an ended
+two-node job freed before the other let a one-node job in) are fixed and unit-tested in
+tests/sched/test_backfill.py and tests/ctld/test_backfill_loop.py."""
 
 from __future__ import annotations
 
@@ -17,6 +29,7 @@ from tests.conformance.conftest import start_slurm
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE, Shape
 from tests.conformance.sidebyside import run_both
+from tests.deadline import MAX, slowdown
 
 FOUR = Shape(nodes=("c1", "c2", "c3", "c4"), cpus=SHAPE.cpus)
 JOBS = replay_jobs(40, seed=44, nodes=len(FOUR.nodes), longest=4)
@@ -27,7 +40,10 @@ def replays() -> dict:
     slurm = start_slurm(FOUR, scheduler=BACKFILL)
     try:
         with RanchCluster(FOUR, scheduler=BACKFILL) as ranch:
-            return run_both(slurm, ranch, lambda c: run(c, JOBS, timeout=120), timeout=150)
+            # waits sized for a quiet box, stretched with the load (tests/deadline.py): on a
+            # busy one slurmctld may hold a job COMPLETING, its nodes not responding, for a while
+            return run_both(slurm, ranch, lambda c: run(c, JOBS, timeout=120, stretch=slowdown),
+                            timeout=150 * MAX)
     finally:
         slurm.stop()
 
@@ -48,8 +64,9 @@ def test_start_order_matches_slurm(replays) -> None:
     want, got = starts(slurm), starts(ranch)
     assert len(want) == len(got) == len(JOBS)
     tau = kendall_tau_b(want, got)
-    assert tau >= 0.95, (f"Kendall tau-b {tau:.3f}\nSlurm {order(slurm['times'])}\n"
-                         f"Ranch {order(ranch['times'])}")
+    print(f"Kendall tau-b {tau:.3f}\nSlurm {timeline(slurm)}\nRanch {timeline(ranch)}")
+    assert tau >= 0.95, (f"Kendall tau-b {tau:.3f}\nSlurm {timeline(slurm)}\n"
+                         f"Ranch {timeline(ranch)}")
 
 
 def test_the_simulator_predicts_the_real_order(replays) -> None:
@@ -60,3 +77,10 @@ def test_the_simulator_predicts_the_real_order(replays) -> None:
 
 def starts(replay: dict) -> dict[int, float]:
     return {t: s for t, (s, _e) in replay["times"].items() if s is not None}
+
+
+def timeline(replay: dict) -> str:
+    """The jobs in start order, each with its start in seconds after the first start."""
+    got = starts(replay)
+    first = min(got.values(), default=0.0)
+    return " ".join(f"{t}@{got[t] - first:.0f}" for t in order(replay["times"]))
