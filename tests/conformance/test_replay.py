@@ -7,16 +7,17 @@ the same second of one system are tied there, not ordered by id). The simulator'
 for the same trace (ranch/sim, the same scheduling core in virtual time) is held to Ranch's
 real order as well.
 
-What is left of the difference is timing, not the planner: jobs started in one pass with the
-same whole-second `sleep` end within milliseconds of each other, and a backfill cycle (every
-second on both) that falls between two such ends sees only some of their nodes free, so a
-one-node job may backfill where a cycle a moment later would have started the two-node job
-ahead of it. Both systems do it (one run had Slurm and Ranch both backfill job 36 at +3 s,
-other runs only one of them), and it moves one or two jobs by several seconds, not pairs by
-one second: a tolerance on ties would not cover it and is not used. Measured on the shared
-2-core box: tau-b 0.95-0.99 over 6 runs; the causes that were Ranch's (a start now counted a
-job ahead's reservation beginning in the second its limit ends as free; one node of an ended
-two-node job freed before the other let a one-node job in) are fixed and unit-tested in
+What is left of the difference is timing, not the planner. Slurm starts the next job 0.5-1 s
+after one ends (completion, epilog, then schedule()), Ranch within milliseconds, so which
+jobs end in the same second differs between the two, and a backfill cycle (every second on
+both) that runs while one job of such a pair has ended and the other not sees one node free
+and backfills a one-node job there (job 36: Slurm at +3-4 s in 3 of 4 runs, Ranch in 1;
+both in one run). That moves one job by 20 s, not pairs by a second: a tolerance on ties
+would not cover it and none is used. Measured on the shared 2-core box (load 4-9): tau-b
+0.990 +- 0.003 in 4 runs out of 6, 0.901 and 0.940 in the two where Slurm backfilled job 36
+and 39 early. The causes that were Ranch's (a start now counted a job ahead's reservation
+that begins in the second its limit ends as free; one node of an ended two-node job freed
+before the other let a one-node job in) are fixed and unit-tested in
 tests/sched/test_backfill.py and tests/ctld/test_backfill_loop.py."""
 
 from __future__ import annotations
