@@ -30,6 +30,12 @@ def replay_jobs(count: int, seed: int, nodes: int, longest: int = 6) -> list[Tra
     return compressed(whole_nodes(jobs), longest)
 
 
+# A job of runtime r ends on the r-th whole second after its script starts, not r seconds
+# after: jobs that end in the same second then end together on both systems. With plain
+# `sleep r`, Slurm (which starts jobs 0.1-1 s after a pass, each at its own fraction of a
+# second) spread such ends over up to a second, and a backfill cycle between two of them saw
+# one node free where Ranch (whose jobs of one pass share the fraction) saw both.
+ON_THE_SECOND = '/usr/bin/python3 -c "import time; time.sleep({} - time.time() % 1)"'
 ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY")
 
 
@@ -52,7 +58,7 @@ def run(cluster: Any, jobs: Sequence[TraceJob], timeout: float = 300,
     for j in jobs:
         r = cluster.run("sbatch", "--parsable", "-H", "-o", "/dev/null", "-J", f"t{j.id}",
                         "-N", str(j.nodes), "--exclusive", "-t", str(j.time_limit),
-                        "--wrap", f"sleep {int(j.runtime)}")
+                        "--wrap", ON_THE_SECOND.format(int(j.runtime)))
         assert r.returncode == 0, r.stderr
         ids[j.id] = r.stdout.strip().split(";")[0]
     released = time.time()

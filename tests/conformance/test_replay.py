@@ -1,24 +1,23 @@
 """A generated trace replayed on real Slurm 22.05 and on real Ranch, both sched/backfill with
 bf_interval=1 (issue 44): 40 Lublin-Feitelson jobs on 4 nodes (whole nodes, runtimes
-compressed to 1-4 s of `sleep`, limits of 1-5 minutes, as bench/trace_replay.py makes them),
+compressed to 1-4 s, limits of 1-5 minutes, as bench/trace_replay.py makes them),
 submitted held and released in one command; the order the jobs started in compared by
 Kendall's tau (tau-b, >= 0.95: squeue's start times are whole seconds, so jobs that start in
 the same second of one system are tied there, not ordered by id). The simulator's prediction
 for the same trace (ranch/sim, the same scheduling core in virtual time) is held to Ranch's
 real order as well.
 
-What is left of the difference is timing, not the planner. Slurm starts the next job 0.5-1 s
-after one ends (completion, epilog, then schedule()), Ranch within milliseconds, so which
-jobs end in the same second differs between the two, and a backfill cycle (every second on
-both) that runs while one job of such a pair has ended and the other not sees one node free
-and backfills a one-node job there (job 36: Slurm at +3-4 s in 3 of 4 runs, Ranch in 1;
-both in one run). That moves one job by 20 s, not pairs by a second: a tolerance on ties
-would not cover it and none is used. Measured on the shared 2-core box (load 4-9): tau-b
-0.990 +- 0.003 in 4 runs out of 6, 0.901 and 0.940 in the two where Slurm backfilled job 36
-and 39 early. The causes that were Ranch's (a start now counted a job ahead's reservation
-that begins in the second its limit ends as free; one node of an ended two-node job freed
-before the other let a one-node job in) are fixed and unit-tested in
-tests/sched/test_backfill.py and tests/ctld/test_backfill_loop.py."""
+Each job ends on the whole second (bench/trace_replay.py ON_THE_SECOND): with plain `sleep`,
+Slurm, which starts jobs 0.1-1 s after a pass each at its own fraction of a second, spread
+ends that belong to one second over up to a second, and a backfill cycle (every second on
+both) between two of them saw one node free and backfilled a one-node job there, where Ranch,
+whose jobs of one pass share the fraction, saw both free (job 36: Slurm backfilled it at
++3-9 s in 5 of 6 runs, Ranch in 1). That was timing, moving one job by 20 s (not pairs by a
+second, so no tolerance on ties would have covered it, and none is used): tau-b 0.90-0.99
+over those runs; with whole-second ends 0.999-1.000. The causes that were Ranch's (a start
+now counted a job ahead's reservation that begins in the second its limit ends as free; one
+node of an ended two-node job freed before the other let a one-node job in) are fixed and
+unit-tested in tests/sched/test_backfill.py and tests/ctld/test_backfill_loop.py."""
 
 from __future__ import annotations
 
