@@ -6,7 +6,7 @@ prediction. Used by tests/conformance/test_replay.py and bench/replay_vs_slurm.p
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ranch.conf.build import parse_config_text
@@ -30,6 +30,15 @@ def replay_jobs(count: int, seed: int, nodes: int, longest: int = 6) -> list[Tra
     return compressed(whole_nodes(jobs), longest)
 
 
+# A job of runtime r ends on the r-th whole second after its script starts, not r seconds
+# after: jobs that end in the same second then end together on both systems. With plain
+# `sleep r`, Slurm (which starts jobs 0.1-1 s after a pass, each at its own fraction of a
+# second) spread such ends over up to a second, and a backfill cycle between two of them saw
+# one node free where Ranch (whose jobs of one pass share the fraction) saw both.
+ON_THE_SECOND = '/usr/bin/python3 -c "import time; time.sleep({} - time.time() % 1)"'
+ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "OUT_OF_MEMORY")
+
+
 def _epoch(stamp: str) -> float | None:
     try:
         return time.mktime(time.strptime(stamp, "%Y-%m-%dT%H:%M:%S"))
@@ -37,28 +46,35 @@ def _epoch(stamp: str) -> float | None:
         return None
 
 
-def run(cluster: Any, jobs: Sequence[TraceJob], timeout: float = 300) -> dict[str, Any]:
+def run(cluster: Any, jobs: Sequence[TraceJob], timeout: float = 300,
+        stretch: Callable[[], float] = lambda: 1.0) -> dict[str, Any]:
     """Submit every job held (in id order: priority/basic orders them so), release them all
     in one command, wait until all have ended; {"ids": trace id -> job id, "release": the
-    epoch of the release, "times": trace id -> (start, end)}."""
+    epoch of the release, "times": trace id -> (start, end)}. The wait gives up after
+    `timeout` seconds times `stretch()`, read at each poll (tests pass tests/deadline's
+    slowdown: on a loaded box slurmctld takes longer to see a job's epilog done, and a job
+    stays COMPLETING meanwhile)."""
     ids: dict[int, str] = {}
     for j in jobs:
         r = cluster.run("sbatch", "--parsable", "-H", "-o", "/dev/null", "-J", f"t{j.id}",
                         "-N", str(j.nodes), "--exclusive", "-t", str(j.time_limit),
-                        "--wrap", f"sleep {int(j.runtime)}")
+                        "--wrap", ON_THE_SECOND.format(int(j.runtime)))
         assert r.returncode == 0, r.stderr
         ids[j.id] = r.stdout.strip().split(";")[0]
     released = time.time()
     r = cluster.run("scontrol", "release", ",".join(ids.values()))
     assert r.returncode == 0, r.stderr
-    deadline = time.monotonic() + timeout
+    began = time.monotonic()
     want = {int(v) for v in ids.values()}
     while True:
         states = cluster.states()
-        if all(states.get(i, ("",))[0] in ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED")
-               for i in want):
+        if all(states.get(i, ("",))[0] in ENDED for i in want):
             break
-        assert time.monotonic() < deadline, f"{cluster.name}: jobs still running: {states}"
+        if time.monotonic() - began > timeout * stretch():
+            nodes = cluster.run("sinfo", "-h", "-N", "-o", "%N %T %E").stdout
+            raise AssertionError(f"{cluster.name}: jobs not ended: "
+                                 f"{ {i: s for i, s in states.items() if s[0] not in ENDED} }"
+                                 f"\nnodes:\n{nodes}")
         time.sleep(0.5)
     out = cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%S|%e").stdout
     seen = {}

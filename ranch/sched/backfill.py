@@ -5,6 +5,7 @@ nodes that are then reserved for it (Slurm 22.05's backfill.c, over a bitmask ma
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterator, Sequence
 
 import attrs
@@ -88,12 +89,14 @@ class Cycle:
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.uses = {n: u.copy() for n, u in cluster.uses.items()}
         self.holders = dict(cluster.holders)
-        self.lines = Timelines(self.nodes, self.uses, releases(ends, self.uses, clock.after))
+        self.lines = Timelines(self.nodes, self.uses, releases(ends, self.uses, clock.freed))
         self.map = SlotMap(clock.slots, (1 << len(self.nodes)) - 1)
-        self.windows = [(clock.before(w.begin), clock.after(w.end), self.mask(w.nodes))
-                        for w in windows if w.end > now]
-        for a, b, m in self.windows:
-            self.map.block(a, b, m)
+        # the map holds each window from the first slot that begins after it does (never more
+        # than it holds: a window's edge is to the second, _windowed)
+        self.windows = [(w.begin, w.end, self.mask(w.nodes)) for w in windows if w.end > now]
+        for b, e, m in self.windows:
+            self.map.block(max(0, math.floor((b - clock.origin) / clock.res) + 1),
+                           clock.after(e), m)
         self.eligible: dict[tuple, int] = {}
         self.low: dict[tuple, int] = {}  # a request's earliest start can only move later
         self.gone: dict[tuple, str] = {}  # requests that found none: why
@@ -234,7 +237,10 @@ class Cycle:
         if job.req_nodes and req.bit_count() < len(set(job.req_nodes)):
             return None  # a named node out of service
         until = self._ending(job)
-        cand = (elig | req) & self.lines.holding(sig, 0)[0] & self.map.free(0, until)
+        minutes, now = self._minutes(job), self.clock.now
+        way = NEVER if minutes is None else self.clock.through(now + minutes * 60)
+        cand = (elig | req) & self.lines.holding(sig, 0)[0] & self.map.free(0, way) \
+            & ~self._windowed(now, minutes)
         if cand.bit_count() < k or req & ~cand:
             return None
         ok = NodeFilter(job, self.uses, self.holders)
@@ -251,6 +257,19 @@ class Cycle:
             self.lines.start(self.index[name], share, until)
         return Start(job.id, job.partition, shares)
 
+    def _windowed(self, start: float, minutes: int | None) -> int:
+        """The nodes a window holds at some moment of a run from `start`. A window is not a
+        node_space entry in Slurm but job_test_resv's test, to the second: one that begins as
+        the run's limit ends is NOT in its way (reservation.c: `if ((start_relative >=
+        job_end_time_use) || (end_relative <= job_start_time)) continue;`), unlike a job
+        ahead's reservation (Clock.through)."""
+        end = math.inf if minutes is None else start + minutes * 60
+        held = 0
+        for b, e, m in self.windows:
+            if b < end and e > start:
+                held |= m
+        return held
+
     def _reason(self, job: Pending) -> str:
         """Why a job that cannot start now waits: nodes that would hold it now are reserved
         (a window: slurmctld's RESERVED words; a job ahead: Priority), or too few hold it now:
@@ -259,11 +278,7 @@ class Cycle:
         elig, req = self._masks(job)
         now = (elig | req) & self.lines.holding(sig, 0)[0]
         if now.bit_count() >= k and not req & ~now:
-            until = self._ending(job)
-            held = 0
-            for a, b, m in self.windows:
-                if a < until and b > 0:
-                    held |= m
+            held = self._windowed(self.clock.now, self._minutes(job))
             return RESERVED if (now & ~held).bit_count() < k or req & held else "Priority"
         if job.partition in self.blocked:
             return "Priority"
@@ -276,7 +291,8 @@ class Cycle:
         whole limit, those nodes) or why there is none in the window."""
         sig, k = self._sig(job)
         elig, req = self._masks(job)
-        span = self.clock.span(self._minutes(job))
+        minutes = self._minutes(job)
+        span = self.clock.span(minutes)
         need = job.need
         key = (job.partition, job.constraint, job.exc_nodes, job.req_nodes, sig, k, span,
                need.spread and (need.tasks, need.max_nodes))
@@ -288,7 +304,7 @@ class Cycle:
             return NEVER_FITS
         if not need.spread and any(_within(f, shape) for f in self.failed.get(group, ())):
             return BEYOND
-        got = self._search(job, sig, k, elig | req, req, span, self.low.get(key, earliest))
+        got = self._search(job, sig, k, elig | req, req, minutes, self.low.get(key, earliest))
         if isinstance(got, str):
             self.gone[key] = got
             if got == BEYOND and not need.spread:  # kept minimal: none within another
@@ -298,11 +314,14 @@ class Cycle:
         self.low[key] = got[0]
         return got
 
-    def _search(self, job: Pending, sig: Sig, k: int, usable: int, req: int, span: int,
-                t: int) -> tuple[int, int] | str:
+    def _search(self, job: Pending, sig: Sig, k: int, usable: int, req: int,
+                minutes: int | None, t: int) -> tuple[int, int] | str:
         """Walk the moments something comes free (a running job's end bound, a reservation's
-        end) from slot `t` to the window's end; the first where enough nodes hold the job."""
+        end) from slot `t` to the window's end; the first where enough nodes hold the job,
+        free of the reservations over [t, t + span) only, as Slurm tests a later start
+        (backfill.c _test_resv_overlap: `begin_time < end_reserve`; a start now: _now)."""
         lines, smap, last = self.lines, self.map, self.clock.slots
+        span = self.clock.span(minutes)
         while t < last:
             held, grows = lines.holding(sig, t)
             held &= usable
@@ -311,7 +330,8 @@ class Cycle:
                     break
                 t = grows
                 continue
-            chosen = self._choose(job, smap.free(t, t + span) & held, req, k, t)
+            free = smap.free(t, t + span) & ~self._windowed(self.clock.wall(t), minutes)
+            chosen = self._choose(job, free & held, req, k, t)
             if chosen:
                 return t, chosen
             if job.need.spread:  # how many tasks a node takes grows at each of its releases

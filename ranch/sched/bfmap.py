@@ -13,7 +13,8 @@ import attrs
 class Clock:
     """The cycle's time grid: slot s is [origin + s*res, origin + (s+1)*res). As in Slurm's
     node_space map the origin is now rounded down to bf_resolution and the window ends at
-    now + bf_window rounded down: `slots` slots."""
+    now + bf_window rounded down: `slots` slots. `now` is in whole seconds, as slurmctld's
+    time(NULL): a job's end is its start + limit * 60 to the second in both."""
 
     now: float
     res: int
@@ -21,6 +22,7 @@ class Clock:
 
     @classmethod
     def of(cls, now: float, res: int, window: int) -> Clock:
+        now = math.floor(now)
         origin = math.floor(now / res) * res
         end = math.floor((now + window) / res) * res
         return cls(now, res, max(1, int((end - origin) // res)))
@@ -34,15 +36,33 @@ class Clock:
         from then; never slot 0, which holds `now`)."""
         return max(1, math.ceil((at - self.origin) / self.res))
 
+    def freed(self, at: float) -> int:
+        """The slot from which a running job whose end bound is `at` frees its share. Slurm's
+        end_time is whole seconds (start_time is time(NULL) when it starts, plus the limit):
+        the fraction of a second Ranch's clock adds is not a later end."""
+        return self.after(math.floor(at))
+
     def before(self, at: float) -> int:
         """The slot holding `at` (a window beginning at `at` holds its nodes from it)."""
         return max(0, math.floor((at - self.origin) / self.res))
 
+    def through(self, at: float) -> int:
+        """The end of the run of slots that begin at or before `at`: a job tested for a start
+        now whose limit ends at `at` has in its way every reservation that begins by then, one
+        that begins in that very second included (Slurm 22.05 backfill.c _attempt_backfill,
+        the nodes it may use at start_res: `else if (node_space[j].begin_time <= end_time)`,
+        end_time = start_res + time_limit * 60, not rounded; every begin_time is on the
+        bf_resolution grid)."""
+        return max(1, math.floor((at - self.origin) / self.res) + 1)
+
     def span(self, minutes: int | None) -> int:
-        """Slots a run of this time limit covers (no limit: past any window)."""
+        """Slots a job's reservation holds from a start on the grid: Slurm's end_reserve,
+        start + time_limit * 60 rounded DOWN to bf_resolution, at least one slot
+        (backfill.c: `end_reserve = (end_reserve / backfill_resolution) * ...` and
+        _add_reservation's one-slot minimum); no limit: past any window."""
         if minutes is None:
             return 10 * self.slots + 10
-        return max(1, math.ceil(minutes * 60 / self.res))
+        return max(1, minutes * 60 // self.res)
 
     def wall(self, slot: int) -> float:
         return self.origin + slot * self.res

@@ -193,7 +193,7 @@ def _resources(scene: Scene, job: Pending, why: str, when: Callable[[float], str
     order = planner.node_order(c)
     index = {n.name: i for i, n in enumerate(order)}
     clock = Clock.of(scene.now, scene.params.resolution, scene.params.window * 60)
-    lines = Timelines(order, c.uses, releases(scene.ends, c.uses, clock.after))
+    lines = Timelines(order, c.uses, releases(scene.ends, c.uses, clock.freed))
     sig, k = _sig(job)
     free, out, small, busy = [], [], [], []
     until = {e.job_id: e.at for e in scene.ends}
@@ -283,11 +283,12 @@ def _reserved(scene: Scene, job: Pending, when: Callable[[float], str]
     if limit is None:
         limit = getattr(scene.cluster.partitions.get(job.partition), "max_time", None)
     end = scene.now + limit * 60 if limit is not None else float("inf")
-    hit = [w for w in scene.windows if w.nodes & mine and w.begin < end and w.end > scene.now]
+    hit = sorted((w for w in scene.windows
+                  if w.nodes & mine and w.begin < end and w.end > scene.now),
+                 key=lambda w: (w.begin, w.end, sorted(w.nodes)))  # not the order given
     if not hit:
         return f"{RESERVED}: nodes it may use are reserved", ()
     asked = "no time limit" if limit is None else f"{limit} min"
-    hit.sort(key=lambda w: (w.begin, w.end, sorted(w.nodes)))  # equal inputs, equal words
     w = hit[0]
     return (f"Reserved: a reservation holds {hostlist.fold(sorted(w.nodes & mine))} from "
             f"{when(w.begin)} to {when(w.end)}; a run of {asked} from now would cross it",

@@ -209,3 +209,21 @@ async def test_a_cycle_with_no_runnable_job_is_no_cycle_of_sdiags(autojump_clock
     assert await c.jobs.backfill.cycle() == 0
     s = c.jobs.sched_stats.record()
     assert (s["bf_cycle_counter"], s["bf_when_last_cycle"], s["bf_queue_len"]) == (0, 0, 0)
+
+
+async def test_a_completing_job_frees_the_nodes_it_still_holds_now_not_at_its_limit() -> None:
+    # Slurm frees an ended job's resources at once (a job placed on its COMPLETING nodes
+    # starts at now + 1): the planner must not see the node that has yet to report as busy
+    # until the ended job's limit, or a one-node job backfills on the node that did report
+    from ranch.ctld.jobs.willrun import running_ends
+    from tests.ctld.test_jobs import Beats, end, up
+
+    c = Cluster(make_config(), wall=wall)
+    conns = up(c, "n1", "n2")
+    j = c.jobs.submission.submit(job(num_nodes=2, time_limit=60)).job_id
+    assert c.jobs.commands.cancel(m.CancelJobs((j,), "alice", 1000)).ok
+    Beats(c, conns)("n1", jobs_ended=(end(j, "CANCELLED"),))
+    assert rec(c, j)["state"] == "COMPLETING"
+    now = wall()
+    ends = running_ends(c.jobs.store, now)
+    assert [(e.job_id, e.at, sorted(e.shares)) for e in ends] == [(j, now, ["n2"])]

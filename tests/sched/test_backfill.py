@@ -59,8 +59,10 @@ def test_a_long_job_does_not_backfill_and_the_top_reservation_holds() -> None:
              Queued(job(2, time_limit=61)), Queued(job(3, time_limit=60))]
     got = plan(c, queue, ends, NOW)
     # job 2 would run past +60 on b, which is job 1's from then: it waits until job 1 ends;
-    # job 3 ends exactly as job 1's reservation begins, so it fits before it
-    assert brief(got) == {1: ("at", 60, "a", "b"), 2: ("at", 120, "a"), 3: ("start", "b")}
+    # job 3 ends exactly as job 1's reservation begins, and Slurm counts a reservation that
+    # begins in the second a job's limit ends as in its way (backfill.c _attempt_backfill:
+    # `node_space[j].begin_time <= end_time`): it waits too
+    assert brief(got) == {1: ("at", 60, "a", "b"), 2: ("at", 120, "a"), 3: ("at", 120, "b")}
     assert got[1].reason == "Priority"
     # without job 1 ahead, job 2 would have started now: the reservation is what held it
     assert brief(plan(c, queue[1:], ends, NOW))[2] == ("start", "b")
@@ -73,7 +75,9 @@ def test_the_top_job_waits_for_the_nodes_that_free_first() -> None:
              Queued(job(2, need=need(nodes=1, cpus=4), time_limit=30)),
              Queued(job(3, need=need(nodes=1, cpus=4), time_limit=30))]
     # job 1 gets b and c at +60 (when c frees); job 2 fits on b from +30 to +60 only
-    # because it ends as job 1 begins; job 3 then waits for a
+    # because it ends as job 1 begins: a start after now is tested against the reservations
+    # over its own run, strictly (backfill.c _test_resv_overlap: `node_space[j].begin_time <
+    # end_reserve`), unlike a start now (the first test above); job 3 then waits for a
     assert brief(plan(c, queue, ends, NOW)) == {
         1: ("at", 60, "b", "c"), 2: ("at", 30, "b"), 3: ("at", 120, "a")}
 
@@ -119,6 +123,9 @@ def test_a_maintenance_window_is_in_the_map() -> None:
     queue = [Queued(job(1, time_limit=30)), Queued(job(2, time_limit=60)),
              Queued(job(3, need=need(nodes=2), time_limit=45))]
     got = plan(c, queue, (), NOW, windows=windows)
+    # job 1 ends as the window begins: not in its way, as in Slurm, where a window is
+    # job_test_resv's test, not a node_space entry (reservation.c: `(start_relative >=
+    # job_end_time_use) || (end_relative <= job_start_time)` skips it)
     assert brief(got) == {1: ("start", "a"), 2: ("at", 120, "a"), 3: ("at", 180, "a", "b")}
     assert got[1].reason == RESERVED  # fits now but for the window
     # a window over part of the nodes: the job goes to the others
@@ -187,3 +194,13 @@ def test_a_spread_job_starts_when_its_node_frees_enough_for_all_its_tasks() -> N
     spread = need(nodes=1, cpus=1, spread=True, tasks=2)
     got = plan(c, [Queued(job(1, need=spread, ntasks=2, time_limit=1))], ends, NOW)
     assert brief(got) == {1: ("at", 5, "a")}
+
+
+def test_times_are_whole_seconds_as_in_slurm() -> None:
+    # slurmctld's now is time(NULL) and a running job's end its whole-second start + limit:
+    # a fraction of a second on Ranch's clock moves no boundary (bf_resolution=1 here)
+    uses, ends = running({100: (59.6, {"a": 4})})
+    c = cluster([node("a")], uses=uses)
+    queue = [Queued(job(1, need=need(cpus=4), time_limit=1))]
+    got = plan(c, queue, ends, NOW + 0.7, Params(resolution=1))
+    assert got[0].start == NOW + 59

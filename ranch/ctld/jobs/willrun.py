@@ -25,12 +25,19 @@ YEAR = 365 * 86400.0
 
 
 def running_ends(jobs: JobReader, wall: float) -> list[Ending]:
-    """Each running job's end at its time limit."""
-    from ranch.ctld.jobs.jobrecord import ACTIVE
+    """Each running job's end at its time limit; a COMPLETING job's now: it has ended, and
+    Slurm frees an ended job's resources at once, a job placed on its COMPLETING nodes
+    starting at now + 1 (backfill.c _attempt_backfill: `job_ptr->start_time = now + 1` where
+    avail_bitmap overlaps cg_node_bitmap), not at the ended job's limit (issue 44: one node
+    of a two-node job freed first let a one-node job backfill there)."""
+    from ranch.ctld.jobs.jobrecord import ACTIVE, COMPLETING
 
     ends = []
     for job in jobs.jobs.values():
         if job.state not in ACTIVE or not job.shares:
+            continue
+        if job.state == COMPLETING:
+            ends.append(Ending(wall, job.id, job.shares))
             continue
         limit = job.time_limit * 60.0 if job.time_limit is not None else YEAR
         if job.req.time_limit_s is not None and job.req.time_limit is not None:
