@@ -170,7 +170,7 @@ def recompute(args: argparse.Namespace) -> None:
     for i in range(args.jobs):
         user = i % args.users
         got_admit = owner.admit(flags, f"user{user}", f"acct{user % args.accounts}", ("main",),
-                                "", lambda account: 0, 1)
+                                "", "", 1)
         assert isinstance(got_admit, tuple), got_admit
     admit_ms = (time.perf_counter() - t0) / args.jobs * 1000
     print(f"enforcement at submission (Accounts.admit, in-process): {admit_ms:.3f} ms each")

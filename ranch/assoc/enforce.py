@@ -76,7 +76,7 @@ def default_qos(db: AcctDb, a: Assoc) -> str:
 
 
 def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, account: str,
-          partitions: Sequence[str], qos: str, held: Callable[[str], int],
+          partitions: Sequence[str], qos: str, reservation: str = "",
           count: int = 1, ask: Ask | None = None,
           parts: Mapping[str, PartPolicy] | None = None, part_enforce: str = "NO",
           spent: Usage | None = None,
@@ -85,11 +85,12 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
           ) -> Resolved | Refusal:
     """A submission by `user` with -A `account` ("" = the user's DefaultAccount) into
     `partitions` (each needs an association: _check_for_part_assocs) with -q `qos` ("" = the
-    association's default), `count` jobs (an array's tasks) each asking `ask`. `held(account)`:
-    the jobs the user holds (pending or running) under that account, for MaxSubmitJobs;
-    `parts`: each partition's QOS= and Allow/Deny words, refused here under EnforcePartLimits
-    (`part_enforce` ALL or ANY); `groups`: the jobs not ended by (user, account, partition,
-    QOS), read only when a submit limit over the job needs them; `rule_of`: the limits over a
+    association's default) and --reservation `reservation`, `count` jobs (an array's tasks)
+    each asking `ask`; `parts`: each partition's QOS= and Allow/Deny words, refused here
+    under EnforcePartLimits (`part_enforce` ALL or ANY); `groups`: the jobs not ended by
+    (user, account, partition, QOS), read only when a submit limit over the job needs them
+    (MaxSubmitJobs counts the job's own association's: one with a partition is its own);
+    `rule_of`: the limits over a
     job of (user, account, partition, QOS) as `rule` gives them, remembered by the caller."""
     if "associations" not in enforce:
         return Resolved(account, qos)
@@ -105,6 +106,10 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
     if "qos" in enforce and (db.qos_named(chosen) is None
                              or chosen not in db.effective_qos(first)):
         return Refusal(INVALID_QOS)
+    if requires_reservation(db, chosen) and not reservation:
+        # _determine_and_validate_qos: "can only be used in a reservation" (log), whatever
+        # the flags, refused with ESLURM_INVALID_QOS's words
+        return Refusal(INVALID_QOS)
     parts = parts or {}
     denied = _part_access(parts, partitions, account, chosen, part_enforce)
     if denied is not None:
@@ -119,8 +124,10 @@ def check(db: AcctDb, enforce: frozenset[str], *, cluster: str, user: str, accou
             counts = None
             if groups is not None and _counts_submits(got):
                 counts = submitlimits.queued(groups(), resolve)
-            why = submitlimits.refusal(got, ask or Ask(), held(account), count, counts, user,
-                                       account)
+            # used_submit_jobs is kept on each association (acct_policy.c
+            # _adjust_limit_usage), so MaxSubmitJobs counts the jobs of the job's own one
+            held = counts.assoc.get(got.chain[0][0], 0) if counts is not None else 0
+            why = submitlimits.refusal(got, ask or Ask(), held, count, counts, user, account)
             if why:
                 return Refusal(POLICY, why)
             if not i and ask is not None and ask.minutes is None:
@@ -134,7 +141,14 @@ _SUBMITS = ("GrpSubmitJobs", "MaxSubmitJobsPerUser", "MaxSubmitJobsPerAccount")
 def _counts_submits(got: Rule) -> bool:
     """Whether a limit over the job counts the jobs submitted (the count is read then only)."""
     return any(n in q.counts for _, q in got.ordered() for n in _SUBMITS) or any(
-        "GrpSubmitJobs" in lim.counts for _, lim in got.chain)
+        "GrpSubmitJobs" in lim.counts for _, lim in got.chain) or (
+        bool(got.chain) and "MaxSubmitJobs" in got.chain[0][1].counts)
+
+
+def requires_reservation(db: AcctDb, qos: str) -> bool:
+    """A QOS with the RequiresReservation flag: only jobs with --reservation may use it."""
+    record = db.qos_named(qos)
+    return record is not None and "RequiresReservation" in record.flags
 
 
 def _resolver(db: AcctDb, cluster: str, parts: Mapping[str, PartPolicy],

@@ -328,6 +328,7 @@ def _kept(v: dict[str, object], res: dict[str, object], export: object) -> dict[
         "account": arg(v, "account").lower(),  # slurmctld lowercases both
         "wckey": arg(v, "wckey").lower(),
         "qos": v.get("qos") or "",
+        "reservation": arg(v, "reservation"),
         "comment": v.get("comment") or "",
         "constraint": arg(v, "constraint").strip(),
         "dependency": arg(v, "dependency").strip(),

@@ -86,6 +86,9 @@ class SubmitJob:
     # salloc -I (--immediate, or -I1): an allocation that cannot start in the scheduling pass
     # after its submission ends FAILED at once (BadConstraints, 0:1), as slurmctld refuses one
     immediate: bool = False
+    # --reservation: read only by a QOS's RequiresReservation (Ranch runs no job inside a
+    # reservation's window: docs/slurm-compat.md)
+    reservation: str = ""
 
 
 @attrs.frozen

@@ -27,8 +27,10 @@ def tree() -> AcctDb:
 def run(db: AcctDb, flags: frozenset[str] = ALL, *, user: str = "alice", account: str = "",
         parts: tuple[str, ...] = ("main",), qos: str = "", held: int = 0,
         count: int = 1) -> Resolved | Refusal:
+    """`held`: the jobs alice has not ended in theory's association (partition main)."""
     return enforce.check(db, flags, cluster="c1", user=user, account=account, partitions=parts,
-                         qos=qos, held=lambda account: held, count=count)
+                         qos=qos, count=count,
+                         groups=lambda: {("alice", "theory", "main", "high"): held})
 
 
 def test_the_flags_imply_associations_as_read_config_does() -> None:
@@ -74,3 +76,35 @@ def test_max_submit_jobs_is_inherited_and_counts_the_jobs_held_and_asked() -> No
     assert run(db, held=2) == policy
     assert run(db, held=1, count=2) == policy  # an array's tasks count each
     assert run(db, enforce.enforced(["associations", "qos"]), held=5) == Resolved("theory", "high")
+
+
+def test_max_submit_jobs_counts_the_jobs_of_the_jobs_own_association() -> None:
+    """used_submit_jobs is kept per association: alice's gpu association (MaxSubmitJobs=1)
+    holds her gpu jobs only; her partition-less one the rest (acct_policy.c)."""
+    db = AcctDb.fresh().add_cluster("c1")
+    db = ops.add_accounts(db, ("physics",)).db
+    db = ops.add_users(db, ("alice",), ("physics",), default_account="physics").db
+    db = ops.add_users(db, ("alice",), ("physics",), partitions=("gpu",),
+                       settings={"MaxSubmitJobs": "1"}).db
+    policy = Refusal(enforce.POLICY, "AssocMaxSubmitJobLimit")
+
+    def submit(part: str, jobs: dict[tuple[str, str, str, str], int]) -> Resolved | Refusal:
+        return enforce.check(db, ALL, cluster="c1", user="alice", account="",
+                             partitions=[part], qos="", groups=lambda: jobs)
+    in_gpu = {("alice", "physics", "gpu", "normal"): 1}
+    assert submit("main", in_gpu) == Resolved("physics", "normal")
+    assert submit("gpu", in_gpu) == policy
+    assert submit("gpu", {("alice", "physics", "main", "normal"): 5}) == \
+        Resolved("physics", "normal")
+
+
+def test_a_qos_that_requires_a_reservation_refuses_a_job_without_one() -> None:
+    """_determine_and_validate_qos: RequiresReservation without --reservation is
+    ESLURM_INVALID_QOS, whatever the other flags."""
+    db = tree()
+    db = ops.modify_qos(db, ["high"], {"flags": ("RequiresReservation",)}, {})[0]
+    only = enforce.enforced(["associations"])
+    assert run(db, only) == Refusal(enforce.INVALID_QOS)
+    assert enforce.check(db, only, cluster="c1", user="alice", account="", partitions=["main"],
+                         qos="", reservation="r1") == Resolved("theory", "high")
+    assert run(db, only, qos="normal") == Resolved("theory", "normal")

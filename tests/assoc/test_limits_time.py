@@ -126,11 +126,11 @@ def test_partition_allow_and_deny_words() -> None:
         "Job's QOS not permitted to use this partition (p allows low not normal)"
     # refused at submission under EnforcePartLimits, in slurm_strerror's words
     got = enforce.check(db, enforce.enforced(["associations"]), cluster="c1", user="alice",
-                        account="", partitions=["p"], qos="", held=lambda a: 0,
+                        account="", partitions=["p"], qos="",
                         parts={"p": allow}, part_enforce="ALL")
     assert got == enforce.Refusal(enforce.INVALID_ACCOUNT)
     got = enforce.check(db, enforce.enforced(["associations"]), cluster="c1", user="alice",
-                        account="", partitions=["p"], qos="", held=lambda a: 0,
+                        account="", partitions=["p"], qos="",
                         parts={"p": allow})
     assert got == enforce.Resolved("physics", "normal")  # NO: it pends instead
 
@@ -153,7 +153,7 @@ def test_deny_on_limit_refuses_at_submit_what_would_pend() -> None:
     assert submitlimits.refusal(rule(db, "qdeny"), Ask(cpus=2)) == "AssocGrpCpuLimit"
     assert submitlimits.refusal(rule(db), Ask(cpus=2)) == ""
     got = enforce.check(db, enforce.enforced(["limits"]), cluster="c1", user="alice",
-                        account="", partitions=[""], qos="qdeny", held=lambda a: 0,
+                        account="", partitions=[""], qos="qdeny",
                         ask=Ask(cpus=2))
     assert got == enforce.Refusal(enforce.POLICY, "AssocGrpCpuLimit")
 
@@ -198,14 +198,14 @@ def test_submit_caps_count_the_jobs_not_ended_whatever_the_flags() -> None:
         asked.append(1)
         return {("alice", "physics", "", "qs"): 1}
     got = enforce.check(db, enforce.enforced(["limits"]), cluster="c1", user="alice",
-                        account="", partitions=[""], qos="qs", held=lambda a: 0,
+                        account="", partitions=[""], qos="qs",
                         ask=Ask(), groups=groups)
     assert got == enforce.Refusal(enforce.POLICY, "QOSMaxSubmitJobPerUserLimit") and asked
     bare = tree()
     asked.clear()
     assert isinstance(enforce.check(bare, enforce.enforced(["limits"]), cluster="c1",
                                     user="alice", account="", partitions=[""], qos="",
-                                    held=lambda a: 0, ask=Ask(), groups=groups),
+                                    ask=Ask(), groups=groups),
                       enforce.Resolved) and not asked
 
 

@@ -5,7 +5,8 @@ settled) is compared, scenario by scenario: GPU limits (an account's GrpTRES=gre
 MaxTRESPerUser=gres/gpu), a partition's QOS (QOS= on its line) before the job's, OverPartQOS,
 DenyOnLimit refusing at submit what would otherwise pend (MaxWall, MaxTRESPerJob), the limits
 that need time (GrpTRESRunMins, MaxTRESMins, GrpTRESMins and GrpWall under `safe`), a QOS's
-MinTRESPerJob, the submit caps (a QOS's MaxSubmitJobsPerUser, an account's GrpSubmitJobs), a
+MinTRESPerJob, the submit caps (a QOS's MaxSubmitJobsPerUser, an account's GrpSubmitJobs, a user's
+MaxSubmitJobs on an association of one partition), a QOS's RequiresReservation, a
 partition's AllowAccounts and DenyQos, and the time limit the limits give a job that asked
 none. One cluster of each serves every scenario; the jobs of one phase are cancelled before the
 next. Needs slurmdbd and MariaDB."""
@@ -54,6 +55,7 @@ TREE = (
     ("-i", "add", "qos", "qwall", "MaxWall=10", "MaxTRESPerJob=cpu=1"),
     ("-i", "add", "qos", "qmin", "MinTRESPerJob=cpu=2"),
     ("-i", "add", "qos", "qsub", "MaxSubmitJobsPerUser=1"),
+    ("-i", "add", "qos", "qresv", "Flags=RequiresReservation"),
     ("-i", "add", "account", "aplain", "aopen"),
     ("-i", "add", "account", "agpu", "GrpTRES=gres/gpu=1"),
     ("-i", "add", "account", "arun", "GrpTRESRunMins=cpu=30"),
@@ -61,8 +63,13 @@ TREE = (
     ("-i", "add", "account", "agrpmin", "GrpTRESMins=cpu=10"),
     ("-i", "add", "account", "agrpwall", "GrpWall=10"),
     ("-i", "add", "account", "asub", "GrpSubmitJobs=1"),
+    ("-i", "add", "account", "apart"),
+    # root's two associations under apart: its own for partition pqos (MaxSubmitJobs=1), and
+    # the one for every other partition
+    ("-i", "add", "user", "root", "Account=apart"),
+    ("-i", "add", "user", "root", "Account=apart", "Partition=pqos", "MaxSubmitJobs=1"),
     ("-i", "add", "user", "root", "Account=aplain,aopen,agpu,arun,amins,agrpmin,asub,agrpwall",
-     "QOS=normal,pq,qover,qplain,qgpu,qdeny,qwall,qmin,qsub"),
+     "QOS=normal,pq,qover,qplain,qgpu,qdeny,qwall,qmin,qsub,qresv"),
 )
 # Each phase: (name, options) of jobs to start first (each must run), then of jobs whose
 # outcome is compared; a phase's jobs are cancelled before the next phase
@@ -86,6 +93,12 @@ PHASES = (
         ("QOS MaxSubmitJobsPerUser", ("-A", "aplain", "-q", "qsub", "-H")),
         ("GrpSubmitJobs first", ("-A", "asub", "-H")),
         ("GrpSubmitJobs", ("-A", "asub", "-H")),
+        # MaxSubmitJobs counts the jobs of the job's own association: one with a partition
+        ("MaxSubmitJobs other partition first", ("-A", "apart", "-H")),
+        ("MaxSubmitJobs partition association first", ("-A", "apart", "-p", "pqos", "-H")),
+        ("MaxSubmitJobs partition association", ("-A", "apart", "-p", "pqos", "-H")),
+        ("MaxSubmitJobs other partition", ("-A", "apart", "-H")),
+        ("RequiresReservation without one", ("-A", "aplain", "-q", "qresv")),
     )),
     ((("GPU first", ("-A", "agpu", "--gres=gpu:1")),
       ("partition QOS first", ("-A", "aplain", "-p", "pqos")),
@@ -99,7 +112,11 @@ PHASES = (
         ("partition QOS over the job QOS", ("-A", "aplain", "-p", "pqos", "-q", "qplain")),
     )),
 )
-NAMES = [name for _, compared in PHASES for name, _ in compared]
+# after the phases, in a reservation of one node: (name, options) compared
+RESV = "ReservationName=rq StartTime=now Duration=30 Users=root Nodes=" + SHAPE.nodes[0]
+RESERVED = (("RequiresReservation with one", ("-A", "aplain", "-q", "qresv",
+                                              "--reservation=rq")),)
+NAMES = [name for _, compared in PHASES for name, _ in compared] + [n for n, _ in RESERVED]
 SETTLED = 30.0  # seconds a pending job may take to show its reason
 
 
@@ -172,6 +189,9 @@ def outcomes(system) -> list[tuple[str, ...]]:
     out: list[tuple[str, ...]] = []
     for first, compared in PHASES:
         out += _phase(system, first, compared)
+    made = _run(system, "scontrol", ("create", "reservation", *RESV.split()))
+    assert made.returncode == 0, (system.name, made.stdout, made.stderr)
+    out += _phase(system, (), RESERVED)
     return out
 
 
@@ -220,5 +240,11 @@ def test_slurm_held_refused_and_ran_as_the_scenarios_say(both_sides) -> None:
     assert got["AllowAccounts allowed"][:2] == ("R", "None")
     assert got["MaxWall gives a time limit"] == ("R", "None", "10:00")
     assert got["QOS MaxSubmitJobsPerUser"][0] == got["GrpSubmitJobs"][0] == "refused"
+    assert "AssocMaxSubmitJobLimit" in got["MaxSubmitJobs partition association"][2]
+    assert got["MaxSubmitJobs partition association first"][0] == "PD"
+    assert got["MaxSubmitJobs other partition"][0] == "PD"
+    assert got["RequiresReservation without one"] == \
+        ("refused", "1", "sbatch: error: Batch job submission failed: Invalid qos specification\n")
+    assert got["RequiresReservation with one"][:2] == ("R", "None")
     held = [n for n in NAMES if got[n][0] == "PD"]
     assert len(held) >= 8, got

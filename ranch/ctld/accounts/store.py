@@ -122,7 +122,7 @@ class Accounts:
         return m.AcctmgrReply(out=reply.out, err=reply.err, rc=reply.rc, files=reply.files)
 
     def admit(self, words: tuple[str, ...], user: str, account: str,
-              partitions: tuple[str, ...], qos: str, held: Callable[[str], int],
+              partitions: tuple[str, ...], qos: str, reservation: str,
               count: int, ask: Ask | None = None,
               parts: Mapping[str, PartPolicy] | None = None,
               part_enforce: str = "NO",
@@ -138,9 +138,9 @@ class Accounts:
         if not self.enabled or "associations" not in flags:
             return None
         got = enforce.check(self.db, flags, cluster=self.cluster, user=user, account=account,
-                            partitions=partitions, qos=qos, held=held, count=count, ask=ask,
-                            parts=parts, part_enforce=part_enforce, spent=self.usage,
-                            groups=groups, rule_of=self.rule_of(words, parts))
+                            partitions=partitions, qos=qos, reservation=reservation,
+                            count=count, ask=ask, parts=parts, part_enforce=part_enforce,
+                            spent=self.usage, groups=groups, rule_of=self.rule_of(words, parts))
         if isinstance(got, enforce.Refusal):
             return f"{got.reason}\n{got.message}" if got.reason else got.message
         return got.account, got.qos, got.time_limit

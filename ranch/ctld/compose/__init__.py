@@ -67,12 +67,12 @@ def _job_side(registry: NodeRegistry, reservations: Reservations, base: _Base,
         return policies[1]
 
     def admit(user: str, account: str, partitions: tuple[str, ...], qos: str,
-              held: Callable[[str], int], count: int,
+              reservation: str, count: int,
               ask: Ask | None = None,
               groups: Callable[[], Groups] | None = None
               ) -> tuple[str, str, int | None] | str | None:
         return accounts.admit(registry.config.accounting.enforce, user, account, partitions,
-                              qos, held, count, ask, parts(),
+                              qos, reservation, count, ask, parts(),
                               registry.config.jobs.enforce_part_limits, groups)
 
     def limits() -> Callable[[str, str, str, str], Any] | None:

@@ -205,7 +205,7 @@ class JobSubmission:
             return checked
         parts = (checked.partition, *checked.alt)
         got = self._admit(req.user, req.account, parts, req.qos,
-                          lambda account: self._held(req.user, account), len(checked.tasks),
+                          req.reservation, len(checked.tasks),
                           limitpass.asked(checked.need, checked.time_limit, req.time_limit),
                           self._groups)
         if isinstance(got, str):
@@ -224,12 +224,6 @@ class JobSubmission:
         """The jobs not ended by (user, account, partition, QOS): the submit limits' counts."""
         return Counter((job.req.user, job.req.account, job.partition, job.req.qos)
                        for job in self._jobs.jobs.values() if job.state not in FINAL)
-
-    def _held(self, user: str, account: str) -> int:
-        """The user's jobs not yet ended under `account` (slurmctld's used_submit_jobs)."""
-        return sum(1 for job in self._jobs.jobs.values()
-                   if job.req.user == user and job.req.account == account
-                   and job.state not in FINAL)
 
     def check(self, req: m.SubmitJob) -> Checked | m.Error:
         """A submission checked against the config and the nodes: what it needs in the

@@ -114,11 +114,10 @@ class Launches(Protocol):
 
 
 # AccountingStorageEnforce at submission, built by the composition root over the accounting
-# tree: (user, -A, partitions, -q, held(account) -> the user's jobs not ended there, job count,
-# what each job asks, the jobs not ended by (user, account, partition, QOS)) -> the (account,
-# QOS, time limit its limits give it or None) the job keeps, a refusal in sbatch's words (its
-# lines), or None: off
-Admit = Callable[[str, str, tuple[str, ...], str, Callable[[str], int], int, Ask,
+# tree: (user, -A, partitions, -q, --reservation, job count, what each job asks, the jobs
+# not ended by (user, account, partition, QOS)) -> the (account, QOS, time limit its limits
+# give it or None) the job keeps, a refusal in sbatch's words (its lines), or None: off
+Admit = Callable[[str, str, tuple[str, ...], str, str, int, Ask,
                   Callable[[], Groups]],
                  "tuple[str, str, int | None] | str | None"]
 
