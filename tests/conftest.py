@@ -1,4 +1,6 @@
-"""The whole suite's hooks: failing tests leave their daemon logs in one place (tests/logkeeper)."""
+"""The whole suite's hooks: failing tests leave their daemon logs in one place (tests/logkeeper),
+and under pytest-xdist (`make test` runs two workers) tests that share a machine-wide resource or
+an expensive fixture go to one worker together (xdist_group, with --dist loadgroup)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,32 @@ import pytest
 
 from tests import logkeeper
 
-_kept: list[tuple[str, Path]] = []
+_kept: list[tuple[str, str]] = []
+# Folders whose tests build network-namespace labs: the namespace names, bridge and subnets are
+# fixed (tests/ha/lab.py, tests/deploy/hosts.py), so two such labs at once would collide.
+NETNS_DIRS = ("tests/ha/", "tests/deploy/")
+
+
+def xdist_group(item) -> str:
+    """Which worker-group `item` belongs to: the namespace labs all in one; every test that
+    uses one of the suite's session-scoped fixtures (the conformance results: two real clusters
+    and every scenario, minutes) in one, so it is built once; else the test's module, so a
+    module-scoped fixture (a cluster per module) is built once too."""
+    path = item.nodeid.split("::", 1)[0]
+    if path.startswith(NETNS_DIRS):
+        return "netns"
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+    for fixturedefs in defs.values():
+        if any(d.scope == "session" and str(d.baseid).startswith("tests") for d in fixturedefs):
+            return "session-fixtures"
+    return path
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    if not config.pluginmanager.hasplugin("xdist"):
+        return  # a venv made before pytest-xdist joined the [test] extra: one process, no groups
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -22,7 +49,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if not report.failed:
         return
-    if any(nodeid == item.nodeid for nodeid, _ in _kept):
+    if getattr(item, "_logs_kept", False):
         return  # a test failing in call and in teardown is kept once
     extra = []
     tmp = getattr(item, "funcargs", {}).get("tmp_path")
@@ -30,8 +57,16 @@ def pytest_runtest_makereport(item, call):
         extra.append(tmp)
     where = logkeeper.keep(item.nodeid, extra)
     if where is not None:
-        _kept.append((item.nodeid, where))
+        item._logs_kept = True
         report.sections.append(("kept logs", f"daemon logs kept in {where}"))
+
+
+def pytest_runtest_logreport(report) -> None:
+    # read back from the report, not from the hook above: under xdist the report is made in a
+    # worker and this runs in the process that prints the summary
+    for name, text in getattr(report, "sections", ()):
+        if name == "kept logs" and all(nodeid != report.nodeid for nodeid, _ in _kept):
+            _kept.append((report.nodeid, text.removeprefix("daemon logs kept in ")))
 
 
 def pytest_terminal_summary(terminalreporter) -> None:
