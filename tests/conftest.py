@@ -4,6 +4,9 @@ an expensive fixture go to one worker together (xdist_group, with --dist loadgro
 
 from __future__ import annotations
 
+import fcntl
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,57 @@ _kept: list[tuple[str, str]] = []
 # Folders whose tests build network-namespace labs: the namespace names, bridge and subnets are
 # fixed (tests/ha/lab.py, tests/deploy/hosts.py), so two such labs at once would collide.
 NETNS_DIRS = ("tests/ha/", "tests/deploy/")
+# Held while a module of those runs, so that two runs on one machine (two checkouts, or a run and
+# someone's `flock /tmp/ranch-netns.lock pytest tests/ha`) never build labs at once.
+NETNS_LOCK = "/tmp/ranch-netns.lock"
+_HELD_ENV = "RANCH_NETNS_LOCK_HELD"  # set for xdist's workers when the lock came from above
+NETNS_LOCK_WAIT = 1800.0  # seconds another run's labs may keep us waiting
+
+
+def _lock_inherited() -> bool:
+    """Whether this process already holds NETNS_LOCK: `flock FILE pytest ...` passes its locked
+    descriptor down (taking it again on a new descriptor would wait for ourselves)."""
+    if os.environ.get(_HELD_ENV) == "1":
+        return True
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == NETNS_LOCK:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def pytest_configure(config) -> None:
+    # xdist's workers start with only stdin/out/err: tell them the lock is ours already
+    if _lock_inherited():
+        os.environ[_HELD_ENV] = "1"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _netns_lock(request):
+    """NETNS_LOCK for the whole module, when it builds namespace labs."""
+    if not request.node.nodeid.startswith(NETNS_DIRS) or _lock_inherited():
+        yield
+        return
+    fd = os.open(NETNS_LOCK, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        began = time.monotonic()
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() - began > NETNS_LOCK_WAIT:
+                    pytest.fail(f"{NETNS_LOCK} held by another run for {NETNS_LOCK_WAIT:g} s")
+                time.sleep(1.0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def xdist_group(item) -> str:
