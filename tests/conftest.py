@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import time
 from pathlib import Path
 
@@ -85,11 +86,45 @@ def xdist_group(item) -> str:
     return path
 
 
-def pytest_collection_modifyitems(config, items) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return  # a venv made before pytest-xdist joined the [test] extra: one process, no groups
-    for item in items:
+def pytest_itemcollected(item) -> None:
+    if item.config.pluginmanager.hasplugin("xdist"):  # else a venv made before pytest-xdist
         item.add_marker(pytest.mark.xdist_group(xdist_group(item)))
+
+
+# pytest-xdist 3.8's loadgroup writes the group into Item._nodeid, which pytest 9 no longer
+# reads (Node.nodeid is its _id now): the marks above never reach the scheduler, and every test
+# went to any worker (two builds of test_install's wheel in one build/ at once). So the
+# controller groups by node id itself, as xdist_group() does from the item: the same groups.
+_SESSION_USE = re.compile(r"def test_\w+\([^)]*\b(?:step_)?results\b", re.S)
+_session_modules: dict[str, bool] = {}
+
+
+def scope_of(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    if path.startswith(NETNS_DIRS):
+        return "netns"
+    if path.startswith("tests/conformance/"):
+        if path not in _session_modules:
+            try:
+                text = (logkeeper.REPO / path).read_text()
+            except OSError:
+                text = ""
+            _session_modules[path] = bool(_SESSION_USE.search(text))
+        if _session_modules[path]:
+            return "session-fixtures"
+    return path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") not in ("loadgroup", "loadscope"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Groups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return Groups(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
