@@ -27,11 +27,20 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e .
 	touch $(DEMO_STAMP)
 
+# The suite runs on TEST_WORKERS pytest-xdist workers: most of its time is spent waiting on
+# daemons (real Slurm, rctld, rnoded), which overlaps well even on 2 cores. --dist loadgroup with
+# the groups tests/conftest.py gives: the namespace labs on one worker, a module's tests (its
+# cluster fixture) on one worker. TEST_WORKERS=0 runs it in one process. The options go through
+# PYTEST_ADDOPTS so the command line stays the one `pgrep` finds a full run by; --durations
+# leaves what the time went to at the end of every run's output (CI's included).
+TEST_WORKERS ?= 2
+
 test: $(STAMP)
 	$(COMPILE)
 	$(BIN)/ruff check .
 	$(BIN)/mypy ranch
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	PYTEST_ADDOPTS="-n $(TEST_WORKERS) --dist loadgroup --durations=40 $$PYTEST_ADDOPTS" \
+		$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -26,6 +26,11 @@ REQUEST_TIMEOUT = 10.0
 # (its host is down or cut off) is passed over: a standby is a connect away
 CONNECT_TIMEOUT = 2.0
 RETRY_PAUSE = 0.2  # between two passes over the controllers while none serves
+# With another controller listed, a request sent to one that then stays silent this long
+# (MessageTimeout; Slurm's default) is given up, as Slurm's commands give it up: the one waited
+# on may be a leader cut off the network, and waiting out a longer timeout of the command's own
+# (rcancel's 30 s) on it keeps the user, and any loop of commands, that long from the new one.
+MESSAGE_TIMEOUT = 10.0
 
 
 # sbatch, srun and salloc exit 255 (their exit(-1)) when they refuse their command line: an
@@ -110,12 +115,14 @@ def exit_now(code: int | None) -> None:
 class Target:
     """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
 
-    __slots__ = ("controllers", "host", "key_path", "munge", "origin", "port", "srun_ports")
+    __slots__ = ("controllers", "host", "key_path", "message_timeout", "munge", "origin",
+                 "port", "srun_ports")
 
     def __init__(self, host: str, port: int, key_path: str, origin: str,
                  munge: str | None = None,
                  controllers: tuple[tuple[str, str, int], ...] = (),
-                 srun_ports: tuple[int, int] | None = None) -> None:
+                 srun_ports: tuple[int, int] | None = None,
+                 message_timeout: float | None = None) -> None:
         self.host = host
         self.port = port
         # every controller to try, in order, as (name, host, port): SlurmctldHost's entries or
@@ -127,6 +134,7 @@ class Target:
         # cluster key, or munge when the key cannot be read (cli/credential.py)
         self.munge = munge
         self.srun_ports = srun_ports  # the config's SrunPortRange, for rrun's listener
+        self.message_timeout = message_timeout  # the config's MessageTimeout, if it sets one
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Target) and self._key() == other._key()
@@ -188,7 +196,8 @@ def find_target(
     if cfg is not None and cfg.auth_type == "auth/munge":
         munge = cfg.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
     return Target(host, port, key_path, origin, munge, controllers,
-                  cfg.srun_ports if cfg is not None else None)
+                  cfg.srun_ports if cfg is not None else None,
+                  cfg.message_timeout if cfg is not None else None)
 
 
 def _parse_address(text: str, origin: str) -> tuple[str, int]:
@@ -241,6 +250,7 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     order = [(target.host, target.port)]
     order += [(h, p) for _, h, p in target.controllers if (h, p) not in order]
     deadline = time.monotonic() + timeout
+    silent_limit = target.message_timeout or MESSAGE_TIMEOUT
     got = ""
     reply: dict[str, object] = {}
     while not got:
@@ -250,8 +260,8 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
             target.host, target.port = host, port
             try:
                 got, reply = request_raw(
-                    (host, port), key, type_name, body or {}, timeout=max(left, 0.5) if not
-                    alone else timeout, munge=munge,
+                    (host, port), key, type_name, body or {},
+                    timeout=timeout if alone else min(max(left, 0.5), silent_limit), munge=munge,
                     connect_timeout=None if alone else max(0.2, min(CONNECT_TIMEOUT, left)))
             except ControllerUnreachable as exc:
                 if alone or exc.sent or (i == len(order) - 1

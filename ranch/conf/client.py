@@ -33,12 +33,13 @@ class ClientConf:
     """The controllers in the order to try them, their port, how a command signs, and the
     ports rrun may listen on for its tasks."""
 
-    __slots__ = ("auth_type", "hosts", "key_file", "munge_socket", "path", "port",
-                 "srun_ports")
+    __slots__ = ("auth_type", "hosts", "key_file", "message_timeout", "munge_socket", "path",
+                 "port", "srun_ports")
 
     def __init__(self, path: str, hosts: tuple[tuple[str, str], ...], port: int,
                  key_file: str | None, auth_type: str, munge_socket: str | None,
-                 srun_ports: tuple[int, int] | None = None) -> None:
+                 srun_ports: tuple[int, int] | None = None,
+                 message_timeout: float | None = None) -> None:
         self.path = path
         self.hosts = hosts  # (name, address): SlurmctldHost=NAME(ADDRESS), in file order
         self.port = port
@@ -46,6 +47,9 @@ class ClientConf:
         self.auth_type = auth_type  # "" or "auth/munge"
         self.munge_socket = munge_socket  # AuthInfo=socket=PATH, absolute
         self.srun_ports = srun_ports  # SrunPortRange=LO-HI; None: any port the kernel gives
+        # MessageTimeout (seconds) when the file sets a good one; the daemons' parser refuses a
+        # bad one, so a command need not say it again
+        self.message_timeout = message_timeout
 
 
 def port_range(text: str) -> tuple[int, int]:
@@ -157,8 +161,12 @@ class _Reader:
         got = self.settings.get("authkeyfile")
         if got is not None:
             key_file = self._path(got[0].value.strip()) or None
+        message_timeout = None
+        got = self.settings.get("messagetimeout")
+        if got is not None and got[0].value.strip().isdecimal() and int(got[0].value) >= 1:
+            message_timeout = float(int(got[0].value))
         return ClientConf(path, hosts, port, key_file, auth_type, self.munge_socket(),
-                          srun_ports)
+                          srun_ports, message_timeout)
 
     def controllers(self) -> tuple[tuple[str, str], ...]:
         new_style = [(p, w) for p, w in self.hosts if p.key.lower() == "slurmctldhost"]

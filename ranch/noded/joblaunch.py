@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import pwd
@@ -127,7 +128,11 @@ async def _write_record(spec: JobSpec, spool_dir: str, node: str, as_root: bool,
         )
         owner = (spec.uid, spec.gid) if ident["drop"] else None
         if as_root and spec.mem_mib > 0 and memory_cgroups:
-            name = f"{node}_{spec.job_id}.{spec.restarts}"
+            # the spool directory's digest in the name keeps two rnoded of one host apart (two
+            # clusters, or two test clusters, may both run job 2 on a node n1): a shared cgroup
+            # summed their memory and lent one job the other's OOM kill
+            tag = hashlib.sha1(os.path.abspath(spool_dir).encode()).hexdigest()[:8]
+            name = f"{node}_{spec.job_id}.{spec.restarts}_{tag}"
             launch["cgroup"] = await trio.to_thread.run_sync(jobcgroup.create, name, spec.mem_mib)
         path, log_file = await trio.to_thread.run_sync(_record, spool_dir, spec, launch, owner)
     except (LaunchError, OSError, ValueError) as exc:

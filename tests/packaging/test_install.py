@@ -41,8 +41,13 @@ def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     where = tmp_path_factory.mktemp("installed")
     wheels = where / "wheels"
+    # from a copy of the tree, as tests/deploy builds: setuptools builds in the source tree's
+    # build/, which a build of the checkout itself would share with anything else building it
+    from tests.deploy.hosts import export_tree
+
+    tree = export_tree(where / "src")
     built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels),
-                  str(REPO)], cwd=where)
+                  str(tree)], cwd=where)
     assert built.returncode == 0, built.stderr[-3000:]
     (wheel,) = wheels.glob("ranch-*.whl")
     env = where / "venv"
