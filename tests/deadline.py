@@ -56,3 +56,14 @@ class Deadline:
 
     def left(self) -> float:
         return max(0.0, scaled(self.seconds) - self.elapsed())
+
+
+def until(what, ok, seconds: float, every: float = 0.3):
+    """Poll `what()` until `ok` holds of its value or `seconds` (quiet-machine seconds,
+    stretched as the load rises) pass; the last value either way, for the caller to compare."""
+    deadline = Deadline(seconds)
+    while True:
+        got = what()
+        if ok(got) or deadline.passed():
+            return got
+        time.sleep(every)

@@ -8,8 +8,6 @@ partition starts past the held one. Needs slurmdbd and MariaDB."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.conformance.dbd_side import on_slurm_with_slurmdbd
@@ -17,6 +15,7 @@ from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE
 from tests.conformance.slurm_cluster import SlurmCluster
 from tests.conformance.test_enforce import ENFORCE, _run
+from tests.deadline import until
 
 TREE = (
     ("-i", "add", "qos", "qjobs", "MaxJobsPerUser=1"),
@@ -62,12 +61,7 @@ def _shown(system, ids: list[str]) -> dict[str, tuple[str, str]]:
 
 
 def _until(what, ok, deadline: float = SETTLED):
-    end = time.monotonic() + deadline
-    while True:
-        got = what()
-        if ok(got) or time.monotonic() > end:
-            return got
-        time.sleep(0.3)
+    return until(what, ok, deadline)  # tests/deadline.py: stretched with the load
 
 
 def _scenario(system, first, second, third) -> list[tuple[str, str]]:

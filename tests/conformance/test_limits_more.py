@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 
 import attrs
 import pytest
@@ -25,6 +24,7 @@ from tests.conformance.shape import SHAPE, Shape
 from tests.conformance.slurm_cluster import SlurmCluster, SlurmUnavailable, slurm_missing
 from tests.conformance.slurmdbd import accounting_missing
 from tests.conformance.test_enforce import _run
+from tests.deadline import until
 
 GPUS = 2  # per node (Slurm's stand-ins: two character devices)
 
@@ -121,12 +121,7 @@ SETTLED = 30.0  # seconds a pending job may take to show its reason
 
 
 def _until(what, ok, deadline: float = SETTLED):
-    end = time.monotonic() + deadline
-    while True:
-        got = what()
-        if ok(got) or time.monotonic() > end:
-            return got
-        time.sleep(0.3)
+    return until(what, ok, deadline)  # tests/deadline.py: stretched with the load
 
 
 def _sbatch(system, options: tuple[str, ...]) -> subprocess.CompletedProcess:

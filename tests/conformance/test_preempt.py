@@ -21,6 +21,7 @@ from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE
 from tests.conformance.slurm_cluster import CRED_EXPIRE, SlurmCluster
 from tests.conformance.test_enforce import ENFORCE, _run
+from tests.deadline import until
 
 PREEMPT = "PreemptType=preempt/qos\nPreemptMode=REQUEUE\n"
 EXEMPT = 6  # seconds of QOS lowe's PreemptExemptTime
@@ -66,12 +67,7 @@ SETTLED = 40.0
 
 
 def _until(what, ok, deadline: float = SETTLED):
-    end = time.monotonic() + deadline
-    while True:
-        got = what()
-        if ok(got) or time.monotonic() > end:
-            return got
-        time.sleep(0.3)
+    return until(what, ok, deadline)  # tests/deadline.py: stretched with the load
 
 
 def _submit(system, options: tuple[str, ...], *argv: str) -> str:
