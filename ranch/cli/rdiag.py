@@ -10,7 +10,7 @@ from typing import Any
 
 from ranch.cli import sbatch_options as so
 from ranch.cli.controller import CliError, find_target, run_main
-from ranch.cli.slurm_names import prog, version_text
+from ranch.cli.slurm_names import opening
 
 OPTIONS = so.Options((
     so.Opt("all", "a", so.NO), so.Opt("json", "", so.NO), so.Opt("reset", "r", so.NO),
@@ -68,20 +68,11 @@ def render(s: dict[str, Any]) -> str:
 
 
 def run(argv: list[str]) -> int:
-    name = prog("rdiag")
-    try:
-        values, rest = so.parse(argv, options=OPTIONS)
-    except so.OptionError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        print(f'Try "{name} --help" for more information', file=sys.stderr)
-        return 1
-    if values.get("help") or values.get("usage"):
-        print(f"Usage: {name} [-aritT] [--json]\n  The scheduler's and backfill's statistics "
-              "since the controller started.")
-        return 0
-    if values.get("version"):
-        print(version_text("rdiag"))
-        return 0
+    opened = opening("rdiag", argv, OPTIONS, "Usage: {name} [-aritT] [--json]\n  The "
+                     "scheduler's and backfill's statistics since the controller started.")
+    if isinstance(opened, int):
+        return opened
+    values, rest = opened
     if rest:
         raise CliError(f"unexpected argument {rest[0]!r}")
     if values.get("reset"):  # sdiag -r: Ranch's counters run from the controller's start

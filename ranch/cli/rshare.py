@@ -10,7 +10,7 @@ import sys
 
 from ranch.cli import sbatch_options as so
 from ranch.cli.controller import CliError, run_main
-from ranch.cli.slurm_names import prog, version_text
+from ranch.cli.slurm_names import opening, prog
 
 BASE = (
     so.Opt("accounts", "A", so.REQUIRED), so.Opt("all", "a", so.NO),
@@ -69,18 +69,12 @@ def header(cols: list[tuple[int, str]], parsable: str) -> list[str]:
 
 def run(argv: list[str]) -> int:
     name = prog("rshare")
-    try:
-        values, _rest = so.parse(argv, options=OPTIONS if name == "sshare" else RANCH_OPTIONS)
-    except so.OptionError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        print(f'Try "{name} --help" for more information', file=sys.stderr)
-        return 1
-    if values.get("help") or values.get("usage"):
-        print(f"Usage: {name} [OPTION]\n  Ranch keeps no fair-share tree: the header, no rows.")
-        return 0
-    if values.get("version"):
-        print(version_text("rshare"))
-        return 0
+    opened = opening("rshare", argv, OPTIONS if name == "sshare" else RANCH_OPTIONS,
+                     "Usage: {name} [-aelmnpPUv] [-A accounts] [-o format] [-u users]\n"
+                     "  The fair-share tree: each association's shares, usage and factor.")
+    if isinstance(opened, int):
+        return opened
+    values, _rest = opened
     if values.get("helpformat"):
         print(" ".join(n for _, n in FIELDS))
         return 0

@@ -11,7 +11,7 @@ from typing import Any
 
 from ranch.cli import sbatch_options as so
 from ranch.cli.controller import CliError, run_main
-from ranch.cli.slurm_names import prog, version_text
+from ranch.cli.slurm_names import opening, prog
 
 OPTIONS = so.Options((
     so.Opt("noheader", "h", so.NO), so.Opt("jobs", "j", so.OPTIONAL),
@@ -190,19 +190,12 @@ def _ids(text: str) -> tuple[int, ...]:
 
 def run(argv: list[str]) -> int:
     name = prog("rsprio")
-    try:
-        values, rest = so.parse(argv, options=OPTIONS)
-    except so.OptionError as exc:
-        print(f"{name}: {exc}", file=sys.stderr)
-        print(f'Try "{name} --help" for more information', file=sys.stderr)
-        return 1
-    if values.get("help") or values.get("usage"):
-        print(f"Usage: {name} [-j jid[s]] [-u user_name[s]] [-o format] [-p partitions]\n"
-              "  [--federation] [--local] [--sibling] [--usage] [-hlnvVw] [--json]")
-        return 0
-    if values.get("version"):
-        print(version_text("rsprio"))
-        return 0
+    opened = opening("rsprio", argv, OPTIONS, "Usage: {name} [-j jid[s]] [-u user_name[s]] "
+                     "[-o format] [-p partitions]\n  [--federation] [--local] [--sibling] "
+                     "[--usage] [-hlnvVw] [--json]")
+    if isinstance(opened, int):
+        return opened
+    values, rest = opened
     if values.get("clusters") or values.get("cluster"):
         raise CliError("Problem talking to database")
     fmt = values.get("format")

@@ -16,6 +16,10 @@ import sys
 
 from ranch import __version__
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ranch.cli.sbatch_options import Options
+
 RANCH_VERSION = __version__
 SLURM_VERSION = "22.05.8"
 # Slurm's name -> (Ranch's command, its module)
@@ -93,3 +97,26 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def opening(ranch_name: str, argv: list[str], options: Options, usage: str = ""
+            ) -> tuple[dict[str, object], list[str]] | int:
+    """A Slurm command's first steps, as its getopt_long and usage() do: the options parsed
+    (a bad one: the error, the "Try --help" line, exit 1), --help/--usage printing `usage`
+    and --version the release (exit 0); else (values, the words after the options)."""
+    from ranch.cli import sbatch_options as so
+
+    name = prog(ranch_name)
+    try:
+        values, rest = so.parse(argv, options=options)
+    except so.OptionError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        print(f'Try "{name} --help" for more information', file=sys.stderr)
+        return 1
+    if usage and (values.get("help") or values.get("usage")):
+        print(usage.format(name=name))
+        return 0
+    if values.get("version"):
+        print(version_text(ranch_name))
+        return 0
+    return values, rest
