@@ -25,8 +25,13 @@ class Timelines:
     shared by every request that names that amount, kept up to date as jobs start."""
 
     def __init__(self, nodes: Sequence[Node], uses: Mapping[str, NodeUse],
-                 releases: Mapping[str, list[tuple[int, int, int, int, int]]]) -> None:
+                 releases: Mapping[str, list[tuple[int, int, int, int, int]]],
+                 exact: Mapping[str, list[tuple[int, int, int, int, int]]] | None = None
+                 ) -> None:
         self.nodes = nodes
+        # the same releases to the second (Slurm's will_run start is a running job's
+        # end_time, not its slot), for the start a plan shows: see since()
+        self.exact = [sorted((exact or {}).get(n.name, ())) for n in nodes]
         self.caps = [(n.cpus, n.real_memory, n.gpus) for n in nodes]
         self.free: list[list[int]] = []
         self.rel: list[list[tuple[int, int, int, int, int]]] = []
@@ -42,6 +47,7 @@ class Timelines:
         other = copy.copy(self)
         other.free = [list(f) for f in self.free]
         other.rel = [list(r) for r in self.rel]
+        other.exact = [list(r) for r in self.exact]
         other.tables = {k: (list(s), list(m)) for k, (s, m) in self.tables.items()}
         return other
 
@@ -133,8 +139,31 @@ class Timelines:
             mask &= masks[-1] if masks else 0
         return mask
 
-    def start(self, i: int, share: Share, until: int) -> None:
-        """A job starts on node `i` now with `share` and ends by slot `until`."""
+    def since(self, i: int, sig: Sig, now: int) -> int | None:
+        """The second from which node `i` holds `sig` (`now` if it does now; None: never
+        known to the second). Free resources only grow, so the first such release."""
+        c, m, g, whole = sig
+        fc, fm, fg, fj = self.free[i]
+        if fc >= c and fm >= m and fg >= g and not (whole and fj):
+            return now
+        for at, dc, dm, dg, dj in self.exact[i]:
+            fc, fm, fg, fj = fc + dc, fm + dm, fg + dg, fj - dj
+            if fc >= c and fm >= m and fg >= g and not (whole and fj):
+                return at
+        return None
+
+    def latest(self, i: int, slot: int, slots) -> int | None:
+        """The last second at which node `i` frees something in `slot` (`slots`: a second's
+        slot), or None."""
+        out = None
+        for at, *_ in self.exact[i]:
+            if slots(at) == slot:
+                out = at
+        return out
+
+    def start(self, i: int, share: Share, until: int, at: int | None = None) -> None:
+        """A job starts on node `i` now with `share` and ends by slot `until` (the second
+        `at`)."""
         moved = (True, share.mem > 0, bool(share.gpus), True)  # the dimensions it changes
         before = {key: self.reach(i, *key) for key in self.tables if moved[key[0]]}
         f = self.free[i]
@@ -143,6 +172,8 @@ class Timelines:
         f[2] -= len(share.gpus)
         f[3] += 1
         bisect.insort(self.rel[i], (until, share.cpus, share.mem, len(share.gpus), 1))
+        if at is not None:
+            bisect.insort(self.exact[i], (at, share.cpus, share.mem, len(share.gpus), 1))
         for key, old in before.items():
             self._move(key, i, old, self.reach(i, *key))
 

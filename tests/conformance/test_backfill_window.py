@@ -1,7 +1,7 @@
 """sched/backfill around a maintenance window, and sdiag's blocks, against real Slurm 22.05
 (issue 44), both with bf_interval=1: a window on c2 opens in 2 minutes for 5; a 5-minute job
 that only c2 may run (-w c2) would cross it, so it waits and `squeue --start` plans it at the
-window's end (within bf_resolution + bf_interval). Then `sdiag` (rdiag on Ranch) once both
+window's end (to the second: within bf_interval). Then `sdiag` (rdiag on Ranch) once both
 schedulers have cycled and a minute has passed: the "Main schedule statistics" and
 "Backfilling stats" blocks carry the same labels in the same order (the figures differ)."""
 

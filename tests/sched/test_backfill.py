@@ -133,6 +133,16 @@ def test_a_maintenance_window_is_in_the_map() -> None:
     assert brief(got) == {2: ("start", "b")}
 
 
+def test_a_job_behind_a_window_starts_the_second_it_ends() -> None:
+    # job_test_resv moves start_res to the window's end, to the second (+125 s, not the
+    # slot after it, +180); a job ahead's reservation ends on the grid, and so does its start
+    c = cluster([node("a")])
+    windows = [Window(NOW - 60, NOW + 125, frozenset({"a"}))]
+    queue = [Queued(job(1, time_limit=5)), Queued(job(2, time_limit=5))]
+    got = plan(c, queue, (), NOW, Params(resolution=60), windows=windows)
+    assert brief(got) == {1: ("at", 125 / 60, "a"), 2: ("at", 7, "a")}
+
+
 def test_beyond_the_window_and_never() -> None:
     uses, ends = running({100: (3 * 3600, {"a": 4}), 101: (None, {"b": 4})})
     c = cluster([node("a"), node("b")], uses=uses)
@@ -144,14 +154,29 @@ def test_beyond_the_window_and_never() -> None:
     assert brief(plan(c, queue[:1], ends, NOW, Params(window=240))) == {1: ("at", 180, "a")}
 
 
-def test_times_are_rounded_up_to_bf_resolution() -> None:
+def test_an_estimate_is_the_second_the_nodes_free_as_in_slurm() -> None:
+    # Slurm shows will_run's start, the running job's end_time (+90 s), not its slot's end;
+    # job 1's reservation is [60, 660) (start and end rounded down to bf_resolution), so job
+    # 2 starts at that reservation's end, a node_space boundary (start_res), not at +90 + 600
     uses, ends = running({100: (90, {"a": 4})})
     c = cluster([node("a")], uses=uses)
     queue = [Queued(job(1, need=need(cpus=4), time_limit=10)),
              Queued(job(2, need=need(cpus=4), time_limit=10))]
     assert brief(plan(c, queue, ends, NOW, Params(resolution=60))) == {
-        1: ("at", 2, "a"), 2: ("at", 12, "a")}
-    assert brief(plan(c, queue, ends, NOW + 30, Params(resolution=300)))[1] == ("at", 5, "a")
+        1: ("at", 1.5, "a"), 2: ("at", 11, "a")}
+    assert brief(plan(c, queue, ends, NOW + 30, Params(resolution=300))) == {
+        1: ("at", 1.5, "a"), 2: ("at", 10, "a")}  # job 1 holds [0, 600): 90 + 600 rounded down
+
+
+def test_an_estimate_behind_a_reservation_is_its_end_on_the_grid() -> None:
+    # a frees at +90 but job 1 holds a and b over [0, 5 min): job 2 (on a) starts at the
+    # reservation's end, 300, not at +90 (Slurm: start_res beats will_run's earlier time)
+    uses, ends = running({100: (90, {"a": 4}), 101: (30, {"b": 4})})
+    c = cluster([node("a"), node("b")], uses=uses)
+    queue = [Queued(job(1, need=need(nodes=2, cpus=4), time_limit=4)),
+             Queued(job(2, need=need(cpus=4), time_limit=10))]
+    got = brief(plan(c, queue, ends, NOW, Params(resolution=60)))
+    assert got == {1: ("at", 1.5, "a", "b"), 2: ("at", 5, "a")}
 
 
 def test_a_spread_job_is_planned_over_the_nodes_that_free() -> None:
