@@ -61,12 +61,11 @@ class Cycle:
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.uses = {n: u.copy() for n, u in cluster.uses.items()}
         self.holders = dict(cluster.holders)
+        # nodes in use (bf_busy_nodes' preference): running now or started by this cycle
+        self.busy = self.mask(n for n, u in self.uses.items() if u.jobs)
         self.lines = Timelines(self.nodes, self.uses, releases(ends, self.uses, clock.freed),
                                releases(ends, self.uses, clock.second))
         self.map = SlotMap(clock.slots, (1 << len(self.nodes)) - 1)
-        # the jobs' reservations alone (the map holds windows too): a start to the second
-        # after a window's end is the window's edge, after a reservation's the grid (_second)
-        self.resv = SlotMap(clock.slots, self.map.everyone) if windows else self.map
         # the map holds each window from the first slot that begins after it does (never more
         # than it holds: a window's edge is to the second, _windowed)
         self.windows = [(w.begin, w.end, self.mask(w.nodes)) for w in windows if w.end > now]
@@ -90,7 +89,6 @@ class Cycle:
         other.holders = dict(self.holders)
         other.lines = self.lines.fork()
         other.map = self.map.fork()
-        other.resv = other.map if self.resv is self.map else self.resv.fork()
         other.low, other.gone = dict(self.low), dict(self.gone)
         other.failed = {k: list(v) for k, v in self.failed.items()}
         other.blocked = set(self.blocked)
@@ -162,8 +160,6 @@ class Cycle:
         at = second(self, job, t, chosen, minutes) if t else clock.now
         a, b = clock.held(at, minutes)
         self.map.block(a, b, chosen)
-        if self.resv is not self.map:
-            self.resv.block(a, b, chosen)
         return at
 
     def _skip(self, job: Pending) -> str:
@@ -241,6 +237,7 @@ class Cycle:
             return None
         take(self.uses, job.id, shares)
         self.holders[job.id] = Holder(job.uid, job.user_exclusive)
+        self.busy |= self.mask(shares)
         for name, share in shares.items():
             self.lines.start(self.index[name], share, until,
                              None if minutes is None else int(now) + minutes * 60)
@@ -351,13 +348,17 @@ class Cycle:
         """The nodes the job would take at slot `t` among `free`: first fit (0: none)."""
         if req & ~free:
             return 0
-        need = job.need
+        need, rest = job.need, free & ~req
+        # bf_busy_nodes: the nodes in use first, then the idle ones, each in node order
+        first, then = (rest & self.busy, rest & ~self.busy) if self.params.busy_nodes \
+            else (rest, 0)
         if not need.spread:
             if free.bit_count() < k:
                 return 0
-            return req | lowest(free & ~req, k - req.bit_count())
+            more = lowest(first, k - req.bit_count())
+            return req | more | lowest(then, k - req.bit_count() - more.bit_count())
         chosen, tasks, count = 0, 0, 0
-        for i in [*bits(req), *bits(free & ~req)]:
+        for i in [*bits(req), *bits(first), *bits(then)]:
             if need.max_nodes and count >= need.max_nodes:
                 break
             fc, fm, fg, fj = self.lines.free_at(i, t)

@@ -22,6 +22,9 @@ class Params:
     # ranch_estimate_all (a Ranch extension): the jobs a bf_max_* limit leaves untested get an
     # estimate too, planned after every tested job; for display only, they start nothing
     estimate_all: bool = False
+    # bf_busy_nodes: a job's reservation takes nodes already in use before idle ones (starts
+    # now do not: Slurm applies it when selecting resources for a later start only)
+    busy_nodes: bool = False
 
 
 def node_order(cluster: Cluster) -> list[Node]:

@@ -14,8 +14,9 @@ if TYPE_CHECKING:
 
 def second(cycle: Cycle, job: Pending, t: int, chosen: int, minutes: int | None) -> float:
     """The second within slot `t` (after wall(t - 1), by wall(t)) the chosen nodes hold
-    the job and a window on them ends (job_test_resv moves start_res to its end), where
-    slot t - 1 holds no job's reservation on them; else wall(t)."""
+    the job, where slot t - 1 holds no reservation or window on them; else wall(t) (after a
+    job ahead's reservation: its end, on the grid; after a window: the first boundary after
+    its end, where Slurm shows one second more: docs/slurm-compat.md)."""
     clock, lines = cycle.clock, cycle.lines
     lo, hi = clock.wall(t - 1), clock.wall(t)
     sig, _ = cycle._sig(job)
@@ -29,11 +30,7 @@ def second(cycle: Cycle, job: Pending, t: int, chosen: int, minutes: int | None)
         # held now: it waits for the map or a job ahead (start_res), not a release
         if s is not None and s > clock.now and (at is None or s > at):
             at = s
-    edges = [e for _, e, m in cycle.windows if m & chosen and lo < e <= hi]
-    if at is None or at <= lo:
-        at = None
-    at = max((x for x in (at, *edges) if x is not None), default=None)
-    if at is None or at > hi or chosen & ~cycle.resv.free(t - 1, t) \
+    if at is None or at <= lo or at > hi or chosen & ~cycle.map.free(t - 1, t) \
             or chosen & cycle._windowed(at, minutes):
         return hi
     return at

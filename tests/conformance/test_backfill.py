@@ -2,8 +2,9 @@
 waits for Resources behind a 10-minute job on c1; a 3-minute job behind it backfills on c2, a
 20-minute one does not; `squeue --start` shows the big job starting when the running job's
 limit ends (to the second: within bf_interval) on c[1-2], the long one when the big one's
-reservation ends (its start + 5 minutes rounded down to bf_resolution, to the second), and `scontrol show job` the big one's StartTime= and SchedNodeList=. The same script
-runs on both at once, in two threads."""
+reservation ends (its start + 5 minutes rounded down to bf_resolution, to the second), and
+`scontrol show job` the big one's StartTime= and SchedNodeList=. The same script runs on both
+at once, in two threads."""
 
 from __future__ import annotations
 
