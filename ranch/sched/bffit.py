@@ -46,6 +46,7 @@ class Timelines:
         self.at: dict[tuple[int, int], list[int]] = {}  # per table, each node's reach slot
         self.synced: dict[tuple[int, int], int] = {}  # per table, how much of `log` it holds
         self.log: list[int] = []  # the nodes jobs started on, in order
+        self.keyed: dict[Sig, list[tuple[int, int]]] = {}  # keys(sig), memoised
 
     def fork(self) -> Timelines:
         """A copy whose starts leave this one as it is."""
@@ -165,8 +166,15 @@ class Timelines:
     def holding(self, sig: Sig, slot: int) -> tuple[int, int | None]:
         """(the nodes holding `sig` at `slot`, the next slot at which more might, or None)."""
         mask, nxt = -1, None
-        for key in self.keys(sig):
-            slots, masks = self.table(key)
+        keys = self.keyed.get(sig)
+        if keys is None:
+            keys = self.keyed[sig] = self.keys(sig)
+        tables, logged, synced = self.tables, len(self.log), self.synced
+        for key in keys:  # the hot path of a search: table() inlined
+            got = tables.get(key)
+            if got is None or synced[key] < logged:
+                got = self.table(key)
+            slots, masks = got
             j = bisect.bisect_right(slots, slot)
             mask &= masks[j - 1] if j else 0
             if j < len(slots) and (nxt is None or slots[j] < nxt):
