@@ -123,7 +123,9 @@ BF_KEYS: dict[str, tuple[int, int]] = {
     "bf_max_job_test": (1, 1000000), "bf_max_job_user": (0, 1000000),
     "bf_max_job_part": (0, 1000000), "bf_min_prio_reserve": (0, 2**63 - 1)}
 # SchedulerParameters' words of Ranch's own (docs/slurm-compat.md): word -> the setting it sets
-BF_FLAGS: dict[str, str] = {"ranch_estimate_all": "estimate_all"}
+# and Slurm's flag words (no value) Ranch reads: bf_busy_nodes, bf_continue (docs/config.md)
+BF_FLAGS: dict[str, str] = {"ranch_estimate_all": "estimate_all",
+                            "bf_busy_nodes": "bf_busy_nodes", "bf_continue": "bf_continue"}
 # AuthType values Ranch acts on (unset: the cluster key alone)
 AUTH_TYPES: tuple[str, ...] = ("AUTH/MUNGE",)
 # Slurm 22.05's accounting_storage plugins: slurmdbd turns rctld's own store on (issue 43)
@@ -326,8 +328,13 @@ class GlobalSettings(BuilderBase):
                     except ValueError as exc:
                         lead = len(word) - len(word.lstrip())
                         self.value_error(src, p, BadValue(f"{key}: {exc}", offset + lead))
-                elif key in BF_FLAGS:  # Ranch's own words: present or not
-                    got[BF_FLAGS[key]] = True
+                elif key in BF_FLAGS:  # flag words: present or not, no value
+                    if eq:
+                        lead = len(word) - len(word.lstrip())
+                        self.value_error(src, p, BadValue(
+                            f"{key} takes no value (a flag: present or not)", offset + lead))
+                    else:
+                        got[BF_FLAGS[key]] = True
                 offset += len(word) + 1
         kind = self.typed_global("SchedulerType", "sched/backfill")
         return SchedulerSettings(kind, **got)

@@ -164,8 +164,9 @@ _GLOBAL_ACTED = _acted(GLOBAL, [
     ("SchedulerParameters", "list", None,
      "comma list; Ranch acts on bf_interval (30 s, -1 = no backfill), bf_window (1440 min), "
      "bf_resolution (60 s), bf_max_job_test (500), bf_max_job_user, bf_max_job_part (0 = no "
-     "limit), bf_min_prio_reserve (0) and kill_invalid_depend; Ranch's own ranch_estimate_all "
-     "gives every pending job an estimate, past bf_max_job_test too (display only)"),
+     "limit), bf_min_prio_reserve (0), bf_busy_nodes, bf_continue and kill_invalid_depend; "
+     "Ranch's own ranch_estimate_all gives every pending job an estimate, past bf_max_job_test "
+     "too (display only)"),
     ("PreemptType", "enum", "preempt/none",
      "preempt/qos: a pending job whose QOS lists others' in its Preempt= stops them to start "
      "(preempt/none: no preemption)"),

@@ -229,6 +229,10 @@ class SchedulerSettings:
     # ranch_estimate_all (Ranch's own word): every pending job gets a StartTime estimate, those
     # past bf_max_job_test too (for display: starts still obey bf_max_job_test)
     estimate_all: bool = False
+    bf_busy_nodes: bool = False  # a reservation prefers nodes already in use
+    # read, and always so in Ranch: its cycle plans a snapshot off the event loop and never
+    # yields a lock mid-queue, so it never restarts from the top (docs/slurm-compat.md)
+    bf_continue: bool = False
 
     @property
     def backfill(self) -> bool:

@@ -8,10 +8,10 @@ import copy
 import math
 from collections.abc import Iterator, Sequence
 
-import attrs
-
 from ranch.sched.bffit import NEVER, Sig, Timelines, releases
-from ranch.sched.bfmap import Clock, SlotMap, lowest
+from ranch.sched.bfmap import Clock, SlotMap, bits, lowest
+from ranch.sched.bfparams import Params, node_order
+from ranch.sched.bfstart import second
 from ranch.sched.features import NodeFilter, matches_features
 from ranch.sched.fifo import RESERVED, Cluster, Queued
 from ranch.sched.limits import job_over
@@ -32,26 +32,12 @@ from ranch.sched.place import place
 BEYOND = "beyond bf_window"
 NEVER_FITS = "no start in sight"  # nodes too small or held by jobs with no time limit
 SKIPPED = ("bf_max_job_test", "bf_max_job_user", "bf_max_job_part")  # untested: no estimate
-
-
-@attrs.frozen
-class Params:
-    """SchedulerParameters' bf_* keys, in Slurm's units and with its defaults; 0 means no
-    limit for the bf_max_* counts (bf_max_job_test=0: every job, the "estimate for all")."""
-
-    window: int = 1440  # bf_window, minutes
-    resolution: int = 60  # bf_resolution, seconds
-    max_job_test: int = 500
-    max_job_user: int = 0
-    max_job_part: int = 0
-    min_prio_reserve: int = 0
-    # ranch_estimate_all (a Ranch extension): the jobs a bf_max_* limit leaves untested get an
-    # estimate too, planned after every tested job; for display only, they start nothing
-    estimate_all: bool = False
+__all__ = ["BEYOND", "NEVER_FITS", "SKIPPED", "Cycle", "Params", "node_order", "plan"]
+DEFAULTS = Params()
 
 
 def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now: float,
-         params: Params = Params(), windows: Sequence[Window] = ()) -> tuple[Estimate, ...]:
+         params: Params = DEFAULTS, windows: Sequence[Window] = ()) -> tuple[Estimate, ...]:
     """One backfill cycle: an estimate for each queued job (in priority order), from the
     running jobs' end bounds (`ends`). `cluster` is not changed."""
     cycle = Cycle(cluster, ends, now, params, windows)
@@ -61,20 +47,6 @@ def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now:
             if isinstance(e, Unplanned) and e.why in SKIPPED:
                 out[i] = cycle.display(q, e)
     return tuple(out)
-
-
-def node_order(cluster: Cluster) -> list[Node]:
-    """The nodes that take work, in placement order: by rank (up, booting, powered down),
-    then by Weight and config order as partitions list them. Bit i of every mask is node i."""
-    seen: dict[str, Node] = {}
-    for part in sorted(cluster.members):
-        for name in cluster.members[part]:
-            if name in cluster.nodes:
-                seen.setdefault(name, cluster.nodes[name])
-    for name, n in cluster.nodes.items():
-        seen.setdefault(name, n)
-    up = [n for n in seen.values() if n.rank is not None]
-    return sorted(up, key=lambda n: n.rank or 0)
 
 
 class Cycle:
@@ -89,7 +61,10 @@ class Cycle:
         self.index = {n.name: i for i, n in enumerate(self.nodes)}
         self.uses = {n: u.copy() for n, u in cluster.uses.items()}
         self.holders = dict(cluster.holders)
-        self.lines = Timelines(self.nodes, self.uses, releases(ends, self.uses, clock.freed))
+        # nodes in use (bf_busy_nodes' preference): running now or started by this cycle
+        self.busy = self.mask(n for n, u in self.uses.items() if u.jobs)
+        self.lines = Timelines(self.nodes, self.uses, releases(ends, self.uses, clock.freed),
+                               releases(ends, self.uses, clock.second))
         self.map = SlotMap(clock.slots, (1 << len(self.nodes)) - 1)
         # the map holds each window from the first slot that begins after it does (never more
         # than it holds: a window's edge is to the second, _windowed)
@@ -156,10 +131,9 @@ class Cycle:
         got = self._plan(job)
         if isinstance(got, str):
             return Unplanned(job.id, reason, got)
-        t, chosen = got
-        self.map.block(t, t + self.clock.span(self._minutes(job)), chosen)
-        nodes = tuple(self.nodes[i].name for i in _bits_of(chosen))
-        return Planned(job.id, job.partition, self.clock.wall(t), nodes, reason)
+        start = self._reserve(job, *got)
+        nodes = tuple(self.nodes[i].name for i in bits(got[1]))
+        return Planned(job.id, job.partition, start, nodes, reason)
 
     def display(self, q: Queued, skipped: Unplanned) -> Estimate:
         """ranch_estimate_all: the estimate of a job a bf_max_* limit left untested, planned
@@ -172,11 +146,21 @@ class Cycle:
         got = self._plan(job, earliest=0)
         if isinstance(got, str):
             return Unplanned(job.id, skipped.reason, got)
-        t, chosen = got
-        self.map.block(t, t + self.clock.span(self._minutes(job)), chosen)
-        nodes = tuple(self.nodes[i].name for i in _bits_of(chosen))
-        start = self.clock.now if t == 0 else self.clock.wall(t)
+        start = self._reserve(job, *got)
+        nodes = tuple(self.nodes[i].name for i in bits(got[1]))
         return Planned(job.id, job.partition, start, nodes, skipped.reason)
+
+    def _reserve(self, job: Pending, t: int, chosen: int) -> float:
+        """Reserve `chosen` for a job planned at slot `t`; the second it is shown to start.
+        Slurm's start_time is will_run's, the end_time of the running job whose end lets it
+        fit (or now + 1 for one already ended), unless a node_space boundary (start_res, on
+        the bf_resolution grid) is later; its reservation is that second and its end, both
+        rounded down (backfill.c). A slot-0 plan (ranch_estimate_all) is now."""
+        clock, minutes = self.clock, self._minutes(job)
+        at = second(self, job, t, chosen, minutes) if t else clock.now
+        a, b = clock.held(at, minutes)
+        self.map.block(a, b, chosen)
+        return at
 
     def _skip(self, job: Pending) -> str:
         """The bf_max_* limit that leaves the job untested, or "" (and the job counted)."""
@@ -253,8 +237,10 @@ class Cycle:
             return None
         take(self.uses, job.id, shares)
         self.holders[job.id] = Holder(job.uid, job.user_exclusive)
+        self.busy |= self.mask(shares)
         for name, share in shares.items():
-            self.lines.start(self.index[name], share, until)
+            self.lines.start(self.index[name], share, until,
+                             None if minutes is None else int(now) + minutes * 60)
         return Start(job.id, job.partition, shares)
 
     def _windowed(self, start: float, minutes: int | None) -> int:
@@ -362,13 +348,17 @@ class Cycle:
         """The nodes the job would take at slot `t` among `free`: first fit (0: none)."""
         if req & ~free:
             return 0
-        need = job.need
+        need, rest = job.need, free & ~req
+        # bf_busy_nodes: the nodes in use first, then the idle ones, each in node order
+        first, then = (rest & self.busy, rest & ~self.busy) if self.params.busy_nodes \
+            else (rest, 0)
         if not need.spread:
             if free.bit_count() < k:
                 return 0
-            return req | lowest(free & ~req, k - req.bit_count())
+            more = lowest(first, k - req.bit_count())
+            return req | more | lowest(then, k - req.bit_count() - more.bit_count())
         chosen, tasks, count = 0, 0, 0
-        for i in [*_bits_of(req), *_bits_of(free & ~req)]:
+        for i in [*bits(req), *bits(first), *bits(then)]:
             if need.max_nodes and count >= need.max_nodes:
                 break
             fc, fm, fg, fj = self.lines.free_at(i, t)
@@ -392,9 +382,3 @@ def _within(failed: tuple, shape: tuple) -> bool:
     return fc <= c and fm <= m and fg <= g and (whole or not fwhole) and fspan <= span \
         and fk <= k
 
-
-def _bits_of(mask: int) -> Iterator[int]:
-    while mask:
-        low = mask & -mask
-        mask ^= low
-        yield low.bit_length() - 1

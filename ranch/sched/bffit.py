@@ -22,11 +22,18 @@ class Timelines:
     grow over the window, each dimension on its own, so a node holds a request from the
     latest of the slots at which each dimension reaches it: one table per dimension and
     threshold (the sorted slots at which nodes reach it, the cumulative mask of nodes by each),
-    shared by every request that names that amount, kept up to date as jobs start."""
+    shared by every request that names that amount, brought up to date as jobs start when it
+    is next read (a start only logs its node: most tables of a queue of diverse requests are
+    never read again, and eager updates of every table at every start cost 40 % of a cycle)."""
 
     def __init__(self, nodes: Sequence[Node], uses: Mapping[str, NodeUse],
-                 releases: Mapping[str, list[tuple[int, int, int, int, int]]]) -> None:
+                 releases: Mapping[str, list[tuple[int, int, int, int, int]]],
+                 exact: Mapping[str, list[tuple[int, int, int, int, int]]] | None = None
+                 ) -> None:
         self.nodes = nodes
+        # the same releases to the second (Slurm's will_run start is a running job's
+        # end_time, not its slot), for the start a plan shows: see since()
+        self.exact = [sorted((exact or {}).get(n.name, ())) for n in nodes]
         self.caps = [(n.cpus, n.real_memory, n.gpus) for n in nodes]
         self.free: list[list[int]] = []
         self.rel: list[list[tuple[int, int, int, int, int]]] = []
@@ -36,13 +43,20 @@ class Timelines:
                               n.gpus - (len(u.gpus) if u else 0), len(u.jobs) if u else 0])
             self.rel.append(sorted(releases.get(n.name, ())))
         self.tables: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
+        self.at: dict[tuple[int, int], list[int]] = {}  # per table, each node's reach slot
+        self.synced: dict[tuple[int, int], int] = {}  # per table, how much of `log` it holds
+        self.log: list[int] = []  # the nodes jobs started on, in order
+        self.keyed: dict[Sig, list[tuple[int, int]]] = {}  # keys(sig), memoised
 
     def fork(self) -> Timelines:
         """A copy whose starts leave this one as it is."""
         other = copy.copy(self)
         other.free = [list(f) for f in self.free]
         other.rel = [list(r) for r in self.rel]
+        other.exact = [list(r) for r in self.exact]
         other.tables = {k: (list(s), list(m)) for k, (s, m) in self.tables.items()}
+        other.at = {k: list(a) for k, a in self.at.items()}
+        other.synced, other.log = dict(self.synced), list(self.log)
         return other
 
     def reach(self, i: int, dim: int, x: int) -> int:
@@ -89,18 +103,53 @@ class Timelines:
         got = self.tables.get(key)
         if got is None:
             dim, x = key
-            at: dict[int, int] = {}
-            for i in range(len(self.nodes)):
-                s = self.reach(i, dim, x)
+            reach = [self.reach(i, dim, x) for i in range(len(self.nodes))]
+            by: dict[int, int] = {}
+            for i, s in enumerate(reach):
                 if s != NEVER:
-                    at[s] = at.get(s, 0) | (1 << i)
-            slots = sorted(at)
+                    by[s] = by.get(s, 0) | (1 << i)
+            slots = sorted(by)
             masks, acc = [], 0
             for s in slots:
-                acc |= at[s]
+                acc |= by[s]
                 masks.append(acc)
             got = self.tables[key] = (slots, masks)
+            self.at[key], self.synced[key] = reach, len(self.log)
+        elif self.synced[key] < len(self.log):
+            self._sync(key)
         return got
+
+    def _sync(self, key: tuple[int, int]) -> None:
+        """Bring a table up to the starts logged since it was last read: each node that
+        reaches the amount later leaves the cumulative masks between its old and its new
+        slot, all of them in one sweep (a start only makes a node reach later)."""
+        at, (dim, x) = self.at[key], key
+        moved = []
+        for i in set(self.log[self.synced[key]:]):
+            new = self.reach(i, dim, x)
+            if new != at[i]:
+                moved.append((i, at[i], new))
+                at[i] = new
+        self.synced[key] = len(self.log)
+        if not moved:
+            return
+        slots, masks = self.tables[key]
+        for _, _, new in moved:  # the new slots first, each with the cumulative mask before
+            j = bisect.bisect_left(slots, new)
+            if new != NEVER and (j == len(slots) or slots[j] != new):
+                slots.insert(j, new)
+                masks.insert(j, masks[j - 1] if j else 0)
+        begin: dict[int, int] = {}
+        end: dict[int, int] = {}
+        for i, old, new in moved:
+            lo, hi = bisect.bisect_left(slots, old), bisect.bisect_left(slots, new)
+            begin[lo] = begin.get(lo, 0) | 1 << i
+            end[hi] = end.get(hi, 0) | 1 << i
+        gone = 0
+        for j in range(min(begin), min(max(end), len(slots))):
+            gone = (gone | begin.get(j, 0)) & ~end.get(j, 0)
+            if gone:
+                masks[j] &= ~gone
 
     @staticmethod
     def keys(sig: Sig) -> list[tuple[int, int]]:
@@ -117,8 +166,15 @@ class Timelines:
     def holding(self, sig: Sig, slot: int) -> tuple[int, int | None]:
         """(the nodes holding `sig` at `slot`, the next slot at which more might, or None)."""
         mask, nxt = -1, None
-        for key in self.keys(sig):
-            slots, masks = self.table(key)
+        keys = self.keyed.get(sig)
+        if keys is None:
+            keys = self.keyed[sig] = self.keys(sig)
+        tables, logged, synced = self.tables, len(self.log), self.synced
+        for key in keys:  # the hot path of a search: table() inlined
+            got = tables.get(key)
+            if got is None or synced[key] < logged:
+                got = self.table(key)
+            slots, masks = got
             j = bisect.bisect_right(slots, slot)
             mask &= masks[j - 1] if j else 0
             if j < len(slots) and (nxt is None or slots[j] < nxt):
@@ -133,33 +189,40 @@ class Timelines:
             mask &= masks[-1] if masks else 0
         return mask
 
-    def start(self, i: int, share: Share, until: int) -> None:
-        """A job starts on node `i` now with `share` and ends by slot `until`."""
-        moved = (True, share.mem > 0, bool(share.gpus), True)  # the dimensions it changes
-        before = {key: self.reach(i, *key) for key in self.tables if moved[key[0]]}
+    def since(self, i: int, sig: Sig, now: int) -> int | None:
+        """The second from which node `i` holds `sig` (`now` if it does now; None: never
+        known to the second). Free resources only grow, so the first such release."""
+        c, m, g, whole = sig
+        fc, fm, fg, fj = self.free[i]
+        if fc >= c and fm >= m and fg >= g and not (whole and fj):
+            return now
+        for at, dc, dm, dg, dj in self.exact[i]:
+            fc, fm, fg, fj = fc + dc, fm + dm, fg + dg, fj - dj
+            if fc >= c and fm >= m and fg >= g and not (whole and fj):
+                return at
+        return None
+
+    def latest(self, i: int, slot: int, slots) -> int | None:
+        """The last second at which node `i` frees something in `slot` (`slots`: a second's
+        slot), or None."""
+        out = None
+        for at, *_ in self.exact[i]:
+            if slots(at) == slot:
+                out = at
+        return out
+
+    def start(self, i: int, share: Share, until: int, at: int | None = None) -> None:
+        """A job starts on node `i` now with `share` and ends by slot `until` (the second
+        `at`)."""
         f = self.free[i]
         f[0] -= share.cpus
         f[1] -= share.mem
         f[2] -= len(share.gpus)
         f[3] += 1
         bisect.insort(self.rel[i], (until, share.cpus, share.mem, len(share.gpus), 1))
-        for key, old in before.items():
-            self._move(key, i, old, self.reach(i, *key))
-
-    def _move(self, key: tuple[int, int], i: int, old: int, new: int) -> None:
-        """Node `i` reaches `key` from `new` on now, not `old` (new >= old: only starts)."""
-        if new == old:
-            return
-        slots, masks = self.tables[key]
-        bit = 1 << i
-        lo = bisect.bisect_left(slots, old)
-        hi = bisect.bisect_left(slots, new)
-        if hi > lo:
-            keep = ~bit
-            masks[lo:hi] = [m & keep for m in masks[lo:hi]]
-        if new != NEVER and (hi == len(slots) or slots[hi] != new):
-            slots.insert(hi, new)
-            masks.insert(hi, (masks[hi - 1] if hi else 0) | bit)
+        if at is not None:
+            bisect.insort(self.exact[i], (at, share.cpus, share.mem, len(share.gpus), 1))
+        self.log.append(i)  # the tables catch up when read (table)
 
 
 def releases(ends: Sequence[Ending], uses: Mapping[str, NodeUse], slot_of

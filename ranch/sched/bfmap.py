@@ -42,6 +42,20 @@ class Clock:
         the fraction of a second Ranch's clock adds is not a later end."""
         return self.after(math.floor(at))
 
+    def second(self, at: float) -> int:
+        """The second from which a running job whose end bound is `at` frees its share, as
+        will_run sees it: its whole-second end_time, or now + 1 for one already past it."""
+        return max(math.floor(at), int(self.now) + 1)
+
+    def held(self, at: float, minutes: int | None) -> tuple[int, int]:
+        """The slots [a, b) a reservation for a start at the second `at` holds: Slurm's
+        start_time and end_reserve (at + limit) both rounded down to bf_resolution, at least
+        one slot (backfill.c, _add_reservation); no limit: past any window."""
+        a = self.before(at)
+        if minutes is None:
+            return a, a + self.span(None)
+        return a, max(a + 1, math.floor((at + minutes * 60 - self.origin) / self.res))
+
     def before(self, at: float) -> int:
         """The slot holding `at` (a window beginning at `at` holds its nodes from it)."""
         return max(0, math.floor((at - self.origin) / self.res))

@@ -129,7 +129,7 @@ class Simulator:
         self.params = planner.Params(
             window=s.bf_window, resolution=s.bf_resolution, max_job_test=s.bf_max_job_test,
             max_job_user=s.bf_max_job_user, max_job_part=s.bf_max_job_part,
-            min_prio_reserve=s.bf_min_prio_reserve)
+            min_prio_reserve=s.bf_min_prio_reserve, busy_nodes=s.bf_busy_nodes)
         self.cycles = 0
 
     # -- a job as the core sees it ---------------------------------------------------------

@@ -133,6 +133,18 @@ def test_a_maintenance_window_is_in_the_map() -> None:
     assert brief(got) == {2: ("start", "b")}
 
 
+def test_a_job_behind_a_window_starts_on_the_grid_after_it() -> None:
+    # a window ending at +125 s: the first bf_resolution boundary after it (+180; Slurm shows
+    # +181, tests/conformance/test_backfill_window.py), even where a node frees inside the
+    # window's last slot (+100 on b); the job behind starts at job 1's reservation's end
+    uses, ends = running({100: (100, {"b": 4})})
+    c = cluster([node("a"), node("b")], uses=uses)
+    windows = [Window(NOW - 60, NOW + 125, frozenset({"a", "b"}))]
+    queue = [Queued(job(1, need=need(nodes=2), time_limit=5)), Queued(job(2, time_limit=5))]
+    got = plan(c, queue, ends, NOW, Params(resolution=60), windows=windows)
+    assert brief(got) == {1: ("at", 3, "a", "b"), 2: ("at", 8, "a")}
+
+
 def test_beyond_the_window_and_never() -> None:
     uses, ends = running({100: (3 * 3600, {"a": 4}), 101: (None, {"b": 4})})
     c = cluster([node("a"), node("b")], uses=uses)
@@ -144,14 +156,29 @@ def test_beyond_the_window_and_never() -> None:
     assert brief(plan(c, queue[:1], ends, NOW, Params(window=240))) == {1: ("at", 180, "a")}
 
 
-def test_times_are_rounded_up_to_bf_resolution() -> None:
+def test_an_estimate_is_the_second_the_nodes_free_as_in_slurm() -> None:
+    # Slurm shows will_run's start, the running job's end_time (+90 s), not its slot's end;
+    # job 1's reservation is [60, 660) (start and end rounded down to bf_resolution), so job
+    # 2 starts at that reservation's end, a node_space boundary (start_res), not at +90 + 600
     uses, ends = running({100: (90, {"a": 4})})
     c = cluster([node("a")], uses=uses)
     queue = [Queued(job(1, need=need(cpus=4), time_limit=10)),
              Queued(job(2, need=need(cpus=4), time_limit=10))]
     assert brief(plan(c, queue, ends, NOW, Params(resolution=60))) == {
-        1: ("at", 2, "a"), 2: ("at", 12, "a")}
-    assert brief(plan(c, queue, ends, NOW + 30, Params(resolution=300)))[1] == ("at", 5, "a")
+        1: ("at", 1.5, "a"), 2: ("at", 11, "a")}
+    assert brief(plan(c, queue, ends, NOW + 30, Params(resolution=300))) == {
+        1: ("at", 1.5, "a"), 2: ("at", 10, "a")}  # job 1 holds [0, 600): 90 + 600 rounded down
+
+
+def test_an_estimate_behind_a_reservation_is_its_end_on_the_grid() -> None:
+    # a frees at +90 but job 1 holds a and b over [0, 5 min): job 2 (on a) starts at the
+    # reservation's end, 300, not at +90 (Slurm: start_res beats will_run's earlier time)
+    uses, ends = running({100: (90, {"a": 4}), 101: (30, {"b": 4})})
+    c = cluster([node("a"), node("b")], uses=uses)
+    queue = [Queued(job(1, need=need(nodes=2, cpus=4), time_limit=4)),
+             Queued(job(2, need=need(cpus=4), time_limit=10))]
+    got = brief(plan(c, queue, ends, NOW, Params(resolution=60)))
+    assert got == {1: ("at", 1.5, "a", "b"), 2: ("at", 5, "a")}
 
 
 def test_a_spread_job_is_planned_over_the_nodes_that_free() -> None:
@@ -204,3 +231,29 @@ def test_times_are_whole_seconds_as_in_slurm() -> None:
     queue = [Queued(job(1, need=need(cpus=4), time_limit=1))]
     got = plan(c, queue, ends, NOW + 0.7, Params(resolution=1))
     assert got[0].start == NOW + 59
+
+
+def test_bf_busy_nodes_counts_a_job_this_cycle_started() -> None:
+    # c is full until +10; job 1 reserves a, b, c for +10..+20; job 2 starts now on b (-w);
+    # job 3 reserves a node after job 1: the first free (a), or with bf_busy_nodes the first
+    # in use, b (its job started by this cycle) before c (running since before)
+    uses, ends = running({100: (600, {"c": 4})})
+    c = cluster([node("a"), node("b"), node("c")], uses=uses)
+    queue = [Queued(job(1, need=need(nodes=3, cpus=4), time_limit=10)),
+             Queued(job(2, need=need(cpus=1), time_limit=5, req_nodes=("b",))),
+             Queued(job(3, need=need(cpus=4), time_limit=30))]
+    plain = brief(plan(c, queue, ends, NOW))
+    busy = brief(plan(c, queue, ends, NOW, Params(busy_nodes=True)))
+    assert plain[2] == busy[2] == ("start", "b")
+    assert (plain[3], busy[3]) == (("at", 20, "a"), ("at", 20, "b"))
+
+
+def test_bf_busy_nodes_prefers_a_busy_node_over_an_idle_one_earlier_in_order() -> None:
+    # c runs a job until +10; a and b are idle but reserved for job 1 until +20 (starts at
+    # once is impossible for job 2, which needs 8 CPUs of one node for 30 minutes)
+    uses, ends = running({100: (600, {"c": 2})})
+    c = cluster([node("a", cpus=8), node("b", cpus=8), node("c", cpus=8)], uses=uses)
+    queue = [Queued(job(1, need=need(nodes=3, cpus=8), time_limit=10)),
+             Queued(job(2, need=need(nodes=1, cpus=8), time_limit=30))]
+    assert brief(plan(c, queue, ends, NOW))[2] == ("at", 20, "a")
+    assert brief(plan(c, queue, ends, NOW, Params(busy_nodes=True)))[2] == ("at", 20, "c")

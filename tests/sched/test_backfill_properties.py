@@ -161,8 +161,10 @@ def _runs(c, queue, got, clock):
             end = 10**9 if limit is None else clock.after(clock.now + 60 * limit)
             yield pos, q.job, "start", 0, end, tuple(e.shares)
         elif isinstance(e, Planned):
-            t = round((e.start - clock.origin) / clock.res)
-            yield pos, q.job, "plan", t, t + clock.span(_limit(c, q)), e.nodes
+            # the reservation Slurm makes for a start at that second: start and end rounded
+            # down to bf_resolution
+            a, b = clock.held(e.start, _limit(c, q))
+            yield pos, q.job, "plan", a, b, e.nodes
 
 
 def _no_overlap(c, queue, got, clock, windows) -> None:
@@ -188,6 +190,7 @@ def _no_over_allocation(c, queue, got, ends, clock) -> None:
     fits it (a planned spread job counted at one task a node, the least it takes), and a
     whole-node job is alone on its node."""
     shares = {e.job_id: e.shares for e in got if isinstance(e, Start)}
+    e_start = {e.job_id: e.start for e in got if isinstance(e, Planned)}
     for n in node_order(c):
         use = c.uses.get(n.name, NodeUse())
         freed = [(clock.after(e.at), e.shares[n.name]) for e in ends
@@ -204,6 +207,8 @@ def _no_over_allocation(c, queue, got, ends, clock) -> None:
                 per = (nd.cpus_per_task, nd.mem, nd.gpus_per_task)
             else:
                 per = (nd.cpus, nd.mem, nd.gpus)
+            if kind == "plan":  # it runs from its second on: the slot its nodes free in
+                a = max(a, clock.after(e_start[jb.id]))
             runs.append((a, b, per, nd.exclusive))
         for s in range(clock.slots):
             gone = [sh for r, sh in freed if r <= s]

@@ -62,7 +62,7 @@ def params_of(s: SchedulerSettings) -> planner.Params:
     return planner.Params(window=s.bf_window, resolution=s.bf_resolution,
                           max_job_test=s.bf_max_job_test, max_job_user=s.bf_max_job_user,
                           max_job_part=s.bf_max_job_part, min_prio_reserve=s.bf_min_prio_reserve,
-                          estimate_all=s.estimate_all)
+                          estimate_all=s.estimate_all, busy_nodes=s.bf_busy_nodes)
 
 
 class Backfill:
