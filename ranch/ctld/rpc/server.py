@@ -47,6 +47,7 @@ from ranch.ctld.rpc.connection import Connection, Links
 from ranch.ctld.rpc.fastio import unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
+from ranch.ctld.rpc.ratelimit import RateLimits
 from ranch.ctld.rpc.reading import Decoding, FrameReader, Steps
 from ranch.ctld.rpc.relayhub import RelayHub
 from ranch.ctld.rpc.replaymark import ReplayMark
@@ -145,6 +146,7 @@ class Server:
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
         self.relays = self._relay_hub(book)
+        self.rate_limits = RateLimits()  # SlurmctldParameters=rl_enable (ctld/rpc/ratelimit.py)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
                     len(nodes))
 
@@ -340,6 +342,10 @@ class Server:
         if route is None:
             return m.Error("bad_request",
                            f"{type(msg).__name__} is not a request rctld serves"), False
+        # a user over their rate is told to back off before anything is done for them
+        limited = self.rate_limits.refusal(self.config(), conn.who, type(msg).__name__)
+        if limited is not None:
+            return limited, False
         # who may (ctld/rpc/permissions.py)
         msg, refused, after = permissions.gate(self.config(), conn, msg)
         if refused is not None:
