@@ -1,4 +1,4 @@
-"""SlurmctldParameters' rl_* options (Slurm 23.02's per-user RPC rate limit), read purely."""
+"""SlurmctldParameters' rl_* options (Slurm 23.02's rate limit) and read_cache_ms, read purely."""
 
 from __future__ import annotations
 
@@ -43,3 +43,16 @@ def from_settings(settings: tuple[tuple[str, str], ...]) -> RateLimitSettings:
         if name.lower() == "slurmctldparameters":
             return rate_limit_settings(value)[0]
     return RateLimitSettings()
+
+
+def read_cache_ms(settings: tuple[tuple[str, str], ...]) -> int:
+    """SlurmctldParameters=read_cache_ms=N (Ranch's own): listings may be answered from a body
+    built up to N ms ago (ctld/rpc/readcache.py); 0, the default, or a bad value: never."""
+    for name, value in settings:
+        if name.lower() != "slurmctldparameters":
+            continue
+        for option in value.split(","):
+            key, _, number = (s.strip() for s in option.partition("="))
+            if key.lower() == "read_cache_ms" and number.isdigit():
+                return int(number)
+    return 0

@@ -40,14 +40,13 @@ import trio
 from ranch.ctld import logs
 from ranch.ctld.kept import kept
 from ranch.ctld.nodes.stalls import backlog_cover
-from ranch.ctld.rpc import eventstream, permissions, userauth
+from ranch.ctld.rpc import eventstream, permissions, ratelimit, readcache, userauth
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
 from ranch.ctld.rpc.connection import Connection, Links
 from ranch.ctld.rpc.fastio import unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
-from ranch.ctld.rpc.ratelimit import RateLimits
 from ranch.ctld.rpc.reading import Decoding, FrameReader, Steps
 from ranch.ctld.rpc.relayhub import RelayHub
 from ranch.ctld.rpc.replaymark import ReplayMark
@@ -146,7 +145,6 @@ class Server:
         }
         self.links, self.steps = self._parts(liveness, eventlog, sync)
         self.relays = self._relay_hub(book)
-        self.rate_limits = RateLimits()  # SlurmctldParameters=rl_enable (ctld/rpc/ratelimit.py)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
                     len(nodes))
 
@@ -167,6 +165,7 @@ class Server:
                                         + backlog_cover(self.message_timeout),
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps)
+        self.rate_limits, self.read_cache = ratelimit.RateLimits(), readcache.ReadCache(self.config)
         self.capacity = CapacityRefusals(
             self.admission, self.key, self.replay_guard,
             message_timeout=lambda: self.message_timeout,
@@ -342,9 +341,8 @@ class Server:
         if route is None:
             return m.Error("bad_request",
                            f"{type(msg).__name__} is not a request rctld serves"), False
-        # a user over their rate is told to back off before anything is done for them
         limited = self.rate_limits.refusal(self.config(), conn.who, type(msg).__name__)
-        if limited is not None:
+        if limited is not None:  # a user over their rate is told to back off, and nothing done
             return limited, False
         # who may (ctld/rpc/permissions.py)
         msg, refused, after = permissions.gate(self.config(), conn, msg)
@@ -352,7 +350,7 @@ class Server:
             return refused, False
         changes = self.changes
         nodes_before, jobs_before = changes.counts()
-        reply = route.handler(conn, msg)
+        reply = self.read_cache.answer(route.handler, conn, msg)  # listings: maybe cached
         if inspect.isawaitable(reply):
             reply = await reply
         nodes_after, jobs_after = changes.counts()
