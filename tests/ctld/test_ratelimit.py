@@ -77,7 +77,11 @@ async def test_a_flood_from_one_user_is_refused_while_others_pass(autojump_clock
     s = _server("rl_enable,rl_bucket_size=10,rl_refill_rate=5,rl_refill_period=1")
     alice, bob = _Conn(ALICE), _Conn(BOB)
     await trio.sleep(1 - trio.current_time() % 1 + 0.01)  # at the start of a period
-    replies = [(await s.dispatch(alice, m.GetJobs()))[0] for _ in range(25)]
+    # the Credential opening each connection costs no token: the requests do
+    replies = []
+    for _ in range(25):
+        assert (await s.dispatch(alice, m.Credential("cred")))[0] is None
+        replies.append((await s.dispatch(alice, m.GetJobs()))[0])
     refused = [r for r in replies if isinstance(r, m.Error)]
     assert len(refused) == 15
     assert all(r.code == BACKOFF and r.message == BACKOFF_TEXT for r in refused)

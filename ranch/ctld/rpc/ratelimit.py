@@ -80,7 +80,8 @@ class RateLimits:
             if self.buckets is None or self.buckets.settings != settings:
                 self.buckets = Buckets(settings) if settings.enabled else None
         buckets = self.buckets
-        if buckets is None or exempt(config, who):
+        # the Credential that opens a user's connection is no request of its own (userauth.py)
+        if buckets is None or kind == "Credential" or exempt(config, who):
             return None
         if buckets.take(who.uid, trio.current_time()):
             return None
