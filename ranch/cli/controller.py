@@ -10,6 +10,7 @@ import gc
 import os
 import sys
 import time
+from functools import partial
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -259,10 +260,10 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
             left = deadline - time.monotonic()
             target.host, target.port = host, port
             try:
-                got, reply = request_raw(
-                    (host, port), key, type_name, body or {},
+                got, reply = _backing_off(deadline, partial(
+                    request_raw, (host, port), key, type_name, body or {},
                     timeout=timeout if alone else min(max(left, 0.5), silent_limit), munge=munge,
-                    connect_timeout=None if alone else max(0.2, min(CONNECT_TIMEOUT, left)))
+                    connect_timeout=None if alone else max(0.2, min(CONNECT_TIMEOUT, left))))
             except ControllerUnreachable as exc:
                 if alone or exc.sent or (i == len(order) - 1
                                          and time.monotonic() + RETRY_PAUSE >= deadline):
@@ -286,6 +287,21 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     if got != want:
         raise CliError(f"unexpected reply {got} from {target.address} (wanted {want})")
     return reply
+
+
+def _backing_off(deadline: float, call: Callable[[], tuple[str, dict]]) -> tuple[str, dict]:
+    """`call`, again after 1 s, 2 s, 3 s... while the controller answers that this user is over
+    their rate (SlurmctldParameters=rl_enable; ctld/rpc/ratelimit.py), as Slurm's commands do
+    on SLURMCTLD_COMMUNICATIONS_BACKOFF, until `deadline` would pass."""
+    limited = 0
+    while True:
+        got, reply = call()
+        if got != "Error" or reply.get("code") != "backoff":
+            return got, reply
+        limited += 1
+        if time.monotonic() + limited >= deadline:
+            return got, reply
+        time.sleep(limited)
 
 
 def ask(

@@ -26,6 +26,7 @@ class Snapshot:
     generated_at: float
     nodes: tuple[dict, ...]
     partitions: tuple[dict, ...]
+    state_age: float = 0.0  # seconds the listing was old when sent (ctld/rpc/readcache.py)
 
 
 @attrs.frozen

@@ -122,6 +122,7 @@ class GetJobs:
 class JobList:
     generated_at: float
     jobs: tuple[dict, ...]
+    state_age: float = 0.0  # seconds the listing was old when sent (ctld/rpc/readcache.py)
 
 
 @attrs.frozen

@@ -40,7 +40,7 @@ import trio
 from ranch.ctld import logs
 from ranch.ctld.kept import kept
 from ranch.ctld.nodes.stalls import backlog_cover
-from ranch.ctld.rpc import eventstream, permissions, userauth
+from ranch.ctld.rpc import eventstream, permissions, ratelimit, readcache, userauth
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
 from ranch.ctld.rpc.connection import Connection, Links
@@ -165,6 +165,7 @@ class Server:
                                         + backlog_cover(self.message_timeout),
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps)
+        self.rate_limits, self.read_cache = ratelimit.RateLimits(), readcache.ReadCache(self.config)
         self.capacity = CapacityRefusals(
             self.admission, self.key, self.replay_guard,
             message_timeout=lambda: self.message_timeout,
@@ -340,13 +341,16 @@ class Server:
         if route is None:
             return m.Error("bad_request",
                            f"{type(msg).__name__} is not a request rctld serves"), False
+        limited = self.rate_limits.refusal(self.config(), conn.who, type(msg).__name__)
+        if limited is not None:  # a user over their rate is told to back off, and nothing done
+            return limited, False
         # who may (ctld/rpc/permissions.py)
         msg, refused, after = permissions.gate(self.config(), conn, msg)
         if refused is not None:
             return refused, False
         changes = self.changes
         nodes_before, jobs_before = changes.counts()
-        reply = route.handler(conn, msg)
+        reply = self.read_cache.answer(route.handler, conn, msg)  # listings: maybe cached
         if inspect.isawaitable(reply):
             reply = await reply
         nodes_after, jobs_after = changes.counts()

@@ -1,0 +1,192 @@
+"""500 concurrent rqueue pollers while submissions flow (issue 47): submission latency against a
+quiet run, and the controller's CPU per poll, with listings built per request and with the read
+cache (SlurmctldParameters=read_cache_ms).
+
+    python bench/pollers_bench.py                       # 500 pollers every 2 s, 30 s a run
+    python bench/pollers_bench.py --pollers 200 --seconds 20 --cache-ms 1000
+
+Each run starts its own rctld and rnoded (bench/vs_slurm.py's cluster: 6 nodes on loopback).
+The pollers are protocol clients, not processes: trio tasks in one worker process, each opening a
+connection, asking GetJobs for rqueue's fields, reading the reply and closing, every
+`--interval` s (watch squeue's 2 s), started at random offsets. Meanwhile this process submits
+held jobs (`--rate` a second, a connection each, as rbatch) and times each submission's answer.
+`--queue` held jobs are queued first. Runs: quiet (submissions only), pollers without the
+cache, pollers with it. The controller's CPU per poll is its CPU over the run less the quiet
+run's, over the polls answered. Prints; asserts nothing; not part of `make test`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import vs_slurm  # noqa: E402
+from vs_slurm import RanchSide, proc_cpu  # noqa: E402
+
+from ranch.protocol import messages as m  # noqa: E402
+from ranch.protocol.auth import load_key  # noqa: E402
+from ranch.protocol.client import new_request_id  # noqa: E402
+from ranch.protocol.tcp import FramedStream  # noqa: E402
+
+FIELDS = ("array_job_id", "array_task_id", "job_id", "name", "node_count", "nodes", "partition",
+          "reason", "start_time", "state", "submit_time", "time_limit", "user")
+
+
+async def ask(addr: tuple[str, int], key: bytes, msg: object) -> object:
+    stream = await trio.open_tcp_stream(*addr)
+    fs = FramedStream(stream, key)
+    try:
+        await fs.send(msg, new_request_id())
+        return (await fs.receive()).msg
+    finally:
+        await fs.aclose()
+
+
+async def pollers(addr: tuple[str, int], key: bytes, n: int, interval: float,
+                  seconds: float) -> dict:
+    polls, errors, ages, waits = 0, 0, [], []
+
+    async def one(rng: random.Random) -> None:
+        nonlocal polls, errors
+        await trio.sleep(rng.uniform(0, interval))
+        while True:
+            t0 = trio.current_time()
+            try:
+                reply = await ask(addr, key, m.GetJobs(fields=FIELDS))
+            except Exception:  # a refused or broken poll: counted
+                errors += 1
+            else:
+                if isinstance(reply, m.JobList):
+                    polls += 1
+                    ages.append(reply.state_age)
+                    waits.append(trio.current_time() - t0)
+                else:
+                    errors += 1
+            await trio.sleep(max(0.0, interval - (trio.current_time() - t0)))
+
+    with trio.move_on_after(seconds):
+        async with trio.open_nursery() as nursery:
+            for i in range(n):
+                nursery.start_soon(one, random.Random(i))
+    waits.sort()
+    return {"polls": polls, "errors": errors, "max_age": max(ages, default=0.0),
+            "poll_p50_ms": 1000 * waits[len(waits) // 2] if waits else 0.0,
+            "poll_p99_ms": 1000 * waits[int(len(waits) * 0.99)] if waits else 0.0}
+
+
+async def submitter(addr: tuple[str, int], key: bytes, rate: float, seconds: float,
+                    workdir: str, count: int = 0) -> list[float]:
+    """Submission latencies: `rate` a second for `seconds`, or `count` back to back."""
+    took: list[float] = []
+    msg = m.SubmitJob("#!/bin/sh\ntrue\n", "root", 0, 0, workdir, name="wrap",
+                      stdout="/dev/null", hold=True)
+    end = trio.current_time() + seconds
+    nxt = trio.current_time()
+    while trio.current_time() < end or len(took) < count:
+        t0 = trio.current_time()
+        reply = await ask(addr, key, msg)
+        if isinstance(reply, m.SubmitReply):
+            took.append(trio.current_time() - t0)
+        nxt += 1 / rate
+        await trio.sleep_until(max(nxt, trio.current_time()))
+    return took
+
+
+def one_run(label: str, args, cache_ms: int, with_pollers: bool) -> dict:
+    base = vs_slurm.RANCH_CONF
+    if cache_ms:
+        vs_slurm.RANCH_CONF = base + f"SlurmctldParameters=read_cache_ms={cache_ms}\n"
+    side = RanchSide(label, ROOT, Path(tempfile.mkdtemp()))
+    try:
+        side.start()
+    finally:
+        vs_slurm.RANCH_CONF = base
+    worker = None
+    try:
+        host, port = side.env["RANCH_SERVER"].split(":")
+        keyfile = side.env["RANCH_KEY_FILE"]
+        key = load_key(keyfile)
+        fill = trio.run(submitter, (host, int(port)), key, 1e6, 0.0, str(side.workdir),
+                        args.queue)
+        assert len(fill) == args.queue, len(fill)
+        time.sleep(2)  # the nodes' registrations and the fill are not the run's cost
+        out = Path(side.dir) / "pollers.json"
+        if with_pollers:
+            worker = subprocess.Popen([sys.executable, __file__, "--poll-worker", host, port,
+                                       keyfile, str(args.pollers), str(args.interval),
+                                       str(args.seconds + 2), str(out)], env=side.daemon_env)
+            time.sleep(2)  # the pollers are at full rate before submissions start
+        c0 = proc_cpu(side.ctld_pid)
+        took = trio.run(submitter, (host, int(port)), key, args.rate, args.seconds,
+                        str(side.workdir))
+        cpu = proc_cpu(side.ctld_pid) - c0
+        polled: dict = {}
+        if worker is not None:
+            worker.wait(args.seconds + 30)
+            polled = json.loads(out.read_text())
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+        side.stop()
+        shutil.rmtree(side.workdir, ignore_errors=True)
+    took.sort()
+    return {"label": label, "submits": len(took),
+            "submit_p50_ms": 1000 * statistics.median(took),
+            "submit_p99_ms": 1000 * took[int(len(took) * 0.99)],
+            "ctld_cpu_s": cpu, "seconds": args.seconds, **polled}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--poll-worker":
+        host, port, keyfile, n, interval, seconds, out = argv[1:]
+        got = trio.run(pollers, (host, int(port)), load_key(keyfile), int(n), float(interval),
+                       float(seconds))
+        Path(out).write_text(json.dumps(got))
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pollers", type=int, default=500)
+    ap.add_argument("--interval", type=float, default=2.0)
+    ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument("--rate", type=float, default=10.0, help="submissions a second")
+    ap.add_argument("--cache-ms", type=int, default=1000)
+    ap.add_argument("--queue", type=int, default=2000, help="held jobs queued before a run")
+    args = ap.parse_args(argv)
+    runs = [one_run("quiet", args, 0, False),
+            one_run("pollers", args, 0, True),
+            one_run(f"pollers, read_cache_ms={args.cache_ms}", args, args.cache_ms, True)]
+    quiet_cpu = runs[0]["ctld_cpu_s"]
+    print(f"{args.pollers} pollers every {args.interval} s, {args.rate}/s held submissions, "
+          f"{args.queue} jobs queued before, {args.seconds} s a run, load {os.getloadavg()[0]:.1f}")
+    for r in runs:
+        line = (f"  {r['label']:<28} submit p50 {r['submit_p50_ms']:6.1f} ms  p99 "
+                f"{r['submit_p99_ms']:7.1f} ms ({r['submits']} submits)  rctld CPU "
+                f"{100 * r['ctld_cpu_s'] / r['seconds']:5.1f} %")
+        if "polls" in r:
+            per = 1000 * max(0.0, r["ctld_cpu_s"] - quiet_cpu) / max(1, r["polls"])
+            line += (f"  polls {r['polls']} ({r['errors']} failed), {per:.3f} ms rctld CPU "
+                     f"per poll, poll p99 {r['poll_p99_ms']:.0f} ms, max stated age "
+                     f"{r['max_age']:.3f} s")
+        print(line, flush=True)
+    print(f"  p99 vs quiet: pollers {runs[1]['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x, "
+          f"cached {runs[2]['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
