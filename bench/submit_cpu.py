@@ -8,7 +8,10 @@ runs `--submitters` shell loops of the installed `rbatch` (importing that tree) 
 were submitted, and reads the controller's user and system CPU from /proc before and after.
 `--py-spy FILE` records rctld of the last tree's last round (speedscope format, wall time: a
 blocking fsync shows as busy), `--cprofile FILE` runs that rctld under cProfile timed by CPU
-(process_time; small calls are inflated). Prints; asserts nothing; not part of `make test`.
+(process_time; small calls are inflated). `--inproc`: no submit commands; this process sends
+the requests one after the other (and as many Pings first: the floor any connection pays), which
+takes the commands' start, competing for the CPUs, out of rctld's figure. Prints; asserts
+nothing; not part of `make test`.
 """
 
 from __future__ import annotations
@@ -90,6 +93,8 @@ def one(label: str, tree: Path, args: argparse.Namespace, spy: str | None) -> tu
                  "500", "--nonblocking", "-p", str(ctld.pid)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
+        if args.inproc:
+            return inproc(label, ctld.pid, ("127.0.0.1", port), key, args.jobs)
         each = -(-args.jobs // args.submitters)
         cmd = " ".join(f"'{a}'" for a in [str(bindir / "rbatch"), *SUBMIT])
         loop = f"for i in $(seq {each}); do {cmd} >/dev/null || exit 1; done"
@@ -119,6 +124,35 @@ def one(label: str, tree: Path, args: argparse.Namespace, spy: str | None) -> tu
         shutil.rmtree(work, ignore_errors=True)
 
 
+def inproc(label: str, pid: int, addr: tuple[str, int], key: Path,
+           n: int) -> tuple[float, float]:
+    """`n` signed Pings, then `n` held SubmitJobs (as rbatch --hold --wrap true sends, this
+    process's environment in it), one after the other from this process: rctld's CPU per
+    request without the submit commands' own start competing for the CPUs, and the floor
+    every connection pays (the Ping) beside it. (user, system) ms per submission."""
+    from ranch.protocol import messages as m
+    from ranch.protocol.auth import load_key
+    from ranch.protocol.typedclient import request
+
+    secret = load_key(str(key))
+    submit = m.SubmitJob(user="root", uid=os.getuid(), gid=os.getgid(), command="",
+                         script="#!/bin/sh\n# This script was created by rbatch --wrap.\n\ntrue\n",
+                         workdir=os.getcwd(), stdout="/dev/null", hold=True,
+                         env=tuple(sorted(os.environ.items())))
+    got = []
+    for what, msg in (("ping", m.Ping()), ("submit", submit)):
+        u0, s0 = proc_times(pid)
+        for _ in range(n):
+            reply = request(addr, secret, msg)
+            if isinstance(reply, m.Error):
+                raise RuntimeError(f"{label}: {reply.message}")
+        u1, s1 = proc_times(pid)
+        got.append(((u1 - u0) / n * 1000, (s1 - s0) / n * 1000))
+        print(f"  {label} {what}: rctld user {got[-1][0]:.3f} ms + system {got[-1][1]:.3f} ms "
+              f"per request, load {os.getloadavg()[0]:.1f}", flush=True)
+    return got[1]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE")
@@ -126,6 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=240)
     p.add_argument("--submitters", type=int, default=8)
     p.add_argument("--py-spy", metavar="FILE")
+    p.add_argument("--inproc", action="store_true",
+                   help="one client in this process, requests one after the other (Ping too)")
     p.add_argument("--cprofile", metavar="FILE", help="run the last rctld under cProfile")
     args = p.parse_args(argv)
     trees = [(lb, Path(t)) for lb, _, t in (r.partition("=") for r in args.ranch or [])] \
@@ -137,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
             last = rnd == args.rounds - 1 and i == len(trees) - 1
             spy = (args.py_spy or args.cprofile) if last else None
             got.setdefault(lb, []).append(one(lb, tree, args, spy))
-    print(f"\n{args.submitters} submitters, {args.jobs} submissions a run, medians of "
+    who = "one in-process client" if args.inproc else f"{args.submitters} submitters"
+    print(f"\n{who}, {args.jobs} submissions a run, medians of "
           f"{args.rounds}: rctld CPU per 1,000 submissions")
     for lb, runs in got.items():
         u = statistics.median(r[0] for r in runs)

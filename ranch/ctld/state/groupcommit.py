@@ -49,9 +49,10 @@ class GroupCommit:
             flushed = self._flushed
             self._wake.set()
             await flushed.wait()
-        async with self._lock:
-            if self._settled < ticket:
-                await self._flush()
+        if self._settled < ticket:  # else the committer's write took them: no checkpoint
+            async with self._lock:
+                if self._settled < ticket:
+                    await self._flush()
         # the write that took our records may have been another waiter's: its failure is ours
         for low, high, exc in self._failed:
             if low < ticket <= high:
