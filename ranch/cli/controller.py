@@ -10,7 +10,6 @@ import gc
 import os
 import sys
 import time
-from functools import partial
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -260,10 +259,17 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
             left = deadline - time.monotonic()
             target.host, target.port = host, port
             try:
-                got, reply = _backing_off(deadline, partial(
-                    request_raw, (host, port), key, type_name, body or {},
-                    timeout=timeout if alone else min(max(left, 0.5), silent_limit), munge=munge,
-                    connect_timeout=None if alone else max(0.2, min(CONNECT_TIMEOUT, left))))
+                wait = timeout if alone else min(max(left, 0.5), silent_limit)
+                connect = None if alone else max(0.2, min(CONNECT_TIMEOUT, left))
+                at: tuple[str, int] = (host, port)
+
+                def call(at: tuple[str, int] = at, w: float = wait,
+                         c: float | None = connect) -> tuple[str, dict]:
+                    # not functools.partial: functools is off the commands' hot path
+                    return request_raw(at, key, type_name, body or {}, timeout=w, munge=munge,
+                                       connect_timeout=c)
+
+                got, reply = _backing_off(deadline, call)
             except ControllerUnreachable as exc:
                 if alone or exc.sent or (i == len(order) - 1
                                          and time.monotonic() + RETRY_PAUSE >= deadline):

@@ -84,7 +84,8 @@ def event_line(e: dict) -> str:
     parts = [f"Time={_time(e.get('time'))}", f"Node={e.get('node')}", f"Event={e.get('kind')}"]
     if e.get("kind") == "state":
         parts.append(f"State={e.get('old')}->{e.get('new')}")
-    if e.get("job") is not None:  # a scheduling decision (ctld/jobs/decisions.py)
+    preempt = e.get("kind") == "preempt"  # a preemption's record (ctld/jobs/preemption.py)
+    if e.get("job") is not None and not preempt:  # a decision (ctld/jobs/decisions.py)
         parts += _decision(e)
     for key, label in (("name", "Reservation"), ("action", "Action"), ("cause", "Cause"),
                        ("user", "User"), ("reason", "Reason"),
@@ -93,7 +94,7 @@ def event_line(e: dict) -> str:
             parts.append(f"{label}={_quote(str(e[key]))}")
     if e.get("partitions"):
         parts.append("Partitions=" + ",".join(e["partitions"]))
-    for key, label in PREEMPT_FIELDS:  # a preemption's record (ctld/jobs/preemption.py)
+    for key, label in PREEMPT_FIELDS if preempt else ():
         if e.get(key) not in (None, ""):
             parts.append(f"{label}={_quote(str(e[key]))}")
     return " ".join(parts)

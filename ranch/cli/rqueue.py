@@ -145,8 +145,9 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     from ranch.cli.squeue_fields import STATE_ORDER, priority
 
     # squeue sorts slurmctld's list (newest job first) stably: equal keys keep that order;
-    # a held job's priority is 0
-    out.sort(key=lambda j: -j["job_id"])
+    # a held job's priority is 0. An array's pending tasks are one record there, expanded
+    # in task order by -r: they keep the array's place, task 1 first.
+    out.sort(key=_listed)
     if args.sort is not None:
         from ranch.cli.squeue_sort import sort_jobs
 
@@ -155,6 +156,12 @@ def select(args: Namespace, jobs: list[dict]) -> list[dict]:
     out.sort(key=lambda j: (j.get("partition", ""), STATE_ORDER.get(j["state"], 9),
                             -priority(j)))
     return out
+
+
+def _listed(job: dict) -> tuple[int, int]:
+    if job.get("state") == "PENDING" and job.get("array_job_id"):
+        return -job["array_job_id"], job.get("array_task_id") or 0
+    return -job["job_id"], 0
 
 
 def long_format(text: str, warn: bool = False):
