@@ -5,13 +5,19 @@ directory, so that a crash leaves the old file or the new one, whole, and never 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+
+# what may be written: bytes, or pieces written in order (a large file is never joined in memory)
+Buffers = bytes | memoryview | Sequence[bytes | memoryview]
 
 
-def write_all_fsync(fd: int, data: bytes) -> None:
-    """Write every byte of `data` to `fd` (os.write may take less than asked), then fsync."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
+def write_all_fsync(fd: int, data: Buffers) -> None:
+    """Write every byte of `data` (or of its pieces, in order) to `fd` (os.write may take less
+    than asked), then fsync."""
+    for piece in (data,) if isinstance(data, (bytes, memoryview)) else data:
+        view = memoryview(piece)
+        while view:
+            view = view[os.write(fd, view) :]
     os.fsync(fd)
 
 
@@ -24,7 +30,7 @@ def fsync_dir(directory: str | os.PathLike[str]) -> None:
         os.close(dir_fd)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes, *, mode: int = 0o600,
+def write_atomic(path: str | os.PathLike[str], data: Buffers, *, mode: int = 0o600,
                  replace: bool = True) -> None:
     """Put `data` at `path` whole and durably. `replace=False` creates the file only where
     none is (FileExistsError otherwise): a link, unlike a rename, never replaces what another

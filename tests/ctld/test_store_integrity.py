@@ -117,3 +117,13 @@ def test_a_sealed_state_file_round_trips_and_an_unsealed_one_of_format_1_loads(t
     (tmp_path / statefile.STATE_FILE).write_bytes(b'{"format":2,"nodes":{"b":2}}')
     with pytest.raises(statefile.StateFileError, match="format 2 without its checksum"):
         statefile.load(str(tmp_path))  # format 2 is always sealed: an unsealed one is forged
+
+
+def test_the_state_file_is_written_in_pieces_byte_for_byte_as_sealed(tmp_path) -> None:
+    # statefile.save writes the checksum and the body as two pieces (no copy of a large body):
+    # the file must be exactly what the one-piece seal wrote before, and check out
+    doc = {"nodes": {f"n{i}": {"state": {"base": "IDLE"}} for i in range(50)}, "jobs": {}}
+    statefile.save(str(tmp_path), doc)
+    raw = (tmp_path / statefile.STATE_FILE).read_bytes()
+    assert raw == integrity.seal(orjson.dumps({"format": statefile.FORMAT_VERSION, **doc}))
+    assert integrity.check(raw) == (True, None)

@@ -40,3 +40,10 @@ def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch) -> None:
         durable.write_atomic(path, b"new")
     assert path.read_bytes() == b"old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spool.json"]
+
+
+def test_pieces_are_written_in_order_as_one_file(tmp_path) -> None:
+    path = tmp_path / "state.json"
+    body = b"x" * 100_000
+    durable.write_atomic(path, (b"head,", memoryview(body)[1:], b""))
+    assert path.read_bytes() == b"head," + body[1:]

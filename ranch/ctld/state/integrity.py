@@ -37,6 +37,13 @@ def seal(body: bytes) -> bytes:
     return b'%s%08x",%s' % (PREFIX, zlib.crc32(rest), rest)
 
 
+def sealed_parts(body: bytes) -> tuple[bytes, memoryview]:
+    """seal(body) as two pieces to be written one after the other, without its two copies of
+    `body` (96 MB each at 50,000 nodes: most of the state save's memory peak)."""
+    rest = memoryview(body)[1:]
+    return b'%s%08x",' % (PREFIX, zlib.crc32(rest)), rest
+
+
 def check(data: bytes) -> tuple[bool, str | None]:
     """(sealed, None when it checks out else what is wrong) for one sealed or older document."""
     if not data.startswith(PREFIX):

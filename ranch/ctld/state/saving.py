@@ -21,6 +21,13 @@ if TYPE_CHECKING:
 # Seconds between snapshots (the state file). A SIGKILL loses nothing in between: every change a
 # reply confirmed is in the journal; a snapshot only lets the journal's older segments go.
 SAVE_INTERVAL = 5.0
+# A snapshot's share of the controller's time is held under about 1 / SAVE_SPACING: the next
+# one waits at least SAVE_SPACING times as long as the last one took. Encoding 50,000 nodes'
+# entries (96 MB) holds the interpreter lock for a few hundred ms, more on a loaded machine,
+# and every 5 s while a registration storm changed every node it took that much from the
+# event loop (docs/benchmarks.md, relays). Durability does not move: every confirmed change is
+# in the journal already; a later snapshot only keeps the journal's segments a little longer.
+SAVE_SPACING = 10.0
 EVENT_SAVE_INTERVAL = 0.5  # coalescing window of event log appends
 
 
@@ -73,12 +80,15 @@ class Saver:
             logs.event("state save failed", logging.ERROR, error=str(exc))
 
     async def run(self) -> None:
-        """A snapshot when something changed, at most one a SAVE_INTERVAL."""
+        """A snapshot when something changed, at most one a SAVE_INTERVAL (or, for a snapshot
+        that took long, SAVE_SPACING times as long as it took)."""
         while True:
             await self.dirty.wait()
+            started = trio.current_time()
             await self.save_snapshot()
             gctune.release_free_memory()
-            await trio.sleep(SAVE_INTERVAL)
+            took = trio.current_time() - started
+            await trio.sleep(max(SAVE_INTERVAL, SAVE_SPACING * took) - took)
 
     async def save_snapshot(self) -> bool:
         """One snapshot: the new jobs' bulk packed, the state file, the journal trimmed, the

@@ -33,7 +33,7 @@ def save(state_dir: str, doc: dict[str, Any]) -> None:
     """The state file only: the id mark beside it is the store's (a snapshot's next_id is
     below ids the store has reserved, and must not bring the mark down)."""
     body = deferred.dumps({"format": FORMAT_VERSION, **doc})
-    write_atomic(state_path(state_dir), integrity.seal(body))
+    write_atomic(state_path(state_dir), integrity.sealed_parts(body))
 
 
 def load(state_dir: str) -> dict[str, Any] | None:
