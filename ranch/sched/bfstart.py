@@ -3,13 +3,22 @@ within the slot the planner found (ranch/sched/backfill.py plans over bf_resolut
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ranch.sched.bfmap import bits
 from ranch.sched.model import Pending
 
-if TYPE_CHECKING:
-    from ranch.sched.backfill import Cycle
+
+class Cycle(Protocol):
+    """What of backfill.py's Cycle this reads (named here, not imported: backfill imports
+    this module)."""
+
+    clock: Any
+    lines: Any
+    map: Any
+
+    def _sig(self, job: Pending) -> tuple[Any, Any]: ...
+    def _windowed(self, at: float, minutes: int | None) -> int: ...
 
 
 def second(cycle: Cycle, job: Pending, t: int, chosen: int, minutes: int | None) -> float:
