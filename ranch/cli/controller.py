@@ -234,7 +234,7 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     """Send one `type_name` request (body in the codec's shape) and return the body of the
     `want` reply: Refused for an Error reply, CliError for everything else that went wrong."""
     from ranch.cli.credential import munge_error, munge_errors, signer
-    from ranch.protocol.client import ControllerUnreachable, request_raw
+    from ranch.protocol.client import ControllerUnreachable
     from ranch.protocol.rawframe import FrameError
 
     try:
@@ -259,17 +259,10 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
             left = deadline - time.monotonic()
             target.host, target.port = host, port
             try:
-                wait = timeout if alone else min(max(left, 0.5), silent_limit)
-                connect = None if alone else max(0.2, min(CONNECT_TIMEOUT, left))
-                at: tuple[str, int] = (host, port)
-
-                def call(at: tuple[str, int] = at, w: float = wait,
-                         c: float | None = connect) -> tuple[str, dict]:
-                    # not functools.partial: functools is off the commands' hot path
-                    return request_raw(at, key, type_name, body or {}, timeout=w, munge=munge,
-                                       connect_timeout=c)
-
-                got, reply = _backing_off(deadline, call)
+                got, reply = _backing_off(deadline, _one_request(
+                    (host, port), key, munge, type_name, body or {},
+                    timeout if alone else min(max(left, 0.5), silent_limit),
+                    None if alone else max(0.2, min(CONNECT_TIMEOUT, left))))
             except ControllerUnreachable as exc:
                 if alone or exc.sent or (i == len(order) - 1
                                          and time.monotonic() + RETRY_PAUSE >= deadline):
@@ -293,6 +286,15 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     if got != want:
         raise CliError(f"unexpected reply {got} from {target.address} (wanted {want})")
     return reply
+
+
+def _one_request(at: tuple[str, int], key: bytes, munge: str | None, type_name: str, body: dict,
+                 wait: float, connect: float | None) -> Callable[[], tuple[str, dict]]:
+    """One try at one controller (not functools.partial: functools is off the hot path)."""
+    from ranch.protocol.client import request_raw
+
+    return lambda: request_raw(at, key, type_name, body, timeout=wait, munge=munge,
+                               connect_timeout=connect)
 
 
 def _backing_off(deadline: float, call: Callable[[], tuple[str, dict]]) -> tuple[str, dict]:

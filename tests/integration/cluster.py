@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from ranch.protocol.client import ControllerUnreachable
 from ranch.protocol.typedclient import request
 from tests import logkeeper
 from tests.deadline import Deadline
+from tests.ports import free_port  # many tests import it from here
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,12 +44,6 @@ ReturnToService={rts}
 NodeName={nodes} CPUs=1 RealMemory=64
 PartitionName=main Nodes={nodes} Default=YES
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(pred: Callable[[], Any], timeout: float = 15.0, what: str = "condition",

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.ports import free_port as _free_port
 
 REPO = Path(__file__).resolve().parents[2]
 COMMANDS = ("rinfo", "rqueue", "rbatch", "rcancel", "rcontrol", "racct", "rrun", "ralloc")
@@ -24,12 +25,6 @@ AuthKeyFile={key}
 NodeName=n1 CPUs=2 RealMemory=100
 PartitionName=main Nodes=n1 Default=YES
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(argv: list[str], **kw) -> subprocess.CompletedProcess:
