@@ -19,6 +19,7 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,7 +46,7 @@ class _Conn:
         pass
 
 
-def build_cluster(nodes: int, gpus: int, seed: int = 1) -> Cluster:
+def build_cluster(nodes: int, gpus: int, seed: int = 1, history: Any = None) -> Cluster:
     width = max(5, len(str(nodes)))
     text = (
         "ClusterName=bench\nSlurmctldHost=ctl(127.0.0.1)\nHeartbeatInterval=10\n"
@@ -57,7 +58,7 @@ def build_cluster(nodes: int, gpus: int, seed: int = 1) -> Cluster:
     )
     clock = [0.0]
     cluster = Cluster(parse_config_text(text, path="/bench.conf"), clock=lambda: clock[0],
-                      wall=lambda: 1.7e9 + clock[0])
+                      wall=lambda: 1.7e9 + clock[0], history=history)
     hw_gpus = tuple(m.GpuInfo(i, "NVIDIA H100 80GB HBM3", f"GPU-{i:08x}-bench",
                               f"00000000:{i:02x}:00.0", 81559) for i in range(gpus))
     hw = m.Hardware(cpus=64, boards=1, sockets=2, cores_per_socket=16, threads_per_core=2,

@@ -56,15 +56,13 @@ def serve_in_thread(cluster, port: int) -> dict:
     return box
 
 
-def add_jobs(cluster, total: int, state_dir: str) -> int:
-    """A fifth of `total` pending (submitted), the rest in the job history's day files."""
-    from ranch.ctld.jobs.history import FileHistory
-
+def add_jobs(cluster, total: int, history) -> int:
+    """A fifth of `total` pending (submitted), the rest in the job history's day files
+    (`history`: the FileHistory the controller was assembled with)."""
     live = total // 5
     for i in range(live):
         cluster.jobs.submission.submit(m.SubmitJob("#!/bin/sh\ntrue\n", "alice", 1000, 1000, "/tmp",
                                         name=f"q{i}", account="physics"))
-    history = FileHistory(state_dir)
     end0 = 1.7e9
     batch = []
     for i in range(total - live):
@@ -77,7 +75,6 @@ def add_jobs(cluster, total: int, state_dir: str) -> int:
                       "start_time": end - 500, "end_time": end, "nodes": "sim00001",
                       "node_count": 1, "cpus": 64, "restarts": 0, "batch_flag": 1})
     history.write(batch)
-    cluster.jobs.history = history
     return live
 
 
@@ -133,9 +130,11 @@ def main() -> int:
     if chromium is None:
         print("page_bench: no chromium on PATH; install Debian's `chromium`")
         return 1
-    cluster = build_cluster(args.nodes, args.gpus)
-    state_dir = tempfile.mkdtemp(prefix="ranch-page-bench-")
-    pending = add_jobs(cluster, args.jobs, state_dir)
+    from ranch.ctld.jobs.history import FileHistory
+
+    history = FileHistory(tempfile.mkdtemp(prefix="ranch-page-bench-"))
+    cluster = build_cluster(args.nodes, args.gpus, history=history)
+    pending = add_jobs(cluster, args.jobs, history)
     port = free_port()
     box = serve_in_thread(cluster, port)
     base = f"http://127.0.0.1:{port}"
