@@ -78,18 +78,20 @@ async def start_job(
     spec, ident, path, log_file = await _write_record(spec, spool_dir, node, as_root,
                                                       memory_cgroups)
     proc = await _start_shim(path, log_file, python, spare)
-    rest = await _shim_answer(proc, path, timeout)
-    pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
-    assert pids is not None, "the shim writes pids.json before it says ok"
+    words = (await _shim_answer(proc, path, timeout)).split()
+    if len(words) != 3:  # an older shim's "ok SCRIPT_PID": the rest is in pids.json
+        pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+        assert pids is not None, "the shim writes pids.json before it says ok"
+        words = [words[0], pids["shim_start"], pids["started_at"]]
     if isinstance(proc, Forked):
         proc.close()  # the server's child: watched through a pidfd of its own, as if re-adopted
     job = RunningJob(
         spec,
         path,
         proc.pid,
-        int(pids["shim_start"]),
-        int(rest),
-        float(pids["started_at"]),
+        int(words[1]),
+        int(words[0]),
+        float(words[2]),
         proc=proc if isinstance(proc, trio.Process) else None,
     )
     log.info(
@@ -168,7 +170,8 @@ async def _start_shim(path: Path, log_file: BinaryIO, python: str,
 
 
 async def _shim_answer(proc: trio.Process | Forked, path: Path, timeout: float) -> str:
-    """The rest of the shim's "ok SCRIPT_PID" line; LaunchFailed on any other answer."""
+    """The rest of the shim's "ok SCRIPT_PID SHIM_START STARTED_AT" line; LaunchFailed on any
+    other answer."""
     assert proc.stdout is not None
     line = b""
     with trio.move_on_after(timeout):

@@ -11,9 +11,10 @@ supervisor, so that a job costs a fork of this small process instead of a Python
 of CPU, against about 1). The server reads a job directory, with the write end of the job's
 answer pipe passed beside it (SCM_RIGHTS), from the socket on its stdin, forks, and answers the
 child's pid; end of file there means rnoded stopped or no longer needs it. Protocol with
-rnoded, the same for both: one line on stdout (the answer pipe), "ok SCRIPT_PID" once the script
-has been exec'd or "fail MESSAGE"; pids.json (shim pid + start time + script pid) before that
-line; status.json when the script has ended.
+rnoded, the same for both: one line on stdout (the answer pipe), "ok SCRIPT_PID SHIM_START
+STARTED_AT" (pids.json's figures, so that rnoded need not read it) once the script has been
+exec'd or "fail MESSAGE"; pids.json (shim pid + start time + script pid) before that line;
+status.json when the script has ended.
 """
 
 import marshal
@@ -361,7 +362,7 @@ def run(jobdir: str) -> int:
             "started_at": started}
     write_json(os.path.join(jobdir, "pids.json"), pids)
     try:
-        sys.stdout.write(f"ok {pid}\n")
+        sys.stdout.write(f"ok {pid} {pids['shim_start']} {started!r}\n")  # pids.json's figures
         sys.stdout.flush()
     except OSError:
         pass  # rnoded went away while we started: it re-adopts us from pids.json
