@@ -6,15 +6,10 @@ every job's launch cost (bench/jobshim_bench.py measures it).
 
 argv[1] is the job directory holding launch.bin (a marshal'd dict written by ranch.noded.joblaunch:
 marshal, not json, because importing json costs more than the rest of the start-up), or "+" for
-the fork server (ranch/noded/spareshim.py): one process that, once started, forks each job's
-supervisor, so that a job costs a fork of this small process instead of a Python start (8-10 ms
-of CPU, against about 1). The server reads a job directory, with the write end of the job's
-answer pipe passed beside it (SCM_RIGHTS), from the socket on its stdin, forks, and answers the
-child's pid; end of file there means rnoded stopped or no longer needs it. Protocol with
-rnoded, the same for both: one line on stdout (the answer pipe), "ok SCRIPT_PID SHIM_START
-STARTED_AT" (pids.json's figures, so that rnoded need not read it) once the script has been
-exec'd or "fail MESSAGE"; pids.json (shim pid + start time + script pid) before that line;
-status.json when the script has ended.
+the fork server (serve(), kept by ranch/noded/spareshim.py), which forks each job's supervisor.
+Protocol with rnoded: one line on stdout, "ok SCRIPT_PID SHIM_START STARTED_AT" (pids.json's
+figures) once the script has been exec'd or "fail MESSAGE"; pids.json (shim pid + start time +
+script pid) before that line; status.json when the script has ended.
 """
 
 import marshal
@@ -133,10 +128,8 @@ def become_subreaper() -> None:
     """Orphans of the job (daemonised grandchildren) re-parent to us, so none escapes the job."""
     if not _libc:
         load_libc()
-    try:
+    if _libc and hasattr(_libc[0], "prctl"):
         _libc[0].prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (IndexError, AttributeError):
-        pass
 
 
 def child(spec: dict, err_w: int) -> None:
@@ -194,18 +187,22 @@ def claim(jobdir: str) -> bool:
         os.close(os.open(os.path.join(jobdir, CLAIM), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
                          0o600))
     except FileExistsError:
-        try:
-            sys.stdout.write("fail the run was given up before it started\n")
-            sys.stdout.flush()
-        except OSError:
-            pass
+        say("fail the run was given up before it started")
         return False
     return True
 
 
+def say(line: str) -> None:
+    """Our one line to rnoded (gone, it re-adopts us from pids.json and status.json)."""
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except OSError:
+        pass
+
+
 def log_to(jobdir: str) -> None:
-    """Our stderr, /dev/null in the server, goes to the job's shim.log as a cold start's does
-    (rnoded made the file)."""
+    """Our stderr (the server's /dev/null) to the job's shim.log, as a cold start's."""
     try:
         log = os.open(os.path.join(jobdir, "shim.log"), os.O_WRONLY | os.O_APPEND)
         os.dup2(log, 2)
@@ -214,14 +211,25 @@ def log_to(jobdir: str) -> None:
         pass  # no log: rnoded reads the missing answer as the supervisor's failure
 
 
+def reap_children(*_: object) -> None:
+    """The server's SIGCHLD. Not SIGCHLD ignored: a /proc lookup of a pid the kernel reaped so
+    costs ~1 ms of CPU (up to 50), and rnoded looks at each job's tree as it starts."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
 def serve() -> int:
-    """The fork server: a supervisor forked for each job directory sent on stdin, until end of
-    file. Its children are reaped by the kernel (SIGCHLD ignored here, restored in each child):
-    rnoded watches each through a pidfd, as it watches one it re-adopted."""
+    """The fork server: for each job directory sent on the socket on stdin, with the write end of
+    the job's answer pipe beside it (SCM_RIGHTS), fork its supervisor and answer the child's pid,
+    until end of file. A job so costs a fork of this small process, not a Python start (8-10 ms
+    of CPU against ~1); rnoded watches each child through a pidfd, as one it re-adopted."""
     import socket
 
     load_libc()  # for the children: the server itself is no subreaper (it has no job)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, reap_children)
     control = socket.socket(fileno=0)
     while True:
         try:
@@ -238,17 +246,15 @@ def serve() -> int:
 
 
 def forked(jobdir: str, answer: int) -> int:
-    """In a child of the server: become what a cold start is (own session, SIGCHLD back to the
-    default, stdin /dev/null, stdout the job's answer pipe, stderr its shim.log), then run."""
+    """In a child of the server: become what a cold start is (own session, stdin /dev/null,
+    stdout the job's answer pipe, stderr its shim.log), then run."""
     try:
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server's would reap under wait4
         os.setsid()
         become_subreaper()
         os.dup2(answer, 1)
         os.close(answer)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)  # the server's socket is not ours
-        os.close(null)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the server's socket is not ours
         log_to(jobdir)
         return run(jobdir)
     except BaseException:  # its traceback into shim.log, as a cold start's
@@ -280,8 +286,7 @@ def start_script(spec: dict, jobdir: str) -> int | None:
         except OSError:
             pass
     write_json(os.path.join(jobdir, "status.json"), {"launch_error": failure})
-    sys.stdout.write(f"fail {failure}\n")
-    sys.stdout.flush()
+    say(f"fail {failure}")
     return None
 
 
@@ -361,13 +366,8 @@ def run(jobdir: str) -> int:
     pids = {"shim_pid": os.getpid(), "shim_start": proc_start_ticks(), "script_pid": pid,
             "started_at": started}
     write_json(os.path.join(jobdir, "pids.json"), pids)
-    try:
-        sys.stdout.write(f"ok {pid} {pids['shim_start']} {started!r}\n")  # pids.json's figures
-        sys.stdout.flush()
-    except OSError:
-        pass  # rnoded went away while we started: it re-adopts us from pids.json
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 1)
+    say(f"ok {pid} {pids['shim_start']} {started!r}")  # pids.json's figures
+    os.dup2(os.open(os.devnull, os.O_RDWR), 1)
     # what every process of the job used, summed as we reap it (wait4: issue 48's TotalCPU)
     used = [0.0, 0.0]  # user s, system s
     status = wait_script(pid, used)
