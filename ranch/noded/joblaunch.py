@@ -16,7 +16,7 @@ import trio
 from ranch.noded import jobcgroup, jobstore
 from ranch.noded.jobenv import append_output, input_path, job_environment, node_index, output_paths
 from ranch.noded.runningjob import HOLDER, RunningJob
-from ranch.noded.spareshim import SpareShim
+from ranch.noded.spareshim import Forked, SpareShim
 from ranch.protocol.messages import JobSpec, StepSpec
 
 log = logging.getLogger("rnoded.jobs")
@@ -78,17 +78,21 @@ async def start_job(
     spec, ident, path, log_file = await _write_record(spec, spool_dir, node, as_root,
                                                       memory_cgroups)
     proc = await _start_shim(path, log_file, python, spare)
-    rest = await _shim_answer(proc, path, timeout)
-    pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
-    assert pids is not None, "the shim writes pids.json before it says ok"
+    words = (await _shim_answer(proc, path, timeout)).split()
+    if len(words) != 3:  # an older shim's "ok SCRIPT_PID": the rest is in pids.json
+        pids = await trio.to_thread.run_sync(jobstore.read_json, path / "pids.json")
+        assert pids is not None, "the shim writes pids.json before it says ok"
+        words = [words[0], pids["shim_start"], pids["started_at"]]
+    if isinstance(proc, Forked):
+        proc.close()  # the server's child: watched through a pidfd of its own, as if re-adopted
     job = RunningJob(
         spec,
         path,
         proc.pid,
-        int(pids["shim_start"]),
-        int(rest),
-        float(pids["started_at"]),
-        proc=proc,
+        int(words[1]),
+        int(words[0]),
+        float(words[2]),
+        proc=proc if isinstance(proc, trio.Process) else None,
     )
     log.info(
         "job %d started: script pid %d as uid %d in %s",
@@ -142,10 +146,11 @@ async def _write_record(spec: JobSpec, spool_dir: str, node: str, as_root: bool,
 
 
 async def _start_shim(path: Path, log_file: BinaryIO, python: str,
-                      spare: SpareShim | None) -> trio.Process:
-    """The job's supervisor, the spare taken when there is one (log_file is closed either way)."""
+                      spare: SpareShim | None) -> trio.Process | Forked:
+    """The job's supervisor, forked by the server when there is one, else started (log_file is
+    closed either way)."""
     try:
-        proc = None if spare is None else await spare.take(path)
+        proc: trio.Process | Forked | None = None if spare is None else await spare.take(path)
         if proc is None:
             proc = await trio.lowlevel.open_process(
                 [python, "-S", "-E", SHIM, str(path)],
@@ -164,8 +169,9 @@ async def _start_shim(path: Path, log_file: BinaryIO, python: str,
     return proc
 
 
-async def _shim_answer(proc: trio.Process, path: Path, timeout: float) -> str:
-    """The rest of the shim's "ok SCRIPT_PID" line; LaunchFailed on any other answer."""
+async def _shim_answer(proc: trio.Process | Forked, path: Path, timeout: float) -> str:
+    """The rest of the shim's "ok SCRIPT_PID SHIM_START STARTED_AT" line; LaunchFailed on any
+    other answer."""
     assert proc.stdout is not None
     line = b""
     with trio.move_on_after(timeout):

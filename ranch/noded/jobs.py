@@ -69,7 +69,7 @@ class JobRunner:
         self.launch_timeout = LAUNCH_TIMEOUT
         self._kill_after_launch: dict[int, tuple[str, str, bool]] = {}
         self.memory_cgroups = True  # a job asking for memory gets its own limited cgroup
-        self.spare = SpareShim(python, SHIM)  # the next job's supervisor, once one has run
+        self.spare = SpareShim(python, SHIM)  # forks job supervisors, once a job has run
         self.meter = Meter(gpu_metrics)  # what jobs and steps use (noded/usage.py)
 
     # ------------------------------------------------------------------------ what beats carry
@@ -244,7 +244,7 @@ class JobRunner:
         except LaunchFailed as exc:
             await self._launch_failed(spec, exc.path, exc.message, exc.node_fault)
         finally:
-            if not self.spare.closed:  # the next job's supervisor, started off this one's path
+            if not self.spare.closed:  # the supervisors' server, started off this job's path
                 self._nursery_start(self.spare.refill)
         self.running[spec.job_id] = job
         self._watch(job)

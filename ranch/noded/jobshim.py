@@ -5,11 +5,11 @@ Kept to the standard library and a handful of imports on purpose: its start-up t
 every job's launch cost (bench/jobshim_bench.py measures it).
 
 argv[1] is the job directory holding launch.bin (a marshal'd dict written by ranch.noded.joblaunch:
-marshal, not json, because importing json costs more than the rest of the start-up), or "-" for
-a spare started ahead of its job (ranch/noded/spareshim.py): the directory then comes as one line
-on stdin, and end of file there means it is not needed. Protocol with rnoded: one line on stdout,
-"ok SCRIPT_PID" once the script has been exec'd or "fail MESSAGE"; pids.json (shim pid + start
-time + script pid) before that line; status.json when the script has ended.
+marshal, not json, because importing json costs more than the rest of the start-up), or "+" for
+the fork server (serve(), kept by ranch/noded/spareshim.py), which forks each job's supervisor.
+Protocol with rnoded: one line on stdout, "ok SCRIPT_PID SHIM_START STARTED_AT" (pids.json's
+figures) once the script has been exec'd or "fail MESSAGE"; pids.json (shim pid + start time +
+script pid) before that line; status.json when the script has ended.
 """
 
 import marshal
@@ -24,7 +24,7 @@ else:
     import _signal as signal  # the C module: `signal` would import enum (~6 ms)
 
 PR_SET_CHILD_SUBREAPER = 36
-SPARE = "-"  # argv[1] of a spare: the job directory comes on stdin
+SERVER = "+"  # argv[1] of the fork server: job directories come on its stdin socket
 CLAIM = "claim"  # noded/jobstore.py's CLAIM: whoever creates it first decides the run's start
 
 
@@ -111,14 +111,25 @@ def cgroup_usage(cgroup: list | None) -> dict:
     return out
 
 
-def become_subreaper() -> None:
-    """Orphans of the job (daemonised grandchildren) re-parent to us, so none escapes the job."""
+_libc: list = []  # the C library, loaded once: a server's children find it loaded
+
+
+def load_libc() -> None:
+    """ctypes and the C library (ctypes costs ~2 ms to import: the server pays it once)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):
+        _libc.append(ctypes.CDLL(None, use_errno=True))
+    except (OSError, ImportError):
         pass
+
+
+def become_subreaper() -> None:
+    """Orphans of the job (daemonised grandchildren) re-parent to us, so none escapes the job."""
+    if not _libc:
+        load_libc()
+    if _libc and hasattr(_libc[0], "prctl"):
+        _libc[0].prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
 
 def child(spec: dict, err_w: int) -> None:
@@ -176,36 +187,80 @@ def claim(jobdir: str) -> bool:
         os.close(os.open(os.path.join(jobdir, CLAIM), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
                          0o600))
     except FileExistsError:
-        try:
-            sys.stdout.write("fail the run was given up before it started\n")
-            sys.stdout.flush()
-        except OSError:
-            pass
+        say("fail the run was given up before it started")
         return False
     return True
 
 
-def job_from_stdin() -> str | None:
-    """A spare's job directory: one line on stdin (None at end of file: rnoded stopped or no
-    longer needs us). Its stderr, /dev/null until now, goes to the job's shim.log as a cold
-    start's does (rnoded made the file)."""
-    data = b""
-    while not data.endswith(b"\n"):
-        chunk = os.read(0, 4096)
-        if not chunk:
-            return None
-        data += chunk
-    jobdir = data[:-1].decode()
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
+def say(line: str) -> None:
+    """Our one line to rnoded (gone, it re-adopts us from pids.json and status.json)."""
+    try:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+    except OSError:
+        pass
+
+
+def log_to(jobdir: str) -> None:
+    """Our stderr (the server's /dev/null) to the job's shim.log, as a cold start's."""
     try:
         log = os.open(os.path.join(jobdir, "shim.log"), os.O_WRONLY | os.O_APPEND)
         os.dup2(log, 2)
         os.close(log)
     except OSError:
         pass  # no log: rnoded reads the missing answer as the supervisor's failure
-    return jobdir
+
+
+def reap_children(*_: object) -> None:
+    """The server's SIGCHLD. Not SIGCHLD ignored: a /proc lookup of a pid the kernel reaped so
+    costs ~1 ms of CPU (up to 50), and rnoded looks at each job's tree as it starts."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def serve() -> int:
+    """The fork server: for each job directory sent on the socket on stdin, with the write end of
+    the job's answer pipe beside it (SCM_RIGHTS), fork its supervisor and answer the child's pid,
+    until end of file. A job so costs a fork of this small process, not a Python start (8-10 ms
+    of CPU against ~1); rnoded watches each child through a pidfd, as one it re-adopted."""
+    import socket
+
+    load_libc()  # for the children: the server itself is no subreaper (it has no job)
+    signal.signal(signal.SIGCHLD, reap_children)
+    control = socket.socket(fileno=0)
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(control, 4096, 1)
+        except OSError:
+            return 0
+        if not data or len(fds) != 1:  # end of file: rnoded stopped or needs us no more
+            return 0
+        pid = os.fork()
+        if pid == 0:
+            os._exit(forked(os.fsdecode(data), fds[0]))
+        os.close(fds[0])
+        control.send(str(pid).encode())
+
+
+def forked(jobdir: str, answer: int) -> int:
+    """In a child of the server: become what a cold start is (own session, stdin /dev/null,
+    stdout the job's answer pipe, stderr its shim.log), then run."""
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server's would reap under wait4
+        os.setsid()
+        become_subreaper()
+        os.dup2(answer, 1)
+        os.close(answer)
+        os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the server's socket is not ours
+        log_to(jobdir)
+        return run(jobdir)
+    except BaseException:  # its traceback into shim.log, as a cold start's
+        sys.excepthook(*sys.exc_info())
+        sys.stderr.flush()
+        return 1
 
 
 def start_script(spec: dict, jobdir: str) -> int | None:
@@ -231,8 +286,7 @@ def start_script(spec: dict, jobdir: str) -> int | None:
         except OSError:
             pass
     write_json(os.path.join(jobdir, "status.json"), {"launch_error": failure})
-    sys.stdout.write(f"fail {failure}\n")
-    sys.stdout.flush()
+    say(f"fail {failure}")
     return None
 
 
@@ -291,10 +345,14 @@ def kill_leftovers(pid: int, used: list[float]) -> int:
 def main() -> int:
     for sig in (signal.SIGINT, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # rnoded's death must not take us along
+    if sys.argv[1] == SERVER:
+        return serve()
     become_subreaper()
-    jobdir = job_from_stdin() if sys.argv[1] == SPARE else sys.argv[1]
-    if jobdir is None:
-        return 0
+    return run(sys.argv[1])
+
+
+def run(jobdir: str) -> int:
+    """Supervise the job of `jobdir`: claim it, start its script, wait, record its end."""
     with open(os.path.join(jobdir, "launch.bin"), "rb") as f:
         spec = marshal.load(f)
     cgroup = spec.get("cgroup")
@@ -308,13 +366,8 @@ def main() -> int:
     pids = {"shim_pid": os.getpid(), "shim_start": proc_start_ticks(), "script_pid": pid,
             "started_at": started}
     write_json(os.path.join(jobdir, "pids.json"), pids)
-    try:
-        sys.stdout.write(f"ok {pid}\n")
-        sys.stdout.flush()
-    except OSError:
-        pass  # rnoded went away while we started: it re-adopts us from pids.json
-    devnull = os.open(os.devnull, os.O_RDWR)
-    os.dup2(devnull, 1)
+    say(f"ok {pid} {pids['shim_start']} {started!r}")  # pids.json's figures
+    os.dup2(os.open(os.devnull, os.O_RDWR), 1)
     # what every process of the job used, summed as we reap it (wait4: issue 48's TotalCPU)
     used = [0.0, 0.0]  # user s, system s
     status = wait_script(pid, used)

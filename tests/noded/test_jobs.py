@@ -630,36 +630,55 @@ async def test_a_launch_cut_before_its_script_started_is_given_back(
     assert (await ended(runner, 5)).state == "COMPLETED" and (work / "ran").exists()
 
 
-async def test_the_next_job_starts_in_the_spare_supervisor(tmp_path: Path, work: Path) -> None:
-    """Once a job ran, a supervisor waits for the next (Python's start off the launch path):
-    the next job runs in that very process, its output, stderr log and ending as a cold
-    start's; a spare that died meanwhile is replaced by a cold start; none outlives the runner."""
+def parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        data = f.read()
+    return int(data[data.rindex(b")") + 2 :].split()[1])
+
+
+async def test_later_jobs_are_forked_by_the_supervisors_server(tmp_path: Path,
+                                                               work: Path) -> None:
+    """Once a job ran, a server forks each next job's supervisor (no Python start per job):
+    such a job's output, stderr log, exit and ending are a cold start's; one server serves
+    job after job; a server killed is replaced, its launch meanwhile started cold; a job
+    outlives the server's end as it outlives rnoded's, and none outlives the runner."""
     r = JobRunner(str(tmp_path / "spool"), "n1")
     async with trio.open_nursery() as nursery:
         await nursery.start(r.run)
-        assert r.spare.pid is None  # a node that never ran a job keeps no spare
+        assert r.spare.pid is None  # a node that never ran a job keeps no server
         await r.launch(spec(work, "echo first\n", 1))
+        assert r.running[1].proc is not None  # the first starts cold: our own child
         assert (await ended(r, 1)).state == "COMPLETED"
         await wait_for(lambda: r.spare.pid is not None)
-        spare = r.spare.pid
+        server = r.spare.pid
         await r.launch(spec(work, "while [ ! -e go ]; do sleep 0.01; done\n"
                                   "echo second; echo oops >&2; exit 3\n", 2, stderr="e-%j"))
-        assert r.running[2].shim_pid == spare  # the waiting supervisor took the job
+        assert parent(r.running[2].shim_pid) == server  # forked, not started
+        await r.launch(spec(work, "echo third\n", 3))
+        assert parent(r.running[3].shim_pid) == server  # the same server, job after job
         (work / "go").touch()
         end = await ended(r, 2)
         assert (end.state, end.exit_code) == ("FAILED", 3)
         assert (work / "slurm-2.out").read_text() == "second\n"
         assert (work / "e-2").read_text() == "oops\n"
-        # a spare killed while waiting: the next launch starts its supervisor itself
-        await wait_for(lambda: r.spare.pid not in (None, spare))
-        dead = r.spare.pid
-        os.kill(dead, signal.SIGKILL)
-        await wait_for(lambda: gone(dead))
-        await r.launch(spec(work, "echo third\n", 3))
-        assert r.running[3].shim_pid != dead
         assert (await ended(r, 3)).state == "COMPLETED"
-        await wait_for(lambda: r.spare.pid is not None)
+        assert (work / "slurm-3.out").read_text() == "third\n"
+        # a server killed: the next launch starts its supervisor itself, and a new server comes
+        os.kill(server, signal.SIGKILL)
+        await wait_for(lambda: gone(server))
+        await r.launch(spec(work, "echo fourth\n", 4))
+        assert r.running[4].proc is not None  # started cold: our own child
+        assert (await ended(r, 4)).state == "COMPLETED"
+        await wait_for(lambda: r.spare.pid not in (None, server))
         last = r.spare.pid
+        await r.launch(spec(work, "while [ ! -e go5 ]; do sleep 0.01; done\necho fifth\n", 5))
+        assert parent(r.running[5].shim_pid) == last
+        shim = r.running[5].shim_pid
         nursery.cancel_scope.cancel()
     assert r.spare.pid is None
-    await wait_for(lambda: gone(last))  # told to go (end of file) and reaped
+    await wait_for(lambda: gone(last))  # told to go (end of file) and gone
+    assert not gone(shim)  # its job runs on without it
+    (work / "go5").touch()
+    path = jobstore.job_dir(str(tmp_path / "spool"), spec(work, "", 5))
+    await wait_for(lambda: (path / "status.json").exists())
+    assert (work / "slurm-5.out").read_text() == "fifth\n"

@@ -1,0 +1,200 @@
+"""Node-side CPU per job, Ranch against Slurm 22.05, interleaved round by round (issue 50).
+
+    python bench/node_cpu_vs_slurm.py                          # 2 rounds of 1,000 jobs
+    python bench/node_cpu_vs_slurm.py --jobs 300 --rounds 3
+    python bench/node_cpu_vs_slurm.py --ranch before=/tmp/ranch-old --ranch after=.
+
+Each round starts, one after the other, Slurm (the conformance suite's private Slurm, with issue
+50's settings: sched/backfill, batch_sched_delay=0, MessageTimeout=30) and each Ranch tree
+(bench/vs_slurm.py's RanchSide: rctld and an rnoded per node), 6 nodes of 2 CPUs on loopback.
+On each: `--warmup` jobs not counted, the node side's idle CPU over `--idle` seconds, then an
+array of `--jobs` tasks running `true`, until the queue is empty.
+
+The node side is counted in cpuacct groups (nanoseconds, every process and thread that ever
+ran in them; children stay in their parent's group): every slurmd (so every slurmstepd it forks
+and the jobs' own processes) or every rnoded (so its job supervisors, spares included, and the
+jobs' own processes); munged in a group of its own (it serves slurmctld and sbatch too, so the
+node side is given with and without it). Per job:
+  node          the node group's CPU over the burst / jobs
+  node-idle     less the idle rate times the burst's wall time (heartbeats, pings, samplers)
+  daemon        the daemons' own CPU (slurmd / rnoded, /proc, 10 ms ticks), the rest being
+                slurmstepd or the shims, and the jobs themselves (`/bin/sh` running `true`)
+Ratios are each Ranch side's figure over Slurm's, per round, then the median. Prints; asserts
+nothing; not part of `make test`. Where this machine lets no cpuacct group be made, it says so
+and stops (/proc's children figures miss what a daemon did not reap itself).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import vs_slurm  # noqa: E402
+from bench.vs_slurm import SHAPE, RanchSide, SlurmSide, now_load, on_side, proc_cpu  # noqa: E402
+
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+ISSUE_SLURM = "SchedulerType=sched/backfill\nSchedulerParameters=batch_sched_delay=0\n"
+
+
+class Group:
+    """A cpuacct group of our own holding some processes (and, from then on, their children)."""
+
+    def __init__(self, name: str, pids: list[int]) -> None:
+        self.path = CPUACCT / f"bench-node-cpu-{os.getpid()}-{name}"
+        self.path.mkdir()
+        for pid in pids:
+            (self.path / "cgroup.procs").write_text(str(pid))
+
+    def ms(self) -> float:
+        return int((self.path / "cpuacct.usage").read_text()) / 1e6
+
+    def close(self) -> None:
+        """Move what is left back to the root group and remove ours."""
+        deadline = time.monotonic() + 10
+        while self.path.exists():
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    (CPUACCT / "cgroup.procs").write_text(pid)
+            try:
+                self.path.rmdir()
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
+
+class Slurm(SlurmSide):
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        from tests.conformance.slurm_cluster import SlurmCluster
+
+        self.cluster = SlurmCluster(SHAPE, scheduler=ISSUE_SLURM, extra_conf="MessageTimeout=30\n")
+
+    def node_pids(self) -> list[int]:
+        return [p.pid for n, p in self.cluster.procs.items() if n.startswith("slurmd-")]
+
+    def munged_pid(self) -> int | None:
+        return self.cluster.procs["munged"].pid
+
+
+class Ranch(RanchSide):
+    def node_pids(self) -> list[int]:
+        return [p.pid for n, p in self.procs.items() if n != "rctld"]
+
+    def munged_pid(self) -> int | None:
+        return None
+
+
+def wait_done(side, timeout: float) -> None:
+    """Until the queue is empty (every task ended and its ending recorded by the controller)."""
+    vs_slurm.wait_empty(side, timeout)
+
+
+def array(side, jobs: int) -> None:
+    subprocess.run(side.argv("sbatch", f"--array=1-{jobs}", "-o", "/dev/null", "--wrap", "true"),
+                   env=side.env, cwd=side.workdir, check=True, stdout=subprocess.DEVNULL)
+
+
+def one(side, args, scratch: Path) -> dict[str, float]:
+    node = Group(f"{side.label}-node", side.node_pids())
+    munged_pid = side.munged_pid()
+    munged = Group(f"{side.label}-munged", [munged_pid]) if munged_pid else None
+    try:
+        if args.warmup:
+            array(side, args.warmup)
+            wait_done(side, 120)
+        n0 = node.ms()
+        time.sleep(args.idle)
+        idle = (node.ms() - n0) / args.idle  # ms a second
+        pids = side.node_pids()
+        d0 = sum(proc_cpu(p) for p in pids)
+        n0, m0, t0 = node.ms(), munged and munged.ms(), time.perf_counter()
+        array(side, args.jobs)
+        wait_done(side, max(600.0, args.jobs))
+        n1, m1, t1 = node.ms(), munged and munged.ms(), time.perf_counter()
+        d1 = sum(proc_cpu(p) for p in pids)
+    finally:
+        node.close()
+        if munged:
+            munged.close()
+    n = args.jobs
+    fig = {"idle node ms/s": idle, "jobs/s": n / (t1 - t0), "node": (n1 - n0) / n,
+           "node-idle": (n1 - n0 - idle * (t1 - t0)) / n, "daemon": (d1 - d0) * 1000 / n}
+    if munged:
+        fig["munged"] = (m1 - m0) / n
+        fig["node+munged"] = fig["node"] + fig["munged"]
+    print(f"  {side.label}: " + ", ".join(f"{k} {v:.2f}" for k, v in fig.items())
+          + f" (load {now_load():.2f})", flush=True)
+    return fig
+
+
+def report(results: dict[str, list[dict[str, float]]], labels: list[str]) -> None:
+    names: list[str] = []
+    for rounds in results.values():
+        for fig in rounds:
+            names += [k for k in fig if k not in names]
+    print("\nmedians over rounds (ms of CPU per job unless named)")
+    print(f"{'figure':<16}" + "".join(f"{lb:>14}" for lb in labels))
+    for name in names:
+        cells = []
+        for lb in labels:
+            got = [f[name] for f in results.get(lb, []) if name in f]
+            cells.append(f"{statistics.median(got):14.2f}" if got else f"{'-':>14}")
+        print(f"{name:<16}" + "".join(cells))
+    if "slurm" not in results:
+        return
+    print("\nratios, median of per-round ratios")
+    for lb in labels:
+        if lb == "slurm" or lb not in results:
+            continue
+        for mine, theirs in (("node", "node"), ("node-idle", "node-idle"),
+                             ("node", "node+munged")):
+            per = [r[mine] / s[theirs] for r, s in zip(results[lb], results["slurm"], strict=False)]
+            print(f"  {lb} {mine} / slurm {theirs}: {statistics.median(per):.2f}x "
+                  f"({', '.join(f'{x:.2f}' for x in per)})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--warmup", type=int, default=24)
+    p.add_argument("--idle", type=float, default=10.0, help="seconds of idle measured")
+    p.add_argument("--no-slurm", action="store_true")
+    p.add_argument("--ranch", action="append", metavar="LABEL=TREE",
+                   help="a Ranch source tree (repeatable; default ranch=this tree)")
+    args = p.parse_args(argv)
+    if not os.access(CPUACCT, os.W_OK):
+        print(f"no cpuacct groups here ({CPUACCT} not writable): nothing measured")
+        return 1
+    trees = [(lb, Path(t)) for lb, _, t in (r.partition("=") for r in args.ranch or [])] \
+        or [("ranch", ROOT)]
+    labels = ([] if args.no_slurm else ["slurm"]) + [lb for lb, _ in trees]
+    print(f"{len(SHAPE.nodes)} nodes of {SHAPE.cpus} CPUs; {os.cpu_count()} CPUs here; "
+          f"{args.jobs} jobs a round; rounds {args.rounds}; order {', '.join(labels)}; "
+          f"load {now_load():.2f}", flush=True)
+    results: dict[str, list[dict[str, float]]] = {}
+    for rnd in range(args.rounds):
+        for lb in labels:
+            scratch = Path(tempfile.mkdtemp(prefix=f"node-cpu-{lb}-"))
+            side = Slurm(scratch) if lb == "slurm" else Ranch(lb, dict(trees)[lb], scratch)
+            print(f"round {rnd + 1}: {lb}", flush=True)
+            got = on_side(side, scratch, lambda s, d: one(s, args, d), lb)
+            if got is not None:
+                results.setdefault(lb, []).append(got)
+    report(results, [lb for lb in labels if lb in results])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
