@@ -29,6 +29,32 @@ def test_builtin_hash_gives_the_standard_hmac(key: bytes, parts: list[bytes]) ->
         mac._openssl = saved
 
 
+@given(key=st.binary(min_size=0, max_size=200), parts=st.lists(st.binary(max_size=300),
+                                                                min_size=1, max_size=4))
+def test_each_keys_pads_kept_give_the_standard_hmac(key: bytes, parts: list[bytes]) -> None:
+    """The pads' states are kept per key and hash: the second MAC under a key (OpenSSL's, then
+    the built-in's, then OpenSSL's again) is the standard one too, and a bytearray key is
+    the same key."""
+    want = hmac.digest(key, b"".join(parts), "sha256")
+    mac.use_openssl()
+    saved = mac._openssl
+    try:
+        for hash_ in (saved, saved, None, None, saved):
+            mac._openssl = hash_
+            assert mac.digest(key, *parts) == want
+            assert mac.digest(bytearray(key), *map(bytearray, parts)) == want
+    finally:
+        mac._openssl = saved
+
+
+def test_keys_kept_stay_bounded() -> None:
+    """Users' session keys come and go: the pads kept never pass _PADS_KEPT keys."""
+    for i in range(mac._PADS_KEPT * 3):
+        key = i.to_bytes(4, "big") * 8
+        assert mac.digest(key, b"m") == hmac.digest(key, b"m", "sha256")
+        assert len(mac._pads) <= mac._PADS_KEPT
+
+
 def test_openssl_gives_the_same_and_large_messages_load_it() -> None:
     key, data = b"k" * 32, bytes(range(256)) * 4096  # 1 MiB: above OPENSSL_FROM
     code = f"""
