@@ -22,6 +22,8 @@ CONF_ENV = "RANCH_CONF"
 # the file a site installs; here, not in conf.client, so the RANCH_SERVER path imports no conf
 INSTALLED_CONF = "/etc/ranch/cluster.conf"
 REQUEST_TIMEOUT = 10.0
+# the listings a standby answers with SlurmctldParameters=standby_read_ms (issue 47)
+STANDBY_READS = ("GetJobs", "GetSnapshot")
 # With another controller to try next, one that does not take the connection within this long
 # (its host is down or cut off) is passed over: a standby is a connect away
 CONNECT_TIMEOUT = 2.0
@@ -116,13 +118,13 @@ class Target:
     """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
 
     __slots__ = ("controllers", "host", "key_path", "message_timeout", "munge", "origin",
-                 "port", "srun_ports")
+                 "port", "srun_ports", "standby_reads")
 
     def __init__(self, host: str, port: int, key_path: str, origin: str,
                  munge: str | None = None,
                  controllers: tuple[tuple[str, str, int], ...] = (),
                  srun_ports: tuple[int, int] | None = None,
-                 message_timeout: float | None = None) -> None:
+                 message_timeout: float | None = None, standby_reads: bool = False) -> None:
         self.host = host
         self.port = port
         # every controller to try, in order, as (name, host, port): SlurmctldHost's entries or
@@ -135,6 +137,8 @@ class Target:
         self.munge = munge
         self.srun_ports = srun_ports  # the config's SrunPortRange, for rrun's listener
         self.message_timeout = message_timeout  # the config's MessageTimeout, if it sets one
+        # SlurmctldParameters=standby_read_ms: listings ask the standbys first (issue 47)
+        self.standby_reads = standby_reads
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Target) and self._key() == other._key()
@@ -197,7 +201,8 @@ def find_target(
         munge = cfg.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
     return Target(host, port, key_path, origin, munge, controllers,
                   cfg.srun_ports if cfg is not None else None,
-                  cfg.message_timeout if cfg is not None else None)
+                  cfg.message_timeout if cfg is not None else None,
+                  cfg is not None and cfg.standby_reads and not server_text)
 
 
 def _parse_address(text: str, origin: str) -> tuple[str, int]:
@@ -249,6 +254,11 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     # have reached a controller is never sent to another.
     order = [(target.host, target.port)]
     order += [(h, p) for _, h, p in target.controllers if (h, p) not in order]
+    if target.standby_reads and type_name in STANDBY_READS and len(target.controllers) > 1:
+        # the backups first, the primary (the leader, most of the time) last: a standby
+        # answers from its copy, stating its age, or sends us on (ctld/pair/standbyreads.py)
+        listed = [(h, p) for _, h, p in target.controllers]
+        order = listed[1:] + listed[:1]
     deadline = time.monotonic() + timeout
     silent_limit = target.message_timeout or MESSAGE_TIMEOUT
     got = ""

@@ -236,3 +236,38 @@ async def test_the_view_answers_as_the_leader_does(autojump_clock) -> None:
     nodes = orjson.loads(answer(m.GetSnapshot()).body)["nodes"]
     assert sorted(n["name"] for n in nodes) == sorted(n.name for n in cfg.nodes)
     assert answer(m.Ping()) is None
+
+
+def test_the_commands_ask_the_standbys_first_when_the_config_says(tmp_path, monkeypatch) -> None:
+    """rqueue, rinfo and show job|node (GetJobs, GetSnapshot) try the backups first; every
+    other request the SlurmctldHost order; without the key, the order is the config's."""
+    from ranch.cli import controller
+
+    asked: list[tuple[str, int]] = []
+
+    def one_request(at, key, munge, type_name, body, wait, connect):
+        def call():
+            asked.append(at)
+            return ("Error", {"code": "standby", "message": "not the controller"}) \
+                if at[0] != "10.0.0.1" else ("JobList", {"jobs": []})
+        return call
+
+    monkeypatch.setattr(controller, "_one_request", one_request)
+    key = tmp_path / "key"
+    key.write_bytes(b"k" * 32)
+    key.chmod(0o600)
+    for params, order in (("SlurmctldParameters=standby_read_ms=500\n",
+                           ["10.0.0.2", "10.0.0.3", "10.0.0.1"]), ("", ["10.0.0.1"])):
+        conf = tmp_path / "c.conf"
+        conf.write_text("SlurmctldHost=a(10.0.0.1)\nSlurmctldHost=b(10.0.0.2)\n"
+                        f"SlurmctldHost=c(10.0.0.3)\nAuthKeyFile={key}\n{params}")
+        target = controller.find_target(None, None, str(conf), env={})
+        asked.clear()
+        controller.request(target, "GetJobs", want="JobList")
+        assert [h for h, _ in asked] == order
+        asked.clear()
+        controller.request(target, "GetSnapshot", want="JobList")
+        assert [h for h, _ in asked] == order
+        asked.clear()
+        controller.request(target, "SubmitJob", want="JobList")
+        assert [h for h, _ in asked] == ["10.0.0.1"]
