@@ -17,12 +17,13 @@ from ranch.conf.ratelimit import standby_read_ms
 from ranch.ctld.compose.standbyview import standby_view
 from ranch.ctld.pair.follower import Follower, poll_interval
 from ranch.ctld.pair.standbyreads import StandbyReads
+from ranch.ctld.rpc.routes import jobs_listing
 from ranch.ctld.rpc.wire import Prebuilt
 from ranch.ctld.state import deferred
 from ranch.ctld.state.etcdclient import EtcdUnavailable, b64, unb64
 from ranch.protocol import messages as m
 from tests.ctld.harness import Harness
-from tests.ctld.helpers import make_config, wall
+from tests.ctld.helpers import FakeConn, make_config, register, wall
 
 P = "/ranch/t"
 
@@ -223,18 +224,25 @@ async def test_no_reply_is_older_than_it_says(autojump_clock) -> None:
 
 
 async def test_the_view_answers_as_the_leader_does(autojump_clock) -> None:
-    """The composition root's view: a controller restored from the saved state, whose rqueue
-    and rinfo answers are the leader's own."""
+    """The composition root's view: a controller restored from the saved state (as etcd holds
+    it), whose rqueue, show job and rinfo answers are the leader's own, record for record; only
+    what the leader never commits differs (a node's last heartbeat)."""
     cfg = make_config()
     leader = Harness(cfg, wall=wall)
-    job = leader.jobs.submission.submit(m.SubmitJob("sleep 100", "alice", 1001, 1001, "/tmp"))
-    doc = leader.controller.save_doc()
-    answer = standby_view(cfg)(orjson.loads(deferred.dumps(doc)))  # as etcd holds it
-    for msg in (m.GetJobs(), m.GetJobs(job_ids=(job.job_id,)), m.GetJobs(fields=("job_id",))):
-        listed = orjson.loads(answer(msg).body)["jobs"]
-        assert [j["job_id"] for j in listed] == [job.job_id]
+    for n in cfg.nodes:
+        register(leader, n.name, FakeConn())
+    ids = [leader.jobs.submission.submit(m.SubmitJob("sleep 100", "alice", 1001, 1001, "/tmp"))
+           .job_id for _ in range(3)]
+    leader.controller.after_change()  # the pass starts what fits
+    answer = standby_view(cfg)(orjson.loads(deferred.dumps(leader.controller.save_doc())))
+    for msg in (m.GetJobs(), m.GetJobs(job_ids=(ids[1],)), m.GetJobs(fields=("job_id", "state"))):
+        mine = orjson.loads(answer(msg).body)["jobs"]
+        assert mine == orjson.loads(jobs_listing(leader.jobs, None, msg).body)["jobs"]
+    assert {j["state"] for j in orjson.loads(answer(m.GetJobs()).body)["jobs"]} >= {"RUNNING"}
     nodes = orjson.loads(answer(m.GetSnapshot()).body)["nodes"]
-    assert sorted(n["name"] for n in nodes) == sorted(n.name for n in cfg.nodes)
+    theirs = orjson.loads(leader.controller.views.body())["nodes"]
+    assert [{k: v for k, v in n.items() if k != "last_heartbeat"} for n in nodes] == \
+        [{k: v for k, v in n.items() if k != "last_heartbeat"} for n in theirs]
     assert answer(m.Ping()) is None
 
 
