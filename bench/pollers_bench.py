@@ -96,6 +96,9 @@ async def pollers(addr: tuple[str, int], key: bytes, n: int, interval: float,
             "poll_p99_ms": 1000 * waits[int(len(waits) * 0.99)] if waits else 0.0}
 
 
+FAILED = [0]  # submissions refused or cut off, this process
+
+
 async def submitter(addr: tuple[str, int], key: bytes, rate: float, seconds: float,
                     workdir: str, count: int = 0) -> list[float]:
     """Submission latencies: `rate` a second for `seconds`, or `count` back to back."""
@@ -106,9 +109,14 @@ async def submitter(addr: tuple[str, int], key: bytes, rate: float, seconds: flo
     nxt = trio.current_time()
     while trio.current_time() < end or len(took) < count:
         t0 = trio.current_time()
-        reply = await ask(addr, key, msg)
+        try:
+            reply = await ask(addr, key, msg)
+        except (OSError, EOFError):  # closed on us (a controller over its caps): counted
+            reply = None
         if isinstance(reply, m.SubmitReply):
             took.append(trio.current_time() - t0)
+        else:
+            FAILED[0] += 1
         nxt += 1 / rate
         await trio.sleep_until(max(nxt, trio.current_time()))
     return took
@@ -236,6 +244,7 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool =
                                        str(args.seconds + 2), str(out)], env=side.daemon_env)
             time.sleep(2)  # the pollers are at full rate before submissions start
         c0, s0 = proc_cpu(side.ctld_pid), proc_cpu(standby) if standby else 0.0
+        FAILED[0] = 0
         took = trio.run(submitter, (host, int(port)), key, args.rate, args.seconds,
                         str(side.workdir))
         cpu = proc_cpu(side.ctld_pid) - c0
@@ -250,7 +259,7 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool =
         side.stop()
         shutil.rmtree(side.workdir, ignore_errors=True)
     took.sort()
-    return {"label": label, "submits": len(took),
+    return {"label": label, "submits": len(took), "submit_failed": FAILED[0],
             "submit_p50_ms": 1000 * statistics.median(took),
             "submit_p99_ms": 1000 * took[int(len(took) * 0.99)],
             "ctld_cpu_s": cpu, "standby_cpu_s": standby_cpu, "seconds": args.seconds, **polled}
@@ -293,7 +302,8 @@ def report(args, runs: list[dict]) -> None:
           f"{args.queue} jobs queued before, {args.seconds} s a run, load {os.getloadavg()[0]:.1f}")
     for r in runs:
         line = (f"  {r['label']:<28} submit p50 {r['submit_p50_ms']:6.1f} ms  p99 "
-                f"{r['submit_p99_ms']:7.1f} ms ({r['submits']} submits)  rctld CPU "
+                f"{r['submit_p99_ms']:7.1f} ms ({r['submits']} submits, {r['submit_failed']} "
+                f"failed)  rctld CPU "
                 f"{100 * r['ctld_cpu_s'] / r['seconds']:5.1f} %")
         if "polls" in r:
             per = 1000 * max(0.0, r["ctld_cpu_s"] - quiet_cpu) / max(1, r["polls"])
