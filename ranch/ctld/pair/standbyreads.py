@@ -12,7 +12,8 @@ controller, so a reply never claims less staleness than it has.
 The view is a whole controller built from the state (the composition root's `build`), restored
 and never run: the listings are the leader's own code over the same records. Rebuilt on a read
 once the state moved, no sooner than SPACING times the last build took (a big cluster's build
-is tens of ms: the standby's loop also campaigns for the seat)."""
+is tens of ms: the standby's loop also campaigns for the seat) unless the view shown is half
+way to the bound."""
 
 from __future__ import annotations
 
@@ -62,8 +63,10 @@ class StandbyReads:
         f = self.follower
         if f.proven_at == -math.inf or self._version == f.version:
             return
+        # half the bound gone: rebuild now, so that the build is done before the view shown
+        # passes the bound (on a busy host a build takes a good part of it)
         stale = self._view is None or now - self.follower.proof_of(
-            self._version, self._proven) > self.bound
+            self._version, self._proven) > self.bound / 2
         if not stale and now - self._built_at < SPACING * self._cost:
             return  # the view shown still within the bound: spare the loop a rebuild
         version, proven = f.version, f.proven_at
