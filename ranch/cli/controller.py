@@ -252,13 +252,7 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     # stands by sends us on to the next at once, and while the seat changes hands (a few
     # seconds) the list is gone through again until `timeout` (issue 32). A request that may
     # have reached a controller is never sent to another.
-    order = [(target.host, target.port)]
-    order += [(h, p) for _, h, p in target.controllers if (h, p) not in order]
-    if target.standby_reads and type_name in STANDBY_READS and len(target.controllers) > 1:
-        # the backups first, the primary (the leader, most of the time) last: a standby
-        # answers from its copy, stating its age, or sends us on (ctld/pair/standbyreads.py)
-        listed = [(h, p) for _, h, p in target.controllers]
-        order = listed[1:] + listed[:1]
+    order = _order(target, type_name)
     deadline = time.monotonic() + timeout
     silent_limit = target.message_timeout or MESSAGE_TIMEOUT
     got = ""
@@ -296,6 +290,18 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     if got != want:
         raise CliError(f"unexpected reply {got} from {target.address} (wanted {want})")
     return reply
+
+
+def _order(target: Target, type_name: str) -> list[tuple[str, int]]:
+    """The controllers to try for `type_name`: the one that answered last, then the others in
+    SlurmctldHost order; a listing with standby_read_ms, the backups first and the primary
+    (the leader, most of the time) last: a standby answers from its copy, stating its age, or
+    sends us on (ctld/pair/standbyreads.py)."""
+    if target.standby_reads and type_name in STANDBY_READS and len(target.controllers) > 1:
+        listed = [(h, p) for _, h, p in target.controllers]
+        return listed[1:] + listed[:1]
+    order = [(target.host, target.port)]
+    return order + [(h, p) for _, h, p in target.controllers if (h, p) not in order]
 
 
 def _one_request(at: tuple[str, int], key: bytes, munge: str | None, type_name: str, body: dict,
