@@ -279,3 +279,37 @@ def test_the_commands_ask_the_standbys_first_when_the_config_says(tmp_path, monk
         asked.clear()
         controller.request(target, "SubmitJob", want="JobList")
         assert [h for h, _ in asked] == ["10.0.0.1"]
+
+
+async def test_a_standby_listing_keeps_the_leaders_rights(autojump_clock) -> None:
+    """PrivateData=jobs cuts a user's listing to their own jobs, PrivateData=nodes refuses a
+    user rinfo, on the standby as on the leader (ctld/rpc/permissions.py); an admin sees all."""
+    from ranch.ctld.pair.standby import Caller, listing
+    from ranch.ctld.rights import Identity
+
+    cfg = make_config(extra="PrivateData=jobs,nodes")
+    etcd = FakeEtcd()
+    etcd.put(f"{P}/j/{1:020d}", b"".join(
+        orjson.dumps({"seq": n, "job": {"id": n, "req": {"uid": uid}}}) + b"\n"
+        for n, uid in ((1, 1001), (2, 1002))))
+    f = Follower(etcd, P, interval=0.1)
+    await f.poll()
+
+    def view(doc: dict[str, Any]):
+        jobs = (doc.get("jobs") or {}).get("jobs", ())
+        return lambda msg: Prebuilt("JobList", orjson.dumps(
+            {"jobs": [{"job_id": j["id"], "uid": j["req"]["uid"]} for j in jobs]}))
+
+    reads = StandbyReads(f, view, bound=1.0)
+    alice = Caller("10.0.0.9:1", Identity(1001, 1001, "alice", False))
+    got = listing(reads, cfg, alice, m.GetJobs(), "c1")
+    assert [j["job_id"] for j in orjson.loads(got.body)["jobs"]] == [1]
+    root = Caller("10.0.0.9:2", Identity(0, 0, "root", True))
+    got = listing(reads, cfg, root, m.GetJobs(), "c1")
+    assert [j["job_id"] for j in orjson.loads(got.body)["jobs"]] == [1, 2]
+    refused = listing(reads, cfg, alice, m.GetSnapshot(), "c1")
+    assert isinstance(refused, m.Error) and refused.code == "permission_denied"
+    await trio.sleep(2)  # past the bound, with no poll since: "not the controller"
+    stale = listing(reads, cfg, root, m.GetJobs(), "c1")
+    assert isinstance(stale, m.Error) and stale.code == "standby"
+    assert stale.message == "not the controller; the controller is c1"
