@@ -22,8 +22,6 @@ CONF_ENV = "RANCH_CONF"
 # the file a site installs; here, not in conf.client, so the RANCH_SERVER path imports no conf
 INSTALLED_CONF = "/etc/ranch/cluster.conf"
 REQUEST_TIMEOUT = 10.0
-# the listings a standby answers with SlurmctldParameters=standby_read_ms (issue 47)
-STANDBY_READS = ("GetJobs", "GetSnapshot")
 # With another controller to try next, one that does not take the connection within this long
 # (its host is down or cut off) is passed over: a standby is a connect away
 CONNECT_TIMEOUT = 2.0
@@ -235,9 +233,11 @@ class Refused(CliError):
 
 
 def request(target: Target, type_name: str, body: dict | None = None, *, want: str,
-            timeout: float = REQUEST_TIMEOUT) -> dict:
+            timeout: float = REQUEST_TIMEOUT, shown: bool = False) -> dict:
     """Send one `type_name` request (body in the codec's shape) and return the body of the
-    `want` reply: Refused for an Error reply, CliError for everything else that went wrong."""
+    `want` reply: Refused for an Error reply, CliError for everything else that went wrong.
+    `shown`: a listing only shown to the user (rqueue, rinfo, show job|node), which a standby
+    may answer with SlurmctldParameters=standby_read_ms; never one a command acts on."""
     from ranch.cli.credential import munge_error, munge_errors, signer
     from ranch.protocol.client import ControllerUnreachable
     from ranch.protocol.rawframe import FrameError
@@ -252,7 +252,7 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     # stands by sends us on to the next at once, and while the seat changes hands (a few
     # seconds) the list is gone through again until `timeout` (issue 32). A request that may
     # have reached a controller is never sent to another.
-    order = _order(target, type_name)
+    order = _order(target, shown)
     deadline = time.monotonic() + timeout
     silent_limit = target.message_timeout or MESSAGE_TIMEOUT
     got = ""
@@ -292,12 +292,12 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     return reply
 
 
-def _order(target: Target, type_name: str) -> list[tuple[str, int]]:
-    """The controllers to try for `type_name`: the one that answered last, then the others in
-    SlurmctldHost order; a listing with standby_read_ms, the backups first and the primary
+def _order(target: Target, shown: bool) -> list[tuple[str, int]]:
+    """The controllers to try: the one that answered last, then the others in SlurmctldHost
+    order; a listing only `shown`, with standby_read_ms, the backups first and the primary
     (the leader, most of the time) last: a standby answers from its copy, stating its age, or
     sends us on (ctld/pair/standbyreads.py)."""
-    if target.standby_reads and type_name in STANDBY_READS and len(target.controllers) > 1:
+    if shown and target.standby_reads and len(target.controllers) > 1:
         listed = [(h, p) for _, h, p in target.controllers]
         return listed[1:] + listed[:1]
     order = [(target.host, target.port)]
@@ -335,10 +335,11 @@ def ask(
     *,
     want: str,
     timeout: float = REQUEST_TIMEOUT,
+    shown: bool = False,
 ) -> dict:
     """`request`, with a refusal said as "controller at ADDR refused the request: ..."."""
     try:
-        return request(target, type_name, body, want=want, timeout=timeout)
+        return request(target, type_name, body, want=want, timeout=timeout, shown=shown)
     except Refused as exc:
         raise CliError(f"controller at {target.address} refused the request: "
                        f"{exc.message}") from None
@@ -367,7 +368,7 @@ def fetch_snapshot(target: Target, fields: Iterable[str] = (), *, metrics: bool 
     wanted = sorted(set(fields))
     if wanted:
         body["fields"] = wanted
-    return Snapshot(ask(target, "GetSnapshot", body, want="Snapshot"))
+    return Snapshot(ask(target, "GetSnapshot", body, want="Snapshot", shown=True))
 
 
 class Unreachable(CliError):

@@ -247,17 +247,20 @@ async def test_the_view_answers_as_the_leader_does(autojump_clock) -> None:
 
 
 def test_the_commands_ask_the_standbys_first_when_the_config_says(tmp_path, monkeypatch) -> None:
-    """rqueue, rinfo and show job|node (GetJobs, GetSnapshot) try the backups first; every
+    """A listing only shown (rqueue, rinfo, show job|node: `shown`) tries the backups first;
+    a listing a command acts on (rbatch --wait, ralloc's wait, rcancel's filters) and every
     other request the SlurmctldHost order; without the key, the order is the config's."""
-    from ranch.cli import controller
+    from ranch.cli import controller, job_requests
 
     asked: list[tuple[str, int]] = []
 
     def one_request(at, key, munge, type_name, body, wait, connect):
         def call():
             asked.append(at)
-            return ("Error", {"code": "standby", "message": "not the controller"}) \
-                if at[0] != "10.0.0.1" else ("JobList", {"jobs": []})
+            if at[0] != "10.0.0.1":
+                return "Error", {"code": "standby", "message": "not the controller"}
+            return ("Snapshot", {"cluster_name": "t", "nodes": [], "partitions": []}) \
+                if type_name == "GetSnapshot" else ("JobList", {"jobs": []})
         return call
 
     monkeypatch.setattr(controller, "_one_request", one_request)
@@ -271,14 +274,15 @@ def test_the_commands_ask_the_standbys_first_when_the_config_says(tmp_path, monk
                         f"SlurmctldHost=c(10.0.0.3)\nAuthKeyFile={key}\n{params}")
         target = controller.find_target(None, None, str(conf), env={})
         asked.clear()
-        controller.request(target, "GetJobs", want="JobList")
+        job_requests.fetch_jobs(target, shown=True)
         assert [h for h, _ in asked] == order
         asked.clear()
-        controller.request(target, "GetSnapshot", want="JobList")
+        controller.fetch_snapshot(target, ("name",))
         assert [h for h, _ in asked] == order
         asked.clear()
+        job_requests.fetch_jobs(target, (5,))
         controller.request(target, "SubmitJob", want="JobList")
-        assert [h for h, _ in asked] == ["10.0.0.1"]
+        assert [h for h, _ in asked] == ["10.0.0.1", "10.0.0.1"]
 
 
 async def test_a_standby_listing_keeps_the_leaders_rights(autojump_clock) -> None:
