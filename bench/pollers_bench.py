@@ -208,7 +208,11 @@ class PairSide(RanchSide):
 def _start(label: str, cache_ms: int, pair: bool) -> RanchSide:
     if pair:
         side: RanchSide = PairSide(label, ROOT, Path(tempfile.mkdtemp()))
-        side.start()
+        try:
+            side.start()
+        except BaseException:  # etcd and the controllers started so far go too
+            side.stop()
+            raise
         return side
     base = vs_slurm.RANCH_CONF
     if cache_ms:
