@@ -1,9 +1,16 @@
 """500 concurrent rqueue pollers while submissions flow (issue 47): submission latency against a
 quiet run, and the controller's CPU per poll, with listings built per request and with the read
-cache (SlurmctldParameters=read_cache_ms).
+cache (SlurmctldParameters=read_cache_ms); with --pair, a controller pair on etcd whose standby
+answers the listings (SlurmctldParameters=standby_read_ms).
 
     python bench/pollers_bench.py                       # 500 pollers every 2 s, 30 s a run
     python bench/pollers_bench.py --pollers 200 --seconds 20 --cache-ms 1000
+    python bench/pollers_bench.py --pair                # quiet / on the leader / on the standby
+
+--pair: one etcd member on loopback, ctl1 (127.0.0.1, the leader) and ctl2 (127.0.0.2, standing by)
+with standby_read_ms=1000, the nodes on c1; the runs are quiet, the pollers on the leader, the
+pollers on the standby. The leader's CPU per poll is its CPU over the run less the quiet run's,
+over the polls answered (by whichever controller); the standby's likewise.
 
 Each run starts its own rctld and rnoded (bench/vs_slurm.py's cluster: 6 nodes on loopback).
 The pollers are protocol clients, not processes: trio tasks in one worker process, each opening a
@@ -89,6 +96,9 @@ async def pollers(addr: tuple[str, int], key: bytes, n: int, interval: float,
             "poll_p99_ms": 1000 * waits[int(len(waits) * 0.99)] if waits else 0.0}
 
 
+FAILED = [0]  # submissions refused or cut off, this process
+
+
 async def submitter(addr: tuple[str, int], key: bytes, rate: float, seconds: float,
                     workdir: str, count: int = 0) -> list[float]:
     """Submission latencies: `rate` a second for `seconds`, or `count` back to back."""
@@ -99,15 +109,111 @@ async def submitter(addr: tuple[str, int], key: bytes, rate: float, seconds: flo
     nxt = trio.current_time()
     while trio.current_time() < end or len(took) < count:
         t0 = trio.current_time()
-        reply = await ask(addr, key, msg)
+        try:
+            reply = await ask(addr, key, msg)
+        except (OSError, EOFError):  # closed on us (a controller over its caps): counted
+            reply = None
         if isinstance(reply, m.SubmitReply):
             took.append(trio.current_time() - t0)
+        else:
+            FAILED[0] += 1
         nxt += 1 / rate
         await trio.sleep_until(max(nxt, trio.current_time()))
     return took
 
 
-def one_run(label: str, args, cache_ms: int, with_pollers: bool) -> dict:
+PAIR_CONF = """\
+SlurmctldHost=ctl1(127.0.0.1)
+SlurmctldHost=ctl2(127.0.0.2)
+SlurmctldPort={port}
+AuthKeyFile={key}
+StateStore=etcd
+EtcdEndpoints=127.0.0.1:{etcd}
+HeartbeatInterval=1
+SlurmdTimeout=30
+MessageTimeout=5
+ReturnToService=1
+SlurmctldParameters=standby_read_ms=1000
+"""
+
+
+class PairSide(RanchSide):
+    """RanchSide's nodes under a controller pair on one etcd member (loopback)."""
+
+    def start(self, timeout: float = 60.0) -> None:
+        from ranch.ctld.state.etcdclient import EtcdClient, EtcdError
+        from ranch.protocol.auth import create_key
+
+        port, etcd, peer = vs_slurm.free_port(), vs_slurm.free_port(), vs_slurm.free_port()
+        key = self.dir / "ranch.key"
+        create_key(str(key))
+        conf = self.dir / "cluster.conf"
+        conf.write_text(PAIR_CONF.format(port=port, key=key, etcd=etcd)
+                        + vs_slurm.SHAPE.global_conf() + vs_slurm.SHAPE.nodes_conf())
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_", "RANCH_"))}
+        env.update(RANCH_SERVER=f"127.0.0.1:{port}", RANCH_KEY_FILE=str(key),
+                   PYTHONPATH=str(self.tree))
+        self.env = self.daemon_env = env
+        with open(self.dir / "etcd.log", "ab") as log:
+            self.procs["etcd"] = subprocess.Popen([
+                "etcd", "--name", "b", "--data-dir", str(self.dir / "etcd"),
+                "--listen-client-urls", f"http://127.0.0.1:{etcd}",
+                "--advertise-client-urls", f"http://127.0.0.1:{etcd}",
+                "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                "--initial-cluster", f"b=http://127.0.0.1:{peer}", "--pre-vote=true",
+                "--logger", "zap", "--log-level", "error"], stdout=log, stderr=log)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                trio.run(EtcdClient([f"127.0.0.1:{etcd}"]).range, "/x")
+                break
+            except (OSError, EtcdError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        for name in ("ctl1", "ctl2"):
+            self._spawn(name, ["-m", "ranch.ctld.main", "-f", str(conf), "--name", name,
+                               "--state-dir", str(self.dir / name), "--key-file", str(key)])
+            word = "serving as the controller" if name == "ctl1" else "standing by"
+            self._wait_log(name, word, deadline)
+        for node in vs_slurm.SHAPE.nodes:
+            self._spawn(node, ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{port}",
+                               "--name", node, "--spool-dir", str(self.dir / "spool" / node)])
+        while time.monotonic() < deadline:
+            out = subprocess.run(self.argv("sinfo", "-h", "-N", "-o", "%N %t"), env=env,
+                                 capture_output=True, text=True).stdout.split()
+            if out[1::2] == ["idle"] * len(vs_slurm.SHAPE.nodes):
+                return
+            time.sleep(0.2)
+        raise RuntimeError("nodes never became idle under the pair")
+
+    def _wait_log(self, name: str, word: str, deadline: float) -> None:
+        while word not in (self.dir / f"{name}.log").read_text(errors="replace"):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name} never logged {word!r}:\n"
+                                   + (self.dir / f"{name}.log").read_text()[-2000:])
+            time.sleep(0.1)
+
+    @property
+    def ctld_pid(self) -> int:
+        return self.procs["ctl1"].pid
+
+    @property
+    def standby_pid(self) -> int:
+        return self.procs["ctl2"].pid
+
+
+def _start(label: str, cache_ms: int, pair: bool) -> RanchSide:
+    if pair:
+        side: RanchSide = PairSide(label, ROOT, Path(tempfile.mkdtemp()))
+        try:
+            side.start()
+        except BaseException:  # etcd and the controllers started so far go too
+            side.stop()
+            raise
+        return side
     base = vs_slurm.RANCH_CONF
     if cache_ms:
         vs_slurm.RANCH_CONF = base + f"SlurmctldParameters=read_cache_ms={cache_ms}\n"
@@ -116,7 +222,16 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool) -> dict:
         side.start()
     finally:
         vs_slurm.RANCH_CONF = base
+    return side
+
+
+def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool = False,
+            poll_host: str = "") -> dict:
+    """`pair`: on a controller pair; `poll_host`: the address the pollers ask (default the
+    controller the submissions go to)."""
+    side = _start(label, cache_ms, pair)
     worker = None
+    standby = side.standby_pid if isinstance(side, PairSide) else 0
     try:
         host, port = side.env["RANCH_SERVER"].split(":")
         keyfile = side.env["RANCH_KEY_FILE"]
@@ -127,14 +242,17 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool) -> dict:
         time.sleep(2)  # the nodes' registrations and the fill are not the run's cost
         out = Path(side.dir) / "pollers.json"
         if with_pollers:
-            worker = subprocess.Popen([sys.executable, __file__, "--poll-worker", host, port,
+            worker = subprocess.Popen([sys.executable, __file__, "--poll-worker",
+                                       poll_host or host, port,
                                        keyfile, str(args.pollers), str(args.interval),
                                        str(args.seconds + 2), str(out)], env=side.daemon_env)
             time.sleep(2)  # the pollers are at full rate before submissions start
-        c0 = proc_cpu(side.ctld_pid)
+        c0, s0 = proc_cpu(side.ctld_pid), proc_cpu(standby) if standby else 0.0
+        FAILED[0] = 0
         took = trio.run(submitter, (host, int(port)), key, args.rate, args.seconds,
                         str(side.workdir))
         cpu = proc_cpu(side.ctld_pid) - c0
+        standby_cpu = proc_cpu(standby) - s0 if standby else 0.0
         polled: dict = {}
         if worker is not None:
             worker.wait(args.seconds + 30)
@@ -145,10 +263,10 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool) -> dict:
         side.stop()
         shutil.rmtree(side.workdir, ignore_errors=True)
     took.sort()
-    return {"label": label, "submits": len(took),
+    return {"label": label, "submits": len(took), "submit_failed": FAILED[0],
             "submit_p50_ms": 1000 * statistics.median(took),
             "submit_p99_ms": 1000 * took[int(len(took) * 0.99)],
-            "ctld_cpu_s": cpu, "seconds": args.seconds, **polled}
+            "ctld_cpu_s": cpu, "standby_cpu_s": standby_cpu, "seconds": args.seconds, **polled}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,26 +284,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=10.0, help="submissions a second")
     ap.add_argument("--cache-ms", type=int, default=1000)
     ap.add_argument("--queue", type=int, default=2000, help="held jobs queued before a run")
+    ap.add_argument("--pair", action="store_true",
+                    help="a controller pair on etcd: pollers on the leader, then the standby")
     args = ap.parse_args(argv)
-    runs = [one_run("quiet", args, 0, False),
-            one_run("pollers", args, 0, True),
-            one_run(f"pollers, read_cache_ms={args.cache_ms}", args, args.cache_ms, True)]
-    quiet_cpu = runs[0]["ctld_cpu_s"]
+    if args.pair:
+        runs = [one_run("pair-quiet", args, 0, False, pair=True),
+                one_run("pollers-on-leader", args, 0, True, pair=True),
+                one_run("pollers-on-standby", args, 0, True, pair=True,
+                        poll_host="127.0.0.2")]
+    else:
+        runs = [one_run("quiet", args, 0, False),
+                one_run("pollers", args, 0, True),
+                one_run(f"pollers, read_cache_ms={args.cache_ms}", args, args.cache_ms, True)]
+    report(args, runs)
+    return 0
+
+
+def report(args, runs: list[dict]) -> None:
+    quiet_cpu, quiet_standby = runs[0]["ctld_cpu_s"], runs[0]["standby_cpu_s"]
     print(f"{args.pollers} pollers every {args.interval} s, {args.rate}/s held submissions, "
           f"{args.queue} jobs queued before, {args.seconds} s a run, load {os.getloadavg()[0]:.1f}")
     for r in runs:
         line = (f"  {r['label']:<28} submit p50 {r['submit_p50_ms']:6.1f} ms  p99 "
-                f"{r['submit_p99_ms']:7.1f} ms ({r['submits']} submits)  rctld CPU "
+                f"{r['submit_p99_ms']:7.1f} ms ({r['submits']} submits, {r['submit_failed']} "
+                f"failed)  rctld CPU "
                 f"{100 * r['ctld_cpu_s'] / r['seconds']:5.1f} %")
         if "polls" in r:
             per = 1000 * max(0.0, r["ctld_cpu_s"] - quiet_cpu) / max(1, r["polls"])
-            line += (f"  polls {r['polls']} ({r['errors']} failed), {per:.3f} ms rctld CPU "
+            line += (f"  polls {r['polls']} ({r['errors']} failed), {per:.3f} ms leader CPU "
                      f"per poll, poll p99 {r['poll_p99_ms']:.0f} ms, max stated age "
                      f"{r['max_age']:.3f} s")
+            if args.pair:
+                per = 1000 * max(0.0, r["standby_cpu_s"] - quiet_standby) / max(1, r["polls"])
+                line += f", {per:.3f} ms standby CPU per poll"
         print(line, flush=True)
-    print(f"  p99 vs quiet: pollers {runs[1]['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x, "
-          f"cached {runs[2]['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x")
-    return 0
+    print(f"  p99 vs quiet: {runs[1]['label']} "
+          f"{runs[1]['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x, {runs[2]['label']} "
+          f"{runs[2]['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x")
 
 
 if __name__ == "__main__":

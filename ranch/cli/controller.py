@@ -116,13 +116,13 @@ class Target:
     """Where the controller is and which key signs for it (plain class: no attrs at start-up)."""
 
     __slots__ = ("controllers", "host", "key_path", "message_timeout", "munge", "origin",
-                 "port", "srun_ports")
+                 "port", "srun_ports", "standby_reads")
 
     def __init__(self, host: str, port: int, key_path: str, origin: str,
                  munge: str | None = None,
                  controllers: tuple[tuple[str, str, int], ...] = (),
                  srun_ports: tuple[int, int] | None = None,
-                 message_timeout: float | None = None) -> None:
+                 message_timeout: float | None = None, standby_reads: bool = False) -> None:
         self.host = host
         self.port = port
         # every controller to try, in order, as (name, host, port): SlurmctldHost's entries or
@@ -135,6 +135,8 @@ class Target:
         self.munge = munge
         self.srun_ports = srun_ports  # the config's SrunPortRange, for rrun's listener
         self.message_timeout = message_timeout  # the config's MessageTimeout, if it sets one
+        # SlurmctldParameters=standby_read_ms: listings ask the standbys first (issue 47)
+        self.standby_reads = standby_reads
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Target) and self._key() == other._key()
@@ -197,7 +199,8 @@ def find_target(
         munge = cfg.munge_socket or env.get("RANCH_MUNGE_SOCKET", "")
     return Target(host, port, key_path, origin, munge, controllers,
                   cfg.srun_ports if cfg is not None else None,
-                  cfg.message_timeout if cfg is not None else None)
+                  cfg.message_timeout if cfg is not None else None,
+                  cfg is not None and cfg.standby_reads and not server_text)
 
 
 def _parse_address(text: str, origin: str) -> tuple[str, int]:
@@ -230,9 +233,11 @@ class Refused(CliError):
 
 
 def request(target: Target, type_name: str, body: dict | None = None, *, want: str,
-            timeout: float = REQUEST_TIMEOUT) -> dict:
+            timeout: float = REQUEST_TIMEOUT, shown: bool = False) -> dict:
     """Send one `type_name` request (body in the codec's shape) and return the body of the
-    `want` reply: Refused for an Error reply, CliError for everything else that went wrong."""
+    `want` reply: Refused for an Error reply, CliError for everything else that went wrong.
+    `shown`: a listing only shown to the user (rqueue, rinfo, show job|node), which a standby
+    may answer with SlurmctldParameters=standby_read_ms; never one a command acts on."""
     from ranch.cli.credential import munge_error, munge_errors, signer
     from ranch.protocol.client import ControllerUnreachable
     from ranch.protocol.rawframe import FrameError
@@ -247,8 +252,7 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     # stands by sends us on to the next at once, and while the seat changes hands (a few
     # seconds) the list is gone through again until `timeout` (issue 32). A request that may
     # have reached a controller is never sent to another.
-    order = [(target.host, target.port)]
-    order += [(h, p) for _, h, p in target.controllers if (h, p) not in order]
+    order = _order(target, shown)
     deadline = time.monotonic() + timeout
     silent_limit = target.message_timeout or MESSAGE_TIMEOUT
     got = ""
@@ -288,6 +292,18 @@ def request(target: Target, type_name: str, body: dict | None = None, *, want: s
     return reply
 
 
+def _order(target: Target, shown: bool) -> list[tuple[str, int]]:
+    """The controllers to try: the one that answered last, then the others in SlurmctldHost
+    order; a listing only `shown`, with standby_read_ms, the backups first and the primary
+    (the leader, most of the time) last: a standby answers from its copy, stating its age, or
+    sends us on (ctld/pair/standbyreads.py)."""
+    if shown and target.standby_reads and len(target.controllers) > 1:
+        listed = [(h, p) for _, h, p in target.controllers]
+        return listed[1:] + listed[:1]
+    order = [(target.host, target.port)]
+    return order + [(h, p) for _, h, p in target.controllers if (h, p) not in order]
+
+
 def _one_request(at: tuple[str, int], key: bytes, munge: str | None, type_name: str, body: dict,
                  wait: float, connect: float | None) -> Callable[[], tuple[str, dict]]:
     """One try at one controller (not functools.partial: functools is off the hot path)."""
@@ -319,10 +335,11 @@ def ask(
     *,
     want: str,
     timeout: float = REQUEST_TIMEOUT,
+    shown: bool = False,
 ) -> dict:
     """`request`, with a refusal said as "controller at ADDR refused the request: ..."."""
     try:
-        return request(target, type_name, body, want=want, timeout=timeout)
+        return request(target, type_name, body, want=want, timeout=timeout, shown=shown)
     except Refused as exc:
         raise CliError(f"controller at {target.address} refused the request: "
                        f"{exc.message}") from None
@@ -351,7 +368,7 @@ def fetch_snapshot(target: Target, fields: Iterable[str] = (), *, metrics: bool 
     wanted = sorted(set(fields))
     if wanted:
         body["fields"] = wanted
-    return Snapshot(ask(target, "GetSnapshot", body, want="Snapshot"))
+    return Snapshot(ask(target, "GetSnapshot", body, want="Snapshot", shown=True))
 
 
 class Unreachable(CliError):

@@ -8,14 +8,15 @@ from ranch.cli.controller import CliError, Refused, Target, request
 __all__ = ["Refused", "fetch_jobs", "parse_job_ids", "request"]  # rbatch takes these from here
 
 
-def fetch_jobs(target: Target, ids: tuple[int, ...] = (), fields: tuple[str, ...] = ()
-               ) -> tuple[float, list[dict]]:
+def fetch_jobs(target: Target, ids: tuple[int, ...] = (), fields: tuple[str, ...] = (),
+               shown: bool = False) -> tuple[float, list[dict]]:
     """(generated_at, job records) from the controller; `fields`: the record keys the caller
-    reads (empty: all; a controller may send more)."""
+    reads (empty: all; a controller may send more); `shown`: only shown to the user, so a
+    standby may answer (controller.request)."""
     ask: dict = {"job_ids": list(ids)}
     if fields:
         ask["fields"] = sorted(fields)
-    body = request(target, "GetJobs", ask, want="JobList", timeout=30.0)
+    body = request(target, "GetJobs", ask, want="JobList", timeout=30.0, shown=shown)
     try:
         return float(body.get("generated_at") or 0.0), list(body["jobs"])
     except (KeyError, TypeError) as exc:

@@ -358,7 +358,7 @@ def run(argv: list[str]) -> int:
 def _show(args: Namespace, argv: list[str], target) -> int:
     from ranch.cli.job_requests import fetch_jobs
 
-    generated, jobs = fetch_jobs(target, fields=reads(args))
+    generated, jobs = fetch_jobs(target, fields=reads(args), shown=True)
     if args.jobs:  # (imported only then: rqueue's everyday import budget)
         from ranch.cli.squeue_jobs import unknown
 

@@ -239,7 +239,7 @@ def show_jobs(target: Target, ident: str | None, *, one_line: bool, as_json: boo
     from ranch.cli.job_requests import fetch_jobs, parse_job_ids
     from ranch.cli.show_records import records_text
 
-    now, jobs = fetch_jobs(target)
+    now, jobs = fetch_jobs(target, shown=True)
     now = now or time.time()
     if ident is not None:
         ids = set(parse_job_ids([ident], jobs))

@@ -264,7 +264,7 @@ def show_steps(target, ident: str | None, *, one_line: bool, as_json: bool, json
     from ranch.cli.job_requests import fetch_jobs
     from ranch.cli.show_records import records_text
 
-    _, jobs = fetch_jobs(target)
+    _, jobs = fetch_jobs(target, shown=True)
     steps, missing = pick(jobs, ident)
     if as_json:
         sys.stdout.write(json_doc("steps", [step_json(s) for s in steps], ""))

@@ -34,12 +34,12 @@ class ClientConf:
     ports rrun may listen on for its tasks."""
 
     __slots__ = ("auth_type", "hosts", "key_file", "message_timeout", "munge_socket", "path",
-                 "port", "srun_ports")
+                 "port", "srun_ports", "standby_reads")
 
     def __init__(self, path: str, hosts: tuple[tuple[str, str], ...], port: int,
                  key_file: str | None, auth_type: str, munge_socket: str | None,
                  srun_ports: tuple[int, int] | None = None,
-                 message_timeout: float | None = None) -> None:
+                 message_timeout: float | None = None, standby_reads: bool = False) -> None:
         self.path = path
         self.hosts = hosts  # (name, address): SlurmctldHost=NAME(ADDRESS), in file order
         self.port = port
@@ -50,6 +50,8 @@ class ClientConf:
         # MessageTimeout (seconds) when the file sets a good one; the daemons' parser refuses a
         # bad one, so a command need not say it again
         self.message_timeout = message_timeout
+        # SlurmctldParameters=standby_read_ms=N (N > 0): listings go to the standbys first
+        self.standby_reads = standby_reads
 
 
 def port_range(text: str) -> tuple[int, int]:
@@ -165,8 +167,12 @@ class _Reader:
         got = self.settings.get("messagetimeout")
         if got is not None and got[0].value.strip().isdecimal() and int(got[0].value) >= 1:
             message_timeout = float(int(got[0].value))
+        got = self.settings.get("slurmctldparameters")
+        standby_reads = got is not None and any(
+            k.strip().lower() == "standby_read_ms" and v.strip().isdigit() and int(v) > 0
+            for k, _, v in (o.partition("=") for o in got[0].value.split(",")))
         return ClientConf(path, hosts, port, key_file, auth_type, self.munge_socket(),
-                          srun_ports, message_timeout)
+                          srun_ports, message_timeout, standby_reads)
 
     def controllers(self) -> tuple[tuple[str, str], ...]:
         new_style = [(p, w) for p, w in self.hosts if p.key.lower() == "slurmctldhost"]

@@ -48,11 +48,23 @@ def from_settings(settings: tuple[tuple[str, str], ...]) -> RateLimitSettings:
 def read_cache_ms(settings: tuple[tuple[str, str], ...]) -> int:
     """SlurmctldParameters=read_cache_ms=N (Ranch's own): listings may be answered from a body
     built up to N ms ago (ctld/rpc/readcache.py); 0, the default, or a bad value: never."""
+    return _ms_option(settings, "read_cache_ms")
+
+
+def standby_read_ms(settings: tuple[tuple[str, str], ...]) -> int:
+    """SlurmctldParameters=standby_read_ms=N (Ranch's own, issue 47): a standby answers the
+    listings from its copy of the state while that copy is proven at most N ms old
+    (ctld/pair/standbyreads.py), and the commands ask the standbys for them first; 0, the
+    default, or a bad value: standbys answer only "not the controller"."""
+    return _ms_option(settings, "standby_read_ms")
+
+
+def _ms_option(settings: tuple[tuple[str, str], ...], wanted: str) -> int:
     for name, value in settings:
         if name.lower() != "slurmctldparameters":
             continue
         for option in value.split(","):
             key, _, number = (s.strip() for s in option.partition("="))
-            if key.lower() == "read_cache_ms" and number.isdigit():
+            if key.lower() == wanted and number.isdigit():
                 return int(number)
     return 0

@@ -165,9 +165,11 @@ class Start:
         logs.event("state store", store="etcd", name=self.name,
                    endpoints=",".join(config.control.etcd_endpoints),
                    prefix=config.control.etcd_prefix)
+        from ranch.ctld.compose.standbyview import standby_view
+
         await Controller(config, self.key, name=self.name, host=self.host, port=self.port,
                          state_dir=self.state_dir, make_daemon=self.make_daemon,
-                         version=VERSION).run(signals=True)
+                         version=VERSION, make_view=standby_view(config)).run(signals=True)
 
     def run(self) -> int:
         import trio

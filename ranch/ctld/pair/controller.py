@@ -13,9 +13,12 @@ from typing import Any
 import trio
 
 from ranch.conf.model import ClusterConfig
+from ranch.conf.ratelimit import standby_read_ms
 from ranch.ctld import logs
 from ranch.ctld.pair import standby
 from ranch.ctld.pair.election import Election
+from ranch.ctld.pair.follower import Follower, poll_interval
+from ranch.ctld.pair.standbyreads import Answer, StandbyReads
 from ranch.ctld.state.etcdclient import EtcdClient, EtcdError
 from ranch.ctld.state.etcdstore import EtcdStore
 
@@ -28,19 +31,24 @@ GRACE_TTLS = 3
 
 class Controller:
     """One controller of a pair: its election, and the daemon it runs while it leads.
-    `make_daemon(store, grace, handover)` builds the Daemon (ctld/main.py, the composition root)."""
+    `make_daemon(store, grace, handover)` builds the Daemon (ctld/main.py, the composition root);
+    `make_view(state)` the read-only view a standby answers listings from with
+    SlurmctldParameters=standby_read_ms (ctld/compose/standbyview.py; None: it answers none)."""
 
     def __init__(self, config: ClusterConfig, key: bytes, *, name: str, host: str, port: int,
                  state_dir: str,
                  make_daemon: Callable[[EtcdStore, float, Callable[[], Awaitable[None]]], Any],
-                 version: str = "") -> None:
+                 version: str = "",
+                 make_view: Callable[[dict[str, Any]], Answer] | None = None) -> None:
         c = config.control
         self.config = config
         self.key = key
         self.host, self.port = host, port
         self.state_dir = state_dir
         self.make_daemon = make_daemon
+        self.make_view = make_view
         self.version = version
+        self.reads: StandbyReads | None = None  # while standing by with standby_read_ms
         timeout = max(0.5, c.etcd_lease_ttl / 3)
         self.election = Election(EtcdClient(c.etcd_endpoints, timeout), c.etcd_prefix, name,
                                  c.etcd_lease_ttl)
@@ -69,15 +77,29 @@ class Controller:
             outer.cancel_scope.cancel()
 
     async def _stand_by(self) -> None:
-        async with trio.open_nursery() as nursery:
-            try:
-                await nursery.start(standby.serve, self.host, self.port, self.key,
-                                    lambda: self.election.leader, self.config.cluster_name,
-                                    self.version, self.config.access)
-            except OSError as exc:  # the port is still ours from the reign that just ended
-                logs.event("standby cannot listen yet", logging.WARNING, error=str(exc))
-            await self.election.campaign()
-            nursery.cancel_scope.cancel()
+        c = self.config.control
+        bound = standby_read_ms(self.config.settings) / 1000
+        client = EtcdClient(c.etcd_endpoints, max(0.5, c.etcd_lease_ttl / 3))
+        self.reads = None
+        if bound > 0 and self.make_view is not None:
+            follower = Follower(client, c.etcd_prefix, interval=poll_interval(bound))
+            self.reads = StandbyReads(follower, self.make_view, bound)
+        try:
+            async with trio.open_nursery() as nursery:
+                if self.reads is not None:
+                    nursery.start_soon(self.reads.follower.run)
+                try:
+                    await nursery.start(partial(
+                        standby.serve, self.host, self.port, self.key,
+                        lambda: self.election.leader, self.config.cluster_name, self.version,
+                        self.config.access, reads=self.reads, config=self.config))
+                except OSError as exc:  # the port is still ours from the reign that just ended
+                    logs.event("standby cannot listen yet", logging.WARNING, error=str(exc))
+                await self.election.campaign()
+                nursery.cancel_scope.cancel()
+        finally:
+            self.reads = None
+            await client.aclose()
 
     async def _lead(self) -> None:
         e = self.election

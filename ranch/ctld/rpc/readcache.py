@@ -1,9 +1,9 @@
 """Listings answered from a body built at most `read_cache_ms` ago (issue 47): 500 pollers of
 rqueue or rinfo cost the controller one build per interval, not one per poll.
 
-A standby cannot answer them instead: it keeps no state while it stands by (ctld/pair/standby.py
-only answers "not the controller"; the state is read from etcd once it wins the seat), so the
-leader's own cheap answer is what spares it. Every cached reply states its staleness: the body
+A controller pair's standby may answer them instead, from its copy of the state
+(SlurmctldParameters=standby_read_ms, ctld/pair/standbyreads.py, with `with_age` below); this
+cache spares the leader where there is no pair. Every cached reply states its staleness: the body
 carries `state_age`, the seconds since it was built on trio's clock (and `generated_at`, the
 wall time it was built, as before); a reply is never older than it says. Off by default
 (read_cache_ms=0): Slurm's commands see a job the moment its submission is answered, and so do
