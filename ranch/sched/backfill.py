@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
 from ranch.sched.bffit import NEVER, Sig, Timelines, releases
@@ -72,6 +73,7 @@ class Cycle:
         for b, e, m in self.windows:
             self.map.block(max(0, math.floor((b - clock.origin) / clock.res) + 1),
                            clock.after(e), m)
+            self.map.release(clock.after(e), m)  # _windowed holds it to then
         self.eligible: dict[tuple, int] = {}
         self.low: dict[tuple, int] = {}  # a request's earliest start can only move later
         self.gone: dict[tuple, str] = {}  # requests that found none: why
@@ -288,7 +290,7 @@ class Cycle:
         ever_held = self.lines.ever(sig) & (elig | req)
         if ever_held.bit_count() < k or req & ~ever_held:
             return NEVER_FITS
-        if not need.spread and any(_within(f, shape) for f in self.failed.get(group, ())):
+        if not need.spread and _dominated(shape, self.failed.get(group, ())):
             return BEYOND
         got = self._search(job, sig, k, elig | req, req, minutes, self.low.get(key, earliest))
         if isinstance(got, str):
@@ -305,22 +307,39 @@ class Cycle:
         """Walk the moments something comes free (a running job's end bound, a reservation's
         end) from slot `t` to the window's end; the first where enough nodes hold the job,
         free of the reservations over [t, t + span) only, as Slurm tests a later start
-        (backfill.c _test_resv_overlap: `begin_time < end_reserve`; a start now: _now)."""
+        (backfill.c _test_resv_overlap: `begin_time < end_reserve`; a start now: _now).
+        A job on whole nodes skips the ends that free too few of the nodes it could use
+        (SlotMap.joined): the nodes free over a run only grow where something ends."""
         lines, smap, last = self.lines, self.map, self.clock.slots
         span = self.clock.span(minutes)
+        spread = job.need.spread
+        tables = lines.tables_of(sig)  # no job starts during a search: read them as they are
+        windows = self.windows
         while t < last:
-            held, grows = lines.holding(sig, t)
+            held, grows = _holding(tables, t)
             held &= usable
             if held.bit_count() < k or req & ~held:
                 if grows is None:
                     break
                 t = grows
                 continue
-            free = smap.free(t, t + span) & ~self._windowed(self.clock.wall(t), minutes)
-            chosen = self._choose(job, free & held, req, k, t)
+            free = smap.free(t, t + span)
+            if windows:
+                free &= ~self._windowed(self.clock.wall(t), minutes)
+            cand = free & held
+            if not spread and k > 0:
+                short = k - cand.bit_count()
+                if short <= 0 and not req & ~cand:
+                    return t, self._choose(job, cand, req, k, t)
+                nxt = smap.joined(t, grows, held & ~cand, short, req & ~cand)
+                if nxt is None:
+                    break
+                t = self._skip_full(tables, k, usable, req, span, nxt)
+                continue
+            chosen = self._choose(job, cand, req, k, t)
             if chosen:
                 return t, chosen
-            if job.need.spread:  # how many tasks a node takes grows at each of its releases
+            if spread:  # how many tasks a node takes grows at each of its releases
                 more = lines.next_release(held, t)
                 if more is not None and (grows is None or more < grows):
                     grows = more
@@ -328,19 +347,23 @@ class Cycle:
             if grows is None and nxt is None:
                 break
             t = min(x for x in (grows, nxt) if x is not None)
-            t = self._skip_full(sig, k, usable, req, span, t)
+            t = self._skip_full(tables, k, usable, req, span, t)
         return BEYOND
 
-    def _skip_full(self, sig: Sig, k: int, usable: int, req: int, span: int, t: int) -> int:
+    def _skip_full(self, tables: list, k: int, usable: int, req: int, span: int,
+                   t: int) -> int:
         """Skip the stretches where the job cannot start: for every start in [t, u) with
         u <= t + span, its nodes must hold it by u (resources only grow) and be free in slot
         u - 1 (inside every such run), so too few such nodes rule the whole stretch out."""
         last = self.clock.slots
+        tree, leaf = self.map.tree, self.map.size - 1
         while t < last:
             u = min(t + span, last)
-            held = self.lines.holding(sig, u)[0] & usable & self.map.free(u - 1, u)
-            if held.bit_count() >= k and not req & ~held:
-                return t
+            free = tree[leaf + u] & usable  # the map's slot u - 1
+            if free.bit_count() >= k and not req & ~free:
+                held = _holding(tables, u)[0] & free
+                if held.bit_count() >= k and not req & ~held:
+                    return t
             t = u
         return t
 
@@ -373,6 +396,28 @@ class Cycle:
             if tasks >= need.tasks and count >= need.nodes:
                 return chosen
         return 0
+
+
+def _holding(tables: list, slot: int) -> tuple[int, int | None]:
+    """Timelines.holding over the tables of one request, read as they are."""
+    mask, nxt = -1, None
+    for slots, masks in tables:
+        j = bisect_right(slots, slot)
+        mask &= masks[j - 1] if j else 0
+        if j < len(slots) and (nxt is None or slots[j] < nxt):
+            nxt = slots[j]
+    return mask, nxt
+
+
+def _dominated(shape: tuple, failed: list[tuple]) -> bool:
+    """Whether any of `failed` is _within `shape` (inlined: every job a cycle gives no
+    estimate reads the whole list)."""
+    c, m, g, whole, span, k = shape
+    for fc, fm, fg, fwhole, fspan, fk in failed:
+        if fc <= c and fm <= m and fg <= g and (whole or not fwhole) and fspan <= span \
+                and fk <= k:
+            return True
+    return False
 
 
 def _within(failed: tuple, shape: tuple) -> bool:

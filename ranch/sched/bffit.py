@@ -46,6 +46,7 @@ class Timelines:
         self.at: dict[tuple[int, int], list[int]] = {}  # per table, each node's reach slot
         self.synced: dict[tuple[int, int], int] = {}  # per table, how much of `log` it holds
         self.log: list[int] = []  # the nodes jobs started on, in order
+        self.until: list[int] = []  # and the slots those jobs end by
         self.keyed: dict[Sig, list[tuple[int, int]]] = {}  # keys(sig), memoised
 
     def fork(self) -> Timelines:
@@ -57,6 +58,7 @@ class Timelines:
         other.tables = {k: (list(s), list(m)) for k, (s, m) in self.tables.items()}
         other.at = {k: list(a) for k, a in self.at.items()}
         other.synced, other.log = dict(self.synced), list(self.log)
+        other.until = list(self.until)
         return other
 
     def reach(self, i: int, dim: int, x: int) -> int:
@@ -125,7 +127,17 @@ class Timelines:
         slot, all of them in one sweep (a start only makes a node reach later)."""
         at, (dim, x) = self.at[key], key
         moved = []
-        for i in set(self.log[self.synced[key]:]):
+        free, since = self.free, self.synced[key]
+        latest: dict[int, int] = {}  # per node started on, the last end of those starts
+        for i, u in zip(self.log[since:], self.until[since:], strict=True):
+            if latest.get(i, -1) < u:
+                latest[i] = u
+        for i, u in latest.items():
+            old = at[i]
+            # a start only lowers what the node has free before its end: one that reached
+            # the amount by then (or never does, or does now still) has not moved
+            if old == NEVER or u <= old or (old == 0 and dim != JOBS and free[i][dim] >= x):
+                continue
             new = self.reach(i, dim, x)
             if new != at[i]:
                 moved.append((i, at[i], new))
@@ -162,6 +174,13 @@ class Timelines:
         if whole:
             out.append((JOBS, 0))
         return out
+
+    def tables_of(self, sig: Sig) -> list[tuple[list[int], list[int]]]:
+        """The tables of a request's amounts, up to date."""
+        keys = self.keyed.get(sig)
+        if keys is None:
+            keys = self.keyed[sig] = self.keys(sig)
+        return [self.table(key) for key in keys]
 
     def holding(self, sig: Sig, slot: int) -> tuple[int, int | None]:
         """(the nodes holding `sig` at `slot`, the next slot at which more might, or None)."""
@@ -223,6 +242,7 @@ class Timelines:
         if at is not None:
             bisect.insort(self.exact[i], (at, share.cpus, share.mem, len(share.gpus), 1))
         self.log.append(i)  # the tables catch up when read (table)
+        self.until.append(until)
 
 
 def releases(ends: Sequence[Ending], uses: Mapping[str, NodeUse], slot_of
