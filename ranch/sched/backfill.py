@@ -225,7 +225,7 @@ class Cycle:
         until = self._ending(job)
         minutes, now = self._minutes(job), self.clock.now
         way = NEVER if minutes is None else self.clock.through(now + minutes * 60)
-        cand = (elig | req) & self.lines.holding(sig, 0)[0] & self.map.free(0, way) \
+        cand = (elig | req) & self.lines.now(sig) & self.map.free(0, way) \
             & ~self._windowed(now, minutes)
         if cand.bit_count() < k or req & ~cand:
             return None
@@ -264,7 +264,7 @@ class Cycle:
         Resources for the first such job of its partition, Priority behind it."""
         sig, k = self._sig(job)
         elig, req = self._masks(job)
-        now = (elig | req) & self.lines.holding(sig, 0)[0]
+        now = (elig | req) & self.lines.now(sig)
         if now.bit_count() >= k and not req & ~now:
             held = self._windowed(self.clock.now, self._minutes(job))
             return RESERVED if (now & ~held).bit_count() < k or req & held else "Priority"

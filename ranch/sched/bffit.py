@@ -47,6 +47,10 @@ class Timelines:
         self.synced: dict[tuple[int, int], int] = {}  # per table, how much of `log` it holds
         self.log: list[int] = []  # the nodes jobs started on, in order
         self.until: list[int] = []  # and the slots those jobs end by
+        self.opens: list[int] = []  # where in `log` a job with no end started
+        # per amount, the nodes that have it free now and how much of `log` that has seen:
+        # a start now only takes from its nodes (most jobs read no more than this)
+        self.nows: dict[tuple[int, int], list[int]] = {}
         self.keyed: dict[Sig, list[tuple[int, int]]] = {}  # keys(sig), memoised
 
     def fork(self) -> Timelines:
@@ -58,7 +62,8 @@ class Timelines:
         other.tables = {k: (list(s), list(m)) for k, (s, m) in self.tables.items()}
         other.at = {k: list(a) for k, a in self.at.items()}
         other.synced, other.log = dict(self.synced), list(self.log)
-        other.until = list(self.until)
+        other.until, other.opens = list(self.until), list(self.opens)
+        other.nows = {k: list(v) for k, v in self.nows.items()}
         return other
 
     def reach(self, i: int, dim: int, x: int) -> int:
@@ -201,11 +206,38 @@ class Timelines:
         return mask, nxt
 
     def ever(self, sig: Sig) -> int:
-        """The nodes that come to hold `sig` at some time."""
-        mask = -1
+        """The nodes that come to hold `sig` at some time. A start with an end only moves a
+        node's reach later, never to NEVER: a table need not catch up unless a job with no
+        end started since."""
+        mask, opens = -1, self.opens
         for key in self.keys(sig):
-            masks = self.table(key)[1]
+            got = self.tables.get(key)
+            if got is None or (opens and opens[-1] >= self.synced[key]):
+                got = self.table(key)
+            masks = got[1]
             mask &= masks[-1] if masks else 0
+        return mask
+
+    def now(self, sig: Sig) -> int:
+        """The nodes that hold `sig` now (holding(sig, 0)'s mask)."""
+        keys = self.keyed.get(sig)
+        if keys is None:
+            keys = self.keyed[sig] = self.keys(sig)
+        mask, log, free = -1, self.log, self.free
+        for key in keys:
+            dim, x = key
+            got = self.nows.get(key)
+            if got is None:
+                got = self.nows[key] = [0, len(log)]
+                for i, f in enumerate(free):
+                    if (f[dim] == 0) if dim == JOBS else f[dim] >= x:
+                        got[0] |= 1 << i
+            elif got[1] < len(log):
+                for i in log[got[1]:]:
+                    if (free[i][dim] != 0) if dim == JOBS else free[i][dim] < x:
+                        got[0] &= ~(1 << i)
+                got[1] = len(log)
+            mask &= got[0]
         return mask
 
     def since(self, i: int, sig: Sig, now: int) -> int | None:
@@ -243,6 +275,8 @@ class Timelines:
             bisect.insort(self.exact[i], (at, share.cpus, share.mem, len(share.gpus), 1))
         self.log.append(i)  # the tables catch up when read (table)
         self.until.append(until)
+        if until >= NEVER:
+            self.opens.append(len(self.log) - 1)
 
 
 def releases(ends: Sequence[Ending], uses: Mapping[str, NodeUse], slot_of
