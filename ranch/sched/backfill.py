@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import copy
 import math
-from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
 from ranch.sched.bffit import NEVER, Sig, Timelines, releases
 from ranch.sched.bfmap import Clock, SlotMap, bits, lowest
 from ranch.sched.bfparams import Params, node_order
+from ranch.sched.bfsearch import BEYOND, search
 from ranch.sched.bfstart import second
 from ranch.sched.features import NodeFilter, matches_features
 from ranch.sched.fifo import RESERVED, Cluster, Queued
@@ -30,7 +30,6 @@ from ranch.sched.model import (
 )
 from ranch.sched.place import place
 
-BEYOND = "beyond bf_window"
 NEVER_FITS = "no start in sight"  # nodes too small or held by jobs with no time limit
 SKIPPED = ("bf_max_job_test", "bf_max_job_user", "bf_max_job_part")  # untested: no estimate
 __all__ = ["BEYOND", "NEVER_FITS", "SKIPPED", "Cycle", "Params", "node_order", "plan"]
@@ -73,7 +72,11 @@ class Cycle:
         for b, e, m in self.windows:
             self.map.block(max(0, math.floor((b - clock.origin) / clock.res) + 1),
                            clock.after(e), m)
-            self.map.release(clock.after(e), m)  # _windowed holds it to then
+        # whether every window's end is an end in the map (one within a slot blocks no slot
+        # of it): then a search may walk the map's ends alone (bfsearch.py)
+        self.ends_known = all(clock.after(e) >= clock.slots or not m or max(
+            0, math.floor((b - clock.origin) / clock.res) + 1) < clock.after(e)
+            for b, e, m in self.windows)
         self.eligible: dict[tuple, int] = {}
         self.low: dict[tuple, int] = {}  # a request's earliest start can only move later
         self.gone: dict[tuple, str] = {}  # requests that found none: why
@@ -292,7 +295,7 @@ class Cycle:
             return NEVER_FITS
         if not need.spread and _dominated(shape, self.failed.get(group, ())):
             return BEYOND
-        got = self._search(job, sig, k, elig | req, req, minutes, self.low.get(key, earliest))
+        got = search(self, job, sig, k, elig | req, req, minutes, self.low.get(key, earliest))
         if isinstance(got, str):
             self.gone[key] = got
             if got == BEYOND and not need.spread:  # kept minimal: none within another
@@ -301,71 +304,6 @@ class Cycle:
             return got
         self.low[key] = got[0]
         return got
-
-    def _search(self, job: Pending, sig: Sig, k: int, usable: int, req: int,
-                minutes: int | None, t: int) -> tuple[int, int] | str:
-        """Walk the moments something comes free (a running job's end bound, a reservation's
-        end) from slot `t` to the window's end; the first where enough nodes hold the job,
-        free of the reservations over [t, t + span) only, as Slurm tests a later start
-        (backfill.c _test_resv_overlap: `begin_time < end_reserve`; a start now: _now).
-        A job on whole nodes skips the ends that free too few of the nodes it could use
-        (SlotMap.joined): the nodes free over a run only grow where something ends."""
-        lines, smap, last = self.lines, self.map, self.clock.slots
-        span = self.clock.span(minutes)
-        spread = job.need.spread
-        tables = lines.tables_of(sig)  # no job starts during a search: read them as they are
-        windows = self.windows
-        while t < last:
-            held, grows = _holding(tables, t)
-            held &= usable
-            if held.bit_count() < k or req & ~held:
-                if grows is None:
-                    break
-                t = grows
-                continue
-            free = smap.free(t, t + span)
-            if windows:
-                free &= ~self._windowed(self.clock.wall(t), minutes)
-            cand = free & held
-            if not spread and k > 0:
-                short = k - cand.bit_count()
-                if short <= 0 and not req & ~cand:
-                    return t, self._choose(job, cand, req, k, t)
-                nxt = smap.joined(t, grows, held & ~cand, short, req & ~cand)
-                if nxt is None:
-                    break
-                t = self._skip_full(tables, k, usable, req, span, nxt)
-                continue
-            chosen = self._choose(job, cand, req, k, t)
-            if chosen:
-                return t, chosen
-            if spread:  # how many tasks a node takes grows at each of its releases
-                more = lines.next_release(held, t)
-                if more is not None and (grows is None or more < grows):
-                    grows = more
-            nxt = smap.next_end(t)
-            if grows is None and nxt is None:
-                break
-            t = min(x for x in (grows, nxt) if x is not None)
-            t = self._skip_full(tables, k, usable, req, span, t)
-        return BEYOND
-
-    def _skip_full(self, tables: list, k: int, usable: int, req: int, span: int,
-                   t: int) -> int:
-        """Skip the stretches where the job cannot start: for every start in [t, u) with
-        u <= t + span, its nodes must hold it by u (resources only grow) and be free in slot
-        u - 1 (inside every such run), so too few such nodes rule the whole stretch out."""
-        last = self.clock.slots
-        tree, leaf = self.map.tree, self.map.size - 1
-        while t < last:
-            u = min(t + span, last)
-            free = tree[leaf + u] & usable  # the map's slot u - 1
-            if free.bit_count() >= k and not req & ~free:
-                held = _holding(tables, u)[0] & free
-                if held.bit_count() >= k and not req & ~held:
-                    return t
-            t = u
-        return t
 
     def _choose(self, job: Pending, free: int, req: int, k: int, t: int) -> int:
         """The nodes the job would take at slot `t` among `free`: first fit (0: none)."""
@@ -396,17 +334,6 @@ class Cycle:
             if tasks >= need.tasks and count >= need.nodes:
                 return chosen
         return 0
-
-
-def _holding(tables: list, slot: int) -> tuple[int, int | None]:
-    """Timelines.holding over the tables of one request, read as they are."""
-    mask, nxt = -1, None
-    for slots, masks in tables:
-        j = bisect_right(slots, slot)
-        mask &= masks[j - 1] if j else 0
-        if j < len(slots) and (nxt is None or slots[j] < nxt):
-            nxt = slots[j]
-    return mask, nxt
 
 
 def _dominated(shape: tuple, failed: list[tuple]) -> bool:

@@ -97,15 +97,13 @@ class SlotMap:
         self.everyone = everyone
         self.tree = [everyone] * (2 * size)
         self.ends: list[int] = []
-        # the slots where some node comes free again (a reservation's or a window's end),
-        # each with the nodes it frees: a search skips ends that free too few of its nodes
-        self.frees: list[int] = []
+        # per slot of `ends`, the nodes that come free there
         self.freed: dict[int, int] = {}
 
     def fork(self) -> SlotMap:
         other = copy.copy(self)
         other.tree, other.ends = list(self.tree), list(self.ends)
-        other.frees, other.freed = list(self.frees), dict(self.freed)
+        other.freed = dict(self.freed)
         return other
 
     def block(self, a: int, b: int, mask: int) -> None:
@@ -125,35 +123,7 @@ class SlotMap:
             i = bisect.bisect_left(self.ends, b)
             if i == len(self.ends) or self.ends[i] != b:
                 self.ends.insert(i, b)
-            self.release(b, mask)
-
-    def release(self, b: int, mask: int) -> None:
-        """Note that the nodes of `mask` come free at slot `b` (a window shorter than a slot
-        blocks nothing in the map yet holds its nodes to the second until it ends)."""
-        if b >= self.slots or not mask:
-            return
-        got = self.freed.get(b)
-        if got is None:
-            bisect.insort(self.frees, b)
-            self.freed[b] = mask
-        else:
-            self.freed[b] = got | mask
-
-    def joined(self, t: int, until: int | None, pool: int, short: int, need: int) -> int | None:
-        """The first slot after `t` (before `until`, else `until`) by which the nodes of
-        `pool` that came free number at least `short` and include `need`: before it, a
-        search short of `short` nodes at `t` finds no more (a node only joins the nodes free
-        over a run when something on it ends)."""
-        frees, freed = self.frees, self.freed
-        joined = 0
-        for i in range(bisect.bisect_right(frees, t), len(frees)):
-            e = frees[i]
-            if until is not None and e >= until:
-                return until
-            joined |= freed[e] & pool
-            if joined.bit_count() >= short and not need & ~joined:
-                return e
-        return until
+            self.freed[b] = self.freed.get(b, 0) | mask
 
     def free(self, a: int, b: int) -> int:
         """The nodes free of reservations over all of [a, b)."""
