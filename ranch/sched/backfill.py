@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 
 from ranch.sched.bffit import NEVER, Sig, Timelines, releases
 from ranch.sched.bfmap import Clock, SlotMap, bits, lowest
@@ -32,7 +32,8 @@ from ranch.sched.place import place
 
 NEVER_FITS = "no start in sight"  # nodes too small or held by jobs with no time limit
 SKIPPED = ("bf_max_job_test", "bf_max_job_user", "bf_max_job_part")  # untested: no estimate
-__all__ = ["BEYOND", "NEVER_FITS", "SKIPPED", "Cycle", "Params", "node_order", "plan"]
+__all__ = ["BEYOND", "NEVER_FITS", "SKIPPED", "Cycle", "Params", "finish", "node_order", "plan",
+           "steps"]
 DEFAULTS = Params()
 
 
@@ -40,13 +41,38 @@ def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now:
          params: Params = DEFAULTS, windows: Sequence[Window] = ()) -> tuple[Estimate, ...]:
     """One backfill cycle: an estimate for each queued job (in priority order), from the
     running jobs' end bounds (`ends`). `cluster` is not changed."""
+    return finish(steps(cluster, queue, ends, now, params, windows, lambda: False))
+
+
+def steps(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now: float,
+          params: Params, windows: Sequence[Window], due: Callable[[], bool]
+          ) -> Generator[None, None, tuple[Estimate, ...]]:
+    """plan() in slices: after each job it asks `due()` (the caller's clock: this core reads
+    none) and yields when it says so, so that a caller on an event loop lets the loop run
+    in between (`await trio.sleep(0)` at each yield); it returns plan()'s estimates. The
+    snapshot it plans over must stay unchanged until it is done."""
     cycle = Cycle(cluster, ends, now, params, windows)
-    out = [cycle.consider(q) for q in queue]
+    out: list[Estimate] = []
+    for q in queue:
+        out.append(cycle.consider(q))
+        if due():
+            yield
     if params.estimate_all:
         for i, (q, e) in enumerate(zip(queue, out, strict=True)):
             if isinstance(e, Unplanned) and e.why in SKIPPED:
                 out[i] = cycle.display(q, e)
+                if due():
+                    yield
     return tuple(out)
+
+
+def finish(slices: Generator[None, None, tuple[Estimate, ...]]) -> tuple[Estimate, ...]:
+    """Run steps() to its end without pausing; its estimates."""
+    while True:
+        try:
+            next(slices)
+        except StopIteration as done:
+            return done.value
 
 
 class Cycle:
@@ -336,7 +362,7 @@ class Cycle:
         return 0
 
 
-def _dominated(shape: tuple, failed: list[tuple]) -> bool:
+def _dominated(shape: tuple, failed: Sequence[tuple]) -> bool:
     """Whether any of `failed` is _within `shape` (inlined: every job a cycle gives no
     estimate reads the whole list)."""
     c, m, g, whole, span, k = shape

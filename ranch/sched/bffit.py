@@ -110,7 +110,9 @@ class Timelines:
         got = self.tables.get(key)
         if got is None:
             dim, x = key
-            reach = [self.reach(i, dim, x) for i in range(len(self.nodes))]
+            free = self.free  # reach()'s first test inlined: most nodes have it now or never
+            reach = [0 if ((f[dim] == 0) if dim == JOBS else f[dim] >= x) else self.reach(i, dim, x)
+                     for i, f in enumerate(free)]
             by: dict[int, int] = {}
             for i, s in enumerate(reach):
                 if s != NEVER:

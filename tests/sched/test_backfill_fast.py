@@ -77,3 +77,23 @@ def test_the_fast_planner_plans_as_the_plain_one(scene) -> None:
                 mock.patch.object(backfill, "search", every_slot):
             plain = [key(e) for e in backfill.plan(c, queue, ends, now, p, windows)]
         assert fast == plain
+
+
+@settings(max_examples=50, deadline=None)
+@given(scenes())
+def test_the_plan_in_slices_is_the_plan(scene) -> None:
+    """steps() told that a pause is due after every job yields after each and plans as
+    plan()."""
+    c, queue, ends, windows, params, now = scene
+    slices = backfill.steps(c, queue, ends, now, params, windows, lambda: True)
+    paused = 0
+    while True:
+        try:
+            next(slices)
+            paused += 1
+        except StopIteration as done:
+            got = done.value
+            break
+    assert [key(e) for e in got] == [key(e) for e in backfill.plan(c, queue, ends, now, params,
+                                                                   windows)]
+    assert paused >= len(queue)
