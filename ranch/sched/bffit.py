@@ -42,6 +42,12 @@ class Timelines:
             self.free.append([n.cpus - (u.cpus if u else 0), n.real_memory - (u.mem if u else 0),
                               n.gpus - (len(u.gpus) if u else 0), len(u.jobs) if u else 0])
             self.rel.append(sorted(releases.get(n.name, ())))
+        # every node's releases by slot: the nodes something frees on at each
+        self.rel_at: dict[int, int] = {}
+        for i, rel in enumerate(self.rel):
+            for r in rel:
+                self.rel_at[r[0]] = self.rel_at.get(r[0], 0) | 1 << i
+        self.rel_slots = sorted(self.rel_at)
         self.tables: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self.at: dict[tuple[int, int], list[int]] = {}  # per table, each node's reach slot
         self.synced: dict[tuple[int, int], int] = {}  # per table, how much of `log` it holds
@@ -58,6 +64,7 @@ class Timelines:
         other = copy.copy(self)
         other.free = [list(f) for f in self.free]
         other.rel = [list(r) for r in self.rel]
+        other.rel_at, other.rel_slots = dict(self.rel_at), list(self.rel_slots)
         other.exact = [list(r) for r in self.exact]
         other.tables = {k: (list(s), list(m)) for k, (s, m) in self.tables.items()}
         other.at = {k: list(a) for k, a in self.at.items()}
@@ -96,15 +103,11 @@ class Timelines:
 
     def next_release(self, mask: int, slot: int) -> int | None:
         """The first slot after `slot` at which any node of `mask` frees something."""
-        out = None
-        while mask:
-            low = mask & -mask
-            mask ^= low
-            rel = self.rel[low.bit_length() - 1]
-            j = bisect.bisect_left(rel, (slot + 1,))
-            if j < len(rel) and (out is None or rel[j][0] < out):
-                out = rel[j][0]
-        return out
+        slots, at = self.rel_slots, self.rel_at
+        for j in range(bisect.bisect_right(slots, slot), len(slots)):
+            if at[slots[j]] & mask:
+                return slots[j]
+        return None
 
     def table(self, key: tuple[int, int]) -> tuple[list[int], list[int]]:
         got = self.tables.get(key)
@@ -273,6 +276,10 @@ class Timelines:
         f[2] -= len(share.gpus)
         f[3] += 1
         bisect.insort(self.rel[i], (until, share.cpus, share.mem, len(share.gpus), 1))
+        got = self.rel_at.get(until)
+        if got is None:
+            bisect.insort(self.rel_slots, until)
+        self.rel_at[until] = (got or 0) | 1 << i
         if at is not None:
             bisect.insort(self.exact[i], (at, share.cpus, share.mem, len(share.gpus), 1))
         self.log.append(i)  # the tables catch up when read (table)
