@@ -48,6 +48,7 @@ class Timelines:
             for r in rel:
                 self.rel_at[r[0]] = self.rel_at.get(r[0], 0) | 1 << i
         self.rel_slots = sorted(self.rel_at)
+        self.later: list[int] | None = None  # next_release's index, made when read
         self.tables: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self.at: dict[tuple[int, int], list[int]] = {}  # per table, each node's reach slot
         self.synced: dict[tuple[int, int], int] = {}  # per table, how much of `log` it holds
@@ -104,9 +105,19 @@ class Timelines:
     def next_release(self, mask: int, slot: int) -> int | None:
         """The first slot after `slot` at which any node of `mask` frees something."""
         slots, at = self.rel_slots, self.rel_at
-        for j in range(bisect.bisect_right(slots, slot), len(slots)):
-            if at[slots[j]] & mask:
-                return slots[j]
+        j = bisect.bisect_right(slots, slot)
+        later = self.later
+        if later is None:  # per slot, the nodes that free something then or after
+            later, acc = [0] * (len(slots) + 1), 0
+            for k in range(len(slots) - 1, -1, -1):
+                acc |= at[slots[k]]
+                later[k] = acc
+            self.later = later
+        if not later[j] & mask:  # the nodes that hold a job now often free nothing later
+            return None
+        for k in range(j, len(slots)):
+            if at[slots[k]] & mask:
+                return slots[k]
         return None
 
     def table(self, key: tuple[int, int]) -> tuple[list[int], list[int]]:
@@ -280,6 +291,7 @@ class Timelines:
         if got is None:
             bisect.insort(self.rel_slots, until)
         self.rel_at[until] = (got or 0) | 1 << i
+        self.later = None
         if at is not None:
             bisect.insort(self.exact[i], (at, share.cpus, share.mem, len(share.gpus), 1))
         self.log.append(i)  # the tables catch up when read (table)
