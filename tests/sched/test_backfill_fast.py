@@ -1,8 +1,9 @@
 """The backfill planner's fast paths against plain references on random small scenes: the
 same estimates, job for job. The search walks only the ends that free enough of a whole-node
 job's nodes (bfsearch.py); the reference tests every slot of the window. The fit tables catch
-up on starts and serve "holds it now" and "ever holds it" from partial state (bffit.py); the
-reference rebuilds each table from the nodes whenever it is read."""
+up on starts and serve "holds it now" and "ever holds it" from partial state, and a spread
+job's next release comes from an index by slot (bffit.py); the reference rebuilds each table
+from the nodes whenever it is read and looks at each node's releases."""
 
 from __future__ import annotations
 
@@ -46,6 +47,11 @@ class Plain(Timelines):
 
     def now(self, sig: Sig) -> int:
         return self.holding(sig, 0)[0]
+
+    def next_release(self, mask: int, slot: int) -> int | None:
+        later = [r[0] for i in range(len(self.nodes)) if mask >> i & 1
+                 for r in self.rel[i] if r[0] > slot]
+        return min(later, default=None)
 
     def ever(self, sig: Sig) -> int:
         return self.holding(sig, NEVER)[0]
