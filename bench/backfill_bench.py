@@ -160,6 +160,9 @@ def loop(pending: int, nodes: int) -> dict:
     sys.path.insert(0, str(ROOT / "bench"))
     import sched_bench
 
+    from ranch.ctld import gctune
+
+    gctune.configure()  # the collector as rctld sets it (full passes over 50,000 jobs are rare)
     sched_bench.CONF = LOOP_CONF
     out: dict = {"pending": pending, "nodes": nodes, "loop": True}
     worst = [0.0]

@@ -44,7 +44,7 @@ def search(cycle: Cycle, job: Pending, sig: Sig, k: int, usable: int, req: int,
         if held.bit_count() < k or req & ~held:
             if grows is None:
                 break
-            t = grows
+            t = _skip_full(smap, tables, k, usable, req, span, grows) if walk else grows
             continue
         free = smap.free(t, t + span)
         if windows:
