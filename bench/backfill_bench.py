@@ -12,6 +12,16 @@ shape; `--idle F`: that share of nodes idle, so the cycle starts jobs too). bf_w
 bf_resolution 60 s, bf_max_job_test = every job (an estimate for all). Figures: milliseconds
 of this process's CPU time per cycle (p50, max over the rounds) and what the cycle decided.
 Prints one JSON line per queue length; asserts nothing; not part of `make test`.
+
+`--loop`: the cycle as the controller runs it (ranch/ctld/jobs/backfill.py, in-process as
+bench/sched_bench.py builds it): `--nodes` 8-CPU nodes each busy with a job of 10-1200
+minutes, `--pending` jobs of 1-8 whole nodes and 15 min to 1 day (every one tested:
+bf_max_job_test above the queue), one cycle under trio while a
+task wakes every millisecond. Figures: CPU ms of the snapshot, plan and commit; then one cycle
+as ranch/ctld/jobs/backfill.py runs it (the plan in a worker thread past 200 jobs: `thread`)
+and one with the plan on the loop in 20 ms slices (`slices`: backfill.steps), each its wall
+time and the longest the task waited past its wake-up (the event loop's longest stall; the
+snapshot and commit run on the loop in both).
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ranch.sched.backfill import Params, plan  # noqa: E402
+from ranch.sched.backfill import Params, plan, steps  # noqa: E402
 from ranch.sched.fifo import Cluster, Queued  # noqa: E402
 from ranch.sched.model import (  # noqa: E402
     UP,
@@ -132,6 +142,99 @@ def run(pending: int, nodes: int, rounds: int, profile: bool, idle: float = 0.0,
             if planned else None}
 
 
+LOOP_CONF = """\
+ClusterName=bench
+SlurmctldHost=ctl(127.0.0.1)
+MaxJobCount=200000
+SchedulerType=sched/backfill
+SchedulerParameters=bf_max_job_test=1000000,bf_window=1440,bf_resolution=60
+NodeName=n[1-{nodes}] CPUs=8 RealMemory=16000
+PartitionName=main Nodes=n[1-{nodes}] Default=YES MaxTime=1440
+"""
+
+
+def loop(pending: int, nodes: int) -> dict:
+    """One controller cycle over `pending` jobs, timed against the event loop."""
+    import trio
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import sched_bench
+
+    from ranch.ctld import gctune
+
+    gctune.configure()  # the collector as rctld sets it (full passes over 50,000 jobs are rare)
+    sched_bench.CONF = LOOP_CONF
+    out: dict = {"pending": pending, "nodes": nodes, "loop": True}
+    worst = [0.0]
+
+    async def main() -> None:
+        c = sched_bench.build(nodes, busy=False)
+        rng = random.Random(42)
+        submit = c.jobs.submission.submit
+        for _ in range(nodes):  # every node busy, each job ending within the window
+            submit(sched_bench.job(cpus_per_task=8, time_limit=rng.randint(10, 1200)))
+        held, c.jobs.submission._run_pass = c.jobs.submission._run_pass, lambda: None
+        for _ in range(pending):  # each submission would run the pass: held back
+            submit(sched_bench.job(num_nodes=rng.choice([1, 1, 1, 2, 4, 8]),
+                                   time_limit=rng.choice([15, 60, 240, 1440])))
+        c.jobs.submission._run_pass = held
+        bf = c.jobs.backfill
+        t0 = time.process_time()
+        snap = bf.snapshot()
+        out["snapshot_cpu_ms"] = round((time.process_time() - t0) * 1000, 1)
+        t0 = time.process_time()
+        est = snap.plan()
+        out["plan_cpu_ms"] = round((time.process_time() - t0) * 1000, 1)
+        out["planned"] = sum(isinstance(e, Planned) for e in est)
+        t0 = time.process_time()
+        bf.commit(snap, est)
+        out["commit_cpu_ms"] = round((time.process_time() - t0) * 1000, 1)
+
+        async def sliced() -> None:
+            """The cycle with the plan on the loop in 20 ms slices (backfill.steps)."""
+            snap = bf.snapshot()
+            mark = [time.perf_counter()]
+
+            def due() -> bool:
+                if time.perf_counter() - mark[0] < 0.02:
+                    return False
+                mark[0] = time.perf_counter()
+                return True
+
+            slices = steps(snap.cluster, snap.queue, snap.ends, snap.now, snap.params,
+                           snap.windows, due)
+            while True:
+                try:
+                    next(slices)
+                except StopIteration as done:
+                    bf.commit(snap, done.value)
+                    return
+                await trio.sleep(0)
+                mark[0] = time.perf_counter()
+
+        for name, run in (("thread", bf.cycle), ("slices", sliced)):
+            worst[0] = 0.0
+            done = trio.Event()
+
+            async def watch() -> None:
+                while not done.is_set():  # noqa: B023 (each round's own event, awaited)
+                    t = time.perf_counter()
+                    await trio.sleep(0.001)
+                    worst[0] = max(worst[0], time.perf_counter() - t - 0.001)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(watch)
+                await trio.sleep(0.01)
+                t = time.perf_counter()
+                await run()
+                out[f"{name}_wall_ms"] = round((time.perf_counter() - t) * 1000, 1)
+                done.set()
+            out[f"{name}_max_stall_ms"] = round(worst[0] * 1000, 1)
+
+    trio.run(main)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pending", type=int, nargs="*", default=[10_000, 50_000])
@@ -140,7 +243,12 @@ def main() -> None:
     ap.add_argument("--idle", type=float, default=0.0, help="share of nodes idle")
     ap.add_argument("--diverse", action="store_true", help="every job its own shape")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--loop", action="store_true", help="the controller's cycle, timed")
     a = ap.parse_args()
+    if a.loop:
+        for pending in a.pending:
+            print(json.dumps(loop(pending, a.nodes)), flush=True)
+        return
     for pending in a.pending:
         print(json.dumps(run(pending, a.nodes, a.rounds, a.profile, a.idle, a.diverse)),
               flush=True)

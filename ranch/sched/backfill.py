@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 
 from ranch.sched.bffit import NEVER, Sig, Timelines, releases
 from ranch.sched.bfmap import Clock, SlotMap, bits, lowest
 from ranch.sched.bfparams import Params, node_order
+from ranch.sched.bfsearch import BEYOND, search
 from ranch.sched.bfstart import second
 from ranch.sched.features import NodeFilter, matches_features
 from ranch.sched.fifo import RESERVED, Cluster, Queued
@@ -29,10 +30,10 @@ from ranch.sched.model import (
 )
 from ranch.sched.place import place
 
-BEYOND = "beyond bf_window"
 NEVER_FITS = "no start in sight"  # nodes too small or held by jobs with no time limit
 SKIPPED = ("bf_max_job_test", "bf_max_job_user", "bf_max_job_part")  # untested: no estimate
-__all__ = ["BEYOND", "NEVER_FITS", "SKIPPED", "Cycle", "Params", "node_order", "plan"]
+__all__ = ["BEYOND", "NEVER_FITS", "SKIPPED", "Cycle", "Params", "finish", "node_order", "plan",
+           "steps"]
 DEFAULTS = Params()
 
 
@@ -40,13 +41,38 @@ def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now:
          params: Params = DEFAULTS, windows: Sequence[Window] = ()) -> tuple[Estimate, ...]:
     """One backfill cycle: an estimate for each queued job (in priority order), from the
     running jobs' end bounds (`ends`). `cluster` is not changed."""
+    return finish(steps(cluster, queue, ends, now, params, windows, lambda: False))
+
+
+def steps(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now: float,
+          params: Params, windows: Sequence[Window], due: Callable[[], bool]
+          ) -> Generator[None, None, tuple[Estimate, ...]]:
+    """plan() in slices: after each job it asks `due()` (the caller's clock: this core reads
+    none) and yields when it says so, so that a caller on an event loop lets the loop run
+    in between (`await trio.sleep(0)` at each yield); it returns plan()'s estimates. The
+    snapshot it plans over must stay unchanged until it is done."""
     cycle = Cycle(cluster, ends, now, params, windows)
-    out = [cycle.consider(q) for q in queue]
+    out: list[Estimate] = []
+    for q in queue:
+        out.append(cycle.consider(q))
+        if due():
+            yield
     if params.estimate_all:
         for i, (q, e) in enumerate(zip(queue, out, strict=True)):
             if isinstance(e, Unplanned) and e.why in SKIPPED:
                 out[i] = cycle.display(q, e)
+                if due():
+                    yield
     return tuple(out)
+
+
+def finish(slices: Generator[None, None, tuple[Estimate, ...]]) -> tuple[Estimate, ...]:
+    """Run steps() to its end without pausing; its estimates."""
+    while True:
+        try:
+            next(slices)
+        except StopIteration as done:
+            return done.value
 
 
 class Cycle:
@@ -72,6 +98,11 @@ class Cycle:
         for b, e, m in self.windows:
             self.map.block(max(0, math.floor((b - clock.origin) / clock.res) + 1),
                            clock.after(e), m)
+        # whether every window's end is an end in the map (one within a slot blocks no slot
+        # of it): then a search may walk the map's ends alone (bfsearch.py)
+        self.ends_known = all(clock.after(e) >= clock.slots or not m or max(
+            0, math.floor((b - clock.origin) / clock.res) + 1) < clock.after(e)
+            for b, e, m in self.windows)
         self.eligible: dict[tuple, int] = {}
         self.low: dict[tuple, int] = {}  # a request's earliest start can only move later
         self.gone: dict[tuple, str] = {}  # requests that found none: why
@@ -223,7 +254,7 @@ class Cycle:
         until = self._ending(job)
         minutes, now = self._minutes(job), self.clock.now
         way = NEVER if minutes is None else self.clock.through(now + minutes * 60)
-        cand = (elig | req) & self.lines.holding(sig, 0)[0] & self.map.free(0, way) \
+        cand = (elig | req) & self.lines.now(sig) & self.map.free(0, way) \
             & ~self._windowed(now, minutes)
         if cand.bit_count() < k or req & ~cand:
             return None
@@ -262,7 +293,7 @@ class Cycle:
         Resources for the first such job of its partition, Priority behind it."""
         sig, k = self._sig(job)
         elig, req = self._masks(job)
-        now = (elig | req) & self.lines.holding(sig, 0)[0]
+        now = (elig | req) & self.lines.now(sig)
         if now.bit_count() >= k and not req & ~now:
             held = self._windowed(self.clock.now, self._minutes(job))
             return RESERVED if (now & ~held).bit_count() < k or req & held else "Priority"
@@ -288,9 +319,9 @@ class Cycle:
         ever_held = self.lines.ever(sig) & (elig | req)
         if ever_held.bit_count() < k or req & ~ever_held:
             return NEVER_FITS
-        if not need.spread and any(_within(f, shape) for f in self.failed.get(group, ())):
+        if not need.spread and _dominated(shape, self.failed.get(group, ())):
             return BEYOND
-        got = self._search(job, sig, k, elig | req, req, minutes, self.low.get(key, earliest))
+        got = search(self, job, sig, k, elig | req, req, minutes, self.low.get(key, earliest))
         if isinstance(got, str):
             self.gone[key] = got
             if got == BEYOND and not need.spread:  # kept minimal: none within another
@@ -299,50 +330,6 @@ class Cycle:
             return got
         self.low[key] = got[0]
         return got
-
-    def _search(self, job: Pending, sig: Sig, k: int, usable: int, req: int,
-                minutes: int | None, t: int) -> tuple[int, int] | str:
-        """Walk the moments something comes free (a running job's end bound, a reservation's
-        end) from slot `t` to the window's end; the first where enough nodes hold the job,
-        free of the reservations over [t, t + span) only, as Slurm tests a later start
-        (backfill.c _test_resv_overlap: `begin_time < end_reserve`; a start now: _now)."""
-        lines, smap, last = self.lines, self.map, self.clock.slots
-        span = self.clock.span(minutes)
-        while t < last:
-            held, grows = lines.holding(sig, t)
-            held &= usable
-            if held.bit_count() < k or req & ~held:
-                if grows is None:
-                    break
-                t = grows
-                continue
-            free = smap.free(t, t + span) & ~self._windowed(self.clock.wall(t), minutes)
-            chosen = self._choose(job, free & held, req, k, t)
-            if chosen:
-                return t, chosen
-            if job.need.spread:  # how many tasks a node takes grows at each of its releases
-                more = lines.next_release(held, t)
-                if more is not None and (grows is None or more < grows):
-                    grows = more
-            nxt = smap.next_end(t)
-            if grows is None and nxt is None:
-                break
-            t = min(x for x in (grows, nxt) if x is not None)
-            t = self._skip_full(sig, k, usable, req, span, t)
-        return BEYOND
-
-    def _skip_full(self, sig: Sig, k: int, usable: int, req: int, span: int, t: int) -> int:
-        """Skip the stretches where the job cannot start: for every start in [t, u) with
-        u <= t + span, its nodes must hold it by u (resources only grow) and be free in slot
-        u - 1 (inside every such run), so too few such nodes rule the whole stretch out."""
-        last = self.clock.slots
-        while t < last:
-            u = min(t + span, last)
-            held = self.lines.holding(sig, u)[0] & usable & self.map.free(u - 1, u)
-            if held.bit_count() >= k and not req & ~held:
-                return t
-            t = u
-        return t
 
     def _choose(self, job: Pending, free: int, req: int, k: int, t: int) -> int:
         """The nodes the job would take at slot `t` among `free`: first fit (0: none)."""
@@ -373,6 +360,17 @@ class Cycle:
             if tasks >= need.tasks and count >= need.nodes:
                 return chosen
         return 0
+
+
+def _dominated(shape: tuple, failed: Sequence[tuple]) -> bool:
+    """Whether any of `failed` is _within `shape` (inlined: every job a cycle gives no
+    estimate reads the whole list)."""
+    c, m, g, whole, span, k = shape
+    for fc, fm, fg, fwhole, fspan, fk in failed:
+        if fc <= c and fm <= m and fg <= g and (whole or not fwhole) and fspan <= span \
+                and fk <= k:
+            return True
+    return False
 
 
 def _within(failed: tuple, shape: tuple) -> bool:

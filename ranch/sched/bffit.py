@@ -42,10 +42,22 @@ class Timelines:
             self.free.append([n.cpus - (u.cpus if u else 0), n.real_memory - (u.mem if u else 0),
                               n.gpus - (len(u.gpus) if u else 0), len(u.jobs) if u else 0])
             self.rel.append(sorted(releases.get(n.name, ())))
+        # every node's releases by slot: the nodes something frees on at each
+        self.rel_at: dict[int, int] = {}
+        for i, rel in enumerate(self.rel):
+            for r in rel:
+                self.rel_at[r[0]] = self.rel_at.get(r[0], 0) | 1 << i
+        self.rel_slots = sorted(self.rel_at)
+        self.later: list[int] | None = None  # next_release's index, made when read
         self.tables: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
         self.at: dict[tuple[int, int], list[int]] = {}  # per table, each node's reach slot
         self.synced: dict[tuple[int, int], int] = {}  # per table, how much of `log` it holds
         self.log: list[int] = []  # the nodes jobs started on, in order
+        self.until: list[int] = []  # and the slots those jobs end by
+        self.opens: list[int] = []  # where in `log` a job with no end started
+        # per amount, the nodes that have it free now and how much of `log` that has seen:
+        # a start now only takes from its nodes (most jobs read no more than this)
+        self.nows: dict[tuple[int, int], list[int]] = {}
         self.keyed: dict[Sig, list[tuple[int, int]]] = {}  # keys(sig), memoised
 
     def fork(self) -> Timelines:
@@ -53,10 +65,13 @@ class Timelines:
         other = copy.copy(self)
         other.free = [list(f) for f in self.free]
         other.rel = [list(r) for r in self.rel]
+        other.rel_at, other.rel_slots = dict(self.rel_at), list(self.rel_slots)
         other.exact = [list(r) for r in self.exact]
         other.tables = {k: (list(s), list(m)) for k, (s, m) in self.tables.items()}
         other.at = {k: list(a) for k, a in self.at.items()}
         other.synced, other.log = dict(self.synced), list(self.log)
+        other.until, other.opens = list(self.until), list(self.opens)
+        other.nows = {k: list(v) for k, v in self.nows.items()}
         return other
 
     def reach(self, i: int, dim: int, x: int) -> int:
@@ -89,21 +104,29 @@ class Timelines:
 
     def next_release(self, mask: int, slot: int) -> int | None:
         """The first slot after `slot` at which any node of `mask` frees something."""
-        out = None
-        while mask:
-            low = mask & -mask
-            mask ^= low
-            rel = self.rel[low.bit_length() - 1]
-            j = bisect.bisect_left(rel, (slot + 1,))
-            if j < len(rel) and (out is None or rel[j][0] < out):
-                out = rel[j][0]
-        return out
+        slots, at = self.rel_slots, self.rel_at
+        j = bisect.bisect_right(slots, slot)
+        later = self.later
+        if later is None:  # per slot, the nodes that free something then or after
+            later, acc = [0] * (len(slots) + 1), 0
+            for k in range(len(slots) - 1, -1, -1):
+                acc |= at[slots[k]]
+                later[k] = acc
+            self.later = later
+        if not later[j] & mask:  # the nodes that hold a job now often free nothing later
+            return None
+        for k in range(j, len(slots)):
+            if at[slots[k]] & mask:
+                return slots[k]
+        return None
 
     def table(self, key: tuple[int, int]) -> tuple[list[int], list[int]]:
         got = self.tables.get(key)
         if got is None:
             dim, x = key
-            reach = [self.reach(i, dim, x) for i in range(len(self.nodes))]
+            free = self.free  # reach()'s first test inlined: most nodes have it now or never
+            reach = [0 if ((f[dim] == 0) if dim == JOBS else f[dim] >= x) else self.reach(i, dim, x)
+                     for i, f in enumerate(free)]
             by: dict[int, int] = {}
             for i, s in enumerate(reach):
                 if s != NEVER:
@@ -125,7 +148,17 @@ class Timelines:
         slot, all of them in one sweep (a start only makes a node reach later)."""
         at, (dim, x) = self.at[key], key
         moved = []
-        for i in set(self.log[self.synced[key]:]):
+        free, since = self.free, self.synced[key]
+        latest: dict[int, int] = {}  # per node started on, the last end of those starts
+        for i, u in zip(self.log[since:], self.until[since:], strict=True):
+            if latest.get(i, -1) < u:
+                latest[i] = u
+        for i, u in latest.items():
+            old = at[i]
+            # a start only lowers what the node has free before its end: one that reached
+            # the amount by then (or never does, or does now still) has not moved
+            if old == NEVER or u <= old or (old == 0 and dim != JOBS and free[i][dim] >= x):
+                continue
             new = self.reach(i, dim, x)
             if new != at[i]:
                 moved.append((i, at[i], new))
@@ -163,6 +196,13 @@ class Timelines:
             out.append((JOBS, 0))
         return out
 
+    def tables_of(self, sig: Sig) -> list[tuple[list[int], list[int]]]:
+        """The tables of a request's amounts, up to date."""
+        keys = self.keyed.get(sig)
+        if keys is None:
+            keys = self.keyed[sig] = self.keys(sig)
+        return [self.table(key) for key in keys]
+
     def holding(self, sig: Sig, slot: int) -> tuple[int, int | None]:
         """(the nodes holding `sig` at `slot`, the next slot at which more might, or None)."""
         mask, nxt = -1, None
@@ -182,11 +222,38 @@ class Timelines:
         return mask, nxt
 
     def ever(self, sig: Sig) -> int:
-        """The nodes that come to hold `sig` at some time."""
-        mask = -1
+        """The nodes that come to hold `sig` at some time. A start with an end only moves a
+        node's reach later, never to NEVER: a table need not catch up unless a job with no
+        end started since."""
+        mask, opens = -1, self.opens
         for key in self.keys(sig):
-            masks = self.table(key)[1]
+            got = self.tables.get(key)
+            if got is None or (opens and opens[-1] >= self.synced[key]):
+                got = self.table(key)
+            masks = got[1]
             mask &= masks[-1] if masks else 0
+        return mask
+
+    def now(self, sig: Sig) -> int:
+        """The nodes that hold `sig` now (holding(sig, 0)'s mask)."""
+        keys = self.keyed.get(sig)
+        if keys is None:
+            keys = self.keyed[sig] = self.keys(sig)
+        mask, log, free = -1, self.log, self.free
+        for key in keys:
+            dim, x = key
+            got = self.nows.get(key)
+            if got is None:
+                got = self.nows[key] = [0, len(log)]
+                for i, f in enumerate(free):
+                    if (f[dim] == 0) if dim == JOBS else f[dim] >= x:
+                        got[0] |= 1 << i
+            elif got[1] < len(log):
+                for i in log[got[1]:]:
+                    if (free[i][dim] != 0) if dim == JOBS else free[i][dim] < x:
+                        got[0] &= ~(1 << i)
+                got[1] = len(log)
+            mask &= got[0]
         return mask
 
     def since(self, i: int, sig: Sig, now: int) -> int | None:
@@ -220,9 +287,17 @@ class Timelines:
         f[2] -= len(share.gpus)
         f[3] += 1
         bisect.insort(self.rel[i], (until, share.cpus, share.mem, len(share.gpus), 1))
+        got = self.rel_at.get(until)
+        if got is None:
+            bisect.insort(self.rel_slots, until)
+        self.rel_at[until] = (got or 0) | 1 << i
+        self.later = None
         if at is not None:
             bisect.insort(self.exact[i], (at, share.cpus, share.mem, len(share.gpus), 1))
         self.log.append(i)  # the tables catch up when read (table)
+        self.until.append(until)
+        if until >= NEVER:
+            self.opens.append(len(self.log) - 1)
 
 
 def releases(ends: Sequence[Ending], uses: Mapping[str, NodeUse], slot_of

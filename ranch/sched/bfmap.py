@@ -97,10 +97,13 @@ class SlotMap:
         self.everyone = everyone
         self.tree = [everyone] * (2 * size)
         self.ends: list[int] = []
+        # per slot of `ends`, the nodes that come free there
+        self.freed: dict[int, int] = {}
 
     def fork(self) -> SlotMap:
         other = copy.copy(self)
         other.tree, other.ends = list(self.tree), list(self.ends)
+        other.freed = dict(self.freed)
         return other
 
     def block(self, a: int, b: int, mask: int) -> None:
@@ -120,6 +123,7 @@ class SlotMap:
             i = bisect.bisect_left(self.ends, b)
             if i == len(self.ends) or self.ends[i] != b:
                 self.ends.insert(i, b)
+            self.freed[b] = self.freed.get(b, 0) | mask
 
     def free(self, a: int, b: int) -> int:
         """The nodes free of reservations over all of [a, b)."""
