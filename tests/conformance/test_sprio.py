@@ -150,6 +150,41 @@ def on_ranch(conf: str, exact: bool = True) -> list[tuple[str, object]]:
                         lambda: None, exact)
 
 
+def on_slurm_with(slurm: SlurmCluster, scenario_of) -> list[tuple[str, object]]:
+    """`scenario_of(cluster, sprio, sacctmgr, restart)` on a private Slurm (slurmctld
+    restarted by `restart`)."""
+    def restart() -> None:
+        proc = slurm.procs["slurmctld"]
+        proc.terminate()
+        proc.wait(timeout=30)
+        slurm._spawn("slurmctld", [_find("slurmctld"), "-D", "-f", str(slurm.conf)])
+        slurm._wait(lambda: slurm.run("scontrol", "ping").returncode == 0, 30,
+                    "slurmctld to answer again")
+
+    def command(name: str):
+        return lambda *a: _run(slurm.argv(name, *a), slurm.env())
+
+    return scenario_of(slurm, command("sprio"), command("sacctmgr"), restart)
+
+
+def on_ranch_with(conf: str, scenario_of) -> list[tuple[str, object]]:
+    """`scenario_of(cluster, sprio, sacctmgr, restart)` on rctld with accounting (nothing to
+    restart: rctld computes on every change)."""
+    code = "import sys; from ranch.cli.slurm_names import main; sys.exit(main())"
+    ranch = RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
+                         + conf)
+    with ranch:
+        env = ranch.env()
+
+        def named(*argv: str) -> tuple[int, str, str]:
+            got = _run([sys.executable, "-c", code, *argv], env)
+            return got[0], got[1], got[2].replace("rsprio", "sprio").replace(
+                "racctmgr", "sacctmgr")
+
+        return scenario_of(ranch, lambda *a: named("sprio", *a),
+                           lambda *a: named("sacctmgr", *a), lambda: None)
+
+
 @pytest.fixture(scope="module")
 def slurm_side() -> list[tuple[str, object]]:
     return on_slurm_with_slurmdbd(PRIORITY, on_slurm, timeout=90)

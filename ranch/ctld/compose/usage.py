@@ -12,7 +12,8 @@ ACCRUING = ("RUNNING", "CONFIGURING", "COMPLETING")
 
 def settings_of(config: ClusterConfig) -> UsageSettings:
     a = config.accounting
-    return UsageSettings(half_life=a.half_life, calc_period=a.calc_period, reset=a.reset_period)
+    return UsageSettings(half_life=a.half_life, calc_period=a.calc_period, reset=a.reset_period,
+                         max_tres="MAX_TRES" in config.priority.flags)
 
 
 def running_jobs(side: JobSide, since: float) -> list[RunningJob]:
