@@ -18,6 +18,7 @@ import shlex
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -150,9 +151,9 @@ def on_ranch(conf: str, exact: bool = True) -> list[tuple[str, object]]:
                         lambda: None, exact)
 
 
-def on_slurm_with(slurm: SlurmCluster, scenario_of) -> list[tuple[str, object]]:
-    """`scenario_of(cluster, sprio, sacctmgr, restart)` on a private Slurm (slurmctld
-    restarted by `restart`)."""
+def on_slurm_with(slurm: SlurmCluster, scenario_of) -> Any:
+    """`scenario_of(cluster, command, restart)` on a private Slurm: `command(name, *args)` runs
+    sprio, sacctmgr or sshare, `restart` restarts slurmctld."""
     def restart() -> None:
         proc = slurm.procs["slurmctld"]
         proc.terminate()
@@ -161,14 +162,14 @@ def on_slurm_with(slurm: SlurmCluster, scenario_of) -> list[tuple[str, object]]:
         slurm._wait(lambda: slurm.run("scontrol", "ping").returncode == 0, 30,
                     "slurmctld to answer again")
 
-    def command(name: str):
-        return lambda *a: _run(slurm.argv(name, *a), slurm.env())
+    def command(name: str, *args: str) -> tuple[int, str, str]:
+        return _run(slurm.argv(name, *args), slurm.env())
 
-    return scenario_of(slurm, command("sprio"), command("sacctmgr"), restart)
+    return scenario_of(slurm, command, restart)
 
 
-def on_ranch_with(conf: str, scenario_of) -> list[tuple[str, object]]:
-    """`scenario_of(cluster, sprio, sacctmgr, restart)` on rctld with accounting (nothing to
+def on_ranch_with(conf: str, scenario_of) -> Any:
+    """`scenario_of(cluster, command, restart)` on rctld with accounting (nothing to
     restart: rctld computes on every change)."""
     code = "import sys; from ranch.cli.slurm_names import main; sys.exit(main())"
     ranch = RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
@@ -181,8 +182,7 @@ def on_ranch_with(conf: str, scenario_of) -> list[tuple[str, object]]:
             return got[0], got[1], got[2].replace("rsprio", "sprio").replace(
                 "racctmgr", "sacctmgr")
 
-        return scenario_of(ranch, lambda *a: named("sprio", *a),
-                           lambda *a: named("sacctmgr", *a), lambda: None)
+        return scenario_of(ranch, named, lambda: None)
 
 
 @pytest.fixture(scope="module")

@@ -52,10 +52,10 @@ JOBS = (
 SPRIO = ("", "-l", "-n -l", "-w", "-u alice,root")
 
 
-def scenario(cluster, sprio, sacctmgr, restart) -> list[tuple[str, object]]:
+def scenario(cluster, command, restart) -> list[tuple[str, object]]:
     seen: list[tuple[str, object]] = []
     for line in TREE:
-        seen.append((f"sacctmgr {line}", sacctmgr(*shlex.split(line))))
+        seen.append((f"sacctmgr {line}", command("sacctmgr", *shlex.split(line))))
     restart()
     # a job running on c1 (both its CPUs; root's: rctld's test nodes run no other user's
     # script), then both nodes drained: the others pend
@@ -83,7 +83,7 @@ def scenario(cluster, sprio, sacctmgr, restart) -> list[tuple[str, object]]:
     # the words after the command's own name (scontrol: or rcontrol:)
     seen.append(("site out of range", (r.returncode, r.stderr.strip().split(":", 1)[-1])))
     for args in SPRIO:
-        seen.append((f"sprio {args}", sprio(*shlex.split(args))))
+        seen.append((f"sprio {args}", command("sprio", *shlex.split(args))))
     r = cluster.run("squeue", "-h", "-t", "all", "-o", "%i|%T|%Q")
     seen.append(("squeue %Q", r.stdout))
     return seen

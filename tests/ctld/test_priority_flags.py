@@ -45,6 +45,15 @@ def row(c: Cluster, jid: int) -> m.PriorityRow:
     return next(r for r in c.jobs.priorities.reply(m.PriorityRequest()).rows if r.job_id == jid)
 
 
+def test_association_priority_survives_the_trees_record() -> None:
+    """The tree's journal record (assoc/serial.py) carries it; an account's passes down."""
+    db = serial.from_json(serial.to_json(tree(alice="7")))
+    alice = db.find_assoc("test", "physics", "alice", "")
+    bob = db.find_assoc("test", "chem", "bob", "")
+    assert alice is not None and bob is not None
+    assert (db.effective(alice, "Priority"), db.effective(bob, "Priority")) == ("7", "40")
+
+
 async def test_association_priority_is_inherited_and_normalised(autojump_clock) -> None:
     c = cluster("PriorityWeightAssoc=1000")
     alice = c.jobs.submission.submit(job()).job_id
