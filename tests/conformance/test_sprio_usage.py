@@ -6,8 +6,9 @@ calc period has charged and decayed the usage (PriorityCalcPeriod=1), `sshare -a
 the FAIRSHARE of jobs then left pending (`sprio -l`) compared: the shares exactly, the usage
 figures within 1 % (RawUsage as one association's over the other's: how long after the jobs
 each side looks decays both alike, 1.2 % a minute, and leaves the ratio), the fair-share
-factors within 1 %. Fair Tree (the default). Needs slurmdbd and MariaDB; without them it
-skips."""
+factors within 1 %: under Fair Tree (the default), and under classic fair share
+(NO_FAIR_TREE), whose factor follows the usage itself. Needs slurmdbd and MariaDB; without
+them it skips."""
 
 from __future__ import annotations
 
@@ -83,7 +84,11 @@ def scenario(cluster, command, restart) -> dict[str, object]:
     assert code == 0, (cluster.name, err)
     lines = [line.split() for line in out.splitlines()]
     col = lines[0].index("FAIRSHARE")
-    return {"sshare": _users(shares), "fairshare": [float(r[col]) for r in lines[1:]]}
+    code, out, err = command("sprio", "-n", "-l", "-j", ",".join(waiting))
+    norm = [line.split() for line in out.splitlines()]
+    at = norm[0].index("FAIRSHARE")
+    return {"sshare": _users(shares), "fairshare": [float(r[col]) for r in lines[1:]],
+            "norm": [float(r[at]) for r in norm[1:]]}
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +99,20 @@ def slurm_side() -> dict[str, object]:
 def close(got: float, want: float) -> bool:
     """Within 1 % of Slurm's (inf: a LevelFS without usage, only itself)."""
     return got == want or abs(got - want) <= TOLERANCE * max(abs(want), 1e-12)
+
+
+def test_classic_fair_share_from_decayed_usage_within_one_percent() -> None:
+    """PriorityFlags=NO_FAIR_TREE: the factor 2^(-UE/S) follows the usage itself (not a rank),
+    so sprio's FAIRSHARE, weighted and normalised, is the sharper check of the decayed usage
+    (rshare prints Fair Tree's figures only: docs/slurm-compat.md)."""
+    conf = CONF + "PriorityFlags=NO_FAIR_TREE\n"
+    want = on_slurm_with_slurmdbd(conf, lambda s: on_slurm_with(s, scenario), timeout=90)
+    got = on_ranch_with(conf, scenario)
+    print("sprio -n FAIRSHARE (Slurm, Ranch):", want["norm"], got["norm"])
+    assert len(got["norm"]) == len(want["norm"]) == len(WAIT)
+    for key in ("fairshare", "norm"):
+        for g, w in zip(got[key], want[key], strict=True):
+            assert close(g, w), (key, got[key], want[key])
 
 
 def test_fair_share_from_decayed_usage_within_one_percent(slurm_side) -> None:
