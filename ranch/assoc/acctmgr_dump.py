@@ -30,7 +30,8 @@ FILE_LIMITS = (("GrpTRESMins", "GrpTRESMins"), ("GrpTRESRunMins", "GrpTRESRunMin
                ("GrpSubmitJobs", "GrpSubmitJobs"), ("GrpWall", "GrpWall"),
                ("MaxTRESMinsPerJob", "MaxTRESMins"), ("MaxTRESPerJob", "MaxTRES"),
                ("MaxTRESPerNode", "MaxTRESPerNode"), ("MaxJobs", "MaxJobs"),
-               ("MaxSubmitJobs", "MaxSubmitJobs"), ("MaxWallDurationPerJob", "MaxWall"))
+               ("MaxSubmitJobs", "MaxSubmitJobs"), ("MaxWallDurationPerJob", "MaxWall"),
+               ("Priority", "Priority"))
 WALLS = ("GrpWall", "MaxWall")
 
 

@@ -12,7 +12,7 @@ from ranch.assoc.acctmgr_ask import Reply, commit
 from ranch.assoc.acctmgr_fields import columns, render
 from ranch.assoc.acctmgr_values import BadValue, limit_key, limit_value, shares_text, shares_value
 from ranch.assoc.db import AcctDb, Refused
-from ranch.assoc.records import Account, Assoc, User, limits
+from ranch.assoc.records import PRIORITY, Account, Assoc, User, limits
 
 ASSOC_COLS = ("Share,GrpTRESM,GrpTRESR,GrpTRES,GrpJ,GrpJobsA,GrpMEM,GrpN,GrpS,GrpW,MaxTRESM,"
               "MaxTRES,MaxTRESPerN,MaxJ,MaxS,MaxN,MaxW,QOS,DefaultQOS")
@@ -41,6 +41,8 @@ def options(text: str) -> tuple[str, dict[str, str]]:
             raise BadValue(f" Bad format on {part}: End your option with an '=' sign\n")
         low = key.strip().lower()
         known = next((k for k in FILE_KEYS if k.startswith(low) and low), None)
+        if low.startswith("pri") and "priority".startswith(low):
+            known = PRIORITY  # an association's, kept with its limits
         opts[known or (limit_key(low) or low)] = value.strip().strip("'\"")
     return name, opts
 

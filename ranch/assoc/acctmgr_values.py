@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ranch.assoc.acctmgr_parse import match
 from ranch.assoc.db import AcctDb
-from ranch.assoc.records import FS_PARENT, Assoc, Qos, User
+from ranch.assoc.records import FS_PARENT, PRIORITY, Assoc, Qos, User
 
 # `set`/`where` limit keys: (spelling, least letters, canonical), as common.c sacctmgr_set_*
 LIMIT_KEYS = (("GrpTRESMins", 8, "GrpTRESMins"), ("GrpTRESRunMins", 8, "GrpTRESRunMins"),
@@ -22,7 +22,8 @@ LIMIT_KEYS = (("GrpTRESMins", 8, "GrpTRESMins"), ("GrpTRESRunMins", 8, "GrpTRESR
 TRES_ORDER = ("cpu", "mem", "energy", "node", "billing", "fs/disk", "vmem", "pages")
 TIME_LIMITS = ("GrpWall", "MaxWall")
 COUNT_LIMITS = ("GrpJobs", "GrpSubmitJobs", "MaxJobs", "MaxSubmitJobs", "MaxJobsPerUser",
-                "MaxSubmitJobsPerUser", "MaxJobsPerAccount", "MaxSubmitJobsPerAccount")
+                "MaxSubmitJobsPerUser", "MaxJobsPerAccount", "MaxSubmitJobsPerAccount",
+                PRIORITY)
 
 
 class BadValue(ValueError):
@@ -112,7 +113,7 @@ def assoc_cell(db: AcctDb, a: Assoc, kind: str) -> str:
         name, _, tres = kind.partition(":")
         return _tres_part(db.effective(a, name), tres)
     simple = {"acct": a.account, "cluster": a.cluster, "user": a.user, "part": a.partition,
-              "id": str(a.id), "share": shares_text(a.shares), "prio": ""}
+              "id": str(a.id), "share": shares_text(a.shares)}
     if kind in simple:
         return simple[kind]
     if kind == "pname":
@@ -121,7 +122,7 @@ def assoc_cell(db: AcctDb, a: Assoc, kind: str) -> str:
         return ",".join(sorted(db.effective_qos(a)))
     if kind == "dqos":
         return db.effective_def_qos(a)
-    limit = {"maxj": "MaxJobs", "maxs": "MaxSubmitJobs"}.get(kind, kind)
+    limit = {"maxj": "MaxJobs", "maxs": "MaxSubmitJobs", "prio": PRIORITY}.get(kind, kind)
     return db.effective(a, limit)
 
 

@@ -13,6 +13,7 @@ from ranch.assoc.acctmgr_parse import Command, match
 from ranch.assoc.acctmgr_qos import add_qos
 from ranch.assoc.acctmgr_values import BadValue, admin_level, limit_key, limit_value, shares_value
 from ranch.assoc.db import AcctDb, Refused
+from ranch.assoc.records import PRIORITY
 
 # sacctmgr_print_assoc_limits' labels, in its order
 ASSOC_LABELS = (("shares", "Fairshare     = "), ("GrpJobs", "GrpJobs       = "),
@@ -22,7 +23,8 @@ ASSOC_LABELS = (("shares", "Fairshare     = "), ("GrpJobs", "GrpJobs       = "),
                 ("MaxSubmitJobs", "MaxSubmitJobs = "), ("MaxTRES", "MaxTRES       = "),
                 ("MaxTRESPerNode", "MaxTRESPerNode= "), ("MaxTRESMins", "MaxTRESMins   = "),
                 ("MaxWall", "MaxWall       = "), ("parent", "Parent        = "),
-                ("qos", "QOS           = "), ("def_qos", "DefQOS        = "))
+                (PRIORITY, "Priority      = "), ("qos", "QOS           = "),
+                ("def_qos", "DefQOS        = "))
 OTHER_KEYS = (("description", 1, "description"), ("organization", 1, "organization"),
               ("parent", 3, "parent"), ("defaultaccount", 3, "default_account"),
               ("adminlevel", 2, "admin_level"), ("accounts", 2, "accounts"),
@@ -61,10 +63,25 @@ def settings(cmd: Command) -> tuple[dict[str, str], dict[str, str]]:
                            f"option: {key}={value}\n Use keyword 'where' to modify condition\n")
         if field == "shares":
             value = value.lower()
+        if field == "priority" and cmd.entity != "qos":  # an association's: kept as a limit
+            lims[PRIORITY] = _priority(key, value)
+            continue
         if field == "admin_level":
             value = admin_level(value)  # "" when sacctmgr cannot read it: not set
         other[field + sign] = value
     return lims, other
+
+
+def _priority(key: str, value: str) -> str:
+    """An association's Priority as get_uint reads it: a negative number clears it."""
+    text = value.strip()
+    if text.startswith("-") and text[1:].isdigit():
+        return ""
+    try:
+        return limit_value(PRIORITY, text)
+    except BadValue as exc:
+        raise BadValue(str(exc) + f" Unknown option: {key}={value}\n Use keyword 'where' to "
+                       "modify condition\n") from None
 
 
 def check_qos(db: AcctDb, other: dict[str, str], sets: tuple[tuple[str, str], ...]) -> None:

@@ -8,9 +8,13 @@ ADMIN_LEVELS = ("None", "Operator", "Administrator")
 # The association limits sacctmgr sets (`set NAME=VALUE`), by their canonical names
 ASSOC_LIMITS = ("GrpTRES", "GrpJobs", "GrpSubmitJobs", "GrpWall", "GrpTRESMins", "GrpTRESRunMins",
                 "MaxTRES", "MaxTRESPerNode", "MaxJobs", "MaxSubmitJobs", "MaxWall", "MaxTRESMins")
+# An association's Priority (sacctmgr `set Priority=N`, PriorityWeightAssoc's factor): kept
+# with the limits, as slurmdbd keeps it beside them, and inherited the same way
+PRIORITY = "Priority"
 # The association limits a child takes from its parent when it sets none of its own
-# (as_mysql_assoc.c copies the max_* fields down; the Grp* ones are the group's own)
-INHERITED = ("MaxTRES", "MaxTRESPerNode", "MaxJobs", "MaxSubmitJobs", "MaxWall", "MaxTRESMins")
+# (as_mysql_assoc.c copies the max_* fields and priority down; the Grp* ones are the group's)
+INHERITED = ("MaxTRES", "MaxTRESPerNode", "MaxJobs", "MaxSubmitJobs", "MaxWall", "MaxTRESMins",
+             PRIORITY)
 QOS_LIMITS = ("GrpTRES", "GrpTRESMins", "GrpTRESRunMins", "GrpJobs", "GrpSubmitJobs", "GrpWall",
               "MaxTRES", "MaxTRESPerNode", "MaxTRESMins", "MaxWall", "MaxTRESPerUser",
               "MaxJobsPerUser", "MaxSubmitJobsPerUser", "MaxTRESPerAccount", "MaxJobsPerAccount",

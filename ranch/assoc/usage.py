@@ -23,6 +23,7 @@ class UsageSettings:
     calc_period: int = 300
     reset: str = "NONE"
     weights: tuple[tuple[str, float], ...] = ()
+    max_tres: bool = False  # PriorityFlags=MAX_TRES: the per-node TRES' highest, not their sum
 
 
 @attrs.frozen
@@ -114,18 +115,29 @@ def decay_factor(half_life: int) -> float:
     return 1.0 - 0.693 / half_life if half_life > 0 else 1.0
 
 
-def billable(tres: Iterable[tuple[str, float]], weights: Iterable[tuple[str, float]]) -> float:
+# the TRES MAX_TRES takes the highest of (assoc_mgr_tres_weighted): cpu, mem, node, any gres
+NODE_TRES = ("cpu", "mem", "node")
+
+
+def billable(tres: Iterable[tuple[str, float]], weights: Iterable[tuple[str, float]],
+             max_tres: bool = False) -> float:
     """The job's billing TRES: CPUs unless TRESBillingWeights says otherwise; then the
-    weighted sum (memory in MB, its weight per MB as conf/values.py keeps it)."""
+    weighted sum (memory in MB, its weight per MB as conf/values.py keeps it), or under
+    PriorityFlags=MAX_TRES the highest weighted node TRES plus the sum of the others."""
     w = dict(weights)
     got = dict(tres)
     if not w:
         return float(got.get("cpu", 0.0))
-    total = 0.0
+    total = highest = 0.0
     for name, weight in w.items():
-        amount = got.get(name, 0.0)
-        total += weight * amount
-    return total
+        if name == "billing":
+            continue
+        amount = weight * got.get(name, 0.0)
+        if max_tres and (name in NODE_TRES or name.startswith("gres/")):
+            highest = max(highest, amount)
+        else:
+            total += amount
+    return highest + total
 
 
 def ancestry(db: AcctDb, a: Assoc) -> list[Assoc]:
@@ -214,7 +226,7 @@ def accrue(usage: Usage, db: AcctDb, cluster: str, settings: UsageSettings,
             span = run_delta * factor
         else:
             span = run_delta * d ** run_delta * factor
-        add = span * billable(job.tres, job.weights or settings.weights)
+        add = span * billable(job.tres, job.weights or settings.weights, settings.max_tres)
         adds.add(index.chain(job), job.qos if record is not None else None, add, span, job.tres)
     adds.onto(assocs, walls, tres, qos, qos_walls, qos_tres)
     return Usage(assocs, qos, now, last_reset, walls, qos_walls, tres, qos_tres)
@@ -235,7 +247,7 @@ def run_minutes(db: AcctDb, cluster: str, settings: UsageSettings,
             continue
         left = max(0.0, job.until - now) / 60
         tres = dict(job.tres)
-        tres["billing"] = billable(job.tres, job.weights or settings.weights)
+        tres["billing"] = billable(job.tres, job.weights or settings.weights, settings.max_tres)
         for aid in index.chain(job):
             got = out.setdefault(aid, {})
             for name, amount in tres.items():
@@ -272,7 +284,7 @@ def seeded(db: AcctDb, cluster: str, settings: UsageSettings, finished: Iterable
         else:
             weight = end - start
         span = weight * (record.usage_factor if record is not None else 1.0)
-        add = span * billable(job.tres, job.weights or settings.weights)
+        add = span * billable(job.tres, job.weights or settings.weights, settings.max_tres)
         adds.add(index.chain(job), job.qos if record is not None else None, add, span, job.tres)
     adds.onto(assocs, walls, tres, qos, qos_walls, qos_tres)
     return Usage(assocs, qos, now, now, walls, qos_walls, tres, qos_tres)

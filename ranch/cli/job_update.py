@@ -15,6 +15,8 @@ KEYS = {"timelimit": "TimeLimit", "name": "Name", "jobname": "Name", "comment": 
         "dependency": "Dependency", "priority": "Priority", "nice": "Nice",
         "arraytaskthrottle": "ArrayTaskThrottle", "starttime": "StartTime",
         "begintime": "StartTime"}
+KEYS.update({"sitefactor"[:n]: "SiteFactor" for n in range(5, 11)})  # SiteF at least
+SITE_LIMIT = 2147483645  # NICE_OFFSET - 3
 
 
 def _strtol(text: str) -> int:
@@ -40,6 +42,10 @@ def _value(key: str, value: str) -> str:
         if not value.strip().isdigit():
             raise CliError(f"Invalid Priority value: {value}")
         return value.strip()
+    if key == "SiteFactor":  # strtoll, within +/- NICE_OFFSET - 3 (update_job.c)
+        if abs(_strtol(value)) > SITE_LIMIT:
+            raise CliError(f"SiteFactor value out of range (+/- {SITE_LIMIT}). Value ignored")
+        return str(_strtol(value))
     if key == "Nice":  # strtoll, as scontrol reads it
         return str(_strtol(value))
     if key == "NumNodes":

@@ -47,6 +47,22 @@ def test_billing_is_cpus_unless_weighted() -> None:
         == 4 + 2 + 4
 
 
+def test_max_tres_bills_the_highest_node_tres_plus_the_others() -> None:
+    """PriorityFlags=MAX_TRES (assoc_mgr_tres_weighted): cpu, mem, node and gres/* take their
+    highest weighted value; any other TRES is added; a billing weight is never counted."""
+    tres = (("cpu", 4.0), ("mem", 8192.0), ("node", 1.0), ("gres/gpu", 2.0), ("fs/disk", 3.0))
+    weights = (("cpu", 1.0), ("mem", 0.25 / 1024), ("gres/gpu", 2.0), ("fs/disk", 0.5),
+               ("billing", 9.0))
+    assert usage.billable(tres, weights) == 4 + 2 + 4 + 1.5
+    assert usage.billable(tres, weights, max_tres=True) == 4 + 1.5
+    assert usage.billable(tres, (), max_tres=True) == 4.0  # no weights: the CPUs still
+    s = UsageSettings(half_life=0, calc_period=300, weights=weights[:3], max_tres=True)
+    db = tree()
+    u = usage.accrue(Usage(), db, "c1", s, [job("alice", "physics", 4, 900)], 1000.0)
+    u = usage.accrue(u, db, "c1", s, [job("alice", "physics", 4, 900)], 1300.0)
+    assert u.assocs[ids(db)["physics/alice"]] == 300 * 4.0  # max(4 CPUs, 2 GB: 0.5): not 4.5
+
+
 def test_first_period_marks_the_time_then_jobs_accrue_to_every_ancestor() -> None:
     db, s = tree(), UsageSettings(half_life=0, calc_period=300)
     u = usage.accrue(Usage(), db, "c1", s, [job("alice", "physics", 4, 900)], 1000.0)

@@ -18,6 +18,7 @@ import shlex
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -148,6 +149,40 @@ def on_ranch(conf: str, exact: bool = True) -> list[tuple[str, object]]:
         return scenario(ranch, lambda *a: named("sprio", *a),
                         lambda *a: named("sacctmgr", *a), lambda *a: named("sshare", *a),
                         lambda: None, exact)
+
+
+def on_slurm_with(slurm: SlurmCluster, scenario_of) -> Any:
+    """`scenario_of(cluster, command, restart)` on a private Slurm: `command(name, *args)` runs
+    sprio, sacctmgr or sshare, `restart` restarts slurmctld."""
+    def restart() -> None:
+        proc = slurm.procs["slurmctld"]
+        proc.terminate()
+        proc.wait(timeout=30)
+        slurm._spawn("slurmctld", [_find("slurmctld"), "-D", "-f", str(slurm.conf)])
+        slurm._wait(lambda: slurm.run("scontrol", "ping").returncode == 0, 30,
+                    "slurmctld to answer again")
+
+    def command(name: str, *args: str) -> tuple[int, str, str]:
+        return _run(slurm.argv(name, *args), slurm.env())
+
+    return scenario_of(slurm, command, restart)
+
+
+def on_ranch_with(conf: str, scenario_of) -> Any:
+    """`scenario_of(cluster, command, restart)` on rctld with accounting (nothing to
+    restart: rctld computes on every change)."""
+    code = "import sys; from ranch.cli.slurm_names import main; sys.exit(main())"
+    ranch = RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
+                         + conf)
+    with ranch:
+        env = ranch.env()
+
+        def named(*argv: str) -> tuple[int, str, str]:
+            got = _run([sys.executable, "-c", code, *argv], env)
+            return got[0], got[1], got[2].replace("rsprio", "sprio").replace(
+                "racctmgr", "sacctmgr")
+
+        return scenario_of(ranch, named, lambda: None)
 
 
 @pytest.fixture(scope="module")

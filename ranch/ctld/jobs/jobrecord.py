@@ -77,6 +77,7 @@ class Job:
     est_start: float | None = None
     sched_nodes: tuple[str, ...] = ()
     direct_prio: bool = False  # an admin's Priority= (multifactor keeps it: direct_set_prio)
+    site_factor: int = 0  # an admin's SiteFactor= (added to the multifactor total unweighted)
 
     @property
     def batch_host(self) -> str:
@@ -136,7 +137,7 @@ JOB_DEFAULTS = (("req_nodes", ()), ("exc_nodes", ()), ("held", ""), ("start_time
                 ("exit_code", 0), ("signal", 0), ("message", ""), ("array_job_id", 0),
                 ("array_task_id", None), ("bulk_on_disk", False), ("bulk_at", None),
                 ("accrued", True), ("array_throttle", 0), ("run_limit", ()),
-                ("alt_parts", ()), ("direct_prio", False))
+                ("alt_parts", ()), ("direct_prio", False), ("site_factor", 0))
 
 
 def _differing(obj: Any, defaults: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
@@ -225,6 +226,7 @@ def job_from_json(d: dict[str, Any]) -> Job:
         run_limit=tuple(d.get("run_limit", ())),
         alt_parts=tuple(d.get("alt_parts", ())),
         direct_prio=bool(d.get("direct_prio", False)),
+        site_factor=int(d.get("site_factor", 0)),
     )
 
 

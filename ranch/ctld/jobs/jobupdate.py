@@ -32,10 +32,11 @@ HELD = "Job is in held state, pending scheduler release"
 PRIO_RESET = "Changes to job priority are not persistent, change nice instead"
 BAD_DEPENDENCY = "Job dependency problem"
 BAD_VALUE = "Invalid argument"  # a value the command line should have refused
+SITE_LIMIT = 2147483645  # SiteFactor's range: +/- (NICE_OFFSET - 3)
 
 # the keys update takes, as the command line sends them (cli/job_update.py KEYS)
 KEYS = ("TimeLimit", "Name", "Comment", "Partition", "NumNodes", "Dependency", "Priority",
-        "Nice", "ArrayTaskThrottle", "StartTime")
+        "Nice", "ArrayTaskThrottle", "StartTime", "SiteFactor")
 # keys only a pending job takes: an ended one is "no longer pending" for them, as slurmctld says
 PENDING_ONLY = ("StartTime", "Partition", "Dependency")
 
@@ -86,6 +87,10 @@ class JobUpdate:
                     after, got = got, None
             elif key == "Nice":
                 got = self._nice(job, value, actor, changes)
+            elif key == "SiteFactor":  # an operator's only (job_mgr.c update_job)
+                got = _int(value, -SITE_LIMIT, SITE_LIMIT) or (None if actor.admin else DENIED)
+                if got is None:
+                    changes[key] = int(value)
             elif key == "ArrayTaskThrottle":
                 got = _int(value, 0, None)
                 if got is None:
@@ -220,6 +225,9 @@ class JobUpdate:
             job.priority = max(1, job.priority + req.nice - nice)
             req = attrs.evolve(req, nice=nice)
             resort = renice = True
+        if "SiteFactor" in changes:
+            job.site_factor = int(changes["SiteFactor"])
+            resort = renice = True  # slurmctld sets the priority again after an update
         if "Priority" in changes:
             job.priority = int(changes["Priority"])
             job.direct_prio = bool(changes.get("direct"))

@@ -12,14 +12,16 @@ import trio
 import trio.lowlevel
 
 from ranch.assoc import enforce, fairshare
+from ranch.assoc.records import PRIORITY
 from ranch.ctld import logs
 from ranch.ctld.rights import DENIED, Identity, may_act_on
 from ranch.protocol import messages as m
 from ranch.sched import priority as prio
-from ranch.statemachine.jobstates import PENDING
+from ranch.statemachine.jobstates import PENDING, RUNNING
 
 if TYPE_CHECKING:
     from ranch.assoc.db import AcctDb
+    from ranch.assoc.records import Assoc
     from ranch.conf.model import ClusterConfig
     from ranch.ctld.jobs.jobrecord import Job
     from ranch.ctld.jobs.settings import JobSettings
@@ -34,6 +36,13 @@ class _Given:
     """A JobSettings holding a candidate config (what `under` reads of one)."""
 
     config: ClusterConfig
+
+
+def assoc_priority(db: AcctDb, assoc: Assoc) -> int:
+    """An association's Priority as slurmctld holds it: its own, else the nearest ancestor's
+    (slurmdbd fills it in), none (INFINITE) counting as 0."""
+    value = db.effective(assoc, PRIORITY)
+    return int(value) if value else 0
 
 
 def basic_order(job: Job) -> tuple[int, int]:
@@ -56,7 +65,8 @@ class Priorities:
         self.factors: dict[int, prio.Factors] = {}
         self._fs: dict[int, float] = {}
         self._fs_key: Any = None
-        self._who: dict[tuple[str, str, str, str], tuple[int, float]] = {}
+        self._maxima: tuple[Any, int, int] = (None, 0, 0)  # (tree, QOS, association maxima)
+        self._who: dict[tuple[str, str, str, str], tuple[int, float, int]] = {}
         if apply:
             self.use_config()
         else:
@@ -80,6 +90,7 @@ class Priorities:
             self._store.reorder(basic_order)
 
     def _read(self, config: ClusterConfig) -> None:
+        self._maxima = (None, 0, 0)
         self.prio = prio.settings_of(config)
         self._parts = prio.partitions_of(config)
         base = prio.cluster_of(config, self._parts)
@@ -138,12 +149,12 @@ class Priorities:
         self._fair_share(tree)
         self._who.clear()  # each (user, account, partition, QOS) looked up once a recompute
         norms, now = self._normalisers(tree), self._wall()
-        for n, job in enumerate(list(self._store.pending), 1):
-            if job.state == PENDING and not job.direct_prio:
-                self._set(job, tree, norms, now)
+        for n, job in enumerate(self._calculated(), 1):
+            if job.state in self._states and not job.direct_prio:
+                self._set(job, tree, norms, now, periodic=True)
             if n % chunk == 0:
                 yield
-        live = {j.id for j in self._store.pending}
+        live = {j.id for j in self._calculated()}
         for gone in [j for j in self.factors if j not in live]:
             del self.factors[gone]
         self._store.reorder(self.order, self.prioritize)
@@ -161,8 +172,17 @@ class Priorities:
     def _normalisers(self, tree: tuple[AcctDb, Mapping[int, float]] | None
                      ) -> prio.Cluster:
         nodes, cpus, part_max = self._cluster
-        qos_max = prio.highest(q.priority for q in tree[0].qos) if tree else 0
-        return prio.Cluster(nodes, cpus, part_max, qos_max, 0)
+        if tree is None:
+            return prio.Cluster(nodes, cpus, part_max)
+        db = tree[0]
+        if self._maxima[0] is not db:  # a tree never changes: read once per tree
+            cluster = self._settings.config.cluster_name
+            # g_assoc_max_priority: the highest of this cluster's associations (the highest
+            # own value is the highest inherited one too)
+            self._maxima = (db, prio.highest(q.priority for q in db.qos), prio.highest(
+                int(a.limit(PRIORITY) or 0) for a in db.assocs if a.cluster == cluster))
+        _, qos_max, assoc_max = self._maxima
+        return prio.Cluster(nodes, cpus, part_max, qos_max, assoc_max)
 
     def _fair_share(self, tree: tuple[AcctDb, Mapping[int, float]] | None) -> None:
         """The fair-share factors, computed again only when the tree or its usage changed."""
@@ -176,11 +196,29 @@ class Priorities:
                                          damp=self.prio.damp)
             self._fs_key = key
 
+    @property
+    def _states(self) -> tuple[str, ...]:
+        """The states whose priority is recomputed: pending, and running under
+        PriorityFlags=CALCULATE_RUNNING (decay_apply_weighted_factors)."""
+        return (PENDING, RUNNING) if self.prio.has("CALCULATE_RUNNING") else (PENDING,)
+
+    def _calculated(self) -> list[Job]:
+        """The jobs a recompute visits: the pending queue, and the running jobs under
+        CALCULATE_RUNNING."""
+        jobs = list(self._store.pending)
+        if self.prio.has("CALCULATE_RUNNING"):
+            jobs += [j for j in self._store.jobs.values() if j.state == RUNNING]
+        return jobs
+
     def _set(self, job: Job, tree: tuple[AcctDb, Mapping[int, float]] | None,
-             norms: prio.Cluster, now: float) -> None:
+             norms: prio.Cluster, now: float, periodic: bool = False) -> None:
+        """The factors and priority of `job` now; the calc period's recompute (`periodic`)
+        only raises it under PriorityFlags=INCR_ONLY (its factors are new all the same)."""
         f = prio.factors(self.inputs(job, tree, now), self.prio, norms, now)
         self.factors[job.id] = f
         new = prio.total(f)
+        if periodic and self.prio.has("INCR_ONLY") and new < job.priority:
+            return
         if new != job.priority:  # recomputed, not kept: no journal write waits on it
             job.priority = new
             self._store.touch(job, durable=False)
@@ -194,34 +232,39 @@ class Priorities:
         # the nodes asked (-N; 1 without it), as slurmctld's details->min_nodes: not the
         # nodes a spread -n needs at least
         nodes = max(req.num_nodes, 1) if need.spread else need.nodes
-        qos_priority, fairshare = 0, 0.0
+        qos_priority, fairshare, assoc_prio = 0, 0.0, 0
         if tree is not None:
             key = (req.user, req.account, job.partition, req.qos)
             got = self._who.get(key)
             if got is None:
                 got = self._who[key] = self._assoc_figures(tree[0], *key)
-            qos_priority, fairshare = got
+            qos_priority, fairshare, assoc_prio = got
         eligible = not job.held and not job.reason.startswith("Dependency")
         begin = req.begin_time or 0.0
         accrue = max(job.submit_time, begin) if eligible and begin <= now else None
+        if self.prio.has("ACCRUE_ALWAYS"):  # age from submission, held or waiting or not
+            accrue = job.submit_time
         tres = (("cpu", float(cpus)), ("mem", float(need.mem * need.nodes)),
                 ("node", float(nodes)), ("gres/gpu", float(need.gpus * need.nodes)))
         return prio.JobInput(
             accrue=accrue, min_nodes=nodes, cpus=cpus, time_limit=job.time_limit,
             part_max_time=max_time, part_factor=factor, qos_priority=qos_priority,
-            fairshare=fairshare, tres=tres, part_tres=totals, nice=req.nice)
+            assoc_priority=assoc_prio, fairshare=fairshare, tres=tres, part_tres=totals,
+            nice=req.nice, site=job.site_factor)
 
     def _assoc_figures(self, db: AcctDb, user: str, account: str, partition: str, qos: str
-                       ) -> tuple[int, float]:
-        """(its QOS's Priority, its association's fair-share factor); the default account and
-        QOS filled in as slurmctld does."""
+                       ) -> tuple[int, float, int]:
+        """(its QOS's Priority, its association's fair-share factor, its association's
+        Priority); the default account and QOS filled in as slurmctld does."""
         if not account and (known := db.user(user)) is not None:
             account = known.default_account
         cluster = self._settings.config.cluster_name
         assoc = enforce.association(db, cluster, user, account, partition)
         q = db.qos_named(qos or (enforce.default_qos(db, assoc) if assoc else "normal"))
-        return (q.priority if q is not None else 0,
-                self._fs.get(assoc.id, 0.0) if assoc is not None else 0.0)
+        if assoc is None:
+            return (q.priority if q is not None else 0, 0.0, 0)
+        return (q.priority if q is not None else 0, self._fs.get(assoc.id, 0.0),
+                assoc_priority(db, assoc))
 
     # -- rsprio ---------------------------------------------------------------------------------
 
@@ -238,8 +281,11 @@ class Priorities:
         private = "jobs" in config.access.private_data and actor is not None and not actor.admin
         now = self._wall()
         rows = []
-        for job in sorted(self._store.pending, key=lambda j: j.id):
-            if job.state != PENDING or job.held or (job.req.begin_time or 0) > now:
+        for job in sorted(self._calculated(), key=lambda j: j.id):
+            # not yet eligible: begun later (submitted later under ACCRUE_ALWAYS)
+            eligible = job.submit_time if self.prio.has("ACCRUE_ALWAYS") else (
+                job.req.begin_time or 0)
+            if job.state not in self._states or job.held or eligible > now:
                 continue
             if (req.jobs and job.id not in req.jobs) or (
                     req.users and job.req.user not in req.users) or (
