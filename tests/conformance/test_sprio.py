@@ -104,7 +104,7 @@ def scenario(cluster, sprio, sacctmgr, sshare, restart, exact: bool = True
         return seen
     for args in SQUEUE:
         r = cluster.run("squeue", *args.split(" "))
-        seen.append((f"squeue {args}", r.stdout))
+        seen.append((f"squeue {args}", ties_unordered(r.stdout)))
     # top: small takes wide's place (alice, physics, main, normal); as the operator
     r = cluster.run("scontrol", "top", ids["small"])
     seen.append(("top", (r.returncode, r.stderr.strip())))
@@ -112,6 +112,28 @@ def scenario(cluster, sprio, sacctmgr, sshare, restart, exact: bool = True
                     f"{ids['wide']}")
     seen.append(("after top", r.stdout))
     return seen
+
+
+def ties_unordered(text: str) -> str:
+    """squeue's lines with each run of equal priority (and partition, where shown) in id order.
+    squeue sorts stably, so equal priorities keep the order of slurmctld's job list, and that
+    order is not fixed: the same scenario gave jobs 7,1 at load 10 and 1,7 at load 20 on Slurm
+    22.05. Only the order between different priorities is Slurm's to compare."""
+    lines = text.splitlines(keepends=True)
+
+    def key(line: str) -> tuple[str, ...]:
+        fields = line.rstrip("\n").split("|")
+        return tuple(fields[1:3]) if len(fields) > 3 else tuple(fields[1:])
+
+    out: list[str] = []
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and key(lines[j]) == key(lines[i]):
+            j += 1
+        out += sorted(lines[i:j], key=lambda line: int(line.split("|")[0]))
+        i = j
+    return "".join(out)
 
 
 def _run(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:

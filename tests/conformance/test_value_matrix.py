@@ -102,7 +102,7 @@ def test_every_case_agrees_or_is_listed(matrix) -> None:
     assert len(cases) >= GOAL or SELECTED != COMMANDS
     # with RANCH_MATRIX_COMMANDS, only the entries whose every command ran
     stale = [e for i, e in enumerate(LISTED)
-             if not met[i] and not e.race and e.holds() and _selected(e)]
+             if not met[i] and not e.race and not e.machine and e.holds() and _selected(e)]
     assert not unlisted, "unlisted disagreements:\n" + "\n".join(map(str, unlisted[:60]))
     assert not stale, "listed differences no case meets any more (fixed? take them out):\n" + (
         "\n".join(f"{e.command} {e.option} {e.what}" for e in stale))

@@ -107,6 +107,7 @@ class Lab:
     def __init__(self, root: Path, octets: dict[str, int]) -> None:
         self.hosts = {name: Host(name, octet, root / name) for name, octet in octets.items()}
         logkeeper.watch(root)  # kept if the test fails
+        self._root: Path | None = root
 
     def __getitem__(self, name: str) -> Host:
         return self.hosts[name]
@@ -142,6 +143,9 @@ class Lab:
                 except AssertionError:
                     pass
         self._remove_namespaces()
+        if self._root is not None:  # once: its logs stay kept for the test running now
+            logkeeper.unwatch(self._root)
+            self._root = None
 
     def _remove_namespaces(self) -> None:
         for ns in self._ours():

@@ -177,6 +177,7 @@ class Lab:
         self.procs.clear()
         self._reap_jobs()
         self.down_net()
+        logkeeper.unwatch(self.dir)  # kept still for the test running now
 
     def _reap_jobs(self) -> None:
         """Jobs outlive rnoded by design: end what still runs from this lab's spool dirs."""

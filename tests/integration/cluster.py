@@ -37,7 +37,7 @@ ClusterName=itest
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={port}
 HeartbeatInterval=1
-SlurmdTimeout=3
+SlurmdTimeout={slurmd_timeout}
 MessageTimeout=3
 ReturnToService={rts}
 {extra}
@@ -75,10 +75,14 @@ class Cluster:
         extra: str = "",
         conf_text: str | None = None,
         ctld_fd_limit: int | None = None,
+        slurmd_timeout: int = 3,
     ) -> None:
-        """`ctld_fd_limit`: rctld's RLIMIT_NOFILE, soft and hard (as prlimit sets it)."""
+        """`ctld_fd_limit`: rctld's RLIMIT_NOFILE, soft and hard (as prlimit sets it).
+        `slurmd_timeout`: 3 s finds a lost node fast; a test that restarts rnoded and must not
+        see it DOWN asks for more (a loaded machine can take longer than 3 s to start one)."""
         self.dir = Path(workdir)
         logkeeper.watch(self.dir)  # kept if the test fails
+        self._watched = {self.dir}
         self.dir.mkdir(parents=True, exist_ok=True)
         self.node_names = list(nodes)
         self.port = free_port()
@@ -87,7 +91,8 @@ class Cluster:
         self.state_dir = str(self.dir / "state")
         self.conf_path = self.dir / "cluster.conf"
         self.conf_path.write_text(conf_text or CONF.format(
-            port=self.port, rts=rts, extra=extra, nodes=",".join(self.node_names)))
+            port=self.port, rts=rts, extra=extra, nodes=",".join(self.node_names),
+            slurmd_timeout=slurmd_timeout))
         create_key(self.key_file)
         self.ctld_fd_limit = ctld_fd_limit
         self.ctld: subprocess.Popen | None = None
@@ -191,6 +196,9 @@ class Cluster:
         self.nodes.clear()
         self.ctld = None
         self._reap_jobs()
+        if self.dir in self._watched:  # its logs stay kept for the test running now
+            self._watched.discard(self.dir)
+            logkeeper.unwatch(self.dir)
 
     def _reap_jobs(self) -> None:
         """Jobs outlive rnoded by design (a restarted rnoded re-adopts them): once the test is

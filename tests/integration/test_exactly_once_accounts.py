@@ -170,8 +170,11 @@ def test_tree_and_usage_survive_kills(tmp_path: Path) -> None:
             r = recs.get(j) or {}
             if r.get("start_time"):
                 end = r.get("end_time") or time.time()
-                ran[r["account"]] = ran.get(r["account"], 0.0) + (end - r["start_time"]) * (
-                    r.get("cpus") or 1)
+                # a requeued job's earlier runs (a launch lost to a kill counts as one, as in
+                # Slurm: it was RUNNING until its node said it had no such job) lay between
+                # its submission and its last start; the record keeps only the last run
+                held = end - (r["submit_time"] if r.get("restarts") else r["start_time"])
+                ran[r["account"]] = ran.get(r["account"], 0.0) + held * (r.get("cpus") or 1)
         final = usage(c)
         over = {a: (final.get((a, "root"), 0.0), s) for a, s in ran.items()
                 if final.get((a, "root"), 0.0) > s * 1.05 + 2}

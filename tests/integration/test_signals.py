@@ -75,7 +75,8 @@ def test_rctld_signals(tmp_path) -> None:
 
 
 def test_rnoded_signals(tmp_path) -> None:
-    with Cluster(tmp_path, ["n1"], rts=0) as c:
+    # SlurmdTimeout 30: the test restarts rnoded twice and a loaded machine took over 3 s
+    with Cluster(tmp_path, ["n1"], rts=0, slurmd_timeout=30) as c:
         log = str(tmp_path / "n1-file.log")
         c.start_ctld()
         c.start_node("n1", args=["--log-file", log])
