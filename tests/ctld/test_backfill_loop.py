@@ -9,6 +9,7 @@ import attrs
 import orjson
 import trio
 
+from ranch.ctld.jobs.backfill import QUIET, SETTLE
 from ranch.ctld.jobs.jobrecord import job_from_json, job_json
 from ranch.protocol import messages as m
 from ranch.sched.model import Planned, Start
@@ -246,9 +247,22 @@ async def test_a_cycle_with_nothing_new_waits_for_the_change_and_follows_its_pas
         began = trio.current_time()
         late = c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30)).job_id
         assert rec(c, late)["state"] == "PENDING"  # the FIFO pass: the big job waits first
-        await trio.sleep(0.001)
+        await trio.sleep(QUIET / 2)  # the passes have not paused yet: more may come
+        assert bf.cycles == 1
+        more = c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30)).job_id
+        await trio.sleep(QUIET * 1.01)  # a pause after the last: both in one cycle
         assert bf.cycles == 2 and rec(c, late)["state"] == "RUNNING"
-        assert trio.current_time() - began < 0.01
+        assert trio.current_time() - began < QUIET * 2
+        assert rec(c, more)["state"] == "PENDING"  # no node left for it
+        # passes that never pause hold a cycle back SETTLE at most
+        second = trio.current_time()
+        await trio.sleep(9.5)
+        for _ in range(int((0.5 + SETTLE) / (QUIET / 2)) + 4):
+            c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30))
+            await trio.sleep(QUIET / 2)
+            if bf.cycles == 3:
+                break
+        assert bf.cycles == 3 and 10 <= trio.current_time() - second <= 10 + SETTLE + QUIET
         nursery.cancel_scope.cancel()
 
 
@@ -273,8 +287,8 @@ async def test_a_due_cycle_waits_for_an_ended_job_to_release_its_nodes(autojump_
         Beats(c, conns)("n2", jobs_ended=(end(j, "CANCELLED"),))
         assert rec(c, j)["state"] == "CANCELLED"
         began = trio.current_time()
-        await trio.sleep(0.001)
-        assert bf.cycles == cycles + 1 and trio.current_time() - began < 0.01
+        await trio.sleep(QUIET * 1.01)
+        assert bf.cycles == cycles + 1 and trio.current_time() - began < QUIET * 1.1
         Beats(c, conns)("n1")  # a node that never answers holds the cycles back no longer
         j = c.jobs.submission.submit(job(num_nodes=2, time_limit=60)).job_id
         assert c.jobs.commands.cancel(m.CancelJobs((j,), "alice", 1000)).ok

@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 THREADED = 200
 # a cycle with nothing new to plan waits at most this long (its estimates' times refresh)
 IDLE = 30.0
+# a cycle with news waits for the event passes to pause this long, at most SETTLE in all
+QUIET, SETTLE = 0.2, 1.0
 # an estimate's `why` for a job the cycle tried to place (sdiag's "try sched" depth)
 TRIED = (planner.BEYOND, planner.NEVER_FITS, "bf_min_prio_reserve")
 
@@ -112,14 +114,16 @@ class Backfill:
 
     async def run(self) -> None:
         """Forever: a cycle bf_interval after the last one began, once the queue or the nodes
-        changed since that one's snapshot and no ended job is still half-released, while
-        SchedulerType=sched/backfill (read again each time: a reconfigure may change it).
+        changed since that one's snapshot, the event passes paused and no ended job is still
+        half-released, while SchedulerType=sched/backfill (read again each time: a
+        reconfigure may change it).
 
         A free-running timer drifts through the second; jobs tend to end on the same
         fraction of it, and where the timer sat just before their ends each hole they opened
         waited a whole interval, and the job backfilled there then started a second late (the
-        replay of tests/conformance/test_replay.py under CPU load). A cycle that falls due
-        with nothing new waits for the change and runs right after its event pass."""
+        replay of tests/conformance/test_replay.py under CPU load); a timer that does not
+        drift can lock amid such ends as well. A cycle that falls due waits for the changes
+        and runs once their event passes pause."""
         last = trio.current_time()  # the first cycle a bf_interval after the start
         while True:
             s = self._settings.config.scheduler
@@ -134,16 +138,27 @@ class Backfill:
                 await self.cycle()
 
     async def _news(self, interval: float) -> None:
-        """Until an event pass the last cycle did not see has run, and then until the jobs
-        that ended have released their nodes (at most `interval` more: a node may not
-        answer), so the cycle sees the hole the ends opened whole."""
+        """Until an event pass the last cycle did not see has run; then until the passes
+        have paused for QUIET (at most SETTLE: jobs that end on one second report over a
+        tenth of it, and a cycle amid them would leave the later ones' holes for the next
+        interval) and the jobs that ended have released their nodes (at most `interval`: a
+        node may not answer), so the cycle sees the holes the ends opened whole."""
         while self._pokes == self._seen:
-            self._poked = trio.Event()
-            await self._poked.wait()
+            await self._pass()
+        with trio.move_on_after(min(SETTLE, interval)):
+            while True:
+                seen = self._pokes
+                with trio.move_on_after(QUIET):
+                    await self._pass()
+                if self._pokes == seen:
+                    break
         with trio.move_on_after(interval):
             while self._releasing():
-                self._poked = trio.Event()
-                await self._poked.wait()
+                await self._pass()
+
+    async def _pass(self) -> None:
+        self._poked = trio.Event()
+        await self._poked.wait()
 
     def _releasing(self) -> bool:
         return any(j.state == COMPLETING and j.shares for j in self._jobs.jobs.values())
