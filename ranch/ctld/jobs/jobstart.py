@@ -85,7 +85,7 @@ class JobStarts:
             self._passed()
 
     def after_each_pass(self, call: Callable[[], None]) -> None:
-        """`call` after every pass (sched/backfill's loop learns of each change: compose/jobs.py)."""
+        """`call` after every pass (sched/backfill's loop learns of each change)."""
         self._passed = call
 
     def _pass(self) -> int:
