@@ -17,11 +17,16 @@ second, so no tolerance on ties would have covered it, and none is used): tau-b 
 over those runs; with whole-second ends 0.999-1.000. The causes that were Ranch's (a start
 now counted a job ahead's reservation that begins in the second its limit ends as free; one
 node of an ended two-node job freed before the other let a one-node job in) are fixed and
-unit-tested in tests/sched/test_backfill.py and tests/ctld/test_backfill_loop.py."""
+unit-tested in tests/sched/test_backfill.py and tests/ctld/test_backfill_loop.py.
+
+Under CPU load (a core hogged, the suite on two workers) Ranch once started the one-node jobs
+27 and 36 at +19/+22 s where Slurm backfilled them into the one-second hole at +1/+2 (tau-b
+0.907): Ranch's cycle timer had drifted to just before the jobs' whole-second ends, so the
+hole job 2's end opened waited 0.8 s for a cycle, job 27 then started after the next second
+and ran one longer, and the hole for 36 was gone. The cycle now follows the event pass of a
+change once it is due (ctld/jobs/backfill.py run; tests/ctld/test_backfill_loop.py)."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -60,18 +65,6 @@ def summary_backfilled() -> int:
     return sum(1 for r in simulate(FOUR, JOBS).runs if r.by == "backfill")
 
 
-# Run on request (RANCH_REPLAY=1), not in `make test`, until the difference below is found:
-# on 2 cores with one core hogged and the suite's other worker busy (2026-11-29, issue 49's
-# busy run), Slurm backfilled the one-node jobs 27 and 36 into the second a node stood free at
-# +1 and +2 s, where Ranch started them at +19 and +22 s (tau-b 0.907); quiet or under helpers'
-# load it gave 0.999-1.000 in 5 runs. A test that fails by the machine's load is a bench's.
-ON_REQUEST = pytest.mark.skipif(
-    os.environ.get("RANCH_REPLAY") != "1",
-    reason="RANCH_REPLAY=1 runs it: under CPU load Ranch's backfill cycle misses a one-second "
-           "hole Slurm's (and the simulator's) fills (docs/slurm-compat.md)")
-
-
-@ON_REQUEST
 def test_start_order_matches_slurm(replays) -> None:
     slurm, ranch = replays["slurm"], replays["ranch"]
     assert set(slurm["states"].values()) == set(ranch["states"].values()) == {"COMPLETED"}
@@ -83,7 +76,6 @@ def test_start_order_matches_slurm(replays) -> None:
                          f"Ranch {timeline(ranch)}")
 
 
-@ON_REQUEST  # the same hole: the second busy run gave the simulator against Ranch below 0.9
 def test_the_simulator_predicts_the_real_order(replays) -> None:
     predicted = start_times(simulate(FOUR, JOBS).runs)
     tau = kendall_tau_b(predicted, starts(replays["ranch"]))

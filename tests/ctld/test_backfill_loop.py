@@ -9,6 +9,7 @@ import attrs
 import orjson
 import trio
 
+from ranch.ctld.jobs.backfill import QUIET, SETTLE
 from ranch.ctld.jobs.jobrecord import job_from_json, job_json
 from ranch.protocol import messages as m
 from ranch.sched.model import Planned, Start
@@ -227,3 +228,73 @@ async def test_a_completing_job_frees_the_nodes_it_still_holds_now_not_at_its_li
     now = wall()
     ends = running_ends(c.jobs.store, now)
     assert [(e.job_id, e.at, sorted(e.shares)) for e in ends] == [(j, now, ["n2"])]
+
+
+async def test_a_cycle_with_nothing_new_waits_for_the_change_and_follows_its_pass(
+        autojump_clock) -> None:
+    """As slurmctld's _more_work, no cycle plans the same queue on the same nodes twice; and
+    one that fell due meanwhile runs right after the event pass of the change, not at the
+    timer's next tick (a free-running timer that sat just before the jobs' ends made each
+    hole they opened wait an interval: tests/conformance/test_replay.py under load)."""
+    c, ids = scene("SchedulerParameters=bf_interval=10")
+    bf = c.jobs.backfill
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(bf.run)
+        await trio.sleep(11)
+        assert rec(c, ids["short"])["state"] == "RUNNING" and bf.cycles == 1
+        await trio.sleep(14)  # t=25: due since t=20, nothing changed
+        assert bf.cycles == 1
+        began = trio.current_time()
+        late = c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30)).job_id
+        assert rec(c, late)["state"] == "PENDING"  # the FIFO pass: the big job waits first
+        await trio.sleep(QUIET / 2)  # the passes have not paused yet: more may come
+        assert bf.cycles == 1
+        more = c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30)).job_id
+        await trio.sleep(QUIET * 1.01)  # a pause after the last: both in one cycle
+        assert bf.cycles == 2 and rec(c, late)["state"] == "RUNNING"
+        assert trio.current_time() - began < QUIET * 2
+        assert rec(c, more)["state"] == "PENDING"  # no node left for it
+        # passes that never pause hold a cycle back SETTLE at most
+        second = trio.current_time()
+        await trio.sleep(9.5)
+        for _ in range(int((0.5 + SETTLE) / (QUIET / 2)) + 4):
+            c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30))
+            await trio.sleep(QUIET / 2)
+            if bf.cycles == 3:
+                break
+        assert bf.cycles == 3 and 10 <= trio.current_time() - second <= 10 + SETTLE + QUIET
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_due_cycle_waits_for_an_ended_job_to_release_its_nodes(autojump_clock) -> None:
+    """A job that ended on one node and not yet on the other is a hole half-open: the cycle
+    waits for the release (at most a bf_interval more: a node may not answer)."""
+    from tests.ctld.test_jobs import Beats, end, up
+
+    c = Cluster(make_config(extra="SchedulerParameters=bf_interval=10"), wall=wall)
+    conns = up(c, "n1", "n2")
+    bf = c.jobs.backfill
+    j = c.jobs.submission.submit(job(num_nodes=2, time_limit=60)).job_id
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(bf.run)
+        await trio.sleep(11)
+        cycles = bf.cycles
+        assert c.jobs.commands.cancel(m.CancelJobs((j,), "alice", 1000)).ok
+        Beats(c, conns)("n1", jobs_ended=(end(j, "CANCELLED"),))
+        assert rec(c, j)["state"] == "COMPLETING"
+        await trio.sleep(14)  # t=25: due since t=20, news since, n2 has not said yet
+        assert bf.cycles == cycles
+        Beats(c, conns)("n2", jobs_ended=(end(j, "CANCELLED"),))
+        assert rec(c, j)["state"] == "CANCELLED"
+        began = trio.current_time()
+        await trio.sleep(QUIET * 1.01)
+        assert bf.cycles == cycles + 1 and trio.current_time() - began < QUIET * 1.1
+        Beats(c, conns)("n1")  # a node that never answers holds the cycles back no longer
+        j = c.jobs.submission.submit(job(num_nodes=2, time_limit=60)).job_id
+        assert c.jobs.commands.cancel(m.CancelJobs((j,), "alice", 1000)).ok
+        Beats(c, conns)("n1", jobs_ended=(end(j, "CANCELLED"),))
+        await trio.sleep(19)  # due at t=35, released or not at t=45
+        assert bf.cycles == cycles + 1 and rec(c, j)["state"] == "COMPLETING"
+        await trio.sleep(2)
+        assert bf.cycles == cycles + 2
+        nursery.cancel_scope.cancel()

@@ -209,6 +209,7 @@ def _planners(store: JobStore, settings: JobSettings, nodes: NodesForJobs, start
                         allocate=starts.allocate, programs=programs, windows=windows,
                         measured=stats.backfill_cycle, active=stats.set_active,
                         decisions=decisions)
+    starts.after_each_pass(backfill.poke)  # each event pass is news for the next cycle
     why = WhyDesk(store, settings, nodes, wall=wall, snapshot=backfill.snapshot,
                   check=submission.check, dependency=dependencies.shown, limits=acct_limits)
 

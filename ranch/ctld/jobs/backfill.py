@@ -15,7 +15,7 @@ import trio
 from ranch.conf.timefmt import slurm_timestamp
 from ranch.ctld.jobs import schedviews
 from ranch.ctld.jobs.decisions import Decisions, ahead_of
-from ranch.ctld.jobs.jobrecord import PENDING, Job
+from ranch.ctld.jobs.jobrecord import COMPLETING, PENDING, Job
 from ranch.ctld.jobs.willrun import running_ends
 from ranch.sched import backfill as planner
 from ranch.sched.fifo import Cluster, Queued
@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 # A queue longer than this is planned in a worker thread, over the snapshot's plain data, so
 # that the event loop keeps serving (the commit checks the nodes again before any start).
 THREADED = 200
+# a cycle with nothing new to plan waits at most this long (its estimates' times refresh)
+IDLE = 30.0
+# a cycle with news waits for the event passes to pause this long, at most SETTLE in all
+QUIET, SETTLE = 0.2, 1.0
 # an estimate's `why` for a job the cycle tried to place (sdiag's "try sched" depth)
 TRIED = (planner.BEYOND, planner.NEVER_FITS, "bf_min_prio_reserve")
 
@@ -97,22 +101,73 @@ class Backfill:
         self._active = active
         self._decisions = decisions if decisions is not None else Decisions(lambda *a, **k: None)
         self._views = schedviews.Views()
+        self._pokes, self._seen = 0, -1  # event passes run; the count the last cycle saw
+        self._poked = trio.Event()
         self.cycles = 0
         self.backfilled = 0  # jobs this loop started (sdiag's "Total backfilled jobs")
 
+    def poke(self) -> None:
+        """An event pass ran (a job ended or was submitted, a node changed...): what the next
+        cycle plans over changed (slurmctld's _more_work)."""
+        self._pokes += 1
+        self._poked.set()
+
     async def run(self) -> None:
-        """Forever: a cycle every bf_interval while SchedulerType=sched/backfill (the setting
-        is read again each time: a reconfigure may change it)."""
+        """Forever: a cycle bf_interval after the last one began, once the queue or the nodes
+        changed since that one's snapshot, the event passes paused and no ended job is still
+        half-released, while SchedulerType=sched/backfill (read again each time: a
+        reconfigure may change it).
+
+        A free-running timer drifts through the second; jobs tend to end on the same
+        fraction of it, and where the timer sat just before their ends each hole they opened
+        waited a whole interval, and the job backfilled there then started a second late (the
+        replay of tests/conformance/test_replay.py under CPU load); a timer that does not
+        drift can lock amid such ends as well. A cycle that falls due waits for the changes
+        and runs once their event passes pause."""
+        last = trio.current_time()  # the first cycle a bf_interval after the start
         while True:
             s = self._settings.config.scheduler
-            await trio.sleep(s.bf_interval if s.backfill else 30)  # off: look again later
+            if not s.backfill:
+                await trio.sleep(30)  # off: look again later
+                continue
+            await trio.sleep_until(last + s.bf_interval)
+            with trio.move_on_after(max(IDLE, s.bf_interval)):  # estimates refresh anyway
+                await self._news(s.bf_interval)
             if self._settings.config.scheduler.backfill:
+                last = trio.current_time()
                 await self.cycle()
+
+    async def _news(self, interval: float) -> None:
+        """Until an event pass the last cycle did not see has run; then until the passes
+        have paused for QUIET (at most SETTLE: jobs that end on one second report over a
+        tenth of it, and a cycle amid them would leave the later ones' holes for the next
+        interval) and the jobs that ended have released their nodes (at most `interval`: a
+        node may not answer), so the cycle sees the holes the ends opened whole."""
+        while self._pokes == self._seen:
+            await self._pass()
+        with trio.move_on_after(min(SETTLE, interval)):
+            while True:
+                seen = self._pokes
+                with trio.move_on_after(QUIET):
+                    await self._pass()
+                if self._pokes == seen:
+                    break
+        with trio.move_on_after(interval):
+            while self._releasing():
+                await self._pass()
+
+    async def _pass(self) -> None:
+        self._poked = trio.Event()
+        await self._poked.wait()
+
+    def _releasing(self) -> bool:
+        return any(j.state == COMPLETING and j.shares for j in self._jobs.jobs.values())
 
     async def cycle(self) -> int:
         """One cycle; the number of jobs it started. Its time is its own work, not the wait
         for a worker thread (sdiag's cycle excludes backfill's sleeps)."""
         began, t0 = self._wall(), time.perf_counter()
+        self._seen = self._pokes  # what it plans over: a pass after this is news
         snap = self.snapshot()
         spent = time.perf_counter() - t0
         if len(snap.queue) > THREADED:

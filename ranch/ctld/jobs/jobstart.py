@@ -74,6 +74,7 @@ class JobStarts:
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
         self._views = schedviews.Views()  # the records as the core reads them (ranch/sched)
+        self._passed: Callable[[], None] = lambda: None  # after each pass: backfill's poke
 
     def run(self) -> None:
         """The scheduling pass, when something happened that may let a job start."""
@@ -81,6 +82,11 @@ class JobStarts:
             began, queue = time.perf_counter(), len(self._jobs.pending)
             depth = self._pass()
             self._measured(int((time.perf_counter() - began) * 1e6), depth, queue)
+            self._passed()
+
+    def after_each_pass(self, call: Callable[[], None]) -> None:
+        """`call` after every pass (sched/backfill's loop learns of each change)."""
+        self._passed = call
 
     def _pass(self) -> int:
         """One pass; the number of jobs it looked at (sdiag's depth)."""
