@@ -55,10 +55,20 @@ DEPENDENT = [("submit", {**_ONE, "num_nodes": 2, "exclusive": True, "after": Non
              ("submit", {**_ONE, "num_nodes": 3, "exclusive": False, "after": None}),
              ("submit", {**_ONE, "num_nodes": 1, "exclusive": False, "after": 0})]
 
+# found by this test: a job with -d and a --begin later, submitted behind a waiting job, kept the
+# BeginTime given at submission; slurmctld's job_independent tests the dependency first
+BEGIN_AND_DEPENDENT = [("submit", {**_ONE, "num_nodes": 1, "exclusive": False, "after": None}),
+                       ("submit", {**_ONE, "num_nodes": 2, "exclusive": False, "after": None}),
+                       ("submit", {**_ONE, "num_nodes": 3, "cpus_per_task": 4,
+                                   "exclusive": False, "after": None}),
+                       ("submit", {**_ONE, "num_nodes": 1, "exclusive": False, "after": 0,
+                                   "begin": 600})]
+
 
 @settings(max_examples=30, deadline=None)
 @example(RELEASED)
 @example(DEPENDENT)
+@example(BEGIN_AND_DEPENDENT)
 @given(st.lists(ops, min_size=3, max_size=24))
 def test_every_pending_job_has_a_reason_after_every_pass(steps) -> None:
     trio.run(_run, steps, clock=trio.testing.MockClock(autojump_threshold=0))

@@ -155,8 +155,10 @@ class JobStarts:
         keep theirs (cheap: a compare a job). The number that ended (--kill-on-invalid-dep)."""
         ended = 0
         for job in self._jobs.pending:
+            # a BeginTime given at submission hides a -d that slurmctld tests first
             if job.state != PENDING or not (job.reason == "None" or (
-                    job.reason == "BeginTime" and (job.req.begin_time or 0) <= wall)):
+                    job.reason == "BeginTime" and (
+                        (job.req.begin_time or 0) <= wall or job.req.dependency))):
                 continue
             why = self.waits(job, wall, running)
             if why is None:
