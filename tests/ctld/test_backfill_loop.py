@@ -127,23 +127,32 @@ async def test_rqueue_start_and_show_job_print_the_estimate(autojump_clock) -> N
     assert " NodeList=(null)" in held
 
 
-async def test_a_long_queue_is_planned_in_a_thread_and_committed_alike(autojump_clock,
-                                                                       monkeypatch) -> None:
+async def test_a_long_queue_is_planned_in_slices_and_committed_alike(autojump_clock,
+                                                                      monkeypatch) -> None:
+    """The snapshot and the plan let the event loop run between slices (here after every
+    job: SLICE 0), and the plan's starts and estimates are those of one that did not."""
     from ranch.ctld.jobs import backfill
 
     c, ids = scene()
-    for _ in range(backfill.THREADED):  # held: in the queue, never placed
+    for _ in range(300):  # held: in the queue, never placed
         c.jobs.submission.submit(job(hold=True, time_limit=5))
-    threads: list[object] = []
-    real = trio.to_thread.run_sync
+    monkeypatch.setattr(backfill, "SLICE", 0.0)
+    ticks = 0
 
-    async def counted(fn, *args, **kw):
-        threads.append(fn)
-        return await real(fn, *args, **kw)
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.sleep(0)
 
-    monkeypatch.setattr(trio.to_thread, "run_sync", counted)
-    assert await c.jobs.backfill.cycle() == 1
-    assert len(threads) == 1
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        await trio.sleep(0)
+        before = ticks
+        assert await c.jobs.backfill.cycle() == 1
+        ran_between = ticks - before
+        nursery.cancel_scope.cancel()
+    assert ran_between >= 300  # the loop ran between the slices, not once at the end
     assert rec(c, ids["short"])["state"] == "RUNNING"
     assert rec(c, ids["big"])["sched_nodes"] == "n[1-4]"
 

@@ -6,8 +6,8 @@ StartTime estimate and SchedNodeList (or none)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import trio
@@ -35,9 +35,8 @@ if TYPE_CHECKING:
     from ranch.ctld.jobs.ports import Queue
     from ranch.ctld.jobs.settings import JobSettings
 
-# A queue longer than this is planned in a worker thread, over the snapshot's plain data, so
-# that the event loop keeps serving (the commit checks the nodes again before any start).
-THREADED = 200
+T = TypeVar("T")
+
 # a cycle with nothing new to plan waits at most this long (its estimates' times refresh)
 IDLE = 30.0
 # a cycle with news waits for the event passes to pause this long, at most SETTLE in all
@@ -164,20 +163,19 @@ class Backfill:
         return any(j.state == COMPLETING and j.shares for j in self._jobs.jobs.values())
 
     async def cycle(self) -> int:
-        """One cycle; the number of jobs it started. Its time is its own work, not the wait
-        for a worker thread (sdiag's cycle excludes backfill's sleeps)."""
-        began, t0 = self._wall(), time.perf_counter()
+        """One cycle; the number of jobs it started. Its time is its own work, not the event
+        loop's in between: the snapshot and the plan run in slices of SLICE seconds with the
+        loop let run between them (no stall longer than a slice at 50,000 pending), and the
+        commit checks that what a start uses is as the plan saw it."""
+        began = self._wall()
         self._seen = self._pokes  # what it plans over: a pass after this is news
-        snap = self.snapshot()
-        spent = time.perf_counter() - t0
-        if len(snap.queue) > THREADED:
-            self._active(True)
-            try:
-                estimates, took = await trio.to_thread.run_sync(_timed, snap.plan)
-            finally:
-                self._active(False)
-        else:
-            estimates, took = _timed(snap.plan)
+        snap, spent = await _sliced(lambda due: self._snapshot_steps(None, None, due))
+        self._active(True)
+        try:
+            estimates, took = await _sliced(lambda due: planner.steps(
+                snap.cluster, snap.queue, snap.ends, snap.now, snap.params, snap.windows, due))
+        finally:
+            self._active(False)
         t1 = time.perf_counter()
         started = self.commit(snap, estimates)
         spent += took + time.perf_counter() - t1
@@ -195,9 +193,21 @@ class Backfill:
 
     def snapshot(self, cfg: Any = None, under: Callable[[Job], tuple[int, tuple]] | None = None
                  ) -> Snapshot:
-        """The live views copied to plain data (the planner may run in a thread over them).
-        `cfg` and `under` (each job's priority and place: Priorities.under): a candidate
-        config's queue over the same nodes and jobs, for a reconfigure's dry run."""
+        """The live views copied to plain data, at once. `cfg` and `under` (each job's
+        priority and place: Priorities.under): a candidate config's queue over the same nodes
+        and jobs, for a reconfigure's dry run."""
+        steps = self._snapshot_steps(cfg, under, lambda: False)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def _snapshot_steps(self, cfg: Any, under: Callable[[Job], tuple[int, tuple]] | None,
+                        due: Callable[[], bool]) -> Generator[None, None, Snapshot]:
+        """snapshot() in slices, yielding between pending jobs when `due()`: a job that
+        changes meanwhile is seen as it was or as it is, and the commit finds any start on
+        nodes the plan saw otherwise."""
         wall = self._wall()
         cfg = cfg if cfg is not None else self._settings.config
         live = self._cluster(cfg, wall)
@@ -223,6 +233,8 @@ class Backfill:
                 if got:
                     view = attrs.evolve(view, priority=got[job.id][0])
                 queue.append(Queued(view, why))
+            if due():
+                yield
         self._views.prune(self._jobs.pending)
         # each end with its own copy of the shares (a job's dict changes as its nodes free)
         ends = tuple(Ending(e.at, e.job_id, dict(e.shares))
@@ -303,9 +315,24 @@ class Backfill:
         return True
 
 
-def _timed(plan: Callable[[], tuple[Estimate, ...]]) -> tuple[tuple[Estimate, ...], float]:
-    began = time.perf_counter()
-    return plan(), time.perf_counter() - began
+SLICE = 0.02  # the longest stretch a cycle holds the event loop (the issue: no stall > 50 ms)
+
+
+async def _sliced(make: Callable[[Callable[[], bool]], Generator[None, None, T]]
+                  ) -> tuple[T, float]:
+    """Run a generator of slices (made with the `due` it asks) to its end, letting the event
+    loop run between slices; its value and the seconds the slices themselves took."""
+    began = [0.0]
+    steps = make(lambda: time.perf_counter() - began[0] >= SLICE)
+    took = 0.0
+    while True:
+        began[0] = t = time.perf_counter()
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value, took + time.perf_counter() - t
+        took += time.perf_counter() - t
+        await trio.sleep(0)
 
 
 def _estimate(job: Job, start: float | None, nodes: tuple[str, ...]) -> bool:

@@ -14,7 +14,6 @@ import trio
 from ranch.conf import hostlist
 from ranch.conf.timefmt import slurm_timestamp
 from ranch.ctld.jobs import schedviews
-from ranch.ctld.jobs.backfill import THREADED
 from ranch.ctld.jobs.jobrecord import PENDING, Job
 from ranch.ctld.jobs.limitpass import HOLDING, RuleOf, held_ask, pending_ask
 from ranch.protocol import messages as m
@@ -27,6 +26,10 @@ if TYPE_CHECKING:
     from ranch.ctld.jobs.backfill import Snapshot
     from ranch.ctld.jobs.ports import JobReader, NodesForJobs
     from ranch.ctld.jobs.settings import JobSettings
+
+# a queue longer than this is explained in a worker thread, over plain data (the event loop
+# keeps serving meanwhile)
+THREADED = 200
 
 
 class WhyDesk:
