@@ -45,19 +45,19 @@ class RawStream:
         view = memoryview(data)
         sock = self.socket
         while view:
-            await trio.lowlevel.wait_writable(sock)
             fd = sock.fileno()
             if fd < 0:
                 raise trio.ClosedResourceError("socket was closed")
             try:
                 view = view[os.write(fd, view):]
             except BlockingIOError:
-                continue
+                await trio.lowlevel.wait_writable(sock)
             except OSError as exc:
                 raise trio.BrokenResourceError(f"send failed: {exc}") from exc
+        await trio.lowlevel.checkpoint_if_cancelled()
 
     async def receive_some(self, max_bytes: int) -> bytes:
-        return await StreamIO(self).receive_some(max_bytes)
+        return await receive(self.socket, max_bytes)
 
     def close(self) -> None:
         """Close the socket now; a task waiting on it is woken with ClosedResourceError."""
@@ -148,17 +148,24 @@ class StreamIO:
         sock = self.sock
         if sock is None:
             return await self.stream.receive_some(max_bytes)
-        while True:
-            await trio.lowlevel.wait_readable(sock)
-            fd = sock.fileno()
-            if fd < 0:
-                raise trio.ClosedResourceError("socket was closed")
-            try:
-                return os.read(fd, max_bytes)
-            except BlockingIOError:  # woken without data (it happens): wait again
-                continue
-            except OSError as exc:
-                raise trio.BrokenResourceError(f"receive failed: {exc}") from exc
+        return await receive(sock, max_bytes)
+
+
+async def receive(sock: Any, max_bytes: int) -> bytes:
+    """What socket `sock` holds, once it has something (see StreamIO.receive_some)."""
+    while True:
+        if sock.fileno() < 0:
+            raise trio.ClosedResourceError("socket was closed")
+        await trio.lowlevel.wait_readable(sock)
+        fd = sock.fileno()
+        if fd < 0:
+            raise trio.ClosedResourceError("socket was closed")
+        try:
+            return os.read(fd, max_bytes)
+        except BlockingIOError:  # woken without data (it happens): wait again
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(f"receive failed: {exc}") from exc
 
 
 def unread_bytes(fd: int) -> int:
