@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ranch.conf.model import ClusterConfig
-from ranch.ctld import logs
+from ranch.ctld import gctune, logs
 from ranch.ctld.accounts.store import Accounts
 from ranch.ctld.compose.controller import VERSION
 from ranch.ctld.compose.jobside import JobParts
@@ -70,7 +70,8 @@ def deadline_dispatcher(registry: NodeRegistry, liveness: Liveness, power: Power
                 reservations.refresh()
                 continue
             if (name, kind) == VIEWS_EXPIRY and views is not None:  # snapshots unasked for
-                views.expire(now)
+                if views.expire(now):
+                    gctune.release_free_memory()  # the records' key tables: MBs of C heap
                 continue
             if parts.on_deadline(name, kind):  # BeginTime, InactiveLimit, a lowered limit
                 continue
