@@ -26,7 +26,7 @@ import trio
 _LAST_DATA_RECV = 52
 _TCP_INFO_LEN = _LAST_DATA_RECV + 4
 
-class RawStream:
+class RawStream(trio.abc.AsyncResource):
     """An accepted connection's stream: the standard library's socket and what rctld calls of a
     trio stream on it (send_all, receive_some, aclose). trio.SocketStream wraps a trio socket
     that wraps this one, with a conflict detector, three objects with a dict each: about 300
