@@ -37,7 +37,8 @@ def configure() -> None:
 
 
 def one_malloc_heap() -> None:
-    """All threads allocate from the main C heap. glibc gives each thread that allocates its own
+    """All threads allocate from the main C heap, and blocks of MMAP_THRESHOLD or more from
+    pages of their own. glibc gives each thread that allocates its own
     heap, and rctld's worker threads (state saves, blocking calls) built bytes the event loop
     then kept: memory freed later in those heaps served nobody else. At 10,000 nodes two such
     heaps held 60 MB; with one heap the steady RSS fell by 20 MB (bench/fleet.py, issue 35).
