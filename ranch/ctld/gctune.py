@@ -19,8 +19,16 @@ import gc
 THRESHOLDS = (50_000, 20, 100)
 
 
-# glibc's mallopt parameter for the number of heaps ("arenas") threads may allocate from
+# glibc's mallopt parameters: the number of heaps ("arenas") threads may allocate from, and the
+# size from which a block gets pages of its own
 M_ARENA_MAX = -8
+M_MMAP_THRESHOLD = -3
+# Blocks this large or larger are mapped on their own and unmapped when freed. glibc's default
+# threshold starts at 128 KB but rises to the largest block freed (up to 32 MB), so after the
+# first snapshot every 3-8 MB snapshot body, its frame and orjson's buffer came from the heap;
+# freed between larger live blocks they stayed resident: 20-60 MB of free heap at 10,000 nodes
+# (bench/fleet_lib/tracemem.py, issue 47). Fixed, it no longer rises.
+MMAP_THRESHOLD = 256 << 10
 
 
 def configure() -> None:
@@ -29,7 +37,8 @@ def configure() -> None:
 
 
 def one_malloc_heap() -> None:
-    """All threads allocate from the main C heap. glibc gives each thread that allocates its own
+    """All threads allocate from the main C heap, and blocks of MMAP_THRESHOLD or more from
+    pages of their own. glibc gives each thread that allocates its own
     heap, and rctld's worker threads (state saves, blocking calls) built bytes the event loop
     then kept: memory freed later in those heaps served nobody else. At 10,000 nodes two such
     heaps held 60 MB; with one heap the steady RSS fell by 20 MB (bench/fleet.py, issue 35).
@@ -38,6 +47,7 @@ def one_malloc_heap() -> None:
     mallopt = _libc_function("mallopt")
     if mallopt is not None:
         mallopt(M_ARENA_MAX, 1)
+        mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)  # and large blocks never in it (see above)
 
 
 def freeze_startup_heap() -> None:

@@ -9,7 +9,7 @@ import trio
 
 from ranch.conf import hostlist
 from ranch.conf.build import parse_config_text
-from ranch.ctld.nodes.snapshot import SNAPSHOT_STALENESS
+from ranch.ctld.nodes.snapshot import CACHE_IDLE, EXPIRY_KEY, SNAPSHOT_STALENESS
 from ranch.ctld.state import deferred
 from ranch.protocol import messages as m
 from ranch.protocol.codec import decode, encode
@@ -130,6 +130,42 @@ async def test_snapshot_body_keeps_only_the_fields_asked_for(autojump_clock) -> 
     cluster.update_nodes(m.UpdateNodes("n1", "DRAIN", "x", "a"))
     assert orjson.loads(cluster.snapshot_body(fields=("compact",)))["nodes"][0] == {
         "compact": "drain"}
+
+
+async def test_snapshot_caches_are_let_go_when_nobody_asks(autojump_clock) -> None:
+    """Issue 47: the cached snapshot, its bodies and the nodes' records are held while asked
+    for, and let go CACHE_IDLE after the last request (by the controller's deadline task)."""
+    cluster = Cluster(make_config(), wall=wall)
+    _, conn = register(cluster, "n1")
+    views = cluster.controller.views
+
+    seqs = iter(range(1, 1000))
+
+    async def beating(seconds: float) -> None:  # n1 stays IDLE: its record is only patched
+        for _ in range(int(seconds / 5)):
+            await trio.sleep(5)
+            beat(cluster, "n1", conn, next(seqs))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(cluster.deadlines.run, cluster.on_deadlines)
+        s1 = cluster.snapshot()
+        body = orjson.loads(cluster.snapshot_body())
+        assert EXPIRY_KEY in cluster.deadlines
+        await beating(CACHE_IDLE / 2)
+        cluster.snapshot_body()  # asked again: held CACHE_IDLE from now
+        await beating(CACHE_IDLE * 0.75)
+        assert views._snaps and views._bodies
+        assert cluster.nodes["n1"].record is not None
+        await beating(CACHE_IDLE / 2)
+        assert not views._snaps and not views._bodies
+        assert all(n.record is None for n in cluster.nodes.values())
+        assert EXPIRY_KEY not in cluster.deadlines
+        s2 = cluster.snapshot()  # built again, and the timer set again
+        assert [r["name"] for r in s2.nodes] == [r["name"] for r in s1.nodes]
+        assert s2.nodes[0]["compact"] == "idle" and s2.nodes[0]["last_heartbeat"] is not None
+        assert orjson.loads(cluster.snapshot_body())["partitions"] == body["partitions"]
+        assert EXPIRY_KEY in cluster.deadlines
+        nursery.cancel_scope.cancel()
 
 
 async def test_restore_keeps_drains_and_reasons(autojump_clock) -> None:

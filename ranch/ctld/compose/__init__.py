@@ -197,6 +197,7 @@ def _controller(base: _Base, registry: NodeRegistry, parts: JobParts, power: Pow
                           eventlog=eventlog, hardware=base.hardware, deadlines=deadlines,
                           arm=liveness.arm, admit=membership.admit, health=drain_guard.health,
                           jobs=parts.for_nodes, after_change=after_change)
+    views = Snapshots(registry, changes=changes, **times, timer=deadlines)
     known: list[str] = []  # the nodes the saved state knew (restore, then start)
     save_doc, journal_records = coordinate.saved_state(changes, registry, reservations, parts,
                                                        accounts)
@@ -209,11 +210,11 @@ def _controller(base: _Base, registry: NodeRegistry, parts: JobParts, power: Pow
         power_pass=PowerPass(registry, **times, budget=power.suspend_budget, holding=holding,
                              after_change=after_change),
         reboots=reboots, reservations=reservations, accounts=accounts,
-        views=Snapshots(registry, changes=changes, **times), eventlog=eventlog,
+        views=views, eventlog=eventlog,
         hardware=base.hardware, deadlines=deadlines, changes=changes, site=site,
         after_change=after_change,
         on_deadlines=coordinate.deadline_dispatcher(registry, liveness, power, reboots,
-                                                    reservations, parts, after_change),
+                                                    reservations, parts, after_change, views),
         start=coordinate.starter(membership, liveness, power, reboots, reservations, known),
         restore=coordinate.restorer(registry, membership, liveness, base.hardware,
                                     reservations, parts, accounts, known),

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ranch.conf.model import ClusterConfig
-from ranch.ctld import logs
+from ranch.ctld import gctune, logs
 from ranch.ctld.accounts.store import Accounts
 from ranch.ctld.compose.controller import VERSION
 from ranch.ctld.compose.jobside import JobParts
@@ -23,6 +23,8 @@ from ranch.ctld.nodes.reboots import Reboots
 from ranch.ctld.nodes.registry import NodeRegistry
 from ranch.ctld.nodes.reservations import DEADLINE as RESV_DEADLINE
 from ranch.ctld.nodes.reservations import Reservations
+from ranch.ctld.nodes.snapshot import EXPIRY_KEY as VIEWS_EXPIRY
+from ranch.ctld.nodes.snapshot import Snapshots
 from ranch.ctld.site import Site
 from ranch.ctld.state.changelog import ChangeLog, Taken
 from ranch.protocol import messages as m
@@ -55,7 +57,8 @@ def effect_router(power: PowerSave, reboots: Reboots,
 
 def deadline_dispatcher(registry: NodeRegistry, liveness: Liveness, power: PowerSave,
                         reboots: Reboots, reservations: Reservations, parts: JobParts,
-                        after_change: Callable[[], None]) -> Callable[[Iterable[Any]], None]:
+                        after_change: Callable[[], None],
+                        views: Snapshots | None = None) -> Callable[[Iterable[Any]], None]:
     """The deadline task's callback: heartbeat stages, power and reboot timeouts, the
     reservations' windows and the jobs' own deadlines whose time came (a stall of the
     controller's own is credited to every node first)."""
@@ -65,6 +68,10 @@ def deadline_dispatcher(registry: NodeRegistry, liveness: Liveness, power: Power
         for name, kind in liveness.woke(keys, now):
             if (name, kind) == RESV_DEADLINE:  # a reservation's window opens or closes
                 reservations.refresh()
+                continue
+            if (name, kind) == VIEWS_EXPIRY and views is not None:  # snapshots unasked for
+                if views.expire(now):
+                    gctune.release_free_memory()  # the records' key tables: MBs of C heap
                 continue
             if parts.on_deadline(name, kind):  # BeginTime, InactiveLimit, a lowered limit
                 continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 from array import array
 from typing import Any, Protocol
 
@@ -121,7 +122,7 @@ class NodeRecord:
 
     def set_state(self, state: NodeState) -> None:
         self.state = state
-        self.complete = names.complete(state)
+        self.complete = sys.intern(names.complete(state))  # one string per distinct state
         self.record = None
         self.view_fresh = False
         self.saved = None
@@ -171,8 +172,9 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "port": cfg.port,
         "partitions": _shared_list(node.partitions),
         "state": _state_view(st.base, st.flags, st.reason),
-        "compact": names.compact(st),
-        "long": names.long(st),
+        # a few distinct values over the whole cluster: one string each, not one per node
+        "compact": sys.intern(names.compact(st)),
+        "long": sys.intern(names.long(st)),
         "complete": node.complete,
         "cpus": cfg.cpus,
         "cpus_alloc": st.cpus_alloc,
@@ -186,7 +188,7 @@ def snapshot_record(node: NodeRecord) -> dict[str, Any]:
         "free_mem": free_mem(m) if m is not None else None,
         "tmp_disk": cfg.tmp_disk,
         "gres": cfg.gres_str,
-        "gres_used": gres_used(cfg, node.gpus_used),
+        "gres_used": sys.intern(gres_used(cfg, node.gpus_used)),
         "features": _shared_list(cfg.features),
         "weight": cfg.weight,
         "boot_time": node.boot_time,

@@ -4,6 +4,7 @@ confirmations, health reports, shutdown notices, and a node's connection going a
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -98,7 +99,7 @@ class NodeTraffic:
         node.boot_time = msg.boot_time
         node.last_registration = wall
         node.slurmd_start_time = wall
-        node.version = msg.rnoded_version
+        node.version = sys.intern(msg.rnoded_version)  # the same few over the cluster
         node.protocol = version
         node.seq = -1  # a restarted rnoded counts again from the start
         node.last_heard = now

@@ -3,8 +3,9 @@ generation, and its encoded bodies, cached per field selection."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import orjson
 
@@ -22,16 +23,32 @@ SNAPSHOT_BODY_CACHE = 16
 # rcontrol show node: load and free memory, which Slurm refreshes only per ping) and the metrics
 # one (rinfo --metrics).
 SNAPSHOT_STALENESS = {False: 5.0, True: 1.0}
+# Seconds without a snapshot asked for, after which the cached snapshot, its encoded bodies and
+# every node's record are let go: about 1.3 KB a node and the 3-8 MB bodies (issue 47), held
+# until then for nobody. The next request after such a spell builds the records again (tens of
+# ms at 10,000 nodes, once); pollers (rinfo in a loop, the page, exporters) keep them.
+CACHE_IDLE = 60.0
+EXPIRY_KEY = ("", "snapshot-cache")  # its key in the controller's deadlines
+
+
+class Timer(Protocol):
+    """The controller's deadlines (ctld/deadlines.py), as the views use them."""
+
+    def schedule(self, key: Hashable, when: float) -> None: ...
+    def __contains__(self, key: Hashable) -> bool: ...
 
 
 class Snapshots:
     def __init__(self, shown: Shown, *, changes: ChangeLog, clock: Callable[[], float],
-                 wall: Callable[[], float]) -> None:
-        """`changes`: its generations say when the cached snapshot is out of date."""
+                 wall: Callable[[], float], timer: Timer | None = None) -> None:
+        """`changes`: its generations say when the cached snapshot is out of date; `timer`
+        wakes `expire` with EXPIRY_KEY (None: the caches are kept)."""
         self.shown = shown
         self.changes = changes
         self.clock = clock
         self.wall = wall
+        self.timer = timer
+        self.asked = -math.inf  # when a snapshot was last asked for (clock)
         self._snaps: dict[bool, tuple[int, int, float, m.Snapshot]] = {}
         self._bodies: dict[tuple[bool, tuple[str, ...]], tuple[m.Snapshot, bytes]] = {}
 
@@ -39,7 +56,10 @@ class Snapshots:
         """Cached per change generation: a state change shows at once; heartbeat-only figures
         (load, free memory, metrics) may lag by SNAPSHOT_STALENESS."""
         c, changes = self.shown, self.changes
-        now = self.clock()
+        now = self.asked = self.clock()
+        timer = self.timer
+        if timer is not None and EXPIRY_KEY not in timer:
+            timer.schedule(EXPIRY_KEY, now + CACHE_IDLE)
         cached = self._snaps.get(metrics)
         if cached is not None:
             gen, soft, built, snap = cached
@@ -76,6 +96,20 @@ class Snapshots:
         for key in [k for k, (of, _) in self._bodies.items() if of is old]:
             del self._bodies[key]
         return snap
+
+    def expire(self, now: float) -> bool:
+        """Let the caches go if no snapshot was asked for in CACHE_IDLE (True), else wake again
+        CACHE_IDLE after the last request."""
+        if now - self.asked < CACHE_IDLE:
+            if self.timer is not None:
+                self.timer.schedule(EXPIRY_KEY, self.asked + CACHE_IDLE)
+            return False
+        self._snaps.clear()
+        self._bodies.clear()
+        for node in self.shown.nodes.values():
+            node.record = None
+            node.view_fresh = False
+        return True
 
     def body(self, metrics: bool = False, fields: tuple[str, ...] = ()) -> bytes:
         """The cached snapshot's encoded body (orjson of the same shape ranch.protocol.codec

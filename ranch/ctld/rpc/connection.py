@@ -12,7 +12,7 @@ import attrs
 import trio
 
 from ranch.ctld import logs
-from ranch.ctld.rpc.fastio import StreamIO
+from ranch.ctld.rpc.fastio import RawStream, StreamIO
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.protocol.versions import CURRENT
 
@@ -39,7 +39,7 @@ class Connection:
                  "scope",
                  "send_lock", "stream", "version", "who")
 
-    def __init__(self, stream: trio.SocketStream, peer: str, links: Links,
+    def __init__(self, stream: RawStream | trio.SocketStream, peer: str, links: Links,
                  ready: bool = False) -> None:
         self.stream = stream
         # bytes (or the end of stream) are likely waiting: the next read tries before it waits

@@ -44,7 +44,7 @@ from ranch.ctld.rpc import eventstream, permissions, ratelimit, readcache, usera
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
 from ranch.ctld.rpc.connection import Connection, Links
-from ranch.ctld.rpc.fastio import unread_bytes
+from ranch.ctld.rpc.fastio import RawStream, unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
 from ranch.ctld.rpc.reading import Decoding, FrameReader, Steps
@@ -284,8 +284,7 @@ class Server:
 
     def _admit(self, raw: socket.socket, peer: str, nursery: trio.Nursery,
                ready: bool = True) -> None:
-        stream = trio.SocketStream(trio.socket.from_stdlib_socket(raw))
-        conn = Connection(stream, peer, self.links, ready)
+        conn = Connection(RawStream(raw), peer, self.links, ready)  # no trio wrappers (fastio)
         self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
         self.connections.add(conn)
         # the reader's run is the task (ctld/rpc/reading.py); a name given, not built per task
@@ -315,10 +314,10 @@ class Server:
             logs.event("node disconnected", node=conn.node, peer=conn.peer)
         # A push still being written fails with ClosedResourceError and ends.
         stream = conn.stream
-        if isinstance(stream, trio.SocketStream):
+        if isinstance(stream, RawStream | trio.SocketStream):
             # what aclose_forcefully does in the end, without its cancelled scope and
             # checkpoint: the task ends here (a command's connection, hundreds a second)
-            stream.socket.close()
+            (stream if isinstance(stream, RawStream) else stream.socket).close()
             return False
         return True
 
