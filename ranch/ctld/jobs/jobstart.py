@@ -71,6 +71,7 @@ class JobStarts:
         self._decisions = decisions if decisions is not None else Decisions(lambda *a, **k: None)
         self._preempt, self._preempted, self._order = preempt, preempted, order
         self._scope: LimitScope | None = None  # the limits' tally, kept from pass to pass
+        self._rule_of: tuple[Any, ...] | None = None  # (the limits' resolver,) during a pass
         self._members: dict[str, tuple[tuple[int, int], list[NodeView]]] = {}
         self._sizes = partlimits.Sizes()  # each partition's node count and CPUs
         self._views = schedviews.Views()  # the records as the core reads them (ranch/sched)
@@ -80,7 +81,12 @@ class JobStarts:
         """The scheduling pass, when something happened that may let a job start."""
         if self._jobs.take_kick():
             began, queue = time.perf_counter(), len(self._jobs.pending)
-            depth = self._pass()
+            # the limits' resolver is the same for every job of one pass: asked once
+            self._rule_of = (self._limits(),)
+            try:
+                depth = self._pass()
+            finally:
+                self._rule_of = None
             self._measured(int((time.perf_counter() - began) * 1e6), depth, queue)
             self._passed()
 
@@ -198,7 +204,7 @@ class JobStarts:
     def _limit(self, job: Job, wall: float) -> str:
         """The accounting limit that holds the job (acct_policy: skipped, it blocks no one).
         The tally is counted again whole when the tree changed, and every RECOUNT_S."""
-        rule_of = self._limits()
+        rule_of = self._rule_of[0] if self._rule_of is not None else self._limits()
         if rule_of is None:
             self._scope = None
             return ""
