@@ -18,10 +18,9 @@ bench/sched_bench.py builds it): `--nodes` 8-CPU nodes each busy with a job of 1
 minutes, `--pending` jobs of 1-8 whole nodes and 15 min to 1 day (every one tested:
 bf_max_job_test above the queue), one cycle under trio while a
 task wakes every millisecond. Figures: CPU ms of the snapshot, plan and commit; then one cycle
-as ranch/ctld/jobs/backfill.py runs it (the plan in a worker thread past 200 jobs: `thread`)
-and one with the plan on the loop in 20 ms slices (`slices`: backfill.steps), each its wall
-time and the longest the task waited past its wake-up (the event loop's longest stall; the
-snapshot and commit run on the loop in both).
+as ranch/ctld/jobs/backfill.py runs it (`cycle`: the snapshot and the plan on the loop in
+20 ms slices, the commit whole), its wall time and the longest the task waited past its
+wake-up (the event loop's longest stall).
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ranch.sched.backfill import Params, plan, steps  # noqa: E402
+from ranch.sched.backfill import Params, plan  # noqa: E402
 from ranch.sched.fifo import Cluster, Queued  # noqa: E402
 from ranch.sched.model import (  # noqa: E402
     UP,
@@ -190,29 +189,7 @@ def loop(pending: int, nodes: int) -> dict:
         bf.commit(snap, est)
         out["commit_cpu_ms"] = round((time.process_time() - t0) * 1000, 1)
 
-        async def sliced() -> None:
-            """The cycle with the plan on the loop in 20 ms slices (backfill.steps)."""
-            snap = bf.snapshot()
-            mark = [time.perf_counter()]
-
-            def due() -> bool:
-                if time.perf_counter() - mark[0] < 0.02:
-                    return False
-                mark[0] = time.perf_counter()
-                return True
-
-            slices = steps(snap.cluster, snap.queue, snap.ends, snap.now, snap.params,
-                           snap.windows, due)
-            while True:
-                try:
-                    next(slices)
-                except StopIteration as done:
-                    bf.commit(snap, done.value)
-                    return
-                await trio.sleep(0)
-                mark[0] = time.perf_counter()
-
-        for name, run in (("thread", bf.cycle), ("slices", sliced)):
+        for name, run in (("cycle", bf.cycle),):
             worst[0] = 0.0
             done = trio.Event()
 
