@@ -138,11 +138,17 @@ def main() -> int:
     if chromium is None:
         print("page_bench: no chromium on PATH; install Debian's `chromium`")
         return 1
+    from ranch.ctld import gctune
     from ranch.ctld.jobs.history import FileHistory
 
+    # The collector as rctld sets it (ctld/main.py): under Python's default thresholds full
+    # passes over this heap (50,000 jobs, 10,000 nodes) paused the loop 100-300 ms while pages
+    # were open, which rctld never sees.
+    gctune.configure()
     history = FileHistory(tempfile.mkdtemp(prefix="ranch-page-bench-"))
     cluster = build_cluster(args.nodes, args.gpus, history=history)
     pending = add_jobs(cluster, args.jobs, history)
+    gctune.freeze_startup_heap()  # as rctld does once it is up
     port = free_port()
     box = serve_in_thread(cluster, port)
     base = f"http://127.0.0.1:{port}"
