@@ -90,8 +90,9 @@ class Feed:
         self._body = b""
         self._gz = b""
         self._builds = 0
-        # per node: (state, health, its state part): recomputed only when either is replaced
-        self._parts: dict[str, tuple[Any, Any, tuple[str, tuple | None, str]]] = {}
+        # per node: (state, health, their part; packed metrics, their columns): each part
+        # recomputed only when what it is made of is replaced
+        self._parts: dict[str, tuple[Any, ...]] = {}
 
     def body(self, gzipped: bool) -> bytes:
         return self._gz if gzipped else self._body
@@ -116,8 +117,11 @@ class Feed:
             name = node.cfg.name
             got = parts.get(name)
             if got is None or got[0] is not node.state or got[1] is not node.health:
-                got = parts[name] = (node.state, node.health, _state_part(node))
-            long, reason, note = got[2]
+                got = parts[name] = (node.state, node.health, _state_part(node), None, None)
+            if got[3] is not node.metrics:  # a heartbeat packs a new array (nodetraffic.py)
+                got = parts[name] = (*got[:3], node.metrics, None if node.metrics is None
+                                     else packed_columns(node.metrics))
+            (long, reason, note), figures = got[2], got[4]
             name_.append(name)
             state_.append(states.setdefault(long, len(states)))
             reason_.append(-1 if reason is None else reasons.setdefault(reason, len(reasons)))
@@ -125,10 +129,10 @@ class Feed:
             cpus_.append([node.state.cpus_alloc, node.cfg.cpus])
             for p in node.partitions:
                 members.setdefault(p, []).append(i)
-            if node.metrics is None:
+            if figures is None:
                 c = mm = g = t = a = -1
             else:
-                c, mm, g, t = packed_columns(node.metrics)
+                c, mm, g, t = figures
                 hb = node.last_heartbeat
                 a = -1 if hb is None else round(max(0.0, wall - hb))
             cpu_.append(c)
