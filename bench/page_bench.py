@@ -178,6 +178,11 @@ def main() -> int:
         nav_ms = b.js("performance.now()")
         # when the page had built the grid's cells (app.js marks it), free of the 0.1 s polling
         built_ms = b.js("(performance.getEntriesByName('ranch-grid-built')[0] || {}).startTime")
+        # the first feed's fetch in the page: asked at, answered (last byte) at
+        feed_timing = b.js("(() => { const e = performance.getEntriesByType('resource')"
+                           ".find(x => x.name.includes('/ui/grid.json'));"
+                           " return e ? [Math.round(e.startTime), Math.round(e.responseEnd)]"
+                           " : null; })()")
         # One full refresh in the page: re-apply a fresh feed to every cell.
         refresh_ms = b.js("(async () => { etag = null; const t = performance.now();"
                           " const r = await fetch('/ui/grid.json', {cache: 'no-store'});"
@@ -246,6 +251,7 @@ def main() -> int:
         "grid_drawn_s": round(first_draw_s, 2),
         "page_clock_at_drawn_ms": round(nav_ms),
         "page_clock_at_grid_built_ms": round(built_ms) if built_ms is not None else None,
+        "page_clock_feed_asked_answered_ms": feed_timing,
         "refresh_fetch_and_render_ms": round(refresh_ms),
         "state_filter_ms": round(filter_ms),
         "jobs_pending": pending, "jobs_in_history": args.jobs - pending,
