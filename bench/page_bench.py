@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 import threading
@@ -78,6 +79,13 @@ def add_jobs(cluster, total: int, history) -> int:
     return live
 
 
+def live_streams(cluster) -> int:
+    """Open /ui/stream readers: the followers the event log's page hub feeds."""
+    from ranch.ctld.web.live import Hub
+    hubs = [f for f in cluster.controller.eventlog.followers if isinstance(f, Hub)]
+    return sum(len(h.streams) for h in hubs)
+
+
 def cpu_of(fn) -> float:
     """Process CPU seconds fn's span took (the browser is another process)."""
     t = time.process_time()
@@ -130,11 +138,17 @@ def main() -> int:
     if chromium is None:
         print("page_bench: no chromium on PATH; install Debian's `chromium`")
         return 1
+    from ranch.ctld import gctune
     from ranch.ctld.jobs.history import FileHistory
 
+    # The collector as rctld sets it (ctld/main.py): under Python's default thresholds full
+    # passes over this heap (50,000 jobs, 10,000 nodes) paused the loop 100-300 ms while pages
+    # were open, which rctld never sees.
+    gctune.configure()
     history = FileHistory(tempfile.mkdtemp(prefix="ranch-page-bench-"))
     cluster = build_cluster(args.nodes, args.gpus, history=history)
     pending = add_jobs(cluster, args.jobs, history)
+    gctune.freeze_startup_heap()  # as rctld does once it is up
     port = free_port()
     box = serve_in_thread(cluster, port)
     base = f"http://127.0.0.1:{port}"
@@ -162,6 +176,13 @@ def main() -> int:
                   timeout=60, what="every node drawn")
         first_draw_s = time.monotonic() - t0
         nav_ms = b.js("performance.now()")
+        # when the page had built the grid's cells (app.js marks it), free of the 0.1 s polling
+        built_ms = b.js("(performance.getEntriesByName('ranch-grid-built')[0] || {}).startTime")
+        # the first feed's fetch in the page: asked at, answered (last byte) at
+        feed_timing = b.js("(() => { const e = performance.getEntriesByType('resource')"
+                           ".find(x => x.name.includes('/ui/grid.json'));"
+                           " return e ? [Math.round(e.startTime), Math.round(e.responseEnd)]"
+                           " : null; })()")
         # One full refresh in the page: re-apply a fresh feed to every cell.
         refresh_ms = b.js("(async () => { etag = null; const t = performance.now();"
                           " const r = await fetch('/ui/grid.json', {cache: 'no-store'});"
@@ -201,19 +222,22 @@ def main() -> int:
         trio.from_thread.run_sync(cluster.update_nodes, m.UpdateNodes(
             name, "RESUME", "", "alice"), trio_token=token)
         full_cpu = cpu_of(full_refetch)
-        # Ten pages: this one and nine more readers of the stream.
-        stop = threading.Event()
-
-        def reader() -> None:
-            with httpx.stream("GET", base + "/ui/stream", timeout=None) as r:
-                for _ in r.iter_lines():
-                    if stop.is_set():
-                        return
-
-        for _ in range(9):
-            threading.Thread(target=reader, daemon=True).start()
-        hb_ten = heartbeat_delays(cluster, token, args.seconds)
-        stop.set()
+        # Ten pages: this one and nine more readers of the stream, each its own process as a
+        # browser is (readers on threads of this process took the controller's GIL from it at
+        # every frame: the figure was the bench's own contention).
+        readers = [subprocess.Popen(["curl", "-sN", base + "/ui/stream"],
+                                    stdout=subprocess.DEVNULL) for _ in range(9)]
+        try:
+            deadline = time.monotonic() + 30
+            while trio.from_thread.run_sync(live_streams, cluster, trio_token=token) < 10:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the nine stream readers never connected")
+                time.sleep(0.1)
+            hb_ten = heartbeat_delays(cluster, token, args.seconds)
+        finally:
+            for r in readers:
+                r.terminate()
+                r.wait()
         heartbeats["heartbeat_late_ms_ten_pages_p50_p99"] = hb_ten
         if args.screenshot:
             b.js("document.querySelector('#grid .c:nth-child(98)').click()")
@@ -226,6 +250,8 @@ def main() -> int:
         "feed_bytes_uncompressed": raw_feed,
         "grid_drawn_s": round(first_draw_s, 2),
         "page_clock_at_drawn_ms": round(nav_ms),
+        "page_clock_at_grid_built_ms": round(built_ms) if built_ms is not None else None,
+        "page_clock_feed_asked_answered_ms": feed_timing,
         "refresh_fetch_and_render_ms": round(refresh_ms),
         "state_filter_ms": round(filter_ms),
         "jobs_pending": pending, "jobs_in_history": args.jobs - pending,

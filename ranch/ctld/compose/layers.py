@@ -43,6 +43,9 @@ class NodesShown:
 
     nodes: Mapping[str, NodeRecord]  # the metrics' per-node lines
     snapshot: Callable[..., m.Snapshot]  # (metrics=False)
+    # (changes a snapshot shows, heartbeat-only changes): the page's feed is rebuilt on these
+    generation: Callable[[], tuple[int, int]]
+    wall: Callable[[], float]  # the controller's wall clock (heartbeat ages)
     # reconfigure replaces both: asked each time
     config_in_force: Callable[[], ClusterConfig]
     policy_in_force: Callable[[], Policy]
@@ -59,6 +62,8 @@ class NodesShown:
 
 def nodes_shown(c: Controller) -> NodesShown:
     registry = c.registry
+    changes = c.changes
     return NodesShown(nodes=registry.nodes, snapshot=c.views.snapshot,
+                      generation=lambda: (changes.gen, changes.soft_gen), wall=registry.wall,
                       config_in_force=lambda: registry.config,
                       policy_in_force=lambda: registry.policy)

@@ -62,6 +62,8 @@ if TYPE_CHECKING:
 
 API_VERSION = __version__  # the release, as Slurm's JSON gives its own
 POLL_SECONDS = 3
+JOB_CHUNK = 1000  # job records turned into squeue's documents between two yields
+FEED_STALENESS = 1.0  # seconds the feed's heartbeat figures may lag
 # The page has Drain/Resume buttons: it may not be framed by another site (clickjacking), and it
 # runs only its own script and style (no inline code a crafted node name could smuggle in).
 PAGE_HEADERS = {
@@ -89,6 +91,7 @@ class Web:
         self.expo = metrics.Exposition()
         self.feed = grid.Feed()
         self._metrics_lock = trio.Lock()  # one scrape builds at a time; others wait for it
+        self._feed_lock = trio.Lock()  # so does the page's feed
         self._nodes_for: Any = None  # the snapshot _nodes_docs were made from
         self._nodes_docs: list[dict] = []
         self._job_counts: tuple[int, dict[str, int]] = (-1, {})  # (Jobs.gen, jobstats.counts)
@@ -210,9 +213,14 @@ class Web:
         now, records = self._job_records()
         records = permissions.visible_jobs(self.nodes_view.config, self.gate.reader(request),
                                            records)
-        return Json(queue_doc(records, now, version=API_VERSION, user="",
-                              command=[request.method, request.url.path],
-                              cluster=self.nodes_view.config.cluster_name))
+        doc = queue_doc([], now, version=API_VERSION, user="",
+                        command=[request.method, request.url.path],
+                        cluster=self.nodes_view.config.cluster_name)
+        for i, j in enumerate(records):  # 10,000 jobs: chunks that let heartbeats through
+            if i % JOB_CHUNK == JOB_CHUNK - 1:
+                await trio.sleep(0)
+            doc["jobs"].append(job_json(j))
+        return Json(doc)
 
     async def job(self, request: Request) -> Response:
         if (refused := self.gate.read_refusal(request)) is not None:
@@ -260,17 +268,31 @@ class Web:
     async def grid_feed(self, request: Request) -> Response:
         if (refused := self.gate.read_refusal(request, "nodes")) is not None:
             return refused
-        snap = self.nodes_view.snapshot(metrics=True)
-        etag = f'"{snap.generated_at!r}"'
+        async with self._feed_lock:  # pages asking at once share one build
+            version = self._feed_version()
+            if version != self.feed.version:
+                cfg, nodes = self.nodes_view.config, self.nodes_view.nodes
+                for _ in self.feed.steps(version, nodes, [p.name for p in cfg.partitions],
+                                         cfg.cluster_name, self.nodes_view.wall()):
+                    await trio.sleep(0)  # let heartbeats in between chunks
+        etag = self.feed.etag
         if request.headers.get("if-none-match") == etag:
             return Response(status_code=304, headers={"ETag": etag})
-        for _ in self.feed.steps(snap):
-            await trio.sleep(0)
         headers = {"ETag": etag, "Cache-Control": "no-cache", "Vary": "Accept-Encoding"}
-        if "gzip" in request.headers.get("accept-encoding", ""):
+        gzipped = "gzip" in request.headers.get("accept-encoding", "")
+        if gzipped:
             headers["Content-Encoding"] = "gzip"
-            return Json(self.feed.gzipped(snap), headers=headers)
-        return Json(self.feed.build(snap), headers=headers)
+        return Json(self.feed.body(gzipped), headers=headers)
+
+    def _feed_version(self) -> tuple[int, int, float]:
+        """The feed's key: a state change shows at once; heartbeat figures (load, memory,
+        GPUs) may lag by FEED_STALENESS, as the metrics snapshot's did."""
+        gen, soft = self.nodes_view.generation()
+        now = trio.current_time()
+        v = self.feed.version
+        if v is not None and v[0] == gen and (v[1] == soft or now - v[2] < FEED_STALENESS):
+            return v
+        return gen, soft, now
 
     # -- writes ----------------------------------------------------------------------------
 

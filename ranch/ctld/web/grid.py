@@ -1,20 +1,27 @@
-"""The web page's feed: every node of a metrics snapshot in a few columns, small enough to poll.
+"""The web page's feed: every node in a few columns, small enough to poll.
 
 The page draws 10,000 nodes from this (about 40 bytes a node, before gzip) and asks
-/ui/node/NAME, the API's own node record, for one node's details. Built once per snapshot.
+/ui/node/NAME, the API's own node record, for one node's details. Built straight from the
+node records, a chunk at a time with a checkpoint between (no whole-cluster snapshot built in one
+go on the loop), and once per version: every page that asks for the same version gets the same
+bytes (plain and gzipped), so ten open pages cost one build.
 """
 
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
 
+from ranch.ctld.nodes.node import NodeRecord
 from ranch.protocol.records import reason_user
+from ranch.statemachine import names as state_names
 
-CHUNK = 1000  # nodes between two chances for heartbeats to run
+CHUNK = 250  # nodes between two chances for heartbeats to run (a few ms of work)
+ZCHUNK = 1 << 16  # bytes gzipped between two chances
+_HEAD, _PER_GPU = 5, 6  # the packed metrics' layout (ctld/nodes/node.py pack_metrics)
 
 
 def _pct(used: float | None, total: float | None) -> int:
@@ -22,7 +29,8 @@ def _pct(used: float | None, total: float | None) -> int:
 
 
 def node_columns(rec: dict[str, Any]) -> tuple[int, int, int, int, int]:
-    """(cpu %, memory %, mean GPU util %, hottest °C, heartbeat age s); -1 where unknown."""
+    """(cpu %, memory %, mean GPU util %, hottest °C, heartbeat age s) of a snapshot record
+    with metrics; -1 where unknown."""
     mt = rec.get("metrics")
     if not mt:
         return -1, -1, -1, -1, -1
@@ -41,6 +49,18 @@ def node_columns(rec: dict[str, Any]) -> tuple[int, int, int, int, int]:
     )
 
 
+def packed_columns(packed: Any) -> tuple[int, int, int, int]:
+    """(cpu %, memory %, mean GPU util %, hottest °C) straight from a node's packed metrics
+    (what node_columns reads from the record metrics_record unpacks; NaN: not measured)."""
+    utils = packed[_HEAD + 1::_PER_GPU]
+    temps = [t for t in packed[_HEAD + 4::_PER_GPU] if t == t]
+    if packed[4] == packed[4]:
+        temps.append(packed[4])
+    return (-1 if packed[0] != packed[0] else round(packed[0]), _pct(packed[2], packed[3]),
+            round(sum(utils) / len(utils)) if utils else -1,
+            round(max(temps)) if temps else -1)
+
+
 def health_note(rec: dict[str, Any]) -> str:
     """The health verdict and warnings in one line ("" when all is well)."""
     h = rec.get("health") or {}
@@ -50,66 +70,89 @@ def health_note(rec: dict[str, Any]) -> str:
     return "; ".join(notes)
 
 
+def _state_part(node: NodeRecord) -> tuple[str, tuple | None, str]:
+    """(sinfo's long state, reason key or None, health note) of a node."""
+    st, h = node.state, node.health
+    r = state_names.reason_to_json(st.reason)
+    reason = ((r["text"], reason_user(r), int(r.get("time") or 0), r.get("source"))
+              if r and r.get("text") else None)
+    note = health_note({"health": {"verdict": h.verdict, "message": h.message,
+                                   "warnings": list(h.warnings)} if h else None})
+    return state_names.long(st), reason, note
+
+
 class Feed:
-    """Encodes a snapshot's nodes once; the same bytes serve every poll of that snapshot."""
+    """Encodes the nodes once per version; the same bytes serve every poll of that version."""
 
     def __init__(self) -> None:
-        self._for: Any = None
+        self.version: Any = None  # what the body was built for (the caller's key)
+        self.etag = ""
         self._body = b""
-        self._gz: bytes | None = None
+        self._gz = b""
+        self._builds = 0
+        # per node: (state, health, their part; packed metrics, their columns): each part
+        # recomputed only when what it is made of is replaced
+        self._parts: dict[str, tuple[Any, ...]] = {}
 
-    def gzipped(self, snap: Any) -> bytes:
-        """The feed gzip-compressed (a tenth of the bytes), also made once per snapshot."""
-        body = self.build(snap)
-        if self._gz is None:
-            c = zlib.compressobj(6, zlib.DEFLATED, 31)  # 31: gzip framing
-            self._gz = c.compress(body) + c.flush()
-        return self._gz
+    def body(self, gzipped: bool) -> bytes:
+        return self._gz if gzipped else self._body
 
-    def build(self, snap: Any) -> bytes:
-        for _ in self.steps(snap):
-            pass
-        return self._body
-
-    def steps(self, snap: Any) -> Iterator[None]:
-        """Build the feed of `snap` (unless it is built), yielding every CHUNK nodes."""
-        if snap is self._for:
+    def steps(self, version: Any, nodes: Mapping[str, NodeRecord], partitions: list[str],
+              cluster: str, wall: float) -> Iterator[None]:
+        """Build the feed of `nodes` for `version` (unless it is built), yielding every CHUNK
+        nodes; `partitions`: their names in the config's order."""
+        if version == self.version:
             return
         states: dict[str, int] = {}
         notes: dict[str, int] = {"": 0}
         reasons: dict[tuple, int] = {}
-        names, state, reason, cpu, mem, gpu, temp, age, health, cpus = ([] for _ in range(10))
-        for i, rec in enumerate(snap.nodes):
+        members: dict[str, list[int]] = {p: [] for p in partitions}
+        cols: dict[str, list[Any]] = {k: [] for k in (
+            "name", "state", "reason", "cpu", "mem", "gpu", "temp", "age", "health", "cpus")}
+        name_, state_, reason_, cpu_, mem_, gpu_, temp_, age_, health_, cpus_ = cols.values()
+        parts = self._parts
+        for i, node in enumerate(list(nodes.values())):
             if i % CHUNK == CHUNK - 1:
                 yield
-            names.append(rec["name"])
-            state.append(states.setdefault(rec["long"], len(states)))
-            r = rec["state"].get("reason")
-            if r and r.get("text"):
-                key = (r["text"], reason_user(r), int(r.get("time") or 0), r.get("source"))
-                reason.append(reasons.setdefault(key, len(reasons)))
+            name = node.cfg.name
+            got = parts.get(name)
+            if got is None or got[0] is not node.state or got[1] is not node.health:
+                got = parts[name] = (node.state, node.health, _state_part(node), None, None)
+            if got[3] is not node.metrics:  # a heartbeat packs a new array (nodetraffic.py)
+                got = parts[name] = (*got[:3], node.metrics, None if node.metrics is None
+                                     else packed_columns(node.metrics))
+            (long, reason, note), figures = got[2], got[4]
+            name_.append(name)
+            state_.append(states.setdefault(long, len(states)))
+            reason_.append(-1 if reason is None else reasons.setdefault(reason, len(reasons)))
+            health_.append(notes.setdefault(note, len(notes)))
+            cpus_.append([node.state.cpus_alloc, node.cfg.cpus])
+            for p in node.partitions:
+                members.setdefault(p, []).append(i)
+            if figures is None:
+                c = mm = g = t = a = -1
             else:
-                reason.append(-1)
-            c, mm, g, t, a = node_columns(rec)
-            cpu.append(c)
-            mem.append(mm)
-            gpu.append(g)
-            temp.append(t)
-            age.append(a)
-            health.append(notes.setdefault(health_note(rec), len(notes)))
-            cpus.append([rec["cpus_alloc"], rec["cpus"]])
-        index = {n: i for i, n in enumerate(names)}
+                c, mm, g, t = figures
+                hb = node.last_heartbeat
+                a = -1 if hb is None else round(max(0.0, wall - hb))
+            cpu_.append(c)
+            mem_.append(mm)
+            gpu_.append(g)
+            temp_.append(t)
+            age_.append(a)
         doc = {
-            "cluster": snap.cluster_name,
-            "generated_at": snap.generated_at,
-            "states": list(states),
-            "reasons": [list(k) for k in reasons],
-            "notes": list(notes),
-            "partitions": [
-                {"name": p["name"], "members": [index[n] for n in p["nodes"] if n in index]}
-                for p in snap.partitions
-            ],
-            "nodes": {"name": names, "state": state, "reason": reason, "cpu": cpu, "mem": mem,
-                      "gpu": gpu, "temp": temp, "age": age, "health": health, "cpus": cpus},
+            "cluster": cluster, "generated_at": wall, "states": list(states),
+            "reasons": [list(k) for k in reasons], "notes": list(notes),
+            "partitions": [{"name": p, "members": ix} for p, ix in members.items()],
+            "nodes": cols,
         }
-        self._for, self._body, self._gz = snap, orjson.dumps(doc), None
+        body = orjson.dumps(doc)
+        # gzipped too (a tenth of the bytes: every browser asks for it), a slice at a time
+        z, gz = zlib.compressobj(6, zlib.DEFLATED, 31), []  # 31: gzip framing
+        for at in range(0, len(body), ZCHUNK):
+            yield
+            gz.append(z.compress(body[at:at + ZCHUNK]))
+        gz.append(z.flush())
+        self._builds += 1
+        self.version, self._body, self._gz = version, body, b"".join(gz)
+        self.etag = f'"{self._builds}-{wall!r}"'

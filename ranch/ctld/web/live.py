@@ -127,6 +127,9 @@ class Live:
         self._nodes_refusal, self._events_refusal = nodes_refusal, events_refusal
         self.hub = Hub()
         self.frames_sent = 0
+        # The frames last built, by what they hold: the open pages take the same batches at the
+        # same moment, so one page builds a frame and the others send the same bytes.
+        self._built: dict[tuple[int, int, int, int, bool], bytes] = {}
 
     @property
     def open(self) -> int:
@@ -181,6 +184,15 @@ class Live:
         return SseResponse(frames, close)
 
     def _frame(self, batch: list[dict[str, Any]], missed: int, with_events: bool) -> bytes:
+        key = (batch[0]["seq"] if batch else -1, batch[-1]["seq"] if batch else self.events.seq,
+               len(batch), missed, with_events)
+        if (got := self._built.get(key)) is None:
+            if len(self._built) >= 2 * MAX_STREAMS:
+                self._built.clear()
+            got = self._built[key] = self._build_frame(batch, missed, with_events)
+        return got
+
+    def _build_frame(self, batch: list[dict[str, Any]], missed: int, with_events: bool) -> bytes:
         seq = batch[-1]["seq"] if batch else self.events.seq
         if missed:  # the page fell behind: one refetch of the grid is cheaper than guessing
             return frame("resync", {"seq": seq, "missed": missed}, seq)

@@ -35,6 +35,9 @@ class WebNodes(Configured, Protocol):
     def policy(self) -> Policy: ...  # the node table's settings, for the page's dry runs
 
     def snapshot(self, metrics: bool = False) -> m.Snapshot: ...
+    # (changes a snapshot shows, heartbeat-only changes so far): the page's feed version
+    def generation(self) -> tuple[int, int]: ...
+    def wall(self) -> float: ...  # the controller's wall clock (heartbeat ages)
 
 
 class JobsRead(Protocol):

@@ -4,6 +4,10 @@
 // globals ($, headers, token, feed, selected, POLL_MS, stateClass, fmtTime).
 "use strict";
 let queue = [], queueNow = 0, sortKey = "job_id", sortUp = true, viewTimer = null;
+// The queue draws this many rows, then more on request: 10,000 rows took the Jobs tab a second
+// to lay out (the filters, the sort and the counts still cover every job).
+const QUEUE_PAGE = 500;
+let queueRows = QUEUE_PAGE;
 
 const el = (tag, text, cls) => {
   const e = document.createElement(tag);
@@ -124,7 +128,7 @@ function renderQueue() {
   });
   const body = $("queue-rows");
   body.textContent = "";
-  for (const j of shown) {
+  for (const j of shown.slice(0, queueRows)) {
     const st = j.job_state[0], start = num(j.start_time);
     const time = st === "PENDING"
       ? (start ? "est. start " + fmtTime(start) : "—")
@@ -136,6 +140,10 @@ function renderQueue() {
     body.appendChild(tr);
   }
   $("j-shown").textContent = `${shown.length} of ${queue.length} jobs`;
+  const more = shown.length - Math.min(shown.length, queueRows);
+  $("j-more").hidden = more <= 0;
+  $("j-more").textContent = `Show ${Math.min(more, QUEUE_PAGE).toLocaleString()} more ` +
+    `(${more.toLocaleString()} not shown)`;
   for (const b of document.querySelectorAll("#queue .sort")) {
     b.parentElement.setAttribute("aria-sort", b.dataset.key !== sortKey ? "none"
       : sortUp ? "ascending" : "descending");
@@ -251,6 +259,8 @@ for (const b of document.querySelectorAll("#queue .sort")) {
     renderQueue();
   };
 }
-for (const id of ["j-user", "j-account", "j-part", "j-state"]) $(id).addEventListener("change", renderQueue);
+const firstPage = () => { queueRows = QUEUE_PAGE; renderQueue(); };
+for (const id of ["j-user", "j-account", "j-part", "j-state"]) $(id).addEventListener("change", firstPage);
+$("j-more").onclick = () => { queueRows += QUEUE_PAGE; renderQueue(); };
 window.addEventListener("hashchange", route);
 route();
