@@ -141,36 +141,21 @@ def _run(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     return p.returncode, p.stdout, p.stderr
 
 
+def _three(scenario_of_commands, exact: bool):
+    """scenario() over a `command(name, *args)` runner: sprio, sacctmgr and sshare from it."""
+    def run(cluster, command, restart):
+        return scenario_of_commands(cluster, lambda *a: command("sprio", *a),
+                                    lambda *a: command("sacctmgr", *a),
+                                    lambda *a: command("sshare", *a), restart, exact)
+    return run
+
+
 def on_slurm(slurm: SlurmCluster, exact: bool = True) -> list[tuple[str, object]]:
-    def restart() -> None:
-        proc = slurm.procs["slurmctld"]
-        proc.terminate()
-        proc.wait(timeout=30)
-        slurm._spawn("slurmctld", [_find("slurmctld"), "-D", "-f", str(slurm.conf)])
-        slurm._wait(lambda: slurm.run("scontrol", "ping").returncode == 0, 30,
-                    "slurmctld to answer again")
-
-    def command(name: str):
-        return lambda *a: _run(slurm.argv(name, *a), slurm.env())
-
-    return scenario(slurm, command("sprio"), command("sacctmgr"), command("sshare"), restart,
-                    exact)
+    return on_slurm_with(slurm, _three(scenario, exact))
 
 
 def on_ranch(conf: str, exact: bool = True) -> list[tuple[str, object]]:
-    code = "import sys; from ranch.cli.slurm_names import main; sys.exit(main())"
-    ranch = RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
-                         + conf)
-    with ranch:
-        env = ranch.env()
-
-        def named(*argv: str) -> tuple[int, str, str]:
-            got = _run([sys.executable, "-c", code, *argv], env)
-            return got[0], got[1], got[2].replace("rsprio", "sprio")
-
-        return scenario(ranch, lambda *a: named("sprio", *a),
-                        lambda *a: named("sacctmgr", *a), lambda *a: named("sshare", *a),
-                        lambda: None, exact)
+    return on_ranch_with(conf, _three(scenario, exact))
 
 
 def on_slurm_with(slurm: SlurmCluster, scenario_of) -> Any:
