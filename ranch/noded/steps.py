@@ -25,6 +25,7 @@ from ranch.noded import stepstore
 from ranch.noded.joblaunch import LaunchError
 from ranch.noded.jobs import JobRunner
 from ranch.noded.stepcontrol import end_tasks, feed_stdin, signal_tasks, step_end
+from ranch.noded.stepspool import StepOutput, pump
 from ranch.noded.steptasks import (
     LineReader,
     RunningStep,
@@ -35,6 +36,7 @@ from ranch.noded.steptasks import (
 )
 from ranch.noded.taskenv import cancelled_line, truncate_shared
 from ranch.protocol.messages import (
+    OutputAck,
     StepEnd,
     StepHello,
     StepSignal,
@@ -48,7 +50,6 @@ from ranch.protocol.tcp import FramedStream, PeerClosed
 log = logging.getLogger("rnoded.steps")
 
 CONNECT_TIMEOUT = 10.0  # reaching rrun's listener
-CHUNK = 1 << 16  # one TaskOutput frame at most
 LOST = (trio.BrokenResourceError, trio.ClosedResourceError, PeerClosed, OSError)
 STOP_GRACE = 1.0  # a frame under way to rrun when rnoded stops gets this long to finish
 
@@ -199,10 +200,14 @@ class StepRunner:
     # ------------------------------------------------------------------------------ running
 
     async def _run(self, step: RunningStep, job: Any) -> None:
+        if step.spec.io_resume and step.held is not None:  # rrun acknowledges: spooled
+            step.out = StepOutput(step.held.path, [(t, fd) for t, fd, _, fwd in step.held.outputs
+                                                   if fwd], resuming=step.fs is not None
+                                  and step.adopted)
         try:
             async with trio.open_nursery() as tasks:
                 for task, fd, stream, forward in step.held.outputs if step.held else ():
-                    tasks.start_soon(self._pump, step, task, fd, stream, forward)
+                    tasks.start_soon(pump, step, task, fd, stream, forward, self._say)
                 if step.fs is not None:
                     tasks.start_soon(self._from_rrun, step, tasks.cancel_scope)
                 elif step.adopted:  # rrun went away while rnoded was: as if it went now
@@ -216,6 +221,8 @@ class StepRunner:
                 if step.fs is not None:
                     with trio.move_on_after(0.5):
                         await step.fs.aclose()
+            if step.out is not None:
+                step.out.close()
             raise
         await self._finish(step)
 
@@ -261,7 +268,9 @@ class StepRunner:
             return
         self.jobs.meter.ended(_meter_key(step), task, cpu)  # reaped: its pid is not ours to look at
         # its last output comes before its exit (a child it left behind that still holds the
-        # pipes does not keep the exit waiting long)
+        # pipes does not keep the exit waiting long); after a restart, first what rrun missed
+        if step.out is not None:
+            await step.out.all_resent(task)
         if task in step.drained:
             with trio.move_on_after(2.0):
                 await step.drained[task].wait()
@@ -269,23 +278,6 @@ class StepRunner:
         if len(step.exits) >= len(step.spec.tasks):
             step.done.set()
         await self._say(step, TaskExit(task, code, sig))
-
-    async def _pump(self, step: RunningStep, task: int, fd: int, stream: Any,
-                    forward: bool) -> None:
-        try:
-            while True:
-                try:
-                    data = await stream.receive_some(CHUNK)
-                except (trio.ClosedResourceError, trio.BrokenResourceError):
-                    return
-                if not data:
-                    return
-                if forward:
-                    await self._say(step, TaskOutput(task, fd, data.decode("latin-1")))
-        finally:
-            step.pumps[task] -= 1
-            if step.pumps[task] <= 0:
-                step.drained[task].set()
 
     async def _from_rrun(self, step: RunningStep, scope: trio.CancelScope) -> None:
         """rrun's frames: stdin and signals. Its connection closing ends the step here."""
@@ -302,6 +294,10 @@ class StepRunner:
                 await self.signal(step, msg.signal, ending="CANCELLED" if ends else "")
             elif isinstance(msg, TaskInput):
                 await feed_stdin(step, msg)
+            elif isinstance(msg, OutputAck) and step.out is not None:
+                step.out.took(msg.received)
+        if step.out is not None:  # no word will come: what waits for one goes on
+            step.out.answered.set()
         if step.pids and len(step.exits) < len(step.spec.tasks):
             log.info("step %d.%d: rrun went away; ending its tasks", step.spec.job_id,
                      step.spec.step_id)
@@ -363,6 +359,8 @@ class StepRunner:
         spec = step.spec
         key = (spec.job_id, spec.step_id)
         end = step_end(step, self.jobs.meter.stop(_meter_key(step)))
+        if step.out is not None:
+            step.out.close()
         with trio.CancelScope(shield=True):  # quick, and the next rnoded needs it whole
             if step.path is not None:
                 await trio.to_thread.run_sync(stepstore.save_end, step.path, end)

@@ -69,6 +69,7 @@ class RunningStep:
     opened: set[str] = attrs.Factory(set)  # -o/-e files this step opened here
     failed: dict[int, tuple[str, int]] = attrs.Factory(dict)  # task -> (what to say, code)
     adopted: bool = False  # found in the spool by a restarted rnoded
+    out: Any = None  # its output's spools (noded/stepspool.py) when rrun acknowledges it
 
     @property
     def path(self) -> Path | None:
