@@ -25,7 +25,7 @@ from ranch.noded import stepstore
 from ranch.noded.joblaunch import LaunchError
 from ranch.noded.jobs import JobRunner
 from ranch.noded.stepcontrol import end_tasks, feed_stdin, signal_tasks, step_end
-from ranch.noded.stepspool import StepOutput, pump
+from ranch.noded.stepspool import StepOutput, hang_up, pump
 from ranch.noded.steptasks import (
     LineReader,
     RunningStep,
@@ -132,8 +132,7 @@ class StepRunner:
                     await self._say(step, TaskOutput(task, 2, f"slurmstepd-{self.node}: "
                                                               f"error: {why}\n"))
                     await self._say(step, TaskExit(task, 1, 0))
-                with trio.move_on_after(2):
-                    await step.fs.aclose()
+                await hang_up(step.fs)  # rrun's answer to the hello is unread
             nursery.start_soon(self._send_end, StepEnd(
                 spec.job_id, spec.step_id, "FAILED", 1, restarts=spec.restarts,
                 started_at=step.started_at, ended_at=time.time(), message=why), None)
@@ -207,7 +206,7 @@ class StepRunner:
         try:
             async with trio.open_nursery() as tasks:
                 for task, fd, stream, forward in step.held.outputs if step.held else ():
-                    tasks.start_soon(pump, step, task, fd, stream, forward, self._say)
+                    tasks.start_soon(self._pump, step, task, fd, stream, forward)
                 if step.fs is not None:
                     tasks.start_soon(self._from_rrun, step, tasks.cancel_scope)
                 elif step.adopted:  # rrun went away while rnoded was: as if it went now
@@ -278,6 +277,15 @@ class StepRunner:
         if len(step.exits) >= len(step.spec.tasks):
             step.done.set()
         await self._say(step, TaskExit(task, code, sig))
+
+    async def _pump(self, step: RunningStep, task: int, fd: int, stream: Any,
+                    forward: bool) -> None:
+        try:
+            await pump(step, task, fd, stream, forward, self._say)
+        finally:
+            step.pumps[task] -= 1
+            if step.pumps[task] <= 0:
+                step.drained[task].set()
 
     async def _from_rrun(self, step: RunningStep, scope: trio.CancelScope) -> None:
         """rrun's frames: stdin and signals. Its connection closing ends the step here."""

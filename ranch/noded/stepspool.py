@@ -16,23 +16,30 @@ Files: out.TASK.FD.OFFSET, OFFSET the stream's byte the file starts at.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
+import struct
+import termios
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ranch.noded.steptasks import RunningStep
 from ranch.protocol.messages import TaskOutput
+
+if TYPE_CHECKING:
+    from ranch.noded.steptasks import RunningStep
 
 log = logging.getLogger("rnoded.steps")
 
-SEGMENT = 1 << 20  # a file holds this much before the next one starts
+SEGMENT = 256 << 10  # a file holds this much before the next one starts
 # a stream this far ahead of rrun's count is not read on until rrun acknowledges more (rrun
-# acknowledges every 1 MiB it takes: cli/step_io.py ACK_EVERY)
-LIMIT = 8 << 20
+# acknowledges every 1 MiB it takes: cli/step_io.py ACK_EVERY; at least that, or they would
+# wait for each other)
+LIMIT = 4 << 20
+HANG_UP = 10.0  # what is still queued for rrun at the end gets this long to reach it
 CHUNK = 1 << 16  # one TaskOutput frame at most
 
 
@@ -178,13 +185,18 @@ class StepOutput:
 
 async def pump(step: RunningStep, task: int, fd: int, stream: Any, forward: bool,
                say: Callable[[RunningStep, Any], Awaitable[None]]) -> None:
-    """Read a task's pipe to its end, each piece spooled (when rrun acknowledges) and sent to
-    rrun by `say`; after a restart, what rrun never got first."""
+    """Read a task's pipe to its end (or its closing), each piece spooled (when rrun
+    acknowledges) and sent to rrun by `say`; after a restart, what rrun never got first."""
     out = step.out
     spool = out.spools.get((task, fd)) if out is not None else None
     try:
         if spool is not None and not spool.resent.is_set():  # after a restart: rrun's word
             await out.answered.wait()  # on what it has, and what it never got, comes first
+            start = out.received.get(spool.key, 0)
+            if spool.end > start and step.fs is not None:
+                log.info("step %d.%d: sending task %d's %s again from byte %d: %d bytes rrun "
+                         "never got", step.spec.job_id, step.spec.step_id, task,
+                         "stdout" if fd == 1 else "stderr", start, spool.end - start)
             for data in out.missed(spool):
                 await say(step, TaskOutput(task, fd, data.decode("latin-1")))
             spool.resent.set()
@@ -204,6 +216,34 @@ async def pump(step: RunningStep, task: int, fd: int, stream: Any, forward: bool
     finally:
         if spool is not None:
             spool.resent.set()
-        step.pumps[task] -= 1
-        if step.pumps[task] <= 0:
-            step.drained[task].set()
+
+
+async def hang_up(fs: Any) -> None:
+    """Close the connection to rrun without losing what is still queued for it. A socket
+    closed with rrun's frames unread (an OutputAck may come after the last frame read) is
+    reset, and a reset drops what rrun's kernel had not yet taken (what it took stays, to be
+    read): so first the end of ours, then rrun's frames read away until it took everything."""
+    stream = fs.stream
+    with trio.move_on_after(HANG_UP):
+        try:
+            await stream.send_eof()
+            while _queued(stream):
+                with trio.move_on_after(0.05):
+                    if not await stream.receive_some(1 << 16):
+                        break  # rrun closed: nothing queued can reach it now
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+    with trio.move_on_after(2):
+        await fs.aclose()
+
+
+def _queued(stream: Any) -> int:
+    """Bytes sent on the socket that rrun's kernel has not acknowledged (SIOCOUTQ)."""
+    sock = getattr(stream, "socket", None)
+    if sock is None:
+        return 0
+    try:
+        raw = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, struct.pack("i", 0))
+    except OSError:
+        return 0
+    return int(struct.unpack("i", raw)[0])

@@ -136,6 +136,14 @@ def _blocked_writing(pid: int) -> bool:
         return False
 
 
+def _asleep(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] == "S"
+
+
 def _unsent(pid: int) -> int:
     """The most bytes queued unsent (or unacknowledged) on one of process `pid`'s TCP sockets."""
     inodes = set()
@@ -170,8 +178,16 @@ def test_output_an_rnoded_read_but_never_got_to_rrun_is_sent_again(c: Cluster) -
     os.kill(p.pid, signal.SIGSTOP)
     try:
         (c.dir / "go").touch()
-        wait_for(lambda: _blocked_writing(task) and _unsent(rnoded) > 0, 60,
-                 what="the task blocked on its pipe, rnoded on its connection to rrun")
+        seen: list[tuple] = []
+
+        def stalled() -> bool:
+            """Twice in a row: the task blocked on its full pipe, rnoded asleep (so not about
+            to read that pipe: waiting to send a piece it read) with bytes queued for rrun."""
+            now = (_blocked_writing(task), _asleep(rnoded), _unsent(rnoded))
+            seen.append(now)
+            return now[0] and now[1] and now[2] > 0 and seen[-2:-1] == [now]
+
+        wait_for(stalled, 60, what="the task blocked on its pipe, rnoded on its connection")
         stop(c, signal.SIGKILL)
     finally:
         os.kill(p.pid, signal.SIGCONT)
@@ -181,3 +197,5 @@ def test_output_an_rnoded_read_but_never_got_to_rrun_is_sent_again(c: Cluster) -
     got = out.splitlines()
     assert len(got) == lines and got == [str(i) for i in range(1, lines + 1)], (
         f"{len(got)} lines; {err}")
+    # the case at hand: the killed rnoded held a piece it had read (a whole CHUNK, as a rule)
+    assert "bytes rrun never got" in c.log("n1")
