@@ -200,9 +200,9 @@ class StepRunner:
 
     async def _run(self, step: RunningStep, job: Any) -> None:
         if step.spec.io_resume and step.held is not None:  # rrun acknowledges: spooled
-            step.out = StepOutput(step.held.path, [(t, fd) for t, fd, _, fwd in step.held.outputs
-                                                   if fwd], resuming=step.fs is not None
-                                  and step.adopted)
+            streams = [(t, fd) for t, fd, _, forward in step.held.outputs if forward]
+            step.out = StepOutput(step.held.path, streams,
+                                  resuming=step.adopted and step.fs is not None)
         try:
             async with trio.open_nursery() as tasks:
                 for task, fd, stream, forward in step.held.outputs if step.held else ():

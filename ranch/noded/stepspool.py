@@ -226,9 +226,10 @@ async def hang_up(fs: Any) -> None:
     stream = fs.stream
     with trio.move_on_after(HANG_UP):
         try:
-            await stream.send_eof()
+            if _queued(stream):  # as a rule nothing is: rrun's kernel took it all
+                await stream.send_eof()
             while _queued(stream):
-                with trio.move_on_after(0.05):
+                with trio.move_on_after(0.01):
                     if not await stream.receive_some(1 << 16):
                         break  # rrun closed: nothing queued can reach it now
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
