@@ -23,14 +23,11 @@ import struct
 import termios
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from ranch.protocol.messages import TaskOutput
-
-if TYPE_CHECKING:
-    from ranch.noded.steptasks import RunningStep
 
 log = logging.getLogger("rnoded.steps")
 
@@ -183,10 +180,11 @@ class StepOutput:
             spool.close()
 
 
-async def pump(step: RunningStep, task: int, fd: int, stream: Any, forward: bool,
-               say: Callable[[RunningStep, Any], Awaitable[None]]) -> None:
+async def pump(step: Any, task: int, fd: int, stream: Any, forward: bool,
+               say: Callable[[Any, Any], Awaitable[None]]) -> None:
     """Read a task's pipe to its end (or its closing), each piece spooled (when rrun
-    acknowledges) and sent to rrun by `say`; after a restart, what rrun never got first."""
+    acknowledges) and sent to rrun by `say`; after a restart, what rrun never got first.
+    `step`: a RunningStep (noded/steptasks.py, which imports this module)."""
     out = step.out
     spool = out.spools.get((task, fd)) if out is not None else None
     try:
