@@ -33,6 +33,9 @@ STDIN_CHUNK = 1 << 16
 # Stop reading rrun's stdin while a node has this much of it unsent (a slow reader there).
 STDIN_BACKLOG = 1 << 20
 READ_CHUNK = 1 << 16
+# A node hears how much output rrun took (OutputAck) after this much more of it: it keeps what
+# it sent until then, to send again after an rnoded restart (noded/stepspool.py)
+ACK_EVERY = 1 << 20
 POLLIN, POLLOUT = select.POLLIN, select.POLLOUT
 POLLGONE = select.POLLHUP | select.POLLERR | select.POLLNVAL
 
@@ -92,7 +95,17 @@ class StepIO(StepTasks):
         self.conns[node] = conn
         if len(self.conns) == len(self.nodes):
             self.all_connected = True
+        self.ack(node)  # where a restarted rnoded sends on from (none on a first connection)
         return True
+
+    def ack(self, node: str) -> None:
+        """OutputAck to `node`: the output of its tasks taken so far (an rnoded from before
+        it skips the frame)."""
+        conn = self.conns[node]
+        tasks = self.tasks_of[node]
+        counts = [[t, fd, n] for (t, fd), n in self.received.items() if t in tasks]
+        conn.outbox += pack("OutputAck", {"received": counts}, self.key)
+        self.unacked[node] = 0
 
     # -- what rrun sends ---------------------------------------------------------------------
 
@@ -153,6 +166,8 @@ class StepIO(StepTasks):
                     self.close(conn)
             else:
                 self.take(conn.node, *got)
+                if self.unacked.get(conn.node, 0) >= ACK_EVERY:
+                    self.ack(conn.node)
 
     def flush(self, conn: Conn) -> None:
         try:

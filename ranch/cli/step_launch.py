@@ -182,6 +182,7 @@ def run_step(target, args: argparse.Namespace, job_id: int, env: dict[str, str],
             "exact": bool(args.exact or args.exclusive or args.cpus_per_task),
             "stdout": args.output, "stderr": args.error,
             "input": args.input if args.input else "all", "unbuffered": bool(args.unbuffered),
+            "io_resume": True,  # rrun acknowledges its output (cli/step_io.py OutputAck)
             **size,
         }
         alive = None

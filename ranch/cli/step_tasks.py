@@ -118,6 +118,10 @@ class StepTasks:
         self.kill_wait = int(granted.get("kill_wait", 30))
         self.unsaid: dict[str, list[int]] = {}  # node -> its ended tasks not reported yet
         self.report_at: dict[str, float] = {}  # node -> when its unsaid exits are said anyway
+        # (task, fd) -> the bytes of its output taken, over every connection of its node: what
+        # a restarted rnoded sends again starts there (OutputAck)
+        self.received: dict[tuple[int, int], int] = {}
+        self.unacked: dict[str, int] = {}  # node -> bytes taken since its last OutputAck
         self.prog = prog("rrun")
 
     def say(self, text: str) -> None:
@@ -133,6 +137,8 @@ class StepTasks:
             fd, data = body.get("fd"), body.get("data")
             if type(fd) is int and isinstance(data, str):
                 self.out.write(task, fd, data.encode("latin-1", "replace"))
+                self.received[(task, fd)] = self.received.get((task, fd), 0) + len(data)
+                self.unacked[node] = self.unacked.get(node, 0) + len(data)
         elif kind == "TaskExit":
             code, sig = body.get("exit_code", 0), body.get("signal", 0)
             if type(code) is not int or type(sig) is not int or task in self.exits:

@@ -25,6 +25,7 @@ from ranch.noded import stepstore
 from ranch.noded.joblaunch import LaunchError
 from ranch.noded.jobs import JobRunner
 from ranch.noded.stepcontrol import end_tasks, feed_stdin, signal_tasks, step_end
+from ranch.noded.stepspool import StepOutput, hang_up, pump
 from ranch.noded.steptasks import (
     LineReader,
     RunningStep,
@@ -35,6 +36,7 @@ from ranch.noded.steptasks import (
 )
 from ranch.noded.taskenv import cancelled_line, truncate_shared
 from ranch.protocol.messages import (
+    OutputAck,
     StepEnd,
     StepHello,
     StepSignal,
@@ -48,7 +50,6 @@ from ranch.protocol.tcp import FramedStream, PeerClosed
 log = logging.getLogger("rnoded.steps")
 
 CONNECT_TIMEOUT = 10.0  # reaching rrun's listener
-CHUNK = 1 << 16  # one TaskOutput frame at most
 LOST = (trio.BrokenResourceError, trio.ClosedResourceError, PeerClosed, OSError)
 STOP_GRACE = 1.0  # a frame under way to rrun when rnoded stops gets this long to finish
 
@@ -131,8 +132,7 @@ class StepRunner:
                     await self._say(step, TaskOutput(task, 2, f"slurmstepd-{self.node}: "
                                                               f"error: {why}\n"))
                     await self._say(step, TaskExit(task, 1, 0))
-                with trio.move_on_after(2):
-                    await step.fs.aclose()
+                await hang_up(step.fs)  # rrun's answer to the hello is unread
             nursery.start_soon(self._send_end, StepEnd(
                 spec.job_id, spec.step_id, "FAILED", 1, restarts=spec.restarts,
                 started_at=step.started_at, ended_at=time.time(), message=why), None)
@@ -199,6 +199,10 @@ class StepRunner:
     # ------------------------------------------------------------------------------ running
 
     async def _run(self, step: RunningStep, job: Any) -> None:
+        if step.spec.io_resume and step.held is not None:  # rrun acknowledges: spooled
+            streams = [(t, fd) for t, fd, _, forward in step.held.outputs if forward]
+            step.out = StepOutput(step.held.path, streams,
+                                  resuming=step.adopted and step.fs is not None)
         try:
             async with trio.open_nursery() as tasks:
                 for task, fd, stream, forward in step.held.outputs if step.held else ():
@@ -216,6 +220,8 @@ class StepRunner:
                 if step.fs is not None:
                     with trio.move_on_after(0.5):
                         await step.fs.aclose()
+            if step.out is not None:
+                step.out.close()
             raise
         await self._finish(step)
 
@@ -261,7 +267,9 @@ class StepRunner:
             return
         self.jobs.meter.ended(_meter_key(step), task, cpu)  # reaped: its pid is not ours to look at
         # its last output comes before its exit (a child it left behind that still holds the
-        # pipes does not keep the exit waiting long)
+        # pipes does not keep the exit waiting long); after a restart, first what rrun missed
+        if step.out is not None:
+            await step.out.all_resent(task)
         if task in step.drained:
             with trio.move_on_after(2.0):
                 await step.drained[task].wait()
@@ -273,15 +281,7 @@ class StepRunner:
     async def _pump(self, step: RunningStep, task: int, fd: int, stream: Any,
                     forward: bool) -> None:
         try:
-            while True:
-                try:
-                    data = await stream.receive_some(CHUNK)
-                except (trio.ClosedResourceError, trio.BrokenResourceError):
-                    return
-                if not data:
-                    return
-                if forward:
-                    await self._say(step, TaskOutput(task, fd, data.decode("latin-1")))
+            await pump(step, task, fd, stream, forward, self._say)
         finally:
             step.pumps[task] -= 1
             if step.pumps[task] <= 0:
@@ -302,6 +302,10 @@ class StepRunner:
                 await self.signal(step, msg.signal, ending="CANCELLED" if ends else "")
             elif isinstance(msg, TaskInput):
                 await feed_stdin(step, msg)
+            elif isinstance(msg, OutputAck) and step.out is not None:
+                step.out.took(msg.received)
+        if step.out is not None:  # no word will come: what waits for one goes on
+            step.out.answered.set()
         if step.pids and len(step.exits) < len(step.spec.tasks):
             log.info("step %d.%d: rrun went away; ending its tasks", step.spec.job_id,
                      step.spec.step_id)
@@ -363,6 +367,8 @@ class StepRunner:
         spec = step.spec
         key = (spec.job_id, spec.step_id)
         end = step_end(step, self.jobs.meter.stop(_meter_key(step)))
+        if step.out is not None:
+            step.out.close()
         with trio.CancelScope(shield=True):  # quick, and the next rnoded needs it whole
             if step.path is not None:
                 await trio.to_thread.run_sync(stepstore.save_end, step.path, end)

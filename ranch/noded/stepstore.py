@@ -3,7 +3,8 @@ to carry on with a step after a restart, and its end until the controller has it
 
 Files: spec.json (the StepSpec and when it started), launch.bin (for noded/stepshim.py),
 pids.bin and exit.TASK (written by the shim: how each task ended and the CPU it used), end.json
-(the StepEnd, until acknowledged), shim.log. All blocking: call through a thread.
+(the StepEnd, until acknowledged), shim.log; out.TASK.FD.OFFSET are noded/stepspool.py's. All
+blocking: call through a thread.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ import trio
 from ranch.noded import stepstore
 from ranch.noded.joblaunch import LaunchError
 from ranch.noded.runningjob import alive
+from ranch.noded.stepspool import hang_up
 from ranch.noded.taskenv import (
     OpenError,
     exec_error,
@@ -69,6 +70,7 @@ class RunningStep:
     opened: set[str] = attrs.Factory(set)  # -o/-e files this step opened here
     failed: dict[int, tuple[str, int]] = attrs.Factory(dict)  # task -> (what to say, code)
     adopted: bool = False  # found in the spool by a restarted rnoded
+    out: Any = None  # its output's spools (noded/stepspool.py) when rrun acknowledges it
 
     @property
     def path(self) -> Path | None:
@@ -367,8 +369,7 @@ async def let_go(step: RunningStep) -> None:
 
 async def _let_go(step: RunningStep) -> None:
     if step.fs is not None:
-        with trio.move_on_after(2):
-            await step.fs.aclose()
+        await hang_up(step.fs)
     held = step.held
     if held is not None:
         if held.status is not None:  # its end of file: what the tasks left behind is gone

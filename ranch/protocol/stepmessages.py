@@ -49,6 +49,9 @@ class StepRequest:
     # --exact (or --exclusive, or -c given): the step holds the CPUs its tasks ask for;
     # without it, as srun 22.05's, every CPU of the job on its nodes that no other step holds
     exact: bool = False
+    # rrun counts the output it took and says so (OutputAck): the nodes spool what they send
+    # and, after an rnoded restart, send again what rrun missed (an older rctld drops it)
+    io_resume: bool = False
 
 
 @attrs.frozen
@@ -98,6 +101,7 @@ class StepSpec:
     unbuffered: bool = False
     job_nodelist: str = ""  # SLURM_JOB_NODELIST
     partition: str = ""
+    io_resume: bool = False  # StepRequest.io_resume: rrun answers each StepHello with OutputAck
 
 
 @attrs.frozen
@@ -181,5 +185,17 @@ class StepSignal:
     signal: int
 
 
+@attrs.frozen
+class OutputAck:
+    """rrun -> node: the bytes of each (task, fd) stream of the node's tasks rrun has taken,
+    counted over every connection of the step (a stream not named: none). Sent in answer to
+    each StepHello and then after every so much output: the node sends again from these
+    counts what a killed rnoded had read but rrun never got, and lets go of what precedes them.
+    An rnoded that does not know it skips the frame (unknown_type)."""
+
+    received: tuple[tuple[int, int, int], ...] = ()  # (task, fd, bytes)
+
+
 STEP_MESSAGES: tuple[type, ...] = (StepRequest, StepGranted, LaunchStep, KillStep, StepEnd,
-                                   StepHello, TaskOutput, TaskExit, TaskInput, StepSignal)
+                                   StepHello, TaskOutput, TaskExit, TaskInput, StepSignal,
+                                   OutputAck)

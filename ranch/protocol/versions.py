@@ -105,6 +105,12 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         # issue 48 (no new version): rcontrol update JobId= Key=Value...; a version-6
         # controller from before it ignores the field and refuses the unknown action "update"
         m.JobControl: ("updates",),
+        # step output across an rnoded kill (no new version): rrun says it acknowledges its
+        # output (OutputAck, a step message: an rnoded from before it skips the frame as an
+        # unknown type); an older controller or node ignores the field, a version-5 one never
+        # sees it, and the step's output goes as before, unspooled
+        m.StepRequest: ("io_resume",),
+        m.StepSpec: ("io_resume",),
     },
 }
 

@@ -87,3 +87,51 @@ def test_a_node_that_does_not_come_back_loses_its_tasks(
     assert io.finished and io.exits == {0: (1, 0)}
     assert capsys.readouterr().err.splitlines() == [
         "rrun: error: n1: tasks 0: Unknown exit status (node connection lost)"]
+
+
+def frames_to_node(node_end: _socket.socket) -> list[tuple[str, dict]]:
+    """What rrun queued for the node, sent and read back as the node would."""
+    from ranch.protocol.cjson import loads
+    from ranch.protocol.rawframe import PREFIX, open_frame
+
+    node_end.setblocking(False)
+    data = b""
+    while True:
+        try:
+            data += node_end.recv(1 << 16)
+        except BlockingIOError:
+            break
+    out = []
+    while data:
+        (length,) = PREFIX.unpack_from(data)
+        frame = open_frame(data[PREFIX.size:PREFIX.size + length], KEY)
+        out.append((frame.type, loads(frame.body)))
+        data = data[PREFIX.size + length:]
+    return out
+
+
+def test_rrun_says_what_output_it_took_to_each_rnoded_that_says_hello(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """OutputAck: in answer to each StepHello (a restarted rnoded sends on from its counts) and
+    after every ACK_EVERY bytes (the node lets go of what rrun has)."""
+    from ranch.cli import step_io
+
+    monkeypatch.setattr(step_io, "ACK_EVERY", 8)
+    io, _ = make()
+    first, node_end = connect(io)
+    say(io, first, node_end, HELLO, ("TaskOutput", {"task": 0, "fd": 1, "data": "one\n"}),
+        ("TaskOutput", {"task": 0, "fd": 2, "data": "e\n"}))
+    io.flush(first)
+    assert frames_to_node(node_end) == [("OutputAck", {"received": []})]
+    say(io, first, node_end, ("TaskOutput", {"task": 0, "fd": 1, "data": "two\n"}))
+    io.flush(first)
+    assert frames_to_node(node_end) == [("OutputAck", {"received": [[0, 1, 8], [0, 2, 2]]})]
+    say(io, first, node_end, ("TaskOutput", {"task": 0, "fd": 1, "data": "six\n"}))
+    node_end.close()
+    io.receive(first)
+    second, node_end = connect(io)  # the next rnoded: it hears the counts of every connection
+    say(io, second, node_end, HELLO)
+    io.flush(second)
+    assert frames_to_node(node_end) == [("OutputAck", {"received": [[0, 1, 12], [0, 2, 2]]})]
+    assert capsys.readouterr().out == "one\ntwo\nsix\n"
+    node_end.close()

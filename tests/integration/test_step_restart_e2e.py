@@ -6,6 +6,7 @@ StepEnd it cannot deliver; the step's TotalCPU counts what its task used while n
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -126,3 +127,75 @@ def test_sigterm_stops_rnoded_promptly_with_a_step_end_undelivered(c: Cluster) -
     start_node(c, "n1")
     c.wait_for(lambda: step_row(c, jid)[1:] == ["FAILED", "7:0"], 30,
                what="the step's end delivered by the next rnoded")
+
+
+def _blocked_writing(pid: int) -> bool:
+    try:
+        return "pipe" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
+def _asleep(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] == "S"
+
+
+def _unsent(pid: int) -> int:
+    """The most bytes queued unsent (or unacknowledged) on one of process `pid`'s TCP sockets."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    most = 0
+    for line in Path(f"/proc/{pid}/net/tcp").read_text().splitlines()[1:]:
+        words = line.split()
+        if words[9] in inodes:
+            most = max(most, int(words[4].split(":")[0], 16))
+    return most
+
+
+def test_output_an_rnoded_read_but_never_got_to_rrun_is_sent_again(c: Cluster) -> None:
+    """rnoded is SIGKILLed holding output it read from a task's pipe but could not send: rrun
+    is stopped, the connection is full, and the task blocks on its full pipe. The next rnoded
+    sends again, from its spool, what follows the count rrun says it took: every line comes
+    once (without the spool, the piece the killed rnoded held was lost)."""
+    lines = 1_000_000  # ~6.9 MB: more than the pipe and the connection hold
+    jid = submit(c, "-N1", "-o", "/dev/null", "--wrap", "sleep 300")
+    c.wait_for(lambda: job_state(c, jid) == "RUNNING", 30, what="job running")
+    p = rrun(c, "--jobid", str(jid), "-N1", "sh", "-c",
+             f"echo $$ > pid; while [ ! -e go ]; do sleep 0.05; done; exec seq {lines}")
+    wait_for(lambda: (c.dir / "pid").exists(), 30, what="the task's start")
+    task = int((c.dir / "pid").read_text())
+    rnoded = c.nodes["n1"].pid
+    os.kill(p.pid, signal.SIGSTOP)
+    try:
+        (c.dir / "go").touch()
+        seen: list[tuple] = []
+
+        def stalled() -> bool:
+            """Twice in a row: the task blocked on its full pipe, rnoded asleep (so not about
+            to read that pipe: waiting to send a piece it read) with bytes queued for rrun."""
+            now = (_blocked_writing(task), _asleep(rnoded), _unsent(rnoded))
+            seen.append(now)
+            return now[0] and now[1] and now[2] > 0 and seen[-2:-1] == [now]
+
+        wait_for(stalled, 60, what="the task blocked on its pipe, rnoded on its connection")
+        stop(c, signal.SIGKILL)
+    finally:
+        os.kill(p.pid, signal.SIGCONT)
+    start_node(c, "n1")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    got = out.splitlines()
+    assert len(got) == lines and got == [str(i) for i in range(1, lines + 1)], (
+        f"{len(got)} lines; {err}")
+    # the case at hand: the killed rnoded held a piece it had read (a whole CHUNK, as a rule)
+    assert "bytes rrun never got" in c.log("n1")

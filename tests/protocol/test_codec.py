@@ -50,6 +50,7 @@ SAMPLES = [
     m.TaskExit(1, 3, 0),
     m.TaskInput("line\n", True),
     m.StepSignal(2),
+    m.OutputAck(((0, 1, 4096), (0, 2, 12))),
     m.CancelJobs((5,), "alice", 1000, 15),
     m.JobControl("hold", (5, 6), "alice", 1000),
     m.JobResult(False, (5,), ("job 6: Job is not held",)),

@@ -212,7 +212,8 @@ class JobSteps:
                 cpus_per_task=max(1, msg.cpus_per_task), io_host=msg.io_host,
                 io_port=msg.io_port, key=key, gpus=gpus, stdout=msg.stdout,
                 stderr=msg.stderr, input=msg.input, unbuffered=msg.unbuffered,
-                job_nodelist=hostlist.fold(list(job.nodes)), partition=job.partition)
+                job_nodelist=hostlist.fold(list(job.nodes)), partition=job.partition,
+                io_resume=msg.io_resume)
             if not self._nodes.push(name, m.LaunchStep(spec)):  # the node is not connected
                 self._node_ended(job, step, name, "FAILED", 1, 0)
 
