@@ -166,9 +166,9 @@ class Cycle:
                 return started
         reason = self._reason(job)
         if self.preempting is not None:  # _try_sched with the preemptable jobs gone: "now"
-            got = self._preempt(job, reason)
-            if got is not None:
-                return got
+            now = self._preempt(job, reason)
+            if now is not None:
+                return now
         if job.priority < self.params.min_prio_reserve:
             return Unplanned(job.id, reason, "bf_min_prio_reserve")
         got = self._plan(job)
