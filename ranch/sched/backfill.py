@@ -11,7 +11,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from ranch.sched.bffit import NEVER, Sig, Timelines, releases
 from ranch.sched.bfmap import Clock, SlotMap, bits, lowest
 from ranch.sched.bfparams import Params, node_order
-from ranch.sched.bfpreempt import Preempt, Preempting, preempt_now
+from ranch.sched.bfpreempt import Preempting, planned_now
 from ranch.sched.bfsearch import BEYOND, search
 from ranch.sched.bfstart import second
 from ranch.sched.features import NodeFilter, matches_features
@@ -118,6 +118,7 @@ class Cycle:
         self.per_part: dict[str, int] = {}
         self.preempting: Preempting | None = None  # preemption configured: what it may stop
         self.taken: set[int] = set()  # jobs this cycle's preemptors stop
+        self.no_victims: set[tuple] = set()  # requests that found none (later ones won't)
 
     def fork(self) -> Cycle:
         """A copy of the cycle so far that plans on without changing this one (rqueue --why
@@ -131,7 +132,7 @@ class Cycle:
         other.failed = {k: list(v) for k, v in self.failed.items()}
         other.blocked = set(self.blocked)
         other.per_user, other.per_part = dict(self.per_user), dict(self.per_part)
-        other.taken = set(self.taken)
+        other.taken, other.no_victims = set(self.taken), set(self.no_victims)
         return other
 
     def mask(self, names) -> int:
@@ -166,7 +167,7 @@ class Cycle:
                 return started
         reason = self._reason(job)
         if self.preempting is not None:  # _try_sched with the preemptable jobs gone: "now"
-            now = self._preempt(job, reason)
+            now = planned_now(self, job, reason)
             if now is not None:
                 return now
         if job.priority < self.params.min_prio_reserve:
@@ -285,24 +286,6 @@ class Cycle:
             self.lines.start(self.index[name], share, until,
                              None if minutes is None else int(now) + minutes * 60)
         return Start(job.id, job.partition, shares)
-
-    def _preempt(self, job: Pending, reason: str) -> Preempt | None:
-        """The job planned now with the victims whose going lets it start, on nodes no
-        reservation ahead (nor window) holds before it would end (backfill's avail_bitmap);
-        those nodes reserved for it from now, as a _start_job that found them busy leaves."""
-        assert self.preempting is not None
-        minutes, now = self._minutes(job), self.clock.now
-        way = NEVER if minutes is None else self.clock.through(now + minutes * 60)
-        elig, req = self._masks(job)
-        free = (elig | req) & self.map.free(0, way) & ~self._windowed(now, minutes)
-        if req & ~free:
-            return None
-        got = preempt_now(self.cluster, self.uses, self.holders, job,
-                          {n.name for n in self._of(free)}, self.preempting, self.taken)
-        if got is None:
-            return None
-        self.map.block(*self.clock.held(now, minutes), self.mask(got.nodes))
-        return Preempt(job.id, job.partition, now, got.nodes, reason, got)
 
     def _windowed(self, start: float, minutes: int | None) -> int:
         """The nodes a window holds at some moment of a run from `start`. A window is not a

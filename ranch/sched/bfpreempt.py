@@ -4,12 +4,15 @@ no reservation of a job ahead holds for its limit; the victims as ranch/sched/pr
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
+from typing import Protocol
 
 import attrs
 
+from ranch.sched.bffit import NEVER
+from ranch.sched.bfmap import Clock, SlotMap
 from ranch.sched.fifo import Cluster
-from ranch.sched.model import Holder, NodeUse, Pending, Planned
+from ranch.sched.model import Holder, Node, NodeUse, Pending, Planned
 from ranch.sched.preempt import Policy, Preemption, Runner, choose
 
 
@@ -30,6 +33,52 @@ class Preempt(Planned):
     """A Planned start now, once `victims` are gone (the commit stops them)."""
 
     victims: Preemption
+
+
+class Cycle(Protocol):
+    """What this reads of a planning cycle (ranch/sched/backfill.py's Cycle)."""
+
+    cluster: Cluster
+    clock: Clock
+    map: SlotMap
+    uses: dict[str, NodeUse]
+    holders: dict[int, Holder]
+    preempting: Preempting | None
+    taken: set[int]  # jobs this cycle's preemptors stop
+    no_victims: set[tuple]  # requests that found none
+
+    def mask(self, names: Iterable[str]) -> int: ...
+    def _minutes(self, job: Pending) -> int | None: ...
+    def _masks(self, job: Pending) -> tuple[int, int]: ...
+    def _windowed(self, start: float, minutes: int | None) -> int: ...
+    def _of(self, mask: int) -> Iterator[Node]: ...
+
+
+def planned_now(cycle: Cycle, job: Pending, reason: str) -> Preempt | None:
+    """The job planned now with the victims whose going lets it start, on nodes no
+    reservation ahead (nor window) holds before it would end (backfill's avail_bitmap);
+    those nodes reserved for it from now, as a _start_job that found them busy leaves."""
+    pre = cycle.preempting
+    if pre is None:
+        return None
+    minutes, now = cycle._minutes(job), cycle.clock.now
+    # victims are only taken and reservations only added as the cycle goes on: a request
+    # that found none finds none later in it
+    key = (pre.qos.get(job.id), job.partition, job.need, minutes, job.req_nodes,
+           job.exc_nodes, job.constraint, job.uid, job.user_exclusive)
+    if key[0] is None or key in cycle.no_victims:
+        return None
+    way = NEVER if minutes is None else cycle.clock.through(now + minutes * 60)
+    elig, req = cycle._masks(job)
+    free = (elig | req) & cycle.map.free(0, way) & ~cycle._windowed(now, minutes)
+    got = None if req & ~free else preempt_now(
+        cycle.cluster, cycle.uses, cycle.holders, job, {n.name for n in cycle._of(free)}, pre,
+        cycle.taken)
+    if got is None:
+        cycle.no_victims.add(key)
+        return None
+    cycle.map.block(*cycle.clock.held(now, minutes), cycle.mask(got.nodes))
+    return Preempt(job.id, job.partition, now, got.nodes, reason, got)
 
 
 def preempt_now(cluster: Cluster, uses: Mapping[str, NodeUse], holders: Mapping[int, Holder],
@@ -55,4 +104,4 @@ def preempt_now(cluster: Cluster, uses: Mapping[str, NodeUse], holders: Mapping[
     return got
 
 
-__all__ = ["Preempt", "Preempting", "preempt_now"]
+__all__ = ["Preempt", "Preempting", "planned_now", "preempt_now"]
