@@ -11,6 +11,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from ranch.sched.bffit import NEVER, Sig, Timelines, releases
 from ranch.sched.bfmap import Clock, SlotMap, bits, lowest
 from ranch.sched.bfparams import Params, node_order
+from ranch.sched.bfpreempt import Preempting, planned_now
 from ranch.sched.bfsearch import BEYOND, search
 from ranch.sched.bfstart import second
 from ranch.sched.features import NodeFilter, matches_features
@@ -38,20 +39,24 @@ DEFAULTS = Params()
 
 
 def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now: float,
-         params: Params = DEFAULTS, windows: Sequence[Window] = ()) -> tuple[Estimate, ...]:
+         params: Params = DEFAULTS, windows: Sequence[Window] = (),
+         preempting: Preempting | None = None) -> tuple[Estimate, ...]:
     """One backfill cycle: an estimate for each queued job (in priority order), from the
-    running jobs' end bounds (`ends`). `cluster` is not changed."""
-    return finish(steps(cluster, queue, ends, now, params, windows, lambda: False))
+    running jobs' end bounds (`ends`); with `preempting`, a job that starts now once
+    preemptable jobs are gone is Planned now with its victims. `cluster` is not changed."""
+    return finish(steps(cluster, queue, ends, now, params, windows, lambda: False, preempting))
 
 
 def steps(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now: float,
-          params: Params, windows: Sequence[Window], due: Callable[[], bool]
+          params: Params, windows: Sequence[Window], due: Callable[[], bool],
+          preempting: Preempting | None = None
           ) -> Generator[None, None, tuple[Estimate, ...]]:
     """plan() in slices: after each job it asks `due()` (the caller's clock: this core reads
     none) and yields when it says so, so that a caller on an event loop lets the loop run
     in between (`await trio.sleep(0)` at each yield); it returns plan()'s estimates. The
     snapshot it plans over must stay unchanged until it is done."""
     cycle = Cycle(cluster, ends, now, params, windows)
+    cycle.preempting = preempting
     out: list[Estimate] = []
     for q in queue:
         out.append(cycle.consider(q))
@@ -111,6 +116,9 @@ class Cycle:
         self.tested = 0
         self.per_user: dict[int, int] = {}
         self.per_part: dict[str, int] = {}
+        self.preempting: Preempting | None = None  # preemption configured: what it may stop
+        self.taken: set[int] = set()  # jobs this cycle's preemptors stop
+        self.no_victims: set[tuple] = set()  # requests that found none (later ones won't)
 
     def fork(self) -> Cycle:
         """A copy of the cycle so far that plans on without changing this one (rqueue --why
@@ -124,6 +132,7 @@ class Cycle:
         other.failed = {k: list(v) for k, v in self.failed.items()}
         other.blocked = set(self.blocked)
         other.per_user, other.per_part = dict(self.per_user), dict(self.per_part)
+        other.taken, other.no_victims = set(self.taken), set(self.no_victims)
         return other
 
     def mask(self, names) -> int:
@@ -157,6 +166,10 @@ class Cycle:
             if started is not None:
                 return started
         reason = self._reason(job)
+        if self.preempting is not None:  # _try_sched with the preemptable jobs gone: "now"
+            now = planned_now(self, job, reason)
+            if now is not None:
+                return now
         if job.priority < self.params.min_prio_reserve:
             return Unplanned(job.id, reason, "bf_min_prio_reserve")
         got = self._plan(job)

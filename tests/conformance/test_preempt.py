@@ -5,7 +5,8 @@ the cluster and a job of QOS high comes: the cluster's PreemptMode=REQUEUE reque
 PREEMPTED, and with GraceTime the victim's steps get SIGTERM first and it is killed once its grace
 is over; a QOS's PreemptExemptTime keeps its victim running that long first; under
 sched/builtin a preemptor behind an older job of its victim's QOS waiting on Resources waits
-(Priority) and preempts nothing.
+(Priority) and preempts nothing; under sched/backfill a preemptor behind a blocked job of a QOS
+it may not preempt (which the main pass stops at) gets a victim preempted by the backfill cycle.
 Compared: squeue's state and reason and sacct's state and exit code of victim and preemptor, the
 victim's restart count, and what the victim wrote of its runs and signals. Needs slurmdbd."""
 
@@ -20,6 +21,7 @@ from tests.conformance.dbd_side import on_slurm_with_slurmdbd
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE
 from tests.conformance.slurm_cluster import CRED_EXPIRE, SlurmCluster
+from tests.conformance.test_backfill import BACKFILL
 from tests.conformance.test_enforce import ENFORCE, _run
 from tests.deadline import until
 
@@ -140,7 +142,39 @@ def _scenario(system, name: str, qos: str, text: str, lines: int,
             "victim ran out its exempt time": ran >= EXEMPT - 2 if qos == "lowe" else None}
 
 
-def outcomes(system) -> list[dict[str, object]]:
+def _backfilled(system) -> dict[str, object]:
+    """A lowc job on each node for an hour, a normal 2-node job waiting on Resources, then a
+    10-minute high 1-node job: the main pass stops at the normal job; backfill finds the high
+    one starts now with a preemptable job gone (no reservation ahead holds a node that soon)."""
+    work = Path(system.workdir)
+    one = ("-A", "proj", "-N", "1", "--exclusive", "-o", "/dev/null")
+    victims, runs = [], []
+    for i in (1, 2):
+        runs.append(work / f"runs-bf{i}")
+        script = work / f"victim-bf{i}.sh"
+        script.write_text(VICTIM.format(runs=runs[-1]))
+        victims.append(_submit(system, (*one, "-q", "lowc", "-t", "60"), str(script)))
+    _until(lambda: [r.exists() and "ready" in r.read_text() for r in runs], all)
+    waiting = _submit(system, (*FULL, "-q", "normal", "-t", "30", "-o", "/dev/null"),
+                      "--wrap", "true")
+    _until(lambda: _squeue(system, waiting), lambda s: s[1] == "Resources")
+    high = _submit(system, (*one, "-q", "high", "-t", "10"), "--wrap", "sleep 1")
+    done = ("COMPLETED", "PREEMPTED", "CANCELLED", "FAILED")
+    _until(lambda: _squeue(system, high)[0], lambda s: s in done)
+    _until(lambda: _sacct(system, high)[0], lambda s: s in done, 15.0)
+    _until(lambda: sorted(_sacct(system, v)[0] for v in victims),
+           lambda s: s == ["PREEMPTED", "RUNNING"] or "COMPLETED" in s)
+    seen = {"victims": sorted((_squeue(system, v), _sacct(system, v)) for v in victims),
+            "victims wrote": sorted(r.read_text().splitlines() for r in runs),
+            "waiting": _squeue(system, waiting),
+            "preemptor": (_squeue(system, high), _sacct(system, high))}
+    _run(system, "scancel", (*victims, waiting))
+    _until(lambda: [_squeue(system, j)[0] for j in (*victims, waiting)],
+           lambda s: all(x in done for x in s))
+    return seen
+
+
+def _tree(system) -> None:
     for words in TREE:
         done = _run(system, "sacctmgr", words)
         assert done.returncode == 0, (words, done.stdout, done.stderr)
@@ -148,7 +182,16 @@ def outcomes(system) -> list[dict[str, object]]:
         _until(lambda: system.run("scontrol", "show", "assoc_mgr", "flags=qos").stdout,
                lambda out: "Preempt=low,lowc,lowg" in out or "lowg" in out.split(
                    "QOS=high")[-1])
+
+
+def outcomes(system) -> list[dict[str, object]]:
+    _tree(system)
     return [_scenario(system, *s) for s in SCENARIOS]
+
+
+def backfill_outcome(system) -> dict[str, object]:
+    _tree(system)
+    return _backfilled(system)
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +216,17 @@ def test_preemption_modes_as_slurm(slurm_side) -> None:
     assert exempt["victim"][0][0] == "PREEMPTED" and exempt["victim ran out its exempt time"]
     assert backlog == {"victim": ("RUNNING", "None"), "waiting": ("PENDING", "Resources"),
                        "preemptor": ("PENDING", "Priority")}
+
+
+def test_backfill_preempts_for_a_job_behind_a_blocked_one_as_slurm() -> None:
+    slurm = on_slurm_with_slurmdbd(ENFORCE + PREEMPT, backfill_outcome, scheduler=BACKFILL)
+    with RanchCluster(SHAPE, extra_conf="AccountingStorageType=accounting_storage/slurmdbd\n"
+                      f"AuthInfo=cred_expire={CRED_EXPIRE}\n" + ENFORCE + PREEMPT,
+                      scheduler=BACKFILL) as ranch:
+        got = backfill_outcome(ranch)
+    assert got == slurm
+    # what Slurm showed: one victim PREEMPTED (SIGTERM), the other on; the preemptor ran
+    assert [v[0][0] for v in slurm["victims"]] == ["PREEMPTED", "RUNNING"]
+    assert slurm["victims wrote"] == [["run 0", "ready"], ["run 0", "ready", "TERM"]]
+    assert slurm["waiting"] == ("PENDING", "Resources")
+    assert slurm["preemptor"][1][0] == "COMPLETED"

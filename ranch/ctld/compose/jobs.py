@@ -199,7 +199,7 @@ def _planners(store: JobStore, settings: JobSettings, nodes: NodesForJobs, start
               submission: JobSubmission, priorities: Priorities, *, wall: Callable[[], float],
               programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
               stats: SchedStats, decisions: Decisions, dependencies: Dependencies,
-              acct_limits: Callable[[], RuleOf | None]
+              acct_limits: Callable[[], RuleOf | None], preemptions: Preemptions
               ) -> tuple[WillRun, Backfill, WhyDesk, DryRuns]:
     """The components that plan over the pass's views: --test-only, the backfill cycle,
     rqueue --why and reconfigure --dry-run (each reads the queue; only backfill starts jobs)."""
@@ -208,7 +208,7 @@ def _planners(store: JobStore, settings: JobSettings, nodes: NodesForJobs, start
     backfill = Backfill(store, settings, wall=wall, cluster=starts.cluster, waits=starts.waits,
                         allocate=starts.allocate, programs=programs, windows=windows,
                         measured=stats.backfill_cycle, active=stats.set_active,
-                        decisions=decisions)
+                        decisions=decisions, preemptions=preemptions)
     starts.after_each_pass(backfill.poke)  # each event pass is news for the next cycle
     why = WhyDesk(store, settings, nodes, wall=wall, snapshot=backfill.snapshot,
                   check=submission.check, dependency=dependencies.shown, limits=acct_limits)
@@ -286,7 +286,7 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
     will_run, backfill, why, dry_runs = _planners(
         store, settings, nodes, starts, submission, priorities, wall=wall, programs=programs,
         windows=windows, stats=stats, decisions=decisions, dependencies=dependencies,
-        acct_limits=acct_limits)
+        acct_limits=acct_limits, preemptions=preemptions)
 
     return JobSide(
         store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,

@@ -18,6 +18,7 @@ from ranch.ctld.jobs.decisions import Decisions, ahead_of
 from ranch.ctld.jobs.jobrecord import COMPLETING, PENDING, Job
 from ranch.ctld.jobs.willrun import running_ends
 from ranch.sched import backfill as planner
+from ranch.sched.bfpreempt import Preempt, Preempting
 from ranch.sched.fifo import Cluster, Queued
 from ranch.sched.model import (
     Ending,
@@ -33,6 +34,7 @@ from ranch.sched.model import (
 if TYPE_CHECKING:
     from ranch.conf.model import SchedulerSettings
     from ranch.ctld.jobs.ports import Queue
+    from ranch.ctld.jobs.preemption import Preemptions
     from ranch.ctld.jobs.settings import JobSettings
 
 T = TypeVar("T")
@@ -55,10 +57,11 @@ class Snapshot:
     now: float
     params: planner.Params
     windows: tuple[Window, ...] = ()  # the reservations' (maintenance) windows
+    preempting: Preempting | None = None  # what its preemptors may stop (None: no preemption)
 
     def plan(self) -> tuple[Estimate, ...]:
         return planner.plan(self.cluster, self.queue, self.ends, self.now, self.params,
-                            self.windows)
+                            self.windows, self.preempting)
 
 
 def params_of(s: SchedulerSettings) -> planner.Params:
@@ -79,7 +82,8 @@ class Backfill:
                  windows: Callable[[], Sequence[Window]],
                  measured: Callable[[float, int, int, int, int, int], None],
                  active: Callable[[bool], None],
-                 decisions: Decisions | None = None) -> None:
+                 decisions: Decisions | None = None,
+                 preemptions: Preemptions | None = None) -> None:
         """`cluster`, `waits`, `allocate`: the FIFO pass's live views, its reasons that hold a
         job whatever the nodes, and its allocation (ctld/jobs/jobstart.py); `programs`: the
         node side's programs a start asked for (power save's flush); `windows`: the
@@ -87,7 +91,8 @@ class Backfill:
         `measured`: each cycle's start, µs, depth, jobs tried, queue length and starts, and
         `active`: a plan under way in a thread (sdiag's backfill block, jobs/schedstats.py);
         `decisions`: where starts and the top jobs' reservations are recorded with their inputs
-        (ctld/jobs/decisions.py)."""
+        (ctld/jobs/decisions.py); `preemptions`: preempt/qos's victims for a job the plan
+        starts once they are gone, stopped by the commit (ctld/jobs/preemption.py)."""
         self._jobs = jobs
         self._settings = settings
         self._wall = wall
@@ -99,6 +104,7 @@ class Backfill:
         self._measured = measured
         self._active = active
         self._decisions = decisions if decisions is not None else Decisions(lambda *a, **k: None)
+        self._preemptions = preemptions
         self._views = schedviews.Views()
         self._pokes, self._seen = 0, -1  # event passes run; the count the last cycle saw
         self._poked = trio.Event()
@@ -173,7 +179,8 @@ class Backfill:
         self._active(True)
         try:
             estimates, took = await _sliced(lambda due: planner.steps(
-                snap.cluster, snap.queue, snap.ends, snap.now, snap.params, snap.windows, due))
+                snap.cluster, snap.queue, snap.ends, snap.now, snap.params, snap.windows, due,
+                snap.preempting))
         finally:
             self._active(False)
         t1 = time.perf_counter()
@@ -239,8 +246,9 @@ class Backfill:
         # each end with its own copy of the shares (a job's dict changes as its nodes free)
         ends = tuple(Ending(e.at, e.job_id, dict(e.shares))
                      for e in running_ends(self._jobs, wall))
+        preempting = None if self._preemptions is None else self._preemptions.planning(jobs)
         return Snapshot(cluster, tuple(queue), ends, wall, params_of(cfg.scheduler),
-                        tuple(self._windows()))
+                        tuple(self._windows()), preempting)
 
     def commit(self, snap: Snapshot, estimates: Sequence[Estimate]) -> int:
         """Apply the plan to the jobs still pending as the plan saw them: its starts on nodes
@@ -262,6 +270,9 @@ class Backfill:
                     _estimate(job, None, ())
                     self._jobs.touch(job, durable=False)
             elif isinstance(est, Planned):
+                if isinstance(est, Preempt) and self._preemptions is not None and \
+                        self._views.pending(job) is seen.get(job.id):
+                    self._preemptions.carry(job, est.victims)  # it starts once they are gone
                 self._planned(job, est)
             elif isinstance(est, Unplanned) and _estimate(job, None, ()):
                 self._jobs.touch(job, durable=False)

@@ -16,6 +16,7 @@ from ranch.conf.timefmt import parse_seconds
 from ranch.ctld import logs
 from ranch.ctld.jobs.jobrecord import CONFIGURING, RUNNING, Job
 from ranch.ctld.jobs.ports import JobDoor
+from ranch.sched.bfpreempt import Preempting
 from ranch.sched.preempt import (
     REQUEUE,
     Policy,
@@ -140,9 +141,7 @@ class Preemptions:
         tried = self._tried.get(job.id)
         if tried is not None and tried[0] == key and now < tried[1]:
             return False  # nothing it was chosen from changed: no victims still
-        running = [Runner(j.id, j.req.qos or DEFAULT_QOS,
-                          j.start_time if j.start_time is not None else now, j.shares)
-                   for j in self._jobs.jobs.values() if j.state in (RUNNING, CONFIGURING)]
+        running = self._running(now)
         got = choose(cluster, view, qos, running, policy, now)
         if got is None:
             ends = exempt_ends(qos, members, running, policy, now)
@@ -152,20 +151,54 @@ class Preemptions:
             self._tried[job.id] = (key, math.inf if ends is None else ends)
             return False
         self._tried.pop(job.id, None)
-        # preempt_start_time: victims just told to stop are not joined by more for
-        # KillWait + MessageTimeout, while they end (node_scheduler.c)
-        cfg = self._settings.config
-        quiet = cfg.jobs.kill_wait + cfg.timeouts.message_timeout
-        if now - self._started.get(job.id, -quiet) < quiet:
-            return True
-        self._started = {k: t for k, t in self._started.items() if now - t < quiet}
-        self._started[job.id] = now
-        self._due.append((job.id, qos, got))
+        self._choose(job.id, qos, got, now)
         return True
 
-    def settle(self) -> None:
+    def _running(self, now: float) -> list[Runner]:
+        return [Runner(j.id, j.req.qos or DEFAULT_QOS,
+                       j.start_time if j.start_time is not None else now, j.shares)
+                for j in self._jobs.jobs.values() if j.state in (RUNNING, CONFIGURING)]
+
+    def _choose(self, job_id: int, qos: str, got: Preemption, now: float) -> bool:
+        """Keep the victims chosen for the preemptor to stop at settle(), unless it stopped
+        some lately: preempt_start_time, victims just told to stop are not joined by more
+        for KillWait + MessageTimeout while they end (node_scheduler.c)."""
+        cfg = self._settings.config
+        quiet = cfg.jobs.kill_wait + cfg.timeouts.message_timeout
+        if now - self._started.get(job_id, -quiet) < quiet:
+            return False
+        self._started = {k: t for k, t in self._started.items() if now - t < quiet}
+        self._started[job_id] = now
+        self._due.append((job_id, qos, got))
+        return True
+
+    def planning(self, pending: Iterable[Job]) -> Preempting | None:
+        """What a backfill cycle may preempt (None: preemption off or no pending job's QOS
+        preempts any): the running jobs and the QOS of each pending job that may preempt."""
+        policy = self.policy()
+        if policy is None:
+            return None
+        qos = {j.id: q for j in pending
+               if (r := policy.qos.get(q := j.req.qos or DEFAULT_QOS)) and r.preempt}
+        if not qos:
+            return None
+        now = self._wall()
+        return Preempting(policy, tuple(self._running(now)), qos, now)
+
+    def carry(self, job: Job, got: Preemption) -> bool:
+        """A backfill cycle's preemption for a job still pending: its victims stopped now (those
+        still running as the plan saw them) and recorded; the job starts once they are gone."""
+        if any((v := self._jobs.jobs.get(r.job_id)) is None or v.state not in (
+                RUNNING, CONFIGURING) for r in got.victims):
+            return False  # a victim ended meanwhile: the next cycle chooses again
+        chosen = self._choose(job.id, job.req.qos or DEFAULT_QOS, got, self._wall())
+        self.settle(by="backfill")
+        return chosen
+
+    def settle(self, by: str = "main") -> None:
         """Stop the victims the pass chose, once it is over: a victim that ends at once (one
-        still booting) goes back into the pending queue the pass was walking."""
+        still booting) goes back into the pending queue the pass was walking. `by`: the
+        scheduler that chose them (the event pass, or backfill)."""
         due, self._due = self._due, []
         now = self._wall()
         for job_id, qos, got in due:
@@ -173,7 +206,8 @@ class Preemptions:
             self._record("preempt", hostlist.fold(list(got.nodes)), job=job_id, qos=qos,
                          victims=",".join(f"{v.job_id}:{v.mode}" for v in got.victims),
                          stopped=",".join(str(v) for v in stopped) or "-",
-                         candidates=",".join(map(str, got.order)))
+                         candidates=",".join(map(str, got.order)),
+                         **({"by": by} if by != "main" else {}))
             logs.event("preemption", job=job_id, victims=len(got.victims),
                        stopped=len(stopped))
 
