@@ -6,6 +6,7 @@ answers the listings (SlurmctldParameters=standby_read_ms).
     python bench/pollers_bench.py                       # 500 pollers every 2 s, 30 s a run
     python bench/pollers_bench.py --pollers 200 --seconds 20 --cache-ms 1000
     python bench/pollers_bench.py --pair                # quiet / on the leader / on the standby
+    python bench/pollers_bench.py --pair --pin          # the same, one core per host
 
 --pair: one etcd member on loopback, ctl1 (127.0.0.1, the leader) and ctl2 (127.0.0.2, standing by)
 with standby_read_ms=1000, the nodes on c1; the runs are quiet, the pollers on the leader, the
@@ -225,6 +226,29 @@ def _start(label: str, cache_ms: int, pair: bool) -> RanchSide:
     return side
 
 
+def pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of the process to `cpus` (sched_setaffinity is per thread: etcd's Go
+    threads and trio's worker threads each need it)."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            os.sched_setaffinity(int(tid), cpus)
+        except OSError:
+            pass  # a thread that ended meanwhile
+
+
+def pin_hosts(side: RanchSide, worker: subprocess.Popen | None) -> None:
+    """--pin: two hosts out of two cores. CPU 0 the leader's host (rctld, etcd) and this
+    process (the submissions' client); CPU 1 the other host (the standby, the nodes) and the
+    pollers. Every run of a comparison is pinned alike."""
+    pin(side.ctld_pid, {0})
+    pin(os.getpid(), {0})
+    for proc in side.procs.values():
+        if proc.pid != side.ctld_pid and proc.poll() is None:
+            pin(proc.pid, {0} if proc is side.procs.get("etcd") else {1})
+    if worker is not None:
+        pin(worker.pid, {1})
+
+
 def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool = False,
             poll_host: str = "") -> dict:
     """`pair`: on a controller pair; `poll_host`: the address the pollers ask (default the
@@ -247,6 +271,8 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool =
                                        keyfile, str(args.pollers), str(args.interval),
                                        str(args.seconds + 2), str(out)], env=side.daemon_env)
             time.sleep(2)  # the pollers are at full rate before submissions start
+        if args.pin:
+            pin_hosts(side, worker)
         c0, s0 = proc_cpu(side.ctld_pid), proc_cpu(standby) if standby else 0.0
         FAILED[0] = 0
         took = trio.run(submitter, (host, int(port)), key, args.rate, args.seconds,
@@ -258,6 +284,8 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool =
             worker.wait(args.seconds + 30)
             polled = json.loads(out.read_text())
     finally:
+        if args.pin:
+            pin(os.getpid(), set(range(os.cpu_count() or 1)))
         if worker is not None and worker.poll() is None:
             worker.kill()
         side.stop()
@@ -284,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, default=10.0, help="submissions a second")
     ap.add_argument("--cache-ms", type=int, default=1000)
     ap.add_argument("--queue", type=int, default=2000, help="held jobs queued before a run")
+    ap.add_argument("--pin", action="store_true",
+                    help="CPU 0 the leader's host, CPU 1 the standby's and the pollers'")
     ap.add_argument("--pair", action="store_true",
                     help="a controller pair on etcd: pollers on the leader, then the standby")
     args = ap.parse_args(argv)
