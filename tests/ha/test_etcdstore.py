@@ -127,6 +127,44 @@ async def test_a_snapshot_trims_what_it_holds_and_keeps_what_came_after(etcd, tm
     assert [r["job"]["id"] for r in records] == [3]
 
 
+class _SnapshotMidRead(EtcdClient):
+    """A reader's client that lets the leader snapshot (and compact) right after the reader
+    has read the snapshot's head and before it reads the journal: the interleaving CI met."""
+
+    def __init__(self, endpoints: list[str], leader: EtcdStore, doc: dict) -> None:
+        super().__init__(endpoints)
+        self.leader, self.doc, self.reads = leader, doc, 0
+
+    async def range(self, key, end=None, **kw):
+        got = await super().range(key, end, **kw)
+        self.reads += 1
+        if key.endswith("/snap") and self.doc:
+            doc, self.doc = self.doc, {}
+            await self.leader.snapshot(doc)
+        return got
+
+
+async def test_a_reader_beside_the_leader_sees_one_moment_of_the_store(etcd, tmp_path) -> None:
+    p = prefix()
+    e = await seat(etcd, p)
+    s = store(etcd, e, tmp_path / "a")
+    (tmp_path / "a").mkdir()
+    await s.commit([{"job": {"id": 1}}, {"job": {"id": 2}}])
+    s.rotate()
+    await s.commit([{"job": {"id": 3}}])
+    doc = {"jobs": {"next_id": 4, "jobs": [{"id": 1}, {"id": 2}, {"id": 3}]},
+           "journal_seq": s.seq}
+    s.rotate()
+    (tmp_path / "b").mkdir()
+    reader = EtcdStore(_SnapshotMidRead([etcd], s, doc), p, "/none", 0, str(tmp_path / "b"))
+    await reader.fetch()  # unpinned, it saw no snapshot and a journal with its start deleted
+    got, records = reader.load()
+    ids = sorted([j["id"] for j in (got or {}).get("jobs", {}).get("jobs", [])]
+                 + [r["job"]["id"] for r in records])
+    assert ids == [1, 2, 3]
+    assert reader.client.reads > 7  # the snapshot's compaction made it read again
+
+
 async def test_a_deposed_leader_can_write_nothing(etcd, tmp_path) -> None:
     p = prefix()
     old = await seat(etcd, p, "a")

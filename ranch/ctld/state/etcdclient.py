@@ -156,11 +156,19 @@ class EtcdClient:
                     await self._more(buf)
                 size = int(bytes(buf[:eol]).split(b";")[0], 16)
                 del buf[:eol + 2]
+                if size == 0:
+                    break
                 while len(buf) < size + 2:
                     await self._more(buf)
                 body += buf[:size]
                 del buf[:size + 2]
-                if size == 0:  # no trailers from etcd: the last chunk's CRLF ends it
+            # trailer lines up to an empty one: etcd's refusals (a compacted revision) carry
+            # Grpc-Trailer-* fields, and leaving them would be read as the next reply's head
+            while True:
+                while (eol := buf.find(b"\r\n")) < 0:
+                    await self._more(buf)
+                del buf[:eol + 2]
+                if eol == 0:
                     break
         elif length >= 0:
             while len(buf) < length:
@@ -198,9 +206,13 @@ class EtcdClient:
     # -- the calls rctld makes ------------------------------------------------------------
 
     async def range(self, key: str, end: bytes | None = None, *, limit: int = 0,
-                    keys_only: bool = False) -> list[tuple[bytes, bytes, dict[str, Any]]]:
-        """[(key, value, kv)] of `key` (or of [key, end)), in key order."""
+                    keys_only: bool = False,
+                    revision: int = 0) -> list[tuple[bytes, bytes, dict[str, Any]]]:
+        """[(key, value, kv)] of `key` (or of [key, end)), in key order; as of `revision`
+        when given (EtcdError once etcd has compacted past it)."""
         body: dict[str, Any] = {"key": b64(key)}
+        if revision:
+            body["revision"] = revision
         if end is not None:
             body["range_end"] = b64(end)
         if limit:
@@ -209,6 +221,12 @@ class EtcdClient:
             body["keys_only"] = True
         doc = await self.call("kv/range", body)
         return [(unb64(kv.get("key")), unb64(kv.get("value")), kv) for kv in doc.get("kvs", ())]
+
+    async def revision(self, key: str) -> int:
+        """etcd's current revision (read beside `key`): reads pinned to it see one moment of
+        the store."""
+        doc = await self.call("kv/range", {"key": b64(key), "limit": 1, "keys_only": True})
+        return int(doc.get("header", {}).get("revision", 0))
 
     async def txn(self, compare: list[dict[str, Any]], success: list[dict[str, Any]],
                   failure: list[dict[str, Any]] | None = None,

@@ -37,6 +37,9 @@ class EtcdStore(Protocol):
 
     async def transact(self, ops: list[dict[str, Any]]) -> int: ...
 
+    async def read_range(self, key: str, end: bytes | None = None
+                         ) -> list[tuple[bytes, bytes, dict[str, Any]]]: ...
+
 
 CHUNK = 1_000_000  # as the store's: etcd refuses a request over about 1.5 MiB
 
@@ -122,7 +125,7 @@ async def fetch(store: EtcdStore) -> tuple[int, int]:
     as it is. (events, history records) copied."""
     p = store.prefix
     events: dict[int, dict[str, Any]] = {}
-    for _key, value, _ in await store.client.range(f"{p}/e/", prefix_end(f"{p}/e/")):
+    for _key, value, _ in await store.read_range(f"{p}/e/", prefix_end(f"{p}/e/")):
         for rec in _lines(value):
             if "seq" in rec and "time" in rec:
                 events[int(rec["seq"])] = rec
@@ -131,7 +134,7 @@ async def fetch(store: EtcdStore) -> tuple[int, int]:
         await trio.to_thread.run_sync(_replace, os.path.join(store.state_dir,
                                                              eventfile.FILE_NAME), data)
     days: dict[str, dict[tuple[int, int], dict[str, Any]]] = {}
-    for k, value, _ in await store.client.range(f"{p}/h/", prefix_end(f"{p}/h/")):
+    for k, value, _ in await store.read_range(f"{p}/h/", prefix_end(f"{p}/h/")):
         day = k.decode()[len(p) + 3:].split("/", 1)[0]
         for rec in _lines(value):
             if "job_id" in rec:

@@ -51,6 +51,7 @@ from ranch.ctld.state.etcdclient import (
 )
 from ranch.ctld.state.groupcommit import GroupCommit
 
+FETCH_TRIES = 5  # reads of the whole store, each at a newer revision, before giving up
 CHUNK = 1_000_000  # bytes of value per transaction (etcd's default request limit: 1.5 MiB)
 
 
@@ -99,6 +100,7 @@ class EtcdStore:
         # by the time it runs (its `run` is the committer in the daemon's nursery)
         self.commits = GroupCommit(self._flush, "journal write to etcd failed")
         self._gen = 0  # the current snapshot's generation
+        self._read_rev = 0  # fetch's pinned revision while it runs (0: the newest)
         self._packs: set[int] = set()  # packs in etcd
         self._loaded: tuple[dict[str, Any] | None, list[dict[str, Any]]] = (None, [])
         self._flushed_seq = 0  # every record up to it is in etcd (or voided: _flush)
@@ -139,27 +141,46 @@ class EtcdStore:
         return len(pieces) - 1, pieces[-1]
 
     async def _get_parts(self, base: str) -> bytes:
-        kvs = await self.client.range(base + "/", prefix_end(base + "/"))
+        kvs = await self.read_range(base + "/", prefix_end(base + "/"))
         return b"".join(v for _, v, _ in kvs)
 
     # -- start ----------------------------------------------------------------------------
 
     async def fetch(self) -> None:
         """Read everything (after winning the seat, before `load`): the snapshot, the journal
-        after it, and the job packs, copied into the local StateSaveLocation."""
+        after it, and the job packs, copied into the local StateSaveLocation. Every read is
+        pinned to one revision: a reader beside a leader (a tool, a test) would otherwise see
+        the journal after a compaction deleted what its older snapshot still needed."""
+        for attempt in range(FETCH_TRIES):
+            self._read_rev = await self.client.revision(f"{self.prefix}/snap")
+            try:
+                await self._fetch_at()
+                return
+            except EtcdError as exc:  # the leader compacted past our revision: read again
+                if "compacted" not in str(exc) or attempt == FETCH_TRIES - 1:
+                    raise
+            finally:
+                self._read_rev = 0
+
+    async def read_range(self, key: str, end: bytes | None = None
+                         ) -> list[tuple[bytes, bytes, dict[str, Any]]]:
+        """A range read, at fetch's pinned revision while it runs."""
+        return await self.client.range(key, end, revision=self._read_rev)
+
+    async def _fetch_at(self) -> None:
         p = self.prefix
         doc = None
-        head = await self.client.range(f"{p}/snap")
+        head = await self.read_range(f"{p}/snap")
         if head:
             meta = orjson.loads(head[0][1])
             self._gen = int(meta["gen"])
             base = f"{p}/s/{_seq_key(self._gen)}"
-            kvs = await self.client.range(base + "/", prefix_end(base + "/"))
+            kvs = await self.read_range(base + "/", prefix_end(base + "/"))
             if len(kvs) != int(meta["parts"]):
                 raise ValueError(f"missing state: {self.path}/s/{_seq_key(self._gen)} (the "
                                  f"snapshot) has {len(kvs)} of its {meta['parts']} parts")
             doc = orjson.loads(b"".join(v for _, v, _ in kvs))
-        kvs = await self.client.range(f"{p}/j/", prefix_end(f"{p}/j/"))
+        kvs = await self.read_range(f"{p}/j/", prefix_end(f"{p}/j/"))
         parts: dict[str, list[bytes]] = {}
         batches: list[bytes] = []
         for key, value, _ in kvs:
@@ -179,7 +200,7 @@ class EtcdStore:
             lines += recs
             named.append((f"{self.path}/j/{head_name.decode()}", recs))
         after = int(doc.get("journal_seq", 0)) if doc else 0
-        files = await self.client.range(f"{p}/f/", prefix_end(f"{p}/f/"))
+        files = await self.read_range(f"{p}/f/", prefix_end(f"{p}/f/"))
         self._check(doc, after, named, {os.path.basename(k.decode()) for k, _, _ in files})
         self.seq = self._flushed_seq = max([after, *(int(r.get("seq", 0)) for r in lines)])
         self._loaded = (doc, continuity.without_voided(
@@ -210,7 +231,7 @@ class EtcdStore:
 
     async def _fetch_packs(self) -> None:
         p = self.prefix
-        heads = await self.client.range(f"{p}/bh/", prefix_end(f"{p}/bh/"))
+        heads = await self.read_range(f"{p}/bh/", prefix_end(f"{p}/bh/"))
         self._packs = set()
         directory = bulkfiles.jobs_dir(self.state_dir)
         os.makedirs(directory, mode=0o700, exist_ok=True)
