@@ -150,26 +150,7 @@ class EtcdClient:
             elif key == b"connection":
                 close = value == b"close"
         if chunked:
-            body = bytearray()
-            while True:
-                while (eol := buf.find(b"\r\n")) < 0:
-                    await self._more(buf)
-                size = int(bytes(buf[:eol]).split(b";")[0], 16)
-                del buf[:eol + 2]
-                if size == 0:
-                    break
-                while len(buf) < size + 2:
-                    await self._more(buf)
-                body += buf[:size]
-                del buf[:size + 2]
-            # trailer lines up to an empty one: etcd's refusals (a compacted revision) carry
-            # Grpc-Trailer-* fields, and leaving them would be read as the next reply's head
-            while True:
-                while (eol := buf.find(b"\r\n")) < 0:
-                    await self._more(buf)
-                del buf[:eol + 2]
-                if eol == 0:
-                    break
+            body = await self._read_chunked(buf)
         elif length >= 0:
             while len(buf) < length:
                 await self._more(buf)
@@ -183,6 +164,30 @@ class EtcdClient:
         if close:
             self._drop()
         return status, bytes(body)
+
+    async def _read_chunked(self, buf: bytearray) -> bytearray:
+        """A chunked body, and its trailer, taken from the front of `buf`."""
+        body = bytearray()
+        while True:
+            while (eol := buf.find(b"\r\n")) < 0:
+                await self._more(buf)
+            size = int(bytes(buf[:eol]).split(b";")[0], 16)
+            del buf[:eol + 2]
+            if size == 0:
+                break
+            while len(buf) < size + 2:
+                await self._more(buf)
+            body += buf[:size]
+            del buf[:size + 2]
+        # trailer lines up to an empty one: etcd's refusals (a compacted revision) carry
+        # Grpc-Trailer-* fields, and leaving them would be read as the next reply's head
+        while True:
+            while (eol := buf.find(b"\r\n")) < 0:
+                await self._more(buf)
+            del buf[:eol + 2]
+            if eol == 0:
+                break
+        return body
 
     async def _more(self, buf: bytearray, eof_ok: bool = False) -> bool:
         assert self._stream is not None
