@@ -20,7 +20,9 @@ bf_max_job_test above the queue), one cycle under trio while a
 task wakes every millisecond. Figures: CPU ms of the snapshot, plan and commit; then one cycle
 as ranch/ctld/jobs/backfill.py runs it (`cycle`: the snapshot and the plan on the loop in
 20 ms slices, the commit whole), its wall time and the longest the task waited past its
-wake-up (the event loop's longest stall).
+wake-up (the event loop's longest stall), with the longest steps of any task, each named by
+the lines its task stood at before and after (bench/fleet_lib/longsteps.py), and the
+collector's passes during the cycle.
 """
 
 from __future__ import annotations
@@ -158,6 +160,7 @@ def loop(pending: int, nodes: int) -> dict:
 
     sys.path.insert(0, str(ROOT / "bench"))
     import sched_bench
+    from fleet_lib.longsteps import LongSteps
 
     from ranch.ctld import gctune
 
@@ -203,10 +206,12 @@ def loop(pending: int, nodes: int) -> dict:
                 nursery.start_soon(watch)
                 await trio.sleep(0.01)
                 t = time.perf_counter()
-                await run()
+                with LongSteps() as probe:
+                    await run()
                 out[f"{name}_wall_ms"] = round((time.perf_counter() - t) * 1000, 1)
                 done.set()
             out[f"{name}_max_stall_ms"] = round(worst[0] * 1000, 1)
+            out.update(probe.report())  # what held the loop: its stretches of code, the GC
 
     trio.run(main)
     return out

@@ -7,11 +7,14 @@ answers the listings (SlurmctldParameters=standby_read_ms).
     python bench/pollers_bench.py --pollers 200 --seconds 20 --cache-ms 1000
     python bench/pollers_bench.py --pair                # quiet / on the leader / on the standby
     python bench/pollers_bench.py --pair --pin          # the same, one core per host
+    python bench/pollers_bench.py --pair --pin --pages 10   # and ten pages open on the leader
 
 --pair: one etcd member on loopback, ctl1 (127.0.0.1, the leader) and ctl2 (127.0.0.2, standing by)
 with standby_read_ms=1000, the nodes on c1; the runs are quiet, the pollers on the leader, the
 pollers on the standby. The leader's CPU per poll is its CPU over the run less the quiet run's,
-over the polls answered (by whichever controller); the standby's likewise.
+over the polls answered (by whichever controller); the standby's likewise. --pages N: N pages
+open on the leader's web page (HttpListen) in every run after the quiet one, a run with the
+pages alone first, whose CPU is then the base of the per-poll figures.
 
 Each run starts its own rctld and rnoded (bench/vs_slurm.py's cluster: 6 nodes on loopback).
 The pollers are protocol clients, not processes: trio tasks in one worker process, each opening a
@@ -135,6 +138,7 @@ SlurmdTimeout=30
 MessageTimeout=5
 ReturnToService=1
 SlurmctldParameters=standby_read_ms=1000
+HttpListen=127.0.0.1:{http}
 """
 
 
@@ -149,7 +153,9 @@ class PairSide(RanchSide):
         key = self.dir / "ranch.key"
         create_key(str(key))
         conf = self.dir / "cluster.conf"
-        conf.write_text(PAIR_CONF.format(port=port, key=key, etcd=etcd)
+        self.http = f"http://127.0.0.1:{vs_slurm.free_port()}"
+        conf.write_text(PAIR_CONF.format(port=port, key=key, etcd=etcd,
+                                         http=self.http.rsplit(":", 1)[1])
                         + vs_slurm.SHAPE.global_conf() + vs_slurm.SHAPE.nodes_conf())
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_", "RANCH_"))}
@@ -249,12 +255,37 @@ def pin_hosts(side: RanchSide, worker: subprocess.Popen | None) -> None:
         pin(worker.pid, {1})
 
 
+def open_pages(base: str, n: int) -> list[subprocess.Popen]:
+    """`n` open pages on the leader's web page, as app.js and jobs.js ask: each the node feed
+    once, the live stream held open, and on the Jobs tab the queue and the header's counts
+    every 3 s (POLL_MS). Each page is a shell and its curls (on the pollers' core with --pin)."""
+    procs = []
+    for _ in range(n):
+        procs.append(subprocess.Popen(["curl", "-sN", "-o", "/dev/null", base + "/ui/stream"],
+                                      start_new_session=True))
+        procs.append(subprocess.Popen(["bash", "-c", (
+            f"curl -s -o /dev/null {base}/ui/grid.json; while :; do "
+            f"curl -s -o /dev/null {base}/api/v1/jobs; curl -s -o /dev/null {base}/ui/jobs.json;"
+            " sleep 3; done")], start_new_session=True))
+    return procs
+
+
+def close_pages(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, 9)  # the shell and its curl; a stream reader leads its own
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
 def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool = False,
-            poll_host: str = "") -> dict:
+            poll_host: str = "", pages: int = 0) -> dict:
     """`pair`: on a controller pair; `poll_host`: the address the pollers ask (default the
-    controller the submissions go to)."""
+    controller the submissions go to); `pages`: that many pages open on the leader's web page."""
     side = _start(label, cache_ms, pair)
     worker = None
+    page_procs: list[subprocess.Popen] = []
     standby = side.standby_pid if isinstance(side, PairSide) else 0
     try:
         host, port = side.env["RANCH_SERVER"].split(":")
@@ -271,8 +302,13 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool =
                                        keyfile, str(args.pollers), str(args.interval),
                                        str(args.seconds + 2), str(out)], env=side.daemon_env)
             time.sleep(2)  # the pollers are at full rate before submissions start
+        if pages:
+            page_procs = open_pages(side.http, pages)  # type: ignore[attr-defined]
+            time.sleep(2)  # every page has its feed and its stream before submissions start
         if args.pin:
             pin_hosts(side, worker)
+            for proc in page_procs:  # the readers' browsers: on the pollers' core
+                pin(proc.pid, {1})
         c0, s0 = proc_cpu(side.ctld_pid), proc_cpu(standby) if standby else 0.0
         FAILED[0] = 0
         took = trio.run(submitter, (host, int(port)), key, args.rate, args.seconds,
@@ -288,13 +324,15 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool =
             pin(os.getpid(), set(range(os.cpu_count() or 1)))
         if worker is not None and worker.poll() is None:
             worker.kill()
+        close_pages(page_procs)
         side.stop()
         shutil.rmtree(side.workdir, ignore_errors=True)
     took.sort()
     return {"label": label, "submits": len(took), "submit_failed": FAILED[0],
             "submit_p50_ms": 1000 * statistics.median(took),
             "submit_p99_ms": 1000 * took[int(len(took) * 0.99)],
-            "ctld_cpu_s": cpu, "standby_cpu_s": standby_cpu, "seconds": args.seconds, **polled}
+            "ctld_cpu_s": cpu, "standby_cpu_s": standby_cpu, "seconds": args.seconds,
+            "pages": pages, **polled}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -316,8 +354,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="CPU 0 the leader's host, CPU 1 the standby's and the pollers'")
     ap.add_argument("--pair", action="store_true",
                     help="a controller pair on etcd: pollers on the leader, then the standby")
+    ap.add_argument("--pages", type=int, default=0,
+                    help="with --pair: that many pages open on the leader's web page as well")
     args = ap.parse_args(argv)
-    if args.pair:
+    if args.pair and args.pages:
+        pages = args.pages
+        runs = [one_run("pair-quiet", args, 0, False, pair=True),
+                one_run(f"{pages} pages", args, 0, False, pair=True, pages=pages),
+                one_run(f"pollers-on-leader+{pages}p", args, 0, True, pair=True, pages=pages),
+                one_run(f"pollers-on-standby+{pages}p", args, 0, True, pair=True,
+                        poll_host="127.0.0.2", pages=pages)]
+    elif args.pair:
         runs = [one_run("pair-quiet", args, 0, False, pair=True),
                 one_run("pollers-on-leader", args, 0, True, pair=True),
                 one_run("pollers-on-standby", args, 0, True, pair=True,
@@ -331,7 +378,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(args, runs: list[dict]) -> None:
-    quiet_cpu, quiet_standby = runs[0]["ctld_cpu_s"], runs[0]["standby_cpu_s"]
+    # a poll's cost over the last run without pollers (with --pages: the pages alone)
+    base = [r for r in runs if "polls" not in r][-1]
+    quiet_cpu, quiet_standby = base["ctld_cpu_s"], base["standby_cpu_s"]
     print(f"{args.pollers} pollers every {args.interval} s, {args.rate}/s held submissions, "
           f"{args.queue} jobs queued before, {args.seconds} s a run, load {os.getloadavg()[0]:.1f}")
     for r in runs:
@@ -348,9 +397,8 @@ def report(args, runs: list[dict]) -> None:
                 per = 1000 * max(0.0, r["standby_cpu_s"] - quiet_standby) / max(1, r["polls"])
                 line += f", {per:.3f} ms standby CPU per poll"
         print(line, flush=True)
-    print(f"  p99 vs quiet: {runs[1]['label']} "
-          f"{runs[1]['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x, {runs[2]['label']} "
-          f"{runs[2]['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x")
+    print("  p99 vs quiet: " + ", ".join(
+        f"{r['label']} {r['submit_p99_ms'] / runs[0]['submit_p99_ms']:.1f}x" for r in runs[1:]))
 
 
 if __name__ == "__main__":
