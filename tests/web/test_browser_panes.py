@@ -210,6 +210,11 @@ def test_history_timeline_admin_actions_and_stream(tmp_path) -> None:
             _shot(b, "p2-reservations-admin.png")
             assert _unnamed_controls(b) == []
             b.js("document.querySelector('#resv-rows tr[data-name=maint_n4] button').click()")
+            b.wait_js("document.querySelector('#resv-rows tr[data-name=maint_n4] button')"
+                      ".textContent === 'Confirm delete'", what="the delete to confirm")
+            b.js("(async () => { await pollReservations(); return 1; })()")  # a poll redraws
+            assert b.js("document.querySelector('#resv-rows tr[data-name=maint_n4] button')"
+                        ".textContent") == "Confirm delete"  # and keeps the admin's first click
             b.js("document.querySelector('#resv-rows tr[data-name=maint_n4] button').click()")
             b.wait_js("!document.querySelector('#resv-rows tr[data-name=maint_n4]')",
                       what="the reservation gone")

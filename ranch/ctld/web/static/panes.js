@@ -159,13 +159,19 @@ async function submitReboot(ev) {
   if (!streamLive) { etag = null; poll(); }
 }
 
+// Reservations whose Delete was clicked once: the table is redrawn on every poll, and a redraw
+// between the two clicks must not disarm the confirmation the admin was asked for.
+const armedResv = new Set();
+
 function resvActions(x) {
   const td = document.createElement("td");
   if (!me.admin) return td;
-  const b = el("button", "Delete", "btn small warn");
+  const armed = armedResv.has(x.name);
+  const b = el("button", armed ? "Confirm delete" : "Delete", "btn small warn");
   b.setAttribute("aria-label", "Delete reservation " + x.name);
   b.onclick = async () => {
-    if (b.dataset.armed !== "1") { b.dataset.armed = "1"; b.textContent = "Confirm delete"; return; }
+    if (!armedResv.has(x.name)) { armedResv.add(x.name); b.textContent = "Confirm delete"; return; }
+    armedResv.delete(x.name);
     const r = await fetch(`/ui/reservations/${encodeURIComponent(x.name)}/delete`,
                           {method: "POST", headers: headers({})});
     const doc = await r.json().catch(() => ({}));
