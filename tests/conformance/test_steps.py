@@ -103,6 +103,30 @@ EARLY = "aborted before step completely launched"
 CANCELLED_LINE = re.compile(r"^slurmstepd-c<n>: error: \*\*\* STEP .* CANCELLED AT <time> \*\*\*$")
 
 
+# A USR1 that srun passes on can miss a task of Slurm's under load: srun forwards it to each
+# node and drops, unreported, slurmstepd's answers that the step is not running there (yet) or
+# the process is gone (step_launch.c's fwd_signal ignores ESLURMD_JOB_NOTRUNNING and ESRCH).
+# (the likely path: Slurm's logs of those runs were not kept). In 2 of 3 runs of the suite with a
+# core hogged, one of the two tasks never printed "got USR1" and slept its 30 s, task 0 once and
+# task 1 once, and a second USR1 10 s later did not reach it either; quiet runs and Ranch deliver
+# both. Then the task that missed it is compared as Slurm delivers it on a quiet machine: its
+# "got USR1" line and its exit 7.
+LOST_USR1 = "got USR1"
+USR1_EXIT = re.compile(r"^srun: error: c\d+: task (\d+): Exited with exit code 7$")
+
+
+def _usr1_lost(slurm: list[str], ranch: list[str], suffix: str, missed: int) -> list[str]:
+    """Slurm's lines with the `missed` tasks' lines Ranch has for them (Ranch's must be those
+    lines alone: a "got USR1" each on stdout, an exit 7 each on stderr)."""
+    extra = list(ranch)
+    for line in slurm:
+        if line in extra:
+            extra.remove(line)
+    fits = (extra == [LOST_USR1] * missed if suffix == "out"
+            else len(extra) == missed and all(USR1_EXIT.match(x) for x in extra))
+    return sorted(slurm + extra) if fits else slurm
+
+
 def _both(results: Results, case: str, suffix: str) -> tuple[object, object]:
     slurm, ranch = _job(results, case)
     if suffix == "rc":
@@ -113,6 +137,10 @@ def _both(results: Results, case: str, suffix: str) -> tuple[object, object]:
     if case.startswith("sig") and isinstance(want, list) and any(EARLY in x for x in want):
         want, got = ([x for x in lines if EARLY not in x and not CANCELLED_LINE.match(x)]
                      if isinstance(lines, list) else lines for lines in (want, got))
+    out = _lines(slurm, f"{case}.out", results)
+    if case == "sigUSR1" and isinstance(want, list) and isinstance(got, list) \
+            and isinstance(out, list) and out.count(LOST_USR1) < out.count("ready"):
+        want = _usr1_lost(want, got, suffix, out.count("ready") - out.count(LOST_USR1))
     return want, got
 
 
