@@ -360,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.pair and args.pages:
         pages = args.pages
         runs = [one_run("pair-quiet", args, 0, False, pair=True),
-                one_run(f"{pages} pages", args, 0, False, pair=True, pages=pages),
+                one_run(f"{pages}-pages", args, 0, False, pair=True, pages=pages),
                 one_run(f"pollers-on-leader+{pages}p", args, 0, True, pair=True, pages=pages),
                 one_run(f"pollers-on-standby+{pages}p", args, 0, True, pair=True,
                         poll_host="127.0.0.2", pages=pages)]
