@@ -69,7 +69,8 @@ def web_ports(c: Controller) -> tuple[WebNodes, WebJobs, WebEvents, WebAdmin, Re
     live = c.liveness
     side = c.jobs
     books = c.accounts
-    jobs = WebJobs(side.store, side.listing.list_body, side.submission.submit,
+    jobs = WebJobs(side.store, side.listing.list_body, side.listing.encoded,
+                   side.submission.submit,
                    side.commands.cancel, side.commands.control, side.accounting.query,
                    side.sched_stats.record, side.why.answer,
                    WebUsage(books.shares_reply, lambda: books.samples, books.sees_all_usage))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 import orjson
@@ -48,6 +48,8 @@ from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
     from ranch.ctld.rpc.connection import Connection
+
+T = TypeVar("T")  # what a listing holds: a job's record, or the web layer's piece of one
 
 __all__ = ["ADMINS", "DENIED", "KEY_HOLDER", "Identity", "acting", "denied", "gate", "identify",
            "identify_name", "is_admin", "may_act_on", "may_see_usage", "user_name"]
@@ -161,11 +163,11 @@ def own_jobs(reply: Any, who: Identity) -> Any:
     if not isinstance(reply, Prebuilt) or reply.type_name != "JobList":
         return reply
     doc = orjson.loads(reply.body)
-    doc["jobs"] = [j for j in doc.get("jobs", ()) if _owner(j) == who.uid]
+    doc["jobs"] = [j for j in doc.get("jobs", ()) if record_owner(j) == who.uid]
     return Prebuilt("JobList", orjson.dumps(doc))
 
 
-def _owner(record: dict) -> int | None:
+def record_owner(record: dict) -> int | None:
     uid = record.get("uid")
     if uid is None and isinstance(record.get("req"), dict):
         uid = record["req"].get("uid")
@@ -237,9 +239,11 @@ def http_hidden(config: ClusterConfig, who: Identity | None, what: str) -> str |
     return denied("node information", f"PrivateData={what} shows it to admins ({ADMINS}) only")
 
 
-def visible_jobs(config: ClusterConfig, who: Identity | None, records: list[dict]) -> list[dict]:
-    """PrivateData=jobs: a reader who is not an admin sees their own jobs only (no token: none)."""
+def visible_jobs(config: ClusterConfig, who: Identity | None, records: list[T],
+                 owner: Callable[[Any], int | None] = record_owner) -> list[T]:
+    """PrivateData=jobs: a reader who is not an admin sees their own jobs only (no token: none).
+    `owner`: whose job a record is (the web layer's kept pieces carry it decoded)."""
     if "jobs" not in config.access.private_data or (who is not None and who.admin):
         return records
     uid = who.uid if who is not None else None
-    return [r for r in records if uid is not None and _owner(r) == uid]
+    return [r for r in records if uid is not None and owner(r) == uid]

@@ -20,27 +20,25 @@ from starlette.responses import HTMLResponse, Response, StreamingResponse
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ranch import __version__
 from ranch.conf import hostlist
 from ranch.ctld import logs
 from ranch.ctld.rpc import permissions
 from ranch.ctld.web import grid, jobstats, metrics, schedmetrics
 from ranch.ctld.web.admin import Admin
 from ranch.ctld.web.gate import Gate, peer
+from ranch.ctld.web.jobroutes import API_VERSION, JobRoutes
 from ranch.ctld.web.limits import BodyTooLarge, read_body
 from ranch.ctld.web.live import Live
 from ranch.ctld.web.pages import Pages
 from ranch.ctld.web.panes import Panes
-from ranch.ctld.web.responses import Json, is_number
+from ranch.ctld.web.responses import Json
 from ranch.ctld.web.responses import error as _error
 from ranch.ctld.web.restd import Restd
 from ranch.ctld.web.usage import Usage
 from ranch.protocol import messages as m
 from ranch.protocol.records import (
-    job_json,
     node_json,
     partition_json,
-    queue_doc,
     show_doc,
 )
 from ranch.protocol.sinforecords import sinfo_doc
@@ -60,9 +58,7 @@ if TYPE_CHECKING:
         WebNodes,
     )
 
-API_VERSION = __version__  # the release, as Slurm's JSON gives its own
 POLL_SECONDS = 3
-JOB_CHUNK = 1000  # job records turned into squeue's documents between two yields
 FEED_STALENESS = 1.0  # seconds the feed's heartbeat figures may lag
 # The page has Drain/Resume buttons: it may not be framed by another site (clickjacking), and it
 # runs only its own script and style (no inline code a crafted node name could smuggle in).
@@ -94,7 +90,7 @@ class Web:
         self._feed_lock = trio.Lock()  # so does the page's feed
         self._nodes_for: Any = None  # the snapshot _nodes_docs were made from
         self._nodes_docs: list[dict] = []
-        self._job_counts: tuple[int, dict[str, int]] = (-1, {})  # (Jobs.gen, jobstats.counts)
+        self.job_routes = JobRoutes(nodes, jobs, self.gate)  # the job listings
         env = Environment(loader=PackageLoader("ranch.ctld.web", "templates"),
                           autoescape=select_autoescape())
         self.page = env.get_template("index.html")
@@ -180,7 +176,7 @@ class Web:
             for _ in self.expo.steps(self.nodes_view.nodes, out):
                 await trio.sleep(0)  # let heartbeats in between chunks
 
-        out.append(jobstats.metrics_text(self._counts()).encode())
+        out.append(jobstats.metrics_text(self.job_routes.counts()).encode())
         out.append(schedmetrics.scheduler_text(self.jobs_view.sched_stats()).encode())
         out.append(metrics.guards_text(tuple(g.status() for g in self.health.guards),
                                        self.health.stalls.status()).encode())
@@ -194,52 +190,6 @@ class Web:
 
         return StreamingResponse(pieces(), media_type=metrics.CONTENT_TYPE)
 
-    # -- jobs (issue 12): the records rqueue and rcontrol show job get, through the same
-    # builders (protocol.records.job_json / queue_doc).
-
-    def _job_records(self, ids: tuple[int, ...] = ()) -> tuple[float, list[dict]]:
-        body = orjson.loads(self.jobs_view.list_body(ids))  # the JobList body rqueue reads
-        return float(body.get("generated_at") or 0.0), body["jobs"]
-
-    def _counts(self) -> dict[str, int]:
-        gen = self.jobs_view.store.gen
-        if self._job_counts[0] != gen:
-            self._job_counts = (gen, jobstats.counts(self._job_records()[1]))
-        return self._job_counts[1]
-
-    async def jobs(self, request: Request) -> Response:
-        if (refused := self.gate.read_refusal(request)) is not None:
-            return refused
-        now, records = self._job_records()
-        records = permissions.visible_jobs(self.nodes_view.config, self.gate.reader(request),
-                                           records)
-        doc = queue_doc([], now, version=API_VERSION, user="",
-                        command=[request.method, request.url.path],
-                        cluster=self.nodes_view.config.cluster_name)
-        for i, j in enumerate(records):  # 10,000 jobs: chunks that let heartbeats through
-            if i % JOB_CHUNK == JOB_CHUNK - 1:
-                await trio.sleep(0)
-            doc["jobs"].append(job_json(j))
-        return Json(doc)
-
-    async def job(self, request: Request) -> Response:
-        if (refused := self.gate.read_refusal(request)) is not None:
-            return refused
-        ident = request.path_params["job_id"]
-        base, sep, task = ident.partition("_")
-        if not is_number(base) or (sep and not is_number(task)):
-            return _error(400, f"Invalid job id specified: {ident} (a job id such as 12, or "
-                          "12_3 for a task of an array)", "job_id")
-        _, records = self._job_records((int(base),))
-        if sep:
-            records = [j for j in records if j.get("array_job_id") == int(base)
-                       and j.get("array_task_id") == int(task)]
-        records = permissions.visible_jobs(self.nodes_view.config, self.gate.reader(request),
-                                           records)
-        if not records:
-            return _error(404, f"Invalid job id specified: {ident} (no such job)", "job_id")
-        return Json(self._meta_doc("jobs", [job_json(j) for j in records], request))
-
     async def reservations(self, request: Request) -> Response:
         """The reservations (issue 33), as `rcontrol show reservation --json` lists them."""
         if (refused := self.gate.read_refusal(request)) is not None:
@@ -247,16 +197,6 @@ class Web:
         reply = self.reservations_book.handle(m.ReservationRequest(action="show"))
         return Json(self._meta_doc("reservations", list(reply.reservations), request),
                     headers={"Cache-Control": "no-cache"})
-
-    async def job_counts(self, request: Request) -> Response:
-        if (refused := self.gate.read_refusal(request)) is not None:
-            return refused
-        reader = self.gate.reader(request)
-        if "jobs" in self.nodes_view.config.access.private_data and not (reader and reader.admin):
-            # PrivateData=jobs: the header counts the reader's own jobs, as rqueue lists them
-            own = permissions.visible_jobs(self.nodes_view.config, reader, self._job_records()[1])
-            return Json(jobstats.counts(own), headers={"Cache-Control": "no-cache"})
-        return Json(self._counts(), headers={"Cache-Control": "no-cache"})
 
     # -- the page --------------------------------------------------------------------------
 
@@ -355,10 +295,8 @@ class Web:
             Route("/api/v1/nodes/{nodes}/state", self.set_state, methods=["POST"]),
             Route("/api/v1/partitions", self.partitions),
             Route("/api/v1/sinfo", self.sinfo),
-            Route("/api/v1/jobs", self.jobs),
-            Route("/api/v1/jobs/{job_id}", self.job),
+            *self.job_routes.routes(),  # /api/v1/jobs[/{id}], the header's /ui/jobs.json
             Route("/api/v1/reservations", self.reservations),
-            Route("/ui/jobs.json", self.job_counts),
             Route("/metrics", self.metrics),
             Route("/ui/grid.json", self.grid_feed),
             *self._page_routes(),  # the page's panes, admin actions, stream and views
@@ -378,13 +316,14 @@ class Web:
             *live.routes(),  # the page's change stream
             # the node panel and the job views
             *Pages(nodes, jobs, self.site, gate.read_refusal, gate.reader, gate.who,
-                   self._job_records, self.not_on_disk).routes(),
+                   self.job_routes.job_records, self.not_on_disk).routes(),
         ]
 
     def _restd(self) -> Restd:
         return Restd(self.nodes_view, self.reservations_book, self.jobs_view.cancel,
-                     auth=self.gate.auth, who=self.gate.who, job_records=self._job_records,
-                     submit=self.submit, not_on_disk=self.not_on_disk,
+                     auth=self.gate.auth, who=self.gate.who,
+                     job_records=self.job_routes.job_records, submit=self.submit,
+                     not_on_disk=self.not_on_disk,
                      sched_stats=self.jobs_view.sched_stats)
 
 

@@ -59,6 +59,10 @@ _QUEUE_STATES: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
+# the fields of a job's record counts() reads (ctld/web/queuecache.py keeps these alone)
+COUNTED = ("state", "held", "reason", "node_count", "cpus", "gpus_per_node", "mem_per_node")
+
+
 def counts(records: Iterable[dict[str, Any]]) -> dict[str, int]:
     """Jobs per state (squeue's long names) plus `total`, `held`, `dependency` (pending on a
     dependency) and what active jobs hold: `cpus_alloc`, `gpus_alloc`, `memory_alloc` (bytes),

@@ -56,6 +56,7 @@ class WebJobs:
 
     store: JobsRead
     list_body: Callable[..., bytes]  # the JobList body rqueue reads (ctld/jobs/joblisting.py)
+    encoded: Callable[[Job], bytes]  # one job's record in it, kept until the job changes
     # rbatch's handler, for slurmrestd's job/submit (restd.py)
     submit: Callable[[m.SubmitJob], m.SubmitReply | m.Error]
     # rcancel's and rcontrol hold|release|requeue's (cancel is slurmrestd's DELETE job's too)
