@@ -70,7 +70,12 @@ def scenes(draw):
     for i in range(1, draw(st.integers(1, 12)) + 1):
         spread = draw(st.booleans())
         tasks = draw(st.integers(1, 10))
-        n = need(nodes=draw(st.sampled_from([1, 1, 2, 3])), cpus=draw(st.integers(1, 4)),
+        cpus = draw(st.integers(1, 4))
+        # a spread job's `cpus` is one task's, as cpus_per_task is (jobsubmit.py builds both
+        # from --cpus-per-task): drawn apart, a task of 2 CPUs counted at 1 by the spread
+        # placement was planned on a 1-CPU node it could never fit (found by a busy run)
+        n = need(nodes=draw(st.sampled_from([1, 1, 2, 3])), cpus=cpus,
+                 cpus_per_task=cpus if spread else 1,
                  mem=draw(st.sampled_from([0, 0, 100, 600])),
                  gpus=draw(st.sampled_from([0, 0, 0, 1, 2])),
                  exclusive=draw(st.integers(0, 3)) == 0 and not spread, spread=spread, tasks=tasks,

@@ -36,7 +36,8 @@ def scenes(draw):
     for i in range(draw(st.integers(1, 12))):
         spread = draw(st.booleans())
         tasks = draw(st.integers(1, 10))
-        n = need(nodes=draw(st.integers(1, 3)), cpus=draw(st.integers(1, 4)),
+        cpus = draw(st.integers(1, 4))  # a spread job's: one task's, as cpus_per_task is
+        n = need(nodes=draw(st.integers(1, 3)), cpus=cpus, cpus_per_task=cpus if spread else 1,
                  mem=draw(st.sampled_from([0, 100, 600])), gpus=draw(st.integers(0, 2)),
                  exclusive=draw(st.booleans()) and not spread, spread=spread, tasks=tasks)
         req = tuple(draw(st.lists(st.sampled_from(NAMES), max_size=1)))
