@@ -10,8 +10,10 @@ memory held a little longer.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
+from collections.abc import Iterator
 
 # Young collections every 50,000 net allocations instead of 700; middle ones every 20 young
 # ones; the oldest generation only every 100 middle ones (and, as always in CPython, only when
@@ -48,6 +50,23 @@ def one_malloc_heap() -> None:
     if mallopt is not None:
         mallopt(M_ARENA_MAX, 1)
         mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)  # and large blocks never in it (see above)
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No collection while a backfill cycle holds its snapshot: at 50,000 pending the
+    snapshot's views and the plan's tables are some 10^5 young tracked objects, and a young or
+    middle pass that came due between two of the cycle's 20 ms slices walked them all at once
+    (158 ms, the cycle's longest event-loop stall: bench/backfill_bench.py --loop). They are
+    freed by reference count when the cycle ends, before the collector runs again; the cycle
+    makes no reference cycles, so nothing is left for a pass to find."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def freeze_startup_heap() -> None:

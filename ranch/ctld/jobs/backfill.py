@@ -13,6 +13,7 @@ import attrs
 import trio
 
 from ranch.conf.timefmt import slurm_timestamp
+from ranch.ctld import gctune
 from ranch.ctld.jobs import schedviews
 from ranch.ctld.jobs.decisions import Decisions, ahead_of
 from ranch.ctld.jobs.jobrecord import COMPLETING, PENDING, Job
@@ -172,7 +173,12 @@ class Backfill:
         """One cycle; the number of jobs it started. Its time is its own work, not the event
         loop's in between: the snapshot and the plan run in slices of SLICE seconds with the
         loop let run between them (no stall longer than a slice at 50,000 pending), and the
-        commit checks that what a start uses is as the plan saw it."""
+        commit checks that what a start uses is as the plan saw it. The collector waits until
+        the cycle has let its snapshot go (ctld/gctune.py paused)."""
+        with gctune.paused():
+            return await self._cycle()
+
+    async def _cycle(self) -> int:
         began = self._wall()
         self._seen = self._pokes  # what it plans over: a pass after this is news
         snap, spent = await _sliced(lambda due: self._snapshot_steps(None, None, due))
@@ -326,7 +332,7 @@ class Backfill:
         return True
 
 
-SLICE = 0.02  # the longest stretch a cycle holds the event loop (the issue: no stall > 50 ms)
+SLICE = 0.01  # the longest stretch a cycle holds the event loop (the issue: no stall > 50 ms)
 
 
 async def _sliced(make: Callable[[Callable[[], bool]], Generator[None, None, T]]
