@@ -298,34 +298,26 @@ class JobRunner:
             del self.running[job.spec.job_id]
         try:
             track = self.meter.stop(("job", job.spec.job_id, job.spec.restarts))
-            end = await trio.to_thread.run_sync(
-                ending_of, job.spec, job.path, job.ending, job.started_at, track
-            )
-            if job.spec.script == HOLDER and job.ending and end.state != "LAUNCH_FAILED":
-                # the placeholder's SIGTERM is nobody's exit status: a cancelled or timed-out
-                # allocation ends 0:0, as Slurm's (it has no batch step to take the 0:15)
-                end = attrs.evolve(end, exit_code=0, signal=0)
-            await self._record_end(job.spec, job.path, end, job.silent)
+            async with job.files:  # a kill's note of why is written whole before this
+                end = await trio.to_thread.run_sync(
+                    ending_of, job.spec, job.path, job.ending, job.started_at, track
+                )
+                if job.spec.script == HOLDER and job.ending and end.state != "LAUNCH_FAILED":
+                    # the placeholder's SIGTERM is nobody's exit status: a cancelled or
+                    # timed-out allocation ends 0:0, as Slurm's (no batch step takes the 0:15)
+                    end = attrs.evolve(end, exit_code=0, signal=0)
+                await self._record_end(job.spec, job.path, end, job.silent)
         finally:
             self._finishing.discard(run)
 
     async def _record_end(self, spec: JobSpec, path: Path, end: JobEnd, silent: bool) -> None:
         if silent:
-            log.info(
-                "job %d ended (%s), not reported: the controller disowned it",
-                spec.job_id,
-                end.state,
-            )
+            log.info("job %d ended (%s), not reported: the controller disowned it",
+                     spec.job_id, end.state)
             await trio.to_thread.run_sync(jobstore.remove, path)
             return
-        log.info(
-            "job %d ended: %s exit %d signal %d %s",
-            spec.job_id,
-            end.state,
-            end.exit_code,
-            end.signal,
-            end.message,
-        )
+        log.info("job %d ended: %s exit %d signal %d %s", spec.job_id, end.state,
+                 end.exit_code, end.signal, end.message)
         try:
             await trio.to_thread.run_sync(jobstore.save_end, path, end)
         except OSError as exc:  # still reported from memory; only a restart would lose it
@@ -379,10 +371,14 @@ class JobRunner:
                 # before whatever the job prints as it dies, as slurmstepd's does
                 note_end(job, self.node, state == "TIMEOUT")
             self._nursery_start(end_tree, job)  # before any await: a cancel cannot skip it
-        try:
-            await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending, job.silent)
-        except OSError as exc:  # the kill goes on; only an rnoded restart would forget why
-            log.error("cannot record why job %d is being killed: %s", job_id, exc)
+        async with job.files:
+            if job.done.is_set():  # its exit is seen: the watcher records it from memory
+                return True
+            try:
+                await trio.to_thread.run_sync(jobstore.save_ending, job.path, job.ending,
+                                              job.silent)
+            except OSError as exc:  # the kill goes on; only an rnoded restart would forget why
+                log.error("cannot record why job %d is being killed: %s", job_id, exc)
         return True
 
     async def kill_silently(self, job_ids: Iterable[int],

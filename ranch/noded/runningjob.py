@@ -40,6 +40,10 @@ class RunningJob:
     ending: str = ""  # CANCELLED | TIMEOUT once rnoded decided to end it
     silent: bool = False  # killed on the controller's kill list: no ending reported
     done: trio.Event = attrs.field(factory=trio.Event)
+    # Held while its directory is written to (why it is being ended) or removed (a silent
+    # ending): an unordered pair let the ending's file land as the directory was removed, and
+    # the half-removed directory stayed in the spool.
+    files: trio.Lock = attrs.field(factory=trio.Lock)
 
 
 def alive(pid: int, start: int) -> bool:

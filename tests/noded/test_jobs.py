@@ -381,6 +381,35 @@ async def test_kill_list_kills_without_an_ending(runner: JobRunner, work: Path) 
     assert runner.endings() == ()
 
 
+async def test_a_silent_kill_writes_its_note_before_the_directory_goes(
+        runner: JobRunner, work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A slow disk under the note of why the job ends: the job dies at once on SIGTERM, and its
+    directory is removed only after the note is whole (CI met the two interleaved: the note's
+    file landed in a directory being removed, which then stayed in the spool)."""
+    events: list[str] = []
+    save, remove = jobstore.save_ending, jobstore.remove
+
+    def slow_save(path: Path, state: str, silent: bool) -> None:
+        events.append("note begins")
+        time.sleep(0.5)
+        save(path, state, silent)
+        events.append("note whole")
+
+    def logged_remove(path: Path) -> None:
+        events.append("removed")
+        remove(path)
+
+    monkeypatch.setattr(jobstore, "save_ending", slow_save)
+    monkeypatch.setattr(jobstore, "remove", logged_remove)
+    await runner.launch(spec(work, "echo $$ > pid\nsleep 300\n"))
+    pid = await read_pid(work / "pid")
+    path = jobstore.job_dir(runner.spool_dir, spec(work, ""))
+    await runner.kill_silently([7])
+    await wait_for(lambda: runner.job_ids() == () and gone(pid))
+    assert events == ["note begins", "note whole", "removed"]
+    assert not path.exists() and runner.endings() == ()
+
+
 async def test_repeated_launch_is_idempotent(runner: JobRunner, work: Path) -> None:
     job = spec(work, "while [ ! -e go ]; do sleep 0.05; done\necho once\n")
     await runner.launch(job)
