@@ -173,6 +173,20 @@ def test_node_panel_queue_and_job_page(tmp_path) -> None:
             _shot(b, "queue-admin.png")
             assert _unnamed_controls(b) == []
 
+            # Kept up to date by what changed since its listing (/ui/queue?since=): a job
+            # submitted now appears, and its cancellation shows, with no whole refetch.
+            b.js("performance.clearResourceTimings()")
+            late = int(cli(c, "ranch.cli.rbatch", "--parsable", "-D", str(work), "-H",
+                           "--wrap", "true").split(";")[0])
+            b.wait_js(f"!!document.querySelector('#queue-rows tr[data-id=\"{late}\"]')",
+                      what="the job submitted after the tab opened")
+            cli(c, "ranch.cli.rcancel", str(late))
+            b.wait_js(f"document.querySelector('#queue-rows tr[data-id=\"{late}\"]')"
+                      ".dataset.state === 'CANCELLED'", what="its cancellation")
+            asked = b.js("performance.getEntriesByType('resource').map(e => e.name)"
+                         ".filter(n => n.includes('/ui/queue'))")
+            assert asked and all("since=" in n for n in asked), asked
+
             # The running job's page: script, GPUs, output, and what an admin may do.
             b.js(f"location.hash = '#job/{running}'")
             b.wait_js("document.getElementById('jd-script').textContent.startsWith('#!')",

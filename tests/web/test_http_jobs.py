@@ -106,6 +106,33 @@ def test_jobs_are_the_records_rqueue_and_show_job_print(c: Cluster) -> None:
     assert "slurm_queue_cancelled 2\n" in text
 
 
+def test_the_jobs_tab_gets_only_what_changed_since_its_listing(c: Cluster) -> None:
+    assert _get(c, "/ui/queue").status_code == 401
+    whole = _get(c, "/ui/queue", headers=AUTH).json()
+    assert whole["full"] and whole["gone"] == []
+    assert {j["job_id"] for j in whole["jobs"]} == set(_states(c))
+    mark = whole["mark"]
+    same = _get(c, f"/ui/queue?since={mark}", headers=AUTH).json()
+    assert (same["full"], same["jobs"], same["gone"], same["mark"]) == (False, [], [], mark)
+    held = int(_cli(c, "rbatch", "--parsable", "-D", str(c.dir), "-H", "--wrap", "true")
+               .split(";")[0])
+    try:
+        delta = _get(c, f"/ui/queue?since={mark}", headers=AUTH).json()
+        listed = [j for j in _get(c, "/api/v1/jobs", headers=AUTH).json()["jobs"]
+                  if j["job_id"] == held]
+        assert not delta["full"] and delta["jobs"] == listed and delta["gone"] == []
+        _cli(c, "rcancel", str(held))
+        c.wait_for(lambda: _states(c).get(held) == "CANCELLED", 20, what="the job CANCELLED")
+        after = _get(c, f"/ui/queue?since={delta['mark']}", headers=AUTH).json()
+        assert [(j["job_id"], j["job_state"]) for j in after["jobs"]] == [(held, ["CANCELLED"])]
+    finally:
+        _cli(c, "rcancel", str(held))
+    # a mark from another controller (a restart, a takeover) or none it knows: the whole again
+    for since in ("0a1b2c3d.5", "junk"):
+        other = _get(c, f"/ui/queue?since={since}", headers=AUTH).json()
+        assert other["full"] and {j["job_id"] for j in other["jobs"]} == set(_states(c))
+
+
 def test_bad_and_unknown_job_ids(c: Cluster) -> None:
     r = _get(c, "/api/v1/jobs/12x", headers=AUTH)
     assert r.status_code == 400

@@ -60,7 +60,15 @@ def test_private_data_hides_nodes_and_others_jobs(c: Cluster) -> None:
         admin_view = [j["job_id"] for j in _get(c, "/api/v1/jobs", ADMIN).json()["jobs"]]
         assert jid in admin_view
         assert _get(c, "/api/v1/jobs", USER).json()["jobs"] == []
+        tab = _get(c, "/ui/queue", USER).json()  # the page's Jobs tab, whole then since
+        assert tab["full"] and tab["jobs"] == []
+        assert jid in [j["job_id"] for j in _get(c, "/ui/queue", ADMIN).json()["jobs"]]
         assert _get(c, "/api/v1/jobs").json()["jobs"] == []
         assert _get(c, f"/api/v1/jobs/{jid}", USER).status_code == 404
+        c.request(m.CancelJobs((jid,), user="root", uid=0))
+        c.wait_for(lambda: _get(c, f"/api/v1/jobs/{jid}", ADMIN).json()["jobs"][0]["job_state"]
+                   == ["CANCELLED"], 20, what="the job CANCELLED")
+        since = _get(c, f"/ui/queue?since={tab['mark']}", USER).json()
+        assert not since["full"] and since["jobs"] == [] and since["gone"] == []
     finally:
         c.request(m.CancelJobs((jid,), user="root", uid=0))

@@ -77,3 +77,68 @@ def test_a_store_that_changes_while_an_update_yields_is_listed_as_it_was_or_as_i
     assert states[1] == ["PENDING"] and states[3 * queuecache.CHUNK] == ["CANCELLED"]
     again = {orjson.loads(p.doc)["job_id"]: orjson.loads(p.doc)["job_state"] for p in q.now()}
     assert again[1] == ["RUNNING"] and again[9999] == ["PENDING"]  # the next one catches up
+
+
+def _ids(pieces: list) -> list[int]:
+    return [orjson.loads(p.doc)["job_id"] for p in pieces]
+
+
+def test_a_page_catches_up_with_only_what_changed_since_its_listing() -> None:
+    """A page holding a listing (its mark) and applying each delta holds what the whole listing
+    would give, after changes, removals and new jobs, over several updates."""
+    store = Store(50)
+    q = _pieces(store)
+    held = {orjson.loads(p.doc)["job_id"]: p.doc for p in q.now()}
+    mark = q.mark
+    assert q.delta(mark) == queuecache.Delta([], [])  # nothing changed: nothing sent
+    store.change(7, "RUNNING")
+    q.now()  # another page's update in between
+    del store.jobs[9]
+    store.jobs[51] = FakeJob(51, Store._record(51, "PENDING"))
+    store.change(8, "RUNNING")
+    whole = q.now()
+    delta = q.delta(mark)
+    assert delta is not None
+    assert _ids(delta.pieces) == [7, 8, 51]
+    assert delta.gone == [(9, 1000 + 9 % 3)]  # with its owner, for PrivateData
+    for p in delta.pieces:
+        held[orjson.loads(p.doc)["job_id"]] = p.doc
+    for jid, _ in delta.gone:
+        del held[jid]
+    assert held == {orjson.loads(p.doc)["job_id"]: p.doc for p in whole}
+    assert q.delta(q.mark) == queuecache.Delta([], [])
+
+
+def test_a_listing_too_old_or_from_another_controller_gets_the_whole() -> None:
+    store = Store(5)
+    q = _pieces(store)
+    q.now()
+    mark = q.mark
+    for _ in range(queuecache.HISTORY + 1):
+        store.change(1, "RUNNING")
+        q.now()
+    assert q.delta(mark) is None  # its update fell out of those remembered
+    other = _pieces(store)  # a new controller: its generations start again
+    other.now()
+    assert other.delta(q.mark) is None and other.delta("junk") is None
+    assert other.delta(other.mark) == queuecache.Delta([], [])
+
+
+def test_an_update_overtaken_by_one_that_could_not_yield_is_not_kept() -> None:
+    """The header's counts (now) run while a page's long update is paused: the paused one
+    ends with the older view and leaves the kept pieces and their history to the newer."""
+    store = Store(2 * queuecache.CHUNK)
+    q = _pieces(store)
+    q.now()
+    mark = q.mark
+    for i in range(1, queuecache.CHUNK + 2):
+        store.change(i, "RUNNING")
+    steps = q.steps()
+    next(steps)
+    store.change(2 * queuecache.CHUNK, "CANCELLED")
+    q.now()
+    for _ in steps:
+        pass
+    delta = q.delta(mark)
+    assert delta is not None and len(delta.pieces) == queuecache.CHUNK + 2
+    assert q.delta(q.mark) == queuecache.Delta([], [])

@@ -4,7 +4,7 @@ queue from the pieces ctld/web/queuecache.py keeps."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import trio
@@ -21,6 +21,8 @@ from ranch.ctld.web.responses import error as _error
 from ranch.protocol.records import job_json, queue_doc, show_doc
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ranch.ctld.web.gate import Gate
     from ranch.ctld.web.webports import WebJobs, WebNodes
 
@@ -38,7 +40,7 @@ class JobRoutes:
 
     def routes(self) -> list:
         return [Route("/api/v1/jobs", self.jobs), Route("/api/v1/jobs/{job_id}", self.job),
-                Route("/ui/jobs.json", self.job_counts)]
+                Route("/ui/jobs.json", self.job_counts), Route("/ui/queue", self.queue_delta)]
 
     def job_records(self, ids: tuple[int, ...] = ()) -> tuple[float, list[dict]]:
         body = orjson.loads(self.jobs_view.list_body(ids))  # the JobList body rqueue reads
@@ -50,9 +52,9 @@ class JobRoutes:
             self._job_counts = (gen, jobstats.counts(p.counted for p in self.queue.now()))
         return self._job_counts[1]
 
-    async def _pieces(self, request: Request) -> list[Piece]:
-        """The queue's kept pieces (ctld/web/queuecache.py) the reader may see; pages asking
-        at once share one update, and a long one lets heartbeats in between chunks."""
+    async def _update(self) -> list[Piece]:
+        """The queue's kept pieces (ctld/web/queuecache.py) brought up to the store; pages
+        asking at once share one update, and a long one lets heartbeats in between chunks."""
         async with self._lock:
             steps = self.queue.steps()
             while True:
@@ -60,10 +62,16 @@ class JobRoutes:
                     next(steps)
                 except StopIteration as done:
                     pieces: list[Piece] = done.value
-                    break
+                    return pieces
                 await trio.sleep(0)
+
+    def _visible(self, request: Request, items: list, owner: Callable[[Any], int | None]
+                 ) -> list:
         return permissions.visible_jobs(self.nodes_view.config, self.gate.reader(request),
-                                        pieces, owner=lambda p: p.owner)
+                                        items, owner=owner)
+
+    async def _pieces(self, request: Request) -> list[Piece]:
+        return self._visible(request, await self._update(), lambda p: p.owner)
 
     async def jobs(self, request: Request) -> Response:
         if (refused := self.gate.read_refusal(request)) is not None:
@@ -73,6 +81,24 @@ class JobRoutes:
                         command=[request.method, request.url.path],
                         cluster=self.nodes_view.config.cluster_name)
         return Json(queuecache.listing(doc, pieces))
+
+    async def queue_delta(self, request: Request) -> Response:
+        """The page's Jobs tab: the whole queue as /api/v1/jobs lists it with a `mark`, then,
+        asked with `since=MARK`, only the jobs listed anew since and the ids of those gone
+        (`full` false); the whole again when that listing is too old or another
+        controller's."""
+        if (refused := self.gate.read_refusal(request)) is not None:
+            return refused
+        pieces = await self._update()
+        delta = self.queue.delta(request.query_params.get("since", ""))
+        doc = {"mark": self.queue.mark, "full": delta is None,
+               "last_update": self.nodes_view.wall(), "gone": [], "jobs": []}
+        if delta is None:
+            shown = self._visible(request, pieces, lambda p: p.owner)
+        else:
+            shown = self._visible(request, delta.pieces, lambda p: p.owner)
+            doc["gone"] = [j for j, _ in self._visible(request, delta.gone, lambda g: g[1])]
+        return Json(queuecache.listing(doc, shown), headers={"Cache-Control": "no-store"})
 
     async def job(self, request: Request) -> Response:
         if (refused := self.gate.read_refusal(request)) is not None:

@@ -1,9 +1,12 @@
 // Ranch web page, part two: the node panel's detail (valid actions, jobs, GPUs from
-// /ui/node/NAME), the job queue (/api/v1/jobs: the records of `rqueue --json`), a job's page
+// /ui/node/NAME), the job queue (/ui/queue: the records of `rqueue --json`, then only what
+// changed since the listing held), a job's page
 // (/ui/job/ID) with the commands its reader may give, and the token sign-in. Uses app.js's
 // globals ($, headers, token, feed, selected, POLL_MS, stateClass, fmtTime).
 "use strict";
 let queue = [], queueNow = 0, sortKey = "job_id", sortUp = true, viewTimer = null;
+// The queue held, by job id, and the server's mark of it: each poll asks what changed since.
+let queueById = new Map(), queueMark = "";
 // The queue draws this many rows, then more on request: 10,000 rows took the Jobs tab a second
 // to lay out (the filters, the sort and the counts still cover every job).
 const QUEUE_PAGE = 500;
@@ -92,17 +95,22 @@ function route() {
 
 async function loadQueue() {
   clearTimeout(viewTimer);
-  const r = await fetch("/api/v1/jobs", {headers: headers({}), cache: "no-store"});
+  const since = queueMark ? "?since=" + encodeURIComponent(queueMark) : "";
+  const r = await fetch("/ui/queue" + since, {headers: headers({}), cache: "no-store"});
   if (r.ok) {
     const doc = await r.json();
-    queue = doc.jobs;
-    queueNow = num(doc.last_update) || Date.now() / 1000;
+    if (doc.full) queueById = new Map();
+    for (const j of doc.jobs) queueById.set(j.job_id, j);
+    for (const id of doc.gone) queueById.delete(id);
+    queueMark = doc.mark;
+    queue = [...queueById.values()];
+    queueNow = doc.last_update || Date.now() / 1000;
     for (const [id, key] of [["j-user", "user_name"], ["j-account", "account"],
                              ["j-part", "partition"], ["j-state", "state"]]) {
       fillSelect($(id), [...new Set(queue.map((j) => field(j, key)))].filter(Boolean).sort());
     }
     renderQueue();
-  }
+  } else queueMark = "";
   if (location.hash === "#jobs") viewTimer = setTimeout(loadQueue, POLL_MS);
 }
 
@@ -249,6 +257,7 @@ $("tok-cancel").onclick = () => $("tok-dlg").close();
 $("tok-form").addEventListener("submit", () => {
   sessionStorage.setItem("ranch-token", $("tok-input").value.trim());
   etag = null;
+  queueMark = "";  // another reader may see other jobs: the whole queue again
   poll();
   route();
 });
