@@ -8,13 +8,16 @@ answers the listings (SlurmctldParameters=standby_read_ms).
     python bench/pollers_bench.py --pair                # quiet / on the leader / on the standby
     python bench/pollers_bench.py --pair --pin          # the same, one core per host
     python bench/pollers_bench.py --pair --pin --pages 10   # and ten pages open on the leader
+    python bench/pollers_bench.py --pair --pin --pages 10 --pages-only --queue 50000
 
 --pair: one etcd member on loopback, ctl1 (127.0.0.1, the leader) and ctl2 (127.0.0.2, standing by)
 with standby_read_ms=1000, the nodes on c1; the runs are quiet, the pollers on the leader, the
 pollers on the standby. The leader's CPU per poll is its CPU over the run less the quiet run's,
 over the polls answered (by whichever controller); the standby's likewise. --pages N: N pages
 open on the leader's web page (HttpListen) in every run after the quiet one, a run with the
-pages alone first, whose CPU is then the base of the per-poll figures.
+pages alone first, whose CPU is then the base of the per-poll figures. --pages-only: the quiet
+run, the pages asking for the whole queue every poll (the page before /ui/queue), the pages
+asking only for what changed since their listing (the page now).
 
 Each run starts its own rctld and rnoded (bench/vs_slurm.py's cluster: 6 nodes on loopback).
 The pollers are protocol clients, not processes: trio tasks in one worker process, each opening a
@@ -255,18 +258,35 @@ def pin_hosts(side: RanchSide, worker: subprocess.Popen | None) -> None:
         pin(worker.pid, {1})
 
 
-def open_pages(base: str, n: int) -> list[subprocess.Popen]:
+# A page on the Jobs tab as jobs.js asks: the queue (whole once, then what changed since the
+# listing it holds; `whole` every time, as the page did before /ui/queue) and the header's
+# counts, every 3 s (POLL_MS).
+PAGE_LOOP = """
+import json, sys, time, urllib.request
+base, how = sys.argv[1], sys.argv[2]
+get = lambda path: urllib.request.urlopen(base + path, timeout=30).read()
+get("/ui/grid.json")
+mark = ""
+while True:
+    if how == "whole":
+        get("/api/v1/jobs")
+    else:
+        mark = json.loads(get("/ui/queue" + ("?since=" + mark if mark else "")))["mark"]
+    get("/ui/jobs.json")
+    time.sleep(3)
+"""
+
+
+def open_pages(base: str, n: int, queue: str = "since") -> list[subprocess.Popen]:
     """`n` open pages on the leader's web page, as app.js and jobs.js ask: each the node feed
-    once, the live stream held open, and on the Jobs tab the queue and the header's counts
-    every 3 s (POLL_MS). Each page is a shell and its curls (on the pollers' core with --pin)."""
+    once, the live stream held open, and the Jobs tab's polls (PAGE_LOOP; `queue`: since or
+    whole). Each page is a curl and a Python loop (on the pollers' core with --pin)."""
     procs = []
     for _ in range(n):
         procs.append(subprocess.Popen(["curl", "-sN", "-o", "/dev/null", base + "/ui/stream"],
                                       start_new_session=True))
-        procs.append(subprocess.Popen(["bash", "-c", (
-            f"curl -s -o /dev/null {base}/ui/grid.json; while :; do "
-            f"curl -s -o /dev/null {base}/api/v1/jobs; curl -s -o /dev/null {base}/ui/jobs.json;"
-            " sleep 3; done")], start_new_session=True))
+        procs.append(subprocess.Popen([sys.executable, "-c", PAGE_LOOP, base, queue],
+                                      start_new_session=True))
     return procs
 
 
@@ -280,9 +300,10 @@ def close_pages(procs: list[subprocess.Popen]) -> None:
 
 
 def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool = False,
-            poll_host: str = "", pages: int = 0) -> dict:
+            poll_host: str = "", pages: int = 0, page_queue: str = "since") -> dict:
     """`pair`: on a controller pair; `poll_host`: the address the pollers ask (default the
-    controller the submissions go to); `pages`: that many pages open on the leader's web page."""
+    controller the submissions go to); `pages`: that many pages open on the leader's web page,
+    asking for the queue as `page_queue` says (PAGE_LOOP)."""
     side = _start(label, cache_ms, pair)
     worker = None
     page_procs: list[subprocess.Popen] = []
@@ -303,7 +324,7 @@ def one_run(label: str, args, cache_ms: int, with_pollers: bool, *, pair: bool =
                                        str(args.seconds + 2), str(out)], env=side.daemon_env)
             time.sleep(2)  # the pollers are at full rate before submissions start
         if pages:
-            page_procs = open_pages(side.http, pages)  # type: ignore[attr-defined]
+            page_procs = open_pages(side.http, pages, page_queue)  # type: ignore[attr-defined]
             time.sleep(2)  # every page has its feed and its stream before submissions start
         if args.pin:
             pin_hosts(side, worker)
@@ -356,8 +377,17 @@ def main(argv: list[str] | None = None) -> int:
                     help="a controller pair on etcd: pollers on the leader, then the standby")
     ap.add_argument("--pages", type=int, default=0,
                     help="with --pair: that many pages open on the leader's web page as well")
+    ap.add_argument("--pages-only", action="store_true",
+                    help="with --pages: quiet, then the pages asking for the whole queue each "
+                    "poll (the page before /ui/queue), then only what changed; no pollers")
     args = ap.parse_args(argv)
-    if args.pair and args.pages:
+    if args.pair and args.pages and args.pages_only:
+        pages = args.pages
+        runs = [one_run("pair-quiet", args, 0, False, pair=True),
+                one_run(f"{pages}-pages-whole", args, 0, False, pair=True, pages=pages,
+                        page_queue="whole"),
+                one_run(f"{pages}-pages-since", args, 0, False, pair=True, pages=pages)]
+    elif args.pair and args.pages:
         pages = args.pages
         runs = [one_run("pair-quiet", args, 0, False, pair=True),
                 one_run(f"{pages}-pages", args, 0, False, pair=True, pages=pages),
