@@ -89,12 +89,12 @@ class JobRoutes:
         controller's."""
         if (refused := self.gate.read_refusal(request)) is not None:
             return refused
-        pieces = await self._update()
+        await self._update()
         delta = self.queue.delta(request.query_params.get("since", ""))
         doc = {"mark": self.queue.mark, "full": delta is None,
                "last_update": self.nodes_view.wall(), "gone": [], "jobs": []}
         if delta is None:
-            shown = self._visible(request, pieces, lambda p: p.owner)
+            shown = self._visible(request, self.queue.listed(), lambda p: p.owner)
         else:
             shown = self._visible(request, delta.pieces, lambda p: p.owner)
             doc["gone"] = [j for j, _ in self._visible(request, delta.gone, lambda g: g[1])]

@@ -76,6 +76,11 @@ class QueuePieces:
         # mark carries this so one from another controller is never taken for ours.
         self.epoch = os.urandom(4).hex()
 
+    def listed(self) -> list[Piece]:
+        """The kept pieces: the listing `mark` names (an update another overtook returned an
+        older one)."""
+        return list(self._kept.values())
+
     @property
     def mark(self) -> str:
         """What a page keeps of the listing it got, to ask what changed since (`delta`)."""
