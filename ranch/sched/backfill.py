@@ -8,7 +8,7 @@ import copy
 import math
 from collections.abc import Callable, Generator, Iterator, Sequence
 
-from ranch.sched.bffit import NEVER, Sig, Timelines, releases
+from ranch.sched.bffit import NEVER, Sig, Timelines, releases, sig_of
 from ranch.sched.bfmap import Clock, SlotMap, bits, lowest
 from ranch.sched.bfparams import Params, node_order
 from ranch.sched.bfpreempt import Preempting, planned_now
@@ -226,11 +226,7 @@ class Cycle:
         return self.cluster.partitions[job.partition].max_time
 
     def _sig(self, job: Pending) -> tuple[Sig, int]:
-        """The per-node request (one task's for a spread job) and the node count."""
-        n = job.need
-        if n.spread:
-            return (n.cpus_per_task, n.mem, n.gpus_per_task, n.exclusive), max(1, n.nodes)
-        return (n.cpus, n.mem, n.gpus, n.exclusive), n.nodes
+        return sig_of(job.need)
 
     def _masks(self, job: Pending) -> tuple[int, int]:
         """(the partition's nodes the job may use, the nodes it names with -w)."""
@@ -368,6 +364,8 @@ class Cycle:
                 held = fc // need.cpus_per_task if fm >= need.mem else 0
             if need.gpus_per_task:
                 held = min(held, fg // need.gpus_per_task)
+            if fg < need.gpus:  # the GPUs each node gives it (place.share_on's test)
+                held = 0
             if held:
                 chosen, tasks, count = chosen | 1 << i, tasks + held, count + 1
             if tasks >= need.tasks and count >= need.nodes:

@@ -7,10 +7,20 @@ import bisect
 import copy
 from collections.abc import Mapping, Sequence
 
-from ranch.sched.model import Ending, Node, NodeUse, Share
+from ranch.sched.model import Ending, Need, Node, NodeUse, Share
 
 NEVER = 1 << 62  # a slot no window reaches: held by a job with no end, or too small a node
 Sig = tuple[int, int, int, bool]  # cpus, memory, GPUs per node; whole node
+
+
+def sig_of(need: Need) -> tuple[Sig, int]:
+    """What one node must hold and how many nodes, as the planner reads a request: a spread
+    job's per node is one task's CPUs, with its GPUs per node (`gpus`: one task's under
+    --gpus-per-task, else the GPUs each node gives it, as place.share_on takes them)."""
+    if need.spread:
+        gpus = max(need.gpus, need.gpus_per_task)
+        return (need.cpus_per_task, need.mem, gpus, need.exclusive), max(1, need.nodes)
+    return (need.cpus, need.mem, need.gpus, need.exclusive), need.nodes
 
 
 CPUS, MEM, GPUS, JOBS = range(4)  # a node's free resources by dimension; JOBS: jobs on it

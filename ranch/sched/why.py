@@ -11,7 +11,7 @@ import attrs
 from ranch.conf import hostlist
 from ranch.conf.timefmt import slurm_timestamp
 from ranch.sched import backfill as planner
-from ranch.sched.bffit import NEVER, Sig, Timelines, releases
+from ranch.sched.bffit import NEVER, Sig, Timelines, releases, sig_of
 from ranch.sched.bfmap import Clock
 from ranch.sched.features import matches_features
 from ranch.sched.fifo import RESERVED, Cluster, Queued
@@ -229,12 +229,7 @@ def _resources(scene: Scene, job: Pending, why: str, when: Callable[[float], str
 
 
 def _sig(job: Pending) -> tuple[Sig, int]:
-    """What one node must hold (one task's for a spread job) and how many nodes, as the
-    planner reads a request."""
-    n = job.need
-    if n.spread:
-        return (n.cpus_per_task, n.mem, n.gpus_per_task, n.exclusive), max(1, n.nodes)
-    return (n.cpus, n.mem, n.gpus, n.exclusive), n.nodes
+    return sig_of(job.need)
 
 
 def _top(items: list[str], what: str) -> list[str]:

@@ -223,6 +223,22 @@ def test_a_spread_job_starts_when_its_node_frees_enough_for_all_its_tasks() -> N
     assert brief(got) == {1: ("at", 5, "a")}
 
 
+def test_a_spread_job_asking_gpus_of_each_node_is_planned_only_where_they_are() -> None:
+    """-n 2 --gres=gpu:1: each node it takes gives it a GPU. The planner read only
+    --gpus-per-task for a spread job and planned this one on a node with none, where it
+    could never start (found by the property test under load)."""
+    gpu_job = {"b": Share(4, 0, (0,))}
+    uses = {"b": NodeUse(4, 0, {0}, {100})}
+    c = cluster([node("a"), node("b", gpus=1)], uses=uses)
+    spread = need(nodes=1, cpus=1, gpus=1, spread=True, tasks=2)
+    got = plan(c, [Queued(job(1, need=spread, ntasks=2, time_limit=30))],
+               [Ending(NOW + 1200, 100, gpu_job)], NOW)
+    assert brief(got) == {1: ("at", 20, "b")}
+    c = cluster([node("a"), node("b")])  # no GPU anywhere: no start, and no estimate
+    got = plan(c, [Queued(job(1, need=spread, ntasks=2, time_limit=30))], [], NOW)
+    assert isinstance(got[0], Unplanned)
+
+
 def test_times_are_whole_seconds_as_in_slurm() -> None:
     # slurmctld's now is time(NULL) and a running job's end its whole-second start + limit:
     # a fraction of a second on Ranch's clock moves no boundary (bf_resolution=1 here)

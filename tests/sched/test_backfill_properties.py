@@ -74,13 +74,16 @@ def scenes(draw):
         # a spread job's `cpus` is one task's, as cpus_per_task is (jobsubmit.py builds both
         # from --cpus-per-task): drawn apart, a task of 2 CPUs counted at 1 by the spread
         # placement was planned on a 1-CPU node it could never fit (found by a busy run)
+        # and under --gpus-per-task its `gpus` is one task's as well (jobsubmit.py); without
+        # it, the GPUs each node gives it (-n 2 --gres=gpu:1)
+        gpt = draw(st.sampled_from([0, 0, 1])) if spread else 0
         n = need(nodes=draw(st.sampled_from([1, 1, 2, 3])), cpus=cpus,
                  cpus_per_task=cpus if spread else 1,
                  mem=draw(st.sampled_from([0, 0, 100, 600])),
-                 gpus=draw(st.sampled_from([0, 0, 0, 1, 2])),
+                 gpus=gpt or draw(st.sampled_from([0, 0, 0, 1, 2])),
                  exclusive=draw(st.integers(0, 3)) == 0 and not spread, spread=spread, tasks=tasks,
                  max_nodes=draw(st.sampled_from([0, 3])) if spread else 0,
-                 gpus_per_task=draw(st.sampled_from([0, 0, 1])) if spread else 0)
+                 gpus_per_task=gpt)
         req = draw(st.sampled_from([(), (), ()] + [(n,) for n in NAMES[:2]]))
         queue.append(Queued(
             job(i, draw(st.sampled_from(["p", "q"])), need=n, req_nodes=req,
