@@ -683,7 +683,8 @@ async def test_later_jobs_are_forked_by_the_supervisors_server(tmp_path: Path,
         await r.launch(spec(work, "while [ ! -e go ]; do sleep 0.01; done\n"
                                   "echo second; echo oops >&2; exit 3\n", 2, stderr="e-%j"))
         assert parent(r.running[2].shim_pid) == server  # forked, not started
-        await r.launch(spec(work, "echo third\n", 3))
+        # it waits for `go` too: a job that ended at once was reaped before its parent was read
+        await r.launch(spec(work, "while [ ! -e go ]; do sleep 0.01; done\necho third\n", 3))
         assert parent(r.running[3].shim_pid) == server  # the same server, job after job
         (work / "go").touch()
         end = await ended(r, 2)
