@@ -166,10 +166,13 @@ def shape_words(job: Pending) -> str:
     each = [f"{n.cpus_per_task if n.spread else n.cpus} CPU(s)"]
     if n.mem:
         each.append(f"{n.mem} MB")
-    if n.gpus or n.gpus_per_task:
-        each.append(f"{n.gpus_per_task if n.spread else n.gpus} GPU(s)")
+    per_node_gpus = n.spread and n.gpus and not n.gpus_per_task  # -n 4 --gres=gpu:1
+    if (gpus := sig_of(n)[0][2]) and not per_node_gpus:
+        each.append(f"{gpus} GPU(s)")
     if n.spread:
         head = f"{n.tasks} task(s) of {', '.join(each)} on at least {max(1, n.nodes)} node(s)"
+        if per_node_gpus:
+            head += f", {n.gpus} GPU(s) on each"
     else:
         head = f"{n.nodes} node(s) with {', '.join(each)} each"
     return head + (", whole nodes" if n.exclusive else "")

@@ -7,7 +7,7 @@ from ranch.assoc.limits import Limits, Rule
 from ranch.sched.backfill import Params, plan
 from ranch.sched.fifo import Queued
 from ranch.sched.model import Ending, NodeUse, Planned, Share, Start, Unplanned, Window
-from ranch.sched.why import NodeNote, Scene, explain
+from ranch.sched.why import NodeNote, Scene, explain, shape_words
 from ranch.sched.whylimits import REASONS, Holding, LimitView
 
 from .helpers import cluster, job, need, node
@@ -195,3 +195,15 @@ def test_limit_evidence_of_tres_minutes_names_the_limit_and_whose() -> None:
                   "QOSMinCpuNotSatisfied", limit=least)
     assert got.binding == ("QOSMinCpuNotSatisfied: QOS big's MinTRES cpu=8: this job asks "
                            "less than it")
+
+
+def test_the_shape_names_the_gpus_each_node_gives_a_spread_job() -> None:
+    per_node = need(nodes=1, cpus=2, gpus=1, spread=True, tasks=4, cpus_per_task=2)
+    per_task = need(nodes=1, cpus=2, gpus=2, spread=True, tasks=4, cpus_per_task=2,
+                    gpus_per_task=2)
+    assert shape_words(job(1, need=per_node, ntasks=4)) == \
+        "4 task(s) of 2 CPU(s) on at least 1 node(s), 1 GPU(s) on each"
+    assert shape_words(job(1, need=per_task, ntasks=4)) == \
+        "4 task(s) of 2 CPU(s), 2 GPU(s) on at least 1 node(s)"
+    assert shape_words(job(1, need=need(nodes=2, cpus=8, gpus=4))) == \
+        "2 node(s) with 8 CPU(s), 4 GPU(s) each"
