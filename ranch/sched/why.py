@@ -11,7 +11,7 @@ import attrs
 from ranch.conf import hostlist
 from ranch.conf.timefmt import slurm_timestamp
 from ranch.sched import backfill as planner
-from ranch.sched.bffit import NEVER, Sig, Timelines, releases, sig_of
+from ranch.sched.bffit import NEVER, Timelines, releases, sig_of
 from ranch.sched.bfmap import Clock
 from ranch.sched.features import matches_features
 from ranch.sched.fifo import RESERVED, Cluster, Queued
@@ -197,7 +197,7 @@ def _resources(scene: Scene, job: Pending, why: str, when: Callable[[float], str
     index = {n.name: i for i, n in enumerate(order)}
     clock = Clock.of(scene.now, scene.params.resolution, scene.params.window * 60)
     lines = Timelines(order, c.uses, releases(scene.ends, c.uses, clock.freed))
-    sig, k = _sig(job)
+    sig, k = sig_of(job.need)
     free, out, small, busy = [], [], [], []
     until = {e.job_id: e.at for e in scene.ends}
     for name in names:
@@ -229,10 +229,6 @@ def _resources(scene: Scene, job: Pending, why: str, when: Callable[[float], str
     if k > len(free) + len(busy):
         head += f"; only {len(free) + len(busy)} in service could ever hold it"
     return head, tuple(_top(out, "out of service") + _top(busy, "allocated"))
-
-
-def _sig(job: Pending) -> tuple[Sig, int]:
-    return sig_of(job.need)
 
 
 def _top(items: list[str], what: str) -> list[str]:

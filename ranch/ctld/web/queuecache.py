@@ -46,10 +46,10 @@ class Piece:
 
 @attrs.frozen
 class Update:
-    """What one update of the pieces changed: from the generation `since` to `at`."""
+    """What one update of the pieces changed since the generation `since` (the next update's
+    `since` is where it ended)."""
 
     since: int
-    at: int
     turned: frozenset[int]  # job ids listed anew (new or changed)
     gone: tuple[tuple[int, int | None], ...]  # (job id, owner) of jobs no longer listed
 
@@ -130,7 +130,7 @@ class QueuePieces:
             fresh[job.id] = piece
         if commits == self._commits:  # else a caller that could not yield (now) ran meanwhile
             gone = tuple((j, p.owner) for j, p in self._kept.items() if j not in fresh)
-            self._updates.append(Update(self._at, at, frozenset(turned), gone))
+            self._updates.append(Update(self._at, frozenset(turned), gone))
             self._kept, self._at, self._commits = fresh, at, commits + 1
         return list(fresh.values())
 
