@@ -30,7 +30,7 @@ from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.shape import SHAPE
 from tests.conformance.value_cases import COMMANDS, EXCLUDED, Case, all_cases, cases_for, selected
 from tests.conformance.value_differences import LISTED, Listed
-from tests.conformance.value_matrix import Disagreement, compare, run_matrix
+from tests.conformance.value_matrix import Disagreement, Side, compare, run_matrix
 
 GOAL = 2000
 # RANCH_MATRIX_COMMANDS=sacct,scancel runs only those commands' cases (value_cases.selected)
@@ -130,3 +130,20 @@ def test_a_difference_of_another_machine_covers_nothing() -> None:
     elsewhere = Listed("salloc", "get-user-env", "class", "why", when=lambda: False)
     assert _covers(here, d) and not _covers(elsewhere, d)
     assert here.holds() and not elsewhere.holds()
+
+
+def test_a_value_equal_to_ranchs_job_id_is_not_taken_for_it() -> None:
+    """Ranch's job 100, made by --cpus-per-task=100, is Slurm's job 139 for that case: its
+    NumCPUs=100 agrees with Slurm's as written, and only a field that differs by the id (a
+    path with %j) is read with the ids mapped. A busy run under TZ=Etc/GMT+10 once saw the
+    value rewritten to the id."""
+    case = Case("sbatch", "cpus-per-task", "100", ("sbatch", "-H", "--cpus-per-task=100", "job.sh"))
+    slurm = Side(results=[(0, "Submitted batch job 139\n", "")], workdir="/tmp/sl", base=1,
+                 jobs={1: {"NumCPUs": "1"},
+                       139: {"NumCPUs": "100", "StdOut": "/tmp/sl/slurm-139.out"}})
+    ranch = Side(results=[(0, "Submitted batch job 100\n", "")], workdir="/tmp/ra", base=1,
+                 jobs={1: {"NumCPUs": "1"},
+                       100: {"NumCPUs": "100", "StdOut": "/tmp/ra/slurm-100.out"}})
+    assert compare([case], slurm, ranch) == []
+    ranch.jobs[100]["StdOut"] = "/tmp/ra/slurm-101.out"
+    assert [d.what for d in compare([case], slurm, ranch)] == ["field StdOut"]

@@ -91,6 +91,16 @@ def normal(text: str, side: Side, ids: dict[int, int] | None = None) -> str:
     return text
 
 
+def same_text(slurm_text: str, slurm: Side, ranch_text: str, ranch: Side,
+              ids: dict[int, int]) -> tuple[str, str]:
+    """Both sides' text as compared: Ranch's job ids become Slurm's only where the texts differ
+    without that, since a job id may equal a value of the case (Ranch's job 100 made by
+    --cpus-per-task=100 would otherwise show NumCPUs as Slurm's id for that case)."""
+    ns = normal(slurm_text, slurm)
+    plain = normal(ranch_text, ranch)
+    return (ns, plain) if plain == ns else (ns, normal(ranch_text, ranch, ids))
+
+
 def _with_base(argv: tuple[str, ...], base: int) -> list[str]:
     return [w.replace("{base}", str(base)) for w in argv]
 
@@ -190,7 +200,7 @@ def compare(cases: list[Case], slurm: Side, ranch: Side) -> list[Disagreement]:
             out.append(Disagreement(case, "exit", str(rs[0]), str(rr[0])))
             continue
         if case.compare_output and rs[0] == 0:
-            ns, nr = normal(rs[1], slurm), normal(rr[1], ranch, {ranch.base: slurm.base})
+            ns, nr = same_text(rs[1], slurm, rr[1], ranch, {ranch.base: slurm.base})
             if ns != nr:
                 out.append(Disagreement(case, "output", ns[-300:], nr[-300:]))
             continue
@@ -202,8 +212,9 @@ def compare(cases: list[Case], slurm: Side, ranch: Side) -> list[Disagreement]:
             for key, value in rec_s.items():
                 if key in UNCOMPARED_KEYS or base_s.get(key) == value:
                     continue
-                vs = canonical(key, normal(value, slurm))
-                vr = canonical(key, normal(rec_r.get(key, "<absent>"), ranch, {jr or 0: js or 0}))
+                vs, vr = same_text(value, slurm, rec_r.get(key, "<absent>"), ranch,
+                                   {jr or 0: js or 0})
+                vs, vr = canonical(key, vs), canonical(key, vr)
                 if vs != vr:
                     out.append(Disagreement(case, f"field {key}", vs, vr))
     return out
