@@ -5,19 +5,25 @@ directory, so that a crash leaves the old file or the new one, whole, and never 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 # what may be written: bytes, or pieces written in order (a large file is never joined in memory)
 Buffers = bytes | memoryview | Sequence[bytes | memoryview]
 
 
-def write_all_fsync(fd: int, data: Buffers) -> None:
+def write_all(fd: int, data: Buffers) -> None:
     """Write every byte of `data` (or of its pieces, in order) to `fd` (os.write may take less
-    than asked), then fsync."""
+    than asked)."""
     for piece in (data,) if isinstance(data, (bytes, memoryview)) else data:
         view = memoryview(piece)
         while view:
             view = view[os.write(fd, view) :]
+
+
+def write_all_fsync(fd: int, data: Buffers) -> None:
+    """write_all, then fsync."""
+    write_all(fd, data)
     os.fsync(fd)
 
 
@@ -35,6 +41,13 @@ def write_atomic(path: str | os.PathLike[str], data: Buffers, *, mode: int = 0o6
     """Put `data` at `path` whole and durably. `replace=False` creates the file only where
     none is (FileExistsError otherwise): a link, unlike a rename, never replaces what another
     process made meanwhile. The temporary name is unique, so two writers never share one."""
+    write_atomic_by(path, partial(write_all_fsync, data=data), mode=mode, replace=replace)
+
+
+def write_atomic_by(path: str | os.PathLike[str], fill: Callable[[int], None], *,
+                    mode: int = 0o600, replace: bool = True) -> None:
+    """write_atomic of what `fill` writes to the temporary file's descriptor and fsyncs (a file
+    made as it is written, never whole in memory)."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}."
@@ -42,7 +55,7 @@ def write_atomic(path: str | os.PathLike[str], data: Buffers, *, mode: int = 0o6
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
-            write_all_fsync(fd, data)
+            fill(fd)
         finally:
             os.close(fd)
         if replace:

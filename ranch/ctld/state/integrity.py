@@ -10,10 +10,14 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
 import zlib
+from collections.abc import Iterable
+
+from ranch.protocol.durable import write_all
 
 PREFIX = b'{"crc":"'
 HEAD = len(PREFIX) + 10  # the prefix, 8 hex digits, '",'
@@ -37,11 +41,25 @@ def seal(body: bytes) -> bytes:
     return b'%s%08x",%s' % (PREFIX, zlib.crc32(rest), rest)
 
 
-def sealed_parts(body: bytes) -> tuple[bytes, memoryview]:
-    """seal(body) as two pieces to be written one after the other, without its two copies of
-    `body` (96 MB each at 50,000 nodes: most of the state save's memory peak)."""
-    rest = memoryview(body)[1:]
-    return b'%s%08x",' % (PREFIX, zlib.crc32(rest)), rest
+def write_sealed(pieces: Iterable[bytes], fd: int) -> None:
+    """seal() of the object whose JSON `pieces` give in order, written to `fd` as they come and
+    fsynced: the checksum's place first, the rest with its checksum taken on the way, then the
+    checksum written into its place. The body is never whole in memory (96 MB at 50,000 nodes:
+    with orjson's buffer it was most of the state save's memory peak)."""
+    it = iter(pieces)
+    first = next(it)
+    if first[:1] != b"{":
+        raise ValueError("a sealed document is a JSON object")
+    write_all(fd, b" " * HEAD)
+    crc = 0
+    rest: Iterable[bytes | memoryview] = itertools.chain((memoryview(first)[1:],), it)
+    for piece in rest:
+        crc = zlib.crc32(piece, crc)
+        write_all(fd, piece)
+    head = b'%s%08x",' % (PREFIX, crc)
+    if os.pwrite(fd, head, 0) != HEAD:
+        raise OSError("short write of the state file's checksum")
+    os.fsync(fd)
 
 
 def check(data: bytes) -> tuple[bool, str | None]:

@@ -5,6 +5,7 @@ its own so that ids never go back even when the state file and the journal are g
 from __future__ import annotations
 
 import os
+from functools import partial
 from typing import Any
 
 import orjson
@@ -13,7 +14,7 @@ from ranch.ctld.state import deferred, integrity
 from ranch.ctld.state.integrity import DamagedState
 
 # The durable-write rule lives in protocol/durable.py; the store's modules reach it through here.
-from ranch.protocol.durable import write_atomic
+from ranch.protocol.durable import write_atomic, write_atomic_by
 
 STATE_FILE = "node_state.json"
 NEXT_ID_FILE = "job_id_next"
@@ -32,8 +33,8 @@ def state_path(state_dir: str) -> str:
 def save(state_dir: str, doc: dict[str, Any]) -> None:
     """The state file only: the id mark beside it is the store's (a snapshot's next_id is
     below ids the store has reserved, and must not bring the mark down)."""
-    body = deferred.dumps({"format": FORMAT_VERSION, **doc})
-    write_atomic(state_path(state_dir), integrity.sealed_parts(body))
+    pieces = deferred.pieces({"format": FORMAT_VERSION, **doc})
+    write_atomic_by(state_path(state_dir), partial(integrity.write_sealed, pieces))
 
 
 def load(state_dir: str) -> dict[str, Any] | None:
