@@ -3,12 +3,14 @@ c1, a relay rnoded on n1 (RelayNodes=n1), three relayed rnoded on n2-n4, batch j
 relayed nodes, each recording its own runs. The relay is SIGKILLed while the jobs run and beat:
 its nodes reach rctld straight within seconds, none is marked DOWN or NOT_RESPONDING, every job
 completes exactly once and each node got its launch once. The relay restarted takes its link
-again, and a relayed node's restarted rnoded goes back through it.
+again, and a relayed node's restarted rnoded goes back through it. A relay that forges (it
+holds the cluster key, not the nodes') is refused frame by frame and changes nothing.
 
 Run it under `flock /tmp/ranch-netns.lock` (it makes namespaces)."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -45,6 +47,27 @@ JOBS = 6  # two per relayed node, all running when the relay dies
 def _registered(log: str, node: str) -> list[str]:
     """The peers `node` registered from, in order."""
     return re.findall(rf'node registered node={node} peer="?([^" ]+(?: \(relay \w+\))?)', log)
+
+
+def _forger_refused(lab: Lab, key: Path) -> None:
+    """A relay holding the cluster key, on the client's host, forges n3's registration, n4's
+    heartbeat and an admin's DOWN of n2 (tests/ha/relayforger.py): each is refused and its
+    session closed, no reply is readable with the cluster key, and no node changes."""
+    mark = len(lab.log("rctld"))
+    done = lab.run("cl", [python(), "-m", "tests.ha.relayforger", f"{ip_of('c1')}:{PORT}",
+                          str(key), "n3", "n4", "n2"])
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen == {"gone": ["n2", "n3", "n4"], "readable": []}, seen
+    wait(lambda: lab.log("rctld")[mark:].count("(relay forger)") >= 2
+         and "relayed frame refused relay=forger" in lab.log("rctld")[mark:], 10,
+         "the refusals logged")
+    log = lab.log("rctld")[mark:]
+    rejected = re.findall(r"frame rejected .*\(relay forger\)", log)
+    assert len(rejected) == 2, log  # the Register and the Heartbeat: not their nodes' keys
+    assert re.search(r"relayed frame refused relay=forger .*node=n2 .*UpdateNodes", log), log
+    assert not re.findall(r"node=n[2-4] old=\S+ new=", log), log  # no node's state moved
+    assert not re.findall(r"node registered node=n[2-4]", log), log
 
 
 def test_relay_killed_under_load(tmp_path: Path) -> None:
@@ -122,6 +145,7 @@ def test_relay_killed_under_load(tmp_path: Path) -> None:
         wait(lambda: len(_registered(lab.log("rctld"), "n2")) > before, 20, "n2 back")
         assert _registered(lab.log("rctld"), "n2")[before:] == [
             p for p in _registered(lab.log("rctld"), "n2")[before:] if "(relay n1)" in p]
+        _forger_refused(lab, key)
         print(f"relayed nodes back straight {moved:.2f} s after the relay's SIGKILL")
     finally:
         lab.stop()
