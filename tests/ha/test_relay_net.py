@@ -3,7 +3,8 @@ c1, a relay rnoded on n1 (RelayNodes=n1), three relayed rnoded on n2-n4, batch j
 relayed nodes, each recording its own runs. The relay is SIGKILLed while the jobs run and beat:
 its nodes reach rctld straight within seconds, none is marked DOWN or NOT_RESPONDING, every job
 completes exactly once and each node got its launch once. The relay restarted takes its link
-again, and a relayed node's restarted rnoded goes back through it. A relay that forges (it
+again, the relayed rnoded restarted with SIGTERM go back through it, and the relay stopped with
+SIGTERM under new jobs gives the same. A relay that forges (it
 holds the cluster key, not the nodes') is refused frame by frame and changes nothing.
 
 Run it under `flock /tmp/ranch-netns.lock` (it makes namespaces)."""
@@ -70,6 +71,51 @@ def _forger_refused(lab: Lab, key: Path) -> None:
     assert not re.findall(r"node registered node=n[2-4]", log), log
 
 
+def _relay_lost(lab: Lab, env: dict[str, str], runs: Path, sig: int) -> float:
+    """JOBS jobs on the relayed nodes; the relay stopped by `sig` while they run and beat: the
+    nodes reach rctld straight within seconds, none is DOWN or NOT_RESPONDING, every job ends
+    COMPLETED having run once, and each launch reached its node once. The seconds the nodes
+    took to move."""
+    settled = len(lab.log("rctld"))  # from here on, no node may be judged unresponsive
+    ran_before = len(list(runs.iterdir()))
+    jobs = []
+    for _ in range(JOBS):
+        done = lab.run("cl", [python(), "-m", "ranch.cli.rbatch", "-N1", "-n1",
+                              "-o", str(runs.parent / "job%j.out"), "--wrap",
+                              f"echo $SLURM_JOB_ID >> {runs}/$SLURM_JOB_ID.$SLURMD_NODENAME;"
+                              " sleep 8"], env=env)
+        assert done.returncode == 0, done.stderr
+        jobs.append(int(done.stdout.split()[-1]))
+    wait(lambda: lab.log("rctld")[settled:].count("job started") >= JOBS, 20,
+         "every job running")
+    wait(lambda: len(list(runs.iterdir())) >= ran_before + JOBS, 20,
+         "every job's script started")
+    assert all(_registered(lab.log("rctld"), h)[-1].endswith("(relay n1)") for h in RELAYED)
+
+    t0 = time.time()
+    lab.kill("n1", sig)
+    wait(lambda: all(not _registered(lab.log("rctld"), h)[-1].endswith("(relay n1)")
+                     for h in RELAYED), 15, "every relayed node back straight")
+    moved = time.time() - t0
+    wait(lambda: all(f"job ended job={j} state=COMPLETED" in lab.log("rctld") for j in jobs),
+         40, "every job completed")
+    log = lab.log("rctld")
+    for h in RELAYED:
+        changes = re.findall(rf"node={h} old=\S+ new=(\S+)", log[settled:])
+        assert not [c for c in changes if "DOWN" in c or "NOT_RESPONDING" in c], (h, changes)
+    for j in jobs:
+        assert log.count(f"job started job={j} ") == 1, f"job {j} started more than once"
+        assert log.count(f"job ended job={j} ") == 1
+        (record,) = list(runs.glob(f"{j}.*"))
+        assert record.read_text().split() == [str(j)], "each job ran exactly once"
+    for h in RELAYED:  # each launch reached its node once, through the relay or not
+        mine = [p.name for p in runs.iterdir() if p.name.endswith(f".{h}")]
+        launched = re.findall(r"job (\d+) started: script pid", lab.log(h))
+        assert sorted(launched) == sorted(p.split(".")[0] for p in mine), (h, launched)
+    assert moved < 10, f"the nodes took {moved:.1f} s to move"
+    return moved
+
+
 def test_relay_killed_under_load(tmp_path: Path) -> None:
     lab = Lab(tmp_path)
     try:
@@ -97,55 +143,26 @@ def test_relay_killed_under_load(tmp_path: Path) -> None:
         # each registers straight once (to be issued its credential), then moves to n1
         wait(lambda: all(any("(relay n1)" in p for p in _registered(lab.log("rctld"), h))
                          for h in RELAYED), 20, "every node through the relay")
-
-        settled = len(lab.log("rctld"))  # from here on, no node may be judged unresponsive
         runs = tmp_path / "runs"
         runs.mkdir()
-        jobs = []
-        for i in range(JOBS):
-            done = lab.run("cl", [python(), "-m", "ranch.cli.rbatch", "-N1", "-n1",
-                                  "-o", str(tmp_path / f"job{i}.out"), "--wrap",
-                                  f"echo $SLURM_JOB_ID >> {runs}/$SLURM_JOB_ID.$SLURMD_NODENAME;"
-                                  " sleep 8"], env=env)
-            assert done.returncode == 0, done.stderr
-            jobs.append(int(done.stdout.split()[-1]))
-        wait(lambda: lab.log("rctld").count("job started") >= JOBS, 20, "every job running")
-        wait(lambda: len(list(runs.iterdir())) >= JOBS, 20, "every job's script started")
+        killed = _relay_lost(lab, env, runs, signal.SIGKILL)
 
-        t0 = time.time()
-        lab.kill("n1")  # SIGKILL
-        wait(lambda: all(not _registered(lab.log("rctld"), h)[-1].endswith("(relay n1)")
-                         for h in RELAYED), 15, "every relayed node back straight")
-        moved = time.time() - t0
-        wait(lambda: all(f"job ended job={j} state=COMPLETED" in lab.log("rctld")
-                         for j in jobs), 40, "every job completed")
-        log = lab.log("rctld")
-        for h in RELAYED:
-            changes = re.findall(rf"node={h} old=\S+ new=(\S+)", log[settled:])
-            assert not [c for c in changes if "DOWN" in c or "NOT_RESPONDING" in c], (h, changes)
-        for j in jobs:
-            assert log.count(f"job started job={j} ") == 1, f"job {j} started more than once"
-            assert log.count(f"job ended job={j} ") == 1
-            (record,) = list(runs.glob(f"{j}.*"))
-            assert record.read_text().split() == [str(j)], "each job ran exactly once"
-        for h in RELAYED:  # each launch reached its node once, through the relay or not
-            mine = [p.name for p in runs.iterdir() if p.name.endswith(f".{h}")]
-            launched = re.findall(r"job (\d+) started: script pid", lab.log(h))
-            assert sorted(launched) == sorted(p.split(".")[0] for p in mine), (h, launched)
-        assert moved < 10, f"the nodes took {moved:.1f} s to move"
-
-        # the relay comes back; a relayed node's rnoded restarted (its jobs done) goes back
-        # through it, from its cached config and credential, without a straight registration
+        # the relay comes back; each relayed node's rnoded restarted with SIGTERM (as an
+        # upgrade does) goes back through it, from its cached config and credential, without a
+        # straight registration; then the relay is stopped as a service is, under load again
         node("n1")
         wait(lambda: lab.log("rctld").count("relay connected relay=n1") >= 2, 20,
              "the relay's link again")
-        before = len(_registered(lab.log("rctld"), "n2"))
-        lab.kill("n2", signal.SIGTERM)
-        node("n2")
-        wait(lambda: len(_registered(lab.log("rctld"), "n2")) > before, 20, "n2 back")
-        assert _registered(lab.log("rctld"), "n2")[before:] == [
-            p for p in _registered(lab.log("rctld"), "n2")[before:] if "(relay n1)" in p]
+        for h in RELAYED:
+            before = len(_registered(lab.log("rctld"), h))
+            lab.kill(h, signal.SIGTERM)
+            node(h)
+            wait(lambda h=h, n=before: len(_registered(lab.log("rctld"), h)) > n, 20,
+                 f"{h} back")
+            assert all("(relay n1)" in p for p in _registered(lab.log("rctld"), h)[before:])
+        stopped = _relay_lost(lab, env, runs, signal.SIGTERM)
         _forger_refused(lab, key)
-        print(f"relayed nodes back straight {moved:.2f} s after the relay's SIGKILL")
+        print(f"relayed nodes back straight {killed:.2f} s after the relay's SIGKILL, "
+              f"{stopped:.2f} s after its SIGTERM")
     finally:
         lab.stop()
