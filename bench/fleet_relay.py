@@ -123,6 +123,14 @@ class Workers:
             proc.wait()
 
 
+def high_water_mb(pid: int) -> float:
+    """VmHWM of /proc/PID/status: the largest RSS the process ever had, in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) * 1024 / 1e6, 1)
+    return 0.0
+
+
 def measure(args: argparse.Namespace, workdir: Path) -> dict:
     timing = Timing(heartbeat_interval=args.interval, slurmd_timeout=3 * args.interval)
     port = free_port()
@@ -166,6 +174,9 @@ def measure(args: argparse.Namespace, workdir: Path) -> dict:
             "ctld_rss_mb": round(proc.memory_info().rss / 1e6, 1),
             "ctld_rss_peak_mb": round(peak / 1e6, 1), "ctld_rss_start_mb": round(base_rss / 1e6, 1),
             "ctld_fds": proc.num_fds(),
+            # the kernel's high-water mark: the storm and every state save included, where
+            # the peak above samples the steady window only
+            "ctld_rss_hwm_mb": high_water_mb(ctl.pid),
         }
     finally:
         if workers is not None:
