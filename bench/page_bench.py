@@ -8,13 +8,13 @@ DevTools pipe, tests/web/cdp.py) loads the page. Printed: bytes over the wire fo
 (HTML, CSS, JS, the gzip feed), time from navigation to the grid fully drawn, and the time one
 refresh (a new feed of every node) takes in the page.
 
-Issue 45 adds: --jobs jobs (a fifth pending in the queue, the rest finished, in a job history of
-day files that the History tab reads), the History tab's first search in the page, the
-controller's CPU for one live refresh (a drain reaching the open page through /ui/stream) and for
-the old whole-grid refetch after it, and the heartbeat handling delay (p50/p99 of how late a
-heartbeat due every millisecond runs on the controller's loop, while nodes change state every
-100 ms) with no page open and with ten (one chromium page and nine stream readers: the
-controller cannot tell them apart).
+Issue 45 adds: --jobs jobs (a fifth submitted, started where nodes have room, the rest finished,
+in a job history of day files that the History tab reads), the History tab's first search in the
+page, the controller's CPU for one live refresh (a drain reaching the open page through
+/ui/stream) and for the old whole-grid refetch after it, and the heartbeat handling delay
+(p50/p99 of how late a heartbeat due every millisecond runs on the controller's loop, while
+nodes change state every 100 ms) with no page open and with ten (one chromium page and nine
+stream readers: the controller cannot tell them apart).
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def serve_in_thread(cluster, port: int) -> dict:
 
 
 def add_jobs(cluster, total: int, history) -> int:
-    """A fifth of `total` pending (submitted), the rest in the job history's day files
-    (`history`: the FileHistory the controller was assembled with)."""
+    """A fifth of `total` submitted (they start where the nodes have room), the rest in the job
+    history's day files (`history`: the FileHistory the controller was assembled with)."""
     live = total // 5
     for i in range(live):
         cluster.jobs.submission.submit(m.SubmitJob("#!/bin/sh\ntrue\n", "alice", 1000, 1000, "/tmp",
@@ -254,7 +254,7 @@ def main() -> int:
         "page_clock_feed_asked_answered_ms": feed_timing,
         "refresh_fetch_and_render_ms": round(refresh_ms),
         "state_filter_ms": round(filter_ms),
-        "jobs_pending": pending, "jobs_in_history": args.jobs - pending,
+        "jobs_live": pending, "jobs_in_history": args.jobs - pending,
         "history_search_ms": round(history_ms),
         "live_refresh_ctld_cpu_ms": round(1000 * live_cpu, 1),
         "full_refetch_ctld_cpu_ms": round(1000 * full_cpu, 1),
