@@ -30,6 +30,7 @@ from ranch.sched.model import (
     take,
 )
 from ranch.sched.place import place
+from ranch.sched.slices import to_end
 
 NEVER_FITS = "no start in sight"  # nodes too small or held by jobs with no time limit
 SKIPPED = ("bf_max_job_test", "bf_max_job_user", "bf_max_job_part")  # untested: no estimate
@@ -73,11 +74,7 @@ def steps(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now
 
 def finish(slices: Generator[None, None, tuple[Estimate, ...]]) -> tuple[Estimate, ...]:
     """Run steps() to its end without pausing; its estimates."""
-    while True:
-        try:
-            next(slices)
-        except StopIteration as done:
-            return done.value
+    return to_end(slices)
 
 
 class Cycle:

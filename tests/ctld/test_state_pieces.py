@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ranch.ctld.state import deferred, integrity, statefile
+from tests.ctld.harness import Harness as Cluster
+from tests.ctld.helpers import make_config, wall
 
 leaves = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6),
                    st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=6))
@@ -58,3 +60,23 @@ def test_a_key_dumps_refuses_is_refused_in_pieces_too() -> None:
         deferred.dumps(doc)
     with pytest.raises(TypeError):
         b"".join(deferred.pieces(doc))
+
+
+async def test_the_controllers_document_is_walked_down_to_its_large_parts() -> None:
+    """`pieces` walks a dict of at most FEW keys: the document's own levels must stay so, or
+    its nodes and jobs would be encoded whole again (no error would say so). Saver adds four
+    keys of its own (format, node_credentials, journal_seq, journal_keep_from)."""
+    doc = Cluster(make_config(), wall=wall).save_doc()
+    assert len(doc) + 4 <= deferred.FEW
+    assert all(len(part) <= deferred.FEW for part in doc.values() if isinstance(part, dict))
+
+
+def test_a_str_subclass_key_is_refused_as_dumps_refuses_it() -> None:
+    class Name(str):
+        pass
+
+    for doc in ({Name("a"): 1}, {"x": {Name("a"): 1}}):
+        with pytest.raises(TypeError):
+            deferred.dumps(doc)
+        with pytest.raises(TypeError):
+            b"".join(deferred.pieces(doc))

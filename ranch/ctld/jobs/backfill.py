@@ -31,6 +31,7 @@ from ranch.sched.model import (
     Window,
     take,
 )
+from ranch.sched.slices import to_end
 
 if TYPE_CHECKING:
     from ranch.conf.model import SchedulerSettings
@@ -209,12 +210,7 @@ class Backfill:
         """The live views copied to plain data, at once. `cfg` and `under` (each job's
         priority and place: Priorities.under): a candidate config's queue over the same nodes
         and jobs, for a reconfigure's dry run."""
-        steps = self._snapshot_steps(cfg, under, lambda: False)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
+        return to_end(self._snapshot_steps(cfg, under, lambda: False))
 
     def _snapshot_steps(self, cfg: Any, under: Callable[[Job], tuple[int, tuple]] | None,
                         due: Callable[[], bool]) -> Generator[None, None, Snapshot]:

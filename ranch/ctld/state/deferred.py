@@ -13,7 +13,7 @@ import orjson
 # of at most FEW keys (the document's own levels) key by key; whatever lies between is small
 # enough to encode whole.
 CHUNK = 512
-FEW = 16
+FEW = 64
 
 
 def finish(obj: Any) -> orjson.Fragment:
@@ -46,7 +46,7 @@ def pieces(doc: Any) -> Iterator[bytes]:
     elif isinstance(doc, dict) and len(doc) <= FEW:
         yield b"{"
         for i, (key, value) in enumerate(doc.items()):
-            if not isinstance(key, str):  # as dumps refuses it
+            if type(key) is not str:  # as dumps refuses it (a str subclass too)
                 raise TypeError("Dict key must be str")
             yield b'%s%s:' % (b"," if i else b"", orjson.dumps(key))
             yield from pieces(value)

@@ -26,6 +26,7 @@ from ranch.ctld.kept import kept as exact
 from ranch.ctld.rpc.permissions import record_owner
 from ranch.ctld.web.jobstats import COUNTED
 from ranch.protocol.records import job_json
+from ranch.sched.slices import to_end
 
 CHUNK = 500  # jobs turned between two yields (a first build of 50,000 must not hold the loop)
 # Updates remembered for catching up: a page that polls every 3 s behind a queue that changes
@@ -136,12 +137,7 @@ class QueuePieces:
 
     def now(self) -> list[Piece]:
         """steps() run to its end at once (a caller that cannot yield)."""
-        slices = self.steps()
-        while True:
-            try:
-                next(slices)
-            except StopIteration as done:
-                return done.value
+        return to_end(self.steps())
 
 
 def listing(doc: dict[str, Any], pieces: list[Piece]) -> bytes:
