@@ -46,6 +46,16 @@ def _epoch(stamp: str) -> float | None:
         return None
 
 
+#
+# RELEASE: the release is made at the start of a second. Each controller's backfill cycles
+# keep a place in the second of their own: Slurm's from its backfill thread's 1 s sleeps since
+# slurmctld started, Ranch's QUIET (0.2 s) after the release's event pass (a cycle runs an
+# interval after the last began, once news has paused). A place just before the jobs'
+# whole-second ends leaves each hole they open nearly a second, and under load a start there
+# falls into the next second and runs a second longer (27 at +2 where Slurm had +1, and the
+# hole for 36 gone: tau-b 0.946 with both cores busy). Ranch's place follows the release,
+# so the release is made where its cycles sit early in the second (Slurm's filled both
+# holes in each of the nine runs of 2026-11-30, quiet and loaded).
 def run(cluster: Any, jobs: Sequence[TraceJob], timeout: float = 300,
         stretch: Callable[[], float] = lambda: 1.0) -> dict[str, Any]:
     """Submit every job held (in id order: priority/basic orders them so), release them all
@@ -61,6 +71,7 @@ def run(cluster: Any, jobs: Sequence[TraceJob], timeout: float = 300,
                         "--wrap", ON_THE_SECOND.format(int(j.runtime)))
         assert r.returncode == 0, r.stderr
         ids[j.id] = r.stdout.strip().split(";")[0]
+    time.sleep(1 - time.time() % 1)  # released at the start of a second: see RELEASE
     released = time.time()
     r = cluster.run("scontrol", "release", ",".join(ids.values()))
     assert r.returncode == 0, r.stderr

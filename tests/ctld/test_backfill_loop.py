@@ -275,6 +275,30 @@ async def test_a_cycle_with_nothing_new_waits_for_the_change_and_follows_its_pas
         nursery.cancel_scope.cancel()
 
 
+async def test_cycles_after_a_pass_each_second_keep_their_place_in_the_second(
+        autojump_clock) -> None:
+    """News once a second, on the same fraction of it (jobs that end on whole seconds): each
+    cycle runs QUIET after its pass, every second alike. Counting the pause from when the cycle
+    fell due instead put each cycle QUIET later than the last, until one sat past the next
+    second and the hole it was to fill waited for it (the replay of
+    tests/conformance/test_replay.py: 27 and 36 started a second and five seconds late)."""
+    c, _ids = scene("SchedulerParameters=bf_interval=1")
+    bf = c.jobs.backfill
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(bf.run)
+        await trio.sleep(3.05)
+        lags = []
+        for _ in range(10):
+            cycles, poked = bf.cycles, trio.current_time()
+            c.jobs.submission.submit(job(num_nodes=1, exclusive=True, time_limit=30))
+            while bf.cycles == cycles:
+                await trio.sleep(0.01)
+            lags.append(round(trio.current_time() - poked, 2))
+            await trio.sleep_until(poked + 1)
+        assert max(lags) <= QUIET + 0.02, lags
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_due_cycle_waits_for_an_ended_job_to_release_its_nodes(autojump_clock) -> None:
     """A job that ended on one node and not yet on the other is a hole half-open: the cycle
     waits for the release (at most a bf_interval more: a node may not answer)."""

@@ -109,6 +109,7 @@ class Backfill:
         self._preemptions = preemptions
         self._views = schedviews.Views()
         self._pokes, self._seen = 0, -1  # event passes run; the count the last cycle saw
+        self._poked_at = -QUIET  # trio time of the last event pass
         self._poked = trio.Event()
         self.cycles = 0
         self.backfilled = 0  # jobs this loop started (sdiag's "Total backfilled jobs")
@@ -117,6 +118,7 @@ class Backfill:
         """An event pass ran (a job ended or was submitted, a node changed...): what the next
         cycle plans over changed (slurmctld's _more_work)."""
         self._pokes += 1
+        self._poked_at = trio.current_time()
         self._poked.set()
 
     async def run(self) -> None:
@@ -152,13 +154,12 @@ class Backfill:
         node may not answer), so the cycle sees the holes the ends opened whole."""
         while self._pokes == self._seen:
             await self._pass()
+        # the pause counts from the last pass, not from now: a cycle that fell due after its
+        # news had paused runs at once (counted from now, each cycle began QUIET later in the
+        # second than the last, and drifted onto the jobs' ends)
         with trio.move_on_after(min(SETTLE, interval)):
-            while True:
-                seen = self._pokes
-                with trio.move_on_after(QUIET):
-                    await self._pass()
-                if self._pokes == seen:
-                    break
+            while (at := self._poked_at) + QUIET > trio.current_time():
+                await trio.sleep_until(at + QUIET)
         with trio.move_on_after(interval):
             while self._releasing():
                 await self._pass()
