@@ -41,13 +41,13 @@ def write_atomic(path: str | os.PathLike[str], data: Buffers, *, mode: int = 0o6
     """Put `data` at `path` whole and durably. `replace=False` creates the file only where
     none is (FileExistsError otherwise): a link, unlike a rename, never replaces what another
     process made meanwhile. The temporary name is unique, so two writers never share one."""
-    write_atomic_by(path, partial(write_all_fsync, data=data), mode=mode, replace=replace)
+    write_atomic_by(path, partial(write_all, data=data), mode=mode, replace=replace)
 
 
 def write_atomic_by(path: str | os.PathLike[str], fill: Callable[[int], None], *,
                     mode: int = 0o600, replace: bool = True) -> None:
-    """write_atomic of what `fill` writes to the temporary file's descriptor and fsyncs (a file
-    made as it is written, never whole in memory)."""
+    """write_atomic of what `fill` writes to the temporary file's descriptor (a file made as it
+    is written, never whole in memory); the fsync is this function's, so no fill can forget it."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}."
@@ -56,6 +56,7 @@ def write_atomic_by(path: str | os.PathLike[str], fill: Callable[[int], None], *
     try:
         try:
             fill(fd)
+            os.fsync(fd)
         finally:
             os.close(fd)
         if replace:

@@ -35,7 +35,7 @@ def test_a_failed_write_keeps_the_old_file(tmp_path, monkeypatch) -> None:
     def full(fd: int, data: bytes) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(durable, "write_all_fsync", full)
+    monkeypatch.setattr(durable, "write_all", full)
     with pytest.raises(OSError, match="No space"):
         durable.write_atomic(path, b"new")
     assert path.read_bytes() == b"old"

@@ -42,10 +42,11 @@ def seal(body: bytes) -> bytes:
 
 
 def write_sealed(pieces: Iterable[bytes], fd: int) -> None:
-    """seal() of the object whose JSON `pieces` give in order, written to `fd` as they come and
-    fsynced: the checksum's place first, the rest with its checksum taken on the way, then the
-    checksum written into its place. The body is never whole in memory (96 MB at 50,000 nodes:
-    with orjson's buffer it was most of the state save's memory peak)."""
+    """seal() of the object whose JSON `pieces` give in order, written to `fd` as they come
+    (durable.write_atomic_by fsyncs it): the checksum's place first, the rest with its
+    checksum taken on the way, then the checksum written into its place. The body is never
+    whole in memory (96 MB at 50,000 nodes: with orjson's buffer it was most of the state
+    save's memory peak)."""
     it = iter(pieces)
     first = next(it)
     if first[:1] != b"{":
@@ -59,7 +60,6 @@ def write_sealed(pieces: Iterable[bytes], fd: int) -> None:
     head = b'%s%08x",' % (PREFIX, crc)
     if os.pwrite(fd, head, 0) != HEAD:
         raise OSError("short write of the state file's checksum")
-    os.fsync(fd)
 
 
 def check(data: bytes) -> tuple[bool, str | None]:
