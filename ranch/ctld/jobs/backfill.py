@@ -76,7 +76,8 @@ def params_of(s: SchedulerSettings) -> planner.Params:
 class Backfill:
     """The backfill loop of the job side: snapshot, plan, commit."""
 
-    def __init__(self, jobs: Queue, settings: JobSettings, *, wall: Callable[[], float],
+    def __init__(self, jobs: Queue, settings: JobSettings, *,
+                 clock: Callable[[], float] = trio.current_time, wall: Callable[[], float],
                  cluster: Callable[[Any, float], Cluster],
                  waits: Callable[[Job, float, dict[int, int]], str | None],
                  allocate: Callable[[Job, dict[str, Any]], str],
@@ -86,10 +87,11 @@ class Backfill:
                  active: Callable[[bool], None],
                  decisions: Decisions | None = None,
                  preemptions: Preemptions | None = None) -> None:
-        """`cluster`, `waits`, `allocate`: the FIFO pass's live views, its reasons that hold a
-        job whatever the nodes, and its allocation (ctld/jobs/jobstart.py); `programs`: the
-        node side's programs a start asked for (power save's flush); `windows`: the
-        reservations' windows not yet over (the node side's), kept out of the plan;
+        """`clock`: the controller's (trio's), when an event pass ran; `cluster`, `waits`,
+        `allocate`: the FIFO pass's live views, its reasons that hold a job whatever the nodes,
+        and its allocation (ctld/jobs/jobstart.py); `programs`: the node side's programs a
+        start asked for (power save's flush); `windows`: the reservations' windows not yet
+        over (the node side's), kept out of the plan;
         `measured`: each cycle's start, µs, depth, jobs tried, queue length and starts, and
         `active`: a plan under way in a thread (sdiag's backfill block, jobs/schedstats.py);
         `decisions`: where starts and the top jobs' reservations are recorded with their inputs
@@ -97,6 +99,7 @@ class Backfill:
         starts once they are gone, stopped by the commit (ctld/jobs/preemption.py)."""
         self._jobs = jobs
         self._settings = settings
+        self._clock = clock  # trio's: when the last event pass ran (the cycle's pause)
         self._wall = wall
         self._cluster = cluster
         self._waits = waits
@@ -118,7 +121,7 @@ class Backfill:
         """An event pass ran (a job ended or was submitted, a node changed...): what the next
         cycle plans over changed (slurmctld's _more_work)."""
         self._pokes += 1
-        self._poked_at = trio.current_time()
+        self._poked_at = self._clock()
         self._poked.set()
 
     async def run(self) -> None:
@@ -158,8 +161,8 @@ class Backfill:
         # news had paused runs at once (counted from now, each cycle began QUIET later in the
         # second than the last, and drifted onto the jobs' ends)
         with trio.move_on_after(min(SETTLE, interval)):
-            while (at := self._poked_at) + QUIET > trio.current_time():
-                await trio.sleep_until(at + QUIET)
+            while (wait := self._poked_at + QUIET - self._clock()) > 0:
+                await trio.sleep(wait)
         with trio.move_on_after(interval):
             while self._releasing():
                 await self._pass()
