@@ -1,8 +1,9 @@
 """Fair share from real usage, decaying with a 1-hour half-life, on Slurm 22.05 and on rctld
 (issue 44's proof: sprio's and sshare's factors within 1 %): the same tree (physics, shares 2,
 with alice and root, shares 1 and 3; chem with root), root running 1 CPU under physics and 2
-under chem for 30 s at once (root's: the test nodes run no other user's script), then, once a
-calc period has charged and decayed the usage (PriorityCalcPeriod=1), `sshare -a -l -P` and
+under chem for 30 s at once, released together and ended on one instant (root's: the test
+nodes run no other user's script), then, once a calc period has charged and decayed the usage
+(PriorityCalcPeriod=1), `sshare -a -l -P` and
 the FAIRSHARE of jobs then left pending (`sprio -l`) compared: the shares exactly, the usage
 figures within 1 % (RawUsage as one association's over the other's: how long after the jobs
 each side looks decays both alike, 1.2 % a minute, and leaves the ratio), the fair-share
@@ -41,6 +42,7 @@ RUNS = ("-A physics -w c1 -n 1", "-A chem -w c2 -n 2")
 WAIT = ("--uid=alice -A physics -n 1", "-A physics -n 1", "-A chem -n 1")
 USERS = (("physics", "alice"), ("physics", "root"), ("chem", "root"))
 TOLERANCE = 0.01
+SLEEP_UNTIL = '/usr/bin/python3 -c "import time; time.sleep(max(0, {} - time.time()))"'
 FIGURES = ("RawUsage", "EffectvUsage", "NormUsage", "FairShare", "LevelFS")
 
 
@@ -64,7 +66,13 @@ def scenario(cluster, command, restart) -> dict[str, object]:
         got = command("sacctmgr", *shlex.split(line))
         assert got[0] == 0, (cluster.name, line, got)
     restart()
-    ids = [_submit(cluster, opts, "sleep 30") for opts in RUNS]
+    # Both jobs start in the pass of one release and end at one instant (a tenth past a whole
+    # second): with `sleep 30` each, a loaded box charged one of them a second more than the
+    # other (Slurm's physics NormUsage 0.3406 against 1/3), 2 % of the ratio compared here
+    end = int(time.time()) + 35.1
+    ids = [_submit(cluster, "-H " + opts, SLEEP_UNTIL.format(end)) for opts in RUNS]
+    r = cluster.run("scontrol", "release", ",".join(ids))
+    assert r.returncode == 0, (cluster.name, r.stderr)
     deadline = time.monotonic() + 120
     while cluster.run("squeue", "-h", "-j", ",".join(ids), "-o", "%T").stdout.strip():
         assert time.monotonic() < deadline, f"{cluster.name}: the jobs did not end in 120 s"
