@@ -35,3 +35,12 @@ def run_both(slurm: Any, ranch: Any, script: Callable[[Any], Any],
         raise AssertionError(f"{errors[0]!r}\n" + "\n".join(
             text[-3000:] for text in logs.values()))
     return out
+
+
+def same_steps(sessions: dict[str, list[tuple[str, Any]]]) -> None:
+    """Both sides saw the same steps, each with the same figures (a script that returns
+    (step, what it saw) pairs)."""
+    slurm, ranch = sessions["slurm"], sessions["ranch"]
+    assert [s for s, _ in ranch] == [s for s, _ in slurm]
+    for (step, want), (_, got) in zip(slurm, ranch, strict=True):
+        assert got == want, f"{step}: Slurm {want}, Ranch {got}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -17,7 +19,7 @@ from tests.conformance.conftest import start_slurm
 from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.reboot_lab import wait
 from tests.conformance.shape import SHAPE
-from tests.conformance.sidebyside import run_both
+from tests.conformance.sidebyside import run_both, same_steps
 
 BACKFILL = "SchedulerType=sched/backfill\nSchedulerParameters=sched_interval=1,bf_interval=1\n"
 SLACK = 1 + 2  # bf_interval, and a second each side for the clocks (estimates are exact)
@@ -77,18 +79,20 @@ def script(cluster) -> list[tuple[str, object]]:
     return seen
 
 
-@pytest.fixture(scope="module")
-def sessions() -> dict[str, list]:
-    slurm = start_slurm(SHAPE, scheduler=BACKFILL)
+def on_both(scheduler: str, script: Callable[[Any], list]) -> dict[str, list]:
+    """`script` on a private Slurm and a Ranch of SHAPE under `scheduler`, at once."""
+    slurm = start_slurm(SHAPE, scheduler=scheduler)
     try:
-        with RanchCluster(SHAPE, scheduler=BACKFILL) as ranch:
+        with RanchCluster(SHAPE, scheduler=scheduler) as ranch:
             return run_both(slurm, ranch, script, timeout=180)
     finally:
         slurm.stop()
 
 
+@pytest.fixture(scope="module")
+def sessions() -> dict[str, list]:
+    return on_both(BACKFILL, script)
+
+
 def test_backfill_starts_and_estimates_match_slurm(sessions) -> None:
-    slurm, ranch = sessions["slurm"], sessions["ranch"]
-    assert [s for s, _ in ranch] == [s for s, _ in slurm]
-    for (step, want), (_, got) in zip(slurm, ranch, strict=True):
-        assert got == want, f"{step}: Slurm {want}, Ranch {got}"
+    same_steps(sessions)

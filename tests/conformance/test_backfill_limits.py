@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conformance.conftest import start_slurm
-from tests.conformance.ranch_cluster import RanchCluster
 from tests.conformance.reboot_lab import wait
-from tests.conformance.shape import SHAPE
-from tests.conformance.sidebyside import run_both
-from tests.conformance.test_backfill import BACKFILL, SLACK, _epoch
+from tests.conformance.sidebyside import same_steps
+from tests.conformance.test_backfill import BACKFILL, SLACK, _epoch, on_both
 
 MAX_JOB_TEST = BACKFILL.replace("bf_interval=1", "bf_interval=1,bf_max_job_test=2")
 MIN_PRIO = BACKFILL.replace("bf_interval=1", "bf_interval=1,bf_min_prio_reserve=1000")
@@ -88,25 +85,10 @@ def min_prio_reserve(cluster) -> list[tuple[str, object]]:
     return seen
 
 
-def _sessions(scheduler: str, script) -> dict[str, list]:
-    slurm = start_slurm(SHAPE, scheduler=scheduler)
-    try:
-        with RanchCluster(SHAPE, scheduler=scheduler) as ranch:
-            return run_both(slurm, ranch, script, timeout=180)
-    finally:
-        slurm.stop()
-
-
-def _same(sessions: dict[str, list]) -> None:
-    slurm, ranch = sessions["slurm"], sessions["ranch"]
-    print("Slurm", slurm, "\nRanch", ranch)
-    assert [s for s, _ in ranch] == [s for s, _ in slurm]
-    for (step, want), (_, got) in zip(slurm, ranch, strict=True):
-        assert got == want, f"{step}: Slurm {want}, Ranch {got}"
-
-
 @pytest.mark.parametrize(("scheduler", "script"), [(MAX_JOB_TEST, max_job_test),
                                                    (MIN_PRIO, min_prio_reserve)],
                          ids=["bf_max_job_test", "bf_min_prio_reserve"])
 def test_a_cycles_limits_leave_the_same_jobs_unplanned_as_slurms(scheduler, script) -> None:
-    _same(_sessions(scheduler, script))
+    sessions = on_both(scheduler, script)
+    print("Slurm", sessions["slurm"], "\nRanch", sessions["ranch"])
+    same_steps(sessions)
