@@ -34,7 +34,7 @@ from ranch.sched.slices import to_end
 
 NEVER_FITS = "no start in sight"  # nodes too small or held by jobs with no time limit
 SKIPPED = ("bf_max_job_test", "bf_max_job_user", "bf_max_job_part")  # untested: no estimate
-__all__ = ["BEYOND", "NEVER_FITS", "SKIPPED", "Cycle", "Params", "finish", "node_order", "plan",
+__all__ = ["BEYOND", "NEVER_FITS", "SKIPPED", "Cycle", "Params", "node_order", "plan",
            "steps"]
 DEFAULTS = Params()
 
@@ -45,7 +45,7 @@ def plan(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now:
     """One backfill cycle: an estimate for each queued job (in priority order), from the
     running jobs' end bounds (`ends`); with `preempting`, a job that starts now once
     preemptable jobs are gone is Planned now with its victims. `cluster` is not changed."""
-    return finish(steps(cluster, queue, ends, now, params, windows, lambda: False, preempting))
+    return to_end(steps(cluster, queue, ends, now, params, windows, lambda: False, preempting))
 
 
 def steps(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now: float,
@@ -70,11 +70,6 @@ def steps(cluster: Cluster, queue: Sequence[Queued], ends: Sequence[Ending], now
                 if due():
                     yield
     return tuple(out)
-
-
-def finish(slices: Generator[None, None, tuple[Estimate, ...]]) -> tuple[Estimate, ...]:
-    """Run steps() to its end without pausing; its estimates."""
-    return to_end(slices)
 
 
 class Cycle:

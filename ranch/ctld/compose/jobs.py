@@ -197,8 +197,8 @@ def _config_changed(settings: JobSettings, priorities: Priorities, store: JobSto
 
 def _planners(store: JobStore, settings: JobSettings, nodes: NodesForJobs, starts: JobStarts,
               submission: JobSubmission, priorities: Priorities, *, clock: Callable[[], float],
-              wall: Callable[[], float],
-              programs: Callable[[], None], windows: Callable[[], Sequence[Window]],
+              wall: Callable[[], float], programs: Callable[[], None],
+              windows: Callable[[], Sequence[Window]],
               stats: SchedStats, decisions: Decisions, dependencies: Dependencies,
               acct_limits: Callable[[], RuleOf | None], preemptions: Preemptions
               ) -> tuple[WillRun, Backfill, WhyDesk, DryRuns]:
@@ -207,9 +207,8 @@ def _planners(store: JobStore, settings: JobSettings, nodes: NodesForJobs, start
     will_run = WillRun(store, settings, nodes, wall=wall, next_id=lambda: store.next_id,
                        check=submission.check_new, members=starts.members)
     backfill = Backfill(store, settings, clock=clock, wall=wall, cluster=starts.cluster,
-                        waits=starts.waits,
-                        allocate=starts.allocate, programs=programs, windows=windows,
-                        measured=stats.backfill_cycle, active=stats.set_active,
+                        waits=starts.waits, allocate=starts.allocate, programs=programs,
+                        windows=windows, measured=stats.backfill_cycle, active=stats.set_active,
                         decisions=decisions, preemptions=preemptions)
     starts.after_each_pass(backfill.poke)  # each event pass is news for the next cycle
     why = WhyDesk(store, settings, nodes, wall=wall, snapshot=backfill.snapshot,
@@ -287,9 +286,8 @@ def _components(store: JobStore, settings: JobSettings, nodes: NodesForJobs, lau
                            run_pass=starts.run, programs=programs, top=priorities.top)
     will_run, backfill, why, dry_runs = _planners(
         store, settings, nodes, starts, submission, priorities, clock=clock, wall=wall,
-        programs=programs,
-        windows=windows, stats=stats, decisions=decisions, dependencies=dependencies,
-        acct_limits=acct_limits, preemptions=preemptions)
+        programs=programs, windows=windows, stats=stats, decisions=decisions,
+        dependencies=dependencies, acct_limits=acct_limits, preemptions=preemptions)
 
     return JobSide(
         store=store, settings=settings, submission=submission, starts=starts, launcher=launcher,

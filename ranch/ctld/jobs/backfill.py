@@ -77,7 +77,7 @@ class Backfill:
     """The backfill loop of the job side: snapshot, plan, commit."""
 
     def __init__(self, jobs: Queue, settings: JobSettings, *,
-                 clock: Callable[[], float] = trio.current_time, wall: Callable[[], float],
+                 clock: Callable[[], float], wall: Callable[[], float],
                  cluster: Callable[[Any, float], Cluster],
                  waits: Callable[[Job, float, dict[int, int]], str | None],
                  allocate: Callable[[Job, dict[str, Any]], str],
