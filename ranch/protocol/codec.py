@@ -17,7 +17,8 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.preconf.orjson import make_converter
 
 from ranch.protocol.errors import ProtocolError
-from ranch.protocol.messages import MESSAGE_TYPES
+from ranch.protocol.fasthooks import fast_structure_hook
+from ranch.protocol.messages import MESSAGE_TYPES, GpuMetrics, Heartbeat, Metrics
 from ranch.protocol.versions import CURRENT, downgrade
 
 converter = make_converter(forbid_extra_keys=False)  # newer peers may send fields we lack
@@ -127,6 +128,16 @@ def _strict_pairs(value: Any, cls: Any) -> tuple[tuple[str, str], ...]:
 _PAIRS = tuple[tuple[str, str], ...]
 _generic_pairs = _strict_tuple_factory(_PAIRS)
 converter.register_structure_hook_func(lambda cls: cls == _PAIRS, _strict_pairs)
+
+
+# The messages every node sends every few seconds take straight-line hooks
+# (ranch/protocol/fasthooks.py). cattrs' own are made first, all of them, so that a flaw
+# anywhere sends the whole message down cattrs' path, for cattrs' error.
+_CATTRS_HOOKS = {cls: converter.get_structure_hook(cls) for cls in (GpuMetrics, Metrics,
+                                                                     Heartbeat)}
+for _msg_cls, _slow in _CATTRS_HOOKS.items():
+    converter.register_structure_hook(
+        _msg_cls, fast_structure_hook(_msg_cls, converter.get_structure_hook, _slow))
 
 
 def encode(msg: Any, *, version: int = CURRENT) -> bytes:
