@@ -1,15 +1,20 @@
 """Registered nodes between frames are parked on the server's epoll with no task each
 (ctld/rpc/idlenodes.py), over real loopback TCP: a parked node is read when it speaks, closed at
-once by close_soon, forgotten when it hangs up, and closed when the server stops."""
+once by close_soon, forgotten when it hangs up, and closed when the server stops; a busy poller
+gathers a few milliseconds of frames per wake-up, a quiet one takes a frame at once."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 
 import trio
+import trio.testing
 
+from ranch.ctld.rpc.fastio import RawStream, StreamIO
+from ranch.ctld.rpc.idlenodes import GATHER, IdleNodes
 from tests.ctld.test_connections import _beat, _cluster, _frame, _read_frames, _register, _server
 
 
@@ -71,3 +76,54 @@ async def test_stopping_the_server_closes_parked_connections() -> None:
     assert server.connections == set() and len(server.idle) == 0
     assert not server.idle.running
     assert await stream.receive_some(100) == b""
+
+
+class _Conn:
+    def __init__(self, sock: socket.socket) -> None:
+        self.io = StreamIO(RawStream(sock))
+        self.ready = False
+
+
+class _Reader:
+    """A parked reader that notes when the poller started it (trio's clock)."""
+
+    def __init__(self, sock: socket.socket, started: list[tuple[int, float]], n: int) -> None:
+        self.conn = _Conn(sock)
+        self.started, self.n = started, n
+
+    async def run(self) -> None:
+        self.started.append((self.n, trio.current_time()))
+        assert self.conn.io.read_now(16) == b"x"
+
+
+async def test_a_busy_poller_gathers_and_a_quiet_one_answers_at_once(
+        autojump_clock: trio.testing.MockClock) -> None:
+    idle = IdleNodes(lambda conn: None)
+    pairs = [socket.socketpair() for _ in range(3)]
+    started: list[tuple[int, float]] = []
+    readers = [_Reader(ours, started, n) for n, (ours, _) in enumerate(pairs)]
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(idle.run, nursery)
+            await trio.testing.wait_all_tasks_blocked()
+            assert all(idle.park(r) for r in readers)
+            await trio.sleep(1.0)
+            quiet = trio.current_time()
+            pairs[0][1].send(b"x")  # after a quiet spell: taken at once
+            await trio.testing.wait_all_tasks_blocked()
+            assert started == [(0, quiet)] and trio.current_time() == quiet
+            pairs[1][1].send(b"x")  # the poller woke just now: these wait for the gather
+            pairs[2][1].send(b"x")
+            await _until(lambda: len(started) == 3, "started")
+            assert sorted(started[1:]) == [(1, quiet + GATHER), (2, quiet + GATHER)]
+            assert idle.park(readers[0])
+            await trio.sleep(GATHER * 4)
+            again = trio.current_time()
+            pairs[0][1].send(b"x")
+            await _until(lambda: len(started) == 4, "started again")
+            assert started[3] == (0, again)
+            nursery.cancel_scope.cancel()
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()

@@ -8,6 +8,11 @@ the parked sockets (one-shot: each fires once) and starts a task for each socket
 which reads them as the reader did. The kernel keeps the readiness, so nothing is missed between
 the park and the wait. trio offers no wait on many sockets in one task; the standard library's
 select.epoll does (Linux, as rctld).
+
+A busy poller takes its sockets at most once every GATHER: at 10,000 nodes (1,000 beats a
+second) each wake-up found one socket, and trio's pass, the wait's two epoll_ctl and the poll
+were paid per beat. Gathering five milliseconds' worth cut rctld's CPU there by a fifth
+(docs/benchmarks.md, issue 50). A frame after a quiet spell is taken at once.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ class Reader(Protocol):
 # EPOLLRDHUP: a peer that closed is woken too (its reader reads the end and leaves)
 _WATCH = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 MAX_EVENTS = 1024  # sockets taken per wake-up of the poller; more wait for the next one
+GATHER = 0.005  # seconds from one wake-up to the next, at the least
 
 
 class IdleNodes:
@@ -97,9 +103,13 @@ class IdleNodes:
         """Start a task in `nursery` for each parked reader whose socket has bytes (or was
         closed by its peer); at the end (the server stops) close every parked connection."""
         self.running = True
+        woke = -GATHER
         try:
             while True:
+                if trio.current_time() < woke + GATHER:  # busy: let a few more gather
+                    await trio.sleep_until(woke + GATHER)
                 await trio.lowlevel.wait_readable(self._epoll.fileno())
+                woke = trio.current_time()
                 for fd, _ in self._epoll.poll(0, MAX_EVENTS):
                     reader = self._parked.pop(fd, None)
                     if reader is not None:
