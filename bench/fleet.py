@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import shutil
 import signal
@@ -21,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repo root, for protocol/
 
 import trio
-from fleet_lib import limits, profile, statesave
+from fleet_lib import limits, loopsteps, profile, statesave
 from fleet_lib.config import Timing, config_text
 from fleet_lib.controller import Controller, free_port
 from fleet_lib.scenarios import SCENARIOS, Run, RunSpec
@@ -70,6 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="let the rctld it starts run only this fraction of the time in the "
                    "storm (SIGSTOP/SIGCONT in slices shorter than a stall): a host short of "
                    "CPU, so that the backlog of a few hundred nodes outlasts MessageTimeout")
+    p.add_argument("--loop-steps", action="store_true",
+                   help="watch rctld's event loop (bench/fleet_lib/loopsteps.py): its longest "
+                   "task step or collector pass in each phase, and the five longest of the run")
     p.add_argument("--seed", type=int, default=1)
     args = p.parse_args(argv)
     if args.nodes < 1 or args.interval < 1 or args.duration <= 0:
@@ -126,10 +130,12 @@ def main(argv: list[str] | None = None) -> int:
             ctl = Controller.external(client.parse_address(args.server),
                                       auth.resolve_key_path(args.key_file))  # fmt: skip
         else:
+            if args.loop_steps:  # Controller.spawn runs FLEET_CTLD in rctld's stead
+                os.environ["FLEET_CTLD"] = f"{loopsteps.__file__} {workdir / 'loopsteps.json'}"
             ctl = Controller.spawn(workdir, config_text(nodes, timing),
                                    port=args.port or free_port())
-        figures = trio.run(run, spec, ctl, sources, budget(spec), args.message_timeout,
-                           args.ctld_cpu)
+        figures, windows = trio.run(run, spec, ctl, sources, budget(spec),
+                                    args.message_timeout, args.ctld_cpu)
         if ctl.proc is not None:
             stopping = ctl
 
@@ -140,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             status, took = profile.sample_stop(ctl.pid, spec.profile_dir, timed_stop)
             figures["ctld_exit_status"], figures["ctld_stop_s"] = status, round(took, 3)
             figures.update(statesave.measure(workdir / "fleet.conf", workdir / "state"))
+            if args.loop_steps:
+                figures.update(loop_figures(workdir / "loopsteps.json", windows))
     except KeyboardInterrupt:
         return 130
     finally:
@@ -157,8 +165,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def loop_figures(path: Path, windows: dict[str, tuple[float, float]]) -> dict:
+    """rctld's longest event-loop step (or collector pass) in each phase, ms, and the five
+    longest of the run with the phase each fell in (bench/fleet_lib/loopsteps.py)."""
+    steps = json.loads(path.read_text())
+
+    def phase_of(at: float) -> str:
+        return next((p for p, (a, b) in windows.items() if a <= at <= b), "between")
+
+    fig: dict = {f"loop_longest_ms_{p}": max(
+        (ms for at, ms, *_ in steps if a <= at <= b), default=0.0)
+        for p, (a, b) in windows.items()}
+    top = sorted(steps, key=lambda s: -s[1])[:5]
+    fig["loop_longest_steps"] = [f"{ms} ms {phase_of(at)} {task}: {a} -> {b}"
+                                 for at, ms, task, a, b in top]
+    return fig
+
+
 async def run(spec: RunSpec, ctl: Controller, sources: list[str], limit: float,
-              message_timeout: float = 10.0, ctld_cpu: float = 1.0) -> dict:
+              message_timeout: float = 10.0, ctld_cpu: float = 1.0,
+              ) -> tuple[dict, dict[str, tuple[float, float]]]:
     fleet = Fleet(ctl.addr, ctl.key, spec.nodes, spec.interval, sources=sources,
                   message_timeout=message_timeout)
     r = Run(spec, ctl, fleet)
@@ -168,10 +194,10 @@ async def run(spec: RunSpec, ctl: Controller, sources: list[str], limit: float,
                 nursery.start_soon(throttle, ctl.proc, ctld_cpu, fleet.all_registered)
             fig = await r.main()
             nursery.cancel_scope.cancel()
-        return fig
+        return fig, r.windows
     if scope.cancelled_caught:
         r.fig["timed_out_after_s"] = limit
-    return r.fig
+    return r.fig, r.windows
 
 
 async def throttle(proc, share: float, done: trio.Event, slice_s: float = 0.2) -> None:

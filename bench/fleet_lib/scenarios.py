@@ -3,11 +3,13 @@ scenario's extra phases (CLI timings, an admin update, churn, a mass failure). R
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
 import re
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import attrs
@@ -60,6 +62,7 @@ class Run:
         self.rss_max: dict[str, float] = {"ctld": 0.0, "sim": 0.0}
         self.sampling_steady = False
         self.rss_steady_max = 0.0
+        self.windows: dict[str, tuple[float, float]] = {}  # phase -> (wall began, ended)
 
     @property
     def addr(self) -> tuple[str, int]:
@@ -90,8 +93,16 @@ class Run:
         self._finish()
         return self.fig
 
-    def _profiled(self, phase: str):
-        return profile.sampled(self.ctl.pid, self.spec.profile_dir, phase)
+    @contextlib.asynccontextmanager
+    async def _profiled(self, phase: str) -> AsyncIterator[None]:
+        """The phase sampled with py-spy (--profile-ctld), and its wall-clock window kept in
+        `windows` (--loop-steps files rctld's long steps by it)."""
+        began = time.time()
+        try:
+            async with profile.sampled(self.ctl.pid, self.spec.profile_dir, phase):
+                yield
+        finally:
+            self.windows[phase] = (began, time.time())
 
     # -- phases --------------------------------------------------------------------------------
 
