@@ -21,23 +21,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/, for f
 
 import trio
 
-from fleet_lib.longsteps import where
+from fleet_lib.longsteps import LongSteps, where
 
 LONG_MS = 20.0
 
 
-class Steps(trio.abc.Instrument):
-    """Records (wall at start, ms, task, from, to) of each long step; ("gc", gen) for passes."""
+class Steps(LongSteps):
+    """Records (wall at start, ms, task, from, to) of each long step; ("gc", gen) for passes.
+    Where each task stands, and each step's start, are LongSteps' bookkeeping."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.long: list[tuple[float, float, str, str, str]] = []
-        self._at: dict[int, str] = {}
-        self._t = self._gc_t = 0.0
-        self._from = ""
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        self._from = self._at.get(id(task), "(start)")
-        self._t = time.perf_counter()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
         took = (time.perf_counter() - self._t) * 1000
