@@ -47,7 +47,7 @@ def test_fifty_nodes_register_and_heartbeat(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "fleet.py"), "--nodes", "50", "--interval", "1",
          "--duration", "3", "--scenario", "steady", "--json", str(out),
-         "--source-addresses", "2",
+         "--source-addresses", "2", "--loop-steps",
          "--workdir", str(tmp_path / "ctld")],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
@@ -68,6 +68,10 @@ def test_fifty_nodes_register_and_heartbeat(tmp_path: Path) -> None:
     # The path fleets over 25,000 nodes take: sockets bound to two loopback source addresses.
     assert fig["source_addresses_used"] == ["127.0.1.1", "127.0.1.2"], fig
     assert "errors" not in fig and "refused" not in fig, fig
+    # rctld ran under the loop watcher (--loop-steps): a longest step per phase, in ms
+    assert {"loop_longest_ms_storm", "loop_longest_ms_steady"} <= set(fig), sorted(fig)
+    assert all(fig[k] >= 0 for k in ("loop_longest_ms_storm", "loop_longest_ms_steady"))
+    assert all(" ms " in step for step in fig["loop_longest_steps"]), fig
 
 
 @pytest.mark.parametrize("argv", [["--nodes", "0"], ["--nodes", "5", "--interval", "0"]])
