@@ -94,6 +94,7 @@ def test_a_register_that_came_in_time_but_waited_on_a_stopped_rctld_is_read(
     with Cluster(tmp_path, [f"n{i}" for i in range(1, 41)]) as c:
         c.start_ctld()
         assert c.ctld is not None
+        connected = time.monotonic()
         socks = [socket.create_connection(c.addr, timeout=10) for _ in range(40)]
         time.sleep(0.3)  # accepted, each under its deadline (MessageTimeout=3 s)
         c.ctld.send_signal(signal.SIGSTOP)
@@ -103,7 +104,11 @@ def test_a_register_that_came_in_time_but_waited_on_a_stopped_rctld_is_read(
                                                   boot_time=time.time() - 100,
                                                   rnoded_version="test"), c.key,
                                        request_id=1))
-            time.sleep(4.0)  # past every deadline, their Registers unread
+            # The scenario itself, not a wait for an outcome: a controller that cannot run
+            # until every first-frame deadline (MessageTimeout=3 s from connecting) has passed,
+            # with the Registers unread in its sockets. Nothing in the stopped rctld changes to
+            # be waited on, so the wait is the deadline's, and no longer.
+            time.sleep(max(0.0, connected + 3.0 + 0.5 - time.monotonic()))
         finally:
             c.ctld.send_signal(signal.SIGCONT)
         got = []

@@ -52,10 +52,21 @@ def test_a_begin_job_runs_once_across_a_controller_clock_step(tmp_path: Path, st
         [jid] = submit(c, "true", begin_time=time.time() + 8) or [0]
         assert records(c)[jid]["reason"] == "BeginTime"
         offset.write_text(step + "\n")
-        time.sleep(12)  # forward: BeginTime is past for rctld and it launches into refusal
+        # Held until the node has been refused three times and rctld refuses the node's frames
+        # as stale: forward, BeginTime is past for rctld, it launches into refusal, and its
+        # window of taking the node's old-looking frames (MessageTimeout) has closed, every
+        # registration in it made; back, the node's frames are refused from the start.
+        c.wait_for(lambda: _stepped_and_refused(c), 60, what="the step's refusals")
         offset.write_text("+0\n")
         c.wait_for(lambda: records(c)[jid]["state"] == "COMPLETED", 60, what="the job run")
         rec = records(c)[jid]
         assert rec["restarts"] == 0, ("a launch the node never got was taken for a lost job:\n"
                                       + c.log("rctld")[-4000:])
         assert {k: n for k, n in marks(tmp_path).items() if k[0] == jid} == {(jid, 0): 1}
+
+
+def _stepped_and_refused(c) -> bool:
+    ctld = c.log("rctld")
+    jumped = ctld.find("controller wall clock jumped")
+    return (jumped >= 0 and "code=stale" in ctld[jumped:]
+            and c.log("n1").count("refused a frame from the controller") >= 3)

@@ -147,9 +147,9 @@ def test_signal_reaches_the_job_before_its_time_limit(c: Cluster) -> None:
     child = c.dir / "sig_tasks.sh"
     child.write_text(
         "#!/bin/bash\n#SBATCH --signal=USR1@3\n#SBATCH -t 0:06\n"
-        f"{sys.executable} -c 'import signal, sys, time\n"
+        f"{sys.executable} -c 'import signal, sys\n"
         "signal.signal(signal.SIGUSR1, lambda *a: (print(\"task got USR1\"), sys.exit(0)))\n"
-        "time.sleep(30)'\n"
+        "signal.pause()'\n"
         "echo shell still here\n")
     b = sub(c, "-o", "sig_b.out", str(shell))
     t = sub(c, "-o", "sig_tasks.out", str(child))
