@@ -50,7 +50,7 @@ def fast_structure_hook(cls: type, hook_of: Callable[[Any], Hook], slow: Hook) -
         return slow
     hints = typing.get_type_hints(cls)
     names = [f"v{i}" for i in range(len(fields))]
-    env: dict[str, Any] = {"cls": cls, "slow": slow, "KeyError": KeyError}
+    env: dict[str, Any] = {"cls": cls, "slow": slow}
     loads = [f"        {n} = o[{f.name!r}]" for n, f in zip(names, fields, strict=True)]
     checks, nested, args = [], [], []
     for i, (n, f) in enumerate(zip(names, fields, strict=True)):

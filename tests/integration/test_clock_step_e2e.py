@@ -19,7 +19,7 @@ import pytest
 
 from ranch.protocol import messages as m
 
-from .cluster import wait_for
+from .cluster import Cluster, wait_for
 from .test_exactly_once import cluster, marks, records, submit
 
 LIBS = sorted(glob.glob("/usr/lib/*/faketime/libfaketime.so.1")
@@ -65,7 +65,7 @@ def test_a_begin_job_runs_once_across_a_controller_clock_step(tmp_path: Path, st
         assert {k: n for k, n in marks(tmp_path).items() if k[0] == jid} == {(jid, 0): 1}
 
 
-def _stepped_and_refused(c) -> bool:
+def _stepped_and_refused(c: Cluster) -> bool:
     ctld = c.log("rctld")
     jumped = ctld.find("controller wall clock jumped")
     return (jumped >= 0 and "code=stale" in ctld[jumped:]
