@@ -1,14 +1,17 @@
-"""Node-side CPU per job, Ranch against Slurm 22.05, interleaved round by round (issue 50).
+"""Node-side and controller CPU per job, Ranch against Slurm 22.05, interleaved round by round
+(issue 50).
 
     python bench/node_cpu_vs_slurm.py                          # 2 rounds of 1,000 jobs
     python bench/node_cpu_vs_slurm.py --jobs 300 --rounds 3
+    python bench/node_cpu_vs_slurm.py --jobs 480 --submitters 8   # a submission per job
     python bench/node_cpu_vs_slurm.py --ranch before=/tmp/ranch-old --ranch after=.
 
 Each round starts, one after the other, Slurm (the conformance suite's private Slurm, with issue
 50's settings: sched/backfill, batch_sched_delay=0, MessageTimeout=30) and each Ranch tree
 (bench/vs_slurm.py's RanchSide: rctld and an rnoded per node), 6 nodes of 2 CPUs on loopback.
 On each: `--warmup` jobs not counted, the node side's idle CPU over `--idle` seconds, then an
-array of `--jobs` tasks running `true`, until the queue is empty.
+array of `--jobs` tasks running `true` (or, with `--submitters K`, as many `sbatch --wrap true`
+from K shell loops, so that each job pays its own submission), until the queue is empty.
 
 The node side is counted in cpuacct groups (nanoseconds, every process and thread that ever
 ran in them; children stay in their parent's group): every slurmd (so every slurmstepd it forks
@@ -19,6 +22,10 @@ node side is given with and without it). Per job:
   node-idle     less the idle rate times the burst's wall time (heartbeats, pings, samplers)
   daemon        the daemons' own CPU (slurmd / rnoded, /proc, 10 ms ticks), the rest being
                 slurmstepd or the shims, and the jobs themselves (`/bin/sh` running `true`)
+  ctld          the controller's CPU over the burst / jobs (slurmctld or rctld alone, in a
+                cpuacct group of its own): what a job run to completion costs it, the array's
+                one submission included
+  ctld-idle     less the controller's idle rate over the burst's wall time
 Ratios are each Ranch side's figure over Slurm's, per round, then the median. Prints; asserts
 nothing; not part of `make test`. Where this machine lets no cpuacct group be made, it says so
 and stops (/proc's children figures miss what a daemon did not reap itself).
@@ -105,31 +112,50 @@ def array(side, jobs: int) -> None:
                    env=side.env, cwd=side.workdir, check=True, stdout=subprocess.DEVNULL)
 
 
+def loops(side, jobs: int, submitters: int) -> None:
+    """`jobs` plain jobs, each its own `sbatch --wrap true`, from `submitters` shell loops."""
+    cmd = " ".join(f"'{a}'" for a in side.argv("sbatch", "-o", "/dev/null", "--wrap", "true"))
+    each = -(-jobs // submitters)
+    procs = [subprocess.Popen(["sh", "-c", f"for i in $(seq {n}); do {cmd} >/dev/null || exit 1; "
+                               "done"], env=side.env, cwd=side.workdir)
+             for n in (min(each, jobs - k * each) for k in range(submitters)) if n > 0]
+    if any(p.wait() for p in procs):
+        raise RuntimeError(f"{side.label}: a submitter failed")
+
+
 def one(side, args, scratch: Path) -> dict[str, float]:
     node = Group(f"{side.label}-node", side.node_pids())
+    ctld = Group(f"{side.label}-ctld", [side.ctld_pid])
     munged_pid = side.munged_pid()
     munged = Group(f"{side.label}-munged", [munged_pid]) if munged_pid else None
     try:
         if args.warmup:
             array(side, args.warmup)
             wait_done(side, 120)
-        n0 = node.ms()
+        n0, c0 = node.ms(), ctld.ms()
         time.sleep(args.idle)
         idle = (node.ms() - n0) / args.idle  # ms a second
+        ctld_idle = (ctld.ms() - c0) / args.idle
         pids = side.node_pids()
         d0 = sum(proc_cpu(p) for p in pids)
-        n0, m0, t0 = node.ms(), munged and munged.ms(), time.perf_counter()
-        array(side, args.jobs)
+        n0, c0, m0, t0 = node.ms(), ctld.ms(), munged and munged.ms(), time.perf_counter()
+        if args.submitters:
+            loops(side, args.jobs, args.submitters)
+        else:
+            array(side, args.jobs)
         wait_done(side, max(600.0, args.jobs))
-        n1, m1, t1 = node.ms(), munged and munged.ms(), time.perf_counter()
+        n1, c1, m1, t1 = node.ms(), ctld.ms(), munged and munged.ms(), time.perf_counter()
         d1 = sum(proc_cpu(p) for p in pids)
     finally:
         node.close()
+        ctld.close()
         if munged:
             munged.close()
-    n = args.jobs
-    fig = {"idle node ms/s": idle, "jobs/s": n / (t1 - t0), "node": (n1 - n0) / n,
-           "node-idle": (n1 - n0 - idle * (t1 - t0)) / n, "daemon": (d1 - d0) * 1000 / n}
+    n, wall = args.jobs, t1 - t0
+    fig = {"idle node ms/s": idle, "jobs/s": n / wall, "node": (n1 - n0) / n,
+           "node-idle": (n1 - n0 - idle * wall) / n, "daemon": (d1 - d0) * 1000 / n,
+           "idle ctld ms/s": ctld_idle, "ctld": (c1 - c0) / n,
+           "ctld-idle": (c1 - c0 - ctld_idle * wall) / n}
     if munged:
         fig["munged"] = (m1 - m0) / n
         fig["node+munged"] = fig["node"] + fig["munged"]
@@ -158,7 +184,8 @@ def report(results: dict[str, list[dict[str, float]]], labels: list[str]) -> Non
         if lb == "slurm" or lb not in results:
             continue
         for mine, theirs in (("node", "node"), ("node-idle", "node-idle"),
-                             ("node", "node+munged")):
+                             ("node", "node+munged"), ("ctld", "ctld"),
+                             ("ctld-idle", "ctld-idle")):
             per = [r[mine] / s[theirs] for r, s in zip(results[lb], results["slurm"], strict=False)]
             print(f"  {lb} {mine} / slurm {theirs}: {statistics.median(per):.2f}x "
                   f"({', '.join(f'{x:.2f}' for x in per)})")
@@ -170,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1000)
     p.add_argument("--warmup", type=int, default=24)
     p.add_argument("--idle", type=float, default=10.0, help="seconds of idle measured")
+    p.add_argument("--submitters", type=int, default=0, metavar="K",
+                   help="K shell loops submit the jobs one sbatch each (default: one array)")
     p.add_argument("--no-slurm", action="store_true")
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE",
                    help="a Ranch source tree (repeatable; default ranch=this tree)")
