@@ -74,7 +74,9 @@ cluster.scale(jobs=2)
 with Client(cluster) as client:
     client.wait_for_workers(2, timeout=90)
     total = sum(client.gather(client.map(lambda x: x * x, range(10))))
-    workers = len(client.scheduler_info()["workers"])
+    # asked of the scheduler itself: scheduler_info() returns the client's cached identity,
+    # which the client's own refresh every 2 s (workers left out) may overwrite in between
+    workers = len(client.nthreads())
 ids = [job.job_id for job in cluster.workers.values()]
 cluster.close()
 print(json.dumps({"total": total, "workers": workers, "job_ids": ids,
