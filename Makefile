@@ -28,13 +28,12 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	touch $(DEMO_STAMP)
 
 # The suite runs on TEST_WORKERS pytest-xdist workers: most of its time is spent waiting on
-# daemons (real Slurm, rctld, rnoded), which overlaps well even on 2 cores (with a core hogged,
-# 1,271 s on 2 workers, 968 s on 3; tests/README.md). --dist loadgroup with the groups
-# tests/conftest.py gives: the namespace labs on one worker, a module's tests (its cluster
-# fixture) on one worker. TEST_WORKERS=0 runs it in one process. The options go through
+# daemons (real Slurm, rctld, rnoded), which overlaps well even on 2 cores. --dist loadgroup with
+# the groups tests/conftest.py gives: the namespace labs on one worker, a module's tests (its
+# cluster fixture) on one worker. TEST_WORKERS=0 runs it in one process. The options go through
 # PYTEST_ADDOPTS so the command line stays the one `pgrep` finds a full run by; --durations
 # leaves what the time went to at the end of every run's output (CI's included).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 2
 
 test: $(STAMP)
 	$(COMPILE)

@@ -1,5 +1,5 @@
 """The whole suite's hooks: failing tests leave their daemon logs in one place (tests/logkeeper),
-and under pytest-xdist (`make test` runs three workers) tests that share a machine-wide resource or
+and under pytest-xdist (`make test` runs two workers) tests that share a machine-wide resource or
 an expensive fixture go to one worker together (xdist_group, with --dist loadgroup)."""
 
 from __future__ import annotations
