@@ -114,13 +114,8 @@ def array(side, jobs: int) -> None:
 
 def loops(side, jobs: int, submitters: int) -> None:
     """`jobs` plain jobs, each its own `sbatch --wrap true`, from `submitters` shell loops."""
-    cmd = " ".join(f"'{a}'" for a in side.argv("sbatch", "-o", "/dev/null", "--wrap", "true"))
-    each = -(-jobs // submitters)
-    procs = [subprocess.Popen(["sh", "-c", f"for i in $(seq {n}); do {cmd} >/dev/null || exit 1; "
-                               "done"], env=side.env, cwd=side.workdir)
-             for n in (min(each, jobs - k * each) for k in range(submitters)) if n > 0]
-    if any(p.wait() for p in procs):
-        raise RuntimeError(f"{side.label}: a submitter failed")
+    vs_slurm.parallel_submits(side, submitters, jobs // submitters,
+                              ("-o", "/dev/null", "--wrap", "true"))
 
 
 def one(side, args, scratch: Path) -> dict[str, float]:
@@ -203,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE",
                    help="a Ranch source tree (repeatable; default ranch=this tree)")
     args = p.parse_args(argv)
+    if args.submitters and args.jobs % args.submitters:
+        p.error("--jobs must be a multiple of --submitters")
     if not os.access(CPUACCT, os.W_OK):
         print(f"no cpuacct groups here ({CPUACCT} not writable): nothing measured")
         return 1

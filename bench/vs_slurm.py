@@ -206,9 +206,10 @@ def median_run(side, argv: list[str], runs: int) -> tuple[float, float]:
     return statistics.median(g[0] for g in got), statistics.median(g[1] for g in got)
 
 
-def parallel_submits(side, submitters: int, each: int) -> float:
-    """Submissions per second of `submitters` shell loops, each submitting `each` jobs."""
-    cmd = " ".join(f"'{a}'" for a in side.argv("sbatch", *SUBMIT))
+def parallel_submits(side, submitters: int, each: int, args: tuple[str, ...] = SUBMIT) -> float:
+    """Submissions per second of `submitters` shell loops, each submitting `each` jobs (held
+    ones unless `args` says otherwise)."""
+    cmd = " ".join(f"'{a}'" for a in side.argv("sbatch", *args))
     loop = f"for i in $(seq {each}); do {cmd} >/dev/null || exit 1; done"
     t0 = time.perf_counter()
     procs = [subprocess.Popen(["sh", "-c", loop], env=side.env, cwd=side.workdir)
