@@ -1,6 +1,6 @@
 """A frame that waited unread in rctld's own socket (a restart storm's backlog) is judged on the
 sender's delay only: the kernel's record of when its bytes came (TCP_INFO) is credited
-(reading.backlog_allowance, as every FrameReader asks it), and a replay of it is still
+(allowance.backlog_allowance, as every FrameReader asks it), and a replay of it is still
 refused."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import trio
 
 from ranch.ctld.deadlines import Deadlines
 from ranch.ctld.nodes.stalls import StallWatch, backlog_cover
+from ranch.ctld.rpc.allowance import backlog_allowance
 from ranch.ctld.rpc.fastio import StreamIO
-from ranch.ctld.rpc.reading import backlog_allowance
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import FrameDecoder, ReplayGuard, encode_frame

@@ -1,7 +1,10 @@
 """Registered nodes between frames are parked on the server's epoll with no task each
 (ctld/rpc/idlenodes.py), over real loopback TCP: a parked node is read when it speaks, closed at
 once by close_soon, forgotten when it hangs up, and closed when the server stops; a busy poller
-gathers a few milliseconds of frames per wake-up, a quiet one takes a frame at once."""
+gathers a few milliseconds of frames per wake-up, a quiet one takes a frame at once. A plain
+heartbeat is answered in the poller's own task; whatever it cannot finish (a reply that waits
+for the journal, a frame not yet whole, two at once, another request, a refused frame) a task
+carries on, and a reply the kernel takes only part of is finished by one, in order."""
 
 from __future__ import annotations
 
@@ -9,13 +12,27 @@ import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
+from typing import Any
 
+import attrs
 import trio
 import trio.testing
 
+from ranch.ctld.compose.layers import rpc_server
+from ranch.ctld.rpc.connection import Connection, Links
 from ranch.ctld.rpc.fastio import RawStream, StreamIO
 from ranch.ctld.rpc.idlenodes import GATHER, IdleNodes
-from tests.ctld.test_connections import _beat, _cluster, _frame, _read_frames, _register, _server
+from ranch.protocol import messages as m
+from ranch.protocol.versions import CURRENT
+from tests.ctld.test_connections import (
+    KEY,
+    _beat,
+    _cluster,
+    _frame,
+    _read_frames,
+    _register,
+    _server,
+)
 
 
 async def _until(cond: Callable[[], bool], what: str) -> None:
@@ -25,12 +42,29 @@ async def _until(cond: Callable[[], bool], what: str) -> None:
     assert cond(), f"not {what} within 10 s"
 
 
+class _Tasks(trio.abc.Instrument):
+    """Counts the connection tasks started (the reader's, ctld/rpc/server.py names them)."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.started += task.name == "rpc connection"
+
+
 @asynccontextmanager
-async def _parked_node() -> AsyncIterator[tuple]:
+async def _parked_node(sync: Callable[[], Any] | None = None) -> AsyncIterator[tuple]:
     """(cluster, server, the node's stream): a server on loopback TCP
-    whose node n1 registered and is parked; the server is stopped when the block ends."""
+    whose node n1 registered and is parked; the server is stopped when the block ends.
+    `sync`: the server's journal write (none by default)."""
     cluster = _cluster()
-    server = _server(cluster)
+    if sync is None:
+        server = _server(cluster)
+    else:
+        async def reconfigure(who: str) -> m.ReconfigureResult:
+            return m.ReconfigureResult(ok=True)
+
+        server = rpc_server(cluster.controller, KEY, reconfigure=reconfigure, sync=sync)
     async with trio.open_nursery() as outer:
         server.spawn = outer.start_soon
         async with trio.open_nursery() as nursery:
@@ -62,6 +96,102 @@ async def test_a_parked_node_is_read_when_it_speaks_and_closed_at_once() -> None
         assert conn.push(_beat("n1", 9)) is False
 
 
+async def test_a_parked_nodes_heartbeats_are_answered_without_a_task() -> None:
+    tasks = _Tasks()
+    async with _parked_node() as (cluster, server, stream):
+        trio.lowlevel.add_instrument(tasks)
+        try:
+            for seq in range(1, 6):
+                await stream.send_all(_frame(_beat("n1", seq), 100 + seq))
+                [reply] = await _read_frames(stream, 1)
+                assert reply.request_id == 100 + seq
+                assert reply.msg.node_state.startswith("IDLE")
+                await _until(lambda: len(server.idle) == 1, "parked again")
+        finally:
+            trio.lowlevel.remove_instrument(tasks)
+        assert tasks.started == 0
+        assert cluster.nodes["n1"].seq == 5
+
+
+async def test_what_a_heartbeat_cannot_finish_a_task_carries_on() -> None:
+    written = trio.Event()
+    syncs: list[float] = []
+
+    async def sync() -> None:  # the journal's write, held until the test lets it go
+        syncs.append(trio.current_time())
+        await written.wait()
+
+    tasks = _Tasks()
+    async with _parked_node(sync) as (cluster, server, stream):
+        trio.lowlevel.add_instrument(tasks)
+        try:
+            # an ending to acknowledge: the reply waits for the write
+            ending = attrs.evolve(_beat("n1", 1), jobs_ended=(m.JobEnd(77, "COMPLETED"),))
+            await stream.send_all(_frame(ending, 11, version=CURRENT))
+            await _until(lambda: bool(syncs), "the write begun")
+            with trio.move_on_after(0.2):
+                await stream.receive_some(1 << 16)
+                raise AssertionError("a reply confirming an ending left before the write")
+            written.set()
+            [reply] = await _read_frames(stream, 1)
+            assert reply.request_id == 11 and type(reply.msg) is m.HeartbeatReply
+            await _until(lambda: len(server.idle) == 1, "parked after the ending")
+            # two beats in one write: both answered, in order
+            await stream.send_all(_frame(_beat("n1", 2), 12) + _frame(_beat("n1", 3), 13))
+            assert [f.request_id for f in await _read_frames(stream, 2)] == [12, 13]
+            await _until(lambda: len(server.idle) == 1, "parked after two")
+            # a beat in two pieces: answered once it is whole
+            whole = _frame(_beat("n1", 4), 14)
+            await stream.send_all(whole[:40])
+            await trio.sleep(0.05)
+            await stream.send_all(whole[40:])
+            [reply] = await _read_frames(stream, 1)
+            assert reply.request_id == 14
+            await _until(lambda: len(server.idle) == 1, "parked after the pieces")
+            # another request: its route's task answers it
+            await stream.send_all(_frame(m.Ping(), 15))
+            [reply] = await _read_frames(stream, 1)
+            assert reply.request_id == 15 and type(reply.msg) is m.Pong
+            await _until(lambda: len(server.idle) == 1, "parked after the ping")
+            assert cluster.nodes["n1"].seq == 4
+            assert tasks.started == 4  # one for each of the four above
+            # a frame signed with another key: refused, and the connection ends
+            await stream.send_all(_frame(_beat("n1", 5), 16)[:-1] + b"?")
+            [reply] = await _read_frames(stream, 1)
+            assert type(reply.msg) is m.Error and reply.msg.code == "bad_mac"
+            await _until(lambda: not server.connections, "closed")
+            assert cluster.nodes["n1"].conn is None
+        finally:
+            trio.lowlevel.remove_instrument(tasks)
+
+
+async def test_a_reply_the_kernel_takes_in_part_is_finished_in_order() -> None:
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    theirs.setblocking(False)
+    try:
+        async with trio.open_nursery() as nursery:
+            links = Links(spawn=lambda: nursery.start_soon, connections={None},
+                          idle=IdleNodes(lambda conn: None), message_timeout=lambda: 10.0,
+                          encode=lambda *a, **k: b"")
+            conn = Connection(RawStream(ours), "peer", links)
+            first, second = b"a" * 300_000, b"b" * 1000
+            assert conn.send_now(first) is True  # the kernel took part; a task writes the rest
+            assert conn.send_lock is not None and conn.send_lock.value == 0
+            assert conn.send_now(second) is None  # nothing written while that one is under way
+            nursery.start_soon(conn.send, second)  # waits for the rest, then goes
+            got = bytearray()
+            while len(got) < len(first) + len(second):
+                await trio.lowlevel.wait_readable(theirs)
+                got += theirs.recv(1 << 16)
+            assert bytes(got) == first + second
+            lock = conn.send_lock
+            await _until(lambda: lock.value == 1, "the lock let go")
+    finally:
+        ours.close()
+        theirs.close()
+
+
 async def test_a_parked_node_that_hangs_up_is_forgotten() -> None:
     async with _parked_node() as (cluster, server, stream):
         await stream.aclose()
@@ -90,6 +220,9 @@ class _Reader:
     def __init__(self, sock: socket.socket, started: list[tuple[int, float]], n: int) -> None:
         self.conn = _Conn(sock)
         self.started, self.n = started, n
+
+    def quick(self) -> bool:
+        return False  # nothing it can act on in the poller's task: a task reads it
 
     async def run(self) -> None:
         self.started.append((self.n, trio.current_time()))

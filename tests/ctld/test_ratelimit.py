@@ -80,29 +80,30 @@ async def test_a_flood_from_one_user_is_refused_while_others_pass(autojump_clock
     # the Credential opening each connection costs no token: the requests do
     replies = []
     for _ in range(25):
-        assert (await s.dispatch(alice, m.Credential("cred")))[0] is None
-        replies.append((await s.dispatch(alice, m.GetJobs()))[0])
+        assert (await s.dispatcher.dispatch(alice, m.Credential("cred")))[0] is None
+        replies.append((await s.dispatcher.dispatch(alice, m.GetJobs()))[0])
     refused = [r for r in replies if isinstance(r, m.Error)]
     assert len(refused) == 15
     assert all(r.code == BACKOFF and r.message == BACKOFF_TEXT for r in refused)
     # a submission too is refused (the limit is on requests, not reads)
-    reply, confirms = await s.dispatch(alice, m.SubmitJob("true", "alice", 1001, 1001, "/tmp"))
+    submit = m.SubmitJob("true", "alice", 1001, 1001, "/tmp")
+    reply, confirms = await s.dispatcher.dispatch(alice, submit)
     assert isinstance(reply, m.Error) and reply.code == BACKOFF and not confirms
     # bob, root and the key's holders (rnoded, root's commands) are not held up by alice
     for conn in (bob, _Conn(ROOT), _Conn(None)):
-        reply, _ = await s.dispatch(conn, m.GetJobs())
+        reply, _ = await s.dispatcher.dispatch(conn, m.GetJobs())
         assert not isinstance(reply, m.Error)
     for _ in range(40):
-        assert not isinstance((await s.dispatch(_Conn(ROOT), m.Ping()))[0], m.Error)
+        assert not isinstance((await s.dispatcher.dispatch(_Conn(ROOT), m.Ping()))[0], m.Error)
     await trio.sleep(1)  # a period later, refill_rate requests more
-    replies = [(await s.dispatch(alice, m.GetJobs()))[0] for _ in range(6)]
+    replies = [(await s.dispatcher.dispatch(alice, m.GetJobs()))[0] for _ in range(6)]
     assert [isinstance(r, m.Error) for r in replies] == [False] * 5 + [True]
 
 
 async def test_without_rl_enable_nobody_is_limited() -> None:
     s = _server("rl_bucket_size=1")
     for _ in range(50):
-        assert not isinstance((await s.dispatch(_Conn(ALICE), m.GetJobs()))[0], m.Error)
+        assert not isinstance((await s.dispatcher.dispatch(_Conn(ALICE), m.GetJobs()))[0], m.Error)
 
 
 def test_commands_back_off_and_retry_as_slurms(monkeypatch) -> None:

@@ -49,11 +49,11 @@ def test_settings_and_the_stated_age() -> None:
 async def test_off_by_default_a_submitted_job_is_listed_at_once(autojump_clock) -> None:
     s = _server("")
     for _ in range(3):
-        reply, _ = await s.dispatch(_Key(), _submit())
-        body = orjson.loads((await s.dispatch(_Key(), m.GetJobs()))[0].body)
+        reply, _ = await s.dispatcher.dispatch(_Key(), _submit())
+        body = orjson.loads((await s.dispatcher.dispatch(_Key(), m.GetJobs()))[0].body)
         assert reply.job_id in {j["job_id"] for j in body["jobs"]}
         assert "state_age" not in body
-    assert s.read_cache.built == s.read_cache.served == 0
+    assert s.dispatcher.read_cache.built == s.dispatcher.read_cache.served == 0
 
 
 class _Key:
@@ -76,11 +76,11 @@ async def test_a_reply_is_never_older_than_it_says(autojump_clock) -> None:
     while trio.current_time() < end:
         await trio.sleep(rng.uniform(0.0, 0.12))
         if rng.random() < 0.3:
-            reply, _ = await s.dispatch(_Key(), _submit())
+            reply, _ = await s.dispatcher.dispatch(_Key(), _submit())
             submitted.append((trio.current_time(), reply.job_id))
             continue
         msg = m.GetJobs(fields=fields) if rng.random() < 0.5 else m.GetJobs()
-        reply, _ = await s.dispatch(_Key(), msg)
+        reply, _ = await s.dispatcher.dispatch(_Key(), msg)
         assert isinstance(reply, Prebuilt)
         got_at = trio.current_time()
         body = orjson.loads(reply.body)
@@ -96,5 +96,5 @@ async def test_a_reply_is_never_older_than_it_says(autojump_clock) -> None:
         polls += 1
     # not a vacuous run: stale replies happened, and the cache spared most builds
     assert missing_seen > 0 and len(submitted) > 30
-    assert s.read_cache.served > s.read_cache.built
-    assert s.read_cache.built + s.read_cache.served == polls
+    assert s.dispatcher.read_cache.served > s.dispatcher.read_cache.built
+    assert s.dispatcher.read_cache.built + s.dispatcher.read_cache.served == polls

@@ -49,7 +49,7 @@ class Connection:
         self.links = links
         self.version = CURRENT
         self.node: str | None = None  # the node that registered on it (registered_as)
-        self.send_lock: trio.StrictFIFOLock | None = None  # made the first time a send waits
+        self.send_lock: trio.Semaphore | None = None  # made the first time a send waits
         # the scope its reader's task runs in (ctld/rpc/reading.py): none while a node's
         # connection is parked between frames (ctld/rpc/idlenodes.py)
         self.scope: trio.CancelScope | None = None
@@ -96,24 +96,52 @@ class Connection:
 
     async def send(self, frame: bytes) -> bool:
         """Write one frame; a peer that does not take it within MessageTimeout is cut off."""
-        data: bytes | memoryview = frame
         lock = self.send_lock
+        if lock is not None and lock.value == 0:  # another write under way: after it
+            await lock.acquire()
+            return await self._send_rest(lock, frame)
+        # Nothing else is writing: offer the frame to the kernel, which nearly always takes all
+        # of it (no await between the check and the acquire in _locked).
         try:
-            if lock is not None and lock.locked():
-                await lock.acquire()
-            else:
-                # Nothing else is writing: offer the frame to the kernel, which nearly always
-                # takes all of it (no await between the check and the acquire below).
-                sent = self.io.try_send(frame)
-                if sent == len(frame):
-                    return True
-                if lock is None:
-                    lock = self.send_lock = trio.StrictFIFOLock()
-                lock.acquire_nowait()
-                data = memoryview(frame)[sent:]
+            sent = self.io.try_send(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.close_soon()
             return False
+        if sent == len(frame):
+            return True
+        return await self._send_rest(self._locked(), memoryview(frame)[sent:])
+
+    def send_now(self, frame: bytes) -> bool | None:
+        """`send` for a caller that does not wait (the idle poller acting on a node's frame,
+        ctld/rpc/reading.py): True once the kernel took `frame`, or took part of it and a short
+        task of the daemon's nursery writes the rest (later sends wait for it); False when the
+        connection broke (it is closing); None, nothing written, while another write is under
+        way or before the daemon's nursery is there to finish one."""
+        lock = self.send_lock
+        spawn = self.links.spawn()
+        if spawn is None or (lock is not None and lock.value == 0):
+            return None
+        try:
+            sent = self.io.try_send(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.close_soon()
+            return False
+        if sent < len(frame):
+            spawn(self._send_rest, self._locked(), memoryview(frame)[sent:])
+        return True
+
+    def _locked(self) -> trio.Semaphore:
+        """The send lock, made the first time a write waits, taken now (it is free)."""
+        lock = self.send_lock
+        if lock is None:
+            # a semaphore, not a Lock: a rest handed to another task (send_now) is let go there;
+            # it hands over in arrival order, as a StrictFIFOLock does
+            lock = self.send_lock = trio.Semaphore(1, max_value=1)
+        lock.acquire_nowait()
+        return lock
+
+    async def _send_rest(self, lock: trio.Semaphore, data: bytes | memoryview) -> bool:
+        """Write `data` under the send lock, taken for it; let the lock go after."""
         try:
             with trio.move_on_after(max(self.links.message_timeout(), 1.0)):
                 try:

@@ -4,10 +4,11 @@ A node sends a frame every few seconds and its connection waits the rest of the 
 task parked in wait_readable holds its coroutines, a cancel scope and trio's wait bookkeeping:
 about 3.5 KB a node, 36 MB of rctld at 10,000 nodes (issue 35). Here a node's reader with
 nothing to read is handed over and its task ends; this poller, one task, waits on an epoll of
-the parked sockets (one-shot: each fires once) and starts a task for each socket with bytes,
-which reads them as the reader did. The kernel keeps the readiness, so nothing is missed between
-the park and the wait. trio offers no wait on many sockets in one task; the standard library's
-select.epoll does (Linux, as rctld).
+the parked sockets (one-shot: each fires once). A socket with bytes is read at once, here: a
+plain heartbeat is answered and the node parked again without a task (FrameReader.quick);
+anything else starts a task, which reads on as the reader did. The kernel keeps the readiness,
+so nothing is missed between the park and the wait. trio offers no wait on many sockets in one
+task; the standard library's select.epoll does (Linux, as rctld).
 
 A busy poller takes its sockets at most once every GATHER: at 10,000 nodes (1,000 beats a
 second) each wake-up found one socket, and trio's pass, the wait's two epoll_ctl and the poll
@@ -40,6 +41,7 @@ class Reader(Protocol):
     @property
     def conn(self) -> Conn: ...
     async def run(self) -> None: ...
+    def quick(self) -> bool: ...
 
 # EPOLLRDHUP: a peer that closed is woken too (its reader reads the end and leaves)
 _WATCH = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
@@ -114,7 +116,8 @@ class IdleNodes:
                     reader = self._parked.pop(fd, None)
                     if reader is not None:
                         reader.conn.ready = True  # read at once, without a wait
-                        nursery.start_soon(reader.run, name="rpc connection")
+                        if not reader.quick():  # a heartbeat, answered here; else a task
+                            nursery.start_soon(reader.run, name="rpc connection")
         finally:
             self.running = False
             parked, self._parked = self._parked, {}

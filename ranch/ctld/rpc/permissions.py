@@ -1,5 +1,5 @@
 """Who may do what (issue 19): Slurm's rules, each written once, applied to every request before
-its route runs (Server.dispatch calls `gate`).
+its route runs (Dispatcher, ctld/rpc/dispatch.py, calls `gate`).
 
 Three kinds of caller:
 - the cluster key's holder (a connection signed with it: rnoded, and root on a host that holds

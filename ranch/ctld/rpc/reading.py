@@ -25,6 +25,8 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.rpc import userauth
+from ranch.ctld.rpc.allowance import connection_allowance
+from ranch.ctld.rpc.dispatch import IMMEDIATE, log_refusal, not_saved
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import Frame, FrameDecoder
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
     from ranch.ctld.rpc.admission import Admission
     from ranch.ctld.rpc.capacity import CapacityRefusals
     from ranch.ctld.rpc.connection import Connection
-    from ranch.ctld.rpc.fastio import StreamIO
+    from ranch.ctld.rpc.dispatch import Dispatcher
     from ranch.ctld.rpc.idlenodes import IdleNodes
     from ranch.ctld.rpc.replaymark import ReplayMark
     from ranch.protocol.framing import ReplayGuard
@@ -67,7 +69,7 @@ class Steps:
     idle: IdleNodes  # where a node between frames is parked
     replay_mark: ReplayMark
     capacity: CapacityRefusals
-    dispatch: Callable[[Connection, Any], Awaitable[tuple[Any, bool]]]  # a request's route
+    dispatcher: Dispatcher  # a request's route
     sync: Callable[[], Awaitable[None]] | None  # every confirmed change on disk (None: none)
     ended: Callable[[Connection], bool]  # forget the connection; True: its stream to close
     follow: Callable[[Connection, m.GetEvents, int, int], Awaitable[None]]  # rcontrol events -f
@@ -98,8 +100,8 @@ class FrameReader:
     """Reads one connection until it ends; each `run` is a task (a node parked between frames
     starts a new one when it speaks: ctld/rpc/idlenodes.py)."""
 
-    __slots__ = ("conn", "decoder", "frame_deadline", "held", "may_park", "proven", "steps",
-                 "timeout")
+    __slots__ = ("conn", "decoder", "frame_deadline", "held", "may_park", "pending", "proven",
+                 "steps", "timeout")
 
     def __init__(self, steps: Steps, conn: Connection, *, may_park: bool = False) -> None:
         """`may_park`: a node between frames may be handed to the server's idle poller
@@ -119,6 +121,8 @@ class FrameReader:
                                      d.replay_guard.window - mt))
         self.proven = False
         self.held: list[Held] = []
+        # what `quick` read and left to the task: a frame to act on, or a refusal to send
+        self.pending: Frame | ProtocolError | None = None
         # The deadline of the frame being read (None between frames): from the connect for a
         # peer that has not proven the key, else from the frame's first byte.
         self.frame_deadline: float | None = trio.current_time() + mt
@@ -164,6 +168,12 @@ class FrameReader:
         refused: each already answered and logged), or IDLE: a node with nothing to read, for
         `run` to park or wait on."""
         conn, decoder = self.conn, self.decoder
+        if self.pending is not None:
+            pending, self.pending = self.pending, None
+            if not isinstance(pending, ProtocolError):
+                return pending
+            await self.refuse(pending)
+            return None
         while True:
             try:
                 if not self.proven and conn.who is None:
@@ -312,18 +322,53 @@ class FrameReader:
             await self.send_held()
             await steps.follow(conn, msg, frame.request_id, frame.version)
             return False
-        confirms = False
-        try:
-            reply, confirms = await steps.dispatch(conn, msg)
-        except OSError as exc:  # the journal write failed: say so, never "done"
-            reply = not_saved(type(msg).__name__, exc)
-        except Exception as exc:
-            logging.getLogger(logs.LOGGER_NAME).exception(
-                "request failed: %s from %s", type(msg).__name__, conn.peer)
-            reply = m.Error("internal", f"{type(msg).__name__} failed: {exc!r}")
+        reply, confirms = await steps.dispatcher.answer(conn, msg)
         if reply is not None:
             self.held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
         return True
+
+    def quick(self) -> bool:
+        """A parked node's next frame read and acted on in the idle poller's own task, with no
+        task, cancel scope or await of its own: at 10,000 nodes those were a fifth of rctld's
+        CPU per heartbeat (docs/benchmarks.md, issue 50). True: done, the reply written and the
+        connection parked again. False: start the task, which carries on from here: a frame
+        not yet whole, one whose route waits (`pending`), a refusal (`pending`), a reply held
+        for the journal's write or for another write under way, a connection closing."""
+        conn, decoder, steps = self.conn, self.decoder, self.steps
+        if conn.closing or self.held or self.pending is not None or not self.proven:
+            return False
+        try:
+            data = conn.io.read_now(RECEIVE_CHUNK)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False  # the task's read meets it again, and ends the connection
+        if not data:
+            return False  # nothing after all (the task waits), or the end (the task ends)
+        conn.ready = False
+        decoder.feed(data)
+        try:
+            frame = decoder.next_frame()
+        except ProtocolError as exc:
+            self.pending = exc
+            return False
+        if frame is None:  # the frame's first bytes: the task reads the rest, under its deadline
+            return False
+        if type(frame.msg) not in IMMEDIATE or steps.replay_mark.needs(frame.timestamp):
+            self.pending = frame
+            return False
+        self.frame_deadline = None
+        conn.version = frame.version
+        reply, confirms = steps.dispatcher.answer_now(conn, frame.msg)
+        if reply is None:
+            return not conn.closing and not decoder.buffered and steps.idle.park(self)
+        if confirms or conn.closing or decoder.buffered:
+            self.held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
+            return False
+        sent = conn.send_now(conn.links.encode(reply, frame.request_id, frame.version, conn.key))
+        if sent is None:  # another write under way: the task sends it after that one
+            self.held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
+            return False
+        log_refusal(conn, frame.type, reply)
+        return sent and steps.idle.park(self)
 
     async def send_held(self) -> None:
         """The held replies, in order, once every change they confirm is on disk (one write
@@ -343,47 +388,3 @@ class FrameReader:
             if h.reply is not None:
                 await self.conn.reply(h.reply, h.request_id, h.version)
                 log_refusal(self.conn, h.request, h.reply)
-
-
-def backlog_allowance(stalls: StallWatch, io: StreamIO, cover: float) -> float:
-    """The frame allowance once a connection's wait in our own backlog is counted: a frame read
-    late because rctld was reading thousands of others (a restart storm) is not the sender's
-    fault. Asked by the decoder only for a frame about to be refused as old; the wait is the
-    kernel's (tcpi_last_data_recv), which no peer can fake, and at most `cover`, what the
-    replay guard keeps nonces past the window (ctld/rpc/server.py)."""
-    return stalls.queued(min(io.waited(), cover))
-
-
-def connection_allowance(stalls: StallWatch, conn: Connection, cover: float) -> float:
-    """`backlog_allowance` for `conn`. A relay's link (ctld/rpc/relayhub.py) is never quiet
-    long enough for the kernel's last-arrival time to show the wait of the batch being read,
-    and its batches do wait here while the one before is acted on: its frames get the whole
-    cover, which the replay guard still spans."""
-    if conn.relaying:
-        return stalls.queued(cover)
-    return backlog_allowance(stalls, conn.io, cover)
-
-
-def not_saved(request: str, exc: OSError) -> m.Error:
-    logs.event("change not saved; request answered with an error", logging.ERROR,
-               request=request, error=str(exc))
-    return m.Error("internal", f"{request}: the change could not be written to disk "
-                   f"({exc.strerror or exc}); it is in effect but a controller restart "
-                   "would lose it")
-
-
-def log_refusal(conn: Connection, request: str, reply: Any) -> None:
-    """Every refused request is logged with the peer that sent it."""
-    if isinstance(reply, m.Error):
-        errors: tuple[str, ...] = (f"{reply.code}: {reply.message}",)
-    elif isinstance(reply, m.UpdateResult | m.ReconfigureResult | m.JobResult) and not reply.ok:
-        errors = reply.errors
-    elif isinstance(reply, m.RegisterReply) and not reply.accepted:
-        if reply.health_check_first:
-            return  # the normal first step of a node with a health check, not a refusal
-        errors = (reply.reason,)
-    else:
-        return
-    shown = "; ".join(errors[:5]) + (f" (+{len(errors) - 5} more)" if len(errors) > 5 else "")
-    logs.event("request refused", logging.WARNING, request=request, peer=conn.peer,
-               node=conn.node or "-", error=shown)

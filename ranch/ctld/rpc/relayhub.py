@@ -26,7 +26,8 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.rpc.connection import Connection, Links
-from ranch.ctld.rpc.reading import Held, Steps, log_refusal, not_saved
+from ranch.ctld.rpc.dispatch import log_refusal, not_saved
+from ranch.ctld.rpc.reading import Held, Steps
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import FrameDecoder
@@ -223,15 +224,7 @@ class RelayHub:
         conn.version = frame.version
         if steps.replay_mark.needs(frame.timestamp):
             await steps.replay_mark.cover(frame.timestamp)
-        confirms = False
-        try:
-            reply, confirms = await steps.dispatch(session, frame.msg)
-        except OSError as exc:  # the journal write failed: say so, never "done"
-            reply = not_saved(frame.type, exc)
-        except Exception as exc:
-            logging.getLogger(logs.LOGGER_NAME).exception(
-                "request failed: %s from %s", frame.type, session.peer)
-            reply = m.Error("internal", f"{frame.type} failed: {exc!r}")
+        reply, confirms = await steps.dispatcher.answer(session, frame.msg)
         if reply is None:
             return None
         return Held(reply, frame.request_id, frame.version, frame.type, confirms)

@@ -26,7 +26,6 @@ writes meet, keeps frames whole (ctld/rpc/connection.py).
 from __future__ import annotations
 
 import errno
-import inspect
 import logging
 import os
 import socket
@@ -40,10 +39,11 @@ import trio
 from ranch.ctld import logs
 from ranch.ctld.kept import kept
 from ranch.ctld.nodes.stalls import backlog_cover
-from ranch.ctld.rpc import eventstream, permissions, ratelimit, readcache, userauth
+from ranch.ctld.rpc import eventstream, userauth
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
 from ranch.ctld.rpc.connection import Connection, Links
+from ranch.ctld.rpc.dispatch import Dispatcher
 from ranch.ctld.rpc.fastio import RawStream, unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
@@ -122,7 +122,6 @@ class Server:
         no such route); `wall` the clock frames' timestamps are judged on (tests: trio's)."""
         self.config = config
         self.traffic = traffic
-        self.changes = changes
         self.key = key
         self.max_size, self.unproven_max = max_size, unproven_max
         self.wall = wall
@@ -136,13 +135,14 @@ class Server:
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
         # connection to hold it would cost every connection its memory.
         self.spawn = spawn
-        self.routes: dict[type, Route] = {
+        routes: dict[type, Route] = {
             **node_routes(traffic, book, nodes, eventlog),
             **admin_routes(admin, book, eventlog, reconfigure, takeover or _no_standby),
             **read_routes(reads, eventlog),
             **job_routes(jobs, config, submit),
             **(accounting_routes(acctmgr, shares) if acctmgr is not None else {}),
         }
+        self.dispatcher = Dispatcher(routes, config=config, changes=changes)
         self.links, self.steps = self._parts(liveness, eventlog, sync)
         self.relays = self._relay_hub(book)
         _log_limits(self.admission.caps, self.admission.pool_cap(), unproven_max, max_size,
@@ -151,7 +151,7 @@ class Server:
     def _relay_hub(self, book: NodeCredentials) -> RelayHub:
         """Relayed nodes' sessions, each checked with the node's own key (issue 47)."""
         hub = RelayHub(self.links, self.steps, book.hashes.get, self.traffic.disconnected)
-        self.routes[m.RelayUp] = Route(hub.up, changes=False)
+        self.dispatcher.add_route(m.RelayUp, Route(hub.up, changes=False))
         return hub
 
     def _door(self, state_dir: str | None, caps: Caps, liveness: Watching) -> None:
@@ -165,7 +165,6 @@ class Server:
                                         + backlog_cover(self.message_timeout),
                                         not_before=self.replay_mark.floor)
         self.admission = Admission(caps)
-        self.rate_limits, self.read_cache = ratelimit.RateLimits(), readcache.ReadCache(self.config)
         self.capacity = CapacityRefusals(
             self.admission, self.key, self.replay_guard,
             message_timeout=lambda: self.message_timeout,
@@ -186,7 +185,7 @@ class Server:
                             liveness.stalls, timeout, self.wall)
         steps = Steps(
             decoding, self.admission, self.idle, self.replay_mark, self.capacity,
-            dispatch=self.dispatch, ended=self.connection_ended,
+            dispatcher=self.dispatcher, ended=self.connection_ended,
             # Durability.durable (ctld/state/durability.py): every change a reply confirms
             # is on disk before it leaves. None (tests of the core alone): nothing is persisted.
             sync=sync,
@@ -320,42 +319,6 @@ class Server:
             (stream if isinstance(stream, RawStream) else stream.socket).close()
             return False
         return True
-
-    def _confirms(self, msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
-        """Whether the reply to `msg` waits for the journal. A heartbeat confirms only the
-        endings it carries (the node forgets them on the reply) and what it changed."""
-        if type(msg) is m.Heartbeat:
-            return bool(msg.jobs_ended or nodes_changed or jobs_changed)
-        if type(msg) is m.Register:
-            # A registration confirms only the endings it carries and the jobs it moved; its
-            # own state change is journalled with the next write (a registration storm does
-            # not wait on the disk: lost at a crash, the node registers again).
-            return bool(msg.jobs_ended or jobs_changed)
-        return True
-
-    async def dispatch(self, conn: Connection, msg: Any) -> tuple[Any, bool]:
-        """(the reply of the request's route (ctld/rpc/routes.py), whether it confirms a change:
-        then it may leave only once the change is on disk)."""
-        route = self.routes.get(type(msg))
-        if route is None:
-            return m.Error("bad_request",
-                           f"{type(msg).__name__} is not a request rctld serves"), False
-        limited = self.rate_limits.refusal(self.config(), conn.who, type(msg).__name__)
-        if limited is not None:  # a user over their rate is told to back off, and nothing done
-            return limited, False
-        # who may (ctld/rpc/permissions.py)
-        msg, refused, after = permissions.gate(self.config(), conn, msg)
-        if refused is not None:
-            return refused, False
-        changes = self.changes
-        nodes_before, jobs_before = changes.counts()
-        reply = self.read_cache.answer(route.handler, conn, msg)  # listings: maybe cached
-        if inspect.isawaitable(reply):
-            reply = await reply
-        nodes_after, jobs_after = changes.counts()
-        confirms = route.changes and self._confirms(
-            msg, nodes_after != nodes_before, jobs_after != jobs_before)
-        return (reply if after is None else after(reply)), confirms
 
 
 def _log_limits(c: Caps, unproven: int, unproven_max: int, max_size: int, nodes: int) -> None:
