@@ -3,6 +3,13 @@
 Rescheduling a key leaves its old heap entry in place; the entry is recognised as stale when it
 comes up (its sequence number is no longer the key's live one) and dropped then, so schedule and
 cancel are O(log n) and O(1) and nothing ever scans all keys.
+
+A busy task takes its due keys at most once every GATHER. At 10,000 nodes a node's heartbeat
+deadline comes up every one or two intervals (it is re-armed lazily, when it fires), some 500
+keys a second, and each wake-up found three or four: its scheduler pass and cancel scope were a
+tenth of rctld's CPU (docs/benchmarks.md, issue 50). A deadline after a quiet spell fires on
+time; in a busy stretch one may fire up to GATHER late, far inside every timeout it serves
+(seconds: slurmctld judges the same ones on passes seconds apart).
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import math
 from collections.abc import Callable, Hashable
 
 import trio
+
+GATHER = 0.025  # seconds from one wake-up of the task to the next, at the least
 
 
 class Deadlines:
@@ -75,11 +84,15 @@ class Deadlines:
 
     async def run(self, fire: Callable[[list[Hashable]], None]) -> None:
         """Sleep until the earliest deadline, hand the due keys to `fire`, repeat forever."""
+        woke = -math.inf
         while True:
+            if trio.current_time() < woke + GATHER:  # busy: let a few more come due
+                await trio.sleep_until(woke + GATHER)
             with trio.CancelScope(deadline=self.next_when()) as scope:
                 self._scope = scope
                 await trio.sleep_forever()
             self._scope = None
-            due = self.pop_due(trio.current_time())
+            woke = trio.current_time()
+            due = self.pop_due(woke)
             if due:
                 fire(due)
