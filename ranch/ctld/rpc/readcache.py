@@ -62,8 +62,10 @@ class ReadCache:
     def answer(self, handler: Callable[[Any, Any], Any], conn: Any, msg: Any) -> Any:
         """The route `handler`'s reply to `msg`, from the cache while it is fresh enough."""
         key = cache_key(msg)
+        if key is None:  # not a listing (a heartbeat, a submission): no config asked
+            return handler(conn, msg)
         interval = self._interval()
-        if key is None or interval <= 0:
+        if interval <= 0:
             return handler(conn, msg)
         now = trio.current_time()
         hit = self._bodies.get(key)
