@@ -107,10 +107,18 @@ async def test_a_parked_nodes_heartbeats_are_answered_without_a_task() -> None:
                 assert reply.request_id == 100 + seq
                 assert reply.msg.node_state.startswith("IDLE")
                 await _until(lambda: len(server.idle) == 1, "parked again")
+            # the Ack of a push has no reply: taken, and the node parked again
+            [conn] = server.connections
+            await stream.send_all(_frame(m.Ack(), 200))  # on loopback: in rctld's socket now
+            await _until(lambda: conn.io.unread() == 0 and len(server.idle) == 1,
+                         "read, and parked after the Ack")
+            await stream.send_all(_frame(_beat("n1", 6), 201))
+            [reply] = await _read_frames(stream, 1)
+            assert reply.request_id == 201  # nothing came for the Ack
         finally:
             trio.lowlevel.remove_instrument(tasks)
         assert tasks.started == 0
-        assert cluster.nodes["n1"].seq == 5
+        assert cluster.nodes["n1"].seq == 6
 
 
 async def test_what_a_heartbeat_cannot_finish_a_task_carries_on() -> None:

@@ -103,9 +103,10 @@ class Dispatcher:
             return failed(conn, type(msg).__name__, exc), False
 
 
-# The requests whose routes answer without waiting: a node's heartbeat, a thousand a second at
-# 10,000 nodes, is acted on in the idle poller's own task (ctld/rpc/reading.py FrameReader.quick)
-IMMEDIATE = frozenset({m.Heartbeat})
+# The requests whose routes answer without waiting, acted on in the idle poller's own task when
+# a parked node sends one (ctld/rpc/reading.py FrameReader.quick): a heartbeat (a thousand a
+# second at 10,000 nodes) and the Ack of a push (one a job: its LaunchJob's)
+IMMEDIATE = frozenset({m.Heartbeat, m.Ack})
 
 
 def confirms_change(msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
