@@ -2,12 +2,14 @@
 (ctld/rpc/idlenodes.py), over real loopback TCP: a parked node is read when it speaks, closed at
 once by close_soon, forgotten when it hangs up, and closed when the server stops; a busy poller
 gathers a few milliseconds of frames per wake-up, a quiet one takes a frame at once. A plain
-heartbeat is answered in the poller's own task; whatever it cannot finish (a reply that waits
-for the journal, a frame not yet whole, two at once, another request, a refused frame) a task
-carries on, and a reply the kernel takes only part of is finished by one, in order."""
+heartbeat is answered in the poller's own task, a storm's batch of them in slices; whatever it
+cannot finish (a reply that waits for the journal, a frame not yet whole, two at once, another
+request, a refused frame) a task carries on, and a reply the kernel takes only part of is
+finished by one, in order."""
 
 from __future__ import annotations
 
+import collections
 import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -19,6 +21,7 @@ import trio
 import trio.testing
 
 from ranch.ctld.compose.layers import rpc_server
+from ranch.ctld.rpc import idlenodes
 from ranch.ctld.rpc.connection import Connection, Links
 from ranch.ctld.rpc.fastio import RawStream, StreamIO
 from ranch.ctld.rpc.idlenodes import GATHER, IdleNodes
@@ -265,6 +268,53 @@ async def test_a_busy_poller_gathers_and_a_quiet_one_answers_at_once(
             assert started[3] == (0, again)
             nursery.cancel_scope.cancel()
     finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+class _Steps(trio.abc.Instrument):
+    """Numbers each step any task takes."""
+
+    def __init__(self) -> None:
+        self.step = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.step += 1
+
+
+class _QuickReader(_Reader):
+    """A parked reader whose frames are all acted on in the poller's task (noting the step)."""
+
+    steps = _Steps()
+
+    def quick(self) -> bool:
+        assert self.conn.io.read_now(16) == b"x"
+        self.started.append((self.n, self.steps.step))
+        return True
+
+
+async def test_a_storms_batch_is_acted_on_in_slices(monkeypatch) -> None:
+    monkeypatch.setattr(idlenodes, "QUICK_SLICE", 2)
+    idle = IdleNodes(lambda conn: None)
+    pairs = [socket.socketpair() for _ in range(5)]
+    taken: list[tuple[int, int]] = []
+    readers = [_QuickReader(ours, taken, n) for n, (ours, _) in enumerate(pairs)]  # type: ignore[arg-type]
+    trio.lowlevel.add_instrument(_QuickReader.steps)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(idle.run, nursery)
+            await trio.testing.wait_all_tasks_blocked()
+            assert all(idle.park(r) for r in readers)
+            for _, theirs in pairs:
+                theirs.send(b"x")
+            await _until(lambda: len(taken) == 5, "all taken")
+            per_step = collections.Counter(step for _, step in taken)
+            assert max(per_step.values()) == 2 and len(per_step) == 3  # 2 + 2 + 1
+            assert len(idle) == 0  # each acted on (the stub does not park again)
+            nursery.cancel_scope.cancel()
+    finally:
+        trio.lowlevel.remove_instrument(_QuickReader.steps)
         for a, b in pairs:
             a.close()
             b.close()
