@@ -5,7 +5,7 @@ gathers a few milliseconds of frames per wake-up, a quiet one takes a frame at o
 heartbeat is answered in the poller's own task, a storm's batch of them in slices; whatever it
 cannot finish (a reply that waits for the journal, a frame not yet whole, two at once, another
 request, a refused frame) a task carries on, and a reply the kernel takes only part of is
-finished by one, in order."""
+finished by one, in order; a failure there ends that connection, never the poller."""
 
 from __future__ import annotations
 
@@ -174,6 +174,31 @@ async def test_what_a_heartbeat_cannot_finish_a_task_carries_on() -> None:
             assert cluster.nodes["n1"].conn is None
         finally:
             trio.lowlevel.remove_instrument(tasks)
+
+
+async def test_a_failure_acting_on_a_beat_ends_that_connection_not_the_poller(
+        monkeypatch) -> None:
+    from ranch.ctld.rpc import server as server_module
+
+    def broken(*args: Any, **kwargs: Any) -> bytes:
+        raise RuntimeError("encoder broke")
+
+    async with _parked_node() as (cluster, server, stream):
+        monkeypatch.setattr(server_module, "encode_body_frame", broken)
+        await stream.send_all(_frame(_beat("n1", 1), 31))
+        assert await stream.receive_some(100) == b""  # that connection ends
+        assert server.idle.running and cluster.nodes["n1"].conn is None
+        monkeypatch.undo()
+        # the poller still serves: a node that registers again is read and answered
+        again = await trio.open_tcp_stream(*stream.socket.getpeername())
+        await again.send_all(_frame(_register(), 32))
+        [reply] = await _read_frames(again, 1)
+        assert reply.msg.accepted
+        await _until(lambda: len(server.idle) == 1, "parked")
+        await again.send_all(_frame(_beat("n1", 2), 33))
+        [reply] = await _read_frames(again, 1)
+        assert reply.request_id == 33 and type(reply.msg) is m.HeartbeatReply
+        await again.aclose()
 
 
 async def test_a_reply_the_kernel_takes_in_part_is_finished_in_order() -> None:

@@ -334,6 +334,15 @@ class FrameReader:
         connection parked again. False: start the task, which carries on from here: a frame
         not yet whole, one whose route waits (`pending`), a refusal (`pending`), a reply held
         for the journal's write or for another write under way, a connection closing."""
+        try:
+            return self._quick()
+        except Exception as exc:  # as in `run`: one peer never takes the poller down
+            logs.event("connection failed", logging.ERROR, peer=self.conn.peer,
+                       error=repr(exc))
+            self.conn.closing = True  # the task starts, sees it and ends the connection
+            return False
+
+    def _quick(self) -> bool:
         conn, decoder, steps = self.conn, self.decoder, self.steps
         if conn.closing or self.held or self.pending is not None or not self.proven:
             return False
