@@ -1,4 +1,7 @@
-"""rctld's TCP side: one task per connection, frames in, the core's replies and pushes out.
+"""rctld's TCP side: a task per connection while it has frames, the core's replies and pushes out.
+
+A registered node between frames has no task: it is parked with the idle poller
+(ctld/rpc/idlenodes.py), which answers a plain heartbeat itself and starts a task for the rest.
 
 A peer's faults stay on its own connection: each frame must arrive whole within MessageTimeout
 of its first byte (a total deadline: bytes dribbled in do not extend it), a send that does not
