@@ -102,10 +102,8 @@ class Connection:
             return await self._send_rest(lock, frame)
         # Nothing else is writing: offer the frame to the kernel, which nearly always takes all
         # of it (no await between the check and the acquire in _locked).
-        try:
-            sent = self.io.try_send(frame)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.close_soon()
+        sent = self._offer(frame)
+        if sent is None:
             return False
         if sent == len(frame):
             return True
@@ -121,14 +119,21 @@ class Connection:
         spawn = self.links.spawn()
         if spawn is None or (lock is not None and lock.value == 0):
             return None
-        try:
-            sent = self.io.try_send(frame)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self.close_soon()
+        sent = self._offer(frame)
+        if sent is None:
             return False
         if sent < len(frame):
             spawn(self._send_rest, self._locked(), memoryview(frame)[sent:])
         return True
+
+    def _offer(self, frame: bytes) -> int | None:
+        """What the kernel takes of `frame` now, without waiting; None when the connection
+        broke (it is closing)."""
+        try:
+            return self.io.try_send(frame)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self.close_soon()
+            return None
 
     def _locked(self) -> trio.Semaphore:
         """The send lock, made the first time a write waits, taken now (it is free)."""

@@ -369,11 +369,9 @@ class FrameReader:
         reply, confirms = steps.dispatcher.answer_now(conn, frame.msg)
         if reply is None:
             return not conn.closing and not decoder.buffered and steps.idle.park(self)
-        if confirms or conn.closing or decoder.buffered:
-            self.held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
-            return False
-        sent = conn.send_now(conn.links.encode(reply, frame.request_id, frame.version, conn.key))
-        if sent is None:  # another write under way: the task sends it after that one
+        sent = None if confirms or conn.closing or decoder.buffered else conn.send_now(
+            conn.links.encode(reply, frame.request_id, frame.version, conn.key))
+        if sent is None:  # held for the journal, behind another write, or frames to come
             self.held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
             return False
         log_refusal(conn, frame.type, reply)
