@@ -16,8 +16,10 @@ from K shell loops, so that each job pays its own submission), until the queue i
 The node side is counted in cpuacct groups (nanoseconds, every process and thread that ever
 ran in them; children stay in their parent's group): every slurmd (so every slurmstepd it forks
 and the jobs' own processes) or every rnoded (so its job supervisors, spares included, and the
-jobs' own processes); munged in a group of its own (it serves slurmctld and sbatch too, so the
-node side is given with and without it). Per job:
+jobs' own processes). Slurm runs a munged per role (tests/conformance/slurm_cluster.py,
+munged_per_role): one for the slurmds, one for slurmctld, one for the commands, each in a
+group of its own, so that each side's MUNGE work is counted with it, as Ranch's MACs are
+inside rnoded and rctld. Per job:
   node          the node group's CPU over the burst / jobs
   node-idle     less the idle rate times the burst's wall time (heartbeats, pings, samplers)
   daemon        the daemons' own CPU (slurmd / rnoded, /proc, 10 ms ticks), the rest being
@@ -26,6 +28,7 @@ node side is given with and without it). Per job:
                 cpuacct group of its own): what a job run to completion costs it, the array's
                 one submission included
   ctld-idle     less the controller's idle rate over the burst's wall time
+  node+munged, ctld+munged   the slurmds' or slurmctld's figure plus its own munged's
 Ratios are each Ranch side's figure over Slurm's, per round, then the median. Prints; asserts
 nothing; not part of `make test`. Where this machine lets no cpuacct group be made, it says so
 and stops (/proc's children figures miss what a daemon did not reap itself).
@@ -85,21 +88,24 @@ class Slurm(SlurmSide):
         super().__init__(workdir)
         from tests.conformance.slurm_cluster import SlurmCluster
 
-        self.cluster = SlurmCluster(SHAPE, scheduler=ISSUE_SLURM, extra_conf="MessageTimeout=30\n")
+        self.cluster = SlurmCluster(SHAPE, scheduler=ISSUE_SLURM, extra_conf="MessageTimeout=30\n",
+                                    munged_per_role=True)
 
     def node_pids(self) -> list[int]:
         return [p.pid for n, p in self.cluster.procs.items() if n.startswith("slurmd-")]
 
-    def munged_pid(self) -> int | None:
-        return self.cluster.procs["munged"].pid
+    def munged_pids(self) -> dict[str, int]:
+        """Each role's munged: the slurmds', slurmctld's, the commands'."""
+        return {role: self.cluster.procs[name].pid for role, name in
+                (("node", "munged-node"), ("ctld", "munged-ctld"), ("cmd", "munged"))}
 
 
 class Ranch(RanchSide):
     def node_pids(self) -> list[int]:
         return [p.pid for n, p in self.procs.items() if n != "rctld"]
 
-    def munged_pid(self) -> int | None:
-        return None
+    def munged_pids(self) -> dict[str, int]:
+        return {}
 
 
 def wait_done(side, timeout: float) -> None:
@@ -121,8 +127,8 @@ def loops(side, jobs: int, submitters: int) -> None:
 def one(side, args, scratch: Path) -> dict[str, float]:
     node = Group(f"{side.label}-node", side.node_pids())
     ctld = Group(f"{side.label}-ctld", [side.ctld_pid])
-    munged_pid = side.munged_pid()
-    munged = Group(f"{side.label}-munged", [munged_pid]) if munged_pid else None
+    munged = {role: Group(f"{side.label}-munged-{role}", [pid])
+              for role, pid in side.munged_pids().items()}
     try:
         if args.warmup:
             array(side, args.warmup)
@@ -133,27 +139,31 @@ def one(side, args, scratch: Path) -> dict[str, float]:
         ctld_idle = (ctld.ms() - c0) / args.idle
         pids = side.node_pids()
         d0 = sum(proc_cpu(p) for p in pids)
-        n0, c0, m0, t0 = node.ms(), ctld.ms(), munged and munged.ms(), time.perf_counter()
+        n0, c0, t0 = node.ms(), ctld.ms(), time.perf_counter()
+        m0 = {role: g.ms() for role, g in munged.items()}
         if args.submitters:
             loops(side, args.jobs, args.submitters)
         else:
             array(side, args.jobs)
         wait_done(side, max(600.0, args.jobs))
-        n1, c1, m1, t1 = node.ms(), ctld.ms(), munged and munged.ms(), time.perf_counter()
+        n1, c1, t1 = node.ms(), ctld.ms(), time.perf_counter()
+        m1 = {role: g.ms() for role, g in munged.items()}
         d1 = sum(proc_cpu(p) for p in pids)
     finally:
         node.close()
         ctld.close()
-        if munged:
-            munged.close()
+        for g in munged.values():
+            g.close()
     n, wall = args.jobs, t1 - t0
     fig = {"idle node ms/s": idle, "jobs/s": n / wall, "node": (n1 - n0) / n,
            "node-idle": (n1 - n0 - idle * wall) / n, "daemon": (d1 - d0) * 1000 / n,
            "idle ctld ms/s": ctld_idle, "ctld": (c1 - c0) / n,
            "ctld-idle": (c1 - c0 - ctld_idle * wall) / n}
     if munged:
-        fig["munged"] = (m1 - m0) / n
-        fig["node+munged"] = fig["node"] + fig["munged"]
+        for role in munged:
+            fig[f"munged-{role}"] = (m1[role] - m0[role]) / n
+        fig["node+munged"] = fig["node"] + fig["munged-node"]
+        fig["ctld+munged"] = fig["ctld"] + fig["munged-ctld"]
     print(f"  {side.label}: " + ", ".join(f"{k} {v:.2f}" for k, v in fig.items())
           + f" (load {now_load():.2f})", flush=True)
     return fig
@@ -179,7 +189,7 @@ def report(results: dict[str, list[dict[str, float]]], labels: list[str]) -> Non
         if lb == "slurm" or lb not in results:
             continue
         for mine, theirs in (("node", "node"), ("node-idle", "node-idle"),
-                             ("node", "node+munged"), ("ctld", "ctld"),
+                             ("node", "node+munged"), ("ctld", "ctld"), ("ctld", "ctld+munged"),
                              ("ctld-idle", "ctld-idle")):
             per = [r[mine] / s[theirs] for r, s in zip(results[lb], results["slurm"], strict=False)]
             print(f"  {lb} {mine} / slurm {theirs}: {statistics.median(per):.2f}x "

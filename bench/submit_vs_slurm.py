@@ -17,8 +17,13 @@ own commit), then `--latency-jobs` jobs one at a time that write their own start
 
 What is counted, per held submission (CPU from a cpuacct group per daemon, else /proc):
   ctld          slurmctld alone / rctld alone (Ranch checks and makes its MACs inside rctld)
-  ctld+munged   slurmctld + munged (Slurm only): munged serves both ends, so this also holds
-                sbatch's credential and its check of the reply, which Ranch does inside rbatch
+  ctld+munged   slurmctld + its own munged (Slurm only): slurmctld, the slurmds and the
+                commands each have a munged (tests/conformance/slurm_cluster.py,
+                munged_per_role), so this is the MUNGE work slurmctld asks for (checking each
+                request's credential, signing each reply), what Ranch does inside rctld;
+                sbatch's credential and its check of the reply are in the commands' munged,
+                as Ranch's are inside rbatch
+  cmd munged    the commands' munged (Slurm only; in no ratio)
   ctld-idle     ctld less the idle rate (measured just before) times the burst's wall time:
                 the background timers (heartbeats, scheduler passes) the window caught
   client        the submit loops' own CPU (sh + sbatch/rbatch), never in any ctld figure
@@ -82,7 +87,8 @@ class Slurm(SlurmSide):
         self.label = label
         scheduler, extra, parent = SLURMS[label]
         with temp_under(parent):
-            self.cluster = SlurmCluster(SHAPE, scheduler=scheduler, extra_conf=extra)
+            self.cluster = SlurmCluster(SHAPE, scheduler=scheduler, extra_conf=extra,
+                                        munged_per_role=True)
         self.workdir = workdir
 
     def start(self) -> None:
@@ -94,8 +100,9 @@ class Slurm(SlurmSide):
             raise RuntimeError(f"{self.label}: MessageTimeout {got and got[1]}, not {want[1]}")
 
     @property
-    def munged_pid(self) -> int:
-        return self.cluster.procs["munged"].pid
+    def munged_pids(self) -> tuple[int, int]:
+        """slurmctld's own munged, the commands' munged."""
+        return self.cluster.procs["munged-ctld"].pid, self.cluster.procs["munged"].pid
 
 
 def make_ranch(label: str, tree: Path, workdir: Path) -> RanchSide:
@@ -166,10 +173,12 @@ class Meter:
 
 def burst(side, submitters: int, each: int, idle_ms_s: float) -> dict[str, float]:
     """The CPU figures of `submitters` loops of `each` held submissions."""
-    ctld, munged = side.meters
+    ctld, munged, cmd_munged = side.meters
     c0, m0, k0, t0 = ctld.ms(), munged and munged.ms(), os.times(), time.perf_counter()
+    q0 = cmd_munged and cmd_munged.ms()
     rate = parallel_submits(side, submitters, each)
     c1, m1, k1, t1 = ctld.ms(), munged and munged.ms(), os.times(), time.perf_counter()
+    q1 = cmd_munged and cmd_munged.ms()
     n = submitters * each
     fig = {"subs/s": rate, "ctld": (c1 - c0) / n,
            "ctld-idle": (c1 - c0 - idle_ms_s * (t1 - t0)) / n,
@@ -178,13 +187,16 @@ def burst(side, submitters: int, each: int, idle_ms_s: float) -> dict[str, float
     if munged:
         fig["munged"] = (m1 - m0) / n
         fig["ctld+munged"] = fig["ctld"] + fig["munged"]
+    if cmd_munged:
+        fig["cmd munged"] = (q1 - q0) / n
     return fig
 
 
 def one(side, args, scratch: Path) -> dict[str, float]:
     side.meters = (Meter(f"{side.label}-ctld", [side.ctld_pid]),
-                   Meter(f"{side.label}-munged", [side.munged_pid])
-                   if isinstance(side, Slurm) else None)
+                   *((Meter(f"{side.label}-munged", [side.munged_pids[0]]),
+                      Meter(f"{side.label}-cmd-munged", [side.munged_pids[1]]))
+                     if isinstance(side, Slurm) else (None, None)))
     if args.warmup:  # first-touch page faults, the first RPC threads: not what a job costs
         loops = min(args.submitters, args.warmup)
         parallel_submits(side, loops, -(-args.warmup // loops))

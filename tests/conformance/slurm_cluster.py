@@ -97,7 +97,7 @@ class SlurmCluster:
     def __init__(self, shape: Shape, accounting: bool = False, extra_conf: str = "",
                  slurmd_args: tuple[str, ...] = (),
                  node_env: dict[str, dict[str, str]] | None = None,
-                 scheduler: str = BUILTIN) -> None:
+                 scheduler: str = BUILTIN, munged_per_role: bool = False) -> None:
         self.shape = shape
         self.scheduler = scheduler  # slurm.conf's SchedulerType/SchedulerParameters lines
         self.accounting = accounting  # a private MariaDB + slurmdbd (tests/conformance/slurmdbd.py)
@@ -105,6 +105,12 @@ class SlurmCluster:
         self.extra_conf = extra_conf
         self.slurmd_args = slurmd_args
         self.node_env = node_env or {}
+        # The benches' exact count of what MUNGE costs the controller: slurmctld and the slurmds
+        # each get a munged of their own (same key; each reads its own slurm.conf, which differs
+        # only in AuthInfo's socket), and the commands keep `munged`. munged-ctld then does just
+        # what slurmctld asks: the checks of what it receives, the credentials of what it sends
+        # and of each job; Ranch makes and checks its MACs inside rctld.
+        self.munged_per_role = munged_per_role and not accounting
         self.dir = Path(tempfile.mkdtemp(prefix="ranch-conformance-slurm-"))
         logkeeper.watch(self.dir)  # kept if a test fails while this cluster runs
         # munged refuses a socket in a directory others cannot search
@@ -139,30 +145,52 @@ class SlurmCluster:
             dbd = Accounting(self, free_port(), free_port())
             text = text.replace("AccountingStorageType=accounting_storage/none\n",
                                 slurm_conf_lines(dbd.dbd_port, self.munge_socket))
-        self.conf.write_text(
-            text.format(ctld_port=free_port(), munge_socket=self.munge_socket,
-                        cred_expire=CRED_EXPIRE, dir=self.dir, scheduler=self.scheduler)
-            + self.extra_conf
-            + self.shape.global_conf()
-            + self.shape.nodes_conf({n: f"NodeHostname=localhost NodeAddr=127.0.0.1 "
-                                        f"Port={p}" for n, p in ports.items()}))
-        m = self.dir / "munge"
-        self._spawn("munged", [_find("munged"), "--foreground", f"--socket={self.munge_socket}",
-                               f"--key-file={key}", f"--pid-file={self.dir}/run/munged.pid",
-                               f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"])
-        self._wait(lambda: self.munge_socket.exists(), 10, "munged's socket")
+        ctld_port = free_port()
+
+        def conf_text(munge_socket: Path) -> str:
+            return (text.format(ctld_port=ctld_port, munge_socket=munge_socket,
+                                cred_expire=CRED_EXPIRE, dir=self.dir, scheduler=self.scheduler)
+                    + self.extra_conf
+                    + self.shape.global_conf()
+                    + self.shape.nodes_conf({n: f"NodeHostname=localhost NodeAddr=127.0.0.1 "
+                                                f"Port={p}" for n, p in ports.items()}))
+
+        self.conf.write_text(conf_text(self.munge_socket))
+        for role in self.roles():
+            socket_path = self.dir / "run" / f"{role}.sock"
+            # the files differ in AuthInfo alone; slurmctld would log each slurmd's as different
+            self.role_conf(role).write_text(conf_text(socket_path) + "DebugFlags=NO_CONF_HASH\n")
+            self._start_munged(role, socket_path, key)
+        self._start_munged("munged", self.munge_socket, key)
         if self.accounting:
             dbd.start(timeout)
-        self._spawn("slurmctld", [_find("slurmctld"), "-D", "-f", str(self.conf)])
+        self._spawn("slurmctld", [_find("slurmctld"), "-D", "-f",
+                                  str(self.role_conf("munged-ctld"))])
         self._wait(lambda: self.run("scontrol", "ping").returncode == 0, timeout,
                    "slurmctld to answer scontrol ping")
         for node in self.shape.nodes:
             self.start_slurmd(node)
         self._wait(self.nodes_idle, timeout, "every slurmd to register IDLE")
 
+    def roles(self) -> tuple[str, ...]:
+        """The munged daemons of their own (named as in `procs`), beside the commands' `munged`."""
+        return ("munged-ctld", "munged-node") if self.munged_per_role else ()
+
+    def role_conf(self, role: str) -> Path:
+        """The slurm.conf of the daemons that `role`'s munged serves (`conf` without roles)."""
+        return self.dir / f"slurm-{role}.conf" if role in self.roles() else self.conf
+
+    def _start_munged(self, name: str, socket_path: Path, key: Path) -> None:
+        m = self.dir / "munge"
+        self._spawn(name, [_find("munged"), "--foreground", f"--socket={socket_path}",
+                           f"--key-file={key}", f"--pid-file={self.dir}/run/{name}.pid",
+                           f"--log-file={m}/{name}.log", f"--seed-file={m}/{name}.seed"])
+        self._wait(socket_path.exists, 10, f"{name}'s socket")
+
     def start_slurmd(self, node: str) -> None:
         self._spawn(f"slurmd-{node}", [_find("slurmd"), "-D", *self.slurmd_args, "-f",
-                                        str(self.conf), "-N", node], self.node_env.get(node))
+                                        str(self.role_conf("munged-node")), "-N", node],
+                    self.node_env.get(node))
 
     def _spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> None:
         with open(self.dir / "log" / f"{name}.stderr", "ab") as log:
@@ -211,7 +239,7 @@ class SlurmCluster:
         except (OSError, subprocess.SubprocessError):
             pass
         for name in [n for n in self.procs if n.startswith("slurmd-")] + [
-                "slurmctld", "slurmdbd", "mariadbd", "munged"]:
+                "slurmctld", "slurmdbd", "mariadbd", "munged", *self.roles()]:
             proc = self.procs.pop(name, None)
             if proc is None:
                 continue
