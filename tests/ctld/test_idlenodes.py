@@ -17,6 +17,7 @@ from functools import partial
 from typing import Any
 
 import attrs
+import orjson
 import trio
 import trio.testing
 
@@ -27,6 +28,7 @@ from ranch.ctld.rpc.fastio import RawStream, StreamIO
 from ranch.ctld.rpc.idlenodes import GATHER, IdleNodes
 from ranch.protocol import messages as m
 from ranch.protocol.versions import CURRENT
+from tests.ctld.helpers import wall
 from tests.ctld.test_connections import (
     KEY,
     _beat,
@@ -56,10 +58,11 @@ class _Tasks(trio.abc.Instrument):
 
 
 @asynccontextmanager
-async def _parked_node(sync: Callable[[], Any] | None = None) -> AsyncIterator[tuple]:
+async def _parked_node(sync: Callable[[], Any] | None = None,
+                       version: int = 3) -> AsyncIterator[tuple]:
     """(cluster, server, the node's stream): a server on loopback TCP
-    whose node n1 registered and is parked; the server is stopped when the block ends.
-    `sync`: the server's journal write (none by default)."""
+    whose node n1 registered (speaking protocol `version`) and is parked; the server is
+    stopped when the block ends. `sync`: the server's journal write (none by default)."""
     cluster = _cluster()
     if sync is None:
         server = _server(cluster)
@@ -73,7 +76,7 @@ async def _parked_node(sync: Callable[[], Any] | None = None) -> AsyncIterator[t
         async with trio.open_nursery() as nursery:
             [listener] = await nursery.start(partial(server.serve_tcp, 0, host="127.0.0.1"))
             stream = await trio.open_tcp_stream("127.0.0.1", listener.socket.getsockname()[1])
-            await stream.send_all(_frame(_register(), 1))
+            await stream.send_all(_frame(_register(), 1, version=version))
             [reply] = await _read_frames(stream, 1)
             assert reply.msg.accepted
             await _until(lambda: len(server.idle) == 1, "parked")
@@ -174,6 +177,47 @@ async def test_what_a_heartbeat_cannot_finish_a_task_carries_on() -> None:
             assert cluster.nodes["n1"].conn is None
         finally:
             trio.lowlevel.remove_instrument(tasks)
+
+
+async def test_a_launchs_ack_and_jobstarted_wait_for_no_task_and_no_write() -> None:
+    """A node answers a LaunchJob with an Ack, then tells its start time (JobStarted). Neither
+    reply confirms anything the node keeps (it never sends JobStarted again; a lost one leaves
+    the controller's own start time), so both are taken in the poller's task while the
+    journal's write is held, and the start time goes with the next write."""
+    from tests.ctld.test_allocations import alloc
+
+    written = trio.Event()
+
+    async def sync() -> None:  # the journal's write, held for the whole test
+        await written.wait()
+
+    tasks = _Tasks()
+    async with _parked_node(sync, version=CURRENT) as (cluster, server, stream):
+        job_id = cluster.jobs.submission.submit(alloc(nodelist="n1", num_nodes=1)).job_id
+        [push] = await _read_frames(stream, 1)
+        assert type(push.msg) is m.LaunchJob and push.msg.job.job_id == job_id
+        cluster.take_unsynced()  # the submission's records: what follows is the start's
+        await _until(lambda: len(server.idle) == 1, "parked after the push")
+        trio.lowlevel.add_instrument(tasks)
+        try:
+            [conn] = server.connections
+            await stream.send_all(_frame(m.Ack(), push.request_id, version=CURRENT))
+            await _until(lambda: conn.io.unread() == 0 and len(server.idle) == 1,
+                         "the Ack read, and the node parked again")
+            started_at = wall() - 0.25  # the node's own clock, a little before the launch
+            await stream.send_all(_frame(m.JobStarted(job_id, 0, started_at), 41,
+                                         version=CURRENT))
+            with trio.fail_after(5):  # with the write still held
+                [reply] = await _read_frames(stream, 1)
+            assert reply.request_id == 41 and type(reply.msg) is m.Ack
+            await _until(lambda: len(server.idle) == 1, "parked after JobStarted")
+        finally:
+            trio.lowlevel.remove_instrument(tasks)
+        assert tasks.started == 0
+        assert not written.is_set()
+        assert cluster.jobs.store.jobs[job_id].start_time == started_at
+        saved = [r["job"] for r in orjson.loads(orjson.dumps(cluster.take_unsynced()))]
+        assert [(j["id"], j["start_time"]) for j in saved] == [(job_id, started_at)]
 
 
 async def test_a_failure_acting_on_a_beat_ends_that_connection_not_the_poller(

@@ -105,8 +105,8 @@ class Dispatcher:
 
 # The requests whose routes answer without waiting, acted on in the idle poller's own task when
 # a parked node sends one (ctld/rpc/reading.py FrameReader.quick): a heartbeat (a thousand a
-# second at 10,000 nodes) and the Ack of a push (one a job: its LaunchJob's)
-IMMEDIATE = frozenset({m.Heartbeat, m.Ack})
+# second at 10,000 nodes), the Ack of a push and the JobStarted after it (one each a job)
+IMMEDIATE = frozenset({m.Heartbeat, m.Ack, m.JobStarted})
 
 
 def confirms_change(msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
@@ -119,6 +119,12 @@ def confirms_change(msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
         # state change is journalled with the next write (a registration storm does not wait
         # on the disk: lost at a crash, the node registers again).
         return bool(msg.jobs_ended or jobs_changed)
+    if type(msg) is m.JobStarted:
+        # Its Ack confirms nothing the node keeps: the node never sends it again, and a launch
+        # whose JobStarted is lost keeps the controller's own start time (noded/pushes.py). The
+        # node's start time is journalled with the next write, so a job's run waits on one
+        # write less (docs/benchmarks.md, issue 50).
+        return False
     return True
 
 
