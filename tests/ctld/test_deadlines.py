@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Hashable
+from functools import partial
 
 import trio
 import trio.testing
@@ -47,3 +48,46 @@ async def test_quiet_deadlines_fire_on_time_and_busy_ones_gather(
         await trio.sleep(2.0)
         assert fired == [(t + 3.0, ["moved"])]
         nursery.cancel_scope.cancel()
+
+
+class _Steps(trio.abc.Instrument):
+    """The times at which the task named `name` runs a step."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.times: list[float] = []
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name == self.name:
+            self.times.append(trio.current_time())
+
+
+async def test_a_quiet_deadline_wakes_the_task_once(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """The gather and the next deadline are one wait: a firing after a quiet spell costs one
+    wake-up, not a second one GATHER later (a quiet controller's deadlines come every second
+    or two: heartbeats re-armed as they fire)."""
+    deadlines = Deadlines()
+    steps = _Steps("deadlines")
+    fired: list[float] = []
+    trio.lowlevel.add_instrument(steps)
+    try:
+        async with trio.open_nursery() as nursery:
+            start = trio.current_time()
+            nursery.start_soon(partial(deadlines.run, lambda keys: fired.append(
+                trio.current_time())), name="deadlines")
+            deadlines.schedule("a", start + 5.0)
+            deadlines.schedule("b", start + 10.0)
+            await trio.sleep(12.0)
+            # a key scheduled right after a firing still waits out the gather
+            deadlines.schedule("c", trio.current_time() + 1.0)
+            await trio.sleep(1.0 + GATHER / 2)
+            deadlines.schedule("d", trio.current_time())
+            await trio.sleep(1.0)
+            nursery.cancel_scope.cancel()
+    finally:
+        trio.lowlevel.remove_instrument(steps)
+    c = start + 13.0
+    assert fired == [start + 5.0, start + 10.0, c, c + GATHER]
+    # its first step, one per firing, and the cancellation at the end
+    assert steps.times[1:-1] == fired, steps.times
