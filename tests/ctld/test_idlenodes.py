@@ -325,16 +325,20 @@ async def test_a_busy_poller_gathers_and_a_quiet_one_answers_at_once(
             pairs[0][1].send(b"x")  # after a quiet spell: taken at once
             await trio.testing.wait_all_tasks_blocked()
             assert started == [(0, quiet)] and trio.current_time() == quiet
-            pairs[1][1].send(b"x")  # the poller woke just now: these wait for the gather
-            pairs[2][1].send(b"x")
-            await _until(lambda: len(started) == 3, "started")
-            assert sorted(started[1:]) == [(1, quiet + GATHER), (2, quiet + GATHER)]
+            pairs[1][1].send(b"x")  # one wake-up is not busy: taken at once too
+            await trio.testing.wait_all_tasks_blocked()
+            assert started == [(0, quiet), (1, quiet)]
+            pairs[2][1].send(b"x")  # two wake-ups close together: busy, it waits for the gather
+            assert idle.park(readers[1])
+            pairs[1][1].send(b"x")
+            await _until(lambda: len(started) == 4, "started")
+            assert sorted(started[2:]) == [(1, quiet + GATHER), (2, quiet + GATHER)]
             assert idle.park(readers[0])
             await trio.sleep(GATHER * 4)
             again = trio.current_time()
             pairs[0][1].send(b"x")
-            await _until(lambda: len(started) == 4, "started again")
-            assert started[3] == (0, again)
+            await _until(lambda: len(started) == 5, "started again")
+            assert started[4] == (0, again)
             nursery.cancel_scope.cancel()
     finally:
         for a, b in pairs:

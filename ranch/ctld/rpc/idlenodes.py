@@ -10,14 +10,17 @@ anything else starts a task, which reads on as the reader did. The kernel keeps 
 so nothing is missed between the park and the wait. trio offers no wait on many sockets in one
 task; the standard library's select.epoll does (Linux, as rctld).
 
-A busy poller takes its sockets at most once every GATHER: at 10,000 nodes (1,000 beats a
-second) each wake-up found one socket, and trio's pass, the wait's two epoll_ctl and the poll
-were paid per beat. Gathering five milliseconds' worth cut rctld's CPU there by a fifth
-(docs/benchmarks.md, issue 50). A frame after a quiet spell is taken at once.
+A busy poller (its last two wake-ups less than BUSY apart) takes its sockets at most once
+every GATHER: at 10,000 nodes (1,000 beats a second) each wake-up found one socket, and trio's
+pass, the wait's two epoll_ctl and the poll were paid per beat. Gathering five milliseconds'
+worth cut rctld's CPU there by a fifth (docs/benchmarks.md, issue 50). A quiet one takes a
+frame at once and waits again at once: a gather after each of a few nodes' beats was a
+wake-up of rctld's for nothing.
 """
 
 from __future__ import annotations
 
+import math
 import select
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
@@ -46,7 +49,8 @@ class Reader(Protocol):
 # EPOLLRDHUP: a peer that closed is woken too (its reader reads the end and leaves)
 _WATCH = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 MAX_EVENTS = 1024  # sockets taken per wake-up of the poller; more wait for the next one
-GATHER = 0.005  # seconds from one wake-up to the next, at the least
+GATHER = 0.005  # seconds from one wake-up to the next, at the least, when busy
+BUSY = 0.02  # two wake-ups closer than this: busy
 # frames acted on in the poller's own task between two yields to the rest of rctld: a storm's
 # wake-up may find a thousand (~0.1 ms each), the loop's steps stay a few ms (issue 50)
 QUICK_SLICE = 64
@@ -108,15 +112,23 @@ class IdleNodes:
         """Start a task in `nursery` for each parked reader whose socket has bytes (or was
         closed by its peer); at the end (the server stops) close every parked connection."""
         self.running = True
-        woke = -GATHER
+        woke = before = -math.inf
         try:
             while True:
-                if trio.current_time() < woke + GATHER:  # busy: let a few more gather
+                slept = woke - before < BUSY and trio.current_time() < woke + GATHER
+                if slept:  # busy: let a few more gather
                     await trio.sleep_until(woke + GATHER)
-                await trio.lowlevel.wait_readable(self._epoll.fileno())
-                woke = trio.current_time()
+                # sockets found at once (after the gather, mostly): no wait in front of them
+                # (trio's registration of the epoll, a step of its loop)
+                ready = self._epoll.poll(0, MAX_EVENTS)
+                if not ready:
+                    await trio.lowlevel.wait_readable(self._epoll.fileno())
+                    ready = self._epoll.poll(0, MAX_EVENTS)
+                elif not slept:  # each pass yields once: a busy poller never holds rctld up
+                    await trio.lowlevel.checkpoint()
+                before, woke = woke, trio.current_time()
                 quick = 0
-                for fd, _ in self._epoll.poll(0, MAX_EVENTS):
+                for fd, _ in ready:
                     reader = self._parked.pop(fd, None)
                     if reader is None:
                         continue
