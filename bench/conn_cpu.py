@@ -55,7 +55,7 @@ def run(label: str, tree: Path, kind: str, n: int, clients: int) -> tuple[float,
     port = free_port()
     create_key(str(work / "key"))
     key = load_key(str(work / "key"))
-    (work / "c.conf").write_text(RANCH_CONF.format(port=port, key=work / "key")
+    (work / "c.conf").write_text(RANCH_CONF.format(port=port, key=work / "key", heartbeat=1)
                                  + SHAPE.global_conf() + SHAPE.nodes_conf())
     env = dict(os.environ, PYTHONPATH=str(tree.resolve()), RANCH_KEY_FILE=str(work / "key"))
     with open(work / "rctld.log", "ab") as log:

@@ -8,7 +8,9 @@
 
 Each round starts, one after the other, Slurm (the conformance suite's private Slurm, with issue
 50's settings: sched/backfill, batch_sched_delay=0, MessageTimeout=30) and each Ranch tree
-(bench/vs_slurm.py's RanchSide: rctld and an rnoded per node), 6 nodes of 2 CPUs on loopback.
+(bench/vs_slurm.py's RanchSide: rctld and an rnoded per node), 6 nodes of 2 CPUs on loopback;
+Ranch's nodes beat every `--heartbeat-interval` seconds (10, Ranch's default; a slurmd is
+pinged every 100 s).
 On each: `--warmup` jobs not counted, the node side's idle CPU over `--idle` seconds, then an
 array of `--jobs` tasks running `true` (or, with `--submitters K`, as many `sbatch --wrap true`
 from K shell loops, so that each job pays its own submission), until the queue is empty.
@@ -205,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submitters", type=int, default=0, metavar="K",
                    help="K shell loops submit the jobs one sbatch each (default: one array)")
     p.add_argument("--no-slurm", action="store_true")
+    p.add_argument("--heartbeat-interval", type=int, default=10, metavar="S",
+                   help="rnoded's HeartbeatInterval, seconds (default 10, Ranch's own default: "
+                        "a regular install; slurmctld pings each slurmd every SlurmdTimeout/3, "
+                        "100 s by default). The benches of latency use 1.")
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE",
                    help="a Ranch source tree (repeatable; default ranch=this tree)")
     args = p.parse_args(argv)
@@ -218,12 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     labels = ([] if args.no_slurm else ["slurm"]) + [lb for lb, _ in trees]
     print(f"{len(SHAPE.nodes)} nodes of {SHAPE.cpus} CPUs; {os.cpu_count()} CPUs here; "
           f"{args.jobs} jobs a round; rounds {args.rounds}; order {', '.join(labels)}; "
-          f"load {now_load():.2f}", flush=True)
+          f"HeartbeatInterval={args.heartbeat_interval}; load {now_load():.2f}", flush=True)
     results: dict[str, list[dict[str, float]]] = {}
     for rnd in range(args.rounds):
         for lb in labels:
             scratch = Path(tempfile.mkdtemp(prefix=f"node-cpu-{lb}-"))
-            side = Slurm(scratch) if lb == "slurm" else Ranch(lb, dict(trees)[lb], scratch)
+            side = Slurm(scratch) if lb == "slurm" else Ranch(lb, dict(trees)[lb], scratch,
+                                                                      heartbeat=args.heartbeat_interval)
             print(f"round {rnd + 1}: {lb}", flush=True)
             got = on_side(side, scratch, lambda s, d: one(s, args, d), lb)
             if got is not None:

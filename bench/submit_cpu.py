@@ -66,7 +66,7 @@ def one(label: str, tree: Path, args: argparse.Namespace, spy: str | None) -> tu
     key = work / "ranch.key"
     create_key(str(key))
     conf = work / "cluster.conf"
-    conf.write_text(RANCH_CONF.format(port=port, key=key) + SHAPE.global_conf()
+    conf.write_text(RANCH_CONF.format(port=port, key=key, heartbeat=1) + SHAPE.global_conf()
                     + SHAPE.nodes_conf())
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "RANCH_"))}
     env.update(RANCH_SERVER=f"127.0.0.1:{port}", RANCH_KEY_FILE=str(key),

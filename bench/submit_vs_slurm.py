@@ -8,7 +8,8 @@ with several settings, interleaved round by round, ratios per round and their me
 Each round starts, one after the other, each side named by --slurm (default: slurm-builtin,
 slurm-issue, slurm-issue-shm; see SLURMS for every setting) on the conformance suite's private
 Slurm (tests/conformance/slurm_cluster.py), and each Ranch tree (rctld and an rnoded per node,
-bench/vs_slurm.py's RanchSide), each tree also as LABEL-shm unless --no-shm. "-shm" sides keep
+bench/vs_slurm.py's RanchSide; its nodes beat every `--heartbeat-interval` seconds, 10 by
+default as in a regular install), each tree also as LABEL-shm unless --no-shm. "-shm" sides keep
 their whole directory (the controller's state, logs, spool) on tmpfs (/dev/shm); the others on
 /tmp like every other bench here. On each side: `--warmup` held submissions not counted, the
 controller's idle CPU over `--idle` seconds, then `--submitters` shell loops of `sbatch/rbatch
@@ -105,9 +106,9 @@ class Slurm(SlurmSide):
         return self.cluster.procs["munged-ctld"].pid, self.cluster.procs["munged"].pid
 
 
-def make_ranch(label: str, tree: Path, workdir: Path) -> RanchSide:
+def make_ranch(label: str, tree: Path, workdir: Path, heartbeat: int) -> RanchSide:
     with temp_under(SHM if label.endswith("-shm") else None):
-        return RanchSide(label, tree, workdir)
+        return RanchSide(label, tree, workdir, heartbeat=heartbeat)
 
 
 def port_range(low: int, high: int):
@@ -250,6 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slurm", action="append", choices=sorted(SLURMS),
                    help=f"which Slurm settings (default {', '.join(DEFAULT_SLURMS)})")
     p.add_argument("--ports", default="24000-24999")
+    p.add_argument("--heartbeat-interval", type=int, default=10, metavar="S",
+                   help="rnoded's HeartbeatInterval, seconds (default 10, Ranch's own default: "
+                        "a regular install; slurmctld pings each slurmd every SlurmdTimeout/3, "
+                        "100 s by default). The benches of latency use 1.")
     args = p.parse_args(argv)
     low, _, high = args.ports.partition("-")
     free = port_range(int(low), int(high))
@@ -263,7 +268,8 @@ def main(argv: list[str] | None = None) -> int:
     probe.close()
     print(f"{len(SHAPE.nodes)} nodes of {SHAPE.cpus} CPUs; {os.cpu_count()} CPUs here; "
           f"{args.submitters} submitters x {args.jobs} held jobs after {args.warmup} not "
-          f"counted; order {', '.join(labels)}; CPU ms per held submission, from {counted}",
+          f"counted; order {', '.join(labels)}; Ranch's HeartbeatInterval "
+          f"{args.heartbeat_interval} s; CPU ms per held submission, from {counted}",
           flush=True)
     rounds: list[dict[str, dict[str, float]]] = []
     for rnd in range(args.rounds):
@@ -271,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         for lb in labels:
             scratch = Path(tempfile.mkdtemp(prefix=f"submit-vs-{lb}-"))
             side = Slurm(lb, scratch) if lb in SLURMS else make_ranch(lb, dict(trees)[lb],
-                                                                        scratch)
+                                                                        scratch,
+                                                                        args.heartbeat_interval)
             try:
                 result = vs_slurm.on_side(side, scratch, lambda s, d: one(s, args, d), lb)
             finally:  # the daemons are stopped: their groups are empty

@@ -49,7 +49,7 @@ RANCH_CONF = """\
 SlurmctldHost=localhost(127.0.0.1)
 SlurmctldPort={port}
 AuthKeyFile={key}
-HeartbeatInterval=1
+HeartbeatInterval={heartbeat}
 SlurmdTimeout=30
 MessageTimeout=5
 ReturnToService=1
@@ -116,8 +116,12 @@ class RanchSide:
     """rctld and an rnoded per node, run from `tree`; the commands installed beside this Python
     import that tree (PYTHONPATH comes before the editable install's path entry)."""
 
-    def __init__(self, label: str, tree: Path, workdir: Path, venv: Path | None = None) -> None:
+    def __init__(self, label: str, tree: Path, workdir: Path, venv: Path | None = None,
+                 heartbeat: int = 1) -> None:
+        """`heartbeat`: the nodes' HeartbeatInterval (1 s here: the benches of latency see a
+        node's silence soon; Ranch's default is 10)."""
         self.label = label
+        self.heartbeat = heartbeat
         self.tree = tree.resolve()
         self.workdir = workdir
         self.dir = Path(tempfile.mkdtemp(prefix=f"ranch-vs-slurm-{label}-"))
@@ -132,7 +136,8 @@ class RanchSide:
         key = self.dir / "ranch.key"
         create_key(str(key))
         conf = self.dir / "cluster.conf"
-        conf.write_text(RANCH_CONF.format(port=port, key=key) + SHAPE.global_conf()
+        conf.write_text(RANCH_CONF.format(port=port, key=key, heartbeat=self.heartbeat)
+                        + SHAPE.global_conf()
                         + SHAPE.nodes_conf())
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("SLURM_", "SBATCH_", "SQUEUE_", "SINFO_", "RANCH_"))}
