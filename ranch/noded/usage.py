@@ -155,6 +155,9 @@ class Meter:
         self.tracks: dict[Hashable, Track] = {}
         self.looks = 0  # process stat reads, for the bench
         self.busy_s = 0.0  # thread CPU time spent sampling (bench/usage_cost.py)
+        # set once a tree is watched: a node with no job's tree has no wake-up of the meter's
+        # (its two a second were most of an idle rnoded's CPU, docs/benchmarks.md, issue 50)
+        self._watched = trio.Event()
 
     def watch(self, key: Hashable, tasks: dict[int, int], gpus: Iterable[int] = (),
               include_root: bool = True) -> Track:
@@ -169,6 +172,7 @@ class Meter:
             track.tasks[task].sample()  # the start: Slurm's first look is at the task's start
         for index in gpus:
             track.gpus.setdefault(index, GpuTrack())
+        self._watched.set()
         return track
 
     def ended(self, key: Hashable, task: int, cpu: tuple[float, float] | None) -> None:
@@ -208,6 +212,10 @@ class Meter:
     async def run(self) -> None:
         """The sampling loop (in the job runner's nursery)."""
         while True:
+            if not self.tracks:  # nothing to look at until a tree is watched
+                if self._watched.is_set():
+                    self._watched = trio.Event()
+                await self._watched.wait()
             await trio.sleep(TICK)
             if not self.sample_due(time.monotonic()) or self.gpu_metrics is None:
                 continue

@@ -11,6 +11,8 @@ import sys
 import time
 
 import attrs
+import trio
+import trio.testing
 
 from ranch.noded import usage
 from ranch.protocol.messages import GpuMetrics
@@ -131,3 +133,38 @@ def test_the_job_cgroups_figures_are_read_before_it_goes(tmp_path) -> None:
     u = measured({"user_s": 2.0, "system_s": 0.25}, track)
     assert u is not None and (u.user_s, u.system_s, u.source) == (2.0, 0.25, "rusage")
     assert measured({}, None) is None
+
+
+class _Steps(trio.abc.Instrument):
+    """How many steps the task named `name` takes."""
+
+    def __init__(self, name: str) -> None:
+        self.name, self.steps = name, 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += task.name == self.name
+
+
+async def test_a_meter_with_no_tree_does_not_wake(autojump_clock: trio.testing.MockClock) -> None:
+    """An idle node (no job's tree) costs the meter no wake-up; once a tree is watched it wakes
+    every tick again (the tree's own schedule is on the monotonic clock, tested above), and once
+    every tree is gone it sleeps again."""
+    meter = usage.Meter()
+    steps = _Steps("meter")
+    trio.lowlevel.add_instrument(steps)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(meter.run, name="meter")
+            await trio.sleep(60.0)
+            assert steps.steps == 1  # its start, then nothing for a minute
+            meter.watch("k", {0: os.getpid()})
+            await trio.sleep(4 * usage.TICK)
+            assert steps.steps >= 4
+            meter.stop("k")
+            await trio.sleep(2 * usage.TICK)  # the wake-up under way sees no tree
+            before = steps.steps
+            await trio.sleep(60.0)
+            assert steps.steps == before
+            nursery.cancel_scope.cancel()
+    finally:
+        trio.lowlevel.remove_instrument(steps)
