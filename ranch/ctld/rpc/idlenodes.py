@@ -115,7 +115,7 @@ class IdleNodes:
         woke = before = -math.inf
         try:
             while True:
-                slept = woke - before < BUSY and trio.current_time() < woke + GATHER
+                slept = before > woke - BUSY and trio.current_time() < woke + GATHER
                 if slept:  # busy: let a few more gather
                     await trio.sleep_until(woke + GATHER)
                 # sockets found at once (after the gather, mostly): no wait in front of them
