@@ -207,10 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--submitters", type=int, default=0, metavar="K",
                    help="K shell loops submit the jobs one sbatch each (default: one array)")
     p.add_argument("--no-slurm", action="store_true")
-    p.add_argument("--heartbeat-interval", type=int, default=10, metavar="S",
-                   help="rnoded's HeartbeatInterval, seconds (default 10, Ranch's own default: "
-                        "a regular install; slurmctld pings each slurmd every SlurmdTimeout/3, "
-                        "100 s by default). The benches of latency use 1.")
+    vs_slurm.add_heartbeat_option(p)
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE",
                    help="a Ranch source tree (repeatable; default ranch=this tree)")
     args = p.parse_args(argv)
@@ -229,8 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     for rnd in range(args.rounds):
         for lb in labels:
             scratch = Path(tempfile.mkdtemp(prefix=f"node-cpu-{lb}-"))
-            side = Slurm(scratch) if lb == "slurm" else Ranch(lb, dict(trees)[lb], scratch,
-                                                                      heartbeat=args.heartbeat_interval)
+            side = Slurm(scratch) if lb == "slurm" else Ranch(
+                lb, dict(trees)[lb], scratch, heartbeat=args.heartbeat_interval)
             print(f"round {rnd + 1}: {lb}", flush=True)
             got = on_side(side, scratch, lambda s, d: one(s, args, d), lb)
             if got is not None:

@@ -251,10 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slurm", action="append", choices=sorted(SLURMS),
                    help=f"which Slurm settings (default {', '.join(DEFAULT_SLURMS)})")
     p.add_argument("--ports", default="24000-24999")
-    p.add_argument("--heartbeat-interval", type=int, default=10, metavar="S",
-                   help="rnoded's HeartbeatInterval, seconds (default 10, Ranch's own default: "
-                        "a regular install; slurmctld pings each slurmd every SlurmdTimeout/3, "
-                        "100 s by default). The benches of latency use 1.")
+    vs_slurm.add_heartbeat_option(p)
     args = p.parse_args(argv)
     low, _, high = args.ports.partition("-")
     free = port_range(int(low), int(high))

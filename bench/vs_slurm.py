@@ -57,6 +57,15 @@ ReturnToService=1
 SUBMIT = ("--hold", "-o", "/dev/null", "--wrap", "true")  # queued, never run: submission only
 
 
+def add_heartbeat_option(parser: argparse.ArgumentParser) -> None:
+    """`--heartbeat-interval`, the RanchSide's `heartbeat`, for the benches of CPU per job."""
+    parser.add_argument(
+        "--heartbeat-interval", type=int, default=10, metavar="S",
+        help="rnoded's HeartbeatInterval, seconds (default 10, Ranch's own default: a regular "
+             "install; slurmctld pings each slurmd every SlurmdTimeout/3, 100 s by default). "
+             "The benches of latency use 1.")
+
+
 def now_load() -> float:
     return os.getloadavg()[0]
 
