@@ -69,7 +69,7 @@ class Store(Protocol):
         taken as empty. The snapshot's jobs.next_id is never below an id already given out."""
 
     # tickets: `commits.wait(ticket)` returns once the records of `ticket` (and all before)
-    # are durable, OSError if not; `commits.run` is the committer
+    # are durable, OSError if not; `commits.run` is the committer, where the store has one
     commits: GroupCommit
 
     def append(self, records: list[dict[str, Any]]) -> int:
@@ -92,12 +92,11 @@ class FileStore:
         self.seq = 0  # the last sequence number handed out
         self._buf: list[bytes] = []
         # group commit (ctld/state/groupcommit.py): `append` hands out its tickets, callers
-        # wait on them, its `run` is the committer in the daemon's nursery. The write is made
+        # wait on them, and the first waiter of a scheduling round writes. The write is made
         # on the event loop: a thread per write cost more CPU than the fsync itself
         # (docs/internals.md, issue 24 figures), and a disk that stalls is a controller stall,
         # which rctld's stall detection already answers.
-        self.commits = GroupCommit(self._flush, "journal write failed")
-        self.commit_in_thread = False  # journal writes on the loop (see commits)
+        self.commits = GroupCommit(self._flush, "journal write failed", on_loop=True)
         self.writes = 0  # fsyncs done (for the benchmark)
         self._open: tuple[str, int, int] | None = None  # (segment, fd, its size)
         self._inode = 0
@@ -258,11 +257,8 @@ class FileStore:
         batch, self._buf = b"".join(self._buf), []
         first, upto = self._flushed_seq + 1, self.seq
         mark = self.id_mark if self.id_mark > self._mark_on_disk else 0
-        try:
-            if self.commit_in_thread:
-                await trio.to_thread.run_sync(self._write, batch, self.segment, first, mark)
-            else:
-                self._write(batch, self.segment, first, mark)
+        try:  # on the loop, never yielding (GroupCommit's on_loop)
+            self._write(batch, self.segment, first, mark)
         except OSError:
             if upto >= first:
                 self._buf.insert(0, journalfile.encode({"seq": upto, "void_from": first}))
