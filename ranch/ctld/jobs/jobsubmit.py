@@ -24,6 +24,7 @@ from ranch.ctld.jobs.jobrecord import (
 )
 from ranch.ctld.kept import kept
 from ranch.protocol import messages as m
+from ranch.protocol.replace import replace
 from ranch.sched import limits as sched_limits
 from ranch.sched.model import Need
 from ranch.sched.place import capacity_fits, cpus_per_node, task_capacity
@@ -128,14 +129,14 @@ class JobSubmission:
         if isinstance(checked, m.Error):
             return checked
         if checked.admitted is not None:  # the job keeps the account and QOS it runs under
-            req = attrs.evolve(req, account=intern(checked.admitted[0]),
-                               qos=intern(checked.admitted[1]))
+            req = replace(req, account=intern(checked.admitted[0]),
+                          qos=intern(checked.admitted[1]))
         wall, now = self._wall(), self._clock()
         built: list[Job] = []
         env_json = kept(orjson.dumps(req.env)) if req.env else None
-        req = attrs.evolve(req, env=(), user=intern(req.user), workdir=intern(req.workdir),
-                           stdout=intern(req.stdout), submit_host=intern(req.submit_host),
-                           partition=intern(req.partition))  # shared by the jobs naming them
+        req = replace(req, env=(), user=intern(req.user), workdir=intern(req.workdir),
+                      stdout=intern(req.stdout), submit_host=intern(req.submit_host),
+                      partition=intern(req.partition))  # shared by the jobs naming them
         first = self._jobs.new_ids(len(checked.tasks))
         need = checked.need
         for jid, task in enumerate(checked.tasks, first):

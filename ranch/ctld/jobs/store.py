@@ -15,7 +15,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import attrs
 import orjson
 
 from ranch.ctld import logs
@@ -32,6 +31,7 @@ from ranch.ctld.jobs.jobrecord import (
 )
 from ranch.ctld.kept import kept
 from ranch.protocol import messages as m
+from ranch.protocol.replace import replace
 from ranch.sched.model import NodeUse
 from ranch.statemachine import jobevents as je
 from ranch.statemachine import jobtable as jt
@@ -337,7 +337,7 @@ class JobStore:
             if job is not None and not job.bulk_on_disk:
                 req = job.req
                 job.req = lean.get(id(req)) or lean.setdefault(
-                    id(req), attrs.evolve(req, script="", env=()))
+                    id(req), replace(req, script="", env=()))
                 job.env_json = None
                 job.bulk_on_disk = True
                 job.bulk_at = (pack, offset, length)
