@@ -61,4 +61,5 @@ def _copier(cls: type) -> Copier:
     scope: dict[str, Any] = {"_new": object.__new__, "_set": object.__setattr__, "_cls": cls,
                              "_names": frozenset(names)}
     exec(compile("\n".join(lines), f"<replace {cls.__qualname__}>", "exec"), scope)
-    return scope["copy"]  # type: ignore[no-any-return]
+    copy: Copier = scope["copy"]
+    return copy
