@@ -353,9 +353,10 @@ class JobStore:
         """The job's record as the state file and the journal hold it, encoded once a change."""
         if job.saved is not None:
             return job.saved
-        saved = orjson.Fragment(kept(orjson.dumps(job_json(job))))
-        if job.env_json is None:  # one holding the environment is not kept: it is written
-            job.saved = saved  # once or twice before the job's pack replaces it
+        raw = orjson.dumps(job_json(job))
+        if job.env_json is not None:  # one holding the environment is not kept (nor copied to
+            return orjson.Fragment(raw)  # its length): it is written once or twice before the
+        saved = job.saved = orjson.Fragment(kept(raw))  # job's pack replaces it
         return saved
 
     def journal_records(self, taken: Taken) -> list[dict[str, Any]]:
