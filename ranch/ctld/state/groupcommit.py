@@ -52,7 +52,7 @@ class GroupCommit:
         """Return once the records of `ticket` (and all before) are durable; OSError if not."""
         if self._settled >= ticket and not self._failed:
             return
-        if self._on_loop:
+        if self._on_loop and self._settled < ticket:  # settled: only its failure is left to read
             await self._lead(ticket)
         while self._settled < ticket and self._committing:
             flushed = self._flushed
@@ -70,9 +70,10 @@ class GroupCommit:
     async def _lead(self, ticket: int) -> None:
         """Write the batch that holds `ticket` from the waiter's own task. The checkpoint lets
         every other task of this scheduling round append its records first, as waking the
-        committer did; but the write is made a scheduler pass sooner, and the waiter goes on to
-        its reply without waiting to be woken (docs/benchmarks.md, issue 50: two task switches
-        a commit). The write never yields, so nothing can interleave with it or cancel it."""
+        committer did; but the write is made in the next scheduler pass, and the waiter goes on
+        to its reply in that same pass (the committer took three: its wake-up, its lock, the
+        waiters' wake-up; docs/benchmarks.md, issue 50). The write never yields, so nothing can
+        interleave with it or cancel it."""
         await trio.lowlevel.cancel_shielded_checkpoint()
         if self._settled < ticket:
             try:
