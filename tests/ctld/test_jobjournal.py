@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 import trio
+import trio.testing
 
 from ranch.ctld.daemon import Daemon
 from ranch.ctld.state import journalfile
@@ -86,7 +87,7 @@ async def _round_of_commits(on_loop: bool) -> tuple[list[list[int]], list[int]]:
     try:
         async with trio.open_nursery() as outer:
             outer.start_soon(commits.run)
-            await trio.sleep(0.01)  # the committer (if any) waits for its first wake-up
+            await trio.testing.wait_all_tasks_blocked()  # the committer (if any) waits to be woken
             async with trio.open_nursery() as nursery:
                 for i in range(5):
                     nursery.start_soon(commit, i)
