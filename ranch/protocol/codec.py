@@ -17,8 +17,9 @@ from cattrs.cols import homogenous_tuple_structure_factory
 from cattrs.preconf.orjson import make_converter
 
 from ranch.protocol.errors import ProtocolError
-from ranch.protocol.fasthooks import fast_structure_hook
+from ranch.protocol.fasthooks import fast_structure_hook, flat_structure_hook
 from ranch.protocol.messages import MESSAGE_TYPES, GpuMetrics, Heartbeat, Metrics
+from ranch.protocol.nodemessages import GPU_FIELDS, GpuReadings
 from ranch.protocol.versions import CURRENT, downgrade
 
 converter = make_converter(forbid_extra_keys=False)  # newer peers may send fields we lack
@@ -130,11 +131,31 @@ _generic_pairs = _strict_tuple_factory(_PAIRS)
 converter.register_structure_hook_func(lambda cls: cls == _PAIRS, _strict_pairs)
 
 
+# A node's GPU readings: on the wire a list of GpuMetrics objects, in memory one flat tuple
+# (GpuReadings), built without a GpuMetrics; a list the flat hook does not take goes through
+# cattrs' own hooks for a list of GpuMetrics, for their result or their error.
+_GPU_LIST = tuple[GpuMetrics, ...]
+_PER_GPU = len(GPU_FIELDS)
+
+
+def _gpu_readings(value: Any, _: type) -> GpuReadings:
+    return GpuReadings.of(converter.structure(value, _GPU_LIST))
+
+
+def _gpu_objects(readings: GpuReadings) -> list[dict[str, Any]]:
+    flat = readings.flat
+    return [dict(zip(GPU_FIELDS, flat[at:at + _PER_GPU], strict=True))
+            for at in range(0, len(flat), _PER_GPU)]
+
+
+converter.register_structure_hook(
+    GpuReadings, flat_structure_hook(GpuMetrics, GpuReadings, _gpu_readings))
+converter.register_unstructure_hook(GpuReadings, _gpu_objects)
+
 # The messages every node sends every few seconds take straight-line hooks
 # (ranch/protocol/fasthooks.py). cattrs' own are made first, all of them, so that a flaw
 # anywhere sends the whole message down cattrs' path, for cattrs' error.
-_CATTRS_HOOKS = {cls: converter.get_structure_hook(cls) for cls in (GpuMetrics, Metrics,
-                                                                     Heartbeat)}
+_CATTRS_HOOKS = {cls: converter.get_structure_hook(cls) for cls in (Metrics, Heartbeat)}
 for _msg_cls, _slow in _CATTRS_HOOKS.items():
     converter.register_structure_hook(
         _msg_cls, fast_structure_hook(_msg_cls, converter.get_structure_hook, _slow))

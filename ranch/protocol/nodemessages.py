@@ -3,6 +3,9 @@ spec) other messages share."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from operator import attrgetter
+
 import attrs
 
 from ranch.protocol.usage import Usage
@@ -51,6 +54,48 @@ class GpuMetrics:
     power_w: float
 
 
+GPU_FIELDS = tuple(f.name for f in attrs.fields(GpuMetrics))  # a GPU's figures, in order
+
+
+@attrs.frozen
+class GpuReadings:
+    """A node's GpuMetrics, kept flat: each GPU's figures in GPU_FIELDS' order, one after the
+    other. On the wire a list of GpuMetrics objects, as before (ranch.protocol.codec). The
+    controller keeps a node's figures packed (ctld/nodes/node.py); building eight GpuMetrics a
+    heartbeat only to pack them was most of its decode (docs/benchmarks.md, issue 50)."""
+
+    flat: tuple[int | float, ...] = ()
+
+    @classmethod
+    def of(cls, gpus: Iterable[GpuMetrics] | GpuReadings) -> GpuReadings:
+        if type(gpus) is GpuReadings:
+            return gpus
+        return cls(tuple(x for g in gpus for x in _figures(g)))
+
+    def __len__(self) -> int:
+        return len(self.flat) // _PER_GPU
+
+    def __getitem__(self, i: int) -> GpuMetrics:
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        at = (i % len(self)) * _PER_GPU
+        return GpuMetrics(*self.flat[at:at + _PER_GPU])  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[GpuMetrics]:
+        flat = self.flat
+        for at in range(0, len(flat), _PER_GPU):
+            yield GpuMetrics(*flat[at:at + _PER_GPU])  # type: ignore[arg-type]
+
+
+_PER_GPU = len(GPU_FIELDS)
+_figures = attrgetter(*GPU_FIELDS)
+
+
+def gpu_readings(gpus: Iterable[GpuMetrics] | GpuReadings) -> GpuReadings:
+    """Metrics.gpus' converter: GpuMetrics (a tuple, a list) or GpuReadings, kept as the latter."""
+    return GpuReadings.of(gpus)
+
+
 @attrs.frozen
 class Metrics:
     """Live figures carried by every heartbeat."""
@@ -60,7 +105,8 @@ class Metrics:
     memory_used_mib: int
     memory_total_mib: int
     max_temperature_c: float | None = None
-    gpus: tuple[GpuMetrics, ...] = ()
+    # given as GpuMetrics (a tuple, a list) or as GpuReadings; kept as GpuReadings
+    gpus: GpuReadings = attrs.field(default=GpuReadings(), converter=gpu_readings)
 
 
 @attrs.frozen

@@ -160,6 +160,8 @@ def downgrade(value: Any, cls: Any, version: int) -> Any:
     """Drop from an unstructured body every field `version` does not know, recursively."""
     if version >= CURRENT or value is None:
         return value
+    if cls is m.GpuReadings:  # on the wire a list of GpuMetrics (ranch.protocol.codec)
+        cls = tuple[m.GpuMetrics, ...]
     origin = typing.get_origin(cls)
     if origin in (typing.Union, types.UnionType):
         inner = [a for a in typing.get_args(cls) if a is not type(None)]

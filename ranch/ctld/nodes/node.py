@@ -33,12 +33,9 @@ _NAN = math.nan
 
 
 def pack_metrics(mt: Metrics) -> array:
-    values = [mt.cpu_pct, mt.load_1m, mt.memory_used_mib, mt.memory_total_mib,
-              _NAN if mt.max_temperature_c is None else mt.max_temperature_c]
-    for g in mt.gpus:
-        values += (g.index, g.util_pct, g.memory_used_mib, g.memory_total_mib, g.temperature_c,
-                   g.power_w)
-    return array("d", values)
+    return array("d", (mt.cpu_pct, mt.load_1m, mt.memory_used_mib, mt.memory_total_mib,
+                       _NAN if mt.max_temperature_c is None else mt.max_temperature_c,
+                       *mt.gpus.flat))  # GpuMetrics' figures in their order (GPU_FIELDS)
 
 
 def _opt(x: float) -> float | None:
