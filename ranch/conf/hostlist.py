@@ -134,8 +134,8 @@ def fold(names: Iterable[str], sort: bool = True) -> str:
     as `scontrol show hostlist` writes them."""
     names = list(names)
     _check_names(names)
-    if not names:
-        return ""
+    if len(names) < 2:  # a job on one node, most jobs: a name is its own expression
+        return names[0] if names else ""
     if sort:  # a set, as slurmctld's node bitmaps are: a name once, where it first came
         names = list(dict.fromkeys(names))
         quick = _sorted_by_value(names)

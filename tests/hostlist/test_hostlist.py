@@ -183,6 +183,14 @@ def test_unsorted_fold_expands_back_to_the_same_list(names: list[str]) -> None:
     assert expand(folded) == names if names else folded == ""
 
 
+@settings(max_examples=200, deadline=None)
+@given(_name)
+def test_one_name_folds_to_itself_as_the_full_way_writes_it(name: str) -> None:
+    # fold's shortcut for one name against its whole way (the pair is one name after it)
+    assert fold([name]) == fold([name, name])
+    assert fold([name]) == name and fold([name], sort=False) == name
+
+
 # The checks that spare commands `import re` say what the regular expressions said.
 _TEXT = st.text(alphabet=st.sampled_from("ab01[],- \t\u00a0\u2003\n\x00"), max_size=12)
 
