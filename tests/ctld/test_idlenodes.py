@@ -25,7 +25,7 @@ from ranch.ctld.compose.layers import rpc_server
 from ranch.ctld.rpc import idlenodes
 from ranch.ctld.rpc.connection import Connection, Links
 from ranch.ctld.rpc.fastio import RawStream, StreamIO
-from ranch.ctld.rpc.idlenodes import GATHER, IdleNodes
+from ranch.ctld.rpc.idlenodes import GATHER, GATHER_LONG, LONG_FROM, IdleNodes
 from ranch.protocol import messages as m
 from ranch.protocol.versions import CURRENT
 from tests.ctld.helpers import wall
@@ -339,6 +339,42 @@ async def test_a_busy_poller_gathers_and_a_quiet_one_answers_at_once(
             pairs[0][1].send(b"x")
             await _until(lambda: len(started) == 5, "started again")
             assert started[4] == (0, again)
+            nursery.cancel_scope.cancel()
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()
+
+
+async def test_a_gather_that_finds_many_sockets_is_followed_by_a_longer_one(
+        autojump_clock: trio.testing.MockClock) -> None:
+    idle = IdleNodes(lambda conn: None)
+    n = LONG_FROM + 2
+    pairs = [socket.socketpair() for _ in range(n)]
+    started: list[tuple[int, float]] = []
+    readers = [_Reader(ours, started, k) for k, (ours, _) in enumerate(pairs)]
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(idle.run, nursery)
+            await trio.testing.wait_all_tasks_blocked()
+            assert all(idle.park(r) for r in readers)
+            await trio.sleep(1.0)
+            t0 = trio.current_time()
+            for k in (0, 1):  # two wake-ups at once: busy from here
+                pairs[k][1].send(b"x")
+                await trio.testing.wait_all_tasks_blocked()
+            assert started == [(0, t0), (1, t0)]
+            for k in range(2, 2 + LONG_FROM):  # the short gather finds LONG_FROM sockets
+                pairs[k][1].send(b"x")
+            await _until(lambda: len(started) == 2 + LONG_FROM, "the short gather")
+            assert {t for _, t in started[2:]} == {t0 + GATHER}
+            assert idle.park(readers[0]) and idle.park(readers[1])
+            pairs[0][1].send(b"x")  # so the next one waits the long gather out
+            await _until(lambda: len(started) == 3 + LONG_FROM, "the long gather")
+            assert started[-1] == (0, t0 + GATHER + GATHER_LONG)
+            pairs[1][1].send(b"x")  # it found one: back to the short gather, or none
+            await _until(lambda: len(started) == 4 + LONG_FROM, "after the long gather")
+            assert started[-1][1] <= t0 + 2 * GATHER + GATHER_LONG
             nursery.cancel_scope.cancel()
     finally:
         for a, b in pairs:

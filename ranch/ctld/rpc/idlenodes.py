@@ -13,9 +13,13 @@ task; the standard library's select.epoll does (Linux, as rctld).
 A busy poller (its last two wake-ups less than BUSY apart) takes its sockets at most once
 every GATHER: at 10,000 nodes (1,000 beats a second) each wake-up found one socket, and trio's
 pass, the wait's two epoll_ctl and the poll were paid per beat. Gathering five milliseconds'
-worth cut rctld's CPU there by a fifth (docs/benchmarks.md, issue 50). A quiet one takes a
-frame at once and waits again at once: a gather after each of a few nodes' beats was a
-wake-up of rctld's for nothing.
+worth cut rctld's CPU there by a fifth (docs/benchmarks.md, issue 50). A gather that found
+LONG_FROM sockets or more is followed by a longer one (GATHER_LONG: some twenty sockets a
+wake-up at 10,000 nodes, a tenth less of rctld's CPU again); one that found fewer, by the short
+one. So only a poller that many nodes keep busy answers up to 20 ms late (heartbeats are
+seconds apart, timeouts seconds long), and one node's frames in quick succession (a step's
+start and end) wait 5 ms at most, as before. A quiet poller takes a frame at once and waits
+again at once: a gather after each of a few nodes' beats was a wake-up of rctld's for nothing.
 """
 
 from __future__ import annotations
@@ -51,6 +55,8 @@ _WATCH = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
 MAX_EVENTS = 1024  # sockets taken per wake-up of the poller; more wait for the next one
 GATHER = 0.005  # seconds from one wake-up to the next, at the least, when busy
 BUSY = 0.02  # two wake-ups closer than this: busy
+GATHER_LONG = 0.02  # the same after a gather that found LONG_FROM sockets or more
+LONG_FROM = 4
 # frames acted on in the poller's own task between two yields to the rest of rctld: a storm's
 # wake-up may find a thousand (~0.1 ms each), the loop's steps stay a few ms (issue 50)
 QUICK_SLICE = 64
@@ -112,12 +118,13 @@ class IdleNodes:
         """Start a task in `nursery` for each parked reader whose socket has bytes (or was
         closed by its peer); at the end (the server stops) close every parked connection."""
         self.running = True
-        woke = before = -math.inf
+        woke = -math.inf
+        gather = 0.0  # how long after the last wake-up the next one waits for more sockets
         try:
             while True:
-                slept = before > woke - BUSY and trio.current_time() < woke + GATHER
+                slept = bool(gather) and trio.current_time() < woke + gather
                 if slept:  # busy: let a few more gather
-                    await trio.sleep_until(woke + GATHER)
+                    await trio.sleep_until(woke + gather)
                 # sockets found at once (after the gather, mostly): no wait in front of them
                 # (trio's registration of the epoll, a step of its loop)
                 ready = self._epoll.poll(0, MAX_EVENTS)
@@ -127,6 +134,8 @@ class IdleNodes:
                 elif not slept:  # each pass yields once: a busy poller never holds rctld up
                     await trio.lowlevel.checkpoint()
                 before, woke = woke, trio.current_time()
+                gather = (GATHER_LONG if slept and len(ready) >= LONG_FROM
+                          else GATHER if before > woke - BUSY else 0.0)
                 quick = 0
                 for fd, _ in ready:
                     reader = self._parked.pop(fd, None)
