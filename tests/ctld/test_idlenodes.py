@@ -309,47 +309,22 @@ class _Reader:
         assert self.conn.io.read_now(16) == b"x"
 
 
-async def test_a_busy_poller_gathers_and_a_quiet_one_answers_at_once(
-        autojump_clock: trio.testing.MockClock) -> None:
-    idle = IdleNodes(lambda conn: None)
-    pairs = [socket.socketpair() for _ in range(3)]
-    started: list[tuple[int, float]] = []
-    readers = [_Reader(ours, started, n) for n, (ours, _) in enumerate(pairs)]
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(idle.run, nursery)
-            await trio.testing.wait_all_tasks_blocked()
-            assert all(idle.park(r) for r in readers)
-            await trio.sleep(1.0)
-            quiet = trio.current_time()
-            pairs[0][1].send(b"x")  # after a quiet spell: taken at once
-            await trio.testing.wait_all_tasks_blocked()
-            assert started == [(0, quiet)] and trio.current_time() == quiet
-            pairs[1][1].send(b"x")  # one wake-up is not busy: taken at once too
-            await trio.testing.wait_all_tasks_blocked()
-            assert started == [(0, quiet), (1, quiet)]
-            pairs[2][1].send(b"x")  # two wake-ups close together: busy, it waits for the gather
-            assert idle.park(readers[1])
-            pairs[1][1].send(b"x")
-            await _until(lambda: len(started) == 4, "started")
-            assert sorted(started[2:]) == [(1, quiet + GATHER), (2, quiet + GATHER)]
-            assert idle.park(readers[0])
-            await trio.sleep(GATHER * 4)
-            again = trio.current_time()
-            pairs[0][1].send(b"x")
-            await _until(lambda: len(started) == 5, "started again")
-            assert started[4] == (0, again)
-            nursery.cancel_scope.cancel()
-    finally:
-        for a, b in pairs:
-            a.close()
-            b.close()
+@attrs.define
+class _Parked:
+    """A running poller with `n` parked readers, a second after they were parked."""
+
+    idle: IdleNodes
+    pairs: list[tuple[socket.socket, socket.socket]]
+    readers: list[_Reader]
+    started: list[tuple[int, float]]
+
+    def send(self, k: int) -> None:
+        self.pairs[k][1].send(b"x")
 
 
-async def test_a_gather_that_finds_many_sockets_is_followed_by_a_longer_one(
-        autojump_clock: trio.testing.MockClock) -> None:
+@asynccontextmanager
+async def _parked(n: int) -> AsyncIterator[_Parked]:
     idle = IdleNodes(lambda conn: None)
-    n = LONG_FROM + 2
     pairs = [socket.socketpair() for _ in range(n)]
     started: list[tuple[int, float]] = []
     readers = [_Reader(ours, started, k) for k, (ours, _) in enumerate(pairs)]
@@ -359,27 +334,58 @@ async def test_a_gather_that_finds_many_sockets_is_followed_by_a_longer_one(
             await trio.testing.wait_all_tasks_blocked()
             assert all(idle.park(r) for r in readers)
             await trio.sleep(1.0)
-            t0 = trio.current_time()
-            for k in (0, 1):  # two wake-ups at once: busy from here
-                pairs[k][1].send(b"x")
-                await trio.testing.wait_all_tasks_blocked()
-            assert started == [(0, t0), (1, t0)]
-            for k in range(2, 2 + LONG_FROM):  # the short gather finds LONG_FROM sockets
-                pairs[k][1].send(b"x")
-            await _until(lambda: len(started) == 2 + LONG_FROM, "the short gather")
-            assert {t for _, t in started[2:]} == {t0 + GATHER}
-            assert idle.park(readers[0]) and idle.park(readers[1])
-            pairs[0][1].send(b"x")  # so the next one waits the long gather out
-            await _until(lambda: len(started) == 3 + LONG_FROM, "the long gather")
-            assert started[-1] == (0, t0 + GATHER + GATHER_LONG)
-            pairs[1][1].send(b"x")  # it found one: back to the short gather, or none
-            await _until(lambda: len(started) == 4 + LONG_FROM, "after the long gather")
-            assert started[-1][1] <= t0 + 2 * GATHER + GATHER_LONG
+            yield _Parked(idle, pairs, readers, started)
             nursery.cancel_scope.cancel()
     finally:
         for a, b in pairs:
             a.close()
             b.close()
+
+
+async def test_a_busy_poller_gathers_and_a_quiet_one_answers_at_once(
+        autojump_clock: trio.testing.MockClock) -> None:
+    async with _parked(3) as p:
+        started = p.started
+        quiet = trio.current_time()
+        p.send(0)  # after a quiet spell: taken at once
+        await trio.testing.wait_all_tasks_blocked()
+        assert started == [(0, quiet)] and trio.current_time() == quiet
+        p.send(1)  # one wake-up is not busy: taken at once too
+        await trio.testing.wait_all_tasks_blocked()
+        assert started == [(0, quiet), (1, quiet)]
+        p.send(2)  # two wake-ups close together: busy, it waits for the gather
+        assert p.idle.park(p.readers[1])
+        p.send(1)
+        await _until(lambda: len(started) == 4, "started")
+        assert sorted(started[2:]) == [(1, quiet + GATHER), (2, quiet + GATHER)]
+        assert p.idle.park(p.readers[0])
+        await trio.sleep(GATHER * 4)
+        again = trio.current_time()
+        p.send(0)
+        await _until(lambda: len(started) == 5, "started again")
+        assert started[4] == (0, again)
+
+
+async def test_a_gather_that_finds_many_sockets_is_followed_by_a_longer_one(
+        autojump_clock: trio.testing.MockClock) -> None:
+    async with _parked(LONG_FROM + 2) as p:
+        started = p.started
+        t0 = trio.current_time()
+        for k in (0, 1):  # two wake-ups at once: busy from here
+            p.send(k)
+            await trio.testing.wait_all_tasks_blocked()
+        assert started == [(0, t0), (1, t0)]
+        for k in range(2, 2 + LONG_FROM):  # the short gather finds LONG_FROM sockets
+            p.send(k)
+        await _until(lambda: len(started) == 2 + LONG_FROM, "the short gather")
+        assert {t for _, t in started[2:]} == {t0 + GATHER}
+        assert p.idle.park(p.readers[0]) and p.idle.park(p.readers[1])
+        p.send(0)  # so the next one waits the long gather out
+        await _until(lambda: len(started) == 3 + LONG_FROM, "the long gather")
+        assert started[-1] == (0, t0 + GATHER + GATHER_LONG)
+        p.send(1)  # it found one: back to the short gather, or none
+        await _until(lambda: len(started) == 4 + LONG_FROM, "after the long gather")
+        assert started[-1][1] <= t0 + 2 * GATHER + GATHER_LONG
 
 
 class _Steps(trio.abc.Instrument):
