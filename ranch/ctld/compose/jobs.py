@@ -175,6 +175,7 @@ def build_jobs(nodes: NodesForJobs, *, config: ClusterConfig, clock: Callable[[]
         launch=launcher.launch, began=lambda job: _began(side, job),
         requeued=lambda job: _requeued(side, job), ending=lambda job: _ending(side, job),
         ended=lambda job: _ended(side, job), rearm=lambda job: _rearm(side, job),
+        reopening=lambda job: side.accounting.reopening(job),
         restored=lambda: side.accounting.restored(), held=lambda job: side.accounting.held(job))
     store = JobStore(nodes, settings, changes, clock=clock, wall=wall, epoch=epoch, events=events)
     side = _components(store, settings, nodes, launcher, clock=clock, wall=wall,

@@ -80,15 +80,15 @@ class Accounting:
         """The job entered a final state: its run goes to the history."""
         history = self.history
         if history is not None:
-            restarts = job.restarts
-            first = self.record_of(job)
+            # built when its batch is taken, so a detail set later in the same step is in it;
+            # a requeue before then builds it first (`reopening`), while it is the run that ended
+            history.ended(lambda: self.record_of(job), run=(job.id, job.restarts))
 
-            def build() -> dict[str, Any]:  # a detail set later in the same step is in it; a
-                if job.restarts == restarts and job.state in FINAL:  # run requeued since is not
-                    return self.record_of(job)
-                return first
-
-            history.ended(build, run=(job.id, restarts))
+    def reopening(self, job: Job) -> None:
+        """A finished job is about to be requeued: the record of the run that ended, if it is
+        still to be built, is built now."""
+        if self.history is not None:
+            self.history.build_now((job.id, job.restarts))
 
     def held(self, job: Job) -> bool:
         """The job may not be purged yet: its record is not durable."""

@@ -54,6 +54,10 @@ class JobHistory(Protocol):
     def due(self) -> Wakeup:
         """Set whenever a record waits to be written (the writer's wake-up call)."""
 
+    def build_now(self, run: tuple[int, int]) -> None:
+        """The record of `run` (job id, restarts), if offered as a builder and not yet taken,
+        built now: its job is about to change."""
+
     def unwritten(self, job_id: int) -> bool:
         """Whether a run of the job still waits for its record to be durable."""
 
@@ -111,6 +115,11 @@ class FileHistory:
         if verify:
             self._verify.add(k)
         self.due.set()
+
+    def build_now(self, run: tuple[int, int]) -> None:
+        rec = self._pending.get(run)
+        if callable(rec):
+            self._pending[run] = rec()
 
     def unwritten(self, job_id: int) -> bool:
         return self._open.get(job_id, 0) > 0

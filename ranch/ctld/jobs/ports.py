@@ -149,6 +149,7 @@ class StoreEvents:
     requeued: Callable[[Job], None]  # back to PENDING: a new run from scratch
     ending: Callable[[Job], None]  # it reached a final state: its watches and steps end
     ended: Callable[[Job], None]  # ... and is logged: its mail and its history record
+    reopening: Callable[[Job], None]  # a finished job about to be requeued, still as it ended
     rearm: Callable[[Job], None]  # its deadlines again (a restart, a reconfigure)
     restored: Callable[[], None]  # every saved job is back
     held: Callable[[Job], bool]  # the job may not be purged yet (its history unwritten)

@@ -73,9 +73,8 @@ class JobStore:
         self.jobs: dict[int, Job] = {}
         self.pending: list[Job] = []  # by `order` ((-priority, id) unless multifactor's)
         self.order: Callable[[Job], Any] = lambda j: (-j.priority, j.id)
-        # multifactor's (ctld/jobs/priorities.py): a job's priority as it joins the queue, or
-        # its nice changed (None: priority/basic's)
-        self.prioritize: Callable[[Job], None] | None = None
+        # multifactor's (ctld/jobs/priorities.py), as a job joins the queue or its nice changes
+        self.prioritize: Callable[[Job], None] | None = None  # None: priority/basic's
         self.pending_parts: Counter[str] = Counter()
         self.pending_stale = False  # a job left PENDING: rebuild the list before it is read
         self.uses: dict[str, NodeUse] = {}
@@ -157,6 +156,8 @@ class JobStore:
             return str(exc)
         if new == old and not effects:
             return None
+        if old.state in FINAL and new.state not in FINAL:  # requeued after it ended
+            self._events.reopening(job)
         job.state, job.outcome, job.held = new.state, new.outcome, new.held
         job.restarts, job.nodes, job.awaiting = new.restarts, new.nodes, new.awaiting
         job.exit_code, job.signal, job.message = new.exit_code, new.signal, new.message
