@@ -19,7 +19,7 @@ from cattrs.preconf.orjson import make_converter
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.fasthooks import fast_structure_hook, flat_structure_hook
 from ranch.protocol.messages import MESSAGE_TYPES, GpuMetrics, Heartbeat, Metrics
-from ranch.protocol.nodemessages import GPU_FIELDS, GpuReadings
+from ranch.protocol.nodemessages import GPU_FIELDS, PER_GPU, GpuReadings
 from ranch.protocol.versions import CURRENT, downgrade
 
 converter = make_converter(forbid_extra_keys=False)  # newer peers may send fields we lack
@@ -135,7 +135,6 @@ converter.register_structure_hook_func(lambda cls: cls == _PAIRS, _strict_pairs)
 # (GpuReadings), built without a GpuMetrics; a list the flat hook does not take goes through
 # cattrs' own hooks for a list of GpuMetrics, for their result or their error.
 _GPU_LIST = tuple[GpuMetrics, ...]
-_PER_GPU = len(GPU_FIELDS)
 
 
 def _gpu_readings(value: Any, _: type) -> GpuReadings:
@@ -144,8 +143,8 @@ def _gpu_readings(value: Any, _: type) -> GpuReadings:
 
 def _gpu_objects(readings: GpuReadings) -> list[dict[str, Any]]:
     flat = readings.flat
-    return [dict(zip(GPU_FIELDS, flat[at:at + _PER_GPU], strict=True))
-            for at in range(0, len(flat), _PER_GPU)]
+    return [dict(zip(GPU_FIELDS, flat[at:at + PER_GPU], strict=True))
+            for at in range(0, len(flat), PER_GPU)]
 
 
 converter.register_structure_hook(

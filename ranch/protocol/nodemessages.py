@@ -73,21 +73,21 @@ class GpuReadings:
         return cls(tuple(x for g in gpus for x in _figures(g)))
 
     def __len__(self) -> int:
-        return len(self.flat) // _PER_GPU
+        return len(self.flat) // PER_GPU
 
     def __getitem__(self, i: int) -> GpuMetrics:
         if not -len(self) <= i < len(self):
             raise IndexError(i)
-        at = (i % len(self)) * _PER_GPU
-        return GpuMetrics(*self.flat[at:at + _PER_GPU])  # type: ignore[arg-type]
+        at = (i % len(self)) * PER_GPU
+        return GpuMetrics(*self.flat[at:at + PER_GPU])  # type: ignore[arg-type]
 
     def __iter__(self) -> Iterator[GpuMetrics]:
         flat = self.flat
-        for at in range(0, len(flat), _PER_GPU):
-            yield GpuMetrics(*flat[at:at + _PER_GPU])  # type: ignore[arg-type]
+        for at in range(0, len(flat), PER_GPU):
+            yield GpuMetrics(*flat[at:at + PER_GPU])  # type: ignore[arg-type]
 
 
-_PER_GPU = len(GPU_FIELDS)
+PER_GPU = len(GPU_FIELDS)  # figures a GPU
 _figures = attrgetter(*GPU_FIELDS)
 
 

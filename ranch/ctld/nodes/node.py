@@ -13,7 +13,7 @@ import orjson
 
 from ranch.conf.model import NodeConfig
 from ranch.ctld.nodes.hardware import PackedHardware
-from ranch.protocol.messages import HealthReport, Metrics
+from ranch.protocol.messages import PER_GPU, HealthReport, Metrics
 from ranch.statemachine import names
 from ranch.statemachine.model import Base, Flag, NodeState, Reason
 
@@ -28,7 +28,7 @@ SILENT = 2  # nothing more to do until the node is heard from
 # replaced with every heartbeat were what filled its oldest generation (docs/benchmarks.md, hot
 # spots 1 and 3). Layout: the five scalars of Metrics, then six per GPU; NaN stands for None.
 _HEAD = 5  # cpu_pct, load_1m, memory_used_mib, memory_total_mib, max_temperature_c
-_PER_GPU = 6  # index, util_pct, memory_used_mib, memory_total_mib, temperature_c, power_w
+_PER_GPU = PER_GPU  # GpuMetrics' figures (GPU_FIELDS), as GpuReadings holds them
 _NAN = math.nan
 
 
