@@ -27,8 +27,8 @@ SILENT = 2  # nothing more to do until the node is heard from
 # 2 KB of attrs objects and floats, and nothing that the garbage collector must walk. Objects
 # replaced with every heartbeat were what filled its oldest generation (docs/benchmarks.md, hot
 # spots 1 and 3). Layout: the five scalars of Metrics, then six per GPU; NaN stands for None.
-_HEAD = 5  # cpu_pct, load_1m, memory_used_mib, memory_total_mib, max_temperature_c
-_PER_GPU = PER_GPU  # GpuMetrics' figures (GPU_FIELDS), as GpuReadings holds them
+PACKED_HEAD = 5  # cpu_pct, load_1m, memory_used_mib, memory_total_mib, max_temperature_c
+# then GpuMetrics' figures (GPU_FIELDS), PER_GPU of them a GPU, as GpuReadings holds them
 _NAN = math.nan
 
 
@@ -54,7 +54,7 @@ def unpack_gpus(packed: array) -> list[dict[str, Any]]:
     return [
         {"index": int(packed[i]), "util_pct": packed[i + 1], "mem_used_mib": int(packed[i + 2]),
          "mem_total_mib": int(packed[i + 3]), "temp_c": packed[i + 4], "power_w": packed[i + 5]}
-        for i in range(_HEAD, len(packed), _PER_GPU)
+        for i in range(PACKED_HEAD, len(packed), PER_GPU)
     ]
 
 

@@ -15,13 +15,12 @@ from typing import Any
 
 import orjson
 
-from ranch.ctld.nodes.node import NodeRecord
+from ranch.ctld.nodes.node import PACKED_HEAD, PER_GPU, NodeRecord
 from ranch.protocol.records import reason_user
 from ranch.statemachine import names as state_names
 
 CHUNK = 250  # nodes between two chances for heartbeats to run (a few ms of work)
 ZCHUNK = 1 << 16  # bytes gzipped between two chances
-_HEAD, _PER_GPU = 5, 6  # the packed metrics' layout (ctld/nodes/node.py pack_metrics)
 
 
 def _pct(used: float | None, total: float | None) -> int:
@@ -52,8 +51,8 @@ def node_columns(rec: dict[str, Any]) -> tuple[int, int, int, int, int]:
 def packed_columns(packed: Any) -> tuple[int, int, int, int]:
     """(cpu %, memory %, mean GPU util %, hottest °C) straight from a node's packed metrics
     (what node_columns reads from the record metrics_record unpacks; NaN: not measured)."""
-    utils = packed[_HEAD + 1::_PER_GPU]
-    temps = [t for t in packed[_HEAD + 4::_PER_GPU] if t == t]
+    utils = packed[PACKED_HEAD + 1::PER_GPU]
+    temps = [t for t in packed[PACKED_HEAD + 4::PER_GPU] if t == t]
     if packed[4] == packed[4]:
         temps.append(packed[4])
     return (-1 if packed[0] != packed[0] else round(packed[0]), _pct(packed[2], packed[3]),

@@ -37,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from ranch.ctld.nodes.node import PACKED_HEAD, PER_GPU  # the packed metrics' layout
 from ranch.statemachine import names
 from ranch.statemachine.model import Base, Flag
 from ranch.statemachine.predicates import is_unusable
@@ -77,9 +78,7 @@ _GPU_FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temp"),
     ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "used"),
 )
-# Offsets of each GPU family's figure in a packed per-GPU record (ctld.node.pack_metrics).
-_GPU_OFFSETS = (1, 4, 2)
-_HEAD, _PER_GPU = 5, 6  # the packed metrics layout of ctld.node.pack_metrics
+_GPU_OFFSETS = (1, 4, 2)  # each family's figure in a GPU's packed record (pack_metrics)
 
 # Cluster-wide counts: Slurm's names, then the exporter's that Slurm lacks.
 _SLURM_COUNTS = (
@@ -230,7 +229,8 @@ class _ChunkTemplates:
     def __init__(self, key: tuple[tuple[_NodeLines, int], ...]) -> None:
         self.key = key
         self.free = b"".join([e.mem_free_tmpl for e, _ in key])
-        per_node = [e.gpu_templates((n - _HEAD) // _PER_GPU) for e, n in key if n > _HEAD]
+        per_node = [e.gpu_templates((n - PACKED_HEAD) // PER_GPU) for e, n in key
+                    if n > PACKED_HEAD]
         self.gpus = tuple(b"".join([t[f] for t in per_node]) for f in range(len(_GPU_FAMILIES)))
 
 
@@ -334,9 +334,9 @@ class Exposition:
                 # Every GPU record of the chunk end to end (one copy in C), so each family's
                 # figures are one strided slice of it.
                 figures = array("d")
-                figures.frombytes(b"".join([memoryview(mt)[_HEAD:] for mt in packed]))
+                figures.frombytes(b"".join([memoryview(mt)[PACKED_HEAD:] for mt in packed]))
                 for lines, t, off in zip(gpu, tmpl.gpus, _GPU_OFFSETS, strict=True):
-                    lines.append(t % tuple(figures[off::_PER_GPU]))
+                    lines.append(t % tuple(figures[off::PER_GPU]))
             yield
         out.append(_header(*_FREE_MEM).encode())
         out.extend(free)
