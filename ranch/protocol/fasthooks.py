@@ -1,13 +1,14 @@
-"""Straight-line structure hooks for the messages every node sends every few seconds.
+"""Straight-line structure hooks for the messages rctld decodes most: heartbeats, submissions.
 
 cattrs' generated hook calls a checking function per field; a heartbeat of a node with eight
 GPUs has 60 scalar fields, and those calls were most of its 18 us decode (docs/benchmarks.md,
-issue 50). The hook made here checks each scalar field's type inline, in one expression, and
-builds the instance; a list field's items go through their own hook in one comprehension (an
-empty one costs nothing), where cattrs' loop took three calls around them. Anything it does not
-take at once (a missing key, an int where a float goes, a nested value that fails) goes to
-cattrs' own hook, so what is accepted and every error (with its field path) stay exactly
-cattrs'. The code is generated, as cattrs generates its own,
+issue 50); a submission has 59 fields. The hook made here checks each scalar field's type
+inline, in one expression, and builds the instance; a list field's items go through their own
+hook in one comprehension (an empty one costs nothing), where cattrs' loop took three calls
+around them, and a list of pairs (an environment) through the converter's hook for all of it.
+Anything it does not take at once (a missing key, an int where a float goes, a nested value
+that fails) goes to cattrs' own hook, so what is accepted and every error (with its field path)
+stay exactly cattrs'. The code is generated, as cattrs generates its own,
 because a loop over the fields costs what the calls did.
 """
 
@@ -74,6 +75,9 @@ def fast_structure_hook(cls: type, hook_of: Callable[[Any], Hook], slow: Hook) -
         item = _items_of(tp)
         if item is None:
             nested.append(f"        x{i} = h{i}({n}, t{i})")
+        elif typing.get_origin(item) is tuple:  # pairs (an environment): the whole list's hook
+            nested.append(f"        x{i} = (h{i}({n}, t{i}) if {n} else ()) if type({n}) is list"
+                          f" else h{i}({n}, t{i})")
         else:  # a list's items each through their own hook, without cattrs' loop around them
             env[f"e{i}"], env[f"u{i}"] = hook_of(item), item
             nested.append(f"        x{i} = ((tuple([e{i}(e, u{i}) for e in {n}]) if {n} else ())"
