@@ -155,7 +155,7 @@ class Daemon:
                            credential_holders=lambda: list(self.server.node_credentials.on_disk))
         # the rpc server over the owners' ports (ctld/compose/layers.py)
         self.server: Server = rpc_server(
-            ctl, key, reconfigure=self.reconfigure, submit=self.durability.submit,
+            ctl, key, reconfigure=self.reconfigure, submit=self.durability.submit_now,
             state_dir=state_dir, mirror=None if self.local_store else self.store.put_file,
             takeover=None if handover is None else self.takeover,
             sync=self.durability.durable, spawn=self.runner.start_soon)

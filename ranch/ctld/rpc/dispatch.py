@@ -11,10 +11,13 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from ranch.ctld import logs
 from ranch.ctld.rpc import permissions
 from ranch.ctld.rpc.ratelimit import RateLimits
 from ranch.ctld.rpc.readcache import ReadCache
+from ranch.ctld.state.durability import Journaled
 from ranch.protocol import messages as m
 
 if TYPE_CHECKING:
@@ -22,6 +25,17 @@ if TYPE_CHECKING:
     from ranch.ctld.rpc.connection import Connection
     from ranch.ctld.rpc.routes import Route
     from ranch.ctld.rpc.rpcports import ChangeCounts
+
+
+@attrs.frozen
+class Held:
+    """A reply held back until the journal holds what it confirms."""
+
+    reply: Any
+    request_id: int
+    version: int
+    request: str  # the request's type name (logs)
+    confirms: bool
 
 
 class Dispatcher:
@@ -57,6 +71,8 @@ class Dispatcher:
 
     def _done(self, route: Route, msg: Any, after: Any, before: tuple[int, int],
               reply: Any) -> tuple[Any, bool]:
+        if type(reply) is Journaled:  # the route's own change, journaled before it leaves
+            return (reply if after is None else attrs.evolve(reply, reply=after(reply.reply))), True
         nodes_before, jobs_before = before
         nodes_after, jobs_after = self.changes.counts()
         confirms = route.changes and confirms_change(
@@ -82,11 +98,12 @@ class Dispatcher:
             return msg, False
         before = self.changes.counts()
         reply = self.read_cache.answer(route.handler, conn, msg)
-        # a route changed (its handler is async now): IMMEDIATE must say so. A coroutine is what
-        # a route waits with; isawaitable's abc check was 3 % of a heartbeat's calls
+        # a route changed (its handler is async now): IMMEDIATE or AT_ONCE must say so. A
+        # coroutine is what a route waits with; isawaitable's abc check was 3 % of a beat's calls
         if inspect.iscoroutine(reply):
             reply.close()
-            raise TypeError(f"the route of {type(msg).__name__} waits; it is not IMMEDIATE")
+            raise TypeError(f"the route of {type(msg).__name__} waits: it is not to be answered "
+                            "at once (IMMEDIATE, readnow.AT_ONCE)")
         return self._done(route, msg, after, before, reply)
 
     async def answer(self, conn: Connection, msg: Any) -> tuple[Any, bool]:
@@ -136,6 +153,16 @@ def failed(conn: Connection, request: str, exc: Exception) -> m.Error:
     logging.getLogger(logs.LOGGER_NAME).exception("request failed: %s from %s", request,
                                                   conn.peer, exc_info=exc)
     return m.Error("internal", f"{request} failed: {exc!r}")
+
+
+def settled(reply: Any, confirms: bool, request: str, failure: OSError | None) -> Any:
+    """The reply to send once the journal write it waited for has ended (`failure`: how it
+    failed): a Journaled one's own, or its `undo`; another that confirms a change an Error."""
+    if type(reply) is Journaled:
+        return reply.reply if failure is None else reply.undo(failure)
+    if failure is not None and confirms:
+        return not_saved(request, failure)
+    return reply
 
 
 def not_saved(request: str, exc: OSError) -> m.Error:

@@ -25,6 +25,8 @@ import trio
 # the eleventh of those
 _LAST_DATA_RECV = 52
 _TCP_INFO_LEN = _LAST_DATA_RECV + 4
+RECEIVE_CHUNK = 1 << 16  # what one read of a connection takes
+UNPROVEN_CHUNK = 4 << 10  # of a peer that has not proven the key yet
 
 class RawStream(trio.abc.AsyncResource):
     """An accepted connection's stream: the standard library's socket and what rctld calls of a

@@ -16,75 +16,26 @@ from __future__ import annotations
 import functools
 import logging
 import math
-import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-import attrs
 import trio
 
 from ranch.ctld import logs
 from ranch.ctld.rpc import userauth
 from ranch.ctld.rpc.allowance import connection_allowance
-from ranch.ctld.rpc.dispatch import IMMEDIATE, log_refusal, not_saved
+from ranch.ctld.rpc.dispatch import Held, log_refusal, settled
+from ranch.ctld.rpc.fastio import RECEIVE_CHUNK, UNPROVEN_CHUNK
+from ranch.ctld.rpc.readnow import ReadsNow
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import Frame, FrameDecoder
 from ranch.protocol.versions import CURRENT
 
 if TYPE_CHECKING:
-    from ranch.ctld.nodes.stalls import StallWatch
-    from ranch.ctld.rpc.admission import Admission
-    from ranch.ctld.rpc.capacity import CapacityRefusals
     from ranch.ctld.rpc.connection import Connection
-    from ranch.ctld.rpc.dispatch import Dispatcher
-    from ranch.ctld.rpc.idlenodes import IdleNodes
-    from ranch.ctld.rpc.replaymark import ReplayMark
-    from ranch.protocol.framing import ReplayGuard
+    from ranch.ctld.rpc.readparts import Steps
 
-RECEIVE_CHUNK = 1 << 16
-UNPROVEN_CHUNK = 4 << 10  # what one read takes from a peer that has not proven the key
 ADMIN_IDLE_TIMEOUT = 120.0  # a command's connection idle this long is dropped
-
-
-@attrs.frozen
-class Decoding:
-    """What each connection's frame decoder is built with: the server's key, limits and guards."""
-
-    key: bytes
-    max_size: int
-    unproven_max: int
-    replay_guard: ReplayGuard
-    stalls: StallWatch  # the controller's stalls: a late frame's excuse
-    message_timeout: Callable[[], float]  # the config's, in force now
-    wall: Callable[[], float] = time.time  # what a frame's timestamp is judged against
-
-
-@attrs.frozen
-class Steps:
-    """The server's parts a connection's reader uses (ctld/rpc/server.py builds it once)."""
-
-    decoding: Decoding
-    admission: Admission
-    idle: IdleNodes  # where a node between frames is parked
-    replay_mark: ReplayMark
-    capacity: CapacityRefusals
-    dispatcher: Dispatcher  # a request's route
-    sync: Callable[[], Awaitable[None]] | None  # every confirmed change on disk (None: none)
-    ended: Callable[[Connection], bool]  # forget the connection; True: its stream to close
-    follow: Callable[[Connection, m.GetEvents, int, int], Awaitable[None]]  # rcontrol events -f
-    sign_in: Callable[[Connection, FrameDecoder, str], Awaitable[None]]  # a MUNGE credential
-
-
-@attrs.frozen
-class Held:
-    """A reply held back until the journal holds what it confirms."""
-
-    reply: Any
-    request_id: int
-    version: int
-    request: str  # the request's type name (logs)
-    confirms: bool
 
 
 class Idle:
@@ -96,12 +47,12 @@ class Idle:
 IDLE = Idle()
 
 
-class FrameReader:
+class FrameReader(ReadsNow):
     """Reads one connection until it ends; each `run` is a task (a node parked between frames
-    starts a new one when it speaks: ctld/rpc/idlenodes.py)."""
+    starts a new one when it speaks: ctld/rpc/idlenodes.py). Its steps that never wait, for a
+    caller with no task for it (the idle poller, the accept loop), are ReadsNow's."""
 
-    __slots__ = ("conn", "decoder", "frame_deadline", "held", "may_park", "pending", "proven",
-                 "steps", "timeout")
+    __slots__ = ("may_park", "timeout")  # and ReadsNow's
 
     def __init__(self, steps: Steps, conn: Connection, *, may_park: bool = False) -> None:
         """`may_park`: a node between frames may be handed to the server's idle poller
@@ -327,56 +278,6 @@ class FrameReader:
             self.held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
         return True
 
-    def quick(self) -> bool:
-        """A parked node's next frame read and acted on in the idle poller's own task, with no
-        task, cancel scope or await of its own: at 10,000 nodes those were a fifth of rctld's
-        CPU per heartbeat (docs/benchmarks.md, issue 50). True: done, the reply written and the
-        connection parked again. False: start the task, which carries on from here: a frame
-        not yet whole, one whose route waits (`pending`), a refusal (`pending`), a reply held
-        for the journal's write or for another write under way, a connection closing."""
-        try:
-            return self._quick()
-        except Exception as exc:  # as in `run`: one peer never takes the poller down
-            logs.event("connection failed", logging.ERROR, peer=self.conn.peer,
-                       error=repr(exc))
-            self.conn.closing = True  # the task starts, sees it and ends the connection
-            return False
-
-    def _quick(self) -> bool:
-        conn, decoder, steps = self.conn, self.decoder, self.steps
-        if conn.closing or self.held or self.pending is not None or not self.proven:
-            return False
-        try:
-            data = conn.io.read_now(RECEIVE_CHUNK)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return False  # the task's read meets it again, and ends the connection
-        if not data:
-            return False  # nothing after all (the task waits), or the end (the task ends)
-        conn.ready = False
-        decoder.feed(data)
-        try:
-            frame = decoder.next_frame()
-        except ProtocolError as exc:
-            self.pending = exc
-            return False
-        if frame is None:  # the frame's first bytes: the task reads the rest, under its deadline
-            return False
-        if type(frame.msg) not in IMMEDIATE or steps.replay_mark.needs(frame.timestamp):
-            self.pending = frame
-            return False
-        self.frame_deadline = None
-        conn.version = frame.version
-        reply, confirms = steps.dispatcher.answer_now(conn, frame.msg)
-        if reply is None:
-            return not conn.closing and not decoder.buffered and steps.idle.park(self)
-        sent = None if confirms or conn.closing or decoder.buffered else conn.send_now(
-            conn.links.encode(reply, frame.request_id, frame.version, conn.key))
-        if sent is None:  # held for the journal, behind another write, or frames to come
-            self.held.append(Held(reply, frame.request_id, frame.version, frame.type, confirms))
-            return False
-        log_refusal(conn, frame.type, reply)
-        return sent and steps.idle.park(self)
-
     async def send_held(self) -> None:
         """The held replies, in order, once every change they confirm is on disk (one write
         for all of them); those that confirm a change are errors if that write failed."""
@@ -384,14 +285,14 @@ class FrameReader:
             return
         batch = self.held[:]
         self.held.clear()
-        sync = self.steps.sync
+        failure, sync = None, self.steps.sync
         if sync is not None and any(h.confirms for h in batch):
             try:
                 await sync()
             except OSError as exc:
-                batch = [attrs.evolve(h, reply=not_saved(h.request, exc)) if h.confirms else h
-                         for h in batch]
+                failure = exc
         for h in batch:
-            if h.reply is not None:
-                await self.conn.reply(h.reply, h.request_id, h.version)
-                log_refusal(self.conn, h.request, h.reply)
+            reply = settled(h.reply, h.confirms, h.request, failure)
+            if reply is not None:
+                await self.conn.reply(reply, h.request_id, h.version)
+                log_refusal(self.conn, h.request, reply)

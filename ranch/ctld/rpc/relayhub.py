@@ -26,8 +26,8 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.rpc.connection import Connection, Links
-from ranch.ctld.rpc.dispatch import log_refusal, not_saved
-from ranch.ctld.rpc.reading import Held, Steps
+from ranch.ctld.rpc.dispatch import Held, log_refusal, settled
+from ranch.ctld.rpc.readparts import Steps
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.framing import FrameDecoder
@@ -174,16 +174,16 @@ class RelayHub:
                 answer = await self._act(session, item.frame)
                 if answer is not None:
                     held.append((session, answer))
-        sync = self.steps.sync
+        failure, sync = None, self.steps.sync
         if sync is not None and any(h.confirms for _, h in held):
             try:
                 await sync()
             except OSError as exc:
-                held = [(s, attrs.evolve(h, reply=not_saved(h.request, exc)) if h.confirms
-                         else h) for s, h in held]
+                failure = exc
         for session, h in held:
-            await session.reply(h.reply, h.request_id, h.version)
-            log_refusal(session, h.request, h.reply)
+            reply = settled(h.reply, h.confirms, h.request, failure)
+            await session.reply(reply, h.request_id, h.version)
+            log_refusal(session, h.request, reply)
 
     def _session(self, relay: Relay, item: m.RelayItem) -> RelayedConnection | None:
         """The session `item` goes to (opened at its node's first frame), None when the item

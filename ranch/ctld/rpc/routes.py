@@ -176,7 +176,7 @@ async def acct_query(jobs: JobServices, conn: Connection, msg: m.GetAcct) -> Any
     return Prebuilt("AcctList", await jobs.accounting.query(msg))
 
 
-def submit(jobs: JobServices, durable: Callable[[m.SubmitJob], Awaitable[Any]] | None,
+def submit(jobs: JobServices, durable: Callable[[m.SubmitJob], Any] | None,
            conn: Connection, msg: m.SubmitJob) -> Any:
     if msg.test_only:  # sbatch --test-only: nothing is made (ctld/jobs/willrun.py)
         return jobs.will_run.answer(msg)
@@ -199,14 +199,15 @@ def step_request(jobs: JobServices, conn: Connection, msg: m.StepRequest) -> Any
 
 
 def job_routes(jobs: JobServices, config: Callable[[], ClusterConfig],
-               durable: Callable[[m.SubmitJob], Awaitable[Any]] | None) -> Table:
+               durable: Callable[[m.SubmitJob], Any] | None) -> Table:
     """rbatch, rcancel, rcontrol hold|release|..., rqueue, racct, rrun's steps. `durable`:
-    Durability.submit, which journals the job before it answers (None: tests of the core)."""
+    Durability.submit_now, whose reply leaves once the journal holds the job (None: tests of
+    the core)."""
     return {
         m.GetJobs: Route(partial(jobs_listing, jobs), changes=False),
         m.GetAcct: Route(partial(acct_query, jobs), changes=False),
-        # Durability.submit journals the jobs itself before it answers (and retracts
-        # them if it cannot): a second wait would only add the next write of others' changes
+        # Durability.submit_now's reply is Journaled: it waits for the journal itself (and
+        # the jobs are retracted if the write fails), whatever else the request changed
         m.SubmitJob: Route(partial(submit, jobs, durable), changes=False),
         m.CancelJobs: Route(partial(cancel, jobs, config)),
         m.JobControl: Route(partial(job_control, jobs, config)),

@@ -42,7 +42,7 @@ import trio
 from ranch.ctld import logs
 from ranch.ctld.kept import kept
 from ranch.ctld.nodes.stalls import backlog_cover
-from ranch.ctld.rpc import eventstream, userauth
+from ranch.ctld.rpc import eventstream, readnow, userauth
 from ranch.ctld.rpc.admission import READY, Admission, Caps, caps_for, fd_limit, source_of
 from ranch.ctld.rpc.capacity import CapacityRefusals, is_register
 from ranch.ctld.rpc.connection import Connection, Links
@@ -50,7 +50,8 @@ from ranch.ctld.rpc.dispatch import Dispatcher
 from ranch.ctld.rpc.fastio import RawStream, unread_bytes
 from ranch.ctld.rpc.idlenodes import IdleNodes
 from ranch.ctld.rpc.nodecredentials import NodeCredentials
-from ranch.ctld.rpc.reading import Decoding, FrameReader, Steps
+from ranch.ctld.rpc.reading import FrameReader
+from ranch.ctld.rpc.readparts import Decoding, Steps
 from ranch.ctld.rpc.relayhub import RelayHub
 from ranch.ctld.rpc.replaymark import ReplayMark
 from ranch.ctld.rpc.routes import (
@@ -86,7 +87,8 @@ _ACCEPT_EXHAUSTED = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS}
 REPLY_BODY_CACHE = 256  # encoded HeartbeatReply bodies: (version, state, hash) -> bytes
 
 Reconfigurer = Callable[[str], Awaitable[m.ReconfigureResult]]
-Submitter = Callable[[m.SubmitJob], Awaitable[Any]]
+# a submission accepted now; its reply Journaled (ctld/state/durability.py): it leaves once on disk
+Submitter = Callable[[m.SubmitJob], Any]
 
 
 class Server:
@@ -252,6 +254,7 @@ class Server:
         with sock:
             while True:
                 await trio.lowlevel.wait_readable(sock)
+                settling: list[FrameReader] = []  # replies of the batch waiting for the journal
                 for _ in range(ACCEPT_BATCH):
                     full = not self.admission.has_room()
                     if full and not self.admission.at_capacity():
@@ -281,17 +284,29 @@ class Server:
                     if self.admission.refuses(source_of(peer), peer, ready):
                         raw.close()
                         continue
-                    self._admit(raw, peer, nursery, ready)
+                    self._admit(raw, peer, nursery, ready, settling)
+                if settling:  # one task, one journal write, for the batch's (ctld/rpc/readnow.py)
+                    nursery.start_soon(readnow.settle, settling, nursery.start_soon,
+                                       name="rpc settle")
                 await trio.lowlevel.checkpoint()
 
     def _admit(self, raw: socket.socket, peer: str, nursery: trio.Nursery,
-               ready: bool = True) -> None:
+               ready: bool = True, settling: list[FrameReader] | None = None) -> None:
+        """Serve an accepted connection: a command's one request whose bytes are in already is
+        answered at once when `settling` (the accept loop's batch) is given, or handed to it when
+        its reply waits for the journal (ctld/rpc/readnow.py); anything else gets a task."""
         conn = Connection(RawStream(raw), peer, self.links, ready)  # no trio wrappers (fastio)
         self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
         self.connections.add(conn)
+        reader = FrameReader(self.steps, conn, may_park=True)
+        if ready and settling is not None:
+            done = reader.first(nursery.start_soon)
+            if done == readnow.SETTLE:
+                settling.append(reader)
+            if done != readnow.TASK:
+                return
         # the reader's run is the task (ctld/rpc/reading.py); a name given, not built per task
-        nursery.start_soon(FrameReader(self.steps, conn, may_park=True).run,
-                           name="rpc connection")
+        nursery.start_soon(reader.run, name="rpc connection")
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted stream (a connection from any listener, or a test's)."""

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import trio
 
 from ranch.ctld import logs
@@ -14,6 +17,15 @@ if TYPE_CHECKING:
     from ranch.ctld.state.changelog import ChangeLog
     from ranch.ctld.state.ports import JournalRecords, Submissions
     from ranch.ctld.wakeup import Wakeup
+
+
+@attrs.frozen
+class Journaled:
+    """A reply that may leave only once the journal holds what it confirms; `undo` gives the
+    reply to send instead when that write failed (and takes the change back)."""
+
+    reply: Any
+    undo: Callable[[OSError], Any]
 
 
 class Durability:
@@ -47,23 +59,34 @@ class Durability:
         else:
             await self.store.commits.wait(self.store.commits.last_ticket)
 
-    async def submit(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
-        """Accept a job: checked, queued and scheduled, then on disk (as submitted, or already
-        RUNNING: one write) before the reply. Its LaunchJob waits in the outbox for the same
-        write, so no job runs that the journal lacks; if the write fails, it is retracted."""
+    def submit_now(self, msg: m.SubmitJob) -> m.Error | Journaled:
+        """Accept a job: checked, queued and scheduled now (as submitted, or already RUNNING);
+        its reply is Journaled, to leave once the journal holds it (one write with whatever
+        else waits). Its LaunchJob waits in the outbox for the same write, so no job runs that
+        the journal lacks; if the write fails, it is retracted and the reply is an Error."""
         jobs = self.submissions
         built = jobs.build(msg)
         if isinstance(built, m.Error):
             return built
-        reply = jobs.accept(built)
+        return Journaled(jobs.accept(built), partial(self._not_written, built))
+
+    def _not_written(self, built: Any, exc: OSError) -> m.Error:
+        """Never acknowledged, never launched: as if never submitted."""
+        self.submissions.retract(built)
+        logs.event("job journal write failed", logging.ERROR, error=str(exc))
+        return m.Error("internal", f"job {built[0].id} could not be written to "
+                       f"{self.store.path}: {exc.strerror or exc}")
+
+    async def submit(self, msg: m.SubmitJob) -> m.SubmitReply | m.Error:
+        """`submit_now`, its reply once the journal holds the job (the web's submissions)."""
+        got = self.submit_now(msg)
+        if isinstance(got, m.Error):
+            return got
         try:
             await self.durable()
-        except OSError as exc:  # never acknowledged, never launched: as if never submitted
-            jobs.retract(built)
-            logs.event("job journal write failed", logging.ERROR, error=str(exc))
-            return m.Error("internal", f"job {built[0].id} could not be written to "
-                           f"{self.store.path}: {exc.strerror or exc}")
-        return reply
+        except OSError as exc:
+            return got.undo(exc)
+        return got.reply
 
     async def flush_outbox(self) -> bool:
         """Send the pushes queued so far, in order, once what led to them is on disk."""
