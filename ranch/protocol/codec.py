@@ -18,7 +18,7 @@ from cattrs.preconf.orjson import make_converter
 
 from ranch.protocol.errors import ProtocolError
 from ranch.protocol.fasthooks import fast_structure_hook, flat_structure_hook
-from ranch.protocol.messages import MESSAGE_TYPES, GpuMetrics, Heartbeat, Metrics, SubmitJob
+from ranch.protocol.messages import MESSAGE_TYPES, GpuMetrics, Heartbeat, Metrics
 from ranch.protocol.nodemessages import GPU_FIELDS, PER_GPU, GpuReadings
 from ranch.protocol.versions import CURRENT, downgrade
 
@@ -151,11 +151,10 @@ converter.register_structure_hook(
     GpuReadings, flat_structure_hook(GpuMetrics, GpuReadings, _gpu_readings))
 converter.register_unstructure_hook(GpuReadings, _gpu_objects)
 
-# The messages every node sends every few seconds, and a submission, take straight-line hooks
+# The messages every node sends every few seconds take straight-line hooks
 # (ranch/protocol/fasthooks.py). cattrs' own are made first, all of them, so that a flaw
 # anywhere sends the whole message down cattrs' path, for cattrs' error.
-_CATTRS_HOOKS = {cls: converter.get_structure_hook(cls) for cls in (Metrics, Heartbeat,
-                                                                     SubmitJob)}
+_CATTRS_HOOKS = {cls: converter.get_structure_hook(cls) for cls in (Metrics, Heartbeat)}
 for _msg_cls, _slow in _CATTRS_HOOKS.items():
     converter.register_structure_hook(
         _msg_cls, fast_structure_hook(_msg_cls, converter.get_structure_hook, _slow))

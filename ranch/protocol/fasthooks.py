@@ -1,15 +1,13 @@
-"""Straight-line structure hooks for the messages rctld decodes most: heartbeats, submissions.
+"""Straight-line structure hooks for the messages every node sends every few seconds.
 
 cattrs' generated hook calls a checking function per field; a heartbeat of a node with eight
 GPUs has 60 scalar fields, and those calls were most of its 18 us decode (docs/benchmarks.md,
-issue 50); a submission has 59 fields. The hook made here checks each scalar field's type
-inline, in one expression, and builds the instance; a list field's items go through their own
-hook in one comprehension (an empty one costs nothing), where cattrs' loop took three calls
-around them, and a list of pairs (an environment) through the converter's hook for all of it.
-A key left out takes its field's default. Anything it does not take at once (a missing key
-of a field without a default, an int where a float goes, a nested value that fails) goes to
-cattrs' own hook, so what is accepted and every error (with its field path)
-stay exactly cattrs'. The code is generated, as cattrs generates its own,
+issue 50). The hook made here checks each scalar field's type inline, in one expression, and
+builds the instance; a list field's items go through their own hook in one comprehension (an
+empty one costs nothing), where cattrs' loop took three calls around them. Anything it does not
+take at once (a missing key, an int where a float goes, a nested value that fails) goes to
+cattrs' own hook, so what is accepted and every error (with its field path) stay exactly
+cattrs'. The code is generated, as cattrs generates its own,
 because a loop over the fields costs what the calls did.
 """
 
@@ -63,16 +61,9 @@ def fast_structure_hook(cls: type, hook_of: Callable[[Any], Hook], slow: Hook) -
     hints = typing.get_type_hints(cls)
     names = [f"v{i}" for i in range(len(fields))]
     env: dict[str, Any] = {"cls": cls, "slow": slow}
-    loads, checks, nested, args = [], [], [], []
+    loads = [f"        {n} = o[{f.name!r}]" for n, f in zip(names, fields, strict=True)]
+    checks, nested, args = [], [], []
     for i, (n, f) in enumerate(zip(names, fields, strict=True)):
-        # a key left out takes the field's default, as attrs would give it (a command sends
-        # only what its options set); a field without one (or with a factory) must be there
-        kept = f.default is not attrs.NOTHING and not isinstance(f.default, attrs.Factory)
-        if kept:
-            env[f"d{i}"] = f.default
-            loads.append(f"        {n} = o.get({f.name!r}, d{i})")
-        else:
-            loads.append(f"        {n} = o[{f.name!r}]")
         tp = hints[f.name]
         check = _check(tp, n)
         if check is not None:
@@ -80,17 +71,13 @@ def fast_structure_hook(cls: type, hook_of: Callable[[Any], Hook], slow: Hook) -
             args.append(n)
             continue
         env[f"h{i}"], env[f"t{i}"] = hook_of(tp), tp
-        whole = f"({n} if {n} is d{i} else h{i}({n}, t{i}))" if kept else f"h{i}({n}, t{i})"
         item = _items_of(tp)
         if item is None:
-            nested.append(f"        x{i} = {whole}")
-        elif typing.get_origin(item) is tuple:  # pairs (an environment): the whole list's hook
-            nested.append(f"        x{i} = (h{i}({n}, t{i}) if {n} else ()) if type({n}) is list"
-                          f" else {whole}")
+            nested.append(f"        x{i} = h{i}({n}, t{i})")
         else:  # a list's items each through their own hook, without cattrs' loop around them
             env[f"e{i}"], env[f"u{i}"] = hook_of(item), item
             nested.append(f"        x{i} = ((tuple([e{i}(e, u{i}) for e in {n}]) if {n} else ())"
-                          f" if type({n}) is list else {whole})")
+                          f" if type({n}) is list else h{i}({n}, t{i}))")
         args.append(f"x{i}")
     lines = [
         "def structure(o, _):",
@@ -98,7 +85,7 @@ def fast_structure_hook(cls: type, hook_of: Callable[[Any], Hook], slow: Hook) -
         "        return slow(o, _)",
         "    try:",
         *loads,
-        "    except KeyError:",  # a field without a default left out: cattrs' error
+        "    except KeyError:",  # a field left out: its default, or cattrs' error, is slow's
         "        return slow(o, _)",
         f"    if not ({' and '.join(checks) or 'True'}):",
         "        return slow(o, _)",
