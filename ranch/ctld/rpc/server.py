@@ -2,6 +2,8 @@
 
 A registered node between frames has no task: it is parked with the idle poller
 (ctld/rpc/idlenodes.py), which answers a plain heartbeat itself and starts a task for the rest.
+Nor has a command whose one request is in when it is accepted: the accept loop answers it, and
+one task per accept batch sends the replies that wait for the journal (ctld/rpc/readnow.py).
 
 A peer's faults stay on its own connection: each frame must arrive whole within MessageTimeout
 of its first byte (a total deadline: bytes dribbled in do not extend it), a send that does not
