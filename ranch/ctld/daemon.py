@@ -158,7 +158,8 @@ class Daemon:
             ctl, key, reconfigure=self.reconfigure, submit=self.durability.submit_now,
             state_dir=state_dir, mirror=None if self.local_store else self.store.put_file,
             takeover=None if handover is None else self.takeover,
-            sync=self.durability.durable, spawn=self.runner.start_soon)
+            sync=self.durability.durable, spawn=self.runner.start_soon,
+            settle_here=self.local_store)  # the file journal's write holds the loop anyway
 
     @property
     def journal(self) -> Any:

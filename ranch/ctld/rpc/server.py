@@ -3,7 +3,8 @@
 A registered node between frames has no task: it is parked with the idle poller
 (ctld/rpc/idlenodes.py), which answers a plain heartbeat itself and starts a task for the rest.
 Nor has a command whose one request is in when it is accepted: the accept loop answers it, and
-one task per accept batch sends the replies that wait for the journal (ctld/rpc/readnow.py).
+sends the batch's replies that wait for the journal after one write, itself with the file
+journal, from one task with etcd's (ctld/rpc/readnow.py).
 
 A peer's faults stay on its own connection: each frame must arrive whole within MessageTimeout
 of its first byte (a total deadline: bytes dribbled in do not extend it), a send that does not
@@ -108,15 +109,12 @@ class Server:
         liveness: Watching,
         changes: ChangeCounts,
         reconfigure: Reconfigurer,
-        max_size: int = MAX_SIZE,
-        unproven_max: int = UNPROVEN_MAX,
-        submit: Submitter | None = None,
-        state_dir: str | None = None,
-        caps: Caps | None = None,
+        max_size: int = MAX_SIZE, unproven_max: int = UNPROVEN_MAX,
+        submit: Submitter | None = None, state_dir: str | None = None, caps: Caps | None = None,
         mirror: Callable[[str, bytes], Awaitable[None]] | None = None,
         takeover: Callable[[str], Any] | None = None,
         sync: Callable[[], Awaitable[None]] | None = None,
-        spawn: Callable[..., Any] | None = None,
+        spawn: Callable[..., Any] | None = None, settle_here: bool = False,
         acctmgr: AcctmgrAnswer | None = None, shares: Callable[[str], m.ShareReply] | None = None,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -126,8 +124,11 @@ class Server:
         the read-only answers, `jobs` the job store's services, `eventlog`, `liveness` told
         what the connections saw, `changes` whether a request changed something, `acctmgr`
         racctmgr's answers and `shares` rshare's rows (ctld/accounts/; None: tests of the core,
-        no such route); `wall` the clock frames' timestamps are judged on (tests: trio's)."""
+        no such route); `wall` the clock frames' timestamps are judged on (tests: trio's);
+        `settle_here`: `sync`'s write never waits on the network (the file journal), so the
+        accept loop waits for it rather than hand the batch's replies to a task."""
         self.config = config
+        self.settle_here = settle_here
         self.traffic = traffic
         self.key = key
         self.max_size, self.unproven_max = max_size, unproven_max
@@ -274,23 +275,29 @@ class Server:
                                                      "0.1 s", logging.ERROR, error=str(exc))
                             await trio.sleep(0.1)
                         break  # ECONNABORTED and the like: the peer already left
-                    peer = _addr_text(addr)
-                    ready = unread_bytes(raw.fileno()) >= READY
-                    # every place held by a proven peer, or a node's places all taken: told so
-                    # or, a command, let in to the last few (ctld/rpc/capacity.py)
-                    if full or (self.admission.nodes_full()
-                                and (not ready or is_register(raw))):
-                        raw.setblocking(False)
-                        self.capacity.take(raw, peer, ready, nursery)
-                        continue
-                    if self.admission.refuses(source_of(peer), peer, ready):
-                        raw.close()
-                        continue
-                    self._admit(raw, peer, nursery, ready, settling)
-                if settling:  # one task, one journal write, for the batch's (ctld/rpc/readnow.py)
-                    nursery.start_soon(readnow.settle, settling, nursery.start_soon,
-                                       name="rpc settle")
+                    self._let_in(raw, _addr_text(addr), full, nursery, settling)
+                if settling:  # one journal write for the batch's replies (ctld/rpc/readnow.py)
+                    if self.settle_here:  # a pass, which the write holds the loop for anyway
+                        await readnow.settle(settling, nursery.start_soon)
+                    else:  # etcd's write waits on the network: nobody is kept at the door
+                        nursery.start_soon(readnow.settle, settling, nursery.start_soon,
+                                           name="rpc settle")
                 await trio.lowlevel.checkpoint()
+
+    def _let_in(self, raw: socket.socket, peer: str, full: bool, nursery: trio.Nursery,
+                settling: list[FrameReader]) -> None:
+        """An accepted connection told there is no room, refused, or admitted (`full`: every
+        place is held by a proven peer)."""
+        ready = unread_bytes(raw.fileno()) >= READY
+        # every place held by a proven peer, or a node's places all taken: told so or, a
+        # command, let in to the last few (ctld/rpc/capacity.py)
+        if full or (self.admission.nodes_full() and (not ready or is_register(raw))):
+            raw.setblocking(False)
+            self.capacity.take(raw, peer, ready, nursery)
+        elif self.admission.refuses(source_of(peer), peer, ready):
+            raw.close()
+        else:
+            self._admit(raw, peer, nursery, ready, settling)
 
     def _admit(self, raw: socket.socket, peer: str, nursery: trio.Nursery,
                ready: bool = True, settling: list[FrameReader] | None = None) -> None:
