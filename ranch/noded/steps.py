@@ -315,17 +315,18 @@ class StepRunner:
     async def _job_watch(self, step: RunningStep, job: Any) -> None:
         if job is not None:  # None: the job ended here while rnoded was away
             await job.done.wait()
-        if len(step.exits) < len(step.spec.tasks):
+        if step.running:
             await self.signal(step, signal.SIGKILL, ending="CANCELLED")
 
     async def signal(self, step: RunningStep, signum: int, ending: str = "") -> None:
-        """Deliver `signum` to each task's process group; 0 ends them (TERM, KILL later)."""
+        """Deliver `signum` to each task's process group; 0 ends them (TERM, KILL later). One
+        whose tasks all exited ends as they did (rrun may hang up before rctld hears of it)."""
         if signum == 0:
-            step.ending = step.ending or "CANCELLED"
+            step.ending = step.ending or ("CANCELLED" if step.running else "")
             await end_tasks(step, self.kill_wait)
             return
         if ending:
-            step.ending = step.ending or ending
+            step.ending = step.ending or (ending if step.running else "")
         signal_tasks(step, signum)
 
     async def kill(self, job_id: int, step_id: int, signum: int) -> bool:
@@ -340,7 +341,7 @@ class StepRunner:
         for (jid, _), step in list(self.steps.items()):
             if jid == job_id:
                 if signum == 0:
-                    step.ending = step.ending or "CANCELLED"
+                    step.ending = step.ending or ("CANCELLED" if step.running else "")
                     signal_tasks(step, signal.SIGTERM)
                 else:
                     signal_tasks(step, signum)

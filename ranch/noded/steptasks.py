@@ -77,6 +77,11 @@ class RunningStep:
         return self.held.path if self.held is not None else None
 
     @property
+    def running(self) -> bool:
+        """A task of it has not exited: only such a step ends CANCELLED when asked to end."""
+        return len(self.exits) < len(self.spec.tasks)
+
+    @property
     def pids(self) -> dict[int, int]:
         return self.held.pids if self.held is not None else {}
 
