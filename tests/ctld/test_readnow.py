@@ -180,6 +180,33 @@ async def test_a_failed_write_refuses_and_retracts_the_batchs_jobs(tmp_path,
         assert tasks.started.get("rpc connection", 0) == 0
 
 
+@pytest.mark.parametrize("settle_here", [True, False])
+async def test_a_fault_while_a_batch_waits_ends_its_connections_not_the_server(
+        settle_here: bool) -> None:
+    cluster = Cluster(make_config(), wall=wall)
+    jid = cluster.controller.jobs.submission.submit(job(hold=True)).job_id
+
+    async def sync() -> None:  # a fault of ours, not the disk's
+        raise RuntimeError("a bug")
+
+    async def reconfigure(who: str) -> m.ReconfigureResult:
+        return m.ReconfigureResult(ok=True)
+
+    server = rpc_server(cluster.controller, KEY, reconfigure=reconfigure, sync=sync,
+                        settle_here=settle_here)
+    async with trio.open_nursery() as nursery:
+        [listener] = await nursery.start(partial(server.serve_tcp, 0, host="127.0.0.1"))
+        port = listener.socket.getsockname()[1]
+        sock = _send(port, m.CancelJobs(job_ids=(jid,), user="root", uid=0))
+        stream = trio.SocketStream(trio.socket.from_stdlib_socket(sock))
+        with trio.fail_after(10):
+            assert await stream.receive_some(100) == b""  # closed unanswered
+        [pong], closed = await _replies(_send(port, m.Ping()))  # and the server goes on
+        assert type(pong) is m.Pong and closed
+        assert server.connections == set()
+        nursery.cancel_scope.cancel()
+
+
 async def test_what_it_cannot_finish_the_connections_task_carries_on(tmp_path) -> None:
     async with _rctld(tmp_path) as (d, port, tasks):
         # no end of stream yet: the task answers, and reads the next request on the connection

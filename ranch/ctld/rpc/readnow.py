@@ -213,8 +213,9 @@ class ReadsNow:
 
 async def settle(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None:
     """The accept loop's batch of replies that wait for the journal: one write for them all,
-    then each reply sent and its connection closed. Cancelled (the server stops), they are
-    closed unanswered, as their tasks were."""
+    then each reply sent and its connection closed. Cancelled (the server stops), or the wait
+    failing other than the write (a fault of ours), they are closed unanswered, as their tasks
+    were."""
     failure, sync = None, readers[0].steps.sync
     try:
         if sync is not None:
@@ -222,9 +223,14 @@ async def settle(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None
                 await sync()
             except OSError as exc:
                 failure = exc
-    except BaseException:
+    except BaseException as exc:
         for reader in readers:
             reader.steps.ended(reader.conn)
-        raise
+        if not isinstance(exc, Exception):
+            raise
+        # as each connection's task did (FrameReader.run): logged, never the server's end
+        logs.event("connection failed", logging.ERROR, peer=readers[0].conn.peer,
+                   connections=len(readers), error=repr(exc))
+        return
     for reader in readers:
         reader.answer_settled(failure, spawn)
