@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -153,6 +153,19 @@ def failed(conn: Connection, request: str, exc: Exception) -> m.Error:
     logging.getLogger(logs.LOGGER_NAME).exception("request failed: %s from %s", request,
                                                   conn.peer, exc_info=exc)
     return m.Error("internal", f"{request} failed: {exc!r}")
+
+
+async def journal_written(sync: Callable[[], Awaitable[None]] | None,
+                          waits: bool) -> OSError | None:
+    """Wait for the journal's write when a held reply `waits` for it (`sync`: Durability's;
+    None: nothing is persisted): None once written, the OSError when the write failed."""
+    if sync is None or not waits:
+        return None
+    try:
+        await sync()
+    except OSError as exc:
+        return exc
+    return None
 
 
 def settled(reply: Any, confirms: bool, request: str, failure: OSError | None) -> Any:

@@ -23,7 +23,7 @@ import trio
 from ranch.ctld import logs
 from ranch.ctld.rpc import userauth
 from ranch.ctld.rpc.allowance import connection_allowance
-from ranch.ctld.rpc.dispatch import Held, log_refusal, settled
+from ranch.ctld.rpc.dispatch import Held, journal_written, log_refusal, settled
 from ranch.ctld.rpc.fastio import RECEIVE_CHUNK, UNPROVEN_CHUNK
 from ranch.ctld.rpc.readnow import ReadsNow
 from ranch.protocol import messages as m
@@ -285,12 +285,7 @@ class FrameReader(ReadsNow):
             return
         batch = self.held[:]
         self.held.clear()
-        failure, sync = None, self.steps.sync
-        if sync is not None and any(h.confirms for h in batch):
-            try:
-                await sync()
-            except OSError as exc:
-                failure = exc
+        failure = await journal_written(self.steps.sync, any(h.confirms for h in batch))
         for h in batch:
             reply = settled(h.reply, h.confirms, h.request, failure)
             if reply is not None:

@@ -27,7 +27,7 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.rpc import userauth
-from ranch.ctld.rpc.dispatch import IMMEDIATE, Held, log_refusal, settled
+from ranch.ctld.rpc.dispatch import IMMEDIATE, Held, journal_written, log_refusal, settled
 from ranch.ctld.rpc.fastio import RECEIVE_CHUNK, UNPROVEN_CHUNK
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
@@ -84,12 +84,9 @@ class ReadsNow:
         conn, decoder, steps = self.conn, self.decoder, self.steps
         if conn.closing or self.held or self.pending is not None or not self.proven:
             return False
-        try:
-            data = conn.io.read_now(RECEIVE_CHUNK)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return False  # the task's read meets it again, and ends the connection
-        if not data:
-            return False  # nothing after all (the task waits), or the end (the task ends)
+        data = self._read(RECEIVE_CHUNK)
+        if not data:  # nothing after all (the task waits), or the end (the task meets it)
+            return False
         conn.ready = False
         decoder.feed(data)
         try:
@@ -216,13 +213,8 @@ async def settle(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None
     then each reply sent and its connection closed. Cancelled (the server stops), or the wait
     failing other than the write (a fault of ours), they are closed unanswered, as their tasks
     were."""
-    failure, sync = None, readers[0].steps.sync
     try:
-        if sync is not None:
-            try:
-                await sync()
-            except OSError as exc:
-                failure = exc
+        failure = await journal_written(readers[0].steps.sync, True)
     except BaseException as exc:
         for reader in readers:
             reader.steps.ended(reader.conn)

@@ -26,7 +26,7 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.rpc.connection import Connection, Links
-from ranch.ctld.rpc.dispatch import Held, log_refusal, settled
+from ranch.ctld.rpc.dispatch import Held, journal_written, log_refusal, settled
 from ranch.ctld.rpc.readparts import Steps
 from ranch.protocol import messages as m
 from ranch.protocol.errors import ProtocolError
@@ -174,12 +174,7 @@ class RelayHub:
                 answer = await self._act(session, item.frame)
                 if answer is not None:
                     held.append((session, answer))
-        failure, sync = None, self.steps.sync
-        if sync is not None and any(h.confirms for _, h in held):
-            try:
-                await sync()
-            except OSError as exc:
-                failure = exc
+        failure = await journal_written(self.steps.sync, any(h.confirms for _, h in held))
         for session, h in held:
             reply = settled(h.reply, h.confirms, h.request, failure)
             await session.reply(reply, h.request_id, h.version)
