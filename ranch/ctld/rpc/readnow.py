@@ -27,7 +27,6 @@ import trio
 
 from ranch.ctld import logs
 from ranch.ctld.rpc import userauth
-from ranch.ctld.rpc.admission import READY
 from ranch.ctld.rpc.dispatch import IMMEDIATE, Held, journal_written, log_refusal, settled
 from ranch.ctld.rpc.fastio import RECEIVE_CHUNK, UNPROVEN_CHUNK
 from ranch.protocol import messages as m
@@ -207,70 +206,6 @@ class ReadsNow:
             await self.conn.send(rest)
         finally:
             self.steps.ended(self.conn)
-
-
-class Batch:
-    """One wake-up of the accept loop: the commands answered in its pass, the replies among them
-    that wait for the journal (`settling`), and the commands whose request was not in yet when
-    they were accepted (`later`).
-
-    A command's connect returns as soon as the kernel has the connection, and the accept loop,
-    idle on another core, often wakes before the command has sent: 40 % of one rbatch loop's
-    connections, 25 % of eight loops'. After one more pass nearly all are in (all of them in
-    600 submissions; docs/benchmarks.md), and a task costs rctld a third more than a
-    submission answered where it was accepted."""
-
-    __slots__ = ("later", "settling", "spawn", "start")
-
-    def __init__(self, spawn: Callable[..., Any], start: Callable[[ReadsNow], None]) -> None:
-        """`spawn`: where a task finishing a long reply starts; `start`: a reader's own task."""
-        self.spawn = spawn
-        self.start = start
-        self.settling: list[ReadsNow] = []
-        self.later: list[ReadsNow] = []
-
-    def take(self, reader: ReadsNow, ready: bool) -> None:
-        """An admitted command's connection; `ready`: its request's first bytes are in."""
-        if not ready:
-            self.later.append(reader)
-            return
-        done = reader.first(self.spawn)
-        if done == SETTLE:
-            self.settling.append(reader)
-        elif done == TASK:
-            self.start(reader)
-
-    async def settle(self, here: bool) -> None:
-        """The replies waiting for the journal sent after one write: awaited `here` (the file
-        journal: the write holds the event loop anyway), else from one task (etcd's write waits
-        on the network, and nobody waits at the door for it)."""
-        readers, self.settling = self.settling, []
-        if not readers:
-            return
-        if here:
-            await settle(readers, self.spawn)
-        else:
-            self.spawn(settle, readers, self.spawn, name="rpc settle")
-
-    async def look_again(self) -> None:
-        """A pass (the accept loop's checkpoint), then the commands that were not in at their
-        accept looked at once more; what is still not in goes to its task, as does one dropped
-        meanwhile to make room (Admission.refuses), which the task sees closing and ends."""
-        await trio.lowlevel.checkpoint()
-        later, self.later = self.later, []
-        for reader in later:
-            if not reader.conn.closing and reader.conn.io.unread() >= READY:
-                self.take(reader, True)
-            else:
-                self.start(reader)
-
-    def drop(self) -> None:
-        """The connections still waiting on this batch closed unanswered (the server stops;
-        `settle` closes those it took)."""
-        readers, self.later = self.settling + self.later, []
-        self.settling = []
-        for reader in readers:
-            reader.steps.ended(reader.conn)
 
 
 async def settle(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None:

@@ -254,41 +254,38 @@ class Server:
         # through the scheduler for each connection (trio's yields after every one).
         sock = socket.socket(fileno=os.dup(listener.socket.fileno()))
         sock.setblocking(False)
-        batch = readnow.Batch(nursery.start_soon, partial(_start_reader, nursery))
         with sock:
             while True:
                 await trio.lowlevel.wait_readable(sock)
-                try:
-                    for _ in range(ACCEPT_BATCH):
-                        full = not self.admission.has_room()
-                        if full and not self.admission.at_capacity():
-                            # a pool full of peers whose requests wait to be read: let the
-                            # rest wait in the kernel's queue until one of them is through
-                            await self.admission.wait_room(ROOM_POLL)
-                            break
-                        try:
-                            raw, addr = sock.accept()
-                        except BlockingIOError:
-                            break
-                        except OSError as exc:
-                            if exc.errno in _ACCEPT_EXHAUSTED:  # out of descriptors or memory
-                                self.admission.log.event("accept", "accept failed; retrying "
-                                                         "in 0.1 s", logging.ERROR,
-                                                         error=str(exc))
-                                await trio.sleep(0.1)
-                            break  # ECONNABORTED and the like: the peer already left
-                        self._let_in(raw, _addr_text(addr), full, nursery, batch)
-                    # one journal write for the batch's replies, the late ones looked at
-                    # again after a pass, and their replies' write (ctld/rpc/readnow.py)
-                    await batch.settle(self.settle_here)
-                    await batch.look_again()
-                    await batch.settle(self.settle_here)
-                except BaseException:  # the server stops: what waits on the batch is closed
-                    batch.drop()
-                    raise
+                settling: list[FrameReader] = []  # replies of the batch waiting for the journal
+                for _ in range(ACCEPT_BATCH):
+                    full = not self.admission.has_room()
+                    if full and not self.admission.at_capacity():
+                        # a pool full of peers whose requests wait to be read: let the rest
+                        # wait in the kernel's queue until one of them is through
+                        await self.admission.wait_room(ROOM_POLL)
+                        break
+                    try:
+                        raw, addr = sock.accept()
+                    except BlockingIOError:
+                        break
+                    except OSError as exc:
+                        if exc.errno in _ACCEPT_EXHAUSTED:  # out of descriptors or memory
+                            self.admission.log.event("accept", "accept failed; retrying in "
+                                                     "0.1 s", logging.ERROR, error=str(exc))
+                            await trio.sleep(0.1)
+                        break  # ECONNABORTED and the like: the peer already left
+                    self._let_in(raw, _addr_text(addr), full, nursery, settling)
+                if settling:  # one journal write for the batch's replies (ctld/rpc/readnow.py)
+                    if self.settle_here:  # a pass, which the write holds the loop for anyway
+                        await readnow.settle(settling, nursery.start_soon)
+                    else:  # etcd's write waits on the network: nobody is kept at the door
+                        nursery.start_soon(readnow.settle, settling, nursery.start_soon,
+                                           name="rpc settle")
+                await trio.lowlevel.checkpoint()
 
     def _let_in(self, raw: socket.socket, peer: str, full: bool, nursery: trio.Nursery,
-                batch: readnow.Batch) -> None:
+                settling: list[FrameReader]) -> None:
         """An accepted connection told there is no room, refused, or admitted (`full`: every
         place is held by a proven peer)."""
         ready = unread_bytes(raw.fileno()) >= READY
@@ -300,21 +297,25 @@ class Server:
         elif self.admission.refuses(source_of(peer), peer, ready):
             raw.close()
         else:
-            self._admit(raw, peer, nursery, ready, batch)
+            self._admit(raw, peer, nursery, ready, settling)
 
     def _admit(self, raw: socket.socket, peer: str, nursery: trio.Nursery,
-               ready: bool = True, batch: readnow.Batch | None = None) -> None:
-        """Serve an accepted connection: with the accept loop's `batch`, a command's one request
-        is answered in the batch's pass (or its next, if not in yet; ctld/rpc/readnow.py);
-        anything else gets a task."""
+               ready: bool = True, settling: list[FrameReader] | None = None) -> None:
+        """Serve an accepted connection: a command's one request whose bytes are in already is
+        answered at once when `settling` (the accept loop's batch) is given, or handed to it when
+        its reply waits for the journal (ctld/rpc/readnow.py); anything else gets a task."""
         conn = Connection(RawStream(raw), peer, self.links, ready)  # no trio wrappers (fastio)
         self.admission.add(conn, source_of(peer))  # now: the batch's next sees it
         self.connections.add(conn)
         reader = FrameReader(self.steps, conn, may_park=True)
-        if batch is not None:
-            batch.take(reader, ready)
-        else:
-            _start_reader(nursery, reader)
+        if ready and settling is not None:
+            done = reader.first(nursery.start_soon)
+            if done == readnow.SETTLE:
+                settling.append(reader)
+            if done != readnow.TASK:
+                return
+        # the reader's run is the task (ctld/rpc/reading.py); a name given, not built per task
+        nursery.start_soon(reader.run, name="rpc connection")
 
     async def handle(self, stream: trio.SocketStream) -> None:
         """Serve one accepted stream (a connection from any listener, or a test's)."""
@@ -374,11 +375,6 @@ def _peer(stream: trio.SocketStream) -> str:
         return _addr_text(stream.socket.getpeername())
     except (OSError, AttributeError, IndexError):
         return "?"
-
-
-def _start_reader(nursery: trio.Nursery, reader: readnow.ReadsNow) -> None:
-    # the reader's run is the task (ctld/rpc/reading.py); a name given, not built per task
-    nursery.start_soon(reader.run, name="rpc connection")
 
 
 def _addr_text(addr: Any) -> str:
