@@ -5,6 +5,7 @@
     python bench/node_cpu_vs_slurm.py --jobs 300 --rounds 3
     python bench/node_cpu_vs_slurm.py --jobs 480 --submitters 8   # a submission per job
     python bench/node_cpu_vs_slurm.py --ranch before=/tmp/ranch-old --ranch after=.
+    python bench/node_cpu_vs_slurm.py --jobs 240 --paced 15   # both sides fed alike
 
 Each round starts, one after the other, Slurm (the conformance suite's private Slurm, with issue
 50's settings: sched/backfill, batch_sched_delay=0, MessageTimeout=30) and each Ranch tree
@@ -13,7 +14,12 @@ Ranch's nodes beat every `--heartbeat-interval` seconds (10, Ranch's default; a 
 pinged every 100 s).
 On each: `--warmup` jobs not counted, the node side's idle CPU over `--idle` seconds, then an
 array of `--jobs` tasks running `true` (or, with `--submitters K`, as many `sbatch --wrap true`
-from K shell loops, so that each job pays its own submission), until the queue is empty.
+from K shell loops, so that each job pays its own submission; or, with `--paced RATE`, as many
+started RATE a second on both sides alike), until the queue is empty. Loops run each side's
+commands as fast as they go, so they feed the two controllers at different rates (Ranch's at
+60 jobs a second, Slurm's at 24), and a controller's CPU per request grows as requests come
+further apart (bench/submit_vs_slurm.py); a RATE under both sides' own is the like-for-like
+figure.
 
 The node side is counted in cpuacct groups (nanoseconds, every process and thread that ever
 ran in them; children stay in their parent's group): every slurmd (so every slurmstepd it forks
@@ -143,7 +149,10 @@ def one(side, args, scratch: Path) -> dict[str, float]:
         d0 = sum(proc_cpu(p) for p in pids)
         n0, c0, t0 = node.ms(), ctld.ms(), time.perf_counter()
         m0 = {role: g.ms() for role, g in munged.items()}
-        if args.submitters:
+        if args.paced:
+            vs_slurm.paced_submits(side, args.paced, args.jobs,
+                                   ("-o", "/dev/null", "--wrap", "true"))
+        elif args.submitters:
             loops(side, args.jobs, args.submitters)
         else:
             array(side, args.jobs)
@@ -206,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--idle", type=float, default=10.0, help="seconds of idle measured")
     p.add_argument("--submitters", type=int, default=0, metavar="K",
                    help="K shell loops submit the jobs one sbatch each (default: one array)")
+    p.add_argument("--paced", type=float, metavar="RATE",
+                   help="the jobs submitted one sbatch each, started RATE a second")
     p.add_argument("--no-slurm", action="store_true")
     vs_slurm.add_heartbeat_option(p)
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE",

@@ -4,6 +4,7 @@ with several settings, interleaved round by round, ratios per round and their me
     python bench/submit_vs_slurm.py                 # the default sides, 3 rounds (~4-5 min)
     python bench/submit_vs_slurm.py --rounds 7 --latency-jobs 40
     python bench/submit_vs_slurm.py --ranch before=/tmp/ranch-old --ranch after=. --rounds 3
+    python bench/submit_vs_slurm.py --slurm slurm-issue-shm --paced 40 --paced 120
 
 Each round starts, one after the other, each side named by --slurm (default: slurm-builtin,
 slurm-issue, slurm-issue-shm; see SLURMS for every setting) on the conformance suite's private
@@ -14,7 +15,15 @@ their whole directory (the controller's state, logs, spool) on tmpfs (/dev/shm);
 /tmp like every other bench here. On each side: `--warmup` held submissions not counted, the
 controller's idle CPU over `--idle` seconds, then `--submitters` shell loops of `sbatch/rbatch
 --hold --wrap true` (`--jobs` in all), the same from one loop (`--single`: every submission its
-own commit), then `--latency-jobs` jobs one at a time that write their own start time.
+own commit), with each `--paced RATE` `--jobs` submissions started RATE a second on every side
+alike, then `--latency-jobs` jobs one at a time that write their own start time.
+
+Why paced: a controller's CPU per request grows as requests come further apart (the same calls
+and system calls, each slower after a longer idle: caches gone cold, a core waking from its
+sleep state): slurmctld + munged 0.37 ms at 560 a second,
+0.58 at 120, 0.83 at 40. Loops of commands run as fast as each side's commands go, and sbatch
+(C) runs four times as fast as rbatch (Python), so the loops feed slurmctld three times as fast
+as rctld and compare their controllers at different rates; RATE/s figures compare them at one.
 
 What is counted, per held submission (CPU from a cpuacct group per daemon, else /proc):
   ctld          slurmctld alone / rctld alone (Ranch checks and makes its MACs inside rctld)
@@ -51,7 +60,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import vs_slurm  # noqa: E402
-from bench.vs_slurm import SHAPE, RanchSide, SlurmSide, latencies, p99, parallel_submits  # noqa: E402
+from bench.vs_slurm import (  # noqa: E402
+    SHAPE,
+    RanchSide,
+    SlurmSide,
+    latencies,
+    p99,
+    paced_submits,
+    parallel_submits,
+)
 from tests.conformance import slurm_cluster  # noqa: E402
 from tests.conformance.slurm_cluster import SlurmCluster  # noqa: E402
 
@@ -172,15 +189,20 @@ class Meter:
                 time.sleep(0.1)
 
 
-def burst(side, submitters: int, each: int, idle_ms_s: float) -> dict[str, float]:
-    """The CPU figures of `submitters` loops of `each` held submissions."""
+def burst(side, submitters: int, each: int, idle_ms_s: float,
+          paced: float | None = None) -> dict[str, float]:
+    """The CPU figures of `submitters` loops of `each` held submissions, or (`paced`) of
+    `each` submissions started `paced` a second."""
     ctld, munged, cmd_munged = side.meters
     c0, m0, k0, t0 = ctld.ms(), munged and munged.ms(), os.times(), time.perf_counter()
     q0 = cmd_munged and cmd_munged.ms()
-    rate = parallel_submits(side, submitters, each)
+    if paced:
+        rate = paced_submits(side, paced, each)
+    else:
+        rate = parallel_submits(side, submitters, each)
     c1, m1, k1, t1 = ctld.ms(), munged and munged.ms(), os.times(), time.perf_counter()
     q1 = cmd_munged and cmd_munged.ms()
-    n = submitters * each
+    n = each if paced else submitters * each
     fig = {"subs/s": rate, "ctld": (c1 - c0) / n,
            "ctld-idle": (c1 - c0 - idle_ms_s * (t1 - t0)) / n,
            "client": (k1.children_user + k1.children_system - k0.children_user
@@ -209,6 +231,9 @@ def one(side, args, scratch: Path) -> dict[str, float]:
     if args.single:
         fig.update({f"1 sub {k}": v for k, v in burst(side, 1, args.single, idle).items()
                     if k in ("ctld", "ctld+munged", "subs/s")})
+    for pace in args.paced or ():
+        fig.update({f"{pace:g}/s {k}": v for k, v in burst(side, 1, args.jobs, idle, pace).items()
+                    if k in ("ctld", "ctld+munged", "ctld-idle", "subs/s")})
     if args.latency_jobs:
         vs_slurm.cancel_all(side)
         lat, acked = latencies(side, args.latency_jobs, scratch / "lat")
@@ -246,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=40, help="held submissions not counted")
     p.add_argument("--idle", type=float, default=3.0, help="seconds the idle rate is read over")
     p.add_argument("--latency-jobs", type=int, default=0, help="submit -> running jobs a side")
+    p.add_argument("--paced", type=float, action="append", metavar="RATE",
+                   help="also --jobs submissions started RATE a second, on every side alike")
     p.add_argument("--ranch", action="append", metavar="LABEL=TREE")
     p.add_argument("--no-shm", action="store_true", help="no LABEL-shm side for each tree")
     p.add_argument("--slurm", action="append", choices=sorted(SLURMS),
@@ -300,6 +327,9 @@ def main(argv: list[str] | None = None) -> int:
         keys = [(rk, sk)]
         if rk == "ctld" and sk != "ctld-idle":
             keys.append((f"1 sub {rk}", f"1 sub {sk}"))
+            keys += [(f"{pace:g}/s {rk}", f"{pace:g}/s {sk}") for pace in args.paced or ()]
+        if (rk, sk) == ("ctld-idle", "ctld-idle"):
+            keys += [(f"{pace:g}/s {rk}", f"{pace:g}/s {sk}") for pace in args.paced or ()]
         if (rk, sk) == ("ctld", "ctld"):  # the figures that are not CPU: once a pair
             keys += [("subs/s", "subs/s"), ("ack->run p50", "ack->run p50")]
         for rkey, skey in keys:

@@ -238,6 +238,26 @@ def parallel_submits(side, submitters: int, each: int, args: tuple[str, ...] = S
     return submitters * each / (time.perf_counter() - t0)
 
 
+def paced_submits(side, rate: float, count: int, args: tuple[str, ...] = SUBMIT) -> float:
+    """`count` submissions, one started every 1/`rate` s whatever the last one is doing (as
+    users' commands arrive), so that both sides' controllers see the same arrivals; returns
+    the rate achieved. A controller's CPU per request depends on how far apart requests come
+    (docs/benchmarks.md, eleventh pass), and loops of commands as fast as each side's commands
+    run feed Slurm three times as fast as Ranch."""
+    argv = side.argv("sbatch", *args)
+    procs: list[subprocess.Popen] = []
+    t0 = time.perf_counter()
+    for i in range(count):
+        delay = t0 + i / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        procs.append(subprocess.Popen(argv, env=side.env, cwd=side.workdir,
+                                      stdout=subprocess.DEVNULL))
+    if any(p.wait() for p in procs):
+        raise RuntimeError(f"{side.label}: a paced submission failed")
+    return count / (time.perf_counter() - t0)
+
+
 def wait_empty(side, timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
