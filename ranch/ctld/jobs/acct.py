@@ -25,7 +25,12 @@ if TYPE_CHECKING:
 # The most records one AcctList carries (about 400 bytes each: 40 MB); past it the reply says
 # how many it left out, and racct asks for a narrower window.
 MAX_RECORDS = 100_000
-WRITE_INTERVAL = 0.2  # seconds: records of jobs ending meanwhile share one write and fsync
+# Seconds: records of jobs ending meanwhile share one write and fsync. Nothing waits for it (a
+# job stays in memory, and in racct's answers, until its record is written; a crash before the
+# write offers the finished jobs again), and each write is a worker thread's turn and an fsync:
+# at 15 jobs a second, 0.2 s cost rctld 4 % of its CPU per job more than 1 s (docs/benchmarks.md,
+# eleventh pass).
+WRITE_INTERVAL = 1.0
 PRUNE_INTERVAL = 3600.0  # seconds between looks for history days older than PurgeJobAfter
 
 _KEEP = ("job_id", "array_job_id", "array_task_id", "name", "user", "uid", "gid", "partition",
