@@ -327,9 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         keys = [(rk, sk)]
         if rk == "ctld" and sk != "ctld-idle":
             keys.append((f"1 sub {rk}", f"1 sub {sk}"))
-            keys += [(f"{pace:g}/s {rk}", f"{pace:g}/s {sk}") for pace in args.paced or ()]
-        if (rk, sk) == ("ctld-idle", "ctld-idle"):
-            keys += [(f"{pace:g}/s {rk}", f"{pace:g}/s {sk}") for pace in args.paced or ()]
+        keys += [(f"{pace:g}/s {rk}", f"{pace:g}/s {sk}") for pace in args.paced or ()]
         if (rk, sk) == ("ctld", "ctld"):  # the figures that are not CPU: once a pair
             keys += [("subs/s", "subs/s"), ("ack->run p50", "ack->run p50")]
         for rkey, skey in keys:
