@@ -121,32 +121,36 @@ class Pushes:
             self._deliver(frame)
 
     async def _launch_job(self, fs: FramedStream, frame: Any) -> None:
+        spec = frame.msg.job
+        started: JobStarted | None = None
         try:
             # Shielded: a connection lost mid-launch must not leave a started job untracked
             # (the launch is bounded by the runner's launch timeout).
             with trio.CancelScope(shield=True):
-                await self.jobs.launch(frame.msg.job)
+                await self.jobs.launch(spec)
         except LaunchError as exc:
             reply: Any = Error("launch_failed", str(exc), "job")
         except Exception as exc:  # a bug in the runner must not take the node down
-            log.exception("launching job %d failed", frame.msg.job.job_id)
-            reply = Error("internal", f"launch of job {frame.msg.job.job_id}: {exc!r}", "job")
+            log.exception("launching job %d failed", spec.job_id)
+            reply = Error("internal", f"launch of job {spec.job_id}: {exc!r}", "job")
         else:
-            reply = Ack()
+            running = self.jobs.running.get(spec.job_id)
+            if running is not None and running.spec.restarts == spec.restarts:
+                # The launch confirmed with its start time: in the answer when the controller
+                # asked for it there, else (version 5 on) as a request of the node's own
+                started = JobStarted(spec.job_id, spec.restarts, running.started_at,
+                                     answers_launch=frame.msg.started_answer)
+            reply = started if started is not None and started.answers_launch else Ack()
         try:
             await fs.send(reply, frame.request_id, frame.version)
         except (ProtocolError, *LOST) as exc:  # the job's state still reaches the next beats
-            log.warning("cannot answer LaunchJob %d: %s", frame.msg.job.job_id, exc)
+            log.warning("cannot answer LaunchJob %d: %s", spec.job_id, exc)
             return
-        spec = frame.msg.job
-        running = self.jobs.running.get(spec.job_id)
-        if isinstance(reply, Ack) and running is not None and frame.version >= 5 \
-                and running.spec.restarts == spec.restarts:
-            # The launch is confirmed with its start time; if this is lost, the run in the
-            # next heartbeat confirms it (with the controller's own start time).
+        if started is not None and reply is not started and frame.version >= 5:
+            # If this is lost, the run in the next heartbeat confirms the launch (with the
+            # controller's own start time), as it does for a lost answer.
             try:
-                await self._request(fs, JobStarted(spec.job_id, spec.restarts,
-                                                   running.started_at))
+                await self._request(fs, started)
             except (ProtocolError, SessionLost, *LOST) as exc:
                 log.warning("cannot confirm the launch of job %d: %s", spec.job_id, exc)
 

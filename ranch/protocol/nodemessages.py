@@ -297,11 +297,16 @@ class ConfigPush:
 
 @attrs.frozen
 class LaunchJob:
-    """Controller -> node, unsolicited: start this job. The node answers Ack once the job's
-    processes run (or Error with code "launch_failed" and why; it also reports a JobEnd)."""
+    """Controller -> node, unsolicited: start this job. The node answers once the job's
+    processes run: with its JobStarted when `started_answer` asks for it, else with an Ack and
+    then a JobStarted request of its own (or Error with code "launch_failed" and why; it also
+    reports a JobEnd)."""
 
     job: JobSpec
     epoch: int = 0  # the sending controller's seat (issue 32); 0: a controller without one
+    # the start confirmed in the answer, one frame each way less a job (issue 50); an rnoded
+    # from before it ignores the field and answers Ack, then sends JobStarted, as before
+    started_answer: bool = False
 
 
 @attrs.frozen
@@ -321,11 +326,13 @@ class KillJob:
 @attrs.frozen
 class JobStarted:
     """Node -> controller: its part of run `restarts` of the job runs since `started_at` (wall
-    clock): the launch is confirmed. Answered with Ack once the controller has it on disk."""
+    clock): the launch is confirmed. A request of the node's is answered with Ack (nothing the
+    node keeps waits on it); the answer to a LaunchJob (`answers_launch`) is not answered."""
 
     job_id: int
     restarts: int
     started_at: float
+    answers_launch: bool = False
 
 
 @attrs.frozen

@@ -111,6 +111,11 @@ FIELDS_ADDED: dict[int, dict[type, tuple[str, ...]]] = {
         # sees it, and the step's output goes as before, unspooled
         m.StepRequest: ("io_resume",),
         m.StepSpec: ("io_resume",),
+        # issue 50 (no new version): the start confirmed in LaunchJob's answer. An older
+        # version-6 rnoded ignores `started_answer` and answers Ack, then JobStarted; a
+        # version-5 one never sees it; only an rnoded that saw it sends `answers_launch`
+        m.LaunchJob: ("started_answer",),
+        m.JobStarted: ("answers_launch",),
     },
 }
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import attrs
 import orjson
+import pytest
 import trio
 import trio.testing
 
@@ -179,11 +180,15 @@ async def test_what_a_heartbeat_cannot_finish_a_task_carries_on() -> None:
             trio.lowlevel.remove_instrument(tasks)
 
 
-async def test_a_launchs_ack_and_jobstarted_wait_for_no_task_and_no_write() -> None:
-    """A node answers a LaunchJob with an Ack, then tells its start time (JobStarted). Neither
-    reply confirms anything the node keeps (it never sends JobStarted again; a lost one leaves
-    the controller's own start time), so both are taken in the poller's task while the
-    journal's write is held, and the start time goes with the next write."""
+@pytest.mark.parametrize("in_answer", [True, False], ids=["in-the-answer", "ack-then-request"])
+async def test_a_launchs_start_time_waits_for_no_task_and_no_write(in_answer: bool) -> None:
+    """rctld asks for the start time in the LaunchJob's answer (`started_answer`). Given there
+    (JobStarted with `answers_launch`, the push's request id) it gets no reply: the next frame
+    the node reads is its heartbeat's reply. An rnoded from before issue 50 ignores the field: it
+    answers Ack, then sends JobStarted as a request, answered with an Ack. Neither way confirms
+    anything the node keeps (it never sends JobStarted again; a lost one leaves the controller's
+    own start time), so each is taken in the poller's task while the journal's write is held,
+    and the start time goes with the next write."""
     from tests.ctld.test_allocations import alloc
 
     written = trio.Event()
@@ -196,21 +201,25 @@ async def test_a_launchs_ack_and_jobstarted_wait_for_no_task_and_no_write() -> N
         job_id = cluster.jobs.submission.submit(alloc(nodelist="n1", num_nodes=1)).job_id
         [push] = await _read_frames(stream, 1)
         assert type(push.msg) is m.LaunchJob and push.msg.job.job_id == job_id
+        assert push.msg.started_answer
         cluster.take_unsynced()  # the submission's records: what follows is the start's
         await _until(lambda: len(server.idle) == 1, "parked after the push")
         trio.lowlevel.add_instrument(tasks)
         try:
             [conn] = server.connections
-            await stream.send_all(_frame(m.Ack(), push.request_id, version=CURRENT))
-            await _until(lambda: conn.io.unread() == 0 and len(server.idle) == 1,
-                         "the Ack read, and the node parked again")
             started_at = wall() - 0.25  # the node's own clock, a little before the launch
-            await stream.send_all(_frame(m.JobStarted(job_id, 0, started_at), 41,
-                                         version=CURRENT))
+            first = m.JobStarted(job_id, 0, started_at, answers_launch=True) if in_answer \
+                else m.Ack()
+            await stream.send_all(_frame(first, push.request_id, version=CURRENT))
+            await _until(lambda: conn.io.unread() == 0 and len(server.idle) == 1,
+                         "the answer read, and the node parked again")
+            then, expect = (_beat("n1", 2), m.HeartbeatReply) if in_answer else \
+                (m.JobStarted(job_id, 0, started_at), m.Ack)
+            await stream.send_all(_frame(then, 42, version=CURRENT))
             with trio.fail_after(5):  # with the write still held
                 [reply] = await _read_frames(stream, 1)
-            assert reply.request_id == 41 and type(reply.msg) is m.Ack
-            await _until(lambda: len(server.idle) == 1, "parked after JobStarted")
+            assert reply.request_id == 42 and type(reply.msg) is expect
+            await _until(lambda: len(server.idle) == 1, "parked again")
         finally:
             trio.lowlevel.remove_instrument(tasks)
         assert tasks.started == 0

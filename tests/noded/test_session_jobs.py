@@ -9,6 +9,7 @@ import random
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -69,7 +70,7 @@ class JobController:
             elif isinstance(frame.msg, m.Heartbeat):
                 reply = m.HeartbeatReply("MIXED", "h", kill_job_ids=self.kill_next)
                 self.kill_next = ()
-            elif isinstance(frame.msg, m.ShutdownNotice):
+            elif isinstance(frame.msg, m.ShutdownNotice | m.JobStarted):
                 reply = m.Ack()
             if reply is not None:
                 await fs.send(reply, frame.request_id, frame.version)
@@ -139,6 +140,34 @@ async def test_launch_end_reported_at_once_and_until_acked(
     await wait_for(lambda: any(e.job_id == 6 for e in ctl.ended()))
     assert [e.job_id for e in ctl.ended()] == [5, 6]
     await wait_for(lambda: daemon.jobs.endings() == ())  # the reply to that beat acknowledged it
+
+
+async def test_the_start_in_the_launchs_answer_when_the_controller_asks(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    """Asked (`started_answer`), the node answers LaunchJob with the run's JobStarted and sends
+    no request after it; not asked (a controller from before issue 50), it answers Ack, then
+    sends its own JobStarted request."""
+    ctl = JobController()
+    await ctl.start(nursery)
+    daemon = make_daemon(ctl.port, tmp_path / "spool")
+    nursery.start_soon(daemon.run)
+    await wait_for(lambda: len(ctl.of(m.Heartbeat)) == 1)
+    before = time.time()
+    answer = await ctl.push(m.LaunchJob(job(tmp_path, 11, "sleep 300\n"), started_answer=True))
+    assert isinstance(answer, m.JobStarted) and answer.answers_launch
+    assert (answer.job_id, answer.restarts) == (11, 0)
+    assert before <= answer.started_at <= time.time()
+    assert answer.started_at == daemon.jobs.running[11].started_at
+    assert await ctl.push(m.LaunchJob(job(tmp_path, 12, "sleep 300\n"))) == m.Ack()
+    await wait_for(lambda: bool(ctl.of(m.JobStarted)))
+    # job 11's request would have left right after its answer, before job 12 was pushed
+    [request] = ctl.of(m.JobStarted)
+    assert (request.job_id, request.restarts, request.answers_launch) == (12, 0, False)
+    assert request.started_at == daemon.jobs.running[12].started_at
+    for job_id in (11, 12):
+        assert await ctl.push(m.KillJob(job_id, 0, "cancelled")) == m.Ack()
+    await wait_for(lambda: {e.job_id for e in ctl.ended()} == {11, 12})
 
 
 async def test_launch_failure_kill_and_kill_list(nursery: trio.Nursery, tmp_path: Path) -> None:

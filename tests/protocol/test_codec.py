@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+import orjson
 import pytest
 
 from ranch.protocol import codec
@@ -175,6 +176,21 @@ def test_version_1_register_body_decodes_with_defaults() -> None:
     assert reg.name == "gpu01" and reg.hardware.cpus == 64
     assert reg.config_hash == "" and reg.health is None
     assert reg.hardware.numa_nodes == 1 and reg.hardware.gpus[0].driver == ""
+
+
+def test_the_start_asked_in_the_launchs_answer_only_of_a_version_6_node() -> None:
+    """A version-5 node never sees `started_answer` (it answers Ack, then sends JobStarted); a
+    version-6 one from before the field decodes the body, the key ignored, and does the same."""
+    launch = attrs.evolve(SAMPLES[6], epoch=3, started_answer=True)
+    assert codec.decode("LaunchJob", codec.encode(launch)) == launch
+    old = codec.encode(launch, version=5)
+    assert b"started_answer" not in old and b'"epoch"' in old
+    assert codec.decode("LaunchJob", old) == attrs.evolve(launch, started_answer=False)
+    answer = m.JobStarted(7, 2, 1.7e9, answers_launch=True)
+    assert b"answers_launch" not in codec.encode(answer, version=5)
+    body = orjson.loads(codec.encode(launch))
+    body["a_field_from_a_later_rctld"] = 1
+    assert codec.decode("LaunchJob", orjson.dumps(body)) == launch
 
 
 def test_downgrade_current_is_identity() -> None:

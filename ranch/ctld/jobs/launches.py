@@ -107,5 +107,8 @@ class Launcher:
                 **jobextras.spec_fields(req),
             )
             # not connected: its silence is seen as a lost job after the grace time
-            self._nodes.push(node_name, m.LaunchJob(spec, epoch=self._epoch))
+            # the start time comes as the answer (no Ack, then JobStarted, a frame each way
+            # more a job); an older rnoded ignores the field and sends both as before
+            self._nodes.push(node_name, m.LaunchJob(spec, epoch=self._epoch,
+                                                    started_answer=True))
         logs.event("job started", job=job.id, nodes=nodelist, restarts=job.restarts)

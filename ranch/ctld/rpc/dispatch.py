@@ -123,7 +123,8 @@ class Dispatcher:
 
 # The requests whose routes answer without waiting, acted on in the idle poller's own task when
 # a parked node sends one (ctld/rpc/reading.py FrameReader.quick): a heartbeat (a thousand a
-# second at 10,000 nodes), the Ack of a push and the JobStarted after it (one each a job)
+# second at 10,000 nodes), the Ack of a push, and JobStarted (one a job: LaunchJob's answer, or an
+# older rnoded's own request after its Ack)
 IMMEDIATE = frozenset({m.Heartbeat, m.Ack, m.JobStarted})
 
 
@@ -138,10 +139,10 @@ def confirms_change(msg: Any, nodes_changed: bool, jobs_changed: bool) -> bool:
         # on the disk: lost at a crash, the node registers again).
         return bool(msg.jobs_ended or jobs_changed)
     if type(msg) is m.JobStarted:
-        # Its Ack confirms nothing the node keeps: the node never sends it again, and a launch
-        # whose JobStarted is lost keeps the controller's own start time (noded/pushes.py). The
-        # node's start time is journalled with the next write, so a job's run waits on one
-        # write less (docs/benchmarks.md, issue 50).
+        # Its Ack (none to LaunchJob's answer) confirms nothing the node keeps: the node never
+        # sends it again, and a launch whose JobStarted is lost keeps the controller's own
+        # start time (noded/pushes.py). The node's start time is journalled with the next
+        # write, so a job's run waits on one write less (docs/benchmarks.md, issue 50).
         return False
     return True
 

@@ -61,7 +61,8 @@ def shutdown_notice(traffic: Traffic, conn: Connection, msg: m.ShutdownNotice) -
 
 
 def job_started(traffic: Traffic, conn: Connection, msg: m.JobStarted) -> Any:
-    return traffic.job_started(msg, conn)
+    reply = traffic.job_started(msg, conn)
+    return None if msg.answers_launch else reply  # LaunchJob's answer: the node awaits nothing
 
 
 def ack(conn: Connection, msg: m.Ack) -> None:
