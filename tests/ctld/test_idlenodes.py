@@ -1,11 +1,12 @@
 """Registered nodes between frames are parked on the server's epoll with no task each
 (ctld/rpc/idlenodes.py), over real loopback TCP: a parked node is read when it speaks, closed at
 once by close_soon, forgotten when it hangs up, and closed when the server stops; a busy poller
-gathers a few milliseconds of frames per wake-up, a quiet one takes a frame at once. A plain
-heartbeat is answered in the poller's own task, a storm's batch of them in slices; whatever it
-cannot finish (a reply that waits for the journal, a frame not yet whole, two at once, another
-request, a refused frame) a task carries on, and a reply the kernel takes only part of is
-finished by one, in order; a failure there ends that connection, never the poller."""
+gathers a few milliseconds of frames per wake-up, a quiet one takes a frame at once (as it does
+one node's frames in quick succession). A plain heartbeat is answered in the poller's own task,
+a storm's batch of them in slices; whatever it cannot finish (a reply that waits for the
+journal, a frame not yet whole, two at once, another request, a refused frame) a task carries
+on, and a reply the kernel takes only part of is finished by one, in order; a failure there ends
+that connection, never the poller."""
 
 from __future__ import annotations
 
@@ -373,6 +374,30 @@ async def test_a_busy_poller_gathers_and_a_quiet_one_answers_at_once(
         p.send(0)
         await _until(lambda: len(started) == 5, "started again")
         assert started[4] == (0, again)
+
+
+async def test_one_nodes_frames_in_quick_succession_leave_the_poller_quiet(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A job's start and its end come from one node some milliseconds apart: two wake-ups for
+    the same one socket do not make the poller busy, so the next frame (another node's) is
+    taken at once, not after a gather that wakes rctld for nothing."""
+    async with _parked(2) as p:
+        started = p.started
+        t0 = trio.current_time()
+        p.send(0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert p.idle.park(p.readers[0])
+        await trio.sleep(GATHER / 2)
+        p.send(0)  # the same node again
+        await trio.testing.wait_all_tasks_blocked()
+        assert started == [(0, t0), (0, t0 + GATHER / 2)]
+        p.send(1)
+        await trio.testing.wait_all_tasks_blocked()
+        assert started[-1] == (1, t0 + GATHER / 2)
+        assert p.idle.park(p.readers[0])
+        p.send(0)  # two sockets in a row close together: busy, as before
+        await _until(lambda: len(started) == 4, "started after the gather")
+        assert started[-1] == (0, t0 + GATHER / 2 + GATHER)
 
 
 async def test_a_gather_that_finds_many_sockets_is_followed_by_a_longer_one(

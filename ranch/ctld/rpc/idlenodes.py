@@ -10,16 +10,17 @@ anything else starts a task, which reads on as the reader did. The kernel keeps 
 so nothing is missed between the park and the wait. trio offers no wait on many sockets in one
 task; the standard library's select.epoll does (Linux, as rctld).
 
-A busy poller (its last two wake-ups less than BUSY apart) takes its sockets at most once
-every GATHER: at 10,000 nodes (1,000 beats a second) each wake-up found one socket, and trio's
-pass, the wait's two epoll_ctl and the poll were paid per beat. Gathering five milliseconds'
-worth cut rctld's CPU there by a fifth (docs/benchmarks.md, issue 50). A gather that found
-LONG_FROM sockets or more is followed by a longer one (GATHER_LONG: some twenty sockets a
-wake-up at 10,000 nodes, a tenth less of rctld's CPU again); one that found fewer, by the short
-one. So only a poller that many nodes keep busy answers up to 20 ms late (heartbeats are
-seconds apart, timeouts seconds long), and one node's frames in quick succession (a step's
-start and end) wait 5 ms at most, as before. A quiet poller takes a frame at once and waits
-again at once: a gather after each of a few nodes' beats was a wake-up of rctld's for nothing.
+A busy poller (its last two wake-ups less than BUSY apart) takes its sockets at most once every
+GATHER: at 10,000 nodes (1,000 beats a second) each wake-up found one socket, and trio's pass,
+the wait's two epoll_ctl and the poll were paid per beat. Gathering five milliseconds' worth cut
+rctld's CPU there by a fifth (docs/benchmarks.md, issue 50). A gather that found LONG_FROM
+sockets or more is followed by a longer one (GATHER_LONG: some twenty sockets a wake-up at
+10,000 nodes, a tenth less of rctld's CPU again); one that found fewer, by the short one. So
+only a poller that many nodes keep busy answers up to 20 ms late (heartbeats are seconds apart,
+timeouts seconds long). A quiet poller takes a frame at once and waits again at once: a gather
+after each of a few nodes' beats was a wake-up of rctld's for nothing. So was one after a
+single node's two frames in quick succession (a job's start, then its end, some milliseconds
+later): two wake-ups for the same one socket do not make the poller busy.
 """
 
 from __future__ import annotations
@@ -120,6 +121,7 @@ class IdleNodes:
         self.running = True
         woke = -math.inf
         gather = 0.0  # how long after the last wake-up the next one waits for more sockets
+        alone = -1  # the one socket the last wake-up found (-1: none, or more than one)
         try:
             while True:
                 slept = bool(gather) and trio.current_time() < woke + gather
@@ -134,8 +136,12 @@ class IdleNodes:
                 elif not slept:  # each pass yields once: a busy poller never holds rctld up
                     await trio.lowlevel.checkpoint()
                 before, woke = woke, trio.current_time()
+                # one node's frames in quick succession (a job's start, then its end) are no
+                # sign of many nodes: a gather after them was a wake-up for nothing
+                last, alone = alone, ready[0][0] if len(ready) == 1 else -1
+                busy = before > woke - BUSY and (alone == -1 or alone != last)
                 gather = (GATHER_LONG if slept and len(ready) >= LONG_FROM
-                          else GATHER if before > woke - BUSY else 0.0)
+                          else GATHER if busy else 0.0)
                 quick = 0
                 for fd, _ in ready:
                     reader = self._parked.pop(fd, None)
