@@ -60,11 +60,12 @@ class _Tasks(trio.abc.Instrument):
 
 
 @asynccontextmanager
-async def _parked_node(sync: Callable[[], Any] | None = None,
-                       version: int = 3) -> AsyncIterator[tuple]:
+async def _parked_node(sync: Callable[[], Any] | None = None, version: int = 3,
+                       settle_here: bool = False) -> AsyncIterator[tuple]:
     """(cluster, server, the node's stream): a server on loopback TCP
     whose node n1 registered (speaking protocol `version`) and is parked; the server is
-    stopped when the block ends. `sync`: the server's journal write (none by default)."""
+    stopped when the block ends. `sync`: the server's journal write (none by default);
+    `settle_here`: it holds the loop (the file journal's), as the daemon then tells the server."""
     cluster = _cluster()
     if sync is None:
         server = _server(cluster)
@@ -72,7 +73,8 @@ async def _parked_node(sync: Callable[[], Any] | None = None,
         async def reconfigure(who: str) -> m.ReconfigureResult:
             return m.ReconfigureResult(ok=True)
 
-        server = rpc_server(cluster.controller, KEY, reconfigure=reconfigure, sync=sync)
+        server = rpc_server(cluster.controller, KEY, reconfigure=reconfigure, sync=sync,
+                            settle_here=settle_here)
     async with trio.open_nursery() as outer:
         server.spawn = outer.start_soon
         async with trio.open_nursery() as nursery:
@@ -129,6 +131,21 @@ async def test_a_parked_nodes_heartbeats_are_answered_without_a_task() -> None:
         assert cluster.nodes["n1"].seq == 6
 
 
+async def _ending_answered_after_the_write(stream: trio.SocketStream, syncs: list[float],
+                                          written: trio.Event) -> Any:
+    """Send a beat that carries an ending (request 11), see the journal's write begin and no
+    reply leave before the test lets the write end; the reply then."""
+    ending = attrs.evolve(_beat("n1", 1), jobs_ended=(m.JobEnd(77, "COMPLETED"),))
+    await stream.send_all(_frame(ending, 11, version=CURRENT))
+    await _until(lambda: bool(syncs), "the write begun")
+    with trio.move_on_after(0.2):
+        await stream.receive_some(1 << 16)
+        raise AssertionError("a reply confirming an ending left before the write")
+    written.set()
+    [reply] = await _read_frames(stream, 1)
+    return reply
+
+
 async def test_what_a_heartbeat_cannot_finish_a_task_carries_on() -> None:
     written = trio.Event()
     syncs: list[float] = []
@@ -141,15 +158,7 @@ async def test_what_a_heartbeat_cannot_finish_a_task_carries_on() -> None:
     async with _parked_node(sync) as (cluster, server, stream):
         trio.lowlevel.add_instrument(tasks)
         try:
-            # an ending to acknowledge: the reply waits for the write
-            ending = attrs.evolve(_beat("n1", 1), jobs_ended=(m.JobEnd(77, "COMPLETED"),))
-            await stream.send_all(_frame(ending, 11, version=CURRENT))
-            await _until(lambda: bool(syncs), "the write begun")
-            with trio.move_on_after(0.2):
-                await stream.receive_some(1 << 16)
-                raise AssertionError("a reply confirming an ending left before the write")
-            written.set()
-            [reply] = await _read_frames(stream, 1)
+            reply = await _ending_answered_after_the_write(stream, syncs, written)
             assert reply.request_id == 11 and type(reply.msg) is m.HeartbeatReply
             await _until(lambda: len(server.idle) == 1, "parked after the ending")
             # two beats in one write: both answered, in order
@@ -228,6 +237,66 @@ async def test_a_launchs_start_time_waits_for_no_task_and_no_write(in_answer: bo
         assert cluster.jobs.store.jobs[job_id].start_time == started_at
         saved = [r["job"] for r in orjson.loads(orjson.dumps(cluster.take_unsynced()))]
         assert [(j["id"], j["start_time"]) for j in saved] == [(job_id, started_at)]
+
+
+@pytest.mark.parametrize("fails", [False, True], ids=["written", "not-written"])
+async def test_a_beat_with_an_ending_is_answered_after_the_write_with_no_task(
+        fails: bool) -> None:
+    """With the file journal's write (it holds the loop anyway), the reply to a beat that
+    carried an ending is sent from the poller's task once the write is done, and the node
+    parked again: no task. A write that failed answers an Error (the node keeps the ending and
+    sends it again)."""
+    written = trio.Event()
+    syncs: list[float] = []
+
+    async def sync() -> None:  # the journal's write, held until the test lets it go
+        syncs.append(trio.current_time())
+        await written.wait()
+        if fails:
+            raise OSError(28, "No space left on device")
+
+    tasks = _Tasks()
+    async with _parked_node(sync, version=CURRENT, settle_here=True) as (_, server, stream):
+        trio.lowlevel.add_instrument(tasks)
+        try:
+            reply = await _ending_answered_after_the_write(stream, syncs, written)
+            assert reply.request_id == 11
+            if fails:
+                assert type(reply.msg) is m.Error and "No space left" in reply.msg.message
+            else:
+                assert type(reply.msg) is m.HeartbeatReply
+            await _until(lambda: len(server.idle) == 1, "parked after the ending")
+            await stream.send_all(_frame(_beat("n1", 2), 12, version=CURRENT))
+            [reply] = await _read_frames(stream, 1)
+            assert reply.request_id == 12 and type(reply.msg) is m.HeartbeatReply
+        finally:
+            trio.lowlevel.remove_instrument(tasks)
+        assert tasks.started == 0 and len(syncs) == 1
+
+
+async def test_an_ending_beats_reply_behind_another_write_goes_to_the_task() -> None:
+    """A reply settled in the poller's task while another write to the node is under way (a
+    push the kernel did not take at once) is left to the connection's task, which sends it
+    after that write, once, and parks the node again."""
+    async def sync() -> None:
+        return None
+
+    tasks = _Tasks()
+    async with _parked_node(sync, version=CURRENT, settle_here=True) as (_, server, stream):
+        [conn] = server.connections
+        lock = conn._locked()  # another write under way
+        trio.lowlevel.add_instrument(tasks)
+        try:
+            ending = attrs.evolve(_beat("n1", 1), jobs_ended=(m.JobEnd(77, "COMPLETED"),))
+            await stream.send_all(_frame(ending, 11, version=CURRENT))
+            await _until(lambda: tasks.started == 1, "the task started")
+            lock.release()
+            [reply] = await _read_frames(stream, 1)
+            assert reply.request_id == 11 and type(reply.msg) is m.HeartbeatReply
+            await _until(lambda: len(server.idle) == 1, "parked again")
+        finally:
+            trio.lowlevel.remove_instrument(tasks)
+        assert tasks.started == 1
 
 
 async def test_a_failure_acting_on_a_beat_ends_that_connection_not_the_poller(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 import select
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
@@ -43,6 +43,13 @@ class Conn(Protocol):
     ready: bool
 
 
+class Settle(Protocol):
+    """Answer readers' held replies once the journal's write is done (readnow.settle_nodes);
+    `spawn` starts the task of one that cannot be finished there."""
+
+    def __call__(self, readers: list[Any], spawn: Callable[..., Any]) -> Awaitable[None]: ...
+
+
 class Reader(Protocol):
     """A connection's reader (ctld/rpc/reading.py FrameReader)."""
 
@@ -50,6 +57,7 @@ class Reader(Protocol):
     def conn(self) -> Conn: ...
     async def run(self) -> None: ...
     def quick(self) -> bool: ...
+    def only_held(self) -> bool: ...
 
 # EPOLLRDHUP: a peer that closed is woken too (its reader reads the end and leaves)
 _WATCH = select.EPOLLIN | select.EPOLLRDHUP | select.EPOLLONESHOT
@@ -66,10 +74,14 @@ QUICK_SLICE = 64
 class IdleNodes:
     """Owns the parked readers (by descriptor) and the epoll they wait on."""
 
-    def __init__(self, ended: Callable[[Any], object]) -> None:  # given the reader's conn
+    def __init__(self, ended: Callable[[Any], object], settle: Settle | None = None) -> None:
         """`ended`: the server forgets a connection and closes its socket (a parked one that is
-        closed, or every parked one when the poller stops)."""
+        closed, or every parked one when the poller stops). `settle`: the wake-up's readers
+        left with only replies that wait for the journal (a beat that carried a job's end),
+        answered with one write in the poller's task (ctld/rpc/readnow.py settle_nodes); None
+        (a write that waits on the network, etcd's): each gets its task."""
         self._ended = ended
+        self._settle = settle
         self._epoll = select.epoll()
         self._parked: dict[int, Reader] = {}
         self.running = False
@@ -143,17 +155,23 @@ class IdleNodes:
                 gather = (GATHER_LONG if slept and len(ready) >= LONG_FROM
                           else GATHER if busy else 0.0)
                 quick = 0
+                held: list[Reader] = []
                 for fd, _ in ready:
                     reader = self._parked.pop(fd, None)
                     if reader is None:
                         continue
                     reader.conn.ready = True  # read at once, without a wait
                     if not reader.quick():  # a heartbeat, answered here; else a task
-                        nursery.start_soon(reader.run, name="rpc connection")
+                        if self._settle is not None and reader.only_held():
+                            held.append(reader)
+                        else:
+                            nursery.start_soon(reader.run, name="rpc connection")
                         continue
                     quick += 1
                     if quick % QUICK_SLICE == 0:  # a storm's batch: let the others run
                         await trio.lowlevel.checkpoint()
+                if held and self._settle is not None:
+                    await self._settle(held, nursery.start_soon)
         finally:
             self.running = False
             parked, self._parked = self._parked, {}

@@ -112,6 +112,37 @@ class ReadsNow:
         log_refusal(conn, frame.type, reply)
         return sent and steps.idle.park(self)
 
+    def only_held(self) -> bool:
+        """Whether all `quick` left is replies held for the journal's write (a beat that carried
+        a job's end): the idle poller's `settle_nodes` can finish it with no task."""
+        conn = self.conn
+        return bool(self.held) and self.pending is None and not conn.closing \
+            and not self.decoder.buffered
+
+    def send_settled(self, failure: OSError | None, spawn: Callable[..., Any]) -> None:
+        """The held replies sent once the journal write they waited for ended (`failure`: how
+        it failed), and the node parked again; what cannot be finished here (a write under way,
+        a reply the kernel takes only part of, a connection closing) its task finishes."""
+        conn, held = self.conn, self.held
+        try:
+            while held:
+                h = held[0]
+                reply = settled(h.reply, h.confirms, h.request, failure)
+                if reply is not None:
+                    sent = conn.send_now(conn.links.encode(reply, h.request_id, h.version,
+                                                           conn.key))
+                    if sent is None:  # behind another write: the task sends it, and the rest
+                        held[0] = Held(reply, h.request_id, h.version, h.request, False)
+                        break
+                    log_refusal(conn, h.request, reply)
+                del held[0]
+            if not held and not conn.closing and self.steps.idle.park(self):
+                return
+        except Exception as exc:  # as in `quick`: one peer never takes the poller down
+            logs.event("connection failed", logging.ERROR, peer=conn.peer, error=repr(exc))
+            conn.closing = True  # the task starts, sees it and ends the connection
+        spawn(self.run, name="rpc connection")
+
     def first(self, spawn: Callable[..., Any]) -> str:
         """Read, act on and answer the one request of a command whose bytes are in the kernel:
         DONE, SETTLE or TASK (the module's docstring). `spawn`: where a task that finishes a
@@ -226,3 +257,26 @@ async def settle(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None
         return
     for reader in readers:
         reader.answer_settled(failure, spawn)
+
+
+async def settle_nodes(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None:
+    """The idle poller's batch of nodes whose replies wait for the journal (their beats carried
+    endings): one write for them all, then each reply sent and the node parked again, in the
+    poller's task (a task per such beat was a job's one task of rctld's: docs/benchmarks.md,
+    issue 50). Only for a write that holds the loop anyway (the file journal). Cancelled (the
+    server stops), they are closed unanswered, as their tasks were; a fault of ours in the wait
+    leaves each to its task, which waits again."""
+    try:
+        failure = await journal_written(readers[0].steps.sync, True)
+    except BaseException as exc:
+        if not isinstance(exc, Exception):
+            for reader in readers:
+                reader.steps.ended(reader.conn)
+            raise
+        logs.event("connection failed", logging.ERROR, peer=readers[0].conn.peer,
+                   connections=len(readers), error=repr(exc))
+        for reader in readers:
+            spawn(reader.run, name="rpc connection")
+        return
+    for reader in readers:
+        reader.send_settled(failure, spawn)

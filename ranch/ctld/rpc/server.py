@@ -126,7 +126,7 @@ class Server:
         racctmgr's answers and `shares` rshare's rows (ctld/accounts/; None: tests of the core,
         no such route); `wall` the clock frames' timestamps are judged on (tests: trio's);
         `settle_here`: `sync`'s write never waits on the network (the file journal), so the
-        accept loop waits for it rather than hand the batch's replies to a task."""
+        accept loop and the idle poller wait for it rather than hand the replies to tasks."""
         self.config = config
         self.settle_here = settle_here
         self.traffic = traffic
@@ -138,7 +138,7 @@ class Server:
         self.node_credentials = book = NodeCredentials(state_dir, mirror=mirror)
         self.connections: set[Connection] = set()
         # registered nodes between frames, with no task each (ctld/rpc/idlenodes.py)
-        self.idle = IdleNodes(self.connection_ended)
+        self.idle = IdleNodes(self.connection_ended, readnow.settle_nodes if settle_here else None)
         self._reply_bodies: dict[tuple[int, str, str], bytes] = {}
         # Where pushes are written from (the daemon's nursery): a push is rare, and a nursery per
         # connection to hold it would cost every connection its memory.
