@@ -5,10 +5,11 @@ task parked in wait_readable holds its coroutines, a cancel scope and trio's wai
 about 3.5 KB a node, 36 MB of rctld at 10,000 nodes (issue 35). Here a node's reader with
 nothing to read is handed over and its task ends; this poller, one task, waits on an epoll of
 the parked sockets (one-shot: each fires once). A socket with bytes is read at once, here: a
-plain heartbeat is answered and the node parked again without a task (FrameReader.quick);
-anything else starts a task, which reads on as the reader did. The kernel keeps the readiness,
-so nothing is missed between the park and the wait. trio offers no wait on many sockets in one
-task; the standard library's select.epoll does (Linux, as rctld).
+plain heartbeat is answered and the node parked again without a task (FrameReader.quick), and
+so, with the file journal, is one whose reply waits for the write (`settle`, after the wake-up's
+frames); anything else starts a task, which reads on as the reader did. The kernel keeps the
+readiness, so nothing is missed between the park and the wait. trio offers no wait on many
+sockets in one task; the standard library's select.epoll does (Linux, as rctld).
 
 A busy poller (its last two wake-ups less than BUSY apart) takes its sockets at most once every
 GATHER: at 10,000 nodes (1,000 beats a second) each wake-up found one socket, and trio's pass,

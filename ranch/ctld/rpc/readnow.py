@@ -1,7 +1,9 @@
 """A connection's frames acted on with no task of its own: a parked node's, a command's one.
 
 A parked node's next frame is read and acted on in the idle poller's task (`quick`: a plain
-heartbeat, answered at once; ctld/rpc/idlenodes.py).
+heartbeat, answered at once; ctld/rpc/idlenodes.py). A beat whose reply waits for the journal (it
+carried an ending) is answered there too once the write is done (`settle_nodes`), when the
+write holds the loop anyway (the file journal).
 
 A command (rbatch, rinfo, rqueue...) connects, sends one request and half-closes
 (protocol/client.py), so by the time its connection is accepted the kernel nearly always holds the
