@@ -21,6 +21,7 @@ part of (a long listing to a client slow to read) is finished by a short task, w
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -241,11 +242,19 @@ class ReadsNow:
             self.steps.ended(self.conn)
 
 
-async def settle(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None:
-    """The accept loop's batch of replies that wait for the journal: one write for them all,
-    then each reply sent and its connection closed. Cancelled (the server stops), or the wait
-    failing other than the write (a fault of ours), they are closed unanswered, as their tasks
-    were."""
+Answer = Callable[[ReadsNow, OSError | None, Callable[..., Any]], None]
+
+
+async def settle(readers: Sequence[ReadsNow], spawn: Callable[..., Any],
+                 answer: Answer = ReadsNow.answer_settled) -> None:
+    """A batch of replies that wait for the journal: one write for them all, then each reader's
+    `answer`. The accept loop's commands (`answer_settled`: the reply sent, the connection
+    closed); the idle poller's nodes whose beats carried endings (`settle_nodes`: the reply
+    sent, the node parked again; a task per such beat was a job's one task of rctld's,
+    docs/benchmarks.md, issue 50). Only where the write holds the loop anyway (the file
+    journal). Cancelled (the server stops), or the wait failing other than the write (a fault
+    of ours), they are closed unanswered, as their tasks were (a node keeps its endings and
+    sends them again when it has reconnected)."""
     try:
         failure = await journal_written(readers[0].steps.sync, True)
     except BaseException as exc:
@@ -258,27 +267,7 @@ async def settle(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None
                    connections=len(readers), error=repr(exc))
         return
     for reader in readers:
-        reader.answer_settled(failure, spawn)
+        answer(reader, failure, spawn)
 
 
-async def settle_nodes(readers: Sequence[ReadsNow], spawn: Callable[..., Any]) -> None:
-    """The idle poller's batch of nodes whose replies wait for the journal (their beats carried
-    endings): one write for them all, then each reply sent and the node parked again, in the
-    poller's task (a task per such beat was a job's one task of rctld's: docs/benchmarks.md,
-    issue 50). Only for a write that holds the loop anyway (the file journal). Cancelled (the
-    server stops), they are closed unanswered, as their tasks were; a fault of ours in the wait
-    leaves each to its task, which waits again."""
-    try:
-        failure = await journal_written(readers[0].steps.sync, True)
-    except BaseException as exc:
-        if not isinstance(exc, Exception):
-            for reader in readers:
-                reader.steps.ended(reader.conn)
-            raise
-        logs.event("connection failed", logging.ERROR, peer=readers[0].conn.peer,
-                   connections=len(readers), error=repr(exc))
-        for reader in readers:
-            spawn(reader.run, name="rpc connection")
-        return
-    for reader in readers:
-        reader.send_settled(failure, spawn)
+settle_nodes = functools.partial(settle, answer=ReadsNow.send_settled)
