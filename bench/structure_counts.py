@@ -40,7 +40,7 @@ TABLE_MODULE = re.compile(r"^statemachine/\w*table\w*\.py$")
 # layer (ports.py, which goes away).
 BASE = {"logs", "deadlines", "kept", "site", "rights", "runner", "wakeup", "programs", "gctune",
         "__init__"}
-ENTRY = {"daemon", "main", "check", "reconfig", "signals"}  # the daemon and its entry points
+ENTRY = {"daemon", "main", "__main__", "check", "reconfig", "signals"}  # the daemon, its entries
 LAYER = {"base": 1, "state": 2, "nodes": 3, "jobs": 3, "accounts": 3, "rpc": 4, "web": 4,
          "pair": 4, "compose": 5}
 SIDEWAYS = {("web", "rpc"), ("pair", "rpc")}

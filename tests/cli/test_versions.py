@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-MODULES = ["ranch.ctld.main", "ranch.noded.main", "ranch.healthcheck", "ranch.cli.shims",
+MODULES = ["ranch.ctld", "ranch.noded", "ranch.healthcheck", "ranch.cli.shims",
            "ranch.cli.rinfo", "ranch.cli.rcontrol", "ranch.cli.rqueue", "ranch.cli.rbatch",
            "ranch.cli.rcancel", "ranch.cli.racct", "ranch.cli.rrun", "ranch.cli.ralloc"]
 
@@ -39,7 +39,7 @@ def test_rctld_reads_ranch_conf(tmp_path: Path) -> None:
     conf = tmp_path / "cluster.conf"
     conf.write_text("ClusterName=c\nSlurmctldHost=h\nNodeName=n1 CPUs=1\n"
                     "PartitionName=p Nodes=n1 Default=YES\n")
-    assert run("ranch.ctld.main", "--check", env={"RANCH_CONF": str(conf)}).returncode == 0
-    done = run("ranch.ctld.main", env={"RANCH_CONF": str(tmp_path / "none.conf")})
+    assert run("ranch.ctld", "--check", env={"RANCH_CONF": str(conf)}).returncode == 0
+    done = run("ranch.ctld", env={"RANCH_CONF": str(tmp_path / "none.conf")})
     assert done.returncode == 1
     assert f"{tmp_path / 'none.conf'} is the config $RANCH_CONF names" in done.stderr

@@ -13,6 +13,7 @@ from pathlib import Path
 SCRIPT = """#!/bin/sh
 # RebootProgram of the conformance suite's reboot lab (tests/conformance/reboot_lab.py)
 date +%s.%N >> "$REBOOT_LAB_DIR/$REBOOT_LAB_NODE.reboot"
+env > "$REBOOT_LAB_DIR/$REBOOT_LAB_NODE.env"
 """
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 NODES = Path(__file__).resolve().parents[2] / "ranch" / "ctld" / "nodes"
 ABOVE = ("ranch.ctld.jobs", "ranch.ctld.rpc", "ranch.ctld.web", "ranch.ctld.pair",
-         "ranch.ctld.compose", "ranch.ctld.daemon", "ranch.ctld.main", "ranch.ctld.ports")
+         "ranch.ctld.compose", "ranch.ctld.daemon", "ranch.ctld.main", "ranch.ctld.__main__",
+         "ranch.ctld.ports")
 MAX_PORT = 10
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ranch.protocol import heap
 from tests.ports import free_port as _free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,6 +133,12 @@ def test_installed_daemons_and_every_command_run(venv: Path, tmp_path: Path) -> 
             cwd=tmp_path, env=env, stdout=logs["rnoded"], stderr=logs["rnoded"]))
         _wait(lambda: "idle" in _run([str(bin_ / "rinfo"), "-h", "-o", "%t"], cwd=tmp_path,
                                      env=env).stdout, "n1 to register")
+        # the installed daemons chose their heap (ranch/protocol/heap.py): re-executed in place
+        libc, thp = heap._facts()
+        if heap.plan(env, platform=sys.platform, libc=libc, thp=thp) is not None:
+            for p in procs:
+                started = open(f"/proc/{p.pid}/environ").read().split("\0")
+                assert "PYTHONMALLOC=malloc" in started, p.args[0]
         said = {}
         for argv in (["rinfo"], ["rqueue"], ["rcontrol", "show", "node", "n1"],
                      ["rbatch", "-H", "-o", "/dev/null", "--wrap", "true"], ["racct", "-X"],
