@@ -85,7 +85,7 @@ def submissions(label: str, args: argparse.Namespace) -> float:
     env["PYTHONPATH"] = str(ROOT)
     addr = ("127.0.0.1", port)
     with open(work / "rctld.log", "ab") as log:
-        ctld = subprocess.Popen([sys.executable, "-m", "ranch.ctld.main", "-f", str(conf),
+        ctld = subprocess.Popen([sys.executable, "-m", "ranch.ctld", "-f", str(conf),
                                  "--state-dir", str(work / "state")], cwd=work, env=env,
                                 stdout=log, stderr=subprocess.STDOUT)
     try:

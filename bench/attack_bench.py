@@ -105,7 +105,7 @@ class Run:
                                                 preexec_fn=lower)
 
     def start_ctld(self) -> psutil.Process:
-        self.spawn("rctld", ["-m", "ranch.ctld.main", "-f", str(self.conf), "--listen",
+        self.spawn("rctld", ["-m", "ranch.ctld", "-f", str(self.conf), "--listen",
                              f"{TARGET}:{self.port}", "--state-dir", str(self.dir / "state"),
                              "--key-file", self.key_file], fd_limit=self.args.fd_limit)
         deadline = time.monotonic() + 30
@@ -120,7 +120,7 @@ class Run:
         raise SystemExit("rctld did not start; see " + str(self.dir / "rctld.log"))
 
     def start_node(self, name: str) -> None:
-        self.spawn(name, ["-m", "ranch.noded.main", "--server", f"{TARGET}:{self.port}",
+        self.spawn(name, ["-m", "ranch.noded", "--server", f"{TARGET}:{self.port}",
                           "--name", name,
                           "--spool-dir", str(self.dir / "spool" / name)])
 

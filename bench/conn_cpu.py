@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.submit_cpu import proc_times  # noqa: E402
-from bench.vs_slurm import RANCH_CONF, SHAPE  # noqa: E402
+from bench.vs_slurm import RANCH_CONF, SHAPE, daemon_entry  # noqa: E402
 from ranch.protocol import messages as m  # noqa: E402
 from ranch.protocol.auth import create_key, load_key  # noqa: E402
 from ranch.protocol.framing import encode_frame  # noqa: E402
@@ -59,7 +59,7 @@ def run(label: str, tree: Path, kind: str, n: int, clients: int) -> tuple[float,
                                  + SHAPE.global_conf() + SHAPE.nodes_conf())
     env = dict(os.environ, PYTHONPATH=str(tree.resolve()), RANCH_KEY_FILE=str(work / "key"))
     with open(work / "rctld.log", "ab") as log:
-        ctld = subprocess.Popen([sys.executable, "-m", "ranch.ctld.main",
+        ctld = subprocess.Popen([sys.executable, *daemon_entry(tree, "ctld"),
                                  "-f", str(work / "c.conf"),
                                  "--state-dir", str(work / "st")], cwd=tree, env=env,
                                 stdout=log, stderr=subprocess.STDOUT)

@@ -184,13 +184,15 @@ class PairSide(RanchSide):
                     raise
                 time.sleep(0.1)
         for name in ("ctl1", "ctl2"):
-            self._spawn(name, ["-m", "ranch.ctld.main", "-f", str(conf), "--name", name,
-                               "--state-dir", str(self.dir / name), "--key-file", str(key)])
+            self._spawn(name, [*vs_slurm.daemon_entry(self.tree, "ctld"), "-f", str(conf),
+                               "--name", name, "--state-dir", str(self.dir / name),
+                               "--key-file", str(key)])
             word = "serving as the controller" if name == "ctl1" else "standing by"
             self._wait_log(name, word, deadline)
         for node in vs_slurm.SHAPE.nodes:
-            self._spawn(node, ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{port}",
-                               "--name", node, "--spool-dir", str(self.dir / "spool" / node)])
+            self._spawn(node, [*vs_slurm.daemon_entry(self.tree, "noded"),
+                               "--server", f"127.0.0.1:{port}", "--name", node,
+                               "--spool-dir", str(self.dir / "spool" / node)])
         while time.monotonic() < deadline:
             out = subprocess.run(self.argv("sinfo", "-h", "-N", "-o", "%N %t"), env=env,
                                  capture_output=True, text=True).stdout.split()

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.vs_slurm import RANCH_CONF, SHAPE, SUBMIT  # noqa: E402
+from bench.vs_slurm import RANCH_CONF, SHAPE, SUBMIT, daemon_entry  # noqa: E402
 from tests.integration.cluster import free_port  # noqa: E402
 
 # rctld under cProfile, its clock the process's CPU time; the stats are written when it exits
@@ -79,7 +79,7 @@ def one(label: str, tree: Path, args: argparse.Namespace, spy: str | None) -> tu
     bindir = Path(sys.executable).parent
     with open(work / "rctld.log", "ab") as log:
         main = (["-c", CPROFILED, args.cprofile] if args.cprofile and spy
-                else ["-m", "ranch.ctld.main"])
+                else daemon_entry(tree, "ctld"))
         ctld = subprocess.Popen([sys.executable, *main, "-f", str(conf),
                                  "--state-dir", str(work / "state")], cwd=tree, env=env,
                                 stdout=log, stderr=subprocess.STDOUT)

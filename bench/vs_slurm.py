@@ -85,6 +85,14 @@ def proc_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def daemon_entry(tree: Path, daemon: str) -> list[str]:
+    """`-m ranch.ctld` / `-m ranch.noded`, the installed commands' entries (which choose the
+    daemon's heap, ranch/protocol/heap.py); a tree from before them runs its main module."""
+    package = f"ranch.{daemon}"
+    has_entry = (tree / "ranch" / daemon / "__main__.py").exists()
+    return ["-m", package if has_entry else f"{package}.main"]
+
+
 def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, float, int]:
     """(wall ms, CPU ms of the child, exit status) of one command."""
     r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -164,11 +172,11 @@ class RanchSide:
                          if k not in ("RANCH_SERVER", "RANCH_KEY_FILE")}
         self.conf_env["RANCH_CONF"] = str(conf)
         self.daemon_env = {**env, "PYTHONPATH": str(self.tree)}
-        self._spawn("rctld", ["-m", "ranch.ctld.main", "-f", str(conf), "--state-dir",
+        self._spawn("rctld", [*daemon_entry(self.tree, "ctld"), "-f", str(conf), "--state-dir",
                               str(self.dir / "state")])
         for node in SHAPE.nodes:
-            argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{port}", "--name", node,
-                    "--spool-dir", str(self.dir / "spool" / node)]
+            argv = [*daemon_entry(self.tree, "noded"), "--server", f"127.0.0.1:{port}",
+                    "--name", node, "--spool-dir", str(self.dir / "spool" / node)]
             self._spawn(node, argv)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -186,14 +186,14 @@ class Demo:
         say(f"demo: working directory {self.dir}")
         (self.dir / "demo.pid").write_text(f"{os.getpid()}\n")
         self.make_link()
-        self.spawn("rctld", "-m", "ranch.ctld.main", "-f", str(self.write_config()), "--listen",
+        self.spawn("rctld", "-m", "ranch.ctld", "-f", str(self.write_config()), "--listen",
                    f"127.0.0.1:{self.port}", "--state-dir", str(self.dir / "state"),
                    "--key-file", self.key_file)
         self.wait(lambda: isinstance(self.ask(m.Ping()), m.Pong), "rctld to start")
         say(f"demo: rctld listening on 127.0.0.1:{self.port}")
         for name, gpus in self.nodes:
             fake = ("--fake-gpus", str(gpus)) if gpus else ()
-            self.spawn(name, "-m", "ranch.noded.main", "--server", f"127.0.0.1:{self.port}",
+            self.spawn(name, "-m", "ranch.noded", "--server", f"127.0.0.1:{self.port}",
                        "--name", name, "--spool-dir", str(self.dir / "spool" / name),
                        *fake)
         names = [n for n, _ in self.nodes]

@@ -60,7 +60,7 @@ class Controller:
 
     @classmethod
     def spawn(cls, workdir: Path, config_text: str, *, port: int, ready_timeout: float = 60.0):
-        """Start `python -m ranch.ctld.main` on 127.0.0.1:port with the config; wait for a Pong."""
+        """Start `python -m ranch.ctld` on 127.0.0.1:port with the config; wait for a Pong."""
         workdir.mkdir(parents=True, exist_ok=True)
         conf_path = workdir / "fleet.conf"
         conf_path.write_text(config_text)
@@ -69,7 +69,7 @@ class Controller:
         key_path = workdir / "key"
         log_path = workdir / "rctld.log"
         # FLEET_CTLD swaps the controller's module for a wrapper (a profiler, say).
-        ctld = os.environ.get("FLEET_CTLD", "-m ranch.ctld.main").split()
+        ctld = os.environ.get("FLEET_CTLD", "-m ranch.ctld").split()
         argv = [
             sys.executable, *ctld, "-f", str(conf_path),
             "--listen", f"127.0.0.1:{port}", "--state-dir", str(state_dir),

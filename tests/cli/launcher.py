@@ -52,14 +52,14 @@ class Controller:
     def start(self, timeout: float = 30.0) -> None:
         self._spawn(
             "rctld",
-            ["ranch.ctld.main", "-f", str(self.conf_path), "--state-dir", str(self.dir / "state")],
+            ["ranch.ctld", "-f", str(self.conf_path), "--state-dir", str(self.dir / "state")],
         )
         from ranch.protocol.messages import Ping, Pong
 
         self.wait_for(lambda: isinstance(self.ask(Ping(), quiet=True), Pong), timeout, "rctld up")
 
     def start_node(self, name: str, *extra: str) -> None:
-        self._spawn(name, ["ranch.noded.main", "--server", self.address, "--name", name,
+        self._spawn(name, ["ranch.noded", "--server", self.address, "--name", name,
                            "--key-file", self.key_path, *extra])
 
     def kill(self, name: str) -> None:

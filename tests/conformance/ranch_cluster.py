@@ -65,7 +65,7 @@ class RanchCluster:
 
     def start_node(self, name: str) -> None:
         c = self.cluster
-        argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+        argv = ["-m", "ranch.noded", "--server", f"127.0.0.1:{c.port}", "--name", name,
                 "--spool-dir", str(c.dir / "spool" / name), *self.node_args]
         c.nodes[name] = c._spawn(name, argv, self.node_env.get(name))
 

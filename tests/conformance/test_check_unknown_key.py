@@ -33,7 +33,7 @@ def test_an_unknown_key_fails_the_check_as_it_stops_slurmctld(tmp_path) -> None:
     conf.write_text(CONF.format(port=free_port(), dir=tmp_path, unknown="SlurmdTimout"))
     slurm = subprocess.run([_find("slurmctld"), "-D", "-f", str(conf)], capture_output=True,
                            text=True, timeout=60)
-    ranch = subprocess.run([sys.executable, "-m", "ranch.ctld.main", "--check", "-f", str(conf)],
+    ranch = subprocess.run([sys.executable, "-m", "ranch.ctld", "--check", "-f", str(conf)],
                            cwd=REPO, capture_output=True, text=True, timeout=60)
     assert slurm.stderr.splitlines() == [
         "slurmctld: error: _parse_next_key: Parsing error at unrecognized key: SlurmdTimout",

@@ -26,7 +26,7 @@ WAYS = {
 
 def _rctld(demo: RunningDemo) -> psutil.Process:
     return next(p for p in psutil.Process(demo.proc.pid).children()
-                if "ranch.ctld.main" in " ".join(cmdline(p)))
+                if "ranch.ctld" in cmdline(p))
 
 
 @pytest.mark.parametrize("way", list(WAYS))

@@ -67,7 +67,7 @@ class Pair:
         self.runs = d / "runs"
 
     def start_ctld(self, host: str) -> None:
-        self.lab.spawn(host, host, [python(), "-m", "ranch.ctld.main", "-f", str(self.conf),
+        self.lab.spawn(host, host, [python(), "-m", "ranch.ctld", "-f", str(self.conf),
                                     "--name", host, "--state-dir", str(self.lab.dir / host),
                                     "--key-file", str(self.key)])
 
@@ -76,7 +76,7 @@ class Pair:
         the config they are served (NodeSettings.controllers). n3 and n4 are the steps
         partition's (steps and allocations held across a takeover, out of the flow's way)."""
         servers = f"{ip_of('c1')}:{PORT}" + (f",{ip_of('c2')}:{PORT}" if host == "n1" else "")
-        self.lab.spawn(host, host, [python(), "-m", "ranch.noded.main", "--server", servers,
+        self.lab.spawn(host, host, [python(), "-m", "ranch.noded", "--server", servers,
                                     "--name", host, "--key-file", str(self.key),
                                     "--spool-dir", str(self.lab.dir / "spool" / host)])
 

@@ -81,7 +81,7 @@ class Pair:
     def start(self, name: str) -> None:
         with open(self.c.dir / f"{name}.log", "ab") as log:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "-m", "ranch.ctld.main", "-f", str(self.c.conf_path),
+                [sys.executable, "-m", "ranch.ctld", "-f", str(self.c.conf_path),
                  "--name", name, "--state-dir", str(self.c.dir / name),
                  "--key-file", self.c.key_file], cwd=Path(__file__).parents[2],
                 env=self.c._env(), stdout=log, stderr=subprocess.STDOUT)

@@ -127,12 +127,12 @@ def test_relay_killed_under_load(tmp_path: Path) -> None:
 
         create_key(str(key))
         env = {"RANCH_CONF": str(conf), "RANCH_KEY_FILE": str(key)}
-        lab.spawn("rctld", "c1", [python(), "-m", "ranch.ctld.main", "-f", str(conf),
+        lab.spawn("rctld", "c1", [python(), "-m", "ranch.ctld", "-f", str(conf),
                                   "--state-dir", str(tmp_path / "state"),
                                   "--key-file", str(key)])
 
         def node(host: str) -> None:
-            lab.spawn(host, host, [python(), "-m", "ranch.noded.main", "--server",
+            lab.spawn(host, host, [python(), "-m", "ranch.noded", "--server",
                                    f"{ip_of('c1')}:{PORT}", "--name", host, "--key-file",
                                    str(key), "--spool-dir", str(tmp_path / "spool" / host)])
 

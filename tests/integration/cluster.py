@@ -5,9 +5,9 @@
         c.wait_for(lambda: c.state("n1") == "IDLE", what="n1 idle")
         c.request(m.UpdateNodes("n1", "DRAIN", "x", "alice"))
 
-Processes run as `python -m ranch.ctld.main` / `python -m ranch.noded.main` from the repo root
-(no install
-needed); logs go to files under the test's directory (`c.log("rctld")` to read one).
+Processes run as `python -m ranch.ctld` / `python -m ranch.noded` (the installed commands'
+entries) from the repo root (no install needed); logs go to files under the test's directory
+(`c.log("rctld")` to read one).
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ class Cluster:
     def start_ctld(self, *extra_args: str, wait: bool = True,
                    env: dict[str, str] | None = None) -> subprocess.Popen:
         self.ctld = self._spawn("rctld", [
-            "-m", "ranch.ctld.main", "-f", str(self.conf_path),
+            "-m", "ranch.ctld", "-f", str(self.conf_path),
             "--listen", f"127.0.0.1:{self.port}",
             "--state-dir", self.state_dir, "--key-file", self.key_file, *extra_args], env)
         if wait:
@@ -136,7 +136,7 @@ class Cluster:
                    args: Iterable[str] = ()) -> subprocess.Popen:
         """`run_jobs`: kept for callers; rnoded runs every user's jobs, root's included unless
         DisableRootJobs refuses them at submission."""
-        argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{self.port}", "--name", name,
+        argv = ["-m", "ranch.noded", "--server", f"127.0.0.1:{self.port}", "--name", name,
                 "--spool-dir", str(self.dir / "spool" / name)]
         if fake_gpus:
             argv += ["--fake-gpus", str(fake_gpus)]

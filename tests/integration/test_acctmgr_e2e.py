@@ -110,7 +110,7 @@ def test_racctmgr_over_rctld_answers_as_the_driver(tmp_path: Path) -> None:
         doc["accounts"]["next_id"] = "many"
         path.write_bytes(integrity.seal(orjson.dumps(doc)))
         done = subprocess.run(
-            [sys.executable, "-m", "ranch.ctld.main", "-f", str(c.conf_path), "--listen",
+            [sys.executable, "-m", "ranch.ctld", "-f", str(c.conf_path), "--listen",
              f"127.0.0.1:{c.port}", "--state-dir", c.state_dir, "--key-file", c.key_file],
             cwd=REPO, capture_output=True, text=True, timeout=120, env=c._env())
         assert done.returncode == 1, done.stderr

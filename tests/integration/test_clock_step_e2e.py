@@ -44,7 +44,7 @@ def test_a_begin_job_runs_once_across_a_controller_clock_step(tmp_path: Path, st
            "FAKETIME_NO_CACHE": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1"}
     with c:
         c.ctld = c._spawn("rctld", [
-            "-m", "ranch.ctld.main", "-f", str(c.conf_path), "--listen", f"127.0.0.1:{c.port}",
+            "-m", "ranch.ctld", "-f", str(c.conf_path), "--listen", f"127.0.0.1:{c.port}",
             "--state-dir", c.state_dir, "--key-file", c.key_file], env)
         wait_for(lambda: isinstance(c.request(m.Ping(), timeout=1), m.Pong), 20, "rctld")
         c.start_node("n1")

@@ -75,7 +75,7 @@ def _copy(saved: Cluster, tmp_path: Path) -> Path:
 
 
 def _argv(saved: Cluster, state: Path, port: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "ranch.ctld.main", "-f", str(saved.conf_path), "--listen",
+    return [sys.executable, "-m", "ranch.ctld", "-f", str(saved.conf_path), "--listen",
             f"127.0.0.1:{port}", "--state-dir", str(state), "--key-file", saved.key_file, *extra]
 
 
@@ -334,7 +334,7 @@ def test_a_second_rctld_on_the_same_state_directory_refuses_to_start(tmp_path) -
     c.start_ctld()
     first = c.ctld
     try:
-        argv = [sys.executable, "-m", "ranch.ctld.main", "-f", str(c.conf_path), "--listen",
+        argv = [sys.executable, "-m", "ranch.ctld", "-f", str(c.conf_path), "--listen",
                 f"127.0.0.1:{c.port}", "--state-dir", c.state_dir,
                 "--key-file", c.key_file]
         done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120,

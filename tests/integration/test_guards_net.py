@@ -291,8 +291,8 @@ def test_a_key_path_that_is_a_directory_is_a_clear_error(tmp_path: Path) -> None
         env = c._env({"RANCH_KEY_FILE": str(keydir), "RANCH_SERVER": f"127.0.0.1:{c.port}"})
         want = f"key file {keydir} is a directory"
         commands = (
-            ["-m", "ranch.ctld.main", "-f", str(c.conf_path), "--state-dir", str(tmp_path / "st")],
-            ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", "n1"],
+            ["-m", "ranch.ctld", "-f", str(c.conf_path), "--state-dir", str(tmp_path / "st")],
+            ["-m", "ranch.noded", "--server", f"127.0.0.1:{c.port}", "--name", "n1"],
             ["-m", "ranch.cli.rinfo"],
         )
         c.start_ctld()  # with the right key, so that the commands get as far as the key

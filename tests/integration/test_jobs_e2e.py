@@ -40,7 +40,7 @@ def jobs_cluster(tmp: Path, nodes: list[str], *, cpus: int = 1, timeout: int = 1
 
 
 def start_node(c: Cluster, name: str) -> subprocess.Popen:
-    argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+    argv = ["-m", "ranch.noded", "--server", f"127.0.0.1:{c.port}", "--name", name,
             "--spool-dir", str(c.dir / "spool" / name)]
     if getattr(c, "fake_gpus", 0):
         argv += ["--fake-gpus", str(c.fake_gpus)]

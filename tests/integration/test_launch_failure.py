@@ -37,7 +37,7 @@ def test_relative_spool_dir(tmp_path: Path) -> None:
         c.start_ctld()
         log = open(tmp_path / "n1.log", "ab")
         c.nodes["n1"] = subprocess.Popen(
-            [sys.executable, "-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}",
+            [sys.executable, "-m", "ranch.noded", "--server", f"127.0.0.1:{c.port}",
              "--name", "n1", "--spool-dir", "relspool"],
             cwd=tmp_path, env=c._env({"PYTHONPATH": str(REPO)}), stdout=log,
             stderr=subprocess.STDOUT)

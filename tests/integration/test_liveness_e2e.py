@@ -48,7 +48,7 @@ def live_cluster(tmp: Path, nodes: list[str], *, timeout: int = 3, extra: str = 
 def start(c: Cluster, env: dict[str, str] | None = None) -> None:
     c.start_ctld()
     for name in c.node_names:
-        argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+        argv = ["-m", "ranch.noded", "--server", f"127.0.0.1:{c.port}", "--name", name,
                 "--spool-dir", str(c.dir / "spool" / name)]
         c.nodes[name] = c._spawn(name, argv, env)
     c.wait_for(lambda: all(c.state(n) == "IDLE" for n in c.node_names), 30, what="nodes IDLE")

@@ -28,7 +28,7 @@ def cli(c: Cluster, prog: str, *args: str, timeout: float = 20.0) -> subprocess.
 
 
 def start_dynamic(c: Cluster, name: str, conf: str = "") -> subprocess.Popen:
-    argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+    argv = ["-m", "ranch.noded", "--server", f"127.0.0.1:{c.port}", "--name", name,
             "--spool-dir", str(c.dir / "spool" / name), "--dynamic"]
     if conf:
         argv += ["--conf", conf]

@@ -35,7 +35,7 @@ def test_a_second_rnoded_under_a_live_name_is_refused_and_changes_nothing(tmp_pa
 
         # the hijack: same key, same name, its own (empty) spool
         c.nodes["thief"] = c._spawn("thief", [
-            "-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", "n2",
+            "-m", "ranch.noded", "--server", f"127.0.0.1:{c.port}", "--name", "n2",
             "--spool-dir", str(tmp_path / "spool" / "thief")])
         c.wait_for(lambda: _refusals(c, "n2"), what="the refusal in the event log")
         refusal = _refusals(c, "n2")[0]

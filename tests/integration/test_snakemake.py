@@ -68,7 +68,7 @@ def slurm(tmp_path_factory):
     with cluster:
         cluster.start_ctld()
         for name in cluster.node_names:
-            argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{port}", "--name", name,
+            argv = ["-m", "ranch.noded", "--server", f"127.0.0.1:{port}", "--name", name,
                     "--spool-dir", str(work / "spool" / name)]
             cluster.nodes[name] = cluster._spawn(name, argv)
         cluster.wait_for(lambda: all(cluster.state(n) == "IDLE" for n in ("n1", "n2")), 30,

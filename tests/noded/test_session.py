@@ -359,7 +359,7 @@ async def test_rnoded_process_stops_on_signal_and_exits_0(
     argv = [
         sys.executable,
         "-m",
-        "ranch.noded.main",
+        "ranch.noded",
         "--server",
         f"127.0.0.1:{ctl.port}",
         "--name",
@@ -451,7 +451,7 @@ async def test_rnoded_sigterm_exits_0_with_controller_unreachable(tmp_path: Path
         argv = [
             sys.executable,
             "-m",
-            "ranch.noded.main",
+            "ranch.noded",
             "--server",
             f"127.0.0.1:{port}",
             "--name",

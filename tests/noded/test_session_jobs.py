@@ -241,7 +241,7 @@ async def test_sigkilled_rnoded_loses_no_job(nursery: trio.Nursery, tmp_path: Pa
     argv = [
         sys.executable,
         "-m",
-        "ranch.noded.main",
+        "ranch.noded",
         "--server",
         f"127.0.0.1:{ctl.port}",
         "--name",

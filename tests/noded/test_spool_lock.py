@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _rnoded(tmp: Path, spool: Path) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=str(REPO), RANCH_KEY_FILE=str(tmp / "key"))
     # no controller at this port: the daemon keeps trying, holding its spool meanwhile
-    return subprocess.Popen([sys.executable, "-m", "ranch.noded.main", "--server",
+    return subprocess.Popen([sys.executable, "-m", "ranch.noded", "--server",
                              "127.0.0.1:9", "--name", "n1", "--spool-dir", str(spool)],
                             env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)

@@ -47,7 +47,7 @@ def _start(c: Cluster) -> None:
     c.start_ctld()
     wait_for(lambda: _http_up(c.http), what="rctld's HTTP server")  # type: ignore[attr-defined]
     for name in c.node_names:
-        argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{c.port}", "--name", name,
+        argv = ["-m", "ranch.noded", "--server", f"127.0.0.1:{c.port}", "--name", name,
                 "--spool-dir", str(c.dir / "spool" / name)]
         if GPUS.get(name):
             argv += ["--fake-gpus", str(GPUS[name])]

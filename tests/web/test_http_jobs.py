@@ -28,7 +28,7 @@ def c(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         cluster.start_ctld()
         wait_for(lambda: _http_up(cluster.http), what="rctld's HTTP server")  # type: ignore
         for name in cluster.node_names:
-            argv = ["-m", "ranch.noded.main", "--server", f"127.0.0.1:{cluster.port}",
+            argv = ["-m", "ranch.noded", "--server", f"127.0.0.1:{cluster.port}",
                     "--name", name,
                     "--spool-dir", str(cluster.dir / "spool" / name)]
             if GPUS.get(name):

@@ -33,7 +33,7 @@ def limited(tmp_path_factory):
     c = http_cluster(tmp_path_factory.mktemp("limits"))
     with open(c.dir / "rctld.log", "ab") as log:
         c.ctld = subprocess.Popen(
-            [sys.executable, "-m", "ranch.ctld.main", "-f", str(c.conf_path), "--listen",
+            [sys.executable, "-m", "ranch.ctld", "-f", str(c.conf_path), "--listen",
              f"127.0.0.1:{c.port}", "--state-dir", c.state_dir, "--key-file", c.key_file],
             cwd=REPO, env=c._env(), stdout=log, stderr=subprocess.STDOUT, preexec_fn=_limit_fds)
     try:
