@@ -2,12 +2,13 @@
 
 Why: a daemon woken every few to tens of milliseconds finds its memory cold, and CPython's own
 allocator spreads a request's objects over arenas of 4 KiB pages: every page touched cold is a
-TLB miss. glibc's malloc with `glibc.malloc.hugetlb=1` asks for 2 MiB pages for its heap, and
-rctld's CPU per held submission 40 a second apart fell by a third (docs/benchmarks.md, thirteenth
-pass). The interpreter reads PYTHONMALLOC and glibc reads GLIBC_TUNABLES only when a process
-starts, hence the one re-exec (same pid: systemd and pid files see one process); the re-executed
-daemon puts its environment back as it found it, so what it starts (jobs, shims, programs) never
-inherits either. An admin who sets PYTHONMALLOC (`pymalloc` is CPython's default) keeps it.
+TLB miss. glibc's malloc with `glibc.malloc.hugetlb=1` asks for 2 MiB pages for its heap: rctld's
+CPU per job run fell 10 % beside Slurm, per held submission 40 a second apart 43 % in process
+(docs/benchmarks.md, thirteenth pass). The interpreter reads PYTHONMALLOC and glibc reads
+GLIBC_TUNABLES only when a process starts, hence the one re-exec (same pid: systemd and pid files
+see one process); the re-executed daemon puts its environment back as it found it, so what it
+starts (jobs, shims, programs) never inherits either. An admin who sets PYTHONMALLOC (`pymalloc`
+is CPython's default) keeps it.
 """
 
 from __future__ import annotations
