@@ -51,11 +51,16 @@ FILES = {
     ],
 }
 
+# the daemons' heap (ranch/protocol/heap.py): the one variable an admin sets to opt out
+HEAP = ("PYTHONMALLOC", "When set (pymalloc: CPython's own allocator), kept as it is. Unset, the "
+        "daemon re-executes itself once at start onto glibc's malloc with its heap on "
+        "transparent huge pages, where glibc (2.35 or later) and the kernel allow it; what it "
+        "starts inherits neither setting.")
 ENVIRONMENT = {
     "rctld": [("RANCH_CONF", "The config file when -f is not given."),
-              ("RANCH_KEY_FILE", "The cluster key when --key-file is not given.")],
+              ("RANCH_KEY_FILE", "The cluster key when --key-file is not given."), HEAP],
     "rnoded": [("RANCH_KEY_FILE", "The cluster key when --key-file is not given."),
-               ("RANCH_SPOOL_DIR", "Parent of the default spool directory.")],
+               ("RANCH_SPOOL_DIR", "Parent of the default spool directory."), HEAP],
 }
 
 
