@@ -41,16 +41,28 @@ class RebootLab:
     def never_returns(self, node: str) -> None:
         (self.dir / f"{node}.noreturn").touch()
 
-    def supervise(self, exited: Callable[[str], bool], restart: Callable[[str], None]) -> None:
+    def supervise(self, exited: Callable[[str], bool], restart: Callable[[str], None],
+                  stop: Callable[[str], None] | None = None, grace: float = 15.0) -> None:
         """Watch in a thread: a node whose RebootProgram ran and whose daemon stopped is
-        started again after `delay` (unless it never returns)."""
+        started again after `delay` (unless it never returns). `stop`, where given, ends a
+        daemon still up `grace` seconds after its RebootProgram ran, as the machine going down
+        would: slurmd 22.05 under a loaded suite once never finished its shutdown_on_reboot
+        (the program ran, slurmd logged nothing more for 60 s)."""
 
         def loop() -> None:
+            marked: dict[str, float] = {}  # node -> when its RebootProgram's mark was seen
             while not self._stop.wait(0.2):
                 for node in self.nodes:
                     mark = self.dir / f"{node}.reboot"
-                    if not mark.exists() or not exited(node):
+                    if not mark.exists():
+                        marked.pop(node, None)
                         continue
+                    if not exited(node):
+                        since = marked.setdefault(node, time.monotonic())
+                        if stop is not None and time.monotonic() - since > grace:
+                            stop(node)
+                        continue
+                    marked.pop(node, None)
                     if (self.dir / f"{node}.noreturn").exists():
                         continue
                     mark.unlink()

@@ -134,7 +134,8 @@ def sessions() -> dict[str, list]:
         with RanchCluster(SHAPE, extra_conf=ranch_lab.conf(RESUME_TIMEOUT), node_args=("-b",),
                           node_env={n: ranch_lab.env(n) for n in NODES}) as ranch:
             slurm_lab.supervise(lambda n: slurm.procs[f"slurmd-{n}"].poll() is not None,
-                                slurm.start_slurmd)
+                                slurm.start_slurmd,
+                                stop=lambda n: slurm.procs[f"slurmd-{n}"].kill())
             ranch_lab.supervise(lambda n: ranch.cluster.nodes[n].poll() is not None,
                                 ranch.start_node)
 
