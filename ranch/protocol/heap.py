@@ -73,7 +73,8 @@ def restore(environ: MutableMapping[str, str]) -> bool:
     return True
 
 
-def _facts() -> tuple[str, str]:
+def facts() -> tuple[str, str]:
+    """(the C library's name and version, the kernel's THP mode) of this host; "" where unknown."""
     try:
         libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
     except (ValueError, OSError):  # a C library without the name (musl)
@@ -91,7 +92,7 @@ def relaunch() -> None:
     chosen (returns only when there is nothing to change, or in the re-executed process)."""
     if restore(os.environ):
         return
-    libc, thp = _facts()
+    libc, thp = facts()
     env = plan(os.environ, platform=sys.platform, libc=libc, thp=thp)
     if env is None or not sys.executable or not sys.orig_argv:
         return

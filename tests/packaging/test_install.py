@@ -134,7 +134,7 @@ def test_installed_daemons_and_every_command_run(venv: Path, tmp_path: Path) -> 
         _wait(lambda: "idle" in _run([str(bin_ / "rinfo"), "-h", "-o", "%t"], cwd=tmp_path,
                                      env=env).stdout, "n1 to register")
         # the installed daemons chose their heap (ranch/protocol/heap.py): re-executed in place
-        libc, thp = heap._facts()
+        libc, thp = heap.facts()
         if heap.plan(env, platform=sys.platform, libc=libc, thp=thp) is not None:
             for p in procs:
                 started = open(f"/proc/{p.pid}/environ").read().split("\0")

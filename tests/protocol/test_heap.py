@@ -96,7 +96,7 @@ def test_an_admins_tunables_are_kept_and_given_back() -> None:
 
 
 def _machine_relaunches() -> bool:
-    libc, thp = heap._facts()
+    libc, thp = heap.facts()
     clean = {k: v for k, v in os.environ.items() if k not in WATCHED}
     return heap.plan(clean, platform=sys.platform, libc=libc, thp=thp) is not None
 
