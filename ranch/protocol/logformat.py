@@ -22,15 +22,20 @@ class TextFormatter(logging.Formatter):
         self.own = own  # the daemon's own logger, whose lines carry no name
 
     def format(self, record: logging.LogRecord) -> str:
-        second = int(record.created)
-        if second != self._second:  # a burst of lines shares one formatted second
-            self._second = second
-            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
         name = "" if record.name == self.own else f"{record.name}: "
-        line = f"{self._stamp}Z {record.levelname} {name}{record.getMessage()}"
+        line = self.line(record.created, record.levelname, name + record.getMessage(), None)
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+    def line(self, created: float, levelname: str, msg: str,
+             fields: dict[str, Any] | None) -> str:
+        """A line of the daemon's own logger (no name shown; `fields` are in `msg` already)."""
+        second = int(created)
+        if second != self._second:  # a burst of lines shares one formatted second
+            self._second = second
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._stamp}Z {levelname} {msg}"
 
 
 class JsonFormatter(logging.Formatter):
@@ -41,18 +46,20 @@ class JsonFormatter(logging.Formatter):
         self.own = own
 
     def format(self, record: logging.LogRecord) -> str:
-        obj: dict[str, Any] = {
-            "ts": round(record.created, 3),
-            "level": record.levelname,
-            "msg": record.getMessage(),
-        }
-        if record.name != self.own:
-            obj["logger"] = record.name
-        fields = getattr(record, "fields", None)
+        return self.line(record.created, record.levelname, record.getMessage(),
+                         getattr(record, "fields", None),
+                         logger=None if record.name == self.own else record.name,
+                         exc=self.formatException(record.exc_info) if record.exc_info else None)
+
+    def line(self, created: float, levelname: str, msg: str, fields: dict[str, Any] | None,
+             *, logger: str | None = None, exc: str | None = None) -> str:
+        obj: dict[str, Any] = {"ts": round(created, 3), "level": levelname, "msg": msg}
+        if logger is not None:
+            obj["logger"] = logger
         if fields:
             obj.update(fields)
-        if record.exc_info:
-            obj["exc"] = self.formatException(record.exc_info)
+        if exc is not None:
+            obj["exc"] = exc
         return orjson.dumps(obj, default=str).decode()
 
 
@@ -68,6 +75,34 @@ class LogSink(logging.StreamHandler):
         assert self.path is not None
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o640)
         return os.fdopen(fd, "a", encoding="utf-8", buffering=1)
+
+    def direct(self, logger: logging.Logger, level: int, msg: str,
+               fields: dict[str, Any]) -> bool:
+        """Write a line of `logger` (the daemon's own, its level already checked) straight to
+        the stream, as logging would through the formatter, when this sink is all there is to
+        it: no filter, no other handler (a test's caplog), one of our formatters. True when
+        done; False: the caller goes through logging. Why: logging's way (a LogRecord of some
+        twenty attributes, then handle, filter, callHandlers, emit, format) is 16 functions a
+        line, and a controller woken 40 times a second runs each one cold; one line a
+        submission, five a job (docs/benchmarks.md, issue 50, fourteenth pass)."""
+        if (logger.handlers != [self] or logger.filters or self.filters or level < self.level
+                or logger.disabled):
+            return False
+        fmt = self.formatter
+        if not isinstance(fmt, TextFormatter | JsonFormatter):
+            return False
+        created = time.time()
+        self.acquire()  # the formatter's second too, as logging formats under the lock
+        try:
+            line = fmt.line(created, logging.getLevelName(level), msg, fields)
+            stream = self.stream
+            stream.write(line + self.terminator)
+            stream.flush()
+        except Exception:  # as emit does: reported on stderr, never the daemon's end
+            self.handleError(logger.makeRecord(logger.name, level, "", 0, msg, (), None))
+        finally:
+            self.release()
+        return True
 
     def reopen(self) -> None:
         """Open the file again under its name (the old one was rotated away). On failure the
