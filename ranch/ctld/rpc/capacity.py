@@ -15,6 +15,7 @@ the event loop.
 
 from __future__ import annotations
 
+import _socket
 import logging
 import socket
 from collections.abc import Callable
@@ -34,7 +35,7 @@ _REGISTER = b"Register"
 _NAME_AT = PREFIX.size + HEAD.size  # where a frame's type name starts (protocol/rawframe.py)
 
 
-def is_register(raw: socket.socket) -> bool:
+def is_register(raw: _socket.socket) -> bool:
     """Whether the frame waiting first on `raw` says it is a Register (its header peeked at,
     nothing read; not yet authenticated: a Register is refused, and authenticated then)."""
     try:
@@ -50,7 +51,7 @@ class CapacityRefusals:
     def __init__(self, admission: Admission, key: bytes, replay_guard: ReplayGuard, *,
                  message_timeout: Callable[[], float], late_allowance: Callable[[], float],
                  heard: Callable[[str], bool], encode: Callable[..., bytes],
-                 admit: Callable[[socket.socket, str, trio.Nursery], None],
+                 admit: Callable[[_socket.socket, str, trio.Nursery], None],
                  unproven_max: int) -> None:
         """`heard(name)`: the node asked to register (False: not a configured node);
         `encode(msg, request_id, version)`: a reply frame signed with the cluster key;
@@ -68,7 +69,7 @@ class CapacityRefusals:
         self.refused = 0
         self.nodes_heard = 0
 
-    def take(self, raw: socket.socket, peer: str, ready: bool, nursery: trio.Nursery) -> None:
+    def take(self, raw: _socket.socket, peer: str, ready: bool, nursery: trio.Nursery) -> None:
         """Settle `raw` (accepted, non-blocking) at once when its request is waiting, else
         once it comes (or close it after FIRST_FRAME_WAIT, or at once when WAITING already
         wait): a command is admitted to the places kept for commands while one is free; a
@@ -89,7 +90,7 @@ class CapacityRefusals:
         c = self.admission.caps
         return max(WAITING, (c.fd_limit - c.connections) // 4)
 
-    async def _settle_when_ready(self, raw: socket.socket, peer: str,
+    async def _settle_when_ready(self, raw: _socket.socket, peer: str,
                                  nursery: trio.Nursery) -> None:
         try:
             with trio.move_on_after(FIRST_FRAME_WAIT):
@@ -101,7 +102,7 @@ class CapacityRefusals:
             self.waiting -= 1
         self._settle(raw, peer, nursery)
 
-    def _settle(self, raw: socket.socket, peer: str, nursery: trio.Nursery) -> None:
+    def _settle(self, raw: _socket.socket, peer: str, nursery: trio.Nursery) -> None:
         if not is_register(raw) and self.admission.open < self.admission.caps.connections:
             self.admit(raw, peer, nursery)  # a command: the last COMMAND_ROOM places are its
         else:
@@ -123,7 +124,7 @@ class CapacityRefusals:
                 f"{c.nodes_allowed()} of the cap of {c.connections} for nodes (descriptor "
                 f"limit {c.fd_limit}); register again later")
 
-    def _refuse(self, raw: socket.socket, peer: str) -> None:
+    def _refuse(self, raw: _socket.socket, peer: str) -> None:
         try:
             data = raw.recv(READ)
         except OSError:

@@ -11,6 +11,7 @@ descriptor (os.read/os.write, Unix only) because trio keeps the stdlib socket pr
 
 from __future__ import annotations
 
+import _socket
 import contextlib
 import fcntl
 import os
@@ -37,7 +38,7 @@ class RawStream(trio.abc.AsyncResource):
 
     __slots__ = ("socket",)
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: _socket.socket) -> None:
         sock.setblocking(False)  # as trio's socket does: every wait goes through trio
         with contextlib.suppress(OSError):  # as trio.SocketStream does: frames leave at once
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)

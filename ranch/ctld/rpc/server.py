@@ -31,6 +31,7 @@ writes meet, keeps frames whole (ctld/rpc/connection.py).
 
 from __future__ import annotations
 
+import _socket
 import errno
 import logging
 import os
@@ -254,6 +255,12 @@ class Server:
         # through the scheduler for each connection (trio's yields after every one).
         sock = socket.socket(fileno=os.dup(listener.socket.fileno()))
         sock.setblocking(False)
+        # The C type's accept and socket, not socket.py's: its accept() wraps each descriptor
+        # in the module's class, reading the listener's family and type through enum
+        # conversions on the way, ten Python functions a connection, each run cold at a
+        # command's pace (docs/benchmarks.md, issue 50, fourteenth pass).
+        accept = sock._accept  # type: ignore[attr-defined]  # what socket.accept() calls
+        family, kind = int(sock.family), int(sock.type)
         with sock:
             while True:
                 await trio.lowlevel.wait_readable(sock)
@@ -266,7 +273,7 @@ class Server:
                         await self.admission.wait_room(ROOM_POLL)
                         break
                     try:
-                        raw, addr = sock.accept()
+                        fd, addr = accept()
                     except BlockingIOError:
                         break
                     except OSError as exc:
@@ -275,6 +282,11 @@ class Server:
                                                      "0.1 s", logging.ERROR, error=str(exc))
                             await trio.sleep(0.1)
                         break  # ECONNABORTED and the like: the peer already left
+                    try:
+                        raw = _socket.socket(family, kind, 0, fd)
+                    except OSError:  # not a socket after all: nothing to answer
+                        os.close(fd)
+                        continue
                     self._let_in(raw, _addr_text(addr), full, nursery, settling)
                 if settling:  # one journal write for the batch's replies (ctld/rpc/readnow.py)
                     if self.settle_here:  # a pass, which the write holds the loop for anyway
@@ -284,7 +296,7 @@ class Server:
                                            name="rpc settle")
                 await trio.lowlevel.checkpoint()
 
-    def _let_in(self, raw: socket.socket, peer: str, full: bool, nursery: trio.Nursery,
+    def _let_in(self, raw: _socket.socket, peer: str, full: bool, nursery: trio.Nursery,
                 settling: list[FrameReader]) -> None:
         """An accepted connection told there is no room, refused, or admitted (`full`: every
         place is held by a proven peer)."""
@@ -299,7 +311,7 @@ class Server:
         else:
             self._admit(raw, peer, nursery, ready, settling)
 
-    def _admit(self, raw: socket.socket, peer: str, nursery: trio.Nursery,
+    def _admit(self, raw: _socket.socket, peer: str, nursery: trio.Nursery,
                ready: bool = True, settling: list[FrameReader] | None = None) -> None:
         """Serve an accepted connection: a command's one request whose bytes are in already is
         answered at once when `settling` (the accept loop's batch) is given, or handed to it when
