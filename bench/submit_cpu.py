@@ -10,8 +10,10 @@ were submitted, and reads the controller's user and system CPU from /proc before
 blocking fsync shows as busy), `--cprofile FILE` runs that rctld under cProfile timed by CPU
 (process_time; small calls are inflated). `--inproc`: no submit commands; this process sends
 the requests one after the other (and as many Pings first: the floor any connection pays), which
-takes the commands' start, competing for the CPUs, out of rctld's figure. Prints; asserts
-nothing; not part of `make test`.
+takes the commands' start, competing for the CPUs, out of rctld's figure; with `--paced RATE`
+they go RATE a second instead of back to back (a controller's CPU per request grows as
+requests come further apart; bench/submit_floor.py --paced gives the floor any Python server
+pays at that rate). Prints; asserts nothing; not part of `make test`.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ def one(label: str, tree: Path, args: argparse.Namespace, spy: str | None) -> tu
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1)
         if args.inproc:
-            return inproc(label, ctld.pid, ("127.0.0.1", port), key, args.jobs)
+            return inproc(label, ctld.pid, ("127.0.0.1", port), key, args.jobs, args.paced)
         each = -(-args.jobs // args.submitters)
         cmd = " ".join(f"'{a}'" for a in [str(bindir / "rbatch"), *SUBMIT])
         loop = f"for i in $(seq {each}); do {cmd} >/dev/null || exit 1; done"
@@ -130,7 +132,7 @@ def one(label: str, tree: Path, args: argparse.Namespace, spy: str | None) -> tu
 
 
 def inproc(label: str, pid: int, addr: tuple[str, int], key: Path,
-           n: int) -> tuple[float, float]:
+           n: int, rate: float | None = None) -> tuple[float, float]:
     """`n` signed Pings, then `n` held SubmitJobs (as rbatch --hold --wrap true sends, this
     process's environment in it), one after the other from this process: rctld's CPU per
     request without the submit commands' own start competing for the CPUs, and the floor
@@ -147,7 +149,10 @@ def inproc(label: str, pid: int, addr: tuple[str, int], key: Path,
     got = []
     for what, msg in (("ping", m.Ping()), ("submit", submit)):
         u0, s0 = proc_times(pid)
-        for _ in range(n):
+        t0 = time.perf_counter()
+        for i in range(n):
+            if rate:
+                time.sleep(max(0.0, t0 + i / rate - time.perf_counter()))
             reply = request(addr, secret, msg)
             if isinstance(reply, m.Error):
                 raise RuntimeError(f"{label}: {reply.message}")
@@ -167,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--py-spy", metavar="FILE")
     p.add_argument("--inproc", action="store_true",
                    help="one client in this process, requests one after the other (Ping too)")
+    p.add_argument("--paced", type=float, metavar="RATE",
+                   help="with --inproc: RATE requests a second (default: back to back)")
     p.add_argument("--cprofile", metavar="FILE", help="run the last rctld under cProfile")
     args = p.parse_args(argv)
     trees = [(lb, Path(t)) for lb, _, t in (r.partition("=") for r in args.ranch or [])] \

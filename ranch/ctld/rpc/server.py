@@ -255,10 +255,8 @@ class Server:
         # through the scheduler for each connection (trio's yields after every one).
         sock = socket.socket(fileno=os.dup(listener.socket.fileno()))
         sock.setblocking(False)
-        # The C type's accept and socket, not socket.py's: its accept() wraps each descriptor
-        # in the module's class, reading the listener's family and type through enum
-        # conversions on the way, ten Python functions a connection, each run cold at a
-        # command's pace (docs/benchmarks.md, issue 50, fourteenth pass).
+        # The C accept and socket: socket.py's accept() runs ten Python functions a connection
+        # (its class, two enum conversions), cold at a command's pace (docs/benchmarks.md).
         accept = sock._accept  # type: ignore[attr-defined]  # what socket.accept() calls
         family, kind = int(sock.family), int(sock.type)
         with sock:
