@@ -30,8 +30,11 @@ def event(msg: str, level: int = logging.INFO, **fields: Any) -> None:
     if not log.isEnabledFor(level):
         return
     text = msg
-    if fields:
-        text += " " + " ".join(f"{k}={_text_value(v)}" for k, v in fields.items())
+    for key, value in fields.items():  # a loop, not a generator and a call a value: both
+        shown = str(value)  # would be code of their own, fetched cold at each line
+        if _PLAIN(shown) is None:
+            shown = _quote(shown.replace("\n", "\\n"))
+        text += f" {key}={shown}"
     _write(level, text, {"event": msg, **fields})
 
 
@@ -62,12 +65,6 @@ def _quote(text: str) -> str:
 
 
 # a value shown as it is: not empty, and none of ' "=' nor a newline in it (one C call, not a
-# generator over the four characters: six values a submission)
+# generator over the four characters: six values a submission); else quoted, newlines as \n
 _PLAIN = re.compile('[^ "=\n]+').fullmatch
 
-
-def _text_value(value: Any) -> str:
-    text = str(value)
-    if _PLAIN(text) is None:
-        return _quote(text.replace("\n", "\\n"))
-    return text

@@ -129,3 +129,15 @@ def test_a_write_that_fails_is_reported_as_logging_reports_it_and_goes_no_furthe
     assert "--- Logging error ---" in err and "No space left on device" in err
     assert "job submitted job=7" in err  # the line it could not write, named
     sink.stream = open(tmp_path / "rctld.log", "a")  # closed by the fixture
+
+
+def test_a_value_with_a_space_quote_equals_sign_or_newline_is_quoted_and_others_are_not(
+        rctld_log: logging.Logger, tmp_path: Path) -> None:
+    logs.setup("text", logging.INFO, str(tmp_path / "rctld.log"))
+    logs.event("something happened", detail="two\nlines", empty="", n=3, q='a"b', eq="k=v",
+               bs="c:\\x", none=None, t=(1, 2))
+    logs.event("nothing more")
+    assert (tmp_path / "rctld.log").read_text().splitlines() == [
+        '2026-12-01T08:52:44Z INFO something happened detail="two\\\\nlines" empty="" n=3 '
+        'q="a\\"b" eq="k=v" bs=c:\\x none=None t="(1, 2)"',
+        "2026-12-01T08:52:44Z INFO nothing more"]
