@@ -197,10 +197,16 @@ def _file_lines(j: dict) -> list[str]:
     return lines
 
 
-def _num_tasks(j: dict) -> int:
-    """NumTasks: -n's count; without -n, a task a node (slurmctld: NumTasks=2 for -N 2)."""
+def _num_tasks(j: dict) -> int | str:
+    """NumTasks: -n's count; without -n, a task a node (slurmctld: NumTasks=2 for -N 2) while
+    the job waits or once it has held nodes, and N/A for one that ended without ever holding
+    any (slurmctld packs the allocation's node count, which such a job never had)."""
     ntasks = j.get("ntasks", 1)
-    return ntasks if j.get("ntasks_given", True) else max(ntasks, j.get("node_count", 1))
+    if j.get("ntasks_given", True):
+        return ntasks
+    if j["state"] != "PENDING" and not j.get("nodes"):
+        return "N/A"
+    return max(ntasks, j.get("node_count", 1))
 
 
 

@@ -19,10 +19,7 @@ PATH_KEYS = frozenset({"StdOut", "StdErr", "StdIn"})
 # Ranch gaps whose fix belongs to the job layer (ctld/job*.py, noded/jobs.py, the JobSpec
 # message): (scenario or "*", field) -> the finding. Each is an xfail(strict=True): the day the
 # job layer fixes it, the test passes, fails as XPASS, and the line here is deleted.
-GAPS: dict[tuple[str, str], str] = {
-    ("cancel pending", "NumTasks"): "job layer: a job that never ran and had no -n shows "
-    "NumTasks=N/A in Slurm; Ranch's record cannot tell an -n 1 from no -n",
-}
+GAPS: dict[tuple[str, str], str] = {}
 
 
 def gap(scenario: str, field: str) -> str | None:

@@ -26,10 +26,7 @@ INACTIVE_LIMIT = 10  # seconds; Slurm judges it every 30 s
 KEYS = ("JobName", "JobState", "Reason", "ExitCode", "BatchFlag", "NodeList", "NumNodes",
         "NumCPUs", "NumTasks", "Command", "AccrueTime")
 # (scenario, field) -> why Ranch differs: an xfail(strict=True) each, gone when fixed
-GAPS: dict[tuple[str, str], str] = {
-    **{(s, "NumTasks"): "job layer: a job that never ran and had no -n shows NumTasks=N/A in "
-       "Slurm; Ranch's record cannot tell an -n 1 from no -n" for s in ("-I", "-I2")},
-}
+GAPS: dict[tuple[str, str], str] = {}
 SALLOC = ("salloc env", "salloc exit 3", "revoked", "no-shell", "-I", "-I2", "salloc waits")
 SRUN = ("srun hostname", "srun kill -9", "srun exit 137")
 KILLED = ("salloc killed pending", "srun killed pending", "salloc killed", "srun killed")
